@@ -1,0 +1,26 @@
+"""Reference contracts, written the way the reference texts recommend.
+
+Reasoning comes first (JSON generates left to right, so a reasoning field after the answer is
+post-hoc), and every contract leaves the model a way to abstain: nullable fields where a
+document may not say, an `unknown` member where a classification may not apply, and evidence
+quotes that may be empty.
+"""
+
+from contracts.decision import Confidence, Decision, DecisionAnswer
+from contracts.invoice import InvoiceCategory, InvoiceExtraction, LineItem
+from contracts.review import Fix, ReviewFinding, Severity
+from contracts.sentiment import Sentiment, SentimentLabel
+
+__all__ = [
+    "Confidence",
+    "Decision",
+    "DecisionAnswer",
+    "Fix",
+    "InvoiceCategory",
+    "InvoiceExtraction",
+    "LineItem",
+    "ReviewFinding",
+    "Sentiment",
+    "SentimentLabel",
+    "Severity",
+]

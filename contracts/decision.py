@@ -1,0 +1,31 @@
+"""Decision: approve, reject or escalate, with the reasoning written first."""
+
+from pydantic import Field
+
+from sdk import Contract, WireEnum
+
+
+class DecisionAnswer(WireEnum):
+    """The outcome; `escalate` is the abstention path when the case is unclear."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    ESCALATE = "escalate"
+
+
+class Confidence(WireEnum):
+    """How sure the model says it is."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class Decision(Contract):
+    """A decision on a request, reasoning first."""
+
+    reasoning: str = Field(
+        description="Work through the case here before answering. Multiple sentences."
+    )
+    answer: DecisionAnswer = Field(description="The decision. Escalate when unsure.")
+    confidence: Confidence = Field(description="How certain the decision is.")

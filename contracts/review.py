@@ -1,0 +1,32 @@
+"""ReviewFinding: one code review finding, with an optional fix."""
+
+from pydantic import Field
+
+from sdk import Contract, WireEnum
+
+
+class Severity(WireEnum):
+    """How much the finding matters."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class Fix(Contract):
+    """A proposed fix, and whether the model is confident it is right."""
+
+    description: str = Field(description="What to change, concretely.")
+    confident: bool = Field(description="False when the fix is a guess.")
+
+
+class ReviewFinding(Contract):
+    """A finding about one file, or one line of it."""
+
+    reasoning: str = Field(description="Why this is a problem, before judging its severity.")
+    severity: Severity = Field(description="info, warning or error.")
+    file: str = Field(description="Path of the file the finding is about.")
+    line: int | None = Field(
+        ge=1, description="1-based line number, or null for a finding about the whole file."
+    )
+    fix: Fix | None = Field(description="A proposed fix, or null when there is none.")

@@ -1,0 +1,158 @@
+"""Contracts: strict, round-trip Pydantic models whose wire form is pinned.
+
+Four permissive defaults of ordinary JSON libraries are closed here (see the reference texts):
+integers accepted as enum members, an explicit `null` accepted on a required field, unknown
+members silently dropped, and comma-joined enum strings. A contract rejects all four, from JSON
+and from Python alike, and writes exactly the wire names it reads.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
+
+__all__ = ["SOURCE_QUOTE_KEY", "Contract", "SourceQuote", "WireEnum"]
+
+# Schema annotation that marks a string as evidence to be found verbatim in the source.
+SOURCE_QUOTE_KEY = "x-source-quote"
+
+
+class WireEnum(str, Enum):
+    """A string enum whose values are the wire names: lowercase, matched exactly.
+
+    Validation accepts a member of this enum, or a plain `str` equal to one of the values.
+    Integers, booleans, member names (`"APPROVE"`), case variants (`"Approve"`) and
+    comma-joined strings (`"approve, reject"`) are all rejected.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, member in cls.__members__.items():
+            value: object = member.value
+            if not isinstance(value, str) or not value or value != value.lower():
+                raise TypeError(
+                    f"{cls.__name__}.{name} has wire name {value!r}: wire names must be "
+                    "non-empty lowercase strings, because providers and the parser compare "
+                    "them exactly"
+                )
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, format_spec: str) -> str:
+        return format(str(self.value), format_spec)
+
+    @classmethod
+    def wire_names(cls) -> list[str]:
+        """The values, in declaration order: what the schema's `enum` lists."""
+        return [str(member.value) for member in cls]
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        members: dict[str, WireEnum] = {str(m.value): m for m in cls}
+        expected = ", ".join(repr(name) for name in members)
+
+        def validate(value: Any) -> WireEnum:
+            if isinstance(value, cls):
+                return value
+            # `type(...) is str`: a member of another enum, or any str subclass, is not a wire
+            # name of this one even when its text matches.
+            if type(value) is str:
+                member = members.get(value)
+                if member is not None:
+                    return member
+                raise PydanticCustomError(
+                    "wire_enum",
+                    "{received!r} is not a wire name of {enum}; expected one of {expected}",
+                    {"received": value, "enum": cls.__name__, "expected": expected},
+                )
+            raise PydanticCustomError(
+                "wire_enum_type",
+                "{enum} takes a string wire name, not {kind}; expected one of {expected}",
+                {"enum": cls.__name__, "kind": type(value).__name__, "expected": expected},
+            )
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda member: member.value, return_schema=core_schema.str_schema()
+            ),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "string", "enum": cls.wire_names()}
+
+
+class _SourceQuoteMarker:
+    """Metadata on `SourceQuote`: adds the schema annotation the parser looks for."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema[SOURCE_QUOTE_KEY] = True
+        return json_schema
+
+    def __repr__(self) -> str:
+        return "SourceQuote"
+
+
+SourceQuote = Annotated[str, _SourceQuoteMarker()]
+"""Evidence: a string that must be a verbatim span of the source document (or empty)."""
+
+
+class Contract(BaseModel):
+    """Base class of contracts: strict, closed, ordered, and versioned.
+
+    Unknown fields are errors, explicit `null` on a non-nullable field is an error, nothing is
+    coerced, and the declaration order of the fields is the property order of the schema (and so
+    the order in which a model generates them).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+        validate_default=True,
+        use_attribute_docstrings=False,
+    )
+
+    schema_version: ClassVar[int] = 1
+    """Bump it when the schema changes; the lock file holds one fingerprint per version."""
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The canonical JSON Schema (draft 2020-12): a fresh copy the caller may change."""
+        from sdk.schema.canonical import canonical_schema
+
+        return canonical_schema(cls)
+
+    @classmethod
+    def fingerprint(cls) -> str:
+        """sha256 hex of the canonical schema's deterministic serialization."""
+        from sdk.schema.canonical import fingerprint
+
+        return fingerprint(cls)
+
+    @classmethod
+    def migrate_from(cls, version: int, data: dict[str, Any]) -> dict[str, Any]:
+        """Turn a value stored under an older `schema_version` into this version's shape.
+
+        Override it when you bump `schema_version`; the default knows no older versions.
+        """
+        if version == cls.schema_version:
+            return data
+        raise NotImplementedError(
+            f"{cls.__name__} has no migration from version {version} to {cls.schema_version}; "
+            "override migrate_from"
+        )
+

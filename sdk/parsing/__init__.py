@@ -1,0 +1,15 @@
+"""The defensive parser: stop reason -> JSON -> enum policy -> schema -> contract -> checks."""
+
+from sdk.parsing._compiled import CompiledContract, compile_contract
+from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, EnumCase, Note, Parsed, parse, resolve_stop_reason
+
+__all__ = [
+    "DEFAULT_CLEAN_STOPS",
+    "CompiledContract",
+    "EnumCase",
+    "Note",
+    "Parsed",
+    "compile_contract",
+    "parse",
+    "resolve_stop_reason",
+]

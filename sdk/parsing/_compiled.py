@@ -1,0 +1,129 @@
+"""Everything the parser needs per contract, built once and cached.
+
+Two validators for one schema: `jsonschema-rs` (Rust) answers "valid?" fast on the hot path,
+and the `jsonschema` package, the reference implementation, lists every error with its pointer
+only when an instance is invalid. Tests hold them to the same verdict.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+import jsonschema
+import jsonschema_rs
+from jsonschema.exceptions import ValidationError, best_match
+
+from sdk.contract import SOURCE_QUOTE_KEY
+from sdk.errors import Violation
+from sdk.parsing._walk import SchemaWalker
+from sdk.schema.canonical import escape_pointer, shared_schema
+
+if TYPE_CHECKING:
+    from sdk.contract import Contract
+
+__all__ = ["CompiledContract", "compile_contract", "pointer_of"]
+
+# Longest message kept from the reference validator before switching to a short form: its
+# messages embed the offending instance, which must not grow retry feedback with document size.
+_MAX_MESSAGE = 160
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledContract:
+    """A contract's canonical schema with its validators and walkers, compiled once."""
+
+    contract: type[Contract]
+    schema: dict[str, Any]
+    fast: Any  # jsonschema_rs validator: no type stubs
+    reference: jsonschema.Draft202012Validator
+    enums: SchemaWalker
+    quotes: SchemaWalker
+
+    def is_valid(self, instance: Any) -> bool:
+        """The fast verdict."""
+        return bool(self.fast.is_valid(instance))
+
+    def violations(self, instance: Any) -> list[Violation]:
+        """Every schema error, each with a JSON pointer, from the reference validator."""
+        found: list[Violation] = []
+        for error in sorted(self.reference.iter_errors(instance), key=lambda e: list(map(str, e.path))):
+            found.extend(_violations_of(error))
+        return found
+
+
+_cache: WeakKeyDictionary[type[Contract], CompiledContract] = WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def compile_contract(contract: type[Contract]) -> CompiledContract:
+    """The compiled form of `contract`, from the cache after the first call."""
+    compiled = _cache.get(contract)
+    if compiled is None:
+        with _lock:
+            compiled = _cache.get(contract)
+            if compiled is None:
+                compiled = _compile(contract)
+                _cache[contract] = compiled
+    return compiled
+
+
+def _compile(contract: type[Contract]) -> CompiledContract:
+    # The cached canonical dict is shared read-only with the validators and walkers.
+    schema = shared_schema(contract)
+    return CompiledContract(
+        contract=contract,
+        schema=schema,
+        fast=jsonschema_rs.validator_for(schema),
+        reference=jsonschema.Draft202012Validator(schema),
+        enums=SchemaWalker(schema, _is_string_enum),
+        quotes=SchemaWalker(schema, lambda node: node.get(SOURCE_QUOTE_KEY) is True),
+    )
+
+
+def _is_string_enum(node: dict[str, Any]) -> bool:
+    values = node.get("enum")
+    return isinstance(values, list) and all(isinstance(v, str) for v in values)
+
+
+def pointer_of(path: Iterable[str | int]) -> str:
+    """A JSON pointer from path parts."""
+    return "".join(f"/{escape_pointer(part)}" for part in path)
+
+
+def _violations_of(error: ValidationError) -> Iterator[Violation]:
+    base = pointer_of(error.absolute_path)
+    keyword = str(error.validator)
+    instance = error.instance
+    if keyword == "required" and isinstance(instance, dict):
+        for name in error.validator_value:
+            if name not in instance and f"'{name}'" in error.message:
+                yield Violation(f"{base}/{escape_pointer(name)}", "required property is missing", keyword)
+        return
+    if keyword == "additionalProperties" and isinstance(instance, dict):
+        known = error.schema.get("properties", {})
+        patterns = error.schema.get("patternProperties", {})
+        for name in instance:
+            if name not in known and not any(re.search(p, name) for p in patterns):
+                yield Violation(
+                    f"{base}/{escape_pointer(name)}", "unknown property (not in the contract)", keyword
+                )
+        return
+    if keyword in ("anyOf", "oneOf") and error.context:
+        inner = best_match(error.context)
+        yield Violation(pointer_of(inner.absolute_path), _message(inner), str(inner.validator))
+        return
+    yield Violation(base, _message(error), keyword)
+
+
+def _message(error: ValidationError) -> str:
+    if len(error.message) <= _MAX_MESSAGE:
+        return error.message
+    shown = repr(error.instance)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return f"{shown} violates {error.validator}: {error.validator_value!r}"[:_MAX_MESSAGE]

@@ -1,0 +1,312 @@
+"""The defensive parser: text and a stop reason in, a trusted value or a typed error out.
+
+The steps run in a fixed order and each raises its own error:
+
+1. stop reason (before any JSON parsing: a cut document can still parse);
+2. JSON;
+3. enum casing policy, on the raw JSON;
+4. the canonical schema (where constraints that a provider dialect stripped are enforced);
+5. the typed contract (Pydantic, strict);
+6. semantic checks: source quotes, then the contract's own cross-field validators.
+
+No I/O: every transport reuses it, and it is tested without servers.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+import pydantic
+import pydantic_core
+
+from sdk.contract import Contract
+from sdk.errors import (
+    CheckFailed,
+    ContentFiltered,
+    ContractViolation,
+    InvalidJSON,
+    RefusedOutput,
+    SchemaViolation,
+    SourceMissing,
+    TruncatedOutput,
+    UnexpectedStop,
+    Violation,
+    summarize,
+)
+from sdk.parsing._compiled import CompiledContract, compile_contract, pointer_of
+from sdk.stop_reason import StopReason
+
+__all__ = ["DEFAULT_CLEAN_STOPS", "EnumCase", "Note", "Parsed", "parse", "resolve_stop_reason"]
+
+C = TypeVar("C", bound=Contract)
+EnumCase = Literal["normalize", "reject"]
+
+DEFAULT_CLEAN_STOPS: frozenset[StopReason] = frozenset({StopReason.END_TURN})
+_TRUNCATION = frozenset({StopReason.MAX_TOKENS, StopReason.CONTEXT_WINDOW})
+
+# Pydantic's own error types are contract errors; the two generic ones are what a user-written
+# validator raises (ValueError, AssertionError), and so are semantic checks. Error types from a
+# user's PydanticCustomError are checks too.
+_CONTRACT_ERROR_TYPES = frozenset(typing.get_args(pydantic_core.core_schema.ErrorType)) - {
+    "value_error",
+    "assertion_error",
+} | {"wire_enum", "wire_enum_type"}
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A change the parser made to the raw JSON, such as an enum case normalization."""
+
+    pointer: str
+    received: Any
+    written: Any
+    kind: str = "enum_case"
+
+    def __str__(self) -> str:
+        return f"{self.pointer}: {self.kind} {self.received!r} -> {self.written!r}"
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[C]):
+    """A value that passed every step, with what it was decided on."""
+
+    value: C
+    stop_reason: StopReason
+    text: str
+    notes: list[Note] = field(default_factory=list)
+    raw_stop_reason: str | None = None
+
+
+def parse(
+    contract: type[C],
+    text: str | bytes,
+    *,
+    stop_reason: StopReason | str,
+    source: str | None = None,
+    enum_case: EnumCase = "normalize",
+    raw_stop_reason: str | None = None,
+    clean_stops: Collection[StopReason] = DEFAULT_CLEAN_STOPS,
+    refusal: str | None = None,
+    refusal_category: str | None = None,
+) -> Parsed[C]:
+    """Decide whether `text` is a trustworthy `contract` value; raise a typed error if not.
+
+    `stop_reason` is a `StopReason` or any provider's raw value (kept as `raw_stop_reason`).
+    `clean_stops` are the stop reasons this call accepts as a finished document (`end_turn`
+    only, unless the mode expects a stop sequence or a tool call). `refusal` and
+    `refusal_category` carry what a provider reported beside the text (OpenAI's `refusal`,
+    Anthropic's `stop_details`).
+    """
+    if enum_case not in ("normalize", "reject"):
+        raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
+            raise InvalidJSON(
+                f"output is not UTF-8: {exc.reason} at byte {exc.start}",
+                position=exc.start, line=1, column=exc.start + 1,
+                text=text.decode("utf-8", "replace"), stop_reason=stop, raw_stop_reason=raw,
+            ) from exc
+    stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
+    state = _State(text=text, stop_reason=stop, raw_stop_reason=raw)
+
+    # 1. Stop reason first: truncation and refusal are never success, even when the text parses.
+    _check_stop(state, clean_stops, refusal, refusal_category)
+    compiled = compile_contract(contract)
+
+    # 2. JSON.
+    data = _load_json(state)
+
+    # 3 and 4. The casing policy only matters for an instance the schema rejects: a case
+    # variant is never a valid enum value, so a valid instance skips the walk entirely.
+    notes: list[Note] = []
+    if not compiled.is_valid(data):
+        if enum_case == "normalize":
+            notes = _normalize_enum_case(compiled, data)
+        if not notes or not compiled.is_valid(data):
+            violations = compiled.violations(data)
+            if violations:  # the reference validator has the last word on validity
+                raise SchemaViolation(
+                    summarize(f"output does not match the {contract.__name__} schema", violations),
+                    violations=violations, **state.error_fields(),
+                )
+
+    # 5. Contract, then 6. semantic checks (one Pydantic pass; its errors are split by origin).
+    document = text if not notes else json.dumps(data)
+    value = _validate_contract(contract, document, data, source, state, compiled)
+    return Parsed(value=value, stop_reason=stop, text=text, notes=notes, raw_stop_reason=raw)
+
+
+def resolve_stop_reason(
+    stop_reason: StopReason | str, raw_stop_reason: str | None = None
+) -> tuple[StopReason, str | None]:
+    """The normalized stop reason and the raw value to keep beside it."""
+    if isinstance(stop_reason, StopReason):
+        return stop_reason, raw_stop_reason if raw_stop_reason is not None else stop_reason.value
+    return StopReason.from_raw(stop_reason), raw_stop_reason if raw_stop_reason is not None else stop_reason
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    text: str
+    stop_reason: StopReason
+    raw_stop_reason: str | None
+
+    def error_fields(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "stop_reason": self.stop_reason,
+            "raw_stop_reason": self.raw_stop_reason,
+        }
+
+
+def _check_stop(
+    state: _State,
+    clean_stops: Collection[StopReason],
+    refusal: str | None,
+    refusal_category: str | None,
+) -> None:
+    stop = state.stop_reason
+    raw = f" (raw: {state.raw_stop_reason})" if state.raw_stop_reason != stop.value else ""
+    if stop in _TRUNCATION:
+        raise TruncatedOutput(
+            f"output was cut off by {stop.value}{raw} after {len(state.text)} characters; "
+            "a cut document is not a value even if it parses",
+            **state.error_fields(),
+        )
+    if stop is StopReason.REFUSAL:
+        said = refusal if refusal is not None else state.text
+        category = f" [{refusal_category}]" if refusal_category else ""
+        raise RefusedOutput(
+            f"the model refused{category}: {said[:200]!r}",
+            refusal=said, category=refusal_category, **state.error_fields(),
+        )
+    if stop is StopReason.CONTENT_FILTER:
+        raise ContentFiltered(
+            f"the provider's content filter stopped the output{raw}",
+            refusal=refusal, category=refusal_category or "content_filter", **state.error_fields(),
+        )
+    if stop not in clean_stops:
+        accepted = ", ".join(sorted(s.value for s in clean_stops))
+        raise UnexpectedStop(
+            f"generation stopped with {stop.value}{raw}; this call accepts only {accepted}",
+            **state.error_fields(),
+        )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _load_json(state: _State) -> Any:
+    try:
+        return json.loads(state.text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidJSON(
+            f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})",
+            position=exc.pos, line=exc.lineno, column=exc.colno,
+            violations=[Violation("", f"{exc.msg} at char {exc.pos}", "json")],
+            **state.error_fields(),
+        ) from exc
+    except (ValueError, RecursionError) as exc:
+        raise InvalidJSON(
+            f"output is not JSON: {exc}", position=0, line=1, column=1,
+            violations=[Violation("", str(exc), "json")], **state.error_fields(),
+        ) from exc
+
+
+def _normalize_enum_case(compiled: CompiledContract, data: Any) -> list[Note]:
+    """Rewrite a case variant of exactly one wire name to that name, in place; note each."""
+    notes: list[Note] = []
+    for hit in compiled.enums.walk(data):
+        received = hit.value
+        if type(received) is not str or received in hit.schema["enum"]:
+            continue
+        folded = received.casefold()
+        matches = [name for name in hit.schema["enum"] if name.casefold() == folded]
+        if len(matches) != 1 or hit.container is None or hit.key is None:
+            continue  # not a case variant of one wire name: the schema step rejects it
+        hit.container[hit.key] = matches[0]  # type: ignore[index]
+        notes.append(Note(hit.pointer, received, matches[0]))
+    return notes
+
+
+def _validate_contract(
+    contract: type[C],
+    document: str,
+    data: Any,
+    source: str | None,
+    state: _State,
+    compiled: CompiledContract,
+) -> C:
+    try:
+        value = contract.model_validate_json(document, strict=True, context={"source": source})
+    except pydantic.ValidationError as exc:
+        contract_errors, check_errors = [], []
+        for error in exc.errors(include_url=False, include_input=False):
+            violation = Violation(_pydantic_pointer(error["loc"], data), error["msg"], error["type"])
+            (contract_errors if error["type"] in _CONTRACT_ERROR_TYPES else check_errors).append(violation)
+        if contract_errors:
+            raise ContractViolation(
+                summarize(f"output violates the {contract.__name__} contract", contract_errors),
+                violations=contract_errors + check_errors, **state.error_fields(),
+            ) from exc
+        # Only user validators failed: the fields are right, a semantic check is not. Quotes are
+        # checked too, so that the error lists every failed check at once.
+        quote_errors = _quote_violations(compiled, data, source, contract) if source is not None else []
+        violations = quote_errors + check_errors
+        raise CheckFailed(
+            summarize(f"{contract.__name__} failed its checks", violations),
+            violations=violations, **state.error_fields(),
+        ) from exc
+    if compiled.quotes.any_wanted:
+        if source is None:
+            quotes = [hit.pointer for hit in compiled.quotes.walk(data)]
+            raise SourceMissing(
+                f"{contract.__name__} has source quotes ({', '.join(quotes) or 'none in this value'}) "
+                "but no source was given to verify them; pass source=...",
+                violations=[Violation(p, "cannot verify quote: no source given", "x-source-quote") for p in quotes],
+                **state.error_fields(),
+            )
+        violations = _quote_violations(compiled, data, source, contract)
+        if violations:
+            raise CheckFailed(
+                summarize(f"{contract.__name__} quotes evidence that is not in the source", violations),
+                violations=violations, **state.error_fields(),
+            )
+    return value
+
+
+def _quote_violations(
+    compiled: CompiledContract, data: Any, source: str, contract: type[Contract]
+) -> list[Violation]:
+    violations = []
+    for hit in compiled.quotes.walk(data):
+        quote = hit.value
+        if isinstance(quote, str) and quote and quote not in source:
+            shown = quote if len(quote) <= 120 else quote[:117] + "..."
+            violations.append(
+                Violation(hit.pointer, f"quote in field {hit.key!r} is not in the source: {shown!r}", "x-source-quote")
+            )
+    return violations
+
+
+def _pydantic_pointer(loc: Iterable[str | int], data: Any) -> str:
+    """A JSON pointer from a Pydantic error location, skipping union-branch tags."""
+    parts: list[str | int] = []
+    node = data
+    location = list(loc)
+    for position, part in enumerate(location):
+        if isinstance(node, dict) and isinstance(part, str) and (part in node or position == len(location) - 1):
+            parts.append(part)
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            parts.append(part)
+            node = node[part]
+    return pointer_of(parts)
