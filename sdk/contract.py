@@ -155,4 +155,3 @@ class Contract(BaseModel):
             f"{cls.__name__} has no migration from version {version} to {cls.schema_version}; "
             "override migrate_from"
         )
-

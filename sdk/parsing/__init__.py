@@ -1,7 +1,14 @@
 """The defensive parser: stop reason -> JSON -> enum policy -> schema -> contract -> checks."""
 
 from sdk.parsing._compiled import CompiledContract, compile_contract
-from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, EnumCase, Note, Parsed, parse, resolve_stop_reason
+from sdk.parsing.parser import (
+    DEFAULT_CLEAN_STOPS,
+    EnumCase,
+    Note,
+    Parsed,
+    parse,
+    resolve_stop_reason,
+)
 
 __all__ = [
     "DEFAULT_CLEAN_STOPS",

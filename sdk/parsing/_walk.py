@@ -104,7 +104,9 @@ class SchemaWalker:
             for name, item in value.items():
                 child = properties.get(name, extra)
                 if isinstance(child, dict):
-                    yield from self._walk(child, item, f"{pointer}/{escape_pointer(name)}", value, name)
+                    yield from self._walk(
+                        child, item, f"{pointer}/{escape_pointer(name)}", value, name
+                    )
         elif isinstance(value, list):
             prefix: list[dict[str, Any]] = node.get("prefixItems", [])
             items = node.get("items")

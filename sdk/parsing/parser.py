@@ -103,21 +103,26 @@ def parse(
     """
     if enum_case not in ("normalize", "reject"):
         raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
+    stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
+    undecodable: UnicodeDecodeError | None = None
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
-            raise InvalidJSON(
-                f"output is not UTF-8: {exc.reason} at byte {exc.start}",
-                position=exc.start, line=1, column=exc.start + 1,
-                text=text.decode("utf-8", "replace"), stop_reason=stop, raw_stop_reason=raw,
-            ) from exc
-    stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
+            undecodable, text = exc, exc.object.decode("utf-8", "replace")
     state = _State(text=text, stop_reason=stop, raw_stop_reason=raw)
 
     # 1. Stop reason first: truncation and refusal are never success, even when the text parses.
     _check_stop(state, clean_stops, refusal, refusal_category)
+    if undecodable is not None:
+        raise InvalidJSON(
+            f"output is not UTF-8: {undecodable.reason} at byte {undecodable.start}",
+            position=undecodable.start,
+            line=1,
+            column=undecodable.start + 1,
+            violations=[Violation("", f"not UTF-8 at byte {undecodable.start}", "json")],
+            **state.error_fields(),
+        ) from undecodable
     compiled = compile_contract(contract)
 
     # 2. JSON.
@@ -131,11 +136,11 @@ def parse(
             notes = _normalize_enum_case(compiled, data)
         if not notes or not compiled.is_valid(data):
             violations = compiled.violations(data)
-            if violations:  # the reference validator has the last word on validity
-                raise SchemaViolation(
-                    summarize(f"output does not match the {contract.__name__} schema", violations),
-                    violations=violations, **state.error_fields(),
-                )
+            raise SchemaViolation(
+                summarize(f"output does not match the {contract.__name__} schema", violations),
+                violations=violations,
+                **state.error_fields(),
+            )
 
     # 5. Contract, then 6. semantic checks (one Pydantic pass; its errors are split by origin).
     document = text if not notes else json.dumps(data)
@@ -149,7 +154,9 @@ def resolve_stop_reason(
     """The normalized stop reason and the raw value to keep beside it."""
     if isinstance(stop_reason, StopReason):
         return stop_reason, raw_stop_reason if raw_stop_reason is not None else stop_reason.value
-    return StopReason.from_raw(stop_reason), raw_stop_reason if raw_stop_reason is not None else stop_reason
+    return StopReason.from_raw(
+        stop_reason
+    ), raw_stop_reason if raw_stop_reason is not None else stop_reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +192,16 @@ def _check_stop(
         category = f" [{refusal_category}]" if refusal_category else ""
         raise RefusedOutput(
             f"the model refused{category}: {said[:200]!r}",
-            refusal=said, category=refusal_category, **state.error_fields(),
+            refusal=said,
+            category=refusal_category,
+            **state.error_fields(),
         )
     if stop is StopReason.CONTENT_FILTER:
         raise ContentFiltered(
             f"the provider's content filter stopped the output{raw}",
-            refusal=refusal, category=refusal_category or "content_filter", **state.error_fields(),
+            refusal=refusal,
+            category=refusal_category or "content_filter",
+            **state.error_fields(),
         )
     if stop not in clean_stops:
         accepted = ", ".join(sorted(s.value for s in clean_stops))
@@ -209,15 +220,22 @@ def _load_json(state: _State) -> Any:
         return json.loads(state.text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise InvalidJSON(
-            f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})",
-            position=exc.pos, line=exc.lineno, column=exc.colno,
+            f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "
+            f"(char {exc.pos})",
+            position=exc.pos,
+            line=exc.lineno,
+            column=exc.colno,
             violations=[Violation("", f"{exc.msg} at char {exc.pos}", "json")],
             **state.error_fields(),
         ) from exc
     except (ValueError, RecursionError) as exc:
         raise InvalidJSON(
-            f"output is not JSON: {exc}", position=0, line=1, column=1,
-            violations=[Violation("", str(exc), "json")], **state.error_fields(),
+            f"output is not JSON: {exc}",
+            position=0,
+            line=1,
+            column=1,
+            violations=[Violation("", str(exc), "json")],
+            **state.error_fields(),
         ) from exc
 
 
@@ -248,37 +266,53 @@ def _validate_contract(
     try:
         value = contract.model_validate_json(document, strict=True, context={"source": source})
     except pydantic.ValidationError as exc:
-        contract_errors, check_errors = [], []
+        contract_errors: list[Violation] = []
+        check_errors: list[Violation] = []
         for error in exc.errors(include_url=False, include_input=False):
-            violation = Violation(_pydantic_pointer(error["loc"], data), error["msg"], error["type"])
-            (contract_errors if error["type"] in _CONTRACT_ERROR_TYPES else check_errors).append(violation)
+            violation = Violation(
+                _pydantic_pointer(error["loc"], data), error["msg"], error["type"]
+            )
+            (contract_errors if error["type"] in _CONTRACT_ERROR_TYPES else check_errors).append(
+                violation
+            )
         if contract_errors:
             raise ContractViolation(
                 summarize(f"output violates the {contract.__name__} contract", contract_errors),
-                violations=contract_errors + check_errors, **state.error_fields(),
+                violations=contract_errors + check_errors,
+                **state.error_fields(),
             ) from exc
         # Only user validators failed: the fields are right, a semantic check is not. Quotes are
         # checked too, so that the error lists every failed check at once.
-        quote_errors = _quote_violations(compiled, data, source, contract) if source is not None else []
+        quote_errors = (
+            _quote_violations(compiled, data, source, contract) if source is not None else []
+        )
         violations = quote_errors + check_errors
         raise CheckFailed(
             summarize(f"{contract.__name__} failed its checks", violations),
-            violations=violations, **state.error_fields(),
+            violations=violations,
+            **state.error_fields(),
         ) from exc
     if compiled.quotes.any_wanted:
         if source is None:
             quotes = [hit.pointer for hit in compiled.quotes.walk(data)]
             raise SourceMissing(
-                f"{contract.__name__} has source quotes ({', '.join(quotes) or 'none in this value'}) "
+                f"{contract.__name__} has source quotes "
+                f"({', '.join(quotes) or 'none in this value'}) "
                 "but no source was given to verify them; pass source=...",
-                violations=[Violation(p, "cannot verify quote: no source given", "x-source-quote") for p in quotes],
+                violations=[
+                    Violation(p, "cannot verify quote: no source given", "x-source-quote")
+                    for p in quotes
+                ],
                 **state.error_fields(),
             )
         violations = _quote_violations(compiled, data, source, contract)
         if violations:
             raise CheckFailed(
-                summarize(f"{contract.__name__} quotes evidence that is not in the source", violations),
-                violations=violations, **state.error_fields(),
+                summarize(
+                    f"{contract.__name__} quotes evidence that is not in the source", violations
+                ),
+                violations=violations,
+                **state.error_fields(),
             )
     return value
 
@@ -292,7 +326,11 @@ def _quote_violations(
         if isinstance(quote, str) and quote and quote not in source:
             shown = quote if len(quote) <= 120 else quote[:117] + "..."
             violations.append(
-                Violation(hit.pointer, f"quote in field {hit.key!r} is not in the source: {shown!r}", "x-source-quote")
+                Violation(
+                    hit.pointer,
+                    f"quote in field {hit.key!r} is not in the source: {shown!r}",
+                    "x-source-quote",
+                )
             )
     return violations
 
@@ -303,7 +341,11 @@ def _pydantic_pointer(loc: Iterable[str | int], data: Any) -> str:
     node = data
     location = list(loc)
     for position, part in enumerate(location):
-        if isinstance(node, dict) and isinstance(part, str) and (part in node or position == len(location) - 1):
+        if (
+            isinstance(node, dict)
+            and isinstance(part, str)
+            and (part in node or position == len(location) - 1)
+        ):
             parts.append(part)
             node = node.get(part)
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
