@@ -1,0 +1,169 @@
+"""The canonical schema and its fingerprint."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import pytest
+from pydantic import Field
+
+from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment
+from sdk import Contract, WireEnum
+from sdk.schema import DRAFT_2020_12, canonical_bytes
+from sdk.schema.canonical import subschemas
+
+REFERENCE = [Decision, ReviewFinding, InvoiceExtraction, Sentiment]
+
+
+def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for _, child in subschemas(node):
+        yield from _nodes(child)
+
+
+@pytest.mark.parametrize("contract", REFERENCE)
+def test_schema_is_a_valid_draft_2020_12_schema(contract: type[Contract]) -> None:
+    schema = contract.json_schema()
+    assert schema["$schema"] == DRAFT_2020_12
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+@pytest.mark.parametrize("contract", REFERENCE)
+def test_properties_follow_declaration_order(contract: type[Contract]) -> None:
+    assert list(contract.json_schema()["properties"]) == list(contract.model_fields)
+
+
+def test_nested_properties_follow_declaration_order_too() -> None:
+    fix = ReviewFinding.json_schema()["$defs"]["Fix"]
+    assert list(fix["properties"]) == ["description", "confident"]
+
+
+@pytest.mark.parametrize("contract", REFERENCE)
+def test_every_object_is_closed(contract: type[Contract]) -> None:
+    objects = [n for n in _nodes(contract.json_schema()) if n.get("type") == "object"]
+    assert objects
+    assert all(node["additionalProperties"] is False for node in objects)
+
+
+def test_enums_are_strings_with_the_wire_names() -> None:
+    answer = Decision.json_schema()["properties"]["answer"]
+    assert answer["type"] == "string"
+    assert answer["enum"] == ["approve", "reject", "escalate"]
+
+
+def test_nested_contracts_live_under_defs() -> None:
+    schema = ReviewFinding.json_schema()
+    assert set(schema["$defs"]) == {"Fix"}
+    assert {"$ref": "#/$defs/Fix"} in schema["properties"]["fix"]["anyOf"]
+
+
+def test_constraints_and_descriptions_are_kept() -> None:
+    invoice = InvoiceExtraction.json_schema()["properties"]
+    assert invoice["issue_date"]["anyOf"][0]["pattern"] == r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+    assert invoice["currency"]["anyOf"][0]["minLength"] == 3
+    assert invoice["currency"]["anyOf"][0]["maxLength"] == 3
+    score = Sentiment.json_schema()["properties"]["score"]
+    assert (score["minimum"], score["maximum"]) == (0, 1)
+    assert ReviewFinding.json_schema()["properties"]["line"]["anyOf"][0]["minimum"] == 1
+    assert "before answering" in Decision.json_schema()["properties"]["reasoning"]["description"]
+
+
+@pytest.mark.parametrize("contract", REFERENCE)
+def test_no_title_noise_below_the_root(contract: type[Contract]) -> None:
+    schema = contract.json_schema()
+    assert schema["title"] == contract.__name__
+    assert [n for n in _nodes(schema) if n is not schema and "title" in n] == []
+
+
+def test_schema_version_is_in_the_schema() -> None:
+    class Versioned(Contract):
+        schema_version = 3
+        name: str
+
+    assert Versioned.json_schema()["x-schema-version"] == 3
+
+
+def test_json_schema_returns_a_copy() -> None:
+    schema = Decision.json_schema()
+    schema["properties"].clear()
+    assert list(Decision.json_schema()["properties"]) == ["reasoning", "answer", "confidence"]
+
+
+def test_fingerprint_is_sha256_of_the_canonical_bytes() -> None:
+    import hashlib
+
+    expected = hashlib.sha256(canonical_bytes(Decision.json_schema())).hexdigest()
+    assert Decision.fingerprint() == expected
+    assert len(expected) == 64
+
+
+def test_fingerprint_is_the_same_in_another_process() -> None:
+    code = "from contracts import InvoiceExtraction; print(InvoiceExtraction.fingerprint())"
+    outputs = set()
+    for seed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
+        outputs.add(run.stdout.strip())
+    assert outputs == {InvoiceExtraction.fingerprint()}
+
+
+def test_canonical_bytes_sort_keys_but_keep_property_order() -> None:
+    data = canonical_bytes({"type": "object", "properties": {"z": {"type": "string"}, "a": {}}})
+    assert data == b'{"properties":{"z":{"type":"string"},"a":{}},"type":"object"}'
+
+
+class Level(WireEnum):
+    LOW = "low"
+    HIGH = "high"
+
+
+def _variant(name: str = "Probe", **overrides: Any) -> type[Contract]:
+    """A contract whose namespace and annotations are the defaults changed by `overrides`."""
+    namespace: dict[str, Any] = {
+        "__annotations__": {"reason": str, "level": Level, "count": int},
+        "reason": Field(description="why"),
+        "level": Field(description="how much"),
+        "count": Field(ge=0, description="how many"),
+        "__module__": __name__,
+    }
+    namespace.update(overrides.pop("namespace", {}))
+    namespace["__annotations__"] = overrides.pop("annotations", namespace["__annotations__"])
+    return type(name, (Contract,), namespace)
+
+
+def test_fingerprint_changes_with_every_part_of_the_schema() -> None:
+    class Level2(WireEnum):
+        LOW = "low"
+        HIGH = "high"
+        NONE = "none"
+
+    base = _variant().fingerprint()
+    variants = {
+        "field added": _variant(
+            annotations={"reason": str, "level": Level, "count": int, "extra": str}
+        ),
+        "type changed": _variant(annotations={"reason": str, "level": Level, "count": float}),
+        "enum changed": _variant(annotations={"reason": str, "level": Level2, "count": int}),
+        "constraint changed": _variant(namespace={"count": Field(ge=1, description="how many")}),
+        "description changed": _variant(namespace={"reason": Field(description="why, briefly")}),
+        "order changed": _variant(annotations={"level": Level, "reason": str, "count": int}),
+        "version bumped": _variant(namespace={"schema_version": 2}),
+    }
+    fingerprints = {name: contract.fingerprint() for name, contract in variants.items()}
+    assert base not in fingerprints.values()
+    assert len(set(fingerprints.values())) == len(fingerprints)
+
+
+def test_fingerprint_ignores_the_module_but_not_the_name() -> None:
+    here = _variant()
+    moved = _variant(namespace={"__module__": "somewhere.else"})
+    renamed = _variant("Renamed")
+    assert here.fingerprint() == moved.fingerprint()
+    assert renamed.fingerprint() != here.fingerprint()

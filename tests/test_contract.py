@@ -1,0 +1,174 @@
+"""Contracts are strict round-trip models: what they read is exactly what they write."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contracts import (
+    Confidence,
+    Decision,
+    DecisionAnswer,
+    InvoiceExtraction,
+    ReviewFinding,
+    Sentiment,
+)
+from sdk import Contract, WireEnum
+from tests.strategies import from_schema
+
+DECISION = {"reasoning": "Policy allows it.", "answer": "approve", "confidence": "high"}
+FINDING = {
+    "reasoning": "Unchecked index.",
+    "severity": "warning",
+    "file": "app.py",
+    "line": 36,
+    "fix": {"description": "Check the bounds.", "confident": True},
+}
+
+
+def _rejected_json(contract: type[Contract], data: dict[str, Any]) -> list[Any]:
+    with pytest.raises(pydantic.ValidationError) as info:
+        contract.model_validate_json(json.dumps(data))
+    return info.value.errors()
+
+
+def _rejected_python(contract: type[Contract], data: dict[str, Any]) -> list[Any]:
+    with pytest.raises(pydantic.ValidationError) as info:
+        contract(**data)
+    return info.value.errors()
+
+
+def test_wire_enum_with_uppercase_value_fails_at_definition_naming_the_member() -> None:
+    with pytest.raises(TypeError, match=r"Answer\.YES.*'Yes'"):
+
+        class Answer(WireEnum):
+            NO = "no"
+            YES = "Yes"
+
+
+def test_wire_enum_with_empty_value_fails_at_definition() -> None:
+    with pytest.raises(TypeError, match="BAD"):
+
+        class Odd(WireEnum):
+            BAD = ""
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [999, 1, 0, True, False, None, 1.0, "APPROVE", "Approve", "approve, reject", "approve ", ""],
+)
+def test_enum_field_rejects_anything_but_the_exact_wire_name(bad: object) -> None:
+    data = {**DECISION, "answer": bad}
+    for errors in (_rejected_json(Decision, data), _rejected_python(Decision, data)):
+        assert errors[0]["loc"] == ("answer",)
+        assert errors[0]["type"] in ("wire_enum", "wire_enum_type")
+
+
+def test_enum_field_accepts_the_wire_name_and_the_member() -> None:
+    from_json = Decision.model_validate_json(json.dumps(DECISION))
+    from_member = Decision(reasoning="r", answer=DecisionAnswer.APPROVE, confidence=Confidence.HIGH)
+    assert from_json.answer is DecisionAnswer.APPROVE
+    assert from_member.answer is DecisionAnswer.APPROVE
+
+
+def test_member_of_another_enum_with_a_matching_value_is_rejected() -> None:
+    class Other(WireEnum):
+        APPROVE = "approve"
+
+    errors = _rejected_python(Decision, {**DECISION, "answer": Other.APPROVE})
+    assert errors[0]["type"] == "wire_enum_type"
+
+
+def test_explicit_null_on_required_non_nullable_field_is_rejected() -> None:
+    errors = _rejected_json(ReviewFinding, {**FINDING, "file": None})
+    assert errors[0]["loc"] == ("file",)
+
+
+def test_explicit_null_is_accepted_where_the_type_admits_none() -> None:
+    value = ReviewFinding.model_validate_json(json.dumps({**FINDING, "line": None, "fix": None}))
+    assert value.line is None and value.fix is None
+
+
+def test_missing_field_is_rejected() -> None:
+    data = dict(DECISION)
+    del data["confidence"]
+    errors = _rejected_json(Decision, data)
+    assert (errors[0]["type"], errors[0]["loc"]) == ("missing", ("confidence",))
+
+
+def test_unknown_field_is_rejected_and_named() -> None:
+    for errors in (
+        _rejected_json(Decision, {**DECISION, "priority": "p1"}),
+        _rejected_python(Decision, {**DECISION, "priority": "p1"}),
+    ):
+        assert (errors[0]["type"], errors[0]["loc"]) == ("extra_forbidden", ("priority",))
+
+
+def test_unknown_field_in_a_nested_contract_is_rejected_and_named() -> None:
+    fix = {"description": "d", "confident": True, "patch": "..."}
+    errors = _rejected_json(ReviewFinding, {**FINDING, "fix": fix})
+    assert errors[0]["loc"] == ("fix", "patch")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("line", "36"), ("line", 1.0), ("line", True)],
+)
+def test_no_coercion_into_int(field: str, value: object) -> None:
+    for errors in (
+        _rejected_json(ReviewFinding, {**FINDING, field: value}),
+        _rejected_python(ReviewFinding, {**FINDING, field: value}),
+    ):
+        assert errors[0]["type"] == "int_type"
+
+
+@pytest.mark.parametrize("value", [1, 0, "true", "yes"])
+def test_no_coercion_into_bool(value: object) -> None:
+    fix = {"description": "d", "confident": value}
+    errors = _rejected_json(ReviewFinding, {**FINDING, "fix": fix})
+    assert errors[0]["type"] == "bool_type"
+
+
+def test_no_coercion_into_str() -> None:
+    errors = _rejected_json(Decision, {**DECISION, "reasoning": 42})
+    assert errors[0]["type"] == "string_type"
+
+
+def test_serialization_writes_wire_names_in_declared_order() -> None:
+    value = Decision(reasoning="r", answer=DecisionAnswer.ESCALATE, confidence=Confidence.LOW)
+    assert value.model_dump_json() == '{"reasoning":"r","answer":"escalate","confidence":"low"}'
+    assert list(value.model_dump(mode="json")) == ["reasoning", "answer", "confidence"]
+
+
+def test_wire_enum_str_and_format_are_the_wire_name() -> None:
+    assert str(DecisionAnswer.REJECT) == "reject"
+    assert f"{DecisionAnswer.REJECT}" == "reject"
+    assert DecisionAnswer.wire_names() == ["approve", "reject", "escalate"]
+
+
+def _valid_values(contract: type[Contract]) -> st.SearchStrategy[Contract]:
+    def build(data: dict[str, Any]) -> Contract | None:
+        try:
+            return contract.model_validate_json(json.dumps(data))
+        except pydantic.ValidationError:
+            return None  # a cross-field check (invoice totals) rejected the combination
+
+    return from_schema(contract.json_schema()).map(build).filter(lambda v: v is not None)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("contract", [Decision, ReviewFinding, InvoiceExtraction, Sentiment])
+def test_dump_json_of_any_valid_value_reads_back_equal(contract: type[Contract]) -> None:
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_valid_values(contract))
+    def round_trip(value: Contract) -> None:
+        dumped = value.model_dump_json()
+        again = contract.model_validate_json(dumped)
+        assert again == value
+        assert again.model_dump_json() == dumped
+
+    round_trip()

@@ -1,0 +1,436 @@
+"""The defensive parser, step by step: each step raises its own error and keeps the evidence."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import Field, ValidationInfo, model_validator
+
+from contracts import Decision, DecisionAnswer, InvoiceExtraction, ReviewFinding, Sentiment
+from sdk import (
+    CheckFailed,
+    ContentFiltered,
+    Contract,
+    ContractViolation,
+    InvalidJSON,
+    RefusedOutput,
+    SchemaViolation,
+    SourceMissing,
+    SourceQuote,
+    StopReason,
+    StructuredOutputError,
+    TruncatedOutput,
+    UnexpectedStop,
+    parse,
+)
+from sdk.parsing import compile_contract
+from tests.strategies import from_schema
+
+DECISION = '{"reasoning": "Meets the policy.", "answer": "approve", "confidence": "high"}'
+SOURCE = (
+    "ACME GMBH - INVOICE INV-1042\nIssued 2026-03-14\nConsulting 10 x 120.00 = 1200.00\n"
+    "Travel 80.50\nTotal due: EUR 1,280.50\n"
+)
+
+
+def _invoice(**changes: Any) -> str:
+    return json.dumps({**InvoiceExtraction.example(), **changes})
+
+
+# --- 1. Stop reason, decided before any JSON parsing ---
+
+
+@pytest.mark.parametrize(
+    "stop", [StopReason.MAX_TOKENS, "max_tokens", "length", "limit", "incomplete:max_output_tokens"]
+)
+def test_token_limit_stop_is_truncation_even_when_the_text_parses(stop: StopReason | str) -> None:
+    with pytest.raises(TruncatedOutput) as info:
+        parse(Decision, DECISION, stop_reason=stop)
+    assert info.value.text == DECISION
+    assert info.value.stop_reason is StopReason.MAX_TOKENS
+    assert info.value.raw_stop_reason == str(stop)
+
+
+def test_context_window_stop_is_truncation() -> None:
+    with pytest.raises(TruncatedOutput) as info:
+        parse(Decision, '{"reasoning": "', stop_reason="model_context_window_exceeded")
+    assert info.value.stop_reason is StopReason.CONTEXT_WINDOW
+    assert info.value.raw_stop_reason == "model_context_window_exceeded"
+    assert info.value.text == '{"reasoning": "'
+
+
+def test_refusal_keeps_the_refusal_text_and_category() -> None:
+    prose = "I can't help with building malware."
+    with pytest.raises(RefusedOutput) as info:
+        parse(Decision, prose, stop_reason="refusal", refusal_category="cyber")
+    error = info.value
+    assert (error.refusal, error.category, error.text) == (prose, "cyber", prose)
+    assert error.stop_reason is StopReason.REFUSAL
+    assert "cyber" in str(error)
+
+
+def test_refusal_reported_beside_the_text_is_kept() -> None:
+    with pytest.raises(RefusedOutput) as info:
+        parse(Decision, "", stop_reason=StopReason.REFUSAL, refusal="No.")
+    assert info.value.refusal == "No."
+    assert info.value.text == ""
+
+
+def test_content_filter_is_a_refusal_by_the_provider() -> None:
+    with pytest.raises(ContentFiltered) as info:
+        parse(Decision, DECISION, stop_reason="content_filter")
+    assert isinstance(info.value, RefusedOutput)
+    assert info.value.category == "content_filter"
+
+
+@pytest.mark.parametrize("raw", ["pause_turn", "tool_use", "stop_sequence", "cancelled", "weird"])
+def test_other_stops_are_not_a_clean_end_and_keep_the_raw_value(raw: str) -> None:
+    with pytest.raises(UnexpectedStop) as info:
+        parse(Decision, DECISION, stop_reason=raw)
+    assert info.value.raw_stop_reason == raw
+    assert info.value.text == DECISION
+    assert raw in str(info.value) or info.value.stop_reason.value in str(info.value)
+
+
+def test_unknown_raw_stop_reason_normalizes_to_other() -> None:
+    with pytest.raises(UnexpectedStop) as info:
+        parse(Decision, DECISION, stop_reason="eos_but_new")
+    assert info.value.stop_reason is StopReason.OTHER
+
+
+def test_a_mode_can_accept_stop_sequence_or_tool_use() -> None:
+    accepted = {StopReason.END_TURN, StopReason.TOOL_USE}
+    parsed = parse(Decision, DECISION, stop_reason="tool_use", clean_stops=accepted)
+    assert parsed.stop_reason is StopReason.TOOL_USE
+    assert parsed.raw_stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize("raw", ["end_turn", "stop", "eos", "completed", StopReason.END_TURN])
+def test_clean_end_in_any_provider_vocabulary(raw: str) -> None:
+    parsed = parse(Decision, DECISION, stop_reason=raw)
+    assert parsed.value.answer is DecisionAnswer.APPROVE
+    assert parsed.stop_reason is StopReason.END_TURN
+    assert parsed.text == DECISION
+    assert parsed.notes == []
+
+
+# --- 2. JSON ---
+
+
+def test_invalid_json_reports_the_position() -> None:
+    text = '{"reasoning": "x",\n "answer": approve}'
+    with pytest.raises(InvalidJSON) as info:
+        parse(Decision, text, stop_reason="end_turn")
+    error = info.value
+    assert (error.line, error.column, error.position) == (2, 12, text.index("approve"))
+    assert error.text == text
+    assert error.stop_reason is StopReason.END_TURN
+
+
+@pytest.mark.parametrize("text", ["", "   ", "```json\n{}\n```", "NaN", '{"score": Infinity}'])
+def test_not_json_at_all(text: str) -> None:
+    with pytest.raises(InvalidJSON):
+        parse(Sentiment, text, stop_reason="end_turn")
+
+
+def test_bytes_are_accepted_and_bad_utf8_is_invalid_json() -> None:
+    assert parse(Decision, DECISION.encode(), stop_reason="end_turn").text == DECISION
+    with pytest.raises(InvalidJSON) as info:
+        parse(Decision, b'{"reasoning": "\xff"}', stop_reason="end_turn")
+    assert info.value.position == 15
+
+
+def test_bad_utf8_with_a_truncation_stop_is_still_truncation() -> None:
+    with pytest.raises(TruncatedOutput):
+        parse(Decision, b'{"reasoning": "\xe2\x82', stop_reason="max_tokens")
+
+
+# --- 3. Enum casing policy ---
+
+
+def test_normalize_rewrites_a_case_variant_and_notes_it() -> None:
+    text = DECISION.replace('"approve"', '"Approve"').replace('"high"', '"HIGH"')
+    parsed = parse(Decision, text, stop_reason="end_turn")
+    assert parsed.value.answer is DecisionAnswer.APPROVE
+    assert [(n.pointer, n.received, n.written) for n in parsed.notes] == [
+        ("/answer", "Approve", "approve"),
+        ("/confidence", "HIGH", "high"),
+    ]
+    assert parsed.text == text  # the raw text stays as received
+
+
+def test_normalize_reaches_nested_and_nullable_enums() -> None:
+    class Tagged(Contract):
+        findings: list[ReviewFinding]
+        answer: DecisionAnswer | None
+
+    finding = {"reasoning": "r", "severity": "Error", "file": "a.py", "line": None, "fix": None}
+    text = json.dumps({"findings": [finding, {**finding, "severity": "info"}], "answer": "REJECT"})
+    parsed = parse(Tagged, text, stop_reason="end_turn")
+    assert [str(n) for n in parsed.notes] == [
+        "/findings/0/severity: enum_case 'Error' -> 'error'",
+        "/answer: enum_case 'REJECT' -> 'reject'",
+    ]
+
+
+@pytest.mark.parametrize("bad", ["approve, reject", "Approved", "APPROVE ", 1, True, "yes"])
+def test_normalize_leaves_anything_but_a_case_variant_to_the_schema(bad: object) -> None:
+    text = json.dumps({"reasoning": "r", "answer": bad, "confidence": "low"})
+    with pytest.raises(SchemaViolation) as info:
+        parse(Decision, text, stop_reason="end_turn")
+    assert {v.pointer for v in info.value.violations} == {"/answer"}
+
+
+def test_reject_policy_rewrites_nothing() -> None:
+    text = DECISION.replace('"approve"', '"Approve"')
+    with pytest.raises(SchemaViolation) as info:
+        parse(Decision, text, stop_reason="end_turn", enum_case="reject")
+    assert [v.pointer for v in info.value.violations] == ["/answer"]
+    assert "Approve" in info.value.violations[0].message
+
+
+def test_unknown_enum_case_policy_is_a_usage_error() -> None:
+    with pytest.raises(ValueError, match="enum_case"):
+        parse(Decision, DECISION, stop_reason="end_turn", enum_case="lenient")  # type: ignore[arg-type]
+
+
+# --- 4. Canonical schema ---
+
+
+def test_schema_violation_lists_every_error_with_its_pointer() -> None:
+    items = [{"description": f"line {i}", "quantity": 1, "amount": 1.0} for i in range(4)]
+    items[3]["quantity"] = -2
+    items[1]["unit"] = "h"
+    del items[2]["amount"]
+    text = _invoice(line_items=items, currency="EURO", category="food", total=None)
+    with pytest.raises(SchemaViolation) as info:
+        parse(InvoiceExtraction, text, stop_reason="end_turn", source=SOURCE)
+    pointers = sorted(v.pointer for v in info.value.violations)
+    assert pointers == [
+        "/category",
+        "/currency",
+        "/line_items/1/unit",
+        "/line_items/2/amount",
+        "/line_items/3/quantity",
+    ]
+    assert info.value.text == text
+    assert "/line_items/3/quantity" in str(info.value)
+
+
+def test_schema_violation_for_missing_and_unknown_properties_names_them() -> None:
+    text = json.dumps({"reasoning": "r", "answer": "approve", "priority": "p1"})
+    with pytest.raises(SchemaViolation) as info:
+        parse(Decision, text, stop_reason="end_turn")
+    found = {v.pointer: v.keyword for v in info.value.violations}
+    assert found == {"/confidence": "required", "/priority": "additionalProperties"}
+
+
+def test_schema_enforces_bounds_that_provider_dialects_strip() -> None:
+    text = json.dumps({"reasoning": "r", "sentiment": "positive", "score": 1.5})
+    with pytest.raises(SchemaViolation) as info:
+        parse(Sentiment, text, stop_reason="end_turn")
+    assert [(v.pointer, v.keyword) for v in info.value.violations] == [("/score", "maximum")]
+
+
+def test_pattern_follows_ecma_semantics_not_pythons_trailing_newline() -> None:
+    # Python's re lets `$` match before a final newline; JSON Schema patterns are ECMA regexes.
+    text = _invoice(issue_date="2026-03-14\n")
+    with pytest.raises(SchemaViolation) as info:
+        parse(InvoiceExtraction, text, stop_reason="end_turn", source=SOURCE)
+    assert [v.pointer for v in info.value.violations] == ["/issue_date"]
+
+
+def test_violation_messages_stay_short_for_large_values() -> None:
+    text = json.dumps({"reasoning": "r", "sentiment": "positive", "score": ["x" * 10_000]})
+    with pytest.raises(SchemaViolation) as info:
+        parse(Sentiment, text, stop_reason="end_turn")
+    assert all(len(v.message) <= 160 for v in info.value.violations)
+
+
+def test_validators_are_compiled_once_per_contract() -> None:
+    assert compile_contract(InvoiceExtraction) is compile_contract(InvoiceExtraction)
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | st.sampled_from(["approve", "Approve", "high", "2026-01-01", "EUR"]),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@st.composite
+def _mutated(draw: st.DrawFn, contract: type[Contract]) -> Any:
+    """A valid document with a few random paths replaced, dropped or added."""
+    document = draw(from_schema(contract.json_schema()))
+    for _ in range(draw(st.integers(0, 3))):
+        node = document
+        while isinstance(node, dict) and node and draw(st.booleans()):
+            child = node[draw(st.sampled_from(sorted(node)))]
+            if not isinstance(child, dict):
+                break
+            node = child
+        if isinstance(node, dict):
+            action = draw(st.sampled_from(["replace", "drop", "add"]))
+            if action == "add" or not node:
+                node[draw(st.text(max_size=6))] = draw(_json_values)
+            elif action == "drop":
+                del node[draw(st.sampled_from(sorted(node)))]
+            else:
+                node[draw(st.sampled_from(sorted(node)))] = draw(_json_values)
+    return document
+
+
+@pytest.mark.parametrize("contract", [Decision, ReviewFinding, InvoiceExtraction, Sentiment])
+def test_fast_and_reference_validators_agree(contract: type[Contract]) -> None:
+    compiled = compile_contract(contract)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_mutated(contract))
+    def agree(document: Any) -> None:
+        reference_errors = list(compiled.reference.iter_errors(document))
+        assert compiled.is_valid(document) == (not reference_errors)
+        assert bool(compiled.violations(document)) == (not compiled.is_valid(document))
+
+    agree()
+
+
+# --- 5. Typed contract ---
+
+
+def test_what_the_schema_allows_but_the_contract_does_not_is_a_contract_violation() -> None:
+    # JSON Schema counts 1.0 as an integer; the strict contract does not.
+    text = json.dumps({"reasoning": "r", "severity": "info", "file": "a", "line": 1.0, "fix": None})
+    with pytest.raises(ContractViolation) as info:
+        parse(ReviewFinding, text, stop_reason="end_turn")
+    assert [(v.pointer, v.keyword) for v in info.value.violations] == [("/line", "int_type")]
+    assert info.value.text == text
+
+
+# --- 6. Semantic checks ---
+
+
+def test_valid_invoice_with_its_quote_in_the_source() -> None:
+    parsed = parse(InvoiceExtraction, _invoice(), stop_reason="end_turn", source=SOURCE)
+    assert parsed.value.total == 1280.5
+    assert parsed.value.evidence == "Total due: EUR 1,280.50"
+
+
+def test_quote_not_in_the_source_fails_naming_field_and_quote() -> None:
+    text = _invoice(evidence="Total due: EUR 1,280.00")
+    with pytest.raises(CheckFailed) as info:
+        parse(InvoiceExtraction, text, stop_reason="end_turn", source=SOURCE)
+    [violation] = info.value.violations
+    assert violation.pointer == "/evidence"
+    assert "'evidence'" in violation.message and "EUR 1,280.00" in violation.message
+    assert not isinstance(info.value, SourceMissing)
+
+
+def test_quote_must_match_exactly_not_fuzzily() -> None:
+    text = _invoice(evidence="total due: EUR 1,280.50")
+    with pytest.raises(CheckFailed):
+        parse(InvoiceExtraction, text, stop_reason="end_turn", source=SOURCE)
+
+
+def test_empty_quote_means_no_evidence_and_passes() -> None:
+    parsed = parse(InvoiceExtraction, _invoice(evidence=""), stop_reason="end_turn", source=SOURCE)
+    assert parsed.value.evidence == ""
+
+
+def test_quotes_without_a_source_are_an_error_not_a_skipped_check() -> None:
+    with pytest.raises(SourceMissing) as info:
+        parse(InvoiceExtraction, _invoice(), stop_reason="end_turn")
+    assert isinstance(info.value, CheckFailed)
+    assert [v.pointer for v in info.value.violations] == ["/evidence"]
+    assert "source=" in str(info.value)
+
+
+def test_quotes_in_lists_and_nested_contracts_are_checked() -> None:
+    class Claim(Contract):
+        quote: SourceQuote
+
+    class Claims(Contract):
+        claims: list[Claim]
+        main: SourceQuote | None
+
+    text = json.dumps({"claims": [{"quote": "Travel 80.50"}, {"quote": "Meals"}], "main": "Taxi"})
+    with pytest.raises(CheckFailed) as info:
+        parse(Claims, text, stop_reason="end_turn", source=SOURCE)
+    assert [v.pointer for v in info.value.violations] == ["/claims/1/quote", "/main"]
+
+
+def test_cross_field_check_failure_is_check_failed_not_contract_violation() -> None:
+    text = _invoice(total=999.0)
+    with pytest.raises(CheckFailed) as info:
+        parse(InvoiceExtraction, text, stop_reason="end_turn", source=SOURCE)
+    assert not isinstance(info.value, ContractViolation)
+    assert "sum to 1280.5" in info.value.violations[0].message
+
+
+def test_cross_field_and_quote_failures_are_reported_together() -> None:
+    text = _invoice(total=999.0, evidence="not there")
+    with pytest.raises(CheckFailed) as info:
+        parse(InvoiceExtraction, text, stop_reason="end_turn", source=SOURCE)
+    assert len(info.value.violations) == 2
+
+
+def test_checks_receive_the_source_through_the_validation_context() -> None:
+    seen: list[object] = []
+
+    class Mentioned(Contract):
+        name: str = Field(description="A name that appears in the source.")
+
+        @model_validator(mode="after")
+        def _name_is_mentioned(self, info: ValidationInfo) -> Mentioned:
+            source = (info.context or {}).get("source")
+            seen.append(source)
+            if source is not None and self.name not in source:
+                raise ValueError(f"{self.name!r} is not mentioned in the source")
+            return self
+
+    assert parse(Mentioned, '{"name": "ACME"}', stop_reason="end_turn", source=SOURCE).value
+    with pytest.raises(CheckFailed, match="'Initech' is not mentioned"):
+        parse(Mentioned, '{"name": "Initech"}', stop_reason="end_turn", source=SOURCE)
+    assert seen == [SOURCE, SOURCE]
+
+
+# --- The whole: nothing but a value or a StructuredOutputError ---
+
+_stops = st.sampled_from([*StopReason, "stop", "length", "eos", "completed", "whatever"])
+_texts = st.one_of(
+    st.text(max_size=200),
+    st.sampled_from([DECISION, _invoice(), DECISION.replace("approve", "Approve")]),
+    _json_values.map(json.dumps),
+    st.builds(lambda s, n: s[:n], st.sampled_from([DECISION, _invoice()]), st.integers(0, 400)),
+)
+
+
+@pytest.mark.parametrize("contract", [Decision, InvoiceExtraction])
+def test_parse_returns_a_valid_value_or_raises_a_structured_output_error(
+    contract: type[Contract],
+) -> None:
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=_texts, stop=_stops, enum_case=st.sampled_from(["normalize", "reject"]))
+    def total(text: str, stop: StopReason | str, enum_case: Any) -> None:
+        try:
+            parsed = parse(contract, text, stop_reason=stop, source=SOURCE, enum_case=enum_case)
+        except StructuredOutputError as error:
+            assert error.text is not None
+            return
+        # Whatever came back is a value the contract accepts, from its own serialization.
+        again = contract.model_validate_json(
+            parsed.value.model_dump_json(), context={"source": SOURCE}
+        )
+        assert again == parsed.value
+
+    total()
