@@ -1,0 +1,56 @@
+"""Snapshot files: one contract's canonical schema at one version, as committed bytes.
+
+A snapshot is `NAME.vVERSION.json`: the canonical schema, indented for review, with the same key
+order as `canonical_bytes` (every object's keys sorted, except `properties`, whose order is the
+generation order). The fingerprint is never computed from the indented file: it is always
+`sha256(canonical_bytes(schema))`, so reading a snapshot back gives the fingerprint of the contract
+that wrote it, whatever the whitespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from sdk.schema.canonical import VERSION_KEY, SchemaInfo, canonical_bytes
+
+__all__ = ["info_of", "load_snapshot", "snapshot_bytes", "snapshot_name"]
+
+
+def snapshot_name(name: str, version: int) -> str:
+    """The file name of a snapshot: `Decision.v2.json`."""
+    return f"{name}.v{version}.json"
+
+
+def snapshot_bytes(schema: dict[str, Any]) -> bytes:
+    """Deterministic, reviewable bytes: canonical key order, two-space indent, final newline."""
+    # Going through canonical_bytes reuses its ordering rule; json.loads keeps that order.
+    ordered = json.loads(canonical_bytes(schema))
+    return (json.dumps(ordered, indent=2, ensure_ascii=True) + "\n").encode()
+
+
+def load_snapshot(path: Path) -> dict[str, Any]:
+    """Read a snapshot (or any JSON Schema file) keeping its property order."""
+    try:
+        data = json.loads(path.read_bytes())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a schema must be a JSON object")
+    return data
+
+
+def info_of(schema: dict[str, Any]) -> SchemaInfo:
+    """Name, version and fingerprint of a schema document (a snapshot read back, say).
+
+    For a contract's canonical schema this equals `schema_info(contract)`.
+    """
+    name = schema.get("title")
+    version = schema.get(VERSION_KEY)
+    return SchemaInfo(
+        name=name if isinstance(name, str) else "",
+        version=version if isinstance(version, int) else 0,
+        fingerprint=hashlib.sha256(canonical_bytes(schema)).hexdigest(),
+    )

@@ -1,0 +1,61 @@
+"""Every provider's raw stop value maps to one normalized StopReason; unknown values to OTHER."""
+
+from __future__ import annotations
+
+import pytest
+
+from sdk import StopReason
+from sdk.stop_reason import RAW_STOP_REASONS
+
+EXPECTED = {
+    ("anthropic", "end_turn"): StopReason.END_TURN,
+    ("anthropic", "max_tokens"): StopReason.MAX_TOKENS,
+    ("anthropic", "stop_sequence"): StopReason.STOP_SEQUENCE,
+    ("anthropic", "tool_use"): StopReason.TOOL_USE,
+    ("anthropic", "pause_turn"): StopReason.PAUSE_TURN,
+    ("anthropic", "refusal"): StopReason.REFUSAL,
+    ("anthropic", "model_context_window_exceeded"): StopReason.CONTEXT_WINDOW,
+    ("openai_responses", "completed"): StopReason.END_TURN,
+    ("openai_responses", "incomplete:max_output_tokens"): StopReason.MAX_TOKENS,
+    ("openai_responses", "incomplete:content_filter"): StopReason.CONTENT_FILTER,
+    ("openai_chat", "stop"): StopReason.END_TURN,
+    ("openai_chat", "length"): StopReason.MAX_TOKENS,
+    ("openai_chat", "tool_calls"): StopReason.TOOL_USE,
+    ("openai_chat", "function_call"): StopReason.TOOL_USE,
+    ("openai_chat", "content_filter"): StopReason.CONTENT_FILTER,
+    ("llamacpp", "eos"): StopReason.END_TURN,
+    ("llamacpp", "limit"): StopReason.MAX_TOKENS,
+    ("llamacpp", "word"): StopReason.STOP_SEQUENCE,
+    ("ollama", "stop"): StopReason.END_TURN,
+    ("ollama", "length"): StopReason.MAX_TOKENS,
+}
+
+
+@pytest.mark.parametrize(("provider", "raw"), sorted(EXPECTED))
+def test_raw_value_maps_per_provider_and_globally(provider: str, raw: str) -> None:
+    assert StopReason.from_raw(raw, provider) is EXPECTED[provider, raw]
+    assert StopReason.from_raw(raw) is EXPECTED[provider, raw]
+
+
+def test_every_table_entry_is_covered_by_this_test() -> None:
+    table = {(p, raw) for p, entries in RAW_STOP_REASONS.items() for raw in entries}
+    assert table - set(EXPECTED) <= {("openai_responses", "refusal"), ("openai_chat", "refusal")}
+
+
+@pytest.mark.parametrize(
+    ("raw", "provider"),
+    [("failed", "openai_responses"), ("incomplete:steered", "openai_responses"),
+     ("none", "llamacpp"), ("load", "ollama"), ("brand_new", None), (None, None),
+     ("stop", "anthropic")],
+)  # fmt: skip
+def test_unknown_values_are_other_never_a_clean_end(raw: str | None, provider: str | None) -> None:
+    assert StopReason.from_raw(raw, provider) is StopReason.OTHER
+
+
+def test_the_normalized_vocabulary() -> None:
+    names = {s.value for s in StopReason}
+    assert {
+        "end_turn", "max_tokens", "refusal", "stop_sequence", "tool_use", "content_filter",
+        "pause_turn", "context_window", "other",
+    } == names  # fmt: skip
+    assert str(StopReason.MAX_TOKENS) == "max_tokens"
