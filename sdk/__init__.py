@@ -4,6 +4,8 @@ Declare a `Contract`, ask a provider for it through `StructuredClient`, and get 
 you can trust to the degree machines can check, or a typed error that says what went wrong.
 """
 
+from sdk._result import Attempt, Result, Usage
+from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
 from sdk.contract import Contract, SourceQuote, WireEnum
 from sdk.errors import (
     CheckFailed,
@@ -13,6 +15,7 @@ from sdk.errors import (
     InvalidJSON,
     InvalidOutput,
     ProviderError,
+    ProviderRetriesExhausted,
     RefusedOutput,
     RetriesExhausted,
     SchemaViolation,
@@ -24,12 +27,16 @@ from sdk.errors import (
     Violation,
 )
 from sdk.parsing import Note, Parsed, parse
+from sdk.parsing.incremental import Partial, PartialReader
 from sdk.schema import SchemaInfo
 from sdk.stop_reason import StopReason
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncStructuredClient",
+    "Attempt",
+    "Backoff",
     "CheckFailed",
     "ContentFiltered",
     "Contract",
@@ -37,20 +44,27 @@ __all__ = [
     "GrammarStuck",
     "InvalidJSON",
     "InvalidOutput",
+    "MaxTokensRamp",
     "Note",
     "Parsed",
+    "Partial",
+    "PartialReader",
     "ProviderError",
+    "ProviderRetriesExhausted",
     "RefusedOutput",
+    "Result",
     "RetriesExhausted",
     "SchemaInfo",
     "SchemaViolation",
     "SourceMissing",
     "SourceQuote",
     "StopReason",
+    "StructuredClient",
     "StructuredOutputError",
     "TruncatedOutput",
     "UnexpectedStop",
     "UnfinishedOutput",
+    "Usage",
     "Violation",
     "WireEnum",
     "__version__",

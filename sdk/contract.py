@@ -8,14 +8,17 @@ and from Python alike, and writes exactly the wire names it reads.
 
 from __future__ import annotations
 
+import copy
+import json
+from collections.abc import Mapping
 from enum import Enum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
-__all__ = ["SOURCE_QUOTE_KEY", "Contract", "SourceQuote", "WireEnum"]
+__all__ = ["SOURCE_QUOTE_KEY", "Contract", "LintIgnore", "SourceQuote", "WireEnum"]
 
 # Schema annotation that marks a string as evidence to be found verbatim in the source.
 SOURCE_QUOTE_KEY = "x-source-quote"
@@ -110,6 +113,10 @@ SourceQuote = Annotated[str, _SourceQuoteMarker()]
 """Evidence: a string that must be a verbatim span of the source document (or empty)."""
 
 
+LintIgnore = Mapping[str, Mapping[str, str]]
+"""Type of `Contract.lint_ignore`: `{JSON pointer: {lint code: reason}}`."""
+
+
 class Contract(BaseModel):
     """Base class of contracts: strict, closed, ordered, and versioned.
 
@@ -129,6 +136,14 @@ class Contract(BaseModel):
     schema_version: ClassVar[int] = 1
     """Bump it when the schema changes; the lock file holds one fingerprint per version."""
 
+    lint_ignore: ClassVar[LintIgnore] = {}
+    """Deliberate exceptions to `sdk schema lint`, each with its reason.
+
+    `{pointer: {code: reason}}`, the pointer into this contract's own schema (`""` for the
+    whole contract, `/properties/score` for a field and everything below it). Not part of the
+    schema, so editing it changes no fingerprint.
+    """
+
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
         """The canonical JSON Schema (draft 2020-12): a fresh copy the caller may change."""
@@ -145,13 +160,46 @@ class Contract(BaseModel):
 
     @classmethod
     def migrate_from(cls, version: int, data: dict[str, Any]) -> dict[str, Any]:
-        """Turn a value stored under an older `schema_version` into this version's shape.
+        """Turn a value stored under `version` into the shape of `version + 1`.
 
-        Override it when you bump `schema_version`; the default knows no older versions.
+        Override it when you bump `schema_version`, with one branch per older version: each
+        step is written once, when that version is replaced, and never touched again.
+        `from_stored` runs the steps in order (1 -> 2 -> 3 ...) and then validates strictly.
+        `data` is the caller's own copy: change it in place or build a new dict.
+
+            @classmethod
+            def migrate_from(cls, version, data):
+                if version == 1:  # v2 renamed `answer` to `decision`
+                    data["decision"] = data.pop("answer")
+                    return data
+                return super().migrate_from(version, data)
+
+        The default knows no older versions.
         """
-        if version == cls.schema_version:
-            return data
         raise NotImplementedError(
-            f"{cls.__name__} has no migration from version {version} to {cls.schema_version}; "
+            f"{cls.__name__} has no migration from version {version} to {version + 1}; "
             "override migrate_from"
         )
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any] | str | bytes, *, version: int) -> Self:
+        """Read a value stored under `schema_version == version` into this version.
+
+        `data` is the stored JSON (text, or already decoded). It is migrated one version at a
+        time with `migrate_from`, then validated as JSON with the full strictness of the
+        contract, so a migration that forgets a field fails here, not later.
+        """
+        if version > cls.schema_version:
+            raise ValueError(
+                f"the value was stored under {cls.__name__} v{version}, newer than this "
+                f"code's v{cls.schema_version}: upgrade the code that reads it"
+            )
+        if version < 1:
+            raise ValueError(f"schema versions start at 1, not {version}")
+        decoded: Any = json.loads(data) if isinstance(data, str | bytes) else copy.deepcopy(data)
+        if not isinstance(decoded, dict):
+            raise ValueError(f"a stored {cls.__name__} must be a JSON object")
+        for step in range(version, cls.schema_version):
+            decoded = cls.migrate_from(step, decoded)
+        # Through JSON, so the value is read exactly as a stored document would be.
+        return cls.model_validate_json(json.dumps(decoded))

@@ -19,6 +19,7 @@ their JSON pointers. Nothing is lost on the way to the caller.
     ├── GrammarStuck                local constrained decoding reached a dead state
     ├── ProviderError               transport or API failure, wrapping the cause
     └── RetriesExhausted            every attempt failed; holds them all
+        └── ProviderRetriesExhausted    ... the last with a ProviderError (also a ProviderError)
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "InvalidJSON",
     "InvalidOutput",
     "ProviderError",
+    "ProviderRetriesExhausted",
     "RefusedOutput",
     "RetriesExhausted",
     "SchemaViolation",
@@ -206,6 +208,16 @@ class RetriesExhausted(StructuredOutputError):
     def last_error(self) -> StructuredOutputError | None:
         """The error of the final attempt."""
         return self.attempts[-1].error if self.attempts else None
+
+
+class ProviderRetriesExhausted(RetriesExhausted, ProviderError):
+    """Transport or API errors outlasted the retries: catch it as either parent."""
+
+    def __init__(self, message: str, *, attempts: Sequence[Attempt], last: ProviderError) -> None:
+        RetriesExhausted.__init__(self, message, attempts=attempts)
+        self.status_code = last.status_code
+        self.request_id = last.request_id
+        self.retry_after = last.retry_after
 
 
 def summarize(headline: str, violations: Sequence[Violation]) -> str:

@@ -1,6 +1,7 @@
 """The defensive parser: stop reason -> JSON -> enum policy -> schema -> contract -> checks."""
 
 from sdk.parsing._compiled import CompiledContract, compile_contract
+from sdk.parsing.incremental import Partial, PartialReader
 from sdk.parsing.parser import (
     DEFAULT_CLEAN_STOPS,
     EnumCase,
@@ -16,6 +17,8 @@ __all__ = [
     "EnumCase",
     "Note",
     "Parsed",
+    "Partial",
+    "PartialReader",
     "compile_contract",
     "parse",
     "resolve_stop_reason",

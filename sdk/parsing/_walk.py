@@ -98,21 +98,26 @@ class SchemaWalker:
         for keyword in ("anyOf", "oneOf", "allOf"):
             for branch in node.get(keyword, ()):
                 yield from self._walk(branch, value, pointer, container, key)
+        # A child whose subschema holds nothing wanted is skipped here, before its pointer is
+        # built and its generator started: in a large document that is nearly every child.
+        wanted = self._contains
         if isinstance(value, dict):
             properties: dict[str, Any] = node.get("properties", {})
             extra = node.get("additionalProperties")
             for name, item in value.items():
                 child = properties.get(name, extra)
-                if isinstance(child, dict):
+                if isinstance(child, dict) and wanted.get(id(child), False):
                     yield from self._walk(
                         child, item, f"{pointer}/{escape_pointer(name)}", value, name
                     )
         elif isinstance(value, list):
             prefix: list[dict[str, Any]] = node.get("prefixItems", [])
             items = node.get("items")
+            if not prefix and not (isinstance(items, dict) and wanted.get(id(items), False)):
+                return
             for index, item in enumerate(value):
                 child = prefix[index] if index < len(prefix) else items
-                if isinstance(child, dict):
+                if isinstance(child, dict) and wanted.get(id(child), False):
                     yield from self._walk(child, item, f"{pointer}/{index}", value, index)
 
     def _resolve(self, node: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,45 @@
 """Providers: one module per provider family, each a sans-IO request builder and response reader."""
 
-from sdk.providers._base import Completion, CompletionRequest, Message, Provider, TextDelta
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Completion", "CompletionRequest", "Message", "Provider", "TextDelta"]
+from sdk.providers._base import Completion, CompletionRequest, Message, Provider, TextDelta
+from sdk.providers.llamacpp import LlamaCppProvider
+from sdk.providers.ollama import OllamaProvider
+from sdk.providers.test import TestProvider
+from sdk.providers.vllm import VLLMProvider
+
+if TYPE_CHECKING:
+    from sdk.providers.anthropic import AnthropicProvider
+    from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
+
+# The hosted adapters import their SDK (an optional extra), so they load on first use: importing
+# `sdk.providers` works without the `anthropic` or `openai` package installed.
+_HOSTED = {
+    "AnthropicProvider": "sdk.providers.anthropic",
+    "OpenAIChatProvider": "sdk.providers.openai",
+    "OpenAIResponsesProvider": "sdk.providers.openai",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOSTED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "AnthropicProvider",
+    "Completion",
+    "CompletionRequest",
+    "LlamaCppProvider",
+    "Message",
+    "OllamaProvider",
+    "OpenAIChatProvider",
+    "OpenAIResponsesProvider",
+    "Provider",
+    "TestProvider",
+    "TextDelta",
+    "VLLMProvider",
+]

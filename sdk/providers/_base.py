@@ -9,18 +9,23 @@ differs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from sdk._result import Usage
 from sdk.schema.canonical import SchemaInfo, schema_info, shared_schema
+from sdk.schema.dialects import Dialect, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Completion", "CompletionRequest", "Message", "Provider", "TextDelta"]
+__all__ = ["Completion", "CompletionRequest", "Message", "Provider", "TextDelta", "wire_name"]
+
+# What providers accept as a schema or tool name (OpenAI's pattern; Anthropic's is the same).
+_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +90,28 @@ class Provider:
     clean_stops: frozenset[StopReason] = frozenset({StopReason.END_TURN})
     """The stop reasons that end a finished document in this provider's mode."""
 
+    dialect: Dialect | None = None
+    """The wire dialect the schema is sent in (`None`: the canonical schema, or no schema)."""
+
     @property
     def model(self) -> str | None:
         """The model name requests go to, when the provider knows it up front."""
         return None
 
+    def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
+        """The contract's schema as this provider receives it (cached), or `None`."""
+        return to_wire(contract, self.dialect) if self.dialect is not None else None
+
     def removed(self, contract: type[Contract]) -> list[Any]:
         """What this provider's wire dialect removes from the contract's schema."""
-        return []
+        wire = self.wire_schema(contract)
+        return list(wire.removed) if wire is not None else []
+
+    def close(self) -> None:
+        """Release what the provider opened itself (never a client the caller passed in)."""
+
+    async def aclose(self) -> None:
+        """The async form of `close`."""
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Send the request and wait for the whole reply."""
@@ -109,3 +128,12 @@ class Provider:
     def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
         """The async form of `stream`."""
         raise NotImplementedError(f"{type(self).__name__} does not stream asynchronously")
+
+
+def wire_name(contract: type[Contract]) -> str:
+    """The name a provider gets for the contract's schema: name and version, `Decision_v1`.
+
+    The version is part of it so that a provider-side cache or log never mixes two versions.
+    """
+    info = schema_info(contract)
+    return _NAME_CHARS.sub("_", f"{info.name}_v{info.version}")[:64]

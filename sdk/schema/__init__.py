@@ -8,12 +8,34 @@ from sdk.schema.canonical import (
     fingerprint,
     schema_info,
 )
+from sdk.schema.dialects import (
+    ANTHROPIC,
+    DIALECTS,
+    LLAMACPP,
+    OLLAMA,
+    OPENAI_STRICT,
+    VLLM,
+    Dialect,
+    Removal,
+    WireSchema,
+    to_wire,
+)
 
 __all__ = [
+    "ANTHROPIC",
+    "DIALECTS",
     "DRAFT_2020_12",
+    "LLAMACPP",
+    "OLLAMA",
+    "OPENAI_STRICT",
+    "VLLM",
+    "Dialect",
+    "Removal",
     "SchemaInfo",
+    "WireSchema",
     "canonical_bytes",
     "canonical_schema",
     "fingerprint",
     "schema_info",
+    "to_wire",
 ]

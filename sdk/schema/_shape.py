@@ -20,6 +20,7 @@ __all__ = [
     "Shape",
     "iter_nodes",
     "name_tokens",
+    "node_at",
     "object_fields",
     "resolve",
     "shape_of",
@@ -63,6 +64,8 @@ class Shape:
     core: dict[str, Any]
     nullable: bool
     types: frozenset[str]
+    ref: str | None = None
+    """Pointer of the `$defs` entry the core came from, when it was a reference."""
 
     @property
     def enum(self) -> list[Any] | None:
@@ -76,7 +79,7 @@ class Shape:
 
 def shape_of(root: dict[str, Any], node: dict[str, Any]) -> Shape:
     """Take `node` apart into its non-null core and whether it is nullable (refs resolved)."""
-    _, node = resolve(root, node)
+    ref, node = resolve(root, node)
     nullable = False
     core = node
     declared = node.get("type")
@@ -91,14 +94,25 @@ def shape_of(root: dict[str, Any], node: dict[str, Any]) -> Shape:
         outer = {key: value for key, value in node.items() if key != "anyOf"}
         if len(others) == 1 and isinstance(others[0], dict):
             # The usual `X | None`: the annotations live on the outer node, the rest on X.
-            _, inner = resolve(root, others[0])
+            ref, inner = resolve(root, others[0])
             core = {**inner, **outer}
         else:
             core = {**outer, "anyOf": others}
     if "enum" in core and isinstance(core["enum"], list) and None in core["enum"]:
         nullable = True
         core = {**core, "enum": [value for value in core["enum"] if value is not None]}
-    return Shape(core=core, nullable=nullable, types=_types(root, core))
+    return Shape(core=core, nullable=nullable, types=_types(root, core), ref=ref)
+
+
+def node_at(root: dict[str, Any], pointer: str) -> dict[str, Any]:
+    """The schema node a pointer such as `/$defs/Fix` names (RFC 6901 unescaping)."""
+    node: Any = root
+    for token in pointer.split("/")[1:]:
+        key = token.replace("~1", "/").replace("~0", "~")
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if not isinstance(node, dict):
+        raise ValueError(f"{pointer!r} does not name a schema node")
+    return node
 
 
 def _is_null(node: Any) -> bool:

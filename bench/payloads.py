@@ -1,0 +1,101 @@
+"""Deterministic bench payloads: realistic model outputs for the reference contracts.
+
+Every payload is valid for its contract and passes every check of `sdk.parse` (line items sum
+to the total, the evidence quote is in the source), so the parser runs its whole pipeline.
+No randomness from the clock: the same text on every run and every machine.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from decimal import Decimal
+
+__all__ = ["Payload", "decision", "invoice", "long_string"]
+
+_WORDS = [
+    "consulting", "hours", "on-site", "support", "licence", "renewal", "travel", "expenses",
+    "hardware", "maintenance", "cloud", "hosting", "annual", "subscription", "training",
+    "workshop", "data", "migration", "security", "audit", "quarterly", "review", "spare",
+    "parts", "shipping", "handling", "premium", "tier", "onboarding",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One bench input: the model's text, and the source document its quotes come from."""
+
+    name: str
+    text: str
+    source: str | None = None
+
+    @property
+    def size(self) -> str:
+        return f"{len(self.text) / 1000:.1f} KB"
+
+
+def long_string(target: int) -> Payload:
+    """A Decision of about `target` characters that is nearly all one string (text-heavy)."""
+    sentences = []
+    while sum(map(len, sentences)) < target:
+        sentences.append(f"Sentence {len(sentences)} weighs the request once more.")
+    value = {"reasoning": " ".join(sentences), "answer": "escalate", "confidence": "low"}
+    return Payload("Decision", json.dumps(value))
+
+
+def decision(target: int = 500) -> Payload:
+    """A Decision of about `target` characters: most of it reasoning, as models write it."""
+    rng = random.Random(7)
+    sentences: list[str] = []
+    while True:
+        words = " ".join(rng.choice(_WORDS) for _ in range(9))
+        sentences.append(f"The request mentions {words}.")
+        value = {"reasoning": " ".join(sentences), "answer": "approve", "confidence": "high"}
+        text = json.dumps(value)
+        if len(text) >= target:
+            return Payload("Decision", text)
+
+
+def invoice(target: int, *, name: str = "InvoiceExtraction") -> Payload:
+    """An InvoiceExtraction of about `target` characters, with its source document.
+
+    Line items make up the bulk (list-heavy), and their amounts sum to the total, so the
+    cross-field check and the evidence check both run on every parse.
+    """
+    rng = random.Random(target)
+    items: list[dict[str, object]] = []
+    while True:
+        quantity = rng.randint(1, 12)
+        unit = Decimal(rng.randint(100, 50_000)) / 100
+        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 7)))
+        items.append(
+            {
+                "description": f"{words.capitalize()} (ref {len(items) + 1:04d})",
+                "quantity": quantity,
+                "amount": float(unit * quantity),
+            }
+        )
+        total = sum((Decimal(str(item["amount"])) for item in items), Decimal(0))
+        evidence = f"Total due: EUR {total:,.2f}"
+        value = {
+            "vendor": "Acme Industrial Supplies GmbH",
+            "invoice_number": "INV-2026-00417",
+            "issue_date": "2026-03-14",
+            "currency": "EUR",
+            "category": "services",
+            "line_items": items,
+            "total": float(total),
+            "evidence": evidence,
+        }
+        text = json.dumps(value)
+        if len(text) >= target:
+            lines = "\n".join(
+                f"{item['description']}  x{item['quantity']}  EUR {item['amount']:,.2f}"
+                for item in items
+            )
+            source = (
+                "ACME INDUSTRIAL SUPPLIES GMBH\nInvoice INV-2026-00417, issued 14 March 2026\n\n"
+                f"{lines}\n\n{evidence}\nPayable within 30 days.\n"
+            )
+            return Payload(name, text, source)

@@ -1,0 +1,784 @@
+"""An incremental JSON reader for streaming partial objects, in linear total time.
+
+`PartialReader(contract).feed(chunk)` reads a JSON document as it arrives, chunk by chunk, and
+hands out `Partial` snapshots of what has been written so far. Unlike the peers' helpers, it
+never re-parses the text from the start: the reader keeps its state between chunks (the open
+containers, the open string's decoded pieces, a cut escape, number or literal), so the total
+work over a stream is linear in its length, however it is cut.
+
+Chunk boundaries may fall anywhere: inside strings, inside escapes (`\\n`, `\\"`, `\\\\`), inside
+`\\uXXXX` and between the two halves of a surrogate pair, inside numbers and `true`/`false`/
+`null`, inside whitespace. Snapshots do not depend on where the cuts are: the state after a
+prefix of the text is the same however that prefix was fed (the tests hold it to that).
+
+What a snapshot shows (`Partial`):
+
+- `.value`: the JSON value so far, as plain dicts, lists, strings, numbers, booleans and `None`.
+  An open string shows the prefix decoded so far. A number shows only once it is closed (a
+  delimiter followed it: `12` may still become `1234`), `true`/`false`/`null` only once fully
+  written, and an object member only once its value has started.
+- `.complete` and `.is_complete(pointer)`: a value is complete only when its JSON is closed.
+- `.open_pointer`: the innermost value that has started and not yet closed.
+
+Snapshots are plain JSON, never a contract instance: they run no schema, no contract
+validation, no semantic check and no cross-field validator (a half-built object would fail
+them or, worse, pass them). Only the final text, through `sdk.parse`, runs all of them.
+
+Malformed input raises `sdk.errors.InvalidJSON` in the `feed` call where the text stopped being
+the start of any JSON document, with the position of the offending character and the text.
+
+Cost. `feed` does work in proportion to its chunk: strings are copied with regular expressions
+and slices, never character by character in Python, and a container that arrives whole in a
+large chunk goes to the C JSON scanner. A snapshot costs O(1) to take; its `.value` is built on
+first access by copying only the containers still open: completed sub-values are shared
+between snapshots (never copied, never changed again), so treat values as read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import json.decoder
+import json.scanner
+import re
+from collections.abc import Callable
+from itertools import islice
+from typing import Any, Final, Generic, TypeVar
+
+from sdk.contract import Contract
+from sdk.errors import InvalidJSON, Violation
+from sdk.schema.canonical import escape_pointer
+
+__all__ = ["Partial", "PartialReader"]
+
+C = TypeVar("C", bound=Contract)
+
+# --- Reader states: what may come next. ---
+# Between tokens (whitespace is skipped):
+_VALUE: Final = 0  # a value: the document's start, after ':', or after ',' in an array
+_VALUE_OR_CLOSE: Final = 1  # just after '[': a value or ']'
+_KEY_OR_CLOSE: Final = 2  # just after '{': a property name or '}'
+_KEY: Final = 3  # after ',' in an object: a property name
+_COLON: Final = 4  # after a property name
+_AFTER_VALUE: Final = 5  # after a value inside a container: ',' or the closing bracket
+_END: Final = 6  # the document is closed: only whitespace may follow
+# Inside a token (whitespace is content, or ends the token):
+_STRING: Final = 7  # inside a string (a property name or a value)
+_NUMBER: Final = 8  # inside a number: it closes at the first character that cannot extend it
+_LITERAL: Final = 9  # inside true, false or null
+# Transient, within one step of the loop: a value has just closed.
+_CLOSED: Final = 10
+
+# What each state expects next, for error messages.
+_EXPECTED: Final = {
+    _VALUE: "a value",
+    _VALUE_OR_CLOSE: "a value or ']'",
+    _KEY_OR_CLOSE: "a property name in double quotes or '}'",
+    _KEY: "a property name in double quotes",
+    _COLON: "':'",
+    _AFTER_VALUE: "',' or a closing bracket",
+    _END: "nothing more",
+    _STRING: "the rest of the string",
+    _NUMBER: "the rest of the number",
+    _LITERAL: "the rest of the literal",
+}
+
+# What the open value is, for snapshots: nothing open, a string value (its prefix is
+# visible), or a number or literal (invisible until closed).
+_OPEN_NONE: Final = 0
+_OPEN_STRING: Final = 1
+_OPEN_HIDDEN: Final = 2
+
+_WHITESPACE: Final = " \t\n\r"
+_WS_RUN: Final = re.compile(r"[ \t\n\r]*")
+# A run of string characters that need no decoding (no quote, backslash or control character).
+_PLAIN_RUN: Final = re.compile(r'[^"\\\x00-\x1f]*')
+# A whole plain property name with its colon: the common case, read in one step.
+_NAME: Final = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')
+_NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_NUMBER_CHARS: Final = frozenset("0123456789-+.eE")
+_HEX: Final = frozenset("0123456789abcdefABCDEF")
+_ESCAPES: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+_LITERALS: Final[dict[str, tuple[str, bool | None]]] = {
+    "t": ("true", True),
+    "f": ("false", False),
+    "n": ("null", None),
+}
+
+# Number states: a small DFA, used only when a number is cut by a chunk's end or malformed.
+_N_MINUS, _N_ZERO, _N_INT, _N_DOT, _N_FRAC, _N_E, _N_ESIGN, _N_EXP = range(8)
+_N_ACCEPTING: Final = frozenset({_N_ZERO, _N_INT, _N_FRAC, _N_EXP})
+
+# A container that starts this many characters or more before the end of the buffer is first
+# offered whole to the C scanner; closer to the end it almost never fits, and trying is waste.
+_FAST_PATH_MIN: Final = 128
+# Failed C-scanner attempts allowed per chunk. Each one reads at most the rest of the buffer,
+# so this bound keeps the fast path linear however deeply the chunk nests.
+_FAST_PATH_FAILURES: Final = 2
+
+_MISSING: Final[Any] = object()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# The standard library's C scanners (typeshed does not describe them): a whole value, a string.
+_scan_value: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_scanner(
+    json.JSONDecoder(parse_constant=_reject_constant)  # type: ignore[arg-type]
+)
+_scan_string: Final[Callable[[str, int, bool], tuple[str, int]]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+# A snapshot's state, one flat tuple (cheap to take at every chunk):
+# (contract, text_length, done, root, frames, top, top_length, key, open_kind, pieces, n_pieces)
+# `frames` holds (container, length, key) for each open container outside `top`, outermost
+# first; `top` is the innermost open container (or None); `key` the name whose value is open in
+# `top` when it is a dict; `pieces` the open string's decoded pieces.
+_State = tuple[Any, ...]
+
+
+class Partial(Generic[C]):
+    """A snapshot of a document being streamed: read-only, taken in O(1).
+
+    Never validated: a partial value runs no schema, contract, semantic or cross-field check.
+    `.value` is built on first access (copying only the containers still open) and cached.
+    """
+
+    __slots__ = ("_complete", "_state", "_value")
+
+    def __init__(self, state: _State) -> None:
+        self._state = state
+        self._value: Any = _MISSING
+        self._complete: frozenset[str] | None = None
+
+    @property
+    def contract(self) -> type[C]:
+        """The contract the document is meant to become (snapshots are never validated)."""
+        contract: type[C] = self._state[0]
+        return contract
+
+    @property
+    def text_length(self) -> int:
+        """How many characters of the text this snapshot reflects."""
+        length: int = self._state[1]
+        return length
+
+    @property
+    def done(self) -> bool:
+        """Whether the whole document is closed (then `.value` equals `json.loads(text)`)."""
+        done: bool = self._state[2]
+        return done
+
+    @property
+    def value(self) -> Any:
+        """The JSON value so far (plain dicts, lists, strings, numbers); read-only."""
+        if self._value is _MISSING:
+            self._value = _materialize(self._state)
+        return self._value
+
+    @property
+    def open_pointer(self) -> str | None:
+        """JSON pointer of the innermost value started and not closed; `None` once done."""
+        path = self._open_path()
+        return None if path is None else _pointer_of(path)
+
+    @property
+    def complete(self) -> frozenset[str]:
+        """JSON pointers of every complete value in `.value` (`""`, the root, once done)."""
+        if self._complete is None:
+            found: list[str] = []
+            _pointers(self.value, "", found)
+            path = self._open_path()
+            still_open = (
+                set() if path is None else {_pointer_of(path[:i]) for i in range(len(path) + 1)}
+            )
+            self._complete = frozenset(p for p in found if p not in still_open)
+        return self._complete
+
+    def is_complete(self, pointer: str = "") -> bool:
+        """Whether the value at `pointer` is present and closed (`""`: the whole document)."""
+        tokens = _parse_pointer(pointer)
+        path = self._open_path()
+        if (
+            path is not None
+            and len(tokens) <= len(path)
+            and all(token == str(step) for token, step in zip(tokens, path, strict=False))
+        ):
+            return False  # the open value itself, or one of the containers it is in
+        found, _ = _resolve(self.value, tokens)
+        return found
+
+    def get(self, pointer: str, default: Any = None) -> Any:
+        """The value at `pointer`, complete or not, or `default` if it is not there (yet)."""
+        found, value = _resolve(self.value, _parse_pointer(pointer))
+        return value if found else default
+
+    def _open_path(self) -> list[str | int] | None:
+        _, _, done, _, frames, top, top_length, key, open_kind, _, _ = self._state
+        if done:
+            return None
+        path: list[str | int] = [
+            length if type(container) is list else name for container, length, name in frames
+        ]
+        if top is not None and open_kind != _OPEN_NONE:
+            path.append(top_length if type(top) is list else key)
+        return path
+
+    def __repr__(self) -> str:
+        where = "done" if self.done else f"open at {self.open_pointer!r}"
+        name = self.contract.__name__
+        return f"Partial[{name}]({self.value!r}, {where}, text_length={self.text_length})"
+
+
+class PartialReader(Generic[C]):
+    """Reads one JSON document chunk by chunk; `feed` returns a new `Partial` when it advanced.
+
+    The state is kept between chunks, so a whole stream costs time linear in its length. A
+    snapshot is returned at most once per `feed`, and only when the visible state changed: a
+    container or a string value started, a string value grew, or a value closed. Whitespace,
+    punctuation, property names, and cut escapes, numbers and literals change nothing visible.
+    """
+
+    def __init__(self, contract: type[C]) -> None:
+        self.contract = contract
+        self.chars_scanned = 0
+        """Characters read so far, re-read ones included (a cut escape, a failed fast path)."""
+        self._chunks: list[str] = []
+        self._length = 0  # characters fed so far
+        self._tail = ""  # unread text kept for the next chunk: only a cut escape (<= 12 chars)
+        self._offset = 0  # where the unread tail (so the next buffer) starts in the whole text
+        self._state = _VALUE
+        # The open containers: the innermost one, its open property name, and the outer ones.
+        self._top: Any = None
+        self._key: str | None = None
+        self._frames: tuple[tuple[Any, int, str | None], ...] = ()
+        self._root: Any = None
+        self._open_kind = _OPEN_NONE
+        # The open string: is it a property name, and its decoded pieces so far.
+        self._in_key = False
+        self._pieces: list[str] = []
+        # The open number's text and DFA state, or the open literal and how much of it was read.
+        self._number: list[str] = []
+        self._number_state = _N_MINUS
+        self._literal = ""
+        self._literal_read = 0
+        # Visible changes so far, and how many the last snapshot handed out had seen.
+        self._version = 0
+        self._emitted = 0
+        self._latest: Partial[C] | None = None
+        self._error: InvalidJSON | None = None
+        self._finished = False
+
+    # --- Public API ---
+
+    @property
+    def text(self) -> str:
+        """The whole text fed so far."""
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        return self._chunks[0] if self._chunks else ""
+
+    @property
+    def latest(self) -> Partial[C] | None:
+        """The last snapshot handed out (it shows the current visible state), if any."""
+        return self._latest
+
+    def feed(self, chunk: str) -> Partial[C] | None:
+        """Read `chunk`; a new snapshot if the visible state advanced, else `None`.
+
+        Raises `InvalidJSON` as soon as the text cannot be the start of a JSON document (and
+        again on every later call).
+        """
+        if self._error is not None:
+            raise self._error
+        if self._finished:
+            raise RuntimeError("feed() after finish(): this reader's document is closed")
+        if not chunk:
+            return None
+        self._chunks.append(chunk)
+        self._length += len(chunk)
+        if self._state == _STRING and not self._tail:
+            # The commonest chunk of all: more plain text of the open string.
+            end = _PLAIN_RUN.match(chunk).end()  # type: ignore[union-attr]
+            if end == len(chunk):
+                self.chars_scanned += end
+                self._offset += end
+                self._pieces.append(chunk)
+                if self._in_key:
+                    return None
+                self._version += 1
+                return self._snapshot()
+        buffer = self._tail + chunk if self._tail else chunk
+        self.chars_scanned += len(buffer)
+        try:
+            self._read(buffer)
+        except InvalidJSON as error:
+            self._error = error
+            raise
+        if self._version == self._emitted:
+            return None
+        return self._snapshot()
+
+    def finish(self) -> Partial[C]:
+        """The end of the stream: the final snapshot, or `InvalidJSON` if the document is open."""
+        if self._error is not None:
+            raise self._error
+        if not self._finished:
+            if self._state == _NUMBER and self._top is None and self._number_state in _N_ACCEPTING:
+                # A bare number as the whole document: the end of the text closes it.
+                self._root = self._number_value()
+                self._state = _END
+                self._open_kind = _OPEN_NONE
+                self._version += 1
+            if self._state != _END:
+                self._error = self._fail(
+                    self._length - self._offset,
+                    f"the text ended inside the document: {_EXPECTED[self._state]} expected",
+                    "",
+                )
+                raise self._error
+            self._finished = True
+        if self._latest is None or self._version != self._emitted:
+            return self._snapshot()
+        return self._latest
+
+    # --- Reading ---
+
+    def _read(self, buf: str) -> None:
+        """Consume `buf` (the kept tail, then the new chunk) from the current state.
+
+        The hot path: the state lives in locals, and every branch that closes a value falls
+        through to the one block at the bottom of the loop that attaches it to its container.
+        """
+        n = len(buf)
+        pos = 0
+        state = self._state
+        top = self._top
+        key = self._key
+        pieces = self._pieces
+        in_key = self._in_key
+        open_kind = self._open_kind
+        changes = 0
+        fast_failures = 0
+        value: Any
+        try:
+            while pos < n:
+                if state < _STRING:  # between tokens
+                    char = buf[pos]
+                    if char in _WHITESPACE:
+                        pos = _WS_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+                        continue
+                    if state == _AFTER_VALUE:
+                        if char == ",":
+                            pos += 1
+                            if type(top) is list:
+                                state = _VALUE
+                                continue
+                            state = _KEY
+                            if pos < n and buf[pos] == " ":
+                                pos += 1
+                            if pos == n or buf[pos] != '"':
+                                continue
+                            char = '"'  # the property name follows: read it in this step
+                        elif char == ("]" if type(top) is list else "}"):
+                            pos += 1
+                            value = top
+                            top, _, key = self._frames[-1] if self._frames else (None, 0, None)
+                            self._frames = self._frames[:-1]
+                        else:
+                            closer = "']'" if type(top) is list else "'}'"
+                            raise self._fail(pos, f"',' or {closer} expected", buf)
+                    if state in (_KEY, _KEY_OR_CLOSE):
+                        if char == '"':
+                            match = _NAME.match(buf, pos)
+                            if match is not None:  # a whole plain name and its colon
+                                key = match.group(1)
+                                pos = match.end()
+                                state = _VALUE
+                            else:
+                                in_key = True
+                                state = _STRING
+                                pos += 1
+                            continue
+                        if char != "}" or state != _KEY_OR_CLOSE:
+                            raise self._fail(pos, f"{_EXPECTED[state]} expected", buf)
+                        pos += 1
+                        value = top
+                        top, _, key = self._frames[-1] if self._frames else (None, 0, None)
+                        self._frames = self._frames[:-1]
+                    elif state in (_VALUE, _VALUE_OR_CLOSE):
+                        if char == '"':
+                            end = _PLAIN_RUN.match(buf, pos + 1).end()  # type: ignore[union-attr]
+                            if end < n and buf[end] == '"':  # a whole plain string: a slice
+                                value = buf[pos + 1 : end]
+                                pos = end + 1
+                            else:
+                                if end < n and buf[end] == "\\":  # escapes: the C decoder
+                                    try:
+                                        value, pos = _scan_string(buf, pos + 1, True)
+                                    except ValueError:  # cut or malformed: the careful path
+                                        self.chars_scanned += n - pos
+                                    else:
+                                        state = _CLOSED
+                                if state != _CLOSED:
+                                    in_key = False
+                                    open_kind = _OPEN_STRING
+                                    changes += 1  # an empty string is now visible
+                                    state = _STRING
+                                    pos += 1
+                                    continue
+                        elif char == "{" or char == "[":
+                            if n - pos >= _FAST_PATH_MIN and fast_failures < _FAST_PATH_FAILURES:
+                                try:
+                                    value, pos = _scan_value(buf, pos)
+                                except (ValueError, StopIteration, RecursionError):
+                                    fast_failures += 1  # cut or malformed: the careful path
+                                    self.chars_scanned += n - pos
+                                else:
+                                    state = _CLOSED
+                            if state != _CLOSED:
+                                if top is not None:
+                                    length = len(top)
+                                    self._frames = (*self._frames, (top, length, key))
+                                top = {} if char == "{" else []
+                                key = None
+                                open_kind = _OPEN_NONE
+                                changes += 1  # an empty container is now visible
+                                state = _KEY_OR_CLOSE if char == "{" else _VALUE_OR_CLOSE
+                                pos += 1
+                                continue
+                        elif char == "-" or "0" <= char <= "9":
+                            match = _NUMBER_TOKEN.match(buf, pos)
+                            end = match.end() if match is not None else pos
+                            if match is not None and end < n and buf[end] not in _NUMBER_CHARS:
+                                token = match.group()
+                                value = float(token) if match.lastindex else int(token)
+                                pos = end
+                            else:  # cut by the chunk's end, or malformed: the careful path
+                                self._number = [char]
+                                self._number_state = (
+                                    _N_MINUS if char == "-" else _N_ZERO if char == "0" else _N_INT
+                                )
+                                open_kind = _OPEN_HIDDEN
+                                state = _NUMBER
+                                pos += 1
+                                continue
+                        elif char in _LITERALS:
+                            word, value = _LITERALS[char]
+                            if buf.startswith(word, pos):
+                                pos += len(word)
+                            else:
+                                self._literal, self._literal_read = word, 1
+                                open_kind = _OPEN_HIDDEN
+                                state = _LITERAL
+                                pos += 1
+                                continue
+                        elif char == "]" and state == _VALUE_OR_CLOSE:
+                            pos += 1
+                            value = top
+                            top, _, key = self._frames[-1] if self._frames else (None, 0, None)
+                            self._frames = self._frames[:-1]
+                        else:
+                            raise self._fail(pos, f"{_EXPECTED[state]} expected", buf)
+                    elif state == _COLON:
+                        if char != ":":
+                            raise self._fail(pos, "':' expected after the property name", buf)
+                        state = _VALUE
+                        pos += 1
+                        continue
+                    elif state == _END:
+                        raise self._fail(pos, "extra data after the end of the document", buf)
+
+                elif state == _STRING:
+                    # Inside a string: copy plain runs whole, decode escapes, stop at the quote.
+                    end = _PLAIN_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+                    if end > pos:
+                        pieces.append(buf[pos:end])
+                        if not in_key:
+                            changes += 1
+                        pos = end
+                        if pos == n:
+                            break
+                    char = buf[pos]
+                    if char == "\\":
+                        decoded = self._escape(buf, pos)
+                        if decoded is None:  # cut by the chunk's end: kept for the next one
+                            break
+                        text, pos = decoded
+                        pieces.append(text)
+                        if not in_key:
+                            changes += 1
+                        continue
+                    if char != '"':
+                        raise self._fail(pos, f"control character {char!r} in a string", buf)
+                    pos += 1
+                    value = "".join(pieces)
+                    pieces = []  # a new list: snapshots may hold the old one
+                    if in_key:
+                        key = value
+                        in_key = False
+                        state = _COLON
+                        continue
+
+                elif state == _NUMBER:  # (before whitespace, which ends a number)
+                    end = self._read_number(buf, pos)
+                    if end < 0:  # the chunk ended inside the number
+                        pos = n
+                        break
+                    pos = end
+                    value = self._number_value()
+
+                else:  # _LITERAL
+                    word = self._literal
+                    read = self._literal_read
+                    while pos < n and read < len(word):
+                        if buf[pos] != word[read]:
+                            raise self._fail(pos, f"invalid literal ({word!r} expected)", buf)
+                        pos += 1
+                        read += 1
+                    self._literal_read = read
+                    if read < len(word):
+                        break
+                    value = _LITERALS[word[0]][1]
+
+                # A value closed (a scalar, a string, or a whole container): attach it.
+                changes += 1
+                open_kind = _OPEN_NONE
+                if top is None:
+                    self._root = value
+                    state = _END
+                    continue
+                if type(top) is list:
+                    top.append(value)
+                else:
+                    if key in top:
+                        # A repeated name: the last one wins, as in json.loads. Copy first,
+                        # because snapshots already handed out may share this dict.
+                        top = dict(top)
+                    top[key] = value
+                state = _AFTER_VALUE
+        finally:
+            # Also on an error, so that the state stays consistent with the position.
+            self._state = state
+            self._top = top
+            self._key = key
+            self._pieces = pieces
+            self._in_key = in_key
+            self._open_kind = open_kind
+            self._version += changes
+            self._offset += pos
+            self._tail = buf[pos:]
+
+    def _read_number(self, buf: str, pos: int) -> int:
+        """Extend the open number: the position of the first character after it, or -1 if the
+        buffer ended inside it. Raises at the first character that makes it impossible."""
+        state = self._number_state
+        start = pos
+        n = len(buf)
+        while pos < n:
+            char = buf[pos]
+            digit = "0" <= char <= "9"
+            if state in (_N_INT, _N_FRAC, _N_EXP):
+                if digit:
+                    pos += 1
+                    continue
+                if state != _N_EXP and char in "eE":
+                    state = _N_E
+                elif state == _N_INT and char == ".":
+                    state = _N_DOT
+                else:
+                    break
+            elif state == _N_MINUS:
+                if not digit:
+                    raise self._fail(pos, "a digit expected after '-'", buf)
+                state = _N_ZERO if char == "0" else _N_INT
+            elif state == _N_ZERO:
+                if char == ".":
+                    state = _N_DOT
+                elif char in "eE":
+                    state = _N_E
+                elif digit:
+                    raise self._fail(pos, "a number cannot have a leading zero", buf)
+                else:
+                    break
+            elif state == _N_DOT:
+                if not digit:
+                    raise self._fail(pos, "a digit expected after '.'", buf)
+                state = _N_FRAC
+            elif state == _N_E:
+                if char in "+-":
+                    state = _N_ESIGN
+                elif digit:
+                    state = _N_EXP
+                else:
+                    raise self._fail(pos, "a digit expected in the exponent", buf)
+            else:  # _N_ESIGN
+                if not digit:
+                    raise self._fail(pos, "a digit expected in the exponent", buf)
+                state = _N_EXP
+            pos += 1
+        self._number.append(buf[start:pos])
+        self._number_state = state
+        return -1 if pos == n else pos
+
+    def _number_value(self) -> int | float:
+        token = "".join(self._number)
+        self._number = []
+        return float(token) if self._number_state in (_N_FRAC, _N_EXP) else int(token)
+
+    def _escape(self, buf: str, pos: int) -> tuple[str, int] | None:
+        """Decode the escape at `buf[pos]` (a backslash): (text, position after it), or `None`
+        if the buffer ends before it is decided: a cut escape, or a high surrogate whose low
+        half may still follow. Decodes as `json.loads` does, lone surrogates included."""
+        n = len(buf)
+        if pos + 1 >= n:
+            return None
+        kind = buf[pos + 1]
+        simple = _ESCAPES.get(kind)
+        if simple is not None:
+            return simple, pos + 2
+        if kind != "u":
+            raise self._fail(pos + 1, f"invalid escape '\\{kind}'", buf)
+        code = self._hex4(buf, pos + 2)
+        if code is None:
+            return None
+        after = pos + 6
+        if 0xD800 <= code <= 0xDBFF:  # a high surrogate: joins a low one if one follows
+            if after >= n or (buf[after] == "\\" and after + 1 >= n):
+                return None
+            if buf[after] == "\\" and buf[after + 1] == "u":
+                low = self._hex4(buf, after + 2)
+                if low is None:
+                    return None
+                if 0xDC00 <= low <= 0xDFFF:
+                    return chr(0x10000 + (((code - 0xD800) << 10) | (low - 0xDC00))), after + 6
+        return chr(code), after
+
+    def _hex4(self, buf: str, pos: int) -> int | None:
+        """The four hex digits at `pos`; `None` if the buffer ends first; raises on a non-hex."""
+        for index in range(pos, min(pos + 4, len(buf))):
+            if buf[index] not in _HEX:
+                raise self._fail(index, "four hex digits expected after '\\u'", buf)
+        if pos + 4 > len(buf):
+            return None
+        return int(buf[pos : pos + 4], 16)
+
+    # --- Snapshots and errors ---
+
+    def _snapshot(self) -> Partial[C]:
+        self._emitted = self._version
+        top = self._top
+        pieces = self._pieces
+        partial: Partial[C] = Partial(
+            (
+                self.contract,
+                self._length,
+                self._state == _END,
+                self._root,
+                self._frames,
+                top,
+                0 if top is None else len(top),
+                self._key,
+                self._open_kind,
+                pieces,
+                len(pieces),
+            )
+        )
+        self._latest = partial
+        return partial
+
+    def _fail(self, pos: int, message: str, buf: str) -> InvalidJSON:
+        """An `InvalidJSON` for the character at `buf[pos]`, positioned in the whole text."""
+        position = self._offset + pos
+        text = self.text
+        line = text.count("\n", 0, position) + 1
+        column = position - (text.rfind("\n", 0, position) + 1) + 1
+        found = repr(text[position]) if position < len(text) else "the end of the text"
+        return InvalidJSON(
+            f"output is not JSON: {message} at line {line} column {column} "
+            f"(char {position}, found {found})",
+            position=position,
+            line=line,
+            column=column,
+            text=text,
+            violations=[Violation("", f"{message} at char {position}", "json")],
+        )
+
+
+# --- Snapshot helpers ---
+
+
+def _materialize(state: _State) -> Any:
+    """A snapshot's value: copies of the open containers around the shared completed values."""
+    _, _, done, root, frames, top, top_length, key, open_kind, pieces, n_pieces = state
+    if done:
+        return root
+    child: Any = "".join(pieces[:n_pieces]) if open_kind == _OPEN_STRING else _MISSING
+    if top is None:
+        return None if child is _MISSING else child
+    for container, length, name in ((top, top_length, key), *reversed(frames)):
+        copy: Any
+        if type(container) is list:
+            copy = container[:length]
+            if child is not _MISSING:
+                copy.append(child)
+        else:
+            # Only new names are ever added to an open dict (a repeated one replaces the dict),
+            # so its first `length` items are the ones this snapshot saw.
+            copy = (
+                container.copy()
+                if len(container) == length
+                else dict(islice(container.items(), length))
+            )
+            if child is not _MISSING:
+                copy[name] = child
+        child = copy
+    return child
+
+
+def _pointer_of(path: list[str | int]) -> str:
+    return "".join(f"/{escape_pointer(token)}" for token in path)
+
+
+def _pointers(value: Any, pointer: str, found: list[str]) -> None:
+    found.append(pointer)
+    if type(value) is dict:
+        for name, item in value.items():
+            _pointers(item, f"{pointer}/{escape_pointer(name)}", found)
+    elif type(value) is list:
+        for index, item in enumerate(value):
+            _pointers(item, f"{pointer}/{index}", found)
+
+
+def _parse_pointer(pointer: str) -> list[str]:
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        raise ValueError(f"a JSON pointer starts with '/' (or is empty), not {pointer!r}")
+    return [token.replace("~1", "/").replace("~0", "~") for token in pointer[1:].split("/")]
+
+
+def _resolve(value: Any, tokens: list[str]) -> tuple[bool, Any]:
+    for token in tokens:
+        if type(value) is dict:
+            if token not in value:
+                return False, None
+            value = value[token]
+        elif type(value) is list:
+            if not token.isdigit() or (token != "0" and token.startswith("0")):
+                return False, None
+            index = int(token)
+            if index >= len(value):
+                return False, None
+            value = value[index]
+        else:
+            return False, None
+    return True, value

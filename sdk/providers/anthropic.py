@@ -1,0 +1,295 @@
+"""Anthropic Messages API, through the official `anthropic` client you pass in.
+
+Two modes:
+
+- `"json_schema"` (default): structured outputs, `output_config.format` json_schema; the document
+  is the reply's text.
+- `"tool"`: a strict tool (`strict: true`) the model is forced to call (`tool_choice`); the
+  document is the tool call's input. The clean stop is then `tool_use`.
+
+The schema goes in the Anthropic dialect (`sdk.schema.dialects.ANTHROPIC`): what the API cannot
+enforce (numeric and length bounds, patterns, most formats) is removed, reported in
+`Result.removed`, hinted in the description, and still checked by the parser.
+
+Unlike the SDK's own `messages.parse`, nothing here reads the text before the stop reason: a
+refusal or a `max_tokens` cut reaches the parser with its stop reason and becomes
+`RefusedOutput` / `TruncatedOutput`, not a bare validation error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Literal
+
+import anthropic
+from anthropic.types import (
+    Message,
+    RawMessageStreamEvent,
+    TextBlock,
+    ToolUseBlock,
+)
+
+from sdk._result import Usage
+from sdk.errors import ProviderError
+from sdk.providers._base import (
+    Completion,
+    CompletionRequest,
+    Provider,
+    TextDelta,
+    wire_name,
+)
+from sdk.providers._errors import provider_error
+from sdk.providers._errors import reply_request_id as _request_id
+from sdk.schema.dialects import ANTHROPIC, WireSchema, to_wire
+from sdk.stop_reason import StopReason
+
+__all__ = ["AnthropicProvider", "StreamState", "build_request", "read_response"]
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["json_schema", "tool"]
+
+
+def build_request(
+    request: CompletionRequest, *, model: str, mode: Mode = "json_schema"
+) -> dict[str, Any]:
+    """The keyword arguments of `client.messages.create` for `request`."""
+    wire = to_wire(request.contract, ANTHROPIC)
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+    }
+    if request.system:
+        kwargs["system"] = request.system
+    options = dict(request.options)
+    if mode == "json_schema":
+        # Merge with an `output_config` the caller passed (effort, ...), the format ours.
+        output_config = dict(options.pop("output_config", None) or {})
+        output_config["format"] = {"type": "json_schema", "schema": wire.schema}
+        kwargs["output_config"] = output_config
+    else:
+        name = wire_name(request.contract)
+        kwargs["tools"] = [_tool(name, request, wire)]
+        kwargs["tool_choice"] = {"type": "tool", "name": name}
+    kwargs.update(options)
+    return kwargs
+
+
+def _tool(name: str, request: CompletionRequest, wire: WireSchema) -> dict[str, Any]:
+    description = wire.schema.get("description") or f"Record the {request.schema_info.name}."
+    return {"name": name, "description": description, "input_schema": wire.schema, "strict": True}
+
+
+def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion:
+    """A `Message` -> `Completion`: the document text, stop reason, refusal, usage, request id."""
+    text = _document(message, mode)
+    raw = message.stop_reason
+    details = message.stop_details
+    refusal_category = details.category if details is not None else None
+    refusal = None
+    if raw == "refusal":
+        refusal = (details.explanation if details is not None else None) or text
+    return Completion(
+        text=text,
+        stop_reason=StopReason.from_raw(raw, "anthropic"),
+        raw_stop_reason=raw,
+        usage=Usage(_input_tokens(message.usage), message.usage.output_tokens),
+        model=message.model,
+        request_id=_request_id(message),
+        refusal=refusal,
+        refusal_category=refusal_category,
+    )
+
+
+def _document(message: Message, mode: Mode) -> str:
+    if mode == "tool":
+        for block in message.content:
+            if isinstance(block, ToolUseBlock):
+                return json.dumps(block.input, ensure_ascii=False)
+    # JSON mode, or no tool call (a refusal is prose): the text blocks.
+    return "".join(block.text for block in message.content if isinstance(block, TextBlock))
+
+
+def _input_tokens(usage: Any) -> int:
+    # `input_tokens` excludes cached tokens; they were read all the same, and budgets count them.
+    return int(
+        (usage.input_tokens or 0)
+        + (getattr(usage, "cache_creation_input_tokens", None) or 0)
+        + (getattr(usage, "cache_read_input_tokens", None) or 0)
+    )
+
+
+class StreamState:
+    """Accumulates stream events into the document and, at the end, one `Completion`."""
+
+    def __init__(self, mode: Mode = "json_schema", request_id: str | None = None) -> None:
+        self.mode = mode
+        self.request_id = request_id
+        self._parts: list[str] = []
+        self._model: str | None = None
+        self._input_tokens = 0
+        self._output_tokens = 0
+        self._stop: str | None = None
+        self._category: str | None = None
+        self._explanation: str | None = None
+
+    def feed(self, event: RawMessageStreamEvent) -> TextDelta | None:
+        """One event; returns the piece of document it carries, if any."""
+        if event.type == "message_start":
+            self._model = event.message.model
+            self._input_tokens = _input_tokens(event.message.usage)
+            self._output_tokens = event.message.usage.output_tokens
+        elif event.type == "content_block_delta":
+            delta = event.delta
+            piece = ""
+            if delta.type == "text_delta" and self.mode == "json_schema":
+                piece = delta.text
+            elif delta.type == "input_json_delta" and self.mode == "tool":
+                piece = delta.partial_json
+            if piece:
+                self._parts.append(piece)
+                return TextDelta(piece)
+        elif event.type == "message_delta":
+            self._stop = event.delta.stop_reason
+            if event.delta.stop_details is not None:
+                self._category = event.delta.stop_details.category
+                self._explanation = event.delta.stop_details.explanation
+            self._output_tokens = event.usage.output_tokens  # cumulative
+        return None
+
+    def finish(self) -> Completion:
+        """The completion, once the stream has ended (its stop reason arrives last)."""
+        text = "".join(self._parts)
+        return Completion(
+            text=text,
+            stop_reason=StopReason.from_raw(self._stop, "anthropic"),
+            raw_stop_reason=self._stop,
+            usage=Usage(self._input_tokens, self._output_tokens),
+            model=self._model,
+            request_id=self.request_id,
+            refusal=(self._explanation or text) if self._stop == "refusal" else None,
+            refusal_category=self._category,
+        )
+
+
+def map_error(exc: anthropic.AnthropicError) -> ProviderError:
+    """An `anthropic` exception -> `ProviderError` (raise it `from exc`)."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return provider_error("anthropic", "request timed out")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return provider_error("anthropic", "connection failed")
+    if isinstance(exc, anthropic.APIStatusError):
+        status: int | None = exc.status_code
+        what = type(exc).__name__
+        if status is not None and status < 400:
+            # An error event inside a 200 stream (overloaded mid-stream): transient, no status.
+            status, what = None, f"error event in stream ({getattr(exc, 'type', None) or what})"
+        return provider_error(
+            "anthropic",
+            what,
+            status_code=status,
+            request_id=exc.request_id,
+            headers=exc.response.headers,
+            detail=exc.message,
+        )
+    return provider_error("anthropic", type(exc).__name__, status_code=200, detail=str(exc))
+
+
+class AnthropicProvider(Provider):
+    """Claude through your `anthropic.Anthropic` or `anthropic.AsyncAnthropic` client.
+
+    provider = AnthropicProvider(anthropic.Anthropic(), model="claude-sonnet-4-6")
+    """
+
+    name = "anthropic"
+    dialect = ANTHROPIC
+
+    def __init__(
+        self,
+        client: anthropic.Anthropic | anthropic.AsyncAnthropic,
+        *,
+        model: str,
+        mode: Mode = "json_schema",
+    ) -> None:
+        if mode not in ("json_schema", "tool"):
+            raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
+        self.client = client
+        self.mode: Mode = mode
+        self._model = model
+        self.clean_stops = frozenset(
+            {StopReason.TOOL_USE} if mode == "tool" else {StopReason.END_TURN}
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(model={self._model!r}, mode={self.mode!r})"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def _sync(self) -> anthropic.Anthropic:
+        if not isinstance(self.client, anthropic.Anthropic):
+            raise TypeError("this provider has an AsyncAnthropic client: use the async calls")
+        return self.client
+
+    def _async(self) -> anthropic.AsyncAnthropic:
+        if not isinstance(self.client, anthropic.AsyncAnthropic):
+            raise TypeError("this provider has a sync Anthropic client: use the sync calls")
+        return self.client
+
+    def _kwargs(self, request: CompletionRequest) -> dict[str, Any]:
+        kwargs = build_request(request, model=self._model, mode=self.mode)
+        logger.debug(
+            "anthropic messages.create model=%s mode=%s max_tokens=%d messages=%d",
+            self._model,
+            self.mode,
+            request.max_tokens,
+            len(request.messages),
+        )
+        return kwargs
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        client = self._sync()
+        try:
+            message = client.messages.create(**self._kwargs(request))
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        return read_response(message, mode=self.mode)
+
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        client = self._async()
+        try:
+            message = await client.messages.create(**self._kwargs(request))
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        return read_response(message, mode=self.mode)
+
+    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
+        client = self._sync()
+        try:
+            with client.messages.create(**self._kwargs(request), stream=True) as events:
+                state = StreamState(self.mode, events.response.headers.get("request-id"))
+                for event in events:
+                    piece = state.feed(event)
+                    if piece is not None:
+                        yield piece
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        yield state.finish()
+
+    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
+        client = self._async()
+        try:
+            events = await client.messages.create(**self._kwargs(request), stream=True)
+            async with events:
+                state = StreamState(self.mode, events.response.headers.get("request-id"))
+                async for event in events:
+                    piece = state.feed(event)
+                    if piece is not None:
+                        yield piece
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        yield state.finish()

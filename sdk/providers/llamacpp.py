@@ -1,0 +1,290 @@
+"""llama.cpp server (`llama-server`): native `/completion` with a JSON schema or a GBNF grammar,
+or its OpenAI-compatible `/v1/chat/completions`.
+
+Three modes:
+
+- `"json_schema"` (default): `POST /completion` with `json_schema`, which the server turns into a
+  grammar itself. The schema goes in the llama.cpp dialect: every property required (the server
+  would otherwise move required properties ahead of optional ones and change the generation
+  order), numeric bounds on integers only, and patterns without `\\d`/`\\w`/`\\s`.
+- `"grammar"`: `POST /completion` with a GBNF `grammar`: the one you pass as `grammar=`, or the
+  one `sdk.schema.gbnf.to_gbnf` writes from the canonical schema.
+- `"openai"`: `POST /v1/chat/completions` with `response_format` json_schema.
+
+The native endpoint takes a prompt string, not messages: the provider first asks the server to
+render the conversation with the model's own chat template (`POST /apply-template`), unless you
+pass `prompt_template=` (a function from the request to the prompt) to skip that round trip.
+
+A known fault of the server is worth repeating: a grammar it cannot parse can make it generate
+unconstrained text with status 200. The parser catches that output like any other invalid output.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any, Literal
+from weakref import WeakKeyDictionary
+
+import httpx
+
+from sdk._result import Usage
+from sdk.contract import Contract
+from sdk.providers._base import Completion, CompletionRequest, TextDelta, wire_name
+from sdk.providers._chat import ChatStream, chat_messages, read_chat_body
+from sdk.providers._errors import provider_error
+from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider, sse_data
+from sdk.schema.canonical import shared_schema
+from sdk.schema.dialects import LLAMACPP, Dialect
+from sdk.stop_reason import StopReason
+
+__all__ = [
+    "LlamaCppProvider",
+    "build_chat_request",
+    "build_completion_request",
+    "build_template_request",
+    "read_completion",
+]
+
+Mode = Literal["json_schema", "grammar", "openai"]
+
+
+def build_template_request(request: CompletionRequest) -> dict[str, Any]:
+    """The `/apply-template` body: the conversation as chat messages."""
+    return {"messages": chat_messages(request)}
+
+
+def build_completion_request(
+    request: CompletionRequest,
+    prompt: str,
+    *,
+    schema: dict[str, Any] | None = None,
+    grammar: str | None = None,
+) -> dict[str, Any]:
+    """The native `/completion` body: prompt, token limit, and a schema or a grammar."""
+    body: dict[str, Any] = {"prompt": prompt, "n_predict": request.max_tokens}
+    if grammar is not None:
+        body["grammar"] = grammar
+    elif schema is not None:
+        body["json_schema"] = schema
+    body.update(request.options)
+    return body
+
+
+def build_chat_request(
+    request: CompletionRequest, *, schema: dict[str, Any], model: str | None = None
+) -> dict[str, Any]:
+    """The OpenAI-compatible body, with `response_format` json_schema."""
+    body: dict[str, Any] = {
+        "messages": chat_messages(request),
+        "max_tokens": request.max_tokens,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": wire_name(request.contract), "schema": schema, "strict": True},
+        },
+    }
+    if model is not None:
+        body["model"] = model
+    body.update(request.options)
+    return body
+
+
+def read_completion(body: Mapping[str, Any]) -> Completion:
+    """A `/completion` reply (or the last event of its stream) -> `Completion`.
+
+    The stop reason is `stop_type` (`eos`, `limit`, `word`); servers older than that field say it
+    with the booleans `stopped_eos`, `stopped_limit`, `stopped_word`.
+    """
+    raw = _stop_type(body)
+    return Completion(
+        text=str(body.get("content", "")),
+        stop_reason=StopReason.from_raw(raw, "llamacpp"),
+        raw_stop_reason=raw,
+        usage=Usage(int(body.get("tokens_evaluated") or 0), int(body.get("tokens_predicted") or 0)),
+        model=body.get("model"),
+    )
+
+
+def _stop_type(body: Mapping[str, Any]) -> str | None:
+    stop_type = body.get("stop_type")
+    if isinstance(stop_type, str):
+        return stop_type
+    for flag, raw in (("stopped_eos", "eos"), ("stopped_limit", "limit"), ("stopped_word", "word")):
+        if body.get(flag):
+            return raw
+    return None
+
+
+class _CompletionStream:
+    """Accumulates `/completion` stream events; the last one (`stop: true`) has the stop reason."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._last: dict[str, Any] = {}
+
+    def feed(self, line: str) -> TextDelta | None:
+        data = sse_data(line)
+        if not data:
+            return None
+        try:
+            event = json.loads(data)
+        except ValueError as exc:
+            raise provider_error("llamacpp", "stream event is not JSON", detail=data[:200]) from exc
+        if "error" in event:
+            raise provider_error("llamacpp", "error event in stream", detail=str(event["error"]))
+        piece = event.get("content") or ""
+        if piece:
+            self._parts.append(piece)
+        if event.get("stop"):
+            self._last = event
+        return TextDelta(piece) if piece else None
+
+    def finish(self) -> Completion:
+        return read_completion({**self._last, "content": "".join(self._parts)})
+
+
+class LlamaCppProvider(HTTPProvider):
+    """A llama.cpp server: `LlamaCppProvider("http://127.0.0.1:8080", mode="json_schema")`."""
+
+    name = "llamacpp"
+    dialect: Dialect | None = LLAMACPP
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        *,
+        mode: Mode = "json_schema",
+        grammar: str | None = None,
+        model: str | None = None,
+        prompt_template: Callable[[CompletionRequest], str] | None = None,
+        http_client: httpx.Client | httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if mode not in ("json_schema", "grammar", "openai"):
+            raise ValueError(f"mode must be 'json_schema', 'grammar' or 'openai', not {mode!r}")
+        if grammar is not None and mode != "grammar":
+            raise ValueError("grammar= is only used in mode='grammar'")
+        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
+        self.mode: Mode = mode
+        self._grammar = grammar
+        self._model = model
+        self._prompt_template = prompt_template
+        self._grammars: WeakKeyDictionary[type[Contract], str] = WeakKeyDictionary()
+        if mode == "grammar":
+            # The grammar is sent instead of a schema: there is no wire dialect to report.
+            self.dialect = None
+
+    @property
+    def model(self) -> str | None:
+        return self._model
+
+    def grammar_for(self, contract: type[Contract]) -> str:
+        """The GBNF grammar sent in grammar mode: the one given, or generated from the schema."""
+        if self._grammar is not None:
+            return self._grammar
+        grammar = self._grammars.get(contract)
+        if grammar is None:
+            grammar = _to_gbnf()(shared_schema(contract))
+            self._grammars[contract] = grammar
+        return grammar
+
+    def _constraint(self, request: CompletionRequest) -> dict[str, Any]:
+        if self.mode == "grammar":
+            return {"grammar": self.grammar_for(request.contract)}
+        wire = self.wire_schema(request.contract)
+        assert wire is not None
+        return {"schema": wire.schema}
+
+    # --- sync ---
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        if self.mode == "openai":
+            return read_chat_body(self._post("/v1/chat/completions", self._chat_body(request)))
+        body = build_completion_request(request, self._prompt(request), **self._constraint(request))
+        return read_completion(self._post("/completion", body))
+
+    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
+        if self.mode == "openai":
+            chat = ChatStream()
+            for line in self._lines("/v1/chat/completions", self._chat_body(request, stream=True)):
+                delta = chat.feed_sse(line, self.name)
+                if delta is not None:
+                    yield delta
+            yield chat.finish()
+            return
+        body = build_completion_request(request, self._prompt(request), **self._constraint(request))
+        state = _CompletionStream()
+        for line in self._lines("/completion", {**body, "stream": True}):
+            piece = state.feed(line)
+            if piece is not None:
+                yield piece
+        yield state.finish()
+
+    def _prompt(self, request: CompletionRequest) -> str:
+        if self._prompt_template is not None:
+            return self._prompt_template(request)
+        return _template_prompt(self._post("/apply-template", build_template_request(request)))
+
+    # --- async ---
+
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        if self.mode == "openai":
+            body = self._chat_body(request)
+            return read_chat_body(await self._apost("/v1/chat/completions", body))
+        prompt = await self._aprompt(request)
+        body = build_completion_request(request, prompt, **self._constraint(request))
+        return read_completion(await self._apost("/completion", body))
+
+    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
+        if self.mode == "openai":
+            chat = ChatStream()
+            body = self._chat_body(request, stream=True)
+            async for line in self._alines("/v1/chat/completions", body):
+                delta = chat.feed_sse(line, self.name)
+                if delta is not None:
+                    yield delta
+            yield chat.finish()
+            return
+        prompt = await self._aprompt(request)
+        body = build_completion_request(request, prompt, **self._constraint(request))
+        state = _CompletionStream()
+        async for line in self._alines("/completion", {**body, "stream": True}):
+            piece = state.feed(line)
+            if piece is not None:
+                yield piece
+        yield state.finish()
+
+    async def _aprompt(self, request: CompletionRequest) -> str:
+        if self._prompt_template is not None:
+            return self._prompt_template(request)
+        rendered = await self._apost("/apply-template", build_template_request(request))
+        return _template_prompt(rendered)
+
+    def _chat_body(self, request: CompletionRequest, *, stream: bool = False) -> dict[str, Any]:
+        wire = self.wire_schema(request.contract)
+        assert wire is not None
+        body = build_chat_request(request, schema=wire.schema, model=self._model)
+        if stream:
+            body.update(stream=True, stream_options={"include_usage": True})
+        return body
+
+
+def _template_prompt(body: Mapping[str, Any]) -> str:
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        raise provider_error("llamacpp", "/apply-template returned no prompt")
+    return prompt
+
+
+def _to_gbnf() -> Callable[[dict[str, Any]], str]:
+    """`sdk.schema.gbnf.to_gbnf`, imported only when grammar mode needs it."""
+    try:
+        module = importlib.import_module("sdk.schema.gbnf")
+    except ImportError as exc:
+        raise RuntimeError(
+            "grammar mode needs sdk.schema.gbnf to write the grammar; pass grammar=... instead"
+        ) from exc
+    to_gbnf: Callable[[dict[str, Any]], str] = module.to_gbnf
+    return to_gbnf

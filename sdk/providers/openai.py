@@ -1,0 +1,372 @@
+"""OpenAI, through the official `openai` client you pass in: the Responses API and Chat Completions.
+
+Both send the schema strict (`strict: true`) in the OpenAI strict dialect
+(`sdk.schema.dialects.OPENAI_STRICT`): every property required, optional ones nullable, closed
+objects, and no `minLength`/`maxLength` (removed, reported, still checked by the parser). The
+schema's name is derived from the contract's name and version (`Decision_v1`).
+
+The stop reason decides before the text is read. The Responses API reports it as `status` and
+`incomplete_details.reason`, written as one raw value (`completed`, `incomplete:max_output_tokens`,
+...); a refusal content part gives `refusal`. This is what `responses.parse` ignores (a truncated
+document there raises a bare validation error).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import (
+    Response,
+    ResponseOutputMessage,
+    ResponseOutputRefusal,
+    ResponseOutputText,
+    ResponseStreamEvent,
+)
+
+from sdk._result import Usage
+from sdk.errors import ProviderError
+from sdk.providers._base import Completion, CompletionRequest, Provider, TextDelta, wire_name
+from sdk.providers._chat import ChatStream, chat_completion, chat_messages
+from sdk.providers._errors import provider_error
+from sdk.providers._errors import reply_request_id as _request_id
+from sdk.schema.dialects import OPENAI_STRICT, to_wire
+from sdk.stop_reason import StopReason
+
+__all__ = [
+    "OpenAIChatProvider",
+    "OpenAIResponsesProvider",
+    "ResponsesStreamState",
+    "build_chat_request",
+    "build_responses_request",
+    "read_chat_response",
+    "read_responses_response",
+]
+
+logger = logging.getLogger(__name__)
+
+# `failed` responses whose error another try can fix; other codes (policy) are final.
+_TRANSIENT_FAILURES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
+
+
+def _json_schema_format(request: CompletionRequest) -> dict[str, Any]:
+    wire = to_wire(request.contract, OPENAI_STRICT)
+    return {"name": wire_name(request.contract), "schema": wire.schema, "strict": True}
+
+
+# --- Responses API ---
+
+
+def build_responses_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
+    """The keyword arguments of `client.responses.create` for `request`."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "input": [{"role": m.role, "content": m.content} for m in request.messages],
+        "max_output_tokens": request.max_tokens,
+        "text": {"format": {"type": "json_schema", **_json_schema_format(request)}},
+    }
+    if request.system:
+        kwargs["instructions"] = request.system
+    kwargs.update(request.options)
+    return kwargs
+
+
+def read_responses_response(response: Response, *, request_id: str | None = None) -> Completion:
+    """A `Response` -> `Completion`. Raises `ProviderError` for a transiently `failed` one."""
+    texts: list[str] = []
+    refusals: list[str] = []
+    for item in response.output:
+        if isinstance(item, ResponseOutputMessage):
+            for part in item.content:
+                if isinstance(part, ResponseOutputText):
+                    texts.append(part.text)
+                elif isinstance(part, ResponseOutputRefusal):
+                    refusals.append(part.refusal)
+    raw = _responses_stop(response, bool(refusals))
+    request_id = request_id or _request_id(response)
+    failure = response.error if response.status == "failed" else None
+    if failure is not None and failure.code in _TRANSIENT_FAILURES:
+        raise provider_error(
+            "openai_responses",
+            f"response failed ({failure.code})",
+            request_id=request_id,
+            detail=failure.message,
+        )
+    usage = response.usage
+    return Completion(
+        text="".join(texts) if texts or not refusals else None,
+        stop_reason=StopReason.from_raw(raw, "openai_responses"),
+        raw_stop_reason=raw,
+        usage=Usage(usage.input_tokens, usage.output_tokens) if usage is not None else Usage(),
+        model=response.model,
+        request_id=request_id,
+        refusal="".join(refusals) or None,
+    )
+
+
+def _responses_stop(response: Response, refused: bool) -> str | None:
+    if refused:
+        return "refusal"
+    if response.status == "incomplete":
+        details = response.incomplete_details
+        return f"incomplete:{details.reason if details is not None else None}"
+    if response.status == "failed" and response.error is not None:
+        return f"failed:{response.error.code}"
+    return response.status
+
+
+class ResponsesStreamState:
+    """Accumulates Responses stream events; the terminal event carries the whole response."""
+
+    def __init__(self, request_id: str | None = None) -> None:
+        self.request_id = request_id
+        self._final: Response | None = None
+
+    def feed(self, event: ResponseStreamEvent) -> TextDelta | None:
+        """One event; returns the piece of document it carries, if any."""
+        if event.type == "response.output_text.delta":
+            return TextDelta(event.delta) if event.delta else None
+        if event.type in ("response.completed", "response.incomplete", "response.failed"):
+            self._final = event.response
+        elif event.type == "error":
+            # The SDK yields this event instead of raising: it is a transport failure.
+            raise provider_error(
+                "openai_responses",
+                f"error event in stream ({event.code})",
+                request_id=self.request_id,
+                detail=event.message,
+            )
+        return None
+
+    def finish(self) -> Completion:
+        """The completion from the terminal event (refusal text included)."""
+        if self._final is None:
+            raise provider_error(
+                "openai_responses",
+                "stream ended without a terminal event",
+                request_id=self.request_id,
+            )
+        return read_responses_response(self._final, request_id=self.request_id)
+
+
+# --- Chat Completions ---
+
+
+def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
+    """The keyword arguments of `client.chat.completions.create` for `request`."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": chat_messages(request),
+        "max_completion_tokens": request.max_tokens,
+        "response_format": {"type": "json_schema", "json_schema": _json_schema_format(request)},
+    }
+    kwargs.update(request.options)
+    return kwargs
+
+
+def read_chat_response(completion: ChatCompletion) -> Completion:
+    """A `ChatCompletion` -> `Completion` (the first choice)."""
+    choice = completion.choices[0] if completion.choices else None
+    usage = completion.usage
+    return chat_completion(
+        content=choice.message.content if choice is not None else None,
+        refusal=choice.message.refusal if choice is not None else None,
+        finish_reason=choice.finish_reason if choice is not None else None,
+        usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage is not None else Usage(),
+        model=completion.model,
+        request_id=_request_id(completion),
+    )
+
+
+def _feed_chunk(state: ChatStream, chunk: ChatCompletionChunk) -> TextDelta | None:
+    if chunk.usage is not None:
+        state.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+    if not chunk.choices:
+        return None
+    choice = chunk.choices[0]
+    return state.feed(
+        content=choice.delta.content,
+        refusal=choice.delta.refusal,
+        finish_reason=choice.finish_reason,
+        model=chunk.model,
+    )
+
+
+# --- errors and the providers ---
+
+
+def map_error(exc: openai.OpenAIError, provider: str) -> ProviderError:
+    """An `openai` exception -> `ProviderError` (raise it `from exc`)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return provider_error(provider, "request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return provider_error(provider, "connection failed")
+    if isinstance(exc, openai.APIStatusError):
+        return provider_error(
+            provider,
+            type(exc).__name__,
+            status_code=exc.status_code,
+            request_id=exc.request_id,
+            headers=exc.response.headers,
+            detail=exc.message,
+        )
+    if isinstance(exc, openai.APIResponseValidationError):
+        return provider_error(
+            provider, type(exc).__name__, status_code=exc.status_code, detail=str(exc)
+        )
+    if isinstance(exc, openai.APIError):
+        # An error object inside a chat stream: no status; transient as far as anyone can tell.
+        kind = exc.type or type(exc).__name__
+        return provider_error(provider, f"error in stream ({kind})", detail=exc.message)
+    return provider_error(provider, type(exc).__name__, status_code=200, detail=str(exc))
+
+
+class _OpenAIProvider(Provider):
+    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
+        self.client = client
+        self._model = model
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self._model!r})"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def _sync(self) -> openai.OpenAI:
+        if not isinstance(self.client, openai.OpenAI):
+            raise TypeError("this provider has an AsyncOpenAI client: use the async calls")
+        return self.client
+
+    def _async(self) -> openai.AsyncOpenAI:
+        if not isinstance(self.client, openai.AsyncOpenAI):
+            raise TypeError("this provider has a sync OpenAI client: use the sync calls")
+        return self.client
+
+    def _log(self, request: CompletionRequest) -> None:
+        logger.debug(
+            "%s model=%s max_tokens=%d messages=%d",
+            self.name,
+            self._model,
+            request.max_tokens,
+            len(request.messages),
+        )
+
+
+class OpenAIResponsesProvider(_OpenAIProvider):
+    """The Responses API through your `openai.OpenAI` or `openai.AsyncOpenAI` client."""
+
+    name = "openai_responses"
+    dialect = OPENAI_STRICT
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self._log(request)
+        try:
+            response = self._sync().responses.create(
+                **build_responses_request(request, model=self._model)
+            )
+        except openai.OpenAIError as exc:
+            raise map_error(exc, self.name) from exc
+        return read_responses_response(response)
+
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        self._log(request)
+        try:
+            response = await self._async().responses.create(
+                **build_responses_request(request, model=self._model)
+            )
+        except openai.OpenAIError as exc:
+            raise map_error(exc, self.name) from exc
+        return read_responses_response(response)
+
+    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
+        self._log(request)
+        kwargs = build_responses_request(request, model=self._model)
+        try:
+            with self._sync().responses.create(**kwargs, stream=True) as events:
+                state = ResponsesStreamState(events.response.headers.get("x-request-id"))
+                for event in events:
+                    piece = state.feed(event)
+                    if piece is not None:
+                        yield piece
+        except openai.OpenAIError as exc:
+            raise map_error(exc, self.name) from exc
+        yield state.finish()
+
+    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
+        self._log(request)
+        kwargs = build_responses_request(request, model=self._model)
+        try:
+            events = await self._async().responses.create(**kwargs, stream=True)
+            async with events:
+                state = ResponsesStreamState(events.response.headers.get("x-request-id"))
+                async for event in events:
+                    piece = state.feed(event)
+                    if piece is not None:
+                        yield piece
+        except openai.OpenAIError as exc:
+            raise map_error(exc, self.name) from exc
+        yield state.finish()
+
+
+class OpenAIChatProvider(_OpenAIProvider):
+    """Chat Completions through your `openai.OpenAI` or `openai.AsyncOpenAI` client."""
+
+    name = "openai_chat"
+    dialect = OPENAI_STRICT
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self._log(request)
+        try:
+            completion = self._sync().chat.completions.create(
+                **build_chat_request(request, model=self._model)
+            )
+        except openai.OpenAIError as exc:
+            raise map_error(exc, self.name) from exc
+        return read_chat_response(completion)
+
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        self._log(request)
+        try:
+            completion = await self._async().chat.completions.create(
+                **build_chat_request(request, model=self._model)
+            )
+        except openai.OpenAIError as exc:
+            raise map_error(exc, self.name) from exc
+        return read_chat_response(completion)
+
+    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
+        self._log(request)
+        kwargs = build_chat_request(request, model=self._model)
+        try:
+            with self._sync().chat.completions.create(
+                **kwargs, stream=True, stream_options={"include_usage": True}
+            ) as chunks:
+                state = ChatStream(request_id=chunks.response.headers.get("x-request-id"))
+                for chunk in chunks:
+                    piece = _feed_chunk(state, chunk)
+                    if piece is not None:
+                        yield piece
+        except openai.OpenAIError as exc:
+            raise map_error(exc, self.name) from exc
+        yield state.finish()
+
+    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
+        self._log(request)
+        kwargs = build_chat_request(request, model=self._model)
+        try:
+            chunks = await self._async().chat.completions.create(
+                **kwargs, stream=True, stream_options={"include_usage": True}
+            )
+            async with chunks:
+                state = ChatStream(request_id=chunks.response.headers.get("x-request-id"))
+                async for chunk in chunks:
+                    piece = _feed_chunk(state, chunk)
+                    if piece is not None:
+                        yield piece
+        except openai.OpenAIError as exc:
+            raise map_error(exc, self.name) from exc
+        yield state.finish()

@@ -1,0 +1,147 @@
+"""`TestProvider`: scripted replies, no network. For your own tests, examples and benchmarks.
+
+Each call takes the next reply from the script:
+
+    provider = TestProvider([
+        '{"reasoning": "...", "answer": "maybe", "confidence": "high"}',   # invalid: retried
+        Decision(reasoning="...", answer="approve", confidence="high"),    # valid
+    ])
+    result = StructuredClient(provider).generate(Decision, prompt="...")
+    assert len(provider.requests) == 2
+
+A reply is a string (the document text, clean end), a dict or a `Contract` (serialized to JSON),
+a `Completion` (as given: any stop reason, usage, refusal), an exception (raised, e.g. a
+`ProviderError` to exercise retries), or a callable taking the `CompletionRequest` and returning
+any of these. With `repeat=True` the last reply answers every call after the script runs out.
+
+It exercises the client exactly as a real provider would (the parser, retries, usage), but it is
+not a provider adapter: the adapters themselves are tested against real SDK clients and servers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import Any, TypeAlias
+
+from sdk._result import Usage
+from sdk.contract import Contract
+from sdk.providers._base import Completion, CompletionRequest, Provider, TextDelta
+from sdk.schema.dialects import Dialect
+from sdk.stop_reason import StopReason
+
+__all__ = ["Reply", "TestProvider"]
+
+Reply: TypeAlias = (
+    "str | dict[str, Any] | Contract | Completion | BaseException"
+    " | Callable[[CompletionRequest], str | dict[str, Any] | Contract | Completion | BaseException]"
+)
+
+# Rough token estimate for scripted usage: about four characters a token.
+_CHARS_PER_TOKEN = 4
+
+
+class TestProvider(Provider):
+    """A provider that answers from a script of replies (see the module docstring)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name = "test"
+
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        model: str = "test-model",
+        repeat: bool = False,
+        chunk_size: int = 16,
+        dialect: Dialect | None = None,
+    ) -> None:
+        self._replies: list[Reply] = list(replies)
+        self._model = model
+        self._repeat = repeat
+        self._chunk_size = max(1, chunk_size)
+        self.dialect = dialect
+        self._lock = threading.Lock()
+        self._next = 0
+        self.requests: list[CompletionRequest] = []
+        """Every request received, in order: assert on them in your tests."""
+
+    def __repr__(self) -> str:
+        return f"TestProvider({len(self._replies)} replies, {len(self.requests)} used)"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def add(self, *replies: Reply) -> None:
+        """Append replies to the script."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    def _reply(self, request: CompletionRequest) -> Completion:
+        with self._lock:
+            self.requests.append(request)
+            if self._next < len(self._replies):
+                reply = self._replies[self._next]
+                self._next += 1
+            elif self._repeat and self._replies:
+                reply = self._replies[-1]
+            else:
+                raise RuntimeError(
+                    f"TestProvider has no reply left for call {len(self.requests)} "
+                    f"(script of {len(self._replies)}); add more or pass repeat=True"
+                )
+        if callable(reply) and not isinstance(reply, (Contract, BaseException)):
+            reply = reply(request)
+        return self._completion(request, reply)
+
+    def _completion(self, request: CompletionRequest, reply: Any) -> Completion:
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, Completion):
+            return reply
+        if isinstance(reply, Contract):
+            text = reply.model_dump_json()
+        elif isinstance(reply, dict):
+            text = json.dumps(reply, ensure_ascii=False)
+        elif isinstance(reply, str):
+            text = reply
+        else:
+            raise TypeError(f"TestProvider cannot reply with {type(reply).__name__}")
+        prompt = sum(len(m.content) for m in request.messages) + len(request.system or "")
+        return Completion(
+            text=text,
+            stop_reason=StopReason.END_TURN,
+            raw_stop_reason="end_turn",
+            usage=Usage(_tokens(prompt), _tokens(len(text))),
+            model=self._model,
+            request_id=f"test-{len(self.requests)}",
+        )
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        return self._reply(request)
+
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        return self._reply(request)
+
+    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
+        completion = self._reply(request)
+        yield from self._chunks(completion)
+        yield completion
+
+    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
+        completion = self._reply(request)
+        for piece in self._chunks(completion):
+            yield piece
+        yield completion
+
+    def _chunks(self, completion: Completion) -> Iterator[TextDelta]:
+        text = completion.text or ""
+        for start in range(0, len(text), self._chunk_size):
+            yield TextDelta(text[start : start + self._chunk_size])
+
+
+def _tokens(chars: int) -> int:
+    return max(1, -(-chars // _CHARS_PER_TOKEN))

@@ -1,0 +1,547 @@
+"""The linter's rules: one function per finding code, each reading a `Context`.
+
+The rules judge fields by their names (a field called `reasoning` is free text, `invoice_id` an
+identifier) because a schema says nothing else about intent. The word lists below are therefore
+the rules' real content: extend them here, and add a test for the word you add.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from sdk.schema._shape import (
+    Field,
+    Shape,
+    iter_nodes,
+    name_tokens,
+    object_fields,
+    resolve,
+    shape_of,
+)
+from sdk.schema.canonical import subschemas
+from sdk.schema.lint import Finding, LintCode
+
+if TYPE_CHECKING:
+    from sdk.schema.dialects import Dialect
+
+__all__ = ["LIMITS", "RULES", "TIGHT_MAX_LENGTH", "Context", "GrammarLimits"]
+
+# --- vocabulary ------------------------------------------------------------------------------
+
+# Free-text fields where the model thinks: must come before the answer they lead to.
+REASONING_WORDS = frozenset(
+    {
+        "reasoning",
+        "reason",
+        "reasons",
+        "rationale",
+        "analysis",
+        "explanation",
+        "justification",
+        "thinking",
+        "thoughts",
+        "thought",
+        "scratchpad",
+    }
+)
+# Fields that commit to an answer.
+ANSWER_WORDS = frozenset(
+    {
+        "answer",
+        "decision",
+        "label",
+        "severity",
+        "score",
+        "verdict",
+        "rating",
+        "classification",
+        "category",
+        "conclusion",
+        "prediction",
+        "grade",
+        "outcome",
+    }
+)
+# Free text: prose whose shape a regex or a short cap would distort.
+PROSE_WORDS = REASONING_WORDS | {
+    "answer",
+    "description",
+    "summary",
+    "text",
+    "comment",
+    "comments",
+    "note",
+    "notes",
+    "message",
+    "body",
+    "content",
+    "feedback",
+    "details",
+    "detail",
+    "narrative",
+    "quote",
+    "quotes",
+    "evidence",
+    "excerpt",
+}
+# Enum members that let the model say "none of these".
+ESCAPE_MEMBERS = frozenset(
+    {
+        "unknown",
+        "other",
+        "none",
+        "n/a",
+        "na",
+        "not_applicable",
+        "unclear",
+        "undetermined",
+        "unspecified",
+        "unsure",
+        "uncertain",
+        "neither",
+        "abstain",
+    }
+)
+# Enum fields that grade a degree rather than pick a category: every point of the scale
+# applies to every input (the low end is the hedge), so they need no escape member.
+SCALE_WORDS = frozenset(
+    {
+        "confidence",
+        "certainty",
+        "severity",
+        "priority",
+        "urgency",
+        "level",
+        "importance",
+        "risk",
+        "likelihood",
+    }
+)
+# Values that are often missing from a source document: a date, an identifier.
+DATE_WORDS = frozenset({"date", "time", "timestamp", "datetime", "dob", "birthday", "deadline"})
+DATE_SUFFIXES = frozenset({"at", "on"})  # created_at, due_on
+DATE_FORMATS = frozenset({"date", "date-time", "time"})
+IDENTIFIER_WORDS = frozenset(
+    {"id", "uuid", "guid", "number", "no", "num", "nr", "sku", "isbn", "iban", "ssn", "ref"}
+)
+
+TIGHT_MAX_LENGTH = 200
+"""A `maxLength` below this on free text is "tight": prose gets cut or squeezed."""
+
+# Content that differs per request: one in a description means the schema never caches.
+VOLATILE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "UUID",
+        re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
+    ),
+    ("timestamp", re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?")),
+    ("date", re.compile(r"\b(19|20)\d{2}-\d{2}-\d{2}\b")),
+    ("time of day", re.compile(r"\b\d{1,2}:\d{2}:\d{2}\b")),
+    ("Unix timestamp", re.compile(r"\b1[5-9]\d{8}(\d{3})?\b")),
+    (
+        "request id",
+        re.compile(
+            r"\b(req|request|msg|chatcmpl|resp|run|trace|span|session|call)[_-][A-Za-z0-9]*\d"
+            r"[A-Za-z0-9_-]{4,}"
+        ),
+    ),
+    (
+        "request id",
+        re.compile(
+            r"\b(request|trace|correlation|session)[ _-]?id\s*[:=#]?\s*[A-Za-z0-9_-]*\d", re.I
+        ),
+    ),
+    ("hex token", re.compile(r"\b[0-9a-f]{16,}\b", re.I)),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GrammarLimits:
+    """What a provider compiles: counts over the whole schema document; `None` is no limit."""
+
+    max_properties: int | None = None
+    max_optional: int | None = None
+    max_unions: int | None = None
+    max_depth: int | None = None
+    max_enum_values: int | None = None
+    recursion: bool = True
+    note: str = ""
+
+
+# Documented limits, by dialect name. Anthropic counts optional parameters and parameters with
+# union types (`anyOf`, type arrays: a nullable field is one) and compiles no recursion; each
+# optional field roughly doubles its grammar's state space. OpenAI strict counts properties,
+# object nesting levels and enum values.
+LIMITS: dict[str, GrammarLimits] = {
+    "anthropic": GrammarLimits(
+        max_optional=24,
+        max_unions=16,
+        recursion=False,
+        note="each optional field roughly doubles the compiled grammar",
+    ),
+    "openai_strict": GrammarLimits(max_properties=5000, max_depth=10, max_enum_values=1000),
+}
+
+
+# --- context ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FieldView:
+    """A property with its shape: what most rules look at."""
+
+    field: Field
+    shape: Shape
+    object_pointer: str
+
+    @property
+    def tokens(self) -> list[str]:
+        return name_tokens(self.field.name)
+
+    @property
+    def free_text(self) -> bool:
+        """A string of prose: no enum, const or format, and named like prose or a quote."""
+        core = self.shape.core
+        if self.shape.types != {"string"} or self.shape.enum is not None or "format" in core:
+            return False
+        return bool(core.get("x-source-quote")) or bool(set(self.tokens) & PROSE_WORDS)
+
+
+class Context:
+    """One schema being linted, and the dialect(s) it is linted for."""
+
+    def __init__(
+        self,
+        root: dict[str, Any],
+        dialect: Dialect | None,
+        limit_dialects: list[str],
+    ) -> None:
+        self.root = root
+        self.dialect = dialect
+        self.limit_dialects = limit_dialects
+
+    @cached_property
+    def fields(self) -> list[FieldView]:
+        """Every property of every object node (definitions included), in document order."""
+        views = []
+        for pointer, node in iter_nodes(self.root):
+            for field in object_fields(node, pointer):
+                views.append(FieldView(field, shape_of(self.root, field.schema), pointer))
+        return views
+
+    @cached_property
+    def stats(self) -> _Stats:
+        return _Stats.of(self.root)
+
+
+# --- rules -----------------------------------------------------------------------------------
+
+Rule = Callable[[Context], Iterator[Finding]]
+
+
+def _finding(
+    code: str, pointer: str, message: str, fix: str, provider: str | None = None
+) -> Finding:
+    return Finding(LintCode(code), pointer, message, fix, provider)
+
+
+def no_abstention(ctx: Context) -> Iterator[Finding]:
+    """A required, non-nullable number, date or identifier: often absent from the source."""
+    for view in ctx.fields:
+        if not view.field.required or view.shape.nullable or view.shape.enum is not None:
+            continue
+        kind = _absent_prone(view)
+        if kind is None:
+            continue
+        name = view.field.name
+        yield _finding(
+            "no-abstention",
+            view.field.pointer,
+            f"required {kind} {name!r} cannot be null: when the source does not state it, the "
+            "grammar leaves the model no way to say so, and it invents one",
+            f"make it nullable (`{_python_type(view.shape)} | None`, saying in its description "
+            "when null applies), or suppress with the reason it is always present",
+        )
+
+
+def _absent_prone(view: FieldView) -> str | None:
+    types, tokens = view.shape.types, view.tokens
+    if not types or not tokens:
+        return None
+    if types <= {"number", "integer"}:
+        return "number"
+    if types == {"string"} and (
+        view.shape.core.get("format") in DATE_FORMATS
+        or set(tokens) & DATE_WORDS
+        or (len(tokens) > 1 and tokens[-1] in DATE_SUFFIXES)
+    ):
+        return "date"
+    if types <= {"string", "integer"} and tokens[-1] in IDENTIFIER_WORDS:
+        return "identifier"
+    return None
+
+
+def _python_type(shape: Shape) -> str:
+    names = {"number": "float", "integer": "int", "string": "str"}
+    return " | ".join(names.get(t, t) for t in sorted(shape.types))
+
+
+def enum_no_escape(ctx: Context) -> Iterator[Finding]:
+    """A classification enum with no member that means "none of these"."""
+    for view in ctx.fields:
+        members = view.shape.enum
+        if members is None or len(members) < 2 or view.shape.nullable:
+            continue
+        if set(view.tokens) & SCALE_WORDS:
+            continue
+        if any(_is_escape(member) for member in members):
+            continue
+        shown = ", ".join(str(m) for m in members)
+        yield _finding(
+            "enum-no-escape",
+            view.field.pointer,
+            f"{view.field.name!r} must be one of {shown}: an input that fits none of them is "
+            "forced into one, and the wrong label looks as confident as a right one",
+            "add an `unknown` (or `other`, `none`) member, or make the field nullable",
+        )
+
+
+def _is_escape(member: Any) -> bool:
+    if not isinstance(member, str):
+        return member is None
+    return member.lower() in ESCAPE_MEMBERS or bool(
+        set(name_tokens(member)) & {"unknown", "other", "none", "unclear", "unspecified"}
+    )
+
+
+def reasoning_after_answer(ctx: Context) -> Iterator[Finding]:
+    """A reasoning-like free-text field generated after an answer-like field."""
+    by_object: dict[str, list[FieldView]] = {}
+    for view in ctx.fields:
+        by_object.setdefault(view.object_pointer, []).append(view)
+    for views in by_object.values():
+        answer: FieldView | None = None
+        for view in views:
+            tokens = set(view.tokens)
+            if answer is None and tokens & ANSWER_WORDS and not tokens & REASONING_WORDS:
+                answer = view
+            elif answer is not None and tokens & REASONING_WORDS and view.shape.types == {"string"}:
+                a, r = answer.field.name, view.field.name
+                yield _finding(
+                    "reasoning-after-answer",
+                    view.field.pointer,
+                    f"{r!r} comes after {a!r}: fields are generated in order, so it is written "
+                    f"after the model has committed to {a!r} and can only justify it",
+                    f"declare {r!r} before {a!r}",
+                )
+
+
+def free_text_constraints(ctx: Context) -> Iterator[Finding]:
+    """A `pattern` or a tight `maxLength` on prose (or on the items of a list of prose)."""
+    for view in ctx.fields:
+        pointer, text = view.field.pointer, view
+        items = view.shape.core.get("items")
+        if view.shape.types == {"array"} and isinstance(items, dict):
+            # `notes: list[str]`: the items are judged by the list's name.
+            pointer = f"{pointer}/items"
+            text = FieldView(view.field, shape_of(ctx.root, items), view.object_pointer)
+        if not text.free_text:
+            continue
+        name, core = view.field.name, text.shape.core
+        if "pattern" in core:
+            yield _finding(
+                "pattern-on-free-text",
+                pointer,
+                f"regex pattern on free text {name!r}: the grammar forces the model off its "
+                "natural tokens, which degrades this field and the ones after it",
+                "drop the pattern and check the text after parsing (a model validator), or "
+                "make the field a structured value (an enum, a number)",
+            )
+        limit = core.get("maxLength")
+        if isinstance(limit, int) and limit < TIGHT_MAX_LENGTH:
+            yield _finding(
+                "tight-max-length",
+                pointer,
+                f"maxLength {limit} on free text {name!r}: the model is cut off mid-thought "
+                "or squeezes the content to fit",
+                f"drop maxLength or raise it to {TIGHT_MAX_LENGTH} or more; ask for brevity "
+                "in the description instead",
+            )
+
+
+def dialect_strips(ctx: Context) -> Iterator[Finding]:
+    """Constraints the chosen provider's dialect does not send (the parser still checks them)."""
+    if ctx.dialect is None:
+        return
+    from sdk.schema.dialects import to_wire
+
+    name = ctx.dialect.name
+    for removal in to_wire(ctx.root, ctx.dialect).constraints_removed:
+        if removal.keyword in _STRUCTURE:
+            continue  # how the document is organised, not a check on values
+        sent = f" (sent as {removal.replaced_with})" if removal.replaced_with else ""
+        yield _finding(
+            "dialect-strips",
+            removal.location,  # the keyword itself: two stripped from one node stay apart
+            f"{name} does not enforce {removal.keyword}={_short(removal.value)}{sent}: the "
+            "model is not held to it, so a value breaking it fails in the parser and costs a retry",
+            f"drop or loosen it if retries are too costly for {name}; otherwise suppress with "
+            "the reason the parser-side check is enough",
+            provider=name,
+        )
+
+
+_STRUCTURE = frozenset({"$defs", "$ref"})
+
+
+def volatile_text(ctx: Context) -> Iterator[Finding]:
+    """Per-request content (timestamps, UUIDs, request ids) in descriptions or titles."""
+    for pointer, node in iter_nodes(ctx.root):
+        for keyword in ("title", "description", "$comment"):
+            text = node.get(keyword)
+            if not isinstance(text, str):
+                continue
+            for label, pattern in VOLATILE_PATTERNS:
+                match = pattern.search(text)
+                if match is None:
+                    continue
+                yield _finding(
+                    "volatile-text",
+                    pointer,
+                    f"{keyword} contains what looks like a {label} ({match.group(0)!r}): a schema "
+                    "whose bytes change per request never hits the provider's schema cache or "
+                    "the prompt cache",
+                    "keep schema text static; put per-request values in the prompt",
+                )
+                break  # one finding per text is enough
+
+
+def size_limits(ctx: Context) -> Iterator[Finding]:
+    """Counts, depth and recursion beyond what a provider's grammar compiler accepts."""
+    stats = ctx.stats
+    for name in ctx.limit_dialects:
+        limits = LIMITS.get(name)
+        if limits is None:
+            continue
+        note = f" ({limits.note})" if limits.note else ""
+        counted = (
+            ("properties", stats.properties, limits.max_properties),
+            ("optional fields", stats.optional, limits.max_optional),
+            ("fields with union types (nullable included)", stats.unions, limits.max_unions),
+            ("enum values", stats.enum_values, limits.max_enum_values),
+        )
+        for what, count, limit in counted:
+            if limit is not None and count > limit:
+                yield _finding(
+                    "too-large",
+                    "",
+                    f"{count} {what}: {name} compiles at most {limit}{note}",
+                    "split the contract in two calls, or make fields required (nullable where "
+                    "they may be absent) and flatten what you can",
+                    provider=name,
+                )
+        if limits.max_depth is not None and stats.depth > limits.max_depth:
+            yield _finding(
+                "too-deep",
+                stats.deepest,
+                f"objects nest {stats.depth} levels deep: {name} accepts at most "
+                f"{limits.max_depth}",
+                "flatten the nesting (a nested object whose fields can live in its parent)",
+                provider=name,
+            )
+        if not limits.recursion:
+            for pointer in stats.recursive:
+                yield _finding(
+                    "recursive-schema",
+                    pointer,
+                    f"this definition refers to itself: {name} compiles no recursive schema",
+                    "bound the recursion (a fixed number of nested levels, each its own "
+                    "contract), or use a provider that compiles recursion",
+                    provider=name,
+                )
+
+
+RULES: tuple[Rule, ...] = (
+    no_abstention,
+    enum_no_escape,
+    reasoning_after_answer,
+    free_text_constraints,
+    dialect_strips,
+    volatile_text,
+    size_limits,
+)
+
+
+# --- schema statistics for the size rules ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Stats:
+    properties: int
+    optional: int
+    unions: int
+    enum_values: int
+    depth: int
+    deepest: str
+    recursive: tuple[str, ...]
+
+    @classmethod
+    def of(cls, root: dict[str, Any]) -> _Stats:
+        properties = optional = unions = enum_values = 0
+        for pointer, node in iter_nodes(root):
+            fields = object_fields(node, pointer)
+            properties += len(fields)
+            optional += sum(1 for field in fields if not field.required)
+            unions += sum(1 for field in fields if _is_union(field.schema))
+            if isinstance(node.get("enum"), list):
+                enum_values += len(node["enum"])
+        walk = _DepthWalk(root)
+        depth, deepest = walk.depth(root, "", ())
+        return cls(properties, optional, unions, enum_values, depth, deepest, tuple(walk.recursive))
+
+
+def _is_union(node: dict[str, Any]) -> bool:
+    return isinstance(node.get("anyOf"), list) or isinstance(node.get("type"), list)
+
+
+class _DepthWalk:
+    """Object nesting depth through `$ref`s, and the definitions that reach themselves."""
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.recursive: list[str] = []
+        self._memo: dict[str, tuple[int, str]] = {}
+
+    def depth(self, node: dict[str, Any], pointer: str, stack: tuple[str, ...]) -> tuple[int, str]:
+        """(levels of objects at and below `node`, pointer of the deepest object)."""
+        target, resolved = resolve(self.root, node)
+        if target is not None:
+            if target in stack:
+                if target not in self.recursive:
+                    self.recursive.append(target)
+                return 0, pointer
+            if target not in self._memo:
+                self._memo[target] = self.depth(
+                    {k: v for k, v in resolved.items() if k != "$ref"}, target, (*stack, target)
+                )
+            return self._memo[target]
+        best, deepest = 0, pointer
+        for suffix, child in subschemas(node):
+            if suffix.startswith("/$defs/"):
+                continue  # definitions count where they are referenced
+            below, where = self.depth(child, pointer + suffix, stack)
+            if below > best:
+                best, deepest = below, where
+        if "properties" in node:
+            return best + 1, deepest if best else pointer
+        return best, deepest
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,487 @@
+"""Provider wire dialects: the subset of JSON Schema each provider family enforces.
+
+Every provider accepts only part of JSON Schema, and each one differs. A `Dialect` says, in data,
+what a provider family accepts; `to_wire(schema, dialect)` turns a canonical schema into the wire
+schema to send and lists every `Removal` it made, each with the JSON pointer of the schema node,
+the keyword and its value. Removed constraints are not lost: the parser validates the reply
+against the canonical schema, so `minimum`, `maxLength` and the rest stay enforced even when the
+provider could not constrain generation with them.
+
+    >>> from contracts import ReviewFinding
+    >>> wire = to_wire(ReviewFinding, ANTHROPIC)
+    >>> [(r.pointer, r.keyword, r.value) for r in wire.removed if r.is_constraint]
+    [('/properties/line/anyOf/0', 'minimum', 1)]
+
+This module is pure (no I/O) and its API is stable: the providers use it to build requests, and
+`sdk schema lint` uses it to report what each provider would strip. The dialect constants are
+the supported way to ask "what would provider X do with this schema".
+
+Two rewrites are not removals, because nothing is lost:
+
+- `all_required` dialects (OpenAI strict, llama.cpp, Ollama) list every property in `required`
+  and make an optional property nullable (`anyOf: [..., {"type": "null"}]`). OpenAI demands it;
+  llama.cpp and Ollama need it because their grammar generator moves required properties ahead
+  of optional ones, which would change the generation order. A `null` the model writes for such
+  a property means "absent": `restore_optionals` removes it before parsing. The pointers of these
+  properties are in `WireSchema.nullable`.
+- llama.cpp's regex converter cannot handle `\\d`, `\\w` and `\\s` in a `pattern`; dialects with
+  `portable_patterns` rewrite them as explicit character classes (ECMA-262 semantics, ASCII).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+from weakref import WeakKeyDictionary
+
+# The keyword families (map / list / single subschema) are the canonical module's knowledge of
+# JSON Schema's structure; the transform below walks the same structure.
+from sdk.schema._shape import resolve, shape_of
+from sdk.schema.canonical import (
+    _SCHEMA_LISTS,
+    _SCHEMA_MAPS,
+    _SCHEMA_SINGLE,
+    escape_pointer,
+    shared_schema,
+)
+
+if TYPE_CHECKING:
+    from sdk.contract import Contract
+    from sdk.parsing._walk import SchemaWalker
+
+__all__ = [
+    "ANNOTATIONS",
+    "ANTHROPIC",
+    "DIALECTS",
+    "LLAMACPP",
+    "OLLAMA",
+    "OPENAI_STRICT",
+    "VLLM",
+    "Dialect",
+    "Removal",
+    "WireSchema",
+    "restore_optionals",
+    "to_wire",
+]
+
+ANNOTATIONS = frozenset(
+    {"$schema", "$id", "$comment", "title", "description", "default", "examples", "deprecated",
+     "readOnly", "writeOnly"}
+)  # fmt: skip
+"""Keywords that describe a value without constraining it: removing one loses no check."""
+
+# Keywords every dialect accepts: the structure of a contract's schema.
+_CORE = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "$ref", "$defs", "anyOf",
+     "enum", "const", "description", "title"}
+)  # fmt: skip
+_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+# What the local grammar engines (llama.cpp, Ollama, vLLM) accept beyond the core and bounds.
+_LOCAL = frozenset(
+    {"oneOf", "allOf", "prefixItems", "pattern", "format", "minLength", "maxLength",
+     "minItems", "maxItems"}
+)  # fmt: skip
+# String formats both hosted APIs enforce (Anthropic adds `uri`).
+_HOSTED_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+
+# ECMA-262 meaning of the class escapes, spelled without escapes (literal whitespace characters).
+_CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \t\n\r\f\v"}
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """One keyword a dialect took out of the wire schema.
+
+    `pointer` is the JSON pointer of the schema node in the canonical schema (`""` is the root,
+    `/properties/line/anyOf/0` a branch of a property); `keyword` is what was removed there and
+    `value` its value. When a keyword was rewritten into a weaker one (`oneOf` sent as `anyOf`),
+    `replaced_with` names what was sent instead.
+    """
+
+    pointer: str
+    keyword: str
+    value: Any
+    replaced_with: str | None = None
+
+    @property
+    def is_constraint(self) -> bool:
+        """Whether the removed keyword constrains values (an annotation or `x-` key does not)."""
+        return self.keyword not in ANNOTATIONS and not self.keyword.startswith("x-")
+
+    @property
+    def location(self) -> str:
+        """The pointer of the removed keyword itself, such as `/properties/line/minimum`."""
+        return f"{self.pointer}/{escape_pointer(self.keyword)}"
+
+    def __str__(self) -> str:
+        shown = json.dumps(self.value, ensure_ascii=False, default=str)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        rewritten = f" (sent as {self.replaced_with})" if self.replaced_with else ""
+        return f"{self.pointer or '/'}: {self.keyword}={shown}{rewritten}"
+
+
+@dataclass(frozen=True, slots=True)
+class WireSchema:
+    """A schema as sent to one provider, and what the dialect removed to get there.
+
+    Results of `to_wire` for a contract are cached and shared: treat `schema` as read-only.
+    """
+
+    schema: dict[str, Any]
+    removed: list[Removal]
+    dialect: str = ""
+    nullable: tuple[str, ...] = ()
+    """Pointers of optional properties made required and nullable (`all_required` dialects)."""
+
+    @property
+    def constraints_removed(self) -> list[Removal]:
+        """Only the removals that drop a check (annotations and `x-` keys left out)."""
+        return [removal for removal in self.removed if removal.is_constraint]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What one provider family accepts, as data. The transform in `to_wire` reads it.
+
+    `keywords` is the allow-list: any other keyword is removed wherever it appears (keywords in
+    the allow-list may still be limited by the fields below).
+    """
+
+    name: str
+    keywords: frozenset[str]
+    formats: frozenset[str] | None = None
+    """String formats kept; `None` keeps all."""
+    max_min_items: int | None = None
+    """Largest `minItems` kept (Anthropic accepts only 0 and 1); `None` keeps any."""
+    integer_bounds_only: bool = False
+    """Numeric bounds are enforced on integers only (llama.cpp), so removed from numbers."""
+    one_of_as_any_of: bool = False
+    """Send `oneOf` as `anyOf` (exclusivity is then checked by the parser only)."""
+    ref_siblings: Literal["keep", "drop", "inline"] = "keep"
+    """Keys beside a `$ref`: kept, dropped (Anthropic), or the target inlined (OpenAI)."""
+    closed_objects: bool = False
+    """`additionalProperties` must be `false`: a schema-valued one (a dict field) is removed."""
+    all_required: bool = False
+    """Every property required, optional ones nullable (see the module docstring)."""
+    portable_patterns: bool = False
+    """Rewrite `\\d`, `\\w`, `\\s` in patterns as explicit classes."""
+    hint_removed: bool = False
+    """Append removed constraints to the node's description, as a hint the model can follow."""
+    doc: str = ""
+
+    def __repr__(self) -> str:
+        return f"Dialect({self.name!r})"
+
+
+ANTHROPIC = Dialect(
+    name="anthropic",
+    keywords=_CORE | {"allOf", "format", "minItems"},
+    formats=_HOSTED_FORMATS | {"uri"},
+    max_min_items=1,
+    one_of_as_any_of=True,
+    ref_siblings="drop",
+    closed_objects=True,
+    hint_removed=True,
+    doc="Anthropic structured outputs and strict tools: no numeric or length bounds, no "
+    "pattern, ten string formats, minItems 0 or 1, closed objects, $ref without siblings.",
+)
+
+OPENAI_STRICT = Dialect(
+    name="openai_strict",
+    keywords=_CORE | _BOUNDS | {"pattern", "format", "multipleOf", "minItems", "maxItems"},
+    formats=_HOSTED_FORMATS,
+    one_of_as_any_of=True,
+    ref_siblings="inline",
+    closed_objects=True,
+    all_required=True,
+    hint_removed=True,
+    doc="OpenAI strict structured outputs (Responses and Chat): every property required, "
+    "optional ones nullable; no minLength/maxLength, allOf, not, or conditional keywords.",
+)
+
+LLAMACPP = Dialect(
+    name="llamacpp",
+    keywords=_CORE | _BOUNDS | _LOCAL,
+    formats=frozenset({"date", "time", "date-time", "uuid"}),
+    integer_bounds_only=True,
+    all_required=True,
+    portable_patterns=True,
+    doc="llama.cpp json_schema (server grammar converter): bounds on integers only, four "
+    "formats, no multipleOf/uniqueItems/not; all properties required to keep their order.",
+)
+
+OLLAMA = Dialect(
+    name="ollama",
+    keywords=LLAMACPP.keywords,
+    formats=LLAMACPP.formats,
+    integer_bounds_only=True,
+    all_required=True,
+    portable_patterns=True,
+    doc="Ollama `format`: converted by llama.cpp's grammar generator, so the llama.cpp rules.",
+)
+
+VLLM = Dialect(
+    name="vllm",
+    keywords=_CORE | _BOUNDS | _LOCAL | {"minProperties", "maxProperties"},
+    doc="vLLM structured outputs (xgrammar, guidance fallback): no multipleOf, uniqueItems, "
+    "not, or conditional keywords.",
+)
+
+DIALECTS: dict[str, Dialect] = {
+    dialect.name: dialect for dialect in (ANTHROPIC, OPENAI_STRICT, LLAMACPP, OLLAMA, VLLM)
+}
+"""Every dialect by name."""
+
+
+def to_wire(schema: type[Contract] | Mapping[str, Any], dialect: Dialect) -> WireSchema:
+    """The wire schema of `schema` in `dialect`, and every removal made on the way.
+
+    `schema` is a contract class (the result is cached per contract and dialect, and shared) or
+    a canonical schema dict (computed each time; the dict is not modified).
+    """
+    if isinstance(schema, Mapping):
+        return _Transform(schema, dialect).run()
+    per_contract = _cache.get(schema)
+    if per_contract is None:
+        with _lock:
+            per_contract = _cache.setdefault(schema, {})
+    wire = per_contract.get(dialect)
+    if wire is None:
+        wire = _Transform(shared_schema(schema), dialect).run()
+        per_contract[dialect] = wire
+    return wire
+
+
+_cache: WeakKeyDictionary[type[Contract], dict[Dialect, WireSchema]] = WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+class _Transform:
+    """One run of the dialect transform over one schema (pure: the input is not modified)."""
+
+    def __init__(self, root: Mapping[str, Any], dialect: Dialect) -> None:
+        self.root = root
+        self.dialect = dialect
+        self.removed: dict[tuple[str, str], Removal] = {}  # keyed to drop inlining duplicates
+        self.nullable: list[str] = []
+
+    def run(self) -> WireSchema:
+        schema = self.node(self.root, "")
+        return WireSchema(
+            schema=schema,
+            removed=list(self.removed.values()),
+            dialect=self.dialect.name,
+            nullable=tuple(dict.fromkeys(self.nullable)),
+        )
+
+    def remove(
+        self, pointer: str, keyword: str, value: Any, replaced_with: str | None = None
+    ) -> None:
+        self.removed.setdefault(
+            (pointer, keyword), Removal(pointer, keyword, copy.deepcopy(value), replaced_with)
+        )
+
+    def node(self, node: Mapping[str, Any], pointer: str) -> dict[str, Any]:
+        ref = node.get("$ref")
+        if isinstance(ref, str) and len(node) > 1 and self.dialect.ref_siblings != "keep":
+            return self.ref_with_siblings(node, ref, pointer)
+        out: dict[str, Any] = {}
+        hints: list[str] = []
+        for key, value in node.items():
+            if key in _SCHEMA_MAPS:
+                self.schema_map(out, key, value, pointer)
+            elif key in _SCHEMA_LISTS:
+                self.schema_list(out, key, value, pointer)
+            elif key in _SCHEMA_SINGLE:
+                self.schema_single(out, key, value, pointer)
+            elif self.keeps(key, value, node):
+                out[key] = self.rewrite(key, value, pointer)
+            else:
+                self.remove(pointer, key, value)
+                if self.dialect.hint_removed and Removal(pointer, key, value).is_constraint:
+                    hints.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+        if self.dialect.all_required and isinstance(out.get("properties"), dict):
+            self.require_all(out, node, pointer)
+        if hints:
+            # Like the Anthropic SDK's own helper: the API cannot enforce these, but the model
+            # reads descriptions, so saying them raises the chance the first answer is valid.
+            said = out.get("description")
+            hint = "{" + ", ".join(hints) + "}"
+            out["description"] = f"{said}\n\n{hint}" if isinstance(said, str) else hint
+        return out
+
+    def ref_with_siblings(self, node: Mapping[str, Any], ref: str, pointer: str) -> dict[str, Any]:
+        siblings = {key: value for key, value in node.items() if key != "$ref"}
+        if self.dialect.ref_siblings == "drop":
+            for key, value in siblings.items():
+                self.remove(pointer, key, value)
+            return {"$ref": ref}
+        # Inline one level: the target's own `$ref`s stay references, so recursion terminates.
+        target_pointer, target = resolve(dict(self.root), {"$ref": ref})
+        inlined = self.node(target, target_pointer or "")
+        return {**inlined, **self.node(siblings, pointer)}
+
+    def schema_map(self, out: dict[str, Any], key: str, value: Any, pointer: str) -> None:
+        if key not in self.dialect.keywords or not isinstance(value, Mapping):
+            self.remove(pointer, key, value)
+            return
+        out[key] = {
+            name: self.node(child, f"{pointer}/{key}/{escape_pointer(name)}")
+            if isinstance(child, Mapping)
+            else child
+            for name, child in value.items()
+        }
+
+    def schema_list(self, out: dict[str, Any], key: str, value: Any, pointer: str) -> None:
+        sent = "anyOf" if key == "oneOf" and self.dialect.one_of_as_any_of else key
+        if sent not in self.dialect.keywords or not isinstance(value, list):
+            self.remove(pointer, key, value)
+            return
+        if sent != key:
+            self.remove(pointer, key, value, replaced_with=sent)
+        out[sent] = [
+            self.node(child, f"{pointer}/{key}/{index}") if isinstance(child, Mapping) else child
+            for index, child in enumerate(value)
+        ]
+
+    def schema_single(self, out: dict[str, Any], key: str, value: Any, pointer: str) -> None:
+        if key == "additionalProperties" and value is not False and self.dialect.closed_objects:
+            # A dict field (`dict[str, X]`) cannot be expressed: the provider only generates `{}`.
+            self.remove(pointer, key, value, replaced_with="false")
+            out[key] = False
+            return
+        if key not in self.dialect.keywords:
+            self.remove(pointer, key, value)
+            return
+        out[key] = self.node(value, f"{pointer}/{key}") if isinstance(value, Mapping) else value
+
+    def keeps(self, key: str, value: Any, node: Mapping[str, Any]) -> bool:
+        dialect = self.dialect
+        if key not in dialect.keywords:
+            return False
+        if key == "format":
+            return dialect.formats is None or value in dialect.formats
+        if key == "minItems":
+            return dialect.max_min_items is None or value <= dialect.max_min_items
+        if key in _BOUNDS and dialect.integer_bounds_only:
+            return node.get("type") == "integer"
+        if key == "pattern" and dialect.portable_patterns:
+            return isinstance(value, str) and _portable_pattern(value) is not None
+        return True
+
+    def rewrite(self, key: str, value: Any, pointer: str) -> Any:
+        if key == "pattern" and self.dialect.portable_patterns:
+            return _portable_pattern(value)
+        if key == "required" and isinstance(value, list):
+            return list(value)
+        if isinstance(value, (dict, list)):
+            return copy.deepcopy(value)
+        return value
+
+    def require_all(self, out: dict[str, Any], node: Mapping[str, Any], pointer: str) -> None:
+        properties: dict[str, Any] = out["properties"]
+        required = set(node.get("required", ()))
+        for name, child in properties.items():
+            if name in required or not isinstance(child, dict):
+                continue
+            self.nullable.append(f"{pointer}/properties/{escape_pointer(name)}")
+            if not _admits_null(child, self.root):
+                properties[name] = {"anyOf": [child, {"type": "null"}]}
+        out["required"] = list(properties)
+
+
+def _admits_null(node: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
+    """Whether `null` is valid against `node` (a nullable union, type or enum)."""
+    return shape_of(dict(root), dict(node)).nullable
+
+
+def _portable_pattern(pattern: str) -> str | None:
+    """`pattern` with `\\d`, `\\w`, `\\s` spelled out; `None` if a negated one sits in a class."""
+    out: list[str] = []
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern):
+            escaped = pattern[index + 1]
+            index += 2
+            lower = escaped.lower()
+            if lower in _CLASS_ESCAPES:
+                negated = escaped != lower
+                if in_class and negated:
+                    return None  # [^...] cannot be nested in a class: leave it to the parser
+                members = _CLASS_ESCAPES[lower]
+                out.append(members if in_class else f"[{'^' if negated else ''}{members}]")
+            else:
+                out.append(char + escaped)
+            continue
+        if char == "[" and not in_class:
+            in_class = True
+        elif char == "]" and in_class:
+            in_class = False
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+# --- Wire form -> canonical form -------------------------------------------------------------
+
+
+def restore_optionals(contract: type[Contract], text: str) -> str:
+    """Undo the `all_required` encoding: drop a `null` written for an optional property whose
+    canonical schema does not admit `null` ("absent" in the wire form).
+
+    Returns `text` itself when there is nothing to drop (or it is not JSON: the parser reports
+    that), so the common case costs one check.
+    """
+    walker = _optional_walker(contract)
+    if walker is None:
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    dropped = False
+    for hit in list(walker.walk(data)):
+        value = hit.value
+        if not isinstance(value, dict):
+            continue
+        for name in _nulled(hit.schema, shared_schema(contract)):
+            if name in value and value[name] is None:
+                del value[name]
+                dropped = True
+    return json.dumps(data, ensure_ascii=False) if dropped else text
+
+
+def _nulled(node: Mapping[str, Any], root: Mapping[str, Any]) -> Iterable[str]:
+    properties = node.get("properties", {})
+    required = set(node.get("required", ()))
+    return [
+        name
+        for name, child in properties.items()
+        if name not in required and isinstance(child, Mapping) and not _admits_null(child, root)
+    ]
+
+
+_walkers: WeakKeyDictionary[type[Contract], SchemaWalker | None] = WeakKeyDictionary()
+
+
+def _optional_walker(contract: type[Contract]) -> SchemaWalker | None:
+    """A walker over objects with optional non-nullable properties; None if there are none."""
+    if contract in _walkers:
+        return _walkers[contract]
+    # Imported here: the parsing package imports this one's siblings at import time.
+    from sdk.parsing._walk import SchemaWalker
+
+    root = shared_schema(contract)
+    walker = SchemaWalker(root, lambda node: bool(_nulled(node, root)))
+    found = walker if walker.any_wanted else None
+    _walkers[contract] = found
+    return found

@@ -1,0 +1,598 @@
+"""What changed between two versions of a contract's schema, and whom it breaks.
+
+A contract has two sides, and a change can break either, both or neither:
+
+- **producers**: the model (and the prompts, few-shot examples and fine-tunes behind it) that
+  generates values. A change breaks them when it takes away something the model could say (an
+  enum member, `null`, a wider type), asks for something new (a required field), holds it to a
+  tighter constraint, or changes the order in which it generates fields.
+- **consumers of stored values**: code that reads, with the new contract, values stored under the
+  old one. A change breaks them when some value valid under the old schema is invalid under the new
+  one; such a change needs a `migrate_from` step (see `Contract.from_stored`).
+
+Every change alters the schema's bytes, and so invalidates provider grammar caches and prompt
+caches keyed on them; that is why even a description edit needs a version bump.
+
+`diff_schemas(old, new)` walks both documents side by side (following `$ref`s, once per pair of
+definitions, so recursive schemas terminate) and returns one `Change` per difference, each with
+the JSON pointer where it happened (in the new document; a removed field's pointer is where it
+was), a detail line, and its classification for each side.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+from typing import Any
+
+from sdk.schema._shape import node_at, object_fields, shape_of
+from sdk.schema.canonical import VERSION_KEY, SchemaInfo, canonical_bytes
+from sdk.schema.snapshot import info_of
+
+__all__ = ["Change", "ChangeKind", "Impact", "SchemaDiff", "diff_schemas"]
+
+
+class Impact(StrEnum):
+    """How a change affects one side of the contract."""
+
+    BREAKING = "breaking"
+    COMPATIBLE = "compatible"
+
+
+class ChangeKind(StrEnum):
+    """Every kind of change the diff reports. A rename shows as a removal plus an addition."""
+
+    FIELD_ADDED_REQUIRED = "field-added-required"
+    FIELD_ADDED_OPTIONAL = "field-added-optional"
+    FIELD_REMOVED = "field-removed"
+    FIELD_NOW_REQUIRED = "field-now-required"
+    FIELD_NOW_OPTIONAL = "field-now-optional"
+    TYPE_NARROWED = "type-narrowed"
+    TYPE_WIDENED = "type-widened"
+    TYPE_CHANGED = "type-changed"
+    ENUM_MEMBER_ADDED = "enum-member-added"
+    ENUM_MEMBER_REMOVED = "enum-member-removed"
+    ENUM_REORDERED = "enum-reordered"
+    NULLABLE_ADDED = "nullable-added"
+    NULLABLE_REMOVED = "nullable-removed"
+    CONSTRAINT_TIGHTENED = "constraint-tightened"
+    CONSTRAINT_LOOSENED = "constraint-loosened"
+    CONSTRAINT_CHANGED = "constraint-changed"
+    DESCRIPTION_CHANGED = "description-changed"
+    ORDER_CHANGED = "order-changed"
+    KEYWORD_CHANGED = "keyword-changed"
+
+
+_B, _C = Impact.BREAKING, Impact.COMPATIBLE
+
+# kind -> (producers, consumers of stored values, why): the whole classification in one table.
+_CLASSIFICATION: dict[ChangeKind, tuple[Impact, Impact, str]] = {
+    ChangeKind.FIELD_ADDED_REQUIRED: (
+        _B,
+        _B,
+        "the model must now generate it; stored values lack it (migrate_from must fill it)",
+    ),
+    ChangeKind.FIELD_ADDED_OPTIONAL: (
+        _C,
+        _C,
+        "the model may leave it out; stored values without it still read",
+    ),
+    ChangeKind.FIELD_REMOVED: (
+        _C,
+        _B,
+        "the model no longer generates it; stored values still carry it and contracts reject "
+        "unknown fields (migrate_from must drop it)",
+    ),
+    ChangeKind.FIELD_NOW_REQUIRED: (
+        _B,
+        _B,
+        "the model can no longer leave it out; stored values that omit it no longer read",
+    ),
+    ChangeKind.FIELD_NOW_OPTIONAL: (
+        _C,
+        _C,
+        "the model may now leave it out; stored values still read",
+    ),
+    ChangeKind.TYPE_NARROWED: (
+        _B,
+        _B,
+        "the model loses values it could give; stored values of the dropped type no longer read",
+    ),
+    ChangeKind.TYPE_WIDENED: (
+        _C,
+        _C,
+        "the model may give more kinds of value; stored values still read",
+    ),
+    ChangeKind.TYPE_CHANGED: (
+        _B,
+        _B,
+        "neither type contains the other: old prompts and stored values no longer fit",
+    ),
+    ChangeKind.ENUM_MEMBER_ADDED: (
+        _C,
+        _C,
+        "the model gains an option; stored values still read",
+    ),
+    ChangeKind.ENUM_MEMBER_REMOVED: (
+        _B,
+        _B,
+        "inputs that belonged to it are forced into another member; stored values holding it "
+        "no longer read",
+    ),
+    ChangeKind.ENUM_REORDERED: (
+        _C,
+        _C,
+        "same members in another order: values are unaffected, caches are invalidated",
+    ),
+    ChangeKind.NULLABLE_ADDED: (
+        _C,
+        _C,
+        "the model gains a way to abstain; stored values still read",
+    ),
+    ChangeKind.NULLABLE_REMOVED: (
+        _B,
+        _B,
+        "the model loses its way to abstain and must invent a value; stored nulls no longer read",
+    ),
+    ChangeKind.CONSTRAINT_TIGHTENED: (
+        _B,
+        _B,
+        "values the model gave before may now be rejected; stored values may no longer read",
+    ),
+    ChangeKind.CONSTRAINT_LOOSENED: (
+        _C,
+        _C,
+        "more values are allowed; stored values still read",
+    ),
+    ChangeKind.CONSTRAINT_CHANGED: (
+        _B,
+        _B,
+        "neither constraint contains the other, so it counts as tightened",
+    ),
+    ChangeKind.DESCRIPTION_CHANGED: (
+        _C,
+        _C,
+        "values are unaffected, but the model reads a different instruction and schema and "
+        "prompt caches are invalidated",
+    ),
+    ChangeKind.ORDER_CHANGED: (
+        _B,
+        _C,
+        "generation order changed: fields now condition on different earlier output (a "
+        "reasoning field moved after the answer becomes post-hoc); stored values still read",
+    ),
+    ChangeKind.KEYWORD_CHANGED: (
+        _B,
+        _B,
+        "a keyword the diff does not classify changed: counted as breaking until reviewed",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference between the old and the new schema."""
+
+    kind: ChangeKind
+    pointer: str
+    detail: str
+
+    @property
+    def producers(self) -> Impact:
+        """The change's effect on the model that generates values."""
+        return _CLASSIFICATION[self.kind][0]
+
+    @property
+    def consumers(self) -> Impact:
+        """The change's effect on code reading values stored under the old version."""
+        return _CLASSIFICATION[self.kind][1]
+
+    @property
+    def why(self) -> str:
+        """One line on why the change is classified the way it is."""
+        return _CLASSIFICATION[self.kind][2]
+
+    @property
+    def breaking(self) -> bool:
+        """Breaking for either side."""
+        return Impact.BREAKING in (self.producers, self.consumers)
+
+    def to_json(self) -> dict[str, str]:
+        """A plain-data form, for `sdk schema diff --json`."""
+        return {
+            "kind": self.kind.value,
+            "pointer": self.pointer,
+            "detail": self.detail,
+            "producers": self.producers.value,
+            "consumers": self.consumers.value,
+            "why": self.why,
+        }
+
+
+@dataclass(frozen=True)
+class SchemaDiff:
+    """Every change between two schemas, with the name, version and fingerprint of each."""
+
+    old: SchemaInfo
+    new: SchemaInfo
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        """Same bytes, so same fingerprint: nothing to review."""
+        return self.old.fingerprint == self.new.fingerprint
+
+    @property
+    def breaking_for_producers(self) -> bool:
+        """Whether any change is breaking for the model's side."""
+        return any(change.producers is Impact.BREAKING for change in self.changes)
+
+    @property
+    def breaking_for_consumers(self) -> bool:
+        """Whether any change is breaking for stored values (a migration is needed)."""
+        return any(change.consumers is Impact.BREAKING for change in self.changes)
+
+    def of_kind(self, kind: ChangeKind) -> list[Change]:
+        """The changes of one kind."""
+        return [change for change in self.changes if change.kind is kind]
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain-data form, for `sdk schema diff --json`."""
+        return {
+            "old": _info_json(self.old),
+            "new": _info_json(self.new),
+            "identical": self.identical,
+            "breaking_for_producers": self.breaking_for_producers,
+            "breaking_for_consumers": self.breaking_for_consumers,
+            "changes": [change.to_json() for change in self.changes],
+        }
+
+
+def _info_json(info: SchemaInfo) -> dict[str, Any]:
+    return {"name": info.name, "version": info.version, "fingerprint": info.fingerprint}
+
+
+def diff_schemas(old: dict[str, Any], new: dict[str, Any]) -> SchemaDiff:
+    """Compare two schema documents (canonical schemas, or snapshots read back)."""
+    differ = _Differ(old, new)
+    differ.compare(old, new, "", root=True)
+    return SchemaDiff(old=info_of(old), new=info_of(new), changes=differ.changes)
+
+
+# Keywords that only inform the model: a change to them is a description change.
+_ANNOTATIONS = ("title", "description", "examples", "$comment", "deprecated")
+# Numeric and length bounds: for the lower ones a larger value is tighter, for the upper ones a
+# smaller value is.
+_LOWER_BOUNDS = (
+    "minimum",
+    "exclusiveMinimum",
+    "minLength",
+    "minItems",
+    "minProperties",
+    "minContains",
+)
+_UPPER_BOUNDS = (
+    "maximum",
+    "exclusiveMaximum",
+    "maxLength",
+    "maxItems",
+    "maxProperties",
+    "maxContains",
+)
+# Constraints with no order: adding one tightens, removing one loosens, changing one is neither.
+_OTHER_CONSTRAINTS = ("pattern", "format", "contentEncoding", "contentMediaType")
+# Keywords compared structurally by `_Differ` itself (or deliberately ignored: the root's name and
+# version are reported as `SchemaDiff.old` / `.new`, and `$defs` is reached through `$ref`s).
+_STRUCTURAL = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "$schema",
+        VERSION_KEY,
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "uniqueItems",
+        "multipleOf",
+        *_ANNOTATIONS,
+        *_LOWER_BOUNDS,
+        *_UPPER_BOUNDS,
+        *_OTHER_CONSTRAINTS,
+    }
+)
+
+
+class _Differ:
+    """One walk over two documents; `changes` collects what it finds, in document order."""
+
+    def __init__(self, old_root: dict[str, Any], new_root: dict[str, Any]) -> None:
+        self.old_root = old_root
+        self.new_root = new_root
+        self.changes: list[Change] = []
+        # Pairs of (old, new) definitions already compared: shared definitions are reported
+        # once, and a recursive definition does not send the walk round forever.
+        self._seen: set[tuple[str, str]] = set()
+
+    def add(self, kind: ChangeKind, pointer: str, detail: str) -> None:
+        self.changes.append(Change(kind, pointer, detail))
+
+    def compare(
+        self, old: dict[str, Any], new: dict[str, Any], pointer: str, *, root: bool = False
+    ) -> None:
+        """Compare two nodes found at the same place (a property, an item, a branch)."""
+        # Annotations as written on this node (a field's description sits beside its `$ref`
+        # or `anyOf`); the root's title is its name, reported in the header instead.
+        self._annotations(old, new, pointer, skip=("title",) if root else ())
+        old_shape = shape_of(self.old_root, old)
+        new_shape = shape_of(self.new_root, new)
+        if old_shape.nullable != new_shape.nullable:
+            kind = ChangeKind.NULLABLE_ADDED if new_shape.nullable else ChangeKind.NULLABLE_REMOVED
+            self.add(
+                kind,
+                pointer,
+                "null now allowed" if new_shape.nullable else "null no longer allowed",
+            )
+        core_pointer = pointer
+        if old_shape.ref is not None and new_shape.ref is not None:
+            pair = (old_shape.ref, new_shape.ref)
+            if pair in self._seen:
+                return
+            self._seen.add(pair)
+            core_pointer = new_shape.ref
+            # The definition's own annotations (a nested contract's docstring, say).
+            self._annotations(
+                node_at(self.old_root, old_shape.ref),
+                node_at(self.new_root, new_shape.ref),
+                core_pointer,
+                skip=(),
+            )
+        self._core(old_shape.core, new_shape.core, old_shape.types, new_shape.types, core_pointer)
+
+    def _annotations(
+        self, old: dict[str, Any], new: dict[str, Any], pointer: str, *, skip: tuple[str, ...]
+    ) -> None:
+        for keyword in _ANNOTATIONS:
+            if keyword in skip or old.get(keyword) == new.get(keyword):
+                continue
+            before, after = old.get(keyword), new.get(keyword)
+            self.add(
+                ChangeKind.DESCRIPTION_CHANGED,
+                pointer,
+                f"{keyword}: {_short(before)} -> {_short(after)}",
+            )
+
+    def _core(
+        self,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        old_types: frozenset[str],
+        new_types: frozenset[str],
+        pointer: str,
+    ) -> None:
+        """Compare the non-null parts of two nodes."""
+        if isinstance(old.get("anyOf"), list) or isinstance(new.get("anyOf"), list):
+            self._union(old, new, pointer)
+            return
+        if old_types != new_types and old_types and new_types:
+            if _covers(new_types, old_types):
+                kind = ChangeKind.TYPE_WIDENED
+            elif _covers(old_types, new_types):
+                kind = ChangeKind.TYPE_NARROWED
+            else:
+                kind = ChangeKind.TYPE_CHANGED
+            self.add(kind, pointer, f"type {_types(old_types)} -> {_types(new_types)}")
+            if kind is ChangeKind.TYPE_CHANGED:
+                return  # the rest of the comparison would only be noise
+        self._enum(old, new, pointer)
+        self._constraints(old, new, pointer)
+        if "properties" in old and "properties" in new:
+            self._object(old, new, pointer)
+        self._additional(old, new, pointer)
+        self._items(old, new, pointer)
+        for keyword in sorted((set(old) | set(new)) - _STRUCTURAL):
+            if old.get(keyword) != new.get(keyword):
+                self.add(
+                    ChangeKind.KEYWORD_CHANGED,
+                    pointer,
+                    f"{keyword}: {_short(old.get(keyword))} -> {_short(new.get(keyword))}",
+                )
+
+    def _union(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
+        """Compare alternatives: side by side when their count is unchanged, as sets if not."""
+        old_branches = _branches(old)
+        new_branches = _branches(new)
+        if len(old_branches) == len(new_branches) and "anyOf" in old and "anyOf" in new:
+            for index, (before, after) in enumerate(zip(old_branches, new_branches, strict=True)):
+                self.compare(before, after, f"{pointer}/anyOf/{index}")
+            return
+        old_keys = {canonical_bytes(branch) for branch in old_branches}
+        new_keys = {canonical_bytes(branch) for branch in new_branches}
+        detail = f"{len(old_branches)} alternatives -> {len(new_branches)}"
+        if old_keys < new_keys:
+            self.add(ChangeKind.TYPE_WIDENED, pointer, detail)
+        elif new_keys < old_keys:
+            self.add(ChangeKind.TYPE_NARROWED, pointer, detail)
+        elif old_keys != new_keys:
+            self.add(ChangeKind.TYPE_CHANGED, pointer, detail)
+
+    def _enum(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
+        before = _members(old)
+        after = _members(new)
+        if before is None and after is None:
+            return
+        if before is None or after is None:
+            kind = (
+                ChangeKind.CONSTRAINT_LOOSENED if after is None else ChangeKind.CONSTRAINT_TIGHTENED
+            )
+            self.add(kind, pointer, f"enum {_short(before)} -> {_short(after)}")
+            return
+        for value in after:
+            if value not in before:
+                self.add(ChangeKind.ENUM_MEMBER_ADDED, pointer, f"member {_short(value)} added")
+        for value in before:
+            if value not in after:
+                self.add(ChangeKind.ENUM_MEMBER_REMOVED, pointer, f"member {_short(value)} removed")
+        common_before = [value for value in before if value in after]
+        common_after = [value for value in after if value in before]
+        if common_before != common_after:
+            self.add(
+                ChangeKind.ENUM_REORDERED,
+                pointer,
+                f"members {_short(common_before)} -> {_short(common_after)}",
+            )
+
+    def _constraints(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
+        for keyword in (
+            *_LOWER_BOUNDS,
+            *_UPPER_BOUNDS,
+            "multipleOf",
+            "uniqueItems",
+            *_OTHER_CONSTRAINTS,
+        ):
+            before, after = old.get(keyword), new.get(keyword)
+            if before == after:
+                continue
+            detail = f"{keyword} {_short(before)} -> {_short(after)}"
+            self.add(_constraint_kind(keyword, before, after), pointer, detail)
+
+    def _object(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
+        """Fields removed first, then the new fields in their order, then an order change."""
+        old_fields = {f.name: f for f in object_fields(old, pointer)}
+        new_fields = {f.name: f for f in object_fields(new, pointer)}
+        added = [f for name, f in new_fields.items() if name not in old_fields]
+        for name, before in old_fields.items():
+            if name in new_fields:
+                continue
+            detail = f"field {name!r} removed"
+            twin = next(
+                (f for f in added if canonical_bytes(f.schema) == canonical_bytes(before.schema)),
+                None,
+            )
+            if twin is not None:
+                detail += f" (same schema as added {twin.name!r}: renamed?)"
+            self.add(ChangeKind.FIELD_REMOVED, before.pointer, detail)
+        for name, after in new_fields.items():
+            previous = old_fields.get(name)
+            if previous is None:
+                kind = (
+                    ChangeKind.FIELD_ADDED_REQUIRED
+                    if after.required
+                    else ChangeKind.FIELD_ADDED_OPTIONAL
+                )
+                self.add(kind, after.pointer, f"field {name!r} added")
+                continue
+            if previous.required != after.required:
+                kind = (
+                    ChangeKind.FIELD_NOW_REQUIRED
+                    if after.required
+                    else ChangeKind.FIELD_NOW_OPTIONAL
+                )
+                state = "required" if after.required else "optional"
+                self.add(kind, after.pointer, f"field {name!r} is now {state}")
+            self.compare(previous.schema, after.schema, after.pointer)
+        old_order = [name for name in old_fields if name in new_fields]
+        new_order = [name for name in new_fields if name in old_fields]
+        if old_order != new_order:
+            self.add(
+                ChangeKind.ORDER_CHANGED,
+                f"{pointer}/properties",
+                f"order {', '.join(old_order)} -> {', '.join(new_order)}",
+            )
+
+    def _additional(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
+        before, after = old.get("additionalProperties"), new.get("additionalProperties")
+        if before == after:
+            return
+        if isinstance(before, dict) and isinstance(after, dict):
+            self.compare(before, after, f"{pointer}/additionalProperties")
+            return
+        # `false` allows nothing, an absent keyword / `true` allows anything, a schema some.
+        rank = {False: 0, None: 2, True: 2}
+        old_rank = rank.get(before, 1) if not isinstance(before, dict) else 1
+        new_rank = rank.get(after, 1) if not isinstance(after, dict) else 1
+        if old_rank == new_rank:
+            kind = ChangeKind.CONSTRAINT_CHANGED
+        elif new_rank < old_rank:
+            kind = ChangeKind.CONSTRAINT_TIGHTENED
+        else:
+            kind = ChangeKind.CONSTRAINT_LOOSENED
+        self.add(kind, pointer, f"additionalProperties {_short(before)} -> {_short(after)}")
+
+    def _items(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
+        before, after = old.get("items"), new.get("items")
+        if isinstance(before, dict) and isinstance(after, dict):
+            self.compare(before, after, f"{pointer}/items")
+        before_prefix, after_prefix = old.get("prefixItems"), new.get("prefixItems")
+        if isinstance(before_prefix, list) and isinstance(after_prefix, list):
+            for index, (b, a) in enumerate(zip(before_prefix, after_prefix, strict=False)):
+                if isinstance(b, dict) and isinstance(a, dict):
+                    self.compare(b, a, f"{pointer}/prefixItems/{index}")
+            if len(before_prefix) != len(after_prefix):
+                self.add(
+                    ChangeKind.KEYWORD_CHANGED,
+                    pointer,
+                    f"prefixItems length {len(before_prefix)} -> {len(after_prefix)}",
+                )
+
+
+def _constraint_kind(keyword: str, before: Any, after: Any) -> ChangeKind:
+    """Tightened, loosened or changed: which way one constraint keyword moved."""
+    if before is None:
+        return ChangeKind.CONSTRAINT_TIGHTENED
+    if after is None:
+        return ChangeKind.CONSTRAINT_LOOSENED
+    if keyword == "uniqueItems":
+        return ChangeKind.CONSTRAINT_TIGHTENED if after else ChangeKind.CONSTRAINT_LOOSENED
+    numbers = isinstance(before, int | float) and isinstance(after, int | float)
+    if keyword in _LOWER_BOUNDS and numbers:
+        return ChangeKind.CONSTRAINT_TIGHTENED if after > before else ChangeKind.CONSTRAINT_LOOSENED
+    if keyword in _UPPER_BOUNDS and numbers:
+        return ChangeKind.CONSTRAINT_TIGHTENED if after < before else ChangeKind.CONSTRAINT_LOOSENED
+    if keyword == "multipleOf" and numbers and before and after:
+        # Multiples of 0.5 include every multiple of 1.5, not the other way round.
+        ratio = Fraction(str(after)) / Fraction(str(before))
+        if ratio.denominator == 1:
+            return ChangeKind.CONSTRAINT_TIGHTENED
+        if (1 / ratio).denominator == 1:
+            return ChangeKind.CONSTRAINT_LOOSENED
+    return ChangeKind.CONSTRAINT_CHANGED
+
+
+def _covers(wide: frozenset[str], narrow: frozenset[str]) -> bool:
+    """Whether every type in `narrow` is allowed by `wide` (a number can be an integer)."""
+    return all(t in wide or (t == "integer" and "number" in wide) for t in narrow)
+
+
+def _members(node: dict[str, Any]) -> list[Any] | None:
+    if isinstance(node.get("enum"), list):
+        return list(node["enum"])
+    if "const" in node:
+        return [node["const"]]
+    return None
+
+
+def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
+    branches = node.get("anyOf")
+    if isinstance(branches, list):
+        return [b for b in branches if isinstance(b, dict)]
+    return [{k: v for k, v in node.items() if k not in _ANNOTATIONS}]
+
+
+def _types(types: frozenset[str]) -> str:
+    return " | ".join(sorted(types))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """A value as JSON, cut to one readable line."""
+    if value is None:
+        return "(none)"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

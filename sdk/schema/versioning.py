@@ -1,0 +1,456 @@
+"""Contracts under version control: discover, export snapshots, lock, check.
+
+The workflow this module serves (and `sdk schema ...` runs):
+
+1. `lock(target)` writes one snapshot per contract (`NAME.vVERSION.json`) and a lock file listing
+   name, version, fingerprint and snapshot of each. Entries of older versions stay, so the lock is
+   the history of every schema that ever produced stored values.
+2. `check(target)` compares the code with the lock and reports, per contract: changed without a
+   version bump (naming each change), a locked contract that disappeared, a version not locked
+   yet, a version older than the lock's, a snapshot that no longer matches its entry.
+3. After a deliberate change: bump `schema_version`, review `diff`, run `lock` again.
+
+By default a package keeps its lock and snapshots in a `schemas/` folder beside its
+`__init__.py` (`contracts/schemas/schema.lock.json`); every function takes `directory=` to put
+them elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sdk.contract import Contract
+from sdk.schema.canonical import SchemaInfo, canonical_schema, schema_info
+from sdk.schema.diff import SchemaDiff, diff_schemas
+from sdk.schema.snapshot import info_of, load_snapshot, snapshot_bytes, snapshot_name
+
+__all__ = [
+    "LOCK_FILE",
+    "SNAPSHOT_DIR",
+    "CheckCode",
+    "CheckFinding",
+    "Lock",
+    "LockConflict",
+    "LockEntry",
+    "LockOutcome",
+    "check",
+    "default_directory",
+    "discover",
+    "display_path",
+    "export",
+    "import_target",
+    "lock",
+]
+
+SNAPSHOT_DIR = "schemas"
+LOCK_FILE = "schema.lock.json"
+_LOCK_FORMAT = 1
+
+
+# --- discovery -------------------------------------------------------------------------------
+
+
+def import_target(target: str) -> ModuleType:
+    """Import a module or package by dotted name; a path such as `contracts/` works too.
+
+    A path is turned into a dotted name relative to the current directory. The current
+    directory goes first on `sys.path`, as with `python -m`, so that the copy of a package in
+    the working tree wins over an installed one.
+    """
+    name = target
+    if "/" in target or target.endswith(".py"):
+        path = Path(target)
+        if path.is_absolute():
+            path = path.resolve().relative_to(Path.cwd().resolve())
+        name = ".".join(path.with_suffix("").parts if path.suffix == ".py" else path.parts)
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module(name)
+
+
+def discover(target: str | ModuleType) -> list[type[Contract]]:
+    """Every `Contract` subclass defined in a module, or in a package and all its submodules.
+
+    Only classes defined there count (re-exports are found once, where they are defined) and
+    names starting with `_` are skipped, so a private base class stays out of the lock.
+    Sorted by name. Two contracts with the same name are an error: they would share snapshots.
+    """
+    module = import_target(target) if isinstance(target, str) else target
+    modules = [module, *_submodules(module)]
+    prefix = module.__name__
+    found: dict[str, type[Contract]] = {}
+    for mod in modules:
+        for value in vars(mod).values():
+            if not (isinstance(value, type) and issubclass(value, Contract)):
+                continue
+            if value is Contract or value.__name__.startswith("_"):
+                continue
+            if value.__module__ != prefix and not value.__module__.startswith(prefix + "."):
+                continue
+            other = found.get(value.__name__)
+            if other is not None and other is not value:
+                raise ValueError(
+                    f"two contracts are named {value.__name__} ({other.__module__} and "
+                    f"{value.__module__}): snapshots are named by contract, rename one"
+                )
+            found[value.__name__] = value
+    return [found[name] for name in sorted(found)]
+
+
+def _submodules(module: ModuleType) -> Iterator[ModuleType]:
+    path = getattr(module, "__path__", None)
+    if path is None:
+        return
+    for info in pkgutil.walk_packages(path, prefix=module.__name__ + "."):
+        yield importlib.import_module(info.name)
+
+
+def default_directory(target: str | ModuleType) -> Path:
+    """Where a target keeps its lock and snapshots: `schemas/` beside its code."""
+    module = import_target(target) if isinstance(target, str) else target
+    if module.__file__ is None:
+        raise ValueError(f"{module.__name__} has no file to keep schemas beside")
+    return Path(module.__file__).parent / SNAPSHOT_DIR
+
+
+def display_path(path: Path) -> str:
+    """A path as a user would type it: relative to the current directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+# --- snapshots -------------------------------------------------------------------------------
+
+
+def export(contracts: Iterable[type[Contract]], out: Path) -> list[Path]:
+    """Write each contract's canonical schema to `out/NAME.vVERSION.json`; return the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for contract in contracts:
+        info = schema_info(contract)
+        path = out / snapshot_name(info.name, info.version)
+        _write_if_changed(path, snapshot_bytes(canonical_schema(contract)))
+        written.append(path)
+    return written
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Leave an identical file alone, so its modification time means something."""
+    if not path.exists() or path.read_bytes() != data:
+        path.write_bytes(data)
+
+
+# --- the lock file ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class LockEntry:
+    """One contract at one version: what its schema was when it was locked."""
+
+    name: str
+    version: int
+    fingerprint: str
+    snapshot: str
+    """File name of the snapshot, relative to the lock file's folder."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "fingerprint": self.fingerprint,
+            "snapshot": self.snapshot,
+        }
+
+
+@dataclass
+class Lock:
+    """The lock file: every locked (name, version), older versions included."""
+
+    entries: list[LockEntry] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, path: Path) -> Lock:
+        """Read a lock file; a missing one is an empty lock."""
+        if not path.exists():
+            return cls()
+        data = json.loads(path.read_bytes())
+        if not isinstance(data, dict) or data.get("lock_format") != _LOCK_FORMAT:
+            raise ValueError(f"{path}: not a schema lock file of format {_LOCK_FORMAT}")
+        entries = [
+            LockEntry(
+                name=str(item["name"]),
+                version=int(item["version"]),
+                fingerprint=str(item["fingerprint"]),
+                snapshot=str(item["snapshot"]),
+            )
+            for item in data.get("contracts", [])
+        ]
+        return cls(sorted(entries))
+
+    def to_bytes(self) -> bytes:
+        """Deterministic bytes: entries sorted by name, then version."""
+        data = {
+            "lock_format": _LOCK_FORMAT,
+            "contracts": [entry.to_json() for entry in sorted(self.entries)],
+        }
+        return (json.dumps(data, indent=2, ensure_ascii=True) + "\n").encode()
+
+    def get(self, name: str, version: int) -> LockEntry | None:
+        """The entry of one contract at one version."""
+        return next((e for e in self.entries if e.name == name and e.version == version), None)
+
+    def versions(self, name: str) -> list[LockEntry]:
+        """Every locked version of a contract, oldest first."""
+        return sorted(e for e in self.entries if e.name == name)
+
+    def latest(self, name: str) -> LockEntry | None:
+        """The highest locked version of a contract."""
+        versions = self.versions(name)
+        return versions[-1] if versions else None
+
+    def names(self) -> list[str]:
+        """The locked contract names."""
+        return sorted({entry.name for entry in self.entries})
+
+
+class LockConflict(Exception):
+    """`lock` refused: it would overwrite what a locked version was."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class LockOutcome:
+    """What `lock` did."""
+
+    path: Path
+    added: list[LockEntry]
+    replaced: list[LockEntry]
+    """Entries re-pinned with `force=True` (their old fingerprints are gone)."""
+    dropped: list[LockEntry]
+    """Entries of contracts that no longer exist."""
+    unchanged: list[LockEntry]
+
+
+def lock(
+    target: str | ModuleType, *, directory: Path | None = None, force: bool = False
+) -> LockOutcome:
+    """Write the snapshots and the lock file for every contract of `target`.
+
+    Refuses (`LockConflict`, nothing written) to re-pin a version that is already locked with
+    another fingerprint, or to lock a version older than the newest locked one: that is the
+    mistake `check` exists to catch, and re-pinning would erase the schema stored values were
+    written under. `force=True` overrides it, for a version never released.
+    Contracts that no longer exist are dropped from the lock (and reported).
+    """
+    directory = directory or default_directory(target)
+    lock_path = directory / LOCK_FILE
+    contracts = discover(target)
+    current = Lock.read(lock_path)
+    infos = [schema_info(contract) for contract in contracts]
+
+    problems = []
+    for info in infos:
+        entry = current.get(info.name, info.version)
+        if entry is not None and entry.fingerprint != info.fingerprint:
+            problems.append(
+                f"{info.name} v{info.version} is locked with another fingerprint: bump "
+                "schema_version instead of re-locking it (forcing re-pins it: only for a "
+                "version never released)"
+            )
+        newest = current.latest(info.name)
+        if newest is not None and newest.version > info.version:
+            problems.append(f"{info.name} is at v{info.version} but v{newest.version} is locked")
+    if problems and not force:
+        raise LockConflict(problems)
+
+    present = {info.name for info in infos}
+    kept = [e for e in current.entries if e.name in present]
+    dropped = [e for e in current.entries if e.name not in present]
+    added, replaced, unchanged = [], [], []
+    for info in infos:
+        entry = LockEntry(
+            info.name, info.version, info.fingerprint, snapshot_name(info.name, info.version)
+        )
+        previous = current.get(info.name, info.version)
+        if previous is None:
+            added.append(entry)
+        elif previous == entry:
+            unchanged.append(entry)
+        else:
+            replaced.append(entry)
+        if force:  # drop any entry newer than the code, and the one being re-pinned
+            kept = [e for e in kept if e.name != info.name or e.version < info.version]
+        kept = [e for e in kept if (e.name, e.version) != (info.name, info.version)]
+        kept.append(entry)
+    directory.mkdir(parents=True, exist_ok=True)
+    export(contracts, directory)
+    _write_if_changed(lock_path, Lock(sorted(kept)).to_bytes())
+    return LockOutcome(lock_path, added, replaced, dropped, unchanged)
+
+
+# --- check -----------------------------------------------------------------------------------
+
+
+class CheckCode(StrEnum):
+    """What `check` can find wrong."""
+
+    NO_LOCK = "no-lock"
+    CHANGED_WITHOUT_BUMP = "changed-without-bump"
+    CONTRACT_MISSING = "contract-missing"
+    NOT_LOCKED = "not-locked"
+    VERSION_BEHIND_LOCK = "version-behind-lock"
+    SNAPSHOT_MISMATCH = "snapshot-mismatch"
+
+
+@dataclass(frozen=True)
+class CheckFinding:
+    """One reason the code and the lock disagree, about one contract."""
+
+    code: CheckCode
+    contract: str
+    message: str
+    diff: SchemaDiff | None = None
+    """The changes, where there is a snapshot to compare with."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code.value,
+            "contract": self.contract,
+            "message": self.message,
+            "changes": [c.to_json() for c in self.diff.changes] if self.diff else [],
+        }
+
+
+def check(target: str | ModuleType, *, directory: Path | None = None) -> list[CheckFinding]:
+    """Compare the contracts of `target` with its lock; an empty list means they agree."""
+    directory = directory or default_directory(target)
+    lock_path = directory / LOCK_FILE
+    label = target if isinstance(target, str) else target.__name__
+    if not lock_path.exists():
+        return [
+            CheckFinding(
+                CheckCode.NO_LOCK,
+                "",
+                f"no lock file at {display_path(lock_path)}: run `sdk schema lock {label}` "
+                "and commit it",
+            )
+        ]
+    current = Lock.read(lock_path)
+    contracts = discover(target)
+    findings: list[CheckFinding] = []
+    for contract in contracts:
+        findings.extend(_check_contract(contract, current, directory, label))
+    present = {contract.__name__ for contract in contracts}
+    for name in current.names():
+        if name not in present:
+            versions = ", ".join(f"v{e.version}" for e in current.versions(name))
+            findings.append(
+                CheckFinding(
+                    CheckCode.CONTRACT_MISSING,
+                    name,
+                    f"{name} is locked ({versions}) but no longer defined in {label}: stored "
+                    f"values of it cannot be read; if the removal is deliberate, run "
+                    f"`sdk schema lock {label}`",
+                )
+            )
+    for entry in current.entries:
+        findings.extend(_check_snapshot(entry, directory))
+    return findings
+
+
+def _check_contract(
+    contract: type[Contract], current: Lock, directory: Path, label: str
+) -> Iterator[CheckFinding]:
+    info = schema_info(contract)
+    entry = current.get(info.name, info.version)
+    newest = current.latest(info.name)
+    if newest is not None and newest.version > info.version:
+        yield CheckFinding(
+            CheckCode.VERSION_BEHIND_LOCK,
+            info.name,
+            f"{info.name} is at v{info.version} but the lock has v{newest.version}: versions "
+            "only go up",
+        )
+    elif entry is not None:
+        if entry.fingerprint == info.fingerprint:
+            return
+        diff = _diff_with_snapshot(entry, contract, directory)
+        yield CheckFinding(
+            CheckCode.CHANGED_WITHOUT_BUMP,
+            info.name,
+            f"{info.name} v{info.version} changed without a version bump (fingerprint "
+            f"{info.fingerprint[:12]}, locked {entry.fingerprint[:12]}): bump "
+            f"{info.name}.schema_version to {_next_version(current, info)}, add a "
+            f"migrate_from step if stored values need one, then run `sdk schema lock {label}`",
+            diff,
+        )
+    elif newest is not None:
+        diff = _diff_with_snapshot(newest, contract, directory)
+        yield CheckFinding(
+            CheckCode.NOT_LOCKED,
+            info.name,
+            f"{info.name} v{info.version} is not locked (locked: v{newest.version}): review "
+            f"`sdk schema diff --against-lock {label}`, then run `sdk schema lock {label}`",
+            diff,
+        )
+    else:
+        yield CheckFinding(
+            CheckCode.NOT_LOCKED,
+            info.name,
+            f"{info.name} v{info.version} is a new contract, not locked yet: run "
+            f"`sdk schema lock {label}`",
+        )
+
+
+def _next_version(current: Lock, info: SchemaInfo) -> int:
+    newest = current.latest(info.name)
+    return max(info.version, newest.version if newest else 0) + 1
+
+
+def _diff_with_snapshot(
+    entry: LockEntry, contract: type[Contract], directory: Path
+) -> SchemaDiff | None:
+    path = directory / entry.snapshot
+    if not path.exists():
+        return None
+    return diff_schemas(load_snapshot(path), canonical_schema(contract))
+
+
+def _check_snapshot(entry: LockEntry, directory: Path) -> Iterator[CheckFinding]:
+    """A snapshot must exist and hash to its entry's fingerprint: it is what diffs compare to."""
+    path = directory / entry.snapshot
+    where = f"{entry.name} v{entry.version}"
+    if not path.exists():
+        yield CheckFinding(
+            CheckCode.SNAPSHOT_MISMATCH,
+            entry.name,
+            f"{where}: snapshot {display_path(path)} is missing; restore it from version control",
+        )
+        return
+    try:
+        fingerprint: str | None = info_of(load_snapshot(path)).fingerprint
+        reason = f"it hashes to {str(fingerprint)[:12]}, the lock says {entry.fingerprint[:12]}"
+    except ValueError as error:
+        fingerprint, reason = None, str(error)
+    if fingerprint != entry.fingerprint:
+        yield CheckFinding(
+            CheckCode.SNAPSHOT_MISMATCH,
+            entry.name,
+            f"{where}: snapshot {display_path(path)} does not match the lock ({reason}); "
+            "snapshots are written by `sdk schema lock`, never by hand",
+        )

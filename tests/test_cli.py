@@ -1,0 +1,207 @@
+"""The `sdk` command: exit codes, messages, and plain output when not on a terminal."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sdk.cli import app
+from sdk.schema.versioning import discover, export
+from tests.schema_support import REPO, make_package
+
+runner = CliRunner()
+
+BAD = '''
+from pydantic import Field
+from sdk import Contract
+
+
+class Bad(Contract):
+    """An extraction with nowhere to say "not stated"."""
+
+    price: float = Field(description="The price.")
+    summary: str = Field(description="A summary.")
+'''
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    assert "\x1b[" not in result.output  # plain text: the runner is not a terminal
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_check_passes_on_the_reference_contracts() -> None:
+    code, out, _ = _invoke("schema", "check", "contracts")
+    assert code == 0
+    assert out == "contracts: 6 contracts match the lock\n"
+
+
+def test_check_json() -> None:
+    code, out, _ = _invoke("schema", "check", "contracts", "--json")
+    assert code == 0
+    assert json.loads(out) == {"ok": True, "findings": []}
+
+
+def test_check_fails_with_the_contract_and_the_reason(tmp_path: Path) -> None:
+    first = make_package(tmp_path / "src", {"models.py": BAD})
+    folder = tmp_path / "schemas"
+    assert _invoke("schema", "lock", first, "--dir", str(folder))[0] == 0
+    changed = make_package(tmp_path / "src", {"models.py": BAD.replace("The price.", "Price.")})
+    code, out, _ = _invoke("schema", "check", changed, "--dir", str(folder))
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("changed-without-bump: Bad v1 changed without a version bump")
+    assert lines[1] == (
+        '    description-changed /properties/price: description: "The price." -> "Price."'
+    )
+    assert lines[-1] == "1 problem(s): the schemas of " + changed + " do not match the lock"
+
+
+def test_lock_refuses_a_changed_locked_version(tmp_path: Path) -> None:
+    first = make_package(tmp_path / "src", {"models.py": BAD})
+    folder = tmp_path / "schemas"
+    code, out, _ = _invoke("schema", "lock", first, "--dir", str(folder))
+    assert code == 0 and "locked Bad v1" in out
+    changed = make_package(tmp_path / "src", {"models.py": BAD.replace("A summary.", "Short.")})
+    code, _, err = _invoke("schema", "lock", changed, "--dir", str(folder))
+    assert code == 1
+    assert "error: Bad v1 is locked with another fingerprint" in err
+
+
+def test_lint_is_clean_on_the_reference_contracts_for_every_provider() -> None:
+    for extra in ([], ["--provider", "anthropic"], ["--provider", "openai_strict"]):
+        code, out, _ = _invoke("schema", "lint", "contracts", *extra)
+        assert code == 0, out
+        assert re.fullmatch(r"0 finding\(s\) in 6 contracts, \d+ suppressed", out.splitlines()[-1])
+
+
+def test_lint_shows_suppressions_with_their_reasons() -> None:
+    code, out, _ = _invoke("schema", "lint", "contracts", "--show-suppressed")
+    assert code == 0
+    assert (
+        "Decision /properties/answer: enum-no-escape (suppressed): escalate is this enum's "
+        "abstention path" in out
+    )
+
+
+def test_lint_fails_with_code_pointer_and_fix(tmp_path: Path) -> None:
+    name = make_package(tmp_path, {"models.py": BAD})
+    code, out, _ = _invoke("schema", "lint", name)
+    assert code == 1
+    assert "Bad /properties/price: no-abstention: required number 'price' cannot be null" in out
+    assert "    fix: make it nullable (`float | None`" in out
+    assert out.splitlines()[-1] == "1 finding(s) in 1 contracts, 0 suppressed"
+
+
+def test_lint_json(tmp_path: Path) -> None:
+    name = make_package(tmp_path, {"models.py": BAD})
+    code, out, _ = _invoke("schema", "lint", name, "--json")
+    assert code == 1
+    (report,) = json.loads(out)
+    assert report["contract"] == "Bad"
+    assert [f["code"] for f in report["findings"]] == ["no-abstention"]
+
+
+def test_lint_with_an_unknown_provider_is_a_usage_error() -> None:
+    code, _, err = _invoke("schema", "lint", "contracts", "--provider", "nope")
+    assert code == 2
+    assert "unknown provider 'nope'" in err
+
+
+def test_an_unimportable_package_is_a_usage_error() -> None:
+    code, _, err = _invoke("schema", "check", "no_such_package_here")
+    assert code == 2
+    assert "No module named 'no_such_package_here'" in err
+
+
+def test_diff_of_two_files(tmp_path: Path) -> None:
+    old = json.loads((REPO / "contracts" / "schemas" / "Sentiment.v1.json").read_text())
+    new = json.loads(json.dumps(old))
+    new["properties"]["sentiment"]["enum"].remove("mixed")
+    new["x-schema-version"] = 2
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    code, out, _ = _invoke("schema", "diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("Sentiment v1 (0501ac6f2e78) -> Sentiment v2 (")
+    assert lines[1] == "  1 change(s), breaking for producers and consumers"
+    assert lines[2] == '  enum-member-removed /properties/sentiment: member "mixed" removed'
+    assert lines[3].startswith("      producers breaking, consumers breaking: ")
+    code, _, _ = _invoke(
+        "schema",
+        "diff",
+        str(tmp_path / "old.json"),
+        str(tmp_path / "new.json"),
+        "--fail-on-breaking",
+    )
+    assert code == 1
+    code, out, _ = _invoke(
+        "schema", "diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "--json"
+    )
+    (data,) = json.loads(out)
+    assert data["changes"][0]["kind"] == "enum-member-removed"
+
+
+def test_diff_a_snapshot_against_a_contract_in_code() -> None:
+    snapshot = str(REPO / "contracts" / "schemas" / "Decision.v1.json")
+    code, out, _ = _invoke("schema", "diff", snapshot, "contracts.decision:Decision")
+    assert code == 0
+    assert out.splitlines()[1] == "  identical"
+
+
+def test_diff_against_the_lock() -> None:
+    code, out, _ = _invoke("schema", "diff", "--against-lock", "contracts")
+    assert code == 0
+    assert out.count("  identical") == 6
+
+
+def test_diff_needs_two_schemas_or_the_lock() -> None:
+    code, _, err = _invoke("schema", "diff", "only_one.json")
+    assert code == 2
+    assert "give OLD and NEW, or --against-lock" in err
+
+
+def test_export_writes_the_committed_snapshot_bytes(tmp_path: Path) -> None:
+    code, out, _ = _invoke("schema", "export", "contracts", "--out", str(tmp_path))
+    assert code == 0
+    assert out.splitlines()[-1] == "6 schemas exported from contracts"
+    committed = REPO / "contracts" / "schemas"
+    for path in export(discover("contracts"), tmp_path):
+        assert path.read_bytes() == (committed / path.name).read_bytes()
+
+
+def test_demo_without_the_demo_module_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sdk.demo", None)  # makes the import fail
+    code, _, err = _invoke("demo")
+    assert code == 1
+    assert "the demo is not part of this build" in err
+
+
+def test_demo_runs_the_demo_modules_main(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    fake = types.ModuleType("sdk.demo")
+    fake.main = lambda: calls.append("ran") or 3  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sdk.demo", fake)
+    code, _, _ = _invoke("demo")
+    assert calls == ["ran"]
+    assert code == 3  # its exit status is passed on
+
+
+def test_python_dash_m_sdk_cli_works() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sdk.cli", "schema", "check", "contracts"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "contracts: 6 contracts match the lock\n"

@@ -1,0 +1,326 @@
+"""`diff_schemas`: every kind of change, where it is, and whom it breaks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from contracts import Decision, InvoiceExtraction
+from sdk import Contract, SourceQuote, WireEnum
+from sdk.schema.diff import Change, ChangeKind, Impact, diff_schemas
+from tests.schema_support import contract
+
+B, C = Impact.BREAKING, Impact.COMPATIBLE
+
+
+class Color(WireEnum):
+    RED = "red"
+    GREEN = "green"
+
+
+class ColorMore(WireEnum):
+    RED = "red"
+    GREEN = "green"
+    BLUE = "blue"
+
+
+class ColorSwapped(WireEnum):
+    GREEN = "green"
+    RED = "red"
+
+
+def _text(**extra: Any) -> tuple[type, Any]:
+    return (str, Field(description="Some text.", **extra))
+
+
+# (kind, old fields, new fields, pointer, producers, consumers): one row per kind of change.
+CASES: list[tuple[ChangeKind, dict[str, Any], dict[str, Any], str, Impact, Impact]] = [
+    (
+        ChangeKind.FIELD_ADDED_REQUIRED,
+        {"a": _text()},
+        {"a": _text(), "b": _text()},
+        "/properties/b",
+        B,
+        B,
+    ),
+    (
+        ChangeKind.FIELD_ADDED_OPTIONAL,
+        {"a": _text()},
+        {"a": _text(), "b": (str | None, Field(default=None, description="Maybe."))},
+        "/properties/b",
+        C,
+        C,
+    ),
+    (ChangeKind.FIELD_REMOVED, {"a": _text(), "b": _text()}, {"a": _text()}, "/properties/b", C, B),
+    (
+        ChangeKind.FIELD_NOW_REQUIRED,
+        {"a": (str, Field(default="x", description="Some text."))},
+        {"a": _text()},
+        "/properties/a",
+        B,
+        B,
+    ),
+    (
+        ChangeKind.FIELD_NOW_OPTIONAL,
+        {"a": _text()},
+        {"a": (str, Field(default="x", description="Some text."))},
+        "/properties/a",
+        C,
+        C,
+    ),
+    (
+        ChangeKind.TYPE_NARROWED,
+        {"n": (float, Field(description="N."))},
+        {"n": (int, Field(description="N."))},
+        "/properties/n",
+        B,
+        B,
+    ),
+    (
+        ChangeKind.TYPE_WIDENED,
+        {"n": (int, Field(description="N."))},
+        {"n": (float, Field(description="N."))},
+        "/properties/n",
+        C,
+        C,
+    ),
+    (
+        ChangeKind.TYPE_CHANGED,
+        {"n": (int, Field(description="N."))},
+        {"n": (str, Field(description="N."))},
+        "/properties/n",
+        B,
+        B,
+    ),
+    (
+        ChangeKind.ENUM_MEMBER_ADDED,
+        {"c": (Color, Field(description="C."))},
+        {"c": (ColorMore, Field(description="C."))},
+        "/properties/c",
+        C,
+        C,
+    ),
+    (
+        ChangeKind.ENUM_MEMBER_REMOVED,
+        {"c": (ColorMore, Field(description="C."))},
+        {"c": (Color, Field(description="C."))},
+        "/properties/c",
+        B,
+        B,
+    ),
+    (
+        ChangeKind.ENUM_REORDERED,
+        {"c": (Color, Field(description="C."))},
+        {"c": (ColorSwapped, Field(description="C."))},
+        "/properties/c",
+        C,
+        C,
+    ),
+    (
+        ChangeKind.NULLABLE_ADDED,
+        {"a": _text()},
+        {"a": (str | None, Field(description="Some text."))},
+        "/properties/a",
+        C,
+        C,
+    ),
+    (
+        ChangeKind.NULLABLE_REMOVED,
+        {"a": (str | None, Field(description="Some text."))},
+        {"a": _text()},
+        "/properties/a",
+        B,
+        B,
+    ),
+    (
+        ChangeKind.CONSTRAINT_TIGHTENED,
+        {"n": (int, Field(ge=0, description="N."))},
+        {"n": (int, Field(ge=1, description="N."))},
+        "/properties/n",
+        B,
+        B,
+    ),
+    (
+        ChangeKind.CONSTRAINT_LOOSENED,
+        {"a": _text(max_length=10)},
+        {"a": _text(max_length=20)},
+        "/properties/a",
+        C,
+        C,
+    ),
+    (
+        ChangeKind.CONSTRAINT_CHANGED,
+        {"a": _text(pattern="^a+$")},
+        {"a": _text(pattern="^b+$")},
+        "/properties/a",
+        B,
+        B,
+    ),
+    (
+        ChangeKind.DESCRIPTION_CHANGED,
+        {"a": (str, Field(description="Old words."))},
+        {"a": (str, Field(description="New words."))},
+        "/properties/a",
+        C,
+        C,
+    ),
+    (
+        ChangeKind.ORDER_CHANGED,
+        {"a": _text(), "b": _text()},
+        {"b": _text(), "a": _text()},
+        "/properties",
+        B,
+        C,
+    ),
+    (
+        ChangeKind.KEYWORD_CHANGED,
+        {"q": (str, Field(description="Q."))},
+        {"q": (SourceQuote, Field(description="Q."))},
+        "/properties/q",
+        B,
+        B,
+    ),
+]
+
+
+def test_every_kind_has_a_case() -> None:
+    assert {case[0] for case in CASES} == set(ChangeKind)
+
+
+@pytest.mark.parametrize(
+    ("kind", "old", "new", "pointer", "producers", "consumers"),
+    CASES,
+    ids=[case[0].value for case in CASES],
+)
+def test_each_kind_is_found_and_classified(
+    kind: ChangeKind,
+    old: dict[str, Any],
+    new: dict[str, Any],
+    pointer: str,
+    producers: Impact,
+    consumers: Impact,
+) -> None:
+    diff = diff_schemas(contract(**old).json_schema(), contract(version=2, **new).json_schema())
+    found = diff.of_kind(kind)
+    assert [change.pointer for change in found] == [pointer]
+    change = found[0]
+    assert (change.producers, change.consumers) == (producers, consumers)
+    assert change.detail and change.why
+    assert diff.breaking_for_producers == any(c.producers is B for c in diff.changes)
+    assert diff.breaking_for_consumers == any(c.consumers is B for c in diff.changes)
+
+
+def _kinds(old: type[Contract], new: type[Contract]) -> list[tuple[ChangeKind, str]]:
+    return [(c.kind, c.pointer) for c in diff_schemas(old.json_schema(), new.json_schema()).changes]
+
+
+def test_a_rename_is_a_removal_plus_an_addition_with_a_hint() -> None:
+    old = contract(a=_text(), b=(int, Field(description="B.")))
+    new = contract(a=_text(), c=(int, Field(description="B.")))
+    diff = diff_schemas(old.json_schema(), new.json_schema())
+    assert [(c.kind, c.pointer) for c in diff.changes] == [
+        (ChangeKind.FIELD_REMOVED, "/properties/b"),
+        (ChangeKind.FIELD_ADDED_REQUIRED, "/properties/c"),
+    ]
+    assert "renamed?" in diff.changes[0].detail
+
+
+def test_an_unchanged_schema_has_no_changes_and_the_same_fingerprint() -> None:
+    diff = diff_schemas(Decision.json_schema(), Decision.json_schema())
+    assert diff.changes == []
+    assert diff.identical
+    assert diff.old == diff.new
+    assert diff.new.fingerprint == Decision.fingerprint()
+
+
+def test_a_version_bump_alone_changes_the_fingerprint_but_lists_no_change() -> None:
+    old = contract(a=_text())
+    new = contract(version=2, a=_text())
+    diff = diff_schemas(old.json_schema(), new.json_schema())
+    assert diff.changes == []
+    assert not diff.identical
+    assert (diff.old.version, diff.new.version) == (1, 2)
+    assert diff.new.fingerprint == new.fingerprint()
+
+
+def test_the_docstring_is_the_root_description() -> None:
+    old = contract(doc="Old summary.", a=_text())
+    new = contract(doc="New summary.", a=_text())
+    assert _kinds(old, new) == [(ChangeKind.DESCRIPTION_CHANGED, "")]
+
+
+def test_changes_inside_a_nested_contract_point_into_its_definition() -> None:
+    inner_old = contract("Inner", x=(int, Field(ge=0, description="X.")))
+    inner_new = contract("Inner", x=(int, Field(ge=5, description="X.")), y=_text())
+    old = contract(items=(list[inner_old], Field(description="All.")))  # type: ignore[valid-type]
+    new = contract(items=(list[inner_new], Field(description="All.")))  # type: ignore[valid-type]
+    assert _kinds(old, new) == [
+        (ChangeKind.CONSTRAINT_TIGHTENED, "/$defs/Inner/properties/x"),
+        (ChangeKind.FIELD_ADDED_REQUIRED, "/$defs/Inner/properties/y"),
+    ]
+
+
+def test_a_constraint_inside_a_nullable_field_is_compared() -> None:
+    old = InvoiceExtraction.json_schema()
+    new = InvoiceExtraction.json_schema()
+    new["properties"]["currency"]["anyOf"][0]["maxLength"] = 4
+    new["$defs"]["LineItem"]["properties"]["quantity"]["anyOf"][0]["minimum"] = 1
+    changes = diff_schemas(old, new).changes
+    # In field order: currency comes before line_items, whose items are LineItems.
+    assert [(c.kind, c.pointer, c.detail) for c in changes] == [
+        (ChangeKind.CONSTRAINT_LOOSENED, "/properties/currency", "maxLength 3 -> 4"),
+        (ChangeKind.CONSTRAINT_TIGHTENED, "/$defs/LineItem/properties/quantity", "minimum 0 -> 1"),
+    ]
+
+
+def test_bounds_move_the_right_way() -> None:
+    def kind(old: dict[str, Any], new: dict[str, Any]) -> ChangeKind:
+        schema = {"type": "object", "properties": {"n": {"type": "number"}}}
+        before = {**schema, "properties": {"n": {"type": "number", **old}}}
+        after = {**schema, "properties": {"n": {"type": "number", **new}}}
+        (change,) = diff_schemas(before, after).changes
+        return change.kind
+
+    assert kind({"maximum": 10}, {"maximum": 5}) is ChangeKind.CONSTRAINT_TIGHTENED
+    assert kind({"maximum": 5}, {"maximum": 10}) is ChangeKind.CONSTRAINT_LOOSENED
+    assert kind({"minimum": 5}, {}) is ChangeKind.CONSTRAINT_LOOSENED
+    assert kind({"multipleOf": 0.5}, {"multipleOf": 1.5}) is ChangeKind.CONSTRAINT_TIGHTENED
+    assert kind({"multipleOf": 1.5}, {"multipleOf": 0.5}) is ChangeKind.CONSTRAINT_LOOSENED
+    assert kind({"multipleOf": 2}, {"multipleOf": 3}) is ChangeKind.CONSTRAINT_CHANGED
+
+
+class Node(Contract):
+    """A tree."""
+
+    label: str = Field(description="The label.")
+    children: list[Node] = Field(description="Sub-trees.")
+
+
+class Node2(Contract):
+    """A tree."""
+
+    label: str = Field(description="The node's label.")
+    children: list[Node2] = Field(description="Sub-trees.")
+
+
+def test_a_recursive_schema_is_compared_once_and_terminates() -> None:
+    old, new = Node.json_schema(), Node2.json_schema()
+    changes = diff_schemas(old, new).changes
+    # The root is the definition too (Pydantic refs it from $defs): one description change.
+    descriptions = [c for c in changes if c.kind is ChangeKind.DESCRIPTION_CHANGED]
+    assert len(descriptions) == 1
+    assert descriptions[0].detail == 'description: "The label." -> "The node\'s label."'
+
+
+def test_to_json_carries_the_classification() -> None:
+    old = contract(a=_text(), b=_text())
+    new = contract(version=2, a=_text())
+    data = diff_schemas(old.json_schema(), new.json_schema()).to_json()
+    assert data["old"]["version"] == 1 and data["new"]["version"] == 2
+    assert data["breaking_for_consumers"] is True
+    assert data["breaking_for_producers"] is False
+    assert data["changes"] == [
+        Change(ChangeKind.FIELD_REMOVED, "/properties/b", "field 'b' removed").to_json()
+    ]
