@@ -6,10 +6,10 @@
     result.usage          # tokens over every attempt
 
 The two clients share everything but the call to the transport (the way httpx's `Client` and
-`AsyncClient` share a base): `_Engine` holds the request building, the parsing and the retry
-decisions; each client only sends.
+`AsyncClient` share a base): `_BaseClient` holds the request building, the parsing and the
+retry decisions; each client only sends.
 
-Retries follow three policies, each with its own budget, because each failure costs differently:
+Each kind of failure has its own retry policy and budget, because each costs differently:
 
 - invalid output (`InvalidJSON`, `SchemaViolation`, `ContractViolation`, `CheckFailed`): retried
   up to `retries` times. The next request is the original conversation plus the previous output
@@ -20,8 +20,8 @@ Retries follow three policies, each with its own budget, because each failure co
   document again. `truncation=MaxTokensRamp(...)` opts in to retries with a larger `max_tokens`.
 - refusal (`RefusedOutput`): not retried unless `refusal_retries` says so.
 - transport and API errors (`ProviderError`: rate limits, 5xx, timeouts, connection failures) are
-  retried with exponential backoff and full jitter, honouring `retry-after` (tenacity does the
-  waiting); 4xx other than 408/409/429 are not retried.
+  retried with exponential backoff and full jitter, honouring `retry-after` (tenacity's retry,
+  stop and wait strategies decide); other 4xx (bad request, auth) are not retried.
 
 When retries run out, `RetriesExhausted` holds every `Attempt` (its text, error, usage). An error
 that no policy retries is raised as itself. A `token_budget` stops retrying before the next
@@ -97,9 +97,9 @@ _FEEDBACK_MESSAGE_CHARS = 200
 class Backoff:
     """Retries of transport and API errors: exponential backoff with full jitter.
 
-    The n-th retry waits a random time up to `min(maximum, initial * 2**n)` seconds, or exactly
-    what the provider's `retry-after` says. A `retry-after` longer than `max_retry_after` (a
-    quota reset hours away) is not waited for: the error is raised at once.
+    The n-th retry waits a random time between 0 and `min(maximum, initial * 2**(n-1))`
+    seconds, or exactly what the provider's `retry-after` says. A `retry-after` longer than
+    `max_retry_after` (a quota reset hours away) is not waited for: the error is raised at once.
     """
 
     retries: int = 3
@@ -191,7 +191,7 @@ class _TransportRetries:
         return seconds
 
 
-class _Engine:
+class _BaseClient:
     """Everything the two clients share: all but sending the request."""
 
     def __init__(
@@ -375,6 +375,18 @@ class _Engine:
             raise error
         raise final from error
 
+    def _has_policy(self, error: StructuredOutputError) -> bool:
+        """Whether this client retries this kind of failure at all (its budget aside)."""
+        if isinstance(error, SourceMissing):
+            return False
+        if isinstance(error, InvalidOutput):
+            return self.retries > 0
+        if isinstance(error, TruncatedOutput):
+            return self.truncation is not None
+        if isinstance(error, RefusedOutput):
+            return self.refusal_retries > 0
+        return isinstance(error, ProviderError) and self._transient(error)
+
     def _retryable(self, call: _Call[Any], error: StructuredOutputError) -> bool:
         if isinstance(error, SourceMissing):
             return False  # the caller forgot the source: no retry can supply it
@@ -405,10 +417,17 @@ class _Engine:
                 f"not retried: another attempt would pass the token budget of "
                 f"{self.token_budget} ({spent} spent)"
             )
-        exhausted = isinstance(error, InvalidOutput | TruncatedOutput | RefusedOutput) or (
-            isinstance(error, ProviderError) and self._transient(error)
-        )
-        if len(call.attempts) < 2 or not exhausted:
+        if len(call.attempts) < 2:
+            return error
+        if not self._has_policy(error):
+            # A failure no policy retries speaks for itself (a refusal stays `RefusedOutput`);
+            # a note keeps the earlier attempts visible.
+            earlier = "; ".join(
+                f"attempt {a.number}: {type(a.error).__name__}"
+                for a in call.attempts[:-1]
+                if a.error
+            )
+            error.add_note(f"attempt {len(call.attempts)} of this call; before it: {earlier}")
             return error
         headline = error.message.splitlines()[0] if error.message else type(error).__name__
         budget = f" (token budget {self.token_budget} reached)" if call.over_budget else ""
@@ -427,7 +446,7 @@ class _Engine:
         )
 
 
-class StructuredClient(_Engine):
+class StructuredClient(_BaseClient):
     """Generate contracts through a provider, synchronously.
 
     `retries`: invalid-output retries (with feedback). `enum_case`: the parser's casing policy.
@@ -553,7 +572,7 @@ class StructuredClient(_Engine):
             self._sleep(delay)
 
 
-class AsyncStructuredClient(_Engine):
+class AsyncStructuredClient(_BaseClient):
     """Generate contracts through a provider, asynchronously; many calls at once.
 
     Takes the options of `StructuredClient`, plus `max_concurrency`: at most this many provider

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -175,7 +176,9 @@ def test_openai_strict_requires_every_property_and_makes_optional_ones_nullable(
     assert len(schema["properties"]["maybe"]["anyOf"]) == 2
     assert schema["$defs"]["Step"]["required"] == ["zeta", "alpha", "mid"]
     assert set(wire.nullable) == {
-        "/properties/note", "/properties/maybe", "/$defs/Step/properties/mid"
+        "/properties/note",
+        "/properties/maybe",
+        "/$defs/Step/properties/mid",
     }
 
 
@@ -259,6 +262,25 @@ def test_vllm_removes_only_what_its_backends_ignore() -> None:
     wire = to_wire(Everything, VLLM).schema
     assert wire["properties"]["counts"]["additionalProperties"] == {"type": "integer"}
     assert "note" not in wire["required"]  # no required-first reordering to work around
+
+
+class Node(Contract):
+    """Recursive: the root is a `$ref` into `$defs`."""
+
+    name: str
+    children: list[Node]
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS.values()), ids=list(DIALECTS))
+def test_a_recursive_contract_keeps_its_definitions_in_every_dialect(dialect: Dialect) -> None:
+    wire = to_wire(Node, dialect).schema
+    assert list(wire["$defs"]["Node"]["properties"]) == ["name", "children"]
+    assert wire["$defs"]["Node"]["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
+    assert "$defs" not in {r.keyword for r in to_wire(Node, dialect).removed}
+    value = {"name": "a", "children": [{"name": "b", "children": []}]}
+    jsonschema.validate(value, wire)  # the wire schema still resolves and admits the value
+    if dialect is OPENAI_STRICT:
+        assert wire["type"] == "object" and "$ref" not in wire  # strict roots are objects
 
 
 # --- the record, caching, purity ---

@@ -83,39 +83,29 @@ def check_chunking(document: str, chunks: list[str], refs: list[Partial[Any] | N
     return emitted
 
 
-@pytest.fixture(scope="module")
-def document_refs() -> list[Partial[Any] | None]:
-    return reference(DOCUMENT)
+DOCUMENT_REFS = reference(DOCUMENT)
 
 
 # --- The same partial sequence however the text is cut ---
 
 
-def test_one_character_chunks_give_the_reference_sequence(
-    document_refs: list[Partial[Any] | None],
-) -> None:
-    emitted = check_chunking(DOCUMENT, list(DOCUMENT), document_refs)
+def test_one_character_chunks_give_the_reference_sequence() -> None:
+    emitted = check_chunking(DOCUMENT, list(DOCUMENT), DOCUMENT_REFS)
     assert emitted > 100  # every string character, container and value shows up
 
 
-def test_every_two_way_split_gives_the_reference_sequence(
-    document_refs: list[Partial[Any] | None],
-) -> None:
+def test_every_two_way_split_gives_the_reference_sequence() -> None:
     for split in range(len(DOCUMENT) + 1):
         chunks = [part for part in (DOCUMENT[:split], DOCUMENT[split:]) if part]
-        check_chunking(DOCUMENT, chunks, document_refs)
+        check_chunking(DOCUMENT, chunks, DOCUMENT_REFS)
 
 
 @settings(max_examples=150, deadline=None)
 @given(cuts=st.lists(st.integers(min_value=1, max_value=len(DOCUMENT) - 1), max_size=40))
 def test_random_chunks_give_the_reference_sequence(cuts: list[int]) -> None:
-    refs = _DOCUMENT_REFS
     bounds = [0, *sorted(set(cuts)), len(DOCUMENT)]
     chunks = [DOCUMENT[a:b] for a, b in itertools.pairwise(bounds)]
-    check_chunking(DOCUMENT, chunks, refs)
-
-
-_DOCUMENT_REFS = reference(DOCUMENT)
+    check_chunking(DOCUMENT, chunks, DOCUMENT_REFS)
 
 _json_values = st.recursive(
     st.none()
@@ -250,6 +240,15 @@ def test_property_names_and_punctuation_change_nothing_visible() -> None:
     assert started.open_pointer == "/answer"
 
 
+def test_snapshots_are_read_only() -> None:
+    partial = PartialReader(Decision).feed('{"reasoning": "x"}')
+    assert partial is not None
+    with pytest.raises(AttributeError):
+        partial.value = {}  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        partial.text_length = 0  # type: ignore[misc]
+
+
 def test_final_snapshot_is_complete_everywhere() -> None:
     reader = PartialReader(Decision)
     for char in DOCUMENT:
@@ -269,6 +268,8 @@ def test_snapshots_never_change_after_they_are_handed_out() -> None:
     late = [p for p in _snapshots(document) if p is not None]
     # The second run's values are built only now, after the reader has moved on.
     assert [json.dumps(p.value) for p in late] == eager
+    backwards = [p for p in _snapshots(document) if p is not None]
+    assert [json.dumps(p.value) for p in reversed(backwards)] == eager[::-1]
     assert late[-1].value == json.loads(document)  # a repeated name: the last one wins
 
 
@@ -411,6 +412,18 @@ def test_every_character_is_read_a_bounded_number_of_times(size: int) -> None:
     assert reader.chars_scanned <= 3 * len(document) + 12 * len(chunks)
     if size < 128:  # no fast path: only cut escapes are read again
         assert reader.chars_scanned <= len(document) + 12 * len(chunks)
+
+
+def test_nesting_deeper_than_python_recursion_is_read() -> None:
+    depth = 3_000  # json.loads gives up at about 1,000
+    document = "[" * depth + "]" * depth
+    reader = PartialReader(Decision)
+    for char in document:
+        reader.feed(char)
+    final = reader.finish()
+    assert len(final.complete) == depth
+    assert final.is_complete("/0" * (depth - 1))
+    assert reader.chars_scanned == len(document)
 
 
 def test_plain_text_in_small_chunks_is_read_exactly_once() -> None:

@@ -29,6 +29,7 @@ from tests.wire_support import (
     ANTHROPIC_REQUEST_ID,
     BOUNDED,
     DECISION,
+    SSE,
     Bounded,
     Wire,
     anthropic_async_client,
@@ -56,7 +57,8 @@ def _message(name: str = "anthropic_success.json", **changes: Any) -> anthropic.
 
 
 def _client(wire: Wire, mode: Any = "json_schema", **options: Any) -> StructuredClient:
-    return StructuredClient(AnthropicProvider(anthropic_client(wire), model=MODEL, mode=mode), **options)
+    provider = AnthropicProvider(anthropic_client(wire), model=MODEL, mode=mode)
+    return StructuredClient(provider, **options)
 
 
 # --- pure: the request ---
@@ -148,21 +150,24 @@ def test_success_returns_a_result_with_everything_it_was_decided_on() -> None:
     assert result.value == Decision.model_validate(DECISION)
     assert result.stop_reason is StopReason.END_TURN and result.raw_stop_reason == "end_turn"
     assert (result.usage.input_tokens, result.usage.output_tokens) == (412, 71)
-    assert (result.provider, result.model, result.request_id) == ("anthropic", MODEL, ANTHROPIC_REQUEST_ID)
+    assert (result.provider, result.model) == ("anthropic", MODEL)
+    assert result.request_id == ANTHROPIC_REQUEST_ID
     assert (result.schema.name, result.schema.version) == ("Decision", 1)
     assert result.schema.fingerprint == Decision.fingerprint()
     assert len(result.attempts) == 1 and result.attempts[0].error is None
     sent = wire.body
     assert str(wire.requests[0].url) == "http://anthropic.test/v1/messages"
     assert sent["output_config"]["format"] == {
-        "type": "json_schema", "schema": to_wire(Decision, ANTHROPIC).schema
+        "type": "json_schema",
+        "schema": to_wire(Decision, ANTHROPIC).schema,
     }
     assert sent["system"] == "You review approvals."
     assert sent["messages"] == [{"role": "user", "content": "Approve?"}]
 
 
 def test_result_lists_what_the_dialect_removed() -> None:
-    text = json.dumps({"reasoning": "r", "severity": "info", "file": "a.py", "line": 3, "fix": None})
+    finding = {"reasoning": "r", "severity": "info", "file": "a.py", "line": 3, "fix": None}
+    text = json.dumps(finding)
     result = _client(Wire(anthropic_reply(text=text))).generate(ReviewFinding, prompt="Review.")
     assert [(r.pointer, r.keyword, r.value) for r in result.removed if r.is_constraint] == [
         ("/properties/line/anyOf/0", "minimum", 1)
@@ -198,7 +203,8 @@ def test_truncation_fails_fast_by_default() -> None:
 
 def test_context_window_is_truncation() -> None:
     with pytest.raises(TruncatedOutput) as info:
-        _client(Wire(anthropic_reply("anthropic_context_window.json"))).generate(Decision, prompt="x")
+        wire = Wire(anthropic_reply("anthropic_context_window.json"))
+        _client(wire).generate(Decision, prompt="x")
     assert info.value.stop_reason is StopReason.CONTEXT_WINDOW
     assert info.value.raw_stop_reason == "model_context_window_exceeded"
 
@@ -261,7 +267,8 @@ def test_stream_decides_on_the_stop_reason_that_arrives_last() -> None:
 
 def test_stream_of_a_refusal_is_refused_output_even_though_it_is_prose() -> None:
     with pytest.raises(RefusedOutput) as info:
-        list(_client(Wire(anthropic_reply("anthropic_stream_refusal.sse"))).stream(Decision, prompt="x"))
+        wire = Wire(anthropic_reply("anthropic_stream_refusal.sse"))
+        list(_client(wire).stream(Decision, prompt="x"))
     assert info.value.category == "cyber"
 
 
@@ -289,7 +296,7 @@ def test_an_error_event_inside_the_stream_is_a_retried_provider_error() -> None:
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     broken = head + f"event: error\ndata: {json.dumps(error)}\n\n"
     wire = Wire(
-        httpx2.Response(200, content=broken.encode(), headers={"content-type": "text/event-stream"}),
+        httpx2.Response(200, content=broken.encode(), headers=SSE),
         anthropic_reply("anthropic_stream_success.sse"),
     )
     waits: list[float] = []
@@ -305,7 +312,9 @@ def test_an_error_event_inside_the_stream_is_a_retried_provider_error() -> None:
 
 async def test_async_generate_and_stream() -> None:
     provider = AnthropicProvider(
-        anthropic_async_client(Wire(anthropic_reply(), anthropic_reply("anthropic_stream_success.sse"))),
+        anthropic_async_client(
+            Wire(anthropic_reply(), anthropic_reply("anthropic_stream_success.sse"))
+        ),
         model=MODEL,
     )
     client = AsyncStructuredClient(provider)

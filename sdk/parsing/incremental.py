@@ -94,6 +94,8 @@ _WS_RUN: Final = re.compile(r"[ \t\n\r]*")
 _PLAIN_RUN: Final = re.compile(r'[^"\\\x00-\x1f]*')
 # A whole plain property name with its colon: the common case, read in one step.
 _NAME: Final = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')
+# The colon after a property name, with the whitespace around it.
+_COLON_RUN: Final = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
 _NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _NUMBER_CHARS: Final = frozenset("0123456789-+.eE")
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
@@ -135,14 +137,21 @@ def _reject_constant(name: str) -> Any:
 _scan_value: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_scanner(
     json.JSONDecoder(parse_constant=_reject_constant)  # type: ignore[arg-type]
 )
-_scan_string: Final[Callable[[str, int, bool], tuple[str, int]]] = json.decoder.scanstring  # type: ignore[attr-defined]
+_StringScanner = Callable[[str, int, bool], tuple[str, int]]
+_scan_string: Final[_StringScanner] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 # A snapshot's state, one flat tuple (cheap to take at every chunk):
-# (contract, text_length, done, root, frames, top, top_length, key, open_kind, pieces, n_pieces)
-# `frames` holds (container, length, key) for each open container outside `top`, outermost
-# first; `top` is the innermost open container (or None); `key` the name whose value is open in
-# `top` when it is a dict; `pieces` the open string's decoded pieces.
+# (contract, text_length, done, root, frames, top, top_length, key, open_kind, pieces, n_pieces,
+#  joined)
+# `frames` is a linked list, innermost first, of (container, length, key, outer frames) for each
+# open container around `top`: pushing and popping cost O(1) at any depth, and snapshots share
+# it. `top` is the innermost open container (or None); `key` the name whose value is open in
+# `top` when it is a dict; `pieces` the open string's decoded pieces, and `joined` a cell
+# shared by the snapshots of that string: the longest prefix built so far, and of how many
+# pieces (so reading every snapshot's value copies the prefix once, not every piece again).
 _State = tuple[Any, ...]
+_Frames = tuple[Any, int, "str | None", Any] | None
+_NO_FRAMES: Final = (None, 0, None, None)  # what popping the outermost container leaves
 
 
 class Partial(Generic[C]):
@@ -222,14 +231,16 @@ class Partial(Generic[C]):
         return value if found else default
 
     def _open_path(self) -> list[str | int] | None:
-        _, _, done, _, frames, top, top_length, key, open_kind, _, _ = self._state
+        _, _, done, _, frames, top, top_length, key, open_kind, *_ = self._state
         if done:
             return None
-        path: list[str | int] = [
-            length if type(container) is list else name for container, length, name in frames
-        ]
+        path: list[str | int] = []
         if top is not None and open_kind != _OPEN_NONE:
             path.append(top_length if type(top) is list else key)
+        while frames is not None:
+            container, length, name, frames = frames
+            path.append(length if type(container) is list else name)
+        path.reverse()
         return path
 
     def __repr__(self) -> str:
@@ -259,12 +270,13 @@ class PartialReader(Generic[C]):
         # The open containers: the innermost one, its open property name, and the outer ones.
         self._top: Any = None
         self._key: str | None = None
-        self._frames: tuple[tuple[Any, int, str | None], ...] = ()
+        self._frames: _Frames = None
         self._root: Any = None
         self._open_kind = _OPEN_NONE
         # The open string: is it a property name, and its decoded pieces so far.
         self._in_key = False
         self._pieces: list[str] = []
+        self._joined: list[tuple[str, int]] = [("", 0)]
         # The open number's text and DFA state, or the open literal and how much of it was read.
         self._number: list[str] = []
         self._number_state = _N_MINUS
@@ -379,20 +391,19 @@ class PartialReader(Generic[C]):
                     if state == _AFTER_VALUE:
                         if char == ",":
                             pos += 1
+                            if pos < n and buf[pos] == " ":  # the usual single space
+                                pos += 1
                             if type(top) is list:
                                 state = _VALUE
                                 continue
                             state = _KEY
-                            if pos < n and buf[pos] == " ":
-                                pos += 1
                             if pos == n or buf[pos] != '"':
                                 continue
                             char = '"'  # the property name follows: read it in this step
                         elif char == ("]" if type(top) is list else "}"):
                             pos += 1
                             value = top
-                            top, _, key = self._frames[-1] if self._frames else (None, 0, None)
-                            self._frames = self._frames[:-1]
+                            top, _, key, self._frames = self._frames or _NO_FRAMES
                         else:
                             closer = "']'" if type(top) is list else "'}'"
                             raise self._fail(pos, f"',' or {closer} expected", buf)
@@ -412,8 +423,7 @@ class PartialReader(Generic[C]):
                             raise self._fail(pos, f"{_EXPECTED[state]} expected", buf)
                         pos += 1
                         value = top
-                        top, _, key = self._frames[-1] if self._frames else (None, 0, None)
-                        self._frames = self._frames[:-1]
+                        top, _, key, self._frames = self._frames or _NO_FRAMES
                     elif state in (_VALUE, _VALUE_OR_CLOSE):
                         if char == '"':
                             end = _PLAIN_RUN.match(buf, pos + 1).end()  # type: ignore[union-attr]
@@ -446,8 +456,7 @@ class PartialReader(Generic[C]):
                                     state = _CLOSED
                             if state != _CLOSED:
                                 if top is not None:
-                                    length = len(top)
-                                    self._frames = (*self._frames, (top, length, key))
+                                    self._frames = (top, len(top), key, self._frames)
                                 top = {} if char == "{" else []
                                 key = None
                                 open_kind = _OPEN_NONE
@@ -484,8 +493,7 @@ class PartialReader(Generic[C]):
                         elif char == "]" and state == _VALUE_OR_CLOSE:
                             pos += 1
                             value = top
-                            top, _, key = self._frames[-1] if self._frames else (None, 0, None)
-                            self._frames = self._frames[:-1]
+                            top, _, key, self._frames = self._frames or _NO_FRAMES
                         else:
                             raise self._fail(pos, f"{_EXPECTED[state]} expected", buf)
                     elif state == _COLON:
@@ -493,6 +501,8 @@ class PartialReader(Generic[C]):
                             raise self._fail(pos, "':' expected after the property name", buf)
                         state = _VALUE
                         pos += 1
+                        if pos < n and buf[pos] == " ":  # the usual single space
+                            pos += 1
                         continue
                     elif state == _END:
                         raise self._fail(pos, "extra data after the end of the document", buf)
@@ -525,7 +535,12 @@ class PartialReader(Generic[C]):
                     if in_key:
                         key = value
                         in_key = False
-                        state = _COLON
+                        match = _COLON_RUN.match(buf, pos)
+                        if match is not None:  # the colon is here too: read it in this step
+                            pos = match.end()
+                            state = _VALUE
+                        else:
+                            state = _COLON
                         continue
 
                 elif state == _NUMBER:  # (before whitespace, which ends a number)
@@ -570,7 +585,9 @@ class PartialReader(Generic[C]):
             self._state = state
             self._top = top
             self._key = key
-            self._pieces = pieces
+            if pieces is not self._pieces:
+                self._pieces = pieces
+                self._joined = [("", 0)]
             self._in_key = in_key
             self._open_kind = open_kind
             self._version += changes
@@ -690,6 +707,7 @@ class PartialReader(Generic[C]):
                 self._open_kind,
                 pieces,
                 len(pieces),
+                self._joined,
             )
         )
         self._latest = partial
@@ -718,13 +736,17 @@ class PartialReader(Generic[C]):
 
 def _materialize(state: _State) -> Any:
     """A snapshot's value: copies of the open containers around the shared completed values."""
-    _, _, done, root, frames, top, top_length, key, open_kind, pieces, n_pieces = state
+    _, _, done, root, frames, top, top_length, key, open_kind, pieces, n_pieces, joined = state
     if done:
         return root
-    child: Any = "".join(pieces[:n_pieces]) if open_kind == _OPEN_STRING else _MISSING
+    child: Any = _prefix(pieces, n_pieces, joined) if open_kind == _OPEN_STRING else _MISSING
     if top is None:
         return None if child is _MISSING else child
-    for container, length, name in ((top, top_length, key), *reversed(frames)):
+    levels = [(top, top_length, key)]
+    while frames is not None:
+        container, length, name, frames = frames
+        levels.append((container, length, name))
+    for container, length, name in levels:
         copy: Any
         if type(container) is list:
             copy = container[:length]
@@ -744,18 +766,32 @@ def _materialize(state: _State) -> Any:
     return child
 
 
+def _prefix(pieces: list[str], count: int, joined: list[tuple[str, int]]) -> str:
+    """The open string's first `count` pieces joined, extending the shared longest prefix."""
+    text, covered = joined[0]
+    if covered == count:
+        return text
+    if covered > count:  # an older snapshot, read after a newer one
+        return "".join(pieces[:count])
+    text = text + "".join(pieces[covered:count])
+    joined[0] = (text, count)  # one store: safe if snapshots are read from several threads
+    return text
+
+
 def _pointer_of(path: list[str | int]) -> str:
     return "".join(f"/{escape_pointer(token)}" for token in path)
 
 
 def _pointers(value: Any, pointer: str, found: list[str]) -> None:
-    found.append(pointer)
-    if type(value) is dict:
-        for name, item in value.items():
-            _pointers(item, f"{pointer}/{escape_pointer(name)}", found)
-    elif type(value) is list:
-        for index, item in enumerate(value):
-            _pointers(item, f"{pointer}/{index}", found)
+    """Every pointer in `value` (iterative: documents may nest deeper than Python recurses)."""
+    pending = [(pointer, value)]
+    while pending:
+        pointer, value = pending.pop()
+        found.append(pointer)
+        if type(value) is dict:
+            pending.extend((f"{pointer}/{escape_pointer(k)}", v) for k, v in value.items())
+        elif type(value) is list:
+            pending.extend((f"{pointer}/{index}", item) for index, item in enumerate(value))
 
 
 def _parse_pointer(pointer: str) -> list[str]:

@@ -38,6 +38,8 @@ class HTTPProvider(Provider):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
     ) -> None:
+        # `headers` (an `Authorization` for a server started with an API key, ...) go on every
+        # request, whether the client is ours or injected; `timeout` only on clients we open.
         self.base_url = base_url.rstrip("/")
         self._timeout = timeout
         self._headers = dict(headers or {})
@@ -65,7 +67,7 @@ class HTTPProvider(Provider):
                     f"{type(self).__name__} was given an httpx.AsyncClient: use the async calls, "
                     "or pass an httpx.Client"
                 )
-            self._sync = httpx.Client(timeout=self._timeout, headers=self._headers)
+            self._sync = httpx.Client(timeout=self._timeout)
         return self._sync
 
     def _aclient(self) -> httpx.AsyncClient:
@@ -75,7 +77,7 @@ class HTTPProvider(Provider):
                     f"{type(self).__name__} was given an httpx.Client: use the sync calls, "
                     "or pass an httpx.AsyncClient"
                 )
-            self._async = httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
+            self._async = httpx.AsyncClient(timeout=self._timeout)
         return self._async
 
     def close(self) -> None:
@@ -97,7 +99,7 @@ class HTTPProvider(Provider):
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         logger.debug("%s POST %s", self.name, path)
         try:
-            response = self._client().post(self._url(path), json=body)
+            response = self._client().post(self._url(path), json=body, headers=self._headers)
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
         return self._json(response)
@@ -105,7 +107,9 @@ class HTTPProvider(Provider):
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         logger.debug("%s POST %s", self.name, path)
         try:
-            response = await self._aclient().post(self._url(path), json=body)
+            response = await self._aclient().post(
+                self._url(path), json=body, headers=self._headers
+            )
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
         return self._json(response)
@@ -114,7 +118,9 @@ class HTTPProvider(Provider):
         """The response's lines as they arrive; the response is closed when the caller stops."""
         logger.debug("%s POST %s (stream)", self.name, path)
         try:
-            with self._client().stream("POST", self._url(path), json=body) as response:
+            with self._client().stream(
+                "POST", self._url(path), json=body, headers=self._headers
+            ) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise self._status_error(response)
@@ -125,7 +131,9 @@ class HTTPProvider(Provider):
     async def _alines(self, path: str, body: dict[str, Any]) -> AsyncIterator[str]:
         logger.debug("%s POST %s (stream)", self.name, path)
         try:
-            async with self._aclient().stream("POST", self._url(path), json=body) as response:
+            async with self._aclient().stream(
+                "POST", self._url(path), json=body, headers=self._headers
+            ) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise self._status_error(response)

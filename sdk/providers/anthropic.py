@@ -40,8 +40,7 @@ from sdk.providers._base import (
     TextDelta,
     wire_name,
 )
-from sdk.providers._errors import provider_error
-from sdk.providers._errors import reply_request_id as _request_id
+from sdk.providers._errors import provider_error, reply_request_id
 from sdk.schema.dialects import ANTHROPIC, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
@@ -98,7 +97,7 @@ def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion
         raw_stop_reason=raw,
         usage=Usage(_input_tokens(message.usage), message.usage.output_tokens),
         model=message.model,
-        request_id=_request_id(message),
+        request_id=reply_request_id(message),
         refusal=refusal,
         refusal_category=refusal_category,
     )

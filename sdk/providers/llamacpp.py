@@ -8,7 +8,8 @@ Three modes:
   would otherwise move required properties ahead of optional ones and change the generation
   order), numeric bounds on integers only, and patterns without `\\d`/`\\w`/`\\s`.
 - `"grammar"`: `POST /completion` with a GBNF `grammar`: the one you pass as `grammar=`, or the
-  one `sdk.schema.gbnf.to_gbnf` writes from the canonical schema.
+  one `sdk.schema.gbnf` writes from the canonical schema (declared property order, bounded
+  whitespace, exact or loud: nothing is silently dropped, so there is no dialect to report).
 - `"openai"`: `POST /v1/chat/completions` with `response_format` json_schema.
 
 The native endpoint takes a prompt string, not messages: the provider first asks the server to
@@ -21,11 +22,9 @@ unconstrained text with status 200. The parser catches that output like any othe
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Literal
-from weakref import WeakKeyDictionary
 
 import httpx
 
@@ -35,7 +34,6 @@ from sdk.providers._base import Completion, CompletionRequest, TextDelta, wire_n
 from sdk.providers._chat import ChatStream, chat_messages, read_chat_body
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider, sse_data
-from sdk.schema.canonical import shared_schema
 from sdk.schema.dialects import LLAMACPP, Dialect
 from sdk.stop_reason import StopReason
 
@@ -171,7 +169,6 @@ class LlamaCppProvider(HTTPProvider):
         self._grammar = grammar
         self._model = model
         self._prompt_template = prompt_template
-        self._grammars: WeakKeyDictionary[type[Contract], str] = WeakKeyDictionary()
         if mode == "grammar":
             # The grammar is sent instead of a schema: there is no wire dialect to report.
             self.dialect = None
@@ -181,14 +178,15 @@ class LlamaCppProvider(HTTPProvider):
         return self._model
 
     def grammar_for(self, contract: type[Contract]) -> str:
-        """The GBNF grammar sent in grammar mode: the one given, or generated from the schema."""
+        """The GBNF grammar sent in grammar mode: the one given, or written from the canonical
+        schema by `sdk.schema.gbnf` (cached per contract; `UnsupportedSchema` if it cannot be
+        expressed exactly, before any request is sent)."""
         if self._grammar is not None:
             return self._grammar
-        grammar = self._grammars.get(contract)
-        if grammar is None:
-            grammar = _to_gbnf()(shared_schema(contract))
-            self._grammars[contract] = grammar
-        return grammar
+        # Imported here: only grammar mode needs the converter.
+        from sdk.schema.gbnf import contract_gbnf
+
+        return contract_gbnf(contract)
 
     def _constraint(self, request: CompletionRequest) -> dict[str, Any]:
         if self.mode == "grammar":
@@ -276,15 +274,3 @@ def _template_prompt(body: Mapping[str, Any]) -> str:
     if not isinstance(prompt, str):
         raise provider_error("llamacpp", "/apply-template returned no prompt")
     return prompt
-
-
-def _to_gbnf() -> Callable[[dict[str, Any]], str]:
-    """`sdk.schema.gbnf.to_gbnf`, imported only when grammar mode needs it."""
-    try:
-        module = importlib.import_module("sdk.schema.gbnf")
-    except ImportError as exc:
-        raise RuntimeError(
-            "grammar mode needs sdk.schema.gbnf to write the grammar; pass grammar=... instead"
-        ) from exc
-    to_gbnf: Callable[[dict[str, Any]], str] = module.to_gbnf
-    return to_gbnf

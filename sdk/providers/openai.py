@@ -31,8 +31,7 @@ from sdk._result import Usage
 from sdk.errors import ProviderError
 from sdk.providers._base import Completion, CompletionRequest, Provider, TextDelta, wire_name
 from sdk.providers._chat import ChatStream, chat_completion, chat_messages
-from sdk.providers._errors import provider_error
-from sdk.providers._errors import reply_request_id as _request_id
+from sdk.providers._errors import provider_error, reply_request_id
 from sdk.schema.dialects import OPENAI_STRICT, to_wire
 from sdk.stop_reason import StopReason
 
@@ -86,7 +85,7 @@ def read_responses_response(response: Response, *, request_id: str | None = None
                 elif isinstance(part, ResponseOutputRefusal):
                     refusals.append(part.refusal)
     raw = _responses_stop(response, bool(refusals))
-    request_id = request_id or _request_id(response)
+    request_id = request_id or reply_request_id(response)
     failure = response.error if response.status == "failed" else None
     if failure is not None and failure.code in _TRANSIENT_FAILURES:
         raise provider_error(
@@ -177,7 +176,7 @@ def read_chat_response(completion: ChatCompletion) -> Completion:
         finish_reason=choice.finish_reason if choice is not None else None,
         usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage is not None else Usage(),
         model=completion.model,
-        request_id=_request_id(completion),
+        request_id=reply_request_id(completion),
     )
 
 

@@ -318,15 +318,22 @@ class _Transform:
         return out
 
     def ref_with_siblings(self, node: Mapping[str, Any], ref: str, pointer: str) -> dict[str, Any]:
-        siblings = {key: value for key, value in node.items() if key != "$ref"}
+        # `$defs` beside a `$ref` (the root of a recursive contract) is where the `$ref` points:
+        # it is kept in every dialect; only the other siblings are dropped or inlined.
+        defs: dict[str, Any] = {}
+        if "$defs" in node:
+            self.schema_map(defs, "$defs", node["$defs"], pointer)
+        siblings = {key: value for key, value in node.items() if key not in ("$ref", "$defs")}
+        if not siblings:
+            return {**defs, "$ref": ref}
         if self.dialect.ref_siblings == "drop":
             for key, value in siblings.items():
                 self.remove(pointer, key, value)
-            return {"$ref": ref}
+            return {**defs, "$ref": ref}
         # Inline one level: the target's own `$ref`s stay references, so recursion terminates.
         target_pointer, target = resolve(dict(self.root), {"$ref": ref})
         inlined = self.node(target, target_pointer or "")
-        return {**inlined, **self.node(siblings, pointer)}
+        return {**defs, **inlined, **self.node(siblings, pointer)}
 
     def schema_map(self, out: dict[str, Any], key: str, value: Any, pointer: str) -> None:
         if key not in self.dialect.keywords or not isinstance(value, Mapping):
