@@ -34,7 +34,7 @@ from sdk.schema.gbnf import (
 from tests.grammar_support import grammar_accepts, grammar_accepts_prefix, lark_of
 from tests.strategies import from_schema
 
-REFERENCE = [Decision, ReviewFinding, InvoiceExtraction, Sentiment]
+REFERENCE: list[type[Contract]] = [Decision, ReviewFinding, InvoiceExtraction, Sentiment]
 
 # Every gap the bounded grammar allows between tokens, from nothing to the widest indent.
 GAPS = ["", " ", "\n", "\n  ", "\n\t\t", "\n" + " " * MAX_INDENT]
@@ -509,6 +509,25 @@ def test_patterns_match_like_the_regex(
         assert grammar_accepts(grammar, json.dumps(value, ensure_ascii=False)) is False, value
 
 
+# Characters on which Python's `re` and ECMA regexes agree for every construct below (no
+# Unicode digits or spaces, no line terminators `$` or `.` treat differently), plus the ones
+# JSON must escape.
+REGEX_ALPHABET = st.sampled_from(list('ab_Z19 -."\\\t€\x01'))
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"^a+b?$", r"a.b", r"^[^a\d]*$", r"^(?:ab|b)*\d{1,3}$", r'^[\\"]+', r"\w\W", r"Z$",
+     r"^\s?[a-b]{2,}$|^$", r"^.{2}$", r"[\t\x01]", r"^(?:a|)b$", r"^[^\w]+$"],
+)  # fmt: skip
+@settings(max_examples=80, deadline=None)
+@given(text=st.text(REGEX_ALPHABET, max_size=8))
+def test_pattern_grammar_agrees_with_the_regex(pattern: str, text: str) -> None:
+    grammar = to_gbnf({"type": "string", "pattern": pattern})
+    encoded = json.dumps(text, ensure_ascii=False)
+    assert grammar_accepts(grammar, encoded) == bool(re.search(pattern, text))
+
+
 def test_pattern_escapes_never_reach_the_grammar() -> None:
     grammar = to_gbnf({"type": "string", "pattern": r"^\d\w\s\D\W\S$"})
     assert not re.search(r"\\[dwsDWS]", grammar)
@@ -596,6 +615,11 @@ def test_enum_values_are_filtered_by_sibling_keywords() -> None:
     assert grammar_accepts(grammar, '"a"')
     assert not grammar_accepts(grammar, '"bb"')
     assert not grammar_accepts(grammar, "3")
+    typed = to_gbnf({"type": "integer", "enum": [1, "1", 2.0, True]})
+    assert grammar_accepts(typed, "1")
+    assert grammar_accepts(typed, "2.0")
+    assert not grammar_accepts(typed, '"1"')
+    assert not grammar_accepts(typed, "true")
     with pytest.raises(UnsupportedSchema, match="no listed value"):
         to_gbnf({"type": "integer", "enum": ["a"]})
 

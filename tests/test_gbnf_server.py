@@ -11,6 +11,7 @@ the grammar.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,7 @@ from tests.grammar_support import grammar_accepts, grammar_accepts_prefix
 
 pytestmark = pytest.mark.local
 
-REFERENCE = [Decision, ReviewFinding, InvoiceExtraction, Sentiment]
+REFERENCE: list[type[Contract]] = [Decision, ReviewFinding, InvoiceExtraction, Sentiment]
 
 
 class Mood(WireEnum):
@@ -73,7 +74,7 @@ KITCHEN_SINK: dict[str, Any] = {
         "tags": {"type": "array", "items": {"const": "t"}, "maxItems": 3},
         "map": {"type": "object", "additionalProperties": {"type": "boolean"}, "maxProperties": 2},
         "tree": {"$ref": "#/$defs/Tree"},
-        "mixed": {"enum": ["a\"b", 1, None, [True]]},
+        "mixed": {"enum": ['a"b', 1, None, [True]]},
         "whatever": {},
     },
     "required": ["code", "big"],
@@ -87,13 +88,17 @@ KITCHEN_SINK: dict[str, Any] = {
     },
 }
 
+WHITESPACE: tuple[Whitespace, ...] = ("bounded", "compact")
 GRAMMARS: dict[str, Callable[[], str]] = {
-    **{f"{c.__name__}-{ws}": (lambda c=c, ws=ws: contract_gbnf(c, whitespace=ws)) for c in REFERENCE
-       for ws in ("bounded", "compact")},
-    "Finite": lambda: contract_gbnf(Finite),
-    "kitchen-sink": lambda: to_gbnf(KITCHEN_SINK),
-    "kitchen-sink-compact": lambda: to_gbnf(KITCHEN_SINK, whitespace="compact"),
-}  # fmt: skip
+    **{
+        f"{contract.__name__}-{ws}": functools.partial(contract_gbnf, contract, whitespace=ws)
+        for contract in REFERENCE
+        for ws in WHITESPACE
+    },
+    "Finite": functools.partial(contract_gbnf, Finite),
+    "kitchen-sink": functools.partial(to_gbnf, KITCHEN_SINK),
+    "kitchen-sink-compact": functools.partial(to_gbnf, KITCHEN_SINK, whitespace="compact"),
+}
 
 
 def complete(base_url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +124,7 @@ def test_llama_server_takes_every_grammar_and_applies_it(llama_server: str, name
         {
             "prompt": prompt_for("Write a short greeting."),
             "grammar": grammar,
-            "n_predict": 12,
+            "n_predict": 6,
             "seed": 1,
             "temperature": 1.0,
             "cache_prompt": False,
@@ -140,7 +145,7 @@ def test_generation_is_accepted_by_the_grammar(
         {
             "prompt": prompt_for(f"Fill in a {contract.__name__} for: 'Refund of 12 EUR, ok?'"),
             "grammar": grammar,
-            "n_predict": 96,
+            "n_predict": 64,
             "seed": 7,
             "temperature": 0.7,
             "cache_prompt": False,
@@ -155,7 +160,7 @@ def test_generation_is_accepted_by_the_grammar(
         jsonschema.validate(json.loads(text), contract.json_schema())
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2])
 def test_bounded_generation_ends_inside_the_grammar(llama_server: str, seed: int) -> None:
     grammar = contract_gbnf(Finite, whitespace="compact")
     reply = complete(

@@ -1,4 +1,4 @@
-"""The README's Python examples run as written."""
+"""The README's Python examples run as written (```python blocks; ```py ones need a key)."""
 
 from __future__ import annotations
 

@@ -65,6 +65,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -258,15 +259,17 @@ def to_gbnf(schema: dict[str, Any], *, whitespace: Whitespace = "bounded") -> st
 
 
 _contract_cache: WeakKeyDictionary[type[Contract], dict[str, str]] = WeakKeyDictionary()
+_contract_lock = threading.Lock()  # WeakKeyDictionary is not safe to change from two threads
 
 
 def contract_gbnf(contract: type[Contract], *, whitespace: Whitespace = "bounded") -> str:
     """`to_gbnf` of the contract's canonical schema, computed once per contract and mode."""
-    per_mode = _contract_cache.setdefault(contract, {})
-    grammar = per_mode.get(whitespace)
+    with _contract_lock:
+        grammar = _contract_cache.get(contract, {}).get(whitespace)
     if grammar is None:
         grammar = to_gbnf(shared_schema(contract), whitespace=whitespace)
-        per_mode[whitespace] = grammar
+        with _contract_lock:
+            grammar = _contract_cache.setdefault(contract, {}).setdefault(whitespace, grammar)
     return grammar
 
 
@@ -691,7 +694,10 @@ class _Compiler:
             if key != source and key not in _ANNOTATIONS and key not in _CONTAINERS
             if not key.startswith("x-")
         }
-        if siblings:
+        if set(siblings) == {"type"} and isinstance(siblings["type"], str):
+            # The common case (`{"type": "string", "enum": [...]}`) needs no validator.
+            values = [v for v in values if _has_type(v, siblings["type"])]
+        elif siblings:
             kept = self.filter_values(values, siblings, pointer, source)
             if kept is None:
                 return '"?"'
@@ -879,8 +885,8 @@ class _Compiler:
     # -- strings --
 
     def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
-        min_len = self.count(node, "minLength", pointer, 0)
-        max_len = self.count(node, "maxLength", pointer, None)
+        min_len = self.count(node, "minLength", pointer)
+        max_len = self.limit(node, "maxLength", pointer)
         pattern, fmt = node.get("pattern"), node.get("format")
         regex: str | None = None
         regex_keyword = "pattern"
@@ -905,14 +911,21 @@ class _Compiler:
         chars = self.repeat(self.shared("char"), min_len, max_len, f"{hint}-chars")
         return self.define(hint, _join(quote, chars, quote))
 
-    def count(self, node: dict[str, Any], keyword: str, pointer: str, default: int | None) -> Any:
-        value = node.get(keyword, default)
-        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+    def count(self, node: dict[str, Any], keyword: str, pointer: str) -> int:
+        """A lower count (`minLength`, `minItems`, ...): 0 when absent."""
+        return self.limit(node, keyword, pointer) or 0
+
+    def limit(self, node: dict[str, Any], keyword: str, pointer: str) -> int | None:
+        """An upper count (`maxLength`, `maxItems`, ...): None when absent."""
+        value = node.get(keyword)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
         if isinstance(value, float) and value.is_integer() and value >= 0:
             return int(value)
         self.problem(pointer, keyword, f"`{keyword}` must be a non-negative integer")
-        return default
+        return None
 
     def pattern(
         self,
@@ -1131,8 +1144,8 @@ class _Compiler:
     # -- arrays --
 
     def array(self, node: dict[str, Any], pointer: str, hint: str) -> str:
-        min_items = self.count(node, "minItems", pointer, 0)
-        max_items = self.count(node, "maxItems", pointer, None)
+        min_items = self.count(node, "minItems", pointer)
+        max_items = self.limit(node, "maxItems", pointer)
         items = node.get("items", True)
         prefix = node.get("prefixItems", [])
         if not isinstance(prefix, list):
@@ -1206,8 +1219,8 @@ class _Compiler:
                 "an `additionalProperties` schema beside `properties` is not supported",
             )
         count_required = sum(1 for name in properties if name in required)
-        min_props = self.count(node, "minProperties", pointer, 0)
-        max_props = self.count(node, "maxProperties", pointer, None)
+        min_props = self.count(node, "minProperties", pointer)
+        max_props = self.limit(node, "maxProperties", pointer)
         if min_props > count_required or (max_props is not None and max_props < len(properties)):
             self.problem(
                 pointer,
@@ -1264,8 +1277,8 @@ class _Compiler:
     def mapping(self, node: dict[str, Any], additional: Any, pointer: str, hint: str) -> str:
         """An object without `properties`: any keys, values from `additionalProperties`."""
         open_, close = _literal("{"), _literal("}")
-        min_props = self.count(node, "minProperties", pointer, 0)
-        max_props = self.count(node, "maxProperties", pointer, None)
+        min_props = self.count(node, "minProperties", pointer)
+        max_props = self.limit(node, "maxProperties", pointer)
         if additional is False:
             max_props = 0
         if additional == {}:
@@ -1299,6 +1312,15 @@ def _tighter(a: Bound, b: Bound, *, lower: bool) -> Bound:
     if a[0] != b[0]:
         return max(a, b) if lower else min(a, b)
     return (a[0], a[1] and b[1])  # same value: exclusive wins
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    """JSON Schema's `type` check for one value."""
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
+    return _json_kind(value) == kind
 
 
 def _json_kind(value: Any) -> str:
