@@ -178,6 +178,12 @@ class SourceMissing(CheckFailed):
 class GrammarStuck(StructuredOutputError):
     """Constrained decoding reached a state where the grammar allows no token."""
 
+    def __init__(self, message: str, *, diagnostics: Any = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        # `.text` is the output up to the dead end; `.diagnostics` (local providers) the
+        # `ConstraintDiagnostics` of the tokens generated before it, each with its token id.
+        self.diagnostics = diagnostics
+
 
 class ProviderError(StructuredOutputError):
     """The provider call failed (transport or API error); `.__cause__` is the original."""

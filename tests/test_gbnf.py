@@ -275,6 +275,16 @@ def test_descriptions_are_not_part_of_the_grammar() -> None:
     assert "reasoning" in grammar
 
 
+def test_conversion_leaves_the_schema_unchanged() -> None:
+    import copy
+
+    schema = InvoiceExtraction.json_schema()
+    before = copy.deepcopy(schema)
+    to_gbnf(schema)
+    assert schema == before
+    assert json.dumps(schema) == json.dumps(before)  # key order too
+
+
 def test_contract_grammar_is_cached_and_deterministic() -> None:
     assert contract_gbnf(Decision) is contract_gbnf(Decision)
     assert to_gbnf(Decision.json_schema()) == contract_gbnf(Decision)

@@ -92,12 +92,18 @@ def read_completion(body: Mapping[str, Any]) -> Completion:
     """A `/completion` reply (or the last event of its stream) -> `Completion`.
 
     The stop reason is `stop_type` (`eos`, `limit`, `word`); servers older than that field say it
-    with the booleans `stopped_eos`, `stopped_limit`, `stopped_word`.
+    with the booleans `stopped_eos`, `stopped_limit`, `stopped_word`. `limit` is also what the
+    server says when the context window filled up before `n_predict` was reached; it then sets
+    `truncated: true`, and the stop reason is `context_window` (the raw value stays `limit`):
+    a larger `max_tokens` cannot help there.
     """
     raw = _stop_type(body)
+    stop_reason = StopReason.from_raw(raw, "llamacpp")
+    if stop_reason is StopReason.MAX_TOKENS and body.get("truncated") is True:
+        stop_reason = StopReason.CONTEXT_WINDOW
     return Completion(
         text=str(body.get("content", "")),
-        stop_reason=StopReason.from_raw(raw, "llamacpp"),
+        stop_reason=stop_reason,
         raw_stop_reason=raw,
         usage=Usage(int(body.get("tokens_evaluated") or 0), int(body.get("tokens_predicted") or 0)),
         model=body.get("model"),

@@ -20,6 +20,9 @@ from sdk.schema.dialects import (
     WireSchema,
     to_wire,
 )
+from sdk.schema.diff import diff_schemas
+from sdk.schema.gbnf import UnsupportedSchema, contract_gbnf, to_gbnf
+from sdk.schema.lint import lint
 
 __all__ = [
     "ANTHROPIC",
@@ -32,10 +35,15 @@ __all__ = [
     "Dialect",
     "Removal",
     "SchemaInfo",
+    "UnsupportedSchema",
     "WireSchema",
     "canonical_bytes",
     "canonical_schema",
+    "contract_gbnf",
+    "diff_schemas",
     "fingerprint",
+    "lint",
     "schema_info",
+    "to_gbnf",
     "to_wire",
 ]

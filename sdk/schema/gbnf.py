@@ -26,8 +26,9 @@ What the grammar supports (exactly, unless a narrowing is listed):
   keywords with `jsonschema`, so an enum node is always exact; values are written in compact
   canonical JSON);
 - objects: `properties`, `required`, `additionalProperties: false`; `additionalProperties`
-  true or absent beside `properties` is narrowed to "declared properties only"; an object
-  without `properties` is a map (`additionalProperties` schema, `minProperties`,
+  true or absent beside `properties` is narrowed to "declared properties only" (and
+  `minProperties`/`maxProperties` there only when the required/declared counts imply them);
+  an object without `properties` is a map (`additionalProperties` schema, `minProperties`,
   `maxProperties`);
 - `anyOf` (union), `oneOf` when its alternatives are provably disjoint (different types,
   different constant values, or a shared required discriminator property), `allOf` with one
@@ -42,7 +43,9 @@ What the grammar supports (exactly, unless a narrowing is listed):
   digit patterns;
 - numbers: the same four bounds when their values are integers (e.g. `ge=0, le=1`).
 
-Narrowings (valid JSON the grammar does not produce; the values stay reachable):
+Narrowings: schema-valid JSON the grammar does not produce. Most are a second spelling of a
+value that keeps one spelling in the grammar; the digit caps and the regex dialect are the only
+ones that leave values out.
 
 - integers have at most `MAX_INTEGER_DIGITS` digits, fractions at most `MAX_FRACTION_DIGITS`,
   exponents at most `MAX_EXPONENT_DIGITS` (a runaway guard like the whitespace bound); `-0` is
@@ -50,8 +53,14 @@ Narrowings (valid JSON the grammar does not produce; the values stay reachable):
 - a bounded number is written without exponent (`0.00001`, not `1e-05`) and without `-0`;
 - enum/const values, object keys and pattern- or format-constrained strings are written in
   their canonical JSON form (characters raw, only `"`, `\\` and control characters escaped);
+- patterns take the meaning ECMA-262 and Python's `re` agree on (`\\d` is `[0-9]`, `.` excludes
+  every line terminator, a final `$` does not admit a trailing newline): see `sdk.schema._regex`;
 - `date-time`/`time` use `T` and `Z` in upper case, 1 to 6 fraction digits, no leap second;
   `date` is an exact calendar date between 0001-01-01 and 9999-12-31.
+
+Since the grammar is never wider than the schema, a complete generation under it always passes
+the parser's schema step; the parser still runs every step (the stop reason above all: a cut
+generation is a prefix of a valid document, not a valid document).
 
 Raises `UnsupportedSchema` for: `multipleOf`, `not`, `if`/`then`/`else`, `patternProperties`,
 `propertyNames`, `dependentRequired`, `dependentSchemas`, `contains`, `unevaluatedItems`,

@@ -1,0 +1,64 @@
+"""Shared fixtures.
+
+`llama_server`: the base URL (`http://127.0.0.1:PORT`) of a real llama-server running the bundled
+SmolLM2 model, started once per session and stopped at its end (see `tests/llama_server.py`).
+Tests that use it are marked `local` (the marker is also added here to any test that asks for the
+fixture), so `pytest -m "not local"` runs without a C++ toolchain.
+
+Without llama-server or the model installed, those tests are skipped with the reason; in CI (the
+environment variable `CI` set, as every CI service does) they fail instead, because CI must run
+them. A server that is installed but does not come up is always a failure, with its log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import NoReturn
+
+import pytest
+
+from tests.llama_server import (
+    LlamaServer,
+    ServerFailed,
+    Unavailable,
+    bundled_model,
+    server_binary,
+)
+
+
+def in_ci() -> bool:
+    """Whether this run is CI's: `CI` set to anything but empty, `0` or `false`."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if in_ci():
+        pytest.fail(f"CI must run the local tests, but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a llama-server on 127.0.0.1 with the bundled model (one per session)."""
+    try:
+        binary, model = server_binary(), bundled_model()
+    except Unavailable as missing:
+        _unavailable(str(missing))
+    log_path = tmp_path_factory.mktemp("llama-server") / "llama-server.log"
+    server = LlamaServer(binary, model, log_path=log_path)
+    try:
+        server.start()
+    except ServerFailed as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `local` every test that uses the real server, in case its module forgot to."""
+    for item in items:
+        if "llama_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.local)
