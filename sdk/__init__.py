@@ -7,6 +7,7 @@ you can trust to the degree machines can check, or a typed error that says what 
 from sdk._result import Attempt, Result, Usage
 from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
 from sdk.contract import Contract, SourceQuote, WireEnum
+from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
 from sdk.errors import (
     CheckFailed,
     ContentFiltered,
@@ -38,9 +39,11 @@ __all__ = [
     "Attempt",
     "Backoff",
     "CheckFailed",
+    "ConstraintDiagnostics",
     "ContentFiltered",
     "Contract",
     "ContractViolation",
+    "FieldDiagnostics",
     "GrammarStuck",
     "InvalidJSON",
     "InvalidOutput",
@@ -61,6 +64,7 @@ __all__ = [
     "StopReason",
     "StructuredClient",
     "StructuredOutputError",
+    "TokenStep",
     "TruncatedOutput",
     "UnexpectedStop",
     "UnfinishedOutput",

@@ -160,7 +160,10 @@ class LlamaServer:
             self.port = _free_port()
             self.url = f"http://127.0.0.1:{self.port}"
             self._process = subprocess.Popen(
-                self.command(self.port), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
+                self.command(self.port),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
             )
             try:
                 self._wait_healthy(timeout)

@@ -50,7 +50,7 @@ LIMIT_STOP = {"json_schema": "limit", "grammar": "limit", "openai": "length"}
 
 PROMPT = "The build server has been down since noon and releases are blocked. Triage it."
 MAX_TOKENS = 128  # Triage ends within about 40 tokens; llama.cpp's own whitespace adds a few
-GREEDY = {"temperature": 0, "seed": 7}
+GREEDY: dict[str, Any] = {"temperature": 0, "seed": 7}
 
 
 class Verdict(WireEnum):
@@ -127,10 +127,11 @@ def test_grammar_mode_output_is_inside_the_converters_grammar(llama_server: str)
 
 
 def assert_streamed(items: list[Partial[Triage] | Result[Triage]], mode: Mode) -> None:
-    *partials, final = items
+    *snapshots, final = items
     assert isinstance(final, Result)
     assert_valid_triage(final, mode)
-    assert partials and all(isinstance(item, Partial) for item in partials)
+    partials = [item for item in snapshots if isinstance(item, Partial)]
+    assert partials and len(partials) == len(snapshots)
     lengths = [partial.text_length for partial in partials]
     assert lengths == sorted(lengths) and lengths[-1] <= len(final.text)
     assert not partials[0].done  # snapshots came while the document was still open
@@ -169,7 +170,16 @@ def test_a_small_token_limit_ends_in_truncated_output(llama_server: str, mode: M
     error = info.value
     assert error.stop_reason is StopReason.MAX_TOKENS
     assert error.raw_stop_reason == LIMIT_STOP[mode]
-    assert error.text is not None and error.text.lstrip().startswith("{")
+    assert_cut_text(error.text, mode)
+
+
+def assert_cut_text(text: str | None, mode: Mode) -> None:
+    assert text is not None
+    if mode != "openai":
+        assert text.lstrip().startswith("{"), text
+    # The OpenAI route's grammar lets the model open with a ```json fence (greedy SmolLM2
+    # does), which the server strips from a finished reply and from stream deltas, but not
+    # from a cut reply: there the text is the raw prefix, fence included.
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -181,8 +191,9 @@ def test_a_streamed_cut_ends_in_truncated_output(llama_server: str, mode: Mode) 
         ):
             seen.append(item)
     assert all(isinstance(item, Partial) for item in seen)  # no Result, no JSON error first
+    assert info.value.stop_reason is StopReason.MAX_TOKENS
     assert info.value.raw_stop_reason == LIMIT_STOP[mode]
-    assert info.value.text is not None and info.value.text.lstrip().startswith("{")
+    assert_cut_text(info.value.text, mode)
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +287,7 @@ def test_generated_documents_keep_the_declared_order(llama_server: str, mode: Mo
     request = CompletionRequest(
         Ordered,
         (Message("user", "Is it raining? Write a short note, then answer."),),
-        64,
+        MAX_TOKENS,
         options=GREEDY,
     )
     completion = provider(llama_server, mode).complete(request)
@@ -291,7 +302,10 @@ def test_generated_documents_keep_the_declared_order(llama_server: str, mode: Mo
         assert keys == ["notes", "answer"], completion.text
     # And the client turns the wire form back into the contract (a null note is the default).
     result = StructuredClient(provider(llama_server, mode), retries=0).generate(
-        Ordered, prompt="Is it raining? Write a short note, then answer.", max_tokens=64, **GREEDY
+        Ordered,
+        prompt="Is it raining? Write a short note, then answer.",
+        max_tokens=MAX_TOKENS,
+        **GREEDY,
     )
     assert isinstance(result.value, Ordered)
 

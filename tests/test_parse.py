@@ -137,6 +137,13 @@ def test_not_json_at_all(text: str) -> None:
         parse(Sentiment, text, stop_reason="end_turn")
 
 
+def test_a_byte_order_mark_is_invalid_json_at_position_zero() -> None:
+    with pytest.raises(InvalidJSON) as info:
+        parse(Decision, "\ufeff" + DECISION, stop_reason="end_turn")
+    assert info.value.position == 0
+    assert "BOM" in str(info.value)
+
+
 def test_bytes_are_accepted_and_bad_utf8_is_invalid_json() -> None:
     assert parse(Decision, DECISION.encode(), stop_reason="end_turn").text == DECISION
     with pytest.raises(InvalidJSON) as info:

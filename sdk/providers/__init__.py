@@ -11,6 +11,7 @@ from sdk.providers.vllm import VLLMProvider
 
 if TYPE_CHECKING:
     from sdk.providers.anthropic import AnthropicProvider
+    from sdk.providers.embedded import EmbeddedProvider
     from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
 
 # The hosted adapters import their SDK (an optional extra), so they load on first use: importing
@@ -19,6 +20,8 @@ _HOSTED = {
     "AnthropicProvider": "sdk.providers.anthropic",
     "OpenAIChatProvider": "sdk.providers.openai",
     "OpenAIResponsesProvider": "sdk.providers.openai",
+    # In-process llama.cpp: its dependencies are the `local` extra, imported on first use too.
+    "EmbeddedProvider": "sdk.providers.embedded",
 }
 
 
@@ -33,6 +36,7 @@ __all__ = [
     "AnthropicProvider",
     "Completion",
     "CompletionRequest",
+    "EmbeddedProvider",
     "LlamaCppProvider",
     "Message",
     "OllamaProvider",

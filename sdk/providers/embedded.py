@@ -57,6 +57,7 @@ import importlib.resources
 import json
 import os
 import threading
+import warnings
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
@@ -113,13 +114,16 @@ _EOS, _LIMIT, _CONTEXT = "eos", "limit", "context"
 # Sampling defaults: greedy (deterministic, and what extraction wants), and llama.cpp's own
 # top-k/top-p for when a temperature is given.
 _TEMPERATURE, _TOP_P, _TOP_K = 0.0, 0.95, 40
-# llama.cpp's repetition penalty (its CLI default is 1.1 over the last 64 tokens): without it a
-# small model decoding greedily repeats one sentence inside a free-text field until max_tokens.
+# llama.cpp's repetition penalty (its CLI default: 1.1 over the last 64 tokens), on every token
+# as llama.cpp does. Without it a small model decoding greedily repeats one sentence inside a
+# free-text field, or one more array item after another, until max_tokens. (Sparing JSON's
+# punctuation was tried: keys then read more naturally, but arrays no longer ended, because the
+# penalty on `}, {` is what lets the model stop listing.)
 _REPEAT_PENALTY, _REPEAT_LAST_N = 1.1, 64
 
 # The options a call may override through `client.generate(..., temperature=0.7)`.
 _CALL_OPTIONS = frozenset(
-    {"temperature", "top_p", "top_k", "repeat_penalty", "seed", "constrained"}
+    {"temperature", "top_p", "top_k", "repeat_penalty", "seed", "constrained", "ignore_eos"}
 )
 
 _INSTALL_HINT = "install the local extra: pip install 'structured-sdk[local]'"
@@ -135,6 +139,7 @@ class _Settings:
     repeat_penalty: float
     seed: int | None
     constrained: bool
+    ignore_eos: bool = False
 
 
 class _Cancelled(Exception):
@@ -150,7 +155,8 @@ class EmbeddedProvider(Provider):
     sampling within the tokens the grammar allows; temperature 0 (the default) is greedy.
     `repeat_penalty`: llama.cpp's repetition penalty over the last 64 generated tokens (1.0: none).
     Each can also be passed per call (`client.generate(..., temperature=0.7)`), and so can
-    `constrained`.
+    `constrained` and, for unconstrained benchmark runs, `ignore_eos` (generate exactly
+    `max_tokens` tokens).
     `constrained=False`: no mask at all (the unconstrained arm for comparisons).
     `grammar`: your own grammar (Lark text, or an llguidance grammar from `llguidance.grammar_from`)
     instead of the one compiled from the contract's schema; then no schema instruction is added
@@ -225,6 +231,12 @@ class EmbeddedProvider(Provider):
         once per contract): the contract's canonical schema in declared property order with
         bounded whitespace, or the `grammar=` given."""
         return self._loaded().grammar(contract, self.grammar)
+
+    def grammar_accepts(self, contract: type[Contract], text: str) -> bool:
+        """Whether `text`, as this model tokenizes it, is a complete document of the grammar
+        `contract` is generated under: for testing a grammar against accept and reject sets."""
+        engine = self._loaded()
+        return engine.accepts(engine.grammar(contract, self.grammar), text)
 
     def prompt_for(self, request: CompletionRequest) -> str:
         """The prompt text the model sees: the conversation in the model's chat template, the
@@ -344,7 +356,13 @@ class _Engine:
         self.llama_cpp = llama_cpp
         try:
             self.llm = llama_cpp.Llama(
-                model_path=path, n_ctx=n_ctx, n_threads=n_threads, verbose=False
+                model_path=path,
+                n_ctx=n_ctx,
+                # The prompt too (llama-cpp-python would use every CPU for it): see
+                # `default_threads` for why one thread per core is the wrong default.
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                verbose=False,
             )
         except (ValueError, RuntimeError) as error:
             raise ProviderError(f"embedded: cannot load the model {path}: {error}") from error
@@ -352,7 +370,11 @@ class _Engine:
         self.n_vocab: int = self.llm.n_vocab()
         # Builds the token table from the model's own vocabulary (~0.3 s for 49k tokens): the
         # bitmask is over exactly the tokens this model can emit.
-        self.tokenizer = lltokenizer_from_vocab(self.llm._model.vocab, n_vocab=self.n_vocab)
+        with warnings.catch_warnings():
+            # llguidance reads token attributes through a llama-cpp-python alias that warns
+            # once per token (49k warnings for SmolLM2): nothing a user can act on.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.tokenizer = lltokenizer_from_vocab(self.llm._model.vocab, n_vocab=self.n_vocab)
         self.eos: int = self.tokenizer.eos_token
         # Every end-of-generation token ends an unconstrained run (a chat model may end its turn
         # with one that is not the EOS); under the grammar, llguidance allows only `eos`.
@@ -405,6 +427,14 @@ class _Engine:
             )
         self._grammars[key] = grammar
         return grammar
+
+    def accepts(self, grammar: str, text: str) -> bool:
+        """Whether the grammar accepts `text` whole (a matcher of its own: no lock needed)."""
+        from llguidance import LLMatcher
+
+        matcher = LLMatcher(self.tokenizer, grammar, log_level=0)
+        tokens = self.tokenizer.tokenize_str(text)
+        return matcher.try_consume_tokens(tokens) == len(tokens) and matcher.is_accepting()
 
     # --- prompt ---
 
@@ -511,7 +541,12 @@ class _Engine:
             # What the choice is made on: the logits with recent tokens penalized. The surviving
             # mass is measured on the model's own logits, untouched.
             scores = repeat_penalized(logits, recent, settings.repeat_penalty)
+
             if matcher is None:
+                if settings.ignore_eos:
+                    # Benchmarks: exactly max_tokens tokens, as llama.cpp's `ignore_eos`.
+                    scores = scores.copy()
+                    scores[list(self.end_tokens)] = -np.inf
                 token = masked_choice(scores, None, settings, rng)
                 if token in self.end_tokens:
                     stop = _EOS
@@ -548,6 +583,8 @@ class _Engine:
             if matcher is not None and matcher.is_stopped():
                 stop = _EOS  # the document is complete and nothing may follow it
                 break
+            if generated >= request.max_tokens:
+                break  # no next token: spare the decode (and keep both arms of the bench even)
             self.llm.eval([token])
 
         tail = decoder.decode(b"", final=True)  # a cut multi-byte character, as U+FFFD
@@ -748,6 +785,10 @@ def _check(settings: _Settings, where: str) -> _Settings:
         raise ValueError(f"{where}: top_k cannot be negative (0 means no limit)")
     if settings.repeat_penalty <= 0:
         raise ValueError(f"{where}: repeat_penalty must be positive (1.0 means none)")
+    if settings.ignore_eos and settings.constrained:
+        raise ValueError(
+            f"{where}: ignore_eos is for unconstrained runs (a grammar decides the end)"
+        )
     return settings
 
 
