@@ -1,4 +1,4 @@
-"""Row 4's script, shared by our side (`bench/run.py`) and instructor's (`bench/instructor_retry.py`).
+"""Row 4's script, shared by our side (bench/run.py) and instructor's (bench/instructor_retry.py).
 
 An invoice document of about 20 KB (the source, sent in the prompt), and the replies a scripted
 model gives for it: two invalid `InvoiceExtraction` documents (a category outside the enum, then

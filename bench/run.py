@@ -382,8 +382,8 @@ async def _sdk_fanout(url: str, *, template: bool, **client_options: Any) -> lis
             return_exceptions=True,
         )
     failures = [type(r).__name__ for r in results if isinstance(r, BaseException)]
-    wrong = sum(1 for r in results if isinstance(r, sdk.Result) and not isinstance(r.value, Decision))
-    return failures + ["not a Decision"] * wrong
+    wrong = [r for r in results if isinstance(r, sdk.Result) and not isinstance(r.value, Decision)]
+    return failures + ["not a Decision"] * len(wrong)
 
 
 def _start_fanout_server() -> tuple[subprocess.Popen[str], str]:
@@ -450,11 +450,10 @@ async def _fanout_rows(url: str, *, rounds: int, quick: bool) -> list[Row]:
     ]  # fmt: skip
     if not quick:
         unbounded = await _ticked(functools.partial(_bare_httpx, url, body, None))
-        rows.append(
-            Row("3", "  peer: bare httpx.AsyncClient, default limits, all 1,000 at once",
-                f"{FANOUT_CALLS - len(unbounded.failures):,} of {FANOUT_CALLS:,} succeeded",
-                f"{_failed(unbounded)} in {unbounded.wall:.1f} s")  # fmt: skip
-        )
+        peer = Row("3", "  peer: bare httpx.AsyncClient, default limits, all 1,000 at once",
+                   f"{FANOUT_CALLS - len(unbounded.failures):,} of {FANOUT_CALLS:,} succeeded",
+                   f"{_failed(unbounded)} in {unbounded.wall:.1f} s")  # fmt: skip
+        rows.append(peer)
     return rows
 
 
@@ -481,12 +480,11 @@ def row_retry_cost(*, with_instructor: bool = True) -> list[Row]:
         label = (f"{len(script.source) / 1000:.0f} KB invoice ({shape}), replies of "
                  f"{script.reply_size / 1000:.1f} KB")  # fmt: skip
         second, third = tokens[1] / tokens[0], tokens[2] / tokens[0]
-        rows.append(
-            Row("4", f"retry cost: retry input tokens / first request's, {label}",
-                f"{second:.2f}x", f"{tokens[1]:,} vs {tokens[0]:,} tokens; the 2nd retry "
-                f"{third:.2f}x (its feedback replaces the 1st's; the history does not grow)",
-                "<= 1.2x", verdict(second, 1.2))  # fmt: skip
-        )
+        ours = Row("4", f"retry cost: retry input tokens / first request's, {label}",
+                   f"{second:.2f}x", f"{tokens[1]:,} vs {tokens[0]:,} tokens; the 2nd retry "
+                   f"{third:.2f}x (its feedback replaces the 1st's; the history does not grow)",
+                   "<= 1.2x", verdict(second, 1.2))  # fmt: skip
+        rows.append(ours)
         if with_instructor:
             rows.append(instructor_retry_row(shape))
     return rows
@@ -753,6 +751,7 @@ def main() -> None:
         ("retry cost", lambda: row_retry_cost(with_instructor=not args.quick)),
         ("schema compile", row_compile),
         ("embedded", row_embedded),
+        ("llama-server tokens/s", lambda: [] if args.quick else row_llama_server_speed()),
     ]  # fmt: skip
     for name, section in sections:
         print(f"bench: {name} ...", file=sys.stderr, flush=True)

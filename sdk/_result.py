@@ -48,6 +48,8 @@ class Attempt:
     error: StructuredOutputError | None = None
     request_id: str | None = None
     max_tokens: int | None = None
+    diagnostics: Any = None
+    """Constraint diagnostics of this attempt's output, where the provider gives them."""
 
 
 @dataclass(frozen=True)

@@ -839,6 +839,7 @@ def _attempt(
         error=error,
         request_id=completion.request_id,
         max_tokens=call.max_tokens,
+        diagnostics=completion.diagnostics,
     )
 
 

@@ -252,6 +252,17 @@ def test_dead_end_raises_grammar_stuck_and_never_samples_token_zero(embedded: An
         StructuredClient(stuck, retries=2).generate(Decision, prompt="Say hi", max_tokens=20)
 
 
+def test_a_grammar_that_does_not_compile_is_a_clear_provider_error(embedded: Any) -> None:
+    from sdk.providers.embedded import EmbeddedProvider
+
+    broken = EmbeddedProvider(grammar='start: "a" undefined_rule')
+    with pytest.raises(ProviderError) as caught:
+        StructuredClient(broken).generate(Decision, prompt="Say hi", max_tokens=5)
+    assert caught.value.status_code == 400
+    assert "cannot compile the grammar" in str(caught.value)
+    assert "undefined_rule" in str(caught.value)
+
+
 def test_completed_grammar_ends_generation_cleanly(embedded: Any) -> None:
     from sdk.providers.embedded import EmbeddedProvider
 
@@ -382,6 +393,29 @@ async def test_async_stream_closed_early_stops_generation(embedded: Any) -> None
     # The model is free again at once: the lock was released.
     completion = await embedded.acomplete(_request(Sentiment, SENTIMENT_PROMPT, 4))
     assert completion.usage.output_tokens == 4
+
+
+async def test_cancelling_acomplete_stops_generation(embedded: Any) -> None:
+    request = CompletionRequest(
+        Decision,
+        (Message("user", DECISION_PROMPT),),
+        400,
+        options={"constrained": False, "ignore_eos": True},
+    )
+    prompt_tokens = len(embedded._loaded().prompt_tokens(embedded.prompt_for(request)))
+    task = asyncio.create_task(embedded.acomplete(request))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The worker thread stops at its next token and frees the model: once the lock is free,
+    # far fewer than the 400 requested tokens were decoded.
+    engine = embedded._loaded()
+    await asyncio.to_thread(engine.lock.acquire)
+    try:
+        assert engine.llm.n_tokens < prompt_tokens + 300
+    finally:
+        engine.lock.release()
 
 
 # --- Configuration ---

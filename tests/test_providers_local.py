@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,7 @@ from sdk.providers import (
     Provider,
     VLLMProvider,
 )
+from sdk.providers._http import tls_verify
 from sdk.providers.llamacpp import (
     build_completion_request,
     build_template_request,
@@ -227,6 +229,20 @@ def test_every_llamacpp_stop_is_normalized(stop: str, normalized: StopReason, le
         body[f"stopped_{stop}"] = True
     completion = read_completion(body)
     assert (completion.stop_reason, completion.raw_stop_reason) == (normalized, stop)
+
+
+@pytest.mark.parametrize(
+    ("truncated", "normalized"),
+    [(False, StopReason.MAX_TOKENS), (True, StopReason.CONTEXT_WINDOW)],
+)
+def test_a_llamacpp_limit_with_truncated_is_the_context_window(
+    truncated: bool, normalized: StopReason
+) -> None:
+    # llama-server ends a generation that fills the context with `limit` and `truncated: true`
+    # (seen for real in tests/test_local_llamacpp.py); `n_predict` alone gives `limit` only.
+    body = {**fixture_json("llamacpp_completion.json"), "stop_type": "limit"}
+    completion = read_completion({**body, "truncated": truncated})
+    assert (completion.stop_reason, completion.raw_stop_reason) == (normalized, "limit")
 
 
 def test_llamacpp_request_builders_are_pure() -> None:
@@ -433,6 +449,15 @@ async def test_an_injected_async_client_serves_the_async_calls(server: LocalServ
         assert result.value == Decision.model_validate(DECISION)
         with pytest.raises(TypeError, match="sync"):
             StructuredClient(provider).generate(Decision, prompt="x")
+
+
+def test_a_plain_http_client_loads_no_ca_bundle_and_fails_closed() -> None:
+    plain = tls_verify("http://127.0.0.1:8080")
+    assert isinstance(plain, ssl.SSLContext)
+    # Checks on, nothing trusted: TLS through it could never succeed unverified.
+    assert plain.verify_mode is ssl.CERT_REQUIRED and plain.check_hostname
+    assert plain.cert_store_stats()["x509_ca"] == 0
+    assert tls_verify("HTTPS://llama.example:8443") is True  # httpx's default CA bundle
 
 
 def test_an_owned_client_is_closed_by_close(server: LocalServer) -> None:

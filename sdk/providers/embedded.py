@@ -16,8 +16,9 @@ itself, one token at a time, the way the reference texts describe the mechanism:
    vocabulary (llguidance; the grammar is compiled from the contract's canonical schema, with the
    declared property order kept and whitespace bounded, so a reasoning field declared first is
    generated first and the output cannot run away into blank space);
-3. every other token masked, then temperature and top-p applied among the survivors (greedy at
-   temperature 0), a token sampled, and the grammar state advanced.
+3. every other token masked, then llama.cpp's repetition penalty, temperature, top-k and top-p
+   applied among the survivors (greedy at temperature 0, the default), a token chosen, and the
+   grammar state advanced.
 
 Because the unmasked distribution is right there, each step also records how much probability
 the grammar left allowed (`sdk.diagnostics`): `Completion.diagnostics`, and so
@@ -36,7 +37,8 @@ How generation ends:
 
 `constrained=False` runs the same loop without the mask: the unconstrained arm, for comparisons
 (the demo, the bench). `grammar=` takes your own grammar (Lark or llguidance's JSON format, see
-`llguidance.grammar_from`) instead of the contract's schema.
+`llguidance.grammar_from`) instead of the contract's schema; `grammar_accepts(contract, text)`
+tests a grammar against accept and reject sets with this model's tokenizer.
 
 The model, its llguidance tokenizer (about 0.3 s to build) and compiled grammars are loaded once
 per model file and settings and shared by every provider using them. One llama.cpp context does
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import importlib
 import importlib.resources
 import json
@@ -60,7 +63,7 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -300,14 +303,16 @@ class EmbeddedProvider(Provider):
     # --- the decoding loop ---
 
     def _complete(self, request: CompletionRequest, cancel: threading.Event | None) -> Completion:
-        for item in self._run(request, cancel):
-            if isinstance(item, Completion):
-                return item
+        # `closing`: the loop holds the model's lock until the generator finishes or closes.
+        with contextlib.closing(self._run(request, cancel)) as items:
+            for item in items:
+                if isinstance(item, Completion):
+                    return item
         raise AssertionError("the decoding loop ended without a completion")  # pragma: no cover
 
     def _run(
         self, request: CompletionRequest, cancel: threading.Event | None
-    ) -> Iterator[TextDelta | Completion]:
+    ) -> Generator[TextDelta | Completion, None, None]:
         settings = _check(_call_settings(self._settings, request.options), "options")
         engine = self._loaded()
         with engine.lock:
@@ -423,7 +428,8 @@ class _Engine:
         if failed:
             what = "the grammar" if custom is not None else f"{contract.__name__}'s schema"
             raise ProviderError(
-                f"embedded: llguidance cannot compile {what}: {messages[0].strip()}"
+                f"embedded: llguidance cannot compile {what}: {messages[0].strip()}",
+                status_code=400,  # like a server rejecting the grammar: no retry fixes it
             )
         self._grammars[key] = grammar
         return grammar
@@ -507,7 +513,9 @@ class _Engine:
             )
         matcher = LLMatcher(self.tokenizer, grammar, log_level=0) if grammar is not None else None
         if matcher is not None and matcher.is_error():
-            raise ProviderError(f"embedded: the grammar does not load: {matcher.get_error()}")
+            raise ProviderError(
+                f"embedded: the grammar does not load: {matcher.get_error()}", status_code=400
+            )
         rng = np.random.default_rng(settings.seed)
         self._evaluate_prompt(prompt)
 

@@ -1,0 +1,91 @@
+"""`make demo` runs `python -m sdk.cli demo`: run it as a user would, and read what it prints.
+
+The demo generates with the bundled model for real (about half a minute on 2 cores), so this is
+a `local` test. What the model writes may differ between builds; the lines checked here are the
+ones the demo prints whatever it writes: every section, a typed verdict for every run, the
+constraint diagnostics, and the retry feedback whenever there was a retry.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sdk.errors
+
+pytestmark = pytest.mark.local
+
+ROOT = Path(__file__).resolve().parent.parent
+ERRORS = {
+    name
+    for name in dir(sdk.errors)
+    if isinstance(getattr(sdk.errors, name), type)
+    and issubclass(getattr(sdk.errors, name), sdk.errors.StructuredOutputError)
+}
+
+
+def test_demo_runs_and_shows_every_layer() -> None:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as missing:
+        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
+            pytest.fail(f"CI must run the local tests, but {missing}", pytrace=False)
+        pytest.skip(f"the demo needs the local extra: {missing}")
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sdk.cli", "demo"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,  # the issue's bound for the whole demo on 2 cores
+        check=False,
+    )
+    output = done.stdout
+    assert done.returncode == 0, done.stderr[-2000:] + output[-2000:]
+    assert "model SmolLM2-135M-Instruct.Q4_1" in output
+    for section in (
+        "1. InvoiceExtraction from examples/data/invoice.txt",
+        "2. Decision on examples/data/expense_request.txt",
+        "3. The same prompts unconstrained",
+        "Summary",
+    ):
+        assert section in output
+
+    invoice, decision = _section(output, "1. "), _section(output, "2. ")
+    for part in (invoice, decision):
+        assert re.search(r"^attempt 1: \w+ \(stop eos, \d+ in / \d+ out tokens\)$", part, re.M)
+        assert re.search(r"^result: (a valid \w+ after \d attempt|\w+$)", part, re.M)
+        assert "constraint diagnostics:" in part and "min mass" in part
+    # Every failed attempt was named by its typed error; each retry shows the feedback it sent.
+    verdicts = re.findall(r"^attempt (\d): (\w+)", invoice, re.M)
+    for number, verdict in verdicts:
+        assert verdict == "valid" or verdict in ERRORS, verdict
+        if int(number) > 1:
+            assert "retry feedback sent with the next attempt:" in invoice
+    if "CheckFailed" in invoice:
+        assert "    FAILED /" in invoice  # the check results, each with its JSON pointer
+    if "result: a valid" in decision:
+        assert "notes:" in decision and "reasoning = " in decision
+
+    unconstrained = _section(output, "3. ")
+    said = re.findall(r"the parser says: (\w+): .+", unconstrained)
+    accepted = unconstrained.count("the parser accepted it this time")
+    assert len(said) + accepted == 2
+    assert all(name in ERRORS for name in said)
+    assert re.search(r"^unconstrained: Decision \w+, InvoiceExtraction \w+$", output, re.M)
+    seconds = float(re.findall(r"^wall time ([\d.]+) s$", output, re.M)[-1])
+    assert seconds < 180
+
+
+def _section(output: str, start: str) -> str:
+    """The text of the numbered section beginning with `start`, up to the next heading."""
+    begin = output.index(f"\n{start}")
+    ends = [output.find(f"\n{n}. ", begin + 1) for n in range(1, 4)] + [output.find("\nSummary")]
+    end = min(e for e in ends if e > begin)
+    return output[begin:end]
