@@ -16,7 +16,6 @@ over an installed copy of it.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -372,15 +371,10 @@ def _print_lint(out: _Output, report: LintReport, *, show_suppressed: bool) -> N
 @app.command()
 def demo() -> None:
     """Run the demo: real grammar-constrained generation with a small local model."""
-    out = _Output()
-    try:
-        module = importlib.import_module("sdk.demo")
-    except ModuleNotFoundError as error:
-        if error.name not in ("sdk.demo",):
-            raise
-        out.error("the demo is not part of this build (sdk.demo is missing)")
-        raise typer.Exit(1) from error
-    result = module.main()
+    # Imported here: the demo needs the `local` extra, which the schema commands do not.
+    from sdk.demo import main as run_demo
+
+    result = run_demo()
     if isinstance(result, int) and result:
         raise typer.Exit(result)
 

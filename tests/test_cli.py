@@ -6,10 +6,8 @@ import json
 import re
 import subprocess
 import sys
-import types
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from sdk.cli import app
@@ -176,23 +174,6 @@ def test_export_writes_the_committed_snapshot_bytes(tmp_path: Path) -> None:
     committed = REPO / "contracts" / "schemas"
     for path in export(discover("contracts"), tmp_path):
         assert path.read_bytes() == (committed / path.name).read_bytes()
-
-
-def test_demo_without_the_demo_module_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "sdk.demo", None)  # makes the import fail
-    code, _, err = _invoke("demo")
-    assert code == 1
-    assert "the demo is not part of this build" in err
-
-
-def test_demo_runs_the_demo_modules_main(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
-    fake = types.ModuleType("sdk.demo")
-    fake.main = lambda: calls.append("ran") or 3  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "sdk.demo", fake)
-    code, _, _ = _invoke("demo")
-    assert calls == ["ran"]
-    assert code == 3  # its exit status is passed on
 
 
 def test_python_dash_m_sdk_cli_works() -> None:
