@@ -292,7 +292,7 @@ def _instructor_python() -> Path | str:
 FANOUT_CALLS = 1_000
 FANOUT_BOUND = 100
 FANOUT_DELAY = 0.1
-FANOUT_ROUNDS = 3
+FANOUT_ROUNDS = 5
 TICK = 0.001
 FANOUT_PROMPT = "<|im_start|>user\nApprove the refund?<|im_end|>\n<|im_start|>assistant\n"
 
@@ -424,20 +424,24 @@ async def _fanout_rows(url: str, *, rounds: int, quick: bool) -> list[Row]:
     await sdk_bound()  # warm up: imports, the contract's compiled validators, the wire schema
     ours: list[FanoutRun] = []
     bare: list[FanoutRun] = []
-    for _ in range(rounds):
+    for round_ in range(rounds):  # alternating which goes first
+        if round_ % 2:
+            ours.append(await _ticked(sdk_bound))
         bare.append(await _ticked(bare_bound))
-        ours.append(await _ticked(sdk_bound))
+        if not round_ % 2:
+            ours.append(await _ticked(sdk_bound))
     defaults = await _ticked(functools.partial(_sdk_fanout, url, template=False))
     best, base = min(ours, key=lambda r: r.wall), min(bare, key=lambda r: r.wall)
+    medians = statistics.median(r.wall for r in ours) / statistics.median(r.wall for r in bare)
     stall, base_stall = min(r.stall for r in ours), min(r.stall for r in bare)
     succeeded = not any(run.failures for run in [*ours, defaults])
     rows = [
         Row("3", f"fan-out: {FANOUT_CALLS:,} concurrent generate calls (LlamaCppProvider, "
             f"max_concurrency={FANOUT_BOUND}) / bare httpx + json.loads, {FANOUT_BOUND} in flight",
             ratio(best.wall, base.wall),
-            f"{best.wall:.2f} s vs {base.wall:.2f} s wall, best of {rounds} (each call waits "
-            f"{FANOUT_DELAY * 1e3:.0f} ms: 1.00 s is the floor); client CPU {best.cpu:.2f} s vs "
-            f"{base.cpu:.2f} s; ours: {_failed(best)}",
+            f"{best.wall:.2f} s vs {base.wall:.2f} s wall, best of {rounds} (medians: "
+            f"{medians:.2f}x; each call waits {FANOUT_DELAY * 1e3:.0f} ms: 1.00 s is the floor); "
+            f"client CPU {best.cpu:.2f} s vs {base.cpu:.2f} s; ours: {_failed(best)}",
             "<= 1.15x", verdict(best.wall / base.wall, 1.15) if succeeded else "NO"),
         Row("3", "  event loop's longest stall (a 1 ms ticker task), our run",
             millis(stall), f"bare httpx run: {millis(base_stall)}; 99th percentile tick delay "
@@ -686,6 +690,32 @@ NOTES = """\
   growth line shows the reader linear and the peers quadratic.
 """
 
+NOTES_3_4 = """\
+- Row 3 compares like with like: one `/completion` request per call (`prompt_template=`), at
+  most 100 in flight on both sides. The floor is 1.00 s (ten waves of 100 ms); the rest is
+  client CPU, most of it httpx's (about a millisecond per request on this machine); the SDK's
+  own work per call (request body, parse, `Result`) is a small part of it.
+- The stall goal is not met, by bare httpx either: a wave of up to 100 requests starts or
+  finishes within one event-loop iteration, and httpx's work per request (its connection pool
+  scans every connection for every request) adds up to tens of milliseconds. What was the SDK's
+  own is fixed: the provider's httpx client no longer loads the CA bundle for an `http://`
+  server (20 to 37 ms on the loop at the first call). Under 5 ms needs fewer requests per
+  iteration: a smaller `max_concurrency`, at the price of wall time.
+- With the defaults every call succeeds too (`max_concurrency=64`, below httpx's 100
+  connections; the pool wait is the 120 s read timeout); each call then also renders the chat
+  template on the server (`/apply-template`), one more round trip: pass `prompt_template=` to
+  skip it. Without any bound, bare httpx fails all 1,000 calls.
+- Row 4: a retry sends the conversation, the invalid reply once (as the assistant's turn) and
+  a list of its errors (JSON pointer and message); the next retry replaces both instead of
+  appending, so the cost does not grow with the number of retries, while instructor's does.
+  When the reply is larger than the source (list-heavy: 31 KB of JSON for a 20 KB invoice),
+  resending it once makes the retry 2.6x the first request: the 1.2x goal holds only when the
+  reply is small beside the source. Meeting it there would mean not showing the model its own
+  reply, only the errors.
+- Row 7 runs llama-server with `-t 2` as issue 4 measured it; it needs the machine to itself
+  (on 2 cores, `-t 2` beside another busy process decodes a few tokens/s).
+"""
+
 
 def machine() -> list[str]:
     model = "unknown"
@@ -769,9 +799,11 @@ def main() -> None:
             "# Bench results\n\n"
             f"Written by `make bench` (`bench/run.py --write`) on {stamp}. Every figure is a "
             "ratio of two CPU times measured in the same run (best of several runs), so it "
-            "carries across machines better than the times beside it.\n\n"
+            "carries across machines better than the times beside it; except row 3 (wall "
+            "times), row 4 (input tokens) and rows 6 and 7 (tokens/s).\n\n"
             "## Machine\n\n" + "\n".join(machine()) + "\n\n## Table\n\n" + "\n".join(lines)
             + "\n\n## Reading row 2\n\n" + NOTES
+            + "\n## Reading rows 3, 4 and 7\n\n" + NOTES_3_4
         )  # fmt: skip
         print(f"wrote {RESULTS.relative_to(ROOT)}", file=sys.stderr)
 

@@ -197,18 +197,17 @@ def test_a_streamed_cut_ends_in_truncated_output(llama_server: str, mode: Mode) 
 
 
 @pytest.fixture(scope="module")
-def small_context_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A second server with a 256-token context, to fill it cheaply. The `llama_server`
-    fixture already skipped or failed the module if llama-server is not installed."""
+def small_context_server(
+    llama_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A second server with a 256-token context, to fill it cheaply (`llama_server` first, so
+    that a missing llama-server skips or fails here as everywhere)."""
     log = tmp_path_factory.mktemp("llama-server-small") / "llama-server.log"
     with LlamaServer(server_binary(), bundled_model(), log_path=log, context=256) as server:
         yield server.url
 
 
-def test_a_full_context_window_is_context_window_not_max_tokens(
-    llama_server: str, small_context_server: str
-) -> None:
-    # (`llama_server` is asked for so that a missing llama-server skips or fails as it does.)
+def test_a_full_context_window_is_context_window_not_max_tokens(small_context_server: str) -> None:
     url = small_context_server
     # A prompt of 240 tokens leaves 16 of the 256-token context: the context, not max_tokens,
     # ends the generation, and llama.cpp says `stop_type: limit` with `truncated: true`.
@@ -265,8 +264,9 @@ def server_grammar(url: str, schema: dict[str, Any]) -> str:
     return grammar
 
 
-def root_rule(grammar: str) -> str:
-    match = re.search(r"^root ::= (.*)$", grammar, re.MULTILINE)
+def rule(grammar: str, name: str) -> str:
+    """The right-hand side of one rule of a GBNF grammar."""
+    match = re.search(rf"^{re.escape(name)} ::= (.*)$", grammar, re.MULTILINE)
     assert match is not None, grammar
     return match.group(1)
 
@@ -275,10 +275,10 @@ def test_llama_cpp_moves_required_first_and_our_dialect_keeps_the_declared_order
     llama_server: str,
 ) -> None:
     # llama.cpp's own converter, given the canonical schema (notes optional): answer first.
-    canonical = root_rule(server_grammar(llama_server, Ordered.json_schema()))
+    canonical = rule(server_grammar(llama_server, Ordered.json_schema()), "root")
     assert canonical.index("answer-kv") < canonical.index("notes-kv"), canonical
     # Our llama.cpp dialect (every property required, the optional one nullable): declared order.
-    ours = root_rule(server_grammar(llama_server, to_wire(Ordered, LLAMACPP).schema))
+    ours = rule(server_grammar(llama_server, to_wire(Ordered, LLAMACPP).schema), "root")
     assert ours.index("notes-kv") < ours.index("answer-kv"), ours
 
 
@@ -319,7 +319,23 @@ def test_the_server_converts_every_reference_contract_in_our_dialect(
     # A schema llama.cpp cannot convert is a 400; one it half-converts loses keywords silently.
     # Every property must reach the grammar, in declared order.
     grammar = server_grammar(llama_server, to_wire(contract, LLAMACPP).schema)
-    root = root_rule(grammar)
+    root = rule(grammar, "root")
     names = list(contract.json_schema()["properties"])
     positions = [root.find(f"{name.replace('_', '-')}-kv") for name in names]
     assert -1 not in positions and positions == sorted(positions), root
+
+
+class Ticket(Contract):
+    """A pattern with the classes llama.cpp's converter drops silently."""
+
+    code: str = Field(pattern=r"^\d{3}-\w+$")
+
+
+def test_a_pattern_with_backslash_classes_survives_our_dialect(llama_server: str) -> None:
+    # Given `\d` and `\w`, llama.cpp's converter keeps a plain string (status 200, no error).
+    canonical = server_grammar(llama_server, Ticket.json_schema())
+    assert rule(canonical, "code") == "string", canonical
+    # The dialect writes them as explicit classes, which the converter turns into a pattern.
+    ours = server_grammar(llama_server, to_wire(Ticket, LLAMACPP).schema)
+    code = rule(ours, "code")  # '"\\"" (code-1{3,3} "-" [A-Za-z0-9_]+) "\\""', code-1 is [0-9]
+    assert "{3,3}" in code and '"-"' in code and "[A-Za-z0-9_]+" in code, ours

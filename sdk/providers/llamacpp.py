@@ -16,8 +16,20 @@ The native endpoint takes a prompt string, not messages: the provider first asks
 render the conversation with the model's own chat template (`POST /apply-template`), unless you
 pass `prompt_template=` (a function from the request to the prompt) to skip that round trip.
 
-A known fault of the server is worth repeating: a grammar it cannot parse can make it generate
-unconstrained text with status 200. The parser catches that output like any other invalid output.
+What the server does, checked against a real llama-server (tests/test_local_llamacpp.py):
+
+- A grammar it cannot parse, or a schema it cannot convert, is answered with 400: a
+  `ProviderError` carrying the server's message, not retried. (Older servers generated
+  unconstrained text with status 200 instead; the parser catches that output like any other.)
+  A `pattern` using `\\d`, `\\w` or `\\s` is dropped silently by its converter: the dialect
+  rewrites those classes before sending.
+- Its converter puts required properties ahead of optional ones; the dialect keeps the declared
+  order by making every property required (an optional one nullable, `null` meaning absent).
+- `stop_type: limit` means `n_predict` ran out, or the context window filled up (then with
+  `truncated: true`): `max_tokens` and `context_window` respectively, both `TruncatedOutput`.
+- On the OpenAI route the grammar lets the model open with a Markdown code fence, which the
+  server strips from a finished reply and from stream deltas, but not from a reply cut by
+  `max_tokens`: that one's text is the raw prefix.
 """
 
 from __future__ import annotations
