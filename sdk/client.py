@@ -134,6 +134,8 @@ class _Call(Generic[C]):
     ramp_retries: int = 0
     refusal_retries: int = 0
     over_budget: bool = False
+    partial: Any = None
+    """Streaming: the last snapshot of the current attempt (put on its error if it fails)."""
 
     def request(self) -> CompletionRequest:
         return CompletionRequest(
@@ -536,6 +538,7 @@ class StructuredClient(_BaseClient):
                 completion = yield from self._stream_attempt(call)
                 result = self._finish(call, completion)
             except StructuredOutputError as error:
+                _keep_partial(call, error)
                 self._after(call, error)
                 continue
             yield result
@@ -556,6 +559,7 @@ class StructuredClient(_BaseClient):
         while True:
             self._starting(call)
             reader = _Reader(call.contract)
+            call.partial = None
             items = self.provider.stream(request)
             try:
                 for item in items:
@@ -563,6 +567,7 @@ class StructuredClient(_BaseClient):
                         return item
                     snapshot = reader.feed(item.text)
                     if snapshot is not None:
+                        call.partial = snapshot
                         yield snapshot
                 raise _no_completion(self.provider)
             except ProviderError as error:
@@ -683,6 +688,7 @@ class AsyncStructuredClient(_BaseClient):
                 assert completion is not None
                 result = self._finish(call, completion)
             except StructuredOutputError as error:
+                _keep_partial(call, error)
                 self._after(call, error)
                 continue
             yield result
@@ -708,6 +714,7 @@ class AsyncStructuredClient(_BaseClient):
                 async with self._slot():
                     self._starting(call)
                     reader = _Reader(call.contract)
+                    call.partial = None
                     items = self.provider.astream(request)
                     try:
                         async for item in items:
@@ -716,6 +723,7 @@ class AsyncStructuredClient(_BaseClient):
                                 return
                             snapshot = reader.feed(item.text)
                             if snapshot is not None:
+                                call.partial = snapshot
                                 yield snapshot
                     finally:
                         await _aclose(items)
@@ -726,6 +734,12 @@ class AsyncStructuredClient(_BaseClient):
 
 
 # --- helpers ---
+
+
+def _keep_partial(call: _Call[Any], error: StructuredOutputError) -> None:
+    """Put the failed attempt's last snapshot on its error: a cut stream loses nothing."""
+    if error.partial is None:
+        error.partial = call.partial
 
 
 class _Reader(Generic[C]):

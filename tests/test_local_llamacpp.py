@@ -194,6 +194,8 @@ def test_a_streamed_cut_ends_in_truncated_output(llama_server: str, mode: Mode) 
     assert info.value.stop_reason is StopReason.MAX_TOKENS
     assert info.value.raw_stop_reason == LIMIT_STOP[mode]
     assert_cut_text(info.value.text, mode)
+    # The last snapshot seen rides on the error (none if the cut came before any JSON).
+    assert info.value.partial is (seen[-1] if seen else None)
 
 
 @pytest.fixture(scope="module")

@@ -228,6 +228,14 @@ def test_schema_violation_lists_every_error_with_its_pointer() -> None:
     assert "/line_items/3/quantity" in str(info.value)
 
 
+def test_a_nullable_fields_violation_names_the_branch_its_type_matches() -> None:
+    with pytest.raises(SchemaViolation) as info:
+        parse(InvoiceExtraction, _invoice(currency="Euro"), stop_reason="end_turn", source=SOURCE)
+    [violation] = info.value.violations
+    assert (violation.pointer, violation.keyword) == ("/currency", "maxLength")
+    assert "too long" in violation.message
+
+
 def test_schema_violation_for_missing_and_unknown_properties_names_them() -> None:
     text = json.dumps({"reasoning": "r", "answer": "approve", "priority": "p1"})
     with pytest.raises(SchemaViolation) as info:

@@ -263,6 +263,10 @@ def test_stream_decides_on_the_stop_reason_that_arrives_last() -> None:
             partials.append(item)
     assert partials and all(isinstance(p, Partial) for p in partials)  # seen before the stop
     assert info.value.text is not None and info.value.text.endswith("vendor is on the")
+    # The error carries the last partial value, so a cut stream loses nothing.
+    assert info.value.partial is partials[-1]
+    assert info.value.partial.value["reasoning"].endswith("vendor is on the")
+    assert not info.value.partial.is_complete("/reasoning")
 
 
 def test_stream_of_a_refusal_is_refused_output_even_though_it_is_prose() -> None:
@@ -323,6 +327,17 @@ async def test_async_generate_and_stream() -> None:
     items = [item async for item in client.stream(Decision, prompt="Approve?")]
     assert isinstance(items[-1], Result) and items[-1].value == result.value
     assert any(isinstance(item, Partial) for item in items[:-1])
+
+
+async def test_async_stream_cut_by_max_tokens_keeps_the_last_partial() -> None:
+    wire = Wire(anthropic_reply("anthropic_stream_max_tokens.sse"))
+    client = AsyncStructuredClient(AnthropicProvider(anthropic_async_client(wire), model=MODEL))
+    seen = []
+    with pytest.raises(TruncatedOutput) as info:
+        async for item in client.stream(Decision, prompt="Approve?"):
+            seen.append(item)
+    assert seen and info.value.partial is seen[-1]
+    assert info.value.text is not None and info.value.text.endswith("vendor is on the")
 
 
 def test_a_sync_call_on_an_async_client_says_so() -> None:

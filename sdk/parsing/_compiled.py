@@ -134,7 +134,10 @@ def _violations_of(error: ValidationError) -> Iterator[Violation]:
                 )
         return
     if keyword in ("anyOf", "oneOf") and error.context:
-        inner = best_match(error.context)
+        # Report the branch the value's type matches: for a nullable string, "'Euro' is too
+        # long" helps the model; "'Euro' is not of type 'null'" does not.
+        typed = [inner for inner in error.context if inner.validator != "type"]
+        inner = best_match(typed or error.context)
         yield Violation(pointer_of(inner.absolute_path), _message(inner), str(inner.validator))
         return
     yield Violation(base, _message(error), keyword)
