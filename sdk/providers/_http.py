@@ -18,15 +18,15 @@ import json
 import logging
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import httpx
 
 from sdk.errors import ProviderError
-from sdk.providers._base import Provider
+from sdk.providers._base import Completion, CompletionRequest, Provider, TextDelta
 from sdk.providers._errors import provider_error
 
-__all__ = ["HTTPProvider", "sse_data", "tls_verify"]
+__all__ = ["HTTPProvider", "LineStream", "OneRouteProvider", "sse_data", "tls_verify"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,9 +114,7 @@ class HTTPProvider(Provider):
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         logger.debug("%s POST %s", self.name, path)
         try:
-            response = await self._aclient().post(
-                self._url(path), json=body, headers=self._headers
-            )
+            response = await self._aclient().post(self._url(path), json=body, headers=self._headers)
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
         return self._json(response)
@@ -216,3 +214,82 @@ def sse_data(line: str) -> str | None:
     if line.startswith("data:"):
         return line[5:].lstrip(" ")
     return None
+
+
+class LineStream(Protocol):
+    """A stream reader: each line of the response in, text deltas out, the `Completion` last."""
+
+    def feed(self, line: str) -> TextDelta | None:
+        """Read one line; the text it added to the document, if any."""
+        ...
+
+    def finish(self) -> Completion:
+        """The whole reply, once the stream has ended."""
+        ...
+
+
+class OneRouteProvider(HTTPProvider):
+    """A provider that posts every request to one route for one model (vLLM, Ollama).
+
+    Subclasses say how to build the body, read a reply and read a stream; the calls, sync and
+    async, streaming or not, are the same for all of them and live here.
+    """
+
+    path: ClassVar[str]
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        http_client: httpx.Client | httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def build(
+        self, request: CompletionRequest, schema: dict[str, Any], stream: bool
+    ) -> dict[str, Any]:
+        """The request body, with `schema` in this provider's dialect."""
+        raise NotImplementedError
+
+    def read(self, body: dict[str, Any]) -> Completion:
+        """A reply body -> `Completion`."""
+        raise NotImplementedError
+
+    def line_stream(self) -> LineStream:
+        """A fresh reader for one streamed reply."""
+        raise NotImplementedError
+
+    def _body(self, request: CompletionRequest, *, stream: bool = False) -> dict[str, Any]:
+        wire = self.wire_schema(request.contract)
+        assert wire is not None  # every HTTP provider has a dialect
+        return self.build(request, wire.schema, stream)
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        return self.read(self._post(self.path, self._body(request)))
+
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        return self.read(await self._apost(self.path, self._body(request)))
+
+    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
+        reader = self.line_stream()
+        for line in self._lines(self.path, self._body(request, stream=True)):
+            delta = reader.feed(line)
+            if delta is not None:
+                yield delta
+        yield reader.finish()
+
+    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
+        reader = self.line_stream()
+        async for line in self._alines(self.path, self._body(request, stream=True)):
+            delta = reader.feed(line)
+            if delta is not None:
+                yield delta
+        yield reader.finish()

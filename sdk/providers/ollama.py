@@ -9,7 +9,7 @@ the last line with `done: true`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -18,7 +18,7 @@ from sdk._result import Usage
 from sdk.providers._base import Completion, CompletionRequest, TextDelta
 from sdk.providers._chat import chat_messages
 from sdk.providers._errors import provider_error
-from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
+from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import OLLAMA
 from sdk.stop_reason import StopReason
 
@@ -86,11 +86,12 @@ class _ChatStream:
         return read_response({**self._last, "message": message})
 
 
-class OllamaProvider(HTTPProvider):
+class OllamaProvider(OneRouteProvider):
     """An Ollama server: `OllamaProvider("http://127.0.0.1:11434", model="qwen3:8b")`."""
 
     name = "ollama"
     dialect = OLLAMA
+    path = _PATH
 
     def __init__(
         self,
@@ -101,36 +102,17 @@ class OllamaProvider(HTTPProvider):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
-        self._model = model
+        super().__init__(
+            base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
+        )
 
-    @property
-    def model(self) -> str:
-        return self._model
+    def build(
+        self, request: CompletionRequest, schema: dict[str, Any], stream: bool
+    ) -> dict[str, Any]:
+        return build_request(request, model=self.model, schema=schema, stream=stream)
 
-    def _body(self, request: CompletionRequest, *, stream: bool = False) -> dict[str, Any]:
-        wire = self.wire_schema(request.contract)
-        assert wire is not None
-        return build_request(request, model=self._model, schema=wire.schema, stream=stream)
+    def read(self, body: dict[str, Any]) -> Completion:
+        return read_response(body)
 
-    def complete(self, request: CompletionRequest) -> Completion:
-        return read_response(self._post(_PATH, self._body(request)))
-
-    async def acomplete(self, request: CompletionRequest) -> Completion:
-        return read_response(await self._apost(_PATH, self._body(request)))
-
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
-        state = _ChatStream()
-        for line in self._lines(_PATH, self._body(request, stream=True)):
-            piece = state.feed(line)
-            if piece is not None:
-                yield piece
-        yield state.finish()
-
-    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
-        state = _ChatStream()
-        async for line in self._alines(_PATH, self._body(request, stream=True)):
-            piece = state.feed(line)
-            if piece is not None:
-                yield piece
-        yield state.finish()
+    def line_stream(self) -> _ChatStream:
+        return _ChatStream()

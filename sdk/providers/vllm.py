@@ -8,14 +8,14 @@ conditional keywords (they would be ignored silently; here they are removed and 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from sdk.providers._base import Completion, CompletionRequest, TextDelta
 from sdk.providers._chat import ChatStream, chat_messages, read_chat_body
-from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
+from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import VLLM
 
 __all__ = ["VLLMProvider", "build_request", "read_response"]
@@ -44,11 +44,12 @@ def read_response(body: dict[str, Any]) -> Completion:
     return read_chat_body(body)
 
 
-class VLLMProvider(HTTPProvider):
+class VLLMProvider(OneRouteProvider):
     """A vLLM server: `VLLMProvider("http://127.0.0.1:8000", model="Qwen/Qwen3-8B")`."""
 
     name = "vllm"
     dialect = VLLM
+    path = _PATH
 
     def __init__(
         self,
@@ -61,36 +62,31 @@ class VLLMProvider(HTTPProvider):
     ) -> None:
         # Accept the server root or its `/v1` URL, as OpenAI clients are configured with.
         base_url = base_url.rstrip("/").removesuffix("/v1")
-        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
-        self._model = model
+        super().__init__(
+            base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
+        )
 
-    @property
-    def model(self) -> str:
-        return self._model
+    def build(
+        self, request: CompletionRequest, schema: dict[str, Any], stream: bool
+    ) -> dict[str, Any]:
+        return build_request(request, model=self.model, schema=schema, stream=stream)
 
-    def _body(self, request: CompletionRequest, *, stream: bool = False) -> dict[str, Any]:
-        wire = self.wire_schema(request.contract)
-        assert wire is not None
-        return build_request(request, model=self._model, schema=wire.schema, stream=stream)
+    def read(self, body: dict[str, Any]) -> Completion:
+        return read_response(body)
 
-    def complete(self, request: CompletionRequest) -> Completion:
-        return read_response(self._post(_PATH, self._body(request)))
+    def line_stream(self) -> _SSEChatStream:
+        return _SSEChatStream(self.name)
 
-    async def acomplete(self, request: CompletionRequest) -> Completion:
-        return read_response(await self._apost(_PATH, self._body(request)))
 
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
-        chat = ChatStream()
-        for line in self._lines(_PATH, self._body(request, stream=True)):
-            delta = chat.feed_sse(line, self.name)
-            if delta is not None:
-                yield delta
-        yield chat.finish()
+class _SSEChatStream:
+    """Chat Completions chunks as server-sent events (`data: {...}` lines)."""
 
-    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
-        chat = ChatStream()
-        async for line in self._alines(_PATH, self._body(request, stream=True)):
-            delta = chat.feed_sse(line, self.name)
-            if delta is not None:
-                yield delta
-        yield chat.finish()
+    def __init__(self, provider: str) -> None:
+        self._chat = ChatStream()
+        self._provider = provider
+
+    def feed(self, line: str) -> TextDelta | None:
+        return self._chat.feed_sse(line, self._provider)
+
+    def finish(self) -> Completion:
+        return self._chat.finish()
