@@ -6,7 +6,7 @@ you can trust to the degree machines can check, or a typed error that says what 
 
 from sdk._result import Attempt, Result, Usage
 from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
-from sdk.contract import Contract, SourceQuote, WireEnum
+from sdk.contract import Contract, SourceQuote, WireEnum, WireNameError
 from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
 from sdk.errors import (
     CheckFailed,
@@ -71,6 +71,7 @@ __all__ = [
     "Usage",
     "Violation",
     "WireEnum",
+    "WireNameError",
     "__version__",
     "parse",
 ]

@@ -18,10 +18,21 @@ from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaH
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
-__all__ = ["SOURCE_QUOTE_KEY", "Contract", "LintIgnore", "SourceQuote", "WireEnum"]
+__all__ = [
+    "SOURCE_QUOTE_KEY",
+    "Contract",
+    "LintIgnore",
+    "SourceQuote",
+    "WireEnum",
+    "WireNameError",
+]
 
 # Schema annotation that marks a string as evidence to be found verbatim in the source.
 SOURCE_QUOTE_KEY = "x-source-quote"
+
+
+class WireNameError(TypeError, ValueError):
+    """A `WireEnum` member's value is not a valid wire name (raised when the class is defined)."""
 
 
 class WireEnum(str, Enum):
@@ -37,7 +48,7 @@ class WireEnum(str, Enum):
         for name, member in cls.__members__.items():
             value: object = member.value
             if not isinstance(value, str) or not value or value != value.lower():
-                raise TypeError(
+                raise WireNameError(
                     f"{cls.__name__}.{name} has wire name {value!r}: wire names must be "
                     "non-empty lowercase strings, because providers and the parser compare "
                     "them exactly"

@@ -168,7 +168,7 @@ class CheckFailed(InvalidOutput):
     """A semantic check failed: a source quote not in the source, or a cross-field check."""
 
 
-class SourceMissing(CheckFailed):
+class SourceMissing(CheckFailed, ValueError):
     """The contract has source quotes but no source was given to verify them against."""
 
 

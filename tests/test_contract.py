@@ -19,6 +19,7 @@ from contracts import (
     Sentiment,
 )
 from sdk import Contract, WireEnum
+from sdk.contract import WireNameError
 from tests.strategies import from_schema
 
 DECISION = {"reasoning": "Policy allows it.", "answer": "approve", "confidence": "high"}
@@ -44,11 +45,13 @@ def _rejected_python(contract: type[Contract], data: dict[str, Any]) -> list[Any
 
 
 def test_wire_enum_with_uppercase_value_fails_at_definition_naming_the_member() -> None:
-    with pytest.raises(TypeError, match=r"Answer\.YES.*'Yes'"):
+    with pytest.raises(WireNameError, match=r"Answer\.YES.*'Yes'") as info:
 
         class Answer(WireEnum):
             NO = "no"
             YES = "Yes"
+
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
 
 
 def test_wire_enum_with_empty_value_fails_at_definition() -> None:

@@ -365,7 +365,7 @@ def test_empty_quote_means_no_evidence_and_passes() -> None:
 def test_quotes_without_a_source_are_an_error_not_a_skipped_check() -> None:
     with pytest.raises(SourceMissing) as info:
         parse(InvoiceExtraction, _invoice(), stop_reason="end_turn")
-    assert isinstance(info.value, CheckFailed)
+    assert isinstance(info.value, CheckFailed) and isinstance(info.value, ValueError)
     assert [v.pointer for v in info.value.violations] == ["/evidence"]
     assert "source=" in str(info.value)
 
