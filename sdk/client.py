@@ -70,7 +70,7 @@ from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion, CompletionRequest, Message, Provider
 from sdk.providers._errors import is_retryable
 from sdk.schema.canonical import schema_info
-from sdk.schema.dialects import WireSchema, restore_optionals
+from sdk.schema.dialects import WireSchema
 
 __all__ = [
     "AsyncStructuredClient",
@@ -297,8 +297,6 @@ class _BaseClient:
     def _finish(self, call: _Call[C], completion: Completion) -> Result[C]:
         """Parse the reply; record the attempt; a `Result`, or the parser's error raised."""
         text = completion.text
-        if text is not None and call.wire is not None and call.wire.nullable:
-            text = restore_optionals(call.contract, text)
         number = len(call.attempts) + 1
         try:
             parsed = parse(
@@ -311,6 +309,7 @@ class _BaseClient:
                 clean_stops=self.provider.clean_stops,
                 refusal=completion.refusal,
                 refusal_category=completion.refusal_category,
+                absent_nulls=call.wire is not None and bool(call.wire.nullable),
             )
         except StructuredOutputError as error:
             if text is None:

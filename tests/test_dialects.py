@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import Field
 
-from contracts import Decision, InvoiceExtraction, ReviewFinding
-from sdk import Contract, SchemaViolation, WireEnum, parse
+from contracts import InvoiceExtraction, ReviewFinding
+from sdk import Contract, SchemaViolation, TruncatedOutput, WireEnum, parse
 from sdk.schema import (
     ANTHROPIC,
     DIALECTS,
@@ -26,7 +26,6 @@ from sdk.schema import (
     Removal,
     to_wire,
 )
-from sdk.schema.dialects import restore_optionals
 from tests.schema_support import contract
 
 
@@ -326,24 +325,31 @@ def test_a_removed_constraint_is_still_enforced_by_the_parser() -> None:
     assert [v.pointer for v in info.value.violations] == ["/line"]
 
 
-# --- the all-required encoding, undone before parsing ---
+# --- the all-required encoding, undone by the parser ---
 
 
-def test_restore_optionals_drops_null_for_optional_non_nullable_properties() -> None:
+def test_absent_nulls_drops_null_for_optional_non_nullable_properties_only() -> None:
     step = {"zeta": "z", "alpha": 1, "mid": None}
     text = json.dumps({**_everything(), "note": None, "step": step})
-    restored = json.loads(restore_optionals(Everything, text))
-    assert "note" not in restored  # absent: the default applies
-    assert restored["step"]["mid"] is None  # nullable: null is a value
-    assert parse(Everything, json.dumps(restored), stop_reason="end_turn").value.note == "none"
+    parsed = parse(Everything, text, stop_reason="end_turn", absent_nulls=True)
+    assert parsed.value.note == "none"  # absent: the default applies
+    assert parsed.value.step is not None and parsed.value.step.mid is None  # null is a value
+    assert [(n.pointer, n.kind) for n in parsed.notes] == [("/note", "absent_null")]
+    assert parsed.text == text  # the raw reply, as received
 
 
-def test_restore_optionals_leaves_other_text_untouched() -> None:
-    text = json.dumps(_everything())
-    assert restore_optionals(Everything, text) is text
-    assert restore_optionals(Everything, "not json") == "not json"
-    decision = '{"reasoning": "r", "answer": "approve", "confidence": "low"}'
-    assert restore_optionals(Decision, decision) is decision  # nothing optional at all
+def test_without_absent_nulls_a_null_for_an_optional_field_is_a_violation() -> None:
+    text = json.dumps({**_everything(), "note": None})
+    with pytest.raises(SchemaViolation) as info:
+        parse(Everything, text, stop_reason="end_turn")
+    assert [v.pointer for v in info.value.violations] == ["/note"]
+
+
+def test_absent_nulls_keeps_the_text_of_a_truncated_reply_untouched() -> None:
+    text = json.dumps({**_everything(), "note": None})[:-5]
+    with pytest.raises(TruncatedOutput) as info:
+        parse(Everything, text, stop_reason="max_tokens", absent_nulls=True)
+    assert info.value.text == text
 
 
 def _everything() -> dict[str, Any]:

@@ -93,7 +93,7 @@ def test_other_stops_are_not_a_clean_end_and_keep_the_raw_value(raw: str) -> Non
         parse(Decision, DECISION, stop_reason=raw)
     assert info.value.raw_stop_reason == raw
     assert info.value.text == DECISION
-    assert raw in str(info.value) or info.value.stop_reason.value in str(info.value)
+    assert raw in str(info.value)
 
 
 def test_unknown_raw_stop_reason_normalizes_to_other() -> None:
@@ -135,6 +135,17 @@ def test_invalid_json_reports_the_position() -> None:
 def test_not_json_at_all(text: str) -> None:
     with pytest.raises(InvalidJSON):
         parse(Sentiment, text, stop_reason="end_turn")
+
+
+def test_a_repeated_key_is_invalid_json_not_last_one_wins() -> None:
+    text = '{"reasoning": "r", "answer": "reject", "answer": "approve", "confidence": "low"}'
+    with pytest.raises(InvalidJSON, match="duplicate key 'answer'"):
+        parse(Decision, text, stop_reason="end_turn")
+
+
+def test_text_that_is_not_text_is_a_usage_error() -> None:
+    with pytest.raises(TypeError, match="NoneType"):
+        parse(Decision, None, stop_reason="end_turn")  # type: ignore[arg-type]
 
 
 def test_a_byte_order_mark_is_invalid_json_at_position_zero() -> None:
@@ -417,6 +428,20 @@ def test_checks_receive_the_source_through_the_validation_context() -> None:
     with pytest.raises(CheckFailed, match="'Initech' is not mentioned"):
         parse(Mentioned, '{"name": "Initech"}', stop_reason="end_turn", source=SOURCE)
     assert seen == [SOURCE, SOURCE]
+
+
+def test_a_validator_raising_anything_else_is_a_failed_check() -> None:
+    class Careless(Contract):
+        name: str
+
+        @model_validator(mode="after")
+        def _lookup(self) -> Careless:
+            raise KeyError(self.name)
+
+    with pytest.raises(CheckFailed) as info:
+        parse(Careless, '{"name": "x"}', stop_reason="end_turn")
+    assert "KeyError" in info.value.violations[0].message
+    assert isinstance(info.value.__cause__, KeyError)
 
 
 # --- The whole: nothing but a value or a StructuredOutputError ---

@@ -407,3 +407,20 @@ def test_stream_fixture_is_what_the_chat_reader_sees() -> None:
         if line.startswith("data: {") and json.loads(line[6:])["choices"]
     ]
     assert json.loads("".join(pieces)) == DECISION
+
+
+class _Ticket(Contract):
+    summary: str
+    assignee: str = "unassigned"  # optional: strict mode sends it required and nullable
+
+
+def test_a_null_for_an_absent_optional_field_keeps_the_raw_reply_as_text() -> None:
+    raw = '{"summary": "Printer on fire",   "assignee": null}'
+    wire = Wire(responses_reply(text=raw))
+    result = _responses(wire).generate(_Ticket, prompt="File it.")
+    sent = wire.body["text"]["format"]["schema"]
+    assert sent["required"] == ["summary", "assignee"]  # what strict mode demands
+    assert result.value.assignee == "unassigned"  # null meant absent: the default applies
+    assert result.text == raw  # the reply as received, spacing and null included
+    assert result.attempts[0].text == raw
+    assert [(n.pointer, n.kind) for n in result.notes] == [("/assignee", "absent_null")]

@@ -21,6 +21,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from sdk.contract import SOURCE_QUOTE_KEY
 from sdk.errors import Violation
 from sdk.parsing._walk import SchemaWalker
+from sdk.schema._shape import shape_of
 from sdk.schema.canonical import escape_pointer, shared_schema
 
 if TYPE_CHECKING:
@@ -37,12 +38,14 @@ _MAX_MESSAGE = 160
 class CompiledContract:
     """A contract's canonical schema with its validators and walkers, compiled once."""
 
-    contract: type[Contract]
-    schema: dict[str, Any]
     fast: Any  # jsonschema_rs validator: no type stubs
     reference: jsonschema.Draft202012Validator
     enums: SchemaWalker
     quotes: SchemaWalker
+    optionals: SchemaWalker
+    """Objects with optional properties that reject `null` (see `absent_nulls` in `parse`)."""
+    non_nullable_optionals: dict[int, tuple[str, ...]]
+    """Those properties' names, per object node (by `id`): computed once per contract."""
 
     def is_valid(self, instance: Any) -> bool:
         """The fast verdict."""
@@ -89,14 +92,29 @@ def compile_contract(contract: type[Contract]) -> CompiledContract:
 def _compile(contract: type[Contract]) -> CompiledContract:
     # The cached canonical dict is shared read-only with the validators and walkers.
     schema = shared_schema(contract)
+    optional: dict[int, tuple[str, ...]] = {}
+
+    def has_non_nullable_optionals(node: dict[str, Any]) -> bool:
+        names = tuple(_non_nullable_optionals(schema, node))
+        if names:
+            optional[id(node)] = names
+        return bool(names)
+
     return CompiledContract(
-        contract=contract,
-        schema=schema,
         fast=jsonschema_rs.validator_for(schema),
         reference=jsonschema.Draft202012Validator(schema),
         enums=SchemaWalker(schema, _is_string_enum),
         quotes=SchemaWalker(schema, lambda node: node.get(SOURCE_QUOTE_KEY) is True),
+        optionals=SchemaWalker(schema, has_non_nullable_optionals),
+        non_nullable_optionals=optional,
     )
+
+
+def _non_nullable_optionals(root: dict[str, Any], node: dict[str, Any]) -> Iterator[str]:
+    required = set(node.get("required", ()))
+    for name, child in node.get("properties", {}).items():
+        if name not in required and isinstance(child, dict) and not shape_of(root, child).nullable:
+            yield name
 
 
 def _is_string_enum(node: dict[str, Any]) -> bool:

@@ -38,6 +38,7 @@ from sdk.errors import (
     summarize,
 )
 from sdk.parsing._compiled import CompiledContract, compile_contract, pointer_of
+from sdk.schema.canonical import escape_pointer
 from sdk.stop_reason import StopReason
 
 __all__ = ["DEFAULT_CLEAN_STOPS", "EnumCase", "Note", "Parsed", "parse", "resolve_stop_reason"]
@@ -92,6 +93,7 @@ def parse(
     clean_stops: Collection[StopReason] = DEFAULT_CLEAN_STOPS,
     refusal: str | None = None,
     refusal_category: str | None = None,
+    absent_nulls: bool = False,
 ) -> Parsed[C]:
     """Decide whether `text` is a trustworthy `contract` value; raise a typed error if not.
 
@@ -99,10 +101,15 @@ def parse(
     `clean_stops` are the stop reasons this call accepts as a finished document (`end_turn`
     only, unless the mode expects a stop sequence or a tool call). `refusal` and
     `refusal_category` carry what a provider reported beside the text (OpenAI's `refusal`,
-    Anthropic's `stop_details`).
+    Anthropic's `stop_details`). `absent_nulls` says the provider's wire dialect made every
+    property required and wrote `null` for an absent optional one (OpenAI strict, llama.cpp,
+    Ollama): such a `null` is dropped from the value, with a note, where the contract's schema
+    does not admit `null` there; `text` stays as received.
     """
     if enum_case not in ("normalize", "reject"):
         raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
+    if not isinstance(text, str | bytes):
+        raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
     stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
     undecodable: UnicodeDecodeError | None = None
     if isinstance(text, bytes):
@@ -127,14 +134,14 @@ def parse(
 
     # 2. JSON.
     data = _load_json(state)
+    notes: list[Note] = _drop_absent_nulls(compiled, data) if absent_nulls else []
 
     # 3 and 4. The casing policy only matters for an instance the schema rejects: a case
     # variant is never a valid enum value, so a valid instance skips the walk entirely.
-    notes: list[Note] = []
     if not compiled.is_valid(data):
-        if enum_case == "normalize":
-            notes = _normalize_enum_case(compiled, data)
-        if not notes or not compiled.is_valid(data):
+        normalized = _normalize_enum_case(compiled, data) if enum_case == "normalize" else []
+        notes += normalized
+        if not normalized or not compiled.is_valid(data):
             violations = compiled.violations(data)
             raise SchemaViolation(
                 summarize(f"output does not match the {contract.__name__} schema", violations),
@@ -218,7 +225,19 @@ def _reject_constant(name: str) -> Any:
 # One decoder for every call: `json.loads(text, parse_constant=...)` would build a new decoder
 # and scanner each time, about a fifth of the cost of parsing a small document. Sharing it is
 # what `json.loads` itself does for its default decoder.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of repeated keys; a document that says two things is rejected.
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen.add(key)
+    return document
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 _BOM = "\ufeff"
 
 
@@ -248,6 +267,22 @@ def _load_json(state: _State) -> Any:
             violations=[Violation("", str(exc), "json")],
             **state.error_fields(),
         ) from exc
+
+
+def _drop_absent_nulls(compiled: CompiledContract, data: Any) -> list[Note]:
+    """Drop a `null` the wire form wrote for an absent optional property, in place; note each."""
+    notes: list[Note] = []
+    for hit in compiled.optionals.walk(data):
+        value = hit.value
+        if not isinstance(value, dict):
+            continue
+        for name in compiled.non_nullable_optionals.get(id(hit.schema), ()):
+            if name in value and value[name] is None:
+                del value[name]
+                notes.append(
+                    Note(f"{hit.pointer}/{escape_pointer(name)}", None, "(absent)", "absent_null")
+                )
+    return notes
 
 
 def _normalize_enum_case(compiled: CompiledContract, data: Any) -> list[Note]:
@@ -301,6 +336,15 @@ def _validate_contract(
         raise CheckFailed(
             summarize(f"{contract.__name__} failed its checks", violations),
             violations=violations,
+            **state.error_fields(),
+        ) from exc
+    except Exception as exc:
+        # A contract's own validator raised something Pydantic does not wrap (a KeyError, a
+        # TypeError): still a failed check on this value, never an untyped escape.
+        failure = Violation("", f"{type(exc).__name__} in a validator: {exc}", "exception")
+        raise CheckFailed(
+            summarize(f"{contract.__name__} failed its checks", [failure]),
+            violations=[failure],
             **state.error_fields(),
         ) from exc
     if compiled.quotes.any_wanted:

@@ -22,8 +22,8 @@ Two rewrites are not removals, because nothing is lost:
   and make an optional property nullable (`anyOf: [..., {"type": "null"}]`). OpenAI demands it;
   llama.cpp and Ollama need it because their grammar generator moves required properties ahead
   of optional ones, which would change the generation order. A `null` the model writes for such
-  a property means "absent": `restore_optionals` removes it before parsing. The pointers of these
-  properties are in `WireSchema.nullable`.
+  a property means "absent": the parser drops it (`parse(..., absent_nulls=True)`). The
+  pointers of these properties are in `WireSchema.nullable`.
 - llama.cpp's regex converter cannot handle `\\d`, `\\w` and `\\s` in a `pattern`; dialects with
   `portable_patterns` rewrite them as explicit character classes (ECMA-262 semantics, ASCII).
 """
@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from weakref import WeakKeyDictionary
@@ -51,7 +51,6 @@ from sdk.schema.canonical import (
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
-    from sdk.parsing._walk import SchemaWalker
 
 __all__ = [
     "ANNOTATIONS",
@@ -64,7 +63,6 @@ __all__ = [
     "Dialect",
     "Removal",
     "WireSchema",
-    "restore_optionals",
     "to_wire",
 ]
 
@@ -436,59 +434,3 @@ def _portable_pattern(pattern: str) -> str | None:
         out.append(char)
         index += 1
     return "".join(out)
-
-
-# --- Wire form -> canonical form -------------------------------------------------------------
-
-
-def restore_optionals(contract: type[Contract], text: str) -> str:
-    """Undo the `all_required` encoding: drop a `null` written for an optional property whose
-    canonical schema does not admit `null` ("absent" in the wire form).
-
-    Returns `text` itself when there is nothing to drop (or it is not JSON: the parser reports
-    that), so the common case costs one check.
-    """
-    walker = _optional_walker(contract)
-    if walker is None:
-        return text
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text
-    dropped = False
-    for hit in list(walker.walk(data)):
-        value = hit.value
-        if not isinstance(value, dict):
-            continue
-        for name in _nulled(hit.schema, shared_schema(contract)):
-            if name in value and value[name] is None:
-                del value[name]
-                dropped = True
-    return json.dumps(data, ensure_ascii=False) if dropped else text
-
-
-def _nulled(node: Mapping[str, Any], root: Mapping[str, Any]) -> Iterable[str]:
-    properties = node.get("properties", {})
-    required = set(node.get("required", ()))
-    return [
-        name
-        for name, child in properties.items()
-        if name not in required and isinstance(child, Mapping) and not _admits_null(child, root)
-    ]
-
-
-_walkers: WeakKeyDictionary[type[Contract], SchemaWalker | None] = WeakKeyDictionary()
-
-
-def _optional_walker(contract: type[Contract]) -> SchemaWalker | None:
-    """A walker over objects with optional non-nullable properties; None if there are none."""
-    if contract in _walkers:
-        return _walkers[contract]
-    # Imported here: the parsing package imports this one's siblings at import time.
-    from sdk.parsing._walk import SchemaWalker
-
-    root = shared_schema(contract)
-    walker = SchemaWalker(root, lambda node: bool(_nulled(node, root)))
-    found = walker if walker.any_wanted else None
-    _walkers[contract] = found
-    return found
