@@ -102,11 +102,6 @@ class Provider:
         """The contract's schema as this provider receives it (cached), or `None`."""
         return to_wire(contract, self.dialect) if self.dialect is not None else None
 
-    def removed(self, contract: type[Contract]) -> list[Any]:
-        """What this provider's wire dialect removes from the contract's schema."""
-        wire = self.wire_schema(contract)
-        return list(wire.removed) if wire is not None else []
-
     def close(self) -> None:
         """Release what the provider opened itself (never a client the caller passed in)."""
 
