@@ -376,31 +376,38 @@ class _BaseClient:
             raise error
         raise final from error
 
-    def _has_policy(self, error: StructuredOutputError) -> bool:
-        """Whether this client retries this kind of failure at all (its budget aside)."""
+    def _retry_counts(
+        self, call: _Call[Any], error: StructuredOutputError
+    ) -> tuple[int, int] | None:
+        """(retries used, retries allowed) by the policy that covers `error`; `None` if none does.
+
+        Provider errors are not here: their retries happen inside one attempt's send.
+        """
         if isinstance(error, SourceMissing):
-            return False
+            return None  # the caller forgot the source: no retry can supply it
         if isinstance(error, InvalidOutput):
-            return self.retries > 0
-        if isinstance(error, TruncatedOutput):
-            return self.truncation is not None
+            return call.invalid_retries, self.retries
+        if isinstance(error, TruncatedOutput) and self.truncation is not None:
+            return call.ramp_retries, self.truncation.retries
         if isinstance(error, RefusedOutput):
-            return self.refusal_retries > 0
-        return isinstance(error, ProviderError) and self._transient(error)
+            return call.refusal_retries, self.refusal_retries
+        return None
+
+    def _has_policy(self, call: _Call[Any], error: StructuredOutputError) -> bool:
+        """Whether this client retries this kind of failure at all (its budget aside)."""
+        if isinstance(error, ProviderError):
+            return self._transient(error)
+        counts = self._retry_counts(call, error)
+        return counts is not None and counts[1] > 0
 
     def _retryable(self, call: _Call[Any], error: StructuredOutputError) -> bool:
-        if isinstance(error, SourceMissing):
-            return False  # the caller forgot the source: no retry can supply it
-        if isinstance(error, InvalidOutput):
-            return call.invalid_retries < self.retries
-        if isinstance(error, TruncatedOutput):
-            ramp = self.truncation
-            if ramp is None:
-                return False
-            return call.ramp_retries < ramp.retries and call.max_tokens < ramp.cap
-        if isinstance(error, RefusedOutput):
-            return call.refusal_retries < self.refusal_retries
-        return False  # provider errors were retried already; other stops are final
+        counts = self._retry_counts(call, error)
+        if counts is None or counts[0] >= counts[1]:
+            return False
+        # A ramp that has reached its cap would send the same limit again.
+        if isinstance(error, TruncatedOutput) and self.truncation is not None:
+            return call.max_tokens < self.truncation.cap
+        return True
 
     def _within_budget(self, call: _Call[Any]) -> bool:
         if self.token_budget is None or not call.attempts:
@@ -420,7 +427,7 @@ class _BaseClient:
             )
         if len(call.attempts) < 2:
             return error
-        if not self._has_policy(error):
+        if not self._has_policy(call, error):
             # A failure no policy retries speaks for itself (a refusal stays `RefusedOutput`);
             # a note keeps the earlier attempts visible.
             earlier = "; ".join(
