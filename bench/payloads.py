@@ -57,6 +57,22 @@ def decision(target: int = 500) -> Payload:
             return Payload("Decision", text)
 
 
+def invoice_value(
+    items: list[dict[str, object]], total: Decimal, evidence: str
+) -> dict[str, object]:
+    """The bench invoice's JSON value around its line items (shared with the retry script)."""
+    return {
+        "vendor": "Acme Industrial Supplies GmbH",
+        "invoice_number": "INV-2026-00417",
+        "issue_date": "2026-03-14",
+        "currency": "EUR",
+        "category": "services",
+        "line_items": items,
+        "total": float(total),
+        "evidence": evidence,
+    }
+
+
 def invoice(target: int, *, name: str = "InvoiceExtraction") -> Payload:
     """An InvoiceExtraction of about `target` characters, with its source document.
 
@@ -78,16 +94,7 @@ def invoice(target: int, *, name: str = "InvoiceExtraction") -> Payload:
         )
         total = sum((Decimal(str(item["amount"])) for item in items), Decimal(0))
         evidence = f"Total due: EUR {total:,.2f}"
-        value = {
-            "vendor": "Acme Industrial Supplies GmbH",
-            "invoice_number": "INV-2026-00417",
-            "issue_date": "2026-03-14",
-            "currency": "EUR",
-            "category": "services",
-            "line_items": items,
-            "total": float(total),
-            "evidence": evidence,
-        }
+        value = invoice_value(items, total, evidence)
         text = json.dumps(value)
         if len(text) >= target:
             lines = "\n".join(

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
+from payloads import invoice_value
+
 __all__ = [
     "CHARS_PER_TOKEN",
     "PROMPT",
@@ -93,16 +95,7 @@ def retry_script(shape: Shape = "prose") -> RetryScript:
     terms = ""
     while len(head) + len(body) + len(terms) < SOURCE_SIZE:
         terms += f"\n{_TERMS}"
-    value = {
-        "vendor": "Acme Industrial Supplies GmbH",
-        "invoice_number": "INV-2026-00417",
-        "issue_date": "2026-03-14",
-        "currency": "EUR",
-        "category": "services",
-        "line_items": items,
-        "total": float(total),
-        "evidence": evidence,
-    }
+    value = invoice_value(items, total, evidence)
     replies = (
         json.dumps({**value, "category": "consulting"}),  # not a member of the enum
         json.dumps({**value, "currency": "Euro"}),  # more than three letters
