@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
-    from sdk._result import Attempt
+    from sdk._result import Attempt, Usage
 
 __all__ = [
     "CheckFailed",
@@ -88,6 +88,9 @@ class StructuredOutputError(Exception):
         self.raw_stop_reason = raw_stop_reason
         # Streaming: the last partial value seen before the error, if any.
         self.partial = partial
+        # Set by a client call that raises this error: every attempt it made and their tokens.
+        self.attempts: list[Attempt] = []
+        self.usage: Usage | None = None
 
     def __str__(self) -> str:
         return self.message
@@ -195,12 +198,22 @@ class ProviderError(StructuredOutputError):
         status_code: int | None = None,
         request_id: str | None = None,
         retry_after: float | None = None,
+        provider: str | None = None,
+        body: str | None = None,
+        transient: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(message, **kwargs)
         self.status_code = status_code
         self.request_id = request_id
         self.retry_after = retry_after
+        # The provider family (`Result.provider`'s name) and the raw reply body, bounded and
+        # with secrets redacted, when the reply was there but unusable.
+        self.provider = provider
+        self.body = body
+        # Whether another try can help; `None` leaves it to the status code (none, or 408, 429,
+        # 5xx: yes).
+        self.transient = transient
 
 
 class RetriesExhausted(StructuredOutputError):
@@ -208,7 +221,7 @@ class RetriesExhausted(StructuredOutputError):
 
     def __init__(self, message: str, *, attempts: Sequence[Attempt], **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
-        self.attempts: list[Attempt] = list(attempts)
+        self.attempts = list(attempts)
 
     @property
     def last_error(self) -> StructuredOutputError | None:
@@ -224,6 +237,9 @@ class ProviderRetriesExhausted(RetriesExhausted, ProviderError):
         self.status_code = last.status_code
         self.request_id = last.request_id
         self.retry_after = last.retry_after
+        self.provider = last.provider
+        self.body = last.body
+        self.transient = last.transient
 
 
 def summarize(headline: str, violations: Sequence[Violation]) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from sdk._names import canonical_provider
+
 __all__ = ["RAW_STOP_REASONS", "StopReason"]
 
 
@@ -42,15 +44,17 @@ class StopReason(str, Enum):
     def from_raw(cls, raw: str | None, provider: str | None = None) -> StopReason:
         """Normalize a provider's raw stop value; unknown values become `OTHER`.
 
-        `provider` picks that provider's table (keys of `RAW_STOP_REASONS`); without it the
-        value is looked up in every table, which is unambiguous because no two providers use
-        one word for different things.
+        `provider` is a provider family name or an alias of one (`sdk._names`; an unknown name is
+        a `ValueError` listing the valid ones) and picks that provider's table; a provider with
+        no table of its own (embedded, test), or no provider, looks the value up in every table,
+        which is unambiguous because no two providers use one word for different things.
         """
+        table = _ANY_PROVIDER
+        if provider is not None:
+            table = RAW_STOP_REASONS.get(canonical_provider(provider), _ANY_PROVIDER)
         if raw is None:
             return cls.OTHER
-        if provider is not None:
-            return RAW_STOP_REASONS.get(provider, {}).get(raw, cls.OTHER)
-        return _ANY_PROVIDER.get(raw, cls.OTHER)
+        return table.get(raw, cls.OTHER)
 
 
 # Raw values per provider family. OpenAI Responses has no single field: its raw value is written
@@ -90,6 +94,8 @@ RAW_STOP_REASONS: dict[str, dict[str, StopReason]] = {
         "length": StopReason.MAX_TOKENS,
     },
 }
+# vLLM speaks Chat Completions: its `finish_reason` is that table's.
+RAW_STOP_REASONS["vllm"] = RAW_STOP_REASONS["openai_chat"]
 
 _ANY_PROVIDER: dict[str, StopReason] = {
     **{member.value: member for member in StopReason if member is not StopReason.OTHER},

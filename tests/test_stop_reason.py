@@ -28,6 +28,12 @@ EXPECTED = {
     ("llamacpp", "word"): StopReason.STOP_SEQUENCE,
     ("ollama", "stop"): StopReason.END_TURN,
     ("ollama", "length"): StopReason.MAX_TOKENS,
+    # vLLM speaks Chat Completions.
+    ("vllm", "stop"): StopReason.END_TURN,
+    ("vllm", "length"): StopReason.MAX_TOKENS,
+    ("vllm", "tool_calls"): StopReason.TOOL_USE,
+    ("vllm", "function_call"): StopReason.TOOL_USE,
+    ("vllm", "content_filter"): StopReason.CONTENT_FILTER,
 }
 
 
@@ -39,7 +45,28 @@ def test_raw_value_maps_per_provider_and_globally(provider: str, raw: str) -> No
 
 def test_every_table_entry_is_covered_by_this_test() -> None:
     table = {(p, raw) for p, entries in RAW_STOP_REASONS.items() for raw in entries}
-    assert table - set(EXPECTED) <= {("openai_responses", "refusal"), ("openai_chat", "refusal")}
+    assert table - set(EXPECTED) <= {
+        ("openai_responses", "refusal"),
+        ("openai_chat", "refusal"),
+        ("vllm", "refusal"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("alias", "raw", "expected"),
+    [("openai", "completed", StopReason.END_TURN), ("llama.cpp", "limit", StopReason.MAX_TOKENS),
+     ("Llama-CPP", "eos", StopReason.END_TURN), ("openai-chat", "length", StopReason.MAX_TOKENS),
+     ("embedded", "max_tokens", StopReason.MAX_TOKENS)],
+)  # fmt: skip
+def test_provider_aliases_pick_the_family_table(
+    alias: str, raw: str, expected: StopReason
+) -> None:
+    assert StopReason.from_raw(raw, alias) is expected
+
+
+def test_an_unknown_provider_name_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown provider 'openia'.*openai_responses"):
+        StopReason.from_raw("stop", "openia")
 
 
 @pytest.mark.parametrize(

@@ -65,10 +65,14 @@ def test_a_scripted_refusal_is_a_refused_output() -> None:
 
 
 def test_running_out_of_replies_says_so_unless_the_last_repeats() -> None:
-    with pytest.raises(RuntimeError, match="no reply left for call 2"):
-        client = StructuredClient(TestProvider([VALID]))
+    # Like any provider fault, it reaches the caller as a ProviderError (not retried), with the
+    # TestProvider's own message and its RuntimeError as the cause.
+    client = StructuredClient(TestProvider([VALID]))
+    client.generate(Decision, prompt="x")
+    with pytest.raises(ProviderError, match="no reply left for call 2") as info:
         client.generate(Decision, prompt="x")
-        client.generate(Decision, prompt="x")
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert len(info.value.attempts) == 1
     repeating = StructuredClient(TestProvider([VALID], repeat=True))
     answers = [repeating.generate(Decision, prompt="x").value.answer for _ in range(3)]
     assert answers == [DecisionAnswer.APPROVE] * 3

@@ -1,9 +1,20 @@
-"""Providers: one module per provider family, each a sans-IO request builder and response reader."""
+"""Providers: one module per provider family, each a codec (sans-IO request builder, reply and
+stream reader); two drivers (`_drivers`) send them, sync and async, inside one fault boundary."""
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sdk.providers._base import Completion, CompletionRequest, Message, Provider, TextDelta
+from sdk.providers._base import (
+    Codec,
+    Completion,
+    CompletionRequest,
+    Exchange,
+    Message,
+    Reply,
+    StreamReader,
+    TextDelta,
+)
+from sdk.providers._provider import Provider
 from sdk.providers.llamacpp import LlamaCppProvider
 from sdk.providers.ollama import OllamaProvider
 from sdk.providers.test import TestProvider
@@ -34,15 +45,19 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AnthropicProvider",
+    "Codec",
     "Completion",
     "CompletionRequest",
     "EmbeddedProvider",
+    "Exchange",
     "LlamaCppProvider",
     "Message",
     "OllamaProvider",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
     "Provider",
+    "Reply",
+    "StreamReader",
     "TestProvider",
     "TextDelta",
     "VLLMProvider",

@@ -1,28 +1,37 @@
-"""The one internal shape every provider translates to and from.
+"""The one internal shape every provider translates to and from, and the codec interface.
 
-A provider turns a `CompletionRequest` (contract, messages, limits) into its own call and reads
-the reply into one `Completion` (text, normalized and raw stop reason, refusal, usage, model,
-request id). Request building and response reading are pure functions in each provider module,
-so they are tested without I/O and shared by the sync and async paths; only the call itself
-differs.
+A provider's codec turns a `CompletionRequest` (contract, messages, limits) into an `Exchange`
+(what to send, where) and reads the reply into one `Completion` (text, normalized and raw stop
+reason, refusal, usage, model, request id), or a stream event by event. Codecs do no I/O, so
+they are tested without servers and shared by the sync and async drivers.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sdk._result import Usage
 from sdk.schema.canonical import SchemaInfo, schema_info, shared_schema
-from sdk.schema.dialects import Dialect, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
+    from sdk.errors import ProviderError
 
-__all__ = ["Completion", "CompletionRequest", "Message", "Provider", "TextDelta", "wire_name"]
+__all__ = [
+    "Codec",
+    "Completion",
+    "CompletionRequest",
+    "Exchange",
+    "Message",
+    "Reply",
+    "StreamReader",
+    "TextDelta",
+    "wire_name",
+]
 
 # What providers accept as a schema or tool name (OpenAI's pattern; Anthropic's is the same).
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
@@ -81,48 +90,76 @@ class TextDelta:
     text: str
 
 
-class Provider:
-    """Base class of providers. Subclasses implement the calls their client kind supports."""
+@dataclass(frozen=True)
+class Exchange:
+    """One request a codec asks the driver to send (built without I/O).
 
-    name: str = "provider"
-    """Short provider family name, as in `Result.provider` and `StopReason.from_raw`."""
+    `route` is where it goes: an SDK client's method path (`"messages.create"`) or an HTTP path
+    (`"/completion"`); `body` the keyword arguments or the JSON body. `then`, when set, makes
+    this a preliminary request: the driver sends it, and `then(reply_body)` builds the next
+    exchange (a rendered prompt, say), so a multi-step call stays sans-IO.
+    """
 
-    clean_stops: frozenset[StopReason] = frozenset({StopReason.END_TURN})
-    """The stop reasons that end a finished document in this provider's mode."""
+    route: str
+    body: dict[str, Any]
+    stream: bool = False
+    then: Callable[[Any], Exchange] | None = None
 
-    dialect: Dialect | None = None
-    """The wire dialect the schema is sent in (`None`: the canonical schema, or no schema)."""
 
-    @property
-    def model(self) -> str | None:
-        """The model name requests go to, when the provider knows it up front."""
+@dataclass(frozen=True)
+class Reply:
+    """What a transport received for a whole (not streamed) exchange."""
+
+    body: Any
+    """The decoded body: an SDK response object, or the parsed JSON."""
+    status_code: int | None = None
+    request_id: str | None = None
+
+
+class StreamReader(Protocol):
+    """A stream reader: events in, document deltas out, the `Completion` at the end.
+
+    `finish()` raises `ProviderError` when the stream ended before its final event: a cut
+    stream is a transport fault, not a finished document.
+    """
+
+    def feed(self, event: Any) -> TextDelta | None:
+        """Read one event; the text it added to the document, if any."""
+        ...
+
+    def finish(self) -> Completion:
+        """The whole reply, once the stream has ended."""
+        ...
+
+
+class Codec:
+    """A provider's wire format, with no I/O: build requests, read replies and streams.
+
+    Subclasses implement `build`, `read` and `reader`, and `classify` for their SDK's
+    exceptions; the drivers (`sdk.providers._drivers`) do the sending, sync or async, inside
+    one fault boundary.
+    """
+
+    provider: str = "provider"
+    """The provider family's name (`sdk._names.PROVIDERS`)."""
+
+    def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        """The exchange that asks for `request` (streamed or whole)."""
+        raise NotImplementedError
+
+    def read(self, reply: Reply) -> Completion:
+        """A whole reply -> `Completion`. May raise anything on a wrong-shaped body: the fault
+        boundary turns it into `ProviderError`."""
+        raise NotImplementedError
+
+    def reader(self, request_id: str | None) -> StreamReader:
+        """A fresh reader for one streamed reply."""
+        raise NotImplementedError
+
+    def classify(self, error: BaseException) -> ProviderError | None:
+        """This provider's own exceptions (its SDK's API errors) -> `ProviderError`; `None`
+        leaves the error to the boundary's generic mapping."""
         return None
-
-    def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
-        """The contract's schema as this provider receives it (cached), or `None`."""
-        return to_wire(contract, self.dialect) if self.dialect is not None else None
-
-    def close(self) -> None:
-        """Release what the provider opened itself (never a client the caller passed in)."""
-
-    async def aclose(self) -> None:
-        """The async form of `close`."""
-
-    def complete(self, request: CompletionRequest) -> Completion:
-        """Send the request and wait for the whole reply."""
-        raise NotImplementedError(f"{type(self).__name__} has no synchronous client")
-
-    async def acomplete(self, request: CompletionRequest) -> Completion:
-        """Send the request and await the whole reply."""
-        raise NotImplementedError(f"{type(self).__name__} has no asynchronous client")
-
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
-        """Text deltas as they arrive, then the final `Completion` (stop reason last)."""
-        raise NotImplementedError(f"{type(self).__name__} does not stream")
-
-    def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
-        """The async form of `stream`."""
-        raise NotImplementedError(f"{type(self).__name__} does not stream asynchronously")
 
 
 def wire_name(contract: type[Contract]) -> str:

@@ -14,14 +14,16 @@ from typing import Any
 from sdk._result import Usage
 from sdk.providers._base import Completion, CompletionRequest, TextDelta
 from sdk.providers._errors import provider_error
-from sdk.providers._http import sse_data
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "ChatSSEStream",
     "ChatStream",
     "chat_completion",
     "chat_messages",
+    "json_event",
     "read_chat_body",
+    "sse_data",
 ]
 
 
@@ -59,18 +61,44 @@ def chat_completion(
 
 
 def read_chat_body(body: dict[str, Any], *, request_id: str | None = None) -> Completion:
-    """A Chat Completions JSON body (from an OpenAI-compatible server) -> `Completion`."""
-    choices = body.get("choices") or [{}]
-    choice = choices[0]
-    message = choice.get("message") or {}
+    """A Chat Completions JSON body (from an OpenAI-compatible server) -> `Completion`.
+
+    A body of another shape (no choices, a choice that is not an object, content that is not a
+    string) raises `ValueError` naming what is wrong; the fault boundary makes it a
+    `ProviderError` that keeps the body.
+    """
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ValueError("the reply has no choices")
+    choice = _object(choices[0], "choices[0]")
+    message = _object(choice.get("message"), "choices[0].message")
     return chat_completion(
-        content=message.get("content"),
-        refusal=message.get("refusal"),
-        finish_reason=choice.get("finish_reason"),
+        content=_optional_str(message.get("content"), "message.content"),
+        refusal=_optional_str(message.get("refusal"), "message.refusal"),
+        finish_reason=_optional_str(choice.get("finish_reason"), "finish_reason"),
         usage=_usage(body.get("usage")),
-        model=body.get("model"),
-        request_id=request_id or body.get("id"),
+        model=_optional_str(body.get("model"), "model"),
+        request_id=request_id or _optional_str(body.get("id"), "id"),
     )
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} is {type(value).__name__}, not an object")
+    return value
+
+
+def _optional_str(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{where} is {type(value).__name__}, not a string")
+    return value
+
+
+def sse_data(line: str) -> str | None:
+    """The payload of an SSE `data:` line; `None` for any other line (comment, event, blank)."""
+    if line.startswith("data:"):
+        return line[5:].lstrip(" ")
+    return None
 
 
 def _usage(usage: Any) -> Usage:
@@ -83,6 +111,7 @@ def _usage(usage: Any) -> Usage:
 class ChatStream:
     """Accumulates a chat stream's chunks; `finish()` gives the final `Completion`."""
 
+    provider: str
     request_id: str | None = None
     model: str | None = None
     usage: Usage = field(default_factory=Usage)
@@ -115,31 +144,25 @@ class ChatStream:
         if isinstance(chunk.get("usage"), dict):
             self.usage = _usage(chunk["usage"])
         choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise ValueError(f"choices is {type(choices).__name__}, not a list")
         if not choices:
             return None
-        delta = choices[0].get("delta") or {}
+        choice = _object(choices[0], "choices[0]")
+        delta = _object(choice.get("delta") or {}, "choices[0].delta")
         return self.feed(
-            content=delta.get("content"),
-            refusal=delta.get("refusal"),
-            finish_reason=choices[0].get("finish_reason"),
-            model=chunk.get("model"),
+            content=_optional_str(delta.get("content"), "delta.content"),
+            refusal=_optional_str(delta.get("refusal"), "delta.refusal"),
+            finish_reason=_optional_str(choice.get("finish_reason"), "finish_reason"),
+            model=_optional_str(chunk.get("model"), "model"),
         )
 
-    def feed_sse(self, line: str, provider: str) -> TextDelta | None:
-        """One line of an OpenAI-compatible server's SSE stream (`data: {...}`, `data: [DONE]`)."""
-        data = sse_data(line)
-        if not data or data == "[DONE]":
-            return None
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise provider_error(provider, "stream event is not JSON", detail=data[:200]) from exc
-        if "error" in chunk:
-            raise provider_error(provider, "error event in stream", detail=str(chunk["error"]))
-        return self.feed_body(chunk)
-
     def finish(self) -> Completion:
-        """The completion; without a finish reason (a cut stream) the stop reason is `other`."""
+        """The completion; a stream that ended without a finish reason was cut: `ProviderError`."""
+        if self.finish_reason is None:
+            raise provider_error(
+                self.provider, "stream ended before its final event", request_id=self.request_id
+            )
         content = "".join(self._content)
         refusal = "".join(self._refusal)
         return chat_completion(
@@ -150,3 +173,36 @@ class ChatStream:
             model=self.model,
             request_id=self.request_id,
         )
+
+
+class ChatSSEStream:
+    """A Chat Completions stream as server-sent events (`data: {...}` lines, `data: [DONE]`)."""
+
+    def __init__(self, provider: str, request_id: str | None = None) -> None:
+        self._chat = ChatStream(provider, request_id=request_id)
+
+    def feed(self, line: str) -> TextDelta | None:
+        data = sse_data(line)
+        if not data or data == "[DONE]":
+            return None
+        chunk = json_event(data, self._chat.provider)
+        return self._chat.feed_body(chunk)
+
+    def finish(self) -> Completion:
+        return self._chat.finish()
+
+
+def json_event(data: str, provider: str) -> dict[str, Any]:
+    """One stream event's JSON object; an `error` event or a payload that is not a JSON object
+    is a `ProviderError`."""
+    try:
+        event = json.loads(data)
+    except ValueError as exc:
+        raise provider_error(provider, "stream event is not JSON", detail=data[:200]) from exc
+    if not isinstance(event, dict):
+        raise provider_error(
+            provider, f"stream event is not a JSON object ({type(event).__name__})", detail=data
+        )
+    if "error" in event:
+        raise provider_error(provider, "error event in stream", detail=str(event["error"]))
+    return event

@@ -57,7 +57,11 @@ def provider_error(
             detail = detail[: _MESSAGE_CHARS - 3] + "..."
         message = f"{message}: {detail}"
     return ProviderError(
-        message, status_code=status_code, request_id=request_id, retry_after=retry_after
+        message,
+        status_code=status_code,
+        request_id=request_id,
+        retry_after=retry_after,
+        provider=provider,
     )
 
 
@@ -90,5 +94,8 @@ def reply_request_id(reply: object) -> str | None:
 
 
 def is_retryable(error: ProviderError) -> bool:
-    """Whether another try can succeed: no status (connection, timeout) or a transient one."""
+    """Whether another try can succeed: as the error says (`.transient`), else by its status:
+    none (connection, timeout) or a transient one."""
+    if error.transient is not None:
+        return error.transient
     return error.status_code is None or error.status_code in RETRYABLE_STATUS

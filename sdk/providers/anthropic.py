@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, Literal
 
 import anthropic
@@ -34,17 +35,27 @@ from anthropic.types import (
 from sdk._result import Usage
 from sdk.errors import ProviderError
 from sdk.providers._base import (
+    Codec,
     Completion,
     CompletionRequest,
-    Provider,
+    Exchange,
+    Reply,
     TextDelta,
     wire_name,
 )
 from sdk.providers._errors import provider_error, reply_request_id
+from sdk.providers._provider import Provider
+from sdk.providers._transports import AsyncSDKTransport, SDKTransport
 from sdk.schema.dialects import ANTHROPIC, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
-__all__ = ["AnthropicProvider", "StreamState", "build_request", "read_response"]
+__all__ = [
+    "AnthropicCodec",
+    "AnthropicProvider",
+    "StreamState",
+    "build_request",
+    "read_response",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +172,10 @@ class StreamState:
 
     def finish(self) -> Completion:
         """The completion, once the stream has ended (its stop reason arrives last)."""
+        if self._stop is None:
+            raise provider_error(
+                "anthropic", "stream ended before its final event", request_id=self.request_id
+            )
         text = "".join(self._parts)
         return Completion(
             text=text,
@@ -197,10 +212,48 @@ def map_error(exc: anthropic.AnthropicError) -> ProviderError:
     return provider_error("anthropic", type(exc).__name__, status_code=200, detail=str(exc))
 
 
+class AnthropicCodec(Codec):
+    """The Messages API's wire format (no I/O)."""
+
+    provider = "anthropic"
+
+    def __init__(self, model: str, mode: Mode) -> None:
+        self.model = model
+        self.mode: Mode = mode
+
+    def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        logger.debug(
+            "anthropic messages.create model=%s mode=%s max_tokens=%d messages=%d",
+            self.model,
+            self.mode,
+            request.max_tokens,
+            len(request.messages),
+        )
+        return Exchange(
+            "messages.create", build_request(request, model=self.model, mode=self.mode), stream
+        )
+
+    def read(self, reply: Reply) -> Completion:
+        completion = read_response(reply.body, mode=self.mode)
+        if completion.request_id is None and reply.request_id is not None:
+            completion = replace(completion, request_id=reply.request_id)
+        return completion
+
+    def reader(self, request_id: str | None) -> StreamState:
+        return StreamState(self.mode, request_id)
+
+    def classify(self, error: BaseException) -> ProviderError | None:
+        return map_error(error) if isinstance(error, anthropic.AnthropicError) else None
+
+
 class AnthropicProvider(Provider):
     """Claude through your `anthropic.Anthropic` or `anthropic.AsyncAnthropic` client.
 
     provider = AnthropicProvider(anthropic.Anthropic(), model="claude-sonnet-4-6")
+
+    The SDK owns retries: the client is used through `with_options(max_retries=0)`, so one
+    failed request is one attempt here (the `anthropic` client's own two retries would
+    otherwise multiply ours, making a persistent 429 cost twelve requests).
     """
 
     name = "anthropic"
@@ -215,9 +268,14 @@ class AnthropicProvider(Provider):
     ) -> None:
         if mode not in ("json_schema", "tool"):
             raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
-        self.client = client
+        if not isinstance(client, (anthropic.Anthropic, anthropic.AsyncAnthropic)):
+            raise TypeError(
+                f"client must be an anthropic.Anthropic or anthropic.AsyncAnthropic, not {client!r}"
+            )
+        self.client = client.with_options(max_retries=0)
         self.mode: Mode = mode
         self._model = model
+        self.codec = AnthropicCodec(model, mode)
         self.clean_stops = frozenset(
             {StopReason.TOOL_USE} if mode == "tool" else {StopReason.END_TURN}
         )
@@ -229,66 +287,19 @@ class AnthropicProvider(Provider):
     def model(self) -> str:
         return self._model
 
-    def _sync(self) -> anthropic.Anthropic:
+    def secrets(self) -> Iterable[str]:
+        return [
+            value
+            for value in (getattr(self.client, "api_key", None), self.client.auth_token)
+            if isinstance(value, str)
+        ]
+
+    def transport(self) -> SDKTransport:
         if not isinstance(self.client, anthropic.Anthropic):
             raise TypeError("this provider has an AsyncAnthropic client: use the async calls")
-        return self.client
+        return SDKTransport(self.client, request_id_header="request-id")
 
-    def _async(self) -> anthropic.AsyncAnthropic:
+    def atransport(self) -> AsyncSDKTransport:
         if not isinstance(self.client, anthropic.AsyncAnthropic):
             raise TypeError("this provider has a sync Anthropic client: use the sync calls")
-        return self.client
-
-    def _kwargs(self, request: CompletionRequest) -> dict[str, Any]:
-        kwargs = build_request(request, model=self._model, mode=self.mode)
-        logger.debug(
-            "anthropic messages.create model=%s mode=%s max_tokens=%d messages=%d",
-            self._model,
-            self.mode,
-            request.max_tokens,
-            len(request.messages),
-        )
-        return kwargs
-
-    def complete(self, request: CompletionRequest) -> Completion:
-        client = self._sync()
-        try:
-            message = client.messages.create(**self._kwargs(request))
-        except anthropic.AnthropicError as exc:
-            raise map_error(exc) from exc
-        return read_response(message, mode=self.mode)
-
-    async def acomplete(self, request: CompletionRequest) -> Completion:
-        client = self._async()
-        try:
-            message = await client.messages.create(**self._kwargs(request))
-        except anthropic.AnthropicError as exc:
-            raise map_error(exc) from exc
-        return read_response(message, mode=self.mode)
-
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
-        client = self._sync()
-        try:
-            with client.messages.create(**self._kwargs(request), stream=True) as events:
-                state = StreamState(self.mode, events.response.headers.get("request-id"))
-                for event in events:
-                    piece = state.feed(event)
-                    if piece is not None:
-                        yield piece
-        except anthropic.AnthropicError as exc:
-            raise map_error(exc) from exc
-        yield state.finish()
-
-    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
-        client = self._async()
-        try:
-            events = await client.messages.create(**self._kwargs(request), stream=True)
-            async with events:
-                state = StreamState(self.mode, events.response.headers.get("request-id"))
-                async for event in events:
-                    piece = state.feed(event)
-                    if piece is not None:
-                        yield piece
-        except anthropic.AnthropicError as exc:
-            raise map_error(exc) from exc
-        yield state.finish()
+        return AsyncSDKTransport(self.client, request_id_header="request-id")

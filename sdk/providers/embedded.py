@@ -78,7 +78,9 @@ from sdk.diagnostics import (
     diagnose,
 )
 from sdk.errors import GrammarStuck, ProviderError
-from sdk.providers._base import Completion, CompletionRequest, Provider, TextDelta
+from sdk.providers._base import Completion, CompletionRequest, TextDelta
+from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
+from sdk.providers._provider import Provider
 from sdk.schema._shape import resolve
 from sdk.stop_reason import StopReason
 
@@ -207,6 +209,7 @@ class EmbeddedProvider(Provider):
         self.low_mass_threshold = low_mass_threshold
         self.schema_instruction = schema_instruction
         self._engine: _Engine | None = _engine(self.model_path, self.n_ctx, self.n_threads)
+        self.codec = InProcessCodec(self.name)
 
     def __repr__(self) -> str:
         mode = "constrained" if self._settings.constrained else "unconstrained"
@@ -249,14 +252,19 @@ class EmbeddedProvider(Provider):
 
     # --- calls ---
 
-    def complete(self, request: CompletionRequest) -> Completion:
-        return self._complete(request, None)
+    # --- the transports: the decoding loop, through the drivers like any provider ---
 
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
+    def transport(self) -> InProcessTransport:
+        return InProcessTransport(lambda request: self._complete(request, None), self._stream)
+
+    def atransport(self) -> AsyncInProcessTransport:
+        return AsyncInProcessTransport(self._acomplete, self._astream)
+
+    def _stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
         """A `TextDelta` per token (whole characters only), then the `Completion`."""
         return self._run(request, None)
 
-    async def acomplete(self, request: CompletionRequest) -> Completion:
+    async def _acomplete(self, request: CompletionRequest) -> Completion:
         """`complete` in a worker thread; cancelling the call stops generation at the next
         token."""
         cancel = threading.Event()
@@ -266,7 +274,7 @@ class EmbeddedProvider(Provider):
             cancel.set()
             raise
 
-    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
+    async def _astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
         """`stream` driven from a worker thread: deltas arrive as tokens are generated. Closing
         the iterator early (or cancelling) stops generation at the next token."""
         loop = asyncio.get_running_loop()

@@ -34,22 +34,38 @@ What the server does, checked against a real llama-server (tests/test_local_llam
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import httpx
 
 from sdk._result import Usage
 from sdk.contract import Contract
-from sdk.providers._base import Completion, CompletionRequest, TextDelta, wire_name
-from sdk.providers._chat import ChatStream, chat_messages, read_chat_body
+from sdk.providers._base import (
+    Codec,
+    Completion,
+    CompletionRequest,
+    Exchange,
+    Reply,
+    StreamReader,
+    TextDelta,
+    wire_name,
+)
+from sdk.providers._chat import (
+    ChatSSEStream,
+    chat_messages,
+    json_event,
+    read_chat_body,
+    sse_data,
+)
 from sdk.providers._errors import provider_error
-from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider, sse_data
+from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
 from sdk.schema.dialects import LLAMACPP, Dialect
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "CompletionStream",
+    "LlamaCppCodec",
     "LlamaCppProvider",
     "build_chat_request",
     "build_completion_request",
@@ -107,18 +123,23 @@ def read_completion(body: Mapping[str, Any]) -> Completion:
     with the booleans `stopped_eos`, `stopped_limit`, `stopped_word`. `limit` is also what the
     server says when the context window filled up before `n_predict` was reached; it then sets
     `truncated: true`, and the stop reason is `context_window` (the raw value stays `limit`):
-    a larger `max_tokens` cannot help there.
+    a larger `max_tokens` cannot help there. A body without string `content` is unusable:
+    `ValueError` (the fault boundary makes it a `ProviderError` keeping the body).
     """
+    content = body.get("content")
+    if not isinstance(content, str):
+        raise ValueError(f"content is {type(content).__name__}, not a string")
     raw = _stop_type(body)
     stop_reason = StopReason.from_raw(raw, "llamacpp")
     if stop_reason is StopReason.MAX_TOKENS and body.get("truncated") is True:
         stop_reason = StopReason.CONTEXT_WINDOW
+    model = body.get("model")
     return Completion(
-        text=str(body.get("content", "")),
+        text=content,
         stop_reason=stop_reason,
         raw_stop_reason=raw,
         usage=Usage(int(body.get("tokens_evaluated") or 0), int(body.get("tokens_predicted") or 0)),
-        model=body.get("model"),
+        model=model if isinstance(model, str) else None,
     )
 
 
@@ -132,24 +153,21 @@ def _stop_type(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-class _CompletionStream:
+class CompletionStream:
     """Accumulates `/completion` stream events; the last one (`stop: true`) has the stop reason."""
 
     def __init__(self) -> None:
         self._parts: list[str] = []
-        self._last: dict[str, Any] = {}
+        self._last: dict[str, Any] | None = None
 
     def feed(self, line: str) -> TextDelta | None:
         data = sse_data(line)
         if not data:
             return None
-        try:
-            event = json.loads(data)
-        except ValueError as exc:
-            raise provider_error("llamacpp", "stream event is not JSON", detail=data[:200]) from exc
-        if "error" in event:
-            raise provider_error("llamacpp", "error event in stream", detail=str(event["error"]))
+        event = json_event(data, "llamacpp")
         piece = event.get("content") or ""
+        if not isinstance(piece, str):
+            raise ValueError(f"content is {type(piece).__name__}, not a string")
         if piece:
             self._parts.append(piece)
         if event.get("stop"):
@@ -157,7 +175,60 @@ class _CompletionStream:
         return TextDelta(piece) if piece else None
 
     def finish(self) -> Completion:
+        if self._last is None:
+            raise provider_error("llamacpp", "stream ended before its final event")
         return read_completion({**self._last, "content": "".join(self._parts)})
+
+
+class LlamaCppCodec(Codec):
+    """llama-server's wire format, native or OpenAI-compatible (no I/O)."""
+
+    provider = "llamacpp"
+
+    def __init__(
+        self,
+        mode: Mode,
+        *,
+        model: str | None,
+        constraint: Callable[[CompletionRequest], dict[str, Any]],
+        prompt_template: Callable[[CompletionRequest], str] | None,
+    ) -> None:
+        self.mode: Mode = mode
+        self.model = model
+        self._constraint = constraint
+        self._prompt_template = prompt_template
+
+    def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        if self.mode == "openai":
+            body = build_chat_request(request, **self._constraint(request), model=self.model)
+            if stream:
+                body.update(stream=True, stream_options={"include_usage": True})
+            return Exchange("/v1/chat/completions", body, stream)
+        constraint = self._constraint(request)
+
+        def completion(prompt: str) -> Exchange:
+            body = build_completion_request(request, prompt, **constraint)
+            if stream:
+                body["stream"] = True
+            return Exchange("/completion", body, stream)
+
+        if self._prompt_template is not None:
+            return completion(self._prompt_template(request))
+        return Exchange(
+            "/apply-template",
+            build_template_request(request),
+            then=lambda rendered: completion(_template_prompt(rendered)),
+        )
+
+    def read(self, reply: Reply) -> Completion:
+        if self.mode == "openai":
+            return read_chat_body(reply.body, request_id=reply.request_id)
+        return read_completion(reply.body)
+
+    def reader(self, request_id: str | None) -> StreamReader:
+        if self.mode == "openai":
+            return ChatSSEStream(self.provider, request_id)
+        return CompletionStream()
 
 
 class LlamaCppProvider(HTTPProvider):
@@ -186,10 +257,12 @@ class LlamaCppProvider(HTTPProvider):
         self.mode: Mode = mode
         self._grammar = grammar
         self._model = model
-        self._prompt_template = prompt_template
         if mode == "grammar":
             # The grammar is sent instead of a schema: there is no wire dialect to report.
             self.dialect = None
+        self.codec = LlamaCppCodec(
+            mode, model=model, constraint=self._constraint, prompt_template=prompt_template
+        )
 
     @property
     def model(self) -> str | None:
@@ -213,82 +286,9 @@ class LlamaCppProvider(HTTPProvider):
         assert wire is not None
         return {"schema": wire.schema}
 
-    # --- sync ---
 
-    def complete(self, request: CompletionRequest) -> Completion:
-        if self.mode == "openai":
-            return read_chat_body(self._post("/v1/chat/completions", self._chat_body(request)))
-        body = build_completion_request(request, self._prompt(request), **self._constraint(request))
-        return read_completion(self._post("/completion", body))
-
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
-        if self.mode == "openai":
-            chat = ChatStream()
-            for line in self._lines("/v1/chat/completions", self._chat_body(request, stream=True)):
-                delta = chat.feed_sse(line, self.name)
-                if delta is not None:
-                    yield delta
-            yield chat.finish()
-            return
-        body = build_completion_request(request, self._prompt(request), **self._constraint(request))
-        state = _CompletionStream()
-        for line in self._lines("/completion", {**body, "stream": True}):
-            piece = state.feed(line)
-            if piece is not None:
-                yield piece
-        yield state.finish()
-
-    def _prompt(self, request: CompletionRequest) -> str:
-        if self._prompt_template is not None:
-            return self._prompt_template(request)
-        return _template_prompt(self._post("/apply-template", build_template_request(request)))
-
-    # --- async ---
-
-    async def acomplete(self, request: CompletionRequest) -> Completion:
-        if self.mode == "openai":
-            body = self._chat_body(request)
-            return read_chat_body(await self._apost("/v1/chat/completions", body))
-        prompt = await self._aprompt(request)
-        body = build_completion_request(request, prompt, **self._constraint(request))
-        return read_completion(await self._apost("/completion", body))
-
-    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
-        if self.mode == "openai":
-            chat = ChatStream()
-            body = self._chat_body(request, stream=True)
-            async for line in self._alines("/v1/chat/completions", body):
-                delta = chat.feed_sse(line, self.name)
-                if delta is not None:
-                    yield delta
-            yield chat.finish()
-            return
-        prompt = await self._aprompt(request)
-        body = build_completion_request(request, prompt, **self._constraint(request))
-        state = _CompletionStream()
-        async for line in self._alines("/completion", {**body, "stream": True}):
-            piece = state.feed(line)
-            if piece is not None:
-                yield piece
-        yield state.finish()
-
-    async def _aprompt(self, request: CompletionRequest) -> str:
-        if self._prompt_template is not None:
-            return self._prompt_template(request)
-        rendered = await self._apost("/apply-template", build_template_request(request))
-        return _template_prompt(rendered)
-
-    def _chat_body(self, request: CompletionRequest, *, stream: bool = False) -> dict[str, Any]:
-        wire = self.wire_schema(request.contract)
-        assert wire is not None
-        body = build_chat_request(request, schema=wire.schema, model=self._model)
-        if stream:
-            body.update(stream=True, stream_options={"include_usage": True})
-        return body
-
-
-def _template_prompt(body: Mapping[str, Any]) -> str:
-    prompt = body.get("prompt")
+def _template_prompt(body: Any) -> str:
+    prompt = body.get("prompt") if isinstance(body, dict) else None
     if not isinstance(prompt, str):
-        raise provider_error("llamacpp", "/apply-template returned no prompt")
+        raise provider_error("llamacpp", "/apply-template returned no prompt", status_code=200)
     return prompt

@@ -8,21 +8,26 @@ the last line with `done: true`.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 
 from sdk._result import Usage
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
-from sdk.providers._chat import chat_messages
+from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply, TextDelta
+from sdk.providers._chat import chat_messages, json_event
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import OLLAMA
 from sdk.stop_reason import StopReason
 
-__all__ = ["OllamaProvider", "build_request", "read_response"]
+__all__ = [
+    "ChatLineStream",
+    "OllamaCodec",
+    "OllamaProvider",
+    "build_request",
+    "read_response",
+]
 
 _PATH = "/api/chat"
 
@@ -48,33 +53,39 @@ def build_request(
 
 
 def read_response(body: Mapping[str, Any]) -> Completion:
-    """An `/api/chat` reply (or the last line of its stream) -> `Completion`."""
-    message = body.get("message") or {}
+    """An `/api/chat` reply (or the last line of its stream) -> `Completion`. A body without a
+    message holding string content is unusable: `ValueError`."""
+    message = body.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        raise ValueError("the reply has no message with string content")
     raw = body.get("done_reason")
+    raw = raw if isinstance(raw, str) else None
+    model = body.get("model")
     return Completion(
-        text=str(message.get("content", "")),
+        text=content,
         stop_reason=StopReason.from_raw(raw, "ollama"),
         raw_stop_reason=raw,
         usage=Usage(int(body.get("prompt_eval_count") or 0), int(body.get("eval_count") or 0)),
-        model=body.get("model"),
+        model=model if isinstance(model, str) else None,
     )
 
 
-class _ChatStream:
+class ChatLineStream:
+    """Ollama's stream: one JSON object a line, the last with `done: true`."""
+
     def __init__(self) -> None:
         self._parts: list[str] = []
-        self._last: dict[str, Any] = {}
+        self._last: dict[str, Any] | None = None
 
     def feed(self, line: str) -> TextDelta | None:
         if not line.strip():
             return None
-        try:
-            event = json.loads(line)
-        except ValueError as exc:
-            raise provider_error("ollama", "stream line is not JSON", detail=line[:200]) from exc
-        if "error" in event:
-            raise provider_error("ollama", "error in stream", detail=str(event["error"]))
-        piece = (event.get("message") or {}).get("content") or ""
+        event = json_event(line, "ollama")
+        message = event.get("message") or {}
+        piece = message.get("content") or "" if isinstance(message, dict) else None
+        if not isinstance(piece, str):
+            raise ValueError("stream line has no message with string content")
         if piece:
             self._parts.append(piece)
         if event.get("done"):
@@ -82,8 +93,30 @@ class _ChatStream:
         return TextDelta(piece) if piece else None
 
     def finish(self) -> Completion:
+        if self._last is None:
+            raise provider_error("ollama", "stream ended before its final event")
         message = {**(self._last.get("message") or {}), "content": "".join(self._parts)}
         return read_response({**self._last, "message": message})
+
+
+class OllamaCodec(Codec):
+    """Ollama's `/api/chat` wire format (no I/O)."""
+
+    provider = "ollama"
+
+    def __init__(self, model: str, wire: Callable[[CompletionRequest], dict[str, Any]]) -> None:
+        self.model = model
+        self._wire = wire
+
+    def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
+        return Exchange(_PATH, body, stream)
+
+    def read(self, reply: Reply) -> Completion:
+        return read_response(reply.body)
+
+    def reader(self, request_id: str | None) -> ChatLineStream:
+        return ChatLineStream()
 
 
 class OllamaProvider(OneRouteProvider):
@@ -105,14 +138,9 @@ class OllamaProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
+        self.codec = OllamaCodec(model, self._schema)
 
-    def build(
-        self, request: CompletionRequest, schema: dict[str, Any], stream: bool
-    ) -> dict[str, Any]:
-        return build_request(request, model=self.model, schema=schema, stream=stream)
-
-    def read(self, body: dict[str, Any]) -> Completion:
-        return read_response(body)
-
-    def line_stream(self) -> _ChatStream:
-        return _ChatStream()
+    def _schema(self, request: CompletionRequest) -> dict[str, Any]:
+        wire = self.wire_schema(request.contract)
+        assert wire is not None  # Ollama always has its dialect
+        return wire.schema

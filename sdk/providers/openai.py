@@ -14,7 +14,7 @@ document there raises a bare validation error).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import openai
@@ -29,15 +29,27 @@ from openai.types.responses import (
 
 from sdk._result import Usage
 from sdk.errors import ProviderError
-from sdk.providers._base import Completion, CompletionRequest, Provider, TextDelta, wire_name
+from sdk.providers._base import (
+    Codec,
+    Completion,
+    CompletionRequest,
+    Exchange,
+    Reply,
+    TextDelta,
+    wire_name,
+)
 from sdk.providers._chat import ChatStream, chat_completion, chat_messages
 from sdk.providers._errors import provider_error, reply_request_id
+from sdk.providers._provider import Provider
+from sdk.providers._transports import AsyncSDKTransport, SDKTransport
 from sdk.schema.dialects import OPENAI_STRICT, to_wire
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "ChatCodec",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
+    "ResponsesCodec",
     "ResponsesStreamState",
     "build_chat_request",
     "build_responses_request",
@@ -166,17 +178,20 @@ def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, A
     return kwargs
 
 
-def read_chat_response(completion: ChatCompletion) -> Completion:
-    """A `ChatCompletion` -> `Completion` (the first choice)."""
-    choice = completion.choices[0] if completion.choices else None
+def read_chat_response(completion: ChatCompletion, *, request_id: str | None = None) -> Completion:
+    """A `ChatCompletion` -> `Completion` (the first choice). A reply without a choice is
+    unusable: `ValueError` (the fault boundary makes it a `ProviderError`)."""
+    if not completion.choices:
+        raise ValueError("the reply has no choices")
+    choice = completion.choices[0]
     usage = completion.usage
     return chat_completion(
-        content=choice.message.content if choice is not None else None,
-        refusal=choice.message.refusal if choice is not None else None,
-        finish_reason=choice.finish_reason if choice is not None else None,
+        content=choice.message.content,
+        refusal=choice.message.refusal,
+        finish_reason=choice.finish_reason,
         usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage is not None else Usage(),
         model=completion.model,
-        request_id=reply_request_id(completion),
+        request_id=request_id or reply_request_id(completion),
     )
 
 
@@ -223,9 +238,84 @@ def map_error(exc: openai.OpenAIError, provider: str) -> ProviderError:
     return provider_error(provider, type(exc).__name__, status_code=200, detail=str(exc))
 
 
+class ResponsesCodec(Codec):
+    """The Responses API's wire format (no I/O)."""
+
+    provider = "openai_responses"
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        _log(self.provider, self.model, request)
+        return Exchange("responses.create", build_responses_request(request, model=self.model))
+
+    def read(self, reply: Reply) -> Completion:
+        return read_responses_response(reply.body, request_id=reply.request_id)
+
+    def reader(self, request_id: str | None) -> ResponsesStreamState:
+        return ResponsesStreamState(request_id)
+
+    def classify(self, error: BaseException) -> ProviderError | None:
+        return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
+
+
+class ChatCodec(Codec):
+    """Chat Completions' wire format through the `openai` client (no I/O)."""
+
+    provider = "openai_chat"
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        _log(self.provider, self.model, request)
+        body = build_chat_request(request, model=self.model)
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return Exchange("chat.completions.create", body, stream)
+
+    def read(self, reply: Reply) -> Completion:
+        return read_chat_response(reply.body, request_id=reply.request_id)
+
+    def reader(self, request_id: str | None) -> _ChunkStream:
+        return _ChunkStream(ChatStream(self.provider, request_id=request_id))
+
+    def classify(self, error: BaseException) -> ProviderError | None:
+        return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
+
+
+class _ChunkStream:
+    """A `ChatStream` fed with the `openai` client's chunk objects."""
+
+    def __init__(self, chat: ChatStream) -> None:
+        self._chat = chat
+
+    def feed(self, chunk: ChatCompletionChunk) -> TextDelta | None:
+        return _feed_chunk(self._chat, chunk)
+
+    def finish(self) -> Completion:
+        return self._chat.finish()
+
+
+def _log(provider: str, model: str, request: CompletionRequest) -> None:
+    logger.debug(
+        "%s model=%s max_tokens=%d messages=%d",
+        provider,
+        model,
+        request.max_tokens,
+        len(request.messages),
+    )
+
+
 class _OpenAIProvider(Provider):
     def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
-        self.client = client
+        if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
+            raise TypeError(
+                f"client must be an openai.OpenAI or openai.AsyncOpenAI, not {client!r}"
+            )
+        # The SDK owns retries: the client's own (two by default) would multiply ours.
+        self.client = client.with_options(max_retries=0)
         self._model = model
 
     def __repr__(self) -> str:
@@ -235,137 +325,39 @@ class _OpenAIProvider(Provider):
     def model(self) -> str:
         return self._model
 
-    def _sync(self) -> openai.OpenAI:
+    def secrets(self) -> Iterable[str]:
+        return [self.client.api_key] if isinstance(self.client.api_key, str) else []
+
+    def transport(self) -> SDKTransport:
         if not isinstance(self.client, openai.OpenAI):
             raise TypeError("this provider has an AsyncOpenAI client: use the async calls")
-        return self.client
+        return SDKTransport(self.client, request_id_header="x-request-id")
 
-    def _async(self) -> openai.AsyncOpenAI:
+    def atransport(self) -> AsyncSDKTransport:
         if not isinstance(self.client, openai.AsyncOpenAI):
             raise TypeError("this provider has a sync OpenAI client: use the sync calls")
-        return self.client
-
-    def _log(self, request: CompletionRequest) -> None:
-        logger.debug(
-            "%s model=%s max_tokens=%d messages=%d",
-            self.name,
-            self._model,
-            request.max_tokens,
-            len(request.messages),
-        )
+        return AsyncSDKTransport(self.client, request_id_header="x-request-id")
 
 
 class OpenAIResponsesProvider(_OpenAIProvider):
-    """The Responses API through your `openai.OpenAI` or `openai.AsyncOpenAI` client."""
+    """The Responses API through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used
+    with `max_retries=0`: the SDK owns retries)."""
 
     name = "openai_responses"
     dialect = OPENAI_STRICT
 
-    def complete(self, request: CompletionRequest) -> Completion:
-        self._log(request)
-        try:
-            response = self._sync().responses.create(
-                **build_responses_request(request, model=self._model)
-            )
-        except openai.OpenAIError as exc:
-            raise map_error(exc, self.name) from exc
-        return read_responses_response(response)
-
-    async def acomplete(self, request: CompletionRequest) -> Completion:
-        self._log(request)
-        try:
-            response = await self._async().responses.create(
-                **build_responses_request(request, model=self._model)
-            )
-        except openai.OpenAIError as exc:
-            raise map_error(exc, self.name) from exc
-        return read_responses_response(response)
-
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
-        self._log(request)
-        kwargs = build_responses_request(request, model=self._model)
-        try:
-            with self._sync().responses.create(**kwargs, stream=True) as events:
-                state = ResponsesStreamState(events.response.headers.get("x-request-id"))
-                for event in events:
-                    piece = state.feed(event)
-                    if piece is not None:
-                        yield piece
-        except openai.OpenAIError as exc:
-            raise map_error(exc, self.name) from exc
-        yield state.finish()
-
-    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
-        self._log(request)
-        kwargs = build_responses_request(request, model=self._model)
-        try:
-            events = await self._async().responses.create(**kwargs, stream=True)
-            async with events:
-                state = ResponsesStreamState(events.response.headers.get("x-request-id"))
-                async for event in events:
-                    piece = state.feed(event)
-                    if piece is not None:
-                        yield piece
-        except openai.OpenAIError as exc:
-            raise map_error(exc, self.name) from exc
-        yield state.finish()
+    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
+        super().__init__(client, model=model)
+        self.codec = ResponsesCodec(model)
 
 
 class OpenAIChatProvider(_OpenAIProvider):
-    """Chat Completions through your `openai.OpenAI` or `openai.AsyncOpenAI` client."""
+    """Chat Completions through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used with
+    `max_retries=0`: the SDK owns retries)."""
 
     name = "openai_chat"
     dialect = OPENAI_STRICT
 
-    def complete(self, request: CompletionRequest) -> Completion:
-        self._log(request)
-        try:
-            completion = self._sync().chat.completions.create(
-                **build_chat_request(request, model=self._model)
-            )
-        except openai.OpenAIError as exc:
-            raise map_error(exc, self.name) from exc
-        return read_chat_response(completion)
-
-    async def acomplete(self, request: CompletionRequest) -> Completion:
-        self._log(request)
-        try:
-            completion = await self._async().chat.completions.create(
-                **build_chat_request(request, model=self._model)
-            )
-        except openai.OpenAIError as exc:
-            raise map_error(exc, self.name) from exc
-        return read_chat_response(completion)
-
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
-        self._log(request)
-        kwargs = build_chat_request(request, model=self._model)
-        try:
-            with self._sync().chat.completions.create(
-                **kwargs, stream=True, stream_options={"include_usage": True}
-            ) as chunks:
-                state = ChatStream(request_id=chunks.response.headers.get("x-request-id"))
-                for chunk in chunks:
-                    piece = _feed_chunk(state, chunk)
-                    if piece is not None:
-                        yield piece
-        except openai.OpenAIError as exc:
-            raise map_error(exc, self.name) from exc
-        yield state.finish()
-
-    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
-        self._log(request)
-        kwargs = build_chat_request(request, model=self._model)
-        try:
-            chunks = await self._async().chat.completions.create(
-                **kwargs, stream=True, stream_options={"include_usage": True}
-            )
-            async with chunks:
-                state = ChatStream(request_id=chunks.response.headers.get("x-request-id"))
-                async for chunk in chunks:
-                    piece = _feed_chunk(state, chunk)
-                    if piece is not None:
-                        yield piece
-        except openai.OpenAIError as exc:
-            raise map_error(exc, self.name) from exc
-        yield state.finish()
+    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
+        super().__init__(client, model=model)
+        self.codec = ChatCodec(model)

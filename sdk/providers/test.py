@@ -27,7 +27,9 @@ from typing import Any, TypeAlias
 
 from sdk._result import Usage
 from sdk.contract import Contract
-from sdk.providers._base import Completion, CompletionRequest, Provider, TextDelta
+from sdk.providers._base import Completion, CompletionRequest, TextDelta
+from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
+from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect
 from sdk.stop_reason import StopReason
 
@@ -65,6 +67,7 @@ class TestProvider(Provider):
         self.dialect = dialect
         self._lock = threading.Lock()
         self._next = 0
+        self.codec = InProcessCodec(self.name)
         self.requests: list[CompletionRequest] = []
         """Every request received, in order: assert on them in your tests."""
 
@@ -120,22 +123,25 @@ class TestProvider(Provider):
             request_id=f"test-{len(self.requests)}",
         )
 
-    def complete(self, request: CompletionRequest) -> Completion:
+    # --- the transports: the script, through the drivers like any provider ---
+
+    def transport(self) -> InProcessTransport:
+        return InProcessTransport(self._reply, self._stream)
+
+    def atransport(self) -> AsyncInProcessTransport:
+        return AsyncInProcessTransport(self._areply, self._astream)
+
+    async def _areply(self, request: CompletionRequest) -> Completion:
         return self._reply(request)
 
-    async def acomplete(self, request: CompletionRequest) -> Completion:
-        return self._reply(request)
-
-    def stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
+    def _stream(self, request: CompletionRequest) -> Iterator[TextDelta | Completion]:
         completion = self._reply(request)
         yield from self._chunks(completion)
         yield completion
 
-    async def astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
-        completion = self._reply(request)
-        for piece in self._chunks(completion):
-            yield piece
-        yield completion
+    async def _astream(self, request: CompletionRequest) -> AsyncIterator[TextDelta | Completion]:
+        for item in self._stream(request):
+            yield item
 
     def _chunks(self, completion: Completion) -> Iterator[TextDelta]:
         text = completion.text or ""

@@ -8,17 +8,17 @@ conditional keywords (they would be ignored silently; here they are removed and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
-from sdk.providers._chat import ChatStream, chat_messages, read_chat_body
+from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply
+from sdk.providers._chat import ChatSSEStream, chat_messages, read_chat_body
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import VLLM
 
-__all__ = ["VLLMProvider", "build_request", "read_response"]
+__all__ = ["VLLMCodec", "VLLMProvider", "build_request", "read_response"]
 
 _PATH = "/v1/chat/completions"
 
@@ -44,6 +44,26 @@ def read_response(body: dict[str, Any]) -> Completion:
     return read_chat_body(body)
 
 
+class VLLMCodec(Codec):
+    """vLLM's OpenAI-compatible wire format with `structured_outputs` (no I/O)."""
+
+    provider = "vllm"
+
+    def __init__(self, model: str, wire: Callable[[CompletionRequest], dict[str, Any]]) -> None:
+        self.model = model
+        self._wire = wire
+
+    def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
+        return Exchange(_PATH, body, stream)
+
+    def read(self, reply: Reply) -> Completion:
+        return read_chat_body(reply.body, request_id=reply.request_id)
+
+    def reader(self, request_id: str | None) -> ChatSSEStream:
+        return ChatSSEStream(self.provider, request_id)
+
+
 class VLLMProvider(OneRouteProvider):
     """A vLLM server: `VLLMProvider("http://127.0.0.1:8000", model="Qwen/Qwen3-8B")`."""
 
@@ -65,28 +85,9 @@ class VLLMProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
+        self.codec = VLLMCodec(model, self._schema)
 
-    def build(
-        self, request: CompletionRequest, schema: dict[str, Any], stream: bool
-    ) -> dict[str, Any]:
-        return build_request(request, model=self.model, schema=schema, stream=stream)
-
-    def read(self, body: dict[str, Any]) -> Completion:
-        return read_response(body)
-
-    def line_stream(self) -> _SSEChatStream:
-        return _SSEChatStream(self.name)
-
-
-class _SSEChatStream:
-    """Chat Completions chunks as server-sent events (`data: {...}` lines)."""
-
-    def __init__(self, provider: str) -> None:
-        self._chat = ChatStream()
-        self._provider = provider
-
-    def feed(self, line: str) -> TextDelta | None:
-        return self._chat.feed_sse(line, self._provider)
-
-    def finish(self) -> Completion:
-        return self._chat.finish()
+    def _schema(self, request: CompletionRequest) -> dict[str, Any]:
+        wire = self.wire_schema(request.contract)
+        assert wire is not None  # vLLM always has its dialect
+        return wire.schema

@@ -1,0 +1,583 @@
+"""The retry engine: one `generate` call's state across its attempts, as one small state machine.
+
+    call = Call(contract, conversation, settings=..., ...)
+    while True:
+        request = call.request()                  # what to send next
+        try:
+            completion = provider.complete(request, deadline=call.send_deadline())
+        except ProviderError as error:
+            sleep(call.on_transport_error(error))  # the wait, or the final error raised
+            continue
+        result = call.on_reply(completion)         # a Result, None (retry prepared), or raises
+        if result is not None:
+            return result
+
+The four client loops (sync and async, whole and streamed) only pass data through it; which
+failure gets which retry lives in one table (`_POLICIES`), and nothing outside this class writes
+its fields.
+
+Each kind of failure has its own policy and budget, because each costs differently:
+
+- invalid output (`InvalidOutput`: `InvalidJSON`, `SchemaViolation`, `ContractViolation`,
+  `CheckFailed`): retried up to `retries` times; the next request is the original conversation
+  plus the previous output (as the assistant's turn) and a short list of what was wrong. The
+  feedback grows with the number of errors, never with the document, and replaces the last
+  retry's feedback instead of piling up history.
+- truncation (`TruncatedOutput`): fails fast by default (the same limit cuts the same document
+  again); `MaxTokensRamp` opts in to retries with a larger `max_tokens`.
+- refusal (`RefusedOutput`): not retried unless `refusal_retries` says so.
+- transport and API errors (`ProviderError`): retried with exponential backoff and full jitter,
+  honouring `retry-after` (tenacity's retry, stop and wait strategies decide), when the error is
+  transient (no status, 408, 429, 5xx, a cut stream); other 4xx are not retried.
+
+An error raised at the end carries every attempt (`.attempts`) and their summed `.usage`; when a
+policy's retries ran out it is `RetriesExhausted` (`ProviderRetriesExhausted` for transport
+errors) holding them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import tenacity
+
+from sdk._result import Attempt, Result, Usage
+from sdk.contract import Contract
+from sdk.errors import (
+    InvalidOutput,
+    ProviderError,
+    ProviderRetriesExhausted,
+    RefusedOutput,
+    RetriesExhausted,
+    SourceMissing,
+    StructuredOutputError,
+    TruncatedOutput,
+    Violation,
+)
+from sdk.parsing import parse
+from sdk.parsing.parser import EnumCase
+from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.providers._errors import is_retryable, provider_error
+from sdk.providers._provider import Provider
+from sdk.schema.canonical import schema_info
+
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "Backoff",
+    "Call",
+    "MaxTokensRamp",
+    "MessageLike",
+    "RetrySettings",
+    "conversation",
+    "feedback_message",
+]
+
+logger = logging.getLogger("sdk.client")
+
+C = TypeVar("C", bound=Contract)
+
+MessageLike = Message | Mapping[str, str]
+"""A conversation turn: a `Message`, or a mapping with `role` and `content`."""
+
+# Retry feedback lists at most this many violations, each message at most this long: the
+# feedback is bounded whatever the document or its errors look like.
+_FEEDBACK_VIOLATIONS = 20
+_FEEDBACK_MESSAGE_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Retries of transport and API errors: exponential backoff with full jitter.
+
+    The n-th retry waits a random time between 0 and `min(maximum, initial * 2**(n-1))`
+    seconds, or exactly what the provider's `retry-after` says. A `retry-after` longer than
+    `max_retry_after` (a quota reset hours away) is not waited for: the error is raised at once.
+    """
+
+    retries: int = 3
+    initial: float = 0.5
+    maximum: float = 30.0
+    max_retry_after: float = 60.0
+
+
+DEFAULT_BACKOFF = Backoff()
+"""The clients' default transport retries."""
+
+
+@dataclass(frozen=True, slots=True)
+class MaxTokensRamp:
+    """Opt-in retries of truncated output with `max_tokens` multiplied by `factor`, up to `cap`."""
+
+    factor: float = 2.0
+    cap: int = 16384
+    retries: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySettings:
+    """A client's retry and limit settings, shared by all its calls."""
+
+    retries: int = 2
+    truncation: MaxTokensRamp | None = None
+    refusal_retries: int = 0
+    backoff: Backoff = Backoff()
+    token_budget: int | None = None
+    deadline: float | None = None
+    """Seconds a whole call may take, retries and their waits included."""
+    attempt_deadline: float | None = None
+    """Seconds one request may take."""
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or self.refusal_retries < 0 or self.backoff.retries < 0:
+            raise ValueError("retry counts cannot be negative")
+        for name in ("deadline", "attempt_deadline"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
+# --- the policy table ---
+
+
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    """Which failures a policy covers, how many retries the settings give it, and how the next
+    request changes (`advance` returns False when another try would be the same)."""
+
+    name: str
+    covers: type[StructuredOutputError]
+    allowed: Callable[[RetrySettings], int]
+    advance: Callable[[Call[Any], StructuredOutputError], bool]
+
+
+def _advance_invalid(call: Call[Any], error: StructuredOutputError) -> bool:
+    assert isinstance(error, InvalidOutput)
+    call._feedback = _feedback(call.contract, error)
+    return True
+
+
+def _advance_truncated(call: Call[Any], error: StructuredOutputError) -> bool:
+    ramp = call.settings.truncation
+    assert ramp is not None
+    if call.max_tokens >= ramp.cap:
+        return False  # a ramp at its cap would send the same limit again
+    call.max_tokens = min(ramp.cap, math.ceil(call.max_tokens * ramp.factor))
+    return True
+
+
+def _advance_same(call: Call[Any], error: StructuredOutputError) -> bool:
+    return True
+
+
+# First match wins: `SourceMissing` (the caller forgot the source, no retry can supply it) is
+# an `InvalidOutput` too, so it comes first.
+_POLICIES: tuple[_Policy, ...] = (
+    _Policy("source", SourceMissing, lambda settings: 0, _advance_same),
+    _Policy("invalid", InvalidOutput, lambda settings: settings.retries, _advance_invalid),
+    _Policy(
+        "truncation",
+        TruncatedOutput,
+        lambda settings: settings.truncation.retries if settings.truncation else 0,
+        _advance_truncated,
+    ),
+    _Policy("refusal", RefusedOutput, lambda settings: settings.refusal_retries, _advance_same),
+)
+
+
+def _policy(error: StructuredOutputError) -> _Policy | None:
+    return next((policy for policy in _POLICIES if isinstance(error, policy.covers)), None)
+
+
+# --- transport retries: tenacity's strategies ---
+
+
+class _RetryAfter(tenacity.wait.wait_base):
+    """Wait what `retry-after` says when the provider said it, else exponential with jitter."""
+
+    def __init__(self, backoff: Backoff) -> None:
+        self._fallback = tenacity.wait_random_exponential(
+            multiplier=backoff.initial, max=backoff.maximum
+        )
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        if isinstance(error, ProviderError) and error.retry_after is not None:
+            return error.retry_after
+        return float(self._fallback(retry_state))
+
+
+class _TransportRetries:
+    """The transport retries of one request: tenacity's retry, stop and wait strategies.
+
+    Driven from the call's state machine rather than through `tenacity.Retrying`: a streaming
+    attempt yields snapshots between tries, which a `with attempt:` block cannot host safely,
+    and one shape serves sync, async and streaming alike.
+    """
+
+    def __init__(self, backoff: Backoff, transient: Callable[[BaseException], bool]) -> None:
+        self._retry = tenacity.retry_if_exception(transient)
+        self._stop = tenacity.stop_after_attempt(backoff.retries + 1)
+        self._wait = _RetryAfter(backoff)
+        self._state = tenacity.RetryCallState(tenacity.Retrying(), fn=None, args=(), kwargs={})
+
+    def delay(self, error: ProviderError) -> float | None:
+        """Seconds to wait before trying again after `error`, or `None` to give up."""
+        state = self._state
+        state.set_exception((type(error), error, error.__traceback__))
+        if not self._retry(state) or self._stop(state):
+            return None
+        seconds = self._wait(state)
+        logger.debug("transport retry %d in %.2fs", state.attempt_number, seconds)
+        state.prepare_for_next_attempt()
+        return seconds
+
+
+# --- the call ---
+
+
+class Call(Generic[C]):
+    """One `generate` call across its attempts (see the module docstring)."""
+
+    def __init__(
+        self,
+        contract: type[C],
+        messages: tuple[Message, ...],
+        *,
+        provider: Provider,
+        settings: RetrySettings,
+        enum_case: EnumCase,
+        system: str | None,
+        source: str | None,
+        max_tokens: int,
+        options: dict[str, Any],
+    ) -> None:
+        self.contract = contract
+        self.messages = messages
+        self.provider = provider
+        self.settings = settings
+        self.enum_case: EnumCase = enum_case
+        self.system = system
+        self.source = source
+        self.max_tokens = max_tokens
+        self.options = options
+        self.wire = provider.wire_schema(contract)
+        self.attempts: list[Attempt] = []
+        self.partial: Any = None
+        """Streaming: the last snapshot of the current attempt (put on its error if it fails)."""
+        self._feedback: tuple[Message, ...] = ()
+        self._used: dict[str, int] = {}
+        self._over_budget = False
+        self._transport: _TransportRetries | None = None
+        self._deadline = (
+            time.monotonic() + settings.deadline if settings.deadline is not None else None
+        )
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens over every attempt so far."""
+        return sum((attempt.usage for attempt in self.attempts), Usage())
+
+    # --- the three transitions ---
+
+    def request(self) -> CompletionRequest:
+        """The next request to send (the same one again after a transport error)."""
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            raise self._final(self._deadline_error())
+        self.partial = None
+        logger.debug(
+            "attempt %d: %s v%d -> %s (model %s), max_tokens=%d, %d message(s)",
+            len(self.attempts) + 1,
+            self.contract.__name__,
+            self.contract.schema_version,
+            self.provider.name,
+            self.provider.model,
+            self.max_tokens,
+            len(self.messages) + len(self._feedback),
+        )
+        return CompletionRequest(
+            contract=self.contract,
+            messages=self.messages + self._feedback,
+            max_tokens=self.max_tokens,
+            system=self.system,
+            options=self.options,
+        )
+
+    def send_deadline(self) -> float | None:
+        """The `time.monotonic()` instant the next request must be answered by, if any."""
+        deadlines = [d for d in (self._deadline, self._attempt_deadline()) if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def on_transport_error(self, error: ProviderError) -> float:
+        """Record an attempt that got no usable reply; the seconds to wait before sending the
+        same request again, or the final error raised."""
+        self.attempts.append(
+            Attempt(
+                number=len(self.attempts) + 1,
+                text=None,
+                stop_reason=None,
+                raw_stop_reason=None,
+                usage=Usage(),
+                error=error,
+                request_id=error.request_id,
+                max_tokens=self.max_tokens,
+            )
+        )
+        logger.debug("attempt %d: %s", len(self.attempts), error)
+        if self._transport is None:
+            self._transport = _TransportRetries(self.settings.backoff, self._transient)
+        delay = self._transport.delay(error)
+        if delay is None:
+            raise self._final(error)
+        if self._deadline is not None and time.monotonic() + delay >= self._deadline:
+            error.add_note("not retried: the wait would pass the call's deadline")
+            raise self._final(error)
+        return delay
+
+    def on_reply(self, completion: Completion) -> Result[C] | None:
+        """Parse a reply and record the attempt: the `Result`, or `None` when a retry has been
+        prepared (call `request()` again), or the final error raised."""
+        self._transport = None  # the next request is a new one: its transport retries start over
+        text = completion.text
+        number = len(self.attempts) + 1
+        try:
+            parsed = parse(
+                self.contract,
+                text if text is not None else "",
+                stop_reason=completion.stop_reason,
+                raw_stop_reason=completion.raw_stop_reason,
+                source=self.source,
+                enum_case=self.enum_case,
+                clean_stops=self.provider.clean_stops,
+                refusal=completion.refusal,
+                refusal_category=completion.refusal_category,
+                absent_nulls=self.wire is not None and bool(self.wire.nullable),
+            )
+        except StructuredOutputError as error:
+            if text is None:
+                error.text = None  # there was no output at all (a refusal field, a filter)
+            if error.partial is None:
+                error.partial = self.partial
+            self.attempts.append(_attempt(number, self.max_tokens, completion, text, error))
+            logger.debug(
+                "attempt %d: %s, %s: %s",
+                number,
+                completion.raw_stop_reason,
+                _tokens(completion.usage),
+                type(error).__name__,
+            )
+            if self._retry(error):
+                return None
+            final = self._final(error)
+            if final is error:
+                raise
+            raise final from error
+        self.attempts.append(_attempt(number, self.max_tokens, completion, text, None))
+        logger.debug(
+            "attempt %d: %s, %s: valid",
+            number,
+            completion.raw_stop_reason,
+            _tokens(completion.usage),
+        )
+        return Result(
+            value=parsed.value,
+            stop_reason=parsed.stop_reason,
+            text=parsed.text,
+            notes=parsed.notes,
+            usage=self.usage,
+            attempts=list(self.attempts),
+            schema=schema_info(self.contract),
+            provider=self.provider.name,
+            model=completion.model or self.provider.model,
+            raw_stop_reason=parsed.raw_stop_reason,
+            request_id=completion.request_id,
+            removed=list(self.wire.removed) if self.wire is not None else [],
+            diagnostics=completion.diagnostics,
+        )
+
+    # --- decisions ---
+
+    def _attempt_deadline(self) -> float | None:
+        seconds = self.settings.attempt_deadline
+        return time.monotonic() + seconds if seconds is not None else None
+
+    def _deadline_error(self) -> ProviderError:
+        error = provider_error(
+            self.provider.name, f"the call's deadline of {self.settings.deadline:g}s passed"
+        )
+        error.transient = False
+        return error
+
+    def _transient(self, error: BaseException) -> bool:
+        if not isinstance(error, ProviderError) or not is_retryable(error):
+            return False
+        retry_after = error.retry_after
+        return retry_after is None or retry_after <= self.settings.backoff.max_retry_after
+
+    def _retry(self, error: StructuredOutputError) -> bool:
+        """Whether a policy retries after `error`; if so, the next request is prepared."""
+        policy = _policy(error)
+        if policy is None or self._used.get(policy.name, 0) >= policy.allowed(self.settings):
+            return False
+        if not self._within_budget():
+            self._over_budget = True
+            return False
+        if not policy.advance(self, error):
+            return False
+        self._used[policy.name] = self._used.get(policy.name, 0) + 1
+        logger.debug("retrying after %s", type(error).__name__)
+        return True
+
+    def _within_budget(self) -> bool:
+        budget = self.settings.token_budget
+        if budget is None or not self.attempts:
+            return True
+        # The next attempt costs about what the last one did (the same conversation, plus a
+        # bounded feedback): start it only if that still fits.
+        expected = self.attempts[-1].usage.total_tokens
+        return self.usage.total_tokens + expected <= budget
+
+    def _has_policy(self, error: StructuredOutputError) -> bool:
+        """Whether this call retries this kind of failure at all (its budget aside)."""
+        if isinstance(error, ProviderError):
+            return self._transient(error)
+        policy = _policy(error)
+        return policy is not None and policy.allowed(self.settings) > 0
+
+    def _final(self, error: StructuredOutputError) -> StructuredOutputError:
+        """The error to raise, carrying every attempt and their usage: `error` itself, or
+        `RetriesExhausted` after a policy's retries ran out."""
+        final = self._give_up(error)
+        final.attempts = list(self.attempts)
+        final.usage = self.usage
+        return final
+
+    def _give_up(self, error: StructuredOutputError) -> StructuredOutputError:
+        if self._over_budget:
+            error.add_note(
+                f"not retried: another attempt would pass the token budget of "
+                f"{self.settings.token_budget} ({self.usage.total_tokens} spent)"
+            )
+        if len(self.attempts) < 2:
+            return error
+        if not self._has_policy(error):
+            # A failure no policy retries speaks for itself (a refusal stays `RefusedOutput`);
+            # a note keeps the earlier attempts visible.
+            earlier = "; ".join(
+                f"attempt {a.number}: {type(a.error).__name__}"
+                for a in self.attempts[:-1]
+                if a.error
+            )
+            error.add_note(f"attempt {len(self.attempts)} of this call; before it: {earlier}")
+            return error
+        headline = error.message.splitlines()[0] if error.message else type(error).__name__
+        budget = (
+            f" (token budget {self.settings.token_budget} reached)" if self._over_budget else ""
+        )
+        message = (
+            f"{self.contract.__name__}: {len(self.attempts)} attempts, none valid{budget}; "
+            f"last: {type(error).__name__}: {headline}"
+        )
+        if isinstance(error, ProviderError):
+            return ProviderRetriesExhausted(message, attempts=self.attempts, last=error)
+        return RetriesExhausted(
+            message,
+            attempts=self.attempts,
+            text=error.text,
+            stop_reason=error.stop_reason,
+            raw_stop_reason=error.raw_stop_reason,
+        )
+
+
+# --- building the conversation ---
+
+
+def conversation(
+    contract: type[Contract],
+    prompt: str | None,
+    messages: Sequence[MessageLike] | None,
+    source: str | None,
+) -> tuple[Message, ...]:
+    """The call's first messages: `messages` as given, or the prompt with the source document."""
+    if messages is not None:
+        if prompt is not None:
+            raise ValueError("pass either prompt or messages, not both")
+        if not messages:
+            raise ValueError("messages is empty")
+        return tuple(_message(message) for message in messages)
+    if prompt is None and source is None:
+        raise ValueError("pass a prompt, messages, or a source document")
+    parts = [prompt if prompt is not None else f"Fill in a {contract.__name__} from this document."]
+    if source is not None:
+        parts.append(f"<document>\n{source}\n</document>")
+    return (Message("user", "\n\n".join(parts)),)
+
+
+def _message(message: MessageLike) -> Message:
+    if isinstance(message, Message):
+        return message
+    role, content = message.get("role"), message.get("content")
+    if isinstance(content, str):
+        if role == "user":
+            return Message("user", content)
+        if role == "assistant":
+            return Message("assistant", content)
+    raise ValueError(
+        "a message needs role 'user' or 'assistant' and string content "
+        "(pass the system prompt as system=...)"
+    )
+
+
+# --- retry feedback ---
+
+
+def feedback_message(contract: type[Contract], error: InvalidOutput) -> str:
+    """What the model is told after an invalid reply: each violation with its JSON pointer.
+
+    Bounded: at most 20 violations, each message cut at 200 characters; the document itself is
+    never repeated here (the previous reply is sent once, as the assistant's turn).
+    """
+    violations = error.violations or [Violation("", error.message.splitlines()[0])]
+    lines = [f"That reply is not a valid {contract.__name__}. Problems (JSON pointer: problem):"]
+    for violation in violations[:_FEEDBACK_VIOLATIONS]:
+        message = " ".join(violation.message.split())
+        if len(message) > _FEEDBACK_MESSAGE_CHARS:
+            message = message[: _FEEDBACK_MESSAGE_CHARS - 3] + "..."
+        lines.append(f"- {violation.pointer or '/'}: {message}")
+    if len(violations) > _FEEDBACK_VIOLATIONS:
+        lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
+    lines.append("Reply with the whole corrected JSON document, and nothing else.")
+    return "\n".join(lines)
+
+
+def _feedback(contract: type[Contract], error: InvalidOutput) -> tuple[Message, ...]:
+    said = (Message("assistant", error.text),) if error.text else ()
+    return (*said, Message("user", feedback_message(contract, error)))
+
+
+def _attempt(
+    number: int,
+    max_tokens: int,
+    completion: Completion,
+    text: str | None,
+    error: StructuredOutputError | None,
+) -> Attempt:
+    return Attempt(
+        number=number,
+        text=text,
+        stop_reason=completion.stop_reason,
+        raw_stop_reason=completion.raw_stop_reason,
+        usage=completion.usage,
+        error=error,
+        request_id=completion.request_id,
+        max_tokens=max_tokens,
+        diagnostics=completion.diagnostics,
+    )
+
+
+def _tokens(usage: Usage) -> str:
+    return f"{usage.input_tokens} in / {usage.output_tokens} out tokens"

@@ -1,0 +1,150 @@
+"""The two drivers, sync and async: every call kind of every provider, inside one fault boundary.
+
+A driver takes a provider's codec (no I/O) and its transport (all the I/O), sends what the
+codec builds, feeds it what arrives, and runs all of that inside `fault_boundary`, so that a
+call either returns a `Completion` (or streams `TextDelta`s, then one) or raises `ProviderError`.
+Building the request happens before the boundary: an error there (a schema a provider cannot
+take, a sync call on an async client) is the caller's, raised as it is.
+
+`deadline` is a `time.monotonic()` instant: past it, the call raises `ProviderError` (timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from sdk.providers._base import Completion, Exchange, Reply, TextDelta
+from sdk.providers._boundary import Seen, fault_boundary
+from sdk.providers._transports import AsyncTransport, Transport, deadline_error
+
+if TYPE_CHECKING:
+    from sdk.providers._base import CompletionRequest
+    from sdk.providers._provider import Provider
+
+__all__ = ["acomplete", "astream", "complete", "stream"]
+
+
+# --- sync ---
+
+
+def complete(
+    provider: Provider, request: CompletionRequest, deadline: float | None = None
+) -> Completion:
+    """Send `request` and read the whole reply."""
+    codec = provider.codec
+    exchange = codec.build(request, stream=False)
+    transport = provider.transport()
+    with fault_boundary(codec, provider.redactor) as seen:
+        exchange = _prepared(transport, exchange, seen, deadline)
+        return codec.read(transport.send(exchange, seen, deadline))
+
+
+def stream(
+    provider: Provider, request: CompletionRequest, deadline: float | None = None
+) -> Iterator[TextDelta | Completion]:
+    """Text deltas as they arrive, then the `Completion`."""
+    codec = provider.codec
+    exchange = codec.build(request, stream=True)
+    transport = provider.transport()
+    with fault_boundary(codec, provider.redactor) as seen:
+        exchange = _prepared(transport, exchange, seen, deadline)
+        with transport.open(exchange, seen, deadline) as events:
+            reader = codec.reader(seen.request_id)
+            for event in events:
+                seen.body = event
+                delta = reader.feed(event)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise deadline_error(codec.provider)
+                if delta is not None:
+                    yield delta
+            seen.body = None  # the stream ended: no single event is to blame any more
+            completion = reader.finish()
+    yield completion
+
+
+def _prepared(
+    transport: Transport, exchange: Exchange, seen: Seen, deadline: float | None
+) -> Exchange:
+    """Send an exchange's preliminary requests; the final exchange."""
+    while exchange.then is not None:
+        reply = transport.send(exchange, seen, deadline)
+        exchange = exchange.then(reply.body)
+    return exchange
+
+
+# --- async ---
+
+
+async def acomplete(
+    provider: Provider, request: CompletionRequest, deadline: float | None = None
+) -> Completion:
+    """Send `request` and await the whole reply."""
+    codec = provider.codec
+    exchange = codec.build(request, stream=False)
+    transport = provider.atransport()
+    with fault_boundary(codec, provider.redactor) as seen:
+        async with _time_limit(deadline, codec.provider):
+            exchange = await _aprepared(transport, exchange, seen, deadline)
+            reply: Reply = await transport.send(exchange, seen, deadline)
+        return codec.read(reply)
+
+
+async def astream(
+    provider: Provider, request: CompletionRequest, deadline: float | None = None
+) -> AsyncIterator[TextDelta | Completion]:
+    """The async form of `stream`. The deadline bounds each wait, never the consumer's time
+    between two items (a timeout cannot span a `yield`)."""
+    codec = provider.codec
+    exchange = codec.build(request, stream=True)
+    transport = provider.atransport()
+    with fault_boundary(codec, provider.redactor) as seen:
+        async with AsyncExitStack() as stack:
+            async with _time_limit(deadline, codec.provider):
+                exchange = await _aprepared(transport, exchange, seen, deadline)
+                events = await stack.enter_async_context(transport.open(exchange, seen, deadline))
+            reader = codec.reader(seen.request_id)
+            while True:
+                async with _time_limit(deadline, codec.provider):
+                    event: Any = await anext(events, _END)
+                if event is _END:
+                    break
+                seen.body = event
+                delta = reader.feed(event)
+                if delta is not None:
+                    yield delta
+            seen.body = None
+            completion = reader.finish()
+    yield completion
+
+
+_END = object()
+
+
+async def _aprepared(
+    transport: AsyncTransport, exchange: Exchange, seen: Seen, deadline: float | None
+) -> Exchange:
+    while exchange.then is not None:
+        reply = await transport.send(exchange, seen, deadline)
+        exchange = exchange.then(reply.body)
+    return exchange
+
+
+@asynccontextmanager
+async def _time_limit(deadline: float | None, provider: str) -> AsyncIterator[None]:
+    """`asyncio.timeout` to a monotonic deadline, raising the provider's deadline error."""
+    if deadline is None:
+        yield
+        return
+    loop_deadline = asyncio.get_running_loop().time() + (deadline - time.monotonic())
+    timeout = asyncio.timeout_at(loop_deadline)
+    try:
+        async with timeout:
+            yield
+    except TimeoutError as exc:
+        if not timeout.expired():
+            raise  # a timeout of the transport's own, not the deadline
+        raise deadline_error(provider) from exc

@@ -1,0 +1,113 @@
+"""The codec and transports of providers that run in this process (the embedded model, the
+scripted `TestProvider`): their reply already is a `Completion`, so there is no wire format to
+translate, but their calls still go through the drivers and so through the one fault boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply, TextDelta
+from sdk.providers._boundary import Seen
+from sdk.providers._errors import provider_error
+
+__all__ = ["AsyncInProcessTransport", "InProcessCodec", "InProcessTransport"]
+
+Item = TextDelta | Completion
+
+
+class InProcessCodec(Codec):
+    """Passes the request to the in-process generator and its `Completion` back."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+
+    def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        return Exchange("generate", {"request": request}, stream)
+
+    def read(self, reply: Reply) -> Completion:
+        if not isinstance(reply.body, Completion):
+            raise TypeError(f"expected a Completion, got {type(reply.body).__name__}")
+        return reply.body
+
+    def reader(self, request_id: str | None) -> _ItemStream:
+        return _ItemStream(self.provider)
+
+
+class _ItemStream:
+    def __init__(self, provider: str) -> None:
+        self._provider = provider
+        self._completion: Completion | None = None
+
+    def feed(self, item: Item) -> TextDelta | None:
+        if isinstance(item, Completion):
+            self._completion = item
+            return None
+        if not isinstance(item, TextDelta):
+            raise TypeError(f"expected a TextDelta or Completion, got {type(item).__name__}")
+        return item
+
+    def finish(self) -> Completion:
+        if self._completion is None:
+            raise provider_error(self._provider, "stream ended before its final event")
+        return self._completion
+
+
+def _request(exchange: Exchange) -> CompletionRequest:
+    request = exchange.body["request"]
+    assert isinstance(request, CompletionRequest)
+    return request
+
+
+class InProcessTransport:
+    """Calls the provider's own sync functions."""
+
+    def __init__(
+        self,
+        complete: Callable[[CompletionRequest], Completion],
+        stream: Callable[[CompletionRequest], Iterator[Item]],
+    ) -> None:
+        self._complete = complete
+        self._stream = stream
+
+    def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+        return Reply(self._complete(_request(exchange)))
+
+    @contextmanager
+    def open(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Iterator[Any]:
+        items = self._stream(_request(exchange))
+        try:
+            yield items
+        finally:
+            close = getattr(items, "close", None)
+            if callable(close):
+                close()
+
+
+class AsyncInProcessTransport:
+    """Awaits the provider's own async functions."""
+
+    def __init__(
+        self,
+        complete: Callable[[CompletionRequest], Awaitable[Completion]],
+        stream: Callable[[CompletionRequest], AsyncIterator[Item]],
+    ) -> None:
+        self._complete = complete
+        self._stream = stream
+
+    async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+        return Reply(await self._complete(_request(exchange)))
+
+    @asynccontextmanager
+    async def open(
+        self, exchange: Exchange, seen: Seen, deadline: float | None
+    ) -> AsyncIterator[AsyncIterator[Any]]:
+        items = self._stream(_request(exchange))
+        try:
+            yield items
+        finally:
+            aclose = getattr(items, "aclose", None)
+            if callable(aclose):
+                await aclose()
