@@ -158,6 +158,8 @@ class Contract(BaseModel):
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
         """The canonical JSON Schema (draft 2020-12): a fresh copy the caller may change."""
+        # Imported on use: `sdk.schema`'s package init imports modules that build on this one.
+        # `canonical` itself never imports `sdk.contract`, so the arrow points one way.
         from sdk.schema.canonical import canonical_schema
 
         return canonical_schema(cls)

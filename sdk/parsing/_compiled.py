@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
@@ -18,11 +18,12 @@ import jsonschema
 import jsonschema_rs
 from jsonschema.exceptions import ValidationError, best_match
 
+from sdk._pointer import escape_pointer, pointer_of
 from sdk.contract import SOURCE_QUOTE_KEY
 from sdk.errors import Violation
 from sdk.parsing._walk import SchemaWalker
 from sdk.schema._shape import shape_of
-from sdk.schema.canonical import escape_pointer, shared_schema
+from sdk.schema.canonical import shared_schema
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
@@ -120,11 +121,6 @@ def _non_nullable_optionals(root: dict[str, Any], node: dict[str, Any]) -> Itera
 def _is_string_enum(node: dict[str, Any]) -> bool:
     values = node.get("enum")
     return isinstance(values, list) and all(isinstance(v, str) for v in values)
-
-
-def pointer_of(path: Iterable[str | int]) -> str:
-    """A JSON pointer from path parts."""
-    return "".join(f"/{escape_pointer(part)}" for part in path)
 
 
 def _violations_of(error: ValidationError) -> Iterator[Violation]:

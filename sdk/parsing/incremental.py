@@ -44,9 +44,9 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any, Final, Generic, TypeVar
 
+from sdk._pointer import escape_pointer, lookup, pointer_of, split_pointer
 from sdk.contract import Contract
 from sdk.errors import InvalidJSON, Violation
-from sdk.schema.canonical import escape_pointer
 
 __all__ = ["Partial", "PartialReader"]
 
@@ -197,7 +197,7 @@ class Partial(Generic[C]):
     def open_pointer(self) -> str | None:
         """JSON pointer of the innermost value started and not closed; `None` once done."""
         path = self._open_path()
-        return None if path is None else _pointer_of(path)
+        return None if path is None else pointer_of(path)
 
     @property
     def complete(self) -> frozenset[str]:
@@ -207,14 +207,14 @@ class Partial(Generic[C]):
             _pointers(self.value, "", found)
             path = self._open_path()
             still_open = (
-                set() if path is None else {_pointer_of(path[:i]) for i in range(len(path) + 1)}
+                set() if path is None else {pointer_of(path[:i]) for i in range(len(path) + 1)}
             )
             self._complete = frozenset(p for p in found if p not in still_open)
         return self._complete
 
     def is_complete(self, pointer: str = "") -> bool:
         """Whether the value at `pointer` is present and closed (`""`: the whole document)."""
-        tokens = _parse_pointer(pointer)
+        tokens = split_pointer(pointer)
         path = self._open_path()
         if (
             path is not None
@@ -222,12 +222,12 @@ class Partial(Generic[C]):
             and all(token == str(step) for token, step in zip(tokens, path, strict=False))
         ):
             return False  # the open value itself, or one of the containers it is in
-        found, _ = _resolve(self.value, tokens)
+        found, _ = lookup(self.value, tokens)
         return found
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """The value at `pointer`, complete or not, or `default` if it is not there (yet)."""
-        found, value = _resolve(self.value, _parse_pointer(pointer))
+        found, value = lookup(self.value, pointer)
         return value if found else default
 
     def _open_path(self) -> list[str | int] | None:
@@ -778,10 +778,6 @@ def _prefix(pieces: list[str], count: int, joined: list[tuple[str, int]]) -> str
     return text
 
 
-def _pointer_of(path: list[str | int]) -> str:
-    return "".join(f"/{escape_pointer(token)}" for token in path)
-
-
 def _pointers(value: Any, pointer: str, found: list[str]) -> None:
     """Every pointer in `value` (iterative: documents may nest deeper than Python recurses)."""
     pending = [(pointer, value)]
@@ -792,29 +788,3 @@ def _pointers(value: Any, pointer: str, found: list[str]) -> None:
             pending.extend((f"{pointer}/{escape_pointer(k)}", v) for k, v in value.items())
         elif type(value) is list:
             pending.extend((f"{pointer}/{index}", item) for index, item in enumerate(value))
-
-
-def _parse_pointer(pointer: str) -> list[str]:
-    if pointer == "":
-        return []
-    if not pointer.startswith("/"):
-        raise ValueError(f"a JSON pointer starts with '/' (or is empty), not {pointer!r}")
-    return [token.replace("~1", "/").replace("~0", "~") for token in pointer[1:].split("/")]
-
-
-def _resolve(value: Any, tokens: list[str]) -> tuple[bool, Any]:
-    for token in tokens:
-        if type(value) is dict:
-            if token not in value:
-                return False, None
-            value = value[token]
-        elif type(value) is list:
-            if not token.isdigit() or (token != "0" and token.startswith("0")):
-                return False, None
-            index = int(token)
-            if index >= len(value):
-                return False, None
-            value = value[index]
-        else:
-            return False, None
-    return True, value

@@ -23,6 +23,8 @@ from typing import Any, Generic, Literal, TypeVar
 import pydantic
 import pydantic_core
 
+from sdk._pointer import escape_pointer, pointer_of
+from sdk._records import Note
 from sdk.contract import Contract
 from sdk.errors import (
     CheckFailed,
@@ -37,8 +39,7 @@ from sdk.errors import (
     Violation,
     summarize,
 )
-from sdk.parsing._compiled import CompiledContract, compile_contract, pointer_of
-from sdk.schema.canonical import escape_pointer
+from sdk.parsing._compiled import CompiledContract, compile_contract
 from sdk.stop_reason import StopReason
 
 __all__ = ["DEFAULT_CLEAN_STOPS", "EnumCase", "Note", "Parsed", "parse", "resolve_stop_reason"]
@@ -56,19 +57,6 @@ _CONTRACT_ERROR_TYPES = frozenset(typing.get_args(pydantic_core.core_schema.Erro
     "value_error",
     "assertion_error",
 } | {"wire_enum", "wire_enum_type"}
-
-
-@dataclass(frozen=True, slots=True)
-class Note:
-    """A change the parser made to the raw JSON, such as an enum case normalization."""
-
-    pointer: str
-    received: Any
-    written: Any
-    kind: str = "enum_case"
-
-    def __str__(self) -> str:
-        return f"{self.pointer}: {self.kind} {self.received!r} -> {self.written!r}"
 
 
 @dataclass(frozen=True)
