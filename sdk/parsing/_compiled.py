@@ -60,9 +60,16 @@ class CompiledContract:
         not), from the fast validator, so that the verdict is always the fast one's.
         """
         found: list[Violation] = []
-        errors = sorted(self.reference.iter_errors(instance), key=lambda e: list(map(str, e.path)))
-        for error in errors:
-            found.extend(_violations_of(error))
+        try:
+            errors = sorted(
+                self.reference.iter_errors(instance), key=lambda e: list(map(str, e.path))
+            )
+            for error in errors:
+                found.extend(_violations_of(error))
+        except RecursionError:
+            # The parser bounds nesting (`MAX_DEPTH`) before this step; a caller that does not
+            # still gets the (iterative) fast validator's list, never the RecursionError.
+            found = []
         if not found:
             for fast_error in self.fast.iter_errors(instance):
                 keyword = fast_error.schema_path[-1] if fast_error.schema_path else None

@@ -27,6 +27,7 @@ __all__ = [
     "shape_of",
 ]
 
+
 def resolve(root: dict[str, Any], node: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """Follow a local `$ref`: (pointer of the target, target merged with the ref's siblings).
 
