@@ -46,6 +46,20 @@ class WireEnum(str, Enum):
     comma-joined strings (`"approve, reject"`) are all rejected.
     """
 
+    def __new__(cls, *values: object) -> Self:
+        # Runs once per member while the class is defined. The `str` mixin would turn `X = 1`
+        # into the wire name "1"; a non-str value is a mistake to report, not to convert.
+        value = values[0] if len(values) == 1 else values
+        if not isinstance(value, str):
+            raise WireNameError(
+                f"{cls.__name__} has a member with wire name {value!r} "
+                f"({type(value).__name__}): wire names must be strings, written as they go "
+                "over the wire"
+            )
+        member = str.__new__(cls, value)
+        member._value_ = value
+        return member
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name, member in cls.__members__.items():
