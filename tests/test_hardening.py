@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from contracts import Decision
 from sdk import (
@@ -42,7 +42,7 @@ class Claim(Contract):
     quote: SourceQuote
     stance: Stance
     weight: int = 1
-    replies: list[Claim] = []
+    replies: list[Claim] = Field(default_factory=list)
 
 
 SOURCE = "Cats sleep a lot. Dogs bark at night."
