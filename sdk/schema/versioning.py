@@ -94,8 +94,10 @@ def _import(name: str) -> ModuleType:
     """Import a module; anything it raises becomes a `ContractImportError` naming file and line."""
     try:
         return importlib.import_module(name)
-    except ModuleNotFoundError:
-        raise
+    except ModuleNotFoundError as error:
+        if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
+            raise  # the target itself does not exist: the plain message says so
+        raise _import_failure(name, error) from error
     except Exception as error:
         raise _import_failure(name, error) from error
 
