@@ -324,3 +324,52 @@ def test_a_wire_enum_with_a_non_string_value_fails_at_definition(value: Any) -> 
 
         class Bad(WireEnum):
             ONE = value
+
+
+# --- the client's part: waiting for the client rewrite (issue 10), strict so they flip loudly ---
+
+LEAD = "the client must call require_contract / attach attempts and usage (sdk/client.py)"
+
+
+def _anthropic(*replies: Any) -> Any:
+    from sdk import StructuredClient
+    from sdk.providers import AnthropicProvider
+    from tests.wire_support import Sleeps, Wire, anthropic_client
+
+    wire = Wire(*replies)
+    provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+    return StructuredClient(provider, sleep=Sleeps())
+
+
+@pytest.mark.xfail(strict=True, reason=LEAD)
+@pytest.mark.parametrize("call", ["generate", "stream"])
+def test_the_client_rejects_what_is_not_a_contract_at_the_call(call: str) -> None:
+    from tests.wire_support import anthropic_reply
+
+    client = _anthropic(anthropic_reply(text=json.dumps(GOOD)))
+    with pytest.raises(TypeError, match=f"{call}\\(\\) takes a Contract subclass"):
+        result = getattr(client, call)(list[Claim], prompt="Claims?")
+        list(result) if call == "stream" else None
+
+
+@pytest.mark.xfail(strict=True, reason=LEAD)
+@pytest.mark.parametrize("fixture", ["anthropic_refusal.json", "anthropic_max_tokens.json"])
+def test_refused_and_truncated_errors_from_a_call_carry_attempts_and_usage(fixture: str) -> None:
+    from tests.wire_support import anthropic_reply
+
+    client = _anthropic(anthropic_reply(fixture))
+    with pytest.raises(StructuredOutputError) as caught:
+        client.generate(Decision, prompt="Approve?")
+    assert len(caught.value.attempts) == 1
+    assert caught.value.usage.output_tokens > 0
+    assert caught.value.usage == caught.value.attempts[0].usage
+
+
+@pytest.mark.xfail(strict=True, reason="feedback_message (sdk/client.py) must bound pointers")
+def test_retry_feedback_for_a_huge_key_is_bounded() -> None:
+    from sdk.client import feedback_message
+
+    key = "k" * 1_000_000
+    with pytest.raises(SchemaViolation) as caught:
+        _parse(json.dumps({**GOOD, key: 1}))
+    assert len(feedback_message(Claim, caught.value)) < 2_000
