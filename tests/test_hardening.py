@@ -163,6 +163,19 @@ def test_a_flat_document_deeper_than_the_limit_in_the_reader_and_parser_agree() 
     assert whole.value.position == streamed.value.position == MAX_DEPTH
 
 
+def test_a_deep_value_in_an_untyped_field_is_invalid_json() -> None:
+    # The schema accepts any JSON there, so the depth is checked before the schema is.
+    deep = "[" * 300 + "]" * 300
+    with pytest.raises(InvalidJSON, match="nested deeper than"):
+        parse(Measured, '{"ratio": 0.5, "anything": ' + deep + "}", stop_reason="end_turn")
+
+
+def test_the_schema_bounds_the_depth_of_what_it_accepts() -> None:
+    assert compile_contract(Decision).depth_bound == 1
+    assert compile_contract(Claim).depth_bound is None  # recursive
+    assert compile_contract(Measured).depth_bound is None  # an untyped field
+
+
 # --- numbers JSON cannot hold ---
 
 

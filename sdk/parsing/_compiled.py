@@ -21,6 +21,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from sdk._pointer import escape_pointer, pointer_of
 from sdk.contract import SOURCE_QUOTE_KEY
 from sdk.errors import Violation
+from sdk.parsing._limits import MAX_DEPTH, schema_depth
 from sdk.parsing._walk import SchemaWalker
 from sdk.schema._shape import shape_of
 from sdk.schema.canonical import shared_schema
@@ -47,6 +48,13 @@ class CompiledContract:
     """Objects with optional properties that reject `null` (see `absent_nulls` in `parse`)."""
     non_nullable_optionals: dict[int, tuple[str, ...]]
     """Those properties' names, per object node (by `id`): computed once per contract."""
+    depth_bound: int | None = None
+    """The deepest nesting a valid instance can have (`None`: unbounded, see `schema_depth`)."""
+
+    @property
+    def valid_is_shallow(self) -> bool:
+        """Whether every instance the schema accepts is within `MAX_DEPTH`."""
+        return self.depth_bound is not None and self.depth_bound <= MAX_DEPTH
 
     def is_valid(self, instance: Any) -> bool:
         """The fast verdict."""
@@ -115,6 +123,7 @@ def _compile(contract: type[Contract]) -> CompiledContract:
         quotes=SchemaWalker(schema, lambda node: node.get(SOURCE_QUOTE_KEY) is True),
         optionals=SchemaWalker(schema, has_non_nullable_optionals),
         non_nullable_optionals=optional,
+        depth_bound=schema_depth(schema),
     )
 
 

@@ -20,6 +20,7 @@ import re
 import sys
 from typing import Any, Final
 
+from sdk._pointer import resolve_ref
 from sdk._records import shorten
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "depth_position",
     "finite_float",
     "json_int",
+    "schema_depth",
     "too_deep",
     "too_long",
 ]
@@ -97,4 +99,87 @@ def depth_position(text: str, limit: int = MAX_DEPTH) -> int:
                 return match.start()
         elif char in "]}":
             depth -= 1
+    return 0
+
+
+_SCALARS: Final = frozenset({"string", "integer", "number", "boolean", "null"})
+
+
+def schema_depth(root: dict[str, Any]) -> int | None:
+    """The deepest nesting an instance valid against `root` can have, or `None` if unbounded.
+
+    Unbounded: a recursive schema, or a part that admits any JSON (an untyped field, an open
+    object, an array without `items`). When the bound is at most `MAX_DEPTH`, a document the
+    schema accepts needs no depth walk: the parser walks only documents the schema rejects.
+    """
+    known: dict[int, int | None] = {}
+    in_progress: set[int] = set()
+
+    def depth(node: Any) -> int | None:
+        if node is False:
+            return 0
+        if not isinstance(node, dict):
+            return None  # `true` or anything unexpected: any JSON
+        key = id(node)
+        if key in known:
+            return known[key]
+        if key in in_progress:
+            return None  # a cycle: recursive, unbounded
+        in_progress.add(key)
+        result = _node_depth(node, depth)
+        in_progress.discard(key)
+        known[key] = result
+        return result
+
+    def _node_depth(node: dict[str, Any], depth: Any) -> int | None:
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            try:
+                found: int | None = depth(resolve_ref(root, ref)[1])
+            except ValueError:
+                return None
+            return found
+        if "const" in node or "enum" in node:
+            values = node.get("enum", [node.get("const")])
+            return (
+                max((_value_depth(v) for v in values), default=0)
+                if isinstance(values, list)
+                else None
+            )
+        branches = [node[k] for k in ("anyOf", "oneOf") if isinstance(node.get(k), list)]
+        if branches:
+            depths = [depth(branch) for group in branches for branch in group]
+            return None if any(d is None for d in depths) else max(depths, default=0)
+        declared = node.get("type")
+        types = [declared] if isinstance(declared, str) else declared
+        if not isinstance(types, list) or not types:
+            return None
+        deepest = 0
+        for kind in types:
+            if kind in _SCALARS:
+                continue
+            if kind == "object":
+                if node.get("additionalProperties") is not False:
+                    return None
+                if node.get("patternProperties"):
+                    return None
+                children = [depth(child) for child in node.get("properties", {}).values()]
+            elif kind == "array":
+                items = [*node.get("prefixItems", []), node.get("items", True)]
+                children = [depth(child) for child in items]
+            else:
+                return None
+            if any(child is None for child in children):
+                return None
+            deepest = max(deepest, 1 + max((c for c in children if c is not None), default=0))
+        return deepest
+
+    return depth(root)
+
+
+def _value_depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_value_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_value_depth(v) for v in value), default=0)
     return 0

@@ -131,13 +131,18 @@ def parse(
         ) from undecodable
     compiled = compile_contract(contract)
 
-    # 2. JSON.
+    # 2. JSON, and its depth: walked now unless the schema itself bounds the depth of what it
+    # accepts, in which case only a document it rejects is walked (before anything recursive).
     data = _load_json(state)
+    if not compiled.valid_is_shallow:
+        _check_depth(state, data)
     notes: list[Note] = _drop_absent_nulls(compiled, data) if absent_nulls else []
 
     # 3 and 4. The casing policy only matters for an instance the schema rejects: a case
     # variant is never a valid enum value, so a valid instance skips the walk entirely.
     if not compiled.is_valid(data):
+        if compiled.valid_is_shallow:
+            _check_depth(state, data)
         normalized = _normalize_enum_case(compiled, data) if enum_case == "normalize" else []
         notes += normalized
         if not normalized or not compiled.is_valid(data):
@@ -272,10 +277,15 @@ def _load_json(state: _State) -> Any:
                 state, str(NumberOutOfRange(token, too_long(token))), _start(found)
             ) from exc
         raise _invalid(state, str(exc), 0) from exc
+    return data
+
+
+def _check_depth(state: _State, data: Any) -> None:
+    """`InvalidJSON` if `data` nests deeper than `MAX_DEPTH`."""
+    text = state.text
     # Counting brackets is a bound on the depth: most documents skip the walk.
     if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(data):
         raise _invalid(state, f"nested deeper than {MAX_DEPTH} levels", _deep_at(text))
-    return data
 
 
 def _deep_at(text: str) -> int:
