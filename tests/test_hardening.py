@@ -224,6 +224,19 @@ def test_an_integer_past_the_digit_limit_is_invalid_json_in_both_readers(
     assert len(str(streamed.value)) < 300
 
 
+def test_an_integer_past_the_digit_limit_from_client_stream_is_invalid_json() -> None:
+    from sdk import StructuredClient
+    from sdk.providers.test import TestProvider
+
+    digits = "9" * 5_000
+    document = '{"reasoning": "x", "answer": ' + digits + ', "confidence": "high"}'
+    client = StructuredClient(TestProvider([document], chunk_size=7), retries=0)
+    with pytest.raises(InvalidJSON, match="5000 digits") as caught:
+        for _ in client.stream(Decision, prompt="Approve?"):
+            pass
+    assert caught.value.text == document
+
+
 # --- bounded messages ---
 
 
