@@ -84,10 +84,9 @@ C = TypeVar("C", bound=Contract)
 MessageLike = Message | Mapping[str, str]
 """A conversation turn: a `Message`, or a mapping with `role` and `content`."""
 
-# Retry feedback lists at most this many violations, each message at most this long: the
+# Retry feedback lists at most this many violations (each bounded by `Violation.shown`): the
 # feedback is bounded whatever the document or its errors look like.
 _FEEDBACK_VIOLATIONS = 20
-_FEEDBACK_MESSAGE_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,16 +537,13 @@ def _message(message: MessageLike) -> Message:
 def feedback_message(contract: type[Contract], error: InvalidOutput) -> str:
     """What the model is told after an invalid reply: each violation with its JSON pointer.
 
-    Bounded: at most 20 violations, each message cut at 200 characters; the document itself is
-    never repeated here (the previous reply is sent once, as the assistant's turn).
+    Bounded: at most 20 violations, each pointer and message cut with an ellipsis
+    (`Violation.shown`); the document itself is never repeated here (the previous reply is
+    sent once, as the assistant's turn).
     """
     violations = error.violations or [Violation("", error.message.splitlines()[0])]
     lines = [f"That reply is not a valid {contract.__name__}. Problems (JSON pointer: problem):"]
-    for violation in violations[:_FEEDBACK_VIOLATIONS]:
-        message = " ".join(violation.message.split())
-        if len(message) > _FEEDBACK_MESSAGE_CHARS:
-            message = message[: _FEEDBACK_MESSAGE_CHARS - 3] + "..."
-        lines.append(f"- {violation.pointer or '/'}: {message}")
+    lines.extend(f"- {violation.shown()}" for violation in violations[:_FEEDBACK_VIOLATIONS])
     if len(violations) > _FEEDBACK_VIOLATIONS:
         lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
     lines.append("Reply with the whole corrected JSON document, and nothing else.")

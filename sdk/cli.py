@@ -101,7 +101,7 @@ def _errors_exit(out: _Output) -> Iterator[None]:
     try:
         yield
     except (ImportError, ValueError, OSError) as error:
-        out.error(str(error))
+        out.error(" ".join(str(error).split()))  # one line, whatever the message held
         raise typer.Exit(2) from error
 
 
@@ -133,7 +133,8 @@ def lock_command(
         bool,
         typer.Option(
             "--force",
-            help="Re-pin a changed locked version (only for one never released).",
+            help="Re-pin a changed locked version, or rewrite a hand-edited snapshot (only "
+            "for a version never released).",
         ),
     ] = False,
 ) -> None:
@@ -150,6 +151,8 @@ def lock_command(
         out.line(f"locked {entry.name} v{entry.version} ({entry.fingerprint[:12]})", "green")
     for entry in outcome.replaced:
         out.line(f"re-pinned {entry.name} v{entry.version} ({entry.fingerprint[:12]})", "yellow")
+    for entry in outcome.rewritten:
+        out.line(f"rewrote the edited snapshot of {entry.name} v{entry.version}", "yellow")
     for entry in outcome.dropped:
         out.line(f"dropped {entry.name} v{entry.version}: no longer defined", "yellow")
     out.line(f"{display_path(outcome.path)}: {len(outcome.unchanged)} unchanged", "dim")

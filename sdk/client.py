@@ -31,7 +31,7 @@ from sdk._call import (
     feedback_message,
 )
 from sdk._result import Result
-from sdk.contract import Contract
+from sdk.contract import Contract, require_contract
 from sdk.errors import InvalidOutput, ProviderError
 from sdk.parsing.incremental import Partial, PartialReader
 from sdk.parsing.parser import EnumCase
@@ -101,7 +101,9 @@ class _BaseClient:
         max_tokens: int | None,
         deadline: float | None,
         options: dict[str, Any],
+        where: str,
     ) -> Call[C]:
+        require_contract(contract, where)
         settings = self.settings
         if deadline is not None:
             settings = RetrySettings(**{**_fields(settings), "deadline": deadline})
@@ -193,7 +195,15 @@ class StructuredClient(_BaseClient):
         (`temperature=0`, ...).
         """
         call = self._call(
-            contract, prompt, messages, system, source, max_tokens, deadline, provider_options
+            contract,
+            prompt,
+            messages,
+            system,
+            source,
+            max_tokens,
+            deadline,
+            provider_options,
+            "generate()",
         )
         while True:
             request = call.request()
@@ -223,7 +233,15 @@ class StructuredClient(_BaseClient):
         After a retry, the snapshots start again from the new attempt's first character.
         """
         call = self._call(
-            contract, prompt, messages, system, source, max_tokens, deadline, provider_options
+            contract,
+            prompt,
+            messages,
+            system,
+            source,
+            max_tokens,
+            deadline,
+            provider_options,
+            "stream()",
         )
         while True:
             request = call.request()
@@ -336,7 +354,15 @@ class AsyncStructuredClient(_BaseClient):
     ) -> Result[C]:
         """A `contract` value from the provider, or a typed error (see `StructuredClient`)."""
         call = self._call(
-            contract, prompt, messages, system, source, max_tokens, deadline, provider_options
+            contract,
+            prompt,
+            messages,
+            system,
+            source,
+            max_tokens,
+            deadline,
+            provider_options,
+            "generate()",
         )
         while True:
             request = call.request()
@@ -367,7 +393,15 @@ class AsyncStructuredClient(_BaseClient):
         """`Partial` snapshots as the document arrives, then the `Result` (see
         `StructuredClient.stream`)."""
         call = self._call(
-            contract, prompt, messages, system, source, max_tokens, deadline, provider_options
+            contract,
+            prompt,
+            messages,
+            system,
+            source,
+            max_tokens,
+            deadline,
+            provider_options,
+            "stream()",
         )
         while True:
             request = call.request()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import types
+import typing
 from collections.abc import Mapping
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Self
@@ -25,6 +27,7 @@ __all__ = [
     "SourceQuote",
     "WireEnum",
     "WireNameError",
+    "require_contract",
 ]
 
 # Schema annotation that marks a string as evidence to be found verbatim in the source.
@@ -42,6 +45,20 @@ class WireEnum(str, Enum):
     Integers, booleans, member names (`"APPROVE"`), case variants (`"Approve"`) and
     comma-joined strings (`"approve, reject"`) are all rejected.
     """
+
+    def __new__(cls, *values: object) -> Self:
+        # Runs once per member while the class is defined. The `str` mixin would turn `X = 1`
+        # into the wire name "1"; a non-str value is a mistake to report, not to convert.
+        value = values[0] if len(values) == 1 else values
+        if not isinstance(value, str):
+            raise WireNameError(
+                f"{cls.__name__} has a member with wire name {value!r} "
+                f"({type(value).__name__}): wire names must be strings, written as they go "
+                "over the wire"
+            )
+        member = str.__new__(cls, value)
+        member._value_ = value
+        return member
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -158,6 +175,8 @@ class Contract(BaseModel):
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
         """The canonical JSON Schema (draft 2020-12): a fresh copy the caller may change."""
+        # Imported on use: `sdk.schema`'s package init imports modules that build on this one.
+        # `canonical` itself never imports `sdk.contract`, so the arrow points one way.
         from sdk.schema.canonical import canonical_schema
 
         return canonical_schema(cls)
@@ -214,3 +233,44 @@ class Contract(BaseModel):
             decoded = cls.migrate_from(step, decoded)
         # Through JSON, so the value is read exactly as a stored document would be.
         return cls.model_validate_json(json.dumps(decoded))
+
+
+def require_contract(obj: object, where: str) -> type[Contract]:
+    """`obj` if it is a `Contract` subclass; else a `TypeError` that says what `where` takes.
+
+    Called at the top of every entry point that takes a contract (`parse`, `generate`,
+    `stream`), so a wrong argument fails at the call, not deep inside with an `AttributeError`.
+    """
+    if isinstance(obj, type) and issubclass(obj, Contract) and obj is not Contract:
+        return obj
+    accepted = f"{where} takes a Contract subclass (class Answer(Contract): ...)"
+    origin = typing.get_origin(obj)
+    if origin in (list, tuple, set, frozenset) or obj in (list, tuple):
+        problem = (
+            f"not {_spelled(obj)}: top-level lists are not supported yet; wrap the list in a "
+            "Contract field (items: list[Item])"
+        )
+    elif origin in (typing.Union, types.UnionType):
+        problem = (
+            f"not {_spelled(obj)}: top-level unions are not supported yet; wrap the union in a "
+            "Contract field (answer: A | B)"
+        )
+    elif obj is Contract:
+        problem = "not Contract itself: declare a subclass with your fields"
+    elif isinstance(obj, type) and issubclass(obj, BaseModel):
+        problem = (
+            f"not {obj.__name__}, a plain pydantic BaseModel: derive it from sdk.Contract "
+            "(strict, closed, versioned) instead"
+        )
+    elif isinstance(obj, Contract):
+        problem = f"not an instance of {type(obj).__name__}: pass the class itself"
+    else:
+        problem = f"not {_spelled(obj)}"
+    raise TypeError(f"{accepted}, {problem}")
+
+
+def _spelled(obj: object) -> str:
+    if isinstance(obj, type) and typing.get_origin(obj) is None:
+        return f"{obj.__name__} (a {type(obj).__name__})"
+    shown = repr(obj)
+    return shown if len(shown) <= 80 else shown[:77] + "..."

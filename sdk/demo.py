@@ -95,10 +95,18 @@ def main() -> int:
     except ImportError as missing:
         out.line(f"the demo needs the local extra: {missing}", style="red")
         return 1
-    from contracts import Decision, InvoiceExtraction
-
     if not (DATA / "invoice.txt").is_file():
         out.line(f"the demo reads its documents from {DATA}: run it from a clone of the repository")
+        return 1
+    try:
+        # The reference contracts live in the repository, not in the installed package.
+        from contracts import Decision, InvoiceExtraction
+    except ImportError as missing:
+        out.line(
+            f"the demo uses the reference contracts of a clone ({missing}): run `make demo` in "
+            "the repository",
+            style="red",
+        )
         return 1
     invoice = (DATA / "invoice.txt").read_text(encoding="utf-8")
     expense = (DATA / "expense_request.txt").read_text(encoding="utf-8")

@@ -35,7 +35,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sdk.schema.canonical import escape_pointer
+from sdk._pointer import escape_pointer
 
 __all__ = [
     "DEFAULT_LOW_MASS_THRESHOLD",

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sdk._records import Usage, Violation, shorten
+from sdk.diagnostics import ConstraintDiagnostics
 from sdk.stop_reason import StopReason
 
-if TYPE_CHECKING:
-    from sdk._result import Attempt, Usage
-
 __all__ = [
+    "Attempt",
     "CheckFailed",
     "ContentFiltered",
     "ContractViolation",
@@ -55,22 +55,33 @@ __all__ = [
 
 # How many violations an error message lists before it says "and N more".
 _MESSAGE_VIOLATIONS = 5
+# Longest line an error message quotes (a headline, a violation); `.text` keeps everything.
+_MESSAGE_LINE = 400
 
 
 @dataclass(frozen=True, slots=True)
-class Violation:
-    """One thing wrong with a value: where (JSON pointer), what, and which rule said so."""
+class Attempt:
+    """One request and what came of it: the raw text, the stop reason, the error if any."""
 
-    pointer: str
-    message: str
-    keyword: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.pointer or '/'}: {self.message}"
+    number: int
+    text: str | None
+    stop_reason: StopReason | None
+    raw_stop_reason: str | None
+    usage: Usage
+    error: StructuredOutputError | None = None
+    request_id: str | None = None
+    max_tokens: int | None = None
+    diagnostics: ConstraintDiagnostics | None = None
+    """Constraint diagnostics of this attempt's output, where the provider gives them."""
 
 
 class StructuredOutputError(Exception):
-    """Base class: the SDK could not produce a trustworthy value."""
+    """Base class: the SDK could not produce a trustworthy value.
+
+    Raised by a client call, an error also carries `.attempts` (every request the call made,
+    this one last) and `.usage` (their tokens, summed), so that nothing spent goes unaccounted;
+    raised by `parse` alone, `.attempts` is empty and `.usage` is zero.
+    """
 
     def __init__(
         self,
@@ -80,6 +91,8 @@ class StructuredOutputError(Exception):
         stop_reason: StopReason | None = None,
         raw_stop_reason: str | None = None,
         partial: Any = None,
+        attempts: Sequence[Attempt] = (),
+        usage: Usage | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -88,9 +101,8 @@ class StructuredOutputError(Exception):
         self.raw_stop_reason = raw_stop_reason
         # Streaming: the last partial value seen before the error, if any.
         self.partial = partial
-        # Set by a client call that raises this error: every attempt it made and their tokens.
-        self.attempts: list[Attempt] = []
-        self.usage: Usage | None = None
+        self.attempts: list[Attempt] = list(attempts)
+        self.usage: Usage = usage if usage is not None else _total(self.attempts)
 
     def __str__(self) -> str:
         return self.message
@@ -181,7 +193,9 @@ class SourceMissing(CheckFailed, ValueError):
 class GrammarStuck(StructuredOutputError):
     """Constrained decoding reached a state where the grammar allows no token."""
 
-    def __init__(self, message: str, *, diagnostics: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self, message: str, *, diagnostics: ConstraintDiagnostics | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(message, **kwargs)
         # `.text` is the output up to the dead end; `.diagnostics` (local providers) the
         # `ConstraintDiagnostics` of the tokens generated before it, each with its token id.
@@ -220,12 +234,21 @@ class RetriesExhausted(StructuredOutputError):
     """Every attempt failed; `.attempts` holds each one with its text, error and usage."""
 
     def __init__(self, message: str, *, attempts: Sequence[Attempt], **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.attempts = list(attempts)
+        # The message names what was wrong with the last attempt, pointer by pointer (bounded),
+        # so a log line says why the call failed, not only which error class ended it.
+        last = attempts[-1].error if attempts else None
+        violations: Sequence[Violation] = getattr(last, "violations", ())
+        if violations and not any(str(v) in message for v in violations):
+            message = summarize(message, violations)
+        super().__init__(message, attempts=attempts, **kwargs)
 
     @property
     def last_error(self) -> StructuredOutputError | None:
-        """The error of the final attempt."""
+        """The error of the final attempt (`None` only if no attempt was made).
+
+        The same object as `attempts[-1].error`: its `.text`, `.violations` and stop reason
+        are the last reply's; `RetriesExhausted`'s own `.text` and `.stop_reason` repeat them.
+        """
         return self.attempts[-1].error if self.attempts else None
 
 
@@ -243,9 +266,16 @@ class ProviderRetriesExhausted(RetriesExhausted, ProviderError):
 
 
 def summarize(headline: str, violations: Sequence[Violation]) -> str:
-    """An error message: the headline and the first few violations."""
-    lines = [headline]
+    """An error message: the headline and the first few violations, each line bounded."""
+    lines = [shorten(line, _MESSAGE_LINE) for line in headline.splitlines() or [""]]
     lines.extend(f"  {violation}" for violation in violations[:_MESSAGE_VIOLATIONS])
     if len(violations) > _MESSAGE_VIOLATIONS:
         lines.append(f"  ... and {len(violations) - _MESSAGE_VIOLATIONS} more")
     return "\n".join(lines)
+
+
+def _total(attempts: Sequence[Attempt]) -> Usage:
+    total = Usage()
+    for attempt in attempts:
+        total = total + attempt.usage
+    return total

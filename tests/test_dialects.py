@@ -65,7 +65,8 @@ def _order(schema: dict[str, Any], defs: str | None = None) -> list[str]:
 
 
 def _removed(dialect: Dialect, contract: type[Contract] = Everything) -> dict[tuple[str, str], Any]:
-    return {(r.pointer, r.keyword): r.value for r in to_wire(contract, dialect).removed}
+    wire = to_wire(contract, dialect)
+    return {(r.pointer, r.keyword): r.value for r in wire.removed + wire.annotations_removed}
 
 
 # --- property order, in every dialect ---
@@ -294,12 +295,22 @@ def test_removal_record_is_precise_and_printable() -> None:
     assert not Removal("", "description", "d").is_constraint
 
 
-def test_constraints_removed_leaves_out_annotations() -> None:
+def test_removed_lists_only_stripped_constraints_not_bookkeeping_keys() -> None:
     wire = to_wire(ReviewFinding, ANTHROPIC)
-    assert [(r.pointer, r.keyword, r.value) for r in wire.constraints_removed] == [
+    assert [(r.pointer, r.keyword, r.value) for r in wire.removed] == [
         ("/properties/line/anyOf/0", "minimum", 1)
     ]
-    assert {r.keyword for r in wire.removed} == {"$schema", "minimum", "x-schema-version"}
+    assert wire.constraints_removed == wire.removed
+    assert {r.keyword for r in wire.annotations_removed} == {"$schema", "x-schema-version"}
+
+
+def test_a_contract_with_nothing_stripped_reports_nothing_removed() -> None:
+    class Plain(Contract):
+        name: str
+        count: int
+
+    for dialect in DIALECTS.values():
+        assert to_wire(Plain, dialect).removed == [], dialect.name
 
 
 def test_wire_schema_is_cached_per_contract_and_dialect() -> None:

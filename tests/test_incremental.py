@@ -20,6 +20,7 @@ from pydantic import model_validator
 import sdk
 from contracts import Decision, InvoiceExtraction
 from sdk import Contract, InvalidJSON, Partial, PartialReader
+from sdk.parsing import MAX_DEPTH
 from sdk.parsing import Partial as PartialFromParsing
 from sdk.parsing import PartialReader as PartialReaderFromParsing
 
@@ -414,8 +415,8 @@ def test_every_character_is_read_a_bounded_number_of_times(size: int) -> None:
         assert reader.chars_scanned <= len(document) + 12 * len(chunks)
 
 
-def test_nesting_deeper_than_python_recursion_is_read() -> None:
-    depth = 3_000  # json.loads gives up at about 1,000
+def test_nesting_up_to_the_limit_is_read_character_by_character() -> None:
+    depth = MAX_DEPTH
     document = "[" * depth + "]" * depth
     reader = PartialReader(Decision)
     for char in document:
@@ -424,6 +425,17 @@ def test_nesting_deeper_than_python_recursion_is_read() -> None:
     assert len(final.complete) == depth
     assert final.is_complete("/0" * (depth - 1))
     assert reader.chars_scanned == len(document)
+
+
+@pytest.mark.parametrize("chunk", [1, 64, 1_000_000])
+def test_nesting_past_the_limit_is_invalid_json_where_it_starts(chunk: int) -> None:
+    depth = 3_000  # past Python's recursion limit too
+    document = "[" * depth + "]" * depth
+    reader = PartialReader(Decision)
+    with pytest.raises(InvalidJSON, match=f"nested deeper than {MAX_DEPTH} levels") as caught:
+        for index in range(0, len(document), chunk):
+            reader.feed(document[index : index + chunk])
+    assert caught.value.position == MAX_DEPTH  # the bracket that opens one level too many
 
 
 def test_plain_text_in_small_chunks_is_read_exactly_once() -> None:

@@ -1,6 +1,7 @@
 """The defensive parser: stop reason -> JSON -> enum policy -> schema -> contract -> checks."""
 
 from sdk.parsing._compiled import CompiledContract, compile_contract
+from sdk.parsing._limits import MAX_DEPTH
 from sdk.parsing.incremental import Partial, PartialReader
 from sdk.parsing.parser import (
     DEFAULT_CLEAN_STOPS,
@@ -13,6 +14,7 @@ from sdk.parsing.parser import (
 
 __all__ = [
     "DEFAULT_CLEAN_STOPS",
+    "MAX_DEPTH",
     "CompiledContract",
     "EnumCase",
     "Note",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
@@ -18,11 +18,13 @@ import jsonschema
 import jsonschema_rs
 from jsonschema.exceptions import ValidationError, best_match
 
+from sdk._pointer import escape_pointer, pointer_of
 from sdk.contract import SOURCE_QUOTE_KEY
 from sdk.errors import Violation
+from sdk.parsing._limits import MAX_DEPTH, schema_depth
 from sdk.parsing._walk import SchemaWalker
 from sdk.schema._shape import shape_of
-from sdk.schema.canonical import escape_pointer, shared_schema
+from sdk.schema.canonical import shared_schema
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
@@ -46,6 +48,13 @@ class CompiledContract:
     """Objects with optional properties that reject `null` (see `absent_nulls` in `parse`)."""
     non_nullable_optionals: dict[int, tuple[str, ...]]
     """Those properties' names, per object node (by `id`): computed once per contract."""
+    depth_bound: int | None = None
+    """The deepest nesting a valid instance can have (`None`: unbounded, see `schema_depth`)."""
+
+    @property
+    def valid_is_shallow(self) -> bool:
+        """Whether every instance the schema accepts is within `MAX_DEPTH`."""
+        return self.depth_bound is not None and self.depth_bound <= MAX_DEPTH
 
     def is_valid(self, instance: Any) -> bool:
         """The fast verdict."""
@@ -59,9 +68,16 @@ class CompiledContract:
         not), from the fast validator, so that the verdict is always the fast one's.
         """
         found: list[Violation] = []
-        errors = sorted(self.reference.iter_errors(instance), key=lambda e: list(map(str, e.path)))
-        for error in errors:
-            found.extend(_violations_of(error))
+        try:
+            errors = sorted(
+                self.reference.iter_errors(instance), key=lambda e: list(map(str, e.path))
+            )
+            for error in errors:
+                found.extend(_violations_of(error))
+        except RecursionError:
+            # The parser bounds nesting (`MAX_DEPTH`) before this step; a caller that does not
+            # still gets the (iterative) fast validator's list, never the RecursionError.
+            found = []
         if not found:
             for fast_error in self.fast.iter_errors(instance):
                 keyword = fast_error.schema_path[-1] if fast_error.schema_path else None
@@ -107,6 +123,7 @@ def _compile(contract: type[Contract]) -> CompiledContract:
         quotes=SchemaWalker(schema, lambda node: node.get(SOURCE_QUOTE_KEY) is True),
         optionals=SchemaWalker(schema, has_non_nullable_optionals),
         non_nullable_optionals=optional,
+        depth_bound=schema_depth(schema),
     )
 
 
@@ -120,11 +137,6 @@ def _non_nullable_optionals(root: dict[str, Any], node: dict[str, Any]) -> Itera
 def _is_string_enum(node: dict[str, Any]) -> bool:
     values = node.get("enum")
     return isinstance(values, list) and all(isinstance(v, str) for v in values)
-
-
-def pointer_of(path: Iterable[str | int]) -> str:
-    """A JSON pointer from path parts."""
-    return "".join(f"/{escape_pointer(part)}" for part in path)
 
 
 def _violations_of(error: ValidationError) -> Iterator[Violation]:

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdk.schema.canonical import escape_pointer, subschemas
+from sdk._pointer import escape_pointer, resolve_ref
+from sdk.schema.canonical import subschemas
 
 __all__ = ["Hit", "SchemaWalker"]
 
@@ -45,12 +46,12 @@ class SchemaWalker:
     root: dict[str, Any]
     wanted: Callable[[dict[str, Any]], bool]
     _contains: dict[int, bool] = field(default_factory=dict)
+    _wanted: set[int] = field(default_factory=set)
+    _targets: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # Fill the pruning table now, so that walking is read-only and safe across threads.
-        self.contains(self.root)
-        for definition in self.root.get("$defs", {}).values():
-            self.contains(definition)
+        # Fill the tables now, so that walking is read-only and safe across threads.
+        self._fill()
 
     @property
     def any_wanted(self) -> bool:
@@ -59,20 +60,49 @@ class SchemaWalker:
 
     def contains(self, node: dict[str, Any]) -> bool:
         """Whether `node` or anything below it (through `$ref` too) is wanted."""
-        key = id(node)
-        known = self._contains.get(key)
-        if known is not None:
-            return known
-        self._contains[key] = False  # a recursive schema reaching itself adds nothing new
-        result = self.wanted(node)
-        target = self._resolve(node)
-        if target is not node:
-            result = self.contains(target) or result
-        for suffix, child in subschemas(node):
-            if not suffix.startswith("/$defs/"):  # definitions count where they are referenced
-                result = self.contains(child) or result
-        self._contains[key] = result
-        return result
+        return self._contains.get(id(node), False)
+
+    def _fill(self) -> None:
+        """Which nodes reach a wanted node, following subschemas and `$ref`s.
+
+        A reachability question on a graph that has cycles (a recursive contract refers to
+        itself), so it is answered on the graph, not by recursion: every node is collected
+        once, then "contains" spreads from each wanted node back to everything that reaches it.
+        A node inside a cycle therefore gets its final answer, never an in-progress one.
+        """
+        nodes: dict[int, dict[str, Any]] = {}
+        parents: dict[int, list[int]] = {}
+        pending = [self.root]
+        while pending:
+            node = pending.pop()
+            key = id(node)
+            if key in nodes:
+                continue
+            nodes[key] = node
+            parents.setdefault(key, [])
+            children = []
+            for suffix, child in subschemas(node):
+                pending.append(child)
+                if not suffix.startswith("/$defs/"):  # definitions count where referenced
+                    children.append(child)
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                _, target = resolve_ref(self.root, ref)
+                self._targets[key] = target
+                pending.append(target)
+                children.append(target)
+            for child in children:
+                parents.setdefault(id(child), []).append(key)
+        reached = [key for key, node in nodes.items() if self.wanted(node)]
+        self._wanted = set(reached)
+        contains = dict.fromkeys(nodes, False)
+        while reached:
+            key = reached.pop()
+            if contains[key]:
+                continue
+            contains[key] = True
+            reached.extend(parents[key])
+        self._contains = contains
 
     def walk(self, instance: Any) -> Iterator[Hit]:
         """Every wanted node in `instance`, in document order."""
@@ -87,20 +117,25 @@ class SchemaWalker:
         container: dict[str, Any] | list[Any] | None,
         key: str | int | None,
     ) -> Iterator[Hit]:
-        if not self._contains.get(id(node), False):
+        wanted = self._contains
+        if not wanted.get(id(node), False):
             return
-        node = self._resolve(node)
-        expected = node.get("type")
-        if isinstance(expected, str) and not _is_type(value, expected):
+        target = self._targets.get(id(node))
+        if target is not None:
+            # `$ref` with siblings: the siblings are checked here, the target below.
+            if id(node) in self._wanted and _is_type(value, node.get("type")):
+                yield Hit(pointer, node, value, container, key)
+            yield from self._walk(target, value, pointer, container, key)
             return
-        if self.wanted(node):
+        if not _is_type(value, node.get("type")):
+            return
+        if id(node) in self._wanted:
             yield Hit(pointer, node, value, container, key)
         for keyword in ("anyOf", "oneOf", "allOf"):
             for branch in node.get(keyword, ()):
                 yield from self._walk(branch, value, pointer, container, key)
         # A child whose subschema holds nothing wanted is skipped here, before its pointer is
         # built and its generator started: in a large document that is nearly every child.
-        wanted = self._contains
         if isinstance(value, dict):
             properties: dict[str, Any] = node.get("properties", {})
             extra = node.get("additionalProperties")
@@ -120,15 +155,11 @@ class SchemaWalker:
                 if isinstance(child, dict) and wanted.get(id(child), False):
                     yield from self._walk(child, item, f"{pointer}/{index}", value, index)
 
-    def _resolve(self, node: dict[str, Any]) -> dict[str, Any]:
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            target: dict[str, Any] = self.root["$defs"][ref[len("#/$defs/") :]]
-            return target
-        return node
 
-
-def _is_type(value: Any, json_type: str) -> bool:
+def _is_type(value: Any, json_type: Any) -> bool:
+    """Whether `value` has the node's `type` (a node without a single declared type: yes)."""
+    if not isinstance(json_type, str):
+        return True
     if isinstance(value, bool) and json_type in ("integer", "number"):
         return False
     return isinstance(value, _JSON_TYPES.get(json_type, (object,)))

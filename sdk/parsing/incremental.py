@@ -44,9 +44,10 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any, Final, Generic, TypeVar
 
+from sdk._pointer import escape_pointer, lookup, pointer_of, split_pointer
 from sdk.contract import Contract
 from sdk.errors import InvalidJSON, Violation
-from sdk.schema.canonical import escape_pointer
+from sdk.parsing._limits import MAX_DEPTH, NumberOutOfRange, finite_float, json_int, too_deep
 
 __all__ = ["Partial", "PartialReader"]
 
@@ -135,7 +136,7 @@ def _reject_constant(name: str) -> Any:
 
 # The standard library's C scanners (typeshed does not describe them): a whole value, a string.
 _scan_value: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_scanner(
-    json.JSONDecoder(parse_constant=_reject_constant)  # type: ignore[arg-type]
+    json.JSONDecoder(parse_constant=_reject_constant, parse_float=finite_float)  # type: ignore[arg-type]
 )
 _StringScanner = Callable[[str, int, bool], tuple[str, int]]
 _scan_string: Final[_StringScanner] = json.decoder.scanstring  # type: ignore[attr-defined]
@@ -197,7 +198,7 @@ class Partial(Generic[C]):
     def open_pointer(self) -> str | None:
         """JSON pointer of the innermost value started and not closed; `None` once done."""
         path = self._open_path()
-        return None if path is None else _pointer_of(path)
+        return None if path is None else pointer_of(path)
 
     @property
     def complete(self) -> frozenset[str]:
@@ -207,14 +208,14 @@ class Partial(Generic[C]):
             _pointers(self.value, "", found)
             path = self._open_path()
             still_open = (
-                set() if path is None else {_pointer_of(path[:i]) for i in range(len(path) + 1)}
+                set() if path is None else {pointer_of(path[:i]) for i in range(len(path) + 1)}
             )
             self._complete = frozenset(p for p in found if p not in still_open)
         return self._complete
 
     def is_complete(self, pointer: str = "") -> bool:
         """Whether the value at `pointer` is present and closed (`""`: the whole document)."""
-        tokens = _parse_pointer(pointer)
+        tokens = split_pointer(pointer)
         path = self._open_path()
         if (
             path is not None
@@ -222,12 +223,12 @@ class Partial(Generic[C]):
             and all(token == str(step) for token, step in zip(tokens, path, strict=False))
         ):
             return False  # the open value itself, or one of the containers it is in
-        found, _ = _resolve(self.value, tokens)
+        found, _ = lookup(self.value, tokens)
         return found
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """The value at `pointer`, complete or not, or `default` if it is not there (yet)."""
-        found, value = _resolve(self.value, _parse_pointer(pointer))
+        found, value = lookup(self.value, pointer)
         return value if found else default
 
     def _open_path(self) -> list[str | int] | None:
@@ -271,6 +272,7 @@ class PartialReader(Generic[C]):
         self._top: Any = None
         self._key: str | None = None
         self._frames: _Frames = None
+        self._depth = 0  # how many containers are open
         self._root: Any = None
         self._open_kind = _OPEN_NONE
         # The open string: is it a property name, and its decoded pieces so far.
@@ -346,7 +348,11 @@ class PartialReader(Generic[C]):
         if not self._finished:
             if self._state == _NUMBER and self._top is None and self._number_state in _N_ACCEPTING:
                 # A bare number as the whole document: the end of the text closes it.
-                self._root = self._number_value()
+                try:
+                    self._root = self._number_value("", 0)
+                except InvalidJSON as error:
+                    self._error = error
+                    raise
                 self._state = _END
                 self._open_kind = _OPEN_NONE
                 self._version += 1
@@ -379,6 +385,7 @@ class PartialReader(Generic[C]):
         in_key = self._in_key
         open_kind = self._open_kind
         changes = 0
+        depth = self._depth
         fast_failures = 0
         value: Any
         try:
@@ -404,6 +411,7 @@ class PartialReader(Generic[C]):
                             pos += 1
                             value = top
                             top, _, key, self._frames = self._frames or _NO_FRAMES
+                            depth -= 1
                         else:
                             closer = "']'" if type(top) is list else "'}'"
                             raise self._fail(pos, f"',' or {closer} expected", buf)
@@ -424,6 +432,7 @@ class PartialReader(Generic[C]):
                         pos += 1
                         value = top
                         top, _, key, self._frames = self._frames or _NO_FRAMES
+                        depth -= 1
                     elif state in (_VALUE, _VALUE_OR_CLOSE):
                         if char == '"':
                             end = _PLAIN_RUN.match(buf, pos + 1).end()  # type: ignore[union-attr]
@@ -448,13 +457,26 @@ class PartialReader(Generic[C]):
                         elif char == "{" or char == "[":
                             if n - pos >= _FAST_PATH_MIN and fast_failures < _FAST_PATH_FAILURES:
                                 try:
-                                    value, pos = _scan_value(buf, pos)
+                                    value, end = _scan_value(buf, pos)
                                 except (ValueError, StopIteration, RecursionError):
                                     fast_failures += 1  # cut or malformed: the careful path
                                     self.chars_scanned += n - pos
                                 else:
-                                    state = _CLOSED
+                                    # Too deep: the careful path says where, as for any text.
+                                    brackets = buf.count("[", pos, end) + buf.count("{", pos, end)
+                                    if depth + brackets <= MAX_DEPTH or not too_deep(
+                                        value, start=depth
+                                    ):
+                                        state = _CLOSED
+                                        pos = end
+                                    else:
+                                        fast_failures = _FAST_PATH_FAILURES
                             if state != _CLOSED:
+                                if depth >= MAX_DEPTH:
+                                    raise self._fail(
+                                        pos, f"nested deeper than {MAX_DEPTH} levels", buf
+                                    )
+                                depth += 1
                                 if top is not None:
                                     self._frames = (top, len(top), key, self._frames)
                                 top = {} if char == "{" else []
@@ -468,8 +490,7 @@ class PartialReader(Generic[C]):
                             match = _NUMBER_TOKEN.match(buf, pos)
                             end = match.end() if match is not None else pos
                             if match is not None and end < n and buf[end] not in _NUMBER_CHARS:
-                                token = match.group()
-                                value = float(token) if match.lastindex else int(token)
+                                value = self._number_of(match.group(), buf, pos)
                                 pos = end
                             else:  # cut by the chunk's end, or malformed: the careful path
                                 self._number = [char]
@@ -494,6 +515,7 @@ class PartialReader(Generic[C]):
                             pos += 1
                             value = top
                             top, _, key, self._frames = self._frames or _NO_FRAMES
+                            depth -= 1
                         else:
                             raise self._fail(pos, f"{_EXPECTED[state]} expected", buf)
                     elif state == _COLON:
@@ -548,8 +570,8 @@ class PartialReader(Generic[C]):
                     if end < 0:  # the chunk ended inside the number
                         pos = n
                         break
+                    value = self._number_value(buf, end)
                     pos = end
-                    value = self._number_value()
 
                 else:  # _LITERAL
                     word = self._literal
@@ -590,6 +612,7 @@ class PartialReader(Generic[C]):
                 self._joined = [("", 0)]
             self._in_key = in_key
             self._open_kind = open_kind
+            self._depth = depth
             self._version += changes
             self._offset += pos
             self._tail = buf[pos:]
@@ -646,10 +669,18 @@ class PartialReader(Generic[C]):
         self._number_state = state
         return -1 if pos == n else pos
 
-    def _number_value(self) -> int | float:
+    def _number_value(self, buf: str, end: int) -> int | float:
+        """The open number, which ends at `buf[end]` (it may have started in earlier chunks)."""
         token = "".join(self._number)
         self._number = []
-        return float(token) if self._number_state in (_N_FRAC, _N_EXP) else int(token)
+        return self._number_of(token, buf, end - len(token))
+
+    def _number_of(self, token: str, buf: str, pos: int) -> int | float:
+        """A closed number token that starts at `buf[pos]`; `InvalidJSON` if out of range."""
+        try:
+            return finite_float(token) if any(c in token for c in ".eE") else json_int(token)
+        except NumberOutOfRange as error:
+            raise self._fail(pos, str(error), buf) from error
 
     def _escape(self, buf: str, pos: int) -> tuple[str, int] | None:
         """Decode the escape at `buf[pos]` (a backslash): (text, position after it), or `None`
@@ -778,10 +809,6 @@ def _prefix(pieces: list[str], count: int, joined: list[tuple[str, int]]) -> str
     return text
 
 
-def _pointer_of(path: list[str | int]) -> str:
-    return "".join(f"/{escape_pointer(token)}" for token in path)
-
-
 def _pointers(value: Any, pointer: str, found: list[str]) -> None:
     """Every pointer in `value` (iterative: documents may nest deeper than Python recurses)."""
     pending = [(pointer, value)]
@@ -792,29 +819,3 @@ def _pointers(value: Any, pointer: str, found: list[str]) -> None:
             pending.extend((f"{pointer}/{escape_pointer(k)}", v) for k, v in value.items())
         elif type(value) is list:
             pending.extend((f"{pointer}/{index}", item) for index, item in enumerate(value))
-
-
-def _parse_pointer(pointer: str) -> list[str]:
-    if pointer == "":
-        return []
-    if not pointer.startswith("/"):
-        raise ValueError(f"a JSON pointer starts with '/' (or is empty), not {pointer!r}")
-    return [token.replace("~1", "/").replace("~0", "~") for token in pointer[1:].split("/")]
-
-
-def _resolve(value: Any, tokens: list[str]) -> tuple[bool, Any]:
-    for token in tokens:
-        if type(value) is dict:
-            if token not in value:
-                return False, None
-            value = value[token]
-        elif type(value) is list:
-            if not token.isdigit() or (token != "0" and token.startswith("0")):
-                return False, None
-            index = int(token)
-            if index >= len(value):
-                return False, None
-            value = value[index]
-        else:
-            return False, None
-    return True, value

@@ -15,6 +15,8 @@ No I/O: every transport reuses it, and it is tested without servers.
 from __future__ import annotations
 
 import json
+import re
+import sys
 import typing
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -23,7 +25,9 @@ from typing import Any, Generic, Literal, TypeVar
 import pydantic
 import pydantic_core
 
-from sdk.contract import Contract
+from sdk._pointer import escape_pointer, pointer_of
+from sdk._records import Note, shorten
+from sdk.contract import Contract, require_contract
 from sdk.errors import (
     CheckFailed,
     ContentFiltered,
@@ -37,8 +41,15 @@ from sdk.errors import (
     Violation,
     summarize,
 )
-from sdk.parsing._compiled import CompiledContract, compile_contract, pointer_of
-from sdk.schema.canonical import escape_pointer
+from sdk.parsing._compiled import CompiledContract, compile_contract
+from sdk.parsing._limits import (
+    MAX_DEPTH,
+    NumberOutOfRange,
+    depth_position,
+    finite_float,
+    too_deep,
+    too_long,
+)
 from sdk.stop_reason import StopReason
 
 __all__ = ["DEFAULT_CLEAN_STOPS", "EnumCase", "Note", "Parsed", "parse", "resolve_stop_reason"]
@@ -56,19 +67,6 @@ _CONTRACT_ERROR_TYPES = frozenset(typing.get_args(pydantic_core.core_schema.Erro
     "value_error",
     "assertion_error",
 } | {"wire_enum", "wire_enum_type"}
-
-
-@dataclass(frozen=True, slots=True)
-class Note:
-    """A change the parser made to the raw JSON, such as an enum case normalization."""
-
-    pointer: str
-    received: Any
-    written: Any
-    kind: str = "enum_case"
-
-    def __str__(self) -> str:
-        return f"{self.pointer}: {self.kind} {self.received!r} -> {self.written!r}"
 
 
 @dataclass(frozen=True)
@@ -106,6 +104,7 @@ def parse(
     Ollama): such a `null` is dropped from the value, with a note, where the contract's schema
     does not admit `null` there; `text` stays as received.
     """
+    require_contract(contract, "parse()")
     if enum_case not in ("normalize", "reject"):
         raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
     if not isinstance(text, str | bytes):
@@ -132,13 +131,18 @@ def parse(
         ) from undecodable
     compiled = compile_contract(contract)
 
-    # 2. JSON.
+    # 2. JSON, and its depth: walked now unless the schema itself bounds the depth of what it
+    # accepts, in which case only a document it rejects is walked (before anything recursive).
     data = _load_json(state)
+    if not compiled.valid_is_shallow:
+        _check_depth(state, data)
     notes: list[Note] = _drop_absent_nulls(compiled, data) if absent_nulls else []
 
     # 3 and 4. The casing policy only matters for an instance the schema rejects: a case
     # variant is never a valid enum value, so a valid instance skips the walk entirely.
     if not compiled.is_valid(data):
+        if compiled.valid_is_shallow:
+            _check_depth(state, data)
         normalized = _normalize_enum_case(compiled, data) if enum_case == "normalize" else []
         notes += normalized
         if not normalized or not compiled.is_valid(data):
@@ -232,22 +236,25 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise ValueError(f"duplicate key {key!r}")
+                raise ValueError(f"duplicate key {shorten(repr(key), 80)}")
             seen.add(key)
     return document
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=finite_float, object_pairs_hook=_unique_keys
+)
+# An integer longer than Python reads from text: found again only to say where it is.
+_LONG_INT = re.compile(rf"-?[0-9]{{{sys.get_int_max_str_digits() + 1},}}")
 _BOM = "\ufeff"
 
 
 def _load_json(state: _State) -> Any:
+    text = state.text
     try:
-        if state.text.startswith(_BOM):  # exactly as json.loads rejects it
-            raise json.JSONDecodeError(
-                "Unexpected UTF-8 BOM (decode using utf-8-sig)", state.text, 0
-            )
-        return _DECODER.decode(state.text)
+        if text.startswith(_BOM):  # exactly as json.loads rejects it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        data = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise InvalidJSON(
             f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "
@@ -258,15 +265,50 @@ def _load_json(state: _State) -> Any:
             violations=[Violation("", f"{exc.msg} at char {exc.pos}", "json")],
             **state.error_fields(),
         ) from exc
-    except (ValueError, RecursionError) as exc:
-        raise InvalidJSON(
-            f"output is not JSON: {exc}",
-            position=0,
-            line=1,
-            column=1,
-            violations=[Violation("", str(exc), "json")],
-            **state.error_fields(),
-        ) from exc
+    except RecursionError as exc:
+        raise _invalid(state, f"nested deeper than {MAX_DEPTH} levels", _deep_at(text)) from exc
+    except NumberOutOfRange as exc:
+        raise _invalid(state, str(exc), text.find(exc.token)) from exc
+    except ValueError as exc:
+        if "digits" in str(exc):  # Python's limit on reading long integers
+            found = _LONG_INT.search(text)
+            token = found.group() if found else ""
+            raise _invalid(
+                state, str(NumberOutOfRange(token, too_long(token))), _start(found)
+            ) from exc
+        raise _invalid(state, str(exc), 0) from exc
+    return data
+
+
+def _check_depth(state: _State, data: Any) -> None:
+    """`InvalidJSON` if `data` nests deeper than `MAX_DEPTH`."""
+    text = state.text
+    # Counting brackets is a bound on the depth: most documents skip the walk.
+    if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(data):
+        raise _invalid(state, f"nested deeper than {MAX_DEPTH} levels", _deep_at(text))
+
+
+def _deep_at(text: str) -> int:
+    return depth_position(text, MAX_DEPTH)
+
+
+def _start(found: re.Match[str] | None) -> int:
+    return found.start() if found is not None else 0
+
+
+def _invalid(state: _State, problem: str, position: int) -> InvalidJSON:
+    """`InvalidJSON` for a problem the decoder does not position itself."""
+    position = max(position, 0)
+    line = state.text.count("\n", 0, position) + 1
+    column = position - (state.text.rfind("\n", 0, position) + 1) + 1
+    return InvalidJSON(
+        f"output is not JSON: {problem} at line {line} column {column} (char {position})",
+        position=position,
+        line=line,
+        column=column,
+        violations=[Violation("", f"{problem} at char {position}", "json")],
+        **state.error_fields(),
+    )
 
 
 def _drop_absent_nulls(compiled: CompiledContract, data: Any) -> list[Note]:

@@ -15,24 +15,42 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from sdk.providers._base import Completion, Exchange, Reply, TextDelta
-from sdk.providers._boundary import Seen, fault_boundary
+from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply, TextDelta
+from sdk.providers._boundary import Redactor, Seen, fault_boundary
 from sdk.providers._transports import AsyncTransport, Transport, deadline_error
 
-if TYPE_CHECKING:
-    from sdk.providers._base import CompletionRequest
-    from sdk.providers._provider import Provider
+__all__ = ["Driven", "acomplete", "astream", "complete", "stream"]
 
-__all__ = ["acomplete", "astream", "complete", "stream"]
+
+class Driven(Protocol):
+    """What a driver needs of a provider (`sdk.providers.Provider` has it all)."""
+
+    @property
+    def codec(self) -> Codec:
+        """The provider's wire format."""
+        ...
+
+    @property
+    def redactor(self) -> Redactor:
+        """Removes the provider's secrets from errors."""
+        ...
+
+    def transport(self) -> Transport:
+        """The transport of sync calls."""
+        ...
+
+    def atransport(self) -> AsyncTransport:
+        """The transport of async calls."""
+        ...
 
 
 # --- sync ---
 
 
 def complete(
-    provider: Provider, request: CompletionRequest, deadline: float | None = None
+    provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Completion:
     """Send `request` and read the whole reply."""
     codec = provider.codec
@@ -44,7 +62,7 @@ def complete(
 
 
 def stream(
-    provider: Provider, request: CompletionRequest, deadline: float | None = None
+    provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Iterator[TextDelta | Completion]:
     """Text deltas as they arrive, then the `Completion`."""
     codec = provider.codec
@@ -80,7 +98,7 @@ def _prepared(
 
 
 async def acomplete(
-    provider: Provider, request: CompletionRequest, deadline: float | None = None
+    provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Completion:
     """Send `request` and await the whole reply."""
     codec = provider.codec
@@ -94,7 +112,7 @@ async def acomplete(
 
 
 async def astream(
-    provider: Provider, request: CompletionRequest, deadline: float | None = None
+    provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> AsyncIterator[TextDelta | Completion]:
     """The async form of `stream`. The deadline bounds each wait, never the consumer's time
     between two items (a timeout cannot span a `yield`)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from sdk.schema._linting import Finding, LintCode
 from sdk.schema._shape import (
     Field,
     Shape,
@@ -24,7 +25,6 @@ from sdk.schema._shape import (
     shape_of,
 )
 from sdk.schema.canonical import subschemas
-from sdk.schema.lint import Finding, LintCode
 
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sdk.schema.canonical import escape_pointer, subschemas
+from sdk._pointer import escape_pointer, lookup, resolve_ref
+from sdk.schema.canonical import subschemas
 
 __all__ = [
     "Field",
@@ -26,8 +27,6 @@ __all__ = [
     "shape_of",
 ]
 
-_DEFS_PREFIX = "#/$defs/"
-
 
 def resolve(root: dict[str, Any], node: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """Follow a local `$ref`: (pointer of the target, target merged with the ref's siblings).
@@ -38,16 +37,7 @@ def resolve(root: dict[str, Any], node: dict[str, Any]) -> tuple[str | None, dic
     ref = node.get("$ref")
     if not isinstance(ref, str):
         return None, node
-    if ref == "#":
-        target, pointer = root, ""
-    elif ref.startswith(_DEFS_PREFIX):
-        name = ref[len(_DEFS_PREFIX) :]
-        target = root.get("$defs", {}).get(name)
-        if not isinstance(target, dict):
-            raise ValueError(f"unresolvable reference {ref!r}")
-        pointer = f"/$defs/{escape_pointer(name)}"
-    else:
-        raise ValueError(f"only local references are supported, not {ref!r}")
+    pointer, target = resolve_ref(root, ref)
     siblings = {key: value for key, value in node.items() if key != "$ref"}
     return pointer, {**target, **siblings}
 
@@ -106,11 +96,8 @@ def shape_of(root: dict[str, Any], node: dict[str, Any]) -> Shape:
 
 def node_at(root: dict[str, Any], pointer: str) -> dict[str, Any]:
     """The schema node a pointer such as `/$defs/Fix` names (RFC 6901 unescaping)."""
-    node: Any = root
-    for token in pointer.split("/")[1:]:
-        key = token.replace("~1", "/").replace("~0", "~")
-        node = node[int(key)] if isinstance(node, list) else node[key]
-    if not isinstance(node, dict):
+    found, node = lookup(root, pointer)
+    if not found or not isinstance(node, dict):
         raise ValueError(f"{pointer!r} does not name a schema node")
     return node
 

@@ -14,11 +14,12 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from weakref import WeakKeyDictionary
 
-if TYPE_CHECKING:
-    from sdk.contract import Contract
+from pydantic import BaseModel
+
+from sdk._pointer import escape_pointer
 
 __all__ = [
     "DRAFT_2020_12",
@@ -69,15 +70,15 @@ class _Canonical:
     info: SchemaInfo
 
 
-_cache: WeakKeyDictionary[type[Contract], _Canonical] = WeakKeyDictionary()
+_cache: WeakKeyDictionary[type[BaseModel], _Canonical] = WeakKeyDictionary()
 
 
-def canonical_schema(contract: type[Contract]) -> dict[str, Any]:
+def canonical_schema(contract: type[BaseModel]) -> dict[str, Any]:
     """The contract's canonical schema, as a fresh copy the caller may change."""
     return copy.deepcopy(_canonical(contract).schema)
 
 
-def shared_schema(contract: type[Contract]) -> dict[str, Any]:
+def shared_schema(contract: type[BaseModel]) -> dict[str, Any]:
     """The cached canonical schema itself, shared: for the SDK's own read-only use."""
     return _canonical(contract).schema
 
@@ -87,12 +88,12 @@ def canonical_bytes(schema: dict[str, Any]) -> bytes:
     return json.dumps(_ordered(schema), ensure_ascii=True, separators=(",", ":")).encode()
 
 
-def fingerprint(contract: type[Contract]) -> str:
+def fingerprint(contract: type[BaseModel]) -> str:
     """sha256 hex of the canonical schema's bytes."""
     return _canonical(contract).info.fingerprint
 
 
-def schema_info(contract: type[Contract]) -> SchemaInfo:
+def schema_info(contract: type[BaseModel]) -> SchemaInfo:
     """Name, version and fingerprint: what a `Result` and a stored value carry."""
     return _canonical(contract).info
 
@@ -117,19 +118,14 @@ def subschemas(node: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"/{keyword}", child
 
 
-def escape_pointer(token: str | int) -> str:
-    """One JSON-pointer reference token (RFC 6901)."""
-    return str(token).replace("~", "~0").replace("/", "~1")
-
-
-def _canonical(contract: type[Contract]) -> _Canonical:
+def _canonical(contract: type[BaseModel]) -> _Canonical:
     cached = _cache.get(contract)
     if cached is None:
         schema = _build(contract)
         data = canonical_bytes(schema)
         info = SchemaInfo(
             name=contract.__name__,
-            version=contract.schema_version,
+            version=_version_of(contract),
             fingerprint=hashlib.sha256(data).hexdigest(),
         )
         cached = _Canonical(schema=schema, data=data, info=info)
@@ -137,14 +133,21 @@ def _canonical(contract: type[Contract]) -> _Canonical:
     return cached
 
 
-def _build(contract: type[Contract]) -> dict[str, Any]:
+def _version_of(contract: type[BaseModel]) -> int:
+    # A `Contract`'s `schema_version`; this module works on any model so that it stays below
+    # `sdk.contract` (which builds on it) instead of importing it back.
+    version = getattr(contract, "schema_version", 1)
+    return version if isinstance(version, int) else 1
+
+
+def _build(contract: type[BaseModel]) -> dict[str, Any]:
     generated = contract.model_json_schema(ref_template="#/$defs/{model}", mode="validation")
     _clean(generated)
     generated.pop("title", None)
     schema: dict[str, Any] = {
         "$schema": DRAFT_2020_12,
         "title": contract.__name__,
-        VERSION_KEY: contract.schema_version,
+        VERSION_KEY: _version_of(contract),
         **generated,
     }
     ordered: dict[str, Any] = _ordered(schema)

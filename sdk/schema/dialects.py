@@ -34,7 +34,7 @@ import copy
 import json
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from weakref import WeakKeyDictionary
 
@@ -134,14 +134,19 @@ class WireSchema:
 
     schema: dict[str, Any]
     removed: list[Removal]
+    """The constraints the dialect stripped: each one a check the provider does not make (the
+    parser still does). What `Result.removed` reports."""
     dialect: str = ""
     nullable: tuple[str, ...] = ()
     """Pointers of optional properties made required and nullable (`all_required` dialects)."""
+    annotations_removed: list[Removal] = field(default_factory=list)
+    """Annotations and bookkeeping keys taken out (`$schema`, `description`, `x-...`): no check
+    is lost with them, so they are kept apart from `removed`."""
 
     @property
     def constraints_removed(self) -> list[Removal]:
-        """Only the removals that drop a check (annotations and `x-` keys left out)."""
-        return [removal for removal in self.removed if removal.is_constraint]
+        """The same as `removed` (kept for callers written when it also held annotations)."""
+        return list(self.removed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,11 +277,13 @@ class _Transform:
 
     def run(self) -> WireSchema:
         schema = self.node(self.root, "")
+        removals = list(self.removed.values())
         return WireSchema(
             schema=schema,
-            removed=list(self.removed.values()),
+            removed=[removal for removal in removals if removal.is_constraint],
             dialect=self.dialect.name,
             nullable=tuple(dict.fromkeys(self.nullable)),
+            annotations_removed=[removal for removal in removals if not removal.is_constraint],
         )
 
     def remove(

@@ -14,6 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from sdk._pointer import pointer_of
+from sdk._records import shorten
 from sdk.schema.canonical import VERSION_KEY, SchemaInfo, canonical_bytes
 
 __all__ = ["info_of", "load_snapshot", "snapshot_bytes", "snapshot_name"]
@@ -32,14 +37,30 @@ def snapshot_bytes(schema: dict[str, Any]) -> bytes:
 
 
 def load_snapshot(path: Path) -> dict[str, Any]:
-    """Read a snapshot (or any JSON Schema file) keeping its property order."""
+    """Read a snapshot (or any JSON Schema file) keeping its property order.
+
+    A file that is not JSON, or not a JSON Schema (checked against the draft 2020-12
+    metaschema: `"enum": 5` is not one), is a `ValueError` naming the file and the problem.
+    """
     try:
         data = json.loads(path.read_bytes())
-    except json.JSONDecodeError as error:
+    except (ValueError, RecursionError) as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from error
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a schema must be a JSON object")
+    try:
+        problem = best_match(_METASCHEMA.iter_errors(data))
+    except RecursionError as error:
+        raise ValueError(f"{path}: not a JSON Schema: nested too deeply") from error
+    if problem is not None:
+        at = pointer_of(problem.absolute_path) or "/"
+        raise ValueError(
+            f"{path}: not a JSON Schema: {at}: {shorten(' '.join(problem.message.split()), 160)}"
+        )
     return data
+
+
+_METASCHEMA = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
 
 
 def info_of(schema: dict[str, Any]) -> SchemaInfo:

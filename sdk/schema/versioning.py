@@ -21,6 +21,7 @@ import importlib
 import json
 import pkgutil
 import sys
+import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -28,6 +29,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from sdk._files import write_atomic
+from sdk._pointer import pointer_of
+from sdk._records import shorten
 from sdk.contract import Contract
 from sdk.schema.canonical import SchemaInfo, canonical_schema, schema_info
 from sdk.schema.diff import SchemaDiff, diff_schemas
@@ -38,6 +45,7 @@ __all__ = [
     "SNAPSHOT_DIR",
     "CheckCode",
     "CheckFinding",
+    "ContractImportError",
     "Lock",
     "LockConflict",
     "LockEntry",
@@ -75,7 +83,43 @@ def import_target(target: str) -> ModuleType:
     cwd = str(Path.cwd())
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-    return importlib.import_module(name)
+    return _import(name)
+
+
+class ContractImportError(ImportError):
+    """A module of the contracts package raised while it was imported (one line says where)."""
+
+
+def _import(name: str) -> ModuleType:
+    """Import a module; anything it raises becomes a `ContractImportError` naming file and line."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
+            raise  # the target itself does not exist: the plain message says so
+        raise _import_failure(name, error) from error
+    except Exception as error:
+        raise _import_failure(name, error) from error
+
+
+def _import_failure(name: str, error: BaseException) -> ContractImportError:
+    if isinstance(error, ContractImportError):
+        return error
+    where = ""
+    if isinstance(error, SyntaxError) and error.filename:
+        where = f"{display_path(Path(error.filename))}:{error.lineno}: "
+        detail = error.msg
+    else:
+        frames = traceback.extract_tb(error.__traceback__)
+        # The innermost frame that is not the import machinery: the line that raised.
+        mine = [f for f in frames if "importlib" not in f.filename]
+        if mine:
+            where = f"{display_path(Path(mine[-1].filename))}:{mine[-1].lineno}: "
+        detail = str(error)
+    detail = shorten(" ".join(detail.split()), 300)
+    return ContractImportError(
+        f"{where}cannot import {name}: {type(error).__name__}: {detail}", name=name
+    )
 
 
 def discover(target: str | ModuleType) -> list[type[Contract]]:
@@ -111,8 +155,19 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
     path = getattr(module, "__path__", None)
     if path is None:
         return
-    for info in pkgutil.walk_packages(path, prefix=module.__name__ + "."):
-        yield importlib.import_module(info.name)
+
+    def failed(name: str) -> None:
+        # Called inside walk_packages' `except`: without this, a subpackage raising ImportError
+        # would be skipped silently, and its contracts with it.
+        raise _import_failure(name, sys.exc_info()[1] or ImportError(name))
+
+    try:
+        for info in pkgutil.walk_packages(path, prefix=module.__name__ + ".", onerror=failed):
+            yield _import(info.name)
+    except ContractImportError:
+        raise
+    except Exception as error:  # walk_packages imports subpackages itself
+        raise _import_failure(module.__name__, error) from error
 
 
 def default_directory(target: str | ModuleType) -> Path:
@@ -147,9 +202,10 @@ def export(contracts: Iterable[type[Contract]], out: Path) -> list[Path]:
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:
-    """Leave an identical file alone, so its modification time means something."""
+    """Leave an identical file alone, so its modification time means something; else replace
+    it atomically (a write cut short leaves the previous file intact)."""
     if not path.exists() or path.read_bytes() != data:
-        path.write_bytes(data)
+        write_atomic(path, data)
 
 
 # --- the lock file ---------------------------------------------------------------------------
@@ -182,21 +238,38 @@ class Lock:
 
     @classmethod
     def read(cls, path: Path) -> Lock:
-        """Read a lock file; a missing one is an empty lock."""
+        """Read a lock file; a missing one is an empty lock.
+
+        A file that is not a lock of this format (bad JSON, a wrong shape, a version that is
+        not a positive integer, a snapshot outside the lock's folder, one version twice) is a
+        `ValueError` naming the file and the first problem, never a crash later on.
+        """
         if not path.exists():
             return cls()
-        data = json.loads(path.read_bytes())
-        if not isinstance(data, dict) or data.get("lock_format") != _LOCK_FORMAT:
-            raise ValueError(f"{path}: not a schema lock file of format {_LOCK_FORMAT}")
+        where = display_path(path)
+        try:
+            data = json.loads(path.read_bytes())
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"{where}: not a schema lock file: not JSON ({error})") from error
+        problem = best_match(_LOCK_VALIDATOR.iter_errors(data))
+        if problem is not None:
+            at = pointer_of(problem.absolute_path) or "/"
+            message = shorten(problem.message, 160)
+            raise ValueError(f"{where}: not a schema lock file of format 1: {at}: {message}")
         entries = [
             LockEntry(
-                name=str(item["name"]),
+                name=item["name"],
                 version=int(item["version"]),
-                fingerprint=str(item["fingerprint"]),
-                snapshot=str(item["snapshot"]),
+                fingerprint=item["fingerprint"],
+                snapshot=item["snapshot"],
             )
-            for item in data.get("contracts", [])
+            for item in data["contracts"]
         ]
+        seen: set[tuple[str, int]] = set()
+        for entry in entries:
+            if (entry.name, entry.version) in seen:
+                raise ValueError(f"{where}: {entry.name} v{entry.version} is listed twice")
+            seen.add((entry.name, entry.version))
         return cls(sorted(entries))
 
     def to_bytes(self) -> bytes:
@@ -225,6 +298,34 @@ class Lock:
         return sorted({entry.name for entry in self.entries})
 
 
+# What a lock file of format 1 is: checked before any entry is read.
+_LOCK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["lock_format", "contracts"],
+    "properties": {
+        "lock_format": {"const": _LOCK_FORMAT},
+        "contracts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "version", "fingerprint", "snapshot"],
+                "properties": {
+                    "name": {"type": "string", "pattern": r"^\w+$"},
+                    "version": {"type": "integer", "minimum": 1, "maximum": 2**31},
+                    "fingerprint": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                    # A file name beside the lock: never a path that leaves its folder.
+                    "snapshot": {
+                        "type": "string",
+                        "pattern": r"^\w[\w.-]*\.json$",
+                    },
+                },
+            },
+        },
+    },
+}
+_LOCK_VALIDATOR = jsonschema.Draft202012Validator(_LOCK_SCHEMA)
+
+
 class LockConflict(Exception):
     """`lock` refused: it would overwrite what a locked version was."""
 
@@ -244,6 +345,8 @@ class LockOutcome:
     dropped: list[LockEntry]
     """Entries of contracts that no longer exist."""
     unchanged: list[LockEntry]
+    rewritten: list[LockEntry] = field(default_factory=list)
+    """Entries whose hand-edited snapshot was written again from the code (`force=True`)."""
 
 
 def lock(
@@ -254,8 +357,11 @@ def lock(
     Refuses (`LockConflict`, nothing written) to re-pin a version that is already locked with
     another fingerprint, or to lock a version older than the newest locked one: that is the
     mistake `check` exists to catch, and re-pinning would erase the schema stored values were
-    written under. `force=True` overrides it, for a version never released.
-    Contracts that no longer exist are dropped from the lock (and reported).
+    written under. It also refuses to overwrite a locked version's snapshot whose content no
+    longer hashes to the lock's fingerprint (edited by hand): a locked snapshot is a record.
+    `force=True` overrides both, for a version never released.
+    Contracts that no longer exist are dropped from the lock (and reported). Every file is
+    written atomically.
     """
     directory = directory or default_directory(target)
     lock_path = directory / LOCK_FILE
@@ -275,6 +381,19 @@ def lock(
         newest = current.latest(info.name)
         if newest is not None and newest.version > info.version:
             problems.append(f"{info.name} is at v{info.version} but v{newest.version} is locked")
+    edited = [
+        entry
+        for info in infos
+        if (entry := current.get(info.name, info.version)) is not None
+        and entry.fingerprint == info.fingerprint
+        and _snapshot_edited(entry, directory)
+    ]
+    for entry in edited:
+        problems.append(
+            f"{entry.name} v{entry.version}: snapshot {display_path(directory / entry.snapshot)} "
+            f"was edited: it no longer hashes to the locked {entry.fingerprint[:12]}; restore it "
+            "from version control, or pass --force to write it again from the code"
+        )
     if problems and not force:
         raise LockConflict(problems)
 
@@ -300,7 +419,19 @@ def lock(
     directory.mkdir(parents=True, exist_ok=True)
     export(contracts, directory)
     _write_if_changed(lock_path, Lock(sorted(kept)).to_bytes())
-    return LockOutcome(lock_path, added, replaced, dropped, unchanged)
+    unchanged = [entry for entry in unchanged if entry not in edited]
+    return LockOutcome(lock_path, added, replaced, dropped, unchanged, rewritten=edited)
+
+
+def _snapshot_edited(entry: LockEntry, directory: Path) -> bool:
+    """Whether a locked snapshot exists and no longer hashes to its entry's fingerprint."""
+    path = directory / entry.snapshot
+    if not path.exists():
+        return False  # missing: written again from the code, which matches the lock
+    try:
+        return info_of(load_snapshot(path)).fingerprint != entry.fingerprint
+    except ValueError:
+        return True
 
 
 # --- check -----------------------------------------------------------------------------------
@@ -426,9 +557,11 @@ def _diff_with_snapshot(
     entry: LockEntry, contract: type[Contract], directory: Path
 ) -> SchemaDiff | None:
     path = directory / entry.snapshot
-    if not path.exists():
-        return None
-    return diff_schemas(load_snapshot(path), canonical_schema(contract))
+    try:
+        snapshot = load_snapshot(path) if path.exists() else None
+    except ValueError:
+        return None  # reported as a snapshot mismatch by `_check_snapshot`
+    return None if snapshot is None else diff_schemas(snapshot, canonical_schema(contract))
 
 
 def _check_snapshot(entry: LockEntry, directory: Path) -> Iterator[CheckFinding]:

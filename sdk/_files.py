@@ -1,0 +1,55 @@
+"""Writing files so that a reader never sees half of one.
+
+Every file the SDK writes (schema snapshots, the lock file) goes through `write_atomic`: the bytes
+go to a temporary file in the same folder, which is flushed, fsynced and renamed over the target.
+A write cut short (a full disk, a file-size limit, a killed process) leaves the previous file as
+it was; two writers at once each replace the file whole, so it is always one of theirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_atomic"]
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` all at once (temp file in the same folder, fsync, rename)."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            # mkstemp makes the file private (0600): give it the target's mode, or the usual one.
+            os.fchmod(file.fileno(), _mode_of(path))
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _sync_folder(path.parent)
+
+
+def _mode_of(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        return 0o644
+
+
+def _sync_folder(folder: Path) -> None:
+    # The rename is durable only once the folder's entry is on disk (POSIX; not on Windows).
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,185 @@
+"""What a JSON document may hold before it is rejected: nesting depth and number range.
+
+Shared by the whole-document parser and the streaming reader, so that the same text gets the
+same verdict and the same words from both.
+
+- Nesting: at most `MAX_DEPTH` arrays and objects inside each other. Deeper input is
+  `InvalidJSON`, decided right after decoding and before any schema check, so that no later
+  step (the reference validator, the walkers, Pydantic) meets a depth it would handle by
+  running out of stack. Pydantic's own JSON limit is 200 levels; with this one lower, a
+  document never reaches it.
+- Numbers: JSON has no infinity, so a number too large for a float (`1e999999`) is invalid
+  input, never `inf`; an integer longer than Python reads from text (4300 digits by default,
+  `sys.set_int_max_str_digits`) is invalid input too, never a bare `ValueError`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from typing import Any, Final
+
+from sdk._pointer import resolve_ref
+from sdk._records import shorten
+
+__all__ = [
+    "MAX_DEPTH",
+    "NumberOutOfRange",
+    "depth_position",
+    "finite_float",
+    "json_int",
+    "schema_depth",
+    "too_deep",
+    "too_long",
+]
+
+MAX_DEPTH: Final = 128
+"""The deepest nesting of arrays and objects a document may have."""
+
+_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
+
+class NumberOutOfRange(ValueError):
+    """A JSON number that no Python number represents faithfully."""
+
+    def __init__(self, token: str, reason: str) -> None:
+        super().__init__(f"number {shorten(token, 40)} {reason}")
+        self.token = token
+
+
+def finite_float(token: str) -> float:
+    """`float(token)`, refusing what overflows to infinity."""
+    value = float(token)
+    if math.isinf(value):
+        raise NumberOutOfRange(token, "is out of range: JSON has no infinity")
+    return value
+
+
+def json_int(token: str) -> int:
+    """`int(token)`, with a message that says what is wrong with an over-long integer."""
+    try:
+        return int(token)
+    except ValueError as error:
+        raise NumberOutOfRange(token, too_long(token)) from error
+
+
+def too_long(token: str) -> str:
+    """Why an integer this long is not read."""
+    digits = len(token.lstrip("-"))
+    return f"has {digits} digits, more than the {sys.get_int_max_str_digits()} read from text"
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH, start: int = 0) -> bool:
+    """Whether `value` nests arrays and objects deeper than `limit` (iterative: any depth).
+
+    `start` is how deep `value` itself already sits.
+    """
+    pending = [(value, start + 1)]
+    while pending:
+        node, depth = pending.pop()
+        kind = type(node)
+        if kind is not dict and kind is not list:
+            continue
+        if depth > limit:
+            return True
+        children = node.values() if kind is dict else node
+        pending.extend((child, depth + 1) for child in children if type(child) in (dict, list))
+    return False
+
+
+def depth_position(text: str, limit: int = MAX_DEPTH) -> int:
+    """The position of the first bracket that opens level `limit + 1` of `text` (0 if none)."""
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        char = match.group()
+        if char in "[{":
+            depth += 1
+            if depth > limit:
+                return match.start()
+        elif char in "]}":
+            depth -= 1
+    return 0
+
+
+_SCALARS: Final = frozenset({"string", "integer", "number", "boolean", "null"})
+
+
+def schema_depth(root: dict[str, Any]) -> int | None:
+    """The deepest nesting an instance valid against `root` can have, or `None` if unbounded.
+
+    Unbounded: a recursive schema, or a part that admits any JSON (an untyped field, an open
+    object, an array without `items`). When the bound is at most `MAX_DEPTH`, a document the
+    schema accepts needs no depth walk: the parser walks only documents the schema rejects.
+    """
+    known: dict[int, int | None] = {}
+    in_progress: set[int] = set()
+
+    def depth(node: Any) -> int | None:
+        if node is False:
+            return 0
+        if not isinstance(node, dict):
+            return None  # `true` or anything unexpected: any JSON
+        key = id(node)
+        if key in known:
+            return known[key]
+        if key in in_progress:
+            return None  # a cycle: recursive, unbounded
+        in_progress.add(key)
+        result = _node_depth(node, depth)
+        in_progress.discard(key)
+        known[key] = result
+        return result
+
+    def _node_depth(node: dict[str, Any], depth: Any) -> int | None:
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            try:
+                found: int | None = depth(resolve_ref(root, ref)[1])
+            except ValueError:
+                return None
+            return found
+        if "const" in node or "enum" in node:
+            values = node.get("enum", [node.get("const")])
+            return (
+                max((_value_depth(v) for v in values), default=0)
+                if isinstance(values, list)
+                else None
+            )
+        branches = [node[k] for k in ("anyOf", "oneOf") if isinstance(node.get(k), list)]
+        if branches:
+            depths = [depth(branch) for group in branches for branch in group]
+            return None if any(d is None for d in depths) else max(depths, default=0)
+        declared = node.get("type")
+        types = [declared] if isinstance(declared, str) else declared
+        if not isinstance(types, list) or not types:
+            return None
+        deepest = 0
+        for kind in types:
+            if kind in _SCALARS:
+                continue
+            if kind == "object":
+                if node.get("additionalProperties") is not False:
+                    return None
+                if node.get("patternProperties"):
+                    return None
+                children = [depth(child) for child in node.get("properties", {}).values()]
+            elif kind == "array":
+                items = [*node.get("prefixItems", []), node.get("items", True)]
+                children = [depth(child) for child in items]
+            else:
+                return None
+            if any(child is None for child in children):
+                return None
+            deepest = max(deepest, 1 + max((c for c in children if c is not None), default=0))
+        return deepest
+
+    return depth(root)
+
+
+def _value_depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_value_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_value_depth(v) for v in value), default=0)
+    return 0

@@ -1,0 +1,116 @@
+"""The package's shape: import arrows point one way, and JSON pointers are handled in one place."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from sdk._pointer import escape_pointer, lookup, pointer_of, resolve_ref, split_pointer
+from sdk.schema._shape import node_at
+
+SDK = Path(__file__).resolve().parent.parent / "sdk"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SDK.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every `sdk` module `path` imports, at any level (inside functions and TYPE_CHECKING too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sdk"):
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("sdk"))
+    return found
+
+
+MODULES = {_module_name(path): path for path in SDK.rglob("*.py")}
+PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+GRAPH = {
+    name: {dep for dep in _imports(path) if dep in MODULES and dep not in PACKAGES and dep != name}
+    for name, path in MODULES.items()
+    if name not in PACKAGES
+}
+
+
+def _reaches(start: str, goal: str) -> bool:
+    pending, seen = [start], {start}
+    while pending:
+        for dep in GRAPH.get(pending.pop(), ()):
+            if dep == goal:
+                return True
+            if dep not in seen:
+                seen.add(dep)
+                pending.append(dep)
+    return False
+
+
+def test_no_two_modules_import_each_other_even_lazily() -> None:
+    # Package `__init__` re-exports are left out: they sit above everything by design.
+    circles = sorted(
+        f"{module} <-> {dep}"
+        for module, deps in GRAPH.items()
+        for dep in deps
+        if module < dep and _reaches(dep, module)
+    )
+    assert circles == []
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [
+        ("sdk.errors", "sdk._result"),
+        ("sdk.errors", "sdk.parsing.parser"),
+        ("sdk.schema.canonical", "sdk.contract"),
+        ("sdk.schema._lint_rules", "sdk.schema.lint"),
+    ],
+)
+def test_the_records_live_below_their_users(low: str, high: str) -> None:
+    assert not _reaches(low, high)
+
+
+def test_pointer_helpers_are_written_once() -> None:
+    # Unescaping a reference token is spelled in the leaf module only. (gbnf.py still has its
+    # own copy: its owner switches it to `sdk._pointer.lookup`.)
+    spelled = sorted(
+        name
+        for name, path in MODULES.items()
+        if '.replace("~1", "/")' in path.read_text()
+        and name not in ("sdk._pointer", "sdk.schema.gbnf")
+    )
+    assert spelled == []
+
+
+@pytest.mark.parametrize("token", ["01", "-1", "+1", " 1", "1e0"])
+def test_an_array_index_is_a_digit_string_without_leading_zero_everywhere(token: str) -> None:
+    document = {"items": [{"a": 1}, {"a": 2}]}
+    assert lookup(document, f"/items/{token}") == (False, None)
+    with pytest.raises(ValueError):
+        node_at(document, f"/items/{token}")
+    assert lookup(document, "/items/1") == (True, {"a": 2})
+    assert node_at(document, "/items/1") == {"a": 2}
+
+
+def test_pointers_round_trip_through_escaping() -> None:
+    path = ["a/b", "c~d", 3, ""]
+    pointer = pointer_of(path)
+    assert pointer == "/a~1b/c~0d/3/"
+    assert split_pointer(pointer) == ["a/b", "c~d", "3", ""]
+    assert escape_pointer("~1") == "~01"
+    assert split_pointer("/~01") == ["~1"]
+
+
+def test_resolve_ref_follows_any_local_reference_and_refuses_others() -> None:
+    root = {"$defs": {"A B": {"type": "string"}}, "properties": {"x": {"type": "integer"}}}
+    assert resolve_ref(root, "#/$defs/A%20B") == ("/$defs/A B", {"type": "string"})
+    assert resolve_ref(root, "#/properties/x") == ("/properties/x", {"type": "integer"})
+    assert resolve_ref(root, "#") == ("", root)
+    for bad in ("other.json#/x", "#/$defs/Missing", "#/$defs/A B/type"):
+        with pytest.raises(ValueError):
+            resolve_ref(root, bad)
