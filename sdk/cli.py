@@ -431,7 +431,7 @@ def eval_command(
         run_eval,
         terminal_tables,
     )
-    from sdk.eval.report import REPORT_FILE
+    from sdk.eval.report import ACCURACY_FILE, REPORT_FILE, accuracy_svg
     from sdk.eval.runner import RESULTS_FILE
 
     out = _Output()
@@ -486,6 +486,8 @@ def eval_command(
         from sdk._files import write_atomic
 
         write_atomic(folder / REPORT_FILE, html_report(run))
+        if run.metrics:
+            write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
     for table in terminal_tables(run):
         out.out.print(table)
     out.line(f"results: {folder / RESULTS_FILE}")

@@ -20,13 +20,14 @@ import threading
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from rich.console import Console
 
 from sdk import StructuredClient
 from sdk.eval import html_report, markdown_table, parse_dataset, run_eval, terminal_tables
-from sdk.eval.report import verdict
+from sdk.eval.report import accuracy_svg, verdict
 from sdk.providers import TestProvider
 from tests.test_eval import DATASET, Ticket, run
 
@@ -113,6 +114,19 @@ def test_the_report_has_every_section() -> None:
         assert f'id="{name}"' in document
     assert document.count("<svg") == 4
     assert "no significant difference (p = 0.25)" in document
+
+
+def test_the_accuracy_chart_is_a_standalone_svg_file() -> None:
+    result, _ = run()
+    svg = accuracy_svg(result)
+    assert svg.count("xmlns=") == 1
+    root = ElementTree.fromstring(svg)  # well-formed XML, as an .svg file must be
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    labels = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"constrained", "unconstrained", "widened", "answer_first", "83%"} <= set(labels)
+    parser = _References()
+    parser.feed(svg)
+    assert parser.found == []
 
 
 def test_terminal_and_markdown_tables() -> None:

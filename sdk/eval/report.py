@@ -19,7 +19,9 @@ from sdk.eval.runner import EvalRun, Pair
 from sdk.eval.stats import Interval
 
 __all__ = [
+    "ACCURACY_FILE",
     "REPORT_FILE",
+    "accuracy_svg",
     "html_report",
     "markdown_table",
     "terminal_tables",
@@ -28,6 +30,7 @@ __all__ = [
 ]
 
 REPORT_FILE = "report.html"
+ACCURACY_FILE = "accuracy.svg"
 
 # Chart geometry (SVG user units) and colours (colour-blind safe: Okabe-Ito).
 _WIDTH, _LABEL, _ROW = 720, 230, 26
@@ -283,6 +286,16 @@ def _items_table(run: EvalRun) -> str:
 
 
 # --- charts (inline SVG) -----------------------------------------------------------------------
+
+
+def accuracy_svg(run: EvalRun) -> str:
+    """The accuracy-per-arm chart as a standalone SVG file (for a README): the chart of the
+    report, with the namespace a file needs and its own white background and font."""
+    chart = _interval_chart(
+        "accuracy-chart", [(arm, m.accuracy, _BLUE) for arm, m in run.metrics.items()]
+    )
+    standalone = '<svg xmlns="http://www.w3.org/2000/svg" style="background:#fff" '
+    return chart.replace("<svg ", standalone, 1) + "\n"
 
 
 def _interval_chart(name: str, rows: Sequence[tuple[str, Interval | None, str]]) -> str:
