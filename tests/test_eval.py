@@ -39,9 +39,8 @@ from sdk.eval import (
     score,
 )
 from sdk.eval.arms import supports_reasoning
-from sdk.eval.metrics import escape_values
 from sdk.providers import Completion, CompletionRequest, TestProvider
-from sdk.schema import widen
+from sdk.schema import escape_members, widen
 from sdk.stop_reason import StopReason
 
 
@@ -326,7 +325,7 @@ def test_other_settings_are_not_resumed(tmp_path: Path) -> None:
 
 
 def test_score_compares_json_forms_and_abstentions() -> None:
-    escapes = escape_values(widen(Ticket))
+    escapes = escape_members(widen(Ticket))
     assert escapes["colour"] == frozenset({"unknown"})
     scores = score(
         {"amount": 315.0, "colour": None},

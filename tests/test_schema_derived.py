@@ -10,7 +10,15 @@ from pydantic import Field, ValidationError
 
 from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment
 from sdk import CheckFailed, Contract, SchemaViolation, WireEnum, parse
-from sdk.schema import ESCAPE_MEMBER, answer_first, lint, reasoning_field, widen
+from sdk.schema import (
+    ESCAPE_MEMBER,
+    answer_first,
+    escape_members,
+    is_escape_member,
+    lint,
+    reasoning_field,
+    widen,
+)
 from sdk.schema._shape import object_fields, shape_of
 from sdk.schema.lint import LintCode
 
@@ -149,6 +157,28 @@ def test_the_schema_validator_enforces_the_widened_schema() -> None:
 def test_widen_refuses_what_is_not_a_contract() -> None:
     with pytest.raises(TypeError):
         widen(dict)  # type: ignore[arg-type]
+
+
+class Node(Contract):
+    """A tree: a contract that contains itself."""
+
+    label: str
+    children: list[Node]
+
+
+def test_widen_refuses_a_recursive_contract() -> None:
+    with pytest.raises(ValueError, match="recursive"):
+        widen(Node)
+    with pytest.raises(ValueError, match="recursive"):  # and says so again, not a stale half
+        widen(Node)
+
+
+def test_escape_members_per_field() -> None:
+    assert escape_members(InvoiceExtraction)["category"] == frozenset({"unknown"})
+    assert escape_members(Decision)["answer"] == frozenset()  # escalate is not "none of these"
+    assert escape_members(widen(Decision))["answer"] == frozenset({"unknown"})
+    assert is_escape_member("n/a") and is_escape_member("other")
+    assert not is_escape_member("escalate") and not is_escape_member(None)
 
 
 def test_answer_first_moves_the_reasoning_after_the_answer() -> None:

@@ -18,12 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdk.contract import Contract
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
 from sdk.eval.stats import Interval, wilson_interval
-from sdk.schema._lint_rules import _is_escape
-from sdk.schema._shape import object_fields, shape_of
-from sdk.schema.canonical import shared_schema
 
 __all__ = [
     "ArmMetrics",
@@ -31,7 +27,6 @@ __all__ = [
     "MassSummary",
     "Outcome",
     "arm_metrics",
-    "escape_values",
     "score",
 ]
 
@@ -148,16 +143,6 @@ class Outcome:
         )
 
 
-def escape_values(contract: type[Contract]) -> dict[str, frozenset[str]]:
-    """Per top-level field, the enum members that mean "none of these" (`unknown`, `other`...)."""
-    root = shared_schema(contract)
-    escapes: dict[str, frozenset[str]] = {}
-    for item in object_fields(root, ""):
-        members = shape_of(root, item.schema).enum or []
-        escapes[item.name] = frozenset(m for m in members if isinstance(m, str) and _is_escape(m))
-    return escapes
-
-
 def score(
     expected: Mapping[str, Any],
     value: Mapping[str, Any] | None,
@@ -165,7 +150,7 @@ def score(
 ) -> dict[str, FieldScore]:
     """Score the labelled fields of one output (`value`: its JSON form, `None` if invalid).
 
-    `escapes`: per field, the values that mean "abstain" (`escape_values` of the widened
+    `escapes`: per field, the values that mean "abstain" (`escape_members` of the widened
     contract, the same for every arm, so that every arm is scored by one rule).
     """
     scores: dict[str, FieldScore] = {}

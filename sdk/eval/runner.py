@@ -32,10 +32,10 @@ from sdk.client import StructuredClient
 from sdk.contract import Contract
 from sdk.eval.arms import ARMS, ArmUnavailable, PreparedArm, prepare_arm, run_arm
 from sdk.eval.dataset import EvalItem
-from sdk.eval.metrics import ArmMetrics, Outcome, arm_metrics, escape_values
+from sdk.eval.metrics import ArmMetrics, Outcome, arm_metrics
 from sdk.eval.stats import PairedDifference, paired_bootstrap
 from sdk.schema.canonical import schema_info
-from sdk.schema.derived import widen
+from sdk.schema.derived import escape_members, widen
 
 __all__ = [
     "RESULTS_FILE",
@@ -178,7 +178,7 @@ def run_eval(
             prepared.append(prepare_arm(name, contract, client))
         except ArmUnavailable as reason:
             run.unavailable[name] = str(reason)
-    escapes = escape_values(widen(contract))
+    escapes = escape_members(widen(contract))
     total = len(prepared) * len(run.items)
     done = sum(1 for arm in prepared for item in run.items if (arm.name, item.id) in run.outcomes)
     if progress is not None:

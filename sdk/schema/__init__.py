@@ -8,7 +8,14 @@ from sdk.schema.canonical import (
     fingerprint,
     schema_info,
 )
-from sdk.schema.derived import ESCAPE_MEMBER, answer_first, reasoning_field, widen
+from sdk.schema.derived import (
+    ESCAPE_MEMBER,
+    answer_first,
+    escape_members,
+    is_escape_member,
+    reasoning_field,
+    widen,
+)
 from sdk.schema.dialects import (
     ANTHROPIC,
     DIALECTS,
@@ -44,7 +51,9 @@ __all__ = [
     "canonical_schema",
     "contract_gbnf",
     "diff_schemas",
+    "escape_members",
     "fingerprint",
+    "is_escape_member",
     "lint",
     "reasoning_field",
     "schema_info",

@@ -39,9 +39,17 @@ from pydantic import ValidationError, ValidationInfo, create_model, model_valida
 
 from sdk.contract import Contract, WireEnum
 from sdk.schema._lint_rules import REASONING_WORDS, _is_escape
-from sdk.schema._shape import name_tokens
+from sdk.schema._shape import name_tokens, object_fields, shape_of
+from sdk.schema.canonical import shared_schema
 
-__all__ = ["ESCAPE_MEMBER", "answer_first", "reasoning_field", "widen"]
+__all__ = [
+    "ESCAPE_MEMBER",
+    "answer_first",
+    "escape_members",
+    "is_escape_member",
+    "reasoning_field",
+    "widen",
+]
 
 ESCAPE_MEMBER = "unknown"
 """The wire name of the member `widen` adds to an enum that has no escape member."""
@@ -52,6 +60,7 @@ _ABSENT_NOTE = "Null when the source does not say."
 _CHECK_ERRORS = frozenset({"value_error", "assertion_error"})
 
 _widened: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
+_widening: set[type[Contract]] = set()  # contracts being widened now: a recursive one comes back
 _reordered: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
 _escaped: WeakKeyDictionary[type[Enum], type[Enum]] = WeakKeyDictionary()
 _lock = Lock()
@@ -70,18 +79,44 @@ def _widen(contract: type[Contract]) -> type[Contract]:
     cached = _widened.get(contract)
     if cached is not None:
         return cached
-    fields: dict[str, Any] = {}
-    for name, info in contract.model_fields.items():
-        annotation = _widen_type(info.annotation)
-        widened_info = copy.copy(info)
-        if not _nullable(info.annotation):
-            annotation = annotation | None
-            widened_info.description = _with_note(info.description)
-        widened_info.annotation = annotation
-        fields[name] = (annotation, widened_info)
-    widened = _derive(contract, f"{contract.__name__}Widened", fields)
+    if contract in _widening:
+        raise ValueError(
+            f"widen does not support recursive contracts ({contract.__name__} contains itself)"
+        )
+    _widening.add(contract)
+    try:
+        fields: dict[str, Any] = {}
+        for name, info in contract.model_fields.items():
+            annotation = _widen_type(info.annotation)
+            widened_info = copy.copy(info)
+            if not _nullable(info.annotation):
+                annotation = annotation | None
+                widened_info.description = _with_note(info.description)
+            widened_info.annotation = annotation
+            fields[name] = (annotation, widened_info)
+        widened = _derive(contract, f"{contract.__name__}Widened", fields)
+    finally:
+        _widening.discard(contract)
     _widened[contract] = widened
     return widened
+
+
+def is_escape_member(value: object) -> bool:
+    """Whether an enum value means "none of these" (`unknown`, `other`, `n/a`, ...), as the
+    linter counts escape members."""
+    return isinstance(value, str) and _is_escape(value)
+
+
+def escape_members(contract: type[Contract]) -> dict[str, frozenset[str]]:
+    """Per top-level field, the enum values that mean "none of these" (empty for a field that
+    is no enum or has none)."""
+    root = shared_schema(contract)
+    return {
+        item.name: frozenset(
+            m for m in shape_of(root, item.schema).enum or [] if is_escape_member(m)
+        )
+        for item in object_fields(root, "")
+    }
 
 
 def reasoning_field(contract: type[Contract]) -> str | None:
