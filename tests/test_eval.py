@@ -356,6 +356,8 @@ def test_bad_datasets_fail_on_their_line() -> None:
             json.dumps({"id": "x", "document": "d", "expected": {"amount": 1}, "answer": 2})
         ],
         "no items": ["", "  "],
+        "nested too deeply": ["[" * 100_000 + "]" * 100_000],
+        "too long": ['{"id": "' + "x" * 1_000_001 + '"}'],
     }
     for message, lines in cases.items():
         with pytest.raises(DatasetError, match=message):

@@ -101,6 +101,8 @@ def _item(
         data = json.loads(line)
     except ValueError as error:
         raise DatasetError(f"{where}: not JSON: {error}") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise DatasetError(f"{where}: an item is a JSON object, not {type(data).__name__}")
     unknown = sorted(set(data) - {"id", "document", "prompt", "expected"})
