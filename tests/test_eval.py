@@ -229,6 +229,8 @@ def test_the_invalid_outcome_keeps_its_error_and_text() -> None:
     failed = result.outcomes["unconstrained", "i4"]
     assert not failed.valid and not failed.correct
     assert failed.error == "RetriesExhausted"
+    assert failed.error_message is not None
+    assert "last attempt: InvalidJSON: output is not JSON" in failed.error_message
     assert failed.text == JUNK
     assert failed.attempts == 2
     assert failed.schema["name"] == "Ticket"

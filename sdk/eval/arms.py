@@ -160,7 +160,7 @@ def run_arm(
             fields=score(item.expected, None, escapes),
             text=error.text,
             error=type(error).__name__,
-            error_message=str(error),
+            error_message=_describe(error, attempts),
             attempts=max(1, len(attempts)),
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -192,6 +192,16 @@ def run_arm(
         reasoning=reasoning if isinstance(reasoning, str) else None,
         digest=item.digest,
     )
+
+
+def _describe(error: StructuredOutputError, attempts: list[Any]) -> str:
+    """The error's message, and the last attempt's own error in full when it differs (a
+    `RetriesExhausted` headline names the last error's kind, not its violations)."""
+    message = str(error)
+    last = attempts[-1].error if attempts else None
+    if last is not None and last is not error:
+        message += f"\nlast attempt: {type(last).__name__}: {last}"
+    return message
 
 
 def _mass(diagnostics: Any) -> dict[str, float] | None:
