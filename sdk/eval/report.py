@@ -426,7 +426,7 @@ color:#222;padding:0 1em}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .5em;
 text-align:right;vertical-align:top}td:first-child,th:first-child{text-align:left}
-#arms td:nth-child(2),#pairs td:nth-child(2),#pairs td:last-child{text-align:left}
+#arms td:nth-child(2),#pairs td:nth-child(2),#pairs td:last-child,#items td{text-align:left}
 .meta{color:#555}.warn{color:#a00;font-weight:bold}
 td.right{background:#e8f4ea}td.wrong{background:#fbeaea}td.invalid{background:#f2f2f2}
 pre{white-space:pre-wrap;max-width:40em;text-align:left;font-size:12px}
