@@ -1,6 +1,7 @@
 """Write the eval datasets: `invoices.jsonl` (InvoiceExtraction) and `decisions.jsonl` (Decision).
 
     python examples/data/eval/make_datasets.py          # rewrites both files, byte for byte
+    python examples/data/eval/make_datasets.py DIR      # writes them into DIR instead
 
 Deterministic (one seeded `random.Random`), written for this project, nothing scraped. Every
 label is computed from the same values the document is printed from, so a label cannot drift
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -572,11 +574,12 @@ def write(path: Path, rows: list[dict[str, Any]]) -> None:
     )
 
 
-def main() -> None:
+def main(out: Path = HERE) -> None:
+    """Write both datasets into `out` (this folder by default)."""
     rng = random.Random(SEED)
-    write(HERE / "invoices.jsonl", invoices(rng))
-    write(HERE / "decisions.jsonl", decisions(rng))
+    write(out / "invoices.jsonl", invoices(rng))
+    write(out / "decisions.jsonl", decisions(rng))
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
