@@ -309,6 +309,22 @@ def asked_again_items(asked: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(arm_of[key], item) for key, item in asked]
 
 
+def test_a_narrower_rerun_loses_nothing(tmp_path: Path) -> None:
+    run(tmp_path)
+    provider, asked = scripted()
+    items = parse_dataset(DATASET[:2], Ticket)
+    narrow = run_eval(
+        items, Ticket, StructuredClient(provider, retries=1), arms=["widened"], out=tmp_path
+    )
+    assert asked == []  # all done before
+    assert narrow.arms == ["widened"] and len(narrow.outcomes) == 2
+    saved = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert len(saved["outcomes"]) == 4 * 6 and len(saved["items"]) == 6
+    again = load_results(tmp_path, resamples=200)
+    assert again.metrics["constrained"].accuracy.estimate == 2 / 6
+    assert again.metrics["widened"].accuracy.estimate == 5 / 6
+
+
 def test_a_changed_item_is_run_again(tmp_path: Path) -> None:
     run(tmp_path)
     provider, asked = scripted()

@@ -94,6 +94,11 @@ class EvalRun:
     """Arms that could not run, with the reason."""
     metrics: dict[str, ArmMetrics] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
+    retained: list[dict[str, Any]] = field(default_factory=list)
+    """Outcomes (JSON) found in `out` for arms or items outside this run: written back as they
+    were, so a narrower rerun (`--arms`, `--limit`) loses nothing."""
+    retained_items: list[dict[str, Any]] = field(default_factory=list)
+    """The items (JSON) those outcomes are about, when not in this run."""
 
     @property
     def arms(self) -> list[str]:
@@ -117,13 +122,14 @@ class EvalRun:
             "unavailable": self.unavailable,
             "metrics": {arm: m.to_json() for arm, m in self.metrics.items()},
             "pairs": [pair.to_json() for pair in self.pairs],
-            "items": [item.to_json() for item in self.items],
+            "items": [item.to_json() for item in self.items] + self.retained_items,
             "outcomes": [
                 self.outcomes[arm, item.id].to_json()
                 for arm in self.arms
                 for item in self.items
                 if (arm, item.id) in self.outcomes
-            ],
+            ]
+            + self.retained,
         }
 
     def save(self, out: str | Path) -> Path:
@@ -243,6 +249,9 @@ def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) ->
     for raw in data.get("outcomes", []):
         outcome = Outcome.from_json(raw)
         run.outcomes[outcome.arm, outcome.item] = outcome
+    # Every arm with outcomes is summarized, also those kept from an earlier, wider run.
+    present = {arm for arm, _ in run.outcomes} | set(run.config.get("arms", []))
+    run.config["arms"] = [arm for arm in ARMS if arm in present]
     return summarize(run, resamples=resamples, seed=seed)
 
 
@@ -267,8 +276,21 @@ def _resume(run: EvalRun, out: Path) -> None:
                 f"{path} was run with {key} = {before.get(key)!r}, this run has "
                 f"{run.config[key]!r}: use another output folder, or start over (fresh)"
             )
+    run.config["started"] = before.get("started", run.config["started"])
     digests = {item.id: item.digest for item in run.items}
     for raw in data.get("outcomes", []):
         outcome = Outcome.from_json(raw)
-        if digests.get(outcome.item) == outcome.digest and outcome.arm in run.config["arms"]:
+        if outcome.item not in digests:
+            run.retained.append(raw)  # an item this run does not have (a smaller --limit)
+        elif digests[outcome.item] != outcome.digest:
+            continue  # the item changed since: its old outcomes no longer mean anything
+        elif outcome.arm in run.config["arms"]:
             run.outcomes[outcome.arm, outcome.item] = outcome
+        else:
+            run.retained.append(raw)  # an arm this run does not ask for
+    kept = {raw["item"] for raw in run.retained}
+    run.retained_items = [
+        item
+        for item in data.get("items", [])
+        if item.get("id") in kept and item["id"] not in digests
+    ]
