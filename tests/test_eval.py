@@ -309,6 +309,19 @@ def asked_again_items(asked: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(arm_of[key], item) for key, item in asked]
 
 
+def test_run_eval_rejects_what_it_cannot_key() -> None:
+    items = parse_dataset(DATASET[:1], Ticket)
+    provider = TestProvider()
+    client = StructuredClient(provider)
+    with pytest.raises(ValueError, match="unique"):
+        run_eval(items * 2, Ticket, client)
+    with pytest.raises(ValueError, match="unknown arm"):
+        run_eval(items, Ticket, client, arms=["constrained", "sideways"])
+    with pytest.raises(ValueError, match="none given"):
+        run_eval(items, Ticket, client, arms=[])
+    assert provider.requests == []
+
+
 def test_a_narrower_rerun_loses_nothing(tmp_path: Path) -> None:
     run(tmp_path)
     provider, asked = scripted()

@@ -163,6 +163,9 @@ def run_eval(
     unknown = [arm for arm in arms if arm not in ARMS]
     if unknown or not arms:
         raise ValueError(f"unknown arm(s) {', '.join(unknown) or '(none given)'}; arms: {ARMS}")
+    ids = [item.id for item in items]
+    if len(set(ids)) != len(ids):
+        raise ValueError("item ids must be unique: outcomes are keyed by them")
     info = schema_info(contract)
     config: dict[str, Any] = {
         "dataset": dataset,
