@@ -16,8 +16,13 @@ from pathlib import Path
 __all__ = ["write_atomic"]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` all at once (temp file in the same folder, fsync, rename)."""
+def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """Replace `path` with `data` (text is written as UTF-8) all at once: a temporary file in
+    the same folder, flushed, fsynced and renamed over it; the folder is created if missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:

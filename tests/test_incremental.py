@@ -108,14 +108,16 @@ def test_random_chunks_give_the_reference_sequence(cuts: list[int]) -> None:
     chunks = [DOCUMENT[a:b] for a, b in itertools.pairwise(bounds)]
     check_chunking(DOCUMENT, chunks, DOCUMENT_REFS)
 
+
 _json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(10**20), max_value=10**20)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -394,7 +396,7 @@ def test_finish_on_an_empty_text_raises() -> None:
 def _invoice_document(items: int) -> str:
     value = InvoiceExtraction.example()
     value["line_items"] = [
-        {"description": f"Line {i}: \"quoted\" caf\u00e9 \\ path", "quantity": i, "amount": i * 1.5}
+        {"description": f'Line {i}: "quoted" caf\u00e9 \\ path', "quantity": i, "amount": i * 1.5}
         for i in range(items)
     ]
     return json.dumps(value, ensure_ascii=True)

@@ -8,6 +8,14 @@ from sdk.schema.canonical import (
     fingerprint,
     schema_info,
 )
+from sdk.schema.derived import (
+    ESCAPE_MEMBER,
+    answer_first,
+    escape_members,
+    is_escape_member,
+    reasoning_field,
+    widen,
+)
 from sdk.schema.dialects import (
     ANTHROPIC,
     DIALECTS,
@@ -28,6 +36,7 @@ __all__ = [
     "ANTHROPIC",
     "DIALECTS",
     "DRAFT_2020_12",
+    "ESCAPE_MEMBER",
     "LLAMACPP",
     "OLLAMA",
     "OPENAI_STRICT",
@@ -37,13 +46,18 @@ __all__ = [
     "SchemaInfo",
     "UnsupportedSchema",
     "WireSchema",
+    "answer_first",
     "canonical_bytes",
     "canonical_schema",
     "contract_gbnf",
     "diff_schemas",
+    "escape_members",
     "fingerprint",
+    "is_escape_member",
     "lint",
+    "reasoning_field",
     "schema_info",
     "to_gbnf",
     "to_wire",
+    "widen",
 ]

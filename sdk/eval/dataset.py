@@ -1,0 +1,148 @@
+"""Eval datasets: JSONL, one labelled item a line.
+
+    {"id": "inv-007", "document": "INVOICE ...", "prompt": "Extract this invoice.",
+     "expected": {"vendor": "Northwind Ltd.", "total": 315.0, "issue_date": null}}
+
+`id` names the item (unique), `document` is the source text (given to the call as `source`, so
+evidence quotes are checked against it), `prompt` is optional (the dataset's default otherwise),
+and `expected` holds the label of each scored field: the value the contract should hold, in its
+JSON form, or `null` for "the document does not say" (the right answer is to abstain: `null`, or
+an escape member such as `unknown`). Only the fields named in `expected` are scored, and only
+top-level fields.
+
+Labels are checked when the dataset is read, against the widened contract's field types (so a
+`null` label is allowed on every field, and a misspelt enum label is an error on its line, not a
+silently wrong score).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from sdk.contract import Contract
+from sdk.schema.derived import widen
+
+__all__ = ["DEFAULT_PROMPT", "DatasetError", "EvalItem", "load_dataset", "parse_dataset"]
+
+DEFAULT_PROMPT = "Read the document and fill in the requested fields."
+"""The prompt of an item that has none."""
+
+# A line longer than this is not a document anyone labelled by hand.
+_MAX_LINE = 1_000_000
+
+
+class DatasetError(ValueError):
+    """A dataset line that is not a valid item (where and why in the message)."""
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One labelled input."""
+
+    id: str
+    document: str
+    expected: Mapping[str, Any]
+    """Field name -> label in JSON form; `None`: the right answer is to abstain."""
+    prompt: str = DEFAULT_PROMPT
+    digest: str = field(default="", compare=False)
+    """sha256 of the item's line content: a resumed run redoes an item that changed."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "document": self.document,
+            "prompt": self.prompt,
+            "expected": dict(self.expected),
+        }
+
+
+def load_dataset(path: str | Path, contract: type[Contract]) -> list[EvalItem]:
+    """Read and check a JSONL dataset for `contract` (module docstring); `DatasetError` names the
+    first bad line."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as lines:
+        return parse_dataset(lines, contract, name=str(path))
+
+
+def parse_dataset(
+    lines: Iterable[str], contract: type[Contract], *, name: str = "<dataset>"
+) -> list[EvalItem]:
+    """The items of JSONL text, checked against `contract`; blank lines are skipped."""
+    adapters = _label_adapters(contract)
+    items: list[EvalItem] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        where = f"{name}:{number}"
+        if len(line) > _MAX_LINE:
+            raise DatasetError(f"{where}: line of {len(line)} characters is too long")
+        if not line.strip():
+            continue
+        item = _item(line, adapters, contract, where)
+        if item.id in seen:
+            raise DatasetError(f"{where}: id {item.id!r} is used twice")
+        seen.add(item.id)
+        items.append(item)
+    if not items:
+        raise DatasetError(f"{name}: no items")
+    return items
+
+
+def _item(
+    line: str, adapters: Mapping[str, TypeAdapter[Any]], contract: type[Contract], where: str
+) -> EvalItem:
+    try:
+        data = json.loads(line)
+    except ValueError as error:
+        raise DatasetError(f"{where}: not JSON: {error}") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise DatasetError(f"{where}: an item is a JSON object, not {type(data).__name__}")
+    unknown = sorted(set(data) - {"id", "document", "prompt", "expected"})
+    if unknown:
+        raise DatasetError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    item_id, document, prompt = data.get("id"), data.get("document"), data.get("prompt")
+    if not isinstance(item_id, str) or not item_id.strip():
+        raise DatasetError(f"{where}: 'id' must be a non-empty string")
+    if not isinstance(document, str) or not document.strip():
+        raise DatasetError(f"{where}: 'document' must be a non-empty string")
+    if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
+        raise DatasetError(f"{where}: 'prompt' must be a non-empty string when given")
+    expected = data.get("expected")
+    if not isinstance(expected, dict) or not expected:
+        raise DatasetError(f"{where}: 'expected' must be an object naming at least one field")
+    labels: dict[str, Any] = {}
+    for key, label in expected.items():
+        adapter = adapters.get(key)
+        if adapter is None:
+            raise DatasetError(
+                f"{where}: {key!r} is not a field of {contract.__name__} "
+                f"(fields: {', '.join(adapters)})"
+            )
+        try:
+            value = adapter.validate_json(json.dumps(label))
+        except ValidationError as error:
+            problem = error.errors(include_url=False)[0]["msg"]
+            raise DatasetError(f"{where}: label of {key!r} is not valid: {problem}") from None
+        labels[key] = adapter.dump_python(value, mode="json")
+    digest = hashlib.sha256(
+        json.dumps([item_id, document, prompt, labels], sort_keys=True).encode()
+    ).hexdigest()
+    return EvalItem(item_id, document, labels, prompt or DEFAULT_PROMPT, digest)
+
+
+def _label_adapters(contract: type[Contract]) -> dict[str, TypeAdapter[Any]]:
+    """A strict validator per top-level field, of the widened field's type (`null` allowed)."""
+    widened = widen(contract)
+    # The FieldInfo rides along in `Annotated`, so a label meets the field's bounds too.
+    return {
+        name: TypeAdapter[Any](Annotated[info.annotation, info])  # type: ignore[arg-type]
+        for name, info in widened.model_fields.items()
+    }

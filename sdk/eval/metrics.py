@@ -1,0 +1,293 @@
+"""Scoring one output against its labels, and the metrics of an arm over a dataset.
+
+A field is *correct* when its value, in the contract's JSON form, equals the label's JSON form
+(both went through the contract's own validation, which is all the normalization a contract
+does), or, for a label that says "abstain" (`null`, or an escape member such as `unknown`), when
+the output abstains: `null` or an escape member. An item is correct when every labelled field
+is. An output that is not valid (no value after the arm's retries) gets every field wrong and
+abstains on none.
+
+Abstention recall: over labelled fields whose label is "abstain", the share where the output
+abstained. False abstention: over fields with a real label, the share where it abstained anyway.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
+from sdk.eval.stats import Interval, wilson_interval
+
+__all__ = [
+    "ArmMetrics",
+    "FieldScore",
+    "MassSummary",
+    "Outcome",
+    "arm_metrics",
+    "score",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldScore:
+    """One labelled field of one output."""
+
+    expected: Any
+    predicted: Any
+    correct: bool
+    abstained: bool
+    should_abstain: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expected": self.expected,
+            "predicted": self.predicted,
+            "correct": self.correct,
+            "abstained": self.abstained,
+            "should_abstain": self.should_abstain,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FieldScore:
+        return cls(
+            data["expected"],
+            data["predicted"],
+            bool(data["correct"]),
+            bool(data["abstained"]),
+            bool(data["should_abstain"]),
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one arm made of one item: the value or the error, its cost, and its score."""
+
+    item: str
+    arm: str
+    valid: bool
+    fields: Mapping[str, FieldScore]
+    value: Any = None
+    """The value's JSON form (`None` when there is none)."""
+    text: str | None = None
+    """The raw text of the last attempt."""
+    error: str | None = None
+    """The error's class name, when the arm got no valid value."""
+    error_message: str | None = None
+    attempts: int = 1
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency: float = 0.0
+    """Wall-clock seconds of the whole call, retries included."""
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    """Name, version and fingerprint of the contract the arm generated."""
+    mass: Mapping[str, float] | None = None
+    """Lowest surviving mass per field pointer (constrained local arms only)."""
+    reasoning: str | None = None
+    """Two-phase working or native thinking, where the arm has it."""
+    digest: str = ""
+    """The item's digest when it ran (a changed item is redone on resume)."""
+
+    @property
+    def correct(self) -> bool:
+        """Every labelled field correct."""
+        return self.valid and all(score.correct for score in self.fields.values())
+
+    @property
+    def retries(self) -> int:
+        return max(0, self.attempts - 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "item": self.item,
+            "arm": self.arm,
+            "valid": self.valid,
+            "correct": self.correct,
+            "fields": {name: score.to_json() for name, score in self.fields.items()},
+            "value": self.value,
+            "text": self.text,
+            "error": self.error,
+            "error_message": self.error_message,
+            "attempts": self.attempts,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "latency": self.latency,
+            "schema": dict(self.schema),
+            "mass": dict(self.mass) if self.mass is not None else None,
+            "reasoning": self.reasoning,
+            "digest": self.digest,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
+        mass = data.get("mass")
+        return cls(
+            item=str(data["item"]),
+            arm=str(data["arm"]),
+            valid=bool(data["valid"]),
+            fields={k: FieldScore.from_json(v) for k, v in data["fields"].items()},
+            value=data.get("value"),
+            text=data.get("text"),
+            error=data.get("error"),
+            error_message=data.get("error_message"),
+            attempts=int(data.get("attempts", 1)),
+            input_tokens=int(data.get("input_tokens", 0)),
+            output_tokens=int(data.get("output_tokens", 0)),
+            latency=float(data.get("latency", 0.0)),
+            schema=dict(data.get("schema") or {}),
+            mass={str(k): float(v) for k, v in mass.items()} if isinstance(mass, dict) else None,
+            reasoning=data.get("reasoning"),
+            digest=str(data.get("digest", "")),
+        )
+
+
+def score(
+    expected: Mapping[str, Any],
+    value: Mapping[str, Any] | None,
+    escapes: Mapping[str, frozenset[str]],
+) -> dict[str, FieldScore]:
+    """Score the labelled fields of one output (`value`: its JSON form, `None` if invalid).
+
+    `escapes`: per field, the values that mean "abstain" (`escape_members` of the widened
+    contract, the same for every arm, so that every arm is scored by one rule).
+    """
+    scores: dict[str, FieldScore] = {}
+    for name, label in expected.items():
+        escape = escapes.get(name, frozenset())
+        should_abstain = label is None or (isinstance(label, str) and label in escape)
+        if value is None:
+            scores[name] = FieldScore(label, None, False, False, should_abstain)
+            continue
+        predicted = value.get(name)
+        abstained = predicted is None or (isinstance(predicted, str) and predicted in escape)
+        correct = abstained if should_abstain else (not abstained and predicted == label)
+        scores[name] = FieldScore(label, predicted, correct, abstained, should_abstain)
+    return scores
+
+
+@dataclass(frozen=True, slots=True)
+class MassSummary:
+    """Lowest surviving mass of one field across the items of a constrained local arm."""
+
+    items: int
+    median: float
+    """Median over items of the field's lowest surviving mass."""
+    lowest: float
+    flagged: int
+    """Items where the field's lowest mass is under the threshold: the grammar overrode the
+    model there."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "items": self.items,
+            "median": self.median,
+            "lowest": self.lowest,
+            "flagged": self.flagged,
+        }
+
+
+@dataclass(frozen=True)
+class ArmMetrics:
+    """One arm over the items it ran on."""
+
+    arm: str
+    items: int
+    validity: Interval
+    accuracy: Interval
+    field_accuracy: Mapping[str, Interval]
+    abstention_recall: Interval | None
+    """`None` when no label says abstain."""
+    false_abstention: Interval | None
+    """`None` when no label has a value."""
+    retries: int
+    input_tokens: int
+    output_tokens: int
+    latency_p50: float
+    latency_p95: float
+    mass: Mapping[str, MassSummary]
+
+    def to_json(self) -> dict[str, Any]:
+        def interval(value: Interval | None) -> dict[str, float] | None:
+            if value is None:
+                return None
+            return {"estimate": value.estimate, "low": value.low, "high": value.high}
+
+        return {
+            "arm": self.arm,
+            "items": self.items,
+            "validity": interval(self.validity),
+            "accuracy": interval(self.accuracy),
+            "field_accuracy": {k: interval(v) for k, v in self.field_accuracy.items()},
+            "abstention_recall": interval(self.abstention_recall),
+            "false_abstention": interval(self.false_abstention),
+            "retries": self.retries,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "latency_p50": self.latency_p50,
+            "latency_p95": self.latency_p95,
+            "mass": {k: v.to_json() for k, v in self.mass.items()},
+        }
+
+
+def arm_metrics(
+    arm: str,
+    outcomes: Sequence[Outcome],
+    *,
+    threshold: float = DEFAULT_LOW_MASS_THRESHOLD,
+) -> ArmMetrics:
+    """The metrics of one arm's outcomes (module docstring)."""
+    n = len(outcomes)
+    names = list(dict.fromkeys(name for o in outcomes for name in o.fields))
+    field_accuracy = {
+        name: wilson_interval(
+            sum(1 for o in outcomes if name in o.fields and o.fields[name].correct),
+            sum(1 for o in outcomes if name in o.fields),
+        )
+        for name in names
+    }
+    absent = [s for o in outcomes for s in o.fields.values() if s.should_abstain]
+    present = [s for o in outcomes for s in o.fields.values() if not s.should_abstain]
+    latencies = sorted(o.latency for o in outcomes)
+    return ArmMetrics(
+        arm=arm,
+        items=n,
+        validity=wilson_interval(sum(o.valid for o in outcomes), n),
+        accuracy=wilson_interval(sum(o.correct for o in outcomes), n),
+        field_accuracy=field_accuracy,
+        abstention_recall=wilson_interval(sum(s.abstained for s in absent), len(absent))
+        if absent
+        else None,
+        false_abstention=wilson_interval(sum(s.abstained for s in present), len(present))
+        if present
+        else None,
+        retries=sum(o.retries for o in outcomes),
+        input_tokens=sum(o.input_tokens for o in outcomes),
+        output_tokens=sum(o.output_tokens for o in outcomes),
+        latency_p50=_quantile(latencies, 0.50),
+        latency_p95=_quantile(latencies, 0.95),
+        mass=_mass(outcomes, threshold),
+    )
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    from sdk.eval.stats import percentile
+
+    return percentile(values, q) if values else 0.0
+
+
+def _mass(outcomes: Iterable[Outcome], threshold: float) -> dict[str, MassSummary]:
+    per_field: dict[str, list[float]] = {}
+    for outcome in outcomes:
+        for pointer, value in (outcome.mass or {}).items():
+            per_field.setdefault(pointer, []).append(value)
+    return {
+        pointer: MassSummary(
+            items=len(values),
+            median=statistics.median(values),
+            lowest=min(values),
+            flagged=sum(1 for v in values if v < threshold),
+        )
+        for pointer, values in per_field.items()
+    }

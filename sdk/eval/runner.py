@@ -1,0 +1,299 @@
+"""Running a paired evaluation: every item through every arm, resumable, and its summary.
+
+    from sdk import StructuredClient
+    from sdk.eval import load_dataset, run_eval
+    from sdk.providers import EmbeddedProvider
+    from contracts import Decision
+
+    items = load_dataset("examples/data/eval/decisions.jsonl", Decision)
+    run = run_eval(items, Decision, StructuredClient(EmbeddedProvider(), retries=1), out="eval-out")
+    run.metrics["constrained"].accuracy, run.pairs[0].difference
+
+Items go one at a time through all arms (so an interrupted run still has paired data), and
+`results.json` in `out` is rewritten atomically after each outcome. Run it again with the same
+settings and it skips what is done: an outcome is reused when its item is unchanged (same
+digest); a changed or new item, or a new arm, is run. Settings that change what an outcome means
+(the contract's fingerprint, the provider and model, `max_tokens`, the sampling options, the
+retries) must match, or `ResumeMismatch` says which one differs (start over with another `out`,
+or `fresh=True`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sdk._files import write_atomic
+from sdk.client import StructuredClient
+from sdk.contract import Contract
+from sdk.eval.arms import ARMS, ArmUnavailable, PreparedArm, prepare_arm, run_arm
+from sdk.eval.dataset import EvalItem
+from sdk.eval.metrics import ArmMetrics, Outcome, arm_metrics
+from sdk.eval.stats import PairedDifference, paired_bootstrap
+from sdk.schema.canonical import schema_info
+from sdk.schema.derived import escape_members, widen
+
+__all__ = [
+    "RESULTS_FILE",
+    "EvalRun",
+    "Pair",
+    "ResumeMismatch",
+    "load_results",
+    "run_eval",
+    "summarize",
+]
+
+RESULTS_FILE = "results.json"
+FORMAT = "sdk-eval/1"
+
+Progress = Callable[[int, int, Outcome | None], None]
+"""Called as `(done, total, outcome)`: once before the first call, then after each outcome."""
+
+
+class ResumeMismatch(ValueError):
+    """The results in `out` came from other settings, so they cannot be resumed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two arms compared on the items both ran: accuracy of `b` minus accuracy of `a`."""
+
+    a: str
+    b: str
+    result: PairedDifference
+
+    def to_json(self) -> dict[str, Any]:
+        difference = self.result.difference
+        test = self.result.mcnemar
+        return {
+            "a": self.a,
+            "b": self.b,
+            "items": self.result.items,
+            "difference": difference.estimate,
+            "low": difference.low,
+            "high": difference.high,
+            "only_a": test.only_a,
+            "only_b": test.only_b,
+            "p_value": test.p_value,
+        }
+
+
+@dataclass
+class EvalRun:
+    """A run: its settings, its items, every outcome, and (when complete) the summary."""
+
+    config: dict[str, Any]
+    items: list[EvalItem]
+    outcomes: dict[tuple[str, str], Outcome] = field(default_factory=dict)
+    """By (arm, item id)."""
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Arms that could not run, with the reason."""
+    metrics: dict[str, ArmMetrics] = field(default_factory=dict)
+    pairs: list[Pair] = field(default_factory=list)
+    retained: list[dict[str, Any]] = field(default_factory=list)
+    """Outcomes (JSON) found in `out` for arms or items outside this run: written back as they
+    were, so a narrower rerun (`--arms`, `--limit`) loses nothing."""
+    retained_items: list[dict[str, Any]] = field(default_factory=list)
+    """The items (JSON) those outcomes are about, when not in this run."""
+
+    @property
+    def arms(self) -> list[str]:
+        """The arms that ran, in report order."""
+        requested = list(self.config.get("arms", ARMS))
+        return [arm for arm in requested if arm not in self.unavailable]
+
+    def outcomes_of(self, arm: str) -> list[Outcome]:
+        """The arm's outcomes in dataset order."""
+        return [self.outcomes[arm, i.id] for i in self.items if (arm, i.id) in self.outcomes]
+
+    @property
+    def complete(self) -> bool:
+        return all((arm, item.id) in self.outcomes for arm in self.arms for item in self.items)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "config": self.config,
+            "complete": self.complete,
+            "unavailable": self.unavailable,
+            "metrics": {arm: m.to_json() for arm, m in self.metrics.items()},
+            "pairs": [pair.to_json() for pair in self.pairs],
+            "items": [item.to_json() for item in self.items] + self.retained_items,
+            "outcomes": [
+                self.outcomes[arm, item.id].to_json()
+                for arm in self.arms
+                for item in self.items
+                if (arm, item.id) in self.outcomes
+            ]
+            + self.retained,
+        }
+
+    def save(self, out: str | Path) -> Path:
+        """Write `results.json` in `out`, atomically."""
+        path = Path(out) / RESULTS_FILE
+        write_atomic(path, json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
+        return path
+
+
+def run_eval(
+    items: Sequence[EvalItem],
+    contract: type[Contract],
+    client: StructuredClient,
+    *,
+    arms: Sequence[str] = ARMS,
+    out: str | Path | None = None,
+    max_tokens: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+    fresh: bool = False,
+    dataset: str = "",
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> EvalRun:
+    """Run every item through every arm (module docstring); the summarized `EvalRun`.
+
+    `options` are the sampling options every arm's call gets (`temperature`, `seed`, ...);
+    `max_tokens` the output limit of every call (the client's default when `None`). With `out`,
+    results are saved as they come and an earlier run there is resumed unless `fresh`.
+    """
+    unknown = [arm for arm in arms if arm not in ARMS]
+    if unknown or not arms:
+        raise ValueError(f"unknown arm(s) {', '.join(unknown) or '(none given)'}; arms: {ARMS}")
+    ids = [item.id for item in items]
+    if len(set(ids)) != len(ids):
+        raise ValueError("item ids must be unique: outcomes are keyed by them")
+    info = schema_info(contract)
+    config: dict[str, Any] = {
+        "dataset": dataset,
+        "contract": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
+        "provider": client.provider.name,
+        "model": client.provider.model,
+        "arms": [arm for arm in ARMS if arm in arms],
+        "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
+        "options": dict(options or {}),
+        "retries": client.retries,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    run = EvalRun(config, list(items))
+    if out is not None and not fresh:
+        _resume(run, Path(out))
+    prepared: list[PreparedArm] = []
+    for name in config["arms"]:
+        try:
+            prepared.append(prepare_arm(name, contract, client))
+        except ArmUnavailable as reason:
+            run.unavailable[name] = str(reason)
+    escapes = escape_members(widen(contract))
+    total = len(prepared) * len(run.items)
+    done = sum(1 for arm in prepared for item in run.items if (arm.name, item.id) in run.outcomes)
+    if progress is not None:
+        progress(done, total, None)
+    for item in run.items:
+        for arm in prepared:
+            if (arm.name, item.id) in run.outcomes:
+                continue
+            outcome = run_arm(
+                arm, client, item, escapes=escapes, max_tokens=max_tokens, options=options
+            )
+            run.outcomes[arm.name, item.id] = outcome
+            done += 1
+            if out is not None:
+                run.save(out)
+            if progress is not None:
+                progress(done, total, outcome)
+    summarize(run, resamples=resamples, seed=seed)
+    if out is not None:
+        run.save(out)
+    return run
+
+
+def summarize(run: EvalRun, *, resamples: int = 10_000, seed: int = 0) -> EvalRun:
+    """Fill in the run's per-arm metrics and its pairwise comparisons (in place; returned)."""
+    arms = [arm for arm in run.arms if run.outcomes_of(arm)]
+    run.metrics = {arm: arm_metrics(arm, run.outcomes_of(arm)) for arm in arms}
+    run.pairs = []
+    for index, a in enumerate(arms):
+        for b in arms[index + 1 :]:
+            both = [
+                item.id
+                for item in run.items
+                if (a, item.id) in run.outcomes and (b, item.id) in run.outcomes
+            ]
+            result = paired_bootstrap(
+                [run.outcomes[a, i].correct for i in both],
+                [run.outcomes[b, i].correct for i in both],
+                resamples=resamples,
+                seed=seed,
+            )
+            run.pairs.append(Pair(a, b, result))
+    return run
+
+
+def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) -> EvalRun:
+    """A run read back from `results.json` (a file, or the folder holding it), summarized."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_FILE
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path} is not an sdk eval results file ({FORMAT})")
+    run = EvalRun(
+        dict(data["config"]),
+        [
+            EvalItem(i["id"], i["document"], i["expected"], i["prompt"])
+            for i in data.get("items", [])
+        ],
+        unavailable=dict(data.get("unavailable", {})),
+    )
+    for raw in data.get("outcomes", []):
+        outcome = Outcome.from_json(raw)
+        run.outcomes[outcome.arm, outcome.item] = outcome
+    # Every arm with outcomes is summarized, also those kept from an earlier, wider run.
+    present = {arm for arm, _ in run.outcomes} | set(run.config.get("arms", []))
+    run.config["arms"] = [arm for arm in ARMS if arm in present]
+    return summarize(run, resamples=resamples, seed=seed)
+
+
+# Settings that change what an outcome means: a resumed run must have the same.
+_RESUME_KEYS = ("contract", "provider", "model", "max_tokens", "options", "retries")
+
+
+def _resume(run: EvalRun, out: Path) -> None:
+    path = out / RESULTS_FILE
+    if not path.is_file():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ResumeMismatch(f"{path} is not readable JSON ({error}); pass fresh") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ResumeMismatch(f"{path} is not an sdk eval results file; pass fresh or another out")
+    before = data.get("config", {})
+    for key in _RESUME_KEYS:
+        if before.get(key) != run.config[key]:
+            raise ResumeMismatch(
+                f"{path} was run with {key} = {before.get(key)!r}, this run has "
+                f"{run.config[key]!r}: use another output folder, or start over (fresh)"
+            )
+    run.config["started"] = before.get("started", run.config["started"])
+    digests = {item.id: item.digest for item in run.items}
+    for raw in data.get("outcomes", []):
+        outcome = Outcome.from_json(raw)
+        if outcome.item not in digests:
+            run.retained.append(raw)  # an item this run does not have (a smaller --limit)
+        elif digests[outcome.item] != outcome.digest:
+            continue  # the item changed since: its old outcomes no longer mean anything
+        elif outcome.arm in run.config["arms"]:
+            run.outcomes[outcome.arm, outcome.item] = outcome
+        else:
+            run.retained.append(raw)  # an arm this run does not ask for
+    kept = {raw["item"] for raw in run.retained}
+    run.retained_items = [
+        item
+        for item in data.get("items", [])
+        if item.get("id") in kept and item["id"] not in digests
+    ]

@@ -1,0 +1,435 @@
+"""The paired eval on a scripted provider, where every number is known in advance.
+
+`TestProvider` answers each (arm, item) from a script: the arm is read from the request (the
+contract's name, and the `constrained=False` option of the unconstrained arm) and the item from
+the document in the prompt. The expected metrics below are counted by hand from the table.
+
+| item | labels (amount, colour) | constrained | unconstrained          | widened        |
+| ---- | ----------------------- | ----------- | ---------------------- | -------------- |
+| i1   | 10, red                 | 10 red  ok  | junk, then 10 red ok   | 10 red      ok |
+| i2   | 20, blue                | 20 red      | 20 blue ok             | null blue      |
+| i3   | null, red               | 0 red       | null red ok            | null red    ok |
+| i4   | 5, null                 | 5 red       | junk twice (invalid)   | 5 unknown   ok |
+| i5   | 7.5, null               | 7.5 blue    | 7.5 blue               | 7.5 null    ok |
+| i6   | 3, blue                 | 3 blue  ok  | 3 blue ok              | 3 blue      ok |
+
+answer_first is the constrained column with i2 right (20 blue).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sdk import Contract, ProviderError, StructuredClient, Usage, WireEnum
+from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics
+from sdk.eval import (
+    ArmUnavailable,
+    EvalRun,
+    ResumeMismatch,
+    load_results,
+    parse_dataset,
+    prepare_arm,
+    run_eval,
+    score,
+)
+from sdk.eval.arms import supports_reasoning
+from sdk.providers import Completion, CompletionRequest, TestProvider
+from sdk.schema import escape_members, widen
+from sdk.stop_reason import StopReason
+
+
+class Colour(WireEnum):
+    """A colour, with no escape member: the production contract cannot abstain on it."""
+
+    RED = "red"
+    BLUE = "blue"
+
+
+class Ticket(Contract):
+    """A small contract with a reasoning field, a nullable number and a closed enum."""
+
+    reasoning: str
+    amount: float | None
+    colour: Colour
+
+
+LABELS = {
+    "i1": (10.0, "red"),
+    "i2": (20.0, "blue"),
+    "i3": (None, "red"),
+    "i4": (5.0, None),
+    "i5": (7.5, None),
+    "i6": (3.0, "blue"),
+}
+DATASET = [
+    json.dumps({"id": i, "document": f"ticket {i}", "expected": {"amount": a, "colour": c}})
+    for i, (a, c) in LABELS.items()
+]
+JUNK = "Sure! Here is the ticket."
+
+# (arm key, item) -> replies in order (amount, colour) or JUNK.
+SCRIPT: dict[tuple[str, str], list[Any]] = {
+    **{("Ticket", i): [v] for i, v in {
+        "i1": (10, "red"), "i2": (20, "red"), "i3": (0, "red"),
+        "i4": (5, "red"), "i5": (7.5, "blue"), "i6": (3, "blue"),
+    }.items()},
+    **{("Ticket-free", i): v for i, v in {
+        "i1": [JUNK, (10, "red")], "i2": [(20, "blue")], "i3": [(None, "red")],
+        "i4": [JUNK, JUNK], "i5": [(7.5, "blue")], "i6": [(3, "blue")],
+    }.items()},
+    **{("TicketWidened", i): [v] for i, v in {
+        "i1": (10, "red"), "i2": (None, "blue"), "i3": (None, "red"),
+        "i4": (5, "unknown"), "i5": (7.5, None), "i6": (3, "blue"),
+    }.items()},
+    **{("TicketAnswerFirst", i): [v] for i, v in {
+        "i1": (10, "red"), "i2": (20, "blue"), "i3": (0, "red"),
+        "i4": (5, "red"), "i5": (7.5, "blue"), "i6": (3, "blue"),
+    }.items()},
+}  # fmt: skip
+# Surviving mass the constrained arm reports for /colour, per item.
+COLOUR_MASS = {"i1": 0.9, "i2": 0.004, "i3": 0.5, "i4": 0.001, "i5": 0.002, "i6": 0.8}
+USAGE = Usage(100, 10)
+
+
+def scripted(fail_on_call: int | None = None) -> tuple[TestProvider, list[tuple[str, str]]]:
+    """A provider answering from SCRIPT, and the log of (arm key, item) it was asked; with
+    `fail_on_call`, that call fails as a provider failure would (connection reset)."""
+    remaining = {key: list(replies) for key, replies in SCRIPT.items()}
+    asked: list[tuple[str, str]] = []
+    calls = 0
+
+    def reply(request: CompletionRequest) -> Completion:
+        nonlocal calls
+        calls += 1
+        if calls == fail_on_call:
+            raise ProviderError("connection reset", status_code=400)
+        match = re.search(r"ticket (i[0-9]+)", request.messages[0].content)
+        assert match is not None
+        item = match.group(1)
+        key = request.contract.__name__
+        if request.options.get("constrained") is False:
+            key += "-free"
+        asked.append((key, item))
+        answer = remaining[key, item].pop(0)
+        if answer == JUNK:
+            text = JUNK
+        else:
+            amount, colour = answer
+            text = json.dumps({"reasoning": "checked", "amount": amount, "colour": colour})
+        diagnostics = None
+        if key == "Ticket":
+            mass = COLOUR_MASS[item]
+            diagnostics = ConstraintDiagnostics(
+                fields=[
+                    FieldDiagnostics("/colour", 3, mass, mass, 1, mass < 0.01),
+                    FieldDiagnostics("/items/0/x", 1, 0.3, 0.3, 0, False),
+                    FieldDiagnostics("/items/1/x", 1, 0.2, 0.2, 0, False),
+                ],
+                steps=[],
+            )
+        return Completion(
+            text, StopReason.END_TURN, "end_turn", usage=USAGE, diagnostics=diagnostics
+        )
+
+    return TestProvider([reply], repeat=True), asked
+
+
+ARMS4 = ("constrained", "unconstrained", "widened", "answer_first")
+
+
+def run(tmp_path: Path | None = None, **kwargs: Any) -> tuple[EvalRun, list[tuple[str, str]]]:
+    provider, asked = scripted()
+    items = parse_dataset(DATASET, Ticket)
+    result = run_eval(
+        items,
+        Ticket,
+        StructuredClient(provider, retries=1),
+        arms=kwargs.pop("arms", ARMS4),
+        out=tmp_path,
+        resamples=2000,
+        **kwargs,
+    )
+    return result, asked
+
+
+def test_each_arm_gets_its_contract_and_options() -> None:
+    client = StructuredClient(TestProvider())
+    assert prepare_arm("constrained", Ticket, client).contract is Ticket
+    assert prepare_arm("widened", Ticket, client).contract is widen(Ticket)
+    assert list(prepare_arm("answer_first", Ticket, client).contract.model_fields) == [
+        "amount",
+        "colour",
+        "reasoning",
+    ]
+    assert prepare_arm("unconstrained", Ticket, client).options == {"constrained": False}
+    with pytest.raises(ValueError, match="unknown arm"):
+        prepare_arm("sideways", Ticket, client)
+
+
+def test_arms_that_cannot_run_say_why() -> None:
+    class NoReasoning(Contract):
+        amount: float | None
+
+    client = StructuredClient(TestProvider())
+    with pytest.raises(ArmUnavailable, match="no reasoning field"):
+        prepare_arm("answer_first", NoReasoning, client)
+
+    class Hosted(TestProvider):
+        name = "hosted"
+
+    with pytest.raises(ArmUnavailable, match="no unconstrained mode"):
+        prepare_arm("unconstrained", Ticket, StructuredClient(Hosted()))
+
+
+def test_metrics_per_arm_are_the_hand_counted_ones() -> None:
+    result, _ = run()
+    constrained = result.metrics["constrained"]
+    assert constrained.items == 6
+    assert constrained.validity.estimate == 1.0
+    assert constrained.accuracy.estimate == 2 / 6
+    assert constrained.field_accuracy["amount"].estimate == 5 / 6
+    assert constrained.field_accuracy["colour"].estimate == 3 / 6
+    assert constrained.abstention_recall is not None
+    assert constrained.abstention_recall.estimate == 0 / 3  # the grammar left no way to abstain
+    assert constrained.false_abstention is not None
+    assert constrained.false_abstention.estimate == 0 / 9
+    assert (constrained.retries, constrained.input_tokens, constrained.output_tokens) == (
+        0,
+        600,
+        60,
+    )
+
+    unconstrained = result.metrics["unconstrained"]
+    assert unconstrained.validity.estimate == 5 / 6  # i4 failed twice
+    assert unconstrained.accuracy.estimate == 4 / 6
+    assert unconstrained.retries == 2  # i1 and i4 each retried once
+    assert (unconstrained.input_tokens, unconstrained.output_tokens) == (800, 80)  # 8 attempts
+    assert unconstrained.abstention_recall is not None
+    assert unconstrained.abstention_recall.estimate == 1 / 3  # i3's amount only
+
+    widened = result.metrics["widened"]
+    assert widened.accuracy.estimate == 5 / 6
+    assert widened.abstention_recall is not None and widened.false_abstention is not None
+    assert widened.abstention_recall.estimate == 3 / 3  # "unknown" and null both abstain
+    assert widened.false_abstention.estimate == 1 / 9  # i2's amount
+
+    assert result.metrics["answer_first"].accuracy.estimate == 3 / 6
+    for metrics in result.metrics.values():
+        assert 0 <= metrics.latency_p50 <= metrics.latency_p95
+
+
+def test_the_invalid_outcome_keeps_its_error_and_text() -> None:
+    result, _ = run()
+    failed = result.outcomes["unconstrained", "i4"]
+    assert not failed.valid and not failed.correct
+    assert failed.error == "RetriesExhausted"
+    assert failed.error_message is not None
+    assert "last attempt: InvalidJSON: output is not JSON" in failed.error_message
+    assert failed.text == JUNK
+    assert failed.attempts == 2
+    assert failed.schema["name"] == "Ticket"
+    assert result.outcomes["widened", "i1"].schema["fingerprint"] == widen(Ticket).fingerprint()
+
+
+def test_pairs_carry_the_hand_computed_differences_and_exact_p_values() -> None:
+    result, _ = run()
+    pairs = {(p.a, p.b): p.result for p in result.pairs}
+    assert len(pairs) == 6  # every pair of four arms
+    widened = pairs["constrained", "widened"]
+    assert widened.difference.estimate == pytest.approx(3 / 6)
+    assert (widened.mcnemar.only_a, widened.mcnemar.only_b) == (0, 3)
+    assert widened.mcnemar.p_value == 2 / 8
+    unconstrained = pairs["constrained", "unconstrained"]
+    assert unconstrained.difference.estimate == pytest.approx(2 / 6)
+    assert unconstrained.mcnemar.p_value == 2 / 4
+    between = pairs["unconstrained", "widened"]
+    assert (between.mcnemar.only_a, between.mcnemar.only_b) == (1, 2)
+    assert between.mcnemar.p_value == 1.0
+    for pair in pairs.values():  # six items: nothing here is significant
+        assert not pair.significant
+        assert pair.difference.low <= pair.difference.estimate <= pair.difference.high
+
+
+def test_surviving_mass_is_summarized_per_field() -> None:
+    result, _ = run()
+    mass = result.metrics["constrained"].mass
+    colour = mass["/colour"]
+    assert colour.items == 6
+    assert colour.median == pytest.approx((0.004 + 0.5) / 2)
+    assert colour.lowest == 0.001
+    assert colour.flagged == 3  # under 0.01: i2, i4, i5
+    assert mass["/items/*/x"].lowest == 0.2  # array indices folded together
+    assert result.metrics["unconstrained"].mass == {}
+
+
+def test_results_are_saved_and_read_back(tmp_path: Path) -> None:
+    result, _ = run(tmp_path)
+    saved = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert saved["complete"] is True
+    assert len(saved["outcomes"]) == 4 * 6
+    first = saved["outcomes"][0]
+    assert {"item", "arm", "text", "error", "schema", "fields", "value"} <= set(first)
+    assert saved["metrics"]["widened"]["accuracy"]["estimate"] == 5 / 6
+    again = load_results(tmp_path, resamples=2000)
+    assert again.metrics["constrained"].accuracy == result.metrics["constrained"].accuracy
+    assert [p.result for p in again.pairs] == [p.result for p in result.pairs]
+    assert not list(tmp_path.glob(".results.json.*"))  # no temporary file left behind
+
+
+def test_a_rerun_skips_what_is_done(tmp_path: Path) -> None:
+    run(tmp_path)
+    _, asked = run(tmp_path)
+    assert asked == []
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    provider, _ = scripted(fail_on_call=6)
+    items = parse_dataset(DATASET, Ticket)
+    with pytest.raises(ProviderError):
+        run_eval(items, Ticket, StructuredClient(provider, retries=1), arms=ARMS4, out=tmp_path)
+    saved = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert saved["complete"] is False
+    done = {(o["arm"], o["item"]) for o in saved["outcomes"]}
+    assert len(done) == 4  # i1 took 5 calls (one retry); the 6th failed
+    result, asked_again = run(tmp_path)
+    assert result.complete
+    assert not done & set(asked_again_items(asked_again))
+    assert result.metrics["widened"].accuracy.estimate == 5 / 6
+
+
+def asked_again_items(asked: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    arm_of = {"Ticket": "constrained", "Ticket-free": "unconstrained",
+              "TicketWidened": "widened", "TicketAnswerFirst": "answer_first"}  # fmt: skip
+    return [(arm_of[key], item) for key, item in asked]
+
+
+def test_run_eval_rejects_what_it_cannot_key() -> None:
+    items = parse_dataset(DATASET[:1], Ticket)
+    provider = TestProvider()
+    client = StructuredClient(provider)
+    with pytest.raises(ValueError, match="unique"):
+        run_eval(items * 2, Ticket, client)
+    with pytest.raises(ValueError, match="unknown arm"):
+        run_eval(items, Ticket, client, arms=["constrained", "sideways"])
+    with pytest.raises(ValueError, match="none given"):
+        run_eval(items, Ticket, client, arms=[])
+    assert provider.requests == []
+
+
+def test_a_narrower_rerun_loses_nothing(tmp_path: Path) -> None:
+    run(tmp_path)
+    provider, asked = scripted()
+    items = parse_dataset(DATASET[:2], Ticket)
+    narrow = run_eval(
+        items, Ticket, StructuredClient(provider, retries=1), arms=["widened"], out=tmp_path
+    )
+    assert asked == []  # all done before
+    assert narrow.arms == ["widened"] and len(narrow.outcomes) == 2
+    saved = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert len(saved["outcomes"]) == 4 * 6 and len(saved["items"]) == 6
+    again = load_results(tmp_path, resamples=200)
+    assert again.metrics["constrained"].accuracy.estimate == 2 / 6
+    assert again.metrics["widened"].accuracy.estimate == 5 / 6
+
+
+def test_a_changed_item_is_run_again(tmp_path: Path) -> None:
+    run(tmp_path)
+    provider, asked = scripted()
+    edited = [line.replace("ticket i3", "ticket i3 (revised)") for line in DATASET]
+    items = parse_dataset(edited, Ticket)
+    run_eval(items, Ticket, StructuredClient(provider, retries=1), arms=ARMS4, out=tmp_path)
+    assert {item for _, item in asked} == {"i3"}
+
+
+def test_other_settings_are_not_resumed(tmp_path: Path) -> None:
+    run(tmp_path, max_tokens=300)
+    with pytest.raises(ResumeMismatch, match="max_tokens"):
+        run(tmp_path, max_tokens=200)
+    result, asked = run(tmp_path, max_tokens=200, fresh=True)
+    assert result.complete and len(asked) == 26
+
+
+def test_score_compares_json_forms_and_abstentions() -> None:
+    escapes = escape_members(widen(Ticket))
+    assert escapes["colour"] == frozenset({"unknown"})
+    scores = score(
+        {"amount": 315.0, "colour": None},
+        {"reasoning": "x", "amount": 315, "colour": "unknown"},
+        escapes,
+    )
+    assert scores["amount"].correct and not scores["amount"].abstained
+    assert scores["colour"].correct and scores["colour"].abstained
+    wrong = score({"amount": None, "colour": "red"}, {"amount": 0, "colour": "unknown"}, escapes)
+    assert not wrong["amount"].correct  # invented where the document says nothing
+    assert not wrong["colour"].correct and wrong["colour"].abstained  # a false abstention
+    invalid = score({"amount": 1.0}, None, escapes)
+    assert not invalid["amount"].correct and not invalid["amount"].abstained
+
+
+def test_bad_datasets_fail_on_their_line() -> None:
+    from sdk.eval import DatasetError
+
+    good = DATASET[0]
+    cases: dict[str, list[str]] = {
+        "not JSON": [good, "{oops"],
+        "used twice": [good, good],
+        "not a field": [json.dumps({"id": "x", "document": "d", "expected": {"price": 1}})],
+        "not valid": [json.dumps({"id": "x", "document": "d", "expected": {"colour": "green"}})],
+        "non-empty string": [json.dumps({"id": "", "document": "d", "expected": {"amount": 1}})],
+        "at least one field": [json.dumps({"id": "x", "document": "d", "expected": {}})],
+        "unknown key": [
+            json.dumps({"id": "x", "document": "d", "expected": {"amount": 1}, "answer": 2})
+        ],
+        "no items": ["", "  "],
+        "nested too deeply": ["[" * 100_000 + "]" * 100_000],
+        "too long": ['{"id": "' + "x" * 1_000_001 + '"}'],
+    }
+    for message, lines in cases.items():
+        with pytest.raises(DatasetError, match=message):
+            parse_dataset(lines, Ticket, name="t.jsonl")
+
+
+two_phase_pending = pytest.mark.skipif(
+    not supports_reasoning(StructuredClient(TestProvider())),
+    reason="StructuredClient.generate has no reasoning= yet: two-phase generation is the lead's "
+    "(issue 13); this test runs once it is merged",
+)
+
+
+@two_phase_pending
+def test_two_phase_arm_keeps_the_working_and_sums_both_calls() -> None:
+    working = "Amount 10 on the ticket; the colour is red."
+    replies: list[Callable[[CompletionRequest], Completion] | str] = [
+        lambda request: Completion(working, StopReason.END_TURN, "end_turn", usage=USAGE),
+        lambda request: Completion(
+            json.dumps({"reasoning": "from the working", "amount": 10, "colour": "red"}),
+            StopReason.END_TURN,
+            "end_turn",
+            usage=USAGE,
+        ),
+    ]
+    provider = TestProvider(replies)
+    items = parse_dataset(DATASET[:1], Ticket)
+    result = run_eval(items, Ticket, StructuredClient(provider, retries=1), arms=["two_phase"])
+    outcome = result.outcomes["two_phase", "i1"]
+    assert outcome.valid and outcome.correct
+    assert outcome.reasoning is not None and "colour is red" in outcome.reasoning
+    assert (outcome.input_tokens, outcome.output_tokens) == (200, 20)
+    assert len(provider.requests) == 2
+
+
+@pytest.mark.skipif(
+    supports_reasoning(StructuredClient(TestProvider())),
+    reason="two-phase generation is available: the arm runs",
+)
+def test_without_two_phase_generation_the_arm_is_listed_as_not_run() -> None:
+    result, asked = run(arms=["constrained", "two_phase"])
+    assert "reasoning=" in result.unavailable["two_phase"]
+    assert result.arms == ["constrained"]
+    assert len(asked) == 6

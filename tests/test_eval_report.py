@@ -1,0 +1,285 @@
+"""The eval's report: terminal tables, and an HTML file that renders offline and fetches nothing.
+
+The HTML is checked twice: statically (no attribute or style that points anywhere), and, where
+Chromium is installed (`/usr/bin/chromium`; Debian's `chromium` package), by rendering it in
+headless Chromium with every network request routed to a local proxy that records the host of
+each: the report must render its tables and charts and cause no request of its own. Chromium
+itself calls home even with background networking off (network time, component updates,
+sign-in), so the hosts it contacts for an empty page are subtracted: what is left came from the
+page. A control page with one external image proves the proxy sees a page's request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from rich.console import Console
+
+from sdk import StructuredClient
+from sdk.eval import html_report, markdown_table, parse_dataset, run_eval, terminal_tables
+from sdk.eval.report import accuracy_svg, verdict
+from sdk.providers import TestProvider
+from tests.test_eval import DATASET, Ticket, run
+
+CHROMIUM = shutil.which("chromium") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+)
+# Chromium's own services, contacted whatever the page (their calls vary from run to run).
+CHROMIUM_SERVICES = frozenset(
+    {
+        "accounts.google.com",
+        "clients2.google.com",
+        "clientservices.googleapis.com",
+        "content-autofill.googleapis.com",
+        "edgedl.me.gvt1.com",
+        "optimizationguide-pa.googleapis.com",
+        "redirector.gvt1.com",
+        "safebrowsingohttpgateway.googleapis.com",
+        "update.googleapis.com",
+    }
+)
+HOSTILE = '<script>alert(1)</script><img src="https://tracker.example/x.png"> & "quotes"'
+
+# Attributes through which an HTML document loads something.
+_LOADING_ATTRIBUTES = {"src", "href", "srcset", "action", "formaction", "poster", "data",
+                       "background", "xlink:href", "ping", "manifest", "cite"}  # fmt: skip
+
+
+class _References(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in _LOADING_ATTRIBUTES:
+                self.found.append(f"<{tag} {name}={value!r}>")
+            if name == "style" and value and "url(" in value:
+                self.found.append(f"<{tag} style={value!r}>")
+
+
+def _report() -> str:
+    result, _ = run()
+    return html_report(result)
+
+
+def _hostile_report() -> str:
+    provider = TestProvider([HOSTILE], repeat=True)
+    items = parse_dataset(DATASET[:2], Ticket)
+    result = run_eval(
+        items, Ticket, StructuredClient(provider, retries=0), arms=["constrained"], resamples=100
+    )
+    return html_report(result)
+
+
+def test_the_report_references_nothing_external() -> None:
+    document = _report()
+    parser = _References()
+    parser.feed(document)
+    assert parser.found == []
+    assert {"script", "link", "iframe", "object", "embed", "img"}.isdisjoint(parser.tags)
+    assert "svg" in parser.tags and "table" in parser.tags
+    for css in re.findall(r"<style>(.*?)</style>", document, flags=re.S):
+        assert "url(" not in css and "@import" not in css and "@font-face" not in css
+    assert "://" not in document  # no address of any kind
+    assert "default-src 'none'" in document  # and a policy that would block one anyway
+
+
+def test_hostile_model_output_is_escaped() -> None:
+    document = _hostile_report()
+    parser = _References()
+    parser.feed(document)
+    assert parser.found == []
+    assert "script" not in parser.tags and "img" not in parser.tags
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in document
+
+
+def test_the_report_has_every_section() -> None:
+    document = _report()
+    sections = ["arms", "pairs", "fields", "items"]
+    charts = ["accuracy-chart", "abstention-chart", "difference-chart", "mass-chart"]
+    for name in sections + charts:
+        assert f'id="{name}"' in document
+    assert document.count("<svg") == 4
+    assert "no significant difference (p = 0.25)" in document
+
+
+def test_the_accuracy_chart_is_a_standalone_svg_file() -> None:
+    result, _ = run()
+    svg = accuracy_svg(result)
+    assert svg.count("xmlns=") == 1
+    root = ElementTree.fromstring(svg)  # well-formed XML, as an .svg file must be
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    labels = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"constrained", "unconstrained", "widened", "answer_first", "83%"} <= set(labels)
+    parser = _References()
+    parser.feed(svg)
+    assert parser.found == []
+
+
+def test_terminal_and_markdown_tables() -> None:
+    result, _ = run()
+    console = Console(record=True, width=200, color_system=None)
+    for table in terminal_tables(result):
+        console.print(table)
+    text = console.export_text()
+    assert "widened" in text and "83% [44%, 97%]" in text
+    assert "no significant difference" in text
+    markdown = markdown_table(result)
+    assert markdown.splitlines()[0].startswith("| arm | valid | accuracy")
+    assert "| constrained | widened | +50%" in markdown
+    assert all(verdict(pair).startswith("no significant") for pair in result.pairs)
+
+
+# --- a real browser ----------------------------------------------------------------------------
+
+
+class _RecordingProxy:
+    """A TCP listener on 127.0.0.1 posing as an HTTP proxy: records the host each request is
+    for (`GET http://host/...` or `CONNECT host:443`), answers nothing."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.socket.settimeout(0.2)
+        self.port = self.socket.getsockname()[1]
+        self.hosts: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except TimeoutError:
+                continue
+            connection.settimeout(2)
+            try:
+                line = connection.recv(4096).split(b"\r\n", 1)[0].decode("latin-1")
+            except OSError:
+                line = ""
+            finally:
+                connection.close()
+            self.hosts.append(_host(line))
+
+    def take(self) -> set[str]:
+        """The hosts asked for since the last call."""
+        taken, self.hosts = set(self.hosts), []
+        return taken
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.socket.close()
+
+
+def _host(request_line: str) -> str:
+    parts = request_line.split()
+    if len(parts) < 2:
+        return f"(unreadable request {request_line!r})"
+    target = parts[1]
+    if parts[0] == "CONNECT":
+        return target.rsplit(":", 1)[0]
+    return re.sub(r"^[a-z]+://", "", target).split("/", 1)[0].split(":", 1)[0]
+
+
+@pytest.fixture
+def proxy() -> Iterator[_RecordingProxy]:
+    recording = _RecordingProxy()
+    yield recording
+    recording.close()
+
+
+def _render(page: Path, proxy: _RecordingProxy, profile: Path) -> str:
+    assert CHROMIUM is not None
+    completed = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            f"--proxy-server=http://127.0.0.1:{proxy.port}",
+            "--proxy-bypass-list=<-loopback>",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return completed.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install chromium)")
+def test_the_report_renders_in_chromium_without_a_request(
+    tmp_path: Path, proxy: _RecordingProxy
+) -> None:
+    empty = tmp_path / "empty.html"
+    empty.write_text("<!DOCTYPE html><html><body><p>empty</p></body></html>", encoding="utf-8")
+    _render(empty, proxy, tmp_path / "profile-empty")
+    chromium_itself = proxy.take() | CHROMIUM_SERVICES
+
+    page = tmp_path / "report.html"
+    page.write_text(_report(), encoding="utf-8")
+    dom = _render(page, proxy, tmp_path / "profile")
+    assert '<table id="arms">' in dom
+    assert 'id="accuracy-chart"' in dom and "<rect" in dom
+    assert "widened" in dom
+    assert proxy.take() - chromium_itself == set()
+
+    # The control: a page with one external image does reach the proxy.
+    control = tmp_path / "control.html"
+    control.write_text(
+        '<!DOCTYPE html><html><body><p id="x">control</p>'
+        '<img src="http://eval-report-test.example/pixel.png"></body></html>',
+        encoding="utf-8",
+    )
+    _render(control, proxy, tmp_path / "profile-control")
+    assert "eval-report-test.example" in proxy.take() - chromium_itself
+
+
+def test_the_cli_writes_results_and_report(tmp_path: Path) -> None:
+    """`sdk eval` end to end needs a model; its argument errors do not."""
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    dataset = tmp_path / "tickets.jsonl"
+    dataset.write_text("\n".join(DATASET) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", str(dataset), "--contract", "nowhere"])
+    assert result.exit_code == 2 and "MODULE:NAME" in result.stderr
+    result = runner.invoke(app, ["eval", str(dataset), "--contract", "contracts:Nope"])
+    assert result.exit_code == 2
+    result = runner.invoke(
+        app, ["eval", str(dataset), "--contract", "contracts:Decision", "--provider", "carrier"]
+    )
+    assert result.exit_code == 2  # the dataset's labels are not Decision fields
+    decisions = tmp_path / "decisions.jsonl"
+    decisions.write_text(
+        json.dumps({"id": "d", "document": "x", "expected": {"answer": "approve"}}) + "\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(
+        app, ["eval", str(decisions), "--contract", "contracts:Decision", "--provider", "carrier"]
+    )
+    assert result.exit_code == 2 and "--provider takes" in result.stderr
