@@ -21,6 +21,7 @@ import json
 import logging
 import re
 import traceback
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -117,10 +118,12 @@ def fault_boundary(codec: Codec, redact: Redactor) -> Iterator[Seen]:
     try:
         yield seen
     except ProviderError as error:
+        _body_from(error.__cause__, seen)
         raise _sealed(error, codec, redact, seen) from _safe_cause(error.__cause__, redact)
     except StructuredOutputError:
         raise
     except Exception as exc:
+        _body_from(exc, seen)
         typed = codec.classify(exc) or _generic(codec.provider, exc, seen)
         raise _sealed(typed, codec, redact, seen) from _safe_cause(exc, redact)
 
@@ -180,6 +183,23 @@ def _generic(provider: str, exc: Exception, seen: Seen) -> ProviderError:
     return error
 
 
+def _body_from(exc: BaseException | None, seen: Seen) -> None:
+    """The raw body an SDK exception holds (its response, or the text a JSON error was reading),
+    when the transport had not recorded one."""
+    if exc is None or seen.body is not None:
+        return
+    if isinstance(exc, json.JSONDecodeError):
+        seen.body = exc.doc
+        return
+    response = getattr(exc, "response", None)
+    try:
+        text = getattr(response, "text", None)
+    except Exception:  # a streamed response that was not read: nothing to keep
+        return
+    if isinstance(text, str) and text:
+        seen.body = text
+
+
 def _body_text(body: Any) -> str:
     if isinstance(body, bytes):
         return body.decode("utf-8", "replace")
@@ -188,7 +208,11 @@ def _body_text(body: Any) -> str:
     to_json = getattr(body, "to_json", None)
     if callable(to_json):
         try:
-            return str(to_json())
+            with warnings.catch_warnings():
+                # A wrong-shaped SDK object serializes with Pydantic's warnings: it is the very
+                # thing being reported.
+                warnings.simplefilter("ignore")
+                return str(to_json())
         except Exception:  # a half-built SDK object: its repr still says something
             return repr(body)
     try:

@@ -195,13 +195,20 @@ class ChatSSEStream:
 def json_event(data: str, provider: str) -> dict[str, Any]:
     """One stream event's JSON object; an `error` event or a payload that is not a JSON object
     is a `ProviderError`."""
+    # A malformed event comes from a server that answered 200: as with a malformed body, another
+    # try is not expected to help.
     try:
         event = json.loads(data)
     except ValueError as exc:
-        raise provider_error(provider, "stream event is not JSON", detail=data[:200]) from exc
+        raise provider_error(
+            provider, "stream event is not JSON", status_code=200, detail=data[:200]
+        ) from exc
     if not isinstance(event, dict):
         raise provider_error(
-            provider, f"stream event is not a JSON object ({type(event).__name__})", detail=data
+            provider,
+            f"stream event is not a JSON object ({type(event).__name__})",
+            status_code=200,
+            detail=data[:200],
         )
     if "error" in event:
         raise provider_error(provider, "error event in stream", detail=str(event["error"]))

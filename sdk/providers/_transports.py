@@ -118,7 +118,7 @@ class SDKTransport:
 
     def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
         reply = self._call(exchange, deadline)
-        seen.body = reply
+        seen.body = reply if reply is not None else "null"  # the SDK returns None for `null`
         seen.request_id = reply_request_id(reply)
         return Reply(reply, 200, seen.request_id)
 
@@ -138,7 +138,7 @@ class AsyncSDKTransport:
 
     async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
         reply = await attrgetter(exchange.route)(self.client)(**exchange.body)
-        seen.body = reply
+        seen.body = reply if reply is not None else "null"  # the SDK returns None for `null`
         seen.request_id = reply_request_id(reply)
         return Reply(reply, 200, seen.request_id)
 
@@ -193,7 +193,6 @@ class _HTTPBase:
         if response.status_code >= 400:
             raise self._status_error(response, raw)
         body = json.loads(raw)  # not JSON: the boundary says so, keeping the body
-        seen.body = body
         if not isinstance(body, dict):
             raise provider_error(
                 self.provider,
@@ -298,7 +297,7 @@ async def _async_lines(chunks: AsyncIterator[str]) -> AsyncIterator[str]:
 
 def split_lines(chunks: Iterable[str]) -> Iterator[str]:
     """The lines of a text arriving in chunks (`\\n`, `\\r\\n` or `\\r` ends a line), as soon as
-    each is complete; a last line without an end is yielded too."""
+    each is complete; a last line without an end was cut, and is dropped."""
     splitter = _LineSplitter()
     for chunk in chunks:
         yield from splitter.feed(chunk)
@@ -324,8 +323,10 @@ class _LineSplitter:
         return parts
 
     def close(self) -> list[str]:
-        rest, self._pending = self._pending, ""
-        return [rest] if rest else []
+        # A last line without its end was cut mid-line: it is not an event (SSE dispatches an
+        # event only at a blank line), and the reader then says the final event is missing.
+        self._pending = ""
+        return []
 
 
 def _error_detail(text: str) -> str:

@@ -1,0 +1,428 @@
+"""Nothing escapes the provider boundary: every provider, every call kind, every fault.
+
+Each case drives a real client call (`StructuredClient` / `AsyncStructuredClient`, `generate` and
+`stream`) through a provider whose HTTP transport is a scripted server: the hosted providers
+through the official `anthropic` / `openai` clients on an `httpx2.MockTransport`, the local ones
+through an `httpx.MockTransport`. The server answers the generation route with the fault (other
+routes, such as llama.cpp's `/apply-template`, answer properly) and counts the requests.
+
+Every case asserts: the error is a `ProviderError` (never a raw `json`, `httpx`, `KeyError`, ...
+exception), it names the provider, `attempts` equals the generation requests made (transient
+faults retried, others not), an unusable body is kept on `.body`, bounded, and no secret appears
+in anything a user could print.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+
+from contracts import Decision
+from sdk import AsyncStructuredClient, Backoff, ProviderError, StructuredClient
+from sdk.providers import (
+    AnthropicProvider,
+    LlamaCppProvider,
+    OllamaProvider,
+    OpenAIChatProvider,
+    OpenAIResponsesProvider,
+    Provider,
+    VLLMProvider,
+)
+from sdk.providers._boundary import BODY_CHARS
+from tests.wire_support import ANTHROPIC_KEY, DECISION, OPENAI_KEY, fixture
+
+LOCAL_KEY = "sk-local-SECRET-5c4b3a29f8e7"
+URL_PASSWORD = "pw-SECRET-url-31d2"
+SECRETS = (ANTHROPIC_KEY, OPENAI_KEY, LOCAL_KEY, URL_PASSWORD)
+RETRIES = 2  # transport retries: a transient fault is tried RETRIES + 1 times
+
+DOCUMENT = json.dumps(DECISION)
+
+
+# --- what each provider's server says when all goes well ---
+
+
+def _sse(*events: dict[str, Any], event_names: bool = False) -> list[bytes]:
+    out = []
+    for event in events:
+        name = f"event: {event['type']}\n" if event_names else ""
+        out.append(f"{name}data: {json.dumps(event)}\n\n".encode())
+    return out
+
+
+def _fixture_events(name: str) -> list[bytes]:
+    return [part + b"\n\n" for part in fixture(name).split(b"\n\n") if part.strip()]
+
+
+def _llamacpp_events() -> list[bytes]:
+    pieces = [DOCUMENT[i : i + 20] for i in range(0, len(DOCUMENT), 20)]
+    events = [{"content": piece, "stop": False} for piece in pieces]
+    final = {"content": "", "stop": True, "stop_type": "eos", "tokens_predicted": 9}
+    return [f"data: {json.dumps(e)}\n\n".encode() for e in [*events, final]]
+
+
+def _ollama_events() -> list[bytes]:
+    pieces = [DOCUMENT[i : i + 20] for i in range(0, len(DOCUMENT), 20)]
+    lines = [{"model": "m", "message": {"role": "assistant", "content": p}, "done": False}
+             for p in pieces]  # fmt: skip
+    final = {"model": "m", "message": {"role": "assistant", "content": ""}, "done": True,
+             "done_reason": "stop", "prompt_eval_count": 5, "eval_count": 9}  # fmt: skip
+    return [json.dumps(line).encode() + b"\n" for line in [*lines, final]]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A provider under test: how to build it on a transport, its routes and its good stream."""
+
+    name: str
+    route: str
+    stream_events: Callable[[], list[bytes]]
+    final_marker: bytes
+    hosted: bool
+
+    def provider(self, handler: Callable[..., Any], sync: bool) -> Provider:
+        if self.hosted:
+            return _hosted(self.name, handler, sync)
+        transport = httpx.MockTransport(handler)
+        client: httpx.Client | httpx.AsyncClient = (
+            httpx.Client(transport=transport) if sync else httpx.AsyncClient(transport=transport)
+        )
+        url = f"http://user:{URL_PASSWORD}@local.test"
+        headers = {"Authorization": f"Bearer {LOCAL_KEY}"}
+        if self.name.startswith("llamacpp"):
+            mode = self.name.removeprefix("llamacpp_")
+            return LlamaCppProvider(url, mode=mode, http_client=client, headers=headers)  # type: ignore[arg-type]
+        if self.name == "vllm":
+            return VLLMProvider(url, model="m", http_client=client, headers=headers)
+        return OllamaProvider(url, model="m", http_client=client, headers=headers)
+
+
+def _hosted(name: str, handler: Callable[..., Any], sync: bool) -> Provider:
+    if name == "anthropic":
+        kwargs: dict[str, Any] = {"api_key": ANTHROPIC_KEY, "base_url": "http://anthropic.test"}
+        client: Any = (
+            anthropic.Anthropic(
+                **kwargs, http_client=httpx2.Client(transport=httpx2.MockTransport(handler))
+            )
+            if sync
+            else anthropic.AsyncAnthropic(
+                **kwargs, http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+            )
+        )
+        return AnthropicProvider(client, model="claude-sonnet-4-6")
+    kwargs = {"api_key": OPENAI_KEY, "base_url": "http://openai.test/v1"}
+    client = (
+        openai.OpenAI(**kwargs, http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+        if sync
+        else openai.AsyncOpenAI(
+            **kwargs, http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+        )
+    )
+    if name == "openai_responses":
+        return OpenAIResponsesProvider(client, model="gpt-5.1-mini")
+    return OpenAIChatProvider(client, model="gpt-5.1-mini")
+
+
+KINDS = [
+    Kind("anthropic", "/v1/messages", lambda: _fixture_events("anthropic_stream_success.sse"),
+         b"message_delta", hosted=True),
+    Kind("openai_responses", "/v1/responses",
+         lambda: _fixture_events("openai_responses_stream_success.sse"),
+         b"response.completed", hosted=True),
+    Kind("openai_chat", "/v1/chat/completions",
+         lambda: _fixture_events("openai_chat_stream_success.sse"), b'"finish_reason":"stop"',
+         hosted=True),
+    Kind("llamacpp_json_schema", "/completion", _llamacpp_events, b'"stop": true', hosted=False),
+    Kind("llamacpp_grammar", "/completion", _llamacpp_events, b'"stop": true', hosted=False),
+    Kind("llamacpp_openai", "/v1/chat/completions",
+         lambda: _fixture_events("openai_chat_stream_success.sse"), b'"finish_reason":"stop"',
+         hosted=False),
+    Kind("vllm", "/v1/chat/completions",
+         lambda: _fixture_events("openai_chat_stream_success.sse"), b'"finish_reason":"stop"',
+         hosted=False),
+    Kind("ollama", "/api/chat", _ollama_events, b'"done": true', hosted=False),
+]  # fmt: skip
+
+
+# --- the faults ---
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A scripted reply: status, body chunks, and how the body ends."""
+
+    status: int = 200
+    chunks: tuple[bytes, ...] = ()
+    content_type: str = "application/json"
+    reset_after: bool = False  # the connection drops after the chunks
+    drip: float = 0.0  # seconds between single bytes
+    transient: bool = False  # whether the client retries it
+
+
+JSON_BODY_FAULTS: dict[str, Fault] = {
+    "empty": Fault(chunks=(b"",)),
+    "junk": Fault(chunks=(b"junk <<< not json {",)),
+    "truncated_json": Fault(chunks=(b'{"id": "msg_1", "content": [{"type": "te',)),
+    "null": Fault(chunks=(b"null",)),
+    "empty_list": Fault(chunks=(b"[]",)),
+    "html_page": Fault(chunks=(b"<html><body><h1>Welcome</h1></body></html>",),
+                       content_type="text/html"),
+    "choices_null": Fault(chunks=(b'{"choices": [null]}',)),
+    "content_int": Fault(chunks=(b'{"content": 5}',)),
+    "html_502_echoing_auth": Fault(status=502, content_type="text/html", transient=True),
+}  # fmt: skip
+
+
+# The `anthropic` SDK skips an SSE event it cannot decode: such a stream then ends without its
+# final event, a cut stream, which is transient.
+SKIPS_BAD_EVENTS = {"anthropic"}
+
+
+def _stream_faults(kind: Kind) -> dict[str, Fault]:
+    events = kind.stream_events()
+    skips = kind.name in SKIPS_BAD_EVENTS
+    head = tuple(events[:2])
+    assert not any(kind.final_marker in event for event in head)
+    sse = "application/x-ndjson" if kind.name == "ollama" else "text/event-stream"
+    data = b"" if kind.name == "ollama" else b"data: "
+    end = b"\n" if kind.name == "ollama" else b"\n\n"
+    return {
+        "cut_mid_event": Fault(chunks=(*head, events[2][: len(events[2]) // 2]),
+                               content_type=sse, transient=True),
+        "event_not_json": Fault(chunks=(*head, data + b"{not json" + end), content_type=sse,
+                                transient=skips),
+        "event_of_wrong_type": Fault(chunks=(*head, data + b"5" + end), content_type=sse,
+                                     transient=skips),
+        "connection_reset": Fault(chunks=head, content_type=sse, reset_after=True,
+                                  transient=True),
+        "no_final_event": Fault(chunks=head, content_type=sse, transient=True),
+        "drip": Fault(chunks=tuple(events), content_type=sse, drip=0.002, transient=True),
+    }  # fmt: skip
+
+
+class _Body(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response body that can drip, and drop the connection at its end."""
+
+    def __init__(self, fault: Fault, reset: type[Exception]) -> None:
+        self.fault = fault
+        self.reset = reset
+
+    def _pieces(self) -> Iterator[bytes]:
+        for chunk in self.fault.chunks:
+            if self.fault.drip:
+                yield from (chunk[i : i + 1] for i in range(len(chunk)))
+            else:
+                yield chunk
+
+    def __iter__(self) -> Iterator[bytes]:
+        for piece in self._pieces():
+            if self.fault.drip:
+                time.sleep(self.fault.drip)
+            yield piece
+        if self.fault.reset_after:
+            raise self.reset("Connection reset by peer")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self._pieces():
+            if self.fault.drip:
+                await asyncio.sleep(self.fault.drip)
+            yield piece
+        if self.fault.reset_after:
+            raise self.reset("Connection reset by peer")
+
+
+class Server:
+    """Answers the generation route with the fault, other routes properly; counts requests."""
+
+    def __init__(self, kind: Kind, fault: Fault) -> None:
+        self.kind = kind
+        self.fault = fault
+        self.requests = 0
+        self.module: Any = httpx2 if kind.hosted else httpx
+
+    def __call__(self, request: Any) -> Any:
+        path = request.url.path
+        if path == "/apply-template":
+            return self.module.Response(200, json={"prompt": "<|im_start|>user\nx<|im_end|>\n"})
+        assert path == self.kind.route, path
+        self.requests += 1
+        fault = self.fault
+        if fault.status >= 400 and not fault.chunks:
+            # A proxy error page that echoes the request's credentials back.
+            echoed = request.headers.get("authorization") or request.headers.get("x-api-key")
+            page = f"<html><h1>502 Bad Gateway</h1><pre>Authorization: {echoed}</pre></html>"
+            fault = Fault(status=fault.status, chunks=(page.encode(),), content_type="text/html")
+        if self.kind.hosted:
+            body: Any = _HostedBody(fault)
+        else:
+            body = _Body(fault, httpx.ReadError)
+        return self.module.Response(
+            fault.status,
+            headers={"content-type": fault.content_type, "x-request-id": "req_fault_1",
+                     "request-id": "req_fault_1"},
+            stream=body,
+        )  # fmt: skip
+
+
+class _HostedBody(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+    """The same body for the `httpx2` transport under the official SDKs."""
+
+    def __init__(self, fault: Fault) -> None:
+        self._body = _Body(fault, httpx2.ReadError)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._body)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for piece in self._body:
+            yield piece
+
+
+# --- running a case ---
+
+
+def _texts(error: BaseException) -> Iterator[str]:
+    """Everything a user could print about an error: message, repr, traceback, its attempts."""
+    yield str(error)
+    yield repr(error)
+    yield "".join(traceback.format_exception(error))
+    yield from getattr(error, "__notes__", [])
+    yield str(getattr(error, "body", ""))
+    for attempt in getattr(error, "attempts", []):
+        yield repr(attempt)
+        yield str(attempt.error)
+        yield str(getattr(attempt.error, "body", ""))
+
+
+def _run(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server, float]:
+    server = Server(kind, fault)
+    sync = call in ("generate", "stream")
+    provider = kind.provider(server, sync)
+    options: dict[str, Any] = {"backoff": Backoff(retries=RETRIES, initial=0.0, maximum=0.0)}
+    if fault.drip:
+        options["attempt_deadline"] = 0.25
+    started = time.monotonic()
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is asserted
+        if sync:
+            client = StructuredClient(provider, retries=0, **options)
+            if call == "generate":
+                client.generate(Decision, prompt="Approve?")
+            else:
+                list(client.stream(Decision, prompt="Approve?"))
+        else:
+            aclient = AsyncStructuredClient(provider, retries=0, **options)
+
+            async def main() -> None:
+                if call == "agenerate":
+                    await aclient.generate(Decision, prompt="Approve?")
+                else:
+                    async for _ in aclient.stream(Decision, prompt="Approve?"):
+                        pass
+
+            asyncio.run(main())
+    return info.value, server, time.monotonic() - started
+
+
+def _check(error: BaseException, server: Server, kind: Kind, fault: Fault) -> None:
+    assert isinstance(error, ProviderError), f"{type(error).__name__}: {error}"
+    assert error.provider is not None
+    assert kind.name.split("_")[0] in error.provider
+    # Every request made is an attempt, retried exactly when the fault is transient.
+    assert len(error.attempts) == server.requests
+    assert server.requests == (RETRIES + 1 if fault.transient else 1)
+    for text in _texts(error):
+        for secret in SECRETS:
+            assert secret not in text
+
+
+def _squashed(text: str) -> str:
+    return "".join(text.split())
+
+
+CASES = [
+    (kind, name, fault, call)
+    for kind in KINDS
+    for name, fault in JSON_BODY_FAULTS.items()
+    for call in ("generate", "agenerate")
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "fault_name", "fault", "call"),
+    CASES,
+    ids=[f"{k.name}-{n}-{c}" for k, n, _, c in CASES],
+)
+def test_a_bad_body_is_a_provider_error_with_every_attempt(
+    kind: Kind, fault_name: str, fault: Fault, call: str
+) -> None:
+    error, server, _ = _run(kind, fault, call)
+    _check(error, server, kind, fault)
+    assert isinstance(error, ProviderError)
+    last = error.attempts[-1].error
+    assert isinstance(last, ProviderError)
+    body = b"".join(fault.chunks).decode("utf-8", "replace")
+    if body.strip() and fault.status < 400:
+        # The unusable body is kept (bounded) for the user to look at.
+        assert last.body is not None
+        assert len(last.body) <= BODY_CHARS + 40
+        assert _squashed(body)[:8] in _squashed(last.body)
+
+
+STREAM_CASES = [
+    (kind, name, fault, call)
+    for kind in KINDS
+    for name, fault in _stream_faults(kind).items()
+    for call in ("stream", "astream")
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "fault_name", "fault", "call"),
+    STREAM_CASES,
+    ids=[f"{k.name}-{n}-{c}" for k, n, _, c in STREAM_CASES],
+)
+def test_a_broken_stream_is_a_provider_error_with_every_attempt(
+    kind: Kind, fault_name: str, fault: Fault, call: str
+) -> None:
+    error, server, elapsed = _run(kind, fault, call)
+    _check(error, server, kind, fault)
+    if fault.drip:
+        # The per-attempt deadline (0.25 s) ends each dripping attempt, not the drip's pace:
+        # within a chunk on httpx, within an event on an SDK client (checked between events).
+        assert "deadline" in str(error.attempts[-1].error)
+        event = max(len(e) for e in kind.stream_events()) * fault.drip if kind.hosted else 0.0
+        assert elapsed < (RETRIES + 1) * (0.25 + event) + 1.0
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+@pytest.mark.parametrize("call", ["stream", "astream"])
+def test_control_the_same_server_with_the_whole_stream_gives_a_result(kind: Kind, call: str) -> None:
+    # The harness is right: unbroken, the scripted stream is a valid document in one attempt,
+    # so each fault above is what made its case fail.
+    sse = "application/x-ndjson" if kind.name == "ollama" else "text/event-stream"
+    server = Server(kind, Fault(chunks=tuple(kind.stream_events()), content_type=sse))
+    sync = call == "stream"
+    provider = kind.provider(server, sync)
+    if sync:
+        items = list(StructuredClient(provider).stream(Decision, prompt="Approve?"))
+    else:
+
+        async def main() -> list[Any]:
+            client = AsyncStructuredClient(provider)
+            return [item async for item in client.stream(Decision, prompt="Approve?")]
+
+        items = asyncio.run(main())
+    result = items[-1]
+    assert result.value.answer == "approve"
+    assert len(result.attempts) == server.requests == 1
