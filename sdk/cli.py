@@ -26,6 +26,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from sdk._names import PROVIDER_DIALECTS
 from sdk.contract import Contract
 from sdk.eval.arms import ARMS as EVAL_ARMS
 from sdk.schema.canonical import SchemaInfo, canonical_schema
@@ -327,7 +328,7 @@ def lint_command(
         typer.Option(
             "--provider",
             help="Also report what this provider's dialect strips, and check only its grammar "
-            f"limits: {', '.join(DIALECTS)}.",
+            f"limits: {', '.join(PROVIDER_DIALECTS)} (or a dialect: {', '.join(DIALECTS)}).",
         ),
     ] = None,
     show_suppressed: Annotated[

@@ -40,6 +40,7 @@ from sdk.providers import (
     VLLMProvider,
 )
 from sdk.providers._boundary import BODY_CHARS
+from tests.local_support import LocalServer
 from tests.wire_support import ANTHROPIC_KEY, DECISION, OPENAI_KEY, fixture
 
 LOCAL_KEY = "sk-local-SECRET-5c4b3a29f8e7"
@@ -313,7 +314,7 @@ def _run(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server, fl
     if fault.drip:
         options["attempt_deadline"] = 0.25
     started = time.monotonic()
-    with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is asserted
+    with pytest.raises(Exception) as info:
         if sync:
             client = StructuredClient(provider, retries=0, **options)
             if call == "generate":
@@ -407,7 +408,9 @@ def test_a_broken_stream_is_a_provider_error_with_every_attempt(
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
 @pytest.mark.parametrize("call", ["stream", "astream"])
-def test_control_the_same_server_with_the_whole_stream_gives_a_result(kind: Kind, call: str) -> None:
+def test_control_the_same_server_with_the_whole_stream_gives_a_result(
+    kind: Kind, call: str
+) -> None:
     # The harness is right: unbroken, the scripted stream is a valid document in one attempt,
     # so each fault above is what made its case fail.
     sse = "application/x-ndjson" if kind.name == "ollama" else "text/event-stream"
@@ -426,3 +429,109 @@ def test_control_the_same_server_with_the_whole_stream_gives_a_result(kind: Kind
     result = items[-1]
     assert result.value.answer == "approve"
     assert len(result.attempts) == server.requests == 1
+
+
+# --- names, secrets in odd places, the SDKs' own retries, a second event loop ---
+
+
+@pytest.mark.parametrize("name", ["openai", "openai_responses", "openai-chat", "llama.cpp",
+                                  "anthropic", "openai_strict", "OLLAMA", "vllm"])  # fmt: skip
+def test_schema_lint_takes_every_provider_name_and_alias(name: str) -> None:
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    result = CliRunner().invoke(app, ["schema", "lint", "contracts", "--provider", name])
+    assert result.exit_code in (0, 1), result.output  # 1: findings, never "unknown provider"
+    assert "unknown provider" not in result.output
+
+
+def test_an_unknown_provider_name_says_the_valid_ones() -> None:
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    result = CliRunner().invoke(app, ["schema", "lint", "contracts", "--provider", "openia"])
+    assert result.exit_code == 2
+    assert "openai_responses" in result.output
+
+
+def test_a_persistent_429_costs_one_request_per_attempt_not_three() -> None:
+    # The README builds `anthropic.Anthropic()` with its default max_retries=2; the provider
+    # uses it with max_retries=0, so the SDK's backoff is the only one: 4 attempts, 4 requests.
+    server = Server(KINDS[0], Fault(status=429, chunks=(b'{"type":"error","error":{"type":'
+                                                        b'"rate_limit_error","message":"slow"}}',),
+                                    transient=True))  # fmt: skip
+    client = anthropic.Anthropic(
+        api_key=ANTHROPIC_KEY,
+        base_url="http://anthropic.test",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(server)),
+    )
+    assert client.max_retries == 2
+    provider = AnthropicProvider(client, model="claude-sonnet-4-6")
+    backoff = Backoff(retries=3, initial=0.0, maximum=0.0)
+    with pytest.raises(ProviderError) as info:
+        StructuredClient(provider, backoff=backoff).generate(Decision, prompt="x")
+    assert server.requests == 4 == len(info.value.attempts)
+    assert info.value.status_code == 429
+
+
+def test_secrets_in_an_invalid_header_and_a_query_string_stay_out() -> None:
+    # An httpx error quotes the invalid header value it refused; a key rides in the query.
+    key = "sk-query-SECRET-0f9e8d7c6b5a"
+    bad = f"Bearer {LOCAL_KEY}\n"
+    provider = VLLMProvider(
+        f"http://local.test/?api_key={key}",
+        model="m",
+        http_client=httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(500))),
+        headers={"Authorization": bad},
+    )
+    with pytest.raises(ProviderError) as info:
+        StructuredClient(provider, backoff=Backoff(retries=0)).generate(Decision, prompt="x")
+    texts = list(_texts(info.value))
+    assert any("Authorization" in text or "header" in text.lower() for text in texts)
+    for text in texts:
+        assert LOCAL_KEY not in text
+        assert key not in text
+    assert LOCAL_KEY not in repr(provider) and key not in repr(provider)
+
+
+def test_an_async_client_works_from_a_second_event_loop() -> None:
+    # Two `asyncio.run` calls in one script (notebooks, tests): a local provider that opened its
+    # own httpx.AsyncClient opens one per loop instead of failing with "Event loop is closed".
+    server = LocalServer()
+    server.start()
+    try:
+        provider = OllamaProvider(server.url, model="m")  # opens its own clients
+        client = AsyncStructuredClient(provider)
+
+        async def one() -> str:
+            return (await client.generate(Decision, prompt="x")).value.answer
+
+        assert asyncio.run(one()) == "approve"
+        assert asyncio.run(one()) == "approve"
+        assert len(server.bodies("/api/chat")) == 2
+    finally:
+        server.stop()
+
+
+def test_a_users_async_sdk_client_from_a_closed_loop_is_a_clear_typed_error() -> None:
+    server = Server(KINDS[0], Fault(chunks=(fixture("anthropic_success.json"),)))
+    client = anthropic.AsyncAnthropic(
+        api_key=ANTHROPIC_KEY,
+        base_url="http://anthropic.test",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server)),
+    )
+    structured = AsyncStructuredClient(AnthropicProvider(client, model="claude-sonnet-4-6"))
+
+    async def one() -> str:
+        return (await structured.generate(Decision, prompt="x")).value.answer
+
+    assert asyncio.run(one()) == "approve"
+    try:
+        second = asyncio.run(one())
+    except ProviderError as error:  # the SDK's pool belongs to the first loop
+        assert "event loop" in str(error)
+        assert len(error.attempts) == 1
+    else:
+        assert second == "approve"  # or the SDK copes: either way, never a raw RuntimeError

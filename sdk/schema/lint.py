@@ -89,13 +89,22 @@ class LintReport:
 
 
 def dialect_named(name: str) -> Dialect:
-    """The dialect for a provider name, such as `anthropic` (see `sdk.schema.dialects.DIALECTS`)."""
+    """The dialect a provider sends its schema in, by provider name or alias (`openai`,
+    `llama.cpp`, `openai_chat`) or by dialect name (`openai_strict`); `ValueError` naming the
+    valid names otherwise."""
+    from sdk._names import PROVIDER_DIALECTS, canonical_provider
     from sdk.schema.dialects import DIALECTS
 
-    dialect = DIALECTS.get(name.lower())
-    if dialect is None:
-        raise ValueError(f"unknown provider {name!r}; known: {', '.join(sorted(DIALECTS))}")
-    return dialect
+    dialect = DIALECTS.get(name.strip().lower())
+    if dialect is not None:
+        return dialect
+    try:
+        provider = canonical_provider(name)
+    except ValueError as error:
+        raise ValueError(f"{error}; dialects: {', '.join(sorted(DIALECTS))}") from None
+    if provider not in PROVIDER_DIALECTS:
+        raise ValueError(f"provider {provider!r} sends no JSON schema dialect")
+    return DIALECTS[PROVIDER_DIALECTS[provider]]
 
 
 def lint(contract: type[Contract], *, provider: str | Dialect | None = None) -> LintReport:
