@@ -10,6 +10,7 @@ from contracts.decision import Confidence, Decision, DecisionAnswer
 from contracts.invoice import InvoiceCategory, InvoiceExtraction, LineItem
 from contracts.review import Fix, ReviewFinding, Severity
 from contracts.sentiment import Sentiment, SentimentLabel
+from contracts.sql import SELECT_QUERY
 
 __all__ = [
     "Confidence",
@@ -20,6 +21,7 @@ __all__ = [
     "InvoiceExtraction",
     "LineItem",
     "ReviewFinding",
+    "SELECT_QUERY",
     "Sentiment",
     "SentimentLabel",
     "Severity",

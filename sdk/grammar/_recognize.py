@@ -54,6 +54,8 @@ class GrammarMiss:
         if len(self.expected) > _SHOWN_EXPECTED:
             allowed += f", ... ({len(self.expected)} in all)"
         expected = f"; expected {allowed}" if allowed else ""
+        if not self.expected and not self.at_end:
+            expected = "; expected the end of the text"
         where = f"char {self.position} (line {self.line}, column {self.column})"
         if self.at_end:
             return f"the text ends at {where} before the grammar allows it to end{expected}"
@@ -98,6 +100,13 @@ def _cut_inside_literal(parser: lark.Lark, rest: str, allowed: Iterable[str] | N
     return False
 
 
+def _printable(regex: str) -> str:
+    """A regex as a user would write it: control characters as `\\xHH` escapes."""
+    return "".join(
+        f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in regex
+    )
+
+
 def _at_end(text: str, expected: tuple[str, ...]) -> GrammarMiss:
     line = text.count("\n") + 1
     column = len(text) - (text.rfind("\n") + 1) + 1
@@ -115,7 +124,7 @@ def _expected(parser: lark.Lark, names: Iterable[str] | None) -> tuple[str, ...]
         if isinstance(pattern, lark.lexer.PatternStr):
             shown.append(json.dumps(pattern.value, ensure_ascii=False))
         else:
-            shown.append(f"/{pattern.value}/")
+            shown.append(f"/{_printable(pattern.value)}/")
     return tuple(sorted(set(shown)))
 
 

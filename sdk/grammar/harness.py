@@ -143,8 +143,5 @@ def parse_cases(text: str, *, json_format: bool = False) -> list[str]:
         if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
             raise ValueError("a JSON case file is an array of strings")
         return data
-    return [
-        line
-        for line in text.split("\n")
-        if line.strip() and not line.startswith("#")
-    ]
+    lines = (line.removesuffix("\r") for line in text.split("\n"))
+    return [line for line in lines if line.strip() and not line.startswith("#")]
