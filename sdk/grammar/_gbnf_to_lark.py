@@ -265,15 +265,18 @@ class _Converter:
 
 
 def _class_char(char: str) -> str:
-    """A character inside a regex class, safe for Python's `re`, Rust's regex and Lark's /.../."""
+    """A character inside a regex class, read alike by Lark (which evaluates `\\xHH` escapes
+    to raw characters before compiling the regex) and by llguidance (which does not).
+
+    So the characters special in a class are escaped with a backslash, never as `\\x5c` and
+    the like: Lark would turn `\\x5d` into a raw `]` and end the class early.
+    """
     point = ord(char)
-    if char.isalnum() and point < 0x80:
-        return char
-    if point <= 0xFF:
+    if char in "\\]/-^[":
+        return "\\" + char
+    if point < 0x20 or point == 0x7F:
         return f"\\x{point:02x}"
-    if point <= 0xFFFF:
-        return f"\\u{point:04x}"
-    return char  # astral characters stay raw: every engine reads them as one character
+    return char
 
 
 def gbnf_to_lark(gbnf: str) -> str:

@@ -49,7 +49,8 @@ class _Writer:
     def __init__(self, parser: lark.Lark) -> None:
         self.parser = parser
         self.names: dict[str, str] = {}
-        self.taken = {_ROOT, _WS}
+        # `start` too: converters back to Lark (llguidance's) rename `root` to `start`.
+        self.taken = {_ROOT, _WS, "start"}
         self.terminals = {term.name: term for term in parser.terminals}
         self.ignored = list(parser.ignore_tokens)
         self.terminal_rules: dict[str, str] = {}  # GBNF name -> body, for regex terminals

@@ -30,6 +30,8 @@ from sdk.stop_reason import StopReason
 __all__ = ["GrammarMiss", "parse_grammar", "recognize"]
 
 _SHOWN_EXPECTED = 8
+END_OF_TEXT = "the end of the text"
+"""Listed in `GrammarMiss.expected` where the text could have ended instead."""
 _SNIPPET = 24
 
 
@@ -55,7 +57,7 @@ class GrammarMiss:
             allowed += f", ... ({len(self.expected)} in all)"
         expected = f"; expected {allowed}" if allowed else ""
         if not self.expected and not self.at_end:
-            expected = "; expected the end of the text"
+            expected = f"; expected {END_OF_TEXT}"
         where = f"char {self.position} (line {self.line}, column {self.column})"
         if self.at_end:
             return f"the text ends at {where} before the grammar allows it to end{expected}"
@@ -74,11 +76,14 @@ def recognize(grammar: Grammar, text: str) -> GrammarMiss | None:
             # The text stops partway through a literal the grammar allowed there: it is a
             # prefix of a sentence, and the miss is at its end, not at the literal's start.
             return _at_end(text, _expected(parser, miss.allowed))
+        expected = _expected(parser, miss.allowed)
+        if _is_sentence(parser, text[: miss.pos_in_stream]):
+            expected += (END_OF_TEXT,)
         return GrammarMiss(
             position=miss.pos_in_stream,
             line=miss.line,
             column=miss.column,
-            expected=_expected(parser, miss.allowed),
+            expected=expected,
             at_end=False,
         )
     except lark.exceptions.UnexpectedEOF as miss:
@@ -86,6 +91,14 @@ def recognize(grammar: Grammar, text: str) -> GrammarMiss | None:
     except lark.exceptions.UnexpectedInput:
         return _at_end(text, ())
     return None
+
+
+def _is_sentence(parser: lark.Lark, text: str) -> bool:
+    try:
+        parser.parse(text)
+    except lark.exceptions.UnexpectedInput:
+        return False
+    return True
 
 
 def _cut_inside_literal(parser: lark.Lark, rest: str, allowed: Iterable[str] | None) -> bool:
