@@ -13,6 +13,7 @@ from contracts.sentiment import Sentiment, SentimentLabel
 from contracts.sql import SELECT_QUERY
 
 __all__ = [
+    "SELECT_QUERY",
     "Confidence",
     "Decision",
     "DecisionAnswer",
@@ -21,7 +22,6 @@ __all__ = [
     "InvoiceExtraction",
     "LineItem",
     "ReviewFinding",
-    "SELECT_QUERY",
     "Sentiment",
     "SentimentLabel",
     "Severity",

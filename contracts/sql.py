@@ -23,6 +23,7 @@ give it only the tables the caller may see; row-level rules belong to the applic
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
@@ -113,9 +114,7 @@ def _lark_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def sql_grammar(
-    tables: Sequence[Table], *, name: str = "SelectQuery", version: int = 1
-) -> Grammar:
+def sql_grammar(tables: Sequence[Table], *, name: str = "SelectQuery", version: int = 1) -> Grammar:
     """The SELECT-only grammar of `tables`, with the SQLite prepare check."""
     tables = list(tables)
     if not tables:
@@ -179,20 +178,50 @@ def prepares_in(tables: Sequence[Table]) -> GrammarCheck:
     """The check that SQLite prepares the query (`EXPLAIN`) against the schema of `tables`.
 
     In a fresh in-memory database built from the schema: nothing of the real database is
-    touched, and the check is the dialect's own parser, not an imitation of it.
+    touched, and the judge is the dialect's own parser, not an imitation of it. One trap of
+    SQLite's is closed on top: a double-quoted name that is no column is silently read as a
+    string literal (`SELECT "nickname"` prepares, and returns the word), so the check also
+    requires every double-quoted name of the query to be a table or column SQLite read.
     """
     ddl = schema_ddl(tables)
 
     def prepares_in_sqlite(text: str, context: Mapping[str, Any]) -> None:
+        resolved: set[str] = set()
+
+        def record_reads(action: int, table: str | None, column: str | None, *_: object) -> int:
+            if action == sqlite3.SQLITE_READ:
+                resolved.update(name for name in (table, column) if name is not None)
+            return sqlite3.SQLITE_OK
+
         with closing(sqlite3.connect(":memory:")) as database:
             for statement in ddl:
                 database.execute(statement)
+            database.set_authorizer(record_reads)
             try:
                 database.execute("EXPLAIN " + text).fetchall()
             except (sqlite3.Error, ValueError) as error:
                 raise ValueError(f"SQLite cannot prepare the query: {error}") from error
+        strings = sorted(_quoted_names(text) - resolved)
+        if strings:
+            raise ValueError(
+                "SQLite reads "
+                + ", ".join(quote_identifier(name) for name in strings)
+                + " as a string, not as a column of the schema"
+            )
 
     return prepares_in_sqlite
+
+
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"((?:[^\"]|\"\")*)\"")
+
+
+def _quoted_names(query: str) -> set[str]:
+    """The double-quoted names of a query (single-quoted strings skipped)."""
+    return {
+        match.group(1).replace('""', '"')
+        for match in _QUOTED.finditer(query)
+        if match.group(1) is not None
+    }
 
 
 # --- the database: read-only access --------------------------------------------------------
@@ -295,7 +324,9 @@ def sql_prompt(question: str, tables: Sequence[Table]) -> str:
     """The prompt for a question about `tables`: the schema, the rules, the question."""
     schema = "\n".join(
         f"- {quote_identifier(table.name)}: "
-        + ", ".join(f"{quote_identifier(c)} {_DECLARED[k] or 'ANY'}" for c, k in table.columns.items())
+        + ", ".join(
+            f"{quote_identifier(c)} {_DECLARED[k] or 'ANY'}" for c, k in table.columns.items()
+        )
         for table in tables
     )
     return (

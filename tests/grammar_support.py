@@ -85,6 +85,4 @@ def grammar_accepts_prefix(gbnf: str, text: str) -> bool:
 def lark_accepts(lark: str, text: str) -> bool:
     """Whether `text` is a complete sentence of a Lark grammar, as llguidance reads Lark."""
     matcher = _pristine_lark(lark).deep_copy()
-    return bool(matcher.consume_tokens(list(text.encode("utf-8")))) and bool(
-        matcher.is_accepting()
-    )
+    return bool(matcher.consume_tokens(list(text.encode("utf-8")))) and bool(matcher.is_accepting())

@@ -92,7 +92,7 @@ def test_a_grammar_is_checked_where_it_is_defined(kwargs: dict[str, Any], messag
 
 @pytest.mark.parametrize(
     "text",
-    ['start: undefined_rule\n', 'start: "a" (\n', "rule_without_start: \"a\"\n", 'start: /[/\n'],
+    ["start: undefined_rule\n", 'start: "a" (\n', 'rule_without_start: "a"\n', "start: /[/\n"],
 )
 def test_an_invalid_lark_grammar_raises_invalid_grammar(text: str) -> None:
     with pytest.raises(InvalidGrammar, match="not a valid Lark grammar"):
@@ -157,10 +157,10 @@ num ::= [0-9]{2,} | "n"{0} "z"
     ("gbnf", "error", "names"),
     [
         ('root ::= "a" <[1234]>\n', UnconvertibleGrammar, "token reference"),
-        ('root ::= thing\n', InvalidGrammar, "'thing'"),
+        ("root ::= thing\n", InvalidGrammar, "'thing'"),
         ('rule ::= "a"\n', InvalidGrammar, "root"),
         ('root ::= "a\n', InvalidGrammar, "line 1"),
-        ('root ::= [z-a]\n', InvalidGrammar, "out of order"),
+        ("root ::= [z-a]\n", InvalidGrammar, "out of order"),
         ('root ::= "a" "b"{3,1}\n', InvalidGrammar, "reversed"),
         ('root ::= "\\q"\n', InvalidGrammar, "unknown escape"),
         ('root ::= "a"\nroot ::= "b"\n', InvalidGrammar, "twice"),
@@ -204,7 +204,7 @@ def test_a_sentence_comes_back_as_the_value() -> None:
 
 
 def test_a_text_outside_the_language_is_a_grammar_violation_with_its_position() -> None:
-    text = 'a=1\nb=two'
+    text = "a=1\nb=two"
     with pytest.raises(GrammarViolation) as raised:
         parse_grammar(KEY_VALUE, text, stop_reason="end_turn")
     error = raised.value
@@ -238,7 +238,7 @@ def test_undecodable_bytes_are_a_grammar_violation_after_the_stop_reason() -> No
 
 
 def test_wrong_argument_types_are_type_errors() -> None:
-    with pytest.raises(TypeError, match="sdk.Grammar"):
+    with pytest.raises(TypeError, match=r"sdk\.Grammar"):
         parse_grammar("start: x", "x", stop_reason="end_turn")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="str or bytes"):
         parse_grammar(KEY_VALUE, 12, stop_reason="end_turn")  # type: ignore[arg-type]
@@ -324,7 +324,7 @@ def test_case_insensitive_literals_become_classes() -> None:
         ("start: /ab/i\n", "regex flag i"),
         ("start: /^a/\n", "anchor"),
         ('start: a\na: b "x" | "y"\nb: a "z"\n', "left recursion a -> b -> a"),
-        ('start: A\n%declare A\n', "%declare A"),
+        ("start: A\n%declare A\n", "%declare A"),
     ],
 )
 def test_unconvertible_lark_names_the_construct(lark: str, construct: str) -> None:
@@ -374,7 +374,9 @@ def test_the_cli_reports_and_exits_1_on_either_failure(tmp_path: Path) -> None:
     grammar.write_text(KEY_VALUE.lark)
     good = _write(tmp_path / "good.txt", ["a=1", 'b="x"'])
     bad = _write(tmp_path / "bad.txt", ["a=", "a=1;"])
-    ok = runner.invoke(app, ["grammar", "test", str(grammar), "--accept", str(good), "--reject", str(bad)])
+    ok = runner.invoke(
+        app, ["grammar", "test", str(grammar), "--accept", str(good), "--reject", str(bad)]
+    )
     assert ok.exit_code == 0, ok.output
     assert "2/2" in ok.stdout and "untested" not in ok.stdout
 
@@ -397,7 +399,9 @@ def test_the_cli_takes_modules_gbnf_files_and_prints_json(tmp_path: Path) -> Non
     assert report["grammar"] == "naive" and report["untested"] == ["accept"]
     assert [item["case"] for item in report["accepted"]] == ["SELECT from FROM select;"]
 
-    by_module = runner.invoke(app, ["grammar", "test", "contracts.sql:SELECT_QUERY", "--reject", str(cases)])
+    by_module = runner.invoke(
+        app, ["grammar", "test", "contracts.sql:SELECT_QUERY", "--reject", str(cases)]
+    )
     assert by_module.exit_code == 0, by_module.output
 
 

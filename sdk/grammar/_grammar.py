@@ -53,7 +53,7 @@ class InvalidGrammar(ValueError):
 
 
 class UnconvertibleGrammar(InvalidGrammar):
-    """The grammar uses a construct the requested conversion cannot express; `.construct` names it."""
+    """A conversion cannot express a construct of the grammar; `.construct` names it."""
 
     def __init__(self, message: str, *, construct: str) -> None:
         super().__init__(message)
@@ -146,9 +146,7 @@ def compiled_lark(text: str) -> lark.Lark:
     membership is decided.
     """
     try:
-        return lark.Lark(
-            text, start="start", parser="earley", lexer="dynamic", ambiguity="forest"
-        )
+        return lark.Lark(text, start="start", parser="earley", lexer="dynamic", ambiguity="forest")
     except lark.exceptions.GrammarError as error:
         raise InvalidGrammar(f"not a valid Lark grammar: {error}") from error
     except lark.exceptions.LarkError as error:

@@ -73,7 +73,9 @@ class _Writer:
     def write(self) -> str:
         rules: dict[str, list[list[Terminal | NonTerminal]]] = defaultdict(list)
         for rule in self.parser.rules:
-            rules[rule.origin.name].append(list(rule.expansion))
+            rules[rule.origin.name].append(
+                [s for s in rule.expansion if isinstance(s, Terminal | NonTerminal)]
+            )
         if "start" not in rules:
             raise UnconvertibleGrammar("the Lark grammar has no `start` rule", construct="start")
         nullable = _nullable(rules)
@@ -204,10 +206,10 @@ class _Writer:
             pattern = self.terminals[lark_name].pattern
             branches = _branches(pattern)
             node = branches[0].node if branches and len(branches) == 1 else None
-            if isinstance(node, rx.Repeat) and node.lo <= 1 and node.hi is None:
-                if isinstance(node.node, rx.CharSet):
-                    flat.append(node.node.ranges)
-                    continue
+            repeated = isinstance(node, rx.Repeat) and node.lo <= 1 and node.hi is None
+            if repeated and isinstance(node, rx.Repeat) and isinstance(node.node, rx.CharSet):
+                flat.append(node.node.ranges)
+                continue
             flat = []
             break
         if flat:
@@ -235,9 +237,7 @@ def _sequence_nullable(option: list[Terminal | NonTerminal], nullable: set[str])
     return all(isinstance(s, NonTerminal) and s.name in nullable for s in option)
 
 
-def _left_corners(
-    options: list[list[Terminal | NonTerminal]], nullable: set[str]
-) -> set[str]:
+def _left_corners(options: list[list[Terminal | NonTerminal]], nullable: set[str]) -> set[str]:
     """The rules that can be entered at an alternative's first character."""
     corners = set()
     for option in options:

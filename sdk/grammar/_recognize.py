@@ -72,17 +72,19 @@ def recognize(grammar: Grammar, text: str) -> GrammarMiss | None:
     try:
         parser.parse(text)
     except lark.exceptions.UnexpectedCharacters as miss:
-        if _cut_inside_literal(parser, text[miss.pos_in_stream :], miss.allowed):
+        position = miss.pos_in_stream or 0  # always set for this exception
+        if _cut_inside_literal(parser, text[position:], miss.allowed):
             # The text stops partway through a literal the grammar allowed there: it is a
             # prefix of a sentence, and the miss is at its end, not at the literal's start.
             return _at_end(text, _expected(parser, miss.allowed))
         expected = _expected(parser, miss.allowed)
-        if _is_sentence(parser, text[: miss.pos_in_stream]):
+        if _is_sentence(parser, text[:position]):
             expected += (END_OF_TEXT,)
+        line = text.count("\n", 0, position) + 1
         return GrammarMiss(
-            position=miss.pos_in_stream,
-            line=miss.line,
-            column=miss.column,
+            position=position,
+            line=line,
+            column=position - (text.rfind("\n", 0, position) + 1) + 1,
             expected=expected,
             at_end=False,
         )
@@ -107,17 +109,15 @@ def _cut_inside_literal(parser: lark.Lark, rest: str, allowed: Iterable[str] | N
             pattern = parser.get_terminal(name).pattern
         except KeyError:
             continue
-        if isinstance(pattern, lark.lexer.PatternStr) and not pattern.flags:
-            if len(rest) < len(pattern.value) and pattern.value.startswith(rest):
-                return True
+        literal = isinstance(pattern, lark.lexer.PatternStr) and not pattern.flags
+        if literal and len(rest) < len(pattern.value) and pattern.value.startswith(rest):
+            return True
     return False
 
 
 def _printable(regex: str) -> str:
     """A regex as a user would write it: control characters as `\\xHH` escapes."""
-    return "".join(
-        f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in regex
-    )
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in regex)
 
 
 def _at_end(text: str, expected: tuple[str, ...]) -> GrammarMiss:

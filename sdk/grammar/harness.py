@@ -76,7 +76,9 @@ class GrammarCaseReport:
             if count is None:
                 out.append(f"{side}: untested (no {side} set)")
                 continue
-            out.append(f"{side}: {count - len(failures)}/{count} as expected, {len(failures)} {verb}")
+            out.append(
+                f"{side}: {count - len(failures)}/{count} as expected, {len(failures)} {verb}"
+            )
             out.extend(f"  {failure.describe()}" for failure in failures)
         return out
 
