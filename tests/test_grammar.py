@@ -8,6 +8,8 @@ judge, through `tests.grammar_support`, on the same texts.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +288,22 @@ def test_the_recognizer_agrees_with_llguidance(text: str) -> None:
     assert (recognize(KEY_VALUE, text) is None) == lark_accepts(KEY_VALUE.lark, text)
 
 
+@pytest.mark.parametrize(
+    ("lark", "text", "expected"),
+    [
+        ("start: A\nA: /a|ab/\n", "ab", True),  # leftmost-longest, not Python's first branch
+        ("start: A\nA: /ab|a/\n", "a", True),
+        ('start: A B\nA: /a+/\nB: "a"\n', "aa", False),  # greedy terminals, in both
+        ('start: A "x"\nA: /[a-z]+/\n', "abx", False),
+        ('start: KW | ID\nKW: "select"\nID: /[a-z]+/\n', "selected", True),  # no keyword lexing
+        ("start: /[\\]\\-]+/\n", "]-]", True),  # class specials escaped with a backslash
+    ],
+)
+def test_lexing_semantics_agree_with_llguidance(lark: str, text: str, expected: bool) -> None:
+    assert (recognize(Grammar("Lexing", lark=lark), text) is None) is expected
+    assert lark_accepts(lark, text) is expected
+
+
 # --- Lark -> GBNF ------------------------------------------------------------------------------
 
 
@@ -424,3 +442,31 @@ def test_the_cli_rejects_an_invalid_grammar_file(tmp_path: Path) -> None:
     broken.write_text("start: nothing_here\n")
     result = runner.invoke(app, ["grammar", "test", str(broken)])
     assert result.exit_code == 2 and "not a valid Lark grammar" in result.stderr
+
+
+def test_recognition_needs_no_local_extra() -> None:
+    # In a fresh interpreter where llguidance and llama_cpp cannot be imported at all.
+    script = """
+import sys
+
+class Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("llguidance", "llama_cpp", "numpy"):
+            raise ImportError(f"{name} is blocked")
+        return None
+
+sys.meta_path.insert(0, Blocked())
+from contracts.sql import SELECT_QUERY
+from sdk.grammar import parse_grammar, to_gbnf
+from sdk.grammar.wire import openai_custom_tool
+parse_grammar(SELECT_QUERY, 'SELECT * FROM "orders" LIMIT 1', stop_reason="end_turn")
+to_gbnf(SELECT_QUERY)
+openai_custom_tool(SELECT_QUERY)
+print("ok")
+"""
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
