@@ -28,7 +28,7 @@ from sdk.errors import (
     UnfinishedOutput,
     Violation,
 )
-from sdk.grammar import Grammar
+from sdk.grammar import Grammar, parse_grammar
 from sdk.parsing import Note, Parsed, parse
 from sdk.parsing.incremental import Partial, PartialReader
 from sdk.schema import SchemaInfo
@@ -78,4 +78,5 @@ __all__ = [
     "WireNameError",
     "__version__",
     "parse",
+    "parse_grammar",
 ]
