@@ -222,6 +222,11 @@ def test_a_text_cut_inside_a_literal_misses_at_its_end() -> None:
     assert miss is not None and miss.at_end and miss.position == 4
     wrong = recognize(grammar, "SELX")
     assert wrong is not None and not wrong.at_end and wrong.position == 0
+    quoted = 'a="unfinished'  # partway through a regex terminal
+    cut = recognize(KEY_VALUE, quoted)
+    assert cut is not None and cut.at_end and cut.position == len(quoted)
+    astray = recognize(KEY_VALUE, 'a="x\n"')  # the regex excludes the newline
+    assert astray is not None and not astray.at_end and astray.position == 2
 
 
 def test_trailing_text_after_a_sentence_is_named() -> None:

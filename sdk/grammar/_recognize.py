@@ -14,6 +14,7 @@ No I/O.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 import lark
+import regex
 
 from sdk.errors import CheckFailed, GrammarViolation, Violation, summarize
 from sdk.grammar._grammar import Grammar, compiled_lark
@@ -42,7 +44,7 @@ class GrammarMiss:
     position: int
     """Where the text leaves the language (0-based character index), to the terminal: the start
     of the first terminal that cannot match there, or the text's length when the text stops
-    partway through a literal or before the grammar allows it to end."""
+    partway through a terminal or before the grammar allows it to end."""
     line: int
     column: int
     expected: tuple[str, ...]
@@ -73,9 +75,9 @@ def recognize(grammar: Grammar, text: str) -> GrammarMiss | None:
         parser.parse(text)
     except lark.exceptions.UnexpectedCharacters as miss:
         position = miss.pos_in_stream or 0  # always set for this exception
-        if _cut_inside_literal(parser, text[position:], miss.allowed):
-            # The text stops partway through a literal the grammar allowed there: it is a
-            # prefix of a sentence, and the miss is at its end, not at the literal's start.
+        if _cut_inside_terminal(parser, text[position:], miss.allowed):
+            # The text stops partway through a terminal the grammar allowed there: it is a
+            # prefix of a sentence, and the miss is at its end, not at the terminal's start.
             return _at_end(text, _expected(parser, miss.allowed))
         expected = _expected(parser, miss.allowed)
         if _is_sentence(parser, text[:position]):
@@ -103,16 +105,25 @@ def _is_sentence(parser: lark.Lark, text: str) -> bool:
     return True
 
 
-def _cut_inside_literal(parser: lark.Lark, rest: str, allowed: Iterable[str] | None) -> bool:
+def _cut_inside_terminal(parser: lark.Lark, rest: str, allowed: Iterable[str] | None) -> bool:
+    """Whether all of `rest` is the start of a match of a terminal allowed here (a string
+    literal, or a regex by partial matching): the text was cut, it did not go astray."""
     for name in allowed or ():
         try:
             pattern = parser.get_terminal(name).pattern
         except KeyError:
             continue
-        literal = isinstance(pattern, lark.lexer.PatternStr) and not pattern.flags
-        if literal and len(rest) < len(pattern.value) and pattern.value.startswith(rest):
+        if isinstance(pattern, lark.lexer.PatternStr) and not pattern.flags:
+            if len(rest) < len(pattern.value) and pattern.value.startswith(rest):
+                return True
+        elif _partial_regex(pattern.to_regexp()).fullmatch(rest, partial=True) is not None:
             return True
     return False
+
+
+@functools.lru_cache(maxsize=256)
+def _partial_regex(expression: str) -> regex.Pattern[str]:
+    return regex.compile(expression, regex.POSIX)
 
 
 def _printable(regex: str) -> str:
