@@ -19,6 +19,8 @@ Rows (issue 6):
      tokens/s constrained over unconstrained, llama.cpp's json_schema and our GBNF.
   6. embedded: constrained / unconstrained tokens/s of `EmbeddedProvider` on the same prompt and
      the same token count, in this run (`bench/bench_embedded.py`; wall time, not CPU time).
+  8. grammar recognition: the client-side recognizer (lark, pure Python) over llguidance's
+     matcher deciding the same SQL queries (`contracts.sql.SELECT_QUERY`).
 
 Times are CPU times (`time.process_time`), the best of several runs: the machine is shared,
 and the minimum is the figure least disturbed by other work. `--write` also records the table
@@ -673,6 +675,33 @@ def cache_hit_row() -> Row:
                f"{compiles} compiles")  # fmt: skip
 
 
+# --- Grammar recognition ---
+
+
+def row_grammar() -> list[Row]:
+    """Client-side recognition (lark, pure Python) of SQL queries against llguidance's matcher
+    (the Rust engine that masks generation) deciding the same texts, in this run."""
+    from contracts.sql import SELECT_QUERY
+    from sdk.grammar import recognize
+    from tests.grammar_support import lark_accepts
+
+    short = (
+        'SELECT "id", "total" FROM "orders" WHERE "total" >= 100.5 AND "status" != '
+        "'cancelled' ORDER BY \"total\" DESC LIMIT 3;"
+    )
+    long = 'SELECT * FROM "orders" WHERE ' + " AND ".join(['"total" > 1.5'] * 200)
+    rows = []
+    for label, query in (("116-char query", short), (f"{len(long):,}-char query", long)):
+        assert recognize(SELECT_QUERY, query) is None and lark_accepts(SELECT_QUERY.lark, query)
+        ours = cpu_seconds(lambda q=query: recognize(SELECT_QUERY, q))
+        base = cpu_seconds(lambda q=query: lark_accepts(SELECT_QUERY.lark, q))
+        rows.append(
+            Row("8", f"grammar recognition, {label}: lark / llguidance", ratio(ours, base),
+                f"lark {micros(ours)}, llguidance {micros(base)}")
+        )  # fmt: skip
+    return rows
+
+
 # --- Output ---
 
 NOTES = """\
@@ -786,6 +815,7 @@ def main() -> None:
         ("schema compile", row_compile),
         ("embedded", row_embedded),
         ("llama-server tokens/s", lambda: [] if args.quick else row_llama_server_speed()),
+        ("grammar recognition", row_grammar),
     ]  # fmt: skip
     for name, section in sections:
         print(f"bench: {name} ...", file=sys.stderr, flush=True)

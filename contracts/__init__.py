@@ -10,8 +10,10 @@ from contracts.decision import Confidence, Decision, DecisionAnswer
 from contracts.invoice import InvoiceCategory, InvoiceExtraction, LineItem
 from contracts.review import Fix, ReviewFinding, Severity
 from contracts.sentiment import Sentiment, SentimentLabel
+from contracts.sql import SELECT_QUERY
 
 __all__ = [
+    "SELECT_QUERY",
     "Confidence",
     "Decision",
     "DecisionAnswer",

@@ -13,6 +13,7 @@ from sdk.errors import (
     ContentFiltered,
     ContractViolation,
     GrammarStuck,
+    GrammarViolation,
     InvalidJSON,
     InvalidOutput,
     ProviderError,
@@ -27,6 +28,7 @@ from sdk.errors import (
     UnfinishedOutput,
     Violation,
 )
+from sdk.grammar import Grammar, parse_grammar
 from sdk.parsing import Note, Parsed, parse
 from sdk.parsing.incremental import Partial, PartialReader
 from sdk.schema import SchemaInfo
@@ -44,7 +46,9 @@ __all__ = [
     "Contract",
     "ContractViolation",
     "FieldDiagnostics",
+    "Grammar",
     "GrammarStuck",
+    "GrammarViolation",
     "InvalidJSON",
     "InvalidOutput",
     "MaxTokensRamp",
@@ -74,4 +78,5 @@ __all__ = [
     "WireNameError",
     "__version__",
     "parse",
+    "parse_grammar",
 ]

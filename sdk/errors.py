@@ -14,6 +14,7 @@ their JSON pointers. Nothing is lost on the way to the caller.
     │   ├── InvalidJSON
     │   ├── SchemaViolation
     │   ├── ContractViolation
+    │   ├── GrammarViolation        (text outside a grammar's language)
     │   └── CheckFailed
     │       └── SourceMissing
     ├── GrammarStuck                local constrained decoding reached a dead state
@@ -38,6 +39,7 @@ __all__ = [
     "ContentFiltered",
     "ContractViolation",
     "GrammarStuck",
+    "GrammarViolation",
     "InvalidJSON",
     "InvalidOutput",
     "ProviderError",
@@ -177,6 +179,18 @@ class SchemaViolation(InvalidOutput):
 
 class ContractViolation(InvalidOutput):
     """The JSON matched the schema but the typed contract rejected it."""
+
+
+class GrammarViolation(InvalidOutput):
+    """The text is not in the grammar's language; `.position` is where it leaves it."""
+
+    def __init__(
+        self, message: str, *, position: int, line: int, column: int, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.position = position
+        self.line = line
+        self.column = column
 
 
 class CheckFailed(InvalidOutput):

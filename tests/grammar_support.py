@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import llguidance
 from llguidance.gbnf_to_lark import gbnf_to_lark
 
-__all__ = ["grammar_accepts", "grammar_accepts_prefix", "lark_of"]
+__all__ = ["grammar_accepts", "grammar_accepts_prefix", "lark_accepts", "lark_of"]
 
 _EOS = 256
 
@@ -51,10 +51,15 @@ def lark_of(gbnf: str) -> str:
 @functools.lru_cache(maxsize=256)
 def _pristine(gbnf: str) -> Any:
     """A matcher at the start of the grammar, built once per grammar and copied per check."""
-    grammar = llguidance.LLMatcher.grammar_from_lark(lark_of(gbnf))
+    return _pristine_lark(lark_of(gbnf))
+
+
+@functools.lru_cache(maxsize=256)
+def _pristine_lark(lark: str) -> Any:
+    grammar = llguidance.LLMatcher.grammar_from_lark(lark)
     error = llguidance.LLMatcher.validate_grammar(grammar, _tokenizer())
     if error:
-        raise AssertionError(f"llguidance rejects the grammar: {error}\n{gbnf}")
+        raise AssertionError(f"llguidance rejects the grammar: {error}\n{lark}")
     matcher = llguidance.LLMatcher(_tokenizer(), grammar, log_level=0)
     if matcher.is_error():
         raise AssertionError(f"llguidance cannot start the grammar: {matcher.get_error()}")
@@ -75,3 +80,9 @@ def grammar_accepts(gbnf: str, text: str) -> bool:
 def grammar_accepts_prefix(gbnf: str, text: str) -> bool:
     """Whether `text` can be continued into a sentence of the grammar (a cut-off generation)."""
     return _consume(gbnf, text) is not None
+
+
+def lark_accepts(lark: str, text: str) -> bool:
+    """Whether `text` is a complete sentence of a Lark grammar, as llguidance reads Lark."""
+    matcher = _pristine_lark(lark).deep_copy()
+    return bool(matcher.consume_tokens(list(text.encode("utf-8")))) and bool(matcher.is_accepting())

@@ -8,6 +8,7 @@ from sdk.parsing.parser import (
     EnumCase,
     Note,
     Parsed,
+    check_stop,
     parse,
     resolve_stop_reason,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "Parsed",
     "Partial",
     "PartialReader",
+    "check_stop",
     "compile_contract",
     "parse",
     "resolve_stop_reason",

@@ -52,9 +52,18 @@ from sdk.parsing._limits import (
 )
 from sdk.stop_reason import StopReason
 
-__all__ = ["DEFAULT_CLEAN_STOPS", "EnumCase", "Note", "Parsed", "parse", "resolve_stop_reason"]
+__all__ = [
+    "DEFAULT_CLEAN_STOPS",
+    "EnumCase",
+    "Note",
+    "Parsed",
+    "check_stop",
+    "parse",
+    "resolve_stop_reason",
+]
 
 C = TypeVar("C", bound=Contract)
+V = TypeVar("V")  # what a Parsed holds: a contract value, or a grammar's text
 EnumCase = Literal["normalize", "reject"]
 
 DEFAULT_CLEAN_STOPS: frozenset[StopReason] = frozenset({StopReason.END_TURN})
@@ -70,10 +79,10 @@ _CONTRACT_ERROR_TYPES = frozenset(typing.get_args(pydantic_core.core_schema.Erro
 
 
 @dataclass(frozen=True)
-class Parsed(Generic[C]):
+class Parsed(Generic[V]):
     """A value that passed every step, with what it was decided on."""
 
-    value: C
+    value: V
     stop_reason: StopReason
     text: str
     notes: list[Note] = field(default_factory=list)
@@ -168,6 +177,26 @@ def resolve_stop_reason(
     return StopReason.from_raw(
         stop_reason
     ), raw_stop_reason if raw_stop_reason is not None else stop_reason
+
+
+def check_stop(
+    text: str,
+    *,
+    stop_reason: StopReason | str,
+    raw_stop_reason: str | None = None,
+    clean_stops: Collection[StopReason] = DEFAULT_CLEAN_STOPS,
+    refusal: str | None = None,
+    refusal_category: str | None = None,
+) -> tuple[StopReason, str | None]:
+    """Step 1 alone, for any output: raise if the stop reason is not a clean end.
+
+    Returns the normalized stop reason and the raw value kept beside it. The grammar parser
+    (`sdk.grammar.parse_grammar`) runs it before recognizing the text, as `parse` does before
+    reading JSON.
+    """
+    stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
+    _check_stop(_State(text, stop, raw), clean_stops, refusal, refusal_category)
+    return stop, raw
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,10 @@ The workflow this module serves (and `sdk schema ...` runs):
    yet, a version older than the lock's, a snapshot that no longer matches its entry.
 3. After a deliberate change: bump `schema_version`, review `diff`, run `lock` again.
 
+Grammar contracts (`sdk.Grammar` instances at module level) are locked beside the contracts, in
+the same lock file: their snapshot is the grammar text itself (`NAME.vVERSION.lark` or `.gbnf`),
+their fingerprint `Grammar.fingerprint()`, and a changed grammar needs a `version=` bump.
+
 By default a package keeps its lock and snapshots in a `schemas/` folder beside its
 `__init__.py` (`contracts/schemas/schema.lock.json`); every function takes `directory=` to put
 them elsewhere.
@@ -17,6 +21,7 @@ them elsewhere.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 import pkgutil
@@ -36,6 +41,8 @@ from sdk._files import write_atomic
 from sdk._pointer import pointer_of
 from sdk._records import shorten
 from sdk.contract import Contract
+from sdk.grammar import Grammar
+from sdk.grammar._grammar import GRAMMAR_SUFFIXES, grammar_fingerprint
 from sdk.schema.canonical import SchemaInfo, canonical_schema, schema_info
 from sdk.schema.diff import SchemaDiff, diff_schemas
 from sdk.schema.snapshot import info_of, load_snapshot, snapshot_bytes, snapshot_name
@@ -53,6 +60,7 @@ __all__ = [
     "check",
     "default_directory",
     "discover",
+    "discover_grammars",
     "display_path",
     "export",
     "import_target",
@@ -149,6 +157,44 @@ def discover(target: str | ModuleType) -> list[type[Contract]]:
                 )
             found[value.__name__] = value
     return [found[name] for name in sorted(found)]
+
+
+def discover_grammars(target: str | ModuleType) -> list[Grammar]:
+    """Every `Grammar` bound to a public module-level name in a module or package, by name.
+
+    A grammar re-exported under several names is found once; two different grammars with one
+    name are an error, as for contracts.
+    """
+    module = import_target(target) if isinstance(target, str) else target
+    found: dict[str, Grammar] = {}
+    for mod in [module, *_submodules(module)]:
+        for attribute, value in vars(mod).items():
+            if not isinstance(value, Grammar) or attribute.startswith("_"):
+                continue
+            other = found.get(value.name)
+            if other is not None and other is not value and other.info() != value.info():
+                raise ValueError(
+                    f"two grammars are named {value.name} (in {mod.__name__}): snapshots are "
+                    "named by grammar, rename one"
+                )
+            found.setdefault(value.name, value)
+    return [found[name] for name in sorted(found)]
+
+
+def grammar_snapshot_name(grammar: Grammar) -> str:
+    """The snapshot file of a grammar: its text as written, `SelectQuery.v1.lark`."""
+    return f"{grammar.name}.v{grammar.version}{GRAMMAR_SUFFIXES[grammar.syntax]}"
+
+
+def _discover_all(target: str | ModuleType) -> tuple[list[type[Contract]], list[Grammar]]:
+    contracts, grammars = discover(target), discover_grammars(target)
+    shared = {c.__name__ for c in contracts} & {g.name for g in grammars}
+    if shared:
+        raise ValueError(
+            f"a contract and a grammar share the name {sorted(shared)[0]}: they would share "
+            "a lock entry, rename one"
+        )
+    return contracts, grammars
 
 
 def _submodules(module: ModuleType) -> Iterator[ModuleType]:
@@ -365,9 +411,11 @@ def lock(
     """
     directory = directory or default_directory(target)
     lock_path = directory / LOCK_FILE
-    contracts = discover(target)
+    contracts, grammars = _discover_all(target)
     current = Lock.read(lock_path)
     infos = [schema_info(contract) for contract in contracts]
+    infos += [grammar.info() for grammar in grammars]
+    snapshots = {g.name: grammar_snapshot_name(g) for g in grammars}
 
     problems = []
     for info in infos:
@@ -402,9 +450,8 @@ def lock(
     dropped = [e for e in current.entries if e.name not in present]
     added, replaced, unchanged = [], [], []
     for info in infos:
-        entry = LockEntry(
-            info.name, info.version, info.fingerprint, snapshot_name(info.name, info.version)
-        )
+        snapshot = snapshots.get(info.name) or snapshot_name(info.name, info.version)
+        entry = LockEntry(info.name, info.version, info.fingerprint, snapshot)
         previous = current.get(info.name, info.version)
         if previous is None:
             added.append(entry)
@@ -418,6 +465,9 @@ def lock(
         kept.append(entry)
     directory.mkdir(parents=True, exist_ok=True)
     export(contracts, directory)
+    for grammar in grammars:
+        path = directory / grammar_snapshot_name(grammar)
+        _write_if_changed(path, grammar.definition.encode("utf-8"))
     _write_if_changed(lock_path, Lock(sorted(kept)).to_bytes())
     unchanged = [entry for entry in unchanged if entry not in edited]
     return LockOutcome(lock_path, added, replaced, dropped, unchanged, rewritten=edited)
@@ -482,11 +532,13 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
             )
         ]
     current = Lock.read(lock_path)
-    contracts = discover(target)
+    contracts, grammars = _discover_all(target)
     findings: list[CheckFinding] = []
     for contract in contracts:
         findings.extend(_check_contract(contract, current, directory, label))
-    present = {contract.__name__ for contract in contracts}
+    for grammar in grammars:
+        findings.extend(_check_grammar(grammar, current, directory, label))
+    present = {contract.__name__ for contract in contracts} | {g.name for g in grammars}
     for name in current.names():
         if name not in present:
             versions = ", ".join(f"v{e.version}" for e in current.versions(name))
@@ -576,7 +628,7 @@ def _check_snapshot(entry: LockEntry, directory: Path) -> Iterator[CheckFinding]
         )
         return
     try:
-        fingerprint: str | None = info_of(load_snapshot(path)).fingerprint
+        fingerprint: str | None = _snapshot_fingerprint(entry, path)
         reason = f"it hashes to {str(fingerprint)[:12]}, the lock says {entry.fingerprint[:12]}"
     except ValueError as error:
         fingerprint, reason = None, str(error)
@@ -587,3 +639,73 @@ def _check_snapshot(entry: LockEntry, directory: Path) -> Iterator[CheckFinding]
             f"{where}: snapshot {display_path(path)} does not match the lock ({reason}); "
             "snapshots are written by `sdk schema lock`, never by hand",
         )
+
+
+# --- grammars ----------------------------------------------------------------------------------
+
+_SYNTAX_OF_SUFFIX = {suffix: syntax for syntax, suffix in GRAMMAR_SUFFIXES.items()}
+_SHOWN_DIFF_LINES = 20
+
+
+def _snapshot_fingerprint(entry: LockEntry, path: Path) -> str:
+    """A snapshot's fingerprint: of the schema for a contract, of the text for a grammar."""
+    syntax = _SYNTAX_OF_SUFFIX.get(path.suffix)
+    if syntax is None:
+        return info_of(load_snapshot(path)).fingerprint
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 ({error})") from error
+    return grammar_fingerprint(entry.name, entry.version, syntax, text)
+
+
+def _check_grammar(
+    grammar: Grammar, current: Lock, directory: Path, label: str
+) -> Iterator[CheckFinding]:
+    info = grammar.info()
+    entry = current.get(info.name, info.version)
+    newest = current.latest(info.name)
+    if newest is not None and newest.version > info.version:
+        yield CheckFinding(
+            CheckCode.VERSION_BEHIND_LOCK,
+            info.name,
+            f"grammar {info.name} is at v{info.version} but the lock has v{newest.version}: "
+            "versions only go up",
+        )
+    elif entry is not None:
+        if entry.fingerprint == info.fingerprint:
+            return
+        changes = _grammar_diff(directory / entry.snapshot, grammar)
+        yield CheckFinding(
+            CheckCode.CHANGED_WITHOUT_BUMP,
+            info.name,
+            f"grammar {info.name} v{info.version} changed without a version bump (fingerprint "
+            f"{info.fingerprint[:12]}, locked {entry.fingerprint[:12]}): pass "
+            f"version={_next_version(current, info)} to its Grammar, then run "
+            f"`sdk schema lock {label}`{changes}",
+        )
+    else:
+        locked = f" (locked: v{newest.version})" if newest is not None else " (a new grammar)"
+        changes = _grammar_diff(directory / newest.snapshot, grammar) if newest else ""
+        yield CheckFinding(
+            CheckCode.NOT_LOCKED,
+            info.name,
+            f"grammar {info.name} v{info.version} is not locked{locked}: review it, then run "
+            f"`sdk schema lock {label}`{changes}",
+        )
+
+
+def _grammar_diff(snapshot: Path, grammar: Grammar) -> str:
+    """The first lines of a unified diff from the snapshot to the grammar, for a message."""
+    if not snapshot.exists():
+        return ""
+    old = snapshot.read_bytes().decode("utf-8", "replace").splitlines()
+    lines = list(
+        difflib.unified_diff(
+            old, grammar.definition.splitlines(), "locked", "code", n=0, lineterm=""
+        )
+    )
+    shown = lines[:_SHOWN_DIFF_LINES]
+    if len(lines) > _SHOWN_DIFF_LINES:
+        shown.append(f"... {len(lines) - _SHOWN_DIFF_LINES} more diff lines")
+    return "".join("\n    " + line for line in shown)

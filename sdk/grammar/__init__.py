@@ -1,0 +1,39 @@
+"""Grammar contracts: constrained output that is not JSON.
+
+`Grammar` (name, version, Lark or GBNF text, optional checks), the grammar parser
+`parse_grammar` (stop reason, then client-side recognition, then checks), the accept/reject
+harness `check_cases`, and conversions to what providers take (`to_gbnf`; provider-shaped
+pieces in `sdk.grammar.wire`). No I/O.
+"""
+
+from sdk.grammar._gbnf_to_lark import gbnf_to_lark
+from sdk.grammar._grammar import (
+    Grammar,
+    GrammarCheck,
+    GrammarSyntax,
+    InvalidGrammar,
+    UnconvertibleGrammar,
+    grammar_fingerprint,
+)
+from sdk.grammar._lark_to_gbnf import lark_to_gbnf, to_gbnf
+from sdk.grammar._recognize import GrammarMiss, parse_grammar, recognize
+from sdk.grammar.harness import CaseFailure, GrammarCaseReport, check_cases, parse_cases
+
+__all__ = [
+    "CaseFailure",
+    "Grammar",
+    "GrammarCaseReport",
+    "GrammarCheck",
+    "GrammarMiss",
+    "GrammarSyntax",
+    "InvalidGrammar",
+    "UnconvertibleGrammar",
+    "check_cases",
+    "gbnf_to_lark",
+    "grammar_fingerprint",
+    "lark_to_gbnf",
+    "parse_cases",
+    "parse_grammar",
+    "recognize",
+    "to_gbnf",
+]

@@ -1,0 +1,243 @@
+"""The grammar parser: text and a stop reason in, the text or a typed error out.
+
+The order is the JSON parser's (`sdk.parsing.parser`), with recognition in place of steps 2-5:
+
+1. stop reason, by the JSON parser's own step (`check_stop`): a cut generation is a prefix of a
+   sentence, never a sentence, even when the prefix happens to be one;
+2. recognition against the grammar, on the client with the pure-Python `lark` package (never
+   trust a server's mask: llama.cpp has shipped fail-open grammar bugs) -> `GrammarViolation`
+   with the position where the text leaves the language;
+3. the grammar's checks -> `CheckFailed` listing every failed check.
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import lark
+import regex
+
+from sdk.errors import CheckFailed, GrammarViolation, Violation, summarize
+from sdk.grammar._grammar import Grammar, compiled_lark
+from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, Parsed, check_stop
+from sdk.stop_reason import StopReason
+
+__all__ = ["GrammarMiss", "parse_grammar", "recognize"]
+
+_SHOWN_EXPECTED = 8
+END_OF_TEXT = "the end of the text"
+"""Listed in `GrammarMiss.expected` where the text could have ended instead."""
+_SNIPPET = 24
+
+
+@dataclass(frozen=True, slots=True)
+class GrammarMiss:
+    """Where a text leaves a grammar's language, and what the grammar allowed there."""
+
+    position: int
+    """Where the text leaves the language (0-based character index), to the terminal: the start
+    of the first terminal that cannot match there, or the text's length when the text stops
+    partway through a terminal or before the grammar allows it to end."""
+    line: int
+    column: int
+    expected: tuple[str, ...]
+    """The terminals the grammar allowed at the miss, written as in a Lark grammar."""
+    at_end: bool
+    """The text ended where the grammar needed more."""
+
+    def describe(self, text: str) -> str:
+        """One line: where, what was found, what was allowed."""
+        allowed = ", ".join(self.expected[:_SHOWN_EXPECTED])
+        if len(self.expected) > _SHOWN_EXPECTED:
+            allowed += f", ... ({len(self.expected)} in all)"
+        expected = f"; expected {allowed}" if allowed else ""
+        if not self.expected and not self.at_end:
+            expected = f"; expected {END_OF_TEXT}"
+        where = f"char {self.position} (line {self.line}, column {self.column})"
+        if self.at_end:
+            return f"the text ends at {where} before the grammar allows it to end{expected}"
+        found = text[self.position : self.position + _SNIPPET]
+        more = "..." if len(text) > self.position + _SNIPPET else ""
+        return f"the text leaves the grammar at {where}: {found!r}{more}{expected}"
+
+
+def recognize(grammar: Grammar, text: str) -> GrammarMiss | None:
+    """None if `text` is a sentence of the grammar, else where and how it leaves it."""
+    parser = compiled_lark(grammar.lark)
+    try:
+        parser.parse(text)
+    except lark.exceptions.UnexpectedCharacters as miss:
+        position = miss.pos_in_stream or 0  # always set for this exception
+        if _cut_inside_terminal(parser, text[position:], miss.allowed):
+            # The text stops partway through a terminal the grammar allowed there: it is a
+            # prefix of a sentence, and the miss is at its end, not at the terminal's start.
+            return _at_end(text, _expected(parser, miss.allowed))
+        expected = _expected(parser, miss.allowed)
+        if _is_sentence(parser, text[:position]):
+            expected += (END_OF_TEXT,)
+        line = text.count("\n", 0, position) + 1
+        return GrammarMiss(
+            position=position,
+            line=line,
+            column=position - (text.rfind("\n", 0, position) + 1) + 1,
+            expected=expected,
+            at_end=False,
+        )
+    except lark.exceptions.UnexpectedEOF as miss:
+        return _at_end(text, _expected(parser, miss.expected))
+    except lark.exceptions.UnexpectedInput:
+        return _at_end(text, ())
+    return None
+
+
+def _is_sentence(parser: lark.Lark, text: str) -> bool:
+    try:
+        parser.parse(text)
+    except lark.exceptions.UnexpectedInput:
+        return False
+    return True
+
+
+def _cut_inside_terminal(parser: lark.Lark, rest: str, allowed: Iterable[str] | None) -> bool:
+    """Whether all of `rest` is the start of a match of a terminal allowed here (a string
+    literal, or a regex by partial matching): the text was cut, it did not go astray."""
+    for name in allowed or ():
+        try:
+            pattern = parser.get_terminal(name).pattern
+        except KeyError:
+            continue
+        if isinstance(pattern, lark.lexer.PatternStr) and not pattern.flags:
+            if len(rest) < len(pattern.value) and pattern.value.startswith(rest):
+                return True
+        elif _partial_regex(pattern.to_regexp()).fullmatch(rest, partial=True) is not None:
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _partial_regex(expression: str) -> regex.Pattern[str]:
+    return regex.compile(expression, regex.POSIX)
+
+
+def _printable(regex: str) -> str:
+    """A regex as a user would write it: control characters as `\\xHH` escapes."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in regex)
+
+
+def _at_end(text: str, expected: tuple[str, ...]) -> GrammarMiss:
+    line = text.count("\n") + 1
+    column = len(text) - (text.rfind("\n") + 1) + 1
+    return GrammarMiss(len(text), line, column, expected, at_end=True)
+
+
+def _expected(parser: lark.Lark, names: Iterable[str] | None) -> tuple[str, ...]:
+    shown = []
+    for name in sorted(names or ()):
+        try:
+            pattern = parser.get_terminal(name).pattern
+        except KeyError:
+            shown.append(name)
+            continue
+        if isinstance(pattern, lark.lexer.PatternStr):
+            shown.append(json.dumps(pattern.value, ensure_ascii=False))
+        else:
+            shown.append(f"/{_printable(pattern.value)}/")
+    return tuple(sorted(set(shown)))
+
+
+def parse_grammar(
+    grammar: Grammar,
+    text: str | bytes,
+    *,
+    stop_reason: StopReason | str,
+    raw_stop_reason: str | None = None,
+    clean_stops: Collection[StopReason] = DEFAULT_CLEAN_STOPS,
+    refusal: str | None = None,
+    refusal_category: str | None = None,
+    source: str | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> Parsed[str]:
+    """Decide whether `text` is a trustworthy sentence of `grammar`; raise a typed error if not.
+
+    The stop reason first (`TruncatedOutput`, `RefusedOutput`, `UnexpectedStop`, exactly as
+    `sdk.parse`), then recognition (`GrammarViolation`, with `.position`), then the grammar's
+    checks (`CheckFailed`), which receive `{"source": source, **context}`.
+    """
+    if not isinstance(grammar, Grammar):
+        raise TypeError(f"grammar must be an sdk.Grammar, not {type(grammar).__name__}")
+    if not isinstance(text, str | bytes):
+        raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
+    undecodable: UnicodeDecodeError | None = None
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as error:
+            undecodable, text = error, error.object.decode("utf-8", "replace")
+    stop, raw = check_stop(
+        text,
+        stop_reason=stop_reason,
+        raw_stop_reason=raw_stop_reason,
+        clean_stops=clean_stops,
+        refusal=refusal,
+        refusal_category=refusal_category,
+    )
+    fields: dict[str, Any] = {"text": text, "stop_reason": stop, "raw_stop_reason": raw}
+    if undecodable is not None:
+        message = f"output is not UTF-8: {undecodable.reason} at byte {undecodable.start}"
+        raise GrammarViolation(
+            message,
+            position=undecodable.start,
+            line=1,
+            column=undecodable.start + 1,
+            violations=[Violation("", message, "grammar")],
+            **fields,
+        ) from undecodable
+
+    miss = recognize(grammar, text)
+    if miss is not None:
+        described = miss.describe(text)
+        raise GrammarViolation(
+            f"output is not in the {grammar.name} grammar: {described}",
+            position=miss.position,
+            line=miss.line,
+            column=miss.column,
+            violations=[Violation("", described, "grammar")],
+            **fields,
+        )
+
+    _run_checks(grammar, text, {"source": source, **(context or {})}, fields)
+    return Parsed(value=text, stop_reason=stop, text=text, raw_stop_reason=raw)
+
+
+def _run_checks(
+    grammar: Grammar, text: str, context: dict[str, Any], fields: dict[str, Any]
+) -> None:
+    if not grammar.checks:
+        return
+    frozen = MappingProxyType(context)
+    violations: list[Violation] = []
+    first: BaseException | None = None
+    for check in grammar.checks:
+        name = getattr(check, "__name__", type(check).__name__)
+        try:
+            check(text, frozen)
+        except (ValueError, AssertionError) as error:
+            violations.append(Violation("", f"{name}: {error}", name))
+            first = first or error
+        except Exception as error:
+            # A check that breaks is still a failed check on this text, never an untyped escape.
+            violations.append(Violation("", f"{name}: {type(error).__name__}: {error}", name))
+            first = first or error
+    if violations:
+        raise CheckFailed(
+            summarize(f"{grammar.name} failed its checks", violations),
+            violations=violations,
+            **fields,
+        ) from first
