@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from sdk.grammar._grammar import InvalidGrammar, UnconvertibleGrammar
+from sdk.grammar._errors import InvalidGrammar, UnconvertibleGrammar
 
 __all__ = ["gbnf_to_lark"]
 

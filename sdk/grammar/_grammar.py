@@ -21,6 +21,7 @@ from typing import Any, Literal
 import lark
 import regex
 
+from sdk.grammar._errors import InvalidGrammar, UnconvertibleGrammar
 from sdk.schema.canonical import SchemaInfo
 
 __all__ = [
@@ -47,18 +48,6 @@ GRAMMAR_SUFFIXES: dict[GrammarSyntax, str] = {"lark": ".lark", "gbnf": ".gbnf"}
 """File suffix of each syntax: snapshots and `sdk grammar test path.lark` use them."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-class InvalidGrammar(ValueError):
-    """The grammar text is not a grammar (a syntax error, an undefined rule, no start rule)."""
-
-
-class UnconvertibleGrammar(InvalidGrammar):
-    """A conversion cannot express a construct of the grammar; `.construct` names it."""
-
-    def __init__(self, message: str, *, construct: str) -> None:
-        super().__init__(message)
-        self.construct = construct
 
 
 @dataclass(frozen=True, eq=False)

@@ -362,7 +362,7 @@ _LOCK_SCHEMA: dict[str, Any] = {
                     # A file name beside the lock: never a path that leaves its folder.
                     "snapshot": {
                         "type": "string",
-                        "pattern": r"^\w[\w.-]*\.json$",
+                        "pattern": r"^\w[\w.-]*\.(json|lark|gbnf)$",
                     },
                 },
             },
@@ -479,7 +479,7 @@ def _snapshot_edited(entry: LockEntry, directory: Path) -> bool:
     if not path.exists():
         return False  # missing: written again from the code, which matches the lock
     try:
-        return info_of(load_snapshot(path)).fingerprint != entry.fingerprint
+        return _snapshot_fingerprint(entry, path) != entry.fingerprint
     except ValueError:
         return True
 
