@@ -42,7 +42,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import tenacity
 
@@ -59,12 +59,14 @@ from sdk.errors import (
     TruncatedOutput,
     Violation,
 )
-from sdk.parsing import parse
-from sdk.parsing.parser import EnumCase
+from sdk.grammar import Grammar, parse_grammar
+from sdk.parsing import Parsed, parse
+from sdk.parsing.parser import EnumCase, check_stop
 from sdk.providers._base import Completion, CompletionRequest, Message
 from sdk.providers._errors import is_retryable, provider_error
 from sdk.providers._provider import Provider
-from sdk.schema.canonical import schema_info
+from sdk.schema.canonical import SchemaInfo, schema_info
+from sdk.stop_reason import StopReason
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -72,6 +74,7 @@ __all__ = [
     "Call",
     "MaxTokensRamp",
     "MessageLike",
+    "Reasoning",
     "RetrySettings",
     "conversation",
     "feedback_message",
@@ -79,10 +82,26 @@ __all__ = [
 
 logger = logging.getLogger("sdk.client")
 
-C = TypeVar("C", bound=Contract)
+T = TypeVar("T")
 
 MessageLike = Message | Mapping[str, str]
 """A conversation turn: a `Message`, or a mapping with `role` and `content`."""
+
+Reasoning = Literal["two_phase"]
+"""How the model reasons before the constrained output: `"two_phase"` is a first, unconstrained
+call in which it works the problem through in prose, then the constrained call that transcribes
+that working into the contract."""
+
+# The two-phase prompts: the working is asked for in prose (no document yet), then transcribed.
+_WORK_IT_THROUGH = (
+    "Before answering, work the problem through step by step in plain prose: what the question "
+    "asks, the facts that matter, any comparison or calculation. Do not write the final answer "
+    "in JSON or any other format yet."
+)
+_TRANSCRIBE = (
+    "Now give the final answer, following your working above exactly, as the requested output "
+    "and nothing else."
+)
 
 # Retry feedback lists at most this many violations (each bounded by `Violation.shown`): the
 # feedback is bounded whatever the document or its errors look like.
@@ -156,7 +175,7 @@ class _Policy:
 
 def _advance_invalid(call: Call[Any], error: StructuredOutputError) -> bool:
     assert isinstance(error, InvalidOutput)
-    call._feedback = _feedback(call.contract, error)
+    call._feedback = _feedback(call.grammar or call.contract, error)
     return True
 
 
@@ -239,12 +258,17 @@ class _TransportRetries:
 # --- the call ---
 
 
-class Call(Generic[C]):
-    """One `generate` call across its attempts (see the module docstring)."""
+class Call(Generic[T]):
+    """One `generate` call across its attempts (see the module docstring).
+
+    `output` is a `Contract` subclass (the value is its instance) or a `Grammar` (the value is
+    the text). With `reasoning="two_phase"`, the first request asks for free text (the working)
+    and the ones after it for the output, the working in the conversation.
+    """
 
     def __init__(
         self,
-        contract: type[C],
+        output: type[Contract] | Grammar,
         messages: tuple[Message, ...],
         *,
         provider: Provider,
@@ -254,8 +278,15 @@ class Call(Generic[C]):
         source: str | None,
         max_tokens: int,
         options: dict[str, Any],
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
     ) -> None:
-        self.contract = contract
+        if reasoning not in (None, "two_phase"):
+            raise ValueError(f"reasoning must be 'two_phase' or None, not {reasoning!r}")
+        self.grammar = output if isinstance(output, Grammar) else None
+        self.contract = None if isinstance(output, Grammar) else output
+        self.name = output.name if isinstance(output, Grammar) else output.__name__
+        self.context = context
         self.messages = messages
         self.provider = provider
         self.settings = settings
@@ -264,7 +295,10 @@ class Call(Generic[C]):
         self.source = source
         self.max_tokens = max_tokens
         self.options = options
-        self.wire = provider.wire_schema(contract)
+        self.wire = provider.wire_schema(self.contract) if self.contract is not None else None
+        self.reasoning: str | None = None
+        """The working, once the first call of two-phase reasoning has answered."""
+        self._reasoning_pending = reasoning == "two_phase"
         self.attempts: list[Attempt] = []
         self.partial: Any = None
         """Streaming: the last snapshot of the current attempt (put on its error if it fails)."""
@@ -289,17 +323,27 @@ class Call(Generic[C]):
             raise self._final(self._deadline_error())
         self.partial = None
         logger.debug(
-            "attempt %d: %s v%d -> %s (model %s), max_tokens=%d, %d message(s)",
+            "attempt %d: %s v%d%s -> %s (model %s), max_tokens=%d, %d message(s)",
             len(self.attempts) + 1,
-            self.contract.__name__,
-            self.contract.schema_version,
+            self.name,
+            self.schema.version,
+            " (working)" if self._reasoning_pending else "",
             self.provider.name,
             self.provider.model,
             self.max_tokens,
             len(self.messages) + len(self._feedback),
         )
+        if self._reasoning_pending:
+            return CompletionRequest(
+                contract=None,
+                messages=(*self.messages, Message("user", _WORK_IT_THROUGH)),
+                max_tokens=self.max_tokens,
+                system=self.system,
+                options=self.options,
+            )
         return CompletionRequest(
             contract=self.contract,
+            grammar=self.grammar,
             messages=self.messages + self._feedback,
             max_tokens=self.max_tokens,
             system=self.system,
@@ -337,25 +381,24 @@ class Call(Generic[C]):
             raise self._final(error)
         return delay
 
-    def on_reply(self, completion: Completion) -> Result[C] | None:
-        """Parse a reply and record the attempt: the `Result`, or `None` when a retry has been
-        prepared (call `request()` again), or the final error raised."""
+    @property
+    def working(self) -> bool:
+        """Whether the next request is the first call of two-phase reasoning (free text)."""
+        return self._reasoning_pending
+
+    def on_reply(self, completion: Completion) -> Result[T] | None:
+        """Parse a reply and record the attempt: the `Result`, or `None` when a retry (or the
+        second phase of two-phase reasoning) has been prepared (call `request()` again), or the
+        final error raised."""
         self._transport = None  # the next request is a new one: its transport retries start over
         text = completion.text
         number = len(self.attempts) + 1
         try:
-            parsed = parse(
-                self.contract,
-                text if text is not None else "",
-                stop_reason=completion.stop_reason,
-                raw_stop_reason=completion.raw_stop_reason,
-                source=self.source,
-                enum_case=self.enum_case,
-                clean_stops=self.provider.clean_stops,
-                refusal=completion.refusal,
-                refusal_category=completion.refusal_category,
-                absent_nulls=self.wire is not None and bool(self.wire.nullable),
-            )
+            if self._reasoning_pending:
+                self._take_working(completion)
+                self.attempts.append(_attempt(number, self.max_tokens, completion, text, None))
+                return None
+            value, parsed = self._parse(completion)
         except StructuredOutputError as error:
             if text is None:
                 error.text = None  # there was no output at all (a refusal field, a filter)
@@ -383,19 +426,76 @@ class Call(Generic[C]):
             _tokens(completion.usage),
         )
         return Result(
-            value=parsed.value,
+            value=value,
             stop_reason=parsed.stop_reason,
             text=parsed.text,
             notes=parsed.notes,
             usage=self.usage,
             attempts=list(self.attempts),
-            schema=schema_info(self.contract),
+            schema=self.schema,
             provider=self.provider.name,
             model=completion.model or self.provider.model,
             raw_stop_reason=parsed.raw_stop_reason,
             request_id=completion.request_id,
             removed=list(self.wire.removed) if self.wire is not None else [],
             diagnostics=completion.diagnostics,
+            reasoning=self.reasoning,
+        )
+
+    @property
+    def schema(self) -> SchemaInfo:
+        """Name, version and fingerprint of the contract's schema or the grammar."""
+        if self.grammar is not None:
+            return self.grammar.info()
+        assert self.contract is not None
+        return schema_info(self.contract)
+
+    def _parse(self, completion: Completion) -> tuple[T, Parsed[Any]]:
+        """The defensive parser for this call's output kind: the value and what it was
+        decided on."""
+        text = completion.text if completion.text is not None else ""
+        common: dict[str, Any] = {
+            "stop_reason": completion.stop_reason,
+            "raw_stop_reason": completion.raw_stop_reason,
+            "source": self.source,
+            "clean_stops": self.provider.clean_stops,
+            "refusal": completion.refusal,
+            "refusal_category": completion.refusal_category,
+            "context": self.context,
+        }
+        parsed: Parsed[Any]
+        if self.grammar is not None:
+            parsed = parse_grammar(self.grammar, text, **common)
+        else:
+            assert self.contract is not None
+            parsed = parse(
+                self.contract,
+                text,
+                enum_case=self.enum_case,
+                absent_nulls=self.wire is not None and bool(self.wire.nullable),
+                **common,
+            )
+        return cast(T, parsed.value), parsed
+
+    def _take_working(self, completion: Completion) -> None:
+        """The first call of two-phase reasoning answered: keep its working (a cut or refused
+        working raises, like any output) and put it in the conversation for the second."""
+        text = completion.text if completion.text is not None else ""
+        check_stop(
+            text,
+            stop_reason=completion.stop_reason,
+            raw_stop_reason=completion.raw_stop_reason,
+            clean_stops={StopReason.END_TURN},
+            refusal=completion.refusal,
+            refusal_category=completion.refusal_category,
+        )
+        self.reasoning = text
+        self._reasoning_pending = False
+        self.messages = (
+            *self.messages,
+            Message("user", _WORK_IT_THROUGH),
+            Message("assistant", text),
+            Message("user", _TRANSCRIBE),
         )
 
     # --- decisions ---
@@ -478,7 +578,7 @@ class Call(Generic[C]):
             f" (token budget {self.settings.token_budget} reached)" if self._over_budget else ""
         )
         message = (
-            f"{self.contract.__name__}: {len(self.attempts)} attempts, none valid{budget}; "
+            f"{self.name}: {len(self.attempts)} attempts, none valid{budget}; "
             f"last: {type(error).__name__}: {headline}"
         )
         if isinstance(error, ProviderError):
@@ -496,7 +596,7 @@ class Call(Generic[C]):
 
 
 def conversation(
-    contract: type[Contract],
+    output: type[Contract] | Grammar,
     prompt: str | None,
     messages: Sequence[MessageLike] | None,
     source: str | None,
@@ -510,7 +610,8 @@ def conversation(
         return tuple(_message(message) for message in messages)
     if prompt is None and source is None:
         raise ValueError("pass a prompt, messages, or a source document")
-    parts = [prompt if prompt is not None else f"Fill in a {contract.__name__} from this document."]
+    name = output.name if isinstance(output, Grammar) else output.__name__
+    parts = [prompt if prompt is not None else f"Fill in a {name} from this document."]
     if source is not None:
         parts.append(f"<document>\n{source}\n</document>")
     return (Message("user", "\n\n".join(parts)),)
@@ -534,7 +635,7 @@ def _message(message: MessageLike) -> Message:
 # --- retry feedback ---
 
 
-def feedback_message(contract: type[Contract], error: InvalidOutput) -> str:
+def feedback_message(output: type[Contract] | Grammar | None, error: InvalidOutput) -> str:
     """What the model is told after an invalid reply: each violation with its JSON pointer.
 
     Bounded: at most 20 violations, each pointer and message cut with an ellipsis
@@ -542,17 +643,25 @@ def feedback_message(contract: type[Contract], error: InvalidOutput) -> str:
     sent once, as the assistant's turn).
     """
     violations = error.violations or [Violation("", error.message.splitlines()[0])]
-    lines = [f"That reply is not a valid {contract.__name__}. Problems (JSON pointer: problem):"]
+    if isinstance(output, Grammar):
+        lines = [f"That reply is not a valid {output.name} sentence. Problems:"]
+        closing = "Reply with the whole corrected text, and nothing else."
+    else:
+        name = output.__name__ if output is not None else "document"
+        lines = [f"That reply is not a valid {name}. Problems (JSON pointer: problem):"]
+        closing = "Reply with the whole corrected JSON document, and nothing else."
     lines.extend(f"- {violation.shown()}" for violation in violations[:_FEEDBACK_VIOLATIONS])
     if len(violations) > _FEEDBACK_VIOLATIONS:
         lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
-    lines.append("Reply with the whole corrected JSON document, and nothing else.")
+    lines.append(closing)
     return "\n".join(lines)
 
 
-def _feedback(contract: type[Contract], error: InvalidOutput) -> tuple[Message, ...]:
+def _feedback(
+    output: type[Contract] | Grammar | None, error: InvalidOutput
+) -> tuple[Message, ...]:
     said = (Message("assistant", error.text),) if error.text else ()
-    return (*said, Message("user", feedback_message(contract, error)))
+    return (*said, Message("user", feedback_message(output, error)))
 
 
 def _attempt(

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from sdk._records import Note, Usage
-from sdk.contract import Contract
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.errors import Attempt
 from sdk.schema.canonical import SchemaInfo
@@ -15,14 +14,15 @@ from sdk.stop_reason import StopReason
 
 __all__ = ["Attempt", "Result", "Usage"]
 
-C = TypeVar("C", bound=Contract)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Result(Generic[C]):
-    """A value that passed every check, and everything it was decided on."""
+class Result(Generic[T]):
+    """A value that passed every check, and everything it was decided on: a contract's value,
+    or the text of a grammar's sentence (`Result[str]`)."""
 
-    value: C
+    value: T
     stop_reason: StopReason
     text: str
     notes: list[Note]
@@ -37,3 +37,5 @@ class Result(Generic[C]):
     """What the provider's wire dialect removed from the schema (still enforced by the parser)."""
     diagnostics: ConstraintDiagnostics | None = None
     """Constraint diagnostics, where the provider can give them (local models)."""
+    reasoning: str | None = None
+    """`reasoning="two_phase"`: the model's working, from the unconstrained first call."""

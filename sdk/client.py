@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, overload
 from weakref import WeakKeyDictionary
 
 from sdk._call import (
@@ -26,6 +26,7 @@ from sdk._call import (
     Call,
     MaxTokensRamp,
     MessageLike,
+    Reasoning,
     RetrySettings,
     conversation,
     feedback_message,
@@ -33,6 +34,7 @@ from sdk._call import (
 from sdk._result import Result
 from sdk.contract import Contract, require_contract
 from sdk.errors import InvalidOutput, ProviderError
+from sdk.grammar import Grammar
 from sdk.parsing.incremental import Partial, PartialReader
 from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion
@@ -93,23 +95,26 @@ class _BaseClient:
 
     def _call(
         self,
-        contract: type[C],
+        output: type[Contract] | Grammar,
         prompt: str | None,
         messages: Sequence[MessageLike] | None,
         system: str | None,
         source: str | None,
         max_tokens: int | None,
         deadline: float | None,
+        context: Mapping[str, Any] | None,
+        reasoning: Reasoning | None,
         options: dict[str, Any],
         where: str,
-    ) -> Call[C]:
-        require_contract(contract, where)
+    ) -> Call[Any]:
+        if not isinstance(output, Grammar):
+            require_contract(output, where)
         settings = self.settings
         if deadline is not None:
             settings = RetrySettings(**{**_fields(settings), "deadline": deadline})
         return Call(
-            contract,
-            conversation(contract, prompt, messages, source),
+            output,
+            conversation(output, prompt, messages, source),
             provider=self.provider,
             settings=settings,
             enum_case=self.enum_case,
@@ -117,6 +122,8 @@ class _BaseClient:
             source=source,
             max_tokens=max_tokens if max_tokens is not None else self.max_tokens,
             options=options,
+            context=context,
+            reasoning=reasoning,
         )
 
 
@@ -175,6 +182,7 @@ class StructuredClient(_BaseClient):
         """Close what the provider opened itself (never a client you passed in)."""
         self.provider.close()
 
+    @overload
     def generate(
         self,
         contract: type[C],
@@ -185,8 +193,41 @@ class StructuredClient(_BaseClient):
         source: str | None = None,
         max_tokens: int | None = None,
         deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
         **provider_options: Any,
-    ) -> Result[C]:
+    ) -> Result[C]: ...
+
+    @overload
+    def generate(
+        self,
+        contract: Grammar,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Result[str]: ...
+
+    def generate(
+        self,
+        contract: type[C] | Grammar,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Result[C] | Result[str]:
         """A `contract` value from the provider, or a typed error.
 
         Pass a `prompt` (and optionally a `source` document, which is added to the prompt and
@@ -202,6 +243,8 @@ class StructuredClient(_BaseClient):
             source,
             max_tokens,
             deadline,
+            context,
+            reasoning,
             provider_options,
             "generate()",
         )
@@ -216,6 +259,7 @@ class StructuredClient(_BaseClient):
             if result is not None:
                 return result
 
+    @overload
     def stream(
         self,
         contract: type[C],
@@ -226,8 +270,41 @@ class StructuredClient(_BaseClient):
         source: str | None = None,
         max_tokens: int | None = None,
         deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
         **provider_options: Any,
-    ) -> Iterator[Partial[C] | Result[C]]:
+    ) -> Iterator[Partial[C] | Result[C]]: ...
+
+    @overload
+    def stream(
+        self,
+        contract: Grammar,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Iterator[str | Result[str]]: ...
+
+    def stream(
+        self,
+        contract: type[C] | Grammar,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Iterator[Partial[C] | str | Result[C] | Result[str]]:
         """Like `generate`, streaming: `Partial` snapshots as the document arrives, then the
         `Result` (last). Snapshots are never validated; only the `Result` passed every check.
         After a retry, the snapshots start again from the new attempt's first character.
@@ -240,12 +317,14 @@ class StructuredClient(_BaseClient):
             source,
             max_tokens,
             deadline,
+            context,
+            reasoning,
             provider_options,
             "stream()",
         )
         while True:
             request = call.request()
-            reader = _Reader(contract)
+            reader = _Reader(contract, quiet=call.working)
             completion: Completion | None = None
             items = self.provider.stream(request, deadline=call.send_deadline())
             try:
@@ -340,6 +419,7 @@ class AsyncStructuredClient(_BaseClient):
         limit = self.limit()
         return limit if limit is not None else contextlib.nullcontext()
 
+    @overload
     async def generate(
         self,
         contract: type[C],
@@ -350,8 +430,41 @@ class AsyncStructuredClient(_BaseClient):
         source: str | None = None,
         max_tokens: int | None = None,
         deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
         **provider_options: Any,
-    ) -> Result[C]:
+    ) -> Result[C]: ...
+
+    @overload
+    async def generate(
+        self,
+        contract: Grammar,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Result[str]: ...
+
+    async def generate(
+        self,
+        contract: type[C] | Grammar,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Result[C] | Result[str]:
         """A `contract` value from the provider, or a typed error (see `StructuredClient`)."""
         call = self._call(
             contract,
@@ -361,6 +474,8 @@ class AsyncStructuredClient(_BaseClient):
             source,
             max_tokens,
             deadline,
+            context,
+            reasoning,
             provider_options,
             "generate()",
         )
@@ -378,7 +493,8 @@ class AsyncStructuredClient(_BaseClient):
             if result is not None:
                 return result
 
-    async def stream(
+    @overload
+    def stream(
         self,
         contract: type[C],
         *,
@@ -388,8 +504,41 @@ class AsyncStructuredClient(_BaseClient):
         source: str | None = None,
         max_tokens: int | None = None,
         deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
         **provider_options: Any,
-    ) -> AsyncIterator[Partial[C] | Result[C]]:
+    ) -> AsyncIterator[Partial[C] | Result[C]]: ...
+
+    @overload
+    def stream(
+        self,
+        contract: Grammar,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> AsyncIterator[str | Result[str]]: ...
+
+    async def stream(
+        self,
+        contract: type[C] | Grammar,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> AsyncIterator[Partial[C] | str | Result[C] | Result[str]]:
         """`Partial` snapshots as the document arrives, then the `Result` (see
         `StructuredClient.stream`)."""
         call = self._call(
@@ -400,12 +549,14 @@ class AsyncStructuredClient(_BaseClient):
             source,
             max_tokens,
             deadline,
+            context,
+            reasoning,
             provider_options,
             "stream()",
         )
         while True:
             request = call.request()
-            reader = _Reader(contract)
+            reader = _Reader(contract, quiet=call.working)
             completion: Completion | None = None
             try:
                 async with self._slot():
@@ -430,17 +581,29 @@ class AsyncStructuredClient(_BaseClient):
                 return
 
 
-class _Reader(Generic[C]):
-    """A `PartialReader` that goes quiet instead of raising when the text is not JSON.
+class _Reader:
+    """Snapshots of the growing output: a `PartialReader`'s for a contract (going quiet instead
+    of raising when the text is not JSON), the text so far for a grammar, none while `quiet`
+    (the working of two-phase reasoning).
 
     A refusal streams prose, and a cut document ends early: the stop reason, which arrives last,
     decides what that means, so a snapshot failure mid-stream must not end the stream.
     """
 
-    def __init__(self, contract: type[C]) -> None:
-        self._reader: PartialReader[C] | None = PartialReader(contract)
+    def __init__(self, output: type[Contract] | Grammar, *, quiet: bool = False) -> None:
+        self._reader: PartialReader[Any] | None = None
+        self._text: list[str] | None = None
+        if quiet:
+            return
+        if isinstance(output, Grammar):
+            self._text = []
+        else:
+            self._reader = PartialReader(output)
 
-    def feed(self, text: str) -> Partial[C] | None:
+    def feed(self, text: str) -> Partial[Any] | str | None:
+        if self._text is not None:
+            self._text.append(text)
+            return "".join(self._text)
         if self._reader is None:
             return None
         try:

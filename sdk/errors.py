@@ -17,6 +17,7 @@ their JSON pointers. Nothing is lost on the way to the caller.
     │   ├── GrammarViolation        (text outside a grammar's language)
     │   └── CheckFailed
     │       └── SourceMissing
+    ├── UnsupportedRequest          the provider cannot take this request (before sending)
     ├── GrammarStuck                local constrained decoding reached a dead state
     ├── ProviderError               transport or API failure, wrapping the cause
     └── RetriesExhausted            every attempt failed; holds them all
@@ -52,6 +53,7 @@ __all__ = [
     "TruncatedOutput",
     "UnexpectedStop",
     "UnfinishedOutput",
+    "UnsupportedRequest",
     "Violation",
 ]
 
@@ -199,6 +201,18 @@ class CheckFailed(InvalidOutput):
 
 class SourceMissing(CheckFailed, ValueError):
     """The contract has source quotes but no source was given to verify them against."""
+
+
+# --- The request itself: decided before anything is sent ---
+
+
+class UnsupportedRequest(StructuredOutputError, ValueError):
+    """The provider cannot take this request (a grammar, a reasoning mode); `.supported` says
+    what it can."""
+
+    def __init__(self, message: str, *, supported: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.supported = list(supported)
 
 
 # --- Generation, transport and retries ---

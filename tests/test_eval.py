@@ -38,7 +38,6 @@ from sdk.eval import (
     run_eval,
     score,
 )
-from sdk.eval.arms import supports_reasoning
 from sdk.providers import Completion, CompletionRequest, TestProvider
 from sdk.schema import escape_members, widen
 from sdk.stop_reason import StopReason
@@ -395,14 +394,6 @@ def test_bad_datasets_fail_on_their_line() -> None:
             parse_dataset(lines, Ticket, name="t.jsonl")
 
 
-two_phase_pending = pytest.mark.skipif(
-    not supports_reasoning(StructuredClient(TestProvider())),
-    reason="StructuredClient.generate has no reasoning= yet: two-phase generation is the lead's "
-    "(issue 13); this test runs once it is merged",
-)
-
-
-@two_phase_pending
 def test_two_phase_arm_keeps_the_working_and_sums_both_calls() -> None:
     working = "Amount 10 on the ticket; the colour is red."
     replies: list[Callable[[CompletionRequest], Completion] | str] = [
@@ -422,14 +413,3 @@ def test_two_phase_arm_keeps_the_working_and_sums_both_calls() -> None:
     assert outcome.reasoning is not None and "colour is red" in outcome.reasoning
     assert (outcome.input_tokens, outcome.output_tokens) == (200, 20)
     assert len(provider.requests) == 2
-
-
-@pytest.mark.skipif(
-    supports_reasoning(StructuredClient(TestProvider())),
-    reason="two-phase generation is available: the arm runs",
-)
-def test_without_two_phase_generation_the_arm_is_listed_as_not_run() -> None:
-    result, asked = run(arms=["constrained", "two_phase"])
-    assert "reasoning=" in result.unavailable["two_phase"]
-    assert result.arms == ["constrained"]
-    assert len(asked) == 6

@@ -16,7 +16,6 @@ cannot run raises `ArmUnavailable` with the reason, and the report lists it as n
 
 from __future__ import annotations
 
-import inspect
 import re
 import time
 from collections.abc import Mapping
@@ -102,18 +101,8 @@ def prepare_arm(name: str, contract: type[Contract], client: StructuredClient) -
         except ValueError as error:
             raise ArmUnavailable(str(error)) from None
     if name == "two_phase":
-        if not supports_reasoning(client):
-            raise ArmUnavailable(
-                "this StructuredClient.generate takes no reasoning= argument "
-                "(two-phase generation is not in this version of the SDK)"
-            )
         return PreparedArm(name, contract, reasoning="two_phase")
     raise ValueError(f"unknown arm {name!r}; arms: {', '.join(ARMS)}")
-
-
-def supports_reasoning(client: StructuredClient) -> bool:
-    """Whether `client.generate` takes `reasoning=` (two-phase generation)."""
-    return "reasoning" in inspect.signature(client.generate).parameters
 
 
 def run_arm(

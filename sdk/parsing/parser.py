@@ -18,7 +18,7 @@ import json
 import re
 import sys
 import typing
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -101,6 +101,7 @@ def parse(
     refusal: str | None = None,
     refusal_category: str | None = None,
     absent_nulls: bool = False,
+    context: Mapping[str, Any] | None = None,
 ) -> Parsed[C]:
     """Decide whether `text` is a trustworthy `contract` value; raise a typed error if not.
 
@@ -111,7 +112,9 @@ def parse(
     Anthropic's `stop_details`). `absent_nulls` says the provider's wire dialect made every
     property required and wrote `null` for an absent optional one (OpenAI strict, llama.cpp,
     Ollama): such a `null` is dropped from the value, with a note, where the contract's schema
-    does not admit `null` there; `text` stays as received.
+    does not admit `null` there; `text` stays as received. `context` reaches the contract's
+    validators through Pydantic's validation context, merged with the source
+    (`{"source": source, **context}`).
     """
     require_contract(contract, "parse()")
     if enum_case not in ("normalize", "reject"):
@@ -164,7 +167,8 @@ def parse(
 
     # 5. Contract, then 6. semantic checks (one Pydantic pass; its errors are split by origin).
     document = text if not notes else json.dumps(data)
-    value = _validate_contract(contract, document, data, source, state, compiled)
+    validation_context = {"source": source, **(context or {})}
+    value = _validate_contract(contract, document, data, validation_context, state, compiled)
     return Parsed(value=value, stop_reason=stop, text=text, notes=notes, raw_stop_reason=raw)
 
 
@@ -376,12 +380,13 @@ def _validate_contract(
     contract: type[C],
     document: str,
     data: Any,
-    source: str | None,
+    context: dict[str, Any],
     state: _State,
     compiled: CompiledContract,
 ) -> C:
+    source: str | None = context.get("source")
     try:
-        value = contract.model_validate_json(document, strict=True, context={"source": source})
+        value = contract.model_validate_json(document, strict=True, context=context)
     except pydantic.ValidationError as exc:
         contract_errors: list[Violation] = []
         check_errors: list[Violation] = []

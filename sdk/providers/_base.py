@@ -9,7 +9,7 @@ they are tested without servers and shared by the sync and async drivers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -19,7 +19,8 @@ from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
-    from sdk.errors import ProviderError
+    from sdk.errors import ProviderError, UnsupportedRequest
+    from sdk.grammar import Grammar
 
 __all__ = [
     "Codec",
@@ -30,6 +31,7 @@ __all__ = [
     "Reply",
     "StreamReader",
     "TextDelta",
+    "unsupported",
     "wire_name",
 ]
 
@@ -47,24 +49,43 @@ class Message:
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """What the client asks a provider for: a contract's document, given these messages."""
+    """What the client asks a provider for, given these messages: a contract's JSON document,
+    a sentence of a grammar (`grammar`, with `contract` `None`), or free text (neither: the
+    unconstrained call of two-phase reasoning and of the eval's unconstrained arm)."""
 
-    contract: type[Contract]
+    contract: type[Contract] | None
     messages: tuple[Message, ...]
     max_tokens: int
     system: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     """Provider-specific keyword arguments passed through as given (temperature, ...)."""
+    grammar: Grammar | None = None
+
+    @property
+    def kind(self) -> Literal["json", "grammar", "text"]:
+        """What the output is constrained to."""
+        if self.contract is not None:
+            return "json"
+        return "grammar" if self.grammar is not None else "text"
+
+    def document(self) -> type[Contract]:
+        """The contract of a JSON request (`TypeError` for a grammar or free-text request: a
+        codec that reached for a schema without looking at `kind`)."""
+        if self.contract is None:
+            raise TypeError(f"a {self.kind} request has no contract")
+        return self.contract
 
     @property
     def schema(self) -> dict[str, Any]:
         """The contract's canonical schema (shared: do not modify)."""
-        return shared_schema(self.contract)
+        return shared_schema(self.document())
 
     @property
     def schema_info(self) -> SchemaInfo:
-        """Name, version and fingerprint of the contract's schema."""
-        return schema_info(self.contract)
+        """Name, version and fingerprint of the contract's schema (or the grammar's)."""
+        if self.grammar is not None:
+            return self.grammar.info()
+        return schema_info(self.document())
 
 
 @dataclass(frozen=True)
@@ -147,19 +168,28 @@ class Codec:
         """The exchange that asks for `request` (streamed or whole)."""
         raise NotImplementedError
 
-    def read(self, reply: Reply) -> Completion:
-        """A whole reply -> `Completion`. May raise anything on a wrong-shaped body: the fault
-        boundary turns it into `ProviderError`."""
+    def read(self, reply: Reply, request: CompletionRequest) -> Completion:
+        """A whole reply to `request` -> `Completion`. May raise anything on a wrong-shaped
+        body: the fault boundary turns it into `ProviderError`."""
         raise NotImplementedError
 
-    def reader(self, request_id: str | None) -> StreamReader:
-        """A fresh reader for one streamed reply."""
+    def reader(self, request: CompletionRequest, request_id: str | None) -> StreamReader:
+        """A fresh reader for one streamed reply to `request`."""
         raise NotImplementedError
 
     def classify(self, error: BaseException) -> ProviderError | None:
         """This provider's own exceptions (its SDK's API errors) -> `ProviderError`; `None`
         leaves the error to the boundary's generic mapping."""
         return None
+
+
+def unsupported(provider: str, what: str, supported: Sequence[str]) -> UnsupportedRequest:
+    """The error of a request a provider cannot take, naming what it does support."""
+    from sdk.errors import UnsupportedRequest
+
+    return UnsupportedRequest(
+        f"{provider} cannot take {what}; it supports: {', '.join(supported)}", supported=supported
+    )
 
 
 def wire_name(contract: type[Contract]) -> str:

@@ -58,7 +58,7 @@ def complete(
     transport = provider.transport()
     with fault_boundary(codec, provider.redactor) as seen:
         exchange = _prepared(transport, exchange, seen, deadline)
-        return codec.read(transport.send(exchange, seen, deadline))
+        return codec.read(transport.send(exchange, seen, deadline), request)
 
 
 def stream(
@@ -71,7 +71,7 @@ def stream(
     with fault_boundary(codec, provider.redactor) as seen:
         exchange = _prepared(transport, exchange, seen, deadline)
         with transport.open(exchange, seen, deadline) as events:
-            reader = codec.reader(seen.request_id)
+            reader = codec.reader(request, seen.request_id)
             for event in events:
                 seen.body = event
                 delta = reader.feed(event)
@@ -108,7 +108,7 @@ async def acomplete(
         async with _time_limit(deadline, codec.provider):
             exchange = await _aprepared(transport, exchange, seen, deadline)
             reply: Reply = await transport.send(exchange, seen, deadline)
-        return codec.read(reply)
+        return codec.read(reply, request)
 
 
 async def astream(
@@ -124,7 +124,7 @@ async def astream(
             async with _time_limit(deadline, codec.provider):
                 exchange = await _aprepared(transport, exchange, seen, deadline)
                 events = await stack.enter_async_context(transport.open(exchange, seen, deadline))
-            reader = codec.reader(seen.request_id)
+            reader = codec.reader(request, seen.request_id)
             while True:
                 async with _time_limit(deadline, codec.provider):
                     event: Any = await anext(events, _END)

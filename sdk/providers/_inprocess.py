@@ -19,20 +19,29 @@ Item = TextDelta | Completion
 
 
 class InProcessCodec(Codec):
-    """Passes the request to the in-process generator and its `Completion` back."""
+    """Passes the request to the in-process generator and its `Completion` back.
 
-    def __init__(self, provider: str) -> None:
+    `check` vets a request before anything runs (unknown options, say): what it raises is the
+    caller's error, raised as it is, not a provider fault.
+    """
+
+    def __init__(
+        self, provider: str, check: Callable[[CompletionRequest], object] | None = None
+    ) -> None:
         self.provider = provider
+        self._check = check
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        if self._check is not None:
+            self._check(request)
         return Exchange("generate", {"request": request}, stream)
 
-    def read(self, reply: Reply) -> Completion:
+    def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if not isinstance(reply.body, Completion):
             raise TypeError(f"expected a Completion, got {type(reply.body).__name__}")
         return reply.body
 
-    def reader(self, request_id: str | None) -> _ItemStream:
+    def reader(self, request: CompletionRequest, request_id: str | None) -> _ItemStream:
         return _ItemStream(self.provider)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sdk.providers import _drivers
 from sdk.providers._base import Codec, Completion, CompletionRequest, TextDelta
@@ -48,6 +48,14 @@ class Provider:
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
         """The contract's schema as this provider receives it (cached), or `None`."""
         return to_wire(contract, self.dialect) if self.dialect is not None else None
+
+    def request_schema(self, request: CompletionRequest) -> dict[str, Any] | None:
+        """The schema a JSON request sends, in this provider's dialect; `None` for a grammar or
+        free-text request (or a provider without a dialect)."""
+        if request.contract is None:
+            return None
+        wire = self.wire_schema(request.contract)
+        return wire.schema if wire is not None else None
 
     # --- what subclasses provide ---
 

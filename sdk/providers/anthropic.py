@@ -41,6 +41,7 @@ from sdk.providers._base import (
     Exchange,
     Reply,
     TextDelta,
+    unsupported,
     wire_name,
 )
 from sdk.providers._errors import provider_error, reply_request_id
@@ -65,8 +66,10 @@ Mode = Literal["json_schema", "tool"]
 def build_request(
     request: CompletionRequest, *, model: str, mode: Mode = "json_schema"
 ) -> dict[str, Any]:
-    """The keyword arguments of `client.messages.create` for `request`."""
-    wire = to_wire(request.contract, ANTHROPIC)
+    """The keyword arguments of `client.messages.create` for `request` (a JSON document, or
+    free text; Anthropic has no grammar surface: `UnsupportedRequest`)."""
+    if request.kind == "grammar":
+        raise unsupported("anthropic", "a grammar", ["json_schema documents", "strict tool use"])
     kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
@@ -75,6 +78,10 @@ def build_request(
     if request.system:
         kwargs["system"] = request.system
     options = dict(request.options)
+    if request.contract is None:  # free text: no format, no tool
+        kwargs.update(options)
+        return kwargs
+    wire = to_wire(request.contract, ANTHROPIC)
     if mode == "json_schema":
         # Merge with an `output_config` the caller passed (effort, ...), the format ours.
         output_config = dict(options.pop("output_config", None) or {})
@@ -233,14 +240,14 @@ class AnthropicCodec(Codec):
             "messages.create", build_request(request, model=self.model, mode=self.mode), stream
         )
 
-    def read(self, reply: Reply) -> Completion:
+    def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         completion = read_response(reply.body, mode=self.mode)
         if completion.request_id is None and reply.request_id is not None:
             completion = replace(completion, request_id=reply.request_id)
         return completion
 
-    def reader(self, request_id: str | None) -> StreamState:
-        return StreamState(self.mode, request_id)
+    def reader(self, request: CompletionRequest, request_id: str | None) -> StreamState:
+        return StreamState(self.mode if request.kind == "json" else "json_schema", request_id)
 
     def classify(self, error: BaseException) -> ProviderError | None:
         return map_error(error) if isinstance(error, anthropic.AnthropicError) else None

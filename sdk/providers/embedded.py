@@ -209,7 +209,10 @@ class EmbeddedProvider(Provider):
         self.low_mass_threshold = low_mass_threshold
         self.schema_instruction = schema_instruction
         self._engine: _Engine | None = _engine(self.model_path, self.n_ctx, self.n_threads)
-        self.codec = InProcessCodec(self.name)
+        self.codec = InProcessCodec(
+            self.name,
+            lambda request: _check(_call_settings(self._settings, request.options), "options"),
+        )
 
     def __repr__(self) -> str:
         mode = "constrained" if self._settings.constrained else "unconstrained"
@@ -324,21 +327,23 @@ class EmbeddedProvider(Provider):
     ) -> Generator[TextDelta | Completion, None, None]:
         settings = _check(_call_settings(self._settings, request.options), "options")
         engine = self._loaded()
+        # A JSON request is constrained by the contract's grammar (or the provider's `grammar=`),
+        # a grammar request by its Lark text, a free-text request by nothing.
+        custom = request.grammar.lark if request.grammar is not None else self.grammar
+        constrained = settings.constrained and request.kind != "text"
         with engine.lock:
             yield from engine.generate(
                 request,
                 settings,
                 instruction=self._instruction(request),
-                grammar=engine.grammar(request.contract, self.grammar)
-                if settings.constrained
-                else None,
-                json_text=self.grammar is None,
+                grammar=engine.grammar(request.contract, custom) if constrained else None,
+                json_text=request.kind == "json" and self.grammar is None,
                 threshold=self.low_mass_threshold,
                 cancel=cancel,
             )
 
     def _instruction(self, request: CompletionRequest) -> str | None:
-        if not self.schema_instruction or self.grammar is not None:
+        if not self.schema_instruction or self.grammar is not None or request.kind != "json":
             return None
         return schema_instruction(request.schema)
 
@@ -412,13 +417,15 @@ class _Engine:
 
     # --- grammar ---
 
-    def grammar(self, contract: type[Contract], custom: str | None) -> str:
+    def grammar(self, contract: type[Contract] | None, custom: str | None) -> str:
         """The compiled and validated llguidance grammar for the contract (or the custom one)."""
         from llguidance import LLMatcher
 
         from sdk.schema.canonical import fingerprint
 
-        key = (fingerprint(contract), custom)
+        if contract is None and custom is None:
+            raise TypeError("a grammar needs a contract or a custom grammar text")
+        key = (fingerprint(contract) if contract is not None else "", custom)
         cached = self._grammars.get(key)
         if cached is not None:
             return cached
@@ -427,6 +434,7 @@ class _Engine:
             is_llguidance = custom.lstrip().startswith("{")
             grammar = custom if is_llguidance else LLMatcher.grammar_from_lark(custom)
         else:
+            assert contract is not None  # checked above
             # The canonical schema as it is: llguidance keeps the declared property order (an
             # optional property declared first is still generated first), unlike llama.cpp's own
             # converter, which moves required properties ahead of optional ones.
@@ -435,7 +443,11 @@ class _Engine:
             )
         failed, messages = LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
         if failed:
-            what = "the grammar" if custom is not None else f"{contract.__name__}'s schema"
+            what = (
+                "the grammar"
+                if contract is None or custom is not None
+                else (f"{contract.__name__}'s schema")
+            )
             raise ProviderError(
                 f"embedded: llguidance cannot compile {what}: {messages[0].strip()}",
                 status_code=400,  # like a server rejecting the grammar: no retry fixes it

@@ -41,6 +41,7 @@ import httpx
 
 from sdk._result import Usage
 from sdk.contract import Contract
+from sdk.grammar.wire import llamacpp_grammar
 from sdk.providers._base import (
     Codec,
     Completion,
@@ -49,6 +50,7 @@ from sdk.providers._base import (
     Reply,
     StreamReader,
     TextDelta,
+    unsupported,
     wire_name,
 )
 from sdk.providers._chat import (
@@ -99,17 +101,16 @@ def build_completion_request(
 
 
 def build_chat_request(
-    request: CompletionRequest, *, schema: dict[str, Any], model: str | None = None
+    request: CompletionRequest, *, schema: dict[str, Any] | None = None, model: str | None = None
 ) -> dict[str, Any]:
-    """The OpenAI-compatible body, with `response_format` json_schema."""
-    body: dict[str, Any] = {
-        "messages": chat_messages(request),
-        "max_tokens": request.max_tokens,
-        "response_format": {
+    """The OpenAI-compatible body, with `response_format` json_schema (none for free text)."""
+    body: dict[str, Any] = {"messages": chat_messages(request), "max_tokens": request.max_tokens}
+    if schema is not None:
+        name = wire_name(request.document())
+        body["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": wire_name(request.contract), "schema": schema, "strict": True},
-        },
-    }
+            "json_schema": {"name": name, "schema": schema, "strict": True},
+        }
     if model is not None:
         body["model"] = model
     body.update(request.options)
@@ -220,12 +221,12 @@ class LlamaCppCodec(Codec):
             then=lambda rendered: completion(_template_prompt(rendered)),
         )
 
-    def read(self, reply: Reply) -> Completion:
+    def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if self.mode == "openai":
             return read_chat_body(reply.body, request_id=reply.request_id)
         return read_completion(reply.body)
 
-    def reader(self, request_id: str | None) -> StreamReader:
+    def reader(self, request: CompletionRequest, request_id: str | None) -> StreamReader:
         if self.mode == "openai":
             return ChatSSEStream(self.provider, request_id)
         return CompletionStream()
@@ -280,6 +281,19 @@ class LlamaCppProvider(HTTPProvider):
         return contract_gbnf(contract)
 
     def _constraint(self, request: CompletionRequest) -> dict[str, Any]:
+        """The body fields that constrain the output: the schema in the llama.cpp dialect, or a
+        GBNF grammar (the contract's, the one given, or a `Grammar`'s); none for free text."""
+        if request.grammar is not None:
+            if self.mode == "openai":
+                raise unsupported(
+                    "llamacpp (mode='openai')",
+                    "a grammar",
+                    ["json_schema documents", "free text", "grammars in mode 'json_schema' or "
+                     "'grammar' (the native /completion route)"],
+                )  # fmt: skip
+            return llamacpp_grammar(request.grammar)
+        if request.contract is None:
+            return {}
         if self.mode == "grammar":
             return {"grammar": self.grammar_for(request.contract)}
         wire = self.wire_schema(request.contract)

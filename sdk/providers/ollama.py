@@ -14,7 +14,15 @@ from typing import Any
 import httpx
 
 from sdk._result import Usage
-from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply, TextDelta
+from sdk.providers._base import (
+    Codec,
+    Completion,
+    CompletionRequest,
+    Exchange,
+    Reply,
+    TextDelta,
+    unsupported,
+)
 from sdk.providers._chat import chat_messages, json_event
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
@@ -36,17 +44,19 @@ _TOP_LEVEL = frozenset({"keep_alive", "think", "tools"})
 
 
 def build_request(
-    request: CompletionRequest, *, model: str, schema: dict[str, Any], stream: bool = False
+    request: CompletionRequest, *, model: str, schema: dict[str, Any] | None, stream: bool = False
 ) -> dict[str, Any]:
-    """The `/api/chat` body. Sampling options (`temperature`, ...) go in Ollama's `options`."""
+    """The `/api/chat` body (no `format` for free text). Sampling options (`temperature`, ...)
+    go in Ollama's `options`."""
     options: dict[str, Any] = {"num_predict": request.max_tokens}
     body: dict[str, Any] = {
         "model": model,
         "messages": chat_messages(request),
-        "format": schema,
         "stream": stream,
         "options": options,
     }
+    if schema is not None:
+        body["format"] = schema
     for key, value in request.options.items():
         (body if key in _TOP_LEVEL else options)[key] = value
     return body
@@ -104,18 +114,22 @@ class OllamaCodec(Codec):
 
     provider = "ollama"
 
-    def __init__(self, model: str, wire: Callable[[CompletionRequest], dict[str, Any]]) -> None:
+    def __init__(
+        self, model: str, wire: Callable[[CompletionRequest], dict[str, Any] | None]
+    ) -> None:
         self.model = model
         self._wire = wire
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        if request.grammar is not None:
+            raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
         body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
         return Exchange(_PATH, body, stream)
 
-    def read(self, reply: Reply) -> Completion:
+    def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_response(reply.body)
 
-    def reader(self, request_id: str | None) -> ChatLineStream:
+    def reader(self, request: CompletionRequest, request_id: str | None) -> ChatLineStream:
         return ChatLineStream()
 
 
@@ -138,9 +152,4 @@ class OllamaProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
-        self.codec = OllamaCodec(model, self._schema)
-
-    def _schema(self, request: CompletionRequest) -> dict[str, Any]:
-        wire = self.wire_schema(request.contract)
-        assert wire is not None  # Ollama always has its dialect
-        return wire.schema
+        self.codec = OllamaCodec(model, self.request_schema)

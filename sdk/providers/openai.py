@@ -28,7 +28,16 @@ from openai.types.responses import (
 )
 
 from sdk._result import Usage
+from sdk.contract import Contract
 from sdk.errors import ProviderError
+from sdk.grammar import Grammar
+from sdk.grammar.wire import (
+    CUSTOM_TOOL_INPUT_DELTA,
+    custom_tool_choice,
+    custom_tool_name,
+    openai_custom_tool,
+    read_custom_tool_input,
+)
 from sdk.providers._base import (
     Codec,
     Completion,
@@ -36,6 +45,7 @@ from sdk.providers._base import (
     Exchange,
     Reply,
     TextDelta,
+    unsupported,
     wire_name,
 )
 from sdk.providers._chat import ChatStream, chat_completion, chat_messages
@@ -63,34 +73,48 @@ logger = logging.getLogger(__name__)
 _TRANSIENT_FAILURES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
 
 
-def _json_schema_format(request: CompletionRequest) -> dict[str, Any]:
-    wire = to_wire(request.contract, OPENAI_STRICT)
-    return {"name": wire_name(request.contract), "schema": wire.schema, "strict": True}
+def _json_schema_format(contract: type[Contract]) -> dict[str, Any]:
+    wire = to_wire(contract, OPENAI_STRICT)
+    return {"name": wire_name(contract), "schema": wire.schema, "strict": True}
 
 
 # --- Responses API ---
 
 
 def build_responses_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
-    """The keyword arguments of `client.responses.create` for `request`."""
+    """The keyword arguments of `client.responses.create` for `request`: a JSON document
+    (`text.format` json_schema, strict), a grammar's sentence (a custom tool whose input the
+    grammar constrains, forced by `tool_choice`), or free text."""
     kwargs: dict[str, Any] = {
         "model": model,
         "input": [{"role": m.role, "content": m.content} for m in request.messages],
         "max_output_tokens": request.max_tokens,
-        "text": {"format": {"type": "json_schema", **_json_schema_format(request)}},
     }
+    if request.contract is not None:
+        kwargs["text"] = {
+            "format": {"type": "json_schema", **_json_schema_format(request.contract)}
+        }
+    elif request.grammar is not None:
+        kwargs["tools"] = [openai_custom_tool(request.grammar)]
+        kwargs["tool_choice"] = custom_tool_choice(custom_tool_name(request.grammar))
     if request.system:
         kwargs["instructions"] = request.system
     kwargs.update(request.options)
     return kwargs
 
 
-def read_responses_response(response: Response, *, request_id: str | None = None) -> Completion:
-    """A `Response` -> `Completion`. Raises `ProviderError` for a transiently `failed` one."""
+def read_responses_response(
+    response: Response, *, request_id: str | None = None, grammar: Grammar | None = None
+) -> Completion:
+    """A `Response` -> `Completion`. Raises `ProviderError` for a transiently `failed` one.
+    With `grammar`, the text is the input of the grammar's custom tool call."""
     texts: list[str] = []
     refusals: list[str] = []
+    if grammar is not None:
+        called = read_custom_tool_input(response.output, custom_tool_name(grammar))
+        texts = [called] if called is not None else []
     for item in response.output:
-        if isinstance(item, ResponseOutputMessage):
+        if isinstance(item, ResponseOutputMessage) and grammar is None:
             for part in item.content:
                 if isinstance(part, ResponseOutputText):
                     texts.append(part.text)
@@ -132,14 +156,20 @@ def _responses_stop(response: Response, refused: bool) -> str | None:
 class ResponsesStreamState:
     """Accumulates Responses stream events; the terminal event carries the whole response."""
 
-    def __init__(self, request_id: str | None = None) -> None:
+    def __init__(self, request_id: str | None = None, grammar: Grammar | None = None) -> None:
         self.request_id = request_id
+        self.grammar = grammar
         self._final: Response | None = None
+        # The document's deltas: the text's, or the grammar tool's input.
+        self._delta = (
+            CUSTOM_TOOL_INPUT_DELTA if grammar is not None else "response.output_text.delta"
+        )
 
     def feed(self, event: ResponseStreamEvent) -> TextDelta | None:
         """One event; returns the piece of document it carries, if any."""
-        if event.type == "response.output_text.delta":
-            return TextDelta(event.delta) if event.delta else None
+        if event.type == self._delta:
+            delta = event.delta  # type: ignore[union-attr]
+            return TextDelta(delta) if isinstance(delta, str) and delta else None
         if event.type in ("response.completed", "response.incomplete", "response.failed"):
             self._final = event.response
         elif event.type == "error":
@@ -160,20 +190,27 @@ class ResponsesStreamState:
                 "stream ended without a terminal event",
                 request_id=self.request_id,
             )
-        return read_responses_response(self._final, request_id=self.request_id)
+        return read_responses_response(
+            self._final, request_id=self.request_id, grammar=self.grammar
+        )
 
 
 # --- Chat Completions ---
 
 
 def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
-    """The keyword arguments of `client.chat.completions.create` for `request`."""
+    """The keyword arguments of `client.chat.completions.create` for `request` (a JSON
+    document or free text; no grammar surface here: `UnsupportedRequest`)."""
+    if request.grammar is not None:
+        raise unsupported("openai_chat", "a grammar", ["json_schema documents", "free text"])
     kwargs: dict[str, Any] = {
         "model": model,
         "messages": chat_messages(request),
         "max_completion_tokens": request.max_tokens,
-        "response_format": {"type": "json_schema", "json_schema": _json_schema_format(request)},
     }
+    if request.contract is not None:
+        format_ = _json_schema_format(request.contract)
+        kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
     kwargs.update(request.options)
     return kwargs
 
@@ -250,11 +287,13 @@ class ResponsesCodec(Codec):
         _log(self.provider, self.model, request)
         return Exchange("responses.create", build_responses_request(request, model=self.model))
 
-    def read(self, reply: Reply) -> Completion:
-        return read_responses_response(reply.body, request_id=reply.request_id)
+    def read(self, reply: Reply, request: CompletionRequest) -> Completion:
+        return read_responses_response(
+            reply.body, request_id=reply.request_id, grammar=request.grammar
+        )
 
-    def reader(self, request_id: str | None) -> ResponsesStreamState:
-        return ResponsesStreamState(request_id)
+    def reader(self, request: CompletionRequest, request_id: str | None) -> ResponsesStreamState:
+        return ResponsesStreamState(request_id, request.grammar)
 
     def classify(self, error: BaseException) -> ProviderError | None:
         return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
@@ -275,10 +314,10 @@ class ChatCodec(Codec):
             body["stream_options"] = {"include_usage": True}
         return Exchange("chat.completions.create", body, stream)
 
-    def read(self, reply: Reply) -> Completion:
+    def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_chat_response(reply.body, request_id=reply.request_id)
 
-    def reader(self, request_id: str | None) -> _ChunkStream:
+    def reader(self, request: CompletionRequest, request_id: str | None) -> _ChunkStream:
         return _ChunkStream(ChatStream(self.provider, request_id=request_id))
 
     def classify(self, error: BaseException) -> ProviderError | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply
 from sdk.providers._chat import ChatSSEStream, chat_messages, read_chat_body
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
@@ -24,15 +25,23 @@ _PATH = "/v1/chat/completions"
 
 
 def build_request(
-    request: CompletionRequest, *, model: str, schema: dict[str, Any], stream: bool = False
+    request: CompletionRequest,
+    *,
+    model: str,
+    schema: dict[str, Any] | None,
+    stream: bool = False,
 ) -> dict[str, Any]:
-    """The `/v1/chat/completions` body with `structured_outputs`."""
+    """The `/v1/chat/completions` body with `structured_outputs`: the schema, the request's
+    grammar, or nothing (free text)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": chat_messages(request),
         "max_tokens": request.max_tokens,
-        "structured_outputs": {"json": schema},
     }
+    if schema is not None:
+        body["structured_outputs"] = {"json": schema}
+    elif request.grammar is not None:
+        body.update(vllm_structured_outputs(request.grammar))
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     body.update(request.options)
@@ -49,7 +58,9 @@ class VLLMCodec(Codec):
 
     provider = "vllm"
 
-    def __init__(self, model: str, wire: Callable[[CompletionRequest], dict[str, Any]]) -> None:
+    def __init__(
+        self, model: str, wire: Callable[[CompletionRequest], dict[str, Any] | None]
+    ) -> None:
         self.model = model
         self._wire = wire
 
@@ -57,10 +68,10 @@ class VLLMCodec(Codec):
         body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
         return Exchange(_PATH, body, stream)
 
-    def read(self, reply: Reply) -> Completion:
+    def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_chat_body(reply.body, request_id=reply.request_id)
 
-    def reader(self, request_id: str | None) -> ChatSSEStream:
+    def reader(self, request: CompletionRequest, request_id: str | None) -> ChatSSEStream:
         return ChatSSEStream(self.provider, request_id)
 
 
@@ -85,9 +96,4 @@ class VLLMProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
-        self.codec = VLLMCodec(model, self._schema)
-
-    def _schema(self, request: CompletionRequest) -> dict[str, Any]:
-        wire = self.wire_schema(request.contract)
-        assert wire is not None  # vLLM always has its dialect
-        return wire.schema
+        self.codec = VLLMCodec(model, self.request_schema)

@@ -1,0 +1,309 @@
+"""Grammar contracts through the clients and the providers; two-phase reasoning; validation context.
+
+`client.generate(grammar, ...)` returns a `Result[str]`: stop reason first, then recognition on
+the client (a miss is `GrammarViolation`, retried with feedback), then the grammar's checks. Each
+provider sends the grammar in its own form or refuses the request before sending anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from pydantic import ValidationInfo, field_validator
+
+from contracts import Decision
+from contracts.sql import SELECT_QUERY
+from sdk import (
+    AsyncStructuredClient,
+    CheckFailed,
+    Contract,
+    Grammar,
+    GrammarViolation,
+    RetriesExhausted,
+    StructuredClient,
+    TruncatedOutput,
+)
+from sdk.errors import UnsupportedRequest
+from sdk.grammar import to_gbnf
+from sdk.providers import (
+    AnthropicProvider,
+    Completion,
+    LlamaCppProvider,
+    OllamaProvider,
+    OpenAIChatProvider,
+    OpenAIResponsesProvider,
+    TestProvider,
+    VLLMProvider,
+)
+from sdk.stop_reason import StopReason
+from tests.wire_support import (
+    DECISION,
+    OPENAI_HEADERS,
+    Wire,
+    anthropic_client,
+    fixture,
+    openai_client,
+)
+
+GOOD = 'SELECT "name" FROM "customers" WHERE "country" = \'US\';'
+DROP = 'DROP TABLE "customers";'
+
+
+# --- the client, on a scripted provider ---
+
+
+def test_generate_a_grammar_returns_the_recognized_text() -> None:
+    provider = TestProvider([GOOD])
+    result = StructuredClient(provider).generate(SELECT_QUERY, prompt="US customers?")
+    assert result.value == GOOD
+    assert result.schema.name == "SelectQuery"
+    assert result.schema.fingerprint == SELECT_QUERY.fingerprint()
+    assert provider.requests[0].grammar is SELECT_QUERY
+    assert provider.requests[0].contract is None
+
+
+def test_a_sentence_outside_the_language_is_retried_with_feedback_then_exhausts() -> None:
+    provider = TestProvider([DROP, GOOD])
+    result = StructuredClient(provider, retries=1).generate(SELECT_QUERY, prompt="x")
+    assert result.value == GOOD
+    first_error = result.attempts[0].error
+    assert isinstance(first_error, GrammarViolation)
+    assert first_error.position == 0
+    feedback = provider.requests[1].messages[-1].content
+    assert "not a valid SelectQuery sentence" in feedback
+    assert provider.requests[1].messages[-2].content == DROP  # the reply, as the assistant said it
+
+    with pytest.raises(RetriesExhausted) as info:
+        StructuredClient(TestProvider([DROP], repeat=True), retries=1).generate(
+            SELECT_QUERY, prompt="x"
+        )
+    assert isinstance(info.value.last_error, GrammarViolation)
+    assert len(info.value.attempts) == 2
+
+
+def test_the_stop_reason_decides_before_recognition() -> None:
+    cut = Completion(text=GOOD, stop_reason=StopReason.MAX_TOKENS, raw_stop_reason="max_tokens")
+    with pytest.raises(TruncatedOutput) as info:
+        StructuredClient(TestProvider([cut])).generate(SELECT_QUERY, prompt="x")
+    assert info.value.text == GOOD  # it recognizes, and is still not success
+    assert len(info.value.attempts) == 1
+
+
+def _not_the_secret_table(text: str, context: Any) -> None:
+    if text.endswith("secrets"):
+        raise ValueError(f"reads the secrets table (asked by {context['who']})")
+
+
+PICK = Grammar(
+    "Pick", lark='start: "SELECT " NAME\nNAME: /[a-z]+/', checks=(_not_the_secret_table,)
+)
+
+
+def test_the_grammars_checks_run_after_recognition_with_the_context() -> None:
+    client = StructuredClient(TestProvider(["SELECT secrets"], repeat=True), retries=0)
+    with pytest.raises(CheckFailed, match="reads the secrets table") as info:
+        client.generate(PICK, prompt="x", context={"who": "ops"})
+    assert "asked by ops" in str(info.value)
+    assert info.value.text == "SELECT secrets"
+    ok = StructuredClient(TestProvider(["SELECT users"])).generate(PICK, prompt="x", context={})
+    assert ok.value == "SELECT users"
+
+
+def test_streaming_a_grammar_yields_the_growing_text_then_the_result() -> None:
+    client = StructuredClient(TestProvider([GOOD], chunk_size=7))
+    items = list(client.stream(SELECT_QUERY, prompt="x"))
+    texts, result = items[:-1], items[-1]
+    assert texts and all(isinstance(text, str) for text in texts)
+    assert texts[-1] == GOOD and GOOD.startswith(str(texts[0]))
+    assert result.value == GOOD  # type: ignore[union-attr]
+
+
+def test_the_async_client_generates_a_grammar() -> None:
+    async def main() -> str:
+        client = AsyncStructuredClient(TestProvider([GOOD]))
+        return (await client.generate(SELECT_QUERY, prompt="x")).value
+
+    assert asyncio.run(main()) == GOOD
+
+
+# --- providers: the grammar's wire form, or a typed refusal before sending ---
+
+
+def test_openai_responses_sends_a_forced_custom_tool_and_reads_its_input() -> None:
+    wire = Wire(httpx2.Response(200, content=fixture("openai_responses_custom_tool_call.json"),
+                                headers=OPENAI_HEADERS))  # fmt: skip
+    provider = OpenAIResponsesProvider(openai_client(wire), model="gpt-5.1-mini")
+    result = StructuredClient(provider).generate(SELECT_QUERY, prompt="US customers by name?")
+    body = wire.body
+    assert body["tools"][0]["type"] == "custom"
+    assert body["tools"][0]["name"] == "SelectQuery_v1"
+    assert body["tools"][0]["format"] == {
+        "type": "grammar",
+        "syntax": "lark",
+        "definition": SELECT_QUERY.lark,
+    }
+    assert body["tool_choice"] == {"type": "custom", "name": "SelectQuery_v1"}
+    assert "text" not in body  # no JSON format beside the grammar
+    assert result.value.startswith('SELECT "name", "country" FROM "customers"')
+    assert result.provider == "openai_responses"
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai_chat", "ollama", "llamacpp_openai"])
+def test_a_provider_without_a_grammar_surface_refuses_before_sending(kind: str) -> None:
+    wire = Wire(httpx2.Response(500))
+    seen: list[httpx.Request] = []
+    local = httpx.Client(
+        transport=httpx.MockTransport(lambda r: seen.append(r) or httpx.Response(500))
+    )
+    provider: Any = {
+        "anthropic": lambda: AnthropicProvider(anthropic_client(wire), model="claude-4"),
+        "openai_chat": lambda: OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini"),
+        "ollama": lambda: OllamaProvider("http://o.test", model="m", http_client=local),
+        "llamacpp_openai": lambda: LlamaCppProvider("http://l.test", mode="openai",
+                                                    http_client=local),
+    }[kind]()  # fmt: skip
+    with pytest.raises(UnsupportedRequest) as info:
+        StructuredClient(provider).generate(SELECT_QUERY, prompt="x")
+    assert "grammar" in str(info.value)
+    assert info.value.supported  # it names what it does support
+    assert wire.requests == [] and seen == []
+
+
+def _chat_body(content: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 9},
+    }  # fmt: skip
+
+
+def test_vllm_sends_the_grammar_in_structured_outputs() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json=_chat_body(GOOD))
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    provider = VLLMProvider("http://v.test", model="m", http_client=client)
+    result = StructuredClient(provider).generate(SELECT_QUERY, prompt="x")
+    assert result.value == GOOD
+    outputs = bodies[0]["structured_outputs"]
+    assert set(outputs) == {"grammar"} and outputs["grammar"] == to_gbnf(SELECT_QUERY)
+
+
+def test_llamacpp_native_sends_the_gbnf_of_the_grammar() -> None:
+    bodies: dict[str, dict[str, Any]] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies[request.url.path] = json.loads(request.content)
+        if request.url.path == "/apply-template":
+            return httpx.Response(200, json={"prompt": "<|im_start|>user\nx<|im_end|>\n"})
+        return httpx.Response(200, json={"content": GOOD, "stop": True, "stop_type": "eos"})
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    provider = LlamaCppProvider("http://l.test", http_client=client)  # json_schema mode
+    result = StructuredClient(provider).generate(SELECT_QUERY, prompt="x")
+    assert result.value == GOOD
+    assert bodies["/completion"]["grammar"] == to_gbnf(SELECT_QUERY)
+    assert "json_schema" not in bodies["/completion"]
+
+
+# --- two-phase reasoning ---
+
+WORKING = "The claim is $4,180 and the limit is $5,000; 4,180 < 5,000, so it is within policy."
+
+
+def test_two_phase_asks_for_free_working_then_the_contract_and_keeps_both() -> None:
+    provider = TestProvider([WORKING, DECISION])
+    result = StructuredClient(provider).generate(
+        Decision, prompt="Approve INV-7781?", reasoning="two_phase"
+    )
+    first, second = provider.requests
+    assert first.contract is None and first.grammar is None  # free text: no schema sent
+    assert second.contract is Decision
+    assert any(m.role == "assistant" and m.content == WORKING for m in second.messages)
+    assert result.reasoning == WORKING
+    assert result.value.answer == "approve"
+    assert len(result.attempts) == 2
+    assert result.usage == result.attempts[0].usage + result.attempts[1].usage
+
+
+def test_two_phase_working_cut_by_the_limit_is_truncated_output() -> None:
+    cut = Completion(text="The claim is", stop_reason=StopReason.MAX_TOKENS,
+                     raw_stop_reason="max_tokens")  # fmt: skip
+    with pytest.raises(TruncatedOutput) as info:
+        StructuredClient(TestProvider([cut])).generate(
+            Decision, prompt="x", reasoning="two_phase"
+        )
+    assert info.value.text == "The claim is"
+
+
+def test_an_unknown_reasoning_mode_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="reasoning"):
+        StructuredClient(TestProvider([DECISION])).generate(
+            Decision,
+            prompt="x",
+            reasoning="deep",  # type: ignore[call-overload]
+        )
+
+
+def test_two_phase_free_text_reaches_hosted_providers_without_a_schema() -> None:
+    wire = Wire(
+        httpx2.Response(200, content=json.dumps({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": [{"type": "text", "text": WORKING}], "stop_reason": "end_turn",
+            "stop_sequence": None, "usage": {"input_tokens": 20, "output_tokens": 30}}).encode(),
+            headers={"content-type": "application/json"}),
+        httpx2.Response(200, content=json.dumps({
+            "id": "msg_2", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": [{"type": "text", "text": json.dumps(DECISION)}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 60, "output_tokens": 40}}).encode(),
+            headers={"content-type": "application/json"}),
+    )  # fmt: skip
+    provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+    result = StructuredClient(provider).generate(Decision, prompt="x", reasoning="two_phase")
+    first, second = wire.bodies()
+    assert "output_config" not in first
+    assert second["output_config"]["format"]["type"] == "json_schema"
+    assert result.reasoning == WORKING
+    assert result.usage.input_tokens == 80 and result.usage.output_tokens == 70
+
+
+# --- validation context ---
+
+
+class Limited(Contract):
+    """An amount under a limit the caller knows."""
+
+    amount: int
+
+    @field_validator("amount")
+    @classmethod
+    def _under_limit(cls, value: int, info: ValidationInfo) -> int:
+        context = info.context or {}
+        if value > context.get("limit", 10**9):
+            raise ValueError(f"{value} is over the limit {context['limit']}")
+        assert "source" in context  # merged with the source
+        return value
+
+
+def test_the_callers_context_reaches_the_validators_merged_with_the_source() -> None:
+    ok = StructuredClient(TestProvider([{"amount": 5}])).generate(
+        Limited, prompt="x", context={"limit": 10}
+    )
+    assert ok.value.amount == 5
+    with pytest.raises(RetriesExhausted) as info:
+        StructuredClient(TestProvider([{"amount": 50}], repeat=True), retries=1).generate(
+            Limited, prompt="x", source="doc", context={"limit": 10}
+        )
+    assert "over the limit 10" in str(info.value.last_error)
