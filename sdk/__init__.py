@@ -4,6 +4,7 @@ Declare a `Contract`, ask a provider for it through `StructuredClient`, and get 
 you can trust to the degree machines can check, or a typed error that says what went wrong.
 """
 
+from sdk._content import PDF, Image, Text
 from sdk._result import Attempt, Result, Usage
 from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
 from sdk.contract import Contract, SourceQuote, WireEnum, WireNameError
@@ -26,6 +27,7 @@ from sdk.errors import (
     TruncatedOutput,
     UnexpectedStop,
     UnfinishedOutput,
+    UnsupportedRequest,
     Violation,
 )
 from sdk.grammar import Grammar, parse_grammar
@@ -37,6 +39,7 @@ from sdk.stop_reason import StopReason
 __version__ = "0.1.0"
 
 __all__ = [
+    "PDF",
     "AsyncStructuredClient",
     "Attempt",
     "Backoff",
@@ -49,6 +52,7 @@ __all__ = [
     "Grammar",
     "GrammarStuck",
     "GrammarViolation",
+    "Image",
     "InvalidJSON",
     "InvalidOutput",
     "MaxTokensRamp",
@@ -68,10 +72,12 @@ __all__ = [
     "StopReason",
     "StructuredClient",
     "StructuredOutputError",
+    "Text",
     "TokenStep",
     "TruncatedOutput",
     "UnexpectedStop",
     "UnfinishedOutput",
+    "UnsupportedRequest",
     "Usage",
     "Violation",
     "WireEnum",

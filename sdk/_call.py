@@ -46,6 +46,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import tenacity
 
+from sdk._content import Part, Text, parts_of
 from sdk._result import Attempt, Result, Usage
 from sdk.contract import Contract
 from sdk.errors import (
@@ -74,6 +75,7 @@ __all__ = [
     "Call",
     "MaxTokensRamp",
     "MessageLike",
+    "PromptLike",
     "Reasoning",
     "RetrySettings",
     "conversation",
@@ -84,8 +86,12 @@ logger = logging.getLogger("sdk.client")
 
 T = TypeVar("T")
 
-MessageLike = Message | Mapping[str, str]
-"""A conversation turn: a `Message`, or a mapping with `role` and `content`."""
+MessageLike = Message | Mapping[str, Any]
+"""A conversation turn: a `Message`, or a mapping with `role` and `content` (a string, or a
+list of strings and parts: `sdk.Image`, `sdk.PDF`)."""
+
+PromptLike = str | Sequence[str | Part]
+"""A prompt: text, or text and parts (`["What is the total?", PDF.from_path(p)]`)."""
 
 Reasoning = Literal["two_phase"]
 """How the model reasons before the constrained output: `"two_phase"` is a first, unconstrained
@@ -597,7 +603,7 @@ class Call(Generic[T]):
 
 def conversation(
     output: type[Contract] | Grammar,
-    prompt: str | None,
+    prompt: PromptLike | None,
     messages: Sequence[MessageLike] | None,
     source: str | None,
 ) -> tuple[Message, ...]:
@@ -611,24 +617,32 @@ def conversation(
     if prompt is None and source is None:
         raise ValueError("pass a prompt, messages, or a source document")
     name = output.name if isinstance(output, Grammar) else output.__name__
-    parts = [prompt if prompt is not None else f"Fill in a {name} from this document."]
-    if source is not None:
-        parts.append(f"<document>\n{source}\n</document>")
-    return (Message("user", "\n\n".join(parts)),)
+    document = f"<document>\n{source}\n</document>" if source is not None else None
+    if prompt is None or isinstance(prompt, str):
+        texts = [prompt if prompt is not None else f"Fill in a {name} from this document."]
+        return (Message("user", "\n\n".join([*texts, *([document] if document else [])])),)
+    parts = parts_of(prompt)
+    assert not isinstance(parts, str)
+    return (Message("user", (*parts, *([Text(document)] if document else []))),)
 
 
 def _message(message: MessageLike) -> Message:
     if isinstance(message, Message):
         return message
     role, content = message.get("role"), message.get("content")
-    if isinstance(content, str):
+    if role in ("user", "assistant") and content is not None:
+        try:
+            parts = parts_of(content)
+        except TypeError as error:
+            raise ValueError(str(error)) from None
         if role == "user":
-            return Message("user", content)
-        if role == "assistant":
-            return Message("assistant", content)
+            return Message("user", parts)
+        if not isinstance(parts, str) and not all(isinstance(p, Text) for p in parts):
+            raise ValueError("an assistant message holds text only")
+        return Message("assistant", parts)
     raise ValueError(
-        "a message needs role 'user' or 'assistant' and string content "
-        "(pass the system prompt as system=...)"
+        "a message needs role 'user' or 'assistant' and content (a string, or a list of "
+        "strings and parts) (pass the system prompt as system=...)"
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from sdk._content import Content, Part, Text, content_text
 from sdk._result import Usage
 from sdk.schema.canonical import SchemaInfo, schema_info, shared_schema
 from sdk.stop_reason import StopReason
@@ -31,6 +32,7 @@ __all__ = [
     "Reply",
     "StreamReader",
     "TextDelta",
+    "text_only",
     "unsupported",
     "wire_name",
 ]
@@ -41,10 +43,31 @@ _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One conversation turn."""
+    """One conversation turn: text, or parts (`sdk.Image`, `sdk.PDF`, text)."""
 
     role: Literal["user", "assistant"]
-    content: str
+    content: Content
+
+    @property
+    def text(self) -> str:
+        """The turn's text (its text parts joined; images and documents left out)."""
+        return content_text(self.content)
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """The turn's content as parts (plain text is one `Text` part)."""
+        return (Text(self.content),) if isinstance(self.content, str) else self.content
+
+
+def text_only(request: CompletionRequest, provider: str) -> None:
+    """Refuse a request whose messages carry images or documents, for a provider that takes
+    text alone (`UnsupportedRequest` naming the part, before anything is sent)."""
+    for message in request.messages:
+        for part in message.parts:
+            if not isinstance(part, Text):
+                raise unsupported(
+                    provider, f"{type(part).__name__} content parts", ["text messages"]
+                )
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sdk._content import PDF, Image, Text
 from sdk._result import Usage
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
+from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, unsupported
 from sdk.providers._errors import provider_error
 from sdk.stop_reason import StopReason
 
@@ -27,11 +28,41 @@ __all__ = [
 ]
 
 
-def chat_messages(request: CompletionRequest) -> list[dict[str, str]]:
-    """The request's conversation as chat messages, the system prompt first."""
-    messages = [{"role": "system", "content": request.system}] if request.system else []
-    messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+def chat_messages(
+    request: CompletionRequest, provider: str, *, images: bool = False, pdfs: bool = False
+) -> list[dict[str, Any]]:
+    """The request's conversation as chat messages, the system prompt first. Content parts
+    become `image_url` and `file` parts where the provider takes them (`images`, `pdfs`); any
+    other part is `UnsupportedRequest`, before anything is sent."""
+    messages: list[dict[str, Any]] = (
+        [{"role": "system", "content": request.system}] if request.system else []
+    )
+    for message in request.messages:
+        messages.append(
+            {"role": message.role, "content": _chat_content(message, provider, images, pdfs)}
+        )
     return messages
+
+
+def _chat_content(
+    message: Message, provider: str, images: bool, pdfs: bool
+) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, Text):
+            parts.append({"type": "text", "text": part.text})
+        elif isinstance(part, Image) and images:
+            parts.append({"type": "image_url", "image_url": {"url": part.data_url()}})
+        elif isinstance(part, PDF) and pdfs and part.data is not None:
+            file = {"filename": part.name, "file_data": part.data_url()}
+            parts.append({"type": "file", "file": file})
+        else:
+            takes = ["text"] + (["images"] if images else []) + (["PDF bytes"] if pdfs else [])
+            what = "a PDF URL" if isinstance(part, PDF) and pdfs else f"{type(part).__name__} parts"
+            raise unsupported(provider, what, takes)
+    return parts
 
 
 def chat_completion(

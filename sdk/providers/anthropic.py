@@ -32,6 +32,7 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
+from sdk._content import Image, Text
 from sdk._result import Usage
 from sdk.errors import ProviderError
 from sdk.providers._base import (
@@ -43,6 +44,9 @@ from sdk.providers._base import (
     TextDelta,
     unsupported,
     wire_name,
+)
+from sdk.providers._base import (
+    Message as Message_,
 )
 from sdk.providers._errors import provider_error, reply_request_id
 from sdk.providers._provider import Provider
@@ -73,7 +77,7 @@ def build_request(
     kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
-        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "messages": [{"role": m.role, "content": _content(m)} for m in request.messages],
     }
     if request.system:
         kwargs["system"] = request.system
@@ -93,6 +97,25 @@ def build_request(
         kwargs["tool_choice"] = {"type": "tool", "name": name}
     kwargs.update(options)
     return kwargs
+
+
+def _content(message: Message_) -> str | list[dict[str, Any]]:
+    """A turn's content: its text, or text, image and document blocks."""
+    if isinstance(message.content, str):
+        return message.content
+    blocks: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, Text):
+            blocks.append({"type": "text", "text": part.text})
+            continue
+        kind = "image" if isinstance(part, Image) else "document"
+        source: dict[str, Any] = (
+            {"type": "url", "url": part.url}
+            if part.url is not None
+            else {"type": "base64", "media_type": part.media_type, "data": part.base64()}
+        )
+        blocks.append({"type": kind, "source": source})
+    return blocks
 
 
 def _tool(name: str, request: CompletionRequest, wire: WireSchema) -> dict[str, Any]:

@@ -78,7 +78,7 @@ from sdk.diagnostics import (
     diagnose,
 )
 from sdk.errors import GrammarStuck, ProviderError
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
+from sdk.providers._base import Completion, CompletionRequest, TextDelta, text_only
 from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
 from sdk.providers._provider import Provider
 from sdk.schema._shape import resolve
@@ -209,10 +209,7 @@ class EmbeddedProvider(Provider):
         self.low_mass_threshold = low_mass_threshold
         self.schema_instruction = schema_instruction
         self._engine: _Engine | None = _engine(self.model_path, self.n_ctx, self.n_threads)
-        self.codec = InProcessCodec(
-            self.name,
-            lambda request: _check(_call_settings(self._settings, request.options), "options"),
-        )
+        self.codec = InProcessCodec(self.name, self._vet)
 
     def __repr__(self) -> str:
         mode = "constrained" if self._settings.constrained else "unconstrained"
@@ -341,6 +338,11 @@ class EmbeddedProvider(Provider):
                 threshold=self.low_mass_threshold,
                 cancel=cancel,
             )
+
+    def _vet(self, request: CompletionRequest) -> None:
+        """Refuse before generating: unknown options, and images or documents (text only)."""
+        _check(_call_settings(self._settings, request.options), "options")
+        text_only(request, self.name)
 
     def _instruction(self, request: CompletionRequest) -> str | None:
         if not self.schema_instruction or self.grammar is not None or request.kind != "json":
@@ -899,5 +901,5 @@ def _chat(request: CompletionRequest, instruction: str | None) -> list[dict[str,
     """The request as chat-template messages, the schema instruction in the system turn."""
     system = "\n\n".join(part for part in (request.system, instruction) if part)
     messages: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
-    messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+    messages.extend({"role": m.role, "content": m.text} for m in request.messages)
     return messages

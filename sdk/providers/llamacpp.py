@@ -80,7 +80,7 @@ Mode = Literal["json_schema", "grammar", "openai"]
 
 def build_template_request(request: CompletionRequest) -> dict[str, Any]:
     """The `/apply-template` body: the conversation as chat messages."""
-    return {"messages": chat_messages(request)}
+    return {"messages": chat_messages(request, "llamacpp")}
 
 
 def build_completion_request(
@@ -104,7 +104,8 @@ def build_chat_request(
     request: CompletionRequest, *, schema: dict[str, Any] | None = None, model: str | None = None
 ) -> dict[str, Any]:
     """The OpenAI-compatible body, with `response_format` json_schema (none for free text)."""
-    body: dict[str, Any] = {"messages": chat_messages(request), "max_tokens": request.max_tokens}
+    messages = chat_messages(request, "llamacpp")
+    body: dict[str, Any] = {"messages": messages, "max_tokens": request.max_tokens}
     if schema is not None:
         name = wire_name(request.document())
         body["response_format"] = {

@@ -13,12 +13,14 @@ from typing import Any
 
 import httpx
 
+from sdk._content import Image, Text
 from sdk._result import Usage
 from sdk.providers._base import (
     Codec,
     Completion,
     CompletionRequest,
     Exchange,
+    Message,
     Reply,
     TextDelta,
     unsupported,
@@ -51,7 +53,7 @@ def build_request(
     options: dict[str, Any] = {"num_predict": request.max_tokens}
     body: dict[str, Any] = {
         "model": model,
-        "messages": chat_messages(request),
+        "messages": _messages(request),
         "stream": stream,
         "options": options,
     }
@@ -60,6 +62,29 @@ def build_request(
     for key, value in request.options.items():
         (body if key in _TOP_LEVEL else options)[key] = value
     return body
+
+
+def _messages(request: CompletionRequest) -> list[dict[str, Any]]:
+    """Chat messages, with a turn's images in Ollama's `images` field (base64)."""
+    text_only = CompletionRequest(
+        contract=request.contract,
+        grammar=request.grammar,
+        messages=tuple(Message(m.role, m.text) for m in request.messages),
+        max_tokens=request.max_tokens,
+        system=request.system,
+    )
+    messages = chat_messages(text_only, "ollama")
+    offset = 1 if request.system else 0
+    for index, message in enumerate(request.messages):
+        images = []
+        for part in message.parts:
+            if isinstance(part, Image) and part.data is not None:
+                images.append(part.base64())
+            elif not isinstance(part, Text):
+                raise unsupported("ollama", f"{type(part).__name__} parts", ["text", "image bytes"])
+        if images:
+            messages[offset + index]["images"] = images
+    return messages
 
 
 def read_response(body: Mapping[str, Any]) -> Completion:

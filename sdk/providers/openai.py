@@ -27,6 +27,7 @@ from openai.types.responses import (
     ResponseStreamEvent,
 )
 
+from sdk._content import Image, Text
 from sdk._result import Usage
 from sdk.contract import Contract
 from sdk.errors import ProviderError
@@ -43,6 +44,7 @@ from sdk.providers._base import (
     Completion,
     CompletionRequest,
     Exchange,
+    Message,
     Reply,
     TextDelta,
     unsupported,
@@ -87,7 +89,7 @@ def build_responses_request(request: CompletionRequest, *, model: str) -> dict[s
     grammar constrains, forced by `tool_choice`), or free text."""
     kwargs: dict[str, Any] = {
         "model": model,
-        "input": [{"role": m.role, "content": m.content} for m in request.messages],
+        "input": [{"role": m.role, "content": _responses_content(m)} for m in request.messages],
         "max_output_tokens": request.max_tokens,
     }
     if request.contract is not None:
@@ -101,6 +103,25 @@ def build_responses_request(request: CompletionRequest, *, model: str) -> dict[s
         kwargs["instructions"] = request.system
     kwargs.update(request.options)
     return kwargs
+
+
+def _responses_content(message: Message) -> str | list[dict[str, Any]]:
+    """A turn's Responses input: its text, or input text, image and file parts."""
+    if isinstance(message.content, str):
+        return message.content
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, Text):
+            kind = "input_text" if message.role == "user" else "output_text"
+            parts.append({"type": kind, "text": part.text})
+        elif isinstance(part, Image):
+            parts.append({"type": "input_image", "image_url": part.data_url(), "detail": "auto"})
+        elif part.url is not None:
+            parts.append({"type": "input_file", "file_url": part.url})
+        else:
+            file = {"filename": part.name, "file_data": part.data_url()}
+            parts.append({"type": "input_file", **file})
+    return parts
 
 
 def read_responses_response(
@@ -205,7 +226,7 @@ def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, A
         raise unsupported("openai_chat", "a grammar", ["json_schema documents", "free text"])
     kwargs: dict[str, Any] = {
         "model": model,
-        "messages": chat_messages(request),
+        "messages": chat_messages(request, "openai_chat", images=True, pdfs=True),
         "max_completion_tokens": request.max_tokens,
     }
     if request.contract is not None:

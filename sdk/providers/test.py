@@ -113,7 +113,7 @@ class TestProvider(Provider):
             text = reply
         else:
             raise TypeError(f"TestProvider cannot reply with {type(reply).__name__}")
-        prompt = sum(len(m.content) for m in request.messages) + len(request.system or "")
+        prompt = sum(len(m.text) for m in request.messages) + len(request.system or "")
         return Completion(
             text=text,
             stop_reason=StopReason.END_TURN,

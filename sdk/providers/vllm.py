@@ -35,7 +35,7 @@ def build_request(
     grammar, or nothing (free text)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": chat_messages(request),
+        "messages": chat_messages(request, "vllm", images=True),
         "max_tokens": request.max_tokens,
     }
     if schema is not None:
