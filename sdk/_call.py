@@ -37,9 +37,11 @@ errors) holding them all.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -47,6 +49,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 import tenacity
 
 from sdk._content import Part, Text, parts_of
+from sdk._envelope import Envelope
 from sdk._result import Attempt, Result, Usage
 from sdk.contract import Contract
 from sdk.errors import (
@@ -62,6 +65,7 @@ from sdk.errors import (
 )
 from sdk.grammar import Grammar, parse_grammar
 from sdk.parsing import Parsed, parse
+from sdk.parsing.incremental import Partial, PartialReader
 from sdk.parsing.parser import EnumCase, check_stop
 from sdk.providers._base import Completion, CompletionRequest, Message
 from sdk.providers._errors import is_retryable, provider_error
@@ -78,6 +82,7 @@ __all__ = [
     "PromptLike",
     "Reasoning",
     "RetrySettings",
+    "Snapshots",
     "conversation",
     "feedback_message",
 ]
@@ -276,6 +281,7 @@ class Call(Generic[T]):
         self,
         output: type[Contract] | Grammar,
         messages: tuple[Message, ...],
+        envelope: Envelope | None = None,
         *,
         provider: Provider,
         settings: RetrySettings,
@@ -289,6 +295,8 @@ class Call(Generic[T]):
     ) -> None:
         if reasoning not in (None, "two_phase"):
             raise ValueError(f"reasoning must be 'two_phase' or None, not {reasoning!r}")
+        self.envelope = envelope
+        """A top-level list or union: `output` is its envelope contract, the value unwrapped."""
         self.grammar = output if isinstance(output, Grammar) else None
         self.contract = None if isinstance(output, Grammar) else output
         self.name = output.name if isinstance(output, Grammar) else output.__name__
@@ -431,6 +439,8 @@ class Call(Generic[T]):
             completion.raw_stop_reason,
             _tokens(completion.usage),
         )
+        if self.envelope is not None:
+            value = self.envelope.unwrap(cast(Contract, value))
         return Result(
             value=value,
             stop_reason=parsed.stop_reason,
@@ -482,6 +492,30 @@ class Call(Generic[T]):
                 **common,
             )
         return cast(T, parsed.value), parsed
+
+    def snapshots(self) -> Snapshots:
+        """A fresh reader of what a stream shows of the next attempt's growing output."""
+        self.partial = None
+        return Snapshots(self)
+
+    def validated_item(self, item: Any) -> Any:
+        """A streamed list item, checked as its own document (schema, contract, quotes against
+        the source); `None` if it fails (the whole list then fails at the end, with its
+        pointers)."""
+        assert self.envelope is not None and self.contract is not None
+        item_contract = self.contract.model_fields[self.envelope.field].annotation
+        contract = typing.get_args(item_contract)[0]
+        try:
+            return parse(
+                contract,
+                json.dumps(item),
+                stop_reason=StopReason.END_TURN,
+                source=self.source,
+                enum_case=self.enum_case,
+                context=self.context,
+            ).value
+        except StructuredOutputError:
+            return None
 
     def _take_working(self, completion: Completion) -> None:
         """The first call of two-phase reasoning answered: keep its working (a cut or refused
@@ -596,6 +630,65 @@ class Call(Generic[T]):
             stop_reason=error.stop_reason,
             raw_stop_reason=error.raw_stop_reason,
         )
+
+
+# --- what a stream shows ---
+
+
+class Snapshots:
+    """What a stream shows of one attempt's growing output, chunk by chunk.
+
+    - a contract: `Partial` snapshots (never validated), going quiet instead of raising when
+      the text is not JSON: a refusal streams prose and a cut document ends early, and the stop
+      reason, which arrives last, decides what that means;
+    - a top-level `list[Item]`: each item, validated, as soon as it is complete (in linear
+      time: the reader keeps its state between chunks);
+    - a grammar: the text so far;
+    - the working of two-phase reasoning: nothing.
+    """
+
+    def __init__(self, call: Call[Any]) -> None:
+        self._call = call
+        self._reader: PartialReader[Any] | None = None
+        self._text: list[str] | None = None
+        self._next_item = 0
+        if call.working:
+            return
+        if call.grammar is not None:
+            self._text = []
+        elif call.contract is not None:
+            self._reader = PartialReader(call.contract)
+
+    def feed(self, text: str) -> list[Any]:
+        """Read a chunk; what it shows (none, one snapshot, or several completed items)."""
+        if self._text is not None:
+            self._text.append(text)
+            return ["".join(self._text)]
+        if self._reader is None:
+            return []
+        try:
+            partial = self._reader.feed(text)
+        except InvalidOutput:
+            self._reader = None
+            return []
+        if partial is None:
+            return []
+        self._call.partial = partial
+        envelope = self._call.envelope
+        if envelope is None:
+            return [partial]
+        if not envelope.is_list:
+            return []  # a union's value is shown once it is whole: in the Result
+        return self._items(partial, envelope.field)
+
+    def _items(self, partial: Partial[Any], field: str) -> list[Any]:
+        shown = []
+        while partial.is_complete(f"/{field}/{self._next_item}"):
+            item = self._call.validated_item(partial.get(f"/{field}/{self._next_item}"))
+            self._next_item += 1
+            if item is not None:
+                shown.append(item)
+        return shown
 
 
 # --- building the conversation ---

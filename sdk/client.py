@@ -32,11 +32,12 @@ from sdk._call import (
     conversation,
     feedback_message,
 )
+from sdk._envelope import envelope_of
 from sdk._result import Result
 from sdk.contract import Contract, require_contract
-from sdk.errors import InvalidOutput, ProviderError
+from sdk.errors import ProviderError
 from sdk.grammar import Grammar
-from sdk.parsing.incremental import Partial, PartialReader
+from sdk.parsing.incremental import Partial
 from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion
 from sdk.providers._provider import Provider
@@ -108,7 +109,10 @@ class _BaseClient:
         options: dict[str, Any],
         where: str,
     ) -> Call[Any]:
-        if not isinstance(output, Grammar):
+        envelope = None if isinstance(output, Grammar) else envelope_of(output)
+        if envelope is not None:
+            output = envelope.contract
+        elif not isinstance(output, Grammar):
             require_contract(output, where)
         settings = self.settings
         if deadline is not None:
@@ -116,6 +120,7 @@ class _BaseClient:
         return Call(
             output,
             conversation(output, prompt, messages, source),
+            envelope,
             provider=self.provider,
             settings=settings,
             enum_case=self.enum_case,
@@ -215,9 +220,10 @@ class StructuredClient(_BaseClient):
         **provider_options: Any,
     ) -> Result[str]: ...
 
+    @overload
     def generate(
         self,
-        contract: type[C] | Grammar,
+        contract: type[list[C]],
         *,
         prompt: PromptLike | None = None,
         messages: Sequence[MessageLike] | None = None,
@@ -228,7 +234,38 @@ class StructuredClient(_BaseClient):
         context: Mapping[str, Any] | None = None,
         reasoning: Reasoning | None = None,
         **provider_options: Any,
-    ) -> Result[C] | Result[str]:
+    ) -> Result[list[C]]: ...
+
+    @overload
+    def generate(
+        self,
+        contract: Any,
+        *,
+        prompt: PromptLike | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Result[Any]: ...
+
+    def generate(
+        self,
+        contract: Any,
+        *,
+        prompt: PromptLike | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Result[Any]:
         """A `contract` value from the provider, or a typed error.
 
         Pass a `prompt` (and optionally a `source` document, which is added to the prompt and
@@ -292,9 +329,10 @@ class StructuredClient(_BaseClient):
         **provider_options: Any,
     ) -> Iterator[str | Result[str]]: ...
 
+    @overload
     def stream(
         self,
-        contract: type[C] | Grammar,
+        contract: type[list[C]],
         *,
         prompt: PromptLike | None = None,
         messages: Sequence[MessageLike] | None = None,
@@ -305,7 +343,38 @@ class StructuredClient(_BaseClient):
         context: Mapping[str, Any] | None = None,
         reasoning: Reasoning | None = None,
         **provider_options: Any,
-    ) -> Iterator[Partial[C] | str | Result[C] | Result[str]]:
+    ) -> Iterator[C | Result[list[C]]]: ...
+
+    @overload
+    def stream(
+        self,
+        contract: Any,
+        *,
+        prompt: PromptLike | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Iterator[Any]: ...
+
+    def stream(
+        self,
+        contract: Any,
+        *,
+        prompt: PromptLike | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Iterator[Any]:
         """Like `generate`, streaming: `Partial` snapshots as the document arrives, then the
         `Result` (last). Snapshots are never validated; only the `Result` passed every check.
         After a retry, the snapshots start again from the new attempt's first character.
@@ -325,7 +394,7 @@ class StructuredClient(_BaseClient):
         )
         while True:
             request = call.request()
-            reader = _Reader(contract, quiet=call.working)
+            snapshots = call.snapshots()
             completion: Completion | None = None
             items = self.provider.stream(request, deadline=call.send_deadline())
             try:
@@ -334,10 +403,7 @@ class StructuredClient(_BaseClient):
                         if isinstance(item, Completion):
                             completion = item
                             break
-                        snapshot = reader.feed(item.text)
-                        if snapshot is not None:
-                            call.partial = snapshot
-                            yield snapshot
+                        yield from snapshots.feed(item.text)
             except ProviderError as error:
                 error.partial = error.partial if error.partial is not None else call.partial
                 self._sleep(call.on_transport_error(error))
@@ -452,9 +518,10 @@ class AsyncStructuredClient(_BaseClient):
         **provider_options: Any,
     ) -> Result[str]: ...
 
+    @overload
     async def generate(
         self,
-        contract: type[C] | Grammar,
+        contract: type[list[C]],
         *,
         prompt: PromptLike | None = None,
         messages: Sequence[MessageLike] | None = None,
@@ -465,7 +532,38 @@ class AsyncStructuredClient(_BaseClient):
         context: Mapping[str, Any] | None = None,
         reasoning: Reasoning | None = None,
         **provider_options: Any,
-    ) -> Result[C] | Result[str]:
+    ) -> Result[list[C]]: ...
+
+    @overload
+    async def generate(
+        self,
+        contract: Any,
+        *,
+        prompt: PromptLike | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Result[Any]: ...
+
+    async def generate(
+        self,
+        contract: Any,
+        *,
+        prompt: PromptLike | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> Result[Any]:
         """A `contract` value from the provider, or a typed error (see `StructuredClient`)."""
         call = self._call(
             contract,
@@ -526,9 +624,10 @@ class AsyncStructuredClient(_BaseClient):
         **provider_options: Any,
     ) -> AsyncIterator[str | Result[str]]: ...
 
-    async def stream(
+    @overload
+    def stream(
         self,
-        contract: type[C] | Grammar,
+        contract: type[list[C]],
         *,
         prompt: PromptLike | None = None,
         messages: Sequence[MessageLike] | None = None,
@@ -539,7 +638,38 @@ class AsyncStructuredClient(_BaseClient):
         context: Mapping[str, Any] | None = None,
         reasoning: Reasoning | None = None,
         **provider_options: Any,
-    ) -> AsyncIterator[Partial[C] | str | Result[C] | Result[str]]:
+    ) -> AsyncIterator[C | Result[list[C]]]: ...
+
+    @overload
+    def stream(
+        self,
+        contract: Any,
+        *,
+        prompt: PromptLike | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> AsyncIterator[Any]: ...
+
+    async def stream(
+        self,
+        contract: Any,
+        *,
+        prompt: PromptLike | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        reasoning: Reasoning | None = None,
+        **provider_options: Any,
+    ) -> AsyncIterator[Any]:
         """`Partial` snapshots as the document arrives, then the `Result` (see
         `StructuredClient.stream`)."""
         call = self._call(
@@ -557,7 +687,7 @@ class AsyncStructuredClient(_BaseClient):
         )
         while True:
             request = call.request()
-            reader = _Reader(contract, quiet=call.working)
+            snapshots = call.snapshots()
             completion: Completion | None = None
             try:
                 async with self._slot():
@@ -567,10 +697,8 @@ class AsyncStructuredClient(_BaseClient):
                             if isinstance(item, Completion):
                                 completion = item
                                 break
-                            snapshot = reader.feed(item.text)
-                            if snapshot is not None:
-                                call.partial = snapshot
-                                yield snapshot
+                            for shown in snapshots.feed(item.text):
+                                yield shown
             except ProviderError as error:
                 error.partial = error.partial if error.partial is not None else call.partial
                 await self._sleep(call.on_transport_error(error))
@@ -580,35 +708,3 @@ class AsyncStructuredClient(_BaseClient):
             if result is not None:
                 yield result
                 return
-
-
-class _Reader:
-    """Snapshots of the growing output: a `PartialReader`'s for a contract (going quiet instead
-    of raising when the text is not JSON), the text so far for a grammar, none while `quiet`
-    (the working of two-phase reasoning).
-
-    A refusal streams prose, and a cut document ends early: the stop reason, which arrives last,
-    decides what that means, so a snapshot failure mid-stream must not end the stream.
-    """
-
-    def __init__(self, output: type[Contract] | Grammar, *, quiet: bool = False) -> None:
-        self._reader: PartialReader[Any] | None = None
-        self._text: list[str] | None = None
-        if quiet:
-            return
-        if isinstance(output, Grammar):
-            self._text = []
-        else:
-            self._reader = PartialReader(output)
-
-    def feed(self, text: str) -> Partial[Any] | str | None:
-        if self._text is not None:
-            self._text.append(text)
-            return "".join(self._text)
-        if self._reader is None:
-            return None
-        try:
-            return self._reader.feed(text)
-        except InvalidOutput:
-            self._reader = None
-            return None

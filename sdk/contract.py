@@ -247,13 +247,15 @@ def require_contract(obj: object, where: str) -> type[Contract]:
     origin = typing.get_origin(obj)
     if origin in (list, tuple, set, frozenset) or obj in (list, tuple):
         problem = (
-            f"not {_spelled(obj)}: top-level lists are not supported yet; wrap the list in a "
-            "Contract field (items: list[Item])"
+            f"not {_spelled(obj)}: top-level lists go through client.generate(list[Item]) "
+            "(an envelope contract on the wire); to parse one yourself, wrap it in a Contract "
+            "field (items: list[Item])"
         )
     elif origin in (typing.Union, types.UnionType):
         problem = (
-            f"not {_spelled(obj)}: top-level unions are not supported yet; wrap the union in a "
-            "Contract field (answer: A | B)"
+            f"not {_spelled(obj)}: top-level unions go through client.generate(A | B) (an "
+            "envelope contract on the wire); to parse one yourself, wrap it in a Contract field "
+            "(answer: A | B)"
         )
     elif obj is Contract:
         problem = "not Contract itself: declare a subclass with your fields"

@@ -322,8 +322,8 @@ class PlainModel(BaseModel):
 @pytest.mark.parametrize(
     ("argument", "says"),
     [
-        (list[Claim], "top-level lists are not supported yet"),
-        (Claim | Other, "top-level unions are not supported yet"),
+        (list[Claim], "top-level lists go through client.generate(list[Item])"),
+        (Claim | Other, "top-level unions go through client.generate(A | B)"),
         (PlainModel, "plain pydantic BaseModel"),
         (Other(name="x"), "pass the class itself"),
         (dict, "not dict"),
@@ -370,9 +370,10 @@ def test_the_client_rejects_what_is_not_a_contract_at_the_call(call: str) -> Non
     from tests.wire_support import anthropic_reply
 
     client = _anthropic(anthropic_reply(text=json.dumps(GOOD)))
-    with pytest.raises(TypeError, match=f"{call}\\(\\) takes a Contract subclass"):
-        result = getattr(client, call)(list[Claim], prompt="Claims?")
-        list(result) if call == "stream" else None
+    for wrong in (PlainModel, list[int], dict, Claim | int):
+        with pytest.raises(TypeError, match=f"{call}\\(\\) takes a Contract subclass"):
+            result = getattr(client, call)(wrong, prompt="Claims?")
+            list(result) if call == "stream" else None
 
 
 @pytest.mark.parametrize("fixture", ["anthropic_refusal.json", "anthropic_max_tokens.json"])

@@ -1,4 +1,4 @@
-"""Grammar contracts through the clients and the providers; two-phase reasoning; validation context.
+"""Output kinds through the clients: grammars, top-level lists and unions; two-phase reasoning; context.
 
 `client.generate(grammar, ...)` returns a `Result[str]`: stop reason first, then recognition on
 the client (a miss is `GrammarViolation`, retried with feedback), then the grammar's checks. Each
@@ -307,3 +307,59 @@ def test_the_callers_context_reaches_the_validators_merged_with_the_source() -> 
             Limited, prompt="x", source="doc", context={"limit": 10}
         )
     assert "over the limit 10" in str(info.value.last_error)
+
+
+# --- top-level lists and unions ---
+
+
+class Item(Contract):
+    """One line of an order."""
+
+    sku: str
+    qty: int
+
+
+class Refund(Contract):
+    """A refund."""
+
+    amount: int
+
+
+def test_a_list_of_contracts_is_generated_in_an_envelope_and_unwrapped() -> None:
+    provider = TestProvider([{"items": [{"sku": "A1", "qty": 2}, {"sku": "B2", "qty": 1}]}])
+    result = StructuredClient(provider).generate(list[Item], prompt="Lines?")
+    assert [item.sku for item in result.value] == ["A1", "B2"]
+    assert all(isinstance(item, Item) for item in result.value)
+    assert result.schema.name == "ItemList"
+    assert provider.requests[0].contract is not None
+    assert provider.requests[0].contract.__name__ == "ItemList"
+    assert list(provider.requests[0].schema["properties"]) == ["items"]
+
+
+def test_a_union_of_contracts_is_unwrapped_to_the_member_that_fits() -> None:
+    client = StructuredClient(TestProvider([{"value": {"amount": 30}}, {"value": DECISION}]))
+    refund = client.generate(Refund | Decision, prompt="x")
+    decision = client.generate(Refund | Decision, prompt="x")
+    assert isinstance(refund.value, Refund) and refund.value.amount == 30
+    assert isinstance(decision.value, Decision)
+    assert refund.schema.name == "RefundOrDecision"
+
+
+def test_streaming_a_list_yields_each_item_validated_as_it_completes() -> None:
+    lines = {"items": [{"sku": f"S{i}", "qty": i} for i in range(1, 6)]}
+    provider = TestProvider([lines], chunk_size=5)
+    shown = list(StructuredClient(provider).stream(list[Item], prompt="x"))
+    items, result = shown[:-1], shown[-1]
+    assert [item.sku for item in items] == ["S1", "S2", "S3", "S4", "S5"]
+    assert all(isinstance(item, Item) for item in items)
+    assert [item.sku for item in result.value] == ["S1", "S2", "S3", "S4", "S5"]
+
+
+def test_a_streamed_item_that_fails_its_contract_is_not_shown() -> None:
+    lines = {"items": [{"sku": "ok", "qty": 1}, {"sku": "bad", "qty": "many"},
+                       {"sku": "fine", "qty": 3}]}  # fmt: skip
+    provider = TestProvider([lines, {"items": [{"sku": "ok", "qty": 1}]}], chunk_size=4)
+    shown = list(StructuredClient(provider, retries=1).stream(list[Item], prompt="x"))
+    skus = [item.sku for item in shown[:-1]]
+    assert "bad" not in skus and skus[:2] == ["ok", "fine"]  # first attempt's valid items
+    assert [item.sku for item in shown[-1].value] == ["ok"]  # the retried attempt decided
