@@ -64,6 +64,7 @@ from sdk.errors import (
     Violation,
 )
 from sdk.grammar import Grammar, parse_grammar
+from sdk.hooks import CallInfo, Hooks, run_hooks
 from sdk.parsing import Parsed, parse
 from sdk.parsing.incremental import Partial, PartialReader
 from sdk.parsing.parser import EnumCase, check_stop
@@ -292,6 +293,8 @@ class Call(Generic[T]):
         options: dict[str, Any],
         context: Mapping[str, Any] | None = None,
         reasoning: Reasoning | None = None,
+        hooks: Sequence[Hooks] = (),
+        streaming: bool = False,
     ) -> None:
         if reasoning not in (None, "two_phase"):
             raise ValueError(f"reasoning must be 'two_phase' or None, not {reasoning!r}")
@@ -323,6 +326,9 @@ class Call(Generic[T]):
         self._deadline = (
             time.monotonic() + settings.deadline if settings.deadline is not None else None
         )
+        self.hooks = tuple(hooks)
+        self.info = CallInfo(provider.name, provider.model, self.schema, streaming)
+        run_hooks(self.hooks, "on_call", self.info)
 
     @property
     def usage(self) -> Usage:
@@ -348,21 +354,24 @@ class Call(Generic[T]):
             len(self.messages) + len(self._feedback),
         )
         if self._reasoning_pending:
-            return CompletionRequest(
+            request = CompletionRequest(
                 contract=None,
                 messages=(*self.messages, Message("user", _WORK_IT_THROUGH)),
                 max_tokens=self.max_tokens,
                 system=self.system,
                 options=self.options,
             )
-        return CompletionRequest(
-            contract=self.contract,
-            grammar=self.grammar,
-            messages=self.messages + self._feedback,
-            max_tokens=self.max_tokens,
-            system=self.system,
-            options=self.options,
-        )
+        else:
+            request = CompletionRequest(
+                contract=self.contract,
+                grammar=self.grammar,
+                messages=self.messages + self._feedback,
+                max_tokens=self.max_tokens,
+                system=self.system,
+                options=self.options,
+            )
+        run_hooks(self.hooks, "before_request", self.info, request, len(self.attempts) + 1)
+        return request
 
     def send_deadline(self) -> float | None:
         """The `time.monotonic()` instant the next request must be answered by, if any."""
@@ -385,6 +394,7 @@ class Call(Generic[T]):
             )
         )
         logger.debug("attempt %d: %s", len(self.attempts), error)
+        run_hooks(self.hooks, "on_error", self.info, error, len(self.attempts))
         if self._transport is None:
             self._transport = _TransportRetries(self.settings.backoff, self._transient)
         delay = self._transport.delay(error)
@@ -407,6 +417,7 @@ class Call(Generic[T]):
         self._transport = None  # the next request is a new one: its transport retries start over
         text = completion.text
         number = len(self.attempts) + 1
+        run_hooks(self.hooks, "after_reply", self.info, completion, number)
         try:
             if self._reasoning_pending:
                 self._take_working(completion)
@@ -426,6 +437,7 @@ class Call(Generic[T]):
                 _tokens(completion.usage),
                 type(error).__name__,
             )
+            run_hooks(self.hooks, "on_error", self.info, error, number)
             if self._retry(error):
                 return None
             final = self._final(error)
@@ -441,7 +453,7 @@ class Call(Generic[T]):
         )
         if self.envelope is not None:
             value = self.envelope.unwrap(cast(Contract, value))
-        return Result(
+        result: Result[T] = Result(
             value=value,
             stop_reason=parsed.stop_reason,
             text=parsed.text,
@@ -457,6 +469,8 @@ class Call(Generic[T]):
             diagnostics=completion.diagnostics,
             reasoning=self.reasoning,
         )
+        run_hooks(self.hooks, "on_result", self.info, result)
+        return result
 
     @property
     def schema(self) -> SchemaInfo:
@@ -593,6 +607,7 @@ class Call(Generic[T]):
         final = self._give_up(error)
         final.attempts = list(self.attempts)
         final.usage = self.usage
+        run_hooks(self.hooks, "on_failure", self.info, final)
         return final
 
     def _give_up(self, error: StructuredOutputError) -> StructuredOutputError:

@@ -37,6 +37,7 @@ from sdk._result import Result
 from sdk.contract import Contract, require_contract
 from sdk.errors import ProviderError
 from sdk.grammar import Grammar
+from sdk.hooks import Hooks
 from sdk.parsing.incremental import Partial
 from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion
@@ -69,6 +70,7 @@ class _BaseClient:
         token_budget: int | None,
         deadline: float | None,
         attempt_deadline: float | None,
+        hooks: Sequence[Hooks],
     ) -> None:
         if enum_case not in ("normalize", "reject"):
             raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
@@ -77,6 +79,7 @@ class _BaseClient:
         self.provider = provider
         self.enum_case: EnumCase = enum_case
         self.max_tokens = max_tokens
+        self.hooks: tuple[Hooks, ...] = tuple(hooks)
         self.settings = RetrySettings(
             retries=retries,
             truncation=truncation,
@@ -130,6 +133,8 @@ class _BaseClient:
             options=options,
             context=context,
             reasoning=reasoning,
+            hooks=self.hooks,
+            streaming=where == "stream()",
         )
 
 
@@ -146,7 +151,9 @@ class StructuredClient(_BaseClient):
     `token_budget`: no retry starts that would take the tokens spent past it. `deadline`:
     seconds a whole call may take, retries and waits included; `attempt_deadline`: seconds one
     request may take (both raise `ProviderError` when passed, with the attempts kept).
-    `sleep`: how backoff waits (tests pass a recorder).
+    `hooks`: `sdk.hooks.Hooks` told of every call, attempt, reply, error and result (for
+    telemetry: `sdk.telemetry.OpenTelemetryHooks`). `sleep`: how backoff waits (tests pass a
+    recorder).
     """
 
     def __init__(
@@ -162,6 +169,7 @@ class StructuredClient(_BaseClient):
         token_budget: int | None = None,
         deadline: float | None = None,
         attempt_deadline: float | None = None,
+        hooks: Sequence[Hooks] = (),
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(
@@ -175,6 +183,7 @@ class StructuredClient(_BaseClient):
             token_budget=token_budget,
             deadline=deadline,
             attempt_deadline=attempt_deadline,
+            hooks=hooks,
         )
         self._sleep = sleep
 
@@ -438,6 +447,7 @@ class AsyncStructuredClient(_BaseClient):
         token_budget: int | None = None,
         deadline: float | None = None,
         attempt_deadline: float | None = None,
+        hooks: Sequence[Hooks] = (),
         max_concurrency: int | None = 64,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -452,6 +462,7 @@ class AsyncStructuredClient(_BaseClient):
             token_budget=token_budget,
             deadline=deadline,
             attempt_deadline=attempt_deadline,
+            hooks=hooks,
         )
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1 (or None for no limit)")

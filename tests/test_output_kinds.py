@@ -1,4 +1,4 @@
-"""Output kinds through the clients: grammars, top-level lists and unions; two-phase reasoning; context.
+"""Output kinds through the clients: grammars, lists and unions; two-phase reasoning; context.
 
 `client.generate(grammar, ...)` returns a `Result[str]`: stop reason first, then recognition on
 the client (a miss is `GrammarViolation`, retried with feedback), then the grammar's checks. Each

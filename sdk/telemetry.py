@@ -1,0 +1,146 @@
+"""OpenTelemetry spans per call and per attempt, following the GenAI semantic conventions.
+
+    from sdk.telemetry import OpenTelemetryHooks
+    client = StructuredClient(provider, hooks=[OpenTelemetryHooks()])
+
+Each `generate`/`stream` call is a span (`structured_output {schema}`), each attempt a child
+span (`chat {model}`) with the conventions' attributes: `gen_ai.operation.name`,
+`gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model`,
+`gen_ai.usage.input_tokens` / `output_tokens`, `gen_ai.response.finish_reasons`,
+`gen_ai.response.id`, and `error.type` on failure; the call span adds the schema's name, version
+and fingerprint, the attempts and the summed usage. Never the prompt, the output or a key:
+`capture_content=True` opts in to the output text (`gen_ai.output.text`, bounded).
+
+Needs `opentelemetry-api` (the `otel` extra); spans go to whatever tracer provider the
+application configured (none: OpenTelemetry's no-op).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sdk.hooks import CallInfo, Hooks
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+    from sdk._result import Result
+    from sdk.errors import StructuredOutputError
+    from sdk.providers._base import Completion, CompletionRequest
+
+__all__ = ["OpenTelemetryHooks"]
+
+_CALL = "sdk.telemetry.call"
+_ATTEMPT = "sdk.telemetry.attempt"
+_CONTENT_CHARS = 4000
+
+
+class OpenTelemetryHooks(Hooks):
+    """Spans for calls and attempts (see the module docstring)."""
+
+    def __init__(self, tracer: Tracer | None = None, *, capture_content: bool = False) -> None:
+        from opentelemetry import trace
+
+        self._tracer = tracer if tracer is not None else trace.get_tracer("sdk")
+        self._capture_content = capture_content
+
+    def on_call(self, call: CallInfo) -> None:
+        span = self._tracer.start_span(f"structured_output {call.schema.name}")
+        span.set_attributes(
+            {
+                "gen_ai.operation.name": "structured_output",
+                "gen_ai.provider.name": call.provider,
+                "sdk.schema.name": call.schema.name,
+                "sdk.schema.version": call.schema.version,
+                "sdk.schema.fingerprint": call.schema.fingerprint,
+                "sdk.streaming": call.streaming,
+            }
+        )
+        if call.model:
+            span.set_attribute("gen_ai.request.model", call.model)
+        call.extra[_CALL] = span
+
+    def before_request(self, call: CallInfo, request: CompletionRequest, attempt: int) -> None:
+        from opentelemetry import trace
+
+        parent = call.extra.get(_CALL)
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        name = f"chat {call.model}" if call.model else "chat"
+        span = self._tracer.start_span(name, context=context)
+        span.set_attributes(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": call.provider,
+                "gen_ai.request.max_tokens": request.max_tokens,
+                "sdk.attempt": attempt,
+                "sdk.output.kind": request.kind,
+            }
+        )
+        if call.model:
+            span.set_attribute("gen_ai.request.model", call.model)
+        call.extra[_ATTEMPT] = span
+
+    def after_reply(self, call: CallInfo, completion: Completion, attempt: int) -> None:
+        span: Span | None = call.extra.get(_ATTEMPT)
+        if span is None:
+            return
+        attributes: dict[str, Any] = {
+            "gen_ai.usage.input_tokens": completion.usage.input_tokens,
+            "gen_ai.usage.output_tokens": completion.usage.output_tokens,
+            "gen_ai.response.finish_reasons": [str(completion.stop_reason)],
+        }
+        if completion.model:
+            attributes["gen_ai.response.model"] = completion.model
+        if completion.request_id:
+            attributes["gen_ai.response.id"] = completion.request_id
+        if self._capture_content and completion.text is not None:
+            attributes["gen_ai.output.text"] = completion.text[:_CONTENT_CHARS]
+        span.set_attributes(attributes)
+
+    def on_error(self, call: CallInfo, error: StructuredOutputError, attempt: int) -> None:
+        span: Span | None = call.extra.pop(_ATTEMPT, None)
+        if span is not None:
+            _failed(span, error)
+            span.end()
+
+    def on_result(self, call: CallInfo, result: Result[Any]) -> None:
+        attempt: Span | None = call.extra.pop(_ATTEMPT, None)
+        if attempt is not None:
+            attempt.end()
+        span: Span | None = call.extra.pop(_CALL, None)
+        if span is None:
+            return
+        span.set_attributes(
+            {
+                "gen_ai.usage.input_tokens": result.usage.input_tokens,
+                "gen_ai.usage.output_tokens": result.usage.output_tokens,
+                "gen_ai.response.finish_reasons": [str(result.stop_reason)],
+                "sdk.attempts": len(result.attempts),
+            }
+        )
+        if result.model:
+            span.set_attribute("gen_ai.response.model", result.model)
+        span.end()
+
+    def on_failure(self, call: CallInfo, error: StructuredOutputError) -> None:
+        attempt: Span | None = call.extra.pop(_ATTEMPT, None)
+        if attempt is not None:
+            _failed(attempt, error)
+            attempt.end()
+        span: Span | None = call.extra.pop(_CALL, None)
+        if span is None:
+            return
+        span.set_attribute("sdk.attempts", len(error.attempts))
+        if error.usage is not None:
+            span.set_attribute("gen_ai.usage.input_tokens", error.usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", error.usage.output_tokens)
+        _failed(span, error)
+        span.end()
+
+
+def _failed(span: Span, error: StructuredOutputError) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute("error.type", type(error).__name__)
+    # The message is the SDK's own (bounded, redacted at the provider boundary), never a prompt.
+    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
