@@ -32,7 +32,7 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
-from sdk._content import Image, Text
+from sdk._content import PDF, Image, Text
 from sdk._result import Usage
 from sdk.errors import ProviderError
 from sdk.providers._base import (
@@ -247,11 +247,19 @@ class AnthropicCodec(Codec):
 
     provider = "anthropic"
 
-    def __init__(self, model: str, mode: Mode) -> None:
+    def __init__(self, model: str, mode: Mode, *, urls: bool = True) -> None:
         self.model = model
         self.mode: Mode = mode
+        self.urls = urls  # whether image and document parts may be URLs (not on Bedrock)
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        if not self.urls:
+            for message in request.messages:
+                for part in message.parts:
+                    if isinstance(part, (Image, PDF)) and part.url is not None:
+                        raise unsupported(
+                            "anthropic on Bedrock", "image or PDF URLs", ["image and PDF bytes"]
+                        )
         logger.debug(
             "anthropic messages.create model=%s mode=%s max_tokens=%d messages=%d",
             self.model,
@@ -276,10 +284,48 @@ class AnthropicCodec(Codec):
         return map_error(error) if isinstance(error, anthropic.AnthropicError) else None
 
 
+# The `anthropic` package's clients, by platform; each sync or async.
+_SYNC_CLIENTS = (anthropic.Anthropic, anthropic.AnthropicBedrock, anthropic.AnthropicVertex)
+_ASYNC_CLIENTS = (
+    anthropic.AsyncAnthropic,
+    anthropic.AsyncAnthropicBedrock,
+    anthropic.AsyncAnthropicVertex,
+)
+AnyClient = (
+    anthropic.Anthropic
+    | anthropic.AsyncAnthropic
+    | anthropic.AnthropicBedrock
+    | anthropic.AsyncAnthropicBedrock
+    | anthropic.AnthropicVertex
+    | anthropic.AsyncAnthropicVertex
+)
+
+Platform = Literal["anthropic", "bedrock", "vertex"]
+
+VERTEX_STRUCTURED_MODELS = ("claude-opus-4-7", "claude-sonnet-4-6", "claude-opus-4-6")
+"""The Claude models Vertex AI offers structured outputs for (JSON outputs and strict tools; the
+organization policy `constraints/vertexai.allowedPartnerModelFeatures` must allow them too)."""
+
+
+def platform_of(client: object) -> Platform:
+    """Which platform an `anthropic` client talks to."""
+    if isinstance(client, (anthropic.AnthropicBedrock, anthropic.AsyncAnthropicBedrock)):
+        return "bedrock"
+    if isinstance(client, (anthropic.AnthropicVertex, anthropic.AsyncAnthropicVertex)):
+        return "vertex"
+    return "anthropic"
+
+
 class AnthropicProvider(Provider):
-    """Claude through your `anthropic.Anthropic` or `anthropic.AsyncAnthropic` client.
+    """Claude through your `anthropic` client: `Anthropic`, `AnthropicBedrock` (Amazon Bedrock)
+    or `AnthropicVertex` (Google Vertex AI), sync or async.
 
     provider = AnthropicProvider(anthropic.Anthropic(), model="claude-sonnet-4-6")
+
+    Every platform takes `output_config.format` json_schema and strict tools for Claude; Vertex
+    AI only for the models in `VERTEX_STRUCTURED_MODELS` (another model is an
+    `UnsupportedRequest` here, not a 400 there), and Bedrock takes images and PDFs as bytes only
+    (a URL part is refused before sending).
 
     The SDK owns retries: the client is used through `with_options(max_retries=0)`, so one
     failed request is one attempt here (the `anthropic` client's own two retries would
@@ -289,47 +335,51 @@ class AnthropicProvider(Provider):
     name = "anthropic"
     dialect = ANTHROPIC
 
-    def __init__(
-        self,
-        client: anthropic.Anthropic | anthropic.AsyncAnthropic,
-        *,
-        model: str,
-        mode: Mode = "json_schema",
-    ) -> None:
+    def __init__(self, client: AnyClient, *, model: str, mode: Mode = "json_schema") -> None:
         if mode not in ("json_schema", "tool"):
             raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
-        if not isinstance(client, (anthropic.Anthropic, anthropic.AsyncAnthropic)):
+        if not isinstance(client, (*_SYNC_CLIENTS, *_ASYNC_CLIENTS)):
             raise TypeError(
-                f"client must be an anthropic.Anthropic or anthropic.AsyncAnthropic, not {client!r}"
+                "client must be an anthropic client (Anthropic, AnthropicBedrock or "
+                f"AnthropicVertex, sync or async), not {client!r}"
+            )
+        self.platform: Platform = platform_of(client)
+        if self.platform == "vertex" and not model.startswith(VERTEX_STRUCTURED_MODELS):
+            raise unsupported(
+                "anthropic on Vertex AI",
+                f"structured outputs for model {model!r}",
+                [f"structured outputs for {', '.join(VERTEX_STRUCTURED_MODELS)}"],
             )
         self.client = client.with_options(max_retries=0)
         self.mode: Mode = mode
         self._model = model
-        self.codec = AnthropicCodec(model, mode)
+        self.codec = AnthropicCodec(model, mode, urls=self.platform != "bedrock")
         self.clean_stops = frozenset(
             {StopReason.TOOL_USE} if mode == "tool" else {StopReason.END_TURN}
         )
 
     def __repr__(self) -> str:
-        return f"AnthropicProvider(model={self._model!r}, mode={self.mode!r})"
+        platform = "" if self.platform == "anthropic" else f", platform={self.platform!r}"
+        return f"AnthropicProvider(model={self._model!r}, mode={self.mode!r}{platform})"
 
     @property
     def model(self) -> str:
         return self._model
 
     def secrets(self) -> Iterable[str]:
+        names = ("api_key", "auth_token", "aws_secret_key", "aws_session_token", "access_token")
         return [
             value
-            for value in (getattr(self.client, "api_key", None), self.client.auth_token)
+            for value in (getattr(self.client, name, None) for name in names)
             if isinstance(value, str)
         ]
 
     def transport(self) -> SDKTransport:
-        if not isinstance(self.client, anthropic.Anthropic):
-            raise TypeError("this provider has an AsyncAnthropic client: use the async calls")
+        if not isinstance(self.client, _SYNC_CLIENTS):
+            raise TypeError("this provider has an async anthropic client: use the async calls")
         return SDKTransport(self.client, request_id_header="request-id")
 
     def atransport(self) -> AsyncSDKTransport:
-        if not isinstance(self.client, anthropic.AsyncAnthropic):
-            raise TypeError("this provider has a sync Anthropic client: use the sync calls")
+        if not isinstance(self.client, _ASYNC_CLIENTS):
+            raise TypeError("this provider has a sync anthropic client: use the sync calls")
         return AsyncSDKTransport(self.client, request_id_header="request-id")
