@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Iterable, Mapping
-from typing import ClassVar
 from urllib.parse import parse_qsl, urlsplit
 from weakref import WeakKeyDictionary
 
@@ -127,8 +126,6 @@ class HTTPProvider(Provider):
 
 class OneRouteProvider(HTTPProvider):
     """A provider that posts every request to one route for one model (vLLM, Ollama)."""
-
-    path: ClassVar[str]
 
     def __init__(
         self,

@@ -163,7 +163,6 @@ class OllamaProvider(OneRouteProvider):
 
     name = "ollama"
     dialect = OLLAMA
-    path = _PATH
 
     def __init__(
         self,

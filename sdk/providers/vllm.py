@@ -80,7 +80,6 @@ class VLLMProvider(OneRouteProvider):
 
     name = "vllm"
     dialect = VLLM
-    path = _PATH
 
     def __init__(
         self,
