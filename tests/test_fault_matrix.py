@@ -535,3 +535,40 @@ def test_a_users_async_sdk_client_from_a_closed_loop_is_a_clear_typed_error() ->
         assert len(error.attempts) == 1
     else:
         assert second == "approve"  # or the SDK copes: either way, never a raw RuntimeError
+
+
+def _whole_body(kind: Kind) -> bytes:
+    """A valid whole reply for `kind` (what the dripping server sends, one byte at a time)."""
+    if kind.hosted:
+        name = {"anthropic": "anthropic_success.json",
+                "openai_responses": "openai_responses_completed.json",
+                "openai_chat": "openai_chat_stop.json"}[kind.name]  # fmt: skip
+        return fixture(name)
+    if kind.name == "ollama":
+        return fixture("ollama_chat.json")
+    if kind.name.startswith("llamacpp") and kind.name != "llamacpp_openai":
+        return fixture("llamacpp_completion.json")
+    return fixture("openai_chat_stop.json")
+
+
+# A sync official SDK client reads a whole body itself: the deadline bounds each wait there, not
+# their sum (README, "Failure model"), so its drip case is the async one and the streams above.
+DRIP_CASES = [
+    (kind, call)
+    for kind in KINDS
+    for call in ("generate", "agenerate")
+    if not (kind.hosted and call == "generate")
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "call"), DRIP_CASES, ids=[f"{k.name}-{c}" for k, c in DRIP_CASES]
+)
+def test_a_dripping_whole_body_is_cut_at_the_attempt_deadline(kind: Kind, call: str) -> None:
+    body = _whole_body(kind)
+    fault = Fault(chunks=(body,), drip=0.004, transient=True)
+    assert len(body) * fault.drip > 1.0  # undisturbed, the drip would take over a second
+    error, server, elapsed = _run(kind, fault, call)
+    _check(error, server, kind, fault)
+    assert "deadline" in str(error.attempts[-1].error)
+    assert elapsed < (RETRIES + 1) * 0.25 + 1.0
