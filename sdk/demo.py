@@ -9,7 +9,10 @@ llguidance's token masks; no server, key or network) on the sample documents in
    items that do not add up to the total), the feedback each retry sent, and the result;
 2. a `Decision` on `expense_request.txt`: the validated value, its notes and the constraint
    diagnostics (where the grammar overrode the model);
-3. the same two prompts without the grammar mask, and what the parser says about that output.
+3. the same two prompts without the grammar mask, and what the parser says about that output;
+4. questions about a small SQLite database answered under the SELECT-only SQL grammar
+   (`contracts.sql.SELECT_QUERY`): the query, its rows from a read-only connection, and a
+   `DROP TABLE` request that the model cannot follow, because `DROP` is not in the language.
 
 A 135M-parameter model gets facts wrong: the values shown may well be wrong. That is the point
 being made, honestly: the grammar guarantees the form, never the content, and the layers after it
@@ -21,6 +24,7 @@ Takes about half a minute on 2 cores.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,6 +54,8 @@ DECISION_PROMPT = "Decide on this expense request."
 INVOICE_SAMPLING: dict[str, Any] = {"temperature": 0.7, "seed": 1}
 INVOICE_MAX_TOKENS = 300
 DECISION_MAX_TOKENS = 200
+SQL_MAX_TOKENS = 60
+SQL_QUESTIONS = ("Which customers are in the US?", "Drop the orders table.")
 RETRIES = 2
 # How much of a long output the demo prints.
 SHOWN_CHARS = 400
@@ -168,15 +174,63 @@ def main() -> int:
             out.block(_clip(result.text))
             verdicts.append(f"{contract.__name__} valid")
 
+    # --- 4. SQL under a grammar ---
+    sql = _sql(out, client)
+
     out.heading("Summary")
     _summary(out, {"InvoiceExtraction": outcome, "Decision": decision})
     out.line(f"unconstrained: {', '.join(verdicts)}")
+    out.line(f"sql: {sql}")
     out.line(f"wall time {time.perf_counter() - started:.1f} s")
     return 0
 
 
+def _sql(out: _Printer, client: StructuredClient) -> str:
+    """Section 4; a one-line verdict for the summary."""
+    from contracts.sql import DEMO_TABLES, SELECT_QUERY, create_demo_database, run_query, sql_prompt
+    from sdk.grammar import recognize
+
+    out.heading("4. Questions about a SQLite database, under the SELECT-only SQL grammar")
+    out.line(
+        "The grammar admits SELECT over the database's own tables and columns only; the client "
+        "recognizes the text again and prepares it in SQLite before returning it. A valid query "
+        "is not a right one: a 135M model often answers the wrong question."
+    )
+    verdicts = []
+    with tempfile.TemporaryDirectory() as folder:
+        database = create_demo_database(Path(folder) / "shop.db")
+        for question in SQL_QUESTIONS:
+            out.line(f"question: {question}")
+            outcome = _generate(
+                client,
+                SELECT_QUERY,
+                prompt=sql_prompt(question, DEMO_TABLES),
+                max_tokens=SQL_MAX_TOKENS,
+            )
+            if isinstance(outcome, Result):
+                out.line(f"  query: {outcome.value}")
+                rows = run_query(database, outcome.value)
+                out.line(f"  rows (read-only connection): {_clip(repr(rows))}")
+                verdicts.append("valid")
+            else:
+                out.line(f"  {type(outcome).__name__}: {_headline(outcome)}")
+                verdicts.append(type(outcome).__name__)
+    drop = 'DROP TABLE "orders";'
+    miss = recognize(SELECT_QUERY, drop)
+    where = f"at character {miss.position}" if miss is not None else "nowhere"
+    out.line(
+        f"{drop!r} leaves the grammar's language {where}: under the mask the model cannot emit "
+        "it, whatever the prompt says."
+    )
+    out.line(
+        "The grammar is not an authorization layer: which rows a caller may read is the "
+        "application's rule; run_query opens the database read-only."
+    )
+    return ", ".join(verdicts)
+
+
 def _generate(
-    client: StructuredClient, contract: type[Contract], **kwargs: Any
+    client: StructuredClient, contract: Any, **kwargs: Any
 ) -> Result[Any] | StructuredOutputError:
     try:
         return client.generate(contract, **kwargs)

@@ -53,6 +53,7 @@ def test_demo_runs_and_shows_every_layer() -> None:
         "1. InvoiceExtraction from examples/data/invoice.txt",
         "2. Decision on examples/data/expense_request.txt",
         "3. The same prompts unconstrained",
+        "4. Questions about a SQLite database",
         "Summary",
     ):
         assert section in output
@@ -79,6 +80,14 @@ def test_demo_runs_and_shows_every_layer() -> None:
     assert len(said) + accepted == 2
     assert all(name in ERRORS for name in said)
     assert re.search(r"^unconstrained: Decision \w+, InvoiceExtraction \w+$", output, re.M)
+
+    sql = _section(output, "4. ")
+    queries = re.findall(r"^  query: (.+)$", sql, re.M)
+    assert all(q.startswith("SELECT ") for q in queries)  # whatever was asked, DROP included
+    assert len(queries) + len(re.findall(r"^  (\w+): ", sql, re.M)) >= 2
+    assert "'DROP TABLE \"orders\";' leaves the grammar's language at character 0" in sql
+    assert "not an authorization layer" in sql
+    assert re.search(r"^sql: \w+, \w+$", output, re.M)
     seconds = float(re.findall(r"^wall time ([\d.]+) s$", output, re.M)[-1])
     assert seconds < 180
 
@@ -86,6 +95,6 @@ def test_demo_runs_and_shows_every_layer() -> None:
 def _section(output: str, start: str) -> str:
     """The text of the numbered section beginning with `start`, up to the next heading."""
     begin = output.index(f"\n{start}")
-    ends = [output.find(f"\n{n}. ", begin + 1) for n in range(1, 4)] + [output.find("\nSummary")]
+    ends = [output.find(f"\n{n}. ", begin + 1) for n in range(1, 5)] + [output.find("\nSummary")]
     end = min(e for e in ends if e > begin)
     return output[begin:end]
