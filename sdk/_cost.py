@@ -30,6 +30,8 @@ _PRICE_PROVIDERS = {
 }
 # Anthropic's `input_tokens` excludes the cached tokens; genai-prices' includes them.
 _INPUT_EXCLUDES_CACHE = frozenset({"anthropic"})
+# Gemini's output count excludes the thoughts, which are billed as output.
+_OUTPUT_EXCLUDES_REASONING = frozenset({"gemini"})
 
 
 @cache
@@ -50,9 +52,12 @@ def usage_cost(usage: Usage, *, provider: str | None, model: str | None) -> Deci
     input_tokens = usage.input_tokens
     if provider in _INPUT_EXCLUDES_CACHE:
         input_tokens += usage.cache_read_tokens + usage.cache_write_tokens
+    output_tokens = usage.output_tokens
+    if provider in _OUTPUT_EXCLUDES_REASONING:
+        output_tokens += usage.reasoning_tokens
     priced = prices.Usage(
         input_tokens=input_tokens,
-        output_tokens=usage.output_tokens,
+        output_tokens=output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
     )
