@@ -20,6 +20,7 @@ request is one attempt whatever the client was built with.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -265,17 +266,36 @@ class GeminiCodec(Codec):
             request.max_tokens,
             len(request.messages),
         )
-        route = "models.generate_content_stream" if stream else "models.generate_content"
-        return Exchange(route, build_request(request, model=self.model), stream)
+        body = build_request(request, model=self.model)
+        if stream:
+            return Exchange("models.generate_content_stream", body, stream)
+        # The raw body, read here: the client's own parse drops what it does not know, and an
+        # unusable reply must reach the error as it was sent.
+        body["config"]["should_return_http_response"] = True
+        return Exchange("models.generate_content", body, stream)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
-        return read_response(reply.body, request_id=reply.request_id)
+        raw = _raw_body(reply.body)
+        if raw is None:  # a reply object built by hand (no raw body): read as it is
+            return read_response(reply.body, request_id=reply.request_id)
+        body = json.loads(raw)
+        if not isinstance(body, dict):
+            raise ValueError(f"reply is JSON but not an object ({type(body).__name__})")
+        response = genai_types.GenerateContentResponse.model_validate(body)
+        return read_response(response, request_id=reply.request_id)
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> GeminiStream:
         return GeminiStream(request_id)
 
     def classify(self, error: BaseException) -> ProviderError | None:
-        return map_error(error) if isinstance(error, genai_errors.APIError) else None
+        if isinstance(error, genai_errors.APIError):
+            return map_error(error)
+        if isinstance(error, genai_errors.UnknownApiResponseError):
+            # Only a stream gets here (whole replies are parsed by `read`): the client buffers
+            # lines until they make a whole JSON event, and this is what was left when the
+            # stream ended, an event cut short. Transient, as any cut stream.
+            return provider_error(_NAME, "stream ended in the middle of an event", detail=str(error))
+        return None
 
 
 # --- transports: the client's methods, with the time left as the request's own timeout ---
@@ -291,11 +311,23 @@ def _with_timeout(body: dict[str, Any], deadline: float | None) -> dict[str, Any
     return {**body, "config": config}
 
 
+def _raw_body(response: Any) -> str | None:
+    body = getattr(getattr(response, "sdk_http_response", None), "body", None)
+    return body if isinstance(body, str) else None
+
+
 def _record(seen: Seen, response: Any) -> None:
-    seen.body = response if response is not None else "null"
-    http = getattr(response, "sdk_http_response", None)
-    headers = getattr(http, "headers", None) or {}
-    seen.request_id = getattr(response, "response_id", None) or headers.get("x-request-id")
+    raw = _raw_body(response)
+    seen.body = raw if raw is not None else response
+    if raw is not None:
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        response_id = parsed.get("responseId") if isinstance(parsed, dict) else None
+        seen.request_id = response_id if isinstance(response_id, str) else None
+    else:
+        seen.request_id = getattr(response, "response_id", None)
 
 
 class GeminiTransport:
