@@ -58,6 +58,20 @@ class StopReason(str, Enum):
         return table.get(raw, cls.OTHER)
 
 
+_GEMINI_FILTERS = (
+    "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION",
+)  # fmt: skip
+_GEMINI_OTHER = (
+    "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "LANGUAGE", "OTHER",
+    "FINISH_REASON_UNSPECIFIED", "MALFORMED_RESPONSE", "MISSING_THOUGHT_SIGNATURE", "NO_IMAGE",
+    "IMAGE_OTHER",
+)  # fmt: skip
+_GEMINI_BLOCKS = (
+    "SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "MODEL_ARMOR",
+    "JAILBREAK", "BLOCKED_REASON_UNSPECIFIED",
+)  # fmt: skip
+
 # Raw values per provider family. OpenAI Responses has no single field: its raw value is written
 # `status` or `incomplete:<incomplete_details.reason>` so that one string keeps both.
 RAW_STOP_REASONS: dict[str, dict[str, StopReason]] = {
@@ -90,23 +104,10 @@ RAW_STOP_REASONS: dict[str, dict[str, StopReason]] = {
     "gemini": {
         "STOP": StopReason.END_TURN,
         "MAX_TOKENS": StopReason.MAX_TOKENS,
-        **dict.fromkeys(
-            ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
-             "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"),
-            StopReason.CONTENT_FILTER,
-        ),
-        **dict.fromkeys(
-            ("MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS",
-             "LANGUAGE", "OTHER", "FINISH_REASON_UNSPECIFIED", "MALFORMED_RESPONSE",
-             "MISSING_THOUGHT_SIGNATURE", "NO_IMAGE", "IMAGE_OTHER"),
-            StopReason.OTHER,
-        ),
-        **{
-            f"blocked:{reason}": StopReason.REFUSAL
-            for reason in ("SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY",
-                           "MODEL_ARMOR", "JAILBREAK", "BLOCKED_REASON_UNSPECIFIED")
-        },
-    },  # fmt: skip
+        **dict.fromkeys(_GEMINI_FILTERS, StopReason.CONTENT_FILTER),
+        **dict.fromkeys(_GEMINI_OTHER, StopReason.OTHER),
+        **{f"blocked:{reason}": StopReason.REFUSAL for reason in _GEMINI_BLOCKS},
+    },
     # llama.cpp native /completion reports `stop_type`; its OpenAI route uses the chat table.
     "llamacpp": {
         "eos": StopReason.END_TURN,

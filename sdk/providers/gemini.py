@@ -294,7 +294,9 @@ class GeminiCodec(Codec):
             # Only a stream gets here (whole replies are parsed by `read`): the client buffers
             # lines until they make a whole JSON event, and this is what was left when the
             # stream ended, an event cut short. Transient, as any cut stream.
-            return provider_error(_NAME, "stream ended in the middle of an event", detail=str(error))
+            return provider_error(
+                _NAME, "stream ended in the middle of an event", detail=str(error)
+            )
         return None
 
 
