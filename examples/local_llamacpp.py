@@ -94,7 +94,7 @@ class StandIn(BaseHTTPRequestHandler):
     """Speaks the two routes of llama-server the provider uses: `/apply-template` renders the
     conversation, `/completion` streams the document as server-sent events."""
 
-    def do_POST(self) -> None:  # noqa: N802 (the http.server naming)
+    def do_POST(self) -> None:
         sent = json.loads(self.rfile.read(int(self.headers["content-length"])))
         if self.path == "/apply-template":
             turns = "".join(
@@ -122,7 +122,7 @@ class StandIn(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass  # keep the example's output to what it shows
 
 

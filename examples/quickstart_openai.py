@@ -58,8 +58,8 @@ def main() -> None:
         f"tokens:     {usage.input_tokens} in ({usage.cache_read_tokens} cached), "
         f"{usage.output_tokens} out ({usage.reasoning_tokens} reasoning)"
     )
-    cost = f"${result.cost:.6f}" if result.cost is not None else "unknown (pip install genai-prices)"
-    print(f"cost:       {cost}")
+    unknown = "unknown (pip install 'structured-sdk[cost]')"
+    print(f"cost:       {f'${result.cost:.6f}' if result.cost is not None else unknown}")
     print(f"removed:    {', '.join(str(r) for r in result.removed) or 'nothing'}")
 
 
