@@ -89,6 +89,7 @@ def test_when_every_provider_fails_the_error_holds_every_attempt_of_each() -> No
     assert len(attempts) == 2 * (NO_WAIT.retries + 1)
     assert len(first.requests) == len(second.requests) == NO_WAIT.retries + 1
     assert [a.model for a in attempts] == ["one"] * 3 + ["test-model"] * 3
+    assert len({id(a.error) for a in attempts}) == len(attempts)  # each attempt its own error
     assert "connection refused" in str(info.value)
 
 

@@ -33,6 +33,7 @@ not a provider adapter: the adapters themselves are tested against real SDK clie
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import threading
@@ -189,7 +190,9 @@ class TestProvider(Provider):
 
     def _completion(self, request: CompletionRequest, reply: Any) -> Completion:
         if isinstance(reply, BaseException):
-            raise reply
+            # A copy, so that a repeated error is a new one each time: each attempt keeps its
+            # own, and notes added to the last do not appear on the earlier ones.
+            raise copy.copy(reply)
         if isinstance(reply, Completion):
             return reply
         text = _document_text(reply)
