@@ -459,7 +459,8 @@ def test_control_the_same_server_with_the_whole_stream_gives_a_result(
 
 
 @pytest.mark.parametrize("name", ["openai", "openai_responses", "openai-chat", "llama.cpp",
-                                  "anthropic", "openai_strict", "OLLAMA", "vllm"])  # fmt: skip
+                                  "anthropic", "openai_strict", "OLLAMA", "vllm", "gemini",
+                                  "google"])  # fmt: skip
 def test_schema_lint_takes_every_provider_name_and_alias(name: str) -> None:
     from typer.testing import CliRunner
 
