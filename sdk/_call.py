@@ -49,6 +49,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 import tenacity
 
 from sdk._content import Part, Text, parts_of
+from sdk._cost import attempts_cost
 from sdk._envelope import Envelope
 from sdk._result import Attempt, Result, Usage
 from sdk.contract import Contract
@@ -305,7 +306,12 @@ class Call(Generic[T]):
         self.name = output.name if isinstance(output, Grammar) else output.__name__
         self.context = context
         self.messages = messages
-        self.provider = provider
+        # A `FallbackProvider` lists several: the call starts with the first and moves on
+        # (`_fall_back`) when one's transport retries are spent.
+        self._candidates = list(provider.candidates())
+        self._fallback_on_refusal = provider.fallback_on_refusal
+        self.provider = self._candidates.pop(0)
+        """The provider the next request goes to."""
         self.settings = settings
         self.enum_case: EnumCase = enum_case
         self.system = system
@@ -391,6 +397,8 @@ class Call(Generic[T]):
                 error=error,
                 request_id=error.request_id,
                 max_tokens=self.max_tokens,
+                provider=self.provider.name,
+                model=self.provider.model,
             )
         )
         logger.debug("attempt %d: %s", len(self.attempts), error)
@@ -399,6 +407,8 @@ class Call(Generic[T]):
             self._transport = _TransportRetries(self.settings.backoff, self._transient)
         delay = self._transport.delay(error)
         if delay is None:
+            if self._fall_back():
+                return 0.0
             raise self._final(error)
         if self._deadline is not None and time.monotonic() + delay >= self._deadline:
             error.add_note("not retried: the wait would pass the call's deadline")
@@ -421,7 +431,7 @@ class Call(Generic[T]):
         try:
             if self._reasoning_pending:
                 self._take_working(completion)
-                self.attempts.append(_attempt(number, self.max_tokens, completion, text, None))
+                self.attempts.append(self._attempt(number, completion, None))
                 return None
             value, parsed = self._parse(completion)
         except StructuredOutputError as error:
@@ -429,7 +439,7 @@ class Call(Generic[T]):
                 error.text = None  # there was no output at all (a refusal field, a filter)
             if error.partial is None:
                 error.partial = self.partial
-            self.attempts.append(_attempt(number, self.max_tokens, completion, text, error))
+            self.attempts.append(self._attempt(number, completion, error))
             logger.debug(
                 "attempt %d: %s, %s: %s",
                 number,
@@ -444,7 +454,7 @@ class Call(Generic[T]):
             if final is error:
                 raise
             raise final from error
-        self.attempts.append(_attempt(number, self.max_tokens, completion, text, None))
+        self.attempts.append(self._attempt(number, completion, None))
         logger.debug(
             "attempt %d: %s, %s: valid",
             number,
@@ -468,9 +478,40 @@ class Call(Generic[T]):
             removed=list(self.wire.removed) if self.wire is not None else [],
             diagnostics=completion.diagnostics,
             reasoning=self.reasoning,
+            cost=attempts_cost(self.attempts),
         )
         run_hooks(self.hooks, "on_result", self.info, result)
         return result
+
+    def _attempt(
+        self, number: int, completion: Completion, error: StructuredOutputError | None
+    ) -> Attempt:
+        return Attempt(
+            number=number,
+            text=completion.text,
+            stop_reason=completion.stop_reason,
+            raw_stop_reason=completion.raw_stop_reason,
+            usage=completion.usage,
+            error=error,
+            request_id=completion.request_id,
+            max_tokens=self.max_tokens,
+            diagnostics=completion.diagnostics,
+            provider=self.provider.name,
+            model=completion.model or self.provider.model,
+        )
+
+    def _fall_back(self) -> bool:
+        """Move on to the next of a `FallbackProvider`'s providers, if one is left: the next
+        request goes there, with fresh transport retries and its own wire dialect."""
+        if not self._candidates:
+            return False
+        previous = self.provider.name
+        self.provider = self._candidates.pop(0)
+        self._transport = None
+        if self.contract is not None:
+            self.wire = self.provider.wire_schema(self.contract)
+        logger.debug("falling back from %s to %s", previous, self.provider.name)
+        return True
 
     @property
     def schema(self) -> SchemaInfo:
@@ -573,6 +614,8 @@ class Call(Generic[T]):
 
     def _retry(self, error: StructuredOutputError) -> bool:
         """Whether a policy retries after `error`; if so, the next request is prepared."""
+        if isinstance(error, RefusedOutput) and self._fallback_on_refusal and self._fall_back():
+            return True
         policy = _policy(error)
         if policy is None or self._used.get(policy.name, 0) >= policy.allowed(self.settings):
             return False
@@ -784,26 +827,6 @@ def _feedback(
 ) -> tuple[Message, ...]:
     said = (Message("assistant", error.text),) if error.text else ()
     return (*said, Message("user", feedback_message(output, error)))
-
-
-def _attempt(
-    number: int,
-    max_tokens: int,
-    completion: Completion,
-    text: str | None,
-    error: StructuredOutputError | None,
-) -> Attempt:
-    return Attempt(
-        number=number,
-        text=text,
-        stop_reason=completion.stop_reason,
-        raw_stop_reason=completion.raw_stop_reason,
-        usage=completion.usage,
-        error=error,
-        request_id=completion.request_id,
-        max_tokens=max_tokens,
-        diagnostics=completion.diagnostics,
-    )
 
 
 def _tokens(usage: Usage) -> str:

@@ -58,17 +58,35 @@ class Note:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens spent; `Result.usage` sums it over every attempt."""
+    """Tokens spent; `Result.usage` sums it over every attempt.
+
+    Each count is what the provider itself reported, under its own definition: `input_tokens`
+    is what the provider calls input (Anthropic's excludes the cached tokens, which it reports
+    apart; OpenAI's and Gemini's include them), `output_tokens` what it calls output (OpenAI's
+    includes the reasoning tokens; Gemini's candidates exclude the thoughts). The cache and
+    reasoning counts are kept apart, never folded in, so `total_tokens` is input plus output as
+    the provider reported them.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Input tokens served from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the provider's prompt cache (Anthropic's cache creation)."""
+    reasoning_tokens: int = 0
+    """Tokens the model spent thinking (OpenAI reasoning tokens, Gemini thoughts)."""
 
     @property
     def total_tokens(self) -> int:
-        """Input plus output."""
+        """Input plus output, as the provider reported them."""
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Generic, TypeVar
 
 from sdk._records import Note, Usage
@@ -39,3 +40,6 @@ class Result(Generic[T]):
     """Constraint diagnostics, where the provider can give them (local models)."""
     reasoning: str | None = None
     """`reasoning="two_phase"`: the model's working, from the unconstrained first call."""
+    cost: Decimal | None = None
+    """What the call's attempts cost in US dollars, from the `genai-prices` table (the `cost`
+    extra); `None` when the package is absent or a model that answered is not in its table."""

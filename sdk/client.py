@@ -298,7 +298,7 @@ class StructuredClient(_BaseClient):
         while True:
             request = call.request()
             try:
-                completion = self.provider.complete(request, deadline=call.send_deadline())
+                completion = call.provider.complete(request, deadline=call.send_deadline())
             except ProviderError as error:
                 self._sleep(call.on_transport_error(error))
                 continue
@@ -405,7 +405,7 @@ class StructuredClient(_BaseClient):
             request = call.request()
             snapshots = call.snapshots()
             completion: Completion | None = None
-            items = self.provider.stream(request, deadline=call.send_deadline())
+            items = call.provider.stream(request, deadline=call.send_deadline())
             try:
                 with contextlib.closing(items):  # type: ignore[type-var]
                     for item in items:
@@ -593,7 +593,7 @@ class AsyncStructuredClient(_BaseClient):
             request = call.request()
             try:
                 async with self._slot():
-                    completion = await self.provider.acomplete(
+                    completion = await call.provider.acomplete(
                         request, deadline=call.send_deadline()
                     )
             except ProviderError as error:
@@ -702,7 +702,7 @@ class AsyncStructuredClient(_BaseClient):
             completion: Completion | None = None
             try:
                 async with self._slot():
-                    items = self.provider.astream(request, deadline=call.send_deadline())
+                    items = call.provider.astream(request, deadline=call.send_deadline())
                     async with contextlib.aclosing(items):  # type: ignore[type-var]
                         async for item in items:
                             if isinstance(item, Completion):

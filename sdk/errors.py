@@ -77,6 +77,10 @@ class Attempt:
     max_tokens: int | None = None
     diagnostics: ConstraintDiagnostics | None = None
     """Constraint diagnostics of this attempt's output, where the provider gives them."""
+    provider: str | None = None
+    """The provider family this attempt went to (with `FallbackProvider`, which one answered)."""
+    model: str | None = None
+    """The model that answered, where known."""
 
 
 class StructuredOutputError(Exception):

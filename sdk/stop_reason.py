@@ -1,7 +1,8 @@
 """Normalized stop reasons, and the mapping from every provider's raw value.
 
 Every provider says "why generation ended" in its own words: Anthropic's `stop_reason`, OpenAI
-Responses' `status` plus `incomplete_details.reason`, Chat Completions' `finish_reason`,
+Responses' `status` plus `incomplete_details.reason`, Chat Completions' `finish_reason`, Gemini's
+`finishReason` (or its prompt feedback's `blockReason`, written `blocked:<reason>`),
 llama.cpp's `stop_type`, Ollama's `done_reason`. The parser decides on the normalized value and
 keeps the raw one beside it, so nothing a provider said is lost.
 """
@@ -57,6 +58,20 @@ class StopReason(str, Enum):
         return table.get(raw, cls.OTHER)
 
 
+_GEMINI_FILTERS = (
+    "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION",
+)  # fmt: skip
+_GEMINI_OTHER = (
+    "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "LANGUAGE", "OTHER",
+    "FINISH_REASON_UNSPECIFIED", "MALFORMED_RESPONSE", "MISSING_THOUGHT_SIGNATURE", "NO_IMAGE",
+    "IMAGE_OTHER",
+)  # fmt: skip
+_GEMINI_BLOCKS = (
+    "SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "MODEL_ARMOR",
+    "JAILBREAK", "BLOCKED_REASON_UNSPECIFIED",
+)  # fmt: skip
+
 # Raw values per provider family. OpenAI Responses has no single field: its raw value is written
 # `status` or `incomplete:<incomplete_details.reason>` so that one string keeps both.
 RAW_STOP_REASONS: dict[str, dict[str, StopReason]] = {
@@ -82,6 +97,16 @@ RAW_STOP_REASONS: dict[str, dict[str, StopReason]] = {
         "function_call": StopReason.TOOL_USE,
         "content_filter": StopReason.CONTENT_FILTER,
         "refusal": StopReason.REFUSAL,
+    },
+    # Gemini's `finishReason`; a prompt blocked before any candidate is `blocked:<blockReason>`,
+    # a refusal of the request. Safety, recitation, blocklist, prohibited content and personal
+    # data stops are the provider's filters; tool and language stops are not a document's end.
+    "gemini": {
+        "STOP": StopReason.END_TURN,
+        "MAX_TOKENS": StopReason.MAX_TOKENS,
+        **dict.fromkeys(_GEMINI_FILTERS, StopReason.CONTENT_FILTER),
+        **dict.fromkeys(_GEMINI_OTHER, StopReason.OTHER),
+        **{f"blocked:{reason}": StopReason.REFUSAL for reason in _GEMINI_BLOCKS},
     },
     # llama.cpp native /completion reports `stop_type`; its OpenAI route uses the chat table.
     "llamacpp": {

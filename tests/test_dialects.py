@@ -18,6 +18,7 @@ from sdk import Contract, SchemaViolation, TruncatedOutput, WireEnum, parse
 from sdk.schema import (
     ANTHROPIC,
     DIALECTS,
+    GEMINI,
     LLAMACPP,
     OLLAMA,
     OPENAI_STRICT,
@@ -262,6 +263,50 @@ def test_vllm_removes_only_what_its_backends_ignore() -> None:
     wire = to_wire(Everything, VLLM).schema
     assert wire["properties"]["counts"]["additionalProperties"] == {"type": "integer"}
     assert "note" not in wire["required"]  # no required-first reordering to work around
+
+
+# --- Gemini ---
+
+
+def test_gemini_keeps_numeric_bounds_and_item_counts_removes_the_rest() -> None:
+    removed = _removed(GEMINI)
+    wire = to_wire(Everything, GEMINI).schema
+    zulu, tags = wire["properties"]["zulu"], wire["properties"]["tags"]
+    assert (zulu["minimum"], zulu["maximum"]) == (1, 10)
+    assert (tags["minItems"], tags["maxItems"]) == (2, 5)
+    assert removed[("/properties/zulu", "multipleOf")] == 2
+    assert removed[("/properties/alpha", "exclusiveMinimum")] == 0
+    assert removed[("/properties/code", "minLength")] == 2
+    assert removed[("/properties/code", "pattern")] == r"^\d+[a-z]$"
+    assert removed[("/properties/site", "format")] == "uri"  # only date-time, date, time
+    assert wire["properties"]["when"]["format"] == "date"
+    assert removed[("/properties/step", "description")] == "The nested step."  # $ref siblings
+    assert wire["properties"]["counts"]["additionalProperties"] == {"type": "integer"}
+    assert "note" not in wire["required"]  # optional properties stay optional
+
+
+def test_gemini_removes_const_and_all_of_which_it_does_not_take() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "kind": {"const": "refund"},
+            "both": {"allOf": [{"type": "string"}, {"minLength": 1}]},
+            "either": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+        },
+        "required": ["kind", "both", "either"],
+        "additionalProperties": False,
+    }
+    wire = to_wire(schema, GEMINI)
+    removed = {(r.pointer, r.keyword): r for r in wire.removed}
+    assert removed[("/properties/kind", "const")].value == "refund"
+    assert ("/properties/both", "allOf") in removed
+    assert removed[("/properties/either", "oneOf")].replaced_with == "anyOf"
+    assert wire.schema["properties"]["either"] == {
+        "anyOf": [{"type": "integer"}, {"type": "string"}]
+    }
+    # The parser still enforces what was removed.
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"kind": "other", "both": "", "either": 1}, schema)
 
 
 class Node(Contract):

@@ -134,11 +134,14 @@ def test_read_response_tool_mode_reads_the_tool_input() -> None:
     assert completion.stop_reason is StopReason.TOOL_USE
 
 
-def test_read_response_counts_cached_input_tokens() -> None:
+def test_read_response_keeps_cached_input_tokens_apart() -> None:
+    # Anthropic's `input_tokens` excludes the cache: each count stays in its own field.
     body = fixture_json("anthropic_success.json")
     body["usage"].update(cache_read_input_tokens=1000, cache_creation_input_tokens=20)
-    completion = read_response(anthropic.types.Message.model_validate(body))
-    assert (completion.usage.input_tokens, completion.usage.output_tokens) == (1432, 71)
+    usage = read_response(anthropic.types.Message.model_validate(body)).usage
+    assert (usage.input_tokens, usage.output_tokens) == (body["usage"]["input_tokens"], 71)
+    assert (usage.cache_read_tokens, usage.cache_write_tokens) == (1000, 20)
+    assert usage.reasoning_tokens == 0
 
 
 # --- through the real client ---

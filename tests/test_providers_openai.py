@@ -424,3 +424,28 @@ def test_a_null_for_an_absent_optional_field_keeps_the_raw_reply_as_text() -> No
     assert result.text == raw  # the reply as received, spacing and null included
     assert result.attempts[0].text == raw
     assert [(n.pointer, n.kind) for n in result.notes] == [("/assignee", "absent_null")]
+
+
+# --- usage: cached and reasoning tokens kept apart ---
+
+
+def test_responses_usage_keeps_cached_and_reasoning_tokens() -> None:
+    body = fixture_json("openai_responses_completed.json")
+    body["usage"]["input_tokens_details"]["cached_tokens"] = 64
+    usage = read_responses_response(openai.types.responses.Response.model_validate(body)).usage
+    assert (usage.input_tokens, usage.output_tokens) == (121, 183)  # as OpenAI counts them
+    assert usage.cache_read_tokens == 64
+    assert usage.reasoning_tokens == body["usage"]["output_tokens_details"]["reasoning_tokens"]
+    assert usage.cache_write_tokens == 0
+
+
+def test_chat_usage_keeps_cached_and_reasoning_tokens_whole_and_streamed() -> None:
+    body = fixture_json("openai_chat_stop.json")
+    body["usage"]["prompt_tokens_details"]["cached_tokens"] = 96
+    completion = openai.types.chat.ChatCompletion.model_validate(body)
+    usage = read_chat_response(completion).usage
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.reasoning_tokens) == (131, 96, 128)
+    wire = Wire(chat_reply("openai_chat_stream_success.sse"))
+    client = StructuredClient(OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini"))
+    result = list(client.stream(Decision, prompt="Approve?"))[-1]
+    assert result.usage.reasoning_tokens == 128 and result.usage.output_tokens == 183

@@ -34,6 +34,36 @@ EXPECTED = {
     ("vllm", "tool_calls"): StopReason.TOOL_USE,
     ("vllm", "function_call"): StopReason.TOOL_USE,
     ("vllm", "content_filter"): StopReason.CONTENT_FILTER,
+    # Gemini: its filters are content filters, a blocked prompt a refusal, tool and language
+    # stops and unspecified ones never a clean end.
+    ("gemini", "STOP"): StopReason.END_TURN,
+    ("gemini", "MAX_TOKENS"): StopReason.MAX_TOKENS,
+    ("gemini", "SAFETY"): StopReason.CONTENT_FILTER,
+    ("gemini", "RECITATION"): StopReason.CONTENT_FILTER,
+    ("gemini", "BLOCKLIST"): StopReason.CONTENT_FILTER,
+    ("gemini", "PROHIBITED_CONTENT"): StopReason.CONTENT_FILTER,
+    ("gemini", "SPII"): StopReason.CONTENT_FILTER,
+    ("gemini", "IMAGE_SAFETY"): StopReason.CONTENT_FILTER,
+    ("gemini", "IMAGE_PROHIBITED_CONTENT"): StopReason.CONTENT_FILTER,
+    ("gemini", "IMAGE_RECITATION"): StopReason.CONTENT_FILTER,
+    ("gemini", "MALFORMED_FUNCTION_CALL"): StopReason.OTHER,
+    ("gemini", "UNEXPECTED_TOOL_CALL"): StopReason.OTHER,
+    ("gemini", "TOO_MANY_TOOL_CALLS"): StopReason.OTHER,
+    ("gemini", "LANGUAGE"): StopReason.OTHER,
+    ("gemini", "OTHER"): StopReason.OTHER,
+    ("gemini", "FINISH_REASON_UNSPECIFIED"): StopReason.OTHER,
+    ("gemini", "MALFORMED_RESPONSE"): StopReason.OTHER,
+    ("gemini", "MISSING_THOUGHT_SIGNATURE"): StopReason.OTHER,
+    ("gemini", "NO_IMAGE"): StopReason.OTHER,
+    ("gemini", "IMAGE_OTHER"): StopReason.OTHER,
+    ("gemini", "blocked:SAFETY"): StopReason.REFUSAL,
+    ("gemini", "blocked:OTHER"): StopReason.REFUSAL,
+    ("gemini", "blocked:BLOCKLIST"): StopReason.REFUSAL,
+    ("gemini", "blocked:PROHIBITED_CONTENT"): StopReason.REFUSAL,
+    ("gemini", "blocked:IMAGE_SAFETY"): StopReason.REFUSAL,
+    ("gemini", "blocked:MODEL_ARMOR"): StopReason.REFUSAL,
+    ("gemini", "blocked:JAILBREAK"): StopReason.REFUSAL,
+    ("gemini", "blocked:BLOCKED_REASON_UNSPECIFIED"): StopReason.REFUSAL,
 }
 
 
@@ -56,7 +86,8 @@ def test_every_table_entry_is_covered_by_this_test() -> None:
     ("alias", "raw", "expected"),
     [("openai", "completed", StopReason.END_TURN), ("llama.cpp", "limit", StopReason.MAX_TOKENS),
      ("Llama-CPP", "eos", StopReason.END_TURN), ("openai-chat", "length", StopReason.MAX_TOKENS),
-     ("embedded", "max_tokens", StopReason.MAX_TOKENS)],
+     ("embedded", "max_tokens", StopReason.MAX_TOKENS),
+     ("google", "SPII", StopReason.CONTENT_FILTER)],
 )  # fmt: skip
 def test_provider_aliases_pick_the_family_table(
     alias: str, raw: str, expected: StopReason

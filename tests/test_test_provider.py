@@ -87,3 +87,64 @@ async def test_it_streams_and_serves_the_async_client() -> None:
     assert result.value.answer is DecisionAnswer.APPROVE
     streamed = [item async for item in AsyncStructuredClient(provider).stream(Decision, prompt="x")]
     assert isinstance(streamed[-1], Result)
+
+
+# --- scripted failures and option checking ---
+
+
+def test_the_refusal_helper_scripts_a_refusal_with_its_category() -> None:
+    provider = TestProvider([TestProvider.refusal("Not something I can do.", category="cyber")])
+    with pytest.raises(RefusedOutput) as info:
+        StructuredClient(provider).generate(Decision, prompt="x")
+    assert info.value.refusal == "Not something I can do."
+    assert info.value.category == "cyber"
+    assert info.value.raw_stop_reason == "refusal"
+
+
+def test_the_truncation_helper_cuts_the_document_and_the_parser_says_truncated() -> None:
+    from sdk import TruncatedOutput
+
+    provider = TestProvider([TestProvider.truncation(VALID, keep=20)])
+    with pytest.raises(TruncatedOutput) as info:
+        StructuredClient(provider).generate(Decision, prompt="x")
+    assert info.value.text == json.dumps(VALID)[:20]
+    assert info.value.stop_reason is StopReason.MAX_TOKENS
+    default_cut = TestProvider.truncation(Decision.model_validate(VALID)).text
+    assert default_cut is not None
+    assert len(default_cut) == len(Decision.model_validate(VALID).model_dump_json()) // 2
+
+
+def test_the_provider_error_helper_is_retried_when_transient_and_not_otherwise() -> None:
+    from sdk import Backoff
+
+    backoff = Backoff(retries=2, initial=0.0, maximum=0.0)
+    transient = TestProvider([TestProvider.provider_error(503), VALID])
+    result = StructuredClient(transient, backoff=backoff).generate(Decision, prompt="x")
+    assert len(result.attempts) == 2
+    first = result.attempts[0].error
+    assert isinstance(first, ProviderError) and first.status_code == 503
+
+    final = TestProvider([TestProvider.provider_error(401, "invalid x-api-key"), VALID])
+    with pytest.raises(ProviderError) as info:
+        StructuredClient(final, backoff=backoff).generate(Decision, prompt="x")
+    assert info.value.status_code == 401 and len(final.requests) == 1
+
+
+def test_a_misspelled_option_is_a_type_error_naming_it_before_any_reply() -> None:
+    provider = TestProvider([VALID])
+    with pytest.raises(TypeError, match=r"'temprature' \(did you mean 'temperature'\?\)"):
+        StructuredClient(provider).generate(Decision, prompt="x", temprature=0)
+    assert provider.requests == []  # refused when the request was built, nothing was "sent"
+    result = StructuredClient(provider).generate(Decision, prompt="x", temperature=0, seed=3)
+    assert dict(provider.requests[0].options) == {"temperature": 0, "seed": 3}
+    assert result.value.answer == DecisionAnswer.APPROVE
+
+
+def test_options_your_real_provider_takes_can_be_accepted() -> None:
+    provider = TestProvider([VALID], options=["output_config"])
+    StructuredClient(provider).generate(Decision, prompt="x", output_config={"effort": "low"})
+    assert provider.requests[0].options["output_config"] == {"effort": "low"}
+    with pytest.raises(TypeError, match="reasoning_effort"):
+        StructuredClient(TestProvider([VALID])).generate(
+            Decision, prompt="x", reasoning_effort="low"
+        )

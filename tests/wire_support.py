@@ -28,6 +28,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 ANTHROPIC_KEY = "sk-ant-api03-SECRET-anthropic-4f2b9c1d8e7a"
 OPENAI_KEY = "sk-proj-SECRET-openai-9a8b7c6d5e4f"
 
+GEMINI_KEY = "AIzaSyD-SECRET-gemini-7e6d5c4b3a29"
+
 ANTHROPIC_REQUEST_ID = "req_011CWx7P3m9QeLrT2vKs8YhN"
 OPENAI_REQUEST_ID = "req_5b1f0e6c2d9a48f3b7e4c1a0d8f2e9b6"
 
@@ -161,7 +163,49 @@ def error_reply(name: str, status: int, **headers: str) -> httpx2.Response:
     return httpx2.Response(status, content=fixture(name), headers={**base, **extra})
 
 
+GEMINI_HEADERS = {
+    "content-type": "application/json; charset=UTF-8",
+    "server": "scaffolding on HTTPServer2",
+    "server-timing": "gfet4t7; dur=1402",
+    "vary": "Origin, X-Origin, Referer",
+}
+
+
+def gemini_reply(
+    name: str = "gemini_success.json", *, text: str | None = None, status: int = 200
+) -> httpx2.Response:
+    """A `generateContent` reply from a fixture (or an SSE stream), optionally with another
+    document text."""
+    if name.endswith(".sse"):
+        headers = {**GEMINI_HEADERS, "content-type": "text/event-stream"}
+        return httpx2.Response(status, content=fixture(name), headers=headers)
+    body = fixture_json(name)
+    if text is not None:
+        body["candidates"][0]["content"]["parts"] = [{"text": text}]
+    return httpx2.Response(status, content=json.dumps(body).encode(), headers=GEMINI_HEADERS)
+
+
 # --- clients ---
+
+
+def gemini_client(
+    handler: Wire | AsyncHandler | None = None,
+    *,
+    async_handler: Wire | AsyncHandler | None = None,
+    **options: Any,
+) -> Any:
+    """The real `google.genai.Client` on a mock transport (sync calls through `handler`, async
+    ones through `async_handler`); `options` go to its `HttpOptions`."""
+    from google import genai
+
+    http: dict[str, Any] = {"base_url": "http://gemini.test", **options}
+    if handler is not None:
+        http["httpx_client"] = httpx2.Client(transport=httpx2.MockTransport(handler))
+    if async_handler is not None:
+        http["httpx_async_client"] = httpx2.AsyncClient(
+            transport=httpx2.MockTransport(async_handler)
+        )
+    return genai.Client(api_key=GEMINI_KEY, http_options=http)
 
 
 def anthropic_client(handler: Wire | AsyncHandler) -> anthropic.Anthropic:

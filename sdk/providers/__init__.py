@@ -15,6 +15,7 @@ from sdk.providers._base import (
     TextDelta,
 )
 from sdk.providers._provider import Provider
+from sdk.providers.fallback import FallbackProvider
 from sdk.providers.llamacpp import LlamaCppProvider
 from sdk.providers.ollama import OllamaProvider
 from sdk.providers.test import TestProvider
@@ -23,14 +24,16 @@ from sdk.providers.vllm import VLLMProvider
 if TYPE_CHECKING:
     from sdk.providers.anthropic import AnthropicProvider
     from sdk.providers.embedded import EmbeddedProvider
+    from sdk.providers.gemini import GeminiProvider
     from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
 
 # The hosted adapters import their SDK (an optional extra), so they load on first use: importing
-# `sdk.providers` works without the `anthropic` or `openai` package installed.
+# `sdk.providers` works without the `anthropic`, `openai` or `google-genai` package installed.
 _HOSTED = {
     "AnthropicProvider": "sdk.providers.anthropic",
     "OpenAIChatProvider": "sdk.providers.openai",
     "OpenAIResponsesProvider": "sdk.providers.openai",
+    "GeminiProvider": "sdk.providers.gemini",
     # In-process llama.cpp: its dependencies are the `local` extra, imported on first use too.
     "EmbeddedProvider": "sdk.providers.embedded",
 }
@@ -50,6 +53,8 @@ __all__ = [
     "CompletionRequest",
     "EmbeddedProvider",
     "Exchange",
+    "FallbackProvider",
+    "GeminiProvider",
     "LlamaCppProvider",
     "Message",
     "OllamaProvider",

@@ -135,7 +135,16 @@ def sse_data(line: str) -> str | None:
 def _usage(usage: Any) -> Usage:
     if not isinstance(usage, dict):
         return Usage()
-    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    prompt = usage.get("prompt_tokens_details")
+    completion = usage.get("completion_tokens_details")
+    return Usage(
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cache_read_tokens=int(prompt.get("cached_tokens") or 0) if isinstance(prompt, dict) else 0,
+        reasoning_tokens=(
+            int(completion.get("reasoning_tokens") or 0) if isinstance(completion, dict) else 0
+        ),
+    )
 
 
 @dataclass

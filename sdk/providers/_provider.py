@@ -40,6 +40,14 @@ class Provider:
     codec: Codec
     """The provider's wire format (built by the subclass)."""
 
+    fallback_on_refusal: bool = False
+    """Whether a call moves on to the next of `candidates()` after a refusal too."""
+
+    def candidates(self) -> tuple[Provider, ...]:
+        """The providers a client call goes to in turn, each once its transport retries are
+        spent: this one alone (`FallbackProvider` gives its list)."""
+        return (self,)
+
     @property
     def model(self) -> str | None:
         """The model name requests go to, when the provider knows it up front."""

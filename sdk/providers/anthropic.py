@@ -136,7 +136,7 @@ def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion
         text=text,
         stop_reason=StopReason.from_raw(raw, "anthropic"),
         raw_stop_reason=raw,
-        usage=Usage(_input_tokens(message.usage), message.usage.output_tokens),
+        usage=_usage(message.usage),
         model=message.model,
         request_id=reply_request_id(message),
         refusal=refusal,
@@ -153,12 +153,14 @@ def _document(message: Message, mode: Mode) -> str:
     return "".join(block.text for block in message.content if isinstance(block, TextBlock))
 
 
-def _input_tokens(usage: Any) -> int:
-    # `input_tokens` excludes cached tokens; they were read all the same, and budgets count them.
-    return int(
-        (usage.input_tokens or 0)
-        + (getattr(usage, "cache_creation_input_tokens", None) or 0)
-        + (getattr(usage, "cache_read_input_tokens", None) or 0)
+def _usage(usage: Any) -> Usage:
+    """The reply's usage: Anthropic's `input_tokens` excludes the cached tokens, which it
+    reports as cache creation (written) and cache read; each is kept in its own field."""
+    return Usage(
+        input_tokens=int(usage.input_tokens or 0),
+        output_tokens=int(usage.output_tokens or 0),
+        cache_read_tokens=int(getattr(usage, "cache_read_input_tokens", None) or 0),
+        cache_write_tokens=int(getattr(usage, "cache_creation_input_tokens", None) or 0),
     )
 
 
@@ -170,7 +172,7 @@ class StreamState:
         self.request_id = request_id
         self._parts: list[str] = []
         self._model: str | None = None
-        self._input_tokens = 0
+        self._usage = Usage()
         self._output_tokens = 0
         self._stop: str | None = None
         self._category: str | None = None
@@ -180,7 +182,7 @@ class StreamState:
         """One event; returns the piece of document it carries, if any."""
         if event.type == "message_start":
             self._model = event.message.model
-            self._input_tokens = _input_tokens(event.message.usage)
+            self._usage = _usage(event.message.usage)
             self._output_tokens = event.message.usage.output_tokens
         elif event.type == "content_block_delta":
             delta = event.delta
@@ -211,7 +213,7 @@ class StreamState:
             text=text,
             stop_reason=StopReason.from_raw(self._stop, "anthropic"),
             raw_stop_reason=self._stop,
-            usage=Usage(self._input_tokens, self._output_tokens),
+            usage=replace(self._usage, output_tokens=self._output_tokens),
             model=self._model,
             request_id=self.request_id,
             refusal=(self._explanation or text) if self._stop == "refusal" else None,

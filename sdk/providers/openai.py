@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import openai
+from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import (
     Response,
@@ -25,6 +26,7 @@ from openai.types.responses import (
     ResponseOutputRefusal,
     ResponseOutputText,
     ResponseStreamEvent,
+    ResponseUsage,
 )
 
 from sdk._content import Image, Text
@@ -156,11 +158,39 @@ def read_responses_response(
         text="".join(texts) if texts or not refusals else None,
         stop_reason=StopReason.from_raw(raw, "openai_responses"),
         raw_stop_reason=raw,
-        usage=Usage(usage.input_tokens, usage.output_tokens) if usage is not None else Usage(),
+        usage=_responses_usage(usage),
         model=response.model,
         request_id=request_id,
         refusal="".join(refusals) or None,
     )
+
+
+def _responses_usage(usage: ResponseUsage | None) -> Usage:
+    """Responses usage: `input_tokens` includes the cached ones, `output_tokens` the reasoning."""
+    if usage is None:
+        return Usage()
+    return Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=_count(usage.input_tokens_details, "cached_tokens"),
+        reasoning_tokens=_count(usage.output_tokens_details, "reasoning_tokens"),
+    )
+
+
+def _chat_usage(usage: CompletionUsage | None) -> Usage:
+    """Chat usage: `prompt_tokens` includes the cached ones, `completion_tokens` the reasoning."""
+    if usage is None:
+        return Usage()
+    return Usage(
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        cache_read_tokens=_count(usage.prompt_tokens_details, "cached_tokens"),
+        reasoning_tokens=_count(usage.completion_tokens_details, "reasoning_tokens"),
+    )
+
+
+def _count(details: object, name: str) -> int:
+    return int(getattr(details, name, None) or 0)
 
 
 def _responses_stop(response: Response, refused: bool) -> str | None:
@@ -247,7 +277,7 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
         content=choice.message.content,
         refusal=choice.message.refusal,
         finish_reason=choice.finish_reason,
-        usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage is not None else Usage(),
+        usage=_chat_usage(usage),
         model=completion.model,
         request_id=request_id or reply_request_id(completion),
     )
@@ -255,7 +285,7 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
 
 def _feed_chunk(state: ChatStream, chunk: ChatCompletionChunk) -> TextDelta | None:
     if chunk.usage is not None:
-        state.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        state.usage = _chat_usage(chunk.usage)
     if not chunk.choices:
         return None
     choice = chunk.choices[0]

@@ -14,12 +14,27 @@ a `Completion` (as given: any stop reason, usage, refusal), an exception (raised
 `ProviderError` to exercise retries), or a callable taking the `CompletionRequest` and returning
 any of these. With `repeat=True` the last reply answers every call after the script runs out.
 
+Scripting the failures a real provider gives (each helper returns a reply to put in the script):
+
+    TestProvider([TestProvider.refusal("I can't help with that.", category="cyber")])
+    TestProvider([TestProvider.truncation(decision)])        # cut at half: `TruncatedOutput`
+    TestProvider([TestProvider.provider_error(503), decision])   # retried, then valid
+
+Options: like a real provider, it refuses a call option it does not take, with a `TypeError`
+naming it before anything is "sent", so a misspelled `temprature=0` fails your test instead of
+being ignored. It takes `ACCEPTED_OPTIONS` (the sampling options the hosted APIs share:
+`temperature`, `top_p`, `top_k`, `seed`, `stop`, `presence_penalty`, `frequency_penalty`,
+`metadata`, `user`, and the local providers' `constrained`); pass `options=` to accept others
+(the ones your real provider takes).
+
 It exercises the client exactly as a real provider would (the parser, retries, usage), but it is
 not a provider adapter: the adapters themselves are tested against real SDK clients and servers.
 """
 
 from __future__ import annotations
 
+import copy
+import difflib
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -27,18 +42,27 @@ from typing import Any, TypeAlias
 
 from sdk._result import Usage
 from sdk.contract import Contract
+from sdk.errors import ProviderError
 from sdk.providers._base import Completion, CompletionRequest, TextDelta
 from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
 from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect
 from sdk.stop_reason import StopReason
 
-__all__ = ["Reply", "TestProvider"]
+__all__ = ["ACCEPTED_OPTIONS", "Reply", "TestProvider"]
 
 Reply: TypeAlias = (
     "str | dict[str, Any] | Contract | Completion | BaseException"
     " | Callable[[CompletionRequest], str | dict[str, Any] | Contract | Completion | BaseException]"
 )
+
+ACCEPTED_OPTIONS = frozenset(
+    {"temperature", "top_p", "top_k", "seed", "stop", "presence_penalty", "frequency_penalty",
+     "metadata", "user", "constrained"}
+)  # fmt: skip
+"""The call options `TestProvider` takes by default (`options=` adds more): the shared sampling
+options, and `constrained` (the local providers' grammar switch, which the eval's unconstrained
+arm passes; the script sees it in `request.options`)."""
 
 # Rough token estimate for scripted usage: about four characters a token.
 _CHARS_PER_TOKEN = 4
@@ -59,7 +83,10 @@ class TestProvider(Provider):
         repeat: bool = False,
         chunk_size: int = 16,
         dialect: Dialect | None = None,
+        options: Iterable[str] = (),
     ) -> None:
+        self.accepted_options = ACCEPTED_OPTIONS | frozenset(options)
+        """The call options this provider takes; any other is a `TypeError` at build time."""
         self._replies: list[Reply] = list(replies)
         self._model = model
         self._repeat = repeat
@@ -67,7 +94,7 @@ class TestProvider(Provider):
         self.dialect = dialect
         self._lock = threading.Lock()
         self._next = 0
-        self.codec = InProcessCodec(self.name)
+        self.codec = InProcessCodec(self.name, self._check_options)
         self.requests: list[CompletionRequest] = []
         """Every request received, in order: assert on them in your tests."""
 
@@ -77,6 +104,67 @@ class TestProvider(Provider):
     @property
     def model(self) -> str:
         return self._model
+
+    # --- scripted failures ---
+
+    @staticmethod
+    def refusal(
+        text: str = "I can't help with that request.", *, category: str | None = None
+    ) -> Completion:
+        """A refusal reply (stop reason `refusal`, with `category` if given): `RefusedOutput`."""
+        return Completion(
+            text=text,
+            stop_reason=StopReason.REFUSAL,
+            raw_stop_reason="refusal",
+            usage=Usage(_tokens(1), _tokens(len(text))),
+            refusal=text,
+            refusal_category=category,
+        )
+
+    @staticmethod
+    def truncation(
+        document: str | dict[str, Any] | Contract, *, keep: int | None = None
+    ) -> Completion:
+        """A reply cut by the token limit (stop reason `max_tokens`): the first `keep`
+        characters of `document` (default: half of it). `TruncatedOutput`."""
+        text = _document_text(document)
+        cut = text[: len(text) // 2 if keep is None else keep]
+        return Completion(
+            text=cut,
+            stop_reason=StopReason.MAX_TOKENS,
+            raw_stop_reason="max_tokens",
+            usage=Usage(_tokens(1), _tokens(len(cut))),
+        )
+
+    @staticmethod
+    def provider_error(
+        status_code: int | None = 503,
+        message: str = "service unavailable",
+        *,
+        retry_after: float | None = None,
+    ) -> ProviderError:
+        """A transport or API failure (`None`: a connection failure, no status). Retried by the
+        client when transient (no status, 408, 429, 5xx), like a real one."""
+        shown = f"HTTP {status_code}, " if status_code is not None else ""
+        return ProviderError(
+            f"test: {shown}{message}",
+            status_code=status_code,
+            retry_after=retry_after,
+            provider="test",
+        )
+
+    def _check_options(self, request: CompletionRequest) -> None:
+        unknown = sorted(set(request.options) - self.accepted_options)
+        if not unknown:
+            return
+        name = unknown[0]
+        close = difflib.get_close_matches(name, self.accepted_options, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        accepted = ", ".join(sorted(self.accepted_options))
+        raise TypeError(
+            f"TestProvider got an unexpected option {name!r}{hint}; it takes: {accepted} "
+            "(pass options=[...] to accept more)"
+        )
 
     def add(self, *replies: Reply) -> None:
         """Append replies to the script."""
@@ -102,17 +190,12 @@ class TestProvider(Provider):
 
     def _completion(self, request: CompletionRequest, reply: Any) -> Completion:
         if isinstance(reply, BaseException):
-            raise reply
+            # A copy, so that a repeated error is a new one each time: each attempt keeps its
+            # own, and notes added to the last do not appear on the earlier ones.
+            raise copy.copy(reply)
         if isinstance(reply, Completion):
             return reply
-        if isinstance(reply, Contract):
-            text = reply.model_dump_json()
-        elif isinstance(reply, dict):
-            text = json.dumps(reply, ensure_ascii=False)
-        elif isinstance(reply, str):
-            text = reply
-        else:
-            raise TypeError(f"TestProvider cannot reply with {type(reply).__name__}")
+        text = _document_text(reply)
         prompt = sum(len(m.text) for m in request.messages) + len(request.system or "")
         return Completion(
             text=text,
@@ -147,6 +230,16 @@ class TestProvider(Provider):
         text = completion.text or ""
         for start in range(0, len(text), self._chunk_size):
             yield TextDelta(text[start : start + self._chunk_size])
+
+
+def _document_text(reply: Any) -> str:
+    if isinstance(reply, Contract):
+        return reply.model_dump_json()
+    if isinstance(reply, dict):
+        return json.dumps(reply, ensure_ascii=False)
+    if isinstance(reply, str):
+        return reply
+    raise TypeError(f"TestProvider cannot reply with {type(reply).__name__}")
 
 
 def _tokens(chars: int) -> int:

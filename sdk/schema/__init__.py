@@ -19,6 +19,7 @@ from sdk.schema.derived import (
 from sdk.schema.dialects import (
     ANTHROPIC,
     DIALECTS,
+    GEMINI,
     LLAMACPP,
     OLLAMA,
     OPENAI_STRICT,
@@ -37,6 +38,7 @@ __all__ = [
     "DIALECTS",
     "DRAFT_2020_12",
     "ESCAPE_MEMBER",
+    "GEMINI",
     "LLAMACPP",
     "OLLAMA",
     "OPENAI_STRICT",

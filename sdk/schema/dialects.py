@@ -56,6 +56,7 @@ __all__ = [
     "ANNOTATIONS",
     "ANTHROPIC",
     "DIALECTS",
+    "GEMINI",
     "LLAMACPP",
     "OLLAMA",
     "OPENAI_STRICT",
@@ -230,6 +231,23 @@ OLLAMA = Dialect(
     doc="Ollama `format`: converted by llama.cpp's grammar generator, so the llama.cpp rules.",
 )
 
+GEMINI = Dialect(
+    name="gemini",
+    # `response_json_schema`, as the google-genai client documents it: $id, $defs, $ref,
+    # $anchor, type, format, title, description, enum, items, prefixItems, minItems, maxItems,
+    # minimum, maximum, anyOf, oneOf (read as anyOf), properties, additionalProperties,
+    # required. No `const`, `allOf`, exclusive bounds, multipleOf, string lengths or pattern.
+    keywords=(_CORE - {"const"})
+    | {"$id", "$anchor", "format", "prefixItems", "minItems", "maxItems", "minimum", "maximum"},
+    formats=frozenset({"date-time", "date", "time"}),
+    one_of_as_any_of=True,
+    ref_siblings="drop",
+    hint_removed=True,
+    doc="Gemini `response_json_schema`: numeric minimum/maximum and item counts kept; no "
+    "const, allOf, exclusive bounds, multipleOf, minLength/maxLength or pattern; three "
+    "string formats; a $ref takes no sibling keys.",
+)
+
 VLLM = Dialect(
     name="vllm",
     keywords=_CORE | _BOUNDS | _LOCAL | {"minProperties", "maxProperties"},
@@ -238,7 +256,8 @@ VLLM = Dialect(
 )
 
 DIALECTS: dict[str, Dialect] = {
-    dialect.name: dialect for dialect in (ANTHROPIC, OPENAI_STRICT, LLAMACPP, OLLAMA, VLLM)
+    dialect.name: dialect
+    for dialect in (ANTHROPIC, OPENAI_STRICT, GEMINI, LLAMACPP, OLLAMA, VLLM)
 }
 """Every dialect by name."""
 

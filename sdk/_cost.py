@@ -1,0 +1,84 @@
+"""What a call cost, from the maintained `genai-prices` table (the optional `cost` extra).
+
+`attempts_cost(attempts)` prices each attempt's usage at the model and provider that answered it
+and sums them; `None` when the package is not installed or any attempt that spent tokens went to
+a model the table does not know (a partial sum would read as the whole cost).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+from sdk._records import Usage
+from sdk.errors import Attempt
+
+__all__ = ["attempts_cost", "usage_cost"]
+
+logger = logging.getLogger("sdk.client")
+
+# Our provider families -> genai-prices' provider ids (local engines have no price).
+_PRICE_PROVIDERS = {
+    "anthropic": "anthropic",
+    "openai_responses": "openai",
+    "openai_chat": "openai",
+    "gemini": "google",
+}
+# Anthropic's `input_tokens` excludes the cached tokens; genai-prices' includes them.
+_INPUT_EXCLUDES_CACHE = frozenset({"anthropic"})
+# Gemini's output count excludes the thoughts, which are billed as output.
+_OUTPUT_EXCLUDES_REASONING = frozenset({"gemini"})
+
+
+@cache
+def _prices() -> Any:
+    try:
+        import genai_prices
+    except ImportError:
+        return None
+    return genai_prices
+
+
+def usage_cost(usage: Usage, *, provider: str | None, model: str | None) -> Decimal | None:
+    """The price of `usage` at `model` from `provider`, or `None` if it cannot be priced."""
+    prices = _prices()
+    price_provider = _PRICE_PROVIDERS.get(provider or "")
+    if prices is None or price_provider is None or not model:
+        return None
+    input_tokens = usage.input_tokens
+    if provider in _INPUT_EXCLUDES_CACHE:
+        input_tokens += usage.cache_read_tokens + usage.cache_write_tokens
+    output_tokens = usage.output_tokens
+    if provider in _OUTPUT_EXCLUDES_REASONING:
+        output_tokens += usage.reasoning_tokens
+    priced = prices.Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the table's own notes on estimated prices
+            total = prices.calc_price(priced, model, provider_id=price_provider).total_price
+    except Exception as exc:  # an unknown model (LookupError) or a table the package rejects
+        logger.debug("no price for %s %s: %s", provider, model, exc)
+        return None
+    return Decimal(total)
+
+
+def attempts_cost(attempts: Sequence[Attempt]) -> Decimal | None:
+    """The summed price of every attempt that spent tokens, or `None` if one cannot be priced."""
+    total = Decimal(0)
+    for attempt in attempts:
+        if attempt.usage.total_tokens == 0:
+            continue
+        cost = usage_cost(attempt.usage, provider=attempt.provider, model=attempt.model)
+        if cost is None:
+            return None
+        total += cost
+    return total

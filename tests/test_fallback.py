@@ -1,0 +1,171 @@
+"""`FallbackProvider`: a call moves on to the next provider when one's transport retries are
+spent (or, if asked, after a refusal), and the result and every attempt say which answered.
+
+The cross-provider cases run through the real `anthropic` and `openai` clients on mock
+transports; the policy cases use `TestProvider` scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from contracts import Decision
+from sdk import (
+    AsyncStructuredClient,
+    Backoff,
+    ProviderError,
+    ProviderRetriesExhausted,
+    RefusedOutput,
+    SchemaViolation,
+    StructuredClient,
+)
+from sdk.providers import (
+    AnthropicProvider,
+    FallbackProvider,
+    OpenAIResponsesProvider,
+    TestProvider,
+)
+from sdk.providers._base import CompletionRequest, Message
+from sdk.schema.dialects import OPENAI_STRICT, to_wire
+from tests.wire_support import (
+    DECISION,
+    Sleeps,
+    Wire,
+    anthropic_client,
+    error_reply,
+    openai_client,
+    responses_reply,
+)
+
+NO_WAIT = Backoff(retries=2, initial=0.0, maximum=0.0)
+VALID = json.dumps(DECISION)
+
+
+def _client(provider: FallbackProvider, **options: object) -> StructuredClient:
+    return StructuredClient(provider, backoff=NO_WAIT, sleep=Sleeps(), **options)  # type: ignore[arg-type]
+
+
+def test_an_overloaded_primary_falls_back_to_the_secondary_after_its_retries() -> None:
+    anthropic_wire = Wire(error_reply("anthropic_error_529.json", 529))
+    openai_wire = Wire(responses_reply())
+    provider = FallbackProvider([
+        AnthropicProvider(anthropic_client(anthropic_wire), model="claude-sonnet-4-6"),
+        OpenAIResponsesProvider(openai_client(openai_wire), model="gpt-5.1-mini"),
+    ])  # fmt: skip
+    result = _client(provider).generate(Decision, prompt="Approve?")
+    assert len(anthropic_wire.requests) == NO_WAIT.retries + 1
+    assert len(openai_wire.requests) == 1
+    assert result.provider == "openai_responses"
+    assert result.model == json.loads(openai_wire.requests[0].content)["model"]
+    assert [a.provider for a in result.attempts] == ["anthropic"] * 3 + ["openai_responses"]
+    assert all(isinstance(a.error, ProviderError) for a in result.attempts[:3])
+    # The secondary got the schema in its own dialect, and the result reports its removals.
+    sent = openai_wire.body["text"]["format"]["schema"]
+    assert sent == to_wire(Decision, OPENAI_STRICT).schema
+    assert result.removed == to_wire(Decision, OPENAI_STRICT).removed
+
+
+def test_an_error_no_retry_fixes_falls_back_at_once() -> None:
+    anthropic_wire = Wire(error_reply("anthropic_error_400.json", 401))
+    openai_wire = Wire(responses_reply())
+    provider = FallbackProvider([
+        AnthropicProvider(anthropic_client(anthropic_wire), model="claude-sonnet-4-6"),
+        OpenAIResponsesProvider(openai_client(openai_wire), model="gpt-5.1-mini"),
+    ])  # fmt: skip
+    result = _client(provider).generate(Decision, prompt="Approve?")
+    assert len(anthropic_wire.requests) == 1
+    assert result.provider == "openai_responses"
+    assert result.attempts[0].error is not None and result.attempts[0].provider == "anthropic"
+
+
+def test_when_every_provider_fails_the_error_holds_every_attempt_of_each() -> None:
+    first = TestProvider([TestProvider.provider_error(503)], repeat=True, model="one")
+    second = TestProvider([TestProvider.provider_error(None, "connection refused")], repeat=True)
+    with pytest.raises(ProviderRetriesExhausted) as info:
+        _client(FallbackProvider([first, second])).generate(Decision, prompt="x")
+    attempts = info.value.attempts
+    assert len(attempts) == 2 * (NO_WAIT.retries + 1)
+    assert len(first.requests) == len(second.requests) == NO_WAIT.retries + 1
+    assert [a.model for a in attempts] == ["one"] * 3 + ["test-model"] * 3
+    assert len({id(a.error) for a in attempts}) == len(attempts)  # each attempt its own error
+    assert "connection refused" in str(info.value)
+
+
+def test_a_refusal_ends_the_call_unless_asked_to_fall_back() -> None:
+    refusing = TestProvider([TestProvider.refusal(category="cyber")])
+    answering = TestProvider([VALID])
+    with pytest.raises(RefusedOutput) as info:
+        _client(FallbackProvider([refusing, answering])).generate(Decision, prompt="x")
+    assert info.value.category == "cyber"
+    assert answering.requests == []
+
+    refusing = TestProvider([TestProvider.refusal(category="cyber")], model="cautious")
+    answering = TestProvider([VALID], model="willing")
+    provider = FallbackProvider([refusing, answering], on_refusal=True)
+    result = _client(provider).generate(Decision, prompt="x")
+    assert result.model == "willing"
+    assert isinstance(result.attempts[0].error, RefusedOutput)
+    assert [a.model for a in result.attempts] == ["cautious", "willing"]
+
+
+def test_invalid_output_is_retried_on_the_same_provider_not_a_reason_to_fall_back() -> None:
+    primary = TestProvider([VALID.replace('"high"', '"certain"'), VALID], model="primary")
+    secondary = TestProvider([VALID], model="secondary")
+    result = _client(FallbackProvider([primary, secondary])).generate(Decision, prompt="x")
+    assert isinstance(result.attempts[0].error, SchemaViolation)
+    assert result.model == "primary" and secondary.requests == []
+
+
+def test_usage_and_attempts_are_summed_across_providers() -> None:
+    first = TestProvider([TestProvider.truncation(DECISION)])
+    second = TestProvider([VALID])
+    # A truncation is not a transport failure: no fallback, the call ends.
+    with pytest.raises(Exception, match="cut off"):
+        _client(FallbackProvider([first, second])).generate(Decision, prompt="x")
+    first = TestProvider([TestProvider.provider_error(500)], repeat=True)
+    second = TestProvider([VALID])
+    result = _client(FallbackProvider([first, second])).generate(Decision, prompt="x")
+    assert result.usage == sum((a.usage for a in result.attempts), type(result.usage)())
+    assert result.usage.output_tokens > 0
+
+
+def test_streaming_falls_back_and_the_snapshots_start_over() -> None:
+    first = TestProvider([TestProvider.provider_error(503)], repeat=True)
+    second = TestProvider([VALID], chunk_size=8)
+    items = list(_client(FallbackProvider([first, second])).stream(Decision, prompt="x"))
+    result = items[-1]
+    assert result.value.answer == "approve"
+    assert len(second.requests) == 1 and len(items) > 2
+
+
+def test_async_calls_fall_back_too() -> None:
+    first = TestProvider([TestProvider.provider_error(429)], repeat=True)
+    second = TestProvider([VALID], model="backup")
+    provider = FallbackProvider([first, second])
+
+    async def main() -> str | None:
+        client = AsyncStructuredClient(provider, backoff=NO_WAIT, sleep=Sleeps().asleep)
+        return (await client.generate(Decision, prompt="x")).model
+
+    assert asyncio.run(main()) == "backup"
+
+
+def test_called_directly_it_tries_each_provider_once() -> None:
+    first = TestProvider([TestProvider.provider_error(503)])
+    second = TestProvider([VALID])
+    request = CompletionRequest(Decision, (Message("user", "x"),), max_tokens=100)
+    completion = FallbackProvider([first, second]).complete(request)
+    assert completion.text == VALID
+    assert len(first.requests) == len(second.requests) == 1
+
+
+def test_it_needs_providers_and_lists_them_flat() -> None:
+    with pytest.raises(ValueError):
+        FallbackProvider([])
+    with pytest.raises(TypeError):
+        FallbackProvider(["anthropic"])  # type: ignore[list-item]
+    inner = FallbackProvider([TestProvider()])
+    with pytest.raises(TypeError):
+        FallbackProvider([inner])
