@@ -5,6 +5,8 @@ you can trust to the degree machines can check, or a typed error that says what 
 """
 
 from sdk._result import Attempt, Result, Usage
+from sdk._tool_call import ToolCalls
+from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
 from sdk.contract import Contract, SourceQuote, WireEnum, WireNameError
 from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
@@ -16,6 +18,7 @@ from sdk.errors import (
     GrammarViolation,
     InvalidJSON,
     InvalidOutput,
+    MissingToolCall,
     ProviderError,
     ProviderRetriesExhausted,
     RefusedOutput,
@@ -26,11 +29,13 @@ from sdk.errors import (
     TruncatedOutput,
     UnexpectedStop,
     UnfinishedOutput,
+    UnknownTool,
     Violation,
 )
 from sdk.grammar import Grammar, parse_grammar
 from sdk.parsing import Note, Parsed, parse
 from sdk.parsing.incremental import Partial, PartialReader
+from sdk.providers._base import Message
 from sdk.schema import SchemaInfo
 from sdk.stop_reason import StopReason
 
@@ -52,10 +57,13 @@ __all__ = [
     "InvalidJSON",
     "InvalidOutput",
     "MaxTokensRamp",
+    "Message",
+    "MissingToolCall",
     "Note",
     "Parsed",
     "Partial",
     "PartialReader",
+    "PartialToolCall",
     "ProviderError",
     "ProviderRetriesExhausted",
     "RefusedOutput",
@@ -69,9 +77,15 @@ __all__ = [
     "StructuredClient",
     "StructuredOutputError",
     "TokenStep",
+    "Tool",
+    "ToolCall",
+    "ToolCalls",
+    "ToolChoice",
+    "ToolResult",
     "TruncatedOutput",
     "UnexpectedStop",
     "UnfinishedOutput",
+    "UnknownTool",
     "Usage",
     "Violation",
     "WireEnum",

@@ -175,7 +175,7 @@ class _Policy:
 
 def _advance_invalid(call: Call[Any], error: StructuredOutputError) -> bool:
     assert isinstance(error, InvalidOutput)
-    call._feedback = _feedback(call.grammar or call.contract, error)
+    call._feedback = call._feedback_for(error)
     return True
 
 
@@ -390,6 +390,31 @@ class Call(Generic[T]):
         """Parse a reply and record the attempt: the `Result`, or `None` when a retry (or the
         second phase of two-phase reasoning) has been prepared (call `request()` again), or the
         final error raised."""
+        settled = self._settle(completion)
+        if settled is None:
+            return None
+        value, parsed = settled
+        return Result(
+            value=value,
+            stop_reason=parsed.stop_reason,
+            text=parsed.text,
+            notes=parsed.notes,
+            usage=self.usage,
+            attempts=list(self.attempts),
+            schema=self.schema,
+            provider=self.provider.name,
+            model=completion.model or self.provider.model,
+            raw_stop_reason=parsed.raw_stop_reason,
+            request_id=completion.request_id,
+            removed=list(self.wire.removed) if self.wire is not None else [],
+            diagnostics=completion.diagnostics,
+            reasoning=self.reasoning,
+        )
+
+    def _settle(self, completion: Completion) -> tuple[T, Parsed[Any]] | None:
+        """Parse a reply and record its attempt: the value and what it was decided on, or
+        `None` when another request has been prepared, or the final error raised. (What
+        `on_reply` and the tool-call machine share.)"""
         self._transport = None  # the next request is a new one: its transport retries start over
         text = completion.text
         number = len(self.attempts) + 1
@@ -425,22 +450,7 @@ class Call(Generic[T]):
             completion.raw_stop_reason,
             _tokens(completion.usage),
         )
-        return Result(
-            value=value,
-            stop_reason=parsed.stop_reason,
-            text=parsed.text,
-            notes=parsed.notes,
-            usage=self.usage,
-            attempts=list(self.attempts),
-            schema=self.schema,
-            provider=self.provider.name,
-            model=completion.model or self.provider.model,
-            raw_stop_reason=parsed.raw_stop_reason,
-            request_id=completion.request_id,
-            removed=list(self.wire.removed) if self.wire is not None else [],
-            diagnostics=completion.diagnostics,
-            reasoning=self.reasoning,
-        )
+        return value, parsed
 
     @property
     def schema(self) -> SchemaInfo:
@@ -476,6 +486,10 @@ class Call(Generic[T]):
                 **common,
             )
         return cast(T, parsed.value), parsed
+
+    def _feedback_for(self, error: InvalidOutput) -> tuple[Message, ...]:
+        """The messages that tell the model what was wrong with its last reply."""
+        return _feedback(self.grammar or self.contract, error)
 
     def _take_working(self, completion: Completion) -> None:
         """The first call of two-phase reasoning answered: keep its working (a cut or refused

@@ -40,6 +40,10 @@ class Provider:
     codec: Codec
     """The provider's wire format (built by the subclass)."""
 
+    supports_tools: bool = False
+    """Whether the codec builds tool-call requests (`call_tools`); others raise
+    `UnsupportedRequest` before anything is sent."""
+
     @property
     def model(self) -> str | None:
         """The model name requests go to, when the provider knows it up front."""
