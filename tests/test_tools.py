@@ -244,7 +244,7 @@ def test_invalid_arguments_then_a_valid_retry(hosted: Hosted) -> None:
     assert len(sent_ids) == 2
     results = _tool_results_sent(hosted.name, retry)
     assert [r[0] for r in results] == sent_ids
-    assert "/unit" in results[0][1] and "kelvin" in results[0][1] or "/unit" in results[0][1]
+    assert "/unit" in results[0][1] and "kelvin" in results[0][1]
     assert results[1][1].startswith("Not run")
     if hosted.name == "anthropic":
         assert all(r[2] is True for r in results)  # marked as errors where the protocol can
@@ -289,6 +289,15 @@ def test_a_named_choice_answered_with_another_tool_is_unknown(hosted: Hosted) ->
         _client(hosted.provider(wire), retries=0).call_tools(
             tools=TOOLS, tool_choice=ORDERS, prompt="x"
         )
+
+
+def test_a_reply_that_stopped_for_a_call_without_one_is_missing_tool_call() -> None:
+    # The server's parser could not read the block (it arrives as text): never a prose answer.
+    wire = Wire(tw.chat_reply([], text='<tool_call>{"name": "GetWea', finish="tool_calls"))
+    with pytest.raises(MissingToolCall) as info:
+        _client(_chat(wire, True), retries=0).call_tools(tools=TOOLS, prompt="x")
+    assert info.value.text == '<tool_call>{"name": "GetWea'
+    assert info.value.stop_reason is StopReason.TOOL_USE
 
 
 def test_a_call_cut_by_max_tokens_is_truncated_not_a_call() -> None:
