@@ -128,7 +128,6 @@ class _BaseClient:
             reasoning=reasoning,
         )
 
-
     def _tools_call(
         self,
         tools: Sequence[Tool],

@@ -41,3 +41,12 @@ def test_async_service_classifies_every_review_through_a_rate_limit_and_a_retry(
     assert sum("retried after SchemaViolation at /score" in line for line in lines) == 1
     assert "r-102: negative" in out and "r-104: mixed" in out
     assert out.rstrip().endswith("6 reviews classified")
+
+
+def test_tool_calls_retries_a_bad_argument_runs_the_tools_and_answers() -> None:
+    out = _run("tool_calls.py")
+    assert "attempt 1: SchemaViolation" in out
+    assert "/unit: 'kelvin' is not one of ['celsius', 'fahrenheit']" in out
+    assert "attempt 2: valid" in out
+    assert "get_weather(Paris, celsius)" in out and "get_weather(Oslo, celsius)" in out
+    assert "answer: Paris is warmer" in out

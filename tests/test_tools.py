@@ -156,9 +156,7 @@ def test_parallel_calls_on_and_off_are_said_in_the_providers_words(
     hosted: Hosted, parallel: bool
 ) -> None:
     wire = Wire(hosted.reply([PARIS]))
-    _client(hosted.provider(wire)).call_tools(
-        tools=TOOLS, prompt="x", parallel_tool_calls=parallel
-    )
+    _client(hosted.provider(wire)).call_tools(tools=TOOLS, prompt="x", parallel_tool_calls=parallel)
     body = wire.body
     if hosted.name == "anthropic":
         assert body["tool_choice"].get("disable_parallel_tool_use", False) is (not parallel)

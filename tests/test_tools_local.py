@@ -116,9 +116,7 @@ def test_invalid_arguments_then_a_valid_retry_sends_tool_results(
 def test_unknown_tool_is_typed(server: LocalServer, name: str) -> None:
     server.reset(Reply(text="", tool_calls=[UNKNOWN]))
     with pytest.raises(UnknownTool) as info:
-        StructuredClient(_provider(name, server.url), retries=0).call_tools(
-            tools=TOOLS, prompt="x"
-        )
+        StructuredClient(_provider(name, server.url), retries=0).call_tools(tools=TOOLS, prompt="x")
     assert info.value.tool == "delete_everything"
 
 

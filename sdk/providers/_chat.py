@@ -31,9 +31,7 @@ __all__ = [
 ]
 
 
-def chat_messages(
-    request: CompletionRequest, *, arguments: str = "text"
-) -> list[dict[str, Any]]:
+def chat_messages(request: CompletionRequest, *, arguments: str = "text") -> list[dict[str, Any]]:
     """The request's conversation as chat messages, the system prompt first.
 
     Tool calls ride on the assistant message (`tool_calls`, each call's arguments as JSON

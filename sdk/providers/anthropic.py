@@ -280,9 +280,7 @@ class ToolStreamState:
                 raise ValueError(f"input_json_delta for block {event.index}, which is no tool_use")
             call_id, name, parts = self._calls[event.index]
             parts.append(event.delta.partial_json)
-            return ToolCallDelta(
-                event.delta.partial_json, index=event.index, id=call_id, name=name
-            )
+            return ToolCallDelta(event.delta.partial_json, index=event.index, id=call_id, name=name)
         return self._text.feed(event)
 
     def finish(self) -> Completion:
@@ -339,9 +337,7 @@ class AnthropicCodec(Codec):
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if request.kind == "tools":
-            completion = replace(
-                read_response(reply.body), tool_calls=read_tool_calls(reply.body)
-            )
+            completion = replace(read_response(reply.body), tool_calls=read_tool_calls(reply.body))
         else:
             completion = read_response(reply.body, mode=self.mode)
         if completion.request_id is None and reply.request_id is not None:
