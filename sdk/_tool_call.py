@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sdk._call import Call, MessageLike, RetrySettings, conversation
-from sdk._records import Note, Usage
+from sdk._records import Note, Usage, shorten
 from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.contract import Contract
 from sdk.errors import (
@@ -46,9 +46,11 @@ _NOT_RUN = (
 )
 
 
-def check_tools(tools: Sequence[Tool], tool_choice: ToolChoice) -> tuple[Tool, ...]:
-    """The tools as a tuple, checked: at least one, each a `Tool`, names unique, and a named
-    `tool_choice` among them."""
+def check_tools(
+    tools: Sequence[Tool], tool_choice: ToolChoice | str
+) -> tuple[tuple[Tool, ...], ToolChoice]:
+    """The tools as a tuple, checked (at least one, each a `Tool`, names unique), and the
+    choice: `"auto"`, `"required"`, `"none"`, or one of the tools (given as itself or by name)."""
     checked = tuple(tools)
     if not checked:
         raise ValueError("call_tools() needs at least one tool")
@@ -59,14 +61,23 @@ def check_tools(tools: Sequence[Tool], tool_choice: ToolChoice) -> tuple[Tool, .
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
-    if isinstance(tool_choice, Tool):
-        if tool_choice not in checked:
-            raise ValueError(f"tool_choice {tool_choice.name!r} is not one of the tools")
-    elif tool_choice not in ("auto", "required", "none"):
+    if tool_choice in ("auto", "required", "none"):
+        return checked, tool_choice
+    if isinstance(tool_choice, str):
+        named = next((tool for tool in checked if tool.name == tool_choice), None)
+        if named is None:
+            raise ValueError(
+                f"tool_choice must be 'auto', 'required', 'none', a Tool or a tool's name "
+                f"({', '.join(names)}), not {shorten(tool_choice, 80)!r}"
+            )
+        return checked, named
+    if not isinstance(tool_choice, Tool):
         raise ValueError(
             f"tool_choice must be 'auto', 'required', 'none' or a Tool, not {tool_choice!r}"
         )
-    return checked
+    if tool_choice not in checked:
+        raise ValueError(f"tool_choice {tool_choice.name!r} is not one of the tools")
+    return checked, tool_choice
 
 
 def tool_conversation(
@@ -198,7 +209,7 @@ class ToolsCall(Call[Any]):
     def _removed(self) -> dict[str, list[Any]]:
         removed: dict[str, list[Any]] = {}
         for tool in self.tools:
-            wire = self.provider.wire_schema(tool.arguments)
+            wire = self.provider.tool_schema(tool.arguments)
             if wire is not None and wire.removed:
                 removed[tool.name] = list(wire.removed)
         return removed
@@ -265,14 +276,17 @@ class ToolsCall(Call[Any]):
             why = "was not offered" if tool is None else "may not be called now"
             names = ", ".join(sorted(offered)) or "none (tool_choice='none')"
             raise UnknownTool(
-                f"tool call {call.id} names {call.tool!r}, which {why}; callable tools: {names}",
+                f"tool call {shorten(call.id, 80)} names {shorten(call.tool, 80)!r}, which {why}; "
+                f"callable tools: {names}",
                 tool=call.tool,
                 call_id=call.id,
                 text=call.text,
                 stop_reason=StopReason.TOOL_USE,
-                violations=[Violation("", f"unknown tool {call.tool!r}; use one of: {names}")],
+                violations=[
+                    Violation("", f"unknown tool {shorten(call.tool, 80)!r}; use one of: {names}")
+                ],
             )
-        wire = self.provider.wire_schema(tool.arguments)
+        wire = self.provider.tool_schema(tool.arguments)
         return parse(
             tool.arguments,
             call.text,

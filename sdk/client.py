@@ -131,7 +131,7 @@ class _BaseClient:
     def _tools_call(
         self,
         tools: Sequence[Tool],
-        tool_choice: ToolChoice,
+        tool_choice: ToolChoice | str,
         parallel_tool_calls: bool | None,
         prompt: str | None,
         messages: Sequence[MessageLike] | None,
@@ -142,7 +142,7 @@ class _BaseClient:
         context: Mapping[str, Any] | None,
         options: dict[str, Any],
     ) -> ToolsCall:
-        checked = check_tools(tools, tool_choice)
+        checked, tool_choice = check_tools(tools, tool_choice)
         if not self.provider.supports_tools:
             raise unsupported(self.provider.name, "tool calls", ["json_schema documents"])
         settings = self.settings
@@ -388,7 +388,7 @@ class StructuredClient(_BaseClient):
         self,
         *,
         tools: Sequence[Tool],
-        tool_choice: ToolChoice = "auto",
+        tool_choice: ToolChoice | str = "auto",
         parallel_tool_calls: bool | None = None,
         prompt: str | None = None,
         messages: Sequence[MessageLike] | None = None,
@@ -403,11 +403,11 @@ class StructuredClient(_BaseClient):
         its tool's contract and checked (with the `source`), or a typed error.
 
         `tool_choice`: `"auto"` (the model decides), `"required"` (at least one call), a `Tool`
-        (a call to that one), `"none"` (no call). `parallel_tool_calls`: allow several calls in
-        one turn (`None`: the provider's default). An unknown tool or invalid arguments is
-        retried with feedback (each call answered with a tool result marked as an error), up
-        to the client's `retries`. The SDK does not run the tools: send their results back
-        with `messages=[..., result.message(), Message("user", "", tool_results=...)]`.
+        or its name (a call to that one), `"none"` (no call). `parallel_tool_calls`: allow
+        several calls in one turn (`None`: the provider's default). An unknown tool or invalid
+        arguments is retried with feedback (each call answered with a tool result marked as an
+        error), up to the client's `retries`. The SDK does not run the tools: send their results
+        back with `messages=[..., result.message(), Message("user", "", tool_results=...)]`.
         """
         call = self._tools_call(
             tools,
@@ -437,7 +437,7 @@ class StructuredClient(_BaseClient):
         self,
         *,
         tools: Sequence[Tool],
-        tool_choice: ToolChoice = "auto",
+        tool_choice: ToolChoice | str = "auto",
         parallel_tool_calls: bool | None = None,
         prompt: str | None = None,
         messages: Sequence[MessageLike] | None = None,
@@ -725,7 +725,7 @@ class AsyncStructuredClient(_BaseClient):
         self,
         *,
         tools: Sequence[Tool],
-        tool_choice: ToolChoice = "auto",
+        tool_choice: ToolChoice | str = "auto",
         parallel_tool_calls: bool | None = None,
         prompt: str | None = None,
         messages: Sequence[MessageLike] | None = None,
@@ -768,7 +768,7 @@ class AsyncStructuredClient(_BaseClient):
         self,
         *,
         tools: Sequence[Tool],
-        tool_choice: ToolChoice = "auto",
+        tool_choice: ToolChoice | str = "auto",
         parallel_tool_calls: bool | None = None,
         prompt: str | None = None,
         messages: Sequence[MessageLike] | None = None,

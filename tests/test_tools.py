@@ -448,3 +448,35 @@ def test_a_provider_without_tool_calls_says_so_before_sending() -> None:
     provider = TestProvider()
     with pytest.raises(UnsupportedRequest, match="tool calls"):
         StructuredClient(provider).call_tools(tools=TOOLS, prompt="x")
+
+
+class Search(Contract):
+    """Search the catalogue."""
+
+    query: str
+    limit: int | None = None
+
+
+def test_an_optional_argument_sent_as_null_by_openai_strict_is_absent() -> None:
+    # OpenAI strict makes every property required, the optional ones nullable: null means absent.
+    wire = Wire(tw.chat_reply([tw.Call("c1", "Search", '{"query": "kettle", "limit": null}')]))
+    result = _client(_chat(wire, True)).call_tools(tools=[Tool(Search)], prompt="x")
+    assert result.calls[0].value == Search(query="kettle")
+    parameters = wire.body["tools"][0]["function"]["parameters"]
+    assert parameters["required"] == ["query", "limit"]  # what strict mode needs
+
+
+def test_tool_choice_by_name_and_a_hostile_tool_name_stays_bounded() -> None:
+    wire = Wire(tw.chat_reply([ORDER]))
+    result = _client(_chat(wire, True)).call_tools(
+        tools=TOOLS, tool_choice="LookupOrder", prompt="x"
+    )
+    assert wire.body["tool_choice"] == {"type": "function", "function": {"name": "LookupOrder"}}
+    assert result.calls[0].tool == "LookupOrder"
+    with pytest.raises(ValueError, match="GetWeather, LookupOrder"):
+        _client(_chat(wire, True)).call_tools(tools=TOOLS, tool_choice="Nope", prompt="x")
+    huge = tw.Call("c9", "x" * 100_000, "{}")
+    wire = Wire(tw.chat_reply([huge]))
+    with pytest.raises(UnknownTool) as info:
+        _client(_chat(wire, True), retries=0).call_tools(tools=TOOLS, prompt="x")
+    assert len(str(info.value)) < 400 and info.value.tool == huge.name  # kept whole on the error

@@ -53,6 +53,11 @@ class Provider:
         """The contract's schema as this provider receives it (cached), or `None`."""
         return to_wire(contract, self.dialect) if self.dialect is not None else None
 
+    def tool_schema(self, contract: type[Contract]) -> WireSchema | None:
+        """A tool's arguments schema as this provider receives it (`None`: the canonical one);
+        the same as a document's unless the provider says otherwise."""
+        return self.wire_schema(contract)
+
     def request_schema(self, request: CompletionRequest) -> dict[str, Any] | None:
         """The schema a JSON request sends, in this provider's dialect; `None` for a grammar or
         free-text request (or a provider without a dialect)."""

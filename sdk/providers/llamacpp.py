@@ -64,7 +64,7 @@ from sdk.providers._chat import (
 )
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
-from sdk.schema.dialects import LLAMACPP, Dialect
+from sdk.schema.dialects import LLAMACPP, Dialect, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -278,6 +278,10 @@ class LlamaCppProvider(HTTPProvider):
     @property
     def model(self) -> str | None:
         return self._model
+
+    def tool_schema(self, contract: type[Contract]) -> WireSchema:
+        # Tools always take the OpenAI route, in the llama.cpp dialect, whatever the mode.
+        return to_wire(contract, LLAMACPP)
 
     def grammar_for(self, contract: type[Contract]) -> str:
         """The GBNF grammar sent in grammar mode: the one given, or written from the canonical
