@@ -12,6 +12,7 @@ error saying what was wrong (a call that was valid gets a result saying it was n
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -237,6 +238,17 @@ class ToolsCall(Call[Any]):
                 raw_stop_reason=raw,
                 violations=[Violation("", "the tool call block could not be read")],
             )
+        if not self._calls and offered and _call_in_text(prose, offered):
+            # A call written as text: a server whose tool-call parser does not match the model
+            # (vLLM's `--tool-call-parser`, llama.cpp's template) returns it as prose.
+            raise MissingToolCall(
+                "the reply has a tool call written as text, not as a call (the server's "
+                "tool-call parser did not read it)",
+                text=prose,
+                stop_reason=stop,
+                raw_stop_reason=raw,
+                violations=[Violation("", "a tool call came as text: call the tool properly")],
+            )
         if not self._calls and self.tool_choice != "auto" and self.tool_choice != "none":
             wanted = self.tool_choice.name if isinstance(self.tool_choice, Tool) else "a tool"
             raise MissingToolCall(
@@ -316,6 +328,19 @@ class ToolsCall(Call[Any]):
             Message("assistant", self._prose, tool_calls=self._calls),
             Message("user", "", tool_results=tuple(results)),
         )
+
+
+_CALL_MARKERS = ("<tool_call>", "<|tool_call|>", "<function=", "[TOOL_CALLS]")
+
+
+def _call_in_text(text: str, names: set[str]) -> bool:
+    """Whether prose holds a tool call: a known call marker, or a JSON call of an offered tool
+    (`{"name": "get_weather", "arguments": ...}`)."""
+    if any(marker in text for marker in _CALL_MARKERS):
+        return True
+    alternatives = "|".join(re.escape(name) for name in sorted(names))
+    pattern = rf'\{{\s*"name"\s*:\s*"(?:{alternatives})"\s*,\s*"(?:arguments|parameters)"\s*:'
+    return re.search(pattern, text) is not None
 
 
 def _feedback_text(error: InvalidOutput, closing: str) -> str:

@@ -223,3 +223,23 @@ def test_llama_server_takes_a_conversation_with_calls_and_results(llama_tools_se
     # The call and its result reached the prompt through the template (an assistant turn with
     # a <tool_call> block, a <tool_response>): the server took our message shapes.
     assert longer > shorter + 15
+
+
+@pytest.mark.parametrize("name", ["vllm", "llamacpp"])
+def test_a_call_returned_as_text_by_a_mismatched_parser_is_not_prose(
+    server: LocalServer, name: str
+) -> None:
+    # A server whose tool-call parser does not match the model returns the block as content,
+    # finish_reason "stop": never passed off as a prose answer.
+    block = '<tool_call>\n{"name": "GetWeather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    bare = 'Calling {"name": "LookupOrder", "arguments": {"order_id": "A-1"}}'
+    for text in (block, bare):
+        server.reset(Reply(text=text, tool_calls=[]))
+        with pytest.raises(MissingToolCall) as info:
+            StructuredClient(_provider(name, server.url), retries=0).call_tools(
+                tools=TOOLS, prompt="x"
+            )
+        assert info.value.text == text
+    server.reset(Reply(text="GetWeather needs a city; which one?", tool_calls=[]))
+    result = StructuredClient(_provider(name, server.url)).call_tools(tools=TOOLS, prompt="x")
+    assert result.calls == [] and result.text.startswith("GetWeather needs")
