@@ -443,11 +443,31 @@ def test_tool_defaults_and_validation() -> None:
 
 
 def test_a_provider_without_tool_calls_says_so_before_sending() -> None:
+    class DocumentsOnly(Provider):
+        """A user's own provider that has not implemented tool calls."""
+
+        name = "documents_only"
+
+    with pytest.raises(UnsupportedRequest, match="tool calls"):
+        StructuredClient(DocumentsOnly()).call_tools(tools=TOOLS, prompt="x")
+
+
+def test_the_test_provider_scripts_tool_calls_for_your_own_tests() -> None:
+    from sdk import ToolCall
     from sdk.providers.test import TestProvider
 
-    provider = TestProvider()
-    with pytest.raises(UnsupportedRequest, match="tool calls"):
-        StructuredClient(provider).call_tools(tools=TOOLS, prompt="x")
+    provider = TestProvider(
+        [ToolCall("c1", "GetWeather", BAD_UNIT.arguments), [ToolCall("c2", "GetWeather",
+         PARIS.arguments), ToolCall("c3", "LookupOrder", ORDER.arguments)]],
+        chunk_size=5,
+    )  # fmt: skip
+    items = list(StructuredClient(provider).stream_tools(tools=TOOLS, prompt="x"))
+    result = items[-1]
+    assert isinstance(result, ToolCalls)
+    assert [c.tool for c in result.calls] == ["GetWeather", "LookupOrder"]
+    assert isinstance(result.attempts[0].error, SchemaViolation)
+    retry = provider.requests[1].messages
+    assert retry[-2].tool_calls[0].id == "c1" and retry[-1].tool_results[0].is_error
 
 
 class Search(Contract):

@@ -10,9 +10,11 @@ Each call takes the next reply from the script:
     assert len(provider.requests) == 2
 
 A reply is a string (the document text, clean end), a dict or a `Contract` (serialized to JSON),
-a `Completion` (as given: any stop reason, usage, refusal), an exception (raised, e.g. a
-`ProviderError` to exercise retries), or a callable taking the `CompletionRequest` and returning
-any of these. With `repeat=True` the last reply answers every call after the script runs out.
+a `Completion` (as given: any stop reason, usage, refusal), a `ToolCall` or a list of them (the
+calls of a `call_tools` reply, stop reason `tool_use`; streamed as argument fragments), an
+exception (raised, e.g. a `ProviderError` to exercise retries), or a callable taking the
+`CompletionRequest` and returning any of these. With `repeat=True` the last reply answers every
+call after the script runs out.
 
 It exercises the client exactly as a real provider would (the parser, retries, usage), but it is
 not a provider adapter: the adapters themselves are tested against real SDK clients and servers.
@@ -26,8 +28,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, TypeAlias
 
 from sdk._result import Usage
+from sdk._tools import ToolCall
 from sdk.contract import Contract
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
+from sdk.providers._base import Completion, CompletionRequest, TextDelta, ToolCallDelta
 from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
 from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect
@@ -36,8 +39,9 @@ from sdk.stop_reason import StopReason
 __all__ = ["Reply", "TestProvider"]
 
 Reply: TypeAlias = (
-    "str | dict[str, Any] | Contract | Completion | BaseException"
-    " | Callable[[CompletionRequest], str | dict[str, Any] | Contract | Completion | BaseException]"
+    "str | dict[str, Any] | Contract | Completion | ToolCall | list[ToolCall] | BaseException"
+    " | Callable[[CompletionRequest], str | dict[str, Any] | Contract | Completion | ToolCall"
+    " | list[ToolCall] | BaseException]"
 )
 
 # Rough token estimate for scripted usage: about four characters a token.
@@ -50,6 +54,7 @@ class TestProvider(Provider):
     __test__ = False  # not a pytest test class, despite the name
 
     name = "test"
+    supports_tools = True
 
     def __init__(
         self,
@@ -105,6 +110,20 @@ class TestProvider(Provider):
             raise reply
         if isinstance(reply, Completion):
             return reply
+        prompt = sum(len(m.content) for m in request.messages) + len(request.system or "")
+        if isinstance(reply, ToolCall):
+            reply = [reply]
+        if isinstance(reply, list) and all(isinstance(call, ToolCall) for call in reply):
+            calls = tuple(reply)
+            return Completion(
+                text="",
+                stop_reason=StopReason.TOOL_USE,
+                raw_stop_reason="tool_use",
+                usage=Usage(_tokens(prompt), _tokens(sum(len(c.text) for c in calls))),
+                model=self._model,
+                request_id=f"test-{len(self.requests)}",
+                tool_calls=calls,
+            )
         if isinstance(reply, Contract):
             text = reply.model_dump_json()
         elif isinstance(reply, dict):
@@ -113,7 +132,6 @@ class TestProvider(Provider):
             text = reply
         else:
             raise TypeError(f"TestProvider cannot reply with {type(reply).__name__}")
-        prompt = sum(len(m.content) for m in request.messages) + len(request.system or "")
         return Completion(
             text=text,
             stop_reason=StopReason.END_TURN,
@@ -147,6 +165,11 @@ class TestProvider(Provider):
         text = completion.text or ""
         for start in range(0, len(text), self._chunk_size):
             yield TextDelta(text[start : start + self._chunk_size])
+        for index, call in enumerate(completion.tool_calls):
+            yield ToolCallDelta("", index=index, id=call.id, name=call.tool)
+            for start in range(0, len(call.text), self._chunk_size):
+                piece = call.text[start : start + self._chunk_size]
+                yield ToolCallDelta(piece, index=index, id=call.id, name=call.tool)
 
 
 def _tokens(chars: int) -> int:
