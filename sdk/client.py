@@ -477,12 +477,17 @@ class StructuredClient(_BaseClient):
                         if isinstance(item, Completion):
                             completion = item
                             break
-                        yield from reader.feed(item)
+                        for snapshot in reader.feed(item):
+                            call.partial = snapshot
+                            yield snapshot
             except ProviderError as error:
+                error.partial = error.partial if error.partial is not None else call.partial
                 self._sleep(call.on_transport_error(error))
                 continue
             assert completion is not None  # the driver ends every stream with one, or raises
-            yield from reader.finish()
+            for snapshot in reader.finish():
+                call.partial = snapshot
+                yield snapshot
             result = call.on_reply(completion)
             if result is not None:
                 yield result
@@ -807,12 +812,15 @@ class AsyncStructuredClient(_BaseClient):
                                 completion = item
                                 break
                             for snapshot in reader.feed(item):
+                                call.partial = snapshot
                                 yield snapshot
             except ProviderError as error:
+                error.partial = error.partial if error.partial is not None else call.partial
                 await self._sleep(call.on_transport_error(error))
                 continue
             assert completion is not None  # the driver ends every stream with one, or raises
             for snapshot in reader.finish():
+                call.partial = snapshot
                 yield snapshot
             result = call.on_reply(completion)
             if result is not None:

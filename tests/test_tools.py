@@ -500,3 +500,18 @@ def test_tool_choice_by_name_and_a_hostile_tool_name_stays_bounded() -> None:
     with pytest.raises(UnknownTool) as info:
         _client(_chat(wire, True), retries=0).call_tools(tools=TOOLS, prompt="x")
     assert len(str(info.value)) < 400 and info.value.tool == huge.name  # kept whole on the error
+
+
+def test_a_stream_cut_mid_call_keeps_the_last_snapshot_on_the_error() -> None:
+    from sdk import Backoff, ProviderError
+    from tests.wire_support import ANTHROPIC_HEADERS, SSE
+
+    events = tw.anthropic_events([PARIS])
+    cut = events[: events.index(b"content_block_stop")]  # mid-arguments, no final event
+    wire = Wire(httpx2.Response(200, content=cut, headers={**ANTHROPIC_HEADERS, **SSE}))
+    client = _client(_anthropic(wire, True), backoff=Backoff(retries=0))
+    with pytest.raises(ProviderError) as info:
+        list(client.stream_tools(tools=TOOLS, prompt="x"))
+    partial = info.value.partial
+    assert isinstance(partial, PartialToolCall) and partial.tool == "GetWeather"
+    assert not partial.done and PARIS.arguments.startswith(partial.text)
