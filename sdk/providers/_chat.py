@@ -58,7 +58,9 @@ def _chat_turn(message: Message, arguments: str) -> list[dict[str, Any]]:
             }
             for call in message.tool_calls
         ]
-        return [{"role": "assistant", "content": message.content or None, "tool_calls": calls}]
+        # OpenAI's shape has a null content beside calls; Ollama's a string.
+        content = message.content or (None if arguments == "text" else "")
+        return [{"role": "assistant", "content": content, "tool_calls": calls}]
     turns: list[dict[str, Any]] = [
         {"role": "tool", "tool_call_id": result.call_id, "content": result.content,
          **({"tool_name": result.tool} if arguments == "object" and result.tool else {})}
