@@ -6,6 +6,8 @@ you can trust to the degree machines can check, or a typed error that says what 
 
 from sdk._content import PDF, Image, Text
 from sdk._result import Attempt, Result, Usage
+from sdk._tool_call import ToolCalls
+from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
 from sdk.contract import Contract, SourceQuote, WireEnum, WireNameError
 from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
@@ -17,6 +19,7 @@ from sdk.errors import (
     GrammarViolation,
     InvalidJSON,
     InvalidOutput,
+    MissingToolCall,
     ProviderError,
     ProviderRetriesExhausted,
     RefusedOutput,
@@ -27,12 +30,14 @@ from sdk.errors import (
     TruncatedOutput,
     UnexpectedStop,
     UnfinishedOutput,
+    UnknownTool,
     UnsupportedRequest,
     Violation,
 )
 from sdk.grammar import Grammar, parse_grammar
 from sdk.parsing import Note, Parsed, parse
 from sdk.parsing.incremental import Partial, PartialReader
+from sdk.providers._base import Message
 from sdk.schema import SchemaInfo
 from sdk.stop_reason import StopReason
 
@@ -56,10 +61,13 @@ __all__ = [
     "InvalidJSON",
     "InvalidOutput",
     "MaxTokensRamp",
+    "Message",
+    "MissingToolCall",
     "Note",
     "Parsed",
     "Partial",
     "PartialReader",
+    "PartialToolCall",
     "ProviderError",
     "ProviderRetriesExhausted",
     "RefusedOutput",
@@ -74,9 +82,15 @@ __all__ = [
     "StructuredOutputError",
     "Text",
     "TokenStep",
+    "Tool",
+    "ToolCall",
+    "ToolCalls",
+    "ToolChoice",
+    "ToolResult",
     "TruncatedOutput",
     "UnexpectedStop",
     "UnfinishedOutput",
+    "UnknownTool",
     "UnsupportedRequest",
     "Usage",
     "Violation",

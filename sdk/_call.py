@@ -188,7 +188,7 @@ class _Policy:
 
 def _advance_invalid(call: Call[Any], error: StructuredOutputError) -> bool:
     assert isinstance(error, InvalidOutput)
-    call._feedback = _feedback(call.grammar or call.contract, error)
+    call._feedback = call._feedback_for(error)
     return True
 
 
@@ -424,6 +424,36 @@ class Call(Generic[T]):
         """Parse a reply and record the attempt: the `Result`, or `None` when a retry (or the
         second phase of two-phase reasoning) has been prepared (call `request()` again), or the
         final error raised."""
+        settled = self._settle(completion)
+        if settled is None:
+            return None
+        value, parsed = settled
+        if self.envelope is not None:
+            value = self.envelope.unwrap(cast(Contract, value))
+        result: Result[T] = Result(
+            value=value,
+            stop_reason=parsed.stop_reason,
+            text=parsed.text,
+            notes=parsed.notes,
+            usage=self.usage,
+            attempts=list(self.attempts),
+            schema=self.schema,
+            provider=self.provider.name,
+            model=completion.model or self.provider.model,
+            raw_stop_reason=parsed.raw_stop_reason,
+            request_id=completion.request_id,
+            removed=list(self.wire.removed) if self.wire is not None else [],
+            diagnostics=completion.diagnostics,
+            reasoning=self.reasoning,
+            cost=attempts_cost(self.attempts),
+        )
+        run_hooks(self.hooks, "on_result", self.info, result)
+        return result
+
+    def _settle(self, completion: Completion) -> tuple[T, Parsed[Any]] | None:
+        """Parse a reply and record its attempt: the value and what it was decided on, or
+        `None` when another request has been prepared, or the final error raised. (What
+        `on_reply` and the tool-call machine share.)"""
         self._transport = None  # the next request is a new one: its transport retries start over
         text = completion.text
         number = len(self.attempts) + 1
@@ -461,27 +491,7 @@ class Call(Generic[T]):
             completion.raw_stop_reason,
             _tokens(completion.usage),
         )
-        if self.envelope is not None:
-            value = self.envelope.unwrap(cast(Contract, value))
-        result: Result[T] = Result(
-            value=value,
-            stop_reason=parsed.stop_reason,
-            text=parsed.text,
-            notes=parsed.notes,
-            usage=self.usage,
-            attempts=list(self.attempts),
-            schema=self.schema,
-            provider=self.provider.name,
-            model=completion.model or self.provider.model,
-            raw_stop_reason=parsed.raw_stop_reason,
-            request_id=completion.request_id,
-            removed=list(self.wire.removed) if self.wire is not None else [],
-            diagnostics=completion.diagnostics,
-            reasoning=self.reasoning,
-            cost=attempts_cost(self.attempts),
-        )
-        run_hooks(self.hooks, "on_result", self.info, result)
-        return result
+        return value, parsed
 
     def _attempt(
         self, number: int, completion: Completion, error: StructuredOutputError | None
@@ -571,6 +581,10 @@ class Call(Generic[T]):
             ).value
         except StructuredOutputError:
             return None
+
+    def _feedback_for(self, error: InvalidOutput) -> tuple[Message, ...]:
+        """The messages that tell the model what was wrong with its last reply."""
+        return _feedback(self.grammar or self.contract, error)
 
     def _take_working(self, completion: Completion) -> None:
         """The first call of two-phase reasoning answered: keep its working (a cut or refused

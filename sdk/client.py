@@ -34,13 +34,15 @@ from sdk._call import (
 )
 from sdk._envelope import envelope_of
 from sdk._result import Result
+from sdk._tool_call import ToolCallReader, ToolCalls, ToolsCall, check_tools, tool_conversation
+from sdk._tools import PartialToolCall, Tool, ToolChoice
 from sdk.contract import Contract, require_contract
 from sdk.errors import ProviderError
 from sdk.grammar import Grammar
 from sdk.hooks import Hooks
 from sdk.parsing.incremental import Partial
 from sdk.parsing.parser import EnumCase
-from sdk.providers._base import Completion
+from sdk.providers._base import Completion, unsupported
 from sdk.providers._provider import Provider
 
 __all__ = [
@@ -135,6 +137,41 @@ class _BaseClient:
             reasoning=reasoning,
             hooks=self.hooks,
             streaming=where == "stream()",
+        )
+
+    def _tools_call(
+        self,
+        tools: Sequence[Tool],
+        tool_choice: ToolChoice | str,
+        parallel_tool_calls: bool | None,
+        prompt: str | None,
+        messages: Sequence[MessageLike] | None,
+        system: str | None,
+        source: str | None,
+        max_tokens: int | None,
+        deadline: float | None,
+        context: Mapping[str, Any] | None,
+        options: dict[str, Any],
+    ) -> ToolsCall:
+        checked, tool_choice = check_tools(tools, tool_choice)
+        if not self.provider.supports_tools:
+            raise unsupported(self.provider.name, "tool calls", ["json_schema documents"])
+        settings = self.settings
+        if deadline is not None:
+            settings = RetrySettings(**{**_fields(settings), "deadline": deadline})
+        return ToolsCall(
+            checked,
+            tool_choice,
+            parallel_tool_calls,
+            tool_conversation(prompt, messages, source),
+            provider=self.provider,
+            settings=settings,
+            enum_case=self.enum_case,
+            system=system,
+            source=source,
+            max_tokens=max_tokens if max_tokens is not None else self.max_tokens,
+            options=options,
+            context=context,
         )
 
 
@@ -418,6 +455,115 @@ class StructuredClient(_BaseClient):
                 self._sleep(call.on_transport_error(error))
                 continue
             assert completion is not None  # the driver ends every stream with one, or raises
+            result = call.on_reply(completion)
+            if result is not None:
+                yield result
+                return
+
+    def call_tools(
+        self,
+        *,
+        tools: Sequence[Tool],
+        tool_choice: ToolChoice | str = "auto",
+        parallel_tool_calls: bool | None = None,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        **provider_options: Any,
+    ) -> ToolCalls:
+        """Offer `tools` and return the calls the model made, each one's arguments parsed into
+        its tool's contract and checked (with the `source`), or a typed error.
+
+        `tool_choice`: `"auto"` (the model decides), `"required"` (at least one call), a `Tool`
+        or its name (a call to that one), `"none"` (no call). `parallel_tool_calls`: allow
+        several calls in one turn (`None`: the provider's default). An unknown tool or invalid
+        arguments is retried with feedback (each call answered with a tool result marked as an
+        error), up to the client's `retries`. The SDK does not run the tools: send their results
+        back with `messages=[..., result.message(), Message("user", "", tool_results=...)]`.
+        """
+        call = self._tools_call(
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            prompt,
+            messages,
+            system,
+            source,
+            max_tokens,
+            deadline,
+            context,
+            provider_options,
+        )
+        while True:
+            request = call.request()
+            try:
+                completion = self.provider.complete(request, deadline=call.send_deadline())
+            except ProviderError as error:
+                self._sleep(call.on_transport_error(error))
+                continue
+            result = call.on_reply(completion)
+            if result is not None:
+                return result
+
+    def stream_tools(
+        self,
+        *,
+        tools: Sequence[Tool],
+        tool_choice: ToolChoice | str = "auto",
+        parallel_tool_calls: bool | None = None,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        **provider_options: Any,
+    ) -> Iterator[PartialToolCall | ToolCalls]:
+        """Like `call_tools`, streaming: a `PartialToolCall` snapshot per argument fragment
+        (parallel calls apart by `index`; `done` once a call's arguments are complete), then
+        the `ToolCalls` (last). Snapshots are never validated. After a retry, the snapshots
+        start again from the new attempt's first call.
+        """
+        call = self._tools_call(
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            prompt,
+            messages,
+            system,
+            source,
+            max_tokens,
+            deadline,
+            context,
+            provider_options,
+        )
+        while True:
+            request = call.request()
+            reader = ToolCallReader(call.tools)
+            completion: Completion | None = None
+            items = self.provider.stream(request, deadline=call.send_deadline())
+            try:
+                with contextlib.closing(items):  # type: ignore[type-var]
+                    for item in items:
+                        if isinstance(item, Completion):
+                            completion = item
+                            break
+                        for snapshot in reader.feed(item):
+                            call.partial = snapshot
+                            yield snapshot
+            except ProviderError as error:
+                error.partial = error.partial if error.partial is not None else call.partial
+                self._sleep(call.on_transport_error(error))
+                continue
+            assert completion is not None  # the driver ends every stream with one, or raises
+            for snapshot in reader.finish():
+                call.partial = snapshot
+                yield snapshot
             result = call.on_reply(completion)
             if result is not None:
                 yield result
@@ -719,3 +865,105 @@ class AsyncStructuredClient(_BaseClient):
             if result is not None:
                 yield result
                 return
+
+    async def call_tools(
+        self,
+        *,
+        tools: Sequence[Tool],
+        tool_choice: ToolChoice | str = "auto",
+        parallel_tool_calls: bool | None = None,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        **provider_options: Any,
+    ) -> ToolCalls:
+        """The calls the model made, parsed and checked (see `StructuredClient.call_tools`)."""
+        call = self._tools_call(
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            prompt,
+            messages,
+            system,
+            source,
+            max_tokens,
+            deadline,
+            context,
+            provider_options,
+        )
+        while True:
+            request = call.request()
+            try:
+                async with self._slot():
+                    completion = await self.provider.acomplete(
+                        request, deadline=call.send_deadline()
+                    )
+            except ProviderError as error:
+                await self._sleep(call.on_transport_error(error))
+                continue
+            result = call.on_reply(completion)
+            if result is not None:
+                return result
+
+    async def stream_tools(
+        self,
+        *,
+        tools: Sequence[Tool],
+        tool_choice: ToolChoice | str = "auto",
+        parallel_tool_calls: bool | None = None,
+        prompt: str | None = None,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        source: str | None = None,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        **provider_options: Any,
+    ) -> AsyncIterator[PartialToolCall | ToolCalls]:
+        """`PartialToolCall` snapshots, then the `ToolCalls` (see
+        `StructuredClient.stream_tools`)."""
+        call = self._tools_call(
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            prompt,
+            messages,
+            system,
+            source,
+            max_tokens,
+            deadline,
+            context,
+            provider_options,
+        )
+        while True:
+            request = call.request()
+            reader = ToolCallReader(call.tools)
+            completion: Completion | None = None
+            try:
+                async with self._slot():
+                    items = self.provider.astream(request, deadline=call.send_deadline())
+                    async with contextlib.aclosing(items):  # type: ignore[type-var]
+                        async for item in items:
+                            if isinstance(item, Completion):
+                                completion = item
+                                break
+                            for snapshot in reader.feed(item):
+                                call.partial = snapshot
+                                yield snapshot
+            except ProviderError as error:
+                error.partial = error.partial if error.partial is not None else call.partial
+                await self._sleep(call.on_transport_error(error))
+                continue
+            assert completion is not None  # the driver ends every stream with one, or raises
+            for snapshot in reader.finish():
+                call.partial = snapshot
+                yield snapshot
+            result = call.on_reply(completion)
+            if result is not None:
+                yield result
+                return
+

@@ -32,8 +32,8 @@ This module is pure: no I/O, no numpy; the provider does the measuring.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 from sdk._pointer import escape_pointer
 
@@ -44,6 +44,7 @@ __all__ = [
     "TokenStep",
     "char_pointers",
     "diagnose",
+    "regroup",
 ]
 
 DEFAULT_LOW_MASS_THRESHOLD = 0.01
@@ -197,6 +198,21 @@ def diagnose(
         groups.setdefault(pointer, []).append(placed_step)
     fields = [_summarize(pointer, group, threshold) for pointer, group in groups.items()]
     return ConstraintDiagnostics(fields=fields, steps=placed, threshold=threshold)
+
+
+def regroup(
+    diagnostics: ConstraintDiagnostics, pointer: Callable[[TokenStep], str]
+) -> ConstraintDiagnostics:
+    """The same steps attributed by `pointer` instead (a tool call's text is not one JSON
+    document: its decision, prose, name and arguments are told apart by the caller)."""
+    groups: dict[str, list[TokenStep]] = {}
+    placed = []
+    for step in diagnostics.steps:
+        moved = replace(step, pointer=pointer(step))
+        placed.append(moved)
+        groups.setdefault(moved.pointer, []).append(moved)
+    fields = [_summarize(name, group, diagnostics.threshold) for name, group in groups.items()]
+    return ConstraintDiagnostics(fields=fields, steps=placed, threshold=diagnostics.threshold)
 
 
 def _summarize(pointer: str, steps: Sequence[TokenStep], threshold: float) -> FieldDiagnostics:

@@ -15,6 +15,8 @@ their JSON pointers. Nothing is lost on the way to the caller.
     │   ├── SchemaViolation
     │   ├── ContractViolation
     │   ├── GrammarViolation        (text outside a grammar's language)
+    │   ├── UnknownTool             (a call to a tool that was not offered)
+    │   ├── MissingToolCall         (no call where `tool_choice` required one)
     │   └── CheckFailed
     │       └── SourceMissing
     ├── UnsupportedRequest          the provider cannot take this request (before sending)
@@ -43,6 +45,7 @@ __all__ = [
     "GrammarViolation",
     "InvalidJSON",
     "InvalidOutput",
+    "MissingToolCall",
     "ProviderError",
     "ProviderRetriesExhausted",
     "RefusedOutput",
@@ -53,6 +56,7 @@ __all__ = [
     "TruncatedOutput",
     "UnexpectedStop",
     "UnfinishedOutput",
+    "UnknownTool",
     "UnsupportedRequest",
     "Violation",
 ]
@@ -197,6 +201,19 @@ class GrammarViolation(InvalidOutput):
         self.position = position
         self.line = line
         self.column = column
+
+
+class UnknownTool(InvalidOutput):
+    """A tool call named a tool that was not offered (or any tool under `tool_choice="none"`)."""
+
+    def __init__(self, message: str, *, tool: str, call_id: str | None = None, **kwargs: Any):
+        super().__init__(message, **kwargs)
+        self.tool = tool
+        self.call_id = call_id
+
+
+class MissingToolCall(InvalidOutput):
+    """`tool_choice` required a call (any, or a named tool) and the reply made none."""
 
 
 class CheckFailed(InvalidOutput):

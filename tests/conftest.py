@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -60,8 +61,32 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def llama_tools_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A llama-server whose chat template renders tools (`tests/fixtures/chatml_tools.jinja`, a
+    ChatML template with `<tool_call>` blocks): SmolLM2's own template has no tools, so the
+    server would drop them silently."""
+    try:
+        binary, model = server_binary(), bundled_model()
+    except Unavailable as missing:
+        _unavailable(str(missing))
+    log_path = tmp_path_factory.mktemp("llama-tools-server") / "llama-server.log"
+    template = Path(__file__).parent / "fixtures" / "chatml_tools.jinja"
+    extra_args = ("--jinja", "--chat-template-file", str(template))
+    server = LlamaServer(binary, model, log_path=log_path, extra_args=extra_args)
+    try:
+        server.start()
+    except ServerFailed as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `local` every test that uses the real server, in case its module forgot to."""
+    """Mark `local` every test that uses a real server, in case its module forgot to."""
     for item in items:
-        if "llama_server" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "llama_server" in names or "llama_tools_server" in names:
             item.add_marker(pytest.mark.local)

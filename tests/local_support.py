@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests import tool_wire
 from tests.wire_support import DECISION, fixture_json
 
 DOCUMENT = json.dumps(DECISION, separators=(",", ":"))
@@ -44,6 +45,8 @@ class Reply:
     delay: float = 0.0
     legacy_stop_flags: bool = False
     """llama.cpp before `stop_type`: `stopped_eos` / `stopped_limit` / `stopped_word` booleans."""
+    tool_calls: list[tool_wire.Call] | None = None
+    """Tool calls the chat routes answer with (`text` is then the prose beside them)."""
 
 
 class LocalServer:
@@ -164,6 +167,8 @@ class LocalServer:
         failure = self._failure(reply)
         if failure is not None:
             return failure
+        if reply.tool_calls is not None:
+            return self._chat_tool_calls(body, reply)
         final = fixture_json("vllm_chat.json")
         final["model"] = body.get("model", final["model"])
         final["choices"][0]["message"]["content"] = reply.text
@@ -190,6 +195,14 @@ class LocalServer:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    @staticmethod
+    def _chat_tool_calls(body: dict[str, Any], reply: Reply) -> Response:
+        calls, model = reply.tool_calls or [], body.get("model", "m")
+        if not body.get("stream"):
+            return JSONResponse(tool_wire.chat_body(calls, reply.text or None, reply.stop, model))
+        events = tool_wire.chat_events(calls, reply.text, reply.stop, model)
+        return Response(events, media_type="text/event-stream")
+
     # --- Ollama ---
 
     async def _ollama(self, request: Request) -> Response:
@@ -197,6 +210,11 @@ class LocalServer:
         failure = self._failure(reply)
         if failure is not None:
             return JSONResponse({"error": reply.error}, status_code=reply.status)
+        if reply.tool_calls is not None:
+            if not body.get("stream"):
+                return JSONResponse(tool_wire.ollama_body(reply.tool_calls, reply.text))
+            lines_ = tool_wire.ollama_lines(reply.tool_calls, reply.text)
+            return Response(lines_, media_type="application/x-ndjson")
         final = fixture_json("ollama_chat.json")
         final["model"] = body.get("model", final["model"])
         final["message"]["content"] = reply.text

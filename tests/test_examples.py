@@ -65,3 +65,12 @@ def test_llamacpp_example_streams_snapshots_from_a_local_server_then_the_result(
     assert "stop:      end_turn (raw 'eos')" in out
     # The bounds llama.cpp cannot take on a number are reported, and were checked.
     assert "/properties/score: maximum=1" in out
+
+
+def test_tool_calls_retries_a_bad_argument_runs_the_tools_and_answers() -> None:
+    out = _run("tool_calls.py")
+    assert "attempt 1: SchemaViolation" in out
+    assert "/unit: 'kelvin' is not one of ['celsius', 'fahrenheit']" in out
+    assert "attempt 2: valid" in out
+    assert "get_weather(Paris, celsius)" in out and "get_weather(Oslo, celsius)" in out
+    assert "answer: Paris is warmer" in out

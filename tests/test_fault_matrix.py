@@ -31,7 +31,7 @@ import pytest
 from google import genai
 
 from contracts import Decision
-from sdk import AsyncStructuredClient, Backoff, ProviderError, StructuredClient
+from sdk import AsyncStructuredClient, Backoff, ProviderError, StructuredClient, Tool
 from sdk.providers import (
     AnthropicProvider,
     GeminiProvider,
@@ -43,6 +43,7 @@ from sdk.providers import (
     VLLMProvider,
 )
 from sdk.providers._boundary import BODY_CHARS
+from tests import tool_wire
 from tests.local_support import LocalServer
 from tests.wire_support import ANTHROPIC_KEY, DECISION, GEMINI_KEY, OPENAI_KEY, fixture
 
@@ -96,6 +97,12 @@ class Kind:
     stream_events: Callable[[], list[bytes]]
     final_marker: bytes
     hosted: bool
+    tools: bool = False
+    """Whether the calls are tool calls (`call_tools` / `stream_tools`) instead of documents."""
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}+tools" if self.tools else self.name
 
     def provider(self, handler: Callable[..., Any], sync: bool) -> Provider:
         if self.hosted:
@@ -173,6 +180,36 @@ KINDS = [
          lambda: _fixture_events("openai_chat_stream_success.sse"), b'"finish_reason":"stop"',
          hosted=False),
     Kind("ollama", "/api/chat", _ollama_events, b'"done": true', hosted=False),
+]  # fmt: skip
+
+# Tool-call mode: the same faults in each provider's tool-call replies and streams (two parallel
+# calls, their arguments in fragments).
+TOOL_CALLS = [tool_wire.PARIS, tool_wire.ORDER]
+TOOLS = [Tool(tool_wire.GetWeather), Tool(tool_wire.LookupOrder)]
+
+
+def _split(body: bytes, end: bytes = b"\n\n") -> list[bytes]:
+    return [part + end for part in body.split(end) if part.strip()]
+
+
+KINDS += [
+    Kind("anthropic", "/v1/messages",
+         lambda: _split(tool_wire.anthropic_events(TOOL_CALLS)), b"message_delta",
+         hosted=True, tools=True),
+    Kind("openai_responses", "/v1/responses",
+         lambda: _split(tool_wire.responses_events(TOOL_CALLS)), b"response.completed",
+         hosted=True, tools=True),
+    Kind("openai_chat", "/v1/chat/completions",
+         lambda: _split(tool_wire.chat_events(TOOL_CALLS)), b'"finish_reason": "tool_calls"',
+         hosted=True, tools=True),
+    Kind("llamacpp_json_schema", "/v1/chat/completions",
+         lambda: _split(tool_wire.chat_events(TOOL_CALLS, model="smollm2")),
+         b'"finish_reason": "tool_calls"', hosted=False, tools=True),
+    Kind("vllm", "/v1/chat/completions",
+         lambda: _split(tool_wire.chat_events(TOOL_CALLS, model="m")),
+         b'"finish_reason": "tool_calls"', hosted=False, tools=True),
+    Kind("ollama", "/api/chat", lambda: _split(tool_wire.ollama_lines(TOOL_CALLS), b"\n"),
+         b'"done": true', hosted=False, tools=True),
 ]  # fmt: skip
 
 
@@ -330,6 +367,20 @@ def _texts(error: BaseException) -> Iterator[str]:
         yield str(getattr(attempt.error, "body", ""))
 
 
+def _whole(client: Any, kind: Kind) -> Any:
+    """The whole-reply call of the kind's mode (a coroutine on the async client)."""
+    if kind.tools:
+        return client.call_tools(tools=TOOLS, prompt="Weather in Paris, and order A-1009?")
+    return client.generate(Decision, prompt="Approve?")
+
+
+def _streamed(client: Any, kind: Kind) -> Any:
+    """The streamed call of the kind's mode."""
+    if kind.tools:
+        return client.stream_tools(tools=TOOLS, prompt="Weather in Paris, and order A-1009?")
+    return client.stream(Decision, prompt="Approve?")
+
+
 def _run(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server, float]:
     server = Server(kind, fault)
     sync = call in ("generate", "stream")
@@ -342,17 +393,17 @@ def _run(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server, fl
         if sync:
             client = StructuredClient(provider, retries=0, **options)
             if call == "generate":
-                client.generate(Decision, prompt="Approve?")
+                _whole(client, kind)
             else:
-                list(client.stream(Decision, prompt="Approve?"))
+                list(_streamed(client, kind))
         else:
             aclient = AsyncStructuredClient(provider, retries=0, **options)
 
             async def main() -> None:
                 if call == "agenerate":
-                    await aclient.generate(Decision, prompt="Approve?")
+                    await _whole(aclient, kind)
                 else:
-                    async for _ in aclient.stream(Decision, prompt="Approve?"):
+                    async for _ in _streamed(aclient, kind):
                         pass
 
             asyncio.run(main())
@@ -386,7 +437,7 @@ CASES = [
 @pytest.mark.parametrize(
     ("kind", "fault_name", "fault", "call"),
     CASES,
-    ids=[f"{k.name}-{n}-{c}" for k, n, _, c in CASES],
+    ids=[f"{k.id}-{n}-{c}" for k, n, _, c in CASES],
 )
 def test_a_bad_body_is_a_provider_error_with_every_attempt(
     kind: Kind, fault_name: str, fault: Fault, call: str
@@ -415,7 +466,7 @@ STREAM_CASES = [
 @pytest.mark.parametrize(
     ("kind", "fault_name", "fault", "call"),
     STREAM_CASES,
-    ids=[f"{k.name}-{n}-{c}" for k, n, _, c in STREAM_CASES],
+    ids=[f"{k.id}-{n}-{c}" for k, n, _, c in STREAM_CASES],
 )
 def test_a_broken_stream_is_a_provider_error_with_every_attempt(
     kind: Kind, fault_name: str, fault: Fault, call: str
@@ -430,7 +481,7 @@ def test_a_broken_stream_is_a_provider_error_with_every_attempt(
         assert elapsed < (RETRIES + 1) * (0.25 + event) + 1.0
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+@pytest.mark.parametrize("kind", KINDS, ids=[k.id for k in KINDS])
 @pytest.mark.parametrize("call", ["stream", "astream"])
 def test_control_the_same_server_with_the_whole_stream_gives_a_result(
     kind: Kind, call: str
@@ -442,16 +493,22 @@ def test_control_the_same_server_with_the_whole_stream_gives_a_result(
     sync = call == "stream"
     provider = kind.provider(server, sync)
     if sync:
-        items = list(StructuredClient(provider).stream(Decision, prompt="Approve?"))
+        items = list(_streamed(StructuredClient(provider), kind))
     else:
 
         async def main() -> list[Any]:
             client = AsyncStructuredClient(provider)
-            return [item async for item in client.stream(Decision, prompt="Approve?")]
+            return [item async for item in _streamed(client, kind)]
 
         items = asyncio.run(main())
     result = items[-1]
-    assert result.value.answer == "approve"
+    if kind.tools:
+        assert [call.value for call in result.calls] == [
+            tool_wire.GetWeather(city="Paris", unit=tool_wire.Unit.CELSIUS),
+            tool_wire.LookupOrder(order_id="A-1009"),
+        ]
+    else:
+        assert result.value.answer == "approve"
     assert len(result.attempts) == server.requests == 1
 
 

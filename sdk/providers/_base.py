@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sdk._content import Content, Part, Text, content_text
 from sdk._result import Usage
+from sdk._tools import Tool, ToolCall, ToolChoice, ToolResult
 from sdk.schema.canonical import SchemaInfo, schema_info, shared_schema
 from sdk.stop_reason import StopReason
 
@@ -32,6 +33,7 @@ __all__ = [
     "Reply",
     "StreamReader",
     "TextDelta",
+    "ToolCallDelta",
     "text_only",
     "unsupported",
     "wire_name",
@@ -43,10 +45,16 @@ _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One conversation turn: text, or parts (`sdk.Image`, `sdk.PDF`, text)."""
+    """One conversation turn: text, or parts (`sdk.Image`, `sdk.PDF`, text).
+
+    An assistant turn may carry the tool calls it made (`tool_calls`), and a user turn the
+    results of running them (`tool_results`, sent before its `content`, which may be empty).
+    """
 
     role: Literal["user", "assistant"]
     content: Content
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
 
     @property
     def text(self) -> str:
@@ -83,13 +91,30 @@ class CompletionRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
     """Provider-specific keyword arguments passed through as given (temperature, ...)."""
     grammar: Grammar | None = None
+    tools: tuple[Tool, ...] = ()
+    """Tools the model may call (a tool-call request: no contract, no grammar)."""
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool | None = None
+    """Whether the model may make several calls in one turn (`None`: the provider's default)."""
 
     @property
-    def kind(self) -> Literal["json", "grammar", "text"]:
+    def kind(self) -> Literal["json", "grammar", "text", "tools"]:
         """What the output is constrained to."""
         if self.contract is not None:
             return "json"
-        return "grammar" if self.grammar is not None else "text"
+        if self.grammar is not None:
+            return "grammar"
+        return "tools" if self.tools else "text"
+
+    def offered(self) -> tuple[Tool, ...]:
+        """The tools the model may call under `tool_choice`: all of them, the one named, or
+        none (`"none"`)."""
+        choice = self.tool_choice
+        if choice == "none":
+            return ()
+        if isinstance(choice, Tool):
+            return (choice,)
+        return self.tools
 
     def document(self) -> type[Contract]:
         """The contract of a JSON request (`TypeError` for a grammar or free-text request: a
@@ -125,6 +150,8 @@ class Completion:
     refusal_category: str | None = None
     diagnostics: Any = None
     """Constraint diagnostics (local models only)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The calls the model made (raw arguments text; `value` unset)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +159,16 @@ class TextDelta:
     """A piece of the document as it streams in."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta(TextDelta):
+    """A piece of one tool call's arguments (`text`), or its announcement (empty `text`);
+    `index` keeps parallel calls apart, `id` and `name` are set once known."""
+
+    index: int = 0
+    id: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,21 @@ turning those fields into a `Completion`, and accumulating them from a stream, l
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sdk._content import PDF, Image, Text
 from sdk._result import Usage
-from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, unsupported
+from sdk._tools import Tool, ToolCall, arguments_object
+from sdk.providers._base import (
+    Completion,
+    CompletionRequest,
+    Message,
+    TextDelta,
+    ToolCallDelta,
+    unsupported,
+)
 from sdk.providers._errors import provider_error
 from sdk.stop_reason import StopReason
 
@@ -22,26 +31,65 @@ __all__ = [
     "ChatStream",
     "chat_completion",
     "chat_messages",
+    "chat_tools",
     "json_event",
     "read_chat_body",
+    "read_chat_tool_calls",
     "sse_data",
 ]
 
 
 def chat_messages(
-    request: CompletionRequest, provider: str, *, images: bool = False, pdfs: bool = False
+    request: CompletionRequest,
+    provider: str,
+    *,
+    images: bool = False,
+    pdfs: bool = False,
+    arguments: str = "text",
 ) -> list[dict[str, Any]]:
-    """The request's conversation as chat messages, the system prompt first. Content parts
-    become `image_url` and `file` parts where the provider takes them (`images`, `pdfs`); any
-    other part is `UnsupportedRequest`, before anything is sent."""
+    """The request's conversation as chat messages, the system prompt first.
+
+    Content parts become `image_url` and `file` parts where the provider takes them (`images`,
+    `pdfs`); any other part is `UnsupportedRequest`, before anything is sent. Tool calls ride on
+    the assistant message (`tool_calls`, each call's arguments as JSON text, or as an object
+    with `arguments="object"`: Ollama); tool results are `tool` messages (before the user
+    message's own content, if any)."""
     messages: list[dict[str, Any]] = (
         [{"role": "system", "content": request.system}] if request.system else []
     )
     for message in request.messages:
-        messages.append(
+        messages.extend(_chat_turn(message, provider, images, pdfs, arguments))
+    return messages
+
+
+def _chat_turn(
+    message: Message, provider: str, images: bool, pdfs: bool, arguments: str
+) -> list[dict[str, Any]]:
+    if message.tool_calls:
+        calls = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.tool,
+                    "arguments": call.text if arguments == "text" else arguments_object(call.text),
+                },
+            }
+            for call in message.tool_calls
+        ]
+        # OpenAI's shape has a null content beside calls; Ollama's a string.
+        content = message.text or (None if arguments == "text" else "")
+        return [{"role": "assistant", "content": content, "tool_calls": calls}]
+    turns: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": result.call_id, "content": result.content,
+         **({"tool_name": result.tool} if arguments == "object" and result.tool else {})}
+        for result in message.tool_results
+    ]  # fmt: skip
+    if message.content or not message.tool_results:
+        turns.append(
             {"role": message.role, "content": _chat_content(message, provider, images, pdfs)}
         )
-    return messages
+    return turns
 
 
 def _chat_content(
@@ -65,6 +113,70 @@ def _chat_content(
     return parts
 
 
+def chat_tools(
+    request: CompletionRequest,
+    schema: Any,
+    *,
+    strict: bool = False,
+    named_choice: bool = True,
+    parallel: bool = True,
+) -> dict[str, Any]:
+    """`tools`, `tool_choice` (and `parallel_tool_calls` when set) for a tool-call request.
+
+    `schema(tool)` is the tool's arguments schema in the provider's dialect. A server that
+    cannot force a named tool (`named_choice=False`) gets that tool alone, `"required"`.
+    """
+    choice = request.tool_choice
+    tools: Sequence[Tool] = request.tools
+    wire_choice: Any = choice
+    if isinstance(choice, Tool):
+        if named_choice:
+            wire_choice = {"type": "function", "function": {"name": choice.name}}
+        else:
+            tools, wire_choice = (choice,), "required"
+    fields: dict[str, Any] = {
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description or f"Call {tool.name}.",
+                    "parameters": schema(tool),
+                    **({"strict": True} if strict else {}),
+                },
+            }
+            for tool in tools
+        ],
+        "tool_choice": wire_choice,
+    }
+    if parallel and request.parallel_tool_calls is not None:
+        fields["parallel_tool_calls"] = request.parallel_tool_calls
+    return fields
+
+
+def read_chat_tool_calls(calls: Any) -> tuple[ToolCall, ...]:
+    """A chat message's `tool_calls` (JSON) -> calls; a wrong shape raises `ValueError`."""
+    if calls is None:
+        return ()
+    if not isinstance(calls, list):
+        raise ValueError(f"message.tool_calls is {type(calls).__name__}, not a list")
+    out = []
+    for index, item in enumerate(calls):
+        call = _object(item, f"tool_calls[{index}]")
+        function = _object(call.get("function"), f"tool_calls[{index}].function")
+        name = function.get("name")
+        if not isinstance(name, str):
+            raise ValueError(f"tool_calls[{index}].function.name is not a string")
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):  # Ollama sends an object
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        if not isinstance(arguments, str):
+            raise ValueError(f"tool_calls[{index}].function.arguments is not a string")
+        call_id = call.get("id")
+        out.append(ToolCall(call_id if isinstance(call_id, str) else "", name, arguments))
+    return tuple(out)
+
+
 def chat_completion(
     *,
     content: str | None,
@@ -73,6 +185,7 @@ def chat_completion(
     usage: Usage,
     model: str | None,
     request_id: str | None,
+    tool_calls: tuple[ToolCall, ...] = (),
 ) -> Completion:
     """One normalized completion from a chat choice's fields.
 
@@ -88,6 +201,7 @@ def chat_completion(
         model=model,
         request_id=request_id,
         refusal=refusal or None,
+        tool_calls=tool_calls,
     )
 
 
@@ -110,6 +224,7 @@ def read_chat_body(body: dict[str, Any], *, request_id: str | None = None) -> Co
         usage=_usage(body.get("usage")),
         model=_optional_str(body.get("model"), "model"),
         request_id=request_id or _optional_str(body.get("id"), "id"),
+        tool_calls=read_chat_tool_calls(message.get("tool_calls")),
     )
 
 
@@ -158,6 +273,8 @@ class ChatStream:
     finish_reason: str | None = None
     _content: list[str] = field(default_factory=list)
     _refusal: list[str] = field(default_factory=list)
+    _calls: dict[int, list[Any]] = field(default_factory=dict)
+    """Tool calls by index: [id, name, argument fragments]."""
 
     def feed(
         self,
@@ -166,14 +283,26 @@ class ChatStream:
         refusal: str | None,
         finish_reason: str | None,
         model: str | None = None,
+        tool_calls: Sequence[tuple[int, str | None, str | None, str | None]] = (),
     ) -> TextDelta | None:
-        """One choice delta; returns the document text it adds, if any."""
+        """One choice delta; returns the document text it adds, if any (or the last tool-call
+        fragment: `tool_calls` are (index, id, name, arguments) pieces)."""
         if model:
             self.model = model
         if finish_reason:
             self.finish_reason = finish_reason
         if refusal:
             self._refusal.append(refusal)
+        delta: TextDelta | None = None
+        for index, call_id, name, arguments in tool_calls:
+            call = self._calls.setdefault(index, [None, None, []])
+            call[0] = call[0] or call_id
+            call[1] = call[1] or name
+            if arguments:
+                call[2].append(arguments)
+            delta = ToolCallDelta(arguments or "", index=index, id=call[0], name=call[1])
+        if delta is not None and not content:
+            return delta
         if content:
             self._content.append(content)
             return TextDelta(content)
@@ -195,6 +324,7 @@ class ChatStream:
             refusal=_optional_str(delta.get("refusal"), "delta.refusal"),
             finish_reason=_optional_str(choice.get("finish_reason"), "finish_reason"),
             model=_optional_str(chunk.get("model"), "model"),
+            tool_calls=_tool_call_pieces(delta.get("tool_calls")),
         )
 
     def finish(self) -> Completion:
@@ -205,6 +335,10 @@ class ChatStream:
             )
         content = "".join(self._content)
         refusal = "".join(self._refusal)
+        calls = tuple(
+            ToolCall(call_id or "", name or "", "".join(parts))
+            for call_id, name, parts in (self._calls[index] for index in sorted(self._calls))
+        )
         return chat_completion(
             content=content if content or not refusal else None,
             refusal=refusal or None,
@@ -212,7 +346,35 @@ class ChatStream:
             usage=self.usage,
             model=self.model,
             request_id=self.request_id,
+            tool_calls=calls,
         )
+
+
+def _tool_call_pieces(calls: Any) -> list[tuple[int, str | None, str | None, str | None]]:
+    """A stream delta's `tool_calls` (JSON) -> (index, id, name, arguments fragment)."""
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        raise ValueError(f"delta.tool_calls is {type(calls).__name__}, not a list")
+    pieces = []
+    for position, item in enumerate(calls):
+        call = _object(item, f"delta.tool_calls[{position}]")
+        index = call.get("index", position)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise ValueError(f"delta.tool_calls[{position}].index is not an integer")
+        function = _object(call.get("function") or {}, f"delta.tool_calls[{position}].function")
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        pieces.append(
+            (
+                index,
+                _optional_str(call.get("id"), "tool_calls.id"),
+                _optional_str(function.get("name"), "tool_calls.function.name"),
+                _optional_str(arguments, "tool_calls.function.arguments"),
+            )
+        )
+    return pieces
 
 
 class ChatSSEStream:

@@ -48,6 +48,10 @@ class Provider:
         spent: this one alone (`FallbackProvider` gives its list)."""
         return (self,)
 
+    supports_tools: bool = False
+    """Whether the codec builds tool-call requests (`call_tools`); others raise
+    `UnsupportedRequest` before anything is sent."""
+
     @property
     def model(self) -> str | None:
         """The model name requests go to, when the provider knows it up front."""
@@ -56,6 +60,11 @@ class Provider:
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
         """The contract's schema as this provider receives it (cached), or `None`."""
         return to_wire(contract, self.dialect) if self.dialect is not None else None
+
+    def tool_schema(self, contract: type[Contract]) -> WireSchema | None:
+        """A tool's arguments schema as this provider receives it (`None`: the canonical one);
+        the same as a document's unless the provider says otherwise."""
+        return self.wire_schema(contract)
 
     def request_schema(self, request: CompletionRequest) -> dict[str, Any] | None:
         """The schema a JSON request sends, in this provider's dialect; `None` for a grammar or

@@ -34,6 +34,7 @@ from anthropic.types import (
 
 from sdk._content import PDF, Image, Text
 from sdk._result import Usage
+from sdk._tools import Tool, ToolCall, arguments_object
 from sdk.errors import ProviderError
 from sdk.providers._base import (
     Codec,
@@ -42,11 +43,12 @@ from sdk.providers._base import (
     Exchange,
     Reply,
     TextDelta,
+    ToolCallDelta,
     unsupported,
     wire_name,
 )
 from sdk.providers._base import (
-    Message as Message_,
+    Message as Turn,
 )
 from sdk.providers._errors import provider_error, reply_request_id
 from sdk.providers._provider import Provider
@@ -58,8 +60,10 @@ __all__ = [
     "AnthropicCodec",
     "AnthropicProvider",
     "StreamState",
+    "ToolStreamState",
     "build_request",
     "read_response",
+    "read_tool_calls",
 ]
 
 logger = logging.getLogger(__name__)
@@ -77,11 +81,15 @@ def build_request(
     kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
-        "messages": [{"role": m.role, "content": _content(m)} for m in request.messages],
+        "messages": [_message(m) for m in request.messages],
     }
     if request.system:
         kwargs["system"] = request.system
     options = dict(request.options)
+    if request.kind == "tools":
+        kwargs.update(_tools(request))
+        kwargs.update(options)
+        return kwargs
     if request.contract is None:  # free text: no format, no tool
         kwargs.update(options)
         return kwargs
@@ -99,7 +107,7 @@ def build_request(
     return kwargs
 
 
-def _content(message: Message_) -> str | list[dict[str, Any]]:
+def _content(message: Turn) -> str | list[dict[str, Any]]:
     """A turn's content: its text, or text, image and document blocks."""
     if isinstance(message.content, str):
         return message.content
@@ -121,6 +129,66 @@ def _content(message: Message_) -> str | list[dict[str, Any]]:
 def _tool(name: str, request: CompletionRequest, wire: WireSchema) -> dict[str, Any]:
     description = wire.schema.get("description") or f"Record the {request.schema_info.name}."
     return {"name": name, "description": description, "input_schema": wire.schema, "strict": True}
+
+
+def _message(message: Turn) -> dict[str, Any]:
+    """A conversation turn: plain text content, or blocks when it carries tool calls (tool_use
+    blocks after the text) or tool results (tool_result blocks first, as the API requires)."""
+    content = _content(message)
+    if not message.tool_calls and not message.tool_results:
+        return {"role": message.role, "content": content}
+    text = (
+        ([{"type": "text", "text": content}] if content else [])
+        if isinstance(content, str)
+        else content
+    )
+    blocks: list[dict[str, Any]] = []
+    if message.tool_calls:
+        blocks = [*text]
+        blocks.extend(
+            {"type": "tool_use", "id": call.id, "name": call.tool,
+             "input": arguments_object(call.text)}
+            for call in message.tool_calls
+        )  # fmt: skip
+    else:
+        blocks = [
+            {"type": "tool_result", "tool_use_id": result.call_id, "content": result.content,
+             "is_error": result.is_error}
+            for result in message.tool_results
+        ]  # fmt: skip
+        blocks.extend(text)
+    return {"role": message.role, "content": blocks}
+
+
+def _tools(request: CompletionRequest) -> dict[str, Any]:
+    """`tools` (strict, in the Anthropic dialect) and `tool_choice` for a tool-call request."""
+    tools = [
+        {
+            "name": tool.name,
+            "description": tool.described(ANTHROPIC),
+            "input_schema": tool.wire(ANTHROPIC).schema,
+            "strict": True,
+        }
+        for tool in request.tools
+    ]
+    choice = request.tool_choice
+    tool_choice: dict[str, Any]
+    if isinstance(choice, Tool):
+        tool_choice = {"type": "tool", "name": choice.name}
+    else:
+        tool_choice = {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
+    if request.parallel_tool_calls is False and choice != "none":
+        tool_choice["disable_parallel_tool_use"] = True
+    return {"tools": tools, "tool_choice": tool_choice}
+
+
+def read_tool_calls(message: Message) -> tuple[ToolCall, ...]:
+    """The `tool_use` blocks of a reply, as calls (the input as JSON text)."""
+    return tuple(
+        ToolCall(block.id, block.name, json.dumps(block.input, ensure_ascii=False))
+        for block in message.content
+        if isinstance(block, ToolUseBlock)
+    )
 
 
 def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion:
@@ -221,6 +289,35 @@ class StreamState:
         )
 
 
+class ToolStreamState:
+    """A tool-call request's stream: prose deltas, and each `tool_use` block's `input_json_delta`
+    fragments, kept apart by the block's index."""
+
+    def __init__(self, request_id: str | None = None) -> None:
+        self._text = StreamState("json_schema", request_id)
+        self._calls: dict[int, tuple[str, str, list[str]]] = {}
+
+    def feed(self, event: RawMessageStreamEvent) -> TextDelta | None:
+        if event.type == "content_block_start" and event.content_block.type == "tool_use":
+            block = event.content_block
+            self._calls[event.index] = (block.id, block.name, [])
+            return ToolCallDelta("", index=event.index, id=block.id, name=block.name)
+        if event.type == "content_block_delta" and event.delta.type == "input_json_delta":
+            if event.index not in self._calls:
+                raise ValueError(f"input_json_delta for block {event.index}, which is no tool_use")
+            call_id, name, parts = self._calls[event.index]
+            parts.append(event.delta.partial_json)
+            return ToolCallDelta(event.delta.partial_json, index=event.index, id=call_id, name=name)
+        return self._text.feed(event)
+
+    def finish(self) -> Completion:
+        calls = tuple(
+            ToolCall(call_id, name, "".join(parts) or "{}")
+            for call_id, name, parts in (self._calls[index] for index in sorted(self._calls))
+        )
+        return replace(self._text.finish(), tool_calls=calls)
+
+
 def map_error(exc: anthropic.AnthropicError) -> ProviderError:
     """An `anthropic` exception -> `ProviderError` (raise it `from exc`)."""
     if isinstance(exc, anthropic.APITimeoutError):
@@ -274,12 +371,19 @@ class AnthropicCodec(Codec):
         )
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
-        completion = read_response(reply.body, mode=self.mode)
+        if request.kind == "tools":
+            completion = replace(read_response(reply.body), tool_calls=read_tool_calls(reply.body))
+        else:
+            completion = read_response(reply.body, mode=self.mode)
         if completion.request_id is None and reply.request_id is not None:
             completion = replace(completion, request_id=reply.request_id)
         return completion
 
-    def reader(self, request: CompletionRequest, request_id: str | None) -> StreamState:
+    def reader(
+        self, request: CompletionRequest, request_id: str | None
+    ) -> StreamState | ToolStreamState:
+        if request.kind == "tools":
+            return ToolStreamState(request_id)
         return StreamState(self.mode if request.kind == "json" else "json_schema", request_id)
 
     def classify(self, error: BaseException) -> ProviderError | None:
@@ -336,6 +440,7 @@ class AnthropicProvider(Provider):
 
     name = "anthropic"
     dialect = ANTHROPIC
+    supports_tools = True
 
     def __init__(self, client: AnyClient, *, model: str, mode: Mode = "json_schema") -> None:
         if mode not in ("json_schema", "tool"):

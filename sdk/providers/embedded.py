@@ -79,6 +79,7 @@ from sdk.diagnostics import (
 )
 from sdk.errors import GrammarStuck, ProviderError
 from sdk.providers._base import Completion, CompletionRequest, TextDelta, text_only
+from sdk.providers._embedded_tools import ToolPlan
 from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
 from sdk.providers._provider import Provider
 from sdk.schema._shape import resolve
@@ -173,6 +174,7 @@ class EmbeddedProvider(Provider):
     """
 
     name = "embedded"
+    supports_tools = True
 
     def __init__(
         self,
@@ -322,12 +324,24 @@ class EmbeddedProvider(Provider):
     def _run(
         self, request: CompletionRequest, cancel: threading.Event | None
     ) -> Generator[TextDelta | Completion, None, None]:
+        if request.kind == "tools":
+            # The tools rendered into the prompt, a lazy grammar, the text read back into calls
+            # (`sdk.providers._embedded_tools`).
+            plan = ToolPlan(request)
+            yield from plan.read(self._decode(plan.request, cancel, plan.grammar))
+            return
+        yield from self._decode(request, cancel, None)
+
+    def _decode(
+        self, request: CompletionRequest, cancel: threading.Event | None, lark: str | None
+    ) -> Generator[TextDelta | Completion, None, None]:
         settings = _check(_call_settings(self._settings, request.options), "options")
         engine = self._loaded()
         # A JSON request is constrained by the contract's grammar (or the provider's `grammar=`),
-        # a grammar request by its Lark text, a free-text request by nothing.
-        custom = request.grammar.lark if request.grammar is not None else self.grammar
-        constrained = settings.constrained and request.kind != "text"
+        # a grammar request by its Lark text, a tool-call request by its plan's (`lark`), a
+        # free-text request by nothing.
+        custom = lark or (request.grammar.lark if request.grammar is not None else self.grammar)
+        constrained = settings.constrained and (request.kind != "text" or lark is not None)
         with engine.lock:
             yield from engine.generate(
                 request,

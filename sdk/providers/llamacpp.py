@@ -40,6 +40,7 @@ from typing import Any, Literal
 import httpx
 
 from sdk._result import Usage
+from sdk._tools import Tool
 from sdk.contract import Contract
 from sdk.grammar.wire import llamacpp_grammar
 from sdk.providers._base import (
@@ -56,13 +57,14 @@ from sdk.providers._base import (
 from sdk.providers._chat import (
     ChatSSEStream,
     chat_messages,
+    chat_tools,
     json_event,
     read_chat_body,
     sse_data,
 )
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
-from sdk.schema.dialects import LLAMACPP, Dialect
+from sdk.schema.dialects import LLAMACPP, Dialect, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -201,8 +203,10 @@ class LlamaCppCodec(Codec):
         self._prompt_template = prompt_template
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
-        if self.mode == "openai":
+        if self._chat_route(request):
             body = build_chat_request(request, **self._constraint(request), model=self.model)
+            if request.kind == "tools":
+                body.update(chat_tools(request, _tool_parameters, named_choice=False))
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
             return Exchange("/v1/chat/completions", body, stream)
@@ -222,13 +226,18 @@ class LlamaCppCodec(Codec):
             then=lambda rendered: completion(_template_prompt(rendered)),
         )
 
+    def _chat_route(self, request: CompletionRequest) -> bool:
+        # Tool calls always take the OpenAI route: the server renders the tools with the
+        # model's template and parses the call block itself (its tool-call parser).
+        return self.mode == "openai" or request.kind == "tools"
+
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
-        if self.mode == "openai":
+        if self._chat_route(request):
             return read_chat_body(reply.body, request_id=reply.request_id)
         return read_completion(reply.body)
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> StreamReader:
-        if self.mode == "openai":
+        if self._chat_route(request):
             return ChatSSEStream(self.provider, request_id)
         return CompletionStream()
 
@@ -238,6 +247,7 @@ class LlamaCppProvider(HTTPProvider):
 
     name = "llamacpp"
     dialect: Dialect | None = LLAMACPP
+    supports_tools = True
 
     def __init__(
         self,
@@ -270,6 +280,10 @@ class LlamaCppProvider(HTTPProvider):
     def model(self) -> str | None:
         return self._model
 
+    def tool_schema(self, contract: type[Contract]) -> WireSchema:
+        # Tools always take the OpenAI route, in the llama.cpp dialect, whatever the mode.
+        return to_wire(contract, LLAMACPP)
+
     def grammar_for(self, contract: type[Contract]) -> str:
         """The GBNF grammar sent in grammar mode: the one given, or written from the canonical
         schema by `sdk.schema.gbnf` (cached per contract; `UnsupportedSchema` if it cannot be
@@ -300,6 +314,10 @@ class LlamaCppProvider(HTTPProvider):
         wire = self.wire_schema(request.contract)
         assert wire is not None
         return {"schema": wire.schema}
+
+
+def _tool_parameters(tool: Tool) -> dict[str, Any]:
+    return tool.wire(LLAMACPP).schema
 
 
 def _template_prompt(body: Any) -> str:

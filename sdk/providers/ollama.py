@@ -9,23 +9,25 @@ the last line with `done: true`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
 from sdk._content import Image, Text
 from sdk._result import Usage
+from sdk._tools import Tool, ToolCall
 from sdk.providers._base import (
     Codec,
     Completion,
     CompletionRequest,
     Exchange,
-    Message,
     Reply,
     TextDelta,
+    ToolCallDelta,
     unsupported,
 )
-from sdk.providers._chat import chat_messages, json_event
+from sdk.providers._chat import chat_messages, chat_tools, json_event, read_chat_tool_calls
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import OLLAMA
@@ -59,6 +61,11 @@ def build_request(
     }
     if schema is not None:
         body["format"] = schema
+    elif request.kind == "tools" and request.tool_choice != "none":
+        # Ollama has no `tool_choice`: "none" sends no tools, a named tool is sent alone, and
+        # the parser enforces "required" (a reply without a call is `MissingToolCall`).
+        fields = chat_tools(request, _parameters, named_choice=False, parallel=False)
+        body["tools"] = fields["tools"]
     for key, value in request.options.items():
         (body if key in _TOP_LEVEL else options)[key] = value
     return body
@@ -66,14 +73,11 @@ def build_request(
 
 def _messages(request: CompletionRequest) -> list[dict[str, Any]]:
     """Chat messages, with a turn's images in Ollama's `images` field (base64)."""
-    text_only = CompletionRequest(
-        contract=request.contract,
-        grammar=request.grammar,
-        messages=tuple(Message(m.role, m.text) for m in request.messages),
-        max_tokens=request.max_tokens,
-        system=request.system,
+    text_only = replace(
+        request,
+        messages=tuple(replace(m, content=m.text) for m in request.messages),
     )
-    messages = chat_messages(text_only, "ollama")
+    messages = chat_messages(text_only, "ollama", arguments="object")
     offset = 1 if request.system else 0
     for index, message in enumerate(request.messages):
         images = []
@@ -85,6 +89,10 @@ def _messages(request: CompletionRequest) -> list[dict[str, Any]]:
         if images:
             messages[offset + index]["images"] = images
     return messages
+
+
+def _parameters(tool: Tool) -> dict[str, Any]:
+    return tool.wire(OLLAMA).schema
 
 
 def read_response(body: Mapping[str, Any]) -> Completion:
@@ -103,6 +111,9 @@ def read_response(body: Mapping[str, Any]) -> Completion:
         raw_stop_reason=raw,
         usage=Usage(int(body.get("prompt_eval_count") or 0), int(body.get("eval_count") or 0)),
         model=model if isinstance(model, str) else None,
+        tool_calls=read_chat_tool_calls(
+            message.get("tool_calls") if isinstance(message, dict) else None
+        ),
     )
 
 
@@ -111,6 +122,7 @@ class ChatLineStream:
 
     def __init__(self) -> None:
         self._parts: list[str] = []
+        self._calls: list[ToolCall] = []
         self._last: dict[str, Any] | None = None
 
     def feed(self, line: str) -> TextDelta | None:
@@ -121,17 +133,27 @@ class ChatLineStream:
         piece = message.get("content") or "" if isinstance(message, dict) else None
         if not isinstance(piece, str):
             raise ValueError("stream line has no message with string content")
+        delta: TextDelta | None = None
+        # Ollama sends each tool call whole, in one line: one delta with all its arguments.
+        for call in read_chat_tool_calls(message.get("tool_calls")):
+            index = len(self._calls)
+            self._calls.append(call)
+            delta = ToolCallDelta(call.text, index=index, id=call.id or None, name=call.tool)
         if piece:
             self._parts.append(piece)
         if event.get("done"):
             self._last = event
-        return TextDelta(piece) if piece else None
+        if piece:
+            return TextDelta(piece)
+        return delta
 
     def finish(self) -> Completion:
         if self._last is None:
             raise provider_error("ollama", "stream ended before its final event")
         message = {**(self._last.get("message") or {}), "content": "".join(self._parts)}
-        return read_response({**self._last, "message": message})
+        message.pop("tool_calls", None)
+        completion = read_response({**self._last, "message": message})
+        return replace(completion, tool_calls=tuple(self._calls))
 
 
 class OllamaCodec(Codec):
@@ -163,6 +185,7 @@ class OllamaProvider(OneRouteProvider):
 
     name = "ollama"
     dialect = OLLAMA
+    supports_tools = True
 
     def __init__(
         self,

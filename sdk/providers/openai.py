@@ -22,6 +22,7 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import (
     Response,
+    ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputRefusal,
     ResponseOutputText,
@@ -31,6 +32,7 @@ from openai.types.responses import (
 
 from sdk._content import Image, Text
 from sdk._result import Usage
+from sdk._tools import Tool, ToolCall
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.grammar import Grammar
@@ -49,10 +51,11 @@ from sdk.providers._base import (
     Message,
     Reply,
     TextDelta,
+    ToolCallDelta,
     unsupported,
     wire_name,
 )
-from sdk.providers._chat import ChatStream, chat_completion, chat_messages
+from sdk.providers._chat import ChatStream, chat_completion, chat_messages, chat_tools
 from sdk.providers._errors import provider_error, reply_request_id
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport, SDKTransport
@@ -69,6 +72,7 @@ __all__ = [
     "build_responses_request",
     "read_chat_response",
     "read_responses_response",
+    "read_responses_tool_calls",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,10 +95,12 @@ def build_responses_request(request: CompletionRequest, *, model: str) -> dict[s
     grammar constrains, forced by `tool_choice`), or free text."""
     kwargs: dict[str, Any] = {
         "model": model,
-        "input": [{"role": m.role, "content": _responses_content(m)} for m in request.messages],
+        "input": [item for m in request.messages for item in _responses_input(m)],
         "max_output_tokens": request.max_tokens,
     }
-    if request.contract is not None:
+    if request.kind == "tools":
+        kwargs.update(_responses_tools(request))
+    elif request.contract is not None:
         kwargs["text"] = {
             "format": {"type": "json_schema", **_json_schema_format(request.contract)}
         }
@@ -124,6 +130,56 @@ def _responses_content(message: Message) -> str | list[dict[str, Any]]:
             file = {"filename": part.name, "file_data": part.data_url()}
             parts.append({"type": "input_file", **file})
     return parts
+
+
+def _responses_input(message: Message) -> list[dict[str, Any]]:
+    """One turn as input items: tool calls as `function_call` items after the text, tool
+    results as `function_call_output` items before it."""
+    text = [{"role": message.role, "content": _responses_content(message)}]
+    if message.tool_calls:
+        calls = [
+            {"type": "function_call", "call_id": call.id, "name": call.tool,
+             "arguments": call.text}
+            for call in message.tool_calls
+        ]  # fmt: skip
+        return [*(text if message.content else []), *calls]
+    results = [
+        {"type": "function_call_output", "call_id": result.call_id, "output": result.content}
+        for result in message.tool_results
+    ]
+    return [*results, *(text if message.content or not results else [])]
+
+
+def _responses_tools(request: CompletionRequest) -> dict[str, Any]:
+    """Function tools (strict, OpenAI strict dialect), `tool_choice`, `parallel_tool_calls`."""
+    choice = request.tool_choice
+    fields: dict[str, Any] = {
+        "tools": [
+            {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.described(OPENAI_STRICT),
+                "parameters": tool.wire(OPENAI_STRICT).schema,
+                "strict": True,
+            }
+            for tool in request.tools
+        ],
+        "tool_choice": (
+            {"type": "function", "name": choice.name} if isinstance(choice, Tool) else choice
+        ),
+    }
+    if request.parallel_tool_calls is not None:
+        fields["parallel_tool_calls"] = request.parallel_tool_calls
+    return fields
+
+
+def read_responses_tool_calls(output: Iterable[Any]) -> tuple[ToolCall, ...]:
+    """The `function_call` items of a response's output, as calls."""
+    return tuple(
+        ToolCall(item.call_id, item.name, item.arguments)
+        for item in output
+        if isinstance(item, ResponseFunctionToolCall)
+    )
 
 
 def read_responses_response(
@@ -162,6 +218,7 @@ def read_responses_response(
         model=response.model,
         request_id=request_id,
         refusal="".join(refusals) or None,
+        tool_calls=read_responses_tool_calls(response.output),
     )
 
 
@@ -211,13 +268,22 @@ class ResponsesStreamState:
         self.request_id = request_id
         self.grammar = grammar
         self._final: Response | None = None
+        self._calls: dict[int, tuple[str | None, str | None]] = {}
         # The document's deltas: the text's, or the grammar tool's input.
         self._delta = (
             CUSTOM_TOOL_INPUT_DELTA if grammar is not None else "response.output_text.delta"
         )
 
     def feed(self, event: ResponseStreamEvent) -> TextDelta | None:
-        """One event; returns the piece of document it carries, if any."""
+        """One event; returns the piece of document it carries, if any (or of a function
+        call's arguments, kept apart by its output index)."""
+        if event.type == "response.output_item.added" and event.item.type == "function_call":
+            self._calls[event.output_index] = (event.item.call_id, event.item.name)
+            call_id, name = self._calls[event.output_index]
+            return ToolCallDelta("", index=event.output_index, id=call_id, name=name)
+        if event.type == "response.function_call_arguments.delta":
+            call_id, name = self._calls.get(event.output_index, (None, None))
+            return ToolCallDelta(event.delta, index=event.output_index, id=call_id, name=name)
         if event.type == self._delta:
             delta = event.delta  # type: ignore[union-attr]
             return TextDelta(delta) if isinstance(delta, str) and delta else None
@@ -262,8 +328,14 @@ def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, A
     if request.contract is not None:
         format_ = _json_schema_format(request.contract)
         kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
+    elif request.kind == "tools":
+        kwargs.update(chat_tools(request, _strict_parameters, strict=True))
     kwargs.update(request.options)
     return kwargs
+
+
+def _strict_parameters(tool: Tool) -> dict[str, Any]:
+    return tool.wire(OPENAI_STRICT).schema
 
 
 def read_chat_response(completion: ChatCompletion, *, request_id: str | None = None) -> Completion:
@@ -280,6 +352,11 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
         usage=_chat_usage(usage),
         model=completion.model,
         request_id=request_id or reply_request_id(completion),
+        tool_calls=tuple(
+            ToolCall(call.id, call.function.name, call.function.arguments)
+            for call in choice.message.tool_calls or ()
+            if call.type == "function"
+        ),
     )
 
 
@@ -294,6 +371,15 @@ def _feed_chunk(state: ChatStream, chunk: ChatCompletionChunk) -> TextDelta | No
         refusal=choice.delta.refusal,
         finish_reason=choice.finish_reason,
         model=chunk.model,
+        tool_calls=[
+            (
+                call.index,
+                call.id,
+                call.function.name if call.function else None,
+                call.function.arguments if call.function else None,
+            )
+            for call in choice.delta.tool_calls or ()
+        ],
     )
 
 
@@ -399,6 +485,8 @@ def _log(provider: str, model: str, request: CompletionRequest) -> None:
 
 
 class _OpenAIProvider(Provider):
+    supports_tools = True
+
     def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
         if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
             raise TypeError(

@@ -10,9 +10,11 @@ Each call takes the next reply from the script:
     assert len(provider.requests) == 2
 
 A reply is a string (the document text, clean end), a dict or a `Contract` (serialized to JSON),
-a `Completion` (as given: any stop reason, usage, refusal), an exception (raised, e.g. a
-`ProviderError` to exercise retries), or a callable taking the `CompletionRequest` and returning
-any of these. With `repeat=True` the last reply answers every call after the script runs out.
+a `Completion` (as given: any stop reason, usage, refusal), a `ToolCall` or a list of them (the
+calls of a `call_tools` reply, stop reason `tool_use`; streamed as argument fragments), an
+exception (raised, e.g. a `ProviderError` to exercise retries), or a callable taking the
+`CompletionRequest` and returning any of these. With `repeat=True` the last reply answers every
+call after the script runs out.
 
 Scripting the failures a real provider gives (each helper returns a reply to put in the script):
 
@@ -41,9 +43,10 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, TypeAlias
 
 from sdk._result import Usage
+from sdk._tools import ToolCall
 from sdk.contract import Contract
 from sdk.errors import ProviderError
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
+from sdk.providers._base import Completion, CompletionRequest, TextDelta, ToolCallDelta
 from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
 from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect
@@ -52,8 +55,9 @@ from sdk.stop_reason import StopReason
 __all__ = ["ACCEPTED_OPTIONS", "Reply", "TestProvider"]
 
 Reply: TypeAlias = (
-    "str | dict[str, Any] | Contract | Completion | BaseException"
-    " | Callable[[CompletionRequest], str | dict[str, Any] | Contract | Completion | BaseException]"
+    "str | dict[str, Any] | Contract | Completion | ToolCall | list[ToolCall] | BaseException"
+    " | Callable[[CompletionRequest], str | dict[str, Any] | Contract | Completion | ToolCall"
+    " | list[ToolCall] | BaseException]"
 )
 
 ACCEPTED_OPTIONS = frozenset(
@@ -74,6 +78,7 @@ class TestProvider(Provider):
     __test__ = False  # not a pytest test class, despite the name
 
     name = "test"
+    supports_tools = True
 
     def __init__(
         self,
@@ -195,8 +200,21 @@ class TestProvider(Provider):
             raise copy.copy(reply)
         if isinstance(reply, Completion):
             return reply
-        text = _document_text(reply)
         prompt = sum(len(m.text) for m in request.messages) + len(request.system or "")
+        if isinstance(reply, ToolCall):
+            reply = [reply]
+        if isinstance(reply, list) and all(isinstance(call, ToolCall) for call in reply):
+            calls = tuple(reply)
+            return Completion(
+                text="",
+                stop_reason=StopReason.TOOL_USE,
+                raw_stop_reason="tool_use",
+                usage=Usage(_tokens(prompt), _tokens(sum(len(c.text) for c in calls))),
+                model=self._model,
+                request_id=f"test-{len(self.requests)}",
+                tool_calls=calls,
+            )
+        text = _document_text(reply)
         return Completion(
             text=text,
             stop_reason=StopReason.END_TURN,
@@ -230,6 +248,11 @@ class TestProvider(Provider):
         text = completion.text or ""
         for start in range(0, len(text), self._chunk_size):
             yield TextDelta(text[start : start + self._chunk_size])
+        for index, call in enumerate(completion.tool_calls):
+            yield ToolCallDelta("", index=index, id=call.id, name=call.tool)
+            for start in range(0, len(call.text), self._chunk_size):
+                piece = call.text[start : start + self._chunk_size]
+                yield ToolCallDelta(piece, index=index, id=call.id, name=call.tool)
 
 
 def _document_text(reply: Any) -> str:

@@ -13,9 +13,10 @@ from typing import Any
 
 import httpx
 
+from sdk._tools import Tool
 from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply
-from sdk.providers._chat import ChatSSEStream, chat_messages, read_chat_body
+from sdk.providers._chat import ChatSSEStream, chat_messages, chat_tools, read_chat_body
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import VLLM
 
@@ -42,10 +43,18 @@ def build_request(
         body["structured_outputs"] = {"json": schema}
     elif request.grammar is not None:
         body.update(vllm_structured_outputs(request.grammar))
+    elif request.kind == "tools":
+        # vLLM constrains `required` and named choices itself; `auto` relies on the server's
+        # `--tool-call-parser` (the wrong one returns the call as plain text).
+        body.update(chat_tools(request, _parameters))
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     body.update(request.options)
     return body
+
+
+def _parameters(tool: Tool) -> dict[str, Any]:
+    return tool.wire(VLLM).schema
 
 
 def read_response(body: dict[str, Any]) -> Completion:
@@ -80,6 +89,7 @@ class VLLMProvider(OneRouteProvider):
 
     name = "vllm"
     dialect = VLLM
+    supports_tools = True
 
     def __init__(
         self,
