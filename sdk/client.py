@@ -501,7 +501,7 @@ class StructuredClient(_BaseClient):
         while True:
             request = call.request()
             try:
-                completion = self.provider.complete(request, deadline=call.send_deadline())
+                completion = call.provider.complete(request, deadline=call.send_deadline())
             except ProviderError as error:
                 self._sleep(call.on_transport_error(error))
                 continue
@@ -546,7 +546,7 @@ class StructuredClient(_BaseClient):
             request = call.request()
             reader = ToolCallReader(call.tools)
             completion: Completion | None = None
-            items = self.provider.stream(request, deadline=call.send_deadline())
+            items = call.provider.stream(request, deadline=call.send_deadline())
             try:
                 with contextlib.closing(items):  # type: ignore[type-var]
                     for item in items:
@@ -899,7 +899,7 @@ class AsyncStructuredClient(_BaseClient):
             request = call.request()
             try:
                 async with self._slot():
-                    completion = await self.provider.acomplete(
+                    completion = await call.provider.acomplete(
                         request, deadline=call.send_deadline()
                     )
             except ProviderError as error:
@@ -945,7 +945,7 @@ class AsyncStructuredClient(_BaseClient):
             completion: Completion | None = None
             try:
                 async with self._slot():
-                    items = self.provider.astream(request, deadline=call.send_deadline())
+                    items = call.provider.astream(request, deadline=call.send_deadline())
                     async with contextlib.aclosing(items):  # type: ignore[type-var]
                         async for item in items:
                             if isinstance(item, Completion):

@@ -169,3 +169,24 @@ def test_it_needs_providers_and_lists_them_flat() -> None:
     inner = FallbackProvider([TestProvider()])
     with pytest.raises(TypeError):
         FallbackProvider([inner])
+
+
+def test_tool_calls_fall_back_too() -> None:
+    from pydantic import Field
+
+    from sdk import Contract, Tool, ToolCall
+
+    class Weather(Contract):
+        """Get the weather in a city."""
+
+        city: str = Field(max_length=40)
+
+    anthropic_wire = Wire(error_reply("anthropic_error_529.json", 529))
+    primary = AnthropicProvider(anthropic_client(anthropic_wire), model="claude-sonnet-4-6")
+    secondary = TestProvider([ToolCall(id="c1", tool="Weather", text='{"city": "Oslo"}')])
+    provider = FallbackProvider([primary, secondary])
+    assert provider.supports_tools
+    calls = _client(provider).call_tools(tools=[Tool(Weather)], prompt="Weather in Oslo?")
+    assert [call.value.city for call in calls.calls] == ["Oslo"]  # type: ignore[attr-defined]
+    assert len(anthropic_wire.requests) == NO_WAIT.retries + 1
+    assert [a.provider for a in calls.attempts][-1] == "test"

@@ -54,6 +54,8 @@ class FallbackProvider(Provider):
         self.clean_stops = primary.clean_stops
         self.dialect = primary.dialect
         self.codec = primary.codec
+        # Tool calls fall back too: offered only when every provider in the list takes them.
+        self.supports_tools = all(provider.supports_tools for provider in providers)
 
     def __repr__(self) -> str:
         inner = ", ".join(repr(provider) for provider in self.providers)
@@ -68,6 +70,9 @@ class FallbackProvider(Provider):
 
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
         return self.providers[0].wire_schema(contract)
+
+    def tool_schema(self, contract: type[Contract]) -> WireSchema | None:
+        return self.providers[0].tool_schema(contract)
 
     def secrets(self) -> Iterable[str]:
         return [secret for provider in self.providers for secret in provider.secrets()]
