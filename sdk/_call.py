@@ -44,7 +44,7 @@ import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 import tenacity
 
@@ -69,7 +69,7 @@ from sdk.hooks import CallInfo, Hooks, run_hooks
 from sdk.parsing import Parsed, parse
 from sdk.parsing.incremental import Partial, PartialReader
 from sdk.parsing.parser import EnumCase, check_stop
-from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta
 from sdk.providers._errors import is_retryable, provider_error
 from sdk.providers._provider import Provider
 from sdk.schema.canonical import SchemaInfo, schema_info
@@ -85,6 +85,7 @@ __all__ = [
     "Reasoning",
     "RetrySettings",
     "Snapshots",
+    "StreamView",
     "conversation",
     "feedback_message",
 ]
@@ -558,7 +559,7 @@ class Call(Generic[T]):
             )
         return cast(T, parsed.value), parsed
 
-    def snapshots(self) -> Snapshots:
+    def snapshots(self) -> StreamView:
         """A fresh reader of what a stream shows of the next attempt's growing output."""
         self.partial = None
         return Snapshots(self)
@@ -707,6 +708,18 @@ class Call(Generic[T]):
 # --- what a stream shows ---
 
 
+class StreamView(Protocol):
+    """What a client's stream shows of one attempt: deltas in, things to yield out."""
+
+    def feed(self, delta: TextDelta) -> list[Any]:
+        """Read a delta; what it shows (snapshots, items)."""
+        ...
+
+    def finish(self) -> list[Any]:
+        """What the end of the stream shows, before the call's result."""
+        ...
+
+
 class Snapshots:
     """What a stream shows of one attempt's growing output, chunk by chunk.
 
@@ -731,8 +744,9 @@ class Snapshots:
         elif call.contract is not None:
             self._reader = PartialReader(call.contract)
 
-    def feed(self, text: str) -> list[Any]:
+    def feed(self, delta: TextDelta) -> list[Any]:
         """Read a chunk; what it shows (none, one snapshot, or several completed items)."""
+        text = delta.text
         if self._text is not None:
             self._text.append(text)
             return ["".join(self._text)]
@@ -745,13 +759,16 @@ class Snapshots:
             return []
         if partial is None:
             return []
-        self._call.partial = partial
         envelope = self._call.envelope
         if envelope is None:
             return [partial]
         if not envelope.is_list:
             return []  # a union's value is shown once it is whole: in the Result
         return self._items(partial, envelope.field)
+
+    def finish(self) -> list[Any]:
+        """What the end of the stream shows (nothing more: the `Result` follows)."""
+        return []
 
     def _items(self, partial: Partial[Any], field: str) -> list[Any]:
         shown = []

@@ -184,6 +184,11 @@ class ToolsCall(Call[Any]):
             parallel_tool_calls=self.parallel_tool_calls,
         )
 
+    def snapshots(self) -> ToolCallReader:
+        """A fresh reader of the next attempt's streamed calls (`PartialToolCall`s)."""
+        self.partial = None
+        return ToolCallReader(self.tools)
+
     def on_reply(self, completion: Completion) -> ToolCalls | None:  # type: ignore[override]
         if completion.text is None and completion.tool_calls:
             # Calls and no prose (a null `content`): the calls are the output, and an error

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 from weakref import WeakKeyDictionary
 
 from sdk._call import (
@@ -34,7 +34,7 @@ from sdk._call import (
 )
 from sdk._envelope import envelope_of
 from sdk._result import Result
-from sdk._tool_call import ToolCallReader, ToolCalls, ToolsCall, check_tools, tool_conversation
+from sdk._tool_call import ToolCalls, ToolsCall, check_tools, tool_conversation
 from sdk._tools import PartialToolCall, Tool, ToolChoice
 from sdk.contract import Contract, require_contract
 from sdk.errors import ProviderError
@@ -332,16 +332,7 @@ class StructuredClient(_BaseClient):
             provider_options,
             "generate()",
         )
-        while True:
-            request = call.request()
-            try:
-                completion = call.provider.complete(request, deadline=call.send_deadline())
-            except ProviderError as error:
-                self._sleep(call.on_transport_error(error))
-                continue
-            result = call.on_reply(completion)
-            if result is not None:
-                return result
+        return cast(Result[Any], self._run(call))
 
     @overload
     def stream(
@@ -438,27 +429,7 @@ class StructuredClient(_BaseClient):
             provider_options,
             "stream()",
         )
-        while True:
-            request = call.request()
-            snapshots = call.snapshots()
-            completion: Completion | None = None
-            items = call.provider.stream(request, deadline=call.send_deadline())
-            try:
-                with contextlib.closing(items):  # type: ignore[type-var]
-                    for item in items:
-                        if isinstance(item, Completion):
-                            completion = item
-                            break
-                        yield from snapshots.feed(item.text)
-            except ProviderError as error:
-                error.partial = error.partial if error.partial is not None else call.partial
-                self._sleep(call.on_transport_error(error))
-                continue
-            assert completion is not None  # the driver ends every stream with one, or raises
-            result = call.on_reply(completion)
-            if result is not None:
-                yield result
-                return
+        yield from self._run_stream(call)
 
     def call_tools(
         self,
@@ -498,16 +469,7 @@ class StructuredClient(_BaseClient):
             context,
             provider_options,
         )
-        while True:
-            request = call.request()
-            try:
-                completion = call.provider.complete(request, deadline=call.send_deadline())
-            except ProviderError as error:
-                self._sleep(call.on_transport_error(error))
-                continue
-            result = call.on_reply(completion)
-            if result is not None:
-                return result
+        return cast(ToolCalls, self._run(call))
 
     def stream_tools(
         self,
@@ -542,9 +504,27 @@ class StructuredClient(_BaseClient):
             context,
             provider_options,
         )
+        yield from self._run_stream(call)
+
+    # --- the two loops every call kind runs: they only pass data between the call and its
+    # provider (the call's state machine decides, the provider's driver does the I/O) ---
+
+    def _run(self, call: Call[Any]) -> Any:
         while True:
             request = call.request()
-            reader = ToolCallReader(call.tools)
+            try:
+                completion = call.provider.complete(request, deadline=call.send_deadline())
+            except ProviderError as error:
+                self._sleep(call.on_transport_error(error))
+                continue
+            result = call.on_reply(completion)
+            if result is not None:
+                return result
+
+    def _run_stream(self, call: Call[Any]) -> Iterator[Any]:
+        while True:
+            request = call.request()
+            view = call.snapshots()
             completion: Completion | None = None
             items = call.provider.stream(request, deadline=call.send_deadline())
             try:
@@ -553,17 +533,17 @@ class StructuredClient(_BaseClient):
                         if isinstance(item, Completion):
                             completion = item
                             break
-                        for snapshot in reader.feed(item):
-                            call.partial = snapshot
-                            yield snapshot
+                        for shown in view.feed(item):
+                            call.partial = shown
+                            yield shown
             except ProviderError as error:
                 error.partial = error.partial if error.partial is not None else call.partial
                 self._sleep(call.on_transport_error(error))
                 continue
             assert completion is not None  # the driver ends every stream with one, or raises
-            for snapshot in reader.finish():
-                call.partial = snapshot
-                yield snapshot
+            for shown in view.finish():
+                call.partial = shown
+                yield shown
             result = call.on_reply(completion)
             if result is not None:
                 yield result
@@ -735,19 +715,7 @@ class AsyncStructuredClient(_BaseClient):
             provider_options,
             "generate()",
         )
-        while True:
-            request = call.request()
-            try:
-                async with self._slot():
-                    completion = await call.provider.acomplete(
-                        request, deadline=call.send_deadline()
-                    )
-            except ProviderError as error:
-                await self._sleep(call.on_transport_error(error))
-                continue
-            result = call.on_reply(completion)
-            if result is not None:
-                return result
+        return cast(Result[Any], await self._run(call))
 
     @overload
     def stream(
@@ -842,29 +810,8 @@ class AsyncStructuredClient(_BaseClient):
             provider_options,
             "stream()",
         )
-        while True:
-            request = call.request()
-            snapshots = call.snapshots()
-            completion: Completion | None = None
-            try:
-                async with self._slot():
-                    items = call.provider.astream(request, deadline=call.send_deadline())
-                    async with contextlib.aclosing(items):  # type: ignore[type-var]
-                        async for item in items:
-                            if isinstance(item, Completion):
-                                completion = item
-                                break
-                            for shown in snapshots.feed(item.text):
-                                yield shown
-            except ProviderError as error:
-                error.partial = error.partial if error.partial is not None else call.partial
-                await self._sleep(call.on_transport_error(error))
-                continue
-            assert completion is not None  # the driver ends every stream with one, or raises
-            result = call.on_reply(completion)
-            if result is not None:
-                yield result
-                return
+        async for shown in self._run_stream(call):
+            yield shown
 
     async def call_tools(
         self,
@@ -895,19 +842,7 @@ class AsyncStructuredClient(_BaseClient):
             context,
             provider_options,
         )
-        while True:
-            request = call.request()
-            try:
-                async with self._slot():
-                    completion = await call.provider.acomplete(
-                        request, deadline=call.send_deadline()
-                    )
-            except ProviderError as error:
-                await self._sleep(call.on_transport_error(error))
-                continue
-            result = call.on_reply(completion)
-            if result is not None:
-                return result
+        return cast(ToolCalls, await self._run(call))
 
     async def stream_tools(
         self,
@@ -939,9 +874,31 @@ class AsyncStructuredClient(_BaseClient):
             context,
             provider_options,
         )
+        async for shown in self._run_stream(call):
+            yield shown
+
+
+    # --- the two loops (see `StructuredClient._run`), each request in a concurrency slot ---
+
+    async def _run(self, call: Call[Any]) -> Any:
         while True:
             request = call.request()
-            reader = ToolCallReader(call.tools)
+            try:
+                async with self._slot():
+                    completion = await call.provider.acomplete(
+                        request, deadline=call.send_deadline()
+                    )
+            except ProviderError as error:
+                await self._sleep(call.on_transport_error(error))
+                continue
+            result = call.on_reply(completion)
+            if result is not None:
+                return result
+
+    async def _run_stream(self, call: Call[Any]) -> AsyncIterator[Any]:
+        while True:
+            request = call.request()
+            view = call.snapshots()
             completion: Completion | None = None
             try:
                 async with self._slot():
@@ -951,19 +908,18 @@ class AsyncStructuredClient(_BaseClient):
                             if isinstance(item, Completion):
                                 completion = item
                                 break
-                            for snapshot in reader.feed(item):
-                                call.partial = snapshot
-                                yield snapshot
+                            for shown in view.feed(item):
+                                call.partial = shown
+                                yield shown
             except ProviderError as error:
                 error.partial = error.partial if error.partial is not None else call.partial
                 await self._sleep(call.on_transport_error(error))
                 continue
             assert completion is not None  # the driver ends every stream with one, or raises
-            for snapshot in reader.finish():
-                call.partial = snapshot
-                yield snapshot
+            for shown in view.finish():
+                call.partial = shown
+                yield shown
             result = call.on_reply(completion)
             if result is not None:
                 yield result
                 return
-
