@@ -4,11 +4,15 @@ Ollama converts the schema with llama.cpp's grammar generator, so it goes in the
 (the llama.cpp rules: every property required to keep the generation order, bounds on integers
 only). The stop reason is `done_reason` (`stop`, `length`); streaming is newline-delimited JSON,
 the last line with `done: true`.
+
+Ollama renders the model's template and tokenizes it with special tokens parsed: content is
+checked for control-token strings under `control_tokens="reject"` (default) or `"allow"`
+(unsafe), with `extra_control_tokens=` for the model's own, as for vLLM.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -16,6 +20,12 @@ import httpx
 from sdk._result import Usage
 from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply, TextDelta
 from sdk.providers._chat import chat_messages, json_event
+from sdk.providers._control_tokens import (
+    ControlTokenPolicy,
+    ControlTokens,
+    check_policy,
+    check_request,
+)
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import OLLAMA
@@ -104,11 +114,21 @@ class OllamaCodec(Codec):
 
     provider = "ollama"
 
-    def __init__(self, model: str, wire: Callable[[CompletionRequest], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        model: str,
+        wire: Callable[[CompletionRequest], dict[str, Any]],
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
+    ) -> None:
         self.model = model
         self._wire = wire
+        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
+        self._control_strings = ControlTokens.families(extra_control_tokens)
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        # The server renders the template and tokenizes it with special tokens parsed.
+        check_request(request, self._control_strings, policy=self.control_tokens, server="ollama")
         body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
         return Exchange(_PATH, body, stream)
 
@@ -131,6 +151,8 @@ class OllamaProvider(OneRouteProvider):
         base_url: str = "http://127.0.0.1:11434",
         *,
         model: str,
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
@@ -138,7 +160,7 @@ class OllamaProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
-        self.codec = OllamaCodec(model, self._schema)
+        self.codec = OllamaCodec(model, self._schema, control_tokens, extra_control_tokens)
 
     def _schema(self, request: CompletionRequest) -> dict[str, Any]:
         wire = self.wire_schema(request.contract)
