@@ -4,7 +4,8 @@ Each case drives a real client call (`StructuredClient` / `AsyncStructuredClient
 `stream`) through a provider whose HTTP transport is a scripted server: the hosted providers
 through the official `anthropic` / `openai` clients on an `httpx2.MockTransport`, the local ones
 through an `httpx.MockTransport`. The server answers the generation route with the fault (other
-routes, such as llama.cpp's `/apply-template` and `/tokenize`, answer properly) and counts the requests.
+routes, such as llama.cpp's `/apply-template` and `/tokenize`, answer properly) and counts the
+requests.
 
 Every case asserts: the error is a `ProviderError` (never a raw `json`, `httpx`, `KeyError`, ...
 exception), it names the provider, `attempts` equals the generation requests made (transient
