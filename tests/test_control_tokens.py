@@ -301,3 +301,32 @@ def test_special_texts_are_the_tokens_only_special_parsing_produces() -> None:
     parsed = {"tokens": ToyVocabulary.tokenize(joined, True)}
     plain = {"tokens": ToyVocabulary.tokenize(joined, False)}
     assert special_texts(pieces, parsed, plain).strings == set(ToyVocabulary.SPECIALS)
+
+
+def test_without_a_vocabulary_size_every_content_goes_as_token_ids(server: LocalServer) -> None:
+    import httpx
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        # An older llama-server: `/v1/models` without `meta`.
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "old.gguf"}]})
+        forwarded = httpx.Request(
+            request.method,
+            server.url + request.url.path,
+            content=request.content,
+            headers={"content-type": "application/json"},
+        )
+        with httpx.Client() as real:
+            return real.send(forwarded)
+
+    provider = LlamaCppProvider(
+        "http://old", http_client=httpx.Client(transport=httpx.MockTransport(handler))
+    )
+    client = _client(provider)
+    for _ in range(2):
+        result = client.generate(Decision, prompt="Approve?", source=BENIGN)
+        assert result.value.answer.value == "approve"
+    assert [p for p, _ in server.requests].count("/completion") == 2
+    for body in server.bodies("/completion"):
+        assert isinstance(body["prompt"], list)  # content as ids: safe without the specials
+        assert _control_tokens_seen(body["prompt"]) == 3

@@ -17,7 +17,8 @@ strings and token ids, and `/tokenize` can tokenize with special parsing off. So
    more request, for that call only): it stays text.
 
 While the special texts are being learned (by the first call; concurrent first calls do not wait
-for it) a call tokenizes all its content that way. A template that does not place content as it
+for it), or when the server does not give its vocabulary's size, a call tokenizes all its
+content that way: safe, one request more. A template that does not place content as it
 is (or trimmed) cannot be learned: the call fails with a `ProviderError` saying to pass
 `prompt_template=`. The codec keeps what it learned; it does no I/O itself.
 """
@@ -236,6 +237,7 @@ class NativePrompts:
         self._shapes: dict[ShapeKey, TemplateShape] = {}
         self._specials: ControlTokens | None = None
         self._claimed: float | None = None
+        self._no_vocabulary = False  # the server gives no vocabulary size: never learn
         self._lock = threading.Lock()
 
     @property
@@ -258,7 +260,7 @@ class NativePrompts:
                 return self.exchange(request, finish)
 
             return Exchange("/apply-template", {"messages": sentinel_messages(key)}, then=learned)
-        if self._specials is None and self._claim():
+        if self._specials is None and not self._no_vocabulary and self._claim():
             return self._learn_specials(lambda: self.exchange(request, finish))
         placed = shape.place(request_contents(request))
         specials = self._specials
@@ -306,7 +308,12 @@ class NativePrompts:
 
     def _learn_specials(self, then: Callable[[], Exchange]) -> Exchange:
         def sized(body: Any) -> Exchange:
-            every_id = list(range(_vocabulary_size(body)))
+            try:
+                every_id = list(range(_vocabulary_size(body)))
+            except ValueError:
+                # An older server: every call then sends all its content as token ids.
+                self._no_vocabulary = True
+                return then()
             return Exchange("/tokenize", {"content": every_id, "with_pieces": True}, then=pieces)
 
         def pieces(body: Any) -> Exchange:
