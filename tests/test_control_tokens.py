@@ -30,7 +30,7 @@ from sdk.providers import (
     Provider,
     VLLMProvider,
 )
-from sdk.providers._control_tokens import FAMILY_TOKENS, ControlTokens
+from sdk.providers._control_tokens import FAMILY_TOKENS, ControlTokens, Found
 from sdk.providers._llamacpp_prompt import (
     TemplateShape,
     assemble,
@@ -330,3 +330,14 @@ def test_without_a_vocabulary_size_every_content_goes_as_token_ids(server: Local
     for body in server.bodies("/completion"):
         assert isinstance(body["prompt"], list)  # content as ids: safe without the specials
         assert _control_tokens_seen(body["prompt"]) == 3
+
+
+def test_a_large_set_of_special_texts_is_matched_exactly() -> None:
+    # Gemma-sized: thousands of strings sharing prefixes, some prefixes of others.
+    strings = [f"<unused{i}>" for i in range(3000)] + ["<b>", "<bo", "<bos>", "<|a|>", "<|ab|>"]
+    tokens = ControlTokens(strings)
+    for string in strings:
+        found = tokens.find(f"text {string} more")
+        assert found is not None and (found.token, found.position) == (string, 5)
+    assert tokens.find("<unused12 <|a| <|abc|> <bx") is None
+    assert tokens.find("<bos>") == Found("<bos>", 0)  # the longest at the leftmost place
