@@ -341,3 +341,34 @@ def test_a_large_set_of_special_texts_is_matched_exactly() -> None:
         assert found is not None and (found.token, found.position) == (string, 5)
     assert tokens.find("<unused12 <|a| <|abc|> <bx") is None
     assert tokens.find("<bos>") == Found("<bos>", 0)  # the longest at the leftmost place
+
+
+@pytest.mark.parametrize(
+    ("route", "reply"),
+    [("/apply-template", {"prompt": 3}), ("/apply-template", {"prompt": "no slot here"}),
+     ("/tokenize", {"tokens": "x"}), ("/tokenize", {"tokens": [{"id": "1", "piece": "a"}]}),
+     ("/tokenize", {"tokens": [True]})],
+)  # fmt: skip
+def test_a_learning_reply_of_the_wrong_shape_is_a_provider_error(
+    server: LocalServer, route: str, reply: dict[str, Any]
+) -> None:
+    import httpx
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == route:
+            return httpx.Response(200, json=reply)
+        forwarded = httpx.Request(
+            request.method,
+            server.url + request.url.path,
+            content=request.content,
+            headers={"content-type": "application/json"},
+        )
+        with httpx.Client() as real:
+            return real.send(forwarded)
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    client = StructuredClient(LlamaCppProvider("http://x", http_client=http), sleep=Sleeps())
+    with pytest.raises(ProviderError) as info:
+        client.generate(Decision, prompt="Approve?", source=HOSTILE)
+    assert info.value.provider == "llamacpp"
+    assert server.bodies("/completion") == []  # nothing generated from a half-learned prompt
