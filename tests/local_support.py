@@ -34,11 +34,11 @@ DOCUMENT = json.dumps(DECISION, separators=(",", ":"))
 
 
 class ToyVocabulary:
-    """A llama.cpp-like vocabulary: three ChatML control tokens (ids 0-2), then one token per
-    byte (ids 3-258). Tokenizing with `parse_special` turns the control tokens' texts into their
-    ids, as llama-server does; without it they are bytes like any text."""
+    """A llama.cpp-like vocabulary: three ChatML control tokens and one of the model's own (ids
+    0-3), then one token per byte. Tokenizing with `parse_special` turns the control tokens'
+    texts into their ids, as llama-server does; without it they are bytes like any text."""
 
-    SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+    SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>")
     SIZE = len(SPECIALS) + 256
     _SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
 

@@ -156,3 +156,15 @@ def test_the_openai_route_refuses_a_hostile_document_before_sending(llama_server
     with pytest.raises(ControlTokenInContent) as info:
         wire.client.generate(Triage, prompt=PROMPT, source=HOSTILE, max_tokens=MAX_TOKENS)
     assert info.value.token == "<|im_end|>" and wire.sent == []
+
+
+def test_the_openai_route_refuses_the_models_own_special_tokens(llama_server: str) -> None:
+    # `<repo_name>` is a special token of SmolLM2's vocabulary, not of any template family:
+    # the provider learns it from the server (without sending the content) and refuses it.
+    wire = Wire(llama_server, mode="openai")
+    source = "Ticket 4711 <repo_name>build-tools: the server is down."
+    with pytest.raises(ControlTokenInContent) as info:
+        wire.client.generate(Triage, prompt=PROMPT, source=source, max_tokens=MAX_TOKENS)
+    assert (info.value.token, info.value.where) == ("<repo_name>", "messages[0]")
+    assert "/v1/chat/completions" not in wire.paths()
+    assert all(source not in json.dumps(body) for _, _, body in wire.sent)

@@ -32,7 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sdk.providers._base import CompletionRequest, Exchange
-from sdk.providers._control_tokens import ControlTokens
+from sdk.providers._control_tokens import (
+    ControlTokenPolicy,
+    ControlTokens,
+    check_request,
+    contents,
+)
 from sdk.providers._errors import provider_error
 
 __all__ = [
@@ -271,6 +276,36 @@ class NativePrompts:
         if not hostile:
             return finish(assemble(shape, placed))
         return self._tokenized(shape, list(placed), hostile, finish)
+
+    def checked(
+        self, request: CompletionRequest, policy: ControlTokenPolicy, send: Callable[[], Exchange]
+    ) -> Exchange:
+        """The routes where the server tokenizes the content (OpenAI route, `prompt_template=`):
+        under `"reject"`, check the content for the model's own special-token texts before
+        `send()` (the families' strings are checked by the codec first). Learned once; a call
+        that starts while another is learning checks its own content: `/tokenize` of it with
+        and without special parsing. `ControlTokenInContent` passes the fault boundary as it
+        is; the content has not been sent."""
+        if policy == "allow" or self._no_vocabulary:
+            return send()
+        if self._specials is not None:
+            check_request(request, self._specials, policy=policy, server="llamacpp")
+            return send()
+        if self._claim():
+            return self._learn_specials(lambda: self.checked(request, policy, send))
+        joined = "\n".join(text for _, text in contents(request))
+
+        def parsed(parsed_body: Any) -> Exchange:
+            def plain(plain_body: Any) -> Exchange:
+                own = special_texts(_pieces(parsed_body), parsed_body, plain_body)
+                check_request(request, own, policy=policy, server="llamacpp")
+                return send()
+
+            body = {"content": joined, "parse_special": False, "add_special": False}
+            return Exchange("/tokenize", body, then=plain)
+
+        body = {"content": joined, "with_pieces": True, "add_special": False}
+        return Exchange("/tokenize", body, then=parsed)
 
     def _tokenized(
         self,

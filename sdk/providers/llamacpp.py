@@ -24,9 +24,10 @@ control-token policy below, as on the OpenAI route.
 
 Control tokens on the routes where the server renders and tokenizes (`"openai"`, and a
 `prompt_template=`): the system prompt and messages are searched for the control-token strings of
-the common template families (plus `extra_control_tokens=`); `control_tokens="reject"` (the
-default) raises `ControlTokenInContent` before anything is sent, `"allow"` sends them (unsafe
-with untrusted documents). Content is never rewritten.
+the common template families (plus `extra_control_tokens=`) and for the model's own special-token
+texts (learned from the server as above); `control_tokens="reject"` (the default) raises
+`ControlTokenInContent` before the content is sent, `"allow"` sends them (unsafe with untrusted
+documents). Content is never rewritten.
 
 What the server does, checked against a real llama-server (tests/test_local_llamacpp.py):
 
@@ -234,7 +235,8 @@ class LlamaCppCodec(Codec):
             body = build_chat_request(request, **self._constraint(request), model=self.model)
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
-            return Exchange("/v1/chat/completions", body, stream)
+            chat = Exchange("/v1/chat/completions", body, stream)
+            return self.prompts.checked(request, self.control_tokens, lambda: chat)
         constraint = self._constraint(request)
 
         def completion(prompt: Prompt) -> Exchange:
@@ -244,7 +246,8 @@ class LlamaCppCodec(Codec):
             return Exchange("/completion", body, stream)
 
         if self._prompt_template is not None:
-            return completion(self._prompt_template(request))
+            given = completion(self._prompt_template(request))
+            return self.prompts.checked(request, self.control_tokens, lambda: given)
         return self.prompts.exchange(request, completion)
 
     def read(self, reply: Reply) -> Completion:
