@@ -58,7 +58,9 @@ def test_every_table_entry_is_covered_by_this_test() -> None:
      ("Llama-CPP", "eos", StopReason.END_TURN), ("openai-chat", "length", StopReason.MAX_TOKENS),
      ("embedded", "max_tokens", StopReason.MAX_TOKENS)],
 )  # fmt: skip
-def test_provider_aliases_pick_the_family_table(alias: str, raw: str, expected: StopReason) -> None:
+def test_provider_aliases_pick_the_family_table(
+    alias: str, raw: str, expected: StopReason
+) -> None:
     assert StopReason.from_raw(raw, alias) is expected
 
 
