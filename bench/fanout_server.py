@@ -5,8 +5,10 @@ measured), reads the port from its first line of output, and stops it with SIGTE
 
 - `POST /completion`: after `--delay` seconds, a llama.cpp `/completion` body whose `content` is a
   valid `Decision` (stop type `eos`, token counts, model name).
-- `POST /apply-template`: at once, `{"prompt": ...}` (what `LlamaCppProvider` asks first unless it
-  is given a `prompt_template`).
+- `POST /apply-template`: at once, the messages rendered in ChatML; `GET /v1/models` and
+  `POST /tokenize`: at once, from a toy vocabulary (ChatML's three control tokens, then one token
+  per byte). These are what `LlamaCppProvider` learns from once (template shape, special
+  tokens), unless it is given a `prompt_template`.
 
 It is a raw `asyncio.Protocol` rather than a web framework, so that a thousand requests cost it
 little CPU and the figures measure the clients. It speaks just enough HTTP/1.1 for httpx:
@@ -20,8 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import signal
 import socket
+from typing import Any
 
 DOCUMENT = json.dumps(
     {
@@ -44,8 +48,43 @@ COMPLETION = json.dumps(
         "stopping_word": "",
     }
 ).encode()
-TEMPLATE = json.dumps({"prompt": "<|im_start|>user\nApprove?<|im_end|>\n"}).encode()
 NOT_FOUND = b'{"error": "not found"}'
+SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
+MODELS = json.dumps(
+    {"data": [{"id": "bench-model.gguf", "meta": {"n_vocab": len(SPECIALS) + 256}}]}
+).encode()
+
+
+def template(body: dict[str, Any]) -> bytes:
+    prompt = "".join(
+        f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in body["messages"]
+    )
+    return json.dumps({"prompt": prompt + "<|im_start|>assistant\n"}).encode()
+
+
+def piece(token: int) -> Any:
+    if token < len(SPECIALS):
+        return SPECIALS[token]
+    byte = token - len(SPECIALS)
+    return chr(byte) if byte < 128 else [byte]
+
+
+def tokenize(body: dict[str, Any]) -> bytes:
+    content, special = body["content"], body.get("parse_special", True)
+    tokens: list[int] = []
+    for item in content if isinstance(content, list) else [content]:
+        if isinstance(item, int):
+            tokens.append(item)
+            continue
+        for part in SPLIT.split(item) if special else [item]:
+            if special and part in SPECIALS:
+                tokens.append(SPECIALS.index(part))
+            else:
+                tokens.extend(len(SPECIALS) + byte for byte in part.encode())
+    if body.get("with_pieces"):
+        return json.dumps({"tokens": [{"id": t, "piece": piece(t)} for t in tokens]}).encode()
+    return json.dumps({"tokens": tokens}).encode()
 
 
 def response(status: str, body: bytes) -> bytes:
@@ -82,16 +121,21 @@ class Connection(asyncio.Protocol):
                     length = int(value)
             if len(self.buffer) < end + 4 + length:
                 return  # the body is still arriving
+            body = self.buffer[end + 4 : end + 4 + length]
             self.buffer = self.buffer[end + 4 + length :]
-            self.answer(head[0].split(" ")[1])
+            self.answer(head[0].split(" ")[1], body)
 
-    def answer(self, path: str) -> None:
+    def answer(self, path: str, body: bytes) -> None:
         if path == "/completion":
             asyncio.get_running_loop().call_later(
                 self.delay, self.write, response("200 OK", COMPLETION)
             )
         elif path == "/apply-template":
-            self.write(response("200 OK", TEMPLATE))
+            self.write(response("200 OK", template(json.loads(body))))
+        elif path == "/tokenize":
+            self.write(response("200 OK", tokenize(json.loads(body))))
+        elif path == "/v1/models":
+            self.write(response("200 OK", MODELS))
         else:
             self.write(response("404 Not Found", NOT_FOUND))
 

@@ -90,16 +90,56 @@ ANSWER = {
 }
 
 
+# The stand-in's toy vocabulary: two ChatML control tokens, then one token per printable character.
+SPECIAL = ["<|im_start|>", "<|im_end|>"]
+VOCAB = SPECIAL + [chr(code) for code in range(32, 127)] + ["\n"]
+
+
+def tokenize(content: str | list[int | str], parse_special: bool) -> list[int]:
+    """Token ids of `content` (ids pass through; unknown characters become `?`)."""
+    pieces = content if isinstance(content, list) else [content]
+    ids: list[int] = []
+    for piece in pieces:
+        if isinstance(piece, int):
+            ids.append(piece)
+            continue
+        at = 0
+        while at < len(piece):
+            special = next((s for s in SPECIAL if parse_special and piece.startswith(s, at)), None)
+            if special is not None:
+                ids.append(VOCAB.index(special))
+                at += len(special)
+                continue
+            char = piece[at]
+            ids.append(VOCAB.index(char) if char in VOCAB else VOCAB.index("?"))
+            at += 1
+    return ids
+
+
 class StandIn(BaseHTTPRequestHandler):
-    """Speaks the two routes of llama-server the provider uses: `/apply-template` renders the
-    conversation, `/completion` streams the document as server-sent events."""
+    """Speaks the routes of llama-server the provider uses: `/v1/models` and `/tokenize` (which
+    it learns the model's control tokens from, once), `/apply-template` (the chat template,
+    learned once), and `/completion`, which streams the document as server-sent events."""
+
+    def do_GET(self) -> None:
+        assert self.path == "/v1/models", self.path
+        models = {"object": "list", "data": [{"id": "stand-in.gguf",
+                                              "meta": {"n_vocab": len(VOCAB)}}]}  # fmt: skip
+        self._send("application/json", json.dumps(models).encode())
 
     def do_POST(self) -> None:
         sent = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if self.path == "/tokenize":
+            ids = tokenize(sent["content"], sent.get("parse_special", True))
+            tokens: list[object] = (
+                [{"id": i, "piece": VOCAB[i]} for i in ids] if sent.get("with_pieces") else ids
+            )
+            self._send("application/json", json.dumps({"tokens": tokens}).encode())
+            return
         if self.path == "/apply-template":
             turns = "".join(
                 f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in sent["messages"]
-            )
+            ) + "<|im_start|>assistant\n"
             self._send("application/json", json.dumps({"prompt": turns}).encode())
             return
         assert self.path == "/completion" and "json_schema" in sent, self.path

@@ -21,6 +21,7 @@ their JSON pointers. Nothing is lost on the way to the caller.
     │       └── SourceMissing
     ├── UnsupportedRequest          the provider cannot take this request (before sending)
     ├── GrammarStuck                local constrained decoding reached a dead state
+    ├── ControlTokenInContent       a message spells a chat-template control token (also ValueError)
     ├── ProviderError               transport or API failure, wrapping the cause
     └── RetriesExhausted            every attempt failed; holds them all
         └── ProviderRetriesExhausted    ... the last with a ProviderError (also a ProviderError)
@@ -41,6 +42,7 @@ __all__ = [
     "CheckFailed",
     "ContentFiltered",
     "ContractViolation",
+    "ControlTokenInContent",
     "GrammarStuck",
     "GrammarViolation",
     "InvalidJSON",
@@ -234,6 +236,19 @@ class UnsupportedRequest(StructuredOutputError, ValueError):
     def __init__(self, message: str, *, supported: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.supported = list(supported)
+
+
+class ControlTokenInContent(StructuredOutputError, ValueError):
+    """A message spells a control token its server would parse: raised before anything is sent."""
+
+    def __init__(self, message: str, *, token: str, where: str, position: int) -> None:
+        super().__init__(message)
+        self.token = token
+        """The control-token string found, as it appears in the content."""
+        self.where = where
+        """Which content holds it: `"system"` or `"messages[i]"` (the i-th message)."""
+        self.position = position
+        """Its character offset in that content."""
 
 
 # --- Generation, transport and retries ---

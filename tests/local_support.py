@@ -1,6 +1,7 @@
 """A small real HTTP server on 127.0.0.1 speaking the local engines' wire formats.
 
-It answers llama.cpp's `/apply-template` and `/completion` (JSON, or SSE with `stream: true`),
+It answers llama.cpp's `/apply-template` (ChatML), `/v1/models`, `/tokenize` (`ToyVocabulary`)
+and `/completion` (JSON, or SSE with `stream: true`),
 the OpenAI-compatible `/v1/chat/completions` (vLLM, and llama.cpp's OpenAI route; SSE too) and
 Ollama's `/api/chat` (JSON, or newline-delimited JSON). It runs under uvicorn in a thread, so the
 adapters' httpx clients do real HTTP: real timeouts, real refused connections, real streaming.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 import time
@@ -30,6 +32,56 @@ from tests import tool_wire
 from tests.wire_support import DECISION, fixture_json
 
 DOCUMENT = json.dumps(DECISION, separators=(",", ":"))
+
+
+class ToyVocabulary:
+    """A llama.cpp-like vocabulary: three ChatML control tokens and one of the model's own (ids
+    0-3), then one token per byte. Tokenizing with `parse_special` turns the control tokens'
+    texts into their ids, as llama-server does; without it they are bytes like any text."""
+
+    SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>")
+    SIZE = len(SPECIALS) + 256
+    _SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
+
+    @classmethod
+    def piece(cls, token: int) -> str | list[int]:
+        if token < len(cls.SPECIALS):
+            return cls.SPECIALS[token]
+        byte = token - len(cls.SPECIALS)
+        return chr(byte) if byte < 128 else [byte]  # llama.cpp sends invalid UTF-8 as bytes
+
+    @classmethod
+    def tokenize(cls, content: str | list[str | int], parse_special: bool) -> list[int]:
+        tokens: list[int] = []
+        for item in content if isinstance(content, list) else [content]:
+            if isinstance(item, int):
+                tokens.append(item)
+                continue
+            for part in cls._SPLIT.split(item) if parse_special else [item]:
+                if parse_special and part in cls.SPECIALS:
+                    tokens.append(cls.SPECIALS.index(part))
+                else:
+                    tokens.extend(len(cls.SPECIALS) + byte for byte in part.encode())
+        return tokens
+
+
+def llamacpp_setup(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """llama-server's answer on the routes `LlamaCppProvider` learns from (`/apply-template`
+    renders ChatML, `/v1/models`, `/tokenize` with `ToyVocabulary`); `None` for other routes."""
+    if path == "/apply-template":
+        prompt = "".join(
+            f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in body["messages"]
+        )
+        return {"prompt": prompt + "<|im_start|>assistant\n"}
+    if path == "/v1/models":
+        meta = {"vocab_type": 2, "n_vocab": ToyVocabulary.SIZE, "n_ctx": 4096}
+        return {"object": "list", "data": [{"id": "toy.gguf", "meta": meta}]}
+    if path == "/tokenize":
+        tokens = ToyVocabulary.tokenize(body["content"], body.get("parse_special", True))
+        if body.get("with_pieces"):
+            return {"tokens": [{"id": t, "piece": ToyVocabulary.piece(t)} for t in tokens]}
+        return {"tokens": tokens}
+    return None
 
 
 @dataclass
@@ -59,7 +111,9 @@ class LocalServer:
         self._lock = threading.Lock()
         self.app = Starlette(
             routes=[
-                Route("/apply-template", self._template, methods=["POST"]),
+                Route("/apply-template", self._setup, methods=["POST"]),
+                Route("/v1/models", self._setup, methods=["GET"]),
+                Route("/tokenize", self._setup, methods=["POST"]),
                 Route("/completion", self._completion, methods=["POST"]),
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/api/chat", self._ollama, methods=["POST"]),
@@ -130,13 +184,10 @@ class LocalServer:
 
     # --- llama.cpp native ---
 
-    async def _template(self, request: Request) -> Response:
-        body = await request.json()
+    async def _setup(self, request: Request) -> Response:
+        body = await request.json() if request.method == "POST" else {}
         self.requests.append((request.url.path, body))
-        prompt = "".join(
-            f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in body["messages"]
-        )
-        return JSONResponse({"prompt": prompt + "<|im_start|>assistant\n"})
+        return JSONResponse(llamacpp_setup(request.url.path, body))
 
     async def _completion(self, request: Request) -> Response:
         body, reply = await self._take(request)

@@ -4,7 +4,8 @@ Each case drives a real client call (`StructuredClient` / `AsyncStructuredClient
 `stream`) through a provider whose HTTP transport is a scripted server: the hosted providers
 through the official `anthropic` / `openai` clients on an `httpx2.MockTransport`, the local ones
 through an `httpx.MockTransport`. The server answers the generation route with the fault (other
-routes, such as llama.cpp's `/apply-template`, answer properly) and counts the requests.
+routes, such as llama.cpp's `/apply-template` and `/tokenize`, answer properly) and counts the
+requests.
 
 Every case asserts: the error is a `ProviderError` (never a raw `json`, `httpx`, `KeyError`, ...
 exception), it names the provider, `attempts` equals the generation requests made (transient
@@ -44,7 +45,7 @@ from sdk.providers import (
 )
 from sdk.providers._boundary import BODY_CHARS
 from tests import tool_wire
-from tests.local_support import LocalServer
+from tests.local_support import LocalServer, llamacpp_setup
 from tests.wire_support import ANTHROPIC_KEY, DECISION, GEMINI_KEY, OPENAI_KEY, fixture
 
 LOCAL_KEY = "sk-local-SECRET-5c4b3a29f8e7"
@@ -314,8 +315,9 @@ class Server:
 
     def __call__(self, request: Any) -> Any:
         path = request.url.path
-        if path == "/apply-template":
-            return self.module.Response(200, json={"prompt": "<|im_start|>user\nx<|im_end|>\n"})
+        setup = llamacpp_setup(path, json.loads(request.content or b"{}"))
+        if setup is not None and path != self.kind.route:
+            return self.module.Response(200, json=setup)
         assert path == self.kind.route or (self.kind.route.endswith(":") and path.startswith(
             self.kind.route)), path  # fmt: skip
         self.requests += 1

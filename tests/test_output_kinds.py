@@ -41,6 +41,7 @@ from sdk.providers import (
     VLLMProvider,
 )
 from sdk.stop_reason import StopReason
+from tests.local_support import llamacpp_setup
 from tests.wire_support import (
     DECISION,
     OPENAI_HEADERS,
@@ -204,9 +205,11 @@ def test_llamacpp_native_sends_the_gbnf_of_the_grammar() -> None:
     bodies: dict[str, dict[str, Any]] = {}
 
     def handler(request: httpx.Request) -> httpx.Response:
-        bodies[request.url.path] = json.loads(request.content)
-        if request.url.path == "/apply-template":
-            return httpx.Response(200, json={"prompt": "<|im_start|>user\nx<|im_end|>\n"})
+        body = json.loads(request.content or b"{}")
+        bodies[request.url.path] = body
+        setup = llamacpp_setup(request.url.path, body)  # the template and tokens it learns
+        if setup is not None:
+            return httpx.Response(200, json=setup)
         return httpx.Response(200, json={"content": GOOD, "stop": True, "stop_type": "eos"})
 
     client = httpx.Client(transport=httpx.MockTransport(handler))

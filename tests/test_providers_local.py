@@ -149,16 +149,18 @@ def test_token_limit_is_truncation_on_every_endpoint(server: LocalServer, kind: 
 
 
 def test_llamacpp_renders_the_chat_template_then_sends_the_schema(server: LocalServer) -> None:
-    _client(LlamaCppProvider(server.url)).generate(
-        Decision, prompt="Approve?", system="Review it.", max_tokens=300
-    )
+    client = _client(LlamaCppProvider(server.url))
+    client.generate(Decision, prompt="Approve?", system="Review it.", max_tokens=300)
+    # Learned once: the template (placeholder messages) and the special tokens.
     (template,) = server.bodies("/apply-template")
-    assert template["messages"] == [
-        {"role": "system", "content": "Review it."},
-        {"role": "user", "content": "Approve?"},
-    ]
+    assert [m["role"] for m in template["messages"]] == ["system", "user"]
+    assert "Approve?" not in json.dumps(template)
+    assert len(server.bodies("/tokenize")) == 3
     (body,) = server.bodies("/completion")
-    assert body["prompt"].startswith("<|im_start|>system\nReview it.")
+    assert body["prompt"] == (
+        "<|im_start|>system\nReview it.<|im_end|>\n<|im_start|>user\nApprove?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )  # what the server's own rendering of these messages is
     assert body["n_predict"] == 300
     assert body["json_schema"] == to_wire(Decision, LLAMACPP).schema
     assert "grammar" not in body
@@ -271,10 +273,11 @@ def test_llamacpp_retry_sends_the_previous_output_and_feedback(server: LocalServ
     server.reset(Reply(text=invalid), Reply())
     result = _client(LlamaCppProvider(server.url)).generate(Decision, prompt="Approve?")
     assert len(result.attempts) == 2
-    retry = server.bodies("/apply-template")[1]["messages"]
-    assert [m["role"] for m in retry] == ["user", "assistant", "user"]
-    assert retry[1]["content"] == invalid
-    assert "/confidence" in retry[2]["content"]
+    shape = server.bodies("/apply-template")[1]["messages"]  # the retry's shape, learned once
+    assert [m["role"] for m in shape] == ["user", "assistant", "user"]
+    retry = server.bodies("/completion")[1]["prompt"]
+    assert f"<|im_start|>assistant\n{invalid}<|im_end|>" in retry
+    assert "/confidence" in retry.rsplit("<|im_start|>user", 1)[1]
 
 
 # --- vLLM, Ollama ---

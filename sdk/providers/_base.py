@@ -178,13 +178,15 @@ class Exchange:
     `route` is where it goes: an SDK client's method path (`"messages.create"`) or an HTTP path
     (`"/completion"`); `body` the keyword arguments or the JSON body. `then`, when set, makes
     this a preliminary request: the driver sends it, and `then(reply_body)` builds the next
-    exchange (a rendered prompt, say), so a multi-step call stays sans-IO.
+    exchange (a rendered prompt, say), so a multi-step call stays sans-IO. `method` is the HTTP
+    method (`"GET"` sends no body); SDK transports ignore it.
     """
 
     route: str
     body: dict[str, Any]
     stream: bool = False
     then: Callable[[Any], Exchange] | None = None
+    method: Literal["POST", "GET"] = "POST"
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,7 @@ class HTTPTransport(_HTTPBase):
 
     def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
         with self.client.stream(
-            "POST", self._url(exchange), json=exchange.body, headers=self.headers
+            exchange.method, self._url(exchange), json=_json(exchange), headers=self.headers
         ) as response:
             self._started(response, seen)
             chunks: list[bytes] = []
@@ -245,6 +245,11 @@ class HTTPTransport(_HTTPBase):
             yield split_lines(_checked(response.iter_text(), deadline, self.provider))
 
 
+def _json(exchange: Exchange) -> dict[str, Any] | None:
+    """The JSON body to send: none with a GET."""
+    return exchange.body if exchange.method == "POST" else None
+
+
 def _checked(chunks: Iterable[str], deadline: float | None, provider: str) -> Iterator[str]:
     for chunk in chunks:
         _check(deadline, provider)
@@ -262,7 +267,7 @@ class AsyncHTTPTransport(_HTTPBase):
 
     async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
         async with self.client.stream(
-            "POST", self._url(exchange), json=exchange.body, headers=self.headers
+            exchange.method, self._url(exchange), json=_json(exchange), headers=self.headers
         ) as response:
             self._started(response, seen)
             chunks: list[bytes] = []

@@ -12,9 +12,22 @@ Three modes:
   whitespace, exact or loud: nothing is silently dropped, so there is no dialect to report).
 - `"openai"`: `POST /v1/chat/completions` with `response_format` json_schema.
 
-The native endpoint takes a prompt string, not messages: the provider first asks the server to
-render the conversation with the model's own chat template (`POST /apply-template`), unless you
-pass `prompt_template=` (a function from the request to the prompt) to skip that round trip.
+The native endpoint takes a prompt, not messages. The provider learns the model's chat template
+once per conversation shape (`POST /apply-template` of placeholder messages) and the model's
+special-token texts once (`GET /v1/models`, `POST /tokenize`), then builds each prompt itself:
+one request per call. Message content stays text: content holding a special-token text (a
+document with `<|im_end|>` in it) is sent as token ids from `/tokenize` with `parse_special:
+false`, one more request for that call only (`sdk.providers._llamacpp_prompt`). A
+`prompt_template=` (a function from the request to the prompt string) replaces all of that; its
+string is tokenized by the server with special tokens parsed, so its content goes through the
+control-token policy below, as on the OpenAI route.
+
+Control tokens on the routes where the server renders and tokenizes (`"openai"`, and a
+`prompt_template=`): the system prompt and messages are searched for the control-token strings of
+the common template families (plus `extra_control_tokens=`) and for the model's own special-token
+texts (learned from the server as above); `control_tokens="reject"` (the default) raises
+`ControlTokenInContent` before the content is sent, `"allow"` sends them (unsafe with untrusted
+documents). Content is never rewritten.
 
 What the server does, checked against a real llama-server (tests/test_local_llamacpp.py):
 
@@ -34,7 +47,7 @@ What the server does, checked against a real llama-server (tests/test_local_llam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -51,6 +64,7 @@ from sdk.providers._base import (
     Reply,
     StreamReader,
     TextDelta,
+    text_only,
     unsupported,
     wire_name,
 )
@@ -62,8 +76,15 @@ from sdk.providers._chat import (
     read_chat_body,
     sse_data,
 )
+from sdk.providers._control_tokens import (
+    ControlTokenPolicy,
+    ControlTokens,
+    check_policy,
+    check_request,
+)
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
+from sdk.providers._llamacpp_prompt import NativePrompts, Prompt
 from sdk.schema.dialects import LLAMACPP, Dialect, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
@@ -87,12 +108,13 @@ def build_template_request(request: CompletionRequest) -> dict[str, Any]:
 
 def build_completion_request(
     request: CompletionRequest,
-    prompt: str,
+    prompt: Prompt,
     *,
     schema: dict[str, Any] | None = None,
     grammar: str | None = None,
 ) -> dict[str, Any]:
-    """The native `/completion` body: prompt, token limit, and a schema or a grammar."""
+    """The native `/completion` body: prompt (a string, or strings and token ids), token limit,
+    and a schema or a grammar."""
     body: dict[str, Any] = {"prompt": prompt, "n_predict": request.max_tokens}
     if grammar is not None:
         body["grammar"] = grammar
@@ -196,35 +218,45 @@ class LlamaCppCodec(Codec):
         model: str | None,
         constraint: Callable[[CompletionRequest], dict[str, Any]],
         prompt_template: Callable[[CompletionRequest], str] | None,
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
     ) -> None:
         self.mode: Mode = mode
         self.model = model
         self._constraint = constraint
         self._prompt_template = prompt_template
+        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
+        self._control_strings = ControlTokens.families(extra_control_tokens)
+        self.prompts = NativePrompts()
+        """What the codec learned of the server's chat template and special tokens."""
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        text_only(request, self.provider)  # images and PDFs: refused before anything is sent
+        if self._chat_route(request) or self._prompt_template is not None:
+            # The server tokenizes the content with special tokens parsed: check it first.
+            check_request(
+                request, self._control_strings, policy=self.control_tokens, server="llamacpp"
+            )
         if self._chat_route(request):
             body = build_chat_request(request, **self._constraint(request), model=self.model)
             if request.kind == "tools":
                 body.update(chat_tools(request, _tool_parameters, named_choice=False))
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
-            return Exchange("/v1/chat/completions", body, stream)
+            chat = Exchange("/v1/chat/completions", body, stream)
+            return self.prompts.checked(request, self.control_tokens, lambda: chat)
         constraint = self._constraint(request)
 
-        def completion(prompt: str) -> Exchange:
+        def completion(prompt: Prompt) -> Exchange:
             body = build_completion_request(request, prompt, **constraint)
             if stream:
                 body["stream"] = True
             return Exchange("/completion", body, stream)
 
         if self._prompt_template is not None:
-            return completion(self._prompt_template(request))
-        return Exchange(
-            "/apply-template",
-            build_template_request(request),
-            then=lambda rendered: completion(_template_prompt(rendered)),
-        )
+            given = completion(self._prompt_template(request))
+            return self.prompts.checked(request, self.control_tokens, lambda: given)
+        return self.prompts.exchange(request, completion)
 
     def _chat_route(self, request: CompletionRequest) -> bool:
         # Tool calls always take the OpenAI route: the server renders the tools with the
@@ -257,6 +289,8 @@ class LlamaCppProvider(HTTPProvider):
         grammar: str | None = None,
         model: str | None = None,
         prompt_template: Callable[[CompletionRequest], str] | None = None,
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
@@ -273,7 +307,12 @@ class LlamaCppProvider(HTTPProvider):
             # The grammar is sent instead of a schema: there is no wire dialect to report.
             self.dialect = None
         self.codec = LlamaCppCodec(
-            mode, model=model, constraint=self._constraint, prompt_template=prompt_template
+            mode,
+            model=model,
+            constraint=self._constraint,
+            prompt_template=prompt_template,
+            control_tokens=control_tokens,
+            extra_control_tokens=extra_control_tokens,
         )
 
     @property
@@ -318,10 +357,3 @@ class LlamaCppProvider(HTTPProvider):
 
 def _tool_parameters(tool: Tool) -> dict[str, Any]:
     return tool.wire(LLAMACPP).schema
-
-
-def _template_prompt(body: Any) -> str:
-    prompt = body.get("prompt") if isinstance(body, dict) else None
-    if not isinstance(prompt, str):
-        raise provider_error("llamacpp", "/apply-template returned no prompt", status_code=200)
-    return prompt

@@ -4,11 +4,15 @@ Ollama converts the schema with llama.cpp's grammar generator, so it goes in the
 (the llama.cpp rules: every property required to keep the generation order, bounds on integers
 only). The stop reason is `done_reason` (`stop`, `length`); streaming is newline-delimited JSON,
 the last line with `done: true`.
+
+Ollama renders the model's template and tokenizes it with special tokens parsed: content is
+checked for control-token strings under `control_tokens="reject"` (default) or `"allow"`
+(unsafe), with `extra_control_tokens=` for the model's own, as for vLLM.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,6 +32,12 @@ from sdk.providers._base import (
     unsupported,
 )
 from sdk.providers._chat import chat_messages, chat_tools, json_event, read_chat_tool_calls
+from sdk.providers._control_tokens import (
+    ControlTokenPolicy,
+    ControlTokens,
+    check_policy,
+    check_request,
+)
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import OLLAMA
@@ -162,14 +172,22 @@ class OllamaCodec(Codec):
     provider = "ollama"
 
     def __init__(
-        self, model: str, wire: Callable[[CompletionRequest], dict[str, Any] | None]
+        self,
+        model: str,
+        wire: Callable[[CompletionRequest], dict[str, Any] | None],
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
     ) -> None:
         self.model = model
         self._wire = wire
+        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
+        self._control_strings = ControlTokens.families(extra_control_tokens)
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         if request.grammar is not None:
             raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
+        # The server renders the template and tokenizes it with special tokens parsed.
+        check_request(request, self._control_strings, policy=self.control_tokens, server="ollama")
         body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
         return Exchange(_PATH, body, stream)
 
@@ -192,6 +210,8 @@ class OllamaProvider(OneRouteProvider):
         base_url: str = "http://127.0.0.1:11434",
         *,
         model: str,
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
@@ -199,4 +219,4 @@ class OllamaProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
-        self.codec = OllamaCodec(model, self.request_schema)
+        self.codec = OllamaCodec(model, self.request_schema, control_tokens, extra_control_tokens)

@@ -4,11 +4,17 @@ vLLM (0.12 and later) takes the schema in an extra body parameter, `structured_o
 {"json": schema}` (the older `guided_json` family was removed then). The schema goes in the vLLM
 dialect: what its grammar backends enforce, without `multipleOf`, `uniqueItems`, `not` or the
 conditional keywords (they would be ignored silently; here they are removed and reported).
+
+vLLM renders the chat template and tokenizes the result with special tokens parsed, so a message
+holding `<|im_end|>` would close the turn: content is checked for the control-token strings of
+the common template families and `extra_control_tokens=` (the model's own: its tokenizer's
+`added_tokens`), under `control_tokens="reject"` (default: `ControlTokenInContent` before sending)
+or `"allow"` (unsafe with untrusted documents). See `sdk.providers._control_tokens`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -17,6 +23,12 @@ from sdk._tools import Tool
 from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply
 from sdk.providers._chat import ChatSSEStream, chat_messages, chat_tools, read_chat_body
+from sdk.providers._control_tokens import (
+    ControlTokenPolicy,
+    ControlTokens,
+    check_policy,
+    check_request,
+)
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
 from sdk.schema.dialects import VLLM
 
@@ -68,12 +80,20 @@ class VLLMCodec(Codec):
     provider = "vllm"
 
     def __init__(
-        self, model: str, wire: Callable[[CompletionRequest], dict[str, Any] | None]
+        self,
+        model: str,
+        wire: Callable[[CompletionRequest], dict[str, Any] | None],
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
     ) -> None:
         self.model = model
         self._wire = wire
+        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
+        self._control_strings = ControlTokens.families(extra_control_tokens)
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
+        # The server renders the template and tokenizes it with special tokens parsed.
+        check_request(request, self._control_strings, policy=self.control_tokens, server="vllm")
         body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
         return Exchange(_PATH, body, stream)
 
@@ -96,6 +116,8 @@ class VLLMProvider(OneRouteProvider):
         base_url: str = "http://127.0.0.1:8000",
         *,
         model: str,
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
@@ -105,4 +127,4 @@ class VLLMProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
-        self.codec = VLLMCodec(model, self.request_schema)
+        self.codec = VLLMCodec(model, self.request_schema, control_tokens, extra_control_tokens)
