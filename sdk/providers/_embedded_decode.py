@@ -29,6 +29,8 @@ from sdk.providers._embedded_sampling import (
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
+    from llguidance import LLMatcher
+
     from sdk.providers._embedded_engine import _Engine
 
 # Raw stop values (llama.cpp's own words where it has them).
@@ -47,6 +49,9 @@ def generate(
     cancel: threading.Event | None,
 ) -> Iterator[TextDelta | Completion]:
     """The loop: logits, mask, sample, advance; a delta per token, then the `Completion`.
+
+    With `settings.fast_forward`, the tokens the grammar forces after a chosen token are decoded
+    with it in one batch (`forced_tokens`) instead of one forward pass each.
 
     Call with the engine's `lock` held.
     """
@@ -143,7 +148,37 @@ def generate(
             break
         if generated >= request.max_tokens:
             break  # no next token: spare the decode (and keep both arms of the bench even)
-        engine.llm.eval([token])
+        forced: list[int] = []
+        if matcher is not None and settings.fast_forward:
+            room = min(request.max_tokens, engine.n_ctx - len(prompt)) - generated
+            forced = forced_tokens(engine, matcher, room)
+        if not forced:
+            engine.llm.eval([token])
+            continue
+        # The forced run: the chosen token and the forced ones in one decode, logits kept at
+        # every position, so each forced token's surviving mass is measured on the model's own
+        # prediction for it, as token by token. The last forced token is decoded only when a
+        # token follows it (token by token would not decode it either).
+        done = matcher is not None and matcher.is_stopped()
+        done = done or generated + len(forced) >= request.max_tokens
+        rows = engine.decode_all([token, *forced] if not done else [token, *forced[:-1]])
+        for forced_token, row in zip(forced, rows, strict=False):
+            only = np.zeros(engine.n_vocab, dtype=bool)
+            only[forced_token] = True
+            steps.append(TokenStep(forced_token, "", length, surviving_mass(row, only), 1))
+            generated += 1
+            recent.append(forced_token)
+            piece = decoder.decode(engine._piece(forced_token))
+            steps[-1] = replace(steps[-1], text=piece)
+            if piece:
+                parts.append(piece)
+                length += len(piece)
+                yield TextDelta(piece)
+        if matcher is not None and matcher.is_stopped():
+            stop = _EOS
+            break
+        if generated >= request.max_tokens:
+            break
 
     tail = decoder.decode(b"", final=True)  # a cut multi-byte character, as U+FFFD
     if tail:
@@ -161,6 +196,39 @@ def generate(
         model=Path(engine.llm.model_path).name.removesuffix(".gguf"),
         diagnostics=diagnostics,
     )
+
+
+def forced_tokens(engine: _Engine, matcher: LLMatcher, room: int) -> list[int]:
+    """The tokens the grammar forces next (at most `room`), consumed into `matcher`.
+
+    llguidance's fast-forward tokens (`compute_ff_tokens`) are the forced bytes in the tokenizer's
+    canonical split, the last token held back when a longer token could still continue it (the
+    boundary the reference texts call token healing): a model fed them stays on the token paths
+    it was trained on. The run is cut where the grammar's mask allows more than that one token,
+    because token by token the model would choose there; so the tokens, and the text, are exactly
+    those of the token-by-token loop, and no random draw is skipped (a forced choice draws
+    none), whatever the temperature.
+    """
+    from llguidance.numpy import fill_next_token_bitmask
+
+    np = engine.np
+    run: list[int] = []
+    # The batch holds the chosen token too; llama.cpp's batch has `n_batch` slots.
+    candidates = matcher.compute_ff_tokens()[: max(0, min(room, engine.llm.n_batch - 1))]
+    for token in candidates:
+        if token in engine.end_tokens:
+            break  # the end is the normal path's to take (it checks the document is complete)
+        fill_next_token_bitmask(matcher, engine.bitmask)
+        if matcher.is_error():
+            break
+        allowed = np.unpackbits(engine.bitmask.view(np.uint8), bitorder="little")
+        allowed = allowed[: engine.n_vocab].view(bool)
+        if not allowed[token] or int(np.count_nonzero(allowed)) != 1:
+            break
+        if not matcher.consume_token(token):  # pragma: no cover - the mask allowed it
+            break
+        run.append(token)
+    return run
 
 
 _STOP_REASONS: Final = {

@@ -194,6 +194,23 @@ class _Engine:
         logits: npt.NDArray[np.float32] = self.np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
         return logits
 
+    def decode_all(self, tokens: list[int]) -> list[npt.NDArray[np.float32]]:
+        """Decode `tokens` in one batch after the cached ones, keeping the logits at every
+        position: row `i` is the model's prediction for the token after `tokens[i]` (zero-copy
+        views, valid until the next decode). `llm.eval` keeps only the last row."""
+        llm = self.llm
+        past = llm.n_tokens
+        llm._ctx.kv_cache_seq_rm(-1, past, -1)
+        llm._batch.set_batch(batch=tokens, n_past=past, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        llm.input_ids[past : past + len(tokens)] = tokens
+        llm.n_tokens = past + len(tokens)
+        rows: list[npt.NDArray[np.float32]] = []
+        for index in range(len(tokens)):
+            pointer = self.llama_cpp.llama_get_logits_ith(self.llm.ctx, index)
+            rows.append(self.np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)))
+        return rows
+
     def _piece(self, token: int) -> bytes:
         """The token's bytes as generated text (special tokens write nothing)."""
         piece = self._pieces.get(token)

@@ -27,7 +27,16 @@ _REPEAT_PENALTY, _REPEAT_LAST_N = 1.1, 64
 
 # The options a call may override through `client.generate(..., temperature=0.7)`.
 _CALL_OPTIONS = frozenset(
-    {"temperature", "top_p", "top_k", "repeat_penalty", "seed", "constrained", "ignore_eos"}
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "repeat_penalty",
+        "seed",
+        "constrained",
+        "ignore_eos",
+        "fast_forward",
+    }
 )
 
 
@@ -42,6 +51,7 @@ class _Settings:
     seed: int | None
     constrained: bool
     ignore_eos: bool = False
+    fast_forward: bool = True
 
 
 def surviving_mass(logits: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_]) -> float:

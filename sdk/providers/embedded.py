@@ -18,7 +18,11 @@ itself, one token at a time, the way the reference texts describe the mechanism:
    generated first and the output cannot run away into blank space);
 3. every other token masked, then llama.cpp's repetition penalty, temperature, top-k and top-p
    applied among the survivors (greedy at temperature 0, the default), a token chosen, and the
-   grammar state advanced.
+   grammar state advanced;
+4. fast-forward: when the grammar then leaves exactly one legal token, and the next, and so on
+   (llguidance's forced tokens, in the tokenizer's own split), those are decoded together with
+   the chosen token in one llama.cpp batch, the logits kept at every position, instead of one
+   forward pass each.
 
 Because the unmasked distribution is right there, each step also records how much probability
 the grammar left allowed (`sdk.diagnostics`): `Completion.diagnostics`, and so
@@ -119,7 +123,9 @@ class EmbeddedProvider(Provider):
     to the prompt either. `low_mass_threshold`: a field whose lowest surviving mass is under it is
     flagged in the diagnostics. `schema_instruction`: whether to add the short description of the
     contract's fields to the system prompt (the model must know what each field means; the grammar
-    only knows the form).
+    only knows the form). `fast_forward`: decode the tokens the grammar forces (keys, punctuation)
+    in one batch with the token before them instead of one forward pass each; the same tokens,
+    text and diagnostics either way (`False`, per call too, is the token-by-token loop).
     """
 
     name = "embedded"
@@ -139,6 +145,7 @@ class EmbeddedProvider(Provider):
         grammar: str | None = None,
         low_mass_threshold: float = DEFAULT_LOW_MASS_THRESHOLD,
         schema_instruction: bool = True,
+        fast_forward: bool = True,
     ) -> None:
         if n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, not {n_ctx}")
@@ -147,7 +154,15 @@ class EmbeddedProvider(Provider):
         if grammar is not None and not constrained:
             raise ValueError("grammar= needs constrained=True")
         self._settings = _check(
-            _Settings(temperature, top_p, top_k, repeat_penalty, seed, constrained),
+            _Settings(
+                temperature,
+                top_p,
+                top_k,
+                repeat_penalty,
+                seed,
+                constrained,
+                fast_forward=fast_forward,
+            ),
             "EmbeddedProvider",
         )
         self.model_path = str(model_path) if model_path is not None else _default_model()
