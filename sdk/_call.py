@@ -42,7 +42,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import tenacity
 
@@ -68,6 +68,7 @@ from sdk.schema.canonical import schema_info
 
 __all__ = [
     "DEFAULT_BACKOFF",
+    "FEEDBACK_WHOLE_REPLY",
     "Backoff",
     "Call",
     "MaxTokensRamp",
@@ -87,6 +88,17 @@ MessageLike = Message | Mapping[str, str]
 # Retry feedback lists at most this many violations (each bounded by `Violation.shown`): the
 # feedback is bounded whatever the document or its errors look like.
 _FEEDBACK_VIOLATIONS = 20
+
+FEEDBACK_WHOLE_REPLY: Final = 4_000
+"""A reply up to this many characters is sent back whole (as the assistant's turn) with the
+retry feedback; a longer one is not, and the feedback quotes a bounded excerpt of it around each
+problem instead: resending a 31 KB reply made the retry request 2.6 times the first."""
+
+# Excerpts of a long reply: at most this many (one per distinct pointer), each at most this many
+# characters, split before and after where the problem starts.
+_FEEDBACK_EXCERPTS = 8
+_EXCERPT_CHARS = 240
+_EXCERPT_BEFORE = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +142,9 @@ class RetrySettings:
     """Seconds a whole call may take, retries and their waits included."""
     attempt_deadline: float | None = None
     """Seconds one request may take."""
+    feedback_whole_reply: int = FEEDBACK_WHOLE_REPLY
+    """The longest invalid reply (in characters) a retry sends back whole; past it, the feedback
+    quotes an excerpt around each problem instead (`feedback_message`)."""
 
     def __post_init__(self) -> None:
         if self.retries < 0 or self.refusal_retries < 0 or self.backoff.retries < 0:
@@ -156,7 +171,7 @@ class _Policy:
 
 def _advance_invalid(call: Call[Any], error: StructuredOutputError) -> bool:
     assert isinstance(error, InvalidOutput)
-    call._feedback = _feedback(call.contract, error)
+    call._feedback = _feedback(call.contract, error, call.settings.feedback_whole_reply)
     return True
 
 
@@ -534,25 +549,79 @@ def _message(message: MessageLike) -> Message:
 # --- retry feedback ---
 
 
-def feedback_message(contract: type[Contract], error: InvalidOutput) -> str:
+def feedback_message(
+    contract: type[Contract], error: InvalidOutput, *, whole_reply: int = FEEDBACK_WHOLE_REPLY
+) -> str:
     """What the model is told after an invalid reply: each violation with its JSON pointer.
 
     Bounded: at most 20 violations, each pointer and message cut with an ellipsis
-    (`Violation.shown`); the document itself is never repeated here (the previous reply is
-    sent once, as the assistant's turn).
+    (`Violation.shown`). A reply up to `whole_reply` characters is sent back once, as the
+    assistant's turn, and not repeated here; a longer one is not sent back at all (it would cost
+    more than the source it came from), so this message quotes an excerpt of it around each
+    problem instead: at most 8 excerpts of 240 characters.
     """
     violations = error.violations or [Violation("", error.message.splitlines()[0])]
     lines = [f"That reply is not a valid {contract.__name__}. Problems (JSON pointer: problem):"]
     lines.extend(f"- {violation.shown()}" for violation in violations[:_FEEDBACK_VIOLATIONS])
     if len(violations) > _FEEDBACK_VIOLATIONS:
         lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
+    text = error.text or ""
+    if len(text) > whole_reply:
+        excerpts = _excerpts(text, error)
+        said = f"The reply ({len(text):,} characters) is not repeated here"
+        lines.append(f"{said}; where the problems are:" if excerpts else f"{said}.")
+        lines.extend(f"- {where}: {excerpt}" for where, excerpt in excerpts)
     lines.append("Reply with the whole corrected JSON document, and nothing else.")
     return "\n".join(lines)
 
 
-def _feedback(contract: type[Contract], error: InvalidOutput) -> tuple[Message, ...]:
-    said = (Message("assistant", error.text),) if error.text else ()
-    return (*said, Message("user", feedback_message(contract, error)))
+def _feedback(
+    contract: type[Contract], error: InvalidOutput, whole_reply: int = FEEDBACK_WHOLE_REPLY
+) -> tuple[Message, ...]:
+    text = error.text or ""
+    said = (Message("assistant", text),) if text and len(text) <= whole_reply else ()
+    message = feedback_message(contract, error, whole_reply=whole_reply)
+    return (*said, Message("user", message))
+
+
+def _excerpts(text: str, error: InvalidOutput) -> list[tuple[str, str]]:
+    """(where, excerpt) for each distinct problem location in a long reply, in order, bounded.
+
+    A violation's pointer is found with `char_pointers` (the first character of the value it
+    names, or of its first member); invalid JSON is quoted where parsing stopped.
+    """
+    from sdk.diagnostics import char_pointers
+
+    starts: dict[str, int] = {}
+    position = getattr(error, "position", None)
+    if isinstance(position, int):
+        starts[f"character {position:,}"] = position
+    pointers = list(dict.fromkeys(v.pointer for v in error.violations))[:_FEEDBACK_EXCERPTS]
+    if pointers:
+        begin = _json_start(text)
+        owners = char_pointers(text[begin:])
+        first: dict[str, int] = {}
+        for index, owner in enumerate(owners):
+            first.setdefault(owner, begin + index)
+        for pointer in pointers:
+            found = first.get(pointer)
+            if found is None:  # a member's character, when the value itself starts elsewhere
+                found = next((i for o, i in first.items() if o.startswith(pointer + "/")), None)
+            if found is not None:
+                starts[Violation(pointer, "").shown().removesuffix(": ")] = found
+    out = []
+    for where, start in list(starts.items())[:_FEEDBACK_EXCERPTS]:
+        low = max(0, start - _EXCERPT_BEFORE)
+        high = min(len(text), low + _EXCERPT_CHARS)
+        excerpt = " ".join(text[low:high].split())
+        out.append((where, f"{'...' if low else ''}{excerpt}{'...' if high < len(text) else ''}"))
+    return out
+
+
+def _json_start(text: str) -> int:
+    """Where the JSON document starts in a reply (prose before it is the model's habit)."""
+    starts = [index for index in (text.find("{"), text.find("[")) if index >= 0]
+    return min(starts) if starts else 0
 
 
 def _attempt(
