@@ -2,9 +2,11 @@
 
     .venv/bin/python bench/retry_success.py [--limit N]    # prints the figures
 
-With the bundled model (`EmbeddedProvider`, unconstrained, greedy: the arm that makes invalid
-replies) over the eval datasets (examples/data/eval/: invoices for `InvoiceExtraction`,
-decisions for `Decision`): each item's first reply is generated once; when it is invalid output
+With the bundled model (`EmbeddedProvider`, greedy, grammar-constrained by default, so what fails
+is what a grammar cannot hold: the evidence quote, the line items' sum; `--unconstrained` for
+the arm without a grammar, where a 135M model rarely writes valid JSON at all) over the eval
+invoices (examples/data/eval/invoices.jsonl, `InvoiceExtraction`; `--decisions` adds the
+decisions): each item's first reply is generated once; when it is invalid output
 (the kind a retry with feedback is for), the retry engine (`sdk._call.Call`) prepares the retry
 from that same reply twice, once sending the whole reply back (`feedback_whole_reply` beyond any
 reply) and once quoting excerpts (`feedback_whole_reply=0`, so even these short replies take the
@@ -43,14 +45,20 @@ class RetrySuccess:
     input_tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
 
 
-def measure(limit: int | None = None, max_tokens: int = 300) -> RetrySuccess:
+def measure(
+    limit: int | None = None,
+    max_tokens: int = 300,
+    *,
+    constrained: bool = True,
+    decisions: bool = False,
+) -> RetrySuccess:
     from sdk.providers.embedded import EmbeddedProvider
 
     provider = EmbeddedProvider()
     outcome = RetrySuccess()
     datasets: list[tuple[type[Contract], str]] = [
         (InvoiceExtraction, "invoices.jsonl"),
-        (Decision, "decisions.jsonl"),
+        *([(Decision, "decisions.jsonl")] if decisions else []),
     ]
     for contract, name in datasets:
         items = load_dataset(DATA / name, contract)[:limit]
@@ -58,7 +66,7 @@ def measure(limit: int | None = None, max_tokens: int = 300) -> RetrySuccess:
             outcome.items += 1
 
             calls = {
-                mode: _call(provider, contract, item, whole, max_tokens)
+                mode: _call(provider, contract, item, whole, max_tokens, constrained)
                 for mode, whole in MODES.items()
             }
             first = provider.complete(next(iter(calls.values())).request())
@@ -93,7 +101,12 @@ def measure(limit: int | None = None, max_tokens: int = 300) -> RetrySuccess:
 
 
 def _call(
-    provider: Any, contract: type[Contract], item: EvalItem, whole: int, max_tokens: int
+    provider: Any,
+    contract: type[Contract],
+    item: EvalItem,
+    whole: int,
+    max_tokens: int,
+    constrained: bool,
 ) -> Call[Any]:
     """The retry engine for one item, with one retry and the given `feedback_whole_reply`."""
     return Call(
@@ -105,15 +118,17 @@ def _call(
         system=None,
         source=item.document,
         max_tokens=max_tokens,
-        options={"constrained": False},
+        options={"constrained": constrained},
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="items per dataset")
+    parser.add_argument("--unconstrained", action="store_true", help="no grammar")
+    parser.add_argument("--decisions", action="store_true", help="the decisions too")
     args = parser.parse_args()
-    outcome = measure(args.limit)
+    outcome = measure(args.limit, constrained=not args.unconstrained, decisions=args.decisions)
     print(f"{outcome.items} items, {outcome.invalid} invalid first replies")
     for mode in MODES:
         print(
