@@ -238,8 +238,9 @@ def row_streaming(size: int, *, with_instructor: bool) -> list[Row]:
 
         count = len(chunked(doc.text, STREAM_CHUNK))
         ours = ours_time(contract, doc.text, STREAM_CHUNK)
+        goal = 3.0 if with_peers else 10.0  # issue 16: the long string's goal is <= 10x
         rows.append(row(f"stream / one parse: PartialReader, {doc.size} {label}, {count:,} "
-                        f"chunks of {STREAM_CHUNK}", ours, 3.0))  # fmt: skip
+                        f"chunks of {STREAM_CHUNK}", ours, goal))  # fmt: skip
         values = ours_time(contract, doc.text, STREAM_CHUNK, read_values=True)
         rows.append(row("  ... and reading `.value` of every snapshot", values))
         coarse = ours_time(contract, doc.text, COARSE_CHUNK)
@@ -800,26 +801,25 @@ SECTION_ROWS = ("1", "2", "3", "4", "5", "6", "7", "8")
 
 
 def merged(lines: list[str], only: set[str]) -> list[str]:
-    """The table of bench/RESULTS.md with the rows numbered in `only` replaced by `lines`'
-    (in the place of the first replaced row, or in row order when the file had none)."""
+    """The table of bench/RESULTS.md with the rows numbered in `only` replaced by `lines`' rows
+    of the same number, in the place of the old ones (at the end for a number it did not have)."""
     old = RESULTS.read_text().split("\n") if RESULTS.exists() else []
     kept = [line for line in old if line.startswith("| ") and not line.startswith("| row ")]
-    fresh = lines[2:]
+
+    def number(line: str) -> str:
+        return line.split("|")[1].strip()
+
+    fresh: dict[str, list[str]] = {}
+    for line in lines[2:]:
+        fresh.setdefault(number(line), []).append(line)
     out: list[str] = []
-    placed = False
     for line in kept:
-        number = line.split("|")[1].strip()
-        if number in only:
-            if not placed:
-                out.extend(fresh)
-                placed = True
-            continue
-        if not placed and number.isdigit() and int(number) > max(int(n) for n in only):
-            out.extend(fresh)
-            placed = True
-        out.append(line)
-    if not placed:
-        out.extend(fresh)
+        if number(line) not in only:
+            out.append(line)
+        elif number(line) in fresh:
+            out.extend(fresh.pop(number(line)))
+    for rest in fresh.values():
+        out.extend(rest)
     return lines[:2] + out
 
 
