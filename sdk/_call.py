@@ -579,7 +579,12 @@ def _feedback(
     contract: type[Contract], error: InvalidOutput, whole_reply: int = FEEDBACK_WHOLE_REPLY
 ) -> tuple[Message, ...]:
     text = error.text or ""
-    said = (Message("assistant", text),) if text and len(text) <= whole_reply else ()
+    said: tuple[Message, ...] = ()
+    if text:
+        # A long reply is not resent, but its turn stays (a stand-in line): chat templates that
+        # require user and assistant turns to alternate reject two user turns in a row.
+        shown = text if len(text) <= whole_reply else f"({len(text):,} characters, not repeated)"
+        said = (Message("assistant", shown),)
     message = feedback_message(contract, error, whole_reply=whole_reply)
     return (*said, Message("user", message))
 

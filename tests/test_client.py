@@ -87,7 +87,8 @@ def test_retry_feedback_does_not_grow_with_the_document() -> None:
             assert sent[1]["content"] == text  # the previous output, once, as the assistant's turn
         else:
             # A reply past the threshold is not resent at all: an excerpt shows where it is wrong.
-            assert [message["role"] for message in sent] == ["user", "user"]
+            assert [message["role"] for message in sent] == ["user", "assistant", "user"]
+            assert sent[1]["content"] == f"({len(text):,} characters, not repeated)"
         feedback[name] = sent[-1]["content"]
     assert feedback["big"].startswith(feedback["small"].rsplit("\n", 1)[0])
     assert len(feedback["small"]) < 300 and len(feedback["big"]) < 800

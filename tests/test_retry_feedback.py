@@ -55,9 +55,10 @@ def test_a_large_invalid_reply_is_not_resent_whole() -> None:
     provider, result = _retry(bad)
     assert isinstance(result.value, InvoiceExtraction)
     first, retry = provider.requests
-    # The conversation, then one user turn of feedback: no assistant turn with the reply.
+    # The conversation, a stand-in for the reply (roles still alternate), then the feedback.
     assert retry.messages[: len(first.messages)] == first.messages
-    (feedback,) = retry.messages[len(first.messages) :]
+    stand_in, feedback = retry.messages[len(first.messages) :]
+    assert stand_in.role == "assistant" and len(stand_in.content) < 50
     assert feedback.role == "user" and bad not in feedback.content
     assert f"({len(bad):,} characters) is not repeated" in feedback.content
     # Each problem with its pointer, and an excerpt of the reply where it is.
