@@ -556,9 +556,9 @@ def feedback_message(
 
     Bounded: at most 20 violations, each pointer and message cut with an ellipsis
     (`Violation.shown`). A reply up to `whole_reply` characters is sent back once, as the
-    assistant's turn, and not repeated here; a longer one is not sent back at all (it would cost
-    more than the source it came from), so this message quotes an excerpt of it around each
-    problem instead: at most 8 excerpts of 240 characters.
+    assistant's turn, and not repeated here; a longer one is not sent back (it would cost more
+    than the source it came from; a one-line stand-in keeps its turn), so this message quotes
+    an excerpt of it around each problem instead: at most 8 excerpts of 240 characters.
     """
     violations = error.violations or [Violation("", error.message.splitlines()[0])]
     lines = [f"That reply is not a valid {contract.__name__}. Problems (JSON pointer: problem):"]
