@@ -601,7 +601,9 @@ def _excerpts(text: str, error: InvalidOutput) -> list[tuple[str, str]]:
     position = getattr(error, "position", None)
     if isinstance(position, int):
         starts[f"character {position:,}"] = position
-    pointers = list(dict.fromkeys(v.pointer for v in error.violations))[:_FEEDBACK_EXCERPTS]
+    # The root's "excerpt" would be the document's start: it says nothing about where.
+    located = (v.pointer for v in error.violations if v.pointer)
+    pointers = list(dict.fromkeys(located))[:_FEEDBACK_EXCERPTS]
     if pointers:
         begin = _json_start(text)
         owners = char_pointers(text[begin:])

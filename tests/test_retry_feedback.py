@@ -97,6 +97,8 @@ def test_a_large_reply_that_is_not_json_is_quoted_where_parsing_stopped() -> Non
     assert f"- character {position:,}: ..." in message
     excerpt = next(line for line in message.splitlines() if line.startswith("- character"))
     assert "oops" in excerpt or "}}" in excerpt
+    # One place only: the root pointer of the JSON error adds no excerpt of the start.
+    assert sum(line.endswith("...") for line in message.splitlines()) == 1
 
 
 def test_excerpts_are_bounded_in_number_and_size() -> None:
