@@ -770,9 +770,11 @@ NOTES_3_4 = """\
   the feedback quotes a bounded excerpt around each problem's pointer instead (at most 8 of 240
   characters). Before that, the list-heavy reply (31 KB of JSON for a 20 KB invoice) made the
   retry 2.56x the first request. Whether excerpts cost retry successes is measured on the
-  bundled model with `bench/retry_success.py`: 24 eval invoices, constrained, greedy; 22 first
-  replies failed a check; one retry made 0 of 22 valid with the whole reply resent, 1 of 22
-  with excerpts (14,007 vs 13,493 retry input tokens).
+  bundled model with `bench/retry_success.py` (eval invoices, constrained, greedy, excerpts
+  forced on for these short replies): 0 of 22 failed first replies made valid by one retry with
+  the whole reply resent, 1 of 22 with excerpts (no stand-in turn then); with the stand-in turn
+  0 of 12 both ways. No fall, but a 135M model almost never repairs a failed check, so the
+  figure has little power.
 - Row 6: fast-forward decodes the tokens the grammar forces together with the token before
   them, in one llama.cpp batch. On this CPU a batch of two tokens costs about 1.6 one-token
   passes (four: 2.5), so a forced token costs about 0.6 of a sampled one. With 16 to 28% of
