@@ -36,6 +36,7 @@ import functools
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -175,6 +176,25 @@ def stream_ours(contract: type[sdk.Contract], chunks: list[str], *, read_values:
     reader.finish()
 
 
+class _FloorSnapshot:
+    __slots__ = ("state",)
+
+
+class _FloorReader:
+    """The least a reader can do per chunk: one method call that allocates one snapshot."""
+
+    def feed(self, chunk: str) -> _FloorSnapshot:
+        snapshot = object.__new__(_FloorSnapshot)
+        snapshot.state = (chunk,)
+        return snapshot
+
+
+def stream_floor(chunks: list[str]) -> None:
+    reader = _FloorReader()
+    for chunk in chunks:
+        _ = reader.feed(chunk)
+
+
 def stream_jiter(chunks: list[str]) -> None:
     """The peers' way: parse the whole growing buffer again at every chunk."""
     buffer = ""
@@ -218,12 +238,16 @@ def row_streaming(size: int, *, with_instructor: bool) -> list[Row]:
 
         count = len(chunked(doc.text, STREAM_CHUNK))
         ours = ours_time(contract, doc.text, STREAM_CHUNK)
+        goal = 3.0 if with_peers else 10.0  # issue 16: the long string's goal is <= 10x
         rows.append(row(f"stream / one parse: PartialReader, {doc.size} {label}, {count:,} "
-                        f"chunks of {STREAM_CHUNK}", ours, 3.0))  # fmt: skip
+                        f"chunks of {STREAM_CHUNK}", ours, goal))  # fmt: skip
         values = ours_time(contract, doc.text, STREAM_CHUNK, read_values=True)
         rows.append(row("  ... and reading `.value` of every snapshot", values))
         coarse = ours_time(contract, doc.text, COARSE_CHUNK)
         rows.append(row(f"  ... in chunks of {COARSE_CHUNK} (deltas coalesced)", coarse))
+        chunks = chunked(doc.text, STREAM_CHUNK)
+        floor = best_of(lambda c=chunks: stream_floor(c), 5)
+        rows.append(row("  floor: a Python method call per chunk allocating one snapshot", floor))
         if not with_peers:
             continue
         peer = jiter_time(doc.text, STREAM_CHUNK)
@@ -752,12 +776,17 @@ NOTES = """\
   containers and the open string are copied for each one (completed values are shared), so
   that consumer's own work grows with the square of the document: the total size of what it
   reads does.
-- The reader's cost is a fixed part per chunk (about half a microsecond: a Python call, the
-  state, a snapshot) plus a Python step per token (about as much again). With 16-character
-  chunks the fixed part alone is about two parses of the list-heavy document, and many parses
-  of a document that is one long string (`json.loads` of a string is little more than a copy).
-  With deltas coalesced into 256 characters the list-heavy document is within the goal. The
-  growth line shows the reader linear and the peers quadratic.
+- The reader's cost is a fixed part per chunk (a Python call, the state, a snapshot) plus a
+  Python step per token. Issue 16 cut the fixed part (profiled: the snapshot's constructor, the
+  shortcut for more text of an open string, the counters; a short integer no longer goes
+  through the range check): the long string went from 56x to the figure above, the list-heavy
+  document from 7.6x. The goals (<= 3x, <= 10x) are not met: the "floor" row is the least any
+  Python reader can do per 16-character chunk (a method call that allocates one snapshot), and
+  against a parse of a long string (`json.loads` of a string is little more than a copy) that
+  floor alone is a few parses; the list-heavy document's rest is a Python step per token (a
+  key, a number, a cut string) that a C parser does in nanoseconds. With deltas coalesced into
+  256 characters the list-heavy document is within the goal. The growth line shows the reader
+  linear and the peers quadratic.
 """
 
 NOTES_3_4 = """\
@@ -792,10 +821,23 @@ NOTES_3_4 = """\
 - Row 4: a retry sends the conversation, the invalid reply once (as the assistant's turn) and
   a list of its errors (JSON pointer and message); the next retry replaces both instead of
   appending, so the cost does not grow with the number of retries, while instructor's does.
-  When the reply is larger than the source (list-heavy: 31 KB of JSON for a 20 KB invoice),
-  resending it once makes the retry 2.6x the first request: the 1.2x goal holds only when the
-  reply is small beside the source. Meeting it there would mean not showing the model its own
-  reply, only the errors.
+  A reply longer than 4,000 characters (`RetrySettings.feedback_whole_reply`) is not resent:
+  the feedback quotes a bounded excerpt around each problem's pointer instead (at most 8 of 240
+  characters). Before that, the list-heavy reply (31 KB of JSON for a 20 KB invoice) made the
+  retry 2.56x the first request. Whether excerpts cost retry successes is measured on the
+  bundled model with `bench/retry_success.py` (eval invoices, constrained, greedy, excerpts
+  forced on for these short replies): 0 of 22 failed first replies made valid by one retry with
+  the whole reply resent, 1 of 22 with excerpts (no stand-in turn then); with the stand-in turn
+  0 of 12 both ways. No fall, but a 135M model almost never repairs a failed check, so the
+  figure has little power.
+- Row 6: fast-forward decodes the tokens the grammar forces together with the token before
+  them, in one llama.cpp batch. On this CPU a batch of two tokens costs about 1.6 one-token
+  passes (four: 2.5), so a forced token costs about 0.6 of a sampled one. With 16 to 28% of
+  the tokens forced in the reference contracts, the best it can reach is about 1.07x to 1.13x.
+  That is the figure measured, beside token by token; the 1.2x goal is out of reach while most
+  tokens are free text. Batched and one-token passes are not bitwise equal in this llama.cpp
+  build (logits differ by up to about 0.7), so greedy text after a forced run can differ at
+  near ties. The tokens forced, and their masks, are exactly those of the token-by-token loop.
 - Row 7 runs llama-server with `-t 2` as issue 4 measured it; it needs the machine to itself
   (on 2 cores, `-t 2` beside another busy process decodes a few tokens/s).
 """
@@ -821,6 +863,33 @@ def machine() -> list[str]:
     ]
 
 
+# The row number each section of `main` writes, in order.
+SECTION_ROWS = ("1", "2", "3", "4", "5", "6", "7", "8")
+
+
+def merged(lines: list[str], only: set[str]) -> list[str]:
+    """The table of bench/RESULTS.md with the rows numbered in `only` replaced by `lines`' rows
+    of the same number, in the place of the old ones (at the end for a number it did not have)."""
+    old = RESULTS.read_text().split("\n") if RESULTS.exists() else []
+    kept = [line for line in old if line.startswith("| ") and not line.startswith("| row ")]
+
+    def number(line: str) -> str:
+        return line.split("|")[1].strip()
+
+    fresh: dict[str, list[str]] = {}
+    for line in lines[2:]:
+        fresh.setdefault(number(line), []).append(line)
+    out: list[str] = []
+    for line in kept:
+        if number(line) not in only:
+            out.append(line)
+        elif number(line) in fresh:
+            out.extend(fresh.pop(number(line)))
+    for rest in fresh.values():
+        out.extend(rest)
+    return lines[:2] + out
+
+
 def table(rows: Iterable[Row]) -> list[str]:
     lines = ["| row | measure | figure | detail | goal | met |", "|---|---|---|---|---|---|"]
     for row in rows:
@@ -833,33 +902,55 @@ def table(rows: Iterable[Row]) -> list[str]:
 
 
 def row_embedded() -> list[Row]:
-    """Constrained over unconstrained tokens/s with the bundled model (goal >= 0.9x)."""
+    """Constrained (fast-forward) over unconstrained tokens/s with the bundled model, each
+    reference contract, the token-by-token loop beside it as the baseline (goal >= 1.2x)."""
     measure_row = "embedded: constrained / unconstrained tokens/s, same prompt and token count"
     try:
         import bench_embedded
 
-        speed = bench_embedded.measure()
+        speeds = {name: bench_embedded.measure(name) for name in bench_embedded.CASES}
     except ImportError as missing:
         return [Row("6", measure_row, "not measured", f"needs the local extra ({missing})")]
-    return [
-        Row(
-            "6",
-            f"{measure_row} ({speed.model}, {speed.threads} thread(s))",
-            f"{speed.ratio:.2f}x",
-            f"{speed.constrained:.1f} vs {speed.unconstrained:.1f} tokens/s over {speed.tokens} "
-            f"tokens per arm, {speed.pairs} pairs; paired median {speed.paired_median:.2f}x",
-            f">= {bench_embedded.GOAL:g}x",
-            "yes" if speed.ratio >= bench_embedded.GOAL else "NO",
+    rows = []
+    for index, (name, speed) in enumerate(speeds.items()):
+        label = f"{measure_row} ({speed.model}, {speed.threads} thread(s))" if not index else ""
+        rows.append(
+            Row(
+                "6",
+                f"{label}{'' if not index else '  ...'} {name}, fast-forward",
+                f"{speed.ratio:.2f}x",
+                f"{speed.constrained:.1f} vs {speed.unconstrained:.1f} tokens/s over "
+                f"{speed.tokens} tokens, {speed.forced:.0%} of them forced, {speed.pairs} pairs; "
+                f"paired median {speed.paired_median:.2f}x",
+                f">= {bench_embedded.GOAL:g}x",
+                "yes" if speed.ratio >= bench_embedded.GOAL else "NO",
+            )
         )
-    ]
+        rows.append(
+            Row(
+                "6",
+                f"  baseline: {name}, token by token (fast_forward=False)",
+                f"{speed.baseline_ratio:.2f}x",
+                f"{speed.token_by_token:.1f} vs {speed.unconstrained:.1f} tokens/s",
+                "",
+                "",
+            )
+        )
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="also write bench/RESULTS.md")
     parser.add_argument("--quick", action="store_true", help="small streams, no instructor")
-    parser.add_argument("--only", help="run one section (e.g. fan-out); prints, never writes")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated row numbers to run (e.g. 2,4,6); with --write, the other rows of "
+        "bench/RESULTS.md are kept as they were",
+    )
     args = parser.parse_args()
+    only = {part.strip() for part in args.only.split(",") if part.strip()}
 
     rows: list[Row] = []
     sections: list[tuple[str, Callable[[], list[Row]]]] = [
@@ -873,27 +964,33 @@ def main() -> None:
         ("llama-server tokens/s", lambda: [] if args.quick else row_llama_server_speed()),
         ("grammar recognition", row_grammar),
     ]  # fmt: skip
-    if args.only:
-        sections = [(name, section) for name, section in sections if name == args.only]
-        if not sections or args.write:
-            parser.error("--only takes a section name, and cannot be used with --write")
-    for name, section in sections:
+    for number, (name, section) in zip(SECTION_ROWS, sections, strict=True):
+        if only and number not in only:
+            continue
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
         rows.extend(section())
 
     lines = table(rows)
+    if only and args.write:
+        lines = merged(lines, only)
     print("\n".join(lines))
     if args.write:
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        written = f"Written by `make bench` (`bench/run.py --write`) on {stamp}."
+        if only:
+            previous = re.search(r"Written by .*? on [^.]*UTC\.", RESULTS.read_text())
+            written = (previous.group(0) if previous else "Written by `make bench`.") + (
+                f" Rows {', '.join(sorted(only))} re-run on {stamp} (`--only`)."
+            )
         RESULTS.write_text(
             "# Bench results\n\n"
-            f"Written by `make bench` (`bench/run.py --write`) on {stamp}. Every figure is a "
+            f"{written} Every figure is a "
             "ratio of two CPU times measured in the same run (best of several runs), so it "
             "carries across machines better than the times beside it; except row 3 (wall "
             "times), row 4 (input tokens) and rows 6 and 7 (tokens/s).\n\n"
             "## Machine\n\n" + "\n".join(machine()) + "\n\n## Table\n\n" + "\n".join(lines)
             + "\n\n## Reading row 2\n\n" + NOTES
-            + "\n## Reading rows 3, 4 and 7\n\n" + NOTES_3_4
+            + "\n## Reading rows 3, 4, 6 and 7\n\n" + NOTES_3_4
         )  # fmt: skip
         print(f"wrote {RESULTS.relative_to(ROOT)}", file=sys.stderr)
 

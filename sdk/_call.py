@@ -44,7 +44,7 @@ import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar, cast
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast
 
 import tenacity
 
@@ -77,6 +77,7 @@ from sdk.stop_reason import StopReason
 
 __all__ = [
     "DEFAULT_BACKOFF",
+    "FEEDBACK_WHOLE_REPLY",
     "Backoff",
     "Call",
     "MaxTokensRamp",
@@ -121,6 +122,17 @@ _TRANSCRIBE = (
 # feedback is bounded whatever the document or its errors look like.
 _FEEDBACK_VIOLATIONS = 20
 
+FEEDBACK_WHOLE_REPLY: Final = 4_000
+"""A reply up to this many characters is sent back whole (as the assistant's turn) with the
+retry feedback; a longer one is not, and the feedback quotes a bounded excerpt of it around each
+problem instead: resending a 31 KB reply made the retry request 2.6 times the first."""
+
+# Excerpts of a long reply: at most this many (one per distinct pointer), each at most this many
+# characters, split before and after where the problem starts.
+_FEEDBACK_EXCERPTS = 8
+_EXCERPT_CHARS = 240
+_EXCERPT_BEFORE = 80
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
@@ -163,6 +175,9 @@ class RetrySettings:
     """Seconds a whole call may take, retries and their waits included."""
     attempt_deadline: float | None = None
     """Seconds one request may take."""
+    feedback_whole_reply: int = FEEDBACK_WHOLE_REPLY
+    """The longest invalid reply (in characters) a retry sends back whole; past it, the feedback
+    quotes an excerpt around each problem instead (`feedback_message`)."""
 
     def __post_init__(self) -> None:
         if self.retries < 0 or self.refusal_retries < 0 or self.backoff.retries < 0:
@@ -585,7 +600,7 @@ class Call(Generic[T]):
 
     def _feedback_for(self, error: InvalidOutput) -> tuple[Message, ...]:
         """The messages that tell the model what was wrong with its last reply."""
-        return _feedback(self.grammar or self.contract, error)
+        return _feedback(self.grammar or self.contract, error, self.settings.feedback_whole_reply)
 
     def _take_working(self, completion: Completion) -> None:
         """The first call of two-phase reasoning answered: keep its working (a cut or refused
@@ -831,12 +846,19 @@ def _message(message: MessageLike) -> Message:
 # --- retry feedback ---
 
 
-def feedback_message(output: type[Contract] | Grammar | None, error: InvalidOutput) -> str:
+def feedback_message(
+    output: type[Contract] | Grammar | None,
+    error: InvalidOutput,
+    *,
+    whole_reply: int = FEEDBACK_WHOLE_REPLY,
+) -> str:
     """What the model is told after an invalid reply: each violation with its JSON pointer.
 
     Bounded: at most 20 violations, each pointer and message cut with an ellipsis
-    (`Violation.shown`); the document itself is never repeated here (the previous reply is
-    sent once, as the assistant's turn).
+    (`Violation.shown`). A reply up to `whole_reply` characters is sent back once, as the
+    assistant's turn, and not repeated here; a longer one is not sent back (it would cost more
+    than the source it came from; a one-line stand-in keeps its turn), so this message quotes
+    an excerpt of it around each problem instead: at most 8 excerpts of 240 characters.
     """
     violations = error.violations or [Violation("", error.message.splitlines()[0])]
     if isinstance(output, Grammar):
@@ -849,15 +871,92 @@ def feedback_message(output: type[Contract] | Grammar | None, error: InvalidOutp
     lines.extend(f"- {violation.shown()}" for violation in violations[:_FEEDBACK_VIOLATIONS])
     if len(violations) > _FEEDBACK_VIOLATIONS:
         lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
+    text = error.text or ""
+    if len(text) > whole_reply:
+        excerpts = _excerpts(text, error)
+        said = f"The reply ({len(text):,} characters) is not repeated here"
+        lines.append(f"{said}; where the problems are:" if excerpts else f"{said}.")
+        lines.extend(f"- {where}: {excerpt}" for where, excerpt in excerpts)
     lines.append(closing)
     return "\n".join(lines)
 
 
 def _feedback(
-    output: type[Contract] | Grammar | None, error: InvalidOutput
+    output: type[Contract] | Grammar | None,
+    error: InvalidOutput,
+    whole_reply: int = FEEDBACK_WHOLE_REPLY,
 ) -> tuple[Message, ...]:
-    said = (Message("assistant", error.text),) if error.text else ()
-    return (*said, Message("user", feedback_message(output, error)))
+    text = error.text or ""
+    said: tuple[Message, ...] = ()
+    if text:
+        # A long reply is not resent, but its turn stays (a stand-in line): chat templates that
+        # require user and assistant turns to alternate reject two user turns in a row.
+        shown = text if len(text) <= whole_reply else f"({len(text):,} characters, not repeated)"
+        said = (Message("assistant", shown),)
+    message = feedback_message(output, error, whole_reply=whole_reply)
+    return (*said, Message("user", message))
+
+
+def _excerpts(text: str, error: InvalidOutput) -> list[tuple[str, str]]:
+    """(where, excerpt) for each distinct problem location in a long reply, in order, bounded.
+
+    A violation's pointer is found with `char_pointers` (the first character of the value it
+    names, or of its first member); invalid JSON is quoted where parsing stopped.
+    """
+    from sdk.diagnostics import char_pointers
+
+    starts: dict[str, int] = {}
+    position = getattr(error, "position", None)
+    if isinstance(position, int):
+        starts[f"character {position:,}"] = position
+    # The root's "excerpt" would be the document's start: it says nothing about where.
+    located = (v.pointer for v in error.violations if v.pointer)
+    pointers = list(dict.fromkeys(located))[:_FEEDBACK_EXCERPTS]
+    if pointers:
+        begin = _json_start(text)
+        owners = char_pointers(text[begin:])
+        first: dict[str, int] = {}
+        for index, owner in enumerate(owners):
+            first.setdefault(owner, begin + index)
+        for pointer in pointers:
+            found = first.get(pointer)
+            if found is None:  # a member's character, when the value itself starts elsewhere
+                found = next((i for o, i in first.items() if o.startswith(pointer + "/")), None)
+            if found is not None:
+                starts[Violation(pointer, "").shown().removesuffix(": ")] = found
+    out = []
+    for where, start in list(starts.items())[:_FEEDBACK_EXCERPTS]:
+        low = max(0, start - _EXCERPT_BEFORE)
+        high = min(len(text), low + _EXCERPT_CHARS)
+        excerpt = " ".join(text[low:high].split())
+        out.append((where, f"{'...' if low else ''}{excerpt}{'...' if high < len(text) else ''}"))
+    return out
+
+
+def _json_start(text: str) -> int:
+    """Where the JSON document starts in a reply (prose before it is the model's habit)."""
+    starts = [index for index in (text.find("{"), text.find("[")) if index >= 0]
+    return min(starts) if starts else 0
+
+
+def _attempt(
+    number: int,
+    max_tokens: int,
+    completion: Completion,
+    text: str | None,
+    error: StructuredOutputError | None,
+) -> Attempt:
+    return Attempt(
+        number=number,
+        text=text,
+        stop_reason=completion.stop_reason,
+        raw_stop_reason=completion.raw_stop_reason,
+        usage=completion.usage,
+        error=error,
+        request_id=completion.request_id,
+        max_tokens=max_tokens,
+        diagnostics=completion.diagnostics,
+    )
 
 
 def _tokens(usage: Usage) -> str:

@@ -77,16 +77,21 @@ def test_invalid_then_valid_retry_carries_the_previous_output_and_the_violations
 
 
 def test_retry_feedback_does_not_grow_with_the_document() -> None:
-    small_text, big_text = _invalid("Short."), _invalid("Long reasoning. " * 2000)
+    small_text = _invalid("Short.")
     feedback = {}
-    for name, text in (("small", small_text), ("big", big_text)):
+    for name, text in (("small", small_text), ("big", _invalid("Long reasoning. " * 2000))):
         wire = Wire(anthropic_reply(text=text), anthropic_reply(text=VALID))
         _client(wire).generate(Decision, prompt="Approve?")
         sent = wire.bodies()[1]["messages"]
-        assert sent[1]["content"] == text  # the previous output, once, as the assistant's turn
-        feedback[name] = sent[2]["content"]
-    assert feedback["small"] == feedback["big"]
-    assert len(feedback["big"]) < 300
+        if name == "small":
+            assert sent[1]["content"] == text  # the previous output, once, as the assistant's turn
+        else:
+            # A reply past the threshold is not resent at all: an excerpt shows where it is wrong.
+            assert [message["role"] for message in sent] == ["user", "assistant", "user"]
+            assert sent[1]["content"] == f"({len(text):,} characters, not repeated)"
+        feedback[name] = sent[-1]["content"]
+    assert feedback["big"].startswith(feedback["small"].rsplit("\n", 1)[0])
+    assert len(feedback["small"]) < 300 and len(feedback["big"]) < 800
 
 
 def test_each_retry_replaces_the_last_feedback_instead_of_piling_up_history() -> None:

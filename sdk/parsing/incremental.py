@@ -164,10 +164,13 @@ class Partial(Generic[C]):
 
     __slots__ = ("_complete", "_state", "_value")
 
+    # `_value` and `_complete` stay unset until first read: a snapshot is taken at almost every
+    # chunk and most are never read, so the constructor stores the state and nothing else.
+    _value: Any
+    _complete: frozenset[str]
+
     def __init__(self, state: _State) -> None:
         self._state = state
-        self._value: Any = _MISSING
-        self._complete: frozenset[str] | None = None
 
     @property
     def contract(self) -> type[C]:
@@ -190,9 +193,11 @@ class Partial(Generic[C]):
     @property
     def value(self) -> Any:
         """The JSON value so far (plain dicts, lists, strings, numbers); read-only."""
-        if self._value is _MISSING:
-            self._value = _materialize(self._state)
-        return self._value
+        try:
+            return self._value
+        except AttributeError:
+            self._value = value = _materialize(self._state)
+            return value
 
     @property
     def open_pointer(self) -> str | None:
@@ -203,14 +208,15 @@ class Partial(Generic[C]):
     @property
     def complete(self) -> frozenset[str]:
         """JSON pointers of every complete value in `.value` (`""`, the root, once done)."""
-        if self._complete is None:
-            found: list[str] = []
-            _pointers(self.value, "", found)
-            path = self._open_path()
-            still_open = (
-                set() if path is None else {pointer_of(path[:i]) for i in range(len(path) + 1)}
-            )
-            self._complete = frozenset(p for p in found if p not in still_open)
+        try:
+            return self._complete
+        except AttributeError:
+            pass
+        found: list[str] = []
+        _pointers(self.value, "", found)
+        path = self._open_path()
+        still_open = set() if path is None else {pointer_of(path[:i]) for i in range(len(path) + 1)}
+        self._complete = frozenset(p for p in found if p not in still_open)
         return self._complete
 
     def is_complete(self, pointer: str = "") -> bool:
@@ -261,12 +267,14 @@ class PartialReader(Generic[C]):
 
     def __init__(self, contract: type[C]) -> None:
         self.contract = contract
-        self.chars_scanned = 0
-        """Characters read so far, re-read ones included (a cut escape, a failed fast path)."""
+        self._rescanned = 0  # characters read again (a kept tail, a failed C-scanner attempt)
         self._chunks: list[str] = []
         self._length = 0  # characters fed so far
-        self._tail = ""  # unread text kept for the next chunk: only a cut escape (<= 12 chars)
-        self._offset = 0  # where the unread tail (so the next buffer) starts in the whole text
+        # Unread text kept for the next chunk: only a cut escape (<= 12 chars). It ends the text
+        # fed so far, so it starts at `_length - len(_tail)`.
+        self._tail = ""
+        # In a string value with nothing kept back and no error: `feed`'s shortcut applies.
+        self._plain_string = False
         self._state = _VALUE
         # The open containers: the innermost one, its open property name, and the outer ones.
         self._top: Any = None
@@ -301,6 +309,11 @@ class PartialReader(Generic[C]):
         return self._chunks[0] if self._chunks else ""
 
     @property
+    def chars_scanned(self) -> int:
+        """Characters read so far, re-read ones included (a cut escape, a failed fast path)."""
+        return self._length + self._rescanned
+
+    @property
     def latest(self) -> Partial[C] | None:
         """The last snapshot handed out (it shows the current visible state), if any."""
         return self._latest
@@ -311,6 +324,38 @@ class PartialReader(Generic[C]):
         Raises `InvalidJSON` as soon as the text cannot be the start of a JSON document (and
         again on every later call).
         """
+        if (
+            self._plain_string
+            and chunk
+            and '"' not in chunk
+            and "\\" not in chunk
+            and (chunk.isprintable() or _PLAIN_RUN.fullmatch(chunk) is not None)
+        ):
+            # The commonest chunk of all: more plain text of the open string value. Kept to
+            # the fewest steps (the snapshot inlined; `_version` and `_emitted` are equal before
+            # and after), because its cost is paid at every delta of a long text.
+            self._chunks.append(chunk)
+            pieces = self._pieces
+            pieces.append(chunk)
+            self._length = length = self._length + len(chunk)
+            top = self._top
+            partial: Partial[C] = object.__new__(Partial)
+            partial._state = (
+                self.contract,
+                length,
+                False,
+                self._root,
+                self._frames,
+                top,
+                0 if top is None else len(top),
+                self._key,
+                _OPEN_STRING,
+                pieces,
+                len(pieces),
+                self._joined,
+            )
+            self._latest = partial
+            return partial
         if self._error is not None:
             raise self._error
         if self._finished:
@@ -319,23 +364,14 @@ class PartialReader(Generic[C]):
             return None
         self._chunks.append(chunk)
         self._length += len(chunk)
-        if self._state == _STRING and not self._tail:
-            # The commonest chunk of all: more plain text of the open string.
-            end = _PLAIN_RUN.match(chunk).end()  # type: ignore[union-attr]
-            if end == len(chunk):
-                self.chars_scanned += end
-                self._offset += end
-                self._pieces.append(chunk)
-                if self._in_key:
-                    return None
-                self._version += 1
-                return self._snapshot()
-        buffer = self._tail + chunk if self._tail else chunk
-        self.chars_scanned += len(buffer)
+        tail = self._tail
+        buffer = tail + chunk if tail else chunk
+        self._rescanned += len(tail)
         try:
             self._read(buffer)
         except InvalidJSON as error:
             self._error = error
+            self._plain_string = False
             raise
         if self._version == self._emitted:
             return None
@@ -357,10 +393,9 @@ class PartialReader(Generic[C]):
                 self._open_kind = _OPEN_NONE
                 self._version += 1
             if self._state != _END:
+                self._plain_string = False
                 self._error = self._fail(
-                    self._length - self._offset,
-                    f"the text ended inside the document: {_EXPECTED[self._state]} expected",
-                    "",
+                    0, f"the text ended inside the document: {_EXPECTED[self._state]} expected", ""
                 )
                 raise self._error
             self._finished = True
@@ -444,7 +479,7 @@ class PartialReader(Generic[C]):
                                     try:
                                         value, pos = _scan_string(buf, pos + 1, True)
                                     except ValueError:  # cut or malformed: the careful path
-                                        self.chars_scanned += n - pos
+                                        self._rescanned += n - pos
                                     else:
                                         state = _CLOSED
                                 if state != _CLOSED:
@@ -460,7 +495,7 @@ class PartialReader(Generic[C]):
                                     value, end = _scan_value(buf, pos)
                                 except (ValueError, StopIteration, RecursionError):
                                     fast_failures += 1  # cut or malformed: the careful path
-                                    self.chars_scanned += n - pos
+                                    self._rescanned += n - pos
                                 else:
                                     # Too deep: the careful path says where, as for any text.
                                     brackets = buf.count("[", pos, end) + buf.count("{", pos, end)
@@ -490,7 +525,10 @@ class PartialReader(Generic[C]):
                             match = _NUMBER_TOKEN.match(buf, pos)
                             end = match.end() if match is not None else pos
                             if match is not None and end < n and buf[end] not in _NUMBER_CHARS:
-                                value = self._number_of(match.group(), buf, pos)
+                                if match.lastindex is None and end - pos < 19:
+                                    value = int(match.group())  # a short integer: no range check
+                                else:
+                                    value = self._number_of(match.group(), buf, pos)
                                 pos = end
                             else:  # cut by the chunk's end, or malformed: the careful path
                                 self._number = [char]
@@ -614,8 +652,8 @@ class PartialReader(Generic[C]):
             self._open_kind = open_kind
             self._depth = depth
             self._version += changes
-            self._offset += pos
-            self._tail = buf[pos:]
+            self._tail = tail = buf[pos:]
+            self._plain_string = state == _STRING and not in_key and not tail
 
     def _read_number(self, buf: str, pos: int) -> int:
         """Extend the open number: the position of the first character after it, or -1 if the
@@ -678,7 +716,9 @@ class PartialReader(Generic[C]):
     def _number_of(self, token: str, buf: str, pos: int) -> int | float:
         """A closed number token that starts at `buf[pos]`; `InvalidJSON` if out of range."""
         try:
-            return finite_float(token) if any(c in token for c in ".eE") else json_int(token)
+            if "." in token or "e" in token or "E" in token:
+                return finite_float(token)
+            return json_int(token)
         except NumberOutOfRange as error:
             raise self._fail(pos, str(error), buf) from error
 
@@ -725,28 +765,29 @@ class PartialReader(Generic[C]):
         self._emitted = self._version
         top = self._top
         pieces = self._pieces
-        partial: Partial[C] = Partial(
-            (
-                self.contract,
-                self._length,
-                self._state == _END,
-                self._root,
-                self._frames,
-                top,
-                0 if top is None else len(top),
-                self._key,
-                self._open_kind,
-                pieces,
-                len(pieces),
-                self._joined,
-            )
+        # `object.__new__` and one slot store: no Python-level constructor call per chunk.
+        partial: Partial[C] = object.__new__(Partial)
+        partial._state = (
+            self.contract,
+            self._length,
+            self._state == _END,
+            self._root,
+            self._frames,
+            top,
+            0 if top is None else len(top),
+            self._key,
+            self._open_kind,
+            pieces,
+            len(pieces),
+            self._joined,
         )
         self._latest = partial
         return partial
 
     def _fail(self, pos: int, message: str, buf: str) -> InvalidJSON:
         """An `InvalidJSON` for the character at `buf[pos]`, positioned in the whole text."""
-        position = self._offset + pos
+        # `buf` (the kept tail and the chunk being read, or "" at the end) ends the text.
+        position = self._length - len(buf) + pos
         text = self.text
         line = text.count("\n", 0, position) + 1
         column = position - (text.rfind("\n", 0, position) + 1) + 1

@@ -1,0 +1,141 @@
+"""Does quoting excerpts instead of the whole invalid reply cost retry successes? (issue 16, 3)
+
+    .venv/bin/python bench/retry_success.py [--limit N]    # prints the figures
+
+With the bundled model (`EmbeddedProvider`, greedy, grammar-constrained by default, so what fails
+is what a grammar cannot hold: the evidence quote, the line items' sum; `--unconstrained` for
+the arm without a grammar, where a 135M model rarely writes valid JSON at all) over the eval
+invoices (examples/data/eval/invoices.jsonl, `InvoiceExtraction`; `--decisions` adds the
+decisions): each item's first reply is generated once; when it is invalid output
+(the kind a retry with feedback is for), the retry engine (`sdk._call.Call`) prepares the retry
+from that same reply twice, once sending the whole reply back (`feedback_whole_reply` beyond any
+reply) and once quoting excerpts (`feedback_whole_reply=0`, so even these short replies take the
+excerpt path), and both retries are generated. The figures: how many of the invalid first replies
+each kind of feedback turns into a valid result, and the retry requests' input tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from contracts import Decision, InvoiceExtraction  # noqa: E402
+from sdk import Contract, InvalidOutput, StructuredOutputError  # noqa: E402
+from sdk._call import Call, RetrySettings, conversation  # noqa: E402
+from sdk.eval.dataset import EvalItem, load_dataset  # noqa: E402
+
+DATA = ROOT / "examples" / "data" / "eval"
+MODES = {"whole reply": 10**9, "excerpts": 0}
+
+
+@dataclass
+class RetrySuccess:
+    """Invalid first replies, and the retries each feedback mode turned valid."""
+
+    items: int = 0
+    invalid: int = 0
+    valid: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
+    input_tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
+
+
+def measure(
+    limit: int | None = None,
+    max_tokens: int = 300,
+    *,
+    constrained: bool = True,
+    decisions: bool = False,
+) -> RetrySuccess:
+    from sdk.providers.embedded import EmbeddedProvider
+
+    provider = EmbeddedProvider()
+    outcome = RetrySuccess()
+    datasets: list[tuple[type[Contract], str]] = [
+        (InvoiceExtraction, "invoices.jsonl"),
+        *([(Decision, "decisions.jsonl")] if decisions else []),
+    ]
+    for contract, name in datasets:
+        items = load_dataset(DATA / name, contract)[:limit]
+        for item in items:
+            outcome.items += 1
+
+            calls = {
+                mode: _call(provider, contract, item, whole, max_tokens, constrained)
+                for mode, whole in MODES.items()
+            }
+            first = provider.complete(next(iter(calls.values())).request())
+            prepared = {}
+            for mode, each in calls.items():
+                try:
+                    if each.on_reply(first) is not None:
+                        break  # valid at once: nothing to retry
+                    prepared[mode] = each
+                except StructuredOutputError:
+                    break  # truncation, refusal: not what feedback is for
+            if len(prepared) != len(MODES):
+                continue
+            error = calls["excerpts"].attempts[0].error
+            assert isinstance(error, InvalidOutput)
+            outcome.invalid += 1
+            for mode, each in prepared.items():
+                request = each.request()
+                reply = provider.complete(request)
+                outcome.input_tokens[mode] += reply.usage.input_tokens
+                try:
+                    if each.on_reply(reply) is not None:
+                        outcome.valid[mode] += 1
+                except StructuredOutputError:
+                    pass
+            print(
+                f"{item.id}: {type(error).__name__}, valid after retry: "
+                + ", ".join(f"{m} {outcome.valid[m]}" for m in MODES),
+                file=sys.stderr,
+            )
+    return outcome
+
+
+def _call(
+    provider: Any,
+    contract: type[Contract],
+    item: EvalItem,
+    whole: int,
+    max_tokens: int,
+    constrained: bool,
+) -> Call[Any]:
+    """The retry engine for one item, with one retry and the given `feedback_whole_reply`."""
+    return Call(
+        contract,
+        conversation(contract, item.prompt, None, item.document),
+        provider=provider,
+        settings=RetrySettings(retries=1, feedback_whole_reply=whole),
+        enum_case="normalize",
+        system=None,
+        source=item.document,
+        max_tokens=max_tokens,
+        options={"constrained": constrained},
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=None, help="items per dataset")
+    parser.add_argument("--unconstrained", action="store_true", help="no grammar")
+    parser.add_argument("--decisions", action="store_true", help="the decisions too")
+    args = parser.parse_args()
+    outcome = measure(args.limit, constrained=not args.unconstrained, decisions=args.decisions)
+    print(f"{outcome.items} items, {outcome.invalid} invalid first replies")
+    for mode in MODES:
+        print(
+            f"  {mode:12} {outcome.valid[mode]}/{outcome.invalid} valid after one retry, "
+            f"{outcome.input_tokens[mode]:,} retry input tokens"
+        )
+
+
+if __name__ == "__main__":
+    main()
