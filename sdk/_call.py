@@ -757,7 +757,7 @@ class Snapshots:
         if call.grammar is not None:
             self._text = []
         elif call.contract is not None:
-            self._reader = PartialReader(call.contract)
+            self._reader = PartialReader(call.contract, attempt=len(call.attempts) + 1)
 
     def feed(self, delta: TextDelta) -> list[Any]:
         """Read a chunk; what it shows (none, one snapshot, or several completed items)."""

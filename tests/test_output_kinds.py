@@ -366,3 +366,15 @@ def test_a_streamed_item_that_fails_its_contract_is_not_shown() -> None:
     skus = [item.sku for item in shown[:-1]]
     assert "bad" not in skus and skus[:2] == ["ok", "fine"]  # first attempt's valid items
     assert [item.sku for item in shown[-1].value] == ["ok"]  # the retried attempt decided
+
+
+def test_a_retried_streams_snapshots_say_which_attempt_they_belong_to() -> None:
+    provider = TestProvider(['{"reasoning": "first", "answer": "maybe"}', DECISION], chunk_size=8)
+    shown = list(StructuredClient(provider, retries=1).stream(Decision, prompt="x"))
+    snapshots, result = shown[:-1], shown[-1]
+    attempts = [snapshot.attempt for snapshot in snapshots]
+    assert attempts[0] == 1 and attempts[-1] == 2
+    assert attempts == sorted(attempts)  # 1, 1, ..., then 2, 2, ...: the restart is visible
+    first_of_second = attempts.index(2)
+    assert len(snapshots[first_of_second].value.get("reasoning", "")) <= 8  # back to empty
+    assert len(result.attempts) == 2

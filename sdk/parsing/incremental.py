@@ -179,6 +179,13 @@ class Partial(Generic[C]):
         return contract
 
     @property
+    def attempt(self) -> int:
+        """Which attempt of the call this snapshot belongs to (1 first): after a retry the
+        document starts again from empty, and this says why."""
+        attempt: int = self._state[-1]
+        return attempt
+
+    @property
     def text_length(self) -> int:
         """How many characters of the text this snapshot reflects."""
         length: int = self._state[1]
@@ -265,8 +272,10 @@ class PartialReader(Generic[C]):
     punctuation, property names, and cut escapes, numbers and literals change nothing visible.
     """
 
-    def __init__(self, contract: type[C]) -> None:
+    def __init__(self, contract: type[C], *, attempt: int = 1) -> None:
         self.contract = contract
+        self.attempt = attempt
+        """Which attempt of a call this document is (stamped on every snapshot)."""
         self._rescanned = 0  # characters read again (a kept tail, a failed C-scanner attempt)
         self._chunks: list[str] = []
         self._length = 0  # characters fed so far
@@ -353,6 +362,7 @@ class PartialReader(Generic[C]):
                 pieces,
                 len(pieces),
                 self._joined,
+                self.attempt,
             )
             self._latest = partial
             return partial
@@ -780,6 +790,7 @@ class PartialReader(Generic[C]):
             pieces,
             len(pieces),
             self._joined,
+            self.attempt,
         )
         self._latest = partial
         return partial
@@ -808,7 +819,7 @@ class PartialReader(Generic[C]):
 
 def _materialize(state: _State) -> Any:
     """A snapshot's value: copies of the open containers around the shared completed values."""
-    _, _, done, root, frames, top, top_length, key, open_kind, pieces, n_pieces, joined = state
+    _, _, done, root, frames, top, top_length, key, open_kind, pieces, n_pieces, joined, _ = state
     if done:
         return root
     child: Any = _prefix(pieces, n_pieces, joined) if open_kind == _OPEN_STRING else _MISSING
