@@ -12,9 +12,10 @@
         if result is not None:
             return result
 
-The four client loops (sync and async, whole and streamed) only pass data through it; which
-failure gets which retry lives in one table (`_POLICIES`), and nothing outside this class writes
-its fields.
+The client loops (sync and async, whole and streamed) only pass data through it; which failure
+gets which retry lives in one table (`_POLICIES`), and nothing outside this class writes its
+fields. Its parts live beside it: the settings and transport retries (`sdk._retry`), the
+conversation and retry feedback (`sdk._conversation`), what a stream shows (`sdk._snapshots`).
 
 Each kind of failure has its own policy and budget, because each costs differently:
 
@@ -44,14 +45,21 @@ import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
-import tenacity
-
-from sdk._content import Part, Text, parts_of
+from sdk._conversation import (
+    FEEDBACK_WHOLE_REPLY,
+    MessageLike,
+    PromptLike,
+    conversation,
+    feedback_message,
+    feedback_turns,
+)
 from sdk._cost import attempts_cost
 from sdk._envelope import Envelope
 from sdk._result import Attempt, Result, Usage
+from sdk._retry import DEFAULT_BACKOFF, Backoff, MaxTokensRamp, RetrySettings, TransportRetries
+from sdk._snapshots import Snapshots, StreamView
 from sdk.contract import Contract
 from sdk.errors import (
     InvalidOutput,
@@ -62,14 +70,12 @@ from sdk.errors import (
     SourceMissing,
     StructuredOutputError,
     TruncatedOutput,
-    Violation,
 )
 from sdk.grammar import Grammar, parse_grammar
 from sdk.hooks import CallInfo, Hooks, run_hooks
 from sdk.parsing import Parsed, parse
-from sdk.parsing.incremental import Partial, PartialReader
 from sdk.parsing.parser import EnumCase, check_stop
-from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta
+from sdk.providers._base import Completion, CompletionRequest, Message
 from sdk.providers._errors import is_retryable, provider_error
 from sdk.providers._provider import Provider
 from sdk.schema.canonical import SchemaInfo, schema_info
@@ -95,13 +101,6 @@ logger = logging.getLogger("sdk.client")
 
 T = TypeVar("T")
 
-MessageLike = Message | Mapping[str, Any]
-"""A conversation turn: a `Message`, or a mapping with `role` and `content` (a string, or a
-list of strings and parts: `sdk.Image`, `sdk.PDF`)."""
-
-PromptLike = str | Sequence[str | Part]
-"""A prompt: text, or text and parts (`["What is the total?", PDF.from_path(p)]`)."""
-
 Reasoning = Literal["two_phase"]
 """How the model reasons before the constrained output: `"two_phase"` is a first, unconstrained
 call in which it works the problem through in prose, then the constrained call that transcribes
@@ -117,76 +116,6 @@ _TRANSCRIBE = (
     "Now give the final answer, following your working above exactly, as the requested output "
     "and nothing else."
 )
-
-# Retry feedback lists at most this many violations (each bounded by `Violation.shown`): the
-# feedback is bounded whatever the document or its errors look like.
-_FEEDBACK_VIOLATIONS = 20
-
-FEEDBACK_WHOLE_REPLY: Final = 4_000
-"""A reply up to this many characters is sent back whole (as the assistant's turn) with the
-retry feedback; a longer one is not, and the feedback quotes a bounded excerpt of it around each
-problem instead: resending a 31 KB reply made the retry request 2.6 times the first."""
-
-# Excerpts of a long reply: at most this many (one per distinct pointer), each at most this many
-# characters, split before and after where the problem starts.
-_FEEDBACK_EXCERPTS = 8
-_EXCERPT_CHARS = 240
-_EXCERPT_BEFORE = 80
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Retries of transport and API errors: exponential backoff with full jitter.
-
-    The n-th retry waits a random time between 0 and `min(maximum, initial * 2**(n-1))`
-    seconds, or exactly what the provider's `retry-after` says. A `retry-after` longer than
-    `max_retry_after` (a quota reset hours away) is not waited for: the error is raised at once.
-    """
-
-    retries: int = 3
-    initial: float = 0.5
-    maximum: float = 30.0
-    max_retry_after: float = 60.0
-
-
-DEFAULT_BACKOFF = Backoff()
-"""The clients' default transport retries."""
-
-
-@dataclass(frozen=True, slots=True)
-class MaxTokensRamp:
-    """Opt-in retries of truncated output with `max_tokens` multiplied by `factor`, up to `cap`."""
-
-    factor: float = 2.0
-    cap: int = 16384
-    retries: int = 2
-
-
-@dataclass(frozen=True, slots=True)
-class RetrySettings:
-    """A client's retry and limit settings, shared by all its calls."""
-
-    retries: int = 2
-    truncation: MaxTokensRamp | None = None
-    refusal_retries: int = 0
-    backoff: Backoff = Backoff()
-    token_budget: int | None = None
-    deadline: float | None = None
-    """Seconds a whole call may take, retries and their waits included."""
-    attempt_deadline: float | None = None
-    """Seconds one request may take."""
-    feedback_whole_reply: int = FEEDBACK_WHOLE_REPLY
-    """The longest invalid reply (in characters) a retry sends back whole; past it, the feedback
-    quotes an excerpt around each problem instead (`feedback_message`)."""
-
-    def __post_init__(self) -> None:
-        if self.retries < 0 or self.refusal_retries < 0 or self.backoff.retries < 0:
-            raise ValueError("retry counts cannot be negative")
-        for name in ("deadline", "attempt_deadline"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-
 
 # --- the policy table ---
 
@@ -238,50 +167,6 @@ _POLICIES: tuple[_Policy, ...] = (
 
 def _policy(error: StructuredOutputError) -> _Policy | None:
     return next((policy for policy in _POLICIES if isinstance(error, policy.covers)), None)
-
-
-# --- transport retries: tenacity's strategies ---
-
-
-class _RetryAfter(tenacity.wait.wait_base):
-    """Wait what `retry-after` says when the provider said it, else exponential with jitter."""
-
-    def __init__(self, backoff: Backoff) -> None:
-        self._fallback = tenacity.wait_random_exponential(
-            multiplier=backoff.initial, max=backoff.maximum
-        )
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
-        if isinstance(error, ProviderError) and error.retry_after is not None:
-            return error.retry_after
-        return float(self._fallback(retry_state))
-
-
-class _TransportRetries:
-    """The transport retries of one request: tenacity's retry, stop and wait strategies.
-
-    Driven from the call's state machine rather than through `tenacity.Retrying`: a streaming
-    attempt yields snapshots between tries, which a `with attempt:` block cannot host safely,
-    and one shape serves sync, async and streaming alike.
-    """
-
-    def __init__(self, backoff: Backoff, transient: Callable[[BaseException], bool]) -> None:
-        self._retry = tenacity.retry_if_exception(transient)
-        self._stop = tenacity.stop_after_attempt(backoff.retries + 1)
-        self._wait = _RetryAfter(backoff)
-        self._state = tenacity.RetryCallState(tenacity.Retrying(), fn=None, args=(), kwargs={})
-
-    def delay(self, error: ProviderError) -> float | None:
-        """Seconds to wait before trying again after `error`, or `None` to give up."""
-        state = self._state
-        state.set_exception((type(error), error, error.__traceback__))
-        if not self._retry(state) or self._stop(state):
-            return None
-        seconds = self._wait(state)
-        logger.debug("transport retry %d in %.2fs", state.attempt_number, seconds)
-        state.prepare_for_next_attempt()
-        return seconds
 
 
 # --- the call ---
@@ -344,7 +229,7 @@ class Call(Generic[T]):
         self._feedback: tuple[Message, ...] = ()
         self._used: dict[str, int] = {}
         self._over_budget = False
-        self._transport: _TransportRetries | None = None
+        self._transport: TransportRetries | None = None
         self._deadline = (
             time.monotonic() + settings.deadline if settings.deadline is not None else None
         )
@@ -420,7 +305,7 @@ class Call(Generic[T]):
         logger.debug("attempt %d: %s", len(self.attempts), error)
         run_hooks(self.hooks, "on_error", self.info, error, len(self.attempts))
         if self._transport is None:
-            self._transport = _TransportRetries(self.settings.backoff, self._transient)
+            self._transport = TransportRetries(self.settings.backoff, self._transient)
         delay = self._transport.delay(error)
         if delay is None:
             if self._fall_back():
@@ -600,7 +485,8 @@ class Call(Generic[T]):
 
     def _feedback_for(self, error: InvalidOutput) -> tuple[Message, ...]:
         """The messages that tell the model what was wrong with its last reply."""
-        return _feedback(self.grammar or self.contract, error, self.settings.feedback_whole_reply)
+        output = self.grammar or self.contract
+        return feedback_turns(output, error, self.settings.feedback_whole_reply)
 
     def _take_working(self, completion: Completion) -> None:
         """The first call of two-phase reasoning answered: keep its working (a cut or refused
@@ -718,245 +604,6 @@ class Call(Generic[T]):
             stop_reason=error.stop_reason,
             raw_stop_reason=error.raw_stop_reason,
         )
-
-
-# --- what a stream shows ---
-
-
-class StreamView(Protocol):
-    """What a client's stream shows of one attempt: deltas in, things to yield out."""
-
-    def feed(self, delta: TextDelta) -> list[Any]:
-        """Read a delta; what it shows (snapshots, items)."""
-        ...
-
-    def finish(self) -> list[Any]:
-        """What the end of the stream shows, before the call's result."""
-        ...
-
-
-class Snapshots:
-    """What a stream shows of one attempt's growing output, chunk by chunk.
-
-    - a contract: `Partial` snapshots (never validated), going quiet instead of raising when
-      the text is not JSON: a refusal streams prose and a cut document ends early, and the stop
-      reason, which arrives last, decides what that means;
-    - a top-level `list[Item]`: each item, validated, as soon as it is complete (in linear
-      time: the reader keeps its state between chunks);
-    - a grammar: the text so far;
-    - the working of two-phase reasoning: nothing.
-    """
-
-    def __init__(self, call: Call[Any]) -> None:
-        self._call = call
-        self._reader: PartialReader[Any] | None = None
-        self._text: list[str] | None = None
-        self._next_item = 0
-        if call.working:
-            return
-        if call.grammar is not None:
-            self._text = []
-        elif call.contract is not None:
-            self._reader = PartialReader(call.contract, attempt=len(call.attempts) + 1)
-
-    def feed(self, delta: TextDelta) -> list[Any]:
-        """Read a chunk; what it shows (none, one snapshot, or several completed items)."""
-        text = delta.text
-        if self._text is not None:
-            self._text.append(text)
-            return ["".join(self._text)]
-        if self._reader is None:
-            return []
-        try:
-            partial = self._reader.feed(text)
-        except InvalidOutput:
-            self._reader = None
-            return []
-        if partial is None:
-            return []
-        envelope = self._call.envelope
-        if envelope is None:
-            return [partial]
-        if not envelope.is_list:
-            return []  # a union's value is shown once it is whole: in the Result
-        return self._items(partial, envelope.field)
-
-    def finish(self) -> list[Any]:
-        """What the end of the stream shows (nothing more: the `Result` follows)."""
-        return []
-
-    def _items(self, partial: Partial[Any], field: str) -> list[Any]:
-        shown = []
-        while partial.is_complete(f"/{field}/{self._next_item}"):
-            item = self._call.validated_item(partial.get(f"/{field}/{self._next_item}"))
-            self._next_item += 1
-            if item is not None:
-                shown.append(item)
-        return shown
-
-
-# --- building the conversation ---
-
-
-def conversation(
-    output: type[Contract] | Grammar,
-    prompt: PromptLike | None,
-    messages: Sequence[MessageLike] | None,
-    source: str | None,
-) -> tuple[Message, ...]:
-    """The call's first messages: `messages` as given, or the prompt with the source document."""
-    if messages is not None:
-        if prompt is not None:
-            raise ValueError("pass either prompt or messages, not both")
-        if not messages:
-            raise ValueError("messages is empty")
-        return tuple(_message(message) for message in messages)
-    if prompt is None and source is None:
-        raise ValueError("pass a prompt, messages, or a source document")
-    name = output.name if isinstance(output, Grammar) else output.__name__
-    document = f"<document>\n{source}\n</document>" if source is not None else None
-    if prompt is None or isinstance(prompt, str):
-        texts = [prompt if prompt is not None else f"Fill in a {name} from this document."]
-        return (Message("user", "\n\n".join([*texts, *([document] if document else [])])),)
-    parts = parts_of(prompt)
-    assert not isinstance(parts, str)
-    return (Message("user", (*parts, *([Text(document)] if document else []))),)
-
-
-def _message(message: MessageLike) -> Message:
-    if isinstance(message, Message):
-        return message
-    role, content = message.get("role"), message.get("content")
-    if role in ("user", "assistant") and content is not None:
-        try:
-            parts = parts_of(content)
-        except TypeError as error:
-            raise ValueError(str(error)) from None
-        if role == "user":
-            return Message("user", parts)
-        if not isinstance(parts, str) and not all(isinstance(p, Text) for p in parts):
-            raise ValueError("an assistant message holds text only")
-        return Message("assistant", parts)
-    raise ValueError(
-        "a message needs role 'user' or 'assistant' and content (a string, or a list of "
-        "strings and parts) (pass the system prompt as system=...)"
-    )
-
-
-# --- retry feedback ---
-
-
-def feedback_message(
-    output: type[Contract] | Grammar | None,
-    error: InvalidOutput,
-    *,
-    whole_reply: int = FEEDBACK_WHOLE_REPLY,
-) -> str:
-    """What the model is told after an invalid reply: each violation with its JSON pointer.
-
-    Bounded: at most 20 violations, each pointer and message cut with an ellipsis
-    (`Violation.shown`). A reply up to `whole_reply` characters is sent back once, as the
-    assistant's turn, and not repeated here; a longer one is not sent back (it would cost more
-    than the source it came from; a one-line stand-in keeps its turn), so this message quotes
-    an excerpt of it around each problem instead: at most 8 excerpts of 240 characters.
-    """
-    violations = error.violations or [Violation("", error.message.splitlines()[0])]
-    if isinstance(output, Grammar):
-        lines = [f"That reply is not a valid {output.name} sentence. Problems:"]
-        closing = "Reply with the whole corrected text, and nothing else."
-    else:
-        name = output.__name__ if output is not None else "document"
-        lines = [f"That reply is not a valid {name}. Problems (JSON pointer: problem):"]
-        closing = "Reply with the whole corrected JSON document, and nothing else."
-    lines.extend(f"- {violation.shown()}" for violation in violations[:_FEEDBACK_VIOLATIONS])
-    if len(violations) > _FEEDBACK_VIOLATIONS:
-        lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
-    text = error.text or ""
-    if len(text) > whole_reply:
-        excerpts = _excerpts(text, error)
-        said = f"The reply ({len(text):,} characters) is not repeated here"
-        lines.append(f"{said}; where the problems are:" if excerpts else f"{said}.")
-        lines.extend(f"- {where}: {excerpt}" for where, excerpt in excerpts)
-    lines.append(closing)
-    return "\n".join(lines)
-
-
-def _feedback(
-    output: type[Contract] | Grammar | None,
-    error: InvalidOutput,
-    whole_reply: int = FEEDBACK_WHOLE_REPLY,
-) -> tuple[Message, ...]:
-    text = error.text or ""
-    said: tuple[Message, ...] = ()
-    if text:
-        # A long reply is not resent, but its turn stays (a stand-in line): chat templates that
-        # require user and assistant turns to alternate reject two user turns in a row.
-        shown = text if len(text) <= whole_reply else f"({len(text):,} characters, not repeated)"
-        said = (Message("assistant", shown),)
-    message = feedback_message(output, error, whole_reply=whole_reply)
-    return (*said, Message("user", message))
-
-
-def _excerpts(text: str, error: InvalidOutput) -> list[tuple[str, str]]:
-    """(where, excerpt) for each distinct problem location in a long reply, in order, bounded.
-
-    A violation's pointer is found with `char_pointers` (the first character of the value it
-    names, or of its first member); invalid JSON is quoted where parsing stopped.
-    """
-    from sdk.diagnostics import char_pointers
-
-    starts: dict[str, int] = {}
-    position = getattr(error, "position", None)
-    if isinstance(position, int):
-        starts[f"character {position:,}"] = position
-    # The root's "excerpt" would be the document's start: it says nothing about where.
-    located = (v.pointer for v in error.violations if v.pointer)
-    pointers = list(dict.fromkeys(located))[:_FEEDBACK_EXCERPTS]
-    if pointers:
-        begin = _json_start(text)
-        owners = char_pointers(text[begin:])
-        first: dict[str, int] = {}
-        for index, owner in enumerate(owners):
-            first.setdefault(owner, begin + index)
-        for pointer in pointers:
-            found = first.get(pointer)
-            if found is None:  # a member's character, when the value itself starts elsewhere
-                found = next((i for o, i in first.items() if o.startswith(pointer + "/")), None)
-            if found is not None:
-                starts[Violation(pointer, "").shown().removesuffix(": ")] = found
-    out = []
-    for where, start in list(starts.items())[:_FEEDBACK_EXCERPTS]:
-        low = max(0, start - _EXCERPT_BEFORE)
-        high = min(len(text), low + _EXCERPT_CHARS)
-        excerpt = " ".join(text[low:high].split())
-        out.append((where, f"{'...' if low else ''}{excerpt}{'...' if high < len(text) else ''}"))
-    return out
-
-
-def _json_start(text: str) -> int:
-    """Where the JSON document starts in a reply (prose before it is the model's habit)."""
-    starts = [index for index in (text.find("{"), text.find("[")) if index >= 0]
-    return min(starts) if starts else 0
-
-
-def _attempt(
-    number: int,
-    max_tokens: int,
-    completion: Completion,
-    text: str | None,
-    error: StructuredOutputError | None,
-) -> Attempt:
-    return Attempt(
-        number=number,
-        text=text,
-        stop_reason=completion.stop_reason,
-        raw_stop_reason=completion.raw_stop_reason,
-        usage=completion.usage,
-        error=error,
-        request_id=completion.request_id,
-        max_tokens=max_tokens,
-        diagnostics=completion.diagnostics,
-    )
 
 
 def _tokens(usage: Usage) -> str:

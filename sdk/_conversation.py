@@ -1,0 +1,183 @@
+"""The conversation a call sends: the first messages from a prompt or messages, and the retry
+feedback that tells the model what was wrong with its last reply (bounded, whatever the reply).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from sdk._content import Part, Text, parts_of
+from sdk.contract import Contract
+from sdk.errors import InvalidOutput, Violation
+from sdk.grammar import Grammar
+from sdk.providers._base import Message
+
+__all__ = [
+    "FEEDBACK_WHOLE_REPLY",
+    "MessageLike",
+    "PromptLike",
+    "conversation",
+    "feedback_message",
+    "feedback_turns",
+]
+
+MessageLike = Message | Mapping[str, Any]
+"""A conversation turn: a `Message`, or a mapping with `role` and `content` (a string, or a
+list of strings and parts: `sdk.Image`, `sdk.PDF`)."""
+
+PromptLike = str | Sequence[str | Part]
+"""A prompt: text, or text and parts (`["What is the total?", PDF.from_path(p)]`)."""
+
+# Retry feedback lists at most this many violations (each bounded by `Violation.shown`): the
+# feedback is bounded whatever the document or its errors look like.
+_FEEDBACK_VIOLATIONS = 20
+
+FEEDBACK_WHOLE_REPLY: Final = 4_000
+"""A reply up to this many characters is sent back whole (as the assistant's turn) with the
+retry feedback; a longer one is not, and the feedback quotes a bounded excerpt of it around each
+problem instead: resending a 31 KB reply made the retry request 2.6 times the first."""
+
+# Excerpts of a long reply: at most this many (one per distinct pointer), each at most this many
+# characters, split before and after where the problem starts.
+_FEEDBACK_EXCERPTS = 8
+_EXCERPT_CHARS = 240
+_EXCERPT_BEFORE = 80
+
+
+def conversation(
+    output: type[Contract] | Grammar,
+    prompt: PromptLike | None,
+    messages: Sequence[MessageLike] | None,
+    source: str | None,
+) -> tuple[Message, ...]:
+    """The call's first messages: `messages` as given, or the prompt with the source document."""
+    if messages is not None:
+        if prompt is not None:
+            raise ValueError("pass either prompt or messages, not both")
+        if not messages:
+            raise ValueError("messages is empty")
+        return tuple(_message(message) for message in messages)
+    if prompt is None and source is None:
+        raise ValueError("pass a prompt, messages, or a source document")
+    name = output.name if isinstance(output, Grammar) else output.__name__
+    document = f"<document>\n{source}\n</document>" if source is not None else None
+    if prompt is None or isinstance(prompt, str):
+        texts = [prompt if prompt is not None else f"Fill in a {name} from this document."]
+        return (Message("user", "\n\n".join([*texts, *([document] if document else [])])),)
+    parts = parts_of(prompt)
+    assert not isinstance(parts, str)
+    return (Message("user", (*parts, *([Text(document)] if document else []))),)
+
+
+def _message(message: MessageLike) -> Message:
+    if isinstance(message, Message):
+        return message
+    role, content = message.get("role"), message.get("content")
+    if role in ("user", "assistant") and content is not None:
+        try:
+            parts = parts_of(content)
+        except TypeError as error:
+            raise ValueError(str(error)) from None
+        if role == "user":
+            return Message("user", parts)
+        if not isinstance(parts, str) and not all(isinstance(p, Text) for p in parts):
+            raise ValueError("an assistant message holds text only")
+        return Message("assistant", parts)
+    raise ValueError(
+        "a message needs role 'user' or 'assistant' and content (a string, or a list of "
+        "strings and parts) (pass the system prompt as system=...)"
+    )
+
+
+def feedback_message(
+    output: type[Contract] | Grammar | None,
+    error: InvalidOutput,
+    *,
+    whole_reply: int = FEEDBACK_WHOLE_REPLY,
+) -> str:
+    """What the model is told after an invalid reply: each violation with its JSON pointer.
+
+    Bounded: at most 20 violations, each pointer and message cut with an ellipsis
+    (`Violation.shown`). A reply up to `whole_reply` characters is sent back once, as the
+    assistant's turn, and not repeated here; a longer one is not sent back (it would cost more
+    than the source it came from; a one-line stand-in keeps its turn), so this message quotes
+    an excerpt of it around each problem instead: at most 8 excerpts of 240 characters.
+    """
+    violations = error.violations or [Violation("", error.message.splitlines()[0])]
+    if isinstance(output, Grammar):
+        lines = [f"That reply is not a valid {output.name} sentence. Problems:"]
+        closing = "Reply with the whole corrected text, and nothing else."
+    else:
+        name = output.__name__ if output is not None else "document"
+        lines = [f"That reply is not a valid {name}. Problems (JSON pointer: problem):"]
+        closing = "Reply with the whole corrected JSON document, and nothing else."
+    lines.extend(f"- {violation.shown()}" for violation in violations[:_FEEDBACK_VIOLATIONS])
+    if len(violations) > _FEEDBACK_VIOLATIONS:
+        lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
+    text = error.text or ""
+    if len(text) > whole_reply:
+        excerpts = _excerpts(text, error)
+        said = f"The reply ({len(text):,} characters) is not repeated here"
+        lines.append(f"{said}; where the problems are:" if excerpts else f"{said}.")
+        lines.extend(f"- {where}: {excerpt}" for where, excerpt in excerpts)
+    lines.append(closing)
+    return "\n".join(lines)
+
+
+def feedback_turns(
+    output: type[Contract] | Grammar | None,
+    error: InvalidOutput,
+    whole_reply: int = FEEDBACK_WHOLE_REPLY,
+) -> tuple[Message, ...]:
+    text = error.text or ""
+    said: tuple[Message, ...] = ()
+    if text:
+        # A long reply is not resent, but its turn stays (a stand-in line): chat templates that
+        # require user and assistant turns to alternate reject two user turns in a row.
+        shown = text if len(text) <= whole_reply else f"({len(text):,} characters, not repeated)"
+        said = (Message("assistant", shown),)
+    message = feedback_message(output, error, whole_reply=whole_reply)
+    return (*said, Message("user", message))
+
+
+def _excerpts(text: str, error: InvalidOutput) -> list[tuple[str, str]]:
+    """(where, excerpt) for each distinct problem location in a long reply, in order, bounded.
+
+    A violation's pointer is found with `char_pointers` (the first character of the value it
+    names, or of its first member); invalid JSON is quoted where parsing stopped.
+    """
+    from sdk.diagnostics import char_pointers
+
+    starts: dict[str, int] = {}
+    position = getattr(error, "position", None)
+    if isinstance(position, int):
+        starts[f"character {position:,}"] = position
+    # The root's "excerpt" would be the document's start: it says nothing about where.
+    located = (v.pointer for v in error.violations if v.pointer)
+    pointers = list(dict.fromkeys(located))[:_FEEDBACK_EXCERPTS]
+    if pointers:
+        begin = _json_start(text)
+        owners = char_pointers(text[begin:])
+        first: dict[str, int] = {}
+        for index, owner in enumerate(owners):
+            first.setdefault(owner, begin + index)
+        for pointer in pointers:
+            found = first.get(pointer)
+            if found is None:  # a member's character, when the value itself starts elsewhere
+                found = next((i for o, i in first.items() if o.startswith(pointer + "/")), None)
+            if found is not None:
+                starts[Violation(pointer, "").shown().removesuffix(": ")] = found
+    out = []
+    for where, start in list(starts.items())[:_FEEDBACK_EXCERPTS]:
+        low = max(0, start - _EXCERPT_BEFORE)
+        high = min(len(text), low + _EXCERPT_CHARS)
+        excerpt = " ".join(text[low:high].split())
+        out.append((where, f"{'...' if low else ''}{excerpt}{'...' if high < len(text) else ''}"))
+    return out
+
+
+def _json_start(text: str) -> int:
+    """Where the JSON document starts in a reply (prose before it is the model's habit)."""
+    starts = [index for index in (text.find("{"), text.find("[")) if index >= 0]
+    return min(starts) if starts else 0
