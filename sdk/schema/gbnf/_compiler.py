@@ -1,0 +1,118 @@
+"""The conversion: one walk over the schema, dispatching each node to its rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sdk.schema.gbnf._arrays import ArrayRules
+from sdk.schema.gbnf._enums import EnumRules
+from sdk.schema.gbnf._keywords import ANNOTATIONS, CONTAINERS, HANDLED, TYPES, UNSUPPORTED
+from sdk.schema.gbnf._numbers import NumberRules
+from sdk.schema.gbnf._objects import ObjectRules
+from sdk.schema.gbnf._strings import StringRules
+from sdk.schema.gbnf._unions import UnionRules
+
+
+class Compiler(EnumRules, UnionRules, StringRules, NumberRules, ArrayRules, ObjectRules):
+    """One conversion: walks the schema once, collecting rules and problems."""
+
+    def compile(self) -> str:
+        self.pending.add("root")
+        expr = self.node(self.root, "", "root", frozenset())
+        if "root" in self.pending:
+            self.rules["root"] = expr
+            self.pending.discard("root")
+        return self.render()
+
+    def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
+        """A GBNF term (usable in a sequence) for the values `node` admits.
+
+        `guard` holds the `$ref` targets entered since the last consumed `{` or `[`: meeting
+        one again would be left recursion, which llama.cpp rejects.
+        """
+        if node is True:
+            return self.any_value()
+        if node is False:
+            return self.problem(pointer, "", "the schema `false` admits no value")
+        if not isinstance(node, dict):
+            return self.problem(pointer, "", "a schema must be an object or a boolean")
+        keys = self.check_keywords(node, pointer, enumerated="enum" in node or "const" in node)
+        if "enum" in keys or "const" in keys:
+            return self.enum(node, pointer, hint)
+        if "$ref" in keys:
+            for keyword in sorted(keys - {"$ref"}):
+                self.problem(pointer, keyword, f"`{keyword}` beside `$ref` needs an intersection")
+            return self.ref(node["$ref"], pointer, hint, guard)
+        if "allOf" in keys:
+            parts = node["allOf"]
+            if keys != {"allOf"} or not isinstance(parts, list) or len(parts) != 1:
+                return self.problem(pointer, "allOf", "`allOf` needs an intersection")
+            return self.node(parts[0], f"{pointer}/allOf/0", hint, guard)
+        for keyword in ("anyOf", "oneOf"):
+            if keyword in keys:
+                return self.union(node, keyword, keys, pointer, hint, guard)
+        types = self.types(node, pointer, keys)
+        if not types:
+            return '"?"'
+        terms = [
+            self.typed(node, kind, pointer, hint if len(types) == 1 else f"{hint}-{kind}")
+            for kind in types
+        ]
+        return self.alternatives(terms, hint)
+
+    def check_keywords(self, node: dict[str, Any], pointer: str, *, enumerated: bool) -> set[str]:
+        """The node's constraint keywords; unknown and unsupported ones are recorded.
+
+        Beside `enum`/`const` every known keyword is fine: the listed values are filtered
+        through it (see `filter_values`), which is exact.
+        """
+        keys: set[str] = set()
+        for keyword in node:
+            if keyword in ANNOTATIONS or keyword in CONTAINERS or keyword.startswith("x-"):
+                continue
+            if keyword in UNSUPPORTED and enumerated:
+                keys.add(keyword)
+            elif keyword in UNSUPPORTED:
+                self.problem(pointer, keyword, UNSUPPORTED[keyword])
+            elif keyword not in HANDLED:
+                self.problem(
+                    pointer,
+                    keyword,
+                    f"unknown keyword `{keyword}` (an annotation should start with `x-`)",
+                )
+            else:
+                keys.add(keyword)
+        return keys
+
+    def types(self, node: dict[str, Any], pointer: str, keys: set[str]) -> list[str]:
+        declared = node.get("type")
+        if declared is None:
+            if not keys:
+                return ["any"]
+            # Type-specific keywords without a type: every type, each with its own keywords.
+            return ["null", "boolean", "object", "array", "number", "string"]
+        names = declared if isinstance(declared, list) else [declared]
+        if not names or not all(isinstance(n, str) and n in TYPES for n in names):
+            self.problem(pointer, "type", f"invalid type {declared!r}")
+            return []
+        ordered = list(dict.fromkeys(names))
+        if "number" in ordered and "integer" in ordered:
+            ordered.remove("integer")  # every integer is a number
+        return ordered
+
+    def typed(self, node: dict[str, Any], kind: str, pointer: str, hint: str) -> str:
+        if kind == "any":
+            return self.any_value()
+        if kind == "null":
+            return self.shared("null")
+        if kind == "boolean":
+            return self.shared("boolean")
+        if kind == "string":
+            return self.string(node, pointer, hint)
+        if kind == "integer":
+            return self.integer(node, pointer, hint)
+        if kind == "number":
+            return self.number(node, pointer, hint)
+        if kind == "array":
+            return self.array(node, pointer, hint)
+        return self.object(node, pointer, hint)

@@ -1,0 +1,63 @@
+"""`enum` and `const`: the listed values that satisfy their sibling keywords, as literals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sdk.schema.gbnf._gbnf_text import literal
+from sdk.schema.gbnf._json_values import has_type, json_text
+from sdk.schema.gbnf._keywords import ANNOTATIONS, CONTAINERS
+from sdk.schema.gbnf._walker import SchemaWalker
+
+
+class EnumRules(SchemaWalker):
+    """Rules for `enum` and `const` nodes."""
+
+    def enum(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        source = "enum" if "enum" in node else "const"
+        values = node["enum"] if source == "enum" else [node["const"]]
+        if not isinstance(values, list) or not values:
+            return self.problem(pointer, source, "`enum` must be a non-empty list")
+        siblings = {
+            key: value
+            for key, value in node.items()
+            if key != source and key not in ANNOTATIONS and key not in CONTAINERS
+            if not key.startswith("x-")
+        }
+        if set(siblings) == {"type"} and isinstance(siblings["type"], str):
+            # The common case (`{"type": "string", "enum": [...]}`) needs no validator.
+            values = [v for v in values if has_type(v, siblings["type"])]
+        elif siblings:
+            kept = self.filter_values(values, siblings, pointer, source)
+            if kept is None:
+                return '"?"'
+            values = kept
+        try:
+            texts = list(dict.fromkeys(json_text(value) for value in values))
+        except ValueError as error:
+            return self.problem(pointer, source, str(error))
+        if not texts:
+            return self.problem(pointer, source, "no listed value satisfies the other keywords")
+        return self.alternatives([literal(text) for text in texts], hint)
+
+    def filter_values(
+        self, values: list[Any], siblings: dict[str, Any], pointer: str, source: str
+    ) -> list[Any] | None:
+        """The values that also satisfy the sibling keywords: exact, because finite."""
+        # The core's validator; imported here because only enum nodes with siblings need it.
+        import jsonschema
+        import referencing.exceptions
+
+        schema = dict(siblings)
+        for container in CONTAINERS:
+            if container in self.root and container not in schema:
+                schema[container] = self.root[container]
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+            validator = jsonschema.Draft202012Validator(
+                schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+            )
+            return [value for value in values if validator.is_valid(value)]
+        except (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable) as error:
+            self.problem(pointer, source, f"cannot check the values against the siblings: {error}")
+            return None

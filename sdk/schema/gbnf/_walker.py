@@ -1,0 +1,66 @@
+"""The base of the schema walk: the document, `$ref` lookup, counts, and the recursive step
+that the compiler defines (the type-specific rule mixins call it for subschemas)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from sdk.schema.gbnf._keywords import Whitespace
+from sdk.schema.gbnf._rules import RuleBook
+
+
+class SchemaWalker(RuleBook):
+    """A rule book over one schema document."""
+
+    def __init__(self, root: dict[str, Any], whitespace: Whitespace) -> None:
+        super().__init__(whitespace)
+        self.root = root
+        self.refs: dict[str, str] = {}  # JSON pointer of a $ref target -> its rule name
+
+    def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
+        """A GBNF term for the values `node` admits (defined by the compiler)."""
+        raise NotImplementedError
+
+    def any_value(self) -> str:
+        return self.shared("value")
+
+    def count(self, node: dict[str, Any], keyword: str, pointer: str) -> int:
+        """A lower count (`minLength`, `minItems`, ...): 0 when absent."""
+        return self.limit(node, keyword, pointer) or 0
+
+    def limit(self, node: dict[str, Any], keyword: str, pointer: str) -> int | None:
+        """An upper count (`maxLength`, `maxItems`, ...): None when absent."""
+        value = node.get(keyword)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, float) and value.is_integer() and value >= 0:
+            return int(value)
+        self.problem(pointer, keyword, f"`{keyword}` must be a non-negative integer")
+        return None
+
+    def resolve(self, pointer: str) -> Any:
+        current: Any = self.root
+        if not pointer:
+            return current
+        if not pointer.startswith("/"):
+            return None
+        for token in pointer[1:].split("/"):
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(current, dict) and token in current:
+                current = current[token]
+            elif isinstance(current, list) and token.isdigit() and int(token) < len(current):
+                current = current[int(token)]
+            else:
+                return None
+        return current
+
+    def deref(self, node: Any, depth: int) -> Any:
+        while isinstance(node, dict) and isinstance(node.get("$ref"), str) and depth < 32:
+            target = self.resolve(urllib.parse.unquote(node["$ref"][1:]))
+            if target is None:
+                return None
+            node, depth = target, depth + 1
+        return node
