@@ -1,7 +1,12 @@
 """Test helpers: does a GBNF grammar accept a text? Asked of llguidance, an independent recognizer.
 
-The grammar goes through llguidance's own GBNF-to-Lark conversion (`llguidance.gbnf_to_lark`),
-then its Rust parser decides. Text is fed as bytes through a byte-level vocabulary (one token per
+The grammar goes through a GBNF-to-Lark translation built on llguidance's GBNF parser
+(`llguidance.gbnf_to_lark.GrammarParser`), then its Rust parser decides. The translation is ours,
+not `llguidance.gbnf_to_lark.gbnf_to_lark`: that one turns every non-recursive rule into a lexeme,
+and llguidance's lexer backs up one byte only, so it rejects valid sentences (`start: "{" opt
+"}"`, `opt: ("," WS r)? AFTER`, `r: "L"`, `AFTER: WS "," WS "F"`, `WS: " "?` rejects `{, L, F}`).
+Here every rule stays a parser rule and every literal is split into one-character lexemes, so
+no lexeme is a prefix of another and the lexer never has to back up: the Earley parser decides. Text is fed as bytes through a byte-level vocabulary (one token per
 byte value plus an end-of-sequence token), so acceptance is a property of the bytes alone and no
 model tokenizer is involved.
 
@@ -16,10 +21,19 @@ matcher then stays in its error state); `is_accepting()` -> the grammar may end 
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import llguidance
-from llguidance.gbnf_to_lark import gbnf_to_lark
+from llguidance.gbnf_to_lark import (
+    ASTNode,
+    GrammarParser,
+    LiteralNode,
+    Position,
+    RuleRefNode,
+    SequenceNode,
+)
 
 __all__ = ["grammar_accepts", "grammar_accepts_prefix", "lark_of"]
 
@@ -43,9 +57,50 @@ def _tokenizer() -> Any:
     return llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
 
 
+class _CharLiteralParser(GrammarParser):  # type: ignore[misc]
+    """llguidance's GBNF parser, with each literal read as a sequence of one-character literals."""
+
+    def _parse_literal(self, pos: Position) -> tuple[ASTNode, Position]:
+        if pos.current() != '"':
+            return super()._parse_literal(pos)
+        pos = pos.advance()
+        chars: list[ASTNode] = []
+        while True:
+            char, pos = self._parse_char(pos)
+            if char == '"':
+                break
+            chars.append(LiteralNode(char))
+        return SequenceNode(chars) if len(chars) != 1 else chars[0], pos
+
+
+def _descendants(node: ASTNode) -> Iterator[ASTNode]:
+    for child in node.children():
+        yield child
+        yield from _descendants(child)
+
+
 def lark_of(gbnf: str) -> str:
-    """llguidance's Lark translation of a GBNF grammar (raises if it cannot translate)."""
-    return str(gbnf_to_lark(gbnf))
+    """A Lark translation of a GBNF grammar for llguidance: parser rules only (see above)."""
+    rules = _CharLiteralParser().parse(gbnf)
+    if "root" not in rules:
+        raise ValueError("no `root` rule")
+    names: dict[str, str] = {}
+    for name in rules:
+        lark_name = "start" if name == "root" else "r_" + re.sub(r"[^a-z0-9]", "_", name.lower())
+        while lark_name in names.values():
+            lark_name += "_"
+        names[name] = lark_name
+    for rule in rules.values():
+        rule.alternatives = rule.alternatives.simplify()
+        for node in _descendants(rule):
+            if isinstance(node, RuleRefNode):
+                if node.name not in rules:
+                    raise ValueError(f"rule {node.name!r} is not defined")
+                node.target = rules[node.name]
+    for name, rule in rules.items():
+        rule.name = names[name]
+    body = "\n".join(str(rule) for rule in rules.values())
+    return "%llguidance {}\n\n" + body + "\n"
 
 
 @functools.lru_cache(maxsize=256)

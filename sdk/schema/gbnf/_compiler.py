@@ -6,7 +6,8 @@ from typing import Any
 
 from sdk.schema.gbnf._arrays import ArrayRules
 from sdk.schema.gbnf._enums import EnumRules
-from sdk.schema.gbnf._keywords import ANNOTATIONS, CONTAINERS, HANDLED, TYPES, UNSUPPORTED
+from sdk.schema.gbnf._keywords import HANDLED, TYPES, UNSUPPORTED
+from sdk.schema.gbnf._merge import Unmergeable, flatten, intersect_all
 from sdk.schema.gbnf._numbers import NumberRules
 from sdk.schema.gbnf._objects import ObjectRules
 from sdk.schema.gbnf._strings import StringRules
@@ -40,14 +41,17 @@ class Compiler(EnumRules, UnionRules, StringRules, NumberRules, ArrayRules, Obje
         if "enum" in keys or "const" in keys:
             return self.enum(node, pointer, hint)
         if "$ref" in keys:
-            for keyword in sorted(keys - {"$ref"}):
-                self.problem(pointer, keyword, f"`{keyword}` beside `$ref` needs an intersection")
-            return self.ref(node["$ref"], pointer, hint, guard)
+            if keys == {"$ref"}:
+                return self.ref(node["$ref"], pointer, hint, guard)
+            return self.ref_beside(node, keys, pointer, hint, guard)
         if "allOf" in keys:
-            parts = node["allOf"]
-            if keys != {"allOf"} or not isinstance(parts, list) or len(parts) != 1:
-                return self.problem(pointer, "allOf", "`allOf` needs an intersection")
-            return self.node(parts[0], f"{pointer}/allOf/0", hint, guard)
+            try:
+                merged = intersect_all(flatten({key: node[key] for key in keys}))
+            except Unmergeable as error:
+                return self.problem(pointer, error.keyword or "allOf", error.reason)
+            if merged is False:
+                return self.problem(pointer, "allOf", "no value satisfies every `allOf` member")
+            return self.node(merged, pointer, hint, guard)
         for keyword in ("anyOf", "oneOf"):
             if keyword in keys:
                 return self.union(node, keyword, keys, pointer, hint, guard)
@@ -61,27 +65,26 @@ class Compiler(EnumRules, UnionRules, StringRules, NumberRules, ArrayRules, Obje
         return self.alternatives(terms, hint)
 
     def check_keywords(self, node: dict[str, Any], pointer: str, *, enumerated: bool) -> set[str]:
-        """The node's constraint keywords; unknown and unsupported ones are recorded.
+        """The node's constraint keywords; unsupported ones are recorded, unknown ones ignored.
 
         Beside `enum`/`const` every known keyword is fine: the listed values are filtered
         through it (see `filter_values`), which is exact.
         """
         keys: set[str] = set()
         for keyword in node:
-            if keyword in ANNOTATIONS or keyword in CONTAINERS or keyword.startswith("x-"):
-                continue
+            base = node[keyword] if keyword in ("$id", "id") and pointer else None
+            if isinstance(base, str) and not base.startswith("#"):
+                self.bases.append(pointer)  # `$ref`s below resolve against another document
             if keyword in UNSUPPORTED and enumerated:
                 keys.add(keyword)
             elif keyword in UNSUPPORTED:
                 self.problem(pointer, keyword, UNSUPPORTED[keyword])
-            elif keyword not in HANDLED:
-                self.problem(
-                    pointer,
-                    keyword,
-                    f"unknown keyword `{keyword}` (an annotation should start with `x-`)",
-                )
-            else:
+            elif keyword in HANDLED:
                 keys.add(keyword)
+        if isinstance(node.get("required"), bool):
+            self.problem(pointer, "required", "draft 3's boolean `required` is not supported")
+        if not pointer and isinstance(node.get("$schema"), str) and "draft-03" in node["$schema"]:
+            self.problem(pointer, "$schema", "draft 3 schemas are not supported")
         return keys
 
     def types(self, node: dict[str, Any], pointer: str, keys: set[str]) -> list[str]:

@@ -17,7 +17,8 @@ MAX_EXPONENT_DIGITS = 3  # enough for any double
 # 2000), so larger bounds are split into blocks: see `RuleBook.repeat`.
 MAX_REPEAT = 2000
 
-# Keywords that never constrain a value: ignored.
+# Keywords that never constrain a value: ignored. So is every keyword outside `HANDLED` and
+# `UNSUPPORTED` (JSON Schema ignores unknown keywords: `id`, `self`, `_format`, `example`...).
 ANNOTATIONS = frozenset(
     {
         "$anchor", "$comment", "$dynamicAnchor", "$id", "$schema", "$vocabulary",
@@ -33,7 +34,7 @@ HANDLED = frozenset(
         "type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf",
         "properties", "required", "additionalProperties", "unevaluatedProperties",
         "minProperties", "maxProperties",
-        "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
+        "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
         "minLength", "maxLength", "pattern", "format",
         "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     }
@@ -56,6 +57,10 @@ UNSUPPORTED = {
     "unevaluatedItems": "unevaluated items are not supported",
     "$dynamicRef": "dynamic references are not supported",
     "$recursiveRef": "recursive references (draft 2019-09) are not supported",
+    # Draft 3 assertions: refused rather than ignored, since a draft-3 validator applies them.
+    "extends": "draft 3's `extends` is not supported (use `allOf`)",
+    "disallow": "draft 3's `disallow` is not supported",
+    "divisibleBy": "draft 3's `divisibleBy` is not supported",
 }
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 

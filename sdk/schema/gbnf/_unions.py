@@ -2,25 +2,72 @@
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from typing import Any
 
 from sdk.schema.gbnf._gbnf_text import slug
 from sdk.schema.gbnf._json_values import json_kind
+from sdk.schema.gbnf._merge import Unmergeable, intersect, value_key
 from sdk.schema.gbnf._walker import SchemaWalker
 
 
 class UnionRules(SchemaWalker):
     """Rules for references and unions."""
 
-    def ref(self, ref: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
+    def target(self, ref: Any, pointer: str) -> tuple[str, Any] | None:
+        """(pointer, subschema) of a local `$ref`; None after a recorded problem."""
         if not isinstance(ref, str) or not ref.startswith("#"):
-            return self.problem(pointer, "$ref", f"only local references are supported: {ref!r}")
+            self.problem(pointer, "$ref", f"only local references are supported: {ref!r}")
+            return None
+        if any(pointer == base or pointer.startswith(base + "/") for base in self.bases):
+            self.problem(pointer, "$ref", "a `$ref` below a subschema with its own `$id`")
+            return None
         target_pointer = urllib.parse.unquote(ref[1:])
         target = self.resolve(target_pointer)
         if target is None:
-            return self.problem(pointer, "$ref", f"cannot resolve {ref!r}")
+            self.problem(pointer, "$ref", f"cannot resolve {ref!r}")
+            return None
+        return target_pointer, target
+
+    def ref_beside(
+        self, node: dict[str, Any], keys: set[str], pointer: str, hint: str, guard: frozenset[str]
+    ) -> str:
+        """`$ref` with constraint keywords beside it: the intersection of its target and them,
+        one rule per (target, keywords), so a recursive schema stays finite."""
+        found = self.target(node["$ref"], pointer)
+        if found is None:
+            return '"?"'
+        target_pointer, target = found
+        siblings = {key: node[key] for key in keys if key != "$ref"}
+        key = f"{target_pointer} & {value_key(siblings)}"
+        if key in guard:
+            return self.problem(
+                pointer, "$ref", f"{node['$ref']!r} reaches itself without reading input"
+            )
+        name = self.refs.get(key)
+        if name is not None:
+            return name
+        try:
+            merged = intersect(target, siblings)
+        except Unmergeable as error:
+            return self.problem(pointer, error.keyword or "$ref", error.reason)
+        if merged is False:
+            return self.problem(pointer, "$ref", "no value satisfies the target and its siblings")
+        last = target_pointer.rsplit("/", 1)[-1]
+        name = self.unique(slug(last) if target_pointer else "document")
+        self.refs[key] = name
+        self.pending.add(name)
+        expr = self.node(merged, target_pointer, name, guard | {key})
+        if name in self.pending:
+            self.pending.discard(name)
+            self.rules[name] = expr
+        return name
+
+    def ref(self, ref: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
+        found = self.target(ref, pointer)
+        if found is None:
+            return '"?"'
+        target_pointer, target = found
         if target_pointer in guard:
             return self.problem(
                 pointer, "$ref", f"{ref!r} reaches itself without reading input (left recursion)"
@@ -47,11 +94,19 @@ class UnionRules(SchemaWalker):
         hint: str,
         guard: frozenset[str],
     ) -> str:
-        for other in sorted(keys - {keyword}):
-            self.problem(pointer, other, f"`{other}` beside `{keyword}` needs an intersection")
         options = node[keyword]
         if not isinstance(options, list) or not options:
             return self.problem(pointer, keyword, f"`{keyword}` must be a non-empty list")
+        siblings = {key: node[key] for key in keys if key != keyword}
+        if siblings:
+            # (S and anyOf [A, B]) is anyOf [S and A, S and B]; the same for oneOf.
+            try:
+                options = [intersect(siblings, option) for option in options]
+            except Unmergeable as error:
+                return self.problem(pointer, error.keyword or keyword, error.reason)
+            options = [option for option in options if option is not False]
+            if not options:
+                return self.problem(pointer, keyword, "no branch satisfies the keywords beside")
         if keyword == "oneOf" and not self.disjoint(options):
             self.problem(
                 pointer,
@@ -68,23 +123,47 @@ class UnionRules(SchemaWalker):
         return self.alternatives(terms, hint)
 
     def disjoint(self, options: list[Any]) -> bool:
-        """Whether no value can match two of the options (so oneOf == anyOf)."""
-        kinds = [self.kinds(option, 0) for option in options]
-        if all(k is not None for k in kinds):
-            seen: set[str] = set()
-            for kind in kinds:
-                assert kind is not None
-                if kind & seen:
-                    break
-                seen |= kind
-            else:
+        """Whether no value can match two of the options (so oneOf == anyOf): every pair is
+        proven disjoint (see `pair_disjoint`)."""
+        if len(options) > MAX_PAIRWISE:
+            return False
+        return all(
+            self.pair_disjoint(options[i], options[j], 0)
+            for i in range(len(options))
+            for j in range(i + 1, len(options))
+        )
+
+    def pair_disjoint(self, a: Any, b: Any, depth: int) -> bool:
+        """Proven: no value matches both. By JSON type, by constant values, or, for objects,
+        by a property both require with disjoint schemas, or one requires and the other
+        forbids. Reading through `$ref` ignores keywords beside it: they only narrow."""
+        kinds_a, kinds_b = self.kinds(a, 0), self.kinds(b, 0)
+        if kinds_a is not None and kinds_b is not None and not kinds_a & kinds_b:
+            return True
+        constants_a, constants_b = self.constants(a), self.constants(b)
+        known = constants_a is not None and constants_b is not None
+        if known and not {*(constants_a or ())} & {*(constants_b or ())}:
+            return True
+        return self.disjoint_objects(a, b, kinds_a, kinds_b, depth)
+
+    def disjoint_objects(
+        self, a: Any, b: Any, kinds_a: set[str] | None, kinds_b: set[str] | None, depth: int
+    ) -> bool:
+        """Objects only (in what both admit), told apart by one property."""
+        if not (kinds_a or _ALL_KINDS) & (kinds_b or _ALL_KINDS) <= {"object"} or depth >= 4:
+            return False
+        object_a, object_b = self.deref(a, 0), self.deref(b, 0)
+        if not isinstance(object_a, dict) or not isinstance(object_b, dict):
+            return False
+        required_a, required_b = _required(object_a), _required(object_b)
+        properties_a, properties_b = _properties(object_a), _properties(object_b)
+        for name in required_a & required_b:
+            both = name in properties_a and name in properties_b
+            if both and self.pair_disjoint(properties_a[name], properties_b[name], depth + 1):
                 return True
-        constants = [self.constants(option) for option in options]
-        if all(c is not None for c in constants):
-            flat = [text for group in constants if group is not None for text in group]
-            if len(flat) == len(set(flat)):
-                return True
-        return self.discriminated(options)
+        return any(_forbids(object_b, name) for name in required_a) or any(
+            _forbids(object_a, name) for name in required_b
+        )
 
     def kinds(self, node: Any, depth: int) -> set[str] | None:
         """The JSON types a node can produce (integer counted as number), None if unknown."""
@@ -120,20 +199,32 @@ class UnionRules(SchemaWalker):
         else:
             return None
         try:
-            return [json.dumps(v, sort_keys=True) for v in values]
+            return [value_key(v) for v in values]
         except (TypeError, ValueError):
             return None
 
-    def discriminated(self, options: list[Any]) -> bool:
-        """All options are objects sharing a required property with disjoint constant values."""
-        objects = [self.deref(option, 0) for option in options]
-        if not all(isinstance(o, dict) and isinstance(o.get("properties"), dict) for o in objects):
-            return False
-        shared = set.intersection(*(set(o.get("required", [])) for o in objects))
-        for name in sorted(shared):
-            groups = [self.constants(o["properties"].get(name)) for o in objects]
-            if all(g is not None for g in groups):
-                flat = [text for group in groups if group is not None for text in group]
-                if len(flat) == len(set(flat)):
-                    return True
+
+_ALL_KINDS = frozenset({"null", "boolean", "object", "array", "number", "string"})
+MAX_PAIRWISE = 128  # a `oneOf` with more branches is refused rather than checked pair by pair
+
+
+def _required(node: dict[str, Any]) -> set[str]:
+    required = node.get("required", [])
+    if not isinstance(required, list):
+        return set()
+    return {name for name in required if isinstance(name, str)}
+
+
+def _properties(node: dict[str, Any]) -> dict[str, Any]:
+    properties = node.get("properties", {})
+    return properties if isinstance(properties, dict) else {}
+
+
+def _forbids(node: dict[str, Any], name: str) -> bool:
+    """Whether an object schema forbids a property called `name`."""
+    properties = _properties(node)
+    if name in properties:
+        return properties[name] is False
+    if node.get("patternProperties"):
         return False
+    return node.get("additionalProperties", True) is False

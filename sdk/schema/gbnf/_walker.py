@@ -17,6 +17,7 @@ class SchemaWalker(RuleBook):
         super().__init__(whitespace)
         self.root = root
         self.refs: dict[str, str] = {}  # JSON pointer of a $ref target -> its rule name
+        self.bases: list[str] = []  # pointers of subschemas with their own `$id`/`id`
 
     def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
         """A GBNF term for the values `node` admits (defined by the compiler)."""

@@ -1,0 +1,415 @@
+"""GBNF converters against JSONSchemaBench's maskbench: schemas passing, invalid instances accepted.
+
+    .venv/bin/python bench/gbnf_maskbench.py /tmp/maskbench/maskbench-sample
+    .venv/bin/python bench/gbnf_maskbench.py DIR --limit 300 --causes     # refusal causes
+    .venv/bin/python bench/gbnf_maskbench.py DIR --write                  # row in RESULTS.md
+
+Each corpus file is a JSON object with `schema` and `tests` (instances with `data` and `valid`).
+A converter passes a schema when it converts it and classifies every instance right (a schema
+without instances passes when it converts); what must stay zero is invalid instances accepted.
+
+Converters, in the same run on the same files: `sdk.schema.gbnf.to_gbnf` and, as the baseline,
+llama.cpp's own Python converter (`llama_cpp.llama_grammar.json_schema_to_gbnf`) when
+llama-cpp-python is installed. A grammar's verdict on an instance comes from llama.cpp's own
+grammar engine (`tests.grammar_support.llama_accepts`, the sampler llama.cpp decodes with) and,
+with `--engine both`, from llguidance as well (`grammar_accepts`): an instance counts as accepted
+only when every engine asked accepts it, and a disagreement between engines is counted apart.
+
+How an instance is written: compact JSON, numbers as in the file (a float positionally where
+that fits the converter's digit caps), strings with raw characters; object keys in the order
+the schema declares them (the converters keep declared order, like llguidance's maskbench).
+The reordering never changes whether an instance is valid (JSON Schema ignores key order), so
+it cannot hide an invalid instance accepted.
+
+Conversion time is wall time per schema (`time.perf_counter`); a schema that takes longer
+than `--timeout` seconds is stopped and counted as failing. The machine is shared: times are
+an upper bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path[:0] = [str(ROOT)]
+
+import jsonschema  # noqa: E402
+
+from sdk.schema.gbnf import UnsupportedSchema, to_gbnf  # noqa: E402
+
+RESULTS = BENCH / "RESULTS.md"
+
+
+class _Timeout(Exception):
+    """A conversion ran past the time limit."""
+
+
+@dataclass
+class Tally:
+    """One converter's figures over the corpus."""
+
+    name: str
+    schemas: int = 0
+    converted: int = 0
+    passing: int = 0
+    invalid_accepted: int = 0
+    schemas_with_invalid_accepted: int = 0
+    valid_rejected: int = 0
+    engine_disagreements: int = 0
+    timeouts: int = 0
+    times: list[float] = field(default_factory=list)
+    causes: collections.Counter[str] = field(default_factory=collections.Counter)
+    examples: dict[str, list[str]] = field(default_factory=lambda: collections.defaultdict(list))
+    slowest: list[tuple[float, str, int]] = field(default_factory=list)
+
+    def row(self) -> str:
+        times = sorted(self.times)
+        p95 = times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)] if times else 0.0
+        return (
+            f"| {self.name} | {self.passing:,} of {self.schemas:,} | {self.invalid_accepted:,}"
+            f" (in {self.schemas_with_invalid_accepted:,} schemas) | {self.converted:,} |"
+            f" {self.valid_rejected:,} | {max(times, default=0.0):.2f} s | {p95 * 1000:.1f} ms |"
+            f" {self.timeouts} | {self.engine_disagreements} |"
+        )
+
+
+HEADER = (
+    "| converter | schemas passing | invalid instances accepted | converted |"
+    " valid instances rejected | time max | time p95 | over limit | engines disagree |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def corpus(directory: Path, limit: int | None, only: str | None) -> Iterator[Path]:
+    files = sorted(directory.glob("*.json"))
+    if only:
+        files = [f for f in files if only in f.name]
+    yield from files[:limit] if limit else files
+
+
+# --- writing an instance ------------------------------------------------------------------
+
+
+def positional(number: float) -> str:
+    """A float without exponent when it fits 19 integer and 20 fraction digits, else repr."""
+    if not math.isfinite(number):
+        return json.dumps(number)  # NaN/Infinity: not JSON, rejected by every grammar
+    if number == 0:
+        return "-0.0" if math.copysign(1, number) < 0 else "0.0"
+    text = format(Decimal(repr(number)), "f")
+    whole, _, fraction = text.lstrip("-").partition(".")
+    if len(whole) <= 19 and len(fraction) <= 20:
+        return text if "." in text else text + ".0"
+    return repr(number)
+
+
+def render(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{render(k)}:{render(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(render(item) for item in value) + "]"
+    if isinstance(value, float):
+        return positional(value)
+    if isinstance(value, str):
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate: only its escape is JSON
+            return json.dumps(value)
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value)
+
+
+class Orderer:
+    """Puts an instance's keys in the order the schema declares them (recursively)."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        try:
+            cls = jsonschema.validators.validator_for(root, jsonschema.Draft202012Validator)
+            self.validator: Any = cls(root)
+        except Exception:  # an unusable schema: keep the keys as they are
+            self.validator = None
+
+    def deref(self, node: Any) -> Any:
+        for _ in range(32):
+            if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
+                return node
+            ref = node["$ref"]
+            if not ref.startswith("#"):
+                return node
+            target: Any = self.root
+            for token in [t for t in ref[1:].split("/") if t]:
+                token = token.replace("~1", "/").replace("~0", "~")
+                if isinstance(target, dict) and token in target:
+                    target = target[token]
+                elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+                    target = target[int(token)]
+                else:
+                    return node
+            node = target
+        return node
+
+    def valid(self, node: Any, value: Any) -> bool:
+        if self.validator is None:
+            return False
+        try:
+            return bool(self.validator.evolve(schema=node).is_valid(value))
+        except Exception:
+            return False
+
+    def members(self, node: Any, value: Any, depth: int = 0) -> list[Any]:
+        """The subschemas whose `properties`/`items` apply to `value`: the node itself, its
+        `$ref` target, `allOf` members, and the first `anyOf`/`oneOf` branch that matches."""
+        node = self.deref(node)
+        if not isinstance(node, dict) or depth > 16:
+            return []
+        out = [node]
+        for member in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+            out += self.members(member, value, depth + 1)
+        if "$ref" in node and self.deref({"$ref": node["$ref"]}) is not node:
+            out += self.members({"$ref": node["$ref"]}, value, depth + 1)
+        for keyword in ("anyOf", "oneOf"):
+            options = node.get(keyword)
+            if isinstance(options, list):
+                for option in options:
+                    if self.valid(option, value):
+                        out += self.members(option, value, depth + 1)
+                        break
+        return out
+
+    def order(self, node: Any, value: Any, depth: int = 0) -> Any:
+        if depth > 200 or not isinstance(value, dict | list):
+            return value
+        members = self.members(node, value)
+        if isinstance(value, list):
+            ordered = []
+            for index, item in enumerate(value):
+                sub: Any = True
+                for member in members:
+                    prefix = member.get("prefixItems")
+                    if isinstance(prefix, list) and index < len(prefix):
+                        sub = prefix[index]
+                        break
+                    if isinstance(member.get("items"), dict):
+                        sub = member["items"]
+                        break
+                ordered.append(self.order(sub, item, depth + 1))
+            return ordered
+        declared: dict[str, Any] = {}
+        for member in members:
+            properties = member.get("properties")
+            if isinstance(properties, dict):
+                for name, sub in properties.items():
+                    declared.setdefault(name, sub)
+        result = {}
+        for name, sub in declared.items():
+            if name in value:
+                result[name] = self.order(sub, value[name], depth + 1)
+        for name, item in value.items():
+            if name not in result:
+                extra: Any = True
+                for member in members:
+                    if isinstance(member.get("additionalProperties"), dict):
+                        extra = member["additionalProperties"]
+                        break
+                result[name] = self.order(extra, item, depth + 1)
+        return result
+
+
+# --- engines --------------------------------------------------------------------------------
+
+
+def engines(choice: str) -> list[tuple[str, Callable[[str, str], bool]]]:
+    sys.path.insert(0, str(ROOT))
+    from tests import grammar_support
+
+    out: list[tuple[str, Callable[[str, str], bool]]] = []
+    if choice in ("llama.cpp", "both"):
+        out.append(("llama.cpp", grammar_support.llama_accepts))
+    if choice in ("llguidance", "both"):
+        out.append(("llguidance", grammar_support.grammar_accepts))
+    return out
+
+
+def baseline_converter() -> Callable[[dict[str, Any]], str] | None:
+    try:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+    except ImportError:
+        return None
+
+    def convert(schema: dict[str, Any]) -> str:
+        return str(json_schema_to_gbnf(json.dumps(schema)))
+
+    return convert
+
+
+def ours(schema: dict[str, Any]) -> str:
+    return to_gbnf(schema)
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Timeout
+
+
+def cause_of(error: BaseException) -> list[str]:
+    if isinstance(error, UnsupportedSchema):
+        found = []
+        for problem in error.problems:
+            reason = problem.reason
+            if reason.startswith("unknown keyword"):
+                reason = "unknown keyword"
+            elif reason.startswith("format "):
+                reason = reason.split(" (supported")[0]
+            elif reason.startswith("pattern not expressible"):
+                reason = "pattern: " + reason.split(": ", 2)[-1][:60]
+            found.append(f"{problem.keyword}: {reason}"[:110])
+        return sorted(set(found))
+    return [f"{type(error).__name__}: {str(error)[:80]}"]
+
+
+def run_one(
+    tally: Tally,
+    convert: Callable[[dict[str, Any]], str],
+    path: Path,
+    doc: dict[str, Any],
+    checks: list[tuple[str, Callable[[str, str], bool]]],
+    timeout: float,
+) -> None:
+    schema, tests = doc["schema"], doc.get("tests", [])
+    tally.schemas += 1
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    start = time.perf_counter()
+    try:
+        grammar = convert(schema)
+    except _Timeout:
+        tally.timeouts += 1
+        tally.causes["over the time limit"] += 1
+        tally.times.append(time.perf_counter() - start)
+        return
+    except Exception as error:  # a refusal (ours) or a crash (either)
+        tally.times.append(time.perf_counter() - start)
+        for cause in cause_of(error):
+            tally.causes[cause] += 1
+            if len(tally.examples[cause]) < 5:
+                tally.examples[cause].append(path.name)
+        return
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    elapsed = time.perf_counter() - start
+    tally.times.append(elapsed)
+    tally.slowest = sorted([*tally.slowest, (elapsed, path.name, len(json.dumps(schema)))])[-5:]
+    tally.converted += 1
+    orderer = Orderer(schema)
+    ok = True
+    invalid_accepted = 0
+    for test in tests:
+        data = test["data"]
+        text = render(orderer.order(schema, data) if test["valid"] else data)
+        verdicts = []
+        for _, accepts in checks:
+            try:
+                verdicts.append(bool(accepts(grammar, text)))
+            except Exception:  # the engine refuses the grammar itself
+                verdicts.append(False)
+        if len(set(verdicts)) > 1:
+            tally.engine_disagreements += 1
+            if len(tally.examples["engines disagree"]) < 10:
+                tally.examples["engines disagree"].append(path.name)
+        accepted = all(verdicts)
+        if accepted != test["valid"]:
+            ok = False
+            if accepted:
+                invalid_accepted += 1
+            else:
+                tally.valid_rejected += 1
+                if len(tally.examples["valid rejected"]) < 20:
+                    tally.examples["valid rejected"].append(path.name)
+    if invalid_accepted:
+        tally.invalid_accepted += invalid_accepted
+        tally.schemas_with_invalid_accepted += 1
+        if len(tally.examples["invalid accepted"]) < 20:
+            tally.examples["invalid accepted"].append(path.name)
+    if ok:
+        tally.passing += 1
+    else:
+        tally.causes["misclassified an instance"] += 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", type=Path, help="the extracted maskbench directory")
+    parser.add_argument("--limit", type=int, help="only the first N files (sorted by name)")
+    parser.add_argument("--only", help="only files whose name contains this")
+    parser.add_argument("--engine", choices=["llama.cpp", "llguidance", "both"], default="both")
+    parser.add_argument("--no-baseline", action="store_true", help="skip llama.cpp's converter")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per conversion")
+    parser.add_argument("--causes", action="store_true", help="print refusal causes")
+    parser.add_argument("--write", action="store_true", help="record the table in RESULTS.md")
+    args = parser.parse_args()
+
+    checks = engines(args.engine)
+    converters: list[tuple[str, Callable[[dict[str, Any]], str]]] = [("sdk.schema.gbnf", ours)]
+    baseline = None if args.no_baseline else baseline_converter()
+    if baseline is not None:
+        converters.append(("llama.cpp's converter", baseline))
+    tallies = [Tally(name) for name, _ in converters]
+    signal.signal(signal.SIGALRM, _alarm)
+    started = time.perf_counter()
+    for count, path in enumerate(corpus(args.corpus, args.limit, args.only), 1):
+        doc = json.loads(path.read_text())
+        for tally, (_, convert) in zip(tallies, converters, strict=True):
+            run_one(tally, convert, path, doc, checks, args.timeout)
+        if count % 500 == 0:
+            print(f"... {count} files, {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    engines_used = " and ".join(name for name, _ in checks)
+    lines = [
+        f"Corpus: {args.corpus} ({tallies[0].schemas:,} schemas); verdicts from {engines_used}.",
+        "",
+        HEADER,
+        *(tally.row() for tally in tallies),
+    ]
+    print("\n".join(lines))
+    for tally in tallies:
+        print(f"\n{tally.name}: slowest {tally.slowest}")
+        if args.causes:
+            print(f"{tally.name}: failure causes (a schema may have several)")
+            for cause, number in tally.causes.most_common(40):
+                print(f"  {number:6}  {cause}   e.g. {' '.join(tally.examples[cause][:3])}")
+            for key in ("valid rejected", "invalid accepted", "engines disagree"):
+                print(f"  {key}: {' '.join(tally.examples[key])}")
+    if args.write:
+        write_results(lines, tallies)
+
+
+def write_results(lines: list[str], tallies: list[Tally]) -> None:
+    """Replace the maskbench section of RESULTS.md (or append it)."""
+    title = "## GBNF converters on maskbench (bench/gbnf_maskbench.py)"
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    section = "\n".join([title, "", f"Written on {stamp}.", "", *lines, ""])
+    text = RESULTS.read_text()
+    if title in text:
+        before, _, after = text.partition(title)
+        rest = after.split("\n## ", 1)
+        text = before + section + ("\n## " + rest[1] if len(rest) > 1 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    RESULTS.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

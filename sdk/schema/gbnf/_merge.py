@@ -1,0 +1,199 @@
+"""Intersection of two subschemas (`allOf`, keywords beside `$ref`/`anyOf`/`oneOf`), exactly or
+not at all.
+
+`intersect(a, b)` returns one schema admitting exactly the values both admit, or raises
+`Unmergeable` naming the keyword it cannot intersect (two different `pattern`s, say). It works
+keyword by keyword and never reads a `$ref`: a reference on one side is kept as the result's
+`$ref` (the compiler then intersects its target with the rest, once per target and rest, so a
+recursive schema stays finite); references on both sides become `$ref` plus `allOf: [{"$ref"}]`.
+`False` is the schema no value satisfies (an empty type set, disjoint `enum`s...).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sdk.schema.gbnf._json_values import json_kind
+
+_LOWER = frozenset({"minimum", "minLength", "minItems", "minProperties", "minContains"})
+_UPPER = frozenset({"maximum", "maxLength", "maxItems", "maxProperties", "maxContains"})
+# At most this many branches from intersecting two unions (a cross product).
+MAX_BRANCHES = 256
+
+
+class Unmergeable(Exception):
+    """Two subschemas whose intersection this converter cannot write as one schema."""
+
+    def __init__(self, keyword: str, reason: str) -> None:
+        super().__init__(reason)
+        self.keyword = keyword
+        self.reason = reason
+
+
+def value_key(value: Any) -> str:
+    """A key equal for two JSON values JSON Schema calls equal (1 and 1.0 included)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{value_key(v)}" for k, v in sorted(value.items()))
+    if isinstance(value, list):
+        return "[" + ",".join(value_key(item) for item in value)
+    return json_kind(value)[0] + json.dumps(value)
+
+
+def flatten(node: Any) -> list[Any]:
+    """`node` as a list of `allOf`-free members whose intersection it is."""
+    if not isinstance(node, dict) or "allOf" not in node:
+        return [node]
+    members = node["allOf"]
+    if not isinstance(members, list) or not members:
+        raise Unmergeable("allOf", "`allOf` must be a non-empty list")
+    rest = {key: value for key, value in node.items() if key != "allOf"}
+    out = flatten(rest) if rest else []
+    for member in members:
+        out += flatten(member)
+    return out
+
+
+def intersect_all(members: list[Any]) -> Any:
+    result: Any = True
+    for member in members:
+        result = intersect(result, member)
+        if result is False:
+            return False
+    return result
+
+
+def intersect(a: Any, b: Any) -> Any:
+    if a is True or b is False:
+        return b
+    if b is True or a is False:
+        return a
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        raise Unmergeable("", "a schema must be an object or a boolean")
+    if "allOf" in a or "allOf" in b:
+        return intersect_all(flatten(a) + flatten(b))
+    out: dict[str, Any] = {}
+    for key in [*a, *(k for k in b if k not in a)]:
+        if key not in b:
+            out[key] = a[key]
+        elif key not in a:
+            out[key] = b[key]
+        elif value_key(a[key]) == value_key(b[key]):
+            out[key] = a[key]
+        else:
+            merged = _merge_keyword(key, a[key], b[key], out)
+            if merged is False and key not in ("properties", "additionalProperties", "items"):
+                return False
+            if merged is not _DROP:
+                out[key] = merged
+    if not _objects(a, b, out):
+        return False
+    return out
+
+
+_DROP = object()
+
+
+def _merge_keyword(key: str, x: Any, y: Any, out: dict[str, Any]) -> Any:
+    if key == "type":
+        return _types(x, y)
+    if key in _LOWER or key in _UPPER or key in ("exclusiveMinimum", "exclusiveMaximum"):
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (x, y)):
+            raise Unmergeable(key, f"two different `{key}`s")
+        return max(x, y) if key in _LOWER or key == "exclusiveMinimum" else min(x, y)
+    if key == "required":
+        if not isinstance(x, list) or not isinstance(y, list):
+            raise Unmergeable(key, "`required` must be a list")
+        return list(dict.fromkeys([*x, *y]))
+    if key == "enum":
+        if not isinstance(x, list) or not isinstance(y, list):
+            raise Unmergeable(key, "`enum` must be a list")
+        keys = {value_key(v) for v in y}
+        kept = [v for v in x if value_key(v) in keys]
+        return kept or False
+    if key == "const":
+        return False  # two different constants: no value
+    if key == "uniqueItems":
+        return bool(x) or bool(y)
+    if key in ("additionalProperties", "items", "unevaluatedProperties"):
+        if isinstance(x, list) or isinstance(y, list):
+            raise Unmergeable(key, f"two different `{key}` lists")
+        return intersect(x, y)
+    if key == "properties":
+        if not isinstance(x, dict) or not isinstance(y, dict):
+            raise Unmergeable(key, "`properties` must be an object")
+        names = [*x, *(name for name in y if name not in x)]
+        return {name: intersect(x.get(name, True), y.get(name, True)) for name in names}
+    if key in ("anyOf", "oneOf"):
+        if not isinstance(x, list) or not isinstance(y, list):
+            raise Unmergeable(key, f"`{key}` must be a list")
+        if len(x) * len(y) > MAX_BRANCHES:
+            raise Unmergeable(key, f"two `{key}`s of {len(x)} and {len(y)} branches")
+        # oneOf over the pairs is exact: a value matches exactly one pair iff it matches
+        # exactly one branch of each.
+        pairs = [intersect(p, q) for p in x for q in y]
+        return [p for p in pairs if p is not False] or False
+    if key == "$ref":
+        out.setdefault("allOf", []).append({"$ref": y})
+        return x
+    if key == "$defs" or key == "definitions" or key.startswith("x-"):
+        return x
+    raise Unmergeable(key, f"two different `{key}`s need an intersection")
+
+
+def _types(x: Any, y: Any) -> Any:
+    xs = x if isinstance(x, list) else [x]
+    ys = y if isinstance(y, list) else [y]
+    if not all(isinstance(t, str) for t in [*xs, *ys]):
+        raise Unmergeable("type", "`type` must be a string or a list of strings")
+    found = []
+    for kind in xs:
+        if kind in ys:
+            found.append(kind)
+        elif (kind == "integer" and "number" in ys) or (kind == "number" and "integer" in ys):
+            found.append("integer")
+    found = list(dict.fromkeys(found))
+    if not found:
+        return False
+    return found[0] if len(found) == 1 else found
+
+
+def _objects(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> bool:
+    """Properties one side declares and the other covers by `additionalProperties` (or a
+    `patternProperties` pattern) must satisfy both: False when a required one cannot."""
+    properties = out.get("properties")
+    if not isinstance(properties, dict):
+        return True
+    merged = dict(properties)
+    for side, other in ((a, b), (b, a)):
+        declared = side.get("properties", {})
+        if not isinstance(declared, dict):
+            continue
+        for name in declared:
+            theirs = other.get("properties", {})
+            if isinstance(theirs, dict) and name in theirs:
+                continue
+            for schema in _covering(other, name):
+                merged[name] = intersect(merged[name], schema)
+    out["properties"] = merged
+    required = out.get("required", [])
+    return not any(merged.get(name) is False for name in required if isinstance(name, str))
+
+
+def _covering(side: dict[str, Any], name: str) -> list[Any]:
+    """The schemas `side` applies to an undeclared property called `name`."""
+    patterns = side.get("patternProperties", {})
+    found = []
+    if isinstance(patterns, dict):
+        for pattern, schema in patterns.items():
+            try:
+                if re.search(pattern, name):
+                    found.append(schema)
+            except re.error as error:
+                raise Unmergeable("patternProperties", f"pattern {pattern!r}: {error}") from None
+    if not found:
+        found.append(side.get("additionalProperties", True))
+    return found
