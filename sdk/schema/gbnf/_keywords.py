@@ -76,9 +76,49 @@ _MONTH_DAY = (
 _DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
 _TIME = r"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
 _HEX = "[0-9a-fA-F]"
+# RFC 3986, ASCII only and without IP-literal hosts (`[::1]`): narrower than any URI checker.
+_PCT = rf"%{_HEX}{_HEX}"
+_PCHAR = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|{_PCT})"
+_AUTHORITY = (
+    rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_PCT})*@)?"
+    rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|{_PCT})*(?::[0-9]*)?"
+)
+_QUERY_FRAGMENT = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_SEGMENT_NZ_NC = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|{_PCT})+"
+_HIER = (
+    rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_PCHAR}+(?:/{_PCHAR}*)*)?"
+)
+_URI = rf"[A-Za-z][A-Za-z0-9+.\-]*:{_HIER}{_QUERY_FRAGMENT}"
+_RELATIVE = (
+    rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
+    rf"|{_SEGMENT_NZ_NC}(?:/{_PCHAR}*)*)?{_QUERY_FRAGMENT}"
+)
+# Narrowed so that no checker's length limit is reached: an email's local part at most 64
+# characters, a host name at most 4 labels of up to 60 (243 < 253), the last one not numeric.
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,58}[A-Za-z0-9])?"
+_TOP_LABEL = r"[A-Za-z](?:[A-Za-z0-9\-]{0,58}[A-Za-z0-9])?"
+_HOSTNAME = rf"(?:{_LABEL}\.){{0,3}}{_TOP_LABEL}"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 FORMATS = {
     "date": rf"^{_DATE}$",
     "date-time": rf"^{_DATE}T{_TIME}$",
     "time": rf"^{_TIME}$",
     "uuid": rf"^{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}$",
+    "uri": rf"^{_URI}$",
+    "uri-reference": rf"^(?:{_URI}|{_RELATIVE})$",
+    "email": rf"^{_ATEXT}{{1,32}}(?:\.{_ATEXT}{{1,31}})?@(?:{_LABEL}\.){{1,3}}{_TOP_LABEL}$",
+    "hostname": rf"^{_HOSTNAME}$",
+    "ipv4": rf"^{_OCTET}(?:\.{_OCTET}){{3}}$",
+    "json-pointer": r"^(?:/(?:[^/~]|~[01])*)*$",
 }
+# The formats JSON Schema defines (2020-12 and earlier drafts): one not in `FORMATS` is refused.
+# Any other `format` is an annotation that validators ignore, and so does the converter.
+SPEC_FORMATS = frozenset(
+    {
+        "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+        "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
+        "uri-template", "json-pointer", "relative-json-pointer", "regex",
+        "host-name", "ip-address", "color", "utc-millisec",
+    }
+)  # fmt: skip

@@ -5,7 +5,8 @@ not at all.
 `Unmergeable` naming the keyword it cannot intersect (two different `pattern`s, say). It works
 keyword by keyword and never reads a `$ref`: a reference on one side is kept as the result's
 `$ref` (the compiler then intersects its target with the rest, once per target and rest, so a
-recursive schema stays finite); references on both sides become `$ref` plus `allOf: [{"$ref"}]`.
+recursive schema stays finite); references on both sides become `$ref` plus `allOf: [{"$ref"}]`,
+and `allOf` lists are joined (the compiler flattens them before intersecting).
 `False` is the schema no value satisfies (an empty type set, disjoint `enum`s...).
 """
 
@@ -73,9 +74,8 @@ def intersect(a: Any, b: Any) -> Any:
         return a
     if not isinstance(a, dict) or not isinstance(b, dict):
         raise Unmergeable("", "a schema must be an object or a boolean")
-    if "allOf" in a or "allOf" in b:
-        return intersect_all(flatten(a) + flatten(b))
     out: dict[str, Any] = {}
+    extra: list[Any] = []  # `allOf` members to add: the second of two different `$ref`s
     for key in [*a, *(k for k in b if k not in a)]:
         if key not in b:
             out[key] = a[key]
@@ -84,20 +84,18 @@ def intersect(a: Any, b: Any) -> Any:
         elif value_key(a[key]) == value_key(b[key]):
             out[key] = a[key]
         else:
-            merged = _merge_keyword(key, a[key], b[key], out)
+            merged = _merge_keyword(key, a[key], b[key], extra)
             if merged is False and key not in ("properties", "additionalProperties", "items"):
                 return False
-            if merged is not _DROP:
-                out[key] = merged
+            out[key] = merged
+    if extra:
+        out["allOf"] = [*out.get("allOf", []), *extra]
     if not _objects(a, b, out):
         return False
     return out
 
 
-_DROP = object()
-
-
-def _merge_keyword(key: str, x: Any, y: Any, out: dict[str, Any]) -> Any:
+def _merge_keyword(key: str, x: Any, y: Any, extra: list[Any]) -> Any:
     if key == "type":
         return _types(x, y)
     if key in _LOWER or key in _UPPER or key in ("exclusiveMinimum", "exclusiveMaximum"):
@@ -137,8 +135,12 @@ def _merge_keyword(key: str, x: Any, y: Any, out: dict[str, Any]) -> Any:
         pairs = [intersect(p, q) for p in x for q in y]
         return [p for p in pairs if p is not False] or False
     if key == "$ref":
-        out.setdefault("allOf", []).append({"$ref": y})
+        extra.append({"$ref": y})
         return x
+    if key == "allOf":
+        if not isinstance(x, list) or not isinstance(y, list):
+            raise Unmergeable(key, "`allOf` must be a list")
+        return [*x, *y]
     if key == "$defs" or key == "definitions" or key.startswith("x-"):
         return x
     raise Unmergeable(key, f"two different `{key}`s need an intersection")

@@ -7,7 +7,7 @@ from typing import Any
 from sdk.schema import _regex as rx
 from sdk.schema.gbnf._gbnf_text import char_class, is_atom, join_terms, literal
 from sdk.schema.gbnf._json_values import JSON_SPECIAL, SHORT_ESCAPES
-from sdk.schema.gbnf._keywords import FORMATS
+from sdk.schema.gbnf._keywords import FORMATS, SPEC_FORMATS
 from sdk.schema.gbnf._walker import SchemaWalker
 
 
@@ -18,6 +18,8 @@ class StringRules(SchemaWalker):
         min_len = self.count(node, "minLength", pointer)
         max_len = self.limit(node, "maxLength", pointer)
         pattern, fmt = node.get("pattern"), node.get("format")
+        if isinstance(fmt, str) and fmt not in SPEC_FORMATS:
+            fmt = None  # not a format JSON Schema defines: an annotation, ignored by validators
         regex: str | None = None
         regex_keyword = "pattern"
         if fmt is not None:
