@@ -1,4 +1,5 @@
-"""Test helpers: does a GBNF grammar accept a text? Asked of llguidance, an independent recognizer.
+"""Test helpers: does a GBNF grammar accept a text? Asked of llguidance, an independent
+recognizer, and of llama.cpp's own grammar sampler (`llama_accepts`, see below).
 
 The grammar goes through a GBNF-to-Lark translation built on llguidance's GBNF parser
 (`llguidance.gbnf_to_lark.GrammarParser`), then its Rust parser decides. The translation is ours,
@@ -6,9 +7,10 @@ not `llguidance.gbnf_to_lark.gbnf_to_lark`: that one turns every non-recursive r
 and llguidance's lexer backs up one byte only, so it rejects valid sentences (`start: "{" opt
 "}"`, `opt: ("," WS r)? AFTER`, `r: "L"`, `AFTER: WS "," WS "F"`, `WS: " "?` rejects `{, L, F}`).
 Here every rule stays a parser rule and every literal is split into one-character lexemes, so
-no lexeme is a prefix of another and the lexer never has to back up: the Earley parser decides. Text is fed as bytes through a byte-level vocabulary (one token per
-byte value plus an end-of-sequence token), so acceptance is a property of the bytes alone and no
-model tokenizer is involved.
+no lexeme is a prefix of another and the lexer never has to back up: the Earley parser decides.
+Text is fed as bytes through a byte-level vocabulary (one token per byte value plus an
+end-of-sequence token), so acceptance is a property of the bytes alone and no model tokenizer
+is involved.
 
 llguidance API used (1.9.x): `LLTokenizer(TokenizerWrapper(obj))` where `obj` has `tokens`
 (bytes per token id), `eos_token_id`, `bos_token_id`, `special_token_ids` and is callable to

@@ -18,6 +18,11 @@ class ArrayRules(SchemaWalker):
         prefix = node.get("prefixItems", [])
         if not isinstance(prefix, list):
             return self.problem(pointer, "prefixItems", "`prefixItems` must be a list")
+        if isinstance(items, list):
+            # Drafts 4 to 2019-09: `items` as a list is a tuple, then `additionalItems`.
+            if "prefixItems" in node:
+                return self.problem(pointer, "items", "`items` as a list beside `prefixItems`")
+            prefix, items = items, node.get("additionalItems", True)
         if items is False:
             max_items = len(prefix) if max_items is None else min(max_items, len(prefix))
         if node.get("uniqueItems") is True and (max_items is None or max_items > 1):

@@ -10,19 +10,22 @@ from sdk.schema.gbnf._keywords import HANDLED, TYPES, UNSUPPORTED
 from sdk.schema.gbnf._merge import Unmergeable, flatten, intersect_all
 from sdk.schema.gbnf._numbers import NumberRules
 from sdk.schema.gbnf._objects import ObjectRules
-from sdk.schema.gbnf._strings import StringRules
 from sdk.schema.gbnf._unions import UnionRules
 
 
-class Compiler(EnumRules, UnionRules, StringRules, NumberRules, ArrayRules, ObjectRules):
+class Compiler(EnumRules, UnionRules, NumberRules, ArrayRules, ObjectRules):
     """One conversion: walks the schema once, collecting rules and problems."""
 
     def compile(self) -> str:
         self.pending.add("root")
-        expr = self.node(self.root, "", "root", frozenset())
-        if "root" in self.pending:
-            self.rules["root"] = expr
-            self.pending.discard("root")
+        try:
+            expr = self.node(self.root, "", "root", frozenset())
+            if "root" in self.pending:
+                self.rules["root"] = expr
+                self.pending.discard("root")
+            self.drain()
+        except RecursionError:
+            self.problem("", "", "the schema is nested too deeply to convert")
         return self.render()
 
     def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:

@@ -32,7 +32,8 @@ CONTAINERS = frozenset({"$defs", "definitions"})
 HANDLED = frozenset(
     {
         "type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf",
-        "properties", "required", "additionalProperties", "unevaluatedProperties",
+        "properties", "required", "additionalProperties", "patternProperties",
+        "unevaluatedProperties",
         "minProperties", "maxProperties",
         "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
         "minLength", "maxLength", "pattern", "format",
@@ -46,7 +47,6 @@ UNSUPPORTED = {
     "if": "conditional subschemas need an intersection",
     "then": "conditional subschemas need an intersection",
     "else": "conditional subschemas need an intersection",
-    "patternProperties": "property names matched by pattern are not supported",
     "propertyNames": "constraints on property names are not supported",
     "dependentRequired": "dependencies between properties are not supported",
     "dependentSchemas": "dependencies between properties are not supported",

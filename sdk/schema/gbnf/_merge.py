@@ -74,6 +74,10 @@ def intersect(a: Any, b: Any) -> Any:
         return a
     if not isinstance(a, dict) or not isinstance(b, dict):
         raise Unmergeable("", "a schema must be an object or a boolean")
+    for one, other in ((a, b), (b, a)):
+        if ("unevaluatedProperties" in one or "unevaluatedItems" in one) and set(other) - {"type"}:
+            # What counts as evaluated depends on the schema object the keyword sits in.
+            raise Unmergeable("unevaluatedProperties", "`unevaluated*` in an intersection")
     out: dict[str, Any] = {}
     extra: list[Any] = []  # `allOf` members to add: the second of two different `$ref`s
     for key in [*a, *(k for k in b if k not in a)]:

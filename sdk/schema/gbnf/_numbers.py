@@ -9,6 +9,7 @@ from sdk.schema.gbnf._digits import uint_range
 from sdk.schema.gbnf._walker import SchemaWalker
 
 Bound = tuple[int, bool]  # (value, inclusive)
+_BOUND_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
 
 
 class NumberRules(SchemaWalker):
@@ -24,10 +25,15 @@ class NumberRules(SchemaWalker):
         lower: Bound | None = None
         upper: Bound | None = None
         ok = True
-        for keyword in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-            if keyword not in node:
-                continue
-            value = node[keyword]
+        given = {key: node[key] for key in _BOUND_KEYWORDS if key in node}
+        for side in ("Minimum", "Maximum"):
+            flag = given.get(f"exclusive{side}")
+            if isinstance(flag, bool):
+                # Draft 4: a boolean `exclusiveMinimum` makes `minimum` exclusive.
+                del given[f"exclusive{side}"]
+                if flag and side.lower() in given:
+                    given[f"exclusive{side}"] = given.pop(side.lower())
+        for keyword, value in given.items():
             if isinstance(value, bool) or not isinstance(value, int | float):
                 self.problem(pointer, keyword, f"`{keyword}` must be a number")
                 ok = False

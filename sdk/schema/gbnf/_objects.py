@@ -1,50 +1,61 @@
-"""Objects: declared properties in declared order, and maps (`additionalProperties`)."""
+"""Objects: declared properties in declared order, then the other members the schema allows
+(`additionalProperties`, `patternProperties`), and maps.
+
+A member beyond the declared ones must never repeat a declared key: its key is written from a
+grammar of the strings that are *not* declared names (a trie of the names, each state allowing
+any character that leaves it), in the canonical spelling only, so that `"n\\u0061me"` cannot
+sneak in a second `"name"`. A `patternProperties` key comes from its pattern, and a pattern that
+matches a declared name is refused (the member would need both schemas).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from sdk.schema import _regex as rx
 from sdk.schema.canonical import escape_pointer
-from sdk.schema.gbnf._gbnf_text import join_terms, literal, slug
-from sdk.schema.gbnf._json_values import json_string
-from sdk.schema.gbnf._walker import SchemaWalker
+from sdk.schema.gbnf._gbnf_text import char_class, join_terms, literal, slug
+from sdk.schema.gbnf._json_values import JSON_SPECIAL, json_string
+from sdk.schema.gbnf._merge import value_key
+from sdk.schema.gbnf._strings import StringRules
+
+# One character of a JSON string in its canonical spelling: raw, or the one escape JSON needs
+# (`\"`, `\\`, the short escapes, `\u00XX` in lower case for the other control characters).
+_CANONICAL_ESCAPE = r'"\\" ( ["\\bfnrt] | "u00" ( "0" [0-7bef] | "1" [0-9a-f] ) )'
 
 
-class ObjectRules(SchemaWalker):
+class ObjectRules(StringRules):
     """Rules for object nodes."""
 
     def object(self, node: dict[str, Any], pointer: str, hint: str) -> str:
         properties = node.get("properties", {})
         if not isinstance(properties, dict):
             return self.problem(pointer, "properties", "`properties` must be an object")
-        additional = node.get("additionalProperties", True)
         if node.get("unevaluatedProperties", False) is not False:
             self.problem(pointer, "unevaluatedProperties", "only `false` is supported")
         required = node.get("required", [])
-        if not isinstance(required, list):
-            return self.problem(pointer, "required", "`required` must be a list")
-        if not properties:
-            if required:
-                self.problem(pointer, "required", "`required` without `properties`")
-            return self.mapping(node, additional, pointer, hint)
+        if not isinstance(required, list) or not all(isinstance(n, str) for n in required):
+            return self.problem(pointer, "required", "`required` must be a list of names")
+        declared = dict(properties)
         for name in required:
-            if name not in properties:
-                self.problem(
-                    pointer,
-                    "required",
-                    f"required property {name!r} is not in `properties` (only declared"
-                    " properties are generated)",
-                )
-        if isinstance(additional, dict) and additional:
-            self.problem(
-                pointer,
-                "additionalProperties",
-                "an `additionalProperties` schema beside `properties` is not supported",
-            )
-        count_required = sum(1 for name in properties if name in required)
+            if name not in declared:
+                # A required name the schema does not declare: declared here, with the schema
+                # that applies to it (a pattern's or `additionalProperties`).
+                declared[name] = self.covering(node, name, pointer)
+        if not declared:
+            return self.mapping(node, pointer, hint)
+        names = [name for name, schema in declared.items() if schema is not False]
+        for name in required:
+            if declared[name] is False:
+                self.problem(pointer, "required", f"required property {name!r} is forbidden")
+        extra = self.extra_member(node, names, pointer, hint)
+        count_required = len(set(required))
         min_props = self.count(node, "minProperties", pointer)
         max_props = self.limit(node, "maxProperties", pointer)
-        if min_props > count_required or (max_props is not None and max_props < len(properties)):
+        if min_props > count_required or (
+            max_props is not None and (extra is not None or max_props < len(names))
+        ):
             self.problem(
                 pointer,
                 "minProperties" if min_props > count_required else "maxProperties",
@@ -52,10 +63,11 @@ class ObjectRules(SchemaWalker):
             )
         fresh: frozenset[str] = frozenset()  # "{" was read: recursion below is not left
         members: list[tuple[str, str, bool]] = []  # (key: value, rule hint, required)
-        for name, schema in properties.items():
+        for name in names:
+            where = "properties" if name in properties else "required"
             value = self.node(
-                schema,
-                f"{pointer}/properties/{escape_pointer(name)}",
+                declared[name],
+                f"{pointer}/{where}/{escape_pointer(name)}" if where == "properties" else pointer,
                 f"{hint}-{slug(name)}",
                 fresh,
             )
@@ -64,24 +76,141 @@ class ObjectRules(SchemaWalker):
             members.append((member, f"{hint}-{slug(name)}-kv", name in required))
         open_, close = literal("{"), literal("}")
         comma = join_terms(self.ws, literal(","), self.ws)
-        if all(is_required for _, _, is_required in members):
+        if extra is None and all(is_required for _, _, is_required in members):
             # The common case, written flat: `"{" kv , kv , kv "}"`.
             inner = f" {comma} ".join(member for member, _, _ in members)
             return self.define(hint, join_terms(open_, self.ws, inner, self.ws, close))
-        return self.define(hint, self.ordered_members(members, hint, open_, close, comma))
+        return self.define(hint, self.ordered_members(members, extra, hint, open_, close, comma))
+
+    def covering(self, node: dict[str, Any], name: str, pointer: str) -> Any:
+        """The schema an undeclared property `name` must satisfy."""
+        patterns = node.get("patternProperties", {})
+        matched = [
+            schema
+            for pattern, schema in (patterns.items() if isinstance(patterns, dict) else ())
+            if self.matches(pattern, name, pointer)
+        ]
+        if len(matched) > 1:
+            self.problem(pointer, "patternProperties", f"{name!r} matches several patterns")
+        if matched:
+            return matched[0]
+        return node.get("additionalProperties", True)
+
+    def matches(self, pattern: str, name: str, pointer: str) -> bool:
+        try:
+            return re.search(pattern, name) is not None
+        except (re.error, TypeError) as error:
+            self.problem(pointer, "patternProperties", f"pattern {pattern!r}: {error}")
+            return False
+
+    def extra_member(
+        self, node: dict[str, Any], names: list[str], pointer: str, hint: str
+    ) -> str | None:
+        """The rule for one member beyond the declared ones, None when there is none."""
+        patterns = node.get("patternProperties", {})
+        if not isinstance(patterns, dict):
+            self.problem(pointer, "patternProperties", "`patternProperties` must be an object")
+            return None
+        allowed = {pattern: schema for pattern, schema in patterns.items() if schema is not False}
+        if allowed:
+            # Only keys matching a pattern are written (the others, if `additionalProperties`
+            # allows them, are left out: a narrowing).
+            if len({value_key(schema) for schema in allowed.values()}) > 1:
+                self.problem(
+                    pointer, "patternProperties", "several patterns with different schemas"
+                )
+                return None
+            for name in names:
+                if any(self.matches(pattern, name, pointer) for pattern in allowed):
+                    self.problem(
+                        pointer,
+                        "patternProperties",
+                        f"declared property {name!r} matches a pattern (needs an intersection)",
+                    )
+                    return None
+            keys = [
+                self.pattern(pattern, "patternProperties", 0, None, pointer, f"{hint}-key")
+                for pattern in allowed
+            ]
+            first = next(iter(allowed))
+            value = self.node(
+                allowed[first],
+                f"{pointer}/patternProperties/{escape_pointer(first)}",
+                f"{hint}-value",
+                frozenset(),
+            )
+            key = self.alternatives(keys, f"{hint}-key")
+        else:
+            additional = node.get("additionalProperties", True)
+            if additional is False or patterns:
+                return None
+            if "additionalProperties" not in node and node.get("unevaluatedProperties") is False:
+                return None
+            key_or_none = self.key_except(names, hint) if names else self.shared("string")
+            if key_or_none is None:
+                return None
+            key = key_or_none
+            value = self.node(
+                additional, f"{pointer}/additionalProperties", f"{hint}-value", frozenset()
+            )
+        return self.define(f"{hint}-extra", join_terms(key, self.ws, literal(":"), self.ws, value))
+
+    def key_except(self, names: list[str], hint: str) -> str | None:
+        """A JSON string, canonically spelled, that is none of `names` (None when a name has a
+        character JSON escapes: such objects keep to their declared members, a narrowing)."""
+        special = re.compile(r'["\\\x00-\x1f]')
+        if any(special.search(name) for name in names):
+            return None
+        trie: dict[str, Any] = {}
+        for name in names:
+            level = trie
+            for char in name:
+                level = level.setdefault(char, {})
+            level[""] = {}  # the end of a name
+        escape = self.define("canonical-escape", _CANONICAL_ESCAPE)
+        plain = char_class(rx.complement(JSON_SPECIAL))
+        rest = self.define("key-char", f"{plain} | {escape}")
+
+        def state(level: dict[str, Any]) -> str:
+            options = [
+                join_terms(literal(char), state(level[char])) for char in level if char != ""
+            ]
+            taken = tuple(sorted((ord(c), ord(c)) for c in level if c != ""))
+            others = rx.complement(rx.union(JSON_SPECIAL, rx.normalize(taken)))
+            if others:
+                options.append(f"{char_class(others)} {rest}*")
+            options.append(f"{escape} {rest}*")
+            body = " | ".join(options)
+            if "" in level:  # a name ends here: the key must go on
+                return self.define(f"{hint}-key-part", body)
+            return f"{self.define(f'{hint}-key-part', body)}?"
+
+        return self.define(f"{hint}-key", join_terms(literal('"'), state(trie), literal('"')))
 
     def ordered_members(
-        self, members: list[tuple[str, str, bool]], hint: str, open_: str, close: str, comma: str
+        self,
+        members: list[tuple[str, str, bool]],
+        extra: str | None,
+        hint: str,
+        open_: str,
+        close: str,
+        comma: str,
     ) -> str:
         """Declared order with optional members: choose the first member written, then each
-        later member in order, an optional one behind `( , kv )?`.
+        later member in order, an optional one behind `( , kv )?`, then any extra members.
 
         `tail-i` is everything after member i-1, so the rules grow linearly with the number of
-        properties, and the grammar stays unambiguous (every member starts with its own key).
+        properties, and the grammar stays unambiguous (every member starts with its own key,
+        and an extra member's key is never a declared one).
         """
         names = [self.define(kv_hint, member) for member, kv_hint, _ in members]
+        extras = f"{self.define(f'{hint}-more', join_terms(comma, extra))}*" if extra else ""
         tails: dict[int, str] = {}
-        for index in range(len(members) - 1, 0, -1):
+        for index in range(len(members), 0, -1):
+            if index == len(members):
+                if extras:
+                    tails[index] = extras
+                continue
             item = join_terms(comma, names[index])
             if not members[index][2]:
                 item = f"( {item} )?"
@@ -92,33 +221,36 @@ class ObjectRules(SchemaWalker):
             firsts.append(join_terms(names[index], tails.get(index + 1, "")))
             if is_required:
                 break
+        any_required = any(is_required for _, _, is_required in members)
+        if not any_required and extra:
+            firsts.append(join_terms(extra, extras))
         body = join_terms(open_, self.ws, "( " + " | ".join(firsts) + " )", self.ws, close)
-        if not any(is_required for _, _, is_required in members):
+        if not any_required:
             body += " | " + join_terms(open_, self.ws, close)
         return body
 
-    def mapping(self, node: dict[str, Any], additional: Any, pointer: str, hint: str) -> str:
-        """An object without `properties`: any keys, values from `additionalProperties`."""
+    def mapping(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        """An object without declared properties: keys from `patternProperties` or any key,
+        values from the pattern's schema or `additionalProperties`."""
         open_, close = literal("{"), literal("}")
         min_props = self.count(node, "minProperties", pointer)
         max_props = self.limit(node, "maxProperties", pointer)
-        if additional is False:
+        additional = node.get("additionalProperties", True)
+        patterns = node.get("patternProperties")
+        if (
+            additional is True
+            and not patterns
+            and (min_props, max_props) == (0, None)
+            and node.get("unevaluatedProperties") is not False
+        ):
+            return self.shared("object")
+        member = self.extra_member(node, [], pointer, hint)
+        if member is None:
             max_props = 0
-        if additional == {}:
-            additional = True
         if max_props is not None and max_props < min_props:
             return self.problem(pointer, "maxProperties", "maxProperties below minProperties")
-        if max_props == 0:
+        if max_props == 0 or member is None:
             return self.define(hint, join_terms(open_, self.ws, close))
-        if additional is True and (min_props, max_props) == (0, None):
-            return self.shared("object")
-        value = self.node(
-            additional, f"{pointer}/additionalProperties", f"{hint}-value", frozenset()
-        )
-        member = self.define(
-            f"{hint}-member",
-            join_terms(self.shared("string"), self.ws, literal(":"), self.ws, value),
-        )
         comma = join_terms(self.ws, literal(","), self.ws)
         more = self.define(f"{hint}-more", join_terms(comma, member))
         rest = self.repeat(

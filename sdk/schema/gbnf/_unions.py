@@ -56,11 +56,7 @@ class UnionRules(SchemaWalker):
         last = target_pointer.rsplit("/", 1)[-1]
         name = self.unique(slug(last) if target_pointer else "document")
         self.refs[key] = name
-        self.pending.add(name)
-        expr = self.node(merged, target_pointer, name, guard | {key})
-        if name in self.pending:
-            self.pending.discard(name)
-            self.rules[name] = expr
+        self.defer(name, merged, target_pointer, guard | {key})
         return name
 
     def ref(self, ref: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
@@ -78,11 +74,7 @@ class UnionRules(SchemaWalker):
         last = target_pointer.rsplit("/", 1)[-1]
         name = self.unique(slug(last) if target_pointer else "document")
         self.refs[target_pointer] = name
-        self.pending.add(name)
-        expr = self.node(target, target_pointer, name, guard | {target_pointer})
-        if name in self.pending:  # the body was an inline term, not a rule of its own
-            self.pending.discard(name)
-            self.rules[name] = expr
+        self.defer(name, target, target_pointer, guard | {target_pointer})
         return name
 
     def union(

@@ -18,10 +18,27 @@ class SchemaWalker(RuleBook):
         self.root = root
         self.refs: dict[str, str] = {}  # JSON pointer of a $ref target -> its rule name
         self.bases: list[str] = []  # pointers of subschemas with their own `$id`/`id`
+        # Rules named but not yet written: (name, schema, pointer, guard). A `$ref` target is
+        # compiled from this queue, not inside the reference, so that a long chain of
+        # definitions does not nest Python calls (the depth stays that of one definition).
+        self.deferred: list[tuple[str, Any, str, frozenset[str]]] = []
 
     def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
         """A GBNF term for the values `node` admits (defined by the compiler)."""
         raise NotImplementedError
+
+    def defer(self, name: str, schema: Any, pointer: str, guard: frozenset[str]) -> None:
+        """Reserve `name` for the rule of `schema`, written when the queue is drained."""
+        self.pending.add(name)
+        self.deferred.append((name, schema, pointer, guard))
+
+    def drain(self) -> None:
+        while self.deferred:
+            name, schema, pointer, guard = self.deferred.pop()
+            expr = self.node(schema, pointer, name, guard)
+            if name in self.pending:  # the body was an inline term, not a rule of its own
+                self.pending.discard(name)
+                self.rules[name] = expr
 
     def any_value(self) -> str:
         return self.shared("value")
