@@ -12,6 +12,10 @@ from sdk.schema.gbnf._numbers import NumberRules
 from sdk.schema.gbnf._objects import ObjectRules
 from sdk.schema.gbnf._unions import UnionRules
 
+_DEPENDENCIES = ("dependencies", "dependentRequired", "dependentSchemas")
+# Each dependency doubles the branches of the union it becomes: at most this many per object.
+MAX_DEPENDENCIES = 6
+
 
 class Compiler(EnumRules, UnionRules, NumberRules, ArrayRules, ObjectRules):
     """One conversion: walks the schema once, collecting rules and problems."""
@@ -43,6 +47,12 @@ class Compiler(EnumRules, UnionRules, NumberRules, ArrayRules, ObjectRules):
         keys = self.check_keywords(node, pointer, enumerated="enum" in node or "const" in node)
         if "enum" in keys or "const" in keys:
             return self.enum(node, pointer, hint)
+        dependencies = [key for key in _DEPENDENCIES if key in keys]
+        if dependencies:
+            rewritten = self.without_dependencies(node, keys, dependencies, pointer)
+            if rewritten is None:
+                return '"?"'
+            return self.node(rewritten, pointer, hint, guard)
         if "$ref" in keys:
             if keys == {"$ref"}:
                 return self.ref(node["$ref"], pointer, hint, guard)
@@ -66,6 +76,34 @@ class Compiler(EnumRules, UnionRules, NumberRules, ArrayRules, ObjectRules):
             for kind in types
         ]
         return self.alternatives(terms, hint)
+
+    def without_dependencies(
+        self, node: dict[str, Any], keys: set[str], dependencies: list[str], pointer: str
+    ) -> dict[str, Any] | None:
+        """The node with each dependency written as a union: "`name` absent, or `name` present
+        and what it needs" (`dependentRequired` names, `dependentSchemas` schema)."""
+        rest = {key: node[key] for key in keys if key not in dependencies}
+        conditions: list[Any] = []
+        for keyword in dependencies:
+            table = node[keyword]
+            if not isinstance(table, dict):
+                self.problem(pointer, keyword, f"`{keyword}` must be an object")
+                return None
+            for name, needs in table.items():
+                absent = {"properties": {name: False}}
+                if isinstance(needs, list):
+                    present: Any = {"required": [name, *needs]}
+                elif needs is False:
+                    present = False
+                else:
+                    present = {"required": [name], "allOf": [needs]}
+                conditions.append(
+                    {"anyOf": [absent, present] if present is not False else [absent]}
+                )
+        if len(conditions) > MAX_DEPENDENCIES:
+            self.problem(pointer, dependencies[0], f"more than {MAX_DEPENDENCIES} dependencies")
+            return None
+        return {**rest, "allOf": [*rest.get("allOf", []), *conditions]}
 
     def check_keywords(self, node: dict[str, Any], pointer: str, *, enumerated: bool) -> set[str]:
         """The node's constraint keywords; unsupported ones are recorded, unknown ones ignored.

@@ -33,6 +33,7 @@ HANDLED = frozenset(
     {
         "type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf",
         "properties", "required", "additionalProperties", "patternProperties",
+        "dependencies", "dependentRequired", "dependentSchemas",
         "unevaluatedProperties",
         "minProperties", "maxProperties",
         "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
@@ -48,9 +49,6 @@ UNSUPPORTED = {
     "then": "conditional subschemas need an intersection",
     "else": "conditional subschemas need an intersection",
     "propertyNames": "constraints on property names are not supported",
-    "dependentRequired": "dependencies between properties are not supported",
-    "dependentSchemas": "dependencies between properties are not supported",
-    "dependencies": "dependencies between properties are not supported",
     "contains": "`contains` needs counting across array items",
     "minContains": "`contains` needs counting across array items",
     "maxContains": "`contains` needs counting across array items",

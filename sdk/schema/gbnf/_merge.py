@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from sdk.schema.gbnf._json_values import json_kind
+from sdk.schema.gbnf._keywords import HANDLED, UNSUPPORTED
 
 _LOWER = frozenset({"minimum", "minLength", "minItems", "minProperties", "minContains"})
 _UPPER = frozenset({"maximum", "maxLength", "maxItems", "maxProperties", "maxContains"})
@@ -145,8 +146,8 @@ def _merge_keyword(key: str, x: Any, y: Any, extra: list[Any]) -> Any:
         if not isinstance(x, list) or not isinstance(y, list):
             raise Unmergeable(key, "`allOf` must be a list")
         return [*x, *y]
-    if key == "$defs" or key == "definitions" or key.startswith("x-"):
-        return x
+    if key not in HANDLED and key not in UNSUPPORTED:
+        return x  # an annotation or an unknown keyword: ignored either way
     raise Unmergeable(key, f"two different `{key}`s need an intersection")
 
 

@@ -4,8 +4,9 @@
 A member beyond the declared ones must never repeat a declared key: its key is written from a
 grammar of the strings that are *not* declared names (a trie of the names, each state allowing
 any character that leaves it), in the canonical spelling only, so that `"n\\u0061me"` cannot
-sneak in a second `"name"`. A `patternProperties` key comes from its pattern, and a pattern that
-matches a declared name is refused (the member would need both schemas).
+sneak in a second `"name"`. A `patternProperties` key comes from its pattern; when a pattern
+matches a declared name, that member's value satisfies both schemas and no pattern key is
+written (it could repeat the declared key): a narrowing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sdk.schema import _regex as rx
 from sdk.schema.canonical import escape_pointer
 from sdk.schema.gbnf._gbnf_text import char_class, join_terms, literal, slug
 from sdk.schema.gbnf._json_values import JSON_SPECIAL, json_string
-from sdk.schema.gbnf._merge import value_key
+from sdk.schema.gbnf._merge import Unmergeable, intersect, value_key
 from sdk.schema.gbnf._strings import StringRules
 
 # One character of a JSON string in its canonical spelling: raw, or the one escape JSON needs
@@ -49,7 +50,7 @@ class ObjectRules(StringRules):
         for name in required:
             if declared[name] is False:
                 self.problem(pointer, "required", f"required property {name!r} is forbidden")
-        extra = self.extra_member(node, names, pointer, hint)
+        extra = self.extra_member(node, list(declared), pointer, hint)  # none may repeat
         count_required = len(set(required))
         min_props = self.count(node, "minProperties", pointer)
         max_props = self.limit(node, "maxProperties", pointer)
@@ -65,8 +66,14 @@ class ObjectRules(StringRules):
         members: list[tuple[str, str, bool]] = []  # (key: value, rule hint, required)
         for name in names:
             where = "properties" if name in properties else "required"
+            schema = declared[name]
+            if where == "properties":
+                # A declared property whose name matches a pattern satisfies both schemas.
+                schema = self.with_patterns(node, name, schema, pointer)
+                if schema is False and name not in required:
+                    continue  # both cannot hold: the property is left out
             value = self.node(
-                declared[name],
+                schema,
                 f"{pointer}/{where}/{escape_pointer(name)}" if where == "properties" else pointer,
                 f"{hint}-{slug(name)}",
                 fresh,
@@ -76,6 +83,8 @@ class ObjectRules(StringRules):
             members.append((member, f"{hint}-{slug(name)}-kv", name in required))
         open_, close = literal("{"), literal("}")
         comma = join_terms(self.ws, literal(","), self.ws)
+        if not members and extra is None:
+            return self.define(hint, join_terms(open_, self.ws, close))
         if extra is None and all(is_required for _, _, is_required in members):
             # The common case, written flat: `"{" kv , kv , kv "}"`.
             inner = f" {comma} ".join(member for member, _, _ in members)
@@ -95,6 +104,16 @@ class ObjectRules(StringRules):
         if matched:
             return matched[0]
         return node.get("additionalProperties", True)
+
+    def with_patterns(self, node: dict[str, Any], name: str, schema: Any, pointer: str) -> Any:
+        patterns = node.get("patternProperties", {})
+        for pattern, extra in patterns.items() if isinstance(patterns, dict) else ():
+            if self.matches(pattern, name, pointer):
+                try:
+                    schema = intersect(schema, extra)
+                except Unmergeable as error:
+                    self.problem(pointer, "patternProperties", f"{name!r}: {error.reason}")
+        return schema
 
     def matches(self, pattern: str, name: str, pointer: str) -> bool:
         try:
@@ -120,14 +139,10 @@ class ObjectRules(StringRules):
                     pointer, "patternProperties", "several patterns with different schemas"
                 )
                 return None
-            for name in names:
-                if any(self.matches(pattern, name, pointer) for pattern in allowed):
-                    self.problem(
-                        pointer,
-                        "patternProperties",
-                        f"declared property {name!r} matches a pattern (needs an intersection)",
-                    )
-                    return None
+            if any(self.matches(pattern, name, pointer) for pattern in allowed for name in names):
+                # A pattern key could repeat a declared name: only the declared members are
+                # written (a narrowing); their values already satisfy the pattern's schema too.
+                return None
             keys = [
                 self.pattern(pattern, "patternProperties", 0, None, pointer, f"{hint}-key")
                 for pattern in allowed

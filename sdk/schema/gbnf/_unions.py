@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from typing import Any
 
 from sdk.schema.gbnf._gbnf_text import slug
 from sdk.schema.gbnf._json_values import json_kind
-from sdk.schema.gbnf._merge import Unmergeable, intersect, value_key
+from sdk.schema.gbnf._merge import Unmergeable, flatten, intersect, intersect_all, value_key
 from sdk.schema.gbnf._walker import SchemaWalker
 
 
@@ -90,10 +91,11 @@ class UnionRules(SchemaWalker):
         if not isinstance(options, list) or not options:
             return self.problem(pointer, keyword, f"`{keyword}` must be a non-empty list")
         siblings = {key: node[key] for key in keys if key != keyword}
-        if siblings:
-            # (S and anyOf [A, B]) is anyOf [S and A, S and B]; the same for oneOf.
+        if siblings or any(isinstance(o, dict) and "allOf" in o for o in options):
+            # (S and anyOf [A, B]) is anyOf [S and A, S and B]; the same for oneOf. A branch
+            # no value satisfies is dropped: it changes neither anyOf nor oneOf.
             try:
-                options = [intersect(siblings, option) for option in options]
+                options = [self.merged_branch(siblings, option) for option in options]
             except Unmergeable as error:
                 return self.problem(pointer, error.keyword or keyword, error.reason)
             options = [option for option in options if option is not False]
@@ -113,6 +115,12 @@ class UnionRules(SchemaWalker):
             option_hint = f"{hint}-{kind}" if isinstance(kind, str) else f"{hint}-{index + 1}"
             terms.append(self.node(option, f"{pointer}/{keyword}/{index}", option_hint, guard))
         return self.alternatives(terms, hint)
+
+    def merged_branch(self, siblings: dict[str, Any], option: Any) -> Any:
+        merged = intersect(siblings, option) if siblings else option
+        if isinstance(merged, dict) and "allOf" in merged and "$ref" not in merged:
+            merged = intersect_all(flatten(merged))
+        return merged
 
     def disjoint(self, options: list[Any]) -> bool:
         """Whether no value can match two of the options (so oneOf == anyOf): every pair is
@@ -217,6 +225,11 @@ def _forbids(node: dict[str, Any], name: str) -> bool:
     properties = _properties(node)
     if name in properties:
         return properties[name] is False
-    if node.get("patternProperties"):
-        return False
+    patterns = node.get("patternProperties", {})
+    for pattern in patterns if isinstance(patterns, dict) else ():
+        try:
+            if re.search(pattern, name):
+                return patterns[pattern] is False
+        except (re.error, TypeError):
+            return False
     return node.get("additionalProperties", True) is False
