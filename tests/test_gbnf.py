@@ -554,12 +554,15 @@ def test_unsupported_regex_features_raise(pattern: str) -> None:
     assert [p.pointer for p in caught.value.problems] == ["/properties/code/pattern"]
 
 
-def test_pattern_beside_length_bounds_only_when_implied() -> None:
+def test_pattern_beside_length_bounds_narrows_the_pattern() -> None:
     implied = {"type": "string", "pattern": "^[A-Z]{3}$", "minLength": 3, "maxLength": 3}
     assert grammar_accepts(to_gbnf(implied), '"EUR"')
+    capped = to_gbnf({"type": "string", "pattern": "^[A-Z]+$", "maxLength": 3})
+    assert grammar_accepts(capped, '"EUR"')
+    assert not grammar_accepts(capped, '"EURO"')
     with pytest.raises(UnsupportedSchema) as caught:
-        to_gbnf({"type": "string", "pattern": "^[A-Z]+$", "maxLength": 3})
-    assert [p.pointer for p in caught.value.problems] == ["/maxLength"]
+        to_gbnf({"type": "string", "pattern": "^[A-Z]{2}$", "minLength": 3})
+    assert [p.pointer for p in caught.value.problems] == ["/minLength"]
 
 
 @pytest.mark.parametrize(

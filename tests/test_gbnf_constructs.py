@@ -184,6 +184,18 @@ CASES: list[Case] = [
         ["1", "6"],
     ),
     (
+        "a pattern narrowed to maxLength: repetitions capped",
+        {"type": "string", "pattern": "^([a-z]+):([a-z.]+)$", "maxLength": 8},
+        ['"a:b"', '"abc:d.e"'],
+        ['"abcd:efgh"', '"a:"', '"a-b"'],
+    ),
+    (
+        "a pattern narrowed to minLength and maxLength, an open end bounded too",
+        {"type": "string", "pattern": "[0-9a-f]+", "minLength": 4, "maxLength": 6},
+        ['"0a1b"', '"0a1b2c"'],
+        ['"0a1"', '"0a1b2c3"', '"xyz"'],
+    ),
+    (
         "format uri",
         {"type": "string", "format": "uri"},
         ['"https://example.com/a/b?x=1&y=2#top"', '"urn:isbn:0451450523"', '"mailto:a@b.org"',

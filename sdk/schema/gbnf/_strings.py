@@ -8,6 +8,7 @@ from sdk.schema import _regex as rx
 from sdk.schema.gbnf._gbnf_text import char_class, is_atom, join_terms, literal
 from sdk.schema.gbnf._json_values import JSON_SPECIAL, SHORT_ESCAPES
 from sdk.schema.gbnf._keywords import FORMATS, SPEC_FORMATS
+from sdk.schema.gbnf._lengths import fit
 from sdk.schema.gbnf._walker import SchemaWalker
 
 
@@ -54,29 +55,35 @@ class StringRules(SchemaWalker):
     ) -> str:
         try:
             branches = rx.parse_pattern(regex)
+            if min_len or max_len is not None:
+                branches = self.within_lengths(branches, min_len, max_len)
             bodies = [self.branch(branch, hint) for branch in branches]
         except rx.RegexUnsupported as error:
             return self.problem(pointer, keyword, f"pattern not expressible: {error}")
-        if min_len or max_len is not None:
-            lows, highs = [], []
-            for branch in branches:
-                low, high = rx.length_range(branch.node)
-                lows.append(low)
-                free = not (branch.anchored_start and branch.anchored_end)
-                highs.append(None if free else high)
-            low = min(lows)
-            high = None if None in highs else max(h for h in highs if h is not None)
-            implied = min_len <= low and (max_len is None or (high is not None and high <= max_len))
-            if not implied:
-                which = "minLength" if min_len > low else "maxLength"
-                return self.problem(
-                    pointer,
-                    which,
-                    f"`{which}` beside `{keyword}` needs an intersection (the {keyword} does not"
-                    " already imply the length bounds)",
-                )
+        if not bodies:
+            which = "minLength" if min_len else "maxLength"
+            return self.problem(
+                pointer, which, f"no string matches the {keyword} within the length bounds"
+            )
         quote = literal('"')
         return self.alternatives([join_terms(quote, body, quote) for body in bodies], hint)
+
+    def within_lengths(
+        self, branches: list[rx.Branch], min_len: int, max_len: int | None
+    ) -> list[rx.Branch]:
+        """The branches, each narrowed to the length bounds where they do not imply them."""
+        out = []
+        for branch in branches:
+            low, high = rx.length_range(branch.node)
+            if not (branch.anchored_start and branch.anchored_end):
+                high = None
+            if min_len <= low and (max_len is None or (high is not None and high <= max_len)):
+                out.append(branch)
+                continue
+            fitted = fit(branch, min_len, max_len)
+            if fitted is not None:
+                out.append(rx.Branch(fitted, anchored_start=True, anchored_end=True))
+        return out
 
     def branch(self, branch: rx.Branch, hint: str) -> str:
         """One top-level regex alternative inside a JSON string; unanchored ends take any
