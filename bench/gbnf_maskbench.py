@@ -12,8 +12,10 @@ Converters, in the same run on the same files: `sdk.schema.gbnf.to_gbnf` and, as
 llama.cpp's own Python converter (`llama_cpp.llama_grammar.json_schema_to_gbnf`) when
 llama-cpp-python is installed. A grammar's verdict on an instance comes from llama.cpp's own
 grammar engine (`tests.grammar_support.llama_accepts`, the sampler llama.cpp decodes with) and,
-with `--engine both`, from llguidance as well (`grammar_accepts`): an instance counts as accepted
-only when every engine asked accepts it, and a disagreement between engines is counted apart.
+with `--engine both` (the default), from llguidance as well (`grammar_accepts`): an instance
+counts as accepted only when every engine that could load the grammar accepts it (none could:
+rejected); disagreements and engines unable to load a grammar (llguidance stops at 65,535
+grammar symbols) are counted apart.
 
 How an instance is written: compact JSON, numbers as in the file (a float positionally where
 that fits the converter's digit caps), strings with raw characters; object keys in the order
@@ -68,6 +70,7 @@ class Tally:
     schemas_with_invalid_accepted: int = 0
     valid_rejected: int = 0
     engine_disagreements: int = 0
+    engine_errors: int = 0
     timeouts: int = 0
     times: list[float] = field(default_factory=list)
     causes: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -81,14 +84,15 @@ class Tally:
             f"| {self.name} | {self.passing:,} of {self.schemas:,} | {self.invalid_accepted:,}"
             f" (in {self.schemas_with_invalid_accepted:,} schemas) | {self.converted:,} |"
             f" {self.valid_rejected:,} | {max(times, default=0.0):.2f} s | {p95 * 1000:.1f} ms |"
-            f" {self.timeouts} | {self.engine_disagreements} |"
+            f" {self.timeouts} | {self.engine_disagreements} | {self.engine_errors} |"
         )
 
 
 HEADER = (
     "| converter | schemas passing | invalid instances accepted | converted |"
-    " valid instances rejected | time max | time p95 | over limit | engines disagree |\n"
-    "|---|---|---|---|---|---|---|---|---|"
+    " valid instances rejected | time max | time p95 | over limit | engines disagree |"
+    " engine could not load |\n"
+    "|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -321,11 +325,15 @@ def run_one(
         data = test["data"]
         text = render(orderer.order(schema, data) if test["valid"] else data)
         verdicts = []
-        for _, accepts in checks:
+        for engine, accepts in checks:
             try:
                 verdicts.append(bool(accepts(grammar, text)))
-            except Exception:  # the engine refuses the grammar itself
-                verdicts.append(False)
+            except Exception:  # the engine cannot load the grammar (a size limit, say)
+                tally.engine_errors += 1
+                if len(tally.examples[f"{engine} cannot load"]) < 10:
+                    tally.examples[f"{engine} cannot load"].append(path.name)
+        if not verdicts:
+            verdicts.append(False)  # no engine could decide: counted as rejected
         if len(set(verdicts)) > 1:
             tally.engine_disagreements += 1
             if len(tally.examples["engines disagree"]) < 10:
@@ -350,6 +358,72 @@ def run_one(
         tally.causes["misclassified an instance"] += 1
 
 
+def synthetic_schema(count: int) -> dict[str, Any]:
+    """`count` definitions, each with what used to cost a validator check per node (an enum
+    beside other keywords), an `allOf`, keywords beside `anyOf`, and references (the one to the
+    next definition makes a chain as long as the schema)."""
+    defs = {}
+    for i in range(count):
+        defs[f"D{i}"] = {
+            "type": "object",
+            "properties": {
+                "kind": {"type": "string", "enum": ["a", "bb", "ccc", "dddd"], "maxLength": 3},
+                "size": {"type": "integer", "minimum": i, "maximum": i + 1000},
+                "base": {"$ref": f"#/definitions/B{i % 7}"},
+                "both": {
+                    "allOf": [
+                        {"type": "object", "properties": {"tag": {"type": "string"}}},
+                        {"required": ["tag"]},
+                    ]
+                },
+                "either": {
+                    "type": "string",
+                    "anyOf": [{"type": "string", "minLength": 2}, {"const": "x"}],
+                },
+                "next": {"$ref": f"#/definitions/D{(i + 1) % count}"},
+            },
+            "required": ["kind"],
+        }
+    for j in range(7):
+        defs[f"B{j}"] = {"type": "object", "properties": {"tag": {"type": "string"}}}
+    # The reference at the top sits in a property: llama.cpp's converter does not resolve the
+    # references inside `definitions` when the root itself is a `$ref`.
+    return {
+        "definitions": defs,
+        "type": "object",
+        "properties": {"first": {"$ref": "#/definitions/D0"}},
+        "required": ["first"],
+    }
+
+
+def scaling(converters: list[tuple[str, Callable[[dict[str, Any]], str]]]) -> list[str]:
+    """Conversion time of a schema and of the same schema twice and four times as large."""
+    lines = [
+        "",
+        "| converter | schema size | time (best of 3) | growth per doubling |",
+        "|---|---|---|---|",
+    ]
+    for name, convert in converters:
+        previous = None
+        for count in (250, 500, 1000, 2000):
+            schema = synthetic_schema(count)
+            size = len(json.dumps(schema)) / 1000
+            best = math.inf
+            try:
+                for _ in range(3):
+                    start = time.perf_counter()
+                    convert(schema)
+                    best = min(best, time.perf_counter() - start)
+            except Exception as error:  # a refusal or a crash is a result too
+                lines.append(f"| {name} | {size:,.0f} KB | fails: {type(error).__name__} | |")
+                previous = None
+                continue
+            growth = f"{best / previous:.2f}" if previous else ""
+            lines.append(f"| {name} | {size:,.0f} KB | {best * 1000:,.1f} ms | {growth} |")
+            previous = best
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path, help="the extracted maskbench directory")
@@ -360,6 +434,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per conversion")
     parser.add_argument("--causes", action="store_true", help="print refusal causes")
     parser.add_argument("--write", action="store_true", help="record the table in RESULTS.md")
+    parser.add_argument(
+        "--scaling", action="store_true", help="also time synthetic schemas of doubling size"
+    )
     args = parser.parse_args()
 
     checks = engines(args.engine)
@@ -383,6 +460,8 @@ def main() -> None:
         HEADER,
         *(tally.row() for tally in tallies),
     ]
+    if args.scaling:
+        lines += scaling(converters)
     print("\n".join(lines))
     for tally in tallies:
         print(f"\n{tally.name}: slowest {tally.slowest}")
@@ -390,7 +469,13 @@ def main() -> None:
             print(f"{tally.name}: failure causes (a schema may have several)")
             for cause, number in tally.causes.most_common(40):
                 print(f"  {number:6}  {cause}   e.g. {' '.join(tally.examples[cause][:3])}")
-            for key in ("valid rejected", "invalid accepted", "engines disagree"):
+            for key in (
+                "valid rejected",
+                "invalid accepted",
+                "engines disagree",
+                "llama.cpp cannot load",
+                "llguidance cannot load",
+            ):
                 print(f"  {key}: {' '.join(tally.examples[key])}")
     if args.write:
         write_results(lines, tallies)

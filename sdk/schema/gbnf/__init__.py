@@ -10,7 +10,8 @@ precede), mishandles `\\d`/`\\w`/`\\s` in patterns, lets raw control characters 
 some converters, and silently ignores what it cannot express. This one:
 
 - keeps the DECLARED property order, required and optional alike (an optional property keeps
-  its position and may be left out; nothing but declared properties is ever generated);
+  its position and may be left out); members the schema allows beyond the declared ones
+  (`additionalProperties`, `patternProperties`) come after them;
 - is exact or loud: every keyword it cannot express exactly is reported, all at once, in
   `UnsupportedSchema` with the JSON pointer of the keyword. The grammar may be *narrower* than
   the schema (it fixes one spelling where JSON allows several, see below) but never wider, so
@@ -18,55 +19,78 @@ some converters, and silently ignores what it cannot express. This one:
 - bounds whitespace: compact JSON, or (the default) at most one space or one newline plus up
   to `MAX_INDENT` spaces/tabs between tokens, so decoding cannot run away on whitespace;
 - writes strings as strict JSON: no raw control characters (a raw newline inside a string is
-  impossible), only valid escapes, `\\u` surrogates only as a high+low pair.
+  impossible), only valid escapes, `\\u` surrogates only as a high+low pair;
+- takes time and memory about linear in the schema's size (one walk; each `$ref` target, and
+  each intersection of a target with the keywords beside it, compiled once).
 
 What the grammar supports (exactly, unless a narrowing is listed):
 
 - `type` (one or a list), `enum`, `const` (enum/const values are checked against their sibling
-  keywords with `jsonschema`, so an enum node is always exact; values are written in compact
-  canonical JSON);
-- objects: `properties`, `required`, `additionalProperties: false`; `additionalProperties`
-  true or absent beside `properties` is narrowed to "declared properties only" (and
-  `minProperties`/`maxProperties` there only when the required/declared counts imply them);
-  an object without `properties` is a map (`additionalProperties` schema, `minProperties`,
-  `maxProperties`);
-- `anyOf` (union), `oneOf` when its alternatives are provably disjoint (different types,
-  different constant values, or a shared required discriminator property), `allOf` with one
-  element, local `$ref` (recursion included, as long as a cycle passes through an object or an
-  array);
-- arrays: `items`, `prefixItems`, `minItems`, `maxItems` (`uniqueItems: true` only when
-  `maxItems <= 1`);
+  keywords with `jsonschema`, one validator per document, so an enum node is always exact;
+  values are written in compact canonical JSON);
+- objects: `properties`, `required` (a required name `properties` does not declare gets the
+  schema that covers it), `additionalProperties` (a schema, true or false), `patternProperties`
+  (one pattern, or several with the same schema), `dependencies`/`dependentRequired`/
+  `dependentSchemas` (up to `MAX_DEPENDENCIES` per object, each written as "absent, or present
+  with what it needs"); `minProperties`/`maxProperties` beside `properties` only when the
+  required/declared counts imply them; an object without `properties` is a map (with the
+  count bounds);
+- `allOf` (its members intersected keyword by keyword, see `_merge`), keywords beside `$ref`,
+  `anyOf` or `oneOf` (intersected with the target / distributed over the branches), `anyOf`
+  (union), `oneOf` when every pair of branches is provably disjoint (by type, by constant
+  values, or, for objects, by a property both require with disjoint schemas or one requires
+  and the other forbids), local `$ref` (recursion included, as long as a cycle passes through
+  an object or an array);
+- arrays: `items`, `prefixItems`, `items` as a list with `additionalItems` (drafts 4 to
+  2019-09), `minItems`, `maxItems` (`uniqueItems: true` only when `maxItems <= 1`);
 - strings: `minLength`, `maxLength` (counted in code points, escapes included), `pattern` (a
-  regex subset, see `sdk.schema._regex`; a pattern beside length bounds only when the pattern
-  already implies them), `format` `date`, `date-time`, `time`, `uuid`;
-- integers: any `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`, expressed exactly as
-  digit patterns;
+  regex subset, see `sdk.schema._regex`), `format` `date`, `date-time`, `time`, `uuid`, `uri`,
+  `uri-reference`, `email`, `hostname`, `ipv4`, `json-pointer`;
+- integers: any `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` (draft 4's boolean
+  `exclusiveMinimum`/`exclusiveMaximum` too), expressed exactly as digit patterns;
 - numbers: the same four bounds when their values are integers (e.g. `ge=0, le=1`).
 
+Keywords JSON Schema does not define (`id`, `self`, `_format`, `example`, vendor keywords) are
+ignored, as validators ignore them; so is a `format` JSON Schema does not define (`money`).
+Every keyword JSON Schema defines is either expressed or refused.
+
 Narrowings: schema-valid JSON the grammar does not produce. Most are a second spelling of a
-value that keeps one spelling in the grammar; the digit caps and the regex dialect are the only
-ones that leave values out.
+value that keeps one spelling in the grammar; the ones marked (*) leave values out.
 
 - integers have at most `MAX_INTEGER_DIGITS` digits, fractions at most `MAX_FRACTION_DIGITS`,
   exponents at most `MAX_EXPONENT_DIGITS` (a runaway guard like the whitespace bound); `-0` is
-  not produced for integers;
+  not produced for integers (*);
 - a bounded number is written without exponent (`0.00001`, not `1e-05`) and without `-0`;
-- enum/const values, object keys and pattern- or format-constrained strings are written in
-  their canonical JSON form (characters raw, only `"`, `\\` and control characters escaped);
+- enum/const values, object keys beside declared properties and pattern- or
+  format-constrained strings are written in their canonical JSON form (characters raw, only
+  `"`, `\\` and control characters escaped);
 - patterns take the meaning ECMA-262 and Python's `re` agree on (`\\d` is `[0-9]`, `.` excludes
-  every line terminator, a final `$` does not admit a trailing newline): see `sdk.schema._regex`;
+  every line terminator, a final `$` does not admit a trailing newline): see `sdk.schema._regex`
+  (*);
+- a pattern beside `minLength`/`maxLength` it does not imply has its repetitions capped and
+  raised to fit the bounds (*): see `_lengths`;
 - `date-time`/`time` use `T` and `Z` in upper case, 1 to 6 fraction digits, no leap second;
-  `date` is an exact calendar date between 0001-01-01 and 9999-12-31.
+  `date` is an exact calendar date between 0001-01-01 and 9999-12-31; `uri` and
+  `uri-reference` are RFC 3986 in ASCII without IP-literal hosts, `email` a dot-atom local part
+  of at most 64 characters at a host name, `hostname` at most 4 labels of up to 60 characters
+  whose last one starts with a letter (*);
+- with `patternProperties`, keys matching no pattern are not produced (*), nor pattern keys at
+  all when a pattern matches a declared name (they could repeat it) (*); members beyond the
+  declared ones are not produced when a declared name contains a character JSON escapes (*);
+- keywords beside `$ref` are intersected with its target whatever the draft (drafts 4 to 7
+  ignore them) (*).
 
 Since the grammar is never wider than the schema, a complete generation under it always passes
 the parser's schema step; the parser still runs every step (the stop reason above all: a cut
 generation is a prefix of a valid document, not a valid document).
 
-Raises `UnsupportedSchema` for: `multipleOf`, `not`, `if`/`then`/`else`, `patternProperties`,
-`propertyNames`, `dependentRequired`, `dependentSchemas`, `contains`, `unevaluatedItems`,
-`$dynamicRef`, non-local `$ref`, keywords beside `$ref`/`anyOf`/`oneOf` that would need an
-intersection, non-integer bounds on `number`, unknown `format`s, regex features outside the
-subset, unknown keywords (prefix annotations with `x-`), and schemas no value satisfies.
+Raises `UnsupportedSchema` for: `multipleOf`, `not`, `if`/`then`/`else`, `propertyNames`,
+`contains`, `unevaluatedItems`, `unevaluatedProperties` other than `false` (or inside an
+intersection), `$dynamicRef`, draft 3 (its `$schema`, a boolean `required`, `extends`...),
+non-local `$ref` (or one below a subschema with its own `$id`), intersections it cannot write
+(two different `pattern`s, say), `oneOf` branches not provably disjoint, non-integer bounds on
+`number`, `format`s JSON Schema defines that are not listed above, regex features outside the
+subset, and schemas no value satisfies.
 """
 
 from __future__ import annotations
