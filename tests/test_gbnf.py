@@ -763,7 +763,7 @@ def test_every_unsupported_keyword_is_listed_with_its_pointer() -> None:
             "a": {"type": "integer", "multipleOf": 3},
             "b": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
             "c/d": {"type": "string", "format": "ipv6"},
-            "e": {"not": {"type": "null"}},
+            "e": {"not": {"pattern": "^a"}},
             "f": {"type": "number", "maximum": 0.5},
             "g": {"$ref": "#/$defs/G", "minimum": 3},
             "h": {"$ref": "https://example.com/schema"},

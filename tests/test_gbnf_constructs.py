@@ -170,6 +170,23 @@ CASES: list[Case] = [
         ['{"a": 1}', '{"a": 0, "b": 0}'],
     ),
     (
+        "not: required names, types, nested not, and a property that can never appear",
+        {"type": "object",
+         "properties": {"a": {"type": "integer"}, "b": {}, "x": {"not": {}},
+                        "t": {"not": {"type": ["string", "null"]}},
+                        "u": {"not": {"not": {"type": "string"}}}},
+         "not": {"required": ["a", "b"]}},
+        ["{}", '{"a": 1}', '{"b": 2}', '{"t": 1}', '{"t": [null]}', '{"u": "s"}'],
+        ['{"a": 1, "b": 2}', '{"x": 1}', '{"t": "s"}', '{"t": null}', '{"u": 1}'],
+    ),
+    (
+        "not of anyOf beside anyOf",
+        {"type": "object", "anyOf": [{"required": ["a"]}],
+         "not": {"anyOf": [{"required": ["b"]}, {"required": ["c"]}]}},
+        ['{"a": 1}', '{"a": 1, "d": 2}'],
+        ['{"a": 1, "b": 1}', '{"a": 1, "c": 1}', "{}"],
+    ),
+    (
         "draft 4 tuples: items as a list, then additionalItems",
         {"$schema": DRAFT_4, "type": "array",
          "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False},
@@ -238,6 +255,8 @@ CASES: list[Case] = [
 # Each refusal names the construct: (schema, JSON pointer of the problem).
 REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ("oneOf that may overlap", {"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "/oneOf"),
+    ("the complement of a pattern", {"type": "string", "not": {"pattern": "^a"}}, "/not"),
+    ("the numbers that are not integers", {"not": {"type": "integer"}}, "/not"),
     ("a format JSON Schema defines but the converter cannot write",
      {"type": "string", "format": "ipv6"}, "/format"),
     ("two different patterns", {"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, "/pattern"),

@@ -7,7 +7,7 @@ from typing import Any
 from sdk.schema.gbnf._arrays import ArrayRules
 from sdk.schema.gbnf._enums import EnumRules
 from sdk.schema.gbnf._keywords import HANDLED, TYPES, UNSUPPORTED
-from sdk.schema.gbnf._merge import Unmergeable, flatten, intersect_all
+from sdk.schema.gbnf._merge import Unmergeable, flatten, intersect_all, negate
 from sdk.schema.gbnf._numbers import NumberRules
 from sdk.schema.gbnf._objects import ObjectRules
 from sdk.schema.gbnf._unions import UnionRules
@@ -53,6 +53,16 @@ class Compiler(EnumRules, UnionRules, NumberRules, ArrayRules, ObjectRules):
             if rewritten is None:
                 return '"?"'
             return self.node(rewritten, pointer, hint, guard)
+        if "not" in keys:
+            complement = negate(node["not"])
+            if complement is None:
+                return self.problem(
+                    pointer, "not", "this complement is not expressible as a grammar"
+                )
+            rest = {key: node[key] for key in keys if key != "not"}
+            return self.node(
+                {**rest, "allOf": [*rest.get("allOf", []), complement]}, pointer, hint, guard
+            )
         if "$ref" in keys:
             if keys == {"$ref"}:
                 return self.ref(node["$ref"], pointer, hint, guard)

@@ -31,7 +31,7 @@ CONTAINERS = frozenset({"$defs", "definitions"})
 # Keywords the converter expresses (for some values: see the handlers).
 HANDLED = frozenset(
     {
-        "type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf",
+        "type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not",
         "properties", "required", "additionalProperties", "patternProperties",
         "dependencies", "dependentRequired", "dependentSchemas",
         "unevaluatedProperties",
@@ -44,7 +44,6 @@ HANDLED = frozenset(
 # Known constraint keywords a context-free grammar cannot express here, with the reason.
 UNSUPPORTED = {
     "multipleOf": "divisibility is not expressible as a grammar here",
-    "not": "a complement is not expressible as a context-free grammar",
     "if": "conditional subschemas need an intersection",
     "then": "conditional subschemas need an intersection",
     "else": "conditional subschemas need an intersection",

@@ -139,6 +139,8 @@ def _merge_keyword(key: str, x: Any, y: Any, extra: list[Any]) -> Any:
         # exactly one branch of each.
         pairs = [intersect(p, q) for p in x for q in y]
         return [p for p in pairs if p is not False] or False
+    if key == "not":
+        return {"anyOf": [x, y]}  # not A and not B is not (A or B)
     if key == "$ref":
         extra.append({"$ref": y})
         return x
@@ -204,3 +206,54 @@ def _covering(side: dict[str, Any], name: str) -> list[Any]:
     if not found:
         found.append(side.get("additionalProperties", True))
     return found
+
+
+_ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
+
+
+def is_never(schema: Any) -> bool:
+    """Whether the schema is written to admit no value (`false`, `{"not": {}}`)."""
+    if schema is False:
+        return True
+    if not isinstance(schema, dict):
+        return False
+    keys = {key for key in schema if key in HANDLED or key in UNSUPPORTED}
+    return keys == {"not"} and _constraint_free(schema["not"])
+
+
+def _constraint_free(schema: Any) -> bool:
+    if schema is True:
+        return True
+    return isinstance(schema, dict) and not any(k in HANDLED or k in UNSUPPORTED for k in schema)
+
+
+def negate(schema: Any) -> Any:
+    """A schema admitting exactly the values `schema` does not, or None when this converter
+    cannot write one (a complement of a `pattern` or an `enum` of strings, say)."""
+    if schema is False:
+        return True
+    if _constraint_free(schema):
+        return False
+    if not isinstance(schema, dict):
+        return None
+    keys = {key for key in schema if key in HANDLED or key in UNSUPPORTED}
+    if keys == {"not"}:
+        return schema["not"]
+    if keys == {"type"}:
+        named = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if "integer" in named and "number" not in named:
+            return None  # the numbers that are not integers: no grammar rule for them
+        left = [kind for kind in _ALL_TYPES if kind not in named]
+        return {"type": left} if left else False
+    if keys == {"required"} and isinstance(schema["required"], list):
+        names = schema["required"]
+        if not names:
+            return False
+        # `required` holds for every non-object: its complement is objects missing a name.
+        return {"type": "object", "anyOf": [{"properties": {n: False}} for n in names]}
+    if keys in ({"anyOf"}, {"allOf"}) and isinstance(schema[next(iter(keys))], list):
+        parts = [negate(part) for part in schema[next(iter(keys))]]
+        if any(part is None for part in parts):
+            return None
+        return {"allOf" if keys == {"anyOf"} else "anyOf": parts}
+    return None

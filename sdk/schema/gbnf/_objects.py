@@ -18,7 +18,7 @@ from sdk.schema import _regex as rx
 from sdk.schema.canonical import escape_pointer
 from sdk.schema.gbnf._gbnf_text import char_class, join_terms, literal, slug
 from sdk.schema.gbnf._json_values import JSON_SPECIAL, json_string
-from sdk.schema.gbnf._merge import Unmergeable, intersect, value_key
+from sdk.schema.gbnf._merge import Unmergeable, intersect, is_never, value_key
 from sdk.schema.gbnf._strings import StringRules
 
 # One character of a JSON string in its canonical spelling: raw, or the one escape JSON needs
@@ -46,9 +46,9 @@ class ObjectRules(StringRules):
                 declared[name] = self.covering(node, name, pointer)
         if not declared:
             return self.mapping(node, pointer, hint)
-        names = [name for name, schema in declared.items() if schema is not False]
+        names = [name for name, schema in declared.items() if not is_never(schema)]
         for name in required:
-            if declared[name] is False:
+            if is_never(declared[name]):
                 self.problem(pointer, "required", f"required property {name!r} is forbidden")
         extra = self.extra_member(node, list(declared), pointer, hint)  # none may repeat
         count_required = len(set(required))
@@ -70,7 +70,7 @@ class ObjectRules(StringRules):
             if where == "properties":
                 # A declared property whose name matches a pattern satisfies both schemas.
                 schema = self.with_patterns(node, name, schema, pointer)
-                if schema is False and name not in required:
+                if is_never(schema) and name not in required:
                     continue  # both cannot hold: the property is left out
             value = self.node(
                 schema,
@@ -130,7 +130,7 @@ class ObjectRules(StringRules):
         if not isinstance(patterns, dict):
             self.problem(pointer, "patternProperties", "`patternProperties` must be an object")
             return None
-        allowed = {pattern: schema for pattern, schema in patterns.items() if schema is not False}
+        allowed = {pattern: schema for pattern, schema in patterns.items() if not is_never(schema)}
         if allowed:
             # Only keys matching a pattern are written (the others, if `additionalProperties`
             # allows them, are left out: a narrowing).

@@ -8,7 +8,14 @@ from typing import Any
 
 from sdk.schema.gbnf._gbnf_text import slug
 from sdk.schema.gbnf._json_values import json_kind
-from sdk.schema.gbnf._merge import Unmergeable, flatten, intersect, intersect_all, value_key
+from sdk.schema.gbnf._merge import (
+    Unmergeable,
+    flatten,
+    intersect,
+    intersect_all,
+    is_never,
+    value_key,
+)
 from sdk.schema.gbnf._walker import SchemaWalker
 
 
@@ -224,12 +231,12 @@ def _forbids(node: dict[str, Any], name: str) -> bool:
     """Whether an object schema forbids a property called `name`."""
     properties = _properties(node)
     if name in properties:
-        return properties[name] is False
+        return is_never(properties[name])
     patterns = node.get("patternProperties", {})
     for pattern in patterns if isinstance(patterns, dict) else ():
         try:
             if re.search(pattern, name):
-                return patterns[pattern] is False
+                return is_never(patterns[pattern])
         except (re.error, TypeError):
             return False
     return node.get("additionalProperties", True) is False
