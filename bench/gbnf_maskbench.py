@@ -18,8 +18,9 @@ rejected); disagreements and engines unable to load a grammar (llguidance stops 
 grammar symbols) are counted apart.
 
 How an instance is written: compact JSON, numbers as in the file (a float positionally where
-that fits the converter's digit caps), strings with raw characters; object keys in the order
-the schema declares them (the converters keep declared order, like llguidance's maskbench).
+that fits the converter's digit caps), strings with raw characters; a valid instance's object
+keys in the order the converter writes them: declared order for ours, required properties
+first for llama.cpp's (both then the others).
 The reordering never changes whether an instance is valid (JSON Schema ignores key order), so
 it cannot hide an invalid instance accepted.
 
@@ -34,6 +35,7 @@ import argparse
 import collections
 import json
 import math
+import multiprocessing
 import signal
 import sys
 import time
@@ -52,6 +54,7 @@ import jsonschema  # noqa: E402
 from sdk.schema.gbnf import UnsupportedSchema, to_gbnf  # noqa: E402
 
 RESULTS = BENCH / "RESULTS.md"
+OURS = "sdk.schema.gbnf"
 
 
 class _Timeout(Exception):
@@ -138,8 +141,9 @@ def render(value: Any) -> str:
 class Orderer:
     """Puts an instance's keys in the order the schema declares them (recursively)."""
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: Any, *, required_first: bool = False) -> None:
         self.root = root
+        self.required_first = required_first  # llama.cpp's converter writes required ones first
         try:
             cls = jsonschema.validators.validator_for(root, jsonschema.Draft202012Validator)
             self.validator: Any = cls(root)
@@ -217,6 +221,18 @@ class Orderer:
             if isinstance(properties, dict):
                 for name, sub in properties.items():
                     declared.setdefault(name, sub)
+        if self.required_first:
+            required = {
+                name
+                for member in members
+                if isinstance(member.get("required"), list)
+                for name in member["required"]
+                if isinstance(name, str)
+            }
+            declared = {
+                **{n: v for n, v in declared.items() if n in required},
+                **{n: v for n, v in declared.items() if n not in required},
+            }
         result = {}
         for name, sub in declared.items():
             if name in value:
@@ -235,15 +251,74 @@ class Orderer:
 # --- engines --------------------------------------------------------------------------------
 
 
-def engines(choice: str) -> list[tuple[str, Callable[[str, str], bool]]]:
+def _engine_worker(name: str, conn: Any) -> None:
+    """Runs in a child process: answers (grammar, text) with True/False or an error text."""
     sys.path.insert(0, str(ROOT))
     from tests import grammar_support
 
+    accepts = (
+        grammar_support.llama_accepts if name == "llama.cpp" else grammar_support.grammar_accepts
+    )
+    while True:
+        try:
+            grammar, text = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send(bool(accepts(grammar, text)))
+        except Exception as error:  # the engine refuses the grammar
+            conn.send(f"{type(error).__name__}: {error}"[:200])
+
+
+class IsolatedEngine:
+    """One grammar engine in a child process, restarted when it crashes (llama.cpp's grammar
+    code can take the process down on some grammars) or hangs past `timeout` seconds."""
+
+    def __init__(self, name: str, timeout: float = 120.0) -> None:
+        self.name = name
+        self.timeout = timeout
+        self.crashes = 0
+        self.process: Any = None
+        self.conn: Any = None
+
+    def start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_engine_worker, args=(self.name, child), daemon=True)
+        self.process.start()
+        child.close()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.join()
+            self.process = None
+
+    def __call__(self, grammar: str, text: str) -> bool:
+        if self.process is None:
+            self.start()
+        self.conn.send((grammar, text))
+        if not self.conn.poll(self.timeout):
+            self.crashes += 1
+            self.stop()
+            raise RuntimeError(f"{self.name} did not answer in {self.timeout:.0f} s")
+        try:
+            answer = self.conn.recv()
+        except EOFError:
+            self.crashes += 1
+            self.stop()
+            raise RuntimeError(f"{self.name} crashed") from None
+        if isinstance(answer, str):
+            raise RuntimeError(answer)
+        return bool(answer)
+
+
+def engines(choice: str) -> list[tuple[str, Callable[[str, str], bool]]]:
     out: list[tuple[str, Callable[[str, str], bool]]] = []
     if choice in ("llama.cpp", "both"):
-        out.append(("llama.cpp", grammar_support.llama_accepts))
+        out.append(("llama.cpp", IsolatedEngine("llama.cpp")))
     if choice in ("llguidance", "both"):
-        out.append(("llguidance", grammar_support.grammar_accepts))
+        out.append(("llguidance", IsolatedEngine("llguidance")))
     return out
 
 
@@ -318,7 +393,7 @@ def run_one(
     tally.times.append(elapsed)
     tally.slowest = sorted([*tally.slowest, (elapsed, path.name, len(json.dumps(schema)))])[-5:]
     tally.converted += 1
-    orderer = Orderer(schema)
+    orderer = Orderer(schema, required_first=tally.name != OURS)
     ok = True
     invalid_accepted = 0
     for test in tests:
@@ -328,10 +403,10 @@ def run_one(
         for engine, accepts in checks:
             try:
                 verdicts.append(bool(accepts(grammar, text)))
-            except Exception:  # the engine cannot load the grammar (a size limit, say)
+            except Exception as error:  # the engine cannot load the grammar, or crashed
                 tally.engine_errors += 1
                 if len(tally.examples[f"{engine} cannot load"]) < 10:
-                    tally.examples[f"{engine} cannot load"].append(path.name)
+                    tally.examples[f"{engine} cannot load"].append(f"{path.name} ({error})"[:160])
         if not verdicts:
             verdicts.append(False)  # no engine could decide: counted as rejected
         if len(set(verdicts)) > 1:
@@ -440,7 +515,7 @@ def main() -> None:
     args = parser.parse_args()
 
     checks = engines(args.engine)
-    converters: list[tuple[str, Callable[[dict[str, Any]], str]]] = [("sdk.schema.gbnf", ours)]
+    converters: list[tuple[str, Callable[[dict[str, Any]], str]]] = [(OURS, ours)]
     baseline = None if args.no_baseline else baseline_converter()
     if baseline is not None:
         converters.append(("llama.cpp's converter", baseline))
