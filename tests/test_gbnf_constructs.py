@@ -187,6 +187,26 @@ CASES: list[Case] = [
         ['{"a": 1, "b": 1}', '{"a": 1, "c": 1}', "{}"],
     ),
     (
+        "not integer: every other type (the numbers that are not integers are left out)",
+        {"not": {"type": "integer"}},
+        ['"s"', "null", "[]", "{}", "true"],
+        ["1", "-3"],
+    ),
+    (
+        "oneOf with overlapping branches: each branch excludes the others",
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+         "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        ['{"a": 1}', '{"b": 1}', '{"a": 1, "c": 2}'],
+        ['{"a": 1, "b": 2}', "{}", '{"c": 2}'],
+    ),
+    (
+        "oneOf of three, two of them told apart by type",
+        {"oneOf": [{"type": "string"}, {"type": "object", "required": ["x"]},
+                   {"type": "object", "required": ["y"]}]},
+        ['"s"', '{"x": 1}', '{"y": 1}'],
+        ['{"x": 1, "y": 2}', "{}", "1"],
+    ),
+    (
         "draft 4 tuples: items as a list, then additionalItems",
         {"$schema": DRAFT_4, "type": "array",
          "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False},
@@ -256,7 +276,6 @@ CASES: list[Case] = [
 REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ("oneOf that may overlap", {"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "/oneOf"),
     ("the complement of a pattern", {"type": "string", "not": {"pattern": "^a"}}, "/not"),
-    ("the numbers that are not integers", {"not": {"type": "integer"}}, "/not"),
     ("a format JSON Schema defines but the converter cannot write",
      {"type": "string", "format": "ipv6"}, "/format"),
     ("two different patterns", {"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, "/pattern"),

@@ -7,7 +7,7 @@ from typing import Any
 from sdk.schema.gbnf._arrays import ArrayRules
 from sdk.schema.gbnf._enums import EnumRules
 from sdk.schema.gbnf._keywords import HANDLED, TYPES, UNSUPPORTED
-from sdk.schema.gbnf._merge import Unmergeable, flatten, intersect_all, negate
+from sdk.schema.gbnf._merge import Unmergeable, exclude, flatten, intersect_all
 from sdk.schema.gbnf._numbers import NumberRules
 from sdk.schema.gbnf._objects import ObjectRules
 from sdk.schema.gbnf._unions import UnionRules
@@ -54,10 +54,10 @@ class Compiler(EnumRules, UnionRules, NumberRules, ArrayRules, ObjectRules):
                 return '"?"'
             return self.node(rewritten, pointer, hint, guard)
         if "not" in keys:
-            complement = negate(node["not"])
+            complement = exclude(node["not"], lambda n: self.deref(n, 0))
             if complement is None:
                 return self.problem(
-                    pointer, "not", "this complement is not expressible as a grammar"
+                    pointer, "not", "no part of this complement is expressible as a grammar"
                 )
             rest = {key: node[key] for key in keys if key != "not"}
             return self.node(

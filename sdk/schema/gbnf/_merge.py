@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from sdk.schema.gbnf._json_values import json_kind
@@ -227,9 +228,12 @@ def _constraint_free(schema: Any) -> bool:
     return isinstance(schema, dict) and not any(k in HANDLED or k in UNSUPPORTED for k in schema)
 
 
-def negate(schema: Any) -> Any:
-    """A schema admitting exactly the values `schema` does not, or None when this converter
-    cannot write one (a complement of a `pattern` or an `enum` of strings, say)."""
+def exclude(schema: Any, deref: Callable[[Any], Any]) -> Any:
+    """A schema whose every value fails `schema`: its complement where this converter can write
+    that (`not`, `type`, `required`, unions of those), else a part of it (objects missing a
+    required name, values of another type), or None when nothing is known to fail. A part of the
+    complement is what `not` and `oneOf` need: the grammar may be narrower, never wider."""
+    schema = deref(schema)
     if schema is False:
         return True
     if _constraint_free(schema):
@@ -239,21 +243,34 @@ def negate(schema: Any) -> Any:
     keys = {key for key in schema if key in HANDLED or key in UNSUPPORTED}
     if keys == {"not"}:
         return schema["not"]
-    if keys == {"type"}:
+    for keyword, joined in (("anyOf", "allOf"), ("allOf", "anyOf")):
+        if keys == {keyword} and isinstance(schema[keyword], list):
+            each = [exclude(part, deref) for part in schema[keyword]]
+            if joined == "allOf":  # not (A or B) is (not A) and (not B): each one is needed
+                return None if any(p is None for p in each) else {"allOf": each}
+            known = [p for p in each if p is not None]  # not (A and B): either will do
+            return {"anyOf": known} if known else None
+    parts: list[Any] = []
+    if "type" in keys:
         named = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if "integer" in named and "number" not in named:
-            return None  # the numbers that are not integers: no grammar rule for them
-        left = [kind for kind in _ALL_TYPES if kind not in named]
-        return {"type": left} if left else False
-    if keys == {"required"} and isinstance(schema["required"], list):
-        names = schema["required"]
-        if not names:
-            return False
-        # `required` holds for every non-object: its complement is objects missing a name.
-        return {"type": "object", "anyOf": [{"properties": {n: False}} for n in names]}
-    if keys in ({"anyOf"}, {"allOf"}) and isinstance(schema[next(iter(keys))], list):
-        parts = [negate(part) for part in schema[next(iter(keys))]]
-        if any(part is None for part in parts):
-            return None
-        return {"allOf" if keys == {"anyOf"} else "anyOf": parts}
-    return None
+        # The numbers that are not integers have no grammar rule: with `integer` alone, every
+        # number is left out (a narrowing).
+        left = [
+            kind
+            for kind in _ALL_TYPES
+            if kind not in named and not (kind == "number" and "integer" in named)
+        ]
+        if left:
+            parts.append({"type": left})
+        if keys == {"type"}:
+            return parts[0] if parts else False
+    required = schema.get("required")
+    if isinstance(required, list) and required and all(isinstance(n, str) for n in required):
+        declared = schema.get("type")
+        if declared in (None, "object") or (isinstance(declared, list) and "object" in declared):
+            # `required` holds for every non-object; objects missing a name fail it.
+            missing = [{"properties": {name: False}} for name in required]
+            parts.append({"type": "object", "anyOf": missing})
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"anyOf": parts}

@@ -10,6 +10,7 @@ from sdk.schema.gbnf._gbnf_text import slug
 from sdk.schema.gbnf._json_values import json_kind
 from sdk.schema.gbnf._merge import (
     Unmergeable,
+    exclude,
     flatten,
     intersect,
     intersect_all,
@@ -109,12 +110,15 @@ class UnionRules(SchemaWalker):
             if not options:
                 return self.problem(pointer, keyword, "no branch satisfies the keywords beside")
         if keyword == "oneOf" and not self.disjoint(options):
-            self.problem(
-                pointer,
-                keyword,
-                "`oneOf` alternatives that may overlap (use anyOf, or make them disjoint by type"
-                " or by a const discriminator)",
-            )
+            exclusive = self.exclusive(options)
+            if exclusive is None:
+                return self.problem(
+                    pointer,
+                    keyword,
+                    "`oneOf` alternatives that may overlap (use anyOf, or make them disjoint by"
+                    " type or by a const discriminator)",
+                )
+            options = exclusive
         terms = []
         for index, option in enumerate(options):
             kind = option.get("type") if isinstance(option, dict) else None
@@ -128,6 +132,29 @@ class UnionRules(SchemaWalker):
         if isinstance(merged, dict) and "allOf" in merged and "$ref" not in merged:
             merged = intersect_all(flatten(merged))
         return merged
+
+    def exclusive(self, options: list[Any]) -> list[Any] | None:
+        """oneOf [A, B, C] as anyOf [A and not B and not C, ...], each `not` only where the
+        pair is not proven disjoint, and written with `exclude` (a part of the complement:
+        narrower, never wider). None when some branch cannot be excluded."""
+        if len(options) > MAX_EXCLUSIVE:
+            return None
+        out = []
+        for i, option in enumerate(options):
+            parts = [option]
+            for j, other in enumerate(options):
+                if i != j and not self.pair_disjoint(option, other, 0):
+                    excluded = exclude(other, lambda n: self.deref(n, 0))
+                    if excluded is None:
+                        return None
+                    parts.append(excluded)
+            try:
+                merged = self.merged_branch({}, {"allOf": parts})
+            except Unmergeable:
+                return None
+            if merged is not False:
+                out.append(merged)
+        return out or None
 
     def disjoint(self, options: list[Any]) -> bool:
         """Whether no value can match two of the options (so oneOf == anyOf): every pair is
@@ -213,6 +240,7 @@ class UnionRules(SchemaWalker):
 
 _ALL_KINDS = frozenset({"null", "boolean", "object", "array", "number", "string"})
 MAX_PAIRWISE = 128  # a `oneOf` with more branches is refused rather than checked pair by pair
+MAX_EXCLUSIVE = 16  # a `oneOf` with overlapping branches is rewritten up to this many branches
 
 
 def _required(node: dict[str, Any]) -> set[str]:
