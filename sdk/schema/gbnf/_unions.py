@@ -8,6 +8,7 @@ from typing import Any
 
 from sdk.schema.gbnf._gbnf_text import slug
 from sdk.schema.gbnf._json_values import json_kind
+from sdk.schema.gbnf._keywords import HANDLED, UNSUPPORTED
 from sdk.schema.gbnf._merge import (
     Unmergeable,
     exclude,
@@ -106,7 +107,7 @@ class UnionRules(SchemaWalker):
                 options = [self.merged_branch(siblings, option) for option in options]
             except Unmergeable as error:
                 return self.problem(pointer, error.keyword or keyword, error.reason)
-            options = [option for option in options if option is not False]
+            options = [option for option in options if not self.provably_empty(option, 0)]
             if not options:
                 return self.problem(pointer, keyword, "no branch satisfies the keywords beside")
         if keyword == "oneOf" and not self.disjoint(options):
@@ -152,9 +153,48 @@ class UnionRules(SchemaWalker):
                 merged = self.merged_branch({}, {"allOf": parts})
             except Unmergeable:
                 return None
-            if merged is not False:
+            if not self.provably_empty(merged, 0):
                 out.append(merged)
         return out or None
+
+    def provably_empty(self, schema: Any, depth: int) -> bool:
+        """Whether no value satisfies `schema`, as far as a few steps of intersecting show (a
+        union branch found empty is dropped instead of refused when it is compiled)."""
+        if schema is False:
+            return True
+        if not isinstance(schema, dict) or depth > 4 or self.emptiness_budget <= 0:
+            return False
+        self.emptiness_budget -= 1
+        keys = {key for key in schema if key in HANDLED or key in UNSUPPORTED}
+        try:
+            merged: Any = None
+            if "$ref" in keys and keys != {"$ref"}:
+                target = self.deref({"$ref": schema["$ref"]}, 0)
+                if target is None:
+                    return False
+                merged = intersect(target, {key: schema[key] for key in keys if key != "$ref"})
+            elif "not" in keys:
+                excluded = exclude(schema["not"], lambda n: self.deref(n, 0))
+                if excluded is None:
+                    return False
+                rest = {key: schema[key] for key in keys if key != "not"}
+                merged = intersect_all(
+                    flatten({**rest, "allOf": [*rest.get("allOf", []), excluded]})
+                )
+            elif "allOf" in keys:
+                merged = intersect_all(flatten({key: schema[key] for key in keys}))
+            else:
+                for keyword in ("anyOf", "oneOf"):
+                    if keyword in keys and isinstance(schema[keyword], list):
+                        siblings = {key: schema[key] for key in keys if key != keyword}
+                        return all(
+                            self.provably_empty(intersect(siblings, option), depth + 1)
+                            for option in schema[keyword]
+                        )
+                return _forbids_a_required(schema)
+        except Unmergeable:
+            return False
+        return self.provably_empty(merged, depth + 1)
 
     def disjoint(self, options: list[Any]) -> bool:
         """Whether no value can match two of the options (so oneOf == anyOf): every pair is
@@ -253,6 +293,14 @@ def _required(node: dict[str, Any]) -> set[str]:
 def _properties(node: dict[str, Any]) -> dict[str, Any]:
     properties = node.get("properties", {})
     return properties if isinstance(properties, dict) else {}
+
+
+def _forbids_a_required(node: dict[str, Any]) -> bool:
+    """An object schema requiring a property it forbids, with no type but object allowed."""
+    declared = node.get("type")
+    if declared != "object" and declared != ["object"]:
+        return False
+    return any(_forbids(node, name) for name in _required(node))
 
 
 def _forbids(node: dict[str, Any], name: str) -> bool:

@@ -22,6 +22,7 @@ class SchemaWalker(RuleBook):
         # compiled from this queue, not inside the reference, so that a long chain of
         # definitions does not nest Python calls (the depth stays that of one definition).
         self.deferred: list[tuple[str, Any, str, frozenset[str]]] = []
+        self.emptiness_budget = 20_000  # steps of `provably_empty`, so that time stays bounded
 
     def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
         """A GBNF term for the values `node` admits (defined by the compiler)."""
