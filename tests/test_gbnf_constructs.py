@@ -207,6 +207,14 @@ CASES: list[Case] = [
         ['{"x": 1, "y": 2}', "{}", "1"],
     ),
     (
+        "an optional property no value satisfies is left out; a union branch likewise",
+        {"type": "object",
+         "properties": {"e": {"type": "object", "enum": ["a", "b"]},
+                        "u": {"type": "string", "anyOf": [{"type": "integer"}, {"maxLength": 1}]}}},
+        ["{}", '{"u": "x"}'],
+        ['{"e": "a"}', '{"u": 1}', '{"u": "xy"}'],
+    ),
+    (
         "draft 4 tuples: items as a list, then additionalItems",
         {"$schema": DRAFT_4, "type": "array",
          "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False},

@@ -274,3 +274,38 @@ def exclude(schema: Any, deref: Callable[[Any], Any]) -> Any:
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else {"anyOf": parts}
+
+
+def required_names(node: dict[str, Any]) -> set[str]:
+    required = node.get("required", [])
+    if not isinstance(required, list):
+        return set()
+    return {name for name in required if isinstance(name, str)}
+
+
+def properties_of(node: dict[str, Any]) -> dict[str, Any]:
+    properties = node.get("properties", {})
+    return properties if isinstance(properties, dict) else {}
+
+
+def forbids_a_required(node: dict[str, Any]) -> bool:
+    """An object schema requiring a property it forbids, with no type but object allowed."""
+    declared = node.get("type")
+    if declared != "object" and declared != ["object"]:
+        return False
+    return any(forbids(node, name) for name in required_names(node))
+
+
+def forbids(node: dict[str, Any], name: str) -> bool:
+    """Whether an object schema forbids a property called `name`."""
+    properties = properties_of(node)
+    if name in properties:
+        return is_never(properties[name])
+    patterns = node.get("patternProperties", {})
+    for pattern in patterns if isinstance(patterns, dict) else ():
+        try:
+            if re.search(pattern, name):
+                return is_never(patterns[pattern])
+        except (re.error, TypeError):
+            return False
+    return node.get("additionalProperties", True) is False

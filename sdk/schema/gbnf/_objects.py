@@ -70,8 +70,8 @@ class ObjectRules(StringRules):
             if where == "properties":
                 # A declared property whose name matches a pattern satisfies both schemas.
                 schema = self.with_patterns(node, name, schema, pointer)
-                if is_never(schema) and name not in required:
-                    continue  # both cannot hold: the property is left out
+            if name not in required and (is_never(schema) or self.provably_empty(schema, 0)):
+                continue  # no value can be written for it: the property is left out
             value = self.node(
                 schema,
                 f"{pointer}/{where}/{escape_pointer(name)}" if where == "properties" else pointer,

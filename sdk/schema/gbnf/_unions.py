@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from typing import Any
 
 from sdk.schema.gbnf._gbnf_text import slug
 from sdk.schema.gbnf._json_values import json_kind
-from sdk.schema.gbnf._keywords import HANDLED, UNSUPPORTED
 from sdk.schema.gbnf._merge import (
     Unmergeable,
     exclude,
     flatten,
+    forbids,
     intersect,
     intersect_all,
-    is_never,
+    properties_of,
+    required_names,
     value_key,
 )
 from sdk.schema.gbnf._walker import SchemaWalker
@@ -157,45 +157,6 @@ class UnionRules(SchemaWalker):
                 out.append(merged)
         return out or None
 
-    def provably_empty(self, schema: Any, depth: int) -> bool:
-        """Whether no value satisfies `schema`, as far as a few steps of intersecting show (a
-        union branch found empty is dropped instead of refused when it is compiled)."""
-        if schema is False:
-            return True
-        if not isinstance(schema, dict) or depth > 4 or self.emptiness_budget <= 0:
-            return False
-        self.emptiness_budget -= 1
-        keys = {key for key in schema if key in HANDLED or key in UNSUPPORTED}
-        try:
-            merged: Any = None
-            if "$ref" in keys and keys != {"$ref"}:
-                target = self.deref({"$ref": schema["$ref"]}, 0)
-                if target is None:
-                    return False
-                merged = intersect(target, {key: schema[key] for key in keys if key != "$ref"})
-            elif "not" in keys:
-                excluded = exclude(schema["not"], lambda n: self.deref(n, 0))
-                if excluded is None:
-                    return False
-                rest = {key: schema[key] for key in keys if key != "not"}
-                merged = intersect_all(
-                    flatten({**rest, "allOf": [*rest.get("allOf", []), excluded]})
-                )
-            elif "allOf" in keys:
-                merged = intersect_all(flatten({key: schema[key] for key in keys}))
-            else:
-                for keyword in ("anyOf", "oneOf"):
-                    if keyword in keys and isinstance(schema[keyword], list):
-                        siblings = {key: schema[key] for key in keys if key != keyword}
-                        return all(
-                            self.provably_empty(intersect(siblings, option), depth + 1)
-                            for option in schema[keyword]
-                        )
-                return _forbids_a_required(schema)
-        except Unmergeable:
-            return False
-        return self.provably_empty(merged, depth + 1)
-
     def disjoint(self, options: list[Any]) -> bool:
         """Whether no value can match two of the options (so oneOf == anyOf): every pair is
         proven disjoint (see `pair_disjoint`)."""
@@ -229,14 +190,14 @@ class UnionRules(SchemaWalker):
         object_a, object_b = self.deref(a, 0), self.deref(b, 0)
         if not isinstance(object_a, dict) or not isinstance(object_b, dict):
             return False
-        required_a, required_b = _required(object_a), _required(object_b)
-        properties_a, properties_b = _properties(object_a), _properties(object_b)
+        required_a, required_b = required_names(object_a), required_names(object_b)
+        properties_a, properties_b = properties_of(object_a), properties_of(object_b)
         for name in required_a & required_b:
             both = name in properties_a and name in properties_b
             if both and self.pair_disjoint(properties_a[name], properties_b[name], depth + 1):
                 return True
-        return any(_forbids(object_b, name) for name in required_a) or any(
-            _forbids(object_a, name) for name in required_b
+        return any(forbids(object_b, name) for name in required_a) or any(
+            forbids(object_a, name) for name in required_b
         )
 
     def kinds(self, node: Any, depth: int) -> set[str] | None:
@@ -281,38 +242,3 @@ class UnionRules(SchemaWalker):
 _ALL_KINDS = frozenset({"null", "boolean", "object", "array", "number", "string"})
 MAX_PAIRWISE = 128  # a `oneOf` with more branches is refused rather than checked pair by pair
 MAX_EXCLUSIVE = 16  # a `oneOf` with overlapping branches is rewritten up to this many branches
-
-
-def _required(node: dict[str, Any]) -> set[str]:
-    required = node.get("required", [])
-    if not isinstance(required, list):
-        return set()
-    return {name for name in required if isinstance(name, str)}
-
-
-def _properties(node: dict[str, Any]) -> dict[str, Any]:
-    properties = node.get("properties", {})
-    return properties if isinstance(properties, dict) else {}
-
-
-def _forbids_a_required(node: dict[str, Any]) -> bool:
-    """An object schema requiring a property it forbids, with no type but object allowed."""
-    declared = node.get("type")
-    if declared != "object" and declared != ["object"]:
-        return False
-    return any(_forbids(node, name) for name in _required(node))
-
-
-def _forbids(node: dict[str, Any], name: str) -> bool:
-    """Whether an object schema forbids a property called `name`."""
-    properties = _properties(node)
-    if name in properties:
-        return is_never(properties[name])
-    patterns = node.get("patternProperties", {})
-    for pattern in patterns if isinstance(patterns, dict) else ():
-        try:
-            if re.search(pattern, name):
-                return is_never(patterns[pattern])
-        except (re.error, TypeError):
-            return False
-    return node.get("additionalProperties", True) is False

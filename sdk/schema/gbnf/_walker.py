@@ -6,7 +6,16 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from sdk.schema.gbnf._keywords import Whitespace
+from sdk.schema.gbnf._json_values import has_type
+from sdk.schema.gbnf._keywords import HANDLED, UNSUPPORTED, Whitespace
+from sdk.schema.gbnf._merge import (
+    Unmergeable,
+    exclude,
+    flatten,
+    forbids_a_required,
+    intersect,
+    intersect_all,
+)
 from sdk.schema.gbnf._rules import RuleBook
 
 
@@ -27,6 +36,51 @@ class SchemaWalker(RuleBook):
     def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
         """A GBNF term for the values `node` admits (defined by the compiler)."""
         raise NotImplementedError
+
+    def provably_empty(self, schema: Any, depth: int) -> bool:
+        """Whether no value satisfies `schema`, as far as a few steps of intersecting show (a
+        union branch found empty is dropped instead of refused when it is compiled)."""
+        if schema is False:
+            return True
+        if not isinstance(schema, dict) or depth > 4 or self.emptiness_budget <= 0:
+            return False
+        self.emptiness_budget -= 1
+        keys = {key for key in schema if key in HANDLED or key in UNSUPPORTED}
+        try:
+            merged: Any = None
+            if "$ref" in keys and keys != {"$ref"}:
+                target = self.deref({"$ref": schema["$ref"]}, 0)
+                if target is None:
+                    return False
+                merged = intersect(target, {key: schema[key] for key in keys if key != "$ref"})
+            elif "not" in keys:
+                excluded = exclude(schema["not"], lambda n: self.deref(n, 0))
+                if excluded is None:
+                    return False
+                rest = {key: schema[key] for key in keys if key != "not"}
+                merged = intersect_all(
+                    flatten({**rest, "allOf": [*rest.get("allOf", []), excluded]})
+                )
+            elif "allOf" in keys:
+                merged = intersect_all(flatten({key: schema[key] for key in keys}))
+            else:
+                for keyword in ("anyOf", "oneOf"):
+                    if keyword in keys and isinstance(schema[keyword], list):
+                        siblings = {key: schema[key] for key in keys if key != keyword}
+                        return all(
+                            self.provably_empty(intersect(siblings, option), depth + 1)
+                            for option in schema[keyword]
+                        )
+                if ("enum" in keys or "const" in keys) and isinstance(schema.get("type"), str):
+                    values = schema["enum"] if "enum" in keys else [schema["const"]]
+                    if isinstance(values, list) and not any(
+                        has_type(value, schema["type"]) for value in values
+                    ):
+                        return True
+                return forbids_a_required(schema)
+        except Unmergeable:
+            return False
+        return self.provably_empty(merged, depth + 1)
 
     def defer(self, name: str, schema: Any, pointer: str, guard: frozenset[str]) -> None:
         """Reserve `name` for the rule of `schema`, written when the queue is drained."""
