@@ -31,7 +31,7 @@ What the grammar supports (exactly, unless a narrowing is listed):
 - objects: `properties`, `required` (a required name `properties` does not declare gets the
   schema that covers it), `additionalProperties` (a schema, true or false), `patternProperties`
   (one pattern, or several with the same schema), `dependencies`/`dependentRequired`/
-  `dependentSchemas` (up to `MAX_DEPENDENCIES` per object, each written as "absent, or present
+  `dependentSchemas` (up to 6 per object, each written as "absent, or present
   with what it needs"); `minProperties`/`maxProperties` beside `properties` only when the
   required/declared counts imply them; an object without `properties` is a map (with the
   count bounds);
