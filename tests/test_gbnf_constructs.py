@@ -215,6 +215,13 @@ CASES: list[Case] = [
         ['{"e": "a"}', '{"u": 1}', '{"u": "xy"}'],
     ),
     (
+        "minProperties 1 beside optional properties: the empty object is left out",
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+         "minProperties": 1, "additionalProperties": False},
+        ['{"a": 1}', '{"b": ""}', '{"a": 1, "b": ""}'],
+        ["{}", '{"c": 1}'],
+    ),
+    (
         "draft 4 tuples: items as a list, then additionalItems",
         {"$schema": DRAFT_4, "type": "array",
          "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False},

@@ -56,6 +56,7 @@ def _composite(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         optional={
             "required": st.lists(st.sampled_from(NAMES), max_size=2, unique=True),
             "additionalProperties": st.booleans() | inner,
+            "minProperties": st.integers(0, 2),
             "patternProperties": st.dictionaries(st.just("^x"), inner, max_size=1),
             "dependentRequired": st.dictionaries(
                 st.sampled_from(NAMES), st.lists(st.sampled_from(NAMES), max_size=1), max_size=1

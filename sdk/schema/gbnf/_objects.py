@@ -54,7 +54,9 @@ class ObjectRules(StringRules):
         count_required = len(set(required))
         min_props = self.count(node, "minProperties", pointer)
         max_props = self.limit(node, "maxProperties", pointer)
-        if min_props > count_required or (
+        # "At least one property" with none required: the empty object is left out.
+        non_empty = min_props == 1 and count_required == 0
+        if (min_props > count_required and not non_empty) or (
             max_props is not None and (extra is not None or max_props < len(names))
         ):
             self.problem(
@@ -84,12 +86,15 @@ class ObjectRules(StringRules):
         open_, close = literal("{"), literal("}")
         comma = join_terms(self.ws, literal(","), self.ws)
         if not members and extra is None:
+            if non_empty:
+                return self.problem(pointer, "minProperties", "no property can be written")
             return self.define(hint, join_terms(open_, self.ws, close))
         if extra is None and all(is_required for _, _, is_required in members):
             # The common case, written flat: `"{" kv , kv , kv "}"`.
             inner = f" {comma} ".join(member for member, _, _ in members)
             return self.define(hint, join_terms(open_, self.ws, inner, self.ws, close))
-        return self.define(hint, self.ordered_members(members, extra, hint, open_, close, comma))
+        body = self.ordered_members(members, extra, hint, open_, close, comma, empty=not non_empty)
+        return self.define(hint, body)
 
     def covering(self, node: dict[str, Any], name: str, pointer: str) -> Any:
         """The schema an undeclared property `name` must satisfy."""
@@ -210,9 +215,12 @@ class ObjectRules(StringRules):
         open_: str,
         close: str,
         comma: str,
+        *,
+        empty: bool,
     ) -> str:
         """Declared order with optional members: choose the first member written, then each
-        later member in order, an optional one behind `( , kv )?`, then any extra members.
+        later member in order, an optional one behind `( , kv )?`, then any extra members;
+        `empty`: the empty object too, when no member is required.
 
         `tail-i` is everything after member i-1, so the rules grow linearly with the number of
         properties, and the grammar stays unambiguous (every member starts with its own key,
@@ -240,7 +248,7 @@ class ObjectRules(StringRules):
         if not any_required and extra:
             firsts.append(join_terms(extra, extras))
         body = join_terms(open_, self.ws, "( " + " | ".join(firsts) + " )", self.ws, close)
-        if not any_required:
+        if not any_required and empty:
             body += " | " + join_terms(open_, self.ws, close)
         return body
 
