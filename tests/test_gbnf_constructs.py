@@ -222,6 +222,21 @@ CASES: list[Case] = [
         ["{}", '{"c": 1}'],
     ),
     (
+        "oneOf told apart by a property's value: each branch excludes the other's strings",
+        {"type": "object", "required": ["url"],
+         "properties": {"url": {"type": "string"}, "category": {"type": "string"}},
+         "oneOf": [{"properties": {"category": {"enum": ["a"]}}},
+                   {"properties": {"category": {"enum": ["b"]}}}]},
+        ['{"url": "u", "category": "a"}', '{"url": "u", "category": "b"}'],
+        ['{"url": "u"}', '{"url": "u", "category": "c"}'],
+    ),
+    (
+        "not enum of strings: any other value, any other string",
+        {"not": {"enum": ["x", "y"]}},
+        ['"z"', "1", "null", '"xy"', '""'],
+        ['"x"', '"y"', '"\\u0078"'],
+    ),
+    (
         "draft 4 tuples: items as a list, then additionalItems",
         {"$schema": DRAFT_4, "type": "array",
          "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False},

@@ -6,7 +6,7 @@ from typing import Any
 
 from sdk.schema.gbnf._gbnf_text import literal
 from sdk.schema.gbnf._json_values import has_type, json_text
-from sdk.schema.gbnf._keywords import ANNOTATIONS, CONTAINERS
+from sdk.schema.gbnf._keywords import ANNOTATIONS, CONTAINERS, NOT_IN
 from sdk.schema.gbnf._walker import SchemaWalker
 
 
@@ -20,10 +20,12 @@ class EnumRules(SchemaWalker):
         values = node["enum"] if source == "enum" else [node["const"]]
         if not isinstance(values, list) or not values:
             return self.problem(pointer, source, "`enum` must be a non-empty list")
+        excluded = node.get(NOT_IN, [])
+        values = [v for v in values if not (isinstance(v, str) and v in excluded)]
         siblings = {
             key: value
             for key, value in node.items()
-            if key != source and key not in ANNOTATIONS and key not in CONTAINERS
+            if key != source and key not in ANNOTATIONS and key not in CONTAINERS and key != NOT_IN
             if not key.startswith("x-")
         }
         if set(siblings) == {"type"} and isinstance(siblings["type"], str):

@@ -59,6 +59,9 @@ UNSUPPORTED = {
     "disallow": "draft 3's `disallow` is not supported",
     "divisibleBy": "draft 3's `divisibleBy` is not supported",
 }
+# Internal: "any string except these", written by `_merge.exclude` (an `x-` keyword, so that a
+# validator reading the intersected schema never sees it; the converter handles it itself).
+NOT_IN = "x-gbnf-not-in"
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 # Calendar-exact date (0001-01-01 to 9999-12-31, Feb 29 only in leap years) and RFC 3339 time,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sdk.schema.gbnf._json_values import json_kind
-from sdk.schema.gbnf._keywords import HANDLED, UNSUPPORTED
+from sdk.schema.gbnf._keywords import HANDLED, NOT_IN, UNSUPPORTED
 
 _LOWER = frozenset({"minimum", "minLength", "minItems", "minProperties", "minContains"})
 _UPPER = frozenset({"maximum", "maxLength", "maxItems", "maxProperties", "maxContains"})
@@ -149,6 +149,8 @@ def _merge_keyword(key: str, x: Any, y: Any, extra: list[Any]) -> Any:
         if not isinstance(x, list) or not isinstance(y, list):
             raise Unmergeable(key, "`allOf` must be a list")
         return [*x, *y]
+    if key == NOT_IN:
+        return list(dict.fromkeys([*x, *y]))  # outside both sets
     if key not in HANDLED and key not in UNSUPPORTED:
         return x  # an annotation or an unknown keyword: ignored either way
     raise Unmergeable(key, f"two different `{key}`s need an intersection")
@@ -209,6 +211,7 @@ def _covering(side: dict[str, Any], name: str) -> list[Any]:
     return found
 
 
+_JSON_SPECIAL = re.compile(r'["\\\x00-\x1f]')
 _ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 
 
@@ -251,6 +254,14 @@ def exclude(schema: Any, deref: Callable[[Any], Any]) -> Any:
             known = [p for p in each if p is not None]  # not (A and B): either will do
             return {"anyOf": known} if known else None
     parts: list[Any] = []
+    listed = schema.get("enum", [schema["const"]] if "const" in schema else None)
+    if ("enum" in keys or "const" in keys) and isinstance(listed, list):
+        plain = all(isinstance(v, str) and not _JSON_SPECIAL.search(v) for v in listed)
+        if not plain:
+            return None
+        # Anything but a string, or a string outside the listed ones.
+        others = [kind for kind in _ALL_TYPES if kind != "string"]
+        return {"anyOf": [{"type": others}, {"type": "string", NOT_IN: list(listed)}]}
     if "type" in keys:
         named = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         # The numbers that are not integers have no grammar rule: with `integer` alone, every
@@ -271,6 +282,13 @@ def exclude(schema: Any, deref: Callable[[Any], Any]) -> Any:
             # `required` holds for every non-object; objects missing a name fail it.
             missing = [{"properties": {name: False}} for name in required]
             parts.append({"type": "object", "anyOf": missing})
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and len(properties) <= 8:
+        for name, sub in properties.items():
+            # An object whose `name` holds a value failing its schema fails the whole.
+            failing = exclude(sub, deref)
+            if failing is not None and failing is not False:
+                parts.append({"type": "object", "required": [name], "properties": {name: failing}})
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else {"anyOf": parts}

@@ -14,16 +14,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sdk.schema import _regex as rx
 from sdk.schema.canonical import escape_pointer
-from sdk.schema.gbnf._gbnf_text import char_class, join_terms, literal, slug
-from sdk.schema.gbnf._json_values import JSON_SPECIAL, json_string
+from sdk.schema.gbnf._gbnf_text import join_terms, literal, slug
+from sdk.schema.gbnf._json_values import json_string
 from sdk.schema.gbnf._merge import Unmergeable, intersect, is_never, value_key
 from sdk.schema.gbnf._strings import StringRules
-
-# One character of a JSON string in its canonical spelling: raw, or the one escape JSON needs
-# (`\"`, `\\`, the short escapes, `\u00XX` in lower case for the other control characters).
-_CANONICAL_ESCAPE = r'"\\" ( ["\\bfnrt] | "u00" ( "0" [0-7bef] | "1" [0-9a-f] ) )'
 
 
 class ObjectRules(StringRules):
@@ -174,38 +169,6 @@ class ObjectRules(StringRules):
                 additional, f"{pointer}/additionalProperties", f"{hint}-value", frozenset()
             )
         return self.define(f"{hint}-extra", join_terms(key, self.ws, literal(":"), self.ws, value))
-
-    def key_except(self, names: list[str], hint: str) -> str | None:
-        """A JSON string, canonically spelled, that is none of `names` (None when a name has a
-        character JSON escapes: such objects keep to their declared members, a narrowing)."""
-        special = re.compile(r'["\\\x00-\x1f]')
-        if any(special.search(name) for name in names):
-            return None
-        trie: dict[str, Any] = {}
-        for name in names:
-            level = trie
-            for char in name:
-                level = level.setdefault(char, {})
-            level[""] = {}  # the end of a name
-        escape = self.define("canonical-escape", _CANONICAL_ESCAPE)
-        plain = char_class(rx.complement(JSON_SPECIAL))
-        rest = self.define("key-char", f"{plain} | {escape}")
-
-        def state(level: dict[str, Any]) -> str:
-            options = [
-                join_terms(literal(char), state(level[char])) for char in level if char != ""
-            ]
-            taken = tuple(sorted((ord(c), ord(c)) for c in level if c != ""))
-            others = rx.complement(rx.union(JSON_SPECIAL, rx.normalize(taken)))
-            if others:
-                options.append(f"{char_class(others)} {rest}*")
-            options.append(f"{escape} {rest}*")
-            body = " | ".join(options)
-            if "" in level:  # a name ends here: the key must go on
-                return self.define(f"{hint}-key-part", body)
-            return f"{self.define(f'{hint}-key-part', body)}?"
-
-        return self.define(f"{hint}-key", join_terms(literal('"'), state(trie), literal('"')))
 
     def ordered_members(
         self,

@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sdk.schema import _regex as rx
 from sdk.schema.gbnf._gbnf_text import char_class, is_atom, join_terms, literal
 from sdk.schema.gbnf._json_values import JSON_SPECIAL, SHORT_ESCAPES
-from sdk.schema.gbnf._keywords import FORMATS, SPEC_FORMATS
+from sdk.schema.gbnf._keywords import FORMATS, NOT_IN, SPEC_FORMATS
 from sdk.schema.gbnf._lengths import fit
 from sdk.schema.gbnf._walker import SchemaWalker
+
+# One character of a JSON string in its canonical spelling: raw, or the one escape JSON needs
+# (`\"`, `\\`, the short escapes, `\u00XX` in lower case for the other control characters).
+_CANONICAL_ESCAPE = r'"\\" ( ["\\bfnrt] | "u00" ( "0" [0-7bef] | "1" [0-9a-f] ) )'
 
 
 class StringRules(SchemaWalker):
     """Rules for string nodes."""
 
     def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        excluded = node.get(NOT_IN)
+        if excluded is not None:
+            # Written by `exclude` (any string but these): alone or not at all.
+            if set(node) & {"pattern", "format", "minLength", "maxLength"}:
+                return self.problem(pointer, "not", "a string outside a set, with other bounds")
+            key = self.key_except(list(excluded), hint)
+            return key if key is not None else self.problem(pointer, "not", "a string set")
         min_len = self.count(node, "minLength", pointer)
         max_len = self.limit(node, "maxLength", pointer)
         pattern, fmt = node.get("pattern"), node.get("format")
@@ -149,3 +161,35 @@ class StringRules(SchemaWalker):
         if len(parts) == 1 and is_atom(parts[0]):
             return parts[0]
         return self.define(f"{hint}-char", " | ".join(parts))
+
+    def key_except(self, names: list[str], hint: str) -> str | None:
+        """A JSON string, canonically spelled, that is none of `names` (None when a name has a
+        character JSON escapes: such objects keep to their declared members, a narrowing)."""
+        special = re.compile(r'["\\\x00-\x1f]')
+        if any(special.search(name) for name in names):
+            return None
+        trie: dict[str, Any] = {}
+        for name in names:
+            level = trie
+            for char in name:
+                level = level.setdefault(char, {})
+            level[""] = {}  # the end of a name
+        escape = self.define("canonical-escape", _CANONICAL_ESCAPE)
+        plain = char_class(rx.complement(JSON_SPECIAL))
+        rest = self.define("key-char", f"{plain} | {escape}")
+
+        def state(level: dict[str, Any]) -> str:
+            options = [
+                join_terms(literal(char), state(level[char])) for char in level if char != ""
+            ]
+            taken = tuple(sorted((ord(c), ord(c)) for c in level if c != ""))
+            others = rx.complement(rx.union(JSON_SPECIAL, rx.normalize(taken)))
+            if others:
+                options.append(f"{char_class(others)} {rest}*")
+            options.append(f"{escape} {rest}*")
+            body = " | ".join(options)
+            if "" in level:  # a name ends here: the key must go on
+                return self.define(f"{hint}-key-part", body)
+            return f"{self.define(f'{hint}-key-part', body)}?"
+
+        return self.define(f"{hint}-key", join_terms(literal('"'), state(trie), literal('"')))
