@@ -31,16 +31,19 @@ What the grammar supports (exactly, unless a narrowing is listed):
 - objects: `properties`, `required` (a required name `properties` does not declare gets the
   schema that covers it), `additionalProperties` (a schema, true or false), `patternProperties`
   (one pattern, or several with the same schema), `dependencies`/`dependentRequired`/
-  `dependentSchemas` (up to 6 per object, each written as "absent, or present
-  with what it needs"); `minProperties`/`maxProperties` beside `properties` only when the
-  required/declared counts imply them; an object without `properties` is a map (with the
-  count bounds);
+  `dependentSchemas` (up to 6 per object, each written as "absent, or present with what it
+  needs"); `minProperties`/`maxProperties` beside `properties` only when the
+  required/declared counts imply them or for "at least one property"; an object without
+  `properties` is a map (with the count bounds);
 - `allOf` (its members intersected keyword by keyword, see `_merge`), keywords beside `$ref`,
-  `anyOf` or `oneOf` (intersected with the target / distributed over the branches), `anyOf`
-  (union), `oneOf` when every pair of branches is provably disjoint (by type, by constant
-  values, or, for objects, by a property both require with disjoint schemas or one requires
-  and the other forbids), local `$ref` (recursion included, as long as a cycle passes through
-  an object or an array);
+  `anyOf` or `oneOf` (intersected with the target / distributed over the branches; a branch
+  proven empty is dropped), `anyOf` (union), `oneOf` (as a union when every pair of branches is
+  provably disjoint: by type, by constant values, or, for objects, by a property both require
+  with disjoint schemas or one requires and the other forbids; otherwise each branch minus the
+  others, see `not`), `not` (written as its complement where a grammar can say it: types,
+  missing required names, strings outside a set, a property's value outside its schema, and
+  unions of those), local `$ref` (recursion included, as long as a cycle passes through an
+  object or an array);
 - arrays: `items`, `prefixItems`, `items` as a list with `additionalItems` (drafts 4 to
   2019-09), `minItems`, `maxItems` (`uniqueItems: true` only when `maxItems <= 1`);
 - strings: `minLength`, `maxLength` (counted in code points, escapes included), `pattern` (a
@@ -78,19 +81,21 @@ value that keeps one spelling in the grammar; the ones marked (*) leave values o
   all when a pattern matches a declared name (they could repeat it) (*); members beyond the
   declared ones are not produced when a declared name contains a character JSON escapes (*);
 - keywords beside `$ref` are intersected with its target whatever the draft (drafts 4 to 7
-  ignore them) (*).
+  ignore them) (*);
+- `not` and an overlapping `oneOf` use a part of a complement where the whole is not
+  expressible (`not: {type: integer}` leaves every number out) (*).
 
 Since the grammar is never wider than the schema, a complete generation under it always passes
 the parser's schema step; the parser still runs every step (the stop reason above all: a cut
 generation is a prefix of a valid document, not a valid document).
 
-Raises `UnsupportedSchema` for: `multipleOf`, `not`, `if`/`then`/`else`, `propertyNames`,
-`contains`, `unevaluatedItems`, `unevaluatedProperties` other than `false` (or inside an
-intersection), `$dynamicRef`, draft 3 (its `$schema`, a boolean `required`, `extends`...),
-non-local `$ref` (or one below a subschema with its own `$id`), intersections it cannot write
-(two different `pattern`s, say), `oneOf` branches not provably disjoint, non-integer bounds on
-`number`, `format`s JSON Schema defines that are not listed above, regex features outside the
-subset, and schemas no value satisfies.
+Raises `UnsupportedSchema` for: `multipleOf`, a `not` or an overlapping `oneOf` when no part
+of the complement is expressible, `if`/`then`/`else`, `propertyNames`, `contains`,
+`unevaluatedItems`, `unevaluatedProperties` other than `false` (or inside an intersection),
+`$dynamicRef`, draft 3 (its `$schema`, a boolean `required`, `extends`...), non-local `$ref`
+(or one below a subschema with its own `$id`), intersections it cannot write (two different
+`pattern`s, say), non-integer bounds on `number`, `format`s JSON Schema defines that are not
+listed above, regex features outside the subset, and schemas no value satisfies.
 """
 
 from __future__ import annotations
