@@ -22,6 +22,7 @@ class RuleBook:
         self.by_body: dict[str, str] = {}  # body -> name, to share identical rules
         self.pending: set[str] = set()  # names reserved (for $ref targets, root) not yet defined
         self.problems: dict[tuple[str, str], UnsupportedKeyword] = {}
+        self.counters: dict[str, int] = {}  # hint -> the last number `unique` gave it
 
     def render(self) -> str:
         """The grammar text: `root` first, then the rules in definition order, shared rules last.
@@ -84,11 +85,14 @@ class RuleBook:
         return name
 
     def unique(self, hint: str) -> str:
-        base = hint
-        name, counter = base, 1
+        # Numbering resumes where it stopped for this hint: thousands of rules named after one
+        # hint (the states of a key grammar) cost linear time, not quadratic.
+        counter = self.counters.get(hint, 1)
+        name = hint if counter == 1 else f"{hint}-{counter}"
         while name in self.rules or name in self.pending or name in RESERVED:
             counter += 1
-            name = f"{base}-{counter}"
+            name = f"{hint}-{counter}"
+        self.counters[hint] = counter
         return name
 
     def atom(self, expr: str, hint: str) -> str:

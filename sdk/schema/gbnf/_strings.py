@@ -20,6 +20,8 @@ _CANONICAL_ESCAPE = r'"\\" ( ["\\bfnrt] | "u00" ( "0" [0-7bef] | "1" [0-9a-f] ) 
 class StringRules(SchemaWalker):
     """Rules for string nodes."""
 
+    keys_except: dict[tuple[str, ...], str]  # names -> the rule of the strings that are none
+
     def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
         excluded = node.get(NOT_IN)
         if excluded is not None:
@@ -168,6 +170,9 @@ class StringRules(SchemaWalker):
         special = re.compile(r'["\\\x00-\x1f]')
         if any(special.search(name) for name in names):
             return None
+        known = self.keys_except.get(tuple(names))
+        if known is not None:
+            return known
         trie: dict[str, Any] = {}
         for name in names:
             level = trie
@@ -192,4 +197,6 @@ class StringRules(SchemaWalker):
                 return self.define(f"{hint}-key-part", body)
             return f"{self.define(f'{hint}-key-part', body)}?"
 
-        return self.define(f"{hint}-key", join_terms(literal('"'), state(trie), literal('"')))
+        key = self.define(f"{hint}-key", join_terms(literal('"'), state(trie), literal('"')))
+        self.keys_except[tuple(names)] = key
+        return key

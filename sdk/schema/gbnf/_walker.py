@@ -31,6 +31,7 @@ class SchemaWalker(RuleBook):
         # compiled from this queue, not inside the reference, so that a long chain of
         # definitions does not nest Python calls (the depth stays that of one definition).
         self.deferred: list[tuple[str, Any, str, frozenset[str]]] = []
+        self.keys_except: dict[tuple[str, ...], str] = {}  # see `StringRules.key_except`
         self.emptiness_budget = 20_000  # steps of `provably_empty`, so that time stays bounded
 
     def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
