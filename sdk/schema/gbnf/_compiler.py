@@ -20,6 +20,8 @@ MAX_DEPENDENCIES = 6
 class Compiler(EnumRules, UnionRules, NumberRules, ArrayRules, ObjectRules):
     """One conversion: walks the schema once, collecting rules and problems."""
 
+    terms: dict[tuple[int, frozenset[str]], tuple[dict[str, Any], str]]
+
     def compile(self) -> str:
         self.pending.add("root")
         try:
@@ -44,6 +46,16 @@ class Compiler(EnumRules, UnionRules, NumberRules, ArrayRules, ObjectRules):
             return self.problem(pointer, "", "the schema `false` admits no value")
         if not isinstance(node, dict):
             return self.problem(pointer, "", "a schema must be an object or a boolean")
+        # A subschema met again (a union's branches share their siblings' subschemas) is not
+        # walked again: its term is the same. The entry keeps the dict alive, so its id holds.
+        seen = self.terms.get((id(node), guard))
+        if seen is not None and seen[0] is node:
+            return seen[1]
+        term = self.walk(node, pointer, hint, guard)
+        self.terms[(id(node), guard)] = (node, term)
+        return term
+
+    def walk(self, node: dict[str, Any], pointer: str, hint: str, guard: frozenset[str]) -> str:
         keys = self.check_keywords(node, pointer, enumerated="enum" in node or "const" in node)
         if "enum" in keys or "const" in keys:
             return self.enum(node, pointer, hint)

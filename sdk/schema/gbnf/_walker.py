@@ -32,6 +32,7 @@ class SchemaWalker(RuleBook):
         # definitions does not nest Python calls (the depth stays that of one definition).
         self.deferred: list[tuple[str, Any, str, frozenset[str]]] = []
         self.keys_except: dict[tuple[str, ...], str] = {}  # see `StringRules.key_except`
+        self.terms: dict[tuple[int, frozenset[str]], tuple[dict[str, Any], str]] = {}
         self.emptiness_budget = 20_000  # steps of `provably_empty`, so that time stays bounded
 
     def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
