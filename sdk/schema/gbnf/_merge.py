@@ -46,6 +46,14 @@ def value_key(value: Any) -> str:
     return json_kind(value)[0] + json.dumps(value)
 
 
+def _same(x: Any, y: Any) -> bool:
+    """JSON equality, cheaply: Python's `==` is coarser (`True == 1`), so only its "equal"
+    needs the exact check; its "different" is final."""
+    if x is y:
+        return True
+    return bool(x == y) and value_key(x) == value_key(y)
+
+
 def flatten(node: Any) -> list[Any]:
     """`node` as a list of `allOf`-free members whose intersection it is."""
     if not isinstance(node, dict) or "allOf" not in node:
@@ -87,7 +95,7 @@ def intersect(a: Any, b: Any) -> Any:
             out[key] = a[key]
         elif key not in a:
             out[key] = b[key]
-        elif value_key(a[key]) == value_key(b[key]):
+        elif _same(a[key], b[key]):
             out[key] = a[key]
         else:
             merged = _merge_keyword(key, a[key], b[key], extra)
