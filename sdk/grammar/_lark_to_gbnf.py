@@ -27,7 +27,8 @@ from lark.grammar import NonTerminal, Terminal
 
 from sdk.grammar._grammar import Grammar, UnconvertibleGrammar, compiled_lark
 from sdk.schema import _regex as rx
-from sdk.schema.gbnf import _char_class, _literal
+from sdk.schema.gbnf._gbnf_text import char_class as _char_class
+from sdk.schema.gbnf._gbnf_text import literal as _literal
 
 __all__ = ["lark_to_gbnf", "to_gbnf"]
 
