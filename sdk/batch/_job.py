@@ -1,0 +1,730 @@
+"""`BatchJob`: one contract over a whole input file, through a batch backend, resumable.
+
+    job = BatchJob.create("job.db", contract=Decision, backend=AnthropicBatches(provider),
+                          input="items.jsonl", out="results.jsonl")
+    summary = job.run()  # submit, poll, collect, follow up: until every item is done
+    # after a crash, a redeploy, a closed laptop:
+    summary = BatchJob.open("job.db", contract=Decision, backend=...).run()
+
+The job's whole state is in its SQLite file (`sdk.batch._state`), and every step is one
+transaction, so `run` may be interrupted anywhere and run again:
+
+1. index: the input is read as a stream; each item's id and byte offset are stored (resumed
+   from the last indexed line);
+2. submit: pending items are grouped into submissions within the backend's request and byte
+   limits; a submission is recorded *before* the backend is asked, so that one created but not
+   recorded (a crash, a lost answer) is looked up by its metadata and adopted, never sent twice
+   blindly;
+3. poll each open batch with backoff until it ends;
+4. collect: results are streamed back, routed by `custom_id` to the items still waiting for
+   that submission, parsed by the live calls' parser and retry machine
+   (`sdk.batch._outcome`), and committed a chunk at a time with their output lines
+   (`sdk.batch._output`); items to retry go back to pending with their feedback and are sent in
+   a follow-up submission.
+
+An item's line is written exactly once: lines are appended and committed in the same
+transaction as the items they are for, and a resumed run cuts the output back to what was
+committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sdk._result import Result
+from sdk.batch._errors import BatchError, BatchInputError, JobMismatch
+from sdk.batch._hosted import HostedBackend, RemoteResult
+from sdk.batch._items import InputItem, InputReader, file_identity, read_index
+from sdk.batch._local import LocalBackend, Outcome, run_local
+from sdk.batch._outcome import (
+    Decision,
+    JobSettings,
+    decide_failure,
+    decide_reply,
+    error_record,
+    ok_line,
+    request_for,
+)
+from sdk.batch._output import OutputLog
+from sdk.batch._state import ItemRow, ItemUpdate, JobState, SubmissionRow
+from sdk.contract import Contract
+from sdk.errors import StructuredOutputError
+from sdk.providers._errors import provider_error
+from sdk.schema.canonical import schema_info
+
+__all__ = ["BatchJob", "JobProgress", "JobSummary"]
+
+Backend = HostedBackend | LocalBackend
+
+_INDEX_CHUNK = 5000
+_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """Where a job is: items done (valid), failed, in flight (submitted), of the total."""
+
+    total: int
+    ok: int
+    failed: int
+    in_flight: int
+
+    @property
+    def done(self) -> int:
+        """Items finished either way."""
+        return self.ok + self.failed
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job's counts by outcome, its tokens, and the items that stayed failed."""
+
+    job: str
+    provider: str
+    model: str | None
+    schema: str
+    total: int
+    ok: int
+    failed: int
+    cancelled: int
+    pending: int
+    in_flight: int
+    input_tokens: int
+    output_tokens: int
+    batches: int
+    failure_types: dict[str, int] = field(default_factory=dict)
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    """Up to 20 failed items: id, error type, last error."""
+    seconds: float | None = None
+    state: str = "running"
+
+    @property
+    def finished(self) -> bool:
+        """Whether every item is done (valid, failed or cancelled)."""
+        return self.pending == 0 and self.in_flight == 0
+
+    def lines(self) -> list[str]:
+        """The summary as text lines."""
+        lines = [
+            f"job {self.job}: {self.schema} via {self.provider}"
+            + (f" ({self.model})" if self.model else "")
+            + f", {self.state}",
+            f"items: {self.total:,} total, {self.ok:,} ok, {self.failed:,} failed, "
+            f"{self.cancelled:,} cancelled, {self.in_flight:,} in flight, "
+            f"{self.pending:,} pending",
+            f"tokens: {self.input_tokens:,} in, {self.output_tokens:,} out; "
+            f"{self.batches:,} backend batches (cost: see the provider's batch pricing)",
+        ]
+        if self.seconds:
+            rate = (self.ok + self.failed + self.cancelled) / self.seconds
+            lines.append(f"time: {self.seconds:.1f} s ({rate:,.1f} items/s this run)")
+        if self.failure_types:
+            kinds = ", ".join(f"{k}: {n:,}" for k, n in sorted(self.failure_types.items()))
+            lines.append(f"failed by error: {kinds}")
+        for item_id, kind, message in self.failures:
+            lines.append(f"  {item_id}: {kind}: {message}")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as JSON data."""
+        data = asdict(self)
+        data["failures"] = [{"id": i, "error_type": k, "error": m} for i, k, m in self.failures]
+        data["finished"] = self.finished
+        return data
+
+
+class BatchJob:
+    """A contract over an input file through a backend; see the module docstring.
+
+    `poll_interval` and `poll_max`: seconds between status checks, growing by half each
+    unchanged round up to the maximum. `collect_chunk`: results committed per transaction.
+    `sleep`: how polling waits (tests pass a recorder).
+    """
+
+    def __init__(
+        self,
+        state: JobState,
+        *,
+        contract: type[Contract],
+        backend: Backend,
+        poll_interval: float = 10.0,
+        poll_max: float = 300.0,
+        collect_chunk: int = 1000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.state = state
+        self.contract = contract
+        self.backend = backend
+        self.job_id: str = state.get("job")
+        self.input = Path(state.get("input"))
+        self.out = Path(state.get("out"))
+        self.settings = JobSettings(**state.get("settings"))
+        self.poll_interval = poll_interval
+        self.poll_max = poll_max
+        self.collect_chunk = collect_chunk
+        self._sleep = sleep
+        self._check(contract, backend)
+
+    # --- opening ---
+
+    @classmethod
+    def create(
+        cls,
+        state: str | Path,
+        *,
+        contract: type[Contract],
+        backend: Backend,
+        input: str | Path,
+        out: str | Path,
+        settings: JobSettings | None = None,
+        **options: Any,
+    ) -> BatchJob:
+        """A new job (or, if `state` already holds this same job, that job to resume)."""
+        store = JobState(state)
+        try:
+            input_path = Path(input).resolve()
+            out_path = Path(out).resolve()
+            if not input_path.is_file():
+                raise BatchInputError(f"{input}: no such input file")
+            if store.get("job") is None:
+                info = schema_info(contract)
+                with store.transaction() as db:
+                    store.put("job", secrets.token_hex(6), db)
+                    store.put("contract", f"{contract.__module__}:{contract.__qualname__}", db)
+                    store.put("schema", [info.name, info.version, info.fingerprint], db)
+                    store.put("backend", backend.name, db)
+                    store.put("provider", backend.provider.name, db)
+                    store.put("model", backend.provider.model, db)
+                    store.put("input", str(input_path), db)
+                    store.put("input_identity", file_identity(input_path), db)
+                    store.put("out", str(out_path), db)
+                    store.put("out_length", 0, db)
+                    store.put("settings", asdict(settings or JobSettings()), db)
+                    store.put("created", time.time(), db)
+            elif Path(store.get("input")) != input_path or Path(store.get("out")) != out_path:
+                raise JobMismatch(
+                    f"{state} is the job over {store.get('input')} -> {store.get('out')}; "
+                    "resume it, or give another state file"
+                )
+            return cls(store, contract=contract, backend=backend, **options)
+        except BaseException:
+            store.close()
+            raise
+
+    @classmethod
+    def open(
+        cls, state: str | Path, *, contract: type[Contract], backend: Backend, **options: Any
+    ) -> BatchJob:
+        """The job in `state`, to resume, see or cancel."""
+        if not Path(state).is_file():
+            raise BatchError(f"{state}: no such job state file")
+        store = JobState(state)
+        if store.get("job") is None:
+            store.close()
+            raise BatchError(f"{state} holds no job")
+        try:
+            return cls(store, contract=contract, backend=backend, **options)
+        except BaseException:
+            store.close()
+            raise
+
+    def _check(self, contract: type[Contract], backend: Backend) -> None:
+        info = schema_info(contract)
+        name, version, fingerprint = self.state.get("schema")
+        if info.fingerprint != fingerprint:
+            raise JobMismatch(
+                f"the job ran {name} v{version} ({fingerprint[:12]}), not {info.name} "
+                f"v{info.version} ({info.fingerprint[:12]}): resume it with the same contract"
+            )
+        if backend.name != self.state.get("backend") or (
+            backend.provider.name != self.state.get("provider")
+        ):
+            raise JobMismatch(
+                f"the job runs on {self.state.get('backend')} ({self.state.get('provider')}), "
+                f"not {backend.name} ({backend.provider.name})"
+            )
+
+    def close(self) -> None:
+        """Close the state file."""
+        self.state.close()
+
+    def __enter__(self) -> BatchJob:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- the public steps ---
+
+    def run(self, progress: Callable[[JobProgress], None] | None = None) -> JobSummary:
+        """Run (or resume) the job until every item is done; the summary."""
+        started = time.monotonic()
+        self._progress = progress
+        self._index()
+        reader = InputReader(self.input, self.contract)
+        out = OutputLog(self.out, int(self.state.get("out_length")))
+        try:
+            self._reader, self._output = reader, out
+            self._report()
+            if isinstance(self.backend, LocalBackend):
+                self._run_local(self.backend)
+            else:
+                self._run_hosted(self.backend)
+        finally:
+            reader.close()
+            out.close()
+        return self.summary(seconds=time.monotonic() - started)
+
+    def summary(self, seconds: float | None = None) -> JobSummary:
+        """The job's counts now (from the state file alone)."""
+        return summarize(self.state, seconds)
+
+    def cancel(self) -> JobSummary:
+        """Cancel the job: open backend batches are cancelled, nothing more is sent. Run the
+        job again (`resume`) to collect what the batches finished and close the rest."""
+        self.state.put("cancelled", True)
+        if isinstance(self.backend, HostedBackend):
+            for batch in self.state.batches("open"):
+                status = self.backend.cancel(batch.remote_id)
+                self.state.set_batch(batch.remote_id, status=status.status)
+        return self.summary()
+
+    # --- indexing ---
+
+    def _index(self) -> None:
+        if self.state.get("indexed"):
+            if file_identity(self.input) != self.state.get("input_identity"):
+                raise JobMismatch(f"{self.input} changed since the job indexed it")
+            return
+        # Resumed from the end of the last indexed line (line numbers in errors then count
+        # from there: the byte offset is what is exact).
+        start = self.state.last_indexed_end()
+        batch: list[tuple[str, int, int]] = []
+        for entry in read_index(self.input, self.contract, start):
+            batch.append((entry.id, entry.offset, entry.length))
+            if len(batch) >= _INDEX_CHUNK:
+                self._add(batch)
+                batch = []
+        self._add(batch)
+        with self.state.transaction() as db:
+            self.state.put("indexed", True, db)
+            self.state.put("input_identity", file_identity(self.input), db)
+
+    def _add(self, batch: list[tuple[str, int, int]]) -> None:
+        if not batch:
+            return
+        try:
+            with self.state.transaction() as db:
+                self.state.add_items(batch, db)
+        except sqlite3.IntegrityError:
+            ids = [item_id for item_id, _, _ in batch]
+            duplicate = next((i for i in ids if ids.count(i) > 1 or self._known_id(i)), ids[0])
+            raise BatchInputError(
+                f"{self.input}: item id {duplicate!r} appears more than once"
+            ) from None
+
+    def _known_id(self, item_id: str) -> bool:
+        return bool(self.state.items_with_id(item_id))
+
+    # --- committing outcomes ---
+
+    def _commit(self, decisions: Sequence[Decision]) -> None:
+        """Append the finished items' lines, then commit them and every state change at once."""
+        if not decisions:
+            return
+        length = self._output.append([d.line for d in decisions if d.line is not None])
+        with self.state.transaction() as db:
+            self.state.update_items([d.update for d in decisions], db)
+            self.state.put("out_length", length, db)
+        self._report()
+
+    def _report(self) -> None:
+        if self._progress is None:
+            return
+        counts = self.state.counts()
+        self._progress(
+            JobProgress(
+                total=self.state.item_count(),
+                ok=counts.get("done:ok", 0),
+                failed=counts.get("done", 0) - counts.get("done:ok", 0),
+                in_flight=counts.get("submitted", 0),
+            )
+        )
+
+    def _cancel_pending(self) -> None:
+        """A cancelled job: every item not yet sent is done, as cancelled."""
+        error = provider_error(self.backend.provider.name, "the job was cancelled")
+        while True:
+            rows = self.state.pending(_PAGE)
+            if not rows:
+                return
+            self._commit(
+                [
+                    decide_failure(
+                        self.contract,
+                        self.backend.provider,
+                        self.settings,
+                        row,
+                        error,
+                        None,
+                        cancelled=True,
+                    )
+                    for row in rows
+                ]
+            )
+
+    # --- hosted ---
+
+    def _run_hosted(self, backend: HostedBackend) -> None:
+        self._recover(backend)
+        delay = self.poll_interval
+        while True:
+            if self.state.get("cancelled"):
+                self._cancel_pending()
+            else:
+                self._submit_pending(backend)
+            open_batches = self.state.batches("open")
+            ended_before = self.state.batches("ended")
+            if not open_batches and not ended_before:
+                if not self.state.pending(1):
+                    return
+                continue
+            changed = False
+            for batch in open_batches:
+                status = backend.poll(batch.remote_id)
+                self.state.set_batch(
+                    batch.remote_id,
+                    status=status.status,
+                    state="ended" if status.ended else None,
+                )
+                changed = changed or status.ended
+            for batch in self.state.batches("ended"):
+                self._collect(backend, batch.remote_id, batch.submission)
+            if self.state.batches("open") and not self.state.pending(1):
+                self._sleep(delay)
+                delay = self.poll_interval if changed else min(delay * 1.5, self.poll_max)
+
+    def _recover(self, backend: HostedBackend) -> None:
+        """Submissions recorded but without a batch: find their batch, or send them now."""
+        known = self.state.known_batch_ids()
+        for submission in self.state.submissions("submitting"):
+            found = backend.find(self.job_id, submission, known)
+            if found:
+                with self.state.transaction() as db:
+                    for status in found:
+                        self.state.add_batch(status.remote_id, submission.key, status.status, db)
+                    self.state.set_submission(submission.key, state="open", db=db)
+                known.update(status.remote_id for status in found)
+                continue
+            rows = self.state.in_submission(submission.key)
+            entries = [self._entry(submission.key, row)[0] for row in rows]
+            self._send(backend, submission, entries)
+
+    def _entry(self, key: str, row: ItemRow) -> tuple[bytes, InputItem]:
+        item = self._reader.read(row.offset, row.length)
+        request = request_for(self.contract, item, row, self.settings)
+        exchange = self.backend.provider.codec.build(request, stream=False)
+        assert isinstance(self.backend, HostedBackend)
+        return self.backend.entry(f"{key}-{row.seq}", exchange), item
+
+    def _submit_pending(self, backend: HostedBackend) -> None:
+        """Every pending item, in submissions within the backend's limits."""
+        key = _key()
+        seqs: list[int] = []
+        entries: list[bytes] = []
+        size = 0
+        after = -1
+        too_big: list[Decision] = []
+        while True:
+            rows = self.state.pending(_PAGE, after)
+            if not rows:
+                break
+            for row in rows:
+                after = row.seq
+                entry, _ = self._entry(key, row)
+                cost = len(entry) + 1
+                if cost + 64 > backend.max_bytes:
+                    too_big.append(self._too_big(row, cost, backend))
+                    continue
+                if seqs and (len(seqs) >= backend.max_requests or size + cost > backend.max_bytes):
+                    self._start(backend, key, seqs, entries, size)
+                    key, seqs, entries, size = _key(), [], [], 0
+                    entry, _ = self._entry(key, row)
+                    cost = len(entry) + 1
+                seqs.append(row.seq)
+                entries.append(entry)
+                size += cost
+        if seqs:
+            self._start(backend, key, seqs, entries, size)
+        self._commit(too_big)
+
+    def _too_big(self, row: ItemRow, size: int, backend: HostedBackend) -> Decision:
+        error = provider_error(
+            backend.provider.name,
+            f"the request is {size:,} bytes, over the batch limit of {backend.max_bytes:,}",
+        )
+        error.transient = False
+        return decide_failure(self.contract, backend.provider, self.settings, row, error, None)
+
+    def _start(
+        self,
+        backend: HostedBackend,
+        key: str,
+        seqs: list[int],
+        entries: list[bytes],
+        size: int,
+    ) -> None:
+        with self.state.transaction() as db:
+            self.state.add_submission(key, seqs, size, db)
+        submission = self.state.submission(key)
+        self._send(backend, submission, entries)
+        self._report()
+
+    def _send(
+        self, backend: HostedBackend, submission: SubmissionRow, entries: list[bytes]
+    ) -> None:
+        """Create the submission's batch and record it (see the module docstring for why the
+        submission is recorded first and the batch after)."""
+        prepared = submission.file_id or backend.find_prepared(self.job_id, submission.key)
+        if prepared is None:
+            prepared = backend.prepare(self.job_id, submission.key, entries)
+            if prepared is not None:
+                self.state.set_submission(submission.key, file_id=prepared)
+        status = backend.create(self.job_id, submission.key, prepared, entries)
+        self._after_create(submission.key, status.remote_id)
+        with self.state.transaction() as db:
+            self.state.add_batch(status.remote_id, submission.key, status.status, db)
+            self.state.set_submission(submission.key, state="open", db=db)
+
+    def _after_create(self, key: str, remote_id: str) -> None:
+        """A hook between a batch's creation and its record (tests inject a crash here)."""
+
+    def _collect(self, backend: HostedBackend, remote_id: str, submission: str) -> None:
+        """Stream a batch's results, commit them a chunk at a time, then close the submission
+        once all its batches are collected."""
+        cancelled = bool(self.state.get("cancelled"))
+        chunk: list[RemoteResult] = []
+        for result in backend.results(remote_id):
+            chunk.append(result)
+            if len(chunk) >= self.collect_chunk:
+                self._apply(chunk, remote_id, cancelled)
+                chunk = []
+        self._apply(chunk, remote_id, cancelled)
+        self.state.set_batch(remote_id, state="collected")
+        if any(b.submission == submission for b in self.state.batches("open")) or any(
+            b.submission == submission for b in self.state.batches("ended")
+        ):
+            return
+        # Items of the submission that no batch answered for: never run.
+        missing = provider_error(
+            backend.provider.name, f"no result for the item in batch {remote_id}"
+        )
+        missing.transient = True
+        leftover = self.state.in_submission(submission)
+        self._commit(
+            [
+                decide_failure(
+                    self.contract,
+                    backend.provider,
+                    self.settings,
+                    row,
+                    missing,
+                    remote_id,
+                    cancelled=cancelled,
+                )
+                for row in leftover
+            ]
+        )
+        self.state.set_submission(submission, state="closed")
+
+    def _apply(self, chunk: list[RemoteResult], remote_id: str, cancelled: bool) -> None:
+        routed: dict[int, tuple[str, RemoteResult]] = {}
+        for result in chunk:
+            key, _, number = result.custom_id.rpartition("-")
+            if key and number.isdigit():
+                routed[int(number)] = (key, result)
+        rows = self.state.items(sorted(routed))
+        decisions: list[Decision] = []
+        for seq, (key, result) in routed.items():
+            row = rows.get(seq)
+            if row is None or row.state != "submitted" or row.submission != key:
+                continue  # another submission's, already collected, or not ours at all
+            if result.completion is not None:
+                item = self._reader.read(row.offset, row.length)
+                decisions.append(
+                    decide_reply(
+                        self.contract,
+                        self.backend.provider,
+                        self.settings,
+                        item,
+                        row,
+                        result.completion,
+                        remote_id,
+                    )
+                )
+            else:
+                assert result.error is not None
+                decisions.append(
+                    decide_failure(
+                        self.contract,
+                        self.backend.provider,
+                        self.settings,
+                        row,
+                        result.error,
+                        remote_id,
+                        cancelled=cancelled,
+                    )
+                )
+        self._commit(decisions)
+
+    # --- local ---
+
+    def _run_local(self, backend: LocalBackend) -> None:
+        if self.state.get("cancelled"):
+            self._cancel_pending()
+            return
+
+        def pages() -> Iterator[list[ItemRow]]:
+            after = -1
+            while True:
+                rows = self.state.pending(_PAGE, after)
+                if not rows:
+                    return
+                after = rows[-1].seq
+                yield rows
+
+        def read(row: ItemRow) -> InputItem:
+            return self._reader.read(row.offset, row.length)
+
+        def commit(outcomes: list[Outcome]) -> None:
+            self._commit([self._live(row, outcome) for row, outcome in outcomes])
+
+        asyncio.run(
+            run_local(
+                backend,
+                self.contract,
+                pages(),
+                read,
+                commit,
+                stop=lambda: bool(self.state.get("cancelled")),
+            )
+        )
+
+    def _live(self, row: ItemRow, outcome: object) -> Decision:
+        """A local call's `Result` or error -> the item done, with its line."""
+        provider = self.backend.provider
+        if isinstance(outcome, Result):
+            usage = outcome.usage
+            attempts = len(outcome.attempts)
+            update = _done(row, "ok", attempts, usage.input_tokens, usage.output_tokens)
+            line = ok_line(row.id, outcome, attempts, usage.input_tokens, usage.output_tokens, None)
+            return Decision(update, line, "ok")
+        assert isinstance(outcome, StructuredOutputError)
+        usage = outcome.usage
+        attempts = len(outcome.attempts)
+        message = outcome.message.splitlines()[0] if outcome.message else ""
+        update = _done(
+            row,
+            "failed",
+            attempts,
+            usage.input_tokens,
+            usage.output_tokens,
+            type(outcome).__name__,
+            message[:500],
+        )
+        info = schema_info(self.contract)
+        record = {
+            "id": row.id,
+            "outcome": "failed",
+            "error": error_record(outcome),
+            "schema": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
+            "provider": provider.name,
+            "model": provider.model,
+            "attempts": attempts,
+            "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+            "batch": None,
+        }
+        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        return Decision(update, line, "failed")
+
+
+def _done(
+    row: ItemRow,
+    outcome: str,
+    attempts: int,
+    tokens_in: int,
+    tokens_out: int,
+    error_type: str | None = None,
+    error: str | None = None,
+) -> ItemUpdate:
+    return ItemUpdate(
+        seq=row.seq,
+        state="done",
+        retries_used=row.retries_used,
+        resubmits_used=row.resubmits_used,
+        feedback=None,
+        input_tokens=row.input_tokens + tokens_in,
+        output_tokens=row.output_tokens + tokens_out,
+        requests=row.requests + attempts,
+        outcome=outcome,
+        error_type=error_type,
+        error=error,
+    )
+
+
+def _key() -> str:
+    """A submission's key: in every `custom_id` of it, so its results prove whose they are."""
+    return "s" + secrets.token_hex(6)
+
+
+def summarize(state: JobState, seconds: float | None = None) -> JobSummary:
+    """A job's summary from its state file alone (no backend needed)."""
+    counts = state.counts()
+    name, version, _ = state.get("schema")
+    tokens_in, tokens_out = state.tokens()
+    pending = counts.get("pending", 0)
+    in_flight = counts.get("submitted", 0)
+    if state.get("cancelled"):
+        label = "cancelled" if pending + in_flight == 0 else "cancelling"
+    else:
+        label = "finished" if pending + in_flight == 0 and state.get("indexed") else "running"
+    return JobSummary(
+        job=state.get("job"),
+        provider=state.get("provider"),
+        model=state.get("model"),
+        schema=f"{name} v{version}",
+        total=state.item_count(),
+        ok=counts.get("done:ok", 0),
+        failed=counts.get("done:failed", 0),
+        cancelled=counts.get("done:cancelled", 0),
+        pending=pending,
+        in_flight=in_flight,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        batches=len(state.batches()),
+        failure_types=state.failure_types(),
+        failures=state.failures(20),
+        seconds=seconds,
+        state=label,
+    )
+
+
+def job_summary(path: str | Path) -> JobSummary:
+    """The summary of the job in a state file, without its contract or backend (`status`)."""
+    if not Path(path).is_file():
+        raise BatchError(f"{path}: no such job state file")
+    state = JobState(path)
+    try:
+        if state.get("job") is None:
+            raise BatchError(f"{path} holds no job")
+        return summarize(state)
+    finally:
+        state.close()
