@@ -3,6 +3,7 @@ crash-and-resume at every step, follow-ups with feedback, the local backend, and
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -25,6 +26,7 @@ from sdk.batch import (
     job_summary,
 )
 from sdk.batch._hosted import RemoteResult, RemoteStatus
+from sdk import StopReason, parse
 from sdk.client import AsyncStructuredClient, feedback_message
 from sdk.errors import InvalidJSON, SchemaViolation
 from sdk.providers import AnthropicProvider, CompletionRequest, Message
@@ -198,12 +200,8 @@ def test_anthropic_requests_are_the_live_codec_s_and_the_follow_up_carries_feedb
     retry = script.bodies[3][1]["messages"]
     assert retry[:1] == sent["messages"]
     assert retry[1] == {"role": "assistant", "content": WRONG_ENUM}
-    error = SchemaViolation("x", violations=[])
     with pytest.raises(SchemaViolation) as caught:
-        from sdk import parse
-
-        parse(Decision, WRONG_ENUM, stop_reason="end_turn")  # type: ignore[arg-type]
-    del error
+        parse(Decision, WRONG_ENUM, stop_reason=StopReason.END_TURN)
     assert retry[2] == {"role": "user", "content": feedback_message(Decision, caught.value)}
 
 
@@ -467,7 +465,8 @@ def test_a_request_over_the_byte_limit_fails_alone(tmp_path: Path) -> None:
 def llamacpp_server(counter: Counter[str], name: str, plan: dict[int, list[str]]) -> Any:
     asked: Counter[int] = Counter()
 
-    def handle(request: httpx.Request) -> httpx.Response:
+    async def handle(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.001)  # a server takes a moment: the other calls go on meanwhile
         counter[name] += 1
         body = json.loads(request.content)
         number = int(re.search(r"Invoice (\d+):", body["prompt"]).group(1))  # type: ignore[union-attr]
@@ -541,7 +540,5 @@ def test_local_job_resumes_after_a_crash_without_duplicates(tmp_path: Path) -> N
 
 def test_invalid_json_reaches_the_parser_not_the_transport() -> None:
     # The batch path and a live call read a reply the same way: InvalidJSON, with position.
-    from sdk import parse
-
     with pytest.raises(InvalidJSON):
-        parse(Decision, INVALID_JSON, stop_reason="end_turn")  # type: ignore[arg-type]
+        parse(Decision, INVALID_JSON, stop_reason=StopReason.END_TURN)
