@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -58,7 +58,7 @@ def _json(status: int, body: Any, headers: dict[str, str]) -> httpx2.Response:
 
 
 def _timestamp(moment: float) -> str:
-    return datetime.fromtimestamp(moment, timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(moment, UTC).isoformat().replace("+00:00", "Z")
 
 
 class _Clock:

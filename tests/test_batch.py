@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from contracts import Decision
+from sdk import StopReason, parse
 from sdk.batch import (
     AnthropicBatches,
     BatchInputError,
@@ -26,7 +27,6 @@ from sdk.batch import (
     job_summary,
 )
 from sdk.batch._hosted import RemoteResult, RemoteStatus
-from sdk import StopReason, parse
 from sdk.client import AsyncStructuredClient, feedback_message
 from sdk.errors import InvalidJSON, SchemaViolation
 from sdk.providers import AnthropicProvider, CompletionRequest, Message
