@@ -501,7 +501,7 @@ def test_local_job_over_two_servers_with_live_retries(tmp_path: Path) -> None:
     backend = LocalBackend(local_clients(counter, plan), flush_every=7)
     seen: list[int] = []
     job = job_for(tmp_path, path, backend)
-    summary = job.run(progress=lambda p: seen.append(p.done))
+    summary = job.run(progress=lambda p: seen.append(p.done), progress_every=0)
     records = by_id(read_output(tmp_path / "out.jsonl"))
     assert len(records) == 60 and summary.ok == 59 and summary.failed == 1
     assert records["doc-7"]["attempts"] == 2
@@ -524,7 +524,7 @@ def test_local_job_resumes_after_a_crash_without_duplicates(tmp_path: Path) -> N
 
     job = job_for(tmp_path, path, LocalBackend(local_clients(counter, {}), flush_every=5))
     with pytest.raises(Crash):
-        job.run(progress=progress)
+        job.run(progress=progress, progress_every=0)
     job.close()
     done = len(read_output(tmp_path / "out.jsonl"))
     assert 0 < done < 60
@@ -542,3 +542,92 @@ def test_invalid_json_reaches_the_parser_not_the_transport() -> None:
     # The batch path and a live call read a reply the same way: InvalidJSON, with position.
     with pytest.raises(InvalidJSON):
         parse(Decision, INVALID_JSON, stop_reason=StopReason.END_TURN)
+
+
+# --- the CLI, against a real local server ---
+
+
+@pytest.fixture
+def fanout_server() -> Iterator[str]:
+    import subprocess
+    import sys
+
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).parents[1] / "bench" / "fanout_server.py"),
+            "--delay",
+            "0.005",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_cli_run_status_resume(tmp_path: Path, fanout_server: str) -> None:
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    write_items(tmp_path / "items.jsonl", 30)
+    out = tmp_path / "results.jsonl"
+    runner = CliRunner()
+    ran = runner.invoke(
+        app,
+        [
+            "batch",
+            "run",
+            "--contract",
+            "contracts:Decision",
+            "--provider",
+            "llamacpp",
+            "--base-url",
+            fanout_server,
+            "--base-url",
+            fanout_server,
+            "--concurrency",
+            "4",
+            "--input",
+            str(tmp_path / "items.jsonl"),
+            "--out",
+            str(out),
+        ],
+    )
+    assert ran.exit_code == 0, ran.output
+    assert "30 ok" in ran.output
+    assert len(by_id(read_output(out))) == 30
+    state = str(tmp_path / "results.jsonl.job.db")
+    status = runner.invoke(app, ["batch", "status", "--state", state, "--json"])
+    assert status.exit_code == 0
+    data = json.loads(status.stdout)
+    assert data["ok"] == 30 and data["finished"] and data["provider"] == "llamacpp"
+    again = runner.invoke(app, ["batch", "resume", "--state", state])
+    assert again.exit_code == 0
+    assert len(by_id(read_output(out))) == 30  # nothing run or written twice
+    missing = runner.invoke(app, ["batch", "status", "--state", str(tmp_path / "none.db")])
+    assert missing.exit_code == 2 and "no such job state file" in missing.stderr
+    bad = runner.invoke(
+        app,
+        [
+            "batch",
+            "run",
+            "--contract",
+            "contracts:Decision",
+            "--provider",
+            "vllm",
+            "--base-url",
+            fanout_server,
+            "--input",
+            str(tmp_path / "items.jsonl"),
+            "--out",
+            str(tmp_path / "other.jsonl"),
+        ],
+    )
+    assert bad.exit_code == 2 and "--model is required" in bad.stderr

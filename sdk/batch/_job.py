@@ -120,8 +120,8 @@ class JobSummary:
             f"items: {self.total:,} total, {self.ok:,} ok, {self.failed:,} failed, "
             f"{self.cancelled:,} cancelled, {self.in_flight:,} in flight, "
             f"{self.pending:,} pending",
-            f"tokens: {self.input_tokens:,} in, {self.output_tokens:,} out; "
-            f"{self.batches:,} backend batches (cost: see the provider's batch pricing)",
+            f"tokens: {self.input_tokens:,} in, {self.output_tokens:,} out"
+            + (f"; {self.batches:,} provider batches" if self.batches else ""),
         ]
         if self.seconds:
             rate = (self.ok + self.failed + self.cancelled) / self.seconds
@@ -171,6 +171,9 @@ class BatchJob:
         self.poll_max = poll_max
         self.collect_chunk = collect_chunk
         self._sleep = sleep
+        self._progress: Callable[[JobProgress], None] | None = None
+        self._reported = 0.0
+        self._progress_every = 0.2
         self._check(contract, backend)
 
     # --- opening ---
@@ -264,10 +267,18 @@ class BatchJob:
 
     # --- the public steps ---
 
-    def run(self, progress: Callable[[JobProgress], None] | None = None) -> JobSummary:
-        """Run (or resume) the job until every item is done; the summary."""
+    def run(
+        self,
+        progress: Callable[[JobProgress], None] | None = None,
+        *,
+        progress_every: float = 0.2,
+    ) -> JobSummary:
+        """Run (or resume) the job until every item is done; the summary. `progress` is called
+        with a `JobProgress` as items finish, at most every `progress_every` seconds."""
         started = time.monotonic()
         self._progress = progress
+        self._progress_every = progress_every
+        self._reported = 0.0
         self._index()
         reader = InputReader(self.input, self.contract)
         out = OutputLog(self.out, int(self.state.get("out_length")))
@@ -278,6 +289,7 @@ class BatchJob:
                 self._run_local(self.backend)
             else:
                 self._run_hosted(self.backend)
+            self._report(force=True)
         finally:
             reader.close()
             out.close()
@@ -346,16 +358,21 @@ class BatchJob:
             self.state.put("out_length", length, db)
         self._report()
 
-    def _report(self) -> None:
+    def _report(self, force: bool = False) -> None:
         if self._progress is None:
             return
+        now = time.monotonic()
+        if not force and now - self._reported < self._progress_every:
+            return  # counting is a scan of the items table: a few times a second is enough
+        self._reported = now
         counts = self.state.counts()
+        running = self.backend.in_flight if isinstance(self.backend, LocalBackend) else 0
         self._progress(
             JobProgress(
                 total=self.state.item_count(),
                 ok=counts.get("done:ok", 0),
                 failed=counts.get("done", 0) - counts.get("done:ok", 0),
-                in_flight=counts.get("submitted", 0),
+                in_flight=counts.get("submitted", 0) + running,
             )
         )
 

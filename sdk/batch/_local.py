@@ -58,6 +58,8 @@ class LocalBackend:
             raise ValueError("concurrency and flush_every must be at least 1")
         self.concurrency = concurrency
         self.flush_every = flush_every
+        self.in_flight = 0
+        """Items running now (for the progress report)."""
 
     @property
     def provider(self) -> Provider:
@@ -92,7 +94,11 @@ async def run_local(
             row = await queue.get()
             if row is None:
                 return
-            outcome = await _one(client, contract, read(row), row)
+            backend.in_flight += 1
+            try:
+                outcome = await _one(client, contract, read(row), row)
+            finally:
+                backend.in_flight -= 1
             done.append((row, outcome))
             if len(done) >= backend.flush_every:
                 await flush()
