@@ -631,3 +631,31 @@ def test_cli_run_status_resume(tmp_path: Path, fanout_server: str) -> None:
         ],
     )
     assert bad.exit_code == 2 and "--model is required" in bad.stderr
+
+
+def test_a_new_job_refuses_an_output_file_that_holds_data(tmp_path: Path, items: Path) -> None:
+    from sdk.batch import BatchError
+
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"someone": "else\'s data"}\n')
+    with pytest.raises(BatchError, match="already holds data"):
+        job_for(tmp_path, items, anthropic_backend(AnthropicBatchAPI()))
+    assert out.read_text() == '{"someone": "else\'s data"}\n'
+
+
+def test_the_example_runs_offline(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    example = Path(__file__).parents[1] / "examples" / "batch_archive.py"
+    env = {key: value for key, value in os.environ.items() if key != "ANTHROPIC_API_KEY"}
+    env["PYTHONPATH"] = str(example.parents[1])  # this checkout's sdk and contracts
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        capture_output=True, text=True, env=env, timeout=120, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "items: 5 total, 5 ok, 0 failed" in done.stdout
+    assert "r-4472: ok reject (attempts: 2)" in done.stdout  # the follow-up with feedback
+    assert "resumed: 5 ok, nothing sent again" in done.stdout

@@ -198,6 +198,11 @@ class BatchJob:
             if not input_path.is_file():
                 raise BatchInputError(f"{input}: no such input file")
             if store.get("job") is None:
+                if out_path.exists() and out_path.stat().st_size > 0:
+                    raise BatchError(
+                        f"{out} already holds data: give a new output file (a job appends "
+                        "to its own output only)"
+                    )
                 info = schema_info(contract)
                 with store.transaction() as db:
                     store.put("job", secrets.token_hex(6), db)
