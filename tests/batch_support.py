@@ -37,6 +37,7 @@ ERRORED = "<errored>"
 EXPIRED = "<expired>"
 CANCELED = "<canceled>"
 SERVER_ERROR = "<server_error>"
+MISSING = "<missing>"
 
 VALID = json.dumps(DECISION)
 
@@ -162,7 +163,10 @@ class AnthropicBatchAPI(_Base):
             if batch.cancelled:
                 result: dict[str, Any] = {"type": "canceled"}
             else:
-                result = self._result(self._ask(custom_id, request["params"]))
+                reply = self._ask(custom_id, request["params"])
+                if reply == MISSING:
+                    continue  # a result the API lost: the job must notice
+                result = self._result(reply)
             batch.results.append({"custom_id": custom_id, "result": result})
         batch.results.reverse()  # results come in any order
         batch.status = "ended"

@@ -41,6 +41,7 @@ from tests.batch_support import (
     CANCELED,
     ERRORED,
     EXPIRED,
+    MISSING,
     SERVER_ERROR,
     VALID,
     AnthropicBatchAPI,
@@ -370,6 +371,34 @@ def test_crash_halfway_through_collecting_writes_each_item_once(
     records = by_id(read_output(out))
     assert set(records) == {f"doc-{n}" for n in range(25)}
     assert api.creates() == 1
+
+
+def test_a_crash_after_the_last_result_and_a_lost_result_still_end_each_item_once(
+    tmp_path: Path, items: Path
+) -> None:
+    api = AnthropicBatchAPI(Script({3: [MISSING, VALID]}))
+    backend = anthropic_backend(api)
+    original = backend.results
+
+    def results(remote_id: str) -> Iterator[RemoteResult]:
+        yield from original(remote_id)
+        raise Crash("killed after reading every result, before closing the batch")
+
+    backend.results = results  # type: ignore[method-assign]
+    job = job_for(tmp_path, items, backend, collect_chunk=6)
+    with pytest.raises(Crash):
+        job.run()
+    job.close()
+    assert len(read_output(tmp_path / "out.jsonl")) == 24  # all but the lost one
+
+    resumed = BatchJob.open(
+        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), sleep=Sleeps()
+    )
+    summary = resumed.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25 and summary.ok == 25 and summary.finished
+    assert records["doc-3"]["attempts"] == 2  # resubmitted once, in a follow-up batch
+    assert api.creates() == 2
 
 
 def test_cancel_stops_sending_and_closes_every_item(tmp_path: Path, items: Path) -> None:

@@ -435,7 +435,12 @@ class BatchJob:
                 delay = self.poll_interval if changed else min(delay * 1.5, self.poll_max)
 
     def _recover(self, backend: HostedBackend) -> None:
-        """Submissions recorded but without a batch: find their batch, or send them now."""
+        """Submissions recorded but without a batch: find their batch, or send them now; and
+        submissions whose batches were all collected but not closed (a crash in between)."""
+        waiting = {b.submission for b in self.state.batches() if b.state in ("open", "ended")}
+        for submission in self.state.submissions("open"):
+            if submission.key not in waiting:
+                self._close(submission.key, None, bool(self.state.get("cancelled")))
         known = self.state.known_batch_ids()
         for submission in self.state.submissions("submitting"):
             found = backend.find(self.job_id, submission, known)
@@ -540,29 +545,39 @@ class BatchJob:
                 self._apply(chunk, remote_id, cancelled)
                 chunk = []
         self._apply(chunk, remote_id, cancelled)
+        others = [
+            batch
+            for batch in self.state.batches()
+            if batch.submission == submission
+            and batch.remote_id != remote_id
+            and batch.state in ("open", "ended")
+        ]
+        if not others:
+            self._close(submission, remote_id, cancelled)
         self.state.set_batch(remote_id, state="collected")
-        if any(b.submission == submission for b in self.state.batches("open")) or any(
-            b.submission == submission for b in self.state.batches("ended")
-        ):
-            return
-        # Items of the submission that no batch answered for: never run.
+
+    def _close(self, submission: str, remote_id: str | None, cancelled: bool) -> None:
+        """A submission whose batches are all collected: its items that no batch answered for
+        were never run (resubmitted while allowed). Run again after a crash, it finds none."""
         missing = provider_error(
-            backend.provider.name, f"no result for the item in batch {remote_id}"
+            self.backend.provider.name,
+            f"no result for the item in batch {remote_id}"
+            if remote_id
+            else "no result for the item in any batch",
         )
         missing.transient = True
-        leftover = self.state.in_submission(submission)
         self._commit(
             [
                 decide_failure(
                     self.contract,
-                    backend.provider,
+                    self.backend.provider,
                     self.settings,
                     row,
                     missing,
                     remote_id,
                     cancelled=cancelled,
                 )
-                for row in leftover
+                for row in self.state.in_submission(submission)
             ]
         )
         self.state.set_submission(submission, state="closed")
@@ -639,6 +654,8 @@ class BatchJob:
                 stop=lambda: bool(self.state.get("cancelled")),
             )
         )
+        if self.state.get("cancelled"):  # cancelled from elsewhere while running
+            self._cancel_pending()
 
     def _live(self, row: ItemRow, outcome: object) -> Decision:
         """A local call's `Result` or error -> the item done, with its line."""
