@@ -446,13 +446,17 @@ def test_cancel_stops_sending_and_closes_every_item(tmp_path: Path, items: Path)
         (['{"id": "a", "prompt": "x", "max_tokens": -1}'], "max_tokens"),
         (['{"id": "a", "prompt": "x", "extra": 1}'], "unknown keys"),
         (["[1, 2]"], "not a JSON object"),
+        (["[" * 100_000], "nested too deeply"),
+        (['{"id": "a", "prompt": "caf\udcff"}'], "not a JSON object"),
+        (['{"id": true, "prompt": "x"}'], "`id` must be"),
+        (['{"id": "a", "messages": [{"role": "system", "content": "x"}]}'], "role"),
     ],
 )
 def test_bad_input_is_a_typed_error_naming_the_line(
     tmp_path: Path, lines: list[str], message: str
 ) -> None:
     path = tmp_path / "items.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
     api = AnthropicBatchAPI()
     job = job_for(tmp_path, path, anthropic_backend(api))
     with pytest.raises(BatchInputError, match=re.escape(message)):
@@ -473,6 +477,18 @@ def test_a_state_file_refuses_another_contract_or_a_changed_input(
         file.write('{"id": "late", "prompt": "x"}\n')
     with pytest.raises(JobMismatch, match="changed"):
         BatchJob.open(tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api)).run()
+
+
+def test_submissions_respect_the_byte_limit(tmp_path: Path, items: Path) -> None:
+    api = AnthropicBatchAPI()
+    limit = 2_500  # room for three of this job's requests (each under 800 bytes), not four
+    summary = job_for(tmp_path, items, anthropic_backend(api, max_bytes=limit)).run()
+    assert summary.ok == 25
+    sizes = [len(batch.requests) for batch in api.batches.values()]
+    assert sum(sizes) == 25 and len(sizes) >= 7 and max(sizes) <= 3
+    for batch in api.batches.values():
+        body = json.dumps({"requests": batch.requests}, ensure_ascii=False, separators=(",", ":"))
+        assert len(body.encode()) <= limit
 
 
 def test_a_request_over_the_byte_limit_fails_alone(tmp_path: Path) -> None:

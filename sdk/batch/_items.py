@@ -48,6 +48,8 @@ def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
         data = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BatchInputError(f"{where}: not a JSON object ({error})") from None
+    except RecursionError:
+        raise BatchInputError(f"{where}: nested too deeply to read") from None
     if not isinstance(data, dict):
         raise BatchInputError(f"{where}: not a JSON object but {type(data).__name__}")
     unknown = sorted(set(data) - _KEYS)

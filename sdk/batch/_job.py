@@ -65,6 +65,8 @@ __all__ = ["BatchJob", "JobProgress", "JobSummary"]
 Backend = HostedBackend | LocalBackend
 
 _INDEX_CHUNK = 5000
+_ENVELOPE = 64
+"""Bytes a batch's envelope may add around its requests (`{"requests":[...]}`, separators)."""
 _PAGE = 1000
 
 
@@ -467,7 +469,7 @@ class BatchJob:
         key = _key()
         seqs: list[int] = []
         entries: list[bytes] = []
-        size = 0
+        size = _ENVELOPE
         after = -1
         too_big: list[Decision] = []
         while True:
@@ -478,12 +480,12 @@ class BatchJob:
                 after = row.seq
                 entry, _ = self._entry(key, row)
                 cost = len(entry) + 1
-                if cost + 64 > backend.max_bytes:
+                if cost + _ENVELOPE > backend.max_bytes:
                     too_big.append(self._too_big(row, cost, backend))
                     continue
                 if seqs and (len(seqs) >= backend.max_requests or size + cost > backend.max_bytes):
                     self._start(backend, key, seqs, entries, size)
-                    key, seqs, entries, size = _key(), [], [], 0
+                    key, seqs, entries, size = _key(), [], [], _ENVELOPE
                     entry, _ = self._entry(key, row)
                     cost = len(entry) + 1
                 seqs.append(row.seq)
