@@ -514,6 +514,7 @@ def llamacpp_server(counter: Counter[str], name: str, plan: dict[int, list[str]]
         await asyncio.sleep(0.001)  # a server takes a moment: the other calls go on meanwhile
         counter[name] += 1
         body = json.loads(request.content)
+        counter[f"n_predict={body.get('n_predict')}"] += 1
         number = int(re.search(r"Invoice (\d+):", body["prompt"]).group(1))  # type: ignore[union-attr]
         replies = plan.get(number, [VALID])
         reply = replies[min(asked[number], len(replies) - 1)]
@@ -545,13 +546,14 @@ def test_local_job_over_two_servers_with_live_retries(tmp_path: Path) -> None:
     plan = {7: [WRONG_ENUM, VALID], 8: [INVALID_JSON]}
     backend = LocalBackend(local_clients(counter, plan), flush_every=7)
     seen: list[int] = []
-    job = job_for(tmp_path, path, backend)
+    job = job_for(tmp_path, path, backend, settings=JobSettings(max_tokens=300))
     summary = job.run(progress=lambda p: seen.append(p.done), progress_every=0)
     records = by_id(read_output(tmp_path / "out.jsonl"))
     assert len(records) == 60 and summary.ok == 59 and summary.failed == 1
     assert records["doc-7"]["attempts"] == 2
     assert records["doc-8"]["error"]["type"] == "RetriesExhausted"
     assert counter["a"] > 10 and counter["b"] > 10  # both servers took work
+    assert counter["n_predict=300"] == counter["a"] + counter["b"]  # the job's max_tokens
     assert seen == sorted(seen) and seen[-1] == 60
 
 

@@ -654,6 +654,7 @@ class BatchJob:
                 read,
                 commit,
                 stop=lambda: bool(self.state.get("cancelled")),
+                max_tokens=self.settings.max_tokens,
             )
         )
         if self.state.get("cancelled"):  # cancelled from elsewhere while running

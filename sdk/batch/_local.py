@@ -34,7 +34,9 @@ class LocalBackend:
     """Items through one or several `AsyncStructuredClient`s (one per server), round robin.
 
     `concurrency`: items in flight at once over all clients (default: the sum of the clients'
-    `max_concurrency`). `flush_every`: finished items per committed chunk of output.
+    `max_concurrency`). `flush_every`: finished items per committed chunk of output. Each item
+    is one live `generate` call, so invalid output is retried by the client's own `retries`
+    (with the same feedback), not by the job's follow-ups.
     """
 
     name = "local"
@@ -74,6 +76,7 @@ async def run_local(
     read: Callable[[ItemRow], InputItem],
     commit: Callable[[list[Outcome]], None],
     stop: Callable[[], bool] = lambda: False,
+    max_tokens: int | None = None,
 ) -> None:
     """Run every item `rows` yields (pages of pending rows); hand finished ones to `commit` in
     chunks of `flush_every`. `stop()` true ends the run early (after a commit)."""
@@ -96,7 +99,7 @@ async def run_local(
                 return
             backend.in_flight += 1
             try:
-                outcome = await _one(client, contract, read(row), row)
+                outcome = await _one(client, contract, read(row), row, max_tokens)
             finally:
                 backend.in_flight -= 1
             done.append((row, outcome))
@@ -121,7 +124,11 @@ async def run_local(
 
 
 async def _one(
-    client: AsyncStructuredClient, contract: type[Contract], item: InputItem, row: ItemRow
+    client: AsyncStructuredClient,
+    contract: type[Contract],
+    item: InputItem,
+    row: ItemRow,
+    max_tokens: int | None,
 ) -> object:
     feedback = tuple(
         Message("assistant" if role == "assistant" else "user", content)
@@ -133,7 +140,7 @@ async def _one(
             messages=item.messages + feedback,
             system=item.system,
             source=item.source,
-            max_tokens=item.max_tokens,
+            max_tokens=item.max_tokens or max_tokens,
             **item.options,
         )
     except StructuredOutputError as error:
