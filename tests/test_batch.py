@@ -473,6 +473,12 @@ def test_a_state_file_refuses_another_contract_or_a_changed_input(
     job_for(tmp_path, items, anthropic_backend(api)).run()
     with pytest.raises(JobMismatch, match="same contract"):
         BatchJob.open(tmp_path / "job.db", contract=Sentiment, backend=anthropic_backend(api))
+    out = tmp_path / "out.jsonl"
+    kept = out.read_bytes()
+    out.write_bytes(kept[:100])  # someone cut the output: the job will not write over it
+    with pytest.raises(JobMismatch, match="shorter"):
+        BatchJob.open(tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api)).run()
+    out.write_bytes(kept)
     with items.open("a") as file:
         file.write('{"id": "late", "prompt": "x"}\n')
     with pytest.raises(JobMismatch, match="changed"):
