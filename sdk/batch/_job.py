@@ -453,6 +453,9 @@ class BatchJob:
                     self.state.set_submission(submission.key, state="open", db=db)
                 known.update(status.remote_id for status in found)
                 continue
+            if self.state.get("cancelled"):  # never created, and now not to be
+                self._close(submission.key, None, True)
+                continue
             rows = self.state.in_submission(submission.key)
             entries = [self._entry(submission.key, row)[0] for row in rows]
             self._send(backend, submission, entries)
