@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -208,15 +209,21 @@ def table(figures: dict[str, dict[str, Any]]) -> list[str]:
     ratio = job["per_second"] / bare["per_second"]
     over_generate = job["per_second"] / generate["per_second"]
     exact = "yes" if job["lines"] == job["count"] == job["ok"] else "NO"
+
+    def cpu(run: dict[str, Any]) -> float:
+        return float(run["cpu"]) / run["count"] * 1000  # ms of client CPU per item
+
     return [
         f"| 9 | batch job, local path: {job['count']:,} items (LocalBackend, {IN_FLIGHT} in "
         f"flight) / bare fan-out (httpx + json.loads, {IN_FLIGHT} in flight), items/s "
         f"| {ratio:.2f}x | {job['per_second']:,.0f} vs {bare['per_second']:,.0f} items/s "
         f"({job['seconds']:.0f} s vs {bare['seconds']:.1f} s for {bare['count']:,}); "
         f"{job['ok']:,} ok, {job['lines']:,} output lines, each item once: {exact} |  |  |",
-        f"| 9 |   ... over the same calls through AsyncStructuredClient.generate alone "
-        f"| {over_generate:.2f}x | {generate['per_second']:,.0f} items/s "
-        f"(state, input re-reads and committed output are the difference) |  |  |",
+        f"| 9 |   ... client CPU per item, job / bare fan-out | {cpu(job) / cpu(bare):.2f}x "
+        f"| {cpu(job):.2f} ms vs {cpu(bare):.2f} ms (generate alone: {cpu(generate):.2f} ms) "
+        f"|  |  |",
+        f"| 9 |   ... items/s over the same calls through AsyncStructuredClient.generate alone "
+        f"| {over_generate:.2f}x | {generate['per_second']:,.0f} items/s |  |  |",
         f"| 9 |   peak RSS of the job's process: {job['count']:,} items / {small['count']:,} "
         f"items | {job['max_rss_mb'] / small['max_rss_mb']:.2f}x "
         f"| {job['max_rss_mb']:.0f} MB vs {small['max_rss_mb']:.0f} MB "
@@ -232,9 +239,12 @@ def write_rows(rows: list[str]) -> None:
     last = max(i for i, line in enumerate(lines) if line.startswith("| "))
     lines[last + 1 : last + 1] = rows
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     note = (
-        f"- Row 9 (`bench/bench_batch.py --write`, {stamp}): wall-clock items/s; the "
-        "server answers at once, so this is client-side cost."
+        f"- Row 9 (`bench/bench_batch.py --write`, {stamp}, load average {load} on "
+        f"{os.cpu_count()} cores): wall-clock items/s and client CPU per item (user + system "
+        "time of the process that ran it); the server (its own process) answers at once. "
+        "Each run is its own process, so each peak RSS is that run's alone."
     )
     lines = [line for line in lines if not line.startswith("- Row 9 (")]
     lines.append(note)
