@@ -313,6 +313,35 @@ def test_crash_after_submission_before_recording_finds_the_batch_again(
     assert sum(api.asked.values()) == 25  # every item ran exactly once
 
 
+def test_crash_after_upload_before_recording_reuses_the_uploaded_file(
+    tmp_path: Path, items: Path
+) -> None:
+    api = OpenAIBatchAPI(Script())
+    backend = openai_backend(api, max_requests=10)
+    original = backend.prepare
+
+    def prepare(job: str, key: str, entries: list[bytes]) -> str | None:
+        original(job, key, entries)
+        raise Crash("killed after the upload, before its id was recorded")
+
+    backend.prepare = prepare  # type: ignore[method-assign]
+    job = job_for(tmp_path, items, backend)
+    with pytest.raises(Crash):
+        job.run()
+    job.close()
+    assert api.uploads() == 1 and api.creates() == 0
+
+    resumed = BatchJob.open(
+        tmp_path / "job.db",
+        contract=Decision,
+        backend=openai_backend(api, max_requests=10),
+        sleep=Sleeps(),
+    )
+    assert resumed.run().ok == 25
+    assert api.uploads() == 3 and api.creates() == 3  # the first file found by its name
+    assert len(by_id(read_output(tmp_path / "out.jsonl"))) == 25
+
+
 def test_crash_during_polling_resumes_polling(tmp_path: Path, items: Path) -> None:
     api = AnthropicBatchAPI(Script(), polls=4)
     backend = anthropic_backend(api, max_requests=10)
