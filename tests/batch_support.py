@@ -38,6 +38,8 @@ EXPIRED = "<expired>"
 CANCELED = "<canceled>"
 SERVER_ERROR = "<server_error>"
 MISSING = "<missing>"
+GARBAGE_LINE = "<garbage_line>"
+WRONG_SHAPE = "<wrong_shape>"
 
 VALID = json.dumps(DECISION)
 
@@ -379,7 +381,11 @@ class OpenAIBatchAPI(_Base):
                         "error": None,
                     }
                 )
+            elif reply == GARBAGE_LINE:
+                outputs.append({"not": "a result line"})
+                outputs.append("{cut off mid-li")  # type: ignore[arg-type]
             else:
+                body = {"object": "response", "id": 7} if reply == WRONG_SHAPE else None
                 outputs.append(
                     {
                         "id": line_id,
@@ -387,7 +393,7 @@ class OpenAIBatchAPI(_Base):
                         "response": {
                             "status_code": 200,
                             "request_id": f"req_{number:032d}",
-                            "body": self._reply_body(reply),
+                            "body": body or self._reply_body(reply),
                         },
                         "error": None,
                     }
@@ -412,7 +418,9 @@ class OpenAIBatchAPI(_Base):
 
     def _file(self, lines: list[dict[str, Any]], purpose: str) -> str:
         number = next(self._ids)
-        data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        data = "".join(
+            (line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines
+        ).encode()
         file = {
             "id": f"file-{number:022d}",
             "object": "file",
@@ -430,7 +438,9 @@ class OpenAIBatchAPI(_Base):
     def _object(self, batch: FakeBatch) -> dict[str, Any]:
         done = batch.status in ("completed", "cancelled")
         completed = sum(
-            1 for r in batch.results if r.get("response") and r["response"]["status_code"] == 200
+            1
+            for r in batch.results
+            if isinstance(r, dict) and r.get("response") and r["response"]["status_code"] == 200
         )
         return {
             "id": batch.id,

@@ -41,9 +41,11 @@ from tests.batch_support import (
     CANCELED,
     ERRORED,
     EXPIRED,
+    GARBAGE_LINE,
     MISSING,
     SERVER_ERROR,
     VALID,
+    WRONG_SHAPE,
     AnthropicBatchAPI,
     OpenAIBatchAPI,
     read_output,
@@ -242,6 +244,19 @@ def test_openai_responses_job_uploads_files_and_reads_output_and_error_files(
         model="gpt-5.1-mini",
     )
     assert line["body"] == json.loads(json.dumps(live))
+
+
+def test_openai_hostile_result_files(tmp_path: Path, items: Path) -> None:
+    # A result line that is not one (skipped: the item is sent again) and a 200 whose body is
+    # not a reply (a typed ProviderError on that item, with the body kept; not resent).
+    api = OpenAIBatchAPI(Script({2: [GARBAGE_LINE, VALID], 3: [WRONG_SHAPE]}))
+    summary = job_for(tmp_path, items, openai_backend(api)).run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25 and summary.ok == 24
+    assert records["doc-2"]["outcome"] == "ok" and records["doc-2"]["attempts"] == 2
+    assert records["doc-3"]["outcome"] == "failed"
+    assert records["doc-3"]["error"]["type"] == "ProviderError"
+    assert "unusable reply" in records["doc-3"]["error"]["message"]
 
 
 def test_openai_chat_job(tmp_path: Path, items: Path) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ __all__ = [
     "RemoteStatus",
     "hosted_backend",
 ]
+
+logger = logging.getLogger("sdk.batch")
 
 CONTROL_RETRIES = 4
 """The client's own retries for the idempotent calls (retrieve, list, results, cancel)."""
@@ -397,19 +400,24 @@ class OpenAIBatches(HostedBackend):
                     line = next(lines, None)
                 if line is None:
                     return
-                if line.strip():
-                    yield self._openai_result(line)
+                result = self._openai_result(line) if line.strip() else None
+                if result is not None:
+                    yield result
         finally:
             context.__exit__(None, None, None)
 
-    def _openai_result(self, line: str) -> RemoteResult:
+    def _openai_result(self, line: str) -> RemoteResult | None:
+        """One line of an output or error file; `None` for a line that names no request (it
+        is skipped: the item it was for has no result, and is sent again)."""
         try:
             record = json.loads(line)
             custom_id = record["custom_id"]
-        except (ValueError, KeyError, TypeError) as bad:
-            raise provider_error(
-                "openai", "unusable batch result line", detail=f"{bad}: {line[:200]}"
-            ) from bad
+        except (ValueError, KeyError, TypeError, RecursionError) as bad:
+            logger.warning("skipped an unusable batch result line (%s): %.200s", bad, line)
+            return None
+        if not isinstance(custom_id, str):
+            logger.warning("skipped a batch result line without a custom_id: %.200s", line)
+            return None
         response = record.get("response")
         failure = record.get("error")
         if isinstance(response, dict) and response.get("status_code") == 200:
