@@ -255,10 +255,10 @@ def write_rows(rows: list[str]) -> None:
         f"{os.cpu_count()} cores): wall-clock items/s and client CPU per item (user + system "
         "time of the process that ran it); the server (its own process) answers at once. "
         "Each run is its own process, so each peak RSS is that run's alone. On a shared "
-        "machine the throughput of runs minutes apart moves with the load (the first run of "
-        "this row, at load 6 to 9, gave 1.00x, 154 vs 154 items/s): read it as \"the job "
+        "machine the throughput of runs minutes apart moves with the load (see the bare runs "
+        "before and after): read it as \"the job "
         "keeps up with a bare fan-out\", not as a precise ratio. The memory figure is the one "
-        "that matters: flat from 10,000 to 100,000 items."
+        "that matters: flat from the small job to the large one."
     )
     lines = [line for line in lines if not line.startswith("- Row 9 (")]
     lines.append(note)

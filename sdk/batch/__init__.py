@@ -15,9 +15,10 @@ left it, without losing or duplicating an item. The CLI is `sdk batch run|status
 
 from sdk.batch._errors import BatchError, BatchInputError, JobMismatch
 from sdk.batch._hosted import AnthropicBatches, HostedBackend, OpenAIBatches, hosted_backend
-from sdk.batch._job import BatchJob, JobProgress, JobSummary, job_summary
+from sdk.batch._job import BatchJob
 from sdk.batch._local import LocalBackend
 from sdk.batch._outcome import JobSettings
+from sdk.batch._summary import JobProgress, JobSummary, job_summary
 
 __all__ = [
     "AnthropicBatches",

@@ -30,16 +30,14 @@ committed.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sdk._result import Result
 from sdk.batch._errors import BatchError, BatchInputError, JobMismatch
 from sdk.batch._hosted import HostedBackend, RemoteResult
 from sdk.batch._items import InputItem, InputReader, file_identity, read_index
@@ -48,19 +46,18 @@ from sdk.batch._outcome import (
     Decision,
     JobSettings,
     decide_failure,
+    decide_live,
     decide_reply,
-    error_record,
-    ok_line,
     request_for,
 )
 from sdk.batch._output import OutputLog
-from sdk.batch._state import ItemRow, ItemUpdate, JobState, SubmissionRow
+from sdk.batch._state import ItemRow, JobState, SubmissionRow
+from sdk.batch._summary import JobProgress, JobSummary, summarize
 from sdk.contract import Contract
-from sdk.errors import StructuredOutputError
 from sdk.providers._errors import provider_error
 from sdk.schema.canonical import schema_info
 
-__all__ = ["BatchJob", "JobProgress", "JobSummary"]
+__all__ = ["BatchJob"]
 
 Backend = HostedBackend | LocalBackend
 
@@ -68,79 +65,6 @@ _INDEX_CHUNK = 5000
 _ENVELOPE = 64
 """Bytes a batch's envelope may add around its requests (`{"requests":[...]}`, separators)."""
 _PAGE = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class JobProgress:
-    """Where a job is: items done (valid), failed, in flight (submitted), of the total."""
-
-    total: int
-    ok: int
-    failed: int
-    in_flight: int
-
-    @property
-    def done(self) -> int:
-        """Items finished either way."""
-        return self.ok + self.failed
-
-
-@dataclass(frozen=True)
-class JobSummary:
-    """A job's counts by outcome, its tokens, and the items that stayed failed."""
-
-    job: str
-    provider: str
-    model: str | None
-    schema: str
-    total: int
-    ok: int
-    failed: int
-    cancelled: int
-    pending: int
-    in_flight: int
-    input_tokens: int
-    output_tokens: int
-    batches: int
-    failure_types: dict[str, int] = field(default_factory=dict)
-    failures: list[tuple[str, str, str]] = field(default_factory=list)
-    """Up to 20 failed items: id, error type, last error."""
-    seconds: float | None = None
-    state: str = "running"
-
-    @property
-    def finished(self) -> bool:
-        """Whether every item is done (valid, failed or cancelled)."""
-        return self.pending == 0 and self.in_flight == 0
-
-    def lines(self) -> list[str]:
-        """The summary as text lines."""
-        lines = [
-            f"job {self.job}: {self.schema} via {self.provider}"
-            + (f" ({self.model})" if self.model else "")
-            + f", {self.state}",
-            f"items: {self.total:,} total, {self.ok:,} ok, {self.failed:,} failed, "
-            f"{self.cancelled:,} cancelled, {self.in_flight:,} in flight, "
-            f"{self.pending:,} pending",
-            f"tokens: {self.input_tokens:,} in, {self.output_tokens:,} out"
-            + (f"; {self.batches:,} provider batches" if self.batches else ""),
-        ]
-        if self.seconds:
-            rate = (self.ok + self.failed + self.cancelled) / self.seconds
-            lines.append(f"time: {self.seconds:.1f} s ({rate:,.1f} items/s this run)")
-        if self.failure_types:
-            kinds = ", ".join(f"{k}: {n:,}" for k, n in sorted(self.failure_types.items()))
-            lines.append(f"failed by error: {kinds}")
-        for item_id, kind, message in self.failures:
-            lines.append(f"  {item_id}: {kind}: {message}")
-        return lines
-
-    def to_json(self) -> dict[str, Any]:
-        """The summary as JSON data."""
-        data = asdict(self)
-        data["failures"] = [{"id": i, "error_type": k, "error": m} for i, k, m in self.failures]
-        data["finished"] = self.finished
-        return data
 
 
 class BatchJob:
@@ -647,7 +571,10 @@ class BatchJob:
             return self._reader.read(row.offset, row.length)
 
         def commit(outcomes: list[Outcome]) -> None:
-            self._commit([self._live(row, outcome) for row, outcome in outcomes])
+            provider = self.backend.provider
+            self._commit(
+                [decide_live(self.contract, provider, row, outcome) for row, outcome in outcomes]
+            )
 
         asyncio.run(
             run_local(
@@ -663,113 +590,7 @@ class BatchJob:
         if self.state.get("cancelled"):  # cancelled from elsewhere while running
             self._cancel_pending()
 
-    def _live(self, row: ItemRow, outcome: object) -> Decision:
-        """A local call's `Result` or error -> the item done, with its line."""
-        provider = self.backend.provider
-        if isinstance(outcome, Result):
-            usage = outcome.usage
-            attempts = len(outcome.attempts)
-            update = _done(row, "ok", attempts, usage.input_tokens, usage.output_tokens)
-            line = ok_line(row.id, outcome, attempts, usage.input_tokens, usage.output_tokens, None)
-            return Decision(update, line, "ok")
-        assert isinstance(outcome, StructuredOutputError)
-        usage = outcome.usage
-        attempts = len(outcome.attempts)
-        message = outcome.message.splitlines()[0] if outcome.message else ""
-        update = _done(
-            row,
-            "failed",
-            attempts,
-            usage.input_tokens,
-            usage.output_tokens,
-            type(outcome).__name__,
-            message[:500],
-        )
-        info = schema_info(self.contract)
-        record = {
-            "id": row.id,
-            "outcome": "failed",
-            "error": error_record(outcome),
-            "schema": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
-            "provider": provider.name,
-            "model": provider.model,
-            "attempts": attempts,
-            "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
-            "batch": None,
-        }
-        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        return Decision(update, line, "failed")
-
-
-def _done(
-    row: ItemRow,
-    outcome: str,
-    attempts: int,
-    tokens_in: int,
-    tokens_out: int,
-    error_type: str | None = None,
-    error: str | None = None,
-) -> ItemUpdate:
-    return ItemUpdate(
-        seq=row.seq,
-        state="done",
-        retries_used=row.retries_used,
-        resubmits_used=row.resubmits_used,
-        feedback=None,
-        input_tokens=row.input_tokens + tokens_in,
-        output_tokens=row.output_tokens + tokens_out,
-        requests=row.requests + attempts,
-        outcome=outcome,
-        error_type=error_type,
-        error=error,
-    )
-
 
 def _key() -> str:
     """A submission's key: in every `custom_id` of it, so its results prove whose they are."""
     return "s" + secrets.token_hex(6)
-
-
-def summarize(state: JobState, seconds: float | None = None) -> JobSummary:
-    """A job's summary from its state file alone (no backend needed)."""
-    counts = state.counts()
-    name, version, _ = state.get("schema")
-    tokens_in, tokens_out = state.tokens()
-    pending = counts.get("pending", 0)
-    in_flight = counts.get("submitted", 0)
-    if state.get("cancelled"):
-        label = "cancelled" if pending + in_flight == 0 else "cancelling"
-    else:
-        label = "finished" if pending + in_flight == 0 and state.get("indexed") else "running"
-    return JobSummary(
-        job=state.get("job"),
-        provider=state.get("provider"),
-        model=state.get("model"),
-        schema=f"{name} v{version}",
-        total=state.item_count(),
-        ok=counts.get("done:ok", 0),
-        failed=counts.get("done:failed", 0),
-        cancelled=counts.get("done:cancelled", 0),
-        pending=pending,
-        in_flight=in_flight,
-        input_tokens=tokens_in,
-        output_tokens=tokens_out,
-        batches=len(state.batches()),
-        failure_types=state.failure_types(),
-        failures=state.failures(20),
-        seconds=seconds,
-        state=label,
-    )
-
-
-def job_summary(path: str | Path) -> JobSummary:
-    """The summary of the job in a state file, without its contract or backend (`status`)."""
-    if not Path(path).is_file():
-        raise BatchError(f"{path}: no such job state file")
-    state = JobState(path)
-    try:
-        if state.get("job") is None:
-            raise BatchError(f"{path} holds no job")
-        return summarize(state)
-    finally:
-        state.close()

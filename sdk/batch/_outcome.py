@@ -18,7 +18,7 @@ the live transport policy); what stays failed keeps its last error.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sdk._call import Backoff, Call, RetrySettings
@@ -33,7 +33,16 @@ from sdk.providers._errors import is_retryable
 from sdk.providers._provider import Provider
 from sdk.schema.canonical import schema_info
 
-__all__ = ["Decision", "JobSettings", "decide_failure", "decide_reply", "request_for"]
+__all__ = [
+    "Decision",
+    "JobSettings",
+    "decide_failure",
+    "decide_live",
+    "decide_reply",
+    "error_record",
+    "ok_line",
+    "request_for",
+]
 
 _NO_TRANSPORT_RETRIES = Backoff(retries=0)
 _ERROR_TEXT = 2000
@@ -178,6 +187,43 @@ def decide_failure(
         row.output_tokens,
         batch,
         outcome="cancelled" if cancelled else "failed",
+    )
+
+
+def decide_live(
+    contract: type[Contract], provider: Provider, row: ItemRow, outcome: object
+) -> Decision:
+    """A live call's outcome (the local backend: `generate` ran every attempt and its retries)
+    -> the item done, with its line."""
+    if isinstance(outcome, Result):
+        usage, attempts = outcome.usage, len(outcome.attempts)
+        tokens_in = row.input_tokens + usage.input_tokens
+        tokens_out = row.output_tokens + usage.output_tokens
+        update = ItemUpdate(
+            seq=row.seq,
+            state="done",
+            retries_used=row.retries_used,
+            resubmits_used=row.resubmits_used,
+            feedback=None,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            requests=row.requests + attempts,
+            outcome="ok",
+        )
+        return Decision(
+            update, ok_line(row.id, outcome, attempts, tokens_in, tokens_out, None), "ok"
+        )
+    if not isinstance(outcome, StructuredOutputError):
+        raise TypeError(f"a live call gives a Result or a StructuredOutputError, not {outcome!r}")
+    counted = replace(row, requests=row.requests + len(outcome.attempts))
+    return _failed(
+        contract,
+        provider,
+        counted,
+        outcome,
+        row.input_tokens + outcome.usage.input_tokens,
+        row.output_tokens + outcome.usage.output_tokens,
+        None,
     )
 
 
