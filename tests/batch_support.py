@@ -237,8 +237,15 @@ def _error(kind: str, message: str) -> dict[str, Any]:
 class OpenAIBatchAPI(_Base):
     """`/v1/files` and `/v1/batches`: upload, list, content; create, retrieve, list, cancel."""
 
-    def __init__(self, answer: Answer = always_valid, polls: int = 2, chat: bool = False) -> None:
+    def __init__(
+        self,
+        answer: Answer = always_valid,
+        polls: int = 2,
+        chat: bool = False,
+        refuse: bool = False,
+    ) -> None:
         super().__init__(answer, polls)
+        self.refuse = refuse  # every batch fails validation
         self.files: dict[str, tuple[dict[str, Any], bytes]] = {}
         self.chat = chat
 
@@ -336,7 +343,7 @@ class OpenAIBatchAPI(_Base):
         if batch.status in ("completed", "cancelled", "expired", "failed"):
             return
         if batch.status == "validating":
-            batch.status = "in_progress"
+            batch.status = "failed" if self.refuse else "in_progress"
             return
         batch.polls_left -= 1
         if batch.polls_left > 0 and batch.status != "cancelling":
@@ -442,11 +449,24 @@ class OpenAIBatchAPI(_Base):
             for r in batch.results
             if isinstance(r, dict) and r.get("response") and r["response"]["status_code"] == 200
         )
+        errors = None
+        if batch.status == "failed":
+            errors = {
+                "object": "list",
+                "data": [
+                    {
+                        "code": "invalid_request",
+                        "message": "The model `gpt-5.1-mini` does not support the batch API.",
+                        "param": "body.model",
+                        "line": 1,
+                    }
+                ],
+            }
         return {
             "id": batch.id,
             "object": "batch",
             "endpoint": "/v1/chat/completions" if self.chat else "/v1/responses",
-            "errors": None,
+            "errors": errors,
             "input_file_id": batch.input_file_id,
             "completion_window": "24h",
             "status": batch.status,
@@ -457,7 +477,7 @@ class OpenAIBatchAPI(_Base):
             "expires_at": int(batch.created) + 86400,
             "finalizing_at": int(batch.created) + 40 if done else None,
             "completed_at": int(batch.created) + 50 if batch.status == "completed" else None,
-            "failed_at": None,
+            "failed_at": int(batch.created) + 2 if batch.status == "failed" else None,
             "expired_at": None,
             "cancelling_at": int(batch.created) + 5 if batch.cancelled else None,
             "cancelled_at": int(batch.created) + 50 if batch.status == "cancelled" else None,

@@ -259,6 +259,18 @@ def test_openai_hostile_result_files(tmp_path: Path, items: Path) -> None:
     assert "unusable reply" in records["doc-3"]["error"]["message"]
 
 
+def test_openai_batch_refused_whole_fails_its_items_with_the_reason(
+    tmp_path: Path, items: Path
+) -> None:
+    api = OpenAIBatchAPI(refuse=True)
+    summary = job_for(tmp_path, items, openai_backend(api)).run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25 and summary.failed == 25
+    message = records["doc-0"]["error"]["message"]
+    assert "does not support the batch API" in message
+    assert api.creates() == 1  # a refused batch is not sent again
+
+
 def test_openai_chat_job(tmp_path: Path, items: Path) -> None:
     api = OpenAIBatchAPI(Script({0: [INVALID_JSON, VALID]}), chat=True)
     summary = job_for(tmp_path, items, openai_backend(api, chat=True)).run()

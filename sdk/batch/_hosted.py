@@ -457,7 +457,13 @@ class OpenAIBatches(HostedBackend):
 
 
 def _openai_status(batch: Any) -> RemoteStatus:
-    return RemoteStatus(batch.id, batch.status, batch.status in _OPENAI_ENDED)
+    status = str(batch.status)
+    errors = getattr(batch.errors, "data", None) or []
+    if status == "failed" and errors:
+        # The batch as a whole was refused (its input did not validate): say why.
+        reasons = "; ".join(f"{e.code}: {e.message}" for e in errors[:3])
+        status = f"failed ({reasons})"[:500]
+    return RemoteStatus(batch.id, status, batch.status in _OPENAI_ENDED)
 
 
 def hosted_backend(provider: Provider) -> HostedBackend:

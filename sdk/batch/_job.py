@@ -488,13 +488,12 @@ class BatchJob:
     def _close(self, submission: str, remote_id: str | None, cancelled: bool) -> None:
         """A submission whose batches are all collected: its items that no batch answered for
         were never run (resubmitted while allowed). Run again after a crash, it finds none."""
-        missing = provider_error(
-            self.backend.provider.name,
-            f"no result for the item in batch {remote_id}"
-            if remote_id
-            else "no result for the item in any batch",
-        )
-        missing.transient = True
+        status = next((b.status for b in self.state.batches() if b.remote_id == remote_id), None)
+        where = f"batch {remote_id} ({status})" if remote_id else "any batch"
+        missing = provider_error(self.backend.provider.name, f"no result for the item in {where}")
+        # A batch the provider refused whole (OpenAI `failed`: its input did not validate)
+        # would be refused again; any other missing result is resent.
+        missing.transient = not (status or "").startswith("failed")
         self._commit(
             [
                 decide_failure(
