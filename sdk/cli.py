@@ -790,6 +790,7 @@ def _batch_errors(out: _Output) -> Iterator[None]:
 def _run_batch(out: _Output, job: Any, as_json: bool) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    from sdk.batch import BatchError
     from sdk.errors import ProviderError
 
     try:
@@ -811,6 +812,9 @@ def _run_batch(out: _Output, job: Any, as_json: bool) -> None:
     except KeyboardInterrupt:
         out.error("interrupted; run `sdk batch resume --state ...` to go on")
         raise typer.Exit(130) from None
+    except BatchError as error:  # bad input, another job's files
+        out.error(" ".join(str(error).split()))
+        raise typer.Exit(2) from error
     except ProviderError as error:
         out.error(f"the provider failed: {error}; run `sdk batch resume` to go on")
         raise typer.Exit(1) from error

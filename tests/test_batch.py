@@ -740,6 +740,34 @@ def test_cli_run_status_resume(tmp_path: Path, fanout_server: str) -> None:
         ],
     )
     assert bad.exit_code == 2 and "--model is required" in bad.stderr
+    (tmp_path / "dup.jsonl").write_text('{"id": 1, "prompt": "a"}\n{"id": 1, "prompt": "b"}\n')
+    dup = runner.invoke(
+        app,
+        ["batch", "run", "--contract", "contracts:Decision", "--provider", "llamacpp",
+         "--base-url", fanout_server, "--input", str(tmp_path / "dup.jsonl"),
+         "--out", str(tmp_path / "dup-out.jsonl")],
+    )  # fmt: skip
+    assert dup.exit_code == 2 and "appears more than once" in dup.stderr
+
+
+def test_cli_hosted_run_without_a_key_says_which_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    write_items(tmp_path / "items.jsonl", 3)
+    ran = CliRunner().invoke(
+        app,
+        ["batch", "run", "--contract", "contracts:Decision", "--provider", "anthropic",
+         "--model", "claude-sonnet-4-6", "--input", str(tmp_path / "items.jsonl"),
+         "--out", str(tmp_path / "out.jsonl")],
+    )  # fmt: skip
+    assert ran.exit_code == 2, ran.output
+    assert "ANTHROPIC_API_KEY" in ran.stderr
 
 
 def test_a_new_job_refuses_an_output_file_that_holds_data(tmp_path: Path, items: Path) -> None:

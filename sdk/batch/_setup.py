@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sdk._names import canonical_provider
+from sdk.batch._errors import BatchError
 from sdk.batch._hosted import AnthropicBatches, HostedBackend, OpenAIBatches
 from sdk.batch._local import LocalBackend
 
@@ -53,7 +54,23 @@ class BackendSpec:
 
 
 def build_backend(spec: BackendSpec) -> HostedBackend | LocalBackend:
-    """The backend a spec names (hosted clients read their keys from the environment)."""
+    """The backend a spec names (hosted clients read their keys from the environment; a
+    missing key is a `BatchError` saying which variable to set)."""
+    try:
+        return _build(spec)
+    except ImportError:
+        raise
+    except Exception as error:
+        names = type(error).__module__.split(".")[0]
+        if names in ("anthropic", "openai"):
+            variable = "ANTHROPIC_API_KEY" if names == "anthropic" else "OPENAI_API_KEY"
+            raise BatchError(
+                f"{spec.provider}: cannot make a client ({variable} set?): {error}"
+            ) from error
+        raise
+
+
+def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
     limits = {"max_requests": spec.max_requests} if spec.max_requests else {}
     model = spec.model or ""
     if spec.provider == "anthropic":
@@ -61,7 +78,12 @@ def build_backend(spec: BackendSpec) -> HostedBackend | LocalBackend:
 
         from sdk.providers.anthropic import AnthropicProvider
 
-        return AnthropicBatches(AnthropicProvider(anthropic.Anthropic(), model=model), **limits)
+        client = anthropic.Anthropic()
+        if not any(
+            getattr(client, name, None) for name in ("api_key", "auth_token", "credentials")
+        ):
+            raise BatchError("anthropic: no credentials: set ANTHROPIC_API_KEY")
+        return AnthropicBatches(AnthropicProvider(client, model=model), **limits)
     if spec.provider in ("openai_responses", "openai_chat"):
         import openai
 
