@@ -1,0 +1,37 @@
+"""Batch jobs: one contract over a large archive, through provider batch APIs or a local fleet.
+
+    from sdk.batch import AnthropicBatches, BatchJob
+
+    job = BatchJob.create("job.db", contract=Decision, backend=AnthropicBatches(provider),
+                          input="items.jsonl", out="results.jsonl")
+    print("\\n".join(job.run().lines()))
+
+Backends: `AnthropicBatches` (Message Batches), `OpenAIBatches` (OpenAI Batch, Responses or Chat
+Completions), `LocalBackend` (`AsyncStructuredClient`s over one or several self-hosted servers).
+Requests are built by the same provider codecs as live calls, and every result goes through the
+same parser and retry feedback. The job's state is a SQLite file: `run` resumes where a crash
+left it, without losing or duplicating an item. The CLI is `sdk batch run|status|resume|cancel`.
+"""
+
+from sdk.batch._errors import BatchError, BatchInputError, JobMismatch
+from sdk.batch._hosted import AnthropicBatches, HostedBackend, OpenAIBatches, hosted_backend
+from sdk.batch._job import BatchJob
+from sdk.batch._local import LocalBackend
+from sdk.batch._outcome import JobSettings
+from sdk.batch._summary import JobProgress, JobSummary, job_summary
+
+__all__ = [
+    "AnthropicBatches",
+    "BatchError",
+    "BatchInputError",
+    "BatchJob",
+    "HostedBackend",
+    "JobMismatch",
+    "JobProgress",
+    "JobSettings",
+    "JobSummary",
+    "LocalBackend",
+    "OpenAIBatches",
+    "hosted_backend",
+    "job_summary",
+]

@@ -1,0 +1,328 @@
+"""What one reply means for one item: the same parser and retry feedback as a live call.
+
+A batch result (or a local call's outcome) is read by the provider's codec into a `Completion`
+and handed to `sdk._call.Call`, the live calls' own state machine, started with the item's
+conversation and with the retries it has left. The `Call` decides exactly as it does live:
+
+- a `Result`: the item is done, its line says `"outcome": "ok"` with the value;
+- a retry prepared (invalid output, retries left): the compact feedback the `Call` wrote (the
+  invalid reply once, as the assistant's turn, and the list of violations, replacing any
+  earlier feedback) is stored on the item, which goes back to `pending` for a follow-up batch;
+- an error raised: the item is done with `"outcome": "failed"` and its last error.
+
+Items the backend did not run (errored, expired, cancelled by the provider) are resubmitted
+unchanged while `resubmits` allow and the error is one another try can fix (`is_retryable`,
+the live transport policy); what stays failed keeps its last error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sdk._call import Backoff, Call, RetrySettings
+from sdk._result import Result
+from sdk.batch._items import InputItem
+from sdk.batch._state import ItemRow, ItemUpdate
+from sdk.contract import Contract
+from sdk.errors import InvalidOutput, ProviderError, RefusedOutput, StructuredOutputError
+from sdk.parsing.parser import EnumCase
+from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.providers._errors import is_retryable
+from sdk.providers._provider import Provider
+from sdk.schema.canonical import schema_info
+
+__all__ = [
+    "Decision",
+    "JobSettings",
+    "decide_failure",
+    "decide_live",
+    "decide_reply",
+    "error_record",
+    "ok_line",
+    "request_for",
+]
+
+_NO_TRANSPORT_RETRIES = Backoff(retries=0)
+_ERROR_TEXT = 2000
+"""How much of a failed item's raw output its output line keeps (the full text is on the
+error while the job runs; the line is bounded so one bad reply cannot make it huge)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    """A job's per-item limits and parsing policy."""
+
+    retries: int = 2
+    """Follow-ups after invalid output (with feedback), per item: the live `retries`."""
+    resubmits: int = 3
+    """Follow-ups after the backend did not run an item (errored, expired, cancelled)."""
+    max_tokens: int = 4096
+    """The output limit of items that do not set their own."""
+    enum_case: EnumCase = "normalize"
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or self.resubmits < 0:
+            raise ValueError("retries and resubmits cannot be negative")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The item's new state, and its output line once it is done."""
+
+    update: ItemUpdate
+    line: bytes | None
+    outcome: str | None
+
+
+def request_for(
+    contract: type[Contract], item: InputItem, row: ItemRow, settings: JobSettings
+) -> CompletionRequest:
+    """The request an item sends next: its conversation plus any pending feedback."""
+    feedback = tuple(_message(role, content) for role, content in row.feedback)
+    return CompletionRequest(
+        contract=contract,
+        messages=item.messages + feedback,
+        max_tokens=item.max_tokens or settings.max_tokens,
+        system=item.system,
+        options=item.options,
+    )
+
+
+def _message(role: str, content: str) -> Message:
+    return Message("assistant" if role == "assistant" else "user", content)
+
+
+def decide_reply(
+    contract: type[Contract],
+    provider: Provider,
+    settings: JobSettings,
+    item: InputItem,
+    row: ItemRow,
+    completion: Completion,
+    batch: str | None,
+) -> Decision:
+    """Parse a reply with the live `Call`: done, or back to pending with its feedback."""
+    left = max(0, settings.retries - row.retries_used)
+    call: Call[Contract] = Call(
+        contract,
+        item.messages,
+        provider=provider,
+        settings=RetrySettings(retries=left, backoff=_NO_TRANSPORT_RETRIES),
+        enum_case=settings.enum_case,
+        system=item.system,
+        source=item.source,
+        max_tokens=item.max_tokens or settings.max_tokens,
+        options=item.options,
+    )
+    tokens_in = row.input_tokens + completion.usage.input_tokens
+    tokens_out = row.output_tokens + completion.usage.output_tokens
+    try:
+        result = call.on_reply(completion)
+    except StructuredOutputError as error:
+        return _failed(contract, provider, row, error, tokens_in, tokens_out, batch)
+    if result is None:
+        feedback = call.request().messages[len(item.messages) :]
+        update = ItemUpdate(
+            seq=row.seq,
+            state="pending",
+            retries_used=row.retries_used + 1,
+            resubmits_used=row.resubmits_used,
+            feedback=[(message.role, message.text) for message in feedback],
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            requests=row.requests,
+        )
+        return Decision(update, None, None)
+    update = ItemUpdate(
+        seq=row.seq,
+        state="done",
+        retries_used=row.retries_used,
+        resubmits_used=row.resubmits_used,
+        feedback=None,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        requests=row.requests,
+        outcome="ok",
+    )
+    return Decision(
+        update, ok_line(row.id, result, row.requests, tokens_in, tokens_out, batch), "ok"
+    )
+
+
+def decide_failure(
+    contract: type[Contract],
+    provider: Provider,
+    settings: JobSettings,
+    row: ItemRow,
+    error: ProviderError,
+    batch: str | None,
+    *,
+    cancelled: bool = False,
+) -> Decision:
+    """An item the backend did not answer: resubmitted while allowed, else failed with `error`.
+
+    `cancelled`: the job was cancelled by its owner, so the item is not resubmitted."""
+    if not cancelled and is_retryable(error) and row.resubmits_used < settings.resubmits:
+        update = ItemUpdate(
+            seq=row.seq,
+            state="pending",
+            retries_used=row.retries_used,
+            resubmits_used=row.resubmits_used + 1,
+            feedback=row.feedback,
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            requests=row.requests,
+        )
+        return Decision(update, None, None)
+    return _failed(
+        contract,
+        provider,
+        row,
+        error,
+        row.input_tokens,
+        row.output_tokens,
+        batch,
+        outcome="cancelled" if cancelled else "failed",
+    )
+
+
+def decide_live(
+    contract: type[Contract], provider: Provider, row: ItemRow, outcome: object
+) -> Decision:
+    """A live call's outcome (the local backend: `generate` ran every attempt and its retries)
+    -> the item done, with its line."""
+    if isinstance(outcome, Result):
+        usage, attempts = outcome.usage, len(outcome.attempts)
+        tokens_in = row.input_tokens + usage.input_tokens
+        tokens_out = row.output_tokens + usage.output_tokens
+        update = ItemUpdate(
+            seq=row.seq,
+            state="done",
+            retries_used=row.retries_used,
+            resubmits_used=row.resubmits_used,
+            feedback=None,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            requests=row.requests + attempts,
+            outcome="ok",
+        )
+        return Decision(
+            update, ok_line(row.id, outcome, attempts, tokens_in, tokens_out, None), "ok"
+        )
+    if not isinstance(outcome, StructuredOutputError):
+        raise TypeError(f"a live call gives a Result or a StructuredOutputError, not {outcome!r}")
+    counted = replace(row, requests=row.requests + len(outcome.attempts))
+    return _failed(
+        contract,
+        provider,
+        counted,
+        outcome,
+        row.input_tokens + outcome.usage.input_tokens,
+        row.output_tokens + outcome.usage.output_tokens,
+        None,
+    )
+
+
+def _failed(
+    contract: type[Contract],
+    provider: Provider,
+    row: ItemRow,
+    error: StructuredOutputError,
+    tokens_in: int,
+    tokens_out: int,
+    batch: str | None,
+    outcome: str = "failed",
+) -> Decision:
+    message = error.message.splitlines()[0] if error.message else type(error).__name__
+    update = ItemUpdate(
+        seq=row.seq,
+        state="done",
+        retries_used=row.retries_used,
+        resubmits_used=row.resubmits_used,
+        feedback=None,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        requests=row.requests,
+        outcome=outcome,
+        error_type=type(error).__name__,
+        error=message[:500],
+    )
+    record: dict[str, Any] = {
+        "id": row.id,
+        "outcome": outcome,
+        "error": error_record(error),
+        "schema": _schema(contract),
+        "provider": provider.name,
+        "model": provider.model,
+        "attempts": row.requests,
+        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+        "batch": batch,
+    }
+    return Decision(update, _line(record), outcome)
+
+
+def error_record(error: StructuredOutputError) -> dict[str, Any]:
+    """A typed error as JSON: its type, message, stop reason, violations and raw text."""
+    record: dict[str, Any] = {
+        "type": type(error).__name__,
+        "message": error.message,
+        "stop_reason": error.stop_reason.value if error.stop_reason is not None else None,
+        "raw_stop_reason": error.raw_stop_reason,
+    }
+    if isinstance(error, InvalidOutput):
+        record["violations"] = [
+            {"pointer": v.pointer, "message": v.message} for v in error.violations[:50]
+        ]
+    if isinstance(error, RefusedOutput):
+        record["refusal"] = error.refusal
+    if isinstance(error, ProviderError):
+        record["status_code"] = error.status_code
+        record["request_id"] = error.request_id
+    text = error.text
+    record["text"] = text if text is None or len(text) <= _ERROR_TEXT else text[:_ERROR_TEXT]
+    record["text_truncated"] = text is not None and len(text) > _ERROR_TEXT
+    return record
+
+
+def ok_line(
+    item_id: str,
+    result: Result[Any],
+    attempts: int,
+    tokens_in: int,
+    tokens_out: int,
+    batch: str | None,
+) -> bytes:
+    """The output line of an item done with a value."""
+    record = {
+        "id": item_id,
+        "outcome": "ok",
+        "value": result.value.model_dump(mode="json"),
+        "schema": {
+            "name": result.schema.name,
+            "version": result.schema.version,
+            "fingerprint": result.schema.fingerprint,
+        },
+        "provider": result.provider,
+        "model": result.model,
+        "stop_reason": result.stop_reason.value,
+        "raw_stop_reason": result.raw_stop_reason,
+        "notes": [str(note) for note in result.notes],
+        "attempts": attempts,
+        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+        "request_id": result.request_id,
+        "batch": batch,
+    }
+    return _line(record)
+
+
+def _schema(contract: type[Contract]) -> dict[str, Any]:
+    info = schema_info(contract)
+    return {"name": info.name, "version": info.version, "fingerprint": info.fingerprint}
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()

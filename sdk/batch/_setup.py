@@ -1,0 +1,125 @@
+"""A backend from names (the CLI's `--provider`, `--model`, `--base-url`), and back again.
+
+A job's state file records these (never a key: hosted clients read theirs from the
+environment, `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`), so `sdk batch resume --state job.db`
+rebuilds the same backend without being told again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sdk._names import canonical_provider
+from sdk.batch._errors import BatchError
+from sdk.batch._hosted import AnthropicBatches, HostedBackend, OpenAIBatches
+from sdk.batch._local import LocalBackend
+
+__all__ = ["BackendSpec", "build_backend"]
+
+LOCAL_PROVIDERS = ("llamacpp", "vllm", "ollama")
+HOSTED_PROVIDERS = ("anthropic", "openai_responses", "openai_chat")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """What a backend is built from: provider family, model, servers and limits."""
+
+    provider: str
+    model: str | None = None
+    base_urls: list[str] = field(default_factory=list)
+    concurrency: int | None = None
+    """Local: items in flight per server."""
+    max_requests: int | None = None
+    """Hosted: requests per batch, below the API's own limit."""
+    retries: int = 2
+    """Local: the client's invalid-output retries (hosted follow-ups use the job's)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "provider", canonical_provider(self.provider))
+        if self.provider not in LOCAL_PROVIDERS + HOSTED_PROVIDERS:
+            raise ValueError(
+                f"batch jobs run on {', '.join(HOSTED_PROVIDERS + LOCAL_PROVIDERS)}, "
+                f"not {self.provider}"
+            )
+        if self.provider != "llamacpp" and not self.model:
+            raise ValueError(f"--model is required for {self.provider}")
+        if self.provider in LOCAL_PROVIDERS and not self.base_urls:
+            raise ValueError(f"--base-url is required for {self.provider} (one or more)")
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored in the job's state file."""
+        return asdict(self)
+
+
+def build_backend(spec: BackendSpec) -> HostedBackend | LocalBackend:
+    """The backend a spec names (hosted clients read their keys from the environment; a
+    missing key is a `BatchError` saying which variable to set)."""
+    try:
+        return _build(spec)
+    except ImportError:
+        raise
+    except Exception as error:
+        names = type(error).__module__.split(".")[0]
+        if names in ("anthropic", "openai"):
+            variable = "ANTHROPIC_API_KEY" if names == "anthropic" else "OPENAI_API_KEY"
+            raise BatchError(
+                f"{spec.provider}: cannot make a client ({variable} set?): {error}"
+            ) from error
+        raise
+
+
+def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
+    limits = {"max_requests": spec.max_requests} if spec.max_requests else {}
+    model = spec.model or ""
+    if spec.provider == "anthropic":
+        import anthropic
+
+        from sdk.providers.anthropic import AnthropicProvider
+
+        client = anthropic.Anthropic()
+        if not any(
+            getattr(client, name, None) for name in ("api_key", "auth_token", "credentials")
+        ):
+            raise BatchError("anthropic: no credentials: set ANTHROPIC_API_KEY")
+        return AnthropicBatches(AnthropicProvider(client, model=model), **limits)
+    if spec.provider in ("openai_responses", "openai_chat"):
+        import openai
+
+        from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
+
+        kind = OpenAIChatProvider if spec.provider == "openai_chat" else OpenAIResponsesProvider
+        return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)
+    from sdk.client import AsyncStructuredClient
+
+    clients = [
+        AsyncStructuredClient(
+            _local_provider(spec.provider, url, spec.model),
+            retries=spec.retries,
+            max_concurrency=spec.concurrency or 16,
+        )
+        for url in spec.base_urls
+    ]
+    return LocalBackend(clients)
+
+
+def _local_provider(kind: str, url: str, model: str | None) -> Any:
+    if kind == "llamacpp":
+        from sdk.providers.llamacpp import LlamaCppProvider
+
+        return LlamaCppProvider(url, model=model)
+    if kind == "vllm":
+        from sdk.providers.vllm import VLLMProvider
+
+        return VLLMProvider(url, model=model or "")
+    from sdk.providers.ollama import OllamaProvider
+
+    return OllamaProvider(url, model=model or "")
+
+
+def spec_from(data: dict[str, Any], overrides: Sequence[tuple[str, Any]] = ()) -> BackendSpec:
+    """A stored spec, with any values given again on the command line."""
+    values = dict(data)
+    values.update((key, value) for key, value in overrides if value)
+    return BackendSpec(**values)

@@ -1,0 +1,130 @@
+"""What a job reports: `JobProgress` while it runs, `JobSummary` at the end or on `status`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sdk.batch._errors import BatchError
+from sdk.batch._state import JobState
+
+__all__ = ["JobProgress", "JobSummary", "job_summary", "summarize"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """Where a job is: items done (valid), failed, in flight (submitted), of the total."""
+
+    total: int
+    ok: int
+    failed: int
+    in_flight: int
+
+    @property
+    def done(self) -> int:
+        """Items finished either way."""
+        return self.ok + self.failed
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job's counts by outcome, its tokens, and the items that stayed failed."""
+
+    job: str
+    provider: str
+    model: str | None
+    schema: str
+    total: int
+    ok: int
+    failed: int
+    cancelled: int
+    pending: int
+    in_flight: int
+    input_tokens: int
+    output_tokens: int
+    batches: int
+    failure_types: dict[str, int] = field(default_factory=dict)
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    """Up to 20 failed items: id, error type, last error."""
+    seconds: float | None = None
+    state: str = "running"
+
+    @property
+    def finished(self) -> bool:
+        """Whether every item is done (valid, failed or cancelled)."""
+        return self.pending == 0 and self.in_flight == 0
+
+    def lines(self) -> list[str]:
+        """The summary as text lines."""
+        lines = [
+            f"job {self.job}: {self.schema} via {self.provider}"
+            + (f" ({self.model})" if self.model else "")
+            + f", {self.state}",
+            f"items: {self.total:,} total, {self.ok:,} ok, {self.failed:,} failed, "
+            f"{self.cancelled:,} cancelled, {self.in_flight:,} in flight, "
+            f"{self.pending:,} pending",
+            f"tokens: {self.input_tokens:,} in, {self.output_tokens:,} out"
+            + (f"; {self.batches:,} provider batches" if self.batches else ""),
+        ]
+        if self.seconds:
+            rate = (self.ok + self.failed + self.cancelled) / self.seconds
+            lines.append(f"time: {self.seconds:.1f} s ({rate:,.1f} items/s this run)")
+        if self.failure_types:
+            kinds = ", ".join(f"{k}: {n:,}" for k, n in sorted(self.failure_types.items()))
+            lines.append(f"failed by error: {kinds}")
+        for item_id, kind, message in self.failures:
+            lines.append(f"  {item_id}: {kind}: {message}")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as JSON data."""
+        data = asdict(self)
+        data["failures"] = [{"id": i, "error_type": k, "error": m} for i, k, m in self.failures]
+        data["finished"] = self.finished
+        return data
+
+
+def summarize(state: JobState, seconds: float | None = None) -> JobSummary:
+    """A job's summary from its state file alone (no backend needed)."""
+    counts = state.counts()
+    name, version, _ = state.get("schema")
+    tokens_in, tokens_out = state.tokens()
+    pending = counts.get("pending", 0)
+    in_flight = counts.get("submitted", 0)
+    if state.get("cancelled"):
+        label = "cancelled" if pending + in_flight == 0 else "cancelling"
+    else:
+        label = "finished" if pending + in_flight == 0 and state.get("indexed") else "running"
+    return JobSummary(
+        job=state.get("job"),
+        provider=state.get("provider"),
+        model=state.get("model"),
+        schema=f"{name} v{version}",
+        total=state.item_count(),
+        ok=counts.get("done:ok", 0),
+        failed=counts.get("done:failed", 0),
+        cancelled=counts.get("done:cancelled", 0),
+        pending=pending,
+        in_flight=in_flight,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        batches=len(state.batches()),
+        failure_types=state.failure_types(),
+        failures=state.failures(20),
+        seconds=seconds,
+        state=label,
+    )
+
+
+def job_summary(path: str | Path) -> JobSummary:
+    """The summary of the job in a state file, without its contract or backend (`status`)."""
+    if not Path(path).is_file():
+        raise BatchError(f"{path}: no such job state file")
+    state = JobState(path)
+    try:
+        if state.get("job") is None:
+            raise BatchError(f"{path} holds no job")
+        return summarize(state)
+    finally:
+        state.close()

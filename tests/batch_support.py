@@ -1,0 +1,522 @@
+"""Fake batch APIs for the batch tests: Anthropic Message Batches and OpenAI Batch (with Files),
+implemented as `httpx2.MockTransport` handlers behind the real `anthropic` / `openai` clients.
+
+The endpoints behave as the APIs document them: a created batch is `in_progress` (OpenAI:
+`validating` first) for a few polls, then `ended` / `completed` with its request counts and a
+results URL (Anthropic) or output and error files (OpenAI); listing is newest first with cursor
+pages; cancelling makes the requests not yet run `canceled` / `batch_cancelled`. Bodies are the
+realistic fixtures of tests/fixtures, validated strictly by the clients.
+
+What each request gets is decided by `answer(custom_id, body, attempt)`: a document text, or one
+of `ERRORED`, `EXPIRED`, `CANCELED` (the item was not run), `SERVER_ERROR`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+import httpx2
+
+from tests.wire_support import (
+    ANTHROPIC_HEADERS,
+    DECISION,
+    OPENAI_HEADERS,
+    fixture_json,
+)
+
+ERRORED = "<errored>"
+EXPIRED = "<expired>"
+CANCELED = "<canceled>"
+SERVER_ERROR = "<server_error>"
+MISSING = "<missing>"
+GARBAGE_LINE = "<garbage_line>"
+WRONG_SHAPE = "<wrong_shape>"
+
+VALID = json.dumps(DECISION)
+
+Answer = Callable[[str, dict[str, Any], int], str]
+"""(custom_id, request body, how many times this item's id was asked before) -> reply."""
+
+
+def item_of(custom_id: str) -> str:
+    """The job's item seq in a custom id (`s1a2b3c-17` -> `17`)."""
+    return custom_id.rpartition("-")[2]
+
+
+def always_valid(custom_id: str, body: dict[str, Any], attempt: int) -> str:
+    return VALID
+
+
+def _json(status: int, body: Any, headers: dict[str, str]) -> httpx2.Response:
+    return httpx2.Response(status, content=json.dumps(body).encode(), headers=headers)
+
+
+def _timestamp(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).isoformat().replace("+00:00", "Z")
+
+
+class _Clock:
+    """Now, strictly increasing (two objects created in the same instant still sort)."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __next__(self) -> float:
+        self.last = max(time.time(), self.last + 0.001)
+        return self.last
+
+
+@dataclass
+class FakeBatch:
+    id: str
+    requests: list[dict[str, Any]]
+    created: float
+    polls_left: int
+    metadata: dict[str, str] | None = None
+    status: str = "in_progress"
+    cancelled: bool = False
+    results: list[dict[str, Any]] = field(default_factory=list)
+    input_file_id: str | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+
+
+class _Base:
+    def __init__(self, answer: Answer = always_valid, polls: int = 2) -> None:
+        self.answer = answer
+        self.polls = polls
+        self.batches: dict[str, FakeBatch] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.asked: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self._clock = _Clock()
+
+    def _ask(self, custom_id: str, body: dict[str, Any]) -> str:
+        item = item_of(custom_id)
+        attempt = self.asked.get(item, 0)
+        self.asked[item] = attempt + 1
+        return self.answer(custom_id, body, attempt)
+
+    def creates(self) -> int:
+        return sum(
+            1 for method, path in self.calls if method == "POST" and path.endswith("batches")
+        )
+
+
+class AnthropicBatchAPI(_Base):
+    """`/v1/messages/batches`: create, retrieve, list, cancel, results."""
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        self.calls.append((request.method, path))
+        if request.method == "POST" and path == "/v1/messages/batches":
+            return self._create(json.loads(request.content))
+        if request.method == "GET" and path == "/v1/messages/batches":
+            return self._list(parse_qs(request.url.query.decode()))
+        match = re.fullmatch(r"/v1/messages/batches/([^/]+)(/cancel|/results)?", path)
+        if match is None or match.group(1) not in self.batches:
+            return _json(404, _error("not_found_error", "batch not found"), ANTHROPIC_HEADERS)
+        batch = self.batches[match.group(1)]
+        if match.group(2) == "/cancel":
+            batch.cancelled = True
+            if batch.status == "in_progress":
+                batch.status = "canceling"
+            return _json(200, self._object(batch), ANTHROPIC_HEADERS)
+        if match.group(2) == "/results":
+            if batch.status != "ended":
+                return _json(400, _error("invalid_request_error", "not ended"), ANTHROPIC_HEADERS)
+            lines = "".join(json.dumps(line) + "\n" for line in batch.results)
+            return httpx2.Response(
+                200,
+                content=lines.encode(),
+                headers={**ANTHROPIC_HEADERS, "content-type": "application/binary"},
+            )
+        self._advance(batch)
+        return _json(200, self._object(batch), ANTHROPIC_HEADERS)
+
+    def _create(self, body: dict[str, Any]) -> httpx2.Response:
+        number = next(self._ids)
+        batch = FakeBatch(
+            id=f"msgbatch_01{number:022d}",
+            requests=body["requests"],
+            created=next(self._clock),
+            polls_left=self.polls,
+        )
+        self.batches[batch.id] = batch
+        return _json(200, self._object(batch), ANTHROPIC_HEADERS)
+
+    def _advance(self, batch: FakeBatch) -> None:
+        if batch.status == "ended":
+            return
+        batch.polls_left -= 1
+        if batch.polls_left > 0 and batch.status != "canceling":
+            return
+        for request in batch.requests:
+            custom_id = request["custom_id"]
+            if batch.cancelled:
+                result: dict[str, Any] = {"type": "canceled"}
+            else:
+                reply = self._ask(custom_id, request["params"])
+                if reply == MISSING:
+                    continue  # a result the API lost: the job must notice
+                result = self._result(reply)
+            batch.results.append({"custom_id": custom_id, "result": result})
+        batch.results.reverse()  # results come in any order
+        batch.status = "ended"
+
+    @staticmethod
+    def _result(reply: str) -> dict[str, Any]:
+        if reply == EXPIRED:
+            return {"type": "expired"}
+        if reply == CANCELED:
+            return {"type": "canceled"}
+        if reply == ERRORED:
+            return {
+                "type": "errored",
+                "error": _error("invalid_request_error", "max_tokens: too large for the model"),
+            }
+        if reply == SERVER_ERROR:
+            return {"type": "errored", "error": _error("overloaded_error", "Overloaded")}
+        message = fixture_json("anthropic_success.json")
+        message["content"] = [{"type": "text", "text": reply}]
+        return {"type": "succeeded", "message": message}
+
+    def _object(self, batch: FakeBatch) -> dict[str, Any]:
+        ended = batch.status == "ended"
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        if ended:
+            for line in batch.results:
+                counts[line["result"]["type"]] += 1
+        else:
+            counts["processing"] = len(batch.requests)
+        return {
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": batch.status,
+            "request_counts": counts,
+            "ended_at": _timestamp(batch.created + 50) if ended else None,
+            "created_at": _timestamp(batch.created),
+            "expires_at": _timestamp(batch.created + 86400),
+            "archived_at": None,
+            "cancel_initiated_at": _timestamp(batch.created + 5) if batch.cancelled else None,
+            "results_url": (
+                f"http://anthropic.test/v1/messages/batches/{batch.id}/results" if ended else None
+            ),
+        }
+
+    def _list(self, query: dict[str, list[str]]) -> httpx2.Response:
+        newest = sorted(self.batches.values(), key=lambda b: b.created, reverse=True)
+        limit = int(query.get("limit", ["20"])[0])
+        after = query.get("after_id", [None])[0]
+        if after is not None:
+            index = next(i for i, b in enumerate(newest) if b.id == after)
+            newest = newest[index + 1 :]
+        page = newest[:limit]
+        body = {
+            "data": [self._object(b) for b in page],
+            "has_more": len(newest) > limit,
+            "first_id": page[0].id if page else None,
+            "last_id": page[-1].id if page else None,
+        }
+        return _json(200, body, ANTHROPIC_HEADERS)
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+class OpenAIBatchAPI(_Base):
+    """`/v1/files` and `/v1/batches`: upload, list, content; create, retrieve, list, cancel."""
+
+    def __init__(
+        self,
+        answer: Answer = always_valid,
+        polls: int = 2,
+        chat: bool = False,
+        refuse: bool = False,
+    ) -> None:
+        super().__init__(answer, polls)
+        self.refuse = refuse  # every batch fails validation
+        self.files: dict[str, tuple[dict[str, Any], bytes]] = {}
+        self.chat = chat
+
+    def uploads(self) -> int:
+        return sum(1 for method, path in self.calls if (method, path) == ("POST", "/v1/files"))
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        self.calls.append((request.method, path))
+        query = parse_qs(request.url.query.decode())
+        if request.method == "POST" and path == "/v1/files":
+            return self._upload(request)
+        if request.method == "GET" and path == "/v1/files":
+            files = sorted(self.files.values(), key=lambda f: f[0]["created_at"], reverse=True)
+            data = [f[0] for f in files if f[0]["purpose"] == query.get("purpose", ["batch"])[0]]
+            return _json(200, _page(data), OPENAI_HEADERS)
+        match = re.fullmatch(r"/v1/files/([^/]+)/content", path)
+        if match is not None:
+            return httpx2.Response(
+                200,
+                content=self.files[match.group(1)][1],
+                headers={**OPENAI_HEADERS, "content-type": "application/octet-stream"},
+            )
+        if request.method == "POST" and path == "/v1/batches":
+            return self._create(json.loads(request.content))
+        if request.method == "GET" and path == "/v1/batches":
+            newest = sorted(self.batches.values(), key=lambda b: b.created, reverse=True)
+            return _json(200, _page([self._object(b) for b in newest]), OPENAI_HEADERS)
+        match = re.fullmatch(r"/v1/batches/([^/]+)(/cancel)?", path)
+        if match is None or match.group(1) not in self.batches:
+            return _json(
+                404,
+                {
+                    "error": {
+                        "message": "No batch found",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+                OPENAI_HEADERS,
+            )
+        batch = self.batches[match.group(1)]
+        if match.group(2):
+            batch.cancelled = True
+            if batch.status in ("validating", "in_progress"):
+                batch.status = "cancelling"
+            return _json(200, self._object(batch), OPENAI_HEADERS)
+        self._advance(batch)
+        return _json(200, self._object(batch), OPENAI_HEADERS)
+
+    def _upload(self, request: httpx2.Request) -> httpx2.Response:
+        content_type = request.headers["content-type"]
+        boundary = content_type.split("boundary=")[1].encode()
+        body = request.content
+        filename, data = "", b""
+        for part in body.split(b"--" + boundary):
+            head, _, rest = part.partition(b"\r\n\r\n")
+            if b'name="file"' in head:
+                filename = re.search(rb'filename="([^"]+)"', head).group(1).decode()  # type: ignore[union-attr]
+                data = rest[:-2] if rest.endswith(b"\r\n") else rest
+        number = next(self._ids)
+        file = {
+            "id": f"file-{number:022d}",
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(next(self._clock)),
+            "filename": filename,
+            "purpose": "batch",
+            "status": "processed",
+            "expires_at": None,
+            "status_details": None,
+        }
+        self.files[file["id"]] = (file, data)
+        return _json(200, file, OPENAI_HEADERS)
+
+    def _create(self, body: dict[str, Any]) -> httpx2.Response:
+        number = next(self._ids)
+        data = self.files[body["input_file_id"]][1]
+        requests = [json.loads(line) for line in data.splitlines() if line.strip()]
+        batch = FakeBatch(
+            id=f"batch_{number:024d}",
+            requests=requests,
+            created=next(self._clock),
+            polls_left=self.polls,
+            metadata=body.get("metadata"),
+            status="validating",
+            input_file_id=body["input_file_id"],
+        )
+        self.endpoint = body["endpoint"]
+        self.batches[batch.id] = batch
+        return _json(200, self._object(batch), OPENAI_HEADERS)
+
+    def _advance(self, batch: FakeBatch) -> None:
+        if batch.status in ("completed", "cancelled", "expired", "failed"):
+            return
+        if batch.status == "validating":
+            batch.status = "failed" if self.refuse else "in_progress"
+            return
+        batch.polls_left -= 1
+        if batch.polls_left > 0 and batch.status != "cancelling":
+            return
+        outputs, errors = [], []
+        for number, request in enumerate(batch.requests):
+            custom_id = request["custom_id"]
+            line_id = f"batch_req_{batch.id[-6:]}{number:06d}"
+            reply = "<cancelled>" if batch.cancelled else self._ask(custom_id, request["body"])
+            if reply in (EXPIRED, CANCELED, "<cancelled>"):
+                code = "batch_expired" if reply == EXPIRED else "batch_cancelled"
+                errors.append(
+                    {
+                        "id": line_id,
+                        "custom_id": custom_id,
+                        "response": None,
+                        "error": {"code": code, "message": f"The request was not run ({code})."},
+                    }
+                )
+            elif reply in (ERRORED, SERVER_ERROR):
+                status = 400 if reply == ERRORED else 500
+                errors.append(
+                    {
+                        "id": line_id,
+                        "custom_id": custom_id,
+                        "response": {
+                            "status_code": status,
+                            "request_id": f"req_{number:032d}",
+                            "body": {
+                                "error": {
+                                    "message": "Invalid 'max_output_tokens'"
+                                    if status == 400
+                                    else "Server error",
+                                    "type": "invalid_request_error"
+                                    if status == 400
+                                    else "server_error",
+                                    "param": None,
+                                    "code": None,
+                                }
+                            },
+                        },
+                        "error": None,
+                    }
+                )
+            elif reply == GARBAGE_LINE:
+                outputs.append({"not": "a result line"})
+                outputs.append("{cut off mid-li")  # type: ignore[arg-type]
+            else:
+                body = {"object": "response", "id": 7} if reply == WRONG_SHAPE else None
+                outputs.append(
+                    {
+                        "id": line_id,
+                        "custom_id": custom_id,
+                        "response": {
+                            "status_code": 200,
+                            "request_id": f"req_{number:032d}",
+                            "body": body or self._reply_body(reply),
+                        },
+                        "error": None,
+                    }
+                )
+        outputs.reverse()
+        batch.output_file_id = self._file(outputs, "batch_output") if outputs else None
+        batch.error_file_id = self._file(errors, "batch_output") if errors else None
+        batch.results = outputs + errors
+        batch.status = "cancelled" if batch.cancelled else "completed"
+
+    def _reply_body(self, text: str) -> dict[str, Any]:
+        if self.chat:
+            body = copy.deepcopy(fixture_json("openai_chat_stop.json"))
+            body["choices"][0]["message"]["content"] = text
+            return body
+        body = fixture_json("openai_responses_completed.json")
+        message = next(item for item in body["output"] if item["type"] == "message")
+        message["content"] = [
+            {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+        ]
+        return body
+
+    def _file(self, lines: list[dict[str, Any]], purpose: str) -> str:
+        number = next(self._ids)
+        data = "".join(
+            (line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines
+        ).encode()
+        file = {
+            "id": f"file-{number:022d}",
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(next(self._clock)),
+            "filename": f"batch_{number}_output.jsonl",
+            "purpose": purpose,
+            "status": "processed",
+            "expires_at": None,
+            "status_details": None,
+        }
+        self.files[file["id"]] = (file, data)
+        return str(file["id"])
+
+    def _object(self, batch: FakeBatch) -> dict[str, Any]:
+        done = batch.status in ("completed", "cancelled")
+        completed = sum(
+            1
+            for r in batch.results
+            if isinstance(r, dict) and r.get("response") and r["response"]["status_code"] == 200
+        )
+        errors = None
+        if batch.status == "failed":
+            errors = {
+                "object": "list",
+                "data": [
+                    {
+                        "code": "invalid_request",
+                        "message": "The model `gpt-5.1-mini` does not support the batch API.",
+                        "param": "body.model",
+                        "line": 1,
+                    }
+                ],
+            }
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions" if self.chat else "/v1/responses",
+            "errors": errors,
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": batch.status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": int(batch.created),
+            "in_progress_at": int(batch.created) + 1 if batch.status != "validating" else None,
+            "expires_at": int(batch.created) + 86400,
+            "finalizing_at": int(batch.created) + 40 if done else None,
+            "completed_at": int(batch.created) + 50 if batch.status == "completed" else None,
+            "failed_at": int(batch.created) + 2 if batch.status == "failed" else None,
+            "expired_at": None,
+            "cancelling_at": int(batch.created) + 5 if batch.cancelled else None,
+            "cancelled_at": int(batch.created) + 50 if batch.status == "cancelled" else None,
+            "request_counts": {
+                "total": len(batch.requests),
+                "completed": completed,
+                "failed": len(batch.results) - completed,
+            },
+            "metadata": batch.metadata,
+        }
+
+
+def _page(data: list[Any]) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": False,
+    }
+
+
+def write_items(path: Any, count: int, *, prefix: str = "doc") -> None:
+    """An input file of `count` items, each a short purchase-approval document."""
+    with open(path, "w", encoding="utf-8") as file:
+        for number in range(count):
+            file.write(
+                json.dumps(
+                    {
+                        "id": f"{prefix}-{number}",
+                        "source": f"Invoice {number}: $4,180.00 for PO-{2000 + number}.",
+                        "prompt": "Approve this purchase?",
+                    }
+                )
+                + "\n"
+            )
+
+
+def read_output(path: Any) -> list[dict[str, Any]]:
+    """The output file's records."""
+    with open(path, encoding="utf-8") as file:
+        return [json.loads(line) for line in file]

@@ -1,0 +1,802 @@
+"""Batch jobs (`sdk.batch`): hosted lifecycles through the real clients on fake batch APIs,
+crash-and-resume at every step, follow-ups with feedback, the local backend, and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from contracts import Decision
+from sdk import StopReason, parse
+from sdk.batch import (
+    AnthropicBatches,
+    BatchInputError,
+    BatchJob,
+    JobMismatch,
+    JobSettings,
+    LocalBackend,
+    OpenAIBatches,
+    job_summary,
+)
+from sdk.batch._hosted import RemoteResult, RemoteStatus
+from sdk.client import AsyncStructuredClient, feedback_message
+from sdk.errors import InvalidJSON, SchemaViolation
+from sdk.providers import AnthropicProvider, CompletionRequest, Message
+from sdk.providers.anthropic import build_request
+from sdk.providers.llamacpp import LlamaCppProvider
+from sdk.providers.openai import (
+    OpenAIChatProvider,
+    OpenAIResponsesProvider,
+    build_responses_request,
+)
+from tests.batch_support import (
+    CANCELED,
+    ERRORED,
+    EXPIRED,
+    GARBAGE_LINE,
+    MISSING,
+    SERVER_ERROR,
+    VALID,
+    WRONG_SHAPE,
+    AnthropicBatchAPI,
+    OpenAIBatchAPI,
+    read_output,
+    write_items,
+)
+from tests.local_support import llamacpp_setup
+from tests.wire_support import anthropic_client, fixture_json, openai_client
+
+INVALID_JSON = '{"reasoning": "cut'
+WRONG_ENUM = json.dumps({"reasoning": "Looks fine.", "answer": "maybe", "confidence": "high"})
+
+
+def doc(body: dict[str, Any]) -> int:
+    """Which input document a request is for (from the source text in its first message)."""
+    messages = body.get("messages") or body.get("input")
+    match = re.search(r"Invoice (\d+):", messages[0]["content"])
+    assert match is not None
+    return int(match.group(1))
+
+
+class Script:
+    """What the fake API answers per document and attempt (default: a valid Decision)."""
+
+    def __init__(self, plan: dict[int, list[str]] | None = None) -> None:
+        self.plan = plan or {}
+        self.bodies: dict[int, list[dict[str, Any]]] = {}
+
+    def __call__(self, custom_id: str, body: dict[str, Any], attempt: int) -> str:
+        number = doc(body)
+        self.bodies.setdefault(number, []).append(body)
+        replies = self.plan.get(number, [VALID])
+        return replies[min(attempt, len(replies) - 1)]
+
+
+class Sleeps(list[float]):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def anthropic_backend(api: AnthropicBatchAPI, **limits: int) -> AnthropicBatches:
+    provider = AnthropicProvider(anthropic_client(api), model="claude-sonnet-4-6")
+    return AnthropicBatches(provider, **limits)
+
+
+def openai_backend(api: OpenAIBatchAPI, *, chat: bool = False, **limits: int) -> OpenAIBatches:
+    client = openai_client(api)
+    if chat:
+        return OpenAIBatches(OpenAIChatProvider(client, model="gpt-5.1-mini"), **limits)
+    return OpenAIBatches(OpenAIResponsesProvider(client, model="gpt-5.1-mini"), **limits)
+
+
+def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    ids = [record["id"] for record in records]
+    duplicated = [item for item, n in Counter(ids).items() if n > 1]
+    assert not duplicated, f"items written more than once: {duplicated}"
+    return {record["id"]: record for record in records}
+
+
+@pytest.fixture
+def items(tmp_path: Path) -> Path:
+    path = tmp_path / "items.jsonl"
+    write_items(path, 25)
+    return path
+
+
+def job_for(tmp_path: Path, items: Path, backend: Any, **options: Any) -> BatchJob:
+    return BatchJob.create(
+        tmp_path / "job.db",
+        contract=Decision,
+        backend=backend,
+        input=items,
+        out=tmp_path / "out.jsonl",
+        sleep=options.pop("sleep", Sleeps()),
+        **options,
+    )
+
+
+# --- hosted lifecycles ---
+
+
+def test_anthropic_job_crosses_chunks_follows_up_and_writes_every_item_once(
+    tmp_path: Path, items: Path
+) -> None:
+    script = Script(
+        {
+            2: [WRONG_ENUM, VALID],  # invalid output: a follow-up with feedback
+            4: [ERRORED],  # a 400: not retried
+            6: [EXPIRED, VALID],  # never run: resubmitted
+            8: [CANCELED],  # cancelled every time: resubmitted until the limit
+            10: [SERVER_ERROR, VALID],  # overloaded: resubmitted
+            12: [INVALID_JSON],  # invalid every time: retries run out
+        }
+    )
+    api = AnthropicBatchAPI(script)
+    sleeps = Sleeps()
+    job = job_for(
+        tmp_path,
+        items,
+        anthropic_backend(api, max_requests=10),
+        settings=JobSettings(retries=2, resubmits=2, max_tokens=512),
+        sleep=sleeps,
+    )
+    summary = job.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+
+    assert set(records) == {f"doc-{n}" for n in range(25)}
+    first = [batch for batch in api.batches.values()][:3]
+    assert [len(batch.requests) for batch in first] == [10, 10, 5]  # the 25 items, in 3 chunks
+    assert records["doc-0"]["outcome"] == "ok"
+    assert records["doc-0"]["value"]["answer"] == "approve"
+    assert records["doc-0"]["schema"] == {
+        "name": "Decision",
+        "version": 1,
+        "fingerprint": Decision.fingerprint(),
+    }
+    assert records["doc-0"]["provider"] == "anthropic"
+    assert records["doc-2"]["outcome"] == "ok" and records["doc-2"]["attempts"] == 2
+    assert records["doc-4"]["outcome"] == "failed"
+    assert records["doc-4"]["error"]["status_code"] == 400
+    assert records["doc-6"]["outcome"] == "ok"
+    assert records["doc-8"]["outcome"] == "failed"
+    assert "canceled" in records["doc-8"]["error"]["message"]
+    assert len(script.bodies[8]) == 3  # the first try and two resubmits
+    assert records["doc-10"]["outcome"] == "ok"
+    assert records["doc-12"]["outcome"] == "failed"
+    assert records["doc-12"]["error"]["type"] == "InvalidJSON"
+    assert records["doc-12"]["error"]["text"] == INVALID_JSON  # the raw output is kept
+    assert len(script.bodies[12]) == 3  # the first try and two retries
+    assert summary.ok == 22 and summary.failed == 3 and summary.finished
+    assert summary.failure_types == {"ProviderError": 2, "InvalidJSON": 1}
+    assert sleeps and sleeps[0] == 10.0  # polled with backoff, through the given sleep
+
+
+def test_anthropic_requests_are_the_live_codec_s_and_the_follow_up_carries_feedback(
+    tmp_path: Path, items: Path
+) -> None:
+    script = Script({3: [WRONG_ENUM, VALID]})
+    api = AnthropicBatchAPI(script)
+    job_for(tmp_path, items, anthropic_backend(api), settings=JobSettings(max_tokens=512)).run()
+
+    first = api.batches[next(iter(api.batches))].requests
+    custom_ids = [request["custom_id"] for request in first]
+    assert len(set(custom_ids)) == 25
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", cid) for cid in custom_ids)
+    sent = script.bodies[3][0]
+    source = "Invoice 3: $4,180.00 for PO-2003."
+    live = build_request(
+        CompletionRequest(
+            Decision,
+            (Message("user", f"Approve this purchase?\n\n<document>\n{source}\n</document>"),),
+            max_tokens=512,
+        ),
+        model="claude-sonnet-4-6",
+    )
+    assert sent == json.loads(json.dumps(live))  # exactly what a live call sends
+    retry = script.bodies[3][1]["messages"]
+    assert retry[:1] == sent["messages"]
+    assert retry[1] == {"role": "assistant", "content": WRONG_ENUM}
+    with pytest.raises(SchemaViolation) as caught:
+        parse(Decision, WRONG_ENUM, stop_reason=StopReason.END_TURN)
+    assert retry[2] == {"role": "user", "content": feedback_message(Decision, caught.value)}
+
+
+def test_openai_responses_job_uploads_files_and_reads_output_and_error_files(
+    tmp_path: Path, items: Path
+) -> None:
+    script = Script({1: [EXPIRED, VALID], 5: [ERRORED], 9: [WRONG_ENUM, VALID]})
+    api = OpenAIBatchAPI(script)
+    job = job_for(tmp_path, items, openai_backend(api, max_requests=10))
+    summary = job.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+
+    assert set(records) == {f"doc-{n}" for n in range(25)}
+    assert summary.ok == 24 and summary.failed == 1
+    assert records["doc-5"]["error"]["status_code"] == 400
+    assert records["doc-9"]["attempts"] == 2 and records["doc-1"]["attempts"] == 2
+    assert records["doc-0"]["provider"] == "openai_responses"
+    # Three chunks, then one follow-up for the expired and the invalid item.
+    assert api.uploads() == 4 and api.creates() == 4
+    batches = list(api.batches.values())
+    assert [len(b.requests) for b in batches] == [10, 10, 5, 2]
+    job_key = job.job_id
+    for batch in batches:
+        assert batch.metadata is not None and batch.metadata["sdk_job"] == job_key
+        filename = api.files[batch.input_file_id][0]["filename"]  # type: ignore[index]
+        assert filename == f"sdk-batch-{job_key}-{batch.metadata['sdk_submission']}.jsonl"
+    line = batches[0].requests[0]
+    assert line["method"] == "POST" and line["url"] == "/v1/responses"
+    assert line["body"]["text"]["format"]["name"] == "Decision_v1"
+    source = "Invoice 0: $4,180.00 for PO-2000."
+    live = build_responses_request(
+        CompletionRequest(
+            Decision,
+            (Message("user", f"Approve this purchase?\n\n<document>\n{source}\n</document>"),),
+            max_tokens=4096,
+        ),
+        model="gpt-5.1-mini",
+    )
+    assert line["body"] == json.loads(json.dumps(live))
+
+
+def test_openai_hostile_result_files(tmp_path: Path, items: Path) -> None:
+    # A result line that is not one (skipped: the item is sent again) and a 200 whose body is
+    # not a reply (a typed ProviderError on that item, with the body kept; not resent).
+    api = OpenAIBatchAPI(Script({2: [GARBAGE_LINE, VALID], 3: [WRONG_SHAPE]}))
+    summary = job_for(tmp_path, items, openai_backend(api)).run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25 and summary.ok == 24
+    assert records["doc-2"]["outcome"] == "ok" and records["doc-2"]["attempts"] == 2
+    assert records["doc-3"]["outcome"] == "failed"
+    assert records["doc-3"]["error"]["type"] == "ProviderError"
+    assert "unusable reply" in records["doc-3"]["error"]["message"]
+
+
+def test_openai_batch_refused_whole_fails_its_items_with_the_reason(
+    tmp_path: Path, items: Path
+) -> None:
+    api = OpenAIBatchAPI(refuse=True)
+    summary = job_for(tmp_path, items, openai_backend(api)).run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25 and summary.failed == 25
+    message = records["doc-0"]["error"]["message"]
+    assert "does not support the batch API" in message
+    assert api.creates() == 1  # a refused batch is not sent again
+
+
+def test_openai_chat_job(tmp_path: Path, items: Path) -> None:
+    api = OpenAIBatchAPI(Script({0: [INVALID_JSON, VALID]}), chat=True)
+    summary = job_for(tmp_path, items, openai_backend(api, chat=True)).run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert summary.ok == 25 and len(records) == 25
+    assert records["doc-0"]["provider"] == "openai_chat" and records["doc-0"]["attempts"] == 2
+    first = next(iter(api.batches.values())).requests[0]
+    assert first["url"] == "/v1/chat/completions"
+    assert first["body"]["response_format"]["json_schema"]["name"] == "Decision_v1"
+
+
+# --- crash and resume ---
+
+
+class Crash(Exception):
+    """Stands for the process dying (raised where a kill could land)."""
+
+
+class CrashAfterCreate(BatchJob):
+    """Dies once right after the backend created a batch, before the job recorded it."""
+
+    crashed = False
+
+    def _after_create(self, key: str, remote_id: str) -> None:
+        if not CrashAfterCreate.crashed:
+            CrashAfterCreate.crashed = True
+            raise Crash(remote_id)
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_crash_after_submission_before_recording_finds_the_batch_again(
+    tmp_path: Path, items: Path, kind: str
+) -> None:
+    CrashAfterCreate.crashed = False
+    api: Any = AnthropicBatchAPI(Script()) if kind == "anthropic" else OpenAIBatchAPI(Script())
+
+    def backend() -> Any:
+        limits = {"max_requests": 10}
+        return (
+            anthropic_backend(api, **limits)
+            if kind == "anthropic"
+            else openai_backend(api, **limits)
+        )
+
+    job = CrashAfterCreate.create(
+        tmp_path / "job.db",
+        contract=Decision,
+        backend=backend(),
+        input=items,
+        out=tmp_path / "out.jsonl",
+        sleep=Sleeps(),
+    )
+    with pytest.raises(Crash):
+        job.run()
+    job.close()
+    assert api.creates() == 1  # the first chunk's batch exists, unrecorded
+
+    resumed = BatchJob.open(
+        tmp_path / "job.db", contract=Decision, backend=backend(), sleep=Sleeps()
+    )
+    summary = resumed.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25 and summary.ok == 25
+    assert api.creates() == 3  # found again, not sent twice: 3 chunks, 3 batches
+    if kind == "openai":
+        assert api.uploads() == 3
+    assert sum(api.asked.values()) == 25  # every item ran exactly once
+
+
+def test_crash_after_upload_before_recording_reuses_the_uploaded_file(
+    tmp_path: Path, items: Path
+) -> None:
+    api = OpenAIBatchAPI(Script())
+    backend = openai_backend(api, max_requests=10)
+    original = backend.prepare
+
+    def prepare(job: str, key: str, entries: list[bytes]) -> str | None:
+        original(job, key, entries)
+        raise Crash("killed after the upload, before its id was recorded")
+
+    backend.prepare = prepare  # type: ignore[method-assign]
+    job = job_for(tmp_path, items, backend)
+    with pytest.raises(Crash):
+        job.run()
+    job.close()
+    assert api.uploads() == 1 and api.creates() == 0
+
+    resumed = BatchJob.open(
+        tmp_path / "job.db",
+        contract=Decision,
+        backend=openai_backend(api, max_requests=10),
+        sleep=Sleeps(),
+    )
+    assert resumed.run().ok == 25
+    assert api.uploads() == 3 and api.creates() == 3  # the first file found by its name
+    assert len(by_id(read_output(tmp_path / "out.jsonl"))) == 25
+
+
+def test_crash_during_polling_resumes_polling(tmp_path: Path, items: Path) -> None:
+    api = AnthropicBatchAPI(Script(), polls=4)
+    backend = anthropic_backend(api, max_requests=10)
+    polls = 0
+    original = backend.poll
+
+    def poll(remote_id: str) -> RemoteStatus:
+        nonlocal polls
+        polls += 1
+        if polls == 4:
+            raise Crash("killed while polling")
+        return original(remote_id)
+
+    backend.poll = poll  # type: ignore[method-assign]
+    job = job_for(tmp_path, items, backend)
+    with pytest.raises(Crash):
+        job.run()
+    job.close()
+    assert job_summary(tmp_path / "job.db").in_flight == 25
+
+    resumed = BatchJob.open(
+        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), sleep=Sleeps()
+    )
+    assert resumed.run().ok == 25
+    assert len(by_id(read_output(tmp_path / "out.jsonl"))) == 25
+    assert api.creates() == 3
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_crash_halfway_through_collecting_writes_each_item_once(
+    tmp_path: Path, items: Path, kind: str
+) -> None:
+    api: Any = AnthropicBatchAPI(Script()) if kind == "anthropic" else OpenAIBatchAPI(Script())
+    backend: Any = anthropic_backend(api) if kind == "anthropic" else openai_backend(api)
+    original = backend.results
+
+    def results(remote_id: str) -> Iterator[RemoteResult]:
+        for number, result in enumerate(original(remote_id)):
+            if number == 13:
+                raise Crash("killed while collecting")
+            yield result
+
+    backend.results = results
+    job = job_for(tmp_path, items, backend, collect_chunk=4)
+    with pytest.raises(Crash):
+        job.run()
+    job.close()
+    out = tmp_path / "out.jsonl"
+    assert len(read_output(out)) == 12  # three chunks of 4 committed
+    with open(out, "ab") as file:  # and a torn write that never committed
+        file.write(b'{"id": "doc-99", "outcome": "o')
+
+    fresh: Any = anthropic_backend(api) if kind == "anthropic" else openai_backend(api)
+    resumed = BatchJob.open(tmp_path / "job.db", contract=Decision, backend=fresh, sleep=Sleeps())
+    assert resumed.run().ok == 25
+    records = by_id(read_output(out))
+    assert set(records) == {f"doc-{n}" for n in range(25)}
+    assert api.creates() == 1
+
+
+def test_a_crash_after_the_last_result_and_a_lost_result_still_end_each_item_once(
+    tmp_path: Path, items: Path
+) -> None:
+    api = AnthropicBatchAPI(Script({3: [MISSING, VALID]}))
+    backend = anthropic_backend(api)
+    original = backend.results
+
+    def results(remote_id: str) -> Iterator[RemoteResult]:
+        yield from original(remote_id)
+        raise Crash("killed after reading every result, before closing the batch")
+
+    backend.results = results  # type: ignore[method-assign]
+    job = job_for(tmp_path, items, backend, collect_chunk=6)
+    with pytest.raises(Crash):
+        job.run()
+    job.close()
+    assert len(read_output(tmp_path / "out.jsonl")) == 24  # all but the lost one
+
+    resumed = BatchJob.open(
+        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), sleep=Sleeps()
+    )
+    summary = resumed.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25 and summary.ok == 25 and summary.finished
+    assert records["doc-3"]["attempts"] == 2  # resubmitted once, in a follow-up batch
+    assert api.creates() == 2
+
+
+def test_cancel_stops_sending_and_closes_every_item(tmp_path: Path, items: Path) -> None:
+    api = AnthropicBatchAPI(Script(), polls=5)
+    backend = anthropic_backend(api, max_requests=10)
+    original = backend.poll
+    calls = 0
+
+    def poll(remote_id: str) -> RemoteStatus:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt
+        return original(remote_id)
+
+    backend.poll = poll  # type: ignore[method-assign]
+    job = job_for(tmp_path, items, backend)
+    with pytest.raises(KeyboardInterrupt):
+        job.run()
+    job.close()
+
+    with BatchJob.open(
+        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), sleep=Sleeps()
+    ) as cancelling:
+        cancelling.cancel()
+        summary = cancelling.run()
+    assert all(batch.cancelled for batch in api.batches.values())
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25
+    assert {record["outcome"] for record in records.values()} == {"cancelled"}
+    assert summary.cancelled == 25 and summary.state == "cancelled"
+    assert api.creates() == 3  # nothing resubmitted after the cancel
+
+
+# --- input and state errors ---
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"id": "a", "prompt": "x"}', '{"id": "a", "prompt": "y"}'], "more than once"),
+        (['{"id": "a", "prompt": "x"}', "{not json"], ":2: not a JSON object"),
+        (['{"prompt": "x"}'], "`id` must be"),
+        (['{"id": "a"}'], "pass a prompt"),
+        (['{"id": "a", "prompt": "x", "max_tokens": -1}'], "max_tokens"),
+        (['{"id": "a", "prompt": "x", "extra": 1}'], "unknown keys"),
+        (["[1, 2]"], "not a JSON object"),
+        (["[" * 100_000], "nested too deeply"),
+        (['{"id": "a", "prompt": "caf\udcff"}'], "not a JSON object"),
+        (['{"id": true, "prompt": "x"}'], "`id` must be"),
+        (['{"id": "a", "messages": [{"role": "system", "content": "x"}]}'], "role"),
+    ],
+)
+def test_bad_input_is_a_typed_error_naming_the_line(
+    tmp_path: Path, lines: list[str], message: str
+) -> None:
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+    api = AnthropicBatchAPI()
+    job = job_for(tmp_path, path, anthropic_backend(api))
+    with pytest.raises(BatchInputError, match=re.escape(message)):
+        job.run()
+    assert api.creates() == 0
+
+
+def test_a_state_file_refuses_another_contract_or_a_changed_input(
+    tmp_path: Path, items: Path
+) -> None:
+    from contracts import Sentiment
+
+    api = AnthropicBatchAPI()
+    job_for(tmp_path, items, anthropic_backend(api)).run()
+    with pytest.raises(JobMismatch, match="same contract"):
+        BatchJob.open(tmp_path / "job.db", contract=Sentiment, backend=anthropic_backend(api))
+    out = tmp_path / "out.jsonl"
+    kept = out.read_bytes()
+    out.write_bytes(kept[:100])  # someone cut the output: the job will not write over it
+    with pytest.raises(JobMismatch, match="shorter"):
+        BatchJob.open(tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api)).run()
+    out.write_bytes(kept)
+    with items.open("a") as file:
+        file.write('{"id": "late", "prompt": "x"}\n')
+    with pytest.raises(JobMismatch, match="changed"):
+        BatchJob.open(tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api)).run()
+
+
+def test_submissions_respect_the_byte_limit(tmp_path: Path, items: Path) -> None:
+    api = AnthropicBatchAPI()
+    limit = 2_500  # room for three of this job's requests (each under 800 bytes), not four
+    summary = job_for(tmp_path, items, anthropic_backend(api, max_bytes=limit)).run()
+    assert summary.ok == 25
+    sizes = [len(batch.requests) for batch in api.batches.values()]
+    assert sum(sizes) == 25 and len(sizes) >= 7 and max(sizes) <= 3
+    for batch in api.batches.values():
+        body = json.dumps({"requests": batch.requests}, ensure_ascii=False, separators=(",", ":"))
+        assert len(body.encode()) <= limit
+
+
+def test_a_request_over_the_byte_limit_fails_alone(tmp_path: Path) -> None:
+    path = tmp_path / "items.jsonl"
+    write_items(path, 3)
+    with path.open("a") as file:
+        file.write(json.dumps({"id": "huge", "prompt": "x" * 5000}) + "\n")
+    api = AnthropicBatchAPI()
+    summary = job_for(tmp_path, path, anthropic_backend(api, max_bytes=4000)).run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert records["huge"]["outcome"] == "failed"
+    assert "over the batch limit" in records["huge"]["error"]["message"]
+    assert summary.ok == 3
+
+
+# --- the local backend ---
+
+
+def llamacpp_server(counter: Counter[str], name: str, plan: dict[int, list[str]]) -> Any:
+    asked: Counter[int] = Counter()
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        setup = llamacpp_setup(request.url.path, body)  # the special tokens the provider learns
+        if setup is not None:
+            return httpx.Response(200, json=setup)
+        await asyncio.sleep(0.001)  # a server takes a moment: the other calls go on meanwhile
+        counter[name] += 1
+        counter[f"n_predict={body.get('n_predict')}"] += 1
+        number = int(re.search(r"Invoice (\d+):", body["prompt"]).group(1))  # type: ignore[union-attr]
+        replies = plan.get(number, [VALID])
+        reply = replies[min(asked[number], len(replies) - 1)]
+        asked[number] += 1
+        completion = fixture_json("llamacpp_completion.json")
+        completion["content"] = reply
+        return httpx.Response(200, json=completion)
+
+    return handle
+
+
+def local_clients(counter: Counter[str], plan: dict[int, list[str]]) -> list[AsyncStructuredClient]:
+    clients = []
+    for name in ("a", "b"):
+        transport = httpx.MockTransport(llamacpp_server(counter, name, plan))
+        provider = LlamaCppProvider(
+            f"http://{name}.test:8080",
+            http_client=httpx.AsyncClient(transport=transport),
+            prompt_template=lambda request: "\n".join(m.text for m in request.messages),
+        )
+        clients.append(AsyncStructuredClient(provider, retries=1, max_concurrency=3))
+    return clients
+
+
+def test_local_job_over_two_servers_with_live_retries(tmp_path: Path) -> None:
+    path = tmp_path / "items.jsonl"
+    write_items(path, 60)
+    counter: Counter[str] = Counter()
+    plan = {7: [WRONG_ENUM, VALID], 8: [INVALID_JSON]}
+    backend = LocalBackend(local_clients(counter, plan), flush_every=7)
+    seen: list[int] = []
+    job = job_for(tmp_path, path, backend, settings=JobSettings(max_tokens=300))
+    summary = job.run(progress=lambda p: seen.append(p.done), progress_every=0)
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 60 and summary.ok == 59 and summary.failed == 1
+    assert records["doc-7"]["attempts"] == 2
+    assert records["doc-8"]["error"]["type"] == "RetriesExhausted"
+    assert counter["a"] > 10 and counter["b"] > 10  # both servers took work
+    assert counter["n_predict=300"] == counter["a"] + counter["b"]  # the job's max_tokens
+    assert seen == sorted(seen) and seen[-1] == 60
+
+
+def test_local_job_resumes_after_a_crash_without_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "items.jsonl"
+    write_items(path, 60)
+    counter: Counter[str] = Counter()
+    reports = 0
+
+    def progress(_: Any) -> None:
+        nonlocal reports
+        reports += 1
+        if reports == 4:
+            raise Crash("killed mid-job")
+
+    job = job_for(tmp_path, path, LocalBackend(local_clients(counter, {}), flush_every=5))
+    with pytest.raises(Crash):
+        job.run(progress=progress, progress_every=0)
+    job.close()
+    done = len(read_output(tmp_path / "out.jsonl"))
+    assert 0 < done < 60
+
+    resumed = BatchJob.open(
+        tmp_path / "job.db",
+        contract=Decision,
+        backend=LocalBackend(local_clients(counter, {}), flush_every=5),
+    )
+    assert resumed.run().ok == 60
+    assert len(by_id(read_output(tmp_path / "out.jsonl"))) == 60
+
+
+def test_invalid_json_reaches_the_parser_not_the_transport() -> None:
+    # The batch path and a live call read a reply the same way: InvalidJSON, with position.
+    with pytest.raises(InvalidJSON):
+        parse(Decision, INVALID_JSON, stop_reason=StopReason.END_TURN)
+
+
+# --- the CLI, against a real local server ---
+
+
+@pytest.fixture
+def fanout_server() -> Iterator[str]:
+    import subprocess
+    import sys
+
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).parents[1] / "bench" / "fanout_server.py"),
+            "--delay",
+            "0.005",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_cli_run_status_resume(tmp_path: Path, fanout_server: str) -> None:
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    write_items(tmp_path / "items.jsonl", 30)
+    out = tmp_path / "results.jsonl"
+    runner = CliRunner()
+    ran = runner.invoke(
+        app,
+        [
+            "batch",
+            "run",
+            "--contract",
+            "contracts:Decision",
+            "--provider",
+            "llamacpp",
+            "--base-url",
+            fanout_server,
+            "--base-url",
+            fanout_server,
+            "--concurrency",
+            "4",
+            "--input",
+            str(tmp_path / "items.jsonl"),
+            "--out",
+            str(out),
+        ],
+    )
+    assert ran.exit_code == 0, ran.output
+    assert "30 ok" in ran.output
+    assert len(by_id(read_output(out))) == 30
+    state = str(tmp_path / "results.jsonl.job.db")
+    status = runner.invoke(app, ["batch", "status", "--state", state, "--json"])
+    assert status.exit_code == 0
+    data = json.loads(status.stdout)
+    assert data["ok"] == 30 and data["finished"] and data["provider"] == "llamacpp"
+    again = runner.invoke(app, ["batch", "resume", "--state", state])
+    assert again.exit_code == 0
+    assert len(by_id(read_output(out))) == 30  # nothing run or written twice
+    missing = runner.invoke(app, ["batch", "status", "--state", str(tmp_path / "none.db")])
+    assert missing.exit_code == 2 and "no such job state file" in missing.stderr
+    bad = runner.invoke(
+        app,
+        [
+            "batch",
+            "run",
+            "--contract",
+            "contracts:Decision",
+            "--provider",
+            "vllm",
+            "--base-url",
+            fanout_server,
+            "--input",
+            str(tmp_path / "items.jsonl"),
+            "--out",
+            str(tmp_path / "other.jsonl"),
+        ],
+    )
+    assert bad.exit_code == 2 and "--model is required" in bad.stderr
+    (tmp_path / "dup.jsonl").write_text('{"id": 1, "prompt": "a"}\n{"id": 1, "prompt": "b"}\n')
+    dup = runner.invoke(
+        app,
+        ["batch", "run", "--contract", "contracts:Decision", "--provider", "llamacpp",
+         "--base-url", fanout_server, "--input", str(tmp_path / "dup.jsonl"),
+         "--out", str(tmp_path / "dup-out.jsonl")],
+    )  # fmt: skip
+    assert dup.exit_code == 2 and "appears more than once" in dup.stderr
+
+
+def test_cli_hosted_run_without_a_key_says_which_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    write_items(tmp_path / "items.jsonl", 3)
+    ran = CliRunner().invoke(
+        app,
+        ["batch", "run", "--contract", "contracts:Decision", "--provider", "anthropic",
+         "--model", "claude-sonnet-4-6", "--input", str(tmp_path / "items.jsonl"),
+         "--out", str(tmp_path / "out.jsonl")],
+    )  # fmt: skip
+    assert ran.exit_code == 2, ran.output
+    assert "ANTHROPIC_API_KEY" in ran.stderr
+
+
+def test_a_new_job_refuses_an_output_file_that_holds_data(tmp_path: Path, items: Path) -> None:
+    from sdk.batch import BatchError
+
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"someone": "else\'s data"}\n')
+    with pytest.raises(BatchError, match="already holds data"):
+        job_for(tmp_path, items, anthropic_backend(AnthropicBatchAPI()))
+    assert out.read_text() == '{"someone": "else\'s data"}\n'
+
+
+def test_the_example_runs_offline(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    example = Path(__file__).parents[1] / "examples" / "batch_archive.py"
+    env = {key: value for key, value in os.environ.items() if key != "ANTHROPIC_API_KEY"}
+    env["PYTHONPATH"] = str(example.parents[1])  # this checkout's sdk and contracts
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        capture_output=True, text=True, env=env, timeout=120, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "items: 5 total, 5 ok, 0 failed" in done.stdout
+    assert "r-4472: ok reject (attempts: 2)" in done.stdout  # the follow-up with feedback
+    assert "resumed: 5 ok, nothing sent again" in done.stdout
