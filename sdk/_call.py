@@ -75,7 +75,7 @@ from sdk.grammar import Grammar, parse_grammar
 from sdk.hooks import CallInfo, Hooks, run_hooks
 from sdk.parsing import Parsed, parse
 from sdk.parsing.parser import EnumCase, check_stop
-from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.providers._base import Completion, CompletionRequest, Message, unsupported
 from sdk.providers._errors import is_retryable, provider_error
 from sdk.providers._provider import Provider
 from sdk.schema.canonical import SchemaInfo, schema_info
@@ -101,10 +101,11 @@ logger = logging.getLogger("sdk.client")
 
 T = TypeVar("T")
 
-Reasoning = Literal["two_phase"]
+Reasoning = Literal["two_phase", "native"]
 """How the model reasons before the constrained output: `"two_phase"` is a first, unconstrained
 call in which it works the problem through in prose, then the constrained call that transcribes
-that working into the contract."""
+that working into the contract; `"native"` is the provider's own thinking channel before the
+output (Anthropic extended thinking, OpenAI reasoning with a summary)."""
 
 # The two-phase prompts: the working is asked for in prose (no document yet), then transcribed.
 _WORK_IT_THROUGH = (
@@ -198,8 +199,13 @@ class Call(Generic[T]):
         hooks: Sequence[Hooks] = (),
         streaming: bool = False,
     ) -> None:
-        if reasoning not in (None, "two_phase"):
-            raise ValueError(f"reasoning must be 'two_phase' or None, not {reasoning!r}")
+        if reasoning not in (None, "two_phase", "native"):
+            raise ValueError(f"reasoning must be 'two_phase', 'native' or None, not {reasoning!r}")
+        if reasoning == "native" and not provider.supports_native_reasoning:
+            raise unsupported(
+                provider.name, 'reasoning="native" (no thinking channel)', ['reasoning="two_phase"']
+            )
+        self._native_reasoning = reasoning == "native"
         self.envelope = envelope
         """A top-level list or union: `output` is its envelope contract, the value unwrapped."""
         self.grammar = output if isinstance(output, Grammar) else None
@@ -276,6 +282,7 @@ class Call(Generic[T]):
                 max_tokens=self.max_tokens,
                 system=self.system,
                 options=self.options,
+                reasoning=self._native_reasoning,
             )
         run_hooks(self.hooks, "before_request", self.info, request, len(self.attempts) + 1)
         return request
@@ -329,6 +336,8 @@ class Call(Generic[T]):
         if settled is None:
             return None
         value, parsed = settled
+        if self._native_reasoning:
+            self.reasoning = completion.reasoning
         if self.envelope is not None:
             value = self.envelope.unwrap(cast(Contract, value))
         result: Result[T] = Result(

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-from pydantic import ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from contracts import Decision
 from contracts.sql import SELECT_QUERY
@@ -378,3 +378,103 @@ def test_a_retried_streams_snapshots_say_which_attempt_they_belong_to() -> None:
     first_of_second = attempts.index(2)
     assert len(snapshots[first_of_second].value.get("reasoning", "")) <= 8  # back to empty
     assert len(result.attempts) == 2
+
+
+# --- llama.cpp's default: the SDK's own grammar, the server's json_schema only where refused ---
+
+
+class Tagged(Contract):
+    """Tags that must be unique: the GBNF converter cannot write uniqueItems exactly."""
+
+    tags: list[str] = Field(json_schema_extra={"uniqueItems": True})
+
+
+def _llamacpp(content: str) -> tuple[LlamaCppProvider, list[dict[str, Any]]]:
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        setup = llamacpp_setup(request.url.path, body)
+        if setup is not None:
+            return httpx.Response(200, json=setup)
+        sent.append(body)
+        return httpx.Response(200, json={"content": content, "stop": True, "stop_type": "eos"})
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    return LlamaCppProvider("http://l.test", http_client=client), sent
+
+
+def test_llamacpp_defaults_to_the_sdks_grammar_nothing_stripped() -> None:
+    from sdk.schema.gbnf import contract_gbnf
+
+    provider, sent = _llamacpp(json.dumps(DECISION))
+    assert provider.mode == "auto"
+    result = StructuredClient(provider).generate(Decision, prompt="x")
+    assert sent[0]["grammar"] == contract_gbnf(Decision)
+    assert "json_schema" not in sent[0]
+    assert result.removed == []  # declared order kept, nothing stripped
+
+
+def test_llamacpp_falls_back_to_json_schema_where_the_converter_refuses() -> None:
+    from sdk.schema.gbnf import UnsupportedSchema, contract_gbnf
+
+    with pytest.raises(UnsupportedSchema):
+        contract_gbnf(Tagged)
+    provider, sent = _llamacpp(json.dumps({"tags": ["a", "b"]}))
+    result = StructuredClient(provider).generate(Tagged, prompt="x")
+    assert "grammar" not in sent[0] and "json_schema" in sent[0]
+    assert any(r.keyword == "uniqueItems" for r in result.removed)  # said, and still enforced
+    duplicate, _ = _llamacpp(json.dumps({"tags": ["a", "a"]}))
+    with pytest.raises(RetriesExhausted):
+        StructuredClient(duplicate, retries=1).generate(Tagged, prompt="x")
+
+
+# --- native reasoning: the provider's own thinking channel ---
+
+
+def test_native_reasoning_on_anthropic_asks_for_thinking_and_keeps_it() -> None:
+    body = {
+        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": [
+            {"type": "thinking", "thinking": WORKING, "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"},
+            {"type": "text", "text": json.dumps(DECISION)},
+        ],
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 50, "output_tokens": 400},
+    }  # fmt: skip
+    wire = Wire(httpx2.Response(200, content=json.dumps(body).encode(),
+                                headers={"content-type": "application/json"}))  # fmt: skip
+    provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+    result = StructuredClient(provider).generate(
+        Decision, prompt="x", max_tokens=500, reasoning="native"
+    )
+    sent = wire.body
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert sent["max_tokens"] == 500 + 1024  # the output keeps its own limit
+    assert sent["output_config"]["format"]["type"] == "json_schema"
+    assert result.reasoning == WORKING
+    assert result.value.answer == "approve"
+
+
+def test_native_reasoning_on_openai_responses_keeps_the_summary() -> None:
+    body = json.loads(fixture("openai_responses_completed.json"))
+    body["output"].insert(0, {
+        "id": "rs_1", "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "Compared 4,180 with the 5,000 limit."}],
+    })  # fmt: skip
+    wire = Wire(httpx2.Response(200, content=json.dumps(body).encode(), headers=OPENAI_HEADERS))
+    provider = OpenAIResponsesProvider(openai_client(wire), model="gpt-5.1-mini")
+    result = StructuredClient(provider).generate(Decision, prompt="x", reasoning="native")
+    assert wire.body["reasoning"] == {"effort": "medium", "summary": "auto"}
+    assert result.reasoning == "Compared 4,180 with the 5,000 limit."
+
+
+def test_a_provider_without_a_thinking_channel_refuses_native_reasoning_before_sending() -> None:
+    sent: list[httpx.Request] = []
+    client = httpx.Client(
+        transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(500))
+    )
+    provider = VLLMProvider("http://v.test", model="m", http_client=client)
+    with pytest.raises(UnsupportedRequest, match="two_phase"):
+        StructuredClient(provider).generate(Decision, prompt="x", reasoning="native")
+    assert sent == []

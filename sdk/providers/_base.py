@@ -96,6 +96,8 @@ class CompletionRequest:
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool | None = None
     """Whether the model may make several calls in one turn (`None`: the provider's default)."""
+    reasoning: bool = False
+    """Ask for the provider's own thinking channel before the output (`reasoning="native"`)."""
 
     @property
     def kind(self) -> Literal["json", "grammar", "text", "tools"]:
@@ -150,6 +152,8 @@ class Completion:
     refusal_category: str | None = None
     diagnostics: Any = None
     """Constraint diagnostics (local models only)."""
+    reasoning: str | None = None
+    """The provider's thinking, or its summary, when it was asked for and given."""
     tool_calls: tuple[ToolCall, ...] = ()
     """The calls the model made (raw arguments text; `value` unset)."""
 

@@ -48,6 +48,9 @@ class Provider:
         spent: this one alone (`FallbackProvider` gives its list)."""
         return (self,)
 
+    supports_native_reasoning: bool = False
+    """Whether the codec asks for the provider's own thinking channel (`reasoning="native"`)."""
+
     supports_tools: bool = False
     """Whether the codec builds tool-call requests (`call_tools`); others raise
     `UnsupportedRequest` before anything is sent."""

@@ -29,6 +29,7 @@ from anthropic.types import (
     Message,
     RawMessageStreamEvent,
     TextBlock,
+    ThinkingBlock,
     ToolUseBlock,
 )
 
@@ -71,6 +72,9 @@ logger = logging.getLogger(__name__)
 Mode = Literal["json_schema", "tool"]
 
 
+_THINKING_MIN_BUDGET = 1024  # the smallest thinking budget the API takes
+
+
 def build_request(
     request: CompletionRequest, *, model: str, mode: Mode = "json_schema"
 ) -> dict[str, Any]:
@@ -85,6 +89,12 @@ def build_request(
     }
     if request.system:
         kwargs["system"] = request.system
+    if request.reasoning:
+        # Extended thinking: its budget counts toward `max_tokens`, which must stay above it, so
+        # the output keeps the limit the caller set and the thinking gets its own on top.
+        budget = max(_THINKING_MIN_BUDGET, request.max_tokens)
+        kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        kwargs["max_tokens"] = request.max_tokens + budget
     options = dict(request.options)
     if request.kind == "tools":
         kwargs.update(_tools(request))
@@ -200,6 +210,7 @@ def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion
     refusal = None
     if raw == "refusal":
         refusal = (details.explanation if details is not None else None) or text
+    thinking = [block.thinking for block in message.content if isinstance(block, ThinkingBlock)]
     return Completion(
         text=text,
         stop_reason=StopReason.from_raw(raw, "anthropic"),
@@ -209,6 +220,7 @@ def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion
         request_id=reply_request_id(message),
         refusal=refusal,
         refusal_category=refusal_category,
+        reasoning="\n\n".join(thinking) if thinking else None,
     )
 
 
@@ -239,6 +251,7 @@ class StreamState:
         self.mode = mode
         self.request_id = request_id
         self._parts: list[str] = []
+        self._thinking: list[str] = []
         self._model: str | None = None
         self._usage = Usage()
         self._output_tokens = 0
@@ -259,6 +272,8 @@ class StreamState:
                 piece = delta.text
             elif delta.type == "input_json_delta" and self.mode == "tool":
                 piece = delta.partial_json
+            elif delta.type == "thinking_delta":
+                self._thinking.append(delta.thinking)
             if piece:
                 self._parts.append(piece)
                 return TextDelta(piece)
@@ -286,6 +301,7 @@ class StreamState:
             request_id=self.request_id,
             refusal=(self._explanation or text) if self._stop == "refusal" else None,
             refusal_category=self._category,
+            reasoning="".join(self._thinking) or None,
         )
 
 
@@ -441,6 +457,7 @@ class AnthropicProvider(Provider):
     name = "anthropic"
     dialect = ANTHROPIC
     supports_tools = True
+    supports_native_reasoning = True
 
     def __init__(self, client: AnyClient, *, model: str, mode: Mode = "json_schema") -> None:
         if mode not in ("json_schema", "tool"):

@@ -56,6 +56,7 @@ class FallbackProvider(Provider):
         self.codec = primary.codec
         # Tool calls fall back too: offered only when every provider in the list takes them.
         self.supports_tools = all(provider.supports_tools for provider in providers)
+        self.supports_native_reasoning = all(p.supports_native_reasoning for p in providers)
 
     def __repr__(self) -> str:
         inner = ", ".join(repr(provider) for provider in self.providers)

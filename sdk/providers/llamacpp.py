@@ -1,9 +1,13 @@
 """llama.cpp server (`llama-server`): native `/completion` with a JSON schema or a GBNF grammar,
 or its OpenAI-compatible `/v1/chat/completions`.
 
-Three modes:
+Four modes:
 
-- `"json_schema"` (default): `POST /completion` with `json_schema`, which the server turns into a
+- `"auto"` (default): grammar mode with the SDK's own converter (declared order kept, nothing
+  stripped), and `json_schema` only for a contract the converter refuses (then `Result.removed`
+  lists what the llama.cpp dialect stripped, and a debug log line says why): the converter is
+  exact or loud, so the grammar is the stricter of the two wherever it exists.
+- `"json_schema"`: `POST /completion` with `json_schema`, which the server turns into a
   grammar itself. The schema goes in the llama.cpp dialect: every property required (the server
   would otherwise move required properties ahead of optional ones and change the generation
   order), numeric bounds on integers only, and patterns without `\\d`/`\\w`/`\\s`.
@@ -47,8 +51,10 @@ What the server does, checked against a real llama-server (tests/test_local_llam
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
 import httpx
 
@@ -98,7 +104,9 @@ __all__ = [
     "read_completion",
 ]
 
-Mode = Literal["json_schema", "grammar", "openai"]
+logger = logging.getLogger(__name__)
+
+Mode = Literal["auto", "json_schema", "grammar", "openai"]
 
 
 def build_template_request(request: CompletionRequest) -> dict[str, Any]:
@@ -285,7 +293,7 @@ class LlamaCppProvider(HTTPProvider):
         self,
         base_url: str = "http://127.0.0.1:8080",
         *,
-        mode: Mode = "json_schema",
+        mode: Mode = "auto",
         grammar: str | None = None,
         model: str | None = None,
         prompt_template: Callable[[CompletionRequest], str] | None = None,
@@ -295,14 +303,17 @@ class LlamaCppProvider(HTTPProvider):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        if mode not in ("json_schema", "grammar", "openai"):
-            raise ValueError(f"mode must be 'json_schema', 'grammar' or 'openai', not {mode!r}")
+        if mode not in ("auto", "json_schema", "grammar", "openai"):
+            raise ValueError(
+                f"mode must be 'auto', 'json_schema', 'grammar' or 'openai', not {mode!r}"
+            )
         if grammar is not None and mode != "grammar":
             raise ValueError("grammar= is only used in mode='grammar'")
         super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
         self.mode: Mode = mode
         self._grammar = grammar
         self._model = model
+        self._auto: WeakKeyDictionary[type[Contract], str | None] = WeakKeyDictionary()
         if mode == "grammar":
             # The grammar is sent instead of a schema: there is no wire dialect to report.
             self.dialect = None
@@ -322,6 +333,30 @@ class LlamaCppProvider(HTTPProvider):
     def tool_schema(self, contract: type[Contract]) -> WireSchema:
         # Tools always take the OpenAI route, in the llama.cpp dialect, whatever the mode.
         return to_wire(contract, LLAMACPP)
+
+    def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
+        """The schema sent, in the llama.cpp dialect; `None` when a grammar is sent instead
+        (grammar mode, or auto mode for a contract the SDK's converter writes)."""
+        if self.mode == "auto" and self._auto_grammar(contract) is not None:
+            return None
+        return super().wire_schema(contract)
+
+    def _auto_grammar(self, contract: type[Contract]) -> str | None:
+        """Auto mode: the contract's GBNF, or `None` where the converter refuses it (decided
+        once per contract)."""
+        from sdk.schema.gbnf import UnsupportedSchema, contract_gbnf
+
+        if contract not in self._auto:
+            try:
+                self._auto[contract] = contract_gbnf(contract)
+            except UnsupportedSchema as refused:
+                logger.debug(
+                    "llamacpp: %s sent as json_schema: the GBNF converter refused it (%s)",
+                    contract.__name__,
+                    refused,
+                )
+                self._auto[contract] = None
+        return self._auto[contract]
 
     def grammar_for(self, contract: type[Contract]) -> str:
         """The GBNF grammar sent in grammar mode: the one given, or written from the canonical
@@ -350,6 +385,10 @@ class LlamaCppProvider(HTTPProvider):
             return {}
         if self.mode == "grammar":
             return {"grammar": self.grammar_for(request.contract)}
+        if self.mode == "auto":
+            grammar = self._auto_grammar(request.contract)
+            if grammar is not None:
+                return {"grammar": grammar}
         wire = self.wire_schema(request.contract)
         assert wire is not None
         return {"schema": wire.schema}

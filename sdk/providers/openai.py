@@ -26,6 +26,7 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputRefusal,
     ResponseOutputText,
+    ResponseReasoningItem,
     ResponseStreamEvent,
     ResponseUsage,
 )
@@ -98,6 +99,9 @@ def build_responses_request(request: CompletionRequest, *, model: str) -> dict[s
         "input": [item for m in request.messages for item in _responses_input(m)],
         "max_output_tokens": request.max_tokens,
     }
+    if request.reasoning:
+        # The reasoning itself stays hidden; its summary is what a caller can keep.
+        kwargs["reasoning"] = {"effort": "medium", "summary": "auto"}
     if request.kind == "tools":
         kwargs.update(_responses_tools(request))
     elif request.contract is not None:
@@ -189,6 +193,12 @@ def read_responses_response(
     With `grammar`, the text is the input of the grammar's custom tool call."""
     texts: list[str] = []
     refusals: list[str] = []
+    summaries = [
+        part.text
+        for item in response.output
+        if isinstance(item, ResponseReasoningItem)
+        for part in item.summary
+    ]
     if grammar is not None:
         called = read_custom_tool_input(response.output, custom_tool_name(grammar))
         texts = [called] if called is not None else []
@@ -219,6 +229,7 @@ def read_responses_response(
         request_id=request_id,
         refusal="".join(refusals) or None,
         tool_calls=read_responses_tool_calls(response.output),
+        reasoning="\n\n".join(summaries) if summaries else None,
     )
 
 
@@ -522,6 +533,7 @@ class OpenAIResponsesProvider(_OpenAIProvider):
     with `max_retries=0`: the SDK owns retries)."""
 
     name = "openai_responses"
+    supports_native_reasoning = True
     dialect = OPENAI_STRICT
 
     def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:

@@ -79,6 +79,7 @@ class TestProvider(Provider):
 
     name = "test"
     supports_tools = True
+    supports_native_reasoning = True  # a scripted `Completion` carries its `reasoning`
 
     def __init__(
         self,
