@@ -149,7 +149,7 @@ def test_token_limit_is_truncation_on_every_endpoint(server: LocalServer, kind: 
 
 
 def test_llamacpp_renders_the_chat_template_then_sends_the_schema(server: LocalServer) -> None:
-    client = _client(LlamaCppProvider(server.url))
+    client = _client(LlamaCppProvider(server.url, mode="json_schema"))
     client.generate(Decision, prompt="Approve?", system="Review it.", max_tokens=300)
     # Learned once: the template (placeholder messages) and the special tokens.
     (template,) = server.bodies("/apply-template")
@@ -173,7 +173,7 @@ def test_llamacpp_schema_keeps_generation_order_by_requiring_everything(
     server.reset(Reply(text=text))
     from tests.test_providers_openai import Note  # an optional field without null
 
-    result = _client(LlamaCppProvider(server.url)).generate(Note, prompt="Note it.")
+    result = _client(LlamaCppProvider(server.url, mode="json_schema")).generate(Note, prompt="Note it.")
     assert result.value.tag == "none"  # null meant "absent": the default applies
     sent = server.bodies("/completion")[0]["json_schema"]
     assert sent["required"] == ["text", "tag"]

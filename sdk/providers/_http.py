@@ -19,16 +19,24 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 from weakref import WeakKeyDictionary
 
 import httpx
 
+from sdk.providers._base import Codec, CompletionRequest
+from sdk.providers._control_tokens import (
+    ControlTokenPolicy,
+    ControlTokens,
+    check_policy,
+    check_request,
+)
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncHTTPTransport, HTTPTransport
 
-__all__ = ["DEFAULT_TIMEOUT", "HTTPProvider", "OneRouteProvider", "tls_verify"]
+__all__ = ["DEFAULT_TIMEOUT", "HTTPProvider", "OneRouteCodec", "OneRouteProvider", "tls_verify"]
 
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 """Local generation can be slow; connecting to a local server should not be."""
@@ -122,6 +130,32 @@ class HTTPProvider(Provider):
         if client is not None:
             await client.aclose()
         self.close()
+
+
+class OneRouteCodec(Codec):
+    """Base of the codecs of one-route servers that render the chat template themselves and
+    tokenize it with special tokens parsed (vLLM, Ollama): the model, how a request's schema is
+    written, and the control-token policy every request passes before it is built."""
+
+    def __init__(
+        self,
+        model: str,
+        wire: Callable[[CompletionRequest], dict[str, Any] | None],
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
+    ) -> None:
+        self.model = model
+        self._wire = wire
+        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
+        self._control_strings = ControlTokens.families(extra_control_tokens)
+
+    def checked(self, request: CompletionRequest) -> dict[str, Any] | None:
+        """Check the request's content against the control-token policy (the server would
+        read a control-token string as the real token); the schema it sends, if any."""
+        check_request(
+            request, self._control_strings, policy=self.control_tokens, server=self.provider
+        )
+        return self._wire(request)
 
 
 class OneRouteProvider(HTTPProvider):

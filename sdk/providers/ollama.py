@@ -12,7 +12,7 @@ checked for control-token strings under `control_tokens="reject"` (default) or `
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +22,6 @@ from sdk._content import Image, Text
 from sdk._result import Usage
 from sdk._tools import Tool, ToolCall
 from sdk.providers._base import (
-    Codec,
     Completion,
     CompletionRequest,
     Exchange,
@@ -34,12 +33,9 @@ from sdk.providers._base import (
 from sdk.providers._chat import chat_messages, chat_tools, json_event, read_chat_tool_calls
 from sdk.providers._control_tokens import (
     ControlTokenPolicy,
-    ControlTokens,
-    check_policy,
-    check_request,
 )
 from sdk.providers._errors import provider_error
-from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
+from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteCodec, OneRouteProvider
 from sdk.schema.dialects import OLLAMA
 from sdk.stop_reason import StopReason
 
@@ -166,29 +162,16 @@ class ChatLineStream:
         return replace(completion, tool_calls=tuple(self._calls))
 
 
-class OllamaCodec(Codec):
+class OllamaCodec(OneRouteCodec):
     """Ollama's `/api/chat` wire format (no I/O)."""
 
     provider = "ollama"
 
-    def __init__(
-        self,
-        model: str,
-        wire: Callable[[CompletionRequest], dict[str, Any] | None],
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-    ) -> None:
-        self.model = model
-        self._wire = wire
-        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
-        self._control_strings = ControlTokens.families(extra_control_tokens)
-
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         if request.grammar is not None:
             raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
-        # The server renders the template and tokenizes it with special tokens parsed.
-        check_request(request, self._control_strings, policy=self.control_tokens, server="ollama")
-        body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
+        schema = self.checked(request)
+        body = build_request(request, model=self.model, schema=schema, stream=stream)
         return Exchange(_PATH, body, stream)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:

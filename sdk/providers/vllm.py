@@ -14,22 +14,19 @@ or `"allow"` (unsafe with untrusted documents). See `sdk.providers._control_toke
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx
 
 from sdk._tools import Tool
 from sdk.grammar.wire import vllm_structured_outputs
-from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply
+from sdk.providers._base import Completion, CompletionRequest, Exchange, Reply
 from sdk.providers._chat import ChatSSEStream, chat_messages, chat_tools, read_chat_body
 from sdk.providers._control_tokens import (
     ControlTokenPolicy,
-    ControlTokens,
-    check_policy,
-    check_request,
 )
-from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteProvider
+from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteCodec, OneRouteProvider
 from sdk.schema.dialects import VLLM
 
 __all__ = ["VLLMCodec", "VLLMProvider", "build_request", "read_response"]
@@ -74,27 +71,14 @@ def read_response(body: dict[str, Any]) -> Completion:
     return read_chat_body(body)
 
 
-class VLLMCodec(Codec):
+class VLLMCodec(OneRouteCodec):
     """vLLM's OpenAI-compatible wire format with `structured_outputs` (no I/O)."""
 
     provider = "vllm"
 
-    def __init__(
-        self,
-        model: str,
-        wire: Callable[[CompletionRequest], dict[str, Any] | None],
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-    ) -> None:
-        self.model = model
-        self._wire = wire
-        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
-        self._control_strings = ControlTokens.families(extra_control_tokens)
-
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
-        # The server renders the template and tokenizes it with special tokens parsed.
-        check_request(request, self._control_strings, policy=self.control_tokens, server="vllm")
-        body = build_request(request, model=self.model, schema=self._wire(request), stream=stream)
+        schema = self.checked(request)
+        body = build_request(request, model=self.model, schema=schema, stream=stream)
         return Exchange(_PATH, body, stream)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
