@@ -23,7 +23,7 @@ from sdk import (
     UnexpectedStop,
 )
 from sdk.providers import AnthropicProvider, CompletionRequest, Message
-from sdk.providers.anthropic import StreamState, build_request, read_response
+from sdk.providers.anthropic import AnthropicStreamReader, build_request, read_response
 from sdk.schema import ANTHROPIC, to_wire
 from tests.wire_support import (
     ANTHROPIC_REQUEST_ID,
@@ -288,7 +288,7 @@ def test_stream_tool_mode_streams_the_tool_input() -> None:
 
 def test_stream_state_is_pure_and_keeps_the_stop_reason_last() -> None:
     client = anthropic_client(Wire(anthropic_reply("anthropic_stream_refusal.sse")))
-    state = StreamState()
+    state = AnthropicStreamReader()
     with client.messages.create(**build_request(_request(), model=MODEL), stream=True) as events:
         for event in events:
             state.feed(event)

@@ -173,7 +173,8 @@ def test_llamacpp_schema_keeps_generation_order_by_requiring_everything(
     server.reset(Reply(text=text))
     from tests.test_providers_openai import Note  # an optional field without null
 
-    result = _client(LlamaCppProvider(server.url, mode="json_schema")).generate(Note, prompt="Note it.")
+    provider = LlamaCppProvider(server.url, mode="json_schema")
+    result = _client(provider).generate(Note, prompt="Note it.")
     assert result.value.tag == "none"  # null meant "absent": the default applies
     sent = server.bodies("/completion")[0]["json_schema"]
     assert sent["required"] == ["text", "tag"]

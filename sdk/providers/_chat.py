@@ -27,8 +27,8 @@ from sdk.providers._errors import provider_error
 from sdk.stop_reason import StopReason
 
 __all__ = [
-    "ChatSSEStream",
-    "ChatStream",
+    "ChatDeltas",
+    "ChatSSEStreamReader",
     "chat_completion",
     "chat_messages",
     "chat_tools",
@@ -263,7 +263,7 @@ def _usage(usage: Any) -> Usage:
 
 
 @dataclass
-class ChatStream:
+class ChatDeltas:
     """Accumulates a chat stream's chunks; `finish()` gives the final `Completion`."""
 
     provider: str
@@ -377,11 +377,11 @@ def _tool_call_pieces(calls: Any) -> list[tuple[int, str | None, str | None, str
     return pieces
 
 
-class ChatSSEStream:
+class ChatSSEStreamReader:
     """A Chat Completions stream as server-sent events (`data: {...}` lines, `data: [DONE]`)."""
 
     def __init__(self, provider: str, request_id: str | None = None) -> None:
-        self._chat = ChatStream(provider, request_id=request_id)
+        self._chat = ChatDeltas(provider, request_id=request_id)
 
     def feed(self, line: str) -> TextDelta | None:
         data = sse_data(line)

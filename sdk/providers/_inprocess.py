@@ -41,11 +41,11 @@ class InProcessCodec(Codec):
             raise TypeError(f"expected a Completion, got {type(reply.body).__name__}")
         return reply.body
 
-    def reader(self, request: CompletionRequest, request_id: str | None) -> _ItemStream:
-        return _ItemStream(self.provider)
+    def reader(self, request: CompletionRequest, request_id: str | None) -> InProcessStreamReader:
+        return InProcessStreamReader(self.provider)
 
 
-class _ItemStream:
+class InProcessStreamReader:
     def __init__(self, provider: str) -> None:
         self._provider = provider
         self._completion: Completion | None = None

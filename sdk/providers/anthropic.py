@@ -60,8 +60,8 @@ from sdk.stop_reason import StopReason
 __all__ = [
     "AnthropicCodec",
     "AnthropicProvider",
-    "StreamState",
-    "ToolStreamState",
+    "AnthropicStreamReader",
+    "AnthropicToolStreamReader",
     "build_request",
     "read_response",
     "read_tool_calls",
@@ -244,7 +244,7 @@ def _usage(usage: Any) -> Usage:
     )
 
 
-class StreamState:
+class AnthropicStreamReader:
     """Accumulates stream events into the document and, at the end, one `Completion`."""
 
     def __init__(self, mode: Mode = "json_schema", request_id: str | None = None) -> None:
@@ -305,12 +305,12 @@ class StreamState:
         )
 
 
-class ToolStreamState:
+class AnthropicToolStreamReader:
     """A tool-call request's stream: prose deltas, and each `tool_use` block's `input_json_delta`
     fragments, kept apart by the block's index."""
 
     def __init__(self, request_id: str | None = None) -> None:
-        self._text = StreamState("json_schema", request_id)
+        self._text = AnthropicStreamReader("json_schema", request_id)
         self._calls: dict[int, tuple[str, str, list[str]]] = {}
 
     def feed(self, event: RawMessageStreamEvent) -> TextDelta | None:
@@ -397,10 +397,11 @@ class AnthropicCodec(Codec):
 
     def reader(
         self, request: CompletionRequest, request_id: str | None
-    ) -> StreamState | ToolStreamState:
+    ) -> AnthropicStreamReader | AnthropicToolStreamReader:
         if request.kind == "tools":
-            return ToolStreamState(request_id)
-        return StreamState(self.mode if request.kind == "json" else "json_schema", request_id)
+            return AnthropicToolStreamReader(request_id)
+        mode = self.mode if request.kind == "json" else "json_schema"
+        return AnthropicStreamReader(mode, request_id)
 
     def classify(self, error: BaseException) -> ProviderError | None:
         return map_error(error) if isinstance(error, anthropic.AnthropicError) else None

@@ -52,7 +52,7 @@ from sdk.stop_reason import StopReason
 __all__ = [
     "GeminiCodec",
     "GeminiProvider",
-    "GeminiStream",
+    "GeminiStreamReader",
     "build_request",
     "read_response",
 ]
@@ -104,7 +104,7 @@ def read_response(
 ) -> Completion:
     """A `GenerateContentResponse` -> `Completion`. A reply with neither a candidate nor a
     blocked prompt is unusable: `ValueError` (the fault boundary makes it a `ProviderError`)."""
-    state = GeminiStream(request_id)
+    state = GeminiStreamReader(request_id)
     state.feed(response)
     if not state.ended:
         raise ValueError("the reply has no candidate and no prompt feedback block")
@@ -136,7 +136,7 @@ def _name(value: Any) -> str:
     return str(getattr(value, "value", value))
 
 
-class GeminiStream:
+class GeminiStreamReader:
     """Accumulates `GenerateContentResponse` chunks (a whole reply is one chunk) into the
     document and, at the end, one `Completion`."""
 
@@ -284,8 +284,8 @@ class GeminiCodec(Codec):
         response = genai_types.GenerateContentResponse.model_validate(body)
         return read_response(response, request_id=reply.request_id)
 
-    def reader(self, request: CompletionRequest, request_id: str | None) -> GeminiStream:
-        return GeminiStream(request_id)
+    def reader(self, request: CompletionRequest, request_id: str | None) -> GeminiStreamReader:
+        return GeminiStreamReader(request_id)
 
     def classify(self, error: BaseException) -> ProviderError | None:
         if isinstance(error, genai_errors.APIError):

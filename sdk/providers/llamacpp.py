@@ -75,7 +75,7 @@ from sdk.providers._base import (
     wire_name,
 )
 from sdk.providers._chat import (
-    ChatSSEStream,
+    ChatSSEStreamReader,
     chat_messages,
     chat_tools,
     json_event,
@@ -95,7 +95,7 @@ from sdk.schema.dialects import LLAMACPP, Dialect, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
 __all__ = [
-    "CompletionStream",
+    "CompletionStreamReader",
     "LlamaCppCodec",
     "LlamaCppProvider",
     "build_chat_request",
@@ -187,7 +187,7 @@ def _stop_type(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-class CompletionStream:
+class CompletionStreamReader:
     """Accumulates `/completion` stream events; the last one (`stop: true`) has the stop reason."""
 
     def __init__(self) -> None:
@@ -278,8 +278,8 @@ class LlamaCppCodec(Codec):
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> StreamReader:
         if self._chat_route(request):
-            return ChatSSEStream(self.provider, request_id)
-        return CompletionStream()
+            return ChatSSEStreamReader(self.provider, request_id)
+        return CompletionStreamReader()
 
 
 class LlamaCppProvider(HTTPProvider):

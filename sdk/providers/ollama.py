@@ -40,9 +40,9 @@ from sdk.schema.dialects import OLLAMA
 from sdk.stop_reason import StopReason
 
 __all__ = [
-    "ChatLineStream",
     "OllamaCodec",
     "OllamaProvider",
+    "OllamaStreamReader",
     "build_request",
     "read_response",
 ]
@@ -123,7 +123,7 @@ def read_response(body: Mapping[str, Any]) -> Completion:
     )
 
 
-class ChatLineStream:
+class OllamaStreamReader:
     """Ollama's stream: one JSON object a line, the last with `done: true`."""
 
     def __init__(self) -> None:
@@ -177,8 +177,8 @@ class OllamaCodec(OneRouteCodec):
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_response(reply.body)
 
-    def reader(self, request: CompletionRequest, request_id: str | None) -> ChatLineStream:
-        return ChatLineStream()
+    def reader(self, request: CompletionRequest, request_id: str | None) -> OllamaStreamReader:
+        return OllamaStreamReader()
 
 
 class OllamaProvider(OneRouteProvider):

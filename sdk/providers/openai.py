@@ -56,7 +56,7 @@ from sdk.providers._base import (
     unsupported,
     wire_name,
 )
-from sdk.providers._chat import ChatStream, chat_completion, chat_messages, chat_tools
+from sdk.providers._chat import ChatDeltas, chat_completion, chat_messages, chat_tools
 from sdk.providers._errors import provider_error, reply_request_id
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport, SDKTransport
@@ -68,7 +68,7 @@ __all__ = [
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
     "ResponsesCodec",
-    "ResponsesStreamState",
+    "ResponsesStreamReader",
     "build_chat_request",
     "build_responses_request",
     "read_chat_response",
@@ -272,7 +272,7 @@ def _responses_stop(response: Response, refused: bool) -> str | None:
     return response.status
 
 
-class ResponsesStreamState:
+class ResponsesStreamReader:
     """Accumulates Responses stream events; the terminal event carries the whole response."""
 
     def __init__(self, request_id: str | None = None, grammar: Grammar | None = None) -> None:
@@ -371,7 +371,7 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
     )
 
 
-def _feed_chunk(state: ChatStream, chunk: ChatCompletionChunk) -> TextDelta | None:
+def _feed_chunk(state: ChatDeltas, chunk: ChatCompletionChunk) -> TextDelta | None:
     if chunk.usage is not None:
         state.usage = _chat_usage(chunk.usage)
     if not chunk.choices:
@@ -440,8 +440,8 @@ class ResponsesCodec(Codec):
             reply.body, request_id=reply.request_id, grammar=request.grammar
         )
 
-    def reader(self, request: CompletionRequest, request_id: str | None) -> ResponsesStreamState:
-        return ResponsesStreamState(request_id, request.grammar)
+    def reader(self, request: CompletionRequest, request_id: str | None) -> ResponsesStreamReader:
+        return ResponsesStreamReader(request_id, request.grammar)
 
     def classify(self, error: BaseException) -> ProviderError | None:
         return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
@@ -465,17 +465,17 @@ class ChatCodec(Codec):
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_chat_response(reply.body, request_id=reply.request_id)
 
-    def reader(self, request: CompletionRequest, request_id: str | None) -> _ChunkStream:
-        return _ChunkStream(ChatStream(self.provider, request_id=request_id))
+    def reader(self, request: CompletionRequest, request_id: str | None) -> ChatChunkStreamReader:
+        return ChatChunkStreamReader(ChatDeltas(self.provider, request_id=request_id))
 
     def classify(self, error: BaseException) -> ProviderError | None:
         return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
 
 
-class _ChunkStream:
-    """A `ChatStream` fed with the `openai` client's chunk objects."""
+class ChatChunkStreamReader:
+    """A `ChatDeltas` fed with the `openai` client's chunk objects."""
 
-    def __init__(self, chat: ChatStream) -> None:
+    def __init__(self, chat: ChatDeltas) -> None:
         self._chat = chat
 
     def feed(self, chunk: ChatCompletionChunk) -> TextDelta | None:

@@ -22,7 +22,7 @@ import httpx
 from sdk._tools import Tool
 from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Completion, CompletionRequest, Exchange, Reply
-from sdk.providers._chat import ChatSSEStream, chat_messages, chat_tools, read_chat_body
+from sdk.providers._chat import ChatSSEStreamReader, chat_messages, chat_tools, read_chat_body
 from sdk.providers._control_tokens import (
     ControlTokenPolicy,
 )
@@ -84,8 +84,8 @@ class VLLMCodec(OneRouteCodec):
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_chat_body(reply.body, request_id=reply.request_id)
 
-    def reader(self, request: CompletionRequest, request_id: str | None) -> ChatSSEStream:
-        return ChatSSEStream(self.provider, request_id)
+    def reader(self, request: CompletionRequest, request_id: str | None) -> ChatSSEStreamReader:
+        return ChatSSEStreamReader(self.provider, request_id)
 
 
 class VLLMProvider(OneRouteProvider):
