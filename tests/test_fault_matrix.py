@@ -32,6 +32,7 @@ import pytest
 from google import genai
 
 from contracts import Decision
+from contracts.sql import SELECT_QUERY
 from sdk import AsyncStructuredClient, Backoff, ProviderError, StructuredClient, Tool
 from sdk.providers import (
     AnthropicProvider,
@@ -100,10 +101,12 @@ class Kind:
     hosted: bool
     tools: bool = False
     """Whether the calls are tool calls (`call_tools` / `stream_tools`) instead of documents."""
+    grammar: bool = False
+    """Whether the calls ask for a grammar's sentence (the SQL grammar) instead of a document."""
 
     @property
     def id(self) -> str:
-        return f"{self.name}+tools" if self.tools else self.name
+        return self.name + ("+tools" if self.tools else "+grammar" if self.grammar else "")
 
     def provider(self, handler: Callable[..., Any], sync: bool) -> Provider:
         if self.hosted:
@@ -373,6 +376,8 @@ def _whole(client: Any, kind: Kind) -> Any:
     """The whole-reply call of the kind's mode (a coroutine on the async client)."""
     if kind.tools:
         return client.call_tools(tools=TOOLS, prompt="Weather in Paris, and order A-1009?")
+    if kind.grammar:
+        return client.generate(SELECT_QUERY, prompt="US customers?")
     return client.generate(Decision, prompt="Approve?")
 
 
@@ -428,9 +433,17 @@ def _squashed(text: str) -> str:
     return "".join(text.split())
 
 
+# Grammar output (whole replies): the providers with a grammar surface, reading their replies
+# as a sentence (OpenAI Responses: the custom tool call's input).
+GRAMMAR_KINDS = [
+    Kind("openai_responses", "/v1/responses", lambda: [], b"", hosted=True, grammar=True),
+    Kind("llamacpp_json_schema", "/completion", lambda: [], b"", hosted=False, grammar=True),
+    Kind("vllm", "/v1/chat/completions", lambda: [], b"", hosted=False, grammar=True),
+]
+
 CASES = [
     (kind, name, fault, call)
-    for kind in KINDS
+    for kind in KINDS + GRAMMAR_KINDS
     for name, fault in JSON_BODY_FAULTS.items()
     for call in ("generate", "agenerate")
 ]
