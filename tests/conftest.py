@@ -29,6 +29,7 @@ from tests.llama_server import (
     bundled_model,
     server_binary,
 )
+from tests.local_support import LocalServer
 
 
 def in_ci() -> bool:
@@ -90,3 +91,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names = getattr(item, "fixturenames", ())
         if "llama_server" in names or "llama_tools_server" in names:
             item.add_marker(pytest.mark.local)
+
+
+# --- the local test server (tests/local_support.py): real HTTP on 127.0.0.1, scripted replies ---
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[LocalServer]:
+    """A `LocalServer` started once per test module."""
+    server = LocalServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server(running: LocalServer) -> LocalServer:
+    """The module's `LocalServer`, its script and recorded requests reset for this test."""
+    running.reset()
+    return running

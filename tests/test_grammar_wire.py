@@ -24,7 +24,6 @@ from sdk.grammar.wire import (
     llamacpp_grammar,
     openai_custom_tool,
     read_custom_tool_input,
-    unsupported_grammar_message,
     vllm_structured_outputs,
 )
 from tests.wire_support import OPENAI_HEADERS, Wire, fixture_json, openai_client
@@ -114,8 +113,3 @@ def test_local_server_fields() -> None:
     lark = vllm_structured_outputs(SELECT_QUERY, syntax="lark")
     assert lark == {"structured_outputs": {"grammar": SELECT_QUERY.lark}}
 
-
-def test_the_unsupported_message_names_what_the_provider_does_support() -> None:
-    message = unsupported_grammar_message("AnthropicProvider", "JSON schemas and strict tools")
-    assert "AnthropicProvider cannot constrain output to a grammar" in message
-    assert "JSON schemas and strict tools" in message and "LlamaCppProvider" in message

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -49,20 +48,6 @@ from tests.local_support import DOCUMENT, LocalServer, Reply, closed_port_url
 from tests.wire_support import BOUNDED, DECISION, Bounded, Sleeps, fixture_json
 
 GRAMMAR = 'root ::= "{" [^}]* "}"'
-
-
-@pytest.fixture(scope="module")
-def running() -> Iterator[LocalServer]:
-    server = LocalServer()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def server(running: LocalServer) -> LocalServer:
-    running.reset()
-    return running
 
 
 def _providers(url: str) -> dict[str, Provider]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,20 +30,6 @@ from tests.tool_wire import BAD_UNIT, ORDER, OSLO, PARIS, UNKNOWN, GetWeather, L
 WEATHER = Tool(GetWeather)
 ORDERS = Tool(LookupOrder)
 TOOLS = [WEATHER, ORDERS]
-
-
-@pytest.fixture(scope="module")
-def running() -> Iterator[LocalServer]:
-    server = LocalServer()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def server(running: LocalServer) -> LocalServer:
-    running.reset()
-    return running
 
 
 LOCAL = ["vllm", "ollama", "llamacpp"]

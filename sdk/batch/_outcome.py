@@ -126,28 +126,16 @@ def decide_reply(
         return _failed(contract, provider, row, error, tokens_in, tokens_out, batch)
     if result is None:
         feedback = call.request().messages[len(item.messages) :]
-        update = ItemUpdate(
-            seq=row.seq,
-            state="pending",
+        update = _update(
+            row,
+            "pending",
+            tokens_in,
+            tokens_out,
             retries_used=row.retries_used + 1,
-            resubmits_used=row.resubmits_used,
             feedback=[(message.role, message.text) for message in feedback],
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            requests=row.requests,
         )
         return Decision(update, None, None)
-    update = ItemUpdate(
-        seq=row.seq,
-        state="done",
-        retries_used=row.retries_used,
-        resubmits_used=row.resubmits_used,
-        feedback=None,
-        input_tokens=tokens_in,
-        output_tokens=tokens_out,
-        requests=row.requests,
-        outcome="ok",
-    )
+    update = _update(row, "done", tokens_in, tokens_out, outcome="ok")
     return Decision(
         update, ok_line(row.id, result, row.requests, tokens_in, tokens_out, batch), "ok"
     )
@@ -167,15 +155,13 @@ def decide_failure(
 
     `cancelled`: the job was cancelled by its owner, so the item is not resubmitted."""
     if not cancelled and is_retryable(error) and row.resubmits_used < settings.resubmits:
-        update = ItemUpdate(
-            seq=row.seq,
-            state="pending",
-            retries_used=row.retries_used,
+        update = _update(
+            row,
+            "pending",
+            row.input_tokens,
+            row.output_tokens,
             resubmits_used=row.resubmits_used + 1,
             feedback=row.feedback,
-            input_tokens=row.input_tokens,
-            output_tokens=row.output_tokens,
-            requests=row.requests,
         )
         return Decision(update, None, None)
     return _failed(
@@ -199,16 +185,8 @@ def decide_live(
         usage, attempts = outcome.usage, len(outcome.attempts)
         tokens_in = row.input_tokens + usage.input_tokens
         tokens_out = row.output_tokens + usage.output_tokens
-        update = ItemUpdate(
-            seq=row.seq,
-            state="done",
-            retries_used=row.retries_used,
-            resubmits_used=row.resubmits_used,
-            feedback=None,
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            requests=row.requests + attempts,
-            outcome="ok",
+        update = _update(
+            row, "done", tokens_in, tokens_out, requests=row.requests + attempts, outcome="ok"
         )
         return Decision(
             update, ok_line(row.id, outcome, attempts, tokens_in, tokens_out, None), "ok"
@@ -238,15 +216,11 @@ def _failed(
     outcome: str = "failed",
 ) -> Decision:
     message = error.message.splitlines()[0] if error.message else type(error).__name__
-    update = ItemUpdate(
-        seq=row.seq,
-        state="done",
-        retries_used=row.retries_used,
-        resubmits_used=row.resubmits_used,
-        feedback=None,
-        input_tokens=tokens_in,
-        output_tokens=tokens_out,
-        requests=row.requests,
+    update = _update(
+        row,
+        "done",
+        tokens_in,
+        tokens_out,
         outcome=outcome,
         error_type=type(error).__name__,
         error=message[:500],
@@ -326,3 +300,21 @@ def _schema(contract: type[Contract]) -> dict[str, Any]:
 
 def _line(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def _update(
+    row: ItemRow, state: str, tokens_in: int, tokens_out: int, **changes: Any
+) -> ItemUpdate:
+    """An item's update from its row: its counters carried over, no feedback, unless `changes`
+    says otherwise."""
+    fields: dict[str, Any] = {
+        "seq": row.seq,
+        "state": state,
+        "retries_used": row.retries_used,
+        "resubmits_used": row.resubmits_used,
+        "feedback": None,
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "requests": row.requests,
+    }
+    return ItemUpdate(**{**fields, **changes})

@@ -10,8 +10,8 @@ The codecs import these; nothing here talks to a provider.
   `tool_choice`; the text is the `input` of the `custom_tool_call` output item (streamed as
   `response.custom_tool_call_input.delta` events). OpenAI takes no grammar for the final
   assistant text, only for custom tool input.
-- Anthropic, Ollama and others have no grammar surface: `unsupported_grammar_message(...)` is
-  the one wording of the error their codecs raise when a grammar request is built.
+- Anthropic, Ollama and others have no grammar surface: their codecs raise `UnsupportedRequest`
+  (`sdk.providers._base.unsupported`) when a grammar request is built, naming what they support.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ __all__ = [
     "llamacpp_grammar",
     "openai_custom_tool",
     "read_custom_tool_input",
-    "unsupported_grammar_message",
     "vllm_structured_outputs",
 ]
 
@@ -99,15 +98,6 @@ def read_custom_tool_input(output: Iterable[Any], name: str) -> str | None:
                 raise TypeError(f"custom tool call {name!r} has a non-string input: {value!r}")
             return value
     return None
-
-
-def unsupported_grammar_message(provider: str, supports: str) -> str:
-    """The message of the error a provider without a grammar surface raises."""
-    return (
-        f"{provider} cannot constrain output to a grammar; it supports {supports}. "
-        "Use LlamaCppProvider, VLLMProvider, EmbeddedProvider or OpenAIResponsesProvider "
-        "for a Grammar"
-    )
 
 
 def _field(item: Any, key: str) -> Any:
