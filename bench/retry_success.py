@@ -7,7 +7,7 @@ is what a grammar cannot hold: the evidence quote, the line items' sum; `--uncon
 the arm without a grammar, where a 135M model rarely writes valid JSON at all) over the eval
 invoices (examples/data/eval/invoices.jsonl, `InvoiceExtraction`; `--decisions` adds the
 decisions): each item's first reply is generated once; when it is invalid output
-(the kind a retry with feedback is for), the retry engine (`sdk._call.Call`) prepares the retry
+(the kind a retry with feedback is for), the retry engine (`sdk.engine`) prepares the retry
 from that same reply twice, once sending the whole reply back (`feedback_whole_reply` beyond any
 reply) and once quoting excerpts (`feedback_whole_reply=0`, so even these short replies take the
 excerpt path), and both retries are generated. The figures: how many of the invalid first replies
@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
 
 from contracts import Decision, InvoiceExtraction  # noqa: E402
 from sdk import Contract, InvalidOutput, StructuredOutputError  # noqa: E402
-from sdk._call import Call, RetrySettings, conversation  # noqa: E402
+from sdk.engine.call import Call, RetrySettings, conversation  # noqa: E402
 from sdk.eval.dataset import EvalItem, load_dataset  # noqa: E402
 
 DATA = ROOT / "examples" / "data" / "eval"

@@ -6,11 +6,11 @@ you can trust to the degree machines can check, or a typed error that says what 
 
 from sdk._content import PDF, Image, Text
 from sdk._result import Attempt, Result, Usage
-from sdk._tool_call import ToolCalls
 from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
 from sdk.contract import Contract, SourceQuote, WireEnum, WireNameError
 from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
+from sdk.engine.tool_calls import ToolCalls
 from sdk.errors import (
     CheckFailed,
     ContentFiltered,

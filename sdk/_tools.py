@@ -1,5 +1,5 @@
 """Tool calls as values: `Tool` (arguments are a `Contract`), `ToolCall`, `ToolResult` and
-`PartialToolCall` (a streamed snapshot); `ToolCalls`, the result, is in `sdk._tool_call`.
+`PartialToolCall` (a streamed snapshot); `ToolCalls`, the result, is in `sdk.engine.tool_calls`.
 
 The SDK returns calls; the application runs them and sends the results back in the next
 messages (`ToolCalls.message()`, `ToolCall.result(...)`). It is not an agent loop.

@@ -7,7 +7,7 @@
 
 The two clients share everything but the call to the transport (the way httpx's `Client` and
 `AsyncClient` share a base): `_BaseClient` holds the settings and starts each call's state
-machine (`sdk._call.Call`: the retry policies, the parsing, the attempts); each client's loops
+machine (`sdk.engine.call.Call`: the retry policies, the parsing, the attempts); each client's loops
 only pass data between that machine and the provider's driver.
 """
 
@@ -20,7 +20,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from typing import Any, TypeVar, cast, overload
 from weakref import WeakKeyDictionary
 
-from sdk._call import (
+from sdk._result import Result
+from sdk._tools import PartialToolCall, Tool, ToolChoice
+from sdk.contract import Contract, require_contract
+from sdk.engine.call import (
     DEFAULT_BACKOFF,
     Backoff,
     Call,
@@ -32,11 +35,8 @@ from sdk._call import (
     conversation,
     feedback_message,
 )
-from sdk._envelope import envelope_of
-from sdk._result import Result
-from sdk._tool_call import ToolCalls, ToolsCall, check_tools, tool_conversation
-from sdk._tools import PartialToolCall, Tool, ToolChoice
-from sdk.contract import Contract, require_contract
+from sdk.engine.envelope import envelope_of
+from sdk.engine.tool_calls import ToolCalls, ToolsCall, check_tools, tool_conversation
 from sdk.errors import ProviderError
 from sdk.grammar import Grammar
 from sdk.hooks import Hooks

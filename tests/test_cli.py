@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from sdk.cli import app
-from sdk.schema.versioning import discover, export
+from sdk.workflow.versioning import discover, export
 from tests.schema_support import REPO, make_package
 
 runner = CliRunner()

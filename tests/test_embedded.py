@@ -275,7 +275,8 @@ def test_completed_grammar_ends_generation_cleanly(embedded: Any) -> None:
 
 def test_masked_choice_raises_on_an_empty_mask_instead_of_returning_token_zero() -> None:
     np = pytest.importorskip("numpy")
-    from sdk.providers.embedded import _Settings, masked_choice
+    from sdk.providers.embedded import masked_choice
+    from sdk.providers.embedded._sampling import _Settings
 
     logits = np.linspace(5.0, -5.0, 100, dtype=np.float32)  # token 0 is the model's favourite
     nothing = np.zeros(100, dtype=bool)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from contracts import SELECT_QUERY
 from sdk.cli import app
-from sdk.schema.versioning import (
+from sdk.workflow.versioning import (
     LOCK_FILE,
     CheckCode,
     Lock,

@@ -10,8 +10,8 @@ import pytest
 
 from contracts import Decision, InvoiceExtraction
 from sdk import InvalidJSON, SchemaViolation, StructuredClient, Violation
-from sdk._call import FEEDBACK_WHOLE_REPLY
 from sdk.client import feedback_message
+from sdk.engine.call import FEEDBACK_WHOLE_REPLY
 from sdk.providers.test import TestProvider
 
 ITEMS = 300

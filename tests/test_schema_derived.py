@@ -20,7 +20,7 @@ from sdk.schema import (
     widen,
 )
 from sdk.schema._shape import object_fields, shape_of
-from sdk.schema.lint import LintCode
+from sdk.workflow.lint import LintCode
 
 REFERENCE = [Decision, InvoiceExtraction, ReviewFinding, Sentiment]
 

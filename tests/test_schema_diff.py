@@ -9,7 +9,7 @@ from pydantic import Field
 
 from contracts import Decision, InvoiceExtraction
 from sdk import Contract, SourceQuote, WireEnum
-from sdk.schema.diff import Change, ChangeKind, Impact, diff_schemas
+from sdk.workflow.diff import Change, ChangeKind, Impact, diff_schemas
 from tests.schema_support import contract
 
 B, C = Impact.BREAKING, Impact.COMPATIBLE

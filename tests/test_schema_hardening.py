@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sdk.cli import app
-from sdk.schema.versioning import LOCK_FILE, Lock, lock
+from sdk.workflow.versioning import LOCK_FILE, Lock, lock
 from tests.schema_support import REPO, make_package
 
 runner = CliRunner()
@@ -294,5 +294,5 @@ def test_the_wheel_installs_sdk_and_no_top_level_contracts_package(tmp_path: Pat
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert tops == {"sdk", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
-    assert "sdk/__init__.py" in names and "sdk/schema/versioning.py" in names
+    assert "sdk/__init__.py" in names and "sdk/workflow/versioning.py" in names
     assert not any(name.startswith("contracts/") for name in names)

@@ -10,8 +10,8 @@ from pydantic import Field
 from sdk import Contract, SourceQuote, WireEnum
 from sdk.contract import LintIgnore
 from sdk.schema.dialects import DIALECTS
-from sdk.schema.lint import LintCode, lint, lint_schema
-from sdk.schema.versioning import discover
+from sdk.workflow.lint import LintCode, lint, lint_schema
+from sdk.workflow.versioning import discover
 from tests.schema_support import contract
 
 

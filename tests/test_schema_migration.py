@@ -10,7 +10,7 @@ import pytest
 from pydantic import Field, ValidationError
 
 from sdk import Contract, WireEnum
-from sdk.schema.diff import ChangeKind, Impact, diff_schemas
+from sdk.workflow.diff import ChangeKind, Impact, diff_schemas
 
 
 class Answer(WireEnum):

@@ -12,9 +12,9 @@ import pytest
 
 from contracts import Decision, InvoiceExtraction
 from sdk.schema.canonical import canonical_bytes
-from sdk.schema.diff import ChangeKind
-from sdk.schema.snapshot import info_of, load_snapshot, snapshot_bytes
-from sdk.schema.versioning import (
+from sdk.workflow.diff import ChangeKind
+from sdk.workflow.snapshot import info_of, load_snapshot, snapshot_bytes
+from sdk.workflow.versioning import (
     LOCK_FILE,
     CheckCode,
     Lock,
@@ -129,7 +129,8 @@ def test_export_is_byte_identical_in_another_process_with_another_hash_seed(
 ) -> None:
     here = {p.name: p.read_bytes() for p in export(discover("contracts"), tmp_path / "here")}
     code = (
-        "import sys; from pathlib import Path; from sdk.schema.versioning import discover, export;"
+        "import sys; from pathlib import Path;"
+        "from sdk.workflow.versioning import discover, export;"
         "export(discover('contracts'), Path(sys.argv[1]))"
     )
     there = tmp_path / "there"

@@ -68,7 +68,7 @@ def test_no_two_modules_import_each_other_even_lazily() -> None:
         ("sdk.errors", "sdk._result"),
         ("sdk.errors", "sdk.parsing.parser"),
         ("sdk.schema.canonical", "sdk.contract"),
-        ("sdk.schema._lint_rules", "sdk.schema.lint"),
+        ("sdk.workflow._lint_rules", "sdk.workflow.lint"),
     ],
 )
 def test_the_records_live_below_their_users(low: str, high: str) -> None:

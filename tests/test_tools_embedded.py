@@ -29,7 +29,7 @@ from sdk import (
     WireEnum,
 )
 from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, ToolCallDelta
-from sdk.providers._embedded_tools import ToolPlan, tool_grammar
+from sdk.providers.embedded._tools import ToolPlan, tool_grammar
 
 
 class Unit(WireEnum):

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sdk._call import conversation
 from sdk.batch._errors import BatchInputError
 from sdk.contract import Contract
+from sdk.engine.call import conversation
 from sdk.providers._base import Message
 
 __all__ = ["IndexEntry", "InputItem", "InputReader", "file_identity", "parse_item", "read_index"]

@@ -1,7 +1,7 @@
 """What one reply means for one item: the same parser and retry feedback as a live call.
 
 A batch result (or a local call's outcome) is read by the provider's codec into a `Completion`
-and handed to `sdk._call.Call`, the live calls' own state machine, started with the item's
+and handed to `sdk.engine.call.Call`, the live calls' own state machine, started with the item's
 conversation and with the retries it has left. The `Call` decides exactly as it does live:
 
 - a `Result`: the item is done, its line says `"outcome": "ok"` with the value;
@@ -21,11 +21,11 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sdk._call import Backoff, Call, RetrySettings
 from sdk._result import Result
 from sdk.batch._items import InputItem
 from sdk.batch._state import ItemRow, ItemUpdate
 from sdk.contract import Contract
+from sdk.engine.call import Backoff, Call, RetrySettings
 from sdk.errors import InvalidOutput, ProviderError, RefusedOutput, StructuredOutputError
 from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion, CompletionRequest, Message

@@ -24,11 +24,11 @@ from typing import Any, Final
 
 from sdk.client import StructuredClient
 from sdk.contract import Contract
+from sdk.contract.derived import answer_first, reasoning_field, widen
 from sdk.errors import ProviderError, StructuredOutputError
 from sdk.eval.dataset import EvalItem
 from sdk.eval.metrics import Outcome, score
 from sdk.schema.canonical import schema_info
-from sdk.schema.derived import answer_first, reasoning_field, widen
 
 __all__ = [
     "ARMS",

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from pydantic import TypeAdapter, ValidationError
 
 from sdk.contract import Contract
-from sdk.schema.derived import widen
+from sdk.contract.derived import widen
 
 __all__ = ["DEFAULT_PROMPT", "DatasetError", "EvalItem", "load_dataset", "parse_dataset"]
 

@@ -30,12 +30,12 @@ from typing import Any
 from sdk._files import write_atomic
 from sdk.client import StructuredClient
 from sdk.contract import Contract
+from sdk.contract.derived import escape_members, widen
 from sdk.eval.arms import ARMS, ArmUnavailable, PreparedArm, prepare_arm, run_arm
 from sdk.eval.dataset import EvalItem
 from sdk.eval.metrics import ArmMetrics, Outcome, arm_metrics
 from sdk.eval.stats import PairedDifference, paired_bootstrap
 from sdk.schema.canonical import schema_info
-from sdk.schema.derived import escape_members, widen
 
 __all__ = [
     "RESULTS_FILE",

@@ -98,6 +98,9 @@ class CompletionRequest:
     """Whether the model may make several calls in one turn (`None`: the provider's default)."""
     reasoning: bool = False
     """Ask for the provider's own thinking channel before the output (`reasoning="native"`)."""
+    source: str | None = None
+    """The source document of the call (already in the messages): what a local engine can
+    constrain copied values to while decoding."""
 
     @property
     def kind(self) -> Literal["json", "grammar", "text", "tools"]:

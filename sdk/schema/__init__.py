@@ -1,4 +1,13 @@
-"""Schemas: canonical form, fingerprints, provider dialects, GBNF, linting and versioning."""
+"""Schemas: canonical form, fingerprints, provider dialects and GBNF.
+
+Nothing here imports a contract: `sdk.contract` is built on this package. The names that live
+above it are re-exported here and loaded on first use: the contracts derived from a contract
+(`widen`, `answer_first`, ..., in `sdk.contract.derived`) and the offline workflow's
+`diff_schemas` and `lint` (`sdk.workflow`, which `import sdk` never loads).
+"""
+
+import importlib
+from typing import Any
 
 from sdk.schema.canonical import (
     DRAFT_2020_12,
@@ -7,14 +16,6 @@ from sdk.schema.canonical import (
     canonical_schema,
     fingerprint,
     schema_info,
-)
-from sdk.schema.derived import (
-    ESCAPE_MEMBER,
-    answer_first,
-    escape_members,
-    is_escape_member,
-    reasoning_field,
-    widen,
 )
 from sdk.schema.dialects import (
     ANTHROPIC,
@@ -29,9 +30,27 @@ from sdk.schema.dialects import (
     WireSchema,
     to_wire,
 )
-from sdk.schema.diff import diff_schemas
 from sdk.schema.gbnf import UnsupportedSchema, contract_gbnf, to_gbnf
-from sdk.schema.lint import lint
+
+# Names that live above this package, by the module that defines them (imported on first use).
+_ABOVE = {
+    "ESCAPE_MEMBER": "sdk.contract.derived",
+    "answer_first": "sdk.contract.derived",
+    "escape_members": "sdk.contract.derived",
+    "is_escape_member": "sdk.contract.derived",
+    "reasoning_field": "sdk.contract.derived",
+    "widen": "sdk.contract.derived",
+    "diff_schemas": "sdk.workflow",
+    "lint": "sdk.workflow",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ABOVE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "ANTHROPIC",

@@ -35,11 +35,13 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
 # The keyword families (map / list / single subschema) are the canonical module's knowledge of
 # JSON Schema's structure; the transform below walks the same structure.
+from pydantic import BaseModel
+
 from sdk.schema._shape import resolve, shape_of
 from sdk.schema.canonical import (
     _SCHEMA_LISTS,
@@ -48,9 +50,6 @@ from sdk.schema.canonical import (
     escape_pointer,
     shared_schema,
 )
-
-if TYPE_CHECKING:
-    from sdk.contract import Contract
 
 __all__ = [
     "ANNOTATIONS",
@@ -262,7 +261,7 @@ DIALECTS: dict[str, Dialect] = {
 """Every dialect by name."""
 
 
-def to_wire(schema: type[Contract] | Mapping[str, Any], dialect: Dialect) -> WireSchema:
+def to_wire(schema: type[BaseModel] | Mapping[str, Any], dialect: Dialect) -> WireSchema:
     """The wire schema of `schema` in `dialect`, and every removal made on the way.
 
     `schema` is a contract class (the result is cached per contract and dialect, and shared) or
@@ -281,7 +280,7 @@ def to_wire(schema: type[Contract] | Mapping[str, Any], dialect: Dialect) -> Wir
     return wire
 
 
-_cache: WeakKeyDictionary[type[Contract], dict[Dialect, WireSchema]] = WeakKeyDictionary()
+_cache: WeakKeyDictionary[type[BaseModel], dict[Dialect, WireSchema]] = WeakKeyDictionary()
 _lock = threading.Lock()
 
 

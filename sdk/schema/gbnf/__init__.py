@@ -101,8 +101,10 @@ listed above, regex features outside the subset, and schemas no value satisfies.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from weakref import WeakKeyDictionary
+
+from pydantic import BaseModel
 
 from sdk.schema.canonical import shared_schema
 from sdk.schema.gbnf._compiler import Compiler
@@ -114,9 +116,6 @@ from sdk.schema.gbnf._keywords import (
     MAX_INTEGER_DIGITS,
     Whitespace,
 )
-
-if TYPE_CHECKING:
-    from sdk.contract import Contract
 
 __all__ = [
     "MAX_EXPONENT_DIGITS",
@@ -142,11 +141,11 @@ def to_gbnf(schema: dict[str, Any], *, whitespace: Whitespace = "bounded") -> st
     return Compiler(schema, whitespace).compile()
 
 
-_contract_cache: WeakKeyDictionary[type[Contract], dict[str, str]] = WeakKeyDictionary()
+_contract_cache: WeakKeyDictionary[type[BaseModel], dict[str, str]] = WeakKeyDictionary()
 _contract_lock = threading.Lock()  # WeakKeyDictionary is not safe to change from two threads
 
 
-def contract_gbnf(contract: type[Contract], *, whitespace: Whitespace = "bounded") -> str:
+def contract_gbnf(contract: type[BaseModel], *, whitespace: Whitespace = "bounded") -> str:
     """`to_gbnf` of the contract's canonical schema, computed once per contract and mode."""
     with _contract_lock:
         grammar = _contract_cache.get(contract, {}).get(whitespace)

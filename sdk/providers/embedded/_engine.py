@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from sdk.errors import ProviderError
 from sdk.providers._base import CompletionRequest
-from sdk.providers._embedded_prompt import _CHATML, _PLACEHOLDER, _PLACEHOLDER_RE, _chat
+from sdk.providers.embedded._prompt import _CHATML, _PLACEHOLDER, _PLACEHOLDER_RE, _chat
 
 if TYPE_CHECKING:
     import numpy as np

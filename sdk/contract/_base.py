@@ -1,10 +1,5 @@
-"""Contracts: strict, round-trip Pydantic models whose wire form is pinned.
-
-Four permissive defaults of ordinary JSON libraries are closed here (see the reference texts):
-integers accepted as enum members, an explicit `null` accepted on a required field, unknown
-members silently dropped, and comma-joined enum strings. A contract rejects all four, from JSON
-and from Python alike, and writes exactly the wire names it reads.
-"""
+"""The contract types: `Contract`, `WireEnum`, `SourceQuote`, and what the parser reads of them
+(see the package docstring for what they close)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 `RetrySettings` is what a client's calls share (`Backoff` for transport errors, `MaxTokensRamp`
 for truncation, the invalid-output and refusal budgets, deadlines); `TransportRetries` decides,
 request by request, whether and how long to wait after a provider error. Which failure gets
-which retry is `sdk._call`'s policy table.
+which retry is `sdk.engine.call`'s policy table.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import tenacity
 
-from sdk._conversation import FEEDBACK_WHOLE_REPLY
+from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
 from sdk.errors import ProviderError
 
 __all__ = [

@@ -44,8 +44,8 @@ from sdk.contract import Contract
 from sdk.grammar import Grammar
 from sdk.grammar._grammar import GRAMMAR_SUFFIXES, grammar_fingerprint
 from sdk.schema.canonical import SchemaInfo, canonical_schema, schema_info
-from sdk.schema.diff import SchemaDiff, diff_schemas
-from sdk.schema.snapshot import info_of, load_snapshot, snapshot_bytes, snapshot_name
+from sdk.workflow.diff import SchemaDiff, diff_schemas
+from sdk.workflow.snapshot import info_of, load_snapshot, snapshot_bytes, snapshot_name
 
 __all__ = [
     "LOCK_FILE",

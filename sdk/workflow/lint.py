@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sdk.contract import Contract
-from sdk.schema._lint_rules import LIMITS, RULES, Context
-from sdk.schema._linting import Finding, LintCode
 from sdk.schema._shape import node_at
 from sdk.schema.canonical import canonical_schema, escape_pointer
+from sdk.workflow._lint_rules import LIMITS, RULES, Context
+from sdk.workflow._linting import Finding, LintCode
 
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect

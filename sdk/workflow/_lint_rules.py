@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sdk.schema._linting import Finding, LintCode
 from sdk.schema._shape import (
     Field,
     Shape,
@@ -24,111 +23,24 @@ from sdk.schema._shape import (
     resolve,
     shape_of,
 )
+from sdk.schema._vocabulary import (
+    ANSWER_WORDS,
+    DATE_FORMATS,
+    DATE_SUFFIXES,
+    DATE_WORDS,
+    IDENTIFIER_WORDS,
+    PROSE_WORDS,
+    REASONING_WORDS,
+    SCALE_WORDS,
+    is_escape,
+)
 from sdk.schema.canonical import subschemas
+from sdk.workflow._linting import Finding, LintCode
 
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect
 
 __all__ = ["LIMITS", "RULES", "TIGHT_MAX_LENGTH", "Context", "GrammarLimits"]
-
-# --- vocabulary ------------------------------------------------------------------------------
-
-# Free-text fields where the model thinks: must come before the answer they lead to.
-REASONING_WORDS = frozenset(
-    {
-        "reasoning",
-        "reason",
-        "reasons",
-        "rationale",
-        "analysis",
-        "explanation",
-        "justification",
-        "thinking",
-        "thoughts",
-        "thought",
-        "scratchpad",
-    }
-)
-# Fields that commit to an answer.
-ANSWER_WORDS = frozenset(
-    {
-        "answer",
-        "decision",
-        "label",
-        "severity",
-        "score",
-        "verdict",
-        "rating",
-        "classification",
-        "category",
-        "conclusion",
-        "prediction",
-        "grade",
-        "outcome",
-    }
-)
-# Free text: prose whose shape a regex or a short cap would distort.
-PROSE_WORDS = REASONING_WORDS | {
-    "answer",
-    "description",
-    "summary",
-    "text",
-    "comment",
-    "comments",
-    "note",
-    "notes",
-    "message",
-    "body",
-    "content",
-    "feedback",
-    "details",
-    "detail",
-    "narrative",
-    "quote",
-    "quotes",
-    "evidence",
-    "excerpt",
-}
-# Enum members that let the model say "none of these".
-ESCAPE_MEMBERS = frozenset(
-    {
-        "unknown",
-        "other",
-        "none",
-        "n/a",
-        "na",
-        "not_applicable",
-        "unclear",
-        "undetermined",
-        "unspecified",
-        "unsure",
-        "uncertain",
-        "neither",
-        "abstain",
-    }
-)
-# Enum fields that grade a degree rather than pick a category: every point of the scale
-# applies to every input (the low end is the hedge), so they need no escape member.
-SCALE_WORDS = frozenset(
-    {
-        "confidence",
-        "certainty",
-        "severity",
-        "priority",
-        "urgency",
-        "level",
-        "importance",
-        "risk",
-        "likelihood",
-    }
-)
-# Values that are often missing from a source document: a date, an identifier.
-DATE_WORDS = frozenset({"date", "time", "timestamp", "datetime", "dob", "birthday", "deadline"})
-DATE_SUFFIXES = frozenset({"at", "on"})  # created_at, due_on
-DATE_FORMATS = frozenset({"date", "date-time", "time"})
-IDENTIFIER_WORDS = frozenset(
-    {"id", "uuid", "guid", "number", "no", "num", "nr", "sku", "isbn", "iban", "ssn", "ref"}
-)
 
 TIGHT_MAX_LENGTH = 200
 """A `maxLength` below this on free text is "tight": prose gets cut or squeezed."""
@@ -299,7 +211,7 @@ def enum_no_escape(ctx: Context) -> Iterator[Finding]:
             continue
         if set(view.tokens) & SCALE_WORDS:
             continue
-        if any(_is_escape(member) for member in members):
+        if any(is_escape(member) for member in members):
             continue
         shown = ", ".join(str(m) for m in members)
         yield _finding(
@@ -309,14 +221,6 @@ def enum_no_escape(ctx: Context) -> Iterator[Finding]:
             "forced into one, and the wrong label looks as confident as a right one",
             "add an `unknown` (or `other`, `none`) member, or make the field nullable",
         )
-
-
-def _is_escape(member: Any) -> bool:
-    if not isinstance(member, str):
-        return member is None
-    return member.lower() in ESCAPE_MEMBERS or bool(
-        set(name_tokens(member)) & {"unknown", "other", "none", "unclear", "unspecified"}
-    )
 
 
 def reasoning_after_answer(ctx: Context) -> Iterator[Finding]:

@@ -37,9 +37,9 @@ from weakref import WeakKeyDictionary
 
 from pydantic import ValidationError, ValidationInfo, create_model, model_validator
 
-from sdk.contract import Contract, WireEnum
-from sdk.schema._lint_rules import REASONING_WORDS, _is_escape
+from sdk.contract._base import Contract, WireEnum
 from sdk.schema._shape import name_tokens, object_fields, shape_of
+from sdk.schema._vocabulary import REASONING_WORDS, is_escape
 from sdk.schema.canonical import shared_schema
 
 __all__ = [
@@ -104,7 +104,7 @@ def _widen(contract: type[Contract]) -> type[Contract]:
 def is_escape_member(value: object) -> bool:
     """Whether an enum value means "none of these" (`unknown`, `other`, `n/a`, ...), as the
     linter counts escape members."""
-    return isinstance(value, str) and _is_escape(value)
+    return isinstance(value, str) and is_escape(value)
 
 
 def escape_members(contract: type[Contract]) -> dict[str, frozenset[str]]:
@@ -235,7 +235,7 @@ def _widen_type(annotation: Any) -> Any:
         return Annotated[(_widen_type(arguments[0]), *annotation.__metadata__)]
     if origin is Literal:
         if all(isinstance(value, str) for value in arguments) and not any(
-            _is_escape(value) for value in arguments
+            is_escape(value) for value in arguments
         ):
             return Literal[(*arguments, ESCAPE_MEMBER)]
         return annotation
@@ -249,7 +249,7 @@ def _widen_type(annotation: Any) -> Any:
 
 def _escape(enum: type[Enum]) -> type[Enum]:
     """`enum`, or a copy of it with an `unknown` member when it has no escape member."""
-    if any(_is_escape(member.value) for member in enum):
+    if any(is_escape(member.value) for member in enum):
         return enum
     if not issubclass(enum, WireEnum):
         raise TypeError(

@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sdk._call import Call, MessageLike, RetrySettings, conversation
 from sdk._records import Note, Usage, shorten
 from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.contract import Contract
+from sdk.engine.call import Call, MessageLike, RetrySettings, conversation
 from sdk.errors import (
     Attempt,
     InvalidOutput,

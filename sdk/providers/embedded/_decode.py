@@ -18,8 +18,8 @@ from sdk.diagnostics import (
 )
 from sdk.errors import GrammarStuck, ProviderError
 from sdk.providers._base import Completion, CompletionRequest, TextDelta
-from sdk.providers._embedded_engine import _Cancelled, _clip
-from sdk.providers._embedded_sampling import (
+from sdk.providers.embedded._engine import _Cancelled, _clip
+from sdk.providers.embedded._sampling import (
     _REPEAT_LAST_N,
     _Settings,
     masked_choice,
@@ -31,7 +31,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from llguidance import LLMatcher
 
-    from sdk.providers._embedded_engine import _Engine
+    from sdk.providers.embedded._engine import _Engine
 
 # Raw stop values (llama.cpp's own words where it has them).
 _EOS, _LIMIT, _CONTEXT = "eos", "limit", "context"

@@ -29,7 +29,7 @@ from typing import Any
 
 from sdk.schema._shape import node_at, object_fields, shape_of
 from sdk.schema.canonical import VERSION_KEY, SchemaInfo, canonical_bytes
-from sdk.schema.snapshot import info_of
+from sdk.workflow.snapshot import info_of
 
 __all__ = ["Change", "ChangeKind", "Impact", "SchemaDiff", "diff_schemas"]
 

@@ -10,15 +10,15 @@ from sdk.parsing.incremental import Partial, PartialReader
 from sdk.providers._base import TextDelta
 
 if TYPE_CHECKING:
-    from sdk._envelope import Envelope
     from sdk.contract import Contract
+    from sdk.engine.envelope import Envelope
     from sdk.grammar import Grammar
 
 __all__ = ["Snapshots", "StreamView", "Streamed"]
 
 
 class Streamed(Protocol):
-    """What `Snapshots` reads of the call it shows (`sdk._call.Call` has it)."""
+    """What `Snapshots` reads of the call it shows (`sdk.engine.call.Call` has it)."""
 
     @property
     def working(self) -> bool:

@@ -14,8 +14,9 @@
 
 The client loops (sync and async, whole and streamed) only pass data through it; which failure
 gets which retry lives in one table (`_POLICIES`), and nothing outside this class writes its
-fields. Its parts live beside it: the settings and transport retries (`sdk._retry`), the
-conversation and retry feedback (`sdk._conversation`), what a stream shows (`sdk._snapshots`).
+fields. Its parts live beside it: the settings and transport retries (`sdk.engine.retry`),
+the conversation and retry feedback (`sdk.engine.conversation`), what a stream shows
+(`sdk.engine.snapshots`).
 
 Each kind of failure has its own policy and budget, because each costs differently:
 
@@ -47,7 +48,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
-from sdk._conversation import (
+from sdk._cost import attempts_cost
+from sdk._result import Attempt, Result, Usage
+from sdk.contract import Contract
+from sdk.engine.conversation import (
     FEEDBACK_WHOLE_REPLY,
     MessageLike,
     PromptLike,
@@ -55,12 +59,15 @@ from sdk._conversation import (
     feedback_message,
     feedback_turns,
 )
-from sdk._cost import attempts_cost
-from sdk._envelope import Envelope
-from sdk._result import Attempt, Result, Usage
-from sdk._retry import DEFAULT_BACKOFF, Backoff, MaxTokensRamp, RetrySettings, TransportRetries
-from sdk._snapshots import Snapshots, StreamView
-from sdk.contract import Contract
+from sdk.engine.envelope import Envelope
+from sdk.engine.retry import (
+    DEFAULT_BACKOFF,
+    Backoff,
+    MaxTokensRamp,
+    RetrySettings,
+    TransportRetries,
+)
+from sdk.engine.snapshots import Snapshots, StreamView
 from sdk.errors import (
     InvalidOutput,
     ProviderError,
@@ -283,6 +290,7 @@ class Call(Generic[T]):
                 system=self.system,
                 options=self.options,
                 reasoning=self._native_reasoning,
+                source=self.source,
             )
         run_hooks(self.hooks, "before_request", self.info, request, len(self.attempts) + 1)
         return request

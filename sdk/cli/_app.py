@@ -1,0 +1,93 @@
+"""What every command group of the `sdk` command shares: the app, output, and error exits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from sdk.contract import Contract
+
+__all__ = [
+    "DirOption",
+    "JsonOption",
+    "Output",
+    "Target",
+    "app",
+    "contract_named",
+    "errors_exit",
+]
+
+app = typer.Typer(
+    name="sdk",
+    help=(
+        "structured-sdk: typed structured output from LLMs. Version and lint contract schemas "
+        "(schema), test grammars (grammar), measure a contract on a model (eval), run it over a "
+        "large input (batch), or see it work offline (demo)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+Target = Annotated[str, typer.Argument(metavar="MODULE_OR_PACKAGE", help="e.g. contracts")]
+DirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--dir",
+        help="Folder of the lock file and snapshots (default: schemas/ beside the package).",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for other tools.")]
+
+
+class Output:
+    """Lines to stdout (results) and stderr (errors); styled only on a terminal."""
+
+    def __init__(self) -> None:
+        # soft_wrap: never break long pointers or paths at the console width.
+        self.out = Console(soft_wrap=True, highlight=False)
+        self.err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        self.out.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
+
+    def parts(self, *pieces: tuple[str, str | None]) -> None:
+        """One line made of differently styled pieces."""
+        self.out.print("".join(f"[{s}]{escape(t)}[/]" if s else escape(t) for t, s in pieces))
+
+    def error(self, text: str) -> None:
+        self.err.print(f"[bold red]error:[/] {escape(text)}")
+
+    def json(self, data: Any) -> None:
+        # Plain print, not rich: JSON must come out byte for byte.
+        self.out.file.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def errors_exit(out: Output) -> Iterator[None]:
+    """Turn the errors a user can cause (bad names, bad files) into a message and exit code 2."""
+    try:
+        yield
+    except (ImportError, ValueError, OSError) as error:
+        out.error(" ".join(str(error).split()))  # one line, whatever the message held
+        raise typer.Exit(2) from error
+
+
+def contract_named(reference: str) -> type[Contract]:
+    """The contract `MODULE:NAME` names (a `ValueError` saying why not)."""
+    from sdk.workflow.versioning import import_target
+
+    module_name, _, name = reference.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"--contract takes MODULE:NAME (contracts:Decision), not {reference!r}")
+    value = getattr(import_target(module_name), name, None)
+    if not (isinstance(value, type) and issubclass(value, Contract)):
+        raise ValueError(f"{reference} is not a Contract")
+    return value

@@ -1,0 +1,19 @@
+"""`sdk demo`: real grammar-constrained generation with the bundled small model, offline."""
+
+from __future__ import annotations
+
+import typer
+
+from sdk.cli._app import app
+
+__all__ = ["demo"]
+
+@app.command()
+def demo() -> None:
+    """Run the demo: real grammar-constrained generation with a small local model."""
+    # Imported here: the demo needs the `local` extra, which the schema commands do not.
+    from sdk.demo import main as run_demo
+
+    result = run_demo()
+    if isinstance(result, int) and result:
+        raise typer.Exit(result)

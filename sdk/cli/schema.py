@@ -1,0 +1,298 @@
+"""`sdk schema export|lock|check|diff|lint`: a thin layer over the schema workflow
+(`sdk.workflow`), which makes every decision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sdk._names import PROVIDER_DIALECTS
+from sdk.cli._app import DirOption, JsonOption, Output, Target, app, errors_exit
+from sdk.contract import Contract
+from sdk.schema.canonical import SchemaInfo, canonical_schema
+from sdk.schema.dialects import DIALECTS
+from sdk.workflow.diff import Change, Impact, SchemaDiff, diff_schemas
+from sdk.workflow.lint import LintReport, lint_all
+from sdk.workflow.snapshot import load_snapshot
+from sdk.workflow.versioning import (
+    LOCK_FILE,
+    CheckFinding,
+    Lock,
+    LockConflict,
+    check,
+    default_directory,
+    discover,
+    display_path,
+    export,
+    import_target,
+    lock,
+)
+
+__all__ = ["schema_app"]
+
+schema_app = typer.Typer(
+    help="Export, lock, check, diff and lint the schemas of your contracts.",
+    no_args_is_help=True,
+)
+app.add_typer(schema_app, name="schema")
+
+@schema_app.command("export")
+def export_command(
+    target: Target,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Folder to write NAME.vVERSION.json files to.")
+    ] = Path("schemas"),
+) -> None:
+    """Write every contract's canonical schema as NAME.vVERSION.json (deterministic bytes)."""
+    out = Output()
+    with errors_exit(out):
+        contracts = discover(target)
+        paths = export(contracts, out_dir)
+    for path in paths:
+        out.line(str(path))
+    out.line(f"{len(paths)} schemas exported from {target}", "dim")
+
+
+@schema_app.command("lock")
+def lock_command(
+    target: Target,
+    directory: DirOption = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Re-pin a changed locked version, or rewrite a hand-edited snapshot (only "
+            "for a version never released).",
+        ),
+    ] = False,
+) -> None:
+    """Write the snapshots and the lock file: name, version, fingerprint, snapshot of each."""
+    out = Output()
+    with errors_exit(out):
+        try:
+            outcome = lock(target, directory=directory, force=force)
+        except LockConflict as conflict:
+            for problem in conflict.problems:
+                out.error(problem)
+            raise typer.Exit(1) from conflict
+    for entry in outcome.added:
+        out.line(f"locked {entry.name} v{entry.version} ({entry.fingerprint[:12]})", "green")
+    for entry in outcome.replaced:
+        out.line(f"re-pinned {entry.name} v{entry.version} ({entry.fingerprint[:12]})", "yellow")
+    for entry in outcome.rewritten:
+        out.line(f"rewrote the edited snapshot of {entry.name} v{entry.version}", "yellow")
+    for entry in outcome.dropped:
+        out.line(f"dropped {entry.name} v{entry.version}: no longer defined", "yellow")
+    out.line(f"{display_path(outcome.path)}: {len(outcome.unchanged)} unchanged", "dim")
+
+
+@schema_app.command("check")
+def check_command(target: Target, directory: DirOption = None, as_json: JsonOption = False) -> None:
+    """Fail when a contract changed without a version bump, disappeared, or is not locked."""
+    out = Output()
+    with errors_exit(out):
+        findings = check(target, directory=directory)
+        count = len(discover(target))
+    if as_json:
+        out.json({"ok": not findings, "findings": [f.to_json() for f in findings]})
+    else:
+        for finding in findings:
+            _print_check_finding(out, finding)
+        if findings:
+            out.line(f"{len(findings)} problem(s): the schemas of {target} do not match the lock")
+        else:
+            out.line(f"{target}: {count} contracts match the lock", "green")
+    if findings:
+        raise typer.Exit(1)
+
+
+def _print_check_finding(out: Output, finding: CheckFinding) -> None:
+    out.parts((f"{finding.code.value}: ", "bold red"), (finding.message, None))
+    if finding.diff is not None:
+        for change in finding.diff.changes:
+            _print_change(out, change, indent="    ")
+
+
+# --- diff --------------------------------------------------------------------------------------
+
+
+@schema_app.command("diff")
+def diff_command(
+    schemas: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="OLD NEW",
+            help="Two schemas: snapshot files (.json) or contracts as module:Class. With "
+            "--against-lock: contract names to limit the diff to.",
+        ),
+    ] = None,
+    against_lock: Annotated[
+        str | None,
+        typer.Option(
+            "--against-lock",
+            metavar="MODULE_OR_PACKAGE",
+            help="Diff each contract of the package against its newest locked snapshot.",
+        ),
+    ] = None,
+    directory: DirOption = None,
+    fail_on_breaking: Annotated[
+        bool, typer.Option("--fail-on-breaking", help="Exit 1 if any change is breaking.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List every change, classified for producers (the model) and consumers of stored values."""
+    out = Output()
+    names = schemas or []
+    with errors_exit(out):
+        if against_lock is not None:
+            diffs = _diffs_against_lock(against_lock, directory, names)
+        elif len(names) == 2:
+            diffs = [diff_schemas(_load_schema(names[0]), _load_schema(names[1]))]
+        else:
+            raise ValueError("give OLD and NEW, or --against-lock MODULE_OR_PACKAGE")
+    if as_json:
+        out.json([d.to_json() for d in diffs])
+    else:
+        for index, diff in enumerate(diffs):
+            if index:
+                out.line()
+            _print_diff(out, diff)
+    if fail_on_breaking and any(change.breaking for d in diffs for change in d.changes):
+        raise typer.Exit(1)
+
+
+def _load_schema(reference: str) -> dict[str, Any]:
+    """A schema from a file, or from a contract named `module:Class` (or `module.Class`)."""
+    path = Path(reference)
+    if path.suffix == ".json" or path.exists():
+        return load_snapshot(path)
+    module_name, _, class_name = reference.replace(":", ".").rpartition(".")
+    if not module_name:
+        raise ValueError(f"{reference!r} is neither a file nor module:Class")
+    contract = getattr(import_target(module_name), class_name, None)
+    if not (isinstance(contract, type) and issubclass(contract, Contract)):
+        raise ValueError(f"{reference!r} is not a Contract")
+    return canonical_schema(contract)
+
+
+def _diffs_against_lock(target: str, directory: Path | None, names: list[str]) -> list[SchemaDiff]:
+    folder = directory or default_directory(target)
+    current = Lock.read(folder / LOCK_FILE)
+    diffs = []
+    for contract in discover(target):
+        if names and contract.__name__ not in names:
+            continue
+        entry = current.latest(contract.__name__)
+        new = canonical_schema(contract)
+        if entry is None:
+            # Not locked yet: everything is new, so diff against an empty object.
+            old: dict[str, Any] = {"title": contract.__name__, "type": "object", "properties": {}}
+        else:
+            old = load_snapshot(folder / entry.snapshot)
+        diffs.append(diff_schemas(old, new))
+    return diffs
+
+
+def _print_diff(out: Output, diff: SchemaDiff) -> None:
+    out.parts((f"{_label(diff.old)} -> {_label(diff.new)}", "bold"))
+    if diff.identical:
+        out.line("  identical", "green")
+        return
+    sides = [
+        side
+        for side, broken in (
+            ("producers", diff.breaking_for_producers),
+            ("consumers", diff.breaking_for_consumers),
+        )
+        if broken
+    ]
+    verdict = f"breaking for {' and '.join(sides)}" if sides else "compatible"
+    out.parts(
+        (f"  {len(diff.changes)} change(s), ", None),
+        (verdict, "bold red" if sides else "bold green"),
+    )
+    for change in diff.changes:
+        _print_change(out, change, indent="  ")
+    if diff.old.version == diff.new.version and diff.old.name == diff.new.name:
+        out.line(f"  the version is still {diff.new.version}: bump schema_version", "yellow")
+    out.line(
+        "  the schema's bytes changed: provider schema caches and prompt caches restart", "dim"
+    )
+
+
+def _print_change(out: Output, change: Change, *, indent: str) -> None:
+    def side(impact: Impact) -> tuple[str, str]:
+        return impact.value, "red" if impact is Impact.BREAKING else "green"
+
+    out.parts(
+        (f"{indent}{change.kind.value} ", "bold"),
+        (f"{change.pointer or '(root)'}: {change.detail}", None),
+    )
+    out.parts(
+        (f"{indent}    producers ", "dim"),
+        side(change.producers),
+        (", consumers ", "dim"),
+        side(change.consumers),
+        (f": {change.why}", "dim"),
+    )
+
+
+def _label(info: SchemaInfo) -> str:
+    if not info.version:
+        return f"{info.name or '(schema)'} (not locked)"
+    return f"{info.name} v{info.version} ({info.fingerprint[:12]})"
+
+
+# --- lint --------------------------------------------------------------------------------------
+
+
+@schema_app.command("lint")
+def lint_command(
+    target: Target,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider",
+            help="Also report what this provider's dialect strips, and check only its grammar "
+            f"limits: {', '.join(PROVIDER_DIALECTS)} (or a dialect: {', '.join(DIALECTS)}).",
+        ),
+    ] = None,
+    show_suppressed: Annotated[
+        bool, typer.Option("--show-suppressed", help="List suppressed findings and reasons.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Find schema shapes that make models confabulate, break caching, or exceed a provider."""
+    out = Output()
+    with errors_exit(out):
+        reports = lint_all(discover(target), provider=provider)
+    if as_json:
+        out.json([report.to_json() for report in reports])
+    else:
+        for report in reports:
+            _print_lint(out, report, show_suppressed=show_suppressed)
+        found = sum(len(r.findings) for r in reports)
+        suppressed = sum(len(r.suppressed) for r in reports)
+        summary = f"{found} finding(s) in {len(reports)} contracts, {suppressed} suppressed"
+        out.line(summary, "bold red" if found else "green")
+    if any(report.findings for report in reports):
+        raise typer.Exit(1)
+
+
+def _print_lint(out: Output, report: LintReport, *, show_suppressed: bool) -> None:
+    for finding in report.findings:
+        out.parts(
+            (f"{report.name} {finding.pointer or '(root)'}: ", "bold"),
+            (f"{finding.code.value}: ", "red"),
+            (finding.message, None),
+        )
+        out.line(f"    fix: {finding.fix}", "dim")
+    if show_suppressed:
+        for item in report.suppressed:
+            out.parts(
+                (f"{report.name} {item.finding.pointer or '(root)'}: ", "dim"),
+                (f"{item.finding.code.value} (suppressed): ", "yellow"),
+                (item.reason, "dim"),
+            )
