@@ -325,9 +325,17 @@ def test_every_ollama_done_reason_is_normalized(raw: str, normalized: StopReason
 
 
 def test_ollama_request_builder_routes_top_level_options() -> None:
-    request = CompletionRequest(Decision, (Message("user", "x"),), 10, options={"keep_alive": "5m"})
+    request = CompletionRequest(
+        Decision,
+        (Message("user", "x"),),
+        10,
+        options={"temperature": 0.1},
+        extra_body={"keep_alive": "5m", "options": {"num_ctx": 8192}},
+    )
     body = ollama_request(request, model="m", schema={})
     assert body["keep_alive"] == "5m" and "keep_alive" not in body["options"]
+    # Sampling options go in Ollama's `options`, beside raw ones and the SDK's token limit.
+    assert body["options"] == {"num_predict": 10, "temperature": 0.1, "num_ctx": 8192}
 
 
 # --- removed constraints are enforced, per dialect ---

@@ -118,6 +118,8 @@ def run_arm(
     model, failed) is raised, so that the run stops and can resume; every other failure is the
     arm's outcome."""
     kwargs: dict[str, Any] = {**(options or {}), **arm.options}
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
     if arm.reasoning is not None:
         kwargs["reasoning"] = arm.reasoning
     info = schema_info(arm.contract)
@@ -128,7 +130,6 @@ def run_arm(
             arm.contract,
             prompt=item.prompt,
             source=item.document,
-            max_tokens=max_tokens,
             **kwargs,
         )
     except ProviderError:

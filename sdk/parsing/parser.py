@@ -60,6 +60,7 @@ __all__ = [
     "check_stop",
     "parse",
     "resolve_stop_reason",
+    "validators_context",
 ]
 
 C = TypeVar("C", bound=Contract)
@@ -167,9 +168,21 @@ def parse(
 
     # 5. Contract, then 6. semantic checks (one Pydantic pass; its errors are split by origin).
     document = text if not notes else json.dumps(data)
-    validation_context = {"source": source, **(context or {})}
+    validation_context = validators_context(source, context)
     value = _validate_contract(contract, document, data, validation_context, state, compiled)
     return Parsed(value=value, stop_reason=stop, text=text, notes=notes, raw_stop_reason=raw)
+
+
+def validators_context(source: str | None, context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the contract's validators receive: `context` with the source beside it. The source
+    is the one text quotes are checked against, so `context` may not hold a `source` of its own
+    (`ValueError`): it would replace the real one and let a forged quote pass."""
+    if context is not None and "source" in context:
+        raise ValueError(
+            "context may not hold 'source': pass the source document as source=..., the one "
+            "text every SourceQuote is checked against"
+        )
+    return {**(context or {}), "source": source}
 
 
 def resolve_stop_reason(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 from weakref import WeakKeyDictionary
@@ -140,12 +140,10 @@ class OneRouteCodec(Codec):
     def __init__(
         self,
         model: str,
-        wire: Callable[[CompletionRequest], dict[str, Any] | None],
         control_tokens: ControlTokenPolicy = "reject",
         extra_control_tokens: Iterable[str] = (),
     ) -> None:
         self.model = model
-        self._wire = wire
         self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
         self._control_strings = ControlTokens.families(extra_control_tokens)
 
@@ -155,7 +153,7 @@ class OneRouteCodec(Codec):
         check_request(
             request, self._control_strings, policy=self.control_tokens, server=self.provider
         )
-        return self._wire(request)
+        return self.request_schema(request)
 
 
 class OneRouteProvider(HTTPProvider):

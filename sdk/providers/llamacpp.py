@@ -91,7 +91,8 @@ from sdk.providers._control_tokens import (
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
 from sdk.providers._llamacpp_prompt import NativePrompts, Prompt
-from sdk.schema.dialects import LLAMACPP, Dialect, WireSchema, to_wire
+from sdk.providers._profile import Profile, finished
+from sdk.schema.dialects import LLAMACPP, WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -128,8 +129,7 @@ def build_completion_request(
         body["grammar"] = grammar
     elif schema is not None:
         body["json_schema"] = schema
-    body.update(request.options)
-    return body
+    return finished(body, request.options, request.extra_body, profile())
 
 
 def build_chat_request(
@@ -146,8 +146,7 @@ def build_chat_request(
         }
     if model is not None:
         body["model"] = model
-    body.update(request.options)
-    return body
+    return finished(body, request.options, request.extra_body, profile("openai"))
 
 
 def read_completion(body: Mapping[str, Any]) -> Completion:
@@ -214,24 +213,48 @@ class CompletionStreamReader:
         return read_completion({**self._last, "content": "".join(self._parts)})
 
 
-class LlamaCppCodec(Codec):
-    """llama-server's wire format, native or OpenAI-compatible (no I/O)."""
+_OPTIONS = {name: name for name in ("temperature", "top_p", "top_k", "seed", "stop",
+            "presence_penalty", "frequency_penalty", "repeat_penalty")}  # fmt: skip
+_OWNED = frozenset(
+    {"prompt", "n_predict", "grammar", "json_schema", "response_format", "stream",
+     "stream_options", "messages", "max_tokens", "model", "tools", "tool_choice",
+     "parallel_tool_calls"}
+)  # fmt: skip
 
-    provider = "llamacpp"
+
+def profile(mode: Mode = "auto") -> Profile:
+    """llama-server's wire in `mode`: grammars on the native route (not in `openai` mode), and
+    no schema dialect in `grammar` mode (a grammar is sent instead)."""
+    return Profile(
+        "llamacpp",
+        None if mode == "grammar" else LLAMACPP,
+        grammar=mode != "openai",
+        tools=True,
+        options=_OPTIONS,
+        owned=_OWNED,
+    )
+
+
+class LlamaCppCodec(Codec):
+    """llama-server's wire format, native or OpenAI-compatible (no I/O): in `auto` mode the
+    SDK's own GBNF for a contract (its declared order kept, nothing stripped), the schema in
+    the llama.cpp dialect where the converter refuses it."""
 
     def __init__(
         self,
         mode: Mode,
         *,
         model: str | None,
-        constraint: Callable[[CompletionRequest], dict[str, Any]],
+        grammar: str | None = None,
         prompt_template: Callable[[CompletionRequest], str] | None,
         control_tokens: ControlTokenPolicy = "reject",
         extra_control_tokens: Iterable[str] = (),
     ) -> None:
         self.mode: Mode = mode
         self.model = model
-        self._constraint = constraint
+        self.profile = profile(mode)
+        self._grammar = grammar
+        self._auto: WeakKeyDictionary[type[Contract], str | None] = WeakKeyDictionary()
         self._prompt_template = prompt_template
         self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
         self._control_strings = ControlTokens.families(extra_control_tokens)
@@ -281,54 +304,7 @@ class LlamaCppCodec(Codec):
             return ChatSSEStreamReader(self.provider, request_id)
         return CompletionStreamReader()
 
-
-class LlamaCppProvider(HTTPProvider):
-    """A llama.cpp server: `LlamaCppProvider("http://127.0.0.1:8080", mode="json_schema")`."""
-
-    name = "llamacpp"
-    dialect: Dialect | None = LLAMACPP
-    supports_tools = True
-
-    def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8080",
-        *,
-        mode: Mode = "auto",
-        grammar: str | None = None,
-        model: str | None = None,
-        prompt_template: Callable[[CompletionRequest], str] | None = None,
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-        http_client: httpx.Client | httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        if mode not in ("auto", "json_schema", "grammar", "openai"):
-            raise ValueError(
-                f"mode must be 'auto', 'json_schema', 'grammar' or 'openai', not {mode!r}"
-            )
-        if grammar is not None and mode != "grammar":
-            raise ValueError("grammar= is only used in mode='grammar'")
-        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
-        self.mode: Mode = mode
-        self._grammar = grammar
-        self._model = model
-        self._auto: WeakKeyDictionary[type[Contract], str | None] = WeakKeyDictionary()
-        if mode == "grammar":
-            # The grammar is sent instead of a schema: there is no wire dialect to report.
-            self.dialect = None
-        self.codec = LlamaCppCodec(
-            mode,
-            model=model,
-            constraint=self._constraint,
-            prompt_template=prompt_template,
-            control_tokens=control_tokens,
-            extra_control_tokens=extra_control_tokens,
-        )
-
-    @property
-    def model(self) -> str | None:
-        return self._model
+    # --- what constrains the output ---
 
     def tool_schema(self, contract: type[Contract]) -> WireSchema:
         # Tools always take the OpenAI route, in the llama.cpp dialect, whatever the mode.
@@ -392,6 +368,54 @@ class LlamaCppProvider(HTTPProvider):
         wire = self.wire_schema(request.contract)
         assert wire is not None
         return {"schema": wire.schema}
+
+
+class LlamaCppProvider(HTTPProvider):
+    """A llama.cpp server: `LlamaCppProvider("http://127.0.0.1:8080", mode="json_schema")`."""
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        *,
+        mode: Mode = "auto",
+        grammar: str | None = None,
+        model: str | None = None,
+        prompt_template: Callable[[CompletionRequest], str] | None = None,
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
+        http_client: httpx.Client | httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if mode not in ("auto", "json_schema", "grammar", "openai"):
+            raise ValueError(
+                f"mode must be 'auto', 'json_schema', 'grammar' or 'openai', not {mode!r}"
+            )
+        if grammar is not None and mode != "grammar":
+            raise ValueError("grammar= is only used in mode='grammar'")
+        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
+        self._model = model
+        self.codec: LlamaCppCodec = LlamaCppCodec(
+            mode,
+            model=model,
+            grammar=grammar,
+            prompt_template=prompt_template,
+            control_tokens=control_tokens,
+            extra_control_tokens=extra_control_tokens,
+        )
+
+    @property
+    def mode(self) -> Mode:
+        """How a contract is constrained (`auto`, `json_schema`, `grammar`, `openai`)."""
+        return self.codec.mode
+
+    @property
+    def model(self) -> str | None:
+        return self._model
+
+    def grammar_for(self, contract: type[Contract]) -> str:
+        """The GBNF grammar sent for `contract` in grammar mode (`LlamaCppCodec.grammar_for`)."""
+        return self.codec.grammar_for(contract)
 
 
 def _tool_parameters(tool: Tool) -> dict[str, Any]:

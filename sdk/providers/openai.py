@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import openai
+from openai.resources.chat.completions import Completions
+from openai.resources.responses import Responses
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import (
@@ -58,6 +60,7 @@ from sdk.providers._base import (
 )
 from sdk.providers._chat import ChatDeltas, chat_completion, chat_messages, chat_tools
 from sdk.providers._errors import provider_error, reply_request_id
+from sdk.providers._profile import Profile, finished, sdk_fields
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport, SDKTransport
 from sdk.schema.dialects import OPENAI_STRICT, to_wire
@@ -77,6 +80,31 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# The wire facts of both APIs: the sampling options each takes, and the fields the SDK writes.
+RESPONSES = Profile(
+    "openai_responses",
+    OPENAI_STRICT,
+    grammar=True,
+    tools=True,
+    native_reasoning=True,
+    options={"temperature": "temperature", "top_p": "top_p"},
+    owned=frozenset({"model", "input", "messages", "instructions", "max_output_tokens",
+                     "reasoning", "text.format", "tools", "tool_choice", "parallel_tool_calls",
+                     "stream"}),
+    fields=sdk_fields(Responses.create),
+)  # fmt: skip
+CHAT = Profile(
+    "openai_chat",
+    OPENAI_STRICT,
+    tools=True,
+    options={name: name for name in ("temperature", "top_p", "seed", "stop",
+                                     "presence_penalty", "frequency_penalty")},
+    owned=frozenset({"model", "messages", "max_completion_tokens", "max_tokens",
+                     "response_format", "tools", "tool_choice", "parallel_tool_calls", "stream",
+                     "stream_options"}),
+    fields=sdk_fields(Completions.create),
+)  # fmt: skip
 
 # `failed` responses whose error another try can fix; other codes (policy) are final.
 _TRANSIENT_FAILURES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
@@ -113,8 +141,7 @@ def build_responses_request(request: CompletionRequest, *, model: str) -> dict[s
         kwargs["tool_choice"] = custom_tool_choice(custom_tool_name(request.grammar))
     if request.system:
         kwargs["instructions"] = request.system
-    kwargs.update(request.options)
-    return kwargs
+    return finished(kwargs, request.options, request.extra_body, RESPONSES)
 
 
 def _responses_content(message: Message) -> str | list[dict[str, Any]]:
@@ -199,16 +226,22 @@ def read_responses_response(
         if isinstance(item, ResponseReasoningItem)
         for part in item.summary
     ]
+    prose: list[str] = []
+    called = None
     if grammar is not None:
         called = read_custom_tool_input(response.output, custom_tool_name(grammar))
         texts = [called] if called is not None else []
     for item in response.output:
-        if isinstance(item, ResponseOutputMessage) and grammar is None:
+        if isinstance(item, ResponseOutputMessage):
             for part in item.content:
                 if isinstance(part, ResponseOutputText):
-                    texts.append(part.text)
+                    (texts if grammar is None else prose).append(part.text)
                 elif isinstance(part, ResponseOutputRefusal):
                     refusals.append(part.refusal)
+    if grammar is not None and called is None and prose and not refusals:
+        # The grammar's call is forced (`tool_choice`): prose in its place is the model
+        # declining to make it, a refusal in its own words, not a sentence that failed.
+        refusals = prose
     raw = _responses_stop(response, bool(refusals))
     request_id = request_id or reply_request_id(response)
     failure = response.error if response.status == "failed" else None
@@ -341,8 +374,7 @@ def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, A
         kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
     elif request.kind == "tools":
         kwargs.update(chat_tools(request, _strict_parameters, strict=True))
-    kwargs.update(request.options)
-    return kwargs
+    return finished(kwargs, request.options, request.extra_body, CHAT)
 
 
 def _strict_parameters(tool: Tool) -> dict[str, Any]:
@@ -371,7 +403,9 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
     )
 
 
-def _feed_chunk(state: ChatDeltas, chunk: ChatCompletionChunk) -> TextDelta | None:
+def _feed_chunk(
+    state: ChatDeltas, chunk: ChatCompletionChunk
+) -> TextDelta | tuple[TextDelta, ...] | None:
     if chunk.usage is not None:
         state.usage = _chat_usage(chunk.usage)
     if not chunk.choices:
@@ -426,7 +460,7 @@ def map_error(exc: openai.OpenAIError, provider: str) -> ProviderError:
 class ResponsesCodec(Codec):
     """The Responses API's wire format (no I/O)."""
 
-    provider = "openai_responses"
+    profile = RESPONSES
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -450,7 +484,7 @@ class ResponsesCodec(Codec):
 class ChatCodec(Codec):
     """Chat Completions' wire format through the `openai` client (no I/O)."""
 
-    provider = "openai_chat"
+    profile = CHAT
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -478,7 +512,7 @@ class ChatChunkStreamReader:
     def __init__(self, chat: ChatDeltas) -> None:
         self._chat = chat
 
-    def feed(self, chunk: ChatCompletionChunk) -> TextDelta | None:
+    def feed(self, chunk: ChatCompletionChunk) -> TextDelta | tuple[TextDelta, ...] | None:
         return _feed_chunk(self._chat, chunk)
 
     def finish(self) -> Completion:
@@ -496,8 +530,6 @@ def _log(provider: str, model: str, request: CompletionRequest) -> None:
 
 
 class _OpenAIProvider(Provider):
-    supports_tools = True
-
     def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
         if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
             raise TypeError(
@@ -532,10 +564,6 @@ class OpenAIResponsesProvider(_OpenAIProvider):
     """The Responses API through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used
     with `max_retries=0`: the SDK owns retries)."""
 
-    name = "openai_responses"
-    supports_native_reasoning = True
-    dialect = OPENAI_STRICT
-
     def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
         super().__init__(client, model=model)
         self.codec = ResponsesCodec(model)
@@ -544,9 +572,6 @@ class OpenAIResponsesProvider(_OpenAIProvider):
 class OpenAIChatProvider(_OpenAIProvider):
     """Chat Completions through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used with
     `max_retries=0`: the SDK owns retries)."""
-
-    name = "openai_chat"
-    dialect = OPENAI_STRICT
 
     def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
         super().__init__(client, model=model)

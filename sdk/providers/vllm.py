@@ -27,11 +27,25 @@ from sdk.providers._control_tokens import (
     ControlTokenPolicy,
 )
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteCodec, OneRouteProvider
+from sdk.providers._profile import Profile, finished
 from sdk.schema.dialects import VLLM
 
 __all__ = ["VLLMCodec", "VLLMProvider", "build_request", "read_response"]
 
 _PATH = "/v1/chat/completions"
+
+VLLM_WIRE = Profile(
+    "vllm",
+    VLLM,
+    grammar=True,
+    tools=True,
+    options={"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",
+             "stop": "stop", "presence_penalty": "presence_penalty",
+             "frequency_penalty": "frequency_penalty", "repeat_penalty": "repetition_penalty"},
+    owned=frozenset({"model", "messages", "max_tokens", "structured_outputs", "guided_json",
+                     "guided_grammar", "guided_regex", "guided_choice", "response_format",
+                     "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options"}),
+)  # fmt: skip
 
 
 def build_request(
@@ -58,8 +72,7 @@ def build_request(
         body.update(chat_tools(request, _parameters))
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
-    body.update(request.options)
-    return body
+    return finished(body, request.options, request.extra_body, VLLM_WIRE)
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:
@@ -74,7 +87,7 @@ def read_response(body: dict[str, Any]) -> Completion:
 class VLLMCodec(OneRouteCodec):
     """vLLM's OpenAI-compatible wire format with `structured_outputs` (no I/O)."""
 
-    provider = "vllm"
+    profile = VLLM_WIRE
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         schema = self.checked(request)
@@ -90,10 +103,6 @@ class VLLMCodec(OneRouteCodec):
 
 class VLLMProvider(OneRouteProvider):
     """A vLLM server: `VLLMProvider("http://127.0.0.1:8000", model="Qwen/Qwen3-8B")`."""
-
-    name = "vllm"
-    dialect = VLLM
-    supports_tools = True
 
     def __init__(
         self,
@@ -111,4 +120,4 @@ class VLLMProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
-        self.codec = VLLMCodec(model, self.request_schema, control_tokens, extra_control_tokens)
+        self.codec = VLLMCodec(model, control_tokens, extra_control_tokens)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
-from sdk.providers._base import Completion, CompletionRequest, TextDelta, text_only
+from sdk.providers._base import Completion, CompletionRequest, Profile, TextDelta, text_only
 from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
 from sdk.providers._provider import Provider
 from sdk.providers.embedded._decode import generate
@@ -25,6 +25,7 @@ from sdk.providers.embedded._engine import (
 )
 from sdk.providers.embedded._prompt import schema_instruction
 from sdk.providers.embedded._sampling import (
+    _CALL_OPTIONS,
     _REPEAT_PENALTY,
     _TEMPERATURE,
     _TOP_K,
@@ -38,7 +39,17 @@ from sdk.providers.embedded._tools import ToolPlan
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["EmbeddedProvider"]
+__all__ = ["EMBEDDED", "EmbeddedProvider"]
+
+EMBEDDED = Profile(
+    "embedded",
+    grammar=True,
+    tools=True,
+    options={name: name for name in sorted(_CALL_OPTIONS)},
+    raw_body=False,
+)
+"""What the in-process engine carries: documents, grammars (Lark), tool calls, and its sampling
+options per call (`fast_forward` and `ignore_eos` too, through a `CompletionRequest`)."""
 
 
 class EmbeddedProvider(Provider):
@@ -64,9 +75,6 @@ class EmbeddedProvider(Provider):
     is not bitwise equal to one-token passes, so at a near tie greedy text can differ from the
     token-by-token loop's; the forced tokens, their masks and the diagnostics' mass are the same.
     """
-
-    name = "embedded"
-    supports_tools = True
 
     def __init__(
         self,
@@ -112,7 +120,7 @@ class EmbeddedProvider(Provider):
         self.low_mass_threshold = low_mass_threshold
         self.schema_instruction = schema_instruction
         self._engine: _Engine | None = _engine(self.model_path, self.n_ctx, self.n_threads)
-        self.codec = InProcessCodec(self.name, self._vet)
+        self.codec = InProcessCodec(EMBEDDED, self._vet)
 
     def __repr__(self) -> str:
         mode = "constrained" if self._settings.constrained else "unconstrained"
@@ -256,7 +264,8 @@ class EmbeddedProvider(Provider):
             )
 
     def _vet(self, request: CompletionRequest) -> None:
-        """Refuse before generating: unknown options, and images or documents (text only)."""
+        """Refuse before generating: option values out of range, and images or documents (text
+        only)."""
         _check(_call_settings(self._settings, request.options), "options")
         text_only(request, self.name)
 

@@ -1,29 +1,34 @@
-"""The retry engine for tool calls: `Call`'s state machine with tools as the output kind.
+"""Tool calls: the model's calls to the tools offered, each one's arguments parsed into its
+tool's contract.
 
 A reply is decided the way a document is: the stop reason first (a cut or refused reply is
 `TruncatedOutput` / `RefusedOutput`, whatever calls it holds), then each call: its tool must
 have been offered (`UnknownTool`), and its arguments go through the defensive parser against the
-tool's contract (JSON, schema, contract, checks with the source). A reply that must call and
-did not is `MissingToolCall`. Invalid calls are retried with feedback the way the protocol
-allows: the calls go back as the assistant's turn, and each gets a tool result marked as an
-error saying what was wrong (a call that was valid gets a result saying it was not run).
+tool's contract (JSON, schema, contract, checks with the source). A reply that must call and did
+not is `MissingToolCall`.
+
+Invalid calls are retried with feedback the way the protocol allows: the calls go back as the
+assistant's turn and each gets a tool result marked as an error saying what was wrong (a valid
+call gets a result saying it was not run). That echo is bounded and always well-formed: ids are
+unique (a provider that repeats one gets the later calls renamed, with a note), a tool name
+no provider would accept goes back as `invalid_tool_name`, long arguments go back as a stand-in,
+and at most `_ECHOED_CALLS` calls are echoed.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from sdk._records import Note, Usage, shorten
+from sdk._records import Note, shorten
+from sdk._result import ToolCalls
 from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.contract import Contract
-from sdk.engine.call import Call, MessageLike, RetrySettings, conversation
+from sdk.engine.conversation import MessageLike, conversation, feedback_lines
+from sdk.engine.kinds._kind import Accepted, Ending, Parsing, Shared, StreamView
 from sdk.errors import (
-    Attempt,
     InvalidOutput,
     MissingToolCall,
     StructuredOutputError,
@@ -32,19 +37,32 @@ from sdk.errors import (
 )
 from sdk.parsing import Parsed, parse
 from sdk.parsing.incremental import PartialReader
-from sdk.parsing.parser import EnumCase, check_stop
-from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, ToolCallDelta
-from sdk.providers._provider import Provider
-from sdk.schema.dialects import Removal
+from sdk.parsing.parser import check_stop
+from sdk.providers._base import (
+    Completion,
+    CompletionRequest,
+    Message,
+    TextDelta,
+    ToolCallDelta,
+    unsupported,
+)
+from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
 
-__all__ = ["ToolCallReader", "ToolCalls", "ToolsCall", "check_tools", "tool_conversation"]
+if TYPE_CHECKING:
+    from sdk.providers._provider import Provider
 
-logger = logging.getLogger("sdk.client")
+__all__ = ["ToolCallReader", "ToolCalls", "Tools", "check_tools", "tool_conversation"]
 
 _NOT_RUN = (
     "Not run: another call in this turn was invalid. Make every call you need again, corrected."
 )
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_INVALID_NAME = "invalid_tool_name"
+# The retry echo of a reply's calls: at most this many calls, each one's arguments sent back
+# whole up to this many characters (a longer one goes back as `{}`, its result saying so).
+_ECHOED_CALLS = 16
+_ECHOED_ARGUMENTS = 2_000
 
 
 def check_tools(
@@ -82,7 +100,7 @@ def check_tools(
 
 
 def tool_conversation(
-    prompt: str | None, messages: Sequence[MessageLike] | None, source: str | None
+    prompt: Any, messages: Sequence[MessageLike] | None, source: str | None
 ) -> tuple[Message, ...]:
     """The call's first messages: as for `generate` (the source added to the prompt)."""
     if messages is None and prompt is None:
@@ -93,193 +111,116 @@ def tool_conversation(
     return conversation(Contract, prompt, messages, source)
 
 
-@dataclass(frozen=True)
-class ToolCalls:
-    """What `call_tools` returns: the calls (each one's arguments passed every check), any
-    prose the model wrote, and everything it was decided on."""
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """The last reply's calls and what was wrong with each (for the retry's feedback)."""
 
-    calls: list[ToolCall]
-    text: str
-    stop_reason: StopReason
-    usage: Usage
-    attempts: list[Attempt]
-    provider: str
-    model: str | None
-    raw_stop_reason: str | None = None
-    request_id: str | None = None
-    notes: list[Note] = field(default_factory=list)
-    removed: dict[str, list[Removal]] = field(default_factory=dict)
-    """Per tool name: what the provider's dialect removed from its arguments' schema (still
-    enforced by the parser)."""
-
-    def message(self) -> Message:
-        """The assistant turn that made these calls, to put in the conversation before the
-        tool results (`Message("user", "", tool_results=...)`)."""
-        return Message("assistant", self.text, tool_calls=tuple(self.calls))
+    prose: str
+    calls: tuple[ToolCall, ...]
+    errors: dict[int, InvalidOutput]
 
 
-class ToolsCall(Call[Any]):
-    """One `call_tools` call across its attempts (see the module docstring)."""
+class Tools:
+    """Calls to `tools` under `tool_choice` (see the module docstring)."""
+
+    name = "tool call"
 
     def __init__(
         self,
         tools: tuple[Tool, ...],
         tool_choice: ToolChoice,
         parallel_tool_calls: bool | None,
-        messages: tuple[Message, ...],
-        *,
-        provider: Provider,
-        settings: RetrySettings,
-        enum_case: EnumCase,
-        system: str | None,
-        source: str | None,
-        max_tokens: int,
-        options: dict[str, Any],
-        context: Mapping[str, Any] | None = None,
+        parsing: Parsing,
     ) -> None:
-        super().__init__(
-            tools[0].arguments,
-            messages,
-            provider=provider,
-            settings=settings,
-            enum_case=enum_case,
-            system=system,
-            source=source,
-            max_tokens=max_tokens,
-            options=options,
-            context=context,
-        )
-        self.contract = None
-        self.wire = None
-        self.name = "tool call"
         self.tools = tools
         self.tool_choice: ToolChoice = tool_choice
         self.parallel_tool_calls = parallel_tool_calls
+        self.parsing = parsing
         self._by_name = {tool.name: tool for tool in tools}
-        self._calls: tuple[ToolCall, ...] = ()
-        self._call_errors: dict[int, InvalidOutput] = {}
-        self._prose = ""
+        self._last = _Reply("", (), {})
 
-    def request(self) -> CompletionRequest:
-        if self._deadline is not None and time.monotonic() >= self._deadline:
-            raise self._final(self._deadline_error())
-        self.partial = None
-        logger.debug(
-            "attempt %d: %d tool(s), tool_choice=%s -> %s (model %s), max_tokens=%d",
-            len(self.attempts) + 1,
-            len(self.tools),
-            self.tool_choice.name if isinstance(self.tool_choice, Tool) else self.tool_choice,
-            self.provider.name,
-            self.provider.model,
-            self.max_tokens,
-        )
-        return CompletionRequest(
-            contract=None,
-            messages=self.messages + self._feedback,
-            max_tokens=self.max_tokens,
-            system=self.system,
-            options=self.options,
+    @property
+    def schema(self) -> SchemaInfo:
+        """The offered tools as one schema: their names, version 1, no fingerprint of its own."""
+        names = ", ".join(tool.name for tool in self.tools)
+        return SchemaInfo(f"tools: {names}", 1, "")
+
+    def vet(self, provider: Provider) -> None:
+        if not provider.supports_tools:
+            raise unsupported(provider.name, "tool calls", ["json_schema documents"])
+
+    def request(
+        self,
+        turns: tuple[Message, ...],
+        feedback: tuple[Message, ...],
+        shared: Shared,
+        provider: Provider,
+    ) -> CompletionRequest:
+        return shared.request(
+            turns + feedback,
             tools=self.tools,
             tool_choice=self.tool_choice,
             parallel_tool_calls=self.parallel_tool_calls,
         )
 
-    def snapshots(self) -> ToolCallReader:
-        """A fresh reader of the next attempt's streamed calls (`PartialToolCall`s)."""
-        self.partial = None
-        return ToolCallReader(self.tools)
-
-    def on_reply(self, completion: Completion) -> ToolCalls | None:  # type: ignore[override]
-        if completion.text is None and completion.tool_calls:
-            # Calls and no prose (a null `content`): the calls are the output, and an error
-            # about them keeps their text.
-            completion = replace(completion, text="")
-        settled = self._settle(completion)
-        if settled is None:
-            return None
-        calls, parsed = settled
-        return ToolCalls(
-            calls=list(calls),
-            text=parsed.text,
-            stop_reason=parsed.stop_reason,
-            usage=self.usage,
-            attempts=list(self.attempts),
-            provider=self.provider.name,
-            model=completion.model or self.provider.model,
-            raw_stop_reason=parsed.raw_stop_reason,
-            request_id=completion.request_id,
-            notes=parsed.notes,
-            removed=self._removed(),
-        )
-
-    def _removed(self) -> dict[str, list[Any]]:
-        removed: dict[str, list[Any]] = {}
-        for tool in self.tools:
-            wire = self.provider.tool_schema(tool.arguments)
-            if wire is not None and wire.removed:
-                removed[tool.name] = list(wire.removed)
-        return removed
-
-    def _parse(self, completion: Completion) -> tuple[Any, Parsed[Any]]:
+    def judge(self, completion: Completion, provider: Provider) -> Accepted[tuple[ToolCall, ...]]:
         prose = completion.text or ""
-        self._prose = prose
-        self._calls = _with_ids(completion.tool_calls)
-        self._call_errors = {}
+        calls, notes = _unique_ids(completion.tool_calls)
+        self._last = _Reply(prose, calls, {})
         stop, raw = check_stop(
             prose,
             stop_reason=completion.stop_reason,
             raw_stop_reason=completion.raw_stop_reason,
-            clean_stops=self.provider.clean_stops | {StopReason.END_TURN, StopReason.TOOL_USE},
+            clean_stops=provider.clean_stops | {StopReason.END_TURN, StopReason.TOOL_USE},
             refusal=completion.refusal,
             refusal_category=completion.refusal_category,
         )
         offered = {tool.name for tool in self._offered()}
-        if not self._calls and stop is StopReason.TOOL_USE:
+        if not calls:
+            self._no_call(prose, stop, raw, offered)
+        values: list[ToolCall] = []
+        errors: dict[int, InvalidOutput] = {}
+        for index, call in enumerate(calls):
+            try:
+                parsed = self._arguments(call, offered, provider)
+            except InvalidOutput as error:
+                error.add_note(f"tool call {shorten(call.id, 80)} ({shorten(call.tool, 80)})")
+                error.stop_reason, error.raw_stop_reason = stop, raw
+                errors[index] = error
+                continue
+            values.append(ToolCall(call.id, call.tool, call.text, parsed.value))
+            notes.extend(parsed.notes)
+        self._last = _Reply(prose, calls, errors)
+        if errors:
+            raise errors[min(errors)]
+        return Accepted(tuple(values), prose, stop, raw, notes)
+
+    def _no_call(self, prose: str, stop: StopReason, raw: str | None, offered: set[str]) -> None:
+        """Raise when a reply without calls is not a finished answer."""
+        fields: dict[str, Any] = {"text": prose, "stop_reason": stop, "raw_stop_reason": raw}
+        if stop is StopReason.TOOL_USE:
             # The server stopped for a call its parser could not extract: a malformed block.
             raise MissingToolCall(
                 "the reply stopped for a tool call but carries none (a malformed call block?)",
-                text=prose,
-                stop_reason=stop,
-                raw_stop_reason=raw,
                 violations=[Violation("", "the tool call block could not be read")],
+                **fields,
             )
-        if not self._calls and offered and _call_in_text(prose, offered):
+        if offered and _call_in_text(prose, offered):
             # A call written as text: a server whose tool-call parser does not match the model
             # (vLLM's `--tool-call-parser`, llama.cpp's template) returns it as prose.
             raise MissingToolCall(
                 "the reply has a tool call written as text, not as a call (the server's "
                 "tool-call parser did not read it)",
-                text=prose,
-                stop_reason=stop,
-                raw_stop_reason=raw,
                 violations=[Violation("", "a tool call came as text: call the tool properly")],
+                **fields,
             )
-        if not self._calls and self.tool_choice != "auto" and self.tool_choice != "none":
+        if self.tool_choice != "auto" and self.tool_choice != "none":
             wanted = self.tool_choice.name if isinstance(self.tool_choice, Tool) else "a tool"
             raise MissingToolCall(
                 f"tool_choice required a call to {wanted}; the reply made none",
-                text=prose,
-                stop_reason=stop,
-                raw_stop_reason=raw,
                 violations=[Violation("", f"no call to {wanted}")],
+                **fields,
             )
-        values: list[ToolCall] = []
-        notes: list[Note] = []
-        first: InvalidOutput | None = None
-        for index, call in enumerate(self._calls):
-            try:
-                parsed = self._arguments(call, offered)
-            except InvalidOutput as error:
-                error.add_note(f"tool call {call.id} ({call.tool})")
-                error.stop_reason, error.raw_stop_reason = stop, raw
-                self._call_errors[index] = error
-                first = first or error
-                continue
-            values.append(ToolCall(call.id, call.tool, call.text, parsed.value))
-            notes.extend(parsed.notes)
-        if first is not None:
-            raise first
-        return tuple(values), Parsed(tuple(values), stop, prose, notes, raw)
 
     def _offered(self) -> tuple[Tool, ...]:
         choice = self.tool_choice
@@ -287,52 +228,90 @@ class ToolsCall(Call[Any]):
             return ()
         return (choice,) if isinstance(choice, Tool) else self.tools
 
-    def _arguments(self, call: ToolCall, offered: set[str]) -> Parsed[Any]:
+    def _arguments(self, call: ToolCall, offered: set[str], provider: Provider) -> Parsed[Any]:
         tool = self._by_name.get(call.tool)
         if tool is None or call.tool not in offered:
             why = "was not offered" if tool is None else "may not be called now"
             names = ", ".join(sorted(offered)) or "none (tool_choice='none')"
+            shown = shorten(call.tool, 80)
             raise UnknownTool(
-                f"tool call {shorten(call.id, 80)} names {shorten(call.tool, 80)!r}, which {why}; "
+                f"tool call {shorten(call.id, 80)} names {shown!r}, which {why}; "
                 f"callable tools: {names}",
                 tool=call.tool,
                 call_id=call.id,
                 text=call.text,
                 stop_reason=StopReason.TOOL_USE,
-                violations=[
-                    Violation("", f"unknown tool {shorten(call.tool, 80)!r}; use one of: {names}")
-                ],
+                violations=[Violation("", f"unknown tool {shown!r}; use one of: {names}")],
             )
-        wire = self.provider.tool_schema(tool.arguments)
+        wire = provider.tool_schema(tool.arguments)
         return parse(
             tool.arguments,
             call.text,
             stop_reason=StopReason.END_TURN,
-            source=self.source,
-            enum_case=self.enum_case,
+            enum_case=self.parsing.enum_case,
             absent_nulls=wire is not None and bool(wire.nullable),
-            context=self.context,
+            **self.parsing.fields(),
         )
 
-    def _feedback_for(self, error: InvalidOutput) -> tuple[Message, ...]:
+    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
         """The calls as the assistant's turn, and a result for each: the error of an invalid
-        one (marked as an error), "not run" for a valid one. No calls: prose and a request."""
-        if not self._calls:
-            said = (Message("assistant", self._prose),) if self._prose else ()
+        one (marked as an error), "not run" for a valid one; bounded (module docstring). No
+        calls: the prose and a request to call."""
+        last = self._last
+        if not last.calls:
+            said = (Message("assistant", last.prose),) if last.prose else ()
             return (*said, Message("user", _feedback_text(error, "Call a tool, as required.")))
-        results = []
-        for index, call in enumerate(self._calls):
-            failed = self._call_errors.get(index)
+        echoed: list[ToolCall] = []
+        results: list[ToolResult] = []
+        for index, call in enumerate(last.calls[:_ECHOED_CALLS]):
+            name = call.tool if _TOOL_NAME.match(call.tool) else _INVALID_NAME
+            failed = last.errors.get(index)
             content = (
                 _feedback_text(failed, "Call again with corrected arguments.")
                 if failed is not None
                 else _NOT_RUN
             )
-            results.append(ToolResult(call.id, content, is_error=True, tool=call.tool))
+            arguments = call.text
+            if len(arguments) > _ECHOED_ARGUMENTS:
+                arguments = "{}"
+                content += f"\n(Your arguments, {len(call.text):,} characters, are not repeated.)"
+            echoed.append(ToolCall(call.id, name, arguments))
+            results.append(ToolResult(call.id, content, is_error=True, tool=name))
+        dropped = len(last.calls) - len(echoed)
+        text = last.prose
+        if dropped:
+            text = f"{text}\n({dropped} more calls, not repeated.)".strip()
         return (
-            Message("assistant", self._prose, tool_calls=self._calls),
+            Message("assistant", text, tool_calls=tuple(echoed)),
             Message("user", "", tool_results=tuple(results)),
         )
+
+    def view(self, attempt: int, provider: Provider) -> StreamView:
+        return ToolCallReader(self.tools, attempt)
+
+    def result(self, accepted: Accepted[Any], ending: Ending) -> ToolCalls:
+        completion = ending.completion
+        return ToolCalls(
+            calls=list(accepted.value),
+            text=accepted.text,
+            stop_reason=accepted.stop_reason,
+            usage=ending.usage,
+            attempts=ending.attempts,
+            provider=ending.provider.name,
+            model=completion.model or ending.provider.model,
+            raw_stop_reason=accepted.raw_stop_reason,
+            request_id=completion.request_id,
+            notes=accepted.notes,
+            removed=self._removed(ending.provider),
+        )
+
+    def _removed(self, provider: Provider) -> dict[str, list[Any]]:
+        removed: dict[str, list[Any]] = {}
+        for tool in self.tools:
+            wire = provider.tool_schema(tool.arguments)
+            if wire is not None and wire.removed:
+                removed[tool.name] = list(wire.removed)
+        return removed
 
 
 _CALL_MARKERS = ("<tool_call>", "<|tool_call|>", "<function=", "[TOOL_CALLS]")
@@ -349,38 +328,48 @@ def _call_in_text(text: str, names: set[str]) -> bool:
 
 
 def _feedback_text(error: InvalidOutput, closing: str) -> str:
-    violations = error.violations or [Violation("", error.message.splitlines()[0])]
     lines = [f"Invalid ({type(error).__name__}). Problems (JSON pointer: problem):"]
-    lines.extend(f"- {violation.shown()}" for violation in violations[:20])
-    if len(violations) > 20:
-        lines.append(f"- ... and {len(violations) - 20} more")
+    lines.extend(feedback_lines(error))
     lines.append(closing)
     return "\n".join(lines)
 
 
-def _with_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
-    """Every call with an id (a provider that gives none, Ollama, gets `call_<n>`)."""
-    return tuple(
-        call if call.id else ToolCall(f"call_{index}", call.tool, call.text)
-        for index, call in enumerate(calls)
-    )
+def _unique_ids(calls: Sequence[ToolCall]) -> tuple[tuple[ToolCall, ...], list[Note]]:
+    """Every call with an id of its own: a provider that gives none (Ollama) gets `call_<n>`,
+    and an id seen before gets a suffix (`toolu_1_2`), noted: two results for one id would be
+    refused when the conversation goes back."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    notes: list[Note] = []
+    for index, call in enumerate(calls):
+        call_id = call.id or f"call_{index}"
+        if call_id in seen:
+            renamed = next(f"{call_id}_{n}" for n in range(2, len(calls) + 2)
+                           if f"{call_id}_{n}" not in seen)  # fmt: skip
+            notes.append(Note(f"/calls/{index}/id", call_id, renamed, kind="duplicate_call_id"))
+            call_id = renamed
+        seen.add(call_id)
+        out.append(call if call_id == call.id else ToolCall(call_id, call.tool, call.text))
+    return tuple(out), notes
 
 
 class ToolCallReader:
-    """Streamed tool-call fragments -> `PartialToolCall` snapshots, per call (by index).
+    """Streamed tool-call fragments -> `PartialToolCall` snapshots, per call (by index), each
+    stamped with its attempt.
 
     Each call's arguments are read by its own `PartialReader` (the tool's contract); a call is
-    `done` when the next one starts or the stream ends. Prose deltas give no snapshot.
-    A reader that cannot follow the arguments (not JSON) goes quiet for that call: the final
-    reply, parsed in full, decides.
+    `done` when the next one starts or the stream ends. Prose deltas give no snapshot. A reader
+    that cannot follow the arguments (not JSON) goes quiet for that call: the final reply,
+    parsed in full, decides.
     """
 
-    def __init__(self, tools: Sequence[Tool]) -> None:
+    def __init__(self, tools: Sequence[Tool], attempt: int = 1) -> None:
         self._tools = {tool.name: tool for tool in tools}
+        self._attempt = attempt
         self._calls: dict[int, _Streamed] = {}
         self._current: int | None = None
 
-    def feed(self, delta: TextDelta) -> list[PartialToolCall]:
+    def feed(self, delta: TextDelta) -> list[Any]:
         if not isinstance(delta, ToolCallDelta):
             return []
         out: list[PartialToolCall] = []
@@ -395,14 +384,14 @@ class ToolCallReader:
             streamed.tool = delta.name
             tool = self._tools.get(delta.name)
             if tool is not None:
-                streamed.reader = PartialReader(tool.arguments)
+                streamed.reader = PartialReader(tool.arguments, attempt=self._attempt)
         if delta.text:
             streamed.parts.append(delta.text)
             streamed.snapshot = streamed.read(delta.text)
         out.append(self._snapshot(delta.index, done=False))
         return out
 
-    def finish(self) -> list[PartialToolCall]:
+    def finish(self) -> list[Any]:
         """The `done` snapshots of the calls still open when the stream ended."""
         return [snapshot for index in list(self._calls) for snapshot in self._close(index)]
 
@@ -416,7 +405,13 @@ class ToolCallReader:
     def _snapshot(self, index: int, *, done: bool) -> PartialToolCall:
         streamed = self._calls[index]
         return PartialToolCall(
-            index, streamed.id, streamed.tool, "".join(streamed.parts), streamed.snapshot, done
+            index,
+            streamed.id,
+            streamed.tool,
+            "".join(streamed.parts),
+            streamed.snapshot,
+            done,
+            attempt=self._attempt,
         )
 
 
