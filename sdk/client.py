@@ -133,7 +133,7 @@ class StructuredClient(_BaseClient):
         every `SourceQuote`), or whole `messages`; the other options are `CallOptions`.
         """
         machine = start_call(self.config, self.provider, contract, options, "generate()")
-        result: Result[Any] = loops.complete(machine, self._sleep, self.config.clock)
+        result: Result[Any] = loops.complete(machine, self._sleep)
         return result
 
     @overload
@@ -159,7 +159,7 @@ class StructuredClient(_BaseClient):
         attempt's first character (every snapshot says its `.attempt`).
         """
         machine = start_call(self.config, self.provider, contract, options, "stream()")
-        return loops.stream(machine, self._sleep, self.config.clock)
+        return loops.stream(machine, self._sleep)
 
     def call_tools(
         self,
@@ -181,7 +181,7 @@ class StructuredClient(_BaseClient):
         """
         machine = start_tools_call(self.config, self.provider, tools, tool_choice,
                                    parallel_tool_calls, options, "call_tools()")  # fmt: skip
-        calls: ToolCalls = loops.complete(machine, self._sleep, self.config.clock)
+        calls: ToolCalls = loops.complete(machine, self._sleep)
         return calls
 
     def stream_tools(
@@ -198,7 +198,7 @@ class StructuredClient(_BaseClient):
         """
         machine = start_tools_call(self.config, self.provider, tools, tool_choice,
                                    parallel_tool_calls, options, "stream_tools()")  # fmt: skip
-        return loops.stream(machine, self._sleep, self.config.clock)
+        return loops.stream(machine, self._sleep)
 
 
 class AsyncStructuredClient(_BaseClient):
@@ -256,9 +256,7 @@ class AsyncStructuredClient(_BaseClient):
     @overload
     async def generate(self, contract: type[C], **options: Unpack[CallOptions]) -> Result[C]: ...
     @overload
-    async def generate(
-        self, contract: Grammar, **options: Unpack[CallOptions]
-    ) -> Result[str]: ...
+    async def generate(self, contract: Grammar, **options: Unpack[CallOptions]) -> Result[str]: ...
     @overload
     async def generate(
         self, contract: type[list[C]], **options: Unpack[CallOptions]
@@ -269,9 +267,7 @@ class AsyncStructuredClient(_BaseClient):
     async def generate(self, contract: Any, **options: Unpack[CallOptions]) -> Result[Any]:
         """A `contract` value from the provider, or a typed error (see `StructuredClient`)."""
         machine = start_call(self.config, self.provider, contract, options, "generate()")
-        result: Result[Any] = await loops.acomplete(
-            machine, self._sleep, self.config.clock, self._slot
-        )
+        result: Result[Any] = await loops.acomplete(machine, self._sleep, self._slot)
         return result
 
     @overload
@@ -293,7 +289,7 @@ class AsyncStructuredClient(_BaseClient):
         """What the output shows as it arrives, then the `Result` (see
         `StructuredClient.stream`)."""
         machine = start_call(self.config, self.provider, contract, options, "stream()")
-        return loops.astream(machine, self._sleep, self.config.clock, self._slot)
+        return loops.astream(machine, self._sleep, self._slot)
 
     async def call_tools(
         self,
@@ -306,9 +302,7 @@ class AsyncStructuredClient(_BaseClient):
         """The calls the model made, parsed and checked (see `StructuredClient.call_tools`)."""
         machine = start_tools_call(self.config, self.provider, tools, tool_choice,
                                    parallel_tool_calls, options, "call_tools()")  # fmt: skip
-        calls: ToolCalls = await loops.acomplete(
-            machine, self._sleep, self.config.clock, self._slot
-        )
+        calls: ToolCalls = await loops.acomplete(machine, self._sleep, self._slot)
         return calls
 
     def stream_tools(
@@ -323,4 +317,4 @@ class AsyncStructuredClient(_BaseClient):
         `StructuredClient.stream_tools`)."""
         machine = start_tools_call(self.config, self.provider, tools, tool_choice,
                                    parallel_tool_calls, options, "stream_tools()")  # fmt: skip
-        return loops.astream(machine, self._sleep, self.config.clock, self._slot)
+        return loops.astream(machine, self._sleep, self._slot)

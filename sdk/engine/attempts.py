@@ -1,16 +1,16 @@
 """The attempts machine: one call across its attempts, answering each reply with a decision.
 
     machine = Attempts(kind, turns, shared, provider=..., settings=..., hooks=...)
-    machine.start()
-    while True:
-        step = machine.send()                        # Send (or Fail: the deadline passed)
-        try:
-            completion = step.provider.complete(step.request, deadline=step.deadline)
-        except ProviderError as error:
-            decision = machine.on_transport_error(error)
-        else:
-            decision = machine.on_reply(completion)  # Retry, Done or Fail
-        ...
+    with machine.abandoned_on_exit():                   # on_call; on_cancel if left early
+        while True:
+            step = machine.send()                       # Send (or Fail: the deadline passed)
+            try:
+                completion = step.provider.complete(step.request, deadline=step.deadline)
+            except ProviderError as error:
+                decision = machine.on_transport_error(error)
+            else:
+                decision = machine.on_reply(completion)  # Retry, Done or Fail
+            ...                                          # (`sdk.engine.loops`)
 
 It knows nothing of output kinds (the kind builds each request and judges each reply) and does
 no I/O: the sync, async, streaming and batch paths all read the same decisions (`Retry`: send
@@ -37,16 +37,17 @@ call, of every attempt's start and end, and of how the call ends (result, failur
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sdk._cost import attempts_cost
 from sdk._records import Usage
-from sdk.engine.kinds._kind import Accepted, Ending, OutputKind, Shared, StreamView
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, OutputKind, Shared, StreamView
 from sdk.engine.retry import RetrySettings, TransportRetries
 from sdk.errors import (
     Attempt,
@@ -162,7 +163,8 @@ class Attempts:
         self._turns = turns
         self._shared = shared
         self.settings = settings
-        self._clock = clock
+        self.clock = clock
+        """What deadlines are read from (`time.monotonic`, or a test's clock)."""
         # A `FallbackProvider` lists several: the call starts with the first and moves on when
         # one's transport retries are spent (or it cannot take the request).
         self._candidates = list(provider.candidates())
@@ -185,6 +187,17 @@ class Attempts:
         """The call begins (the hooks' `on_call`): a loop calls it once, before the first
         `send` (so a stream never iterated starts nothing)."""
         run_hooks(self._hooks, "on_call", self.info)
+
+    @contextlib.contextmanager
+    def abandoned_on_exit(self) -> Iterator[None]:
+        """Start the call; should the caller leave it before it ends (an exception, a closed
+        stream, a cancelled task), tell the hooks it was abandoned."""
+        self.start()
+        try:
+            yield
+        except BaseException:
+            self.on_abandon()  # nothing once the call has ended (its error is on its way out)
+            raise
 
     def _first_able(self, kind: OutputKind[Any]) -> Provider:
         """The first provider that can carry the kind (`UnsupportedRequest` from the first if
@@ -216,10 +229,10 @@ class Attempts:
     def send(self) -> Send | Fail:
         """The next request (the same one again after a transport error), or `Fail` when the
         call's deadline has passed."""
-        if self._deadline is not None and self._clock() >= self._deadline:
+        if self._deadline is not None and self.clock() >= self._deadline:
             return self._fail(self._deadline_error())
         shared = replace(self._shared, max_tokens=self._max_tokens)
-        request = self.kind.request(self._turns, self._feedback, shared, self.provider)
+        request = self.kind.request(Ask(self._turns, self._feedback, shared, self.provider))
         logger.debug(
             "attempt %d: %s v%d -> %s (model %s), max_tokens=%d, %d message(s)",
             self.number,
@@ -286,7 +299,7 @@ class Attempts:
             if self._fall_back():
                 return Retry(0.0, (), f"falling back to {self.provider.name}")
             return self._fail(error)
-        if self._deadline is not None and self._clock() + delay >= self._deadline:
+        if self._deadline is not None and self.clock() + delay >= self._deadline:
             return self._fail(error, "not retried: the wait would pass the call's deadline")
         return Retry(delay, (), "transport error")
 
@@ -426,7 +439,7 @@ class Attempts:
         attempt = self.settings.attempt_deadline
         deadlines = [
             d
-            for d in (self._deadline, self._clock() + attempt if attempt is not None else None)
+            for d in (self._deadline, self.clock() + attempt if attempt is not None else None)
             if d is not None
         ]
         return min(deadlines) if deadlines else None

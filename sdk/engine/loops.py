@@ -1,9 +1,9 @@
 """The four loops every call kind runs: whole or streamed, sync or async.
 
 Each only moves data between the attempts machine (which decides) and the provider's driver
-(which does the I/O): the two sync loops and the two async ones differ by the `await` alone. A
-caller that stops early (a stream closed, a task cancelled, an interrupt) ends the call through
-`Attempts.on_abandon`, so no hook or span is left open.
+(which does the I/O): the sync and async loops differ by the `await` alone, and everything else
+is shared below. A caller that stops early (a stream closed, a task cancelled, an interrupt)
+ends the call through `Attempts.on_abandon`, so no hook or span is left open.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
-from sdk.engine.attempts import Attempts, Decision, Done, Fail, Send
+from sdk.engine.attempts import Attempts, Decision, Done, Fail, Retry, Send
 from sdk.errors import ProviderError, StructuredOutputError
-from sdk.providers._base import Completion
+from sdk.providers._base import Completion, TextDelta
 
 __all__ = ["acomplete", "astream", "complete", "stream"]
 
@@ -23,167 +23,149 @@ Slot = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
 """A concurrency slot each async request holds while in flight."""
 
 
-def _driver_deadline(machine_clock: Callable[[], float], send: Send) -> float | None:
+def _next(machine: Attempts) -> Send:
+    """The next request, or the call's final error raised (its deadline passed)."""
+    send = machine.send()
+    if isinstance(send, Fail):
+        raise send.error
+    return send
+
+
+def _deadline(machine: Attempts, send: Send) -> float | None:
     """The send's deadline as a `time.monotonic()` instant, which the drivers read (the
     machine's clock may be a test's)."""
     if send.deadline is None:
         return None
-    return time.monotonic() + (send.deadline - machine_clock())
+    return time.monotonic() + (send.deadline - machine.clock())
 
 
-def _finished(decision: Decision) -> Any:
-    """A `Done`'s result, a `Fail`'s error raised; `None` to go on."""
-    if isinstance(decision, Done):
-        return decision
+def _after(machine: Attempts, failure: BaseException, shown: Any) -> Decision:
+    """The decision on a request that raised: a transport error, or refused before sending."""
+    if isinstance(failure, ProviderError):
+        return machine.on_transport_error(failure, shown)
+    if isinstance(failure, StructuredOutputError):
+        return machine.on_refused(failure)
+    raise failure
+
+
+def _wait(decision: Decision) -> float:
+    """How long to wait before the next request; a `Fail`'s error raised."""
     if isinstance(decision, Fail):
         raise decision.error
-    return None
+    assert isinstance(decision, Retry)
+    return decision.wait
+
+
+class _Shown:
+    """One streamed attempt: what its view shows, the last of it, and its completion."""
+
+    def __init__(self, machine: Attempts) -> None:
+        self._machine = machine
+        self._view = machine.view()
+        self.last: Any = None
+        self.completion: Completion | None = None
+
+    def show(self, item: TextDelta | Completion) -> list[Any]:
+        if isinstance(item, Completion):
+            self.completion = item
+            return []
+        return self._keep(self._view.feed(item))
+
+    def end(self) -> list[Any]:
+        return self._keep(self._view.finish())
+
+    def decide(self) -> Decision:
+        assert self.completion is not None  # the driver ends every stream with one, or raises
+        return self._machine.on_reply(self.completion, self.last)
+
+    def _keep(self, shown: list[Any]) -> list[Any]:
+        if shown:
+            self.last = shown[-1]
+        return shown
 
 
 # --- sync ---
 
 
-def complete(
-    machine: Attempts, sleep: Callable[[float], None], clock: Callable[[], float]
-) -> Any:
+def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
     """Run a call to its result (or raise its error)."""
-    try:
-        machine.start()
+    with machine.abandoned_on_exit():
         while True:
-            send = machine.send()
-            if isinstance(send, Fail):
-                raise send.error
+            send = _next(machine)
             try:
-                reply = send.provider.complete(send.request, deadline=_driver_deadline(clock, send))
-            except ProviderError as error:
-                decision = machine.on_transport_error(error)
-            except StructuredOutputError as error:
-                decision = machine.on_refused(error)
+                reply = send.provider.complete(send.request, deadline=_deadline(machine, send))
+            except StructuredOutputError as failure:
+                decision = _after(machine, failure, None)
             else:
                 decision = machine.on_reply(reply)
-            done = _finished(decision)
-            if done is not None:
-                return done.result
-            sleep(decision.wait)  # type: ignore[union-attr]
-    except BaseException:
-        machine.on_abandon()  # a no-op once the call has ended
-        raise
+            if isinstance(decision, Done):
+                return decision.result
+            sleep(_wait(decision))
 
 
-def stream(
-    machine: Attempts, sleep: Callable[[float], None], clock: Callable[[], float]
-) -> Iterator[Any]:
+def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    try:
-        machine.start()
+    with machine.abandoned_on_exit():
         while True:
-            send = machine.send()
-            if isinstance(send, Fail):
-                raise send.error
-            view, shown, completion = machine.view(), None, None
-            items = send.provider.stream(send.request, deadline=_driver_deadline(clock, send))
+            send, shown = _next(machine), _Shown(machine)
             try:
+                items = send.provider.stream(send.request, deadline=_deadline(machine, send))
                 with contextlib.closing(items):  # type: ignore[type-var]
                     for item in items:
-                        if isinstance(item, Completion):
-                            completion = item
-                            break
-                        for shown in view.feed(item):
-                            yield shown
-                for shown in view.finish():
-                    yield shown
-                decision = machine.on_reply(_ended(completion), shown)
-            except ProviderError as error:
-                decision = machine.on_transport_error(error, shown)
-            except StructuredOutputError as error:
-                decision = machine.on_refused(error)
-            done = _finished(decision)
-            if done is not None:
-                yield done.result
+                        yield from shown.show(item)
+                yield from shown.end()
+                decision = shown.decide()
+            except StructuredOutputError as failure:
+                decision = _after(machine, failure, shown.last)
+            if isinstance(decision, Done):
+                yield decision.result
                 return
-            sleep(decision.wait)  # type: ignore[union-attr]
-    except BaseException:
-        machine.on_abandon()
-        raise
+            sleep(_wait(decision))
 
 
-# --- async: the same loops, awaited ---
+# --- async: the same loops, awaited, each request in a concurrency slot ---
 
 
 async def acomplete(
-    machine: Attempts,
-    sleep: Callable[[float], Awaitable[None]],
-    clock: Callable[[], float],
-    slot: Slot,
+    machine: Attempts, sleep: Callable[[float], Awaitable[None]], slot: Slot
 ) -> Any:
-    """Run a call to its result (or raise its error), each request in a concurrency slot."""
-    try:
-        machine.start()
+    """Run a call to its result (or raise its error)."""
+    with machine.abandoned_on_exit():
         while True:
-            send = machine.send()
-            if isinstance(send, Fail):
-                raise send.error
+            send = _next(machine)
             try:
                 async with slot():
-                    deadline = _driver_deadline(clock, send)
+                    deadline = _deadline(machine, send)
                     reply = await send.provider.acomplete(send.request, deadline=deadline)
-            except ProviderError as error:
-                decision = machine.on_transport_error(error)
-            except StructuredOutputError as error:
-                decision = machine.on_refused(error)
+            except StructuredOutputError as failure:
+                decision = _after(machine, failure, None)
             else:
                 decision = machine.on_reply(reply)
-            done = _finished(decision)
-            if done is not None:
-                return done.result
-            await sleep(decision.wait)  # type: ignore[union-attr]
-    except BaseException:
-        machine.on_abandon()
-        raise
+            if isinstance(decision, Done):
+                return decision.result
+            await sleep(_wait(decision))
 
 
 async def astream(
-    machine: Attempts,
-    sleep: Callable[[float], Awaitable[None]],
-    clock: Callable[[], float],
-    slot: Slot,
+    machine: Attempts, sleep: Callable[[float], Awaitable[None]], slot: Slot
 ) -> AsyncIterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    try:
-        machine.start()
+    with machine.abandoned_on_exit():
         while True:
-            send = machine.send()
-            if isinstance(send, Fail):
-                raise send.error
-            view, shown, completion = machine.view(), None, None
+            send, shown = _next(machine), _Shown(machine)
             try:
                 async with slot():
-                    deadline = _driver_deadline(clock, send)
-                    items = send.provider.astream(send.request, deadline=deadline)
+                    items = send.provider.astream(send.request, deadline=_deadline(machine, send))
                     async with contextlib.aclosing(items):  # type: ignore[type-var]
                         async for item in items:
-                            if isinstance(item, Completion):
-                                completion = item
-                                break
-                            for shown in view.feed(item):
-                                yield shown
-                for shown in view.finish():
-                    yield shown
-                decision = machine.on_reply(_ended(completion), shown)
-            except ProviderError as error:
-                decision = machine.on_transport_error(error, shown)
-            except StructuredOutputError as error:
-                decision = machine.on_refused(error)
-            done = _finished(decision)
-            if done is not None:
-                yield done.result
+                            for each in shown.show(item):
+                                yield each
+                for each in shown.end():
+                    yield each
+                decision = shown.decide()
+            except StructuredOutputError as failure:
+                decision = _after(machine, failure, shown.last)
+            if isinstance(decision, Done):
+                yield decision.result
                 return
-            await sleep(decision.wait)  # type: ignore[union-attr]
-    except BaseException:
-        machine.on_abandon()
-        raise
-
-
-def _ended(completion: Completion | None) -> Completion:
-    assert completion is not None  # the driver ends every stream with one, or raises
-    return completion
+            await sleep(_wait(decision))

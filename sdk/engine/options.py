@@ -64,6 +64,7 @@ class CallOptions(SamplingOptions, total=False):
 OPTIONS: Final = frozenset(get_type_hints(CallOptions, include_extras=False))
 """Every option's name."""
 
+
 def did_you_mean(name: str, names: Sequence[str] | frozenset[str]) -> str:
     """` (did you mean 'x'?)` for the closest of `names`, or nothing."""
     close = difflib.get_close_matches(name, sorted(names), n=1)

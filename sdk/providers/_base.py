@@ -174,7 +174,6 @@ class Exchange:
 
     route: str
     body: dict[str, Any]
-    stream: bool = False
     then: Callable[[Any], Exchange] | None = None
     method: Literal["POST", "GET"] = "POST"
 

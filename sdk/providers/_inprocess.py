@@ -44,7 +44,7 @@ class InProcessCodec(Codec):
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         if self._check is not None:
             self._check(request)
-        return Exchange("generate", {"request": request}, stream)
+        return Exchange("generate", {"request": request})
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if not isinstance(reply.body, Completion):

@@ -402,9 +402,7 @@ class AnthropicCodec(Codec):
             request.max_tokens,
             len(request.messages),
         )
-        return Exchange(
-            "messages.create", build_request(request, model=self.model, mode=self.mode), stream
-        )
+        return Exchange("messages.create", build_request(request, model=self.model, mode=self.mode))
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if request.kind == "tools":

@@ -293,11 +293,11 @@ class GeminiCodec(Codec):
         )
         body = build_request(request, model=self.model)
         if stream:
-            return Exchange("models.generate_content_stream", body, stream)
+            return Exchange("models.generate_content_stream", body)
         # The raw body, read here: the client's own parse drops what it does not know, and an
         # unusable reply must reach the error as it was sent.
         body["config"]["should_return_http_response"] = True
-        return Exchange("models.generate_content", body, stream)
+        return Exchange("models.generate_content", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         raw = _raw_body(reply.body)

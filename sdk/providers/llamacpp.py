@@ -274,7 +274,7 @@ class LlamaCppCodec(Codec):
                 body.update(chat_tools(request, _tool_parameters, named_choice=False))
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
-            chat = Exchange("/v1/chat/completions", body, stream)
+            chat = Exchange("/v1/chat/completions", body)
             return self.prompts.checked(request, self.control_tokens, lambda: chat)
         constraint = self._constraint(request)
 
@@ -282,7 +282,7 @@ class LlamaCppCodec(Codec):
             body = build_completion_request(request, prompt, **constraint)
             if stream:
                 body["stream"] = True
-            return Exchange("/completion", body, stream)
+            return Exchange("/completion", body)
 
         if self._prompt_template is not None:
             given = completion(self._prompt_template(request))

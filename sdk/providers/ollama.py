@@ -179,7 +179,7 @@ class OllamaCodec(OneRouteCodec):
             raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
         schema = self.checked(request)
         body = build_request(request, model=self.model, schema=schema, stream=stream)
-        return Exchange(_PATH, body, stream)
+        return Exchange(_PATH, body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_response(reply.body)

@@ -494,7 +494,7 @@ class ChatCodec(Codec):
         body = build_chat_request(request, model=self.model)
         if stream:
             body["stream_options"] = {"include_usage": True}
-        return Exchange("chat.completions.create", body, stream)
+        return Exchange("chat.completions.create", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_chat_response(reply.body, request_id=reply.request_id)

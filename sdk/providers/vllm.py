@@ -92,7 +92,7 @@ class VLLMCodec(OneRouteCodec):
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         schema = self.checked(request)
         body = build_request(request, model=self.model, schema=schema, stream=stream)
-        return Exchange(_PATH, body, stream)
+        return Exchange(_PATH, body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_chat_body(reply.body, request_id=reply.request_id)

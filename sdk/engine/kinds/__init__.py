@@ -7,6 +7,7 @@ protocol; the clients and the attempts machine need no change.
 
 from sdk.engine.kinds._kind import (
     Accepted,
+    Ask,
     Ending,
     NextPhase,
     OutputKind,
@@ -21,6 +22,7 @@ from sdk.engine.kinds.two_phase import TwoPhase
 
 __all__ = [
     "Accepted",
+    "Ask",
     "Document",
     "Ending",
     "GrammarOutput",

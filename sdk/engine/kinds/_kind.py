@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Accepted",
+    "Ask",
     "Ending",
     "NextPhase",
     "OutputKind",
@@ -61,6 +62,21 @@ class Shared:
             reasoning=self.reasoning,
             **{"contract": None, **output},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What the next request is made of: the conversation, the last retry's feedback (which
+    replaces the one before), the fields every kind sends, and the provider it goes to."""
+
+    turns: tuple[Message, ...]
+    feedback: tuple[Message, ...]
+    shared: Shared
+    provider: Provider
+
+    def request(self, **output: Any) -> CompletionRequest:
+        """The conversation and its feedback, with the output fields a kind adds."""
+        return self.shared.request(self.turns + self.feedback, **output)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +123,21 @@ class Ending:
     reasoning: str | None
     cost: Decimal | None
 
+    def fields(self, accepted: Accepted[Any]) -> dict[str, Any]:
+        """What every result says of how it was decided (`Result` and `ToolCalls` alike)."""
+        completion = self.completion
+        return {
+            "stop_reason": accepted.stop_reason,
+            "raw_stop_reason": accepted.raw_stop_reason,
+            "text": accepted.text,
+            "notes": accepted.notes,
+            "usage": self.usage,
+            "attempts": self.attempts,
+            "provider": self.provider.name,
+            "model": completion.model or self.provider.model,
+            "request_id": completion.request_id,
+        }
+
 
 class StreamView(Protocol):
     """What a stream shows of one attempt: deltas in, things to yield out."""
@@ -146,14 +177,8 @@ class OutputKind(Protocol[T_co]):
         (`UnsupportedRequest`)."""
         ...
 
-    def request(
-        self,
-        turns: tuple[Message, ...],
-        feedback: tuple[Message, ...],
-        shared: Shared,
-        provider: Provider,
-    ) -> CompletionRequest:
-        """The next request: the conversation, the last retry's feedback, this kind's output."""
+    def request(self, ask: Ask) -> CompletionRequest:
+        """The next request: what `ask` holds, with this kind's output."""
         ...
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any] | NextPhase:

@@ -11,12 +11,11 @@ import json
 import typing
 from typing import TYPE_CHECKING, Any
 
-from sdk._cost import attempts_cost
 from sdk._result import Result
 from sdk.contract import Contract
 from sdk.engine.conversation import feedback_turns
 from sdk.engine.envelope import Envelope
-from sdk.engine.kinds._kind import Accepted, Ending, Parsing, Quiet, Shared, StreamView
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, Quiet, StreamView
 from sdk.errors import InvalidOutput, StructuredOutputError
 from sdk.parsing import Parsed, parse
 from sdk.parsing.incremental import Partial, PartialReader
@@ -49,14 +48,8 @@ class Document:
     def vet(self, provider: Provider) -> None:
         """Every provider carries JSON documents."""
 
-    def request(
-        self,
-        turns: tuple[Message, ...],
-        feedback: tuple[Message, ...],
-        shared: Shared,
-        provider: Provider,
-    ) -> CompletionRequest:
-        return shared.request(turns + feedback, contract=self.contract)
+    def request(self, ask: Ask) -> CompletionRequest:
+        return ask.request(contract=self.contract)
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
         parsed = self.parse(self.contract, completion, provider)
@@ -96,23 +89,14 @@ class Document:
         if self.envelope is not None:
             value = self.envelope.unwrap(value)
         wire = ending.provider.wire_schema(self.contract)
-        completion = ending.completion
         return Result(
             value=value,
-            stop_reason=accepted.stop_reason,
-            text=accepted.text,
-            notes=accepted.notes,
-            usage=ending.usage,
-            attempts=ending.attempts,
             schema=self.schema,
-            provider=ending.provider.name,
-            model=completion.model or ending.provider.model,
-            raw_stop_reason=accepted.raw_stop_reason,
-            request_id=completion.request_id,
             removed=list(wire.removed) if wire is not None else [],
-            diagnostics=completion.diagnostics,
+            diagnostics=ending.completion.diagnostics,
             reasoning=ending.reasoning,
-            cost=ending.cost if ending.cost is not None else attempts_cost(ending.attempts),
+            cost=ending.cost,
+            **ending.fields(accepted),
         )
 
     def item(self, data: Any, provider: Provider) -> Any:
@@ -136,9 +120,7 @@ class _DocumentView:
     def __init__(self, document: Document, attempt: int, provider: Provider) -> None:
         self._document = document
         self._provider = provider
-        self._reader: PartialReader[Any] | None = PartialReader(
-            document.contract, attempt=attempt
-        )
+        self._reader: PartialReader[Any] | None = PartialReader(document.contract, attempt=attempt)
         self._next_item = 0
 
     def feed(self, delta: TextDelta) -> list[Any]:

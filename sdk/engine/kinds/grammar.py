@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._result import Result
 from sdk.engine.conversation import feedback_turns
-from sdk.engine.kinds._kind import Accepted, Ending, Parsing, Shared, StreamView
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView
 from sdk.errors import InvalidOutput
 from sdk.grammar import Grammar, parse_grammar
 from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, unsupported
@@ -48,14 +48,8 @@ class GrammarOutput:
         if not provider.supports_grammar:
             raise unsupported(provider.name, "a grammar", ["json_schema documents"])
 
-    def request(
-        self,
-        turns: tuple[Message, ...],
-        feedback: tuple[Message, ...],
-        shared: Shared,
-        provider: Provider,
-    ) -> CompletionRequest:
-        return shared.request(turns + feedback, grammar=self.grammar)
+    def request(self, ask: Ask) -> CompletionRequest:
+        return ask.request(grammar=self.grammar)
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[str]:
         parsed = parse_grammar(
@@ -79,22 +73,13 @@ class GrammarOutput:
         return _TextView(attempt)
 
     def result(self, accepted: Accepted[Any], ending: Ending) -> Result[str]:
-        completion = ending.completion
         return Result(
             value=accepted.value,
-            stop_reason=accepted.stop_reason,
-            text=accepted.text,
-            notes=accepted.notes,
-            usage=ending.usage,
-            attempts=ending.attempts,
             schema=self.schema,
-            provider=ending.provider.name,
-            model=completion.model or ending.provider.model,
-            raw_stop_reason=accepted.raw_stop_reason,
-            request_id=completion.request_id,
-            diagnostics=completion.diagnostics,
+            diagnostics=ending.completion.diagnostics,
             reasoning=ending.reasoning,
             cost=ending.cost,
+            **ending.fields(accepted),
         )
 
 

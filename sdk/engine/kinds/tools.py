@@ -27,7 +27,7 @@ from sdk._result import ToolCalls
 from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.contract import Contract
 from sdk.engine.conversation import MessageLike, conversation, feedback_lines
-from sdk.engine.kinds._kind import Accepted, Ending, Parsing, Shared, StreamView
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView
 from sdk.errors import (
     InvalidOutput,
     MissingToolCall,
@@ -149,15 +149,8 @@ class Tools:
         if not provider.supports_tools:
             raise unsupported(provider.name, "tool calls", ["json_schema documents"])
 
-    def request(
-        self,
-        turns: tuple[Message, ...],
-        feedback: tuple[Message, ...],
-        shared: Shared,
-        provider: Provider,
-    ) -> CompletionRequest:
-        return shared.request(
-            turns + feedback,
+    def request(self, ask: Ask) -> CompletionRequest:
+        return ask.request(
             tools=self.tools,
             tool_choice=self.tool_choice,
             parallel_tool_calls=self.parallel_tool_calls,
@@ -290,19 +283,10 @@ class Tools:
         return ToolCallReader(self.tools, attempt)
 
     def result(self, accepted: Accepted[Any], ending: Ending) -> ToolCalls:
-        completion = ending.completion
         return ToolCalls(
             calls=list(accepted.value),
-            text=accepted.text,
-            stop_reason=accepted.stop_reason,
-            usage=ending.usage,
-            attempts=ending.attempts,
-            provider=ending.provider.name,
-            model=completion.model or ending.provider.model,
-            raw_stop_reason=accepted.raw_stop_reason,
-            request_id=completion.request_id,
-            notes=accepted.notes,
             removed=self._removed(ending.provider),
+            **ending.fields(accepted),
         )
 
     def _removed(self, provider: Provider) -> dict[str, list[Any]]:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sdk.engine.kinds._kind import (
     Accepted,
+    Ask,
     Ending,
     NextPhase,
     OutputKind,
     Quiet,
-    Shared,
     StreamView,
 )
 from sdk.errors import InvalidOutput
@@ -64,23 +64,17 @@ class TwoPhase(Generic[T]):
     def vet(self, provider: Provider) -> None:
         self.inner.vet(provider)
 
-    def request(
-        self,
-        turns: tuple[Message, ...],
-        feedback: tuple[Message, ...],
-        shared: Shared,
-        provider: Provider,
-    ) -> CompletionRequest:
+    def request(self, ask: Ask) -> CompletionRequest:
         if self.working is None:
             # Free text: no constraint, no feedback (a retry of the working sends it again).
-            return shared.request((*turns, Message("user", WORK_IT_THROUGH)))
+            return ask.shared.request((*ask.turns, Message("user", WORK_IT_THROUGH)))
         worked = (
-            *turns,
+            *ask.turns,
             Message("user", WORK_IT_THROUGH),
             Message("assistant", self.working),
             Message("user", TRANSCRIBE),
         )
-        return self.inner.request(worked, feedback, shared, provider)
+        return self.inner.request(replace(ask, turns=worked))
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any] | NextPhase:
         if self.working is not None:
