@@ -46,6 +46,11 @@ class Result(Generic[T]):
     cost: Decimal | None = None
     """What the call's attempts cost in US dollars, from the `genai-prices` table (the `cost`
     extra); `None` when the package is absent or a model that answered is not in its table."""
+    cached: bool = False
+    """Whether the value came from the response cache (`cache=`): no request was sent, so
+    `usage` and `attempts` are empty; the stored answer was judged again by today's parser."""
+    cached_usage: Usage | None = None
+    """A cached result: what the stored answer cost when it was made."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,10 @@ class ToolCalls:
     removed: dict[str, list[Removal]] = field(default_factory=dict)
     """Per tool name: what the provider's dialect removed from its arguments' schema (still
     enforced by the parser)."""
+    cached: bool = False
+    """Whether the calls came from the response cache (see `Result.cached`)."""
+    cached_usage: Usage | None = None
+    """Cached calls: what the stored answer cost when it was made."""
 
     def message(self) -> Message:
         """The assistant turn that made these calls, to put in the conversation before the

@@ -38,6 +38,7 @@ call, of every attempt's start and end, and of how the call ends (result, failur
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import time
@@ -47,6 +48,7 @@ from typing import Any
 
 from sdk._cost import attempts_cost
 from sdk._records import Usage
+from sdk.cache import Cache, Entry, cache_key
 from sdk.engine.kinds._kind import Accepted, Ask, Ending, OutputKind, Shared, StreamView
 from sdk.engine.retry import RetrySettings, TransportRetries
 from sdk.errors import (
@@ -158,8 +160,13 @@ class Attempts:
         hooks: Sequence[Hooks] = (),
         streaming: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        cache: Cache | None = None,
     ) -> None:
         self.kind = kind
+        self._cache = cache
+        self._cache_key: str | None = None
+        self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
+        self._scope = provider.cache_scope() if cache is not None else {}
         self._turns = turns
         self._shared = shared
         self.settings = settings
@@ -183,21 +190,52 @@ class Attempts:
         self._hooks = tuple(hooks)
         self.info = CallInfo(self.provider.name, self.provider.model, kind.schema, streaming)
 
-    def start(self) -> None:
+    def start(self) -> Done | None:
         """The call begins (the hooks' `on_call`): a loop calls it once, before the first
-        `send` (so a stream never iterated starts nothing)."""
+        `send` (so a stream never iterated starts nothing). `Done` when the response cache has
+        the answer, judged again and found valid: then nothing is sent."""
         run_hooks(self._hooks, "on_call", self.info)
+        return self._from_cache() if self._cache is not None else None
 
     @contextlib.contextmanager
-    def abandoned_on_exit(self) -> Iterator[None]:
-        """Start the call; should the caller leave it before it ends (an exception, a closed
-        stream, a cancelled task), tell the hooks it was abandoned."""
-        self.start()
+    def abandoned_on_exit(self) -> Iterator[Done | None]:
+        """Start the call (a cached answer, if any); should the caller leave it before it ends
+        (an exception, a closed stream, a cancelled task), tell the hooks it was abandoned."""
+        cached = self.start()
         try:
-            yield
+            yield cached
         except BaseException:
             self.on_abandon()  # nothing once the call has ended (its error is on its way out)
             raise
+
+    # --- the response cache ---
+
+    def _from_cache(self) -> Done | None:
+        """The stored answer, judged again by today's kind and parser; a stored answer that no
+        longer passes (a check tightened since) is dropped, and the call goes on."""
+        assert self._cache is not None
+        first = self.kind.request(Ask(self._turns, (), self._shared, self.provider))
+        wire = self.provider.codec.request_schema(first)
+        self._cache_key = cache_key(self._scope, first, wire)
+        entry = self._cache.get(self._cache_key)
+        if entry is None:
+            return None
+        judged: Accepted[Any] | None = None
+        replica = copy.copy(self.kind)  # a kind keeps a phase's state: replay on a copy
+        try:
+            for index, completion in enumerate(entry.completions):
+                verdict = replica.judge(completion, self.provider)
+                last = index == len(entry.completions) - 1
+                if isinstance(verdict, Accepted) != last:
+                    raise ValueError("a stored answer out of step with its kind")
+                judged = verdict if isinstance(verdict, Accepted) else None
+        except (StructuredOutputError, ValueError) as refused:
+            logger.debug("cached answer refused now (%s): asking the provider", refused)
+            self._cache.discard(self._cache_key)
+            return None
+        assert judged is not None
+        self.kind = replica
+        return self._done(judged, entry.completions[-1], cached_usage=entry.usage)
 
     def _first_able(self, kind: OutputKind[Any]) -> Provider:
         """The first provider that can carry the kind (`UnsupportedRequest` from the first if
@@ -268,6 +306,7 @@ class Attempts:
             self._record(completion, error)
             return self._after_failure(error)
         self._record(completion, None)
+        self._replies.append(completion)
         if not isinstance(judged, Accepted):  # a phase moved on (two-phase working)
             return Retry(0.0, (), "next phase")
         return self._done(judged, completion)
@@ -347,7 +386,9 @@ class Attempts:
         logger.debug("retrying after %s", type(error).__name__)
         return Retry(0.0, self._feedback, type(error).__name__)
 
-    def _done(self, accepted: Accepted[Any], completion: Completion) -> Done:
+    def _done(
+        self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None = None
+    ) -> Done:
         reasoning = completion.reasoning if self._shared.reasoning else None
         ending = Ending(
             attempts=list(self.attempts),
@@ -356,8 +397,11 @@ class Attempts:
             completion=completion,
             reasoning=reasoning,
             cost=attempts_cost(self.attempts),
+            cached_usage=cached_usage,
         )
         result = self.kind.result(accepted, ending)
+        if self._cache is not None and self._cache_key is not None and cached_usage is None:
+            self._cache.put(self._cache_key, Entry(tuple(self._replies)))
         self._ended = True
         run_hooks(self._hooks, "on_result", self.info, result)
         return Done(result)

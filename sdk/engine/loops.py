@@ -89,8 +89,8 @@ class _Shown:
 
 def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
     """Run a call to its result (or raise its error)."""
-    with machine.abandoned_on_exit():
-        while True:
+    with machine.abandoned_on_exit() as cached:
+        while cached is None:
             send = _next(machine)
             try:
                 reply = send.provider.complete(send.request, deadline=_deadline(machine, send))
@@ -101,12 +101,13 @@ def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
             if isinstance(decision, Done):
                 return decision.result
             sleep(_wait(decision))
+        return cached.result  # the response cache had the answer
 
 
 def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    with machine.abandoned_on_exit():
-        while True:
+    with machine.abandoned_on_exit() as cached:
+        while cached is None:
             send, shown = _next(machine), _Shown(machine)
             try:
                 items = send.provider.stream(send.request, deadline=_deadline(machine, send))
@@ -121,6 +122,7 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
                 yield decision.result
                 return
             sleep(_wait(decision))
+        yield cached.result
 
 
 # --- async: the same loops, awaited, each request in a concurrency slot ---
@@ -130,8 +132,8 @@ async def acomplete(
     machine: Attempts, sleep: Callable[[float], Awaitable[None]], slot: Slot
 ) -> Any:
     """Run a call to its result (or raise its error)."""
-    with machine.abandoned_on_exit():
-        while True:
+    with machine.abandoned_on_exit() as cached:
+        while cached is None:
             send = _next(machine)
             try:
                 async with slot():
@@ -144,14 +146,15 @@ async def acomplete(
             if isinstance(decision, Done):
                 return decision.result
             await sleep(_wait(decision))
+        return cached.result
 
 
 async def astream(
     machine: Attempts, sleep: Callable[[float], Awaitable[None]], slot: Slot
 ) -> AsyncIterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    with machine.abandoned_on_exit():
-        while True:
+    with machine.abandoned_on_exit() as cached:
+        while cached is None:
             send, shown = _next(machine), _Shown(machine)
             try:
                 async with slot():
@@ -169,3 +172,4 @@ async def astream(
                 yield decision.result
                 return
             await sleep(_wait(decision))
+        yield cached.result

@@ -14,6 +14,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, get_type_hints
 
+from sdk.cache import Cache
 from sdk.engine.conversation import MessageLike, PromptLike
 from sdk.providers._profile import SAMPLING_OPTIONS, SamplingOptions
 
@@ -56,6 +57,9 @@ class CallOptions(SamplingOptions, total=False):
     """Seconds one request may take (`None`: no limit)."""
     reasoning: Reasoning | None
     """Reason before the output: `"two_phase"` or `"native"` (`None`: no)."""
+    cache: Cache | bool | None
+    """A response cache (`sdk.cache`): `True` is a `SQLiteCache` at its default path, `None` or
+    `False` none (the default)."""
     extra_body: Mapping[str, Any]
     """Raw request fields for what the SDK has no option for, merged into the provider's request;
     the fields the SDK owns (schema, grammar, tools, model, messages, stream, ...) are refused."""

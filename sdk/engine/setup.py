@@ -5,12 +5,14 @@ machine built. All that the sync and async clients share (they differ by the `aw
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast, get_type_hints
 
 from sdk._tools import Tool, ToolChoice
+from sdk.cache import Cache, SQLiteCache
 from sdk.contract import Contract, require_contract
 from sdk.engine.attempts import Attempts
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY, conversation
@@ -192,6 +194,7 @@ def _machine(
     """Vet the options on every provider the call may go to, then start the attempts machine
     (which vets the output kind: a fallback list skips a provider that cannot carry it)."""
     own, sampling = split_options(resolved)
+    cache_of(own.get("cache"))  # a wrong `cache=` fails before anything starts
     extra_body = dict(own.get("extra_body") or {})
     reasoning = own.get("reasoning")
     for candidate in provider.candidates():
@@ -219,4 +222,22 @@ def _machine(
         hooks=config.hooks,
         streaming=streaming,
         clock=config.clock,
+        cache=cache_of(own.get("cache")),
     )
+
+
+def cache_of(option: Cache | bool | None) -> Cache | None:
+    """The store a `cache=` option names: `True` is the default `SQLiteCache` (opened once per
+    process), `None` and `False` none."""
+    if option is True:
+        return _default_cache()
+    if option is None or option is False:
+        return None
+    if not all(hasattr(option, name) for name in ("get", "put", "discard")):
+        raise TypeError(f"cache must be an sdk.cache store, True, False or None, not {option!r}")
+    return option
+
+
+@functools.cache
+def _default_cache() -> Cache:
+    return SQLiteCache()

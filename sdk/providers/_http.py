@@ -73,6 +73,11 @@ class HTTPProvider(Provider):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.redactor(self.base_url)!r})"
 
+    def cache_scope(self) -> dict[str, Any]:
+        # A server is known by where it runs (a model name alone may be another model there);
+        # the URL without its credentials, so no secret goes into a key.
+        return {**super().cache_scope(), "server": self.redactor(self.base_url)}
+
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""
         parts = urlsplit(self.base_url)

@@ -87,6 +87,11 @@ class Provider:
         """A tool's arguments schema as this provider receives it (`None`: the canonical one)."""
         return self.codec.tool_schema(contract)
 
+    def cache_scope(self) -> dict[str, Any]:
+        """What, besides the request, decides this provider's answers (the response cache's
+        key): the family and the model; providers add their settings and where they run."""
+        return {"provider": self.name, "model": self.model}
+
     def vet_options(self, options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> None:
         """Refuse, before anything is sent, a sampling option this provider does not take
         (`TypeError`, with the closest it does) and an `extra_body` field the SDK owns

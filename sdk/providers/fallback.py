@@ -22,6 +22,7 @@ turn and raises the last `ProviderError`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any
 
 from sdk.errors import ProviderError
 from sdk.providers._base import Completion, CompletionRequest, TextDelta
@@ -54,6 +55,9 @@ class FallbackProvider(Provider):
 
     def candidates(self) -> tuple[Provider, ...]:
         return self.providers
+
+    def cache_scope(self) -> dict[str, Any]:
+        return {"fallback": [provider.cache_scope() for provider in self.providers]}
 
     @property
     def supports_tools(self) -> bool:

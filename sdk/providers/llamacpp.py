@@ -409,6 +409,9 @@ class LlamaCppProvider(HTTPProvider):
         """How a contract is constrained (`auto`, `json_schema`, `grammar`, `openai`)."""
         return self.codec.mode
 
+    def cache_scope(self) -> dict[str, Any]:
+        return {**super().cache_scope(), "mode": self.mode}
+
     @property
     def model(self) -> str | None:
         return self._model

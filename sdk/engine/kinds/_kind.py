@@ -122,6 +122,8 @@ class Ending:
     completion: Completion
     reasoning: str | None
     cost: Decimal | None
+    cached_usage: Usage | None = None
+    """Set when the answer came from the response cache: what it cost when it was made."""
 
     def fields(self, accepted: Accepted[Any]) -> dict[str, Any]:
         """What every result says of how it was decided (`Result` and `ToolCalls` alike)."""
@@ -136,6 +138,8 @@ class Ending:
             "provider": self.provider.name,
             "model": completion.model or self.provider.model,
             "request_id": completion.request_id,
+            "cached": self.cached_usage is not None,
+            "cached_usage": self.cached_usage,
         }
 
 

@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
 from sdk.providers._base import Completion, CompletionRequest, Profile, TextDelta, text_only
@@ -130,6 +130,17 @@ class EmbeddedProvider(Provider):
     def model(self) -> str:
         """The model file's name without `.gguf` (e.g. `SmolLM2-135M-Instruct.Q4_1`)."""
         return Path(self.model_path).name.removesuffix(".gguf")
+
+    def cache_scope(self) -> dict[str, Any]:
+        # The model file and every setting that changes what is generated.
+        return {
+            "provider": self.name,
+            "model": self.model_path,
+            "settings": repr(self._settings),
+            "grammar": self.grammar,
+            "schema_instruction": self.schema_instruction,
+            "n_ctx": self.n_ctx,
+        }
 
     @property
     def constrained(self) -> bool:

@@ -1,0 +1,204 @@
+"""What a cache stores, how its key is made, and the protocol a store implements."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from sdk._content import Text
+from sdk._message import Message
+from sdk._records import Usage
+from sdk._tools import Tool, ToolCall
+from sdk.providers._base import Completion, CompletionRequest
+from sdk.stop_reason import StopReason
+
+__all__ = ["FORMAT", "Cache", "CacheStats", "Entry", "cache_key", "default_path"]
+
+FORMAT = 1
+"""The entries' format: part of every key, so a new format never reads an old entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A stored answer: the replies that made it (the working of two-phase reasoning, then the
+    answer), to be judged again on a hit."""
+
+    completions: tuple[Completion, ...]
+
+    @property
+    def usage(self) -> Usage:
+        """What the stored replies cost when they were made."""
+        return sum((c.usage for c in self.completions), Usage())
+
+    def to_json(self) -> str:
+        return json.dumps([_completion_json(c) for c in self.completions], ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Entry:
+        """An entry from its JSON (`ValueError` for anything else: a damaged entry is a miss)."""
+        data = json.loads(text)
+        if not isinstance(data, list) or not data:
+            raise ValueError("a cache entry is a non-empty list of replies")
+        return cls(tuple(_completion_of(item) for item in data))
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """What a store holds and how it has served."""
+
+    entries: int
+    bytes: int
+    hits: int
+    misses: int
+    expired: int = 0
+
+    def lines(self) -> list[str]:
+        rate = self.hits / (self.hits + self.misses) if self.hits + self.misses else 0.0
+        return [
+            f"{self.entries:,} entries, {self.bytes:,} bytes",
+            f"{self.hits:,} hits, {self.misses:,} misses (hit rate {rate:.0%}), "
+            f"{self.expired:,} expired",
+        ]
+
+
+class Cache(Protocol):
+    """What a store implements (`get` and `put` are called from any thread)."""
+
+    def get(self, key: str) -> Entry | None:
+        """The live entry for `key`, or `None` (missing or expired: a miss)."""
+        ...
+
+    def put(self, key: str, entry: Entry) -> None:
+        """Store `entry` under `key` (replacing any), for the store's time-to-live."""
+        ...
+
+    def discard(self, key: str) -> None:
+        """Drop `key` (a stored answer today's checks refuse)."""
+        ...
+
+    def stats(self) -> CacheStats:
+        """What the store holds and how it has served."""
+        ...
+
+    def clear(self) -> int:
+        """Drop every entry; how many there were."""
+        ...
+
+
+def default_path() -> Path:
+    """Where `cache=True` keeps its SQLite file: `$SDK_CACHE_DIR`, else the user's cache folder
+    (`$XDG_CACHE_HOME/structured-sdk`, `~/.cache/structured-sdk`)."""
+    folder = os.environ.get("SDK_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "structured-sdk"
+    )
+    return Path(folder) / "responses.db"
+
+
+def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
+    """The key of a request: sha256 over the provider's scope (family, model, settings), the
+    request's every field that reaches the provider, the schema as the wire carries it (`wire`),
+    and the fingerprint of what is asked for."""
+    asked: dict[str, Any] = {
+        "messages": [_message_json(m) for m in request.messages],
+        "system": request.system,
+        "max_tokens": request.max_tokens,
+        "options": _plain(request.options),
+        "extra_body": _plain(request.extra_body),
+        "reasoning": request.reasoning,
+        "source": request.source,
+        "contract": request.schema_info.fingerprint if request.contract is not None else None,
+        "grammar": request.grammar.fingerprint() if request.grammar is not None else None,
+        "tools": [_tool_json(t) for t in request.tools],
+        "tool_choice": _choice_json(request.tool_choice),
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "wire": _plain(wire),
+    }
+    document = {"format": FORMAT, "scope": _plain(scope), "request": asked}
+    blob = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+# --- JSON forms ---
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    parts: list[dict[str, str | None]] = []
+    for part in message.parts:
+        if isinstance(part, Text):
+            parts.append({"text": part.text})
+        else:  # an image or a PDF: its bytes (hashed) or its URL
+            data = getattr(part, "data", None)
+            digest = hashlib.sha256(data).hexdigest() if data is not None else None
+            parts.append({"type": type(part).__name__, "sha256": digest, "url": part.url})
+    return {
+        "role": message.role,
+        "parts": parts,
+        "tool_calls": [[c.id, c.tool, c.text] for c in message.tool_calls],
+        "tool_results": [[r.call_id, r.content, r.is_error] for r in message.tool_results],
+    }
+
+
+def _tool_json(tool: Tool) -> list[Any]:
+    from sdk.schema.canonical import schema_info
+
+    return [tool.name, tool.description, schema_info(tool.arguments).fingerprint]
+
+
+def _choice_json(choice: Any) -> Any:
+    return choice.name if isinstance(choice, Tool) else choice
+
+
+def _plain(value: Any) -> Any:
+    """`value` as plain JSON data (mappings sorted by the dump, sequences as lists)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)
+
+
+def _completion_json(completion: Completion) -> dict[str, Any]:
+    return {
+        "text": completion.text,
+        "stop_reason": completion.stop_reason.value,
+        "raw_stop_reason": completion.raw_stop_reason,
+        "usage": asdict(completion.usage),
+        "model": completion.model,
+        "request_id": completion.request_id,
+        "refusal": completion.refusal,
+        "refusal_category": completion.refusal_category,
+        "reasoning": completion.reasoning,
+        "tool_calls": [[c.id, c.tool, c.text] for c in completion.tool_calls],
+    }
+
+
+def _completion_of(data: Any) -> Completion:
+    if not isinstance(data, dict):
+        raise ValueError("a stored reply is an object")
+    usage = data.get("usage")
+    calls = data.get("tool_calls") or []
+    return Completion(
+        text=_optional(data.get("text")),
+        stop_reason=StopReason(data["stop_reason"]),
+        raw_stop_reason=_optional(data.get("raw_stop_reason")),
+        usage=Usage(**usage) if isinstance(usage, dict) else Usage(),
+        model=_optional(data.get("model")),
+        request_id=_optional(data.get("request_id")),
+        refusal=_optional(data.get("refusal")),
+        refusal_category=_optional(data.get("refusal_category")),
+        reasoning=_optional(data.get("reasoning")),
+        tool_calls=tuple(ToolCall(str(i), str(t), str(x)) for i, t, x in calls),
+    )
+
+
+def _optional(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"a stored reply field is {type(value).__name__}, not a string")
+    return value
