@@ -27,8 +27,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from contracts import Decision, InvoiceExtraction  # noqa: E402
-from sdk import Contract, InvalidOutput, StructuredOutputError  # noqa: E402
-from sdk.engine.call import Call, RetrySettings, conversation  # noqa: E402
+from sdk import Contract, InvalidOutput  # noqa: E402
+from sdk.engine.attempts import Attempts, Done, Retry, Send  # noqa: E402
+from sdk.engine.conversation import conversation  # noqa: E402
+from sdk.engine.kinds import Document, Parsing, Shared  # noqa: E402
+from sdk.engine.retry import RetrySettings  # noqa: E402
 from sdk.eval.dataset import EvalItem, load_dataset  # noqa: E402
 
 DATA = ROOT / "examples" / "data" / "eval"
@@ -65,33 +68,22 @@ def measure(
         for item in items:
             outcome.items += 1
 
-            calls = {
-                mode: _call(provider, contract, item, whole, max_tokens, constrained)
+            machines = {
+                mode: _machine(provider, contract, item, whole, max_tokens, constrained)
                 for mode, whole in MODES.items()
             }
-            first = provider.complete(next(iter(calls.values())).request())
-            prepared = {}
-            for mode, each in calls.items():
-                try:
-                    if each.on_reply(first) is not None:
-                        break  # valid at once: nothing to retry
-                    prepared[mode] = each
-                except StructuredOutputError:
-                    break  # truncation, refusal: not what feedback is for
-            if len(prepared) != len(MODES):
+            first = provider.complete(_send(next(iter(machines.values()))).request)
+            # Valid at once, or a truncation or refusal (not what feedback is for): no retry.
+            if not all(isinstance(m.on_reply(first), Retry) for m in machines.values()):
                 continue
-            error = calls["excerpts"].attempts[0].error
+            error = machines["excerpts"].attempts[0].error
             assert isinstance(error, InvalidOutput)
             outcome.invalid += 1
-            for mode, each in prepared.items():
-                request = each.request()
-                reply = provider.complete(request)
+            for mode, each in machines.items():
+                reply = provider.complete(_send(each).request)
                 outcome.input_tokens[mode] += reply.usage.input_tokens
-                try:
-                    if each.on_reply(reply) is not None:
-                        outcome.valid[mode] += 1
-                except StructuredOutputError:
-                    pass
+                if isinstance(each.on_reply(reply), Done):
+                    outcome.valid[mode] += 1
             print(
                 f"{item.id}: {type(error).__name__}, valid after retry: "
                 + ", ".join(f"{m} {outcome.valid[m]}" for m in MODES),
@@ -100,26 +92,31 @@ def measure(
     return outcome
 
 
-def _call(
+def _machine(
     provider: Any,
     contract: type[Contract],
     item: EvalItem,
     whole: int,
     max_tokens: int,
     constrained: bool,
-) -> Call[Any]:
-    """The retry engine for one item, with one retry and the given `feedback_whole_reply`."""
-    return Call(
-        contract,
+) -> Attempts:
+    """The attempts machine for one item, with one retry and the given longest reply sent back
+    whole (`feedback_whole_reply`)."""
+    parsing = Parsing(item.document, None, "normalize", whole)
+    shared = Shared(max_tokens, None, {"constrained": constrained}, {}, item.document, False)
+    return Attempts(
+        Document(contract, None, parsing),
         conversation(contract, item.prompt, None, item.document),
+        shared,
         provider=provider,
-        settings=RetrySettings(retries=1, feedback_whole_reply=whole),
-        enum_case="normalize",
-        system=None,
-        source=item.document,
-        max_tokens=max_tokens,
-        options={"constrained": constrained},
+        settings=RetrySettings(retries=1),
     )
+
+
+def _send(machine: Attempts) -> Send:
+    send = machine.send()
+    assert isinstance(send, Send)
+    return send
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -103,44 +103,54 @@ def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -
     """The key of a request: sha256 over the provider's scope (family, model, settings), the
     request's every field that reaches the provider, the schema as the wire carries it (`wire`),
     and the fingerprint of what is asked for."""
-    asked: dict[str, Any] = {
-        "messages": [_message_json(m) for m in request.messages],
-        "system": request.system,
-        "max_tokens": request.max_tokens,
-        "options": _plain(request.options),
-        "extra_body": _plain(request.extra_body),
-        "reasoning": request.reasoning,
-        "source": request.source,
-        "contract": request.schema_info.fingerprint if request.contract is not None else None,
-        "grammar": request.grammar.fingerprint() if request.grammar is not None else None,
-        "tools": [_tool_json(t) for t in request.tools],
-        "tool_choice": _choice_json(request.tool_choice),
-        "parallel_tool_calls": request.parallel_tool_calls,
-        "wire": _plain(wire),
-    }
-    document = {"format": FORMAT, "scope": _plain(scope), "request": asked}
-    blob = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    asked = [
+        FORMAT,
+        _canonical(scope),
+        [_message_json(m) for m in request.messages],
+        request.system,
+        request.max_tokens,
+        _canonical(request.options),
+        _canonical(request.extra_body),
+        request.reasoning,
+        request.source,
+        request.schema_info.fingerprint if request.contract is not None else None,
+        request.grammar.fingerprint() if request.grammar is not None else None,
+        [_tool_json(t) for t in request.tools],
+        _choice_json(request.tool_choice),
+        request.parallel_tool_calls,
+        _canonical(wire),
+    ]
+    blob = json.dumps(asked, ensure_ascii=False, separators=(",", ":"), default=repr)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _canonical(value: Any) -> str | None:
+    """A mapping or other value as JSON with sorted keys (so their order never changes a key)."""
+    if value is None or (isinstance(value, Mapping) and not value):
+        return None
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
 
 
 # --- JSON forms ---
 
 
-def _message_json(message: Message) -> dict[str, Any]:
-    parts: list[dict[str, str | None]] = []
+def _message_json(message: Message) -> list[Any]:
+    if isinstance(message.content, str) and not message.tool_calls and not message.tool_results:
+        return [message.role, message.content]
+    parts: list[Any] = []
     for part in message.parts:
         if isinstance(part, Text):
-            parts.append({"text": part.text})
+            parts.append(part.text)
         else:  # an image or a PDF: its bytes (hashed) or its URL
             data = getattr(part, "data", None)
             digest = hashlib.sha256(data).hexdigest() if data is not None else None
-            parts.append({"type": type(part).__name__, "sha256": digest, "url": part.url})
-    return {
-        "role": message.role,
-        "parts": parts,
-        "tool_calls": [[c.id, c.tool, c.text] for c in message.tool_calls],
-        "tool_results": [[r.call_id, r.content, r.is_error] for r in message.tool_results],
-    }
+            parts.append([type(part).__name__, digest, part.url])
+    return [
+        message.role,
+        parts,
+        [[c.id, c.tool, c.text] for c in message.tool_calls],
+        [[r.call_id, r.content, r.is_error] for r in message.tool_results],
+    ]
 
 
 def _tool_json(tool: Tool) -> list[Any]:
@@ -151,17 +161,6 @@ def _tool_json(tool: Tool) -> list[Any]:
 
 def _choice_json(choice: Any) -> Any:
     return choice.name if isinstance(choice, Tool) else choice
-
-
-def _plain(value: Any) -> Any:
-    """`value` as plain JSON data (mappings sorted by the dump, sequences as lists)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return repr(value)
 
 
 def _completion_json(completion: Completion) -> dict[str, Any]:

@@ -30,7 +30,8 @@ class MemoryCache:
         self.max_entries = max_entries
         self._clock = clock
         self._lock = threading.Lock()
-        self._entries: dict[str, tuple[str, float | None]] = {}
+        # Entries are immutable (frozen records), so they are kept as they are, not as JSON.
+        self._entries: dict[str, tuple[Entry, float | None]] = {}
         self._hits = self._misses = self._expired = 0
 
     def __repr__(self) -> str:
@@ -47,13 +48,13 @@ class MemoryCache:
                 self._misses += 1
                 return None
             self._hits += 1
-        return Entry.from_json(found[0])
+        return found[0]
 
     def put(self, key: str, entry: Entry) -> None:
         expires = self._clock() + self.ttl if self.ttl is not None else None
         with self._lock:
             self._entries.pop(key, None)
-            self._entries[key] = (entry.to_json(), expires)
+            self._entries[key] = (entry, expires)
             while len(self._entries) > self.max_entries:
                 del self._entries[next(iter(self._entries))]
 
@@ -63,7 +64,7 @@ class MemoryCache:
 
     def stats(self) -> CacheStats:
         with self._lock:
-            size = sum(len(text.encode()) for text, _ in self._entries.values())
+            size = sum(len(entry.to_json().encode()) for entry, _ in self._entries.values())
             return CacheStats(len(self._entries), size, self._hits, self._misses, self._expired)
 
     def clear(self) -> int:

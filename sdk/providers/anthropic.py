@@ -54,6 +54,7 @@ from sdk.providers._base import (
 )
 from sdk.providers._errors import provider_error, reply_request_id
 from sdk.providers._profile import Profile, finished, sdk_fields
+from sdk.providers._prompt_cache import anthropic_breakpoints
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport, SDKTransport
 from sdk.schema.dialects import ANTHROPIC, WireSchema, to_wire
@@ -105,10 +106,16 @@ def profile(mode: Mode = "json_schema") -> Profile:
 
 
 def build_request(
-    request: CompletionRequest, *, model: str, mode: Mode = "json_schema"
+    request: CompletionRequest,
+    *,
+    model: str,
+    mode: Mode = "json_schema",
+    prompt_caching: bool = True,
 ) -> dict[str, Any]:
     """The keyword arguments of `client.messages.create` for `request` (a JSON document, or
-    free text; Anthropic has no grammar surface: `UnsupportedRequest`)."""
+    free text; Anthropic has no grammar surface: `UnsupportedRequest`), with `cache_control`
+    breakpoints on its static prefix unless `prompt_caching` is off
+    (`sdk.providers._prompt_cache`)."""
     if request.kind == "grammar":
         raise unsupported("anthropic", "a grammar", ["json_schema documents", "strict tool use"])
     kwargs: dict[str, Any] = {
@@ -135,6 +142,8 @@ def build_request(
             name = wire_name(request.contract)
             kwargs["tools"] = [_tool(name, request, wire)]
             kwargs["tool_choice"] = {"type": "tool", "name": name}
+    if prompt_caching:
+        anthropic_breakpoints(kwargs, model)
     return finished(kwargs, request.options, request.extra_body, profile(mode))
 
 
@@ -381,10 +390,13 @@ def map_error(exc: anthropic.AnthropicError) -> ProviderError:
 class AnthropicCodec(Codec):
     """The Messages API's wire format (no I/O)."""
 
-    def __init__(self, model: str, mode: Mode, *, urls: bool = True) -> None:
+    def __init__(
+        self, model: str, mode: Mode, *, urls: bool = True, prompt_caching: bool = True
+    ) -> None:
         self.model = model
         self.mode: Mode = mode
         self.urls = urls  # whether image and document parts may be URLs (not on Bedrock)
+        self.prompt_caching = prompt_caching
         self.profile = profile(mode)
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
@@ -402,7 +414,10 @@ class AnthropicCodec(Codec):
             request.max_tokens,
             len(request.messages),
         )
-        return Exchange("messages.create", build_request(request, model=self.model, mode=self.mode))
+        body = build_request(
+            request, model=self.model, mode=self.mode, prompt_caching=self.prompt_caching
+        )
+        return Exchange("messages.create", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if request.kind == "tools":
@@ -468,12 +483,22 @@ class AnthropicProvider(Provider):
     `UnsupportedRequest` here, not a 400 there), and Bedrock takes images and PDFs as bytes only
     (a URL part is refused before sending).
 
+    `prompt_caching` (on by default) puts `cache_control` breakpoints on the static prefix of
+    each request once it is long enough to be cached (`sdk.providers._prompt_cache`).
+
     The SDK owns retries: the client is used through `with_options(max_retries=0)`, so one
     failed request is one attempt here (the `anthropic` client's own two retries would
     otherwise multiply ours, making a persistent 429 cost twelve requests).
     """
 
-    def __init__(self, client: AnyClient, *, model: str, mode: Mode = "json_schema") -> None:
+    def __init__(
+        self,
+        client: AnyClient,
+        *,
+        model: str,
+        mode: Mode = "json_schema",
+        prompt_caching: bool = True,
+    ) -> None:
         if mode not in ("json_schema", "tool"):
             raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
         if not isinstance(client, (*_SYNC_CLIENTS, *_ASYNC_CLIENTS)):
@@ -491,7 +516,9 @@ class AnthropicProvider(Provider):
         self.client = client.with_options(max_retries=0)
         self.mode: Mode = mode
         self._model = model
-        self.codec = AnthropicCodec(model, mode, urls=self.platform != "bedrock")
+        self.codec = AnthropicCodec(
+            model, mode, urls=self.platform != "bedrock", prompt_caching=prompt_caching
+        )
 
     def __repr__(self) -> str:
         platform = "" if self.platform == "anthropic" else f", platform={self.platform!r}"

@@ -61,6 +61,7 @@ from sdk.providers._base import (
 from sdk.providers._chat import ChatDeltas, chat_completion, chat_messages, chat_tools
 from sdk.providers._errors import provider_error, reply_request_id
 from sdk.providers._profile import Profile, finished, sdk_fields
+from sdk.providers._prompt_cache import prompt_cache_key
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport, SDKTransport
 from sdk.schema.dialects import OPENAI_STRICT, to_wire
@@ -118,15 +119,20 @@ def _json_schema_format(contract: type[Contract]) -> dict[str, Any]:
 # --- Responses API ---
 
 
-def build_responses_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
+def build_responses_request(
+    request: CompletionRequest, *, model: str, prompt_caching: bool = True
+) -> dict[str, Any]:
     """The keyword arguments of `client.responses.create` for `request`: a JSON document
     (`text.format` json_schema, strict), a grammar's sentence (a custom tool whose input the
-    grammar constrains, forced by `tool_choice`), or free text."""
+    grammar constrains, forced by `tool_choice`), or free text; with a `prompt_cache_key` named
+    after its static part unless `prompt_caching` is off (`extra_body` may set another)."""
     kwargs: dict[str, Any] = {
         "model": model,
         "input": [item for m in request.messages for item in _responses_input(m)],
         "max_output_tokens": request.max_tokens,
     }
+    if prompt_caching:
+        kwargs["prompt_cache_key"] = prompt_cache_key(request)
     if request.reasoning:
         # The reasoning itself stays hidden; its summary is what a caller can keep.
         kwargs["reasoning"] = {"effort": "medium", "summary": "auto"}
@@ -359,9 +365,12 @@ class ResponsesStreamReader:
 # --- Chat Completions ---
 
 
-def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
+def build_chat_request(
+    request: CompletionRequest, *, model: str, prompt_caching: bool = True
+) -> dict[str, Any]:
     """The keyword arguments of `client.chat.completions.create` for `request` (a JSON
-    document or free text; no grammar surface here: `UnsupportedRequest`)."""
+    document or free text; no grammar surface here: `UnsupportedRequest`), with a
+    `prompt_cache_key` as for Responses."""
     if request.grammar is not None:
         raise unsupported("openai_chat", "a grammar", ["json_schema documents", "free text"])
     kwargs: dict[str, Any] = {
@@ -369,6 +378,8 @@ def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, A
         "messages": chat_messages(request, "openai_chat", images=True, pdfs=True),
         "max_completion_tokens": request.max_tokens,
     }
+    if prompt_caching:
+        kwargs["prompt_cache_key"] = prompt_cache_key(request)
     if request.contract is not None:
         format_ = _json_schema_format(request.contract)
         kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
@@ -462,12 +473,16 @@ class ResponsesCodec(Codec):
 
     profile = RESPONSES
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, prompt_caching: bool = True) -> None:
         self.model = model
+        self.prompt_caching = prompt_caching
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         _log(self.provider, self.model, request)
-        return Exchange("responses.create", build_responses_request(request, model=self.model))
+        body = build_responses_request(
+            request, model=self.model, prompt_caching=self.prompt_caching
+        )
+        return Exchange("responses.create", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_responses_response(
@@ -486,12 +501,13 @@ class ChatCodec(Codec):
 
     profile = CHAT
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, prompt_caching: bool = True) -> None:
         self.model = model
+        self.prompt_caching = prompt_caching
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         _log(self.provider, self.model, request)
-        body = build_chat_request(request, model=self.model)
+        body = build_chat_request(request, model=self.model, prompt_caching=self.prompt_caching)
         if stream:
             body["stream_options"] = {"include_usage": True}
         return Exchange("chat.completions.create", body)
@@ -562,17 +578,31 @@ class _OpenAIProvider(Provider):
 
 class OpenAIResponsesProvider(_OpenAIProvider):
     """The Responses API through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used
-    with `max_retries=0`: the SDK owns retries)."""
+    with `max_retries=0`: the SDK owns retries). `prompt_caching` (on by default) sends a
+    `prompt_cache_key` named after the contract's fingerprint and the system prompt, so calls
+    that share them share the provider's prompt cache."""
 
-    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
+    def __init__(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI,
+        *,
+        model: str,
+        prompt_caching: bool = True,
+    ) -> None:
         super().__init__(client, model=model)
-        self.codec = ResponsesCodec(model)
+        self.codec = ResponsesCodec(model, prompt_caching=prompt_caching)
 
 
 class OpenAIChatProvider(_OpenAIProvider):
     """Chat Completions through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used with
-    `max_retries=0`: the SDK owns retries)."""
+    `max_retries=0`: the SDK owns retries); `prompt_caching` as for Responses."""
 
-    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
+    def __init__(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI,
+        *,
+        model: str,
+        prompt_caching: bool = True,
+    ) -> None:
         super().__init__(client, model=model)
-        self.codec = ChatCodec(model)
+        self.codec = ChatCodec(model, prompt_caching=prompt_caching)
