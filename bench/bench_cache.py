@@ -55,8 +55,11 @@ def hit_cost() -> list[str]:
     lines = []
     documents = [(Decision, decision(500)), (InvoiceExtraction, invoice(5_000))]
     for contract, payload in documents:
-        for name, cache in (("MemoryCache", MemoryCache()),
-                            ("SQLiteCache", SQLiteCache(f"{tempfile.mkdtemp()}/c.db"))):  # fmt: skip
+        stores: list[tuple[str, Cache]] = [
+            ("MemoryCache", MemoryCache()),
+            ("SQLiteCache", SQLiteCache(f"{tempfile.mkdtemp()}/c.db")),
+        ]
+        for name, cache in stores:
             hit_s, bare_s = _hit_and_bare(contract, payload.text, payload.source, cache)
             lines.append(
                 f"cache hit / bare parse, {contract.__name__} ({len(payload.text) / 1000:.1f} "
