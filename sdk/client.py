@@ -15,7 +15,6 @@ and the provider's driver. The per-call options are declared once, in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar, Unpack, overload
@@ -33,6 +32,7 @@ from sdk.engine.setup import ClientConfig, ClientOptions, start_call, start_tool
 from sdk.grammar import Grammar
 from sdk.parsing.incremental import Partial
 from sdk.providers._provider import Provider
+from sdk.providers.limit import ConcurrencyLimit
 
 __all__ = [
     "AsyncStructuredClient",
@@ -224,7 +224,7 @@ class AsyncStructuredClient(_BaseClient):
             raise ValueError("max_concurrency must be at least 1 (or None for no limit)")
         self.max_concurrency = max_concurrency
         self._sleep = sleep
-        # One semaphore per event loop: an asyncio primitive belongs to the loop that uses it.
+        # One semaphore per event loop, kept by the client (whatever provider it is given).
         self._limits: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             WeakKeyDictionary()
         )
@@ -241,17 +241,15 @@ class AsyncStructuredClient(_BaseClient):
 
     def limit(self) -> asyncio.Semaphore | None:
         """The semaphore bounding this client's requests in the running event loop."""
-        if self.max_concurrency is None:
-            return None
-        loop = asyncio.get_running_loop()
-        limit = self._limits.get(loop)
-        if limit is None:
-            limit = self._limits[loop] = asyncio.Semaphore(self.max_concurrency)
-        return limit
+        limited = self._sending
+        return limited.limit() if isinstance(limited, ConcurrencyLimit) else None
 
-    def _slot(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        limit = self.limit()
-        return limit if limit is not None else contextlib.nullcontext()
+    @property
+    def _sending(self) -> Provider:
+        """The provider behind the client's limit: what requests are sent through."""
+        if self.max_concurrency is None:
+            return self.provider
+        return ConcurrencyLimit(self.provider, self.max_concurrency, _limits=self._limits)
 
     @overload
     async def generate(self, contract: type[C], **options: Unpack[CallOptions]) -> Result[C]: ...
@@ -266,8 +264,8 @@ class AsyncStructuredClient(_BaseClient):
 
     async def generate(self, contract: Any, **options: Unpack[CallOptions]) -> Result[Any]:
         """A `contract` value from the provider, or a typed error (see `StructuredClient`)."""
-        machine = start_call(self.config, self.provider, contract, options, "generate()")
-        result: Result[Any] = await loops.acomplete(machine, self._sleep, self._slot)
+        machine = start_call(self.config, self._sending, contract, options, "generate()")
+        result: Result[Any] = await loops.acomplete(machine, self._sleep)
         return result
 
     @overload
@@ -288,8 +286,8 @@ class AsyncStructuredClient(_BaseClient):
     def stream(self, contract: Any, **options: Unpack[CallOptions]) -> AsyncIterator[Any]:
         """What the output shows as it arrives, then the `Result` (see
         `StructuredClient.stream`)."""
-        machine = start_call(self.config, self.provider, contract, options, "stream()")
-        return loops.astream(machine, self._sleep, self._slot)
+        machine = start_call(self.config, self._sending, contract, options, "stream()")
+        return loops.astream(machine, self._sleep)
 
     async def call_tools(
         self,
@@ -300,9 +298,9 @@ class AsyncStructuredClient(_BaseClient):
         **options: Unpack[CallOptions],
     ) -> ToolCalls:
         """The calls the model made, parsed and checked (see `StructuredClient.call_tools`)."""
-        machine = start_tools_call(self.config, self.provider, tools, tool_choice,
+        machine = start_tools_call(self.config, self._sending, tools, tool_choice,
                                    parallel_tool_calls, options, "call_tools()")  # fmt: skip
-        calls: ToolCalls = await loops.acomplete(machine, self._sleep, self._slot)
+        calls: ToolCalls = await loops.acomplete(machine, self._sleep)
         return calls
 
     def stream_tools(
@@ -315,6 +313,6 @@ class AsyncStructuredClient(_BaseClient):
     ) -> AsyncIterator[PartialToolCall | ToolCalls]:
         """`PartialToolCall` snapshots, then the `ToolCalls` (see
         `StructuredClient.stream_tools`)."""
-        machine = start_tools_call(self.config, self.provider, tools, tool_choice,
+        machine = start_tools_call(self.config, self._sending, tools, tool_choice,
                                    parallel_tool_calls, options, "stream_tools()")  # fmt: skip
-        return loops.astream(machine, self._sleep, self._slot)
+        return loops.astream(machine, self._sleep)

@@ -19,10 +19,6 @@ from sdk.providers._base import Completion, TextDelta
 
 __all__ = ["acomplete", "astream", "complete", "stream"]
 
-Slot = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
-"""A concurrency slot each async request holds while in flight."""
-
-
 def _next(machine: Attempts) -> Send:
     """The next request, or the call's final error raised (its deadline passed)."""
     send = machine.send()
@@ -125,20 +121,17 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
         yield cached.result
 
 
-# --- async: the same loops, awaited, each request in a concurrency slot ---
+# --- async: the same loops, awaited ---
 
 
-async def acomplete(
-    machine: Attempts, sleep: Callable[[float], Awaitable[None]], slot: Slot
-) -> Any:
+async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]) -> Any:
     """Run a call to its result (or raise its error)."""
     with machine.abandoned_on_exit() as cached:
         while cached is None:
             send = _next(machine)
             try:
-                async with slot():
-                    deadline = _deadline(machine, send)
-                    reply = await send.provider.acomplete(send.request, deadline=deadline)
+                deadline = _deadline(machine, send)
+                reply = await send.provider.acomplete(send.request, deadline=deadline)
             except StructuredOutputError as failure:
                 decision = _after(machine, failure, None)
             else:
@@ -150,19 +143,18 @@ async def acomplete(
 
 
 async def astream(
-    machine: Attempts, sleep: Callable[[float], Awaitable[None]], slot: Slot
+    machine: Attempts, sleep: Callable[[float], Awaitable[None]]
 ) -> AsyncIterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
     with machine.abandoned_on_exit() as cached:
         while cached is None:
             send, shown = _next(machine), _Shown(machine)
             try:
-                async with slot():
-                    items = send.provider.astream(send.request, deadline=_deadline(machine, send))
-                    async with contextlib.aclosing(items):  # type: ignore[type-var]
-                        async for item in items:
-                            for each in shown.show(item):
-                                yield each
+                items = send.provider.astream(send.request, deadline=_deadline(machine, send))
+                async with contextlib.aclosing(items):  # type: ignore[type-var]
+                    async for item in items:
+                        for each in shown.show(item):
+                            yield each
                 for each in shown.end():
                     yield each
                 decision = shown.decide()

@@ -16,6 +16,7 @@ from sdk.providers._base import (
 )
 from sdk.providers._provider import Provider
 from sdk.providers.fallback import FallbackProvider
+from sdk.providers.limit import ConcurrencyLimit
 from sdk.providers.llamacpp import LlamaCppProvider
 from sdk.providers.ollama import OllamaProvider
 from sdk.providers.test import TestProvider
@@ -51,6 +52,7 @@ __all__ = [
     "Codec",
     "Completion",
     "CompletionRequest",
+    "ConcurrencyLimit",
     "EmbeddedProvider",
     "Exchange",
     "FallbackProvider",
