@@ -90,10 +90,10 @@ def _demo(quoted: _Quoted) -> str:
     values = quoted.values("demo")
     if values is None:
         return "Its duration is row 10 of `bench/RESULTS.md` (not measured yet).\n"
-    return (
+    return _fill(
         f"It took {values['wall']:.0f} s from start to end on the bench's machine (row 10 of "
-        "`bench/RESULTS.md`, with the date and commit it was measured at).\n"
-    )
+        "`bench/RESULTS.md`, with the date and commit it was measured at)."
+    ) + "\n"
 
 
 def _fill(text: str) -> str:
@@ -102,9 +102,14 @@ def _fill(text: str) -> str:
 
 
 def _performance(quoted: _Quoted) -> str:
-    from run import FANOUT_CALLS, STREAM_CHUNK, STREAM_SIZE
-
     line = quoted.line
+    stream = quoted.values("streaming") or {}
+    streamed = (
+        f"{stream['size_kb']} KB list-heavy document in {stream['chunk']}-character chunks"
+        if stream
+        else "list-heavy document"
+    )
+    calls = (quoted.values("fan-out") or {}).get("calls")
     batch = quoted.values("batch")
     memory = (
         f"peak memory {batch['rss_mb']} MB at {batch['items']:,} items and "
@@ -115,11 +120,12 @@ def _performance(quoted: _Quoted) -> str:
     bullets = [
         "the full `sdk.parse` against bare `model_validate_json`, 5 KB invoice: "
         f"{line('parse', 'parse-5kb')} (row 1);",
-        f"streaming partial objects against one parse, {STREAM_SIZE // 1000} KB list-heavy "
-        f"document in {STREAM_CHUNK}-character chunks: {line('streaming', 'stream-list')}; time "
+        f"streaming partial objects against one parse, {streamed}: "
+        f"{line('streaming', 'stream-list')}; time "
         f"growth from half the size: {line('streaming', 'stream-growth', detail=True)} (2.0 is "
         "linear; row 2);",
-        f"{FANOUT_CALLS:,} concurrent calls against bare httpx: {line('fan-out', 'fanout')}; with "
+        f"{f'{calls:,} ' if calls else ''}concurrent calls against bare httpx: "
+        f"{line('fan-out', 'fanout')}; with "
         "the provider's defaults, which learn the chat template once: "
         f"{line('fan-out', 'fanout-defaults')} (row 3);",
         "a retry's input against the first request's, estimated tokens: "

@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import subprocess
+import textwrap
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -183,7 +184,7 @@ def record(
         measured=started,
         commit=commit,
         load=load,
-        seconds=seconds,
+        seconds=round(seconds, 1),
         quick=quick,
         machine=machine(),
         lines=list(measured.lines) if measured else [],
@@ -286,14 +287,31 @@ def render(records: dict[str, RowRecord], registry: dict[str, BenchRow] | None =
     if readings:
         parts += ["## Reading the rows", ""]
         for entry, rec in readings:
-            parts += [f"### Row {entry.number}: {entry.title}", "", rec.notes.rstrip("\n"), ""]
+            parts += [f"### Row {entry.number}: {entry.title}", "", _wrapped(rec.notes), ""]
     for entry in registry.values():
         rec = records.get(entry.name)
         if rec is not None and rec.section:
             parts += [f"## {entry.title} (row {entry.number})", "", rec.section.rstrip("\n"), ""]
             if rec.notes:
-                parts += [rec.notes.rstrip("\n"), ""]
+                parts += [_wrapped(rec.notes), ""]
     return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def _wrapped(notes: str) -> str:
+    """Notes as Markdown bullets, each wrapped at 100 columns (rows write them with measured
+    values interpolated, so their own line breaks fall anywhere)."""
+    bullets: list[str] = []
+    for line in notes.splitlines():
+        if line.startswith("- ") or not bullets:
+            bullets.append(line.strip())
+        else:
+            bullets[-1] += " " + line.strip()
+    return "\n".join(
+        textwrap.fill(bullet.removeprefix("- "), 100, initial_indent="- ", subsequent_indent="  ",
+                      break_long_words=False, break_on_hyphens=False)
+        for bullet in bullets
+        if bullet
+    )  # fmt: skip
 
 
 def _cell(text: str) -> str:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["duration", "micros", "millis", "ratio", "verdict"]
+__all__ = ["duration", "factor", "micros", "millis", "ratio", "verdict"]
 
 
 def ratio(ours: float, base: float) -> str:
     """`ours / base` as a figure: two decimals under 10x, whole numbers above."""
-    value = ours / base
+    return factor(ours / base)
+
+
+def factor(value: float) -> str:
+    """A ratio already divided, written as `ratio` writes one."""
     return f"{value:.2f}x" if value < 10 else f"{value:,.0f}x"
 
 
