@@ -1,6 +1,7 @@
 """The README's performance and eval figures, written from bench/results.json and checked.
 
-    .venv/bin/python bench/readme_figures.py --write    # rewrite the README's generated blocks
+    .venv/bin/python bench/readme_figures.py --write    # the README's blocks and RESULTS.md,
+                                                        # rendered again (nothing measured)
     .venv/bin/python bench/readme_figures.py --check    # in `make test`: exit 1 on any mismatch
 
 Each generated block of README.md sits between two markers:
@@ -382,10 +383,13 @@ def check() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--write", action="store_true", help="rewrite the README's blocks")
+    action.add_argument("--write", action="store_true",
+                        help="render the README's blocks and bench/RESULTS.md again")  # fmt: skip
     action.add_argument("--check", action="store_true", help="exit 1 on any mismatch")
     args = parser.parse_args(argv)
     if args.write:
+        _register_rows()
+        results.write_page(results.load(results.RESULTS_JSON), results.RESULTS_MD)
         write(README, results.RESULTS_JSON)
         return 0
     return check()
