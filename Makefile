@@ -33,20 +33,29 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sdk contracts
 
+# The README's figures and bench/RESULTS.md are what bench/results.json renders to (no figure typed
+# by hand, no quick run published, no eval run left unsummarized).
 test: lint typecheck $(LOCAL_STAMP)
 	$(BIN)/sdk schema check contracts
+	$(BIN)/python bench/readme_figures.py --check
 	$(BIN)/pytest -q
 
 demo: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli demo
 
+# Every row of the bench (those `bench/run.py --list` marks "minutes" take long), then
+# bench/results.json, bench/RESULTS.md and the README's figures. The maskbench row reads the
+# corpus extracted at $(MASKBENCH); BENCH_FLAGS="--only NAME,..." measures some rows again.
+MASKBENCH ?= /tmp/maskbench/maskbench-sample
+BENCH_FLAGS ?=
+
 bench: $(LOCAL_STAMP)
-	$(BIN)/python bench/run.py --write
+	$(BIN)/python bench/run.py --write --maskbench $(MASKBENCH) $(BENCH_FLAGS)
 
 # The paired eval on the embedded model, on a subset of each dataset (a few minutes on two cores).
-# Results go to eval-results/ (committed: the README's figures); running it again resumes and
-# finishes an interrupted run; EVAL_FLAGS=--fresh starts over, and the limits below the datasets'
-# sizes (44 decisions, 64 invoices) run more of them.
+# Results go to eval-results/ (committed), their summary to bench/RESULTS.md and the README's
+# figures (bench row 13). Running it again resumes and finishes an interrupted run;
+# EVAL_FLAGS=--fresh starts over, and limits up to the datasets' sizes run more of them.
 EVAL_DECISIONS ?= 16
 EVAL_INVOICES ?= 8
 EVAL_FLAGS ?=
@@ -57,6 +66,7 @@ eval: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli eval examples/data/eval/invoices.jsonl \
 		--contract contracts:InvoiceExtraction --limit $(EVAL_INVOICES) --max-tokens 300 \
 		--out eval-results/invoices $(EVAL_FLAGS)
+	$(BIN)/python bench/run.py --only eval --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -44,6 +44,7 @@ from sdk.providers.ollama import read_response as ollama_response
 from sdk.providers.vllm import build_request as vllm_request
 from sdk.providers.vllm import read_response as vllm_response
 from sdk.schema import LLAMACPP, OLLAMA, VLLM, to_wire
+from sdk.schema.gbnf import contract_gbnf
 from tests.local_support import DOCUMENT, LocalServer, Reply, closed_port_url
 from tests.wire_support import BOUNDED, DECISION, Bounded, Sleeps, fixture_json
 
@@ -176,10 +177,9 @@ def test_llamacpp_grammar_mode_sends_the_given_grammar(server: LocalServer) -> N
 
 
 def test_llamacpp_grammar_mode_writes_the_grammar_from_the_schema(server: LocalServer) -> None:
-    gbnf = pytest.importorskip("sdk.schema.gbnf")
     _client(LlamaCppProvider(server.url, mode="grammar")).generate(Decision, prompt="Approve?")
     (body,) = server.bodies("/completion")
-    assert body["grammar"] == gbnf.contract_gbnf(Decision)
+    assert body["grammar"] == contract_gbnf(Decision)
     assert "root ::=" in body["grammar"]
 
 
