@@ -55,7 +55,14 @@ from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment  # n
 from sdk.parsing import _compiled, compile_contract  # noqa: E402
 
 # The scripts that register rows of their own (each measures its row where it lives).
-ROW_MODULES = ("bench_embedded", "bench_batch", "retry_success", "gbnf_maskbench", "eval_summary")
+ROW_MODULES = (
+    "bench_embedded",
+    "bench_batch",
+    "retry_success",
+    "gbnf_maskbench",
+    "eval_summary",
+    "bench_cache",
+)
 
 INSTRUCTOR_VENV = BENCH / ".venv-instructor"
 INSTRUCTOR_REQUIREMENTS = BENCH / "requirements-instructor.txt"
