@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -25,41 +28,41 @@ PathOption = Annotated[
 ]
 
 
-def _open(path: Path | None, out: Output) -> SQLiteCache | None:
+@contextmanager
+def _opened(path: Path | None) -> Iterator[tuple[Output, SQLiteCache | None]]:
+    """The output and the cache file (`None`, said, when there is none); a file that is not a
+    cache exits 2 with one line."""
     from sdk.cache import SQLiteCache, default_path
 
+    out = Output()
     target = path if path is not None else default_path()
     if not target.is_file():
         out.line(f"no cache file at {target}")
-        return None
-    return SQLiteCache(target)
+        yield out, None
+        return
+    with errors_exit(out):
+        cache = SQLiteCache(target)
+    yield out, cache
 
 
 @cache_app.command("stats")
 def stats_command(path: PathOption = None, as_json: JsonOption = False) -> None:
     """How many entries the cache holds, its size, and its hits and misses."""
-    out = Output()
-    with errors_exit(out):
-        cache = _open(path, out)
+    with _opened(path) as (out, cache):
         if cache is None:
             return
         stats = cache.stats()
-    if as_json:
-        out.json({"entries": stats.entries, "bytes": stats.bytes, "hits": stats.hits,
-                  "misses": stats.misses, "expired": stats.expired})  # fmt: skip
-        return
-    out.line(str(cache.path), "bold")
-    for line in stats.lines():
-        out.line(line)
+        if as_json:
+            out.json(asdict(stats))
+            return
+        out.line(str(cache.path), "bold")
+        for line in stats.lines():
+            out.line(line)
 
 
 @cache_app.command("clear")
 def clear_command(path: PathOption = None) -> None:
     """Drop every entry (the file stays, empty)."""
-    out = Output()
-    with errors_exit(out):
-        cache = _open(path, out)
-        if cache is None:
-            return
-        dropped = cache.clear()
-    out.line(f"dropped {dropped:,} entries")
+    with _opened(path) as (out, cache):
+        if cache is not None:
+            out.line(f"dropped {cache.clear():,} entries")

@@ -19,6 +19,7 @@ from sdk.providers._base import Completion, TextDelta
 
 __all__ = ["acomplete", "astream", "complete", "stream"]
 
+
 def _next(machine: Attempts) -> Send:
     """The next request, or the call's final error raised (its deadline passed)."""
     send = machine.send()

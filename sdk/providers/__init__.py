@@ -1,9 +1,9 @@
 """Providers: one module per provider family, each a codec (sans-IO request builder, reply and
 stream reader); two drivers (`_drivers`) send them, sync and async, inside one fault boundary."""
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sdk._lazy import lazy_names
 from sdk.providers._base import (
     Codec,
     Completion,
@@ -40,11 +40,7 @@ _HOSTED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOSTED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _HOSTED)
 
 
 __all__ = [

@@ -468,14 +468,22 @@ def map_error(exc: openai.OpenAIError, provider: str) -> ProviderError:
     return provider_error(provider, type(exc).__name__, status_code=200, detail=str(exc))
 
 
-class ResponsesCodec(Codec):
-    """The Responses API's wire format (no I/O)."""
-
-    profile = RESPONSES
+class _OpenAICodec(Codec):
+    """What both OpenAI wire formats share: the model, the prompt-cache key switch, the
+    `openai` client's errors."""
 
     def __init__(self, model: str, *, prompt_caching: bool = True) -> None:
         self.model = model
         self.prompt_caching = prompt_caching
+
+    def classify(self, error: BaseException) -> ProviderError | None:
+        return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
+
+
+class ResponsesCodec(_OpenAICodec):
+    """The Responses API's wire format (no I/O)."""
+
+    profile = RESPONSES
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         _log(self.provider, self.model, request)
@@ -492,18 +500,11 @@ class ResponsesCodec(Codec):
     def reader(self, request: CompletionRequest, request_id: str | None) -> ResponsesStreamReader:
         return ResponsesStreamReader(request_id, request.grammar)
 
-    def classify(self, error: BaseException) -> ProviderError | None:
-        return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
 
-
-class ChatCodec(Codec):
+class ChatCodec(_OpenAICodec):
     """Chat Completions' wire format through the `openai` client (no I/O)."""
 
     profile = CHAT
-
-    def __init__(self, model: str, *, prompt_caching: bool = True) -> None:
-        self.model = model
-        self.prompt_caching = prompt_caching
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         _log(self.provider, self.model, request)
@@ -517,9 +518,6 @@ class ChatCodec(Codec):
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> ChatChunkStreamReader:
         return ChatChunkStreamReader(ChatDeltas(self.provider, request_id=request_id))
-
-    def classify(self, error: BaseException) -> ProviderError | None:
-        return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
 
 
 class ChatChunkStreamReader:

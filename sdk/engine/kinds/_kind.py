@@ -32,6 +32,7 @@ __all__ = [
     "Parsing",
     "Shared",
     "StreamView",
+    "stop_fields",
 ]
 
 T = TypeVar("T")
@@ -141,6 +142,20 @@ class Ending:
             "cached": self.cached_usage is not None,
             "cached_usage": self.cached_usage,
         }
+
+
+def stop_fields(
+    completion: Completion, clean_stops: frozenset[StopReason] | set[StopReason]
+) -> dict[str, Any]:
+    """What the parser decides the stop reason on (step 1, before the text): the keyword
+    arguments `parse`, `parse_grammar` and `check_stop` share."""
+    return {
+        "stop_reason": completion.stop_reason,
+        "raw_stop_reason": completion.raw_stop_reason,
+        "clean_stops": clean_stops,
+        "refusal": completion.refusal,
+        "refusal_category": completion.refusal_category,
+    }
 
 
 class StreamView(Protocol):

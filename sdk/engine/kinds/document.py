@@ -15,7 +15,15 @@ from sdk._result import Result
 from sdk.contract import Contract
 from sdk.engine.conversation import feedback_turns
 from sdk.engine.envelope import Envelope
-from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, Quiet, StreamView
+from sdk.engine.kinds._kind import (
+    Accepted,
+    Ask,
+    Ending,
+    Parsing,
+    Quiet,
+    StreamView,
+    stop_fields,
+)
 from sdk.errors import InvalidOutput, StructuredOutputError
 from sdk.parsing import Parsed, parse
 from sdk.parsing.incremental import Partial, PartialReader
@@ -66,13 +74,9 @@ class Document:
         return parse(
             contract,
             completion.text if completion.text is not None else "",
-            stop_reason=completion.stop_reason,
-            raw_stop_reason=completion.raw_stop_reason,
-            clean_stops=provider.clean_stops,
-            refusal=completion.refusal,
-            refusal_category=completion.refusal_category,
             enum_case=self.parsing.enum_case,
             absent_nulls=wire is not None and bool(wire.nullable),
+            **stop_fields(completion, provider.clean_stops),
             **self.parsing.fields(),
         )
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._result import Result
 from sdk.engine.conversation import feedback_turns
-from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView, stop_fields
 from sdk.errors import InvalidOutput
 from sdk.grammar import Grammar, parse_grammar
 from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, unsupported
@@ -55,11 +55,7 @@ class GrammarOutput:
         parsed = parse_grammar(
             self.grammar,
             completion.text if completion.text is not None else "",
-            stop_reason=completion.stop_reason,
-            raw_stop_reason=completion.raw_stop_reason,
-            clean_stops=provider.clean_stops,
-            refusal=completion.refusal,
-            refusal_category=completion.refusal_category,
+            **stop_fields(completion, provider.clean_stops),
             **self.parsing.fields(),
         )
         return Accepted(

@@ -27,7 +27,7 @@ from sdk._result import ToolCalls
 from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.contract import Contract
 from sdk.engine.conversation import MessageLike, conversation, feedback_lines
-from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView, stop_fields
 from sdk.errors import (
     InvalidOutput,
     MissingToolCall,
@@ -73,9 +73,9 @@ def check_tools(
     checked = tuple(tools)
     if not checked:
         raise ValueError("call_tools() needs at least one tool")
-    for tool in checked:
-        if not isinstance(tool, Tool):
-            raise TypeError(f"tools must be sdk.Tool instances (Tool(C)), not {tool!r}")
+    stray = next((tool for tool in checked if not isinstance(tool, Tool)), None)
+    if stray is not None:
+        raise TypeError(f"tools must be sdk.Tool instances (Tool(C)), not {stray!r}")
     names = [tool.name for tool in checked]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
@@ -160,14 +160,8 @@ class Tools:
         prose = completion.text or ""
         calls, notes = _unique_ids(completion.tool_calls)
         self._last = _Reply(prose, calls, {})
-        stop, raw = check_stop(
-            prose,
-            stop_reason=completion.stop_reason,
-            raw_stop_reason=completion.raw_stop_reason,
-            clean_stops=provider.clean_stops | {StopReason.END_TURN, StopReason.TOOL_USE},
-            refusal=completion.refusal,
-            refusal_category=completion.refusal_category,
-        )
+        clean = provider.clean_stops | {StopReason.END_TURN, StopReason.TOOL_USE}
+        stop, raw = check_stop(prose, **stop_fields(completion, clean))
         offered = {tool.name for tool in self._offered()}
         if not calls:
             self._no_call(prose, stop, raw, offered)
@@ -224,17 +218,8 @@ class Tools:
     def _arguments(self, call: ToolCall, offered: set[str], provider: Provider) -> Parsed[Any]:
         tool = self._by_name.get(call.tool)
         if tool is None or call.tool not in offered:
-            why = "was not offered" if tool is None else "may not be called now"
-            names = ", ".join(sorted(offered)) or "none (tool_choice='none')"
-            shown = shorten(call.tool, 80)
-            raise UnknownTool(
-                f"tool call {shorten(call.id, 80)} names {shown!r}, which {why}; "
-                f"callable tools: {names}",
-                tool=call.tool,
-                call_id=call.id,
-                text=call.text,
-                stop_reason=StopReason.TOOL_USE,
-                violations=[Violation("", f"unknown tool {shown!r}; use one of: {names}")],
+            raise _unknown(
+                call, offered, "was not offered" if tool is None else "may not be called now"
             )
         wire = provider.tool_schema(tool.arguments)
         return parse(
@@ -296,6 +281,16 @@ class Tools:
             if wire is not None and wire.removed:
                 removed[tool.name] = list(wire.removed)
         return removed
+
+
+def _unknown(call: ToolCall, offered: set[str], why: str) -> UnknownTool:
+    """The error of a call to a tool that is not callable now (its name shown bounded)."""
+    names = ", ".join(sorted(offered)) or "none (tool_choice='none')"
+    shown = shorten(call.tool, 80)
+    message = f"tool call {shorten(call.id, 80)} names {shown!r}, which {why}; callable: {names}"
+    violation = Violation("", f"unknown tool {shown!r}; use one of: {names}")
+    fields = {"text": call.text, "stop_reason": StopReason.TOOL_USE, "violations": [violation]}
+    return UnknownTool(message, tool=call.tool, call_id=call.id, **fields)
 
 
 _CALL_MARKERS = ("<tool_call>", "<|tool_call|>", "<function=", "[TOOL_CALLS]")

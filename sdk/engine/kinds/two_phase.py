@@ -17,6 +17,7 @@ from sdk.engine.kinds._kind import (
     OutputKind,
     Quiet,
     StreamView,
+    stop_fields,
 )
 from sdk.errors import InvalidOutput
 from sdk.parsing.parser import check_stop
@@ -80,14 +81,7 @@ class TwoPhase(Generic[T]):
         if self.working is not None:
             return self.inner.judge(completion, provider)
         text = completion.text if completion.text is not None else ""
-        check_stop(
-            text,
-            stop_reason=completion.stop_reason,
-            raw_stop_reason=completion.raw_stop_reason,
-            clean_stops={StopReason.END_TURN},
-            refusal=completion.refusal,
-            refusal_category=completion.refusal_category,
-        )
+        check_stop(text, **stop_fields(completion, {StopReason.END_TURN}))
         self.working = text
         return NextPhase()
 
