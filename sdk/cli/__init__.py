@@ -1,7 +1,7 @@
 """The `sdk` command: `sdk schema export|lock|check|diff|lint ...`, `sdk grammar test`,
-`sdk eval`, `sdk batch run|status|resume|cancel` and `sdk demo`.
+`sdk eval`, `sdk batch run|status|resume|cancel`, `sdk demo` and `sdk serve`.
 
-One module per command group (`schema`, `grammar`, `eval`, `batch`, `demo`), each a thin layer
+One module per command group (`schema`, `grammar`, `eval`, `batch`, `demo`, `serve`), each a thin layer
 that parses arguments and prints: every decision is made in the library. Output is colored on a
 terminal and plain text otherwise (rich decides, and honours NO_COLOR); `--json` prints data for
 other tools instead.
@@ -15,7 +15,7 @@ current directory goes first on `sys.path`, as with `python -m`, so a working-tr
 over an installed copy of it.
 """
 
-from sdk.cli import batch, demo, eval, grammar, schema  # noqa: F401  (each registers its commands)
+from sdk.cli import batch, demo, eval, grammar, schema, serve  # noqa: F401  (each registers its commands)
 from sdk.cli._app import app
 
 __all__ = ["app", "main"]

@@ -46,6 +46,11 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def __dir__() -> list[str]:
+    # The lazily loaded providers too, so that completion in a REPL finds them.
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
     "AnthropicProvider",
     "Codec",
