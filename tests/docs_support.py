@@ -208,6 +208,7 @@ class HostedStandIn(LocalServer):
             [
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
                 Route("/v1/responses", self._responses, methods=["POST"]),
+                Route("/v1/models/{target}", self._gemini, methods=["POST"]),
                 Route("/v1beta/models/{target}", self._gemini, methods=["POST"]),
             ]
         )
