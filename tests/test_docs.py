@@ -156,3 +156,31 @@ def test_the_page_runs(
             printed = _run_python(block, namespace, capsys)
         elif block.runs:
             _run_console(block, folder)
+
+
+def test_the_error_tree_on_the_errors_page_is_the_real_one() -> None:
+    import sdk
+
+    tree = next(
+        block for block in blocks(DOCS / "guides" / "errors.md") if block.language == "text"
+    )
+    parents: list[tuple[int, type]] = []
+    shown: set[type] = set()
+    for line in tree.code.splitlines():
+        name = line.lstrip("│├└─ ").split(" ")[0]
+        if not name:
+            continue
+        depth = len(line) - len(line.lstrip("│├└─ "))
+        cls = getattr(sdk, name)
+        while parents and parents[-1][0] >= depth:
+            parents.pop()
+        if parents:
+            assert parents[-1][1] in cls.__bases__, f"{name} is not a {parents[-1][1].__name__}"
+        parents.append((depth, cls))
+        shown.add(cls)
+    errors = {
+        value
+        for value in vars(sdk).values()
+        if isinstance(value, type) and issubclass(value, sdk.StructuredOutputError)
+    }
+    assert errors == shown  # every error of `sdk` is in the tree
