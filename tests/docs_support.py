@@ -179,9 +179,7 @@ def commands(block: Block) -> list[Command]:
 def scratch(folder: Path) -> Path:
     """A folder with copies of `contracts/` and `examples/`, where a page's blocks run."""
     for name in ("contracts", "examples"):
-        shutil.copytree(
-            REPO / name, folder / name, ignore=shutil.ignore_patterns("__pycache__")
-        )
+        shutil.copytree(REPO / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
     return folder
 
 

@@ -68,7 +68,7 @@ def test_every_block_runs_or_says_why(block: Block) -> None:
         return
     reason = block.title.removeprefix(NOT_RUN).strip()
     assert block.title.startswith(NOT_RUN) and len(reason.split()) >= 3, (
-        f'{block.where}: a ```{block.language} block runs (python, console), is an output '
+        f"{block.where}: a ```{block.language} block runs (python, console), is an output "
         f'(<!-- docs-test: output -->), or says why not: title="{NOT_RUN} <reason>"'
     )
 
@@ -99,7 +99,9 @@ def _require_local_extra() -> None:
         pytest.skip(str(missing))
 
 
-def _run_python(block: Block, namespace: dict[str, object], capsys: pytest.CaptureFixture[str]) -> str:
+def _run_python(
+    block: Block, namespace: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> str:
     capsys.readouterr()
     # Padded with blank lines, so a traceback names the line of the page.
     code = compile("\n" * (block.line - 1) + block.code, str(block.page), "exec", dont_inherit=True)
@@ -123,7 +125,9 @@ def _run_console(block: Block, folder: Path) -> None:
             f"{command.status}:\n{printed[-3000:]}"
         )
         missing = missing_output(command.shown, printed)
-        assert missing is None, f"{block.where}: `{command.text}` did not print {missing!r}:\n{printed}"
+        assert missing is None, (
+            f"{block.where}: `{command.text}` did not print {missing!r}:\n{printed}"
+        )
 
 
 @pytest.mark.parametrize("page", _page_params())
@@ -151,7 +155,9 @@ def test_the_page_runs(
             SETUPS[setup](SetupContext(namespace, monkeypatch, request))
         if block.is_output:
             missing = missing_output(block.code, printed)
-            assert missing is None, f"{block.where}: the example did not print {missing!r}:\n{printed}"
+            assert missing is None, (
+                f"{block.where}: the example did not print {missing!r}:\n{printed}"
+            )
         elif block.runs and block.language == "python":
             printed = _run_python(block, namespace, capsys)
         elif block.runs:

@@ -263,9 +263,7 @@ def test_a_reader_can_navigate_and_search_and_nothing_leaves_the_site(
     errors += _console_errors(browser)
 
     assert any(url.startswith(f"{served}assets/") for url in requests)  # the log sees requests
-    outside = [
-        url for url in requests if not url.startswith((served, "data:", "blob:", "about:"))
-    ]
+    outside = [url for url in requests if not url.startswith((served, "data:", "blob:", "about:"))]
     assert outside == []
     assert errors == []
 

@@ -31,7 +31,9 @@ def serve_command(
     ] = None,
     threads: Annotated[
         int | None,
-        typer.Option("--threads", min=1, help="llama-server's -t (default: $LLAMA_SERVER_THREADS or 1)."),
+        typer.Option(
+            "--threads", min=1, help="llama-server's -t (default: $LLAMA_SERVER_THREADS or 1)."
+        ),
     ] = None,
     context_size: Annotated[int, typer.Option("--ctx-size", min=256)] = 4096,
     log: Annotated[
