@@ -190,3 +190,21 @@ def test_the_error_tree_on_the_errors_page_is_the_real_one() -> None:
         if isinstance(value, type) and issubclass(value, sdk.StructuredOutputError)
     }
     assert errors == shown  # every error of `sdk` is in the tree
+
+
+def test_the_error_table_names_every_error() -> None:
+    import sdk
+
+    page = (DOCS / "guides" / "errors.md").read_text(encoding="utf-8")
+    rows = {
+        name
+        for line in page.splitlines()
+        if line.startswith("| `")
+        for name in line.split("|")[1].replace("`", "").replace(",", " ").split()
+    }
+    errors = {
+        name
+        for name, value in vars(sdk).items()
+        if isinstance(value, type) and issubclass(value, sdk.StructuredOutputError)
+    }
+    assert errors | {"WireNameError"} <= rows
