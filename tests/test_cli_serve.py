@@ -51,7 +51,9 @@ def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> N
         pid = int(process.stdout.readline().split("pid ", 1)[1].split(",", 1)[0])
         assert httpx.get(f"{url}/health", timeout=5).status_code == 200
         with StructuredClient(LlamaCppProvider(base_url=url), retries=0) as client:
-            result = client.generate(Decision, prompt="Approve a $40 taxi?", max_tokens=200)
+            result = client.generate(
+                Decision, prompt="Approve a $40 taxi receipt?", max_tokens=300, temperature=0
+            )
         assert isinstance(result.value, Decision) and result.provider == "llamacpp"
 
         process.send_signal(signal.SIGINT)  # Ctrl-C
