@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.local_deps import in_ci
 from tests.docs_support import (
     DOCS,
     NOT_RUN,
@@ -29,6 +28,7 @@ from tests.docs_support import (
     pages,
     scratch,
 )
+from tests.local_deps import in_ci
 
 PAGES = pages()
 BLOCKS = [block for page in PAGES for block in blocks(page)]
