@@ -8,7 +8,7 @@ from sdk._content import PDF, Image, Text
 from sdk._result import Attempt, Result, Usage
 from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
 from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
-from sdk.contract import Contract, SourceQuote, WireEnum, WireNameError
+from sdk.contract import Contract, SourceQuote, Verbatim, WireEnum, WireNameError
 from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
 from sdk.engine.tool_calls import ToolCalls
 from sdk.errors import (
@@ -95,6 +95,7 @@ __all__ = [
     "UnknownTool",
     "UnsupportedRequest",
     "Usage",
+    "Verbatim",
     "Violation",
     "WireEnum",
     "WireNameError",

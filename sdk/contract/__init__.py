@@ -9,20 +9,26 @@ and from Python alike, and writes exactly the wire names it reads.
 """
 
 from sdk.contract._base import (
+    GROUNDED_KEYS,
     SOURCE_QUOTE_KEY,
+    VERBATIM_KEY,
     Contract,
     LintIgnore,
     SourceQuote,
+    Verbatim,
     WireEnum,
     WireNameError,
     require_contract,
 )
 
 __all__ = [
+    "GROUNDED_KEYS",
     "SOURCE_QUOTE_KEY",
+    "VERBATIM_KEY",
     "Contract",
     "LintIgnore",
     "SourceQuote",
+    "Verbatim",
     "WireEnum",
     "WireNameError",
     "require_contract",
