@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaH
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
+from sdk.schema.grounding._spans import GROUNDED_KEYS, SOURCE_QUOTE_KEY, VERBATIM_KEY
+
 __all__ = [
     "GROUNDED_KEYS",
     "SOURCE_QUOTE_KEY",
@@ -28,12 +30,6 @@ __all__ = [
     "require_contract",
 ]
 
-# Schema annotation that marks a string as evidence to be found verbatim in the source.
-SOURCE_QUOTE_KEY = "x-source-quote"
-# Schema annotation that marks a string as a value copied exactly from the source.
-VERBATIM_KEY = "x-verbatim"
-GROUNDED_KEYS = (SOURCE_QUOTE_KEY, VERBATIM_KEY)
-"""The annotations of strings that are spans of the source (`SourceQuote`, `Verbatim`)."""
 
 
 class WireNameError(TypeError, ValueError):

@@ -19,12 +19,12 @@ import jsonschema_rs
 from jsonschema.exceptions import ValidationError, best_match
 
 from sdk._pointer import escape_pointer, pointer_of
-from sdk.contract import GROUNDED_KEYS
 from sdk.errors import Violation
 from sdk.parsing._limits import MAX_DEPTH, schema_depth
 from sdk.parsing._walk import SchemaWalker
 from sdk.schema._shape import shape_of
 from sdk.schema.canonical import shared_schema
+from sdk.schema.grounding import grounded_kind
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
@@ -136,7 +136,7 @@ def _non_nullable_optionals(root: dict[str, Any], node: dict[str, Any]) -> Itera
 
 
 def _is_grounded(node: dict[str, Any]) -> bool:
-    return any(node.get(key) is True for key in GROUNDED_KEYS)
+    return grounded_kind(node) is not None
 
 
 def _is_string_enum(node: dict[str, Any]) -> bool:

@@ -50,6 +50,7 @@ from sdk.parsing._limits import (
     too_deep,
     too_long,
 )
+from sdk.schema.grounding import grounded_kind
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -450,10 +451,7 @@ def _validate_contract(
 
 def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
     """Pointer and annotation of each source-checked string in `data`."""
-    return [
-        (hit.pointer, VERBATIM_KEY if hit.schema.get(VERBATIM_KEY) is True else SOURCE_QUOTE_KEY)
-        for hit in compiled.quotes.walk(data)
-    ]
+    return [(hit.pointer, grounded_kind(hit.schema) or "") for hit in compiled.quotes.walk(data)]
 
 
 def _quote_violations(
@@ -467,7 +465,7 @@ def _quote_violations(
         if not isinstance(value, str):
             continue
         shown = shorten(value, 120)
-        if hit.schema.get(VERBATIM_KEY) is True:
+        if grounded_kind(hit.schema) == VERBATIM_KEY:
             if value in source and (value or not source):
                 continue
             problem = (

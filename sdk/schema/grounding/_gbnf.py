@@ -1,0 +1,131 @@
+"""The grounded grammar in GBNF, for llama.cpp: the SDK's schema converter (`sdk.schema.gbnf`),
+with every `SourceQuote` and `Verbatim` string written as a span of the source.
+
+GBNF has no substring operator, so the spans are written out as the rules of the source's suffix
+automaton over its chunks: one rule per state, one alternative per transition, about two states
+and three transitions per chunk. The grammar therefore grows linearly with the source (the
+builder is linear too), and llama.cpp's grammar engine pays for it at the value's first token,
+where every distinct chunk is an alternative: callers bound the source (`GBNF_SOURCE_LIMIT`, set
+from measurements on the real llama-server, `bench/grounding_cost.py`) and above it send the
+plain grammar, the parser checking the values after.
+
+As in the Lark builder, a span neither starts nor ends with whitespace, a `Verbatim` is never
+empty (but `""` for an empty source) and a `SourceQuote` may be empty. Unlike it, the
+field's `pattern` and length bounds are not intersected with the spans here (GBNF cannot
+intersect): they are left to the parser, so on grounded strings this grammar is wider than the
+schema, where the plain converter is never wider.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sdk.schema.gbnf._compiler import Compiler
+from sdk.schema.gbnf._gbnf_text import join_terms, literal
+from sdk.schema.gbnf._keywords import Whitespace
+from sdk.schema.grounding._spans import (
+    VERBATIM_KEY,
+    SpanAutomaton,
+    escaped_chunks,
+    grounded_kind,
+    span_automaton,
+)
+
+__all__ = ["GBNF_SOURCE_LIMIT", "grounded_gbnf"]
+
+GBNF_SOURCE_LIMIT: Final = 16_000
+"""Longest source (in characters) whose spans a llama.cpp request carries as grammar rules; a
+longer one is checked after parsing instead (see the module docstring for why there is a bound,
+and `bench/grounding_cost.py` for the measurements it is set from)."""
+
+
+def grounded_gbnf(
+    schema: dict[str, Any], source: str, *, whitespace: Whitespace = "bounded"
+) -> str:
+    """A GBNF grammar (start rule `root`) for `schema`'s documents, grounded strings confined to
+    spans of `source`; `UnsupportedSchema` as `sdk.schema.gbnf.to_gbnf` for the rest."""
+    if whitespace not in ("bounded", "compact"):
+        raise ValueError(f"whitespace must be 'bounded' or 'compact', not {whitespace!r}")
+    return _GroundedCompiler(schema, whitespace, source).compile()
+
+
+class _GroundedCompiler(Compiler):
+    """The schema converter, with grounded strings written as source spans."""
+
+    def __init__(self, root: dict[str, Any], whitespace: Whitespace, source: str) -> None:
+        super().__init__(root, whitespace)
+        self.source = source
+        self.values: dict[bool, str] = {}  # verbatim? -> the rule of the quoted value
+        self.start: str | None = None  # the rule of a non-empty span (the automaton's state 0)
+
+    def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        kind = grounded_kind(node)
+        if kind is None:
+            return super().string(node, pointer, hint)
+        verbatim = kind == VERBATIM_KEY
+        known = self.values.get(verbatim)
+        if known is None:
+            quote = literal('"')
+            if not self.source:
+                known = self.define("source-empty", join_terms(quote, quote))
+            else:
+                span = self.spans()
+                known = self.define(
+                    "source-verbatim" if verbatim else "source-quote",
+                    join_terms(quote, span if verbatim else f"{span}?", quote),
+                )
+            self.values[verbatim] = known
+        return known
+
+    def spans(self) -> str:
+        """The rule of a non-empty span that neither starts nor ends with whitespace: the
+        automaton's states as rules, written once for every grounded string in the grammar."""
+        if self.start is not None:
+            return self.start
+        automaton = span_automaton(escaped_chunks(self.source))
+        moves = _useful_moves(automaton)
+        names: dict[int, str] = {}
+        for state in moves:
+            if moves[state] or state == 0:
+                names[state] = self.unique("span")
+                self.pending.add(names[state])  # reserved: the next name is another one
+        for state, name in names.items():
+            options = [
+                join_terms(literal(chunk), names.get(target, "")) for chunk, target in moves[state]
+            ]
+            body = " | ".join(options)
+            if _may_end(automaton, state):
+                body = f"( {body} )?"
+            self.pending.discard(name)
+            self.rules[name] = body
+        self.start = names[0]
+        return self.start
+
+
+def _may_end(automaton: SpanAutomaton, state: int) -> bool:
+    """Whether a span may end in `state`: not at the start, nor after a whitespace chunk."""
+    return state != 0 and not automaton.label[state].isspace()
+
+
+def _useful_moves(automaton: SpanAutomaton) -> dict[int, list[tuple[str, int]]]:
+    """Per state a span can pass through, the transitions that can still lead to an end: from
+    the start, no whitespace chunk (a span does not start with one). Transitions lead to
+    longer states, so one pass from the longest state down settles which states can end."""
+    alive = [False] * len(automaton)
+    for state in sorted(range(len(automaton)), key=automaton.length, reverse=True):
+        alive[state] = _may_end(automaton, state) or any(
+            alive[target] for target in automaton.transitions[state].values()
+        )
+    moves: dict[int, list[tuple[str, int]]] = {}
+    pending = [0]
+    while pending:
+        state = pending.pop()
+        if state in moves:
+            continue
+        moves[state] = [
+            (chunk, target)
+            for chunk, target in automaton.transitions[state].items()
+            if alive[target] and not (state == 0 and chunk.isspace())
+        ]
+        pending.extend(target for _, target in moves[state])
+    return moves
