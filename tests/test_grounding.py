@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from sdk import Contract, SourceQuote, Verbatim
-from sdk.providers.embedded import JSON_GRAMMAR_OPTIONS
 from sdk.schema.gbnf import UnsupportedSchema
 from sdk.schema.grounding import (
+    COMPACT_JSON,
     GroundingUnsupported,
     escaped_chunks,
     grounded_gbnf,
@@ -31,7 +31,7 @@ from sdk.schema.grounding import (
     source_chunks,
     span_automaton,
 )
-from tests.grammar_support import _tokenizer, grammar_accepts, lark_accepts
+from tests.grammar_support import _tokenizer, grammar_accepts, grammar_accepts_prefix, lark_accepts
 from tests.strategies import from_schema
 
 SOURCE = (
@@ -62,7 +62,7 @@ class Node(Contract):
 
 
 SCHEMA = Notice.json_schema()
-OPTIONS = dict(JSON_GRAMMAR_OPTIONS)
+OPTIONS = dict(COMPACT_JSON)
 
 
 def _plain_lark(schema: dict[str, Any]) -> str:
@@ -271,7 +271,7 @@ def test_a_grounded_string_where_the_builder_cannot_write_it_is_refused() -> Non
     assert info.value.pointer == "/properties/ids"
     assert isinstance(info.value, ValueError)
     with pytest.raises(ValueError, match="whitespace_flexible"):
-        grounded_lark(SCHEMA, SOURCE)
+        grounded_lark(SCHEMA, SOURCE, json_options={"whitespace_flexible": True})
 
 
 def test_is_grounded_follows_refs_and_unions() -> None:
@@ -305,7 +305,7 @@ def test_a_100_kb_source_builds_and_compiles() -> None:
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(from_schema(SCHEMA), st.randoms(use_true_random=False))
-def test_gbnf_admits_spans_and_refuses_other_values(
+def test_gbnf_admits_spans_in_the_patterns_form_and_refuses_other_values(
     value: dict[str, Any], rng: random.Random
 ) -> None:
     gbnf = grounded_gbnf(SCHEMA, SOURCE)
@@ -315,9 +315,24 @@ def test_gbnf_admits_spans_and_refuses_other_values(
     pattern_ok = document.get("tracking_number") is None or bool(
         re.fullmatch(r"[A-Z]{2}[0-9]{9}[A-Z]{2}", document["tracking_number"])
     )
-    expected = _grounded_values_allowed(document, SOURCE, SPANS)
-    # GBNF leaves the pattern to the parser: a span that breaks it is still admitted.
-    assert grammar_accepts(gbnf, text) == expected, (text, pattern_ok)
+    expected = _grounded_values_allowed(document, SOURCE, SPANS) and pattern_ok
+    assert grammar_accepts(gbnf, text) == expected, text
+
+
+def test_gbnf_lists_the_spans_of_an_ids_form_and_leaves_null_where_there_is_none() -> None:
+    source = "Your parcel is on its way. Order ORD-55123, 2 items, 2.5 kg."
+    gbnf = grounded_gbnf(SCHEMA, source)
+    assert grammar_accepts(gbnf, '{"carrier": null, "tracking_number": null, "lines": []}')
+    assert not grammar_accepts_prefix(gbnf, '{"carrier": null, "tracking_number": "')
+    stated = grounded_gbnf(SCHEMA, source + " Tracking RR123456785GB.")
+    text = '{"carrier": "Order", "tracking_number": "RR123456785GB", "lines": []}'
+    assert grammar_accepts(stated, text)
+    assert not grammar_accepts(stated, text.replace("RR123456785GB", "ORD-55123"))
+
+    class Free(Contract):  # an unbounded pattern: the spans, and the parser checks after
+        code: Verbatim = Field(pattern="^ORD")
+
+    assert grammar_accepts(grounded_gbnf(Free.json_schema(), source), '{"code": "2.5 kg"}')
 
 
 def test_gbnf_for_an_empty_source_and_for_a_contract_without_grounded_strings() -> None:

@@ -352,7 +352,7 @@ class Call(Generic[T]):
             value=value,
             stop_reason=parsed.stop_reason,
             text=parsed.text,
-            notes=parsed.notes,
+            notes=[*completion.notes, *parsed.notes],
             usage=self.usage,
             attempts=list(self.attempts),
             schema=self.schema,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sdk._content import Content, Part, Text, content_text
+from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool, ToolCall, ToolChoice, ToolResult
 from sdk.schema.canonical import SchemaInfo, schema_info, shared_schema
@@ -159,6 +160,9 @@ class Completion:
     """The provider's thinking, or its summary, when it was asked for and given."""
     tool_calls: tuple[ToolCall, ...] = ()
     """The calls the model made (raw arguments text; `value` unset)."""
+    notes: tuple[Note, ...] = ()
+    """What the provider did differently from what was asked (a grounded grammar sent plain,
+    say); they lead `Result.notes`."""
 
 
 @dataclass(frozen=True, slots=True)

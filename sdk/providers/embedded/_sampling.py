@@ -36,6 +36,7 @@ _CALL_OPTIONS = frozenset(
         "constrained",
         "ignore_eos",
         "fast_forward",
+        "grounding",
     }
 )
 
@@ -52,6 +53,7 @@ class _Settings:
     constrained: bool
     ignore_eos: bool = False
     fast_forward: bool = False
+    grounding: bool = True
 
 
 def surviving_mass(logits: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_]) -> float:

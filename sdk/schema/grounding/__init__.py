@@ -14,7 +14,7 @@ is always valid JSON string content and an escape sequence is never cut in half.
 
 from sdk.schema.grounding._errors import GroundingUnsupported
 from sdk.schema.grounding._gbnf import GBNF_SOURCE_LIMIT, grounded_gbnf
-from sdk.schema.grounding._lark import grounded_lark
+from sdk.schema.grounding._lark import COMPACT_JSON, grounded_lark
 from sdk.schema.grounding._spans import (
     GROUNDED_KEYS,
     SOURCE_QUOTE_KEY,
@@ -28,6 +28,7 @@ from sdk.schema.grounding._spans import (
 )
 
 __all__ = [
+    "COMPACT_JSON",
     "GBNF_SOURCE_LIMIT",
     "GROUNDED_KEYS",
     "SOURCE_QUOTE_KEY",

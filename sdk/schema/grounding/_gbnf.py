@@ -10,16 +10,20 @@ from measurements on the real llama-server, `bench/grounding_cost.py`) and above
 plain grammar, the parser checking the values after.
 
 As in the Lark builder, a span neither starts nor ends with whitespace, a `Verbatim` is never
-empty (but `""` for an empty source) and a `SourceQuote` may be empty. Unlike it, the
-field's `pattern` and length bounds are not intersected with the spans here (GBNF cannot
-intersect): they are left to the parser, so on grounded strings this grammar is wider than the
-schema, where the plain converter is never wider.
+empty (but `""` for an empty source) and a `SourceQuote` may be empty. GBNF cannot intersect,
+so a field's `pattern` is applied by listing the spans that match it, where the pattern (or
+`maxLength`) bounds the length (an id: the list is short, and found in time linear in the
+source); a nullable field whose pattern no span matches is left `null` alone, as in Lark. An
+unbounded pattern, and length bounds alone, are left to the parser: there the grammar is wider
+than the schema, where the plain converter is never wider.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
+from sdk.schema import _regex as rx
 from sdk.schema.gbnf._compiler import Compiler
 from sdk.schema.gbnf._gbnf_text import join_terms, literal
 from sdk.schema.gbnf._keywords import Whitespace
@@ -28,6 +32,7 @@ from sdk.schema.grounding._spans import (
     SpanAutomaton,
     escaped_chunks,
     grounded_kind,
+    source_chunks,
     span_automaton,
 )
 
@@ -56,6 +61,7 @@ class _GroundedCompiler(Compiler):
         super().__init__(root, whitespace)
         self.source = source
         self.values: dict[bool, str] = {}  # verbatim? -> the rule of the quoted value
+        self.span_matches: dict[tuple[str, int, int], list[str]] = {}
         self.start: str | None = None  # the rule of a non-empty span (the automaton's state 0)
 
     def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
@@ -63,19 +69,61 @@ class _GroundedCompiler(Compiler):
         if kind is None:
             return super().string(node, pointer, hint)
         verbatim = kind == VERBATIM_KEY
+        quote = literal('"')
+        if not self.source:
+            return self.define("source-empty", join_terms(quote, quote))
+        matching = self.matching(node)
+        if matching is not None:
+            if not matching:  # no span has the pattern's form: the parser will say so
+                return super().string(node, pointer, hint)
+            options = " | ".join(literal(value) for value in matching)
+            empty = "" if verbatim else '| ""'
+            return self.define(f"{hint}-span", join_terms(quote, f"( {options} {empty})", quote))
         known = self.values.get(verbatim)
         if known is None:
-            quote = literal('"')
-            if not self.source:
-                known = self.define("source-empty", join_terms(quote, quote))
-            else:
-                span = self.spans()
-                known = self.define(
-                    "source-verbatim" if verbatim else "source-quote",
-                    join_terms(quote, span if verbatim else f"{span}?", quote),
-                )
+            span = self.spans()
+            known = self.define(
+                "source-verbatim" if verbatim else "source-quote",
+                join_terms(quote, span if verbatim else f"{span}?", quote),
+            )
             self.values[verbatim] = known
         return known
+
+    def union(
+        self,
+        node: dict[str, Any],
+        keyword: str,
+        keys: set[str],
+        pointer: str,
+        hint: str,
+        guard: frozenset[str],
+    ) -> str:
+        """A union without its grounded-string branches that no span of the source can fill
+        (an id's pattern matched nowhere): `null` is then what is left of `Verbatim | None`."""
+        options = node.get(keyword)
+        if isinstance(options, list):
+            kept = [o for o in options if not (isinstance(o, dict) and self.matching(o) == [])]
+            if kept and len(kept) < len(options):
+                node = {**node, keyword: kept}
+        return super().union(node, keyword, keys, pointer, hint, guard)
+
+    def matching(self, node: dict[str, Any]) -> list[str] | None:
+        """For a grounded string with a `pattern` that bounds its length: the spans (as JSON
+        writes them) that match it and the length bounds; `None` when there is no such pattern,
+        and the span rules apply (the parser checks the pattern after)."""
+        pattern = node.get("pattern")
+        if grounded_kind(node) is None or not isinstance(pattern, str) or not self.source:
+            return None
+        longest = _longest(pattern, node.get("maxLength"))
+        if longest is None:
+            return None
+        low = node.get("minLength", 0)
+        key = (pattern, low, longest)
+        found = self.span_matches.get(key)
+        if found is None:
+            found = _matching_spans(self.source, pattern, low, longest)
+            self.span_matches[key] = found
+        return found
 
     def spans(self) -> str:
         """The rule of a non-empty span that neither starts nor ends with whitespace: the
@@ -129,3 +177,41 @@ def _useful_moves(automaton: SpanAutomaton) -> dict[int, list[tuple[str, int]]]:
         ]
         pending.extend(target for _, target in moves[state])
     return moves
+
+
+def _longest(pattern: str, max_length: Any) -> int | None:
+    """The longest string `pattern` (anchored at both ends) or `maxLength` allows, if bounded."""
+    bounds = [max_length] if isinstance(max_length, int) else []
+    try:
+        branches = rx.parse_pattern(pattern)
+    except rx.RegexUnsupported:
+        branches = []
+    if branches and all(b.anchored_start and b.anchored_end for b in branches):
+        highs = [rx.length_range(branch.node)[1] for branch in branches]
+        if all(high is not None for high in highs):
+            bounds.append(max(high for high in highs if high is not None))
+    return min(bounds) if bounds else None
+
+
+def _matching_spans(source: str, pattern: str, low: int, longest: int) -> list[str]:
+    """Every span (chunk-aligned, not edged with whitespace) of at most `longest` characters
+    that `pattern` matches, as JSON writes it. Linear in the source: a span is never longer."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return []
+    chunks = source_chunks(source)
+    written = escaped_chunks(source)
+    found: set[str] = set()
+    for start, chunk in enumerate(chunks):
+        if chunk.isspace():
+            continue
+        text, spelled = "", ""
+        for end in range(start, len(chunks)):
+            text += chunks[end]
+            spelled += written[end]
+            if len(text) > longest:
+                break
+            if not chunks[end].isspace() and len(text) >= low and compiled.search(text):
+                found.add(spelled)
+    return sorted(found)

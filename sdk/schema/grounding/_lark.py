@@ -24,14 +24,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from sdk._pointer import resolve_ref
 from sdk.schema import _regex as rx
 from sdk.schema.grounding._errors import GroundingUnsupported
 from sdk.schema.grounding._spans import VERBATIM_KEY, escaped_chunks, grounded_kind, grounded_walker
 
-__all__ = ["grounded_lark"]
+__all__ = ["COMPACT_JSON", "grounded_lark"]
+
+COMPACT_JSON: Final[Mapping[str, Any]] = {
+    "whitespace_flexible": False,
+    "item_separator": ", ?",
+    "key_separator": ": ?",
+}
+"""llguidance's JSON compile options for compact JSON with at most one space after `,` and `:`
+(the SDK's local engines write JSON this way: see `EmbeddedProvider`'s `JSON_GRAMMAR_OPTIONS`)."""
 
 # Keywords that say nothing about which values are valid (ignored wherever they appear).
 _ANNOTATIONS = frozenset(
@@ -60,17 +68,17 @@ _NOTHING = r"[^\x{0}-\x{10FFFF}]"  # a class no character is in
 
 
 def grounded_lark(
-    schema: dict[str, Any], source: str, *, json_options: Mapping[str, Any] | None = None
+    schema: dict[str, Any], source: str, *, json_options: Mapping[str, Any] = COMPACT_JSON
 ) -> str:
     """The Lark grammar of `schema`'s documents with grounded strings confined to `source`.
 
     `json_options` are llguidance's JSON compile options (`item_separator`, `key_separator`,
-    `whitespace_flexible: False`), used for the `%json` parts and for the rules written here
-    alike. Raises `GroundingUnsupported` where a grounded string sits somewhere this builder
-    does not write (a map's values, `prefixItems`, `allOf`, ...): the caller then uses the plain
-    grammar and the parser checks the values after.
+    `whitespace_flexible: False`; `COMPACT_JSON` by default), used for the `%json` parts and for
+    the rules written here alike. Raises `GroundingUnsupported` where a grounded string sits
+    somewhere this builder does not write (a map's values, `prefixItems`, `allOf`, ...): the
+    caller then uses the plain grammar and the parser checks the values after.
     """
-    options = dict(json_options or {})
+    options = dict(json_options)
     if options.get("whitespace_flexible", True) is not False:
         raise ValueError("grounded_lark writes compact JSON: pass whitespace_flexible=False")
     return _LarkBuilder(schema, source, options).build()
