@@ -236,6 +236,28 @@ def test_where_no_span_matches_the_pattern_only_null_can_start_the_value() -> No
     assert not _prefix_ok(stated, '{"carrier": null, "tracking_number": "ORD')
 
 
+def test_a_branch_no_value_fits_is_left_out_so_decoding_never_walks_into_a_dead_end() -> None:
+    from contracts import ShipmentNotice
+    from sdk.contract.derived import evidence_gated
+
+    source = "Hello Ana Lopez, your parcel from Lumen Books is on its way. Weight 2 kg."
+    grammar = grounded_lark(evidence_gated(ShipmentNotice).json_schema(), source)
+    # No span looks like a tracking number: the evidence-and-value object cannot be finished,
+    # so it cannot be started either; null is what is left.
+    assert _prefix_ok(grammar, '{"carrier": null, "tracking_number": null')
+    assert not _prefix_ok(grammar, '{"carrier": null, "tracking_number": {')
+    assert _prefix_ok(grammar, '{"carrier": {"evidence": "Lumen Books", "value": "Lumen')
+
+    class Required(Contract):
+        code: Verbatim = Field(pattern="^[A-Z]{2}-[0-9]{4}$")
+
+    with pytest.raises(GroundingUnsupported, match="no document"):
+        grounded_lark(Required.json_schema(), source)
+    assert lark_accepts(
+        grounded_lark(Required.json_schema(), source + " Ref AB-1234."), '{"code": "AB-1234"}'
+    )
+
+
 def test_an_empty_source_admits_only_the_empty_string_or_null() -> None:
     grammar = grounded_lark(SCHEMA, "", json_options=OPTIONS)
     empty = '{"carrier": "", "tracking_number": null, "lines": [], "evidence": ""}'

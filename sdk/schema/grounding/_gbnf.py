@@ -20,10 +20,8 @@ than the schema, where the plain converter is never wider.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
-from sdk.schema import _regex as rx
 from sdk.schema.gbnf._compiler import Compiler
 from sdk.schema.gbnf._gbnf_text import join_terms, literal
 from sdk.schema.gbnf._keywords import Whitespace
@@ -32,6 +30,8 @@ from sdk.schema.grounding._spans import (
     SpanAutomaton,
     escaped_chunks,
     grounded_kind,
+    longest_match,
+    matching_spans,
     source_chunks,
     span_automaton,
 )
@@ -114,14 +114,14 @@ class _GroundedCompiler(Compiler):
         pattern = node.get("pattern")
         if grounded_kind(node) is None or not isinstance(pattern, str) or not self.source:
             return None
-        longest = _longest(pattern, node.get("maxLength"))
+        longest = longest_match(pattern, node.get("maxLength"))
         if longest is None:
             return None
         low = node.get("minLength", 0)
         key = (pattern, low, longest)
         found = self.span_matches.get(key)
         if found is None:
-            found = _matching_spans(self.source, pattern, low, longest)
+            found = matching_spans(self.source, pattern, low, longest)
             self.span_matches[key] = found
         return found
 
@@ -130,8 +130,13 @@ class _GroundedCompiler(Compiler):
         automaton's states as rules, written once for every grounded string in the grammar."""
         if self.start is not None:
             return self.start
-        automaton = span_automaton(escaped_chunks(self.source))
-        moves = _useful_moves(automaton)
+        written = escaped_chunks(self.source)
+        automaton = span_automaton(written)
+        # The automaton reads chunks as JSON writes them: `\\n` is whitespace too.
+        spaces = {
+            w for w, raw in zip(written, source_chunks(self.source), strict=True) if raw.isspace()
+        }
+        moves = _useful_moves(automaton, spaces)
         names: dict[int, str] = {}
         for state in moves:
             if moves[state] or state == 0:
@@ -142,7 +147,7 @@ class _GroundedCompiler(Compiler):
                 join_terms(literal(chunk), names.get(target, "")) for chunk, target in moves[state]
             ]
             body = " | ".join(options)
-            if _may_end(automaton, state):
+            if _may_end(automaton, state, spaces):
                 body = f"( {body} )?"
             self.pending.discard(name)
             self.rules[name] = body
@@ -150,18 +155,18 @@ class _GroundedCompiler(Compiler):
         return self.start
 
 
-def _may_end(automaton: SpanAutomaton, state: int) -> bool:
+def _may_end(automaton: SpanAutomaton, state: int, spaces: set[str]) -> bool:
     """Whether a span may end in `state`: not at the start, nor after a whitespace chunk."""
-    return state != 0 and not automaton.label[state].isspace()
+    return state != 0 and automaton.label[state] not in spaces
 
 
-def _useful_moves(automaton: SpanAutomaton) -> dict[int, list[tuple[str, int]]]:
+def _useful_moves(automaton: SpanAutomaton, spaces: set[str]) -> dict[int, list[tuple[str, int]]]:
     """Per state a span can pass through, the transitions that can still lead to an end: from
     the start, no whitespace chunk (a span does not start with one). Transitions lead to
     longer states, so one pass from the longest state down settles which states can end."""
     alive = [False] * len(automaton)
     for state in sorted(range(len(automaton)), key=automaton.length, reverse=True):
-        alive[state] = _may_end(automaton, state) or any(
+        alive[state] = _may_end(automaton, state, spaces) or any(
             alive[target] for target in automaton.transitions[state].values()
         )
     moves: dict[int, list[tuple[str, int]]] = {}
@@ -173,45 +178,7 @@ def _useful_moves(automaton: SpanAutomaton) -> dict[int, list[tuple[str, int]]]:
         moves[state] = [
             (chunk, target)
             for chunk, target in automaton.transitions[state].items()
-            if alive[target] and not (state == 0 and chunk.isspace())
+            if alive[target] and not (state == 0 and chunk in spaces)
         ]
         pending.extend(target for _, target in moves[state])
     return moves
-
-
-def _longest(pattern: str, max_length: Any) -> int | None:
-    """The longest string `pattern` (anchored at both ends) or `maxLength` allows, if bounded."""
-    bounds = [max_length] if isinstance(max_length, int) else []
-    try:
-        branches = rx.parse_pattern(pattern)
-    except rx.RegexUnsupported:
-        branches = []
-    if branches and all(b.anchored_start and b.anchored_end for b in branches):
-        highs = [rx.length_range(branch.node)[1] for branch in branches]
-        if all(high is not None for high in highs):
-            bounds.append(max(high for high in highs if high is not None))
-    return min(bounds) if bounds else None
-
-
-def _matching_spans(source: str, pattern: str, low: int, longest: int) -> list[str]:
-    """Every span (chunk-aligned, not edged with whitespace) of at most `longest` characters
-    that `pattern` matches, as JSON writes it. Linear in the source: a span is never longer."""
-    try:
-        compiled = re.compile(pattern)
-    except re.error:
-        return []
-    chunks = source_chunks(source)
-    written = escaped_chunks(source)
-    found: set[str] = set()
-    for start, chunk in enumerate(chunks):
-        if chunk.isspace():
-            continue
-        text, spelled = "", ""
-        for end in range(start, len(chunks)):
-            text += chunks[end]
-            spelled += written[end]
-            if len(text) > longest:
-                break
-            if not chunks[end].isspace() and len(text) >= low and compiled.search(text):
-                found.add(spelled)
-    return sorted(found)

@@ -29,7 +29,14 @@ from typing import Any, Final
 from sdk._pointer import resolve_ref
 from sdk.schema import _regex as rx
 from sdk.schema.grounding._errors import GroundingUnsupported
-from sdk.schema.grounding._spans import VERBATIM_KEY, escaped_chunks, grounded_kind, grounded_walker
+from sdk.schema.grounding._spans import (
+    VERBATIM_KEY,
+    escaped_chunks,
+    grounded_kind,
+    grounded_walker,
+    longest_match,
+    matching_spans,
+)
 
 __all__ = ["COMPACT_JSON", "grounded_lark"]
 
@@ -86,7 +93,8 @@ def grounded_lark(
 
 class _LarkBuilder:
     """One grammar: rules by name, `%json` blocks shared by text, grounded terminals by
-    constraints."""
+    constraints. A term is `None` where no value fits the source (a required id no span of the
+    source matches): such a branch is left out, so decoding never walks into a dead end."""
 
     def __init__(self, root: dict[str, Any], source: str, options: dict[str, Any]) -> None:
         self.root = root
@@ -96,15 +104,14 @@ class _LarkBuilder:
         self.lines: list[str] = []
         self.names: set[str] = set()
         self.json_rules: dict[str, str] = {}  # %json text -> rule name
-        self.terminals: dict[tuple[Any, ...], str] = {}  # grounded constraints -> terminal
-        self.refs: dict[str, str] = {}  # $ref target pointer -> rule name
-        self.pending: list[tuple[str, dict[str, Any], str]] = []
+        self.terminals: dict[tuple[Any, ...], str | None] = {}  # grounded constraints -> terminal
+        self.refs: dict[str, str | None] = {}  # $ref target pointer -> rule name (None: nothing)
+        self.visiting: set[str] = set()  # $ref targets being written (recursion: assume a value)
 
     def build(self) -> str:
         start = self.term(self.root, "", "doc")
-        while self.pending:
-            name, node, pointer = self.pending.pop()
-            self.lines.append(f"{name}: {self.term(node, pointer, name)}")
+        if start is None:
+            raise GroundingUnsupported("", "no document of this schema can be made of the source")
         item = self.options.get("item_separator", ",")
         key = self.options.get("key_separator", ":")
         chunks = {"substring_chunks": escaped_chunks(self.source)}
@@ -135,8 +142,8 @@ class _LarkBuilder:
 
     # --- terms ---
 
-    def term(self, node: Any, pointer: str, hint: str) -> str:
-        """A Lark expression for the values `node` admits."""
+    def term(self, node: Any, pointer: str, hint: str) -> str | None:
+        """A Lark expression for the values `node` admits (`None`: none fits the source)."""
         if not isinstance(node, dict):
             raise GroundingUnsupported(pointer, "a boolean schema on the way to a grounded string")
         if not self.walker.contains(node):
@@ -154,7 +161,8 @@ class _LarkBuilder:
                     self.term(branch, f"{pointer}/{keyword}/{index}", hint)
                     for index, branch in enumerate(node[keyword])
                 ]
-                return "(" + " | ".join(dict.fromkeys(branches)) + ")"
+                kept = list(dict.fromkeys(b for b in branches if b is not None))
+                return "(" + " | ".join(kept) + ")" if kept else None
         if node.get("type") == "object":
             self.only(keys, _OBJECT_KEYS, pointer)
             return self.object(node, pointer, hint)
@@ -181,23 +189,32 @@ class _LarkBuilder:
             self.json_rules[text] = name
         return name
 
-    def ref(self, ref: Any, pointer: str) -> str:
+    def ref(self, ref: Any, pointer: str) -> str | None:
         if not isinstance(ref, str):
             raise GroundingUnsupported(pointer, "a $ref that is not a string")
         try:
             target_pointer, target = resolve_ref(self.root, ref)
         except ValueError as error:
             raise GroundingUnsupported(pointer, str(error)) from None
-        name = self.refs.get(target_pointer)
-        if name is None:
-            name = self.name(f"def_{target_pointer.rsplit('/', 1)[-1]}")
-            self.refs[target_pointer] = name
-            self.pending.append((name, target, target_pointer))  # written once, after
+        if target_pointer in self.refs:
+            return self.refs[target_pointer]
+        name = self.name(f"def_{target_pointer.rsplit('/', 1)[-1]}")
+        self.refs[target_pointer] = name  # a recursive reference meets the name
+        self.visiting.add(target_pointer)
+        try:
+            body = self.term(target, target_pointer, name)
+        finally:
+            self.visiting.discard(target_pointer)
+        if body is None:
+            self.refs[target_pointer] = None
+            return None
+        self.lines.append(f"{name}: {body}")
         return name
 
-    def object(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+    def object(self, node: dict[str, Any], pointer: str, hint: str) -> str | None:
         """Members in declared order, an optional one absent or present, commas between: rule
-        `rest_i` is "members i.. after something was written", so the size stays linear."""
+        `rest_i` is "members i.. after something was written", so the size stays linear. A
+        required member no value fits leaves no object; an optional one is left out."""
         if node.get("additionalProperties", False) is not False:
             raise GroundingUnsupported(pointer, "additionalProperties beside a grounded string")
         properties: dict[str, Any] = node.get("properties", {})
@@ -206,6 +223,10 @@ class _LarkBuilder:
         for name, child in properties.items():
             child_pointer = f"{pointer}/properties/{name}"
             value = self.term(child, child_pointer, f"{hint}_{name}")
+            if value is None:
+                if name in required:
+                    return None
+                continue
             key = json.dumps(json.dumps(name, ensure_ascii=False), ensure_ascii=False)
             members.append((f"{key} COLON {value}", name in required))
         rest: str | None = None  # members after the current one, something written before
@@ -224,19 +245,23 @@ class _LarkBuilder:
         inner = self.rule(f"{hint}_members", " | ".join(first))
         return f'"{{" {inner}{"?" if empty_ok else ""} "}}"'
 
-    def array(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+    def array(self, node: dict[str, Any], pointer: str, hint: str) -> str | None:
         items = node.get("items")
         if not isinstance(items, dict):
             raise GroundingUnsupported(pointer, "array items other than one schema")
         item = self.term(items, f"{pointer}/items", f"{hint}_item")
         low, high = node.get("minItems", 0), node.get("maxItems")
+        if item is None:
+            return None if low else '"[]"'
         if high == 0:
             return '"[]"'
         more = _repeat(f"(COMMA {item})", max(low - 1, 0), None if high is None else high - 1)
         listed = f"{item} {more}".strip()
         return f'"[" {listed} "]"' if low >= 1 else f'"[" ({listed})? "]"'
 
-    def grounded(self, node: dict[str, Any], keys: set[str], pointer: str, hint: str) -> str:
+    def grounded(
+        self, node: dict[str, Any], keys: set[str], pointer: str, hint: str
+    ) -> str | None:
         self.only(keys, _STRING_KEYS, pointer)
         if node.get("type") not in ("string", None):
             raise GroundingUnsupported(pointer, "a grounded value that is not a string")
@@ -246,11 +271,38 @@ class _LarkBuilder:
             high = None
         # A quote may be empty ("no evidence"); a copied value only when the source is.
         empty = grounded_kind(node) != VERBATIM_KEY or not self.source
+        if pattern is not None and not isinstance(pattern, str):
+            raise GroundingUnsupported(pointer, "a pattern that is not a string")
         signature = (empty, pattern, low, high)
-        known = self.terminals.get(signature)
-        if known is not None:
-            return known
-        parts = ["SPAN", _EDGES] if self.source else ["SPAN"]
+        if signature not in self.terminals:
+            longest = longest_match(pattern, high) if pattern is not None else None
+            if longest is not None or not self.source:
+                body = self.listed(pattern, low, longest or 0, empty)
+            else:
+                body = self.intersected(pattern, low, high, empty, pointer)
+            name = self.name(f"{hint}_value", terminal=True) if body is not None else None
+            if name is not None:
+                self.lines.append(f"{name}: {body}")
+            self.terminals[signature] = name
+        return self.terminals[signature]
+
+    def listed(self, pattern: str | None, low: int, longest: int, empty: bool) -> str | None:
+        """Where the pattern (or `maxLength`) bounds a value's length to `longest`, or the
+        source is empty: the spans that fit, one alternative each (an id: a short list), and
+        `""` where that fits; `None` when no value fits."""
+        found = matching_spans(self.source, pattern or "", low, longest)
+        allows_empty = empty and low == 0 and (pattern is None or bool(re.search(pattern, "")))
+        options = [json.dumps(f'"{span}"', ensure_ascii=False) for span in found]
+        if allows_empty:
+            options.append(json.dumps('""'))
+        return " | ".join(options) or None
+
+    def intersected(
+        self, pattern: str | None, low: int, high: int | None, empty: bool, pointer: str
+    ) -> str:
+        """Any span, its edges not whitespace, intersected with the pattern and the length
+        bounds (read on spans without JSON escapes, where the text is the value itself)."""
+        parts = ["SPAN", _EDGES]
         if pattern is not None or low or high is not None:
             parts.append(_NO_ESCAPES)
         if pattern is not None:
@@ -260,11 +312,8 @@ class _LarkBuilder:
         if low or high is not None:
             parts.append(f"/(?s:.{{{low},{'' if high is None else high}}})/")
             empty = empty and low == 0
-        optional = "?" if empty and self.source else ""
-        name = self.name(f"{hint}_value", terminal=True)
-        self.lines.append(f'{name}: "\\"" ({" & ".join(parts)}){optional} "\\""')
-        self.terminals[signature] = name
-        return name
+        optional = "?" if empty else ""
+        return f'"\\"" ({" & ".join(parts)}){optional} "\\""'
 
 
 def _repeat(expr: str, low: int, high: int | None) -> str:

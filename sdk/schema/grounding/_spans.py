@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from sdk.schema import _regex as rx
+
 if TYPE_CHECKING:
     from sdk.parsing._walk import SchemaWalker
 
@@ -22,6 +24,8 @@ __all__ = [
     "grounded_kind",
     "grounded_walker",
     "is_grounded",
+    "longest_match",
+    "matching_spans",
     "source_chunks",
     "span_automaton",
 ]
@@ -153,3 +157,41 @@ def span_automaton(chunks: list[str]) -> SpanAutomaton:
     for chunk in chunks:
         automaton.extend(chunk)
     return automaton
+
+
+def longest_match(pattern: str, max_length: Any) -> int | None:
+    """The longest string `pattern` (anchored at both ends) or `maxLength` allows, if bounded."""
+    bounds = [max_length] if isinstance(max_length, int) else []
+    try:
+        branches = rx.parse_pattern(pattern)
+    except rx.RegexUnsupported:
+        branches = []
+    if branches and all(b.anchored_start and b.anchored_end for b in branches):
+        highs = [rx.length_range(branch.node)[1] for branch in branches]
+        if all(high is not None for high in highs):
+            bounds.append(max(high for high in highs if high is not None))
+    return min(bounds) if bounds else None
+
+
+def matching_spans(source: str, pattern: str, low: int, longest: int) -> list[str]:
+    """Every span (chunk-aligned, not edged with whitespace) of at most `longest` characters
+    that `pattern` matches, as JSON writes it. Linear in the source: a span is never longer."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return []
+    chunks = source_chunks(source)
+    written = escaped_chunks(source)
+    found: set[str] = set()
+    for start, chunk in enumerate(chunks):
+        if chunk.isspace():
+            continue
+        text, spelled = "", ""
+        for end in range(start, len(chunks)):
+            text += chunks[end]
+            spelled += written[end]
+            if len(text) > longest:
+                break
+            if not chunks[end].isspace() and len(text) >= low and compiled.search(text):
+                found.add(spelled)
+    return sorted(found)
