@@ -7,6 +7,8 @@ The builders are `sdk.schema.grounding`'s; this module only decides when to use 
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,10 +57,37 @@ def grounding_plan(
         return GroundingPlan(notes=notes)
     assert request.source is not None  # `_grounded_schema` checked it
     try:
-        return GroundingPlan(grammar=build(schema, request.source))
+        return GroundingPlan(grammar=_built(build, request.document(), schema, request.source))
     except GroundingUnsupported as refused:
         reason = f"{engine} cannot ground it: {refused.reason}"
         return GroundingPlan(notes=(Note(refused.pointer, reason, _CHECKED_AFTER, GROUNDING_NOTE),))
+
+
+# The last grounded grammars built: a retry of the same call (same contract and source) reuses
+# its grammar instead of building it again (a large source's GBNF takes a good part of a second).
+_BUILT: OrderedDict[tuple[Any, type[Any], str], str] = OrderedDict()
+_BUILT_SIZE = 8
+_BUILT_LOCK = threading.Lock()
+
+
+def _built(
+    build: Callable[[dict[str, Any], str], str],
+    contract: type[Any],
+    schema: dict[str, Any],
+    source: str,
+) -> str:
+    key = (build, contract, source)
+    with _BUILT_LOCK:
+        grammar = _BUILT.get(key)
+        if grammar is not None:
+            _BUILT.move_to_end(key)
+            return grammar
+    grammar = build(schema, source)
+    with _BUILT_LOCK:
+        _BUILT[key] = grammar
+        while len(_BUILT) > _BUILT_SIZE:
+            _BUILT.popitem(last=False)
+    return grammar
 
 
 def fallback_notes(

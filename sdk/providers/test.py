@@ -26,7 +26,8 @@ Options: like a real provider, it refuses a call option it does not take, with a
 naming it before anything is "sent", so a misspelled `temprature=0` fails your test instead of
 being ignored. It takes `ACCEPTED_OPTIONS` (the sampling options the hosted APIs share:
 `temperature`, `top_p`, `top_k`, `seed`, `stop`, `presence_penalty`, `frequency_penalty`,
-`metadata`, `user`, and the local providers' `constrained`); pass `options=` to accept others
+`metadata`, `user`, and the local providers' `constrained` and `grounding`); pass `options=` to
+accept others
 (the ones your real provider takes).
 
 It exercises the client exactly as a real provider would (the parser, retries, usage), but it is
@@ -62,11 +63,12 @@ Reply: TypeAlias = (
 
 ACCEPTED_OPTIONS = frozenset(
     {"temperature", "top_p", "top_k", "seed", "stop", "presence_penalty", "frequency_penalty",
-     "metadata", "user", "constrained"}
+     "metadata", "user", "constrained", "grounding"}
 )  # fmt: skip
 """The call options `TestProvider` takes by default (`options=` adds more): the shared sampling
-options, and `constrained` (the local providers' grammar switch, which the eval's unconstrained
-arm passes; the script sees it in `request.options`)."""
+options, `constrained` (the local providers' grammar switch, which the eval's unconstrained arm
+passes) and `grounding` (their decode-time grounding switch, which every eval arm passes); the
+script sees them in `request.options`."""
 
 # Rough token estimate for scripted usage: about four characters a token.
 _CHARS_PER_TOKEN = 4

@@ -10,7 +10,7 @@ import threading
 from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
 from sdk.providers._base import Completion, CompletionRequest, TextDelta, text_only
@@ -68,7 +68,9 @@ class EmbeddedProvider(Provider):
     token-by-token loop's; the forced tokens, their masks and the diagnostics' mass are the same.
     `grounding=True` (per call too): a `SourceQuote` or `Verbatim` string of a contract can only
     be a span of the call's `source` while decoding (`sdk.schema.grounding`), so a copied value
-    cannot be garbled or invented; `False` leaves them to the parser's check after parsing.
+    cannot be garbled or invented; `False` leaves them to the parser's check after parsing;
+    `"values"` grounds and writes every nullable copied value a span can fill (`null` only
+    where none can): the first pass of mass-aware abstention (`sdk.abstention`).
     """
 
     name = "embedded"
@@ -90,7 +92,7 @@ class EmbeddedProvider(Provider):
         low_mass_threshold: float = DEFAULT_LOW_MASS_THRESHOLD,
         schema_instruction: bool = True,
         fast_forward: bool = False,
-        grounding: bool = True,
+        grounding: bool | str = True,
     ) -> None:
         if n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, not {n_ctx}")
@@ -262,7 +264,8 @@ class EmbeddedProvider(Provider):
         constrained = settings.constrained and (request.kind != "text" or lark is not None)
         plan = GroundingPlan()
         if constrained and custom is None and settings.grounding:
-            plan = grounding_plan(request, grounded_lark, engine="embedded")
+            build = _prefer_values if settings.grounding == "values" else grounded_lark
+            plan = grounding_plan(request, build, engine="embedded")
             custom = plan.grammar
         with engine.lock:
             for item in generate(
@@ -293,3 +296,7 @@ class EmbeddedProvider(Provider):
         if self._engine is None:
             self._engine = _engine(self.model_path, self.n_ctx, self.n_threads)
         return self._engine
+
+
+def _prefer_values(schema: dict[str, Any], source: str) -> str:
+    return grounded_lark(schema, source, prefer_values=True)

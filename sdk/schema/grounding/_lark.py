@@ -75,7 +75,11 @@ _NOTHING = r"[^\x{0}-\x{10FFFF}]"  # a class no character is in
 
 
 def grounded_lark(
-    schema: dict[str, Any], source: str, *, json_options: Mapping[str, Any] = COMPACT_JSON
+    schema: dict[str, Any],
+    source: str,
+    *,
+    json_options: Mapping[str, Any] = COMPACT_JSON,
+    prefer_values: bool = False,
 ) -> str:
     """The Lark grammar of `schema`'s documents with grounded strings confined to `source`.
 
@@ -84,11 +88,16 @@ def grounded_lark(
     the rules written here alike. Raises `GroundingUnsupported` where a grounded string sits
     somewhere this builder does not write (a map's values, `prefixItems`, `allOf`, ...): the
     caller then uses the plain grammar and the parser checks the values after.
+
+    `prefer_values=True`: a grounded string that may be `null` (`Verbatim | None`) must be a
+    span wherever a span can fill it, `null` only where none can. Not a contract's own
+    grammar: the first pass of mass-aware abstention (`sdk.abstention`), which writes every
+    value it can and then measures how much the model wanted each one.
     """
     options = dict(json_options)
     if options.get("whitespace_flexible", True) is not False:
         raise ValueError("grounded_lark writes compact JSON: pass whitespace_flexible=False")
-    return _LarkBuilder(schema, source, options).build()
+    return _LarkBuilder(schema, source, options, prefer_values=prefer_values).build()
 
 
 class _LarkBuilder:
@@ -96,8 +105,11 @@ class _LarkBuilder:
     constraints. A term is `None` where no value fits the source (a required id no span of the
     source matches): such a branch is left out, so decoding never walks into a dead end."""
 
-    def __init__(self, root: dict[str, Any], source: str, options: dict[str, Any]) -> None:
+    def __init__(
+        self, root: dict[str, Any], source: str, options: dict[str, Any], *, prefer_values: bool
+    ) -> None:
         self.root = root
+        self.prefer_values = prefer_values
         self.options = options
         self.source = source
         self.walker = grounded_walker(root)
@@ -161,6 +173,13 @@ class _LarkBuilder:
                     self.term(branch, f"{pointer}/{keyword}/{index}", hint)
                     for index, branch in enumerate(node[keyword])
                 ]
+                options = node[keyword]
+                if self.prefer_values and any(
+                    b is not None and isinstance(o, dict) and grounded_kind(o) is not None
+                    for b, o in zip(branches, options, strict=True)
+                ):  # a span can fill it: no null
+                    branches = [b if o.get("type") != "null" else None
+                                for b, o in zip(branches, options, strict=True)]  # fmt: skip
                 kept = list(dict.fromkeys(b for b in branches if b is not None))
                 return "(" + " | ".join(kept) + ")" if kept else None
         if node.get("type") == "object":
@@ -259,9 +278,7 @@ class _LarkBuilder:
         listed = f"{item} {more}".strip()
         return f'"[" {listed} "]"' if low >= 1 else f'"[" ({listed})? "]"'
 
-    def grounded(
-        self, node: dict[str, Any], keys: set[str], pointer: str, hint: str
-    ) -> str | None:
+    def grounded(self, node: dict[str, Any], keys: set[str], pointer: str, hint: str) -> str | None:
         self.only(keys, _STRING_KEYS, pointer)
         if node.get("type") not in ("string", None):
             raise GroundingUnsupported(pointer, "a grounded value that is not a string")
