@@ -234,7 +234,7 @@ def embedded_speed(items: int) -> None:
         tokens, seconds = totals[arm]
         print(f"  {arm:<12} {tokens:>6} tokens in {seconds:>6.2f} s = {rate[arm]:>6.1f} tokens/s")
     verdict = "meets" if ratio <= GOAL else "misses"
-    print(f"  cost of grounding: {ratio:.3f}x the constrained arm's ({verdict} the goal <= {GOAL}x)")
+    print(f"  cost of grounding: {ratio:.3f}x the constrained arm's ({verdict} <= {GOAL}x)")
 
 
 def main() -> None:

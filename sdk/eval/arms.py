@@ -21,9 +21,10 @@ that each arm below adds one mechanism to `constrained`:
 8. `presence_first`: grounded, two calls: `presence(contract)` says per nullable field whether
    the document states it, then `null_only(contract, unstated)` extracts with those fields
    forced to `null`;
-9. `mass_aware`: grounded, then a nullable field abstains where the surviving mass at its
-   value's first token is under a threshold calibrated on labelled data (`sdk.abstention`;
-   `sdk eval --calibrate FILE` writes them, `--thresholds FILE` reads them).
+9. `mass_aware`: grounded, every nullable value a span of the source can fill written (`null`
+   only where none can: an id whose pattern no span matches), then a field abstains where the
+   surviving mass at its value's first token is under a threshold calibrated on labelled data
+   (`sdk.abstention`; `sdk eval --calibrate FILE` writes them, `--thresholds FILE` reads them).
 
 Every arm goes through the same `StructuredClient` (same retries, same `max_tokens`, same sampling
 options): only what the arm is about differs. An arm that this contract, provider or client
@@ -200,6 +201,8 @@ def prepare_arm(
 def _grounding_options(name: str, client: StructuredClient) -> dict[str, Any]:
     if client.provider.name not in GROUNDING_PROVIDERS:
         return {}
+    if name == "mass_aware":  # every value a span can fill written, then judged on its mass
+        return {"grounding": "values"}
     return {"grounding": name in GROUNDED_ARMS}
 
 
