@@ -258,6 +258,18 @@ def test_a_branch_no_value_fits_is_left_out_so_decoding_never_walks_into_a_dead_
     )
 
 
+def test_prefer_values_writes_every_value_a_span_can_fill() -> None:
+    source = "Your parcel is on its way with Royal Mail. Order ORD-55123."
+    grammar = grounded_lark(SCHEMA, source, prefer_values=True)
+    # A span can fill the carrier: null is not offered; none has a tracking number's form:
+    # null is all that is left.
+    assert not _prefix_ok(grammar, '{"carrier": n')
+    assert _prefix_ok(grammar, '{"carrier": "Royal Mail", "tracking_number": null')
+    assert not _prefix_ok(grammar, '{"carrier": "Royal Mail", "tracking_number": "')
+    assert lark_accepts(grounded_lark(SCHEMA, source), '{"carrier": null, "tracking_number": '
+                        'null, "lines": []}')  # fmt: skip
+
+
 def test_an_empty_source_admits_only_the_empty_string_or_null() -> None:
     grammar = grounded_lark(SCHEMA, "", json_options=OPTIONS)
     empty = '{"carrier": "", "tracking_number": null, "lines": [], "evidence": ""}'

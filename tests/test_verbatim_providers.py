@@ -310,3 +310,26 @@ def test_llamacpp_above_the_bound_sends_the_plain_grammar_with_a_note(llama_serv
     within = LlamaCppProvider(llama_server)
     assert within.grammar_for(Quoted, source=SOURCE) != contract_gbnf(Quoted)
     assert provider.grammar_for(Quoted, source=SOURCE) == contract_gbnf(Quoted)
+
+
+def test_embedded_grounding_takes_true_false_or_values() -> None:
+    pytest.importorskip("llama_cpp", reason="the local extra")
+    from sdk.providers.embedded import EmbeddedProvider
+
+    with pytest.raises(ValueError, match="grounding"):
+        EmbeddedProvider(grounding="maybe")
+
+
+@pytest.mark.local
+def test_embedded_values_grounding_writes_every_value_a_span_can_fill(embedded: Any) -> None:
+    class Optional(Contract):
+        carrier: Verbatim | None = Field(description="The company that delivers the parcel.")
+        tracking_number: Verbatim | None = Field(pattern=r"^[A-Z]{2}[0-9]{9}[A-Z]{2}$")
+
+    message = Message("user", "Which carrier? Nothing is said about it.\n\n" + SOURCE)
+    request = CompletionRequest(
+        Optional, (message,), 60, source=SOURCE, options={"grounding": "values"}
+    )
+    value = json.loads(embedded.complete(request).text)
+    assert isinstance(value["carrier"], str) and value["carrier"] in SOURCE
+    assert value["tracking_number"] is None  # no span of that form: null is all that is left
