@@ -15,7 +15,7 @@ from sdk.client import (
     MaxTokensRamp,
     StructuredClient,
 )
-from sdk.contract import Contract, SourceQuote, WireEnum, WireNameError
+from sdk.contract import Contract, SourceQuote, Verbatim, WireEnum, WireNameError
 from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
 from sdk.engine.kinds import TextSnapshot
 from sdk.errors import (
@@ -105,6 +105,7 @@ __all__ = [
     "UnknownTool",
     "UnsupportedRequest",
     "Usage",
+    "Verbatim",
     "Violation",
     "WireEnum",
     "WireNameError",

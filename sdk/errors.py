@@ -219,11 +219,12 @@ class MissingToolCall(InvalidOutput):
 
 
 class CheckFailed(InvalidOutput):
-    """A semantic check failed: a source quote not in the source, or a cross-field check."""
+    """A semantic check failed: a quote or `Verbatim` value not in the source, or a cross-field
+    check."""
 
 
 class SourceMissing(CheckFailed, ValueError):
-    """The contract has source quotes but no source was given to verify them against."""
+    """The contract has `SourceQuote`/`Verbatim` values but no source was given to check them."""
 
 
 # --- The request itself: decided before anything is sent ---

@@ -48,11 +48,25 @@ def eval_command(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Discard earlier results in --out.")
     ] = False,
+    thresholds_file: Annotated[
+        Path | None,
+        typer.Option("--thresholds", help="The mass_aware arm's calibrated thresholds (JSON)."),
+    ] = None,
+    calibrate_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibrate",
+            help="Run mass_aware without thresholds and write the ones calibrated on this "
+            "labelled data (highest recall at <= 5% false abstention) to this file.",
+        ),
+    ] = None,
 ) -> None:
     """Paired evaluation: the same items through each arm (constrained, unconstrained, widened,
-    answer-first, two-phase), scored on accuracy and abstention, with paired statistics."""
+    answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
+    mass-aware), scored on accuracy and abstention, with paired statistics."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    from sdk.abstention import Thresholds
     from sdk.client import StructuredClient
     from sdk.errors import ProviderError
     from sdk.eval import (
@@ -63,11 +77,15 @@ def eval_command(
         run_eval,
         terminal_tables,
     )
+    from sdk.eval.calibration import calibrate_run
     from sdk.eval.report import ACCURACY_FILE, REPORT_FILE, accuracy_svg
     from sdk.eval.runner import RESULTS_FILE
 
     out = Output()
     with errors_exit(out):
+        if thresholds_file is not None and calibrate_file is not None:
+            raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
+        thresholds = Thresholds.load(thresholds_file) if thresholds_file is not None else None
         contract = contract_named(contract_ref)
         items: list[EvalItem] = load_dataset(dataset, contract)[:limit]
         chosen = [arm.strip() for arm in arms.split(",") if arm.strip()]
@@ -103,6 +121,8 @@ def eval_command(
                     progress=progress,
                     fresh=fresh,
                     dataset=str(dataset),
+                    thresholds=thresholds,
+                    calibrating=calibrate_file is not None,
                 )
             except ResumeMismatch as error:
                 out.error(f"{error} (or pass --fresh)")
@@ -120,10 +140,14 @@ def eval_command(
         write_atomic(folder / REPORT_FILE, html_report(run))
         if run.metrics:
             write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
+        if calibrate_file is not None:
+            calibrate_run(run).save(calibrate_file)
     for table in terminal_tables(run):
         out.out.print(table)
     out.line(f"results: {folder / RESULTS_FILE}")
     out.line(f"report:  {folder / REPORT_FILE}")
+    if calibrate_file is not None:
+        out.line(f"thresholds: {calibrate_file}")
 
 
 def _eval_provider(spec: str) -> Any:

@@ -27,7 +27,7 @@ import pydantic_core
 
 from sdk._pointer import escape_pointer, pointer_of
 from sdk._records import Note, shorten
-from sdk.contract import Contract, require_contract
+from sdk.contract import SOURCE_QUOTE_KEY, VERBATIM_KEY, Contract, require_contract
 from sdk.errors import (
     CheckFailed,
     ContentFiltered,
@@ -50,6 +50,7 @@ from sdk.parsing._limits import (
     too_deep,
     too_long,
 )
+from sdk.schema.grounding import grounded_kind
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -438,14 +439,14 @@ def _validate_contract(
         ) from exc
     if compiled.quotes.any_wanted:
         if source is None:
-            quotes = [hit.pointer for hit in compiled.quotes.walk(data)]
+            marked = _marked(compiled, data)
+            pointers = ", ".join(pointer for pointer, _ in marked) or "none in this value"
             raise SourceMissing(
-                f"{contract.__name__} has source quotes "
-                f"({', '.join(quotes) or 'none in this value'}) "
-                "but no source was given to verify them; pass source=...",
+                f"{contract.__name__} has values checked against the source (SourceQuote, "
+                f"Verbatim: {pointers}) but no source was given to verify them; pass source=...",
                 violations=[
-                    Violation(p, "cannot verify quote: no source given", "x-source-quote")
-                    for p in quotes
+                    Violation(pointer, "cannot verify against the source: no source given", key)
+                    for pointer, key in marked
                 ],
                 **state.error_fields(),
             )
@@ -453,7 +454,7 @@ def _validate_contract(
         if violations:
             raise CheckFailed(
                 summarize(
-                    f"{contract.__name__} quotes evidence that is not in the source", violations
+                    f"{contract.__name__} has values that are not in the source", violations
                 ),
                 violations=violations,
                 **state.error_fields(),
@@ -461,19 +462,39 @@ def _validate_contract(
     return value
 
 
+def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
+    """Pointer and annotation of each source-checked string in `data`."""
+    return [(hit.pointer, grounded_kind(hit.schema) or "") for hit in compiled.quotes.walk(data)]
+
+
 def _quote_violations(
     compiled: CompiledContract, data: Any, source: str, contract: type[Contract]
 ) -> list[Violation]:
+    """`SourceQuote`s that are not spans of the source (empty passes: "no evidence"), and
+    `Verbatim` values that are not (empty fails, unless the source is empty too)."""
     violations = []
     for hit in compiled.quotes.walk(data):
-        quote = hit.value
-        if isinstance(quote, str) and quote and quote not in source:
-            shown = quote if len(quote) <= 120 else quote[:117] + "..."
+        value = hit.value
+        if not isinstance(value, str):
+            continue
+        shown = shorten(value, 120)
+        if grounded_kind(hit.schema) == VERBATIM_KEY:
+            if value in source and (value or not source):
+                continue
+            problem = (
+                f"value in field {hit.key!r} is empty: a Verbatim value is copied from the "
+                "source (or null, where the field may be null, when the source does not say)"
+                if not value
+                else f"value in field {hit.key!r} is not copied exactly from the source: "
+                f"{shown!r}"
+            )
+            violations.append(Violation(hit.pointer, problem, VERBATIM_KEY))
+        elif value and value not in source:
             violations.append(
                 Violation(
                     hit.pointer,
                     f"quote in field {hit.key!r} is not in the source: {shown!r}",
-                    "x-source-quote",
+                    SOURCE_QUOTE_KEY,
                 )
             )
     return violations

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sdk._content import Text
 from sdk._message import Message
+from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool, ToolCall, ToolChoice
 from sdk.providers._profile import Profile, finished
@@ -142,6 +143,9 @@ class Completion:
     """The provider's thinking, or its summary, when it was asked for and given."""
     tool_calls: tuple[ToolCall, ...] = ()
     """The calls the model made (raw arguments text; `value` unset)."""
+    notes: tuple[Note, ...] = ()
+    """What the provider did differently from what was asked (a grounded grammar sent plain,
+    say); they lead `Result.notes`."""
 
 
 @dataclass(frozen=True, slots=True)

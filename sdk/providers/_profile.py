@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypedDict, get_type_hints
+from typing import Any, Final, Literal, TypedDict, get_type_hints
 
 from sdk.schema.dialects import Dialect
 from sdk.stop_reason import StopReason
@@ -44,6 +44,10 @@ class SamplingOptions(TypedDict, total=False):
     repeat_penalty: float
     constrained: bool
     """Local engines: `False` decodes without the grammar (the eval's unconstrained arm)."""
+    grounding: bool | Literal["values"]
+    """Local grammar engines: whether `Verbatim` and `SourceQuote` values are constrained to
+    spans of the source while decoding (`"values"`: every nullable copied value written where a
+    span can fill it); `False` leaves them to the check after parsing."""
 
 
 SAMPLING_OPTIONS: Final = frozenset(get_type_hints(SamplingOptions))
@@ -68,7 +72,8 @@ class Profile:
     """Whether the wire asks for the provider's own thinking channel (`reasoning="native"`)."""
     options: Mapping[str, str] = field(default_factory=dict)
     """The sampling options the API takes (`CallOptions` names), each with where it goes in the
-    request body as a dotted path (`"temperature"`, `"config.stop_sequences"`)."""
+    request body as a dotted path (`"temperature"`, `"config.stop_sequences"`); `""` for one the
+    codec reads itself (`grounding`), which is not sent as it is."""
     owned: frozenset[str] = frozenset()
     """The request fields the SDK writes (dotted paths); `extra_body` may not touch them."""
     raw_body: bool = True
@@ -147,8 +152,8 @@ def apply_options(body: dict[str, Any], options: Mapping[str, Any], profile: Pro
     """Write each sampling option where the profile says it goes (`stop` always as a list)."""
     for name, value in options.items():
         path = profile.options.get(name)
-        if path is None:
-            continue  # vetted before: only an in-process engine reads options itself
+        if not path:
+            continue  # read by the codec itself (or by an in-process engine)
         if name == "stop" and isinstance(value, str):
             value = [value]
         elif name == "stop":

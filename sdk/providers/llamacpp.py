@@ -16,6 +16,11 @@ Four modes:
   whitespace, exact or loud: nothing is silently dropped, so there is no dialect to report).
 - `"openai"`: `POST /v1/chat/completions` with `response_format` json_schema.
 
+In the two modes that send the SDK's GBNF, a contract's `SourceQuote` and `Verbatim` strings are
+grounded: the grammar admits only spans of the call's `source` there (`grounding=False` turns it
+off). That grammar grows with the source, so above `grounding_limit` characters the plain grammar
+goes and the parser checks the values after, with a note on the result.
+
 The native endpoint takes a prompt, not messages. The provider learns the model's chat template
 once per conversation shape (`POST /apply-template` of placeholder messages) and the model's
 special-token texts once (`GET /v1/models`, `POST /tokenize`), then builds each prompt itself:
@@ -53,11 +58,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
 import httpx
 
+from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk.contract import Contract
@@ -89,10 +96,12 @@ from sdk.providers._control_tokens import (
     check_request,
 )
 from sdk.providers._errors import provider_error
+from sdk.providers._grounding import fallback_notes, grounding_plan
 from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
 from sdk.providers._llamacpp_prompt import NativePrompts, Prompt
 from sdk.providers._profile import Profile, finished
 from sdk.schema.dialects import LLAMACPP, WireSchema, to_wire
+from sdk.schema.grounding import GBNF_SOURCE_LIMIT, grounded_gbnf
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -189,9 +198,10 @@ def _stop_type(body: Mapping[str, Any]) -> str | None:
 class CompletionStreamReader:
     """Accumulates `/completion` stream events; the last one (`stop: true`) has the stop reason."""
 
-    def __init__(self) -> None:
+    def __init__(self, notes: tuple[Note, ...] = ()) -> None:
         self._parts: list[str] = []
         self._last: dict[str, Any] | None = None
+        self._notes = notes
 
     def feed(self, line: str) -> TextDelta | None:
         data = sse_data(line)
@@ -210,11 +220,13 @@ class CompletionStreamReader:
     def finish(self) -> Completion:
         if self._last is None:
             raise provider_error("llamacpp", "stream ended before its final event")
-        return read_completion({**self._last, "content": "".join(self._parts)})
+        completion = read_completion({**self._last, "content": "".join(self._parts)})
+        return replace(completion, notes=self._notes)
 
 
 _OPTIONS = {name: name for name in ("temperature", "top_p", "top_k", "seed", "stop",
-            "presence_penalty", "frequency_penalty", "repeat_penalty")}  # fmt: skip
+            "presence_penalty", "frequency_penalty", "repeat_penalty")} | {
+            "grounding": ""}  # read by the codec, not sent  # fmt: skip
 _OWNED = frozenset(
     {"prompt", "n_predict", "grammar", "json_schema", "response_format", "stream",
      "stream_options", "messages", "max_tokens", "model", "tools", "tool_choice",
@@ -249,12 +261,16 @@ class LlamaCppCodec(Codec):
         prompt_template: Callable[[CompletionRequest], str] | None,
         control_tokens: ControlTokenPolicy = "reject",
         extra_control_tokens: Iterable[str] = (),
+        grounding: bool = True,
+        grounding_limit: int = GBNF_SOURCE_LIMIT,
     ) -> None:
         self.mode: Mode = mode
         self.model = model
         self.profile = profile(mode)
         self._grammar = grammar
         self._auto: WeakKeyDictionary[type[Contract], str | None] = WeakKeyDictionary()
+        self.grounding = grounding
+        self.grounding_limit = grounding_limit
         self._prompt_template = prompt_template
         self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
         self._control_strings = ControlTokens.families(extra_control_tokens)
@@ -297,12 +313,12 @@ class LlamaCppCodec(Codec):
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if self._chat_route(request):
             return read_chat_body(reply.body, request_id=reply.request_id)
-        return read_completion(reply.body)
+        return replace(read_completion(reply.body), notes=self._notes(request))
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> StreamReader:
         if self._chat_route(request):
             return ChatSSEStreamReader(self.provider, request_id)
-        return CompletionStreamReader()
+        return CompletionStreamReader(self._notes(request))
 
     # --- what constrains the output ---
 
@@ -334,12 +350,18 @@ class LlamaCppCodec(Codec):
                 self._auto[contract] = None
         return self._auto[contract]
 
-    def grammar_for(self, contract: type[Contract]) -> str:
+    def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
         """The GBNF grammar sent in grammar mode: the one given, or written from the canonical
         schema by `sdk.schema.gbnf` (cached per contract; `UnsupportedSchema` if it cannot be
-        expressed exactly, before any request is sent)."""
+        expressed exactly, before any request is sent). With `source`: the grounded grammar a
+        call with that source sends, when the provider grounds and the contract has
+        `SourceQuote`/`Verbatim` strings (and the source is within `grounding_limit`)."""
         if self._grammar is not None:
             return self._grammar
+        if source is not None:
+            grounded = self._grounded(CompletionRequest(contract, (), 1, source=source))
+            if grounded is not None:
+                return grounded
         # Imported here: only grammar mode needs the converter.
         from sdk.schema.gbnf import contract_gbnf
 
@@ -360,18 +382,51 @@ class LlamaCppCodec(Codec):
         if request.contract is None:
             return {}
         if self.mode == "grammar":
-            return {"grammar": self.grammar_for(request.contract)}
+            return {"grammar": self._grounded(request) or self.grammar_for(request.contract)}
         if self.mode == "auto":
             grammar = self._auto_grammar(request.contract)
             if grammar is not None:
-                return {"grammar": grammar}
+                return {"grammar": self._grounded(request) or grammar}
         wire = self.wire_schema(request.contract)
         assert wire is not None
         return {"schema": wire.schema}
 
 
+    def _grounds(self, request: CompletionRequest) -> bool:
+        """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
+        if request.contract is None or request.grammar is not None:
+            return False
+        if not request.options.get("grounding", self.grounding):  # per call, or the provider's
+            return False
+        if self.mode == "grammar":
+            return self._grammar is None
+        return self.mode == "auto" and self._auto_grammar(request.contract) is not None
+
+    def _grounded(self, request: CompletionRequest) -> str | None:
+        """The grounded GBNF (`SourceQuote`/`Verbatim` strings confined to the source's spans,
+        `sdk.schema.grounding`), or `None`: nothing to ground, or a source over
+        `GBNF_SOURCE_LIMIT` (then a note says the values are checked after parsing)."""
+        if not self._grounds(request):
+            return None
+        return grounding_plan(
+            request, grounded_gbnf, engine="llamacpp", source_limit=self.grounding_limit
+        ).grammar
+
+    def _notes(self, request: CompletionRequest) -> tuple[Note, ...]:
+        if not self._grounds(request):
+            return ()
+        return fallback_notes(request, engine="llamacpp", source_limit=self.grounding_limit)
+
+
 class LlamaCppProvider(HTTPProvider):
-    """A llama.cpp server: `LlamaCppProvider("http://127.0.0.1:8080", mode="json_schema")`."""
+    """A llama.cpp server: `LlamaCppProvider("http://127.0.0.1:8080", mode="json_schema")`.
+
+    `grounding=True` (per call too): in the modes that send the SDK's own GBNF (`"auto"`,
+    `"grammar"` without `grammar=`), a contract's `SourceQuote`/`Verbatim` strings can only be
+    spans of the call's source (`sdk.schema.grounding.grounded_gbnf`); a source longer than
+    `grounding_limit` characters goes with the plain grammar instead, and `Result.notes` says
+    so (`"grounding"`).
+    """
 
     def __init__(
         self,
@@ -383,6 +438,8 @@ class LlamaCppProvider(HTTPProvider):
         prompt_template: Callable[[CompletionRequest], str] | None = None,
         control_tokens: ControlTokenPolicy = "reject",
         extra_control_tokens: Iterable[str] = (),
+        grounding: bool = True,
+        grounding_limit: int = GBNF_SOURCE_LIMIT,
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
@@ -402,6 +459,8 @@ class LlamaCppProvider(HTTPProvider):
             prompt_template=prompt_template,
             control_tokens=control_tokens,
             extra_control_tokens=extra_control_tokens,
+            grounding=grounding,
+            grounding_limit=grounding_limit,
         )
 
     @property
@@ -416,9 +475,9 @@ class LlamaCppProvider(HTTPProvider):
     def model(self) -> str | None:
         return self._model
 
-    def grammar_for(self, contract: type[Contract]) -> str:
+    def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
         """The GBNF grammar sent for `contract` in grammar mode (`LlamaCppCodec.grammar_for`)."""
-        return self.codec.grammar_for(contract)
+        return self.codec.grammar_for(contract, source=source)
 
 
 def _tool_parameters(tool: Tool) -> dict[str, Any]:

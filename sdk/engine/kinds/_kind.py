@@ -133,7 +133,7 @@ class Ending:
             "stop_reason": accepted.stop_reason,
             "raw_stop_reason": accepted.raw_stop_reason,
             "text": accepted.text,
-            "notes": accepted.notes,
+            "notes": [*completion.notes, *accepted.notes],  # what the provider did first
             "usage": self.usage,
             "attempts": self.attempts,
             "provider": self.provider.name,
