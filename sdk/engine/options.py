@@ -11,21 +11,27 @@ sampling option the provider does not take is refused by the provider's codec, t
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, get_type_hints
 
+from sdk.abstention import Thresholds
 from sdk.cache import Cache
 from sdk.engine.conversation import MessageLike, PromptLike
 from sdk.providers._profile import SAMPLING_OPTIONS, SamplingOptions
 
 __all__ = [
     "SAMPLING_OPTIONS",
+    "Abstention",
     "CallOptions",
     "Reasoning",
     "check_options",
     "did_you_mean",
     "split_options",
 ]
+
+Abstention = Literal["none", "guided"]
+"""Whether a call abstains where the document is silent (`"guided"`) or not (`"none"`)."""
 
 Reasoning = Literal["two_phase", "native"]
 """How the model reasons before the constrained output: `"two_phase"` is a first, unconstrained
@@ -57,6 +63,12 @@ class CallOptions(SamplingOptions, total=False):
     """Seconds one request may take (`None`: no limit)."""
     reasoning: Reasoning | None
     """Reason before the output: `"two_phase"` or `"native"` (`None`: no)."""
+    abstention: Abstention
+    """`"guided"`: where the document is silent, a field that may be null says so
+    (`sdk.engine.kinds.guided`: what each engine can do for it); `"none"` (the default)."""
+    abstention_thresholds: Thresholds | str | os.PathLike[str] | None
+    """Guided abstention on an engine that reports token probabilities (the embedded model):
+    the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file)."""
     cache: Cache | bool | None
     """A response cache (`sdk.cache`): `True` is a `SQLiteCache` at its default path, `None` or
     `False` none (the default)."""

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast, get_type_hints
 
 from sdk._tools import Tool, ToolChoice
+from sdk.abstention import Thresholds
 from sdk.cache import Cache, SQLiteCache
 from sdk.contract import Contract, require_contract
 from sdk.engine.attempts import Attempts
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY, conversation
 from sdk.engine.envelope import envelope_of
 from sdk.engine.kinds import Document, GrammarOutput, OutputKind, Parsing, Shared, TwoPhase
+from sdk.engine.kinds.guided import Guided
 from sdk.engine.kinds.tools import Tools, check_tools, tool_conversation
 from sdk.engine.options import OPTIONS, CallOptions, check_options, did_you_mean, split_options
 from sdk.engine.retry import DEFAULT_BACKOFF, Backoff, MaxTokensRamp, RetrySettings
@@ -135,7 +137,21 @@ def start_call(
         if isinstance(output, Grammar)
         else Document(cast(type[Contract], output), envelope, parsing)
     )
+    if resolved.get("abstention", "none") != "none":
+        kind = _guided(kind, resolved)
     return _machine(config, provider, kind, turns, resolved, where == "stream()")
+
+
+def _guided(kind: OutputKind[Any], resolved: Mapping[str, Any]) -> Guided:
+    """A document with guided abstention (`ValueError` for anything else)."""
+    if not isinstance(kind, Document) or kind.envelope is not None:
+        raise ValueError('abstention="guided" applies to a contract\'s document (not a list, '
+                         "a union or a grammar)")  # fmt: skip
+    Guided.check(kind)
+    thresholds = resolved.get("abstention_thresholds")
+    if thresholds is not None and not isinstance(thresholds, Thresholds):
+        thresholds = Thresholds.load(thresholds)
+    return Guided(kind, thresholds)
 
 
 def start_tools_call(
@@ -149,6 +165,8 @@ def start_tools_call(
 ) -> Attempts:
     """A tool-call call, vetted and started."""
     resolved = _resolve(config, options, where)
+    if resolved.get("abstention", "none") != "none":
+        raise ValueError('abstention="guided" applies to a contract\'s document, not tool calls')
     checked, choice = check_tools(tools, tool_choice)
     turns = tool_conversation(resolved.get("prompt"), resolved.get("messages"),
                               resolved.get("source"))  # fmt: skip
@@ -164,6 +182,10 @@ def _resolve(config: ClientConfig, options: Mapping[str, Any], where: str) -> di
     if context is not None and not isinstance(context, Mapping):
         raise TypeError(f"context must be a mapping, not {type(context).__name__}")
     validators_context(resolved.get("source"), context)  # no `source` key in it (a bypass)
+    if resolved.get("abstention", "none") not in ("none", "guided"):
+        raise ValueError(
+            f"abstention must be 'none' or 'guided', not {resolved.get('abstention')!r}"
+        )
     reasoning = resolved.get("reasoning")
     if reasoning not in (None, "two_phase", "native"):
         raise ValueError(f"reasoning must be 'two_phase', 'native' or None, not {reasoning!r}")

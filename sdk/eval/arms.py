@@ -44,6 +44,7 @@ from sdk.client import StructuredClient
 from sdk.contract import Contract
 from sdk.contract.derived import (
     answer_first,
+    escape_members,
     evidence_gated,
     null_only,
     nullable_fields,
@@ -80,6 +81,7 @@ ARMS: Final = (
     "evidence_gated",
     "presence_first",
     "mass_aware",
+    "guided",
 )
 """Every arm, in report order."""
 
@@ -93,6 +95,7 @@ ARM_TITLES: Final[Mapping[str, str]] = {
     "evidence_gated": "grounded, an evidence span before each nullable value",
     "presence_first": "grounded, a stated-or-not pass, then unstated fields null",
     "mass_aware": "grounded, abstain where the value's first-token mass is low",
+    "guided": 'the client\'s abstention="guided" (mass-aware where the engine allows)',
 }
 
 GROUNDED_ARMS: Final = frozenset({"grounded", "evidence_gated", "presence_first", "mass_aware"})
@@ -193,6 +196,15 @@ def prepare_arm(
             raise ArmUnavailable(str(error)) from None
     if name == "two_phase":
         return PreparedArm(name, contract, grounding, reasoning="two_phase")
+    if name == "guided":
+        # What `abstention="guided"` does, through the client (the engine picks what this
+        # provider can do): the arm a user gets, beside the mechanisms measured one by one.
+        if not nullable_fields(contract) and not any(escape_members(contract).values()):
+            raise ArmUnavailable(f"{contract.__name__} has nowhere to abstain (no null, no escape)")
+        guided: dict[str, Any] = {"abstention": "guided"}
+        if thresholds is not None:
+            guided["abstention_thresholds"] = thresholds
+        return PreparedArm(name, contract, guided)
     if name in GROUNDED_ARMS:
         return _prepare_grounded(name, contract, client, grounding, thresholds, calibrating)
     raise ValueError(f"unknown arm {name!r}; arms: {', '.join(ARMS)}")
