@@ -57,13 +57,16 @@ BENCH_FLAGS ?=
 bench: $(LOCAL_STAMP)
 	$(BIN)/python bench/run.py --write --maskbench $(MASKBENCH) $(BENCH_FLAGS)
 
-# The paired eval on the embedded model, on a subset of each dataset (a few minutes on two cores).
+# The paired eval on the embedded model, every item of each dataset (hours on two cores).
 # Results go to eval-results/ (committed), their summary to bench/RESULTS.md and the README's
 # figures (bench row 13). Running it again resumes and finishes an interrupted run;
-# EVAL_FLAGS=--fresh starts over, and limits up to the datasets' sizes run more of them.
-EVAL_DECISIONS ?= 16
-EVAL_INVOICES ?= 8
+# EVAL_FLAGS=--fresh starts over; EVAL_DECISIONS=16 (say) runs fewer items of each.
+# The notices eval calibrates the mass-aware thresholds on its own calibration split first.
+EVAL_DECISIONS ?= 44
+EVAL_INVOICES ?= 64
+EVAL_NOTICES ?= 60
 EVAL_FLAGS ?=
+NOTICE_ARMS := constrained,grounded,evidence_gated,presence_first,mass_aware,guided
 
 eval: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli eval examples/data/eval/decisions.jsonl --contract contracts:Decision \
@@ -71,6 +74,14 @@ eval: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli eval examples/data/eval/invoices.jsonl \
 		--contract contracts:InvoiceExtraction --limit $(EVAL_INVOICES) --max-tokens 300 \
 		--out eval-results/invoices $(EVAL_FLAGS)
+	$(BIN)/python -m sdk.cli eval examples/data/eval/notices-calibration.jsonl \
+		--contract contracts:ShipmentNotice --arms mass_aware --max-tokens 200 \
+		--out eval-results/notices-calibration --calibrate eval-results/notices/thresholds.json \
+		$(EVAL_FLAGS)
+	$(BIN)/python -m sdk.cli eval examples/data/eval/notices.jsonl \
+		--contract contracts:ShipmentNotice --arms $(NOTICE_ARMS) --limit $(EVAL_NOTICES) \
+		--max-tokens 200 --out eval-results/notices \
+		--thresholds eval-results/notices/thresholds.json $(EVAL_FLAGS)
 	$(BIN)/python bench/run.py --only eval --write
 
 clean:
