@@ -26,6 +26,7 @@ from contracts import Decision
 from sdk import (
     AsyncStructuredClient,
     Contract,
+    Note,
     RefusedOutput,
     StructuredClient,
     Tool,
@@ -328,3 +329,78 @@ def test_sdk_cache_stats_and_clear(tmp_path: Path) -> None:
     sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.commit()
     refused = runner.invoke(app, ["cache", "clear", "--path", str(foreign)])
     assert refused.exit_code == 2 and "not a structured-sdk cache" in refused.output
+
+
+def test_a_hit_keeps_the_diagnostics_and_notes_its_checks_read() -> None:
+    """Mass-aware abstention reads the constraint diagnostics: a hit that lost them would keep
+    a value the call that made it abstained on."""
+    from contracts import ShipmentNotice
+    from sdk.abstention import FieldThreshold, Thresholds
+    from sdk.diagnostics import TokenStep, diagnose
+    from sdk.providers._base import Completion
+    from sdk.stop_reason import StopReason
+
+    line = json.loads((REPO / "examples/data/eval/notices.jsonl").read_text().splitlines()[0])
+    text = json.dumps(line["expected"] | {"recipient": "Jonah Whitaker"})
+    steps = [TokenStep(i, ch, i, 0.25, 3) for i, ch in enumerate(text)]
+    grounding = Note("", "no grammar here", "checked after parsing", "grounding")
+    reply = Completion(text, StopReason.END_TURN, "stop", diagnostics=diagnose(text, steps),
+                       notes=(grounding,))  # fmt: skip
+    provider = TestProvider([reply], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache())
+    thresholds = Thresholds({"/recipient": FieldThreshold(1.0, 1.0, 0.0, 1, 1)})
+    ask = {"prompt": line["prompt"], "source": line["document"], "abstention": "guided",
+           "abstention_thresholds": thresholds}  # fmt: skip
+    first = client.generate(ShipmentNotice, **ask)
+    hit = client.generate(ShipmentNotice, **ask)
+    assert len(provider.requests) == 1 and hit.cached
+    assert first.value.recipient is None  # abstained on its mass ...
+    assert hit.value == first.value  # ... and so did the hit
+    assert [n.kind for n in hit.notes] == [n.kind for n in first.notes]
+    assert "grounding" in [n.kind for n in hit.notes]
+    assert hit.diagnostics is not None and first.diagnostics is not None
+    assert hit.diagnostics.steps == first.diagnostics.steps
+    assert hit.diagnostics.fields == first.diagnostics.fields
+
+
+def test_an_entry_round_trips_every_field_of_a_reply() -> None:
+    from dataclasses import fields
+
+    from sdk.diagnostics import TokenStep, diagnose
+    from sdk.providers._base import Completion
+    from sdk.stop_reason import StopReason
+
+    text = '{"a": "b"}'
+    full = Completion(
+        text,
+        StopReason.TOOL_USE,
+        "tool_use",
+        Usage(input_tokens=3, output_tokens=4, cache_read_tokens=2),
+        model="m",
+        request_id="req_1",
+        refusal=None,
+        refusal_category=None,
+        diagnostics=diagnose(text, [TokenStep(i, c, i, 0.5, 2) for i, c in enumerate(text)]),
+        reasoning="because",
+        tool_calls=(ToolCall("call_1", "lookup", '{"q": 1}'),),
+        notes=(Note("/a", {"x": 1}, object(), "grounding"),),
+    )
+    back = Entry.from_json(Entry((full,)).to_json()).completions[0]
+    # Every field is kept (a new Completion field fails here until the entry keeps it) ...
+    for item in fields(Completion):
+        if item.name != "notes":
+            assert getattr(back, item.name) == getattr(full, item.name), item.name
+    # ... and a note value JSON cannot hold is kept as its text.
+    assert back.notes[0].received == {"x": 1} and back.notes[0].written.startswith("<object")
+
+
+def test_sdk_eval_refuses_a_cache_path_that_is_not_a_cache(tmp_path: Path) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("not a database, kept as it is")
+    dataset = REPO / "examples" / "data" / "eval" / "decisions.jsonl"
+    result = CliRunner().invoke(
+        app, ["eval", str(dataset), "--contract", "contracts:Decision", "--cache-path", str(other)]
+    )
+    assert result.exit_code == 2
+    assert "is not a usable cache" in result.output
+    assert other.read_text() == "not a database, kept as it is"

@@ -12,15 +12,18 @@ from typing import Any, Protocol
 
 from sdk._content import Text
 from sdk._message import Message
-from sdk._records import Usage
+from sdk._records import Note, Usage
 from sdk._tools import Tool, ToolCall
+from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
 from sdk.providers._base import Completion, CompletionRequest
 from sdk.stop_reason import StopReason
 
 __all__ = ["FORMAT", "Cache", "CacheStats", "Entry", "cache_key", "default_path"]
 
-FORMAT = 1
-"""The entries' format: part of every key, so a new format never reads an old entry."""
+FORMAT = 2
+"""The entries' format: part of every key, so a new format never reads an old entry (2: the
+replies' constraint diagnostics and provider notes are kept, so a hit is judged on the same
+signals as the call that made it, mass-aware abstention included)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +39,10 @@ class Entry:
         return sum((c.usage for c in self.completions), Usage())
 
     def to_json(self) -> str:
-        return json.dumps([_completion_json(c) for c in self.completions], ensure_ascii=False)
+        # default=repr: a provider note's value that JSON cannot hold is kept as its text.
+        return json.dumps(
+            [_completion_json(c) for c in self.completions], ensure_ascii=False, default=repr
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Entry:
@@ -175,6 +181,8 @@ def _completion_json(completion: Completion) -> dict[str, Any]:
         "refusal_category": completion.refusal_category,
         "reasoning": completion.reasoning,
         "tool_calls": [[c.id, c.tool, c.text] for c in completion.tool_calls],
+        "notes": [[n.pointer, n.received, n.written, n.kind] for n in completion.notes],
+        "diagnostics": _diagnostics_json(completion.diagnostics),
     }
 
 
@@ -194,6 +202,36 @@ def _completion_of(data: Any) -> Completion:
         refusal_category=_optional(data.get("refusal_category")),
         reasoning=_optional(data.get("reasoning")),
         tool_calls=tuple(ToolCall(str(i), str(t), str(x)) for i, t, x in calls),
+        notes=tuple(Note(str(p), r, w, str(k)) for p, r, w, k in data.get("notes") or []),
+        diagnostics=_diagnostics_of(data.get("diagnostics")),
+    )
+
+
+def _diagnostics_json(diagnostics: Any) -> dict[str, Any] | None:
+    if not isinstance(diagnostics, ConstraintDiagnostics):
+        return None
+    return {
+        "threshold": diagnostics.threshold,
+        "fields": [asdict(item) for item in diagnostics.fields],
+        # Steps as rows, not objects: a long reply has thousands of them.
+        "steps": [
+            [s.token, s.text, s.offset, s.mass, s.allowed, s.pointer] for s in diagnostics.steps
+        ],
+    }
+
+
+def _diagnostics_of(data: Any) -> ConstraintDiagnostics | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ValueError("stored diagnostics are an object")
+    return ConstraintDiagnostics(
+        fields=[FieldDiagnostics(**item) for item in data["fields"]],
+        steps=[
+            TokenStep(int(t), str(x), int(o), float(m), int(a), str(p))
+            for t, x, o, m, a, p in data["steps"]
+        ],
+        threshold=float(data["threshold"]),
     )
 
 

@@ -8,6 +8,7 @@ from sdk.cli._app import app
 
 __all__ = ["demo"]
 
+
 @app.command(short_help="See it work offline: an invoice, a decision and SQL from a local model.")
 def demo() -> None:
     """Run the demo: real grammar-constrained generation with a small local model."""

@@ -42,6 +42,7 @@ app.add_typer(
     short_help="Version your contracts' schemas: export, lock, check, diff, lint.",
 )
 
+
 @schema_app.command("export")
 def export_command(
     target: Target,
