@@ -124,12 +124,7 @@ def parse(
     if not isinstance(text, str | bytes):
         raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
     stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
-    undecodable: UnicodeDecodeError | None = None
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            undecodable, text = exc, exc.object.decode("utf-8", "replace")
+    text, undecodable = _decoded(text)
     state = _State(text=text, stop_reason=stop, raw_stop_reason=raw)
 
     # 1. Stop reason first: truncation and refusal are never success, even when the text parses.
@@ -152,26 +147,46 @@ def parse(
         _check_depth(state, data)
     notes: list[Note] = _drop_absent_nulls(compiled, data) if absent_nulls else []
 
-    # 3 and 4. The casing policy only matters for an instance the schema rejects: a case
-    # variant is never a valid enum value, so a valid instance skips the walk entirely.
-    if not compiled.is_valid(data):
-        if compiled.valid_is_shallow:
-            _check_depth(state, data)
-        normalized = _normalize_enum_case(compiled, data) if enum_case == "normalize" else []
-        notes += normalized
-        if not normalized or not compiled.is_valid(data):
-            violations = compiled.violations(data)
-            raise SchemaViolation(
-                summarize(f"output does not match the {contract.__name__} schema", violations),
-                violations=violations,
-                **state.error_fields(),
-            )
+    # 3 and 4. The schema, with the casing policy.
+    notes += _check_schema(state, compiled, data, contract.__name__, enum_case)
 
     # 5. Contract, then 6. semantic checks (one Pydantic pass; its errors are split by origin).
     document = text if not notes else json.dumps(data)
     validation_context = validators_context(source, context)
     value = _validate_contract(contract, document, data, validation_context, state, compiled)
     return Parsed(value=value, stop_reason=stop, text=text, notes=notes, raw_stop_reason=raw)
+
+
+def _decoded(text: str | bytes) -> tuple[str, UnicodeDecodeError | None]:
+    """The text as a string, and the decoding error of bytes that are not UTF-8 (the text then
+    holds replacement characters, so the error it raises can still show what came)."""
+    if isinstance(text, str):
+        return text, None
+    try:
+        return text.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return exc.object.decode("utf-8", "replace"), exc
+
+
+def _check_schema(
+    state: _State, compiled: CompiledContract, data: Any, name: str, enum_case: EnumCase
+) -> list[Note]:
+    """`SchemaViolation` unless `data` is valid, or made valid by the casing policy (its notes,
+    `data` rewritten in place). The policy only matters for an instance the schema rejects: a
+    case variant is never a valid enum value, so a valid instance skips the walk entirely."""
+    if compiled.is_valid(data):
+        return []
+    if compiled.valid_is_shallow:
+        _check_depth(state, data)
+    normalized = _normalize_enum_case(compiled, data) if enum_case == "normalize" else []
+    if not normalized or not compiled.is_valid(data):
+        violations = compiled.violations(data)
+        raise SchemaViolation(
+            summarize(f"output does not match the {name} schema", violations),
+            violations=violations,
+            **state.error_fields(),
+        )
+    return normalized
 
 
 def validators_context(source: str | None, context: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -453,9 +468,7 @@ def _validate_contract(
         violations = _quote_violations(compiled, data, source, contract)
         if violations:
             raise CheckFailed(
-                summarize(
-                    f"{contract.__name__} has values that are not in the source", violations
-                ),
+                summarize(f"{contract.__name__} has values that are not in the source", violations),
                 violations=violations,
                 **state.error_fields(),
             )
@@ -485,8 +498,7 @@ def _quote_violations(
                 f"value in field {hit.key!r} is empty: a Verbatim value is copied from the "
                 "source (or null, where the field may be null, when the source does not say)"
                 if not value
-                else f"value in field {hit.key!r} is not copied exactly from the source: "
-                f"{shown!r}"
+                else f"value in field {hit.key!r} is not copied exactly from the source: {shown!r}"
             )
             violations.append(Violation(hit.pointer, problem, VERBATIM_KEY))
         elif value and value not in source:
