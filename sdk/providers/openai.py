@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import openai
 from openai.resources.chat.completions import Completions
@@ -276,23 +276,25 @@ def _responses_usage(usage: ResponseUsage | None) -> Usage:
     """Responses usage: `input_tokens` includes the cached ones, `output_tokens` the reasoning."""
     if usage is None:
         return Usage()
-    return Usage(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=_count(usage.input_tokens_details, "cached_tokens"),
-        reasoning_tokens=_count(usage.output_tokens_details, "reasoning_tokens"),
-    )
+    return _usage(usage.input_tokens, usage.output_tokens,
+                  usage.input_tokens_details, usage.output_tokens_details)  # fmt: skip
 
 
 def _chat_usage(usage: CompletionUsage | None) -> Usage:
     """Chat usage: `prompt_tokens` includes the cached ones, `completion_tokens` the reasoning."""
     if usage is None:
         return Usage()
+    return _usage(usage.prompt_tokens, usage.completion_tokens,
+                  usage.prompt_tokens_details, usage.completion_tokens_details)  # fmt: skip
+
+
+def _usage(inputs: int, outputs: int, input_details: object, output_details: object) -> Usage:
+    """Both APIs' counts as the provider gave them, the cached and reasoning tokens apart."""
     return Usage(
-        input_tokens=usage.prompt_tokens,
-        output_tokens=usage.completion_tokens,
-        cache_read_tokens=_count(usage.prompt_tokens_details, "cached_tokens"),
-        reasoning_tokens=_count(usage.completion_tokens_details, "reasoning_tokens"),
+        input_tokens=inputs,
+        output_tokens=outputs,
+        cache_read_tokens=_count(input_details, "cached_tokens"),
+        reasoning_tokens=_count(output_details, "reasoning_tokens"),
     )
 
 
@@ -544,7 +546,16 @@ def _log(provider: str, model: str, request: CompletionRequest) -> None:
 
 
 class _OpenAIProvider(Provider):
-    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
+    codec_type: ClassVar[type[_OpenAICodec]]
+    """The API's codec: what tells the Responses provider from the Chat one."""
+
+    def __init__(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI,
+        *,
+        model: str,
+        prompt_caching: bool = True,
+    ) -> None:
         if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
             raise TypeError(
                 f"client must be an openai.OpenAI or openai.AsyncOpenAI, not {client!r}"
@@ -552,6 +563,7 @@ class _OpenAIProvider(Provider):
         # The SDK owns retries: the client's own (two by default) would multiply ours.
         self.client = client.with_options(max_retries=0)
         self._model = model
+        self.codec = self.codec_type(model, prompt_caching=prompt_caching)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r})"
@@ -580,27 +592,11 @@ class OpenAIResponsesProvider(_OpenAIProvider):
     `prompt_cache_key` named after the contract's fingerprint and the system prompt, so calls
     that share them share the provider's prompt cache."""
 
-    def __init__(
-        self,
-        client: openai.OpenAI | openai.AsyncOpenAI,
-        *,
-        model: str,
-        prompt_caching: bool = True,
-    ) -> None:
-        super().__init__(client, model=model)
-        self.codec = ResponsesCodec(model, prompt_caching=prompt_caching)
+    codec_type = ResponsesCodec
 
 
 class OpenAIChatProvider(_OpenAIProvider):
     """Chat Completions through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used with
     `max_retries=0`: the SDK owns retries); `prompt_caching` as for Responses."""
 
-    def __init__(
-        self,
-        client: openai.OpenAI | openai.AsyncOpenAI,
-        *,
-        model: str,
-        prompt_caching: bool = True,
-    ) -> None:
-        super().__init__(client, model=model)
-        self.codec = ChatCodec(model, prompt_caching=prompt_caching)
+    codec_type = ChatCodec
