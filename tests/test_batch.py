@@ -612,7 +612,7 @@ def test_local_job_over_two_servers_with_live_retries(tmp_path: Path) -> None:
     plan = {7: [WRONG_ENUM, VALID], 8: [INVALID_JSON]}
     backend = LocalBackend(local_clients(counter, plan), flush_every=7)
     seen: list[int] = []
-    job = job_for(tmp_path, path, backend, settings=JobSettings(max_tokens=300))
+    job = job_for(tmp_path, path, backend, settings=JobSettings(retries=1, max_tokens=300))
     summary = job.run(progress=lambda p: seen.append(p.done), progress_every=0)
     records = by_id(read_output(tmp_path / "out.jsonl"))
     assert len(records) == 60 and summary.ok == 59 and summary.failed == 1
