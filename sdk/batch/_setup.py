@@ -2,7 +2,9 @@
 
 A job's state file records these (never a key: hosted clients read theirs from the
 environment, `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`), so `sdk batch resume --state job.db`
-rebuilds the same backend without being told again.
+rebuilds the same backend without being told again. A setting that the backend would not use
+(`--base-url` or `--concurrency` for a hosted API, `--max-requests` for local calls) is refused,
+never silently dropped.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ __all__ = ["BackendSpec", "build_backend"]
 
 LOCAL_PROVIDERS = ("llamacpp", "vllm", "ollama")
 HOSTED_PROVIDERS = ("anthropic", "openai_responses", "openai_chat")
+EMBEDDED = "embedded"
 
 
 @dataclass(frozen=True)
@@ -28,25 +31,44 @@ class BackendSpec:
 
     provider: str
     model: str | None = None
+    """The model's name; for `embedded`, a GGUF file (default: the bundled SmolLM2)."""
     base_urls: list[str] = field(default_factory=list)
     concurrency: int | None = None
-    """Local: items in flight per server."""
+    """Local servers: items in flight per server; embedded: in flight in this process."""
     max_requests: int | None = None
     """Hosted: requests per batch, below the API's own limit."""
     retries: int = 2
-    """Local: the client's invalid-output retries (hosted follow-ups use the job's)."""
+    """Local and embedded: the client's invalid-output retries (the job's `retries`; hosted
+    follow-ups use the job's directly)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "provider", canonical_provider(self.provider))
-        if self.provider not in LOCAL_PROVIDERS + HOSTED_PROVIDERS:
-            raise ValueError(
-                f"batch jobs run on {', '.join(HOSTED_PROVIDERS + LOCAL_PROVIDERS)}, "
-                f"not {self.provider}"
-            )
-        if self.provider != "llamacpp" and not self.model:
+        every = (*HOSTED_PROVIDERS, *LOCAL_PROVIDERS, EMBEDDED)
+        if self.provider not in every:
+            raise ValueError(f"batch jobs run on {', '.join(every)}, not {self.provider}")
+        if self.provider not in ("llamacpp", EMBEDDED) and not self.model:
             raise ValueError(f"--model is required for {self.provider}")
         if self.provider in LOCAL_PROVIDERS and not self.base_urls:
             raise ValueError(f"--base-url is required for {self.provider} (one or more)")
+        unused = [
+            flag
+            for flag, given, used in (
+                ("--base-url", bool(self.base_urls), self.provider in LOCAL_PROVIDERS),
+                (
+                    "--concurrency",
+                    self.concurrency is not None,
+                    self.provider not in HOSTED_PROVIDERS,
+                ),
+                (
+                    "--max-requests",
+                    self.max_requests is not None,
+                    self.provider in HOSTED_PROVIDERS,
+                ),
+            )
+            if given and not used
+        ]
+        if unused:
+            raise ValueError(f"{' and '.join(unused)} cannot be used with {self.provider}")
 
     def to_json(self) -> dict[str, Any]:
         """As stored in the job's state file."""
@@ -93,6 +115,15 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
         return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)
     from sdk.client import AsyncStructuredClient
 
+    if spec.provider == EMBEDDED:
+        from sdk.providers.embedded import EmbeddedProvider
+
+        in_process = AsyncStructuredClient(
+            EmbeddedProvider(spec.model),
+            retries=spec.retries,
+            max_concurrency=spec.concurrency or 1,
+        )
+        return LocalBackend(in_process)
     clients = [
         AsyncStructuredClient(
             _local_provider(spec.provider, url, spec.model),
