@@ -9,7 +9,10 @@ API of `tests.batch_support` (in this process: a batch ends after `--polls` poll
 cancelled), and prints its summary as JSON. `hosted-cancel` cancels the job in STATE from this
 process: its backend is the same client over a fake API that knows no batch (a cancel sent
 there fails), so it shows whether the cancel is left to the running job. `create` waits for the
-given instant, then creates the job (two at once race on a fresh state file) and prints its id.
+given instant, then creates the job (two at once race on a fresh state file) and prints its id;
+its contract has 5,000 fields, so that fingerprinting it takes a few tens of milliseconds, as a
+large real contract's does: whatever a `create` does between looking at the file and writing it
+is that much longer, and two processes started together overlap in it.
 """
 
 from __future__ import annotations
@@ -19,11 +22,16 @@ import json
 import sys
 import time
 
+from pydantic import create_model
+
 from contracts import Decision
 from sdk.batch import AnthropicBatches, BatchJob
+from sdk.contract import Contract
 from sdk.providers import AnthropicProvider
 from tests.batch_support import AnthropicBatchAPI
 from tests.wire_support import anthropic_client
+
+Wide = create_model("Wide", __base__=Contract, **{f"field_{n}": (str, ...) for n in range(5000)})
 
 
 def backend(api: AnthropicBatchAPI) -> AnthropicBatches:
@@ -60,7 +68,7 @@ def create(args: argparse.Namespace) -> None:
         pass
     with BatchJob.create(
         args.state,
-        contract=Decision,
+        contract=Wide,
         backend=backend(AnthropicBatchAPI()),
         input=args.input,
         out=args.out,
@@ -85,9 +93,7 @@ def main() -> None:
     make.add_argument("out")
     make.add_argument("--at", type=float, required=True)
     args = parser.parse_args()
-    {"hosted-run": hosted_run, "hosted-cancel": hosted_cancel, "create": create}[args.command](
-        args
-    )
+    {"hosted-run": hosted_run, "hosted-cancel": hosted_cancel, "create": create}[args.command](args)
     sys.stdout.flush()
 
 

@@ -158,6 +158,8 @@ class BatchJob:
                 if first is not None
                 else JobSettings()
             )
+        if isinstance(backend, LocalBackend):
+            _check_local(backend, settings)  # before anything is written
         wanted = {**_described(contract, backend, settings), **(extra_meta or {})}
         if not Path(state).exists():
             if out_path.exists() and out_path.stat().st_size > 0:

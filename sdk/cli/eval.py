@@ -10,7 +10,24 @@ import typer
 from sdk.cli._app import Output, app, contract_named, errors_exit
 from sdk.eval.arms import ARMS as EVAL_ARMS
 
-__all__ = ["eval_command"]
+__all__ = ["EvalProgress", "eval_command"]
+
+
+class EvalProgress:
+    """The eval's progress bar (a rich `Progress`): it starts where a resumed run is (the
+    outcomes kept from before), and its elapsed time, rate and time left count this run's
+    outcomes only."""
+
+    def __init__(self, bar: Any, title: str) -> None:
+        self.bar = bar
+        self.task = bar.add_task(title, total=None)
+
+    def __call__(self, done: int, total: int, outcome: Any) -> None:
+        if outcome is None:  # the start: what earlier runs did is where the bar begins
+            self.bar.reset(self.task, total=total, completed=done, description="starting")
+            return
+        label = f"{outcome.arm} {outcome.item}"
+        self.bar.update(self.task, completed=done, total=total, description=label)
 
 @app.command("eval")
 def eval_command(
@@ -48,7 +65,13 @@ def eval_command(
 ) -> None:
     """Paired evaluation: the same items through each arm (constrained, unconstrained, widened,
     answer-first, two-phase), scored on accuracy and abstention, with paired statistics."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from sdk.client import StructuredClient
     from sdk.errors import ProviderError
@@ -57,8 +80,8 @@ def eval_command(
         ResumeMismatch,
         html_report,
         load_dataset,
+        print_tables,
         run_eval,
-        terminal_tables,
     )
     from sdk.eval.report import ACCURACY_FILE, REPORT_FILE, accuracy_svg
     from sdk.eval.runner import RESULTS_FILE
@@ -80,14 +103,10 @@ def eval_command(
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+            TimeRemainingColumn(),
             console=out.err,
         ) as bar:
-            task = bar.add_task(f"eval {contract.__name__}", total=None)
-
-            def progress(done: int, total: int, outcome: Any) -> None:
-                label = f"{outcome.arm} {outcome.item}" if outcome is not None else "starting"
-                bar.update(task, completed=done, total=total, description=label)
-
+            progress = EvalProgress(bar, f"eval {contract.__name__}")
             try:
                 run = run_eval(
                     items,
@@ -117,8 +136,7 @@ def eval_command(
         write_atomic(folder / REPORT_FILE, html_report(run))
         if run.metrics:
             write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
-    for table in terminal_tables(run):
-        out.out.print(table)
+    print_tables(out.out, run)
     out.line(f"results: {folder / RESULTS_FILE}")
     out.line(f"report:  {folder / REPORT_FILE}")
 

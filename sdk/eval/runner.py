@@ -174,7 +174,8 @@ def run_eval(
         "model": client.provider.model,
         "arms": [arm for arm in ARMS if arm in arms],
         "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
-        "options": dict(options or {}),
+        # As JSON keeps them (a tuple is a list there), so a rerun compares by value.
+        "options": _as_json(dict(options or {})),
         "retries": client.retries,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -258,6 +259,11 @@ def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) ->
     return summarize(run, resamples=resamples, seed=seed)
 
 
+def _as_json(value: Any) -> Any:
+    """`value` as it reads back from `results.json`."""
+    return json.loads(json.dumps(value, default=str))
+
+
 # Settings that change what an outcome means: a resumed run must have the same.
 _RESUME_KEYS = ("contract", "provider", "model", "max_tokens", "options", "retries")
 
@@ -274,7 +280,7 @@ def _resume(run: EvalRun, out: Path) -> None:
         raise ResumeMismatch(f"{path} is not an sdk eval results file; pass fresh or another out")
     before = data.get("config", {})
     for key in _RESUME_KEYS:
-        if before.get(key) != run.config[key]:
+        if _as_json(before.get(key)) != run.config[key]:
             raise ResumeMismatch(
                 f"{path} was run with {key} = {before.get(key)!r}, this run has "
                 f"{run.config[key]!r}: use another output folder, or start over (fresh)"
