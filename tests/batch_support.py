@@ -619,8 +619,12 @@ def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {record["id"]: record for record in records}
 
 
-def llamacpp_server(counter: Counter[str], name: str, plan: dict[int, list[str]]) -> Any:
-    asked: Counter[int] = Counter()
+def llamacpp_server(
+    counter: Counter[str], name: str, plan: dict[int, list[str]], asked: Counter[int]
+) -> Any:
+    """A llama.cpp server's `/completion` as a mock transport handler: each document's replies
+    in `plan` in order (`asked`: how many times each was asked, shared by the servers of a
+    fleet); `SERVER_ERROR` is a 503."""
 
     async def handle(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content or b"{}")
@@ -634,6 +638,8 @@ def llamacpp_server(counter: Counter[str], name: str, plan: dict[int, list[str]]
         replies = plan.get(number, [VALID])
         reply = replies[min(asked[number], len(replies) - 1)]
         asked[number] += 1
+        if reply == SERVER_ERROR:
+            return httpx.Response(503, json={"error": {"code": 503, "message": "Loading model"}})
         completion = fixture_json("llamacpp_completion.json")
         completion["content"] = reply
         return httpx.Response(200, json=completion)
@@ -641,16 +647,21 @@ def llamacpp_server(counter: Counter[str], name: str, plan: dict[int, list[str]]
     return handle
 
 
-def local_clients(counter: Counter[str], plan: dict[int, list[str]]) -> list[AsyncStructuredClient]:
+def local_clients(
+    counter: Counter[str], plan: dict[int, list[str]], **options: Any
+) -> list[AsyncStructuredClient]:
+    """Two clients (servers `a` and `b`), `retries=1` unless `options` say otherwise."""
     clients = []
+    asked: Counter[int] = Counter()
     for name in ("a", "b"):
-        transport = httpx.MockTransport(llamacpp_server(counter, name, plan))
+        transport = httpx.MockTransport(llamacpp_server(counter, name, plan, asked))
         provider = LlamaCppProvider(
             f"http://{name}.test:8080",
             http_client=httpx.AsyncClient(transport=transport),
             prompt_template=lambda request: "\n".join(m.text for m in request.messages),
         )
-        clients.append(AsyncStructuredClient(provider, retries=1, max_concurrency=3))
+        settings = {"retries": 1, "max_concurrency": 3, **options}
+        clients.append(AsyncStructuredClient(provider, **settings))
     return clients
 
 

@@ -665,6 +665,26 @@ def test_job_settings_the_local_clients_would_not_honour_are_refused(tmp_path: P
     assert records["doc-0"]["attempts"] == 2  # one retry, as the settings say
 
 
+def test_resubmits_are_honoured_on_the_local_path(tmp_path: Path) -> None:
+    from sdk import Backoff
+    from tests.batch_support import SERVER_ERROR
+
+    path = tmp_path / "items.jsonl"
+    write_items(path, 6)
+    counter: Counter[str] = Counter()
+    plan = {2: [SERVER_ERROR, SERVER_ERROR, VALID], 4: [SERVER_ERROR]}
+    clients = local_clients(counter, plan, backoff=Backoff(retries=0))
+    with BatchJob.create(
+        tmp_path / "job.db", contract=Decision, backend=LocalBackend(clients), input=path,
+        out=tmp_path / "out.jsonl", settings=JobSettings(retries=1, resubmits=2),
+    ) as job:  # fmt: skip
+        summary = job.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert summary.ok == 5 and summary.failed == 1
+    assert records["doc-2"]["outcome"] == "ok" and records["doc-2"]["attempts"] == 3
+    assert records["doc-4"]["error"]["status_code"] == 503 and records["doc-4"]["attempts"] == 3
+
+
 def test_run_again_refuses_another_model_unless_update_and_honours_new_limits(
     tmp_path: Path, fanout_url: str
 ) -> None:
@@ -741,3 +761,32 @@ def test_flags_a_backend_would_not_use_are_refused(tmp_path: Path, fanout_url: s
 def fanout_url() -> Iterator[str]:
     with fanout(0.0) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def embedded_model() -> None:
+    try:
+        from sdk.providers.embedded import EmbeddedProvider
+
+        EmbeddedProvider().close()
+    except ImportError as missing:
+        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
+            pytest.fail(f"CI must run the local tests, but {missing}", pytrace=False)
+        pytest.skip(str(missing))
+
+
+@pytest.mark.local
+def test_the_cli_runs_a_job_on_the_embedded_model(tmp_path: Path, embedded_model: None) -> None:
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 2)
+    ran = CliRunner().invoke(
+        app,
+        ["batch", "run", "--contract", "contracts:Decision", "--provider", "embedded",
+         "--max-tokens", "160", "--retries", "0", "--input", str(items), "--out", str(out)],
+    )  # fmt: skip
+    assert ran.exit_code in (0, 1), ran.output  # 1: the small model's answer did not validate
+    records = by_id(read_output(out))
+    assert set(records) == {"doc-0", "doc-1"}
+    assert {record["provider"] for record in records.values()} == {"embedded"}
+    assert job_summary(tmp_path / "out.jsonl.job.db").model == "SmolLM2-135M-Instruct.Q4_1"
+    assert all(record["outcome"] in ("ok", "failed") for record in records.values())

@@ -205,11 +205,10 @@ def decide_live(
         usage, attempts = outcome.usage, len(outcome.attempts)
         tokens_in = row.input_tokens + usage.input_tokens
         tokens_out = row.output_tokens + usage.output_tokens
-        update = _update(
-            row, "done", tokens_in, tokens_out, requests=row.requests + attempts, outcome="ok"
-        )
+        requests = row.requests + attempts  # with the tries of earlier passes (resubmits)
+        update = _update(row, "done", tokens_in, tokens_out, requests=requests, outcome="ok")
         return Decision(
-            update, ok_line(row.id, outcome, attempts, tokens_in, tokens_out, None), "ok"
+            update, ok_line(row.id, outcome, requests, tokens_in, tokens_out, None), "ok"
         )
     if not isinstance(outcome, StructuredOutputError):
         if isinstance(outcome, Exception):
