@@ -181,6 +181,42 @@ def test_a_dead_runner_s_successor_takes_the_job_over(tmp_path: Path) -> None:
     assert len(records) == 40 and all(r["outcome"] == "ok" for r in records.values())
 
 
+def test_the_lease_fences_a_runner_whose_job_was_taken_over(tmp_path: Path) -> None:
+    # What a flock cannot see: the lock file replaced under a running job (or a network file
+    # system whose locks do not reach the other host). The lease decides, and fences.
+    from sdk.batch import JobRunning
+    from sdk.batch._lock import LEASE_SECONDS, RunnerLock, lock_path
+    from sdk.batch._state import JobState
+
+    path = tmp_path / "items.jsonl"
+    write_items(path, 2)
+    BatchJob.create(
+        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(AnthropicBatchAPI()),
+        input=path, out=tmp_path / "out.jsonl",
+    ).close()  # fmt: skip
+    first_state, second_state = JobState(tmp_path / "job.db"), JobState(tmp_path / "job.db")
+    first = RunnerLock(first_state)
+    first.acquire()
+    with pytest.raises(JobRunning, match=f"pid {os.getpid()} on "):
+        RunnerLock(second_state).acquire()  # the flock
+    lock_path(tmp_path / "job.db").unlink()  # someone removes the lock file
+    with pytest.raises(JobRunning, match="is running"):
+        RunnerLock(second_state).acquire()  # the lease: fresh, its holder alive
+    with first_state.transaction() as db:  # the holder stalls past its lease
+        lease = first_state.get("runner")
+        first_state.put("runner", {**lease, "renewed": lease["renewed"] - LEASE_SECONDS}, db)
+    second = RunnerLock(second_state)
+    second.acquire()  # taken over
+    with pytest.raises(JobRunning, match="took the job over"), first_state.transaction() as db:
+        first.fence(db)  # the first runner's next commit writes nothing
+    first.release()
+    assert first_state.get("runner")["token"] == second.token  # its release left the lease
+    second.release()
+    assert first_state.get("runner") is None
+    first_state.close()
+    second_state.close()
+
+
 # --- 2. cancel from anywhere ---
 
 
