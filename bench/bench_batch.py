@@ -1,7 +1,8 @@
 """Batch jobs on the local path: throughput and peak memory of `sdk.batch` over a large input.
 
-    .venv/bin/python bench/bench_batch.py                   # 100,000 items, print only
+    .venv/bin/python bench/bench_batch.py                   # every section, print only
     .venv/bin/python bench/bench_batch.py --items 30000 --small 5000 --write
+    .venv/bin/python bench/bench_batch.py --sections scale,identity
 
 Against bench/fanout_server.py (its own process, answering at once: a fast local server, so
 the figures measure the client side), in this one run:
@@ -14,7 +15,19 @@ the figures measure the client side), in this one run:
 Each measurement runs in its own process, so each peak RSS is that run's alone: if the job held
 its items in memory, the large run's peak would grow with its size; it stays flat instead
 (items are read from SQLite a page at a time, output lines are committed a chunk at a time).
-`--write` puts the row (row 9) into bench/RESULTS.md.
+
+Section `scale` (rows "9 scale"): indexing an input of `--huge` items (1,000,000) against one of
+`--items`: seconds, items/s, the peak RSS of each (flat: the input is read as a stream), the
+state file's bytes per item; and a resume after a SIGKILL while the large input was half indexed
+(the prefix verified, then the rest indexed: seconds, and whether the index came out whole).
+
+Section `identity` (rows "9 identity"): what the runner's lock and the per-item identity check
+(each line hashed when indexed and when read back) cost: the `--items` local job run by this
+tree and by `--baseline` (a commit before them, checked out with `git archive` into a temporary
+folder), alternated twice in the same run; items/s and client CPU per item, this tree / the
+baseline (goal: items/s within 5%), and the hash's own cost per item.
+
+`--write` puts the rows (row 9) into bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -110,6 +123,69 @@ def child_generate(url: str, count: int) -> dict[str, Any]:
     return _figures(count, ok, time.perf_counter() - started)
 
 
+def child_index(count: int, folder: Path) -> dict[str, Any]:
+    """Index an input of `count` items (written first, not timed) into a new state file."""
+    from contracts import Decision
+    from sdk.batch._index import index_input
+    from sdk.batch._state import JobState
+
+    items = folder / f"items-{count}.jsonl"
+    if not items.exists():
+        write_input(items, count)
+    state_path = folder / f"index-{count}.db"
+    state = JobState.create(state_path, {"job": "bench"})
+    started = time.perf_counter()
+    index_input(state, items, Decision)
+    seconds = time.perf_counter() - started
+    indexed = state.item_count()
+    state.close()
+    figures = _figures(count, indexed, seconds)
+    figures["state_bytes"] = sum(
+        path.stat().st_size for path in folder.glob(f"index-{count}.db*") if path.is_file()
+    )
+    return figures
+
+
+def child_resume_index(count: int, folder: Path) -> dict[str, Any]:
+    """Resume indexing the state file a killed `child_index` left (its prefix verified)."""
+    from contracts import Decision
+    from sdk.batch._index import index_input
+    from sdk.batch._state import JobState
+
+    items = folder / f"items-{count}.jsonl"
+    state = JobState(folder / f"index-{count}.db")
+    before = state.item_count()
+    started = time.perf_counter()
+    index_input(state, items, Decision)
+    seconds = time.perf_counter() - started
+    rows = state.in_order(-1, 1)
+    last = state.in_order(state.item_count() - 2, 5)
+    whole = (
+        state.item_count() == count
+        and rows[0].offset == 0
+        and last[-1].offset + last[-1].length == items.stat().st_size
+    )
+    figures = _figures(count, state.item_count(), seconds)
+    figures.update(before=before, whole=whole)
+    state.close()
+    return figures
+
+
+def child_hash(count: int, folder: Path) -> dict[str, Any]:
+    """The identity check's own work per item: hashing a line (as `InputReader.read` does)."""
+    from sdk.batch._items import line_hash
+
+    items = folder / f"items-{count}.jsonl"
+    if not items.exists():
+        write_input(items, count)
+    lines = items.read_bytes().splitlines(keepends=True)
+    started = time.perf_counter()
+    for line in lines:
+        line_hash(line)
+    seconds = time.perf_counter() - started
+    return {"count": len(lines), "per_item_us": seconds / len(lines) * 1e6}
+
+
 def child_job(url: str, count: int, folder: Path) -> dict[str, Any]:
     from contracts import Decision
     from sdk import AsyncStructuredClient
@@ -146,8 +222,15 @@ def _figures(count: int, ok: int, seconds: float) -> dict[str, Any]:
     }
 
 
-def _run_child(kind: str, url: str, count: int, folder: Path) -> dict[str, Any]:
+def _child_command(kind: str, url: str, count: int, folder: Path, tree: Path | None) -> list[str]:
     command = [sys.executable, __file__, "--child", kind, url, str(count), str(folder)]
+    return [*command, "--tree", str(tree)] if tree is not None else command
+
+
+def _run_child(
+    kind: str, url: str, count: int, folder: Path, tree: Path | None = None
+) -> dict[str, Any]:
+    command = _child_command(kind, url, count, folder, tree)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{kind} child failed:\n{done.stderr[-3000:]}")
@@ -155,7 +238,34 @@ def _run_child(kind: str, url: str, count: int, folder: Path) -> dict[str, Any]:
     return figures
 
 
+def _killed_while_indexing(count: int, folder: Path) -> int:
+    """Start indexing `count` items in a child, SIGKILL it once about half are in: how many."""
+    import signal
+    import sqlite3
+
+    state = folder / f"index-{count}.db"
+    child = subprocess.Popen(_child_command("index", "-", count, folder, None))
+    indexed = 0
+    try:
+        while child.poll() is None and indexed < count // 2:
+            time.sleep(0.05)
+            if state.exists():
+                try:
+                    with sqlite3.connect(f"{state.as_uri()}?mode=ro", uri=True) as db:
+                        indexed = db.execute("SELECT count(*) FROM items").fetchone()[0]
+                except sqlite3.Error:
+                    pass
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    return int(indexed)
+
+
 # --- the parent ---
+
+
+SECTIONS = ("throughput", "scale", "identity")
 
 
 def main() -> None:
@@ -163,48 +273,107 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--fanout", type=int, default=20_000)
+    parser.add_argument("--huge", type=int, default=1_000_000)
+    parser.add_argument("--baseline", default="a7fca76", help="the commit `identity` compares")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated")
     parser.add_argument("--write", action="store_true", help="put row 9 into bench/RESULTS.md")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        kind, url, count, folder = args.child
-        run = {"bare": child_bare, "generate": child_generate}
-        figures = (
-            child_job(url, int(count), Path(folder))
-            if kind == "job"
-            else run[kind](url, int(count))
-        )
-        print(json.dumps(figures))
+        print(json.dumps(_child(args)))
         return
-
-    server = subprocess.Popen(
-        [sys.executable, str(BENCH / "fanout_server.py"), "--delay", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
-        with tempfile.TemporaryDirectory() as folder:
-            figures = {}
-            # The bare fan-out runs first and last: the machine's load drifts over a run this
-            # long, and the job is compared with the mean of the two.
-            for name, kind, count in (
-                ("bare", "bare", args.fanout),
-                ("generate", "generate", args.fanout),
-                ("job", "job", args.items),
-                ("small", "job", args.small),
-                ("bare_after", "bare", args.fanout),
-            ):
-                print(f"bench_batch: {name} ({count:,}) ...", file=sys.stderr, flush=True)
-                figures[name] = _run_child(kind, url, count, Path(folder))
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-    rows = table(figures)
+    sections = [name.strip() for name in args.sections.split(",") if name.strip()]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown sections {unknown}; sections: {', '.join(SECTIONS)}")
+    rows: list[str] = []
+    with tempfile.TemporaryDirectory() as folder:
+        if "scale" in sections:
+            rows += scale_rows(_scale(args, Path(folder)))
+        if {"throughput", "identity"} & set(sections):
+            server = subprocess.Popen(
+                [sys.executable, str(BENCH / "fanout_server.py"), "--delay", "0"],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert server.stdout is not None
+                url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
+                if "throughput" in sections:
+                    rows = table(_throughput(args, url, Path(folder))) + rows
+                if "identity" in sections:
+                    rows += identity_rows(_identity(args, url, Path(folder)))
+            finally:
+                server.terminate()
+                server.wait(timeout=10)
     print("\n".join(rows))
     if args.write:
         write_rows(rows)
+
+
+def _child(args: argparse.Namespace) -> dict[str, Any]:
+    kind, url, count, folder = args.child
+    if args.tree:  # another checkout's sdk (the baseline), before anything imports this one's
+        sys.path.insert(0, args.tree)
+    if kind == "job":
+        return child_job(url, int(count), Path(folder))
+    if kind in ("bare", "generate"):
+        run = {"bare": child_bare, "generate": child_generate}
+        return run[kind](url, int(count))
+    local = {"index": child_index, "resume-index": child_resume_index, "hash": child_hash}
+    return local[kind](int(count), Path(folder))
+
+
+def _throughput(args: argparse.Namespace, url: str, folder: Path) -> dict[str, dict[str, Any]]:
+    figures = {}
+    # The bare fan-out runs first and last: the machine's load drifts over a run this long, and
+    # the job is compared with the mean of the two.
+    for name, kind, count in (
+        ("bare", "bare", args.fanout),
+        ("generate", "generate", args.fanout),
+        ("job", "job", args.items),
+        ("small", "job", args.small),
+        ("bare_after", "bare", args.fanout),
+    ):
+        print(f"bench_batch: {name} ({count:,}) ...", file=sys.stderr, flush=True)
+        figures[name] = _run_child(kind, url, count, folder)
+    return figures
+
+
+def _scale(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any]]:
+    figures: dict[str, dict[str, Any]] = {}
+    for name, count in (("index_huge", args.huge), ("index_items", args.items)):
+        print(f"bench_batch: index ({count:,}) ...", file=sys.stderr, flush=True)
+        figures[name] = _run_child("index", "-", count, folder)
+    huge = folder / "kill"
+    huge.mkdir()
+    os.link(folder / f"items-{args.huge}.jsonl", huge / f"items-{args.huge}.jsonl")
+    print(f"bench_batch: index ({args.huge:,}), killed halfway ...", file=sys.stderr, flush=True)
+    killed_at = _killed_while_indexing(args.huge, huge)
+    figures["resume"] = _run_child("resume-index", "-", args.huge, huge)
+    figures["resume"]["killed_at"] = killed_at
+    return figures
+
+
+def _identity(args: argparse.Namespace, url: str, folder: Path) -> dict[str, Any]:
+    baseline = folder / "baseline"
+    baseline.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", args.baseline, "sdk", "contracts"],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive.stdout, check=True)
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "baseline": []}
+    for round_ in range(2):  # alternated: the load drifts
+        for name, tree in (("baseline", baseline), ("ours", None)):
+            print(f"bench_batch: job {name} ({args.items:,}) ...", file=sys.stderr, flush=True)
+            place = folder / f"{name}-{round_}"
+            place.mkdir()
+            runs[name].append(_run_child("job", url, args.items, place, tree))
+    hashing = _run_child("hash", "-", args.items, folder)
+    return {"runs": runs, "hash": hashing, "baseline": args.baseline}
 
 
 def table(figures: dict[str, dict[str, Any]]) -> list[str]:
@@ -243,9 +412,70 @@ def table(figures: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
+def scale_rows(figures: dict[str, dict[str, Any]]) -> list[str]:
+    huge, items, resume = figures["index_huge"], figures["index_items"], figures["resume"]
+    ratio = huge["max_rss_mb"] / items["max_rss_mb"]
+    return [
+        f"| 9 scale | indexing {huge['count']:,} items (a JSONL input read as a stream; each "
+        f"line parsed, hashed and stored) | {huge['per_second']:,.0f} items/s "
+        f"| {huge['seconds']:.1f} s; {items['count']:,} items: {items['seconds']:.1f} s, "
+        f"{items['per_second']:,.0f} items/s |  |  |",
+        f"| 9 scale |   peak RSS indexing {huge['count']:,} items / {items['count']:,} items "
+        f"| {ratio:.2f}x | {huge['max_rss_mb']:.0f} MB vs {items['max_rss_mb']:.0f} MB "
+        f"({huge['count'] // items['count']}x the items) | bounded "
+        f"| {'yes' if ratio < 1.5 else 'NO'} |",
+        f"| 9 scale |   state file per item ({huge['count']:,} items indexed) "
+        f"| {huge['state_bytes'] / huge['count']:.0f} bytes "
+        f"| {huge['state_bytes'] / 1e6:,.0f} MB (id, offset, length, hash, state, indexes) "
+        f"|  |  |",
+        f"| 9 scale |   resume after a SIGKILL while indexing {huge['count']:,} items "
+        f"| {resume['seconds']:.1f} s | killed with {resume['killed_at']:,} indexed "
+        f"({resume['before']:,} committed); the indexed prefix verified (SHA-256), the rest "
+        f"indexed; index whole: {'yes' if resume['whole'] else 'NO'} "
+        f"(fresh indexing: {huge['seconds']:.1f} s) |  |  |",
+    ]
+
+
+def identity_rows(figures: dict[str, Any]) -> list[str]:
+    runs = figures["runs"]
+
+    def best(name: str, key: str) -> float:
+        values = [float(run[key]) for run in runs[name]]
+        return max(values) if key == "per_second" else min(values)
+
+    def cpu(name: str) -> float:
+        return min(float(r["cpu"]) / r["count"] * 1000 for r in runs[name])
+
+    speed = best("ours", "per_second") / best("baseline", "per_second")
+    each = ", ".join(
+        f"{ours['per_second']:,.0f} vs {base['per_second']:,.0f}"
+        for ours, base in zip(runs["ours"], runs["baseline"], strict=True)
+    )
+    exact = all(run["lines"] == run["count"] == run["ok"] for run in runs["ours"])
+    count = runs["ours"][0]["count"]
+    return [
+        f"| 9 identity | batch job with the lock and the identity check / {figures['baseline']} "
+        f"(before them), local path, {count:,} items, items/s | {speed:.2f}x "
+        f"| best of 2 alternated rounds: {best('ours', 'per_second'):,.0f} vs "
+        f"{best('baseline', 'per_second'):,.0f} items/s (rounds: {each}); each item once: "
+        f"{'yes' if exact else 'NO'} | >= 0.95x | {'yes' if speed >= 0.95 else 'NO'} |",
+        f"| 9 identity |   ... client CPU per item | {cpu('ours') / cpu('baseline'):.2f}x "
+        f"| {cpu('ours'):.2f} ms vs {cpu('baseline'):.2f} ms (least of 2) |  |  |",
+        f"| 9 identity |   the line hash itself (BLAKE2b, 8 bytes), per item "
+        f"| {figures['hash']['per_item_us']:.2f} us | at indexing and at each read back; the "
+        f"lease is checked once per commit (a chunk of items), not per item |  |  |",
+    ]
+
+
 def write_rows(rows: list[str]) -> None:
     text = RESULTS.read_text(encoding="utf-8")
-    lines = [line for line in text.splitlines() if not line.startswith("| 9 |")]
+    # The rows of the sections measured now replace theirs; the other sections' rows stay.
+    kinds = {row.split("|")[1] for row in rows}
+    lines = [
+        line
+        for line in text.splitlines()
+        if not (line.startswith("| 9 ") and line.split("|")[1] in kinds)
+    ]
     last = max(i for i, line in enumerate(lines) if line.startswith("| "))
     lines[last + 1 : last + 1] = rows
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -256,8 +486,8 @@ def write_rows(rows: list[str]) -> None:
         "time of the process that ran it); the server (its own process) answers at once. "
         "Each run is its own process, so each peak RSS is that run's alone. On a shared "
         "machine the throughput of runs minutes apart moves with the load (see the bare runs "
-        "before and after): read it as \"the job "
-        "keeps up with a bare fan-out\", not as a precise ratio. The memory figure is the one "
+        'before and after): read it as "the job '
+        'keeps up with a bare fan-out", not as a precise ratio. The memory figure is the one '
         "that matters: flat from the small job to the large one."
     )
     lines = [line for line in lines if not line.startswith("- Row 9 (")]

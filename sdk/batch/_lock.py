@@ -25,11 +25,11 @@ commit, after at most one batch of requests sent twice.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import socket
 import sqlite3
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -103,13 +103,13 @@ class RunnerLock:
         """Take the lock and the lease, or raise `JobRunning` naming who has them."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise JobRunning(self._running_message(self._stored())) from None
+            locked = _try_lock(fd, exclusive=True)
         except BaseException:
             os.close(fd)
             raise
+        if not locked:
+            os.close(fd)
+            raise JobRunning(self._running_message(self._stored()))
         self._fd = fd
         try:
             self._take_lease()
@@ -174,7 +174,7 @@ class RunnerLock:
     def _unlock(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(OSError):
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                _unlock(self._fd)
             os.close(self._fd)
             self._fd = None
 
@@ -197,12 +197,9 @@ def running_holder(state: JobState) -> Holder | None:
     except OSError:
         return None  # never run with a lock here
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        held = True
-    else:
-        held = False
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        held = not _try_lock(fd, exclusive=False)
+        if not held:
+            _unlock(fd)
     finally:
         os.close(fd)
     holder = Holder.stored(state.get("runner"))
@@ -229,3 +226,33 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# The operating system's lock on the lock file: `flock` (POSIX), or on Windows `msvcrt.locking`
+# of its first byte (exclusive only: a probe takes it and gives it back).
+if sys.platform == "win32":
+    import msvcrt
+
+    def _try_lock(fd: int, *, exclusive: bool) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _try_lock(fd: int, *, exclusive: bool) -> bool:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
