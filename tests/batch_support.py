@@ -35,7 +35,8 @@ from urllib.parse import parse_qs
 import httpx
 import httpx2
 
-from sdk.batch import AnthropicBatches, OpenAIBatches
+from contracts import Decision
+from sdk.batch import AnthropicBatches, BatchJob, OpenAIBatches
 from sdk.client import AsyncStructuredClient
 from sdk.providers import AnthropicProvider
 from sdk.providers.llamacpp import LlamaCppProvider
@@ -663,6 +664,20 @@ def local_clients(
         settings = {"retries": 1, "max_concurrency": 3, **options}
         clients.append(AsyncStructuredClient(provider, **settings))
     return clients
+
+
+def job_for(tmp_path: Path, items: Path, backend: Any, **options: Any) -> BatchJob:
+    """A new job over `items` (Decision; `job.db` and `out.jsonl` in `tmp_path`), polling
+    through a recorder unless `sleep` is given."""
+    return BatchJob.create(
+        tmp_path / "job.db",
+        contract=Decision,
+        backend=backend,
+        input=items,
+        out=tmp_path / "out.jsonl",
+        sleep=options.pop("sleep", Sleeps()),
+        **options,
+    )
 
 
 @contextmanager

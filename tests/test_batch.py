@@ -46,6 +46,7 @@ from tests.batch_support import (
     anthropic_backend,
     by_id,
     fanout,
+    job_for,
     local_clients,
     openai_backend,
     read_output,
@@ -58,18 +59,6 @@ def items(tmp_path: Path) -> Path:
     path = tmp_path / "items.jsonl"
     write_items(path, 25)
     return path
-
-
-def job_for(tmp_path: Path, items: Path, backend: Any, **options: Any) -> BatchJob:
-    return BatchJob.create(
-        tmp_path / "job.db",
-        contract=Decision,
-        backend=backend,
-        input=items,
-        out=tmp_path / "out.jsonl",
-        sleep=options.pop("sleep", Sleeps()),
-        **options,
-    )
 
 
 # --- hosted lifecycles ---

@@ -19,6 +19,8 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,7 @@ from tests.batch_support import (
     by_id,
     completions,
     fanout,
+    job_for,
     local_clients,
     read_output,
     write_items,
@@ -131,53 +134,63 @@ def stop(process: subprocess.Popen[str]) -> None:
         process.communicate(timeout=30)
 
 
+@dataclass(frozen=True)
+class JobFiles:
+    items: Path
+    out: Path
+    state: Path
+
+
+@contextmanager
+def local_job(
+    tmp_path: Path, count: int, delay: float, *extra: str
+) -> Iterator[tuple[subprocess.Popen[str], str, JobFiles]]:
+    """`sdk batch run` over `count` items against a fanout server answering after `delay`
+    seconds, in a process of its own: the process, the server's URL and the job's files. The
+    process is killed on the way out if it still runs."""
+    files = JobFiles(tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db")
+    write_items(files.items, count)
+    with fanout(delay) as url:
+        arguments = local_run(url, files.items, files.out, "--state", str(files.state), *extra)
+        runner = sdk_process(*arguments)
+        try:
+            yield runner, url, files
+        finally:
+            stop(runner)
+
+
 # --- 1. one runner per job ---
 
 
 def test_a_second_runner_is_refused_while_the_first_runs_and_nothing_is_sent_twice(
     tmp_path: Path,
 ) -> None:
-    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    write_items(items, 60)
-    with fanout(0.25) as url:
-        first = sdk_process(
-            *local_run(url, items, out, "--state", str(state), "--concurrency", "2")
-        )
-        try:
-            wait_for(lambda: counted(state, "total") == 60, "the first runner to index")
-            second = sdk_run("batch", "resume", "--state", str(state))
-            assert second.returncode == 2, second.stderr
-            assert first.poll() is None, "the first runner ended before the second started"
-            line = one_line(second.stderr)
-            assert "is running" in line and f"pid {first.pid} on " in line and "since" in line
-            again = sdk_run(*local_run(url, items, out, "--state", str(state)))
-            assert again.returncode == 2 and f"pid {first.pid}" in one_line(again.stderr)
-            _, errors = first.communicate(timeout=120)
-        finally:
-            stop(first)
+    with local_job(tmp_path, 60, 0.25, "--concurrency", "2") as (first, url, files):
+        state = files.state
+        wait_for(lambda: counted(state, "total") == 60, "the first runner to index")
+        second = sdk_run("batch", "resume", "--state", str(state))
+        assert second.returncode == 2, second.stderr
+        assert first.poll() is None, "the first runner ended before the second started"
+        line = one_line(second.stderr)
+        assert "is running" in line and f"pid {first.pid} on " in line and "since" in line
+        again = sdk_run(*local_run(url, files.items, files.out, "--state", str(state)))
+        assert again.returncode == 2 and f"pid {first.pid}" in one_line(again.stderr)
+        _, errors = first.communicate(timeout=120)
         assert first.returncode == 0, errors
         assert completions(url) == 60  # every item sent once, by the one runner
-    records = by_id(read_output(out))  # each line whole, each item once
+    records = by_id(read_output(files.out))  # each line whole, each item once
     assert len(records) == 60 and {r["outcome"] for r in records.values()} == {"ok"}
 
 
 def test_a_dead_runner_s_successor_takes_the_job_over(tmp_path: Path) -> None:
-    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    write_items(items, 40)
-    with fanout(0.2) as url:
-        first = sdk_process(
-            *local_run(url, items, out, "--state", str(state), "--concurrency", "2")
-        )
-        try:
-            wait_for(lambda: counted(state, "ok") >= 2, "the first runner's first commit")
-            os.kill(first.pid, signal.SIGKILL)
-            first.communicate(timeout=30)
-        finally:
-            stop(first)
-        assert "running" not in job_summary(state).state  # its lock died with it
-        resumed = sdk_run("batch", "resume", "--state", str(state))
+    with local_job(tmp_path, 40, 0.2, "--concurrency", "2") as (first, _, files):
+        wait_for(lambda: counted(files.state, "ok") >= 2, "the first runner's first commit")
+        os.kill(first.pid, signal.SIGKILL)
+        first.communicate(timeout=30)
+        assert "running" not in job_summary(files.state).state  # its lock died with it
+        resumed = sdk_run("batch", "resume", "--state", str(files.state))
         assert resumed.returncode == 0, resumed.stderr
-    records = by_id(read_output(out))
+    records = by_id(read_output(files.out))
     assert len(records) == 40 and all(r["outcome"] == "ok" for r in records.values())
 
 
@@ -190,10 +203,7 @@ def test_the_lease_fences_a_runner_whose_job_was_taken_over(tmp_path: Path) -> N
 
     path = tmp_path / "items.jsonl"
     write_items(path, 2)
-    BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(AnthropicBatchAPI()),
-        input=path, out=tmp_path / "out.jsonl",
-    ).close()  # fmt: skip
+    job_for(tmp_path, path, anthropic_backend(AnthropicBatchAPI())).close()
     first_state, second_state = JobState(tmp_path / "job.db"), JobState(tmp_path / "job.db")
     first = RunnerLock(first_state)
     first.acquire()
@@ -223,22 +233,15 @@ def test_the_lease_fences_a_runner_whose_job_was_taken_over(tmp_path: Path) -> N
 def test_cancel_from_a_third_process_stops_a_running_local_job_within_seconds(
     tmp_path: Path,
 ) -> None:
-    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    write_items(items, 400)
-    with fanout(0.2) as url:
-        runner = sdk_process(
-            *local_run(url, items, out, "--state", str(state), "--concurrency", "2")
-        )
-        try:
-            wait_for(lambda: counted(state, "ok") >= 2, "the job's first commit", timeout=30)
-            cancel = sdk_run("batch", "cancel", "--state", str(state))
-            assert cancel.returncode == 0, cancel.stderr
-            assert "stops within seconds" in cancel.stdout
-            asked = time.monotonic()
-            _, errors = runner.communicate(timeout=30)  # the whole job would take 40 s
-            stopped_after = time.monotonic() - asked
-        finally:
-            stop(runner)
+    with local_job(tmp_path, 400, 0.2, "--concurrency", "2") as (runner, url, files):
+        state, out = files.state, files.out
+        wait_for(lambda: counted(state, "ok") >= 2, "the job's first commit", timeout=30)
+        cancel = sdk_run("batch", "cancel", "--state", str(state))
+        assert cancel.returncode == 0, cancel.stderr
+        assert "stops within seconds" in cancel.stdout
+        asked = time.monotonic()
+        _, errors = runner.communicate(timeout=30)  # the whole job would take 40 s
+        stopped_after = time.monotonic() - asked
         sent = completions(url)
     assert runner.returncode == 1, errors  # items cancelled
     assert stopped_after < 30
@@ -283,7 +286,6 @@ def test_sigkill_during_indexing_then_an_edited_input_is_refused_naming_the_line
     tmp_path: Path,
 ) -> None:
     items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    write_items(items, 200_000)
 
     def indexed_some() -> bool:
         if not state.exists():
@@ -294,14 +296,10 @@ def test_sigkill_during_indexing_then_an_edited_input_is_refused_naming_the_line
         except sqlite3.Error:
             return False
 
-    with fanout(0.0) as url:
-        runner = sdk_process(*local_run(url, items, out, "--state", str(state)))
-        try:
-            wait_for(indexed_some, "the first indexed chunk", timeout=60)
-            os.kill(runner.pid, signal.SIGKILL)
-            runner.communicate(timeout=30)
-        finally:
-            stop(runner)
+    with local_job(tmp_path, 200_000, 0.0) as (runner, url, _):
+        wait_for(indexed_some, "the first indexed chunk", timeout=60)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.communicate(timeout=30)
         with sqlite3.connect(f"{state.as_uri()}?mode=ro", uri=True) as db:
             marks = dict(db.execute("SELECT key, value FROM meta").fetchall())
             indexed = db.execute("SELECT count(*) FROM items").fetchone()[0]
@@ -337,10 +335,7 @@ class Crash(Exception):
 
 
 def _index_then_crash(tmp_path: Path, items: Path, api: AnthropicBatchAPI) -> None:
-    job = BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api),
-        input=items, out=tmp_path / "out.jsonl", sleep=Sleeps(),
-    )  # fmt: skip
+    job = job_for(tmp_path, items, anthropic_backend(api))
 
     def crash(progress: Any) -> None:
         if getattr(progress, "phase", "running") == "running":
@@ -405,10 +400,7 @@ def test_local_items_whose_call_raises_fail_alone_and_the_job_goes_on(tmp_path: 
         file.write('{"id": "bad-text", "prompt": "caf\\udcff"}\n')  # not encodable on the wire
     counter: Counter[str] = Counter()
     backend = LocalBackend(local_clients(counter, {}), flush_every=3)
-    job = BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=backend, input=path,
-        out=tmp_path / "out.jsonl", settings=JobSettings(retries=1),
-    )  # fmt: skip
+    job = job_for(tmp_path, path, backend, settings=JobSettings(retries=1))
     summary = job.run()
     job.close()
     raw = (tmp_path / "out.jsonl").read_bytes()
@@ -429,10 +421,7 @@ def test_hosted_items_whose_request_cannot_be_built_fail_alone(tmp_path: Path) -
         file.write('{"id": "bad-options", "prompt": "x", "options": {"output_config": 5}}\n')
         file.write('{"id": "\\ud800", "prompt": "an id that is not text"}\n')
     api = AnthropicBatchAPI(Script())
-    job = BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), input=path,
-        out=tmp_path / "out.jsonl", sleep=Sleeps(),
-    )  # fmt: skip
+    job = job_for(tmp_path, path, anthropic_backend(api))
     summary = job.run()
     job.close()
     records = by_id(read_output(tmp_path / "out.jsonl"))
@@ -447,10 +436,7 @@ def test_anthropic_result_lines_of_any_shape_are_contained(tmp_path: Path, hosti
     path = tmp_path / "items.jsonl"
     write_items(path, 8)
     api = AnthropicBatchAPI(Script({3: [hostile, VALID], 5: [hostile, VALID]}))
-    job = BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), input=path,
-        out=tmp_path / "out.jsonl", sleep=Sleeps(),
-    )  # fmt: skip
+    job = job_for(tmp_path, path, anthropic_backend(api))
     summary = job.run()
     job.close()
     records = by_id(read_output(tmp_path / "out.jsonl"))
@@ -548,10 +534,7 @@ def test_a_lost_submission_is_not_adopted_by_another_job_s_batch_of_its_size(
         raise CrashBeforeCreate(key)
 
     backend.create = create  # type: ignore[method-assign]
-    job = BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=backend, input=path,
-        out=tmp_path / "out.jsonl", settings=JobSettings(resubmits=0), sleep=Sleeps(),
-    )  # fmt: skip
+    job = job_for(tmp_path, path, backend, settings=JobSettings(resubmits=0))
     with pytest.raises(CrashBeforeCreate):
         job.run()
     job.close()
@@ -583,18 +566,11 @@ def test_a_lost_submission_is_not_adopted_by_another_job_s_batch_of_its_size(
 def test_an_interrupted_local_job_keeps_what_finished_and_says_how_to_resume(
     tmp_path: Path,
 ) -> None:
-    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    write_items(items, 50)
-    with fanout(0.25) as url:
-        runner = sdk_process(
-            *local_run(url, items, out, "--state", str(state), "--concurrency", "2")
-        )
-        try:
-            wait_for(lambda: completions(url) >= 12, "a dozen completions")
-            runner.send_signal(signal.SIGINT)
-            _, errors = runner.communicate(timeout=60)
-        finally:
-            stop(runner)
+    with local_job(tmp_path, 50, 0.25, "--concurrency", "2") as (runner, url, files):
+        state, out = files.state, files.out
+        wait_for(lambda: completions(url) >= 12, "a dozen completions")
+        runner.send_signal(signal.SIGINT)
+        _, errors = runner.communicate(timeout=60)
         assert runner.returncode == 130, errors
         assert f"sdk batch resume --state {state}" in errors
         kept = len(read_output(out))
@@ -607,19 +583,12 @@ def test_an_interrupted_local_job_keeps_what_finished_and_says_how_to_resume(
 
 
 def test_status_shows_a_running_job_s_live_counts(tmp_path: Path) -> None:
-    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    write_items(items, 80)
-    with fanout(0.25) as url:
-        runner = sdk_process(
-            *local_run(url, items, out, "--state", str(state), "--concurrency", "2")
-        )
-        try:
-            wait_for(lambda: 0 < counted(state, "ok") < 40, "committed progress", timeout=60)
-            status = sdk_run("batch", "status", "--state", str(state), "--json")
-            still_running = runner.poll() is None
-            _, errors = runner.communicate(timeout=120)
-        finally:
-            stop(runner)
+    with local_job(tmp_path, 80, 0.25, "--concurrency", "2") as (runner, _, files):
+        state = files.state
+        wait_for(lambda: 0 < counted(state, "ok") < 40, "committed progress", timeout=60)
+        status = sdk_run("batch", "status", "--state", str(state), "--json")
+        still_running = runner.poll() is None
+        _, errors = runner.communicate(timeout=120)
     assert status.returncode == 0, status.stderr
     live = json.loads(status.stdout)
     assert still_running and live["state"] == "running"
@@ -644,10 +613,7 @@ def test_progress_text_has_this_run_s_rate_and_an_eta() -> None:
 def test_progress_counts_cancelled_items_apart_from_failed(tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
     write_items(path, 12)
-    job = BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(AnthropicBatchAPI()),
-        input=path, out=tmp_path / "out.jsonl", sleep=Sleeps(),
-    )  # fmt: skip
+    job = job_for(tmp_path, path, anthropic_backend(AnthropicBatchAPI()))
     job.cancel()
     seen: list[Any] = []
     summary = job.run(progress=seen.append, progress_every=0)
@@ -661,10 +627,7 @@ def test_a_resume_with_nothing_left_reports_no_rate(tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
     write_items(path, 8)
     api = AnthropicBatchAPI()
-    with BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), input=path,
-        out=tmp_path / "out.jsonl", sleep=Sleeps(),
-    ) as job:  # fmt: skip
+    with job_for(tmp_path, path, anthropic_backend(api)) as job:
         first = job.run()
     with BatchJob.open(
         tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), sleep=Sleeps()
@@ -684,17 +647,11 @@ def test_job_settings_the_local_clients_would_not_honour_are_refused(tmp_path: P
     counter: Counter[str] = Counter()
     clients = local_clients(counter, {})  # retries=1
     with pytest.raises(BatchError, match="retries=2"):
-        BatchJob.create(
-            tmp_path / "job.db", contract=Decision, backend=LocalBackend(clients), input=path,
-            out=tmp_path / "out.jsonl", settings=JobSettings(retries=2),
-        )  # fmt: skip
+        job_for(tmp_path, path, LocalBackend(clients), settings=JobSettings(retries=2))
     assert not (tmp_path / "job.db").exists()
     # Without settings, the job takes the clients' own: what it says is what it does.
     plan = {0: [INVALID_JSON]}
-    with BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=LocalBackend(local_clients(counter, plan)),
-        input=path, out=tmp_path / "out.jsonl",
-    ) as job:  # fmt: skip
+    with job_for(tmp_path, path, LocalBackend(local_clients(counter, plan))) as job:
         assert job.settings.retries == 1
         job.run()
     records = by_id(read_output(tmp_path / "out.jsonl"))
@@ -710,10 +667,8 @@ def test_resubmits_are_honoured_on_the_local_path(tmp_path: Path) -> None:
     counter: Counter[str] = Counter()
     plan = {2: [SERVER_ERROR, SERVER_ERROR, VALID], 4: [SERVER_ERROR]}
     clients = local_clients(counter, plan, backoff=Backoff(retries=0))
-    with BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=LocalBackend(clients), input=path,
-        out=tmp_path / "out.jsonl", settings=JobSettings(retries=1, resubmits=2),
-    ) as job:  # fmt: skip
+    settings = JobSettings(retries=1, resubmits=2)
+    with job_for(tmp_path, path, LocalBackend(clients), settings=settings) as job:
         summary = job.run()
     records = by_id(read_output(tmp_path / "out.jsonl"))
     assert summary.ok == 5 and summary.failed == 1
@@ -758,10 +713,7 @@ def test_open_refuses_a_backend_with_another_model(tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
     write_items(path, 3)
     api = AnthropicBatchAPI()
-    job = BatchJob.create(
-        tmp_path / "job.db", contract=Decision, backend=anthropic_backend(api), input=path,
-        out=tmp_path / "out.jsonl", sleep=Sleeps(),
-    )  # fmt: skip
+    job = job_for(tmp_path, path, anthropic_backend(api))
     job.close()
     from sdk.batch import AnthropicBatches
     from sdk.providers import AnthropicProvider
@@ -797,18 +749,6 @@ def test_flags_a_backend_would_not_use_are_refused(tmp_path: Path, fanout_url: s
 def fanout_url() -> Iterator[str]:
     with fanout(0.0) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def embedded_model() -> None:
-    try:
-        from sdk.providers.embedded import EmbeddedProvider
-
-        EmbeddedProvider().close()
-    except ImportError as missing:
-        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
-            pytest.fail(f"CI must run the local tests, but {missing}", pytrace=False)
-        pytest.skip(str(missing))
 
 
 @pytest.mark.local

@@ -266,11 +266,10 @@ class AnthropicBatches(HostedBackend):
     def _anthropic_result(self, line: str) -> RemoteResult | None:
         """One result line; `None` for one that names no request (skipped: the item it was
         for has no result, and is sent again)."""
-        record = _json_object(line)
-        custom_id = record.get("custom_id") if record is not None else None
-        if record is None or not isinstance(custom_id, str):
-            logger.warning("skipped an unusable batch result line: %.200s", line)
+        named = _named_record(line)
+        if named is None:
             return None
+        record, custom_id = named
         result = record.get("result")
         kind = result.get("type") if isinstance(result, dict) else None
         if isinstance(result, dict) and kind == "succeeded":
@@ -300,12 +299,18 @@ class AnthropicBatches(HostedBackend):
         return RemoteResult(custom_id, error=error)
 
 
-def _json_object(line: str) -> dict[str, Any] | None:
+def _named_record(line: str) -> tuple[dict[str, Any], str] | None:
+    """A result line as a JSON object and the `custom_id` it names; `None` (logged) for a line
+    that is not JSON, not an object, or names no request."""
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):
+        record = None
+    custom_id = record.get("custom_id") if isinstance(record, dict) else None
+    if not isinstance(record, dict) or not isinstance(custom_id, str):
+        logger.warning("skipped an unusable batch result line: %.200s", line)
         return None
-    return record if isinstance(record, dict) else None
+    return record, custom_id
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -470,11 +475,10 @@ class OpenAIBatches(HostedBackend):
     def _openai_result(self, line: str) -> RemoteResult | None:
         """One line of an output or error file; `None` for a line that names no request (it
         is skipped: the item it was for has no result, and is sent again)."""
-        record = _json_object(line)
-        custom_id = record.get("custom_id") if record is not None else None
-        if record is None or not isinstance(custom_id, str):
-            logger.warning("skipped an unusable batch result line: %.200s", line)
+        named = _named_record(line)
+        if named is None:
             return None
+        record, custom_id = named
         response = record.get("response")
         failure = record.get("error")
         if isinstance(response, dict) and response.get("status_code") == 200:
