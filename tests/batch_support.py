@@ -36,7 +36,7 @@ import httpx
 import httpx2
 
 from contracts import Decision
-from sdk.batch import AnthropicBatches, BatchJob, OpenAIBatches
+from sdk.batch import AnthropicBatches, BatchJob, LocalBackend, OpenAIBatches
 from sdk.client import AsyncStructuredClient
 from sdk.providers import AnthropicProvider
 from sdk.providers.llamacpp import LlamaCppProvider
@@ -667,15 +667,16 @@ def local_clients(
 
 
 def job_for(tmp_path: Path, items: Path, backend: Any, **options: Any) -> BatchJob:
-    """A new job over `items` (Decision; `job.db` and `out.jsonl` in `tmp_path`), polling
-    through a recorder unless `sleep` is given."""
+    """A new job over `items` (Decision; `job.db` and `out.jsonl` in `tmp_path`); a hosted one
+    polls through a recorder unless `sleep` is given."""
+    if not isinstance(backend, LocalBackend):
+        options.setdefault("sleep", Sleeps())
     return BatchJob.create(
         tmp_path / "job.db",
         contract=Decision,
         backend=backend,
         input=items,
         out=tmp_path / "out.jsonl",
-        sleep=options.pop("sleep", Sleeps()),
         **options,
     )
 

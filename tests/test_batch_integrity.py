@@ -743,6 +743,10 @@ def test_flags_a_backend_would_not_use_are_refused(tmp_path: Path, fanout_url: s
     )  # fmt: skip
     assert hosted.exit_code == 2 and "--concurrency" in one_line(hosted.stderr)
     assert not (tmp_path / "o.jsonl.job.db").exists()
+    local = LocalBackend(local_clients(Counter(), {}))
+    with pytest.raises(ValueError, match="poll_interval, collect_chunk: for hosted"):
+        job_for(tmp_path, items, local, poll_interval=5.0, collect_chunk=10)
+    assert not (tmp_path / "job.db").exists()
 
 
 @pytest.fixture

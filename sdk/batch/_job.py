@@ -85,10 +85,11 @@ unless `update=True`."""
 class BatchJob:
     """A contract over an input file through a backend; see the module docstring.
 
-    `poll_interval` and `poll_max`: seconds between status checks, growing by half each
-    unchanged round up to the maximum. `collect_chunk`: results committed per transaction.
-    `sleep`: how polling waits (tests pass a recorder); by default in steps of a second that
-    notice a cancel.
+    Hosted backends only (a local backend refuses them: it has nothing to poll or collect):
+    `poll_interval` and `poll_max`, seconds between status checks, growing by half each
+    unchanged round up to the maximum (default 10 and 300); `collect_chunk`, results committed
+    per transaction (default 1000); `sleep`, how polling waits (tests pass a recorder; by
+    default in steps of a second that notice a cancel).
     """
 
     def __init__(
@@ -97,11 +98,20 @@ class BatchJob:
         *,
         contract: type[Contract],
         backend: Backend,
-        poll_interval: float = 10.0,
-        poll_max: float = 300.0,
-        collect_chunk: int = 1000,
+        poll_interval: float | None = None,
+        poll_max: float | None = None,
+        collect_chunk: int | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
+        _refuse_hosted_options(
+            backend,
+            {
+                "poll_interval": poll_interval,
+                "poll_max": poll_max,
+                "collect_chunk": collect_chunk,
+                "sleep": sleep,
+            },
+        )
         self.state = state
         self.contract = contract
         self.backend = backend
@@ -110,9 +120,9 @@ class BatchJob:
             self.input = Path(state.get("input"))
             self.out = Path(state.get("out"))
             self.settings = JobSettings(**state.get("settings"))
-        self.poll_interval = poll_interval
-        self.poll_max = poll_max
-        self.collect_chunk = collect_chunk
+        self.poll_interval = poll_interval if poll_interval is not None else 10.0
+        self.poll_max = poll_max if poll_max is not None else 300.0
+        self.collect_chunk = collect_chunk if collect_chunk is not None else 1000
         self._sleep = sleep
         self._progress: Callable[[JobProgress], None] | None = None
         self._reported = 0.0
@@ -158,8 +168,9 @@ class BatchJob:
                 if first is not None
                 else JobSettings()
             )
-        if isinstance(backend, LocalBackend):
-            _check_local(backend, settings)  # before anything is written
+        if isinstance(backend, LocalBackend):  # before anything is written
+            _refuse_hosted_options(backend, options)
+            _check_local(backend, settings)
         wanted = {**_described(contract, backend, settings), **(extra_meta or {})}
         if not Path(state).exists():
             if out_path.exists() and out_path.stat().st_size > 0:
@@ -802,6 +813,14 @@ def _apply_changes(store: JobState, wanted: Mapping[str, Any], update: bool) -> 
             store.put(key, value, db)
         history = store.get("changes") or []
         store.put("changes", [*history, {"at": time.time(), "changed": changed}], db)
+
+
+def _refuse_hosted_options(backend: Backend, options: Mapping[str, Any]) -> None:
+    """A local backend has nothing to poll or collect: its job refuses the options for that."""
+    hosted_only = ("poll_interval", "poll_max", "collect_chunk", "sleep")
+    given = [name for name in hosted_only if options.get(name) is not None]
+    if isinstance(backend, LocalBackend) and given:
+        raise ValueError(f"{', '.join(given)}: for hosted batch APIs, not a local backend")
 
 
 def _check_local(backend: LocalBackend, settings: JobSettings) -> None:

@@ -129,7 +129,7 @@ def batch_run_command(
             settings=settings,
             update=update,
             extra_meta={"backend_spec": spec.to_json()},
-            poll_interval=poll_interval if poll_interval is not None else 10.0,
+            poll_interval=poll_interval,
         )
         out_.err.print(f"job state: {state_path}", style="dim")
     _run_batch(out_, job, state_path, as_json)
@@ -249,7 +249,7 @@ def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
         state,
         contract=contract_named(contract_ref),
         backend=build_backend(backend_spec),
-        poll_interval=poll_interval if poll_interval is not None else 10.0,
+        poll_interval=poll_interval,
     )
 
 
