@@ -629,6 +629,7 @@ class BatchJob:
                 size += cost
             self._commit(failed)
             failed = []
+            self._tick()  # building a large submission takes a while: the lease stays fresh
         if seqs and not self._cancelled():
             self._start(backend, key, seqs, entries, size)
 
