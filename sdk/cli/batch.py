@@ -35,6 +35,41 @@ PollOption = Annotated[
     ),
 ]
 
+ModelOption = Annotated[
+    str | None, typer.Option("--model", help="The model (embedded: a GGUF file).")
+]
+BaseUrlOption = Annotated[
+    list[str] | None, typer.Option("--base-url", help="A local server; repeat for several.")
+]
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option("--concurrency", min=1, help="Local: in flight per server (embedded: 1)."),
+]
+MaxRequestsOption = Annotated[
+    int | None, typer.Option("--max-requests", min=1, help="Hosted: requests per batch.")
+]
+RetriesOption = Annotated[
+    int | None,
+    typer.Option("--retries", min=0, help="Invalid-output retries per item (default 2)."),
+]
+ResubmitsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--resubmits", min=0, help="Resends of items the provider did not run (default 3)."
+    ),
+]
+MaxTokensOption = Annotated[
+    int | None, typer.Option("--max-tokens", min=1, help="Output limit (default 4096).")
+]
+UpdateOption = Annotated[
+    bool,
+    typer.Option(
+        "--update",
+        help="On an existing job: take a new model, provider, contract or --max-tokens "
+        "(refused without it; recorded in the job).",
+    ),
+]
+
 _PLAIN_EVERY = 10.0
 """Seconds between progress lines when stderr is not a terminal (a log, a pipe)."""
 
@@ -59,42 +94,15 @@ def batch_run_command(
     state: Annotated[
         Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
     ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="The model (embedded: a GGUF file).")
-    ] = None,
-    base_urls: Annotated[
-        list[str] | None,
-        typer.Option("--base-url", help="A local server; repeat for several."),
-    ] = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option("--concurrency", min=1, help="Local: in flight per server (embedded: 1)."),
-    ] = None,
-    max_requests: Annotated[
-        int | None, typer.Option("--max-requests", min=1, help="Hosted: requests per batch.")
-    ] = None,
-    retries: Annotated[
-        int | None,
-        typer.Option("--retries", min=0, help="Invalid-output retries per item (default 2)."),
-    ] = None,
-    resubmits: Annotated[
-        int | None,
-        typer.Option(
-            "--resubmits", min=0, help="Resends of items the provider did not run (default 3)."
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="Output limit (default 4096).")
-    ] = None,
+    model: ModelOption = None,
+    base_urls: BaseUrlOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_requests: MaxRequestsOption = None,
+    retries: RetriesOption = None,
+    resubmits: ResubmitsOption = None,
+    max_tokens: MaxTokensOption = None,
     poll_interval: PollOption = None,
-    update: Annotated[
-        bool,
-        typer.Option(
-            "--update",
-            help="On an existing job: take a new model, provider, contract or --max-tokens "
-            "(refused without it; recorded in the job).",
-        ),
-    ] = False,
+    update: UpdateOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Start a job (or continue the same one, if its state file exists) and run it to the end.
