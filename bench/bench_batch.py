@@ -1,8 +1,9 @@
 """Batch jobs on the local path: throughput and peak memory of `sdk.batch` over a large input.
 
     .venv/bin/python bench/bench_batch.py                   # every section, print only
-    .venv/bin/python bench/bench_batch.py --items 30000 --small 5000 --write
+    .venv/bin/python bench/bench_batch.py --items 30000 --small 5000
     .venv/bin/python bench/bench_batch.py --sections scale,identity
+    .venv/bin/python bench/run.py --only batch --write      # row 9 into bench/RESULTS.md
 
 Against bench/fanout_server.py (its own process, answering at once: a fast local server, so
 the figures measure the client side), in this one run:
@@ -29,13 +30,15 @@ CPU per item, this tree / the baseline (goal: items/s within 5%), the medians of
 ratios; the same job with an in-process `TestProvider` (no HTTP: the CPU is the job
 machinery's alone); and the hash's own cost per item.
 
-`--write` puts the rows (row 9) into bench/RESULTS.md.
+Row 9 of `make bench` (`batch_row`) runs the `throughput` section; the `scale` and `identity`
+sections are printed by this script (lines "9 scale", "9 identity"), not registered rows.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -44,15 +47,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path[:0] = [str(ROOT), str(BENCH)]
+sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
-RESULTS = BENCH / "RESULTS.md"
+from registry import Line, Measured, Settings, row  # noqa: E402
+
 IN_FLIGHT = 64
+ITEMS, SMALL, FANOUT = 100_000, 10_000, 20_000
 PROMPT = "<|im_start|>user\nApprove the refund?<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -249,8 +255,21 @@ def _figures(count: int, ok: int, seconds: float) -> dict[str, Any]:
         "seconds": seconds,
         "per_second": count / seconds,
         "cpu": usage.ru_utime + usage.ru_stime,
-        "max_rss_mb": usage.ru_maxrss / 1024,  # Linux: kilobytes
+        "max_rss_mb": _peak_rss_mb(usage),
     }
+
+
+def _peak_rss_mb(usage: resource.struct_rusage) -> float:
+    """This process's own peak RSS: `VmHWM`, the high-water mark of its memory since exec.
+    (Linux carries the parent's RSS at fork into a child's `ru_maxrss`: run from `make bench`,
+    whose process holds the embedded model, every child would report at least that.)"""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return usage.ru_maxrss / 1024  # Linux: kilobytes
 
 
 def _child_command(kind: str, url: str, count: int, folder: Path, tree: Path | None) -> list[str]:
@@ -304,14 +323,13 @@ SECTIONS = ("throughput", "scale", "identity")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=100_000)
-    parser.add_argument("--small", type=int, default=10_000)
-    parser.add_argument("--fanout", type=int, default=20_000)
+    parser.add_argument("--items", type=int, default=ITEMS)
+    parser.add_argument("--small", type=int, default=SMALL)
+    parser.add_argument("--fanout", type=int, default=FANOUT)
     parser.add_argument("--huge", type=int, default=1_000_000)
     parser.add_argument("--baseline", default="a7fca76", help="the commit `identity` compares")
     parser.add_argument("--rounds", type=int, default=3, help="`identity`: alternated rounds")
     parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated")
-    parser.add_argument("--write", action="store_true", help="put row 9 into bench/RESULTS.md")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--tree", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -322,29 +340,35 @@ def main() -> None:
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
         parser.error(f"unknown sections {unknown}; sections: {', '.join(SECTIONS)}")
-    rows: list[str] = []
+    lines: list[Line] = []
     with tempfile.TemporaryDirectory() as folder:
         if {"throughput", "identity"} & set(sections):
-            server = subprocess.Popen(
-                [sys.executable, str(BENCH / "fanout_server.py"), "--delay", "0"],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            try:
-                assert server.stdout is not None
-                url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
+            with _fanout_server() as url:
                 if "throughput" in sections:
-                    rows += table(_throughput(args, url, Path(folder)))
+                    sizes = (args.items, args.small, args.fanout)
+                    lines += table(_throughput(url, Path(folder), *sizes))
                 if "identity" in sections:
-                    rows += identity_rows(_identity(args, url, Path(folder)))
-            finally:
-                server.terminate()
-                server.wait(timeout=10)
+                    lines += identity_rows(_identity(args, url, Path(folder)))
         if "scale" in sections:
-            rows += scale_rows(_scale(args, Path(folder)))
-    print("\n".join(rows))
-    if args.write:
-        write_rows(rows)
+            lines += scale_rows(_scale(args, Path(folder)))
+    for line in lines:
+        print(f"| {line.measure} | {line.figure} | {line.detail} | {line.goal} | {line.met} |")
+
+
+@contextlib.contextmanager
+def _fanout_server() -> Iterator[str]:
+    """bench/fanout_server.py in its own process, answering at once: its URL."""
+    server = subprocess.Popen(
+        [sys.executable, str(BENCH / "fanout_server.py"), "--delay", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield f"http://127.0.0.1:{server.stdout.readline().strip()}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:
@@ -365,16 +389,24 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     return local[kind](int(count), Path(folder))
 
 
-def _throughput(args: argparse.Namespace, url: str, folder: Path) -> dict[str, dict[str, Any]]:
+def measure(items: int, small: int, fanout: int) -> dict[str, dict[str, Any]]:
+    """Every throughput measurement, each in its own process, against one fast local server."""
+    with _fanout_server() as url, tempfile.TemporaryDirectory() as folder:
+        return _throughput(url, Path(folder), items, small, fanout)
+
+
+def _throughput(
+    url: str, folder: Path, items: int, small: int, fanout: int
+) -> dict[str, dict[str, Any]]:
     figures = {}
     # The bare fan-out runs first and last: the machine's load drifts over a run this long, and
     # the job is compared with the mean of the two.
     for name, kind, count in (
-        ("bare", "bare", args.fanout),
-        ("generate", "generate", args.fanout),
-        ("job", "job", args.items),
-        ("small", "job", args.small),
-        ("bare_after", "bare", args.fanout),
+        ("bare", "bare", fanout),
+        ("generate", "generate", fanout),
+        ("job", "job", items),
+        ("small", "job", small),
+        ("bare_after", "bare", fanout),
     ):
         print(f"bench_batch: {name} ({count:,}) ...", file=sys.stderr, flush=True)
         figures[name] = _run_child(kind, url, count, folder)
@@ -423,7 +455,37 @@ def _identity(args: argparse.Namespace, url: str, folder: Path) -> dict[str, Any
     return {"runs": runs, "machinery": machinery, "hash": hashing, "baseline": args.baseline}
 
 
-def table(figures: dict[str, dict[str, Any]]) -> list[str]:
+@row("batch", number="9", title="batch job, local path",
+     measures=f"a `BatchJob` of {ITEMS:,} items on the local path (`LocalBackend`) against a bare "
+              "httpx fan-out to the same fast local server; its peak memory against a job of "
+              f"{SMALL:,}",
+     unit="ratio of items/s (wall), of client CPU per item, of peak RSS", long=True)  # fmt: skip
+def batch_row(settings: Settings) -> Measured:
+    sizes = (2_000, 500, 1_000) if settings.quick else (ITEMS, SMALL, FANOUT)
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())  # 1, 5, 15 minutes
+    figures = measure(*sizes)
+    job, small = figures["job"], figures["small"]
+    first, after = figures["bare"], figures["bare_after"]
+    notes = f"""\
+- Wall-clock items/s and client CPU per item (user + system time of the process that ran it);
+  the server (its own process) answers at once. Each run is its own process, so each peak RSS is
+  that run's alone. On a shared machine the throughput of runs minutes apart moves with the load
+  (load average {load} when the row started; the bare runs before and after the job gave
+  {first['per_second']:,.0f} and {after['per_second']:,.0f} items/s): read the first figure as
+  "the job keeps up with a bare fan-out", not as a precise ratio. The memory figure is the one
+  that matters: {small['max_rss_mb']:.0f} MB at {small['count']:,} items,
+  {job['max_rss_mb']:.0f} MB at {job['count']:,}.
+"""
+    values = {
+        "items": job["count"],
+        "small_items": small["count"],
+        "rss_mb": round(job["max_rss_mb"]),
+        "small_rss_mb": round(small["max_rss_mb"]),
+    }
+    return Measured(table(figures), notes=notes, values=values)
+
+
+def table(figures: dict[str, dict[str, Any]]) -> list[Line]:
     first, after = figures["bare"], figures["bare_after"]
     bare = {
         key: (first[key] + after[key]) / 2
@@ -438,52 +500,55 @@ def table(figures: dict[str, dict[str, Any]]) -> list[str]:
         return float(run["cpu"]) / run["count"] * 1000  # ms of client CPU per item
 
     return [
-        f"| 9 | batch job, local path: {job['count']:,} items (LocalBackend, {IN_FLIGHT} in "
-        f"flight) / bare fan-out (httpx + json.loads, {IN_FLIGHT} in flight), items/s "
-        f"| {ratio:.2f}x | {job['per_second']:,.0f} vs {bare['per_second']:,.0f} items/s "
-        f"(bare: mean of a run before the job, {first['per_second']:,.0f}, and one after, "
-        f"{after['per_second']:,.0f}; {job['seconds']:.0f} s for the job); "
-        f"{job['ok']:,} ok, {job['lines']:,} output lines, each item once: {exact} |  |  |",
-        f"| 9 |   ... client CPU per item, job / bare fan-out | {cpu(job) / cpu(bare):.2f}x "
-        f"| {cpu(job):.2f} ms vs {cpu(bare):.2f} ms (before {cpu(first):.2f}, after "
-        f"{cpu(after):.2f}; generate alone: {cpu(generate):.2f} ms) "
-        f"|  |  |",
-        f"| 9 |   ... items/s over the same calls through AsyncStructuredClient.generate alone "
-        f"| {over_generate:.2f}x | {generate['per_second']:,.0f} items/s |  |  |",
-        f"| 9 |   peak RSS of the job's process: {job['count']:,} items / {small['count']:,} "
-        f"items | {job['max_rss_mb'] / small['max_rss_mb']:.2f}x "
-        f"| {job['max_rss_mb']:.0f} MB vs {small['max_rss_mb']:.0f} MB "
-        f"({job['count'] // small['count']}x the items); bare fan-out "
-        f"{bare['max_rss_mb']:.0f} MB, generate alone {generate['max_rss_mb']:.0f} MB "
-        f"| bounded | {'yes' if job['max_rss_mb'] < 1.5 * small['max_rss_mb'] else 'NO'} |",
-    ]
+        Line(f"batch job, local path: {job['count']:,} items (LocalBackend, {IN_FLIGHT} in "
+             f"flight) / bare fan-out (httpx + json.loads, {IN_FLIGHT} in flight), items/s",
+             f"{ratio:.2f}x",
+             f"{job['per_second']:,.0f} vs {bare['per_second']:,.0f} items/s (bare: mean of a run "
+             f"before the job, {first['per_second']:,.0f}, and one after, "
+             f"{after['per_second']:,.0f}; {job['seconds']:.0f} s for the job); {job['ok']:,} "
+             f"ok, {job['lines']:,} output lines, each item once: {exact}",
+             key="batch"),
+        Line("  ... client CPU per item, job / bare fan-out", f"{cpu(job) / cpu(bare):.2f}x",
+             f"{cpu(job):.2f} ms vs {cpu(bare):.2f} ms (before {cpu(first):.2f}, after "
+             f"{cpu(after):.2f}; generate alone: {cpu(generate):.2f} ms)", key="batch-cpu"),
+        Line("  ... items/s over the same calls through AsyncStructuredClient.generate alone",
+             f"{over_generate:.2f}x", f"{generate['per_second']:,.0f} items/s"),
+        Line(f"  peak RSS of the job's process: {job['count']:,} items / {small['count']:,} "
+             "items", f"{job['max_rss_mb'] / small['max_rss_mb']:.2f}x",
+             f"{job['max_rss_mb']:.0f} MB vs {small['max_rss_mb']:.0f} MB "
+             f"({job['count'] // small['count']}x the items); bare fan-out "
+             f"{bare['max_rss_mb']:.0f} MB, generate alone {generate['max_rss_mb']:.0f} MB",
+             "bounded", "yes" if job["max_rss_mb"] < 1.5 * small["max_rss_mb"] else "NO",
+             key="batch-rss"),
+    ]  # fmt: skip
 
 
-def scale_rows(figures: dict[str, dict[str, Any]]) -> list[str]:
+
+def scale_rows(figures: dict[str, dict[str, Any]]) -> list[Line]:
     huge, items, resume = figures["index_huge"], figures["index_items"], figures["resume"]
     ratio = huge["max_rss_mb"] / items["max_rss_mb"]
     return [
-        f"| 9 scale | indexing {huge['count']:,} items (a JSONL input read as a stream; each "
-        f"line parsed, hashed and stored) | {huge['per_second']:,.0f} items/s "
-        f"| {huge['seconds']:.1f} s; {items['count']:,} items: {items['seconds']:.1f} s, "
-        f"{items['per_second']:,.0f} items/s |  |  |",
-        f"| 9 scale |   peak RSS indexing {huge['count']:,} items / {items['count']:,} items "
-        f"| {ratio:.2f}x | {huge['max_rss_mb']:.0f} MB vs {items['max_rss_mb']:.0f} MB "
-        f"({huge['count'] // items['count']}x the items) | bounded "
-        f"| {'yes' if ratio < 1.5 else 'NO'} |",
-        f"| 9 scale |   state file per item ({huge['count']:,} items indexed) "
-        f"| {huge['state_bytes'] / huge['count']:.0f} bytes "
-        f"| {huge['state_bytes'] / 1e6:,.0f} MB (id, offset, length, hash, state, indexes) "
-        f"|  |  |",
-        f"| 9 scale |   resume after a SIGKILL while indexing {huge['count']:,} items "
-        f"| {resume['seconds']:.1f} s | killed with {resume['killed_at']:,} indexed "
-        f"({resume['before']:,} committed); the indexed prefix verified (SHA-256), the rest "
-        f"indexed; index whole: {'yes' if resume['whole'] else 'NO'} "
-        f"(fresh indexing: {huge['seconds']:.1f} s) |  |  |",
-    ]
+        Line(f"9 scale: indexing {huge['count']:,} items (a JSONL input read as a stream; each "
+             "line parsed, hashed and stored)", f"{huge['per_second']:,.0f} items/s",
+             f"{huge['seconds']:.1f} s; {items['count']:,} items: {items['seconds']:.1f} s, "
+             f"{items['per_second']:,.0f} items/s"),
+        Line(f"9 scale:   peak RSS indexing {huge['count']:,} items / {items['count']:,} items",
+             f"{ratio:.2f}x",
+             f"{huge['max_rss_mb']:.0f} MB vs {items['max_rss_mb']:.0f} MB "
+             f"({huge['count'] // items['count']}x the items)",
+             "bounded", "yes" if ratio < 1.5 else "NO"),
+        Line(f"9 scale:   state file per item ({huge['count']:,} items indexed)",
+             f"{huge['state_bytes'] / huge['count']:.0f} bytes",
+             f"{huge['state_bytes'] / 1e6:,.0f} MB (id, offset, length, hash, state, indexes)"),
+        Line(f"9 scale:   resume after a SIGKILL while indexing {huge['count']:,} items",
+             f"{resume['seconds']:.1f} s",
+             f"killed with {resume['killed_at']:,} indexed ({resume['before']:,} committed); "
+             "the indexed prefix verified, the rest indexed; index whole: "
+             f"{'yes' if resume['whole'] else 'NO'} (fresh indexing: {huge['seconds']:.1f} s)"),
+    ]  # fmt: skip
 
 
-def identity_rows(figures: dict[str, Any]) -> list[str]:
+def identity_rows(figures: dict[str, Any]) -> list[Line]:
     runs = figures["runs"]
     pairs = list(zip(runs["ours"], runs["baseline"], strict=True))
     speed = statistics.median(ours["per_second"] / base["per_second"] for ours, base in pairs)
@@ -502,49 +567,22 @@ def identity_rows(figures: dict[str, Any]) -> list[str]:
     exact = all(run["lines"] == run["count"] == run["ok"] for run in runs["ours"])
     count = runs["ours"][0]["count"]
     return [
-        f"| 9 identity | batch job with the lock and the identity check / {figures['baseline']} "
-        f"(before them), local path, {count:,} items, items/s | {speed:.2f}x "
-        f"| median of {len(pairs)} rounds, each tree first in turn (rounds: {each} items/s); "
-        f"each item once: {'yes' if exact else 'NO'} | >= 0.95x "
-        f"| {'yes' if speed >= 0.95 else 'NO'} |",
-        f"| 9 identity |   ... client CPU per item | {work:.2f}x "
-        f"| median of the rounds (ms per item: {each_cpu}) |  |  |",
-        f"| 9 identity |   ... the job's machinery alone (TestProvider in process, no HTTP), "
-        f"CPU per item | {machine:.2f}x | median of the rounds (us per item: {each_machine}) "
-        "|  |  |",
-        f"| 9 identity |   the line hash itself (BLAKE2b, 8 bytes), per item "
-        f"| {figures['hash']['per_item_us']:.2f} us | at indexing and at each read back; the "
-        f"lease is checked once per commit (a chunk of items), not per item |  |  |",
-    ]
-
-
-def write_rows(rows: list[str]) -> None:
-    text = RESULTS.read_text(encoding="utf-8")
-    # The rows of the sections measured now replace theirs; the other sections' rows stay.
-    kinds = {row.split("|")[1] for row in rows}
-    lines = [
-        line
-        for line in text.splitlines()
-        if not (line.startswith("| 9 ") and line.split("|")[1] in kinds)
-    ]
-    last = max(i for i, line in enumerate(lines) if line.startswith("| "))
-    lines[last + 1 : last + 1] = rows
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())  # 1, 5, 15 minutes
-    note = (
-        f"- Row 9 (`bench/bench_batch.py --write`, {stamp}, load average {load} on "
-        f"{os.cpu_count()} cores): wall-clock items/s and client CPU per item (user + system "
-        "time of the process that ran it); the server (its own process) answers at once. "
-        "Each run is its own process, so each peak RSS is that run's alone. On a shared "
-        "machine the throughput of runs minutes apart moves with the load (see the bare runs "
-        'before and after): read it as "the job '
-        'keeps up with a bare fan-out", not as a precise ratio. The memory figure is the one '
-        "that matters: flat from the small job to the large one."
-    )
-    lines = [line for line in lines if not line.startswith("- Row 9 (")]
-    lines.append(note)
-    RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {RESULTS.relative_to(ROOT)}", file=sys.stderr)
+        Line(f"9 identity: batch job with the lock and the identity check / "
+             f"{figures['baseline']} (before them), local path, {count:,} items, items/s",
+             f"{speed:.2f}x",
+             f"median of {len(pairs)} rounds, each tree first in turn (rounds: {each} items/s); "
+             f"each item once: {'yes' if exact else 'NO'}",
+             ">= 0.95x", "yes" if speed >= 0.95 else "NO"),
+        Line("9 identity:   ... client CPU per item", f"{work:.2f}x",
+             f"median of the rounds (ms per item: {each_cpu})"),
+        Line("9 identity:   ... the job's machinery alone (TestProvider in process, no HTTP), "
+             "CPU per item", f"{machine:.2f}x",
+             f"median of the rounds (us per item: {each_machine})"),
+        Line("9 identity:   the line hash itself, per item",
+             f"{figures['hash']['per_item_us']:.2f} us",
+             "at indexing and at each read back; the lease is checked once per commit (a chunk "
+             "of items), not per item"),
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

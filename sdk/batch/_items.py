@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 from sdk.batch._errors import BatchInputError, InputChanged
 from sdk.batch._state import ItemRow
 from sdk.contract import Contract
-from sdk.engine.call import conversation
+from sdk.engine.conversation import conversation
 from sdk.providers._base import Message
 
 __all__ = [

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from sdk.batch._errors import BatchError, BatchInputError
 from sdk.batch._items import InputItem
@@ -201,14 +202,17 @@ async def _one(
         Message("assistant" if role == "assistant" else "user", content)
         for role, content in row.feedback
     )
+    options: dict[str, Any] = dict(item.options)
+    limit = item.max_tokens or max_tokens
+    if limit is not None:
+        options["max_tokens"] = limit
     try:
         return await client.generate(
             contract,
             messages=item.messages + feedback,
             system=item.system,
             source=item.source,
-            max_tokens=item.max_tokens or max_tokens,
-            **item.options,
+            **options,
         )
     except Exception as error:  # the item's own failure: it fails, the job goes on
         return error

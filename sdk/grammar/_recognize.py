@@ -26,7 +26,7 @@ import regex
 
 from sdk.errors import CheckFailed, GrammarViolation, Violation, summarize
 from sdk.grammar._grammar import Grammar, compiled_lark
-from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, Parsed, check_stop
+from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, Parsed, check_stop, validators_context
 from sdk.stop_reason import StopReason
 
 __all__ = ["GrammarMiss", "parse_grammar", "recognize"]
@@ -212,7 +212,7 @@ def parse_grammar(
             **fields,
         )
 
-    _run_checks(grammar, text, {"source": source, **(context or {})}, fields)
+    _run_checks(grammar, text, validators_context(source, context), fields)
     return Parsed(value=text, stop_reason=stop, text=text, raw_stop_reason=raw)
 
 
