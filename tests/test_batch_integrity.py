@@ -749,6 +749,41 @@ def test_flags_a_backend_would_not_use_are_refused(tmp_path: Path, fanout_url: s
     assert not (tmp_path / "job.db").exists()
 
 
+def test_batch_run_cache_answers_a_local_job_asked_again_and_a_hosted_one_refuses_it(
+    tmp_path: Path, fanout_url: str
+) -> None:
+    items, cache = tmp_path / "items.jsonl", tmp_path / "answers.db"
+    write_items(items, 6)
+    runner = CliRunner()
+    cached = ("--cache-path", str(cache))
+    first = runner.invoke(app, local_run(fanout_url, items, tmp_path / "a.jsonl", *cached))
+    assert first.exit_code == 0, first.output
+    asked = completions(fanout_url)
+    assert asked == 6 and cache.stat().st_mode & 0o077 == 0
+    # The same items in another job: every call answered from the cache, none sent.
+    second = runner.invoke(app, local_run(fanout_url, items, tmp_path / "b.jsonl", *cached))
+    assert second.exit_code == 0, second.output
+    assert completions(fanout_url) == asked
+    again = by_id(read_output(tmp_path / "b.jsonl"))
+    assert set(again) == {f"doc-{n}" for n in range(6)}
+    assert all(record["outcome"] == "ok" for record in again.values())
+    # The job keeps the cache's file, so `resume` rebuilds the same clients.
+    with sqlite3.connect(f"{(tmp_path / 'b.jsonl.job.db').as_uri()}?mode=ro", uri=True) as db:
+        meta = {key: json.loads(value) for key, value in db.execute("SELECT * FROM meta")}
+    assert meta["backend_spec"]["cache"] == str(cache.resolve())
+    # Without it, the calls are sent.
+    plain = runner.invoke(app, local_run(fanout_url, items, tmp_path / "c.jsonl"))
+    assert plain.exit_code == 0 and completions(fanout_url) == asked + 6
+    hosted = runner.invoke(
+        app,
+        ["batch", "run", "--contract", "contracts:Decision", "--provider", "anthropic",
+         "--model", "claude-sonnet-4-6", "--cache-path", str(tmp_path / "h-cache.db"),
+         "--input", str(items), "--out", str(tmp_path / "h.jsonl")],
+    )  # fmt: skip
+    assert hosted.exit_code == 2 and "--cache" in one_line(hosted.stderr)
+    assert not (tmp_path / "h-cache.db").exists() and not (tmp_path / "h.jsonl.job.db").exists()
+
+
 @pytest.fixture
 def fanout_url() -> Iterator[str]:
     with fanout(0.0) as url:

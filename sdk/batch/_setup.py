@@ -3,8 +3,8 @@
 A job's state file records these (never a key: hosted clients read theirs from the
 environment, `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`), so `sdk batch resume --state job.db`
 rebuilds the same backend without being told again. A setting that the backend would not use
-(`--base-url` or `--concurrency` for a hosted API, `--max-requests` for local calls) is refused,
-never silently dropped.
+(`--base-url` or `--concurrency` for a hosted API, `--max-requests` for local calls, `--cache`
+for a hosted API) is refused, never silently dropped.
 """
 
 from __future__ import annotations
@@ -40,9 +40,13 @@ class BackendSpec:
     retries: int = 2
     """Local and embedded: the client's invalid-output retries (the job's `retries`; hosted
     follow-ups use the job's directly)."""
+    cache: str | None = None
+    """Local and embedded: the response cache's file (`sdk.cache.SQLiteCache`) the clients
+    answer from and store into; `None`: no cache."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "provider", canonical_provider(self.provider))
+        check_cache(self.provider, self.cache is not None)
         every = (*HOSTED_PROVIDERS, *LOCAL_PROVIDERS, EMBEDDED)
         if self.provider not in every:
             raise ValueError(f"batch jobs run on {', '.join(every)}, not {self.provider}")
@@ -73,6 +77,17 @@ class BackendSpec:
     def to_json(self) -> dict[str, Any]:
         """As stored in the job's state file."""
         return asdict(self)
+
+
+def check_cache(provider: str, given: bool) -> None:
+    """Refuse a response cache for a hosted batch API: the job hands its items to the API's
+    own batches, not to a client's live calls, so there is no call a cache could answer."""
+    if given and canonical_provider(provider) in HOSTED_PROVIDERS:
+        raise ValueError(
+            f"--cache cannot be used with {canonical_provider(provider)}: a hosted batch is "
+            "answered by the provider's batch API, not by live calls the response cache "
+            "could answer (use it with local servers or the embedded model)"
+        )
 
 
 def build_backend(spec: BackendSpec) -> HostedBackend | LocalBackend:
@@ -113,8 +128,10 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
 
         kind = OpenAIChatProvider if spec.provider == "openai_chat" else OpenAIResponsesProvider
         return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)
+    from sdk.cache import SQLiteCache
     from sdk.client import AsyncStructuredClient
 
+    store = SQLiteCache(spec.cache) if spec.cache is not None else None  # shared by the clients
     if spec.provider == EMBEDDED:
         from sdk.providers.embedded import EmbeddedProvider
 
@@ -122,6 +139,7 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
             EmbeddedProvider(spec.model),
             retries=spec.retries,
             max_concurrency=spec.concurrency or 1,
+            cache=store,
         )
         return LocalBackend(in_process)
     clients = [
@@ -129,6 +147,7 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
             _local_provider(spec.provider, url, spec.model),
             retries=spec.retries,
             max_concurrency=spec.concurrency or 16,
+            cache=store,
         )
         for url in spec.base_urls
     ]

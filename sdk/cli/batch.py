@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sdk.cli._app import JsonOption, Output, app, contract_named, errors_exit
+from sdk.cli._app import (
+    CacheOption,
+    CachePathOption,
+    JsonOption,
+    Output,
+    app,
+    cache_named,
+    contract_named,
+    errors_exit,
+)
 
 if TYPE_CHECKING:
     from sdk.batch import BatchJob, JobProgress
@@ -107,9 +116,15 @@ def batch_run_command(
     max_tokens: MaxTokensOption = None,
     poll_interval: PollOption = None,
     update: UpdateOption = False,
+    cache: CacheOption = False,
+    cache_path: CachePathOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Start a job (or continue the same one, if its state file exists) and run it to the end.
+
+    `--cache`/`--cache-path` (local servers and the embedded model): each item's call is
+    answered from the response cache when it was asked before, and stored there otherwise; the
+    job keeps the cache's file, so `resume` uses it too. A hosted batch API refuses it.
 
     Exit code 0: every item done and valid; 1: done, some items failed or were cancelled
     (listed); 2: the job could not run (bad input, another job's files, already running);
@@ -128,6 +143,7 @@ def batch_run_command(
             "base_urls": list(base_urls or []),
             "concurrency": concurrency,
             "max_requests": max_requests,
+            "cache": _cache_file(provider, cache, cache_path),
         }
         limits = {"retries": retries, "resubmits": resubmits, "max_tokens": max_tokens}
         spec, settings = _wanted(state_path, given, limits)
@@ -233,6 +249,19 @@ def _stored(state: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
             return stored.get("backend_spec"), dict(stored.get("settings") or {})
     finally:
         stored.close()
+
+
+def _cache_file(provider: str, enabled: bool, path: Path | None) -> str | None:
+    """The response cache's file `--cache`/`--cache-path` name, checked to be a cache (made if
+    new); refused for a hosted batch API before any file is made."""
+    from sdk.batch._setup import check_cache
+
+    check_cache(provider, enabled or path is not None)
+    store = cache_named(enabled, path)
+    if store is None:
+        return None
+    store.close()
+    return str(store.path.resolve())
 
 
 def _check_poll(provider: str, poll_interval: float | None) -> None:

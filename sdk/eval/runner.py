@@ -190,16 +190,7 @@ def run_eval(
     run = EvalRun(config, list(items))
     if out is not None and not fresh:
         _resume(run, Path(out))
-    prepared: list[PreparedArm] = []
-    for name in config["arms"]:
-        try:
-            prepared.append(
-                prepare_arm(
-                    name, contract, client, thresholds=thresholds, calibrating=calibrating
-                )
-            )
-        except ArmUnavailable as reason:
-            run.unavailable[name] = str(reason)
+    prepared = _prepared_arms(run, contract, client, thresholds, calibrating)
     escapes = escape_members(widen(contract))
     total = len(prepared) * len(run.items)
     done = sum(1 for arm in prepared for item in run.items if (arm.name, item.id) in run.outcomes)
@@ -222,6 +213,27 @@ def run_eval(
     if out is not None:
         run.save(out)
     return run
+
+
+def _prepared_arms(
+    run: EvalRun,
+    contract: type[Contract],
+    client: StructuredClient,
+    thresholds: Thresholds | None,
+    calibrating: bool,
+) -> list[PreparedArm]:
+    """The run's arms ready to run; one that cannot run here is noted in `run.unavailable`."""
+    prepared: list[PreparedArm] = []
+    for name in run.config["arms"]:
+        try:
+            prepared.append(
+                prepare_arm(
+                    name, contract, client, thresholds=thresholds, calibrating=calibrating
+                )
+            )
+        except ArmUnavailable as reason:
+            run.unavailable[name] = str(reason)
+    return prepared
 
 
 def summarize(run: EvalRun, *, resamples: int = 10_000, seed: int = 0) -> EvalRun:
