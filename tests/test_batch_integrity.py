@@ -427,6 +427,7 @@ def test_hosted_items_whose_request_cannot_be_built_fail_alone(tmp_path: Path) -
     records = by_id(read_output(tmp_path / "out.jsonl"))
     assert summary.ok == 5 and summary.failed == 2
     assert records["bad-options"]["error"]["type"] == "TypeError"
+    assert "output_config" in records["bad-options"]["error"]["message"]  # as a live call says
     assert records["\\ud800"]["error"]["type"] == "BatchInputError"
     assert sum(len(batch.requests) for batch in api.batches.values()) == 5
 

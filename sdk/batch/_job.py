@@ -588,6 +588,8 @@ class BatchJob:
             if item.unusable is not None:
                 raise BatchInputError(item.unusable)
             request = request_for(self.contract, item, row, self.settings)
+            # As a live call does: an option the provider does not take is a `TypeError`.
+            self.backend.provider.vet_options(request.options, request.extra_body)
             exchange = self.backend.provider.codec.build(request, stream=False)
             assert isinstance(self.backend, HostedBackend)
             return self.backend.entry(f"{key}-{row.seq}", exchange)
