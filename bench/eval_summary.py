@@ -67,6 +67,10 @@ def summary(path: Path) -> dict[str, Any]:
             "mass_flagged": {
                 field: [summary.flagged, summary.items] for field, summary in metrics.mass.items()
             },
+            "abstention_recall": _estimate(metrics.abstention_recall),
+            "false_abstention": _estimate(metrics.false_abstention),
+            "exact_copy": _estimate(metrics.stated_accuracy),
+            "fields": _field_counts(outcomes),
         }
     pairs = [
         {
@@ -102,7 +106,38 @@ def summary(path: Path) -> dict[str, Any]:
         "mass_threshold": DEFAULT_LOW_MASS_THRESHOLD,
         "latency_total": sum(outcome.latency for outcome in run.outcomes.values()),
         "table": markdown_table(run),
+        "thresholds": config.get("thresholds"),
+        "labels": sum(len(item.expected) for item in run.items),
+        "null_labels": sum(
+            1 for item in run.items for value in item.expected.values() if value is None
+        ),
     }
+
+
+def _estimate(interval: Any) -> dict[str, float] | None:
+    if interval is None:
+        return None
+    return {"estimate": interval.estimate, "low": interval.low, "high": interval.high}
+
+
+def _field_counts(outcomes: list[Any]) -> dict[str, dict[str, int]]:
+    """Per field: where the document states it, how often the value was right (for a copied
+    value, copied exactly) and how often the arm abstained; where it does not, how often the
+    arm abstained."""
+    counts: dict[str, dict[str, int]] = {}
+    for outcome in outcomes:
+        for name, score in outcome.fields.items():
+            field = counts.setdefault(
+                name, {"stated": 0, "right": 0, "false": 0, "absent": 0, "abstained": 0}
+            )
+            if score.should_abstain:
+                field["absent"] += 1
+                field["abstained"] += int(score.abstained)
+            else:
+                field["stated"] += 1
+                field["right"] += int(score.correct)
+                field["false"] += int(score.abstained)
+    return counts
 
 
 @row("eval", number="13", title="Eval summary",

@@ -49,8 +49,6 @@ _BLOCK = re.compile(
     r"bench/results\.json\) -->\n(?P<body>.*?)<!-- /figures:(?P=name) -->",
     re.DOTALL,
 )
-# The README sections that hold generated blocks: no figure may be typed by hand in them.
-SECTIONS = ("## The demo", "## What the constraint costs", "## Performance")
 # A figure: a ratio, a percentage (not a confidence level), a time, a size, a rate.
 _FIGURE = re.compile(
     r"\b\d[\d,]*(\.\d+)?(x\b|\s?%(?!\s*(Wilson|interval|CI|bootstrap|\]))|\s?(ms|us|s|seconds?|"
@@ -91,10 +89,13 @@ def _demo(quoted: _Quoted) -> str:
     values = quoted.values("demo")
     if values is None:
         return "Its duration is row 10 of `bench/RESULTS.md` (not measured yet).\n"
-    return _fill(
-        f"It took {values['wall']:.0f} s from start to end on the bench's machine (row 10 of "
-        "`bench/RESULTS.md`, with the date and commit it was measured at)."
-    ) + "\n"
+    return (
+        _fill(
+            f"It took {values['wall']:.0f} s from start to end on the bench's machine (row 10 of "
+            "`bench/RESULTS.md`, with the date and commit it was measured at)."
+        )
+        + "\n"
+    )
 
 
 def _fill(text: str) -> str:
@@ -170,7 +171,122 @@ def _eval(quoted: _Quoted) -> str:
         f"({decisions['folder']}/accuracy.svg)"
     )
     parts += ["", _fill(_eval_reading(decisions, invoices))]
+    notices = runs.get("notices")
+    if notices is not None:
+        parts += ["", _notices(notices, runs.get("notices-calibration"))]
     return "\n".join(parts) + "\n"
+
+
+# Issue 23's goals for grounded values and abstention, which the notices reading measures
+# each arm against.
+_EXACT_COPY_GOAL = 0.90
+_RECALL_GOAL = 0.80
+_FALSE_ABSTENTION_BOUND = 0.05
+
+
+def _notices(run: dict[str, Any], calibration: dict[str, Any] | None) -> str:
+    """The abstention eval: its setup, tables, chart, per-field counts and which mechanism
+    `abstention="guided"` uses, with the figures that say why."""
+    arms = run["arms"]
+    calibrated = (
+        f"the {calibration['items']} notices of `{calibration['dataset']}` "
+        f"(`{calibration['folder']}/`), not on these"
+        if calibration
+        else "no calibration run committed"
+    )
+    setup = _fill(
+        f"Abstention and grounded values: `{run['folder']}/` runs {run['items']} shipping "
+        f"notices of `{run['dataset']}` through {len(arms)} arms (`{run['contract']}`: each "
+        f"field `Verbatim | None`; {run['null_labels']} of the {run['labels']} labels are `null`, "
+        "the notice does not state them), same model and settings. The mass-aware thresholds "
+        f"were calibrated on {calibrated}."
+    )
+    parts = [setup, "", run["table"], ""]
+    parts.append(
+        f"![Accuracy per arm, {run['items']} notices, {run['model']}]({run['folder']}/accuracy.svg)"
+    )
+    parts += ["", _fill(
+        "Per field, stated: right (a copied value copied exactly) of stated; absent: "
+        "abstained of absent; false: abstained where stated."
+    ), "", _field_table(arms)]  # fmt: skip
+    parts += ["", _fill(_guided_reading(run))]
+    return "\n".join(parts)
+
+
+def _field_table(arms: dict[str, Any]) -> str:
+    names = list(next(iter(arms.values()))["fields"]) if arms else []
+    lines = [
+        "| arm | " + " | ".join(f"{name}: stated / absent / false" for name in names) + " |",
+        "| --- |" + " ---: |" * len(names),
+    ]
+    for arm, found in arms.items():
+        cells = [
+            f"{f['right']}/{f['stated']} / {f['abstained']}/{f['absent']} / "
+            f"{f['false']}/{f['stated']}"
+            for f in (found["fields"][name] for name in names)
+        ]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _rate(found: dict[str, Any], key: str) -> float:
+    value = found.get(key)
+    return float(value["estimate"]) if value else 0.0
+
+
+def _guided_reading(run: dict[str, Any]) -> str:
+    arms = run["arms"]
+    sentences = []
+    better = [
+        p for p in run["pairs"]
+        if p["a"] == "constrained" and p["significant"] and p["difference"] > 0
+    ]  # fmt: skip
+    for pair in better:
+        found = arms[pair["b"]]
+        sentences.append(
+            f"`{pair['b']}` is more accurate than `constrained` ({pair['difference'] * 100:+.0f} "
+            f"points, p = {pair['p_value']:.2g}) with false abstention "
+            f"{_rate(found, 'false_abstention'):.0%}."
+        )
+    if not better:
+        sentences.append("No arm is significantly more accurate than `constrained` on these items.")
+    for arm in ("grounded", "evidence_gated", "presence_first"):
+        found = arms.get(arm)
+        if found is None:
+            continue
+        sentences.append(
+            f"`{arm}`: valid {_share(found['valid'], found['items'])}, abstention recall "
+            f"{_rate(found, 'abstention_recall'):.0%} at false abstention "
+            f"{_rate(found, 'false_abstention'):.0%}."
+        )
+    guided, mass = arms.get("guided"), arms.get("mass_aware")
+    if guided is not None and mass is not None:
+        sentences.append(
+            f'The client\'s own `abstention="guided"` (arm `guided`) gets '
+            f"{_share(guided['correct'], guided['items'])} items right against "
+            f"{_share(mass['correct'], mass['items'])} for `mass_aware`."
+        )
+    chosen = guided or mass
+    if chosen is not None:
+        copy, recall = _rate(chosen, "exact_copy"), _rate(chosen, "abstention_recall")
+        false = _rate(chosen, "false_abstention")
+
+        def verdict(met: bool) -> str:
+            return "met" if met else "not met"
+
+        sentences.append(
+            f"Against the goals: exact copy where stated {copy:.0%} (goal "
+            f"{_EXACT_COPY_GOAL:.0%}: {verdict(copy >= _EXACT_COPY_GOAL)}), abstention recall "
+            f"{recall:.0%} (goal {_RECALL_GOAL:.0%}: {verdict(recall >= _RECALL_GOAL)}) at false "
+            f"abstention {false:.0%} (bound {_FALSE_ABSTENTION_BOUND:.0%}: "
+            f"{verdict(false <= _FALSE_ABSTENTION_BOUND)})."
+        )
+    return (
+        '`abstention="guided"` uses mass-aware abstention on grounded decoding that writes every '
+        'value a span of the document can fill (`grounding="values"`), where the engine '
+        "reports token probabilities (the embedded model); elsewhere grounding and the "
+        "instruction alone. Why, in this run's figures: " + " ".join(sentences)
+    )
 
 
 def _eval_setup(decisions: dict[str, Any], invoices: dict[str, Any] | None) -> str:
@@ -296,14 +412,16 @@ def with_blocks(readme: str, texts: dict[str, str]) -> str:
 
 def stray_figures(readme: str) -> list[str]:
     """Figures typed by hand in the sections that hold generated blocks (outside the blocks and
-    outside code)."""
-    outside = _BLOCK.sub("", readme)
+    outside code). A section runs from a heading of any level to the next heading."""
+    marker = "\0generated\0"
+    outside = _BLOCK.sub(marker, readme)
+    # Code first: a `# ` line in a fenced block is a comment, not a heading.
     outside = re.sub(r"^```.*?^```", "", outside, flags=re.DOTALL | re.MULTILINE)
     found = []
-    for section in re.split(r"^(?=## )", outside, flags=re.MULTILINE):
-        if not section.startswith(SECTIONS):
+    for section in re.split(r"^(?=#{1,6} )", outside, flags=re.MULTILINE):
+        if marker not in section:
             continue
-        title, _, body = section.partition("\n")
+        title, _, body = section.replace(marker, "").partition("\n")
         # One line of text, without code spans (option values, not figures).
         text = re.sub(r"`[^`]*`", "", " ".join(body.split()))
         for match in _FIGURE.finditer(text):

@@ -241,3 +241,41 @@ def test_no_bench_script_prints_a_figure_it_did_not_measure() -> None:
         text = script.read_text()
         for figure in typed:
             assert figure not in text, f"{script.name} types {figure!r}"
+
+
+def _notices_run(*, copy: float, recall: float, false: float, p_value: float) -> dict[str, object]:
+    def arm(correct: int, valid: int) -> dict[str, object]:
+        rates = {"estimate": 0.0, "low": 0.0, "high": 0.0}
+        fields = {"carrier": {"stated": 3, "right": 2, "false": 0, "absent": 1, "abstained": 1}}
+        return {"items": 10, "valid": valid, "correct": correct, "fields": fields,
+                "abstention_recall": dict(rates, estimate=recall),
+                "false_abstention": dict(rates, estimate=false),
+                "exact_copy": dict(rates, estimate=copy)}  # fmt: skip
+
+    return {
+        "arms": {"constrained": arm(1, 9), "grounded": arm(1, 10), "guided": arm(4, 10),
+                 "mass_aware": arm(4, 10)},
+        "pairs": [{"a": "constrained", "b": "guided", "difference": 0.3, "p_value": p_value,
+                   "significant": p_value < 0.05}],
+        "folder": "eval-results/notices", "items": 10, "dataset": "n.jsonl", "contract": "N",
+        "null_labels": 4, "labels": 40, "table": "| arm |", "model": "m",
+    }  # fmt: skip
+
+
+def test_the_notices_reading_measures_the_guided_arm_against_the_goals() -> None:
+    met = " ".join(
+        readme_figures._notices(
+            _notices_run(copy=0.95, recall=0.85, false=0.04, p_value=0.01), None
+        ).split()
+    )
+    assert "goal 90%: met" in met and "goal 80%: met" in met and "bound 5%: met" in met
+    assert "`guided` is more accurate than `constrained` (+30 points, p = 0.01)" in met
+    assert "4 of 10 items right against 4 of 10 for `mass_aware`" in met
+    missed = readme_figures._notices(
+        _notices_run(copy=0.65, recall=0.65, false=0.07, p_value=0.2), None
+    )
+    table = missed
+    missed = " ".join(missed.split())
+    assert "65% (goal 90%: not met)" in missed and "bound 5%: not met" in missed
+    assert "No arm is significantly more accurate" in missed
+    assert "| carrier: stated / absent / false |" in table and "| 2/3 / 1/1 / 0/3 |" in table

@@ -39,10 +39,10 @@ from __future__ import annotations
 import copy
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from enum import Enum
 from threading import Lock
-from typing import Annotated, Any, Literal, Union, cast
+from typing import Annotated, Any, Literal, TypeVar, Union, cast
 from weakref import WeakKeyDictionary
 
 from pydantic import Field, ValidationError, ValidationInfo, create_model, model_validator
@@ -84,6 +84,9 @@ _gated: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
 _presence: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
 _nulled: dict[tuple[type[Contract], frozenset[str]], type[Contract]] = {}
 _lock = Lock()
+
+K = TypeVar("K")
+T = TypeVar("T")
 
 _EVIDENCE = (
     "The words of the document that state the value, copied exactly (for example the whole "
@@ -172,18 +175,14 @@ def answer_first(contract: type[Contract]) -> type[Contract]:
     names = list(contract.model_fields)
     if names[-1] == reasoning:
         raise ValueError(f"{contract.__name__}.{reasoning} is already generated last")
-    with _lock:
-        cached = _reordered.get(contract)
-        if cached is not None:
-            return cached
-        order = [name for name in names if name != reasoning] + [reasoning]
-        fields: dict[str, Any] = {
-            name: (contract.model_fields[name].annotation, copy.copy(contract.model_fields[name]))
-            for name in order
-        }
-        reordered = _derive(contract, f"{contract.__name__}AnswerFirst", fields)
-        _reordered[contract] = reordered
-        return reordered
+    order = [name for name in names if name != reasoning] + [reasoning]
+    fields: dict[str, Any] = {
+        name: (contract.model_fields[name].annotation, copy.copy(contract.model_fields[name]))
+        for name in order
+    }
+    return _once(
+        _reordered, contract, lambda: _derive(contract, f"{contract.__name__}AnswerFirst", fields)
+    )
 
 
 def nullable_fields(contract: type[Contract]) -> list[str]:
@@ -197,35 +196,33 @@ def evidence_gated(contract: type[Contract]) -> type[Contract]:
     names = nullable_fields(_checked(contract, "evidence_gated"))
     if not names:
         raise ValueError(f"{contract.__name__} has no nullable field to gate on evidence")
-    with _lock:
-        cached = _gated.get(contract)
-        if cached is not None:
-            return cached
-        fields: dict[str, Any] = {}
-        for name, info in contract.model_fields.items():
-            if name not in names:
-                fields[name] = (info.annotation, copy.copy(info))
-                continue
-            value_info = copy.copy(info)
-            value_info.annotation = _non_null(info.annotation)
-            value_info.description = None
-            value_info.default = PydanticUndefined
-            evidence: Any = (Verbatim, Field(description=_EVIDENCE))
-            pair = create_model(
-                f"{contract.__name__}{_camel(name)}Evidence",
-                __base__=Contract,
-                __module__=contract.__module__,
-                __doc__=f"The {name} of {contract.__name__}, after the words that state it.",
-                evidence=evidence,
-                value=(value_info.annotation, value_info),
-            )
-            gated_info = copy.copy(info)
-            gated_info.annotation = pair | None
-            gated_info.description = f"{(info.description or '').rstrip()}{_GATED}".strip()
-            fields[name] = (pair | None, gated_info)
-        gated = _derive(contract, f"{contract.__name__}EvidenceGated", fields)
-        _gated[contract] = gated
-        return gated
+    return _once(_gated, contract, lambda: _gate(contract, names))
+
+
+def _gate(contract: type[Contract], names: list[str]) -> type[Contract]:
+    fields: dict[str, Any] = {}
+    for name, info in contract.model_fields.items():
+        if name not in names:
+            fields[name] = (info.annotation, copy.copy(info))
+            continue
+        value_info = copy.copy(info)
+        value_info.annotation = _non_null(info.annotation)
+        value_info.description = None
+        value_info.default = PydanticUndefined
+        evidence: Any = (Verbatim, Field(description=_EVIDENCE))
+        pair = create_model(
+            f"{contract.__name__}{_camel(name)}Evidence",
+            __base__=Contract,
+            __module__=contract.__module__,
+            __doc__=f"The {name} of {contract.__name__}, after the words that state it.",
+            evidence=evidence,
+            value=(value_info.annotation, value_info),
+        )
+        gated_info = copy.copy(info)
+        gated_info.annotation = pair | None
+        gated_info.description = f"{(info.description or '').rstrip()}{_GATED}".strip()
+        fields[name] = (pair | None, gated_info)
+    return _derive(contract, f"{contract.__name__}EvidenceGated", fields)
 
 
 def ungated(value: dict[str, Any], contract: type[Contract]) -> dict[str, Any]:
@@ -243,18 +240,14 @@ def presence(contract: type[Contract]) -> type[Contract]:
     names = nullable_fields(_checked(contract, "presence"))
     if not names:
         raise ValueError(f"{contract.__name__} has no nullable field to ask about")
-    with _lock:
-        cached = _presence.get(contract)
-        if cached is not None:
-            return cached
-        fields: dict[str, Any] = {}
-        for name in names:
-            said = (contract.model_fields[name].description or name).rstrip(".")
-            question = f"true if the document states this, false if it does not: {said}."
-            fields[name] = (bool, Field(description=question))
-        asked = _derive(contract, f"{contract.__name__}Presence", fields)
-        _presence[contract] = asked
-        return asked
+    fields: dict[str, Any] = {}
+    for name in names:
+        said = (contract.model_fields[name].description or name).rstrip(".")
+        question = f"true if the document states this, false if it does not: {said}."
+        fields[name] = (bool, Field(description=question))
+    return _once(
+        _presence, contract, lambda: _derive(contract, f"{contract.__name__}Presence", fields)
+    )
 
 
 def null_only(contract: type[Contract], names: Iterable[str]) -> type[Contract]:
@@ -266,20 +259,28 @@ def null_only(contract: type[Contract], names: Iterable[str]) -> type[Contract]:
         raise ValueError(f"{contract.__name__} has no field(s) {', '.join(sorted(unknown))}")
     if not chosen:
         return contract
+    fields: dict[str, Any] = {}
+    for name, info in contract.model_fields.items():
+        kept = copy.copy(info)
+        if name in chosen:
+            kept = FieldInfo(annotation=type(None), description=info.description)
+        fields[name] = (kept.annotation, kept)
+    suffix = "".join(_camel(name) for name in sorted(chosen))
+    return _once(
+        _nulled,
+        (contract, chosen),
+        lambda: _derive(contract, f"{contract.__name__}Null{suffix}", fields),
+    )
+
+
+def _once(cache: MutableMapping[K, T], key: K, build: Callable[[], T]) -> T:
+    """`cache[key]`, built once under the lock: two threads asking for the same derived
+    contract get the same class (a second class would be a different schema identity)."""
     with _lock:
-        cached = _nulled.get((contract, chosen))
-        if cached is not None:
-            return cached
-        fields: dict[str, Any] = {}
-        for name, info in contract.model_fields.items():
-            kept = copy.copy(info)
-            if name in chosen:
-                kept = FieldInfo(annotation=type(None), description=info.description)
-            fields[name] = (kept.annotation, kept)
-        suffix = "".join(_camel(name) for name in sorted(chosen))
-        nulled = _derive(contract, f"{contract.__name__}Null{suffix}", fields)
-        _nulled[(contract, chosen)] = nulled
-        return nulled
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = build()
+        return found
 
 
 def _checked(contract: type[Contract], where: str) -> type[Contract]:
