@@ -24,11 +24,11 @@ state file's bytes per item; and a resume after a SIGKILL while the large input 
 
 Section `identity` (rows "9 identity"): what the runner's lock and the per-item identity check
 (each line hashed when indexed and when read back) cost: the `--items` local job run by this
-tree and by `--baseline` (a commit before them, checked out with `git archive` into a temporary
-folder), alternated `--rounds` times in the same run, each first in turn; items/s and client
-CPU per item, this tree / the baseline (goal: items/s within 5%), the medians of the rounds'
-ratios; the same job with an in-process `TestProvider` (no HTTP: the CPU is the job
-machinery's alone); and the hash's own cost per item.
+tree and by `--baseline` (a commit before them, default `main`, checked out with `git archive`
+into a temporary folder), alternated `--rounds` times in the same run, each first in turn;
+items/s and client CPU per item, this tree / the baseline (goal: items/s within 5%), the
+medians of the rounds' ratios; the same job with an in-process `TestProvider` (no HTTP: the
+CPU is the job machinery's alone); and the hash's own cost per item.
 
 Row 9 of `make bench` (`batch_row`) runs the `throughput` section; the `scale` and `identity`
 sections are printed by this script (lines "9 scale", "9 identity"), not registered rows.
@@ -327,7 +327,9 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=SMALL)
     parser.add_argument("--fanout", type=int, default=FANOUT)
     parser.add_argument("--huge", type=int, default=1_000_000)
-    parser.add_argument("--baseline", default="a7fca76", help="the commit `identity` compares")
+    parser.add_argument(
+        "--baseline", default="main", help="the commit `identity` compares (before the lock)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="`identity`: alternated rounds")
     parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -452,7 +454,12 @@ def _identity(args: argparse.Namespace, url: str, folder: Path) -> dict[str, Any
             os.sync()
             machinery[name].append(_run_child("machinery", "-", args.items, place, tree))
     hashing = _run_child("hash", "-", args.items, folder)
-    return {"runs": runs, "machinery": machinery, "hash": hashing, "baseline": args.baseline}
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    label = args.baseline if args.baseline == commit else f"{args.baseline} ({commit})"
+    return {"runs": runs, "machinery": machinery, "hash": hashing, "baseline": label}
 
 
 @row("batch", number="9", title="batch job, local path",
