@@ -49,6 +49,7 @@ COMPLETION = json.dumps(
     }
 ).encode()
 NOT_FOUND = b'{"error": "not found"}'
+RECEIVED = {"completions": 0}
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
 MODELS = json.dumps(
@@ -127,6 +128,7 @@ class Connection(asyncio.Protocol):
 
     def answer(self, path: str, body: bytes) -> None:
         if path == "/completion":
+            RECEIVED["completions"] += 1
             asyncio.get_running_loop().call_later(
                 self.delay, self.write, response("200 OK", COMPLETION)
             )
@@ -136,6 +138,8 @@ class Connection(asyncio.Protocol):
             self.write(response("200 OK", tokenize(json.loads(body))))
         elif path == "/v1/models":
             self.write(response("200 OK", MODELS))
+        elif path == "/stats":
+            self.write(response("200 OK", json.dumps(RECEIVED).encode()))
         else:
             self.write(response("404 Not Found", NOT_FOUND))
 

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["sync_folder", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
@@ -36,7 +36,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    _sync_folder(path.parent)
+    sync_folder(path.parent)
 
 
 def _mode_of(path: Path) -> int:
@@ -46,8 +46,11 @@ def _mode_of(path: Path) -> int:
         return 0o644
 
 
-def _sync_folder(folder: Path) -> None:
-    # The rename is durable only once the folder's entry is on disk (POSIX; not on Windows).
+def sync_folder(folder: Path) -> None:
+    """Make a folder's entries durable (a file created or renamed in it).
+
+    A rename or a new file is durable only once the folder's entry is on disk (POSIX; not on
+    Windows, where this does nothing)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:

@@ -8,29 +8,47 @@ pages; cancelling makes the requests not yet run `canceled` / `batch_cancelled`.
 realistic fixtures of tests/fixtures, validated strictly by the clients.
 
 What each request gets is decided by `answer(custom_id, body, attempt)`: a document text, or one
-of `ERRORED`, `EXPIRED`, `CANCELED` (the item was not run), `SERVER_ERROR`.
+of `ERRORED`, `EXPIRED`, `CANCELED` (the item was not run), `SERVER_ERROR`; and, for the hostile
+result lines a results file may hold, `MISSING` (no line), `GARBAGE_LINE`, `WRONG_SHAPE`
+(OpenAI), `NOT_JSON_LINE`, `NO_CUSTOM_ID`, `NO_RESULT`, `RESULT_NOT_OBJECT` (Anthropic).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import json
 import re
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+import httpx
 import httpx2
 
+from contracts import Decision
+from sdk.batch import AnthropicBatches, BatchJob, LocalBackend, OpenAIBatches
+from sdk.client import AsyncStructuredClient
+from sdk.providers import AnthropicProvider
+from sdk.providers.llamacpp import LlamaCppProvider
+from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
+from tests.local_support import llamacpp_setup
 from tests.wire_support import (
     ANTHROPIC_HEADERS,
     DECISION,
     OPENAI_HEADERS,
+    anthropic_client,
     fixture_json,
+    openai_client,
 )
 
 ERRORED = "<errored>"
@@ -40,6 +58,10 @@ SERVER_ERROR = "<server_error>"
 MISSING = "<missing>"
 GARBAGE_LINE = "<garbage_line>"
 WRONG_SHAPE = "<wrong_shape>"
+NOT_JSON_LINE = "<not_json_line>"
+NO_CUSTOM_ID = "<no_custom_id>"
+NO_RESULT = "<no_result>"
+RESULT_NOT_OBJECT = "<result_not_object>"
 
 VALID = json.dumps(DECISION)
 
@@ -84,7 +106,8 @@ class FakeBatch:
     metadata: dict[str, str] | None = None
     status: str = "in_progress"
     cancelled: bool = False
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)
+    """Result lines: objects, or (hostile) raw text."""
     input_file_id: str | None = None
     output_file_id: str | None = None
     error_file_id: str | None = None
@@ -134,7 +157,10 @@ class AnthropicBatchAPI(_Base):
         if match.group(2) == "/results":
             if batch.status != "ended":
                 return _json(400, _error("invalid_request_error", "not ended"), ANTHROPIC_HEADERS)
-            lines = "".join(json.dumps(line) + "\n" for line in batch.results)
+            lines = "".join(
+                (line if isinstance(line, str) else json.dumps(line)) + "\n"
+                for line in batch.results
+            )
             return httpx2.Response(
                 200,
                 content=lines.encode(),
@@ -168,6 +194,10 @@ class AnthropicBatchAPI(_Base):
                 reply = self._ask(custom_id, request["params"])
                 if reply == MISSING:
                     continue  # a result the API lost: the job must notice
+                hostile = _hostile_line(reply, custom_id)
+                if hostile is not None:
+                    batch.results.append(hostile)
+                    continue
                 result = self._result(reply)
             batch.results.append({"custom_id": custom_id, "result": result})
         batch.results.reverse()  # results come in any order
@@ -195,7 +225,9 @@ class AnthropicBatchAPI(_Base):
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         if ended:
             for line in batch.results:
-                counts[line["result"]["type"]] += 1
+                result = line.get("result") if isinstance(line, dict) else None
+                kind = result.get("type") if isinstance(result, dict) else "errored"
+                counts[kind] += 1
         else:
             counts["processing"] = len(batch.requests)
         return {
@@ -228,6 +260,19 @@ class AnthropicBatchAPI(_Base):
             "last_id": page[-1].id if page else None,
         }
         return _json(200, body, ANTHROPIC_HEADERS)
+
+
+def _hostile_line(reply: str, custom_id: str) -> dict[str, Any] | str | None:
+    """The broken result line a reply stands for (`None`: a real result)."""
+    if reply == NOT_JSON_LINE:
+        return '{"custom_id": "' + custom_id + '", "result": {"type": "succ'
+    if reply == NO_CUSTOM_ID:
+        return {"result": AnthropicBatchAPI._result(VALID)}
+    if reply == NO_RESULT:
+        return {"custom_id": custom_id}
+    if reply == RESULT_NOT_OBJECT:
+        return {"custom_id": custom_id, "result": "succeeded"}
+    return None
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:
@@ -348,7 +393,8 @@ class OpenAIBatchAPI(_Base):
         batch.polls_left -= 1
         if batch.polls_left > 0 and batch.status != "cancelling":
             return
-        outputs, errors = [], []
+        outputs: list[Any] = []
+        errors: list[Any] = []
         for number, request in enumerate(batch.requests):
             custom_id = request["custom_id"]
             line_id = f"batch_req_{batch.id[-6:]}{number:06d}"
@@ -390,7 +436,7 @@ class OpenAIBatchAPI(_Base):
                 )
             elif reply == GARBAGE_LINE:
                 outputs.append({"not": "a result line"})
-                outputs.append("{cut off mid-li")  # type: ignore[arg-type]
+                outputs.append("{cut off mid-li")
             else:
                 body = {"object": "response", "id": 7} if reply == WRONG_SHAPE else None
                 outputs.append(
@@ -520,3 +566,140 @@ def read_output(path: Any) -> list[dict[str, Any]]:
     """The output file's records."""
     with open(path, encoding="utf-8") as file:
         return [json.loads(line) for line in file]
+
+
+# --- shared by the batch tests: scripts, backends, local servers ---
+
+INVALID_JSON = '{"reasoning": "cut'
+WRONG_ENUM = json.dumps({"reasoning": "Looks fine.", "answer": "maybe", "confidence": "high"})
+
+
+def doc(body: dict[str, Any]) -> int:
+    """Which input document a request is for (from the source text in its first message)."""
+    messages = body.get("messages") or body.get("input")
+    match = re.search(r"Invoice (\d+):", messages[0]["content"])
+    assert match is not None
+    return int(match.group(1))
+
+
+class Script:
+    """What the fake API answers per document and attempt (default: a valid Decision)."""
+
+    def __init__(self, plan: dict[int, list[str]] | None = None) -> None:
+        self.plan = plan or {}
+        self.bodies: dict[int, list[dict[str, Any]]] = {}
+
+    def __call__(self, custom_id: str, body: dict[str, Any], attempt: int) -> str:
+        number = doc(body)
+        self.bodies.setdefault(number, []).append(body)
+        replies = self.plan.get(number, [VALID])
+        return replies[min(attempt, len(replies) - 1)]
+
+
+class Sleeps(list[float]):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def anthropic_backend(api: AnthropicBatchAPI, **limits: int) -> AnthropicBatches:
+    provider = AnthropicProvider(anthropic_client(api), model="claude-sonnet-4-6")
+    return AnthropicBatches(provider, **limits)
+
+
+def openai_backend(api: OpenAIBatchAPI, *, chat: bool = False, **limits: int) -> OpenAIBatches:
+    client = openai_client(api)
+    if chat:
+        return OpenAIBatches(OpenAIChatProvider(client, model="gpt-5.1-mini"), **limits)
+    return OpenAIBatches(OpenAIResponsesProvider(client, model="gpt-5.1-mini"), **limits)
+
+
+def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    ids = [record["id"] for record in records]
+    duplicated = [item for item, n in Counter(ids).items() if n > 1]
+    assert not duplicated, f"items written more than once: {duplicated}"
+    return {record["id"]: record for record in records}
+
+
+def llamacpp_server(
+    counter: Counter[str], name: str, plan: dict[int, list[str]], asked: Counter[int]
+) -> Any:
+    """A llama.cpp server's `/completion` as a mock transport handler: each document's replies
+    in `plan` in order (`asked`: how many times each was asked, shared by the servers of a
+    fleet); `SERVER_ERROR` is a 503."""
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        setup = llamacpp_setup(request.url.path, body)  # the special tokens the provider learns
+        if setup is not None:
+            return httpx.Response(200, json=setup)
+        await asyncio.sleep(0.001)  # a server takes a moment: the other calls go on meanwhile
+        counter[name] += 1
+        counter[f"n_predict={body.get('n_predict')}"] += 1
+        number = int(re.search(r"Invoice (\d+):", body["prompt"]).group(1))  # type: ignore[union-attr]
+        replies = plan.get(number, [VALID])
+        reply = replies[min(asked[number], len(replies) - 1)]
+        asked[number] += 1
+        if reply == SERVER_ERROR:
+            return httpx.Response(503, json={"error": {"code": 503, "message": "Loading model"}})
+        completion = fixture_json("llamacpp_completion.json")
+        completion["content"] = reply
+        return httpx.Response(200, json=completion)
+
+    return handle
+
+
+def local_clients(
+    counter: Counter[str], plan: dict[int, list[str]], **options: Any
+) -> list[AsyncStructuredClient]:
+    """Two clients (servers `a` and `b`), `retries=1` unless `options` say otherwise."""
+    clients = []
+    asked: Counter[int] = Counter()
+    for name in ("a", "b"):
+        transport = httpx.MockTransport(llamacpp_server(counter, name, plan, asked))
+        provider = LlamaCppProvider(
+            f"http://{name}.test:8080",
+            http_client=httpx.AsyncClient(transport=transport),
+            prompt_template=lambda request: "\n".join(m.text for m in request.messages),
+        )
+        settings = {"retries": 1, "max_concurrency": 3, **options}
+        clients.append(AsyncStructuredClient(provider, **settings))
+    return clients
+
+
+def job_for(tmp_path: Path, items: Path, backend: Any, **options: Any) -> BatchJob:
+    """A new job over `items` (Decision; `job.db` and `out.jsonl` in `tmp_path`); a hosted one
+    polls through a recorder unless `sleep` is given."""
+    if not isinstance(backend, LocalBackend):
+        options.setdefault("sleep", Sleeps())
+    return BatchJob.create(
+        tmp_path / "job.db",
+        contract=Decision,
+        backend=backend,
+        input=items,
+        out=tmp_path / "out.jsonl",
+        **options,
+    )
+
+
+@contextmanager
+def fanout(delay: float) -> Iterator[str]:
+    """bench/fanout_server.py in its own process (a llama.cpp server that answers every
+    completion with a valid Decision after `delay` seconds): its base URL."""
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parents[1] / "bench" / "fanout_server.py"),
+         "--delay", str(delay)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def completions(url: str) -> int:
+    """How many completions the fanout server was asked for so far."""
+    return int(httpx.get(f"{url}/stats", timeout=10).json()["completions"])

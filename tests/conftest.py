@@ -73,6 +73,17 @@ def llama_tools_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def embedded_model() -> None:
+    """The embedded model can load here (the `local` extra and its model are installed)."""
+    try:
+        from sdk.providers.embedded import EmbeddedProvider
+
+        EmbeddedProvider().close()
+    except ImportError as missing:
+        unavailable(str(missing))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `local` every test that uses a real server, in case its module forgot to."""
     for item in items:

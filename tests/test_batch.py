@@ -3,7 +3,6 @@ crash-and-resume at every step, follow-ups with feedback, the local backend, and
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections import Counter
@@ -11,97 +10,48 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from contracts import Decision
 from sdk import StopReason, parse
 from sdk.batch import (
-    AnthropicBatches,
     BatchInputError,
     BatchJob,
     JobMismatch,
     JobSettings,
     LocalBackend,
-    OpenAIBatches,
     job_summary,
 )
 from sdk.batch._hosted import RemoteResult, RemoteStatus
-from sdk.client import AsyncStructuredClient, feedback_message
+from sdk.client import feedback_message
 from sdk.errors import InvalidJSON, SchemaViolation
-from sdk.providers import AnthropicProvider, CompletionRequest, Message
+from sdk.providers import CompletionRequest, Message
 from sdk.providers.anthropic import build_request
-from sdk.providers.llamacpp import LlamaCppProvider
-from sdk.providers.openai import (
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
-    build_responses_request,
-)
+from sdk.providers.openai import build_responses_request
 from tests.batch_support import (
     CANCELED,
     ERRORED,
     EXPIRED,
     GARBAGE_LINE,
+    INVALID_JSON,
     MISSING,
     SERVER_ERROR,
     VALID,
+    WRONG_ENUM,
     WRONG_SHAPE,
     AnthropicBatchAPI,
     OpenAIBatchAPI,
+    Script,
+    Sleeps,
+    anthropic_backend,
+    by_id,
+    fanout,
+    job_for,
+    local_clients,
+    openai_backend,
     read_output,
     write_items,
 )
-from tests.local_support import llamacpp_setup
-from tests.wire_support import anthropic_client, fixture_json, openai_client
-
-INVALID_JSON = '{"reasoning": "cut'
-WRONG_ENUM = json.dumps({"reasoning": "Looks fine.", "answer": "maybe", "confidence": "high"})
-
-
-def doc(body: dict[str, Any]) -> int:
-    """Which input document a request is for (from the source text in its first message)."""
-    messages = body.get("messages") or body.get("input")
-    match = re.search(r"Invoice (\d+):", messages[0]["content"])
-    assert match is not None
-    return int(match.group(1))
-
-
-class Script:
-    """What the fake API answers per document and attempt (default: a valid Decision)."""
-
-    def __init__(self, plan: dict[int, list[str]] | None = None) -> None:
-        self.plan = plan or {}
-        self.bodies: dict[int, list[dict[str, Any]]] = {}
-
-    def __call__(self, custom_id: str, body: dict[str, Any], attempt: int) -> str:
-        number = doc(body)
-        self.bodies.setdefault(number, []).append(body)
-        replies = self.plan.get(number, [VALID])
-        return replies[min(attempt, len(replies) - 1)]
-
-
-class Sleeps(list[float]):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-def anthropic_backend(api: AnthropicBatchAPI, **limits: int) -> AnthropicBatches:
-    provider = AnthropicProvider(anthropic_client(api), model="claude-sonnet-4-6")
-    return AnthropicBatches(provider, **limits)
-
-
-def openai_backend(api: OpenAIBatchAPI, *, chat: bool = False, **limits: int) -> OpenAIBatches:
-    client = openai_client(api)
-    if chat:
-        return OpenAIBatches(OpenAIChatProvider(client, model="gpt-5.1-mini"), **limits)
-    return OpenAIBatches(OpenAIResponsesProvider(client, model="gpt-5.1-mini"), **limits)
-
-
-def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    ids = [record["id"] for record in records]
-    duplicated = [item for item, n in Counter(ids).items() if n > 1]
-    assert not duplicated, f"items written more than once: {duplicated}"
-    return {record["id"]: record for record in records}
 
 
 @pytest.fixture
@@ -109,18 +59,6 @@ def items(tmp_path: Path) -> Path:
     path = tmp_path / "items.jsonl"
     write_items(path, 25)
     return path
-
-
-def job_for(tmp_path: Path, items: Path, backend: Any, **options: Any) -> BatchJob:
-    return BatchJob.create(
-        tmp_path / "job.db",
-        contract=Decision,
-        backend=backend,
-        input=items,
-        out=tmp_path / "out.jsonl",
-        sleep=options.pop("sleep", Sleeps()),
-        **options,
-    )
 
 
 # --- hosted lifecycles ---
@@ -570,41 +508,6 @@ def test_a_request_over_the_byte_limit_fails_alone(tmp_path: Path) -> None:
 # --- the local backend ---
 
 
-def llamacpp_server(counter: Counter[str], name: str, plan: dict[int, list[str]]) -> Any:
-    asked: Counter[int] = Counter()
-
-    async def handle(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content or b"{}")
-        setup = llamacpp_setup(request.url.path, body)  # the special tokens the provider learns
-        if setup is not None:
-            return httpx.Response(200, json=setup)
-        await asyncio.sleep(0.001)  # a server takes a moment: the other calls go on meanwhile
-        counter[name] += 1
-        counter[f"n_predict={body.get('n_predict')}"] += 1
-        number = int(re.search(r"Invoice (\d+):", body["prompt"]).group(1))  # type: ignore[union-attr]
-        replies = plan.get(number, [VALID])
-        reply = replies[min(asked[number], len(replies) - 1)]
-        asked[number] += 1
-        completion = fixture_json("llamacpp_completion.json")
-        completion["content"] = reply
-        return httpx.Response(200, json=completion)
-
-    return handle
-
-
-def local_clients(counter: Counter[str], plan: dict[int, list[str]]) -> list[AsyncStructuredClient]:
-    clients = []
-    for name in ("a", "b"):
-        transport = httpx.MockTransport(llamacpp_server(counter, name, plan))
-        provider = LlamaCppProvider(
-            f"http://{name}.test:8080",
-            http_client=httpx.AsyncClient(transport=transport),
-            prompt_template=lambda request: "\n".join(m.text for m in request.messages),
-        )
-        clients.append(AsyncStructuredClient(provider, retries=1, max_concurrency=3))
-    return clients
-
-
 def test_local_job_over_two_servers_with_live_retries(tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
     write_items(path, 60)
@@ -612,7 +515,7 @@ def test_local_job_over_two_servers_with_live_retries(tmp_path: Path) -> None:
     plan = {7: [WRONG_ENUM, VALID], 8: [INVALID_JSON]}
     backend = LocalBackend(local_clients(counter, plan), flush_every=7)
     seen: list[int] = []
-    job = job_for(tmp_path, path, backend, settings=JobSettings(max_tokens=300))
+    job = job_for(tmp_path, path, backend, settings=JobSettings(retries=1, max_tokens=300))
     summary = job.run(progress=lambda p: seen.append(p.done), progress_every=0)
     records = by_id(read_output(tmp_path / "out.jsonl"))
     assert len(records) == 60 and summary.ok == 59 and summary.failed == 1
@@ -662,26 +565,8 @@ def test_invalid_json_reaches_the_parser_not_the_transport() -> None:
 
 @pytest.fixture
 def fanout_server() -> Iterator[str]:
-    import subprocess
-    import sys
-
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(__file__).parents[1] / "bench" / "fanout_server.py"),
-            "--delay",
-            "0.005",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    with fanout(0.005) as url:
+        yield url
 
 
 def test_cli_run_status_resume(tmp_path: Path, fanout_server: str) -> None:

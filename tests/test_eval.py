@@ -414,3 +414,42 @@ def test_two_phase_arm_keeps_the_working_and_sums_both_calls() -> None:
     assert outcome.reasoning is not None and "colour is red" in outcome.reasoning
     assert (outcome.input_tokens, outcome.output_tokens) == (200, 20)
     assert len(provider.requests) == 2
+
+
+# --- resuming (issue 21) ---
+
+
+def test_an_item_built_by_hand_has_its_digest_and_a_changed_one_is_rerun(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from sdk.eval import EvalItem
+
+    loaded = parse_dataset(DATASET, Ticket)
+    by_hand = [EvalItem(item.id, item.document, dict(item.expected)) for item in loaded]
+    assert [item.digest for item in by_hand] == [item.digest for item in loaded]
+    assert all(len(item.digest) == 64 for item in by_hand)
+    provider, _ = scripted()
+    client = StructuredClient(provider, retries=1)
+    run_eval(by_hand, Ticket, client, arms=ARMS4, out=tmp_path, resamples=200)
+
+    changed = [
+        replace(item, document="ticket i3 (revised)") if item.id == "i3" else item
+        for item in by_hand
+    ]
+    assert changed[2].digest != by_hand[2].digest
+    provider, asked = scripted()
+    run_eval(changed, Ticket, StructuredClient(provider, retries=1), arms=ARMS4, out=tmp_path)
+    assert {item for _, item in asked} == {"i3"}
+
+
+def test_options_compare_by_value_so_an_identical_rerun_resumes(tmp_path: Path) -> None:
+    options = {"stop": ("END",), "seed": 7}
+    run(tmp_path, options=options)
+    saved = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert saved["config"]["options"] == {"stop": ["END"], "seed": 7}
+    result, asked = run(tmp_path, options={"stop": ("END",), "seed": 7})
+    assert asked == [] and result.complete
+    with pytest.raises(ResumeMismatch, match="options"):
+        run(tmp_path, options={"stop": ("FIN",), "seed": 7})

@@ -11,6 +11,7 @@ page. A control page with one external image proves the proxy sees a page's requ
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -114,7 +115,9 @@ def test_the_report_has_every_section() -> None:
     for name in sections + charts:
         assert f'id="{name}"' in document
     assert document.count("<svg") == 4
-    assert "no significant difference (p = 0.25)" in document
+    # constrained vs widened: +50% [+17%, +83%] but p = 0.25: the reading says both.
+    disagreement = "the interval excludes 0 (widened ahead) but McNemar&#x27;s test is not"
+    assert f"{disagreement} significant (p = 0.25)" in document
 
 
 def test_the_accuracy_chart_is_a_standalone_svg_file() -> None:
@@ -141,7 +144,10 @@ def test_terminal_and_markdown_tables() -> None:
     markdown = markdown_table(result)
     assert markdown.splitlines()[0].startswith("| arm | valid | accuracy")
     assert "| constrained | widened | +50%" in markdown
-    assert all(verdict(pair).startswith("no significant") for pair in result.pairs)
+    readings = {(pair.a, pair.b): verdict(pair) for pair in result.pairs}
+    assert "the two tests disagree" in readings["constrained", "widened"]
+    others = [text for key, text in readings.items() if key != ("constrained", "widened")]
+    assert all(text.startswith("no significant") for text in others)
 
 
 # --- a real browser ----------------------------------------------------------------------------
@@ -285,3 +291,113 @@ def test_the_cli_writes_results_and_report(tmp_path: Path) -> None:
         app, ["eval", str(decisions), "--contract", "contracts:Decision", "--provider", "carrier"]
     )
     assert result.exit_code == 2 and "--provider takes" in result.stderr
+
+
+# --- readings and widths (issue 21) ---
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "p_value", "reading"),
+    [
+        (0.15, 0.45, 0.01, "widened more accurate than constrained (p = 0.01)"),
+        (-0.1, 0.45, 0.4, "no significant difference (p = 0.4)"),
+        (0.02, 0.45, 0.22, "inconclusive: the interval excludes 0 (widened ahead) but McNemar's"),
+        (-0.02, 0.45, 0.03, "inconclusive: McNemar's test is significant (p = 0.03) but the"),
+    ],
+)
+def test_the_reading_never_contradicts_its_numbers(
+    low: float, high: float, p_value: float, reading: str
+) -> None:
+    from sdk.eval import Interval, McNemar, Pair, PairedDifference
+
+    result = PairedDifference(20, Interval(0.2, low, high), McNemar(1, 5, p_value))
+    text = verdict(Pair("constrained", "widened", result))
+    assert text.startswith(reading)
+    if (low > 0) != (p_value < 0.05):
+        assert "disagree" in text and not text.startswith("no significant")
+
+
+def _printed(console: Console) -> str:
+    from sdk.eval import print_tables
+
+    result, _ = run()
+    print_tables(console, result)
+    file = console.file
+    return file.getvalue() if isinstance(file, io.StringIO) else console.export_text()
+
+
+def test_tables_off_a_terminal_are_printed_whole_at_any_width() -> None:
+    console = Console(file=io.StringIO(), width=80, force_terminal=False, color_system=None)
+    text = _printed(console)
+    lines = text.splitlines()
+    for name in ("constrained", "unconstrained", "answer_first"):
+        assert any(f"│ {name} " in line for line in lines), name
+    assert "…" not in text  # nothing cut short
+    reading = "the interval excludes 0 (widened ahead) but McNemar's test is not significant"
+    assert any(reading in line for line in lines)  # not wrapped either
+    assert max(len(line) for line in lines) > 80
+
+
+def test_tables_on_a_narrow_terminal_fit_without_cutting_names() -> None:
+    for width in (100, 60, 30):
+        text = _printed(Console(record=True, width=width, force_terminal=True, color_system=None))
+        assert max(len(line) for line in text.splitlines()) <= width, width
+        assert "…" not in text, width
+        for name in ("unconstrained", "answer_first"):
+            assert name in text, (width, name)
+
+
+def test_a_resumed_run_s_progress_bar_starts_where_it_is() -> None:
+    import time
+
+    from rich.progress import Progress
+
+    from sdk.cli.eval import EvalProgress
+    from sdk.eval import Outcome
+
+    bar = Progress(console=Console(record=True, width=100, force_terminal=False))
+    progress = EvalProgress(bar, "eval")
+    time.sleep(0.3)  # loading the model, preparing the arms
+    started = time.monotonic()
+    progress(12, 20, None)  # 12 outcomes from the earlier run
+    task = bar.tasks[0]
+    assert task.completed == 12 and task.total == 20
+    assert task.start_time is not None and task.start_time >= started  # this run's clock
+    assert task.speed is None  # no rate from what earlier runs did
+    outcome = Outcome(item="i1", arm="constrained", valid=True, fields={})
+    for done in (13, 14):
+        time.sleep(0.1)
+        progress(done, 20, outcome)
+    assert task.completed == 14 and task.finished is False
+    assert task.elapsed is not None and task.elapsed < time.monotonic() - started + 0.05
+
+
+def test_sdk_eval_prints_whole_tables_off_a_terminal_and_resumes(tmp_path: Path) -> None:
+    """`sdk eval` against a llama.cpp server (bench/fanout_server.py in its own process: every
+    answer is the same valid Decision), its output captured as a log would capture it."""
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+    from tests.batch_support import completions, fanout
+
+    dataset = Path(__file__).resolve().parents[1] / "examples" / "data" / "eval" / "decisions.jsonl"
+    with fanout(0.0) as url:
+        arguments = [
+            "eval", str(dataset), "--contract", "contracts:Decision", "--provider",
+            f"llamacpp:{url}", "--arms", "constrained,unconstrained,widened,answer_first",
+            "--out", str(tmp_path), "--limit",
+        ]  # fmt: skip
+        first = CliRunner().invoke(app, [*arguments, "3"])
+        assert first.exit_code == 0, first.output
+        asked = completions(url)
+        again = CliRunner().invoke(app, [*arguments, "4"])
+        assert again.exit_code == 0, again.output
+        assert completions(url) - asked == asked / 3  # only the new item ran
+    lines = again.stdout.splitlines()
+    assert max(len(line) for line in lines) > 80  # wider than the default console
+    for arm in ("constrained", "widened", "answer_first"):
+        assert any(line.startswith(f"│ {arm} ") for line in lines), arm
+    assert any("│ unconstrained │ provider 'llamacpp' has no unconstrained mode" in line
+               for line in lines)  # fmt: skip
+    assert "…" not in again.stdout
+    assert "12/12" in again.stderr

@@ -10,10 +10,20 @@ Backends: `AnthropicBatches` (Message Batches), `OpenAIBatches` (OpenAI Batch, R
 Completions), `LocalBackend` (`AsyncStructuredClient`s over one or several self-hosted servers).
 Requests are built by the same provider codecs as live calls, and every result goes through the
 same parser and retry feedback. The job's state is a SQLite file: `run` resumes where a crash
-left it, without losing or duplicating an item. The CLI is `sdk batch run|status|resume|cancel`.
+left it, without losing or duplicating an item. One process runs a job at a time (`JobRunning`
+for a second); every input line is checked to be the one indexed for its item when it is read
+back (`InputChanged`); a file that is not a job's state is never changed (`StateFileError`).
+The CLI is `sdk batch run|status|resume|cancel`.
 """
 
-from sdk.batch._errors import BatchError, BatchInputError, JobMismatch
+from sdk.batch._errors import (
+    BatchError,
+    BatchInputError,
+    InputChanged,
+    JobMismatch,
+    JobRunning,
+    StateFileError,
+)
 from sdk.batch._hosted import AnthropicBatches, HostedBackend, OpenAIBatches, hosted_backend
 from sdk.batch._job import BatchJob
 from sdk.batch._local import LocalBackend
@@ -26,12 +36,15 @@ __all__ = [
     "BatchInputError",
     "BatchJob",
     "HostedBackend",
+    "InputChanged",
     "JobMismatch",
     "JobProgress",
+    "JobRunning",
     "JobSettings",
     "JobSummary",
     "LocalBackend",
     "OpenAIBatches",
+    "StateFileError",
     "hosted_backend",
     "job_summary",
 ]

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["BatchError", "BatchInputError", "JobMismatch"]
+__all__ = [
+    "BatchError",
+    "BatchInputError",
+    "InputChanged",
+    "JobMismatch",
+    "JobRunning",
+    "StateFileError",
+]
 
 
 class BatchError(Exception):
@@ -14,4 +21,16 @@ class BatchInputError(BatchError, ValueError):
 
 
 class JobMismatch(BatchError):
-    """The state file is another job's: its contract, input or output differ from this one's."""
+    """The state file is another job's: its contract, input, output or settings differ."""
+
+
+class InputChanged(JobMismatch):
+    """The input file changed since the job indexed it (names the first changed line)."""
+
+
+class JobRunning(BatchError):
+    """Another process runs the job now (names its pid, host and since when)."""
+
+
+class StateFileError(BatchError):
+    """The state file cannot be used: damaged, another application's, or unreadable."""

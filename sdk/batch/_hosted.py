@@ -9,9 +9,14 @@ entries, OpenAI's JSONL input file of `{"custom_id", "method", "url", "body"}` l
 Creating a batch is the one call that is not safe to repeat: it is sent with the client's own
 retries off, and a submission whose answer was lost (a timeout, a crash) is looked up before it
 is sent again. OpenAI batches carry our job and submission keys in their `metadata`, and the
-uploaded file a recognisable name; Anthropic batches take no metadata, so a lost one is looked
-up by its creation time and request count, and proven by its results' `custom_id`s (each
-carries the submission's key), which is why results are routed by `custom_id`, never by batch.
+uploaded file a recognisable name: a batch found by them is ours. Anthropic batches take no
+metadata, so `find` can only name candidates (created in the submission's time window, with its
+request count), and a candidate is adopted only once its results prove it is the submission's
+(`proves`: a `custom_id` carries the submission's key); results are routed by `custom_id`,
+never by batch, either way.
+
+A result line of any shape is read: one that names no request is skipped (its item has no
+result, and is sent again); one whose result is unusable is an error for that item alone.
 
 Every other call (retrieve, list, results, cancel) is idempotent and keeps the client's retries.
 Errors of any call come out as `ProviderError`, through the providers' fault boundary.
@@ -77,10 +82,14 @@ class RemoteResult:
 # which is all a codec's reader looks at; the contract is the job's, parsed after reading.
 _DOCUMENT_REPLY = CompletionRequest(contract=None, messages=(), max_tokens=1)
 
+
 class HostedBackend:
     """A provider's batch API (subclasses: `AnthropicBatches`, `OpenAIBatches`)."""
 
     name: ClassVar[str] = "hosted"
+    finds_candidates: ClassVar[bool] = False
+    """Whether `find` names candidates that its results must prove (`proves`) before they are
+    adopted, rather than batches its metadata already proves."""
     max_requests: int
     max_bytes: int
 
@@ -107,8 +116,15 @@ class HostedBackend:
         raise NotImplementedError
 
     def find(self, job: str, submission: SubmissionRow, known: set[str]) -> list[RemoteStatus]:
-        """Batches that may be `submission`, created but never recorded."""
+        """Batches that may be `submission`, created but never recorded (see
+        `finds_candidates`)."""
         raise NotImplementedError
+
+    def proves(self, remote_id: str, key: str) -> bool:
+        """Whether the ended batch's results are submission `key`'s: one `custom_id` carrying
+        the key is proof (keys are random, one per submission); none is disproof."""
+        prefix = f"{key}-"
+        return any(result.custom_id.startswith(prefix) for result in self.results(remote_id))
 
     def poll(self, remote_id: str) -> RemoteStatus:
         """The batch's status now."""
@@ -168,6 +184,7 @@ class AnthropicBatches(HostedBackend):
     256 MB a batch; results are a JSONL stream of succeeded / errored / canceled / expired."""
 
     name = "anthropic"
+    finds_candidates = True
 
     def __init__(
         self,
@@ -231,36 +248,80 @@ class AnthropicBatches(HostedBackend):
             return _anthropic_status(self._client.messages.batches.cancel(remote_id))
 
     def results(self, remote_id: str) -> Iterator[RemoteResult]:
+        """The results file, line by line: each line read here (not by the client's decoder,
+        which stops at the first line that is not JSON)."""
         with self._boundary():
             decoder = self._client.messages.batches.results(remote_id)
         with contextlib.closing(decoder):
-            lines = iter(decoder)
+            lines = decoder.http_response.iter_lines()
             while True:
                 with self._boundary():
                     line = next(lines, None)
                 if line is None:
                     return
-                yield self._anthropic_result(line)
+                result = self._anthropic_result(line) if line.strip() else None
+                if result is not None:
+                    yield result
 
-    def _anthropic_result(self, line: Any) -> RemoteResult:
-        result = line.result
-        custom_id = line.custom_id
-        if result.type == "succeeded":
-            return self._result(custom_id, lambda: self._read(result.message))
-        if result.type == "errored":
-            detail = result.error.error
-            kind = getattr(detail, "type", None) or "error"
+    def _anthropic_result(self, line: str) -> RemoteResult | None:
+        """One result line; `None` for one that names no request (skipped: the item it was
+        for has no result, and is sent again)."""
+        named = _named_record(line)
+        if named is None:
+            return None
+        record, custom_id = named
+        result = record.get("result")
+        kind = result.get("type") if isinstance(result, dict) else None
+        if isinstance(result, dict) and kind == "succeeded":
+            message = result.get("message")
+            return self._result(custom_id, lambda: self._read(_anthropic_message(message)))
+        if isinstance(result, dict) and kind == "errored":
+            wrapper = result.get("error")
+            wrapper = wrapper if isinstance(wrapper, dict) else {}
+            detail = wrapper.get("error")
+            detail = detail if isinstance(detail, dict) else {}
+            reason = _text_or_none(detail.get("type")) or "error"
             error = provider_error(
                 "anthropic",
-                f"batch request errored ({kind})",
-                status_code=_ANTHROPIC_STATUS.get(kind, 500),
-                request_id=getattr(result.error, "request_id", None),
-                detail=getattr(detail, "message", "") or "",
+                f"batch request errored ({reason})",
+                status_code=_ANTHROPIC_STATUS.get(reason, 500),
+                request_id=_text_or_none(wrapper.get("request_id")),
+                detail=str(detail.get("message") or ""),
             )
             return RemoteResult(custom_id, error=error)
-        error = provider_error("anthropic", f"batch request {result.type}")
-        error.transient = True  # canceled or expired: never run, so another batch can run it
+        if kind in ("canceled", "expired"):
+            error = provider_error("anthropic", f"batch request {kind}")
+        else:  # a result of no known shape: nothing says the request ran
+            error = provider_error(
+                "anthropic", "unusable batch result (no result of a known type)", detail=line[:500]
+            )
+        error.transient = True  # never run (or not known to): another batch can run it
         return RemoteResult(custom_id, error=error)
+
+
+def _named_record(line: str) -> tuple[dict[str, Any], str] | None:
+    """A result line as a JSON object and the `custom_id` it names; `None` (logged) for a line
+    that is not JSON, not an object, or names no request."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        record = None
+    custom_id = record.get("custom_id") if isinstance(record, dict) else None
+    if not isinstance(record, dict) or not isinstance(custom_id, str):
+        logger.warning("skipped an unusable batch result line: %.200s", line)
+        return None
+    return record, custom_id
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _anthropic_message(message: Any) -> Any:
+    """A succeeded result's message as the client's own `Message` (what the codec reads)."""
+    from anthropic.types import Message as AnthropicMessage
+
+    return AnthropicMessage.model_validate(message)
 
 
 def _anthropic_status(batch: Any) -> RemoteStatus:
@@ -414,31 +475,27 @@ class OpenAIBatches(HostedBackend):
     def _openai_result(self, line: str) -> RemoteResult | None:
         """One line of an output or error file; `None` for a line that names no request (it
         is skipped: the item it was for has no result, and is sent again)."""
-        try:
-            record = json.loads(line)
-            custom_id = record["custom_id"]
-        except (ValueError, KeyError, TypeError, RecursionError) as bad:
-            logger.warning("skipped an unusable batch result line (%s): %.200s", bad, line)
+        named = _named_record(line)
+        if named is None:
             return None
-        if not isinstance(custom_id, str):
-            logger.warning("skipped a batch result line without a custom_id: %.200s", line)
-            return None
+        record, custom_id = named
         response = record.get("response")
         failure = record.get("error")
         if isinstance(response, dict) and response.get("status_code") == 200:
             body = response.get("body")
-            request_id = response.get("request_id")
+            request_id = _text_or_none(response.get("request_id"))
             return self._result(custom_id, lambda: self._read(self._reply_object(body), request_id))
         if isinstance(response, dict):
             body = response.get("body")
             body = body if isinstance(body, dict) else {}
             detail = body.get("error")
             detail = detail if isinstance(detail, dict) else {}
+            status = response.get("status_code")
             error = provider_error(
                 self.provider.name,
                 f"batch request failed ({detail.get('code') or detail.get('type') or 'error'})",
-                status_code=response.get("status_code"),
-                request_id=response.get("request_id"),
+                status_code=status if isinstance(status, int) else None,
+                request_id=_text_or_none(response.get("request_id")),
                 detail=str(detail.get("message") or ""),
             )
             return RemoteResult(custom_id, error=error)

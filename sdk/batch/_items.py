@@ -4,7 +4,14 @@ An item line holds an `id` (string or integer, unique in the file), and `prompt`
 `messages` (as `generate` takes them), optionally `system`, `max_tokens` and `options` (keyword
 arguments for the provider call, `temperature` say). The file is never loaded whole: indexing
 reads it line by line and the job keeps each item's byte offset, so a 1 GB input costs its
-index (an id and two integers a line, in SQLite) and one line at a time in memory.
+index (an id, two integers and a hash a line, in SQLite) and one line at a time in memory.
+
+Identity: each item's id and a hash of its line's bytes (`line_hash`) are recorded when it is
+indexed, and `InputReader.read` checks both each time it reads the line back, so an answer is
+never computed from (or filed under) a line other than the one indexed for that id. Indexing
+itself keeps a running digest of the bytes it has read, so that an interrupted indexing resumes
+only over an unchanged prefix (`prefix_digest`). `first_change` names the first line that differs
+from the index, for the error that stops the job.
 """
 
 from __future__ import annotations
@@ -12,17 +19,28 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sdk.batch._errors import BatchInputError
+from sdk.batch._errors import BatchInputError, InputChanged
+from sdk.batch._state import ItemRow
 from sdk.contract import Contract
 from sdk.engine.conversation import conversation
 from sdk.providers._base import Message
 
-__all__ = ["IndexEntry", "InputItem", "InputReader", "file_identity", "parse_item", "read_index"]
+__all__ = [
+    "IndexEntry",
+    "InputItem",
+    "InputReader",
+    "file_identity",
+    "first_change",
+    "line_hash",
+    "parse_item",
+    "prefix_digest",
+    "read_index",
+]
 
 MAX_LINE = 64 * 1024 * 1024
 """Longest input line read (64 MB): a longer one is an error, not an out-of-memory."""
@@ -40,6 +58,30 @@ class InputItem:
     system: str | None = None
     max_tokens: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    unusable: str | None = None
+    """Why the item cannot be run although its line parsed (its id is not valid Unicode): the
+    item fails with this, the job goes on."""
+
+
+def line_hash(line: bytes) -> int:
+    """An input line's identity: 64 bits of BLAKE2b over its bytes, as SQLite's signed integer."""
+    return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "big", signed=True)
+
+
+def _storable(item_id: str) -> tuple[str, str | None]:
+    """The id as the state file and the output can hold it, and why the item cannot run if the
+    id had to be changed for that: a lone surrogate (`"\\ud800"` in the JSON) is not text
+    UTF-8 can encode, so it is kept escaped and the item fails rather than answer under an
+    id that is not the input's."""
+    try:
+        item_id.encode("utf-8")
+    except UnicodeEncodeError:
+        escaped = item_id.encode("utf-8", "backslashreplace").decode("utf-8")
+        return escaped, (
+            f"the item's id is not valid Unicode text (a lone surrogate); it is written as "
+            f"{escaped!r}, and the item is not run"
+        )
+    return item_id, None
 
 
 def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
@@ -58,7 +100,7 @@ def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
     raw_id = data.get("id")
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
         raise BatchInputError(f"{where}: `id` must be a non-empty string or an integer")
-    item_id = str(raw_id)
+    item_id, unusable = _storable(str(raw_id))
     for key in ("prompt", "source", "system"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise BatchInputError(f"{where} (id {item_id}): `{key}` must be a string")
@@ -84,24 +126,33 @@ def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
         system=data.get("system"),
         max_tokens=max_tokens,
         options=options,
+        unusable=unusable,
     )
 
 
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
-    """Where an item's line is: its id, byte offset and length."""
+    """Where an item's line is: its id, byte offset, length and hash, and its line number."""
 
     id: str
     offset: int
     length: int
+    hash: int
+    line: int
 
 
 def read_index(
-    path: Path, contract: type[Contract], start: int = 0, first_line: int = 1
+    path: Path,
+    contract: type[Contract],
+    start: int = 0,
+    first_line: int = 1,
+    digest: Any = None,
 ) -> Iterator[IndexEntry]:
-    """Each item line of `path` from byte `start`, validated, as (id, offset, length); blank
-    lines are skipped. A line past `MAX_LINE` or a last line without its newline that does not
-    parse raises `BatchInputError`."""
+    """Each item line of `path` from byte `start` (line number `first_line`), validated, as an
+    `IndexEntry`; blank lines are skipped. Every byte read also goes into `digest` (a `hashlib`
+    object), so that when an entry is yielded it holds the bytes up to that entry's end. A line
+    past `MAX_LINE` or a last line without its newline that does not parse raises
+    `BatchInputError`."""
     with open(path, "rb") as file:
         file.seek(start)
         offset, number = start, first_line - 1
@@ -112,31 +163,51 @@ def read_index(
             number += 1
             if len(line) > MAX_LINE and not line.endswith(b"\n"):
                 raise BatchInputError(f"{path}:{number}: line longer than {MAX_LINE} bytes")
+            if digest is not None:
+                digest.update(line)
             if line.strip():
                 item = parse_item(contract, line, f"{path}:{number}")
-                yield IndexEntry(item.id, offset, len(line))
+                yield IndexEntry(item.id, offset, len(line), line_hash(line), number)
             offset += len(line)
 
 
+def prefix_digest(path: Path, end: int) -> Any:
+    """A SHA-256 `hashlib` object over the first `end` bytes of `path` (fewer if it is shorter):
+    what indexing had read when it stopped, to compare before it resumes."""
+    digest = hashlib.sha256()
+    left = end
+    with open(path, "rb") as file:
+        while left > 0:
+            block = file.read(min(left, 1 << 20))
+            if not block:
+                break
+            digest.update(block)
+            left -= len(block)
+    return digest
+
+
 class InputReader:
-    """Reads items back by offset (the index says where), one line at a time."""
+    """Reads items back by their index row, one line at a time, checking the line is the one
+    indexed for that id (`InputChanged` if not)."""
 
     def __init__(self, path: Path, contract: type[Contract]) -> None:
         self.path = path
         self.contract = contract
         self._file: BinaryIO | None = None
 
-    def read(self, offset: int, length: int) -> InputItem:
-        """The item whose line starts at `offset`."""
+    def read(self, row: ItemRow) -> InputItem:
+        """The item of `row`: its line, which must hash as indexed and hold the same id."""
         if self._file is None:
             self._file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
-        self._file.seek(offset)
-        line = self._file.read(length)
-        return parse_item(self.contract, line, f"{self.path} at byte {offset}")
-
-    def read_many(self, places: Sequence[tuple[int, int]]) -> list[InputItem]:
-        """Items at these (offset, length) places, in that order."""
-        return [self.read(offset, length) for offset, length in places]
+        self._file.seek(row.offset)
+        line = self._file.read(row.length)
+        where = f"{self.path} at byte {row.offset}"
+        if len(line) != row.length or line_hash(line) != row.hash:
+            raise InputChanged(f"{where}: the line of item {row.id!r} changed since indexing")
+        item = parse_item(self.contract, line, where)
+        if item.id != row.id:  # the same bytes parse the same: only a hash collision gets here
+            raise InputChanged(f"{where}: item {item.id!r} where {row.id!r} was indexed")
+        return item
 
     def close(self) -> None:
         """Close the file."""
@@ -145,9 +216,39 @@ class InputReader:
             self._file = None
 
 
+def first_change(path: Path, rows: Iterable[ItemRow], *, complete: bool) -> str | None:
+    """Where `path` first differs from the index `rows` (every item, in input order): "PATH:LINE:
+    what changed", or `None` if every indexed line is as it was. `complete`: the index covers
+    the whole file, so a line after the last item is a change too."""
+    with open(path, "rb") as file:
+        offset, number = 0, 0
+        for row in rows:
+            while offset < row.offset:  # the blank lines between two items
+                line = file.readline(MAX_LINE + 1)
+                number += 1
+                if not line:
+                    return f"{path}:{number}: the file ends before item {row.id!r}"
+                offset += len(line)
+                if line.strip():
+                    return f"{path}:{number}: a line changed or added before item {row.id!r}"
+            if offset != row.offset:
+                return f"{path}:{number}: changed (item {row.id!r} no longer starts a line)"
+            line = file.readline(MAX_LINE + 1)
+            number += 1
+            offset += len(line)
+            if len(line) != row.length or line_hash(line) != row.hash:
+                return f"{path}:{number}: changed since indexing (it was item {row.id!r})"
+        if complete:
+            for line in file:
+                number += 1
+                if line.strip():
+                    return f"{path}:{number}: a line added after indexing"
+    return None
+
+
 def file_identity(path: Path) -> str:
-    """The input's size and a hash of its first and last megabyte: an input that changed under
-    a job (its offsets would point elsewhere) is refused, a copy of it is not."""
+    """The input's size and a hash of its first and last megabyte: the quick check on resuming
+    (a change it misses is caught when the changed line is read back)."""
     size = os.stat(path).st_size
     digest = hashlib.sha256(str(size).encode())
     with open(path, "rb") as file:

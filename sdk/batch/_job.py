@@ -7,14 +7,16 @@
     summary = BatchJob.open("job.db", contract=Decision, backend=...).run()
 
 The job's whole state is in its SQLite file (`sdk.batch._state`), and every step is one
-transaction, so `run` may be interrupted anywhere and run again:
+transaction, so `run` may be interrupted anywhere and run again. One process runs a job at a
+time: `run` holds the job's lock and lease for its whole length (`sdk.batch._lock`), and every
+commit of output checks the lease first, so output is appended by the lock's holder only.
 
-1. index: the input is read as a stream; each item's id and byte offset are stored (resumed
-   from the last indexed line);
+1. index: the input is read as a stream; each item's id, byte offset and a hash of its line are
+   stored, a chunk at a time, resumed only over an unchanged prefix (`sdk.batch._index`);
 2. submit: pending items are grouped into submissions within the backend's request and byte
    limits; a submission is recorded *before* the backend is asked, so that one created but not
-   recorded (a crash, a lost answer) is looked up by its metadata and adopted, never sent twice
-   blindly;
+   recorded (a crash, a lost answer) is looked up and adopted once proven the submission's,
+   never sent twice blindly;
 3. poll each open batch with backoff until it ends;
 4. collect: results are streamed back, routed by `custom_id` to the items still waiting for
    that submission, parsed by the live calls' parser and retry machine
@@ -22,36 +24,44 @@ transaction, so `run` may be interrupted anywhere and run again:
    (`sdk.batch._output`); items to retry go back to pending with their feedback and are sent in
    a follow-up submission.
 
+Every line of the input is read back through its identity check (`InputReader.read`): a line
+that is not the one indexed for its item stops the job (`InputChanged`, naming the first changed
+line), so no answer is computed from, or written under, another item's line. Every failure of
+one item (a request that cannot be built, options the call rejects) fails that item alone.
+
 An item's line is written exactly once: lines are appended and committed in the same
 transaction as the items they are for, and a resumed run cuts the output back to what was
-committed.
+committed. `cancel` (from any process) is noticed by a running job within about a second.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sdk.batch._errors import BatchError, BatchInputError, JobMismatch
+from sdk.batch._errors import BatchError, BatchInputError, InputChanged, JobMismatch
 from sdk.batch._hosted import HostedBackend, RemoteResult
-from sdk.batch._items import InputItem, InputReader, file_identity, read_index
-from sdk.batch._local import LocalBackend, Outcome, run_local
+from sdk.batch._index import index_input, input_changed
+from sdk.batch._items import InputItem, InputReader
+from sdk.batch._local import LocalBackend, LocalRun, Outcome
+from sdk.batch._lock import RunnerLock, running_holder
 from sdk.batch._outcome import (
     Decision,
     JobSettings,
+    decide_error,
     decide_failure,
     decide_live,
     decide_reply,
     request_for,
 )
 from sdk.batch._output import OutputLog
-from sdk.batch._state import ItemRow, JobState, SubmissionRow
+from sdk.batch._state import BatchRow, ItemRow, JobState, SubmissionRow, state_errors
 from sdk.batch._summary import JobProgress, JobSummary, summarize
 from sdk.contract import Contract
 from sdk.providers._errors import provider_error
@@ -61,18 +71,25 @@ __all__ = ["BatchJob"]
 
 Backend = HostedBackend | LocalBackend
 
-_INDEX_CHUNK = 5000
 _ENVELOPE = 64
 """Bytes a batch's envelope may add around its requests (`{"requests":[...]}`, separators)."""
 _PAGE = 1000
+_TICK = 1.0
+"""Seconds between a waiting run's looks at the state file (a cancel, its lease)."""
+
+_ASKED = ("schema", "backend", "provider", "model", "max_tokens", "enum_case")
+"""Settings that change what is asked or how answers are read: refused on an existing job
+unless `update=True`."""
 
 
 class BatchJob:
     """A contract over an input file through a backend; see the module docstring.
 
-    `poll_interval` and `poll_max`: seconds between status checks, growing by half each
-    unchanged round up to the maximum. `collect_chunk`: results committed per transaction.
-    `sleep`: how polling waits (tests pass a recorder).
+    Hosted backends only (a local backend refuses them: it has nothing to poll or collect):
+    `poll_interval` and `poll_max`, seconds between status checks, growing by half each
+    unchanged round up to the maximum (default 10 and 300); `collect_chunk`, results committed
+    per transaction (default 1000); `sleep`, how polling waits (tests pass a recorder; by
+    default in steps of a second that notice a cancel).
     """
 
     def __init__(
@@ -81,25 +98,40 @@ class BatchJob:
         *,
         contract: type[Contract],
         backend: Backend,
-        poll_interval: float = 10.0,
-        poll_max: float = 300.0,
-        collect_chunk: int = 1000,
-        sleep: Callable[[float], None] = time.sleep,
+        poll_interval: float | None = None,
+        poll_max: float | None = None,
+        collect_chunk: int | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
+        _refuse_hosted_options(
+            backend,
+            {
+                "poll_interval": poll_interval,
+                "poll_max": poll_max,
+                "collect_chunk": collect_chunk,
+                "sleep": sleep,
+            },
+        )
         self.state = state
         self.contract = contract
         self.backend = backend
-        self.job_id: str = state.get("job")
-        self.input = Path(state.get("input"))
-        self.out = Path(state.get("out"))
-        self.settings = JobSettings(**state.get("settings"))
-        self.poll_interval = poll_interval
-        self.poll_max = poll_max
-        self.collect_chunk = collect_chunk
+        with state_errors(state.path):
+            self.job_id: str = state.get("job")
+            self.input = Path(state.get("input"))
+            self.out = Path(state.get("out"))
+            self.settings = JobSettings(**state.get("settings"))
+        self.poll_interval = poll_interval if poll_interval is not None else 10.0
+        self.poll_max = poll_max if poll_max is not None else 300.0
+        self.collect_chunk = collect_chunk if collect_chunk is not None else 1000
         self._sleep = sleep
         self._progress: Callable[[JobProgress], None] | None = None
         self._reported = 0.0
         self._progress_every = 0.2
+        self._lock: RunnerLock | None = None
+        self._done: Counter[str] = Counter()
+        self._resumed_from = 0
+        self._total = 0
+        self._stopping = False
         self._check(contract, backend)
 
     # --- opening ---
@@ -114,56 +146,76 @@ class BatchJob:
         input: str | Path,
         out: str | Path,
         settings: JobSettings | None = None,
+        update: bool = False,
+        extra_meta: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> BatchJob:
-        """A new job (or, if `state` already holds this same job, that job to resume)."""
+        """A new job (or, if `state` already holds the job over this input and output, that job
+        to resume). On an existing job, settings that change what is asked (contract, backend,
+        provider, model, `max_tokens`, `enum_case`) are refused (`JobMismatch`) unless `update`;
+        other settings (`retries`, `resubmits`) are taken; either change is recorded in the
+        state file (`meta.changes`). Without `settings`, a local backend's jobs take their
+        clients' `retries` and `enum_case` (given settings must match them: `BatchError`).
+        `extra_meta`: values kept in the state file with the job (the CLI keeps how to rebuild
+        its backend there)."""
+        input_path, out_path = Path(input).resolve(), Path(out).resolve()
+        if not input_path.is_file():
+            raise BatchInputError(f"{input}: no such input file")
+        if settings is None:  # the local path's clients decide retries and enum policy
+            first = backend.clients[0] if isinstance(backend, LocalBackend) else None
+            settings = (
+                JobSettings(retries=first.retries, enum_case=first.config.enum_case)
+                if first is not None
+                else JobSettings()
+            )
+        if isinstance(backend, LocalBackend):  # before anything is written
+            _refuse_hosted_options(backend, options)
+            _check_local(backend, settings)
+        wanted = {**_described(contract, backend, settings), **(extra_meta or {})}
+        if not Path(state).exists():
+            if out_path.exists() and out_path.stat().st_size > 0:
+                raise BatchError(
+                    f"{out} already holds data: give a new output file (a job appends "
+                    "to its own output only)"
+                )
+            new = {"job": secrets.token_hex(6), "input": str(input_path), "out": str(out_path)}
+            try:
+                store = JobState.create(
+                    state, {**wanted, **new, "out_length": 0, "created": time.time()}
+                )
+            except FileExistsError:
+                pass  # another process made it first: the same job if its settings match
+            else:
+                return cls._opened(store, contract, backend, options)
         store = JobState(state)
         try:
-            input_path = Path(input).resolve()
-            out_path = Path(out).resolve()
-            if not input_path.is_file():
-                raise BatchInputError(f"{input}: no such input file")
-            if store.get("job") is None:
-                if out_path.exists() and out_path.stat().st_size > 0:
-                    raise BatchError(
-                        f"{out} already holds data: give a new output file (a job appends "
-                        "to its own output only)"
+            with state_errors(state):
+                if Path(store.get("input")) != input_path or Path(store.get("out")) != out_path:
+                    raise JobMismatch(
+                        f"{state} is the job over {store.get('input')} -> {store.get('out')}; "
+                        "resume it, or give another state file"
                     )
-                info = schema_info(contract)
-                with store.transaction() as db:
-                    store.put("job", secrets.token_hex(6), db)
-                    store.put("contract", f"{contract.__module__}:{contract.__qualname__}", db)
-                    store.put("schema", [info.name, info.version, info.fingerprint], db)
-                    store.put("backend", backend.name, db)
-                    store.put("provider", backend.provider.name, db)
-                    store.put("model", backend.provider.model, db)
-                    store.put("input", str(input_path), db)
-                    store.put("input_identity", file_identity(input_path), db)
-                    store.put("out", str(out_path), db)
-                    store.put("out_length", 0, db)
-                    store.put("settings", asdict(settings or JobSettings()), db)
-                    store.put("created", time.time(), db)
-            elif Path(store.get("input")) != input_path or Path(store.get("out")) != out_path:
-                raise JobMismatch(
-                    f"{state} is the job over {store.get('input')} -> {store.get('out')}; "
-                    "resume it, or give another state file"
-                )
-            return cls(store, contract=contract, backend=backend, **options)
+                _apply_changes(store, wanted, update)
         except BaseException:
             store.close()
             raise
+        return cls._opened(store, contract, backend, options)
 
     @classmethod
     def open(
         cls, state: str | Path, *, contract: type[Contract], backend: Backend, **options: Any
     ) -> BatchJob:
         """The job in `state`, to resume, see or cancel."""
-        if not Path(state).is_file():
-            raise BatchError(f"{state}: no such job state file")
-        store = JobState(state)
-        if store.get("job") is None:
-            store.close()
-            raise BatchError(f"{state} holds no job")
+        return cls._opened(JobState(state), contract, backend, options)
+
+    @classmethod
+    def _opened(
+        cls,
+        store: JobState,
+        contract: type[Contract],
+        backend: Backend,
+        options: Mapping[str, Any],
+    ) -> BatchJob:
         try:
             return cls(store, contract=contract, backend=backend, **options)
         except BaseException:
@@ -172,19 +224,27 @@ class BatchJob:
 
     def _check(self, contract: type[Contract], backend: Backend) -> None:
         info = schema_info(contract)
-        name, version, fingerprint = self.state.get("schema")
+        with state_errors(self.state.path):
+            name, version, fingerprint = self.state.get("schema")
+            stored = {key: self.state.get(key) for key in ("backend", "provider", "model")}
         if info.fingerprint != fingerprint:
             raise JobMismatch(
                 f"the job ran {name} v{version} ({fingerprint[:12]}), not {info.name} "
                 f"v{info.version} ({info.fingerprint[:12]}): resume it with the same contract"
             )
-        if backend.name != self.state.get("backend") or (
-            backend.provider.name != self.state.get("provider")
-        ):
+        given = {
+            "backend": backend.name,
+            "provider": backend.provider.name,
+            "model": backend.provider.model,
+        }
+        if given != stored:
             raise JobMismatch(
-                f"the job runs on {self.state.get('backend')} ({self.state.get('provider')}), "
-                f"not {backend.name} ({backend.provider.name})"
+                f"the job runs on {stored['backend']} ({stored['provider']}, model "
+                f"{stored['model']}), not {given['backend']} ({given['provider']}, model "
+                f"{given['model']}): resume it with the same backend"
             )
+        if isinstance(backend, LocalBackend):
+            _check_local(backend, self.settings)
 
     def close(self) -> None:
         """Close the state file."""
@@ -205,107 +265,123 @@ class BatchJob:
         progress_every: float = 0.2,
     ) -> JobSummary:
         """Run (or resume) the job until every item is done; the summary. `progress` is called
-        with a `JobProgress` as items finish, at most every `progress_every` seconds."""
+        with a `JobProgress` as items finish, at most every `progress_every` seconds.
+        `JobRunning` if another process runs the job now."""
         started = time.monotonic()
-        self._progress = progress
-        self._progress_every = progress_every
-        self._reported = 0.0
-        self._index()
-        reader = InputReader(self.input, self.contract)
-        out = OutputLog(self.out, int(self.state.get("out_length")))
-        try:
-            self._reader, self._output = reader, out
-            self._report()
-            if isinstance(self.backend, LocalBackend):
-                self._run_local(self.backend)
-            else:
-                self._run_hosted(self.backend)
-            self._report(force=True)
-        finally:
-            reader.close()
-            out.close()
-        return self.summary(seconds=time.monotonic() - started)
+        self._progress, self._progress_every, self._reported = progress, progress_every, 0.0
+        with state_errors(self.state.path), RunnerLock(self.state) as lock:
+            self._lock, self._stopping = lock, False
+            try:
+                index_input(self.state, self.input, self.contract, self._indexing)
+                self._start_counts()
+                self._reader = InputReader(self.input, self.contract)
+                self._output = OutputLog(self.out, int(self.state.get("out_length")))
+                try:
+                    self._report(force=True)
+                    if isinstance(self.backend, LocalBackend):
+                        self._run_local(self.backend)
+                    else:
+                        self._run_hosted(self.backend)
+                    self._report(force=True)
+                finally:
+                    self._reader.close()
+                    self._output.close()
+            finally:
+                self._lock = None
+        ran = sum(self._done.values()) - self._resumed_from
+        return self.summary(seconds=time.monotonic() - started, ran=ran)
 
-    def summary(self, seconds: float | None = None) -> JobSummary:
+    def summary(self, seconds: float | None = None, ran: int | None = None) -> JobSummary:
         """The job's counts now (from the state file alone)."""
-        return summarize(self.state, seconds)
+        with state_errors(self.state.path):
+            return summarize(self.state, seconds, ran)
 
     def cancel(self) -> JobSummary:
-        """Cancel the job: open backend batches are cancelled, nothing more is sent. Run the
-        job again (`resume`) to collect what the batches finished and close the rest."""
-        self.state.put("cancelled", True)
-        if isinstance(self.backend, HostedBackend):
-            for batch in self.state.batches("open"):
-                status = self.backend.cancel(batch.remote_id)
-                self.state.set_batch(batch.remote_id, status=status.status)
-        return self.summary()
+        """Cancel the job: nothing more is sent, open backend batches are cancelled. A running
+        job (another process's included) notices within about a second, cancels its open
+        batches and the calls in flight, and marks what is left cancelled; a job not running
+        has its open batches cancelled here, and `run` (`resume`) then collects what they
+        finished and marks the rest cancelled."""
+        with state_errors(self.state.path):
+            self.state.put("cancelled", True)
+            if isinstance(self.backend, HostedBackend) and running_holder(self.state) is None:
+                self._cancel_batches(self.backend)
+            return self.summary()
 
-    # --- indexing ---
+    # --- shared by both paths ---
 
-    def _index(self) -> None:
-        if self.state.get("indexed"):
-            if file_identity(self.input) != self.state.get("input_identity"):
-                raise JobMismatch(f"{self.input} changed since the job indexed it")
-            return
-        # Resumed from the end of the last indexed line (line numbers in errors then count
-        # from there: the byte offset is what is exact).
-        start = self.state.last_indexed_end()
-        batch: list[tuple[str, int, int]] = []
-        for entry in read_index(self.input, self.contract, start):
-            batch.append((entry.id, entry.offset, entry.length))
-            if len(batch) >= _INDEX_CHUNK:
-                self._add(batch)
-                batch = []
-        self._add(batch)
-        with self.state.transaction() as db:
-            self.state.put("indexed", True, db)
-            self.state.put("input_identity", file_identity(self.input), db)
+    def _cancelled(self) -> bool:
+        return bool(self.state.get("cancelled"))
 
-    def _add(self, batch: list[tuple[str, int, int]]) -> None:
-        if not batch:
-            return
+    def _read(self, row: ItemRow) -> InputItem:
+        """The item of `row`, its identity checked; a changed input stops the job, naming the
+        first changed line."""
         try:
-            with self.state.transaction() as db:
-                self.state.add_items(batch, db)
-        except sqlite3.IntegrityError:
-            ids = [item_id for item_id, _, _ in batch]
-            duplicate = next((i for i in ids if ids.count(i) > 1 or self._known_id(i)), ids[0])
-            raise BatchInputError(
-                f"{self.input}: item id {duplicate!r} appears more than once"
-            ) from None
-
-    def _known_id(self, item_id: str) -> bool:
-        return bool(self.state.items_with_id(item_id))
-
-    # --- committing outcomes ---
+            return self._reader.read(row)
+        except InputChanged as changed:
+            raise input_changed(self.state, self.input) or changed from None
 
     def _commit(self, decisions: Sequence[Decision]) -> None:
-        """Append the finished items' lines, then commit them and every state change at once."""
+        """Append the finished items' lines, then commit them and every state change at once,
+        after checking this run still holds the job's lease (nothing is written if not)."""
         if not decisions:
             return
-        length = self._output.append([d.line for d in decisions if d.line is not None])
-        with self.state.transaction() as db:
-            self.state.update_items([d.update for d in decisions], db)
-            self.state.put("out_length", length, db)
+        assert self._lock is not None
+        lines = [d.line for d in decisions if d.line is not None]
+        committed = self._output.length
+        try:
+            with self.state.transaction() as db:
+                self._lock.fence(db, self._in_flight_here())
+                length = self._output.append(lines)
+                self.state.update_items([d.update for d in decisions], db)
+                self.state.put("out_length", length, db)
+        except BaseException:
+            self._output.length = committed  # what was appended is cut on the next open
+            raise
+        self._done.update(d.outcome for d in decisions if d.outcome is not None)
         self._report()
+
+    def _start_counts(self) -> None:
+        counts = self.state.counts()
+        self._done = Counter(
+            {kind: counts.get(f"done:{kind}", 0) for kind in ("ok", "failed", "cancelled")}
+        )
+        self._resumed_from = sum(self._done.values())
+        self._total = self.state.item_count()
+
+    def _in_flight_here(self) -> int:
+        return self.backend.in_flight if isinstance(self.backend, LocalBackend) else 0
+
+    def _indexing(self, indexed: int) -> None:
+        assert self._lock is not None
+        self._lock.renew()
+        if self._progress is not None:
+            self._progress(JobProgress(indexed, 0, 0, 0, phase="indexing"))
 
     def _report(self, force: bool = False) -> None:
         if self._progress is None:
             return
         now = time.monotonic()
         if not force and now - self._reported < self._progress_every:
-            return  # counting is a scan of the items table: a few times a second is enough
+            return
         self._reported = now
-        counts = self.state.counts()
-        running = self.backend.in_flight if isinstance(self.backend, LocalBackend) else 0
+        in_flight = self._in_flight_here() or self.state.count_in("submitted")
         self._progress(
             JobProgress(
-                total=self.state.item_count(),
-                ok=counts.get("done:ok", 0),
-                failed=counts.get("done", 0) - counts.get("done:ok", 0),
-                in_flight=counts.get("submitted", 0) + running,
+                total=self._total,
+                ok=self._done["ok"],
+                failed=self._done["failed"],
+                in_flight=in_flight,
+                cancelled=self._done["cancelled"],
+                resumed_from=self._resumed_from,
             )
         )
+
+    def _tick(self) -> None:
+        """While a run waits or works: renew the lease, report progress."""
+        assert self._lock is not None
+        self._lock.renew(self._in_flight_here())
+        self._report()
 
     def _cancel_pending(self) -> None:
         """A cancelled job: every item not yet sent is done, as cancelled."""
@@ -329,98 +405,235 @@ class BatchJob:
                 ]
             )
 
+    # --- local ---
+
+    def _run_local(self, backend: LocalBackend) -> None:
+        provider = backend.provider
+
+        def commit(outcomes: list[Outcome]) -> None:
+            self._commit(
+                [
+                    decide_live(self.contract, provider, self.settings, row, outcome)
+                    for row, outcome in outcomes
+                ]
+            )
+
+        # A pass runs every pending item; items a provider failure put back (`resubmits`) run
+        # in the next pass.
+        while not self._cancelled() and self.state.pending(1):
+            run = LocalRun(
+                backend,
+                self.contract,
+                self._read,
+                commit,
+                stop=self._cancelled,
+                tick=self._tick,
+                max_tokens=self.settings.max_tokens,
+            )
+            if asyncio.run(run.run(self._pages())):
+                break
+        if self._cancelled():
+            self._cancel_pending()
+
+    def _pages(self) -> Iterator[list[ItemRow]]:
+        after = -1
+        while True:
+            rows = self.state.pending(_PAGE, after)
+            if not rows:
+                return
+            after = rows[-1].seq
+            yield rows
+
     # --- hosted ---
 
     def _run_hosted(self, backend: HostedBackend) -> None:
         self._recover(backend)
         delay = self.poll_interval
         while True:
-            if self.state.get("cancelled"):
-                self._cancel_pending()
+            if self._cancelled():
+                self._stop_hosted(backend)
             else:
                 self._submit_pending(backend)
-            open_batches = self.state.batches("open")
-            ended_before = self.state.batches("ended")
-            if not open_batches and not ended_before:
+            self._resend_disproven(backend)
+            watched = self.state.batches("open") + self.state.batches("candidate")
+            if not watched and not self.state.batches("ended"):
                 if not self.state.pending(1):
                     return
                 continue
-            changed = False
-            for batch in open_batches:
-                status = backend.poll(batch.remote_id)
-                self.state.set_batch(
-                    batch.remote_id,
-                    status=status.status,
-                    state="ended" if status.ended else None,
-                )
-                changed = changed or status.ended
+            changed = self._poll(backend, watched)
             for batch in self.state.batches("ended"):
                 self._collect(backend, batch.remote_id, batch.submission)
-            if self.state.batches("open") and not self.state.pending(1):
-                self._sleep(delay)
+            waiting = self.state.batches("open") or self.state.batches("candidate")
+            if waiting and not self.state.pending(1):
+                self._wait(delay)
                 delay = self.poll_interval if changed else min(delay * 1.5, self.poll_max)
 
+    def _wait(self, seconds: float) -> None:
+        """Wait before the next poll: through the given `sleep`, or in steps of `_TICK` that
+        renew the lease and end early when the job is cancelled."""
+        if self._sleep is not None:
+            self._sleep(seconds)
+            return
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, _TICK))
+            self._tick()
+            if not self._stopping and self._cancelled():
+                return
+
+    def _poll(self, backend: HostedBackend, batches: list[BatchRow]) -> bool:
+        """Each watched batch's status; candidates that ended are judged. Whether any ended."""
+        changed = False
+        for batch in batches:
+            status = backend.poll(batch.remote_id)
+            if batch.state == "candidate":
+                self.state.set_batch(batch.remote_id, status=status.status)
+                if status.ended:
+                    self._judge(backend, batch)
+            else:
+                ended = "ended" if status.ended else None
+                self.state.set_batch(batch.remote_id, status=status.status, state=ended)
+            changed = changed or status.ended
+        return changed
+
+    def _judge(self, backend: HostedBackend, batch: BatchRow) -> None:
+        """A candidate that ended: adopted if one of its results carries its submission's key,
+        else recorded as another's (`foreign`)."""
+        if not backend.proves(batch.remote_id, batch.submission):
+            self.state.set_batch(batch.remote_id, state="foreign")
+            return
+        with self.state.transaction() as db:
+            for other in self.state.batches("candidate"):
+                if other.submission == batch.submission and other.remote_id != batch.remote_id:
+                    self.state.set_batch(other.remote_id, state="foreign", db=db)
+            self.state.set_batch(batch.remote_id, state="ended", db=db)
+            self.state.set_submission(batch.submission, state="open", db=db)
+
+    def _resend_disproven(self, backend: HostedBackend) -> None:
+        """A lost submission whose every candidate proved to be another's was never created:
+        send it now (or, if the job is cancelled, close it)."""
+        batches = self.state.batches()
+        for submission in self.state.submissions("submitting"):
+            own = [b.state for b in batches if b.submission == submission.key]
+            if not own or any(state != "foreign" for state in own):
+                continue
+            if self._cancelled():
+                self._close(submission.key, None, True)
+            else:
+                self._send(backend, submission, self._entries(submission.key))
+
+    def _stop_hosted(self, backend: HostedBackend) -> None:
+        """The job was cancelled: (once) its open batches are cancelled and its unproven
+        candidates dropped, their submissions closed; then every item not sent is cancelled."""
+        if not self._stopping:
+            self._stopping = True
+            self._cancel_batches(backend)
+            for batch in self.state.batches("candidate"):
+                self.state.set_batch(batch.remote_id, state="dropped")
+                self._close(batch.submission, None, True)
+        self._cancel_pending()
+
+    def _cancel_batches(self, backend: HostedBackend) -> None:
+        for batch in self.state.batches("open"):
+            status = backend.cancel(batch.remote_id)
+            self.state.set_batch(batch.remote_id, status=status.status)
+
     def _recover(self, backend: HostedBackend) -> None:
-        """Submissions recorded but without a batch: find their batch, or send them now; and
-        submissions whose batches were all collected but not closed (a crash in between)."""
-        waiting = {b.submission for b in self.state.batches() if b.state in ("open", "ended")}
+        """Submissions recorded but without a batch: find their batch (or candidates, judged
+        as they end), or send them now; and submissions whose batches were all collected but
+        not closed (a crash in between)."""
+        batches = self.state.batches()
+        waiting = {b.submission for b in batches if b.state in ("open", "ended")}
         for submission in self.state.submissions("open"):
             if submission.key not in waiting:
-                self._close(submission.key, None, bool(self.state.get("cancelled")))
+                self._close(submission.key, None, self._cancelled())
         known = self.state.known_batch_ids()
         for submission in self.state.submissions("submitting"):
+            if any(b.submission == submission.key for b in batches):
+                continue  # candidates found by an earlier run: judged as they end
             found = backend.find(self.job_id, submission, known)
             if found:
+                kind = "candidate" if backend.finds_candidates else "open"
                 with self.state.transaction() as db:
                     for status in found:
-                        self.state.add_batch(status.remote_id, submission.key, status.status, db)
-                    self.state.set_submission(submission.key, state="open", db=db)
+                        self.state.add_batch(
+                            status.remote_id, submission.key, status.status, db, state=kind
+                        )
+                    if kind == "open":
+                        self.state.set_submission(submission.key, state="open", db=db)
                 known.update(status.remote_id for status in found)
-                continue
-            if self.state.get("cancelled"):  # never created, and now not to be
+            elif self._cancelled():  # never created, and now not to be
                 self._close(submission.key, None, True)
-                continue
-            rows = self.state.in_submission(submission.key)
-            entries = [self._entry(submission.key, row)[0] for row in rows]
-            self._send(backend, submission, entries)
+            else:
+                self._send(backend, submission, self._entries(submission.key))
 
-    def _entry(self, key: str, row: ItemRow) -> tuple[bytes, InputItem]:
-        item = self._reader.read(row.offset, row.length)
-        request = request_for(self.contract, item, row, self.settings)
-        exchange = self.backend.provider.codec.build(request, stream=False)
-        assert isinstance(self.backend, HostedBackend)
-        return self.backend.entry(f"{key}-{row.seq}", exchange), item
+    def _entries(self, key: str) -> list[bytes]:
+        """The requests of a recorded submission (to send it again); an item whose request
+        cannot be built fails alone."""
+        entries: list[bytes] = []
+        failed: list[Decision] = []
+        for row in self.state.in_submission(key):
+            entry = self._entry_or_failure(key, row, failed)
+            if entry is not None:
+                entries.append(entry)
+        self._commit(failed)
+        return entries
+
+    def _entry_or_failure(self, key: str, row: ItemRow, failed: list[Decision]) -> bytes | None:
+        """The item's request as the batch takes it; or, if it cannot be built (options the
+        codec rejects, text UTF-8 cannot encode, an unusable id), its failure added to
+        `failed`. A changed input is not the item's failure: it stops the job."""
+        item = self._read(row)
+        try:
+            if item.unusable is not None:
+                raise BatchInputError(item.unusable)
+            request = request_for(self.contract, item, row, self.settings)
+            # As a live call does: an option the provider does not take is a `TypeError`.
+            self.backend.provider.vet_options(request.options, request.extra_body)
+            exchange = self.backend.provider.codec.build(request, stream=False)
+            assert isinstance(self.backend, HostedBackend)
+            return self.backend.entry(f"{key}-{row.seq}", exchange)
+        except Exception as error:  # the item's own failure
+            failed.append(decide_error(self.contract, self.backend.provider, row, error))
+            return None
 
     def _submit_pending(self, backend: HostedBackend) -> None:
-        """Every pending item, in submissions within the backend's limits."""
+        """Every pending item, in submissions within the backend's limits (stopping early if
+        the job is cancelled meanwhile)."""
         key = _key()
         seqs: list[int] = []
         entries: list[bytes] = []
         size = _ENVELOPE
         after = -1
-        too_big: list[Decision] = []
-        while True:
+        failed: list[Decision] = []
+        while not self._cancelled():
             rows = self.state.pending(_PAGE, after)
             if not rows:
                 break
             for row in rows:
                 after = row.seq
-                entry, _ = self._entry(key, row)
+                entry = self._entry_or_failure(key, row, failed)
+                if entry is None:
+                    continue
                 cost = len(entry) + 1
                 if cost + _ENVELOPE > backend.max_bytes:
-                    too_big.append(self._too_big(row, cost, backend))
+                    failed.append(self._too_big(row, cost, backend))
                     continue
                 if seqs and (len(seqs) >= backend.max_requests or size + cost > backend.max_bytes):
                     self._start(backend, key, seqs, entries, size)
                     key, seqs, entries, size = _key(), [], [], _ENVELOPE
-                    entry, _ = self._entry(key, row)
+                    entry = self._entry_or_failure(key, row, failed)  # its custom_id changed
+                    if entry is None:
+                        continue
                     cost = len(entry) + 1
                 seqs.append(row.seq)
                 entries.append(entry)
                 size += cost
-        if seqs:
+            self._commit(failed)
+            failed = []
+            self._tick()  # building a large submission takes a while: the lease stays fresh
+        if seqs and not self._cancelled():
             self._start(backend, key, seqs, entries, size)
-        self._commit(too_big)
 
     def _too_big(self, row: ItemRow, size: int, backend: HostedBackend) -> Decision:
         error = provider_error(
@@ -449,6 +662,9 @@ class BatchJob:
     ) -> None:
         """Create the submission's batch and record it (see the module docstring for why the
         submission is recorded first and the batch after)."""
+        if not entries:  # every item of it failed on its own
+            self._close(submission.key, None, False)
+            return
         prepared = submission.file_id or backend.find_prepared(self.job_id, submission.key)
         if prepared is None:
             prepared = backend.prepare(self.job_id, submission.key, entries)
@@ -466,7 +682,7 @@ class BatchJob:
     def _collect(self, backend: HostedBackend, remote_id: str, submission: str) -> None:
         """Stream a batch's results, commit them a chunk at a time, then close the submission
         once all its batches are collected."""
-        cancelled = bool(self.state.get("cancelled"))
+        cancelled = self._cancelled()
         chunk: list[RemoteResult] = []
         for result in backend.results(remote_id):
             chunk.append(result)
@@ -523,7 +739,7 @@ class BatchJob:
             if row is None or row.state != "submitted" or row.submission != key:
                 continue  # another submission's, already collected, or not ours at all
             if result.completion is not None:
-                item = self._reader.read(row.offset, row.length)
+                item = self._read(row)
                 decisions.append(
                     decide_reply(
                         self.contract,
@@ -550,46 +766,74 @@ class BatchJob:
                 )
         self._commit(decisions)
 
-    # --- local ---
-
-    def _run_local(self, backend: LocalBackend) -> None:
-        if self.state.get("cancelled"):
-            self._cancel_pending()
-            return
-
-        def pages() -> Iterator[list[ItemRow]]:
-            after = -1
-            while True:
-                rows = self.state.pending(_PAGE, after)
-                if not rows:
-                    return
-                after = rows[-1].seq
-                yield rows
-
-        def read(row: ItemRow) -> InputItem:
-            return self._reader.read(row.offset, row.length)
-
-        def commit(outcomes: list[Outcome]) -> None:
-            provider = self.backend.provider
-            self._commit(
-                [decide_live(self.contract, provider, row, outcome) for row, outcome in outcomes]
-            )
-
-        asyncio.run(
-            run_local(
-                backend,
-                self.contract,
-                pages(),
-                read,
-                commit,
-                stop=lambda: bool(self.state.get("cancelled")),
-                max_tokens=self.settings.max_tokens,
-            )
-        )
-        if self.state.get("cancelled"):  # cancelled from elsewhere while running
-            self._cancel_pending()
-
 
 def _key() -> str:
     """A submission's key: in every `custom_id` of it, so its results prove whose they are."""
     return "s" + secrets.token_hex(6)
+
+
+def _described(contract: type[Contract], backend: Backend, settings: JobSettings) -> dict[str, Any]:
+    """What a job is, as its state file keeps it (compared when it is created again)."""
+    info = schema_info(contract)
+    return {
+        "contract": f"{contract.__module__}:{contract.__qualname__}",
+        "schema": [info.name, info.version, info.fingerprint],
+        "backend": backend.name,
+        "provider": backend.provider.name,
+        "model": backend.provider.model,
+        "settings": asdict(settings),
+    }
+
+
+def _apply_changes(store: JobState, wanted: Mapping[str, Any], update: bool) -> None:
+    """Compare an existing job with what `create` was given: refuse a change of what is asked
+    unless `update`; record every change (under the job's lock: not while it runs)."""
+    changed: dict[str, list[Any]] = {}
+    for key, value in wanted.items():
+        if key == "settings":
+            before = store.get("settings") or {}
+            changed.update(
+                (name, [before.get(name), new])
+                for name, new in value.items()
+                if before.get(name) != new
+            )
+        elif key == "schema":
+            if store.get("schema")[2] != value[2]:
+                changed["schema"] = [store.get("schema"), value]
+        elif key != "contract" and store.get(key) != value:
+            changed[key] = [store.get(key), value]
+    if not changed:
+        return
+    asked = sorted(key for key in changed if key in _ASKED)
+    if asked and not update:
+        shown = "; ".join(f"{key}: {changed[key][0]!r} -> {changed[key][1]!r}" for key in asked)
+        raise JobMismatch(
+            f"{store.path} is a job with other settings ({shown}): run it as it is, or pass "
+            "update=True (`--update`) to change them (recorded in the job)"
+        )
+    with RunnerLock(store), store.transaction() as db:
+        for key, value in wanted.items():
+            store.put(key, value, db)
+        history = store.get("changes") or []
+        store.put("changes", [*history, {"at": time.time(), "changed": changed}], db)
+
+
+def _refuse_hosted_options(backend: Backend, options: Mapping[str, Any]) -> None:
+    """A local backend has nothing to poll or collect: its job refuses the options for that."""
+    hosted_only = ("poll_interval", "poll_max", "collect_chunk", "sleep")
+    given = [name for name in hosted_only if options.get(name) is not None]
+    if isinstance(backend, LocalBackend) and given:
+        raise ValueError(f"{', '.join(given)}: for hosted batch APIs, not a local backend")
+
+
+def _check_local(backend: LocalBackend, settings: JobSettings) -> None:
+    """The local path runs each item as one live call with the client's own retries and enum
+    policy: the job's must be the same, or the job would say one thing and do another."""
+    for client in backend.clients:
+        if client.retries != settings.retries or client.config.enum_case != settings.enum_case:
+            raise BatchError(
+                f"the job's settings (retries={settings.retries}, enum_case="
+                f"{settings.enum_case!r}) are not its local clients' (retries="
+                f"{client.retries}, enum_case={client.config.enum_case!r}): each item is one live "
+                "call, so give the AsyncStructuredClient the job's settings"
+            )

@@ -1,43 +1,56 @@
 """The local backend: a job's items as live calls through `AsyncStructuredClient`, bounded.
 
-For self-hosted servers (llama.cpp, vLLM, Ollama: one `base_url` or several), there is no batch
-API to hand the job to; the job runs each item through a client's `generate`, the live path
-with its own retries and feedback, with at most `concurrency` items in flight. The state,
-output protocol and resume semantics are the hosted backends': an item is done once its line is
-committed, so after a crash the items that were in flight simply run again.
+For self-hosted servers (llama.cpp, vLLM, Ollama: one `base_url` or several) and the embedded
+model, there is no batch API to hand the job to; the job runs each item through a client's
+`generate`, the live path with its own retries and feedback, with at most `concurrency` items in
+flight. The state, output protocol and resume semantics are the hosted backends': an item is
+done once its line is committed, so after a crash the items that were in flight simply run
+again.
 
 Memory stays bounded whatever the job's size: items are read from the state file a page at a
-time into a queue of `2 * concurrency`, and finished lines are committed every `flush_every`
-items.
+time into a queue of `2 * concurrency`. Finished lines are committed every `flush_every` items
+or every `flush_seconds`, whichever comes first, and once more when the run stops (an interrupt
+included): a stop loses at most the calls in flight. Every `tick` the run also checks whether
+the job was cancelled (from any process): then nothing more is taken from the queue, the calls
+in flight are cancelled, and what finished is committed.
+
+Every failure of one item is that item's outcome (`_one` keeps any exception of the call, a
+`TypeError` for options the call rejects included); only a failure of the job itself (its input
+changed, its lease lost) stops the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from sdk.batch._errors import BatchError, BatchInputError
 from sdk.batch._items import InputItem
 from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
-from sdk.errors import StructuredOutputError
 from sdk.providers._base import Message
 from sdk.providers._provider import Provider
 
-__all__ = ["LocalBackend", "Outcome", "run_local"]
+__all__ = ["LocalBackend", "LocalRun", "Outcome"]
 
 Outcome = tuple[ItemRow, object]
-"""An item's row and what its call gave: a `Result`, or a `StructuredOutputError`."""
+"""An item's row and what its call gave: a `Result`, or the exception it raised."""
 
 
 class LocalBackend:
     """Items through one or several `AsyncStructuredClient`s (one per server), round robin.
 
     `concurrency`: items in flight at once over all clients (default: the sum of the clients'
-    `max_concurrency`). `flush_every`: finished items per committed chunk of output. Each item
-    is one live `generate` call, so invalid output is retried by the client's own `retries`
-    (with the same feedback), not by the job's follow-ups.
+    `max_concurrency`). `flush_every` and `flush_seconds`: finished items are committed (their
+    output lines written, the state file updated) every `flush_every` items or every
+    `flush_seconds`, whichever comes first. Each item is one live `generate` call, so invalid
+    output is retried by the client's own `retries` (with the same feedback), not by the job's
+    follow-ups: the job's `JobSettings.retries` and `enum_case` must be the clients' (a job
+    refuses a backend whose clients differ).
     """
 
     name = "local"
@@ -48,6 +61,7 @@ class LocalBackend:
         *,
         concurrency: int | None = None,
         flush_every: int = 256,
+        flush_seconds: float = 2.0,
     ) -> None:
         self.clients = [clients] if isinstance(clients, AsyncStructuredClient) else list(clients)
         if not self.clients:
@@ -59,8 +73,11 @@ class LocalBackend:
             concurrency = sum(client.max_concurrency or 64 for client in self.clients)
         if concurrency < 1 or flush_every < 1:
             raise ValueError("concurrency and flush_every must be at least 1")
+        if not flush_seconds > 0:
+            raise ValueError("flush_seconds must be more than 0")
         self.concurrency = concurrency
         self.flush_every = flush_every
+        self.flush_seconds = flush_seconds
         self.in_flight = 0
         """Items running now (for the progress report)."""
 
@@ -70,58 +87,108 @@ class LocalBackend:
         return self.clients[0].provider
 
 
-async def run_local(
-    backend: LocalBackend,
-    contract: type[Contract],
-    rows: Iterator[list[ItemRow]],
-    read: Callable[[ItemRow], InputItem],
-    commit: Callable[[list[Outcome]], None],
-    stop: Callable[[], bool] = lambda: False,
-    max_tokens: int | None = None,
-) -> None:
-    """Run every item `rows` yields (pages of pending rows); hand finished ones to `commit` in
-    chunks of `flush_every`. `stop()` true ends the run early (after a commit)."""
-    queue: asyncio.Queue[ItemRow | None] = asyncio.Queue(maxsize=2 * backend.concurrency)
-    done: list[Outcome] = []
-    lock = asyncio.Lock()
+class LocalRun:
+    """One pass over the pending items (`run`): `read` reads an item back, `commit` commits
+    finished ones, `stop()` says the job was cancelled, `tick()` is called every `tick` seconds
+    (progress, the lease). `run` returns whether the pass was stopped by a cancel."""
 
-    async def flush() -> None:
-        async with lock:
-            if done:
-                chunk = done[:]
-                done.clear()
-                commit(chunk)
+    def __init__(
+        self,
+        backend: LocalBackend,
+        contract: type[Contract],
+        read: Callable[[ItemRow], InputItem],
+        commit: Callable[[list[Outcome]], None],
+        *,
+        stop: Callable[[], bool],
+        tick: Callable[[], None],
+        max_tokens: int | None = None,
+        tick_seconds: float = 0.5,
+    ) -> None:
+        self.backend = backend
+        self.contract = contract
+        self.read = read
+        self.commit = commit
+        self.stop = stop
+        self.tick = tick
+        self.max_tokens = max_tokens
+        self.tick_seconds = min(tick_seconds, backend.flush_seconds)
+        self.done: list[Outcome] = []
+        self.flushed = time.monotonic()
 
-    async def worker(index: int) -> None:
-        client = backend.clients[index % len(backend.clients)]
+    def flush(self) -> None:
+        """Commit what finished (synchronous: nothing else runs meanwhile)."""
+        self.flushed = time.monotonic()
+        if self.done:
+            chunk, self.done = self.done, []
+            self.commit(chunk)
+
+    async def run(self, pages: Iterator[list[ItemRow]]) -> bool:
+        work = asyncio.create_task(self._work(pages))
+        try:
+            while not work.done():
+                await asyncio.wait({work}, timeout=self.tick_seconds)
+                if work.done():
+                    break
+                if self.stop():
+                    work.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await work
+                    self.flush()
+                    return True
+                if time.monotonic() - self.flushed >= self.backend.flush_seconds:
+                    self.flush()
+                self.tick()
+            work.result()  # a failure of the job itself: raised here
+        except BaseException:
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await work
+            with contextlib.suppress(BatchError):  # a lost lease: nothing may be written
+                self.flush()
+            raise
+        self.flush()
+        return False
+
+    async def _work(self, pages: Iterator[list[ItemRow]]) -> None:
+        queue: asyncio.Queue[ItemRow | None] = asyncio.Queue(maxsize=2 * self.backend.concurrency)
+        clients = self.backend.clients
+        workers = [
+            asyncio.create_task(self._worker(queue, clients[index % len(clients)]))
+            for index in range(self.backend.concurrency)
+        ]
+        try:
+            for page in pages:
+                for row in page:
+                    await queue.put(row)
+            for _ in workers:
+                await queue.put(None)
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _worker(
+        self, queue: asyncio.Queue[ItemRow | None], client: AsyncStructuredClient
+    ) -> None:
         while True:
             row = await queue.get()
             if row is None:
                 return
-            backend.in_flight += 1
+            item = self.read(row)  # `InputChanged` stops the job: raised, never contained
+            self.backend.in_flight += 1
             try:
-                outcome = await _one(client, contract, read(row), row, max_tokens)
+                outcome: object = (
+                    BatchInputError(item.unusable)
+                    if item.unusable is not None
+                    else await _one(client, self.contract, item, row, self.max_tokens)
+                )
             finally:
-                backend.in_flight -= 1
-            done.append((row, outcome))
-            if len(done) >= backend.flush_every:
-                await flush()
-
-    workers = [asyncio.create_task(worker(index)) for index in range(backend.concurrency)]
-    try:
-        for page in rows:
-            for row in page:
-                await queue.put(row)
-            if stop():
-                break
-        for _ in workers:
-            await queue.put(None)
-        await asyncio.gather(*workers)
-    finally:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-    await flush()
+                self.backend.in_flight -= 1
+            self.done.append((row, outcome))
+            if len(self.done) >= self.backend.flush_every:
+                self.flush()
 
 
 async def _one(
@@ -147,5 +214,5 @@ async def _one(
             source=item.source,
             **options,
         )
-    except StructuredOutputError as error:
+    except Exception as error:  # the item's own failure: it fails, the job goes on
         return error

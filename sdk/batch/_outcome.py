@@ -13,6 +13,12 @@ the item's conversation and with the retries it has left. Its decision is the li
 Items the backend did not run (errored, expired, cancelled by the provider) are resubmitted
 unchanged while `resubmits` allow and the error is one another try can fix (`is_retryable`,
 the live transport policy); what stays failed keeps its last error.
+
+Every failure of one item stays that item's: options the call rejects (a `TypeError` before
+anything is sent), a request that cannot be built or encoded, an id that is not text. The item
+is done with `"outcome": "failed"` and the error's type and message (`decide_error`); the job
+goes on. Output lines are UTF-8 JSON, with any text that UTF-8 cannot hold (a lone surrogate
+from a `\\udXXX` escape) written as a JSON escape instead.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from sdk.schema.canonical import schema_info
 __all__ = [
     "Decision",
     "JobSettings",
+    "decide_error",
     "decide_failure",
     "decide_live",
     "decide_reply",
@@ -112,24 +119,27 @@ def decide_reply(
     feedback."""
     left = max(0, settings.retries - row.retries_used)
     parsing = Parsing(item.source, None, settings.enum_case, FEEDBACK_WHOLE_REPLY)
-    shared = Shared(
-        max_tokens=item.max_tokens or settings.max_tokens,
-        system=item.system,
-        options=dict(item.options),
-        extra_body={},
-        source=item.source,
-        reasoning=False,
-    )
-    machine = Attempts(
-        Document(contract, None, parsing),
-        item.messages,
-        shared,
-        provider=provider,
-        settings=RetrySettings(retries=left, backoff=_NO_TRANSPORT_RETRIES),
-    )
     tokens_in = row.input_tokens + completion.usage.input_tokens
     tokens_out = row.output_tokens + completion.usage.output_tokens
-    decision = machine.on_reply(completion)
+    try:
+        shared = Shared(
+            max_tokens=item.max_tokens or settings.max_tokens,
+            system=item.system,
+            options=dict(item.options),
+            extra_body={},
+            source=item.source,
+            reasoning=False,
+        )
+        machine = Attempts(
+            Document(contract, None, parsing),
+            item.messages,
+            shared,
+            provider=provider,
+            settings=RetrySettings(retries=left, backoff=_NO_TRANSPORT_RETRIES),
+        )
+        decision = machine.on_reply(completion)
+    except Exception as error:  # the item's own failure: it fails, the job goes on
+        return _failed(contract, provider, row, error, tokens_in, tokens_out, batch)
     if isinstance(decision, Fail):
         return _failed(contract, provider, row, decision.error, tokens_in, tokens_out, batch)
     if isinstance(decision, Done):
@@ -182,32 +192,47 @@ def decide_failure(
     )
 
 
+def decide_error(
+    contract: type[Contract], provider: Provider, row: ItemRow, error: Exception
+) -> Decision:
+    """An item that failed on its own before any reply (a request that cannot be built, options
+    the call rejects, an unusable id): done, failed with that error."""
+    return _failed(contract, provider, row, error, row.input_tokens, row.output_tokens, None)
+
+
 def decide_live(
-    contract: type[Contract], provider: Provider, row: ItemRow, outcome: object
+    contract: type[Contract],
+    provider: Provider,
+    settings: JobSettings,
+    row: ItemRow,
+    outcome: object,
 ) -> Decision:
     """A live call's outcome (the local backend: `generate` ran every attempt and its retries)
-    -> the item done, with its line."""
+    -> the item done, with its line; or, for a provider failure another try can fix (the
+    server down), back to pending while `resubmits` allow."""
     if isinstance(outcome, Result):
         usage, attempts = outcome.usage, len(outcome.attempts)
         tokens_in = row.input_tokens + usage.input_tokens
         tokens_out = row.output_tokens + usage.output_tokens
-        update = _update(
-            row, "done", tokens_in, tokens_out, requests=row.requests + attempts, outcome="ok"
-        )
+        requests = row.requests + attempts  # with the tries of earlier passes (resubmits)
+        update = _update(row, "done", tokens_in, tokens_out, requests=requests, outcome="ok")
         return Decision(
-            update, ok_line(row.id, outcome, attempts, tokens_in, tokens_out, None), "ok"
+            update, ok_line(row.id, outcome, requests, tokens_in, tokens_out, None), "ok"
         )
     if not isinstance(outcome, StructuredOutputError):
-        raise TypeError(f"a live call gives a Result or a StructuredOutputError, not {outcome!r}")
-    counted = replace(row, requests=row.requests + len(outcome.attempts))
+        if isinstance(outcome, Exception):
+            return decide_error(contract, provider, row, outcome)
+        raise TypeError(f"a live call gives a Result or an exception, not {outcome!r}")
+    counted = replace(
+        row,
+        requests=row.requests + len(outcome.attempts),
+        input_tokens=row.input_tokens + outcome.usage.input_tokens,
+        output_tokens=row.output_tokens + outcome.usage.output_tokens,
+    )
+    if isinstance(outcome, ProviderError):  # resent while allowed, as a hosted item would be
+        return decide_failure(contract, provider, settings, counted, outcome, None)
     return _failed(
-        contract,
-        provider,
-        counted,
-        outcome,
-        row.input_tokens + outcome.usage.input_tokens,
-        row.output_tokens + outcome.usage.output_tokens,
-        None,
+        contract, provider, counted, outcome, counted.input_tokens, counted.output_tokens, None
     )
 
 
@@ -215,13 +240,14 @@ def _failed(
     contract: type[Contract],
     provider: Provider,
     row: ItemRow,
-    error: StructuredOutputError,
+    error: Exception,
     tokens_in: int,
     tokens_out: int,
     batch: str | None,
     outcome: str = "failed",
 ) -> Decision:
-    message = error.message.splitlines()[0] if error.message else type(error).__name__
+    text = error.message if isinstance(error, StructuredOutputError) else str(error)
+    message = _storable(text.splitlines()[0] if text.strip() else type(error).__name__)
     update = _update(
         row,
         "done",
@@ -229,7 +255,7 @@ def _failed(
         tokens_out,
         outcome=outcome,
         error_type=type(error).__name__,
-        error=message[:500],
+        error=message,
     )
     record: dict[str, Any] = {
         "id": row.id,
@@ -245,8 +271,18 @@ def _failed(
     return Decision(update, _line(record), outcome)
 
 
-def error_record(error: StructuredOutputError) -> dict[str, Any]:
-    """A typed error as JSON: its type, message, stop reason, violations and raw text."""
+def error_record(error: Exception) -> dict[str, Any]:
+    """A typed error as JSON: its type, message, stop reason, violations and raw text (an error
+    that is not the SDK's: its type and message)."""
+    if not isinstance(error, StructuredOutputError):
+        return {
+            "type": type(error).__name__,
+            "message": str(error),
+            "stop_reason": None,
+            "raw_stop_reason": None,
+            "text": None,
+            "text_truncated": False,
+        }
     record: dict[str, Any] = {
         "type": type(error).__name__,
         "message": error.message,
@@ -305,7 +341,16 @@ def _schema(contract: type[Contract]) -> dict[str, Any]:
 
 
 def _line(record: dict[str, Any]) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate somewhere: JSON escapes are plain ASCII
+        return (json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+
+
+def _storable(text: str) -> str:
+    """Text the state file can hold (SQLite takes UTF-8 only), cut to 500 characters."""
+    return text[:500].encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _update(

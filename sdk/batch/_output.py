@@ -12,7 +12,9 @@ A crash during 1 leaves a torn tail past the committed length; a crash between 1
 whole lines whose items are not marked done. Either way step 3 removes those bytes, and the
 items, still not done, are collected again and appended once. Bytes up to the committed length
 are never rewritten. A reader that opens the file while the job runs may see an uncommitted
-tail; the file is final once the job has ended.
+tail; the file is final once the job has ended. Only the job's runner (the holder of its lock,
+`sdk.batch._lock`) opens the file to write, and it appends only after checking its lease. A new
+output file is its owner's only (0600): it holds the model's outputs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from sdk._files import sync_folder
 from sdk.batch._errors import JobMismatch
 
 __all__ = ["OutputLog"]
@@ -35,7 +38,7 @@ class OutputLog:
         exists = path.exists()
         if not exists and committed > 0:
             raise JobMismatch(f"{path} is missing but the job has written {committed} bytes to it")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         size = os.fstat(self._fd).st_size
         if size < committed:
             os.close(self._fd)
@@ -47,7 +50,7 @@ class OutputLog:
             os.ftruncate(self._fd, committed)  # an uncommitted tail from an interrupted run
             os.fsync(self._fd)
         if not exists:
-            _sync_folder(path.parent)
+            sync_folder(path.parent)
         self.length = committed
 
     def append(self, lines: Sequence[bytes]) -> int:
@@ -67,15 +70,3 @@ class OutputLog:
         """Close the file."""
         os.close(self._fd)
 
-
-def _sync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -2,7 +2,9 @@
 
 A job's state file records these (never a key: hosted clients read theirs from the
 environment, `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`), so `sdk batch resume --state job.db`
-rebuilds the same backend without being told again.
+rebuilds the same backend without being told again. A setting that the backend would not use
+(`--base-url` or `--concurrency` for a hosted API, `--max-requests` for local calls, `--cache`
+for a hosted API) is refused, never silently dropped.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ __all__ = ["BackendSpec", "build_backend"]
 
 LOCAL_PROVIDERS = ("llamacpp", "vllm", "ollama")
 HOSTED_PROVIDERS = ("anthropic", "openai_responses", "openai_chat")
+EMBEDDED = "embedded"
 
 
 @dataclass(frozen=True)
@@ -28,29 +31,63 @@ class BackendSpec:
 
     provider: str
     model: str | None = None
+    """The model's name; for `embedded`, a GGUF file (default: the bundled SmolLM2)."""
     base_urls: list[str] = field(default_factory=list)
     concurrency: int | None = None
-    """Local: items in flight per server."""
+    """Local servers: items in flight per server; embedded: in flight in this process."""
     max_requests: int | None = None
     """Hosted: requests per batch, below the API's own limit."""
     retries: int = 2
-    """Local: the client's invalid-output retries (hosted follow-ups use the job's)."""
+    """Local and embedded: the client's invalid-output retries (the job's `retries`; hosted
+    follow-ups use the job's directly)."""
+    cache: str | None = None
+    """Local and embedded: the response cache's file (`sdk.cache.SQLiteCache`) the clients
+    answer from and store into; `None`: no cache."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "provider", canonical_provider(self.provider))
-        if self.provider not in LOCAL_PROVIDERS + HOSTED_PROVIDERS:
-            raise ValueError(
-                f"batch jobs run on {', '.join(HOSTED_PROVIDERS + LOCAL_PROVIDERS)}, "
-                f"not {self.provider}"
-            )
-        if self.provider != "llamacpp" and not self.model:
+        check_cache(self.provider, self.cache is not None)
+        every = (*HOSTED_PROVIDERS, *LOCAL_PROVIDERS, EMBEDDED)
+        if self.provider not in every:
+            raise ValueError(f"batch jobs run on {', '.join(every)}, not {self.provider}")
+        if self.provider not in ("llamacpp", EMBEDDED) and not self.model:
             raise ValueError(f"--model is required for {self.provider}")
         if self.provider in LOCAL_PROVIDERS and not self.base_urls:
             raise ValueError(f"--base-url is required for {self.provider} (one or more)")
+        unused = [
+            flag
+            for flag, given, used in (
+                ("--base-url", bool(self.base_urls), self.provider in LOCAL_PROVIDERS),
+                (
+                    "--concurrency",
+                    self.concurrency is not None,
+                    self.provider not in HOSTED_PROVIDERS,
+                ),
+                (
+                    "--max-requests",
+                    self.max_requests is not None,
+                    self.provider in HOSTED_PROVIDERS,
+                ),
+            )
+            if given and not used
+        ]
+        if unused:
+            raise ValueError(f"{' and '.join(unused)} cannot be used with {self.provider}")
 
     def to_json(self) -> dict[str, Any]:
         """As stored in the job's state file."""
         return asdict(self)
+
+
+def check_cache(provider: str, given: bool) -> None:
+    """Refuse a response cache for a hosted batch API: the job hands its items to the API's
+    own batches, not to a client's live calls, so there is no call a cache could answer."""
+    if given and canonical_provider(provider) in HOSTED_PROVIDERS:
+        raise ValueError(
+            f"--cache cannot be used with {canonical_provider(provider)}: a hosted batch is "
+            "answered by the provider's batch API, not by live calls the response cache "
+            "could answer (use it with local servers or the embedded model)"
+        )
 
 
 def build_backend(spec: BackendSpec) -> HostedBackend | LocalBackend:
@@ -91,13 +128,26 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
 
         kind = OpenAIChatProvider if spec.provider == "openai_chat" else OpenAIResponsesProvider
         return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)
+    from sdk.cache import SQLiteCache
     from sdk.client import AsyncStructuredClient
 
+    store = SQLiteCache(spec.cache) if spec.cache is not None else None  # shared by the clients
+    if spec.provider == EMBEDDED:
+        from sdk.providers.embedded import EmbeddedProvider
+
+        in_process = AsyncStructuredClient(
+            EmbeddedProvider(spec.model),
+            retries=spec.retries,
+            max_concurrency=spec.concurrency or 1,
+            cache=store,
+        )
+        return LocalBackend(in_process)
     clients = [
         AsyncStructuredClient(
             _local_provider(spec.provider, url, spec.model),
             retries=spec.retries,
             max_concurrency=spec.concurrency or 16,
+            cache=store,
         )
         for url in spec.base_urls
     ]

@@ -3,41 +3,70 @@
 Tables:
 
 - `meta`: the job's settings and progress marks (contract fingerprint, input identity, the
-  committed length of the output file, ...), JSON values.
-- `items`: one row per input line: id, where the line is, its state (`pending` -> `submitted`
-  -> `done`), the submission it is in, its retry counts and pending feedback, its tokens, and
-  once done its outcome and last error.
+  committed length of the output file, the runner's lease, ...), JSON values; `format` says
+  the file is a job's (`FORMAT`).
+- `items`: one row per input line: id, where the line is and a hash of its bytes (the item's
+  identity, checked each time it is read back), its state (`pending` -> `submitted` -> `done`),
+  the submission it is in, its retry counts and pending feedback, its tokens, and once done its
+  outcome and last error.
 - `submissions`: one row per group of items sent together, written *before* the backend is
   asked (state `submitting`), so that a crash between the backend's answer and our record of it
   leaves a trace to look the batch up by.
-- `batches`: the backend's batches of a submission (`open` -> `ended` -> `collected`).
+- `batches`: the backend's batches of a submission (`open` -> `ended` -> `collected`). A lost
+  submission's possible batch is a `candidate` until its results prove it the submission's
+  (then `ended`) or not (`foreign`); a candidate left when the job is cancelled is `dropped`.
 
 Every change of state is one transaction; the output file's committed length moves in the same
 transaction as the items whose lines were appended (see `sdk.batch._output`).
+
+A state file is made whole before it appears (`JobState.create`: a temporary file, linked into
+place), so a failed `create` leaves nothing and two at once make one job. Opening checks that
+the file is a job's (its tables and `format`) and never adds anything to a file that is not;
+`readonly=True` (what `status` uses) cannot change the file at all. Any SQLite error later (a
+damaged page) comes out of `state_errors` as a one-line `StateFileError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
+import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sdk.batch._errors import BatchError
+from sdk._files import sync_folder
+from sdk.batch._errors import BatchError, StateFileError
 
-__all__ = ["BatchRow", "ItemRow", "JobState", "SubmissionRow"]
+__all__ = ["FORMAT", "BatchRow", "ItemRow", "JobState", "SubmissionRow", "state_errors"]
+
+FORMAT = "sdk-batch/2"
+"""What `meta.format` holds in a job's state file (a file without it is not a job's)."""
+
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "meta": ("key", "value"),
+    "items": (
+        "seq", "id", "offset", "length", "hash", "state", "submission", "requests",
+        "retries_used", "resubmits_used", "feedback", "input_tokens", "output_tokens",
+        "outcome", "error_type", "error",
+    ),
+    "submissions": ("key", "state", "count", "bytes", "started", "file_id"),
+    "batches": ("remote_id", "submission", "state", "status"),
+}  # fmt: skip
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS items (
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE items (
     seq INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
     offset INTEGER NOT NULL,
     length INTEGER NOT NULL,
+    hash INTEGER NOT NULL,
     state TEXT NOT NULL DEFAULT 'pending',
     submission TEXT,
     requests INTEGER NOT NULL DEFAULT 0,
@@ -50,9 +79,9 @@ CREATE TABLE IF NOT EXISTS items (
     error_type TEXT,
     error TEXT
 );
-CREATE INDEX IF NOT EXISTS items_by_state ON items (state, seq);
-CREATE INDEX IF NOT EXISTS items_by_submission ON items (submission);
-CREATE TABLE IF NOT EXISTS submissions (
+CREATE INDEX items_by_state ON items (state, seq);
+CREATE INDEX items_by_submission ON items (submission);
+CREATE TABLE submissions (
     key TEXT PRIMARY KEY,
     state TEXT NOT NULL,
     count INTEGER NOT NULL,
@@ -60,13 +89,29 @@ CREATE TABLE IF NOT EXISTS submissions (
     started REAL NOT NULL,
     file_id TEXT
 );
-CREATE TABLE IF NOT EXISTS batches (
+CREATE TABLE batches (
     remote_id TEXT PRIMARY KEY,
     submission TEXT NOT NULL,
     state TEXT NOT NULL,
     status TEXT
 );
 """
+
+
+@contextmanager
+def state_errors(path: str | Path) -> Iterator[None]:
+    """SQLite's errors on a state file (a damaged page, a file that is not a database) as one
+    `StateFileError` line naming the file."""
+    try:
+        yield
+    except sqlite3.DatabaseError as error:
+        if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
+            raise StateFileError(
+                f"{path}: {error} (another process kept it locked for 30 s)"
+            ) from error
+        raise StateFileError(
+            f"{path}: the state file is damaged or not a job's ({error})"
+        ) from error
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +122,8 @@ class ItemRow:
     id: str
     offset: int
     length: int
+    hash: int
+    """The line's hash when it was indexed (`sdk.batch._items.line_hash`)."""
     state: str
     submission: str | None
     requests: int
@@ -127,7 +174,7 @@ class ItemUpdate:
 
 
 _ITEM_COLUMNS = (
-    "seq, id, offset, length, state, submission, requests, retries_used, resubmits_used, "
+    "seq, id, offset, length, hash, state, submission, requests, retries_used, resubmits_used, "
     "feedback, input_tokens, output_tokens"
 )
 
@@ -139,6 +186,7 @@ def _item(row: sqlite3.Row) -> ItemRow:
         id=row["id"],
         offset=row["offset"],
         length=row["length"],
+        hash=row["hash"],
         state=row["state"],
         submission=row["submission"],
         requests=row["requests"],
@@ -151,26 +199,80 @@ def _item(row: sqlite3.Row) -> ItemRow:
 
 
 class JobState:
-    """The state file of one job (see the module docstring)."""
+    """The state file of one job (see the module docstring).
 
-    def __init__(self, path: str | Path) -> None:
+    Opens an existing job's file (`BatchError` if there is none, `StateFileError` if it is not a
+    job's); `readonly=True` opens it so that nothing can be written. `JobState.create` makes one.
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit mode: transactions are opened explicitly (`transaction()`), so none is
-        # ever left open by an implicit BEGIN.
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        self.readonly = readonly
+        if not self.path.is_file():
+            raise BatchError(f"{path}: no such job state file")
+        with state_errors(self.path):
+            # Autocommit mode: transactions are opened explicitly (`transaction()`), so none is
+            # ever left open by an implicit BEGIN.
+            if readonly:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+            else:
+                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._db.row_factory = sqlite3.Row
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # FULL: a committed transaction survives a power cut, not only a crashed process.
-            self._db.execute("PRAGMA synchronous=FULL")
-            with self.transaction():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
-        except sqlite3.DatabaseError as error:
+            with state_errors(self.path):
+                self._check()
+                if not readonly:
+                    # FULL: a committed transaction survives a power cut, not only a crash.
+                    self._db.execute("PRAGMA synchronous=FULL")
+        except BaseException:
             self._db.close()
-            raise BatchError(f"{self.path} is not a job state file: {error}") from error
+            raise
+
+    @classmethod
+    def create(cls, path: str | Path, meta: Mapping[str, Any]) -> JobState:
+        """A new job's state file holding `meta` (and `format`), made whole in a temporary file
+        and linked into place: `FileExistsError` if `path` exists (another process's `create`
+        may have won), and nothing left behind on any failure."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            raise FileExistsError(path)
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)  # mkstemp's file is the owner's only (0600): prompts and outputs go in it
+        try:
+            with state_errors(path):
+                _write_new(Path(temporary), {**meta, "format": FORMAT})
+            _link(Path(temporary), path)
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary + suffix)
+        sync_folder(path.parent)
+        return cls(path)
+
+    def _check(self) -> None:
+        """That the file is a job's: our four tables with their columns, and `format`."""
+        tables = {
+            row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if not tables:
+            raise StateFileError(f"{self.path} holds no job (an empty database)")
+        for table, columns in _COLUMNS.items():
+            found = tuple(row[1] for row in self._db.execute(f"PRAGMA table_info({table})"))
+            if found != columns:
+                raise StateFileError(
+                    f"{self.path} is not a job state file (its tables: {', '.join(sorted(tables))})"
+                )
+        try:
+            made = self.get("format")
+        except ValueError:
+            made = None
+        if made != FORMAT:
+            raise StateFileError(
+                f"{self.path} is not a job state file of this version ({made or 'no format'}, "
+                f"not {FORMAT}): start the job again with a new state file"
+            )
 
     def close(self) -> None:
         """Close the database."""
@@ -204,16 +306,20 @@ class JobState:
 
     # --- items ---
 
-    def add_items(self, entries: Iterable[tuple[str, int, int]], db: sqlite3.Connection) -> None:
-        """Index items (id, offset, length); a duplicate id raises `sqlite3.IntegrityError`."""
-        db.executemany("INSERT INTO items (id, offset, length) VALUES (?, ?, ?)", entries)
+    def add_items(
+        self, entries: Iterable[tuple[str, int, int, int]], db: sqlite3.Connection
+    ) -> None:
+        """Index items (id, offset, length, hash); a duplicate id raises
+        `sqlite3.IntegrityError`."""
+        db.executemany("INSERT INTO items (id, offset, length, hash) VALUES (?, ?, ?, ?)", entries)
 
-    def last_indexed_end(self) -> int:
-        """The byte just past the last indexed line (where indexing resumes)."""
-        row = self._db.execute(
-            "SELECT offset + length AS end FROM items ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        return int(row["end"]) if row is not None else 0
+    def in_order(self, after: int, limit: int) -> list[ItemRow]:
+        """Up to `limit` items after seq `after`, whatever their state, in input order."""
+        rows = self._db.execute(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq > ? ORDER BY seq LIMIT ?",
+            (after, limit),
+        )
+        return [_item(row) for row in rows]
 
     def items_with_id(self, item_id: str) -> list[int]:
         """The seq of the item with this id (empty if none)."""
@@ -289,6 +395,11 @@ class JobState:
             if row["state"] == "done":
                 counts[f"done:{row['outcome']}"] = row["n"]
         return counts
+
+    def count_in(self, state: str) -> int:
+        """How many items are in `state` (through the state index: cheap for a few)."""
+        row = self._db.execute("SELECT count(*) FROM items WHERE state = ?", (state,)).fetchone()
+        return int(row[0])
 
     def tokens(self) -> tuple[int, int]:
         """Input and output tokens over every item."""
@@ -367,13 +478,19 @@ class JobState:
             conn.execute("UPDATE submissions SET file_id = ? WHERE key = ?", (file_id, key))
 
     def add_batch(
-        self, remote_id: str, submission: str, status: str, db: sqlite3.Connection
+        self,
+        remote_id: str,
+        submission: str,
+        status: str,
+        db: sqlite3.Connection,
+        state: str = "open",
     ) -> None:
-        """Record a backend batch of a submission (a second record of the same id is a no-op)."""
+        """Record a backend batch of a submission (a second record of the same id is a no-op);
+        `state="candidate"` for one that may be the submission's, not yet proven."""
         db.execute(
             "INSERT OR IGNORE INTO batches (remote_id, submission, state, status) "
-            "VALUES (?, ?, 'open', ?)",
-            (remote_id, submission, status),
+            "VALUES (?, ?, ?, ?)",
+            (remote_id, submission, state, status),
         )
 
     def batches(self, state: str | None = None) -> list[BatchRow]:
@@ -404,3 +521,35 @@ class JobState:
             conn.execute("UPDATE batches SET state = ? WHERE remote_id = ?", (state, remote_id))
         if status is not None:
             conn.execute("UPDATE batches SET status = ? WHERE remote_id = ?", (status, remote_id))
+
+
+def _write_new(path: Path, meta: Mapping[str, Any]) -> None:
+    """A new state database at `path` (an empty file): the tables and `meta`, one commit."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("BEGIN IMMEDIATE")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [(key, json.dumps(value)) for key, value in meta.items()],
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def _link(temporary: Path, path: Path) -> None:
+    """Put the finished file at `path` unless something is there already (`FileExistsError`):
+    a hard link is atomic; a file system without them gets a rename after a check (a race
+    there is only as wide as the two calls)."""
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        if path.exists():
+            raise FileExistsError(path) from None
+        os.rename(temporary, path)

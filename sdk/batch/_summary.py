@@ -6,25 +6,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sdk.batch._errors import BatchError
-from sdk.batch._state import JobState
+from sdk.batch._lock import running_holder
+from sdk.batch._state import JobState, state_errors
 
 __all__ = ["JobProgress", "JobSummary", "job_summary", "summarize"]
 
 
 @dataclass(frozen=True, slots=True)
 class JobProgress:
-    """Where a job is: items done (valid), failed, in flight (submitted), of the total."""
+    """Where a job is: items done (valid, failed, cancelled) and in flight, of the total.
+
+    `phase`: `"indexing"` (then `total` counts the items indexed so far) or `"running"`.
+    `resumed_from`: items already done when this run started (a rate or an ETA counts the items
+    done since, not these)."""
 
     total: int
     ok: int
     failed: int
     in_flight: int
+    cancelled: int = 0
+    phase: str = "running"
+    resumed_from: int = 0
 
     @property
     def done(self) -> int:
         """Items finished either way."""
-        return self.ok + self.failed
+        return self.ok + self.failed + self.cancelled
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,10 @@ class JobSummary:
     """Up to 20 failed items: id, error type, last error."""
     seconds: float | None = None
     state: str = "running"
+    ran: int | None = None
+    """Items this run finished (with `seconds`, the run's rate)."""
+    runner: str | None = None
+    """The process running the job now (`pid ... on HOST since ...`), if one is."""
 
     @property
     def finished(self) -> bool:
@@ -60,16 +71,21 @@ class JobSummary:
         lines = [
             f"job {self.job}: {self.schema} via {self.provider}"
             + (f" ({self.model})" if self.model else "")
-            + f", {self.state}",
+            + f", {self.state}"
+            + (f" ({self.runner})" if self.runner else ""),
             f"items: {self.total:,} total, {self.ok:,} ok, {self.failed:,} failed, "
             f"{self.cancelled:,} cancelled, {self.in_flight:,} in flight, "
             f"{self.pending:,} pending",
             f"tokens: {self.input_tokens:,} in, {self.output_tokens:,} out"
             + (f"; {self.batches:,} provider batches" if self.batches else ""),
         ]
-        if self.seconds:
-            rate = (self.ok + self.failed + self.cancelled) / self.seconds
-            lines.append(f"time: {self.seconds:.1f} s ({rate:,.1f} items/s this run)")
+        if self.seconds is not None and self.ran is not None:
+            rate = (
+                f"{self.ran:,} items, {self.ran / self.seconds:,.1f} items/s"
+                if self.ran and self.seconds > 0
+                else "nothing left to run"
+            )
+            lines.append(f"time: {self.seconds:.1f} s this run ({rate})")
         if self.failure_types:
             kinds = ", ".join(f"{k}: {n:,}" for k, n in sorted(self.failure_types.items()))
             lines.append(f"failed by error: {kinds}")
@@ -85,17 +101,25 @@ class JobSummary:
         return data
 
 
-def summarize(state: JobState, seconds: float | None = None) -> JobSummary:
-    """A job's summary from its state file alone (no backend needed)."""
+def summarize(state: JobState, seconds: float | None = None, ran: int | None = None) -> JobSummary:
+    """A job's summary from its state file alone (no backend needed), naming the process that
+    runs it now, if one does."""
     counts = state.counts()
     name, version, _ = state.get("schema")
     tokens_in, tokens_out = state.tokens()
     pending = counts.get("pending", 0)
     in_flight = counts.get("submitted", 0)
+    holder = running_holder(state)
+    if holder is not None:
+        in_flight += holder.in_flight  # the local backend's calls: pending in the file
+        pending = max(0, pending - holder.in_flight)
+    ended = pending + in_flight == 0 and bool(state.get("indexed"))
     if state.get("cancelled"):
-        label = "cancelled" if pending + in_flight == 0 else "cancelling"
+        label = "cancelled" if ended else "cancelling"
+    elif ended:
+        label = "finished"
     else:
-        label = "finished" if pending + in_flight == 0 and state.get("indexed") else "running"
+        label = "running" if holder is not None else "stopped (resume it)"
     return JobSummary(
         job=state.get("job"),
         provider=state.get("provider"),
@@ -114,17 +138,18 @@ def summarize(state: JobState, seconds: float | None = None) -> JobSummary:
         failures=state.failures(20),
         seconds=seconds,
         state=label,
+        ran=ran,
+        runner=holder.describe() if holder is not None and holder.pid else None,
     )
 
 
 def job_summary(path: str | Path) -> JobSummary:
-    """The summary of the job in a state file, without its contract or backend (`status`)."""
-    if not Path(path).is_file():
-        raise BatchError(f"{path}: no such job state file")
-    state = JobState(path)
+    """The summary of the job in a state file, without its contract or backend (`status`): the
+    file is opened read-only, so nothing in it changes (a file that is not a job's included);
+    a running job's counts are its last commit's (every few seconds)."""
+    state = JobState(path, readonly=True)
     try:
-        if state.get("job") is None:
-            raise BatchError(f"{path} holds no job")
-        return summarize(state)
+        with state_errors(path):
+            return summarize(state)
     finally:
         state.close()

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sdk.cli._app import JsonOption, Output, app, contract_named, errors_exit
+from sdk.cli._app import (
+    CacheOption,
+    CachePathOption,
+    JsonOption,
+    Output,
+    app,
+    cache_named,
+    contract_named,
+    errors_exit,
+)
 
-__all__ = ["batch_app"]
+if TYPE_CHECKING:
+    from sdk.batch import BatchJob, JobProgress
+
+__all__ = ["batch_app", "progress_text"]
 
 batch_app = typer.Typer(
     help="Run a contract over a large input (provider batch APIs or local servers); resumable.",
@@ -27,9 +40,51 @@ StateOption = Annotated[
     Path, typer.Option("--state", help="The job's state file (SQLite), as `run` made it.")
 ]
 PollOption = Annotated[
-    float,
-    typer.Option("--poll-interval", min=0.0, help="Seconds between status checks (grows)."),
+    float | None,
+    typer.Option(
+        "--poll-interval",
+        min=0.0,
+        help="Hosted: seconds between status checks (grows; default 10).",
+    ),
 ]
+
+ModelOption = Annotated[
+    str | None, typer.Option("--model", help="The model (embedded: a GGUF file).")
+]
+BaseUrlOption = Annotated[
+    list[str] | None, typer.Option("--base-url", help="A local server; repeat for several.")
+]
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option("--concurrency", min=1, help="Local: in flight per server (embedded: 1)."),
+]
+MaxRequestsOption = Annotated[
+    int | None, typer.Option("--max-requests", min=1, help="Hosted: requests per batch.")
+]
+RetriesOption = Annotated[
+    int | None,
+    typer.Option("--retries", min=0, help="Invalid-output retries per item (default 2)."),
+]
+ResubmitsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--resubmits", min=0, help="Resends of items the provider did not run (default 3)."
+    ),
+]
+MaxTokensOption = Annotated[
+    int | None, typer.Option("--max-tokens", min=1, help="Output limit (default 4096).")
+]
+UpdateOption = Annotated[
+    bool,
+    typer.Option(
+        "--update",
+        help="On an existing job: take a new model, provider, contract or --max-tokens "
+        "(refused without it; recorded in the job).",
+    ),
+]
+
+_PLAIN_EVERY = 10.0
+"""Seconds between progress lines when stderr is not a terminal (a log, a pipe)."""
 
 
 @batch_app.command("run")
@@ -41,8 +96,8 @@ def batch_run_command(
         str,
         typer.Option(
             "--provider",
-            help="anthropic, openai (Responses), openai_chat; or llamacpp, vllm, ollama "
-            "(local servers, with --base-url).",
+            help="anthropic, openai (Responses), openai_chat; llamacpp, vllm, ollama (local "
+            "servers, with --base-url); or embedded (the bundled model, in this process).",
         ),
     ],
     input_path: Annotated[
@@ -52,75 +107,78 @@ def batch_run_command(
     state: Annotated[
         Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
     ] = None,
-    model: Annotated[str | None, typer.Option("--model")] = None,
-    base_urls: Annotated[
-        list[str] | None,
-        typer.Option("--base-url", help="A local server; repeat for several."),
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", min=1, help="Local: in flight per server.")
-    ] = None,
-    max_requests: Annotated[
-        int | None, typer.Option("--max-requests", min=1, help="Hosted: requests per batch.")
-    ] = None,
-    retries: Annotated[
-        int, typer.Option("--retries", min=0, help="Invalid-output retries per item.")
-    ] = 2,
-    resubmits: Annotated[
-        int, typer.Option("--resubmits", min=0, help="Resubmits of errored/expired items.")
-    ] = 3,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 4096,
-    poll_interval: PollOption = 10.0,
+    model: ModelOption = None,
+    base_urls: BaseUrlOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_requests: MaxRequestsOption = None,
+    retries: RetriesOption = None,
+    resubmits: ResubmitsOption = None,
+    max_tokens: MaxTokensOption = None,
+    poll_interval: PollOption = None,
+    update: UpdateOption = False,
+    cache: CacheOption = False,
+    cache_path: CachePathOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Start a job (or continue the same one, if its state file exists) and run it to the end.
 
-    Exit code 0: every item done and valid; 1: done, some items failed (listed); 2: the job
-    could not run; 130: interrupted (run `sdk batch resume` to go on).
+    `--cache`/`--cache-path` (local servers and the embedded model): each item's call is
+    answered from the response cache when it was asked before, and stored there otherwise; the
+    job keeps the cache's file, so `resume` uses it too. A hosted batch API refuses it.
+
+    Exit code 0: every item done and valid; 1: done, some items failed or were cancelled
+    (listed); 2: the job could not run (bad input, another job's files, already running);
+    130: interrupted (run `sdk batch resume` to go on).
     """
-    from sdk.batch import BatchJob, JobSettings
-    from sdk.batch._setup import BackendSpec, build_backend
+    from sdk.batch import BatchJob
+    from sdk.batch._setup import build_backend
 
     out_ = Output()
     state_path = state if state is not None else out.with_name(out.name + ".job.db")
     with errors_exit(out_), _batch_errors(out_):
         contract = contract_named(contract_ref)
-        spec = BackendSpec(
-            provider,
-            model=model,
-            base_urls=list(base_urls or []),
-            concurrency=concurrency,
-            max_requests=max_requests,
-            retries=retries,
-        )
+        given = {
+            "provider": provider,
+            "model": model,
+            "base_urls": list(base_urls or []),
+            "concurrency": concurrency,
+            "max_requests": max_requests,
+            "cache": _cache_file(provider, cache, cache_path),
+        }
+        limits = {"retries": retries, "resubmits": resubmits, "max_tokens": max_tokens}
+        spec, settings = _wanted(state_path, given, limits)
+        _check_poll(spec.provider, poll_interval)
         job = BatchJob.create(
             state_path,
             contract=contract,
             backend=build_backend(spec),
             input=input_path,
             out=out,
-            settings=JobSettings(retries=retries, resubmits=resubmits, max_tokens=max_tokens),
+            settings=settings,
+            update=update,
+            extra_meta={"backend_spec": spec.to_json()},
             poll_interval=poll_interval,
         )
-        job.state.put("backend_spec", spec.to_json())
         out_.err.print(f"job state: {state_path}", style="dim")
-    _run_batch(out_, job, as_json)
+    _run_batch(out_, job, state_path, as_json)
 
 
 @batch_app.command("resume")
 def batch_resume_command(
-    state: StateOption, poll_interval: PollOption = 10.0, as_json: JsonOption = False
+    state: StateOption, poll_interval: PollOption = None, as_json: JsonOption = False
 ) -> None:
     """Go on with a job after a crash or an interruption: nothing lost, nothing sent twice."""
     out_ = Output()
     with errors_exit(out_), _batch_errors(out_):
         job = _open_job(state, poll_interval)
-    _run_batch(out_, job, as_json)
+    _run_batch(out_, job, state, as_json)
 
 
 @batch_app.command("status")
 def batch_status_command(state: StateOption, as_json: JsonOption = False) -> None:
-    """A job's counts by outcome, its tokens, and the items that failed (from the state file)."""
+    """A job's counts by outcome, its tokens, the items that failed, and the process running it
+    (read from the state file, which it never changes; a running job commits every few
+    seconds)."""
     from sdk.batch import job_summary
 
     out_ = Output()
@@ -135,45 +193,111 @@ def batch_status_command(state: StateOption, as_json: JsonOption = False) -> Non
 
 @batch_app.command("cancel")
 def batch_cancel_command(state: StateOption) -> None:
-    """Cancel a job's open batches and send nothing more; `resume` then collects what finished
-    and marks the rest cancelled."""
+    """Cancel a job: nothing more is sent and its open batches are cancelled. A running job
+    (in any process) stops within seconds; a stopped one is closed by `resume`."""
     out_ = Output()
     with errors_exit(out_), _batch_errors(out_):
-        job = _open_job(state, 10.0)
+        job = _open_job(state, None)
         try:
             summary = job.cancel()
         finally:
             job.close()
     for line in summary.lines():
         out_.line(line)
-    out_.line("cancel requested: run `sdk batch resume` to collect and close the job", "dim")
+    if summary.runner:
+        out_.line(f"cancel requested: the running job ({summary.runner}) stops within seconds")
+    else:
+        out_.line(
+            f"cancel requested: run `sdk batch resume --state {state}` to collect and close "
+            "the job",
+            "dim",
+        )
 
 
-def _open_job(state: Path, poll_interval: float) -> Any:
+def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -> tuple[Any, Any]:
+    """The backend spec and job settings `run` asks for: what was given, and for what was not,
+    the existing job's own (a new job: the defaults)."""
+    from sdk._names import canonical_provider
+    from sdk.batch import JobSettings
+    from sdk.batch._setup import BackendSpec, spec_from
+
+    stored_spec, stored_settings = _stored(state)
+    settings = JobSettings(
+        **{
+            **stored_settings,
+            **{key: value for key, value in limits.items() if value is not None},
+        }
+    )
+    provider = canonical_provider(given["provider"])
+    if stored_spec is not None and stored_spec.get("provider") == provider:
+        spec = spec_from(stored_spec, [(k, v) for k, v in given.items() if k != "provider"])
+    else:
+        spec = BackendSpec(**given)
+    # The local clients retry as the job says (`BatchJob` refuses clients that differ).
+    return BackendSpec(**{**spec.to_json(), "retries": settings.retries}), settings
+
+
+def _stored(state: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """An existing job's backend spec and settings (`None` and `{}` for a new job)."""
+    from sdk.batch._state import JobState, state_errors
+
+    if not state.exists():
+        return None, {}
+    stored = JobState(state, readonly=True)
+    try:
+        with state_errors(state):
+            return stored.get("backend_spec"), dict(stored.get("settings") or {})
+    finally:
+        stored.close()
+
+
+def _cache_file(provider: str, enabled: bool, path: Path | None) -> str | None:
+    """The response cache's file `--cache`/`--cache-path` name, checked to be a cache (made if
+    new); refused for a hosted batch API before any file is made."""
+    from sdk.batch._setup import check_cache
+
+    check_cache(provider, enabled or path is not None)
+    store = cache_named(enabled, path)
+    if store is None:
+        return None
+    store.close()
+    return str(store.path.resolve())
+
+
+def _check_poll(provider: str, poll_interval: float | None) -> None:
+    from sdk.batch._setup import HOSTED_PROVIDERS
+
+    if poll_interval is not None and provider not in HOSTED_PROVIDERS:
+        raise ValueError(f"--poll-interval is for hosted batch APIs, not {provider}")
+
+
+def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
     from sdk.batch import BatchError, BatchJob
     from sdk.batch._setup import build_backend, spec_from
-    from sdk.batch._state import JobState
+    from sdk.batch._state import JobState, state_errors
 
-    if not state.is_file():
-        raise BatchError(f"{state}: no such job state file")
-    stored = JobState(state)
+    stored = JobState(state, readonly=True)
     try:
-        contract_ref, spec = stored.get("contract"), stored.get("backend_spec")
+        with state_errors(state):
+            contract_ref, spec = stored.get("contract"), stored.get("backend_spec")
     finally:
         stored.close()
     if spec is None:
         raise BatchError(f"{state} was not started by `sdk batch run`: resume it from Python")
+    backend_spec = spec_from(spec)
+    _check_poll(backend_spec.provider, poll_interval)
     return BatchJob.open(
         state,
         contract=contract_named(contract_ref),
-        backend=build_backend(spec_from(spec)),
+        backend=build_backend(backend_spec),
         poll_interval=poll_interval,
     )
 
 
 @contextmanager
 def _batch_errors(out: Output) -> Iterator[None]:
-    """A job's own errors (bad input, another job's state) -> a message and exit code 2."""
+    """A job's own errors (bad input, another job's state, a job already running) -> one line
+    and exit code 2."""
     from sdk.batch import BatchError
 
     try:
@@ -183,36 +307,102 @@ def _batch_errors(out: Output) -> Iterator[None]:
         raise typer.Exit(2) from error
 
 
-def _run_batch(out: Output, job: Any, as_json: bool) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+def progress_text(progress: JobProgress, seconds: float) -> str:
+    """A job's progress in a line: counts, and this run's rate and the time left at that rate
+    (items done before a resume are not counted in the rate)."""
+    if progress.phase == "indexing":
+        return f"indexing: {progress.total:,} items"
+    parts = [
+        f"{progress.done:,}/{progress.total:,} done",
+        f"ok {progress.ok:,}",
+        f"failed {progress.failed:,}",
+    ]
+    if progress.cancelled:
+        parts.append(f"cancelled {progress.cancelled:,}")
+    parts.append(f"in flight {progress.in_flight:,}")
+    ran = progress.done - progress.resumed_from
+    if ran > 0 and seconds > 0:
+        rate = ran / seconds
+        left = progress.total - progress.done
+        parts.append(f"{rate:,.1f} items/s")
+        parts.append(f"ETA {_duration(left / rate)}")
+    return ", ".join(parts)
 
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+class _Display:
+    """Where progress goes: a bar with counts, rate and ETA on a terminal; a plain line every
+    `_PLAIN_EVERY` seconds (and at the end) anywhere else."""
+
+    def __init__(self, out: Output) -> None:
+        from rich.progress import BarColumn, Progress
+
+        self.out = out
+        self.started = time.monotonic()
+        self.last: JobProgress | None = None
+        self.printed = 0.0
+        self.bar = (
+            Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                "{task.fields[detail]}",
+                console=out.err,
+            )
+            if out.err.is_terminal
+            else None
+        )
+        self.task = self.bar.add_task("batch", total=None, detail="") if self.bar else None
+
+    def __call__(self, progress: JobProgress) -> None:
+        self.last = progress
+        text = progress_text(progress, time.monotonic() - self.started)
+        if self.bar is not None and self.task is not None:
+            total = progress.total if progress.phase == "running" else None
+            self.bar.update(
+                self.task, completed=progress.done, total=total, detail=text,
+                description=progress.phase,
+            )  # fmt: skip
+        elif time.monotonic() - self.printed >= _PLAIN_EVERY:
+            self.printed = time.monotonic()
+            self.out.err.print(f"batch: {text}", highlight=False)
+
+    def __enter__(self) -> _Display:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        elif self.last is not None:
+            text = progress_text(self.last, time.monotonic() - self.started)
+            self.out.err.print(f"batch: {text}", highlight=False)
+
+
+def _run_batch(out: Output, job: BatchJob, state: Path, as_json: bool) -> None:
     from sdk.batch import BatchError
     from sdk.errors import ProviderError
 
+    resume = f"run `sdk batch resume --state {state}` to go on"
     try:
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            "{task.fields[detail]}",
-            TimeRemainingColumn(),
-            console=out.err,
-        ) as bar:
-            task = bar.add_task("batch", total=None, detail="indexing")
-
-            def progress(state: Any) -> None:
-                detail = f"ok {state.ok:,}  failed {state.failed:,}  in flight {state.in_flight:,}"
-                bar.update(task, completed=state.done, total=state.total, detail=detail)
-
-            summary = job.run(progress=progress)
+        with _Display(out) as display:
+            summary = job.run(progress=display, progress_every=0.5)
     except KeyboardInterrupt:
-        out.error("interrupted; run `sdk batch resume --state ...` to go on")
+        out.error(f"interrupted; {resume}")
         raise typer.Exit(130) from None
-    except BatchError as error:  # bad input, another job's files
+    except BatchError as error:  # bad input, another job's files, another runner
         out.error(" ".join(str(error).split()))
         raise typer.Exit(2) from error
     except ProviderError as error:
-        out.error(f"the provider failed: {error}; run `sdk batch resume` to go on")
+        out.error(f"the provider failed: {error}; {resume}")
         raise typer.Exit(1) from error
     finally:
         job.close()

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sdk.contract import Contract
     from sdk.eval import EvalItem, EvalRun
 
-__all__ = ["eval_command"]
+__all__ = ["EvalProgress", "eval_command"]
 
 ALL_ARMS = ",".join(EVAL_ARMS)
 
@@ -69,6 +69,23 @@ CalibrateOption = Annotated[
 ]
 
 
+class EvalProgress:
+    """The eval's progress bar (a rich `Progress`): it starts where a resumed run is (the
+    outcomes kept from before), and its elapsed time, rate and time left count this run's
+    outcomes only."""
+
+    def __init__(self, bar: Any, title: str) -> None:
+        self.bar = bar
+        self.task = bar.add_task(title, total=None)
+
+    def __call__(self, done: int, total: int, outcome: Any) -> None:
+        if outcome is None:  # the start: what earlier runs did is where the bar begins
+            self.bar.reset(self.task, total=total, completed=done, description="starting")
+            return
+        label = f"{outcome.arm} {outcome.item}"
+        self.bar.update(self.task, completed=done, total=total, description=label)
+
+
 @app.command(
     "eval",
     short_help="Measure what the constraint costs: a contract's arms on a labelled dataset.",
@@ -96,7 +113,7 @@ def eval_command(
     from sdk._files import write_atomic
     from sdk.abstention import Thresholds
     from sdk.client import StructuredClient
-    from sdk.eval import load_dataset, terminal_tables
+    from sdk.eval import load_dataset, print_tables
     from sdk.eval.calibration import calibrate_run
     from sdk.eval.report import ACCURACY_FILE, REPORT_FILE, accuracy_svg, html_report
     from sdk.eval.runner import RESULTS_FILE
@@ -130,8 +147,7 @@ def eval_command(
             write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
         if calibrate_file is not None:
             calibrate_run(run).save(calibrate_file)
-    for table in terminal_tables(run):
-        out.out.print(table)
+    print_tables(out.out, run)
     out.line(f"results: {folder / RESULTS_FILE}")
     out.line(f"report:  {folder / REPORT_FILE}")
     if calibrate_file is not None:
@@ -149,19 +165,20 @@ def _run_with_progress(
 ) -> EvalRun:
     """`run_eval` behind a progress bar on stderr; the failures a user can act on (a changed
     dataset, a provider down, Ctrl-C) exit with one line saying how to go on."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from sdk.errors import ProviderError
     from sdk.eval import ResumeMismatch, run_eval
 
-    columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress("[progress.description]{task.description}", *columns, console=console.err) as bar:
-        task = bar.add_task(f"eval {contract.__name__}", total=None)
-
-        def progress(done: int, total: int, outcome: Any) -> None:
-            label = f"{outcome.arm} {outcome.item}" if outcome is not None else "starting"
-            bar.update(task, completed=done, total=total, description=label)
-
+        progress = EvalProgress(bar, f"eval {contract.__name__}")
         try:
             return run_eval(items, contract, client, progress=progress, **settings)
         except ResumeMismatch as error:

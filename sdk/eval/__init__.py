@@ -8,9 +8,23 @@ line; `load_dataset` and `run_eval` here.
 """
 
 from sdk.eval.arms import ARM_TITLES, ARMS, ArmUnavailable, PreparedArm, prepare_arm, run_arm
-from sdk.eval.dataset import DEFAULT_PROMPT, DatasetError, EvalItem, load_dataset, parse_dataset
+from sdk.eval.dataset import (
+    DEFAULT_PROMPT,
+    DatasetError,
+    EvalItem,
+    item_digest,
+    load_dataset,
+    parse_dataset,
+)
 from sdk.eval.metrics import ArmMetrics, FieldScore, MassSummary, Outcome, arm_metrics, score
-from sdk.eval.report import html_report, markdown_table, terminal_tables, verdict, write_html
+from sdk.eval.report import (
+    html_report,
+    markdown_table,
+    print_tables,
+    terminal_tables,
+    verdict,
+    write_html,
+)
 from sdk.eval.runner import (
     RESULTS_FILE,
     EvalRun,
@@ -52,6 +66,7 @@ __all__ = [
     "arm_metrics",
     "binomial_two_sided",
     "html_report",
+    "item_digest",
     "load_dataset",
     "load_results",
     "markdown_table",
@@ -59,6 +74,7 @@ __all__ = [
     "paired_bootstrap",
     "parse_dataset",
     "prepare_arm",
+    "print_tables",
     "run_arm",
     "run_eval",
     "score",

@@ -29,7 +29,14 @@ from pydantic import TypeAdapter, ValidationError
 from sdk.contract import Contract
 from sdk.contract.derived import widen
 
-__all__ = ["DEFAULT_PROMPT", "DatasetError", "EvalItem", "load_dataset", "parse_dataset"]
+__all__ = [
+    "DEFAULT_PROMPT",
+    "DatasetError",
+    "EvalItem",
+    "item_digest",
+    "load_dataset",
+    "parse_dataset",
+]
 
 DEFAULT_PROMPT = "Read the document and fill in the requested fields."
 """The prompt of an item that has none."""
@@ -51,8 +58,14 @@ class EvalItem:
     expected: Mapping[str, Any]
     """Field name -> label in JSON form; `None`: the right answer is to abstain."""
     prompt: str = DEFAULT_PROMPT
-    digest: str = field(default="", compare=False)
-    """sha256 of the item's line content: a resumed run redoes an item that changed."""
+    digest: str = field(init=False, compare=False)
+    """sha256 of what the item asks and expects (`item_digest`), computed from its fields (an
+    item built by hand or by `dataclasses.replace` has the right one): a resumed run redoes an
+    item that changed."""
+
+    def __post_init__(self) -> None:
+        digest = item_digest(self.id, self.document, self.prompt, self.expected)
+        object.__setattr__(self, "digest", digest)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +74,16 @@ class EvalItem:
             "prompt": self.prompt,
             "expected": dict(self.expected),
         }
+
+
+def item_digest(
+    item_id: str, document: str, prompt: str | None, expected: Mapping[str, Any]
+) -> str:
+    """The digest of an item: its id, document, prompt (the default prompt counts as none, as in
+    a dataset line without one) and labels in JSON form."""
+    shown = None if prompt in (None, DEFAULT_PROMPT) else prompt
+    text = json.dumps([item_id, document, shown, dict(expected)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def load_dataset(path: str | Path, contract: type[Contract]) -> list[EvalItem]:
@@ -132,10 +155,7 @@ def _item(
             problem = error.errors(include_url=False)[0]["msg"]
             raise DatasetError(f"{where}: label of {key!r} is not valid: {problem}") from None
         labels[key] = adapter.dump_python(value, mode="json")
-    digest = hashlib.sha256(
-        json.dumps([item_id, document, prompt, labels], sort_keys=True).encode()
-    ).hexdigest()
-    return EvalItem(item_id, document, labels, prompt or DEFAULT_PROMPT, digest)
+    return EvalItem(item_id, document, labels, prompt or DEFAULT_PROMPT)
 
 
 def _label_adapters(contract: type[Contract]) -> dict[str, TypeAdapter[Any]]:

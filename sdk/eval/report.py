@@ -24,6 +24,7 @@ __all__ = [
     "accuracy_svg",
     "html_report",
     "markdown_table",
+    "print_tables",
     "terminal_tables",
     "verdict",
     "write_html",
@@ -39,29 +40,46 @@ _MASS_FLOOR = 1e-8
 
 
 def verdict(pair: Pair) -> str:
-    """One line on a pair: which arm is more accurate, or that the difference is noise."""
+    """One line on a pair: which arm is more accurate, or that the difference is noise; when
+    McNemar's test and the bootstrap interval disagree (a significant test beside an interval
+    across 0, or an interval that excludes 0 beside a test that is not significant), it says
+    so in words instead of picking one."""
     result = pair.result
     if result.items == 0:
         return "no items in common"
     p = result.mcnemar.p_value
-    if not result.significant:
+    interval = result.difference
+    excludes_zero = interval.low > 0 or interval.high < 0
+    better, worse = (pair.b, pair.a) if interval.estimate > 0 else (pair.a, pair.b)
+    if result.significant and excludes_zero:
+        return f"{better} more accurate than {worse} (p = {p:.2g})"
+    if not result.significant and not excludes_zero:
         return f"no significant difference (p = {p:.2g})"
-    better, worse = (pair.b, pair.a) if result.difference.estimate > 0 else (pair.a, pair.b)
-    return f"{better} more accurate than {worse} (p = {p:.2g})"
+    if excludes_zero:
+        return (
+            f"inconclusive: the interval excludes 0 ({better} ahead) but McNemar's test is "
+            f"not significant (p = {p:.2g}); the two tests disagree at this sample size"
+        )
+    return (
+        f"inconclusive: McNemar's test is significant (p = {p:.2g}) but the interval includes "
+        "0; the two tests disagree at this sample size"
+    )
 
 
 # --- terminal ----------------------------------------------------------------------------------
 
 
 def terminal_tables(run: EvalRun) -> list[Any]:
-    """rich renderables: the arms table, the pairs table, and the arms that did not run."""
+    """rich renderables: the arms table, the pairs table, and the arms that did not run. Arm
+    names never wrap or shorten; the other cells wrap when the width is short."""
     from rich.table import Table
 
     arms = Table(title=f"{_contract(run)}: {len(run.items)} items", title_justify="left")
-    for column in ("arm", "valid", "accuracy (95% CI)", "abstain recall", "false abstain"):
-        arms.add_column(column, justify="left" if column == "arm" else "right")
+    _name_column(arms, "arm", list(run.metrics))
+    for column in ("valid", "accuracy (95% CI)", "abstain recall", "false abstain"):
+        arms.add_column(column, justify="right", overflow="fold")
     for column in ("retries", "tokens in/out", "latency p50/p95"):
-        arms.add_column(column, justify="right")
+        arms.add_column(column, justify="right", overflow="fold")
     for arm, m in run.metrics.items():
         arms.add_row(
             arm,
@@ -76,9 +94,11 @@ def terminal_tables(run: EvalRun) -> list[Any]:
     tables: list[Any] = [arms]
     if run.pairs:
         pairs = Table(title="paired accuracy differences (B - A)", title_justify="left")
-        for column in ("A", "B", "items", "B - A (95% CI)", "only A / only B", "McNemar p"):
-            pairs.add_column(column, justify="left" if column in ("A", "B") else "right")
-        pairs.add_column("reading")
+        _name_column(pairs, "A", [pair.a for pair in run.pairs])
+        _name_column(pairs, "B", [pair.b for pair in run.pairs])
+        for column in ("items", "B - A (95% CI)", "only A / only B", "McNemar p"):
+            pairs.add_column(column, justify="right", overflow="fold")
+        pairs.add_column("reading", overflow="fold")
         for pair in run.pairs:
             d, t = pair.result.difference, pair.result.mcnemar
             pairs.add_row(
@@ -93,12 +113,53 @@ def terminal_tables(run: EvalRun) -> list[Any]:
         tables.append(pairs)
     if run.unavailable:
         skipped = Table(title="arms not run", title_justify="left")
-        skipped.add_column("arm")
-        skipped.add_column("why")
+        _name_column(skipped, "arm", list(run.unavailable))
+        skipped.add_column("why", overflow="fold")
         for arm, reason in run.unavailable.items():
             skipped.add_row(arm, reason)
         tables.append(skipped)
     return tables
+
+
+def _name_column(table: Any, header: str, names: Sequence[str]) -> None:
+    width = max([len(header), *(len(name) for name in names)])
+    table.add_column(header, justify="left", no_wrap=True, min_width=width)
+
+
+def print_tables(console: Any, run: EvalRun) -> None:
+    """Print `terminal_tables(run)` on a rich `Console` so that they fit: on a terminal at its
+    width (a table that cannot fit even wrapped is printed as one block of lines per row); to
+    a file or a pipe at each table's own full width, so that nothing is wrapped or cut."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    for table in terminal_tables(run):
+        unbounded = console.options.update(width=_UNBOUNDED, max_width=_UNBOUNDED)
+        needed = Measurement.get(console, unbounded, table)
+        if not console.is_terminal:
+            wide = Console(file=console.file, width=needed.maximum, color_system=None)
+            wide.print(table, crop=False)
+        elif needed.minimum <= console.width:
+            console.print(table)
+        else:
+            console.print(_rows_as_records(table))
+
+
+_UNBOUNDED = 10_000
+
+
+def _rows_as_records(table: Any) -> Any:
+    """A table as text, a block per row (`header: cell` lines): fits any width."""
+    from rich.text import Text
+
+    columns = table.columns
+    cells = [list(column.cells) for column in columns]
+    text = Text(f"{table.title}\n" if table.title else "", style="bold")
+    for row in range(table.row_count):
+        text.append(f"{cells[0][row]}\n", style="bold")
+        for column, values in zip(columns[1:], cells[1:], strict=True):
+            text.append(f"  {column.header}: {values[row]}\n")
+    return text
 
 
 def markdown_table(run: EvalRun) -> str:

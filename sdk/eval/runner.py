@@ -179,7 +179,8 @@ def run_eval(
         "model": client.provider.model,
         "arms": [arm for arm in ARMS if arm in arms],
         "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
-        "options": dict(options or {}),
+        # As JSON keeps them (a tuple is a list there), so a rerun compares by value.
+        "options": _as_json(dict(options or {})),
         "retries": client.retries,
         "thresholds": {p: t.threshold for p, t in thresholds.fields.items()}
         if thresholds is not None
@@ -189,16 +190,7 @@ def run_eval(
     run = EvalRun(config, list(items))
     if out is not None and not fresh:
         _resume(run, Path(out))
-    prepared: list[PreparedArm] = []
-    for name in config["arms"]:
-        try:
-            prepared.append(
-                prepare_arm(
-                    name, contract, client, thresholds=thresholds, calibrating=calibrating
-                )
-            )
-        except ArmUnavailable as reason:
-            run.unavailable[name] = str(reason)
+    prepared = _prepared_arms(run, contract, client, thresholds, calibrating)
     escapes = escape_members(widen(contract))
     total = len(prepared) * len(run.items)
     done = sum(1 for arm in prepared for item in run.items if (arm.name, item.id) in run.outcomes)
@@ -221,6 +213,27 @@ def run_eval(
     if out is not None:
         run.save(out)
     return run
+
+
+def _prepared_arms(
+    run: EvalRun,
+    contract: type[Contract],
+    client: StructuredClient,
+    thresholds: Thresholds | None,
+    calibrating: bool,
+) -> list[PreparedArm]:
+    """The run's arms ready to run; one that cannot run here is noted in `run.unavailable`."""
+    prepared: list[PreparedArm] = []
+    for name in run.config["arms"]:
+        try:
+            prepared.append(
+                prepare_arm(
+                    name, contract, client, thresholds=thresholds, calibrating=calibrating
+                )
+            )
+        except ArmUnavailable as reason:
+            run.unavailable[name] = str(reason)
+    return prepared
 
 
 def summarize(run: EvalRun, *, resamples: int = 10_000, seed: int = 0) -> EvalRun:
@@ -270,6 +283,11 @@ def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) ->
     return summarize(run, resamples=resamples, seed=seed)
 
 
+def _as_json(value: Any) -> Any:
+    """`value` as it reads back from `results.json`."""
+    return json.loads(json.dumps(value, default=str))
+
+
 # Settings that change what an outcome means: a resumed run must have the same.
 _RESUME_KEYS = (
     "contract", "provider", "model", "max_tokens", "options", "retries", "thresholds",
@@ -288,7 +306,7 @@ def _resume(run: EvalRun, out: Path) -> None:
         raise ResumeMismatch(f"{path} is not an sdk eval results file; pass fresh or another out")
     before = data.get("config", {})
     for key in _RESUME_KEYS:
-        if before.get(key) != run.config[key]:
+        if _as_json(before.get(key)) != run.config[key]:
             raise ResumeMismatch(
                 f"{path} was run with {key} = {before.get(key)!r}, this run has "
                 f"{run.config[key]!r}: use another output folder, or start over (fresh)"

@@ -1,0 +1,118 @@
+"""Indexing a job's input, resumably, and saying where the input changed under a job.
+
+`index_input` reads the input as a stream (`sdk.batch._items.read_index`) and adds its items to
+the state file a chunk at a time; with each chunk it records how far it got (`meta.index_progress`:
+the byte offset, the line number and a SHA-256 digest of every byte up to there). An interrupted
+indexing resumes only if the bytes it already read are unchanged (the digest of the file's prefix
+is the recorded one); otherwise, or when a line read back later does not hash as indexed,
+`input_changed` names the first changed line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from sdk.batch._errors import BatchInputError, InputChanged
+from sdk.batch._items import IndexEntry, file_identity, first_change, prefix_digest, read_index
+from sdk.batch._state import ItemRow, JobState
+from sdk.contract import Contract
+
+__all__ = ["index_input", "input_changed"]
+
+_CHUNK = 5000
+"""Items per indexing transaction."""
+
+_PAGE = 5000
+
+
+def index_input(
+    state: JobState,
+    path: Path,
+    contract: type[Contract],
+    on_chunk: Callable[[int], None] = lambda indexed: None,
+) -> None:
+    """Index `path` into `state` (or resume indexing it); check an indexed input is unchanged
+    (its size and first and last megabyte: a change elsewhere is caught when its line is read).
+    `on_chunk(items indexed so far)` after each chunk."""
+    if state.get("indexed"):
+        if file_identity(path) != state.get("input_identity"):
+            problem = input_changed(state, path)
+            if problem is not None:
+                raise problem
+            # Every indexed line is as it was (blank lines changed): the new identity holds.
+            state.put("input_identity", file_identity(path))
+        return
+    progress = state.get("index_progress") or {"end": 0, "lines": 0, "digest": _EMPTY}
+    digest = prefix_digest(path, int(progress["end"]))
+    if digest.hexdigest() != progress["digest"]:
+        raise input_changed(state, path) or InputChanged(
+            f"{path}: the first {progress['end']:,} bytes changed while the job indexed them"
+        )
+    entries = read_index(path, contract, int(progress["end"]), int(progress["lines"]) + 1, digest)
+    chunk: list[IndexEntry] = []
+    indexed = state.item_count()
+    for entry in entries:
+        chunk.append(entry)
+        if len(chunk) >= _CHUNK:
+            _add(state, path, chunk, digest, final=False)
+            indexed += len(chunk)
+            chunk = []
+            on_chunk(indexed)
+    _add(state, path, chunk, digest, final=True)
+
+
+def _add(state: JobState, path: Path, chunk: list[IndexEntry], digest: Any, *, final: bool) -> None:
+    """One chunk of items and how far indexing got, in one transaction (the last chunk also
+    marks the input indexed, with its identity)."""
+    try:
+        with state.transaction() as db:
+            state.add_items(((e.id, e.offset, e.length, e.hash) for e in chunk), db)
+            if chunk:
+                last = chunk[-1]
+                mark = {"end": last.offset + last.length, "lines": last.line}
+                state.put("index_progress", {**mark, "digest": digest.hexdigest()}, db)
+            if final:
+                state.put("indexed", True, db)
+                state.put("input_identity", file_identity(path), db)
+    except sqlite3.IntegrityError:
+        raise _duplicate(state, path, chunk) from None
+
+
+def _duplicate(state: JobState, path: Path, chunk: list[IndexEntry]) -> BatchInputError:
+    seen: set[str] = set()
+    for entry in chunk:
+        if entry.id in seen or state.items_with_id(entry.id):
+            return BatchInputError(
+                f"{path}:{entry.line}: item id {entry.id!r} appears more than once"
+            )
+        seen.add(entry.id)
+    return BatchInputError(f"{path}: an item id appears more than once")
+
+
+def input_changed(state: JobState, path: Path) -> InputChanged | None:
+    """The error naming the first line of `path` that differs from the job's index (a scan of
+    the whole index and file: only on the way to stopping), or `None` if none does."""
+    where = first_change(path, _all_items(state), complete=bool(state.get("indexed")))
+    if where is None:
+        return None
+    return InputChanged(
+        f"{where}. The job's answers are for the input as it was indexed: put it back, or "
+        "start a new job (another state file) for the changed input"
+    )
+
+
+def _all_items(state: JobState) -> Iterator[ItemRow]:
+    after = -1
+    while True:
+        rows = state.in_order(after, _PAGE)
+        if not rows:
+            return
+        yield from rows
+        after = rows[-1].seq
+
+
+_EMPTY = hashlib.sha256().hexdigest()

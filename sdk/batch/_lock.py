@@ -1,0 +1,258 @@
+"""One runner per job: an operating-system lock held for the whole run, and a lease in the state
+file that names the holder and fences every write of the output.
+
+`RunnerLock(state)`, used as a context manager around a run:
+
+1. `flock` (exclusive, non-blocking) on `<state file>.lock`, a file beside the state file that is
+   never deleted. The kernel releases it when the holder exits or dies, SIGKILL included, so a
+   successor never waits for a timeout. A second `run` or `resume` gets `JobRunning`, naming the
+   holder (pid, host, since when) from the lease.
+2. The lease (`meta.runner`): a random token with the holder's pid, host, start and last renewal.
+   Taking the lock writes it; every commit of output lines checks it in the same transaction
+   (`fence`) before anything is appended, and renews it. The flock is the guarantee on a local
+   file system; the lease covers what a flock cannot see: a lock file deleted or replaced under
+   a running job, or a state file on a network file system whose locks do not reach the other
+   host. A lease held by a process that is gone (same host, no such pid) or not renewed for
+   `LEASE_SECONDS` is taken over; a holder whose lease was taken over is stopped by `fence` at
+   its next commit, before it writes a byte (`JobRunning`).
+
+What this does not do: fence writes made by hand, or by a process that ignores the lock (an old
+version of the SDK); and with a lease but no working flock (a network file system), two runners
+that start within the same instant could both see no lease: the second is stopped at its first
+commit, after at most one batch of requests sent twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import sqlite3
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sdk.batch._errors import JobRunning
+from sdk.batch._state import JobState
+
+__all__ = ["LEASE_SECONDS", "Holder", "RunnerLock", "lock_path", "running_holder"]
+
+LEASE_SECONDS = 60.0
+"""A lease not renewed for this long is taken over (its holder renews it every few seconds)."""
+
+_RENEW_EVERY = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who runs a job: the lease as stored (`meta.runner`)."""
+
+    token: str
+    pid: int
+    host: str
+    since: float
+    renewed: float
+    in_flight: int = 0
+    """Items running in the holder at its last renewal (the local backend's calls)."""
+
+    def describe(self) -> str:
+        """`pid 4242 on host-1 since 2025-05-01 10:42:07`."""
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
+        return f"pid {self.pid} on {self.host} since {started}"
+
+    @staticmethod
+    def stored(value: Any) -> Holder | None:
+        """The lease in `meta.runner`, or `None` (none, or unreadable)."""
+        if not isinstance(value, dict):
+            return None
+        try:
+            return Holder(**value)
+        except TypeError:
+            return None
+
+
+def lock_path(state: str | Path) -> Path:
+    """The lock file of the job whose state file is `state`."""
+    path = Path(state)
+    return path.with_name(path.name + ".lock")
+
+
+class RunnerLock:
+    """The run's lock and lease (module docstring): `acquire`, `fence` in each commit, `renew`
+    while waiting, `release` (or use it as a context manager)."""
+
+    def __init__(self, state: JobState) -> None:
+        self.state = state
+        self.path = lock_path(state.path)
+        self.token = secrets.token_hex(8)
+        self.holder: Holder | None = None
+        self._fd: int | None = None
+        self._renewed = 0.0
+
+    def __enter__(self) -> RunnerLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        """Take the lock and the lease, or raise `JobRunning` naming who has them."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            locked = _try_lock(fd, exclusive=True)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not locked:
+            os.close(fd)
+            raise JobRunning(self._running_message(self._stored()))
+        self._fd = fd
+        try:
+            self._take_lease()
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _take_lease(self) -> None:
+        now = time.time()
+        mine = Holder(self.token, os.getpid(), socket.gethostname(), now, now)
+        with self.state.transaction() as db:
+            current = self._stored()
+            if current is not None and not _abandoned(current, now):
+                raise JobRunning(self._running_message(current))
+            self.state.put("runner", asdict(mine), db)
+        self.holder = mine
+        self._renewed = now
+
+    def fence(self, db: sqlite3.Connection, in_flight: int | None = None) -> None:
+        """Inside a commit's transaction: `JobRunning` if the lease is no longer this runner's
+        (nothing of the commit is written then); else renew it."""
+        if self.holder is None:
+            raise JobRunning("this process does not hold the job's lock")
+        current = self._stored()
+        if current is None or current.token != self.token:
+            raise JobRunning(
+                "another process took the job over"
+                + (f" ({current.describe()})" if current is not None else "")
+                + "; this one stopped before writing"
+            )
+        self._write(db, in_flight)
+
+    def renew(self, in_flight: int | None = None, *, force: bool = False) -> None:
+        """Renew the lease (its own transaction) if it is a few seconds old, or `force`."""
+        if self.holder is None or (not force and time.time() - self._renewed < _RENEW_EVERY):
+            return
+        with self.state.transaction() as db:
+            self.fence(db, in_flight)
+
+    def _write(self, db: sqlite3.Connection, in_flight: int | None) -> None:
+        assert self.holder is not None
+        now = time.time()
+        count = self.holder.in_flight if in_flight is None else in_flight
+        self.holder = Holder(**{**asdict(self.holder), "renewed": now, "in_flight": count})
+        self.state.put("runner", asdict(self.holder), db)
+        self._renewed = now
+
+    def release(self) -> None:
+        """Give the lease back (if still ours) and the lock."""
+        if self._fd is None:
+            return
+        try:
+            if self.holder is not None:
+                with contextlib.suppress(sqlite3.Error), self.state.transaction() as db:
+                    current = self._stored()
+                    if current is not None and current.token == self.token:
+                        db.execute("DELETE FROM meta WHERE key = 'runner'")
+        finally:
+            self.holder = None
+            self._unlock()
+
+    def _unlock(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                _unlock(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+    def _stored(self) -> Holder | None:
+        return Holder.stored(self.state.get("runner"))
+
+    def _running_message(self, holder: Holder | None) -> str:
+        who = holder.describe() if holder is not None else "another process (starting)"
+        return (
+            f"the job in {self.state.path} is running: {who}; wait for it to end, or stop it "
+            f"with `sdk batch cancel --state {self.state.path}`"
+        )
+
+
+def running_holder(state: JobState) -> Holder | None:
+    """The process running the job now, or `None`: its lock file is locked (probed without
+    creating or changing anything) and the lease names it. For `status` and `cancel`."""
+    try:
+        fd = os.open(lock_path(state.path), os.O_RDONLY)
+    except OSError:
+        return None  # never run with a lock here
+    try:
+        held = not _try_lock(fd, exclusive=False)
+        if not held:
+            _unlock(fd)
+    finally:
+        os.close(fd)
+    holder = Holder.stored(state.get("runner"))
+    if held:
+        return holder or Holder("", 0, "?", time.time(), time.time())
+    if holder is not None and not _abandoned(holder, time.time()):
+        return holder  # a lease without the lock: a runner on a host our lock does not reach
+    return None
+
+
+def _abandoned(holder: Holder, now: float) -> bool:
+    """Whether a lease may be taken over: its holder is gone (same host, no such process) or it
+    was not renewed for `LEASE_SECONDS`."""
+    if now - holder.renewed >= LEASE_SECONDS:
+        return True
+    return holder.host == socket.gethostname() and not _alive(holder.pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# The operating system's lock on the lock file: `flock` (POSIX), or on Windows `msvcrt.locking`
+# of its first byte (exclusive only: a probe takes it and gives it back).
+if sys.platform == "win32":
+    import msvcrt
+
+    def _try_lock(fd: int, *, exclusive: bool) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _try_lock(fd: int, *, exclusive: bool) -> bool:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
