@@ -64,6 +64,7 @@ from sdk.batch._output import OutputLog
 from sdk.batch._state import BatchRow, ItemRow, JobState, SubmissionRow, state_errors
 from sdk.batch._summary import JobProgress, JobSummary, summarize
 from sdk.contract import Contract
+from sdk.errors import ProviderError
 from sdk.providers._errors import provider_error
 from sdk.schema.canonical import schema_info
 
@@ -321,6 +322,20 @@ class BatchJob:
         except InputChanged as changed:
             raise input_changed(self.state, self.input) or changed from None
 
+    def _failed(
+        self,
+        row: ItemRow,
+        error: ProviderError,
+        remote_id: str | None,
+        *,
+        cancelled: bool = False,
+    ) -> Decision:
+        """The decision for an item that failed (or was cancelled) without a reply to judge."""
+        return decide_failure(
+            self.contract, self.backend.provider, self.settings, row, error, remote_id,
+            cancelled=cancelled,
+        )  # fmt: skip
+
     def _commit(self, decisions: Sequence[Decision]) -> None:
         """Append the finished items' lines, then commit them and every state change at once,
         after checking this run still holds the job's lease (nothing is written if not)."""
@@ -390,20 +405,7 @@ class BatchJob:
             rows = self.state.pending(_PAGE)
             if not rows:
                 return
-            self._commit(
-                [
-                    decide_failure(
-                        self.contract,
-                        self.backend.provider,
-                        self.settings,
-                        row,
-                        error,
-                        None,
-                        cancelled=True,
-                    )
-                    for row in rows
-                ]
-            )
+            self._commit([self._failed(row, error, None, cancelled=True) for row in rows])
 
     # --- local ---
 
@@ -641,7 +643,7 @@ class BatchJob:
             f"the request is {size:,} bytes, over the batch limit of {backend.max_bytes:,}",
         )
         error.transient = False
-        return decide_failure(self.contract, backend.provider, self.settings, row, error, None)
+        return self._failed(row, error, None)
 
     def _start(
         self,
@@ -712,15 +714,7 @@ class BatchJob:
         missing.transient = not (status or "").startswith("failed")
         self._commit(
             [
-                decide_failure(
-                    self.contract,
-                    self.backend.provider,
-                    self.settings,
-                    row,
-                    missing,
-                    remote_id,
-                    cancelled=cancelled,
-                )
+                self._failed(row, missing, remote_id, cancelled=cancelled)
                 for row in self.state.in_submission(submission)
             ]
         )
@@ -753,17 +747,7 @@ class BatchJob:
                 )
             else:
                 assert result.error is not None
-                decisions.append(
-                    decide_failure(
-                        self.contract,
-                        self.backend.provider,
-                        self.settings,
-                        row,
-                        result.error,
-                        remote_id,
-                        cancelled=cancelled,
-                    )
-                )
+                decisions.append(self._failed(row, result.error, remote_id, cancelled=cancelled))
         self._commit(decisions)
 
 
