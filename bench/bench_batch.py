@@ -17,21 +17,22 @@ Each measurement runs in its own process, so each peak RSS is that run's alone: 
 its items in memory, the large run's peak would grow with its size; it stays flat instead
 (items are read from SQLite a page at a time, output lines are committed a chunk at a time).
 
-Section `scale` (rows "9 scale"): indexing an input of `--huge` items (1,000,000) against one of
+Section `scale` (row 15, `batch-scale`): indexing an input of `--huge` items (1,000,000) against one of
 `--items`: seconds, items/s, the peak RSS of each (flat: the input is read as a stream), the
 state file's bytes per item; and a resume after a SIGKILL while the large input was half indexed
 (the prefix verified, then the rest indexed: seconds, and whether the index came out whole).
 
-Section `identity` (rows "9 identity"): what the runner's lock and the per-item identity check
+Section `identity` (row 16, `batch-identity`): what the runner's lock and the per-item identity check
 (each line hashed when indexed and when read back) cost: the `--items` local job run by this
-tree and by `--baseline` (a commit before them, default `main`, checked out with `git archive`
+tree and by `--baseline` (a commit before them, default `BEFORE_THE_LOCK`, checked out with `git archive`
 into a temporary folder), alternated `--rounds` times in the same run, each first in turn;
 items/s and client CPU per item, this tree / the baseline (goal: items/s within 5%), the
 medians of the rounds' ratios; the same job with an in-process `TestProvider` (no HTTP: the
 CPU is the job machinery's alone); and the hash's own cost per item.
 
-Row 9 of `make bench` (`batch_row`) runs the `throughput` section; the `scale` and `identity`
-sections are printed by this script (lines "9 scale", "9 identity"), not registered rows.
+Row 9 of `make bench` (`batch_row`) runs the `throughput` section, rows 15 and 16 the others
+(the identity row at `IDENTITY_ITEMS` items, `IDENTITY_ROUNDS` rounds); this script prints any of
+them with the sizes given on its command line.
 """
 
 from __future__ import annotations
@@ -326,9 +327,11 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=ITEMS)
     parser.add_argument("--small", type=int, default=SMALL)
     parser.add_argument("--fanout", type=int, default=FANOUT)
-    parser.add_argument("--huge", type=int, default=1_000_000)
+    parser.add_argument("--huge", type=int, default=HUGE)
     parser.add_argument(
-        "--baseline", default="main", help="the commit `identity` compares (before the lock)"
+        "--baseline",
+        default=BEFORE_THE_LOCK,
+        help="the commit `identity` compares (before the lock)",
     )
     parser.add_argument("--rounds", type=int, default=3, help="`identity`: alternated rounds")
     parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated")
@@ -492,6 +495,38 @@ def batch_row(settings: Settings) -> Measured:
     return Measured(table(figures), notes=notes, values=values)
 
 
+# The commit before the lock and the identity check (main just before issue 21 was merged): what
+# the identity row compares this tree with. `--baseline` chooses another from the command line.
+BEFORE_THE_LOCK = "0987f58^1"
+IDENTITY_ITEMS = 20_000  # 100,000 per run takes half an hour for the alternated rounds
+IDENTITY_ROUNDS = 2
+HUGE = 1_000_000
+
+
+@row("batch-scale", number="15", title="batch input at scale",
+     measures=f"indexing a {HUGE:,}-item input (items/s, peak memory against {ITEMS:,}, state "
+              "bytes per item) and a resume after a SIGKILL while indexing",
+     unit="items/s; ratio of peak RSS; bytes; seconds", long=True)  # fmt: skip
+def batch_scale_row(settings: Settings) -> Measured:
+    huge, items = (20_000, 2_000) if settings.quick else (HUGE, ITEMS)
+    with tempfile.TemporaryDirectory() as folder:
+        figures = _scale(argparse.Namespace(huge=huge, items=items), Path(folder))
+    return Measured(scale_rows(figures))
+
+
+@row("batch-identity", number="16", title="the lock's and identity check's cost",
+     measures=f"a `BatchJob` of {IDENTITY_ITEMS:,} items on the local path, this tree against "
+              f"the commit before the lock and the identity check, {IDENTITY_ROUNDS} alternated "
+              "rounds; the job machinery alone; the line hash",
+     unit="ratio of items/s (wall), of CPU per item; us per item", long=True)  # fmt: skip
+def batch_identity_row(settings: Settings) -> Measured:
+    items, rounds = (1_000, 1) if settings.quick else (IDENTITY_ITEMS, IDENTITY_ROUNDS)
+    args = argparse.Namespace(items=items, rounds=rounds, baseline=BEFORE_THE_LOCK)
+    with _fanout_server() as url, tempfile.TemporaryDirectory() as folder:
+        figures = _identity(args, url, Path(folder))
+    return Measured(identity_rows(figures))
+
+
 def table(figures: dict[str, dict[str, Any]]) -> list[Line]:
     first, after = figures["bare"], figures["bare_after"]
     bare = {
@@ -535,19 +570,19 @@ def scale_rows(figures: dict[str, dict[str, Any]]) -> list[Line]:
     huge, items, resume = figures["index_huge"], figures["index_items"], figures["resume"]
     ratio = huge["max_rss_mb"] / items["max_rss_mb"]
     return [
-        Line(f"9 scale: indexing {huge['count']:,} items (a JSONL input read as a stream; each "
+        Line(f"indexing {huge['count']:,} items (a JSONL input read as a stream; each "
              "line parsed, hashed and stored)", f"{huge['per_second']:,.0f} items/s",
              f"{huge['seconds']:.1f} s; {items['count']:,} items: {items['seconds']:.1f} s, "
              f"{items['per_second']:,.0f} items/s"),
-        Line(f"9 scale:   peak RSS indexing {huge['count']:,} items / {items['count']:,} items",
+        Line(f"  peak RSS indexing {huge['count']:,} items / {items['count']:,} items",
              f"{ratio:.2f}x",
              f"{huge['max_rss_mb']:.0f} MB vs {items['max_rss_mb']:.0f} MB "
              f"({huge['count'] // items['count']}x the items)",
              "bounded", "yes" if ratio < 1.5 else "NO"),
-        Line(f"9 scale:   state file per item ({huge['count']:,} items indexed)",
+        Line(f"  state file per item ({huge['count']:,} items indexed)",
              f"{huge['state_bytes'] / huge['count']:.0f} bytes",
              f"{huge['state_bytes'] / 1e6:,.0f} MB (id, offset, length, hash, state, indexes)"),
-        Line(f"9 scale:   resume after a SIGKILL while indexing {huge['count']:,} items",
+        Line(f"  resume after a SIGKILL while indexing {huge['count']:,} items",
              f"{resume['seconds']:.1f} s",
              f"killed with {resume['killed_at']:,} indexed ({resume['before']:,} committed); "
              "the indexed prefix verified, the rest indexed; index whole: "
@@ -574,18 +609,18 @@ def identity_rows(figures: dict[str, Any]) -> list[Line]:
     exact = all(run["lines"] == run["count"] == run["ok"] for run in runs["ours"])
     count = runs["ours"][0]["count"]
     return [
-        Line(f"9 identity: batch job with the lock and the identity check / "
+        Line(f"batch job with the lock and the identity check / "
              f"{figures['baseline']} (before them), local path, {count:,} items, items/s",
              f"{speed:.2f}x",
              f"median of {len(pairs)} rounds, each tree first in turn (rounds: {each} items/s); "
              f"each item once: {'yes' if exact else 'NO'}",
              ">= 0.95x", "yes" if speed >= 0.95 else "NO"),
-        Line("9 identity:   ... client CPU per item", f"{work:.2f}x",
+        Line("  ... client CPU per item", f"{work:.2f}x",
              f"median of the rounds (ms per item: {each_cpu})"),
-        Line("9 identity:   ... the job's machinery alone (TestProvider in process, no HTTP), "
+        Line("  ... the job's machinery alone (TestProvider in process, no HTTP), "
              "CPU per item", f"{machine:.2f}x",
              f"median of the rounds (us per item: {each_machine})"),
-        Line("9 identity:   the line hash itself, per item",
+        Line("  the line hash itself, per item",
              f"{figures['hash']['per_item_us']:.2f} us",
              "at indexing and at each read back; the lease is checked once per commit (a chunk "
              "of items), not per item"),
