@@ -181,7 +181,9 @@ def test_the_error_tree_on_the_errors_page_is_the_real_one() -> None:
         while parents and parents[-1][0] >= depth:
             parents.pop()
         if parents:
-            assert parents[-1][1] in cls.__bases__, f"{name} is not a {parents[-1][1].__name__}"
+            assert parents[-1][1] in _public_bases(cls), (
+                f"{name} is not a {parents[-1][1].__name__}"
+            )
         parents.append((depth, cls))
         shown.add(cls)
     errors = {
@@ -190,6 +192,14 @@ def test_the_error_tree_on_the_errors_page_is_the_real_one() -> None:
         if isinstance(value, type) and issubclass(value, sdk.StructuredOutputError)
     }
     assert errors == shown  # every error of `sdk` is in the tree
+
+
+def _public_bases(cls: type) -> set[type]:
+    """The nearest public classes above `cls`: a private base (`_Located`) is seen through."""
+    found: set[type] = set()
+    for base in cls.__bases__:
+        found |= _public_bases(base) if base.__name__.startswith("_") else {base}
+    return found
 
 
 def test_the_error_table_names_every_error() -> None:
