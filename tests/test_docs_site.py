@@ -109,8 +109,10 @@ def _strict_copy(tmp_path: Path) -> Path:
     copy.mkdir()
     shutil.copy(REPO / "mkdocs.yml", copy / "mkdocs.yml")
     shutil.copytree(REPO / "docs", copy / "docs")
-    for package in ("sdk", "contracts"):  # mkdocstrings reads the sources beside mkdocs.yml
-        (copy / package).symlink_to(REPO / package)
+    # mkdocstrings reads the sources beside mkdocs.yml; pages include generated files from
+    # bench/ and eval-results/ (pymdownx.snippets, a missing one fails the build).
+    for folder in ("sdk", "contracts", "bench", "eval-results"):
+        (copy / folder).symlink_to(REPO / folder)
     return copy
 
 
