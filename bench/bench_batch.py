@@ -17,17 +17,18 @@ Each measurement runs in its own process, so each peak RSS is that run's alone: 
 its items in memory, the large run's peak would grow with its size; it stays flat instead
 (items are read from SQLite a page at a time, output lines are committed a chunk at a time).
 
-Section `scale` (row 15, `batch-scale`): indexing an input of `--huge` items (1,000,000) against one of
-`--items`: seconds, items/s, the peak RSS of each (flat: the input is read as a stream), the
-state file's bytes per item; and a resume after a SIGKILL while the large input was half indexed
-(the prefix verified, then the rest indexed: seconds, and whether the index came out whole).
+Section `scale` (row 15, `batch-scale`): indexing an input of `--huge` items (1,000,000) against
+one of `--items`: seconds, items/s, the peak RSS of each (flat: the input is read as a stream),
+the state file's bytes per item; and a resume after a SIGKILL while the large input was half
+indexed (the prefix verified, then the rest indexed: seconds, and whether the index came out
+whole).
 
-Section `identity` (row 16, `batch-identity`): what the runner's lock and the per-item identity check
-(each line hashed when indexed and when read back) cost: the `--items` local job run by this
-tree and by `--baseline` (a commit before them, default `BEFORE_THE_LOCK`, checked out with `git archive`
-into a temporary folder), alternated `--rounds` times in the same run, each first in turn;
-items/s and client CPU per item, this tree / the baseline (goal: items/s within 5%), the
-medians of the rounds' ratios; the same job with an in-process `TestProvider` (no HTTP: the
+Section `identity` (row 16, `batch-identity`): what the runner's lock and the per-item identity
+check (each line hashed when indexed and when read back) cost: the `--items` local job run by
+this tree and by `--baseline` (a commit before them, default `BEFORE_THE_LOCK`, checked out with
+`git archive` into a temporary folder), alternated `--rounds` times in the same run, each first
+in turn; items/s and client CPU per item, this tree / the baseline (goal: items/s within 5%),
+the medians of the rounds' ratios; the same job with an in-process `TestProvider` (no HTTP: the
 CPU is the job machinery's alone); and the hash's own cost per item.
 
 Row 9 of `make bench` (`batch_row`) runs the `throughput` section, rows 15 and 16 the others

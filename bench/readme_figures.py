@@ -298,8 +298,12 @@ def _eval_setup(decisions: dict[str, Any], invoices: dict[str, Any] | None) -> s
     tokens = "/".join(str(run["max_tokens"]) for run in runs)
     minutes = sum(run["latency_total"] for run in runs) / 60
     scope = of(decisions, "decisions") + (f" and {of(invoices, 'invoices')}" if invoices else "")
+    by_reason: dict[str, list[str]] = {}
+    for arm, reason in decisions["unavailable"].items():
+        by_reason.setdefault(reason, []).append(f"`{arm}`")
     skipped = "; ".join(
-        f"arm `{arm}` not run: {reason}" for arm, reason in decisions["unavailable"].items()
+        f"{'arm' if len(arms) == 1 else 'arms'} {', '.join(arms)} not run: {reason}"
+        for reason, arms in by_reason.items()
     )
     retries = decisions["retries"]
     return (
