@@ -344,7 +344,8 @@ def test_case_insensitive_literals_become_classes() -> None:
     ("lark", "construct"),
     [
         ("start: /a(?=b)/ /b/\n", "lookaround"),
-        ("start: /ab/i\n", "regex flag i"),
+        ("start: /a b/x\n", "regex flag x"),
+        ('start: /[a-z]+/ "x"\n', "greedy terminal split"),
         ("start: /^a/\n", "anchor"),
         ('start: a\na: b "x" | "y"\nb: a "z"\n', "left recursion a -> b -> a"),
         ("start: A\n%declare A\n", "%declare A"),

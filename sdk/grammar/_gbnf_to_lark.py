@@ -1,12 +1,15 @@
 """GBNF (llama.cpp's grammar syntax) -> Lark, keeping the language exactly.
 
-GBNF has no lexer: it is a plain context-free grammar over characters. Lark (and llguidance)
-match terminals greedily, so turning a run of GBNF character classes into one regex terminal can
-change the language (`[a-z]+ "x"` accepts `abx` in GBNF; a greedy `/[a-z]+/` would eat the `x`).
-This converter therefore keeps every character class a one-character terminal and every literal
-a string terminal: each terminal has exactly one possible match, so greedy matching and plain
-CFG derivation agree and the Lark grammar has exactly the GBNF grammar's language. (For speed
-under llguidance, a grammar written in Lark with regex terminals is better.)
+GBNF has no lexer: it is a plain context-free grammar over characters. Lark's readers (the
+client's recognizer and llguidance) split text into terminals greedily, so turning a run of GBNF
+character classes into one regex terminal can change the language (`[a-z]+ "x"` accepts `abx`
+in GBNF; a greedy `/[a-z]+/` would eat the `x`), and so can a literal (`"ab" "c" | "a" "bd"`:
+the lexeme is `ab` whenever it can be). This converter therefore writes every character class,
+and every character of a literal, as a one-character terminal: a lexeme is then always one
+character, greedy splitting and plain CFG derivation agree, and the Lark grammar has exactly
+the GBNF grammar's language. (For speed under llguidance, a grammar written in Lark with regex
+terminals is better.) Literals are written by `lark_literal`, which Lark and llguidance read
+alike, astral characters included.
 
 Supported: rules `name ::= ...` (names of letters, digits and `-`; `root` is the start),
 alternatives, grouping, literals with `\\x`, `\\u`, `\\U`, `\\t`, `\\n`, `\\r`, `\\\\`, `\\"`
@@ -17,15 +20,16 @@ undefined rule) raises `UnconvertibleGrammar` / `InvalidGrammar` naming it.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
+from sdk.grammar._compiled import lark_literal
 from sdk.grammar._errors import InvalidGrammar, UnconvertibleGrammar
 
 __all__ = ["gbnf_to_lark"]
 
 _NAME = re.compile(r"[A-Za-z0-9-]+")
+_MAX_NESTING = 64
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-"}
 _HEX_WIDTH = {"x": 2, "u": 4, "U": 8}
 _MAX_CODE_POINT = 0x10FFFF
@@ -74,6 +78,7 @@ class _Converter:
         self.defined: dict[str, str] = {}  # GBNF name -> Lark expansion text
         self.referenced: dict[str, str] = {}  # GBNF name -> where first referenced
         self.lark_names: dict[str, str] = {}
+        self.depth = 0
 
     def lark_name(self, name: str) -> str:
         known = self.lark_names.get(name)
@@ -152,8 +157,12 @@ class _Converter:
             return r"/[^\n]|\n/"
         if char == "(":
             reader.pos += 1
+            self.depth += 1
+            if self.depth > _MAX_NESTING:
+                raise reader.fail(f"groups nested more than {_MAX_NESTING} deep")
             reader.skip_space(newlines=True)
             inner = self.alternatives(nested=True)
+            self.depth -= 1
             reader.skip_space(newlines=True)
             if reader.peek() != ")":
                 raise reader.fail("expected ')'")
@@ -210,9 +219,11 @@ class _Converter:
                 reader.pos += 1
                 break
             chars.append(self.char())
-        text = "".join(chars)
         # An empty literal matches the empty string; Lark has no empty terminal.
-        return json.dumps(text, ensure_ascii=True) if text else "()"
+        if not chars:
+            return "()"
+        written = [lark_literal(char) for char in chars]
+        return written[0] if len(written) == 1 else "(" + " ".join(written) + ")"
 
     def char(self) -> str:
         reader = self.reader
@@ -269,10 +280,11 @@ def _class_char(char: str) -> str:
     to raw characters before compiling the regex) and by llguidance (which does not).
 
     So the characters special in a class are escaped with a backslash, never as `\\x5c` and
-    the like: Lark would turn `\\x5d` into a raw `]` and end the class early.
+    the like: Lark would turn `\\x5d` into a raw `]` and end the class early. `&` and `~` too:
+    doubled, the Rust regex crate reads them as set operations.
     """
     point = ord(char)
-    if char in "\\]/-^[":
+    if char in "\\]/-^[&~":
         return "\\" + char
     if point < 0x20 or point == 0x7F:
         return f"\\x{point:02x}"
