@@ -111,6 +111,7 @@ class Automaton:
         self._ids: dict[frozenset[int], int] = {}
         self._steps: list[dict[str, int]] = []
         self._accepting: list[bool] = []
+        self._ranges: dict[int, list[tuple[int, int, int]]] = {}
         self.start = self._intern(self._closure({entry}))
 
     def _closure(self, states: set[int]) -> frozenset[int]:
@@ -156,6 +157,11 @@ class Automaton:
     def extent(self, text: str, pos: int) -> tuple[int, bool]:
         """How many characters from `pos` stay a prefix of some string of the terminal, and
         whether those characters are a whole string of it."""
+        length, state = self.walk(text, pos)
+        return length, self._accepting[state]
+
+    def walk(self, text: str, pos: int) -> tuple[int, int]:
+        """How many characters from `pos` stay a prefix of some string, and the state there."""
         state, length, steps = self.start, 0, self._steps
         for index in range(pos, len(text)):
             char = text[index]
@@ -165,7 +171,7 @@ class Automaton:
             if nxt == _DEAD:
                 break
             state, length = nxt, length + 1
-        return length, self._accepting[state]
+        return length, state
 
     def next_ranges(self, state: int) -> rx.Ranges:
         """The characters that keep a state alive (for the converter's checks and sampling)."""
@@ -177,17 +183,20 @@ class Automaton:
         ]
         return rx.normalize(pieces)
 
-    def step_ranges(self, state: int) -> list[tuple[rx.Ranges, int]]:
-        """The state's transitions as (characters, next state), characters disjoint."""
+    def step_ranges(self, state: int) -> list[tuple[int, int, int]]:
+        """The state's transitions as sorted, disjoint (first, last character, next state)."""
+        known = self._ranges.get(state)
+        if known is not None:
+            return known
         cuts: set[int] = set()
         for nfa in self._sets[state]:
             for edge in self._edges[nfa]:
                 for lo, hi in zip(edge.lows, edge.highs, strict=True):
                     cuts.update((lo, hi + 1))
-        points = sorted(cuts)
-        out: list[tuple[rx.Ranges, int]] = []
-        for lo, nxt_lo in pairwise(points):
-            nxt = self.step(state, chr(lo)) if not 0xD800 <= lo <= 0xDFFF else _DEAD
+        out: list[tuple[int, int, int]] = []
+        for lo, nxt_lo in pairwise(sorted(cuts)):
+            nxt = self.step(state, chr(lo))
             if nxt != _DEAD:
-                out.append((((lo, nxt_lo - 1),), nxt))
+                out.append((lo, nxt_lo - 1, nxt))
+        self._ranges[state] = out
         return out

@@ -56,18 +56,46 @@ class TerminalDef:
     """The exact text of a case-sensitive string terminal, else None."""
     automaton: Automaton
 
-    def extent(self, text: str, pos: int) -> tuple[int, bool]:
-        """How far from `pos` the text stays inside the terminal, and whether it is whole there."""
+    def extent(self, text: str, pos: int) -> tuple[int, bool, bool]:
+        """How far from `pos` the text stays inside the terminal, whether it is whole there,
+        and whether a reader of bytes would read on into the next character: its first UTF-8
+        byte starts a character the terminal could continue with (llguidance then fails in
+        the middle of that character, as it backs up one byte only)."""
         if self.literal is not None:
             if text.startswith(self.literal, pos):
-                return len(self.literal), True
+                return len(self.literal), True, False
             length = 0
             for want, got in zip(self.literal, text[pos:], strict=False):
                 if want != got:
                     break
                 length += 1
-            return length, False
-        return self.automaton.extent(text, pos)
+            following = self.literal[length] if length < len(self.literal) else None
+            reads_on = following is not None and pos + length < len(text)
+            if reads_on:
+                got_lo, got_hi = same_lead_byte(ord(text[pos + length]))
+                reads_on = got_lo <= ord(following) <= got_hi  # type: ignore[arg-type]
+            return length, False, reads_on
+        length, state = self.automaton.walk(text, pos)
+        reads_on = False
+        if pos + length < len(text) and ord(text[pos + length]) >= 0x80:
+            lo, hi = same_lead_byte(ord(text[pos + length]))
+            reads_on = any(a <= hi and lo <= b for a, b in self.automaton.next_ranges(state))
+        return length, self.automaton.accepting(state), reads_on
+
+
+def same_lead_byte(point: int) -> tuple[int, int]:
+    """The code points whose UTF-8 encoding starts with the same byte as `point`'s."""
+    if point < 0x80:
+        return point, point
+    for width_bits, first, limit in (
+        (6, 0x80, 0x800),
+        (12, 0x800, 0x10000),
+        (18, 0x10000, 0x110000),
+    ):
+        if point < limit:
+            lead = point >> width_bits
+            return max(lead << width_bits, first), min(((lead + 1) << width_bits) - 1, limit - 1)
+    return point, point
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +269,7 @@ def _check_string(literal: str) -> None:
             match = _STRING_ESCAPE.match(body, index)
             if match is None:
                 raise InvalidGrammar(
-                    f"string {literal}: the escape {body[index:index + 2]!r} is read differently "
+                    f"string {literal}: the escape {body[index : index + 2]!r} is read differently "
                     'by Lark and llguidance: use \\" \\\\ \\n \\t \\r \\f \\xHH or \\uHHHH'
                 )
             index = match.end()

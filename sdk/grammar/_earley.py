@@ -5,8 +5,13 @@ the engine behind the embedded provider and OpenAI's custom tools admit the same
 boundary the terminals the parser allows there are matched together, the lexeme runs as far as
 any of them can still match (one character past a whole match is how far llguidance looks
 back), and every allowed terminal that matches exactly that lexeme is taken. `%ignore`d
-terminals are matched alongside and dropped. `"xy" | "x" "yz"` therefore rejects `xyz` (the
-lexeme is `xy`), as llguidance does, and `/[a-z]+/ "x"` rejects `abx`.
+terminals are skipped as llguidance skips them: matched alongside the allowed terminals (the
+longest lexeme wins, an ignored one on a tie), never before the first terminal, and only where
+another terminal could follow (at the end of the text too). `"xy" | "x" "yz"` therefore
+rejects `xyz` (the lexeme is `xy`), as llguidance does, and `/[a-z]+/ "x"` rejects `abx`.
+llguidance reads bytes, and this is followed too: when the next character only shares its
+first UTF-8 byte with one a terminal could continue with, llguidance reads on and fails inside
+that character (it backs up one byte only), so the lexeme fails here as well.
 
 Earley sets exist only at lexeme boundaries; nullable rules are handled as Aycock and Horspool
 do, and right recursion with Joop Leo's memoized reductions, so recognition time grows linearly
@@ -114,7 +119,8 @@ class Recognizer:
             if pos == len(text):
                 return self._outcome(current, pos, at_end=not current.accepting, done=True)
             allowed = list(current.scanning)
-            allowed += [t for t in self._ignore if t not in current.scanning]
+            if pos and current.scanning:
+                allowed += [t for t in self._ignore if t not in current.scanning]
             length, matched, cut = self._lex(text, pos, allowed)
             if cut:
                 return self._outcome(current, len(text), at_end=True)
@@ -123,10 +129,11 @@ class Recognizer:
             following = _Set()
             if any(t in self._ignore for t in matched):
                 for item in current.items:
-                    self._add(following, item)
-            for terminal in matched:
-                for rule, dot, origin in current.scanning.get(terminal, ()):
-                    self._add(following, (rule, dot + 1, origin))
+                    self._add(following, item)  # skipped: the same items, further on
+            else:
+                for terminal in matched:
+                    for rule, dot, origin in current.scanning[terminal]:
+                        self._add(following, (rule, dot + 1, origin))
             sets.append(following)
             pos += length
 
@@ -134,10 +141,12 @@ class Recognizer:
         """The lexeme at `pos`: its length, the allowed terminals it is whole for, and whether
         the text ended inside it (no terminal whole at the end: a cut, not a miss)."""
         extents = [(terminal, *self._matchers[terminal].extent(text, pos)) for terminal in allowed]
-        longest = max((length for _, length, _ in extents), default=0)
-        if longest == 0:
+        longest = max((length for _, length, _, _ in extents), default=0)
+        if longest == 0 or any(on for _, length, _, on in extents if length == longest):
+            # Nothing starts here, or llguidance would read into the next character's bytes
+            # and fail inside it: the text leaves the language at the lexeme's start.
             return 0, [], False
-        matched = [t for t, length, whole in extents if length == longest and whole]
+        matched = [t for t, length, whole, _ in extents if length == longest and whole]
         cut = pos + longest == len(text) and not matched
         return longest, matched, cut
 

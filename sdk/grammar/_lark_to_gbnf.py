@@ -5,8 +5,12 @@ expanded, and each terminal read into the one syntax tree the client recognizes 
 GBNF says exactly what the client and llguidance read: `.`, `\\d`, `\\w`, `\\s` keep their
 Unicode meaning (written out as classes), case-insensitive strings and regexes become classes
 of the characters that simple case folding matches (`"ß"i` is `[ßẞ]`), and whatever the compiled
-grammar refused never gets here. `%ignore`d terminals become a `ws` rule allowed before every
-terminal and at the end.
+grammar refused never gets here. `%ignore`d terminals become a `ws` rule allowed where
+llguidance skips them: before every terminal but the first (each rule that can begin the text
+gets a version, `NAME-first`, whose first terminal has no `ws`). llguidance also skips them at
+the end of the text where another terminal could have followed, which a context-free grammar
+cannot say in general; so `%ignore` converts only when no sentence can go on (no terminal
+that can end a sentence can also be followed by another), and is refused otherwise.
 
 One difference cannot be written in GBNF: Lark and llguidance split text into terminals
 greedily, GBNF has no terminals at all. Where that split could change the language (a terminal
@@ -25,8 +29,9 @@ from lark.grammar import NonTerminal, Terminal
 
 from sdk.grammar._compiled import CompiledGrammar, compile_grammar
 from sdk.grammar._errors import UnconvertibleGrammar
+from sdk.grammar._gbnf_to_lark import gbnf_for_llamacpp
 from sdk.grammar._grammar import Grammar
-from sdk.grammar._lexing import lexing_conflicts
+from sdk.grammar._lexing import END, first_and_follow, lexing_conflicts
 from sdk.schema import _regex as rx
 from sdk.schema.gbnf._gbnf_text import char_class as _char_class
 from sdk.schema.gbnf._gbnf_text import literal as _literal
@@ -38,13 +43,19 @@ _ROOT = "root"
 
 
 def to_gbnf(grammar: Grammar) -> str:
-    """The GBNF of a grammar: its own text if it was written in GBNF, else converted from Lark."""
-    return grammar.gbnf if grammar.gbnf is not None else lark_to_gbnf(grammar.lark)
+    """The GBNF of a grammar: its own text if it was written in GBNF (negated classes that leave
+    out non-ASCII characters written as the ranges they keep: `gbnf_for_llamacpp`), else
+    converted from Lark."""
+    if grammar.gbnf is not None:
+        return gbnf_for_llamacpp(grammar.gbnf)
+    return lark_to_gbnf(grammar.lark)
 
 
 def lark_to_gbnf(lark_text: str) -> str:
     """A GBNF grammar for a Lark grammar text (entry rule `start`, written as `root`)."""
     compiled = compile_grammar(lark_text)
+    if compiled.ignore:
+        _check_trailing_ignore(compiled)
     conflicts = lexing_conflicts(compiled)
     if conflicts:
         more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
@@ -54,6 +65,20 @@ def lark_to_gbnf(lark_text: str) -> str:
             construct="greedy terminal split",
         )
     return _Writer(compiled).write()
+
+
+def _check_trailing_ignore(grammar: CompiledGrammar) -> None:
+    _, follow = first_and_follow(grammar)
+    ignored = set(grammar.ignore)
+    for name, after in sorted(follow.items()):
+        if name not in ignored and END in after and after - ignored - {END}:
+            raise UnconvertibleGrammar(
+                f"%ignore in a grammar whose sentences can go on (after "
+                f"{grammar.terminals[name].shown} the text may end or continue): llguidance "
+                "takes ignored text at the end exactly where another terminal could follow, "
+                "which GBNF cannot say; write the whitespace into the rules instead",
+                construct="%ignore after a sentence that can go on",
+            )
 
 
 class _Writer:
@@ -84,10 +109,14 @@ class _Writer:
         rules: dict[str, list[list[Terminal | NonTerminal]]] = defaultdict(list)
         for rule in self.grammar.rules:
             rules[rule.origin].append(list(rule.expansion))
+        entry = "start"
+        root = self.name(entry, terminal=False)
+        if self.ignored:
+            entry = _first_versions(rules, _nullable(rules))
+            root = self.name(entry, terminal=False)
         nullable = _nullable(rules)
         corners: dict[str, set[str]] = {}
-        start = self.name("start", terminal=False)
-        lines = [f"{_ROOT} ::= {start}" + (f" {_WS}" if self.ignored else "")]
+        lines = [f"{_ROOT} ::= {root}"]
         for origin, options in rules.items():
             # llama.cpp cannot run a left-recursive rule, and Lark writes `x*` as one
             # (`r: x | r x`): `A ::= A a | b` becomes `A ::= (b) (a)*`, the same language.
@@ -100,6 +129,13 @@ class _Writer:
                 )
             body = self.alternatives(base)
             corners[origin] = _left_corners(base, nullable)
+            if any(_sequence_nullable(option, nullable) for option in tails):
+                # `(x)*` where x can be empty loops forever; llama.cpp refuses the grammar.
+                raise UnconvertibleGrammar(
+                    f"rule {origin} repeats something that can be empty, which llama.cpp "
+                    "rejects as left recursion: repeat only what always takes a character",
+                    construct="repetition of something that can be empty",
+                )
             if tails:
                 body = f"({body}) ({self.alternatives(tails)})*"
                 if all(_sequence_nullable(option, nullable) for option in base):
@@ -129,7 +165,7 @@ class _Writer:
         if isinstance(symbol, NonTerminal):
             return self.name(symbol.name, terminal=False)
         term = self.terminal(symbol.name)
-        return f"{_WS} {term}" if self.ignored else term
+        return f"{_WS} {term}" if self.ignored and not isinstance(symbol, _Bare) else term
 
     def terminal(self, lark_name: str) -> str:
         """A literal inline, or the name of the rule the terminal was written to."""
@@ -194,6 +230,37 @@ class _Writer:
             return f"{_char_class(rx.union(*flat))}*"
         options = [self.terminal(lark_name) for lark_name in self.ignored]
         return "(" + " | ".join(options) + ")*"
+
+
+class _Bare(Terminal):
+    """A terminal that begins the text: written without the `ws` before it."""
+
+
+def _first_versions(
+    rules: dict[str, list[list[Terminal | NonTerminal]]], nullable: set[str]
+) -> str:
+    """Add `NAME first` versions of the rules that can begin the text (their first terminal
+    bare, rules that derive nothing dropped before it) and return the entry rule's name."""
+    pending, done = ["start"], set()
+    while pending:
+        origin = pending.pop()
+        if origin in done:
+            continue
+        done.add(origin)
+        versions: list[list[Terminal | NonTerminal]] = []
+        for option in rules[origin]:
+            for index, symbol in enumerate(option):
+                if isinstance(symbol, Terminal):
+                    versions.append([_Bare(symbol.name), *option[index + 1 :]])
+                    break
+                versions.append([NonTerminal(f"{symbol.name} first"), *option[index + 1 :]])
+                pending.append(symbol.name)
+                if symbol.name not in nullable:
+                    break
+            else:
+                versions.append([])  # every symbol derived nothing
+        rules[f"{origin} first"] = versions
+    return "start first"
 
 
 def _nullable(rules: dict[str, list[list[Terminal | NonTerminal]]]) -> set[str]:

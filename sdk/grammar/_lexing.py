@@ -6,7 +6,8 @@ texts exactly when no split is ever in doubt: after a whole match of a terminal 
 character of the text (a first character of whatever can follow T in the grammar) never lets
 T, or another terminal that can start where T started, run on. `lexing_conflicts` checks that,
 conservatively (every terminal counts as one that can start where T starts, and what follows T
-is taken over every context), and names each conflict; an empty list means the grammar reads
+is taken over every context; and since llguidance reads bytes, a next character that merely
+starts with the same byte counts), and names each conflict; an empty list means the grammar reads
 the same under both, and the converter to GBNF is exact. `%ignore`d terminals are taken as one
 run (the GBNF writes them as one repeated class) that may come between any two terminals.
 """
@@ -15,8 +16,9 @@ from __future__ import annotations
 
 import functools
 from collections import deque
+from collections.abc import Iterator
 
-from sdk.grammar._compiled import CompiledGrammar, TerminalDef
+from sdk.grammar._compiled import CompiledGrammar, TerminalDef, same_lead_byte
 from sdk.schema import _regex as rx
 
 __all__ = ["END", "first_and_follow", "lexing_conflicts"]
@@ -93,6 +95,13 @@ def lexing_conflicts(grammar: CompiledGrammar) -> list[str]:
     _, follow = first_and_follow(grammar)
     terminals = grammar.terminals
     found = []
+    for skipped in grammar.ignore:
+        for name, terminal in sorted(terminals.items()):
+            if name not in grammar.ignore and _runs_on(terminal, terminals[skipped], whole=True):
+                found.append(
+                    f"{terminal.shown} and the ignored {terminals[skipped].shown} match the "
+                    "same text, which llguidance skips and GBNF may not"
+                )
     for name, terminal in sorted(terminals.items()):
         after = rx.union(*(_first_chars(terminals[t]) for t in follow[name] if t != END))
         if not after:
@@ -100,7 +109,9 @@ def lexing_conflicts(grammar: CompiledGrammar) -> list[str]:
         for _, other in sorted(terminals.items()):
             if not _intersect(_first_chars(terminal), _first_chars(other)):
                 continue
-            overlap = _intersect(_runs_on(terminal, other), after)
+            # llguidance reads bytes: a character that only shares its first byte with one
+            # the terminal could continue with already makes it read on (and fail).
+            overlap = _intersect(_lead_bytes(_runs_on(terminal, other)), after)
             if overlap:
                 char = chr(overlap[0][0])
                 found.append(
@@ -111,9 +122,10 @@ def lexing_conflicts(grammar: CompiledGrammar) -> list[str]:
     return found
 
 
-def _runs_on(terminal: TerminalDef, other: TerminalDef) -> rx.Ranges:
+def _runs_on(terminal: TerminalDef, other: TerminalDef, *, whole: bool = False) -> rx.Ranges:
     """The characters c such that some whole match t of `terminal` has t + c as the start of
-    a match of `other` (the product of the two automata, explored breadth first)."""
+    a match of `other` (the product of the two automata, explored breadth first). With
+    `whole`, instead: any character at all when some text is a whole match of both."""
     a, b = terminal.automaton, other.automaton
     start = (a.start, b.start)
     seen = {start}
@@ -123,15 +135,49 @@ def _runs_on(terminal: TerminalDef, other: TerminalDef) -> rx.Ranges:
         if len(seen) > _MAX_PAIRS:
             return rx.complement(())  # too large to decide: count it as a conflict
         left, right = queue.popleft()
-        if a.accepting(left):
+        if whole and a.accepting(left) and b.accepting(right):
+            return rx.complement(())
+        if a.accepting(left) and not whole:
             out.append(b.next_ranges(right))
-        for left_chars, left_next in a.step_ranges(left):
-            for right_chars, right_next in b.step_ranges(right):
-                if _intersect(left_chars, right_chars) and (left_next, right_next) not in seen:
-                    seen.add((left_next, right_next))
-                    queue.append((left_next, right_next))
+        for pair in _overlaps(a.step_ranges(left), b.step_ranges(right)):
+            if pair not in seen:
+                seen.add(pair)
+                queue.append(pair)
     return rx.union(*out) if out else ()
 
 
+def _overlaps(
+    first: list[tuple[int, int, int]], second: list[tuple[int, int, int]]
+) -> Iterator[tuple[int, int]]:
+    """The (next, next) state pairs of two sorted, disjoint transition lists wherever their
+    characters overlap (one merge pass)."""
+    i = j = 0
+    while i < len(first) and j < len(second):
+        lo_a, hi_a, next_a = first[i]
+        lo_b, hi_b, next_b = second[j]
+        if max(lo_a, lo_b) <= min(hi_a, hi_b):
+            yield next_a, next_b
+        if hi_a < hi_b:
+            i += 1
+        else:
+            j += 1
+
+
+def _lead_bytes(ranges: rx.Ranges) -> rx.Ranges:
+    """Every character whose UTF-8 encoding starts like one of `ranges`."""
+    return rx.normalize([(same_lead_byte(lo)[0], same_lead_byte(hi)[1]) for lo, hi in ranges])
+
+
 def _intersect(first: rx.Ranges, second: rx.Ranges) -> rx.Ranges:
-    return rx.subtract(first, rx.complement(second)) if first and second else ()
+    """The characters in both sets (one merge pass over the sorted ranges)."""
+    out: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(first) and j < len(second):
+        lo, hi = max(first[i][0], second[j][0]), min(first[i][1], second[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if first[i][1] < second[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)

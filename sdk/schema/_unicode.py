@@ -1,9 +1,11 @@
 """Unicode character sets asked of the engines themselves, and simple case folding.
 
-Two readers of regular expressions matter for grammars: the `regex` module (which Lark, the
-client's grammar reader, compiles terminals with) and the Rust `regex` crate (llguidance's). Both
-give `\\d`, `\\w`, `\\s` their Unicode meaning (UTS #18), so the sets are taken from the `regex`
-module itself, once, by matching every code point: a definition that cannot drift from it.
+Two readers of regular expressions matter for grammars: the `regex` module (which Lark
+compiles terminals with) and the Rust `regex` crate (llguidance's). Both give `\\d`, `\\w`, `\\s`
+their Unicode meaning (UTS #18), so the sets are taken from the `regex` module itself, once, by
+matching every code point, and kept to the characters Python's own Unicode tables assign: each
+engine ships its own Unicode version, and a character assigned since the oldest of them is read
+differently by each (the client and the GBNF leave it out).
 
 Case-insensitive matching (`"select"i`, `/[a-z]+/i`) is Unicode *simple* case folding, as the
 Rust crate does it: two characters match when they fold to the same character (`k`, `K` and the
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from bisect import bisect_right
 from typing import Any
 
@@ -63,8 +66,32 @@ def python_class(escape: str) -> Ranges:
 @functools.cache
 def engine_class(escape: str) -> Ranges:
     """The code points the `regex` module (Lark's) puts in `\\d`, `\\w` or `\\s`: UTS #18, the
-    meaning the Rust `regex` crate (llguidance's) gives them too."""
-    return _runs(regex, escape)
+    meaning the Rust `regex` crate (llguidance's) gives them too, among assigned characters."""
+    assigned = _assigned()
+    out: list[tuple[int, int]] = []
+    for lo, hi in _runs(regex, escape):
+        start = bisect_right(assigned, (lo, MAX_CODE_POINT)) - 1
+        for a_lo, a_hi in assigned[max(start, 0) :]:
+            if a_lo > hi:
+                break
+            if a_hi >= lo:
+                out.append((max(lo, a_lo), min(hi, a_hi)))
+    return tuple(out)
+
+
+@functools.cache
+def _assigned() -> list[tuple[int, int]]:
+    """The code points Python's Unicode tables assign (any category but Cn), as ranges."""
+    out: list[tuple[int, int]] = []
+    for char in _every_character():
+        if unicodedata.category(char) == "Cn":
+            continue
+        point = ord(char)
+        if out and out[-1][1] + 1 == point:
+            out[-1] = (out[-1][0], point)
+        else:
+            out.append((point, point))
+    return out
 
 
 def _simple_fold(char: str) -> str:
