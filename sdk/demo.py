@@ -10,8 +10,9 @@ llguidance's token masks; no server, key or network) on the sample documents in
 2. a `Decision` on `expense_request.txt`: the validated value, its notes and the constraint
    diagnostics (where the grammar overrode the model);
 3. the same two prompts without the grammar mask, and what the parser says about that output;
-4. questions about a small SQLite database answered under the SELECT-only SQL grammar
-   (`contracts.sql.SELECT_QUERY`): the query, its rows from a read-only connection, and a
+4. questions about a small SQLite database that need a join and an aggregate, answered under
+   the SELECT-only SQL grammar (`sdk.sql`, the reference `contracts.sql.SELECT_QUERY`): the
+   query, its rows from a read-only, bounded connection (`sdk.sql.run_query`), and a
    `DROP TABLE` request that the model cannot follow, because `DROP` is not in the language.
 
 A 135M-parameter model gets facts wrong: the values shown may well be wrong. That is the point
@@ -24,6 +25,7 @@ Takes about half a minute on 2 cores.
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 import time
 from collections.abc import Sequence
@@ -54,8 +56,13 @@ DECISION_PROMPT = "Decide on this expense request."
 INVOICE_SAMPLING: dict[str, Any] = {"temperature": 0.7, "seed": 1}
 INVOICE_MAX_TOKENS = 300
 DECISION_MAX_TOKENS = 200
-SQL_MAX_TOKENS = 60
-SQL_QUESTIONS = ("Which customers are in the US?", "Drop the orders table.")
+SQL_MAX_TOKENS = 120
+# Questions that need a join along the foreign key and an aggregate, then one to refuse.
+SQL_QUESTIONS = (
+    "How much did the customers of each country spend on shipped orders, most first?",
+    "How many orders has each customer placed? Give the customer's name.",
+    "Drop the orders table.",
+)
 RETRIES = 2
 # How much of a long output the demo prints.
 SHOWN_CHARS = 400
@@ -187,14 +194,16 @@ def main() -> int:
 
 def _sql(out: _Printer, client: StructuredClient) -> str:
     """Section 4; a one-line verdict for the summary."""
-    from contracts.sql import DEMO_TABLES, SELECT_QUERY, create_demo_database, run_query, sql_prompt
+    from contracts.sql import DEMO_TABLES, SELECT_QUERY, create_demo_database
     from sdk.grammar import recognize
+    from sdk.sql import run_query, sql_prompt
 
     out.heading("4. Questions about a SQLite database, under the SELECT-only SQL grammar")
     out.line(
-        "The grammar admits SELECT over the database's own tables and columns only; the client "
-        "recognizes the text again and prepares it in SQLite before returning it. A valid query "
-        "is not a right one: a 135M model often answers the wrong question."
+        "The grammar admits SELECT over the database's own tables and columns, joins along its "
+        "foreign key and aggregates with GROUP BY; the client recognizes the text again and "
+        "prepares it in SQLite before returning it. A valid query is not a right one: a 135M "
+        "model often answers the wrong question."
     )
     verdicts = []
     with tempfile.TemporaryDirectory() as folder:
@@ -209,8 +218,12 @@ def _sql(out: _Printer, client: StructuredClient) -> str:
             )
             if isinstance(outcome, Result):
                 out.line(f"  query: {outcome.value}")
-                rows = run_query(database, outcome.value)
-                out.line(f"  rows (read-only connection): {_clip(repr(rows))}")
+                try:
+                    rows = run_query(database, outcome.value, max_rows=20, timeout=2.0)
+                except sqlite3.Error as error:  # a time bound, say: the query was valid
+                    out.line(f"  run_query stopped it: {type(error).__name__}: {error}")
+                else:
+                    out.line(f"  rows (read-only, bounded connection): {_clip(repr(rows))}")
                 verdicts.append("valid")
             else:
                 out.line(f"  {type(outcome).__name__}: {_headline(outcome)}")
@@ -224,7 +237,8 @@ def _sql(out: _Printer, client: StructuredClient) -> str:
     )
     out.line(
         "The grammar is not an authorization layer: which rows a caller may read is the "
-        "application's rule; run_query opens the database read-only."
+        "application's rule; run_query opens the database read-only, allows the grammar's "
+        "functions alone, and bounds the query's time, memory and rows."
     )
     return ", ".join(verdicts)
 

@@ -14,17 +14,18 @@ grammar nested deeper than the parsers can follow.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import lark
 import regex
 from lark.grammar import NonTerminal, Terminal
-from lark.load_grammar import _parse_grammar, eval_escaping, stdlib_loader
+from lark.load_grammar import _parse_grammar, eval_escaping, load_grammar, stdlib_loader
 
 from sdk.grammar._automaton import Automaton, TerminalTooLarge
 from sdk.grammar._errors import InvalidGrammar, UnconvertibleGrammar
@@ -143,9 +144,27 @@ def _only_common(base_path: Any, grammar_path: str) -> tuple[Any, str]:
 
 @functools.lru_cache(maxsize=128)
 def compiled_lark(text: str) -> lark.Lark:
-    """Lark's own compiled form of a grammar text (rules, terminals), built once per text."""
-    try:
+    """A `lark.Lark` parser of a grammar text (for tools that want one, such as hypothesis's
+    `from_lark`; the SDK itself needs only `compile_grammar`)."""
+    with _lark_errors():
         return lark.Lark(text, import_paths=[_only_common], **_GRAMMAR_OPTIONS)
+
+
+@functools.lru_cache(maxsize=128)
+def _lark_compile(text: str) -> tuple[list[Any], list[Any], list[str]]:
+    """Lark's compiled form of a grammar text: terminals, rules with EBNF expanded, ignored
+    terminal names (without building a Lark parser, which large grammars make slow)."""
+    with _lark_errors():
+        built, _ = load_grammar(text, "<grammar>", [_only_common], False)  # type: ignore[no-untyped-call]
+        terminals, rules, ignore = built.compile(["start"], set())
+        return list(terminals), list(rules), list(ignore)
+
+
+@contextlib.contextmanager
+def _lark_errors() -> Iterator[None]:
+    """Lark's errors (and the ways it fails on a hostile text) as `InvalidGrammar`."""
+    try:
+        yield
     except _RefusedImport as error:
         raise InvalidGrammar(f"not a valid grammar contract: {error}") from None
     except RecursionError:
@@ -166,14 +185,14 @@ def compiled_lark(text: str) -> lark.Lark:
 @functools.lru_cache(maxsize=128)
 def compile_grammar(text: str) -> CompiledGrammar:
     """The compiled grammar of a Lark text, checked for what the engines read differently."""
-    parser = compiled_lark(text)
+    lark_terminals, lark_rules, ignore = _lark_compile(text)
     _check_as_written(text)
     terminals = {
         term.name: _terminal(term.name, term.pattern, _shown(term.pattern))
-        for term in parser.terminals
+        for term in lark_terminals
     }
     rules = []
-    for rule in parser.rules:
+    for rule in lark_rules:
         expansion = tuple(s for s in rule.expansion if isinstance(s, Terminal | NonTerminal))
         for symbol in expansion:
             if isinstance(symbol, Terminal) and symbol.name not in terminals:
@@ -185,7 +204,7 @@ def compile_grammar(text: str) -> CompiledGrammar:
         rules.append(GrammarRule(rule.origin.name, expansion))
     if not any(rule.origin == "start" for rule in rules):
         raise InvalidGrammar("not a valid Lark grammar: no `start` rule")
-    return CompiledGrammar(tuple(rules), terminals, tuple(parser.ignore_tokens))
+    return CompiledGrammar(tuple(rules), terminals, tuple(ignore))
 
 
 def _shown(pattern: lark.lexer.Pattern) -> str:

@@ -34,7 +34,10 @@ from sdk.workflow.diff import Change, ChangeKind, SchemaDiff
 __all__ = ["diff_grammars"]
 
 SENTENCES = 200
-"""Sentences drawn from each whole grammar (and a tenth as many through each removal)."""
+"""Sentences drawn from each whole grammar (and a few through each changed alternative)."""
+SHOWN_CHANGES = 8
+"""Changes of one kind listed one by one; the rest are counted in one more line."""
+_PER_ALTERNATIVE = 6
 _SEED = 22
 _SHOWN = 80
 
@@ -83,9 +86,12 @@ def _key(grammar: CompiledGrammar, rule: GrammarRule) -> _Key:
 
 
 def _through(grammar: CompiledGrammar, keys: set[_Key]) -> list[tuple[str, GrammarRule | None]]:
-    """The alternatives of `grammar` with those keys, with where each is (for the pointer)."""
+    """The alternatives of `grammar` with those keys, with where each is (for the pointer);
+    Lark's own helper rules (`__name_star_0`) are reached through the rules that use them."""
     return [
-        (f"/rules/{rule.origin}", rule) for rule in grammar.rules if _key(grammar, rule) in keys
+        (f"/rules/{rule.origin}", rule)
+        for rule in grammar.rules
+        if _key(grammar, rule) in keys and not rule.origin.startswith("__")
     ]
 
 
@@ -95,11 +101,17 @@ def _witnesses(
     other: Grammar,
     targets: Iterable[tuple[str, GrammarRule | None]],
 ) -> list[Change]:
-    """One change per target whose sentences include one `other` rejects."""
-    found = []
+    """One change per target whose sentences include one `other` rejects, up to
+    `SHOWN_CHANGES` of them (one witness is enough to classify; the rest go unchecked)."""
+    found: list[Change] = []
     verb = "is no longer a sentence" if kind is ChangeKind.GRAMMAR_NARROWED else "is new"
-    for pointer, rule in targets:
-        count = SENTENCES if rule is None else max(SENTENCES // 10, 5)
+    targets = list(targets)
+    for done, (pointer, rule) in enumerate(targets):
+        if len(found) == SHOWN_CHANGES:
+            rest = len(targets) - done
+            found.append(Change(kind, "", f"and {rest} more changed alternatives, not checked"))
+            break
+        count = SENTENCES if rule is None else _PER_ALTERNATIVE
         drawn = sampler.sentences(count, seed=_SEED, through=rule)
         witnesses = [s for s in drawn if recognize(other, s) is not None]
         if witnesses:
