@@ -87,6 +87,34 @@ def test_converted_constructs_run_in_llama_cpp(lark: str, texts: dict[str, bool]
         assert llamacpp_accepts(gbnf, text) is expected, text
 
 
+@pytest.mark.parametrize(
+    ("lark", "texts"),
+    [
+        # Unicode classes: once narrowed to ASCII, so llama.cpp refused what the client took.
+        ("start: /\\d/\n", {"٣": True, "3": True, "x": False}),
+        ("start: /\\w+/\n", {"жук": True, "_a1": True, "-": False}),
+        ("start: /./\n", {"\u2028": True, "é": True, "\n": False}),
+        # Case folding: `ß` upper-cases to "SS" (a TypeError once), regexes with `i` (refused).
+        ('start: "straße"i\n', {"STRAẞE": True, "straße": True, "STRASSE": False}),
+        ("start: /[a-z]+/i\n", {"aBc": True, "K": True, "1": False}),
+    ],
+)
+def test_unicode_meaning_is_the_same_in_llama_cpp(lark: str, texts: dict[str, bool]) -> None:
+    grammar = Grammar("Unicode", lark=lark)
+    gbnf = to_gbnf(grammar)
+    for text, expected in texts.items():
+        assert (recognize(grammar, text) is None) is expected, text
+        assert llamacpp_accepts(gbnf, text) is expected, text
+
+
+def test_an_astral_gbnf_literal_reads_the_same_on_the_client() -> None:
+    gbnf = 'root ::= "😀" [😀-😂]\n'
+    grammar = Grammar("Emoji", gbnf=gbnf)
+    for text, expected in {"😀😁": True, "😀😃": False, "😀": False}.items():
+        assert (recognize(grammar, text) is None) is expected, text
+        assert llamacpp_accepts(gbnf, text) is expected, text
+
+
 def test_llama_cpp_rejects_what_the_converter_refuses_to_write() -> None:
     with pytest.raises(LlamaCppGrammarError):
         llamacpp_accepts('root ::= a\na ::= a "x"\n', "x")  # left recursion, no base

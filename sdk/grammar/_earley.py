@@ -51,6 +51,30 @@ class Outcome:
     """The terminals allowed at the miss (their names)."""
     could_end: bool
     """The text up to the miss is a sentence (the grammar allowed it to end there)."""
+    steps: int = 0
+    """Earley items the recognition added: what the work budget counts."""
+
+
+class _Work:
+    """What recognizing one text may still spend: every item the parser adds or tries to add
+    (a duplicate too: the attempt is the cost) spends one step."""
+
+    __slots__ = ("left", "spent", "text_length")
+
+    def __init__(self, text_length: int) -> None:
+        self.text_length = text_length
+        self.left = _WORK_BASE + WORK_PER_CHARACTER * text_length
+        self.spent = 0
+
+    def spend(self, steps: int) -> None:
+        self.spent += steps
+        self.left -= steps
+        if self.left < 0:
+            raise InvalidGrammar(
+                f"recognizing a {self.text_length}-character text needs more than "
+                f"{WORK_PER_CHARACTER} parser steps a character: the grammar is too "
+                "ambiguous to recognize in bounded time"
+            )
 
 
 @dataclass(slots=True)
@@ -102,30 +126,25 @@ class Recognizer:
 
     def run(self, text: str) -> Outcome:
         """Recognize `text`; never recursive, bounded by the work budget."""
-        budget = _WORK_BASE + WORK_PER_CHARACTER * len(text)
+        work = _Work(len(text))
         sets: list[_Set] = [_Set()]
         for rule in self._rules_of[self._start]:
             self._add(sets[0], (rule, 0, 0))
         pos = 0
         while True:
             current = sets[-1]
-            budget -= self._close(sets, len(sets) - 1)
-            if budget < 0:
-                raise InvalidGrammar(
-                    f"recognizing a {len(text)}-character text needs more than "
-                    f"{WORK_PER_CHARACTER} parser steps a character: the grammar is too "
-                    "ambiguous to recognize in bounded time"
-                )
+            self._close(sets, len(sets) - 1, work)
+            steps = work.spent
             if pos == len(text):
-                return self._outcome(current, pos, at_end=not current.accepting, done=True)
+                return self._outcome(current, pos, steps, at_end=not current.accepting, done=True)
             allowed = list(current.scanning)
             if pos and current.scanning:
                 allowed += [t for t in self._ignore if t not in current.scanning]
             length, matched, cut = self._lex(text, pos, allowed)
             if cut:
-                return self._outcome(current, len(text), at_end=True)
+                return self._outcome(current, len(text), steps, at_end=True)
             if not matched:
-                return self._outcome(current, pos, at_end=False)
+                return self._outcome(current, pos, steps, at_end=False)
             following = _Set()
             if any(t in self._ignore for t in matched):
                 for item in current.items:
@@ -150,7 +169,9 @@ class Recognizer:
         cut = pos + longest == len(text) and not matched
         return longest, matched, cut
 
-    def _outcome(self, current: _Set, pos: int, *, at_end: bool, done: bool = False) -> Outcome:
+    def _outcome(
+        self, current: _Set, pos: int, steps: int, *, at_end: bool, done: bool = False
+    ) -> Outcome:
         expected = tuple(sorted(self.terminal_names[t] for t in current.scanning))
         return Outcome(
             accepted=done and current.accepting,
@@ -158,6 +179,7 @@ class Recognizer:
             at_end=at_end,
             expected=expected,
             could_end=current.accepting,
+            steps=steps,
         )
 
     # --- Earley sets -----------------------------------------------------------------------
@@ -171,17 +193,18 @@ class Recognizer:
         if origin == 0 and self._lhs[rule] == self._start and dot == len(self._rhs[rule]):
             target.accepting = True
 
-    def _close(self, sets: list[_Set], index: int) -> int:
-        """Predict and complete set `index` to its fixed point; returns the work done."""
+    def _close(self, sets: list[_Set], index: int, work: _Work) -> None:
+        """Predict and complete set `index` to its fixed point, spending `work` as it goes."""
         current = sets[index]
         cursor = 0
         while cursor < len(current.items):
             item = current.items[cursor]
             cursor += 1
+            work.spend(1)
             rule, dot, origin = item
             rhs = self._rhs[rule]
             if dot == len(rhs):
-                self._complete(sets, index, self._lhs[rule], origin)
+                work.spend(self._complete(sets, index, self._lhs[rule], origin))
                 continue
             symbol = rhs[dot]
             if symbol < 0:
@@ -190,23 +213,26 @@ class Recognizer:
             waiting = current.waiting.get(symbol)
             if waiting is None:
                 current.waiting[symbol] = [item]
+                work.spend(len(self._rules_of[symbol]))
                 for predicted in self._rules_of[symbol]:
                     self._add(current, (predicted, 0, index))
             else:
                 waiting.append(item)
             if symbol in self._nullable:
                 self._add(current, (rule, dot + 1, origin))
-        return len(current.items)
 
-    def _complete(self, sets: list[_Set], index: int, lhs: int, origin: int) -> None:
+    def _complete(self, sets: list[_Set], index: int, lhs: int, origin: int) -> int:
+        """Advance the items waiting for `lhs` since `origin`; returns how many were tried."""
         current = sets[index]
         if origin != index:
             top = self._leo(sets, origin, lhs)
             if top is not None:
                 self._add(current, top)
-                return
-        for rule, dot, parent_origin in list(sets[origin].waiting.get(lhs, ())):
+                return 1
+        parents = list(sets[origin].waiting.get(lhs, ()))
+        for rule, dot, parent_origin in parents:
             self._add(current, (rule, dot + 1, parent_origin))
+        return len(parents)
 
     def _leo(self, sets: list[_Set], origin: int, lhs: int) -> Item | None:
         """The topmost item of a deterministic reduction path from (set, nonterminal), if any:

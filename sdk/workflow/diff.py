@@ -281,8 +281,9 @@ def diff_schemas(old: dict[str, Any], new: dict[str, Any]) -> SchemaDiff:
     return SchemaDiff(old=info_of(old), new=info_of(new), changes=differ.changes)
 
 
-# Keywords that only inform the model: a change to them is a description change.
-_ANNOTATIONS = ("title", "description", "examples", "$comment", "deprecated")
+# Keywords that only inform the model (or the reader: `default` fills an absent field, it
+# rejects no value): a change to them is a description change.
+_ANNOTATIONS = ("title", "description", "examples", "$comment", "deprecated", "default")
 # Numeric and length bounds: for the lower ones a larger value is tighter, for the upper ones a
 # smaller value is.
 _LOWER_BOUNDS = (
