@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from sdk import Grammar
 from sdk.grammar import (
+    GrammarMiss,
     InvalidGrammar,
     UnconvertibleGrammar,
     gbnf_to_lark,
@@ -39,17 +40,11 @@ from sdk.grammar._compiled import compile_grammar
 from sdk.grammar._sentences import Sampler
 from tests.grammar_strategies import gbnf_grammars, lark_grammars, near_misses
 from tests.grammar_support import grammar_accepts, lark_accepts, lark_accepts_prefix
+from tests.llamacpp_grammar import llamacpp_accepts, require_llamacpp, round_trips
 
 pytestmark = pytest.mark.local
 
-try:
-    from tests.llamacpp_grammar import llamacpp_accepts, round_trips
-
-    llamacpp_accepts('root ::= "a"\n', "a")
-except ImportError as missing:  # pragma: no cover - depends on the installed extras
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
-        raise
-    pytest.skip(f"the local extra is not installed: {missing}", allow_module_level=True)
+require_llamacpp()
 
 EXAMPLES = int(os.environ.get("SDK_FUZZ_EXAMPLES", "60"))
 SENTENCES = 6
@@ -92,16 +87,28 @@ def _llama_can_spell(text: str) -> bool:
     return "\x00" not in text and round_trips(text)
 
 
-def _gbnf_judges(gbnf: str | None) -> list[tuple[str, Callable[[str], bool]]]:
-    if gbnf is None:
-        return []
-    return [
-        ("llguidance on the GBNF", lambda text: grammar_accepts(gbnf, text)),
-        (
-            "llama.cpp on the GBNF",
-            lambda text: llamacpp_accepts(gbnf, text) if _llama_can_spell(text) else None,  # type: ignore[return-value]
-        ),
-    ]
+Judge = Callable[[str], "bool | None"]
+"""An engine's verdict on a text: accepted or not, None when it cannot judge that text."""
+
+
+def _llama(gbnf: str) -> Judge:
+    return lambda text: llamacpp_accepts(gbnf, text) if _llama_can_spell(text) else None
+
+
+def _judge_all(
+    grammar: Grammar, text: str, judges: list[tuple[str, Judge]], shown: str
+) -> GrammarMiss | None:
+    """The client's verdict on `text`, asserted equal to every judge's that can judge it."""
+    miss = recognize(grammar, text)
+    client = miss is None
+    event("sentence" if client else "not a sentence")
+    for name, judge in judges:
+        verdict = judge(text)
+        if verdict is not None:
+            assert verdict == client, (
+                f"{name} says {verdict}, the client says {client}, on {text!r} for\n{shown}"
+            )
+    return miss
 
 
 @FUZZ
@@ -114,28 +121,24 @@ def test_lark_grammars_read_the_same_on_every_engine(
     except InvalidGrammar as refused:
         event(f"refused: {type(refused).__name__}")
         return
+    judges: list[tuple[str, Judge]] = [
+        ("llguidance on the Lark", lambda text: lark_accepts(lark_text, text))
+    ]
     try:
-        gbnf: str | None = lark_to_gbnf(lark_text)
+        gbnf = lark_to_gbnf(lark_text)
     except UnconvertibleGrammar as refused:
         event(f"not converted: {refused.construct.split(' at ')[0]}")
-        gbnf = None
-    judges = [("llguidance on the Lark", lambda text: lark_accepts(lark_text, text))]
-    judges += _gbnf_judges(gbnf)
+        gbnf = ""
+    else:
+        judges += [
+            ("llguidance on the GBNF", lambda text: grammar_accepts(gbnf, text)),
+            ("llama.cpp on the GBNF", _llama(gbnf)),
+        ]
     for text in _texts(data, lark_text, seed):
         if not _same_tables(text, lark_text):
             event("a character newer than Python's Unicode tables: not judged")
             continue
-        miss = recognize(grammar, text)
-        client = miss is None
-        event("sentence" if client else "not a sentence")
-        for name, judge in judges:
-            verdict = judge(text)
-            if verdict is None:
-                continue
-            assert verdict == client, (
-                f"{name} says {verdict}, the client says {client}, on {text!r} for\n"
-                f"{lark_text}\n{gbnf or ''}"
-            )
+        miss = _judge_all(grammar, text, judges, f"{lark_text}\n{gbnf}")
         prefix = miss is None or miss.at_end
         assert lark_accepts_prefix(lark_text, text) == prefix, (
             f"llguidance and the client disagree on whether {text!r} is a prefix "
@@ -156,22 +159,9 @@ def test_gbnf_grammars_read_the_same_on_every_engine(
         event(f"refused: {getattr(refused, 'construct', type(refused).__name__)}")
         return
     lark_text = gbnf_to_lark(gbnf)
-    sent = to_gbnf(grammar)
-    judges: list[tuple[str, Callable[[str], bool]]] = [
-        (
-            "llama.cpp",
-            lambda text: llamacpp_accepts(sent, text) if _llama_can_spell(text) else None,
-        ),  # type: ignore[return-value]
+    judges: list[tuple[str, Judge]] = [
+        ("llama.cpp", _llama(to_gbnf(grammar))),
         ("llguidance on the converted Lark", lambda text: lark_accepts(lark_text, text)),
     ]
     for text in _texts(data, lark_text, seed):
-        client = recognize(grammar, text) is None
-        event("sentence" if client else "not a sentence")
-        for name, judge in judges:
-            verdict = judge(text)
-            if verdict is None:
-                continue
-            assert verdict == client, (
-                f"{name} says {verdict}, the client says {client}, on {text!r} for\n{gbnf}\n"
-                f"{lark_text}"
-            )
+        _judge_all(grammar, text, judges, f"{gbnf}\n{lark_text}")

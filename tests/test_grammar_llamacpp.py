@@ -8,7 +8,6 @@ Marked `local`: skipped without the local extra, failed in CI.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
@@ -30,19 +29,18 @@ from sdk.grammar import lark_to_gbnf, parse_grammar, recognize, to_gbnf
 from sdk.grammar._grammar import compiled_lark
 from sdk.grammar.wire import llamacpp_grammar
 from tests.grammar_support import grammar_accepts_prefix
+from tests.llamacpp_grammar import (
+    LlamaCppGrammarError,
+    llamacpp_accepts,
+    require_llamacpp,
+    round_trips,
+)
 from tests.test_grammar import NAIVE_GBNF
 from tests.test_sql_grammar import ACCEPT, HOSTILE_TABLES, REJECT
 
 pytestmark = pytest.mark.local
 
-try:
-    from tests.llamacpp_grammar import LlamaCppGrammarError, llamacpp_accepts, round_trips
-
-    llamacpp_accepts('root ::= "a"\n', "a")
-except ImportError as missing:  # pragma: no cover - depends on the installed extras
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
-        raise
-    pytest.skip(f"the local extra is not installed: {missing}", allow_module_level=True)
+require_llamacpp()
 
 
 def test_the_sql_gbnf_parses_and_agrees_on_the_sets() -> None:

@@ -31,12 +31,12 @@ from sdk.sql import (
     bounded_statement,
     grammar_from_sqlite,
     run_query,
-    schema_ddl,
     sql_grammar,
     sql_prompt,
     tables_from_sqlite,
 )
 from tests.grammar_support import grammar_accepts, lark_accepts
+from tests.test_sql_grammar import _prepares
 
 # Names that break naive grammars and quoting: keywords, quotes, spaces, a control character
 # (U+0008, which JSON writes as \b and Lark reads as a backslash and a b), non-ASCII.
@@ -54,17 +54,6 @@ HOSTILE = (
     ),
 )
 _TEXT = st.characters(codec="utf-8", exclude_characters="\x00")
-
-
-def _prepares(tables: tuple[Table, ...], query: str) -> bool:
-    with closing(sqlite3.connect(":memory:")) as database:
-        for statement in schema_ddl(tables):
-            database.execute(statement)
-        try:
-            database.execute("EXPLAIN " + query)
-        except sqlite3.Error:
-            return False
-    return True
 
 
 @pytest.fixture
