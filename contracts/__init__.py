@@ -8,6 +8,7 @@ quotes that may be empty.
 
 from contracts.decision import Confidence, Decision, DecisionAnswer
 from contracts.invoice import InvoiceCategory, InvoiceExtraction, LineItem
+from contracts.notice import ShipmentNotice
 from contracts.review import Fix, ReviewFinding, Severity
 from contracts.sentiment import Sentiment, SentimentLabel
 from contracts.sql import SELECT_QUERY
@@ -25,4 +26,5 @@ __all__ = [
     "Sentiment",
     "SentimentLabel",
     "Severity",
+    "ShipmentNotice",
 ]

@@ -5,12 +5,19 @@ you can trust to the degree machines can check, or a typed error that says what 
 """
 
 from sdk._content import PDF, Image, Text
-from sdk._result import Attempt, Result, Usage
+from sdk._result import Attempt, Result, ToolCalls, Usage
 from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
-from sdk.client import AsyncStructuredClient, Backoff, MaxTokensRamp, StructuredClient
-from sdk.contract import Contract, SourceQuote, WireEnum, WireNameError
+from sdk.client import (
+    AsyncStructuredClient,
+    Backoff,
+    CallOptions,
+    ClientOptions,
+    MaxTokensRamp,
+    StructuredClient,
+)
+from sdk.contract import Contract, SourceQuote, Verbatim, WireEnum, WireNameError
 from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
-from sdk.engine.tool_calls import ToolCalls
+from sdk.engine.kinds import TextSnapshot
 from sdk.errors import (
     CheckFailed,
     ContentFiltered,
@@ -49,7 +56,9 @@ __all__ = [
     "AsyncStructuredClient",
     "Attempt",
     "Backoff",
+    "CallOptions",
     "CheckFailed",
+    "ClientOptions",
     "ConstraintDiagnostics",
     "ContentFiltered",
     "Contract",
@@ -83,6 +92,7 @@ __all__ = [
     "StructuredClient",
     "StructuredOutputError",
     "Text",
+    "TextSnapshot",
     "TokenStep",
     "Tool",
     "ToolCall",
@@ -95,6 +105,7 @@ __all__ = [
     "UnknownTool",
     "UnsupportedRequest",
     "Usage",
+    "Verbatim",
     "Violation",
     "WireEnum",
     "WireNameError",

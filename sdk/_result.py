@@ -1,4 +1,5 @@
-"""What a call returns: `Result`, the `Attempt`s it took, and token `Usage`."""
+"""What a call returns: `Result` (a document or a grammar's sentence) or `ToolCalls`, the
+`Attempt`s it took, and token `Usage`."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Generic, TypeVar
 
+from sdk._message import Message
 from sdk._records import Note, Usage
+from sdk._tools import ToolCall
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.errors import Attempt
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.dialects import Removal
 from sdk.stop_reason import StopReason
 
-__all__ = ["Attempt", "Result", "Usage"]
+__all__ = ["Attempt", "Result", "ToolCalls", "Usage"]
 
 T = TypeVar("T")
 
@@ -43,3 +46,37 @@ class Result(Generic[T]):
     cost: Decimal | None = None
     """What the call's attempts cost in US dollars, from the `genai-prices` table (the `cost`
     extra); `None` when the package is absent or a model that answered is not in its table."""
+    cached: bool = False
+    """Whether the value came from the response cache (`cache=`): no request was sent, so
+    `usage` and `attempts` are empty; the stored answer was judged again by today's parser."""
+    cached_usage: Usage | None = None
+    """A cached result: what the stored answer cost when it was made."""
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """What `call_tools` returns: the calls (each one's arguments passed every check), any
+    prose the model wrote, and everything it was decided on."""
+
+    calls: list[ToolCall]
+    text: str
+    stop_reason: StopReason
+    usage: Usage
+    attempts: list[Attempt]
+    provider: str
+    model: str | None
+    raw_stop_reason: str | None = None
+    request_id: str | None = None
+    notes: list[Note] = field(default_factory=list)
+    removed: dict[str, list[Removal]] = field(default_factory=dict)
+    """Per tool name: what the provider's dialect removed from its arguments' schema (still
+    enforced by the parser)."""
+    cached: bool = False
+    """Whether the calls came from the response cache (see `Result.cached`)."""
+    cached_usage: Usage | None = None
+    """Cached calls: what the stored answer cost when it was made."""
+
+    def message(self) -> Message:
+        """The assistant turn that made these calls, to put in the conversation before the
+        tool results (`Message("user", "", tool_results=...)`)."""
+        return Message("assistant", self.text, tool_calls=tuple(self.calls))

@@ -1,5 +1,5 @@
 """Tool calls as values: `Tool` (arguments are a `Contract`), `ToolCall`, `ToolResult` and
-`PartialToolCall` (a streamed snapshot); `ToolCalls`, the result, is in `sdk.engine.tool_calls`.
+`PartialToolCall` (a streamed snapshot); `ToolCalls`, the result, is in `sdk._result`.
 
 The SDK returns calls; the application runs them and sends the results back in the next
 messages (`ToolCalls.message()`, `ToolCall.result(...)`). It is not an agent loop.
@@ -133,7 +133,8 @@ class ToolResult:
 class PartialToolCall:
     """A snapshot of one tool call as it streams: `index` keeps parallel calls apart; `value`
     is the `Partial` of its arguments so far (never validated; `None` until the tool is known
-    or when the arguments are not JSON); `done` once its arguments are complete."""
+    or when the arguments are not JSON); `done` once its arguments are complete; `attempt` says
+    which attempt of the call it belongs to (1 first: after a retry the calls start again)."""
 
     index: int
     id: str | None
@@ -141,6 +142,7 @@ class PartialToolCall:
     text: str
     value: Partial[Any] | None
     done: bool = False
+    attempt: int = 1
 
 
 def arguments_object(text: str) -> dict[str, Any]:

@@ -5,49 +5,40 @@
     result.value          # a Decision that passed every check
     result.usage          # tokens over every attempt
 
-The two clients share everything but the call to the transport (the way httpx's `Client` and
-`AsyncClient` share a base): `_BaseClient` holds the settings and starts each call's state
-machine (`sdk.engine.call.Call`: the retry policies, the parsing, the attempts); each client's loops
-only pass data between that machine and the provider's driver.
+The two clients share everything but the `await` (the way httpx's `Client` and `AsyncClient`
+share a base): `_BaseClient` resolves the options and starts each call (`sdk.engine.setup`: the
+output kind and the attempts machine), and `sdk.engine.loops` moves data between that machine
+and the provider's driver. The per-call options are declared once, in
+`sdk.engine.options.CallOptions`; `with_options` returns a copy with other defaults.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, cast, overload
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any, Self, TypeVar, Unpack, overload
 from weakref import WeakKeyDictionary
 
-from sdk._result import Result
+from sdk._result import Result, ToolCalls
 from sdk._tools import PartialToolCall, Tool, ToolChoice
-from sdk.contract import Contract, require_contract
-from sdk.engine.call import (
-    DEFAULT_BACKOFF,
-    Backoff,
-    Call,
-    MaxTokensRamp,
-    MessageLike,
-    PromptLike,
-    Reasoning,
-    RetrySettings,
-    conversation,
-    feedback_message,
-)
-from sdk.engine.envelope import envelope_of
-from sdk.engine.tool_calls import ToolCalls, ToolsCall, check_tools, tool_conversation
-from sdk.errors import ProviderError
+from sdk.contract import Contract
+from sdk.engine import loops
+from sdk.engine.conversation import feedback_message
+from sdk.engine.kinds import TextSnapshot
+from sdk.engine.options import CallOptions
+from sdk.engine.retry import Backoff, MaxTokensRamp
+from sdk.engine.setup import ClientConfig, ClientOptions, start_call, start_tools_call
 from sdk.grammar import Grammar
-from sdk.hooks import Hooks
 from sdk.parsing.incremental import Partial
-from sdk.parsing.parser import EnumCase
-from sdk.providers._base import Completion, unsupported
 from sdk.providers._provider import Provider
+from sdk.providers.limit import ConcurrencyLimit
 
 __all__ = [
     "AsyncStructuredClient",
     "Backoff",
+    "CallOptions",
+    "ClientOptions",
     "MaxTokensRamp",
     "StructuredClient",
     "feedback_message",
@@ -59,169 +50,58 @@ C = TypeVar("C", bound=Contract)
 class _BaseClient:
     """Everything the two clients share: all but sending the request."""
 
-    def __init__(
-        self,
-        provider: Provider,
-        *,
-        retries: int,
-        enum_case: EnumCase,
-        max_tokens: int,
-        truncation: MaxTokensRamp | None,
-        refusal_retries: int,
-        backoff: Backoff,
-        token_budget: int | None,
-        deadline: float | None,
-        attempt_deadline: float | None,
-        hooks: Sequence[Hooks],
-    ) -> None:
-        if enum_case not in ("normalize", "reject"):
-            raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
-        if max_tokens < 1:
-            raise ValueError("max_tokens must be at least 1")
+    def __init__(self, provider: Provider, config: ClientConfig) -> None:
+        if not isinstance(provider, Provider):
+            raise TypeError(f"provider must be an sdk.providers.Provider, not {provider!r}")
         self.provider = provider
-        self.enum_case: EnumCase = enum_case
-        self.max_tokens = max_tokens
-        self.hooks: tuple[Hooks, ...] = tuple(hooks)
-        self.settings = RetrySettings(
-            retries=retries,
-            truncation=truncation,
-            refusal_retries=refusal_retries,
-            backoff=backoff,
-            token_budget=token_budget,
-            deadline=deadline,
-            attempt_deadline=attempt_deadline,
-        )
+        self.config = config
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.provider!r}, retries={self.settings.retries})"
+        return f"{type(self).__name__}({self.provider!r}, retries={self.config.retries})"
 
     @property
     def retries(self) -> int:
         """Invalid-output retries per call."""
-        return self.settings.retries
+        return self.config.retries
 
-    def _call(
-        self,
-        output: type[Contract] | Grammar,
-        prompt: PromptLike | None,
-        messages: Sequence[MessageLike] | None,
-        system: str | None,
-        source: str | None,
-        max_tokens: int | None,
-        deadline: float | None,
-        context: Mapping[str, Any] | None,
-        reasoning: Reasoning | None,
-        options: dict[str, Any],
-        where: str,
-    ) -> Call[Any]:
-        envelope = None if isinstance(output, Grammar) else envelope_of(output)
-        if envelope is not None:
-            output = envelope.contract
-        elif not isinstance(output, Grammar):
-            require_contract(output, where)
-        settings = self.settings
-        if deadline is not None:
-            settings = RetrySettings(**{**_fields(settings), "deadline": deadline})
-        return Call(
-            output,
-            conversation(output, prompt, messages, source),
-            envelope,
-            provider=self.provider,
-            settings=settings,
-            enum_case=self.enum_case,
-            system=system,
-            source=source,
-            max_tokens=max_tokens if max_tokens is not None else self.max_tokens,
-            options=options,
-            context=context,
-            reasoning=reasoning,
-            hooks=self.hooks,
-            streaming=where == "stream()",
-        )
+    @property
+    def max_tokens(self) -> int:
+        """The default output limit of each request."""
+        limit: int = self.config.defaults["max_tokens"]
+        return limit
 
-    def _tools_call(
-        self,
-        tools: Sequence[Tool],
-        tool_choice: ToolChoice | str,
-        parallel_tool_calls: bool | None,
-        prompt: str | None,
-        messages: Sequence[MessageLike] | None,
-        system: str | None,
-        source: str | None,
-        max_tokens: int | None,
-        deadline: float | None,
-        context: Mapping[str, Any] | None,
-        options: dict[str, Any],
-    ) -> ToolsCall:
-        checked, tool_choice = check_tools(tools, tool_choice)
-        if not self.provider.supports_tools:
-            raise unsupported(self.provider.name, "tool calls", ["json_schema documents"])
-        settings = self.settings
-        if deadline is not None:
-            settings = RetrySettings(**{**_fields(settings), "deadline": deadline})
-        return ToolsCall(
-            checked,
-            tool_choice,
-            parallel_tool_calls,
-            tool_conversation(prompt, messages, source),
-            provider=self.provider,
-            settings=settings,
-            enum_case=self.enum_case,
-            system=system,
-            source=source,
-            max_tokens=max_tokens if max_tokens is not None else self.max_tokens,
-            options=options,
-            context=context,
-        )
+    def with_options(self, **options: Unpack[ClientOptions]) -> Self:
+        """A copy of this client with other settings or call defaults (`temperature=0`,
+        `deadline=None`, `retries=0`, ...); the provider is shared, this client unchanged."""
+        copy = self._copy()
+        copy.config = self.config.updated(options, "with_options()")
+        return copy
 
-
-def _fields(settings: RetrySettings) -> dict[str, Any]:
-    return {name: getattr(settings, name) for name in RetrySettings.__slots__}
+    def _copy(self) -> Self:
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        return copy
 
 
 class StructuredClient(_BaseClient):
     """Generate contracts through a provider, synchronously.
 
-    `retries`: invalid-output retries (with feedback). `enum_case`: the parser's casing policy.
-    `max_tokens`: the default output limit. `truncation`: opt-in `MaxTokensRamp`.
-    `refusal_retries`: retries after a refusal (default none). `backoff`: transport retries.
-    `token_budget`: no retry starts that would take the tokens spent past it. `deadline`:
-    seconds a whole call may take, retries and waits included; `attempt_deadline`: seconds one
-    request may take (both raise `ProviderError` when passed, with the attempts kept).
-    `hooks`: `sdk.hooks.Hooks` told of every call, attempt, reply, error and result (for
-    telemetry: `sdk.telemetry.OpenTelemetryHooks`). `sleep`: how backoff waits (tests pass a
-    recorder).
+    Settings (`ClientOptions`): `retries` (invalid-output retries, with feedback), `enum_case`
+    (the parser's casing policy), `truncation` (opt-in `MaxTokensRamp`), `refusal_retries`,
+    `backoff` (transport retries), `token_budget`, `hooks` (`sdk.hooks.Hooks`, for telemetry
+    `sdk.telemetry.OpenTelemetryHooks`), `clock`; and defaults for every call's options
+    (`CallOptions`: `max_tokens`, `deadline`, `attempt_deadline`, `system`, `temperature`, ...).
+    `sleep`: how backoff waits (tests pass a recorder).
     """
 
     def __init__(
         self,
         provider: Provider,
         *,
-        retries: int = 2,
-        enum_case: EnumCase = "normalize",
-        max_tokens: int = 4096,
-        truncation: MaxTokensRamp | None = None,
-        refusal_retries: int = 0,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        token_budget: int | None = None,
-        deadline: float | None = None,
-        attempt_deadline: float | None = None,
-        hooks: Sequence[Hooks] = (),
         sleep: Callable[[float], None] = time.sleep,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        super().__init__(
-            provider,
-            retries=retries,
-            enum_case=enum_case,
-            max_tokens=max_tokens,
-            truncation=truncation,
-            refusal_retries=refusal_retries,
-            backoff=backoff,
-            token_budget=token_budget,
-            deadline=deadline,
-            attempt_deadline=attempt_deadline,
-            hooks=hooks,
-        )
+        super().__init__(provider, ClientConfig.of(options, "StructuredClient()"))
         self._sleep = sleep
 
     def __enter__(self) -> StructuredClient:
@@ -235,201 +115,51 @@ class StructuredClient(_BaseClient):
         self.provider.close()
 
     @overload
-    def generate(
-        self,
-        contract: type[C],
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Result[C]: ...
-
+    def generate(self, contract: type[C], **options: Unpack[CallOptions]) -> Result[C]: ...
+    @overload
+    def generate(self, contract: Grammar, **options: Unpack[CallOptions]) -> Result[str]: ...
     @overload
     def generate(
-        self,
-        contract: Grammar,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Result[str]: ...
-
-    @overload
-    def generate(
-        self,
-        contract: type[list[C]],
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
+        self, contract: type[list[C]], **options: Unpack[CallOptions]
     ) -> Result[list[C]]: ...
-
     @overload
-    def generate(
-        self,
-        contract: Any,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Result[Any]: ...
+    def generate(self, contract: Any, **options: Unpack[CallOptions]) -> Result[Any]: ...
 
-    def generate(
-        self,
-        contract: Any,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Result[Any]:
+    def generate(self, contract: Any, **options: Unpack[CallOptions]) -> Result[Any]:
         """A `contract` value from the provider, or a typed error.
 
-        Pass a `prompt` (and optionally a `source` document, which is added to the prompt and
-        checked against every `SourceQuote`), or whole `messages`. `deadline` overrides the
-        client's for this call. `provider_options` go to the provider's call as they are
-        (`temperature=0`, ...).
+        `contract`: a `Contract`, a `Grammar`, `list[C]` or a union `A | B`. Pass a `prompt`
+        (and optionally a `source` document, which is added to the prompt and checked against
+        every `SourceQuote`), or whole `messages`; the other options are `CallOptions`.
         """
-        call = self._call(
-            contract,
-            prompt,
-            messages,
-            system,
-            source,
-            max_tokens,
-            deadline,
-            context,
-            reasoning,
-            provider_options,
-            "generate()",
-        )
-        return cast(Result[Any], self._run(call))
+        machine = start_call(self.config, self.provider, contract, options, "generate()")
+        result: Result[Any] = loops.complete(machine, self._sleep)
+        return result
 
     @overload
     def stream(
-        self,
-        contract: type[C],
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
+        self, contract: type[C], **options: Unpack[CallOptions]
     ) -> Iterator[Partial[C] | Result[C]]: ...
-
     @overload
     def stream(
-        self,
-        contract: Grammar,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Iterator[str | Result[str]]: ...
-
+        self, contract: Grammar, **options: Unpack[CallOptions]
+    ) -> Iterator[TextSnapshot | Result[str]]: ...
     @overload
     def stream(
-        self,
-        contract: type[list[C]],
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
+        self, contract: type[list[C]], **options: Unpack[CallOptions]
     ) -> Iterator[C | Result[list[C]]]: ...
-
     @overload
-    def stream(
-        self,
-        contract: Any,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Iterator[Any]: ...
+    def stream(self, contract: Any, **options: Unpack[CallOptions]) -> Iterator[Any]: ...
 
-    def stream(
-        self,
-        contract: Any,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Iterator[Any]:
-        """Like `generate`, streaming: `Partial` snapshots as the document arrives, then the
-        `Result` (last). Snapshots are never validated; only the `Result` passed every check.
-        After a retry, the snapshots start again from the new attempt's first character.
+    def stream(self, contract: Any, **options: Unpack[CallOptions]) -> Iterator[Any]:
+        """Like `generate`, streaming: what the output shows as it arrives, then the `Result`
+        (last). A contract shows `Partial` snapshots (never validated); `list[Item]` each item,
+        validated exactly as the `Result` validates it, once complete; a grammar its text so
+        far (`TextSnapshot`, a `str`). After a retry, the stream starts again from the new
+        attempt's first character (every snapshot says its `.attempt`).
         """
-        call = self._call(
-            contract,
-            prompt,
-            messages,
-            system,
-            source,
-            max_tokens,
-            deadline,
-            context,
-            reasoning,
-            provider_options,
-            "stream()",
-        )
-        yield from self._run_stream(call)
+        machine = start_call(self.config, self.provider, contract, options, "stream()")
+        return loops.stream(machine, self._sleep)
 
     def call_tools(
         self,
@@ -437,14 +167,7 @@ class StructuredClient(_BaseClient):
         tools: Sequence[Tool],
         tool_choice: ToolChoice | str = "auto",
         parallel_tool_calls: bool | None = None,
-        prompt: str | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        **provider_options: Any,
+        **options: Unpack[CallOptions],
     ) -> ToolCalls:
         """Offer `tools` and return the calls the model made, each one's arguments parsed into
         its tool's contract and checked (with the `source`), or a typed error.
@@ -456,20 +179,10 @@ class StructuredClient(_BaseClient):
         error), up to the client's `retries`. The SDK does not run the tools: send their results
         back with `messages=[..., result.message(), Message("user", "", tool_results=...)]`.
         """
-        call = self._tools_call(
-            tools,
-            tool_choice,
-            parallel_tool_calls,
-            prompt,
-            messages,
-            system,
-            source,
-            max_tokens,
-            deadline,
-            context,
-            provider_options,
-        )
-        return cast(ToolCalls, self._run(call))
+        machine = start_tools_call(self.config, self.provider, tools, tool_choice,
+                                   parallel_tool_calls, options, "call_tools()")  # fmt: skip
+        calls: ToolCalls = loops.complete(machine, self._sleep)
+        return calls
 
     def stream_tools(
         self,
@@ -477,83 +190,21 @@ class StructuredClient(_BaseClient):
         tools: Sequence[Tool],
         tool_choice: ToolChoice | str = "auto",
         parallel_tool_calls: bool | None = None,
-        prompt: str | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        **provider_options: Any,
+        **options: Unpack[CallOptions],
     ) -> Iterator[PartialToolCall | ToolCalls]:
         """Like `call_tools`, streaming: a `PartialToolCall` snapshot per argument fragment
         (parallel calls apart by `index`; `done` once a call's arguments are complete), then
-        the `ToolCalls` (last). Snapshots are never validated. After a retry, the snapshots
-        start again from the new attempt's first call.
+        the `ToolCalls` (last). Snapshots are never validated and say their `.attempt`.
         """
-        call = self._tools_call(
-            tools,
-            tool_choice,
-            parallel_tool_calls,
-            prompt,
-            messages,
-            system,
-            source,
-            max_tokens,
-            deadline,
-            context,
-            provider_options,
-        )
-        yield from self._run_stream(call)
-
-    # --- the two loops every call kind runs: they only pass data between the call and its
-    # provider (the call's state machine decides, the provider's driver does the I/O) ---
-
-    def _run(self, call: Call[Any]) -> Any:
-        while True:
-            request = call.request()
-            try:
-                completion = call.provider.complete(request, deadline=call.send_deadline())
-            except ProviderError as error:
-                self._sleep(call.on_transport_error(error))
-                continue
-            result = call.on_reply(completion)
-            if result is not None:
-                return result
-
-    def _run_stream(self, call: Call[Any]) -> Iterator[Any]:
-        while True:
-            request = call.request()
-            view = call.snapshots()
-            completion: Completion | None = None
-            items = call.provider.stream(request, deadline=call.send_deadline())
-            try:
-                with contextlib.closing(items):  # type: ignore[type-var]
-                    for item in items:
-                        if isinstance(item, Completion):
-                            completion = item
-                            break
-                        for shown in view.feed(item):
-                            call.partial = shown
-                            yield shown
-            except ProviderError as error:
-                error.partial = error.partial if error.partial is not None else call.partial
-                self._sleep(call.on_transport_error(error))
-                continue
-            assert completion is not None  # the driver ends every stream with one, or raises
-            for shown in view.finish():
-                call.partial = shown
-                yield shown
-            result = call.on_reply(completion)
-            if result is not None:
-                yield result
-                return
+        machine = start_tools_call(self.config, self.provider, tools, tool_choice,
+                                   parallel_tool_calls, options, "stream_tools()")  # fmt: skip
+        return loops.stream(machine, self._sleep)
 
 
 class AsyncStructuredClient(_BaseClient):
     """Generate contracts through a provider, asynchronously; many calls at once.
 
-    Takes the options of `StructuredClient`, plus `max_concurrency`: at most this many provider
+    Takes the settings of `StructuredClient`, plus `max_concurrency`: at most this many provider
     requests are in flight at once across all calls of this client (the rest wait their turn),
     so a burst of a thousand calls neither opens a thousand connections nor trips rate limits.
     Cancelling a call cancels its request and frees its place; nothing is left running. The
@@ -564,37 +215,16 @@ class AsyncStructuredClient(_BaseClient):
         self,
         provider: Provider,
         *,
-        retries: int = 2,
-        enum_case: EnumCase = "normalize",
-        max_tokens: int = 4096,
-        truncation: MaxTokensRamp | None = None,
-        refusal_retries: int = 0,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        token_budget: int | None = None,
-        deadline: float | None = None,
-        attempt_deadline: float | None = None,
-        hooks: Sequence[Hooks] = (),
         max_concurrency: int | None = 64,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        super().__init__(
-            provider,
-            retries=retries,
-            enum_case=enum_case,
-            max_tokens=max_tokens,
-            truncation=truncation,
-            refusal_retries=refusal_retries,
-            backoff=backoff,
-            token_budget=token_budget,
-            deadline=deadline,
-            attempt_deadline=attempt_deadline,
-            hooks=hooks,
-        )
+        super().__init__(provider, ClientConfig.of(options, "AsyncStructuredClient()"))
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1 (or None for no limit)")
         self.max_concurrency = max_concurrency
         self._sleep = sleep
-        # One semaphore per event loop: an asyncio primitive belongs to the loop that uses it.
+        # One semaphore per event loop, kept by the client (whatever provider it is given).
         self._limits: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             WeakKeyDictionary()
         )
@@ -611,207 +241,53 @@ class AsyncStructuredClient(_BaseClient):
 
     def limit(self) -> asyncio.Semaphore | None:
         """The semaphore bounding this client's requests in the running event loop."""
+        limited = self._sending
+        return limited.limit() if isinstance(limited, ConcurrencyLimit) else None
+
+    @property
+    def _sending(self) -> Provider:
+        """The provider behind the client's limit: what requests are sent through."""
         if self.max_concurrency is None:
-            return None
-        loop = asyncio.get_running_loop()
-        limit = self._limits.get(loop)
-        if limit is None:
-            limit = self._limits[loop] = asyncio.Semaphore(self.max_concurrency)
-        return limit
-
-    def _slot(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        limit = self.limit()
-        return limit if limit is not None else contextlib.nullcontext()
+            return self.provider
+        return ConcurrencyLimit(self.provider, self.max_concurrency, _limits=self._limits)
 
     @overload
-    async def generate(
-        self,
-        contract: type[C],
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Result[C]: ...
-
+    async def generate(self, contract: type[C], **options: Unpack[CallOptions]) -> Result[C]: ...
+    @overload
+    async def generate(self, contract: Grammar, **options: Unpack[CallOptions]) -> Result[str]: ...
     @overload
     async def generate(
-        self,
-        contract: Grammar,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Result[str]: ...
-
-    @overload
-    async def generate(
-        self,
-        contract: type[list[C]],
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
+        self, contract: type[list[C]], **options: Unpack[CallOptions]
     ) -> Result[list[C]]: ...
-
     @overload
-    async def generate(
-        self,
-        contract: Any,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Result[Any]: ...
+    async def generate(self, contract: Any, **options: Unpack[CallOptions]) -> Result[Any]: ...
 
-    async def generate(
-        self,
-        contract: Any,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> Result[Any]:
+    async def generate(self, contract: Any, **options: Unpack[CallOptions]) -> Result[Any]:
         """A `contract` value from the provider, or a typed error (see `StructuredClient`)."""
-        call = self._call(
-            contract,
-            prompt,
-            messages,
-            system,
-            source,
-            max_tokens,
-            deadline,
-            context,
-            reasoning,
-            provider_options,
-            "generate()",
-        )
-        return cast(Result[Any], await self._run(call))
+        machine = start_call(self.config, self._sending, contract, options, "generate()")
+        result: Result[Any] = await loops.acomplete(machine, self._sleep)
+        return result
 
     @overload
     def stream(
-        self,
-        contract: type[C],
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
+        self, contract: type[C], **options: Unpack[CallOptions]
     ) -> AsyncIterator[Partial[C] | Result[C]]: ...
-
     @overload
     def stream(
-        self,
-        contract: Grammar,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> AsyncIterator[str | Result[str]]: ...
-
+        self, contract: Grammar, **options: Unpack[CallOptions]
+    ) -> AsyncIterator[TextSnapshot | Result[str]]: ...
     @overload
     def stream(
-        self,
-        contract: type[list[C]],
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
+        self, contract: type[list[C]], **options: Unpack[CallOptions]
     ) -> AsyncIterator[C | Result[list[C]]]: ...
-
     @overload
-    def stream(
-        self,
-        contract: Any,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> AsyncIterator[Any]: ...
+    def stream(self, contract: Any, **options: Unpack[CallOptions]) -> AsyncIterator[Any]: ...
 
-    async def stream(
-        self,
-        contract: Any,
-        *,
-        prompt: PromptLike | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        reasoning: Reasoning | None = None,
-        **provider_options: Any,
-    ) -> AsyncIterator[Any]:
-        """`Partial` snapshots as the document arrives, then the `Result` (see
+    def stream(self, contract: Any, **options: Unpack[CallOptions]) -> AsyncIterator[Any]:
+        """What the output shows as it arrives, then the `Result` (see
         `StructuredClient.stream`)."""
-        call = self._call(
-            contract,
-            prompt,
-            messages,
-            system,
-            source,
-            max_tokens,
-            deadline,
-            context,
-            reasoning,
-            provider_options,
-            "stream()",
-        )
-        async for shown in self._run_stream(call):
-            yield shown
+        machine = start_call(self.config, self._sending, contract, options, "stream()")
+        return loops.astream(machine, self._sleep)
 
     async def call_tools(
         self,
@@ -819,107 +295,24 @@ class AsyncStructuredClient(_BaseClient):
         tools: Sequence[Tool],
         tool_choice: ToolChoice | str = "auto",
         parallel_tool_calls: bool | None = None,
-        prompt: str | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        **provider_options: Any,
+        **options: Unpack[CallOptions],
     ) -> ToolCalls:
         """The calls the model made, parsed and checked (see `StructuredClient.call_tools`)."""
-        call = self._tools_call(
-            tools,
-            tool_choice,
-            parallel_tool_calls,
-            prompt,
-            messages,
-            system,
-            source,
-            max_tokens,
-            deadline,
-            context,
-            provider_options,
-        )
-        return cast(ToolCalls, await self._run(call))
+        machine = start_tools_call(self.config, self._sending, tools, tool_choice,
+                                   parallel_tool_calls, options, "call_tools()")  # fmt: skip
+        calls: ToolCalls = await loops.acomplete(machine, self._sleep)
+        return calls
 
-    async def stream_tools(
+    def stream_tools(
         self,
         *,
         tools: Sequence[Tool],
         tool_choice: ToolChoice | str = "auto",
         parallel_tool_calls: bool | None = None,
-        prompt: str | None = None,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        source: str | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-        context: Mapping[str, Any] | None = None,
-        **provider_options: Any,
+        **options: Unpack[CallOptions],
     ) -> AsyncIterator[PartialToolCall | ToolCalls]:
         """`PartialToolCall` snapshots, then the `ToolCalls` (see
         `StructuredClient.stream_tools`)."""
-        call = self._tools_call(
-            tools,
-            tool_choice,
-            parallel_tool_calls,
-            prompt,
-            messages,
-            system,
-            source,
-            max_tokens,
-            deadline,
-            context,
-            provider_options,
-        )
-        async for shown in self._run_stream(call):
-            yield shown
-
-
-    # --- the two loops (see `StructuredClient._run`), each request in a concurrency slot ---
-
-    async def _run(self, call: Call[Any]) -> Any:
-        while True:
-            request = call.request()
-            try:
-                async with self._slot():
-                    completion = await call.provider.acomplete(
-                        request, deadline=call.send_deadline()
-                    )
-            except ProviderError as error:
-                await self._sleep(call.on_transport_error(error))
-                continue
-            result = call.on_reply(completion)
-            if result is not None:
-                return result
-
-    async def _run_stream(self, call: Call[Any]) -> AsyncIterator[Any]:
-        while True:
-            request = call.request()
-            view = call.snapshots()
-            completion: Completion | None = None
-            try:
-                async with self._slot():
-                    items = call.provider.astream(request, deadline=call.send_deadline())
-                    async with contextlib.aclosing(items):  # type: ignore[type-var]
-                        async for item in items:
-                            if isinstance(item, Completion):
-                                completion = item
-                                break
-                            for shown in view.feed(item):
-                                call.partial = shown
-                                yield shown
-            except ProviderError as error:
-                error.partial = error.partial if error.partial is not None else call.partial
-                await self._sleep(call.on_transport_error(error))
-                continue
-            assert completion is not None  # the driver ends every stream with one, or raises
-            for shown in view.finish():
-                call.partial = shown
-                yield shown
-            result = call.on_reply(completion)
-            if result is not None:
-                yield result
-                return
+        machine = start_tools_call(self.config, self._sending, tools, tool_choice,
+                                   parallel_tool_calls, options, "stream_tools()")  # fmt: skip
+        return loops.astream(machine, self._sleep)

@@ -249,97 +249,104 @@ def char_pointers(text: str) -> list[str]:
     character that cannot continue JSON on (unconstrained output), everything counts for `""`.
     Iterative, so nesting depth is not limited by Python's recursion limit.
     """
-    owner: list[str] = [""] * len(text)
-    # Open containers, innermost last: (is_object, pointer, number of members started so far).
-    stack: list[tuple[bool, str, int]] = []
-    state = _VALUE
-    member = ""  # the pointer the next value takes
-    here = ""  # what punctuation and whitespace at this point count for
-    i, n = 0, len(text)
-    while i < n:
-        char = text[i]
-        if char in _WHITESPACE:
-            owner[i] = here
-            i += 1
-            continue
-        if state == _VALUE:
-            if stack and not stack[-1][0]:
-                # An array element: its pointer is the array's and its index.
-                is_object, pointer, count = stack[-1]
-                member = f"{pointer}/{count}"
-                stack[-1] = (is_object, pointer, count + 1)
-                if char == "]" and count == 0:  # an empty array closes
-                    stack[-1] = (is_object, pointer, count)
-                    owner[i] = pointer
-                    stack.pop()
-                    state, here = _after(stack)
-                    i += 1
-                    continue
-            if char in "{[":
-                owner[i] = member
-                stack.append((char == "{", member, 0))
-                state = _KEY if char == "{" else _VALUE
-                here = member
+    return _PointerScan(text).run()
+
+
+class _PointerScan:
+    """The scanner behind `char_pointers`: one method per state, each reading from `i` and
+    returning where to go on (`-1`: the text stops being JSON there)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.owner: list[str] = [""] * len(text)
+        # Open containers, innermost last: (is_object, pointer, members started so far).
+        self.stack: list[tuple[bool, str, int]] = []
+        self.state = _VALUE
+        self.member = ""  # the pointer the next value takes
+        self.here = ""  # what punctuation and whitespace at this point count for
+
+    def run(self) -> list[str]:
+        text, i = self.text, 0
+        steps = {_VALUE: self._value, _KEY: self._key, _COLON: self._colon, _AFTER: self._after}
+        while 0 <= i < len(text):
+            if text[i] in _WHITESPACE:
+                self.owner[i] = self.here
                 i += 1
-                continue
-            if char == '"':
-                end, _ = _string_end(text, i)
-            elif char in _SCALAR_CHARS:
-                end = i
-                while end < n and text[end] in _SCALAR_CHARS:
-                    end += 1
             else:
-                break  # not JSON from here on
-            owner[i:end] = [member] * (end - i)
-            i = end
-            state, here = _after(stack)
-            continue
-        if state == _KEY:
-            is_object, pointer, count = stack[-1]
-            if char == "}":
-                owner[i] = pointer
-                stack.pop()
-                state, here = _after(stack)
-                i += 1
-                continue
-            if char != '"':
-                break
-            end, closed = _string_end(text, i)
-            if not closed:
-                owner[i:n] = [pointer] * (n - i)  # a key cut off: its name is not known yet
-                break
-            member = f"{pointer}/{escape_pointer(_key(text[i:end]))}"
-            stack[-1] = (is_object, pointer, count + 1)
-            owner[i:end] = [member] * (end - i)
-            here = member  # the colon and the whitespace around it count for the member
-            state = _COLON
-            i = end
-            continue
-        if state == _COLON:
-            if char != ":":
-                break
-            owner[i] = here
-            state = _VALUE
-            i += 1
-            continue
-        # _AFTER: a comma or the closing bracket of the innermost container.
-        if not stack:
-            break  # something after a complete document
-        is_object, pointer, _ = stack[-1]
+                i = steps[self.state](i)
+        return self.owner
+
+    def _close(self, i: int, pointer: str) -> int:
+        """The innermost container closes at `i`."""
+        self.owner[i] = pointer
+        self.stack.pop()
+        self.state, self.here = _after(self.stack)
+        return i + 1
+
+    def _value(self, i: int) -> int:
+        text, char = self.text, self.text[i]
+        if self.stack and not self.stack[-1][0]:
+            # An array element: its pointer is the array's and its index.
+            is_object, pointer, count = self.stack[-1]
+            if char == "]" and count == 0:  # an empty array closes
+                return self._close(i, pointer)
+            self.member = f"{pointer}/{count}"
+            self.stack[-1] = (is_object, pointer, count + 1)
+        if char in "{[":
+            self.owner[i] = self.here = self.member
+            self.stack.append((char == "{", self.member, 0))
+            self.state = _KEY if char == "{" else _VALUE
+            return i + 1
+        if char == '"':
+            end, _ = _string_end(text, i)
+        elif char in _SCALAR_CHARS:
+            end = i
+            while end < len(text) and text[end] in _SCALAR_CHARS:
+                end += 1
+        else:
+            return -1  # not JSON from here on
+        self.owner[i:end] = [self.member] * (end - i)
+        self.state, self.here = _after(self.stack)
+        return end
+
+    def _key(self, i: int) -> int:
+        text, n = self.text, len(self.text)
+        is_object, pointer, count = self.stack[-1]
+        if text[i] == "}":
+            return self._close(i, pointer)
+        if text[i] != '"':
+            return -1
+        end, closed = _string_end(text, i)
+        if not closed:
+            self.owner[i:n] = [pointer] * (n - i)  # a key cut off: its name is not known yet
+            return -1
+        self.member = f"{pointer}/{escape_pointer(_key(text[i:end]))}"
+        self.stack[-1] = (is_object, pointer, count + 1)
+        self.owner[i:end] = [self.member] * (end - i)
+        self.here = self.member  # the colon and the whitespace around it count for the member
+        self.state = _COLON
+        return end
+
+    def _colon(self, i: int) -> int:
+        if self.text[i] != ":":
+            return -1
+        self.owner[i] = self.here
+        self.state = _VALUE
+        return i + 1
+
+    def _after(self, i: int) -> int:
+        """A comma or the closing bracket of the innermost container."""
+        if not self.stack:
+            return -1  # something after a complete document
+        is_object, pointer, _ = self.stack[-1]
+        char = self.text[i]
         if char == ",":
-            owner[i] = pointer
-            state = _KEY if is_object else _VALUE
-            here = pointer
-            i += 1
-            continue
+            self.owner[i] = self.here = pointer
+            self.state = _KEY if is_object else _VALUE
+            return i + 1
         if char == ("}" if is_object else "]"):
-            owner[i] = pointer
-            stack.pop()
-            state, here = _after(stack)
-            i += 1
-            continue
-        break
-    return owner
+            return self._close(i, pointer)
+        return -1
 
 
 def _after(stack: list[tuple[bool, str, int]]) -> tuple[int, str]:

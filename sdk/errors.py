@@ -173,8 +173,8 @@ class InvalidOutput(StructuredOutputError):
         self.violations: list[Violation] = list(violations)
 
 
-class InvalidJSON(InvalidOutput):
-    """The output is not JSON; `.position`, `.line` and `.column` say where parsing stopped."""
+class _Located(InvalidOutput):
+    """An invalid output that goes wrong at one place: `.position`, `.line`, `.column`."""
 
     def __init__(
         self, message: str, *, position: int, line: int, column: int, **kwargs: Any
@@ -183,6 +183,10 @@ class InvalidJSON(InvalidOutput):
         self.position = position
         self.line = line
         self.column = column
+
+
+class InvalidJSON(_Located):
+    """The output is not JSON; `.position`, `.line` and `.column` say where parsing stopped."""
 
 
 class SchemaViolation(InvalidOutput):
@@ -193,16 +197,8 @@ class ContractViolation(InvalidOutput):
     """The JSON matched the schema but the typed contract rejected it."""
 
 
-class GrammarViolation(InvalidOutput):
+class GrammarViolation(_Located):
     """The text is not in the grammar's language; `.position` is where it leaves it."""
-
-    def __init__(
-        self, message: str, *, position: int, line: int, column: int, **kwargs: Any
-    ) -> None:
-        super().__init__(message, **kwargs)
-        self.position = position
-        self.line = line
-        self.column = column
 
 
 class UnknownTool(InvalidOutput):
@@ -219,11 +215,12 @@ class MissingToolCall(InvalidOutput):
 
 
 class CheckFailed(InvalidOutput):
-    """A semantic check failed: a source quote not in the source, or a cross-field check."""
+    """A semantic check failed: a quote or `Verbatim` value not in the source, or a cross-field
+    check."""
 
 
 class SourceMissing(CheckFailed, ValueError):
-    """The contract has source quotes but no source was given to verify them against."""
+    """The contract has `SourceQuote`/`Verbatim` values but no source was given to check them."""
 
 
 # --- The request itself: decided before anything is sent ---

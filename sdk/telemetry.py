@@ -3,12 +3,18 @@
     from sdk.telemetry import OpenTelemetryHooks
     client = StructuredClient(provider, hooks=[OpenTelemetryHooks()])
 
-Each `generate`/`stream` call is a span (`structured_output {schema}`), each attempt a child
-span (`chat {model}`) with the conventions' attributes: `gen_ai.operation.name`,
+Each call (`generate`, `stream`, `call_tools`, `stream_tools`) is a span
+(`structured_output {schema}`), each attempt a child span (`chat {model}`, naming the provider
+and model that attempt went to, so a fallback shows) with the conventions' attributes:
+`gen_ai.operation.name`,
 `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model`,
 `gen_ai.usage.input_tokens` / `output_tokens`, `gen_ai.response.finish_reasons`,
 `gen_ai.response.id`, and `error.type` on failure; the call span adds the schema's name, version
-and fingerprint, the attempts and the summed usage. Never the prompt, the output or a key:
+and fingerprint, the attempts and the summed usage. `gen_ai.provider.name` is spelled as the
+conventions spell it (`openai`, `anthropic`, `gcp.gemini`; the local engines by the SDK's own
+names). Every span ends: an attempt's when it is over (the working of two-phase reasoning and a
+request refused before sending included), the call's when it returns, raises, or is abandoned
+(`sdk.cancelled`). Never the prompt, the output or a key:
 `capture_content=True` opts in to the output text (`gen_ai.output.text`, bounded).
 
 Needs `opentelemetry-api` (the `otel` extra); spans go to whatever tracer provider the
@@ -24,11 +30,19 @@ from sdk.hooks import CallInfo, Hooks
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-    from sdk._result import Result
-    from sdk.errors import StructuredOutputError
+    from sdk._result import Result, ToolCalls
+    from sdk.errors import Attempt, StructuredOutputError
     from sdk.providers._base import Completion, CompletionRequest
 
-__all__ = ["OpenTelemetryHooks"]
+__all__ = ["GENAI_PROVIDER_NAMES", "OpenTelemetryHooks", "genai_provider_name"]
+
+# The GenAI conventions' names for the provider families that have one.
+GENAI_PROVIDER_NAMES = {
+    "anthropic": "anthropic",
+    "openai_responses": "openai",
+    "openai_chat": "openai",
+    "gemini": "gcp.gemini",
+}
 
 _CALL = "sdk.telemetry.call"
 _ATTEMPT = "sdk.telemetry.attempt"
@@ -49,7 +63,7 @@ class OpenTelemetryHooks(Hooks):
         span.set_attributes(
             {
                 "gen_ai.operation.name": "structured_output",
-                "gen_ai.provider.name": call.provider,
+                "gen_ai.provider.name": genai_provider_name(call.provider),
                 "sdk.schema.name": call.schema.name,
                 "sdk.schema.version": call.schema.version,
                 "sdk.schema.fingerprint": call.schema.fingerprint,
@@ -70,7 +84,7 @@ class OpenTelemetryHooks(Hooks):
         span.set_attributes(
             {
                 "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": call.provider,
+                "gen_ai.provider.name": genai_provider_name(call.provider),
                 "gen_ai.request.max_tokens": request.max_tokens,
                 "sdk.attempt": attempt,
                 "sdk.output.kind": request.kind,
@@ -97,16 +111,17 @@ class OpenTelemetryHooks(Hooks):
             attributes["gen_ai.output.text"] = completion.text[:_CONTENT_CHARS]
         span.set_attributes(attributes)
 
-    def on_error(self, call: CallInfo, error: StructuredOutputError, attempt: int) -> None:
+    def after_attempt(
+        self, call: CallInfo, attempt: int, error: StructuredOutputError | None
+    ) -> None:
         span: Span | None = call.extra.pop(_ATTEMPT, None)
-        if span is not None:
+        if span is None:
+            return
+        if error is not None:
             _failed(span, error)
-            span.end()
+        span.end()
 
-    def on_result(self, call: CallInfo, result: Result[Any]) -> None:
-        attempt: Span | None = call.extra.pop(_ATTEMPT, None)
-        if attempt is not None:
-            attempt.end()
+    def on_result(self, call: CallInfo, result: Result[Any] | ToolCalls) -> None:
         span: Span | None = call.extra.pop(_CALL, None)
         if span is None:
             return
@@ -123,10 +138,6 @@ class OpenTelemetryHooks(Hooks):
         span.end()
 
     def on_failure(self, call: CallInfo, error: StructuredOutputError) -> None:
-        attempt: Span | None = call.extra.pop(_ATTEMPT, None)
-        if attempt is not None:
-            _failed(attempt, error)
-            attempt.end()
         span: Span | None = call.extra.pop(_CALL, None)
         if span is None:
             return
@@ -136,6 +147,20 @@ class OpenTelemetryHooks(Hooks):
             span.set_attribute("gen_ai.usage.output_tokens", error.usage.output_tokens)
         _failed(span, error)
         span.end()
+
+
+    def on_cancel(self, call: CallInfo, attempts: list[Attempt]) -> None:
+        span: Span | None = call.extra.pop(_CALL, None)
+        if span is None:
+            return
+        span.set_attributes({"sdk.attempts": len(attempts), "sdk.cancelled": True})
+        span.end()
+
+
+def genai_provider_name(provider: str) -> str:
+    """`gen_ai.provider.name` for an SDK provider family (its own name where the conventions
+    have none)."""
+    return GENAI_PROVIDER_NAMES.get(provider, provider)
 
 
 def _failed(span: Span, error: StructuredOutputError) -> None:

@@ -15,10 +15,8 @@ them. A server that is installed but does not come up is always a failure, with 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
@@ -29,18 +27,8 @@ from tests.llama_server import (
     bundled_model,
     server_binary,
 )
+from tests.local_deps import unavailable
 from tests.local_support import LocalServer
-
-
-def in_ci() -> bool:
-    """Whether this run is CI's: `CI` set to anything but empty, `0` or `false`."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if in_ci():
-        pytest.fail(f"CI must run the local tests, but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +37,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         binary, model = server_binary(), bundled_model()
     except Unavailable as missing:
-        _unavailable(str(missing))
+        unavailable(str(missing))
     log_path = tmp_path_factory.mktemp("llama-server") / "llama-server.log"
     server = LlamaServer(binary, model, log_path=log_path)
     try:
@@ -70,7 +58,7 @@ def llama_tools_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     try:
         binary, model = server_binary(), bundled_model()
     except Unavailable as missing:
-        _unavailable(str(missing))
+        unavailable(str(missing))
     log_path = tmp_path_factory.mktemp("llama-tools-server") / "llama-server.log"
     template = Path(__file__).parent / "fixtures" / "chatml_tools.jinja"
     extra_args = ("--jinja", "--chat-template-file", str(template))

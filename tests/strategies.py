@@ -16,6 +16,7 @@ _HANDLED = {
     "description", "enum", "exclusiveMaximum", "exclusiveMinimum", "items", "maxItems",
     "maxLength", "maximum", "minItems", "minLength", "minimum", "pattern", "properties",
     "required", "title", "type", "x-schema-version", "x-source-quote", "x-lint-ignore",
+    "x-verbatim",
 }  # fmt: skip
 
 # JSON-safe text: any Unicode except lone surrogates, which JSON cannot carry.

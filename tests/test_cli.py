@@ -38,7 +38,7 @@ def _invoke(*args: str) -> tuple[int, str, str]:
 def test_check_passes_on_the_reference_contracts() -> None:
     code, out, _ = _invoke("schema", "check", "contracts")
     assert code == 0
-    assert out == "contracts: 6 contracts and 1 grammar match the lock\n"
+    assert out == "contracts: 7 contracts and 1 grammar match the lock\n"
 
 
 def test_check_json() -> None:
@@ -77,7 +77,7 @@ def test_lint_is_clean_on_the_reference_contracts_for_every_provider() -> None:
     for extra in ([], ["--provider", "anthropic"], ["--provider", "openai_strict"]):
         code, out, _ = _invoke("schema", "lint", "contracts", *extra)
         assert code == 0, out
-        assert re.fullmatch(r"0 finding\(s\) in 6 contracts, \d+ suppressed", out.splitlines()[-1])
+        assert re.fullmatch(r"0 finding\(s\) in 7 contracts, \d+ suppressed", out.splitlines()[-1])
 
 
 def test_lint_shows_suppressions_with_their_reasons() -> None:
@@ -158,7 +158,7 @@ def test_diff_a_snapshot_against_a_contract_in_code() -> None:
 def test_diff_against_the_lock() -> None:
     code, out, _ = _invoke("schema", "diff", "--against-lock", "contracts")
     assert code == 0
-    assert out.count("  identical") == 7  # six contracts and the SelectQuery grammar
+    assert out.count("  identical") == 8  # seven contracts and the SelectQuery grammar
 
 
 def test_diff_needs_two_schemas_or_the_lock() -> None:
@@ -170,7 +170,7 @@ def test_diff_needs_two_schemas_or_the_lock() -> None:
 def test_export_writes_the_committed_snapshot_bytes(tmp_path: Path) -> None:
     code, out, _ = _invoke("schema", "export", "contracts", "--out", str(tmp_path))
     assert code == 0
-    assert out.splitlines()[-1] == "6 schemas exported from contracts"
+    assert out.splitlines()[-1] == "7 schemas exported from contracts"
     committed = REPO / "contracts" / "schemas"
     for path in export(discover("contracts"), tmp_path):
         assert path.read_bytes() == (committed / path.name).read_bytes()
@@ -185,4 +185,4 @@ def test_python_dash_m_sdk_cli_works() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "contracts: 6 contracts and 1 grammar match the lock\n"
+    assert result.stdout == "contracts: 7 contracts and 1 grammar match the lock\n"

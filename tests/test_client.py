@@ -310,7 +310,9 @@ def test_messages_are_sent_as_given() -> None:
         {"role": "assistant", "content": "Which policy applies?"},
         Message("user", "The refund policy."),
     ]
-    _client(wire).generate(Decision, messages=conversation, metadata={"user_id": "u-1"})
+    _client(wire).generate(
+        Decision, messages=conversation, extra_body={"metadata": {"user_id": "u-1"}}
+    )
     assert [m["content"] for m in wire.body["messages"]] == [
         "Case 1?",
         "Which policy applies?",

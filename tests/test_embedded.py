@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 from pydantic import Field
 
@@ -274,7 +276,6 @@ def test_completed_grammar_ends_generation_cleanly(embedded: Any) -> None:
 
 
 def test_masked_choice_raises_on_an_empty_mask_instead_of_returning_token_zero() -> None:
-    np = pytest.importorskip("numpy")
     from sdk.providers.embedded import masked_choice
     from sdk.providers.embedded._sampling import _Settings
 
@@ -396,25 +397,44 @@ async def test_async_stream_closed_early_stops_generation(embedded: Any) -> None
     assert completion.usage.output_tokens == 4
 
 
-async def test_cancelling_acomplete_stops_generation(embedded: Any) -> None:
+async def test_cancelling_acomplete_stops_generation_at_the_next_token(
+    embedded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     request = CompletionRequest(
         Decision,
         (Message("user", DECISION_PROMPT),),
         400,
         options={"constrained": False, "ignore_eos": True},
     )
-    prompt_tokens = len(embedded._loaded().prompt_tokens(request, embedded._instruction(request)))
+    engine = embedded._loaded()
+    prompt_tokens = len(engine.prompt_tokens(request, embedded._instruction(request)))
+    loop = asyncio.get_running_loop()
+    cancelled = threading.Event()
+    decoded: list[int] = []
+    evaluate = engine.llm.eval
+
+    def eval_then_cancel(tokens: list[int]) -> None:
+        # llama.cpp's own forward pass, watched: the first generated token (the prompt is in
+        # the cache by then) cancels the call, and the worker goes on only once the
+        # cancellation has reached the caller. No clock decides anything.
+        if engine.llm.n_tokens >= prompt_tokens and not decoded:
+            loop.call_soon_threadsafe(task.cancel)
+            assert cancelled.wait(60), "the call was not cancelled"
+        if engine.llm.n_tokens >= prompt_tokens:
+            decoded.extend(tokens)
+        evaluate(tokens)
+
+    monkeypatch.setattr(engine.llm, "eval", eval_then_cancel)
     task = asyncio.create_task(embedded.acomplete(request))
-    await asyncio.sleep(0.5)
-    task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    cancelled.set()
     # The worker thread stops at its next token and frees the model: once the lock is free,
-    # far fewer than the 400 requested tokens were decoded.
-    engine = embedded._loaded()
+    # the one token decoded when the call was cancelled is the only one.
     await asyncio.to_thread(engine.lock.acquire)
     try:
-        assert engine.llm.n_tokens < prompt_tokens + 300
+        assert len(decoded) == 1
+        assert engine.llm.n_tokens == prompt_tokens + 1
     finally:
         engine.lock.release()
 

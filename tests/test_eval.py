@@ -166,7 +166,8 @@ def test_each_arm_gets_its_contract_and_options() -> None:
         "colour",
         "reasoning",
     ]
-    assert prepare_arm("unconstrained", Ticket, client).options == {"constrained": False}
+    unconstrained = prepare_arm("unconstrained", Ticket, client).options
+    assert unconstrained == {"constrained": False, "grounding": False}
     with pytest.raises(ValueError, match="unknown arm"):
         prepare_arm("sideways", Ticket, client)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from contracts import Decision, InvoiceExtraction
+from contracts import Decision, InvoiceExtraction, ShipmentNotice
+from contracts.notice import ORDER_NUMBER, TRACKING_NUMBER
 from sdk.eval import load_dataset
+from sdk.schema.grounding import source_chunks
 
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data" / "eval"
 
@@ -16,7 +19,7 @@ def test_the_generator_reproduces_the_committed_files(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, str(DATA / "make_datasets.py"), str(tmp_path)], check=True, timeout=60
     )
-    for name in ("invoices.jsonl", "decisions.jsonl"):
+    for name in ("invoices.jsonl", "decisions.jsonl", "notices.jsonl", "notices-calibration.jsonl"):
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name
 
 
@@ -48,3 +51,35 @@ def test_decisions_need_arithmetic_and_are_balanced() -> None:
     assert max(answers.count(a) for a in set(answers)) / len(answers) < 0.55
     assert all("Policy:" in item.document and any(c.isdigit() for c in item.document)
                for item in items)  # fmt: skip
+
+
+def test_notices_copy_values_exactly_and_leave_about_a_third_out() -> None:
+    items = load_dataset(DATA / "notices.jsonl", ShipmentNotice)
+    calibration = load_dataset(DATA / "notices-calibration.jsonl", ShipmentNotice)
+    assert len(items) >= 60 and len(calibration) >= 30
+    assert not {i.id for i in items} & {i.id for i in calibration}
+    assert len({item.document for item in items + calibration}) == len(items) + len(calibration)
+    for name in ShipmentNotice.model_fields:
+        absent = sum(item.expected[name] is None for item in items)
+        assert 0.2 <= absent / len(items) <= 0.45, name
+    for item in items + calibration:
+        for name, label in item.expected.items():
+            # A stated value is printed exactly, so copying it is possible and enough.
+            assert label is None or label in item.document, (item.id, name)
+
+
+def test_notice_ids_are_the_only_spans_of_their_format() -> None:
+    """Other numbers in a notice (dates, weights, a customer number, a phone number) never
+    match the id patterns: where an id is absent, no span of the notice looks like one."""
+    patterns = {"tracking_number": TRACKING_NUMBER, "order_number": ORDER_NUMBER}
+    for item in load_dataset(DATA / "notices.jsonl", ShipmentNotice):
+        chunks = source_chunks(item.document)
+        for name, pattern in patterns.items():
+            found = {
+                "".join(chunks[i:j])
+                for i in range(len(chunks))
+                for j in range(i + 1, min(len(chunks), i + 6) + 1)
+                if re.fullmatch(pattern.strip("^$"), "".join(chunks[i:j]))
+            }
+            label = item.expected[name]
+            assert found == ({label} if label is not None else set()), (item.id, name)

@@ -74,3 +74,41 @@ def test_sdk_eval_runs_offline_on_the_embedded_model(
     assert again.exit_code == 0, again.output
     after = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert after["outcomes"] == json.loads(before)["outcomes"]
+
+
+def test_sdk_eval_with_the_cache_repeats_a_run_without_a_call(
+    tmp_path: Path, embedded_available: None
+) -> None:
+    cache = tmp_path / "responses.db"
+    arguments = [
+        "eval",
+        str(REPO / "examples" / "data" / "eval" / "decisions.jsonl"),
+        "--contract",
+        "contracts:Decision",
+        "--arms",
+        "constrained",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "160",  # room to finish: only a valid answer is stored
+        "--out",
+        str(tmp_path / "run"),
+        "--cache-path",
+        str(cache),
+        "--fresh",  # the second run starts over: only the cache can spare its calls
+    ]
+    first = CliRunner().invoke(app, arguments)
+    assert first.exit_code == 0, first.output
+    before = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    assert "cache:   0 of" in first.output
+    second = CliRunner().invoke(app, arguments)
+    assert second.exit_code == 0, second.output
+    after = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    calls = len(after["outcomes"])
+    assert f"cache:   {calls} of {calls} calls answered from {cache}" in second.output
+    # The same answers and the same surviving mass: the hit kept the constraint diagnostics.
+    assert all(o["valid"] and o["mass"] for o in before["outcomes"])
+    key = ("arm", "item", "value", "mass", "correct")
+    assert [{k: o.get(k) for k in key} for o in after["outcomes"]] == [
+        {k: o.get(k) for k in key} for o in before["outcomes"]
+    ]

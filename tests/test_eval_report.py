@@ -29,6 +29,7 @@ from sdk import StructuredClient
 from sdk.eval import html_report, markdown_table, parse_dataset, run_eval, terminal_tables
 from sdk.eval.report import accuracy_svg, verdict
 from sdk.providers import TestProvider
+from tests.local_deps import unavailable
 from tests.test_eval import DATASET, Ticket, run
 
 CHROMIUM = shutil.which("chromium") or (
@@ -229,10 +230,11 @@ def _render(page: Path, proxy: _RecordingProxy, profile: Path) -> str:
     return completed.stdout
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install chromium)")
 def test_the_report_renders_in_chromium_without_a_request(
     tmp_path: Path, proxy: _RecordingProxy
 ) -> None:
+    if CHROMIUM is None:
+        unavailable("no Chromium (apt-get install chromium)")
     empty = tmp_path / "empty.html"
     empty.write_text("<!DOCTYPE html><html><body><p>empty</p></body></html>", encoding="utf-8")
     _render(empty, proxy, tmp_path / "profile-empty")

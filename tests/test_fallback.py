@@ -19,7 +19,10 @@ from sdk import (
     ProviderRetriesExhausted,
     RefusedOutput,
     SchemaViolation,
+    StopReason,
     StructuredClient,
+    TruncatedOutput,
+    Usage,
 )
 from sdk.providers import (
     AnthropicProvider,
@@ -27,7 +30,7 @@ from sdk.providers import (
     OpenAIResponsesProvider,
     TestProvider,
 )
-from sdk.providers._base import CompletionRequest, Message
+from sdk.providers._base import Completion, CompletionRequest, Message
 from sdk.schema.dialects import OPENAI_STRICT, to_wire
 from tests.wire_support import (
     DECISION,
@@ -118,17 +121,41 @@ def test_invalid_output_is_retried_on_the_same_provider_not_a_reason_to_fall_bac
     assert result.model == "primary" and secondary.requests == []
 
 
+def _reply(text: str, usage: Usage) -> Completion:
+    """A clean reply that reports its own usage."""
+    return Completion(text, StopReason.END_TURN, "end_turn", usage=usage)
+
+
 def test_usage_and_attempts_are_summed_across_providers() -> None:
-    first = TestProvider([TestProvider.truncation(DECISION)])
-    second = TestProvider([VALID])
-    # A truncation is not a transport failure: no fallback, the call ends.
-    with pytest.raises(Exception, match="cut off"):
-        _client(FallbackProvider([first, second])).generate(Decision, prompt="x")
-    first = TestProvider([TestProvider.provider_error(500)], repeat=True)
-    second = TestProvider([VALID])
+    # The first provider answers once (invalid output, retried there: its tokens are spent),
+    # then fails until its transport retries are spent; the second answers.
+    invalid = VALID.replace('"high"', '"certain"')
+    first = TestProvider([_reply(invalid, Usage(120, 30)), TestProvider.provider_error(503)],
+                         repeat=True, model="one")  # fmt: skip
+    second = TestProvider([_reply(VALID, Usage(80, 20))], model="two")
     result = _client(FallbackProvider([first, second])).generate(Decision, prompt="x")
-    assert result.usage == sum((a.usage for a in result.attempts), type(result.usage)())
-    assert result.usage.output_tokens > 0
+    assert len(first.requests) == 1 + NO_WAIT.retries + 1 and len(second.requests) == 1
+    assert [a.model for a in result.attempts] == ["one"] * len(first.requests) + ["two"]
+    assert [type(a.error) for a in result.attempts] == [
+        SchemaViolation, *[ProviderError] * (NO_WAIT.retries + 1), type(None)
+    ]
+    assert [a.usage for a in result.attempts] == [
+        Usage(120, 30), *[Usage()] * (NO_WAIT.retries + 1), Usage(80, 20)
+    ]
+    assert result.usage == Usage(200, 50)  # the first provider's tokens are not dropped
+
+
+def test_a_truncation_ends_the_call_with_its_attempts_and_usage_no_fallback() -> None:
+    cut = TestProvider.truncation(DECISION)
+    first = TestProvider([cut], model="one")
+    second = TestProvider([VALID], model="two")
+    with pytest.raises(TruncatedOutput) as info:
+        _client(FallbackProvider([first, second])).generate(Decision, prompt="x")
+    # A truncation is not a transport failure: no fallback, and nothing is lost.
+    assert len(first.requests) == 1 and second.requests == []
+    assert [(a.model, type(a.error)) for a in info.value.attempts] == [("one", TruncatedOutput)]
+    assert info.value.usage == cut.usage and cut.usage.output_tokens > 0
+    assert info.value.text == cut.text and info.value.stop_reason is StopReason.MAX_TOKENS
 
 
 def test_streaming_falls_back_and_the_snapshots_start_over() -> None:

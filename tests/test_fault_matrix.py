@@ -279,9 +279,11 @@ def _stream_faults(kind: Kind) -> dict[str, Fault]:
 class _Body(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A response body that can drip, and drop the connection at its end."""
 
-    def __init__(self, fault: Fault, reset: type[Exception]) -> None:
+    def __init__(self, fault: Fault, reset: type[Exception], sent: list[int]) -> None:
         self.fault = fault
         self.reset = reset
+        self.sent = sent  # bytes sent, one count per response
+        sent.append(0)
 
     def _pieces(self) -> Iterator[bytes]:
         for chunk in self.fault.chunks:
@@ -294,6 +296,7 @@ class _Body(httpx.SyncByteStream, httpx.AsyncByteStream):
         for piece in self._pieces():
             if self.fault.drip:
                 time.sleep(self.fault.drip)
+            self.sent[-1] += len(piece)
             yield piece
         if self.fault.reset_after:
             raise self.reset("Connection reset by peer")
@@ -302,6 +305,7 @@ class _Body(httpx.SyncByteStream, httpx.AsyncByteStream):
         for piece in self._pieces():
             if self.fault.drip:
                 await asyncio.sleep(self.fault.drip)
+            self.sent[-1] += len(piece)
             yield piece
         if self.fault.reset_after:
             raise self.reset("Connection reset by peer")
@@ -314,6 +318,8 @@ class Server:
         self.kind = kind
         self.fault = fault
         self.requests = 0
+        self.sent: list[int] = []
+        """Body bytes sent, per response: a deadline that cut a drip leaves it short."""
         self.module: Any = httpx2 if kind.hosted else httpx
 
     def __call__(self, request: Any) -> Any:
@@ -331,9 +337,9 @@ class Server:
             page = f"<html><h1>502 Bad Gateway</h1><pre>Authorization: {echoed}</pre></html>"
             fault = Fault(status=fault.status, chunks=(page.encode(),), content_type="text/html")
         if self.kind.hosted:
-            body: Any = _HostedBody(fault)
+            body: Any = _HostedBody(fault, self.sent)
         else:
-            body = _Body(fault, httpx.ReadError)
+            body = _Body(fault, httpx.ReadError, self.sent)
         return self.module.Response(
             fault.status,
             headers={"content-type": fault.content_type, "x-request-id": "req_fault_1",
@@ -345,8 +351,8 @@ class Server:
 class _HostedBody(httpx2.SyncByteStream, httpx2.AsyncByteStream):
     """The same body for the `httpx2` transport under the official SDKs."""
 
-    def __init__(self, fault: Fault) -> None:
-        self._body = _Body(fault, httpx2.ReadError)
+    def __init__(self, fault: Fault, sent: list[int]) -> None:
+        self._body = _Body(fault, httpx2.ReadError, sent)
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self._body)
@@ -388,14 +394,13 @@ def _streamed(client: Any, kind: Kind) -> Any:
     return client.stream(Decision, prompt="Approve?")
 
 
-def _run(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server, float]:
+def _run(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server]:
     server = Server(kind, fault)
     sync = call in ("generate", "stream")
     provider = kind.provider(server, sync)
     options: dict[str, Any] = {"backoff": Backoff(retries=RETRIES, initial=0.0, maximum=0.0)}
     if fault.drip:
         options["attempt_deadline"] = 0.25
-    started = time.monotonic()
     with pytest.raises(Exception) as info:
         if sync:
             client = StructuredClient(provider, retries=0, **options)
@@ -414,7 +419,7 @@ def _run(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server, fl
                         pass
 
             asyncio.run(main())
-    return info.value, server, time.monotonic() - started
+    return info.value, server
 
 
 def _check(error: BaseException, server: Server, kind: Kind, fault: Fault) -> None:
@@ -457,7 +462,7 @@ CASES = [
 def test_a_bad_body_is_a_provider_error_with_every_attempt(
     kind: Kind, fault_name: str, fault: Fault, call: str
 ) -> None:
-    error, server, _ = _run(kind, fault, call)
+    error, server = _run(kind, fault, call)
     _check(error, server, kind, fault)
     assert isinstance(error, ProviderError)
     last = error.attempts[-1].error
@@ -486,14 +491,15 @@ STREAM_CASES = [
 def test_a_broken_stream_is_a_provider_error_with_every_attempt(
     kind: Kind, fault_name: str, fault: Fault, call: str
 ) -> None:
-    error, server, elapsed = _run(kind, fault, call)
+    error, server = _run(kind, fault, call)
     _check(error, server, kind, fault)
     if fault.drip:
         # The per-attempt deadline (0.25 s) ends each dripping attempt, not the drip's pace:
         # within a chunk on httpx, within an event on an SDK client (checked between events).
+        # Each response was cut short: no attempt read the whole dripping body.
         assert "deadline" in str(error.attempts[-1].error)
-        event = max(len(e) for e in kind.stream_events()) * fault.drip if kind.hosted else 0.0
-        assert elapsed < (RETRIES + 1) * (0.25 + event) + 1.0
+        whole = sum(len(chunk) for chunk in fault.chunks)
+        assert len(server.sent) == RETRIES + 1 and all(sent < whole for sent in server.sent)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.id for k in KINDS])
@@ -666,7 +672,8 @@ def test_a_dripping_whole_body_is_cut_at_the_attempt_deadline(kind: Kind, call: 
     body = _whole_body(kind)
     fault = Fault(chunks=(body,), drip=0.004, transient=True)
     assert len(body) * fault.drip > 1.0  # undisturbed, the drip would take over a second
-    error, server, elapsed = _run(kind, fault, call)
+    error, server = _run(kind, fault, call)
     _check(error, server, kind, fault)
     assert "deadline" in str(error.attempts[-1].error)
-    assert elapsed < (RETRIES + 1) * 0.25 + 1.0
+    # Each attempt was cut at its deadline: no response was read to its end.
+    assert len(server.sent) == RETRIES + 1 and all(sent < len(body) for sent in server.sent)

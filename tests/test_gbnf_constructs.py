@@ -3,7 +3,8 @@
 Each case is a small schema with documents it must accept and documents it must reject. The
 documents are first checked against the schema with `jsonschema` (so the case itself is right),
 then against the grammar: with llguidance here, and with llama.cpp's own grammar sampler in the
-`local` test (llama-cpp-python needed). Refusals are checked for the construct they name.
+`local` test (llama-cpp-python needed: skipped without it, failed in CI). Refusals are checked
+for the construct they name.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from sdk.schema.gbnf import UnsupportedSchema, to_gbnf
 from tests.grammar_support import grammar_accepts, lark_of
+from tests.local_deps import import_local
 
 Case = tuple[str, dict[str, Any], list[str], list[str]]
 
@@ -360,7 +362,7 @@ def test_construct_with_llguidance(
 def test_construct_with_llama_cpp(
     name: str, schema: dict[str, Any], accepted: list[str], rejected: list[str]
 ) -> None:
-    pytest.importorskip("llama_cpp")
+    import_local("llama_cpp")
     from tests.grammar_support import llama_accepts
 
     grammar = to_gbnf(schema)
@@ -414,7 +416,7 @@ def test_llguidance_harness_keeps_every_rule_a_parser_rule() -> None:
 
 @pytest.mark.local
 def test_llama_cpp_harness_tells_sentences_from_prefixes() -> None:
-    pytest.importorskip("llama_cpp")
+    import_local("llama_cpp")
     from tests.grammar_support import LlamaGrammarError, llama_accepts
 
     grammar = 'root ::= "{" [a-z]+ "}"\n'

@@ -92,11 +92,16 @@ def test_build_request_tool_mode_forces_one_strict_tool() -> None:
 
 
 def test_build_request_merges_the_callers_output_config_and_options() -> None:
-    request = _request(options={"output_config": {"effort": "low"}, "metadata": {"user_id": "u"}})
+    request = _request(
+        options={"stop": "END"},
+        extra_body={"output_config": {"effort": "low"}, "metadata": {"user_id": "u"}},
+    )
     kwargs = build_request(request, model=MODEL)
     assert kwargs["output_config"]["effort"] == "low"
     assert kwargs["output_config"]["format"]["type"] == "json_schema"
     assert kwargs["metadata"] == {"user_id": "u"}
+    # The SDK's option names, in the API's: `stop` is `stop_sequences`, always a list.
+    assert kwargs["stop_sequences"] == ["END"]
 
 
 # --- pure: the reply ---

@@ -44,6 +44,7 @@ from sdk.providers.ollama import read_response as ollama_response
 from sdk.providers.vllm import build_request as vllm_request
 from sdk.providers.vllm import read_response as vllm_response
 from sdk.schema import LLAMACPP, OLLAMA, VLLM, to_wire
+from sdk.schema.gbnf import contract_gbnf
 from tests.local_support import DOCUMENT, LocalServer, Reply, closed_port_url
 from tests.wire_support import BOUNDED, DECISION, Bounded, Sleeps, fixture_json
 
@@ -176,10 +177,9 @@ def test_llamacpp_grammar_mode_sends_the_given_grammar(server: LocalServer) -> N
 
 
 def test_llamacpp_grammar_mode_writes_the_grammar_from_the_schema(server: LocalServer) -> None:
-    gbnf = pytest.importorskip("sdk.schema.gbnf")
     _client(LlamaCppProvider(server.url, mode="grammar")).generate(Decision, prompt="Approve?")
     (body,) = server.bodies("/completion")
-    assert body["grammar"] == gbnf.contract_gbnf(Decision)
+    assert body["grammar"] == contract_gbnf(Decision)
     assert "root ::=" in body["grammar"]
 
 
@@ -325,9 +325,17 @@ def test_every_ollama_done_reason_is_normalized(raw: str, normalized: StopReason
 
 
 def test_ollama_request_builder_routes_top_level_options() -> None:
-    request = CompletionRequest(Decision, (Message("user", "x"),), 10, options={"keep_alive": "5m"})
+    request = CompletionRequest(
+        Decision,
+        (Message("user", "x"),),
+        10,
+        options={"temperature": 0.1},
+        extra_body={"keep_alive": "5m", "options": {"num_ctx": 8192}},
+    )
     body = ollama_request(request, model="m", schema={})
     assert body["keep_alive"] == "5m" and "keep_alive" not in body["options"]
+    # Sampling options go in Ollama's `options`, beside raw ones and the SDK's token limit.
+    assert body["options"] == {"num_predict": 10, "temperature": 0.1, "num_ctx": 8192}
 
 
 # --- removed constraints are enforced, per dialect ---

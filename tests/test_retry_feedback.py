@@ -11,7 +11,7 @@ import pytest
 from contracts import Decision, InvoiceExtraction
 from sdk import InvalidJSON, SchemaViolation, StructuredClient, Violation
 from sdk.client import feedback_message
-from sdk.engine.call import FEEDBACK_WHOLE_REPLY
+from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
 from sdk.providers.test import TestProvider
 
 ITEMS = 300

@@ -253,21 +253,117 @@ def test_a_write_cut_short_by_a_file_size_limit_leaves_the_previous_files(tmp_pa
     assert all(json.loads(path.read_bytes()) for path in folder.iterdir())
 
 
-def test_two_locks_at_once_leave_a_consistent_lock(tmp_path: Path) -> None:
-    name = make_package(tmp_path / "src", {"models.py": MODELS})
+ORDER_MODELS = '''
+from pydantic import Field
+from sdk import Contract
+
+
+class Order(Contract):
+    """A customer order, as the warehouse needs it."""
+
+    reference: str = Field(description="The order's reference.")
+    items: list[str] = Field(description="What was ordered, one entry per article.")
+    express: bool = Field(description="Whether it ships today.")
+'''
+
+
+def _expected_lock(tmp_path: Path, name: str) -> dict[str, bytes]:
+    """What locking `name` alone writes: every file, by name."""
+    folder = tmp_path / f"alone-{name}"
+    lock(name, directory=folder)
+    return {path.name: path.read_bytes() for path in folder.iterdir()}
+
+
+def _read_while(runs: list[subprocess.Popen[bytes]], path: Path) -> list[bytes]:
+    """Every distinct content of `path` seen while any of `runs` is still going."""
+    seen: list[bytes] = []
+    while any(run.poll() is None for run in runs):
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        if not seen or seen[-1] != data:
+            seen.append(data)
+    return seen
+
+
+def test_two_locks_of_different_contracts_at_once_leave_whole_files(tmp_path: Path) -> None:
+    """Two processes lock different packages into one folder, at once, three times over: the
+    lock file anyone reads, at any moment, is one of the two whole, and so is every snapshot."""
+    names = [make_package(tmp_path / "src", {"models.py": models})
+             for models in (MODELS, ORDER_MODELS)]  # fmt: skip
+    expected = [_expected_lock(tmp_path, name) for name in names]
+    locks = {files[LOCK_FILE] for files in expected}
+    assert len(locks) == 2  # different content: a torn or mixed file cannot pass for either
     folder = tmp_path / "schemas"
-    script = [sys.executable, "-m", "sdk.cli", "schema", "lock", name, "--dir", str(folder)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path / "src")])}
-    pipe = subprocess.PIPE
+    for _ in range(3):
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "sdk.cli", "schema", "lock", name, "--dir", str(folder)],
+                cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
+            for name in names
+        ]  # fmt: skip
+        seen = _read_while(runs, folder / LOCK_FILE)
+        for run in runs:
+            _, err = run.communicate(timeout=120)
+            assert run.returncode == 0, err
+        assert all(data in locks for data in seen), "a reader saw a lock file neither wrote"
+        assert (folder / LOCK_FILE).read_bytes() in locks
+        snapshots = {name: data for files in expected for name, data in files.items()
+                     if name != LOCK_FILE}  # fmt: skip
+        assert {path.name for path in folder.iterdir()} == {LOCK_FILE, *snapshots}
+        for name, data in snapshots.items():
+            assert (folder / name).read_bytes() == data
+    # Whichever won, the lock is consistent with its package and its snapshots.
+    winner = next(n for n, files in zip(names, expected, strict=True)
+                  if files[LOCK_FILE] == (folder / LOCK_FILE).read_bytes())  # fmt: skip
+    assert _invoke("schema", "check", winner, "--dir", str(folder))[0] == 0
+
+
+WRITER = """
+import sys
+from sdk._files import write_atomic
+
+path, letter, size, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+data = (letter * size).encode()
+print("ready", flush=True)
+sys.stdin.readline()
+for _ in range(count):
+    write_atomic(path, data)
+"""
+
+
+def test_two_writers_of_different_content_never_leave_a_torn_file(tmp_path: Path) -> None:
+    """`write_atomic` from two processes at once, each writing its own content over and over,
+    while this one reads: every read is one writer's content, whole. (A plain `write_bytes` in
+    their place lets the reader see an empty or half-written file.)"""
+    target = tmp_path / "shared.json"
+    sizes = {"a": 300_000, "b": 200_000}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     runs = [
-        subprocess.Popen(script, cwd=tmp_path, env=env, stdout=pipe, stderr=pipe) for _ in range(2)
-    ]
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(target), letter, str(size), "200"],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        for letter, size in sizes.items()
+    ]  # fmt: skip
+    for run in runs:  # both ready before either writes
+        assert run.stdout is not None and run.stdout.readline() == b"ready\n"
     for run in runs:
-        _, err = run.communicate(timeout=120)
+        assert run.stdin is not None
+        run.stdin.write(b"go\n")
+        run.stdin.flush()
+    seen = _read_while(runs, target)
+    for run in runs:
+        _, err = run.communicate(timeout=300)
         assert run.returncode == 0, err
-    assert sorted(path.name for path in folder.iterdir()) == sorted([LOCK_FILE, "Ticket.v1.json"])
-    assert [e.name for e in Lock.read(folder / LOCK_FILE).entries] == ["Ticket"]
-    assert _invoke("schema", "check", name, "--dir", str(folder))[0] == 0
+    wholes = {(letter * size).encode() for letter, size in sizes.items()}
+    torn = [len(data) for data in seen if data not in wholes]
+    assert not torn, f"a reader saw {len(torn)} torn file(s), sizes {torn[:5]}"
+    assert target.read_bytes() in wholes
+    assert [path.name for path in tmp_path.iterdir()] == [target.name]  # no temporary file left
 
 
 # --- packaging ---

@@ -27,7 +27,10 @@ from sdk.workflow.versioning import (
 )
 from tests.schema_support import REPO, make_package
 
-REFERENCE_NAMES = ["Decision", "Fix", "InvoiceExtraction", "LineItem", "ReviewFinding", "Sentiment"]
+REFERENCE_NAMES = [
+    "Decision", "Fix", "InvoiceExtraction", "LineItem", "ReviewFinding", "Sentiment",
+    "ShipmentNotice",
+]  # fmt: skip
 
 VERDICT_V1 = '''
 from pydantic import Field

@@ -112,3 +112,22 @@ def test_resolve_ref_follows_any_local_reference_and_refuses_others() -> None:
     for bad in ("other.json#/x", "#/$defs/Missing", "#/$defs/A B/type"):
         with pytest.raises(ValueError):
             resolve_ref(root, bad)
+
+
+def test_import_sdk_loads_no_tooling_batch_eval_or_cli() -> None:
+    # The offline schema workflow, batch jobs, the eval and the CLI load on first use only: a
+    # service that imports `sdk` to make calls pays for none of them.
+    import subprocess
+    import sys
+
+    code = "import sys, sdk; print(' '.join(m for m in sys.modules if m.startswith('sdk')))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    heavy = ("sdk.workflow", "sdk.batch", "sdk.eval", "sdk.cli", "sdk.demo")
+    assert [m for m in loaded if m in heavy or m.startswith(tuple(h + "." for h in heavy))] == []
+    assert "sdk.engine.attempts" in loaded  # the engine itself is there
+
+
+def test_the_client_is_short_and_the_engine_holds_the_logic() -> None:
+    assert len((SDK / "client.py").read_text().splitlines()) <= 450

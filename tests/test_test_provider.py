@@ -141,9 +141,10 @@ def test_a_misspelled_option_is_a_type_error_naming_it_before_any_reply() -> Non
 
 
 def test_options_your_real_provider_takes_can_be_accepted() -> None:
-    provider = TestProvider([VALID], options=["output_config"])
-    StructuredClient(provider).generate(Decision, prompt="x", output_config={"effort": "low"})
-    assert provider.requests[0].options["output_config"] == {"effort": "low"}
+    provider = TestProvider([VALID])
+    client = StructuredClient(provider)
+    client.generate(Decision, prompt="x", extra_body={"output_config": {"effort": "low"}})
+    assert provider.requests[0].extra_body["output_config"] == {"effort": "low"}
     with pytest.raises(TypeError, match="reasoning_effort"):
         StructuredClient(TestProvider([VALID])).generate(
             Decision, prompt="x", reasoning_effort="low"

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import llguidance
 import pytest
 from pydantic import Field
 
@@ -192,7 +193,6 @@ def test_the_grammar_per_tool_choice() -> None:
 
 
 def test_the_grammars_compile_with_llguidance() -> None:
-    llguidance = pytest.importorskip("llguidance")
     for choice in ("auto", "required", "none", ORDERS):
         for parallel in (None, True):
             grammar = llguidance.LLMatcher.grammar_from_lark(

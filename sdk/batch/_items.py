@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from sdk.batch._errors import BatchInputError
 from sdk.contract import Contract
-from sdk.engine.call import conversation
+from sdk.engine.conversation import conversation
 from sdk.providers._base import Message
 
 __all__ = ["IndexEntry", "InputItem", "InputReader", "file_identity", "parse_item", "read_index"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from sdk.batch._items import InputItem
 from sdk.batch._state import ItemRow
@@ -134,14 +135,17 @@ async def _one(
         Message("assistant" if role == "assistant" else "user", content)
         for role, content in row.feedback
     )
+    options: dict[str, Any] = dict(item.options)
+    limit = item.max_tokens or max_tokens
+    if limit is not None:
+        options["max_tokens"] = limit
     try:
         return await client.generate(
             contract,
             messages=item.messages + feedback,
             system=item.system,
             source=item.source,
-            max_tokens=item.max_tokens or max_tokens,
-            **item.options,
+            **options,
         )
     except StructuredOutputError as error:
         return error

@@ -1,14 +1,14 @@
 """What one reply means for one item: the same parser and retry feedback as a live call.
 
 A batch result (or a local call's outcome) is read by the provider's codec into a `Completion`
-and handed to `sdk.engine.call.Call`, the live calls' own state machine, started with the item's
-conversation and with the retries it has left. The `Call` decides exactly as it does live:
+and handed to the attempts machine of live calls (`sdk.engine.attempts.Attempts`), started with
+the item's conversation and with the retries it has left. Its decision is the live one:
 
-- a `Result`: the item is done, its line says `"outcome": "ok"` with the value;
-- a retry prepared (invalid output, retries left): the compact feedback the `Call` wrote (the
-  invalid reply once, as the assistant's turn, and the list of violations, replacing any
-  earlier feedback) is stored on the item, which goes back to `pending` for a follow-up batch;
-- an error raised: the item is done with `"outcome": "failed"` and its last error.
+- `Done`: the item is done, its line says `"outcome": "ok"` with the value;
+- `Retry` (invalid output, retries left): the compact feedback the decision carries (the invalid
+  reply once, as the assistant's turn, and the list of violations, replacing any earlier
+  feedback) is stored on the item, which goes back to `pending` for a follow-up batch;
+- `Fail`: the item is done with `"outcome": "failed"` and its last error.
 
 Items the backend did not run (errored, expired, cancelled by the provider) are resubmitted
 unchanged while `resubmits` allow and the error is one another try can fix (`is_retryable`,
@@ -25,7 +25,10 @@ from sdk._result import Result
 from sdk.batch._items import InputItem
 from sdk.batch._state import ItemRow, ItemUpdate
 from sdk.contract import Contract
-from sdk.engine.call import Backoff, Call, RetrySettings
+from sdk.engine.attempts import Attempts, Done, Fail
+from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
+from sdk.engine.kinds import Document, Parsing, Shared
+from sdk.engine.retry import Backoff, RetrySettings
 from sdk.errors import InvalidOutput, ProviderError, RefusedOutput, StructuredOutputError
 from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion, CompletionRequest, Message
@@ -105,40 +108,43 @@ def decide_reply(
     completion: Completion,
     batch: str | None,
 ) -> Decision:
-    """Parse a reply with the live `Call`: done, or back to pending with its feedback."""
+    """Judge a reply with the live attempts machine: done, or back to pending with its
+    feedback."""
     left = max(0, settings.retries - row.retries_used)
-    call: Call[Contract] = Call(
-        contract,
+    parsing = Parsing(item.source, None, settings.enum_case, FEEDBACK_WHOLE_REPLY)
+    shared = Shared(
+        max_tokens=item.max_tokens or settings.max_tokens,
+        system=item.system,
+        options=dict(item.options),
+        extra_body={},
+        source=item.source,
+        reasoning=False,
+    )
+    machine = Attempts(
+        Document(contract, None, parsing),
         item.messages,
+        shared,
         provider=provider,
         settings=RetrySettings(retries=left, backoff=_NO_TRANSPORT_RETRIES),
-        enum_case=settings.enum_case,
-        system=item.system,
-        source=item.source,
-        max_tokens=item.max_tokens or settings.max_tokens,
-        options=item.options,
     )
     tokens_in = row.input_tokens + completion.usage.input_tokens
     tokens_out = row.output_tokens + completion.usage.output_tokens
-    try:
-        result = call.on_reply(completion)
-    except StructuredOutputError as error:
-        return _failed(contract, provider, row, error, tokens_in, tokens_out, batch)
-    if result is None:
-        feedback = call.request().messages[len(item.messages) :]
-        update = _update(
-            row,
-            "pending",
-            tokens_in,
-            tokens_out,
-            retries_used=row.retries_used + 1,
-            feedback=[(message.role, message.text) for message in feedback],
-        )
-        return Decision(update, None, None)
-    update = _update(row, "done", tokens_in, tokens_out, outcome="ok")
-    return Decision(
-        update, ok_line(row.id, result, row.requests, tokens_in, tokens_out, batch), "ok"
+    decision = machine.on_reply(completion)
+    if isinstance(decision, Fail):
+        return _failed(contract, provider, row, decision.error, tokens_in, tokens_out, batch)
+    if isinstance(decision, Done):
+        update = _update(row, "done", tokens_in, tokens_out, outcome="ok")
+        line = ok_line(row.id, decision.result, row.requests, tokens_in, tokens_out, batch)
+        return Decision(update, line, "ok")
+    update = _update(
+        row,
+        "pending",
+        tokens_in,
+        tokens_out,
+        retries_used=row.retries_used + 1,
+        feedback=[(message.role, message.text) for message in decision.feedback],
     )
+    return Decision(update, None, None)
 
 
 def decide_failure(

@@ -1,10 +1,11 @@
 """The `sdk` command: `sdk schema export|lock|check|diff|lint ...`, `sdk grammar test`,
-`sdk eval`, `sdk batch run|status|resume|cancel` and `sdk demo`.
+`sdk eval`, `sdk batch run|status|resume|cancel`, `sdk cache stats|clear`, `sdk demo` and
+`sdk serve`.
 
-One module per command group (`schema`, `grammar`, `eval`, `batch`, `demo`), each a thin layer
-that parses arguments and prints: every decision is made in the library. Output is colored on a
-terminal and plain text otherwise (rich decides, and honours NO_COLOR); `--json` prints data for
-other tools instead.
+One module per command group (`schema`, `grammar`, `eval`, `batch`, `cache`, `demo`, `serve`),
+each a thin layer that parses arguments and prints: every decision is made in the library.
+Output is colored on a terminal and plain text otherwise (rich decides, and honours NO_COLOR);
+`--json` prints data for other tools instead.
 
 Exit codes: 0 all good; 1 the command found problems (a failed check, lint findings, a refused
 lock, a breaking diff with `--fail-on-breaking`); 2 it could not run (bad arguments, a module
@@ -15,7 +16,7 @@ current directory goes first on `sys.path`, as with `python -m`, so a working-tr
 over an installed copy of it.
 """
 
-from sdk.cli import batch, demo, eval, grammar, schema  # noqa: F401  (each registers its commands)
+from sdk.cli import batch, cache, demo, eval, grammar, schema, serve  # noqa: F401  (each registers)
 from sdk.cli._app import app
 
 __all__ = ["app", "main"]

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,12 +14,18 @@ from rich.markup import escape
 
 from sdk.contract import Contract
 
+if TYPE_CHECKING:
+    from sdk.cache import SQLiteCache
+
 __all__ = [
+    "CacheOption",
+    "CachePathOption",
     "DirOption",
     "JsonOption",
     "Output",
     "Target",
     "app",
+    "cache_named",
     "contract_named",
     "errors_exit",
 ]
@@ -29,7 +35,8 @@ app = typer.Typer(
     help=(
         "structured-sdk: typed structured output from LLMs. Version and lint contract schemas "
         "(schema), test grammars (grammar), measure a contract on a model (eval), run it over a "
-        "large input (batch), or see it work offline (demo)."
+        "large input (batch), look into the response cache (cache), see it work offline (demo), "
+        "or serve the bundled model to try the llama.cpp provider (serve)."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -45,6 +52,19 @@ DirOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for other tools.")]
+# The response cache, for the commands that make calls (eval, batch): what `cache=` takes.
+CacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--cache",
+        help="Keep valid replies in the response cache (the default file `sdk cache stats` "
+        "reads); a repeated or interrupted run makes no call for what it already answered.",
+    ),
+]
+CachePathOption = Annotated[
+    Path | None,
+    typer.Option("--cache-path", help="The response cache's file (implies --cache)."),
+]
 
 
 class Output:
@@ -78,6 +98,16 @@ def errors_exit(out: Output) -> Iterator[None]:
     except (ImportError, ValueError, OSError) as error:
         out.error(" ".join(str(error).split()))  # one line, whatever the message held
         raise typer.Exit(2) from error
+
+
+def cache_named(enabled: bool, path: Path | None) -> SQLiteCache | None:
+    """The response cache `--cache` and `--cache-path` name (`None`: no cache); a file that is
+    not a cache is a `ValueError` (`errors_exit` turns it into exit code 2)."""
+    if path is None and not enabled:
+        return None
+    from sdk.cache import SQLiteCache
+
+    return SQLiteCache(path) if path is not None else SQLiteCache()
 
 
 def contract_named(reference: str) -> type[Contract]:

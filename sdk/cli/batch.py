@@ -17,7 +17,11 @@ batch_app = typer.Typer(
     help="Run a contract over a large input (provider batch APIs or local servers); resumable.",
     no_args_is_help=True,
 )
-app.add_typer(batch_app, name="batch")
+app.add_typer(
+    batch_app,
+    name="batch",
+    short_help="Run a contract over a large JSONL input as a resumable job (run, status, ...).",
+)
 
 StateOption = Annotated[
     Path, typer.Option("--state", help="The job's state file (SQLite), as `run` made it.")

@@ -8,7 +8,8 @@ from sdk.cli._app import app
 
 __all__ = ["demo"]
 
-@app.command()
+
+@app.command(short_help="See it work offline: an invoice, a decision and SQL from a local model.")
 def demo() -> None:
     """Run the demo: real grammar-constrained generation with a small local model."""
     # Imported here: the demo needs the `local` extra, which the schema commands do not.

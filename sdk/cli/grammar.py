@@ -17,7 +17,11 @@ __all__ = ["grammar_app"]
 grammar_app = typer.Typer(
     help="Test grammar contracts against accept and reject sets.", no_args_is_help=True
 )
-app.add_typer(grammar_app, name="grammar")
+app.add_typer(
+    grammar_app,
+    name="grammar",
+    short_help="Test grammar contracts (SQL and other non-JSON output) against case sets.",
+)
 
 
 @grammar_app.command("test")

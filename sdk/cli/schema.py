@@ -39,7 +39,12 @@ schema_app = typer.Typer(
     help="Export, lock, check, diff and lint the schemas of your contracts.",
     no_args_is_help=True,
 )
-app.add_typer(schema_app, name="schema")
+app.add_typer(
+    schema_app,
+    name="schema",
+    short_help="Version your contracts' schemas: export, lock, check, diff, lint.",
+)
+
 
 @schema_app.command("export")
 def export_command(

@@ -8,22 +8,5 @@ and from Python alike, and writes exactly the wire names it reads.
 `sdk.contract.derived` builds contracts from a contract (`widen`, `answer_first`), for the eval.
 """
 
-from sdk.contract._base import (
-    SOURCE_QUOTE_KEY,
-    Contract,
-    LintIgnore,
-    SourceQuote,
-    WireEnum,
-    WireNameError,
-    require_contract,
-)
-
-__all__ = [
-    "SOURCE_QUOTE_KEY",
-    "Contract",
-    "LintIgnore",
-    "SourceQuote",
-    "WireEnum",
-    "WireNameError",
-    "require_contract",
-]
+from sdk.contract._base import *  # noqa: F403  (the package's face: `_base` is all of it)
+from sdk.contract._base import __all__ as __all__

@@ -1,5 +1,5 @@
-"""The contract types: `Contract`, `WireEnum`, `SourceQuote`, and what the parser reads of them
-(see the package docstring for what they close)."""
+"""The contract types: `Contract`, `WireEnum`, `SourceQuote`, `Verbatim`, and what the parser
+reads of them (see the package docstring for what they close)."""
 
 from __future__ import annotations
 
@@ -21,18 +21,21 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
+from sdk.schema.grounding._spans import GROUNDED_KEYS, SOURCE_QUOTE_KEY, VERBATIM_KEY
+
 __all__ = [
+    "GROUNDED_KEYS",
     "SOURCE_QUOTE_KEY",
+    "VERBATIM_KEY",
     "Contract",
     "LintIgnore",
     "SourceQuote",
+    "Verbatim",
     "WireEnum",
     "WireNameError",
     "require_contract",
 ]
 
-# Schema annotation that marks a string as evidence to be found verbatim in the source.
-SOURCE_QUOTE_KEY = "x-source-quote"
 
 
 class WireNameError(TypeError, ValueError):
@@ -124,22 +127,43 @@ class WireEnum(str, Enum):
         return {"type": "string", "enum": cls.wire_names()}
 
 
-class _SourceQuoteMarker:
-    """Metadata on `SourceQuote`: adds the schema annotation the parser looks for."""
+class _SourceMarker:
+    """Metadata on `SourceQuote` and `Verbatim`: adds the schema annotation the parser (and a
+    local engine's grammar) looks for."""
+
+    __slots__ = ("key", "name")
+
+    def __init__(self, key: str, name: str) -> None:
+        self.key = key
+        self.name = name
 
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         json_schema = handler(schema)
-        json_schema[SOURCE_QUOTE_KEY] = True
+        json_schema[self.key] = True
         return json_schema
 
     def __repr__(self) -> str:
-        return "SourceQuote"
+        return self.name
 
 
-SourceQuote = Annotated[str, _SourceQuoteMarker()]
+SourceQuote = Annotated[str, _SourceMarker(SOURCE_QUOTE_KEY, "SourceQuote")]
 """Evidence: a string that must be a verbatim span of the source document (or empty)."""
+
+Verbatim = Annotated[str, _SourceMarker(VERBATIM_KEY, "Verbatim")]
+"""A value copied exactly from the source document: a tracking number, a name, an id.
+
+The value must be a span of the source, character for character. Unlike `SourceQuote`, an
+empty string is not a valid `Verbatim` value (it would say "copied" while copying nothing),
+unless the source itself is empty; `Verbatim | None` is the way to say "copied, or not stated".
+Constraints beside it (`Field(pattern=...)`, `max_length=...`) apply as to any string.
+
+Where the engine can (`EmbeddedProvider`, a llama.cpp server in grammar mode, vLLM's guidance
+backend), the value is constrained to the source's spans while decoding, so a copy cannot be
+garbled and a value cannot be invented; everywhere else the parser checks it after parsing
+(`CheckFailed` naming the field and the value), and the client retries with that feedback.
+"""
 
 
 LintIgnore = Mapping[str, Mapping[str, str]]

@@ -23,6 +23,15 @@ have every field.
 
 `answer_first(contract)`: the same contract with its reasoning field moved after the others, to
 measure what generating the reasoning first is worth (the eval's `answer_first` arm).
+
+For the abstention arms of the eval (issue 23), on a contract's nullable top-level fields:
+
+- `evidence_gated(contract)`: each nullable field becomes `{"evidence": <Verbatim span>, "value":
+  <the value>}` or `null`, so a value can only be written after the words of the document that
+  state it ("no span, no value"); `ungated(value)` turns such a value back into the contract's
+  shape;
+- `presence(contract)`: the nullable fields as booleans, "does the document state it?";
+- `null_only(contract, names)`: the contract with the named fields able to hold `null` only.
 """
 
 from __future__ import annotations
@@ -30,14 +39,17 @@ from __future__ import annotations
 import copy
 import types
 import typing
+from collections.abc import Iterable
 from enum import Enum
 from threading import Lock
 from typing import Annotated, Any, Literal, Union, cast
 from weakref import WeakKeyDictionary
 
-from pydantic import ValidationError, ValidationInfo, create_model, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, create_model, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
-from sdk.contract._base import Contract, WireEnum
+from sdk.contract._base import Contract, Verbatim, WireEnum
 from sdk.schema._shape import name_tokens, object_fields, shape_of
 from sdk.schema._vocabulary import REASONING_WORDS, is_escape
 from sdk.schema.canonical import shared_schema
@@ -46,8 +58,13 @@ __all__ = [
     "ESCAPE_MEMBER",
     "answer_first",
     "escape_members",
+    "evidence_gated",
     "is_escape_member",
+    "null_only",
+    "nullable_fields",
+    "presence",
     "reasoning_field",
+    "ungated",
     "widen",
 ]
 
@@ -63,7 +80,19 @@ _widened: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary(
 _widening: set[type[Contract]] = set()  # contracts being widened now: a recursive one comes back
 _reordered: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
 _escaped: WeakKeyDictionary[type[Enum], type[Enum]] = WeakKeyDictionary()
+_gated: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
+_presence: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
+_nulled: dict[tuple[type[Contract], frozenset[str]], type[Contract]] = {}
 _lock = Lock()
+
+_EVIDENCE = (
+    "The words of the document that state the value, copied exactly (for example the whole "
+    "line it is on)."
+)
+_GATED = (
+    ' Write {"evidence": <the words of the document that state it>, "value": <the value>}, or '
+    "null if the document does not state it."
+)
 
 
 def widen(contract: type[Contract]) -> type[Contract]:
@@ -155,6 +184,120 @@ def answer_first(contract: type[Contract]) -> type[Contract]:
         reordered = _derive(contract, f"{contract.__name__}AnswerFirst", fields)
         _reordered[contract] = reordered
         return reordered
+
+
+def nullable_fields(contract: type[Contract]) -> list[str]:
+    """The top-level fields that may hold `null`, in declaration order."""
+    return [name for name, info in contract.model_fields.items() if _nullable(info.annotation)]
+
+
+def evidence_gated(contract: type[Contract]) -> type[Contract]:
+    """The contract with each nullable top-level field written as evidence then value, or
+    `null` (module docstring), named `<Name>EvidenceGated`; a `ValueError` if it has none."""
+    names = nullable_fields(_checked(contract, "evidence_gated"))
+    if not names:
+        raise ValueError(f"{contract.__name__} has no nullable field to gate on evidence")
+    with _lock:
+        cached = _gated.get(contract)
+        if cached is not None:
+            return cached
+        fields: dict[str, Any] = {}
+        for name, info in contract.model_fields.items():
+            if name not in names:
+                fields[name] = (info.annotation, copy.copy(info))
+                continue
+            value_info = copy.copy(info)
+            value_info.annotation = _non_null(info.annotation)
+            value_info.description = None
+            value_info.default = PydanticUndefined
+            evidence: Any = (Verbatim, Field(description=_EVIDENCE))
+            pair = create_model(
+                f"{contract.__name__}{_camel(name)}Evidence",
+                __base__=Contract,
+                __module__=contract.__module__,
+                __doc__=f"The {name} of {contract.__name__}, after the words that state it.",
+                evidence=evidence,
+                value=(value_info.annotation, value_info),
+            )
+            gated_info = copy.copy(info)
+            gated_info.annotation = pair | None
+            gated_info.description = f"{(info.description or '').rstrip()}{_GATED}".strip()
+            fields[name] = (pair | None, gated_info)
+        gated = _derive(contract, f"{contract.__name__}EvidenceGated", fields)
+        _gated[contract] = gated
+        return gated
+
+
+def ungated(value: dict[str, Any], contract: type[Contract]) -> dict[str, Any]:
+    """An `evidence_gated(contract)` value (JSON form) in `contract`'s own shape."""
+    out = dict(value)
+    for name in nullable_fields(contract):
+        gated = out.get(name)
+        out[name] = gated.get("value") if isinstance(gated, dict) else None
+    return out
+
+
+def presence(contract: type[Contract]) -> type[Contract]:
+    """`<Name>Presence`: one boolean per nullable top-level field, "does the document state
+    it?"; a `ValueError` if the contract has no nullable field."""
+    names = nullable_fields(_checked(contract, "presence"))
+    if not names:
+        raise ValueError(f"{contract.__name__} has no nullable field to ask about")
+    with _lock:
+        cached = _presence.get(contract)
+        if cached is not None:
+            return cached
+        fields: dict[str, Any] = {}
+        for name in names:
+            said = (contract.model_fields[name].description or name).rstrip(".")
+            question = f"true if the document states this, false if it does not: {said}."
+            fields[name] = (bool, Field(description=question))
+        asked = _derive(contract, f"{contract.__name__}Presence", fields)
+        _presence[contract] = asked
+        return asked
+
+
+def null_only(contract: type[Contract], names: Iterable[str]) -> type[Contract]:
+    """The contract with the named top-level fields able to hold `null` only (the second pass
+    of presence-first: the fields the first pass found unstated)."""
+    chosen = frozenset(names)
+    unknown = chosen - set(_checked(contract, "null_only").model_fields)
+    if unknown:
+        raise ValueError(f"{contract.__name__} has no field(s) {', '.join(sorted(unknown))}")
+    if not chosen:
+        return contract
+    with _lock:
+        cached = _nulled.get((contract, chosen))
+        if cached is not None:
+            return cached
+        fields: dict[str, Any] = {}
+        for name, info in contract.model_fields.items():
+            kept = copy.copy(info)
+            if name in chosen:
+                kept = FieldInfo(annotation=type(None), description=info.description)
+            fields[name] = (kept.annotation, kept)
+        suffix = "".join(_camel(name) for name in sorted(chosen))
+        nulled = _derive(contract, f"{contract.__name__}Null{suffix}", fields)
+        _nulled[(contract, chosen)] = nulled
+        return nulled
+
+
+def _checked(contract: type[Contract], where: str) -> type[Contract]:
+    if not (isinstance(contract, type) and issubclass(contract, Contract)):
+        raise TypeError(f"{where} takes a Contract subclass, not {contract!r}")
+    return contract
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def _non_null(annotation: Any) -> Any:
+    """`T` of `T | None` (a union of the rest when there are several)."""
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        rest = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return rest[0] if len(rest) == 1 else Union[tuple(rest)]  # noqa: UP007
+    return annotation
 
 
 def _derive(contract: type[Contract], name: str, fields: dict[str, Any]) -> type[Contract]:

@@ -18,6 +18,7 @@ __all__ = [
     "MessageLike",
     "PromptLike",
     "conversation",
+    "feedback_lines",
     "feedback_message",
     "feedback_turns",
 ]
@@ -104,7 +105,6 @@ def feedback_message(
     than the source it came from; a one-line stand-in keeps its turn), so this message quotes
     an excerpt of it around each problem instead: at most 8 excerpts of 240 characters.
     """
-    violations = error.violations or [Violation("", error.message.splitlines()[0])]
     if isinstance(output, Grammar):
         lines = [f"That reply is not a valid {output.name} sentence. Problems:"]
         closing = "Reply with the whole corrected text, and nothing else."
@@ -112,9 +112,7 @@ def feedback_message(
         name = output.__name__ if output is not None else "document"
         lines = [f"That reply is not a valid {name}. Problems (JSON pointer: problem):"]
         closing = "Reply with the whole corrected JSON document, and nothing else."
-    lines.extend(f"- {violation.shown()}" for violation in violations[:_FEEDBACK_VIOLATIONS])
-    if len(violations) > _FEEDBACK_VIOLATIONS:
-        lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
+    lines.extend(feedback_lines(error))
     text = error.text or ""
     if len(text) > whole_reply:
         excerpts = _excerpts(text, error)
@@ -123,6 +121,15 @@ def feedback_message(
         lines.extend(f"- {where}: {excerpt}" for where, excerpt in excerpts)
     lines.append(closing)
     return "\n".join(lines)
+
+
+def feedback_lines(error: InvalidOutput) -> list[str]:
+    """What was wrong, a line a violation (`- /pointer: problem`), at most 20, each bounded."""
+    violations = error.violations or [Violation("", error.message.splitlines()[0])]
+    lines = [f"- {violation.shown()}" for violation in violations[:_FEEDBACK_VIOLATIONS]]
+    if len(violations) > _FEEDBACK_VIOLATIONS:
+        lines.append(f"- ... and {len(violations) - _FEEDBACK_VIOLATIONS} more")
+    return lines
 
 
 def feedback_turns(

@@ -81,5 +81,3 @@ def _make(name: str, field: str, annotation: Any, version: int) -> Envelope:
     )
     contract.schema_version = version
     return Envelope(typing.cast(type[Contract], contract), field)
-
-

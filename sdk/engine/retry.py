@@ -3,7 +3,7 @@
 `RetrySettings` is what a client's calls share (`Backoff` for transport errors, `MaxTokensRamp`
 for truncation, the invalid-output and refusal budgets, deadlines); `TransportRetries` decides,
 request by request, whether and how long to wait after a provider error. Which failure gets
-which retry is `sdk.engine.call`'s policy table.
+which retry is the attempts machine's policy table (`sdk.engine.attempts`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,23 @@
 5. `two_phase`: `generate(..., reasoning="two_phase")`: an unconstrained call works the problem
    through in prose, a constrained call transcribes it.
 
+Issue 23's arms, for contracts with `Verbatim`/`SourceQuote` strings and fields that may be
+`null`. The arms above run with decode-time grounding off where the provider can switch it per
+call (`grounding=False`: the values are checked after parsing, as before grounding existed), so
+that each arm below adds one mechanism to `constrained`:
+
+6. `grounded`: the production contract, its grounded strings confined to spans of the source
+   while decoding (`sdk.schema.grounding`);
+7. `evidence_gated`: grounded, with `sdk.contract.derived.evidence_gated(contract)`: each
+   nullable field is written as a `Verbatim` evidence span then its value, or `null`;
+8. `presence_first`: grounded, two calls: `presence(contract)` says per nullable field whether
+   the document states it, then `null_only(contract, unstated)` extracts with those fields
+   forced to `null`;
+9. `mass_aware`: grounded, every nullable value a span of the source can fill written (`null`
+   only where none can: an id whose pattern no span matches), then a field abstains where the
+   surviving mass at its value's first token is under a threshold calibrated on labelled data
+   (`sdk.abstention`; `sdk eval --calibrate FILE` writes them, `--thresholds FILE` reads them).
+
 Every arm goes through the same `StructuredClient` (same retries, same `max_tokens`, same sampling
 options): only what the arm is about differs. An arm that this contract, provider or client
 cannot run raises `ArmUnavailable` with the reason, and the report lists it as not run.
@@ -18,21 +35,35 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from sdk.abstention import Thresholds, abstain, value_start_masses
 from sdk.client import StructuredClient
 from sdk.contract import Contract
-from sdk.contract.derived import answer_first, reasoning_field, widen
+from sdk.contract.derived import (
+    answer_first,
+    escape_members,
+    evidence_gated,
+    null_only,
+    nullable_fields,
+    presence,
+    reasoning_field,
+    ungated,
+    widen,
+)
 from sdk.errors import ProviderError, StructuredOutputError
 from sdk.eval.dataset import EvalItem
 from sdk.eval.metrics import Outcome, score
+from sdk.parsing import compile_contract
 from sdk.schema.canonical import schema_info
 
 __all__ = [
     "ARMS",
     "ARM_TITLES",
+    "GROUNDED_ARMS",
+    "GROUNDING_PROVIDERS",
     "UNCONSTRAINED_OPTIONS",
     "ArmUnavailable",
     "PreparedArm",
@@ -40,7 +71,18 @@ __all__ = [
     "run_arm",
 ]
 
-ARMS: Final = ("constrained", "unconstrained", "widened", "answer_first", "two_phase")
+ARMS: Final = (
+    "constrained",
+    "unconstrained",
+    "widened",
+    "answer_first",
+    "two_phase",
+    "grounded",
+    "evidence_gated",
+    "presence_first",
+    "mass_aware",
+    "guided",
+)
 """Every arm, in report order."""
 
 ARM_TITLES: Final[Mapping[str, str]] = {
@@ -49,7 +91,18 @@ ARM_TITLES: Final[Mapping[str, str]] = {
     "widened": "constrained, widened contract",
     "answer_first": "constrained, reasoning after the answer",
     "two_phase": "two-phase: prose, then constrained transcription",
+    "grounded": "constrained, copied values grounded while decoding",
+    "evidence_gated": "grounded, an evidence span before each nullable value",
+    "presence_first": "grounded, a stated-or-not pass, then unstated fields null",
+    "mass_aware": "grounded, abstain where the value's first-token mass is low",
+    "guided": 'the client\'s abstention="guided" (mass-aware where the engine allows)',
 }
+
+GROUNDED_ARMS: Final = frozenset({"grounded", "evidence_gated", "presence_first", "mass_aware"})
+"""The arms that decode with grounding on; the others turn it off where they can."""
+
+GROUNDING_PROVIDERS: Final = frozenset({"embedded", "test"})
+"""Providers that take `grounding=` per call (the others ground as they are configured)."""
 
 UNCONSTRAINED_OPTIONS: Final[Mapping[str, Mapping[str, Any]]] = {
     "embedded": {"constrained": False},
@@ -77,12 +130,53 @@ class PreparedArm:
     """Provider options of the arm (`constrained=False`), added to the run's sampling options."""
     reasoning: str | None = None
     """`generate(..., reasoning=...)`, for the two-phase arm."""
+    steps: Steps | None = None
+    """How the arm calls the model when it is not one `generate` of `contract`: the
+    evidence-gated, presence-first and mass-aware arms."""
 
 
-def prepare_arm(name: str, contract: type[Contract], client: StructuredClient) -> PreparedArm:
-    """The arm `name` for `contract` through `client`, or `ArmUnavailable` saying why not."""
+@dataclass
+class Generated:
+    """What an arm's calls made of one item (summed over its calls)."""
+
+    value: dict[str, Any]
+    """The value in the production contract's JSON form (what is scored)."""
+    result: Any
+    """The last call's `Result`."""
+    attempts: int
+    input_tokens: int
+    output_tokens: int
+    signals: dict[str, float] | None = None
+
+
+class StepFailed(Exception):
+    """A later call of a multi-call arm failed: the error, and what the earlier calls cost."""
+
+    def __init__(self, error: StructuredOutputError, earlier: Generated) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.earlier = earlier
+
+
+Steps = Callable[[StructuredClient, EvalItem, dict[str, Any]], Generated]
+
+
+def prepare_arm(
+    name: str,
+    contract: type[Contract],
+    client: StructuredClient,
+    *,
+    thresholds: Thresholds | None = None,
+    calibrating: bool = False,
+) -> PreparedArm:
+    """The arm `name` for `contract` through `client`, or `ArmUnavailable` saying why not.
+
+    `thresholds` are the mass-aware arm's (`sdk.abstention`); `calibrating` runs that arm
+    without them, to record the signals a calibration needs.
+    """
+    grounding = _grounding_options(name, client)
     if name == "constrained":
-        return PreparedArm(name, contract)
+        return PreparedArm(name, contract, grounding)
     if name == "unconstrained":
         options = UNCONSTRAINED_OPTIONS.get(client.provider.name)
         if options is None:
@@ -90,19 +184,136 @@ def prepare_arm(name: str, contract: type[Contract], client: StructuredClient) -
                 f"provider {client.provider.name!r} has no unconstrained mode the eval can turn "
                 f"on (known: {', '.join(sorted(UNCONSTRAINED_OPTIONS))})"
             )
-        return PreparedArm(name, contract, options)
+        return PreparedArm(name, contract, {**grounding, **options})
     if name == "widened":
-        return PreparedArm(name, widen(contract))
+        return PreparedArm(name, widen(contract), grounding)
     if name == "answer_first":
         if reasoning_field(contract) is None:
             raise ArmUnavailable(f"{contract.__name__} has no reasoning field to move")
         try:
-            return PreparedArm(name, answer_first(contract))
+            return PreparedArm(name, answer_first(contract), grounding)
         except ValueError as error:
             raise ArmUnavailable(str(error)) from None
     if name == "two_phase":
-        return PreparedArm(name, contract, reasoning="two_phase")
+        return PreparedArm(name, contract, grounding, reasoning="two_phase")
+    if name == "guided":
+        # What `abstention="guided"` does, through the client (the engine picks what this
+        # provider can do): the arm a user gets, beside the mechanisms measured one by one.
+        if not nullable_fields(contract) and not any(escape_members(contract).values()):
+            raise ArmUnavailable(f"{contract.__name__} has nowhere to abstain (no null, no escape)")
+        guided: dict[str, Any] = {"abstention": "guided"}
+        if thresholds is not None:
+            guided["abstention_thresholds"] = thresholds
+        return PreparedArm(name, contract, guided)
+    if name in GROUNDED_ARMS:
+        return _prepare_grounded(name, contract, client, grounding, thresholds, calibrating)
     raise ValueError(f"unknown arm {name!r}; arms: {', '.join(ARMS)}")
+
+
+def _grounding_options(name: str, client: StructuredClient) -> dict[str, Any]:
+    if client.provider.name not in GROUNDING_PROVIDERS:
+        return {}
+    if name == "mass_aware":  # every value a span can fill written, then judged on its mass
+        return {"grounding": "values"}
+    return {"grounding": name in GROUNDED_ARMS}
+
+
+def _prepare_grounded(
+    name: str,
+    contract: type[Contract],
+    client: StructuredClient,
+    grounding: dict[str, Any],
+    thresholds: Thresholds | None,
+    calibrating: bool,
+) -> PreparedArm:
+    if not compile_contract(contract).quotes.any_wanted:
+        raise ArmUnavailable(f"{contract.__name__} has no Verbatim or SourceQuote field")
+    if not grounding and name in ("grounded", "mass_aware"):
+        raise ArmUnavailable(
+            f"provider {client.provider.name!r} cannot switch grounding per call (known: "
+            f"{', '.join(sorted(GROUNDING_PROVIDERS))})"
+        )
+    if name == "grounded":
+        return PreparedArm(name, contract, grounding)
+    nullable = nullable_fields(contract)
+    if not nullable:
+        raise ArmUnavailable(f"{contract.__name__} has no nullable field to abstain on")
+    if name == "evidence_gated":
+        gated = evidence_gated(contract)
+        return PreparedArm(name, gated, grounding, steps=_evidence_steps(contract, gated))
+    if name == "presence_first":
+        return PreparedArm(name, contract, grounding, steps=_presence_steps(contract))
+    if thresholds is None and not calibrating:
+        raise ArmUnavailable(
+            "mass_aware needs thresholds calibrated on labelled data: run `sdk eval` on a "
+            "calibration set with --calibrate FILE, then pass --thresholds FILE"
+        )
+    expected = schema_info(contract).fingerprint
+    calibrated = dict(thresholds.calibration.get("contract") or {}) if thresholds else {}
+    if thresholds is not None and calibrated.get("fingerprint") not in (None, expected):
+        raise ArmUnavailable(
+            f"the thresholds were calibrated for another contract ({calibrated.get('name')} "
+            f"{str(calibrated.get('fingerprint'))[:12]}), not {contract.__name__}"
+        )
+    return PreparedArm(name, contract, grounding, steps=_mass_steps(contract, thresholds))
+
+
+def _evidence_steps(contract: type[Contract], gated: type[Contract]) -> Steps:
+    def steps(client: StructuredClient, item: EvalItem, kwargs: dict[str, Any]) -> Generated:
+        result = _call(client, gated, item, kwargs)
+        value = ungated(result.value.model_dump(mode="json"), contract)
+        return _generated(value, [result])
+
+    return steps
+
+
+def _presence_steps(contract: type[Contract]) -> Steps:
+    asked = presence(contract)
+
+    def steps(client: StructuredClient, item: EvalItem, kwargs: dict[str, Any]) -> Generated:
+        first = _call(client, asked, item, kwargs)
+        stated = first.value.model_dump(mode="json")
+        unstated = [name for name, said in stated.items() if said is False]
+        try:
+            second = _call(client, null_only(contract, unstated), item, kwargs)
+        except StructuredOutputError as error:
+            raise StepFailed(error, _generated({}, [first])) from error
+        return _generated(second.value.model_dump(mode="json"), [first, second])
+
+    return steps
+
+
+def _mass_steps(contract: type[Contract], thresholds: Thresholds | None) -> Steps:
+    nullable = {f"/{name}" for name in nullable_fields(contract)}
+
+    def steps(client: StructuredClient, item: EvalItem, kwargs: dict[str, Any]) -> Generated:
+        result = _call(client, contract, item, kwargs)
+        masses = value_start_masses(result.diagnostics, result.text)
+        signals = {pointer: mass for pointer, mass in masses.items() if pointer in nullable}
+        value = result.value.model_dump(mode="json")
+        if thresholds is not None:
+            value, _ = abstain(value, signals, thresholds)
+        generated = _generated(value, [result])
+        generated.signals = signals
+        return generated
+
+    return steps
+
+
+def _call(
+    client: StructuredClient, contract: type[Contract], item: EvalItem, kwargs: dict[str, Any]
+) -> Any:
+    return client.generate(contract, prompt=item.prompt, source=item.document, **kwargs)
+
+
+def _generated(value: dict[str, Any], results: list[Any]) -> Generated:
+    return Generated(
+        value=value,
+        result=results[-1] if results else None,
+        attempts=sum(len(result.attempts) for result in results),
+        input_tokens=sum(result.usage.input_tokens for result in results),
+        output_tokens=sum(result.usage.output_tokens for result in results),
+    )
 
 
 def run_arm(
@@ -118,67 +329,82 @@ def run_arm(
     model, failed) is raised, so that the run stops and can resume; every other failure is the
     arm's outcome."""
     kwargs: dict[str, Any] = {**(options or {}), **arm.options}
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
     if arm.reasoning is not None:
         kwargs["reasoning"] = arm.reasoning
     info = schema_info(arm.contract)
     schema = {"name": info.name, "version": info.version, "fingerprint": info.fingerprint}
     started = time.perf_counter()
     try:
-        result = client.generate(
-            arm.contract,
-            prompt=item.prompt,
-            source=item.document,
-            max_tokens=max_tokens,
-            **kwargs,
-        )
+        if arm.steps is not None:
+            generated = arm.steps(client, item, kwargs)
+        else:
+            result = _call(client, arm.contract, item, kwargs)
+            generated = _generated(result.value.model_dump(mode="json"), [result])
     except ProviderError:
         raise
-    except StructuredOutputError as error:
-        latency = time.perf_counter() - started
-        attempts = list(getattr(error, "attempts", None) or [])
-        usage = getattr(error, "usage", None)
-        input_tokens = sum(a.usage.input_tokens for a in attempts)
-        output_tokens = sum(a.usage.output_tokens for a in attempts)
-        if usage is not None and not attempts:
-            input_tokens, output_tokens = usage.input_tokens, usage.output_tokens
-        last = attempts[-1].diagnostics if attempts else getattr(error, "diagnostics", None)
-        return Outcome(
-            item=item.id,
-            arm=arm.name,
-            valid=False,
-            fields=score(item.expected, None, escapes),
-            text=error.text,
-            error=type(error).__name__,
-            error_message=_describe(error, attempts),
-            attempts=max(1, len(attempts)),
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            latency=latency,
-            schema=schema,
-            mass=_mass(last),
-            digest=item.digest,
-        )
+    except (StructuredOutputError, StepFailed) as failure:
+        error = failure.error if isinstance(failure, StepFailed) else failure
+        earlier = failure.earlier if isinstance(failure, StepFailed) else None
+        return _failed(arm, item, error, earlier, time.perf_counter() - started, schema, escapes)
     latency = time.perf_counter() - started
-    value = result.value.model_dump(mode="json")
-    reasoning = getattr(result, "reasoning", None)
+    last = generated.result
+    reasoning = getattr(last, "reasoning", None)
     return Outcome(
         item=item.id,
         arm=arm.name,
         valid=True,
-        fields=score(item.expected, value, escapes),
-        value=value,
-        text=result.text,
-        attempts=len(result.attempts),
-        input_tokens=result.usage.input_tokens,
-        output_tokens=result.usage.output_tokens,
+        fields=score(item.expected, generated.value, escapes),
+        value=generated.value,
+        text=last.text,
+        attempts=generated.attempts,
+        input_tokens=generated.input_tokens,
+        output_tokens=generated.output_tokens,
         latency=latency,
         schema={
-            "name": result.schema.name,
-            "version": result.schema.version,
-            "fingerprint": result.schema.fingerprint,
+            "name": last.schema.name,
+            "version": last.schema.version,
+            "fingerprint": last.schema.fingerprint,
         },
-        mass=_mass(result.diagnostics),
+        mass=_mass(last.diagnostics),
         reasoning=reasoning if isinstance(reasoning, str) else None,
+        digest=item.digest,
+        signals=generated.signals,
+    )
+
+
+def _failed(
+    arm: PreparedArm,
+    item: EvalItem,
+    error: StructuredOutputError,
+    earlier: Generated | None,
+    latency: float,
+    schema: dict[str, Any],
+    escapes: Mapping[str, frozenset[str]],
+) -> Outcome:
+    attempts = list(getattr(error, "attempts", None) or [])
+    usage = getattr(error, "usage", None)
+    input_tokens = sum(a.usage.input_tokens for a in attempts)
+    output_tokens = sum(a.usage.output_tokens for a in attempts)
+    if usage is not None and not attempts:
+        input_tokens, output_tokens = usage.input_tokens, usage.output_tokens
+    last = attempts[-1].diagnostics if attempts else getattr(error, "diagnostics", None)
+    before = earlier or Generated({}, None, 0, 0, 0)
+    return Outcome(
+        item=item.id,
+        arm=arm.name,
+        valid=False,
+        fields=score(item.expected, None, escapes),
+        text=error.text,
+        error=type(error).__name__,
+        error_message=_describe(error, attempts),
+        attempts=max(1, len(attempts)) + before.attempts,
+        input_tokens=input_tokens + before.input_tokens,
+        output_tokens=output_tokens + before.output_tokens,
+        latency=latency,
+        schema=schema,
+        mass=_mass(last),
         digest=item.digest,
     )
 

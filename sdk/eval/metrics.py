@@ -9,6 +9,8 @@ abstains on none.
 
 Abstention recall: over labelled fields whose label is "abstain", the share where the output
 abstained. False abstention: over fields with a real label, the share where it abstained anyway.
+Stated accuracy: over fields with a real label, the share exactly right (for values copied from
+the document, exact-copy accuracy).
 """
 
 from __future__ import annotations
@@ -89,6 +91,9 @@ class Outcome:
     """Two-phase working or native thinking, where the arm has it."""
     digest: str = ""
     """The item's digest when it ran (a changed item is redone on resume)."""
+    signals: Mapping[str, float] | None = None
+    """Mass-aware arm: the surviving mass at each nullable field's value start, by pointer
+    (what `sdk eval --calibrate` calibrates thresholds on)."""
 
     @property
     def correct(self) -> bool:
@@ -118,11 +123,13 @@ class Outcome:
             "mass": dict(self.mass) if self.mass is not None else None,
             "reasoning": self.reasoning,
             "digest": self.digest,
+            "signals": dict(self.signals) if self.signals is not None else None,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Outcome:
         mass = data.get("mass")
+        signals = data.get("signals")
         return cls(
             item=str(data["item"]),
             arm=str(data["arm"]),
@@ -140,6 +147,9 @@ class Outcome:
             mass={str(k): float(v) for k, v in mass.items()} if isinstance(mass, dict) else None,
             reasoning=data.get("reasoning"),
             digest=str(data.get("digest", "")),
+            signals={str(k): float(v) for k, v in signals.items()}
+            if isinstance(signals, dict)
+            else None,
         )
 
 
@@ -201,6 +211,9 @@ class ArmMetrics:
     """`None` when no label says abstain."""
     false_abstention: Interval | None
     """`None` when no label has a value."""
+    stated_accuracy: Interval | None
+    """Over labelled fields whose label is a value (the document states it), the share the
+    output got exactly right: for copied values, exact-copy accuracy. `None` when none is."""
     retries: int
     input_tokens: int
     output_tokens: int
@@ -222,6 +235,7 @@ class ArmMetrics:
             "field_accuracy": {k: interval(v) for k, v in self.field_accuracy.items()},
             "abstention_recall": interval(self.abstention_recall),
             "false_abstention": interval(self.false_abstention),
+            "stated_accuracy": interval(self.stated_accuracy),
             "retries": self.retries,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -260,6 +274,9 @@ def arm_metrics(
         if absent
         else None,
         false_abstention=wilson_interval(sum(s.abstained for s in present), len(present))
+        if present
+        else None,
+        stated_accuracy=wilson_interval(sum(s.correct for s in present), len(present))
         if present
         else None,
         retries=sum(o.retries for o in outcomes),

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sdk._files import write_atomic
+from sdk.abstention import Thresholds
 from sdk.client import StructuredClient
 from sdk.contract import Contract
 from sdk.contract.derived import escape_members, widen
@@ -153,12 +154,16 @@ def run_eval(
     dataset: str = "",
     resamples: int = 10_000,
     seed: int = 0,
+    thresholds: Thresholds | None = None,
+    calibrating: bool = False,
 ) -> EvalRun:
     """Run every item through every arm (module docstring); the summarized `EvalRun`.
 
     `options` are the sampling options every arm's call gets (`temperature`, `seed`, ...);
     `max_tokens` the output limit of every call (the client's default when `None`). With `out`,
     results are saved as they come and an earlier run there is resumed unless `fresh`.
+    `thresholds` are the mass-aware arm's; `calibrating` runs that arm without any, recording
+    the signals `sdk.eval.calibration` calibrates them on.
     """
     unknown = [arm for arm in arms if arm not in ARMS]
     if unknown or not arms:
@@ -176,6 +181,9 @@ def run_eval(
         "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
         "options": dict(options or {}),
         "retries": client.retries,
+        "thresholds": {p: t.threshold for p, t in thresholds.fields.items()}
+        if thresholds is not None
+        else None,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     run = EvalRun(config, list(items))
@@ -184,7 +192,11 @@ def run_eval(
     prepared: list[PreparedArm] = []
     for name in config["arms"]:
         try:
-            prepared.append(prepare_arm(name, contract, client))
+            prepared.append(
+                prepare_arm(
+                    name, contract, client, thresholds=thresholds, calibrating=calibrating
+                )
+            )
         except ArmUnavailable as reason:
             run.unavailable[name] = str(reason)
     escapes = escape_members(widen(contract))
@@ -259,7 +271,9 @@ def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) ->
 
 
 # Settings that change what an outcome means: a resumed run must have the same.
-_RESUME_KEYS = ("contract", "provider", "model", "max_tokens", "options", "retries")
+_RESUME_KEYS = (
+    "contract", "provider", "model", "max_tokens", "options", "retries", "thresholds",
+)  # fmt: skip
 
 
 def _resume(run: EvalRun, out: Path) -> None:

@@ -25,7 +25,7 @@ from sdk.errors import CheckFailed, GrammarViolation, Violation, summarize
 from sdk.grammar._compiled import compile_grammar
 from sdk.grammar._earley import Recognizer
 from sdk.grammar._grammar import Grammar
-from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, Parsed, check_stop
+from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, Parsed, check_stop, validators_context
 from sdk.stop_reason import StopReason
 
 __all__ = ["GrammarMiss", "parse_grammar", "recognize"]
@@ -158,7 +158,7 @@ def parse_grammar(
             **fields,
         )
 
-    _run_checks(grammar, text, {"source": source, **(context or {})}, fields)
+    _run_checks(grammar, text, validators_context(source, context), fields)
     return Parsed(value=text, stop_reason=stop, text=text, raw_stop_reason=raw)
 
 

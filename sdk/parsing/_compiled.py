@@ -19,12 +19,12 @@ import jsonschema_rs
 from jsonschema.exceptions import ValidationError, best_match
 
 from sdk._pointer import escape_pointer, pointer_of
-from sdk.contract import SOURCE_QUOTE_KEY
 from sdk.errors import Violation
 from sdk.parsing._limits import MAX_DEPTH, schema_depth
 from sdk.parsing._walk import SchemaWalker
 from sdk.schema._shape import shape_of
 from sdk.schema.canonical import shared_schema
+from sdk.schema.grounding import grounded_kind
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
@@ -44,6 +44,7 @@ class CompiledContract:
     reference: jsonschema.Draft202012Validator
     enums: SchemaWalker
     quotes: SchemaWalker
+    """Strings checked against the source: `SourceQuote` and `Verbatim`."""
     optionals: SchemaWalker
     """Objects with optional properties that reject `null` (see `absent_nulls` in `parse`)."""
     non_nullable_optionals: dict[int, tuple[str, ...]]
@@ -120,7 +121,7 @@ def _compile(contract: type[Contract]) -> CompiledContract:
         fast=jsonschema_rs.validator_for(schema),
         reference=jsonschema.Draft202012Validator(schema),
         enums=SchemaWalker(schema, _is_string_enum),
-        quotes=SchemaWalker(schema, lambda node: node.get(SOURCE_QUOTE_KEY) is True),
+        quotes=SchemaWalker(schema, _is_grounded),
         optionals=SchemaWalker(schema, has_non_nullable_optionals),
         non_nullable_optionals=optional,
         depth_bound=schema_depth(schema),
@@ -132,6 +133,10 @@ def _non_nullable_optionals(root: dict[str, Any], node: dict[str, Any]) -> Itera
     for name, child in node.get("properties", {}).items():
         if name not in required and isinstance(child, dict) and not shape_of(root, child).nullable:
             yield name
+
+
+def _is_grounded(node: dict[str, Any]) -> bool:
+    return grounded_kind(node) is not None
 
 
 def _is_string_enum(node: dict[str, Any]) -> bool:

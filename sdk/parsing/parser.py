@@ -27,7 +27,7 @@ import pydantic_core
 
 from sdk._pointer import escape_pointer, pointer_of
 from sdk._records import Note, shorten
-from sdk.contract import Contract, require_contract
+from sdk.contract import SOURCE_QUOTE_KEY, VERBATIM_KEY, Contract, require_contract
 from sdk.errors import (
     CheckFailed,
     ContentFiltered,
@@ -50,6 +50,7 @@ from sdk.parsing._limits import (
     too_deep,
     too_long,
 )
+from sdk.schema.grounding import grounded_kind
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "check_stop",
     "parse",
     "resolve_stop_reason",
+    "validators_context",
 ]
 
 C = TypeVar("C", bound=Contract)
@@ -122,12 +124,7 @@ def parse(
     if not isinstance(text, str | bytes):
         raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
     stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
-    undecodable: UnicodeDecodeError | None = None
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            undecodable, text = exc, exc.object.decode("utf-8", "replace")
+    text, undecodable = _decoded(text)
     state = _State(text=text, stop_reason=stop, raw_stop_reason=raw)
 
     # 1. Stop reason first: truncation and refusal are never success, even when the text parses.
@@ -150,26 +147,58 @@ def parse(
         _check_depth(state, data)
     notes: list[Note] = _drop_absent_nulls(compiled, data) if absent_nulls else []
 
-    # 3 and 4. The casing policy only matters for an instance the schema rejects: a case
-    # variant is never a valid enum value, so a valid instance skips the walk entirely.
-    if not compiled.is_valid(data):
-        if compiled.valid_is_shallow:
-            _check_depth(state, data)
-        normalized = _normalize_enum_case(compiled, data) if enum_case == "normalize" else []
-        notes += normalized
-        if not normalized or not compiled.is_valid(data):
-            violations = compiled.violations(data)
-            raise SchemaViolation(
-                summarize(f"output does not match the {contract.__name__} schema", violations),
-                violations=violations,
-                **state.error_fields(),
-            )
+    # 3 and 4. The schema, with the casing policy.
+    notes += _check_schema(state, compiled, data, contract.__name__, enum_case)
 
     # 5. Contract, then 6. semantic checks (one Pydantic pass; its errors are split by origin).
     document = text if not notes else json.dumps(data)
-    validation_context = {"source": source, **(context or {})}
+    validation_context = validators_context(source, context)
     value = _validate_contract(contract, document, data, validation_context, state, compiled)
     return Parsed(value=value, stop_reason=stop, text=text, notes=notes, raw_stop_reason=raw)
+
+
+def _decoded(text: str | bytes) -> tuple[str, UnicodeDecodeError | None]:
+    """The text as a string, and the decoding error of bytes that are not UTF-8 (the text then
+    holds replacement characters, so the error it raises can still show what came)."""
+    if isinstance(text, str):
+        return text, None
+    try:
+        return text.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return exc.object.decode("utf-8", "replace"), exc
+
+
+def _check_schema(
+    state: _State, compiled: CompiledContract, data: Any, name: str, enum_case: EnumCase
+) -> list[Note]:
+    """`SchemaViolation` unless `data` is valid, or made valid by the casing policy (its notes,
+    `data` rewritten in place). The policy only matters for an instance the schema rejects: a
+    case variant is never a valid enum value, so a valid instance skips the walk entirely."""
+    if compiled.is_valid(data):
+        return []
+    if compiled.valid_is_shallow:
+        _check_depth(state, data)
+    normalized = _normalize_enum_case(compiled, data) if enum_case == "normalize" else []
+    if not normalized or not compiled.is_valid(data):
+        violations = compiled.violations(data)
+        raise SchemaViolation(
+            summarize(f"output does not match the {name} schema", violations),
+            violations=violations,
+            **state.error_fields(),
+        )
+    return normalized
+
+
+def validators_context(source: str | None, context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the contract's validators receive: `context` with the source beside it. The source
+    is the one text quotes are checked against, so `context` may not hold a `source` of its own
+    (`ValueError`): it would replace the real one and let a forged quote pass."""
+    if context is not None and "source" in context:
+        raise ValueError(
+            "context may not hold 'source': pass the source document as source=..., the one "
+            "text every SourceQuote is checked against"
+        )
+    return {**(context or {}), "source": source}
 
 
 def resolve_stop_reason(
@@ -425,42 +454,59 @@ def _validate_contract(
         ) from exc
     if compiled.quotes.any_wanted:
         if source is None:
-            quotes = [hit.pointer for hit in compiled.quotes.walk(data)]
+            marked = _marked(compiled, data)
+            pointers = ", ".join(pointer for pointer, _ in marked) or "none in this value"
             raise SourceMissing(
-                f"{contract.__name__} has source quotes "
-                f"({', '.join(quotes) or 'none in this value'}) "
-                "but no source was given to verify them; pass source=...",
+                f"{contract.__name__} has values checked against the source (SourceQuote, "
+                f"Verbatim: {pointers}) but no source was given to verify them; pass source=...",
                 violations=[
-                    Violation(p, "cannot verify quote: no source given", "x-source-quote")
-                    for p in quotes
+                    Violation(pointer, "cannot verify against the source: no source given", key)
+                    for pointer, key in marked
                 ],
                 **state.error_fields(),
             )
         violations = _quote_violations(compiled, data, source, contract)
         if violations:
             raise CheckFailed(
-                summarize(
-                    f"{contract.__name__} quotes evidence that is not in the source", violations
-                ),
+                summarize(f"{contract.__name__} has values that are not in the source", violations),
                 violations=violations,
                 **state.error_fields(),
             )
     return value
 
 
+def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
+    """Pointer and annotation of each source-checked string in `data`."""
+    return [(hit.pointer, grounded_kind(hit.schema) or "") for hit in compiled.quotes.walk(data)]
+
+
 def _quote_violations(
     compiled: CompiledContract, data: Any, source: str, contract: type[Contract]
 ) -> list[Violation]:
+    """`SourceQuote`s that are not spans of the source (empty passes: "no evidence"), and
+    `Verbatim` values that are not (empty fails, unless the source is empty too)."""
     violations = []
     for hit in compiled.quotes.walk(data):
-        quote = hit.value
-        if isinstance(quote, str) and quote and quote not in source:
-            shown = quote if len(quote) <= 120 else quote[:117] + "..."
+        value = hit.value
+        if not isinstance(value, str):
+            continue
+        shown = shorten(value, 120)
+        if grounded_kind(hit.schema) == VERBATIM_KEY:
+            if value in source and (value or not source):
+                continue
+            problem = (
+                f"value in field {hit.key!r} is empty: a Verbatim value is copied from the "
+                "source (or null, where the field may be null, when the source does not say)"
+                if not value
+                else f"value in field {hit.key!r} is not copied exactly from the source: {shown!r}"
+            )
+            violations.append(Violation(hit.pointer, problem, VERBATIM_KEY))
+        elif value and value not in source:
             violations.append(
                 Violation(
                     hit.pointer,
                     f"quote in field {hit.key!r} is not in the source: {shown!r}",
-                    "x-source-quote",
+                    SOURCE_QUOTE_KEY,
                 )
             )
     return violations

@@ -1,9 +1,9 @@
 """Providers: one module per provider family, each a codec (sans-IO request builder, reply and
 stream reader); two drivers (`_drivers`) send them, sync and async, inside one fault boundary."""
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sdk._lazy import lazy_names
 from sdk.providers._base import (
     Codec,
     Completion,
@@ -16,6 +16,7 @@ from sdk.providers._base import (
 )
 from sdk.providers._provider import Provider
 from sdk.providers.fallback import FallbackProvider
+from sdk.providers.limit import ConcurrencyLimit
 from sdk.providers.llamacpp import LlamaCppProvider
 from sdk.providers.ollama import OllamaProvider
 from sdk.providers.test import TestProvider
@@ -39,11 +40,12 @@ _HOSTED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOSTED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _HOSTED)
+
+
+def __dir__() -> list[str]:
+    # The lazily loaded providers too, so that completion in a REPL finds them.
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "Codec",
     "Completion",
     "CompletionRequest",
+    "ConcurrencyLimit",
     "EmbeddedProvider",
     "Exchange",
     "FallbackProvider",

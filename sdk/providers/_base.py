@@ -13,10 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from sdk._content import Content, Part, Text, content_text
+from sdk._content import Text
+from sdk._message import Message
+from sdk._records import Note
 from sdk._result import Usage
-from sdk._tools import Tool, ToolCall, ToolChoice, ToolResult
+from sdk._tools import Tool, ToolCall, ToolChoice
+from sdk.providers._profile import Profile, finished
 from sdk.schema.canonical import SchemaInfo, schema_info, shared_schema
+from sdk.schema.dialects import WireSchema, to_wire
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
@@ -30,6 +34,7 @@ __all__ = [
     "CompletionRequest",
     "Exchange",
     "Message",
+    "Profile",
     "Reply",
     "StreamReader",
     "TextDelta",
@@ -41,30 +46,6 @@ __all__ = [
 
 # What providers accept as a schema or tool name (OpenAI's pattern; Anthropic's is the same).
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One conversation turn: text, or parts (`sdk.Image`, `sdk.PDF`, text).
-
-    An assistant turn may carry the tool calls it made (`tool_calls`), and a user turn the
-    results of running them (`tool_results`, sent before its `content`, which may be empty).
-    """
-
-    role: Literal["user", "assistant"]
-    content: Content
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_results: tuple[ToolResult, ...] = ()
-
-    @property
-    def text(self) -> str:
-        """The turn's text (its text parts joined; images and documents left out)."""
-        return content_text(self.content)
-
-    @property
-    def parts(self) -> tuple[Part, ...]:
-        """The turn's content as parts (plain text is one `Text` part)."""
-        return (Text(self.content),) if isinstance(self.content, str) else self.content
 
 
 def text_only(request: CompletionRequest, provider: str) -> None:
@@ -89,7 +70,10 @@ class CompletionRequest:
     max_tokens: int
     system: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
-    """Provider-specific keyword arguments passed through as given (temperature, ...)."""
+    """Sampling options in the SDK's names (`temperature`, `stop`, ...; `CallOptions`): each
+    codec translates those its API takes and refuses the others."""
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    """Raw request fields, merged last; the fields the SDK owns are refused (`ValueError`)."""
     grammar: Grammar | None = None
     tools: tuple[Tool, ...] = ()
     """Tools the model may call (a tool-call request: no contract, no grammar)."""
@@ -159,6 +143,9 @@ class Completion:
     """The provider's thinking, or its summary, when it was asked for and given."""
     tool_calls: tuple[ToolCall, ...] = ()
     """The calls the model made (raw arguments text; `value` unset)."""
+    notes: tuple[Note, ...] = ()
+    """What the provider did differently from what was asked (a grounded grammar sent plain,
+    say); they lead `Result.notes`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +178,6 @@ class Exchange:
 
     route: str
     body: dict[str, Any]
-    stream: bool = False
     then: Callable[[Any], Exchange] | None = None
     method: Literal["POST", "GET"] = "POST"
 
@@ -213,8 +199,9 @@ class StreamReader(Protocol):
     stream is a transport fault, not a finished document.
     """
 
-    def feed(self, event: Any) -> TextDelta | None:
-        """Read one event; the text it added to the document, if any."""
+    def feed(self, event: Any) -> TextDelta | tuple[TextDelta, ...] | None:
+        """Read one event; the text it added to the document, if any (several deltas when one
+        event carries pieces of several tool calls)."""
         ...
 
     def finish(self) -> Completion:
@@ -225,13 +212,47 @@ class StreamReader(Protocol):
 class Codec:
     """A provider's wire format, with no I/O: build requests, read replies and streams.
 
-    Subclasses implement `build`, `read` and `reader`, and `classify` for their SDK's
-    exceptions; the drivers (`sdk.providers._drivers`) do the sending, sync or async, inside
-    one fault boundary.
+    Subclasses set `profile` (the wire's facts: dialect, clean stops, what it carries, the
+    options it takes, the fields the SDK owns) and implement `build`, `read` and `reader`, and
+    `classify` for their SDK's exceptions; the drivers (`sdk.providers._drivers`) vet each
+    request against the profile and do the sending, sync or async, inside one fault boundary.
     """
 
-    provider: str = "provider"
-    """The provider family's name (`sdk._names.PROVIDERS`)."""
+    profile: Profile = Profile("provider")
+
+    @property
+    def provider(self) -> str:
+        """The provider family's name (`sdk._names.PROVIDERS`)."""
+        return self.profile.name
+
+    def vet(self, request: CompletionRequest) -> None:
+        """Refuse, before building, an option the API does not take (`TypeError`) or an
+        `extra_body` field the SDK owns (`ValueError`)."""
+        self.profile.vet(request.options, request.extra_body)
+
+    def finished(self, body: dict[str, Any], request: CompletionRequest) -> dict[str, Any]:
+        """A built body with the request's sampling options put where the API wants them and
+        its `extra_body` merged in, last."""
+        return finished(body, request.options, request.extra_body, self.profile)
+
+    def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
+        """The contract's schema as this wire carries it (cached), or `None` (the canonical
+        schema, or a grammar instead)."""
+        dialect = self.profile.dialect
+        return to_wire(contract, dialect) if dialect is not None else None
+
+    def tool_schema(self, contract: type[Contract]) -> WireSchema | None:
+        """A tool's arguments schema as this wire carries it; a document's unless the wire
+        says otherwise."""
+        return self.wire_schema(contract)
+
+    def request_schema(self, request: CompletionRequest) -> dict[str, Any] | None:
+        """The schema a JSON request sends, in this wire's dialect; `None` for a grammar or
+        free-text request (or a wire without a dialect)."""
+        if request.contract is None:
+            return None
+        wire = self.wire_schema(request.contract)
+        return wire.schema if wire is not None else None
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         """The exchange that asks for `request` (streamed or whole)."""

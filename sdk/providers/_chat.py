@@ -284,31 +284,32 @@ class ChatDeltas:
         finish_reason: str | None,
         model: str | None = None,
         tool_calls: Sequence[tuple[int, str | None, str | None, str | None]] = (),
-    ) -> TextDelta | None:
-        """One choice delta; returns the document text it adds, if any (or the last tool-call
-        fragment: `tool_calls` are (index, id, name, arguments) pieces)."""
+    ) -> TextDelta | tuple[TextDelta, ...] | None:
+        """One choice delta; returns the document text it adds, if any, or a delta for each
+        tool call it carries a piece of (`tool_calls` are (index, id, name, arguments) pieces:
+        one chunk may carry pieces of several calls)."""
         if model:
             self.model = model
         if finish_reason:
             self.finish_reason = finish_reason
         if refusal:
             self._refusal.append(refusal)
-        delta: TextDelta | None = None
+        deltas: list[TextDelta] = []
         for index, call_id, name, arguments in tool_calls:
             call = self._calls.setdefault(index, [None, None, []])
             call[0] = call[0] or call_id
             call[1] = call[1] or name
             if arguments:
                 call[2].append(arguments)
-            delta = ToolCallDelta(arguments or "", index=index, id=call[0], name=call[1])
-        if delta is not None and not content:
-            return delta
+            deltas.append(ToolCallDelta(arguments or "", index=index, id=call[0], name=call[1]))
         if content:
             self._content.append(content)
-            return TextDelta(content)
-        return None
+            deltas.append(TextDelta(content))
+        if not deltas:
+            return None
+        return deltas[0] if len(deltas) == 1 else tuple(deltas)
 
-    def feed_body(self, chunk: dict[str, Any]) -> TextDelta | None:
+    def feed_body(self, chunk: dict[str, Any]) -> TextDelta | tuple[TextDelta, ...] | None:
         """One JSON chunk from an OpenAI-compatible server."""
         if isinstance(chunk.get("usage"), dict):
             self.usage = _usage(chunk["usage"])
@@ -383,7 +384,7 @@ class ChatSSEStreamReader:
     def __init__(self, provider: str, request_id: str | None = None) -> None:
         self._chat = ChatDeltas(provider, request_id=request_id)
 
-    def feed(self, line: str) -> TextDelta | None:
+    def feed(self, line: str) -> TextDelta | tuple[TextDelta, ...] | None:
         data = sse_data(line)
         if not data or data == "[DONE]":
             return None

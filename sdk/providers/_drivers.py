@@ -54,7 +54,7 @@ def complete(
 ) -> Completion:
     """Send `request` and read the whole reply."""
     codec = provider.codec
-    exchange = codec.build(request, stream=False)
+    exchange = _built(codec, request, stream=False)
     transport = provider.transport()
     with fault_boundary(codec, provider.redactor) as seen:
         exchange = _prepared(transport, exchange, seen, deadline)
@@ -66,7 +66,7 @@ def stream(
 ) -> Iterator[TextDelta | Completion]:
     """Text deltas as they arrive, then the `Completion`."""
     codec = provider.codec
-    exchange = codec.build(request, stream=True)
+    exchange = _built(codec, request, stream=True)
     transport = provider.transport()
     with fault_boundary(codec, provider.redactor) as seen:
         exchange = _prepared(transport, exchange, seen, deadline)
@@ -74,14 +74,27 @@ def stream(
             reader = codec.reader(request, seen.request_id)
             for event in events:
                 seen.body = event
-                delta = reader.feed(event)
+                deltas = _deltas(reader.feed(event))
                 if deadline is not None and time.monotonic() > deadline:
                     raise deadline_error(codec.provider)
-                if delta is not None:
-                    yield delta
+                yield from deltas
             seen.body = None  # the stream ended: no single event is to blame any more
             completion = reader.finish()
     yield completion
+
+
+def _built(codec: Codec, request: CompletionRequest, *, stream: bool) -> Exchange:
+    """The exchange for `request`, vetted first. Before the fault boundary: an error here (an
+    option the API does not take, a schema it cannot carry) is the caller's, raised as it is."""
+    codec.vet(request)
+    return codec.build(request, stream=stream)
+
+
+def _deltas(fed: TextDelta | tuple[TextDelta, ...] | None) -> tuple[TextDelta, ...]:
+    """What a stream reader's `feed` gave, as a tuple (one event may carry several deltas)."""
+    if fed is None:
+        return ()
+    return fed if isinstance(fed, tuple) else (fed,)
 
 
 def _prepared(
@@ -102,7 +115,7 @@ async def acomplete(
 ) -> Completion:
     """Send `request` and await the whole reply."""
     codec = provider.codec
-    exchange = codec.build(request, stream=False)
+    exchange = _built(codec, request, stream=False)
     transport = provider.atransport()
     with fault_boundary(codec, provider.redactor) as seen:
         async with _time_limit(deadline, codec.provider):
@@ -117,7 +130,7 @@ async def astream(
     """The async form of `stream`. The deadline bounds each wait, never the consumer's time
     between two items (a timeout cannot span a `yield`)."""
     codec = provider.codec
-    exchange = codec.build(request, stream=True)
+    exchange = _built(codec, request, stream=True)
     transport = provider.atransport()
     with fault_boundary(codec, provider.redactor) as seen:
         async with AsyncExitStack() as stack:
@@ -131,8 +144,7 @@ async def astream(
                 if event is _END:
                     break
                 seen.body = event
-                delta = reader.feed(event)
-                if delta is not None:
+                for delta in _deltas(reader.feed(event)):
                     yield delta
             seen.body = None
             completion = reader.finish()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 from weakref import WeakKeyDictionary
@@ -72,6 +72,11 @@ class HTTPProvider(Provider):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.redactor(self.base_url)!r})"
+
+    def cache_scope(self) -> dict[str, Any]:
+        # A server is known by where it runs (a model name alone may be another model there);
+        # the URL without its credentials, so no secret goes into a key.
+        return {**super().cache_scope(), "server": self.redactor(self.base_url)}
 
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""
@@ -140,12 +145,10 @@ class OneRouteCodec(Codec):
     def __init__(
         self,
         model: str,
-        wire: Callable[[CompletionRequest], dict[str, Any] | None],
         control_tokens: ControlTokenPolicy = "reject",
         extra_control_tokens: Iterable[str] = (),
     ) -> None:
         self.model = model
-        self._wire = wire
         self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
         self._control_strings = ControlTokens.families(extra_control_tokens)
 
@@ -155,7 +158,7 @@ class OneRouteCodec(Codec):
         check_request(
             request, self._control_strings, policy=self.control_tokens, server=self.provider
         )
-        return self._wire(request)
+        return self.request_schema(request)
 
 
 class OneRouteProvider(HTTPProvider):

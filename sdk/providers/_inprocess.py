@@ -9,7 +9,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply, TextDelta
+from sdk.providers._base import (
+    Codec,
+    Completion,
+    CompletionRequest,
+    Exchange,
+    Profile,
+    Reply,
+    TextDelta,
+)
 from sdk.providers._boundary import Seen
 from sdk.providers._errors import provider_error
 
@@ -21,20 +29,22 @@ Item = TextDelta | Completion
 class InProcessCodec(Codec):
     """Passes the request to the in-process generator and its `Completion` back.
 
-    `check` vets a request before anything runs (unknown options, say): what it raises is the
-    caller's error, raised as it is, not a provider fault.
+    `profile` says what the engine carries and which options it takes (`extra_body`: none, the
+    engine has no request body, unless the profile says so); `check` vets a request further
+    before anything runs (images it cannot read, say): what either raises is the caller's
+    error, raised as it is, not a provider fault.
     """
 
     def __init__(
-        self, provider: str, check: Callable[[CompletionRequest], object] | None = None
+        self, profile: Profile, check: Callable[[CompletionRequest], object] | None = None
     ) -> None:
-        self.provider = provider
+        self.profile = profile
         self._check = check
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         if self._check is not None:
             self._check(request)
-        return Exchange("generate", {"request": request}, stream)
+        return Exchange("generate", {"request": request})
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if not isinstance(reply.body, Completion):

@@ -8,7 +8,7 @@ provider; a provider only says which codec and which transport (`transport()` fo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ from sdk.providers import _drivers
 from sdk.providers._base import Codec, Completion, CompletionRequest, TextDelta
 from sdk.providers._boundary import Redactor
 from sdk.providers._transports import AsyncTransport, Transport
-from sdk.schema.dialects import Dialect, WireSchema, to_wire
+from sdk.schema.dialects import Dialect, WireSchema
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
@@ -26,19 +26,14 @@ __all__ = ["Provider"]
 
 
 class Provider:
-    """Base class of providers: subclasses give a `codec` and their transports."""
+    """Base class of providers: subclasses give a `codec` and their transports.
 
-    name: str = "provider"
-    """Provider family name (`sdk._names.PROVIDERS`), as in `Result.provider`."""
+    What the wire carries is the codec's (`codec.profile`): the properties below read it, so a
+    provider holds nothing but its codec, its client or connection, and its secrets.
+    """
 
-    clean_stops: frozenset[StopReason] = frozenset({StopReason.END_TURN})
-    """The stop reasons that end a finished document in this provider's mode."""
-
-    dialect: Dialect | None = None
-    """The wire dialect the schema is sent in (`None`: the canonical schema, or no schema)."""
-
-    codec: Codec
-    """The provider's wire format (built by the subclass)."""
+    codec: Codec = Codec()
+    """The provider's wire format (set by the subclass; this default carries nothing)."""
 
     fallback_on_refusal: bool = False
     """Whether a call moves on to the next of `candidates()` after a refusal too."""
@@ -48,12 +43,36 @@ class Provider:
         spent: this one alone (`FallbackProvider` gives its list)."""
         return (self,)
 
-    supports_native_reasoning: bool = False
-    """Whether the codec asks for the provider's own thinking channel (`reasoning="native"`)."""
+    @property
+    def name(self) -> str:
+        """Provider family name (`sdk._names.PROVIDERS`), as in `Result.provider`."""
+        return self.codec.profile.name
 
-    supports_tools: bool = False
-    """Whether the codec builds tool-call requests (`call_tools`); others raise
-    `UnsupportedRequest` before anything is sent."""
+    @property
+    def dialect(self) -> Dialect | None:
+        """The wire dialect the schema is sent in (`None`: the canonical schema, or none)."""
+        return self.codec.profile.dialect
+
+    @property
+    def clean_stops(self) -> frozenset[StopReason]:
+        """The stop reasons that end a finished document in this provider's mode."""
+        return self.codec.profile.clean_stops
+
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the wire carries tool calls (`call_tools`); others raise
+        `UnsupportedRequest` before anything is sent."""
+        return self.codec.profile.tools
+
+    @property
+    def supports_grammar(self) -> bool:
+        """Whether the wire carries a grammar (`generate(Grammar(...))`)."""
+        return self.codec.profile.grammar
+
+    @property
+    def supports_native_reasoning(self) -> bool:
+        """Whether the wire asks for the provider's own thinking channel."""
+        return self.codec.profile.native_reasoning
 
     @property
     def model(self) -> str | None:
@@ -62,20 +81,22 @@ class Provider:
 
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
         """The contract's schema as this provider receives it (cached), or `None`."""
-        return to_wire(contract, self.dialect) if self.dialect is not None else None
+        return self.codec.wire_schema(contract)
 
     def tool_schema(self, contract: type[Contract]) -> WireSchema | None:
-        """A tool's arguments schema as this provider receives it (`None`: the canonical one);
-        the same as a document's unless the provider says otherwise."""
-        return self.wire_schema(contract)
+        """A tool's arguments schema as this provider receives it (`None`: the canonical one)."""
+        return self.codec.tool_schema(contract)
 
-    def request_schema(self, request: CompletionRequest) -> dict[str, Any] | None:
-        """The schema a JSON request sends, in this provider's dialect; `None` for a grammar or
-        free-text request (or a provider without a dialect)."""
-        if request.contract is None:
-            return None
-        wire = self.wire_schema(request.contract)
-        return wire.schema if wire is not None else None
+    def cache_scope(self) -> dict[str, Any]:
+        """What, besides the request, decides this provider's answers (the response cache's
+        key): the family and the model; providers add their settings and where they run."""
+        return {"provider": self.name, "model": self.model}
+
+    def vet_options(self, options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> None:
+        """Refuse, before anything is sent, a sampling option this provider does not take
+        (`TypeError`, with the closest it does) and an `extra_body` field the SDK owns
+        (`ValueError`)."""
+        self.codec.profile.vet(options, extra_body)
 
     # --- what subclasses provide ---
 

@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import anthropic
+from anthropic.resources.messages import Messages
 from anthropic.types import (
     Message,
     RawMessageStreamEvent,
@@ -52,6 +53,8 @@ from sdk.providers._base import (
     Message as Turn,
 )
 from sdk.providers._errors import provider_error, reply_request_id
+from sdk.providers._profile import Profile, finished, sdk_fields
+from sdk.providers._prompt_cache import anthropic_breakpoints
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport, SDKTransport
 from sdk.schema.dialects import ANTHROPIC, WireSchema, to_wire
@@ -74,12 +77,45 @@ Mode = Literal["json_schema", "tool"]
 
 _THINKING_MIN_BUDGET = 1024  # the smallest thinking budget the API takes
 
+# The sampling options the Messages API takes (those the installed SDK's `messages.create`
+# has: recent models take no temperature, top_p or top_k), and the fields the SDK writes itself.
+_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+             "stop": "stop_sequences"}  # fmt: skip
+_OWNED = frozenset(
+    {"model", "max_tokens", "messages", "system", "thinking", "tools", "tool_choice",
+     "output_config.format", "stream"}
+)  # fmt: skip
+
+
+_FIELDS = sdk_fields(Messages.create)
+_OPTIONS = {name: wire for name, wire in _SAMPLING.items() if wire in _FIELDS}
+
+
+def profile(mode: Mode = "json_schema") -> Profile:
+    """The Messages API's wire in `mode` (tool mode ends a document with `tool_use`)."""
+    return Profile(
+        "anthropic",
+        ANTHROPIC,
+        clean_stops=frozenset({StopReason.TOOL_USE if mode == "tool" else StopReason.END_TURN}),
+        tools=True,
+        native_reasoning=True,
+        options=_OPTIONS,
+        owned=_OWNED,
+        fields=_FIELDS,
+    )
+
 
 def build_request(
-    request: CompletionRequest, *, model: str, mode: Mode = "json_schema"
+    request: CompletionRequest,
+    *,
+    model: str,
+    mode: Mode = "json_schema",
+    prompt_caching: bool = True,
 ) -> dict[str, Any]:
     """The keyword arguments of `client.messages.create` for `request` (a JSON document, or
-    free text; Anthropic has no grammar surface: `UnsupportedRequest`)."""
+    free text; Anthropic has no grammar surface: `UnsupportedRequest`), with `cache_control`
+    breakpoints on its static prefix unless `prompt_caching` is off
+    (`sdk.providers._prompt_cache`)."""
     if request.kind == "grammar":
         raise unsupported("anthropic", "a grammar", ["json_schema documents", "strict tool use"])
     kwargs: dict[str, Any] = {
@@ -95,26 +131,20 @@ def build_request(
         budget = max(_THINKING_MIN_BUDGET, request.max_tokens)
         kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
         kwargs["max_tokens"] = request.max_tokens + budget
-    options = dict(request.options)
     if request.kind == "tools":
         kwargs.update(_tools(request))
-        kwargs.update(options)
-        return kwargs
-    if request.contract is None:  # free text: no format, no tool
-        kwargs.update(options)
-        return kwargs
-    wire = to_wire(request.contract, ANTHROPIC)
-    if mode == "json_schema":
-        # Merge with an `output_config` the caller passed (effort, ...), the format ours.
-        output_config = dict(options.pop("output_config", None) or {})
-        output_config["format"] = {"type": "json_schema", "schema": wire.schema}
-        kwargs["output_config"] = output_config
-    else:
-        name = wire_name(request.contract)
-        kwargs["tools"] = [_tool(name, request, wire)]
-        kwargs["tool_choice"] = {"type": "tool", "name": name}
-    kwargs.update(options)
-    return kwargs
+    elif request.contract is not None:  # a document (free text sends no format, no tool)
+        wire = to_wire(request.contract, ANTHROPIC)
+        if mode == "json_schema":
+            # `extra_body` may add to `output_config` (effort, ...); the format is ours.
+            kwargs["output_config"] = {"format": {"type": "json_schema", "schema": wire.schema}}
+        else:
+            name = wire_name(request.contract)
+            kwargs["tools"] = [_tool(name, request, wire)]
+            kwargs["tool_choice"] = {"type": "tool", "name": name}
+    if prompt_caching:
+        anthropic_breakpoints(kwargs, model)
+    return finished(kwargs, request.options, request.extra_body, profile(mode))
 
 
 def _content(message: Turn) -> str | list[dict[str, Any]]:
@@ -360,12 +390,14 @@ def map_error(exc: anthropic.AnthropicError) -> ProviderError:
 class AnthropicCodec(Codec):
     """The Messages API's wire format (no I/O)."""
 
-    provider = "anthropic"
-
-    def __init__(self, model: str, mode: Mode, *, urls: bool = True) -> None:
+    def __init__(
+        self, model: str, mode: Mode, *, urls: bool = True, prompt_caching: bool = True
+    ) -> None:
         self.model = model
         self.mode: Mode = mode
         self.urls = urls  # whether image and document parts may be URLs (not on Bedrock)
+        self.prompt_caching = prompt_caching
+        self.profile = profile(mode)
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         if not self.urls:
@@ -382,9 +414,10 @@ class AnthropicCodec(Codec):
             request.max_tokens,
             len(request.messages),
         )
-        return Exchange(
-            "messages.create", build_request(request, model=self.model, mode=self.mode), stream
+        body = build_request(
+            request, model=self.model, mode=self.mode, prompt_caching=self.prompt_caching
         )
+        return Exchange("messages.create", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if request.kind == "tools":
@@ -450,17 +483,22 @@ class AnthropicProvider(Provider):
     `UnsupportedRequest` here, not a 400 there), and Bedrock takes images and PDFs as bytes only
     (a URL part is refused before sending).
 
+    `prompt_caching` (on by default) puts `cache_control` breakpoints on the static prefix of
+    each request once it is long enough to be cached (`sdk.providers._prompt_cache`).
+
     The SDK owns retries: the client is used through `with_options(max_retries=0)`, so one
     failed request is one attempt here (the `anthropic` client's own two retries would
     otherwise multiply ours, making a persistent 429 cost twelve requests).
     """
 
-    name = "anthropic"
-    dialect = ANTHROPIC
-    supports_tools = True
-    supports_native_reasoning = True
-
-    def __init__(self, client: AnyClient, *, model: str, mode: Mode = "json_schema") -> None:
+    def __init__(
+        self,
+        client: AnyClient,
+        *,
+        model: str,
+        mode: Mode = "json_schema",
+        prompt_caching: bool = True,
+    ) -> None:
         if mode not in ("json_schema", "tool"):
             raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
         if not isinstance(client, (*_SYNC_CLIENTS, *_ASYNC_CLIENTS)):
@@ -478,9 +516,8 @@ class AnthropicProvider(Provider):
         self.client = client.with_options(max_retries=0)
         self.mode: Mode = mode
         self._model = model
-        self.codec = AnthropicCodec(model, mode, urls=self.platform != "bedrock")
-        self.clean_stops = frozenset(
-            {StopReason.TOOL_USE} if mode == "tool" else {StopReason.END_TURN}
+        self.codec = AnthropicCodec(
+            model, mode, urls=self.platform != "bedrock", prompt_caching=prompt_caching
         )
 
     def __repr__(self) -> str:

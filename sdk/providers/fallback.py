@@ -22,15 +22,11 @@ turn and raises the last `ProviderError`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk.errors import ProviderError
 from sdk.providers._base import Completion, CompletionRequest, TextDelta
 from sdk.providers._provider import Provider
-from sdk.schema.dialects import WireSchema
-
-if TYPE_CHECKING:
-    from sdk.contract import Contract
 
 __all__ = ["FallbackProvider"]
 
@@ -49,14 +45,9 @@ class FallbackProvider(Provider):
                 raise TypeError("a FallbackProvider cannot contain another: list them all")
         self.providers = providers
         self.fallback_on_refusal = on_refusal
-        primary = providers[0]
-        self.name = primary.name
-        self.clean_stops = primary.clean_stops
-        self.dialect = primary.dialect
-        self.codec = primary.codec
-        # Tool calls fall back too: offered only when every provider in the list takes them.
-        self.supports_tools = all(provider.supports_tools for provider in providers)
-        self.supports_native_reasoning = all(p.supports_native_reasoning for p in providers)
+        # Named after the primary, whose wire a request built by hand goes in; a client call
+        # goes to each provider in its own.
+        self.codec = providers[0].codec
 
     def __repr__(self) -> str:
         inner = ", ".join(repr(provider) for provider in self.providers)
@@ -65,15 +56,25 @@ class FallbackProvider(Provider):
     def candidates(self) -> tuple[Provider, ...]:
         return self.providers
 
+    def cache_scope(self) -> dict[str, Any]:
+        return {"fallback": [provider.cache_scope() for provider in self.providers]}
+
+    @property
+    def supports_tools(self) -> bool:
+        # Tool calls fall back too: offered only when every provider in the list takes them.
+        return all(provider.supports_tools for provider in self.providers)
+
+    @property
+    def supports_grammar(self) -> bool:
+        return all(provider.supports_grammar for provider in self.providers)
+
+    @property
+    def supports_native_reasoning(self) -> bool:
+        return all(provider.supports_native_reasoning for provider in self.providers)
+
     @property
     def model(self) -> str | None:
         return self.providers[0].model
-
-    def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
-        return self.providers[0].wire_schema(contract)
-
-    def tool_schema(self, contract: type[Contract]) -> WireSchema | None:
-        return self.providers[0].tool_schema(contract)
 
     def secrets(self) -> Iterable[str]:
         return [secret for provider in self.providers for secret in provider.secrets()]

@@ -32,6 +32,8 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
+from sdk._content import Text
+from sdk._message import Message
 from sdk._result import Usage
 from sdk.errors import ProviderError
 from sdk.providers._base import (
@@ -45,6 +47,7 @@ from sdk.providers._base import (
 )
 from sdk.providers._boundary import Seen
 from sdk.providers._errors import provider_error
+from sdk.providers._profile import Profile, finished
 from sdk.providers._provider import Provider
 from sdk.schema.dialects import GEMINI, to_wire
 from sdk.stop_reason import StopReason
@@ -62,28 +65,36 @@ logger = logging.getLogger(__name__)
 _NAME = "gemini"
 # The client's own retries are off for every request we send (see the module docstring).
 _NO_RETRIES = {"retry_options": {"attempts": 1}}
-_CONFIG_FIELDS = frozenset(genai_types.GenerateContentConfig.model_fields)
-# Set by the codec from the request: an option may not replace them.
-_OURS = frozenset(
-    {"system_instruction", "max_output_tokens", "response_mime_type", "response_json_schema",
-     "response_schema", "http_options"}
+GEMINI_WIRE = Profile(
+    _NAME,
+    GEMINI,
+    options={name: f"config.{wire}" for name, wire in (
+        ("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
+        ("seed", "seed"), ("stop", "stop_sequences"), ("presence_penalty", "presence_penalty"),
+        ("frequency_penalty", "frequency_penalty"))},
+    owned=frozenset({"model", "contents", "messages", "stream", "config.system_instruction",
+                     "config.max_output_tokens", "config.response_mime_type",
+                     "config.response_json_schema", "config.response_schema",
+                     "config.http_options"}),
+    fields={"model": None, "contents": None,
+            "config": frozenset(genai_types.GenerateContentConfig.model_fields)},
+    raw_field="config.http_options.extra_body",
 )  # fmt: skip
+"""The `generateContent` wire: `extra_body` may add `GenerateContentConfig` fields (`{"config":
+{"safety_settings": ...}}`), never over the SDK's; any other field goes into the REST body as it
+is (`http_options.extra_body`)."""
 
 
 def build_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
     """The keyword arguments of `client.models.generate_content` for `request`: a JSON document
     (`response_json_schema`) or free text. Gemini has no grammar surface: `UnsupportedRequest`.
-    An option that is not a `GenerateContentConfig` field is a `TypeError`, as the client's
-    own config would raise."""
+    Images and PDFs go as inline bytes; a URL part is refused before sending (`UnsupportedRequest`:
+    the API reads only files it hosts)."""
     if request.kind == "grammar":
         raise unsupported(_NAME, "a grammar", ["json_schema documents", "free text"])
-    options = dict(request.options)
-    for name in options:
-        if name not in _CONFIG_FIELDS or name in _OURS:
-            why = "is set by the SDK" if name in _OURS else "is not a GenerateContentConfig field"
-            raise TypeError(f"GeminiProvider got an unexpected option {name!r}: it {why}")
+    if request.kind == "tools":
+        raise unsupported(_NAME, "tool calls", ["json_schema documents", "free text"])
     config: dict[str, Any] = {
-        **options,
         "max_output_tokens": request.max_tokens,
         "http_options": dict(_NO_RETRIES),
     }
@@ -93,10 +104,24 @@ def build_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
         config["response_mime_type"] = "application/json"
         config["response_json_schema"] = to_wire(request.contract, GEMINI).schema
     contents = [
-        {"role": "model" if m.role == "assistant" else "user", "parts": [{"text": m.content}]}
+        {"role": "model" if m.role == "assistant" else "user", "parts": _parts(m)}
         for m in request.messages
     ]
-    return {"model": model, "contents": contents, "config": config}
+    body = {"model": model, "contents": contents, "config": config}
+    return finished(body, request.options, request.extra_body, GEMINI_WIRE)
+
+
+def _parts(message: Message) -> list[dict[str, Any]]:
+    """A turn's content as Gemini parts: text, and images and PDFs as inline bytes."""
+    parts: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, Text):
+            parts.append({"text": part.text})
+        elif part.url is not None:
+            raise unsupported(_NAME, f"{type(part).__name__} URLs", ["image and PDF bytes"])
+        else:
+            parts.append({"inline_data": {"mime_type": part.media_type, "data": part.data}})
+    return parts
 
 
 def read_response(
@@ -254,7 +279,7 @@ def _retry_delay(details: Any) -> float | None:
 class GeminiCodec(Codec):
     """The `generateContent` wire format through the `google-genai` client (no I/O)."""
 
-    provider = _NAME
+    profile = GEMINI_WIRE
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -268,11 +293,11 @@ class GeminiCodec(Codec):
         )
         body = build_request(request, model=self.model)
         if stream:
-            return Exchange("models.generate_content_stream", body, stream)
+            return Exchange("models.generate_content_stream", body)
         # The raw body, read here: the client's own parse drops what it does not know, and an
         # unusable reply must reach the error as it was sent.
         body["config"]["should_return_http_response"] = True
-        return Exchange("models.generate_content", body, stream)
+        return Exchange("models.generate_content", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         raw = _raw_body(reply.body)
@@ -387,9 +412,6 @@ class GeminiProvider(Provider):
     Every request turns the client's own retries off (`retry_options.attempts=1`): the SDK owns
     retries, so one failed request is one attempt.
     """
-
-    name = _NAME
-    dialect = GEMINI
 
     def __init__(self, client: genai.Client, *, model: str) -> None:
         if not isinstance(client, genai.Client):

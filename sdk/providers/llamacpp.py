@@ -16,6 +16,11 @@ Four modes:
   whitespace, exact or loud: nothing is silently dropped, so there is no dialect to report).
 - `"openai"`: `POST /v1/chat/completions` with `response_format` json_schema.
 
+In the two modes that send the SDK's GBNF, a contract's `SourceQuote` and `Verbatim` strings are
+grounded: the grammar admits only spans of the call's `source` there (`grounding=False` turns it
+off). That grammar grows with the source, so above `grounding_limit` characters the plain grammar
+goes and the parser checks the values after, with a note on the result.
+
 The native endpoint takes a prompt, not messages. The provider learns the model's chat template
 once per conversation shape (`POST /apply-template` of placeholder messages) and the model's
 special-token texts once (`GET /v1/models`, `POST /tokenize`), then builds each prompt itself:
@@ -53,11 +58,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
 import httpx
 
+from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk.contract import Contract
@@ -89,9 +96,12 @@ from sdk.providers._control_tokens import (
     check_request,
 )
 from sdk.providers._errors import provider_error
+from sdk.providers._grounding import fallback_notes, grounding_plan
 from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
 from sdk.providers._llamacpp_prompt import NativePrompts, Prompt
-from sdk.schema.dialects import LLAMACPP, Dialect, WireSchema, to_wire
+from sdk.providers._profile import Profile, finished
+from sdk.schema.dialects import LLAMACPP, WireSchema, to_wire
+from sdk.schema.grounding import GBNF_SOURCE_LIMIT, grounded_gbnf
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -128,8 +138,7 @@ def build_completion_request(
         body["grammar"] = grammar
     elif schema is not None:
         body["json_schema"] = schema
-    body.update(request.options)
-    return body
+    return finished(body, request.options, request.extra_body, profile())
 
 
 def build_chat_request(
@@ -146,8 +155,7 @@ def build_chat_request(
         }
     if model is not None:
         body["model"] = model
-    body.update(request.options)
-    return body
+    return finished(body, request.options, request.extra_body, profile("openai"))
 
 
 def read_completion(body: Mapping[str, Any]) -> Completion:
@@ -190,9 +198,10 @@ def _stop_type(body: Mapping[str, Any]) -> str | None:
 class CompletionStreamReader:
     """Accumulates `/completion` stream events; the last one (`stop: true`) has the stop reason."""
 
-    def __init__(self) -> None:
+    def __init__(self, notes: tuple[Note, ...] = ()) -> None:
         self._parts: list[str] = []
         self._last: dict[str, Any] | None = None
+        self._notes = notes
 
     def feed(self, line: str) -> TextDelta | None:
         data = sse_data(line)
@@ -211,27 +220,57 @@ class CompletionStreamReader:
     def finish(self) -> Completion:
         if self._last is None:
             raise provider_error("llamacpp", "stream ended before its final event")
-        return read_completion({**self._last, "content": "".join(self._parts)})
+        completion = read_completion({**self._last, "content": "".join(self._parts)})
+        return replace(completion, notes=self._notes)
+
+
+_OPTIONS = {name: name for name in ("temperature", "top_p", "top_k", "seed", "stop",
+            "presence_penalty", "frequency_penalty", "repeat_penalty")} | {
+            "grounding": ""}  # read by the codec, not sent  # fmt: skip
+_OWNED = frozenset(
+    {"prompt", "n_predict", "grammar", "json_schema", "response_format", "stream",
+     "stream_options", "messages", "max_tokens", "model", "tools", "tool_choice",
+     "parallel_tool_calls"}
+)  # fmt: skip
+
+
+def profile(mode: Mode = "auto") -> Profile:
+    """llama-server's wire in `mode`: grammars on the native route (not in `openai` mode), and
+    no schema dialect in `grammar` mode (a grammar is sent instead)."""
+    return Profile(
+        "llamacpp",
+        None if mode == "grammar" else LLAMACPP,
+        grammar=mode != "openai",
+        tools=True,
+        options=_OPTIONS,
+        owned=_OWNED,
+    )
 
 
 class LlamaCppCodec(Codec):
-    """llama-server's wire format, native or OpenAI-compatible (no I/O)."""
-
-    provider = "llamacpp"
+    """llama-server's wire format, native or OpenAI-compatible (no I/O): in `auto` mode the
+    SDK's own GBNF for a contract (its declared order kept, nothing stripped), the schema in
+    the llama.cpp dialect where the converter refuses it."""
 
     def __init__(
         self,
         mode: Mode,
         *,
         model: str | None,
-        constraint: Callable[[CompletionRequest], dict[str, Any]],
+        grammar: str | None = None,
         prompt_template: Callable[[CompletionRequest], str] | None,
         control_tokens: ControlTokenPolicy = "reject",
         extra_control_tokens: Iterable[str] = (),
+        grounding: bool = True,
+        grounding_limit: int = GBNF_SOURCE_LIMIT,
     ) -> None:
         self.mode: Mode = mode
         self.model = model
-        self._constraint = constraint
+        self.profile = profile(mode)
+        self._grammar = grammar
+        self._auto: WeakKeyDictionary[type[Contract], str | None] = WeakKeyDictionary()
+        self.grounding = grounding
+        self.grounding_limit = grounding_limit
         self._prompt_template = prompt_template
         self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
         self._control_strings = ControlTokens.families(extra_control_tokens)
@@ -251,7 +290,7 @@ class LlamaCppCodec(Codec):
                 body.update(chat_tools(request, _tool_parameters, named_choice=False))
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
-            chat = Exchange("/v1/chat/completions", body, stream)
+            chat = Exchange("/v1/chat/completions", body)
             return self.prompts.checked(request, self.control_tokens, lambda: chat)
         constraint = self._constraint(request)
 
@@ -259,7 +298,7 @@ class LlamaCppCodec(Codec):
             body = build_completion_request(request, prompt, **constraint)
             if stream:
                 body["stream"] = True
-            return Exchange("/completion", body, stream)
+            return Exchange("/completion", body)
 
         if self._prompt_template is not None:
             given = completion(self._prompt_template(request))
@@ -274,61 +313,14 @@ class LlamaCppCodec(Codec):
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if self._chat_route(request):
             return read_chat_body(reply.body, request_id=reply.request_id)
-        return read_completion(reply.body)
+        return replace(read_completion(reply.body), notes=self._notes(request))
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> StreamReader:
         if self._chat_route(request):
             return ChatSSEStreamReader(self.provider, request_id)
-        return CompletionStreamReader()
+        return CompletionStreamReader(self._notes(request))
 
-
-class LlamaCppProvider(HTTPProvider):
-    """A llama.cpp server: `LlamaCppProvider("http://127.0.0.1:8080", mode="json_schema")`."""
-
-    name = "llamacpp"
-    dialect: Dialect | None = LLAMACPP
-    supports_tools = True
-
-    def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8080",
-        *,
-        mode: Mode = "auto",
-        grammar: str | None = None,
-        model: str | None = None,
-        prompt_template: Callable[[CompletionRequest], str] | None = None,
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-        http_client: httpx.Client | httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        if mode not in ("auto", "json_schema", "grammar", "openai"):
-            raise ValueError(
-                f"mode must be 'auto', 'json_schema', 'grammar' or 'openai', not {mode!r}"
-            )
-        if grammar is not None and mode != "grammar":
-            raise ValueError("grammar= is only used in mode='grammar'")
-        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
-        self.mode: Mode = mode
-        self._grammar = grammar
-        self._model = model
-        self._auto: WeakKeyDictionary[type[Contract], str | None] = WeakKeyDictionary()
-        if mode == "grammar":
-            # The grammar is sent instead of a schema: there is no wire dialect to report.
-            self.dialect = None
-        self.codec = LlamaCppCodec(
-            mode,
-            model=model,
-            constraint=self._constraint,
-            prompt_template=prompt_template,
-            control_tokens=control_tokens,
-            extra_control_tokens=extra_control_tokens,
-        )
-
-    @property
-    def model(self) -> str | None:
-        return self._model
+    # --- what constrains the output ---
 
     def tool_schema(self, contract: type[Contract]) -> WireSchema:
         # Tools always take the OpenAI route, in the llama.cpp dialect, whatever the mode.
@@ -358,12 +350,18 @@ class LlamaCppProvider(HTTPProvider):
                 self._auto[contract] = None
         return self._auto[contract]
 
-    def grammar_for(self, contract: type[Contract]) -> str:
+    def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
         """The GBNF grammar sent in grammar mode: the one given, or written from the canonical
         schema by `sdk.schema.gbnf` (cached per contract; `UnsupportedSchema` if it cannot be
-        expressed exactly, before any request is sent)."""
+        expressed exactly, before any request is sent). With `source`: the grounded grammar a
+        call with that source sends, when the provider grounds and the contract has
+        `SourceQuote`/`Verbatim` strings (and the source is within `grounding_limit`)."""
         if self._grammar is not None:
             return self._grammar
+        if source is not None:
+            grounded = self._grounded(CompletionRequest(contract, (), 1, source=source))
+            if grounded is not None:
+                return grounded
         # Imported here: only grammar mode needs the converter.
         from sdk.schema.gbnf import contract_gbnf
 
@@ -384,14 +382,102 @@ class LlamaCppProvider(HTTPProvider):
         if request.contract is None:
             return {}
         if self.mode == "grammar":
-            return {"grammar": self.grammar_for(request.contract)}
+            return {"grammar": self._grounded(request) or self.grammar_for(request.contract)}
         if self.mode == "auto":
             grammar = self._auto_grammar(request.contract)
             if grammar is not None:
-                return {"grammar": grammar}
+                return {"grammar": self._grounded(request) or grammar}
         wire = self.wire_schema(request.contract)
         assert wire is not None
         return {"schema": wire.schema}
+
+
+    def _grounds(self, request: CompletionRequest) -> bool:
+        """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
+        if request.contract is None or request.grammar is not None:
+            return False
+        if not request.options.get("grounding", self.grounding):  # per call, or the provider's
+            return False
+        if self.mode == "grammar":
+            return self._grammar is None
+        return self.mode == "auto" and self._auto_grammar(request.contract) is not None
+
+    def _grounded(self, request: CompletionRequest) -> str | None:
+        """The grounded GBNF (`SourceQuote`/`Verbatim` strings confined to the source's spans,
+        `sdk.schema.grounding`), or `None`: nothing to ground, or a source over
+        `GBNF_SOURCE_LIMIT` (then a note says the values are checked after parsing)."""
+        if not self._grounds(request):
+            return None
+        return grounding_plan(
+            request, grounded_gbnf, engine="llamacpp", source_limit=self.grounding_limit
+        ).grammar
+
+    def _notes(self, request: CompletionRequest) -> tuple[Note, ...]:
+        if not self._grounds(request):
+            return ()
+        return fallback_notes(request, engine="llamacpp", source_limit=self.grounding_limit)
+
+
+class LlamaCppProvider(HTTPProvider):
+    """A llama.cpp server: `LlamaCppProvider("http://127.0.0.1:8080", mode="json_schema")`.
+
+    `grounding=True` (per call too): in the modes that send the SDK's own GBNF (`"auto"`,
+    `"grammar"` without `grammar=`), a contract's `SourceQuote`/`Verbatim` strings can only be
+    spans of the call's source (`sdk.schema.grounding.grounded_gbnf`); a source longer than
+    `grounding_limit` characters goes with the plain grammar instead, and `Result.notes` says
+    so (`"grounding"`).
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        *,
+        mode: Mode = "auto",
+        grammar: str | None = None,
+        model: str | None = None,
+        prompt_template: Callable[[CompletionRequest], str] | None = None,
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
+        grounding: bool = True,
+        grounding_limit: int = GBNF_SOURCE_LIMIT,
+        http_client: httpx.Client | httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if mode not in ("auto", "json_schema", "grammar", "openai"):
+            raise ValueError(
+                f"mode must be 'auto', 'json_schema', 'grammar' or 'openai', not {mode!r}"
+            )
+        if grammar is not None and mode != "grammar":
+            raise ValueError("grammar= is only used in mode='grammar'")
+        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
+        self._model = model
+        self.codec: LlamaCppCodec = LlamaCppCodec(
+            mode,
+            model=model,
+            grammar=grammar,
+            prompt_template=prompt_template,
+            control_tokens=control_tokens,
+            extra_control_tokens=extra_control_tokens,
+            grounding=grounding,
+            grounding_limit=grounding_limit,
+        )
+
+    @property
+    def mode(self) -> Mode:
+        """How a contract is constrained (`auto`, `json_schema`, `grammar`, `openai`)."""
+        return self.codec.mode
+
+    def cache_scope(self) -> dict[str, Any]:
+        return {**super().cache_scope(), "mode": self.mode}
+
+    @property
+    def model(self) -> str | None:
+        return self._model
+
+    def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
+        """The GBNF grammar sent for `contract` in grammar mode (`LlamaCppCodec.grammar_for`)."""
+        return self.codec.grammar_for(contract, source=source)
 
 
 def _tool_parameters(tool: Tool) -> dict[str, Any]:

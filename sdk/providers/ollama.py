@@ -36,6 +36,7 @@ from sdk.providers._control_tokens import (
 )
 from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteCodec, OneRouteProvider
+from sdk.providers._profile import Profile, finished
 from sdk.schema.dialects import OLLAMA
 from sdk.stop_reason import StopReason
 
@@ -49,8 +50,16 @@ __all__ = [
 
 _PATH = "/api/chat"
 
-# Request fields that live at the top level of the body; other options go in `options`.
-_TOP_LEVEL = frozenset({"keep_alive", "think", "tools"})
+OLLAMA_WIRE = Profile(
+    "ollama",
+    OLLAMA,
+    tools=True,
+    options={name: f"options.{name}" for name in ("temperature", "top_p", "top_k", "seed",
+             "stop", "presence_penalty", "frequency_penalty", "repeat_penalty")},
+    owned=frozenset({"model", "messages", "stream", "format", "tools", "options.num_predict"}),
+)  # fmt: skip
+"""Ollama's `/api/chat`: sampling options go in its `options`; `extra_body` may add other
+`options` (`{"options": {"num_ctx": 8192}}`) or top-level fields (`keep_alive`, `think`)."""
 
 
 def build_request(
@@ -72,9 +81,7 @@ def build_request(
         # the parser enforces "required" (a reply without a call is `MissingToolCall`).
         fields = chat_tools(request, _parameters, named_choice=False, parallel=False)
         body["tools"] = fields["tools"]
-    for key, value in request.options.items():
-        (body if key in _TOP_LEVEL else options)[key] = value
-    return body
+    return finished(body, request.options, request.extra_body, OLLAMA_WIRE)
 
 
 def _messages(request: CompletionRequest) -> list[dict[str, Any]]:
@@ -165,14 +172,14 @@ class OllamaStreamReader:
 class OllamaCodec(OneRouteCodec):
     """Ollama's `/api/chat` wire format (no I/O)."""
 
-    provider = "ollama"
+    profile = OLLAMA_WIRE
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         if request.grammar is not None:
             raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
         schema = self.checked(request)
         body = build_request(request, model=self.model, schema=schema, stream=stream)
-        return Exchange(_PATH, body, stream)
+        return Exchange(_PATH, body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_response(reply.body)
@@ -183,10 +190,6 @@ class OllamaCodec(OneRouteCodec):
 
 class OllamaProvider(OneRouteProvider):
     """An Ollama server: `OllamaProvider("http://127.0.0.1:11434", model="qwen3:8b")`."""
-
-    name = "ollama"
-    dialect = OLLAMA
-    supports_tools = True
 
     def __init__(
         self,
@@ -202,4 +205,4 @@ class OllamaProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
-        self.codec = OllamaCodec(model, self.request_schema, control_tokens, extra_control_tokens)
+        self.codec = OllamaCodec(model, control_tokens, extra_control_tokens)

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import openai
+from openai.resources.chat.completions import Completions
+from openai.resources.responses import Responses
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import (
@@ -58,6 +60,8 @@ from sdk.providers._base import (
 )
 from sdk.providers._chat import ChatDeltas, chat_completion, chat_messages, chat_tools
 from sdk.providers._errors import provider_error, reply_request_id
+from sdk.providers._profile import Profile, finished, sdk_fields
+from sdk.providers._prompt_cache import prompt_cache_key
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport, SDKTransport
 from sdk.schema.dialects import OPENAI_STRICT, to_wire
@@ -78,6 +82,31 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+# The wire facts of both APIs: the sampling options each takes, and the fields the SDK writes.
+RESPONSES = Profile(
+    "openai_responses",
+    OPENAI_STRICT,
+    grammar=True,
+    tools=True,
+    native_reasoning=True,
+    options={"temperature": "temperature", "top_p": "top_p"},
+    owned=frozenset({"model", "input", "messages", "instructions", "max_output_tokens",
+                     "reasoning", "text.format", "tools", "tool_choice", "parallel_tool_calls",
+                     "stream"}),
+    fields=sdk_fields(Responses.create),
+)  # fmt: skip
+CHAT = Profile(
+    "openai_chat",
+    OPENAI_STRICT,
+    tools=True,
+    options={name: name for name in ("temperature", "top_p", "seed", "stop",
+                                     "presence_penalty", "frequency_penalty")},
+    owned=frozenset({"model", "messages", "max_completion_tokens", "max_tokens",
+                     "response_format", "tools", "tool_choice", "parallel_tool_calls", "stream",
+                     "stream_options"}),
+    fields=sdk_fields(Completions.create),
+)  # fmt: skip
+
 # `failed` responses whose error another try can fix; other codes (policy) are final.
 _TRANSIENT_FAILURES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
 
@@ -90,15 +119,20 @@ def _json_schema_format(contract: type[Contract]) -> dict[str, Any]:
 # --- Responses API ---
 
 
-def build_responses_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
+def build_responses_request(
+    request: CompletionRequest, *, model: str, prompt_caching: bool = True
+) -> dict[str, Any]:
     """The keyword arguments of `client.responses.create` for `request`: a JSON document
     (`text.format` json_schema, strict), a grammar's sentence (a custom tool whose input the
-    grammar constrains, forced by `tool_choice`), or free text."""
+    grammar constrains, forced by `tool_choice`), or free text; with a `prompt_cache_key` named
+    after its static part unless `prompt_caching` is off (`extra_body` may set another)."""
     kwargs: dict[str, Any] = {
         "model": model,
         "input": [item for m in request.messages for item in _responses_input(m)],
         "max_output_tokens": request.max_tokens,
     }
+    if prompt_caching:
+        kwargs["prompt_cache_key"] = prompt_cache_key(request)
     if request.reasoning:
         # The reasoning itself stays hidden; its summary is what a caller can keep.
         kwargs["reasoning"] = {"effort": "medium", "summary": "auto"}
@@ -113,8 +147,7 @@ def build_responses_request(request: CompletionRequest, *, model: str) -> dict[s
         kwargs["tool_choice"] = custom_tool_choice(custom_tool_name(request.grammar))
     if request.system:
         kwargs["instructions"] = request.system
-    kwargs.update(request.options)
-    return kwargs
+    return finished(kwargs, request.options, request.extra_body, RESPONSES)
 
 
 def _responses_content(message: Message) -> str | list[dict[str, Any]]:
@@ -199,16 +232,22 @@ def read_responses_response(
         if isinstance(item, ResponseReasoningItem)
         for part in item.summary
     ]
+    prose: list[str] = []
+    called = None
     if grammar is not None:
         called = read_custom_tool_input(response.output, custom_tool_name(grammar))
         texts = [called] if called is not None else []
     for item in response.output:
-        if isinstance(item, ResponseOutputMessage) and grammar is None:
+        if isinstance(item, ResponseOutputMessage):
             for part in item.content:
                 if isinstance(part, ResponseOutputText):
-                    texts.append(part.text)
+                    (texts if grammar is None else prose).append(part.text)
                 elif isinstance(part, ResponseOutputRefusal):
                     refusals.append(part.refusal)
+    if grammar is not None and called is None and prose and not refusals:
+        # The grammar's call is forced (`tool_choice`): prose in its place is the model
+        # declining to make it, a refusal in its own words, not a sentence that failed.
+        refusals = prose
     raw = _responses_stop(response, bool(refusals))
     request_id = request_id or reply_request_id(response)
     failure = response.error if response.status == "failed" else None
@@ -237,23 +276,25 @@ def _responses_usage(usage: ResponseUsage | None) -> Usage:
     """Responses usage: `input_tokens` includes the cached ones, `output_tokens` the reasoning."""
     if usage is None:
         return Usage()
-    return Usage(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=_count(usage.input_tokens_details, "cached_tokens"),
-        reasoning_tokens=_count(usage.output_tokens_details, "reasoning_tokens"),
-    )
+    return _usage(usage.input_tokens, usage.output_tokens,
+                  usage.input_tokens_details, usage.output_tokens_details)  # fmt: skip
 
 
 def _chat_usage(usage: CompletionUsage | None) -> Usage:
     """Chat usage: `prompt_tokens` includes the cached ones, `completion_tokens` the reasoning."""
     if usage is None:
         return Usage()
+    return _usage(usage.prompt_tokens, usage.completion_tokens,
+                  usage.prompt_tokens_details, usage.completion_tokens_details)  # fmt: skip
+
+
+def _usage(inputs: int, outputs: int, input_details: object, output_details: object) -> Usage:
+    """Both APIs' counts as the provider gave them, the cached and reasoning tokens apart."""
     return Usage(
-        input_tokens=usage.prompt_tokens,
-        output_tokens=usage.completion_tokens,
-        cache_read_tokens=_count(usage.prompt_tokens_details, "cached_tokens"),
-        reasoning_tokens=_count(usage.completion_tokens_details, "reasoning_tokens"),
+        input_tokens=inputs,
+        output_tokens=outputs,
+        cache_read_tokens=_count(input_details, "cached_tokens"),
+        reasoning_tokens=_count(output_details, "reasoning_tokens"),
     )
 
 
@@ -326,9 +367,12 @@ class ResponsesStreamReader:
 # --- Chat Completions ---
 
 
-def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
+def build_chat_request(
+    request: CompletionRequest, *, model: str, prompt_caching: bool = True
+) -> dict[str, Any]:
     """The keyword arguments of `client.chat.completions.create` for `request` (a JSON
-    document or free text; no grammar surface here: `UnsupportedRequest`)."""
+    document or free text; no grammar surface here: `UnsupportedRequest`), with a
+    `prompt_cache_key` as for Responses."""
     if request.grammar is not None:
         raise unsupported("openai_chat", "a grammar", ["json_schema documents", "free text"])
     kwargs: dict[str, Any] = {
@@ -336,13 +380,14 @@ def build_chat_request(request: CompletionRequest, *, model: str) -> dict[str, A
         "messages": chat_messages(request, "openai_chat", images=True, pdfs=True),
         "max_completion_tokens": request.max_tokens,
     }
+    if prompt_caching:
+        kwargs["prompt_cache_key"] = prompt_cache_key(request)
     if request.contract is not None:
         format_ = _json_schema_format(request.contract)
         kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
     elif request.kind == "tools":
         kwargs.update(chat_tools(request, _strict_parameters, strict=True))
-    kwargs.update(request.options)
-    return kwargs
+    return finished(kwargs, request.options, request.extra_body, CHAT)
 
 
 def _strict_parameters(tool: Tool) -> dict[str, Any]:
@@ -371,7 +416,9 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
     )
 
 
-def _feed_chunk(state: ChatDeltas, chunk: ChatCompletionChunk) -> TextDelta | None:
+def _feed_chunk(
+    state: ChatDeltas, chunk: ChatCompletionChunk
+) -> TextDelta | tuple[TextDelta, ...] | None:
     if chunk.usage is not None:
         state.usage = _chat_usage(chunk.usage)
     if not chunk.choices:
@@ -423,17 +470,29 @@ def map_error(exc: openai.OpenAIError, provider: str) -> ProviderError:
     return provider_error(provider, type(exc).__name__, status_code=200, detail=str(exc))
 
 
-class ResponsesCodec(Codec):
+class _OpenAICodec(Codec):
+    """What both OpenAI wire formats share: the model, the prompt-cache key switch, the
+    `openai` client's errors."""
+
+    def __init__(self, model: str, *, prompt_caching: bool = True) -> None:
+        self.model = model
+        self.prompt_caching = prompt_caching
+
+    def classify(self, error: BaseException) -> ProviderError | None:
+        return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
+
+
+class ResponsesCodec(_OpenAICodec):
     """The Responses API's wire format (no I/O)."""
 
-    provider = "openai_responses"
-
-    def __init__(self, model: str) -> None:
-        self.model = model
+    profile = RESPONSES
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         _log(self.provider, self.model, request)
-        return Exchange("responses.create", build_responses_request(request, model=self.model))
+        body = build_responses_request(
+            request, model=self.model, prompt_caching=self.prompt_caching
+        )
+        return Exchange("responses.create", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_responses_response(
@@ -443,33 +502,24 @@ class ResponsesCodec(Codec):
     def reader(self, request: CompletionRequest, request_id: str | None) -> ResponsesStreamReader:
         return ResponsesStreamReader(request_id, request.grammar)
 
-    def classify(self, error: BaseException) -> ProviderError | None:
-        return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
 
-
-class ChatCodec(Codec):
+class ChatCodec(_OpenAICodec):
     """Chat Completions' wire format through the `openai` client (no I/O)."""
 
-    provider = "openai_chat"
-
-    def __init__(self, model: str) -> None:
-        self.model = model
+    profile = CHAT
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         _log(self.provider, self.model, request)
-        body = build_chat_request(request, model=self.model)
+        body = build_chat_request(request, model=self.model, prompt_caching=self.prompt_caching)
         if stream:
             body["stream_options"] = {"include_usage": True}
-        return Exchange("chat.completions.create", body, stream)
+        return Exchange("chat.completions.create", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_chat_response(reply.body, request_id=reply.request_id)
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> ChatChunkStreamReader:
         return ChatChunkStreamReader(ChatDeltas(self.provider, request_id=request_id))
-
-    def classify(self, error: BaseException) -> ProviderError | None:
-        return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
 
 
 class ChatChunkStreamReader:
@@ -478,7 +528,7 @@ class ChatChunkStreamReader:
     def __init__(self, chat: ChatDeltas) -> None:
         self._chat = chat
 
-    def feed(self, chunk: ChatCompletionChunk) -> TextDelta | None:
+    def feed(self, chunk: ChatCompletionChunk) -> TextDelta | tuple[TextDelta, ...] | None:
         return _feed_chunk(self._chat, chunk)
 
     def finish(self) -> Completion:
@@ -496,9 +546,16 @@ def _log(provider: str, model: str, request: CompletionRequest) -> None:
 
 
 class _OpenAIProvider(Provider):
-    supports_tools = True
+    codec_type: ClassVar[type[_OpenAICodec]]
+    """The API's codec: what tells the Responses provider from the Chat one."""
 
-    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
+    def __init__(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI,
+        *,
+        model: str,
+        prompt_caching: bool = True,
+    ) -> None:
         if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
             raise TypeError(
                 f"client must be an openai.OpenAI or openai.AsyncOpenAI, not {client!r}"
@@ -506,6 +563,7 @@ class _OpenAIProvider(Provider):
         # The SDK owns retries: the client's own (two by default) would multiply ours.
         self.client = client.with_options(max_retries=0)
         self._model = model
+        self.codec = self.codec_type(model, prompt_caching=prompt_caching)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r})"
@@ -530,24 +588,15 @@ class _OpenAIProvider(Provider):
 
 class OpenAIResponsesProvider(_OpenAIProvider):
     """The Responses API through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used
-    with `max_retries=0`: the SDK owns retries)."""
+    with `max_retries=0`: the SDK owns retries). `prompt_caching` (on by default) sends a
+    `prompt_cache_key` named after the contract's fingerprint and the system prompt, so calls
+    that share them share the provider's prompt cache."""
 
-    name = "openai_responses"
-    supports_native_reasoning = True
-    dialect = OPENAI_STRICT
-
-    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
-        super().__init__(client, model=model)
-        self.codec = ResponsesCodec(model)
+    codec_type = ResponsesCodec
 
 
 class OpenAIChatProvider(_OpenAIProvider):
     """Chat Completions through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used with
-    `max_retries=0`: the SDK owns retries)."""
+    `max_retries=0`: the SDK owns retries); `prompt_caching` as for Responses."""
 
-    name = "openai_chat"
-    dialect = OPENAI_STRICT
-
-    def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, *, model: str) -> None:
-        super().__init__(client, model=model)
-        self.codec = ChatCodec(model)
+    codec_type = ChatCodec

@@ -22,12 +22,11 @@ Scripting the failures a real provider gives (each helper returns a reply to put
     TestProvider([TestProvider.truncation(decision)])        # cut at half: `TruncatedOutput`
     TestProvider([TestProvider.provider_error(503), decision])   # retried, then valid
 
-Options: like a real provider, it refuses a call option it does not take, with a `TypeError`
+Options: like a real provider, it refuses an option it does not take, with a `TypeError`
 naming it before anything is "sent", so a misspelled `temprature=0` fails your test instead of
-being ignored. It takes `ACCEPTED_OPTIONS` (the sampling options the hosted APIs share:
-`temperature`, `top_p`, `top_k`, `seed`, `stop`, `presence_penalty`, `frequency_penalty`,
-`metadata`, `user`, and the local providers' `constrained`); pass `options=` to accept others
-(the ones your real provider takes).
+being ignored. It takes every sampling option (`ACCEPTED_OPTIONS`; the script sees them in
+`request.options`) and any `extra_body` (in `request.extra_body`); `options=` accepts more
+names in requests built by hand.
 
 It exercises the client exactly as a real provider would (the parser, retries, usage), but it is
 not a provider adapter: the adapters themselves are tested against real SDK clients and servers.
@@ -36,7 +35,6 @@ not a provider adapter: the adapters themselves are tested against real SDK clie
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -46,8 +44,9 @@ from sdk._result import Usage
 from sdk._tools import ToolCall
 from sdk.contract import Contract
 from sdk.errors import ProviderError
-from sdk.providers._base import Completion, CompletionRequest, TextDelta, ToolCallDelta
+from sdk.providers._base import Completion, CompletionRequest, Profile, TextDelta, ToolCallDelta
 from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
+from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect
 from sdk.stop_reason import StopReason
@@ -60,13 +59,18 @@ Reply: TypeAlias = (
     " | list[ToolCall] | BaseException]"
 )
 
-ACCEPTED_OPTIONS = frozenset(
-    {"temperature", "top_p", "top_k", "seed", "stop", "presence_penalty", "frequency_penalty",
-     "metadata", "user", "constrained"}
+ACCEPTED_OPTIONS = SAMPLING_OPTIONS
+"""The sampling options `TestProvider` takes by default (`options=` adds more, for requests
+built by hand): every option of `SamplingOptions`, `constrained` included (the local providers'
+grammar switch, which the eval's unconstrained arm passes; the script sees it in
+`request.options`)."""
+
+# The fields a real provider's request owns (the schema, grammar and tools, the model, the
+# messages, streaming, the limit): `extra_body` may not set them here either.
+_OWNED = frozenset(
+    {"model", "messages", "stream", "max_tokens", "tools", "tool_choice", "grammar",
+     "response_format", "json_schema"}
 )  # fmt: skip
-"""The call options `TestProvider` takes by default (`options=` adds more): the shared sampling
-options, and `constrained` (the local providers' grammar switch, which the eval's unconstrained
-arm passes; the script sees it in `request.options`)."""
 
 # Rough token estimate for scripted usage: about four characters a token.
 _CHARS_PER_TOKEN = 4
@@ -76,10 +80,6 @@ class TestProvider(Provider):
     """A provider that answers from a script of replies (see the module docstring)."""
 
     __test__ = False  # not a pytest test class, despite the name
-
-    name = "test"
-    supports_tools = True
-    supports_native_reasoning = True  # a scripted `Completion` carries its `reasoning`
 
     def __init__(
         self,
@@ -97,10 +97,19 @@ class TestProvider(Provider):
         self._model = model
         self._repeat = repeat
         self._chunk_size = max(1, chunk_size)
-        self.dialect = dialect
         self._lock = threading.Lock()
         self._next = 0
-        self.codec = InProcessCodec(self.name, self._check_options)
+        self.codec = InProcessCodec(
+            Profile(
+                "test",
+                dialect,
+                grammar=True,
+                tools=True,
+                native_reasoning=True,  # a scripted `Completion` carries its `reasoning`
+                options={name: name for name in sorted(self.accepted_options)},
+                owned=_OWNED,
+            )
+        )
         self.requests: list[CompletionRequest] = []
         """Every request received, in order: assert on them in your tests."""
 
@@ -157,19 +166,6 @@ class TestProvider(Provider):
             status_code=status_code,
             retry_after=retry_after,
             provider="test",
-        )
-
-    def _check_options(self, request: CompletionRequest) -> None:
-        unknown = sorted(set(request.options) - self.accepted_options)
-        if not unknown:
-            return
-        name = unknown[0]
-        close = difflib.get_close_matches(name, self.accepted_options, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        accepted = ", ".join(sorted(self.accepted_options))
-        raise TypeError(
-            f"TestProvider got an unexpected option {name!r}{hint}; it takes: {accepted} "
-            "(pass options=[...] to accept more)"
         )
 
     def add(self, *replies: Reply) -> None:

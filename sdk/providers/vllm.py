@@ -10,15 +10,24 @@ holding `<|im_end|>` would close the turn: content is checked for the control-to
 the common template families and `extra_control_tokens=` (the model's own: its tokenizer's
 `added_tokens`), under `control_tokens="reject"` (default: `ControlTokenInContent` before sending)
 or `"allow"` (unsafe with untrusted documents). See `sdk.providers._control_tokens`.
+
+A contract with `SourceQuote` or `Verbatim` strings and a `source` goes as its grounded grammar
+instead of its schema (`structured_outputs: {"grammar": LARK}`, `sdk.schema.grounding`): those
+strings can only be spans of the source. That Lark (llguidance's substring lexeme, `%json`) is
+read by vLLM's `guidance` backend, which its default `auto` backend choice falls back to for a
+grammar xgrammar cannot read; a server fixed to another backend rejects it: pass
+`grounding=False` to send the schema and have the parser check the values after.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
+from sdk._records import Note
 from sdk._tools import Tool
 from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Completion, CompletionRequest, Exchange, Reply
@@ -26,12 +35,29 @@ from sdk.providers._chat import ChatSSEStreamReader, chat_messages, chat_tools, 
 from sdk.providers._control_tokens import (
     ControlTokenPolicy,
 )
+from sdk.providers._grounding import grounding_plan
 from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteCodec, OneRouteProvider
+from sdk.providers._profile import Profile, finished
 from sdk.schema.dialects import VLLM
+from sdk.schema.grounding import grounded_lark
 
 __all__ = ["VLLMCodec", "VLLMProvider", "build_request", "read_response"]
 
 _PATH = "/v1/chat/completions"
+
+VLLM_WIRE = Profile(
+    "vllm",
+    VLLM,
+    grammar=True,
+    tools=True,
+    options={"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",
+             "stop": "stop", "presence_penalty": "presence_penalty",
+             "frequency_penalty": "frequency_penalty", "repeat_penalty": "repetition_penalty",
+             "grounding": ""},  # `grounding` is read by the codec, not sent
+    owned=frozenset({"model", "messages", "max_tokens", "structured_outputs", "guided_json",
+                     "guided_grammar", "guided_regex", "guided_choice", "response_format",
+                     "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options"}),
+)  # fmt: skip
 
 
 def build_request(
@@ -40,15 +66,18 @@ def build_request(
     model: str,
     schema: dict[str, Any] | None,
     stream: bool = False,
+    grounded: str | None = None,
 ) -> dict[str, Any]:
-    """The `/v1/chat/completions` body with `structured_outputs`: the schema, the request's
-    grammar, or nothing (free text)."""
+    """The `/v1/chat/completions` body with `structured_outputs`: the grounded grammar of the
+    schema (Lark), the schema, the request's grammar, or nothing (free text)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": chat_messages(request, "vllm", images=True),
         "max_tokens": request.max_tokens,
     }
-    if schema is not None:
+    if grounded is not None:
+        body["structured_outputs"] = {"grammar": grounded}
+    elif schema is not None:
         body["structured_outputs"] = {"json": schema}
     elif request.grammar is not None:
         body.update(vllm_structured_outputs(request.grammar))
@@ -58,8 +87,7 @@ def build_request(
         body.update(chat_tools(request, _parameters))
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
-    body.update(request.options)
-    return body
+    return finished(body, request.options, request.extra_body, VLLM_WIRE)
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:
@@ -74,26 +102,66 @@ def read_response(body: dict[str, Any]) -> Completion:
 class VLLMCodec(OneRouteCodec):
     """vLLM's OpenAI-compatible wire format with `structured_outputs` (no I/O)."""
 
-    provider = "vllm"
+    profile = VLLM_WIRE
+
+    def __init__(
+        self,
+        model: str,
+        control_tokens: ControlTokenPolicy = "reject",
+        extra_control_tokens: Iterable[str] = (),
+        *,
+        grounding: bool = True,
+    ) -> None:
+        super().__init__(model, control_tokens, extra_control_tokens)
+        self.grounding = grounding
+        """Send a contract with `SourceQuote`/`Verbatim` strings as its grounded Lark grammar
+        (a call's `grounding=` option says otherwise for that call)."""
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         schema = self.checked(request)
-        body = build_request(request, model=self.model, schema=schema, stream=stream)
-        return Exchange(_PATH, body, stream)
+        grounded = None
+        if schema is not None and self._grounds(request):
+            grounded = grounding_plan(request, grounded_lark, engine="vllm").grammar
+        body = build_request(
+            request, model=self.model, schema=schema, stream=stream, grounded=grounded
+        )
+        return Exchange(_PATH, body)
+
+    def _grounds(self, request: CompletionRequest) -> bool:
+        return bool(request.options.get("grounding", self.grounding))
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
-        return read_chat_body(reply.body, request_id=reply.request_id)
+        completion = read_chat_body(reply.body, request_id=reply.request_id)
+        return replace(completion, notes=self._notes(request))
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> ChatSSEStreamReader:
-        return ChatSSEStreamReader(self.provider, request_id)
+        return _NotedReader(self.provider, request_id, self._notes(request))
+
+    def _notes(self, request: CompletionRequest) -> tuple[Note, ...]:
+        """The note of a grounded contract sent ungrounded (decided on the schema's shape
+        alone: the grammar is built with an empty source)."""
+        if not self._grounds(request) or request.contract is None:
+            return ()
+        return grounding_plan(request, _grounded_shape, engine="vllm").notes
+
+
+class _NotedReader(ChatSSEStreamReader):
+    """The chat stream reader, its completion carrying the grounding notes."""
+
+    def __init__(self, provider: str, request_id: str | None, notes: tuple[Note, ...]) -> None:
+        super().__init__(provider, request_id)
+        self._grounding_notes = notes
+
+    def finish(self) -> Completion:
+        return replace(super().finish(), notes=self._grounding_notes)
+
+
+def _grounded_shape(schema: dict[str, Any], source: str) -> str:
+    return grounded_lark(schema, "")
 
 
 class VLLMProvider(OneRouteProvider):
     """A vLLM server: `VLLMProvider("http://127.0.0.1:8000", model="Qwen/Qwen3-8B")`."""
-
-    name = "vllm"
-    dialect = VLLM
-    supports_tools = True
 
     def __init__(
         self,
@@ -102,6 +170,7 @@ class VLLMProvider(OneRouteProvider):
         model: str,
         control_tokens: ControlTokenPolicy = "reject",
         extra_control_tokens: Iterable[str] = (),
+        grounding: bool = True,
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
@@ -111,4 +180,4 @@ class VLLMProvider(OneRouteProvider):
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
-        self.codec = VLLMCodec(model, self.request_schema, control_tokens, extra_control_tokens)
+        self.codec = VLLMCodec(model, control_tokens, extra_control_tokens, grounding=grounding)

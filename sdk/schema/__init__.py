@@ -6,9 +6,7 @@ above it are re-exported here and loaded on first use: the contracts derived fro
 `diff_schemas` and `lint` (`sdk.workflow`, which `import sdk` never loads).
 """
 
-import importlib
-from typing import Any
-
+from sdk._lazy import lazy_names
 from sdk.schema.canonical import (
     DRAFT_2020_12,
     SchemaInfo,
@@ -45,11 +43,7 @@ _ABOVE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _ABOVE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _ABOVE)
 
 
 __all__ = [

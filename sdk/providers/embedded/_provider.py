@@ -8,11 +8,13 @@ import contextlib
 import os
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
-from sdk.providers._base import Completion, CompletionRequest, TextDelta, text_only
+from sdk.providers._base import Completion, CompletionRequest, Profile, TextDelta, text_only
+from sdk.providers._grounding import GroundingPlan, grounding_plan
 from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
 from sdk.providers._provider import Provider
 from sdk.providers.embedded._decode import generate
@@ -25,6 +27,7 @@ from sdk.providers.embedded._engine import (
 )
 from sdk.providers.embedded._prompt import schema_instruction
 from sdk.providers.embedded._sampling import (
+    _CALL_OPTIONS,
     _REPEAT_PENALTY,
     _TEMPERATURE,
     _TOP_K,
@@ -34,11 +37,22 @@ from sdk.providers.embedded._sampling import (
     _Settings,
 )
 from sdk.providers.embedded._tools import ToolPlan
+from sdk.schema.grounding import grounded_lark
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["EmbeddedProvider"]
+__all__ = ["EMBEDDED", "EmbeddedProvider"]
+
+EMBEDDED = Profile(
+    "embedded",
+    grammar=True,
+    tools=True,
+    options={name: name for name in sorted(_CALL_OPTIONS)},
+    raw_body=False,
+)
+"""What the in-process engine carries: documents, grammars (Lark), tool calls, and its sampling
+options per call (`fast_forward` and `ignore_eos` too, through a `CompletionRequest`)."""
 
 
 class EmbeddedProvider(Provider):
@@ -63,10 +77,12 @@ class EmbeddedProvider(Provider):
     Off by default: it gains at most about 1.1x here (bench row 6), and llama.cpp's batched pass
     is not bitwise equal to one-token passes, so at a near tie greedy text can differ from the
     token-by-token loop's; the forced tokens, their masks and the diagnostics' mass are the same.
+    `grounding=True` (per call too): a `SourceQuote` or `Verbatim` string of a contract can only
+    be a span of the call's `source` while decoding (`sdk.schema.grounding`), so a copied value
+    cannot be garbled or invented; `False` leaves them to the parser's check after parsing;
+    `"values"` grounds and writes every nullable copied value a span can fill (`null` only
+    where none can): the first pass of mass-aware abstention (`sdk.abstention`).
     """
-
-    name = "embedded"
-    supports_tools = True
 
     def __init__(
         self,
@@ -84,6 +100,7 @@ class EmbeddedProvider(Provider):
         low_mass_threshold: float = DEFAULT_LOW_MASS_THRESHOLD,
         schema_instruction: bool = True,
         fast_forward: bool = False,
+        grounding: bool | str = True,
     ) -> None:
         if n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, not {n_ctx}")
@@ -100,6 +117,7 @@ class EmbeddedProvider(Provider):
                 seed,
                 constrained,
                 fast_forward=fast_forward,
+                grounding=grounding,
             ),
             "EmbeddedProvider",
         )
@@ -112,7 +130,7 @@ class EmbeddedProvider(Provider):
         self.low_mass_threshold = low_mass_threshold
         self.schema_instruction = schema_instruction
         self._engine: _Engine | None = _engine(self.model_path, self.n_ctx, self.n_threads)
-        self.codec = InProcessCodec(self.name, self._vet)
+        self.codec = InProcessCodec(EMBEDDED, self._vet)
 
     def __repr__(self) -> str:
         mode = "constrained" if self._settings.constrained else "unconstrained"
@@ -122,6 +140,17 @@ class EmbeddedProvider(Provider):
     def model(self) -> str:
         """The model file's name without `.gguf` (e.g. `SmolLM2-135M-Instruct.Q4_1`)."""
         return Path(self.model_path).name.removesuffix(".gguf")
+
+    def cache_scope(self) -> dict[str, Any]:
+        # The model file and every setting that changes what is generated.
+        return {
+            "provider": self.name,
+            "model": self.model_path,
+            "settings": repr(self._settings),
+            "grammar": self.grammar,
+            "schema_instruction": self.schema_instruction,
+            "n_ctx": self.n_ctx,
+        }
 
     @property
     def constrained(self) -> bool:
@@ -136,17 +165,26 @@ class EmbeddedProvider(Provider):
     async def aclose(self) -> None:
         self.close()
 
-    def grammar_for(self, contract: type[Contract]) -> str:
+    def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
         """The llguidance grammar that constrains `contract`'s documents (compiled and checked
         once per contract): the contract's canonical schema in declared property order with
-        bounded whitespace, or the `grammar=` given."""
-        return self._loaded().grammar(contract, self.grammar)
+        bounded whitespace, or the `grammar=` given. With `source`, the grounded grammar a call
+        with that source decodes under (`SourceQuote`/`Verbatim` strings confined to its spans),
+        when the provider grounds and the contract has such strings."""
+        custom = self.grammar
+        if custom is None and source is not None and self._settings.grounding:
+            request = CompletionRequest(contract, (), 1, source=source)
+            custom = grounding_plan(request, grounded_lark, engine="embedded").grammar
+        return self._loaded().grammar(contract, custom)
 
-    def grammar_accepts(self, contract: type[Contract], text: str) -> bool:
+    def grammar_accepts(
+        self, contract: type[Contract], text: str, *, source: str | None = None
+    ) -> bool:
         """Whether `text`, as this model tokenizes it, is a complete document of the grammar
-        `contract` is generated under: for testing a grammar against accept and reject sets."""
+        `contract` is generated under (with `source`: grounded in it, see `grammar_for`): for
+        testing a grammar against accept and reject sets."""
         engine = self._loaded()
-        return engine.accepts(engine.grammar(contract, self.grammar), text)
+        return engine.accepts(self.grammar_for(contract, source=source), text)
 
     def prompt_for(self, request: CompletionRequest) -> str:
         """The prompt text the model sees: the conversation in the model's chat template, the
@@ -243,8 +281,13 @@ class EmbeddedProvider(Provider):
         # free-text request by nothing.
         custom = lark or (request.grammar.lark if request.grammar is not None else self.grammar)
         constrained = settings.constrained and (request.kind != "text" or lark is not None)
+        plan = GroundingPlan()
+        if constrained and custom is None and settings.grounding:
+            build = _prefer_values if settings.grounding == "values" else grounded_lark
+            plan = grounding_plan(request, build, engine="embedded")
+            custom = plan.grammar
         with engine.lock:
-            yield from generate(
+            for item in generate(
                 engine,
                 request,
                 settings,
@@ -253,10 +296,14 @@ class EmbeddedProvider(Provider):
                 json_text=request.kind == "json" and self.grammar is None,
                 threshold=self.low_mass_threshold,
                 cancel=cancel,
-            )
+            ):
+                if isinstance(item, Completion) and plan.notes:
+                    item = replace(item, notes=plan.notes)
+                yield item
 
     def _vet(self, request: CompletionRequest) -> None:
-        """Refuse before generating: unknown options, and images or documents (text only)."""
+        """Refuse before generating: option values out of range, and images or documents (text
+        only)."""
         _check(_call_settings(self._settings, request.options), "options")
         text_only(request, self.name)
 
@@ -269,3 +316,7 @@ class EmbeddedProvider(Provider):
         if self._engine is None:
             self._engine = _engine(self.model_path, self.n_ctx, self.n_threads)
         return self._engine
+
+
+def _prefer_values(schema: dict[str, Any], source: str) -> str:
+    return grounded_lark(schema, source, prefer_values=True)

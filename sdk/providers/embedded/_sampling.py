@@ -36,6 +36,7 @@ _CALL_OPTIONS = frozenset(
         "constrained",
         "ignore_eos",
         "fast_forward",
+        "grounding",
     }
 )
 
@@ -52,6 +53,9 @@ class _Settings:
     constrained: bool
     ignore_eos: bool = False
     fast_forward: bool = False
+    grounding: bool | str = True
+    """True, False, or `"values"`: grounded, every nullable copied value written where a span
+    can fill it (the first pass of mass-aware abstention, `sdk.abstention`)."""
 
 
 def surviving_mass(logits: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_]) -> float:
@@ -145,6 +149,8 @@ def _check(settings: _Settings, where: str) -> _Settings:
         raise ValueError(f"{where}: top_k cannot be negative (0 means no limit)")
     if settings.repeat_penalty <= 0:
         raise ValueError(f"{where}: repeat_penalty must be positive (1.0 means none)")
+    if settings.grounding not in (True, False, "values"):
+        raise ValueError(f"{where}: grounding must be True, False or 'values'")
     if settings.ignore_eos and settings.constrained:
         raise ValueError(
             f"{where}: ignore_eos is for unconstrained runs (a grammar decides the end)"

@@ -9,6 +9,7 @@ from sdk.schema.gbnf._digits import uint_range
 from sdk.schema.gbnf._walker import SchemaWalker
 
 Bound = tuple[int, bool]  # (value, inclusive)
+Bounds = tuple[Bound | None, Bound | None]  # (lower, upper)
 _BOUND_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
 
 
@@ -17,7 +18,7 @@ class NumberRules(SchemaWalker):
 
     def bounds(
         self, node: dict[str, Any], pointer: str, *, integer: bool
-    ) -> tuple[Bound | None, Bound | None] | None:
+    ) -> Bounds | None:
         """(lower, upper), each (value, inclusive) or None; None after a recorded problem.
 
         Integer bounds are rounded inward (exact); number bounds must be integers.
@@ -66,13 +67,21 @@ class NumberRules(SchemaWalker):
                 upper = bound if upper is None else _tighter(upper, bound, lower=False)
         return (lower, upper) if ok else None
 
-    def integer(self, node: dict[str, Any], pointer: str, hint: str) -> str:
-        found = self.bounds(node, pointer, integer=True)
+    def bounded(self, node: dict[str, Any], pointer: str, kind: str) -> str | Bounds:
+        """The node's bounds, or the rule when there is nothing to bound: the shared `integer`
+        or `number` rule, or `"?"` after a problem."""
+        found = self.bounds(node, pointer, integer=kind == "integer")
         if found is None:
             return '"?"'
+        if found == (None, None):
+            return self.shared(kind)
+        return found
+
+    def integer(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        found = self.bounded(node, pointer, "integer")
+        if isinstance(found, str):
+            return found
         lower, upper = found
-        if lower is None and upper is None:
-            return self.shared("integer")
         lo = None if lower is None else lower[0]
         hi = None if upper is None else upper[0]
         alts: list[str] = []
@@ -88,12 +97,10 @@ class NumberRules(SchemaWalker):
         return self.alternatives(alts, hint)
 
     def number(self, node: dict[str, Any], pointer: str, hint: str) -> str:
-        found = self.bounds(node, pointer, integer=False)
-        if found is None:
-            return '"?"'
+        found = self.bounded(node, pointer, "number")
+        if isinstance(found, str):
+            return found
         lower, upper = found
-        if lower is None and upper is None:
-            return self.shared("number")
         alts = self.decimals(lower, upper)
         # Negative values: "-" and a magnitude m > 0 with the bounds mirrored.
         if lower is None or lower[0] < 0:

@@ -63,11 +63,7 @@ class UnionRules(SchemaWalker):
             return self.problem(pointer, error.keyword or "$ref", error.reason)
         if merged is False:
             return self.problem(pointer, "$ref", "no value satisfies the target and its siblings")
-        last = target_pointer.rsplit("/", 1)[-1]
-        name = self.unique(slug(last) if target_pointer else "document")
-        self.refs[key] = name
-        self.defer(name, merged, target_pointer, guard | {key})
-        return name
+        return self.new_ref_rule(key, target_pointer, merged, guard)
 
     def ref(self, ref: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
         found = self.target(ref, pointer)
@@ -81,10 +77,17 @@ class UnionRules(SchemaWalker):
         name = self.refs.get(target_pointer)
         if name is not None:
             return name
+        return self.new_ref_rule(target_pointer, target_pointer, target, guard)
+
+    def new_ref_rule(
+        self, key: str, target_pointer: str, schema: Any, guard: frozenset[str]
+    ) -> str:
+        """A rule for what a `$ref` reaches (named after its target, written later), remembered
+        under `key` so each reference to it shares the one rule."""
         last = target_pointer.rsplit("/", 1)[-1]
         name = self.unique(slug(last) if target_pointer else "document")
-        self.refs[target_pointer] = name
-        self.defer(name, target, target_pointer, guard | {target_pointer})
+        self.refs[key] = name
+        self.defer(name, schema, target_pointer, guard | {key})
         return name
 
     def union(

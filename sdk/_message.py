@@ -1,0 +1,42 @@
+"""`Message`: one conversation turn, the shape every provider's codec translates from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sdk._content import Content, Part, Text, content_text, parts_of
+from sdk._tools import ToolCall, ToolResult
+
+__all__ = ["Message"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One conversation turn: text, or parts (`sdk.Image`, `sdk.PDF`, text).
+
+    An assistant turn may carry the tool calls it made (`tool_calls`), and a user turn the
+    results of running them (`tool_results`, sent before its `content`, which may be empty).
+    """
+
+    role: Literal["user", "assistant"]
+    content: Content
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+
+    def __post_init__(self) -> None:
+        # One shape whatever was passed: a string, or a tuple of parts (a list of strings and
+        # parts is read as parts, so `["Total?", image]` means what it says on every provider).
+        object.__setattr__(self, "content", parts_of(self.content))
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        object.__setattr__(self, "tool_results", tuple(self.tool_results))
+
+    @property
+    def text(self) -> str:
+        """The turn's text (its text parts joined; images and documents left out)."""
+        return content_text(self.content)
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """The turn's content as parts (plain text is one `Text` part)."""
+        return (Text(self.content),) if isinstance(self.content, str) else self.content

@@ -1,0 +1,34 @@
+"""A response cache: a call asked again gets the answer it got before, checked again.
+
+    from sdk.cache import SQLiteCache
+    client = StructuredClient(provider, cache=SQLiteCache("answers.db", ttl=7 * 86400))
+    result = client.generate(Invoice, source=text)      # asks the provider
+    again = client.generate(Invoice, source=text)       # from the cache: again.cached is True
+
+The key is what determines the answer: the provider family, its model and settings, the wire
+request the codec builds (the schema in the provider's dialect, the messages, the options,
+`extra_body`), and the fingerprint of what is asked for, so a changed contract, model or option
+never hits an old entry. Only valid answers are stored (never a refusal, a truncation, an invalid
+output or a provider error), and a hit is judged again by today's parser and contract, so a check
+tightened since still applies: a stored answer that fails it is dropped and the provider asked.
+A hit spends no tokens: `Result.usage` is zero and `Result.cached_usage` is what the stored answer
+cost when it was made.
+
+Stores: `SQLiteCache(path)` (one file, WAL, safe for several processes at once, readable by its
+owner only), `MemoryCache()` (this process only, for tests), or anything that implements the
+`Cache` protocol. `cache=True` is a `SQLiteCache` at `default_path()`.
+"""
+
+from sdk.cache._entry import Cache, CacheStats, Entry, cache_key, default_path
+from sdk.cache._memory import MemoryCache
+from sdk.cache._sqlite import SQLiteCache
+
+__all__ = [
+    "Cache",
+    "CacheStats",
+    "Entry",
+    "MemoryCache",
+    "SQLiteCache",
+    "cache_key",
+    "default_path",
+]

@@ -1,0 +1,74 @@
+"""`MemoryCache`: entries in this process's memory, for tests and short scripts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from sdk.cache._entry import CacheStats, Entry
+
+__all__ = ["MemoryCache"]
+
+
+class MemoryCache:
+    """A cache in memory: `ttl` seconds per entry (`None`: no expiry), at most `max_entries`
+    (the oldest written go first)."""
+
+    def __init__(
+        self,
+        *,
+        ttl: float | None = None,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if ttl is not None and not ttl > 0:
+            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._clock = clock
+        self._lock = threading.Lock()
+        # Entries are immutable (frozen records), so they are kept as they are, not as JSON.
+        self._entries: dict[str, tuple[Entry, float | None]] = {}
+        self._hits = self._misses = self._expired = 0
+
+    def __repr__(self) -> str:
+        return f"MemoryCache({len(self._entries)} entries, ttl={self.ttl})"
+
+    def get(self, key: str) -> Entry | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None and found[1] is not None and found[1] <= self._clock():
+                del self._entries[key]
+                self._expired += 1
+                found = None
+            if found is None:
+                self._misses += 1
+                return None
+            self._hits += 1
+        return found[0]
+
+    def put(self, key: str, entry: Entry) -> None:
+        expires = self._clock() + self.ttl if self.ttl is not None else None
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = (entry, expires)
+            while len(self._entries) > self.max_entries:
+                del self._entries[next(iter(self._entries))]
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            size = sum(len(entry.to_json().encode()) for entry, _ in self._entries.values())
+            return CacheStats(len(self._entries), size, self._hits, self._misses, self._expired)
+
+    def clear(self) -> int:
+        with self._lock:
+            count = len(self._entries)
+            self._entries.clear()
+            return count

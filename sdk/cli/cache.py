@@ -1,0 +1,68 @@
+"""`sdk cache stats|clear`: the response cache's file (`sdk.cache.SQLiteCache`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from sdk.cli._app import JsonOption, Output, app, errors_exit
+
+if TYPE_CHECKING:
+    from sdk.cache import SQLiteCache
+
+__all__ = ["cache_app"]
+
+cache_app = typer.Typer(
+    help="Look into or empty the response cache (`cache=` on the clients).", no_args_is_help=True
+)
+app.add_typer(cache_app, name="cache")
+
+PathOption = Annotated[
+    Path | None,
+    typer.Option("--path", help="The cache file (default: the one `cache=True` uses)."),
+]
+
+
+@contextmanager
+def _opened(path: Path | None) -> Iterator[tuple[Output, SQLiteCache | None]]:
+    """The output and the cache file (`None`, said, when there is none); a file that is not a
+    cache exits 2 with one line."""
+    from sdk.cache import SQLiteCache, default_path
+
+    out = Output()
+    target = path if path is not None else default_path()
+    if not target.is_file():
+        out.line(f"no cache file at {target}")
+        yield out, None
+        return
+    with errors_exit(out):
+        cache = SQLiteCache(target)
+    yield out, cache
+
+
+@cache_app.command("stats")
+def stats_command(path: PathOption = None, as_json: JsonOption = False) -> None:
+    """How many entries the cache holds, its size, and its hits and misses."""
+    with _opened(path) as (out, cache):
+        if cache is None:
+            return
+        stats = cache.stats()
+        if as_json:
+            out.json(asdict(stats))
+            return
+        out.line(str(cache.path), "bold")
+        for line in stats.lines():
+            out.line(line)
+
+
+@cache_app.command("clear")
+def clear_command(path: PathOption = None) -> None:
+    """Drop every entry (the file stays, empty)."""
+    with _opened(path) as (out, cache):
+        if cache is not None:
+            out.line(f"dropped {cache.clear():,} entries")

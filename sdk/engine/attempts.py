@@ -1,0 +1,555 @@
+"""The attempts machine: one call across its attempts, answering each reply with a decision.
+
+    machine = Attempts(kind, turns, shared, provider=..., settings=..., hooks=...)
+    with machine.abandoned_on_exit():                   # on_call; on_cancel if left early
+        while True:
+            step = machine.send()                       # Send (or Fail: the deadline passed)
+            try:
+                completion = step.provider.complete(step.request, deadline=step.deadline)
+            except ProviderError as error:
+                decision = machine.on_transport_error(error)
+            else:
+                decision = machine.on_reply(completion)  # Retry, Done or Fail
+            ...                                          # (`sdk.engine.loops`)
+
+It knows nothing of output kinds (the kind builds each request and judges each reply) and does
+no I/O: the sync, async, streaming and batch paths all read the same decisions (`Retry`: send
+again, after `wait` seconds, with `feedback`; `Done`: the result; `Fail`: the error to raise,
+carrying every attempt and their usage). Nothing outside it writes its fields.
+
+Each kind of failure has its own policy and budget, because each costs differently:
+
+- invalid output (`InvalidOutput`): retried up to `retries` times; the next request is the
+  conversation plus the kind's feedback on the last reply, which replaces the previous retry's
+  feedback instead of piling up history;
+- truncation (`TruncatedOutput`): fails fast by default (the same limit cuts the same output
+  again); `MaxTokensRamp` opts in to retries with a larger `max_tokens`;
+- refusal (`RefusedOutput`): not retried unless `refusal_retries` says so (or, through a
+  `FallbackProvider(on_refusal=True)`, sent to the next provider);
+- transport and API errors (`ProviderError`): retried with exponential backoff and full jitter,
+  honouring `retry-after` (tenacity's strategies), when transient; once one provider's retries
+  are spent, a `FallbackProvider` moves the call to the next.
+
+Around all of that: the token budget (no retry starts that would pass it), the call's deadline
+(read from an injectable clock, so tests need no wall-clock bound), and the hooks, told of the
+call, of every attempt's start and end, and of how the call ends (result, failure, or abandoned).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sdk._cost import attempts_cost
+from sdk._records import Usage
+from sdk.cache import Cache, Entry, cache_key
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, OutputKind, Shared, StreamView
+from sdk.engine.retry import RetrySettings, TransportRetries
+from sdk.errors import (
+    Attempt,
+    InvalidOutput,
+    ProviderError,
+    ProviderRetriesExhausted,
+    RefusedOutput,
+    RetriesExhausted,
+    SourceMissing,
+    StructuredOutputError,
+    TruncatedOutput,
+    UnsupportedRequest,
+)
+from sdk.hooks import CallInfo, Hooks, run_hooks
+from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.providers._errors import is_retryable, provider_error
+from sdk.providers._provider import Provider
+
+__all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send"]
+
+logger = logging.getLogger("sdk.client")
+
+
+# --- decisions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send `request` to `provider`, to be answered by `deadline` (the machine's clock)."""
+
+    request: CompletionRequest
+    provider: Provider
+    deadline: float | None
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Send again after `wait` seconds (`machine.send()` gives the request); `feedback` is
+    what the next request adds to the conversation (empty for a transport retry)."""
+
+    wait: float
+    feedback: tuple[Message, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The call succeeded: `result` is what it returns."""
+
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """The call failed: raise `error` (it carries every attempt and their usage)."""
+
+    error: StructuredOutputError
+
+
+Decision = Retry | Done | Fail
+
+
+# --- the policy table --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    """Which failures a policy covers and how many retries the settings give it."""
+
+    name: str
+    covers: type[StructuredOutputError]
+    allowed: Callable[[RetrySettings], int]
+
+
+# First match wins: `SourceMissing` (the caller forgot the source, no retry can supply it) is
+# an `InvalidOutput` too, so it comes first.
+_POLICIES: tuple[_Policy, ...] = (
+    _Policy("source", SourceMissing, lambda settings: 0),
+    _Policy("invalid", InvalidOutput, lambda settings: settings.retries),
+    _Policy(
+        "truncation",
+        TruncatedOutput,
+        lambda settings: settings.truncation.retries if settings.truncation else 0,
+    ),
+    _Policy("refusal", RefusedOutput, lambda settings: settings.refusal_retries),
+)
+
+
+def _policy(error: StructuredOutputError) -> _Policy | None:
+    return next((policy for policy in _POLICIES if isinstance(error, policy.covers)), None)
+
+
+# --- the machine -------------------------------------------------------------------------------
+
+
+class Attempts:
+    """One call across its attempts (see the module docstring)."""
+
+    def __init__(
+        self,
+        kind: OutputKind[Any],
+        turns: tuple[Message, ...],
+        shared: Shared,
+        *,
+        provider: Provider,
+        settings: RetrySettings,
+        hooks: Sequence[Hooks] = (),
+        streaming: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        cache: Cache | None = None,
+    ) -> None:
+        self.kind = kind
+        self._cache = cache
+        self._cache_key: str | None = None
+        self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
+        self._scope = provider.cache_scope() if cache is not None else {}
+        self._turns = turns
+        self._shared = shared
+        self.settings = settings
+        self.clock = clock
+        """What deadlines are read from (`time.monotonic`, or a test's clock)."""
+        # A `FallbackProvider` lists several: the call starts with the first and moves on when
+        # one's transport retries are spent (or it cannot take the request).
+        self._candidates = list(provider.candidates())
+        self._fallback_on_refusal = provider.fallback_on_refusal
+        self.provider = self._first_able(kind)
+        """The provider the next request goes to."""
+        self.attempts: list[Attempt] = []
+        self._feedback: tuple[Message, ...] = ()
+        self._max_tokens = shared.max_tokens
+        self._used: dict[str, int] = {}
+        self._over_budget = False
+        self._transport: TransportRetries | None = None
+        self._deadline = clock() + settings.deadline if settings.deadline is not None else None
+        self._open: int | None = None  # the attempt sent and not yet over
+        self._ended = False
+        self._hooks = tuple(hooks)
+        self.info = CallInfo(self.provider.name, self.provider.model, kind.schema, streaming)
+
+    def start(self) -> Done | None:
+        """The call begins (the hooks' `on_call`): a loop calls it once, before the first
+        `send` (so a stream never iterated starts nothing). `Done` when the response cache has
+        the answer, judged again and found valid: then nothing is sent."""
+        run_hooks(self._hooks, "on_call", self.info)
+        return self._from_cache() if self._cache is not None else None
+
+    @contextlib.contextmanager
+    def abandoned_on_exit(self) -> Iterator[Done | None]:
+        """Start the call (a cached answer, if any); should the caller leave it before it ends
+        (an exception, a closed stream, a cancelled task), tell the hooks it was abandoned."""
+        cached = self.start()
+        try:
+            yield cached
+        except BaseException:
+            self.on_abandon()  # nothing once the call has ended (its error is on its way out)
+            raise
+
+    # --- the response cache ---
+
+    def _from_cache(self) -> Done | None:
+        """The stored answer, judged again by today's kind and parser; a stored answer that no
+        longer passes (a check tightened since) is dropped, and the call goes on."""
+        assert self._cache is not None
+        first = self.kind.request(Ask(self._turns, (), self._shared, self.provider))
+        wire = self.provider.codec.request_schema(first)
+        self._cache_key = cache_key(self._scope, first, wire)
+        entry = self._cache.get(self._cache_key)
+        if entry is None:
+            return None
+        judged: Accepted[Any] | None = None
+        replica = copy.copy(self.kind)  # a kind keeps a phase's state: replay on a copy
+        try:
+            for index, completion in enumerate(entry.completions):
+                verdict = replica.judge(completion, self.provider)
+                last = index == len(entry.completions) - 1
+                if isinstance(verdict, Accepted) != last:
+                    raise ValueError("a stored answer out of step with its kind")
+                judged = verdict if isinstance(verdict, Accepted) else None
+        except (StructuredOutputError, ValueError) as refused:
+            logger.debug("cached answer refused now (%s): asking the provider", refused)
+            self._cache.discard(self._cache_key)
+            return None
+        assert judged is not None
+        self.kind = replica
+        return self._done(judged, entry.completions[-1], cached_usage=entry.usage)
+
+    def _first_able(self, kind: OutputKind[Any]) -> Provider:
+        """The first provider that can carry the kind (`UnsupportedRequest` from the first if
+        none can: raised before the call starts, so no hook hears of it)."""
+        first: UnsupportedRequest | None = None
+        while self._candidates:
+            candidate = self._candidates.pop(0)
+            try:
+                kind.vet(candidate)
+            except UnsupportedRequest as refused:
+                first = first or refused
+                continue
+            return candidate
+        assert first is not None
+        raise first
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens over every attempt so far."""
+        return sum((attempt.usage for attempt in self.attempts), Usage())
+
+    @property
+    def number(self) -> int:
+        """The number of the next attempt, or of the one in flight (1 first)."""
+        return len(self.attempts) + 1
+
+    # --- sending ---
+
+    def send(self) -> Send | Fail:
+        """The next request (the same one again after a transport error), or `Fail` when the
+        call's deadline has passed."""
+        if self._deadline is not None and self.clock() >= self._deadline:
+            return self._fail(self._deadline_error())
+        shared = replace(self._shared, max_tokens=self._max_tokens)
+        request = self.kind.request(Ask(self._turns, self._feedback, shared, self.provider))
+        logger.debug(
+            "attempt %d: %s v%d -> %s (model %s), max_tokens=%d, %d message(s)",
+            self.number,
+            self.kind.name,
+            self.kind.schema.version,
+            self.provider.name,
+            self.provider.model,
+            self._max_tokens,
+            len(request.messages),
+        )
+        self._open = self.number
+        run_hooks(self._hooks, "before_request", self.info, request, self.number)
+        return Send(request, self.provider, self._send_deadline(), self.number)
+
+    def view(self) -> StreamView:
+        """A fresh reader of what a stream shows of the attempt in flight."""
+        return self.kind.view(self.number, self.provider)
+
+    # --- what came back ---
+
+    def on_reply(self, completion: Completion, partial: Any = None) -> Decision:
+        """A reply arrived: judge it (the kind, stop reason first) and decide."""
+        self._transport = None  # the next request is a new one: its transport retries start over
+        number = self.number
+        run_hooks(self._hooks, "after_reply", self.info, completion, number)
+        try:
+            judged = self.kind.judge(completion, self.provider)
+        except StructuredOutputError as error:
+            if completion.text is None and not completion.tool_calls:
+                error.text = None  # there was no output at all (a refusal field, a filter)
+            if error.partial is None:
+                error.partial = partial
+            self._record(completion, error)
+            return self._after_failure(error)
+        self._record(completion, None)
+        self._replies.append(completion)
+        if not isinstance(judged, Accepted):  # a phase moved on (two-phase working)
+            return Retry(0.0, (), "next phase")
+        return self._done(judged, completion)
+
+    def on_transport_error(self, error: ProviderError, partial: Any = None) -> Decision:
+        """The request got no usable reply: wait and send it again, fall back, or fail."""
+        if error.partial is None:
+            error.partial = partial
+        self.attempts.append(
+            Attempt(
+                number=self.number,
+                text=None,
+                stop_reason=None,
+                raw_stop_reason=None,
+                usage=Usage(),
+                error=error,
+                request_id=error.request_id,
+                max_tokens=self._max_tokens,
+                provider=self.provider.name,
+                model=self.provider.model,
+            )
+        )
+        logger.debug("attempt %d: %s", len(self.attempts), error)
+        self._attempt_over(error)
+        if self._transport is None:
+            self._transport = TransportRetries(self.settings.backoff, self._transient)
+        delay = self._transport.delay(error)
+        if delay is None:
+            if self._fall_back():
+                return Retry(0.0, (), f"falling back to {self.provider.name}")
+            return self._fail(error)
+        if self._deadline is not None and self.clock() + delay >= self._deadline:
+            return self._fail(error, "not retried: the wait would pass the call's deadline")
+        return Retry(delay, (), "transport error")
+
+    def on_refused(self, error: StructuredOutputError) -> Decision:
+        """The provider refused the request before sending it (`UnsupportedRequest` from its
+        codec, a control token in the content): nothing was sent, so no attempt is recorded;
+        another provider of a fallback list may take it."""
+        self._attempt_over(error)
+        if isinstance(error, UnsupportedRequest) and self._fall_back():
+            return Retry(0.0, (), f"falling back to {self.provider.name}")
+        return self._fail(error)
+
+    def on_abandon(self) -> None:
+        """The caller stopped the call (a stream closed early, a task cancelled, an interrupt):
+        the hooks hear of it once, and nothing else happens."""
+        if self._ended:
+            return
+        if self._open is not None:
+            run_hooks(self._hooks, "after_attempt", self.info, self._open, None)
+            self._open = None
+        self._ended = True
+        run_hooks(self._hooks, "on_cancel", self.info, list(self.attempts))
+
+    # --- decisions ---
+
+    def _after_failure(self, error: StructuredOutputError) -> Decision:
+        """A reply failed: retry with the kind's feedback, fall back, or fail."""
+        if isinstance(error, RefusedOutput) and self._fallback_on_refusal and self._fall_back():
+            return Retry(0.0, (), f"falling back to {self.provider.name} after a refusal")
+        policy = _policy(error)
+        if policy is None or self._used.get(policy.name, 0) >= policy.allowed(self.settings):
+            return self._fail(error)
+        if not self._within_budget():
+            self._over_budget = True
+            return self._fail(error)
+        if isinstance(error, TruncatedOutput):
+            ramp = self.settings.truncation
+            assert ramp is not None
+            if self._max_tokens >= ramp.cap:
+                return self._fail(error)  # a ramp at its cap would send the same limit again
+            self._max_tokens = min(ramp.cap, math.ceil(self._max_tokens * ramp.factor))
+        elif isinstance(error, InvalidOutput):
+            self._feedback = self.kind.feedback(error)
+        self._used[policy.name] = self._used.get(policy.name, 0) + 1
+        logger.debug("retrying after %s", type(error).__name__)
+        return Retry(0.0, self._feedback, type(error).__name__)
+
+    def _done(
+        self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None = None
+    ) -> Done:
+        reasoning = completion.reasoning if self._shared.reasoning else None
+        ending = Ending(
+            attempts=list(self.attempts),
+            usage=self.usage,
+            provider=self.provider,
+            completion=completion,
+            reasoning=reasoning,
+            cost=attempts_cost(self.attempts),
+            cached_usage=cached_usage,
+        )
+        result = self.kind.result(accepted, ending)
+        if self._cache is not None and self._cache_key is not None and cached_usage is None:
+            self._cache.put(self._cache_key, Entry(tuple(self._replies)))
+        self._ended = True
+        run_hooks(self._hooks, "on_result", self.info, result)
+        return Done(result)
+
+    def _fail(self, error: StructuredOutputError, why: str | None = None) -> Fail:
+        """The final error, carrying every attempt and their usage: `error` itself, or
+        `RetriesExhausted` after a policy's retries ran out (`why`: a note on both)."""
+        if self._open is not None:
+            self._attempt_over(error)
+        if why is not None:
+            error.add_note(why)
+        final = self._give_up(error)
+        if final is not error:
+            final.__cause__ = error  # as `raise final from error`: the last error shows
+            if why is not None:
+                final.add_note(why)
+        final.attempts = list(self.attempts)
+        final.usage = self.usage
+        self._ended = True
+        run_hooks(self._hooks, "on_failure", self.info, final)
+        return Fail(final)
+
+    def _record(self, completion: Completion, error: StructuredOutputError | None) -> None:
+        number = self.number
+        self.attempts.append(
+            Attempt(
+                number=number,
+                text=completion.text,
+                stop_reason=completion.stop_reason,
+                raw_stop_reason=completion.raw_stop_reason,
+                usage=completion.usage,
+                error=error,
+                request_id=completion.request_id,
+                max_tokens=self._max_tokens,
+                diagnostics=completion.diagnostics,
+                provider=self.provider.name,
+                model=completion.model or self.provider.model,
+            )
+        )
+        usage = completion.usage
+        outcome = type(error).__name__ if error is not None else "valid"
+        logger.debug(
+            "attempt %d: %s, %d in / %d out tokens: %s",
+            number,
+            completion.raw_stop_reason,
+            usage.input_tokens,
+            usage.output_tokens,
+            outcome,
+        )
+        self._attempt_over(error)
+
+    def _attempt_over(self, error: StructuredOutputError | None) -> None:
+        """Tell the hooks the attempt in flight is over (`error`: what failed it)."""
+        number = self._open if self._open is not None else self.number - 1
+        self._open = None
+        if error is not None:
+            run_hooks(self._hooks, "on_error", self.info, error, number)
+        run_hooks(self._hooks, "after_attempt", self.info, number, error)
+
+    def _fall_back(self) -> bool:
+        """Move on to the next of a `FallbackProvider`'s providers that can take the call: the
+        next request goes there, with fresh transport retries and its own wire dialect."""
+        while self._candidates:
+            previous, candidate = self.provider, self._candidates.pop(0)
+            try:
+                self.kind.vet(candidate)
+            except UnsupportedRequest as refused:
+                logger.debug("not falling back to %s: %s", candidate.name, refused)
+                continue
+            self.provider = candidate
+            self._transport = None
+            self.info.provider, self.info.model = candidate.name, candidate.model
+            logger.debug("falling back from %s to %s", previous.name, candidate.name)
+            return True
+        return False
+
+    def _send_deadline(self) -> float | None:
+        """The instant (the machine's clock) the next request must be answered by, if any."""
+        attempt = self.settings.attempt_deadline
+        deadlines = [
+            d
+            for d in (self._deadline, self.clock() + attempt if attempt is not None else None)
+            if d is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    def _deadline_error(self) -> ProviderError:
+        error = provider_error(
+            self.provider.name, f"the call's deadline of {self.settings.deadline:g}s passed"
+        )
+        error.transient = False
+        return error
+
+    def _transient(self, error: BaseException) -> bool:
+        if not isinstance(error, ProviderError) or not is_retryable(error):
+            return False
+        retry_after = error.retry_after
+        return retry_after is None or retry_after <= self.settings.backoff.max_retry_after
+
+    def _within_budget(self) -> bool:
+        budget = self.settings.token_budget
+        if budget is None or not self.attempts:
+            return True
+        # The next attempt costs about what the last one did (the same conversation, plus a
+        # bounded feedback): start it only if that still fits.
+        expected = self.attempts[-1].usage.total_tokens
+        return self.usage.total_tokens + expected <= budget
+
+    def _retried(self, error: StructuredOutputError) -> bool:
+        """Whether this call retries this kind of failure at all (its budget aside)."""
+        if isinstance(error, ProviderError):
+            return self._transient(error)
+        policy = _policy(error)
+        return policy is not None and policy.allowed(self.settings) > 0
+
+    def _give_up(self, error: StructuredOutputError) -> StructuredOutputError:
+        if self._over_budget:
+            error.add_note(
+                f"not retried: another attempt would pass the token budget of "
+                f"{self.settings.token_budget} ({self.usage.total_tokens} spent)"
+            )
+        if len(self.attempts) < 2:
+            return error
+        if not self._retried(error):
+            # A failure no policy retries speaks for itself (a refusal stays `RefusedOutput`);
+            # a note keeps the earlier attempts visible.
+            earlier = "; ".join(
+                f"attempt {a.number}: {type(a.error).__name__}"
+                for a in self.attempts[:-1]
+                if a.error
+            )
+            if earlier:
+                error.add_note(f"attempt {len(self.attempts)} of this call; before it: {earlier}")
+            return error
+        headline = error.message.splitlines()[0] if error.message else type(error).__name__
+        budget = (
+            f" (token budget {self.settings.token_budget} reached)" if self._over_budget else ""
+        )
+        message = (
+            f"{self.kind.name}: {len(self.attempts)} attempts, none valid{budget}; "
+            f"last: {type(error).__name__}: {headline}"
+        )
+        if isinstance(error, ProviderError):
+            return ProviderRetriesExhausted(message, attempts=self.attempts, last=error)
+        return RetriesExhausted(
+            message,
+            attempts=self.attempts,
+            text=error.text,
+            stop_reason=error.stop_reason,
+            raw_stop_reason=error.raw_stop_reason,
+        )

@@ -1,0 +1,218 @@
+"""What every output kind implements, and the small values it hands the attempts machine.
+
+An output kind is what a call asks for and how a reply is judged: a document (a contract, a
+list, a union), a grammar's sentence, tool calls, or a wrapper around one of them (two-phase
+reasoning). It knows nothing of retries, budgets, deadlines or fallback (the attempts machine's)
+and does no I/O. Every method that reads a reply reads the stop reason first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from sdk._records import Note, Usage
+from sdk.errors import Attempt, InvalidOutput
+from sdk.parsing.parser import EnumCase
+from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta
+from sdk.schema.canonical import SchemaInfo
+from sdk.stop_reason import StopReason
+
+if TYPE_CHECKING:
+    from decimal import Decimal
+
+    from sdk.providers._provider import Provider
+
+__all__ = [
+    "Accepted",
+    "Ask",
+    "Ending",
+    "NextPhase",
+    "OutputKind",
+    "Parsing",
+    "Shared",
+    "StreamView",
+    "stop_fields",
+]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """The request fields every kind sends as they are (the kind adds its own constraint)."""
+
+    max_tokens: int
+    system: str | None
+    options: dict[str, Any]
+    extra_body: dict[str, Any]
+    source: str | None
+    reasoning: bool
+    """The provider's own thinking channel (`reasoning="native"`)."""
+
+    def request(self, messages: tuple[Message, ...], **output: Any) -> CompletionRequest:
+        """A request for `messages`, with the output fields a kind adds (`contract=`, ...)."""
+        return CompletionRequest(
+            messages=messages,
+            max_tokens=self.max_tokens,
+            system=self.system,
+            options=self.options,
+            extra_body=self.extra_body,
+            source=self.source,
+            reasoning=self.reasoning,
+            **{"contract": None, **output},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What the next request is made of: the conversation, the last retry's feedback (which
+    replaces the one before), the fields every kind sends, and the provider it goes to."""
+
+    turns: tuple[Message, ...]
+    feedback: tuple[Message, ...]
+    shared: Shared
+    provider: Provider
+
+    def request(self, **output: Any) -> CompletionRequest:
+        """The conversation and its feedback, with the output fields a kind adds."""
+        return self.shared.request(self.turns + self.feedback, **output)
+
+
+@dataclass(frozen=True, slots=True)
+class Parsing:
+    """How the defensive parser reads this call's replies (what a kind needs besides the reply:
+    the same for the final value and for every streamed item)."""
+
+    source: str | None
+    context: dict[str, Any] | None
+    enum_case: EnumCase
+    whole_reply: int
+    """The longest invalid reply a retry sends back whole (`RetrySettings.feedback_whole_reply`)."""
+
+    def fields(self) -> dict[str, Any]:
+        """The parser's keyword arguments these settle (`parse`, `parse_grammar`)."""
+        return {"source": self.source, "context": self.context}
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted(Generic[T]):
+    """A reply that passed every check: the value and what it was decided on."""
+
+    value: T
+    text: str
+    stop_reason: StopReason
+    raw_stop_reason: str | None
+    notes: list[Note] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class NextPhase:
+    """A reply that moved a multi-phase kind on (two-phase reasoning's working): the next
+    request goes out at once, spending no retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """What the attempts machine knows when the call is done, for the kind's result."""
+
+    attempts: list[Attempt]
+    usage: Usage
+    provider: Provider
+    completion: Completion
+    reasoning: str | None
+    cost: Decimal | None
+    cached_usage: Usage | None = None
+    """Set when the answer came from the response cache: what it cost when it was made."""
+
+    def fields(self, accepted: Accepted[Any]) -> dict[str, Any]:
+        """What every result says of how it was decided (`Result` and `ToolCalls` alike)."""
+        completion = self.completion
+        return {
+            "stop_reason": accepted.stop_reason,
+            "raw_stop_reason": accepted.raw_stop_reason,
+            "text": accepted.text,
+            "notes": [*completion.notes, *accepted.notes],  # what the provider did first
+            "usage": self.usage,
+            "attempts": self.attempts,
+            "provider": self.provider.name,
+            "model": completion.model or self.provider.model,
+            "request_id": completion.request_id,
+            "cached": self.cached_usage is not None,
+            "cached_usage": self.cached_usage,
+        }
+
+
+def stop_fields(
+    completion: Completion, clean_stops: frozenset[StopReason] | set[StopReason]
+) -> dict[str, Any]:
+    """What the parser decides the stop reason on (step 1, before the text): the keyword
+    arguments `parse`, `parse_grammar` and `check_stop` share."""
+    return {
+        "stop_reason": completion.stop_reason,
+        "raw_stop_reason": completion.raw_stop_reason,
+        "clean_stops": clean_stops,
+        "refusal": completion.refusal,
+        "refusal_category": completion.refusal_category,
+    }
+
+
+class StreamView(Protocol):
+    """What a stream shows of one attempt: deltas in, things to yield out."""
+
+    def feed(self, delta: TextDelta) -> list[Any]:
+        """Read a delta; what it shows (snapshots, items)."""
+        ...
+
+    def finish(self) -> list[Any]:
+        """What the end of the stream shows, before the call's result."""
+        ...
+
+
+class Quiet:
+    """A view that shows nothing (the working of two-phase reasoning)."""
+
+    def feed(self, delta: TextDelta) -> list[Any]:
+        return []
+
+    def finish(self) -> list[Any]:
+        return []
+
+
+class OutputKind(Protocol[T_co]):
+    """One kind of output (see the module docstring). `T_co` is what the call returns."""
+
+    name: str
+    """What is asked for, in messages and logs: a contract's or grammar's name, `tool call`."""
+
+    @property
+    def schema(self) -> SchemaInfo:
+        """Name, version and fingerprint of what is asked for."""
+        ...
+
+    def vet(self, provider: Provider) -> None:
+        """Refuse, before anything is sent, what `provider` cannot carry
+        (`UnsupportedRequest`)."""
+        ...
+
+    def request(self, ask: Ask) -> CompletionRequest:
+        """The next request: what `ask` holds, with this kind's output."""
+        ...
+
+    def judge(self, completion: Completion, provider: Provider) -> Accepted[Any] | NextPhase:
+        """Read a reply, stop reason first: accepted, a phase moved on, or a typed error
+        raised (`StructuredOutputError`, with the text and stop reason on it)."""
+        ...
+
+    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+        """The turns that tell the model what was wrong with its last reply (bounded)."""
+        ...
+
+    def view(self, attempt: int, provider: Provider) -> StreamView:
+        """A fresh reader of what a stream shows of attempt `attempt` (1 first)."""
+        ...
+
+    def result(self, accepted: Accepted[Any], ending: Ending) -> T_co:
+        """What the call returns."""
+        ...

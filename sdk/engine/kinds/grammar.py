@@ -1,0 +1,94 @@
+"""Grammars: a sentence of a `Grammar`'s language; the value is the text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sdk._result import Result
+from sdk.engine.conversation import feedback_turns
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView, stop_fields
+from sdk.errors import InvalidOutput
+from sdk.grammar import Grammar, parse_grammar
+from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, unsupported
+from sdk.schema.canonical import SchemaInfo
+
+if TYPE_CHECKING:
+    from sdk.providers._provider import Provider
+
+__all__ = ["GrammarOutput", "TextSnapshot"]
+
+
+class TextSnapshot(str):
+    """The text of a grammar's sentence so far, as a stream shows it: a `str`, which also says
+    which attempt of the call it belongs to (`.attempt`, 1 first; after a retry the text starts
+    again from empty)."""
+
+    __slots__ = ("attempt",)
+    attempt: int
+
+    def __new__(cls, text: str, attempt: int) -> TextSnapshot:
+        snapshot = super().__new__(cls, text)
+        snapshot.attempt = attempt
+        return snapshot
+
+
+class GrammarOutput:
+    """A sentence of `grammar`, recognized on the client whatever the provider enforced."""
+
+    def __init__(self, grammar: Grammar, parsing: Parsing) -> None:
+        self.grammar = grammar
+        self.parsing = parsing
+        self.name = grammar.name
+
+    @property
+    def schema(self) -> SchemaInfo:
+        return self.grammar.info()
+
+    def vet(self, provider: Provider) -> None:
+        if not provider.supports_grammar:
+            raise unsupported(provider.name, "a grammar", ["json_schema documents"])
+
+    def request(self, ask: Ask) -> CompletionRequest:
+        return ask.request(grammar=self.grammar)
+
+    def judge(self, completion: Completion, provider: Provider) -> Accepted[str]:
+        parsed = parse_grammar(
+            self.grammar,
+            completion.text if completion.text is not None else "",
+            **stop_fields(completion, provider.clean_stops),
+            **self.parsing.fields(),
+        )
+        return Accepted(
+            parsed.value, parsed.text, parsed.stop_reason, parsed.raw_stop_reason, parsed.notes
+        )
+
+    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+        return feedback_turns(self.grammar, error, self.parsing.whole_reply)
+
+    def view(self, attempt: int, provider: Provider) -> StreamView:
+        return _TextView(attempt)
+
+    def result(self, accepted: Accepted[Any], ending: Ending) -> Result[str]:
+        return Result(
+            value=accepted.value,
+            schema=self.schema,
+            diagnostics=ending.completion.diagnostics,
+            reasoning=ending.reasoning,
+            cost=ending.cost,
+            **ending.fields(accepted),
+        )
+
+
+class _TextView:
+    """The text so far, after every delta."""
+
+    def __init__(self, attempt: int) -> None:
+        self._attempt = attempt
+        self._parts: list[str] = []
+
+    def feed(self, delta: TextDelta) -> list[Any]:
+        self._parts.append(delta.text)
+        return [TextSnapshot("".join(self._parts), self._attempt)]
+
+    def finish(self) -> list[Any]:
+        return []

@@ -1,0 +1,109 @@
+"""Guided abstention (`abstention="guided"`), around a document: where the source is silent, a
+field that may be `null` (or has an escape member) says so instead of inventing a value.
+
+What it does depends on what the engine can do, and it never claims more:
+
+- every provider: the request says, beside the system prompt, to write `null` (or the escape
+  member) for what the document does not state and to copy stated values exactly; `Verbatim` and
+  `SourceQuote` values are checked after parsing, as always;
+- engines that ground while decoding (the embedded model, llama.cpp, vLLM): copied values can
+  only be spans of the source, and every nullable value a span can fill is written
+  (`grounding="values"`), so an id whose pattern no span matches can only be `null`;
+- engines that also report their token probabilities (the embedded model) with calibrated
+  `Thresholds` (`sdk eval --calibrate`, `abstention_thresholds=`): a nullable field whose value
+  began with too little of the model's own probability abstains (mass-aware, `sdk.abstention`),
+  and the value that results is judged again, whole, by the parser.
+
+The choice, measured (`eval-results/notices/README.md`): mass-aware was the only mechanism that
+raised item accuracy over the plain constrained arm (p = 0.031) with false abstention within
+5%; evidence-gated decoding lost validity and presence-first abstained almost everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from sdk._records import Note
+from sdk.abstention import Thresholds, abstain, value_start_masses
+from sdk.contract.derived import escape_members, nullable_fields
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, StreamView
+from sdk.engine.kinds.document import Document
+from sdk.errors import InvalidOutput
+from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.schema.canonical import SchemaInfo
+from sdk.stop_reason import StopReason
+
+if TYPE_CHECKING:
+    from sdk.providers._provider import Provider
+
+__all__ = ["ABSTAIN", "Guided"]
+
+ABSTAIN = (
+    "Where the document does not state a field's value, write null for it (or its 'unknown' "
+    "option) instead of guessing. Copy every stated value exactly as the document writes it."
+)
+
+
+class Guided:
+    """`inner` with guided abstention (see the module docstring)."""
+
+    def __init__(self, inner: Document, thresholds: Thresholds | None) -> None:
+        self.inner = inner
+        self.thresholds = thresholds
+        self.name = inner.name
+        self._nullable = {f"/{name}" for name in nullable_fields(inner.contract)}
+
+    @property
+    def schema(self) -> SchemaInfo:
+        return self.inner.schema
+
+    def vet(self, provider: Provider) -> None:
+        self.inner.vet(provider)
+
+    @classmethod
+    def check(cls, document: Document) -> None:
+        """Refuse a contract with nowhere to abstain (`ValueError`, before anything is sent)."""
+        contract = document.contract
+        if not nullable_fields(contract) and not any(escape_members(contract).values()):
+            raise ValueError(
+                f'abstention="guided" needs a field that may be null or an enum with an escape '
+                f"member; {contract.__name__} has neither (sdk.schema.widen makes one that has)"
+            )
+
+    def request(self, ask: Ask) -> CompletionRequest:
+        shared = ask.shared
+        system = f"{shared.system}\n\n{ABSTAIN}" if shared.system else ABSTAIN
+        options = dict(shared.options)
+        if "grounding" in ask.provider.codec.profile.options:
+            options.setdefault("grounding", "values")
+        return self.inner.request(replace(ask, shared=replace(shared, system=system,
+                                                               options=options)))  # fmt: skip
+
+    def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
+        accepted = self.inner.judge(completion, provider)
+        if self.thresholds is None or completion.diagnostics is None:
+            return accepted
+        masses = value_start_masses(completion.diagnostics, accepted.text)
+        signals = {pointer: mass for pointer, mass in masses.items() if pointer in self._nullable}
+        value = accepted.value.model_dump(mode="json")
+        abstained_value, abstained = abstain(value, signals, self.thresholds)
+        if not abstained:
+            return accepted
+        # The value with its abstentions goes through the parser again, whole.
+        text = json.dumps(abstained_value, ensure_ascii=False)
+        again = Completion(text, StopReason.END_TURN, accepted.raw_stop_reason)
+        parsed = self.inner.parse(self.inner.contract, again, provider)
+        notes = [Note(pointer, value[pointer[1:]], None, kind="abstained") for pointer in abstained]
+        return Accepted(parsed.value, accepted.text, accepted.stop_reason,
+                        accepted.raw_stop_reason, [*accepted.notes, *notes])  # fmt: skip
+
+    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+        return self.inner.feedback(error)
+
+    def view(self, attempt: int, provider: Provider) -> StreamView:
+        return self.inner.view(attempt, provider)
+
+    def result(self, accepted: Accepted[Any], ending: Ending) -> Any:
+        return self.inner.result(accepted, ending)

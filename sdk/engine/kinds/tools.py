@@ -1,0 +1,414 @@
+"""Tool calls: the model's calls to the tools offered, each one's arguments parsed into its
+tool's contract.
+
+A reply is decided the way a document is: the stop reason first (a cut or refused reply is
+`TruncatedOutput` / `RefusedOutput`, whatever calls it holds), then each call: its tool must
+have been offered (`UnknownTool`), and its arguments go through the defensive parser against the
+tool's contract (JSON, schema, contract, checks with the source). A reply that must call and did
+not is `MissingToolCall`.
+
+Invalid calls are retried with feedback the way the protocol allows: the calls go back as the
+assistant's turn and each gets a tool result marked as an error saying what was wrong (a valid
+call gets a result saying it was not run). That echo is bounded and always well-formed: ids are
+unique (a provider that repeats one gets the later calls renamed, with a note), a tool name
+no provider would accept goes back as `invalid_tool_name`, long arguments go back as a stand-in,
+and at most `_ECHOED_CALLS` calls are echoed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sdk._records import Note, shorten
+from sdk._result import ToolCalls
+from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
+from sdk.contract import Contract
+from sdk.engine.conversation import MessageLike, conversation, feedback_lines
+from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView, stop_fields
+from sdk.errors import (
+    InvalidOutput,
+    MissingToolCall,
+    StructuredOutputError,
+    UnknownTool,
+    Violation,
+)
+from sdk.parsing import Parsed, parse
+from sdk.parsing.incremental import PartialReader
+from sdk.parsing.parser import check_stop
+from sdk.providers._base import (
+    Completion,
+    CompletionRequest,
+    Message,
+    TextDelta,
+    ToolCallDelta,
+    unsupported,
+)
+from sdk.schema.canonical import SchemaInfo
+from sdk.stop_reason import StopReason
+
+if TYPE_CHECKING:
+    from sdk.providers._provider import Provider
+
+__all__ = ["ToolCallReader", "ToolCalls", "Tools", "check_tools", "tool_conversation"]
+
+_NOT_RUN = (
+    "Not run: another call in this turn was invalid. Make every call you need again, corrected."
+)
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_INVALID_NAME = "invalid_tool_name"
+# The retry echo of a reply's calls: at most this many calls, each one's arguments sent back
+# whole up to this many characters (a longer one goes back as `{}`, its result saying so).
+_ECHOED_CALLS = 16
+_ECHOED_ARGUMENTS = 2_000
+
+
+def check_tools(
+    tools: Sequence[Tool], tool_choice: ToolChoice | str
+) -> tuple[tuple[Tool, ...], ToolChoice]:
+    """The tools as a tuple, checked (at least one, each a `Tool`, names unique), and the
+    choice: `"auto"`, `"required"`, `"none"`, or one of the tools (given as itself or by name)."""
+    checked = tuple(tools)
+    if not checked:
+        raise ValueError("call_tools() needs at least one tool")
+    stray = next((tool for tool in checked if not isinstance(tool, Tool)), None)
+    if stray is not None:
+        raise TypeError(f"tools must be sdk.Tool instances (Tool(C)), not {stray!r}")
+    names = [tool.name for tool in checked]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+    if tool_choice in ("auto", "required", "none"):
+        return checked, tool_choice
+    if isinstance(tool_choice, str):
+        named = next((tool for tool in checked if tool.name == tool_choice), None)
+        if named is None:
+            raise ValueError(
+                f"tool_choice must be 'auto', 'required', 'none', a Tool or a tool's name "
+                f"({', '.join(names)}), not {shorten(tool_choice, 80)!r}"
+            )
+        return checked, named
+    if not isinstance(tool_choice, Tool):
+        raise ValueError(
+            f"tool_choice must be 'auto', 'required', 'none' or a Tool, not {tool_choice!r}"
+        )
+    if tool_choice not in checked:
+        raise ValueError(f"tool_choice {tool_choice.name!r} is not one of the tools")
+    return checked, tool_choice
+
+
+def tool_conversation(
+    prompt: Any, messages: Sequence[MessageLike] | None, source: str | None
+) -> tuple[Message, ...]:
+    """The call's first messages: as for `generate` (the source added to the prompt)."""
+    if messages is None and prompt is None:
+        if source is None:
+            raise ValueError("pass a prompt, messages, or a source document")
+        prompt = "Use the tools as this document requires."
+    # `conversation` names its output only when there is no prompt, excluded above.
+    return conversation(Contract, prompt, messages, source)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """The last reply's calls and what was wrong with each (for the retry's feedback)."""
+
+    prose: str
+    calls: tuple[ToolCall, ...]
+    errors: dict[int, InvalidOutput]
+
+
+class Tools:
+    """Calls to `tools` under `tool_choice` (see the module docstring)."""
+
+    name = "tool call"
+
+    def __init__(
+        self,
+        tools: tuple[Tool, ...],
+        tool_choice: ToolChoice,
+        parallel_tool_calls: bool | None,
+        parsing: Parsing,
+    ) -> None:
+        self.tools = tools
+        self.tool_choice: ToolChoice = tool_choice
+        self.parallel_tool_calls = parallel_tool_calls
+        self.parsing = parsing
+        self._by_name = {tool.name: tool for tool in tools}
+        self._last = _Reply("", (), {})
+
+    @property
+    def schema(self) -> SchemaInfo:
+        """The offered tools as one schema: their names, version 1, no fingerprint of its own."""
+        names = ", ".join(tool.name for tool in self.tools)
+        return SchemaInfo(f"tools: {names}", 1, "")
+
+    def vet(self, provider: Provider) -> None:
+        if not provider.supports_tools:
+            raise unsupported(provider.name, "tool calls", ["json_schema documents"])
+
+    def request(self, ask: Ask) -> CompletionRequest:
+        return ask.request(
+            tools=self.tools,
+            tool_choice=self.tool_choice,
+            parallel_tool_calls=self.parallel_tool_calls,
+        )
+
+    def judge(self, completion: Completion, provider: Provider) -> Accepted[tuple[ToolCall, ...]]:
+        prose = completion.text or ""
+        calls, notes = _unique_ids(completion.tool_calls)
+        self._last = _Reply(prose, calls, {})
+        clean = provider.clean_stops | {StopReason.END_TURN, StopReason.TOOL_USE}
+        stop, raw = check_stop(prose, **stop_fields(completion, clean))
+        offered = {tool.name for tool in self._offered()}
+        if not calls:
+            self._no_call(prose, stop, raw, offered)
+        values: list[ToolCall] = []
+        errors: dict[int, InvalidOutput] = {}
+        for index, call in enumerate(calls):
+            try:
+                parsed = self._arguments(call, offered, provider)
+            except InvalidOutput as error:
+                error.add_note(f"tool call {shorten(call.id, 80)} ({shorten(call.tool, 80)})")
+                error.stop_reason, error.raw_stop_reason = stop, raw
+                errors[index] = error
+                continue
+            values.append(ToolCall(call.id, call.tool, call.text, parsed.value))
+            notes.extend(parsed.notes)
+        self._last = _Reply(prose, calls, errors)
+        if errors:
+            raise errors[min(errors)]
+        return Accepted(tuple(values), prose, stop, raw, notes)
+
+    def _no_call(self, prose: str, stop: StopReason, raw: str | None, offered: set[str]) -> None:
+        """Raise when a reply without calls is not a finished answer."""
+        fields: dict[str, Any] = {"text": prose, "stop_reason": stop, "raw_stop_reason": raw}
+        if stop is StopReason.TOOL_USE:
+            # The server stopped for a call its parser could not extract: a malformed block.
+            raise MissingToolCall(
+                "the reply stopped for a tool call but carries none (a malformed call block?)",
+                violations=[Violation("", "the tool call block could not be read")],
+                **fields,
+            )
+        if offered and _call_in_text(prose, offered):
+            # A call written as text: a server whose tool-call parser does not match the model
+            # (vLLM's `--tool-call-parser`, llama.cpp's template) returns it as prose.
+            raise MissingToolCall(
+                "the reply has a tool call written as text, not as a call (the server's "
+                "tool-call parser did not read it)",
+                violations=[Violation("", "a tool call came as text: call the tool properly")],
+                **fields,
+            )
+        if self.tool_choice != "auto" and self.tool_choice != "none":
+            wanted = self.tool_choice.name if isinstance(self.tool_choice, Tool) else "a tool"
+            raise MissingToolCall(
+                f"tool_choice required a call to {wanted}; the reply made none",
+                violations=[Violation("", f"no call to {wanted}")],
+                **fields,
+            )
+
+    def _offered(self) -> tuple[Tool, ...]:
+        choice = self.tool_choice
+        if choice == "none":
+            return ()
+        return (choice,) if isinstance(choice, Tool) else self.tools
+
+    def _arguments(self, call: ToolCall, offered: set[str], provider: Provider) -> Parsed[Any]:
+        tool = self._by_name.get(call.tool)
+        if tool is None or call.tool not in offered:
+            raise _unknown(
+                call, offered, "was not offered" if tool is None else "may not be called now"
+            )
+        wire = provider.tool_schema(tool.arguments)
+        return parse(
+            tool.arguments,
+            call.text,
+            stop_reason=StopReason.END_TURN,
+            enum_case=self.parsing.enum_case,
+            absent_nulls=wire is not None and bool(wire.nullable),
+            **self.parsing.fields(),
+        )
+
+    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+        """The calls as the assistant's turn, and a result for each: the error of an invalid
+        one (marked as an error), "not run" for a valid one; bounded (module docstring). No
+        calls: the prose and a request to call."""
+        last = self._last
+        if not last.calls:
+            said = (Message("assistant", last.prose),) if last.prose else ()
+            return (*said, Message("user", _feedback_text(error, "Call a tool, as required.")))
+        echoed: list[ToolCall] = []
+        results: list[ToolResult] = []
+        for index, call in enumerate(last.calls[:_ECHOED_CALLS]):
+            name = call.tool if _TOOL_NAME.match(call.tool) else _INVALID_NAME
+            failed = last.errors.get(index)
+            content = (
+                _feedback_text(failed, "Call again with corrected arguments.")
+                if failed is not None
+                else _NOT_RUN
+            )
+            arguments = call.text
+            if len(arguments) > _ECHOED_ARGUMENTS:
+                arguments = "{}"
+                content += f"\n(Your arguments, {len(call.text):,} characters, are not repeated.)"
+            echoed.append(ToolCall(call.id, name, arguments))
+            results.append(ToolResult(call.id, content, is_error=True, tool=name))
+        dropped = len(last.calls) - len(echoed)
+        text = last.prose
+        if dropped:
+            text = f"{text}\n({dropped} more calls, not repeated.)".strip()
+        return (
+            Message("assistant", text, tool_calls=tuple(echoed)),
+            Message("user", "", tool_results=tuple(results)),
+        )
+
+    def view(self, attempt: int, provider: Provider) -> StreamView:
+        return ToolCallReader(self.tools, attempt)
+
+    def result(self, accepted: Accepted[Any], ending: Ending) -> ToolCalls:
+        return ToolCalls(
+            calls=list(accepted.value),
+            removed=self._removed(ending.provider),
+            **ending.fields(accepted),
+        )
+
+    def _removed(self, provider: Provider) -> dict[str, list[Any]]:
+        removed: dict[str, list[Any]] = {}
+        for tool in self.tools:
+            wire = provider.tool_schema(tool.arguments)
+            if wire is not None and wire.removed:
+                removed[tool.name] = list(wire.removed)
+        return removed
+
+
+def _unknown(call: ToolCall, offered: set[str], why: str) -> UnknownTool:
+    """The error of a call to a tool that is not callable now (its name shown bounded)."""
+    names = ", ".join(sorted(offered)) or "none (tool_choice='none')"
+    shown = shorten(call.tool, 80)
+    message = f"tool call {shorten(call.id, 80)} names {shown!r}, which {why}; callable: {names}"
+    violation = Violation("", f"unknown tool {shown!r}; use one of: {names}")
+    fields = {"text": call.text, "stop_reason": StopReason.TOOL_USE, "violations": [violation]}
+    return UnknownTool(message, tool=call.tool, call_id=call.id, **fields)
+
+
+_CALL_MARKERS = ("<tool_call>", "<|tool_call|>", "<function=", "[TOOL_CALLS]")
+
+
+def _call_in_text(text: str, names: set[str]) -> bool:
+    """Whether prose holds a tool call: a known call marker, or a JSON call of an offered tool
+    (`{"name": "get_weather", "arguments": ...}`)."""
+    if any(marker in text for marker in _CALL_MARKERS):
+        return True
+    alternatives = "|".join(re.escape(name) for name in sorted(names))
+    pattern = rf'\{{\s*"name"\s*:\s*"(?:{alternatives})"\s*,\s*"(?:arguments|parameters)"\s*:'
+    return re.search(pattern, text) is not None
+
+
+def _feedback_text(error: InvalidOutput, closing: str) -> str:
+    lines = [f"Invalid ({type(error).__name__}). Problems (JSON pointer: problem):"]
+    lines.extend(feedback_lines(error))
+    lines.append(closing)
+    return "\n".join(lines)
+
+
+def _unique_ids(calls: Sequence[ToolCall]) -> tuple[tuple[ToolCall, ...], list[Note]]:
+    """Every call with an id of its own: a provider that gives none (Ollama) gets `call_<n>`,
+    and an id seen before gets a suffix (`toolu_1_2`), noted: two results for one id would be
+    refused when the conversation goes back."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    notes: list[Note] = []
+    for index, call in enumerate(calls):
+        call_id = call.id or f"call_{index}"
+        if call_id in seen:
+            renamed = next(f"{call_id}_{n}" for n in range(2, len(calls) + 2)
+                           if f"{call_id}_{n}" not in seen)  # fmt: skip
+            notes.append(Note(f"/calls/{index}/id", call_id, renamed, kind="duplicate_call_id"))
+            call_id = renamed
+        seen.add(call_id)
+        out.append(call if call_id == call.id else ToolCall(call_id, call.tool, call.text))
+    return tuple(out), notes
+
+
+class ToolCallReader:
+    """Streamed tool-call fragments -> `PartialToolCall` snapshots, per call (by index), each
+    stamped with its attempt.
+
+    Each call's arguments are read by its own `PartialReader` (the tool's contract); a call is
+    `done` when the next one starts or the stream ends. Prose deltas give no snapshot. A reader
+    that cannot follow the arguments (not JSON) goes quiet for that call: the final reply,
+    parsed in full, decides.
+    """
+
+    def __init__(self, tools: Sequence[Tool], attempt: int = 1) -> None:
+        self._tools = {tool.name: tool for tool in tools}
+        self._attempt = attempt
+        self._calls: dict[int, _Streamed] = {}
+        self._current: int | None = None
+
+    def feed(self, delta: TextDelta) -> list[Any]:
+        if not isinstance(delta, ToolCallDelta):
+            return []
+        out: list[PartialToolCall] = []
+        if delta.index not in self._calls:
+            if self._current is not None:
+                out.extend(self._close(self._current))
+            self._calls[delta.index] = _Streamed()
+            self._current = delta.index
+        streamed = self._calls[delta.index]
+        streamed.id = delta.id or streamed.id
+        if delta.name and streamed.tool is None:
+            streamed.tool = delta.name
+            tool = self._tools.get(delta.name)
+            if tool is not None:
+                streamed.reader = PartialReader(tool.arguments, attempt=self._attempt)
+        if delta.text:
+            streamed.parts.append(delta.text)
+            streamed.snapshot = streamed.read(delta.text)
+        out.append(self._snapshot(delta.index, done=False))
+        return out
+
+    def finish(self) -> list[Any]:
+        """The `done` snapshots of the calls still open when the stream ended."""
+        return [snapshot for index in list(self._calls) for snapshot in self._close(index)]
+
+    def _close(self, index: int) -> list[PartialToolCall]:
+        streamed = self._calls[index]
+        if streamed.done:
+            return []
+        streamed.done = True
+        return [self._snapshot(index, done=True)]
+
+    def _snapshot(self, index: int, *, done: bool) -> PartialToolCall:
+        streamed = self._calls[index]
+        return PartialToolCall(
+            index,
+            streamed.id,
+            streamed.tool,
+            "".join(streamed.parts),
+            streamed.snapshot,
+            done,
+            attempt=self._attempt,
+        )
+
+
+class _Streamed:
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.tool: str | None = None
+        self.parts: list[str] = []
+        self.reader: PartialReader[Any] | None = None
+        self.snapshot: Any = None
+        self.done = False
+
+    def read(self, text: str) -> Any:
+        if self.reader is None:
+            return self.snapshot
+        try:
+            snapshot = self.reader.feed(text)
+        except StructuredOutputError:
+            self.reader = None
+            return self.snapshot
+        return snapshot if snapshot is not None else self.snapshot

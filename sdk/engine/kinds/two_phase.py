@@ -1,0 +1,95 @@
+"""Two-phase reasoning, around any output kind: first an unconstrained request in which the model
+works the problem through in prose (no schema, grammar or tools sent), then the wrapped kind's
+request with that working in the conversation. The working's reply is judged like any output,
+stop reason first: a cut or refused working fails the way a cut or refused document does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from sdk.engine.kinds._kind import (
+    Accepted,
+    Ask,
+    Ending,
+    NextPhase,
+    OutputKind,
+    Quiet,
+    StreamView,
+    stop_fields,
+)
+from sdk.errors import InvalidOutput
+from sdk.parsing.parser import check_stop
+from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.schema.canonical import SchemaInfo
+from sdk.stop_reason import StopReason
+
+if TYPE_CHECKING:
+    from sdk.providers._provider import Provider
+
+__all__ = ["TwoPhase"]
+
+T = TypeVar("T")
+
+# The working is asked for in prose (no document yet), then transcribed.
+WORK_IT_THROUGH = (
+    "Before answering, work the problem through step by step in plain prose: what the question "
+    "asks, the facts that matter, any comparison or calculation. Do not write the final answer "
+    "in JSON or any other format yet."
+)
+TRANSCRIBE = (
+    "Now give the final answer, following your working above exactly, as the requested output "
+    "and nothing else."
+)
+
+
+class TwoPhase(Generic[T]):
+    """`inner` after an unconstrained working phase (see the module docstring)."""
+
+    def __init__(self, inner: OutputKind[T]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.working: str | None = None
+        """The working, once the first phase has answered."""
+
+    @property
+    def schema(self) -> SchemaInfo:
+        return self.inner.schema
+
+    @property
+    def in_working_phase(self) -> bool:
+        """Whether the next request is the working (free text)."""
+        return self.working is None
+
+    def vet(self, provider: Provider) -> None:
+        self.inner.vet(provider)
+
+    def request(self, ask: Ask) -> CompletionRequest:
+        if self.working is None:
+            # Free text: no constraint, no feedback (a retry of the working sends it again).
+            return ask.shared.request((*ask.turns, Message("user", WORK_IT_THROUGH)))
+        worked = (
+            *ask.turns,
+            Message("user", WORK_IT_THROUGH),
+            Message("assistant", self.working),
+            Message("user", TRANSCRIBE),
+        )
+        return self.inner.request(replace(ask, turns=worked))
+
+    def judge(self, completion: Completion, provider: Provider) -> Accepted[Any] | NextPhase:
+        if self.working is not None:
+            return self.inner.judge(completion, provider)
+        text = completion.text if completion.text is not None else ""
+        check_stop(text, **stop_fields(completion, {StopReason.END_TURN}))
+        self.working = text
+        return NextPhase()
+
+    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+        return self.inner.feedback(error)
+
+    def view(self, attempt: int, provider: Provider) -> StreamView:
+        return Quiet() if self.working is None else self.inner.view(attempt, provider)
+
+    def result(self, accepted: Accepted[Any], ending: Ending) -> T:
+        return self.inner.result(accepted, replace(ending, reasoning=self.working))

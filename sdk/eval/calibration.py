@@ -1,0 +1,60 @@
+"""Calibrating the mass-aware arm's thresholds on a labelled run (`sdk eval --calibrate FILE`).
+
+The run's `mass_aware` outcomes, produced without thresholds, carry each nullable field's
+value-start mass (`Outcome.signals`) beside its label; `sdk.abstention.calibrate` picks per
+field the threshold with the highest abstention recall at no more than 5% false abstention.
+Outcomes without a valid value are left out: there was no decision to calibrate.
+"""
+
+from __future__ import annotations
+
+from sdk.abstention import DEFAULT_MAX_FALSE_ABSTENTION, Sample, Thresholds, calibrate
+from sdk.eval.runner import EvalRun
+
+__all__ = ["calibrate_run", "calibration_samples"]
+
+
+def calibration_samples(run: EvalRun, arm: str = "mass_aware") -> list[Sample]:
+    """One sample per labelled field of each valid outcome of `arm`."""
+    samples = []
+    for outcome in run.outcomes_of(arm):
+        if not outcome.valid or outcome.signals is None:
+            continue
+        for name, scored in outcome.fields.items():
+            pointer = f"/{name}"
+            samples.append(
+                Sample(
+                    pointer,
+                    outcome.signals.get(pointer),
+                    scored.abstained,
+                    scored.should_abstain,
+                )
+            )
+    return samples
+
+
+def calibrate_run(
+    run: EvalRun,
+    *,
+    arm: str = "mass_aware",
+    max_false_abstention: float = DEFAULT_MAX_FALSE_ABSTENTION,
+) -> Thresholds:
+    """Thresholds calibrated on the run's `arm` outcomes (`ValueError` if it has none with
+    signals: run it with `calibrating=True`, no thresholds)."""
+    samples = calibration_samples(run, arm)
+    if not samples:
+        raise ValueError(f"the run has no {arm} outcomes with signals to calibrate on")
+    if run.config.get("thresholds"):
+        raise ValueError("the run applied thresholds already: calibrate on a run without them")
+    items = len({outcome.item for outcome in run.outcomes_of(arm)})
+    calibration = {
+        "contract": run.config.get("contract"),
+        "provider": run.config.get("provider"),
+        "model": run.config.get("model"),
+        "dataset": run.config.get("dataset"),
+        "items": items,
+        "options": run.config.get("options"),
+    }
+    return calibrate(
+        samples, max_false_abstention=max_false_abstention, calibration=calibration
+    )

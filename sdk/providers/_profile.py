@@ -1,0 +1,204 @@
+"""A codec's profile: the facts of a provider family's wire, stored once.
+
+What its API carries (grammars, tool calls, a thinking channel), the schema dialect, the stop
+reasons that end a finished output, the sampling options it takes and where each goes in the
+request, and the request fields the SDK writes itself. From these, one place vets every request
+before it is built: a sampling option the API does not take is a `TypeError` naming the provider
+(with the closest name it does take), and raw `extra_body` fields that would overwrite what the
+SDK owns (the schema, the grammar, the tools, the model, the messages, streaming, the limits)
+are a `ValueError` naming the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypedDict, get_type_hints
+
+from sdk.schema.dialects import Dialect
+from sdk.stop_reason import StopReason
+
+__all__ = [
+    "SAMPLING_OPTIONS",
+    "Profile",
+    "SamplingOptions",
+    "apply_options",
+    "finished",
+    "merge_extra",
+    "sdk_fields",
+]
+
+
+class SamplingOptions(TypedDict, total=False):
+    """The sampling options a call may set (part of `sdk.engine.options.CallOptions`); each
+    provider takes those its API has, and its codec refuses the others."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int
+    stop: str | Sequence[str]
+    presence_penalty: float
+    frequency_penalty: float
+    repeat_penalty: float
+    constrained: bool
+    """Local engines: `False` decodes without the grammar (the eval's unconstrained arm)."""
+    grounding: bool | Literal["values"]
+    """Local grammar engines: whether `Verbatim` and `SourceQuote` values are constrained to
+    spans of the source while decoding (`"values"`: every nullable copied value written where a
+    span can fill it); `False` leaves them to the check after parsing."""
+
+
+SAMPLING_OPTIONS: Final = frozenset(get_type_hints(SamplingOptions))
+"""Every sampling option's name."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one provider family's wire carries, in one mode (see the module docstring)."""
+
+    name: str
+    """The provider family's name (`sdk._names.PROVIDERS`), as in `Result.provider`."""
+    dialect: Dialect | None = None
+    """The schema dialect (`None`: the canonical schema, or no schema on the wire)."""
+    clean_stops: frozenset[StopReason] = frozenset({StopReason.END_TURN})
+    """The stop reasons that end a finished document in this mode."""
+    grammar: bool = False
+    """Whether the wire carries a grammar (`generate(Grammar(...))`)."""
+    tools: bool = False
+    """Whether the wire carries tool calls (`call_tools`)."""
+    native_reasoning: bool = False
+    """Whether the wire asks for the provider's own thinking channel (`reasoning="native"`)."""
+    options: Mapping[str, str] = field(default_factory=dict)
+    """The sampling options the API takes (`CallOptions` names), each with where it goes in the
+    request body as a dotted path (`"temperature"`, `"config.stop_sequences"`); `""` for one the
+    codec reads itself (`grounding`), which is not sent as it is."""
+    owned: frozenset[str] = frozenset()
+    """The request fields the SDK writes (dotted paths); `extra_body` may not touch them."""
+    raw_body: bool = True
+    """Whether the request has a body `extra_body` can add to (not for in-process engines)."""
+    fields: Mapping[str, frozenset[str] | None] | None = None
+    """An SDK client's method: the keyword arguments it takes (each with the keys it takes
+    inside, `None` for any), merged into the call as they are; `None` for an HTTP body, where
+    every `extra_body` field merges into the body."""
+    raw_field: str = "extra_body"
+    """Where an SDK method takes fields it does not know (the SDKs' own `extra_body`, sent as
+    JSON): an `extra_body` field that is not one of `fields` goes there."""
+
+    def vet(self, options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> None:
+        """Refuse, before anything is built, an option this API does not take (`TypeError`)
+        and an `extra_body` field the SDK owns (`ValueError`)."""
+        for name in options:
+            if name not in self.options:
+                takes = ", ".join(sorted(self.options)) or "none"
+                raise TypeError(
+                    f"{self.name} does not take the option {name!r}"
+                    f"{_close(name, frozenset(self.options))}; it takes: {takes}"
+                )
+        if extra_body and not self.raw_body:
+            raise ValueError(f"{self.name} has no request body: extra_body is not taken")
+        if not isinstance(extra_body, Mapping):
+            raise TypeError(f"extra_body must be a mapping, not {type(extra_body).__name__}")
+        written = {path: name for name, path in self.options.items()}
+        for key, inner in (self.fields or {}).items():
+            value = extra_body.get(key)
+            if inner is not None and isinstance(value, Mapping):
+                for name in value:
+                    if name not in inner:
+                        raise ValueError(
+                            f"extra_body[{key!r}] has {name!r}, which {self.name} does not take "
+                            f"there{_close(name, inner)}"
+                        )
+        for path in _leaf_paths(extra_body):
+            for owned in (*self.owned, *written):
+                if path == owned or path.startswith(owned + ".") or owned.startswith(path + "."):
+                    hint = f": pass {written[owned]}=..." if owned in written else ""
+                    raise ValueError(
+                        f"extra_body may not set {path!r}: {self.name}'s request field "
+                        f"{owned!r} is the SDK's{hint}"
+                    )
+
+
+def sdk_fields(method: Any) -> dict[str, frozenset[str] | None]:
+    """The keyword arguments an SDK client's method takes (its own `extra_*` and `timeout`
+    aside), for `Profile.fields`."""
+    import inspect
+
+    skip = {"self", "extra_headers", "extra_query", "extra_body", "timeout"}
+    return {name: None for name in inspect.signature(method).parameters if name not in skip}
+
+
+def finished(
+    body: dict[str, Any],
+    options: Mapping[str, Any],
+    extra_body: Mapping[str, Any],
+    profile: Profile,
+) -> dict[str, Any]:
+    """A built request body with its sampling options put where the API wants them and its
+    `extra_body` merged in, last (both vetted before: `Profile.vet`). Through an SDK client,
+    the fields its method does not take go in its raw passthrough (`profile.raw_field`)."""
+    apply_options(body, options, profile)
+    if profile.fields is None:
+        return merge_extra(body, extra_body)
+    raw = {key: value for key, value in extra_body.items() if key not in profile.fields}
+    merge_extra(body, {k: v for k, v in extra_body.items() if k in profile.fields})
+    if raw:
+        _put(body, profile.raw_field, merge_extra(dict(_get(body, profile.raw_field)), raw))
+    return body
+
+
+def apply_options(body: dict[str, Any], options: Mapping[str, Any], profile: Profile) -> None:
+    """Write each sampling option where the profile says it goes (`stop` always as a list)."""
+    for name, value in options.items():
+        path = profile.options.get(name)
+        if not path:
+            continue  # read by the codec itself (or by an in-process engine)
+        if name == "stop" and isinstance(value, str):
+            value = [value]
+        elif name == "stop":
+            value = list(value)
+        _put(body, path, value)
+
+
+def merge_extra(body: dict[str, Any], extra_body: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` with `extra_body` merged in (nested mappings merged key by key), last."""
+    for key, value in extra_body.items():
+        current = body.get(key)
+        if isinstance(value, Mapping) and isinstance(current, dict):
+            body[key] = merge_extra(dict(current), value)
+        else:
+            body[key] = value
+    return body
+
+
+def _put(body: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    node = body
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def _get(body: dict[str, Any], path: str) -> Mapping[str, Any]:
+    node: Any = body
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, Mapping) else {}
+
+
+def _close(name: str, names: frozenset[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _leaf_paths(mapping: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted paths `mapping` writes: a nested mapping's keys, any other value's own key."""
+    paths = []
+    for key, value in mapping.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            paths.extend(_leaf_paths(value, path + "."))
+        else:
+            paths.append(path)
+    return paths

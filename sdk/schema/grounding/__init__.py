@@ -1,0 +1,45 @@
+"""Grounded grammars: a contract's grammar in which every `SourceQuote` and `Verbatim` string can
+only be a span of the source document. Sans-IO builders, one per grammar engine:
+
+- `grounded_lark(schema, source, json_options=...)`: llguidance's Lark (the embedded provider,
+  vLLM's guidance backend): the substring lexeme for grounded strings, `%json` for the rest;
+- `grounded_gbnf(schema, source)`: GBNF for llama.cpp, the spans written as the rules of the
+  source's suffix automaton beside the SDK's own schema converter; its size grows with the source,
+  so callers bound the source (`GBNF_SOURCE_LIMIT`) and check after parsing above it.
+
+Both cut the source into the same chunks (`source_chunks`: a value starts and ends on a word,
+whitespace or punctuation boundary) and write each chunk as a JSON string escapes it, so a span
+is always valid JSON string content and an escape sequence is never cut in half.
+"""
+
+from sdk.schema.grounding._errors import GroundingUnsupported
+from sdk.schema.grounding._gbnf import GBNF_SOURCE_LIMIT, grounded_gbnf
+from sdk.schema.grounding._lark import COMPACT_JSON, grounded_lark
+from sdk.schema.grounding._spans import (
+    GROUNDED_KEYS,
+    SOURCE_QUOTE_KEY,
+    VERBATIM_KEY,
+    SpanAutomaton,
+    escaped_chunks,
+    grounded_kind,
+    is_grounded,
+    source_chunks,
+    span_automaton,
+)
+
+__all__ = [
+    "COMPACT_JSON",
+    "GBNF_SOURCE_LIMIT",
+    "GROUNDED_KEYS",
+    "SOURCE_QUOTE_KEY",
+    "VERBATIM_KEY",
+    "GroundingUnsupported",
+    "SpanAutomaton",
+    "escaped_chunks",
+    "grounded_gbnf",
+    "grounded_kind",
+    "grounded_lark",
+    "is_grounded",
+    "source_chunks",
+    "span_automaton",
+]

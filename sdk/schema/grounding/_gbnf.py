@@ -1,0 +1,187 @@
+"""The grounded grammar in GBNF, for llama.cpp: the SDK's schema converter (`sdk.schema.gbnf`),
+with every `SourceQuote` and `Verbatim` string written as a span of the source.
+
+GBNF has no substring operator, so the spans are written out as the rules of the source's suffix
+automaton over its chunks: one rule per state, one alternative per transition, about two states
+and three transitions per chunk. The grammar therefore grows linearly with the source (the
+builder is linear too), and llama.cpp's grammar engine pays for it at the value's first token,
+where every distinct chunk is an alternative: callers bound the source (`GBNF_SOURCE_LIMIT`, set
+from measurements on the real llama-server, `bench/grounding_cost.py`) and above it send the
+plain grammar, the parser checking the values after.
+
+As in the Lark builder, a span neither starts nor ends with whitespace, a `Verbatim` is never
+empty (but `""` for an empty source) and a `SourceQuote` may be empty. GBNF cannot intersect,
+so a field's `pattern` is applied by listing the spans that match it, where the pattern (or
+`maxLength`) bounds the length (an id: the list is short, and found in time linear in the
+source); a nullable field whose pattern no span matches is left `null` alone, as in Lark. An
+unbounded pattern, and length bounds alone, are left to the parser: there the grammar is wider
+than the schema, where the plain converter is never wider.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sdk.schema.gbnf._compiler import Compiler
+from sdk.schema.gbnf._gbnf_text import join_terms, literal
+from sdk.schema.gbnf._keywords import Whitespace
+from sdk.schema.grounding._spans import (
+    VERBATIM_KEY,
+    SpanAutomaton,
+    escaped_chunks,
+    grounded_kind,
+    longest_match,
+    matching_spans,
+    source_chunks,
+    span_automaton,
+)
+
+__all__ = ["GBNF_SOURCE_LIMIT", "grounded_gbnf"]
+
+GBNF_SOURCE_LIMIT: Final = 100_000
+"""Longest source (in characters) whose spans a llama.cpp request carries as grammar rules; a
+longer one is checked after parsing instead. Set from `bench/grounding_cost.py` on the real
+llama-server: at 100 KB of source the grammar is about 1.4 MB and still takes well under a
+second to build and to parse, and a request's time grows by about a tenth; past that, the
+grammar's size (about 14 bytes per source character) goes on growing for nothing a server
+with a few thousand tokens of context can use."""
+
+
+def grounded_gbnf(
+    schema: dict[str, Any], source: str, *, whitespace: Whitespace = "bounded"
+) -> str:
+    """A GBNF grammar (start rule `root`) for `schema`'s documents, grounded strings confined to
+    spans of `source`; `UnsupportedSchema` as `sdk.schema.gbnf.to_gbnf` for the rest."""
+    if whitespace not in ("bounded", "compact"):
+        raise ValueError(f"whitespace must be 'bounded' or 'compact', not {whitespace!r}")
+    return _GroundedCompiler(schema, whitespace, source).compile()
+
+
+class _GroundedCompiler(Compiler):
+    """The schema converter, with grounded strings written as source spans."""
+
+    def __init__(self, root: dict[str, Any], whitespace: Whitespace, source: str) -> None:
+        super().__init__(root, whitespace)
+        self.source = source
+        self.values: dict[bool, str] = {}  # verbatim? -> the rule of the quoted value
+        self.span_matches: dict[tuple[str, int, int], list[str]] = {}
+        self.start: str | None = None  # the rule of a non-empty span (the automaton's state 0)
+
+    def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        kind = grounded_kind(node)
+        if kind is None:
+            return super().string(node, pointer, hint)
+        verbatim = kind == VERBATIM_KEY
+        quote = literal('"')
+        if not self.source:
+            return self.define("source-empty", join_terms(quote, quote))
+        matching = self.matching(node)
+        if matching is not None:
+            if not matching:  # no span has the pattern's form: the parser will say so
+                return super().string(node, pointer, hint)
+            options = " | ".join(literal(value) for value in matching)
+            empty = "" if verbatim else '| ""'
+            return self.define(f"{hint}-span", join_terms(quote, f"( {options} {empty})", quote))
+        known = self.values.get(verbatim)
+        if known is None:
+            span = self.spans()
+            known = self.define(
+                "source-verbatim" if verbatim else "source-quote",
+                join_terms(quote, span if verbatim else f"{span}?", quote),
+            )
+            self.values[verbatim] = known
+        return known
+
+    def union(
+        self,
+        node: dict[str, Any],
+        keyword: str,
+        keys: set[str],
+        pointer: str,
+        hint: str,
+        guard: frozenset[str],
+    ) -> str:
+        """A union without its grounded-string branches that no span of the source can fill
+        (an id's pattern matched nowhere): `null` is then what is left of `Verbatim | None`."""
+        options = node.get(keyword)
+        if isinstance(options, list):
+            kept = [o for o in options if not (isinstance(o, dict) and self.matching(o) == [])]
+            if kept and len(kept) < len(options):
+                node = {**node, keyword: kept}
+        return super().union(node, keyword, keys, pointer, hint, guard)
+
+    def matching(self, node: dict[str, Any]) -> list[str] | None:
+        """For a grounded string with a `pattern` that bounds its length: the spans (as JSON
+        writes them) that match it and the length bounds; `None` when there is no such pattern,
+        and the span rules apply (the parser checks the pattern after)."""
+        pattern = node.get("pattern")
+        if grounded_kind(node) is None or not isinstance(pattern, str) or not self.source:
+            return None
+        longest = longest_match(pattern, node.get("maxLength"))
+        if longest is None:
+            return None
+        low = node.get("minLength", 0)
+        key = (pattern, low, longest)
+        found = self.span_matches.get(key)
+        if found is None:
+            found = matching_spans(self.source, pattern, low, longest)
+            self.span_matches[key] = found
+        return found
+
+    def spans(self) -> str:
+        """The rule of a non-empty span that neither starts nor ends with whitespace: the
+        automaton's states as rules, written once for every grounded string in the grammar."""
+        if self.start is not None:
+            return self.start
+        written = escaped_chunks(self.source)
+        automaton = span_automaton(written)
+        # The automaton reads chunks as JSON writes them: `\\n` is whitespace too.
+        spaces = {
+            w for w, raw in zip(written, source_chunks(self.source), strict=True) if raw.isspace()
+        }
+        moves = _useful_moves(automaton, spaces)
+        names: dict[int, str] = {}
+        for state in moves:
+            if moves[state] or state == 0:
+                names[state] = self.unique("span")
+                self.pending.add(names[state])  # reserved: the next name is another one
+        for state, name in names.items():
+            options = [
+                join_terms(literal(chunk), names.get(target, "")) for chunk, target in moves[state]
+            ]
+            body = " | ".join(options)
+            if _may_end(automaton, state, spaces):
+                body = f"( {body} )?"
+            self.pending.discard(name)
+            self.rules[name] = body
+        self.start = names[0]
+        return self.start
+
+
+def _may_end(automaton: SpanAutomaton, state: int, spaces: set[str]) -> bool:
+    """Whether a span may end in `state`: not at the start, nor after a whitespace chunk."""
+    return state != 0 and automaton.label[state] not in spaces
+
+
+def _useful_moves(automaton: SpanAutomaton, spaces: set[str]) -> dict[int, list[tuple[str, int]]]:
+    """Per state a span can pass through, the transitions that can still lead to an end: from
+    the start, no whitespace chunk (a span does not start with one). Transitions lead to
+    longer states, so one pass from the longest state down settles which states can end."""
+    alive = [False] * len(automaton)
+    for state in sorted(range(len(automaton)), key=automaton.length, reverse=True):
+        alive[state] = _may_end(automaton, state, spaces) or any(
+            alive[target] for target in automaton.transitions[state].values()
+        )
+    moves: dict[int, list[tuple[str, int]]] = {}
+    pending = [0]
+    while pending:
+        state = pending.pop()
+        if state in moves:
+            continue
+        moves[state] = [
+            (chunk, target)
+            for chunk, target in automaton.transitions[state].items()
+            if alive[target] and not (state == 0 and chunk in spaces)
+        ]
+        pending.extend(target for _, target in moves[state])
+    return moves

@@ -1,0 +1,197 @@
+"""The source as a grammar sees it: the markers of grounded strings, the source cut into chunks
+(where a copied value may start and end), each chunk JSON-escaped, and the suffix automaton of
+the chunk sequence (the spans of the source, as states and transitions)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from sdk.schema import _regex as rx
+
+if TYPE_CHECKING:
+    from sdk.parsing._walk import SchemaWalker
+
+__all__ = [
+    "GROUNDED_KEYS",
+    "SOURCE_QUOTE_KEY",
+    "VERBATIM_KEY",
+    "SpanAutomaton",
+    "escaped_chunks",
+    "grounded_kind",
+    "grounded_walker",
+    "is_grounded",
+    "longest_match",
+    "matching_spans",
+    "source_chunks",
+    "span_automaton",
+]
+
+SOURCE_QUOTE_KEY: Final = "x-source-quote"
+"""Schema annotation of a `SourceQuote`: evidence found verbatim in the source (or empty)."""
+VERBATIM_KEY: Final = "x-verbatim"
+"""Schema annotation of a `Verbatim`: a value copied exactly from the source (never empty,
+unless the source is)."""
+GROUNDED_KEYS: Final = (SOURCE_QUOTE_KEY, VERBATIM_KEY)
+"""The annotations of strings that are spans of the source."""
+
+# A run of letters, digits and `_`, a run of whitespace, or any other character alone: a copied
+# value starts and ends on these boundaries (a tracking number is never cut in half, and
+# punctuation is its own chunk, so `Ltd.` can be copied out of `Ltd.,`).
+_CHUNK = re.compile(r"\w+|\s+|.", re.DOTALL)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def grounded_kind(node: Mapping[str, Any]) -> str | None:
+    """`VERBATIM_KEY` or `SOURCE_QUOTE_KEY` for a grounded string node, else `None`."""
+    if node.get(VERBATIM_KEY) is True:
+        return VERBATIM_KEY
+    if node.get(SOURCE_QUOTE_KEY) is True:
+        return SOURCE_QUOTE_KEY
+    return None
+
+
+def grounded_walker(schema: dict[str, Any]) -> SchemaWalker:
+    """The parser's schema walker over `schema`, wanting grounded strings: `contains(node)` says
+    whether a subschema has one below it (through `$ref`s, cycles included)."""
+    # Imported on use: `sdk.parsing` builds on the contract types, which build on this module.
+    from sdk.parsing._walk import SchemaWalker
+
+    return SchemaWalker(schema, lambda node: grounded_kind(node) is not None)
+
+
+def is_grounded(schema: dict[str, Any]) -> bool:
+    """Whether a document of `schema` can hold a `SourceQuote` or `Verbatim` string."""
+    return grounded_walker(schema).any_wanted
+
+
+def source_chunks(source: str) -> list[str]:
+    """The source cut into chunks (module docstring); they join back into the source."""
+    return _CHUNK.findall(source)
+
+
+def escaped_chunks(source: str) -> list[str]:
+    """Each chunk as it is written inside a JSON string: escaped as JSON escapes it (`"`, `\\`,
+    control characters), everything else raw. Escaped chunks join into the escaped source, and
+    no escape sequence is ever split between two chunks, so any run of them is valid JSON
+    string content that decodes to the same run of the source."""
+    return [_escaped(chunk) for chunk in source_chunks(source)]
+
+
+def _escaped(chunk: str) -> str:
+    text = json.dumps(chunk, ensure_ascii=False)[1:-1]
+    # A lone surrogate (possible in a Python str) cannot be written as UTF-8: its JSON escape
+    # decodes back to it.
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+@dataclass
+class SpanAutomaton:
+    """The suffix automaton of a chunk sequence: every path from state 0 spells a run of
+    consecutive chunks (a span), and every span is spelled by exactly one path.
+
+    All transitions into a state carry the same chunk (`label`), so whether a span may end in a
+    state (a `Verbatim` never ends on whitespace) is a property of the state.
+    """
+
+    transitions: list[dict[str, int]] = field(default_factory=lambda: [{}])
+    label: list[str] = field(default_factory=lambda: [""])
+    _link: list[int] = field(default_factory=lambda: [-1])
+    _length: list[int] = field(default_factory=lambda: [0])
+    _last: int = 0
+
+    def __len__(self) -> int:
+        return len(self.transitions)
+
+    def length(self, state: int) -> int:
+        """The length (in chunks) of the longest span that ends in `state`."""
+        return self._length[state]
+
+    def edges(self) -> Iterator[tuple[int, str, int]]:
+        """Every transition: (from, chunk, to)."""
+        for state, moves in enumerate(self.transitions):
+            for chunk, target in moves.items():
+                yield state, chunk, target
+
+    def _new(self, length: int, label: str, moves: dict[str, int], link: int) -> int:
+        self.transitions.append(moves)
+        self.label.append(label)
+        self._length.append(length)
+        self._link.append(link)
+        return len(self.transitions) - 1
+
+    def extend(self, chunk: str) -> None:
+        """Append one chunk to the sequence (the standard online construction)."""
+        current = self._new(self._length[self._last] + 1, chunk, {}, -1)
+        state = self._last
+        while state != -1 and chunk not in self.transitions[state]:
+            self.transitions[state][chunk] = current
+            state = self._link[state]
+        if state == -1:
+            self._link[current] = 0
+        else:
+            target = self.transitions[state][chunk]
+            if self._length[state] + 1 == self._length[target]:
+                self._link[current] = target
+            else:
+                clone = self._new(
+                    self._length[state] + 1,
+                    chunk,
+                    dict(self.transitions[target]),
+                    self._link[target],
+                )
+                while state != -1 and self.transitions[state].get(chunk) == target:
+                    self.transitions[state][chunk] = clone
+                    state = self._link[state]
+                self._link[target] = clone
+                self._link[current] = clone
+        self._last = current
+
+
+def span_automaton(chunks: list[str]) -> SpanAutomaton:
+    """The suffix automaton of `chunks` (at most 2n - 1 states, 3n - 4 transitions)."""
+    automaton = SpanAutomaton()
+    for chunk in chunks:
+        automaton.extend(chunk)
+    return automaton
+
+
+def longest_match(pattern: str, max_length: Any) -> int | None:
+    """The longest string `pattern` (anchored at both ends) or `maxLength` allows, if bounded."""
+    bounds = [max_length] if isinstance(max_length, int) else []
+    try:
+        branches = rx.parse_pattern(pattern)
+    except rx.RegexUnsupported:
+        branches = []
+    if branches and all(b.anchored_start and b.anchored_end for b in branches):
+        highs = [rx.length_range(branch.node)[1] for branch in branches]
+        if all(high is not None for high in highs):
+            bounds.append(max(high for high in highs if high is not None))
+    return min(bounds) if bounds else None
+
+
+def matching_spans(source: str, pattern: str, low: int, longest: int) -> list[str]:
+    """Every span (chunk-aligned, not edged with whitespace) of at most `longest` characters
+    that `pattern` matches, as JSON writes it. Linear in the source: a span is never longer."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return []
+    chunks = source_chunks(source)
+    written = escaped_chunks(source)
+    found: set[str] = set()
+    for start, chunk in enumerate(chunks):
+        if chunk.isspace():
+            continue
+        text, spelled = "", ""
+        for end in range(start, len(chunks)):
+            text += chunks[end]
+            spelled += written[end]
+            if len(text) > longest:
+                break
+            if not chunks[end].isspace() and len(text) >= low and compiled.search(text):
+                found.add(spelled)
+    return sorted(found)

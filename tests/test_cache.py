@@ -1,0 +1,406 @@
+"""The response cache: a call asked again is answered from the cache, judged again, and a key
+that differs in anything that decides the answer never hits.
+
+Driven through the real `anthropic` and `openai` clients on mocked transports (the request that
+reaches the wire is what the key covers) and `TestProvider`; the SQLite store with real files and
+real processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from pydantic import field_validator
+from typer.testing import CliRunner
+
+from contracts import Decision
+from sdk import (
+    AsyncStructuredClient,
+    Contract,
+    Note,
+    RefusedOutput,
+    StructuredClient,
+    Tool,
+    ToolCall,
+    TruncatedOutput,
+    Usage,
+)
+from sdk.cache import CacheStats, Entry, MemoryCache, SQLiteCache
+from sdk.cache._sqlite import CacheFileError
+from sdk.cli import app
+from sdk.providers import AnthropicProvider, OpenAIChatProvider, TestProvider
+from tests import tool_wire
+from tests.wire_support import (
+    DECISION,
+    Wire,
+    anthropic_client,
+    anthropic_reply,
+    chat_reply,
+    openai_client,
+)
+
+TEXT = json.dumps(DECISION)
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _anthropic(wire: Wire, model: str = "claude-sonnet-4-6") -> AnthropicProvider:
+    return AnthropicProvider(anthropic_client(wire), model=model)
+
+
+# --- a hit ---
+
+
+def test_a_call_asked_again_is_answered_from_the_cache_at_no_cost() -> None:
+    wire = Wire(anthropic_reply(text=TEXT))
+    client = StructuredClient(_anthropic(wire), cache=MemoryCache())
+    first = client.generate(Decision, prompt="Approve invoice INV-7781?", source="PO-2291")
+    again = client.generate(Decision, prompt="Approve invoice INV-7781?", source="PO-2291")
+    assert len(wire.requests) == 1
+    assert again.value == first.value and again.cached and not first.cached
+    assert again.usage == Usage() and again.attempts == []
+    assert again.cached_usage == first.usage and first.usage.total_tokens > 0
+    assert again.text == first.text and again.schema == first.schema
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"prompt": "Approve invoice INV-7782?"},
+        {"system": "Be strict."},
+        {"stop": "END"},  # a sampling option the API takes
+        {"max_tokens": 100},
+        {"source": "another document"},
+        {"extra_body": {"metadata": {"user_id": "u-2"}}},
+    ],
+    ids=["prompt", "system", "option", "max_tokens", "source", "extra_body"],
+)
+def test_anything_that_changes_the_request_misses(change: dict[str, Any]) -> None:
+    wire = Wire(anthropic_reply(text=TEXT))
+    client = StructuredClient(_anthropic(wire), cache=MemoryCache())
+    asked: dict[str, Any] = {"prompt": "Approve invoice INV-7781?", "source": "PO-2291"}
+    client.generate(Decision, **asked)
+    client.generate(Decision, **{**asked, **change})
+    assert len(wire.requests) == 2
+
+
+def test_another_model_or_provider_misses() -> None:
+    cache = MemoryCache()
+    wire = Wire(anthropic_reply(text=TEXT))
+    StructuredClient(_anthropic(wire), cache=cache).generate(Decision, prompt="Approve?")
+    StructuredClient(_anthropic(wire, "claude-opus-4-7"), cache=cache).generate(
+        Decision, prompt="Approve?"
+    )
+    chat = Wire(chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(chat), model="gpt-5.1-mini")
+    StructuredClient(provider, cache=cache).generate(Decision, prompt="Approve?")
+    assert len(wire.requests) == 2 and len(chat.requests) == 1
+    assert cache.stats().entries == 3
+
+
+class Verdict(Contract):
+    """A verdict whose allowed answers a team may tighten."""
+
+    answer: str
+    strict: ClassVar[bool] = False
+
+    @field_validator("answer")
+    @classmethod
+    def _allowed(cls, value: str) -> str:
+        if cls.strict and value != "approve":
+            raise ValueError("only 'approve' is allowed now")
+        return value
+
+
+def test_a_changed_contract_misses_and_a_tightened_check_refuses_a_stored_answer() -> None:
+    provider = TestProvider([json.dumps({"answer": "escalate"}), json.dumps({"answer": "approve"})])
+    cache = MemoryCache()
+    client = StructuredClient(provider, cache=cache)
+    assert client.generate(Verdict, prompt="Verdict?").value.answer == "escalate"
+    Verdict.strict = True  # the schema is the same: the key is the same, the check is not
+    try:
+        result = client.generate(Verdict, prompt="Verdict?")
+    finally:
+        Verdict.strict = False
+    assert not result.cached and result.value.answer == "approve" and len(provider.requests) == 2
+
+    class Widened(Contract):
+        answer: str
+        note: str = ""
+
+    provider.add(json.dumps({"answer": "reject"}))
+    assert client.generate(Widened, prompt="Verdict?").value.answer == "reject"
+    assert len(provider.requests) == 3  # another fingerprint: another key
+
+
+def test_only_valid_answers_are_stored() -> None:
+    provider = TestProvider([
+        TestProvider.refusal("No."),
+        TestProvider.truncation(TEXT),
+        json.dumps({**DECISION, "answer": "maybe"}),
+        TEXT,
+    ])  # fmt: skip
+    cache = MemoryCache()
+    client = StructuredClient(provider, cache=cache, retries=1)
+    with pytest.raises(RefusedOutput):
+        client.generate(Decision, prompt="Approve?")
+    with pytest.raises(TruncatedOutput):
+        client.generate(Decision, prompt="Approve?")
+    assert cache.stats().entries == 0
+    client.generate(Decision, prompt="Approve?")  # invalid, then valid on the retry
+    assert cache.stats().entries == 1
+    again = client.generate(Decision, prompt="Approve?")
+    assert again.cached and len(provider.requests) == 4
+
+
+def test_streams_tool_calls_two_phase_and_async_calls_hit_too() -> None:
+    provider = TestProvider([
+        "The total matches the order.", TEXT,
+        [tool_wire_call()],
+    ])  # fmt: skip
+    cache = MemoryCache()
+    client = StructuredClient(provider, cache=cache)
+    first = client.generate(Decision, prompt="Approve?", reasoning="two_phase")
+    items = list(client.stream(Decision, prompt="Approve?", reasoning="two_phase"))
+    assert len(items) == 1 and items[0].cached  # nothing to stream: the result at once
+    assert items[0].reasoning == first.reasoning == "The total matches the order."
+    tools = [Tool(tool_wire.GetWeather)]
+    client.call_tools(tools=tools, prompt="Weather?")
+
+    async def main() -> Any:
+        return await AsyncStructuredClient(provider, cache=cache).call_tools(
+            tools=tools, prompt="Weather?"
+        )
+
+    calls = asyncio.run(main())
+    assert calls.cached and calls.calls[0].value.city == "Paris"
+    assert len(provider.requests) == 3
+
+
+def tool_wire_call() -> ToolCall:
+    return ToolCall("c1", "GetWeather", tool_wire.PARIS.arguments)
+
+
+def test_entries_expire_after_their_time_to_live() -> None:
+    now = [1_000.0]
+    cache = MemoryCache(ttl=60.0, clock=lambda: now[0])
+    provider = TestProvider([TEXT], repeat=True)
+    client = StructuredClient(provider, cache=cache)
+    client.generate(Decision, prompt="Approve?")
+    now[0] += 59.0
+    assert client.generate(Decision, prompt="Approve?").cached
+    now[0] += 2.0
+    assert not client.generate(Decision, prompt="Approve?").cached
+    assert cache.stats().expired == 1
+
+
+def test_a_cache_option_that_is_not_a_store_is_refused_before_sending() -> None:
+    provider = TestProvider([TEXT])
+    with pytest.raises(TypeError, match="cache must be"):
+        StructuredClient(provider).generate(Decision, prompt="x", cache="answers.db")  # type: ignore[arg-type]
+    assert provider.requests == []
+
+
+# --- the SQLite store ---
+
+
+def test_the_sqlite_file_is_private_and_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "answers.db"
+    provider = TestProvider([TEXT])
+    StructuredClient(provider, cache=SQLiteCache(path)).generate(Decision, prompt="Approve?")
+    assert path.stat().st_mode & 0o777 == 0o600
+    again = StructuredClient(provider, cache=SQLiteCache(path)).generate(
+        Decision, prompt="Approve?"
+    )
+    assert again.cached and len(provider.requests) == 1
+    stats = SQLiteCache(path).stats()
+    assert (stats.entries, stats.hits, stats.misses) == (1, 1, 1)
+
+
+def test_cache_true_uses_the_default_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sdk.engine import setup
+
+    monkeypatch.setenv("SDK_CACHE_DIR", str(tmp_path))
+    setup._default_cache.cache_clear()
+    try:
+        provider = TestProvider([TEXT])
+        client = StructuredClient(provider, cache=True)
+        client.generate(Decision, prompt="Approve?")
+        assert client.generate(Decision, prompt="Approve?").cached
+        assert (tmp_path / "responses.db").is_file()
+    finally:
+        setup._default_cache.cache_clear()
+
+
+def test_a_foreign_or_damaged_file_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    foreign = tmp_path / "app.db"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE entries (key TEXT, value TEXT)")
+    db.execute("INSERT INTO entries VALUES ('a', 'b')")
+    db.commit()
+    db.close()
+    before = foreign.read_bytes()
+    with pytest.raises(CacheFileError, match="not a structured-sdk cache"):
+        SQLiteCache(foreign)
+    assert foreign.read_bytes() == before
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    with pytest.raises(CacheFileError):
+        SQLiteCache(damaged)
+
+
+def test_a_damaged_entry_is_a_miss_and_goes(tmp_path: Path) -> None:
+    cache = SQLiteCache(tmp_path / "c.db")
+    cache.put("k", Entry((TestProvider.refusal("x"),)))
+    db = sqlite3.connect(tmp_path / "c.db")
+    db.execute("UPDATE entries SET value = '{not json'")
+    db.commit()
+    db.close()
+    assert cache.get("k") is None and cache.stats().entries == 0
+
+
+_WORKER = textwrap.dedent(
+    """
+    import json, sys
+    from contracts import Decision
+    from sdk import StructuredClient
+    from sdk.cache import SQLiteCache
+    from sdk.providers import TestProvider
+
+    path, start = sys.argv[1], int(sys.argv[2])
+    cache = SQLiteCache(path)
+    answer = {"reasoning": "ok", "answer": "approve", "confidence": "high"}
+    provider = TestProvider([json.dumps(answer)], repeat=True)
+    client = StructuredClient(provider, cache=cache)
+    for n in range(start, start + 60):
+        client.generate(Decision, prompt=f"Approve invoice {n % 90}?")
+    print(len(provider.requests))
+    """
+)
+
+
+def test_two_processes_share_one_cache_file(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [
+        subprocess.Popen([sys.executable, "-c", _WORKER, str(path), str(start)], cwd=REPO,
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for start in (0, 30)
+    ]  # fmt: skip
+    outputs = [run.communicate(timeout=240) for run in runs]
+    assert all(run.returncode == 0 for run in runs), [err for _, err in outputs]
+    asked = sum(int(out) for out, _ in outputs)
+    # 90 distinct prompts over 120 calls: every one asked at most once per process, and the
+    # file holds each answer once, whole (no torn or locked write failed a call).
+    stats = SQLiteCache(path).stats()
+    assert stats.entries == 90 and 90 <= asked <= 120
+    assert stats.hits + stats.misses == 120 and stats.misses == asked
+
+
+# --- the CLI ---
+
+
+def test_sdk_cache_stats_and_clear(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    provider = TestProvider([TEXT], repeat=True)
+    client = StructuredClient(provider, cache=SQLiteCache(path))
+    client.generate(Decision, prompt="a")
+    client.generate(Decision, prompt="a")
+    runner = CliRunner()
+    shown = runner.invoke(app, ["cache", "stats", "--path", str(path), "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output) | {"bytes": 0} == {"entries": 1, "bytes": 0, "hits": 1,
+                                                       "misses": 1, "expired": 0}  # fmt: skip
+    cleared = runner.invoke(app, ["cache", "clear", "--path", str(path)])
+    assert cleared.exit_code == 0 and "dropped 1 entries" in cleared.output
+    assert SQLiteCache(path).stats() == CacheStats(0, 0, 0, 0, 0)
+    missing = runner.invoke(app, ["cache", "stats", "--path", str(tmp_path / "none.db")])
+    assert missing.exit_code == 0 and "no cache file" in missing.output
+    assert not (tmp_path / "none.db").exists()
+    foreign = tmp_path / "app.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.commit()
+    refused = runner.invoke(app, ["cache", "clear", "--path", str(foreign)])
+    assert refused.exit_code == 2 and "not a structured-sdk cache" in refused.output
+
+
+def test_a_hit_keeps_the_diagnostics_and_notes_its_checks_read() -> None:
+    """Mass-aware abstention reads the constraint diagnostics: a hit that lost them would keep
+    a value the call that made it abstained on."""
+    from contracts import ShipmentNotice
+    from sdk.abstention import FieldThreshold, Thresholds
+    from sdk.diagnostics import TokenStep, diagnose
+    from sdk.providers._base import Completion
+    from sdk.stop_reason import StopReason
+
+    line = json.loads((REPO / "examples/data/eval/notices.jsonl").read_text().splitlines()[0])
+    text = json.dumps(line["expected"] | {"recipient": "Jonah Whitaker"})
+    steps = [TokenStep(i, ch, i, 0.25, 3) for i, ch in enumerate(text)]
+    grounding = Note("", "no grammar here", "checked after parsing", "grounding")
+    reply = Completion(text, StopReason.END_TURN, "stop", diagnostics=diagnose(text, steps),
+                       notes=(grounding,))  # fmt: skip
+    provider = TestProvider([reply], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache())
+    thresholds = Thresholds({"/recipient": FieldThreshold(1.0, 1.0, 0.0, 1, 1)})
+    ask = {"prompt": line["prompt"], "source": line["document"], "abstention": "guided",
+           "abstention_thresholds": thresholds}  # fmt: skip
+    first = client.generate(ShipmentNotice, **ask)
+    hit = client.generate(ShipmentNotice, **ask)
+    assert len(provider.requests) == 1 and hit.cached
+    assert first.value.recipient is None  # abstained on its mass ...
+    assert hit.value == first.value  # ... and so did the hit
+    assert [n.kind for n in hit.notes] == [n.kind for n in first.notes]
+    assert "grounding" in [n.kind for n in hit.notes]
+    assert hit.diagnostics is not None and first.diagnostics is not None
+    assert hit.diagnostics.steps == first.diagnostics.steps
+    assert hit.diagnostics.fields == first.diagnostics.fields
+
+
+def test_an_entry_round_trips_every_field_of_a_reply() -> None:
+    from dataclasses import fields
+
+    from sdk.diagnostics import TokenStep, diagnose
+    from sdk.providers._base import Completion
+    from sdk.stop_reason import StopReason
+
+    text = '{"a": "b"}'
+    full = Completion(
+        text,
+        StopReason.TOOL_USE,
+        "tool_use",
+        Usage(input_tokens=3, output_tokens=4, cache_read_tokens=2),
+        model="m",
+        request_id="req_1",
+        refusal=None,
+        refusal_category=None,
+        diagnostics=diagnose(text, [TokenStep(i, c, i, 0.5, 2) for i, c in enumerate(text)]),
+        reasoning="because",
+        tool_calls=(ToolCall("call_1", "lookup", '{"q": 1}'),),
+        notes=(Note("/a", {"x": 1}, object(), "grounding"),),
+    )
+    back = Entry.from_json(Entry((full,)).to_json()).completions[0]
+    # Every field is kept (a new Completion field fails here until the entry keeps it) ...
+    for item in fields(Completion):
+        if item.name != "notes":
+            assert getattr(back, item.name) == getattr(full, item.name), item.name
+    # ... and a note value JSON cannot hold is kept as its text.
+    assert back.notes[0].received == {"x": 1} and back.notes[0].written.startswith("<object")
+
+
+def test_sdk_eval_refuses_a_cache_path_that_is_not_a_cache(tmp_path: Path) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("not a database, kept as it is")
+    dataset = REPO / "examples" / "data" / "eval" / "decisions.jsonl"
+    result = CliRunner().invoke(
+        app, ["eval", str(dataset), "--contract", "contracts:Decision", "--cache-path", str(other)]
+    )
+    assert result.exit_code == 2
+    assert "is not a usable cache" in result.output
+    assert other.read_text() == "not a database, kept as it is"

@@ -1,0 +1,104 @@
+"""`sdk serve`: a real llama-server on the bundled model, started and stopped by the command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from contracts import Decision
+from sdk import StructuredClient
+from sdk.llama_server import Unavailable, bundled_model, server_binary
+from sdk.providers import LlamaCppProvider
+from tests.local_deps import in_ci
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.local
+def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> None:
+    try:
+        server_binary(), bundled_model()
+    except Unavailable as missing:
+        if in_ci():
+            pytest.fail(f"CI must run the local tests, but {missing}", pytrace=False)
+        pytest.skip(str(missing))
+    log = tmp_path / "llama.log"
+    command = [sys.executable, "-m", "sdk.cli", "serve", "--port", "0", "--log", str(log)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        headline = process.stdout.readline()
+        assert "SmolLM2-135M-Instruct.Q4_1.gguf" in headline, headline
+        url = headline.rsplit(" ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:")
+        assert url in process.stdout.readline()  # the provider line to copy
+        pid = int(process.stdout.readline().split("pid ", 1)[1].split(",", 1)[0])
+        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+        with StructuredClient(LlamaCppProvider(base_url=url), retries=0) as client:
+            result = client.generate(
+                Decision, prompt="Approve a $40 taxi receipt?", max_tokens=300, temperature=0
+            )
+        assert isinstance(result.value, Decision) and result.provider == "llamacpp"
+
+        process.send_signal(signal.SIGINT)  # Ctrl-C
+        assert process.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), "llama-server outlived `sdk serve`"
+        assert log.read_text(errors="replace")  # the server's log went where --log said
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_serve_without_a_model_file_says_so(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    try:
+        server_binary()
+    except Unavailable:
+        pytest.skip("no llama-server: the command stops at that first")
+    result = CliRunner().invoke(app, ["serve", "--model", str(tmp_path / "none.gguf")])
+    assert result.exit_code == 2 and "no model file" in result.stderr
+
+
+def test_help_lists_every_command_group_with_a_line_each() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "sdk.cli", "--help"], capture_output=True, text=True, check=True,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )  # fmt: skip
+    rows = {
+        line.strip("│ ").split(" ", 1)[0]: line.strip("│ ").split(" ", 1)[1].strip()
+        for line in completed.stdout.splitlines()
+        if line.startswith("│ ") and not line.startswith("│ --")
+    }
+    assert set(rows) == {"schema", "grammar", "eval", "batch", "cache", "demo", "serve"}
+    assert all(len(text.split()) >= 5 for text in rows.values()), rows
+
+
+def test_dir_of_providers_lists_every_provider() -> None:
+    import sdk.providers
+
+    names = dir(sdk.providers)
+    assert set(sdk.providers.__all__) <= set(names)
+    assert {"AnthropicProvider", "EmbeddedProvider", "GeminiProvider"} <= set(names)

@@ -1,0 +1,127 @@
+"""Prompt caching on the hosted providers, checked on the exact request bodies the official
+clients send (mocked transports), and priced: cache reads and writes cost what the table says."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from contracts import Decision, Sentiment
+from sdk import StructuredClient, Tool
+from sdk.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
+from sdk.providers._prompt_cache import min_cacheable_tokens
+from tests import tool_wire
+from tests.wire_support import (
+    DECISION,
+    Wire,
+    anthropic_client,
+    anthropic_reply,
+    chat_reply,
+    openai_client,
+    responses_reply,
+)
+
+TEXT = json.dumps(DECISION)
+POLICY = "Refunds are allowed within 30 days of purchase. " * 220  # about 10 KB, 2,600 tokens
+SHORT = "You review refunds."
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def _anthropic_body(model: str = "claude-sonnet-4-6", **options: Any) -> dict[str, Any]:
+    caching = options.pop("prompt_caching", True)
+    wire = Wire(anthropic_reply(text=TEXT))
+    provider = AnthropicProvider(anthropic_client(wire), model=model, prompt_caching=caching)
+    StructuredClient(provider).generate(Decision, **options)
+    body: dict[str, Any] = wire.body
+    return body
+
+
+def test_a_long_system_prompt_gets_a_breakpoint() -> None:
+    body = _anthropic_body(system=POLICY, prompt="Refund order 1009, bought 12 days ago?")
+    assert body["system"] == [{"type": "text", "text": POLICY, "cache_control": EPHEMERAL}]
+    assert body["messages"][0]["content"] == "Refund order 1009, bought 12 days ago?"
+
+
+def test_a_short_prompt_gets_none_and_the_switch_turns_it_off() -> None:
+    short = _anthropic_body(system=SHORT, prompt="Refund?")
+    assert short["system"] == SHORT and "cache_control" not in json.dumps(short)
+    off = _anthropic_body(system=POLICY, prompt="Refund?", prompt_caching=False)
+    assert off["system"] == POLICY and "cache_control" not in json.dumps(off)
+
+
+def test_the_minimum_follows_the_model() -> None:
+    middling = POLICY[: 5_000]  # about 1,250 tokens: enough for Sonnet, not for Haiku
+    assert min_cacheable_tokens("claude-sonnet-4-6") == 1024
+    assert min_cacheable_tokens("claude-haiku-4-5-20251001") == 4096
+    sonnet = _anthropic_body(system=middling, prompt="Refund?")
+    haiku = _anthropic_body("claude-haiku-4-5-20251001", system=middling, prompt="Refund?")
+    assert isinstance(sonnet["system"], list) and haiku["system"] == middling
+
+
+def test_a_long_shared_document_gets_a_breakpoint_at_the_end_of_its_turn() -> None:
+    body = _anthropic_body(prompt="Refund order 1009?", source=POLICY)
+    content = body["messages"][0]["content"]
+    assert isinstance(content, list) and content[-1]["cache_control"] == EPHEMERAL
+    assert POLICY in content[-1]["text"]
+    # A retry resends that turn: its prefix is read from the cache, not written again.
+    wire = Wire(anthropic_reply(text=json.dumps({**DECISION, "answer": "maybe"})),
+                anthropic_reply(text=TEXT))  # fmt: skip
+    provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+    StructuredClient(provider, retries=1).generate(Decision, prompt="Refund?", source=POLICY)
+    first, retry = wire.bodies()
+    assert retry["messages"][0] == first["messages"][0]
+
+
+def test_tools_without_a_system_prompt_get_the_breakpoint_on_the_last_tool() -> None:
+    manual = "Look up an order. " + "Name the order by its id, as printed on the invoice. " * 90
+    wire = Wire(tool_wire.anthropic_reply([tool_wire.ORDER]))
+    provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+    tools = [Tool(tool_wire.GetWeather), Tool(tool_wire.LookupOrder, description=manual)]
+    StructuredClient(provider).call_tools(tools=tools, prompt="Order A-1009?")
+    sent = wire.body["tools"]
+    assert "cache_control" not in sent[0] and sent[-1]["cache_control"] == EPHEMERAL
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_openai_gets_a_prompt_cache_key_named_after_the_static_part(api: str) -> None:
+    def body(contract: Any, system: str, **options: Any) -> dict[str, Any]:
+        caching = options.pop("prompt_caching", True)
+        reply = responses_reply(text=TEXT) if api == "responses" else chat_reply(text=TEXT)
+        if contract is Sentiment:
+            text = json.dumps({"reasoning": "x", "sentiment": "positive", "score": 0.5})
+            reply = responses_reply(text=text) if api == "responses" else chat_reply(text=text)
+        wire = Wire(reply)
+        cls = OpenAIResponsesProvider if api == "responses" else OpenAIChatProvider
+        provider = cls(openai_client(wire), model="gpt-5.1-mini", prompt_caching=caching)
+        StructuredClient(provider).generate(contract, system=system, **options)
+        sent: dict[str, Any] = wire.body
+        return sent
+
+    first = body(Decision, SHORT, prompt="Refund order 1?")
+    second = body(Decision, SHORT, prompt="Refund order 2?", source="another document")
+    assert first["prompt_cache_key"] == second["prompt_cache_key"]  # same static part
+    assert first["prompt_cache_key"].startswith("sdk-")
+    assert body(Sentiment, SHORT, prompt="x")["prompt_cache_key"] != first["prompt_cache_key"]
+    assert body(Decision, POLICY, prompt="x")["prompt_cache_key"] != first["prompt_cache_key"]
+    mine = body(Decision, SHORT, prompt="x", extra_body={"prompt_cache_key": "tenant-7"})
+    assert mine["prompt_cache_key"] == "tenant-7"
+    assert "prompt_cache_key" not in body(Decision, SHORT, prompt="x", prompt_caching=False)
+
+
+def test_cache_reads_and_writes_are_priced_at_their_rates() -> None:
+    def cost(**usage: int) -> Decimal:
+        counts = {"input_tokens": 100, "output_tokens": 100, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, **usage}  # fmt: skip
+        reply = anthropic_reply(text=TEXT, usage=counts)
+        provider = AnthropicProvider(anthropic_client(Wire(reply)), model="claude-sonnet-4-6")
+        result = StructuredClient(provider).generate(Decision, prompt="Refund?")
+        assert result.cost is not None
+        return result.cost
+
+    uncached = cost(input_tokens=10_000)
+    read = cost(cache_read_input_tokens=9_900)
+    written = cost(cache_creation_input_tokens=9_900)
+    assert read < uncached < written  # 0.1x and 1.25x the input price
