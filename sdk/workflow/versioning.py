@@ -28,7 +28,7 @@ import json
 import pkgutil
 import sys
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -426,31 +426,7 @@ def lock(
     infos += [grammar.info() for grammar in grammars]
     snapshots = {g.name: grammar_snapshot_name(g) for g in grammars}
 
-    problems = []
-    for info in infos:
-        entry = current.get(info.name, info.version)
-        if entry is not None and entry.fingerprint != info.fingerprint:
-            problems.append(
-                f"{info.name} v{info.version} is locked with another fingerprint: bump "
-                "schema_version instead of re-locking it (forcing re-pins it: only for a "
-                "version never released)"
-            )
-        newest = current.latest(info.name)
-        if newest is not None and newest.version > info.version:
-            problems.append(f"{info.name} is at v{info.version} but v{newest.version} is locked")
-    edited = [
-        entry
-        for info in infos
-        if (entry := current.get(info.name, info.version)) is not None
-        and entry.fingerprint == info.fingerprint
-        and _snapshot_edited(entry, directory)
-    ]
-    for entry in edited:
-        problems.append(
-            f"{entry.name} v{entry.version}: snapshot {display_path(directory / entry.snapshot)} "
-            f"was edited: it no longer hashes to the locked {entry.fingerprint[:12]}; restore it "
-            "from version control, or pass --force to write it again from the code"
-        )
+    problems, edited = _lock_problems(infos, current, directory)
     if problems and not force:
         raise LockConflict(problems)
 
@@ -495,6 +471,39 @@ def lock(
         history=history,
         written=written,
     )
+
+
+def _lock_problems(
+    infos: Sequence[SchemaInfo], current: Lock, directory: Path
+) -> tuple[list[str], list[LockEntry]]:
+    """What `lock` refuses without `force` (a re-pin, a version older than the locked one, an
+    edited snapshot), and the entries whose snapshot was edited."""
+    problems = []
+    for info in infos:
+        entry = current.get(info.name, info.version)
+        if entry is not None and entry.fingerprint != info.fingerprint:
+            problems.append(
+                f"{info.name} v{info.version} is locked with another fingerprint: bump "
+                "schema_version instead of re-locking it (forcing re-pins it: only for a "
+                "version never released)"
+            )
+        newest = current.latest(info.name)
+        if newest is not None and newest.version > info.version:
+            problems.append(f"{info.name} is at v{info.version} but v{newest.version} is locked")
+    edited = [
+        entry
+        for info in infos
+        if (entry := current.get(info.name, info.version)) is not None
+        and entry.fingerprint == info.fingerprint
+        and _snapshot_edited(entry, directory)
+    ]
+    for entry in edited:
+        problems.append(
+            f"{entry.name} v{entry.version}: snapshot {display_path(directory / entry.snapshot)} "
+            f"was edited: it no longer hashes to the locked {entry.fingerprint[:12]}; restore it "
+            "from version control, or pass --force to write it again from the code"
+        )
+    return problems, edited
 
 
 def _snapshot_edited(entry: LockEntry, directory: Path) -> bool:
