@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from contracts.sql import SELECT_QUERY
 from sdk import Grammar, GrammarViolation
 from sdk.cli import app
 from sdk.grammar import (
@@ -142,6 +143,10 @@ def test_undecodable_bytes_are_reported_in_characters_with_line_and_column() -> 
         ('start: "SELECT"i " *"\n', "SEL"),  # inside a case-insensitive literal
         ('start: "(" A ")"\nA: /[a-z]+[0-9]/\n', "(ab"),
         ('start: "x" | "xy" "z"\n', "xy"),
+        # A shorter terminal matches first: the old recognizer missed at "b", in the middle.
+        ('start: "a" | "abc"\n', "ab"),
+        ("start: NUMBER\nNUMBER: /-?[0-9]+(\\.[0-9]+)?/\n", "1."),
+        (SELECT_QUERY.lark, 'SELECT * FROM "orders" WHERE "total" > 1.'),
     ],
 )
 def test_a_proper_prefix_misses_at_its_end(lark: str, text: str) -> None:
@@ -191,7 +196,7 @@ def test_the_cli_exits_2_on_a_deep_grammar(tmp_path: Path) -> None:
 )
 def test_recognition_work_grows_linearly_with_the_text(lark: str) -> None:
     # Work, counted in parser items, not time: 100 KB of text takes a bounded number of
-    # items a character (bench/bench_recognize.py measures the time).
+    # items a character (bench/run.py row 8, "grammar", measures the time).
     recognizer = Recognizer(compile_grammar(lark))
     text = "ab" * 50_000 if "(" not in lark else "(" * 25_000 + "ab" + ")" * 25_000
     outcome = recognizer.run(text)
