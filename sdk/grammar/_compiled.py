@@ -240,6 +240,10 @@ def _terminal(name: str, pattern: lark.lexer.Pattern, shown: str) -> TerminalDef
             raise rx.RegexUnsupported("a terminal that matches the empty string")
         automaton = Automaton(node)
     except rx.RegexUnsupported as error:
+        if str(error).startswith(rx.INVALID_REGEX):  # a broken regex, not a construct refused
+            raise InvalidGrammar(
+                f"not a valid Lark grammar: terminal {name}: {shown}: {error}"
+            ) from error
         raise UnconvertibleGrammar(
             f"terminal {name}: {shown}: {error}: the engines read it differently, or one "
             "cannot read it",

@@ -35,6 +35,7 @@ import regex
 from sdk.schema._unicode import case_fold, engine_class, python_class
 
 __all__ = [
+    "INVALID_REGEX",
     "MAX_CODE_POINT",
     "MAX_NESTING",
     "Alt",
@@ -58,6 +59,10 @@ _SURROGATES = (0xD800, 0xDFFF)
 
 # A set of code points as sorted, disjoint, non-adjacent inclusive ranges.
 Ranges = tuple[tuple[int, int], ...]
+
+
+INVALID_REGEX = "invalid regular expression"
+"""How a `RegexUnsupported` for a pattern that does not compile at all begins."""
 
 
 class RegexUnsupported(ValueError):
@@ -247,7 +252,7 @@ def parse_pattern(
         else:
             re.compile(pattern)
     except (re.error, regex.error) as error:
-        raise RegexUnsupported(f"invalid regular expression: {error}") from None
+        raise RegexUnsupported(f"{INVALID_REGEX}: {error}") from None
     except RecursionError:
         raise RegexUnsupported(f"groups nested more than {MAX_NESTING} deep") from None
     return _Parser(pattern, dialect, flags).parse()
