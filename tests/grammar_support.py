@@ -40,7 +40,14 @@ from llguidance.gbnf_to_lark import (
     SequenceNode,
 )
 
-__all__ = ["grammar_accepts", "grammar_accepts_prefix", "lark_accepts", "lark_of", "llama_accepts"]
+__all__ = [
+    "grammar_accepts",
+    "grammar_accepts_prefix",
+    "lark_accepts",
+    "lark_accepts_prefix",
+    "lark_of",
+    "llama_accepts",
+]
 
 _EOS = 256
 
@@ -63,7 +70,21 @@ def _tokenizer() -> Any:
 
 
 class _CharLiteralParser(GrammarParser):  # type: ignore[misc]
-    """llguidance's GBNF parser, with each literal read as a sequence of one-character literals."""
+    """llguidance's GBNF parser, with each literal read as a sequence of one-character literals,
+    and `\\uHHHH`/`\\UHHHHHHHH` escapes written as characters (its own writer strips their
+    leading zeros, which neither Lark nor Rust reads back)."""
+
+    def _parse_char(self, pos: Position) -> tuple[str, Position]:
+        if pos.current() == "\\" and pos.peek(2)[1:2] in ("u", "U"):
+            width = 4 if pos.peek(2)[1] == "u" else 8
+            digits = pos.peek(2 + width)[2:]
+            if len(digits) == width and all(c in "0123456789abcdefABCDEF" for c in digits):
+                char = chr(int(digits, 16))
+                if ord(char) < 0x80 and not char.isalnum():
+                    return f"\\x{ord(char):02x}", pos.advance(2 + width)
+                return char, pos.advance(2 + width)
+        result: tuple[str, Position] = super()._parse_char(pos)
+        return result
 
     def _parse_literal(self, pos: Position) -> tuple[ASTNode, Position]:
         if pos.current() != '"':
@@ -146,6 +167,12 @@ def lark_accepts(lark: str, text: str) -> bool:
     """Whether `text` is a complete sentence of a Lark grammar, as llguidance reads Lark."""
     matcher = _pristine_lark(lark).deep_copy()
     return bool(matcher.consume_tokens(list(text.encode("utf-8")))) and bool(matcher.is_accepting())
+
+
+def lark_accepts_prefix(lark: str, text: str) -> bool:
+    """Whether llguidance can continue `text` into a sentence of a Lark grammar."""
+    matcher = _pristine_lark(lark).deep_copy()
+    return bool(matcher.consume_tokens(list(text.encode("utf-8"))))
 
 
 # --- llama.cpp's own grammar engine ----------------------------------------------------------

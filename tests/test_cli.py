@@ -38,7 +38,7 @@ def _invoke(*args: str) -> tuple[int, str, str]:
 def test_check_passes_on_the_reference_contracts() -> None:
     code, out, _ = _invoke("schema", "check", "contracts")
     assert code == 0
-    assert out == "contracts: 7 contracts match the lock\n"
+    assert out == "contracts: 7 contracts and 1 grammar match the lock\n"
 
 
 def test_check_json() -> None:
@@ -158,7 +158,7 @@ def test_diff_a_snapshot_against_a_contract_in_code() -> None:
 def test_diff_against_the_lock() -> None:
     code, out, _ = _invoke("schema", "diff", "--against-lock", "contracts")
     assert code == 0
-    assert out.count("  identical") == 7
+    assert out.count("  identical") == 8  # seven contracts and the SelectQuery grammar
 
 
 def test_diff_needs_two_schemas_or_the_lock() -> None:
@@ -185,4 +185,4 @@ def test_python_dash_m_sdk_cli_works() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "contracts: 7 contracts match the lock\n"
+    assert result.stdout == "contracts: 7 contracts and 1 grammar match the lock\n"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import sdk.errors
+from sdk.demo import SQL_QUESTIONS
 from tests.local_deps import import_local
 
 pytestmark = pytest.mark.local
@@ -84,7 +85,9 @@ def test_demo_runs_and_shows_every_layer() -> None:
     assert len(queries) + len(re.findall(r"^  (\w+): ", sql, re.M)) >= 2
     assert "'DROP TABLE \"orders\";' leaves the grammar's language at character 0" in sql
     assert "not an authorization layer" in sql
-    assert re.search(r"^sql: \w+, \w+$", output, re.M)
+    for question in SQL_QUESTIONS:  # two need a join and an aggregate, one asks for a DROP
+        assert f"question: {question}" in sql
+    assert re.search(r"^sql: \w+(, \w+){2}$", output, re.M)
 
 
 def _section(output: str, start: str) -> str:

@@ -104,3 +104,20 @@ def test_what_the_grammar_accepts_is_valid(schema: Any, batch: list[Any]) -> Non
         text = json.dumps(value, separators=(",", ":"))
         if grammar_accepts(grammar, text):
             assert validator.is_valid(value), (schema, text)
+
+
+def test_an_intersection_keeps_additional_properties_for_patterned_names() -> None:
+    # One side forbids undeclared names, the other constrains names by a pattern: in the
+    # intersection `x1` is still undeclared for the first side, so it stays forbidden.
+    for forbidding in [
+        {"additionalProperties": False},
+        {"additionalProperties": {"type": "string"}},
+    ]:
+        schema = {"allOf": [forbidding, {"patternProperties": {"^x": {}}}]}
+        grammar = to_gbnf(schema)
+        assert not jsonschema.Draft202012Validator(schema).is_valid({"x1": 1})
+        assert not grammar_accepts(grammar, '{"x1":1}')
+    allowed = {
+        "allOf": [{"additionalProperties": {"type": "string"}}, {"patternProperties": {"^x": {}}}]
+    }
+    assert grammar_accepts(to_gbnf(allowed), '{"x1":"s"}')

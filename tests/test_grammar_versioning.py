@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from contracts import SELECT_QUERY
+from sdk import Grammar
 from sdk.cli import app
+from sdk.workflow.grammar_diff import diff_grammars
 from sdk.workflow.versioning import (
     LOCK_FILE,
     CheckCode,
+    CheckFinding,
     Lock,
     LockConflict,
     check,
     discover_grammars,
     lock,
 )
-from tests.schema_support import make_package
+from tests.schema_support import copy_contracts, make_package
 
 runner = CliRunner()
 
@@ -140,3 +145,56 @@ def test_the_cli_check_fails_on_an_unbumped_grammar(tmp_path: Path) -> None:
     assert result.exit_code == 1
     findings = json.loads(result.stdout)["findings"]
     assert [(f["code"], f["contract"]) for f in findings] == [("changed-without-bump", "Commands")]
+
+
+# --- grammars compared by their languages ------------------------------------------------------
+
+GRAMMARS_NARROWED = GRAMMARS_V1.replace('"north" | "south"', '"north"').replace(
+    "\\n')\nALIAS", "\\n', version=2)\nALIAS"
+)
+GRAMMARS_RENAMED = GRAMMARS_V1.replace("DIR", "HEADING").replace(
+    "\\n')\nALIAS", "\\n', version=2)\nALIAS"
+)
+
+
+def _changes(finding: CheckFinding) -> list[tuple[str, bool]]:
+    assert finding.diff is not None
+    return [(c.kind.value, c.breaking) for c in finding.diff.changes]
+
+
+def test_check_compares_grammars_by_their_languages(tmp_path: Path) -> None:
+    directory = tmp_path / "schemas"
+    lock(_package(tmp_path, GRAMMARS_V1), directory=directory)
+    widened = check(_package(tmp_path, GRAMMARS_EDITED), directory=directory)
+    assert _changes(widened[0]) == [("grammar-widened", False)]
+    assert "'go east' is new" in widened[0].diff.changes[0].detail  # type: ignore[union-attr]
+    narrowed = check(_package(tmp_path, GRAMMARS_NARROWED), directory=directory)
+    assert _changes(narrowed[0]) == [("grammar-narrowed", True)]
+    assert "'go south' is no longer a sentence" in narrowed[0].diff.changes[0].detail  # type: ignore[union-attr]
+    renamed = check(_package(tmp_path, GRAMMARS_RENAMED), directory=directory)
+    assert _changes(renamed[0]) == [("grammar-rewritten", False)]
+
+
+def test_diff_grammars_decides_a_removed_alternative_by_its_sentences() -> None:
+    old = Grammar("G", lark='start: "a" | "b" | WORD\nWORD: /[a-z]/\n')
+    covered = Grammar("G", lark='start: "a" | WORD\nWORD: /[a-z]/\n', version=2)
+    # "b" is gone as an alternative, but WORD still takes it: not a narrowing.
+    assert [c.kind.value for c in diff_grammars(old, covered).changes] == ["grammar-rewritten"]
+    gone = Grammar("G", lark='start: "a" | WORD\nWORD: /[c-z]/\n', version=2)
+    assert "grammar-narrowed" in {c.kind.value for c in diff_grammars(old, gone).changes}
+
+
+def test_diff_against_the_lock_sees_a_column_removed_from_select_query(tmp_path: Path) -> None:
+    root = copy_contracts(tmp_path).parent
+    source = root / "contracts" / "sql.py"
+    text = source.read_text()
+    assert '            "status": "text",\n' in text
+    source.write_text(text.replace('            "status": "text",\n', "", 1))
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("sdk")), "schema", "diff", "--against-lock",
+         "contracts", "SelectQuery", "--fail-on-breaking"],
+        cwd=root, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "identical" not in result.stdout
+    assert "grammar-narrowed" in result.stdout and '"status"' in result.stdout

@@ -39,7 +39,7 @@ def test_the_custom_tool_is_what_the_openai_sdk_sends_and_reads() -> None:
     tool = openai_custom_tool(SELECT_QUERY)
     assert tool == {
         "type": "custom",
-        "name": "SelectQuery_v1",
+        "name": "SelectQuery_v2",
         "format": {"type": "grammar", "syntax": "lark", "definition": SELECT_QUERY.lark},
         "description": SELECT_QUERY.description,
     }
@@ -56,7 +56,7 @@ def test_the_custom_tool_is_what_the_openai_sdk_sends_and_reads() -> None:
     )
     sent = wire.body
     assert sent["tools"] == [tool]
-    assert sent["tool_choice"] == {"type": "custom", "name": "SelectQuery_v1"}
+    assert sent["tool_choice"] == {"type": "custom", "name": "SelectQuery_v2"}
 
     text = read_custom_tool_input(response.output, name)
     assert text == fixture_json(FIXTURE)["output"][1]["input"]

@@ -142,13 +142,13 @@ def test_openai_responses_sends_a_forced_custom_tool_and_reads_its_input() -> No
     result = StructuredClient(provider).generate(SELECT_QUERY, prompt="US customers by name?")
     body = wire.body
     assert body["tools"][0]["type"] == "custom"
-    assert body["tools"][0]["name"] == "SelectQuery_v1"
+    assert body["tools"][0]["name"] == "SelectQuery_v2"
     assert body["tools"][0]["format"] == {
         "type": "grammar",
         "syntax": "lark",
         "definition": SELECT_QUERY.lark,
     }
-    assert body["tool_choice"] == {"type": "custom", "name": "SelectQuery_v1"}
+    assert body["tool_choice"] == {"type": "custom", "name": "SelectQuery_v2"}
     assert "text" not in body  # no JSON format beside the grammar
     assert result.value.startswith('SELECT "name", "country" FROM "customers"')
     assert result.provider == "openai_responses"

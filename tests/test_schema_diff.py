@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from pydantic import Field
 
 from contracts import Decision, InvoiceExtraction
 from sdk import Contract, SourceQuote, WireEnum
 from sdk.workflow.diff import Change, ChangeKind, Impact, diff_schemas
 from tests.schema_support import contract
+from tests.strategies import from_schema
 
 B, C = Impact.BREAKING, Impact.COMPATIBLE
 
@@ -186,7 +188,9 @@ CASES: list[tuple[ChangeKind, dict[str, Any], dict[str, Any], str, Impact, Impac
 
 
 def test_every_kind_has_a_case() -> None:
-    assert {case[0] for case in CASES} == set(ChangeKind)
+    # Grammar kinds have theirs in tests/test_grammar_diff.py.
+    grammar_kinds = {k for k in ChangeKind if k.value.startswith("grammar-")}
+    assert {case[0] for case in CASES} == set(ChangeKind) - grammar_kinds
 
 
 @pytest.mark.parametrize(
@@ -324,3 +328,28 @@ def test_to_json_carries_the_classification() -> None:
     assert data["changes"] == [
         Change(ChangeKind.FIELD_REMOVED, "/properties/b", "field 'b' removed").to_json()
     ]
+
+
+COMPATIBLE_FOR_STORED = [case for case in CASES if case[5] is C]
+
+
+@pytest.mark.parametrize(
+    ("kind", "old", "new"),
+    [case[:3] for case in COMPATIBLE_FOR_STORED],
+    ids=[case[0].value for case in COMPATIBLE_FOR_STORED],
+)
+def test_what_the_diff_calls_compatible_for_stored_values_reads_without_a_migration(
+    kind: ChangeKind, old: dict[str, Any], new: dict[str, Any]
+) -> None:
+    # The diff's word on stored values is what `from_stored` does: values of the old version
+    # read as the new one with no migrate_from step written.
+    before, after = contract(**old), contract(version=2, **new)
+    diff = diff_schemas(before.json_schema(), after.json_schema())
+    assert not diff.breaking_for_consumers
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(from_schema(before.json_schema()))
+    def reads(value: dict[str, Any]) -> None:
+        after.from_stored(value, version=1)
+
+    reads()

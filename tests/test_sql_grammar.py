@@ -1,8 +1,7 @@
 """The SQL reference grammar: inside SQLite's dialect, tested against its sets, executed read-only.
 
-The property test draws sentences from the grammar itself (hypothesis's `from_lark`, over the
-same compiled Lark grammar the client recognizes with) and asks SQLite to prepare each one
-against the schema: the grammar's language is inside the dialect, not merely beside it.
+The property test that draws sentences from the grammar and has SQLite prepare each one, over
+hostile schemas with foreign keys, is in `tests/test_sql.py` with the rest of `sdk.sql`.
 """
 
 from __future__ import annotations
@@ -12,9 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra.lark import from_lark
 
 from contracts.sql import (
     DEMO_TABLES,
@@ -34,7 +31,6 @@ from contracts.sql import (
 from sdk import Grammar, GrammarViolation
 from sdk.errors import CheckFailed
 from sdk.grammar import check_cases, parse_cases, parse_grammar, recognize, to_gbnf
-from sdk.grammar._grammar import compiled_lark
 from tests.grammar_support import grammar_accepts, lark_accepts
 from tests.test_grammar import NAIVE_GBNF
 
@@ -96,22 +92,6 @@ def test_the_naive_grammar_is_the_counter_example() -> None:
         parse_grammar(SELECT_QUERY, sentence, stop_reason="end_turn")
     assert raised.value.position == len("SELECT ")
     assert not check_cases(naive, reject=REJECT).ok  # the sets catch the permissive grammar
-
-
-@pytest.mark.parametrize("tables", [DEMO_TABLES, HOSTILE_TABLES], ids=["demo", "hostile"])
-def test_sentences_drawn_from_the_grammar_all_prepare_in_sqlite(
-    tables: tuple[Table, ...],
-) -> None:
-    grammar = sql_grammar(tables)
-
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(from_lark(compiled_lark(grammar.lark), alphabet=_TEXT))
-    def prepares(query: str) -> None:
-        assert recognize(grammar, query) is None
-        assert _prepares(tables, query), query
-        parse_grammar(grammar, query, stop_reason="end_turn")  # its check agrees
-
-    prepares()
 
 
 def test_identifiers_are_exact_and_quoted() -> None:
@@ -241,3 +221,4 @@ def test_the_prompt_names_the_quoted_schema_and_the_question() -> None:
     prompt = sql_prompt("Which customers are in the US?", DEMO_TABLES)
     assert '"customers": "id" INTEGER, "name" TEXT, "country" TEXT' in prompt
     assert prompt.endswith("Question: Which customers are in the US?")
+

@@ -14,6 +14,7 @@ from sdk.contract import Contract
 from sdk.schema.canonical import SchemaInfo, canonical_schema
 from sdk.schema.dialects import DIALECTS
 from sdk.workflow.diff import Change, Impact, SchemaDiff, diff_schemas
+from sdk.workflow.grammar_diff import diff_grammars
 from sdk.workflow.lint import LintReport, lint_all
 from sdk.workflow.snapshot import load_snapshot
 from sdk.workflow.versioning import (
@@ -24,10 +25,12 @@ from sdk.workflow.versioning import (
     check,
     default_directory,
     discover,
+    discover_grammars,
     display_path,
     export,
     import_target,
     lock,
+    locked_grammar,
 )
 
 __all__ = ["schema_app"]
@@ -90,7 +93,18 @@ def lock_command(
         out.line(f"rewrote the edited snapshot of {entry.name} v{entry.version}", "yellow")
     for entry in outcome.dropped:
         out.line(f"dropped {entry.name} v{entry.version}: no longer defined", "yellow")
-    out.line(f"{display_path(outcome.path)}: {len(outcome.unchanged)} unchanged", "dim")
+    for path in outcome.written:
+        out.line(f"wrote {display_path(path)}", "dim")
+    counts = [
+        f"{len(outcome.added)} locked",
+        f"{len(outcome.replaced)} re-pinned",
+        f"{len(outcome.dropped)} dropped",
+        f"{len(outcome.unchanged)} unchanged",
+    ]
+    history = ", ".join(f"{e.name} v{e.version}" for e in outcome.history)
+    kept = f"; older versions kept for stored values: {history}" if history else ""
+    nothing = "" if outcome.written else "; nothing written"
+    out.line(f"{display_path(outcome.path)}: {', '.join(counts)}{kept}{nothing}", "dim")
 
 
 @schema_app.command("check")
@@ -100,6 +114,7 @@ def check_command(target: Target, directory: DirOption = None, as_json: JsonOpti
     with errors_exit(out):
         findings = check(target, directory=directory)
         count = len(discover(target))
+        grammars = len(discover_grammars(target))
     if as_json:
         out.json({"ok": not findings, "findings": [f.to_json() for f in findings]})
     else:
@@ -108,7 +123,11 @@ def check_command(target: Target, directory: DirOption = None, as_json: JsonOpti
         if findings:
             out.line(f"{len(findings)} problem(s): the schemas of {target} do not match the lock")
         else:
-            out.line(f"{target}: {count} contracts match the lock", "green")
+            plural = "" if grammars == 1 else "s"
+            out.line(
+                f"{target}: {count} contracts and {grammars} grammar{plural} match the lock",
+                "green",
+            )
     if findings:
         raise typer.Exit(1)
 
@@ -138,7 +157,8 @@ def diff_command(
         typer.Option(
             "--against-lock",
             metavar="MODULE_OR_PACKAGE",
-            help="Diff each contract of the package against its newest locked snapshot.",
+            help="Diff each contract and grammar of the package against its newest locked "
+            "snapshot (grammars by their languages).",
         ),
     ] = None,
     directory: DirOption = None,
@@ -183,6 +203,7 @@ def _load_schema(reference: str) -> dict[str, Any]:
 
 
 def _diffs_against_lock(target: str, directory: Path | None, names: list[str]) -> list[SchemaDiff]:
+    """Each contract and grammar of the target against its newest locked snapshot."""
     folder = directory or default_directory(target)
     current = Lock.read(folder / LOCK_FILE)
     diffs = []
@@ -197,6 +218,14 @@ def _diffs_against_lock(target: str, directory: Path | None, names: list[str]) -
         else:
             old = load_snapshot(folder / entry.snapshot)
         diffs.append(diff_schemas(old, new))
+    for grammar in discover_grammars(target):
+        if names and grammar.name not in names:
+            continue
+        entry = current.latest(grammar.name)
+        locked = None if entry is None else locked_grammar(entry, folder)
+        if entry is not None and locked is None:
+            raise ValueError(f"the locked snapshot of {grammar.name} v{entry.version} is missing")
+        diffs.append(diff_grammars(locked, grammar))
     return diffs
 
 

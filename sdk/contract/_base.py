@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationError,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
@@ -223,7 +229,10 @@ class Contract(BaseModel):
                     return data
                 return super().migrate_from(version, data)
 
-        The default knows no older versions.
+        The default knows no older versions: `from_stored` then reads the value unchanged,
+        which is right for every change `sdk schema diff` calls compatible for stored values
+        (an optional field added, an enum member added, a constraint loosened, ...), and
+        says which step is missing when the value does not read.
         """
         raise NotImplementedError(
             f"{cls.__name__} has no migration from version {version} to {version + 1}; "
@@ -236,7 +245,11 @@ class Contract(BaseModel):
 
         `data` is the stored JSON (text, or already decoded). It is migrated one version at a
         time with `migrate_from`, then validated as JSON with the full strictness of the
-        contract, so a migration that forgets a field fails here, not later.
+        contract, so a migration that forgets a field fails here, not later. A step with no
+        migration (`migrate_from` raises `NotImplementedError`, as the default does) leaves the
+        value as it is: a change the diff calls compatible for stored values needs none. If the
+        value then does not read, the error is `NotImplementedError` naming the missing steps,
+        with the validation error as its cause.
         """
         if version > cls.schema_version:
             raise ValueError(
@@ -248,10 +261,24 @@ class Contract(BaseModel):
         decoded: Any = json.loads(data) if isinstance(data, str | bytes) else copy.deepcopy(data)
         if not isinstance(decoded, dict):
             raise ValueError(f"a stored {cls.__name__} must be a JSON object")
+        missing: list[str] = []
         for step in range(version, cls.schema_version):
-            decoded = cls.migrate_from(step, decoded)
-        # Through JSON, so the value is read exactly as a stored document would be.
-        return cls.model_validate_json(json.dumps(decoded))
+            try:
+                decoded = cls.migrate_from(step, decoded)
+            except NotImplementedError:
+                missing.append(f"{step} to {step + 1}")
+        try:
+            # Through JSON, so the value is read exactly as a stored document would be.
+            return cls.model_validate_json(json.dumps(decoded))
+        except ValidationError as error:
+            if not missing:
+                raise
+            raise NotImplementedError(
+                f"a value stored under {cls.__name__} v{version} does not read as "
+                f"v{cls.schema_version} and there is no migration from version "
+                f"{', '.join(missing)}: override migrate_from ({error.error_count()} "
+                f"validation error(s); the first: {error.errors()[0]['msg']})"
+            ) from error
 
 
 def require_contract(obj: object, where: str) -> type[Contract]:

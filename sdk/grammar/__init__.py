@@ -2,10 +2,12 @@
 
 `Grammar` (name, version, Lark or GBNF text, optional checks), the grammar parser
 `parse_grammar` (stop reason, then client-side recognition, then checks), the accept/reject
-harness `check_cases`, and conversions to what providers take (`to_gbnf`; provider-shaped
-pieces in `sdk.grammar.wire`). No I/O.
+harness `check_cases`, conversions to what providers take (`to_gbnf`, `gbnf_to_lark`;
+provider-shaped pieces in `sdk.grammar.wire`), and `lark_literal` for building grammars from
+data. No I/O.
 """
 
+from sdk.grammar._compiled import lark_literal
 from sdk.grammar._gbnf_to_lark import gbnf_to_lark
 from sdk.grammar._grammar import (
     Grammar,
@@ -31,6 +33,7 @@ __all__ = [
     "check_cases",
     "gbnf_to_lark",
     "grammar_fingerprint",
+    "lark_literal",
     "lark_to_gbnf",
     "parse_cases",
     "parse_grammar",

@@ -10,7 +10,6 @@ Checks are code, like a contract's validators, and are not part of the fingerpri
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
@@ -18,9 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import lark
-import regex
-
+from sdk.grammar._compiled import compile_grammar, compiled_lark
 from sdk.grammar._errors import InvalidGrammar, UnconvertibleGrammar
 from sdk.schema.canonical import SchemaInfo
 
@@ -95,7 +92,7 @@ class Grammar:
         for check in self.checks:
             if not callable(check):
                 raise TypeError(f"grammar {self.name}: check {check!r} is not callable")
-        compiled_lark(self.lark)  # an invalid grammar fails here, where it is defined
+        compile_grammar(self.lark)  # an invalid grammar fails here, where it is defined
 
     @property
     def syntax(self) -> GrammarSyntax:
@@ -124,45 +121,3 @@ def grammar_fingerprint(name: str, version: int, syntax: str, definition: str) -
     content = {"definition": definition, "name": name, "syntax": syntax, "version": version}
     data = json.dumps(content, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(data.encode()).hexdigest()
-
-
-@functools.lru_cache(maxsize=128)
-def compiled_lark(text: str) -> lark.Lark:
-    """The Lark recognizer of a grammar text, built once per text.
-
-    Built to read a grammar the way llguidance (the engine behind the embedded provider and
-    OpenAI's custom tools) generates under it:
-
-    - Earley with the dynamic lexer, as llguidance documents its own semantics: each terminal
-      is matched where the parser expects it (no global tokenization, so a keyword never
-      shadows an identifier), greedily (`A: /a+/` then `B: "a"` admits no text, in both);
-    - terminals matched leftmost-longest (the `regex` module's POSIX mode), as a regex
-      automaton does: with Python's `re`, `/a|ab/` would match only `a` in `ab`;
-    - `ambiguity="forest"`: no parse tree is built, only membership is decided.
-
-    Still not identical: llguidance reads the grammar text's regex escapes itself, while Lark
-    evaluates `\\xHH` and `\\uHHHH` to raw characters first (`[\\x5d]` becomes `[]]`), so escape
-    a class's special characters with a backslash; and each side has syntax the other lacks
-    (llguidance's `%json`, `[lazy]`, `&`, `~`; Lark's lookarounds, templates, priorities).
-    """
-    try:
-        return lark.Lark(
-            text,
-            start="start",
-            parser="earley",
-            lexer="dynamic",
-            ambiguity="forest",
-            regex=True,
-            g_regex_flags=regex.POSIX,
-        )
-    except lark.exceptions.GrammarError as error:
-        raise InvalidGrammar(f"not a valid Lark grammar: {error}") from error
-    except lark.exceptions.LarkError as error:
-        raise InvalidGrammar(f"not a valid Lark grammar: {_first_line(error)}") from error
-    except regex.error as error:
-        raise InvalidGrammar(f"not a valid Lark grammar: a terminal's regex: {error}") from error
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

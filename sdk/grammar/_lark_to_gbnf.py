@@ -1,20 +1,23 @@
 """Lark -> GBNF, for llama.cpp's `grammar` field (and any GBNF/EBNF engine).
 
-The input is Lark's own compiled form of the grammar (rules already in BNF, `?`, `*`, `+`,
-`~` and templates expanded, terminals reduced to one string or regex each), so every Lark
-construct the recognizer understands reaches this converter the same way.
+The input is the compiled grammar (`sdk.grammar._compiled`): Lark's rules with EBNF already
+expanded, and each terminal read into the one syntax tree the client recognizes with, so the
+GBNF says exactly what the client and llguidance read: `.`, `\\d`, `\\w`, `\\s` keep their
+Unicode meaning (written out as classes), case-insensitive strings and regexes become classes
+of the characters that simple case folding matches (`"ß"i` is `[ßẞ]`), and whatever the compiled
+grammar refused never gets here. `%ignore`d terminals become a `ws` rule allowed where
+llguidance skips them: before every terminal but the first (each rule that can begin the text
+gets a version, `NAME-first`, whose first terminal has no `ws`). llguidance also skips them at
+the end of the text where another terminal could have followed, which a context-free grammar
+cannot say in general; so `%ignore` converts only when no sentence can go on (no terminal
+that can end a sentence can also be followed by another), and is refused otherwise.
 
-Regex terminals are translated exactly by `sdk.schema._regex` (the regex subset Python's `re`
-and the Rust `regex` crate read alike); a terminal outside it, a regex flag, or a case-folded
-regex raises `UnconvertibleGrammar` naming the terminal and the construct. `%ignore`d terminals
-become a `ws` rule allowed before every terminal and at the end.
-
-One difference cannot be written in GBNF: Lark and llguidance match each terminal greedily,
-GBNF has no terminals at all. Where a greedy match matters (a regex terminal whose match could
-stop early and let the next terminal start, as `/[a-z]+/ "x"`), the GBNF grammar admits a text
-that the client-side recognizer then rejects (`GrammarViolation`, retried): the client decides,
-never the server's mask. Grammars whose terminals end unambiguously (quoted identifiers, keywords
-followed by a fixed separator, as the SQL reference grammar) have one language under both.
+One difference cannot be written in GBNF: Lark and llguidance split text into terminals
+greedily, GBNF has no terminals at all. Where that split could change the language (a terminal
+whose match can run on into what follows it, as `/[a-z]+/ "x"`), the conversion is refused with
+`UnconvertibleGrammar` (`sdk.grammar._lexing` decides, conservatively): the GBNF is exact or
+not written. Left recursion is rewritten (llama.cpp cannot run it): direct left recursion
+becomes repetition, indirect left recursion is refused.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-import lark
 from lark.grammar import NonTerminal, Terminal
 
-from sdk.grammar._grammar import Grammar, UnconvertibleGrammar, compiled_lark
+from sdk.grammar._compiled import CompiledGrammar, compile_grammar
+from sdk.grammar._errors import UnconvertibleGrammar
+from sdk.grammar._gbnf_to_lark import gbnf_for_llamacpp
+from sdk.grammar._grammar import Grammar
+from sdk.grammar._lexing import END, first_and_follow, lexing_conflicts
 from sdk.schema import _regex as rx
 from sdk.schema.gbnf._gbnf_text import char_class as _char_class
 from sdk.schema.gbnf._gbnf_text import literal as _literal
@@ -37,23 +43,51 @@ _ROOT = "root"
 
 
 def to_gbnf(grammar: Grammar) -> str:
-    """The GBNF of a grammar: its own text if it was written in GBNF, else converted from Lark."""
-    return grammar.gbnf if grammar.gbnf is not None else lark_to_gbnf(grammar.lark)
+    """The GBNF of a grammar: its own text if it was written in GBNF (negated classes that leave
+    out non-ASCII characters written as the ranges they keep: `gbnf_for_llamacpp`), else
+    converted from Lark."""
+    if grammar.gbnf is not None:
+        return gbnf_for_llamacpp(grammar.gbnf)
+    return lark_to_gbnf(grammar.lark)
 
 
 def lark_to_gbnf(lark_text: str) -> str:
     """A GBNF grammar for a Lark grammar text (entry rule `start`, written as `root`)."""
-    return _Writer(compiled_lark(lark_text)).write()
+    compiled = compile_grammar(lark_text)
+    if compiled.ignore:
+        _check_trailing_ignore(compiled)
+    conflicts = lexing_conflicts(compiled)
+    if conflicts:
+        more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+        raise UnconvertibleGrammar(
+            f"{conflicts[0]}{more}: llama.cpp's GBNF cannot express greedy terminals; make "
+            "each terminal end where the next cannot continue it (a separator, a closing quote)",
+            construct="greedy terminal split",
+        )
+    return _Writer(compiled).write()
+
+
+def _check_trailing_ignore(grammar: CompiledGrammar) -> None:
+    _, follow = first_and_follow(grammar)
+    ignored = set(grammar.ignore)
+    for name, after in sorted(follow.items()):
+        if name not in ignored and END in after and after - ignored - {END}:
+            raise UnconvertibleGrammar(
+                f"%ignore in a grammar whose sentences can go on (after "
+                f"{grammar.terminals[name].shown} the text may end or continue): llguidance "
+                "takes ignored text at the end exactly where another terminal could follow, "
+                "which GBNF cannot say; write the whitespace into the rules instead",
+                construct="%ignore after a sentence that can go on",
+            )
 
 
 class _Writer:
-    def __init__(self, parser: lark.Lark) -> None:
-        self.parser = parser
+    def __init__(self, grammar: CompiledGrammar) -> None:
+        self.grammar = grammar
         self.names: dict[str, str] = {}
         # `start` too: converters back to Lark (llguidance's) rename `root` to `start`.
         self.taken = {_ROOT, _WS, "start"}
-        self.terminals = {term.name: term for term in parser.terminals}
-        self.ignored = list(parser.ignore_tokens)
+        self.ignored = list(grammar.ignore)
         self.terminal_rules: dict[str, str] = {}  # GBNF name -> body, for regex terminals
 
     def name(self, lark_name: str, *, terminal: bool) -> str:
@@ -73,16 +107,16 @@ class _Writer:
 
     def write(self) -> str:
         rules: dict[str, list[list[Terminal | NonTerminal]]] = defaultdict(list)
-        for rule in self.parser.rules:
-            rules[rule.origin.name].append(
-                [s for s in rule.expansion if isinstance(s, Terminal | NonTerminal)]
-            )
-        if "start" not in rules:
-            raise UnconvertibleGrammar("the Lark grammar has no `start` rule", construct="start")
+        for rule in self.grammar.rules:
+            rules[rule.origin].append(list(rule.expansion))
+        entry = "start"
+        root = self.name(entry, terminal=False)
+        if self.ignored:
+            entry = _first_versions(rules, _nullable(rules))
+            root = self.name(entry, terminal=False)
         nullable = _nullable(rules)
         corners: dict[str, set[str]] = {}
-        start = self.name("start", terminal=False)
-        lines = [f"{_ROOT} ::= {start}" + (f" {_WS}" if self.ignored else "")]
+        lines = [f"{_ROOT} ::= {root}"]
         for origin, options in rules.items():
             # llama.cpp cannot run a left-recursive rule, and Lark writes `x*` as one
             # (`r: x | r x`): `A ::= A a | b` becomes `A ::= (b) (a)*`, the same language.
@@ -95,6 +129,13 @@ class _Writer:
                 )
             body = self.alternatives(base)
             corners[origin] = _left_corners(base, nullable)
+            if any(_sequence_nullable(option, nullable) for option in tails):
+                # `(x)*` where x can be empty loops forever; llama.cpp refuses the grammar.
+                raise UnconvertibleGrammar(
+                    f"rule {origin} repeats something that can be empty, which llama.cpp "
+                    "rejects as left recursion: repeat only what always takes a character",
+                    construct="repetition of something that can be empty",
+                )
             if tails:
                 body = f"({body}) ({self.alternatives(tails)})*"
                 if all(_sequence_nullable(option, nullable) for option in base):
@@ -124,54 +165,24 @@ class _Writer:
         if isinstance(symbol, NonTerminal):
             return self.name(symbol.name, terminal=False)
         term = self.terminal(symbol.name)
-        return f"{_WS} {term}" if self.ignored else term
+        return f"{_WS} {term}" if self.ignored and not isinstance(symbol, _Bare) else term
 
     def terminal(self, lark_name: str) -> str:
-        """A literal inline, or the name of the rule a regex terminal was written to."""
-        definition = self.terminals.get(lark_name)
-        if definition is None:
-            raise UnconvertibleGrammar(
-                f"terminal {lark_name} has no definition (%declare) to convert",
-                construct=f"%declare {lark_name}",
-            )
-        pattern = definition.pattern
-        if isinstance(pattern, lark.lexer.PatternStr):
-            if "i" in pattern.flags:
-                return self.case_folded(pattern.value)
-            return _literal(pattern.value)
+        """A literal inline, or the name of the rule the terminal was written to."""
+        definition = self.grammar.terminals[lark_name]
+        if definition.literal is not None:
+            return _literal(definition.literal)
         name = self.name(lark_name, terminal=True)
         if name not in self.terminal_rules:
-            self.terminal_rules[name] = self.regex(lark_name, pattern)
+            try:
+                self.terminal_rules[name] = self.node(definition.node) or '""'
+            except rx.RegexUnsupported as error:
+                raise UnconvertibleGrammar(
+                    f"terminal {lark_name}: {definition.shown} cannot be converted to GBNF: "
+                    f"{error}",
+                    construct=str(error),
+                ) from error
         return name
-
-    def case_folded(self, text: str) -> str:
-        parts = []
-        for char in text:
-            forms = {char, char.lower(), char.upper()}
-            if len(forms) == 1:
-                parts.append(_literal(char))
-            else:
-                parts.append(_char_class(rx.normalize([(ord(f), ord(f)) for f in forms])))
-        return " ".join(parts)
-
-    def regex(self, lark_name: str, pattern: lark.lexer.Pattern) -> str:
-        shown = f"{lark_name}: /{pattern.value}/"
-        if pattern.flags:
-            flags = "".join(sorted(pattern.flags))
-            raise UnconvertibleGrammar(
-                f"terminal {shown}{flags}: regex flags ({flags}) cannot be converted to GBNF",
-                construct=f"regex flag {flags}",
-            )
-        try:
-            branches = rx.parse_pattern(pattern.value)
-            if any(branch.anchored_start or branch.anchored_end for branch in branches):
-                raise rx.RegexUnsupported("an anchor (^ or $) inside a terminal")
-            options = [self.node(branch.node) for branch in branches]
-        except rx.RegexUnsupported as error:
-            raise UnconvertibleGrammar(
-                f"terminal {shown} cannot be converted to GBNF: {error}", construct=str(error)
-            ) from error
-        return " | ".join(option or '""' for option in options)
 
     def node(self, node: rx.Node) -> str:
         if isinstance(node, rx.CharSet):
@@ -204,11 +215,13 @@ class _Writer:
         nested repetition such as `([ \\t]+)*` multiplies llama.cpp's parse stacks."""
         flat = []
         for lark_name in self.ignored:
-            pattern = self.terminals[lark_name].pattern
-            branches = _branches(pattern)
-            node = branches[0].node if branches and len(branches) == 1 else None
-            repeated = isinstance(node, rx.Repeat) and node.lo <= 1 and node.hi is None
-            if repeated and isinstance(node, rx.Repeat) and isinstance(node.node, rx.CharSet):
+            node = self.grammar.terminals[lark_name].node
+            if (
+                isinstance(node, rx.Repeat)
+                and node.lo <= 1
+                and node.hi is None
+                and isinstance(node.node, rx.CharSet)
+            ):
                 flat.append(node.node.ranges)
                 continue
             flat = []
@@ -217,6 +230,37 @@ class _Writer:
             return f"{_char_class(rx.union(*flat))}*"
         options = [self.terminal(lark_name) for lark_name in self.ignored]
         return "(" + " | ".join(options) + ")*"
+
+
+class _Bare(Terminal):
+    """A terminal that begins the text: written without the `ws` before it."""
+
+
+def _first_versions(
+    rules: dict[str, list[list[Terminal | NonTerminal]]], nullable: set[str]
+) -> str:
+    """Add `NAME first` versions of the rules that can begin the text (their first terminal
+    bare, rules that derive nothing dropped before it) and return the entry rule's name."""
+    pending, done = ["start"], set()
+    while pending:
+        origin = pending.pop()
+        if origin in done:
+            continue
+        done.add(origin)
+        versions: list[list[Terminal | NonTerminal]] = []
+        for option in rules[origin]:
+            for index, symbol in enumerate(option):
+                if isinstance(symbol, Terminal):
+                    versions.append([_Bare(symbol.name), *option[index + 1 :]])
+                    break
+                versions.append([NonTerminal(f"{symbol.name} first"), *option[index + 1 :]])
+                pending.append(symbol.name)
+                if symbol.name not in nullable:
+                    break
+            else:
+                versions.append([])  # every symbol derived nothing
+        rules[f"{origin} first"] = versions
+    return "start first"
 
 
 def _nullable(rules: dict[str, list[list[Terminal | NonTerminal]]]) -> set[str]:
@@ -276,15 +320,6 @@ def _cycle(edges: dict[str, set[str]]) -> list[str]:
             if found:
                 return found
     return []
-
-
-def _branches(pattern: lark.lexer.Pattern) -> list[rx.Branch]:
-    if isinstance(pattern, lark.lexer.PatternStr) or pattern.flags:
-        return []
-    try:
-        return rx.parse_pattern(pattern.value)
-    except rx.RegexUnsupported:
-        return []
 
 
 def _is_atom(expr: str) -> bool:

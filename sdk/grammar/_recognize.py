@@ -4,9 +4,10 @@ The order is the JSON parser's (`sdk.parsing.parser`), with recognition in place
 
 1. stop reason, by the JSON parser's own step (`check_stop`): a cut generation is a prefix of a
    sentence, never a sentence, even when the prefix happens to be one;
-2. recognition against the grammar, on the client with the pure-Python `lark` package (never
-   trust a server's mask: llama.cpp has shipped fail-open grammar bugs) -> `GrammarViolation`
-   with the position where the text leaves the language;
+2. recognition against the grammar, on the client (`sdk.grammar._earley`, pure Python: never
+   trust a server's mask, llama.cpp has shipped fail-open grammar bugs) -> `GrammarViolation`
+   with the position, in characters, where the text leaves the language (its end, when the
+   text is a proper prefix of a sentence);
 3. the grammar's checks -> `CheckFailed` listing every failed check.
 
 No I/O.
@@ -15,17 +16,15 @@ No I/O.
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-import lark
-import regex
-
 from sdk.errors import CheckFailed, GrammarViolation, Violation, summarize
-from sdk.grammar._grammar import Grammar, compiled_lark
+from sdk.grammar._compiled import compile_grammar
+from sdk.grammar._earley import Recognizer
+from sdk.grammar._grammar import Grammar
 from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, Parsed, check_stop, validators_context
 from sdk.stop_reason import StopReason
 
@@ -70,86 +69,24 @@ class GrammarMiss:
 
 def recognize(grammar: Grammar, text: str) -> GrammarMiss | None:
     """None if `text` is a sentence of the grammar, else where and how it leaves it."""
-    parser = compiled_lark(grammar.lark)
-    try:
-        parser.parse(text)
-    except lark.exceptions.UnexpectedCharacters as miss:
-        position = miss.pos_in_stream or 0  # always set for this exception
-        if _cut_inside_terminal(parser, text[position:], miss.allowed):
-            # The text stops partway through a terminal the grammar allowed there: it is a
-            # prefix of a sentence, and the miss is at its end, not at the terminal's start.
-            return _at_end(text, _expected(parser, miss.allowed))
-        expected = _expected(parser, miss.allowed)
-        if _is_sentence(parser, text[:position]):
-            expected += (END_OF_TEXT,)
-        line = text.count("\n", 0, position) + 1
-        return GrammarMiss(
-            position=position,
-            line=line,
-            column=position - (text.rfind("\n", 0, position) + 1) + 1,
-            expected=expected,
-            at_end=False,
-        )
-    except lark.exceptions.UnexpectedEOF as miss:
-        return _at_end(text, _expected(parser, miss.expected))
-    except lark.exceptions.UnexpectedInput:
-        return _at_end(text, ())
-    return None
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, not {type(text).__name__}")
+    compiled = compile_grammar(grammar.lark)
+    outcome = _recognizer(grammar.lark).run(text)
+    if outcome.accepted:
+        return None
+    expected = tuple(sorted({compiled.terminals[name].shown for name in outcome.expected}))
+    if outcome.could_end and not outcome.at_end:
+        expected += (END_OF_TEXT,)
+    position = outcome.position
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    return GrammarMiss(position, line, column, expected, at_end=outcome.at_end)
 
 
-def _is_sentence(parser: lark.Lark, text: str) -> bool:
-    try:
-        parser.parse(text)
-    except lark.exceptions.UnexpectedInput:
-        return False
-    return True
-
-
-def _cut_inside_terminal(parser: lark.Lark, rest: str, allowed: Iterable[str] | None) -> bool:
-    """Whether all of `rest` is the start of a match of a terminal allowed here (a string
-    literal, or a regex by partial matching): the text was cut, it did not go astray."""
-    for name in allowed or ():
-        try:
-            pattern = parser.get_terminal(name).pattern
-        except KeyError:
-            continue
-        if isinstance(pattern, lark.lexer.PatternStr) and not pattern.flags:
-            if len(rest) < len(pattern.value) and pattern.value.startswith(rest):
-                return True
-        elif _partial_regex(pattern.to_regexp()).fullmatch(rest, partial=True) is not None:
-            return True
-    return False
-
-
-@functools.lru_cache(maxsize=256)
-def _partial_regex(expression: str) -> regex.Pattern[str]:
-    return regex.compile(expression, regex.POSIX)
-
-
-def _printable(regex: str) -> str:
-    """A regex as a user would write it: control characters as `\\xHH` escapes."""
-    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in regex)
-
-
-def _at_end(text: str, expected: tuple[str, ...]) -> GrammarMiss:
-    line = text.count("\n") + 1
-    column = len(text) - (text.rfind("\n") + 1) + 1
-    return GrammarMiss(len(text), line, column, expected, at_end=True)
-
-
-def _expected(parser: lark.Lark, names: Iterable[str] | None) -> tuple[str, ...]:
-    shown = []
-    for name in sorted(names or ()):
-        try:
-            pattern = parser.get_terminal(name).pattern
-        except KeyError:
-            shown.append(name)
-            continue
-        if isinstance(pattern, lark.lexer.PatternStr):
-            shown.append(json.dumps(pattern.value, ensure_ascii=False))
-        else:
-            shown.append(f"/{_printable(pattern.value)}/")
-    return tuple(sorted(set(shown)))
+@functools.lru_cache(maxsize=128)
+def _recognizer(lark_text: str) -> Recognizer:
+    return Recognizer(compile_grammar(lark_text))
 
 
 def parse_grammar(
@@ -175,11 +112,14 @@ def parse_grammar(
     if not isinstance(text, str | bytes):
         raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
     undecodable: UnicodeDecodeError | None = None
+    valid = ""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as error:
             undecodable, text = error, error.object.decode("utf-8", "replace")
+            # Positions are characters: the bytes before the first bad one decode cleanly.
+            valid = error.object[: error.start].decode("utf-8")
     stop, raw = check_stop(
         text,
         stop_reason=stop_reason,
@@ -190,12 +130,18 @@ def parse_grammar(
     )
     fields: dict[str, Any] = {"text": text, "stop_reason": stop, "raw_stop_reason": raw}
     if undecodable is not None:
-        message = f"output is not UTF-8: {undecodable.reason} at byte {undecodable.start}"
+        position = len(valid)
+        line = valid.count("\n") + 1
+        column = position - (valid.rfind("\n") + 1) + 1
+        message = (
+            f"output is not UTF-8: {undecodable.reason} at byte {undecodable.start} "
+            f"(char {position}, line {line}, column {column})"
+        )
         raise GrammarViolation(
             message,
-            position=undecodable.start,
-            line=1,
-            column=undecodable.start + 1,
+            position=position,
+            line=line,
+            column=column,
             violations=[Violation("", message, "grammar")],
             **fields,
         ) from undecodable

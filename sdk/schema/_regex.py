@@ -1,4 +1,8 @@
-"""A small regular-expression front end for the GBNF converter: `pattern` -> syntax tree.
+"""A small regular-expression front end for the GBNF converters: `pattern` -> syntax tree.
+
+Two dialects. A grammar terminal (`dialect="lark"`) is read the way Lark's `regex` module and
+llguidance's Rust `regex` crate both read it (see `parse_pattern`). A JSON Schema `pattern`
+(`dialect="json-schema"`, the default) is read as below.
 
 JSON Schema says a `pattern` is an ECMA-262 regex; the SDK's parser checks it with two engines
 (Python's `re` and the Rust `regex`-based `jsonschema-rs`). A grammar built from a pattern must
@@ -22,15 +26,22 @@ plus `^`/`$` anchors allowed only at the two ends of a top-level alternative.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
+from typing import Literal
+
+import regex
+
+from sdk.schema._unicode import case_fold, engine_class, python_class
 
 __all__ = [
+    "INVALID_REGEX",
     "MAX_CODE_POINT",
+    "MAX_NESTING",
     "Alt",
     "Branch",
     "CharSet",
+    "Dialect",
     "Node",
     "RegexUnsupported",
     "Repeat",
@@ -48,6 +59,10 @@ _SURROGATES = (0xD800, 0xDFFF)
 
 # A set of code points as sorted, disjoint, non-adjacent inclusive ranges.
 Ranges = tuple[tuple[int, int], ...]
+
+
+INVALID_REGEX = "invalid regular expression"
+"""How a `RegexUnsupported` for a pattern that does not compile at all begins."""
 
 
 class RegexUnsupported(ValueError):
@@ -149,23 +164,6 @@ def _chars(*points: int | tuple[int, int]) -> Ranges:
     return normalize([(p, p) if isinstance(p, int) else p for p in points])
 
 
-@functools.cache
-def _python_class(escape: str) -> Ranges:
-    """The code points Python's `re` puts in `\\d`, `\\w` or `\\s` (Unicode semantics).
-
-    Computed once, on first use, by asking `re` itself: the only definition that cannot drift
-    from the engine the parser runs.
-    """
-    compiled = re.compile(escape)
-    out: list[tuple[int, int]] = []
-    for point in range(MAX_CODE_POINT + 1):
-        if _SURROGATES[0] <= point <= _SURROGATES[1]:
-            continue
-        if compiled.match(chr(point)):
-            out.append((point, point))
-    return normalize(out)
-
-
 # ECMA-262 WhiteSpace and LineTerminator code points (what `\s` means there).
 _ECMA_SPACE = _chars(
     (0x09, 0x0D), 0x20, 0xA0, 0x1680, (0x2000, 0x200A), 0x2028, 0x2029, 0x202F, 0x205F,
@@ -175,23 +173,32 @@ _ASCII_DIGIT = _chars((0x30, 0x39))
 _ASCII_WORD = _chars((0x30, 0x39), (0x41, 0x5A), 0x5F, (0x61, 0x7A))
 # `.`: ECMA excludes every line terminator, Python only `\n`; take the narrower.
 _DOT = complement(_chars(0x0A, 0x0D, 0x2028, 0x2029))
+# In a grammar terminal (Lark, llguidance) `.` is anything but `\n`, or anything with `s`.
+_LARK_DOT = complement(_chars(0x0A))
+_ANY = complement(())
 
 
 def _class_escape(letter: str, *, wide: bool) -> Ranges:
     """`\\d`-style escapes: the narrow (both dialects agree) or wide (either dialect) meaning."""
     lower = letter.lower()
     if lower == "d":
-        narrow, broad = _ASCII_DIGIT, _python_class(r"\d")
+        narrow, broad = _ASCII_DIGIT, normalize(python_class(r"\d"))
     elif lower == "w":
-        narrow, broad = _ASCII_WORD, _python_class(r"\w")
+        narrow, broad = _ASCII_WORD, normalize(python_class(r"\w"))
     else:
-        python_space = _python_class(r"\s")
+        python_space = normalize(python_class(r"\s"))
         narrow = subtract(_ECMA_SPACE, complement(python_space))
         broad = union(_ECMA_SPACE, python_space)
     if letter.islower():
         return broad if wide else narrow
     # Upper case is the complement; its narrow meaning is the complement of the wide one.
     return complement(narrow) if wide else complement(broad)
+
+
+def _engine_escape(letter: str) -> Ranges:
+    """`\\d`-style escapes in a grammar terminal: the one Unicode meaning both engines use."""
+    ranges = normalize(engine_class("\\" + letter.lower()))
+    return ranges if letter.islower() else complement(ranges)
 
 
 # Single-character escapes that mean the same in ECMA and Python.
@@ -210,26 +217,58 @@ _UNSUPPORTED_ESCAPES = {
     "N": "named character \\N",
 }
 _QUANTIFIER = re.compile(r"\{(\d+)(,(\d*))?\}")
+# Flags a grammar terminal may carry (Lark's `/.../flags`, an inline `(?flags:...)` group):
+# `i` (case-insensitive), `s` (`.` takes `\n`), `m` and `u` (no effect without anchors, and
+# Unicode is the default). `x` (verbose) and `l` (locale) are read differently by the engines.
+_LARK_FLAGS = frozenset("ismu")
+MAX_NESTING = 64
+"""Groups nested deeper than this are refused (the parser and its callers recurse on them)."""
+
+Dialect = Literal["json-schema", "lark"]
 
 
 # --- parser --------------------------------------------------------------------------------
 
 
-def parse_pattern(pattern: str) -> list[Branch]:
-    """Parse a JSON Schema `pattern` into top-level branches (one per `|` at the top)."""
+def parse_pattern(
+    pattern: str, *, dialect: Dialect = "json-schema", flags: str = ""
+) -> list[Branch]:
+    """Parse a regex into top-level branches (one per `|` at the top).
+
+    `dialect="json-schema"` reads a JSON Schema `pattern` with the narrow meanings above.
+    `dialect="lark"` reads a grammar terminal as the `regex` module (Lark) and the Rust `regex`
+    crate (llguidance) both do: `.` is anything but `\\n`, `\\d`/`\\w`/`\\s` are Unicode, `flags`
+    (`i`, `s`, `m`, `u`) apply, and what the two read differently is refused: anchors, lazy
+    quantifiers, `\\0`, `\\b` in a class, an unescaped `[`, `{` or class operator (`&&`, `--`,
+    `~~`) where the Rust crate would read syntax.
+    """
+    if dialect == "lark":
+        unknown = set(flags) - _LARK_FLAGS
+        if unknown:
+            raise RegexUnsupported(f"regex flag {''.join(sorted(unknown))}")
     try:
-        re.compile(pattern)
-    except re.error as error:
-        raise RegexUnsupported(f"invalid regular expression: {error}") from None
-    return _Parser(pattern).parse()
+        if dialect == "lark":
+            regex.compile(pattern)
+        else:
+            re.compile(pattern)
+    except (re.error, regex.error) as error:
+        raise RegexUnsupported(f"{INVALID_REGEX}: {error}") from None
+    except RecursionError:
+        raise RegexUnsupported(f"groups nested more than {MAX_NESTING} deep") from None
+    return _Parser(pattern, dialect, flags).parse()
 
 
 class _Parser:
-    """Recursive descent over the pattern text; `self.pos` is the next character to read."""
+    """Recursive descent over the pattern text; `self.pos` is the next character to read.
 
-    def __init__(self, pattern: str) -> None:
+    `self.flags` holds the flags in force (a scoped `(?i:...)` group adds to them)."""
+
+    def __init__(self, pattern: str, dialect: Dialect, flags: str) -> None:
         self.text = pattern
         self.pos = 0
+        self.lark = dialect == "lark"
+        self.flags = frozenset(flags)
+        self.depth = 0
 
     def fail(self, what: str) -> RegexUnsupported:
         return RegexUnsupported(f"{what} at offset {self.pos} of {self.text!r}")
@@ -244,10 +283,20 @@ class _Parser:
             return True
         return False
 
+    def chars(self, ranges: Ranges) -> CharSet:
+        """A set as read under the flags in force (folded for `i`)."""
+        if not ranges:
+            raise self.fail("a surrogate code point (never in UTF-8 text)")
+        if "i" in self.flags:
+            ranges = normalize(case_fold(ranges))
+        return CharSet(ranges)
+
     def parse(self) -> list[Branch]:
         branches: list[Branch] = []
         while True:
             start = self.eat("^")
+            if start and self.lark:
+                raise self.fail("an anchor (^) inside a terminal")
             node, end = self.sequence(top=True)
             branches.append(Branch(node, start, end))
             if not self.eat("|"):
@@ -267,9 +316,11 @@ class _Parser:
         items: list[Node] = []
         while self.peek() and self.peek() not in "|)":
             char = self.peek()
+            if self.lark and char in "^$":
+                raise self.fail(f"an anchor ({char}) inside a terminal")
             if char == "$":
                 following = self.peek(1)
-                if top and following in ("", "|"):
+                if top and following in ("", "|") and not self.lark:
                     self.pos += 1
                     return _seq(items), True
                 raise self.fail("'$' anchor anywhere but at the end of the pattern")
@@ -286,41 +337,59 @@ class _Parser:
             return self.char_class()
         if char == ".":
             self.pos += 1
-            return CharSet(_DOT)
+            if not self.lark:
+                return CharSet(_DOT)
+            return CharSet(_ANY if "s" in self.flags else _LARK_DOT)
         if char == "\\":
-            return CharSet(self.escape(in_class=False, wide=False))
+            return self.chars(self.escape(in_class=False, wide=False))
         if char in "*+?":
             raise self.fail("nothing to repeat")
         if char == "{" and _QUANTIFIER.match(self.text, self.pos):
             raise self.fail("nothing to repeat")
+        if self.lark and char in "{}":
+            raise self.fail(f"an unescaped {char!r} (the Rust regex crate reads a repetition)")
         self.pos += 1
-        return CharSet(_chars(ord(char)))
+        return self.chars(_chars(ord(char)))
 
     def group(self) -> Node:
         self.pos += 1  # "("
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.fail(f"groups nested more than {MAX_NESTING} deep")
+        outer = self.flags
         if self.eat("?"):
-            if self.eat(":"):
-                pass
-            elif (self.peek() == "P" and self.peek(1) == "<") or (
-                self.peek() == "<" and self.peek(1) not in "=!"
-            ):
-                # A named group: the name changes nothing about the language.
-                end = self.text.find(">", self.pos)
-                if end < 0:
-                    raise self.fail("unterminated group name")
-                self.pos = end + 1
-            elif (
-                self.peek() in "=!"
-                or self.text.startswith("<=", self.pos)
-                or (self.text.startswith("<!", self.pos))
-            ):
-                raise self.fail("lookaround assertion")
-            else:
-                raise self.fail("inline flag or extension group '(?'")
+            self.group_kind()
         node = self.alternation()
         if not self.eat(")"):
             raise self.fail("missing ')'")
+        self.flags = outer
+        self.depth -= 1
         return node
+
+    def group_kind(self) -> None:
+        """After `(?`: a non-capturing, named or (in a terminal) scoped-flag group."""
+        if self.eat(":"):
+            return
+        if (self.peek() == "P" and self.peek(1) == "<") or (
+            self.peek() == "<" and self.peek(1) not in "=!"
+        ):
+            # A named group: the name changes nothing about the language.
+            end = self.text.find(">", self.pos)
+            if end < 0:
+                raise self.fail("unterminated group name")
+            self.pos = end + 1
+            return
+        if self.peek() in "=!" or self.text.startswith(("<=", "<!"), self.pos):
+            raise self.fail("lookaround assertion")
+        scoped = re.compile(r"([a-zA-Z]+):").match(self.text, self.pos)
+        if self.lark and scoped is not None:
+            letters = scoped.group(1)
+            if set(letters) - _LARK_FLAGS:
+                raise self.fail(f"regex flag {letters}")
+            self.flags = self.flags | set(letters)
+            self.pos = scoped.end()
+            return
+        raise self.fail("inline flag or extension group '(?'")
 
     def quantified(self, node: Node) -> Node:
         char = self.peek()
@@ -350,7 +419,9 @@ class _Parser:
             return node
         if self.eat("+"):
             raise self.fail("possessive quantifier")
-        self.eat("?")  # lazy: same set of strings
+        if self.eat("?") and self.lark:
+            # llguidance reads a whole lexeme as lazy or greedy, never one quantifier.
+            raise self.fail("lazy quantifier")
         if self.peek() in ("*", "+", "?") or (
             self.peek() == "{" and _QUANTIFIER.match(self.text, self.pos)
         ):
@@ -365,20 +436,15 @@ class _Parser:
             raise self.fail("trailing backslash")
         self.pos += 1
         if char in "dDwWsS":
-            return _class_escape(char, wide=wide)
+            return _engine_escape(char) if self.lark else _class_escape(char, wide=wide)
         if char in _CONTROL_ESCAPES:
             return _chars(_CONTROL_ESCAPES[char])
-        if char == "b" and in_class:
+        if char == "b" and in_class and not self.lark:
             return _chars(0x08)  # backspace, inside a class, in both dialects
-        if char == "0" and not self.peek().isdigit():
+        if char == "0" and not self.peek().isdigit() and not self.lark:
             return _chars(0)
-        if char in "xu":
-            width = 2 if char == "x" else 4
-            digits = self.text[self.pos : self.pos + width]
-            if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise self.fail(f"malformed \\{char} escape")
-            self.pos += width
-            return _chars(int(digits, 16))
+        if char in "xuU" and (char != "U" or self.lark):
+            return self.hex_escape(char)
         if char in _UNSUPPORTED_ESCAPES:
             raise self.fail(_UNSUPPORTED_ESCAPES[char])
         if char.isdigit():
@@ -386,6 +452,17 @@ class _Parser:
         if char.isalnum():
             raise self.fail(f"unknown escape \\{char}")
         return _chars(ord(char))  # an escaped punctuation character stands for itself
+
+    def hex_escape(self, letter: str) -> Ranges:
+        width = {"x": 2, "u": 4, "U": 8}[letter]
+        digits = self.text[self.pos : self.pos + width]
+        if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
+            raise self.fail(f"malformed \\{letter} escape")
+        self.pos += width
+        point = int(digits, 16)
+        if point > MAX_CODE_POINT:
+            raise self.fail(f"\\{letter}{digits} is not a character")
+        return _chars(point)
 
     def char_class(self) -> Node:
         start = self.pos
@@ -403,6 +480,9 @@ class _Parser:
             if char == "]":
                 self.pos += 1
                 break
+            if self.lark and (char == "[" or self.text.startswith(("&&", "--", "~~"), self.pos)):
+                # The Rust regex crate reads a nested class or a set operation here.
+                raise self.fail(f"an unescaped {char!r} in a class (escape it with a backslash)")
             low = self.class_atom(wide=negated)
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
                 self.pos += 1
@@ -420,6 +500,9 @@ class _Parser:
             else:
                 members.append(low)
         chosen = union(*members)
+        if "i" in self.flags:
+            # Folded before negation, as both engines do: `[^a]` with `i` takes neither a nor A.
+            chosen = normalize(case_fold(chosen))
         result = complement(chosen) if negated else chosen
         if not result:
             raise self.fail("character class that matches no character")
@@ -427,7 +510,10 @@ class _Parser:
 
     def class_atom(self, *, wide: bool) -> Ranges:
         if self.peek() == "\\":
-            return self.escape(in_class=True, wide=wide)
+            ranges = self.escape(in_class=True, wide=wide)
+            if not ranges:
+                raise self.fail("a surrogate code point (never in UTF-8 text)")
+            return ranges
         char = self.peek()
         self.pos += 1
         return _chars(ord(char))

@@ -63,6 +63,9 @@ class ChangeKind(StrEnum):
     DESCRIPTION_CHANGED = "description-changed"
     ORDER_CHANGED = "order-changed"
     KEYWORD_CHANGED = "keyword-changed"
+    GRAMMAR_NARROWED = "grammar-narrowed"
+    GRAMMAR_WIDENED = "grammar-widened"
+    GRAMMAR_REWRITTEN = "grammar-rewritten"
 
 
 _B, _C = Impact.BREAKING, Impact.COMPATIBLE
@@ -168,6 +171,23 @@ _CLASSIFICATION: dict[ChangeKind, tuple[Impact, Impact, str]] = {
         _B,
         "a keyword the diff does not classify changed: counted as breaking until reviewed",
     ),
+    ChangeKind.GRAMMAR_NARROWED: (
+        _B,
+        _B,
+        "a sentence of the old grammar is no longer in the language: the model loses a way to "
+        "say it, and stored texts like it no longer parse",
+    ),
+    ChangeKind.GRAMMAR_WIDENED: (
+        _C,
+        _C,
+        "the language gained sentences: every old sentence still parses",
+    ),
+    ChangeKind.GRAMMAR_REWRITTEN: (
+        _C,
+        _C,
+        "the grammar text changed but no sentence drawn from either version tells the two "
+        "languages apart; the provider's grammar cache restarts",
+    ),
 }
 
 
@@ -261,8 +281,9 @@ def diff_schemas(old: dict[str, Any], new: dict[str, Any]) -> SchemaDiff:
     return SchemaDiff(old=info_of(old), new=info_of(new), changes=differ.changes)
 
 
-# Keywords that only inform the model: a change to them is a description change.
-_ANNOTATIONS = ("title", "description", "examples", "$comment", "deprecated")
+# Keywords that only inform the model (or the reader: `default` fills an absent field, it
+# rejects no value): a change to them is a description change.
+_ANNOTATIONS = ("title", "description", "examples", "$comment", "deprecated", "default")
 # Numeric and length bounds: for the lower ones a larger value is tighter, for the upper ones a
 # smaller value is.
 _LOWER_BOUNDS = (

@@ -7,7 +7,8 @@ The workflow this module serves (and `sdk schema ...` runs):
    the history of every schema that ever produced stored values.
 2. `check(target)` compares the code with the lock and reports, per contract: changed without a
    version bump (naming each change), a locked contract that disappeared, a version not locked
-   yet, a version older than the lock's, a snapshot that no longer matches its entry.
+   yet, a version older than the lock's, a snapshot that no longer matches its entry. For a
+   grammar the changes are those of its language (`sdk.workflow.grammar_diff`).
 3. After a deliberate change: bump `schema_version`, review `diff`, run `lock` again.
 
 Grammar contracts (`sdk.Grammar` instances at module level) are locked beside the contracts, in
@@ -27,7 +28,7 @@ import json
 import pkgutil
 import sys
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -45,6 +46,7 @@ from sdk.grammar import Grammar
 from sdk.grammar._grammar import GRAMMAR_SUFFIXES, grammar_fingerprint
 from sdk.schema.canonical import SchemaInfo, canonical_schema, schema_info
 from sdk.workflow.diff import SchemaDiff, diff_schemas
+from sdk.workflow.grammar_diff import diff_grammars
 from sdk.workflow.snapshot import info_of, load_snapshot, snapshot_bytes, snapshot_name
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "export",
     "import_target",
     "lock",
+    "locked_grammar",
 ]
 
 SNAPSHOT_DIR = "schemas"
@@ -238,20 +241,22 @@ def display_path(path: Path) -> str:
 def export(contracts: Iterable[type[Contract]], out: Path) -> list[Path]:
     """Write each contract's canonical schema to `out/NAME.vVERSION.json`; return the paths."""
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    paths = []
     for contract in contracts:
         info = schema_info(contract)
         path = out / snapshot_name(info.name, info.version)
         _write_if_changed(path, snapshot_bytes(canonical_schema(contract)))
-        written.append(path)
-    return written
+        paths.append(path)
+    return paths
 
 
-def _write_if_changed(path: Path, data: bytes) -> None:
+def _write_if_changed(path: Path, data: bytes) -> bool:
     """Leave an identical file alone, so its modification time means something; else replace
-    it atomically (a write cut short leaves the previous file intact)."""
-    if not path.exists() or path.read_bytes() != data:
-        write_atomic(path, data)
+    it atomically (a write cut short leaves the previous file intact). True if written."""
+    if path.exists() and path.read_bytes() == data:
+        return False
+    write_atomic(path, data)
+    return True
 
 
 # --- the lock file ---------------------------------------------------------------------------
@@ -393,6 +398,10 @@ class LockOutcome:
     unchanged: list[LockEntry]
     rewritten: list[LockEntry] = field(default_factory=list)
     """Entries whose hand-edited snapshot was written again from the code (`force=True`)."""
+    history: list[LockEntry] = field(default_factory=list)
+    """Older versions of current contracts, kept: stored values were written under them."""
+    written: list[Path] = field(default_factory=list)
+    """The files this run wrote (snapshots and the lock file); identical files are left alone."""
 
 
 def lock(
@@ -417,6 +426,58 @@ def lock(
     infos += [grammar.info() for grammar in grammars]
     snapshots = {g.name: grammar_snapshot_name(g) for g in grammars}
 
+    problems, edited = _lock_problems(infos, current, directory)
+    if problems and not force:
+        raise LockConflict(problems)
+
+    present = {info.name for info in infos}
+    kept = [e for e in current.entries if e.name in present]
+    dropped = [e for e in current.entries if e.name not in present]
+    added, replaced, unchanged = [], [], []
+    for info in infos:
+        snapshot = snapshots.get(info.name) or snapshot_name(info.name, info.version)
+        entry = LockEntry(info.name, info.version, info.fingerprint, snapshot)
+        previous = current.get(info.name, info.version)
+        if previous is None:
+            added.append(entry)
+        elif previous == entry:
+            unchanged.append(entry)
+        else:
+            replaced.append(entry)
+        if force:  # drop any entry newer than the code, and the one being re-pinned
+            kept = [e for e in kept if e.name != info.name or e.version < info.version]
+        kept = [e for e in kept if (e.name, e.version) != (info.name, info.version)]
+        kept.append(entry)
+    directory.mkdir(parents=True, exist_ok=True)
+    files: dict[Path, bytes] = {}
+    for contract, info in zip(contracts, infos, strict=False):
+        files[directory / snapshot_name(info.name, info.version)] = snapshot_bytes(
+            canonical_schema(contract)
+        )
+    for grammar in grammars:
+        files[directory / grammar_snapshot_name(grammar)] = grammar.definition.encode("utf-8")
+    files[lock_path] = Lock(sorted(kept)).to_bytes()
+    written = [path for path, data in files.items() if _write_if_changed(path, data)]
+    unchanged = [entry for entry in unchanged if entry not in edited]
+    current_versions = {(info.name, info.version) for info in infos}
+    history = [e for e in sorted(kept) if (e.name, e.version) not in current_versions]
+    return LockOutcome(
+        lock_path,
+        added,
+        replaced,
+        dropped,
+        unchanged,
+        rewritten=edited,
+        history=history,
+        written=written,
+    )
+
+
+def _lock_problems(
+    infos: Sequence[SchemaInfo], current: Lock, directory: Path
+) -> tuple[list[str], list[LockEntry]]:
+    """What `lock` refuses without `force` (a re-pin, a version older than the locked one, an
+    edited snapshot), and the entries whose snapshot was edited."""
     problems = []
     for info in infos:
         entry = current.get(info.name, info.version)
@@ -442,35 +503,7 @@ def lock(
             f"was edited: it no longer hashes to the locked {entry.fingerprint[:12]}; restore it "
             "from version control, or pass --force to write it again from the code"
         )
-    if problems and not force:
-        raise LockConflict(problems)
-
-    present = {info.name for info in infos}
-    kept = [e for e in current.entries if e.name in present]
-    dropped = [e for e in current.entries if e.name not in present]
-    added, replaced, unchanged = [], [], []
-    for info in infos:
-        snapshot = snapshots.get(info.name) or snapshot_name(info.name, info.version)
-        entry = LockEntry(info.name, info.version, info.fingerprint, snapshot)
-        previous = current.get(info.name, info.version)
-        if previous is None:
-            added.append(entry)
-        elif previous == entry:
-            unchanged.append(entry)
-        else:
-            replaced.append(entry)
-        if force:  # drop any entry newer than the code, and the one being re-pinned
-            kept = [e for e in kept if e.name != info.name or e.version < info.version]
-        kept = [e for e in kept if (e.name, e.version) != (info.name, info.version)]
-        kept.append(entry)
-    directory.mkdir(parents=True, exist_ok=True)
-    export(contracts, directory)
-    for grammar in grammars:
-        path = directory / grammar_snapshot_name(grammar)
-        _write_if_changed(path, grammar.definition.encode("utf-8"))
-    _write_if_changed(lock_path, Lock(sorted(kept)).to_bytes())
-    unchanged = [entry for entry in unchanged if entry not in edited]
-    return LockOutcome(lock_path, added, replaced, dropped, unchanged, rewritten=edited)
+    return problems, edited
 
 
 def _snapshot_edited(entry: LockEntry, directory: Path) -> bool:
@@ -675,7 +708,7 @@ def _check_grammar(
     elif entry is not None:
         if entry.fingerprint == info.fingerprint:
             return
-        changes = _grammar_diff(directory / entry.snapshot, grammar)
+        changes = _text_diff(directory / entry.snapshot, grammar)
         yield CheckFinding(
             CheckCode.CHANGED_WITHOUT_BUMP,
             info.name,
@@ -683,19 +716,37 @@ def _check_grammar(
             f"{info.fingerprint[:12]}, locked {entry.fingerprint[:12]}): pass "
             f"version={_next_version(current, info)} to its Grammar, then run "
             f"`sdk schema lock {label}`{changes}",
+            diff_grammars(locked_grammar(entry, directory), grammar),
         )
     else:
         locked = f" (locked: v{newest.version})" if newest is not None else " (a new grammar)"
-        changes = _grammar_diff(directory / newest.snapshot, grammar) if newest else ""
+        changes = _text_diff(directory / newest.snapshot, grammar) if newest else ""
         yield CheckFinding(
             CheckCode.NOT_LOCKED,
             info.name,
             f"grammar {info.name} v{info.version} is not locked{locked}: review it, then run "
             f"`sdk schema lock {label}`{changes}",
+            diff_grammars(locked_grammar(newest, directory), grammar) if newest else None,
         )
 
 
-def _grammar_diff(snapshot: Path, grammar: Grammar) -> str:
+def locked_grammar(entry: LockEntry, directory: Path) -> Grammar | None:
+    """The grammar a lock entry's snapshot holds, or None when it is missing or unreadable
+    (`check` reports that as a snapshot mismatch)."""
+    path = directory / entry.snapshot
+    syntax = _SYNTAX_OF_SUFFIX.get(path.suffix)
+    if syntax is None or not path.exists():
+        return None
+    try:
+        text = path.read_bytes().decode("utf-8")
+        if syntax == "gbnf":
+            return Grammar(entry.name, gbnf=text, version=entry.version)
+        return Grammar(entry.name, lark=text, version=entry.version)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _text_diff(snapshot: Path, grammar: Grammar) -> str:
     """The first lines of a unified diff from the snapshot to the grammar, for a message."""
     if not snapshot.exists():
         return ""

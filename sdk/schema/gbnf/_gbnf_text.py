@@ -30,8 +30,15 @@ def _class_char(point: int) -> str:
 
 
 def char_class(ranges: rx.Ranges) -> str:
-    """A GBNF character class for a non-empty set; negated when the set reaches U+10FFFF."""
-    negate = ranges[-1][1] == rx.MAX_CODE_POINT and bool(rx.complement(ranges))
+    """A GBNF character class for a non-empty set.
+
+    Negated when the set reaches U+10FFFF and leaves out ASCII characters only: llama.cpp
+    rejects a token that ends partway through a multi-byte character when the characters it
+    could still become overlap a negated class's exclusions (`[^퀀]` refuses U+D7FF, sent as
+    byte tokens), so non-ASCII exclusions are written as the ranges around them.
+    """
+    excluded = rx.complement(ranges)
+    negate = ranges[-1][1] == rx.MAX_CODE_POINT and bool(excluded) and excluded[-1][1] < 0x80
     shown = rx.complement(ranges) if negate else ranges
     items = []
     for lo, hi in shown:

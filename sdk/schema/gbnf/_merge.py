@@ -104,9 +104,42 @@ def intersect(a: Any, b: Any) -> Any:
             out[key] = merged
     if extra:
         out["allOf"] = [*out.get("allOf", []), *extra]
+    _patterns(a, b, out)
     if not _objects(a, b, out):
         return False
     return out
+
+
+def _patterns(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> None:
+    """A name one side constrains by a `patternProperties` pattern is, for the other side, an
+    additional property: in the intersection it must satisfy the other side's
+    `additionalProperties` too (else `allOf [{additionalProperties: false}, {patternProperties:
+    {"^x": {}}}]` would take `{"x1": 1}`). Where a name the other side declares matches the
+    pattern, that would also constrain a declared name: refused as unmergeable."""
+    for side, other in ((a, b), (b, a)):
+        patterns = side.get("patternProperties")
+        if not isinstance(patterns, dict) or not patterns or "patternProperties" in other:
+            continue
+        extra = other.get("additionalProperties", True)
+        if extra is True or extra == {}:
+            continue
+        declared = other.get("properties", {})
+        for pattern in patterns:
+            try:
+                clash = [n for n in declared if re.search(pattern, n)] if isinstance(
+                    declared, dict
+                ) else []
+            except re.error as error:
+                raise Unmergeable("patternProperties", f"pattern {pattern!r}: {error}") from None
+            if clash:
+                raise Unmergeable(
+                    "patternProperties",
+                    f"pattern {pattern!r} covers {clash[0]!r}, which the other side declares "
+                    "beside its additionalProperties",
+                )
+        out["patternProperties"] = {
+            pattern: intersect(schema, extra) for pattern, schema in patterns.items()
+        }
 
 
 def _merge_keyword(key: str, x: Any, y: Any, extra: list[Any]) -> Any:

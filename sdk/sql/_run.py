@@ -1,0 +1,136 @@
+"""Running a grammar-checked query: read-only, and within bounds of time, memory and rows.
+
+The grammar keeps a model to SELECT; this keeps the query's cost to what the caller allows.
+A connection from `connect_read_only` cannot write (`mode=ro`, `query_only`) and its
+authorizer allows reading alone: a SELECT, a read of a column, and the functions the grammar
+can write (`count`, `sum`, `avg`, `min`, `max`, and `like` behind the LIKE operator), nothing
+else (no `fts3_tokenizer`, `zeroblob`, `randomblob`, `load_extension`; no ATTACH, PRAGMA,
+recursive CTE or write). `run_query` adds the bounds:
+
+- time: a progress handler interrupts the query past `timeout` seconds (`QueryTimeout`);
+- memory: no string or blob longer than `max_value_bytes` (`SQLITE_LIMIT_LENGTH`), a page
+  cache of `cache_kib` per database, temporary tables and sorts spilled to disk;
+- rows: the query runs as `SELECT * FROM (query) LIMIT max_rows`, which SQLite flattens where
+  it can, so an `ORDER BY` keeps only `max_rows` rows while it sorts instead of sorting the
+  whole table first (an aggregate is sorted after grouping, over its groups).
+
+None of this says which rows a caller may see: that is the application's rule.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from sdk.sql._schema import Table, tables_from_connection
+
+__all__ = [
+    "ALLOWED_FUNCTIONS",
+    "DEFAULT_TIMEOUT",
+    "QueryTimeout",
+    "bounded_statement",
+    "connect_read_only",
+    "run_query",
+    "tables_from_sqlite",
+]
+
+ALLOWED_FUNCTIONS = frozenset({"count", "sum", "avg", "min", "max", "like"})
+"""The SQL functions a query may call: what the grammar can write, and nothing else."""
+DEFAULT_TIMEOUT = 5.0
+"""Seconds a query may run before `run_query` interrupts it."""
+_PROGRESS_STEPS = 1000  # virtual machine steps between two looks at the clock
+_READ_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ})
+
+
+class QueryTimeout(sqlite3.OperationalError):
+    """The query ran past `run_query`'s time bound and was interrupted."""
+
+
+def _reads_only(action: int, first: str | None, second: str | None, *_: object) -> int:
+    if action in _READ_ACTIONS:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_FUNCTION and (second or "").lower() in ALLOWED_FUNCTIONS:
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+def connect_read_only(path: str | Path) -> sqlite3.Connection:
+    """A connection that cannot write: `mode=ro` URI, `query_only`, a reads-only authorizer
+    that allows the grammar's functions alone. A missing file is an error (`mode=ro` never
+    creates one)."""
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    connection = sqlite3.connect(uri, uri=True)
+    connection.execute("PRAGMA query_only = ON")
+    connection.set_authorizer(_reads_only)
+    return connection
+
+
+def tables_from_sqlite(path: str | Path) -> list[Table]:
+    """The tables of a SQLite database file: columns, affinities, foreign keys (read-only)."""
+    with closing(connect_read_only(path)) as database:
+        database.set_authorizer(None)  # reading the schema itself takes PRAGMAs
+        return tables_from_connection(database)
+
+
+def run_query(
+    path: str | Path,
+    query: str,
+    *,
+    max_rows: int = 1000,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_value_bytes: int = 1_000_000,
+    cache_kib: int = 8192,
+) -> list[tuple[Any, ...]]:
+    """Execute a (grammar-checked) query on a read-only connection, within bounds.
+
+    At most `max_rows` rows; interrupted after `timeout` seconds (`QueryTimeout`); no value
+    longer than `max_value_bytes` (`sqlite3.DataError`, "string or blob too big"); a page
+    cache of `cache_kib` KiB. A refused action (a write, a function outside
+    `ALLOWED_FUNCTIONS`) is a `sqlite3.DatabaseError` from the authorizer. The connection is
+    closed either way.
+    """
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise ValueError(f"max_rows is a positive integer, not {max_rows!r}")
+    if not timeout > 0:
+        raise ValueError(f"timeout is a positive number of seconds, not {timeout!r}")
+    with closing(connect_read_only(path)) as database:
+        _bound(database, max_value_bytes=max_value_bytes, cache_kib=cache_kib)
+        deadline = time.monotonic() + timeout
+        database.set_progress_handler(_past(deadline), _PROGRESS_STEPS)
+        try:
+            cursor = database.execute(bounded_statement(query), (max_rows,))
+            return cursor.fetchmany(max_rows)
+        except sqlite3.OperationalError as error:
+            if "interrupted" in str(error) and time.monotonic() >= deadline:
+                raise QueryTimeout(
+                    f"the query ran past its time bound ({timeout} s) and was interrupted"
+                ) from error
+            raise
+
+
+def bounded_statement(query: str) -> str:
+    """The statement `run_query` executes: the query as a subquery with a row bound (`?`),
+    which SQLite's flattener turns into a sort that keeps only that many rows. Newlines
+    around the query, so that a trailing `--` comment cannot swallow the bound."""
+    body = query.strip().rstrip(";").rstrip()
+    return f"SELECT * FROM (\n{body}\n) LIMIT ?"
+
+
+def _bound(database: sqlite3.Connection, *, max_value_bytes: int, cache_kib: int) -> None:
+    database.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
+    database.set_authorizer(None)  # the bounds are PRAGMAs, set before the query's authorizer
+    database.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
+    database.execute(f"PRAGMA temp.cache_size = -{int(cache_kib)}")
+    database.execute("PRAGMA temp_store = FILE")
+    database.set_authorizer(_reads_only)
+
+
+def _past(deadline: float) -> Callable[[], int]:
+    def handler() -> int:
+        return 1 if time.monotonic() >= deadline else 0
+
+    return handler
