@@ -483,9 +483,9 @@ def problems(
 
 def _register_rows() -> None:
     """Every row, so that the page renders as `bench/run.py` renders it."""
-    import run
+    import rows
 
-    run.load_rows()
+    rows.load_rows()
 
 
 def write(readme: Path = README, results_json: Path = results.RESULTS_JSON) -> None:

@@ -24,10 +24,11 @@ sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 import readme_figures  # noqa: E402
 import registry  # noqa: E402
 import results  # noqa: E402
+import rows  # noqa: E402
 import run  # noqa: E402
 from registry import BenchRow, Line, Measured, Settings, UnknownRows  # noqa: E402
 
-run.load_rows()
+rows.load_rows()
 
 
 @pytest.fixture
