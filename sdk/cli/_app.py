@@ -26,6 +26,7 @@ __all__ = [
     "Target",
     "app",
     "cache_named",
+    "command_group",
     "contract_named",
     "errors_exit",
 ]
@@ -42,6 +43,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def command_group(name: str, help: str, short_help: str | None = None) -> typer.Typer:
+    """A group of subcommands (`sdk NAME ...`), added to `app`: `help` on its own page,
+    `short_help` in `sdk --help` (the first sentence of `help` when not given)."""
+    group = typer.Typer(help=help, no_args_is_help=True)
+    app.add_typer(group, name=name, short_help=short_help)
+    return group
+
 
 Target = Annotated[str, typer.Argument(metavar="MODULE_OR_PACKAGE", help="e.g. contracts")]
 DirOption = Annotated[

@@ -15,8 +15,8 @@ from sdk.cli._app import (
     CachePathOption,
     JsonOption,
     Output,
-    app,
     cache_named,
+    command_group,
     contract_named,
     errors_exit,
 )
@@ -26,14 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = ["batch_app", "progress_text"]
 
-batch_app = typer.Typer(
-    help="Run a contract over a large input (provider batch APIs or local servers); resumable.",
-    no_args_is_help=True,
-)
-app.add_typer(
-    batch_app,
-    name="batch",
-    short_help="Run a contract over a large JSONL input as a resumable job (run, status, ...).",
+batch_app = command_group(
+    "batch",
+    "Run a contract over a large input (provider batch APIs or local servers); resumable.",
+    "Run a contract over a large JSONL input as a resumable job (run, status, ...).",
 )
 
 StateOption = Annotated[

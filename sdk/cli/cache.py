@@ -10,17 +10,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sdk.cli._app import JsonOption, Output, app, errors_exit
+from sdk.cli._app import JsonOption, Output, command_group, errors_exit
 
 if TYPE_CHECKING:
     from sdk.cache import SQLiteCache
 
 __all__ = ["cache_app"]
 
-cache_app = typer.Typer(
-    help="Look into or empty the response cache (`cache=` on the clients).", no_args_is_help=True
+cache_app = command_group(
+    "cache", "Look into or empty the response cache (`cache=` on the clients)."
 )
-app.add_typer(cache_app, name="cache")
 
 PathOption = Annotated[
     Path | None,

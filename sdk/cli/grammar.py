@@ -8,19 +8,16 @@ from typing import Annotated
 
 import typer
 
-from sdk.cli._app import JsonOption, Output, app, errors_exit
+from sdk.cli._app import JsonOption, Output, command_group, errors_exit
 from sdk.grammar import Grammar, check_cases, parse_cases
 from sdk.workflow.versioning import discover_grammars, import_target
 
 __all__ = ["grammar_app"]
 
-grammar_app = typer.Typer(
-    help="Test grammar contracts against accept and reject sets.", no_args_is_help=True
-)
-app.add_typer(
-    grammar_app,
-    name="grammar",
-    short_help="Test grammar contracts (SQL and other non-JSON output) against case sets.",
+grammar_app = command_group(
+    "grammar",
+    "Test grammar contracts against accept and reject sets.",
+    "Test grammar contracts (SQL and other non-JSON output) against case sets.",
 )
 
 

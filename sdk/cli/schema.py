@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from sdk._names import PROVIDER_DIALECTS
-from sdk.cli._app import DirOption, JsonOption, Output, Target, app, errors_exit
+from sdk.cli._app import DirOption, JsonOption, Output, Target, command_group, errors_exit
 from sdk.contract import Contract
 from sdk.schema.canonical import SchemaInfo, canonical_schema
 from sdk.schema.dialects import DIALECTS
@@ -35,14 +35,10 @@ from sdk.workflow.versioning import (
 
 __all__ = ["schema_app"]
 
-schema_app = typer.Typer(
-    help="Export, lock, check, diff and lint the schemas of your contracts.",
-    no_args_is_help=True,
-)
-app.add_typer(
-    schema_app,
-    name="schema",
-    short_help="Version your contracts' schemas: export, lock, check, diff, lint.",
+schema_app = command_group(
+    "schema",
+    "Export, lock, check, diff and lint the schemas of your contracts.",
+    "Version your contracts' schemas: export, lock, check, diff, lint.",
 )
 
 
