@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from sdk.batch._errors import BatchError, BatchInputError
@@ -87,33 +88,27 @@ class LocalBackend:
         return self.clients[0].provider
 
 
+@dataclass
 class LocalRun:
     """One pass over the pending items (`run`): `read` reads an item back, `commit` commits
     finished ones, `stop()` says the job was cancelled, `tick()` is called every `tick` seconds
     (progress, the lease). `run` returns whether the pass was stopped by a cancel."""
 
-    def __init__(
-        self,
-        backend: LocalBackend,
-        contract: type[Contract],
-        read: Callable[[ItemRow], InputItem],
-        commit: Callable[[list[Outcome]], None],
-        *,
-        stop: Callable[[], bool],
-        tick: Callable[[], None],
-        max_tokens: int | None = None,
-        tick_seconds: float = 0.5,
-    ) -> None:
-        self.backend = backend
-        self.contract = contract
-        self.read = read
-        self.commit = commit
-        self.stop = stop
-        self.tick = tick
-        self.max_tokens = max_tokens
-        self.tick_seconds = min(tick_seconds, backend.flush_seconds)
-        self.done: list[Outcome] = []
-        self.flushed = time.monotonic()
+    backend: LocalBackend
+    contract: type[Contract]
+    read: Callable[[ItemRow], InputItem]
+    commit: Callable[[list[Outcome]], None]
+    _: KW_ONLY
+    stop: Callable[[], bool]
+    tick: Callable[[], None]
+    max_tokens: int | None = None
+    tick_seconds: float = 0.5
+    done: list[Outcome] = field(default_factory=list, init=False)
+    flushed: float = field(default_factory=time.monotonic, init=False)
+
+    def __post_init__(self) -> None:
+        # Never tick less often than the backend commits: a commit waits for the next tick.
+        self.tick_seconds = min(self.tick_seconds, self.backend.flush_seconds)
 
     def flush(self) -> None:
         """Commit what finished (synchronous: nothing else runs meanwhile)."""

@@ -593,15 +593,9 @@ def _check_contract(
     contract: type[Contract], current: Lock, directory: Path, label: str
 ) -> Iterator[CheckFinding]:
     info = schema_info(contract)
-    entry = current.get(info.name, info.version)
-    newest = current.latest(info.name)
-    if newest is not None and newest.version > info.version:
-        yield CheckFinding(
-            CheckCode.VERSION_BEHIND_LOCK,
-            info.name,
-            f"{info.name} is at v{info.version} but the lock has v{newest.version}: versions "
-            "only go up",
-        )
+    entry, newest, behind = _against_lock(info, current, "")
+    if behind is not None:
+        yield behind
     elif entry is not None:
         if entry.fingerprint == info.fingerprint:
             return
@@ -631,6 +625,24 @@ def _check_contract(
             f"{info.name} v{info.version} is a new contract, not locked yet: run "
             f"`sdk schema lock {label}`",
         )
+
+
+def _against_lock(
+    info: SchemaInfo, current: Lock, kind: str
+) -> tuple[LockEntry | None, LockEntry | None, CheckFinding | None]:
+    """The lock's entry for this version, its newest entry of the name, and the finding when the
+    code is behind the lock (a version lower than one locked: versions only go up)."""
+    entry = current.get(info.name, info.version)
+    newest = current.latest(info.name)
+    if newest is None or newest.version <= info.version:
+        return entry, newest, None
+    behind = CheckFinding(
+        CheckCode.VERSION_BEHIND_LOCK,
+        info.name,
+        f"{kind}{info.name} is at v{info.version} but the lock has v{newest.version}: versions "
+        "only go up",
+    )
+    return entry, newest, behind
 
 
 def _next_version(current: Lock, info: SchemaInfo) -> int:
@@ -696,15 +708,9 @@ def _check_grammar(
     grammar: Grammar, current: Lock, directory: Path, label: str
 ) -> Iterator[CheckFinding]:
     info = grammar.info()
-    entry = current.get(info.name, info.version)
-    newest = current.latest(info.name)
-    if newest is not None and newest.version > info.version:
-        yield CheckFinding(
-            CheckCode.VERSION_BEHIND_LOCK,
-            info.name,
-            f"grammar {info.name} is at v{info.version} but the lock has v{newest.version}: "
-            "versions only go up",
-        )
+    entry, newest, behind = _against_lock(info, current, "grammar ")
+    if behind is not None:
+        yield behind
     elif entry is not None:
         if entry.fingerprint == info.fingerprint:
             return

@@ -44,40 +44,42 @@ class UnionRules(SchemaWalker):
     ) -> str:
         """`$ref` with constraint keywords beside it: the intersection of its target and them,
         one rule per (target, keywords), so a recursive schema stays finite."""
-        found = self.target(node["$ref"], pointer)
-        if found is None:
-            return '"?"'
-        target_pointer, target = found
         siblings = {key: node[key] for key in keys if key != "$ref"}
-        key = f"{target_pointer} & {value_key(siblings)}"
-        if key in guard:
-            return self.problem(
-                pointer, "$ref", f"{node['$ref']!r} reaches itself without reading input"
-            )
-        name = self.refs.get(key)
-        if name is not None:
-            return name
-        try:
-            merged = intersect(target, siblings)
-        except Unmergeable as error:
-            return self.problem(pointer, error.keyword or "$ref", error.reason)
-        if merged is False:
-            return self.problem(pointer, "$ref", "no value satisfies the target and its siblings")
-        return self.new_ref_rule(key, target_pointer, merged, guard)
+        return self.ref(node["$ref"], pointer, hint, guard, siblings)
 
-    def ref(self, ref: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
+    def ref(
+        self,
+        ref: Any,
+        pointer: str,
+        hint: str,
+        guard: frozenset[str],
+        siblings: dict[str, Any] | None = None,
+    ) -> str:
+        """The rule for what `ref` reaches (with `siblings`: for its intersection with them),
+        shared by every reference to the same thing."""
         found = self.target(ref, pointer)
         if found is None:
             return '"?"'
         target_pointer, target = found
-        if target_pointer in guard:
+        key = f"{target_pointer} & {value_key(siblings)}" if siblings else target_pointer
+        if key in guard:
             return self.problem(
                 pointer, "$ref", f"{ref!r} reaches itself without reading input (left recursion)"
             )
-        name = self.refs.get(target_pointer)
+        name = self.refs.get(key)
         if name is not None:
             return name
-        return self.new_ref_rule(target_pointer, target_pointer, target, guard)
+        if siblings:
+            try:
+                merged = intersect(target, siblings)
+            except Unmergeable as error:
+                return self.problem(pointer, error.keyword or "$ref", error.reason)
+            if merged is False:
+                return self.problem(
+                    pointer, "$ref", "no value satisfies the target and its siblings"
+                )
+            target = merged
+        return self.new_ref_rule(key, target_pointer, target, guard)
 
     def new_ref_rule(
         self, key: str, target_pointer: str, schema: Any, guard: frozenset[str]
