@@ -13,7 +13,11 @@ llguidance's token masks; no server, key or network) on the sample documents in
 4. questions about a small SQLite database that need a join and an aggregate, answered under
    the SELECT-only SQL grammar (`sdk.sql`, the reference `contracts.sql.SELECT_QUERY`): the
    query, its rows from a read-only, bounded connection (`sdk.sql.run_query`), and a
-   `DROP TABLE` request that the model cannot follow, because `DROP` is not in the language.
+   `DROP TABLE` request that the model cannot follow, because `DROP` is not in the language;
+5. a `ShipmentNotice` (every field `Verbatim | None`) from one shipping notice, extracted twice
+   with the same model and prompt: under the plain schema grammar (a value is checked against the
+   notice after parsing) and grounded while decoding (a value can only be a span of the notice),
+   each value marked copied or not.
 
 A 135M-parameter model gets facts wrong: the values shown may well be wrong. That is the point
 being made, honestly: the grammar guarantees the form, never the content, and the layers after it
@@ -57,6 +61,8 @@ INVOICE_SAMPLING: dict[str, Any] = {"temperature": 0.7, "seed": 1}
 INVOICE_MAX_TOKENS = 300
 DECISION_MAX_TOKENS = 200
 SQL_MAX_TOKENS = 120
+NOTICE = DATA / "eval" / "notices.jsonl"  # its first notice: two values stated, two not
+NOTICE_MAX_TOKENS = 200
 # Questions that need a join along the foreign key and an aggregate, then one to refuse.
 SQL_QUESTIONS = (
     "How much did the customers of each country spend on shipped orders, most first?",
@@ -165,10 +171,14 @@ def main() -> int:
     # --- 4. SQL under a grammar ---
     sql = _sql(out, client)
 
+    # --- 5. Grounded values ---
+    grounded = _grounded(out, StructuredClient(provider, retries=0))
+
     out.heading("Summary")
     _summary(out, {"InvoiceExtraction": outcome, "Decision": decision})
     out.line(f"unconstrained: {', '.join(verdicts)}")
     out.line(f"sql: {sql}")
+    out.line(f"grounded values: {grounded}")
     out.line(f"wall time {time.perf_counter() - started:.1f} s")
     return 0
 
@@ -260,6 +270,48 @@ def _sql(out: _Printer, client: StructuredClient) -> str:
         "functions alone, and bounds the query's time, memory and rows."
     )
     return ", ".join(verdicts)
+
+
+def _grounded(out: _Printer, client: StructuredClient) -> str:
+    """Section 5; a one-line verdict for the summary."""
+    import json
+
+    from contracts import ShipmentNotice
+
+    item = json.loads(NOTICE.read_text(encoding="utf-8").splitlines()[0])
+    notice, prompt = item["document"], item["prompt"]
+    out.heading(
+        f"5. ShipmentNotice from notice {item['id']} of {NOTICE.relative_to(DATA.parent.parent)}: the "
+        "plain grammar, then grounded (greedy, no retry)"
+    )
+    out.block(_clip(notice))
+    verdicts = []
+    for label, grounding in (("plain", False), ("grounded", True)):
+        out.line(f"{label} (grounding={grounding}):")
+        outcome = _generate(
+            client,
+            ShipmentNotice,
+            prompt=prompt,
+            source=notice,
+            max_tokens=NOTICE_MAX_TOKENS,
+            grounding=grounding,
+        )
+        if isinstance(outcome, Result):
+            values = outcome.value.model_dump(mode="json")
+            copied = sum(1 for value in values.values() if value is not None and value in notice)
+            for name, value in values.items():
+                where = "" if value is None else (
+                    "  (copied from the notice)" if value in notice else "  (NOT in the notice)"
+                )  # fmt: skip
+                expected = item["expected"][name]
+                out.line(f"  {name} = {value!r}{where}; the notice says: {expected!r}")
+            verdicts.append(f"{label} valid, {copied} values copied")
+        else:
+            out.line(f"  {type(outcome).__name__}: {_headline(outcome)}", style="red")
+            out.line("  what the model wrote:")
+            out.block(_clip(outcome.text or ""))
+            verdicts.append(f"{label} {type(outcome).__name__}")
+    return "; ".join(verdicts)
 
 
 def _generate(

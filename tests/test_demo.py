@@ -52,6 +52,7 @@ def test_demo_runs_and_shows_every_layer() -> None:
         "2. Decision on examples/data/expense_request.txt",
         "3. The same prompts unconstrained",
         "4. Questions about a SQLite database",
+        "5. ShipmentNotice from notice ntc-001 of examples/data/eval/notices.jsonl",
         "Summary",
     ):
         assert section in output
@@ -88,6 +89,21 @@ def test_demo_runs_and_shows_every_layer() -> None:
     for question in SQL_QUESTIONS:  # two need a join and an aggregate, one asks for a DROP
         assert f"question: {question}" in sql
     assert re.search(r"^sql: \w+(, \w+){2}$", output, re.M)
+
+    # Grounded while decoding, a value can only be a span of the notice, whatever the model
+    # meant: every value shown is null or copied. The plain grammar promises no such thing.
+    grounded = _section(output, "5. ").split("grounded (grounding=True):")[1]
+    values = re.findall(r"^  (\w+) = (.+?)(  \(.*\))?; the notice says", grounded, re.M)
+    if values:
+        assert {name for name, _, _ in values} == {
+            "carrier", "tracking_number", "order_number", "recipient"
+        }  # fmt: skip
+        assert all(value == "None" or "copied" in where for _, value, where in values)
+    else:  # it may end otherwise (cut off, say), never with a value that is not in the notice
+        assert "not in the source" not in grounded
+    assert re.search(
+        r"^grounded values: plain [\w ,]+; grounded (valid, \d values copied|\w+)$", output, re.M
+    )
 
 
 def _section(output: str, start: str) -> str:
