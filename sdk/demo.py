@@ -280,9 +280,9 @@ def _grounded(out: _Printer, client: StructuredClient) -> str:
 
     item = json.loads(NOTICE.read_text(encoding="utf-8").splitlines()[0])
     notice, prompt = item["document"], item["prompt"]
-    where = NOTICE.relative_to(DATA.parent.parent)
+    dataset = NOTICE.relative_to(DATA.parent.parent)
     out.heading(
-        f"5. ShipmentNotice from notice {item['id']} of {where}: the plain grammar, then "
+        f"5. ShipmentNotice from notice {item['id']} of {dataset}: the plain grammar, then "
         "grounded (greedy, no retry)"
     )
     out.block(_clip(notice))
