@@ -33,9 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
+
+from registry import Line, Measured, Settings, row  # noqa: E402
 
 from contracts import ShipmentNotice  # noqa: E402
 from sdk.schema.canonical import shared_schema  # noqa: E402
@@ -107,7 +109,7 @@ def _llama_parser() -> Callable[[str], float]:
 _parser_keepalive: list[Any] = []
 
 
-def grammar_sizes() -> None:
+def grammar_sizes() -> list[Line]:
     schema = shared_schema(ShipmentNotice)
     plain_gbnf = contract_gbnf(ShipmentNotice)
     parse = _llama_parser()
@@ -117,13 +119,7 @@ def grammar_sizes() -> None:
     from sdk.providers.embedded._engine import _default_model, _engine
 
     tokenizer = _engine(_default_model(), 2048, 1).tokenizer
-    print("\nGrounded grammars for ShipmentNotice (median of 3)")
-    print(f"  plain GBNF: {len(plain_gbnf):,} bytes, llama.cpp parse {plain_parse * 1e3:.2f} ms")
-    header = (
-        f"  {'source':>8}  {'chunks':>7}  {'GBNF bytes':>11}  {'rules':>7}  {'build ms':>9}  "
-        f"{'llama.cpp parse ms':>18}  {'Lark bytes':>10}  {'build ms':>8}  {'llguidance ms':>13}"
-    )
-    print(header)
+    lines = []
     for size in SIZES:
         source = source_of(size)
         gbnf = grounded_gbnf(schema, source)
@@ -138,33 +134,37 @@ def grammar_sizes() -> None:
                 raise RuntimeError(error)
 
         lark_compile = _median_seconds(compile_lark)
-        print(
-            f"  {size:>8,}  {len(source_chunks(source)):>7,}  {len(gbnf):>11,}  "
-            f"{gbnf.count(chr(10)):>7,}  {gbnf_build * 1e3:>9.1f}  {gbnf_parse * 1e3:>18.1f}  "
-            f"{len(lark):>10,}  {lark_build * 1e3:>8.1f}  {lark_compile * 1e3:>13.1f}"
-        )
+        lines += [
+            Line(f"grounded GBNF (llama.cpp) for ShipmentNotice, a {size:,}-byte source",
+                 f"{len(gbnf):,} bytes",
+                 f"{len(source_chunks(source)):,} chunks, {gbnf.count(chr(10)):,} rules; built in "
+                 f"{gbnf_build * 1e3:.1f} ms; llama.cpp's parser reads it in "
+                 f"{gbnf_parse * 1e3:.1f} ms (the plain grammar, {len(plain_gbnf):,} bytes: "
+                 f"{plain_parse * 1e3:.2f} ms); medians of 3"),
+            Line(f"  grounded Lark (embedded, vLLM), a {size:,}-byte source",
+                 f"{len(lark):,} bytes",
+                 f"built in {lark_build * 1e3:.1f} ms; llguidance compiles it in "
+                 f"{lark_compile * 1e3:.1f} ms; medians of 3"),
+        ]  # fmt: skip
+    return lines
 
 
 # --- a real llama-server ---
 
 
-def llama_server_requests(items: int) -> None:
+def llama_server_requests(items: int) -> list[Line]:
     import httpx
 
-    from tests.llama_server import LlamaServer, Unavailable, bundled_model, server_binary
+    from sdk.llama_server import LlamaServer, Unavailable, bundled_model, server_binary
 
     try:
         binary, model = server_binary(), bundled_model()
     except Unavailable as missing:
-        print(f"\nllama-server: not measured ({missing})")
-        return
+        return [Line("llama-server with a grounded grammar", "not measured", str(missing))]
     schema = shared_schema(ShipmentNotice)
     plain = contract_gbnf(ShipmentNotice)
     notices = _notices()[:items]
-    print(f"\nllama-server, one thread: a notice extracted with the grounded grammar, {items} "
-          "prompts each, plain grammar alongside (median per request)")  # fmt: skip
-    print(f"  {'source':>8}  {'plain s':>8}  {'grounded s':>10}  {'ratio':>6}  "
-          f"{'plain tok/s':>11}  {'grounded tok/s':>14}  outcome")  # fmt: skip
+    lines = []
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "llama-server.log"
         with LlamaServer(binary, model, log_path=log) as server, httpx.Client(
@@ -195,17 +195,19 @@ def llama_server_requests(items: int) -> None:
                     walls["grounded"]
                 )
                 rate = {arm: statistics.median(v) if v else 0.0 for arm, v in rates.items()}
-                print(
-                    f"  {size:>8,}  {plain_s:>8.2f}  {grounded_s:>10.2f}  "
-                    f"{grounded_s / plain_s:>6.2f}  {rate['plain']:>11.1f}  "
-                    f"{rate['grounded']:>14.1f}  {outcome}"
-                )
+                lines.append(Line(
+                    f"llama-server (one thread), grounded / plain grammar, wall time per "
+                    f"request, a {size:,}-byte source", f"{grounded_s / plain_s:.2f}x",
+                    f"{grounded_s:.2f} s vs {plain_s:.2f} s, medians of {len(notices)} notices "
+                    f"each; decode {rate['grounded']:.1f} vs {rate['plain']:.1f} tokens/s; "
+                    f"{outcome}"))  # fmt: skip
+    return lines
 
 
 # --- the embedded model ---
 
 
-def embedded_speed(items: int) -> None:
+def embedded_speed(items: int) -> list[Line]:
     from sdk.providers import CompletionRequest, Message
     from sdk.providers.embedded import EmbeddedProvider
 
@@ -229,12 +231,27 @@ def embedded_speed(items: int) -> None:
             totals[arm][0] += completion.usage.output_tokens
     rate = {arm: tokens / seconds for arm, (tokens, seconds) in totals.items()}
     ratio = rate["constrained"] / rate["grounded"]
-    print(f"\nEmbedded SmolLM2-135M, greedy, {items} notices, tokens/s over whole calls")
-    for arm in ("constrained", "grounded"):
-        tokens, seconds = totals[arm]
-        print(f"  {arm:<12} {tokens:>6} tokens in {seconds:>6.2f} s = {rate[arm]:>6.1f} tokens/s")
-    verdict = "meets" if ratio <= GOAL else "misses"
-    print(f"  cost of grounding: {ratio:.3f}x the constrained arm's ({verdict} <= {GOAL}x)")
+    return [
+        Line(f"embedded SmolLM2-135M, the cost of grounding: constrained / grounded tokens/s, "
+             f"{items} notices, greedy, whole calls", f"{ratio:.2f}x",
+             f"{rate['grounded']:.1f} vs {rate['constrained']:.1f} tokens/s "
+             f"({totals['grounded'][0]:,} and {totals['constrained'][0]:,} tokens)",
+             f"<= {GOAL}x", "yes" if ratio <= GOAL else "NO", key="grounding-cost"),
+    ]  # fmt: skip
+
+
+@row("grounding", number="17", title="grounding cost",
+     measures="decode-time grounding for ShipmentNotice: the grounded grammars' size and "
+              "compile time at 1 KB, 10 KB and 100 KB of source; the embedded model's tokens/s "
+              "grounded against the constrained arm; llama-server's time per request with the "
+              "grounded grammar against the plain one",
+     unit="bytes and ms; ratio of tokens/s; ratio of wall time per request", long=True)  # fmt: skip
+def grounding_row(settings: Settings) -> Measured:
+    items = 3 if settings.quick else 12
+    lines = grammar_sizes() + embedded_speed(items)
+    if not settings.quick:
+        lines += llama_server_requests(min(items, 4))
+    return Measured(lines)
 
 
 def main() -> None:
@@ -242,10 +259,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="sizes and compile times only")
     parser.add_argument("--items", type=int, default=12, help="notices per speed measurement")
     args = parser.parse_args()
-    grammar_sizes()
+    lines = grammar_sizes()
     if not args.quick:
-        embedded_speed(args.items)
-        llama_server_requests(min(args.items, 4))
+        lines += embedded_speed(args.items) + llama_server_requests(min(args.items, 4))
+    for line in lines:
+        print(f"| {line.measure} | {line.figure} | {line.detail} | {line.goal} | {line.met} |")
 
 
 if __name__ == "__main__":

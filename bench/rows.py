@@ -48,6 +48,7 @@ ROW_MODULES = (
     "gbnf_maskbench",
     "eval_summary",
     "bench_cache",
+    "grounding_cost",
 )
 
 INSTRUCTOR_VENV = BENCH / ".venv-instructor"
