@@ -11,6 +11,8 @@ mutations of them (`near_misses`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import strategies as st
 
 from sdk.grammar import lark_literal
@@ -125,16 +127,28 @@ def _lark_sequence(draw: st.DrawFn, rules: list[str], terminals_only: bool, dept
     return " ".join(items)
 
 
+def _rules(
+    draw: st.DrawFn,
+    names: list[str],
+    sequence: Callable[..., st.SearchStrategy[str]],
+    defines: str,
+) -> list[str]:
+    """One rule per name, in either syntax: a first alternative of terminals only (so every
+    rule can end), then up to two that may reference the rules."""
+    lines = []
+    for name in names:
+        alternatives = [draw(sequence(names, terminals_only=True))]
+        for _ in range(draw(st.integers(0, 2))):
+            alternatives.append(draw(sequence(names, terminals_only=False)))
+        lines.append(f"{name}{defines}" + " | ".join(alternatives))
+    return lines
+
+
 @st.composite
 def lark_grammars(draw: st.DrawFn) -> str:
     """A Lark grammar text: `start` and up to two more rules, and maybe an `%ignore`."""
     names = ["start", "r1", "r2"][: draw(st.integers(1, 3))]
-    lines = []
-    for name in names:
-        alternatives = [draw(_lark_sequence(names, terminals_only=True))]
-        for _ in range(draw(st.integers(0, 2))):
-            alternatives.append(draw(_lark_sequence(names, terminals_only=False)))
-        lines.append(f"{name}: " + " | ".join(alternatives))
+    lines = _rules(draw, names, _lark_sequence, ": ")
     if draw(st.integers(0, 4)) == 0:
         lines += ["WS: /[ \\t]+/", "%ignore WS"]
     return "\n".join(lines) + "\n"
@@ -217,12 +231,7 @@ def _gbnf_sequence(draw: st.DrawFn, rules: list[str], terminals_only: bool, dept
 def gbnf_grammars(draw: st.DrawFn) -> str:
     """A GBNF grammar text: `root` and up to two more rules."""
     names = ["root", "r-one", "r-two"][: draw(st.integers(1, 3))]
-    lines = []
-    for name in names:
-        alternatives = [draw(_gbnf_sequence(names, terminals_only=True))]
-        for _ in range(draw(st.integers(0, 2))):
-            alternatives.append(draw(_gbnf_sequence(names, terminals_only=False)))
-        lines.append(f"{name} ::= " + " | ".join(alternatives))
+    lines = _rules(draw, names, _gbnf_sequence, " ::= ")
     return "\n".join(lines) + "\n"
 
 
