@@ -57,7 +57,10 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
-from registry import Line, Measured, Settings, row  # noqa: E402
+from registry import Line  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import row  # noqa: E402
 
 IN_FLIGHT = 64
 ITEMS, SMALL, FANOUT = 100_000, 10_000, 20_000
@@ -187,7 +190,8 @@ def child_machinery(count: int, folder: Path) -> dict[str, Any]:
     `TestProvider` (in process, answering at once), so the client CPU is the SDK's alone."""
     from contracts import Decision
     from sdk import AsyncStructuredClient
-    from sdk.batch import BatchJob, LocalBackend
+    from sdk.batch import BatchJob
+    from sdk.batch import LocalBackend
     from sdk.providers import TestProvider
 
     items = folder / f"items-{count}.jsonl"
@@ -228,7 +232,8 @@ def child_hash(count: int, folder: Path) -> dict[str, Any]:
 def child_job(url: str, count: int, folder: Path) -> dict[str, Any]:
     from contracts import Decision
     from sdk import AsyncStructuredClient
-    from sdk.batch import BatchJob, LocalBackend
+    from sdk.batch import BatchJob
+    from sdk.batch import LocalBackend
     from sdk.providers import LlamaCppProvider
 
     items = folder / f"items-{count}.jsonl"

@@ -30,12 +30,21 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
-from registry import Line, Measured, Settings, row  # noqa: E402
+from registry import Line  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import row  # noqa: E402
 
-from bench.payloads import decision, invoice  # noqa: E402
-from contracts import Decision, InvoiceExtraction  # noqa: E402
-from sdk import Contract, StructuredClient, parse  # noqa: E402
-from sdk.cache import Cache, MemoryCache, SQLiteCache  # noqa: E402
+from bench.payloads import decision  # noqa: E402
+from bench.payloads import invoice  # noqa: E402
+from contracts import Decision  # noqa: E402
+from contracts import InvoiceExtraction  # noqa: E402
+from sdk import Contract  # noqa: E402
+from sdk import StructuredClient  # noqa: E402
+from sdk import parse  # noqa: E402
+from sdk.cache import Cache  # noqa: E402
+from sdk.cache import MemoryCache  # noqa: E402
+from sdk.cache import SQLiteCache  # noqa: E402
 from sdk.providers import TestProvider  # noqa: E402
 
 DECISION = {"reasoning": "The total matches PO-2291 and is under the limit.",
@@ -95,7 +104,8 @@ def _hit_and_bare(
 
 
 def eval_hit_rate() -> list[Line]:
-    from sdk.eval import load_dataset, run_eval
+    from sdk.eval import load_dataset
+    from sdk.eval import run_eval
 
     items = load_dataset(ROOT / "examples" / "data" / "eval" / "decisions.jsonl", Decision)[:12]
     answers = [json.dumps({**DECISION, "answer": item.expected.get("answer", "approve")})
@@ -125,7 +135,9 @@ def prompt_caching_cost(calls: int = 100) -> list[Line]:
     import httpx2
 
     from sdk.providers import AnthropicProvider
-    from tests.wire_support import ANTHROPIC_HEADERS, anthropic_client, fixture_json
+    from tests.wire_support import ANTHROPIC_HEADERS
+    from tests.wire_support import anthropic_client
+    from tests.wire_support import fixture_json
 
     policy = ("Refunds are allowed within 30 days of purchase; receipts are required above "
               "EUR 50; the approver must not be the requester. ") * 80  # about 10 KB  # fmt: skip

@@ -18,7 +18,9 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
-from registry import Measured, Settings, row  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import row  # noqa: E402
 
 __all__ = ["EVAL_RESULTS", "digest", "eval_row", "summary"]
 
@@ -49,7 +51,9 @@ def _dataset_size(dataset: str) -> int | None:
 def summary(path: Path) -> dict[str, Any]:
     """What one eval run says, as JSON-ready values (tables included, as Markdown)."""
     from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
-    from sdk.eval import load_results, markdown_table, verdict
+    from sdk.eval import load_results
+    from sdk.eval import markdown_table
+    from sdk.eval import verdict
 
     run = load_results(path)
     config = run.config

@@ -40,8 +40,10 @@ import signal
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -51,9 +53,12 @@ ROOT = BENCH.parent
 sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
 import jsonschema  # noqa: E402
-from registry import Measured, Settings, row  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import row  # noqa: E402
 
-from sdk.schema.gbnf import UnsupportedSchema, to_gbnf  # noqa: E402
+from sdk.schema.gbnf import UnsupportedSchema  # noqa: E402
+from sdk.schema.gbnf import to_gbnf  # noqa: E402
 
 OURS = "sdk.schema.gbnf"
 SCALING_SIZES = (250, 500, 1000, 2000)

@@ -37,12 +37,17 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
-from registry import Line, Measured, Settings, row  # noqa: E402
+from registry import Line  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import row  # noqa: E402
 
 from contracts import ShipmentNotice  # noqa: E402
 from sdk.schema.canonical import shared_schema  # noqa: E402
 from sdk.schema.gbnf import contract_gbnf  # noqa: E402
-from sdk.schema.grounding import grounded_gbnf, grounded_lark, source_chunks  # noqa: E402
+from sdk.schema.grounding import grounded_gbnf  # noqa: E402
+from sdk.schema.grounding import grounded_lark  # noqa: E402
+from sdk.schema.grounding import source_chunks  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000)
 NOTICES = ROOT / "examples" / "data" / "eval" / "notices.jsonl"
@@ -116,7 +121,8 @@ def grammar_sizes() -> list[Line]:
     plain_parse = statistics.median(parse(plain_gbnf) for _ in range(3))
     from llguidance import LLMatcher
 
-    from sdk.providers.embedded._engine import _default_model, _engine
+    from sdk.providers.embedded._engine import _default_model
+    from sdk.providers.embedded._engine import _engine
 
     tokenizer = _engine(_default_model(), 2048, 1).tokenizer
     lines = []
@@ -155,7 +161,10 @@ def grammar_sizes() -> list[Line]:
 def llama_server_requests(items: int) -> list[Line]:
     import httpx
 
-    from sdk.llama_server import LlamaServer, Unavailable, bundled_model, server_binary
+    from sdk.llama_server import LlamaServer
+    from sdk.llama_server import Unavailable
+    from sdk.llama_server import bundled_model
+    from sdk.llama_server import server_binary
 
     try:
         binary, model = server_binary(), bundled_model()
@@ -208,7 +217,8 @@ def llama_server_requests(items: int) -> list[Line]:
 
 
 def embedded_speed(items: int) -> list[Line]:
-    from sdk.providers import CompletionRequest, Message
+    from sdk.providers import CompletionRequest
+    from sdk.providers import Message
     from sdk.providers.embedded import EmbeddedProvider
 
     provider = EmbeddedProvider()

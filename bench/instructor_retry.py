@@ -28,7 +28,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import httpx  # noqa: E402
 import instructor  # noqa: E402
 import openai  # noqa: E402
-from retry_script import estimate_tokens, first_message, retry_script  # noqa: E402
+from retry_script import estimate_tokens  # noqa: E402
+from retry_script import first_message  # noqa: E402
+from retry_script import retry_script  # noqa: E402
 
 from contracts import InvoiceExtraction  # noqa: E402
 

@@ -21,7 +21,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from registry import REGISTRY, BenchRow, Line, Measured, Settings
+from registry import REGISTRY
+from registry import BenchRow
+from registry import Line
+from registry import Measured
+from registry import Settings
 
 __all__ = [
     "FORMAT",

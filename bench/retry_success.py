@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,26 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 
-from registry import Line, Measured, Settings, row  # noqa: E402
+from registry import Line  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import row  # noqa: E402
 
-from contracts import Decision, InvoiceExtraction  # noqa: E402
-from sdk import Contract, InvalidOutput  # noqa: E402
-from sdk.engine.attempts import Attempts, Done, Retry, Send  # noqa: E402
+from contracts import Decision  # noqa: E402
+from contracts import InvoiceExtraction  # noqa: E402
+from sdk import Contract  # noqa: E402
+from sdk import InvalidOutput  # noqa: E402
+from sdk.engine.attempts import Attempts  # noqa: E402
+from sdk.engine.attempts import Done  # noqa: E402
+from sdk.engine.attempts import Retry  # noqa: E402
+from sdk.engine.attempts import Send  # noqa: E402
 from sdk.engine.conversation import conversation  # noqa: E402
-from sdk.engine.kinds import Document, Parsing, Shared  # noqa: E402
+from sdk.engine.kinds import Document  # noqa: E402
+from sdk.engine.kinds import Parsing  # noqa: E402
+from sdk.engine.kinds import Shared  # noqa: E402
 from sdk.engine.retry import RetrySettings  # noqa: E402
-from sdk.eval.dataset import EvalItem, load_dataset  # noqa: E402
+from sdk.eval.dataset import EvalItem  # noqa: E402
+from sdk.eval.dataset import load_dataset  # noqa: E402
 
 DATA = ROOT / "examples" / "data" / "eval"
 MODES = {"whole reply": 10**9, "excerpts": 0}

@@ -22,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,28 @@ ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH)]
 
 import jiter  # noqa: E402
-from payloads import Payload, decision, invoice, long_string  # noqa: E402
-from registry import Line, Measured, Settings, row  # noqa: E402
-from units import duration, factor, micros, millis, ratio, verdict  # noqa: E402
+from payloads import Payload  # noqa: E402
+from payloads import decision  # noqa: E402
+from payloads import invoice  # noqa: E402
+from payloads import long_string  # noqa: E402
+from registry import Line  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import row  # noqa: E402
+from units import duration  # noqa: E402
+from units import factor  # noqa: E402
+from units import micros  # noqa: E402
+from units import millis  # noqa: E402
+from units import ratio  # noqa: E402
+from units import verdict  # noqa: E402
 
 import sdk  # noqa: E402
-from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment  # noqa: E402
-from sdk.parsing import _compiled, compile_contract  # noqa: E402
+from contracts import Decision  # noqa: E402
+from contracts import InvoiceExtraction  # noqa: E402
+from contracts import ReviewFinding  # noqa: E402
+from contracts import Sentiment  # noqa: E402
+from sdk.parsing import _compiled  # noqa: E402
+from sdk.parsing import compile_contract  # noqa: E402
 
 # The scripts that register rows of their own (each measures its row where it lives).
 ROW_MODULES = (
@@ -410,9 +426,11 @@ async def _ticked(batch: Callable[[], Awaitable[list[str]]]) -> FanoutRun:
 
 def _fanout_body() -> dict[str, Any]:
     """The `/completion` body the provider sends for one call (the baseline sends it too)."""
-    from sdk.providers import CompletionRequest, Message
+    from sdk.providers import CompletionRequest
+    from sdk.providers import Message
     from sdk.providers.llamacpp import build_completion_request
-    from sdk.schema import LLAMACPP, to_wire
+    from sdk.schema import LLAMACPP
+    from sdk.schema import to_wire
 
     request = CompletionRequest(Decision, (Message("user", "Approve the refund?"),), 4096)
     return build_completion_request(
@@ -647,7 +665,10 @@ def _fanout_notes(
      unit="ratio of estimated input tokens (characters / 4, both sides)")  # fmt: skip
 def row_retry_cost(settings: Settings) -> Measured:
     """Input tokens (estimated) of each retry over the first request, ours and instructor's."""
-    from retry_script import CHARS_PER_TOKEN, PROMPT, first_message, retry_script
+    from retry_script import CHARS_PER_TOKEN
+    from retry_script import PROMPT
+    from retry_script import first_message
+    from retry_script import retry_script
 
     from sdk.providers.test import TestProvider
 
@@ -810,7 +831,10 @@ def row_llama_server_speed(settings: Settings) -> Measured:
     budget (an array of at least 64 `Decision` objects), so both decode `SPEED_TOKENS` tokens.
     The figure is the server's own `timings.predicted_per_second`, the best of a few rounds.
     """
-    from tests.llama_server import LlamaServer, Unavailable, bundled_model, server_binary
+    from tests.llama_server import LlamaServer
+    from tests.llama_server import Unavailable
+    from tests.llama_server import bundled_model
+    from tests.llama_server import server_binary
 
     measure = "llama-server tokens/s: constrained / unconstrained, SmolLM2-135M"
     try:
@@ -838,7 +862,8 @@ def row_llama_server_speed(settings: Settings) -> Measured:
 def _llama_speed_lines(url: str, measure: str, rounds: int) -> list[Line]:
     import httpx
 
-    from sdk.schema import LLAMACPP, to_wire
+    from sdk.schema import LLAMACPP
+    from sdk.schema import to_wire
     from sdk.schema.canonical import shared_schema
     from sdk.schema.gbnf import to_gbnf
 

@@ -32,8 +32,12 @@ BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 
 import results  # noqa: E402
-from registry import REGISTRY, Settings, UnknownRows, select  # noqa: E402
-from rows import DEFAULT_MASKBENCH, load_rows  # noqa: E402
+from registry import REGISTRY  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import UnknownRows  # noqa: E402
+from registry import select  # noqa: E402
+from rows import DEFAULT_MASKBENCH  # noqa: E402
+from rows import load_rows  # noqa: E402
 
 # --- Running ---
 

@@ -6,11 +6,18 @@ document may not say, an `unknown` member where a classification may not apply, 
 quotes that may be empty.
 """
 
-from contracts.decision import Confidence, Decision, DecisionAnswer
-from contracts.invoice import InvoiceCategory, InvoiceExtraction, LineItem
+from contracts.decision import Confidence
+from contracts.decision import Decision
+from contracts.decision import DecisionAnswer
+from contracts.invoice import InvoiceCategory
+from contracts.invoice import InvoiceExtraction
+from contracts.invoice import LineItem
 from contracts.notice import ShipmentNotice
-from contracts.review import Fix, ReviewFinding, Severity
-from contracts.sentiment import Sentiment, SentimentLabel
+from contracts.review import Fix
+from contracts.review import ReviewFinding
+from contracts.review import Severity
+from contracts.sentiment import Sentiment
+from contracts.sentiment import SentimentLabel
 from contracts.sql import SELECT_QUERY
 
 __all__ = [

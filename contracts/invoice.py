@@ -1,11 +1,16 @@
 """InvoiceExtraction: fields from an invoice, nullable where a document may not state them."""
 
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import Field
+from pydantic import ValidationInfo
+from pydantic import model_validator
 
-from sdk import Contract, SourceQuote, WireEnum
+from sdk import Contract
+from sdk import SourceQuote
+from sdk import WireEnum
 from sdk.contract import LintIgnore
 
 # Rounding slack when comparing the line items' sum with the stated total.

@@ -5,7 +5,8 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from sdk import Contract, Verbatim
+from sdk import Contract
+from sdk import Verbatim
 from sdk.contract import LintIgnore
 
 TRACKING_NUMBER = r"^(1Z[0-9A-Z]{16}|[A-Z]{2}[0-9]{9}[A-Z]{2}|JJD[0-9]{18}|[0-9]{12})$"

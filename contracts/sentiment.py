@@ -4,7 +4,8 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from sdk import Contract, WireEnum
+from sdk import Contract
+from sdk import WireEnum
 from sdk.contract import LintIgnore
 
 

@@ -17,20 +17,18 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from sdk.sql import (
-    ColumnType,
-    ForeignKey,
-    Table,
-    affinity,
-    connect_read_only,
-    prepares_in,
-    quote_identifier,
-    run_query,
-    schema_ddl,
-    sql_grammar,
-    sql_prompt,
-    tables_from_sqlite,
-)
+from sdk.sql import ColumnType
+from sdk.sql import ForeignKey
+from sdk.sql import Table
+from sdk.sql import affinity
+from sdk.sql import connect_read_only
+from sdk.sql import prepares_in
+from sdk.sql import quote_identifier
+from sdk.sql import run_query
+from sdk.sql import schema_ddl
+from sdk.sql import sql_grammar
+from sdk.sql import sql_prompt
+from sdk.sql import tables_from_sqlite
 
 __all__ = [
     "DEMO_TABLES",

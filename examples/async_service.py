@@ -22,13 +22,11 @@ import anthropic
 import httpx2
 
 from contracts import Sentiment
-from sdk import (
-    AsyncStructuredClient,
-    InvalidOutput,
-    ProviderError,
-    Result,
-    StructuredOutputError,
-)
+from sdk import AsyncStructuredClient
+from sdk import InvalidOutput
+from sdk import ProviderError
+from sdk import Result
+from sdk import StructuredOutputError
 from sdk.providers import AnthropicProvider
 
 MODEL = "claude-sonnet-4-6"

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ import anthropic
 import httpx2
 
 from contracts import Decision
-from sdk.batch import AnthropicBatches, BatchJob, JobSettings
+from sdk.batch import AnthropicBatches
+from sdk.batch import BatchJob
+from sdk.batch import JobSettings
 from sdk.providers import AnthropicProvider
 
 MODEL = "claude-sonnet-4-6"

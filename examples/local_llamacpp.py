@@ -20,10 +20,14 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
 
 from contracts import Sentiment
-from sdk import Partial, Result, StructuredClient, StructuredOutputError
+from sdk import Partial
+from sdk import Result
+from sdk import StructuredClient
+from sdk import StructuredOutputError
 from sdk.providers import LlamaCppProvider
 
 REVIEW = """\

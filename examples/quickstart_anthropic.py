@@ -18,7 +18,10 @@ import anthropic
 import httpx2
 
 from contracts import Decision
-from sdk import RefusedOutput, StructuredClient, StructuredOutputError, TruncatedOutput
+from sdk import RefusedOutput
+from sdk import StructuredClient
+from sdk import StructuredOutputError
+from sdk import TruncatedOutput
 from sdk.providers import AnthropicProvider
 
 MODEL = "claude-sonnet-4-6"

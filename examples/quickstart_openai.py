@@ -20,7 +20,9 @@ import httpx2
 import openai
 
 from contracts import Sentiment
-from sdk import MaxTokensRamp, StructuredClient, StructuredOutputError
+from sdk import MaxTokensRamp
+from sdk import StructuredClient
+from sdk import StructuredOutputError
 from sdk.providers import OpenAIResponsesProvider
 
 MODEL = "gpt-5.1-mini"

@@ -20,7 +20,12 @@ import anthropic
 import httpx2
 from pydantic import Field
 
-from sdk import Contract, Message, StructuredClient, Tool, ToolCall, WireEnum
+from sdk import Contract
+from sdk import Message
+from sdk import StructuredClient
+from sdk import Tool
+from sdk import ToolCall
+from sdk import WireEnum
 from sdk.providers import AnthropicProvider
 
 MODEL = "claude-sonnet-4-6"

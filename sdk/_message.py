@@ -5,8 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sdk._content import Content, Part, Text, content_text, parts_of
-from sdk._tools import ToolCall, ToolResult
+from sdk._content import Content
+from sdk._content import Part
+from sdk._content import Text
+from sdk._content import content_text
+from sdk._content import parts_of
+from sdk._tools import ToolCall
+from sdk._tools import ToolResult
 
 __all__ = ["Message"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [

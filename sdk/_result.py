@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from decimal import Decimal
-from typing import Generic, TypeVar
+from typing import Generic
+from typing import TypeVar
 
 from sdk._message import Message
-from sdk._records import Note, Usage
+from sdk._records import Note
+from sdk._records import Usage
 from sdk._tools import ToolCall
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.errors import Attempt

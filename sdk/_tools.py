@@ -11,10 +11,14 @@ import inspect
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Literal
 
 from sdk.schema.canonical import schema_info
-from sdk.schema.dialects import Dialect, WireSchema, to_wire
+from sdk.schema.dialects import Dialect
+from sdk.schema.dialects import WireSchema
+from sdk.schema.dialects import to_wire
 
 if TYPE_CHECKING:
     from sdk.contract import Contract

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from sdk._files import write_atomic
-from sdk.diagnostics import ConstraintDiagnostics, char_pointers
+from sdk.diagnostics import ConstraintDiagnostics
+from sdk.diagnostics import char_pointers
 
 __all__ = [
     "DEFAULT_MAX_FALSE_ABSTENTION",

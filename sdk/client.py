@@ -16,19 +16,34 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import Any, Self, TypeVar, Unpack, overload
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+from typing import Self
+from typing import TypeVar
+from typing import Unpack
+from typing import overload
 from weakref import WeakKeyDictionary
 
-from sdk._result import Result, ToolCalls
-from sdk._tools import PartialToolCall, Tool, ToolChoice
+from sdk._result import Result
+from sdk._result import ToolCalls
+from sdk._tools import PartialToolCall
+from sdk._tools import Tool
+from sdk._tools import ToolChoice
 from sdk.contract import Contract
 from sdk.engine import loops
 from sdk.engine.conversation import feedback_message
 from sdk.engine.kinds import TextSnapshot
 from sdk.engine.options import CallOptions
-from sdk.engine.retry import Backoff, MaxTokensRamp
-from sdk.engine.setup import ClientConfig, ClientOptions, start_call, start_tools_call
+from sdk.engine.retry import Backoff
+from sdk.engine.retry import MaxTokensRamp
+from sdk.engine.setup import ClientConfig
+from sdk.engine.setup import ClientOptions
+from sdk.engine.setup import start_call
+from sdk.engine.setup import start_tools_call
 from sdk.grammar import Grammar
 from sdk.parsing.incremental import Partial
 from sdk.providers._provider import Provider

@@ -36,16 +36,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sdk._result import Attempt, Result
-from sdk.client import StructuredClient, feedback_message
+from sdk._result import Attempt
+from sdk._result import Result
+from sdk.client import StructuredClient
+from sdk.client import feedback_message
 from sdk.contract import Contract
-from sdk.errors import (
-    CheckFailed,
-    InvalidOutput,
-    RetriesExhausted,
-    StructuredOutputError,
-    TruncatedOutput,
-)
+from sdk.errors import CheckFailed
+from sdk.errors import InvalidOutput
+from sdk.errors import RetriesExhausted
+from sdk.errors import StructuredOutputError
+from sdk.errors import TruncatedOutput
 from sdk.parsing import parse
 from sdk.stop_reason import StopReason
 
@@ -119,7 +119,8 @@ def main() -> int:
         return 1
     try:
         # The reference contracts live in the repository, not in the installed package.
-        from contracts import Decision, InvoiceExtraction
+        from contracts import Decision
+        from contracts import InvoiceExtraction
     except ImportError as missing:
         out.line(
             f"the demo uses the reference contracts of a clone ({missing}): run `make demo` in "
@@ -223,9 +224,12 @@ def _unconstrained(
 
 def _sql(out: _Printer, client: StructuredClient) -> str:
     """Section 4; a one-line verdict for the summary."""
-    from contracts.sql import DEMO_TABLES, SELECT_QUERY, create_demo_database
+    from contracts.sql import DEMO_TABLES
+    from contracts.sql import SELECT_QUERY
+    from contracts.sql import create_demo_database
     from sdk.grammar import recognize
-    from sdk.sql import run_query, sql_prompt
+    from sdk.sql import run_query
+    from sdk.sql import sql_prompt
 
     out.heading("4. Questions about a SQLite database, under the SELECT-only SQL grammar")
     out.line(

@@ -32,8 +32,12 @@ This module is pure: no I/O, no numpy; the provider does the measuring.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
 
 from sdk._pointer import escape_pointer
 

@@ -33,7 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sdk._records import Usage, Violation, shorten
+from sdk._records import Usage
+from sdk._records import Violation
+from sdk._records import shorten
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.stop_reason import StopReason
 

@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from dataclasses import field
+from typing import TYPE_CHECKING
+from typing import Any
 
 if TYPE_CHECKING:
-    from sdk._result import Result, ToolCalls
-    from sdk.errors import Attempt, StructuredOutputError
-    from sdk.providers._base import Completion, CompletionRequest
+    from sdk._result import Result
+    from sdk._result import ToolCalls
+    from sdk.errors import Attempt
+    from sdk.errors import StructuredOutputError
+    from sdk.providers._base import Completion
+    from sdk.providers._base import CompletionRequest
     from sdk.schema.canonical import SchemaInfo
 
 __all__ = ["CallInfo", "Hooks", "run_hooks"]

@@ -23,16 +23,22 @@ application configured (none: OpenTelemetry's no-op).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
-from sdk.hooks import CallInfo, Hooks
+from sdk.hooks import CallInfo
+from sdk.hooks import Hooks
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span
+    from opentelemetry.trace import Tracer
 
-    from sdk._result import Result, ToolCalls
-    from sdk.errors import Attempt, StructuredOutputError
-    from sdk.providers._base import Completion, CompletionRequest
+    from sdk._result import Result
+    from sdk._result import ToolCalls
+    from sdk.errors import Attempt
+    from sdk.errors import StructuredOutputError
+    from sdk.providers._base import Completion
+    from sdk.providers._base import CompletionRequest
 
 __all__ = ["GENAI_PROVIDER_NAMES", "OpenTelemetryHooks", "genai_provider_name"]
 
@@ -164,7 +170,8 @@ def genai_provider_name(provider: str) -> str:
 
 
 def _failed(span: Span, error: StructuredOutputError) -> None:
-    from opentelemetry.trace import Status, StatusCode
+    from opentelemetry.trace import Status
+    from opentelemetry.trace import StatusCode
 
     span.set_attribute("error.type", type(error).__name__)
     # The message is the SDK's own (bounded, redacted at the provider boundary), never a prompt.

@@ -25,7 +25,8 @@ import time
 from pydantic import create_model
 
 from contracts import Decision
-from sdk.batch import AnthropicBatches, BatchJob
+from sdk.batch import AnthropicBatches
+from sdk.batch import BatchJob
 from sdk.contract import Contract
 from sdk.providers import AnthropicProvider
 from tests.batch_support import AnthropicBatchAPI

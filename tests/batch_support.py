@@ -24,10 +24,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -36,20 +39,22 @@ import httpx
 import httpx2
 
 from contracts import Decision
-from sdk.batch import AnthropicBatches, BatchJob, LocalBackend, OpenAIBatches
+from sdk.batch import AnthropicBatches
+from sdk.batch import BatchJob
+from sdk.batch import LocalBackend
+from sdk.batch import OpenAIBatches
 from sdk.client import AsyncStructuredClient
 from sdk.providers import AnthropicProvider
 from sdk.providers.llamacpp import LlamaCppProvider
-from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
+from sdk.providers.openai import OpenAIChatProvider
+from sdk.providers.openai import OpenAIResponsesProvider
 from tests.local_support import llamacpp_setup
-from tests.wire_support import (
-    ANTHROPIC_HEADERS,
-    DECISION,
-    OPENAI_HEADERS,
-    anthropic_client,
-    fixture_json,
-    openai_client,
-)
+from tests.wire_support import ANTHROPIC_HEADERS
+from tests.wire_support import DECISION
+from tests.wire_support import OPENAI_HEADERS
+from tests.wire_support import anthropic_client
+from tests.wire_support import fixture_json
+from tests.wire_support import openai_client
 
 ERRORED = "<errored>"
 EXPIRED = "<expired>"

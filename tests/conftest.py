@@ -20,13 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.llama_server import (
-    LlamaServer,
-    ServerFailed,
-    Unavailable,
-    bundled_model,
-    server_binary,
-)
+from tests.llama_server import LlamaServer
+from tests.llama_server import ServerFailed
+from tests.llama_server import Unavailable
+from tests.llama_server import bundled_model
+from tests.llama_server import server_binary
 from tests.local_deps import unavailable
 from tests.local_support import LocalServer
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.local_support import LocalServer
-from tests.wire_support import (
-    ANTHROPIC_KEY,
-    GEMINI_KEY,
-    OPENAI_KEY,
-    anthropic_reply,
-    gemini_reply,
-    responses_reply,
-)
+from tests.wire_support import ANTHROPIC_KEY
+from tests.wire_support import GEMINI_KEY
+from tests.wire_support import OPENAI_KEY
+from tests.wire_support import anthropic_reply
+from tests.wire_support import gemini_reply
+from tests.wire_support import responses_reply
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"

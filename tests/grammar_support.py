@@ -28,17 +28,16 @@ import importlib.resources
 import math
 import re
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import llguidance
-from llguidance.gbnf_to_lark import (
-    ASTNode,
-    GrammarParser,
-    LiteralNode,
-    Position,
-    RuleRefNode,
-    SequenceNode,
-)
+from llguidance.gbnf_to_lark import ASTNode
+from llguidance.gbnf_to_lark import GrammarParser
+from llguidance.gbnf_to_lark import LiteralNode
+from llguidance.gbnf_to_lark import Position
+from llguidance.gbnf_to_lark import RuleRefNode
+from llguidance.gbnf_to_lark import SequenceNode
 
 __all__ = [
     "grammar_accepts",

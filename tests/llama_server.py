@@ -1,14 +1,12 @@
 """The tests' and the bench's llama-server: `sdk.llama_server` (what `sdk serve` runs too)."""
 
-from sdk.llama_server import (
-    MODEL_FILE,
-    LlamaServer,
-    ServerFailed,
-    Unavailable,
-    bundled_model,
-    default_threads,
-    server_binary,
-)
+from sdk.llama_server import MODEL_FILE
+from sdk.llama_server import LlamaServer
+from sdk.llama_server import ServerFailed
+from sdk.llama_server import Unavailable
+from sdk.llama_server import bundled_model
+from sdk.llama_server import default_threads
+from sdk.llama_server import server_binary
 
 __all__ = [
     "MODEL_FILE",

@@ -19,17 +19,21 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse
+from starlette.responses import Response
+from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from tests import tool_wire
-from tests.wire_support import DECISION, fixture_json
+from tests.wire_support import DECISION
+from tests.wire_support import fixture_json
 
 DOCUMENT = json.dumps(DECISION, separators=(",", ":"))
 

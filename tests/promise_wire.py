@@ -13,8 +13,10 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+from typing import Literal
 
 import anthropic
 import httpx
@@ -22,29 +24,25 @@ import httpx2
 import openai
 from google import genai
 
-from sdk.providers import (
-    AnthropicProvider,
-    FallbackProvider,
-    GeminiProvider,
-    LlamaCppProvider,
-    OllamaProvider,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
-    Provider,
-    VLLMProvider,
-)
+from sdk.providers import AnthropicProvider
+from sdk.providers import FallbackProvider
+from sdk.providers import GeminiProvider
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OllamaProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import Provider
+from sdk.providers import VLLMProvider
 from sdk.providers.test import TestProvider
 from tests import tool_wire
 from tests.local_support import llamacpp_setup
-from tests.wire_support import (
-    ANTHROPIC_HEADERS,
-    ANTHROPIC_KEY,
-    GEMINI_KEY,
-    OPENAI_HEADERS,
-    OPENAI_KEY,
-    SSE,
-    fixture_json,
-)
+from tests.wire_support import ANTHROPIC_HEADERS
+from tests.wire_support import ANTHROPIC_KEY
+from tests.wire_support import GEMINI_KEY
+from tests.wire_support import OPENAI_HEADERS
+from tests.wire_support import OPENAI_KEY
+from tests.wire_support import SSE
+from tests.wire_support import fixture_json
 
 Stop = Literal["end", "max_tokens", "refusal"]
 

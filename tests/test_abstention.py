@@ -12,20 +12,31 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from sdk import Contract, StructuredClient, Verbatim
-from sdk.abstention import (
-    Sample,
-    Thresholds,
-    abstain,
-    calibrate,
-    value_start_masses,
-)
-from sdk.contract.derived import evidence_gated, null_only, presence, ungated
-from sdk.diagnostics import TokenStep, diagnose
-from sdk.eval import ArmUnavailable, EvalRun, parse_dataset, prepare_arm, run_eval
-from sdk.eval.calibration import calibrate_run, calibration_samples
-from sdk.eval.metrics import FieldScore, Outcome
-from sdk.providers import CompletionRequest, TestProvider
+from sdk import Contract
+from sdk import StructuredClient
+from sdk import Verbatim
+from sdk.abstention import Sample
+from sdk.abstention import Thresholds
+from sdk.abstention import abstain
+from sdk.abstention import calibrate
+from sdk.abstention import value_start_masses
+from sdk.contract.derived import evidence_gated
+from sdk.contract.derived import null_only
+from sdk.contract.derived import presence
+from sdk.contract.derived import ungated
+from sdk.diagnostics import TokenStep
+from sdk.diagnostics import diagnose
+from sdk.eval import ArmUnavailable
+from sdk.eval import EvalRun
+from sdk.eval import parse_dataset
+from sdk.eval import prepare_arm
+from sdk.eval import run_eval
+from sdk.eval.calibration import calibrate_run
+from sdk.eval.calibration import calibration_samples
+from sdk.eval.metrics import FieldScore
+from sdk.eval.metrics import Outcome
+from sdk.providers import CompletionRequest
+from sdk.providers import TestProvider
 
 
 class Parcel(Contract):

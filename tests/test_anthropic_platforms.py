@@ -13,9 +13,16 @@ import httpx2
 import pytest
 
 from contracts import Decision
-from sdk import PDF, Backoff, ProviderError, StructuredClient, UnsupportedRequest
+from sdk import PDF
+from sdk import Backoff
+from sdk import ProviderError
+from sdk import StructuredClient
+from sdk import UnsupportedRequest
 from sdk.providers import AnthropicProvider
-from tests.wire_support import DECISION, Wire, anthropic_reply, error_reply
+from tests.wire_support import DECISION
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_reply
+from tests.wire_support import error_reply
 
 AWS_SECRET = "aws-SECRET-wJalrXUtnFEMI-K7MDENG-bPxRfiCY"
 VERTEX_TOKEN = "ya29.SECRET-vertex-token-8f7e6d5c"

@@ -13,45 +13,45 @@ from typing import Any
 import pytest
 
 from contracts import Decision
-from sdk import StopReason, parse
-from sdk.batch import (
-    BatchInputError,
-    BatchJob,
-    JobMismatch,
-    JobSettings,
-    LocalBackend,
-    job_summary,
-)
-from sdk.batch._hosted import RemoteResult, RemoteStatus
+from sdk import StopReason
+from sdk import parse
+from sdk.batch import BatchInputError
+from sdk.batch import BatchJob
+from sdk.batch import JobMismatch
+from sdk.batch import JobSettings
+from sdk.batch import LocalBackend
+from sdk.batch import job_summary
+from sdk.batch._hosted import RemoteResult
+from sdk.batch._hosted import RemoteStatus
 from sdk.client import feedback_message
-from sdk.errors import InvalidJSON, SchemaViolation
-from sdk.providers import CompletionRequest, Message
+from sdk.errors import InvalidJSON
+from sdk.errors import SchemaViolation
+from sdk.providers import CompletionRequest
+from sdk.providers import Message
 from sdk.providers.anthropic import build_request
 from sdk.providers.openai import build_responses_request
-from tests.batch_support import (
-    CANCELED,
-    ERRORED,
-    EXPIRED,
-    GARBAGE_LINE,
-    INVALID_JSON,
-    MISSING,
-    SERVER_ERROR,
-    VALID,
-    WRONG_ENUM,
-    WRONG_SHAPE,
-    AnthropicBatchAPI,
-    OpenAIBatchAPI,
-    Script,
-    Sleeps,
-    anthropic_backend,
-    by_id,
-    fanout,
-    job_for,
-    local_clients,
-    openai_backend,
-    read_output,
-    write_items,
-)
+from tests.batch_support import CANCELED
+from tests.batch_support import ERRORED
+from tests.batch_support import EXPIRED
+from tests.batch_support import GARBAGE_LINE
+from tests.batch_support import INVALID_JSON
+from tests.batch_support import MISSING
+from tests.batch_support import SERVER_ERROR
+from tests.batch_support import VALID
+from tests.batch_support import WRONG_ENUM
+from tests.batch_support import WRONG_SHAPE
+from tests.batch_support import AnthropicBatchAPI
+from tests.batch_support import OpenAIBatchAPI
+from tests.batch_support import Script
+from tests.batch_support import Sleeps
+from tests.batch_support import anthropic_backend
+from tests.batch_support import by_id
+from tests.batch_support import fanout
+from tests.batch_support import job_for
+from tests.batch_support import local_clients
+from tests.batch_support import openai_backend
+from tests.batch_support import read_output
+from tests.batch_support import write_items
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,34 +29,30 @@ import pytest
 from typer.testing import CliRunner
 
 from contracts import Decision
-from sdk.batch import (
-    BatchError,
-    BatchJob,
-    JobMismatch,
-    JobSettings,
-    LocalBackend,
-    job_summary,
-)
+from sdk.batch import BatchError
+from sdk.batch import BatchJob
+from sdk.batch import JobMismatch
+from sdk.batch import JobSettings
+from sdk.batch import LocalBackend
+from sdk.batch import job_summary
 from sdk.cli import app
-from tests.batch_support import (
-    INVALID_JSON,
-    NO_CUSTOM_ID,
-    NO_RESULT,
-    NOT_JSON_LINE,
-    RESULT_NOT_OBJECT,
-    VALID,
-    AnthropicBatchAPI,
-    Script,
-    Sleeps,
-    anthropic_backend,
-    by_id,
-    completions,
-    fanout,
-    job_for,
-    local_clients,
-    read_output,
-    write_items,
-)
+from tests.batch_support import INVALID_JSON
+from tests.batch_support import NO_CUSTOM_ID
+from tests.batch_support import NO_RESULT
+from tests.batch_support import NOT_JSON_LINE
+from tests.batch_support import RESULT_NOT_OBJECT
+from tests.batch_support import VALID
+from tests.batch_support import AnthropicBatchAPI
+from tests.batch_support import Script
+from tests.batch_support import Sleeps
+from tests.batch_support import anthropic_backend
+from tests.batch_support import by_id
+from tests.batch_support import completions
+from tests.batch_support import fanout
+from tests.batch_support import job_for
+from tests.batch_support import local_clients
+from tests.batch_support import read_output
+from tests.batch_support import write_items
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -206,7 +203,9 @@ def test_the_lease_fences_a_runner_whose_job_was_taken_over(tmp_path: Path) -> N
     # What a flock cannot see: the lock file replaced under a running job (or a network file
     # system whose locks do not reach the other host). The lease decides, and fences.
     from sdk.batch import JobRunning
-    from sdk.batch._lock import LEASE_SECONDS, RunnerLock, lock_path
+    from sdk.batch._lock import LEASE_SECONDS
+    from sdk.batch._lock import RunnerLock
+    from sdk.batch._lock import lock_path
     from sdk.batch._state import JobState
 
     path = tmp_path / "items.jsonl"

@@ -26,7 +26,11 @@ import registry  # noqa: E402
 import results  # noqa: E402
 import rows  # noqa: E402
 import run  # noqa: E402
-from registry import BenchRow, Line, Measured, Settings, UnknownRows  # noqa: E402
+from registry import BenchRow  # noqa: E402
+from registry import Line  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import UnknownRows  # noqa: E402
 
 rows.load_rows()
 

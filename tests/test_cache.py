@@ -16,37 +16,39 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import pytest
 from pydantic import field_validator
 from typer.testing import CliRunner
 
 from contracts import Decision
-from sdk import (
-    AsyncStructuredClient,
-    Contract,
-    Note,
-    RefusedOutput,
-    StructuredClient,
-    Tool,
-    ToolCall,
-    TruncatedOutput,
-    Usage,
-)
-from sdk.cache import CacheStats, Entry, MemoryCache, SQLiteCache
+from sdk import AsyncStructuredClient
+from sdk import Contract
+from sdk import Note
+from sdk import RefusedOutput
+from sdk import StructuredClient
+from sdk import Tool
+from sdk import ToolCall
+from sdk import TruncatedOutput
+from sdk import Usage
+from sdk.cache import CacheStats
+from sdk.cache import Entry
+from sdk.cache import MemoryCache
+from sdk.cache import SQLiteCache
 from sdk.cache._sqlite import CacheFileError
 from sdk.cli import app
-from sdk.providers import AnthropicProvider, OpenAIChatProvider, TestProvider
+from sdk.providers import AnthropicProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import TestProvider
 from tests import tool_wire
-from tests.wire_support import (
-    DECISION,
-    Wire,
-    anthropic_client,
-    anthropic_reply,
-    chat_reply,
-    openai_client,
-)
+from tests.wire_support import DECISION
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import openai_client
 
 TEXT = json.dumps(DECISION)
 REPO = Path(__file__).resolve().parent.parent
@@ -335,8 +337,10 @@ def test_a_hit_keeps_the_diagnostics_and_notes_its_checks_read() -> None:
     """Mass-aware abstention reads the constraint diagnostics: a hit that lost them would keep
     a value the call that made it abstained on."""
     from contracts import ShipmentNotice
-    from sdk.abstention import FieldThreshold, Thresholds
-    from sdk.diagnostics import TokenStep, diagnose
+    from sdk.abstention import FieldThreshold
+    from sdk.abstention import Thresholds
+    from sdk.diagnostics import TokenStep
+    from sdk.diagnostics import diagnose
     from sdk.providers._base import Completion
     from sdk.stop_reason import StopReason
 
@@ -366,7 +370,8 @@ def test_a_hit_keeps_the_diagnostics_and_notes_its_checks_read() -> None:
 def test_an_entry_round_trips_every_field_of_a_reply() -> None:
     from dataclasses import fields
 
-    from sdk.diagnostics import TokenStep, diagnose
+    from sdk.diagnostics import TokenStep
+    from sdk.diagnostics import diagnose
     from sdk.providers._base import Completion
     from sdk.stop_reason import StopReason
 

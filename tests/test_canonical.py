@@ -12,9 +12,14 @@ import jsonschema
 import pytest
 from pydantic import Field
 
-from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment
-from sdk import Contract, WireEnum
-from sdk.schema import DRAFT_2020_12, canonical_bytes
+from contracts import Decision
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
+from sdk import Contract
+from sdk import WireEnum
+from sdk.schema import DRAFT_2020_12
+from sdk.schema import canonical_bytes
 from sdk.schema.canonical import subschemas
 
 REFERENCE = [Decision, ReviewFinding, InvoiceExtraction, Sentiment]

@@ -11,8 +11,10 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from sdk.cli import app
-from sdk.workflow.versioning import discover, export
-from tests.schema_support import REPO, make_package
+from sdk.workflow.versioning import discover
+from sdk.workflow.versioning import export
+from tests.schema_support import REPO
+from tests.schema_support import make_package
 
 runner = CliRunner()
 

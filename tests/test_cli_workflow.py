@@ -15,7 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.schema_support import REPO, copy_contracts
+from tests.schema_support import REPO
+from tests.schema_support import copy_contracts
 
 DOC = (REPO / "examples" / "schema_workflow.md").read_text()
 

@@ -10,31 +10,29 @@ from typing import Any
 import httpx2
 import pytest
 
-from contracts import Decision, InvoiceExtraction
-from sdk import (
-    Backoff,
-    CheckFailed,
-    InvalidJSON,
-    MaxTokensRamp,
-    ProviderError,
-    ProviderRetriesExhausted,
-    RefusedOutput,
-    RetriesExhausted,
-    SchemaViolation,
-    StructuredClient,
-    TruncatedOutput,
-)
+from contracts import Decision
+from contracts import InvoiceExtraction
+from sdk import Backoff
+from sdk import CheckFailed
+from sdk import InvalidJSON
+from sdk import MaxTokensRamp
+from sdk import ProviderError
+from sdk import ProviderRetriesExhausted
+from sdk import RefusedOutput
+from sdk import RetriesExhausted
+from sdk import SchemaViolation
+from sdk import StructuredClient
+from sdk import TruncatedOutput
 from sdk.client import feedback_message
-from sdk.providers import AnthropicProvider, Message
-from tests.wire_support import (
-    ANTHROPIC_REQUEST_ID,
-    DECISION,
-    Sleeps,
-    Wire,
-    anthropic_client,
-    anthropic_reply,
-    error_reply,
-)
+from sdk.providers import AnthropicProvider
+from sdk.providers import Message
+from tests.wire_support import ANTHROPIC_REQUEST_ID
+from tests.wire_support import DECISION
+from tests.wire_support import Sleeps
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import error_reply
 
 VALID = json.dumps(DECISION)
 SOURCE = (

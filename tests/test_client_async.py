@@ -13,20 +13,21 @@ import httpx2
 import pytest
 
 from contracts import Decision
-from sdk import AsyncStructuredClient, Partial, Result, SchemaViolation
+from sdk import AsyncStructuredClient
+from sdk import Partial
+from sdk import Result
+from sdk import SchemaViolation
 from sdk.providers import AnthropicProvider
-from tests.wire_support import (
-    ANTHROPIC_HEADERS,
-    DECISION,
-    SSE,
-    Sleeps,
-    Wire,
-    anthropic_async_client,
-    anthropic_reply,
-    error_reply,
-    fixture,
-    fixture_json,
-)
+from tests.wire_support import ANTHROPIC_HEADERS
+from tests.wire_support import DECISION
+from tests.wire_support import SSE
+from tests.wire_support import Sleeps
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_async_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import error_reply
+from tests.wire_support import fixture
+from tests.wire_support import fixture_json
 
 MODEL = "claude-sonnet-4-6"
 

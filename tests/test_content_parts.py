@@ -13,25 +13,26 @@ import httpx2
 import pytest
 
 from contracts import Decision
-from sdk import PDF, Image, ProviderError, StructuredClient, Text, UnsupportedRequest
-from sdk.providers import (
-    AnthropicProvider,
-    LlamaCppProvider,
-    OllamaProvider,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
-    TestProvider,
-    VLLMProvider,
-)
-from tests.wire_support import (
-    DECISION,
-    Wire,
-    anthropic_client,
-    anthropic_reply,
-    chat_reply,
-    openai_client,
-    responses_reply,
-)
+from sdk import PDF
+from sdk import Image
+from sdk import ProviderError
+from sdk import StructuredClient
+from sdk import Text
+from sdk import UnsupportedRequest
+from sdk.providers import AnthropicProvider
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OllamaProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import TestProvider
+from sdk.providers import VLLMProvider
+from tests.wire_support import DECISION
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 16
 PDF_BYTES = b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\ntrailer << >>\n%%EOF\n"

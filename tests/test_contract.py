@@ -7,18 +7,19 @@ from typing import Any
 
 import pydantic
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from contracts import (
-    Confidence,
-    Decision,
-    DecisionAnswer,
-    InvoiceExtraction,
-    ReviewFinding,
-    Sentiment,
-)
-from sdk import Contract, WireEnum
+from contracts import Confidence
+from contracts import Decision
+from contracts import DecisionAnswer
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
+from sdk import Contract
+from sdk import WireEnum
 from sdk.contract import WireNameError
 from tests.strategies import from_schema
 

@@ -20,25 +20,27 @@ import pytest
 
 import sdk
 from contracts import Decision
-from sdk import ControlTokenInContent, ProviderError, StructuredClient, StructuredOutputError
-from sdk.providers import (
-    CompletionRequest,
-    LlamaCppProvider,
-    Message,
-    OllamaProvider,
-    Provider,
-    VLLMProvider,
-)
-from sdk.providers._control_tokens import FAMILY_TOKENS, ControlTokens, Found
-from sdk.providers._llamacpp_prompt import (
-    TemplateShape,
-    assemble,
-    read_shape,
-    sentinel_messages,
-    shape_key,
-    special_texts,
-)
-from tests.local_support import LocalServer, ToyVocabulary
+from sdk import ControlTokenInContent
+from sdk import ProviderError
+from sdk import StructuredClient
+from sdk import StructuredOutputError
+from sdk.providers import CompletionRequest
+from sdk.providers import LlamaCppProvider
+from sdk.providers import Message
+from sdk.providers import OllamaProvider
+from sdk.providers import Provider
+from sdk.providers import VLLMProvider
+from sdk.providers._control_tokens import FAMILY_TOKENS
+from sdk.providers._control_tokens import ControlTokens
+from sdk.providers._control_tokens import Found
+from sdk.providers._llamacpp_prompt import TemplateShape
+from sdk.providers._llamacpp_prompt import assemble
+from sdk.providers._llamacpp_prompt import read_shape
+from sdk.providers._llamacpp_prompt import sentinel_messages
+from sdk.providers._llamacpp_prompt import shape_key
+from sdk.providers._llamacpp_prompt import special_texts
+from tests.local_support import LocalServer
+from tests.local_support import ToyVocabulary
 from tests.wire_support import Sleeps
 
 EVERY_FAMILY = [token for family in FAMILY_TOKENS.values() for token in family]

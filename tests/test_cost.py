@@ -13,8 +13,13 @@ import pytest
 from contracts import Decision
 from sdk import StructuredClient
 from sdk._cost import _prices
-from sdk.providers import AnthropicProvider, TestProvider
-from tests.wire_support import DECISION, Wire, anthropic_client, anthropic_reply, fixture_json
+from sdk.providers import AnthropicProvider
+from sdk.providers import TestProvider
+from tests.wire_support import DECISION
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import fixture_json
 
 
 def _price(model: str, provider: str, **tokens: int) -> Decimal:

@@ -10,8 +10,11 @@ import json
 
 import pytest
 
-from sdk import ConstraintDiagnostics, FieldDiagnostics, TokenStep
-from sdk.diagnostics import char_pointers, diagnose
+from sdk import ConstraintDiagnostics
+from sdk import FieldDiagnostics
+from sdk import TokenStep
+from sdk.diagnostics import char_pointers
+from sdk.diagnostics import diagnose
 
 
 def _owners(text: str) -> dict[str, str]:

@@ -9,24 +9,28 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import Field
 
-from contracts import InvoiceExtraction, ReviewFinding
-from sdk import Contract, SchemaViolation, TruncatedOutput, WireEnum, parse
-from sdk.schema import (
-    ANTHROPIC,
-    DIALECTS,
-    GEMINI,
-    LLAMACPP,
-    OLLAMA,
-    OPENAI_STRICT,
-    VLLM,
-    Dialect,
-    Removal,
-    to_wire,
-)
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from sdk import Contract
+from sdk import SchemaViolation
+from sdk import TruncatedOutput
+from sdk import WireEnum
+from sdk import parse
+from sdk.schema import ANTHROPIC
+from sdk.schema import DIALECTS
+from sdk.schema import GEMINI
+from sdk.schema import LLAMACPP
+from sdk.schema import OLLAMA
+from sdk.schema import OPENAI_STRICT
+from sdk.schema import VLLM
+from sdk.schema import Dialect
+from sdk.schema import Removal
+from sdk.schema import to_wire
 from tests.schema_support import contract
 
 

@@ -15,19 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_support import (
-    DOCS,
-    NOT_RUN,
-    RUNS,
-    SETUPS,
-    Block,
-    SetupContext,
-    blocks,
-    commands,
-    missing_output,
-    pages,
-    scratch,
-)
+from tests.docs_support import DOCS
+from tests.docs_support import NOT_RUN
+from tests.docs_support import RUNS
+from tests.docs_support import SETUPS
+from tests.docs_support import Block
+from tests.docs_support import SetupContext
+from tests.docs_support import blocks
+from tests.docs_support import commands
+from tests.docs_support import missing_output
+from tests.docs_support import pages
+from tests.docs_support import scratch
 from tests.local_deps import in_ci
 
 PAGES = pages()

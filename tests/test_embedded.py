@@ -25,24 +25,27 @@ import numpy as np
 import pytest
 from pydantic import Field
 
-from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment
-from sdk import (
-    AsyncStructuredClient,
-    CheckFailed,
-    ConstraintDiagnostics,
-    Contract,
-    GrammarStuck,
-    InvalidJSON,
-    Partial,
-    ProviderError,
-    Result,
-    StopReason,
-    StructuredClient,
-    StructuredOutputError,
-    TruncatedOutput,
-    WireEnum,
-)
-from sdk.providers import CompletionRequest, Message, TextDelta
+from contracts import Decision
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
+from sdk import AsyncStructuredClient
+from sdk import CheckFailed
+from sdk import ConstraintDiagnostics
+from sdk import Contract
+from sdk import GrammarStuck
+from sdk import InvalidJSON
+from sdk import Partial
+from sdk import ProviderError
+from sdk import Result
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import StructuredOutputError
+from sdk import TruncatedOutput
+from sdk import WireEnum
+from sdk.providers import CompletionRequest
+from sdk.providers import Message
+from sdk.providers import TextDelta
 
 pytestmark = pytest.mark.local
 

@@ -28,9 +28,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment
+from contracts import Decision
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
 from sdk import Contract
-from sdk.providers import Completion, CompletionRequest, Message
+from sdk.providers import Completion
+from sdk.providers import CompletionRequest
+from sdk.providers import Message
 
 pytestmark = pytest.mark.local
 
@@ -81,7 +86,8 @@ def test_fast_forwarded_steps_are_exactly_the_grammars_forced_steps(
 ) -> None:
     import numpy as np
     from llguidance import LLMatcher
-    from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+    from llguidance.numpy import allocate_token_bitmask
+    from llguidance.numpy import fill_next_token_bitmask
 
     completion = runs[contract]
     assert completion.diagnostics is not None

@@ -7,7 +7,9 @@ own description.
 
 from __future__ import annotations
 
-from contracts import Decision, InvoiceExtraction, ReviewFinding
+from contracts import Decision
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
 from sdk.providers.embedded import schema_instruction
 
 

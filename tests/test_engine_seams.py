@@ -15,48 +15,44 @@ import httpx
 import pytest
 
 from contracts import Decision
-from sdk import (
-    PDF,
-    Backoff,
-    CheckFailed,
-    Contract,
-    Grammar,
-    GrammarViolation,
-    Image,
-    Message,
-    ProviderError,
-    RefusedOutput,
-    SourceQuote,
-    StructuredClient,
-    Tool,
-    ToolCall,
-    ToolCalls,
-    UnsupportedRequest,
-    parse,
-)
-from sdk.providers import (
-    AnthropicProvider,
-    FallbackProvider,
-    GeminiProvider,
-    LlamaCppProvider,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
-    TestProvider,
-    VLLMProvider,
-)
+from sdk import PDF
+from sdk import Backoff
+from sdk import CheckFailed
+from sdk import Contract
+from sdk import Grammar
+from sdk import GrammarViolation
+from sdk import Image
+from sdk import Message
+from sdk import ProviderError
+from sdk import RefusedOutput
+from sdk import SourceQuote
+from sdk import StructuredClient
+from sdk import Tool
+from sdk import ToolCall
+from sdk import ToolCalls
+from sdk import UnsupportedRequest
+from sdk import parse
+from sdk.providers import AnthropicProvider
+from sdk.providers import FallbackProvider
+from sdk.providers import GeminiProvider
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import TestProvider
+from sdk.providers import VLLMProvider
 from tests import tool_wire
-from tests.promise_wire import Say, Server, chat_wire
-from tests.wire_support import (
-    DECISION,
-    Wire,
-    anthropic_client,
-    anthropic_reply,
-    chat_reply,
-    gemini_client,
-    gemini_reply,
-    openai_client,
-    responses_reply,
-)
+from tests.promise_wire import Say
+from tests.promise_wire import Server
+from tests.promise_wire import chat_wire
+from tests.wire_support import DECISION
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import gemini_client
+from tests.wire_support import gemini_reply
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
 
 TOOLS = [Tool(tool_wire.GetWeather), Tool(tool_wire.LookupOrder)]
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 16
@@ -157,7 +153,8 @@ def chat_reply_stream_two_calls_per_chunk() -> Any:
     """A chat stream whose chunks each carry a piece of both calls' arguments."""
     import httpx2
 
-    from tests.wire_support import OPENAI_HEADERS, SSE
+    from tests.wire_support import OPENAI_HEADERS
+    from tests.wire_support import SSE
 
     chunks = tool_wire.chat_chunks([])
     base = {k: v for k, v in chunks[0].items() if k != "choices"}
@@ -215,11 +212,21 @@ CONSTRAINTS = [
     ("llamacpp", {"json_schema": {}}),
     ("vllm", {"structured_outputs": {"regex": ".*"}}),
     ("gemini", {"config": {"response_json_schema": {}}}),
+    # Raw REST fields go into Gemini's body after the client wrote its own: each would replace
+    # the schema, the JSON mime type, the system prompt or add tools.
+    ("gemini", {"generationConfig": "x"}),
+    ("gemini", {"generationConfig": {"responseMimeType": "text/plain"}}),
+    ("gemini", {"generation_config": {"response_json_schema": {}}}),
+    ("gemini", {"systemInstruction": {"parts": [{"text": "obey"}]}}),
+    ("gemini", {"tools": [{"functionDeclarations": []}]}),
+    ("gemini", {"config": {"tools": []}}),
 ]
 
 
-@pytest.mark.parametrize(("name", "extra"), CONSTRAINTS, ids=[f"{n}-{next(iter(e))}"
-                                                              for n, e in CONSTRAINTS])  # fmt: skip
+CONSTRAINT_IDS = [f"{name}-{i}-{next(iter(extra))}" for i, (name, extra) in enumerate(CONSTRAINTS)]
+
+
+@pytest.mark.parametrize(("name", "extra"), CONSTRAINTS, ids=CONSTRAINT_IDS)
 def test_raw_fields_may_not_replace_the_constraint(name: str, extra: dict[str, Any]) -> None:
     from tests.promise_wire import SETUPS
 
@@ -246,6 +253,22 @@ def test_raw_fields_the_sdk_does_not_own_reach_the_wire() -> None:
     assert sent["output_config"]["format"]["type"] == "json_schema"  # the constraint stays
     assert sent["brand_new_field"] == {"a": 1}  # a field the SDK client does not know yet
     assert sent["stop_sequences"] == ["END"]
+
+
+def test_gemini_raw_fields_the_sdk_does_not_own_reach_the_wire_beside_the_schema() -> None:
+    wire = Wire(gemini_reply())
+    provider = GeminiProvider(gemini_client(wire), model="gemini-2.5-flash")
+    StructuredClient(provider).generate(
+        Decision,
+        prompt="Approve?",
+        extra_body={"config": {"safety_settings": []}, "cachedContent": "cachedContents/c-1"},
+    )
+    sent = wire.body
+    assert sent["cachedContent"] == "cachedContents/c-1"  # a raw REST field, as it is
+    generation = sent.get("generationConfig") or sent["generation_config"]
+    assert (generation.get("responseMimeType") or generation["response_mime_type"]) == (
+        "application/json"
+    )
 
 
 # --- content parts mean the same on every provider ---

@@ -26,20 +26,26 @@ from typing import Any
 
 import pytest
 
-from sdk import Contract, ProviderError, StructuredClient, Usage, WireEnum
-from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics
-from sdk.eval import (
-    ArmUnavailable,
-    EvalRun,
-    ResumeMismatch,
-    load_results,
-    parse_dataset,
-    prepare_arm,
-    run_eval,
-    score,
-)
-from sdk.providers import Completion, CompletionRequest, TestProvider
-from sdk.schema import escape_members, widen
+from sdk import Contract
+from sdk import ProviderError
+from sdk import StructuredClient
+from sdk import Usage
+from sdk import WireEnum
+from sdk.diagnostics import ConstraintDiagnostics
+from sdk.diagnostics import FieldDiagnostics
+from sdk.eval import ArmUnavailable
+from sdk.eval import EvalRun
+from sdk.eval import ResumeMismatch
+from sdk.eval import load_results
+from sdk.eval import parse_dataset
+from sdk.eval import prepare_arm
+from sdk.eval import run_eval
+from sdk.eval import score
+from sdk.providers import Completion
+from sdk.providers import CompletionRequest
+from sdk.providers import TestProvider
+from sdk.schema import escape_members
+from sdk.schema import widen
 from sdk.stop_reason import StopReason
 
 

@@ -7,8 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from contracts import Decision, InvoiceExtraction, ShipmentNotice
-from contracts.notice import ORDER_NUMBER, TRACKING_NUMBER
+from contracts import Decision
+from contracts import InvoiceExtraction
+from contracts import ShipmentNotice
+from contracts.notice import ORDER_NUMBER
+from contracts.notice import TRACKING_NUMBER
 from sdk.eval import load_dataset
 from sdk.schema.grounding import source_chunks
 

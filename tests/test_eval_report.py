@@ -27,11 +27,18 @@ import pytest
 from rich.console import Console
 
 from sdk import StructuredClient
-from sdk.eval import html_report, markdown_table, parse_dataset, run_eval, terminal_tables
-from sdk.eval.report import accuracy_svg, verdict
+from sdk.eval import html_report
+from sdk.eval import markdown_table
+from sdk.eval import parse_dataset
+from sdk.eval import run_eval
+from sdk.eval import terminal_tables
+from sdk.eval.report import accuracy_svg
+from sdk.eval.report import verdict
 from sdk.providers import TestProvider
 from tests.local_deps import unavailable
-from tests.test_eval import DATASET, Ticket, run
+from tests.test_eval import DATASET
+from tests.test_eval import Ticket
+from tests.test_eval import run
 
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
@@ -308,7 +315,10 @@ def test_the_cli_writes_results_and_report(tmp_path: Path) -> None:
 def test_the_reading_never_contradicts_its_numbers(
     low: float, high: float, p_value: float, reading: str
 ) -> None:
-    from sdk.eval import Interval, McNemar, Pair, PairedDifference
+    from sdk.eval import Interval
+    from sdk.eval import McNemar
+    from sdk.eval import Pair
+    from sdk.eval import PairedDifference
 
     result = PairedDifference(20, Interval(0.2, low, high), McNemar(1, 5, p_value))
     text = verdict(Pair("constrained", "widened", result))
@@ -378,7 +388,8 @@ def test_sdk_eval_prints_whole_tables_off_a_terminal_and_resumes(tmp_path: Path)
     from typer.testing import CliRunner
 
     from sdk.cli import app
-    from tests.batch_support import completions, fanout
+    from tests.batch_support import completions
+    from tests.batch_support import fanout
 
     dataset = Path(__file__).resolve().parents[1] / "examples" / "data" / "eval" / "decisions.jsonl"
     with fanout(0.0) as url:

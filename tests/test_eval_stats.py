@@ -6,7 +6,10 @@ import math
 
 import pytest
 
-from sdk.eval import binomial_two_sided, mcnemar_exact, paired_bootstrap, wilson_interval
+from sdk.eval import binomial_two_sided
+from sdk.eval import mcnemar_exact
+from sdk.eval import paired_bootstrap
+from sdk.eval import wilson_interval
 from sdk.eval.stats import percentile
 
 

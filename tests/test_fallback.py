@@ -12,35 +12,32 @@ import json
 import pytest
 
 from contracts import Decision
-from sdk import (
-    AsyncStructuredClient,
-    Backoff,
-    ProviderError,
-    ProviderRetriesExhausted,
-    RefusedOutput,
-    SchemaViolation,
-    StopReason,
-    StructuredClient,
-    TruncatedOutput,
-    Usage,
-)
-from sdk.providers import (
-    AnthropicProvider,
-    FallbackProvider,
-    OpenAIResponsesProvider,
-    TestProvider,
-)
-from sdk.providers._base import Completion, CompletionRequest, Message
-from sdk.schema.dialects import OPENAI_STRICT, to_wire
-from tests.wire_support import (
-    DECISION,
-    Sleeps,
-    Wire,
-    anthropic_client,
-    error_reply,
-    openai_client,
-    responses_reply,
-)
+from sdk import AsyncStructuredClient
+from sdk import Backoff
+from sdk import ProviderError
+from sdk import ProviderRetriesExhausted
+from sdk import RefusedOutput
+from sdk import SchemaViolation
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import TruncatedOutput
+from sdk import Usage
+from sdk.providers import AnthropicProvider
+from sdk.providers import FallbackProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import TestProvider
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.schema.dialects import OPENAI_STRICT
+from sdk.schema.dialects import to_wire
+from tests.wire_support import DECISION
+from tests.wire_support import Sleeps
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import error_reply
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
 
 NO_WAIT = Backoff(retries=2, initial=0.0, maximum=0.0)
 VALID = json.dumps(DECISION)
@@ -201,7 +198,9 @@ def test_it_needs_providers_and_lists_them_flat() -> None:
 def test_tool_calls_fall_back_too() -> None:
     from pydantic import Field
 
-    from sdk import Contract, Tool, ToolCall
+    from sdk import Contract
+    from sdk import Tool
+    from sdk import ToolCall
 
     class Weather(Contract):
         """Get the weather in a city."""

@@ -20,7 +20,9 @@ import json
 import re
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,21 +35,28 @@ from google import genai
 
 from contracts import Decision
 from contracts.sql import SELECT_QUERY
-from sdk import AsyncStructuredClient, Backoff, ProviderError, StructuredClient, Tool
-from sdk.providers import (
-    AnthropicProvider,
-    GeminiProvider,
-    LlamaCppProvider,
-    OllamaProvider,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
-    Provider,
-    VLLMProvider,
-)
+from sdk import AsyncStructuredClient
+from sdk import Backoff
+from sdk import ProviderError
+from sdk import StructuredClient
+from sdk import Tool
+from sdk.providers import AnthropicProvider
+from sdk.providers import GeminiProvider
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OllamaProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import Provider
+from sdk.providers import VLLMProvider
 from sdk.providers._boundary import BODY_CHARS
 from tests import tool_wire
-from tests.local_support import LocalServer, llamacpp_setup
-from tests.wire_support import ANTHROPIC_KEY, DECISION, GEMINI_KEY, OPENAI_KEY, fixture
+from tests.local_support import LocalServer
+from tests.local_support import llamacpp_setup
+from tests.wire_support import ANTHROPIC_KEY
+from tests.wire_support import DECISION
+from tests.wire_support import GEMINI_KEY
+from tests.wire_support import OPENAI_KEY
+from tests.wire_support import fixture
 
 LOCAL_KEY = "sk-local-SECRET-5c4b3a29f8e7"
 URL_PASSWORD = "pw-SECRET-url-31d2"

@@ -18,20 +18,27 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import Field
 
-from contracts import Decision, DecisionAnswer, InvoiceExtraction, ReviewFinding, Sentiment
+from contracts import Decision
+from contracts import DecisionAnswer
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
 from sdk import Contract
-from sdk.schema.gbnf import (
-    MAX_INDENT,
-    UnsupportedKeyword,
-    UnsupportedSchema,
-    contract_gbnf,
-    to_gbnf,
-)
-from tests.grammar_support import grammar_accepts, grammar_accepts_prefix, lark_of
+from sdk.schema.gbnf import MAX_INDENT
+from sdk.schema.gbnf import UnsupportedKeyword
+from sdk.schema.gbnf import UnsupportedSchema
+from sdk.schema.gbnf import contract_gbnf
+from sdk.schema.gbnf import to_gbnf
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import grammar_accepts_prefix
+from tests.grammar_support import lark_of
 from tests.strategies import from_schema
 
 REFERENCE: list[type[Contract]] = [Decision, ReviewFinding, InvoiceExtraction, Sentiment]
@@ -598,7 +605,8 @@ def test_formats(fmt: str, accepted: list[str], rejected: list[str]) -> None:
 
 
 def test_formats_agree_with_python_date_parsing() -> None:
-    from datetime import date, timedelta
+    from datetime import date
+    from datetime import timedelta
 
     grammar = to_gbnf({"type": "string", "format": "date"})
     day = date(1899, 12, 25)

@@ -15,8 +15,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from sdk.schema.gbnf import UnsupportedSchema, to_gbnf
-from tests.grammar_support import grammar_accepts, lark_of
+from sdk.schema.gbnf import UnsupportedSchema
+from sdk.schema.gbnf import to_gbnf
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import lark_of
 from tests.local_deps import import_local
 
 Case = tuple[str, dict[str, Any], list[str], list[str]]
@@ -417,7 +419,8 @@ def test_llguidance_harness_keeps_every_rule_a_parser_rule() -> None:
 @pytest.mark.local
 def test_llama_cpp_harness_tells_sentences_from_prefixes() -> None:
     import_local("llama_cpp")
-    from tests.grammar_support import LlamaGrammarError, llama_accepts
+    from tests.grammar_support import LlamaGrammarError
+    from tests.grammar_support import llama_accepts
 
     grammar = 'root ::= "{" [a-z]+ "}"\n'
     assert llama_accepts(grammar, "{abc}")

@@ -21,10 +21,17 @@ import jsonschema
 import pytest
 from pydantic import Field
 
-from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment
-from sdk import Contract, WireEnum
-from sdk.schema.gbnf import Whitespace, contract_gbnf, to_gbnf
-from tests.grammar_support import grammar_accepts, grammar_accepts_prefix
+from contracts import Decision
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
+from sdk import Contract
+from sdk import WireEnum
+from sdk.schema.gbnf import Whitespace
+from sdk.schema.gbnf import contract_gbnf
+from sdk.schema.gbnf import to_gbnf
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import grammar_accepts_prefix
 
 pytestmark = pytest.mark.local
 

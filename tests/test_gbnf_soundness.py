@@ -13,10 +13,14 @@ import json
 from typing import Any
 
 import jsonschema
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from sdk.schema.gbnf import UnsupportedSchema, to_gbnf
+from sdk.schema.gbnf import UnsupportedSchema
+from sdk.schema.gbnf import to_gbnf
 from tests.grammar_support import grammar_accepts
 
 NAMES = ["a", "b", "x1"]

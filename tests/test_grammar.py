@@ -14,26 +14,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import sdk
-from sdk import Grammar, GrammarViolation, InvalidOutput
+from sdk import Grammar
+from sdk import GrammarViolation
+from sdk import InvalidOutput
 from sdk.cli import app
-from sdk.errors import CheckFailed, RefusedOutput, TruncatedOutput, UnexpectedStop
-from sdk.grammar import (
-    InvalidGrammar,
-    UnconvertibleGrammar,
-    check_cases,
-    gbnf_to_lark,
-    lark_to_gbnf,
-    parse_cases,
-    parse_grammar,
-    recognize,
-    to_gbnf,
-)
-from tests.grammar_support import grammar_accepts, lark_accepts
+from sdk.errors import CheckFailed
+from sdk.errors import RefusedOutput
+from sdk.errors import TruncatedOutput
+from sdk.errors import UnexpectedStop
+from sdk.grammar import InvalidGrammar
+from sdk.grammar import UnconvertibleGrammar
+from sdk.grammar import check_cases
+from sdk.grammar import gbnf_to_lark
+from sdk.grammar import lark_to_gbnf
+from sdk.grammar import parse_cases
+from sdk.grammar import parse_grammar
+from sdk.grammar import recognize
+from sdk.grammar import to_gbnf
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import lark_accepts
 
 runner = CliRunner()
 

@@ -21,27 +21,36 @@ import contextlib
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import HealthCheck
+from hypothesis import Phase
+from hypothesis import event
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from sdk import Grammar
-from sdk.grammar import (
-    GrammarMiss,
-    InvalidGrammar,
-    UnconvertibleGrammar,
-    gbnf_to_lark,
-    lark_to_gbnf,
-    recognize,
-    to_gbnf,
-)
+from sdk.grammar import GrammarMiss
+from sdk.grammar import InvalidGrammar
+from sdk.grammar import UnconvertibleGrammar
+from sdk.grammar import gbnf_to_lark
+from sdk.grammar import lark_to_gbnf
+from sdk.grammar import recognize
+from sdk.grammar import to_gbnf
 from sdk.grammar._compiled import compile_grammar
 from sdk.grammar._sentences import Sampler
-from tests.grammar_strategies import gbnf_grammars, lark_grammars, near_misses
-from tests.grammar_support import grammar_accepts, lark_accepts, lark_accepts_prefix
-from tests.llamacpp_grammar import llamacpp_accepts, require_llamacpp, round_trips
+from tests.grammar_strategies import gbnf_grammars
+from tests.grammar_strategies import lark_grammars
+from tests.grammar_strategies import near_misses
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import lark_accepts
+from tests.grammar_support import lark_accepts_prefix
+from tests.llamacpp_grammar import llamacpp_accepts
+from tests.llamacpp_grammar import require_llamacpp
+from tests.llamacpp_grammar import round_trips
 
 pytestmark = pytest.mark.local
 

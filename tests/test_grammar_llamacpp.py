@@ -12,31 +12,35 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import settings
 from hypothesis.extra.lark import from_lark
 
-from contracts.sql import (
-    DEMO_TABLES,
-    SELECT_QUERY,
-    create_demo_database,
-    run_query,
-    sql_grammar,
-    sql_prompt,
-)
+from contracts.sql import DEMO_TABLES
+from contracts.sql import SELECT_QUERY
+from contracts.sql import create_demo_database
+from contracts.sql import run_query
+from contracts.sql import sql_grammar
+from contracts.sql import sql_prompt
 from sdk import Grammar
 from sdk.errors import TruncatedOutput
-from sdk.grammar import lark_to_gbnf, parse_grammar, recognize, to_gbnf
+from sdk.grammar import lark_to_gbnf
+from sdk.grammar import parse_grammar
+from sdk.grammar import recognize
+from sdk.grammar import to_gbnf
 from sdk.grammar._grammar import compiled_lark
 from sdk.grammar.wire import llamacpp_grammar
 from tests.grammar_support import grammar_accepts_prefix
-from tests.llamacpp_grammar import (
-    LlamaCppGrammarError,
-    llamacpp_accepts,
-    require_llamacpp,
-    round_trips,
-)
+from tests.llamacpp_grammar import LlamaCppGrammarError
+from tests.llamacpp_grammar import llamacpp_accepts
+from tests.llamacpp_grammar import require_llamacpp
+from tests.llamacpp_grammar import round_trips
 from tests.test_grammar import NAIVE_GBNF
-from tests.test_sql_grammar import ACCEPT, HOSTILE_TABLES, REJECT
+from tests.test_sql_grammar import ACCEPT
+from tests.test_sql_grammar import HOSTILE_TABLES
+from tests.test_sql_grammar import REJECT
 
 pytestmark = pytest.mark.local
 

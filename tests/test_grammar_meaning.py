@@ -14,21 +14,23 @@ import pytest
 from typer.testing import CliRunner
 
 from contracts.sql import SELECT_QUERY
-from sdk import Grammar, GrammarViolation
+from sdk import Grammar
+from sdk import GrammarViolation
 from sdk.cli import app
-from sdk.grammar import (
-    InvalidGrammar,
-    UnconvertibleGrammar,
-    gbnf_to_lark,
-    lark_literal,
-    lark_to_gbnf,
-    parse_grammar,
-    recognize,
-    to_gbnf,
-)
+from sdk.grammar import InvalidGrammar
+from sdk.grammar import UnconvertibleGrammar
+from sdk.grammar import gbnf_to_lark
+from sdk.grammar import lark_literal
+from sdk.grammar import lark_to_gbnf
+from sdk.grammar import parse_grammar
+from sdk.grammar import recognize
+from sdk.grammar import to_gbnf
 from sdk.grammar._compiled import compile_grammar
-from sdk.grammar._earley import WORK_PER_CHARACTER, Recognizer
-from tests.grammar_support import grammar_accepts, lark_accepts, lark_accepts_prefix
+from sdk.grammar._earley import WORK_PER_CHARACTER
+from sdk.grammar._earley import Recognizer
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import lark_accepts
+from tests.grammar_support import lark_accepts_prefix
 
 runner = CliRunner()
 

@@ -14,17 +14,16 @@ from contracts import SELECT_QUERY
 from sdk import Grammar
 from sdk.cli import app
 from sdk.workflow.grammar_diff import diff_grammars
-from sdk.workflow.versioning import (
-    LOCK_FILE,
-    CheckCode,
-    CheckFinding,
-    Lock,
-    LockConflict,
-    check,
-    discover_grammars,
-    lock,
-)
-from tests.schema_support import copy_contracts, make_package
+from sdk.workflow.versioning import LOCK_FILE
+from sdk.workflow.versioning import CheckCode
+from sdk.workflow.versioning import CheckFinding
+from sdk.workflow.versioning import Lock
+from sdk.workflow.versioning import LockConflict
+from sdk.workflow.versioning import check
+from sdk.workflow.versioning import discover_grammars
+from sdk.workflow.versioning import lock
+from tests.schema_support import copy_contracts
+from tests.schema_support import make_package
 
 runner = CliRunner()
 

@@ -12,21 +12,25 @@ from typing import Any
 
 import httpx2
 import pytest
-from openai.types.responses import CustomTool, Response
+from openai.types.responses import CustomTool
+from openai.types.responses import Response
 
 from contracts.sql import SELECT_QUERY
-from sdk import Grammar, GrammarViolation
-from sdk.grammar import parse_grammar, to_gbnf
-from sdk.grammar.wire import (
-    CUSTOM_TOOL_CALL,
-    custom_tool_choice,
-    custom_tool_name,
-    llamacpp_grammar,
-    openai_custom_tool,
-    read_custom_tool_input,
-    vllm_structured_outputs,
-)
-from tests.wire_support import OPENAI_HEADERS, Wire, fixture_json, openai_client
+from sdk import Grammar
+from sdk import GrammarViolation
+from sdk.grammar import parse_grammar
+from sdk.grammar import to_gbnf
+from sdk.grammar.wire import CUSTOM_TOOL_CALL
+from sdk.grammar.wire import custom_tool_choice
+from sdk.grammar.wire import custom_tool_name
+from sdk.grammar.wire import llamacpp_grammar
+from sdk.grammar.wire import openai_custom_tool
+from sdk.grammar.wire import read_custom_tool_input
+from sdk.grammar.wire import vllm_structured_outputs
+from tests.wire_support import OPENAI_HEADERS
+from tests.wire_support import Wire
+from tests.wire_support import fixture_json
+from tests.wire_support import openai_client
 
 FIXTURE = "openai_responses_custom_tool_call.json"
 

@@ -15,23 +15,28 @@ from typing import Any
 
 import llguidance
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import Field
 
-from sdk import Contract, SourceQuote, Verbatim
+from sdk import Contract
+from sdk import SourceQuote
+from sdk import Verbatim
 from sdk.schema.gbnf import UnsupportedSchema
-from sdk.schema.grounding import (
-    COMPACT_JSON,
-    GroundingUnsupported,
-    escaped_chunks,
-    grounded_gbnf,
-    grounded_lark,
-    is_grounded,
-    source_chunks,
-    span_automaton,
-)
-from tests.grammar_support import _tokenizer, grammar_accepts, grammar_accepts_prefix, lark_accepts
+from sdk.schema.grounding import COMPACT_JSON
+from sdk.schema.grounding import GroundingUnsupported
+from sdk.schema.grounding import escaped_chunks
+from sdk.schema.grounding import grounded_gbnf
+from sdk.schema.grounding import grounded_lark
+from sdk.schema.grounding import is_grounded
+from sdk.schema.grounding import source_chunks
+from sdk.schema.grounding import span_automaton
+from tests.grammar_support import _tokenizer
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import grammar_accepts_prefix
+from tests.grammar_support import lark_accepts
 from tests.strategies import from_schema
 
 SOURCE = (

@@ -16,13 +16,19 @@ from typing import Any
 import pytest
 
 from contracts import ShipmentNotice
-from sdk import Contract, StructuredClient, Tool
-from sdk.abstention import FieldThreshold, Thresholds
+from sdk import Contract
+from sdk import StructuredClient
+from sdk import Tool
+from sdk.abstention import FieldThreshold
+from sdk.abstention import Thresholds
 from sdk.engine.kinds.guided import ABSTAIN
-from sdk.providers import AnthropicProvider, TestProvider
+from sdk.providers import AnthropicProvider
+from sdk.providers import TestProvider
 from tests import tool_wire
 from tests.local_deps import import_local
-from tests.wire_support import Wire, anthropic_client, anthropic_reply
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTICES = ROOT / "examples" / "data" / "eval" / "notices.jsonl"

@@ -7,28 +7,28 @@ import json
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
+from pydantic import Field
 
 from contracts import Decision
-from sdk import (
-    Attempt,
-    CheckFailed,
-    Contract,
-    InvalidJSON,
-    PartialReader,
-    RetriesExhausted,
-    SchemaViolation,
-    SourceQuote,
-    StopReason,
-    StructuredOutputError,
-    Usage,
-    Violation,
-    WireEnum,
-    WireNameError,
-    parse,
-)
+from sdk import Attempt
+from sdk import CheckFailed
+from sdk import Contract
+from sdk import InvalidJSON
+from sdk import PartialReader
+from sdk import RetriesExhausted
+from sdk import SchemaViolation
+from sdk import SourceQuote
+from sdk import StopReason
+from sdk import StructuredOutputError
+from sdk import Usage
+from sdk import Violation
+from sdk import WireEnum
+from sdk import WireNameError
+from sdk import parse
 from sdk.contract import require_contract
-from sdk.parsing import MAX_DEPTH, compile_contract
+from sdk.parsing import MAX_DEPTH
+from sdk.parsing import compile_contract
 
 
 class Stance(WireEnum):
@@ -358,7 +358,9 @@ def test_a_wire_enum_with_a_non_string_value_fails_at_definition(value: Any) -> 
 def _anthropic(*replies: Any) -> Any:
     from sdk import StructuredClient
     from sdk.providers import AnthropicProvider
-    from tests.wire_support import Sleeps, Wire, anthropic_client
+    from tests.wire_support import Sleeps
+    from tests.wire_support import Wire
+    from tests.wire_support import anthropic_client
 
     wire = Wire(*replies)
     provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")

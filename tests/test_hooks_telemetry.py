@@ -13,27 +13,27 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from contracts import Decision
-from sdk import (
-    AsyncStructuredClient,
-    Backoff,
-    ProviderError,
-    Result,
-    RetriesExhausted,
-    StructuredClient,
-    StructuredOutputError,
-)
-from sdk.hooks import CallInfo, Hooks
-from sdk.providers import AnthropicProvider, Completion, CompletionRequest, TestProvider
+from sdk import AsyncStructuredClient
+from sdk import Backoff
+from sdk import ProviderError
+from sdk import Result
+from sdk import RetriesExhausted
+from sdk import StructuredClient
+from sdk import StructuredOutputError
+from sdk.hooks import CallInfo
+from sdk.hooks import Hooks
+from sdk.providers import AnthropicProvider
+from sdk.providers import Completion
+from sdk.providers import CompletionRequest
+from sdk.providers import TestProvider
 from sdk.telemetry import OpenTelemetryHooks
-from tests.wire_support import (
-    ANTHROPIC_KEY,
-    DECISION,
-    Sleeps,
-    Wire,
-    anthropic_client,
-    anthropic_reply,
-    error_reply,
-)
+from tests.wire_support import ANTHROPIC_KEY
+from tests.wire_support import DECISION
+from tests.wire_support import Sleeps
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import error_reply
 
 PROMPT = "Approve invoice INV-7781 for the secret project Bluebird?"
 

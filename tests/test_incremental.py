@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import model_validator
 
 import sdk
-from contracts import Decision, InvoiceExtraction
-from sdk import Contract, InvalidJSON, Partial, PartialReader
+from contracts import Decision
+from contracts import InvoiceExtraction
+from sdk import Contract
+from sdk import InvalidJSON
+from sdk import Partial
+from sdk import PartialReader
 from sdk.parsing import MAX_DEPTH
 from sdk.parsing import Partial as PartialFromParsing
 from sdk.parsing import PartialReader as PartialReaderFromParsing

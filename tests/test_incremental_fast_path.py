@@ -8,7 +8,8 @@ import json
 import pytest
 
 from contracts import Decision
-from sdk import InvalidJSON, PartialReader
+from sdk import InvalidJSON
+from sdk import PartialReader
 
 # Characters the shortcut must not take as plain: a quote, a backslash, control characters;
 # and ones it may take only through its fallback (`str.isprintable` is False for them).

@@ -15,9 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from sdk import ControlTokenInContent, Result, StructuredClient, StructuredOutputError
+from sdk import ControlTokenInContent
+from sdk import Result
+from sdk import StructuredClient
+from sdk import StructuredOutputError
 from sdk.providers import LlamaCppProvider
-from tests.test_local_llamacpp import GREEDY, MAX_TOKENS, Triage
+from tests.test_local_llamacpp import GREEDY
+from tests.test_local_llamacpp import MAX_TOKENS
+from tests.test_local_llamacpp import Triage
 
 pytestmark = pytest.mark.local
 

@@ -22,24 +22,32 @@ import httpx
 import pytest
 from pydantic import Field
 
-from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment
-from sdk import (
-    AsyncStructuredClient,
-    Contract,
-    Partial,
-    ProviderError,
-    Result,
-    StopReason,
-    StructuredClient,
-    TruncatedOutput,
-    WireEnum,
-)
-from sdk.providers import CompletionRequest, LlamaCppProvider, Message
-from sdk.providers.llamacpp import Mode, build_completion_request
-from sdk.schema import LLAMACPP, to_wire
+from contracts import Decision
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
+from sdk import AsyncStructuredClient
+from sdk import Contract
+from sdk import Partial
+from sdk import ProviderError
+from sdk import Result
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import TruncatedOutput
+from sdk import WireEnum
+from sdk.providers import CompletionRequest
+from sdk.providers import LlamaCppProvider
+from sdk.providers import Message
+from sdk.providers.llamacpp import Mode
+from sdk.providers.llamacpp import build_completion_request
+from sdk.schema import LLAMACPP
+from sdk.schema import to_wire
 from sdk.schema.gbnf import contract_gbnf
 from tests.grammar_support import grammar_accepts
-from tests.llama_server import MODEL_FILE, LlamaServer, bundled_model, server_binary
+from tests.llama_server import MODEL_FILE
+from tests.llama_server import LlamaServer
+from tests.llama_server import bundled_model
+from tests.llama_server import server_binary
 from tests.wire_support import Sleeps
 
 pytestmark = pytest.mark.local

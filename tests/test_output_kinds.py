@@ -14,42 +14,38 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field
+from pydantic import ValidationInfo
+from pydantic import field_validator
 
 from contracts import Decision
 from contracts.sql import SELECT_QUERY
-from sdk import (
-    AsyncStructuredClient,
-    CheckFailed,
-    Contract,
-    Grammar,
-    GrammarViolation,
-    RetriesExhausted,
-    StructuredClient,
-    TruncatedOutput,
-)
+from sdk import AsyncStructuredClient
+from sdk import CheckFailed
+from sdk import Contract
+from sdk import Grammar
+from sdk import GrammarViolation
+from sdk import RetriesExhausted
+from sdk import StructuredClient
+from sdk import TruncatedOutput
 from sdk.errors import UnsupportedRequest
 from sdk.grammar import to_gbnf
-from sdk.providers import (
-    AnthropicProvider,
-    Completion,
-    LlamaCppProvider,
-    OllamaProvider,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
-    TestProvider,
-    VLLMProvider,
-)
+from sdk.providers import AnthropicProvider
+from sdk.providers import Completion
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OllamaProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import TestProvider
+from sdk.providers import VLLMProvider
 from sdk.stop_reason import StopReason
 from tests.local_support import llamacpp_setup
-from tests.wire_support import (
-    DECISION,
-    OPENAI_HEADERS,
-    Wire,
-    anthropic_client,
-    fixture,
-    openai_client,
-)
+from tests.wire_support import DECISION
+from tests.wire_support import OPENAI_HEADERS
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import fixture
+from tests.wire_support import openai_client
 
 GOOD = 'SELECT "name" FROM "customers" WHERE "country" = \'US\';'
 DROP = 'DROP TABLE "customers";'
@@ -416,7 +412,8 @@ def test_llamacpp_defaults_to_the_sdks_grammar_nothing_stripped() -> None:
 
 
 def test_llamacpp_falls_back_to_json_schema_where_the_converter_refuses() -> None:
-    from sdk.schema.gbnf import UnsupportedSchema, contract_gbnf
+    from sdk.schema.gbnf import UnsupportedSchema
+    from sdk.schema.gbnf import contract_gbnf
 
     with pytest.raises(UnsupportedSchema):
         contract_gbnf(Tagged)

@@ -6,27 +6,33 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import Field
+from pydantic import ValidationInfo
+from pydantic import model_validator
 
-from contracts import Decision, DecisionAnswer, InvoiceExtraction, ReviewFinding, Sentiment
-from sdk import (
-    CheckFailed,
-    ContentFiltered,
-    Contract,
-    ContractViolation,
-    InvalidJSON,
-    RefusedOutput,
-    SchemaViolation,
-    SourceMissing,
-    SourceQuote,
-    StopReason,
-    StructuredOutputError,
-    TruncatedOutput,
-    UnexpectedStop,
-    parse,
-)
+from contracts import Decision
+from contracts import DecisionAnswer
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
+from sdk import CheckFailed
+from sdk import ContentFiltered
+from sdk import Contract
+from sdk import ContractViolation
+from sdk import InvalidJSON
+from sdk import RefusedOutput
+from sdk import SchemaViolation
+from sdk import SourceMissing
+from sdk import SourceQuote
+from sdk import StopReason
+from sdk import StructuredOutputError
+from sdk import TruncatedOutput
+from sdk import UnexpectedStop
+from sdk import parse
 from sdk.parsing import compile_contract
 from tests.strategies import from_schema
 
@@ -379,6 +385,21 @@ def test_quotes_without_a_source_are_an_error_not_a_skipped_check() -> None:
     assert isinstance(info.value, CheckFailed) and isinstance(info.value, ValueError)
     assert [v.pointer for v in info.value.violations] == ["/evidence"]
     assert "source=" in str(info.value)
+
+
+def test_empty_quotes_need_no_source_only_a_quote_with_text_does() -> None:
+    # "" means "no evidence": nothing to verify, so no source is needed to accept it.
+    parsed = parse(InvoiceExtraction, _invoice(evidence=""), stop_reason="end_turn")
+    assert parsed.value.evidence == ""
+
+    class Claim(Contract):
+        quote: SourceQuote
+        note: SourceQuote | None = None
+
+    assert parse(Claim, '{"quote": "", "note": null}', stop_reason="end_turn").value.quote == ""
+    with pytest.raises(SourceMissing) as info:
+        parse(Claim, '{"quote": "", "note": "Taxi"}', stop_reason="end_turn")
+    assert [v.pointer for v in info.value.violations] == ["/note"]
 
 
 def test_quotes_in_lists_and_nested_contracts_are_checked() -> None:

@@ -31,33 +31,36 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from contracts import Decision, Sentiment
-from sdk import (
-    PDF,
-    AsyncStructuredClient,
-    Backoff,
-    Contract,
-    Grammar,
-    Partial,
-    PartialToolCall,
-    ProviderError,
-    RefusedOutput,
-    RetriesExhausted,
-    StructuredClient,
-    StructuredOutputError,
-    TextSnapshot,
-    Tool,
-    TruncatedOutput,
-    UnsupportedRequest,
-)
-from sdk.hooks import CallInfo, Hooks
+from contracts import Decision
+from contracts import Sentiment
+from sdk import PDF
+from sdk import AsyncStructuredClient
+from sdk import Backoff
+from sdk import Contract
+from sdk import Grammar
+from sdk import Partial
+from sdk import PartialToolCall
+from sdk import ProviderError
+from sdk import RefusedOutput
+from sdk import RetriesExhausted
+from sdk import StructuredClient
+from sdk import StructuredOutputError
+from sdk import TextSnapshot
+from sdk import Tool
+from sdk import TruncatedOutput
+from sdk import UnsupportedRequest
+from sdk.hooks import CallInfo
+from sdk.hooks import Hooks
 from sdk.telemetry import OpenTelemetryHooks
 from tests import tool_wire
-from tests.promise_wire import SETUPS, Say, Setup
+from tests.promise_wire import SETUPS
+from tests.promise_wire import Say
+from tests.promise_wire import Setup
 from tests.wire_support import DECISION
 
 CALLS = ["generate", "stream", "agenerate", "astream"]

@@ -9,20 +9,22 @@ from typing import Any
 
 import pytest
 
-from contracts import Decision, Sentiment
-from sdk import StructuredClient, Tool
-from sdk.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
+from contracts import Decision
+from contracts import Sentiment
+from sdk import StructuredClient
+from sdk import Tool
+from sdk.providers import AnthropicProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
 from sdk.providers._prompt_cache import min_cacheable_tokens
 from tests import tool_wire
-from tests.wire_support import (
-    DECISION,
-    Wire,
-    anthropic_client,
-    anthropic_reply,
-    chat_reply,
-    openai_client,
-    responses_reply,
-)
+from tests.wire_support import DECISION
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
 
 TEXT = json.dumps(DECISION)
 POLICY = "Refunds are allowed within 30 days of purchase. " * 220  # about 10 KB, 2,600 tokens

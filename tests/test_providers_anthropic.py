@@ -10,34 +10,36 @@ import anthropic
 import httpx2
 import pytest
 
-from contracts import Decision, ReviewFinding
-from sdk import (
-    AsyncStructuredClient,
-    Partial,
-    RefusedOutput,
-    Result,
-    SchemaViolation,
-    StopReason,
-    StructuredClient,
-    TruncatedOutput,
-    UnexpectedStop,
-)
-from sdk.providers import AnthropicProvider, CompletionRequest, Message
-from sdk.providers.anthropic import AnthropicStreamReader, build_request, read_response
-from sdk.schema import ANTHROPIC, to_wire
-from tests.wire_support import (
-    ANTHROPIC_REQUEST_ID,
-    BOUNDED,
-    DECISION,
-    SSE,
-    Bounded,
-    Wire,
-    anthropic_async_client,
-    anthropic_client,
-    anthropic_reply,
-    fixture,
-    fixture_json,
-)
+from contracts import Decision
+from contracts import ReviewFinding
+from sdk import AsyncStructuredClient
+from sdk import Partial
+from sdk import RefusedOutput
+from sdk import Result
+from sdk import SchemaViolation
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import TruncatedOutput
+from sdk import UnexpectedStop
+from sdk.providers import AnthropicProvider
+from sdk.providers import CompletionRequest
+from sdk.providers import Message
+from sdk.providers.anthropic import AnthropicStreamReader
+from sdk.providers.anthropic import build_request
+from sdk.providers.anthropic import read_response
+from sdk.schema import ANTHROPIC
+from sdk.schema import to_wire
+from tests.wire_support import ANTHROPIC_REQUEST_ID
+from tests.wire_support import BOUNDED
+from tests.wire_support import DECISION
+from tests.wire_support import SSE
+from tests.wire_support import Bounded
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_async_client
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import fixture
+from tests.wire_support import fixture_json
 
 MODEL = "claude-sonnet-4-6"
 

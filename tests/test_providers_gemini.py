@@ -12,34 +12,31 @@ import httpx2
 import pytest
 
 from contracts import Decision
-from sdk import (
-    AsyncStructuredClient,
-    Backoff,
-    ContentFiltered,
-    Grammar,
-    ProviderError,
-    RefusedOutput,
-    SchemaViolation,
-    StructuredClient,
-    TruncatedOutput,
-    UnexpectedStop,
-)
+from sdk import AsyncStructuredClient
+from sdk import Backoff
+from sdk import ContentFiltered
+from sdk import Grammar
+from sdk import ProviderError
+from sdk import RefusedOutput
+from sdk import SchemaViolation
+from sdk import StructuredClient
+from sdk import TruncatedOutput
+from sdk import UnexpectedStop
 from sdk.errors import UnsupportedRequest
 from sdk.providers import GeminiProvider
-from sdk.schema.dialects import GEMINI, to_wire
-from tests.wire_support import (
-    BOUNDED,
-    DECISION,
-    GEMINI_HEADERS,
-    GEMINI_KEY,
-    Bounded,
-    Sleeps,
-    Wire,
-    fixture,
-    fixture_json,
-    gemini_client,
-    gemini_reply,
-)
+from sdk.schema.dialects import GEMINI
+from sdk.schema.dialects import to_wire
+from tests.wire_support import BOUNDED
+from tests.wire_support import DECISION
+from tests.wire_support import GEMINI_HEADERS
+from tests.wire_support import GEMINI_KEY
+from tests.wire_support import Bounded
+from tests.wire_support import Sleeps
+from tests.wire_support import Wire
+from tests.wire_support import fixture
+from tests.wire_support import fixture_json
+from tests.wire_support import gemini_client
+from tests.wire_support import gemini_reply
 
 MODEL = "gemini-2.5-flash"
 NO_WAIT = Backoff(retries=2, initial=0.0, maximum=0.0)

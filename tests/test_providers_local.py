@@ -12,41 +12,45 @@ import httpx
 import pytest
 
 from contracts import Decision
-from sdk import (
-    AsyncStructuredClient,
-    Backoff,
-    Partial,
-    ProviderError,
-    ProviderRetriesExhausted,
-    Result,
-    SchemaViolation,
-    StopReason,
-    StructuredClient,
-    TruncatedOutput,
-    UnexpectedStop,
-)
-from sdk.providers import (
-    CompletionRequest,
-    LlamaCppProvider,
-    Message,
-    OllamaProvider,
-    Provider,
-    VLLMProvider,
-)
+from sdk import AsyncStructuredClient
+from sdk import Backoff
+from sdk import Partial
+from sdk import ProviderError
+from sdk import ProviderRetriesExhausted
+from sdk import Result
+from sdk import SchemaViolation
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import TruncatedOutput
+from sdk import UnexpectedStop
+from sdk.providers import CompletionRequest
+from sdk.providers import LlamaCppProvider
+from sdk.providers import Message
+from sdk.providers import OllamaProvider
+from sdk.providers import Provider
+from sdk.providers import VLLMProvider
 from sdk.providers._http import tls_verify
-from sdk.providers.llamacpp import (
-    build_completion_request,
-    build_template_request,
-    read_completion,
-)
+from sdk.providers.llamacpp import build_completion_request
+from sdk.providers.llamacpp import build_template_request
+from sdk.providers.llamacpp import read_completion
 from sdk.providers.ollama import build_request as ollama_request
 from sdk.providers.ollama import read_response as ollama_response
 from sdk.providers.vllm import build_request as vllm_request
 from sdk.providers.vllm import read_response as vllm_response
-from sdk.schema import LLAMACPP, OLLAMA, VLLM, to_wire
+from sdk.schema import LLAMACPP
+from sdk.schema import OLLAMA
+from sdk.schema import VLLM
+from sdk.schema import to_wire
 from sdk.schema.gbnf import contract_gbnf
-from tests.local_support import DOCUMENT, LocalServer, Reply, closed_port_url
-from tests.wire_support import BOUNDED, DECISION, Bounded, Sleeps, fixture_json
+from tests.local_support import DOCUMENT
+from tests.local_support import LocalServer
+from tests.local_support import Reply
+from tests.local_support import closed_port_url
+from tests.wire_support import BOUNDED
+from tests.wire_support import DECISION
+from tests.wire_support import Bounded
+from tests.wire_support import Sleeps
+from tests.wire_support import fixture_json
 
 GRAMMAR = 'root ::= "{" [^}]* "}"'
 

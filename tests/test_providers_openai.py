@@ -12,45 +12,43 @@ import pytest
 from pydantic import Field
 
 from contracts import Decision
-from sdk import (
-    AsyncStructuredClient,
-    ContentFiltered,
-    Contract,
-    Partial,
-    ProviderError,
-    RefusedOutput,
-    Result,
-    SchemaViolation,
-    StopReason,
-    StructuredClient,
-    TruncatedOutput,
-    UnexpectedStop,
-)
-from sdk.providers import CompletionRequest, Message, OpenAIChatProvider, OpenAIResponsesProvider
-from sdk.providers.openai import (
-    build_chat_request,
-    build_responses_request,
-    read_chat_response,
-    read_responses_response,
-)
-from sdk.schema import OPENAI_STRICT, to_wire
-from tests.wire_support import (
-    BOUNDED,
-    DECISION,
-    OPENAI_HEADERS,
-    OPENAI_REQUEST_ID,
-    SSE,
-    Bounded,
-    Sleeps,
-    Wire,
-    chat_reply,
-    error_reply,
-    fixture,
-    fixture_json,
-    openai_async_client,
-    openai_client,
-    responses_reply,
-)
+from sdk import AsyncStructuredClient
+from sdk import ContentFiltered
+from sdk import Contract
+from sdk import Partial
+from sdk import ProviderError
+from sdk import RefusedOutput
+from sdk import Result
+from sdk import SchemaViolation
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import TruncatedOutput
+from sdk import UnexpectedStop
+from sdk.providers import CompletionRequest
+from sdk.providers import Message
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers.openai import build_chat_request
+from sdk.providers.openai import build_responses_request
+from sdk.providers.openai import read_chat_response
+from sdk.providers.openai import read_responses_response
+from sdk.schema import OPENAI_STRICT
+from sdk.schema import to_wire
+from tests.wire_support import BOUNDED
+from tests.wire_support import DECISION
+from tests.wire_support import OPENAI_HEADERS
+from tests.wire_support import OPENAI_REQUEST_ID
+from tests.wire_support import SSE
+from tests.wire_support import Bounded
+from tests.wire_support import Sleeps
+from tests.wire_support import Wire
+from tests.wire_support import chat_reply
+from tests.wire_support import error_reply
+from tests.wire_support import fixture
+from tests.wire_support import fixture_json
+from tests.wire_support import openai_async_client
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
 
 MODEL = "gpt-5.1-mini"
 

@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 
-from contracts import Decision, InvoiceExtraction
-from sdk import InvalidJSON, SchemaViolation, StructuredClient, Violation
+from contracts import Decision
+from contracts import InvoiceExtraction
+from sdk import InvalidJSON
+from sdk import SchemaViolation
+from sdk import StructuredClient
+from sdk import Violation
 from sdk.client import feedback_message
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
 from sdk.providers.test import TestProvider

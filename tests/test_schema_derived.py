@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import Annotated
+from typing import Literal
 
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import Field
+from pydantic import ValidationError
 
-from contracts import Decision, InvoiceExtraction, ReviewFinding, Sentiment
-from sdk import CheckFailed, Contract, SchemaViolation, WireEnum, parse
-from sdk.schema import (
-    ESCAPE_MEMBER,
-    answer_first,
-    escape_members,
-    is_escape_member,
-    lint,
-    reasoning_field,
-    widen,
-)
-from sdk.schema._shape import object_fields, shape_of
+from contracts import Decision
+from contracts import InvoiceExtraction
+from contracts import ReviewFinding
+from contracts import Sentiment
+from sdk import CheckFailed
+from sdk import Contract
+from sdk import SchemaViolation
+from sdk import WireEnum
+from sdk import parse
+from sdk.schema import ESCAPE_MEMBER
+from sdk.schema import answer_first
+from sdk.schema import escape_members
+from sdk.schema import is_escape_member
+from sdk.schema import lint
+from sdk.schema import reasoning_field
+from sdk.schema import widen
+from sdk.schema._shape import object_fields
+from sdk.schema._shape import shape_of
 from sdk.workflow.lint import LintCode
 
 REFERENCE = [Decision, InvoiceExtraction, ReviewFinding, Sentiment]

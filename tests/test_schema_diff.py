@@ -5,12 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from pydantic import Field
 
-from contracts import Decision, InvoiceExtraction
-from sdk import Contract, SourceQuote, WireEnum
-from sdk.workflow.diff import Change, ChangeKind, Impact, diff_schemas
+from contracts import Decision
+from contracts import InvoiceExtraction
+from sdk import Contract
+from sdk import SourceQuote
+from sdk import WireEnum
+from sdk.workflow.diff import Change
+from sdk.workflow.diff import ChangeKind
+from sdk.workflow.diff import Impact
+from sdk.workflow.diff import diff_schemas
 from tests.schema_support import contract
 from tests.strategies import from_schema
 

@@ -17,8 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from sdk.cli import app
-from sdk.workflow.versioning import LOCK_FILE, Lock, lock
-from tests.schema_support import REPO, make_package
+from sdk.workflow.versioning import LOCK_FILE
+from sdk.workflow.versioning import Lock
+from sdk.workflow.versioning import lock
+from tests.schema_support import REPO
+from tests.schema_support import make_package
 
 runner = CliRunner()
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import pytest
 from pydantic import Field
 
-from sdk import Contract, SourceQuote, WireEnum
+from sdk import Contract
+from sdk import SourceQuote
+from sdk import WireEnum
 from sdk.contract import LintIgnore
 from sdk.schema.dialects import DIALECTS
-from sdk.workflow.lint import LintCode, lint, lint_schema
+from sdk.workflow.lint import LintCode
+from sdk.workflow.lint import lint
+from sdk.workflow.lint import lint_schema
 from sdk.workflow.versioning import discover
 from tests.schema_support import contract
 

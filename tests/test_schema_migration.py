@@ -7,10 +7,14 @@ from typing import Any
 
 import jsonschema
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import Field
+from pydantic import ValidationError
 
-from sdk import Contract, WireEnum
-from sdk.workflow.diff import ChangeKind, Impact, diff_schemas
+from sdk import Contract
+from sdk import WireEnum
+from sdk.workflow.diff import ChangeKind
+from sdk.workflow.diff import Impact
+from sdk.workflow.diff import diff_schemas
 
 
 class Answer(WireEnum):

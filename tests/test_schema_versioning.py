@@ -10,22 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from contracts import Decision, InvoiceExtraction
+from contracts import Decision
+from contracts import InvoiceExtraction
 from sdk.schema.canonical import canonical_bytes
 from sdk.workflow.diff import ChangeKind
-from sdk.workflow.snapshot import info_of, load_snapshot, snapshot_bytes
-from sdk.workflow.versioning import (
-    LOCK_FILE,
-    CheckCode,
-    Lock,
-    LockConflict,
-    check,
-    default_directory,
-    discover,
-    export,
-    lock,
-)
-from tests.schema_support import REPO, make_package
+from sdk.workflow.snapshot import info_of
+from sdk.workflow.snapshot import load_snapshot
+from sdk.workflow.snapshot import snapshot_bytes
+from sdk.workflow.versioning import LOCK_FILE
+from sdk.workflow.versioning import CheckCode
+from sdk.workflow.versioning import Lock
+from sdk.workflow.versioning import LockConflict
+from sdk.workflow.versioning import check
+from sdk.workflow.versioning import default_directory
+from sdk.workflow.versioning import discover
+from sdk.workflow.versioning import export
+from sdk.workflow.versioning import lock
+from tests.schema_support import REPO
+from tests.schema_support import make_package
 
 REFERENCE_NAMES = [
     "Decision", "Fix", "InvoiceExtraction", "LineItem", "ReviewFinding", "Sentiment",

@@ -12,19 +12,21 @@ import httpx2
 import pytest
 
 from contracts import Decision
-from sdk import Backoff, StructuredClient, StructuredOutputError
-from sdk.providers import AnthropicProvider, OpenAIResponsesProvider, VLLMProvider
+from sdk import Backoff
+from sdk import StructuredClient
+from sdk import StructuredOutputError
+from sdk.providers import AnthropicProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import VLLMProvider
 from tests.local_support import closed_port_url
-from tests.wire_support import (
-    ANTHROPIC_KEY,
-    OPENAI_KEY,
-    Sleeps,
-    Wire,
-    anthropic_client,
-    anthropic_reply,
-    error_reply,
-    openai_client,
-)
+from tests.wire_support import ANTHROPIC_KEY
+from tests.wire_support import OPENAI_KEY
+from tests.wire_support import Sleeps
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import error_reply
+from tests.wire_support import openai_client
 
 VLLM_KEY = "sk-vllm-SECRET-7e6d5c4b3a21"
 SECRETS = (ANTHROPIC_KEY, OPENAI_KEY, VLLM_KEY, "Bearer")

@@ -15,27 +15,31 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 
 import sdk.sql
-from contracts.sql import DEMO_TABLES, create_demo_database
-from sdk.grammar import parse_grammar, recognize, to_gbnf
+from contracts.sql import DEMO_TABLES
+from contracts.sql import create_demo_database
+from sdk.grammar import parse_grammar
+from sdk.grammar import recognize
+from sdk.grammar import to_gbnf
 from sdk.grammar._grammar import compiled_lark
-from sdk.sql import (
-    ALLOWED_FUNCTIONS,
-    ForeignKey,
-    QueryTimeout,
-    Table,
-    bounded_statement,
-    grammar_from_sqlite,
-    run_query,
-    sql_grammar,
-    sql_prompt,
-    tables_from_sqlite,
-)
-from tests.grammar_support import grammar_accepts, lark_accepts
+from sdk.sql import ALLOWED_FUNCTIONS
+from sdk.sql import ForeignKey
+from sdk.sql import QueryTimeout
+from sdk.sql import Table
+from sdk.sql import bounded_statement
+from sdk.sql import grammar_from_sqlite
+from sdk.sql import run_query
+from sdk.sql import sql_grammar
+from sdk.sql import sql_prompt
+from sdk.sql import tables_from_sqlite
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import lark_accepts
 from tests.test_sql_grammar import _prepares
 
 # Names that break naive grammars and quoting: keywords, quotes, spaces, a control character

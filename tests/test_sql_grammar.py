@@ -13,25 +13,29 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from contracts.sql import (
-    DEMO_TABLES,
-    SELECT_QUERY,
-    Table,
-    affinity,
-    connect_read_only,
-    create_demo_database,
-    prepares_in,
-    quote_identifier,
-    run_query,
-    schema_ddl,
-    sql_grammar,
-    sql_prompt,
-    tables_from_sqlite,
-)
-from sdk import Grammar, GrammarViolation
+from contracts.sql import DEMO_TABLES
+from contracts.sql import SELECT_QUERY
+from contracts.sql import Table
+from contracts.sql import affinity
+from contracts.sql import connect_read_only
+from contracts.sql import create_demo_database
+from contracts.sql import prepares_in
+from contracts.sql import quote_identifier
+from contracts.sql import run_query
+from contracts.sql import schema_ddl
+from contracts.sql import sql_grammar
+from contracts.sql import sql_prompt
+from contracts.sql import tables_from_sqlite
+from sdk import Grammar
+from sdk import GrammarViolation
 from sdk.errors import CheckFailed
-from sdk.grammar import check_cases, parse_cases, parse_grammar, recognize, to_gbnf
-from tests.grammar_support import grammar_accepts, lark_accepts
+from sdk.grammar import check_cases
+from sdk.grammar import parse_cases
+from sdk.grammar import parse_grammar
+from sdk.grammar import recognize
+from sdk.grammar import to_gbnf
+from tests.grammar_support import grammar_accepts
+from tests.grammar_support import lark_accepts
 from tests.test_grammar import NAIVE_GBNF
 
 CONTRACTS = Path(__file__).resolve().parent.parent / "contracts"

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sdk._pointer import escape_pointer, lookup, pointer_of, resolve_ref, split_pointer
+from sdk._pointer import escape_pointer
+from sdk._pointer import lookup
+from sdk._pointer import pointer_of
+from sdk._pointer import resolve_ref
+from sdk._pointer import split_pointer
 from sdk.schema._shape import node_at
 
 SDK = Path(__file__).resolve().parent.parent / "sdk"

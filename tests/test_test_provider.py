@@ -6,18 +6,19 @@ import json
 
 import pytest
 
-from contracts import Decision, DecisionAnswer
-from sdk import (
-    AsyncStructuredClient,
-    Partial,
-    ProviderError,
-    RefusedOutput,
-    Result,
-    StopReason,
-    StructuredClient,
-    Usage,
-)
-from sdk.providers import Completion, CompletionRequest, TestProvider
+from contracts import Decision
+from contracts import DecisionAnswer
+from sdk import AsyncStructuredClient
+from sdk import Partial
+from sdk import ProviderError
+from sdk import RefusedOutput
+from sdk import Result
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import Usage
+from sdk.providers import Completion
+from sdk.providers import CompletionRequest
+from sdk.providers import TestProvider
 
 VALID = {"reasoning": "Within policy.", "answer": "approve", "confidence": "high"}
 

@@ -14,38 +14,39 @@ import httpx2
 import pytest
 from pydantic import Field
 
-from sdk import (
-    AsyncStructuredClient,
-    Contract,
-    Message,
-    MissingToolCall,
-    PartialToolCall,
-    RetriesExhausted,
-    SchemaViolation,
-    SourceQuote,
-    StopReason,
-    StructuredClient,
-    Tool,
-    ToolCalls,
-    TruncatedOutput,
-    UnknownTool,
-)
+from sdk import AsyncStructuredClient
+from sdk import Contract
+from sdk import Message
+from sdk import MissingToolCall
+from sdk import PartialToolCall
+from sdk import RetriesExhausted
+from sdk import SchemaViolation
+from sdk import SourceQuote
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import Tool
+from sdk import ToolCalls
+from sdk import TruncatedOutput
+from sdk import UnknownTool
 from sdk.errors import UnsupportedRequest
-from sdk.providers import (
-    AnthropicProvider,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
-    Provider,
-)
+from sdk.providers import AnthropicProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import Provider
 from tests import tool_wire as tw
-from tests.tool_wire import BAD_UNIT, ORDER, OSLO, PARIS, UNKNOWN, GetWeather, LookupOrder, Unit
-from tests.wire_support import (
-    Wire,
-    anthropic_async_client,
-    anthropic_client,
-    openai_async_client,
-    openai_client,
-)
+from tests.tool_wire import BAD_UNIT
+from tests.tool_wire import ORDER
+from tests.tool_wire import OSLO
+from tests.tool_wire import PARIS
+from tests.tool_wire import UNKNOWN
+from tests.tool_wire import GetWeather
+from tests.tool_wire import LookupOrder
+from tests.tool_wire import Unit
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_async_client
+from tests.wire_support import anthropic_client
+from tests.wire_support import openai_async_client
+from tests.wire_support import openai_client
 
 WEATHER = Tool(GetWeather)
 ORDERS = Tool(LookupOrder, name="LookupOrder", description="Find an order.")
@@ -503,8 +504,10 @@ def test_tool_choice_by_name_and_a_hostile_tool_name_stays_bounded() -> None:
 
 
 def test_a_stream_cut_mid_call_keeps_the_last_snapshot_on_the_error() -> None:
-    from sdk import Backoff, ProviderError
-    from tests.wire_support import ANTHROPIC_HEADERS, SSE
+    from sdk import Backoff
+    from sdk import ProviderError
+    from tests.wire_support import ANTHROPIC_HEADERS
+    from tests.wire_support import SSE
 
     events = tw.anthropic_events([PARIS])
     cut = events[: events.index(b"content_block_stop")]  # mid-arguments, no final event

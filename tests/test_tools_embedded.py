@@ -19,18 +19,21 @@ import llguidance
 import pytest
 from pydantic import Field
 
-from sdk import (
-    Contract,
-    PartialToolCall,
-    StopReason,
-    StructuredClient,
-    Tool,
-    ToolCalls,
-    TruncatedOutput,
-    WireEnum,
-)
-from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, ToolCallDelta
-from sdk.providers.embedded._tools import ToolPlan, tool_grammar
+from sdk import Contract
+from sdk import PartialToolCall
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import Tool
+from sdk import ToolCalls
+from sdk import TruncatedOutput
+from sdk import WireEnum
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolCallDelta
+from sdk.providers.embedded._tools import ToolPlan
+from sdk.providers.embedded._tools import tool_grammar
 
 
 class Unit(WireEnum):

@@ -9,23 +9,32 @@ from typing import Any
 
 import pytest
 
-from sdk import (
-    AsyncStructuredClient,
-    Message,
-    MissingToolCall,
-    PartialToolCall,
-    SchemaViolation,
-    StopReason,
-    StructuredClient,
-    Tool,
-    ToolCall,
-    ToolCalls,
-    TruncatedOutput,
-    UnknownTool,
-)
-from sdk.providers import LlamaCppProvider, OllamaProvider, Provider, VLLMProvider
-from tests.local_support import LocalServer, Reply
-from tests.tool_wire import BAD_UNIT, ORDER, OSLO, PARIS, UNKNOWN, GetWeather, LookupOrder, Unit
+from sdk import AsyncStructuredClient
+from sdk import Message
+from sdk import MissingToolCall
+from sdk import PartialToolCall
+from sdk import SchemaViolation
+from sdk import StopReason
+from sdk import StructuredClient
+from sdk import Tool
+from sdk import ToolCall
+from sdk import ToolCalls
+from sdk import TruncatedOutput
+from sdk import UnknownTool
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OllamaProvider
+from sdk.providers import Provider
+from sdk.providers import VLLMProvider
+from tests.local_support import LocalServer
+from tests.local_support import Reply
+from tests.tool_wire import BAD_UNIT
+from tests.tool_wire import ORDER
+from tests.tool_wire import OSLO
+from tests.tool_wire import PARIS
+from tests.tool_wire import UNKNOWN
+from tests.tool_wire import GetWeather
+from tests.tool_wire import LookupOrder
+from tests.tool_wire import Unit
 
 WEATHER = Tool(GetWeather)
 ORDERS = Tool(LookupOrder)

@@ -8,16 +8,16 @@ import json
 import pytest
 from pydantic import Field
 
-from sdk import (
-    CheckFailed,
-    Contract,
-    SchemaViolation,
-    SourceMissing,
-    SourceQuote,
-    Verbatim,
-    parse,
-)
-from sdk.contract import GROUNDED_KEYS, SOURCE_QUOTE_KEY, VERBATIM_KEY
+from sdk import CheckFailed
+from sdk import Contract
+from sdk import SchemaViolation
+from sdk import SourceMissing
+from sdk import SourceQuote
+from sdk import Verbatim
+from sdk import parse
+from sdk.contract import GROUNDED_KEYS
+from sdk.contract import SOURCE_QUOTE_KEY
+from sdk.contract import VERBATIM_KEY
 
 SOURCE = (
     "Your parcel from Royal Mail is on its way.\n"
@@ -106,6 +106,17 @@ def test_verbatim_without_a_source_is_source_missing() -> None:
         ("/recipient", VERBATIM_KEY),
     ]
     assert "source=" in str(info.value)
+
+
+def test_verbatim_values_not_stated_need_no_source_but_an_empty_one_does() -> None:
+    class Optional(Contract):
+        carrier: Verbatim | None = None
+
+    assert parse(Optional, '{"carrier": null}', stop_reason="end_turn").value.carrier is None
+    # An empty Verbatim is not "not stated": only the source can say whether it is a copy.
+    with pytest.raises(SourceMissing) as info:
+        parse(Optional, '{"carrier": ""}', stop_reason="end_turn")
+    assert [v.pointer for v in info.value.violations] == ["/carrier"]
 
 
 def test_quotes_and_verbatim_values_in_lists_and_nested_contracts_fail_together() -> None:

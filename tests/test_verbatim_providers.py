@@ -13,32 +13,33 @@ import httpx
 import pytest
 from pydantic import Field
 
-from sdk import CheckFailed, Contract, SourceQuote, StructuredClient, Verbatim
-from sdk.providers import (
-    AnthropicProvider,
-    CompletionRequest,
-    GeminiProvider,
-    LlamaCppProvider,
-    Message,
-    OllamaProvider,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
-    VLLMProvider,
-)
+from sdk import CheckFailed
+from sdk import Contract
+from sdk import SourceQuote
+from sdk import StructuredClient
+from sdk import Verbatim
+from sdk.providers import AnthropicProvider
+from sdk.providers import CompletionRequest
+from sdk.providers import GeminiProvider
+from sdk.providers import LlamaCppProvider
+from sdk.providers import Message
+from sdk.providers import OllamaProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import VLLMProvider
 from sdk.providers._grounding import GROUNDING_NOTE
 from sdk.schema.gbnf import contract_gbnf
 from tests.grammar_support import lark_accepts
-from tests.local_support import LocalServer, Reply
-from tests.wire_support import (
-    Wire,
-    anthropic_client,
-    anthropic_reply,
-    chat_reply,
-    gemini_client,
-    gemini_reply,
-    openai_client,
-    responses_reply,
-)
+from tests.local_support import LocalServer
+from tests.local_support import Reply
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import gemini_client
+from tests.wire_support import gemini_reply
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
 
 SOURCE = (
     "Your parcel was handed over to our delivery partner on 12 March.\n"

@@ -16,13 +16,12 @@ from typing import Any
 
 import httpx2
 
-from sdk import Contract, WireEnum
-from tests.wire_support import (
-    ANTHROPIC_HEADERS,
-    OPENAI_HEADERS,
-    SSE,
-    fixture_json,
-)
+from sdk import Contract
+from sdk import WireEnum
+from tests.wire_support import ANTHROPIC_HEADERS
+from tests.wire_support import OPENAI_HEADERS
+from tests.wire_support import SSE
+from tests.wire_support import fixture_json
 
 
 class Unit(WireEnum):

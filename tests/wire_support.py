@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 

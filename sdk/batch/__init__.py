@@ -16,19 +16,22 @@ back (`InputChanged`); a file that is not a job's state is never changed (`State
 The CLI is `sdk batch run|status|resume|cancel`.
 """
 
-from sdk.batch._errors import (
-    BatchError,
-    BatchInputError,
-    InputChanged,
-    JobMismatch,
-    JobRunning,
-    StateFileError,
-)
-from sdk.batch._hosted import AnthropicBatches, HostedBackend, OpenAIBatches, hosted_backend
+from sdk.batch._errors import BatchError
+from sdk.batch._errors import BatchInputError
+from sdk.batch._errors import InputChanged
+from sdk.batch._errors import JobMismatch
+from sdk.batch._errors import JobRunning
+from sdk.batch._errors import StateFileError
+from sdk.batch._hosted import AnthropicBatches
+from sdk.batch._hosted import HostedBackend
+from sdk.batch._hosted import OpenAIBatches
+from sdk.batch._hosted import hosted_backend
 from sdk.batch._job import BatchJob
 from sdk.batch._local import LocalBackend
 from sdk.batch._outcome import JobSettings
-from sdk.batch._summary import JobProgress, JobSummary, job_summary
+from sdk.batch._summary import JobProgress
+from sdk.batch._summary import JobSummary
+from sdk.batch._summary import job_summary
 
 __all__ = [
     "AnthropicBatches",

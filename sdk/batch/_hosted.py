@@ -31,12 +31,16 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 from sdk.batch._errors import BatchError
 from sdk.batch._state import SubmissionRow
 from sdk.errors import ProviderError
-from sdk.providers._base import Completion, CompletionRequest, Exchange, Reply
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
 from sdk.providers._errors import provider_error
 from sdk.providers._provider import Provider
@@ -65,8 +69,11 @@ class RemoteStatus:
     """A backend batch as last seen."""
 
     remote_id: str
+    """The backend's id of the batch."""
     status: str
+    """Its status as the backend spells it (`in_progress`, `ended`, `completed`, ...)."""
     ended: bool
+    """Whether the backend is done with it: its results can be read (or it failed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +364,8 @@ class OpenAIBatches(HostedBackend):
     ) -> None:
         import openai
 
-        from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
+        from sdk.providers.openai import OpenAIChatProvider
+        from sdk.providers.openai import OpenAIResponsesProvider
 
         if not isinstance(provider, (OpenAIResponsesProvider, OpenAIChatProvider)):
             raise TypeError(

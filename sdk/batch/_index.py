@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sdk.batch._errors import BatchInputError, InputChanged
-from sdk.batch._items import IndexEntry, file_identity, first_change, prefix_digest, read_index
-from sdk.batch._state import ItemRow, JobState
+from sdk.batch._errors import BatchInputError
+from sdk.batch._errors import InputChanged
+from sdk.batch._items import IndexEntry
+from sdk.batch._items import file_identity
+from sdk.batch._items import first_change
+from sdk.batch._items import prefix_digest
+from sdk.batch._items import read_index
+from sdk.batch._state import ItemRow
+from sdk.batch._state import JobState
 from sdk.contract import Contract
 
 __all__ = ["index_input", "input_changed"]

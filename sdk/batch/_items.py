@@ -19,12 +19,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
+from typing import BinaryIO
 
-from sdk.batch._errors import BatchInputError, InputChanged
+from sdk.batch._errors import BatchInputError
+from sdk.batch._errors import InputChanged
 from sdk.batch._state import ItemRow
 from sdk.contract import Contract
 from sdk.engine.conversation import conversation

@@ -40,29 +40,45 @@ import asyncio
 import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sdk.batch._errors import BatchError, BatchInputError, InputChanged, JobMismatch
-from sdk.batch._hosted import HostedBackend, RemoteResult
-from sdk.batch._index import index_input, input_changed
-from sdk.batch._items import InputItem, InputReader
-from sdk.batch._local import LocalBackend, LocalRun, Outcome
-from sdk.batch._lock import RunnerLock, running_holder
-from sdk.batch._outcome import (
-    Decision,
-    JobSettings,
-    decide_error,
-    decide_failure,
-    decide_live,
-    decide_reply,
-    request_for,
-)
+from sdk.batch._errors import BatchError
+from sdk.batch._errors import BatchInputError
+from sdk.batch._errors import InputChanged
+from sdk.batch._errors import JobMismatch
+from sdk.batch._hosted import HostedBackend
+from sdk.batch._hosted import RemoteResult
+from sdk.batch._index import index_input
+from sdk.batch._index import input_changed
+from sdk.batch._items import InputItem
+from sdk.batch._items import InputReader
+from sdk.batch._local import LocalBackend
+from sdk.batch._local import LocalRun
+from sdk.batch._local import Outcome
+from sdk.batch._lock import RunnerLock
+from sdk.batch._lock import running_holder
+from sdk.batch._outcome import Decision
+from sdk.batch._outcome import JobSettings
+from sdk.batch._outcome import decide_error
+from sdk.batch._outcome import decide_failure
+from sdk.batch._outcome import decide_live
+from sdk.batch._outcome import decide_reply
+from sdk.batch._outcome import request_for
 from sdk.batch._output import OutputLog
-from sdk.batch._state import BatchRow, ItemRow, JobState, SubmissionRow, state_errors
-from sdk.batch._summary import JobProgress, JobSummary, summarize
+from sdk.batch._state import BatchRow
+from sdk.batch._state import ItemRow
+from sdk.batch._state import JobState
+from sdk.batch._state import SubmissionRow
+from sdk.batch._state import state_errors
+from sdk.batch._summary import JobProgress
+from sdk.batch._summary import JobSummary
+from sdk.batch._summary import summarize
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.providers._errors import provider_error

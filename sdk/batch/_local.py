@@ -24,11 +24,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import KW_ONLY
+from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
-from sdk.batch._errors import BatchError, BatchInputError
+from sdk.batch._errors import BatchError
+from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
 from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient

@@ -31,7 +31,8 @@ import socket
 import sqlite3
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,15 @@ class Holder:
     """Who runs a job: the lease as stored (`meta.runner`)."""
 
     token: str
+    """The lease's fencing token: a holder that finds another token has lost the job."""
     pid: int
+    """The holder's process id."""
     host: str
+    """The machine it runs on."""
     since: float
+    """When it took the job (seconds since the epoch)."""
     renewed: float
+    """When it last renewed the lease."""
     in_flight: int = 0
     """Items running in the holder at its last renewal (the local backend's calls)."""
 

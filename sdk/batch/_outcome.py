@@ -24,20 +24,32 @@ from a `\\udXXX` escape) written as a JSON escape instead.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from sdk._result import Result
 from sdk.batch._items import InputItem
-from sdk.batch._state import ItemRow, ItemUpdate
+from sdk.batch._state import ItemRow
+from sdk.batch._state import ItemUpdate
 from sdk.contract import Contract
-from sdk.engine.attempts import Attempts, Done, Fail
+from sdk.engine.attempts import Attempts
+from sdk.engine.attempts import Done
+from sdk.engine.attempts import Fail
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
-from sdk.engine.kinds import Document, Parsing, Shared
-from sdk.engine.retry import Backoff, RetrySettings
-from sdk.errors import InvalidOutput, ProviderError, RefusedOutput, StructuredOutputError
+from sdk.engine.kinds import Document
+from sdk.engine.kinds import Parsing
+from sdk.engine.kinds import Shared
+from sdk.engine.retry import Backoff
+from sdk.engine.retry import RetrySettings
+from sdk.errors import InvalidOutput
+from sdk.errors import ProviderError
+from sdk.errors import RefusedOutput
+from sdk.errors import StructuredOutputError
 from sdk.parsing.parser import EnumCase
-from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
 from sdk.providers._errors import is_retryable
 from sdk.providers._provider import Provider
 from sdk.schema.canonical import schema_info

@@ -10,12 +10,16 @@ for a hosted API) is refused, never silently dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
+from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 from sdk._names import canonical_provider
 from sdk.batch._errors import BatchError
-from sdk.batch._hosted import AnthropicBatches, HostedBackend, OpenAIBatches
+from sdk.batch._hosted import AnthropicBatches
+from sdk.batch._hosted import HostedBackend
+from sdk.batch._hosted import OpenAIBatches
 from sdk.batch._local import LocalBackend
 
 __all__ = ["BackendSpec", "build_backend"]
@@ -124,7 +128,8 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
     if spec.provider in ("openai_responses", "openai_chat"):
         import openai
 
-        from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
+        from sdk.providers.openai import OpenAIChatProvider
+        from sdk.providers.openai import OpenAIResponsesProvider
 
         kind = OpenAIChatProvider if spec.provider == "openai_chat" else OpenAIResponsesProvider
         return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)

@@ -34,14 +34,18 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sdk._files import sync_folder
-from sdk.batch._errors import BatchError, StateFileError
+from sdk.batch._errors import BatchError
+from sdk.batch._errors import StateFileError
 
 __all__ = ["FORMAT", "BatchRow", "ItemRow", "JobState", "SubmissionRow", "state_errors"]
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from sdk.batch._lock import running_holder
-from sdk.batch._state import JobState, state_errors
+from sdk.batch._state import JobState
+from sdk.batch._state import state_errors
 
 __all__ = ["JobProgress", "JobSummary", "job_summary", "summarize"]
 

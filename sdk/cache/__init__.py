@@ -19,7 +19,11 @@ owner only), `MemoryCache()` (this process only, for tests), or anything that im
 `Cache` protocol. `cache=True` is a `SQLiteCache` at `default_path()`.
 """
 
-from sdk.cache._entry import Cache, CacheStats, Entry, cache_key, default_path
+from sdk.cache._entry import Cache
+from sdk.cache._entry import CacheStats
+from sdk.cache._entry import Entry
+from sdk.cache._entry import cache_key
+from sdk.cache._entry import default_path
 from sdk.cache._memory import MemoryCache
 from sdk.cache._sqlite import SQLiteCache
 

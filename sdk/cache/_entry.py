@@ -6,16 +6,23 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+from typing import Protocol
 
 from sdk._content import Text
 from sdk._message import Message
-from sdk._records import Note, Usage
-from sdk._tools import Tool, ToolCall
-from sdk.diagnostics import ConstraintDiagnostics, FieldDiagnostics, TokenStep
-from sdk.providers._base import Completion, CompletionRequest
+from sdk._records import Note
+from sdk._records import Usage
+from sdk._tools import Tool
+from sdk._tools import ToolCall
+from sdk.diagnostics import ConstraintDiagnostics
+from sdk.diagnostics import FieldDiagnostics
+from sdk.diagnostics import TokenStep
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
 from sdk.stop_reason import StopReason
 
 __all__ = ["FORMAT", "Cache", "CacheStats", "Entry", "cache_key", "default_path"]

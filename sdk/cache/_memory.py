@@ -6,7 +6,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from sdk.cache._entry import CacheStats, Entry
+from sdk.cache._entry import CacheStats
+from sdk.cache._entry import Entry
 
 __all__ = ["MemoryCache"]
 

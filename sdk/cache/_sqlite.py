@@ -14,11 +14,15 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sdk.cache._entry import FORMAT, CacheStats, Entry, default_path
+from sdk.cache._entry import FORMAT
+from sdk.cache._entry import CacheStats
+from sdk.cache._entry import Entry
+from sdk.cache._entry import default_path
 
 __all__ = ["CacheFileError", "SQLiteCache"]
 

@@ -16,7 +16,13 @@ current directory goes first on `sys.path`, as with `python -m`, so a working-tr
 over an installed copy of it.
 """
 
-from sdk.cli import batch, cache, demo, eval, grammar, schema, serve  # noqa: F401  (each registers)
+from sdk.cli import batch  # noqa: F401  (each registers)
+from sdk.cli import cache  # noqa: F401  (each registers)
+from sdk.cli import demo  # noqa: F401  (each registers)
+from sdk.cli import eval  # noqa: F401  (each registers)
+from sdk.cli import grammar  # noqa: F401  (each registers)
+from sdk.cli import schema  # noqa: F401  (each registers)
+from sdk.cli import serve  # noqa: F401  (each registers)
 from sdk.cli._app import app
 
 __all__ = ["app", "main"]

@@ -6,23 +6,24 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING
+from typing import Annotated
+from typing import Any
 
 import typer
 
-from sdk.cli._app import (
-    CacheOption,
-    CachePathOption,
-    JsonOption,
-    Output,
-    cache_named,
-    command_group,
-    contract_named,
-    errors_exit,
-)
+from sdk.cli._app import CacheOption
+from sdk.cli._app import CachePathOption
+from sdk.cli._app import JsonOption
+from sdk.cli._app import Output
+from sdk.cli._app import cache_named
+from sdk.cli._app import command_group
+from sdk.cli._app import contract_named
+from sdk.cli._app import errors_exit
 
 if TYPE_CHECKING:
-    from sdk.batch import BatchJob, JobProgress
+    from sdk.batch import BatchJob
+    from sdk.batch import JobProgress
 
 __all__ = ["batch_app", "progress_text"]
 
@@ -215,7 +216,8 @@ def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -
     the existing job's own (a new job: the defaults)."""
     from sdk._names import canonical_provider
     from sdk.batch import JobSettings
-    from sdk.batch._setup import BackendSpec, spec_from
+    from sdk.batch._setup import BackendSpec
+    from sdk.batch._setup import spec_from
 
     stored_spec, stored_settings = _stored(state)
     settings = JobSettings(
@@ -235,7 +237,8 @@ def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -
 
 def _stored(state: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """An existing job's backend spec and settings (`None` and `{}` for a new job)."""
-    from sdk.batch._state import JobState, state_errors
+    from sdk.batch._state import JobState
+    from sdk.batch._state import state_errors
 
     if not state.exists():
         return None, {}
@@ -268,9 +271,12 @@ def _check_poll(provider: str, poll_interval: float | None) -> None:
 
 
 def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
-    from sdk.batch import BatchError, BatchJob
-    from sdk.batch._setup import build_backend, spec_from
-    from sdk.batch._state import JobState, state_errors
+    from sdk.batch import BatchError
+    from sdk.batch import BatchJob
+    from sdk.batch._setup import build_backend
+    from sdk.batch._setup import spec_from
+    from sdk.batch._state import JobState
+    from sdk.batch._state import state_errors
 
     stored = JobState(state, readonly=True)
     try:
@@ -339,7 +345,8 @@ class _Display:
     `_PLAIN_EVERY` seconds (and at the end) anywhere else."""
 
     def __init__(self, out: Output) -> None:
-        from rich.progress import BarColumn, Progress
+        from rich.progress import BarColumn
+        from rich.progress import Progress
 
         self.out = out
         self.started = time.monotonic()

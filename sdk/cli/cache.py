@@ -6,11 +6,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
+from typing import Annotated
 
 import typer
 
-from sdk.cli._app import JsonOption, Output, command_group, errors_exit
+from sdk.cli._app import JsonOption
+from sdk.cli._app import Output
+from sdk.cli._app import command_group
+from sdk.cli._app import errors_exit
 
 if TYPE_CHECKING:
     from sdk.cache import SQLiteCache
@@ -31,7 +35,8 @@ PathOption = Annotated[
 def _opened(path: Path | None) -> Iterator[tuple[Output, SQLiteCache | None]]:
     """The output and the cache file (`None`, said, when there is none); a file that is not a
     cache exits 2 with one line."""
-    from sdk.cache import SQLiteCache, default_path
+    from sdk.cache import SQLiteCache
+    from sdk.cache import default_path
 
     out = Output()
     target = path if path is not None else default_path()

@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING
+from typing import Annotated
+from typing import Any
 
 import typer
 
-from sdk.cli._app import (
-    CacheOption,
-    CachePathOption,
-    Output,
-    app,
-    cache_named,
-    contract_named,
-    errors_exit,
-)
+from sdk.cli._app import CacheOption
+from sdk.cli._app import CachePathOption
+from sdk.cli._app import Output
+from sdk.cli._app import app
+from sdk.cli._app import cache_named
+from sdk.cli._app import contract_named
+from sdk.cli._app import errors_exit
 from sdk.eval.arms import ARMS as EVAL_ARMS
 
 if TYPE_CHECKING:
-    from sdk.cache import CacheStats, SQLiteCache
+    from sdk.cache import CacheStats
+    from sdk.cache import SQLiteCache
     from sdk.client import StructuredClient
     from sdk.contract import Contract
-    from sdk.eval import EvalItem, EvalRun
+    from sdk.eval import EvalItem
+    from sdk.eval import EvalRun
 
 __all__ = ["EvalProgress", "eval_command"]
 
@@ -113,9 +115,13 @@ def eval_command(
     from sdk._files import write_atomic
     from sdk.abstention import Thresholds
     from sdk.client import StructuredClient
-    from sdk.eval import load_dataset, print_tables
+    from sdk.eval import load_dataset
+    from sdk.eval import print_tables
     from sdk.eval.calibration import calibrate_run
-    from sdk.eval.report import ACCURACY_FILE, REPORT_FILE, accuracy_svg, html_report
+    from sdk.eval.report import ACCURACY_FILE
+    from sdk.eval.report import REPORT_FILE
+    from sdk.eval.report import accuracy_svg
+    from sdk.eval.report import html_report
     from sdk.eval.runner import RESULTS_FILE
 
     out = Output()
@@ -165,16 +171,15 @@ def _run_with_progress(
 ) -> EvalRun:
     """`run_eval` behind a progress bar on stderr; the failures a user can act on (a changed
     dataset, a provider down, Ctrl-C) exit with one line saying how to go on."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn
+    from rich.progress import MofNCompleteColumn
+    from rich.progress import Progress
+    from rich.progress import TimeElapsedColumn
+    from rich.progress import TimeRemainingColumn
 
     from sdk.errors import ProviderError
-    from sdk.eval import ResumeMismatch, run_eval
+    from sdk.eval import ResumeMismatch
+    from sdk.eval import run_eval
 
     columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress("[progress.description]{task.description}", *columns, console=console.err) as bar:

@@ -8,9 +8,15 @@ from typing import Annotated
 
 import typer
 
-from sdk.cli._app import JsonOption, Output, command_group, errors_exit
-from sdk.grammar import Grammar, check_cases, parse_cases
-from sdk.workflow.versioning import discover_grammars, import_target
+from sdk.cli._app import JsonOption
+from sdk.cli._app import Output
+from sdk.cli._app import command_group
+from sdk.cli._app import errors_exit
+from sdk.grammar import Grammar
+from sdk.grammar import check_cases
+from sdk.grammar import parse_cases
+from sdk.workflow.versioning import discover_grammars
+from sdk.workflow.versioning import import_target
 
 __all__ = ["grammar_app"]
 

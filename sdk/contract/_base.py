@@ -9,19 +9,23 @@ import types
 import typing
 from collections.abc import Mapping
 from enum import Enum
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated
+from typing import Any
+from typing import ClassVar
+from typing import Self
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    GetCoreSchemaHandler,
-    GetJsonSchemaHandler,
-    ValidationError,
-)
+from pydantic import BaseModel
+from pydantic import ConfigDict
+from pydantic import GetCoreSchemaHandler
+from pydantic import GetJsonSchemaHandler
+from pydantic import ValidationError
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic_core import PydanticCustomError
+from pydantic_core import core_schema
 
-from sdk.schema.grounding._spans import GROUNDED_KEYS, SOURCE_QUOTE_KEY, VERBATIM_KEY
+from sdk.schema.grounding._spans import GROUNDED_KEYS
+from sdk.schema.grounding._spans import SOURCE_QUOTE_KEY
+from sdk.schema.grounding._spans import VERBATIM_KEY
 
 __all__ = [
     "GROUNDED_KEYS",

@@ -39,19 +39,35 @@ from __future__ import annotations
 import copy
 import types
 import typing
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import MutableMapping
 from enum import Enum
 from threading import Lock
-from typing import Annotated, Any, Literal, TypeVar, Union, cast
+from typing import Annotated
+from typing import Any
+from typing import Literal
+from typing import TypeVar
+from typing import Union
+from typing import cast
 from weakref import WeakKeyDictionary
 
-from pydantic import Field, ValidationError, ValidationInfo, create_model, model_validator
+from pydantic import Field
+from pydantic import ValidationError
+from pydantic import ValidationInfo
+from pydantic import create_model
+from pydantic import model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from sdk.contract._base import Contract, Verbatim, WireEnum
-from sdk.schema._shape import name_tokens, object_fields, shape_of
-from sdk.schema._vocabulary import REASONING_WORDS, is_escape
+from sdk.contract._base import Contract
+from sdk.contract._base import Verbatim
+from sdk.contract._base import WireEnum
+from sdk.schema._shape import name_tokens
+from sdk.schema._shape import object_fields
+from sdk.schema._shape import shape_of
+from sdk.schema._vocabulary import REASONING_WORDS
+from sdk.schema._vocabulary import is_escape
 from sdk.schema.canonical import shared_schema
 
 __all__ = [

@@ -42,30 +42,44 @@ import copy
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from sdk._cost import attempts_cost
 from sdk._records import Usage
-from sdk.cache import Cache, Entry, cache_key
-from sdk.engine.kinds._kind import Accepted, Ask, Ending, OutputKind, Shared, StreamView
-from sdk.engine.retry import RetrySettings, TransportRetries
-from sdk.errors import (
-    Attempt,
-    InvalidOutput,
-    ProviderError,
-    ProviderRetriesExhausted,
-    RefusedOutput,
-    RetriesExhausted,
-    SourceMissing,
-    StructuredOutputError,
-    TruncatedOutput,
-    UnsupportedRequest,
-)
-from sdk.hooks import CallInfo, Hooks, run_hooks
-from sdk.providers._base import Completion, CompletionRequest, Message
-from sdk.providers._errors import is_retryable, provider_error
+from sdk.cache import Cache
+from sdk.cache import Entry
+from sdk.cache import cache_key
+from sdk.engine.kinds._kind import Accepted
+from sdk.engine.kinds._kind import Ask
+from sdk.engine.kinds._kind import Ending
+from sdk.engine.kinds._kind import OutputKind
+from sdk.engine.kinds._kind import Shared
+from sdk.engine.kinds._kind import StreamView
+from sdk.engine.retry import RetrySettings
+from sdk.engine.retry import TransportRetries
+from sdk.errors import Attempt
+from sdk.errors import InvalidOutput
+from sdk.errors import ProviderError
+from sdk.errors import ProviderRetriesExhausted
+from sdk.errors import RefusedOutput
+from sdk.errors import RetriesExhausted
+from sdk.errors import SourceMissing
+from sdk.errors import StructuredOutputError
+from sdk.errors import TruncatedOutput
+from sdk.errors import UnsupportedRequest
+from sdk.hooks import CallInfo
+from sdk.hooks import Hooks
+from sdk.hooks import run_hooks
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.providers._errors import is_retryable
+from sdk.providers._errors import provider_error
 from sdk.providers._provider import Provider
 
 __all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send"]

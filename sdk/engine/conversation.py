@@ -4,12 +4,17 @@ feedback that tells the model what was wrong with its last reply (bounded, whate
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
 
-from sdk._content import Part, Text, parts_of
+from sdk._content import Part
+from sdk._content import Text
+from sdk._content import parts_of
 from sdk.contract import Contract
-from sdk.errors import InvalidOutput, Violation
+from sdk.errors import InvalidOutput
+from sdk.errors import Violation
 from sdk.grammar import Grammar
 from sdk.providers._base import Message
 

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
-from sdk.engine.attempts import Attempts, Decision, Done, Fail, Retry, Send
-from sdk.errors import ProviderError, StructuredOutputError
-from sdk.providers._base import Completion, TextDelta
+from sdk.engine.attempts import Attempts
+from sdk.engine.attempts import Done
+from sdk.engine.attempts import Fail
+from sdk.engine.attempts import Retry
+from sdk.engine.attempts import Send
+from sdk.errors import ProviderError
+from sdk.errors import StructuredOutputError
+from sdk.providers._base import Completion
+from sdk.providers._base import TextDelta
 
 __all__ = ["acomplete", "astream", "complete", "stream"]
 
@@ -36,19 +45,22 @@ def _deadline(machine: Attempts, send: Send) -> float | None:
     return time.monotonic() + (send.deadline - machine.clock())
 
 
-def _after(machine: Attempts, failure: BaseException, shown: Any) -> Decision:
-    """The decision on a request that raised: a transport error, or refused before sending."""
-    if isinstance(failure, ProviderError):
-        return machine.on_transport_error(failure, shown)
-    if isinstance(failure, StructuredOutputError):
-        return machine.on_refused(failure)
-    raise failure
-
-
-def _wait(decision: Decision) -> float:
-    """How long to wait before the next request; a `Fail`'s error raised."""
+def _decided(machine: Attempts, outcome: Completion | BaseException, shown: Any) -> Done | float:
+    """The machine's answer to one request's outcome (its completion, or the error it raised:
+    a transport error, or a request refused before sending): the call's result, or how long to
+    wait before the next request. A `Fail`'s error, or anything else raised, is raised."""
+    if isinstance(outcome, Completion):
+        decision = machine.on_reply(outcome, shown)
+    elif isinstance(outcome, ProviderError):
+        decision = machine.on_transport_error(outcome, shown)
+    elif isinstance(outcome, StructuredOutputError):
+        decision = machine.on_refused(outcome)
+    else:
+        raise outcome
     if isinstance(decision, Fail):
         raise decision.error
+    if isinstance(decision, Done):
+        return decision
     assert isinstance(decision, Retry)
     return decision.wait
 
@@ -57,7 +69,6 @@ class _Shown:
     """One streamed attempt: what its view shows, the last of it, and its completion."""
 
     def __init__(self, machine: Attempts) -> None:
-        self._machine = machine
         self._view = machine.view()
         self.last: Any = None
         self.completion: Completion | None = None
@@ -71,9 +82,9 @@ class _Shown:
     def end(self) -> list[Any]:
         return self._keep(self._view.finish())
 
-    def decide(self) -> Decision:
+    def outcome(self) -> Completion:
         assert self.completion is not None  # the driver ends every stream with one, or raises
-        return self._machine.on_reply(self.completion, self.last)
+        return self.completion
 
     def _keep(self, shown: list[Any]) -> list[Any]:
         if shown:
@@ -82,29 +93,32 @@ class _Shown:
 
 
 # --- sync ---
+# `done` starts as the response cache's answer (None on a miss); each loop turn sends one request
+# and reads the machine's answer: done, or a wait before the next turn.
 
 
 def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
     """Run a call to its result (or raise its error)."""
-    with machine.abandoned_on_exit() as cached:
-        while cached is None:
+    with machine.abandoned_on_exit() as done:
+        while done is None:
             send = _next(machine)
             try:
-                reply = send.provider.complete(send.request, deadline=_deadline(machine, send))
+                outcome: Completion | BaseException = send.provider.complete(
+                    send.request, deadline=_deadline(machine, send)
+                )
             except StructuredOutputError as failure:
-                decision = _after(machine, failure, None)
-            else:
-                decision = machine.on_reply(reply)
-            if isinstance(decision, Done):
-                return decision.result
-            sleep(_wait(decision))
-        return cached.result  # the response cache had the answer
+                outcome = failure
+            answer = _decided(machine, outcome, None)
+            if isinstance(answer, Done):
+                return answer.result
+            sleep(answer)
+        return done.result
 
 
 def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    with machine.abandoned_on_exit() as cached:
-        while cached is None:
+    with machine.abandoned_on_exit() as done:
+        while done is None:
             send, shown = _next(machine), _Shown(machine)
             try:
                 items = send.provider.stream(send.request, deadline=_deadline(machine, send))
@@ -112,14 +126,15 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
                     for item in items:
                         yield from shown.show(item)
                 yield from shown.end()
-                decision = shown.decide()
+                outcome: Completion | BaseException = shown.outcome()
             except StructuredOutputError as failure:
-                decision = _after(machine, failure, shown.last)
-            if isinstance(decision, Done):
-                yield decision.result
-                return
-            sleep(_wait(decision))
-        yield cached.result
+                outcome = failure
+            answer = _decided(machine, outcome, shown.last)
+            if not isinstance(answer, Done):
+                sleep(answer)
+                continue
+            done = answer
+        yield done.result
 
 
 # --- async: the same loops, awaited ---
@@ -127,29 +142,30 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 
 async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]) -> Any:
     """Run a call to its result (or raise its error)."""
-    with machine.abandoned_on_exit() as cached:
-        while cached is None:
+    with machine.abandoned_on_exit() as done:
+        while done is None:
             send = _next(machine)
+            outcome: Completion | BaseException
             try:
                 deadline = _deadline(machine, send)
-                reply = await send.provider.acomplete(send.request, deadline=deadline)
+                outcome = await send.provider.acomplete(send.request, deadline=deadline)
             except StructuredOutputError as failure:
-                decision = _after(machine, failure, None)
-            else:
-                decision = machine.on_reply(reply)
-            if isinstance(decision, Done):
-                return decision.result
-            await sleep(_wait(decision))
-        return cached.result
+                outcome = failure
+            answer = _decided(machine, outcome, None)
+            if isinstance(answer, Done):
+                return answer.result
+            await sleep(answer)
+        return done.result
 
 
 async def astream(
     machine: Attempts, sleep: Callable[[float], Awaitable[None]]
 ) -> AsyncIterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    with machine.abandoned_on_exit() as cached:
-        while cached is None:
+    with machine.abandoned_on_exit() as done:
+        while done is None:
             send, shown = _next(machine), _Shown(machine)
+            outcome: Completion | BaseException
             try:
                 items = send.provider.astream(send.request, deadline=_deadline(machine, send))
                 async with contextlib.aclosing(items):  # type: ignore[type-var]
@@ -158,11 +174,12 @@ async def astream(
                             yield each
                 for each in shown.end():
                     yield each
-                decision = shown.decide()
+                outcome = shown.outcome()
             except StructuredOutputError as failure:
-                decision = _after(machine, failure, shown.last)
-            if isinstance(decision, Done):
-                yield decision.result
-                return
-            await sleep(_wait(decision))
-        yield cached.result
+                outcome = failure
+            answer = _decided(machine, outcome, shown.last)
+            if not isinstance(answer, Done):
+                await sleep(answer)
+                continue
+            done = answer
+        yield done.result

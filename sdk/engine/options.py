@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal, get_type_hints
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
+from typing import Literal
+from typing import get_type_hints
 
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
-from sdk.engine.conversation import MessageLike, PromptLike
-from sdk.providers._profile import SAMPLING_OPTIONS, SamplingOptions
+from sdk.engine.conversation import MessageLike
+from sdk.engine.conversation import PromptLike
+from sdk.providers._profile import SAMPLING_OPTIONS
+from sdk.providers._profile import SamplingOptions
 
 __all__ = [
     "SAMPLING_OPTIONS",

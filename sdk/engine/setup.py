@@ -7,25 +7,51 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast, get_type_hints
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
+from typing import Any
+from typing import Literal
+from typing import cast
+from typing import get_type_hints
 
-from sdk._tools import Tool, ToolChoice
+from sdk._tools import Tool
+from sdk._tools import ToolChoice
 from sdk.abstention import Thresholds
-from sdk.cache import Cache, SQLiteCache
-from sdk.contract import Contract, require_contract
+from sdk.cache import Cache
+from sdk.cache import SQLiteCache
+from sdk.contract import Contract
+from sdk.contract import require_contract
 from sdk.engine.attempts import Attempts
-from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY, conversation
+from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
+from sdk.engine.conversation import conversation
 from sdk.engine.envelope import envelope_of
-from sdk.engine.kinds import Document, GrammarOutput, OutputKind, Parsing, Shared, TwoPhase
+from sdk.engine.kinds import Document
+from sdk.engine.kinds import GrammarOutput
+from sdk.engine.kinds import OutputKind
+from sdk.engine.kinds import Parsing
+from sdk.engine.kinds import Shared
+from sdk.engine.kinds import TwoPhase
 from sdk.engine.kinds.guided import Guided
-from sdk.engine.kinds.tools import Tools, check_tools, tool_conversation
-from sdk.engine.options import OPTIONS, CallOptions, check_options, did_you_mean, split_options
-from sdk.engine.retry import DEFAULT_BACKOFF, Backoff, MaxTokensRamp, RetrySettings
+from sdk.engine.kinds.tools import Tools
+from sdk.engine.kinds.tools import check_tools
+from sdk.engine.kinds.tools import tool_conversation
+from sdk.engine.options import OPTIONS
+from sdk.engine.options import CallOptions
+from sdk.engine.options import check_options
+from sdk.engine.options import did_you_mean
+from sdk.engine.options import split_options
+from sdk.engine.retry import DEFAULT_BACKOFF
+from sdk.engine.retry import Backoff
+from sdk.engine.retry import MaxTokensRamp
+from sdk.engine.retry import RetrySettings
 from sdk.grammar import Grammar
 from sdk.hooks import Hooks
-from sdk.parsing.parser import EnumCase, validators_context
+from sdk.parsing.parser import EnumCase
+from sdk.parsing.parser import validators_context
 from sdk.providers._base import unsupported
 from sdk.providers._provider import Provider
 

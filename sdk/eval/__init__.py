@@ -7,42 +7,44 @@ that say when a difference is noise. `sdk eval DATASET --contract MODULE:NAME` o
 line; `load_dataset` and `run_eval` here.
 """
 
-from sdk.eval.arms import ARM_TITLES, ARMS, ArmUnavailable, PreparedArm, prepare_arm, run_arm
-from sdk.eval.dataset import (
-    DEFAULT_PROMPT,
-    DatasetError,
-    EvalItem,
-    item_digest,
-    load_dataset,
-    parse_dataset,
-)
-from sdk.eval.metrics import ArmMetrics, FieldScore, MassSummary, Outcome, arm_metrics, score
-from sdk.eval.report import (
-    html_report,
-    markdown_table,
-    print_tables,
-    terminal_tables,
-    verdict,
-    write_html,
-)
-from sdk.eval.runner import (
-    RESULTS_FILE,
-    EvalRun,
-    Pair,
-    ResumeMismatch,
-    load_results,
-    run_eval,
-    summarize,
-)
-from sdk.eval.stats import (
-    Interval,
-    McNemar,
-    PairedDifference,
-    binomial_two_sided,
-    mcnemar_exact,
-    paired_bootstrap,
-    wilson_interval,
-)
+from sdk.eval.arms import ARM_TITLES
+from sdk.eval.arms import ARMS
+from sdk.eval.arms import ArmUnavailable
+from sdk.eval.arms import PreparedArm
+from sdk.eval.arms import prepare_arm
+from sdk.eval.arms import run_arm
+from sdk.eval.dataset import DEFAULT_PROMPT
+from sdk.eval.dataset import DatasetError
+from sdk.eval.dataset import EvalItem
+from sdk.eval.dataset import item_digest
+from sdk.eval.dataset import load_dataset
+from sdk.eval.dataset import parse_dataset
+from sdk.eval.metrics import ArmMetrics
+from sdk.eval.metrics import FieldScore
+from sdk.eval.metrics import MassSummary
+from sdk.eval.metrics import Outcome
+from sdk.eval.metrics import arm_metrics
+from sdk.eval.metrics import score
+from sdk.eval.report import html_report
+from sdk.eval.report import markdown_table
+from sdk.eval.report import print_tables
+from sdk.eval.report import terminal_tables
+from sdk.eval.report import verdict
+from sdk.eval.report import write_html
+from sdk.eval.runner import RESULTS_FILE
+from sdk.eval.runner import EvalRun
+from sdk.eval.runner import Pair
+from sdk.eval.runner import ResumeMismatch
+from sdk.eval.runner import load_results
+from sdk.eval.runner import run_eval
+from sdk.eval.runner import summarize
+from sdk.eval.stats import Interval
+from sdk.eval.stats import McNemar
+from sdk.eval.stats import PairedDifference
+from sdk.eval.stats import binomial_two_sided
+from sdk.eval.stats import mcnemar_exact
+from sdk.eval.stats import paired_bootstrap
+from sdk.eval.stats import wilson_interval
 
 __all__ = [
     "ARMS",

@@ -35,27 +35,32 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from collections.abc import Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+from typing import Final
 
-from sdk.abstention import Thresholds, abstain, value_start_masses
+from sdk.abstention import Thresholds
+from sdk.abstention import abstain
+from sdk.abstention import value_start_masses
 from sdk.client import StructuredClient
 from sdk.contract import Contract
-from sdk.contract.derived import (
-    answer_first,
-    escape_members,
-    evidence_gated,
-    null_only,
-    nullable_fields,
-    presence,
-    reasoning_field,
-    ungated,
-    widen,
-)
-from sdk.errors import ProviderError, StructuredOutputError
+from sdk.contract.derived import answer_first
+from sdk.contract.derived import escape_members
+from sdk.contract.derived import evidence_gated
+from sdk.contract.derived import null_only
+from sdk.contract.derived import nullable_fields
+from sdk.contract.derived import presence
+from sdk.contract.derived import reasoning_field
+from sdk.contract.derived import ungated
+from sdk.contract.derived import widen
+from sdk.errors import ProviderError
+from sdk.errors import StructuredOutputError
 from sdk.eval.dataset import EvalItem
-from sdk.eval.metrics import Outcome, score
+from sdk.eval.metrics import Outcome
+from sdk.eval.metrics import score
 from sdk.parsing import compile_contract
 from sdk.schema.canonical import schema_info
 

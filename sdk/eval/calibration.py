@@ -8,7 +8,10 @@ Outcomes without a valid value are left out: there was no decision to calibrate.
 
 from __future__ import annotations
 
-from sdk.abstention import DEFAULT_MAX_FALSE_ABSTENTION, Sample, Thresholds, calibrate
+from sdk.abstention import DEFAULT_MAX_FALSE_ABSTENTION
+from sdk.abstention import Sample
+from sdk.abstention import Thresholds
+from sdk.abstention import calibrate
 from sdk.eval.runner import EvalRun
 
 __all__ = ["calibrate_run", "calibration_samples"]

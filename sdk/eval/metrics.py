@@ -16,12 +16,16 @@ the document, exact-copy accuracy).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
-from sdk.eval.stats import Interval, wilson_interval
+from sdk.eval.stats import Interval
+from sdk.eval.stats import wilson_interval
 
 __all__ = [
     "ArmMetrics",

@@ -15,7 +15,8 @@ from typing import Any
 
 from sdk._files import write_atomic
 from sdk.eval.arms import ARM_TITLES
-from sdk.eval.runner import EvalRun, Pair
+from sdk.eval.runner import EvalRun
+from sdk.eval.runner import Pair
 from sdk.eval.stats import Interval
 
 __all__ = [

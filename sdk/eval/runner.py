@@ -21,9 +21,13 @@ or `fresh=True`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +35,19 @@ from sdk._files import write_atomic
 from sdk.abstention import Thresholds
 from sdk.client import StructuredClient
 from sdk.contract import Contract
-from sdk.contract.derived import escape_members, widen
-from sdk.eval.arms import ARMS, ArmUnavailable, PreparedArm, prepare_arm, run_arm
+from sdk.contract.derived import escape_members
+from sdk.contract.derived import widen
+from sdk.eval.arms import ARMS
+from sdk.eval.arms import ArmUnavailable
+from sdk.eval.arms import PreparedArm
+from sdk.eval.arms import prepare_arm
+from sdk.eval.arms import run_arm
 from sdk.eval.dataset import EvalItem
-from sdk.eval.metrics import ArmMetrics, Outcome, arm_metrics
-from sdk.eval.stats import PairedDifference, paired_bootstrap
+from sdk.eval.metrics import ArmMetrics
+from sdk.eval.metrics import Outcome
+from sdk.eval.metrics import arm_metrics
+from sdk.eval.stats import PairedDifference
+from sdk.eval.stats import paired_bootstrap
 from sdk.schema.canonical import schema_info
 
 __all__ = [

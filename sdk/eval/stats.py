@@ -39,8 +39,11 @@ class Interval:
     """A point estimate and its interval."""
 
     estimate: float
+    """The point estimate."""
     low: float
+    """The interval's lower bound."""
     high: float
+    """The interval's upper bound."""
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high

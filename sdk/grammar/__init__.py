@@ -9,17 +9,21 @@ data. No I/O.
 
 from sdk.grammar._compiled import lark_literal
 from sdk.grammar._gbnf_to_lark import gbnf_to_lark
-from sdk.grammar._grammar import (
-    Grammar,
-    GrammarCheck,
-    GrammarSyntax,
-    InvalidGrammar,
-    UnconvertibleGrammar,
-    grammar_fingerprint,
-)
-from sdk.grammar._lark_to_gbnf import lark_to_gbnf, to_gbnf
-from sdk.grammar._recognize import GrammarMiss, parse_grammar, recognize
-from sdk.grammar.harness import CaseFailure, GrammarCaseReport, check_cases, parse_cases
+from sdk.grammar._grammar import Grammar
+from sdk.grammar._grammar import GrammarCheck
+from sdk.grammar._grammar import GrammarSyntax
+from sdk.grammar._grammar import InvalidGrammar
+from sdk.grammar._grammar import UnconvertibleGrammar
+from sdk.grammar._grammar import grammar_fingerprint
+from sdk.grammar._lark_to_gbnf import lark_to_gbnf
+from sdk.grammar._lark_to_gbnf import to_gbnf
+from sdk.grammar._recognize import GrammarMiss
+from sdk.grammar._recognize import parse_grammar
+from sdk.grammar._recognize import recognize
+from sdk.grammar.harness import CaseFailure
+from sdk.grammar.harness import GrammarCaseReport
+from sdk.grammar.harness import check_cases
+from sdk.grammar.harness import parse_cases
 
 __all__ = [
     "CaseFailure",

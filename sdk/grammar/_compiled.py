@@ -18,17 +18,24 @@ import contextlib
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import lark
 import regex
-from lark.grammar import NonTerminal, Terminal
-from lark.load_grammar import _parse_grammar, eval_escaping, load_grammar, stdlib_loader
+from lark.grammar import NonTerminal
+from lark.grammar import Terminal
+from lark.load_grammar import _parse_grammar
+from lark.load_grammar import eval_escaping
+from lark.load_grammar import load_grammar
+from lark.load_grammar import stdlib_loader
 
-from sdk.grammar._automaton import Automaton, TerminalTooLarge
-from sdk.grammar._errors import InvalidGrammar, UnconvertibleGrammar
+from sdk.grammar._automaton import Automaton
+from sdk.grammar._automaton import TerminalTooLarge
+from sdk.grammar._errors import InvalidGrammar
+from sdk.grammar._errors import UnconvertibleGrammar
 from sdk.schema import _regex as rx
 from sdk.schema._unicode import case_fold
 

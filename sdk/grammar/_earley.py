@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 
 from sdk.grammar._compiled import CompiledGrammar
 from sdk.grammar._errors import InvalidGrammar

@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass
 
 from sdk.grammar._compiled import lark_literal
-from sdk.grammar._errors import InvalidGrammar, UnconvertibleGrammar
+from sdk.grammar._errors import InvalidGrammar
+from sdk.grammar._errors import UnconvertibleGrammar
 from sdk.schema import _regex as rx
 from sdk.schema.gbnf._gbnf_text import char_class as gbnf_char_class
 

@@ -13,12 +13,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+from typing import Literal
 
-from sdk.grammar._compiled import compile_grammar, compiled_lark
-from sdk.grammar._errors import InvalidGrammar, UnconvertibleGrammar
+from sdk.grammar._compiled import compile_grammar
+from sdk.grammar._compiled import compiled_lark
+from sdk.grammar._errors import InvalidGrammar
+from sdk.grammar._errors import UnconvertibleGrammar
 from sdk.schema.canonical import SchemaInfo
 
 __all__ = [

@@ -25,13 +25,17 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from lark.grammar import NonTerminal, Terminal
+from lark.grammar import NonTerminal
+from lark.grammar import Terminal
 
-from sdk.grammar._compiled import CompiledGrammar, compile_grammar
+from sdk.grammar._compiled import CompiledGrammar
+from sdk.grammar._compiled import compile_grammar
 from sdk.grammar._errors import UnconvertibleGrammar
 from sdk.grammar._gbnf_to_lark import gbnf_for_llamacpp
 from sdk.grammar._grammar import Grammar
-from sdk.grammar._lexing import END, first_and_follow, lexing_conflicts
+from sdk.grammar._lexing import END
+from sdk.grammar._lexing import first_and_follow
+from sdk.grammar._lexing import lexing_conflicts
 from sdk.schema import _regex as rx
 from sdk.schema.gbnf._gbnf_text import char_class as _char_class
 from sdk.schema.gbnf._gbnf_text import literal as _literal

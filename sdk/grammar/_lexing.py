@@ -18,7 +18,9 @@ import functools
 from collections import deque
 from collections.abc import Iterator
 
-from sdk.grammar._compiled import CompiledGrammar, TerminalDef, same_lead_byte
+from sdk.grammar._compiled import CompiledGrammar
+from sdk.grammar._compiled import TerminalDef
+from sdk.grammar._compiled import same_lead_byte
 from sdk.schema import _regex as rx
 
 __all__ = ["END", "first_and_follow", "lexing_conflicts"]

@@ -16,16 +16,23 @@ No I/O.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from sdk.errors import CheckFailed, GrammarViolation, Violation, summarize
+from sdk.errors import CheckFailed
+from sdk.errors import GrammarViolation
+from sdk.errors import Violation
+from sdk.errors import summarize
 from sdk.grammar._compiled import compile_grammar
 from sdk.grammar._earley import Recognizer
 from sdk.grammar._grammar import Grammar
-from sdk.parsing.parser import DEFAULT_CLEAN_STOPS, Parsed, check_stop, validators_context
+from sdk.parsing.parser import DEFAULT_CLEAN_STOPS
+from sdk.parsing.parser import Parsed
+from sdk.parsing.parser import check_stop
+from sdk.parsing.parser import validators_context
 from sdk.stop_reason import StopReason
 
 __all__ = ["GrammarMiss", "parse_grammar", "recognize"]

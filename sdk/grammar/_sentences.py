@@ -17,7 +17,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sdk.grammar._compiled import CompiledGrammar, GrammarRule, Symbol
+from sdk.grammar._compiled import CompiledGrammar
+from sdk.grammar._compiled import GrammarRule
+from sdk.grammar._compiled import Symbol
 from sdk.grammar._earley import Recognizer
 from sdk.schema import _regex as rx
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 
 from sdk.grammar._grammar import Grammar
-from sdk.grammar._recognize import GrammarMiss, recognize
+from sdk.grammar._recognize import GrammarMiss
+from sdk.grammar._recognize import recognize
 
 __all__ = ["CaseFailure", "GrammarCaseReport", "check_cases", "parse_cases"]
 

@@ -17,8 +17,10 @@ The codecs import these; nothing here talks to a provider.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import Any
+from typing import Literal
 
 from sdk.grammar._grammar import Grammar
 from sdk.grammar._lark_to_gbnf import to_gbnf

@@ -11,16 +11,20 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 from weakref import WeakKeyDictionary
 
 import jsonschema
 import jsonschema_rs
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import best_match
 
-from sdk._pointer import escape_pointer, pointer_of
+from sdk._pointer import escape_pointer
+from sdk._pointer import pointer_of
 from sdk.errors import Violation
-from sdk.parsing._limits import MAX_DEPTH, schema_depth
+from sdk.parsing._limits import MAX_DEPTH
+from sdk.parsing._limits import schema_depth
 from sdk.parsing._walk import SchemaWalker
 from sdk.schema._shape import shape_of
 from sdk.schema.canonical import shared_schema

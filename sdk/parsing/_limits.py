@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 import re
 import sys
-from typing import Any, Final
+from typing import Any
+from typing import Final
 
 from sdk._pointer import resolve_ref
 from sdk._records import shorten

@@ -8,11 +8,14 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
-from sdk._pointer import escape_pointer, resolve_ref
+from sdk._pointer import escape_pointer
+from sdk._pointer import resolve_ref
 from sdk.schema.canonical import subschemas
 
 __all__ = ["Hit", "SchemaWalker"]

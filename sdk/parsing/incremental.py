@@ -42,12 +42,23 @@ import json.scanner
 import re
 from collections.abc import Callable
 from itertools import islice
-from typing import Any, Final, Generic, TypeVar
+from typing import Any
+from typing import Final
+from typing import Generic
+from typing import TypeVar
 
-from sdk._pointer import escape_pointer, lookup, pointer_of, split_pointer
+from sdk._pointer import escape_pointer
+from sdk._pointer import lookup
+from sdk._pointer import pointer_of
+from sdk._pointer import split_pointer
 from sdk.contract import Contract
-from sdk.errors import InvalidJSON, Violation
-from sdk.parsing._limits import MAX_DEPTH, NumberOutOfRange, finite_float, json_int, too_deep
+from sdk.errors import InvalidJSON
+from sdk.errors import Violation
+from sdk.parsing._limits import MAX_DEPTH
+from sdk.parsing._limits import NumberOutOfRange
+from sdk.parsing._limits import finite_float
+from sdk.parsing._limits import json_int
+from sdk.parsing._limits import too_deep
 
 __all__ = ["Partial", "PartialReader"]
 

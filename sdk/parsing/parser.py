@@ -18,38 +18,46 @@ import json
 import re
 import sys
 import typing
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+from typing import Generic
+from typing import Literal
+from typing import TypeVar
 
 import pydantic
 import pydantic_core
 
-from sdk._pointer import escape_pointer, pointer_of
-from sdk._records import Note, shorten
-from sdk.contract import SOURCE_QUOTE_KEY, VERBATIM_KEY, Contract, require_contract
-from sdk.errors import (
-    CheckFailed,
-    ContentFiltered,
-    ContractViolation,
-    InvalidJSON,
-    RefusedOutput,
-    SchemaViolation,
-    SourceMissing,
-    TruncatedOutput,
-    UnexpectedStop,
-    Violation,
-    summarize,
-)
-from sdk.parsing._compiled import CompiledContract, compile_contract
-from sdk.parsing._limits import (
-    MAX_DEPTH,
-    NumberOutOfRange,
-    depth_position,
-    finite_float,
-    too_deep,
-    too_long,
-)
+from sdk._pointer import escape_pointer
+from sdk._pointer import pointer_of
+from sdk._records import Note
+from sdk._records import shorten
+from sdk.contract import SOURCE_QUOTE_KEY
+from sdk.contract import VERBATIM_KEY
+from sdk.contract import Contract
+from sdk.contract import require_contract
+from sdk.errors import CheckFailed
+from sdk.errors import ContentFiltered
+from sdk.errors import ContractViolation
+from sdk.errors import InvalidJSON
+from sdk.errors import RefusedOutput
+from sdk.errors import SchemaViolation
+from sdk.errors import SourceMissing
+from sdk.errors import TruncatedOutput
+from sdk.errors import UnexpectedStop
+from sdk.errors import Violation
+from sdk.errors import summarize
+from sdk.parsing._compiled import CompiledContract
+from sdk.parsing._compiled import compile_contract
+from sdk.parsing._limits import MAX_DEPTH
+from sdk.parsing._limits import NumberOutOfRange
+from sdk.parsing._limits import depth_position
+from sdk.parsing._limits import finite_float
+from sdk.parsing._limits import too_deep
+from sdk.parsing._limits import too_long
 from sdk.schema.grounding import grounded_kind
 from sdk.stop_reason import StopReason
 
@@ -455,7 +463,9 @@ def _validate_contract(
     if compiled.quotes.any_wanted:
         if source is None:
             marked = _marked(compiled, data)
-            pointers = ", ".join(pointer for pointer, _ in marked) or "none in this value"
+            if not marked:
+                return value  # nothing to verify: every quote empty ("no evidence") or null
+            pointers = ", ".join(pointer for pointer, _ in marked)
             raise SourceMissing(
                 f"{contract.__name__} has values checked against the source (SourceQuote, "
                 f"Verbatim: {pointers}) but no source was given to verify them; pass source=...",
@@ -476,8 +486,15 @@ def _validate_contract(
 
 
 def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
-    """Pointer and annotation of each source-checked string in `data`."""
-    return [(hit.pointer, grounded_kind(hit.schema) or "") for hit in compiled.quotes.walk(data)]
+    """Pointer and annotation of each string in `data` that only the source can verify: every
+    `Verbatim` string and every non-empty `SourceQuote` (an empty quote means "no evidence"
+    and a null value "not stated": neither needs the source)."""
+    marked = []
+    for hit in compiled.quotes.walk(data):
+        kind = grounded_kind(hit.schema) or ""
+        if isinstance(hit.value, str) and (hit.value or kind == VERBATIM_KEY):
+            marked.append((hit.pointer, kind))
+    return marked
 
 
 def _quote_violations(

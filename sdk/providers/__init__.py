@@ -4,16 +4,14 @@ stream reader); two drivers (`_drivers`) send them, sync and async, inside one f
 from typing import TYPE_CHECKING
 
 from sdk._lazy import lazy_names
-from sdk.providers._base import (
-    Codec,
-    Completion,
-    CompletionRequest,
-    Exchange,
-    Message,
-    Reply,
-    StreamReader,
-    TextDelta,
-)
+from sdk.providers._base import Codec
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Message
+from sdk.providers._base import Reply
+from sdk.providers._base import StreamReader
+from sdk.providers._base import TextDelta
 from sdk.providers._provider import Provider
 from sdk.providers.fallback import FallbackProvider
 from sdk.providers.limit import ConcurrencyLimit
@@ -26,7 +24,8 @@ if TYPE_CHECKING:
     from sdk.providers.anthropic import AnthropicProvider
     from sdk.providers.embedded import EmbeddedProvider
     from sdk.providers.gemini import GeminiProvider
-    from sdk.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
+    from sdk.providers.openai import OpenAIChatProvider
+    from sdk.providers.openai import OpenAIResponsesProvider
 
 # The hosted adapters import their SDK (an optional extra), so they load on first use: importing
 # `sdk.providers` works without the `anthropic`, `openai` or `google-genai` package installed.

@@ -9,23 +9,36 @@ they are tested without servers and shared by the sync and async drivers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Literal
+from typing import Protocol
 
 from sdk._content import Text
 from sdk._message import Message
 from sdk._records import Note
 from sdk._result import Usage
-from sdk._tools import Tool, ToolCall, ToolChoice
-from sdk.providers._profile import Profile, finished
-from sdk.schema.canonical import SchemaInfo, schema_info, shared_schema
-from sdk.schema.dialects import WireSchema, to_wire
+from sdk._tools import Tool
+from sdk._tools import ToolCall
+from sdk._tools import ToolChoice
+from sdk.providers._profile import Profile
+from sdk.providers._profile import finished
+from sdk.schema.canonical import SchemaInfo
+from sdk.schema.canonical import schema_info
+from sdk.schema.canonical import shared_schema
+from sdk.schema.dialects import WireSchema
+from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
     from sdk.contract import Contract
-    from sdk.errors import ProviderError, UnsupportedRequest
+    from sdk.errors import ProviderError
+    from sdk.errors import UnsupportedRequest
     from sdk.grammar import Grammar
 
 __all__ = [

@@ -22,14 +22,17 @@ import logging
 import re
 import traceback
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sdk.errors import ProviderError, StructuredOutputError
+from sdk.errors import ProviderError
+from sdk.errors import StructuredOutputError
 from sdk.providers._base import Codec
-from sdk.providers._errors import is_retryable, provider_error
+from sdk.providers._errors import is_retryable
+from sdk.providers._errors import provider_error
 
 __all__ = ["RedactedCause", "Redactor", "Seen", "bounded", "fault_boundary"]
 

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
-from sdk._content import PDF, Image, Text
+from sdk._content import PDF
+from sdk._content import Image
+from sdk._content import Text
 from sdk._result import Usage
-from sdk._tools import Tool, ToolCall, arguments_object
-from sdk.providers._base import (
-    Completion,
-    CompletionRequest,
-    Message,
-    TextDelta,
-    ToolCallDelta,
-    unsupported,
-)
+from sdk._tools import Tool
+from sdk._tools import ToolCall
+from sdk._tools import arguments_object
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolCallDelta
+from sdk.providers._base import unsupported
 from sdk.providers._errors import provider_error
 from sdk.stop_reason import StopReason
 

@@ -22,9 +22,11 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
 from sdk.errors import ControlTokenInContent
 from sdk.providers._base import CompletionRequest

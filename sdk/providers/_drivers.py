@@ -13,13 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Protocol
+from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from contextlib import asynccontextmanager
+from typing import Any
+from typing import Protocol
 
-from sdk.providers._base import Codec, Completion, CompletionRequest, Exchange, Reply, TextDelta
-from sdk.providers._boundary import Redactor, Seen, fault_boundary
-from sdk.providers._transports import AsyncTransport, Transport, deadline_error
+from sdk.providers._base import Codec
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Reply
+from sdk.providers._base import TextDelta
+from sdk.providers._boundary import Redactor
+from sdk.providers._boundary import Seen
+from sdk.providers._boundary import fault_boundary
+from sdk.providers._transports import AsyncTransport
+from sdk.providers._transports import Transport
+from sdk.providers._transports import deadline_error
 
 __all__ = ["Driven", "acomplete", "astream", "complete", "stream"]
 
@@ -53,12 +65,10 @@ def complete(
     provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Completion:
     """Send `request` and read the whole reply."""
-    codec = provider.codec
-    exchange = _built(codec, request, stream=False)
-    transport = provider.transport()
-    with fault_boundary(codec, provider.redactor) as seen:
+    exchange, transport = _built(provider, request, stream=False), provider.transport()
+    with fault_boundary(provider.codec, provider.redactor) as seen:
         exchange = _prepared(transport, exchange, seen, deadline)
-        return codec.read(transport.send(exchange, seen, deadline), request)
+        return provider.codec.read(transport.send(exchange, seen, deadline), request)
 
 
 def stream(
@@ -66,8 +76,7 @@ def stream(
 ) -> Iterator[TextDelta | Completion]:
     """Text deltas as they arrive, then the `Completion`."""
     codec = provider.codec
-    exchange = _built(codec, request, stream=True)
-    transport = provider.transport()
+    exchange, transport = _built(provider, request, stream=True), provider.transport()
     with fault_boundary(codec, provider.redactor) as seen:
         exchange = _prepared(transport, exchange, seen, deadline)
         with transport.open(exchange, seen, deadline) as events:
@@ -83,11 +92,12 @@ def stream(
     yield completion
 
 
-def _built(codec: Codec, request: CompletionRequest, *, stream: bool) -> Exchange:
+def _built(provider: Driven, request: CompletionRequest, *, stream: bool) -> Exchange:
     """The exchange for `request`, vetted first. Before the fault boundary: an error here (an
-    option the API does not take, a schema it cannot carry) is the caller's, raised as it is."""
-    codec.vet(request)
-    return codec.build(request, stream=stream)
+    option the API does not take, a schema it cannot carry) is the caller's, raised as it is,
+    and so is one from getting the transport (a sync call on an async client)."""
+    provider.codec.vet(request)
+    return provider.codec.build(request, stream=stream)
 
 
 def _deltas(fed: TextDelta | tuple[TextDelta, ...] | None) -> tuple[TextDelta, ...]:
@@ -114,14 +124,12 @@ async def acomplete(
     provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Completion:
     """Send `request` and await the whole reply."""
-    codec = provider.codec
-    exchange = _built(codec, request, stream=False)
-    transport = provider.atransport()
-    with fault_boundary(codec, provider.redactor) as seen:
-        async with _time_limit(deadline, codec.provider):
+    exchange, transport = _built(provider, request, stream=False), provider.atransport()
+    with fault_boundary(provider.codec, provider.redactor) as seen:
+        async with _time_limit(deadline, provider.codec.provider):
             exchange = await _aprepared(transport, exchange, seen, deadline)
             reply: Reply = await transport.send(exchange, seen, deadline)
-        return codec.read(reply, request)
+        return provider.codec.read(reply, request)
 
 
 async def astream(
@@ -130,8 +138,7 @@ async def astream(
     """The async form of `stream`. The deadline bounds each wait, never the consumer's time
     between two items (a timeout cannot span a `yield`)."""
     codec = provider.codec
-    exchange = _built(codec, request, stream=True)
-    transport = provider.atransport()
+    exchange, transport = _built(provider, request, stream=True), provider.atransport()
     with fault_boundary(codec, provider.redactor) as seen:
         async with AsyncExitStack() as stack:
             async with _time_limit(deadline, codec.provider):

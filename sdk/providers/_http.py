@@ -19,22 +19,24 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
+from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 import httpx
 
-from sdk.providers._base import Codec, CompletionRequest
-from sdk.providers._control_tokens import (
-    ControlTokenPolicy,
-    ControlTokens,
-    check_policy,
-    check_request,
-)
+from sdk.providers._base import Codec
+from sdk.providers._base import CompletionRequest
+from sdk.providers._control_tokens import ControlTokenPolicy
+from sdk.providers._control_tokens import ControlTokens
+from sdk.providers._control_tokens import check_policy
+from sdk.providers._control_tokens import check_request
 from sdk.providers._provider import Provider
-from sdk.providers._transports import AsyncHTTPTransport, HTTPTransport
+from sdk.providers._transports import AsyncHTTPTransport
+from sdk.providers._transports import HTTPTransport
 
 __all__ = ["DEFAULT_TIMEOUT", "HTTPProvider", "OneRouteCodec", "OneRouteProvider", "tls_verify"]
 

@@ -5,19 +5,21 @@ translate, but their calls still go through the drivers and so through the one f
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from contextlib import contextmanager
 from typing import Any
 
-from sdk.providers._base import (
-    Codec,
-    Completion,
-    CompletionRequest,
-    Exchange,
-    Profile,
-    Reply,
-    TextDelta,
-)
+from sdk.providers._base import Codec
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Profile
+from sdk.providers._base import Reply
+from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Seen
 from sdk.providers._errors import provider_error
 

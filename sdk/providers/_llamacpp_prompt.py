@@ -27,17 +27,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sdk.providers._base import CompletionRequest, Exchange
-from sdk.providers._control_tokens import (
-    ControlTokenPolicy,
-    ControlTokens,
-    check_request,
-    contents,
-)
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._control_tokens import ControlTokenPolicy
+from sdk.providers._control_tokens import ControlTokens
+from sdk.providers._control_tokens import check_request
+from sdk.providers._control_tokens import contents
 from sdk.providers._errors import provider_error
 
 __all__ = [

@@ -12,9 +12,15 @@ are a `ValueError` naming the field.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypedDict, get_type_hints
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+from typing import Final
+from typing import Literal
+from typing import TypedDict
+from typing import get_type_hints
 
 from sdk.schema.dialects import Dialect
 from sdk.stop_reason import StopReason

@@ -8,15 +8,24 @@ provider; a provider only says which codec and which transport (`transport()` fo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk.providers import _drivers
-from sdk.providers._base import Codec, Completion, CompletionRequest, TextDelta
+from sdk.providers._base import Codec
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
-from sdk.providers._transports import AsyncTransport, Transport
-from sdk.schema.dialects import Dialect, WireSchema
+from sdk.providers._transports import AsyncTransport
+from sdk.providers._transports import Transport
+from sdk.schema.dialects import Dialect
+from sdk.schema.dialects import WireSchema
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:

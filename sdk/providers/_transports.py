@@ -23,22 +23,26 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from contextlib import (
-    AbstractAsyncContextManager,
-    AbstractContextManager,
-    asynccontextmanager,
-    contextmanager,
-)
+from collections.abc import AsyncIterator
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractContextManager
+from contextlib import asynccontextmanager
+from contextlib import contextmanager
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Any
+from typing import Protocol
 
 import httpx
 
 from sdk.errors import ProviderError
-from sdk.providers._base import Exchange, Reply
+from sdk.providers._base import Exchange
+from sdk.providers._base import Reply
 from sdk.providers._boundary import Seen
-from sdk.providers._errors import provider_error, reply_request_id
+from sdk.providers._errors import provider_error
+from sdk.providers._errors import reply_request_id
 
 __all__ = [
     "MAX_REPLY_BYTES",

@@ -22,42 +22,47 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
 import anthropic
 from anthropic.resources.messages import Messages
-from anthropic.types import (
-    Message,
-    RawMessageStreamEvent,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-)
+from anthropic.types import Message
+from anthropic.types import RawMessageStreamEvent
+from anthropic.types import TextBlock
+from anthropic.types import ThinkingBlock
+from anthropic.types import ToolUseBlock
 
-from sdk._content import PDF, Image, Text
+from sdk._content import PDF
+from sdk._content import Image
+from sdk._content import Text
 from sdk._result import Usage
-from sdk._tools import Tool, ToolCall, arguments_object
+from sdk._tools import Tool
+from sdk._tools import ToolCall
+from sdk._tools import arguments_object
 from sdk.errors import ProviderError
-from sdk.providers._base import (
-    Codec,
-    Completion,
-    CompletionRequest,
-    Exchange,
-    Reply,
-    TextDelta,
-    ToolCallDelta,
-    unsupported,
-    wire_name,
-)
-from sdk.providers._base import (
-    Message as Turn,
-)
-from sdk.providers._errors import provider_error, reply_request_id
-from sdk.providers._profile import Profile, finished, sdk_fields
+from sdk.providers._base import Codec
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Message as Turn
+from sdk.providers._base import Reply
+from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolCallDelta
+from sdk.providers._base import unsupported
+from sdk.providers._base import wire_name
+from sdk.providers._errors import provider_error
+from sdk.providers._errors import reply_request_id
+from sdk.providers._profile import Profile
+from sdk.providers._profile import finished
+from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import anthropic_breakpoints
 from sdk.providers._provider import Provider
-from sdk.providers._transports import AsyncSDKTransport, SDKTransport
-from sdk.schema.dialects import ANTHROPIC, WireSchema, to_wire
+from sdk.providers._transports import AsyncSDKTransport
+from sdk.providers._transports import SDKTransport
+from sdk.schema.dialects import ANTHROPIC
+from sdk.schema.dialects import WireSchema
+from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
 __all__ = [

@@ -21,11 +21,16 @@ turn and raises the last `ProviderError`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import Any
 
 from sdk.errors import ProviderError
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import TextDelta
 from sdk.providers._provider import Provider
 
 __all__ = ["FallbackProvider"]

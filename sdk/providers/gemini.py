@@ -23,8 +23,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from collections.abc import Iterable
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from contextlib import contextmanager
 from operator import attrgetter
 from typing import Any
 
@@ -36,20 +39,20 @@ from sdk._content import Text
 from sdk._message import Message
 from sdk._result import Usage
 from sdk.errors import ProviderError
-from sdk.providers._base import (
-    Codec,
-    Completion,
-    CompletionRequest,
-    Exchange,
-    Reply,
-    TextDelta,
-    unsupported,
-)
+from sdk.providers._base import Codec
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Reply
+from sdk.providers._base import TextDelta
+from sdk.providers._base import unsupported
 from sdk.providers._boundary import Seen
 from sdk.providers._errors import provider_error
-from sdk.providers._profile import Profile, finished
+from sdk.providers._profile import Profile
+from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
-from sdk.schema.dialects import GEMINI, to_wire
+from sdk.schema.dialects import GEMINI
+from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -65,6 +68,12 @@ logger = logging.getLogger(__name__)
 _NAME = "gemini"
 # The client's own retries are off for every request we send (see the module docstring).
 _NO_RETRIES = {"retry_options": {"attempts": 1}}
+# The REST body's fields that the SDK's request writes, in both spellings the API reads (a raw
+# field goes into the REST body as it is, after the client wrote its own): a raw
+# `generationConfig` would replace the schema and the JSON mime type. Every field they hold has a
+# `GenerateContentConfig` name, which `{"config": {...}}` takes.
+_REST_OWNED = ("generationConfig", "generation_config", "systemInstruction", "system_instruction",
+               "tools", "toolConfig", "tool_config")
 GEMINI_WIRE = Profile(
     _NAME,
     GEMINI,
@@ -75,7 +84,8 @@ GEMINI_WIRE = Profile(
     owned=frozenset({"model", "contents", "messages", "stream", "config.system_instruction",
                      "config.max_output_tokens", "config.response_mime_type",
                      "config.response_json_schema", "config.response_schema",
-                     "config.http_options"}),
+                     "config.http_options", "config.tools", "config.tool_config",
+                     "config.automatic_function_calling", *_REST_OWNED}),
     fields={"model": None, "contents": None,
             "config": frozenset(genai_types.GenerateContentConfig.model_fields)},
     raw_field="config.http_options.extra_body",

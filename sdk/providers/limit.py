@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import TextDelta
 from sdk.providers._provider import Provider
 
 __all__ = ["ConcurrencyLimit"]

@@ -57,9 +57,12 @@ What the server does, checked against a real llama-server (tests/test_local_llam
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 from weakref import WeakKeyDictionary
 
 import httpx
@@ -69,39 +72,40 @@ from sdk._result import Usage
 from sdk._tools import Tool
 from sdk.contract import Contract
 from sdk.grammar.wire import llamacpp_grammar
-from sdk.providers._base import (
-    Codec,
-    Completion,
-    CompletionRequest,
-    Exchange,
-    Reply,
-    StreamReader,
-    TextDelta,
-    text_only,
-    unsupported,
-    wire_name,
-)
-from sdk.providers._chat import (
-    ChatSSEStreamReader,
-    chat_messages,
-    chat_tools,
-    json_event,
-    read_chat_body,
-    sse_data,
-)
-from sdk.providers._control_tokens import (
-    ControlTokenPolicy,
-    ControlTokens,
-    check_policy,
-    check_request,
-)
+from sdk.providers._base import Codec
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Reply
+from sdk.providers._base import StreamReader
+from sdk.providers._base import TextDelta
+from sdk.providers._base import text_only
+from sdk.providers._base import unsupported
+from sdk.providers._base import wire_name
+from sdk.providers._chat import ChatSSEStreamReader
+from sdk.providers._chat import chat_messages
+from sdk.providers._chat import chat_tools
+from sdk.providers._chat import json_event
+from sdk.providers._chat import read_chat_body
+from sdk.providers._chat import sse_data
+from sdk.providers._control_tokens import ControlTokenPolicy
+from sdk.providers._control_tokens import ControlTokens
+from sdk.providers._control_tokens import check_policy
+from sdk.providers._control_tokens import check_request
 from sdk.providers._errors import provider_error
-from sdk.providers._grounding import fallback_notes, grounding_plan
-from sdk.providers._http import DEFAULT_TIMEOUT, HTTPProvider
-from sdk.providers._llamacpp_prompt import NativePrompts, Prompt
-from sdk.providers._profile import Profile, finished
-from sdk.schema.dialects import LLAMACPP, WireSchema, to_wire
-from sdk.schema.grounding import GBNF_SOURCE_LIMIT, grounded_gbnf
+from sdk.providers._grounding import fallback_notes
+from sdk.providers._grounding import grounding_plan
+from sdk.providers._http import DEFAULT_TIMEOUT
+from sdk.providers._http import HTTPProvider
+from sdk.providers._llamacpp_prompt import NativePrompts
+from sdk.providers._llamacpp_prompt import Prompt
+from sdk.providers._profile import Profile
+from sdk.providers._profile import finished
+from sdk.schema.dialects import LLAMACPP
+from sdk.schema.dialects import WireSchema
+from sdk.schema.dialects import to_wire
+from sdk.schema.grounding import GBNF_SOURCE_LIMIT
+from sdk.schema.grounding import grounded_gbnf
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -336,7 +340,8 @@ class LlamaCppCodec(Codec):
     def _auto_grammar(self, contract: type[Contract]) -> str | None:
         """Auto mode: the contract's GBNF, or `None` where the converter refuses it (decided
         once per contract)."""
-        from sdk.schema.gbnf import UnsupportedSchema, contract_gbnf
+        from sdk.schema.gbnf import UnsupportedSchema
+        from sdk.schema.gbnf import contract_gbnf
 
         if contract not in self._auto:
             try:

@@ -12,31 +12,36 @@ checked for control-token strings under `control_tokens="reject"` (default) or `
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import httpx
 
-from sdk._content import Image, Text
+from sdk._content import Image
+from sdk._content import Text
 from sdk._result import Usage
-from sdk._tools import Tool, ToolCall
-from sdk.providers._base import (
-    Completion,
-    CompletionRequest,
-    Exchange,
-    Reply,
-    TextDelta,
-    ToolCallDelta,
-    unsupported,
-)
-from sdk.providers._chat import chat_messages, chat_tools, json_event, read_chat_tool_calls
-from sdk.providers._control_tokens import (
-    ControlTokenPolicy,
-)
+from sdk._tools import Tool
+from sdk._tools import ToolCall
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Reply
+from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolCallDelta
+from sdk.providers._base import unsupported
+from sdk.providers._chat import chat_messages
+from sdk.providers._chat import chat_tools
+from sdk.providers._chat import json_event
+from sdk.providers._chat import read_chat_tool_calls
+from sdk.providers._control_tokens import ControlTokenPolicy
 from sdk.providers._errors import provider_error
-from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteCodec, OneRouteProvider
-from sdk.providers._profile import Profile, finished
+from sdk.providers._http import DEFAULT_TIMEOUT
+from sdk.providers._http import OneRouteCodec
+from sdk.providers._http import OneRouteProvider
+from sdk.providers._profile import Profile
+from sdk.providers._profile import finished
 from sdk.schema.dialects import OLLAMA
 from sdk.stop_reason import StopReason
 

@@ -15,56 +15,62 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import openai
 from openai.resources.chat.completions import Completions
 from openai.resources.responses import Responses
 from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.responses import (
-    Response,
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputRefusal,
-    ResponseOutputText,
-    ResponseReasoningItem,
-    ResponseStreamEvent,
-    ResponseUsage,
-)
+from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletionChunk
+from openai.types.responses import Response
+from openai.types.responses import ResponseFunctionToolCall
+from openai.types.responses import ResponseOutputMessage
+from openai.types.responses import ResponseOutputRefusal
+from openai.types.responses import ResponseOutputText
+from openai.types.responses import ResponseReasoningItem
+from openai.types.responses import ResponseStreamEvent
+from openai.types.responses import ResponseUsage
 
-from sdk._content import Image, Text
+from sdk._content import Image
+from sdk._content import Text
 from sdk._result import Usage
-from sdk._tools import Tool, ToolCall
+from sdk._tools import Tool
+from sdk._tools import ToolCall
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.grammar import Grammar
-from sdk.grammar.wire import (
-    CUSTOM_TOOL_INPUT_DELTA,
-    custom_tool_choice,
-    custom_tool_name,
-    openai_custom_tool,
-    read_custom_tool_input,
-)
-from sdk.providers._base import (
-    Codec,
-    Completion,
-    CompletionRequest,
-    Exchange,
-    Message,
-    Reply,
-    TextDelta,
-    ToolCallDelta,
-    unsupported,
-    wire_name,
-)
-from sdk.providers._chat import ChatDeltas, chat_completion, chat_messages, chat_tools
-from sdk.providers._errors import provider_error, reply_request_id
-from sdk.providers._profile import Profile, finished, sdk_fields
+from sdk.grammar.wire import CUSTOM_TOOL_INPUT_DELTA
+from sdk.grammar.wire import custom_tool_choice
+from sdk.grammar.wire import custom_tool_name
+from sdk.grammar.wire import openai_custom_tool
+from sdk.grammar.wire import read_custom_tool_input
+from sdk.providers._base import Codec
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Message
+from sdk.providers._base import Reply
+from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolCallDelta
+from sdk.providers._base import unsupported
+from sdk.providers._base import wire_name
+from sdk.providers._chat import ChatDeltas
+from sdk.providers._chat import chat_completion
+from sdk.providers._chat import chat_messages
+from sdk.providers._chat import chat_tools
+from sdk.providers._errors import provider_error
+from sdk.providers._errors import reply_request_id
+from sdk.providers._profile import Profile
+from sdk.providers._profile import finished
+from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import prompt_cache_key
 from sdk.providers._provider import Provider
-from sdk.providers._transports import AsyncSDKTransport, SDKTransport
-from sdk.schema.dialects import OPENAI_STRICT, to_wire
+from sdk.providers._transports import AsyncSDKTransport
+from sdk.providers._transports import SDKTransport
+from sdk.schema.dialects import OPENAI_STRICT
+from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
 __all__ = [

@@ -37,15 +37,25 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import Any, TypeAlias
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from typing import Any
+from typing import TypeAlias
 
 from sdk._result import Usage
 from sdk._tools import ToolCall
 from sdk.contract import Contract
 from sdk.errors import ProviderError
-from sdk.providers._base import Completion, CompletionRequest, Profile, TextDelta, ToolCallDelta
-from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Profile
+from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolCallDelta
+from sdk.providers._inprocess import AsyncInProcessTransport
+from sdk.providers._inprocess import InProcessCodec
+from sdk.providers._inprocess import InProcessTransport
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect

@@ -21,7 +21,8 @@ grammar xgrammar cannot read; a server fixed to another backend rejects it: pass
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -30,14 +31,21 @@ import httpx
 from sdk._records import Note
 from sdk._tools import Tool
 from sdk.grammar.wire import vllm_structured_outputs
-from sdk.providers._base import Completion, CompletionRequest, Exchange, Reply
-from sdk.providers._chat import ChatSSEStreamReader, chat_messages, chat_tools, read_chat_body
-from sdk.providers._control_tokens import (
-    ControlTokenPolicy,
-)
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Exchange
+from sdk.providers._base import Reply
+from sdk.providers._chat import ChatSSEStreamReader
+from sdk.providers._chat import chat_messages
+from sdk.providers._chat import chat_tools
+from sdk.providers._chat import read_chat_body
+from sdk.providers._control_tokens import ControlTokenPolicy
 from sdk.providers._grounding import grounding_plan
-from sdk.providers._http import DEFAULT_TIMEOUT, OneRouteCodec, OneRouteProvider
-from sdk.providers._profile import Profile, finished
+from sdk.providers._http import DEFAULT_TIMEOUT
+from sdk.providers._http import OneRouteCodec
+from sdk.providers._http import OneRouteProvider
+from sdk.providers._profile import Profile
+from sdk.providers._profile import finished
 from sdk.schema.dialects import VLLM
 from sdk.schema.grounding import grounded_lark
 

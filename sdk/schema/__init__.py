@@ -7,28 +7,26 @@ above it are re-exported here and loaded on first use: the contracts derived fro
 """
 
 from sdk._lazy import lazy_names
-from sdk.schema.canonical import (
-    DRAFT_2020_12,
-    SchemaInfo,
-    canonical_bytes,
-    canonical_schema,
-    fingerprint,
-    schema_info,
-)
-from sdk.schema.dialects import (
-    ANTHROPIC,
-    DIALECTS,
-    GEMINI,
-    LLAMACPP,
-    OLLAMA,
-    OPENAI_STRICT,
-    VLLM,
-    Dialect,
-    Removal,
-    WireSchema,
-    to_wire,
-)
-from sdk.schema.gbnf import UnsupportedSchema, contract_gbnf, to_gbnf
+from sdk.schema.canonical import DRAFT_2020_12
+from sdk.schema.canonical import SchemaInfo
+from sdk.schema.canonical import canonical_bytes
+from sdk.schema.canonical import canonical_schema
+from sdk.schema.canonical import fingerprint
+from sdk.schema.canonical import schema_info
+from sdk.schema.dialects import ANTHROPIC
+from sdk.schema.dialects import DIALECTS
+from sdk.schema.dialects import GEMINI
+from sdk.schema.dialects import LLAMACPP
+from sdk.schema.dialects import OLLAMA
+from sdk.schema.dialects import OPENAI_STRICT
+from sdk.schema.dialects import VLLM
+from sdk.schema.dialects import Dialect
+from sdk.schema.dialects import Removal
+from sdk.schema.dialects import WireSchema
+from sdk.schema.dialects import to_wire
+from sdk.schema.gbnf import UnsupportedSchema
+from sdk.schema.gbnf import contract_gbnf
+from sdk.schema.gbnf import to_gbnf
 
 # Names that live above this package, by the module that defines them (imported on first use).
 _ABOVE = {

@@ -32,7 +32,9 @@ from typing import Literal
 
 import regex
 
-from sdk.schema._unicode import case_fold, engine_class, python_class
+from sdk.schema._unicode import case_fold
+from sdk.schema._unicode import engine_class
+from sdk.schema._unicode import python_class
 
 __all__ = [
     "INVALID_REGEX",

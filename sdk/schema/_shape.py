@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sdk._pointer import escape_pointer, lookup, resolve_ref
+from sdk._pointer import escape_pointer
+from sdk._pointer import lookup
+from sdk._pointer import resolve_ref
 from sdk.schema.canonical import subschemas
 
 __all__ = [

@@ -59,8 +59,11 @@ class SchemaInfo:
     """Which schema produced a value: contract name, `schema_version` and fingerprint."""
 
     name: str
+    """The contract's (or grammar's) name."""
     version: int
+    """Its `schema_version`."""
     fingerprint: str
+    """The sha256 hex of its canonical schema (see `fingerprint`)."""
 
 
 @dataclass(frozen=True, slots=True)

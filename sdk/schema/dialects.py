@@ -34,22 +34,23 @@ import copy
 import json
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+from typing import Literal
 from weakref import WeakKeyDictionary
 
 # The keyword families (map / list / single subschema) are the canonical module's knowledge of
 # JSON Schema's structure; the transform below walks the same structure.
 from pydantic import BaseModel
 
-from sdk.schema._shape import resolve, shape_of
-from sdk.schema.canonical import (
-    _SCHEMA_LISTS,
-    _SCHEMA_MAPS,
-    _SCHEMA_SINGLE,
-    escape_pointer,
-    shared_schema,
-)
+from sdk.schema._shape import resolve
+from sdk.schema._shape import shape_of
+from sdk.schema.canonical import _SCHEMA_LISTS
+from sdk.schema.canonical import _SCHEMA_MAPS
+from sdk.schema.canonical import _SCHEMA_SINGLE
+from sdk.schema.canonical import escape_pointer
+from sdk.schema.canonical import shared_schema
 
 __all__ = [
     "ANNOTATIONS",

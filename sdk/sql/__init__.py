@@ -20,30 +20,24 @@ bound and a row bound.
 the tables the caller may see; row-level rules belong to the application.
 """
 
-from sdk.sql._grammar import (
-    MAX_JOIN_PATHS,
-    grammar_from_sqlite,
-    prepares_in,
-    sql_grammar,
-    sql_prompt,
-)
-from sdk.sql._run import (
-    ALLOWED_FUNCTIONS,
-    DEFAULT_TIMEOUT,
-    QueryTimeout,
-    bounded_statement,
-    connect_read_only,
-    run_query,
-    tables_from_sqlite,
-)
-from sdk.sql._schema import (
-    ColumnType,
-    ForeignKey,
-    Table,
-    affinity,
-    quote_identifier,
-    schema_ddl,
-)
+from sdk.sql._grammar import MAX_JOIN_PATHS
+from sdk.sql._grammar import grammar_from_sqlite
+from sdk.sql._grammar import prepares_in
+from sdk.sql._grammar import sql_grammar
+from sdk.sql._grammar import sql_prompt
+from sdk.sql._run import ALLOWED_FUNCTIONS
+from sdk.sql._run import DEFAULT_TIMEOUT
+from sdk.sql._run import QueryTimeout
+from sdk.sql._run import bounded_statement
+from sdk.sql._run import connect_read_only
+from sdk.sql._run import run_query
+from sdk.sql._run import tables_from_sqlite
+from sdk.sql._schema import ColumnType
+from sdk.sql._schema import ForeignKey
+from sdk.sql._schema import Table
+from sdk.sql._schema import affinity
+from sdk.sql._schema import quote_identifier
+from sdk.sql._schema import schema_ddl
 
 __all__ = [
     "ALLOWED_FUNCTIONS",

@@ -22,15 +22,23 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sdk.grammar import Grammar, GrammarCheck, lark_literal
+from sdk.grammar import Grammar
+from sdk.grammar import GrammarCheck
+from sdk.grammar import lark_literal
 from sdk.sql._run import tables_from_sqlite
-from sdk.sql._schema import ColumnType, Table, declared_type, quote_identifier, schema_ddl
+from sdk.sql._schema import ColumnType
+from sdk.sql._schema import Table
+from sdk.sql._schema import declared_type
+from sdk.sql._schema import quote_identifier
+from sdk.sql._schema import schema_ddl
 
 __all__ = ["MAX_JOIN_PATHS", "grammar_from_sqlite", "prepares_in", "sql_grammar", "sql_prompt"]
 

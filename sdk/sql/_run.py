@@ -26,7 +26,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from sdk.sql._schema import Table, tables_from_connection
+from sdk.sql._schema import Table
+from sdk.sql._schema import tables_from_connection
 
 __all__ = [
     "ALLOWED_FUNCTIONS",

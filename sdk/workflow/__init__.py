@@ -7,22 +7,31 @@ producers and consumers; `lint` finds schema shapes that make models confabulate
 provider's limits; `snapshot` is the byte format of a committed schema.
 """
 
-from sdk.workflow.diff import Change, ChangeKind, Impact, SchemaDiff, diff_schemas
-from sdk.workflow.lint import Finding, LintCode, LintReport, lint, lint_all, lint_schema
-from sdk.workflow.snapshot import load_snapshot, snapshot_bytes, snapshot_name
-from sdk.workflow.versioning import (
-    LOCK_FILE,
-    CheckCode,
-    CheckFinding,
-    Lock,
-    LockConflict,
-    LockEntry,
-    check,
-    discover,
-    discover_grammars,
-    export,
-    lock,
-)
+from sdk.workflow.diff import Change
+from sdk.workflow.diff import ChangeKind
+from sdk.workflow.diff import Impact
+from sdk.workflow.diff import SchemaDiff
+from sdk.workflow.diff import diff_schemas
+from sdk.workflow.lint import Finding
+from sdk.workflow.lint import LintCode
+from sdk.workflow.lint import LintReport
+from sdk.workflow.lint import lint
+from sdk.workflow.lint import lint_all
+from sdk.workflow.lint import lint_schema
+from sdk.workflow.snapshot import load_snapshot
+from sdk.workflow.snapshot import snapshot_bytes
+from sdk.workflow.snapshot import snapshot_name
+from sdk.workflow.versioning import LOCK_FILE
+from sdk.workflow.versioning import CheckCode
+from sdk.workflow.versioning import CheckFinding
+from sdk.workflow.versioning import Lock
+from sdk.workflow.versioning import LockConflict
+from sdk.workflow.versioning import LockEntry
+from sdk.workflow.versioning import check
+from sdk.workflow.versioning import discover
+from sdk.workflow.versioning import discover_grammars
+from sdk.workflow.versioning import export
+from sdk.workflow.versioning import lock
 
 __all__ = [
     "LOCK_FILE",

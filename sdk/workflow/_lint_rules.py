@@ -9,33 +9,32 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
-from sdk.schema._shape import (
-    Field,
-    Shape,
-    iter_nodes,
-    name_tokens,
-    object_fields,
-    resolve,
-    shape_of,
-)
-from sdk.schema._vocabulary import (
-    ANSWER_WORDS,
-    DATE_FORMATS,
-    DATE_SUFFIXES,
-    DATE_WORDS,
-    IDENTIFIER_WORDS,
-    PROSE_WORDS,
-    REASONING_WORDS,
-    SCALE_WORDS,
-    is_escape,
-)
+from sdk.schema._shape import Field
+from sdk.schema._shape import Shape
+from sdk.schema._shape import iter_nodes
+from sdk.schema._shape import name_tokens
+from sdk.schema._shape import object_fields
+from sdk.schema._shape import resolve
+from sdk.schema._shape import shape_of
+from sdk.schema._vocabulary import ANSWER_WORDS
+from sdk.schema._vocabulary import DATE_FORMATS
+from sdk.schema._vocabulary import DATE_SUFFIXES
+from sdk.schema._vocabulary import DATE_WORDS
+from sdk.schema._vocabulary import IDENTIFIER_WORDS
+from sdk.schema._vocabulary import PROSE_WORDS
+from sdk.schema._vocabulary import REASONING_WORDS
+from sdk.schema._vocabulary import SCALE_WORDS
+from sdk.schema._vocabulary import is_escape
 from sdk.schema.canonical import subschemas
-from sdk.workflow._linting import Finding, LintCode
+from sdk.workflow._linting import Finding
+from sdk.workflow._linting import LintCode
 
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect

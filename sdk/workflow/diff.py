@@ -22,13 +22,18 @@ was), a detail line, and its classification for each side.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
-from sdk.schema._shape import node_at, object_fields, shape_of
-from sdk.schema.canonical import VERSION_KEY, SchemaInfo, canonical_bytes
+from sdk.schema._shape import node_at
+from sdk.schema._shape import object_fields
+from sdk.schema._shape import shape_of
+from sdk.schema.canonical import VERSION_KEY
+from sdk.schema.canonical import SchemaInfo
+from sdk.schema.canonical import canonical_bytes
 from sdk.workflow.snapshot import info_of
 
 __all__ = ["Change", "ChangeKind", "Impact", "SchemaDiff", "diff_schemas"]

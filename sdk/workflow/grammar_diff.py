@@ -25,11 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sdk.grammar import Grammar, recognize
-from sdk.grammar._compiled import CompiledGrammar, GrammarRule, compile_grammar
+from sdk.grammar import Grammar
+from sdk.grammar import recognize
+from sdk.grammar._compiled import CompiledGrammar
+from sdk.grammar._compiled import GrammarRule
+from sdk.grammar._compiled import compile_grammar
 from sdk.grammar._sentences import Sampler
 from sdk.schema.canonical import SchemaInfo
-from sdk.workflow.diff import Change, ChangeKind, SchemaDiff
+from sdk.workflow.diff import Change
+from sdk.workflow.diff import ChangeKind
+from sdk.workflow.diff import SchemaDiff
 
 __all__ = ["diff_grammars"]
 

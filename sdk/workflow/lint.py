@@ -29,15 +29,23 @@ itself a finding (`bad-suppression`), so stale suppressions do not pile up silen
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk.contract import Contract
 from sdk.schema._shape import node_at
-from sdk.schema.canonical import canonical_schema, escape_pointer
-from sdk.workflow._lint_rules import LIMITS, RULES, Context
-from sdk.workflow._linting import Finding, LintCode
+from sdk.schema.canonical import canonical_schema
+from sdk.schema.canonical import escape_pointer
+from sdk.workflow._lint_rules import LIMITS
+from sdk.workflow._lint_rules import RULES
+from sdk.workflow._lint_rules import Context
+from sdk.workflow._linting import Finding
+from sdk.workflow._linting import LintCode
 
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect
@@ -92,7 +100,8 @@ def dialect_named(name: str) -> Dialect:
     """The dialect a provider sends its schema in, by provider name or alias (`openai`,
     `llama.cpp`, `openai_chat`) or by dialect name (`openai_strict`); `ValueError` naming the
     valid names otherwise."""
-    from sdk._names import PROVIDER_DIALECTS, canonical_provider
+    from sdk._names import PROVIDER_DIALECTS
+    from sdk._names import canonical_provider
     from sdk.schema.dialects import DIALECTS
 
     dialect = DIALECTS.get(name.strip().lower())

@@ -19,7 +19,9 @@ from jsonschema.exceptions import best_match
 
 from sdk._pointer import pointer_of
 from sdk._records import shorten
-from sdk.schema.canonical import VERSION_KEY, SchemaInfo, canonical_bytes
+from sdk.schema.canonical import VERSION_KEY
+from sdk.schema.canonical import SchemaInfo
+from sdk.schema.canonical import canonical_bytes
 
 __all__ = ["info_of", "load_snapshot", "snapshot_bytes", "snapshot_name"]
 

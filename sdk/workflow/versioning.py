@@ -28,8 +28,11 @@ import json
 import pkgutil
 import sys
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
 from enum import StrEnum
 from pathlib import Path
 from types import ModuleType
@@ -43,11 +46,18 @@ from sdk._pointer import pointer_of
 from sdk._records import shorten
 from sdk.contract import Contract
 from sdk.grammar import Grammar
-from sdk.grammar._grammar import GRAMMAR_SUFFIXES, grammar_fingerprint
-from sdk.schema.canonical import SchemaInfo, canonical_schema, schema_info
-from sdk.workflow.diff import SchemaDiff, diff_schemas
+from sdk.grammar._grammar import GRAMMAR_SUFFIXES
+from sdk.grammar._grammar import grammar_fingerprint
+from sdk.schema.canonical import SchemaInfo
+from sdk.schema.canonical import canonical_schema
+from sdk.schema.canonical import schema_info
+from sdk.workflow.diff import SchemaDiff
+from sdk.workflow.diff import diff_schemas
 from sdk.workflow.grammar_diff import diff_grammars
-from sdk.workflow.snapshot import info_of, load_snapshot, snapshot_bytes, snapshot_name
+from sdk.workflow.snapshot import info_of
+from sdk.workflow.snapshot import load_snapshot
+from sdk.workflow.snapshot import snapshot_bytes
+from sdk.workflow.snapshot import snapshot_name
 
 __all__ = [
     "LOCK_FILE",
@@ -593,13 +603,10 @@ def _check_contract(
     contract: type[Contract], current: Lock, directory: Path, label: str
 ) -> Iterator[CheckFinding]:
     info = schema_info(contract)
-    entry, newest, behind = _against_lock(info, current, "")
-    if behind is not None:
-        yield behind
+    entry, newest, settled = _against_lock(info, current, "")
+    if settled is not None:
+        yield from settled
     elif entry is not None:
-        if entry.fingerprint == info.fingerprint:
-            return
-        diff = _diff_with_snapshot(entry, contract, directory)
         yield CheckFinding(
             CheckCode.CHANGED_WITHOUT_BUMP,
             info.name,
@@ -607,16 +614,15 @@ def _check_contract(
             f"{info.fingerprint[:12]}, locked {entry.fingerprint[:12]}): bump "
             f"{info.name}.schema_version to {_next_version(current, info)}, add a "
             f"migrate_from step if stored values need one, then run `sdk schema lock {label}`",
-            diff,
+            _diff_with_snapshot(entry, contract, directory),
         )
     elif newest is not None:
-        diff = _diff_with_snapshot(newest, contract, directory)
         yield CheckFinding(
             CheckCode.NOT_LOCKED,
             info.name,
             f"{info.name} v{info.version} is not locked (locked: v{newest.version}): review "
             f"`sdk schema diff --against-lock {label}`, then run `sdk schema lock {label}`",
-            diff,
+            _diff_with_snapshot(newest, contract, directory),
         )
     else:
         yield CheckFinding(
@@ -629,20 +635,24 @@ def _check_contract(
 
 def _against_lock(
     info: SchemaInfo, current: Lock, kind: str
-) -> tuple[LockEntry | None, LockEntry | None, CheckFinding | None]:
-    """The lock's entry for this version, its newest entry of the name, and the finding when the
-    code is behind the lock (a version lower than one locked: versions only go up)."""
+) -> tuple[LockEntry | None, LockEntry | None, list[CheckFinding] | None]:
+    """The lock's entry for this version, its newest entry of the name, and what the lock alone
+    settles: the finding when the code is behind the lock (a version lower than one locked:
+    versions only go up), no finding when this version is locked unchanged; `None` when the
+    caller has more to say (a changed or an unlocked version)."""
     entry = current.get(info.name, info.version)
     newest = current.latest(info.name)
-    if newest is None or newest.version <= info.version:
-        return entry, newest, None
-    behind = CheckFinding(
-        CheckCode.VERSION_BEHIND_LOCK,
-        info.name,
-        f"{kind}{info.name} is at v{info.version} but the lock has v{newest.version}: versions "
-        "only go up",
-    )
-    return entry, newest, behind
+    if newest is not None and newest.version > info.version:
+        behind = CheckFinding(
+            CheckCode.VERSION_BEHIND_LOCK,
+            info.name,
+            f"{kind}{info.name} is at v{info.version} but the lock has v{newest.version}: "
+            "versions only go up",
+        )
+        return entry, newest, [behind]
+    if entry is not None and entry.fingerprint == info.fingerprint:
+        return entry, newest, []
+    return entry, newest, None
 
 
 def _next_version(current: Lock, info: SchemaInfo) -> int:
@@ -708,12 +718,10 @@ def _check_grammar(
     grammar: Grammar, current: Lock, directory: Path, label: str
 ) -> Iterator[CheckFinding]:
     info = grammar.info()
-    entry, newest, behind = _against_lock(info, current, "grammar ")
-    if behind is not None:
-        yield behind
+    entry, newest, settled = _against_lock(info, current, "grammar ")
+    if settled is not None:
+        yield from settled
     elif entry is not None:
-        if entry.fingerprint == info.fingerprint:
-            return
         changes = _text_diff(directory / entry.snapshot, grammar)
         yield CheckFinding(
             CheckCode.CHANGED_WITHOUT_BUMP,

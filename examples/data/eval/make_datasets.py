@@ -33,7 +33,8 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 

@@ -5,19 +5,20 @@
 protocol; the clients and the attempts machine need no change.
 """
 
-from sdk.engine.kinds._kind import (
-    Accepted,
-    Ask,
-    Ending,
-    NextPhase,
-    OutputKind,
-    Parsing,
-    Shared,
-    StreamView,
-)
+from sdk.engine.kinds._kind import Accepted
+from sdk.engine.kinds._kind import Ask
+from sdk.engine.kinds._kind import Ending
+from sdk.engine.kinds._kind import NextPhase
+from sdk.engine.kinds._kind import OutputKind
+from sdk.engine.kinds._kind import Parsing
+from sdk.engine.kinds._kind import Shared
+from sdk.engine.kinds._kind import StreamView
 from sdk.engine.kinds.document import Document
-from sdk.engine.kinds.grammar import GrammarOutput, TextSnapshot
-from sdk.engine.kinds.tools import ToolCallReader, Tools, check_tools
+from sdk.engine.kinds.grammar import GrammarOutput
+from sdk.engine.kinds.grammar import TextSnapshot
+from sdk.engine.kinds.tools import ToolCallReader
+from sdk.engine.kinds.tools import Tools
+from sdk.engine.kinds.tools import check_tools
 from sdk.engine.kinds.two_phase import TwoPhase
 
 __all__ = [

@@ -8,13 +8,23 @@ and does no I/O. Every method that reads a reply reads the stop reason first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from dataclasses import field
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Generic
+from typing import Protocol
+from typing import TypeVar
 
-from sdk._records import Note, Usage
-from sdk.errors import Attempt, InvalidOutput
+from sdk._records import Note
+from sdk._records import Usage
+from sdk.errors import Attempt
+from sdk.errors import InvalidOutput
 from sdk.parsing.parser import EnumCase
-from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.providers._base import TextDelta
 from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
 

@@ -9,26 +9,32 @@ from __future__ import annotations
 
 import json
 import typing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk._result import Result
 from sdk.contract import Contract
 from sdk.engine.conversation import feedback_turns
 from sdk.engine.envelope import Envelope
-from sdk.engine.kinds._kind import (
-    Accepted,
-    Ask,
-    Ending,
-    Parsing,
-    Quiet,
-    StreamView,
-    stop_fields,
-)
-from sdk.errors import InvalidOutput, StructuredOutputError
-from sdk.parsing import Parsed, parse
-from sdk.parsing.incremental import Partial, PartialReader
-from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta
-from sdk.schema.canonical import SchemaInfo, schema_info
+from sdk.engine.kinds._kind import Accepted
+from sdk.engine.kinds._kind import Ask
+from sdk.engine.kinds._kind import Ending
+from sdk.engine.kinds._kind import Parsing
+from sdk.engine.kinds._kind import Quiet
+from sdk.engine.kinds._kind import StreamView
+from sdk.engine.kinds._kind import stop_fields
+from sdk.errors import InvalidOutput
+from sdk.errors import StructuredOutputError
+from sdk.parsing import Parsed
+from sdk.parsing import parse
+from sdk.parsing.incremental import Partial
+from sdk.parsing.incremental import PartialReader
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.providers._base import TextDelta
+from sdk.schema.canonical import SchemaInfo
+from sdk.schema.canonical import schema_info
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk._result import Result
 from sdk.engine.conversation import feedback_turns
-from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView, stop_fields
+from sdk.engine.kinds._kind import Accepted
+from sdk.engine.kinds._kind import Ask
+from sdk.engine.kinds._kind import Ending
+from sdk.engine.kinds._kind import Parsing
+from sdk.engine.kinds._kind import StreamView
+from sdk.engine.kinds._kind import stop_fields
 from sdk.errors import InvalidOutput
-from sdk.grammar import Grammar, parse_grammar
-from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, unsupported
+from sdk.grammar import Grammar
+from sdk.grammar import parse_grammar
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.providers._base import TextDelta
+from sdk.providers._base import unsupported
 from sdk.schema.canonical import SchemaInfo
 
 if TYPE_CHECKING:

@@ -23,15 +23,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk._records import Note
-from sdk.abstention import Thresholds, abstain, value_start_masses
-from sdk.contract.derived import escape_members, nullable_fields
-from sdk.engine.kinds._kind import Accepted, Ask, Ending, StreamView
+from sdk.abstention import Thresholds
+from sdk.abstention import abstain
+from sdk.abstention import value_start_masses
+from sdk.contract.derived import escape_members
+from sdk.contract.derived import nullable_fields
+from sdk.engine.kinds._kind import Accepted
+from sdk.engine.kinds._kind import Ask
+from sdk.engine.kinds._kind import Ending
+from sdk.engine.kinds._kind import StreamView
 from sdk.engine.kinds.document import Document
 from sdk.errors import InvalidOutput
-from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
 from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
 

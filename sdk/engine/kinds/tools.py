@@ -20,32 +20,42 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
-from sdk._records import Note, shorten
+from sdk._records import Note
+from sdk._records import shorten
 from sdk._result import ToolCalls
-from sdk._tools import PartialToolCall, Tool, ToolCall, ToolChoice, ToolResult
+from sdk._tools import PartialToolCall
+from sdk._tools import Tool
+from sdk._tools import ToolCall
+from sdk._tools import ToolChoice
+from sdk._tools import ToolResult
 from sdk.contract import Contract
-from sdk.engine.conversation import MessageLike, conversation, feedback_lines
-from sdk.engine.kinds._kind import Accepted, Ask, Ending, Parsing, StreamView, stop_fields
-from sdk.errors import (
-    InvalidOutput,
-    MissingToolCall,
-    StructuredOutputError,
-    UnknownTool,
-    Violation,
-)
-from sdk.parsing import Parsed, parse
+from sdk.engine.conversation import MessageLike
+from sdk.engine.conversation import conversation
+from sdk.engine.conversation import feedback_lines
+from sdk.engine.kinds._kind import Accepted
+from sdk.engine.kinds._kind import Ask
+from sdk.engine.kinds._kind import Ending
+from sdk.engine.kinds._kind import Parsing
+from sdk.engine.kinds._kind import StreamView
+from sdk.engine.kinds._kind import stop_fields
+from sdk.errors import InvalidOutput
+from sdk.errors import MissingToolCall
+from sdk.errors import StructuredOutputError
+from sdk.errors import UnknownTool
+from sdk.errors import Violation
+from sdk.parsing import Parsed
+from sdk.parsing import parse
 from sdk.parsing.incremental import PartialReader
 from sdk.parsing.parser import check_stop
-from sdk.providers._base import (
-    Completion,
-    CompletionRequest,
-    Message,
-    TextDelta,
-    ToolCallDelta,
-    unsupported,
-)
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolCallDelta
+from sdk.providers._base import unsupported
 from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
 

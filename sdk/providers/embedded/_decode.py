@@ -8,24 +8,26 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
 
 from sdk._result import Usage
-from sdk.diagnostics import (
-    ConstraintDiagnostics,
-    TokenStep,
-    diagnose,
-)
-from sdk.errors import GrammarStuck, ProviderError
-from sdk.providers._base import Completion, CompletionRequest, TextDelta
-from sdk.providers.embedded._engine import _Cancelled, _clip
-from sdk.providers.embedded._sampling import (
-    _REPEAT_LAST_N,
-    _Settings,
-    masked_choice,
-    repeat_penalized,
-    surviving_mass,
-)
+from sdk.diagnostics import ConstraintDiagnostics
+from sdk.diagnostics import TokenStep
+from sdk.diagnostics import diagnose
+from sdk.errors import GrammarStuck
+from sdk.errors import ProviderError
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import TextDelta
+from sdk.providers.embedded._engine import _Cancelled
+from sdk.providers.embedded._engine import _clip
+from sdk.providers.embedded._sampling import _REPEAT_LAST_N
+from sdk.providers.embedded._sampling import _Settings
+from sdk.providers.embedded._sampling import masked_choice
+from sdk.providers.embedded._sampling import repeat_penalized
+from sdk.providers.embedded._sampling import surviving_mass
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:

@@ -13,11 +13,17 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
+from typing import cast
 
 from sdk.errors import ProviderError
 from sdk.providers._base import CompletionRequest
-from sdk.providers.embedded._prompt import _CHATML, _PLACEHOLDER, _PLACEHOLDER_RE, _chat
+from sdk.providers.embedded._prompt import _CHATML
+from sdk.providers.embedded._prompt import _PLACEHOLDER
+from sdk.providers.embedded._prompt import _PLACEHOLDER_RE
+from sdk.providers.embedded._prompt import _chat
 from sdk.schema.grounding import COMPACT_JSON
 
 if TYPE_CHECKING:

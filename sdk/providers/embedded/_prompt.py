@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk.providers._base import CompletionRequest
 from sdk.schema._shape import resolve

@@ -7,35 +7,41 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator
+from collections.abc import Generator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
-from sdk.providers._base import Completion, CompletionRequest, Profile, TextDelta, text_only
-from sdk.providers._grounding import GroundingPlan, grounding_plan
-from sdk.providers._inprocess import AsyncInProcessTransport, InProcessCodec, InProcessTransport
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Profile
+from sdk.providers._base import TextDelta
+from sdk.providers._base import text_only
+from sdk.providers._grounding import GroundingPlan
+from sdk.providers._grounding import grounding_plan
+from sdk.providers._inprocess import AsyncInProcessTransport
+from sdk.providers._inprocess import InProcessCodec
+from sdk.providers._inprocess import InProcessTransport
 from sdk.providers._provider import Provider
 from sdk.providers.embedded._decode import generate
-from sdk.providers.embedded._engine import (
-    _Cancelled,
-    _default_model,
-    _Engine,
-    _engine,
-    default_threads,
-)
+from sdk.providers.embedded._engine import _Cancelled
+from sdk.providers.embedded._engine import _default_model
+from sdk.providers.embedded._engine import _Engine
+from sdk.providers.embedded._engine import _engine
+from sdk.providers.embedded._engine import default_threads
 from sdk.providers.embedded._prompt import schema_instruction
-from sdk.providers.embedded._sampling import (
-    _CALL_OPTIONS,
-    _REPEAT_PENALTY,
-    _TEMPERATURE,
-    _TOP_K,
-    _TOP_P,
-    _call_settings,
-    _check,
-    _Settings,
-)
+from sdk.providers.embedded._sampling import _CALL_OPTIONS
+from sdk.providers.embedded._sampling import _REPEAT_PENALTY
+from sdk.providers.embedded._sampling import _TEMPERATURE
+from sdk.providers.embedded._sampling import _TOP_K
+from sdk.providers.embedded._sampling import _TOP_P
+from sdk.providers.embedded._sampling import _call_settings
+from sdk.providers.embedded._sampling import _check
+from sdk.providers.embedded._sampling import _Settings
 from sdk.providers.embedded._tools import ToolPlan
 from sdk.schema.grounding import grounded_lark
 

@@ -4,9 +4,12 @@ surviving mass the diagnostics record. Pure numpy, no model: tested directly."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import replace
+from typing import TYPE_CHECKING
+from typing import Any
 
 from sdk.errors import GrammarStuck
 

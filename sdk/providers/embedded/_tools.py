@@ -29,13 +29,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from sdk._tools import Tool, ToolCall
-from sdk.diagnostics import ConstraintDiagnostics, TokenStep, char_pointers, regroup
-from sdk.providers._base import Completion, CompletionRequest, Message, TextDelta, ToolCallDelta
+from sdk._tools import Tool
+from sdk._tools import ToolCall
+from sdk.diagnostics import ConstraintDiagnostics
+from sdk.diagnostics import TokenStep
+from sdk.diagnostics import char_pointers
+from sdk.diagnostics import regroup
+from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import Message
+from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolCallDelta
 from sdk.schema.canonical import shared_schema
 from sdk.stop_reason import StopReason
 

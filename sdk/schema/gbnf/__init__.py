@@ -108,14 +108,13 @@ from pydantic import BaseModel
 
 from sdk.schema.canonical import shared_schema
 from sdk.schema.gbnf._compiler import Compiler
-from sdk.schema.gbnf._errors import UnsupportedKeyword, UnsupportedSchema
-from sdk.schema.gbnf._keywords import (
-    MAX_EXPONENT_DIGITS,
-    MAX_FRACTION_DIGITS,
-    MAX_INDENT,
-    MAX_INTEGER_DIGITS,
-    Whitespace,
-)
+from sdk.schema.gbnf._errors import UnsupportedKeyword
+from sdk.schema.gbnf._errors import UnsupportedSchema
+from sdk.schema.gbnf._keywords import MAX_EXPONENT_DIGITS
+from sdk.schema.gbnf._keywords import MAX_FRACTION_DIGITS
+from sdk.schema.gbnf._keywords import MAX_INDENT
+from sdk.schema.gbnf._keywords import MAX_INTEGER_DIGITS
+from sdk.schema.gbnf._keywords import Whitespace
 
 __all__ = [
     "MAX_EXPONENT_DIGITS",

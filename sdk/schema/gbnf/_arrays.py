@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sdk.schema.gbnf._gbnf_text import join_terms, literal
+from sdk.schema.gbnf._gbnf_text import join_terms
+from sdk.schema.gbnf._gbnf_text import literal
 from sdk.schema.gbnf._walker import SchemaWalker
 
 

@@ -6,8 +6,13 @@ from typing import Any
 
 from sdk.schema.gbnf._arrays import ArrayRules
 from sdk.schema.gbnf._enums import EnumRules
-from sdk.schema.gbnf._keywords import HANDLED, TYPES, UNSUPPORTED
-from sdk.schema.gbnf._merge import Unmergeable, exclude, flatten, intersect_all
+from sdk.schema.gbnf._keywords import HANDLED
+from sdk.schema.gbnf._keywords import TYPES
+from sdk.schema.gbnf._keywords import UNSUPPORTED
+from sdk.schema.gbnf._merge import Unmergeable
+from sdk.schema.gbnf._merge import exclude
+from sdk.schema.gbnf._merge import flatten
+from sdk.schema.gbnf._merge import intersect_all
 from sdk.schema.gbnf._numbers import NumberRules
 from sdk.schema.gbnf._objects import ObjectRules
 from sdk.schema.gbnf._unions import UnionRules

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from sdk.schema.gbnf._gbnf_text import literal
-from sdk.schema.gbnf._json_values import has_type, json_text
-from sdk.schema.gbnf._keywords import ANNOTATIONS, CONTAINERS, NOT_IN
+from sdk.schema.gbnf._json_values import has_type
+from sdk.schema.gbnf._json_values import json_text
+from sdk.schema.gbnf._keywords import ANNOTATIONS
+from sdk.schema.gbnf._keywords import CONTAINERS
+from sdk.schema.gbnf._keywords import NOT_IN
 from sdk.schema.gbnf._walker import SchemaWalker
 
 

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from sdk.schema.gbnf._json_values import json_kind
-from sdk.schema.gbnf._keywords import HANDLED, NOT_IN, UNSUPPORTED
+from sdk.schema.gbnf._keywords import HANDLED
+from sdk.schema.gbnf._keywords import NOT_IN
+from sdk.schema.gbnf._keywords import UNSUPPORTED
 
 _LOWER = frozenset({"minimum", "minLength", "minItems", "minProperties", "minContains"})
 _UPPER = frozenset({"maximum", "maxLength", "maxItems", "maxProperties", "maxContains"})

@@ -15,9 +15,14 @@ import re
 from typing import Any
 
 from sdk.schema.canonical import escape_pointer
-from sdk.schema.gbnf._gbnf_text import join_terms, literal, slug
+from sdk.schema.gbnf._gbnf_text import join_terms
+from sdk.schema.gbnf._gbnf_text import literal
+from sdk.schema.gbnf._gbnf_text import slug
 from sdk.schema.gbnf._json_values import json_string
-from sdk.schema.gbnf._merge import Unmergeable, intersect, is_never, value_key
+from sdk.schema.gbnf._merge import Unmergeable
+from sdk.schema.gbnf._merge import intersect
+from sdk.schema.gbnf._merge import is_never
+from sdk.schema.gbnf._merge import value_key
 from sdk.schema.gbnf._strings import StringRules
 
 

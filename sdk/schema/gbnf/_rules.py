@@ -7,10 +7,15 @@ import re
 from collections.abc import Sequence
 
 from sdk.schema.canonical import escape_pointer
-from sdk.schema.gbnf._errors import UnsupportedKeyword, UnsupportedSchema
-from sdk.schema.gbnf._gbnf_text import is_atom, join_terms
-from sdk.schema.gbnf._keywords import MAX_REPEAT, Whitespace
-from sdk.schema.gbnf._shared_rules import OPAQUE, RESERVED, SHARED_RULES
+from sdk.schema.gbnf._errors import UnsupportedKeyword
+from sdk.schema.gbnf._errors import UnsupportedSchema
+from sdk.schema.gbnf._gbnf_text import is_atom
+from sdk.schema.gbnf._gbnf_text import join_terms
+from sdk.schema.gbnf._keywords import MAX_REPEAT
+from sdk.schema.gbnf._keywords import Whitespace
+from sdk.schema.gbnf._shared_rules import OPAQUE
+from sdk.schema.gbnf._shared_rules import RESERVED
+from sdk.schema.gbnf._shared_rules import SHARED_RULES
 
 
 class RuleBook:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import re
 
-from sdk.schema.gbnf._keywords import (
-    MAX_EXPONENT_DIGITS,
-    MAX_FRACTION_DIGITS,
-    MAX_INDENT,
-    MAX_INTEGER_DIGITS,
-)
+from sdk.schema.gbnf._keywords import MAX_EXPONENT_DIGITS
+from sdk.schema.gbnf._keywords import MAX_FRACTION_DIGITS
+from sdk.schema.gbnf._keywords import MAX_INDENT
+from sdk.schema.gbnf._keywords import MAX_INTEGER_DIGITS
 
 
 def _fraction_nonzero() -> str:

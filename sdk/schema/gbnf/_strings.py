@@ -6,9 +6,15 @@ import re
 from typing import Any
 
 from sdk.schema import _regex as rx
-from sdk.schema.gbnf._gbnf_text import char_class, is_atom, join_terms, literal
-from sdk.schema.gbnf._json_values import JSON_SPECIAL, SHORT_ESCAPES
-from sdk.schema.gbnf._keywords import FORMATS, NOT_IN, SPEC_FORMATS
+from sdk.schema.gbnf._gbnf_text import char_class
+from sdk.schema.gbnf._gbnf_text import is_atom
+from sdk.schema.gbnf._gbnf_text import join_terms
+from sdk.schema.gbnf._gbnf_text import literal
+from sdk.schema.gbnf._json_values import JSON_SPECIAL
+from sdk.schema.gbnf._json_values import SHORT_ESCAPES
+from sdk.schema.gbnf._keywords import FORMATS
+from sdk.schema.gbnf._keywords import NOT_IN
+from sdk.schema.gbnf._keywords import SPEC_FORMATS
 from sdk.schema.gbnf._lengths import fit
 from sdk.schema.gbnf._walker import SchemaWalker
 

@@ -7,17 +7,15 @@ from typing import Any
 
 from sdk.schema.gbnf._gbnf_text import slug
 from sdk.schema.gbnf._json_values import json_kind
-from sdk.schema.gbnf._merge import (
-    Unmergeable,
-    exclude,
-    flatten,
-    forbids,
-    intersect,
-    intersect_all,
-    properties_of,
-    required_names,
-    value_key,
-)
+from sdk.schema.gbnf._merge import Unmergeable
+from sdk.schema.gbnf._merge import exclude
+from sdk.schema.gbnf._merge import flatten
+from sdk.schema.gbnf._merge import forbids
+from sdk.schema.gbnf._merge import intersect
+from sdk.schema.gbnf._merge import intersect_all
+from sdk.schema.gbnf._merge import properties_of
+from sdk.schema.gbnf._merge import required_names
+from sdk.schema.gbnf._merge import value_key
 from sdk.schema.gbnf._walker import SchemaWalker
 
 
@@ -104,6 +102,7 @@ class UnionRules(SchemaWalker):
         options = node[keyword]
         if not isinstance(options, list) or not options:
             return self.problem(pointer, keyword, f"`{keyword}` must be a non-empty list")
+        options = self.writable(options)
         siblings = {key: node[key] for key in keys if key != keyword}
         if siblings or any(isinstance(o, dict) and "allOf" in o for o in options):
             # (S and anyOf [A, B]) is anyOf [S and A, S and B]; the same for oneOf. A branch
@@ -132,6 +131,11 @@ class UnionRules(SchemaWalker):
             option_hint = f"{hint}-{kind}" if isinstance(kind, str) else f"{hint}-{index + 1}"
             terms.append(self.node(option, f"{pointer}/{keyword}/{index}", option_hint, guard))
         return self.alternatives(terms, hint)
+
+    def writable(self, options: list[Any]) -> list[Any]:
+        """A union's branches this compiler can write (all of them: a subclass that knows some
+        branch can hold no value drops it here)."""
+        return options
 
     def merged_branch(self, siblings: dict[str, Any], option: Any) -> Any:
         merged = intersect(siblings, option) if siblings else option

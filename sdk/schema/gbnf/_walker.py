@@ -8,15 +8,15 @@ from typing import Any
 
 from sdk._pointer import lookup
 from sdk.schema.gbnf._json_values import has_type
-from sdk.schema.gbnf._keywords import HANDLED, UNSUPPORTED, Whitespace
-from sdk.schema.gbnf._merge import (
-    Unmergeable,
-    exclude,
-    flatten,
-    forbids_a_required,
-    intersect,
-    intersect_all,
-)
+from sdk.schema.gbnf._keywords import HANDLED
+from sdk.schema.gbnf._keywords import UNSUPPORTED
+from sdk.schema.gbnf._keywords import Whitespace
+from sdk.schema.gbnf._merge import Unmergeable
+from sdk.schema.gbnf._merge import exclude
+from sdk.schema.gbnf._merge import flatten
+from sdk.schema.gbnf._merge import forbids_a_required
+from sdk.schema.gbnf._merge import intersect
+from sdk.schema.gbnf._merge import intersect_all
 from sdk.schema.gbnf._rules import RuleBook
 
 

@@ -13,19 +13,19 @@ is always valid JSON string content and an escape sequence is never cut in half.
 """
 
 from sdk.schema.grounding._errors import GroundingUnsupported
-from sdk.schema.grounding._gbnf import GBNF_SOURCE_LIMIT, grounded_gbnf
-from sdk.schema.grounding._lark import COMPACT_JSON, grounded_lark
-from sdk.schema.grounding._spans import (
-    GROUNDED_KEYS,
-    SOURCE_QUOTE_KEY,
-    VERBATIM_KEY,
-    SpanAutomaton,
-    escaped_chunks,
-    grounded_kind,
-    is_grounded,
-    source_chunks,
-    span_automaton,
-)
+from sdk.schema.grounding._gbnf import GBNF_SOURCE_LIMIT
+from sdk.schema.grounding._gbnf import grounded_gbnf
+from sdk.schema.grounding._lark import COMPACT_JSON
+from sdk.schema.grounding._lark import grounded_lark
+from sdk.schema.grounding._spans import GROUNDED_KEYS
+from sdk.schema.grounding._spans import SOURCE_QUOTE_KEY
+from sdk.schema.grounding._spans import VERBATIM_KEY
+from sdk.schema.grounding._spans import SpanAutomaton
+from sdk.schema.grounding._spans import escaped_chunks
+from sdk.schema.grounding._spans import grounded_kind
+from sdk.schema.grounding._spans import is_grounded
+from sdk.schema.grounding._spans import source_chunks
+from sdk.schema.grounding._spans import span_automaton
 
 __all__ = [
     "COMPACT_JSON",

@@ -20,21 +20,21 @@ than the schema, where the plain converter is never wider.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
+from typing import Final
 
 from sdk.schema.gbnf._compiler import Compiler
-from sdk.schema.gbnf._gbnf_text import join_terms, literal
+from sdk.schema.gbnf._gbnf_text import join_terms
+from sdk.schema.gbnf._gbnf_text import literal
 from sdk.schema.gbnf._keywords import Whitespace
-from sdk.schema.grounding._spans import (
-    VERBATIM_KEY,
-    SpanAutomaton,
-    escaped_chunks,
-    grounded_kind,
-    longest_match,
-    matching_spans,
-    source_chunks,
-    span_automaton,
-)
+from sdk.schema.grounding._spans import VERBATIM_KEY
+from sdk.schema.grounding._spans import SpanAutomaton
+from sdk.schema.grounding._spans import escaped_chunks
+from sdk.schema.grounding._spans import grounded_kind
+from sdk.schema.grounding._spans import longest_match
+from sdk.schema.grounding._spans import matching_spans
+from sdk.schema.grounding._spans import source_chunks
+from sdk.schema.grounding._spans import span_automaton
 
 __all__ = ["GBNF_SOURCE_LIMIT", "grounded_gbnf"]
 
@@ -92,23 +92,11 @@ class _GroundedCompiler(Compiler):
             self.values[verbatim] = known
         return known
 
-    def union(
-        self,
-        node: dict[str, Any],
-        keyword: str,
-        keys: set[str],
-        pointer: str,
-        hint: str,
-        guard: frozenset[str],
-    ) -> str:
-        """A union without its grounded-string branches that no span of the source can fill
+    def writable(self, options: list[Any]) -> list[Any]:
+        """A union's branches without the grounded strings that no span of the source can fill
         (an id's pattern matched nowhere): `null` is then what is left of `Verbatim | None`."""
-        options = node.get(keyword)
-        if isinstance(options, list):
-            kept = [o for o in options if not (isinstance(o, dict) and self.matching(o) == [])]
-            if kept and len(kept) < len(options):
-                node = {**node, keyword: kept}
-        return super().union(node, keyword, keys, pointer, hint, guard)
+        kept = [o for o in options if not (isinstance(o, dict) and self.matching(o) == [])]
+        return kept or options
 
     def matching(self, node: dict[str, Any]) -> list[str] | None:
         """For a grounded string with a `pattern` that bounds its length: the spans (as JSON

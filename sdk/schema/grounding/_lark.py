@@ -24,19 +24,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
+from typing import Final
 
 from sdk._pointer import resolve_ref
 from sdk.schema import _regex as rx
 from sdk.schema.grounding._errors import GroundingUnsupported
-from sdk.schema.grounding._spans import (
-    VERBATIM_KEY,
-    escaped_chunks,
-    grounded_kind,
-    grounded_walker,
-    longest_match,
-    matching_spans,
-)
+from sdk.schema.grounding._spans import VERBATIM_KEY
+from sdk.schema.grounding._spans import escaped_chunks
+from sdk.schema.grounding._spans import grounded_kind
+from sdk.schema.grounding._spans import grounded_walker
+from sdk.schema.grounding._spans import longest_match
+from sdk.schema.grounding._spans import matching_spans
 
 __all__ = ["COMPACT_JSON", "grounded_lark"]
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
 
 from sdk.schema import _regex as rx
 
