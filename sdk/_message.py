@@ -30,6 +30,11 @@ class Message:
     tool_results: tuple[ToolResult, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.role not in ("user", "assistant"):
+            raise ValueError(
+                f"a message's role is 'user' or 'assistant', not {self.role!r} (pass the system "
+                "prompt as system=...)"
+            )
         # One shape whatever was passed: a string, or a tuple of parts (a list of strings and
         # parts is read as parts, so `["Total?", image]` means what it says on every provider).
         object.__setattr__(self, "content", parts_of(self.content))

@@ -61,6 +61,10 @@ __all__ = [
 
 C = TypeVar("C", bound=Contract)
 
+# The constructors' own keywords beside the settings (so a misspelling gets "did you mean").
+_SYNC_KEYWORDS = frozenset({"sleep"})
+_ASYNC_KEYWORDS = frozenset({"sleep", "max_concurrency"})
+
 
 class _BaseClient:
     """Everything the two clients share: all but sending the request."""
@@ -116,7 +120,7 @@ class StructuredClient(_BaseClient):
         sleep: Callable[[float], None] = time.sleep,
         **options: Unpack[ClientOptions],
     ) -> None:
-        super().__init__(provider, ClientConfig.of(options, "StructuredClient()"))
+        super().__init__(provider, ClientConfig.of(options, "StructuredClient()", _SYNC_KEYWORDS))
         self._sleep = sleep
 
     def __enter__(self) -> StructuredClient:
@@ -234,7 +238,9 @@ class AsyncStructuredClient(_BaseClient):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         **options: Unpack[ClientOptions],
     ) -> None:
-        super().__init__(provider, ClientConfig.of(options, "AsyncStructuredClient()"))
+        super().__init__(
+            provider, ClientConfig.of(options, "AsyncStructuredClient()", _ASYNC_KEYWORDS)
+        )
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1 (or None for no limit)")
         self.max_concurrency = max_concurrency

@@ -381,6 +381,9 @@ def test_a_misspelled_option_is_a_type_error_before_sending(setup: Setup, call: 
 # What each provider's API does not take, of the SDK's sampling options.
 NOT_TAKEN = {"anthropic": "seed", "openai_responses": "stop", "openai_chat": "top_k",
              "gemini": "repeat_penalty", "fallback": "seed"}  # fmt: skip
+# A value of the option's own type, so that what is refused is the option, not its value.
+WELL_TYPED = {"anthropic": 1, "openai_responses": "END", "openai_chat": 1, "gemini": 1.1,
+              "fallback": 1}  # fmt: skip
 
 
 @pytest.mark.parametrize("setup", [s for s in SETUPS if s.name in NOT_TAKEN],
@@ -389,7 +392,7 @@ def test_an_option_the_provider_does_not_take_is_refused_naming_it(setup: Setup)
     kind = KINDS[0]
     watched = _watch(setup, kind, [kind.good], "generate")
     with pytest.raises(TypeError, match=f"does not take the option '{NOT_TAKEN[setup.name]}'"):
-        _run(watched, kind, "generate", **{NOT_TAKEN[setup.name]: 1})
+        _run(watched, kind, "generate", **{NOT_TAKEN[setup.name]: WELL_TYPED[setup.name]})
     assert _requests(watched) == 0
 
 

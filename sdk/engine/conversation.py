@@ -22,6 +22,7 @@ __all__ = [
     "FEEDBACK_WHOLE_REPLY",
     "MessageLike",
     "PromptLike",
+    "check_text",
     "conversation",
     "feedback_lines",
     "feedback_message",
@@ -57,15 +58,35 @@ def conversation(
     messages: Sequence[MessageLike] | None,
     source: str | None,
 ) -> tuple[Message, ...]:
-    """The call's first messages: `messages` as given, or the prompt with the source document."""
+    """The call's first messages: `messages` as given, or the prompt with the source document.
+    Refused before anything is sent: wrong-shaped messages (`TypeError`), an empty prompt or
+    conversation, and text no provider can carry (a lone surrogate) (`ValueError`)."""
+    if source is not None:
+        check_text(source, "source")
     if messages is not None:
         if prompt is not None:
             raise ValueError("pass either prompt or messages, not both")
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+            raise TypeError(
+                "messages must be a list of Message or {'role': ..., 'content': ...} mappings, "
+                f"not {type(messages).__name__}"
+            )
         if not messages:
             raise ValueError("messages is empty")
-        return tuple(_message(message) for message in messages)
+        turns = tuple(_message(message) for message in messages)
+        for index, turn in enumerate(turns):
+            for part in turn.parts:
+                if isinstance(part, Text):
+                    check_text(part.text, f"messages[{index}]")
+        return turns
     if prompt is None and source is None:
         raise ValueError("pass a prompt, messages, or a source document")
+    if prompt is not None and source is None and _blank(prompt):
+        raise ValueError("prompt is empty: say what the model should do (or pass a source)")
+    pieces: Sequence[str | Part] = [prompt] if isinstance(prompt, str) else (prompt or ())
+    for piece in pieces:
+        if isinstance(piece, (str, Text)):
+            check_text(piece if isinstance(piece, str) else piece.text, "prompt")
     name = output.name if isinstance(output, Grammar) else output.__name__
     document = f"<document>\n{source}\n</document>" if source is not None else None
     if prompt is None or isinstance(prompt, str):
@@ -76,9 +97,33 @@ def conversation(
     return (Message("user", (*parts, *([Text(document)] if document else []))),)
 
 
+def check_text(text: str, what: str) -> None:
+    """Refuse text that cannot be sent: a lone surrogate has no UTF-8 form, so every provider's
+    client would fail while encoding the request (`ValueError` naming where it is)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"{what} is not valid Unicode text: a lone surrogate ({text[error.start]!r}) at "
+            f"character {error.start}"
+        ) from None
+
+
+def _blank(prompt: PromptLike) -> bool:
+    """Whether a prompt says nothing: blank text, or no parts but blank text."""
+    if isinstance(prompt, str):
+        return not prompt.strip()
+    return all(isinstance(part, str) and not part.strip() for part in prompt)
+
+
 def _message(message: MessageLike) -> Message:
     if isinstance(message, Message):
         return message
+    if not isinstance(message, Mapping):
+        raise TypeError(
+            "a message is a Message or a {'role': ..., 'content': ...} mapping, not "
+            f"{type(message).__name__}"
+        )
     role, content = message.get("role"), message.get("content")
     if role in ("user", "assistant") and content is not None:
         try:

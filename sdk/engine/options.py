@@ -25,6 +25,7 @@ from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import SamplingOptions
+from sdk.providers._profile import merge_extra
 
 __all__ = [
     "SAMPLING_OPTIONS",
@@ -32,7 +33,9 @@ __all__ = [
     "CallOptions",
     "Reasoning",
     "check_options",
+    "check_values",
     "did_you_mean",
+    "merged_defaults",
     "split_options",
 ]
 
@@ -93,14 +96,79 @@ def did_you_mean(name: str, names: Sequence[str] | frozenset[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def check_options(options: Mapping[str, Any], where: str) -> None:
-    """Refuse a name that is not a call option (`TypeError`, before anything is sent)."""
+def check_options(
+    options: Mapping[str, Any], where: str, keywords: frozenset[str] = frozenset()
+) -> None:
+    """Refuse a name that is not a call option (`TypeError`, before anything is sent), with the
+    closest option or keyword of the method (`keywords`: `tool_choice`, ...) when there is one,
+    and a value of the wrong type for the options whose type is plain (numbers, text)."""
     for name in options:
         if name not in OPTIONS:
+            hint = did_you_mean(name, OPTIONS | keywords)
             raise TypeError(
-                f"{where} got an unexpected option {name!r}{did_you_mean(name, OPTIONS)}; "
-                "raw request fields go in extra_body={...}"
+                f"{where} got an unexpected option {name!r}"
+                + (hint or "; raw request fields go in extra_body={...}")
             )
+    check_values(options, where)
+
+
+def check_values(options: Mapping[str, Any], where: str) -> None:
+    """Refuse a value of the wrong type for an option whose type is plain (`TypeError`)."""
+    for name, value in options.items():
+        check = _VALUE_CHECKS.get(name)
+        if check is not None and not check[0](value):
+            raise TypeError(f"{where}: {name} must be {check[1]}, not {value!r}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _seconds(value: Any) -> bool:
+    return value is None or _number(value)  # positive: `RetrySettings` says so (a ValueError)
+
+
+def _stop(value: Any) -> bool:
+    if isinstance(value, str):
+        return True
+    return isinstance(value, Sequence) and all(isinstance(item, str) for item in value)
+
+
+def _text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+# The options whose values are plain, checked before anything is sent (a `deadline="10"` would
+# fail deep in the attempts machine, a `temperature="hot"` at the provider, as a provider error).
+_VALUE_CHECKS: Final[dict[str, tuple[Any, str]]] = {
+    "temperature": (_number, "a number"),
+    "top_p": (_number, "a number"),
+    "top_k": (_whole, "a whole number"),
+    "seed": (_whole, "a whole number"),
+    "presence_penalty": (_number, "a number"),
+    "frequency_penalty": (_number, "a number"),
+    "repeat_penalty": (_number, "a number"),
+    "stop": (_stop, "a string or a list of strings"),
+    "constrained": (lambda value: isinstance(value, bool), "True or False"),
+    "deadline": (_seconds, "a number of seconds or None"),
+    "attempt_deadline": (_seconds, "a number of seconds or None"),
+    "system": (_text, "a string or None"),
+    "source": (_text, "a string or None"),
+    "extra_body": (lambda value: isinstance(value, Mapping), "a mapping"),
+}
+
+
+def merged_defaults(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's options over the client's defaults: the call's value wins, but for `extra_body`,
+    whose fields are merged (the call's over the client's, nested mappings key by key)."""
+    resolved = {**defaults, **options}
+    if isinstance(defaults.get("extra_body"), Mapping) and "extra_body" in options:
+        resolved["extra_body"] = merge_extra(dict(defaults["extra_body"]), options["extra_body"])
+    return resolved
 
 
 def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

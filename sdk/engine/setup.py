@@ -27,6 +27,7 @@ from sdk.contract import Contract
 from sdk.contract import require_contract
 from sdk.engine.attempts import Attempts
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
+from sdk.engine.conversation import check_text
 from sdk.engine.conversation import conversation
 from sdk.engine.envelope import envelope_of
 from sdk.engine.kinds import Document
@@ -42,7 +43,9 @@ from sdk.engine.kinds.tools import tool_conversation
 from sdk.engine.options import OPTIONS
 from sdk.engine.options import CallOptions
 from sdk.engine.options import check_options
+from sdk.engine.options import check_values
 from sdk.engine.options import did_you_mean
+from sdk.engine.options import merged_defaults
 from sdk.engine.options import split_options
 from sdk.engine.retry import DEFAULT_BACKOFF
 from sdk.engine.retry import Backoff
@@ -100,23 +103,29 @@ class ClientConfig:
     """Default call options (`max_tokens`, `deadline`, `temperature`, ...)."""
 
     @classmethod
-    def of(cls, options: Mapping[str, Any], where: str) -> ClientConfig:
-        """A config from a constructor's keyword arguments."""
-        return cls().updated(options, where)
+    def of(
+        cls, options: Mapping[str, Any], where: str, keywords: frozenset[str] = frozenset()
+    ) -> ClientConfig:
+        """A config from a constructor's keyword arguments (`keywords`: the constructor's own,
+        beside the options, for "did you mean")."""
+        return cls().updated(options, where, keywords)
 
-    def updated(self, options: Mapping[str, Any], where: str) -> ClientConfig:
+    def updated(
+        self, options: Mapping[str, Any], where: str, keywords: frozenset[str] = frozenset()
+    ) -> ClientConfig:
         """This config with `options` (settings and call defaults) changed."""
         settings = {k: v for k, v in options.items() if k in _SETTINGS}
         calls = {k: v for k, v in options.items() if k not in _SETTINGS}
         for name in calls:
             if name not in OPTIONS:
-                known = OPTIONS | _SETTINGS
+                known = OPTIONS | _SETTINGS | keywords
                 raise TypeError(
                     f"{where} got an unexpected option {name!r}{did_you_mean(name, known)}"
                 )
+        check_values(calls, where)
         if "hooks" in settings:
             settings["hooks"] = tuple(settings["hooks"])
-        config = replace(self, **settings, defaults={**self.defaults, **calls})
+        config = replace(self, **settings, defaults=merged_defaults(self.defaults, calls))
         config.validate()
         return config
 
@@ -200,10 +209,17 @@ def start_tools_call(
     return _machine(config, provider, kind, turns, resolved, where == "stream_tools()")
 
 
+# The keyword arguments of `call_tools`/`stream_tools` beside the options: a misspelling of one
+# lands among the options, and its "did you mean" names it.
+_TOOL_KEYWORDS = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
+
+
 def _resolve(config: ClientConfig, options: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The call's options over the client's defaults, checked (before anything is sent)."""
-    check_options(options, where)
-    resolved = {**config.defaults, **options}
+    check_options(options, where, _TOOL_KEYWORDS if "tools" in where else frozenset())
+    resolved = merged_defaults(config.defaults, options)
+    if resolved.get("system") is not None:
+        check_text(resolved["system"], "system")
     context = resolved.get("context")
     if context is not None and not isinstance(context, Mapping):
         raise TypeError(f"context must be a mapping, not {type(context).__name__}")

@@ -1,0 +1,218 @@
+"""What a call refuses before anything is sent, whatever the provider: misspelled keywords
+(with "did you mean"), option values of the wrong type, wrong-shaped or empty conversations and
+text no provider can carry; and how a call's `extra_body` meets the client's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import pytest
+
+from contracts import Decision
+from sdk import AsyncStructuredClient
+from sdk import Message
+from sdk import StructuredClient
+from sdk import Tool
+from sdk.hooks import Hooks
+from sdk.providers import AnthropicProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import TestProvider
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import openai_client
+
+VALID = {"reasoning": "Within policy.", "answer": "approve", "confidence": "high"}
+TEXT = json.dumps(VALID)
+TOOL = Tool(Decision, name="decide")
+
+
+class Recorder(Hooks):
+    """Every hook event, by name."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def on_call(self, *args: Any, **kwargs: Any) -> None:
+        self.events.append("on_call")
+
+    def on_error(self, *args: Any, **kwargs: Any) -> None:
+        self.events.append("on_error")
+
+    def on_failure(self, *args: Any, **kwargs: Any) -> None:
+        self.events.append("on_failure")
+
+
+# --- misspelled keywords ---
+
+
+@pytest.mark.parametrize(
+    ("method", "typo", "meant"),
+    [
+        ("call_tools", "tool_choise", "tool_choice"),
+        ("stream_tools", "parallel_tool_call", "parallel_tool_calls"),
+        ("call_tools", "tool", "tools"),
+    ],
+)
+def test_a_misspelled_tool_keyword_says_which_one_was_meant(
+    method: str, typo: str, meant: str
+) -> None:
+    provider = TestProvider([TEXT])
+    client = StructuredClient(provider)
+    with pytest.raises(TypeError, match=rf"'{typo}' \(did you mean '{meant}'\?\)") as info:
+        result = getattr(client, method)(tools=[TOOL], prompt="Decide.", **{typo: "required"})
+        list(result) if method == "stream_tools" else None
+    assert "extra_body" not in str(info.value)  # the keyword is not a raw field either
+    assert provider.requests == []
+
+    async def run_async() -> None:
+        aclient = AsyncStructuredClient(provider)
+        call = getattr(aclient, method)(tools=[TOOL], prompt="Decide.", **{typo: "required"})
+        if method == "stream_tools":
+            [item async for item in call]
+        else:
+            await call
+
+    with pytest.raises(TypeError, match=rf"did you mean '{meant}'"):
+        asyncio.run(run_async())
+    assert provider.requests == []
+
+
+def test_a_misspelled_constructor_keyword_says_which_one_was_meant() -> None:
+    provider = TestProvider([TEXT])
+    with pytest.raises(TypeError, match=r"did you mean 'max_concurrency'"):
+        AsyncStructuredClient(provider, max_concurency=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"did you mean 'sleep'"):
+        StructuredClient(provider, slep=None)  # type: ignore[call-arg]
+
+
+def test_an_unknown_name_with_nothing_close_points_to_extra_body() -> None:
+    with pytest.raises(TypeError, match=r"'zzz_brand_new'; raw request fields go in extra_body"):
+        StructuredClient(TestProvider([TEXT])).generate(Decision, prompt="x", zzz_brand_new=1)
+
+
+# --- option values ---
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("deadline", "10", "deadline must be a number of seconds or None"),
+        ("attempt_deadline", [1], "attempt_deadline must be a number of seconds or None"),
+        ("stop", 5, "stop must be a string or a list of strings"),
+        ("stop", ["END", 3], "stop must be a string or a list of strings"),
+        ("temperature", "hot", "temperature must be a number"),
+        ("temperature", True, "temperature must be a number"),
+        ("seed", 1.5, "seed must be a whole number"),
+        ("system", 7, "system must be a string or None"),
+        ("extra_body", ["metadata"], "extra_body must be a mapping"),
+    ],
+)
+def test_an_option_of_the_wrong_type_is_a_type_error_before_sending(
+    option: str, value: Any, said: str
+) -> None:
+    wire = Wire(chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
+    recorder = Recorder()
+    client = StructuredClient(provider, hooks=[recorder])
+    with pytest.raises(TypeError, match=said):
+        client.generate(Decision, prompt="Approve?", **{option: value})
+    with pytest.raises(TypeError, match=said):  # the same as a client default
+        client.with_options(**{option: value})
+    assert wire.requests == [] and recorder.events == []
+
+
+def test_a_non_positive_deadline_is_still_a_value_error() -> None:
+    with pytest.raises(ValueError, match="deadline must be a positive number"):
+        StructuredClient(TestProvider([TEXT])).generate(Decision, prompt="x", deadline=0)
+
+
+# --- the conversation ---
+
+
+@pytest.mark.parametrize(
+    ("messages", "error", "said"),
+    [
+        ("hello", TypeError, "messages must be a list of Message"),
+        ({"role": "user", "content": "hi"}, TypeError, "messages must be a list of Message"),
+        ([("user", "hi")], TypeError, "a message is a Message or a"),
+        ([{"role": "robot", "content": "hi"}], ValueError, "role 'user' or 'assistant'"),
+        ([], ValueError, "messages is empty"),
+    ],
+)
+def test_a_wrong_shaped_conversation_is_refused_before_sending(
+    messages: Any, error: type[Exception], said: str
+) -> None:
+    provider = TestProvider([TEXT])
+    with pytest.raises(error, match=said):
+        StructuredClient(provider).generate(Decision, messages=messages)
+    with pytest.raises(error, match=said):
+        StructuredClient(provider).call_tools(tools=[TOOL], messages=messages)
+    assert provider.requests == []
+
+
+def test_a_message_with_an_unknown_role_cannot_be_made() -> None:
+    with pytest.raises(ValueError, match=r"not 'robot' \(pass the system prompt as system="):
+        Message("robot", "hi")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n", [], ["", " "]])
+def test_an_empty_prompt_is_refused_unless_a_source_says_what_to_read(prompt: Any) -> None:
+    provider = TestProvider([TEXT, TEXT])
+    with pytest.raises(ValueError, match="prompt is empty"):
+        StructuredClient(provider).generate(Decision, prompt=prompt)
+    assert provider.requests == []
+    StructuredClient(provider).generate(Decision, prompt=prompt, source="The order is 3 days old.")
+    assert "The order is 3 days old." in provider.requests[0].messages[0].text
+
+
+LONE = "refund \ud800 now"
+
+
+@pytest.mark.parametrize(
+    ("where", "options"),
+    [
+        ("prompt", {"prompt": LONE}),
+        ("prompt", {"prompt": ["Approve?", LONE]}),
+        ("system", {"prompt": "Approve?", "system": LONE}),
+        ("source", {"prompt": "Approve?", "source": LONE}),
+        ("messages[1]", {"messages": [Message("user", "a"), Message("assistant", LONE)]}),
+    ],
+)
+def test_a_lone_surrogate_is_refused_before_sending_not_reported_as_a_provider_error(
+    where: str, options: dict[str, Any]
+) -> None:
+    # The SDK clients would fail while encoding the request body: the failure is the caller's,
+    # said before the call starts (no attempt, no hook), naming where the bad character is.
+    wire = Wire(anthropic_reply(text=TEXT))
+    recorder = Recorder()
+    client = StructuredClient(
+        AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6"), hooks=[recorder]
+    )
+    said = rf"{re.escape(where)} is not valid Unicode text: a lone surrogate .* at character 7"
+    with pytest.raises(ValueError, match=said):
+        client.generate(Decision, **options)
+    assert wire.requests == [] and recorder.events == []
+
+
+# --- extra_body over the client's ---
+
+
+def test_a_call_s_extra_body_is_merged_over_the_client_s() -> None:
+    wire = Wire(anthropic_reply(text=TEXT))
+    client = StructuredClient(
+        AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6"),
+        extra_body={"metadata": {"user_id": "u-1"}, "output_config": {"effort": "low"}},
+    )
+    configured = client.with_options(extra_body={"output_config": {"effort": "high"}})
+    configured.generate(Decision, prompt="Approve?", extra_body={"service_tier": "auto"})
+    sent = wire.body
+    assert sent["metadata"] == {"user_id": "u-1"}  # the client's
+    assert sent["output_config"]["effort"] == "high"  # the copy's, over the client's
+    assert sent["output_config"]["format"]["type"] == "json_schema"  # the SDK's stays
+    assert sent["service_tier"] == "auto"  # the call's
+    assert client.config.defaults["extra_body"]["output_config"] == {"effort": "low"}
