@@ -220,6 +220,12 @@ CONSTRAINTS = [
     ("gemini", {"systemInstruction": {"parts": [{"text": "obey"}]}}),
     ("gemini", {"tools": [{"functionDeclarations": []}]}),
     ("gemini", {"config": {"tools": []}}),
+    ("anthropic", {"output_format": {"type": "text"}}),
+    ("anthropic", {"mcp_servers": [{"type": "url", "url": "https://mcp.test", "name": "m"}]}),
+    ("openai_chat", {"functions": [{"name": "f", "parameters": {}}]}),
+    ("openai_chat", {"function_call": "auto"}),
+    ("llamacpp", {"grammar_lazy": True}),
+    ("llamacpp", {"grammar_triggers": [{"type": 0, "value": "{"}]}),
 ]
 
 

@@ -20,11 +20,13 @@ from sdk import SchemaViolation
 from sdk import WireEnum
 from sdk import parse
 from sdk.schema import ESCAPE_MEMBER
+from sdk.schema import OPENAI_STRICT
 from sdk.schema import answer_first
 from sdk.schema import escape_members
 from sdk.schema import is_escape_member
 from sdk.schema import lint
 from sdk.schema import reasoning_field
+from sdk.schema import to_wire
 from sdk.schema import widen
 from sdk.schema._shape import object_fields
 from sdk.schema._shape import shape_of
@@ -73,8 +75,13 @@ def test_every_field_may_be_absent_and_every_enum_can_escape(contract: type[Cont
         assert shape.nullable, pointer
         if shape.enum is not None:
             assert ESCAPE_MEMBER in shape.enum or "other" in shape.enum, pointer
-    assert root["required"] == list(contract.model_fields)  # still required: null, not missing
+    assert root.get("required", []) == []  # may be left out: absent reads as null
     assert list(root["properties"]) == list(contract.model_fields)  # same generation order
+    empty = parse(widened, "{}", stop_reason="end_turn").value
+    assert all(getattr(empty, name) is None for name in contract.model_fields)
+    # A strict dialect, which wants every field, gets them required and nullable.
+    strict = to_wire(widened, OPENAI_STRICT).schema
+    assert strict["required"] == list(contract.model_fields)
 
 
 @pytest.mark.parametrize("contract", REFERENCE)

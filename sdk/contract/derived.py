@@ -6,9 +6,11 @@ The reference texts' first remedy for a grammar that manufactures answers: give 
 somewhere to put "I don't know". The widened contract is what an evaluation runs beside the
 production one to measure what that room is worth (`sdk eval`, arm `widened`):
 
-- every field may be absent: its type gains `None` (it stays required, as strict provider modes
-  want, so absence is an explicit `null`); a field that was not nullable says so in its
-  description, because the model reads descriptions, not types;
+- every field may be absent: its type gains `None` and a field without a default gets `None` as
+  its default, so a document may leave it out (strict provider modes, which want every field,
+  get it from their dialect as required and nullable: there absence is an explicit `null`); a
+  field that was not nullable says so in its description, because the model reads
+  descriptions, not types;
 - every enum gains an escape member, `unknown`, unless it has one already (`unknown`, `other`,
   `none`, ... as the linter counts them);
 - nested contracts are widened the same way, at any depth (`list[LineItem]`, `Fix | None`).
@@ -115,8 +117,9 @@ _GATED = (
 
 
 def widen(contract: type[Contract]) -> type[Contract]:
-    """The widened contract (module docstring): every field nullable, every enum with an escape
-    member, nested contracts widened; built once per contract and cached."""
+    """The widened contract (module docstring): every field nullable and optional (absent is
+    `None`), every enum with an escape member, nested contracts widened; built once per
+    contract and cached."""
     if not (isinstance(contract, type) and issubclass(contract, Contract)):
         raise TypeError(f"widen takes a Contract subclass, not {contract!r}")
     with _lock:
@@ -141,6 +144,8 @@ def _widen(contract: type[Contract]) -> type[Contract]:
                 annotation = annotation | None
                 widened_info.description = _with_note(info.description)
             widened_info.annotation = annotation
+            if widened_info.is_required():
+                widened_info.default = None  # may be absent
             fields[name] = (annotation, widened_info)
         widened = _derive(contract, f"{contract.__name__}Widened", fields)
     finally:

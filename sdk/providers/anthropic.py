@@ -88,7 +88,10 @@ _SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
              "stop": "stop_sequences"}  # fmt: skip
 _OWNED = frozenset(
     {"model", "max_tokens", "messages", "system", "thinking", "tools", "tool_choice",
-     "output_config.format", "stream"}
+     "output_config.format", "stream",
+     # The beta's older spelling of the schema, and servers whose tools the model could call
+     # instead of writing the document.
+     "output_format", "mcp_servers"}
 )  # fmt: skip
 
 

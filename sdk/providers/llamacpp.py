@@ -234,7 +234,7 @@ _OPTIONS = {name: name for name in ("temperature", "top_p", "top_k", "seed", "st
 _OWNED = frozenset(
     {"prompt", "n_predict", "grammar", "json_schema", "response_format", "stream",
      "stream_options", "messages", "max_tokens", "model", "tools", "tool_choice",
-     "parallel_tool_calls"}
+     "parallel_tool_calls", "grammar_lazy", "grammar_triggers"}
 )  # fmt: skip
 
 

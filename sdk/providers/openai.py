@@ -109,7 +109,7 @@ CHAT = Profile(
                                      "presence_penalty", "frequency_penalty")},
     owned=frozenset({"model", "messages", "max_completion_tokens", "max_tokens",
                      "response_format", "tools", "tool_choice", "parallel_tool_calls", "stream",
-                     "stream_options"}),
+                     "stream_options", "functions", "function_call"}),
     fields=sdk_fields(Completions.create),
 )  # fmt: skip
 
