@@ -124,7 +124,8 @@ class OpenTelemetryHooks(Hooks):
         if span is None:
             return
         if error is not None:
-            _failed(span, error)
+            _answered_by(span, call)
+        _failed(span, error)
         span.end()
 
     def on_result(self, call: CallInfo, result: Result[Any] | ToolCalls) -> None:
@@ -141,6 +142,7 @@ class OpenTelemetryHooks(Hooks):
         )
         if result.model:
             span.set_attribute("gen_ai.response.model", result.model)
+        _answered_by(span, call)
         span.end()
 
     def on_failure(self, call: CallInfo, error: StructuredOutputError) -> None:
@@ -167,6 +169,14 @@ def genai_provider_name(provider: str) -> str:
     """`gen_ai.provider.name` for an SDK provider family (its own name where the conventions
     have none)."""
     return GENAI_PROVIDER_NAMES.get(provider, provider)
+
+
+def _answered_by(span: Span, call: CallInfo) -> None:
+    """The call span names the provider and model of its last attempt (after a fallback, the
+    one that answered), as its response model does; the span opened naming the first."""
+    span.set_attribute("gen_ai.provider.name", genai_provider_name(call.provider))
+    if call.model:
+        span.set_attribute("gen_ai.request.model", call.model)
 
 
 def _failed(span: Span, error: StructuredOutputError) -> None:

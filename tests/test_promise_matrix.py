@@ -251,6 +251,9 @@ def test_every_attempt_is_watched_and_every_span_ends(setup: Setup, kind: Kind, 
     assert [p for p, _ in watched.hooks.attempt_providers] == answered
     models = [s.attributes.get("gen_ai.request.model") for s in attempts]
     assert models == [m for _, m in watched.hooks.attempt_providers]
+    # The call's span names the one that answered, as its response model does.
+    assert calls[0].attributes["gen_ai.provider.name"] == expected[-1]  # type: ignore[index]
+    assert calls[0].attributes.get("gen_ai.request.model") == models[-1]  # type: ignore[union-attr]
 
 
 # --- 2. an error carries every attempt and their usage ---
