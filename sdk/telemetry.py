@@ -124,8 +124,7 @@ class OpenTelemetryHooks(Hooks):
         if span is None:
             return
         if error is not None:
-            _answered_by(span, call)
-        _failed(span, error)
+            _failed(span, error)
         span.end()
 
     def on_result(self, call: CallInfo, result: Result[Any] | ToolCalls) -> None:
@@ -153,9 +152,9 @@ class OpenTelemetryHooks(Hooks):
         if error.usage is not None:
             span.set_attribute("gen_ai.usage.input_tokens", error.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", error.usage.output_tokens)
+        _answered_by(span, call)
         _failed(span, error)
         span.end()
-
 
     def on_cancel(self, call: CallInfo, attempts: list[Attempt]) -> None:
         span: Span | None = call.extra.pop(_CALL, None)

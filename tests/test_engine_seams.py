@@ -448,3 +448,46 @@ def test_vllm_takes_its_own_name_for_the_repeat_penalty() -> None:
     provider = VLLMProvider("http://local.test", model="m", http_client=http)
     StructuredClient(provider).generate(Decision, prompt="Approve?", repeat_penalty=1.2)
     assert server.requests[0]["repetition_penalty"] == 1.2
+
+
+# --- a stream cut midway keeps what it streamed ---
+
+
+@pytest.mark.parametrize(
+    ("fixture_name", "build"),
+    [
+        ("anthropic_stream_success.sse",
+         lambda wire: AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")),
+        ("openai_chat_stream_success.sse",
+         lambda wire: OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")),
+        ("openai_responses_stream_success.sse",
+         lambda wire: OpenAIResponsesProvider(openai_client(wire), model="gpt-5.1-mini")),
+    ],
+)  # fmt: skip
+def test_a_stream_cut_before_its_final_event_keeps_the_text_it_streamed(
+    fixture_name: str, build: Any
+) -> None:
+    import httpx2
+
+    from tests.wire_support import ANTHROPIC_HEADERS
+    from tests.wire_support import OPENAI_HEADERS
+    from tests.wire_support import SSE
+    from tests.wire_support import fixture
+
+    raw = fixture(fixture_name)
+    cut = raw[: int(len(raw) * 0.6)]
+    cut = cut[: cut.rfind(b"\n\n") + 2]  # whole events, the final ones missing
+    headers = ANTHROPIC_HEADERS if fixture_name.startswith("anthropic") else OPENAI_HEADERS
+    wire = Wire(httpx2.Response(200, content=cut, headers={**headers, **SSE}))
+    client = StructuredClient(build(wire), retries=0, backoff=Backoff(retries=0))
+    shown: list[Any] = []
+    with pytest.raises(ProviderError) as info:
+        shown.extend(client.stream(Decision, prompt="Approve?"))
+    text = info.value.text
+    assert len(info.value.attempts) == 1 and info.value.stop_reason is None
+    # Nothing streamed is lost: the error holds what arrived, a proper prefix of the whole text.
+    whole_wire = Wire(httpx2.Response(200, content=raw, headers={**headers, **SSE}))
+    whole = StructuredClient(build(whole_wire)).stream(Decision, prompt="Approve?")
+    *_, result = whole
+    assert text is not None and 0 < len(text) < len(result.text)
+    assert result.text.startswith(text)

@@ -26,11 +26,13 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 from sdk.errors import ProviderError
 from sdk.errors import StructuredOutputError
 from sdk.providers._base import Codec
+from sdk.providers._base import TextDelta
 from sdk.providers._errors import is_retryable
 from sdk.providers._errors import provider_error
 
@@ -100,6 +102,15 @@ class Seen:
     status_code: int | None = None
     request_id: str | None = None
     body: Any = None
+    streamed: list[str] = field(default_factory=list)
+    """The document's text streamed so far: a stream cut midway keeps it on its error."""
+
+    def show(self, deltas: tuple[TextDelta, ...]) -> tuple[TextDelta, ...]:
+        """Keep the document's text of `deltas` (not tool-call arguments), and pass them on."""
+        for delta in deltas:
+            if type(delta) is TextDelta:
+                self.streamed.append(delta.text)
+        return deltas
 
 
 def bounded(text: str, limit: int = BODY_CHARS) -> str:
@@ -143,6 +154,8 @@ def _sealed(error: ProviderError, codec: Codec, redact: Redactor, seen: Seen) ->
         error.body = redact(error.body)
     error.message = redact(error.message)
     error.args = (error.message,)
+    if error.text is None and seen.streamed:
+        error.text = "".join(seen.streamed)
     if error.text is not None:
         error.text = redact(error.text)
     logger.debug("%s", error.message)

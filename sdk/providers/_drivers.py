@@ -83,7 +83,7 @@ def stream(
             reader = codec.reader(request, seen.request_id)
             for event in events:
                 seen.body = event
-                deltas = _deltas(reader.feed(event))
+                deltas = seen.show(_deltas(reader.feed(event)))
                 if deadline is not None and time.monotonic() > deadline:
                     raise deadline_error(codec.provider)
                 yield from deltas
@@ -151,7 +151,7 @@ async def astream(
                 if event is _END:
                     break
                 seen.body = event
-                for delta in _deltas(reader.feed(event)):
+                for delta in seen.show(_deltas(reader.feed(event))):
                     yield delta
             seen.body = None
             completion = reader.finish()
