@@ -326,6 +326,9 @@ def test_sdk_cache_stats_and_clear(tmp_path: Path) -> None:
     assert SQLiteCache(path).stats() == CacheStats(0, 0, 0, 0, 0)
     missing = runner.invoke(app, ["cache", "stats", "--path", str(tmp_path / "none.db")])
     assert missing.exit_code == 0 and "no cache file" in missing.output
+    as_json = runner.invoke(app, ["cache", "stats", "--path", str(tmp_path / "none.db"), "--json"])
+    assert as_json.exit_code == 0 and json.loads(as_json.output) == {
+        "entries": 0, "bytes": 0, "hits": 0, "misses": 0, "expired": 0}  # fmt: skip
     assert not (tmp_path / "none.db").exists()
     foreign = tmp_path / "app.db"
     sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.commit()

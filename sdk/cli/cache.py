@@ -32,16 +32,19 @@ PathOption = Annotated[
 
 
 @contextmanager
-def _opened(path: Path | None) -> Iterator[tuple[Output, SQLiteCache | None]]:
-    """The output and the cache file (`None`, said, when there is none); a file that is not a
-    cache exits 2 with one line."""
+def _opened(
+    path: Path | None, *, say_missing: bool = True
+) -> Iterator[tuple[Output, SQLiteCache | None]]:
+    """The output and the cache file (`None`, said unless `say_missing` is false, when there is
+    none); a file that is not a cache exits 2 with one line."""
     from sdk.cache import SQLiteCache
     from sdk.cache import default_path
 
     out = Output()
     target = path if path is not None else default_path()
     if not target.is_file():
-        out.line(f"no cache file at {target}")
+        if say_missing:
+            out.line(f"no cache file at {target}")
         yield out, None
         return
     with errors_exit(out):
@@ -52,8 +55,12 @@ def _opened(path: Path | None) -> Iterator[tuple[Output, SQLiteCache | None]]:
 @cache_app.command("stats")
 def stats_command(path: PathOption = None, as_json: JsonOption = False) -> None:
     """How many entries the cache holds, its size, and its hits and misses."""
-    with _opened(path) as (out, cache):
+    with _opened(path, say_missing=not as_json) as (out, cache):
         if cache is None:
+            if as_json:  # no file: an empty cache, in the same shape a script reads
+                from sdk.cache import CacheStats
+
+                out.json(asdict(CacheStats(entries=0, bytes=0, hits=0, misses=0)))
             return
         stats = cache.stats()
         if as_json:
