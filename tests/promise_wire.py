@@ -211,7 +211,7 @@ class Server:
         return response(200, headers=headers, content=content)
 
 
-def _hosted(name: str, server: Server, sync: bool) -> Provider:
+def _hosted(name: str, server: Server, sync: bool, **settings: Any) -> Provider:
     transport = httpx2.MockTransport(server)
     http: Any = httpx2.Client(transport=transport) if sync else httpx2.AsyncClient(
         transport=transport)  # fmt: skip
@@ -219,31 +219,32 @@ def _hosted(name: str, server: Server, sync: bool) -> Provider:
         key = "httpx_client" if sync else "httpx_async_client"
         client = genai.Client(api_key=GEMINI_KEY,
                               http_options={"base_url": "http://gemini.test", key: http})
-        return GeminiProvider(client, model="gemini-2.5-flash")  # fmt: skip
+        return GeminiProvider(client, model="gemini-2.5-flash", **settings)  # fmt: skip
     if name == "anthropic":
         cls: Any = anthropic.Anthropic if sync else anthropic.AsyncAnthropic
         return AnthropicProvider(
             cls(api_key=ANTHROPIC_KEY, base_url="http://anthropic.test", http_client=http,
                 _strict_response_validation=True),
-            model="claude-sonnet-4-6",
+            model="claude-sonnet-4-6", **settings,
         )  # fmt: skip
     cls = openai.OpenAI if sync else openai.AsyncOpenAI
     client = cls(api_key=OPENAI_KEY, base_url="http://openai.test/v1", http_client=http,
                  _strict_response_validation=True)  # fmt: skip
     if name == "openai_responses":
-        return OpenAIResponsesProvider(client, model="gpt-5.1-mini")
-    return OpenAIChatProvider(client, model="gpt-5.1-mini")
+        return OpenAIResponsesProvider(client, model="gpt-5.1-mini", **settings)
+    return OpenAIChatProvider(client, model="gpt-5.1-mini", **settings)
 
 
-def _local(name: str, server: Server, sync: bool) -> Provider:
+def _local(name: str, server: Server, sync: bool, **settings: Any) -> Provider:
     transport = httpx.MockTransport(server)
     http: Any = httpx.Client(transport=transport) if sync else httpx.AsyncClient(
         transport=transport)  # fmt: skip
     if name == "llamacpp":
-        return LlamaCppProvider("http://local.test", mode="json_schema", http_client=http)
+        return LlamaCppProvider("http://local.test", mode="json_schema", http_client=http,
+                                **settings)  # fmt: skip
     if name == "vllm":
-        return VLLMProvider("http://local.test", model="m", http_client=http)
-    return OllamaProvider("http://local.test", model="m", http_client=http)
+        return VLLMProvider("http://local.test", model="m", http_client=http, **settings)
+    return OllamaProvider("http://local.test", model="m", http_client=http, **settings)
 
 
 WIRES: dict[str, Callable[[Say, bool, str | None], Encoded]] = {
@@ -267,8 +268,12 @@ class Setup:
     refusals: bool
     """Whether the wire can say "refused" (the local engines cannot)."""
 
-    def build(self, script: list[Say], sync: bool, grammar: bool = False) -> tuple[Provider, Any]:
-        """The provider, answering `script`, and what counts its generation requests."""
+    def build(
+        self, script: list[Say], sync: bool, grammar: bool = False, **settings: Any
+    ) -> tuple[Provider, Any]:
+        """The provider, answering `script`, and what counts its generation requests
+        (`settings`: more of the provider's constructor arguments, for the providers with a
+        wire of their own)."""
         if self.name == "test":
             provider = TestProvider([_scripted(say) for say in script], repeat=True, chunk_size=9)
             return provider, provider
@@ -281,7 +286,7 @@ class Setup:
             return FallbackProvider([primary, _hosted("anthropic", up, sync)]), _Both(down, up)
         server = Server(WIRES[self.name], script, grammar="grammar" if grammar else None)
         hosted = self.name in ("anthropic", "openai_responses", "openai_chat", "gemini")
-        provider = (_hosted if hosted else _local)(self.name, server, sync)
+        provider = (_hosted if hosted else _local)(self.name, server, sync, **settings)
         return provider, server
 
 

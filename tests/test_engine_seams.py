@@ -20,9 +20,9 @@ from sdk import Backoff
 from sdk import CheckFailed
 from sdk import Contract
 from sdk import Grammar
-from sdk import GrammarViolation
 from sdk import Image
 from sdk import Message
+from sdk import MissingToolCall
 from sdk import ProviderError
 from sdk import RefusedOutput
 from sdk import SourceQuote
@@ -84,7 +84,7 @@ def test_a_fallback_list_skips_a_provider_that_cannot_carry_the_output_kind() ->
         AnthropicProvider(anthropic_client(anthropic_wire), model="claude-sonnet-4-6"),
         OpenAIResponsesProvider(openai_client(wire), model="gpt-5.1-mini"),
     ])  # fmt: skip
-    with pytest.raises(GrammarViolation) as info:  # the fixture's call is another grammar's
+    with pytest.raises(MissingToolCall) as info:  # the fixture's call is another grammar's
         StructuredClient(provider, retries=0).generate(grammar, prompt="yes?")
     assert anthropic_wire.requests == [] and len(wire.requests) == 1
     assert info.value.attempts[0].provider == "openai_responses"
@@ -243,6 +243,30 @@ def test_raw_fields_may_not_replace_the_constraint(name: str, extra: dict[str, A
     with pytest.raises(TypeError):  # and no such option exists
         StructuredClient(provider).generate(Decision, prompt="Approve?", **extra)
     assert server.requests == []
+
+
+WIRE_PROVIDERS = ["anthropic", "openai_responses", "openai_chat", "gemini", "llamacpp", "vllm",
+                  "ollama"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", WIRE_PROVIDERS)
+def test_a_provider_s_extra_body_is_vetted_when_made_and_sent_under_the_call_s(name: str) -> None:
+    from tests.promise_wire import SETUPS
+
+    setup = next(s for s in SETUPS if s.name == name)
+    for owned in ("model", "messages", "stream"):
+        with pytest.raises(ValueError, match=f"extra_body may not set '{owned}'"):
+            setup.build([Say(TEXT)], sync=True, extra_body={owned: "x"})
+    provider, server = setup.build(
+        [Say(TEXT)], sync=True, extra_body={"zz_tenant": {"id": "t-1", "tier": "free"}}
+    )
+    assert provider.extra_body == {"zz_tenant": {"id": "t-1", "tier": "free"}}
+    client = StructuredClient(provider)
+    client.generate(Decision, prompt="Approve?", extra_body={"zz_tenant": {"tier": "paid"}})
+    [sent] = server.requests
+    assert sent["zz_tenant"] == {"id": "t-1", "tier": "paid"}  # the call's field wins
+    # What the provider sends is part of what decides its answers (the response cache's key).
+    assert provider.cache_scope()["extra_body"] == {"zz_tenant": {"id": "t-1", "tier": "free"}}
 
 
 def test_raw_fields_the_sdk_does_not_own_reach_the_wire() -> None:

@@ -54,6 +54,7 @@ from sdk._records import Usage
 from sdk.cache import Cache
 from sdk.cache import Entry
 from sdk.cache import cache_key
+from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
 from sdk.engine.kinds._kind import Ending
@@ -395,7 +396,8 @@ class Attempts:
                 return self._fail(error)  # a ramp at its cap would send the same limit again
             self._max_tokens = min(ramp.cap, math.ceil(self._max_tokens * ramp.factor))
         elif isinstance(error, InvalidOutput):
-            self._feedback = self.kind.feedback(error)
+            # Whatever the kind: nothing the model wrote goes back as a control token.
+            self._feedback = without_control_tokens(self.kind.feedback(error))
         self._used[policy.name] = self._used.get(policy.name, 0) + 1
         logger.debug("retrying after %s", type(error).__name__)
         return Retry(0.0, self._feedback, type(error).__name__)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 from typing import Final
 
@@ -17,8 +18,10 @@ from sdk.errors import InvalidOutput
 from sdk.errors import Violation
 from sdk.grammar import Grammar
 from sdk.providers._base import Message
+from sdk.providers._control_tokens import ControlTokens
 
 __all__ = [
+    "CONTROL_TOKEN_SHOWN",
     "FEEDBACK_WHOLE_REPLY",
     "MessageLike",
     "PromptLike",
@@ -27,6 +30,7 @@ __all__ = [
     "feedback_lines",
     "feedback_message",
     "feedback_turns",
+    "without_control_tokens",
 ]
 
 MessageLike = Message | Mapping[str, Any]
@@ -39,6 +43,12 @@ PromptLike = str | Sequence[str | Part]
 # Retry feedback lists at most this many violations (each bounded by `Violation.shown`): the
 # feedback is bounded whatever the document or its errors look like.
 _FEEDBACK_VIOLATIONS = 20
+
+CONTROL_TOKEN_SHOWN: Final = "[control token]"
+"""What feedback says in place of a control-token string the model wrote."""
+# The strings the local codecs refuse by default (`control_tokens="reject"`): the common
+# template families and the `<|name|>` convention.
+_CONTROL_TOKENS = ControlTokens.families()
 
 FEEDBACK_WHOLE_REPLY: Final = 4_000
 """A reply up to this many characters is sent back whole (as the assistant's turn) with the
@@ -238,3 +248,39 @@ def _json_start(text: str) -> int:
     """Where the JSON document starts in a reply (prose before it is the model's habit)."""
     starts = [index for index in (text.find("{"), text.find("[")) if index >= 0]
     return min(starts) if starts else 0
+
+
+def without_control_tokens(turns: tuple[Message, ...]) -> tuple[Message, ...]:
+    """Retry feedback with every control-token string in it written `[control token]`.
+
+    Feedback repeats what the model wrote: its reply, a value a violation quotes, a call's
+    arguments, its prose. A local server that parses control tokens in content (llama.cpp's
+    OpenAI route, vLLM, Ollama) would read `<|im_end|>` there as the real token, so the codec
+    refuses the request (`ControlTokenInContent`) and the SDK's own retry would end the call.
+    The model's text is the SDK's to rewrite when it speaks back (a user's never is); the error
+    keeps the raw text, so nothing is lost.
+    """
+    return tuple(_message_without_control_tokens(turn) for turn in turns)
+
+
+def _message_without_control_tokens(turn: Message) -> Message:
+    content = turn.content
+    if isinstance(content, str):
+        content = _shown(content)
+    else:
+        content = tuple(Text(_shown(p.text)) if isinstance(p, Text) else p for p in content)
+    calls = tuple(replace(call, text=_shown(call.text)) for call in turn.tool_calls)
+    results = tuple(replace(r, content=_shown(r.content)) for r in turn.tool_results)
+    return replace(turn, content=content, tool_calls=calls, tool_results=results)
+
+
+def _shown(text: str) -> str:
+    """`text` with each control-token string replaced, left to right (no control-token string
+    can start or end inside the stand-in, so none forms across it)."""
+    pieces: list[str] = []
+    found = _CONTROL_TOKENS.find(text)
+    while found is not None:
+        pieces += (text[: found.position], CONTROL_TOKEN_SHOWN)
+        text = text[found.position + len(found.token) :]
+        found = _CONTROL_TOKENS.find(text)
+    return "".join(pieces) + text

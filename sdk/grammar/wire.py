@@ -90,8 +90,9 @@ def read_custom_tool_input(output: Iterable[Any], name: str) -> str | None:
     """The `input` of the `custom_tool_call` item named `name` in a response's `output`.
 
     Items may be the openai SDK's models or plain dicts (a wire body). None when the model
-    made no such call (a refusal or a text answer: the caller decides from the stop reason);
-    a second call to the same tool is ignored, as `tool_choice` forces exactly one.
+    made no such call: the reply has no text then, not an empty one (prose or a refusal in its
+    place is a refusal; nothing at all is `MissingToolCall`). A second call to the same tool is
+    ignored, as `tool_choice` forces exactly one.
     """
     for item in output:
         if _field(item, "type") == CUSTOM_TOOL_CALL and _field(item, "name") == name:

@@ -12,9 +12,11 @@ take, a sync call on an async client) is the caller's, raised as it is.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Iterator
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,6 +31,7 @@ from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
 from sdk.providers._boundary import Seen
 from sdk.providers._boundary import fault_boundary
+from sdk.providers._profile import merge_extra
 from sdk.providers._transports import AsyncTransport
 from sdk.providers._transports import Transport
 from sdk.providers._transports import deadline_error
@@ -47,6 +50,11 @@ class Driven(Protocol):
     @property
     def redactor(self) -> Redactor:
         """Removes the provider's secrets from errors."""
+        ...
+
+    @property
+    def extra_body(self) -> Mapping[str, Any]:
+        """Raw request fields the provider sends with every request."""
         ...
 
     def transport(self) -> Transport:
@@ -96,6 +104,9 @@ def _built(provider: Driven, request: CompletionRequest, *, stream: bool) -> Exc
     """The exchange for `request`, vetted first. Before the fault boundary: an error here (an
     option the API does not take, a schema it cannot carry) is the caller's, raised as it is,
     and so is one from getting the transport (a sync call on an async client)."""
+    if provider.extra_body:  # the provider's raw fields, under the call's own
+        merged = merge_extra(dict(provider.extra_body), request.extra_body)
+        request = dataclasses.replace(request, extra_body=merged)
     provider.codec.vet(request)
     return provider.codec.build(request, stream=stream)
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from functools import cached_property
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -46,6 +47,10 @@ class Provider:
 
     fallback_on_refusal: bool = False
     """Whether a call moves on to the next of `candidates()` after a refusal too."""
+
+    extra_body: Mapping[str, Any] = MappingProxyType({})
+    """Raw request fields sent with every request of this provider (the constructor's
+    `extra_body=`), under a call's own `extra_body`, which wins field by field."""
 
     def candidates(self) -> tuple[Provider, ...]:
         """The providers a client call goes to in turn, each once its transport retries are
@@ -98,8 +103,20 @@ class Provider:
 
     def cache_scope(self) -> dict[str, Any]:
         """What, besides the request, decides this provider's answers (the response cache's
-        key): the family and the model; providers add their settings and where they run."""
-        return {"provider": self.name, "model": self.model}
+        key): the family, the model and the raw fields it sends; providers add their settings
+        and where they run."""
+        scope: dict[str, Any] = {"provider": self.name, "model": self.model}
+        if self.extra_body:
+            scope["extra_body"] = dict(self.extra_body)
+        return scope
+
+    def _keep_extra_body(self, extra_body: Mapping[str, Any] | None) -> None:
+        """Keep a constructor's `extra_body=`, vetted now (after the codec is set): a field the
+        SDK owns is a `ValueError` naming it when the provider is made, not at its first call."""
+        if extra_body is None:
+            return
+        self.codec.profile.vet({}, extra_body)
+        self.extra_body = MappingProxyType(dict(extra_body))
 
     def vet_options(self, options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> None:
         """Refuse, before anything is sent, a sampling option this provider does not take

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from typing import Literal
@@ -506,6 +507,7 @@ class AnthropicProvider(Provider):
         model: str,
         mode: Mode = "json_schema",
         prompt_caching: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if mode not in ("json_schema", "tool"):
             raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
@@ -527,6 +529,7 @@ class AnthropicProvider(Provider):
         self.codec = AnthropicCodec(
             model, mode, urls=self.platform != "bedrock", prompt_caching=prompt_caching
         )
+        self._keep_extra_body(extra_body)
 
     def __repr__(self) -> str:
         platform = "" if self.platform == "anthropic" else f", platform={self.platform!r}"

@@ -26,6 +26,7 @@ import time
 from collections.abc import AsyncIterator
 from collections.abc import Iterable
 from collections.abc import Iterator
+from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from contextlib import contextmanager
 from operator import attrgetter
@@ -423,12 +424,15 @@ class GeminiProvider(Provider):
     retries, so one failed request is one attempt.
     """
 
-    def __init__(self, client: genai.Client, *, model: str) -> None:
+    def __init__(
+        self, client: genai.Client, *, model: str, extra_body: Mapping[str, Any] | None = None
+    ) -> None:
         if not isinstance(client, genai.Client):
             raise TypeError(f"client must be a google.genai.Client, not {client!r}")
         self.client = client
         self._model = model
         self.codec = GeminiCodec(model)
+        self._keep_extra_body(extra_body)
 
     def __repr__(self) -> str:
         return f"GeminiProvider(model={self._model!r})"

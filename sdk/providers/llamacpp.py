@@ -448,6 +448,7 @@ class LlamaCppProvider(HTTPProvider):
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if mode not in ("auto", "json_schema", "grammar", "openai"):
             raise ValueError(
@@ -467,6 +468,7 @@ class LlamaCppProvider(HTTPProvider):
             grounding=grounding,
             grounding_limit=grounding_limit,
         )
+        self._keep_extra_body(extra_body)
 
     @property
     def mode(self) -> Mode:

@@ -206,8 +206,10 @@ class OllamaProvider(OneRouteProvider):
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
         self.codec = OllamaCodec(model, control_tokens, extra_control_tokens)
+        self._keep_extra_body(extra_body)

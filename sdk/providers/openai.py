@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
 
@@ -229,7 +230,8 @@ def read_responses_response(
     response: Response, *, request_id: str | None = None, grammar: Grammar | None = None
 ) -> Completion:
     """A `Response` -> `Completion`. Raises `ProviderError` for a transiently `failed` one.
-    With `grammar`, the text is the input of the grammar's custom tool call."""
+    With `grammar`, the text is the input of the grammar's custom tool call (`None` without
+    one)."""
     texts: list[str] = []
     refusals: list[str] = []
     summaries = [
@@ -242,7 +244,6 @@ def read_responses_response(
     called = None
     if grammar is not None:
         called = read_custom_tool_input(response.output, custom_tool_name(grammar))
-        texts = [called] if called is not None else []
     for item in response.output:
         if isinstance(item, ResponseOutputMessage):
             for part in item.content:
@@ -265,8 +266,10 @@ def read_responses_response(
             detail=failure.message,
         )
     usage = response.usage
+    said = "".join(texts) if texts or not refusals else None
     return Completion(
-        text="".join(texts) if texts or not refusals else None,
+        # With a grammar no call is no text: never the empty sentence, which it may accept.
+        text=called if grammar is not None else said,
         stop_reason=StopReason.from_raw(raw, "openai_responses"),
         raw_stop_reason=raw,
         usage=_responses_usage(usage),
@@ -561,6 +564,7 @@ class _OpenAIProvider(Provider):
         *,
         model: str,
         prompt_caching: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
             raise TypeError(
@@ -570,6 +574,7 @@ class _OpenAIProvider(Provider):
         self.client = client.with_options(max_retries=0)
         self._model = model
         self.codec = self.codec_type(model, prompt_caching=prompt_caching)
+        self._keep_extra_body(extra_body)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r})"

@@ -182,6 +182,7 @@ class VLLMProvider(OneRouteProvider):
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         # Accept the server root or its `/v1` URL, as OpenAI clients are configured with.
         base_url = base_url.rstrip("/").removesuffix("/v1")
@@ -189,3 +190,4 @@ class VLLMProvider(OneRouteProvider):
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )
         self.codec = VLLMCodec(model, control_tokens, extra_control_tokens, grounding=grounding)
+        self._keep_extra_body(extra_body)

@@ -158,3 +158,4 @@ class _DocumentView:
             if item is not None:
                 shown.append(item)
         return shown
+

@@ -1,9 +1,16 @@
-"""Grammars: a sentence of a `Grammar`'s language; the value is the text."""
+"""Grammars: a sentence of a `Grammar`'s language; the value is the text.
+
+A reply without text is not the empty sentence: on OpenAI Responses the sentence is the input of
+a forced custom tool call, and a reply that makes no such call (and neither refuses nor says
+anything) has no text at all. That is `MissingToolCall`, retried with feedback saying so, even
+for a grammar whose language holds `""`.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import NoReturn
 
 from sdk._result import Result
 from sdk.engine.conversation import feedback_turns
@@ -14,8 +21,11 @@ from sdk.engine.kinds._kind import Parsing
 from sdk.engine.kinds._kind import StreamView
 from sdk.engine.kinds._kind import stop_fields
 from sdk.errors import InvalidOutput
+from sdk.errors import MissingToolCall
+from sdk.errors import Violation
 from sdk.grammar import Grammar
 from sdk.grammar import parse_grammar
+from sdk.parsing.parser import check_stop
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
@@ -63,14 +73,29 @@ class GrammarOutput:
         return ask.request(grammar=self.grammar)
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[str]:
+        if completion.text is None:
+            self._no_sentence(completion, provider)
         parsed = parse_grammar(
             self.grammar,
-            completion.text if completion.text is not None else "",
+            completion.text,
             **stop_fields(completion, provider.clean_stops),
             **self.parsing.fields(),
         )
         return Accepted(
             parsed.value, parsed.text, parsed.stop_reason, parsed.raw_stop_reason, parsed.notes
+        )
+
+    def _no_sentence(self, completion: Completion, provider: Provider) -> NoReturn:
+        """Raise for a reply without text: its stop reason first (a cut or refused reply is
+        that), else `MissingToolCall` (module docstring), its text `None`."""
+        stop, raw = check_stop("", **stop_fields(completion, provider.clean_stops))
+        said = "the call was not made: call the tool, the whole sentence its input"
+        raise MissingToolCall(
+            f"the reply holds no {self.name} sentence: the call that carries it was not made",
+            violations=[Violation("", said)],
+            text=None,
+            stop_reason=stop,
+            raw_stop_reason=raw,
         )
 
     def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:

@@ -10,9 +10,13 @@ not is `MissingToolCall`.
 Invalid calls are retried with feedback the way the protocol allows: the calls go back as the
 assistant's turn and each gets a tool result marked as an error saying what was wrong (a valid
 call gets a result saying it was not run). That echo is bounded and always well-formed: ids are
-unique (a provider that repeats one gets the later calls renamed, with a note), a tool name
-no provider would accept goes back as `invalid_tool_name`, long arguments go back as a stand-in,
-and at most `_ECHOED_CALLS` calls are echoed.
+unique (a provider that repeats one gets the later calls renamed, with a note; a stream's
+snapshots say the renamed id too), a tool name no provider would accept goes back as
+`invalid_tool_name`, long arguments go back as a stand-in, and at most `_ECHOED_CALLS` calls are
+echoed. What the model invented goes back only in a safe form: an unknown tool's name is quoted
+in the feedback only when it is a plain identifier, and no control-token string goes back at all
+(`sdk.engine.conversation.without_control_tokens`, applied by the attempts machine to every
+kind's feedback). The errors keep the raw text.
 """
 
 from __future__ import annotations
@@ -69,6 +73,10 @@ _NOT_RUN = (
 )
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _INVALID_NAME = "invalid_tool_name"
+# A name feedback may quote: a plain identifier (dots too: `functions.get_weather` is a common
+# slip); anything else could spell a control token or an instruction.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_NOT_A_NAME = "a name that is not a valid tool name"
 # The retry echo of a reply's calls: at most this many calls, each one's arguments sent back
 # whole up to this many characters (a longer one goes back as `{}`, its result saying so).
 _ECHOED_CALLS = 16
@@ -294,11 +302,15 @@ class Tools:
 
 
 def _unknown(call: ToolCall, offered: set[str], why: str) -> UnknownTool:
-    """The error of a call to a tool that is not callable now (its name shown bounded)."""
+    """The error of a call to a tool that is not callable now: its message shows the name
+    (bounded), its violation, which the retry's feedback repeats, only a plain one
+    (`_PLAIN_NAME`); `.tool` keeps it whole."""
     names = ", ".join(sorted(offered)) or "none (tool_choice='none')"
     shown = shorten(call.tool, 80)
     message = f"tool call {shorten(call.id, 80)} names {shown!r}, which {why}; callable: {names}"
-    violation = Violation("", f"unknown tool {shown!r}; use one of: {names}")
+    said = repr(call.tool) if _PLAIN_NAME.fullmatch(call.tool) else _NOT_A_NAME
+    problem = f"unknown tool: the call gives {said}, which {why}; use one of: {names}"
+    violation = Violation("", problem)
     fields = {"text": call.text, "stop_reason": StopReason.TOOL_USE, "violations": [violation]}
     return UnknownTool(message, tool=call.tool, call_id=call.id, **fields)
 
@@ -324,22 +336,39 @@ def _feedback_text(error: InvalidOutput, closing: str) -> str:
 
 
 def _unique_ids(calls: Sequence[ToolCall]) -> tuple[tuple[ToolCall, ...], list[Note]]:
-    """Every call with an id of its own: a provider that gives none (Ollama) gets `call_<n>`,
-    and an id seen before gets a suffix (`toolu_1_2`), noted: two results for one id would be
-    refused when the conversation goes back."""
-    seen: set[str] = set()
+    """Every call with an id of its own (`_UniqueIds`), each renaming noted: two results for
+    one id would be refused when the conversation goes back."""
+    ids = _UniqueIds()
     out: list[ToolCall] = []
     notes: list[Note] = []
     for index, call in enumerate(calls):
-        call_id = call.id or f"call_{index}"
-        if call_id in seen:
-            renamed = next(f"{call_id}_{n}" for n in range(2, len(calls) + 2)
-                           if f"{call_id}_{n}" not in seen)  # fmt: skip
-            notes.append(Note(f"/calls/{index}/id", call_id, renamed, kind="duplicate_call_id"))
-            call_id = renamed
-        seen.add(call_id)
+        call_id = ids.give(call.id, index)
+        if ids.repeated is not None:
+            note = Note(f"/calls/{index}/id", ids.repeated, call_id, kind="duplicate_call_id")
+            notes.append(note)
         out.append(call if call_id == call.id else ToolCall(call_id, call.tool, call.text))
     return tuple(out), notes
+
+
+class _UniqueIds:
+    """The ids a reply's calls get, in order: a call without one (Ollama) gets `call_<n>`
+    (`n` its position), an id seen before a suffix (`toolu_1_2`). One rule for the final
+    calls and the streamed snapshots, so a snapshot names a call as the result does."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self.repeated: str | None = None
+        """The id the last call asked for, when it was taken already (and so renamed)."""
+
+    def give(self, call_id: str | None, position: int) -> str:
+        """The id of the call at `position` (0 first) that gave `call_id`."""
+        asked = call_id or f"call_{position}"
+        chosen, suffix = asked, 2
+        while chosen in self._seen:
+            chosen, suffix = f"{asked}_{suffix}", suffix + 1
+        self._seen.add(chosen)
+        self.repeated = asked if chosen != asked else None
+        return chosen
 
 
 class ToolCallReader:
@@ -349,7 +378,8 @@ class ToolCallReader:
     Each call's arguments are read by its own `PartialReader` (the tool's contract); a call is
     `done` when the next one starts or the stream ends. Prose deltas give no snapshot. A reader
     that cannot follow the arguments (not JSON) goes quiet for that call: the final reply,
-    parsed in full, decides.
+    parsed in full, decides. A snapshot's id is the one the result gives the call
+    (`_UniqueIds`: a repeated id renamed, a missing one `call_<n>`), not the provider's raw one.
     """
 
     def __init__(self, tools: Sequence[Tool], attempt: int = 1) -> None:
@@ -362,13 +392,16 @@ class ToolCallReader:
         if not isinstance(delta, ToolCallDelta):
             return []
         out: list[PartialToolCall] = []
-        if delta.index not in self._calls:
+        new = delta.index not in self._calls
+        if new:
             if self._current is not None:
                 out.extend(self._close(self._current))
             self._calls[delta.index] = _Streamed()
             self._current = delta.index
         streamed = self._calls[delta.index]
-        streamed.id = delta.id or streamed.id
+        if new or (delta.id and streamed.given is None):
+            streamed.given = delta.id
+            self._name_calls()
         if delta.name and streamed.tool is None:
             streamed.tool = delta.name
             tool = self._tools.get(delta.name)
@@ -379,6 +412,13 @@ class ToolCallReader:
             streamed.snapshot = streamed.read(delta.text)
         out.append(self._snapshot(delta.index, done=False))
         return out
+
+    def _name_calls(self) -> None:
+        """Give each call the id the result will (`_UniqueIds` over the calls in the order they
+        came, as the final reply lists them), again whenever a call or its id arrives."""
+        ids = _UniqueIds()
+        for position, streamed in enumerate(self._calls.values()):
+            streamed.id = ids.give(streamed.given, position)
 
     def finish(self) -> list[Any]:
         """The `done` snapshots of the calls still open when the stream ended."""
@@ -406,7 +446,10 @@ class ToolCallReader:
 
 class _Streamed:
     def __init__(self) -> None:
+        self.given: str | None = None
+        """The id the provider gave the call, if any."""
         self.id: str | None = None
+        """The id shown: the one the result gives the call."""
         self.tool: str | None = None
         self.parts: list[str] = []
         self.reader: PartialReader[Any] | None = None
