@@ -25,8 +25,8 @@ from sdk._pointer import pointer_of
 from sdk.errors import Violation
 from sdk.parsing._limits import MAX_DEPTH
 from sdk.parsing._limits import schema_depth
-from sdk.parsing._walk import SchemaWalker
 from sdk.schema._shape import shape_of
+from sdk.schema._walk import SchemaWalker
 from sdk.schema.canonical import shared_schema
 from sdk.schema.grounding import grounded_kind
 

@@ -10,14 +10,11 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
-from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
 from sdk.schema import _regex as rx
-
-if TYPE_CHECKING:
-    from sdk.parsing._walk import SchemaWalker
+from sdk.schema._walk import SchemaWalker
 
 __all__ = [
     "GROUNDED_KEYS",
@@ -61,9 +58,6 @@ def grounded_kind(node: Mapping[str, Any]) -> str | None:
 def grounded_walker(schema: dict[str, Any]) -> SchemaWalker:
     """The parser's schema walker over `schema`, wanting grounded strings: `contains(node)` says
     whether a subschema has one below it (through `$ref`s, cycles included)."""
-    # Imported on use: `sdk.parsing` builds on the contract types, which build on this module.
-    from sdk.parsing._walk import SchemaWalker
-
     return SchemaWalker(schema, lambda node: grounded_kind(node) is not None)
 
 
