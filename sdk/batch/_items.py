@@ -31,6 +31,7 @@ from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._state import ItemRow
 from sdk.contract import Contract
+from sdk.engine.conversation import check_text
 from sdk.engine.conversation import conversation
 from sdk.providers._base import Message
 
@@ -88,6 +89,22 @@ def _storable(item_id: str) -> tuple[str, str | None]:
     return item_id, None
 
 
+def _unsendable_text(data: dict[str, Any]) -> str | None:
+    """Why an item's text cannot be sent (a lone surrogate, which UTF-8 cannot encode), or
+    `None`: that item fails alone, as an unusable id does."""
+    texts = [(key, data.get(key)) for key in ("prompt", "source", "system")]
+    for index, message in enumerate(data.get("messages") or ()):
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            texts.append((f"messages[{index}]", message["content"]))
+    for where, text in texts:
+        if isinstance(text, str):
+            try:
+                check_text(text, where)
+            except ValueError as error:
+                return f"{error}; the item is not run"
+    return None
+
+
 def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
     """An input line -> `InputItem`; `BatchInputError` (naming `where`) when it is not one."""
     try:
@@ -119,9 +136,14 @@ def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
     messages = data.get("messages")
     if messages is not None and not isinstance(messages, list):
         raise BatchInputError(f"{where} (id {item_id}): `messages` must be a list")
+    unusable = unusable or _unsendable_text(data)
     try:
-        turns = conversation(contract, data.get("prompt"), messages, data.get("source"))
-    except (ValueError, AttributeError) as error:
+        turns = (
+            conversation(contract, data.get("prompt"), messages, data.get("source"))
+            if unusable is None
+            else ()  # not run: its failure is recorded, the job goes on
+        )
+    except (ValueError, TypeError, AttributeError) as error:
         raise BatchInputError(f"{where} (id {item_id}): {error}") from None
     return InputItem(
         id=item_id,

@@ -2,9 +2,9 @@
 
 It reads nothing but schemas and JSON values, so it lives in the schema layer: the parser uses
 it to find enum positions (casing policy) and source-quote positions (evidence checks) in a
-document, the grounding code to find grounded strings. Subschemas that cannot contain a wanted node are never entered, and that
-pruning is computed once per (schema, predicate), so a document with no wanted node costs almost
-nothing.
+document, the grounding code to find grounded strings. Subschemas that cannot contain a wanted
+node are never entered, and that pruning is computed once per (schema, predicate), so a document
+with no wanted node costs almost nothing.
 """
 
 from __future__ import annotations
