@@ -31,6 +31,7 @@ from sdk import Tool
 from sdk import ToolCall
 from sdk import ToolCalls
 from sdk import UnsupportedRequest
+from sdk import WireEnum
 from sdk import parse
 from sdk.providers import AnthropicProvider
 from sdk.providers import FallbackProvider
@@ -515,3 +516,28 @@ def test_a_stream_cut_before_its_final_event_keeps_the_text_it_streamed(
     *_, result = whole
     assert text is not None and 0 < len(text) < len(result.text)
     assert result.text.startswith(text)
+
+
+# --- a list stream shows no item after one the result cannot hold ---
+
+
+class _Colour(WireEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class _Thing(Contract):
+    name: str
+    colour: _Colour
+
+
+def test_a_list_stream_shows_no_item_after_an_invalid_one() -> None:
+    # Item 0 is invalid under enum_case="reject"; item 1 is valid. Shown alone, item 1 would
+    # seem to be the first item: the attempt shows nothing more, and the retry's items follow.
+    bad = {"items": [{"name": "ball", "colour": "RED"}, {"name": "cup", "colour": "blue"}]}
+    good = {"items": [{"name": "ball", "colour": "red"}, {"name": "cup", "colour": "blue"}]}
+    provider = TestProvider([json.dumps(bad), json.dumps(good)], chunk_size=5)
+    client = StructuredClient(provider, enum_case="reject", retries=1)
+    *shown, result = client.stream(list[_Thing], prompt="List them.")
+    assert [t.name for t in shown] == ["ball", "cup"] == [t.name for t in result.value]
+    assert len(result.attempts) == 2 and result.attempts[0].error is not None

@@ -125,7 +125,9 @@ class Document:
 class _DocumentView:
     """`Partial` snapshots of a contract's document (never validated), or each list item,
     validated, as soon as it is complete. A document that is not JSON (a refusal streams prose)
-    makes the view go quiet: the stop reason, which arrives last, decides what it means."""
+    makes the view go quiet: the stop reason, which arrives last, decides what it means. So does
+    an item that fails validation: the result will not hold this attempt's list, and an item
+    shown after it would seem to stand in its place."""
 
     def __init__(self, document: Document, attempt: int, provider: Provider) -> None:
         self._document = document
@@ -155,7 +157,9 @@ class _DocumentView:
             data = partial.get(f"/{field}/{self._next_item}")
             self._next_item += 1
             item = self._document.item(data, self._provider)
-            if item is not None:
-                shown.append(item)
+            if item is None:
+                self._reader = None
+                break
+            shown.append(item)
         return shown
 
