@@ -360,7 +360,7 @@ def test_streamed_items_follow_the_absent_null_rule_of_the_dialect(name: str, ca
     provider, server = setup.build([kind.good], sync=call == "stream")
     if name == "test":
         provider.codec.profile = type(provider.codec.profile)(
-            "test", OPENAI_STRICT, tools=True
+            provider.codec.profile.family, OPENAI_STRICT, tools=True
         )  # a test double speaking a strict dialect
     watched = Watched(provider, server, Lifecycle(), InMemorySpanExporter(), [])
     result = _run(watched, kind, call)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 
-from sdk._names import canonical_provider
+from sdk._values.profile import profile
 from sdk.batch._errors import BatchError
 from sdk.batch._hosted import AnthropicBatches
 from sdk.batch._hosted import HostedBackend
@@ -49,7 +49,7 @@ class BackendSpec:
     answer from and store into; `None`: no cache."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "provider", canonical_provider(self.provider))
+        object.__setattr__(self, "provider", profile(self.provider).name)
         check_cache(self.provider, self.cache is not None)
         every = (*HOSTED_PROVIDERS, *LOCAL_PROVIDERS, EMBEDDED)
         if self.provider not in every:
@@ -86,9 +86,9 @@ class BackendSpec:
 def check_cache(provider: str, given: bool) -> None:
     """Refuse a response cache for a hosted batch API: the job hands its items to the API's
     own batches, not to a client's live calls, so there is no call a cache could answer."""
-    if given and canonical_provider(provider) in HOSTED_PROVIDERS:
+    if given and profile(provider).name in HOSTED_PROVIDERS:
         raise ValueError(
-            f"--cache cannot be used with {canonical_provider(provider)}: a hosted batch is "
+            f"--cache cannot be used with {profile(provider).name}: a hosted batch is "
             "answered by the provider's batch API, not by live calls the response cache "
             "could answer (use it with local servers or the embedded model)"
         )

@@ -214,7 +214,7 @@ def batch_cancel_command(state: StateOption) -> None:
 def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -> tuple[Any, Any]:
     """The backend spec and job settings `run` asks for: what was given, and for what was not,
     the existing job's own (a new job: the defaults)."""
-    from sdk._names import canonical_provider
+    from sdk._values.profile import profile
     from sdk.batch import JobSettings
     from sdk.batch._setup import BackendSpec
     from sdk.batch._setup import spec_from
@@ -226,7 +226,7 @@ def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -
             **{key: value for key, value in limits.items() if value is not None},
         }
     )
-    provider = canonical_provider(given["provider"])
+    provider = profile(given["provider"]).name
     if stored_spec is not None and stored_spec.get("provider") == provider:
         spec = spec_from(stored_spec, [(k, v) for k, v in given.items() if k != "provider"])
     else:

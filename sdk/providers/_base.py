@@ -26,7 +26,8 @@ from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
 from sdk._tools import ToolChoice
-from sdk.providers._profile import Profile
+from sdk._values.profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import schema_info
@@ -47,11 +48,11 @@ __all__ = [
     "CompletionRequest",
     "Exchange",
     "Message",
-    "Profile",
     "Reply",
     "StreamReader",
     "TextDelta",
     "ToolCallDelta",
+    "WireProfile",
     "text_only",
     "unsupported",
     "wire_name",
@@ -231,11 +232,11 @@ class Codec:
     request against the profile and do the sending, sync or async, inside one fault boundary.
     """
 
-    profile: Profile = Profile("provider")
+    profile: WireProfile = WireProfile(Profile(name="provider", display_name="no provider"), None)
 
     @property
     def provider(self) -> str:
-        """The provider family's name (`sdk._names.PROVIDERS`)."""
+        """The provider family's name (its profile's, `sdk.providers.profile(name)`)."""
         return self.profile.name
 
     def vet(self, request: CompletionRequest) -> None:

@@ -17,11 +17,11 @@ from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
-from sdk.providers._base import Profile
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Seen
 from sdk.providers._errors import provider_error
+from sdk.providers._profile import WireProfile
 
 __all__ = ["AsyncInProcessTransport", "InProcessCodec", "InProcessTransport"]
 
@@ -38,7 +38,7 @@ class InProcessCodec(Codec):
     """
 
     def __init__(
-        self, profile: Profile, check: Callable[[CompletionRequest], object] | None = None
+        self, profile: WireProfile, check: Callable[[CompletionRequest], object] | None = None
     ) -> None:
         self.profile = profile
         self._check = check

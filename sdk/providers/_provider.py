@@ -59,7 +59,8 @@ class Provider:
 
     @property
     def name(self) -> str:
-        """Provider family name (`sdk._names.PROVIDERS`), as in `Result.provider`."""
+        """Provider family name (its profile's, `sdk.providers.profile(name)`), as in
+        `Result.provider`."""
         return self.codec.profile.name
 
     @property

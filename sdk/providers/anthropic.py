@@ -41,6 +41,8 @@ from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
 from sdk._tools import arguments_object
+from sdk._values.families.anthropic import ANTHROPIC
+from sdk._values.families.anthropic import ANTHROPIC_DIALECT
 from sdk.errors import ProviderError
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
@@ -54,14 +56,13 @@ from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import anthropic_breakpoints
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
-from sdk.schema.dialects import ANTHROPIC
 from sdk.schema.dialects import WireSchema
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
@@ -100,11 +101,11 @@ _FIELDS = sdk_fields(Messages.create)
 _OPTIONS = {name: wire for name, wire in _SAMPLING.items() if wire in _FIELDS}
 
 
-def profile(mode: Mode = "json_schema") -> Profile:
+def profile(mode: Mode = "json_schema") -> WireProfile:
     """The Messages API's wire in `mode` (tool mode ends a document with `tool_use`)."""
-    return Profile(
-        "anthropic",
+    return WireProfile(
         ANTHROPIC,
+        ANTHROPIC_DIALECT,
         clean_stops=frozenset({StopReason.TOOL_USE if mode == "tool" else StopReason.END_TURN}),
         tools=True,
         native_reasoning=True,
@@ -143,7 +144,7 @@ def build_request(
     if request.kind == "tools":
         kwargs.update(_tools(request))
     elif request.contract is not None:  # a document (free text sends no format, no tool)
-        wire = to_wire(request.contract, ANTHROPIC)
+        wire = to_wire(request.contract, ANTHROPIC_DIALECT)
         if mode == "json_schema":
             # `extra_body` may add to `output_config` (effort, ...); the format is ours.
             kwargs["output_config"] = {"format": {"type": "json_schema", "schema": wire.schema}}
@@ -214,8 +215,8 @@ def _tools(request: CompletionRequest) -> dict[str, Any]:
     tools = [
         {
             "name": tool.name,
-            "description": tool.described(ANTHROPIC),
-            "input_schema": tool.wire(ANTHROPIC).schema,
+            "description": tool.described(ANTHROPIC_DIALECT),
+            "input_schema": tool.wire(ANTHROPIC_DIALECT).schema,
             "strict": True,
         }
         for tool in request.tools

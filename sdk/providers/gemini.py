@@ -39,6 +39,8 @@ from google.genai import types as genai_types
 from sdk._content import Text
 from sdk._message import Message
 from sdk._result import Usage
+from sdk._values.families.gemini import GEMINI
+from sdk._values.families.gemini import GEMINI_DIALECT
 from sdk.errors import ProviderError
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
@@ -49,10 +51,9 @@ from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
 from sdk.providers._boundary import Seen
 from sdk.providers._errors import provider_error
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
-from sdk.schema.dialects import GEMINI
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
@@ -75,9 +76,9 @@ _NO_RETRIES = {"retry_options": {"attempts": 1}}
 # `GenerateContentConfig` name, which `{"config": {...}}` takes.
 _REST_OWNED = ("generationConfig", "generation_config", "systemInstruction", "system_instruction",
                "tools", "toolConfig", "tool_config")
-GEMINI_WIRE = Profile(
-    _NAME,
+GEMINI_WIRE = WireProfile(
     GEMINI,
+    GEMINI_DIALECT,
     options={name: f"config.{wire}" for name, wire in (
         ("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
         ("seed", "seed"), ("stop", "stop_sequences"), ("presence_penalty", "presence_penalty"),
@@ -113,7 +114,7 @@ def build_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
         config["system_instruction"] = request.system
     if request.contract is not None:
         config["response_mime_type"] = "application/json"
-        config["response_json_schema"] = to_wire(request.contract, GEMINI).schema
+        config["response_json_schema"] = to_wire(request.contract, GEMINI_DIALECT).schema
     contents = [
         {"role": "model" if m.role == "assistant" else "user", "parts": _parts(m)}
         for m in request.messages

@@ -70,6 +70,8 @@ import httpx
 from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
+from sdk._values.families.llamacpp import LLAMACPP
+from sdk._values.families.llamacpp import LLAMACPP_DIALECT
 from sdk.contract import Contract
 from sdk.grammar.wire import llamacpp_grammar
 from sdk.providers._base import Codec
@@ -99,9 +101,8 @@ from sdk.providers._http import DEFAULT_TIMEOUT
 from sdk.providers._http import HTTPProvider
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.providers._llamacpp_prompt import Prompt
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
-from sdk.schema.dialects import LLAMACPP
 from sdk.schema.dialects import WireSchema
 from sdk.schema.dialects import to_wire
 from sdk.schema.grounding import GBNF_SOURCE_LIMIT
@@ -238,12 +239,12 @@ _OWNED = frozenset(
 )  # fmt: skip
 
 
-def profile(mode: Mode = "auto") -> Profile:
+def profile(mode: Mode = "auto") -> WireProfile:
     """llama-server's wire in `mode`: grammars on the native route (not in `openai` mode), and
     no schema dialect in `grammar` mode (a grammar is sent instead)."""
-    return Profile(
-        "llamacpp",
-        None if mode == "grammar" else LLAMACPP,
+    return WireProfile(
+        LLAMACPP,
+        None if mode == "grammar" else LLAMACPP_DIALECT,
         grammar=mode != "openai",
         tools=True,
         options=_OPTIONS,
@@ -328,7 +329,7 @@ class LlamaCppCodec(Codec):
 
     def tool_schema(self, contract: type[Contract]) -> WireSchema:
         # Tools always take the OpenAI route, in the llama.cpp dialect, whatever the mode.
-        return to_wire(contract, LLAMACPP)
+        return to_wire(contract, LLAMACPP_DIALECT)
 
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
         """The schema sent, in the llama.cpp dialect; `None` when a grammar is sent instead
@@ -488,4 +489,4 @@ class LlamaCppProvider(HTTPProvider):
 
 
 def _tool_parameters(tool: Tool) -> dict[str, Any]:
-    return tool.wire(LLAMACPP).schema
+    return tool.wire(LLAMACPP_DIALECT).schema

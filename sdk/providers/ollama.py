@@ -24,6 +24,8 @@ from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._values.families.ollama import OLLAMA
+from sdk._values.families.ollama import OLLAMA_DIALECT
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
@@ -40,9 +42,8 @@ from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT
 from sdk.providers._http import OneRouteCodec
 from sdk.providers._http import OneRouteProvider
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
-from sdk.schema.dialects import OLLAMA
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -55,9 +56,9 @@ __all__ = [
 
 _PATH = "/api/chat"
 
-OLLAMA_WIRE = Profile(
-    "ollama",
+OLLAMA_WIRE = WireProfile(
     OLLAMA,
+    OLLAMA_DIALECT,
     tools=True,
     options={name: f"options.{name}" for name in ("temperature", "top_p", "top_k", "seed",
              "stop", "presence_penalty", "frequency_penalty", "repeat_penalty")},
@@ -110,7 +111,7 @@ def _messages(request: CompletionRequest) -> list[dict[str, Any]]:
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:
-    return tool.wire(OLLAMA).schema
+    return tool.wire(OLLAMA_DIALECT).schema
 
 
 def read_response(body: Mapping[str, Any]) -> Completion:

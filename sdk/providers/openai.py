@@ -39,6 +39,9 @@ from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._values.families.openai import OPENAI_CHAT
+from sdk._values.families.openai import OPENAI_RESPONSES
+from sdk._values.families.openai import OPENAI_STRICT
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.grammar import Grammar
@@ -63,14 +66,13 @@ from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import prompt_cache_key
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
-from sdk.schema.dialects import OPENAI_STRICT
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
@@ -90,8 +92,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # The wire facts of both APIs: the sampling options each takes, and the fields the SDK writes.
-RESPONSES = Profile(
-    "openai_responses",
+RESPONSES = WireProfile(
+    OPENAI_RESPONSES,
     OPENAI_STRICT,
     grammar=True,
     tools=True,
@@ -102,8 +104,8 @@ RESPONSES = Profile(
                      "stream"}),
     fields=sdk_fields(Responses.create),
 )  # fmt: skip
-CHAT = Profile(
-    "openai_chat",
+CHAT = WireProfile(
+    OPENAI_CHAT,
     OPENAI_STRICT,
     tools=True,
     options={name: name for name in ("temperature", "top_p", "seed", "stop",

@@ -46,17 +46,18 @@ from typing import TypeAlias
 
 from sdk._result import Usage
 from sdk._tools import ToolCall
+from sdk._values.families.test import TEST
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
-from sdk.providers._base import Profile
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
 from sdk.providers._inprocess import AsyncInProcessTransport
 from sdk.providers._inprocess import InProcessCodec
 from sdk.providers._inprocess import InProcessTransport
 from sdk.providers._profile import SAMPLING_OPTIONS
+from sdk.providers._profile import WireProfile
 from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect
 from sdk.stop_reason import StopReason
@@ -110,8 +111,8 @@ class TestProvider(Provider):
         self._lock = threading.Lock()
         self._next = 0
         self.codec = InProcessCodec(
-            Profile(
-                "test",
+            WireProfile(
+                TEST,
                 dialect,
                 grammar=True,
                 tools=True,

@@ -30,6 +30,8 @@ import httpx
 
 from sdk._records import Note
 from sdk._tools import Tool
+from sdk._values.families.vllm import VLLM
+from sdk._values.families.vllm import VLLM_DIALECT
 from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
@@ -44,18 +46,17 @@ from sdk.providers._grounding import grounding_plan
 from sdk.providers._http import DEFAULT_TIMEOUT
 from sdk.providers._http import OneRouteCodec
 from sdk.providers._http import OneRouteProvider
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
-from sdk.schema.dialects import VLLM
 from sdk.schema.grounding import grounded_lark
 
 __all__ = ["VLLMCodec", "VLLMProvider", "build_request", "read_response"]
 
 _PATH = "/v1/chat/completions"
 
-VLLM_WIRE = Profile(
-    "vllm",
+VLLM_WIRE = WireProfile(
     VLLM,
+    VLLM_DIALECT,
     grammar=True,
     tools=True,
     options={"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",
@@ -99,7 +100,7 @@ def build_request(
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:
-    return tool.wire(VLLM).schema
+    return tool.wire(VLLM_DIALECT).schema
 
 
 def read_response(body: dict[str, Any]) -> Completion:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
+from sdk._values.families.embedded import EMBEDDED as FAMILY
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
-from sdk.providers._base import Profile
 from sdk.providers._base import TextDelta
 from sdk.providers._base import text_only
 from sdk.providers._grounding import GroundingPlan
@@ -26,6 +26,7 @@ from sdk.providers._grounding import grounding_plan
 from sdk.providers._inprocess import AsyncInProcessTransport
 from sdk.providers._inprocess import InProcessCodec
 from sdk.providers._inprocess import InProcessTransport
+from sdk.providers._profile import WireProfile
 from sdk.providers._provider import Provider
 from sdk.providers.embedded._decode import generate
 from sdk.providers.embedded._engine import _Cancelled
@@ -50,8 +51,9 @@ if TYPE_CHECKING:
 
 __all__ = ["EMBEDDED", "EmbeddedProvider"]
 
-EMBEDDED = Profile(
-    "embedded",
+EMBEDDED = WireProfile(
+    FAMILY,
+    None,
     grammar=True,
     tools=True,
     options={name: name for name in sorted(_CALL_OPTIONS)},
