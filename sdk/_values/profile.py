@@ -46,7 +46,7 @@ __all__ = [
 
 ENTRY_POINT_GROUP: Final = "structured_sdk.providers"
 """The entry point group a package declares its providers in: each entry point names a
-`Profile` (`"acme_sdk:ACME"`) or a module that registers its profiles when imported."""
+`Profile` (`"my_provider:PROFILE"`) or a module that registers its profiles when imported."""
 
 _FAMILIES: Final = "sdk._values.families"
 

@@ -38,8 +38,9 @@ app = typer.Typer(
     help=(
         "structured-sdk: typed structured output from LLMs. Version and lint contract schemas "
         "(schema), test grammars (grammar), measure a contract on a model (eval), run it over a "
-        "large input (batch), look into the response cache (cache), see it work offline (demo), "
-        "or serve the bundled model to try the llama.cpp provider (serve)."
+        "large input (batch), look into the response cache (cache), list the provider families "
+        "(providers), see it work offline (demo), or serve the bundled model to try the "
+        "llama.cpp provider (serve)."
     ),
     no_args_is_help=True,
     add_completion=False,

@@ -31,6 +31,7 @@ from sdk.providers._profile import WireProfile
 from sdk.providers._provider import Provider
 
 if TYPE_CHECKING:
+    from sdk.providers._http import HTTPProvider
     from sdk.providers.anthropic import AnthropicProvider
     from sdk.providers.embedded import EmbeddedProvider
     from sdk.providers.fallback import FallbackProvider
@@ -43,22 +44,23 @@ if TYPE_CHECKING:
     from sdk.providers.test import TestProvider
     from sdk.providers.vllm import VLLMProvider
 
-# The wrappers that are no family of their own; every family's provider class is where its
-# profile says (`Profile.provider`).
-_WRAPPERS = {
+# The wrappers that are no family of their own, and the base of providers over HTTP; every
+# family's provider class is where its profile says (`Profile.provider`).
+_ELSEWHERE = {
     "FallbackProvider": "sdk.providers.fallback",
     "ConcurrencyLimit": "sdk.providers.limit",
+    "HTTPProvider": "sdk.providers._http",
 }
 
 
-_wrapper = lazy_names(__name__, _WRAPPERS)
+_elsewhere = lazy_names(__name__, _ELSEWHERE)
 
 
 def __getattr__(name: str) -> Any:
     for family in builtin_profiles():
         if family.provider.endswith(f":{name}"):
             return family.provider_class()
-    return _wrapper(name)
+    return _elsewhere(name)
 
 
 def __dir__() -> list[str]:
@@ -76,6 +78,7 @@ __all__ = [
     "Exchange",
     "FallbackProvider",
     "GeminiProvider",
+    "HTTPProvider",
     "LlamaCppProvider",
     "Message",
     "OllamaProvider",

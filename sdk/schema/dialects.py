@@ -47,7 +47,11 @@ from weakref import WeakKeyDictionary
 from pydantic import BaseModel
 
 from sdk._values.dialect import BOUNDS
+from sdk._values.dialect import CORE_KEYWORDS
+from sdk._values.dialect import HOSTED_FORMATS
+from sdk._values.dialect import LOCAL_KEYWORDS
 from sdk._values.dialect import Dialect
+from sdk._values.dialect import GrammarLimits
 from sdk._values.profile import builtin_profiles
 from sdk._values.profile import profile
 from sdk.schema._shape import resolve
@@ -61,13 +65,18 @@ from sdk.schema.canonical import shared_schema
 __all__ = [
     "ANNOTATIONS",
     "ANTHROPIC",
+    "BOUNDS",
+    "CORE_KEYWORDS",
     "DIALECTS",
     "GEMINI",
+    "HOSTED_FORMATS",
     "LLAMACPP",
+    "LOCAL_KEYWORDS",
     "OLLAMA",
     "OPENAI_STRICT",
     "VLLM",
     "Dialect",
+    "GrammarLimits",
     "Removal",
     "WireSchema",
     "dialects",
