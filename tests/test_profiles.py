@@ -116,14 +116,28 @@ def _family_tables(path: Path) -> list[str]:
 
 
 def test_no_module_keeps_a_table_keyed_by_provider_name_beside_the_profiles() -> None:
-    families = SDK / "_values" / "families"
-    tables = [
-        table
-        for path in sorted(SDK.rglob("*.py"))
-        if families not in path.parents
-        for table in _family_tables(path)
-    ]
+    tables = [table for path in sorted(SDK.rglob("*.py")) for table in _family_tables(path)]
     assert tables == []
+
+
+def test_naming_a_family_or_reading_its_stop_reasons_needs_no_vendor_sdk() -> None:
+    # A fresh process where `anthropic`, `openai` and `google-genai` cannot be imported: every
+    # profile loads (each in its provider module), and so do the modules themselves.
+    code = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("anthropic", "openai") or name.startswith("google.genai"):
+            raise ImportError(f"{name} is not installed here")
+sys.meta_path.insert(0, Refuse())
+from sdk.providers import profiles
+from sdk.stop_reason import StopReason
+from sdk.schema.dialects import ANTHROPIC, GEMINI, OPENAI_STRICT
+print(len(profiles()), StopReason.from_raw("STOP"), StopReason.from_raw("end_turn", "claude"))
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("anthropic", "openai", "google")))
+"""
+    completed = _fresh(code)
+    assert completed.stdout.splitlines() == ["9 end_turn end_turn", "[]"], completed.stderr
 
 
 # --- the registry ---

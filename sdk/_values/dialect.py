@@ -1,7 +1,7 @@
 """`Dialect`: what one provider family's structured-output API accepts of JSON Schema, as data.
 
 A value type only: the transform that reads it (`to_wire`) is `sdk.schema.dialects`, and each
-family's dialect is part of its profile (`sdk._values.families`). The keyword families below are
+family's dialect is part of its profile (in its provider module). The keyword families below are
 what most dialects are made of.
 """
 
@@ -14,6 +14,7 @@ __all__ = [
     "BOUNDS",
     "CORE_KEYWORDS",
     "HOSTED_FORMATS",
+    "LLAMACPP_CONVERTER",
     "LOCAL_KEYWORDS",
     "Dialect",
     "GrammarLimits",
@@ -85,3 +86,17 @@ class Dialect:
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
+
+
+LLAMACPP_CONVERTER = Dialect(
+    name="llamacpp",
+    keywords=CORE_KEYWORDS | BOUNDS | LOCAL_KEYWORDS,
+    formats=frozenset({"date", "time", "date-time", "uuid"}),
+    integer_bounds_only=True,
+    all_required=True,
+    portable_patterns=True,
+    doc="llama.cpp json_schema (server grammar converter): bounds on integers only, four "
+    "formats, no multipleOf/uniqueItems/not; all properties required to keep their order.",
+)
+"""The rules of llama.cpp's JSON-schema-to-grammar converter: llama-server's dialect, and the
+ground of Ollama's (which converts with it), so it lives below both families' modules."""

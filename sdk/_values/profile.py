@@ -3,14 +3,16 @@
 A `Profile` holds a family's names (the canonical one, a display name, the aliases a user
 types), its stop reasons and what each means, its schema dialect, what its wire can carry and
 how, its prices and where its provider class lives. Each family's module registers its profile
-once (`register`), and every table the SDK keeps per provider is a lookup in these values:
-`StopReason.from_raw` reads the stop table, `sdk.schema.dialects` the dialect, the cost the
-pricing, the telemetry the GenAI name, the CLI's `--provider` the names.
+once (`PROFILE = register(Profile(...))`), and every table the SDK keeps per provider is a
+lookup in these values: `StopReason.from_raw` reads the stop table, `sdk.schema.dialects` the
+dialect, the cost the pricing, the telemetry the GenAI name, the CLI's `--provider` the names.
 
-`profile(name)` finds a profile by name or alias. The SDK's own families are small modules of
-data (`sdk._values.families`, no vendor SDK imported), loaded on the first lookup; then the
-modules other packages declare under the `structured_sdk.providers` entry point group, on the
-first name nothing else knows. A module registered by hand (imported before use) is found too.
+`profile(name)` finds a profile by name or alias. It knows no module: a family's profile is in
+its provider module (`sdk.providers.<family>`, which imports its vendor's SDK only when a
+provider is made), and the first lookup of a name it has not seen imports the SDK's own
+provider modules by name (so the core, which looks profiles up, imports no provider module),
+then the modules other packages declare under the `structured_sdk.providers` entry point group.
+A module imported before (registered by hand) is found too.
 
 `StopReason` lives here, beside the tables that map into it, because `from_raw` looks profiles
 up (`sdk.stop_reason` is its public home).
@@ -48,7 +50,8 @@ ENTRY_POINT_GROUP: Final = "structured_sdk.providers"
 """The entry point group a package declares its providers in: each entry point names a
 `Profile` (`"my_provider:PROFILE"`) or a module that registers its profiles when imported."""
 
-_FAMILIES: Final = "sdk._values.families"
+_PROVIDERS: Final = "sdk.providers"
+"""The package of the SDK's own provider modules, one per family."""
 
 
 class StopReason(str, Enum):
@@ -88,7 +91,11 @@ class StopReason(str, Enum):
         """
         if provider is not None:
             return profile(provider).stop_reason(raw)
-        return cls.OTHER if raw is None else _any_table().get(raw, cls.OTHER)
+        if raw is None:
+            return cls.OTHER
+        if raw in _VOCABULARY:  # the SDK's own words mean themselves in every table
+            return _VOCABULARY[raw]
+        return _any_table().get(raw, cls.OTHER)
 
 
 Carried = Literal["documents", "grammars", "tools", "native_reasoning"]
@@ -161,8 +168,9 @@ class Profile:
         entry, or with no table of its own, any built-in family's (`StopReason.from_raw`)."""
         if raw is None:
             return StopReason.OTHER
-        table = self.stop_reasons if self.stop_reasons is not None else _any_table()
-        return table.get(raw, StopReason.OTHER)
+        if self.stop_reasons is None:
+            return StopReason.from_raw(raw)
+        return self.stop_reasons.get(raw, StopReason.OTHER)
 
     def provider_class(self) -> Any:
         """The provider class (`provider`), imported now; `LookupError` if it names none."""
@@ -180,6 +188,7 @@ _profiles: dict[str, Profile] = {}
 _names: dict[str, str] = {}
 """Every name and alias (as `_key` gives it) -> canonical name."""
 _builtin: tuple[Profile, ...] | None = None
+_loading = False
 _entry_points_loaded = False
 
 
@@ -230,18 +239,30 @@ def profile(name: str) -> Profile:
 
 
 def builtin_profiles() -> tuple[Profile, ...]:
-    """The SDK's own families' profiles, in the order their modules list them (loaded once)."""
-    global _builtin
-    if _builtin is None:
-        with _lock:
-            if _builtin is None:
-                package = importlib.import_module(_FAMILIES)
-                found: list[Profile] = []
-                for module in pkgutil.iter_modules(package.__path__):
-                    loaded = importlib.import_module(f"{_FAMILIES}.{module.name}")
-                    found.extend(register(each) for each in loaded.PROFILES)
-                _builtin = tuple(sorted(found, key=lambda each: each.name))
-    return _builtin
+    """The SDK's own families' profiles, by name: its provider modules, imported once."""
+    global _builtin, _loading
+    if _builtin is not None:
+        return _builtin
+    with _lock:
+        if _builtin is not None or _loading:
+            # Asked again while a provider module loads: what is registered so far.
+            return _builtin or tuple(_profiles[name] for name in sorted(_profiles))
+        _loading = True
+        try:
+            package = importlib.import_module(_PROVIDERS)
+            modules = {
+                importlib.import_module(f"{_PROVIDERS}.{module.name}").__name__
+                for module in pkgutil.iter_modules(package.__path__)
+                if not module.name.startswith("_")
+            }
+        finally:
+            _loading = False
+        _builtin = tuple(
+            _profiles[name]
+            for name in sorted(_profiles)
+            if _profiles[name].provider.partition(":")[0] in modules
+        )
+        return _builtin
 
 
 def profiles() -> tuple[Profile, ...]:
@@ -283,6 +304,7 @@ def _key(name: str) -> str:
     return name.strip().lower().replace("-", "_")
 
 
+_VOCABULARY: Final = {s.value: s for s in StopReason if s is not StopReason.OTHER}
 _any: dict[str, StopReason] | None = None
 
 
@@ -291,7 +313,7 @@ def _any_table() -> dict[str, StopReason]:
     global _any
     if _any is not None:
         return _any
-    table: dict[str, StopReason] = {s.value: s for s in StopReason if s is not StopReason.OTHER}
+    table = dict(_VOCABULARY)
     for each in builtin_profiles():
         table.update(each.stop_reasons or {})
     _any = table

@@ -30,6 +30,7 @@ from sdk.providers._errors import provider_error
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "CHAT_STOP_REASONS",
     "ChatDeltas",
     "ChatSSEStreamReader",
     "chat_completion",
@@ -40,6 +41,18 @@ __all__ = [
     "read_chat_tool_calls",
     "sse_data",
 ]
+
+CHAT_STOP_REASONS = {
+    "stop": StopReason.END_TURN,
+    "length": StopReason.MAX_TOKENS,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "content_filter": StopReason.CONTENT_FILTER,
+    "refusal": StopReason.REFUSAL,
+}
+"""Chat Completions' `finish_reason` (and `refusal` for a reply that carries one): the stop
+table of every family that speaks that API (OpenAI Chat, vLLM; llama.cpp's OpenAI route reads
+its replies as `openai_chat`'s)."""
 
 
 def chat_messages(

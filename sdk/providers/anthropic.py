@@ -14,6 +14,9 @@ enforce (numeric and length bounds, patterns, most formats) is removed, reported
 Unlike the SDK's own `messages.parse`, nothing here reads the text before the stop reason: a
 refusal or a `max_tokens` cut reaches the parser with its stop reason and becomes
 `RefusedOutput` / `TruncatedOutput`, not a bare validation error.
+
+The family's profile (`ANTHROPIC`) is here too; the `anthropic` package is imported when a
+provider is made, so naming the family or reading its stop reasons does not need it.
 """
 
 from __future__ import annotations
@@ -23,16 +26,10 @@ import logging
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import cache
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Literal
-
-import anthropic
-from anthropic.resources.messages import Messages
-from anthropic.types import Message
-from anthropic.types import RawMessageStreamEvent
-from anthropic.types import TextBlock
-from anthropic.types import ThinkingBlock
-from anthropic.types import ToolUseBlock
 
 from sdk._content import PDF
 from sdk._content import Image
@@ -41,8 +38,13 @@ from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
 from sdk._tools import arguments_object
-from sdk._values.families.anthropic import ANTHROPIC
-from sdk._values.families.anthropic import ANTHROPIC_DIALECT
+from sdk._values.dialect import CORE_KEYWORDS
+from sdk._values.dialect import HOSTED_FORMATS
+from sdk._values.dialect import Dialect
+from sdk._values.dialect import GrammarLimits
+from sdk._values.profile import Pricing
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.errors import ProviderError
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
@@ -67,7 +69,14 @@ from sdk.schema.dialects import WireSchema
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types import Message
+    from anthropic.types import RawMessageStreamEvent
+
 __all__ = [
+    "ANTHROPIC",
+    "ANTHROPIC_DIALECT",
     "AnthropicCodec",
     "AnthropicProvider",
     "AnthropicStreamReader",
@@ -80,6 +89,54 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Mode = Literal["json_schema", "tool"]
+
+ANTHROPIC_DIALECT = Dialect(
+    name="anthropic",
+    keywords=CORE_KEYWORDS | {"allOf", "format", "minItems"},
+    formats=HOSTED_FORMATS | {"uri"},
+    max_min_items=1,
+    one_of_as_any_of=True,
+    ref_siblings="drop",
+    closed_objects=True,
+    hint_removed=True,
+    # Anthropic counts optional parameters and parameters with union types (`anyOf`, type
+    # arrays: a nullable field is one) and compiles no recursion.
+    limits=GrammarLimits(
+        max_optional=24,
+        max_unions=16,
+        recursion=False,
+        note="each optional field roughly doubles the compiled grammar",
+    ),
+    doc="Anthropic structured outputs and strict tools: no numeric or length bounds, no "
+    "pattern, ten string formats, minItems 0 or 1, closed objects, $ref without siblings.",
+)
+
+ANTHROPIC = register(
+    Profile(
+        name="anthropic",
+        display_name="Anthropic",
+        aliases=frozenset({"claude"}),
+        stop_reasons={
+            "end_turn": StopReason.END_TURN,
+            "max_tokens": StopReason.MAX_TOKENS,
+            "stop_sequence": StopReason.STOP_SEQUENCE,
+            "tool_use": StopReason.TOOL_USE,
+            "pause_turn": StopReason.PAUSE_TURN,
+            "refusal": StopReason.REFUSAL,
+            "model_context_window_exceeded": StopReason.CONTEXT_WINDOW,
+        },
+        dialect=ANTHROPIC_DIALECT,
+        carries={
+            "documents": "structured outputs (output_config.format), or a forced strict tool",
+            "tools": "strict tool use",
+            "native_reasoning": "extended thinking",
+        },
+        pricing=Pricing("anthropic", input_excludes_cache=True),
+        telemetry_name="anthropic",
+        provider="sdk.providers.anthropic:AnthropicProvider",
+    )
+)
+"""The Anthropic family: everything the SDK knows about it (`sdk.providers.profile`)."""
 
 
 _THINKING_MIN_BUDGET = 1024  # the smallest thinking budget the API takes
@@ -97,21 +154,22 @@ _OWNED = frozenset(
 )  # fmt: skip
 
 
-_FIELDS = sdk_fields(Messages.create)
-_OPTIONS = {name: wire for name, wire in _SAMPLING.items() if wire in _FIELDS}
-
-
+@cache
 def profile(mode: Mode = "json_schema") -> WireProfile:
-    """The Messages API's wire in `mode` (tool mode ends a document with `tool_use`)."""
+    """The Messages API's wire in `mode` (tool mode ends a document with `tool_use`), with the
+    keyword arguments the installed `anthropic` package's `messages.create` takes."""
+    from anthropic.resources.messages import Messages
+
+    fields = sdk_fields(Messages.create)
     return WireProfile(
         ANTHROPIC,
         ANTHROPIC_DIALECT,
         clean_stops=frozenset({StopReason.TOOL_USE if mode == "tool" else StopReason.END_TURN}),
         tools=True,
         native_reasoning=True,
-        options=_OPTIONS,
+        options={name: wire for name, wire in _SAMPLING.items() if wire in fields},
         owned=_OWNED,
-        fields=_FIELDS,
+        fields=fields,
     )
 
 
@@ -237,7 +295,7 @@ def read_tool_calls(message: Message) -> tuple[ToolCall, ...]:
     return tuple(
         ToolCall(block.id, block.name, json.dumps(block.input, ensure_ascii=False))
         for block in message.content
-        if isinstance(block, ToolUseBlock)
+        if block.type == "tool_use"
     )
 
 
@@ -250,7 +308,7 @@ def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion
     refusal = None
     if raw == "refusal":
         refusal = (details.explanation if details is not None else None) or text
-    thinking = [block.thinking for block in message.content if isinstance(block, ThinkingBlock)]
+    thinking = [block.thinking for block in message.content if block.type == "thinking"]
     return Completion(
         text=text,
         stop_reason=StopReason.from_raw(raw, "anthropic"),
@@ -267,10 +325,10 @@ def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion
 def _document(message: Message, mode: Mode) -> str:
     if mode == "tool":
         for block in message.content:
-            if isinstance(block, ToolUseBlock):
+            if block.type == "tool_use":
                 return json.dumps(block.input, ensure_ascii=False)
     # JSON mode, or no tool call (a refusal is prose): the text blocks.
-    return "".join(block.text for block in message.content if isinstance(block, TextBlock))
+    return "".join(block.text for block in message.content if block.type == "text")
 
 
 def _usage(usage: Any) -> Usage:
@@ -376,6 +434,8 @@ class AnthropicToolStreamReader:
 
 def map_error(exc: anthropic.AnthropicError) -> ProviderError:
     """An `anthropic` exception -> `ProviderError` (raise it `from exc`)."""
+    import anthropic
+
     if isinstance(exc, anthropic.APITimeoutError):
         return provider_error("anthropic", "request timed out")
     if isinstance(exc, anthropic.APIConnectionError):
@@ -447,24 +507,33 @@ class AnthropicCodec(Codec):
         return AnthropicStreamReader(mode, request_id)
 
     def classify(self, error: BaseException) -> ProviderError | None:
+        import anthropic  # loaded: a provider was made with one of its clients
+
         return map_error(error) if isinstance(error, anthropic.AnthropicError) else None
 
 
-# The `anthropic` package's clients, by platform; each sync or async.
-_SYNC_CLIENTS = (anthropic.Anthropic, anthropic.AnthropicBedrock, anthropic.AnthropicVertex)
-_ASYNC_CLIENTS = (
-    anthropic.AsyncAnthropic,
-    anthropic.AsyncAnthropicBedrock,
-    anthropic.AsyncAnthropicVertex,
-)
-AnyClient = (
-    anthropic.Anthropic
-    | anthropic.AsyncAnthropic
-    | anthropic.AnthropicBedrock
-    | anthropic.AsyncAnthropicBedrock
-    | anthropic.AnthropicVertex
-    | anthropic.AsyncAnthropicVertex
-)
+def _clients(*, sync: bool) -> tuple[type[Any], ...]:
+    """The `anthropic` package's clients of every platform, sync or async."""
+    import anthropic
+
+    if sync:
+        return (anthropic.Anthropic, anthropic.AnthropicBedrock, anthropic.AnthropicVertex)
+    return (
+        anthropic.AsyncAnthropic,
+        anthropic.AsyncAnthropicBedrock,
+        anthropic.AsyncAnthropicVertex,
+    )
+
+
+if TYPE_CHECKING:
+    AnyClient = (
+        anthropic.Anthropic
+        | anthropic.AsyncAnthropic
+        | anthropic.AnthropicBedrock
+        | anthropic.AsyncAnthropicBedrock
+        | anthropic.AnthropicVertex
+        | anthropic.AsyncAnthropicVertex
+    )
 
 Platform = Literal["anthropic", "bedrock", "vertex"]
 
@@ -475,6 +544,8 @@ organization policy `constraints/vertexai.allowedPartnerModelFeatures` must allo
 
 def platform_of(client: object) -> Platform:
     """Which platform an `anthropic` client talks to."""
+    import anthropic
+
     if isinstance(client, (anthropic.AnthropicBedrock, anthropic.AsyncAnthropicBedrock)):
         return "bedrock"
     if isinstance(client, (anthropic.AnthropicVertex, anthropic.AsyncAnthropicVertex)):
@@ -512,7 +583,7 @@ class AnthropicProvider(Provider):
     ) -> None:
         if mode not in ("json_schema", "tool"):
             raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
-        if not isinstance(client, (*_SYNC_CLIENTS, *_ASYNC_CLIENTS)):
+        if not isinstance(client, (*_clients(sync=True), *_clients(sync=False))):
             raise TypeError(
                 "client must be an anthropic client (Anthropic, AnthropicBedrock or "
                 f"AnthropicVertex, sync or async), not {client!r}"
@@ -549,11 +620,11 @@ class AnthropicProvider(Provider):
         ]
 
     def transport(self) -> SDKTransport:
-        if not isinstance(self.client, _SYNC_CLIENTS):
+        if not isinstance(self.client, _clients(sync=True)):
             raise TypeError("this provider has an async anthropic client: use the async calls")
         return SDKTransport(self.client, request_id_header="request-id")
 
     def atransport(self) -> AsyncSDKTransport:
-        if not isinstance(self.client, _ASYNC_CLIENTS):
+        if not isinstance(self.client, _clients(sync=False)):
             raise TypeError("this provider has a sync anthropic client: use the sync calls")
         return AsyncSDKTransport(self.client, request_id_header="request-id")

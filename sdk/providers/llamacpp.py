@@ -70,8 +70,9 @@ import httpx
 from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
-from sdk._values.families.llamacpp import LLAMACPP
-from sdk._values.families.llamacpp import LLAMACPP_DIALECT
+from sdk._values.dialect import LLAMACPP_CONVERTER
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.contract import Contract
 from sdk.grammar.wire import llamacpp_grammar
 from sdk.providers._base import Codec
@@ -110,6 +111,8 @@ from sdk.schema.grounding import grounded_gbnf
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "LLAMACPP",
+    "LLAMACPP_DIALECT",
     "CompletionStreamReader",
     "LlamaCppCodec",
     "LlamaCppProvider",
@@ -118,6 +121,32 @@ __all__ = [
     "build_template_request",
     "read_completion",
 ]
+
+LLAMACPP_DIALECT = LLAMACPP_CONVERTER
+"""llama-server's `json_schema` dialect: the rules of its grammar converter."""
+
+# The native `/completion` route reports `stop_type`; the OpenAI-compatible route reads Chat
+# Completions' `finish_reason` (as `openai_chat`'s replies).
+LLAMACPP = register(
+    Profile(
+        name="llamacpp",
+        display_name="llama.cpp",
+        aliases=frozenset({"llama_cpp", "llama.cpp", "llama_server"}),
+        stop_reasons={
+            "eos": StopReason.END_TURN,
+            "limit": StopReason.MAX_TOKENS,
+            "word": StopReason.STOP_SEQUENCE,
+        },
+        dialect=LLAMACPP_DIALECT,
+        carries={
+            "documents": "the SDK's own GBNF, or json_schema",
+            "grammars": "GBNF",
+            "tools": "a GBNF of the calls, or the OpenAI route's tools",
+        },
+        provider="sdk.providers.llamacpp:LlamaCppProvider",
+    )
+)
+"""The llama.cpp family: everything the SDK knows about it (`sdk.providers.profile`)."""
 
 logger = logging.getLogger(__name__)
 

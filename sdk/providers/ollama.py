@@ -24,8 +24,9 @@ from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
-from sdk._values.families.ollama import OLLAMA
-from sdk._values.families.ollama import OLLAMA_DIALECT
+from sdk._values.dialect import LLAMACPP_CONVERTER
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
@@ -47,6 +48,8 @@ from sdk.providers._profile import finished
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "OLLAMA",
+    "OLLAMA_DIALECT",
     "OllamaCodec",
     "OllamaProvider",
     "OllamaStreamReader",
@@ -55,6 +58,24 @@ __all__ = [
 ]
 
 _PATH = "/api/chat"
+
+OLLAMA_DIALECT = replace(
+    LLAMACPP_CONVERTER,
+    name="ollama",
+    doc="Ollama `format`: converted by llama.cpp's grammar generator, so the llama.cpp rules.",
+)
+
+OLLAMA = register(
+    Profile(
+        name="ollama",
+        display_name="Ollama",
+        stop_reasons={"stop": StopReason.END_TURN, "length": StopReason.MAX_TOKENS},
+        dialect=OLLAMA_DIALECT,
+        carries={"documents": "format (a JSON schema)", "tools": "tools"},
+        provider="sdk.providers.ollama:OllamaProvider",
+    )
+)
+"""The Ollama family: everything the SDK knows about it (`sdk.providers.profile`)."""
 
 OLLAMA_WIRE = WireProfile(
     OLLAMA,

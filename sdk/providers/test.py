@@ -46,7 +46,8 @@ from typing import TypeAlias
 
 from sdk._result import Usage
 from sdk._tools import ToolCall
-from sdk._values.families.test import TEST
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.providers._base import Completion
@@ -62,7 +63,24 @@ from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect
 from sdk.stop_reason import StopReason
 
-__all__ = ["ACCEPTED_OPTIONS", "Reply", "TestProvider"]
+__all__ = ["ACCEPTED_OPTIONS", "TEST", "Reply", "TestProvider"]
+
+# A script's replies carry their stop reasons in the SDK's vocabulary (or any provider's raw
+# words: every built-in table reads them); its dialect is chosen per instance.
+TEST = register(
+    Profile(
+        name="test",
+        display_name="test provider",
+        carries={
+            "documents": "scripted replies",
+            "grammars": "scripted replies",
+            "tools": "scripted calls",
+            "native_reasoning": "a scripted Completion's reasoning",
+        },
+        provider="sdk.providers.test:TestProvider",
+    )
+)
+"""The scripted provider's family (`sdk.providers.profile`)."""
 
 Reply: TypeAlias = (
     "str | dict[str, Any] | Contract | Completion | ToolCall | list[ToolCall] | BaseException"

@@ -30,13 +30,18 @@ import httpx
 
 from sdk._records import Note
 from sdk._tools import Tool
-from sdk._values.families.vllm import VLLM
-from sdk._values.families.vllm import VLLM_DIALECT
+from sdk._values.dialect import BOUNDS
+from sdk._values.dialect import CORE_KEYWORDS
+from sdk._values.dialect import LOCAL_KEYWORDS
+from sdk._values.dialect import Dialect
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
 from sdk.providers._base import Reply
+from sdk.providers._chat import CHAT_STOP_REASONS
 from sdk.providers._chat import ChatSSEStreamReader
 from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
@@ -51,6 +56,29 @@ from sdk.providers._profile import finished
 from sdk.schema.grounding import grounded_lark
 
 __all__ = ["VLLMCodec", "VLLMProvider", "build_request", "read_response"]
+
+VLLM_DIALECT = Dialect(
+    name="vllm",
+    keywords=CORE_KEYWORDS | BOUNDS | LOCAL_KEYWORDS | {"minProperties", "maxProperties"},
+    doc="vLLM structured outputs (xgrammar, guidance fallback): no multipleOf, uniqueItems, "
+    "not, or conditional keywords.",
+)
+
+VLLM = register(
+    Profile(
+        name="vllm",
+        display_name="vLLM",
+        stop_reasons=CHAT_STOP_REASONS,  # vLLM speaks Chat Completions
+        dialect=VLLM_DIALECT,
+        carries={
+            "documents": "structured_outputs json",
+            "grammars": "structured_outputs grammar (Lark)",
+            "tools": "tools",
+        },
+        provider="sdk.providers.vllm:VLLMProvider",
+    )
+)
+"""The vLLM family: everything the SDK knows about it (`sdk.providers.profile`)."""
 
 _PATH = "/v1/chat/completions"
 

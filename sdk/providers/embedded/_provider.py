@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
-from sdk._values.families.embedded import EMBEDDED as FAMILY
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
@@ -49,10 +50,27 @@ from sdk.schema.grounding import grounded_lark
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["EMBEDDED", "EmbeddedProvider"]
+__all__ = ["EMBEDDED", "EMBEDDED_WIRE", "EmbeddedProvider"]
 
-EMBEDDED = WireProfile(
-    FAMILY,
+# The engine is the SDK's own: it reports stop reasons in the SDK's vocabulary (no table), and
+# masks tokens with the canonical schema's grammar (no dialect, nothing stripped).
+EMBEDDED = register(
+    Profile(
+        name="embedded",
+        display_name="embedded model",
+        aliases=frozenset({"local"}),
+        carries={
+            "documents": "a grammar of the canonical schema, masking every token",
+            "grammars": "Lark",
+            "tools": "a grammar of the calls",
+        },
+        provider="sdk.providers.embedded:EmbeddedProvider",
+    )
+)
+"""The embedded model's family: everything the SDK knows about it (`sdk.providers.profile`)."""
+
+EMBEDDED_WIRE = WireProfile(
+    EMBEDDED,
     None,
     grammar=True,
     tools=True,
@@ -138,7 +156,7 @@ class EmbeddedProvider(Provider):
         self.low_mass_threshold = low_mass_threshold
         self.schema_instruction = schema_instruction
         self._engine: _Engine | None = _engine(self.model_path, self.n_ctx, self.n_threads)
-        self.codec = InProcessCodec(EMBEDDED, self._vet)
+        self.codec = InProcessCodec(EMBEDDED_WIRE, self._vet)
 
     def __repr__(self) -> str:
         mode = "constrained" if self._settings.constrained else "unconstrained"
