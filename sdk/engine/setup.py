@@ -297,6 +297,11 @@ def cache_of(option: Cache | bool | None) -> Cache | None:
         return _default_cache()
     if option is None or option is False:
         return None
+    if isinstance(option, type):  # `cache=MemoryCache`: its methods are there, unbound
+        raise TypeError(
+            f"cache={option.__name__} is the class, not a store: instantiate it, "
+            f"cache={option.__name__}()"
+        )
     if not all(hasattr(option, name) for name in ("get", "put", "discard")):
         raise TypeError(f"cache must be an sdk.cache store, True, False or None, not {option!r}")
     return option
