@@ -57,8 +57,15 @@ class TextPosition:
         return cls.of(error.doc, error.pos)
 
     def __str__(self) -> str:
-        byte = f", byte {self.byte}" if self.byte is not None else ""
-        return f"line {self.line} column {self.column} (char {self.index}{byte})"
+        """`line 2 column 7 (char 12)`: the place first (how a syntax error reads)."""
+        return f"line {self.line} column {self.column} (char {self.index}{self._byte()})"
+
+    def by_index(self, word: str = "char") -> str:
+        """`char 12 (line 2, column 7)`: the index first (how a place in a value reads)."""
+        return f"{word} {self.index} (line {self.line}, column {self.column}{self._byte()})"
+
+    def _byte(self) -> str:
+        return f", byte {self.byte}" if self.byte is not None else ""
 
 
 def decoding_problem(error: ValueError) -> str:

@@ -66,6 +66,12 @@ _SYNC_KEYWORDS = frozenset({"sleep"})
 _ASYNC_KEYWORDS = frozenset({"sleep", "max_concurrency"})
 
 
+def _own_options(provider: object) -> frozenset[str]:
+    """The call options `provider` takes beyond the SDK's (none for what is not a provider,
+    which the client then refuses)."""
+    return provider.own_options if isinstance(provider, Provider) else frozenset()
+
+
 class _BaseClient:
     """Everything the two clients share: all but sending the request."""
 
@@ -93,7 +99,9 @@ class _BaseClient:
         """A copy of this client with other settings or call defaults (`temperature=0`,
         `deadline=None`, `retries=0`, ...); the provider is shared, this client unchanged."""
         copy = self._copy()
-        copy.config = self.config.updated(options, "with_options()")
+        copy.config = self.config.updated(
+            options, "with_options()", taken=self.provider.own_options
+        )
         return copy
 
     def _copy(self) -> Self:
@@ -120,7 +128,10 @@ class StructuredClient(_BaseClient):
         sleep: Callable[[float], None] = time.sleep,
         **options: Unpack[ClientOptions],
     ) -> None:
-        super().__init__(provider, ClientConfig.of(options, "StructuredClient()", _SYNC_KEYWORDS))
+        config = ClientConfig.of(
+            options, "StructuredClient()", _SYNC_KEYWORDS, _own_options(provider)
+        )
+        super().__init__(provider, config)
         self._sleep = sleep
 
     def __enter__(self) -> StructuredClient:
@@ -239,7 +250,10 @@ class AsyncStructuredClient(_BaseClient):
         **options: Unpack[ClientOptions],
     ) -> None:
         super().__init__(
-            provider, ClientConfig.of(options, "AsyncStructuredClient()", _ASYNC_KEYWORDS)
+            provider,
+            ClientConfig.of(
+                options, "AsyncStructuredClient()", _ASYNC_KEYWORDS, _own_options(provider)
+            ),
         )
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1 (or None for no limit)")

@@ -195,7 +195,7 @@ def test_a_lone_surrogate_is_refused_before_sending_not_reported_as_a_provider_e
     client = StructuredClient(
         AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6"), hooks=[recorder]
     )
-    said = rf"{re.escape(where)} is not valid Unicode text: a lone surrogate .* at line 1 column 8"
+    said = rf"{re.escape(where)} is not valid Unicode text: a lone surrogate .* at character 7"
     with pytest.raises(ValueError, match=said):
         client.generate(Decision, **options)
     assert wire.requests == [] and recorder.events == []

@@ -117,7 +117,7 @@ def check_text(text: str, what: str) -> None:
         where = TextPosition.of(text, error.start)
         raise ValueError(
             f"{what} is not valid Unicode text: a lone surrogate ({text[error.start]!r}) at "
-            f"{where}"
+            f"{where.by_index('character')}"
         ) from None
 
 

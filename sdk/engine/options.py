@@ -97,14 +97,18 @@ def did_you_mean(name: str, names: Sequence[str] | frozenset[str]) -> str:
 
 
 def check_options(
-    options: Mapping[str, Any], where: str, keywords: frozenset[str] = frozenset()
+    options: Mapping[str, Any],
+    where: str,
+    keywords: frozenset[str] = frozenset(),
+    taken: frozenset[str] = frozenset(),
 ) -> None:
     """Refuse a name that is not a call option (`TypeError`, before anything is sent), with the
     closest option or keyword of the method (`keywords`: `tool_choice`, ...) when there is one,
-    and a value of the wrong type for the options whose type is plain (numbers, text)."""
+    and a value of the wrong type for the options whose type is plain (numbers, text). `taken`:
+    the options the provider takes beyond the SDK's (`Provider.own_options`)."""
     for name in options:
-        if name not in OPTIONS:
-            hint = did_you_mean(name, OPTIONS | keywords)
+        if name not in OPTIONS and name not in taken:
+            hint = did_you_mean(name, OPTIONS | keywords | taken)
             raise TypeError(
                 f"{where} got an unexpected option {name!r}"
                 + (hint or "; raw request fields go in extra_body={...}")
@@ -171,8 +175,12 @@ def merged_defaults(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> 
     return resolved
 
 
-def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The SDK's own options, and the sampling options that go to the provider."""
-    own = {k: v for k, v in options.items() if k not in SAMPLING_OPTIONS}
-    sampling = {k: v for k, v in options.items() if k in SAMPLING_OPTIONS}
+def split_options(
+    options: Mapping[str, Any], taken: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The SDK's own options, and the sampling options that go to the provider (the SDK's, and
+    `taken`: those the provider takes beyond them)."""
+    sent = SAMPLING_OPTIONS | taken
+    own = {k: v for k, v in options.items() if k not in sent}
+    sampling = {k: v for k, v in options.items() if k in sent}
     return own, sampling

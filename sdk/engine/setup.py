@@ -104,21 +104,29 @@ class ClientConfig:
 
     @classmethod
     def of(
-        cls, options: Mapping[str, Any], where: str, keywords: frozenset[str] = frozenset()
+        cls,
+        options: Mapping[str, Any],
+        where: str,
+        keywords: frozenset[str] = frozenset(),
+        taken: frozenset[str] = frozenset(),
     ) -> ClientConfig:
         """A config from a constructor's keyword arguments (`keywords`: the constructor's own,
-        beside the options, for "did you mean")."""
-        return cls().updated(options, where, keywords)
+        beside the options, for "did you mean"; `taken`: the provider's own options)."""
+        return cls().updated(options, where, keywords, taken)
 
     def updated(
-        self, options: Mapping[str, Any], where: str, keywords: frozenset[str] = frozenset()
+        self,
+        options: Mapping[str, Any],
+        where: str,
+        keywords: frozenset[str] = frozenset(),
+        taken: frozenset[str] = frozenset(),
     ) -> ClientConfig:
         """This config with `options` (settings and call defaults) changed."""
         settings = {k: v for k, v in options.items() if k in _SETTINGS}
         calls = {k: v for k, v in options.items() if k not in _SETTINGS}
         for name in calls:
-            if name not in OPTIONS:
-                known = OPTIONS | _SETTINGS | keywords
+            if name not in OPTIONS and name not in taken:
+                known = OPTIONS | _SETTINGS | keywords | taken
                 raise TypeError(
                     f"{where} got an unexpected option {name!r}{did_you_mean(name, known)}"
                 )
@@ -158,7 +166,7 @@ def start_call(
     where: Literal["generate()", "stream()"],
 ) -> Attempts:
     """A document or grammar call, vetted and started (`on_call` has run)."""
-    resolved = _resolve(config, options, where)
+    resolved = _resolve(config, options, where, provider)
     envelope = None if isinstance(output, Grammar) else envelope_of(output)
     if envelope is not None:
         output = envelope.contract
@@ -199,7 +207,7 @@ def start_tools_call(
     where: Literal["call_tools()", "stream_tools()"],
 ) -> Attempts:
     """A tool-call call, vetted and started."""
-    resolved = _resolve(config, options, where)
+    resolved = _resolve(config, options, where, provider)
     if resolved.get("abstention", "none") != "none":
         raise ValueError('abstention="guided" applies to a contract\'s document, not tool calls')
     checked, choice = check_tools(tools, tool_choice)
@@ -214,9 +222,12 @@ def start_tools_call(
 _TOOL_KEYWORDS = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
 
 
-def _resolve(config: ClientConfig, options: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _resolve(
+    config: ClientConfig, options: Mapping[str, Any], where: str, provider: Provider
+) -> dict[str, Any]:
     """The call's options over the client's defaults, checked (before anything is sent)."""
-    check_options(options, where, _TOOL_KEYWORDS if "tools" in where else frozenset())
+    keywords = _TOOL_KEYWORDS if "tools" in where else frozenset()
+    check_options(options, where, keywords, provider.own_options)
     resolved = merged_defaults(config.defaults, options)
     if resolved.get("system") is not None:
         check_text(resolved["system"], "system")
@@ -257,7 +268,7 @@ def _machine(
 ) -> Attempts:
     """Vet the options on every provider the call may go to, then start the attempts machine
     (which vets the output kind: a fallback list skips a provider that cannot carry it)."""
-    own, sampling = split_options(resolved)
+    own, sampling = split_options(resolved, provider.own_options)
     cache_of(own.get("cache"))  # a wrong `cache=` fails before anything starts
     extra_body = dict(own.get("extra_body") or {})
     reasoning = own.get("reasoning")

@@ -67,7 +67,7 @@ class GrammarMiss:
         expected = f"; expected {allowed}" if allowed else ""
         if not self.expected and not self.at_end:
             expected = f"; expected {END_OF_TEXT}"
-        where = TextPosition(self.position, self.line, self.column)
+        where = TextPosition(self.position, self.line, self.column).by_index()
         if self.at_end:
             return f"the text ends at {where} before the grammar allows it to end{expected}"
         found = text[self.position : self.position + _SNIPPET]
@@ -134,7 +134,7 @@ def parse_grammar(
     fields: dict[str, Any] = {"text": text, "stop_reason": stop, "raw_stop_reason": raw}
     if undecodable is not None:
         where = TextPosition.undecodable(undecodable)
-        message = f"output is not UTF-8: {undecodable.reason} at {where}"
+        message = f"output is not UTF-8: {undecodable.reason} at {where.by_index()}"
         raise GrammarViolation(
             message,
             position=where.index,

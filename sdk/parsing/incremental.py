@@ -823,7 +823,7 @@ class PartialReader(Generic[C]):
             line=where.line,
             column=where.column,
             text=text,
-            violations=[Violation("", f"{message} at {where}", "json")],
+            violations=[Violation("", f"{message} at {where.by_index()}", "json")],
         )
 
 

@@ -359,7 +359,7 @@ def _invalid(state: _State, problem: str, where: TextPosition) -> InvalidJSON:
         position=where.index,
         line=where.line,
         column=where.column,
-        violations=[Violation("", f"{problem} at {where}", "json")],
+        violations=[Violation("", f"{problem} at {where.by_index()}", "json")],
         **state.error_fields(),
     )
 

@@ -158,7 +158,8 @@ def check_request(
         if found is not None:
             at = TextPosition.of(text, found.position)
             raise ControlTokenInContent(
-                f"{server}: {where} contains the control-token string {found.token!r} at {at}; "
+                f"{server}: {where} contains the control-token string {found.token!r} at "
+                f"{at.by_index('character')}; "
                 "the server would parse it as a control token (a document could open a chat "
                 "turn of its own). Remove it from the content, or pass control_tokens='allow' "
                 "to send it anyway (unsafe with untrusted text)",

@@ -275,7 +275,8 @@ def _invalid(pattern: str, error: re.error | regex.error) -> RegexUnsupported:
         return RegexUnsupported(f"{INVALID_REGEX}: {error}")
     where = TextPosition.of(pattern, stopped)
     problem = str(getattr(error, "msg", error))
-    return RegexUnsupported(f"{INVALID_REGEX}: {problem} at {where} of {pattern!r}",
+    return RegexUnsupported(f"{INVALID_REGEX}: {problem} at {where.by_index('offset')} of "
+                            f"{pattern!r}",
                             construct=INVALID_REGEX, position=where)  # fmt: skip
 
 
@@ -293,7 +294,8 @@ class _Parser:
 
     def fail(self, what: str) -> RegexUnsupported:
         where = TextPosition.of(self.text, self.pos)
-        return RegexUnsupported(f"{what} at {where} of {self.text!r}", construct=what,
+        return RegexUnsupported(f"{what} at {where.by_index('offset')} of {self.text!r}",
+                                construct=what,
                                 position=where)  # fmt: skip
 
     def peek(self, offset: int = 0) -> str:
