@@ -82,6 +82,12 @@ def _callable(value: F, name: str, where: str) -> F:
     return value
 
 
+def _own_options(provider: object) -> frozenset[str]:
+    """The call options `provider` takes beyond the SDK's (none for what is not a provider,
+    which the client then refuses)."""
+    return provider.own_options if isinstance(provider, Provider) else frozenset()
+
+
 class _BaseClient:
     """Everything the two clients share: all but sending the request."""
 
@@ -110,7 +116,9 @@ class _BaseClient:
         `deadline=None`, `retries=0`, ...), each checked now; the provider is shared, this
         client unchanged."""
         copy = self._copy()
-        copy.config = self.config.updated(options, "with_options()")
+        copy.config = self.config.updated(
+            options, "with_options()", taken=self.provider.own_options
+        )
         return copy
 
     def _copy(self) -> Self:
@@ -138,7 +146,10 @@ class StructuredClient(_BaseClient):
         **options: Unpack[ClientOptions],
     ) -> None:
         where = "StructuredClient()"
-        super().__init__(provider, CallSpec.defaults().updated(options, where, _SYNC_KEYWORDS))
+        super().__init__(
+            provider,
+            CallSpec.defaults().updated(options, where, _SYNC_KEYWORDS, _own_options(provider)),
+        )
         self._sleep = _callable(sleep, "sleep", where)
 
     def __enter__(self) -> StructuredClient:
@@ -257,7 +268,10 @@ class AsyncStructuredClient(_BaseClient):
         **options: Unpack[ClientOptions],
     ) -> None:
         where = "AsyncStructuredClient()"
-        super().__init__(provider, CallSpec.defaults().updated(options, where, _ASYNC_KEYWORDS))
+        super().__init__(
+            provider,
+            CallSpec.defaults().updated(options, where, _ASYNC_KEYWORDS, _own_options(provider)),
+        )
         check("max_concurrency", max_concurrency, _MAX_CONCURRENCY, where)
         self.max_concurrency = max_concurrency
         self._sleep = _callable(sleep, "sleep", where)

@@ -240,7 +240,16 @@ class UnsupportedRequest(StructuredOutputError, ValueError):
 class ControlTokenInContent(StructuredOutputError, ValueError):
     """A message spells a control token its server would parse: raised before anything is sent."""
 
-    def __init__(self, message: str, *, token: str, where: str, position: int) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        token: str,
+        where: str,
+        position: int,
+        line: int = 1,
+        column: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.token = token
         """The control-token string found, as it appears in the content."""
@@ -248,6 +257,10 @@ class ControlTokenInContent(StructuredOutputError, ValueError):
         """Which content holds it: `"system"` or `"messages[i]"` (the i-th message)."""
         self.position = position
         """Its character offset in that content."""
+        self.line = line
+        """Its line in that content (1 first; `sdk._position` says what ends a line)."""
+        self.column = column if column is not None else position + 1
+        """Its column on that line, in characters (1 first)."""
 
 
 # --- Generation, transport and retries ---

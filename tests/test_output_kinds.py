@@ -366,6 +366,30 @@ def test_a_streamed_item_that_fails_its_contract_is_not_shown() -> None:
     assert [item.sku for item in shown[-1].value] == ["ok"]  # the retried attempt decided
 
 
+def test_a_retried_list_stream_s_items_say_which_attempt_they_belong_to() -> None:
+    bad = {"items": [{"sku": "ok", "qty": 1}, {"sku": "bad", "qty": "many"}]}
+    good = {"items": [{"sku": "ok", "qty": 1}, {"sku": "fine", "qty": 3}]}
+    provider = TestProvider([bad, good], chunk_size=4)
+    *items, result = StructuredClient(provider, retries=1).stream(list[Item], prompt="x")
+    assert [(item.sku, item.attempt) for item in items] == [("ok", 1), ("ok", 2), ("fine", 2)]
+    # The number is no field: the item equals the result's, and dumps as the contract says.
+    assert items[1:] == result.value and "attempt" not in items[1].model_dump()
+    assert "attempt" not in items[1].model_dump_json() and "attempt" not in repr(items[1])
+
+
+class Attempted(Contract):
+    """A login attempt: a contract with a field of that name."""
+
+    user: str
+    attempt: int
+
+
+def test_a_list_item_with_its_own_attempt_field_keeps_it() -> None:
+    reply = {"items": [{"user": "kim", "attempt": 7}]}
+    *items, result = StructuredClient(TestProvider([reply])).stream(list[Attempted], prompt="x")
+    assert [item.attempt for item in items] == [7] and items == result.value
+
+
 def test_a_retried_streams_snapshots_say_which_attempt_they_belong_to() -> None:
     provider = TestProvider(['{"reasoning": "first", "answer": "maybe"}', DECISION], chunk_size=8)
     shown = list(StructuredClient(provider, retries=1).stream(Decision, prompt="x"))

@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
-from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 import httpx
@@ -34,6 +33,7 @@ from sdk.providers._control_tokens import ControlTokenPolicy
 from sdk.providers._control_tokens import ControlTokens
 from sdk.providers._control_tokens import check_policy
 from sdk.providers._control_tokens import check_request
+from sdk.providers._endpoint import Endpoint
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncHTTPTransport
 from sdk.providers._transports import HTTPTransport
@@ -47,6 +47,9 @@ DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 class HTTPProvider(Provider):
     """Base of providers that talk to a server over HTTP with httpx."""
 
+    _strip_path: str = ""
+    """A path suffix of the base URL the provider's routes add themselves (vLLM's `/v1`)."""
+
     def __init__(
         self,
         base_url: str,
@@ -57,9 +60,13 @@ class HTTPProvider(Provider):
     ) -> None:
         # `headers` (an `Authorization` for a server started with an API key, ...) go on every
         # request, whether the client is ours or injected; `timeout` only on clients we open.
-        self.base_url = base_url.rstrip("/")
+        # Credentials in the URL become the `Authorization` header; its query stays on every
+        # request (`sdk.providers._endpoint`).
+        self.endpoint = Endpoint.of(base_url, strip_path=self._strip_path)
+        self.base_url = str(self.endpoint)
+        """The base URL requests go to (with its query; its credentials are in a header)."""
         self._timeout = timeout
-        self._headers = dict(headers or {})
+        self._headers = self.endpoint.headers(headers or {})
         self._sync: httpx.Client | None = None
         self._async: WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             WeakKeyDictionary()
@@ -82,10 +89,10 @@ class HTTPProvider(Provider):
 
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""
-        parts = urlsplit(self.base_url)
+        endpoint = self.endpoint
         found = [value for value in self._headers.values() if value]
-        found.extend(value for value in (parts.username, parts.password) if value)
-        found.extend(value for _, value in parse_qsl(parts.query) if value)
+        found.extend(value for value in (endpoint.username, endpoint.password) if value)
+        found.extend(value for _, value in parse_qsl(endpoint.query) if value)
         for value in list(found):
             # "Bearer KEY": the key alone may be quoted too.
             found.extend(word for word in value.split() if len(word) >= 6)
@@ -94,10 +101,10 @@ class HTTPProvider(Provider):
     # --- transports ---
 
     def transport(self) -> HTTPTransport:
-        return HTTPTransport(self._client(), self.name, self.base_url, headers=self._headers)
+        return HTTPTransport(self._client(), self.name, self.endpoint, headers=self._headers)
 
     def atransport(self) -> AsyncHTTPTransport:
-        return AsyncHTTPTransport(self._aclient(), self.name, self.base_url, headers=self._headers)
+        return AsyncHTTPTransport(self._aclient(), self.name, self.endpoint, headers=self._headers)
 
     def _client(self) -> httpx.Client:
         if isinstance(self._given, httpx.Client):

@@ -23,6 +23,7 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
+from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._transports import AsyncTransport
 from sdk.providers._transports import Transport
 from sdk.schema.dialects import Dialect
@@ -93,6 +94,14 @@ class Provider:
     def model(self) -> str | None:
         """The model name requests go to, when the provider knows it up front."""
         return None
+
+    @property
+    def own_options(self) -> frozenset[str]:
+        """The call options this provider takes beyond the SDK's sampling options (its profile
+        says which: `TestProvider(options=...)`, the embedded engine's `fast_forward`): a client
+        takes them as it takes `temperature`, and every provider the call may go to vets them."""
+        taken = (frozenset(c.codec.profile.options) for c in self.candidates())
+        return frozenset().union(*taken) - SAMPLING_OPTIONS
 
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
         """The contract's schema as this provider receives it (cached), or `None`."""

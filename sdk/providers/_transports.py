@@ -41,6 +41,7 @@ from sdk.errors import ProviderError
 from sdk.providers._base import Exchange
 from sdk.providers._base import Reply
 from sdk.providers._boundary import Seen
+from sdk.providers._endpoint import Endpoint
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 
@@ -170,17 +171,17 @@ class _HTTPBase:
     def __init__(
         self,
         provider: str,
-        base_url: str,
+        endpoint: Endpoint,
         headers: Mapping[str, str],
         request_id_header: str = "x-request-id",
     ) -> None:
         self.provider = provider
-        self.base_url = base_url
+        self.endpoint = endpoint
         self.headers = dict(headers)
         self._request_id_header = request_id_header
 
     def _url(self, exchange: Exchange) -> str:
-        return f"{self.base_url}{exchange.route}"
+        return self.endpoint.url(exchange.route)
 
     def _started(self, response: httpx.Response, seen: Seen) -> None:
         seen.status_code = response.status_code
@@ -220,8 +221,10 @@ class _HTTPBase:
 class HTTPTransport(_HTTPBase):
     """A sync `httpx.Client` posting JSON to a server."""
 
-    def __init__(self, client: httpx.Client, provider: str, base_url: str, **kwargs: Any) -> None:
-        super().__init__(provider, base_url, **kwargs)
+    def __init__(
+        self, client: httpx.Client, provider: str, endpoint: Endpoint, **kwargs: Any
+    ) -> None:
+        super().__init__(provider, endpoint, **kwargs)
         self.client = client
 
     def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
@@ -264,9 +267,9 @@ class AsyncHTTPTransport(_HTTPBase):
     """An `httpx.AsyncClient` posting JSON to a server."""
 
     def __init__(
-        self, client: httpx.AsyncClient, provider: str, base_url: str, **kwargs: Any
+        self, client: httpx.AsyncClient, provider: str, endpoint: Endpoint, **kwargs: Any
     ) -> None:
-        super().__init__(provider, base_url, **kwargs)
+        super().__init__(provider, endpoint, **kwargs)
         self.client = client
 
     async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:

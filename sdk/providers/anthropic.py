@@ -56,6 +56,7 @@ from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
 from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
+from sdk.providers._endpoint import client_endpoint
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._profile import WireProfile
@@ -595,7 +596,8 @@ class AnthropicProvider(Provider):
                 f"structured outputs for model {model!r}",
                 [f"structured outputs for {', '.join(VERTEX_STRUCTURED_MODELS)}"],
             )
-        self.client = client.with_options(max_retries=0)
+        # A base URL's query goes to the client's default query (`sdk.providers._endpoint`).
+        self.client = client.with_options(max_retries=0, **client_endpoint(client, "anthropic"))
         self.mode: Mode = mode
         self._model = model
         self.codec = AnthropicCodec(

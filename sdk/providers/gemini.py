@@ -51,6 +51,7 @@ from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
 from sdk.providers._boundary import Seen
+from sdk.providers._endpoint import gemini_base_url
 from sdk.providers._errors import provider_error
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
@@ -505,6 +506,8 @@ class GeminiProvider(Provider):
 
         if not isinstance(client, genai.Client):
             raise TypeError(f"client must be a google.genai.Client, not {client!r}")
+        options = getattr(getattr(client, "_api_client", None), "_http_options", None)
+        gemini_base_url(getattr(options, "base_url", None))
         self.client = client
         self._model = model
         self.codec = GeminiCodec(model)

@@ -165,7 +165,7 @@ class OllamaStreamReader:
         self._calls: list[ToolCall] = []
         self._last: dict[str, Any] | None = None
 
-    def feed(self, line: str) -> TextDelta | None:
+    def feed(self, line: str) -> TextDelta | tuple[TextDelta, ...] | None:
         if not line.strip():
             return None
         event = json_event(line, "ollama")
@@ -173,19 +173,21 @@ class OllamaStreamReader:
         piece = message.get("content") or "" if isinstance(message, dict) else None
         if not isinstance(piece, str):
             raise ValueError("stream line has no message with string content")
-        delta: TextDelta | None = None
-        # Ollama sends each tool call whole, in one line: one delta with all its arguments.
+        deltas: list[TextDelta] = []
+        if piece:
+            self._parts.append(piece)
+            deltas.append(TextDelta(piece))
+        # Ollama sends each tool call whole (a line may hold several): a delta for each, with
+        # all its arguments, beside the line's text.
         for call in read_chat_tool_calls(message.get("tool_calls")):
             index = len(self._calls)
             self._calls.append(call)
-            delta = ToolCallDelta(call.text, index=index, id=call.id or None, name=call.tool)
-        if piece:
-            self._parts.append(piece)
+            deltas.append(ToolCallDelta(call.text, index=index, id=call.id or None, name=call.tool))
         if event.get("done"):
             self._last = event
-        if piece:
-            return TextDelta(piece)
-        return delta
+        if not deltas:
+            return None
+        return deltas[0] if len(deltas) == 1 else tuple(deltas)
 
     def finish(self) -> Completion:
         if self._last is None:

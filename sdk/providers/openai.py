@@ -61,6 +61,7 @@ from sdk.providers._chat import ChatDeltas
 from sdk.providers._chat import chat_completion
 from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
+from sdk.providers._endpoint import client_endpoint
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._profile import WireProfile
@@ -667,8 +668,10 @@ class _OpenAIProvider(Provider):
             raise TypeError(
                 f"client must be an openai.OpenAI or openai.AsyncOpenAI, not {client!r}"
             )
-        # The SDK owns retries: the client's own (two by default) would multiply ours.
-        self.client = client.with_options(max_retries=0)
+        # The SDK owns retries: the client's own (two by default) would multiply ours. A base
+        # URL's query goes to the client's default query (`sdk.providers._endpoint`).
+        endpoint = client_endpoint(client, self.codec_type.profile.name)
+        self.client = client.with_options(max_retries=0, **endpoint)
         self._model = model
         self.codec = self.codec_type(model, prompt_caching=prompt_caching)
         self._keep_extra_body(extra_body)

@@ -26,7 +26,8 @@ Options: like a real provider, it refuses an option it does not take, with a `Ty
 naming it before anything is "sent", so a misspelled `temprature=0` fails your test instead of
 being ignored. It takes every sampling option (`ACCEPTED_OPTIONS`; the script sees them in
 `request.options`) and any `extra_body` (in `request.extra_body`); `options=` accepts more
-names in requests built by hand.
+names, which a client then takes as call options too (`client.generate(..., tenant_tier="gold")`,
+as a client default or through `with_options`), the way a real provider takes its own.
 
 It exercises the client exactly as a real provider would (the parser, retries, usage), but it is
 not a provider adapter: the adapters themselves are tested against real SDK clients and servers.
@@ -89,9 +90,9 @@ Reply: TypeAlias = (
 )
 
 ACCEPTED_OPTIONS = SAMPLING_OPTIONS
-"""The sampling options `TestProvider` takes by default (`options=` adds more, for requests
-built by hand): every option of `SamplingOptions`, `constrained` included (the local providers'
-grammar switch, which the eval's unconstrained arm passes; the script sees it in
+"""The sampling options `TestProvider` takes by default (`options=` adds more, which a client
+takes as call options): every option of `SamplingOptions`, `constrained` included (the local
+providers' grammar switch, which the eval's unconstrained arm passes; the script sees it in
 `request.options`)."""
 
 # The fields a real provider's request owns (the schema, grammar and tools, the model, the

@@ -200,6 +200,9 @@ def _grounded_shape(schema: dict[str, Any], source: str) -> str:
 class VLLMProvider(OneRouteProvider):
     """A vLLM server: `VLLMProvider("http://127.0.0.1:8000", model="Qwen/Qwen3-8B")`."""
 
+    # Accept the server root or its `/v1` URL, as OpenAI clients are configured with.
+    _strip_path = "/v1"
+
     def __init__(
         self,
         base_url: str = "http://127.0.0.1:8000",
@@ -213,8 +216,6 @@ class VLLMProvider(OneRouteProvider):
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
-        # Accept the server root or its `/v1` URL, as OpenAI clients are configured with.
-        base_url = base_url.rstrip("/").removesuffix("/v1")
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )

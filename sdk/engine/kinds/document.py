@@ -160,6 +160,20 @@ class _DocumentView:
             if item is None:
                 self._reader = None
                 break
-            shown.append(item)
+            shown.append(_stamped(item, partial.attempt))
         return shown
+
+
+def _stamped(item: Contract, attempt: int) -> Contract:
+    """A streamed list item that says which attempt it belongs to, as the document's snapshot
+    it came from does (`item.attempt`, 1 first; after a retry the list starts again).
+
+    The number goes in the instance's `__dict__` beside the fields, where Pydantic keeps a
+    `cached_property` too: it is no field (not in `model_dump`, the JSON or the repr, and
+    equality compares fields alone), so the item equals the `Result`'s. A contract with a field
+    named `attempt` keeps its field: its items do not carry the stream's number.
+    """
+    if "attempt" not in type(item).model_fields:
+        item.__dict__["attempt"] = attempt
+    return item
 

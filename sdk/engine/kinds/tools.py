@@ -378,18 +378,22 @@ class ToolCallReader:
     """Streamed tool-call fragments -> `PartialToolCall` snapshots, per call (by index), each
     stamped with its attempt.
 
-    Each call's arguments are read by its own `PartialReader` (the tool's contract); a call is
-    `done` when the next one starts or the stream ends. Prose deltas give no snapshot. A reader
-    that cannot follow the arguments (not JSON) goes quiet for that call: the final reply,
-    parsed in full, decides. A snapshot's id is the one the result gives the call
-    (`_UniqueIds`: a repeated id renamed, a missing one `call_<n>`), not the provider's raw one.
+    Each call's arguments are read by its own `PartialReader` (the tool's contract). A call is
+    `done` exactly once, with its whole arguments, however the provider's chunks group the
+    fragments: when its arguments are a whole JSON value and a later call has begun (nothing
+    more of it can follow but whitespace), or else when the stream ends. A call that begins is
+    no proof that the one before has ended: a Chat Completions chunk may announce two calls
+    before the arguments of either. Prose deltas give no snapshot. A reader that cannot follow
+    the arguments (not JSON, an unknown tool) goes quiet for that call, which is done at the
+    end: the final reply, parsed in full, decides. A snapshot's id is the one the result gives
+    the call (`_UniqueIds`: a repeated id renamed, a missing one `call_<n>`), not the
+    provider's raw one.
     """
 
     def __init__(self, tools: Sequence[Tool], attempt: int = 1) -> None:
         self._tools = {tool.name: tool for tool in tools}
         self._attempt = attempt
         self._calls: dict[int, _Streamed] = {}
-        self._current: int | None = None
 
     def feed(self, delta: TextDelta) -> list[Any]:
         if not isinstance(delta, ToolCallDelta):
@@ -397,10 +401,7 @@ class ToolCallReader:
         out: list[PartialToolCall] = []
         new = delta.index not in self._calls
         if new:
-            if self._current is not None:
-                out.extend(self._close(self._current))
             self._calls[delta.index] = _Streamed()
-            self._current = delta.index
         streamed = self._calls[delta.index]
         if new or (delta.id and streamed.given is None):
             streamed.given = delta.id
@@ -413,8 +414,18 @@ class ToolCallReader:
         if delta.text:
             streamed.parts.append(delta.text)
             streamed.snapshot = streamed.read(delta.text)
-        out.append(self._snapshot(delta.index, done=False))
+        if not streamed.done:
+            out.append(self._snapshot(delta.index, done=False))
+        for index in self._ended():
+            out.extend(self._close(index))
         return out
+
+    def _ended(self) -> list[int]:
+        """The open calls whose arguments are whole, with a call begun after them."""
+        begun = list(self._calls)[:-1]  # in the order they began: each has a later one
+        return [
+            index for index in begun if not self._calls[index].done and self._calls[index].whole()
+        ]
 
     def _name_calls(self) -> None:
         """Give each call the id the result will (`_UniqueIds` over the calls in the order they
@@ -458,6 +469,10 @@ class _Streamed:
         self.reader: PartialReader[Any] | None = None
         self.snapshot: Any = None
         self.done = False
+
+    def whole(self) -> bool:
+        """Whether the arguments are a whole JSON value (read, not guessed)."""
+        return self.reader is not None and self.snapshot is not None and self.snapshot.done
 
     def read(self, text: str) -> Any:
         if self.reader is None:
