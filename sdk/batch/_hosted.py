@@ -40,6 +40,7 @@ from sdk.errors import ProviderError
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
 from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
 from sdk.providers._errors import provider_error
@@ -85,9 +86,9 @@ class RemoteResult:
     error: ProviderError | None = None
 
 
-# What the codec is told of the request a batch reply answers: a document (no grammar, no tools),
-# which is all a codec's reader looks at; the contract is the job's, parsed after reading.
-_DOCUMENT_REPLY = CompletionRequest(contract=None, messages=(), max_tokens=1)
+# What the codec is told of the request a batch reply answers: text read as it came (no grammar,
+# no tools), which is all a codec's reader looks at; the contract is the job's, parsed after.
+_DOCUMENT_REPLY = CompletionRequest(FreeText(), messages=(), max_tokens=1)
 
 
 class HostedBackend:

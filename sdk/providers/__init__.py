@@ -8,10 +8,15 @@ from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
+from sdk.providers._base import Output
 from sdk.providers._base import Reply
 from sdk.providers._base import StreamReader
 from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolOffer
 from sdk.providers._provider import Provider
 from sdk.providers.fallback import FallbackProvider
 from sdk.providers.limit import ConcurrencyLimit
@@ -56,16 +61,21 @@ __all__ = [
     "EmbeddedProvider",
     "Exchange",
     "FallbackProvider",
+    "FreeText",
     "GeminiProvider",
+    "GrammarSentence",
+    "JsonDocument",
     "LlamaCppProvider",
     "Message",
     "OllamaProvider",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
+    "Output",
     "Provider",
     "Reply",
     "StreamReader",
     "TestProvider",
     "TextDelta",
+    "ToolOffer",
     "VLLMProvider",
 ]

@@ -31,6 +31,7 @@ from contextlib import asynccontextmanager
 from contextlib import contextmanager
 from operator import attrgetter
 from typing import Any
+from typing import assert_never
 
 from google import genai
 from google.genai import errors as genai_errors
@@ -39,11 +40,15 @@ from google.genai import types as genai_types
 from sdk._content import Text
 from sdk._message import Message
 from sdk._result import Usage
+from sdk._tools import ToolOffer
 from sdk.errors import ProviderError
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
@@ -101,19 +106,24 @@ def build_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
     (`response_json_schema`) or free text. Gemini has no grammar surface: `UnsupportedRequest`.
     Images and PDFs go as inline bytes; a URL part is refused before sending (`UnsupportedRequest`:
     the API reads only files it hosts)."""
-    if request.kind == "grammar":
-        raise unsupported(_NAME, "a grammar", ["json_schema documents", "free text"])
-    if request.kind == "tools":
-        raise unsupported(_NAME, "tool calls", ["json_schema documents", "free text"])
     config: dict[str, Any] = {
         "max_output_tokens": request.max_tokens,
         "http_options": dict(_NO_RETRIES),
     }
     if request.system:
         config["system_instruction"] = request.system
-    if request.contract is not None:
-        config["response_mime_type"] = "application/json"
-        config["response_json_schema"] = to_wire(request.contract, GEMINI).schema
+    match request.output:
+        case JsonDocument(contract):
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = to_wire(contract, GEMINI).schema
+        case FreeText():
+            pass
+        case GrammarSentence():
+            raise unsupported(_NAME, "a grammar", ["json_schema documents", "free text"])
+        case ToolOffer():
+            raise unsupported(_NAME, "tool calls", ["json_schema documents", "free text"])
+        case unknown:
+            assert_never(unknown)
     contents = [
         {"role": "model" if m.role == "assistant" else "user", "parts": _parts(m)}
         for m in request.messages

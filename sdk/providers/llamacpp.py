@@ -63,6 +63,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from typing import Literal
+from typing import assert_never
 from weakref import WeakKeyDictionary
 
 import httpx
@@ -70,12 +71,16 @@ import httpx
 from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
+from sdk._tools import ToolOffer
 from sdk.contract import Contract
 from sdk.grammar.wire import llamacpp_grammar
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import StreamReader
 from sdk.providers._base import TextDelta
@@ -152,7 +157,8 @@ def build_chat_request(
     messages = chat_messages(request, "llamacpp")
     body: dict[str, Any] = {"messages": messages, "max_tokens": request.max_tokens}
     if schema is not None:
-        name = wire_name(request.document())
+        assert isinstance(request.output, JsonDocument), "a schema is a JSON request's"
+        name = wire_name(request.output.contract)
         body["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": name, "schema": schema, "strict": True},
@@ -290,8 +296,8 @@ class LlamaCppCodec(Codec):
             )
         if self._chat_route(request):
             body = build_chat_request(request, **self._constraint(request), model=self.model)
-            if request.kind == "tools":
-                body.update(chat_tools(request, _tool_parameters, named_choice=False))
+            if isinstance(request.output, ToolOffer):
+                body.update(chat_tools(request.output, _tool_parameters, named_choice=False))
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
             chat = Exchange("/v1/chat/completions", body)
@@ -312,7 +318,7 @@ class LlamaCppCodec(Codec):
     def _chat_route(self, request: CompletionRequest) -> bool:
         # Tool calls always take the OpenAI route: the server renders the tools with the
         # model's template and parses the call block itself (its tool-call parser).
-        return self.mode == "openai" or request.kind == "tools"
+        return self.mode == "openai" or isinstance(request.output, ToolOffer)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if self._chat_route(request):
@@ -364,7 +370,8 @@ class LlamaCppCodec(Codec):
         if self._grammar is not None:
             return self._grammar
         if source is not None:
-            grounded = self._grounded(CompletionRequest(contract, (), 1, source=source))
+            asked = CompletionRequest(JsonDocument(contract), (), 1, source=source)
+            grounded = self._grounded(asked)
             if grounded is not None:
                 return grounded
         # Imported here: only grammar mode needs the converter.
@@ -374,38 +381,48 @@ class LlamaCppCodec(Codec):
 
     def _constraint(self, request: CompletionRequest) -> dict[str, Any]:
         """The body fields that constrain the output: the schema in the llama.cpp dialect, or a
-        GBNF grammar (the contract's, the one given, or a `Grammar`'s); none for free text."""
-        if request.grammar is not None:
-            if self.mode == "openai":
+        GBNF grammar (the contract's, the one given, or a `Grammar`'s); none for free text and
+        tool calls (the tools are the constraint)."""
+        match request.output:
+            case JsonDocument(contract):
+                return self._document_constraint(request, contract)
+            case GrammarSentence(grammar) if self.mode != "openai":
+                return llamacpp_grammar(grammar)
+            case GrammarSentence():
                 raise unsupported(
                     "llamacpp (mode='openai')",
                     "a grammar",
                     ["json_schema documents", "free text", "grammars in mode 'json_schema' or "
                      "'grammar' (the native /completion route)"],
                 )  # fmt: skip
-            return llamacpp_grammar(request.grammar)
-        if request.contract is None:
-            return {}
+            case ToolOffer() | FreeText():
+                return {}
+            case unknown:
+                assert_never(unknown)
+
+    def _document_constraint(
+        self, request: CompletionRequest, contract: type[Contract]
+    ) -> dict[str, Any]:
         if self.mode == "grammar":
-            return {"grammar": self._grounded(request) or self.grammar_for(request.contract)}
+            return {"grammar": self._grounded(request) or self.grammar_for(contract)}
         if self.mode == "auto":
-            grammar = self._auto_grammar(request.contract)
+            grammar = self._auto_grammar(contract)
             if grammar is not None:
                 return {"grammar": self._grounded(request) or grammar}
-        wire = self.wire_schema(request.contract)
+        wire = self.wire_schema(contract)
         assert wire is not None
         return {"schema": wire.schema}
 
 
     def _grounds(self, request: CompletionRequest) -> bool:
         """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
-        if request.contract is None or request.grammar is not None:
+        if not isinstance(request.output, JsonDocument):
             return False
         if not request.options.get("grounding", self.grounding):  # per call, or the provider's
             return False
         if self.mode == "grammar":
             return self._grammar is None
-        return self.mode == "auto" and self._auto_grammar(request.contract) is not None
+        return self.mode == "auto" and self._auto_grammar(request.output.contract) is not None
 
     def _grounded(self, request: CompletionRequest) -> str | None:
         """The grounded GBNF (`SourceQuote`/`Verbatim` strings confined to the source's spans,

@@ -26,6 +26,7 @@ from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
+from sdk.providers._base import Output
 from sdk.providers._base import TextDelta
 from sdk.providers._profile import SamplingOptions
 from sdk.schema.canonical import SchemaInfo
@@ -77,9 +78,10 @@ class Shared:
     reasoning: Reasoning | None
     """`"native"` asks for the provider's own thinking channel."""
 
-    def request(self, messages: tuple[Message, ...], **output: Any) -> CompletionRequest:
-        """A request for `messages`, with the output fields a kind adds (`contract=`, ...)."""
+    def request(self, messages: tuple[Message, ...], output: Output) -> CompletionRequest:
+        """A request for `messages`, asking for `output`."""
         return CompletionRequest(
+            output=output,
             messages=messages,
             max_tokens=self.max_tokens,
             system=self.system,
@@ -87,7 +89,6 @@ class Shared:
             extra_body=self.extra_body,
             source=self.source,
             reasoning=self.reasoning == "native",
-            **{"contract": None, **output},
         )
 
 
@@ -101,9 +102,9 @@ class Ask:
     shared: Shared
     provider: Provider
 
-    def request(self, **output: Any) -> CompletionRequest:
-        """The conversation and its feedback, with the output fields a kind adds."""
-        return self.shared.request(self.turns + self.feedback, **output)
+    def request(self, output: Output) -> CompletionRequest:
+        """The conversation and its feedback, asking for `output`."""
+        return self.shared.request(self.turns + self.feedback, output)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from sdk.parsing.incremental import Partial
 from sdk.parsing.incremental import PartialReader
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.providers._base import TextDelta
 from sdk.schema.canonical import SchemaInfo
@@ -63,7 +64,7 @@ class Document:
         """Every provider carries JSON documents."""
 
     def request(self, ask: Ask) -> CompletionRequest:
-        return ask.request(contract=self.contract)
+        return ask.request(JsonDocument(self.contract))
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
         parsed = self.parse(self.contract, completion, provider)

@@ -28,6 +28,7 @@ from sdk.grammar import parse_grammar
 from sdk.parsing.parser import check_stop
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import GrammarSentence
 from sdk.providers._base import Message
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
@@ -70,7 +71,7 @@ class GrammarOutput:
             raise unsupported(provider.name, "a grammar", ["json_schema documents"])
 
     def request(self, ask: Ask) -> CompletionRequest:
-        return ask.request(grammar=self.grammar)
+        return ask.request(GrammarSentence(self.grammar))
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[str]:
         if completion.text is None:

@@ -177,11 +177,7 @@ class Tools:
             raise unsupported(provider.name, "tool calls", ["json_schema documents"])
 
     def request(self, ask: Ask) -> CompletionRequest:
-        return ask.request(
-            tools=self.tools,
-            tool_choice=self.tool_choice,
-            parallel_tool_calls=self.offer.parallel,
-        )
+        return ask.request(self.offer)
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[tuple[ToolCall, ...]]:
         prose = completion.text or ""

@@ -24,6 +24,7 @@ from sdk.errors import InvalidOutput
 from sdk.parsing.parser import check_stop
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import FreeText
 from sdk.providers._base import Message
 from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
@@ -71,7 +72,7 @@ class TwoPhase(Generic[T]):
     def request(self, ask: Ask) -> CompletionRequest:
         if self.working is None:
             # Free text: no constraint, no feedback (a retry of the working sends it again).
-            return ask.shared.request((*ask.turns, Message("user", WORK_IT_THROUGH)))
+            return ask.shared.request((*ask.turns, Message("user", WORK_IT_THROUGH)), FreeText())
         worked = (
             *ask.turns,
             Message("user", WORK_IT_THROUGH),
