@@ -209,6 +209,9 @@ class Reply:
     """The decoded body: an SDK response object, or the parsed JSON."""
     status_code: int | None = None
     request_id: str | None = None
+    raw: Any = None
+    """The body as it came (raw text or bytes), for an error to show if it cannot be read
+    (`None`: `body`)."""
 
 
 class StreamReader(Protocol):

@@ -161,8 +161,8 @@ def _unlearnable(why: str) -> Exception:
         "the model's chat template does not place message content as it is (" + why + "), so "
         "the prompt cannot be built with the content kept as text: pass prompt_template=",
         status_code=200,
+        transient=False,
     )
-    error.transient = False
     return error
 
 

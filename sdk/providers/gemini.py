@@ -52,11 +52,11 @@ from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
-from sdk.providers._boundary import Seen
 from sdk.providers._errors import provider_error
 from sdk.providers._profile import Profile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
+from sdk.providers._transports import Stream
 from sdk.schema.dialects import GEMINI
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
@@ -278,9 +278,8 @@ def map_error(exc: genai_errors.APIError) -> ProviderError:
         status_code=exc.code if isinstance(exc.code, int) and exc.code >= 100 else None,
         headers=headers if headers is not None else None,
         detail=exc.message or "",
+        retry_after=_retry_delay(exc.details),  # when no header said it
     )
-    if error.retry_after is None:
-        error.retry_after = _retry_delay(exc.details)
     return error
 
 
@@ -364,18 +363,17 @@ def _raw_body(response: Any) -> str | None:
     return body if isinstance(body, str) else None
 
 
-def _record(seen: Seen, response: Any) -> None:
+def _reply(response: Any) -> Reply:
+    """The reply, with its raw body (what an error shows) and its response id."""
     raw = _raw_body(response)
-    seen.body = raw if raw is not None else response
-    if raw is not None:
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = None
-        response_id = parsed.get("responseId") if isinstance(parsed, dict) else None
-        seen.request_id = response_id if isinstance(response_id, str) else None
-    else:
-        seen.request_id = getattr(response, "response_id", None)
+    if raw is None:
+        return Reply(response, 200, getattr(response, "response_id", None), raw=response)
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    response_id = parsed.get("responseId") if isinstance(parsed, dict) else None
+    return Reply(response, 200, response_id if isinstance(response_id, str) else None, raw=raw)
 
 
 class GeminiTransport:
@@ -384,17 +382,15 @@ class GeminiTransport:
     def __init__(self, client: genai.Client) -> None:
         self.client = client
 
-    def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         method = attrgetter(exchange.route)(self.client)
-        reply = method(**_with_timeout(exchange.body, deadline))
-        _record(seen, reply)
-        return Reply(reply, 200, seen.request_id)
+        return _reply(method(**_with_timeout(exchange.body, deadline)))
 
     @contextmanager
-    def open(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Iterator[Any]:
+    def open(self, exchange: Exchange, deadline: float | None) -> Iterator[Stream[Iterator[Any]]]:
         events = attrgetter(exchange.route)(self.client)(**_with_timeout(exchange.body, deadline))
         try:
-            yield iter(events)
+            yield Stream(iter(events))
         finally:
             events.close()
 
@@ -405,20 +401,18 @@ class AsyncGeminiTransport:
     def __init__(self, client: genai.Client) -> None:
         self.client = client
 
-    async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    async def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         method = attrgetter(exchange.route)(self.client.aio)
-        reply = await method(**_with_timeout(exchange.body, deadline))
-        _record(seen, reply)
-        return Reply(reply, 200, seen.request_id)
+        return _reply(await method(**_with_timeout(exchange.body, deadline)))
 
     @asynccontextmanager
     async def open(
-        self, exchange: Exchange, seen: Seen, deadline: float | None
-    ) -> AsyncIterator[AsyncIterator[Any]]:
+        self, exchange: Exchange, deadline: float | None
+    ) -> AsyncIterator[Stream[AsyncIterator[Any]]]:
         method = attrgetter(exchange.route)(self.client.aio)
         events = await method(**_with_timeout(exchange.body, deadline))
         try:
-            yield events
+            yield Stream(events)
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:

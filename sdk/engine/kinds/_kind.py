@@ -4,6 +4,11 @@ An output kind is what a call asks for and how a reply is judged: a document (a 
 list, a union), a grammar's sentence, tool calls, or a wrapper around one of them (two-phase
 reasoning). It knows nothing of retries, budgets, deadlines or fallback (the attempts machine's)
 and does no I/O. Every method that reads a reply reads the stop reason first.
+
+A kind is an immutable description: judging a reply changes nothing in it, so one kind serves
+any number of calls, and the response cache replays a stored answer through it as it is. What
+changes during a call is the attempts machine's: a multi-phase kind answers a reply with the
+kind of the next phase (`NextPhase.next`), which the machine holds from then on.
 """
 
 from __future__ import annotations
@@ -138,7 +143,9 @@ class Accepted(Generic[T]):
 @dataclass(frozen=True, slots=True)
 class NextPhase:
     """A reply that moved a multi-phase kind on (two-phase reasoning's working): the next
-    request goes out at once, spending no retry."""
+    request, of the `next` kind, goes out at once, spending no retry."""
+
+    next: OutputKind[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,8 +218,11 @@ class Quiet:
 class OutputKind(Protocol[T_co]):
     """One kind of output (see the module docstring). `T_co` is what the call returns."""
 
-    name: str
-    """What is asked for, in messages and logs: a contract's or grammar's name, `tool call`."""
+    @property
+    def name(self) -> str:
+        """What is asked for, in messages and logs: a contract's or grammar's name, `tool
+        call`."""
+        ...
 
     @property
     def schema(self) -> SchemaInfo:
@@ -233,8 +243,11 @@ class OutputKind(Protocol[T_co]):
         raised (`StructuredOutputError`, with the text and stop reason on it)."""
         ...
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
-        """The turns that tell the model what was wrong with its last reply (bounded)."""
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
+        """The turns that tell the model what was wrong with its last reply, `completion`,
+        which failed with `error` (bounded)."""
         ...
 
     def view(self, attempt: int, provider: Provider) -> StreamView:

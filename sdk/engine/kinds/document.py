@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import typing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -44,17 +45,18 @@ if TYPE_CHECKING:
 __all__ = ["Document"]
 
 
+@dataclass(frozen=True, slots=True)
 class Document:
     """A contract's value; `envelope` set for a top-level list or union (unwrapped in the
     result)."""
 
-    def __init__(
-        self, contract: type[Contract], envelope: Envelope | None, parsing: Parsing
-    ) -> None:
-        self.contract = contract
-        self.envelope = envelope
-        self.parsing = parsing
-        self.name = contract.__name__
+    contract: type[Contract]
+    envelope: Envelope | None
+    parsing: Parsing
+
+    @property
+    def name(self) -> str:
+        return self.contract.__name__
 
     @property
     def schema(self) -> SchemaInfo:
@@ -87,7 +89,9 @@ class Document:
             **self.parsing.fields(),
         )
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
         return feedback_turns(self.contract, error, self.parsing.whole_reply)
 
     def view(self, attempt: int, provider: Provider) -> StreamView:
@@ -163,4 +167,3 @@ class _DocumentView:
                 break
             shown.append(item)
         return shown
-

@@ -6,6 +6,7 @@ stop reason first: a cut or refused working fails the way a cut or refused docum
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
@@ -48,14 +49,18 @@ TRANSCRIBE = (
 )
 
 
+@dataclass(frozen=True, slots=True)
 class TwoPhase(Generic[T]):
-    """`inner` after an unconstrained working phase (see the module docstring)."""
+    """`inner` after an unconstrained working phase (see the module docstring): the working
+    phase's kind, and (`working` given) the transcribing phase's."""
 
-    def __init__(self, inner: OutputKind[T]) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.working: str | None = None
-        """The working, once the first phase has answered."""
+    inner: OutputKind[T]
+    working: str | None = None
+    """The working, once the first phase has answered."""
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
 
     @property
     def schema(self) -> SchemaInfo:
@@ -86,11 +91,12 @@ class TwoPhase(Generic[T]):
             return self.inner.judge(completion, provider)
         text = completion.text if completion.text is not None else ""
         check_stop(text, **stop_fields(completion, {StopReason.END_TURN}))
-        self.working = text
-        return NextPhase()
+        return NextPhase(TwoPhase(self.inner, working=text))
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
-        return self.inner.feedback(error)
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
+        return self.inner.feedback(error, completion, provider)
 
     def view(self, attempt: int, provider: Provider) -> StreamView:
         return Quiet() if self.working is None else self.inner.view(attempt, provider)
