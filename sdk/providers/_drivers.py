@@ -38,7 +38,7 @@ from sdk.providers._transports import Stream
 from sdk.providers._transports import Transport
 from sdk.providers._transports import deadline_error
 
-__all__ = ["Driven", "acomplete", "astream", "complete", "stream"]
+__all__ = ["Driven", "acomplete", "astream", "built", "complete", "stream"]
 
 
 class Driven(Protocol):
@@ -75,7 +75,7 @@ def complete(
     provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Completion:
     """Send `request` and read the whole reply."""
-    exchange, transport = _built(provider, request, stream=False), provider.transport()
+    exchange, transport = built(provider, request, stream=False), provider.transport()
     with fault_boundary(provider.codec, provider.redactor):
         exchange = _prepared(transport, exchange, deadline)
         return _read(provider.codec, transport.send(exchange, deadline), request)
@@ -86,7 +86,7 @@ def stream(
 ) -> Iterator[TextDelta | Completion]:
     """Text deltas as they arrive, then the `Completion`."""
     codec = provider.codec
-    exchange, transport = _built(provider, request, stream=True), provider.transport()
+    exchange, transport = built(provider, request, stream=True), provider.transport()
     with fault_boundary(codec, provider.redactor):
         exchange = _prepared(transport, exchange, deadline)
         with transport.open(exchange, deadline) as opened:
@@ -103,7 +103,7 @@ def stream(
     yield completion
 
 
-def _built(provider: Driven, request: CompletionRequest, *, stream: bool) -> Exchange:
+def built(provider: Driven, request: CompletionRequest, *, stream: bool) -> Exchange:
     """The exchange for `request`, vetted first. Before the fault boundary: an error here (an
     option the API does not take, a schema it cannot carry) is the caller's, raised as it is,
     and so is one from getting the transport (a sync call on an async client)."""
@@ -167,7 +167,7 @@ async def acomplete(
     provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Completion:
     """Send `request` and await the whole reply."""
-    exchange, transport = _built(provider, request, stream=False), provider.atransport()
+    exchange, transport = built(provider, request, stream=False), provider.atransport()
     with fault_boundary(provider.codec, provider.redactor):
         async with _time_limit(deadline, provider.codec.provider):
             exchange = await _aprepared(transport, exchange, deadline)
@@ -181,7 +181,7 @@ async def astream(
     """The async form of `stream`. The deadline bounds each wait, never the consumer's time
     between two items (a timeout cannot span a `yield`)."""
     codec = provider.codec
-    exchange, transport = _built(provider, request, stream=True), provider.atransport()
+    exchange, transport = built(provider, request, stream=True), provider.atransport()
     with fault_boundary(codec, provider.redactor):
         async with AsyncExitStack() as stack:
             async with _time_limit(deadline, codec.provider):
