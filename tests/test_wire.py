@@ -35,6 +35,7 @@ from sdk import StructuredClient
 from sdk import StructuredOutputError
 from sdk import TruncatedOutput
 from sdk import UnsupportedRequest
+from sdk import Usage
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Provider
 from sdk.wire import Item
@@ -323,3 +324,33 @@ def test_values_pickle_and_a_process_pool_reads_replies() -> None:
     assert isinstance(good, Result) and good.value == Decision.model_validate(DECISION)
     assert isinstance(bad, StructuredOutputError) and bad.text == replies[1]
     assert len(bad.attempts) == 1 and bad.attempts[0].text == replies[1]
+
+
+def test_text_usage_is_the_attempts_and_the_results() -> None:
+    text = json.dumps(DECISION)
+    result = read_reply("vllm", Decision, PROMPT, text, finish_reason="stop",
+                        usage=Usage(120, 40), settings={"model": "m"})  # fmt: skip
+    assert result.usage == Usage(120, 40) and result.attempts[0].usage == Usage(120, 40)
+    with pytest.raises(ValueError, match="reply body says them"):
+        read_reply("vllm", Decision, PROMPT, {"choices": []}, usage=Usage(1, 1),
+                   settings={"model": "m"})  # fmt: skip
+
+
+def _template(request: Any) -> str:
+    turns = "".join(f"<|im_start|>{m.role}\n{m.text}<|im_end|>\n" for m in request.messages)
+    return f"{turns}<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize("kind", [k for k in WIRE_KINDS if k.name in ("contract", "grammar")],
+                         ids=lambda kind: kind.name)  # fmt: skip
+def test_llamacpp_native_route_with_a_prompt_template(kind: Kind) -> None:
+    settings = {"mode": "json_schema", "prompt_template": _template, "control_tokens": "allow"}
+    server = Server(WIRES["llamacpp"], [kind.good])
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    live = StructuredClient(LlamaCppProvider("http://local.test", http_client=http, **settings))
+    expected = live.generate(kind.output, prompt=PROMPT)
+    built = build_request("llamacpp", kind.output, PROMPT, settings=settings)
+    assert built.path == "/completion" and built.body == server.requests[0]
+    reply = WIRES["llamacpp"](kind.good, False, None)[1]
+    assert read_reply("llamacpp", kind.output, PROMPT, reply, settings=settings).value == (
+        expected.value)  # fmt: skip

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
+from sdk._records import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
 from sdk.engine.attempts import Attempts
@@ -107,6 +108,7 @@ def read_reply(
     reply: Mapping[str, Any] | bytes | str,
     *,
     finish_reason: str | None = None,
+    usage: Usage | None = None,
     settings: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> Any:
@@ -116,10 +118,11 @@ def read_reply(
     `CheckFailed`, `ProviderError` for a body the client cannot read, ...), carrying the
     attempt and its usage. `reply`: the reply's JSON body (a mapping, or its bytes), or the
     generated text (a `str`) with its `finish_reason` as the provider or engine spells it
-    (`"stop"`, `"length"`, `"end_turn"`, ...)."""
+    (`"stop"`, `"length"`, `"end_turn"`, ...) and the tokens it took (`usage`, which a token
+    budget and the result's cost read; a body says its own)."""
     sending = memory_provider(provider, settings or {})
     machine = _started(sending, output, item, options, retries=0, streaming=False)
-    decision = _judged(machine, sending, reply, finish_reason)
+    decision = _judged(machine, sending, reply, finish_reason, usage)
     if isinstance(decision, Fail):
         raise decision.error
     assert isinstance(decision, Done)  # no retry is left to take
@@ -133,6 +136,7 @@ def follow_up(
     reply: Mapping[str, Any] | bytes | str,
     *,
     finish_reason: str | None = None,
+    usage: Usage | None = None,
     settings: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> tuple[Message, ...]:
@@ -144,7 +148,7 @@ def follow_up(
     a valid reply is a `ValueError` (there is nothing to ask again)."""
     sending = memory_provider(provider, settings or {})
     machine = _started(sending, output, item, options, retries=1, streaming=False)
-    decision = _judged(machine, sending, reply, finish_reason)
+    decision = _judged(machine, sending, reply, finish_reason, usage)
     if isinstance(decision, Fail):
         raise decision.error
     if isinstance(decision, Done):
@@ -203,6 +207,7 @@ def _judged(
     provider: Provider,
     reply: Mapping[str, Any] | bytes | str,
     finish_reason: str | None,
+    usage: Usage | None,
 ) -> Decision:
     """The machine's decision on `reply` to the call's first request."""
     with machine.abandoned_on_exit():
@@ -212,7 +217,7 @@ def _judged(
             stop = StopReason.from_raw(finish_reason, provider.name)
             if stop is StopReason.OTHER:
                 stop = StopReason.from_raw(finish_reason)
-            completion = Completion(reply, stop, finish_reason)
+            completion = Completion(reply, stop, finish_reason, usage or Usage())
         else:
             if isinstance(reply, Mapping):
                 body = json.dumps(reply, ensure_ascii=False).encode()
@@ -223,8 +228,10 @@ def _judged(
                     "reply must be the reply's JSON body (a mapping or bytes) or the generated "
                     f"text (a str), not {type(reply).__name__}"
                 )
-            if finish_reason is not None:
-                raise ValueError("finish_reason goes with the generated text, not a reply body")
+            if finish_reason is not None or usage is not None:
+                raise ValueError(
+                    "finish_reason and usage go with the generated text: a reply body says them"
+                )
             try:
                 with exchanged(body):
                     completion = provider.complete(request)
