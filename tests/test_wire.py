@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import pickle
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -354,3 +356,24 @@ def test_llamacpp_native_route_with_a_prompt_template(kind: Kind) -> None:
     reply = WIRES["llamacpp"](kind.good, False, None)[1]
     assert read_reply("llamacpp", kind.output, PROMPT, reply, settings=settings).value == (
         expected.value)  # fmt: skip
+
+
+def test_threads_share_the_providers_and_each_gets_its_own_exchange() -> None:
+    """16 threads at once (a barrier), each building and reading its own item on the same
+    in-memory providers: every request and decision is the thread's own."""
+    barrier = threading.Barrier(16)
+
+    def one(number: int) -> tuple[WireRequest, Any]:
+        barrier.wait(timeout=60)
+        family = FAMILIES[number % len(FAMILIES)]
+        prompt = f"Approve invoice INV-{number}?"
+        request = build_request(family.name, Decision, prompt, settings=family.settings)
+        answer = {**DECISION, "reasoning": f"invoice {number}"}
+        body = _reply_body(family, WIRE_KINDS[0], Say(json.dumps(answer)), request)
+        return request, read_reply(family.name, Decision, prompt, body, settings=family.settings)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        outcomes = list(pool.map(one, range(16), timeout=300))
+    for number, (request, result) in enumerate(outcomes):
+        assert f"INV-{number}?" in json.dumps(request.body)
+        assert result.value.reasoning == f"invoice {number}"
