@@ -27,11 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 
 from contracts import Decision
+from sdk import Backoff
 from sdk import ControlTokenInContent
 from sdk import InvalidJSON
+from sdk import ProviderError
 from sdk import Result
 from sdk import StructuredClient
 from sdk import StructuredOutputError
@@ -377,3 +380,37 @@ def test_threads_share_the_providers_and_each_gets_its_own_exchange() -> None:
     for number, (request, result) in enumerate(outcomes):
         assert f"INV-{number}?" in json.dumps(request.body)
         assert result.value.reasoning == f"invoice {number}"
+
+
+class _Unreadable(Server):
+    """A server whose every reply is `body`, with status 200."""
+
+    body = b""
+
+    def __call__(self, request: Any) -> Any:
+        response = httpx2.Response if type(request).__module__.startswith("httpx2") else (
+            httpx.Response)  # fmt: skip
+        self.requests.append(json.loads(request.read() or b"{}"))
+        return response(200, headers={"content-type": "application/json"}, content=self.body)
+
+
+@pytest.mark.parametrize("body", [b"<html>502 Bad Gateway</html>", b'{"unexpected": true}'],
+                         ids=["not-json", "wrong-shape"])  # fmt: skip
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
+def test_an_unreadable_body_is_the_live_provider_error(
+    family: Family, body: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply body the client cannot read (a proxy's page, a body of the wrong shape) is the
+    `ProviderError` the live call raises, with the body kept and one attempt."""
+    monkeypatch.setattr(_Unreadable, "body", body)
+    monkeypatch.setattr(promise_wire, "Server", _Unreadable)
+    monkeypatch.setattr(sys.modules[__name__], "Server", _Unreadable)
+    provider, server = family.live([Say("unused")])
+    assert isinstance(server, _Unreadable)
+    with pytest.raises(ProviderError) as live:
+        StructuredClient(provider, retries=0, backoff=Backoff(retries=0)).generate(
+            Decision, prompt=PROMPT
+        )
+    wire = _wire(family, WIRE_KINDS[0], body)
+    assert type(wire) is type(live.value) and str(wire) == str(live.value)
+    assert wire.body == live.value.body and len(wire.attempts) == len(live.value.attempts) == 1
