@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 import httpx
@@ -57,9 +58,11 @@ class Exchanged:
     record the request), and the requests the call made."""
 
     reply: bytes | None = None
-    requests: list[WireRequest] | None = None
+    requests: list[WireRequest] = field(default_factory=list)
 
     def answer(self, method: str, url: Any, headers: Any, content: bytes) -> tuple[int, bytes]:
+        """Record a request the client sends (its headers without secrets or bookkeeping)
+        and answer it: the status and body of the reply, or `_NotSent` when only building."""
         shown = {
             name.lower(): value
             for name, value in headers.items()
@@ -69,8 +72,6 @@ class Exchanged:
         }
         path = url.raw_path.decode("ascii") if isinstance(url.raw_path, bytes) else url.raw_path
         body = json.loads(content) if content else {}
-        if self.requests is None:
-            self.requests = []
         self.requests.append(WireRequest(method.upper(), path, shown, body))
         if self.reply is None:
             raise _NotSent("built, not sent")
