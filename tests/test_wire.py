@@ -414,3 +414,15 @@ def test_an_unreadable_body_is_the_live_provider_error(
     wire = _wire(family, WIRE_KINDS[0], body)
     assert type(wire) is type(live.value) and str(wire) == str(live.value)
     assert wire.body == live.value.body and len(wire.attempts) == len(live.value.attempts) == 1
+
+
+def test_an_item_may_be_a_row_mapping() -> None:
+    settings = {"model": "m"}
+    row = {"prompt": PROMPT, "source": SOURCE}
+    assert build_request("vllm", Decision, row, settings=settings) == build_request(
+        "vllm", Decision, Item(prompt=PROMPT, source=SOURCE), settings=settings
+    )
+    with pytest.raises(TypeError, match="did you mean 'source'"):
+        build_request("vllm", Decision, {"prompt": PROMPT, "sourc": SOURCE}, settings=settings)
+    with pytest.raises(TypeError, match="item must be"):
+        build_request("vllm", Decision, 5, settings=settings)  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ from sdk.engine.attempts import Send
 from sdk.engine.kinds.tools import check_tools
 from sdk.engine.options import CallSpec
 from sdk.engine.options import Method
+from sdk.engine.options import did_you_mean
 from sdk.engine.retry import Backoff
 from sdk.engine.setup import start_call
 from sdk.engine.setup import start_tools_call
@@ -61,7 +62,7 @@ _REFUSED_OPTIONS = {
 def build_request(
     provider: str,
     output: Any,
-    item: Item | str,
+    item: Item | str | Mapping[str, Any],
     *,
     settings: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
@@ -70,10 +71,11 @@ def build_request(
     """The request a client of `provider` (a family's name: `"anthropic"`, `"openai"`,
     `"vllm"`, ...; `settings`: its provider's constructor arguments, `model=` and the like, and
     `base_url=`) sends to ask for `output` (a contract, a list or union of contracts, a
-    `Grammar`, or tools: a `ToolOffer` or a list of `Tool`) about `item` (an `Item`, or a
-    prompt's text), with the call `options` a client takes (`max_tokens`, `temperature`,
-    `extra_body`, ...): every check a live call makes before sending is made (`TypeError`,
-    `ValueError`, `UnsupportedRequest`, `ControlTokenInContent`). `stream`: the streamed form.
+    `Grammar`, or tools: a `ToolOffer` or a list of `Tool`) about `item` (an `Item`, a
+    prompt's text, or a mapping of `Item`'s fields), with the call `options` a client takes
+    (`max_tokens`, `temperature`, `extra_body`, ...): every check a live call makes before
+    sending is made (`TypeError`, `ValueError`, `UnsupportedRequest`,
+    `ControlTokenInContent`). `stream`: the streamed form.
     """
     sending = memory_provider(provider, settings or {})
     machine = _started(sending, output, item, options, retries=0, streaming=stream)
@@ -104,7 +106,7 @@ def build_request(
 def read_reply(
     provider: str,
     output: Any,
-    item: Item | str,
+    item: Item | str | Mapping[str, Any],
     reply: Mapping[str, Any] | bytes | str,
     *,
     finish_reason: str | None = None,
@@ -132,7 +134,7 @@ def read_reply(
 def follow_up(
     provider: str,
     output: Any,
-    item: Item | str,
+    item: Item | str | Mapping[str, Any],
     reply: Mapping[str, Any] | bytes | str,
     *,
     finish_reason: str | None = None,
@@ -162,7 +164,7 @@ def follow_up(
 def _started(
     provider: Provider,
     output: Any,
-    item: Item | str,
+    item: Item | str | Mapping[str, Any],
     options: Mapping[str, Any] | None,
     *,
     retries: int,
@@ -174,9 +176,7 @@ def _started(
     for name, why in _REFUSED_OPTIONS.items():
         if given.get(name) not in (None, False):
             raise ValueError(f"{_WHERE} does not take {name}=: {why}")
-    if not isinstance(item, (Item, str)):
-        raise TypeError(f"item must be an sdk.wire.Item or a prompt's text, not {item!r}")
-    inputs = Item(prompt=item).inputs() if isinstance(item, str) else item.inputs()
+    inputs = _item(item).inputs()
     settings = {**given, "retries": retries, "backoff": _NO_TRANSPORT_RETRIES}
     spec = CallSpec.defaults().updated(settings, _WHERE)
     method = Method(_WHERE, streaming=streaming)
@@ -184,6 +184,24 @@ def _started(
     if offer is not None:
         return start_tools_call(spec, provider, offer, inputs, method)
     return start_call(spec, provider, output, inputs, method)
+
+
+def _item(item: Item | str | Mapping[str, Any]) -> Item:
+    """The item a call asks about: an `Item`, a prompt's text, or a mapping of `Item`'s
+    fields (a row: `{"prompt": ..., "source": ...}`)."""
+    if isinstance(item, Item):
+        return item
+    if isinstance(item, str):
+        return Item(prompt=item)
+    if isinstance(item, Mapping):
+        unknown = sorted(set(item) - set(Item.__dataclass_fields__))
+        if unknown:
+            hint = did_you_mean(unknown[0], frozenset(Item.__dataclass_fields__))
+            raise TypeError(f"an item has no field {unknown[0]!r}{hint}")
+        return Item(**item)
+    raise TypeError(
+        f"item must be an sdk.wire.Item, a prompt's text or a mapping, not {type(item).__name__}"
+    )
 
 
 def _offer(output: Any) -> ToolOffer | None:
