@@ -426,3 +426,14 @@ def test_an_item_may_be_a_row_mapping() -> None:
         build_request("vllm", Decision, {"prompt": PROMPT, "sourc": SOURCE}, settings=settings)
     with pytest.raises(TypeError, match="item must be"):
         build_request("vllm", Decision, 5, settings=settings)  # type: ignore[arg-type]
+
+
+def test_providers_kept_per_settings_are_bounded() -> None:
+    from sdk.wire import _memory
+
+    first = _memory.memory_provider("vllm", {"model": "m"})
+    assert _memory.memory_provider("vllm", {"model": "m"}) is first
+    for number in range(_memory.MAX_PROVIDERS + 5):
+        _memory.memory_provider("vllm", {"model": f"m{number}"})
+    assert len(_memory._providers) == _memory.MAX_PROVIDERS
+    assert _memory.memory_provider("vllm", {"model": "m"}) is not first  # dropped, made again

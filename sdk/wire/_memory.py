@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -184,7 +185,11 @@ _MADE: dict[str, Callable[[dict[str, Any]], Provider]] = {
     "ollama": _server("ollama"),
 }
 
-_providers: dict[str, Provider] = {}
+MAX_PROVIDERS = 64
+"""In-memory providers kept per process (the least recently used is dropped first): settings
+that vary per row cannot grow a long job's memory."""
+
+_providers: OrderedDict[str, Provider] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -201,7 +206,12 @@ def memory_provider(name: str, settings: Mapping[str, Any]) -> Provider:
     key = f"{family}:{json.dumps(settings, sort_keys=True, default=repr)}"
     with _lock:
         provider = _providers.get(key)
-        if provider is None:
-            provider = made(dict(settings))
-            _providers[key] = provider
+        if provider is not None:
+            _providers.move_to_end(key)
+            return provider
+    provider = made(dict(settings))  # outside the lock: making a client takes milliseconds
+    with _lock:
+        provider = _providers.setdefault(key, provider)
+        while len(_providers) > MAX_PROVIDERS:
+            _providers.popitem(last=False)
     return provider
