@@ -114,9 +114,7 @@ def tool_grammar(offer: ToolOffer) -> str:
         names.append(f"tool_{index}")
     lines.append(f"body: ({' | '.join(names)}) {_lark_string(chr(10) + CLOSE)}")
     opening = _lark_string(OPEN + "\n")
-    more = (
-        f"({_lark_string(chr(10) + OPEN + chr(10))} body)*" if offer.parallel else ""
-    )
+    more = f"({_lark_string(chr(10) + OPEN + chr(10))} body)*" if offer.parallel else ""
     if offer.choice == "auto":
         lines.append(f"call_head[lazy]: TEXT {_lark_string(OPEN)}")
         lines.insert(1, f'start: TEXT | call_head "\\n" body {more}'.rstrip())
