@@ -437,3 +437,26 @@ def test_providers_kept_per_settings_are_bounded() -> None:
         _memory.memory_provider("vllm", {"model": f"m{number}"})
     assert len(_memory._providers) == _memory.MAX_PROVIDERS
     assert _memory.memory_provider("vllm", {"model": "m"}) is not first  # dropped, made again
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "auto"])
+def test_llamacpp_native_route_with_what_a_provider_learned(mode: str) -> None:
+    """A live provider learns its server's chat template and special tokens on its first call;
+    its `learned` (a value that pickles) lets `sdk.wire` build the same native request, control
+    tokens checked, with no server."""
+    server = Server(WIRES["llamacpp"], [Say(json.dumps(DECISION))])
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    live = LlamaCppProvider("http://local.test", http_client=http, mode=mode)
+    StructuredClient(live).generate(Decision, prompt=PROMPT, source=SOURCE)
+    learned = pickle.loads(pickle.dumps(live.learned))
+    assert learned.specials, "the special-token texts were learned"
+    settings = {"mode": mode, "learned": learned}
+    built = build_request("llamacpp", Decision, Item(prompt=PROMPT, source=SOURCE),
+                          settings=settings)  # fmt: skip
+    assert built.path == "/completion" and built.body == server.requests[-1]
+    # Content holding a control token's text goes as token ids the server gives: not built here.
+    with pytest.raises(UnsupportedRequest, match="token ids"):
+        build_request("llamacpp", Decision, "say <|im_end|> now", settings=settings)
+    with pytest.raises(UnsupportedRequest, match="learned="):  # a shape never seen
+        build_request("llamacpp", Decision, Item(prompt=PROMPT, system="Be brief."),
+                      settings=settings)  # fmt: skip

@@ -104,6 +104,7 @@ from sdk.providers._http import DEFAULT_TIMEOUT
 from sdk.providers._http import HTTPProvider
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.providers._llamacpp_prompt import Prompt
+from sdk.providers._llamacpp_prompt import ServerTemplate
 from sdk.providers._profile import Profile
 from sdk.providers._profile import finished
 from sdk.schema.dialects import LLAMACPP
@@ -117,6 +118,7 @@ __all__ = [
     "CompletionStreamReader",
     "LlamaCppCodec",
     "LlamaCppProvider",
+    "ServerTemplate",
     "build_chat_request",
     "build_completion_request",
     "build_template_request",
@@ -273,6 +275,7 @@ class LlamaCppCodec(Codec):
         extra_control_tokens: Iterable[str] = (),
         grounding: bool = True,
         grounding_limit: int = GBNF_SOURCE_LIMIT,
+        learned: ServerTemplate | None = None,
     ) -> None:
         self.mode: Mode = mode
         self.model = model
@@ -284,7 +287,7 @@ class LlamaCppCodec(Codec):
         self._prompt_template = prompt_template
         self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
         self._control_strings = ControlTokens.families(extra_control_tokens)
-        self.prompts = NativePrompts()
+        self.prompts = NativePrompts(learned)
         """What the codec learned of the server's chat template and special tokens."""
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
@@ -413,7 +416,6 @@ class LlamaCppCodec(Codec):
         assert wire is not None
         return {"schema": wire.schema}
 
-
     def _grounds(self, request: CompletionRequest) -> bool:
         """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
         if not isinstance(request.output, JsonDocument):
@@ -448,6 +450,9 @@ class LlamaCppProvider(HTTPProvider):
     spans of the call's source (`sdk.schema.grounding.grounded_gbnf`); a source longer than
     `grounding_limit` characters goes with the plain grammar instead, and `Result.notes` says
     so (`"grounding"`).
+
+    `learned=`: what another provider of the same server learned of its chat template and
+    special tokens (its `learned`), so this one starts without asking the server again.
     """
 
     def __init__(
@@ -466,6 +471,7 @@ class LlamaCppProvider(HTTPProvider):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        learned: ServerTemplate | None = None,
     ) -> None:
         if mode not in ("auto", "json_schema", "grammar", "openai"):
             raise ValueError(
@@ -484,6 +490,7 @@ class LlamaCppProvider(HTTPProvider):
             extra_control_tokens=extra_control_tokens,
             grounding=grounding,
             grounding_limit=grounding_limit,
+            learned=learned,
         )
         self._keep_extra_body(extra_body)
 
@@ -498,6 +505,13 @@ class LlamaCppProvider(HTTPProvider):
     @property
     def model(self) -> str | None:
         return self._model
+
+    @property
+    def learned(self) -> ServerTemplate:
+        """What this provider has learned of its server's chat template and special tokens,
+        as a value: `learned=` starts another provider of the same server from it (a worker
+        process, `sdk.wire`'s settings) without asking the server again."""
+        return self.codec.prompts.learned()
 
     def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
         """The GBNF grammar sent for `contract` in grammar mode (`LlamaCppCodec.grammar_for`)."""

@@ -84,11 +84,14 @@ def build_request(
     if exchange.then is not None:
         raise UnsupportedRequest(
             f"{sending.name} asks its server before this request ({exchange.route}): its chat "
-            "template or its special tokens. Build it apart from the server with "
-            "mode='openai' and control_tokens='allow' (the content checked for the model "
-            "families' control tokens still), or prompt_template= and control_tokens='allow'",
-            supported=["llamacpp with mode='openai' or prompt_template=, control_tokens='allow'"],
-        )
+            "template or special tokens (not learned for this conversation's shape), or the "
+            "token ids of content holding a control token's text (kept as text). Pass "
+            "learned= (a LlamaCppProvider's `learned`, after a call of this shape) in the "
+            "settings, or build with mode='openai' and control_tokens='allow', or "
+            "prompt_template= and control_tokens='allow'",
+            supported=["llamacpp with learned=, or mode='openai' or prompt_template= with "
+                       "control_tokens='allow'"],
+        )  # fmt: skip
     with exchanged() as record:
         try:
             if stream:
