@@ -460,3 +460,28 @@ def test_llamacpp_native_route_with_what_a_provider_learned(mode: str) -> None:
     with pytest.raises(UnsupportedRequest, match="learned="):  # a shape never seen
         build_request("llamacpp", Decision, Item(prompt=PROMPT, system="Be brief."),
                       settings=settings)  # fmt: skip
+
+
+def test_a_provider_started_from_what_another_learned_asks_the_server_nothing_first() -> None:
+    paths: list[str] = []
+    server = Server(WIRES["llamacpp"], [Say(json.dumps(DECISION))])
+
+    def counted(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.path)
+        response: httpx.Response = server(request)
+        return response
+
+    def provider(**settings: Any) -> LlamaCppProvider:
+        http = httpx.Client(transport=httpx.MockTransport(counted))
+        return LlamaCppProvider("http://local.test", http_client=http, mode="json_schema",
+                                **settings)  # fmt: skip
+
+    first = provider()
+    StructuredClient(first).generate(Decision, prompt=PROMPT)
+    assert paths[-1] == "/completion" and len(paths) > 1  # it learned first
+    paths.clear()
+    second = provider(learned=first.learned)
+    assert StructuredClient(second).generate(Decision, prompt=PROMPT).value.answer.value == (
+        "approve")  # fmt: skip
+    assert paths == ["/completion"]
+    assert server.requests[-1] == server.requests[-2]
