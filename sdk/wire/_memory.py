@@ -193,6 +193,16 @@ _providers: OrderedDict[str, Provider] = OrderedDict()
 _lock = threading.Lock()
 
 
+def _key_part(value: Any) -> str:
+    """A setting that is not JSON (a `ServerTemplate`, a `prompt_template` function) in the
+    providers' key: by its hash when it has one (a learned template can hold thousands of
+    special-token texts, which a repr per call would spell out), else by its repr."""
+    try:
+        return f"{type(value).__qualname__}#{hash(value):x}"
+    except TypeError:
+        return repr(value)
+
+
 def memory_provider(name: str, settings: Mapping[str, Any]) -> Provider:
     """The provider family `name` with `settings` (its constructor's keyword arguments, and
     `base_url`), on an in-memory client: made once per process and settings."""
@@ -203,7 +213,7 @@ def memory_provider(name: str, settings: Mapping[str, Any]) -> Provider:
                           [f"sdk.wire for {', '.join(_WIRE_FAMILIES)}"])  # fmt: skip
     if not isinstance(settings, Mapping):
         raise TypeError(f"settings must be a mapping, not {type(settings).__name__}")
-    key = f"{family}:{json.dumps(settings, sort_keys=True, default=repr)}"
+    key = f"{family}:{json.dumps(settings, sort_keys=True, default=_key_part)}"
     with _lock:
         provider = _providers.get(key)
         if provider is not None:
