@@ -427,12 +427,14 @@ async def _ticked(batch: Callable[[], Awaitable[list[str]]]) -> FanoutRun:
 def _fanout_body() -> dict[str, Any]:
     """The `/completion` body the provider sends for one call (the baseline sends it too)."""
     from sdk.providers import CompletionRequest
+    from sdk.providers import JsonDocument
     from sdk.providers import Message
     from sdk.providers.llamacpp import build_completion_request
     from sdk.schema import LLAMACPP
     from sdk.schema import to_wire
 
-    request = CompletionRequest(Decision, (Message("user", "Approve the refund?"),), 4096)
+    asked = (Message("user", "Approve the refund?"),)
+    request = CompletionRequest(JsonDocument(Decision), asked, 4096)
     return build_completion_request(
         request, FANOUT_PROMPT, schema=to_wire(Decision, LLAMACPP).schema
     )

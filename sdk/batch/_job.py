@@ -657,8 +657,8 @@ class BatchJob:
         error = provider_error(
             backend.provider.name,
             f"the request is {size:,} bytes, over the batch limit of {backend.max_bytes:,}",
+            transient=False,
         )
-        error.transient = False
         return self._failed(row, error, None)
 
     def _start(
@@ -724,10 +724,13 @@ class BatchJob:
         were never run (resubmitted while allowed). Run again after a crash, it finds none."""
         status = next((b.status for b in self.state.batches() if b.remote_id == remote_id), None)
         where = f"batch {remote_id} ({status})" if remote_id else "any batch"
-        missing = provider_error(self.backend.provider.name, f"no result for the item in {where}")
         # A batch the provider refused whole (OpenAI `failed`: its input did not validate)
         # would be refused again; any other missing result is resent.
-        missing.transient = not (status or "").startswith("failed")
+        missing = provider_error(
+            self.backend.provider.name,
+            f"no result for the item in {where}",
+            transient=not (status or "").startswith("failed"),
+        )
         self._commit(
             [
                 self._failed(row, missing, remote_id, cancelled=cancelled)

@@ -49,6 +49,7 @@ from sdk.errors import StructuredOutputError
 from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.providers._errors import is_retryable
 from sdk.providers._provider import Provider
@@ -111,7 +112,7 @@ def request_for(
     """The request an item sends next: its conversation plus any pending feedback."""
     feedback = tuple(_message(role, content) for role, content in row.feedback)
     return CompletionRequest(
-        contract=contract,
+        JsonDocument(contract),
         messages=item.messages + feedback,
         max_tokens=item.max_tokens or settings.max_tokens,
         system=item.system,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from typing import Protocol
+from typing import assert_never
 
 from sdk._content import Text
 from sdk._message import Message
@@ -18,11 +19,16 @@ from sdk._records import Note
 from sdk._records import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import FieldDiagnostics
 from sdk.diagnostics import TokenStep
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
+from sdk.providers._base import Output
 from sdk.stop_reason import StopReason
 
 __all__ = ["FORMAT", "Cache", "CacheStats", "Entry", "cache_key", "default_path"]
@@ -126,15 +132,27 @@ def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -
         _canonical(request.extra_body),
         request.reasoning,
         request.source,
-        request.schema_info.fingerprint if request.contract is not None else None,
-        request.grammar.fingerprint() if request.grammar is not None else None,
-        [_tool_json(t) for t in request.tools],
-        _choice_json(request.tool_choice),
-        request.parallel_tool_calls,
+        *_output_json(request.output),
         _canonical(wire),
     ]
     blob = json.dumps(asked, ensure_ascii=False, separators=(",", ":"), default=repr)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _output_json(output: Output) -> list[Any]:
+    """What is asked for: the contract's or grammar's fingerprint, or the tools offered (and
+    how), in the five places the key has always kept them."""
+    match output:
+        case JsonDocument():
+            return [output.info.fingerprint, None, [], _choice_json("auto"), None]
+        case GrammarSentence(grammar):
+            return [None, grammar.fingerprint(), [], _choice_json("auto"), None]
+        case ToolOffer(tools, choice, parallel):
+            return [None, None, [_tool_json(t) for t in tools], _choice_json(choice), parallel]
+        case FreeText():
+            return [None, None, [], _choice_json("auto"), None]
+        case unknown:
+            assert_never(unknown)
 
 
 def _canonical(value: Any) -> str | None:

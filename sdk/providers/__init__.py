@@ -23,10 +23,15 @@ from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
+from sdk.providers._base import Output
 from sdk.providers._base import Reply
 from sdk.providers._base import StreamReader
 from sdk.providers._base import TextDelta
+from sdk.providers._base import ToolOffer
 from sdk.providers._profile import WireProfile
 from sdk.providers._provider import Provider
 
@@ -77,13 +82,17 @@ __all__ = [
     "EmbeddedProvider",
     "Exchange",
     "FallbackProvider",
+    "FreeText",
     "GeminiProvider",
+    "GrammarSentence",
     "HTTPProvider",
+    "JsonDocument",
     "LlamaCppProvider",
     "Message",
     "OllamaProvider",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
+    "Output",
     "Pricing",
     "Profile",
     "Provider",
@@ -91,6 +100,7 @@ __all__ = [
     "StreamReader",
     "TestProvider",
     "TextDelta",
+    "ToolOffer",
     "VLLMProvider",
     "WireProfile",
     "profile",

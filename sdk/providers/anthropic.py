@@ -30,6 +30,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Literal
+from typing import assert_never
 
 from sdk._content import PDF
 from sdk._content import Image
@@ -37,6 +38,7 @@ from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
 from sdk._tools import arguments_object
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import HOSTED_FORMATS
@@ -45,11 +47,15 @@ from sdk._values.dialect import GrammarLimits
 from sdk._values.profile import Pricing
 from sdk._values.profile import Profile
 from sdk._values.profile import register
+from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message as Turn
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
@@ -66,7 +72,7 @@ from sdk.providers._prompt_cache import anthropic_breakpoints
 from sdk.providers._provider import Provider
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
-from sdk.schema.dialects import WireSchema
+from sdk.schema.canonical import schema_info
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
@@ -185,8 +191,6 @@ def build_request(
     free text; Anthropic has no grammar surface: `UnsupportedRequest`), with `cache_control`
     breakpoints on its static prefix unless `prompt_caching` is off
     (`sdk.providers._prompt_cache`)."""
-    if request.kind == "grammar":
-        raise unsupported("anthropic", "a grammar", ["json_schema documents", "strict tool use"])
     kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
@@ -200,17 +204,18 @@ def build_request(
         budget = max(_THINKING_MIN_BUDGET, request.max_tokens)
         kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
         kwargs["max_tokens"] = request.max_tokens + budget
-    if request.kind == "tools":
-        kwargs.update(_tools(request))
-    elif request.contract is not None:  # a document (free text sends no format, no tool)
-        wire = to_wire(request.contract, ANTHROPIC_DIALECT)
-        if mode == "json_schema":
-            # `extra_body` may add to `output_config` (effort, ...); the format is ours.
-            kwargs["output_config"] = {"format": {"type": "json_schema", "schema": wire.schema}}
-        else:
-            name = wire_name(request.contract)
-            kwargs["tools"] = [_tool(name, request, wire)]
-            kwargs["tool_choice"] = {"type": "tool", "name": name}
+    match request.output:
+        case JsonDocument(contract):
+            kwargs.update(_asking(contract, mode))
+        case ToolOffer() as offer:
+            kwargs.update(_tools(offer))
+        case FreeText():
+            pass  # free text sends no format, no tool
+        case GrammarSentence():
+            supported = ["json_schema documents", "strict tool use"]
+            raise unsupported("anthropic", "a grammar", supported)
+        case unknown:
+            assert_never(unknown)
     if prompt_caching:
         anthropic_breakpoints(kwargs, model)
     return finished(kwargs, request.options, request.extra_body, profile(mode))
@@ -235,9 +240,17 @@ def _content(message: Turn) -> str | list[dict[str, Any]]:
     return blocks
 
 
-def _tool(name: str, request: CompletionRequest, wire: WireSchema) -> dict[str, Any]:
-    description = wire.schema.get("description") or f"Record the {request.schema_info.name}."
-    return {"name": name, "description": description, "input_schema": wire.schema, "strict": True}
+def _asking(contract: type[Contract], mode: Mode) -> dict[str, Any]:
+    """The fields that ask for a contract's document: `output_config.format` (`extra_body`
+    may add to `output_config`, effort and such; the format is ours), or a forced strict
+    tool whose input is the document."""
+    wire = to_wire(contract, ANTHROPIC_DIALECT)
+    if mode == "json_schema":
+        return {"output_config": {"format": {"type": "json_schema", "schema": wire.schema}}}
+    name = wire_name(contract)
+    description = wire.schema.get("description") or f"Record the {schema_info(contract).name}."
+    tool = {"name": name, "description": description, "input_schema": wire.schema, "strict": True}
+    return {"tools": [tool], "tool_choice": {"type": "tool", "name": name}}
 
 
 def _message(message: Turn) -> dict[str, Any]:
@@ -269,7 +282,7 @@ def _message(message: Turn) -> dict[str, Any]:
     return {"role": message.role, "content": blocks}
 
 
-def _tools(request: CompletionRequest) -> dict[str, Any]:
+def _tools(offer: ToolOffer) -> dict[str, Any]:
     """`tools` (strict, in the Anthropic dialect) and `tool_choice` for a tool-call request."""
     tools = [
         {
@@ -278,15 +291,15 @@ def _tools(request: CompletionRequest) -> dict[str, Any]:
             "input_schema": tool.wire(ANTHROPIC_DIALECT).schema,
             "strict": True,
         }
-        for tool in request.tools
+        for tool in offer.tools
     ]
-    choice = request.tool_choice
+    choice = offer.choice
     tool_choice: dict[str, Any]
     if isinstance(choice, Tool):
         tool_choice = {"type": "tool", "name": choice.name}
     else:
         tool_choice = {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
-    if request.parallel_tool_calls is False and choice != "none":
+    if offer.parallel is False and choice != "none":
         tool_choice["disable_parallel_tool_use"] = True
     return {"tools": tools, "tool_choice": tool_choice}
 
@@ -491,7 +504,7 @@ class AnthropicCodec(Codec):
         return Exchange("messages.create", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
-        if request.kind == "tools":
+        if isinstance(request.output, ToolOffer):
             completion = replace(read_response(reply.body), tool_calls=read_tool_calls(reply.body))
         else:
             completion = read_response(reply.body, mode=self.mode)
@@ -502,10 +515,15 @@ class AnthropicCodec(Codec):
     def reader(
         self, request: CompletionRequest, request_id: str | None
     ) -> AnthropicStreamReader | AnthropicToolStreamReader:
-        if request.kind == "tools":
-            return AnthropicToolStreamReader(request_id)
-        mode = self.mode if request.kind == "json" else "json_schema"
-        return AnthropicStreamReader(mode, request_id)
+        match request.output:
+            case ToolOffer():
+                return AnthropicToolStreamReader(request_id)
+            case JsonDocument():
+                return AnthropicStreamReader(self.mode, request_id)
+            case GrammarSentence() | FreeText():
+                return AnthropicStreamReader("json_schema", request_id)  # its text, as it comes
+            case unknown:
+                assert_never(unknown)
 
     def classify(self, error: BaseException) -> ProviderError | None:
         import anthropic  # loaded: a provider was made with one of its clients

@@ -33,10 +33,12 @@ from functools import cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import assert_never
 
 from sdk._content import Text
 from sdk._message import Message
 from sdk._result import Usage
+from sdk._tools import ToolOffer
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import Dialect
 from sdk._values.profile import Pricing
@@ -47,15 +49,18 @@ from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
-from sdk.providers._boundary import Seen
 from sdk.providers._endpoint import gemini_base_url
 from sdk.providers._errors import provider_error
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
+from sdk.providers._transports import Stream
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
@@ -171,19 +176,24 @@ def build_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
     (`response_json_schema`) or free text. Gemini has no grammar surface: `UnsupportedRequest`.
     Images and PDFs go as inline bytes; a URL part is refused before sending (`UnsupportedRequest`:
     the API reads only files it hosts)."""
-    if request.kind == "grammar":
-        raise unsupported(_NAME, "a grammar", ["json_schema documents", "free text"])
-    if request.kind == "tools":
-        raise unsupported(_NAME, "tool calls", ["json_schema documents", "free text"])
     config: dict[str, Any] = {
         "max_output_tokens": request.max_tokens,
         "http_options": dict(_NO_RETRIES),
     }
     if request.system:
         config["system_instruction"] = request.system
-    if request.contract is not None:
-        config["response_mime_type"] = "application/json"
-        config["response_json_schema"] = to_wire(request.contract, GEMINI_DIALECT).schema
+    match request.output:
+        case JsonDocument(contract):
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = to_wire(contract, GEMINI_DIALECT).schema
+        case FreeText():
+            pass
+        case GrammarSentence():
+            raise unsupported(_NAME, "a grammar", ["json_schema documents", "free text"])
+        case ToolOffer():
+            raise unsupported(_NAME, "tool calls", ["json_schema documents", "free text"])
+        case unknown:
+            assert_never(unknown)
     contents = [
         {"role": "model" if m.role == "assistant" else "user", "parts": _parts(m)}
         for m in request.messages
@@ -340,9 +350,8 @@ def map_error(exc: genai_errors.APIError) -> ProviderError:
         status_code=exc.code if isinstance(exc.code, int) and exc.code >= 100 else None,
         headers=headers if headers is not None else None,
         detail=exc.message or "",
+        retry_after=_retry_delay(exc.details),  # when no header said it
     )
-    if error.retry_after is None:
-        error.retry_after = _retry_delay(exc.details)
     return error
 
 
@@ -429,18 +438,17 @@ def _raw_body(response: Any) -> str | None:
     return body if isinstance(body, str) else None
 
 
-def _record(seen: Seen, response: Any) -> None:
+def _reply(response: Any) -> Reply:
+    """The reply, with its raw body (what an error shows) and its response id."""
     raw = _raw_body(response)
-    seen.body = raw if raw is not None else response
-    if raw is not None:
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = None
-        response_id = parsed.get("responseId") if isinstance(parsed, dict) else None
-        seen.request_id = response_id if isinstance(response_id, str) else None
-    else:
-        seen.request_id = getattr(response, "response_id", None)
+    if raw is None:
+        return Reply(response, 200, getattr(response, "response_id", None), raw=response)
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    response_id = parsed.get("responseId") if isinstance(parsed, dict) else None
+    return Reply(response, 200, response_id if isinstance(response_id, str) else None, raw=raw)
 
 
 class GeminiTransport:
@@ -449,17 +457,15 @@ class GeminiTransport:
     def __init__(self, client: genai.Client) -> None:
         self.client = client
 
-    def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         method = attrgetter(exchange.route)(self.client)
-        reply = method(**_with_timeout(exchange.body, deadline))
-        _record(seen, reply)
-        return Reply(reply, 200, seen.request_id)
+        return _reply(method(**_with_timeout(exchange.body, deadline)))
 
     @contextmanager
-    def open(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Iterator[Any]:
+    def open(self, exchange: Exchange, deadline: float | None) -> Iterator[Stream[Iterator[Any]]]:
         events = attrgetter(exchange.route)(self.client)(**_with_timeout(exchange.body, deadline))
         try:
-            yield iter(events)
+            yield Stream(iter(events))
         finally:
             events.close()
 
@@ -470,20 +476,18 @@ class AsyncGeminiTransport:
     def __init__(self, client: genai.Client) -> None:
         self.client = client
 
-    async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    async def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         method = attrgetter(exchange.route)(self.client.aio)
-        reply = await method(**_with_timeout(exchange.body, deadline))
-        _record(seen, reply)
-        return Reply(reply, 200, seen.request_id)
+        return _reply(await method(**_with_timeout(exchange.body, deadline)))
 
     @asynccontextmanager
     async def open(
-        self, exchange: Exchange, seen: Seen, deadline: float | None
-    ) -> AsyncIterator[AsyncIterator[Any]]:
+        self, exchange: Exchange, deadline: float | None
+    ) -> AsyncIterator[Stream[AsyncIterator[Any]]]:
         method = attrgetter(exchange.route)(self.client.aio)
         events = await method(**_with_timeout(exchange.body, deadline))
         try:
-            yield events
+            yield Stream(events)
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:

@@ -63,6 +63,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from typing import Literal
+from typing import assert_never
 from weakref import WeakKeyDictionary
 
 import httpx
@@ -70,6 +71,7 @@ import httpx
 from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
+from sdk._tools import ToolOffer
 from sdk._values.dialect import LLAMACPP_CONVERTER
 from sdk._values.profile import Profile
 from sdk._values.profile import register
@@ -79,6 +81,9 @@ from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import StreamReader
 from sdk.providers._base import TextDelta
@@ -102,6 +107,7 @@ from sdk.providers._http import DEFAULT_TIMEOUT
 from sdk.providers._http import HTTPProvider
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.providers._llamacpp_prompt import Prompt
+from sdk.providers._llamacpp_prompt import ServerTemplate
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.schema.dialects import WireSchema
@@ -116,6 +122,7 @@ __all__ = [
     "CompletionStreamReader",
     "LlamaCppCodec",
     "LlamaCppProvider",
+    "ServerTemplate",
     "build_chat_request",
     "build_completion_request",
     "build_template_request",
@@ -182,7 +189,8 @@ def build_chat_request(
     messages = chat_messages(request, "llamacpp")
     body: dict[str, Any] = {"messages": messages, "max_tokens": request.max_tokens}
     if schema is not None:
-        name = wire_name(request.document())
+        assert isinstance(request.output, JsonDocument), "a schema is a JSON request's"
+        name = wire_name(request.output.contract)
         body["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": name, "schema": schema, "strict": True},
@@ -297,6 +305,7 @@ class LlamaCppCodec(Codec):
         extra_control_tokens: Iterable[str] = (),
         grounding: bool = True,
         grounding_limit: int = GBNF_SOURCE_LIMIT,
+        learned: ServerTemplate | None = None,
     ) -> None:
         self.mode: Mode = mode
         self.model = model
@@ -308,7 +317,7 @@ class LlamaCppCodec(Codec):
         self._prompt_template = prompt_template
         self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
         self._control_strings = ControlTokens.families(extra_control_tokens)
-        self.prompts = NativePrompts()
+        self.prompts = NativePrompts(learned)
         """What the codec learned of the server's chat template and special tokens."""
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
@@ -320,8 +329,8 @@ class LlamaCppCodec(Codec):
             )
         if self._chat_route(request):
             body = build_chat_request(request, **self._constraint(request), model=self.model)
-            if request.kind == "tools":
-                body.update(chat_tools(request, _tool_parameters, named_choice=False))
+            if isinstance(request.output, ToolOffer):
+                body.update(chat_tools(request.output, _tool_parameters, named_choice=False))
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
             chat = Exchange("/v1/chat/completions", body)
@@ -342,7 +351,7 @@ class LlamaCppCodec(Codec):
     def _chat_route(self, request: CompletionRequest) -> bool:
         # Tool calls always take the OpenAI route: the server renders the tools with the
         # model's template and parses the call block itself (its tool-call parser).
-        return self.mode == "openai" or request.kind == "tools"
+        return self.mode == "openai" or isinstance(request.output, ToolOffer)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if self._chat_route(request):
@@ -394,7 +403,8 @@ class LlamaCppCodec(Codec):
         if self._grammar is not None:
             return self._grammar
         if source is not None:
-            grounded = self._grounded(CompletionRequest(contract, (), 1, source=source))
+            asked = CompletionRequest(JsonDocument(contract), (), 1, source=source)
+            grounded = self._grounded(asked)
             if grounded is not None:
                 return grounded
         # Imported here: only grammar mode needs the converter.
@@ -404,38 +414,47 @@ class LlamaCppCodec(Codec):
 
     def _constraint(self, request: CompletionRequest) -> dict[str, Any]:
         """The body fields that constrain the output: the schema in the llama.cpp dialect, or a
-        GBNF grammar (the contract's, the one given, or a `Grammar`'s); none for free text."""
-        if request.grammar is not None:
-            if self.mode == "openai":
+        GBNF grammar (the contract's, the one given, or a `Grammar`'s); none for free text and
+        tool calls (the tools are the constraint)."""
+        match request.output:
+            case JsonDocument(contract):
+                return self._document_constraint(request, contract)
+            case GrammarSentence(grammar) if self.mode != "openai":
+                return llamacpp_grammar(grammar)
+            case GrammarSentence():
                 raise unsupported(
                     "llamacpp (mode='openai')",
                     "a grammar",
                     ["json_schema documents", "free text", "grammars in mode 'json_schema' or "
                      "'grammar' (the native /completion route)"],
                 )  # fmt: skip
-            return llamacpp_grammar(request.grammar)
-        if request.contract is None:
-            return {}
+            case ToolOffer() | FreeText():
+                return {}
+            case unknown:
+                assert_never(unknown)
+
+    def _document_constraint(
+        self, request: CompletionRequest, contract: type[Contract]
+    ) -> dict[str, Any]:
         if self.mode == "grammar":
-            return {"grammar": self._grounded(request) or self.grammar_for(request.contract)}
+            return {"grammar": self._grounded(request) or self.grammar_for(contract)}
         if self.mode == "auto":
-            grammar = self._auto_grammar(request.contract)
+            grammar = self._auto_grammar(contract)
             if grammar is not None:
                 return {"grammar": self._grounded(request) or grammar}
-        wire = self.wire_schema(request.contract)
+        wire = self.wire_schema(contract)
         assert wire is not None
         return {"schema": wire.schema}
 
-
     def _grounds(self, request: CompletionRequest) -> bool:
         """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
-        if request.contract is None or request.grammar is not None:
+        if not isinstance(request.output, JsonDocument):
             return False
         if not request.options.get("grounding", self.grounding):  # per call, or the provider's
             return False
         if self.mode == "grammar":
             return self._grammar is None
-        return self.mode == "auto" and self._auto_grammar(request.contract) is not None
+        return self.mode == "auto" and self._auto_grammar(request.output.contract) is not None
 
     def _grounded(self, request: CompletionRequest) -> str | None:
         """The grounded GBNF (`SourceQuote`/`Verbatim` strings confined to the source's spans,
@@ -461,6 +480,9 @@ class LlamaCppProvider(HTTPProvider):
     spans of the call's source (`sdk.schema.grounding.grounded_gbnf`); a source longer than
     `grounding_limit` characters goes with the plain grammar instead, and `Result.notes` says
     so (`"grounding"`).
+
+    `learned=`: what another provider of the same server learned of its chat template and
+    special tokens (its `learned`), so this one starts without asking the server again.
     """
 
     def __init__(
@@ -479,6 +501,7 @@ class LlamaCppProvider(HTTPProvider):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        learned: ServerTemplate | None = None,
     ) -> None:
         if mode not in ("auto", "json_schema", "grammar", "openai"):
             raise ValueError(
@@ -497,6 +520,7 @@ class LlamaCppProvider(HTTPProvider):
             extra_control_tokens=extra_control_tokens,
             grounding=grounding,
             grounding_limit=grounding_limit,
+            learned=learned,
         )
         self._keep_extra_body(extra_body)
 
@@ -511,6 +535,13 @@ class LlamaCppProvider(HTTPProvider):
     @property
     def model(self) -> str | None:
         return self._model
+
+    @property
+    def learned(self) -> ServerTemplate:
+        """What this provider has learned of its server's chat template and special tokens,
+        as a value: `learned=` starts another provider of the same server from it (a worker
+        process, `sdk.wire`'s settings) without asking the server again."""
+        return self.codec.prompts.learned()
 
     def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
         """The GBNF grammar sent for `contract` in grammar mode (`LlamaCppCodec.grammar_for`)."""

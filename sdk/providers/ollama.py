@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+from typing import assert_never
 
 import httpx
 
@@ -24,12 +25,16 @@ from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
 from sdk._values.dialect import LLAMACPP_CONVERTER
 from sdk._values.profile import Profile
 from sdk._values.profile import register
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
@@ -101,13 +106,21 @@ def build_request(
         "stream": stream,
         "options": options,
     }
-    if schema is not None:
-        body["format"] = schema
-    elif request.kind == "tools" and request.tool_choice != "none":
-        # Ollama has no `tool_choice`: "none" sends no tools, a named tool is sent alone, and
-        # the parser enforces "required" (a reply without a call is `MissingToolCall`).
-        fields = chat_tools(request, _parameters, named_choice=False, parallel=False)
-        body["tools"] = fields["tools"]
+    match request.output:
+        case JsonDocument():
+            if schema is not None:
+                body["format"] = schema
+        case ToolOffer() as offer if offer.choice != "none":
+            # Ollama has no `tool_choice`: "none" sends no tools, a named tool is sent alone,
+            # and the parser enforces "required" (a reply without a call is `MissingToolCall`).
+            fields = chat_tools(offer, _parameters, named_choice=False, parallel=False)
+            body["tools"] = fields["tools"]
+        case ToolOffer() | FreeText():
+            pass
+        case GrammarSentence():
+            raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
+        case unknown:
+            assert_never(unknown)
     return finished(body, request.options, request.extra_body, OLLAMA_WIRE)
 
 
@@ -204,8 +217,6 @@ class OllamaCodec(OneRouteCodec):
     profile = OLLAMA_WIRE
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
-        if request.grammar is not None:
-            raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
         schema = self.checked(request)
         body = build_request(request, model=self.model, schema=schema, stream=stream)
         return Exchange(_PATH, body)

@@ -24,12 +24,14 @@ from functools import cache
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import ClassVar
+from typing import assert_never
 
 from sdk._content import Image
 from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
 from sdk._values.dialect import BOUNDS
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import HOSTED_FORMATS
@@ -50,6 +52,9 @@ from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
@@ -231,15 +236,18 @@ def build_responses_request(
     if request.reasoning:
         # The reasoning itself stays hidden; its summary is what a caller can keep.
         kwargs["reasoning"] = {"effort": "medium", "summary": "auto"}
-    if request.kind == "tools":
-        kwargs.update(_responses_tools(request))
-    elif request.contract is not None:
-        kwargs["text"] = {
-            "format": {"type": "json_schema", **_json_schema_format(request.contract)}
-        }
-    elif request.grammar is not None:
-        kwargs["tools"] = [openai_custom_tool(request.grammar)]
-        kwargs["tool_choice"] = custom_tool_choice(custom_tool_name(request.grammar))
+    match request.output:
+        case JsonDocument(contract):
+            kwargs["text"] = {"format": {"type": "json_schema", **_json_schema_format(contract)}}
+        case GrammarSentence(grammar):
+            kwargs["tools"] = [openai_custom_tool(grammar)]
+            kwargs["tool_choice"] = custom_tool_choice(custom_tool_name(grammar))
+        case ToolOffer() as offer:
+            kwargs.update(_responses_tools(offer))
+        case FreeText():
+            pass
+        case unknown:
+            assert_never(unknown)
     if request.system:
         kwargs["instructions"] = request.system
     return finished(kwargs, request.options, request.extra_body, responses_wire())
@@ -282,9 +290,9 @@ def _responses_input(message: Message) -> list[dict[str, Any]]:
     return [*results, *(text if message.content or not results else [])]
 
 
-def _responses_tools(request: CompletionRequest) -> dict[str, Any]:
+def _responses_tools(offer: ToolOffer) -> dict[str, Any]:
     """Function tools (strict, OpenAI strict dialect), `tool_choice`, `parallel_tool_calls`."""
-    choice = request.tool_choice
+    choice = offer.choice
     fields: dict[str, Any] = {
         "tools": [
             {
@@ -294,14 +302,14 @@ def _responses_tools(request: CompletionRequest) -> dict[str, Any]:
                 "parameters": tool.wire(OPENAI_STRICT).schema,
                 "strict": True,
             }
-            for tool in request.tools
+            for tool in offer.tools
         ],
         "tool_choice": (
             {"type": "function", "name": choice.name} if isinstance(choice, Tool) else choice
         ),
     }
-    if request.parallel_tool_calls is not None:
-        fields["parallel_tool_calls"] = request.parallel_tool_calls
+    if offer.parallel is not None:
+        fields["parallel_tool_calls"] = offer.parallel
     return fields
 
 
@@ -470,8 +478,6 @@ def build_chat_request(
     """The keyword arguments of `client.chat.completions.create` for `request` (a JSON
     document or free text; no grammar surface here: `UnsupportedRequest`), with a
     `prompt_cache_key` as for Responses."""
-    if request.grammar is not None:
-        raise unsupported("openai_chat", "a grammar", ["json_schema documents", "free text"])
     kwargs: dict[str, Any] = {
         "model": model,
         "messages": chat_messages(request, "openai_chat", images=True, pdfs=True),
@@ -479,11 +485,18 @@ def build_chat_request(
     }
     if prompt_caching:
         kwargs["prompt_cache_key"] = prompt_cache_key(request)
-    if request.contract is not None:
-        format_ = _json_schema_format(request.contract)
-        kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
-    elif request.kind == "tools":
-        kwargs.update(chat_tools(request, _strict_parameters, strict=True))
+    match request.output:
+        case JsonDocument(contract):
+            format_ = _json_schema_format(contract)
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
+        case ToolOffer() as offer:
+            kwargs.update(chat_tools(offer, _strict_parameters, strict=True))
+        case FreeText():
+            pass
+        case GrammarSentence():
+            raise unsupported("openai_chat", "a grammar", ["json_schema documents", "free text"])
+        case unknown:
+            assert_never(unknown)
     return finished(kwargs, request.options, request.extra_body, chat_wire())
 
 
@@ -599,11 +612,16 @@ class ResponsesCodec(_OpenAICodec):
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_responses_response(
-            reply.body, request_id=reply.request_id, grammar=request.grammar
+            reply.body, request_id=reply.request_id, grammar=_grammar(request)
         )
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> ResponsesStreamReader:
-        return ResponsesStreamReader(request_id, request.grammar)
+        return ResponsesStreamReader(request_id, _grammar(request))
+
+
+def _grammar(request: CompletionRequest) -> Grammar | None:
+    """The grammar whose custom tool carries a sentence (the reply's text is its input)."""
+    return request.output.grammar if isinstance(request.output, GrammarSentence) else None
 
 
 class ChatCodec(_OpenAICodec):

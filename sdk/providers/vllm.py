@@ -25,11 +25,13 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+from typing import assert_never
 
 import httpx
 
 from sdk._records import Note
 from sdk._tools import Tool
+from sdk._tools import ToolOffer
 from sdk._values.dialect import BOUNDS
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import LOCAL_KEYWORDS
@@ -40,6 +42,9 @@ from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._chat import CHAT_STOP_REASONS
 from sdk.providers._chat import ChatSSEStreamReader
@@ -112,16 +117,22 @@ def build_request(
         "messages": chat_messages(request, "vllm", images=True),
         "max_tokens": request.max_tokens,
     }
-    if grounded is not None:
-        body["structured_outputs"] = {"grammar": grounded}
-    elif schema is not None:
-        body["structured_outputs"] = {"json": schema}
-    elif request.grammar is not None:
-        body.update(vllm_structured_outputs(request.grammar))
-    elif request.kind == "tools":
-        # vLLM constrains `required` and named choices itself; `auto` relies on the server's
-        # `--tool-call-parser` (the wrong one returns the call as plain text).
-        body.update(chat_tools(request, _parameters))
+    match request.output:
+        case JsonDocument():
+            if grounded is not None:
+                body["structured_outputs"] = {"grammar": grounded}
+            elif schema is not None:
+                body["structured_outputs"] = {"json": schema}
+        case GrammarSentence(grammar):
+            body.update(vllm_structured_outputs(grammar))
+        case ToolOffer() as offer:
+            # vLLM constrains `required` and named choices itself; `auto` relies on the server's
+            # `--tool-call-parser` (the wrong one returns the call as plain text).
+            body.update(chat_tools(offer, _parameters))
+        case FreeText():
+            pass
+        case unknown:
+            assert_never(unknown)
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     return finished(body, request.options, request.extra_body, VLLM_WIRE)
@@ -177,7 +188,7 @@ class VLLMCodec(OneRouteCodec):
     def _notes(self, request: CompletionRequest) -> tuple[Note, ...]:
         """The note of a grounded contract sent ungrounded (decided on the schema's shape
         alone: the grammar is built with an empty source)."""
-        if not self._grounds(request) or request.contract is None:
+        if not self._grounds(request) or not isinstance(request.output, JsonDocument):
             return ()
         return grounding_plan(request, _grounded_shape, engine="vllm").notes
 
