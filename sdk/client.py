@@ -14,13 +14,13 @@ and the provider's driver. The per-call options are declared once, in
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
 from typing import Self
@@ -56,6 +56,9 @@ from sdk.grammar import Grammar
 from sdk.parsing.incremental import Partial
 from sdk.providers._provider import Provider
 from sdk.providers.limit import ConcurrencyLimit
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "AsyncStructuredClient",
@@ -238,6 +241,13 @@ class StructuredClient(_BaseClient):
         return loops.stream(machine, self._sleep)
 
 
+async def _asyncio_sleep(seconds: float) -> None:
+    """`asyncio.sleep`, imported with the first wait (a sync program never loads asyncio)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
 class AsyncStructuredClient(_BaseClient):
     """Generate contracts through a provider, asynchronously; many calls at once.
 
@@ -253,7 +263,7 @@ class AsyncStructuredClient(_BaseClient):
         provider: Provider,
         *,
         max_concurrency: int | None = 64,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = _asyncio_sleep,
         **options: Unpack[ClientOptions],
     ) -> None:
         where = "AsyncStructuredClient()"

@@ -118,19 +118,77 @@ def test_resolve_ref_follows_any_local_reference_and_refuses_others() -> None:
             resolve_ref(root, bad)
 
 
-def test_import_sdk_loads_no_tooling_batch_eval_or_cli() -> None:
-    # The offline schema workflow, batch jobs, the eval and the CLI load on first use only: a
-    # service that imports `sdk` to make calls pays for none of them.
+# What a program that makes calls does not need: the tooling, the other providers and the
+# converters, the grammar machinery, the SQLite store, and the libraries only they use.
+HEAVY = (
+    "sdk.workflow", "sdk.batch", "sdk.eval", "sdk.cli", "sdk.demo", "sdk.llama_server",
+    "sdk.sql", "sdk.providers.llamacpp", "sdk.providers._llamacpp_prompt", "sdk.providers.vllm",
+    "sdk.providers.ollama", "sdk.providers.embedded", "sdk.providers.anthropic",
+    "sdk.providers.openai", "sdk.providers.gemini", "sdk.providers._http", "sdk.schema.gbnf",
+    "sdk.schema.grounding._gbnf", "sdk.schema.grounding._lark", "sdk.grammar._compiled",
+    "sdk.grammar._recognize", "sdk.grammar._earley", "sdk.grammar._lark_to_gbnf",
+    "sdk.grammar._gbnf_to_lark", "sdk.grammar.harness", "sdk.cache._sqlite",
+    "jsonschema", "jsonschema_rs", "lark", "regex", "sqlite3", "tenacity", "asyncio",
+    "anthropic", "openai", "google.genai",
+)  # fmt: skip
+
+
+def _loaded_after(code: str) -> list[str]:
     import subprocess
     import sys
 
-    code = "import sys, sdk; print(' '.join(m for m in sys.modules if m.startswith('sdk')))"
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    code += "; import sys; print(' '.join(sys.modules))"
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout.split()
-    heavy = ("sdk.workflow", "sdk.batch", "sdk.eval", "sdk.cli", "sdk.demo")
-    assert [m for m in loaded if m in heavy or m.startswith(tuple(h + "." for h in heavy))] == []
+
+
+def _heavy(loaded: list[str]) -> list[str]:
+    return [m for m in loaded if m in HEAVY or m.startswith(tuple(h + "." for h in HEAVY))]
+
+
+def test_import_sdk_loads_nothing_but_its_own_face() -> None:
+    # Every public name loads on first use: `import sdk` costs next to nothing.
+    loaded = _loaded_after("import sdk")
+    assert sorted(m for m in loaded if m.startswith("sdk")) == ["sdk", "sdk._lazy"]
+
+
+def test_a_program_that_makes_calls_loads_no_tooling_provider_or_grammar_machinery() -> None:
+    # The offline schema workflow, batch jobs, the eval, the CLI, every provider module, the
+    # GBNF and grammar converters, the SQLite store and the validators load on first use: a
+    # service that builds a client and parses replies pays for none of them until it does.
+    loaded = _loaded_after(
+        "from sdk import StructuredClient, AsyncStructuredClient, Contract, Result, parse, "
+        "StopReason, TruncatedOutput, Grammar, PartialReader; "
+        "from sdk.providers import Provider, Codec, CompletionRequest, Profile"
+    )
+    assert _heavy(loaded) == []
     assert "sdk.engine.attempts" in loaded  # the engine itself is there
+
+
+def test_the_package_face_is_lazy_and_complete() -> None:
+    # `sdk/__init__` imports nothing at run time but its loader: every public name is in the
+    # lazy table and in the `TYPE_CHECKING` block (for type checkers), the same names as
+    # `__all__`, each defined where the table says.
+    import importlib
+
+    import sdk
+
+    tree = ast.parse((SDK / "__init__.py").read_text())
+    runtime = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert {n.module for n in runtime if isinstance(n, ast.ImportFrom)} == {"typing", "sdk._lazy"}
+    checking = next(node for node in tree.body if isinstance(node, ast.If))
+    typed = {
+        (node.module, alias.name)
+        for node in checking.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    table = {(module, name) for module, names in sdk._PUBLIC.items() for name in names}
+    assert typed == table
+    assert {name for _, name in table} == set(sdk.__all__) - {"__version__"}
+    for module, name in sorted(table):
+        assert getattr(sdk, name) is getattr(importlib.import_module(module), name)
 
 
 def test_the_client_is_short_and_the_engine_holds_the_logic() -> None:

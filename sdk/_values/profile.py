@@ -21,7 +21,6 @@ up (`sdk.stop_reason` is its public home).
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -249,6 +248,8 @@ def builtin_profiles() -> tuple[Profile, ...]:
             return _builtin or tuple(_profiles[name] for name in sorted(_profiles))
         _loading = True
         try:
+            import pkgutil
+
             package = importlib.import_module(_PROVIDERS)
             modules = {
                 importlib.import_module(f"{_PROVIDERS}.{module.name}").__name__
