@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,3 +229,62 @@ def test_no_function_is_over_80_lines_but_the_streaming_reader_s_loop() -> None:
     assert set(long) == _LONG_ON_PURPOSE, long
     reader = (SDK / "parsing" / "incremental.py").read_text().split("def _read(")[1][:1200]
     assert "on purpose" in reader  # the docstring says why it is one function
+
+
+# --- The architecture numbers (bench/architecture.py; bench row 28 publishes them) ---
+
+
+def _architecture() -> Any:
+    bench = str(SDK.parent / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import architecture
+
+    return architecture
+
+
+def test_the_architecture_numbers_hold_no_circle_and_no_arrow_back_up() -> None:
+    architecture = _architecture()
+    numbers = architecture.measure()
+    for what, count, _ in numbers:
+        print(f"{count:>4}  {what}")  # shown with `pytest -s`
+    counts = {what: count for what, count, _ in numbers}
+    assert counts["import circles"] == 0
+    assert counts["arrows back up (loops between the package's parts)"] == 0
+    assert counts["modules of sdk loaded by `import sdk`"] == 2
+    assert counts["modules at the package's root"] == len(
+        [p for p in SDK.glob("*.py") if p.name != "__init__.py"]
+    )
+
+
+def test_the_architecture_counters_find_what_they_count(tmp_path: Path) -> None:
+    # A package made for the purpose: one of each thing counted, and one of each near miss.
+    package = tmp_path / "pkg"
+    (package / "low").mkdir(parents=True)
+    (package / "high").mkdir()
+    for folder in (package, package / "low", package / "high"):
+        (folder / "__init__.py").write_text("")
+    repeated = "".join(f"    total = total + {i} * weight\n" for i in range(6))
+    body = "".join(f"    x{i} = {i}\n" for i in range(60))
+    (package / "low" / "a.py").write_text(
+        "from pkg.high import c\n\n"  # an arrow back up: high imports low too
+        f"def first(total, weight):\n{repeated}    return total\n\n"
+        f"def long():\n{body}    return x0\n\n"
+        "def six(a, b, c, d, e, f):\n    return a\n\n"
+        "class K:\n    def seven(self, a, b, c, d, e, f, *rest):\n        return a\n"
+    )
+    (package / "high" / "b.py").write_text(
+        "from pkg.low import d\nfrom pkg.high import c\n\n"
+        f"def second(total, weight):\n{repeated}    return total\n"
+    )
+    (package / "high" / "c.py").write_text("from pkg.high import b\n")  # a circle: b <-> c
+    (package / "low" / "d.py").write_text("")
+    five = "".join(repeated.splitlines(keepends=True)[:5])  # one line short of a duplicate
+    (package / "root.py").write_text(f"def near(total, weight):\n{five}    return 1\n")
+    shape = _architecture().shape_of(package)
+    assert shape.duplicates == [("pkg.high.b", "pkg.low.a")]
+    assert [name for name, _ in shape.long_functions] == ["pkg.low.a:long"]
+    assert shape.many_parameters == [("pkg.low.a:K.seven", 7)]
+    assert shape.root_modules == ["pkg.root"]
+    assert shape.circles == [("pkg.high.b", "pkg.high.c")]
+    assert shape.arrows_back_up == [("pkg.high", "pkg.low"), ("pkg.low", "pkg.high")]
