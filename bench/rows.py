@@ -66,6 +66,7 @@ ROW_MODULES = (
     "bench_cache",
     "grounding_cost",
     "architecture",
+    "streaming_chunks",
 )
 
 INSTRUCTOR_VENV = BENCH / ".venv-instructor"
