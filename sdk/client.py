@@ -38,7 +38,6 @@ from sdk._tools import Tool
 from sdk._tools import ToolChoice
 from sdk.contract import Contract
 from sdk.engine import loops
-from sdk.engine.conversation import feedback_message
 from sdk.engine.kinds import TextSnapshot
 from sdk.engine.kinds.tools import check_tools
 from sdk.engine.options import CALL_TOOLS
@@ -67,7 +66,6 @@ __all__ = [
     "ClientOptions",
     "MaxTokensRamp",
     "StructuredClient",
-    "feedback_message",
 ]
 
 C = TypeVar("C", bound=Contract)
