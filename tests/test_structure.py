@@ -155,6 +155,19 @@ def test_import_sdk_loads_nothing_but_its_own_face() -> None:
     assert sorted(m for m in loaded if m.startswith("sdk")) == ["sdk", "sdk._lazy"]
 
 
+def test_submodules_are_reached_from_the_package_as_before() -> None:
+    # `import sdk` then `sdk.providers.X`: the submodule loads on first use, as the eager
+    # package made it an attribute before; a name that is neither is still an AttributeError.
+    loaded = _loaded_after(
+        "import sdk\n"
+        "assert sdk.providers.OllamaProvider.__name__ == 'OllamaProvider'\n"
+        "assert sdk.errors.InvalidJSON is sdk.InvalidJSON\n"
+        "assert sdk.grammar.harness.check_cases is sdk.grammar.check_cases\n"
+        "assert not hasattr(sdk, 'no_such_thing') and not hasattr(sdk.grammar, 'no_such_thing')"
+    )
+    assert "sdk.providers.ollama" in loaded
+
+
 def test_a_program_that_makes_calls_loads_no_tooling_provider_or_grammar_machinery() -> None:
     # The offline schema workflow, batch jobs, the eval, the CLI, every provider module, the
     # GBNF and grammar converters, the SQLite store and the validators load on first use: a
