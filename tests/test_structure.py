@@ -160,12 +160,27 @@ def test_submodules_are_reached_from_the_package_as_before() -> None:
     # package made it an attribute before; a name that is neither is still an AttributeError.
     loaded = _loaded_after(
         "import sdk\n"
-        "assert sdk.providers.OllamaProvider.__name__ == 'OllamaProvider'\n"
+        "assert sdk.providers.ollama.OllamaProvider.__name__ == 'OllamaProvider'\n"
         "assert sdk.errors.InvalidJSON is sdk.InvalidJSON\n"
         "assert sdk.grammar.harness.check_cases is sdk.grammar.check_cases\n"
         "assert not hasattr(sdk, 'no_such_thing') and not hasattr(sdk.grammar, 'no_such_thing')"
     )
     assert "sdk.providers.ollama" in loaded
+    assert "sdk.providers.anthropic" not in loaded  # naming one module loads that one only
+
+
+def test_naming_a_provider_class_loads_its_family_s_module_alone() -> None:
+    loaded = _loaded_after(
+        "from sdk.providers import AnthropicProvider, OllamaProvider\n"
+        "assert AnthropicProvider.__module__ == 'sdk.providers.anthropic'\n"
+        "assert OllamaProvider.__module__ == 'sdk.providers.ollama'\n"
+        "import sdk.providers\n"
+        "assert not hasattr(sdk.providers, 'NoSuchProvider')"  # every module looked in
+    )
+    assert "sdk.providers.vllm" in loaded  # the failed lookup read every family
+    named = _loaded_after("from sdk.providers import AnthropicProvider")
+    families = ("openai", "gemini", "llamacpp", "vllm", "ollama", "embedded", "test")
+    assert [f for f in families if f"sdk.providers.{f}" in named] == []
 
 
 def test_a_program_that_makes_calls_loads_no_tooling_provider_or_grammar_machinery() -> None:
