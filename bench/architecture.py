@@ -17,7 +17,9 @@ loads, which a fresh interpreter reports:
   `TYPE_CHECKING` blocks too; a package's `__init__` re-exports are left out, as in
   tests/test_structure.py);
 - arrows back up: imports between the package's parts (a sub-package or a root module each)
-  that close a loop between parts: part A imports part B while B, through any parts, imports A.
+  that close a loop between parts: part A imports part B while B, through any parts, imports A
+  (an import through a sub-package's face is an arrow to that sub-package; the package's own
+  face, `sdk/__init__.py`, sits above everything and is left out).
 """
 
 from __future__ import annotations
