@@ -65,6 +65,8 @@ ROW_MODULES = (
     "eval_summary",
     "bench_cache",
     "grounding_cost",
+    "architecture",
+    "streaming_chunks",
 )
 
 INSTRUCTOR_VENV = BENCH / ".venv-instructor"

@@ -14,13 +14,13 @@ and the provider's driver. The per-call options are declared once, in
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
 from typing import Self
@@ -38,7 +38,6 @@ from sdk._tools import Tool
 from sdk._tools import ToolChoice
 from sdk.contract import Contract
 from sdk.engine import loops
-from sdk.engine.conversation import feedback_message
 from sdk.engine.kinds import TextSnapshot
 from sdk.engine.kinds.tools import check_tools
 from sdk.engine.options import CALL_TOOLS
@@ -57,6 +56,9 @@ from sdk.parsing.incremental import Partial
 from sdk.providers._provider import Provider
 from sdk.providers.limit import ConcurrencyLimit
 
+if TYPE_CHECKING:
+    import asyncio
+
 __all__ = [
     "AsyncStructuredClient",
     "Backoff",
@@ -64,7 +66,6 @@ __all__ = [
     "ClientOptions",
     "MaxTokensRamp",
     "StructuredClient",
-    "feedback_message",
 ]
 
 C = TypeVar("C", bound=Contract)
@@ -249,6 +250,13 @@ class StructuredClient(_BaseClient):
         return loops.stream(machine, self._sleep)
 
 
+async def _asyncio_sleep(seconds: float) -> None:
+    """`asyncio.sleep`, imported with the first wait (a sync program never loads asyncio)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
 class AsyncStructuredClient(_BaseClient):
     """Generate contracts through a provider, asynchronously; many calls at once.
 
@@ -264,7 +272,7 @@ class AsyncStructuredClient(_BaseClient):
         provider: Provider,
         *,
         max_concurrency: int | None = 64,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = _asyncio_sleep,
         **options: Unpack[ClientOptions],
     ) -> None:
         where = "AsyncStructuredClient()"

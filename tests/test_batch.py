@@ -23,7 +23,7 @@ from sdk.batch import LocalBackend
 from sdk.batch import job_summary
 from sdk.batch._hosted import RemoteResult
 from sdk.batch._hosted import RemoteStatus
-from sdk.client import feedback_message
+from sdk.engine.conversation import feedback_message
 from sdk.errors import InvalidJSON
 from sdk.errors import SchemaViolation
 from sdk.providers import CompletionRequest

@@ -27,7 +27,7 @@ from contracts.sql import create_demo_database
 from sdk.grammar import parse_grammar
 from sdk.grammar import recognize
 from sdk.grammar import to_gbnf
-from sdk.grammar._grammar import compiled_lark
+from sdk.grammar._compiled import compiled_lark
 from sdk.sql import ALLOWED_FUNCTIONS
 from sdk.sql import DEFAULT_MAX_RESULT_BYTES
 from sdk.sql import ForeignKey

@@ -21,7 +21,6 @@ up (`sdk.stop_reason` is its public home).
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ __all__ = [
     "Profile",
     "StopReason",
     "builtin_profiles",
+    "builtin_provider",
     "profile",
     "profiles",
     "register",
@@ -249,6 +249,8 @@ def builtin_profiles() -> tuple[Profile, ...]:
             return _builtin or tuple(_profiles[name] for name in sorted(_profiles))
         _loading = True
         try:
+            import pkgutil
+
             package = importlib.import_module(_PROVIDERS)
             modules = {
                 importlib.import_module(f"{_PROVIDERS}.{module.name}").__name__
@@ -263,6 +265,31 @@ def builtin_profiles() -> tuple[Profile, ...]:
             if _profiles[name].provider.partition(":")[0] in modules
         )
         return _builtin
+
+
+def builtin_provider(class_name: str) -> Any:
+    """The SDK's own provider class `class_name`, or `None` if no built-in family's profile names
+    it. The provider modules are imported one at a time, in order, until one registers a profile
+    naming it: `from sdk.providers import AnthropicProvider` loads that family's module alone."""
+    import pkgutil
+
+    def named() -> Profile | None:
+        with _lock:
+            registered = list(_profiles.values())
+        return next((p for p in registered if p.provider.endswith(f":{class_name}")), None)
+
+    found = named()
+    if found is None and _builtin is None:
+        package = importlib.import_module(_PROVIDERS)
+        for module in pkgutil.iter_modules(package.__path__):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{_PROVIDERS}.{module.name}")
+                found = named()
+                if found is not None:
+                    break
+    if found is None or found.provider.partition(":")[0].rpartition(".")[0] != _PROVIDERS:
+        return None
+    return found.provider_class()
 
 
 def profiles() -> tuple[Profile, ...]:

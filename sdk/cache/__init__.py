@@ -19,13 +19,21 @@ owner only), `MemoryCache()` (this process only, for tests), or anything that im
 `Cache` protocol. `cache=True` is a `SQLiteCache` at `default_path()`.
 """
 
+from typing import TYPE_CHECKING
+
+from sdk._lazy import lazy_names
 from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import cache_key
 from sdk.cache._entry import default_path
 from sdk.cache._memory import MemoryCache
-from sdk.cache._sqlite import SQLiteCache
+
+if TYPE_CHECKING:
+    from sdk.cache._sqlite import SQLiteCache
+
+# The SQLite store (and `sqlite3`) loads on first use: a client without a cache pays nothing.
+__getattr__ = lazy_names(__name__, {"SQLiteCache": "sdk.cache._sqlite"})
 
 __all__ = [
     "Cache",

@@ -50,7 +50,6 @@ from sdk._declared import Positive
 from sdk._declared import check
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
-from sdk.cache import SQLiteCache
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
 from sdk.engine.kinds._kind import Abstention
@@ -134,6 +133,8 @@ def cache_of(option: Cache | bool | None) -> Cache | None:
 
 @functools.cache
 def _default_cache() -> Cache:
+    from sdk.cache._sqlite import SQLiteCache  # sqlite3: loaded when a cache is asked for
+
     return SQLiteCache()
 
 

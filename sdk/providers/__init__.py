@@ -15,7 +15,7 @@ from typing import Any
 from sdk._lazy import lazy_names
 from sdk._values.profile import Pricing
 from sdk._values.profile import Profile
-from sdk._values.profile import builtin_profiles
+from sdk._values.profile import builtin_provider
 from sdk._values.profile import profile
 from sdk._values.profile import profiles
 from sdk._values.profile import register
@@ -62,10 +62,14 @@ _elsewhere = lazy_names(__name__, _ELSEWHERE)
 
 
 def __getattr__(name: str) -> Any:
-    for family in builtin_profiles():
-        if family.provider.endswith(f":{name}"):
-            return family.provider_class()
-    return _elsewhere(name)
+    try:
+        return _elsewhere(name)  # a name defined elsewhere, or a submodule: that module only
+    except AttributeError:
+        pass
+    found = builtin_provider(name)  # a family's provider class: its module only
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return found
 
 
 def __dir__() -> list[str]:

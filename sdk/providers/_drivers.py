@@ -11,7 +11,6 @@ take, a sync call on an async client) is the caller's, raised as it is.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncIterator
@@ -220,6 +219,8 @@ async def _time_limit(deadline: float | None, provider: str) -> AsyncIterator[No
     if deadline is None:
         yield
         return
+    import asyncio  # loaded by the first async call: a sync program never needs it
+
     loop_deadline = asyncio.get_running_loop().time() + (deadline - time.monotonic())
     timeout = asyncio.timeout_at(loop_deadline)
     try:

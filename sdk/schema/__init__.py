@@ -19,9 +19,6 @@ from sdk.schema.dialects import Dialect
 from sdk.schema.dialects import Removal
 from sdk.schema.dialects import WireSchema
 from sdk.schema.dialects import to_wire
-from sdk.schema.gbnf import UnsupportedSchema
-from sdk.schema.gbnf import contract_gbnf
-from sdk.schema.gbnf import to_gbnf
 
 if TYPE_CHECKING:
     from sdk.schema.dialects import ANTHROPIC
@@ -31,10 +28,14 @@ if TYPE_CHECKING:
     from sdk.schema.dialects import OLLAMA
     from sdk.schema.dialects import OPENAI_STRICT
     from sdk.schema.dialects import VLLM
+    from sdk.schema.gbnf import UnsupportedSchema
+    from sdk.schema.gbnf import contract_gbnf
+    from sdk.schema.gbnf import to_gbnf
 
 # Names loaded on first use, by the module that defines them: the dialects (each a provider
-# profile's), and the names that live above this package.
+# profile's), the GBNF converter, and the names that live above this package.
 _LAZY = {
+    **dict.fromkeys(("UnsupportedSchema", "contract_gbnf", "to_gbnf"), "sdk.schema.gbnf"),
     **dict.fromkeys(
         ("ANTHROPIC", "DIALECTS", "GEMINI", "LLAMACPP", "OLLAMA", "OPENAI_STRICT", "VLLM"),
         "sdk.schema.dialects",

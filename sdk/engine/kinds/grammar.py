@@ -25,7 +25,6 @@ from sdk.errors import InvalidOutput
 from sdk.errors import MissingToolCall
 from sdk.errors import Violation
 from sdk.grammar import Grammar
-from sdk.grammar import parse_grammar
 from sdk.parsing.parser import check_stop
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
@@ -80,6 +79,8 @@ class GrammarOutput:
     def judge(self, completion: Completion, provider: Provider) -> Accepted[str]:
         if completion.text is None:
             self._no_sentence(completion, provider)
+        from sdk.grammar._recognize import parse_grammar  # the recognizer: on first use
+
         parsed = parse_grammar(
             self.grammar,
             completion.text,

@@ -69,7 +69,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.providers._provider import Provider
 
-__all__ = ["ToolCallReader", "ToolCalls", "Tools", "check_tools", "tool_conversation"]
+__all__ = ["ToolCallReader", "Tools", "check_tools", "tool_conversation"]
 
 _NOT_RUN = (
     "Not run: another call in this turn was invalid. Make every call you need again, corrected."
