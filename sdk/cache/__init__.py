@@ -22,14 +22,22 @@ owner only), `MemoryCache()` (this process only, for tests), or anything that im
 from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
-from sdk.cache._entry import cache_key
 from sdk.cache._entry import default_path
+from sdk.cache._errors import CacheError
+from sdk.cache._errors import CacheFileError
+from sdk.cache._errors import CacheServerError
+from sdk.cache._errors import DamagedEntry
+from sdk.cache._key import cache_key
 from sdk.cache._memory import MemoryCache
 from sdk.cache._sqlite import SQLiteCache
 
 __all__ = [
     "Cache",
+    "CacheError",
+    "CacheFileError",
+    "CacheServerError",
     "CacheStats",
+    "DamagedEntry",
     "Entry",
     "MemoryCache",
     "SQLiteCache",
