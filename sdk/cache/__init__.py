@@ -19,6 +19,7 @@ owner only), `MemoryCache()` (this process only, for tests), or anything that im
 `Cache` protocol. `cache=True` is a `SQLiteCache` at `default_path()`.
 """
 
+from sdk.cache._best_effort import BestEffortCache
 from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
@@ -32,6 +33,7 @@ from sdk.cache._memory import MemoryCache
 from sdk.cache._sqlite import SQLiteCache
 
 __all__ = [
+    "BestEffortCache",
     "Cache",
     "CacheError",
     "CacheFileError",
