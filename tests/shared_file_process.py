@@ -4,12 +4,15 @@ tests that need several at the same moment.
     python -m tests.shared_file_process open-cache PREFIX GATE THREADS ROUNDS
     python -m tests.shared_file_process create-job PREFIX GATE THREADS ROUNDS
     python -m tests.shared_file_process hold PATH
+    python -m tests.shared_file_process redis URL GATE THREADS ROUNDS
 
 `open-cache` and `create-job` run ROUNDS rounds; in round R, THREADS threads wait behind a
 barrier, say they are ready (a file `ready-PID` in the folder GATE/R), wait for the file
 GATE/R/go, then all at once open the cache at PREFIX-R.db (and store and read an answer), or
 create the job state there (one wins, the others find it made) and open it. They print one JSON
 line: every failure, as "Type: message".
+`redis` does what `open-cache` does with a `RedisCache` at URL (round R under the prefix
+`round-R:`), answering through a client.
 `hold` opens PATH with plain `sqlite3`, takes the write lock (`BEGIN IMMEDIATE`, a row written),
 prints "held", and keeps it until a line comes on stdin; then it rolls back and prints
 "released". Every wait has a bound (`WAIT` seconds).
@@ -76,6 +79,27 @@ def open_cache(path: Path, number: int) -> None:
         raise AssertionError(f"stored {key}, read {found!r}")
 
 
+def open_redis(url: str, prefix: str, number: int) -> None:
+    """A store made at once with the others, an answer stored through a client and read back
+    (a hit), and another process's entry seen."""
+    import json as json_
+
+    from contracts import Decision
+    from sdk import StructuredClient
+    from sdk.cache import RedisCache
+    from sdk.providers import TestProvider
+
+    store = RedisCache(url, prefix=prefix)
+    answer = {"reasoning": "ok", "answer": "approve", "confidence": "high"}
+    client = StructuredClient(TestProvider([json_.dumps(answer)], repeat=True), cache=store)
+    prompt = f"Approve {os.getpid()}-{number}?"
+    first, again = (client.generate(Decision, prompt=prompt) for _ in range(2))
+    shared = client.generate(Decision, prompt=f"Approve shared {number}?")
+    if first.cached or not again.cached or shared.value.answer != "approve":
+        raise AssertionError(f"{prompt}: cached {first.cached}, {again.cached}")
+    store.close()
+
+
 def create_job(path: Path, number: int) -> None:
     from sdk.batch._state import JobState
 
@@ -106,9 +130,15 @@ def main() -> None:
         hold(path)
         return
     gate, threads, rounds = Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    url = sys.argv[2]
     work = open_cache if mode == "open-cache" else create_job
     failures: list[str] = []
     for round_ in range(rounds):
+        if mode == "redis":
+            prefix = f"round-{round_}:"
+            failures += together(threads, gate / str(round_),
+                                 lambda n, p=prefix: open_redis(url, p, n))  # fmt: skip
+            continue
         target = Path(f"{path}-{round_}.db")
         failures += together(threads, gate / str(round_), lambda n, t=target: work(t, n))
     print(json.dumps(failures))

@@ -15,8 +15,9 @@ A hit spends no tokens: `Result.usage` is zero and `Result.cached_usage` is what
 cost when it was made.
 
 Stores: `SQLiteCache(path)` (one file, WAL, safe for several processes at once, readable by its
-owner only), `MemoryCache()` (this process only, for tests), or anything that implements the
-`Cache` protocol. `cache=True` is a `SQLiteCache` at `default_path()`.
+owner only), `RedisCache(url)` (a Redis server a cluster shares; extra `redis`), `MemoryCache()`
+(this process only, for tests), or anything that implements the `Cache` protocol. `cache=True`
+is a `SQLiteCache` at `default_path()`.
 """
 
 from sdk.cache._best_effort import BestEffortCache
@@ -30,6 +31,7 @@ from sdk.cache._errors import CacheServerError
 from sdk.cache._errors import DamagedEntry
 from sdk.cache._key import cache_key
 from sdk.cache._memory import MemoryCache
+from sdk.cache._redis import RedisCache
 from sdk.cache._sqlite import SQLiteCache
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "DamagedEntry",
     "Entry",
     "MemoryCache",
+    "RedisCache",
     "SQLiteCache",
     "cache_key",
     "default_path",
