@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import fields
@@ -69,9 +70,10 @@ class Entry:
 
     @classmethod
     def stored(cls, encoded: str) -> Entry:
-        """An entry as a store keeps it, decoded when first read."""
+        """An entry as a store keeps it, decoded when first read (once per process for the
+        same text: the replies of recently decoded or stored texts are remembered)."""
         entry = cls.__new__(cls)
-        entry._completions = None
+        entry._completions = _recent.get(encoded) if type(encoded) is str else None
         entry._encoded = encoded
         return entry
 
@@ -85,6 +87,7 @@ class Entry:
         """The replies (`DamagedEntry` if a stored form does not decode)."""
         if self._completions is None:
             self._completions = _decode(self._encoded)
+            _remember(self._encoded, self._completions)
         return self._completions
 
     @property
@@ -97,6 +100,7 @@ class Entry:
         if self._encoded is None:
             assert self._completions is not None
             self._encoded = _encode(self._completions)
+            _remember(self._encoded, self._completions)
         return self._encoded
 
     def __eq__(self, other: object) -> bool:
@@ -161,6 +165,27 @@ def default_path() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "structured-sdk"
     )
     return Path(folder) / "responses.db"
+
+
+# --- texts decoded lately ---
+
+_RECENT_MAX = 256
+_RECENT_LONGEST = 64 * 1024
+_recent: dict[str, tuple[Completion, ...]] = {}
+_recent_lock = threading.Lock()
+
+
+def _remember(encoded: object, completions: tuple[Completion, ...]) -> None:
+    """Keep the replies of a stored text that decoded (or was just encoded): a hit on the same
+    text (found by its value, so a store's fresh copy of it finds them) skips the decoding. Short
+    texts only, and the last few hundred; replies are frozen records, shared as `MemoryCache`
+    shares them."""
+    if type(encoded) is not str or len(encoded) > _RECENT_LONGEST:
+        return
+    with _recent_lock:
+        _recent[encoded] = completions
+        while len(_recent) > _RECENT_MAX:
+            del _recent[next(iter(_recent))]
 
 
 # --- the stored form ---

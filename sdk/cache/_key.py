@@ -1,7 +1,7 @@
 """The response cache's key: everything that decides an answer, hashed.
 
-sha256 over these ingredients, each piece fed with its length first (so no two different
-requests run together into the same bytes):
+sha256 over these ingredients, in pieces, with every piece's length before them all (so no two
+different requests run together into the same bytes):
 
 1. the entries' `FORMAT`;
 2. the provider's scope (`Provider.cache_scope()`): its family, its model (the embedded model:
@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import struct
 import threading
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -43,26 +44,22 @@ Feed = Callable[[bytes], None]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=repr)
 _NONE = b"\x00"
+_HEAD = b"sdk-cache-key/%d" % FORMAT
 _FLAGS = {None: _NONE, False: b"F", True: b"T"}
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
     """The key of `request` to the provider of `scope`, whose wire carries the schema `wire`
     (see the module docstring)."""
-    digest = hashlib.sha256()
-    update = digest.update
-
-    def feed(piece: bytes) -> None:
-        update(len(piece).to_bytes(8, "little"))
-        update(piece)
-
-    feed(b"sdk-cache-key/%d" % FORMAT)
-    feed(_scope_digest(scope))
-    for name, encode in INGREDIENTS.items():
-        feed(name.encode())
+    pieces = [_HEAD, _scope_digest(scope)]
+    feed = pieces.append  # (a bound method: no frame of ours per piece)
+    for name, tag, encode in _ENCODERS:
+        feed(tag)
         encode(getattr(request, name), feed)
     feed(_remembered(wire, _json_digest) if wire is not None else _NONE)
-    return digest.hexdigest()
+    # Every piece's length first, then the pieces: no two different lists of pieces hash alike.
+    lengths = struct.pack(f"<{len(pieces)}Q", *map(len, pieces))
+    return hashlib.sha256(lengths + b"".join(pieces)).hexdigest()
 
 
 # --- the request's fields ---
@@ -162,6 +159,7 @@ INGREDIENTS: dict[str, Callable[[Any, Feed], None]] = {
     "source": _text,
 }
 """How each field of `CompletionRequest` goes into the key (every field has one)."""
+_ENCODERS = [(name, name.encode(), encode) for name, encode in INGREDIENTS.items()]
 
 
 # --- what is hashed once ---
