@@ -64,6 +64,7 @@ ROW_MODULES = (
     "gbnf_maskbench",
     "eval_summary",
     "bench_cache",
+    "bench_cache_state",
     "grounding_cost",
     "architecture",
     "streaming_chunks",

@@ -137,10 +137,14 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
 
         kind = OpenAIChatProvider if spec.provider == "openai_chat" else OpenAIResponsesProvider
         return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)
+    from sdk.cache import BestEffortCache
     from sdk.cache import SQLiteCache
     from sdk.client import AsyncStructuredClient
 
-    store = SQLiteCache(spec.cache) if spec.cache is not None else None  # shared by the clients
+    # Shared by the clients; a damaged cache (or one damaged since the job began) is given up
+    # with one warning, and the items run without it.
+    path = spec.cache
+    store = BestEffortCache(lambda: SQLiteCache(path)) if path is not None else None
     if spec.provider == EMBEDDED:
         from sdk.providers.embedded import EmbeddedProvider
 

@@ -28,11 +28,8 @@ damaged page) comes out of `state_errors` as a one-line `StateFileError`.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -43,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sdk._files import sync_folder
+from sdk import _sqlite
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import StateFileError
 
@@ -104,18 +101,10 @@ CREATE TABLE batches (
 
 @contextmanager
 def state_errors(path: str | Path) -> Iterator[None]:
-    """SQLite's errors on a state file (a damaged page, a file that is not a database) as one
-    `StateFileError` line naming the file."""
-    try:
+    """SQLite's errors on a state file (a damaged page, a file that is not a database, a file
+    kept busy past the timeout) as one `StateFileError` line naming the file."""
+    with _sqlite.errors(Path(path), LAYOUT):
         yield
-    except sqlite3.DatabaseError as error:
-        if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
-            raise StateFileError(
-                f"{path}: {error} (another process kept it locked for 30 s)"
-            ) from error
-        raise StateFileError(
-            f"{path}: the state file is damaged or not a job's ({error})"
-        ) from error
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,69 +203,28 @@ class JobState:
         self.readonly = readonly
         if not self.path.is_file():
             raise BatchError(f"{path}: no such job state file")
-        with state_errors(self.path):
-            # Autocommit mode: transactions are opened explicitly (`transaction()`), so none is
-            # ever left open by an implicit BEGIN.
-            if readonly:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
-            else:
-                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        # Identified in one transaction (`sdk._sqlite`); autocommit mode, so transactions are
+        # opened explicitly (`transaction()`) and none is ever left open by an implicit BEGIN.
+        # Read-only (`status`): nothing can change, on a file or in a folder that cannot be
+        # written too.
+        self._db = _sqlite.open_file(self.path, LAYOUT, readonly=readonly)
         self._db.row_factory = sqlite3.Row
-        try:
-            with state_errors(self.path):
-                self._check()
-                if not readonly:
-                    # FULL: a committed transaction survives a power cut, not only a crash.
-                    self._db.execute("PRAGMA synchronous=FULL")
-        except BaseException:
-            self._db.close()
-            raise
 
     @classmethod
     def create(cls, path: str | Path, meta: Mapping[str, Any]) -> JobState:
         """A new job's state file holding `meta` (and `format`), made whole in a temporary file
         and linked into place: `FileExistsError` if `path` exists (another process's `create`
         may have won), and nothing left behind on any failure."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            raise FileExistsError(path)
-        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)  # mkstemp's file is the owner's only (0600): prompts and outputs go in it
-        try:
-            with state_errors(path):
-                _write_new(Path(temporary), {**meta, "format": FORMAT})
-            _link(Path(temporary), path)
-        finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary + suffix)
-        sync_folder(path.parent)
-        return cls(path)
 
-    def _check(self) -> None:
-        """That the file is a job's: our four tables with their columns, and `format`."""
-        tables = {
-            row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        }
-        if not tables:
-            raise StateFileError(f"{self.path} holds no job (an empty database)")
-        for table, columns in _COLUMNS.items():
-            found = tuple(row[1] for row in self._db.execute(f"PRAGMA table_info({table})"))
-            if found != columns:
-                raise StateFileError(
-                    f"{self.path} is not a job state file (its tables: {', '.join(sorted(tables))})"
-                )
-        try:
-            made = self.get("format")
-        except ValueError:
-            made = None
-        if made != FORMAT:
-            raise StateFileError(
-                f"{self.path} is not a job state file of this version ({made or 'no format'}, "
-                f"not {FORMAT}): start the job again with a new state file"
+        def fill(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [(key, json.dumps(value)) for key, value in {**meta, "format": FORMAT}.items()],
             )
+
+        with state_errors(path):
+            _sqlite.make_whole(path, LAYOUT, fill)
+        return cls(path)
 
     def close(self) -> None:
         """Close the database."""
@@ -527,33 +475,34 @@ class JobState:
             conn.execute("UPDATE batches SET status = ? WHERE remote_id = ?", (status, remote_id))
 
 
-def _write_new(path: Path, meta: Mapping[str, Any]) -> None:
-    """A new state database at `path` (an empty file): the tables and `meta`, one commit."""
-    db = sqlite3.connect(path, isolation_level=None)
+def _identify(db: sqlite3.Connection, path: Path) -> str | None:
+    """Why the file is not a job's (`None` if it is): our four tables with their columns, and
+    `format` (read inside the opening's transaction)."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for table, columns in _COLUMNS.items():
+        found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+        if found != columns:
+            return f"{path} is not a job state file (its tables: {', '.join(sorted(tables))})"
+    row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
     try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("BEGIN IMMEDIATE")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        db.executemany(
-            "INSERT INTO meta (key, value) VALUES (?, ?)",
-            [(key, json.dumps(value)) for key, value in meta.items()],
+        made = json.loads(row[0]) if row is not None else None
+    except ValueError:
+        made = None
+    if made != FORMAT:
+        return (
+            f"{path} is not a job state file of this version ({made or 'no format'}, "
+            f"not {FORMAT}): start the job again with a new state file"
         )
-        db.execute("COMMIT")
-    finally:
-        db.close()
+    return None
 
 
-def _link(temporary: Path, path: Path) -> None:
-    """Put the finished file at `path` unless something is there already (`FileExistsError`):
-    a hard link is atomic; a file system without them gets a rename after a check (a race
-    there is only as wide as the two calls)."""
-    try:
-        os.link(temporary, path)
-    except FileExistsError:
-        raise
-    except OSError:
-        if path.exists():
-            raise FileExistsError(path) from None
-        os.rename(temporary, path)
+LAYOUT = _sqlite.Layout(
+    name="job state file",
+    application_id=0x53444B4A,  # "SDKJ"; files made before it was written are known by tables
+    version=1,
+    schema=tuple(statement for statement in _SCHEMA.split(";") if statement.strip()),
+    error=StateFileError,
+    identify=_identify,
+    adopt_empty=False,
+    synchronous="FULL",  # a committed transaction survives a power cut, not only a crash
+)

@@ -49,7 +49,10 @@ from typing import Any
 from typing import TypeVar
 
 from sdk._cost import attempts_cost
+from sdk._records import Note
 from sdk._records import Usage
+from sdk.cache import CacheError
+from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import cache_key
 from sdk.engine.conversation import without_control_tokens
@@ -186,6 +189,7 @@ class Attempts:
         self._cache = spec.cache
         self._cache_key: str | None = None
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
+        self._notes: list[Note] = []  # what the call met on the way (the cache's notes)
         self._scope = provider.cache_scope() if spec.cache is not None else {}
         self._turns = turns
         self._shared = spec.transport
@@ -234,7 +238,9 @@ class Attempts:
 
     def _from_cache(self) -> Done | None:
         """The stored answer, judged again by today's kind and parser; a stored answer that no
-        longer passes (a check tightened since) is dropped, and the call goes on."""
+        longer passes (a check tightened since) is dropped, and the call goes on; so is a
+        damaged one, with a note on the result. A cache that cannot be read at all (a damaged
+        file, a server that does not answer) is its `CacheError`, before anything is sent."""
         assert self._cache is not None
         first = self.kind.request(Ask(self._turns, (), self._shared, self.provider))
         wire = self.provider.codec.request_schema(first)
@@ -253,6 +259,11 @@ class Attempts:
                 if isinstance(verdict, NextPhase):
                     kind = verdict.next
                 judged = verdict if isinstance(verdict, Accepted) else None
+        except DamagedEntry as damaged:
+            logger.warning("a damaged response cache entry (%s): asking the provider", damaged)
+            self._notes.append(Note("", str(damaged), "asked the provider", kind="cache_damaged"))
+            self._cache.discard(self._cache_key)
+            return None
         except (StructuredOutputError, ValueError) as refused:
             logger.debug("cached answer refused now (%s): asking the provider", refused)
             self._cache.discard(self._cache_key)
@@ -260,6 +271,16 @@ class Attempts:
         assert judged is not None
         self.kind = kind
         return self._done(judged, entry.completions[-1], cached_usage=entry.usage)
+
+    def _store(self) -> None:
+        """Keep the answer just made in the cache; one the cache cannot take (a damaged file,
+        a server gone) is still the caller's, with a note saying it was not stored."""
+        assert self._cache is not None and self._cache_key is not None
+        try:
+            self._cache.put(self._cache_key, Entry(tuple(self._replies)))
+        except CacheError as error:
+            logger.warning("the answer was not stored in the response cache: %s", error)
+            self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
 
     def _first_able(self, kind: OutputKind[Any]) -> Provider:
         """The first provider that can carry the kind (`UnsupportedRequest` from the first if
@@ -415,6 +436,8 @@ class Attempts:
         self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None = None
     ) -> Done:
         reasoning = completion.reasoning if self._shared.reasoning == "native" else None
+        if self._cache is not None and self._cache_key is not None and cached_usage is None:
+            self._store()
         ending = Ending(
             attempts=list(self.attempts),
             usage=self.usage,
@@ -423,10 +446,9 @@ class Attempts:
             reasoning=reasoning,
             cost=attempts_cost(self.attempts),
             cached_usage=cached_usage,
+            notes=tuple(self._notes),
         )
         result = self.kind.result(accepted, ending)
-        if self._cache is not None and self._cache_key is not None and cached_usage is None:
-            self._cache.put(self._cache_key, Entry(tuple(self._replies)))
         self._ended = True
         run_hooks(self._hooks, "on_result", self.info, result)
         return Done(result)

@@ -35,6 +35,7 @@ from sdk.providers._control_tokens import check_policy
 from sdk.providers._control_tokens import check_request
 from sdk.providers._endpoint import Endpoint
 from sdk.providers._provider import Provider
+from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncHTTPTransport
 from sdk.providers._transports import HTTPTransport
 
@@ -83,9 +84,9 @@ class HTTPProvider(Provider):
         return f"{type(self).__name__}({self.redactor(self.base_url)!r})"
 
     def cache_scope(self) -> dict[str, Any]:
-        # A server is known by where it runs (a model name alone may be another model there);
-        # the URL without its credentials, so no secret goes into a key.
-        return {**super().cache_scope(), "server": self.redactor(self.base_url)}
+        # A server is known by where it runs (a model name alone may be another model there):
+        # its URL without credentials, query kept (an API version may be there).
+        return {**super().cache_scope(), "server": endpoint(self.base_url)}
 
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""

@@ -16,6 +16,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
 
 from sdk.providers import _drivers
 from sdk.providers._base import Codec
@@ -33,7 +35,16 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider"]
+__all__ = ["Provider", "endpoint"]
+
+
+def endpoint(url: object) -> str:
+    """Where a base URL points, without its credentials: scheme, host and port, path and query
+    (a deployment, an API version). What tells one endpoint from another in the response
+    cache's key, where no secret goes."""
+    parts = urlsplit(str(url))
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), parts.query, ""))
 
 
 class Provider:
@@ -114,7 +125,8 @@ class Provider:
     def cache_scope(self) -> dict[str, Any]:
         """What, besides the request, decides this provider's answers (the response cache's
         key): the family, the model and the raw fields it sends; providers add their settings
-        and where they run."""
+        and where they run (`endpoint`: the base URL without credentials, a region, a
+        project)."""
         scope: dict[str, Any] = {"provider": self.name, "model": self.model}
         if self.extra_body:
             scope["extra_body"] = dict(self.extra_body)

@@ -70,6 +70,7 @@ from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import anthropic_breakpoints
 from sdk.providers._provider import Provider
+from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
 from sdk.schema.canonical import schema_info
@@ -630,6 +631,21 @@ class AnthropicProvider(Provider):
     @property
     def model(self) -> str:
         return self._model
+
+    def cache_scope(self) -> dict[str, Any]:
+        # Where it runs: the endpoint (a gateway, a proxy, the vendor; it names the platform),
+        # the cloud's region and project (in Vertex AI's paths); the mode (a tool call or a
+        # schema); beta features asked for by header.
+        client = self.client
+        return {
+            **super().cache_scope(),
+            "mode": self.mode,
+            "endpoint": endpoint(client.base_url),
+            "query": dict(client.default_query),
+            "region": getattr(client, "aws_region", None) or getattr(client, "region", None),
+            "project": getattr(client, "project_id", None),
+            "beta": client.default_headers.get("anthropic-beta"),
+        }
 
     def secrets(self) -> Iterable[str]:
         names = ("api_key", "auth_token", "aws_secret_key", "aws_session_token", "access_token")

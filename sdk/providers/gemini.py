@@ -60,6 +60,7 @@ from sdk.providers._errors import provider_error
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
+from sdk.providers._provider import endpoint
 from sdk.providers._transports import Stream
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
@@ -523,6 +524,19 @@ class GeminiProvider(Provider):
     @property
     def model(self) -> str:
         return self._model
+
+    def cache_scope(self) -> dict[str, Any]:
+        # Where it runs: the endpoint and API version, and on Vertex AI the project and location
+        # (in its paths).
+        api = getattr(self.client, "_api_client", None)
+        options = getattr(api, "_http_options", None)
+        return {
+            **super().cache_scope(),
+            "project": getattr(api, "project", None),
+            "location": getattr(api, "location", None),
+            "endpoint": endpoint(getattr(options, "base_url", None) or ""),
+            "api_version": getattr(options, "api_version", None),
+        }
 
     def secrets(self) -> Iterable[str]:
         key = getattr(getattr(self.client, "_api_client", None), "api_key", None)

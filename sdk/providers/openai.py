@@ -74,6 +74,7 @@ from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import prompt_cache_key
 from sdk.providers._provider import Provider
+from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
 from sdk.schema.dialects import to_wire
@@ -700,6 +701,15 @@ class _OpenAIProvider(Provider):
     @property
     def model(self) -> str:
         return self._model
+
+    def cache_scope(self) -> dict[str, Any]:
+        # Where it runs: the endpoint (a gateway, Azure's deployment in its path) and the query
+        # every request carries (Azure's `api-version`).
+        return {
+            **super().cache_scope(),
+            "endpoint": endpoint(self.client.base_url),
+            "query": dict(self.client.default_query),
+        }
 
     def secrets(self) -> Iterable[str]:
         return [self.client.api_key] if isinstance(self.client.api_key, str) else []

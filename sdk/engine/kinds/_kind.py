@@ -160,6 +160,9 @@ class Ending:
     cost: Decimal | None
     cached_usage: Usage | None = None
     """Set when the answer came from the response cache: what it cost when it was made."""
+    notes: tuple[Note, ...] = ()
+    """What the call itself met on the way (a damaged cache entry replaced, an answer the
+    cache could not store): they lead `Result.notes`."""
 
     def fields(self, accepted: Accepted[Any]) -> dict[str, Any]:
         """What every result says of how it was decided (`Result` and `ToolCalls` alike)."""
@@ -168,7 +171,8 @@ class Ending:
             "stop_reason": accepted.stop_reason,
             "raw_stop_reason": accepted.raw_stop_reason,
             "text": accepted.text,
-            "notes": [*completion.notes, *accepted.notes],  # what the provider did first
+            # what the call met first, then what the provider did, then the parser
+            "notes": [*self.notes, *completion.notes, *accepted.notes],
             "usage": self.usage,
             "attempts": self.attempts,
             "provider": self.provider.name,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 from typing import assert_never
 
+from sdk._files import file_digest
 from sdk._tools import ToolOffer
 from sdk._values.profile import Profile
 from sdk._values.profile import register
@@ -174,10 +175,12 @@ class EmbeddedProvider(Provider):
         return Path(self.model_path).name.removesuffix(".gguf")
 
     def cache_scope(self) -> dict[str, Any]:
-        # The model file and every setting that changes what is generated.
+        # The model by its content (the GGUF file's sha256: the same file anywhere is the same
+        # model, another file of the same name is not), and every setting that changes what is
+        # generated.
         return {
             "provider": self.name,
-            "model": self.model_path,
+            "model": file_digest(self.model_path),
             "settings": repr(self._settings),
             "grammar": self.grammar,
             "schema_instruction": self.schema_instruction,
