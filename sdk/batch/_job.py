@@ -56,6 +56,7 @@ from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import RemoteResult
 from sdk.batch._index import index_input
 from sdk.batch._index import input_changed
+from sdk.batch._index import input_stat
 from sdk.batch._items import InputItem
 from sdk.batch._items import InputReader
 from sdk.batch._local import LocalBackend
@@ -149,6 +150,7 @@ class BatchJob:
         self._resumed_from = 0
         self._total = 0
         self._stopping = False
+        self._input_seen: tuple[int, ...] = ()
         self._check(contract, backend)
 
     # --- opening ---
@@ -290,6 +292,7 @@ class BatchJob:
             self._lock, self._stopping = lock, False
             try:
                 index_input(self.state, self.input, self.contract, self._indexing)
+                self._input_seen = input_stat(self.input)
                 self._start_counts()
                 self._reader = InputReader(self.input, self.contract)
                 self._output = OutputLog(self.out, int(self.state.get("out_length")))
@@ -409,10 +412,25 @@ class BatchJob:
         )
 
     def _tick(self) -> None:
-        """While a run waits or works: renew the lease, report progress."""
+        """While a run waits or works: renew the lease, report progress, and stop if the
+        input changed."""
         assert self._lock is not None
         self._lock.renew(self._in_flight_here())
+        self._watch_input()
         self._report()
+
+    def _watch_input(self) -> None:
+        """Stop the run (`InputChanged`, naming the first changed line) within a tick of an edit
+        to the input, rather than when the edited line's turn comes: the job's answers are for
+        the input as indexed, and `resume` refuses any other. A change that leaves every indexed
+        line as it was (a `touch`, blank lines) is taken."""
+        seen = input_stat(self.input)
+        if seen == self._input_seen:
+            return
+        problem = input_changed(self.state, self.input)
+        if problem is not None:
+            raise problem
+        self._input_seen = seen
 
     def _cancel_pending(self) -> None:
         """A cancelled job: every item not yet sent is done, as cancelled."""

@@ -151,23 +151,25 @@ class LocalRun:
         return False
 
     async def _work(self, pages: Iterator[list[ItemRow]]) -> None:
+        """Feed the pending items to `concurrency` workers. A failure of the job itself (a
+        changed input line, found by a worker) ends every other task at once: no worker takes
+        another item, and the feeder never waits on a queue nobody empties."""
         queue: asyncio.Queue[ItemRow | None] = asyncio.Queue(maxsize=2 * self.backend.concurrency)
         clients = self.backend.clients
-        workers = [
+        tasks = {
             asyncio.create_task(self._worker(queue, clients[index % len(clients)]))
             for index in range(self.backend.concurrency)
-        ]
+        }
+        tasks.add(asyncio.create_task(_feed(queue, pages, self.backend.concurrency)))
         try:
-            for page in pages:
-                for row in page:
-                    await queue.put(row)
-            for _ in workers:
-                await queue.put(None)
-            await asyncio.gather(*workers)
+            while tasks:
+                done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                for task in done:
+                    task.result()  # the first failure: raised, and the rest cancelled below
         finally:
-            for task in workers:
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _worker(
         self, queue: asyncio.Queue[ItemRow | None], client: AsyncStructuredClient
@@ -189,6 +191,17 @@ class LocalRun:
             self.done.append((row, outcome))
             if len(self.done) >= self.backend.flush_every:
                 self.flush()
+
+
+async def _feed(
+    queue: asyncio.Queue[ItemRow | None], pages: Iterator[list[ItemRow]], workers: int
+) -> None:
+    """Every pending row into the queue, then one end mark per worker."""
+    for page in pages:
+        for row in page:
+            await queue.put(row)
+    for _ in range(workers):
+        await queue.put(None)
 
 
 async def _one(

@@ -49,15 +49,18 @@ from sdk.batch._errors import StateFileError
 
 __all__ = ["FORMAT", "BatchRow", "ItemRow", "JobState", "SubmissionRow", "state_errors"]
 
-FORMAT = "sdk-batch/2"
+FORMAT = "sdk-batch/3"
 """What `meta.format` holds in a job's state file (a file without it is not a job's)."""
+_OLDER = "sdk-batch/2"
+"""The format before ids kept their JSON type (no `items.id_number`): opened for writing, a job
+of it is upgraded in place; read-only commands read it as it is."""
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "meta": ("key", "value"),
     "items": (
         "seq", "id", "offset", "length", "hash", "state", "submission", "requests",
         "retries_used", "resubmits_used", "feedback", "input_tokens", "output_tokens",
-        "outcome", "error_type", "error",
+        "outcome", "error_type", "error", "id_number",
     ),
     "submissions": ("key", "state", "count", "bytes", "started", "file_id"),
     "batches": ("remote_id", "submission", "state", "status"),
@@ -81,7 +84,8 @@ CREATE TABLE items (
     output_tokens INTEGER NOT NULL DEFAULT 0,
     outcome TEXT,
     error_type TEXT,
-    error TEXT
+    error TEXT,
+    id_number INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX items_by_state ON items (state, seq);
 CREATE INDEX items_by_submission ON items (submission);
@@ -136,6 +140,13 @@ class ItemRow:
     feedback: list[tuple[str, str]]
     input_tokens: int
     output_tokens: int
+    id_number: bool = False
+    """The id was a JSON integer in the input (`7`, not `"7"`)."""
+
+    @property
+    def output_id(self) -> str | int:
+        """The id as its output line writes it: with the JSON type the input gave it."""
+        return int(self.id) if self.id_number else self.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +190,7 @@ class ItemUpdate:
 
 _ITEM_COLUMNS = (
     "seq, id, offset, length, hash, state, submission, requests, retries_used, resubmits_used, "
-    "feedback, input_tokens, output_tokens"
+    "feedback, input_tokens, output_tokens, id_number"
 )
 
 
@@ -199,6 +210,7 @@ def _item(row: sqlite3.Row) -> ItemRow:
         feedback=[(str(role), str(content)) for role, content in feedback],
         input_tokens=row["input_tokens"],
         output_tokens=row["output_tokens"],
+        id_number=bool(row["id_number"]),
     )
 
 
@@ -225,10 +237,12 @@ class JobState:
         self._db.row_factory = sqlite3.Row
         try:
             with state_errors(self.path):
-                self._check()
+                older = self._check()
                 if not readonly:
                     # FULL: a committed transaction survives a power cut, not only a crash.
                     self._db.execute("PRAGMA synchronous=FULL")
+                    if older:
+                        self._upgrade()
         except BaseException:
             self._db.close()
             raise
@@ -255,16 +269,21 @@ class JobState:
         sync_folder(path.parent)
         return cls(path)
 
-    def _check(self) -> None:
-        """That the file is a job's: our four tables with their columns, and `format`."""
+    def _check(self) -> bool:
+        """That the file is a job's: our four tables with their columns, and `format`. Whether
+        it is of the format before this one (`_OLDER`: upgraded when opened for writing)."""
         tables = {
             row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
         if not tables:
             raise StateFileError(f"{self.path} holds no job (an empty database)")
+        older_items = _COLUMNS["items"][:-1]
+        items: tuple[str, ...] = ()
         for table, columns in _COLUMNS.items():
             found = tuple(row[1] for row in self._db.execute(f"PRAGMA table_info({table})"))
-            if found != columns:
+            if table == "items":
+                items = found
+            if found != columns and not (table == "items" and found == older_items):
                 raise StateFileError(
                     f"{self.path} is not a job state file (its tables: {', '.join(sorted(tables))})"
                 )
@@ -272,11 +291,22 @@ class JobState:
             made = self.get("format")
         except ValueError:
             made = None
-        if made != FORMAT:
+        if made == _OLDER and items == older_items:
+            return True
+        if made != FORMAT or items != _COLUMNS["items"]:
             raise StateFileError(
                 f"{self.path} is not a job state file of this version ({made or 'no format'}, "
                 f"not {FORMAT}): start the job again with a new state file"
             )
+        return False
+
+    def _upgrade(self) -> None:
+        """A job of the format before ids kept their JSON type: add the column saying which ids
+        were integers (none, for its items: it wrote every id as a string, and they stay so)."""
+        with self.transaction() as db:
+            if self.get("format") == _OLDER:  # another process may have upgraded it meanwhile
+                db.execute("ALTER TABLE items ADD COLUMN id_number INTEGER NOT NULL DEFAULT 0")
+                self.put("format", FORMAT, db)
 
     def close(self) -> None:
         """Close the database."""
@@ -311,11 +341,14 @@ class JobState:
     # --- items ---
 
     def add_items(
-        self, entries: Iterable[tuple[str, int, int, int]], db: sqlite3.Connection
+        self, entries: Iterable[tuple[str, int, int, int, bool]], db: sqlite3.Connection
     ) -> None:
-        """Index items (id, offset, length, hash); a duplicate id raises
-        `sqlite3.IntegrityError`."""
-        db.executemany("INSERT INTO items (id, offset, length, hash) VALUES (?, ?, ?, ?)", entries)
+        """Index items (id, offset, length, hash, whether the id was a JSON integer); an id
+        already there (as text: `7` and `"7"` are one) raises `sqlite3.IntegrityError`."""
+        db.executemany(
+            "INSERT INTO items (id, offset, length, hash, id_number) VALUES (?, ?, ?, ?, ?)",
+            entries,
+        )
 
     def in_order(self, after: int, limit: int) -> list[ItemRow]:
         """Up to `limit` items after seq `after`, whatever their state, in input order."""
@@ -325,10 +358,10 @@ class JobState:
         )
         return [_item(row) for row in rows]
 
-    def items_with_id(self, item_id: str) -> list[int]:
-        """The seq of the item with this id (empty if none)."""
-        rows = self._db.execute("SELECT seq FROM items WHERE id = ?", (item_id,))
-        return [int(row[0]) for row in rows]
+    def items_with_id(self, item_id: str) -> list[ItemRow]:
+        """The item with this id as text (empty if none)."""
+        rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id = ?", (item_id,))
+        return [_item(row) for row in rows]
 
     def item_count(self) -> int:
         """How many items the job has."""
