@@ -1,20 +1,31 @@
-"""Row 3's server: a minimal HTTP/1.1 server on 127.0.0.1 that answers llama.cpp's routes late.
+"""A minimal HTTP/1.1 server on 127.0.0.1 that answers llama.cpp's and vLLM's routes late (row 3's
+server, and one replica of the simulated fleet: `bench/fleet.py`).
 
-`bench/run.py` starts it in its own process (so that its work never runs on the event loop being
-measured), reads the port from its first line of output, and stops it with SIGTERM.
+`bench/run.py` and the tests start it in its own process (so that its work never runs on the
+event loop being measured), read the port from its first line of output, and stop it with
+SIGTERM.
 
 - `POST /completion`: after `--delay` seconds, a llama.cpp `/completion` body whose `content` is a
   valid `Decision` (stop type `eos`, token counts, model name).
+- `POST /v1/chat/completions`: after `--delay` seconds, an OpenAI chat completion (vLLM's shape)
+  whose message is the same `Decision` (finish reason `stop`, usage).
+- `--slots N`: at most N completions in service at once, as a replica with N sequence slots
+  (llama-server's `--parallel`, vLLM's `max_num_seqs`); the others wait in arrival order, and
+  each is answered `--delay` seconds after its service starts. Default: no limit.
+- `POST /gate/close` and `POST /gate/open`: while closed, completions are held (not started)
+  until it opens; `--closed` starts it closed. Tests use it to keep a job running for as long
+  as they need, whatever the machine's load.
 - `POST /apply-template`: at once, the messages rendered in ChatML; `GET /v1/models` and
   `POST /tokenize`: at once, from a toy vocabulary (ChatML's three control tokens, then one token
   per byte). These are what `LlamaCppProvider` learns from once (template shape, special
   tokens), unless it is given a `prompt_template`.
+- `GET /stats`: completions received, and the most in service and waiting at once.
 
 It is a raw `asyncio.Protocol` rather than a web framework, so that a thousand requests cost it
 little CPU and the figures measure the clients. It speaks just enough HTTP/1.1 for httpx:
 keep-alive, `Content-Length` request bodies, one request at a time per connection.
 
-Usage: python bench/fanout_server.py [--delay SECONDS]
+Usage: python bench/fanout_server.py [--delay SECONDS] [--slots N] [--closed]
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import json
 import re
 import signal
 import socket
+from collections import deque
 from typing import Any
 
 DOCUMENT = json.dumps(
@@ -48,8 +60,27 @@ COMPLETION = json.dumps(
         "stopping_word": "",
     }
 ).encode()
+CHAT = json.dumps(
+    {
+        "id": "chatcmpl-9c2f6a4e1b7d4e0fa3c8d5b6e7f80912",
+        "object": "chat.completion",
+        "created": 1767225600,
+        "model": "bench-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": DOCUMENT, "tool_calls": []},
+                "logprobs": None,
+                "finish_reason": "stop",
+                "stop_reason": None,
+            }
+        ],
+        "usage": {"prompt_tokens": 142, "total_tokens": 173, "completion_tokens": 31},
+    }
+).encode()
 NOT_FOUND = b'{"error": "not found"}'
-RECEIVED = {"completions": 0}
+OK = b'{"ok": true}'
+RECEIVED = {"completions": 0, "peak_in_service": 0, "peak_waiting": 0}
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
 MODELS = json.dumps(
@@ -96,11 +127,51 @@ def response(status: str, body: bytes) -> bytes:
     return head.encode() + body
 
 
-class Connection(asyncio.Protocol):
-    """One client connection: parse a request, answer it (late for `/completion`)."""
+class Slots:
+    """The replica's sequence slots: at most `limit` completions in service, the rest waiting in
+    arrival order; and the gate that holds completions while closed."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, limit: int | None, closed: bool) -> None:
         self.delay = delay
+        self.limit = limit
+        self.closed = closed
+        self.busy = 0
+        self.waiting: deque[tuple[Connection, bytes]] = deque()
+
+    def take(self, connection: Connection, reply: bytes) -> None:
+        RECEIVED["completions"] += 1
+        if self.closed or (self.limit is not None and self.busy >= self.limit):
+            self.waiting.append((connection, reply))
+            RECEIVED["peak_waiting"] = max(RECEIVED["peak_waiting"], len(self.waiting))
+            return
+        self._start(connection, reply)
+
+    def _start(self, connection: Connection, reply: bytes) -> None:
+        self.busy += 1
+        RECEIVED["peak_in_service"] = max(RECEIVED["peak_in_service"], self.busy)
+        asyncio.get_running_loop().call_later(self.delay, self._finish, connection, reply)
+
+    def _finish(self, connection: Connection, reply: bytes) -> None:
+        self.busy -= 1
+        connection.write(response("200 OK", reply))
+        self._next()
+
+    def _next(self) -> None:
+        while self.waiting and not self.closed:
+            if self.limit is not None and self.busy >= self.limit:
+                return
+            self._start(*self.waiting.popleft())
+
+    def gate(self, closed: bool) -> None:
+        self.closed = closed
+        self._next()
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: parse a request, answer it (late for a completion)."""
+
+    def __init__(self, slots: Slots) -> None:
+        self.slots = slots
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
 
@@ -128,10 +199,9 @@ class Connection(asyncio.Protocol):
 
     def answer(self, path: str, body: bytes) -> None:
         if path == "/completion":
-            RECEIVED["completions"] += 1
-            asyncio.get_running_loop().call_later(
-                self.delay, self.write, response("200 OK", COMPLETION)
-            )
+            self.slots.take(self, COMPLETION)
+        elif path == "/v1/chat/completions":
+            self.slots.take(self, CHAT)
         elif path == "/apply-template":
             self.write(response("200 OK", template(json.loads(body))))
         elif path == "/tokenize":
@@ -140,6 +210,9 @@ class Connection(asyncio.Protocol):
             self.write(response("200 OK", MODELS))
         elif path == "/stats":
             self.write(response("200 OK", json.dumps(RECEIVED).encode()))
+        elif path in ("/gate/open", "/gate/close"):
+            self.slots.gate(closed=path == "/gate/close")
+            self.write(response("200 OK", OK))
         else:
             self.write(response("404 Not Found", NOT_FOUND))
 
@@ -151,12 +224,13 @@ class Connection(asyncio.Protocol):
         self.transport = None
 
 
-async def serve(delay: float) -> None:
+async def serve(delay: float, slots: int | None = None, closed: bool = False) -> None:
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    server = await loop.create_server(lambda: Connection(delay), sock=sock, backlog=2048)
+    state = Slots(delay, slots, closed)
+    server = await loop.create_server(lambda: Connection(state), sock=sock, backlog=2048)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     print(sock.getsockname()[1], flush=True)
@@ -165,9 +239,12 @@ async def serve(delay: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--delay", type=float, default=0.1)
-    asyncio.run(serve(parser.parse_args().delay))
+    parser.add_argument("--slots", type=int, default=None)
+    parser.add_argument("--closed", action="store_true")
+    args = parser.parse_args()
+    asyncio.run(serve(args.delay, args.slots, args.closed))
 
 
 if __name__ == "__main__":
