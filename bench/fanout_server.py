@@ -12,6 +12,10 @@ SIGTERM.
 - `--slots N`: at most N completions in service at once, as a replica with N sequence slots
   (llama-server's `--parallel`, vLLM's `max_num_seqs`); the others wait in arrival order, and
   each is answered `--delay` seconds after its service starts. Default: no limit.
+- `--truncate-below N`: a completion for a prompt holding `[long]` whose token limit
+  (`n_predict`, `max_tokens`) is under N is cut off there (llama.cpp's stop type `limit`,
+  finish reason `length`), as a long document's answer is: tests retry those items with a
+  larger limit.
 - `POST /gate/close` and `POST /gate/open`: while closed, completions are held (not started)
   until it opens; `--closed` starts it closed. Tests use it to keep a job running for as long
   as they need, whatever the machine's load.
@@ -25,7 +29,7 @@ It is a raw `asyncio.Protocol` rather than a web framework, so that a thousand r
 little CPU and the figures measure the clients. It speaks just enough HTTP/1.1 for httpx:
 keep-alive, `Content-Length` request bodies, one request at a time per connection.
 
-Usage: python bench/fanout_server.py [--delay SECONDS] [--slots N] [--closed]
+Usage: python bench/fanout_server.py [--delay SECONDS] [--slots N] [--closed] [--truncate-below N]
 """
 
 from __future__ import annotations
@@ -78,6 +82,24 @@ CHAT = json.dumps(
         "usage": {"prompt_tokens": 142, "total_tokens": 173, "completion_tokens": 31},
     }
 ).encode()
+CUT = DOCUMENT[: len(DOCUMENT) // 2]
+COMPLETION_CUT = json.dumps(
+    {**json.loads(COMPLETION), "content": CUT, "stop_type": "limit", "stop": True}
+).encode()
+CHAT_CUT = json.dumps(
+    {
+        **json.loads(CHAT),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": CUT, "tool_calls": []},
+                "logprobs": None,
+                "finish_reason": "length",
+                "stop_reason": None,
+            }
+        ],
+    }
+).encode()
 NOT_FOUND = b'{"error": "not found"}'
 OK = b'{"ok": true}'
 RECEIVED = {"completions": 0, "peak_in_service": 0, "peak_waiting": 0}
@@ -119,6 +141,20 @@ def tokenize(body: dict[str, Any]) -> bytes:
     return json.dumps({"tokens": tokens}).encode()
 
 
+def _prompt_text(prompt: Any) -> str:
+    """A `/completion` prompt as text: its strings, and its token ids read back through the toy
+    vocabulary (the provider sends user text as token ids)."""
+    if isinstance(prompt, str):
+        return prompt
+    data = bytearray()
+    for part in prompt if isinstance(prompt, list) else []:
+        if isinstance(part, str):
+            data.extend(part.encode())
+        elif isinstance(part, int) and part >= len(SPECIALS):
+            data.append(part - len(SPECIALS))
+    return data.decode("utf-8", "replace")
+
+
 def response(status: str, body: bytes) -> bytes:
     head = (
         f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
@@ -131,10 +167,13 @@ class Slots:
     """The replica's sequence slots: at most `limit` completions in service, the rest waiting in
     arrival order; and the gate that holds completions while closed."""
 
-    def __init__(self, delay: float, limit: int | None, closed: bool) -> None:
+    def __init__(
+        self, delay: float, limit: int | None, closed: bool, truncate_below: int | None = None
+    ) -> None:
         self.delay = delay
         self.limit = limit
         self.closed = closed
+        self.truncate_below = truncate_below
         self.busy = 0
         self.waiting: deque[tuple[Connection, bytes]] = deque()
 
@@ -199,9 +238,9 @@ class Connection(asyncio.Protocol):
 
     def answer(self, path: str, body: bytes) -> None:
         if path == "/completion":
-            self.slots.take(self, COMPLETION)
+            self.slots.take(self, COMPLETION_CUT if self._cut(body, "n_predict") else COMPLETION)
         elif path == "/v1/chat/completions":
-            self.slots.take(self, CHAT)
+            self.slots.take(self, CHAT_CUT if self._cut(body, "max_tokens") else CHAT)
         elif path == "/apply-template":
             self.write(response("200 OK", template(json.loads(body))))
         elif path == "/tokenize":
@@ -216,6 +255,16 @@ class Connection(asyncio.Protocol):
         else:
             self.write(response("404 Not Found", NOT_FOUND))
 
+    def _cut(self, body: bytes, limit_field: str) -> bool:
+        """Whether this completion is cut off (`--truncate-below`: read the body only then)."""
+        below = self.slots.truncate_below
+        if below is None:
+            return False
+        request = json.loads(body)
+        limit = request.get(limit_field)
+        text = json.dumps(request.get("messages")) + _prompt_text(request.get("prompt"))
+        return "[long]" in text and isinstance(limit, int) and limit < below
+
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
@@ -224,12 +273,14 @@ class Connection(asyncio.Protocol):
         self.transport = None
 
 
-async def serve(delay: float, slots: int | None = None, closed: bool = False) -> None:
+async def serve(
+    delay: float, slots: int | None = None, closed: bool = False, truncate_below: int | None = None
+) -> None:
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    state = Slots(delay, slots, closed)
+    state = Slots(delay, slots, closed, truncate_below)
     server = await loop.create_server(lambda: Connection(state), sock=sock, backlog=2048)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -243,8 +294,9 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.1)
     parser.add_argument("--slots", type=int, default=None)
     parser.add_argument("--closed", action="store_true")
+    parser.add_argument("--truncate-below", type=int, default=None)
     args = parser.parse_args()
-    asyncio.run(serve(args.delay, args.slots, args.closed))
+    asyncio.run(serve(args.delay, args.slots, args.closed, args.truncate_below))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable
+from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -72,6 +73,8 @@ from sdk.batch._outcome import decide_live
 from sdk.batch._outcome import decide_reply
 from sdk.batch._outcome import request_for
 from sdk.batch._output import OutputLog
+from sdk.batch._output import finish_swap
+from sdk.batch._output import without_lines
 from sdk.batch._state import BatchRow
 from sdk.batch._state import ItemRow
 from sdk.batch._state import JobState
@@ -295,6 +298,7 @@ class BatchJob:
                 self._input_seen = input_stat(self.input)
                 self._start_counts()
                 self._reader = InputReader(self.input, self.contract)
+                self._settle_output()
                 self._output = OutputLog(self.out, int(self.state.get("out_length")))
                 try:
                     self._report(force=True)
@@ -315,6 +319,66 @@ class BatchJob:
         """The job's counts now (from the state file alone)."""
         with state_errors(self.state.path):
             return summarize(self.state, seconds, ran)
+
+    def retry(self, error_types: Collection[str] | None = None) -> int:
+        """Put the failed items (those whose error type is in `error_types`, default every
+        failed item) back to run again, and say how many: their output lines are taken out of
+        the output, so that once `run` has run them each item has exactly one line again
+        (`sdk.batch._output`: a crash anywhere leaves the job as it was or fully reopened).
+        Every finished line stays as it is; the items' tries and tokens so far stay counted in
+        their new lines. New settings (`--max-tokens`) go through `create(..., update=True)`
+        first. A cancelled job's flag is cleared (its cancelled items stay cancelled).
+        `JobRunning` while the job runs; `BatchError` if items are still in flight (`run` first)."""
+        with state_errors(self.state.path), RunnerLock(self.state):
+            self._settle_output()
+            if self.state.count_in("submitted"):
+                raise BatchError(
+                    f"{self.state.path} has items in flight in provider batches: resume the "
+                    "job to collect them, then retry"
+                )
+            failed = self.state.failed(None if error_types is None else list(error_types))
+            if not failed:
+                return 0
+            self._reopen(failed, error_types)
+            self._after_reopen()
+            self._settle_output()
+        return len(failed)
+
+    def _after_reopen(self) -> None:
+        """A hook between a retry's commit and its output's rename (tests inject a crash)."""
+
+    def _reopen(self, failed: list[tuple[int, str]], error_types: Collection[str] | None) -> None:
+        """The items back to pending and the output without their lines, in one commit."""
+        ids = {item_id for _, item_id in failed}
+        copy, length, dropped = without_lines(
+            self.out,
+            int(self.state.get("out_length")),
+            lambda record: record.get("outcome") == "failed" and _text_id(record) in ids,
+        )
+        try:
+            if dropped != len(failed):
+                raise JobMismatch(
+                    f"{self.out} holds {dropped:,} lines for the {len(failed):,} failed items of "
+                    "the job: it is not the job's output as committed"
+                )
+            with self.state.transaction() as db:
+                self.state.reopen([seq for seq, _ in failed], db)
+                self.state.put("out_length", length, db)
+                self.state.put("output_swap", {"copy": str(copy)}, db)
+                self.state.put("cancelled", False, db)
+                retried = {"retried": len(failed), "error_types": sorted(error_types or [])}
+                history = self.state.get("changes") or []
+                self.state.put("changes", [*history, {"at": time.time(), **retried}], db)
+        except BaseException:
+            copy.unlink(missing_ok=True)
+            raise
+
+    def _settle_output(self) -> None:
+        """Complete an output swap a retry recorded (a crash may have come before its rename)."""
+        swap = self.state.get("output_swap")
+        finish_swap(self.out, swap)
+        if swap:
+            self.state.put("output_swap", None)
 
     def cancel(self) -> JobSummary:
         """Cancel the job: nothing more is sent, open backend batches are cancelled. A running
@@ -783,6 +847,11 @@ class BatchJob:
                 assert result.error is not None
                 decisions.append(self._failed(row, result.error, remote_id, cancelled=cancelled))
         self._commit(decisions)
+
+
+def _text_id(record: dict[str, Any]) -> str:
+    """An output line's id as the state file keeps it (as text: `7` is `"7"`)."""
+    return str(record.get("id"))
 
 
 def _key() -> str:

@@ -422,6 +422,27 @@ class JobState:
             ],
         )
 
+    def failed(self, error_types: Sequence[str] | None = None) -> list[tuple[int, str]]:
+        """The items done as failed (with one of `error_types`, if given): seq and id."""
+        query = "SELECT seq, id, error_type FROM items WHERE state = 'done' AND outcome = 'failed'"
+        rows = self._db.execute(query + " ORDER BY seq")
+        wanted = None if error_types is None else set(error_types)
+        return [
+            (int(row["seq"]), str(row["id"]))
+            for row in rows
+            if wanted is None or row["error_type"] in wanted
+        ]
+
+    def reopen(self, seqs: Sequence[int], db: sqlite3.Connection) -> None:
+        """Put done items back to pending, to run again from the start: no retries or resends
+        used, no feedback, no outcome (their requests and tokens so far are kept)."""
+        db.executemany(
+            "UPDATE items SET state = 'pending', submission = NULL, retries_used = 0, "
+            "resubmits_used = 0, feedback = NULL, outcome = NULL, error_type = NULL, "
+            "error = NULL WHERE seq = ? AND state = 'done'",
+            [(seq,) for seq in seqs],
+        )
+
     def counts(self) -> dict[str, int]:
         """Items by state, and done items by outcome (`done:ok`, `done:failed`, ...)."""
         counts: dict[str, int] = {}
