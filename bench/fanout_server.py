@@ -23,7 +23,8 @@ SIGTERM.
   `POST /tokenize`: at once, from a toy vocabulary (ChatML's three control tokens, then one token
   per byte). These are what `LlamaCppProvider` learns from once (template shape, special
   tokens), unless it is given a `prompt_template`.
-- `GET /stats`: completions received, and the most in service and waiting at once.
+- `GET /stats`: completions received and answered, and the most in service and waiting at
+  once.
 
 It is a raw `asyncio.Protocol` rather than a web framework, so that a thousand requests cost it
 little CPU and the figures measure the clients. It speaks just enough HTTP/1.1 for httpx:
@@ -102,7 +103,7 @@ CHAT_CUT = json.dumps(
 ).encode()
 NOT_FOUND = b'{"error": "not found"}'
 OK = b'{"ok": true}'
-RECEIVED = {"completions": 0, "peak_in_service": 0, "peak_waiting": 0}
+RECEIVED = {"completions": 0, "answered": 0, "peak_in_service": 0, "peak_waiting": 0}
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
 MODELS = json.dumps(
@@ -192,6 +193,7 @@ class Slots:
 
     def _finish(self, connection: Connection, reply: bytes) -> None:
         self.busy -= 1
+        RECEIVED["answered"] += 1
         connection.write(response("200 OK", reply))
         self._next()
 

@@ -9,8 +9,10 @@ again.
 
 Memory stays bounded whatever the job's size: items are read from the state file a page at a
 time into a queue of `2 * concurrency`. Finished lines are committed every `flush_every` items
-or every `flush_seconds`, whichever comes first, and once more when the run stops (an interrupt
-included): a stop loses at most the calls in flight. Every `tick` the run also checks whether
+or every `flush_seconds`, whichever comes first (so a finished result is durable within
+`flush_seconds`, 2 s by default, or sooner at a fleet's speed), and once more when the run stops
+(an interrupt included, even one in the middle of a commit): a stop loses at most the calls in
+flight, never a finished result. Every `tick` the run also checks whether
 the job was cancelled (from any process): then nothing more is taken from the queue, the calls
 in flight are cancelled, and what finished is committed.
 
@@ -116,11 +118,17 @@ class LocalRun:
         self.tick_seconds = min(self.tick_seconds, self.backend.flush_seconds)
 
     def flush(self) -> None:
-        """Commit what finished (synchronous: nothing else runs meanwhile)."""
+        """Commit what finished (synchronous: nothing else runs meanwhile). A commit cut short
+        (Ctrl-C in the middle of it) gives its items back, so the stop's own flush commits
+        them: no finished result is lost to an interrupt."""
         self.flushed = time.monotonic()
         if self.done:
             chunk, self.done = self.done, []
-            self.commit(chunk)
+            try:
+                self.commit(chunk)
+            except BaseException:
+                self.done = chunk + self.done
+                raise
 
     async def run(self, pages: Iterator[list[ItemRow]]) -> bool:
         work = asyncio.create_task(self._work(pages))
