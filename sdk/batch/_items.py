@@ -232,17 +232,25 @@ class InputReader:
 
     def read(self, row: ItemRow) -> InputItem:
         """The item of `row`: its line, which must hash as indexed and hold the same id."""
-        if self._file is None:
-            self._file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
-        self._file.seek(row.offset)
-        line = self._file.read(row.length)
+        line = self.line(row)
         where = f"{self.path} at byte {row.offset}"
-        if len(line) != row.length or line_hash(line) != row.hash:
-            raise InputChanged(f"{where}: the line of item {row.id!r} changed since indexing")
         item = parse_item(self.contract, line, where)
         if item.id != row.id:  # the same bytes parse the same: only a hash collision gets here
             raise InputChanged(f"{where}: item {item.id!r} where {row.id!r} was indexed")
         return item
+
+    def line(self, row: ItemRow) -> bytes:
+        """The line of `row`, checked to hash as indexed (`InputChanged` if not)."""
+        if self._file is None:
+            self._file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
+        self._file.seek(row.offset)
+        line = self._file.read(row.length)
+        if len(line) != row.length or line_hash(line) != row.hash:
+            raise InputChanged(
+                f"{self.path} at byte {row.offset}: the line of item {row.id!r} changed since "
+                "indexing"
+            )
+        return line
 
     def close(self) -> None:
         """Close the file."""

@@ -37,6 +37,7 @@ committed. `cancel` (from any process) is noticed by a running job within about 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections import Counter
@@ -75,6 +76,8 @@ from sdk.batch._outcome import request_for
 from sdk.batch._output import OutputLog
 from sdk.batch._output import finish_swap
 from sdk.batch._output import without_lines
+from sdk.batch._ray import RayBackend
+from sdk.batch._ray import RayRun
 from sdk.batch._state import BatchRow
 from sdk.batch._state import ItemRow
 from sdk.batch._state import JobState
@@ -405,6 +408,13 @@ class BatchJob:
         except InputChanged as changed:
             raise input_changed(self.state, self.input) or changed from None
 
+    def _line(self, row: ItemRow) -> bytes:
+        """The checked input line of `row` (as `_read` checks it)."""
+        try:
+            return self._reader.line(row)
+        except InputChanged as changed:
+            raise input_changed(self.state, self.input) or changed from None
+
     def _failed(
         self,
         row: ItemRow,
@@ -520,25 +530,28 @@ class BatchJob:
 
         # A pass runs every pending item; items a provider failure put back (`resubmits`) run
         # in the next pass.
-        while not self._cancelled() and self.state.pending(1):
-            run = LocalRun(
-                backend,
-                self.contract,
-                self._read,
-                commit,
-                stop=self._cancelled,
-                tick=self._tick,
-                max_tokens=self.settings.max_tokens,
-            )
-            if asyncio.run(run.run(self._pages())):
-                break
+        with backend.cluster() if isinstance(backend, RayBackend) else contextlib.nullcontext():
+            while not self._cancelled() and self.state.pending(1):
+                if isinstance(backend, RayBackend):
+                    stopped = RayRun(
+                        backend, self.contract, self.settings, self._line, self._commit,
+                        stop=self._cancelled, tick=self._tick,
+                    ).run(self._pages(backend.page))  # fmt: skip
+                else:
+                    run = LocalRun(
+                        backend, self.contract, self._read, commit, stop=self._cancelled,
+                        tick=self._tick, max_tokens=self.settings.max_tokens,
+                    )  # fmt: skip
+                    stopped = asyncio.run(run.run(self._pages()))
+                if stopped:
+                    break
         if self._cancelled():
             self._cancel_pending()
 
-    def _pages(self) -> Iterator[list[ItemRow]]:
+    def _pages(self, size: int = _PAGE) -> Iterator[list[ItemRow]]:
         after = -1
         while True:
-            rows = self.state.pending(_PAGE, after)
+            rows = self.state.pending(size, after)
             if not rows:
                 return
             after = rows[-1].seq

@@ -16,7 +16,7 @@ flight, never a finished result. Every `tick` the run also checks whether
 the job was cancelled (from any process): then nothing more is taken from the queue, the calls
 in flight are cancelled, and what finished is committed.
 
-Every failure of one item is that item's outcome (`_one` keeps any exception of the call, a
+Every failure of one item is that item's outcome (`run_item` keeps any exception of the call, a
 `TypeError` for options the call rejects included); only a failure of the job itself (its input
 changed, its lease lost) stops the run.
 """
@@ -43,7 +43,7 @@ from sdk.contract import Contract
 from sdk.providers._base import Message
 from sdk.providers._provider import Provider
 
-__all__ = ["LocalBackend", "LocalRun", "Outcome"]
+__all__ = ["LocalBackend", "LocalRun", "Outcome", "run_item"]
 
 Outcome = tuple[ItemRow, object]
 """An item's row and what its call gave: a `Result`, or the exception it raised."""
@@ -192,7 +192,7 @@ class LocalRun:
                 outcome: object = (
                     BatchInputError(item.unusable)
                     if item.unusable is not None
-                    else await _one(client, self.contract, item, row, self.max_tokens)
+                    else await run_item(client, self.contract, item, row, self.max_tokens)
                 )
             finally:
                 self.backend.in_flight -= 1
@@ -212,13 +212,15 @@ async def _feed(
         await queue.put(None)
 
 
-async def _one(
+async def run_item(
     client: AsyncStructuredClient,
     contract: type[Contract],
     item: InputItem,
     row: ItemRow,
     max_tokens: int | None,
 ) -> object:
+    """One item as one live `generate` call (with the row's pending feedback): its `Result`, or
+    the exception the call raised (never raised here: the item's failure is its outcome)."""
     feedback = tuple(
         Message("assistant" if role == "assistant" else "user", content)
         for role, content in row.feedback

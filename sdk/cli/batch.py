@@ -80,6 +80,24 @@ UpdateOption = Annotated[
     ),
 ]
 
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Local servers and the embedded model: where the calls run: `local` (this "
+        "process) or `ray` (Ray actors; the `ray` extra).",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="--engine ray: a running cluster (default: a local one for the run)."
+    ),
+]
+ActorsOption = Annotated[
+    int | None, typer.Option("--actors", min=1, help="--engine ray: actors (default 2).")
+]
+
 _PLAIN_EVERY = 10.0
 """Seconds between progress lines when stderr is not a terminal (a log, a pipe)."""
 
@@ -115,9 +133,17 @@ def batch_run_command(
     update: UpdateOption = False,
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
+    actors: ActorsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Start a job (or continue the same one, if its state file exists) and run it to the end.
+
+    `--engine ray [--ray-address ADDRESS] [--actors N]` (local servers and the embedded model):
+    the calls run in Ray actors (a local cluster when no address is given), into the same
+    state and output files, with the same exit codes; `resume` and `retry` use Ray again.
+    `--concurrency` stays the calls in flight per server, shared by the actors.
 
     `--cache`/`--cache-path` (local servers and the embedded model): each item's call is
     answered from the response cache when it was asked before, and stored there otherwise; the
@@ -141,6 +167,9 @@ def batch_run_command(
             "concurrency": concurrency,
             "max_requests": max_requests,
             "cache": _cache_file(provider, cache, cache_path),
+            "engine": engine,
+            "ray_address": ray_address,
+            "actors": actors,
         }
         limits = {"retries": retries, "resubmits": resubmits, "max_tokens": max_tokens}
         spec, settings = _wanted(state_path, given, limits)

@@ -1,0 +1,26 @@
+"""Structured output on Ray Data (the `ray` extra): the same promises as `sdk batch`, on a cluster.
+
+    import ray
+    from ray.data import ActorPoolStrategy
+    from sdk.ray import StructuredMap
+
+    rows = ray.data.read_json("items.jsonl").map_batches(
+        StructuredMap,
+        fn_constructor_kwargs={"contract": Decision, "client": make_client},
+        batch_size=64, compute=ActorPoolStrategy(size=4), max_concurrency=4,
+    )
+
+Each output row has the fields of a `sdk batch` output line as flat typed columns (`COLUMNS`:
+outcome, value as JSON, error type and message, stop reason, attempts, tokens, notes, the
+contract's name, version and fingerprint, ...); `line_of(row)` gives the line itself. A row never
+raises: one bad row fails alone, and no block is dropped. `sdk batch run --engine ray` runs a
+job file on a cluster with these actors, into the same output file, resumable and retryable.
+"""
+
+from sdk.ray._columns import COLUMNS
+from sdk.ray._columns import line_of
+from sdk.ray._columns import row_of
+from sdk.ray._map import ClientFactory
+from sdk.ray._map import StructuredMap
+
+__all__ = ["COLUMNS", "ClientFactory", "StructuredMap", "line_of", "row_of"]
