@@ -189,11 +189,7 @@ class LocalRun:
             item = self.read(row)  # `InputChanged` stops the job: raised, never contained
             self.backend.in_flight += 1
             try:
-                outcome: object = (
-                    BatchInputError(item.unusable)
-                    if item.unusable is not None
-                    else await run_item(client, self.contract, item, row, self.max_tokens)
-                )
+                outcome = await run_item(client, self.contract, item, row, self.max_tokens)
             finally:
                 self.backend.in_flight -= 1
             self.done.append((row, outcome))
@@ -220,7 +216,10 @@ async def run_item(
     max_tokens: int | None,
 ) -> object:
     """One item as one live `generate` call (with the row's pending feedback): its `Result`, or
-    the exception the call raised (never raised here: the item's failure is its outcome)."""
+    the exception the call raised (never raised here: the item's failure is its outcome); an
+    item that cannot be run (`unusable`) is not sent, its outcome a `BatchInputError`."""
+    if item.unusable is not None:
+        return BatchInputError(item.unusable)
     feedback = tuple(
         Message("assistant" if role == "assistant" else "user", content)
         for role, content in row.feedback

@@ -85,7 +85,6 @@ class OutputLog:
         os.close(self._fd)
 
 
-
 def without_lines(
     path: Path, committed: int, dropped: Callable[[dict[str, Any]], bool]
 ) -> tuple[Path, int, int]:

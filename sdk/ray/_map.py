@@ -53,7 +53,7 @@ from sdk.contract import Contract
 from sdk.ray._columns import row_of
 from sdk.ray._columns import schema_for
 
-__all__ = ["ClientFactory", "StructuredMap"]
+__all__ = ["ClientFactory", "StructuredMap", "contract_of", "plain_value", "row_item"]
 
 ClientFactory = Callable[[], AsyncStructuredClient | Sequence[AsyncStructuredClient]]
 """Makes the actor's client (or one per server of a fleet: rows go round robin)."""
@@ -88,7 +88,7 @@ class StructuredMap:
     ) -> None:
         if in_flight < 1 or not timeout > 0:
             raise ValueError("in_flight must be at least 1 and timeout more than 0")
-        self.contract = _contract(contract)
+        self.contract = contract_of(contract)
         made = client()
         self.clients = [made] if isinstance(made, AsyncStructuredClient) else list(made)
         if not self.clients:
@@ -146,20 +146,8 @@ class StructuredMap:
             line = str(row["_line_in"]).encode()
             item = parse_item(self.contract, line, f"item {row['_id']!r}")
             return item, _job_row(row)
+        item, _ = row_item(self.contract, row, self.id_column, self.prompt)
         raw_id = row.get(self.id_column)
-        record = {
-            "id": raw_id,
-            **{
-                key: _decoded(row[key])
-                for key in ("prompt", "source", "system", "max_tokens", "messages", "options")
-                if row.get(key) is not None
-            },
-        }
-        if "source" not in record and row.get("document") is not None:
-            record["source"] = row["document"]
-        if self.prompt is not None:
-            record["prompt"] = self.prompt.format_map(_Named(row))
-        item = parse_item(self.contract, json.dumps(record).encode(), f"row {raw_id!r}")
         number = isinstance(raw_id, int) and not isinstance(raw_id, bool)
         return item, _public_row(index, item.id, number)
 
@@ -203,19 +191,51 @@ class StructuredMap:
 
 
 class _Named(dict[str, Any]):
-    """A row for `str.format_map`: a column the template names but the row lacks is a
-    `KeyError` naming it (the row fails with it)."""
+    """A row's non-null columns for `str.format_map`: a column the template names but the row
+    lacks, or holds null in (Arrow fills a missing column with nulls), is a `KeyError` naming
+    it (the row fails with it)."""
 
     def __missing__(self, key: str) -> Any:
         raise KeyError(f"the prompt template names the column {key!r}, which the row lacks")
 
 
-def _contract(contract: type[Contract] | str) -> type[Contract]:
+def row_item(
+    contract: type[Contract], row: Mapping[str, Any], id_column: str, prompt: str | None
+) -> tuple[InputItem, dict[str, Any]]:
+    """A row's item, read by the batch input's own `parse_item` from the row's columns written
+    as an input line (that line's record comes with it): `prompt` (or the `prompt` template
+    over the row's columns), `source` (or `document`), `system`, `max_tokens`, `messages`,
+    `options`. A template naming a column the row lacks is a `KeyError` naming it."""
+    raw_id = row.get(id_column)
+    record = {
+        "id": plain_value(raw_id),
+        **{
+            key: _decoded(row[key])
+            for key in ("prompt", "source", "system", "max_tokens", "messages", "options")
+            if row.get(key) is not None
+        },
+    }
+    if "source" not in record and row.get("document") is not None:
+        record["source"] = row["document"]
+    if prompt is not None:
+        record["prompt"] = prompt.format_map(
+            _Named((k, v) for k, v in row.items() if v is not None)
+        )
+    return parse_item(contract, json.dumps(record).encode(), f"row {raw_id!r}"), record
+
+
+def contract_of(contract: type[Contract] | str) -> type[Contract]:
+    """The contract itself, or the one a `"module:Name"` names."""
     if isinstance(contract, str):
         from sdk.cli._app import contract_named
 
         return contract_named(contract)
     return contract
+
+
+def plain_value(value: Any) -> Any:
+    """A numpy scalar as the Python one (Ray's pandas and numpy batches hold them)."""
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def _decoded(value: Any) -> Any:
