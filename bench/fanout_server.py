@@ -16,6 +16,9 @@ SIGTERM.
   (`n_predict`, `max_tokens`) is under N is cut off there (llama.cpp's stop type `limit`,
   finish reason `length`), as a long document's answer is: tests retry those items with a
   larger limit.
+- A chat prompt holding `[invalid]`, asked for the first time (one user message): a message
+  whose `answer` is `maybe`, not one of the contract's values; asked again with feedback (a
+  second user message), the valid `Decision`. Tests re-ask with it.
 - `POST /gate/close` and `POST /gate/open`: while closed, completions are held (not started)
   until it opens; `--closed` starts it closed. Tests use it to keep a job running for as long
   as they need, whatever the machine's load.
@@ -83,6 +86,8 @@ CHAT = json.dumps(
         "usage": {"prompt_tokens": 142, "total_tokens": 173, "completion_tokens": 31},
     }
 ).encode()
+INVALID = json.dumps({**json.loads(DOCUMENT), "answer": "maybe"})
+CHAT_INVALID = CHAT.replace(json.dumps(DOCUMENT).encode(), json.dumps(INVALID).encode())
 CUT = DOCUMENT[: len(DOCUMENT) // 2]
 COMPLETION_CUT = json.dumps(
     {**json.loads(COMPLETION), "content": CUT, "stop_type": "limit", "stop": True}
@@ -242,7 +247,8 @@ class Connection(asyncio.Protocol):
         if path == "/completion":
             self.slots.take(self, COMPLETION_CUT if self._cut(body, "n_predict") else COMPLETION)
         elif path == "/v1/chat/completions":
-            self.slots.take(self, CHAT_CUT if self._cut(body, "max_tokens") else CHAT)
+            cut = self._cut(body, "max_tokens")
+            self.slots.take(self, CHAT_CUT if cut else CHAT_INVALID if _invalid(body) else CHAT)
         elif path == "/apply-template":
             self.write(response("200 OK", template(json.loads(body))))
         elif path == "/tokenize":
@@ -273,6 +279,14 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+
+
+def _invalid(body: bytes) -> bool:
+    """A first ask (one user message) of a prompt holding `[invalid]` (parsed only then)."""
+    if b"[invalid]" not in body:
+        return False
+    messages = json.loads(body).get("messages") or []
+    return sum(1 for message in messages if message.get("role") == "user") == 1
 
 
 async def serve(
