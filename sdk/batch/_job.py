@@ -429,9 +429,12 @@ class BatchJob:
             cancelled=cancelled,
         )  # fmt: skip
 
-    def _commit(self, decisions: Sequence[Decision]) -> None:
+    def _commit(self, decisions: Sequence[Decision], *, report: bool = True) -> None:
         """Append the finished items' lines, then commit them and every state change at once,
-        after checking this run still holds the job's lease (nothing is written if not)."""
+        after checking this run still holds the job's lease (nothing is written if not).
+        `report=False`: the caller reports progress after it knows the commit went through
+        (the local runner gives the items of a failed commit back: a progress callback raising
+        inside the commit would have them committed twice)."""
         if not decisions:
             return
         assert self._lock is not None
@@ -447,7 +450,8 @@ class BatchJob:
             self._output.length = committed  # what was appended is cut on the next open
             raise
         self._done.update(d.outcome for d in decisions if d.outcome is not None)
-        self._report()
+        if report:
+            self._report()
 
     def _start_counts(self) -> None:
         counts = self.state.counts()
@@ -525,7 +529,8 @@ class BatchJob:
                 [
                     decide_live(self.contract, provider, self.settings, row, outcome)
                     for row, outcome in outcomes
-                ]
+                ],
+                report=False,
             )
 
         # A pass runs every pending item; items a provider failure put back (`resubmits`) run
@@ -540,7 +545,8 @@ class BatchJob:
                 else:
                     run = LocalRun(
                         backend, self.contract, self._read, commit, stop=self._cancelled,
-                        tick=self._tick, max_tokens=self.settings.max_tokens,
+                        tick=self._tick, report=self._report,
+                        max_tokens=self.settings.max_tokens,
                     )  # fmt: skip
                     stopped = asyncio.run(run.run(self._pages()))
                 if stopped:

@@ -108,6 +108,9 @@ class LocalRun:
     _: KW_ONLY
     stop: Callable[[], bool]
     tick: Callable[[], None]
+    report: Callable[[], None] = lambda: None
+    """Called after each commit that went through (progress): what it raises is not the
+    commit's failure, so its items are never given back and committed twice."""
     max_tokens: int | None = None
     tick_seconds: float = 0.5
     done: list[Outcome] = field(default_factory=list, init=False)
@@ -129,6 +132,7 @@ class LocalRun:
             except BaseException:
                 self.done = chunk + self.done
                 raise
+            self.report()
 
     async def run(self, pages: Iterator[list[ItemRow]]) -> bool:
         work = asyncio.create_task(self._work(pages))
