@@ -8,6 +8,7 @@ engine stage hands them over (`vLLMOutputData`'s fields, `__inference_error__`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Iterator
@@ -230,3 +231,24 @@ def test_the_hooks_pickle_and_never_raise_on_a_row_they_did_not_prepare() -> Non
     row = copy.vllm_postprocess({"id": 1, "generated_text": DOCUMENT})
     assert row["outcome"] == "failed" and row["error_type"] == "KeyError"
     assert copy.http_preprocess({"id": 2, "prompt": "caf\udcff"})["__inference_error__"]
+
+
+@pytest.mark.parametrize("contract", ["contracts:Decision", "contracts:ShipmentNotice"])
+def test_the_preprocess_builds_the_body_the_live_client_sends(server: Any, contract: str) -> None:
+    # ShipmentNotice has source quotes: its body carries the grounded grammar of its source
+    from sdk import StructuredClient
+    from sdk.providers import VLLMProvider
+    from sdk.ray._map import contract_of
+
+    row = {"id": "n-1", "prompt": "Extract the notice.", "system": "Be exact.",
+           "source": "Royal Mail brings order AB-12345 today, 2 parcels.",
+           "options": {"temperature": 0.2}}  # fmt: skip
+    client = StructuredClient(VLLMProvider(server.url, model="Qwen/Qwen3-8B"), retries=0)
+    with contextlib.suppress(Exception):  # the stand-in's reply may not fit: the body counts
+        client.generate(contract_of(contract), prompt=row["prompt"], system=row["system"],
+                        source=row["source"], temperature=0.2, max_tokens=300)  # fmt: skip
+    sent = server.bodies("/v1/chat/completions")[0]
+    hooks = ProcessorHooks(contract, model="Qwen/Qwen3-8B", max_tokens=300)
+    payload = hooks.http_preprocess(row)["payload"]
+    assert payload == sent
+    assert ("grammar" in payload["structured_outputs"]) == (contract.endswith("ShipmentNotice"))

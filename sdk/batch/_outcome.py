@@ -116,6 +116,7 @@ def request_for(
         max_tokens=item.max_tokens or settings.max_tokens,
         system=item.system,
         options=item.options,
+        source=item.source,  # a local engine grounds source quotes in it, as a live call does
     )
 
 
