@@ -340,3 +340,37 @@ def test_structured_map_with_the_embedded_model_loaded_once_per_actor() -> None:
         if row["outcome"] == "ok":
             assert row["stop_reason"] == "end_turn"
             assert json.loads(row["value"])["answer"] in ("approve", "reject", "escalate")
+
+
+@pytest.mark.local
+def test_the_engine_and_the_local_runner_agree_on_the_real_llama_server(
+    llama_server: str, tmp_path: Path
+) -> None:
+    # Greedy decoding, one call at a time on each side: the same items get the same answers.
+    items = tmp_path / "items.jsonl"
+    with items.open("w", encoding="utf-8") as file:
+        for number in range(5):
+            record = {"id": number, "prompt": "Approve this refund?", "max_tokens": 200,
+                      "source": f"Refund {number}: {10 * number + 12} EUR, unused.",
+                      "options": {"temperature": 0}}  # fmt: skip
+            file.write(json.dumps(record) + "\n")
+        file.write('{"id": "bad", "prompt": "x", "options": {"system": "twice"}}\n')
+    spec = {"provider": "llamacpp", "model": None, "base_urls": [llama_server], "retries": 1,
+            "concurrency": 1}  # fmt: skip
+    local = BatchJob.create(
+        tmp_path / "local.db", contract=Decision, backend=LocalBackend(local_clients(spec)),
+        input=items, out=tmp_path / "local.jsonl",
+    )  # fmt: skip
+    with local:
+        local.run()
+    backend = RayBackend(local_clients(spec), functools.partial(local_clients, spec), actors=1,
+                         in_flight=1, batch_size=2)  # fmt: skip
+    engine = BatchJob.create(
+        tmp_path / "ray.db", contract=Decision, backend=backend, input=items,
+        out=tmp_path / "ray.jsonl",
+    )  # fmt: skip
+    with engine:
+        engine.run()
+    on_ray = by_id(read_output(tmp_path / "ray.jsonl"))
+    assert len(on_ray) == 6 and on_ray["bad"]["outcome"] == "failed"
+    assert _comparable(on_ray) == _comparable(by_id(read_output(tmp_path / "local.jsonl")))
