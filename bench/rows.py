@@ -60,6 +60,7 @@ from sdk.parsing import compile_contract  # noqa: E402
 ROW_MODULES = (
     "bench_embedded",
     "bench_batch",
+    "bench_fleet",
     "retry_success",
     "gbnf_maskbench",
     "eval_summary",

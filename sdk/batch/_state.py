@@ -46,15 +46,18 @@ from sdk.batch._errors import StateFileError
 
 __all__ = ["FORMAT", "BatchRow", "ItemRow", "JobState", "SubmissionRow", "state_errors"]
 
-FORMAT = "sdk-batch/2"
+FORMAT = "sdk-batch/3"
 """What `meta.format` holds in a job's state file (a file without it is not a job's)."""
+_OLDER = "sdk-batch/2"
+"""The format before ids kept their JSON type (no `items.id_number`): opened for writing, a job
+of it is upgraded in place; read-only commands read it as it is."""
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "meta": ("key", "value"),
     "items": (
         "seq", "id", "offset", "length", "hash", "state", "submission", "requests",
         "retries_used", "resubmits_used", "feedback", "input_tokens", "output_tokens",
-        "outcome", "error_type", "error",
+        "outcome", "error_type", "error", "id_number",
     ),
     "submissions": ("key", "state", "count", "bytes", "started", "file_id"),
     "batches": ("remote_id", "submission", "state", "status"),
@@ -78,7 +81,8 @@ CREATE TABLE items (
     output_tokens INTEGER NOT NULL DEFAULT 0,
     outcome TEXT,
     error_type TEXT,
-    error TEXT
+    error TEXT,
+    id_number INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX items_by_state ON items (state, seq);
 CREATE INDEX items_by_submission ON items (submission);
@@ -125,6 +129,13 @@ class ItemRow:
     feedback: list[tuple[str, str]]
     input_tokens: int
     output_tokens: int
+    id_number: bool = False
+    """The id was a JSON integer in the input (`7`, not `"7"`)."""
+
+    @property
+    def output_id(self) -> str | int:
+        """The id as its output line writes it: with the JSON type the input gave it."""
+        return int(self.id) if self.id_number else self.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +179,7 @@ class ItemUpdate:
 
 _ITEM_COLUMNS = (
     "seq, id, offset, length, hash, state, submission, requests, retries_used, resubmits_used, "
-    "feedback, input_tokens, output_tokens"
+    "feedback, input_tokens, output_tokens, id_number"
 )
 
 
@@ -188,6 +199,7 @@ def _item(row: sqlite3.Row) -> ItemRow:
         feedback=[(str(role), str(content)) for role, content in feedback],
         input_tokens=row["input_tokens"],
         output_tokens=row["output_tokens"],
+        id_number=bool(row["id_number"]),
     )
 
 
@@ -209,6 +221,13 @@ class JobState:
         # written too.
         self._db = _sqlite.open_file(self.path, LAYOUT, readonly=readonly)
         self._db.row_factory = sqlite3.Row
+        if not readonly and self.get("format") == _OLDER:
+            try:
+                with state_errors(self.path):
+                    self._upgrade()
+            except BaseException:
+                self._db.close()
+                raise
 
     @classmethod
     def create(cls, path: str | Path, meta: Mapping[str, Any]) -> JobState:
@@ -225,6 +244,14 @@ class JobState:
         with state_errors(path):
             _sqlite.make_whole(path, LAYOUT, fill)
         return cls(path)
+
+    def _upgrade(self) -> None:
+        """A job of the format before ids kept their JSON type: add the column saying which ids
+        were integers (none, for its items: it wrote every id as a string, and they stay so)."""
+        with self.transaction() as db:
+            if self.get("format") == _OLDER:  # another process may have upgraded it meanwhile
+                db.execute("ALTER TABLE items ADD COLUMN id_number INTEGER NOT NULL DEFAULT 0")
+                self.put("format", FORMAT, db)
 
     def close(self) -> None:
         """Close the database."""
@@ -259,11 +286,14 @@ class JobState:
     # --- items ---
 
     def add_items(
-        self, entries: Iterable[tuple[str, int, int, int]], db: sqlite3.Connection
+        self, entries: Iterable[tuple[str, int, int, int, bool]], db: sqlite3.Connection
     ) -> None:
-        """Index items (id, offset, length, hash); a duplicate id raises
-        `sqlite3.IntegrityError`."""
-        db.executemany("INSERT INTO items (id, offset, length, hash) VALUES (?, ?, ?, ?)", entries)
+        """Index items (id, offset, length, hash, whether the id was a JSON integer); an id
+        already there (as text: `7` and `"7"` are one) raises `sqlite3.IntegrityError`."""
+        db.executemany(
+            "INSERT INTO items (id, offset, length, hash, id_number) VALUES (?, ?, ?, ?, ?)",
+            entries,
+        )
 
     def in_order(self, after: int, limit: int) -> list[ItemRow]:
         """Up to `limit` items after seq `after`, whatever their state, in input order."""
@@ -273,10 +303,10 @@ class JobState:
         )
         return [_item(row) for row in rows]
 
-    def items_with_id(self, item_id: str) -> list[int]:
-        """The seq of the item with this id (empty if none)."""
-        rows = self._db.execute("SELECT seq FROM items WHERE id = ?", (item_id,))
-        return [int(row[0]) for row in rows]
+    def items_with_id(self, item_id: str) -> list[ItemRow]:
+        """The item with this id as text (empty if none)."""
+        rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id = ?", (item_id,))
+        return [_item(row) for row in rows]
 
     def item_count(self) -> int:
         """How many items the job has."""
@@ -335,6 +365,27 @@ class JobState:
                 )
                 for update in updates
             ],
+        )
+
+    def failed(self, error_types: Sequence[str] | None = None) -> list[tuple[int, str]]:
+        """The items done as failed (with one of `error_types`, if given): seq and id."""
+        query = "SELECT seq, id, error_type FROM items WHERE state = 'done' AND outcome = 'failed'"
+        rows = self._db.execute(query + " ORDER BY seq")
+        wanted = None if error_types is None else set(error_types)
+        return [
+            (int(row["seq"]), str(row["id"]))
+            for row in rows
+            if wanted is None or row["error_type"] in wanted
+        ]
+
+    def reopen(self, seqs: Sequence[int], db: sqlite3.Connection) -> None:
+        """Put done items back to pending, to run again from the start: no retries or resends
+        used, no feedback, no outcome (their requests and tokens so far are kept)."""
+        db.executemany(
+            "UPDATE items SET state = 'pending', submission = NULL, retries_used = 0, "
+            "resubmits_used = 0, feedback = NULL, outcome = NULL, error_type = NULL, "
+            "error = NULL WHERE seq = ? AND state = 'done'",
+            [(seq,) for seq in seqs],
         )
 
     def counts(self) -> dict[str, int]:
@@ -479,16 +530,22 @@ def _identify(db: sqlite3.Connection, path: Path) -> str | None:
     """Why the file is not a job's (`None` if it is): our four tables with their columns, and
     `format` (read inside the opening's transaction)."""
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    older_items = _COLUMNS["items"][:-1]  # `_OLDER`'s: no `id_number`
+    items: tuple[str, ...] = ()
     for table, columns in _COLUMNS.items():
         found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
-        if found != columns:
+        if table == "items":
+            items = found
+        if found != columns and not (table == "items" and found == older_items):
             return f"{path} is not a job state file (its tables: {', '.join(sorted(tables))})"
     row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
     try:
         made = json.loads(row[0]) if row is not None else None
     except ValueError:
         made = None
-    if made != FORMAT:
+    if made == _OLDER and items == older_items:
+        return None  # upgraded when opened for writing (`JobState._upgrade`)
+    if made != FORMAT or items != _COLUMNS["items"]:
         return (
             f"{path} is not a job state file of this version ({made or 'no format'}, "
             f"not {FORMAT}): start the job again with a new state file"

@@ -84,9 +84,10 @@ class Output:
     """Lines to stdout (results) and stderr (errors); styled only on a terminal."""
 
     def __init__(self) -> None:
-        # soft_wrap: never break long pointers or paths at the console width.
-        self.out = Console(soft_wrap=True, highlight=False)
-        self.err = Console(stderr=True, soft_wrap=True, highlight=False)
+        # soft_wrap: never break long pointers or paths at the console width. emoji=False: a
+        # position such as `items.jsonl:100:` is text, not rich's `:100:` emoji code.
+        self.out = Console(soft_wrap=True, highlight=False, emoji=False)
+        self.err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
 
     def line(self, text: str = "", style: str | None = None) -> None:
         self.out.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
