@@ -30,6 +30,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Literal
+from typing import Self
 from typing import assert_never
 
 from sdk._content import PDF
@@ -623,6 +624,19 @@ class AnthropicProvider(Provider):
             model, mode, urls=self.platform != "bedrock", prompt_caching=prompt_caching
         )
         self._keep_extra_body(extra_body)
+
+    @classmethod
+    def _in_memory(cls, settings: Mapping[str, Any], *, http_client: Any, api_key: str) -> Self:
+        """`sdk.wire`'s hook (private, but kept stable): this provider with `settings` (the
+        constructor's keyword arguments, and the client's `base_url`) on an `anthropic.Anthropic`
+        client that sends through `http_client` (an `httpx2.Client` on an in-memory transport)
+        with the placeholder `api_key`."""
+        import anthropic
+
+        given = dict(settings)
+        base_url = given.pop("base_url", None)
+        client = anthropic.Anthropic(api_key=api_key, base_url=base_url, http_client=http_client)
+        return cls(client, **given)
 
     def __repr__(self) -> str:
         platform = "" if self.platform == "anthropic" else f", platform={self.platform!r}"

@@ -33,6 +33,7 @@ from functools import cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import Self
 from typing import assert_never
 
 from sdk._content import Text
@@ -517,6 +518,19 @@ class GeminiProvider(Provider):
         self._model = model
         self.codec = GeminiCodec(model)
         self._keep_extra_body(extra_body)
+
+    @classmethod
+    def _in_memory(cls, settings: Mapping[str, Any], *, http_client: Any, api_key: str) -> Self:
+        """`sdk.wire`'s hook (private, but kept stable): this provider with `settings` (the
+        constructor's keyword arguments, and the client's `base_url`) on a `google.genai.Client`
+        that sends through `http_client` (an `httpx2.Client` on an in-memory transport) with the
+        placeholder `api_key`."""
+        from google import genai
+
+        given = dict(settings)
+        options = genai.types.HttpOptions(httpx_client=http_client,
+                                          base_url=given.pop("base_url", None))  # fmt: skip
+        return cls(genai.Client(api_key=api_key, http_options=options), **given)
 
     def __repr__(self) -> str:
         return f"GeminiProvider(model={self._model!r})"

@@ -24,6 +24,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import ClassVar
+from typing import Self
 from typing import assert_never
 
 from sdk._content import Image
@@ -694,6 +695,19 @@ class _OpenAIProvider(Provider):
         self._model = model
         self.codec = self.codec_type(model, prompt_caching=prompt_caching)
         self._keep_extra_body(extra_body)
+
+    @classmethod
+    def _in_memory(cls, settings: Mapping[str, Any], *, http_client: Any, api_key: str) -> Self:
+        """`sdk.wire`'s hook (private, but kept stable): this provider with `settings` (the
+        constructor's keyword arguments, and the client's `base_url`) on an `openai.OpenAI`
+        client that sends through `http_client` (an `httpx2.Client` on an in-memory transport)
+        with the placeholder `api_key`."""
+        import openai
+
+        given = dict(settings)
+        base_url = given.pop("base_url", None)
+        client = openai.OpenAI(api_key=api_key, base_url=base_url, http_client=http_client)
+        return cls(client, **given)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r})"

@@ -8,6 +8,12 @@ same client and codec as a live one: nothing of any provider's wire is written t
 leaves the process: the transport records the request a call makes and answers it from memory
 (the reply given, or a refusal that ends the call).
 
+Nothing here names a family: the provider class is the family's profile's. A provider over the
+SDK's own HTTP transport (`HTTPProvider`) is made by its constructor on an httpx client; a
+hosted one by its class's `_in_memory` hook (in its own module: private, but kept stable), which
+makes its vendor's client on the `httpx2` client given. A class with neither is not for
+`sdk.wire` (`UnsupportedRequest`, naming the families that are).
+
 One provider per family and settings is made per process (making a client costs a few
 milliseconds) and shared by every thread: each call's exchange with the transport is the
 calling thread's own.
@@ -24,12 +30,17 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field
+from functools import partial
 from typing import Any
 
 import httpx
 
+from sdk._values.profile import Profile
 from sdk._values.profile import profile
+from sdk._values.profile import profiles
+from sdk.errors import UnsupportedRequest
 from sdk.providers._base import unsupported
+from sdk.providers._http import HTTPProvider
 from sdk.providers._provider import Provider
 from sdk.wire._values import WireRequest
 
@@ -43,9 +54,6 @@ _HIDDEN = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-k
                      "x-goog-api-key", "cookie", "host", "content-length", "connection",
                      "accept-encoding", "user-agent", "x-goog-api-client"})  # fmt: skip
 """Headers a `WireRequest` leaves out: secrets, and the client's transport bookkeeping."""
-
-_WIRE_FAMILIES = ("anthropic", "openai_responses", "openai_chat", "gemini", "llamacpp", "vllm",
-                  "ollama")  # fmt: skip
 
 
 class _NotSent(Exception):
@@ -119,71 +127,47 @@ def _httpx2_client() -> Any:
     return httpx2.Client(transport=httpx2.MockTransport(answer))
 
 
-def _anthropic(settings: dict[str, Any]) -> Provider:
-    import anthropic
-
-    from sdk.providers.anthropic import AnthropicProvider
-
-    base_url = settings.pop("base_url", None)
-    client = anthropic.Anthropic(api_key=_KEY, base_url=base_url, http_client=_httpx2_client())
-    return AnthropicProvider(client, **settings)
-
-
-def _openai(chat: bool) -> Callable[[dict[str, Any]], Provider]:
-    def made(settings: dict[str, Any]) -> Provider:
-        import openai
-
-        from sdk.providers.openai import OpenAIChatProvider
-        from sdk.providers.openai import OpenAIResponsesProvider
-
-        base_url = settings.pop("base_url", None)
-        client = openai.OpenAI(api_key=_KEY, base_url=base_url, http_client=_httpx2_client())
-        cls = OpenAIChatProvider if chat else OpenAIResponsesProvider
-        return cls(client, **settings)
-
-    return made
+def _maker(family: Profile) -> Callable[[dict[str, Any]], Provider] | None:
+    """How to make the provider of `family` on an in-memory client, from its settings; `None`
+    when its class has no way to. A provider over the SDK's own HTTP transport (an
+    `HTTPProvider`: llama.cpp, vLLM, Ollama, a package's) is made by its constructor on an httpx
+    client; a hosted one by its class's `_in_memory(settings, http_client=, api_key=)` hook, in
+    its own module, which makes its vendor's official client on the `httpx2` client given."""
+    try:
+        cls = family.provider_class()
+    except (LookupError, ImportError, AttributeError):
+        return None
+    if not isinstance(cls, type):
+        return None
+    if issubclass(cls, HTTPProvider):
+        return partial(_over_http, cls)
+    hook = getattr(cls, "_in_memory", None)
+    if hook is None:
+        return None
+    return partial(_over_client, hook)
 
 
-def _gemini(settings: dict[str, Any]) -> Provider:
-    from google import genai
-
-    from sdk.providers.gemini import GeminiProvider
-
-    options = genai.types.HttpOptions(httpx_client=_httpx2_client(),
-                                      base_url=settings.pop("base_url", None))  # fmt: skip
-    return GeminiProvider(genai.Client(api_key=_KEY, http_options=options), **settings)
-
-
-def _server(family: str) -> Callable[[dict[str, Any]], Provider]:
-    def made(settings: dict[str, Any]) -> Provider:
-        from sdk.providers import LlamaCppProvider
-        from sdk.providers import OllamaProvider
-        from sdk.providers import VLLMProvider
-
-        cls: Any = {"llamacpp": LlamaCppProvider, "vllm": VLLMProvider,
-                    "ollama": OllamaProvider}[family]  # fmt: skip
-        if "headers" in settings:
-            raise ValueError(
-                "sdk.wire builds the request without its headers' secrets: set headers= on "
-                "the client that sends it, not in the settings"
-            )
-        http = httpx.Client(transport=httpx.MockTransport(_httpx_answer))
-        base_url = settings.pop("base_url", "http://server.invalid")
-        provider: Provider = cls(base_url, http_client=http, **settings)
-        return provider
-
-    return made
+def _over_http(cls: type[HTTPProvider], settings: dict[str, Any]) -> Provider:
+    if "headers" in settings:
+        raise ValueError(
+            "sdk.wire builds the request without its headers' secrets: set headers= on "
+            "the client that sends it, not in the settings"
+        )
+    http = httpx.Client(transport=httpx.MockTransport(_httpx_answer))
+    base_url = settings.pop("base_url", "http://server.invalid")
+    return cls(base_url, http_client=http, **settings)
 
 
-_MADE: dict[str, Callable[[dict[str, Any]], Provider]] = {
-    "anthropic": _anthropic,
-    "openai_responses": _openai(chat=False),
-    "openai_chat": _openai(chat=True),
-    "gemini": _gemini,
-    "llamacpp": _server("llamacpp"),
-    "vllm": _server("vllm"),
-    "ollama": _server("ollama"),
-}
+def _over_client(hook: Callable[..., Provider], settings: dict[str, Any]) -> Provider:
+    return hook(settings, http_client=_httpx2_client(), api_key=_KEY)
+
+
+def _unsupported(family: str) -> UnsupportedRequest:
+    """The error for a family `sdk.wire` cannot make on an in-memory client, naming those it can."""
+    able = [each.name for each in profiles() if _maker(each) is not None]
+    return unsupported(family, "a request built apart from its client (sdk.wire)",
+                       [f"sdk.wire for {', '.join(able)}"])  # fmt: skip
+
 
 MAX_PROVIDERS = 64
 """In-memory providers kept per process (the least recently used is dropped first): settings
@@ -206,11 +190,11 @@ def _key_part(value: Any) -> str:
 def memory_provider(name: str, settings: Mapping[str, Any]) -> Provider:
     """The provider family `name` with `settings` (its constructor's keyword arguments, and
     `base_url`), on an in-memory client: made once per process and settings."""
-    family = profile(name).name
-    made = _MADE.get(family)
+    found = profile(name)
+    family = found.name
+    made = _maker(found)
     if made is None:
-        raise unsupported(family, "a request built apart from its client (sdk.wire)",
-                          [f"sdk.wire for {', '.join(_WIRE_FAMILIES)}"])  # fmt: skip
+        raise _unsupported(family)
     if not isinstance(settings, Mapping):
         raise TypeError(f"settings must be a mapping, not {type(settings).__name__}")
     key = f"{family}:{json.dumps(settings, sort_keys=True, default=_key_part)}"
