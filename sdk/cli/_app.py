@@ -55,7 +55,14 @@ def command_group(name: str, help: str, short_help: str | None = None) -> typer.
     return group
 
 
-Target = Annotated[str, typer.Argument(metavar="MODULE_OR_PACKAGE", help="e.g. contracts")]
+Target = Annotated[
+    str,
+    typer.Argument(
+        metavar="MODULE_OR_PACKAGE",
+        help="A module name (contracts, myapp.models), or a package folder or .py file by its "
+        "path, from any folder.",
+    ),
+]
 DirOption = Annotated[
     Path | None,
     typer.Option(
