@@ -8,6 +8,7 @@ help page is rendered at 80 columns and read back.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -38,7 +39,9 @@ COMMANDS = _commands()
 
 
 def _help(words: tuple[str, ...]) -> str:
-    result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": str(WIDTH), "NO_COLOR": "1"})
+    result = CliRunner().invoke(
+        app, [*words, "--help"], env={"COLUMNS": str(WIDTH), "NO_COLOR": "1"}
+    )
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -63,7 +66,7 @@ def _paragraphs(lines: list[str]) -> list[list[str]]:
 
 def _assert_filled(lines: list[str], width: int, where: str) -> None:
     """Each line but the last of a wrapped paragraph is full: its next word would not fit."""
-    for line, following in zip(lines, lines[1:], strict=False):
+    for line, following in itertools.pairwise(lines):
         word = following.split()[0]
         assert len(line) + 1 + len(word) > width, (
             f"{where}: a line break the width did not need, after {line!r} (next: {word!r})"
@@ -72,7 +75,16 @@ def _assert_filled(lines: list[str], width: int, where: str) -> None:
 
 def test_every_command_and_group_is_checked() -> None:
     names = {" ".join(words) for words, _ in COMMANDS}
-    assert {"", "schema", "schema lint", "batch run", "cache stats", "demo", "eval", "serve"} <= names
+    assert {
+        "",
+        "schema",
+        "schema lint",
+        "batch run",
+        "cache stats",
+        "demo",
+        "eval",
+        "serve",
+    } <= names
     assert len(names) >= 20
 
 

@@ -100,7 +100,10 @@ def test_the_package_folder_itself_and_a_dotted_name(tree: Path) -> None:
     shop = tree / "src" / "deep" / "shop"
     assert _sdk(tree / "src" / "deep", "schema", "lock", "shop").returncode == 0
     inside = _sdk(shop, "schema", "check", ".")
-    assert (inside.returncode, inside.stdout) == (0, ".: 1 contracts and 0 grammars match the lock\n")
+    assert (inside.returncode, inside.stdout) == (
+        0,
+        ".: 1 contracts and 0 grammars match the lock\n",
+    )
     init = _sdk(tree, "schema", "check", "src/deep/shop/__init__.py")
     assert init.returncode == 0, init.stderr
 

@@ -68,6 +68,7 @@ class _ReflowedGroup(TyperGroup):
                 if isinstance(getattr(parameter, "help", None), str):
                     parameter.help = reflowed(parameter.help)  # type: ignore[attr-defined]
 
+
 app = typer.Typer(
     name="sdk",
     help=(

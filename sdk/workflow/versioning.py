@@ -115,12 +115,7 @@ def import_target(target: str) -> ModuleType:
 
 def _is_path(target: str) -> bool:
     """Whether a target names a file or folder rather than a dotted module name."""
-    return (
-        "/" in target
-        or os.sep in target
-        or target.endswith(".py")
-        or target in (".", "..", "~")
-    )
+    return "/" in target or os.sep in target or target.endswith(".py") or target in (".", "..", "~")
 
 
 def _module_of_path(given: str) -> tuple[Path, str]:
