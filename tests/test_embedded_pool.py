@@ -25,6 +25,7 @@ from sdk import Partial
 from sdk import Result
 from sdk import StructuredClient
 from tests.local_deps import import_local
+from tests.schema_support import REPO
 
 pytestmark = pytest.mark.local
 
@@ -107,6 +108,8 @@ def test_one_engine_queues_and_says_so_once(caplog: pytest.LogCaptureFixture) ->
     notes = _waiting_notes(caplog)
     assert len(notes) == 1  # once, though a call waited in both rounds
     assert "EmbeddedProvider(engines=N)" in notes[0].message
+    # The local models guide shows this message as it is.
+    assert notes[0].getMessage() in (REPO / "docs" / "guides" / "local-models.md").read_text()
 
 
 def test_a_pool_under_gather_gives_the_results_of_one_engine(pooled: Any) -> None:
