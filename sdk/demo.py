@@ -6,7 +6,9 @@ llguidance's token masks; no server, key or network) on the sample documents in
 
 1. an `InvoiceExtraction` from `invoice.txt`, through `StructuredClient` with its retries: the
    attempts, the semantic checks of each (a quote that is not in the source fails, and so do line
-   items that do not add up to the total), the feedback each retry sent, and the result;
+   items that do not add up to the total), the feedback each retry sent, and the result; when no
+   attempt is valid (the usual end on this model), why (`failure_reasons`: which checks failed,
+   and that the grammar held) and what would change it (a bigger model, another arm);
 2. a `Decision` on `expense_request.txt`: the validated value, its notes and the constraint
    diagnostics (where the grammar overrode the model);
 3. the same two prompts without the grammar mask, and what the parser says about that output;
@@ -47,9 +49,10 @@ from sdk.errors import RetriesExhausted
 from sdk.errors import StructuredOutputError
 from sdk.errors import TruncatedOutput
 from sdk.parsing import parse
+from sdk.schema.grounding import GROUNDED_KEYS
 from sdk.stop_reason import StopReason
 
-__all__ = ["main"]
+__all__ = ["failure_reasons", "main"]
 
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
 
@@ -150,6 +153,8 @@ def main() -> int:
     )
     _show_attempts(out, InvoiceExtraction, outcome)
     _show_outcome(out, InvoiceExtraction, outcome)
+    if not isinstance(outcome, Result):
+        _explain_failure(out, outcome)
 
     # --- 2. Decision ---
     out.heading("2. Decision on examples/data/expense_request.txt (constrained; greedy)")
@@ -194,6 +199,69 @@ def _introduce(out: _Printer, model: str, threads: int) -> None:
     out.line(
         "A model this small gets facts wrong. Watch which layer catches what: the grammar "
         "guarantees the form, the parser's later layers check the content."
+    )
+
+
+def failure_reasons(error: StructuredOutputError) -> list[str]:
+    """Why each attempt of a failed call failed, in words, most frequent first: what the demo
+    says under a failed invoice (the model's fault, not the grammar's, whichever check it was)."""
+    attempts = [a.error for a in _attempts(error) if a.error is not None] or [error]
+    reasons: dict[str, int] = {}
+    for failed in attempts:
+        for reason in _reasons_of(failed):
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return sorted(reasons, key=lambda reason: -reasons[reason])
+
+
+def _reasons_of(error: StructuredOutputError) -> list[str]:
+    if isinstance(error, TruncatedOutput):
+        return ["it ran out of tokens before the document ended (max_tokens)"]
+    if not isinstance(error, CheckFailed):
+        return [f"its output failed the parser: {type(error).__name__}"]
+    found = []
+    for violation in error.violations:
+        if violation.keyword in GROUNDED_KEYS:
+            found.append(f"a copied value is not in the document ({violation.pointer})")
+        else:  # the contract's own validator: pointer "" is the whole document
+            found.append(f"the contract's own check failed: {_check_message(violation.message)}")
+    return found
+
+
+def _check_message(message: str) -> str:
+    """A validator's message without Pydantic's prefix or the figures of one attempt."""
+    text = message.removeprefix("Value error, ")
+    return "line items do not add up to the total" if "line items sum to" in text else text
+
+
+def _explain_failure(out: _Printer, error: StructuredOutputError) -> None:
+    """Under a failed invoice: why a model this small fails it, and what would change that."""
+    errors = [a.error for a in _attempts(error) if a.error is not None] or [error]
+    out.line(f"why it fails on this model (over {len(errors)} attempt(s)):")
+    for reason in failure_reasons(error):
+        out.line(f"  - {reason}")
+    form = (
+        "Every attempt was well-formed (the grammar saw to JSON, schema and types); what fails "
+        "is the content"
+        if all(isinstance(e, CheckFailed) for e in errors)
+        else "The grammar guarantees the form of what is written, never that it is finished or "
+        "right"
+    )
+    out.line(
+        f"  {form}: a 135M-parameter model gets amounts, sums and which line says what wrong, "
+        "and the retry feedback names the problem without making the model able to fix it. "
+        "The demo shows the failure on purpose: a wrong invoice is never returned as a valid one."
+    )
+    out.line("what would change it:")
+    out.line(
+        "  - a bigger model, with the same contract, checks and retries: "
+        "EmbeddedProvider(model_path='larger.gguf'), or a llama.cpp or vLLM server "
+        "(LlamaCppProvider, VLLMProvider), or a hosted one"
+    )
+    out.line(
+        "  - another arm, measured before it is trusted: `sdk eval "
+        "examples/data/eval/invoices.jsonl --contract contracts:InvoiceExtraction --arms "
+        "constrained,two_phase` (reasoning in prose first, then the document) shows whether "
+        "it makes more invoices valid on this model"
     )
 
 

@@ -72,6 +72,13 @@ def test_demo_runs_and_shows_every_layer() -> None:
         assert "    FAILED /" in invoice  # the check results, each with its JSON pointer
     if "result: a valid" in decision:
         assert "notes:" in decision and "reasoning = " in decision
+    # A failed invoice (the usual end on this model) says why, and what would change it.
+    if "result: a valid" not in invoice:
+        why = invoice.split("why it fails on this model (over ", 1)[1]
+        assert re.match(r"\d attempt\(s\)\):\n  - \S", why), why[:300]
+        assert "a wrong invoice is never returned as a valid one" in why
+        assert "what would change it:\n  - a bigger model" in why
+        assert "  - another arm, measured before it is trusted: `sdk eval" in why
 
     unconstrained = _section(output, "3. ")
     said = re.findall(r"the parser says: (\w+): .+", unconstrained)
