@@ -59,6 +59,7 @@ from sdk.parsing import compile_contract  # noqa: E402
 # The scripts that register rows of their own (each measures its row where it lives).
 ROW_MODULES = (
     "bench_embedded",
+    "bench_pool",
     "bench_batch",
     "bench_fleet",
     "retry_success",

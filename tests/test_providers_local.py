@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -109,6 +110,49 @@ async def test_agenerate_and_astream_through_a_real_server(server: LocalServer, 
     assert isinstance(final, Result) and final.value == result.value
     assert partials and all(isinstance(p, Partial) for p in partials)
     assert partials[-1].value == DECISION
+
+
+@pytest.fixture
+def idle_server() -> Iterator[LocalServer]:
+    """A server that keeps an idle connection open for minutes: only the client closes it."""
+    server = LocalServer(keep_alive=600)
+    server.start()
+    yield server
+    server.stop()
+
+
+async def _connections_drop_to(server: LocalServer, count: int) -> None:
+    """Wait (bounded, well under the server's keep-alive) until the server holds `count`
+    connections: it sees a close a moment after the client closes."""
+    for _ in range(600):
+        if server.open_connections() == count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the server still holds {server.open_connections()} connections")
+
+
+async def test_async_with_closes_the_connections_the_provider_opened(
+    idle_server: LocalServer,
+) -> None:
+    # The docs' async examples use `async with AsyncStructuredClient(...)`: this is what it does.
+    provider = VLLMProvider(idle_server.url, model="Qwen/Qwen3-8B")
+    async with AsyncStructuredClient(provider) as client:
+        results = await asyncio.gather(*(client.generate(Decision, prompt="?") for _ in range(3)))
+        assert idle_server.open_connections() >= 1  # kept alive between calls
+    assert all(r.value == Decision.model_validate(DECISION) for r in results)
+    await _connections_drop_to(idle_server, 0)
+
+
+async def test_async_with_leaves_a_client_you_passed_in_open(idle_server: LocalServer) -> None:
+    async with httpx.AsyncClient() as given:
+        provider = VLLMProvider(idle_server.url, model="Qwen/Qwen3-8B", http_client=given)
+        async with AsyncStructuredClient(provider) as client:
+            await client.generate(Decision, prompt="?")
+        assert not given.is_closed  # yours: closed by your own `async with`
+        assert idle_server.open_connections() == 1
+        await client.generate(Decision, prompt="Again?")  # still usable
+    assert given.is_closed
+    await _connections_drop_to(idle_server, 0)
 
 
 @pytest.mark.parametrize("kind", KINDS)

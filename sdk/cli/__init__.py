@@ -12,9 +12,12 @@ Exit codes: 0 all good; 1 the command found problems (a failed check, lint findi
 lock, a breaking diff with `--fail-on-breaking`); 2 it could not run (bad arguments, a module
 that does not import).
 
-MODULE_OR_PACKAGE is a dotted name (`contracts`, `myapp.models`) or a path (`contracts/`); the
-current directory goes first on `sys.path`, as with `python -m`, so a working-tree package wins
-over an installed copy of it.
+MODULE_OR_PACKAGE is a dotted name (`contracts`, `myapp.models`: the current directory goes
+first on `sys.path`, as with `python -m`, so a working-tree package wins over an installed copy
+of it), or a package folder or `.py` file by its path, absolute or relative, from any folder
+(`../app/contracts`, `/srv/app/models.py`: imported under its full dotted name, the folder above
+its top package first on `sys.path`). A target that does not import exits 2 with one line saying
+what was tried and how to fix it.
 """
 
 from sdk.cli import batch  # noqa: F401  (each registers)

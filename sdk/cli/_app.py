@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from sdk.contract import Contract
 
@@ -31,7 +33,41 @@ __all__ = [
     "command_group",
     "contract_named",
     "errors_exit",
+    "reflowed",
 ]
+
+
+def reflowed(text: str | None) -> str | None:
+    """Help text with each paragraph on one line, for the terminal to wrap at its own width.
+
+    A docstring's line breaks are the source file's width: kept, they break a help panel in
+    mid-sentence. Paragraphs (blank lines) stay, and so does a paragraph that starts with
+    click's no-rewrap mark `\\b`; what follows a `\\f` is not help at all.
+    """
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text.partition("\f")[0]).split("\n\n")
+    return "\n\n".join(
+        paragraph if paragraph.startswith("\b") else " ".join(paragraph.split())
+        for paragraph in paragraphs
+        if paragraph.strip()
+    )
+
+
+class _ReflowedGroup(TyperGroup):
+    """A command group whose own help, its commands' and their parameters' are `reflowed`
+    (typer's rich help keeps a docstring's line breaks)."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.help = reflowed(self.help)
+        for command in self.commands.values():
+            command.help = reflowed(command.help)
+            command.short_help = reflowed(command.short_help)
+            for parameter in command.params:
+                if isinstance(getattr(parameter, "help", None), str):
+                    parameter.help = reflowed(parameter.help)  # type: ignore[attr-defined]
+
 
 app = typer.Typer(
     name="sdk",
@@ -45,18 +81,26 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_ReflowedGroup,
 )
 
 
 def command_group(name: str, help: str, short_help: str | None = None) -> typer.Typer:
     """A group of subcommands (`sdk NAME ...`), added to `app`: `help` on its own page,
     `short_help` in `sdk --help` (the first sentence of `help` when not given)."""
-    group = typer.Typer(help=help, no_args_is_help=True)
+    group = typer.Typer(help=help, no_args_is_help=True, cls=_ReflowedGroup)
     app.add_typer(group, name=name, short_help=short_help)
     return group
 
 
-Target = Annotated[str, typer.Argument(metavar="MODULE_OR_PACKAGE", help="e.g. contracts")]
+Target = Annotated[
+    str,
+    typer.Argument(
+        metavar="MODULE_OR_PACKAGE",
+        help="A module name (contracts, myapp.models), or a package folder or .py file by its "
+        "path, from any folder.",
+    ),
+]
 DirOption = Annotated[
     Path | None,
     typer.Option(

@@ -187,6 +187,7 @@ def _run_with_progress(
         try:
             return run_eval(items, contract, client, progress=progress, **settings)
         except ResumeMismatch as error:
+            bar.remove_task(progress.task)  # nothing ran: no bar left behind the error
             console.error(f"{error} (or pass --fresh)")
             raise typer.Exit(2) from error
         except ProviderError as error:

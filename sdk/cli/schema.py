@@ -196,7 +196,8 @@ def _load_schema(reference: str) -> dict[str, Any]:
     path = Path(reference)
     if path.suffix == ".json" or path.exists():
         return load_snapshot(path)
-    module_name, _, class_name = reference.replace(":", ".").rpartition(".")
+    # `path/to/pkg:Class` or `pkg.module:Class`; `pkg.module.Class` too.
+    module_name, _, class_name = reference.rpartition(":" if ":" in reference else ".")
     if not module_name:
         raise ValueError(f"{reference!r} is neither a file nor module:Class")
     contract = getattr(import_target(module_name), class_name, None)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import json
+import os
 import pkgutil
 import sys
 import traceback
@@ -90,38 +91,130 @@ _LOCK_FORMAT = 1
 
 
 def import_target(target: str) -> ModuleType:
-    """Import a module or package by dotted name; a path such as `contracts/` works too.
+    """Import what a command names: a module or package by dotted name (`contracts`,
+    `myapp.models`), or a package folder or `.py` file by its path, absolute or relative to the
+    current directory (`contracts/`, `../app/contracts`, `/srv/app/models.py`, `.`).
 
-    A path is turned into a dotted name relative to the current directory. The current
-    directory goes first on `sys.path`, as with `python -m`, so that the copy of a package in
-    the working tree wins over an installed one.
+    A dotted name is looked up with the current directory first on `sys.path`, as with
+    `python -m`, so the copy of a package in the working tree wins over an installed one. A path
+    is imported under its full dotted name: the folder above its top package (the first parent
+    without an `__init__.py`) goes first on `sys.path`, so the package's own absolute imports
+    work from anywhere. What cannot be imported is a `ContractImportError` saying what was tried
+    and how to fix it.
     """
-    name = target
-    if "/" in target or target.endswith(".py"):
-        path = Path(target)
-        if path.is_absolute():
-            path = path.resolve().relative_to(Path.cwd().resolve())
-        name = ".".join(path.with_suffix("").parts if path.suffix == ".py" else path.parts)
+    if _is_path(target):
+        root, name = _module_of_path(target)
+        _put_first_on_path(root)
+        module = _import(name, target)
+        _check_location(module, root, target)
+        return module
     cwd = str(Path.cwd())
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-    return _import(name)
+    return _import(target, target)
+
+
+def _is_path(target: str) -> bool:
+    """Whether a target names a file or folder rather than a dotted module name."""
+    return "/" in target or os.sep in target or target.endswith(".py") or target in (".", "..", "~")
+
+
+def _module_of_path(given: str) -> tuple[Path, str]:
+    """The `sys.path` folder and dotted name a package folder or `.py` file is imported by."""
+    path = Path(given).expanduser()
+    if not path.exists():
+        raise ContractImportError(
+            f"cannot import {given}: there is no file or folder {path.absolute()}; give a "
+            "package folder, a .py file, or a dotted module name",
+            name=given,
+        )
+    path = path.resolve()
+    if path.is_file() and path.name == "__init__.py":
+        path = path.parent
+    if path.is_file() and path.suffix != ".py":
+        raise ContractImportError(
+            f"cannot import {given}: {path} is not a Python file; give a package folder, a .py "
+            "file, or a dotted module name",
+            name=given,
+        )
+    parts = [path.stem if path.is_file() else path.name]
+    root = path.parent
+    while (root / "__init__.py").is_file() and root.parent != root:
+        parts.insert(0, root.name)
+        root = root.parent
+    bad = [part for part in parts if not part.isidentifier()]
+    if bad:
+        raise ContractImportError(
+            f"cannot import {given}: {bad[0]!r} (in {path}) is not a valid module name; rename "
+            "it with letters, digits and _ only",
+            name=given,
+        )
+    return root, ".".join(parts)
+
+
+def _put_first_on_path(folder: Path) -> None:
+    entry = str(folder)
+    if entry in sys.path:
+        sys.path.remove(entry)
+    sys.path.insert(0, entry)
+    importlib.invalidate_caches()
+
+
+def _check_location(module: ModuleType, root: Path, target: str) -> None:
+    """The module imported is the one at the path given, not one already imported by its name
+    from elsewhere (the standard library's, an installed package's)."""
+    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), None)
+    if where is None or Path(where).resolve().is_relative_to(root):
+        return
+    raise ContractImportError(
+        f"cannot import {target} as {module.__name__}: a module of that name is already "
+        f"imported from {where}; rename the package or the file",
+        name=module.__name__,
+    )
 
 
 class ContractImportError(ImportError):
-    """A module of the contracts package raised while it was imported (one line says where)."""
+    """A contracts module could not be imported: one line says where it raised, or what was
+    tried and how to fix it."""
 
 
-def _import(name: str) -> ModuleType:
-    """Import a module; anything it raises becomes a `ContractImportError` naming file and line."""
+def _import(name: str, target: str | None = None) -> ModuleType:
+    """Import a module; anything it raises becomes a `ContractImportError` naming file and line,
+    and a module that is not there one saying what was tried (`target`: what the user gave)."""
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as error:
-        if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
-            raise  # the target itself does not exist: the plain message says so
-        raise _import_failure(name, error) from error
+        missing = error.name or ""
+        if missing and (name == missing or name.startswith(missing + ".")):
+            raise _not_found(name, target or name, error) from error
+        failure = _import_failure(name, error)
+        if missing.partition(".")[0] in name.split(".")[1:]:
+            # `some.dir.pkg` whose own code imports `pkg.models`: imported under the wrong name.
+            failure = ContractImportError(
+                f"{failure}; if {missing.partition('.')[0]} is this package's own name, give "
+                f"the package by its path ({name.replace('.', '/')}) so it is imported by it",
+                name=name,
+            )
+        raise failure from error
     except Exception as error:
         raise _import_failure(name, error) from error
+
+
+def _not_found(name: str, target: str, error: ModuleNotFoundError) -> ContractImportError:
+    """The target itself is not importable: where it was looked for, and how to name it."""
+    folder = Path(name.replace(".", "/"))
+    if "." in name and (folder.is_dir() or folder.with_suffix(".py").is_file()):
+        hint = f"{folder} is a folder here, not a package: give it by its path"
+    else:
+        hint = (
+            f"run the command from the folder that holds {name.partition('.')[0]}, or give "
+            f"the package folder or .py file by its path (e.g. path/to/{folder})"
+        )
+    return ContractImportError(
+        f"cannot import {target}: {error} (looked in the current folder, {Path.cwd()}, and "
+        f"the installed packages); {hint}",
+        name=name,
+    )
 
 
 def _import_failure(name: str, error: BaseException) -> ContractImportError:
@@ -233,9 +326,12 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
 def default_directory(target: str | ModuleType) -> Path:
     """Where a target keeps its lock and snapshots: `schemas/` beside its code."""
     module = import_target(target) if isinstance(target, str) else target
-    if module.__file__ is None:
-        raise ValueError(f"{module.__name__} has no file to keep schemas beside")
-    return Path(module.__file__).parent / SNAPSHOT_DIR
+    if module.__file__ is not None:
+        return Path(module.__file__).parent / SNAPSHOT_DIR
+    folders = list(getattr(module, "__path__", []))
+    if len(folders) != 1:  # a namespace package over several folders, or none
+        raise ValueError(f"{module.__name__} has no one folder to keep schemas beside: use --dir")
+    return Path(folders[0]) / SNAPSHOT_DIR
 
 
 def display_path(path: Path) -> str:
