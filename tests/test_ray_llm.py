@@ -237,8 +237,8 @@ def test_the_hooks_pickle_and_never_raise_on_a_row_they_did_not_prepare() -> Non
 def test_the_preprocess_builds_the_body_the_live_client_sends(server: Any, contract: str) -> None:
     # ShipmentNotice has source quotes: its body carries the grounded grammar of its source
     from sdk import StructuredClient
+    from sdk.batch._map import contract_of
     from sdk.providers import VLLMProvider
-    from sdk.ray._map import contract_of
 
     row = {"id": "n-1", "prompt": "Extract the notice.", "system": "Be exact.",
            "source": "Royal Mail brings order AB-12345 today, 2 parcels.",

@@ -123,7 +123,7 @@ class RayRun:
         import ray
         from ray.data import ActorPoolStrategy
 
-        from sdk.ray._map import StructuredMap
+        from sdk.batch._map import StructuredMap
 
         rows = [self._row(row) for row in page]  # a changed line stops the job here
         blocks = max(1, math.ceil(len(rows) / self.backend.batch_size))

@@ -16,8 +16,6 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from sdk.contract import Contract
-
 if TYPE_CHECKING:
     from sdk.cache import SQLiteCache
 
@@ -31,7 +29,6 @@ __all__ = [
     "app",
     "cache_named",
     "command_group",
-    "contract_named",
     "errors_exit",
     "reflowed",
 ]
@@ -168,14 +165,3 @@ def cache_named(enabled: bool, path: Path | None) -> SQLiteCache | None:
     return SQLiteCache(path) if path is not None else SQLiteCache()
 
 
-def contract_named(reference: str) -> type[Contract]:
-    """The contract `MODULE:NAME` names (a `ValueError` saying why not)."""
-    from sdk.workflow.versioning import import_target
-
-    module_name, _, name = reference.partition(":")
-    if not module_name or not name:
-        raise ValueError(f"--contract takes MODULE:NAME (contracts:Decision), not {reference!r}")
-    value = getattr(import_target(module_name), name, None)
-    if not (isinstance(value, type) and issubclass(value, Contract)):
-        raise ValueError(f"{reference} is not a Contract")
-    return value

@@ -18,8 +18,8 @@ from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
 from sdk.cli._app import cache_named
 from sdk.cli._app import command_group
-from sdk.cli._app import contract_named
 from sdk.cli._app import errors_exit
+from sdk.workflow.versioning import contract_named
 
 if TYPE_CHECKING:
     from sdk.batch import BatchJob

@@ -14,9 +14,9 @@ from sdk.cli._app import CachePathOption
 from sdk.cli._app import Output
 from sdk.cli._app import app
 from sdk.cli._app import cache_named
-from sdk.cli._app import contract_named
 from sdk.cli._app import errors_exit
 from sdk.eval.arms import ARMS as EVAL_ARMS
+from sdk.workflow.versioning import contract_named
 
 if TYPE_CHECKING:
     from sdk.cache import CacheStats

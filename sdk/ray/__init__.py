@@ -22,14 +22,14 @@ by the SDK's parser and checks), `finish` the same columns for every row, failed
 and `second_pass` a bounded re-ask within a job-wide token budget.
 """
 
-from sdk.ray._columns import COLUMNS
-from sdk.ray._columns import line_of
-from sdk.ray._columns import row_of
+from sdk.batch._columns import COLUMNS
+from sdk.batch._columns import line_of
+from sdk.batch._columns import row_of
+from sdk.batch._map import ClientFactory
+from sdk.batch._map import StructuredMap
 from sdk.ray._llm import REASK
 from sdk.ray._llm import ProcessorHooks
 from sdk.ray._llm import SecondPass
-from sdk.ray._map import ClientFactory
-from sdk.ray._map import StructuredMap
 
 __all__ = [
     "COLUMNS",

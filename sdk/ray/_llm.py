@@ -41,8 +41,13 @@ from typing import Any
 import pyarrow as pa
 
 from sdk._records import Usage
+from sdk.batch._columns import COLUMNS
+from sdk.batch._columns import row_of
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
+from sdk.batch._map import contract_of
+from sdk.batch._map import plain_value
+from sdk.batch._map import row_item
 from sdk.batch._outcome import Decision
 from sdk.batch._outcome import JobSettings
 from sdk.batch._outcome import decide_error
@@ -59,11 +64,6 @@ from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
 from sdk.providers._chat import chat_completion
 from sdk.providers.vllm import VLLMProvider
-from sdk.ray._columns import COLUMNS
-from sdk.ray._columns import row_of
-from sdk.ray._map import contract_of
-from sdk.ray._map import plain_value
-from sdk.ray._map import row_item
 
 __all__ = ["REASK", "ProcessorHooks", "SecondPass"]
 

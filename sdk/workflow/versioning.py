@@ -72,6 +72,7 @@ __all__ = [
     "LockEntry",
     "LockOutcome",
     "check",
+    "contract_named",
     "default_directory",
     "discover",
     "discover_grammars",
@@ -874,3 +875,14 @@ def _text_diff(snapshot: Path, grammar: Grammar) -> str:
     if len(lines) > _SHOWN_DIFF_LINES:
         shown.append(f"... {len(lines) - _SHOWN_DIFF_LINES} more diff lines")
     return "".join("\n    " + line for line in shown)
+
+
+def contract_named(reference: str) -> type[Contract]:
+    """The contract `MODULE:NAME` names (a `ValueError` saying why not)."""
+    module_name, _, name = reference.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"--contract takes MODULE:NAME (contracts:Decision), not {reference!r}")
+    value = getattr(import_target(module_name), name, None)
+    if not (isinstance(value, type) and issubclass(value, Contract)):
+        raise ValueError(f"{reference} is not a Contract")
+    return value

@@ -16,7 +16,7 @@ time; with `max_concurrency=` on `map_batches` an actor takes several batches at
 calls stay in flight across batch boundaries.
 
 Every row comes out, whatever happened to it: its outcome is decided by the local runner's own
-`decide_live` (`sdk.batch._outcome`) and flattened into typed columns (`sdk.ray._columns`). A row
+`decide_live` (`sdk.batch._outcome`) and flattened into typed columns (`sdk.batch._columns`). A row
 that cannot be read, a call that raises, a batch past its `timeout`: each is that row's failure,
 never an exception out of `__call__` (an exception there fails the whole Ray job, and Ray's
 `max_errored_blocks` would drop whole blocks).
@@ -40,6 +40,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from sdk.batch._columns import row_of
+from sdk.batch._columns import schema_for
 from sdk.batch._items import InputItem
 from sdk.batch._items import parse_item
 from sdk.batch._local import run_item
@@ -50,8 +52,6 @@ from sdk.batch._outcome import decide_live
 from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
-from sdk.ray._columns import row_of
-from sdk.ray._columns import schema_for
 
 __all__ = ["ClientFactory", "StructuredMap", "contract_of", "plain_value", "row_item"]
 
@@ -227,7 +227,7 @@ def row_item(
 def contract_of(contract: type[Contract] | str) -> type[Contract]:
     """The contract itself, or the one a `"module:Name"` names."""
     if isinstance(contract, str):
-        from sdk.cli._app import contract_named
+        from sdk.workflow.versioning import contract_named
 
         return contract_named(contract)
     return contract
