@@ -188,3 +188,22 @@ def test_python_dash_m_sdk_cli_works() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "contracts: 7 contracts and 1 grammar match the lock\n"
+
+
+def test_lock_fails_on_an_older_versions_edited_snapshot_as_check_does(tmp_path: Path) -> None:
+    folder = tmp_path / "schemas"
+    first = make_package(tmp_path / "src", {"models.py": BAD})
+    assert _invoke("schema", "lock", first, "--dir", str(folder))[0] == 0
+    bumped = BAD.replace("    price: float", "    schema_version = 2\n\n    price: float")
+    second = make_package(tmp_path / "src", {"models.py": bumped.replace("A summary.", "Short.")})
+    assert _invoke("schema", "lock", second, "--dir", str(folder))[0] == 0
+    snapshot = folder / "Bad.v1.json"
+    snapshot.write_text(snapshot.read_text().replace("The price.", "Price."))
+
+    code, out, _ = _invoke("schema", "check", second, "--dir", str(folder))
+    assert code == 1 and out.startswith("snapshot-mismatch: Bad v1: snapshot ")
+    code, out, err = _invoke("schema", "lock", second, "--dir", str(folder))
+    assert code == 1  # it used to exit 0 saying "nothing written"
+    assert "nothing written" not in out
+    assert err.startswith("error: Bad v1: snapshot ")
+    assert "restore it from version control" in err

@@ -71,6 +71,8 @@ __all__ = [
     "LockConflict",
     "LockEntry",
     "LockOutcome",
+    "SnapshotJudgment",
+    "SnapshotState",
     "check",
     "contract_named",
     "default_directory",
@@ -79,6 +81,7 @@ __all__ = [
     "display_path",
     "export",
     "import_target",
+    "judge_snapshot",
     "lock",
     "locked_grammar",
 ]
@@ -525,7 +528,10 @@ def lock(
     mistake `check` exists to catch, and re-pinning would erase the schema stored values were
     written under. It also refuses to overwrite a locked version's snapshot whose content no
     longer hashes to the lock's fingerprint (edited by hand): a locked snapshot is a record.
-    `force=True` overrides both, for a version never released.
+    `force=True` overrides these, for a version never released. An older version's snapshot
+    that is edited or missing is refused even then: the code no longer holds that version, so
+    nothing can write it again (restore it from version control). `lock` and `check` judge
+    every snapshot alike (`judge_snapshot`): a lock that succeeds leaves nothing for `check`.
     Contracts that no longer exist are dropped from the lock (and reported). Every file is
     written atomically.
     """
@@ -538,8 +544,9 @@ def lock(
     snapshots = {g.name: grammar_snapshot_name(g) for g in grammars}
 
     problems, edited = _lock_problems(infos, current, directory)
-    if problems and not force:
-        raise LockConflict(problems)
+    unfixable = _unwritable_snapshots(infos, current, directory)
+    if unfixable or (problems and not force):
+        raise LockConflict(unfixable + problems)
 
     present = {info.name for info in infos}
     kept = [e for e in current.entries if e.name in present]
@@ -606,7 +613,7 @@ def _lock_problems(
         for info in infos
         if (entry := current.get(info.name, info.version)) is not None
         and entry.fingerprint == info.fingerprint
-        and _snapshot_edited(entry, directory)
+        and judge_snapshot(entry, directory).state is SnapshotState.EDITED
     ]
     for entry in edited:
         problems.append(
@@ -617,15 +624,56 @@ def _lock_problems(
     return problems, edited
 
 
-def _snapshot_edited(entry: LockEntry, directory: Path) -> bool:
-    """Whether a locked snapshot exists and no longer hashes to its entry's fingerprint."""
+def _unwritable_snapshots(infos: Sequence[SchemaInfo], current: Lock, directory: Path) -> list[str]:
+    """What `lock` refuses even with `force`: an older locked version's snapshot that is edited
+    or missing (the code holds only the newest version, so nothing can write the older one)."""
+    newest = {info.name: info.version for info in infos}
+    problems = []
+    for entry in current.entries:
+        if entry.version >= newest.get(entry.name, entry.version):
+            continue  # the code's own version (written from it), a newer one, or a dropped one
+        judged = judge_snapshot(entry, directory)
+        if judged.state is not SnapshotState.MATCHES:
+            problems.append(
+                f"{entry.name} v{entry.version}: snapshot "
+                f"{display_path(directory / entry.snapshot)} {judged.reason}; the code holds "
+                f"v{newest[entry.name]} now, so lock cannot write it again: restore it from "
+                "version control"
+            )
+    return problems
+
+
+class SnapshotState(StrEnum):
+    """What a locked version's snapshot is, for `lock` and `check` alike."""
+
+    MATCHES = "matches"
+    MISSING = "missing"
+    EDITED = "edited"
+    """There, but not what the lock's fingerprint says (changed, or unreadable)."""
+
+
+@dataclass(frozen=True)
+class SnapshotJudgment:
+    """A snapshot's state, and why, in words for a message."""
+
+    state: SnapshotState
+    reason: str
+
+
+def judge_snapshot(entry: LockEntry, directory: Path) -> SnapshotJudgment:
+    """The one judgment of a locked snapshot: it must exist and hash to its entry's fingerprint
+    (it is what diffs compare to and what stored values were written under)."""
     path = directory / entry.snapshot
     if not path.exists():
-        return False  # missing: written again from the code, which matches the lock
+        return SnapshotJudgment(SnapshotState.MISSING, "is missing")
     try:
-        return _snapshot_fingerprint(entry, path) != entry.fingerprint
-    except ValueError:
-        return True
+        fingerprint = _snapshot_fingerprint(entry, path)
+    except (ValueError, OSError) as error:  # not a schema, not UTF-8, not a readable file
+        return SnapshotJudgment(SnapshotState.EDITED, f"does not match the lock ({error})")
+    if fingerprint != entry.fingerprint:
+        said = f"it hashes to {fingerprint[:12]}, the lock says {entry.fingerprint[:12]}"
+        return SnapshotJudgment(SnapshotState.EDITED, f"does not match the lock ({said})")
+    return SnapshotJudgment(SnapshotState.MATCHES, "matches the lock")
 
 
 # --- check -----------------------------------------------------------------------------------
@@ -773,28 +821,21 @@ def _diff_with_snapshot(
 
 
 def _check_snapshot(entry: LockEntry, directory: Path) -> Iterator[CheckFinding]:
-    """A snapshot must exist and hash to its entry's fingerprint: it is what diffs compare to."""
-    path = directory / entry.snapshot
-    where = f"{entry.name} v{entry.version}"
-    if not path.exists():
-        yield CheckFinding(
-            CheckCode.SNAPSHOT_MISMATCH,
-            entry.name,
-            f"{where}: snapshot {display_path(path)} is missing; restore it from version control",
-        )
+    """A snapshot must exist and hash to its entry's fingerprint (`judge_snapshot`)."""
+    judged = judge_snapshot(entry, directory)
+    if judged.state is SnapshotState.MATCHES:
         return
-    try:
-        fingerprint: str | None = _snapshot_fingerprint(entry, path)
-        reason = f"it hashes to {str(fingerprint)[:12]}, the lock says {entry.fingerprint[:12]}"
-    except ValueError as error:
-        fingerprint, reason = None, str(error)
-    if fingerprint != entry.fingerprint:
-        yield CheckFinding(
-            CheckCode.SNAPSHOT_MISMATCH,
-            entry.name,
-            f"{where}: snapshot {display_path(path)} does not match the lock ({reason}); "
-            "snapshots are written by `sdk schema lock`, never by hand",
-        )
+    advice = (
+        "restore it from version control"
+        if judged.state is SnapshotState.MISSING
+        else "snapshots are written by `sdk schema lock`, never by hand"
+    )
+    yield CheckFinding(
+        CheckCode.SNAPSHOT_MISMATCH,
+        entry.name,
+        f"{entry.name} v{entry.version}: snapshot {display_path(directory / entry.snapshot)} "
+        f"{judged.reason}; {advice}",
+    )
 
 
 # --- grammars ----------------------------------------------------------------------------------
