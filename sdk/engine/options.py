@@ -324,8 +324,11 @@ class CallSpec:
         self, options: Mapping[str, object], method: Method, taken: frozenset[str] = frozenset()
     ) -> CallSpec:
         """The spec of one call through `method`: these defaults with the call's options."""
-        spec = self._with(options, method.name, method.keywords, taken, per_call=True)
-        return spec if spec.method == method else replace(spec, method=method)
+        if not options:
+            return self if self.method == method else replace(self, method=method)
+        return self._with(
+            options, method.name, method.keywords, taken, per_call=True, method=method
+        )
 
     def value(self, name: str) -> Any:
         """The value of option `name` in this spec (a sampling option not set: absent)."""
@@ -342,32 +345,45 @@ class CallSpec:
         keywords: frozenset[str],
         taken: frozenset[str],
         per_call: bool,
+        method: Method | None = None,
     ) -> CallSpec:
+        """This spec with `options` checked and set: only the projections they go to are made
+        again (a call gives a prompt and a source; the rest of the spec is the client's)."""
         if not options:
             return self
         known = declarations()
-        values = self._values()
+        layers: dict[Layer, dict[str, Any]] = {}
+        sampling: dict[str, Any] = {}
         for name, value in options.items():
             declared = known.get(name)
             if declared is None and name in taken:
-                values[name] = value  # the provider's own: it vets the value (`vet_options`)
+                sampling[name] = value  # the provider's own: it vets the value (`vet_options`)
                 continue
             if declared is None or (per_call and not declared.per_call):
                 raise _unknown(name, where, keywords | taken, per_call)
             option = declared.option
             check(name, value, declared.annotation, where, option.expects if option else None)
-            if option is not None and option.convert is not None and value is not None:
+            if option is None:
+                sampling[name] = value
+                continue
+            if option.convert is not None and value is not None:
                 value = option.convert(value)
-            if option is not None and option.merge is not None and name in values:
-                value = option.merge(values[name], value)
-            values[name] = value
-        return _built(values, self.method)
-
-    def _values(self) -> dict[str, Any]:
-        """Every option's value, by name (the sampling options that are set)."""
-        values = {name: self.value(name) for name, d in declarations().items() if d.option}
-        values.update(self.transport.options)
-        return values
+            if option.merge is not None:
+                value = option.merge(self.value(name), value)
+            for layer in option.goes:
+                layers.setdefault(layer, {})[name] = value
+        projections: dict[str, Any] = {
+            layer: replace(getattr(self, layer), **fields)
+            for layer, fields in layers.items()
+            if layer != "call"
+        }
+        if sampling:
+            transport = projections.get("transport", self.transport)
+            given = cast(SamplingOptions, {**transport.options, **sampling})
+            projections["transport"] = replace(transport, options=given)
+        if method is not None and method != self.method:
+            projections["method"] = method
+        return replace(self, **projections, **layers.get("call", {}))
 
 
 def _unknown(name: str, where: str, keywords: frozenset[str], per_call: bool) -> TypeError:
