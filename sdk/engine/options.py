@@ -32,6 +32,7 @@ import difflib
 import functools
 import os
 import time
+import types
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -41,12 +42,15 @@ from typing import Annotated
 from typing import Any
 from typing import Final
 from typing import Literal
+from typing import Union
 from typing import cast
 from typing import get_args
+from typing import get_origin
 from typing import get_type_hints
 
 from sdk._declared import AtLeast
 from sdk._declared import Positive
+from sdk._declared import bounds_of
 from sdk._declared import check
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
@@ -362,7 +366,8 @@ class CallSpec:
             if declared is None or (per_call and not declared.per_call):
                 raise _unknown(name, where, keywords | taken, per_call)
             option = declared.option
-            check(name, value, declared.annotation, where, option.expects if option else None)
+            if type(value) is not str or not _takes_any_text(name):
+                check(name, value, declared.annotation, where, option.expects if option else None)
             if option is None:
                 sampling[name] = value
                 continue
@@ -384,6 +389,25 @@ class CallSpec:
         if method is not None and method != self.method:
             projections["method"] = method
         return replace(self, **projections, **layers.get("call", {}))
+
+
+@functools.cache
+def _takes_any_text(name: str) -> bool:
+    """Whether option `name` takes every `str` as it is (`str` is a member of its type, with no
+    range): a call's prompt and source are then checked by their type alone (the walk of the
+    declared type costs more than the rest of a call's setup)."""
+    annotation = declarations()[name].annotation
+    return str in _members(annotation) and not bounds_of(annotation)
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """A union's members (nested unions flattened; `Annotated` metadata dropped)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _members(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return tuple(member for arg in get_args(annotation) for member in _members(arg))
+    return (annotation,)
 
 
 def _unknown(name: str, where: str, keywords: frozenset[str], per_call: bool) -> TypeError:
