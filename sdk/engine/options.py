@@ -32,6 +32,7 @@ import difflib
 import functools
 import os
 import time
+import types
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -41,12 +42,15 @@ from typing import Annotated
 from typing import Any
 from typing import Final
 from typing import Literal
+from typing import Union
 from typing import cast
 from typing import get_args
+from typing import get_origin
 from typing import get_type_hints
 
 from sdk._declared import AtLeast
 from sdk._declared import Positive
+from sdk._declared import bounds_of
 from sdk._declared import check
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
@@ -324,8 +328,11 @@ class CallSpec:
         self, options: Mapping[str, object], method: Method, taken: frozenset[str] = frozenset()
     ) -> CallSpec:
         """The spec of one call through `method`: these defaults with the call's options."""
-        spec = self._with(options, method.name, method.keywords, taken, per_call=True)
-        return spec if spec.method == method else replace(spec, method=method)
+        if not options:
+            return self if self.method == method else replace(self, method=method)
+        return self._with(
+            options, method.name, method.keywords, taken, per_call=True, method=method
+        )
 
     def value(self, name: str) -> Any:
         """The value of option `name` in this spec (a sampling option not set: absent)."""
@@ -342,32 +349,65 @@ class CallSpec:
         keywords: frozenset[str],
         taken: frozenset[str],
         per_call: bool,
+        method: Method | None = None,
     ) -> CallSpec:
+        """This spec with `options` checked and set: only the projections they go to are made
+        again (a call gives a prompt and a source; the rest of the spec is the client's)."""
         if not options:
             return self
         known = declarations()
-        values = self._values()
+        layers: dict[Layer, dict[str, Any]] = {}
+        sampling: dict[str, Any] = {}
         for name, value in options.items():
             declared = known.get(name)
             if declared is None and name in taken:
-                values[name] = value  # the provider's own: it vets the value (`vet_options`)
+                sampling[name] = value  # the provider's own: it vets the value (`vet_options`)
                 continue
             if declared is None or (per_call and not declared.per_call):
                 raise _unknown(name, where, keywords | taken, per_call)
             option = declared.option
-            check(name, value, declared.annotation, where, option.expects if option else None)
-            if option is not None and option.convert is not None and value is not None:
+            if type(value) is not str or not _takes_any_text(name):
+                check(name, value, declared.annotation, where, option.expects if option else None)
+            if option is None:
+                sampling[name] = value
+                continue
+            if option.convert is not None and value is not None:
                 value = option.convert(value)
-            if option is not None and option.merge is not None and name in values:
-                value = option.merge(values[name], value)
-            values[name] = value
-        return _built(values, self.method)
+            if option.merge is not None:
+                value = option.merge(self.value(name), value)
+            for layer in option.goes:
+                layers.setdefault(layer, {})[name] = value
+        projections: dict[str, Any] = {
+            layer: replace(getattr(self, layer), **fields)
+            for layer, fields in layers.items()
+            if layer != "call"
+        }
+        if sampling:
+            transport = projections.get("transport", self.transport)
+            given = cast(SamplingOptions, {**transport.options, **sampling})
+            projections["transport"] = replace(transport, options=given)
+        if method is not None and method != self.method:
+            projections["method"] = method
+        return replace(self, **projections, **layers.get("call", {}))
 
-    def _values(self) -> dict[str, Any]:
-        """Every option's value, by name (the sampling options that are set)."""
-        values = {name: self.value(name) for name, d in declarations().items() if d.option}
-        values.update(self.transport.options)
-        return values
+
+@functools.cache
+def _takes_any_text(name: str) -> bool:
+    """Whether option `name` takes every `str` as it is (`str` is a member of its type, with no
+    range): a call's prompt and source are then checked by their type alone (the walk of the
+    declared type costs more than the rest of a call's setup)."""
+    annotation = declarations()[name].annotation
+    return str in _members(annotation) and not bounds_of(annotation)
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """A union's members (nested unions flattened; `Annotated` metadata dropped)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _members(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return tuple(member for arg in get_args(annotation) for member in _members(arg))
+    return (annotation,)
 
 
 def _unknown(name: str, where: str, keywords: frozenset[str], per_call: bool) -> TypeError:
