@@ -117,9 +117,8 @@ class Bench:
         """`sdk ARGS` as a subprocess, given Ctrl-C while its first call waits on the server."""
         self.server.reset(Reply(delay=300))
         script = Path(sys.executable).with_name("sdk")
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FORCE_COLOR")}
         process = subprocess.Popen(
-            [str(script), *args], cwd=self.folder, env={**env, "NO_COLOR": "1"},
+            [str(script), *args], cwd=self.folder, env=self.env(),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
@@ -134,6 +133,14 @@ class Bench:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+    @staticmethod
+    def env(*path: Path) -> dict[str, str]:
+        """A subprocess's environment: `path` and this repository first on `sys.path` (its
+        code, not that of whichever checkout the venv installed), plain output."""
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FORCE_COLOR")}
+        pythonpath = os.pathsep.join(str(each) for each in (*path, REPO))
+        return {**env, "PYTHONPATH": pythonpath, "NO_COLOR": "1"}
 
     def package(self, source: str) -> str:
         return make_package(self.folder / "src", {"models.py": source})
@@ -205,6 +212,36 @@ def _then(first: Scenario, then: list[str]) -> Scenario:
 def _interrupted_twice(bench: Bench) -> int:
     assert bench.interrupted(*bench.batch()) == 130
     return bench.interrupted("batch", "resume", "--state", "out.jsonl.job.db")
+
+
+RETRY = ["batch", "retry", "--state", "out.jsonl.job.db"]
+
+
+def _retried_after_a_fix(bench: Bench) -> int:
+    assert _batch_failed(bench) == 1
+    bench.server.reset()  # valid answers from now on
+    return bench.sdk(*RETRY)
+
+
+def _retry_interrupted(bench: Bench) -> int:
+    assert _batch_failed(bench) == 1
+    return bench.interrupted(*RETRY)
+
+
+def _broken_provider_package(bench: Bench) -> int:
+    # An installed distribution that declares a provider module which raises on import.
+    site = bench.folder / "site"
+    info = site / "broken_provider-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "broken_provider.py").write_text("raise RuntimeError('no config file')\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-provider\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[structured_sdk.providers]\nbroken = broken_provider\n")
+    completed = subprocess.run(
+        [sys.executable, "-m", "sdk.cli", "providers"], cwd=bench.folder, env=bench.env(site),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert "broken (broken_provider)" in completed.stderr, completed.stderr
+    return completed.returncode
 
 
 def _not_a_file(command: list[str]) -> Scenario:
@@ -295,6 +332,10 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("batch resume", 1): _then(_batch_failed, ["batch", "resume", "--state", "out.jsonl.job.db"]),
     ("batch resume", 2): lambda b: b.sdk("batch", "resume", "--state", "none.job.db"),
     ("batch resume", 130): _interrupted_twice,
+    ("batch retry", 0): _retried_after_a_fix,
+    ("batch retry", 1): _then(_batch_failed, RETRY),  # the server still answers no JSON
+    ("batch retry", 2): lambda b: b.sdk("batch", "retry", "--state", "none.job.db"),
+    ("batch retry", 130): _retry_interrupted,
     ("batch status", 0): _then(
         lambda b: b.sdk(*b.batch()), ["batch", "status", "--state", "out.jsonl.job.db"]
     ),
@@ -307,6 +348,8 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("cache stats", 2): _not_a_file(["cache", "stats", "--path"]),
     ("cache clear", 0): lambda b: b.sdk("cache", "clear", "--path", "no-cache-yet.db"),
     ("cache clear", 2): _not_a_file(["cache", "clear", "--path"]),
+    ("providers", 0): lambda b: b.sdk("providers"),
+    ("providers", 2): _broken_provider_package,
     ("demo", 1): _demo_without_the_local_extra,
     ("demo", 2): lambda b: b.sdk("demo", "--no-such-option"),
     ("serve", 1): _serve_fails,
@@ -348,7 +391,7 @@ def test_the_paths_run_elsewhere_are_asserted_there() -> None:
 def test_every_literal_exit_code_of_a_command_module_is_in_its_rows() -> None:
     table = documented()
     for module in (sdk.cli.schema, sdk.cli.batch, sdk.cli.cache, sdk.cli.grammar, sdk.cli.eval,
-                   sdk.cli.serve, sdk.cli.demo):  # fmt: skip
+                   sdk.cli.serve, sdk.cli.demo, sdk.cli.providers):  # fmt: skip
         codes = {
             int(code) for code in re.findall(r"typer\.Exit\((\d+)\)", inspect.getsource(module))
         }

@@ -1,5 +1,5 @@
 """The `sdk` command: `sdk schema export|lock|check|diff|lint ...`, `sdk grammar test`,
-`sdk eval`, `sdk batch run|status|resume|cancel`, `sdk cache stats|clear`, `sdk providers`,
+`sdk eval`, `sdk batch run|resume|retry|status|cancel`, `sdk cache stats|clear`, `sdk providers`,
 `sdk demo` and `sdk serve`.
 
 One module per command group (`schema`, `grammar`, `eval`, `batch`, `cache`, `providers`,
