@@ -60,6 +60,9 @@ from sdk.parsing import Parsed
 from sdk.parsing import parse
 from sdk.parsing.incremental import Partial
 from sdk.parsing.incremental import PartialReader
+from sdk.prompt import Prompt
+from sdk.prompt import PromptInfo
+from sdk.prompt import RenderedPrompt
 from sdk.providers._base import Message
 from sdk.schema import SchemaInfo
 from sdk.stop_reason import StopReason
@@ -94,9 +97,12 @@ __all__ = [
     "Partial",
     "PartialReader",
     "PartialToolCall",
+    "Prompt",
+    "PromptInfo",
     "ProviderError",
     "ProviderRetriesExhausted",
     "RefusedOutput",
+    "RenderedPrompt",
     "Result",
     "RetriesExhausted",
     "SchemaInfo",
