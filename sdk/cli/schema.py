@@ -27,6 +27,8 @@ from sdk.workflow.diff import diff_schemas
 from sdk.workflow.grammar_diff import diff_grammars
 from sdk.workflow.lint import LintReport
 from sdk.workflow.lint import lint_all
+from sdk.workflow.prompt_diff import PromptDiff
+from sdk.workflow.prompt_diff import diff_prompts
 from sdk.workflow.snapshot import load_snapshot
 from sdk.workflow.versioning import LOCK_FILE
 from sdk.workflow.versioning import CheckFinding
@@ -36,11 +38,13 @@ from sdk.workflow.versioning import check
 from sdk.workflow.versioning import default_directory
 from sdk.workflow.versioning import discover
 from sdk.workflow.versioning import discover_grammars
+from sdk.workflow.versioning import discover_prompts
 from sdk.workflow.versioning import display_path
 from sdk.workflow.versioning import export
 from sdk.workflow.versioning import import_target
 from sdk.workflow.versioning import lock
 from sdk.workflow.versioning import locked_grammar
+from sdk.workflow.versioning import locked_prompt
 
 __all__ = ["schema_app"]
 
@@ -120,6 +124,7 @@ def check_command(target: Target, directory: DirOption = None, as_json: JsonOpti
         findings = check(target, directory=directory)
         count = len(discover(target))
         grammars = len(discover_grammars(target))
+        prompts = len(discover_prompts(target))
     if as_json:
         out.json({"ok": not findings, "findings": [f.to_json() for f in findings]})
     else:
@@ -129,10 +134,12 @@ def check_command(target: Target, directory: DirOption = None, as_json: JsonOpti
             out.line(f"{len(findings)} problem(s): the schemas of {target} do not match the lock")
         else:
             plural = "" if grammars == 1 else "s"
-            out.line(
-                f"{target}: {count} contracts and {grammars} grammar{plural} match the lock",
-                "green",
-            )
+            said = f"{count} contracts, {grammars} grammar{plural}"
+            if prompts:
+                said += f" and {prompts} prompt{'' if prompts == 1 else 's'}"
+            else:
+                said = said.replace(", ", " and ")
+            out.line(f"{target}: {said} match the lock", "green")
     if findings:
         raise typer.Exit(1)
 
@@ -175,20 +182,25 @@ def diff_command(
     """List every change, classified for producers (the model) and consumers of stored values."""
     out = Output()
     names = schemas or []
+    prompt_diffs: list[PromptDiff] = []
     with errors_exit(out):
         if against_lock is not None:
             diffs = _diffs_against_lock(against_lock, directory, names)
+            prompt_diffs = _prompt_diffs_against_lock(against_lock, directory, names)
         elif len(names) == 2:
             diffs = [diff_schemas(_load_schema(names[0]), _load_schema(names[1]))]
         else:
             raise ValueError("give OLD and NEW, or --against-lock MODULE_OR_PACKAGE")
     if as_json:
-        out.json([d.to_json() for d in diffs])
+        out.json([d.to_json() for d in diffs] + [d.to_json() for d in prompt_diffs])
     else:
         for index, diff in enumerate(diffs):
             if index:
                 out.line()
             _print_diff(out, diff)
+        for prompt_diff in prompt_diffs:
+            out.line()
+            _print_prompt_diff(out, prompt_diff)
     if fail_on_breaking and any(change.breaking for d in diffs for change in d.changes):
         raise typer.Exit(1)
 
@@ -232,6 +244,41 @@ def _diffs_against_lock(target: str, directory: Path | None, names: list[str]) -
             raise ValueError(f"the locked snapshot of {grammar.name} v{entry.version} is missing")
         diffs.append(diff_grammars(locked, grammar))
     return diffs
+
+
+def _prompt_diffs_against_lock(
+    target: str, directory: Path | None, names: list[str]
+) -> list[PromptDiff]:
+    """Each prompt of the target against its newest locked snapshot: a diff of its text."""
+    folder = directory or default_directory(target)
+    current = Lock.read(folder / LOCK_FILE)
+    diffs = []
+    for prompt in discover_prompts(target):
+        if names and prompt.name not in names:
+            continue
+        entry = current.latest(prompt.name)
+        locked = None if entry is None else locked_prompt(entry, folder)
+        if entry is not None and locked is None:
+            raise ValueError(f"the locked snapshot of {prompt.name} v{entry.version} is missing")
+        diffs.append(diff_prompts(locked, prompt))
+    return diffs
+
+
+def _print_prompt_diff(out: Output, diff: PromptDiff) -> None:
+    old = f"{diff.old.name} v{diff.old.version} ({diff.old.fingerprint[:12]})" if diff.old else (
+        f"{diff.new.name} (not locked)"
+    )
+    new = f"{diff.new.name} v{diff.new.version} ({diff.new.fingerprint[:12]})"
+    out.parts((f"prompt {old} -> {new}", "bold"))
+    if diff.identical:
+        out.line("  identical", "green")
+        return
+    for line in diff.lines[2:]:  # the two file-name lines: the header above says it
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+        out.line(f"  {line}", style)
+    if diff.old is not None and diff.old.version == diff.new.version:
+        bump = f"  the version is still {diff.new.version}: bump {diff.new.name}.version"
+        out.line(bump, "yellow")
 
 
 def _print_diff(out: Output, diff: SchemaDiff) -> None:

@@ -242,7 +242,9 @@ class Prompt:
         return f"{type(self).__name__}({shown})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.inputs == self.inputs  # type: ignore[attr-defined]
+        return (
+            isinstance(other, Prompt) and type(other) is type(self) and other.inputs == self.inputs
+        )
 
     def __hash__(self) -> int:
         return hash((type(self), self.inputs.model_dump_json()))
@@ -287,9 +289,7 @@ def _define(cls: type[Prompt]) -> None:
             "declare"
         )
     if unread:
-        raise TypeError(
-            f"{cls.name}.Inputs declares {', '.join(unread)}, which no template reads"
-        )
+        raise TypeError(f"{cls.name}.Inputs declares {', '.join(unread)}, which no template reads")
     cls._compiled = (system, user)
     cls._info = PromptInfo(cls.name, version, prompt_fingerprint(_content(cls)))
 

@@ -91,7 +91,7 @@ def render(template: Template, values: Mapping[str, Any], where: str) -> str:
     """The template rendered with `values` (`TemplateError` for an undefined name, a refused
     attribute, a nesting too deep, or any other failure inside the template)."""
     import jinja2
-    from jinja2.sandbox import SecurityError
+    from jinja2.exceptions import SecurityError
 
     try:
         return template.render(**values)

@@ -155,7 +155,8 @@ class _Writer:
 
 def _constraints(node: Mapping[str, Any]) -> str:
     """The constraints of a node (and of its non-null branches) as a short comment."""
-    options = node.get("anyOf") if isinstance(node.get("anyOf"), list) else []
+    any_of = node.get("anyOf")
+    options = any_of if isinstance(any_of, list) else []
     nodes = [node, *(o for o in options if isinstance(o, Mapping) and o.get("type") != "null")]
     shown: list[str] = []
     for each in nodes:
