@@ -90,7 +90,7 @@ def test_variables_from_json_are_validated_strictly() -> None:
 
 
 def test_a_template_reading_an_undeclared_variable_fails_where_it_is_defined() -> None:
-    with pytest.raises(TypeError, match="read missing, which .*Inputs does not declare"):
+    with pytest.raises(TypeError, match=r"read missing, which .*Inputs does not declare"):
 
         class Broken(Prompt):
             template = "{{ missing }}"
@@ -105,7 +105,7 @@ def test_a_template_reading_an_undeclared_variable_fails_where_it_is_defined() -
 
 
 def test_a_template_with_bad_syntax_fails_where_it_is_defined() -> None:
-    with pytest.raises(TemplateError, match="Bad.template: line 1"):
+    with pytest.raises(TemplateError, match=r"Bad\.template: line 1"):
 
         class Bad(Prompt):
             template = "{% if %}"
