@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from sdk._files import write_atomic
 from sdk._names import PROVIDER_DIALECTS
 from sdk.cli._app import DirOption
 from sdk.cli._app import JsonOption
@@ -20,6 +21,9 @@ from sdk.contract import Contract
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import canonical_schema
 from sdk.schema.dialects import DIALECTS
+from sdk.schema.preflight import TARGETS
+from sdk.schema.preflight import preflight
+from sdk.schema.preflight import preflight_table
 from sdk.workflow.diff import Change
 from sdk.workflow.diff import Impact
 from sdk.workflow.diff import SchemaDiff
@@ -265,8 +269,10 @@ def _prompt_diffs_against_lock(
 
 
 def _print_prompt_diff(out: Output, diff: PromptDiff) -> None:
-    old = f"{diff.old.name} v{diff.old.version} ({diff.old.fingerprint[:12]})" if diff.old else (
-        f"{diff.new.name} (not locked)"
+    old = (
+        f"{diff.old.name} v{diff.old.version} ({diff.old.fingerprint[:12]})"
+        if diff.old
+        else (f"{diff.new.name} (not locked)")
     )
     new = f"{diff.new.name} v{diff.new.version} ({diff.new.fingerprint[:12]})"
     out.parts((f"prompt {old} -> {new}", "bold"))
@@ -331,6 +337,48 @@ def _label(info: SchemaInfo) -> str:
     return f"{info.name} v{info.version} ({info.fingerprint[:12]})"
 
 
+# --- targets -----------------------------------------------------------------------------------
+
+_TABLE_START = "<!-- preflight-table:start -->\n"
+_TABLE_END = "<!-- preflight-table:end -->"
+
+
+@schema_app.command("targets")
+def targets_command(
+    write: Annotated[
+        Path | None,
+        typer.Option("--write", help="Write the table between the page's preflight-table marks."),
+    ] = None,
+    check_page: Annotated[
+        Path | None,
+        typer.Option("--check", help="Fail when the page's table is not the code's."),
+    ] = None,
+) -> None:
+    """Print the table of targets: what each provider, route and engine enforces, strips,
+    re-checks and cannot promise (generated from the code)."""
+    out = Output()
+    table = preflight_table()
+    page = write or check_page
+    if page is None:
+        out.line(table.rstrip("\n"))
+        return
+    with errors_exit(out):
+        text = page.read_text(encoding="utf-8")
+        if _TABLE_START not in text or _TABLE_END not in text:
+            raise ValueError(f"{page} has no {_TABLE_START.strip()} ... {_TABLE_END} marks")
+        head, rest = text.split(_TABLE_START, 1)
+        old, tail = rest.split(_TABLE_END, 1)
+    if check_page is not None:
+        if old != "\n" + table + "\n":
+            out.error(f"{page}: the table of targets is stale: run `sdk schema targets --write`")
+            raise typer.Exit(1)
+        out.line(f"{page}: the table of targets is the code's", "green")
+        return
+    assert write is not None
+    write_atomic(write, (head + _TABLE_START + "\n" + table + "\n" + _TABLE_END + tail).encode())
+    out.line(f"wrote the table of targets to {write}", "dim")
+
+
 # --- lint --------------------------------------------------------------------------------------
 
 
@@ -345,6 +393,15 @@ def lint_command(
             f"limits: {', '.join(PROVIDER_DIALECTS)} (or a dialect: {', '.join(DIALECTS)}).",
         ),
     ] = None,
+    on_target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="Say for each contract what this target enforces while decoding, strips, "
+            "re-checks and cannot promise (the preflight), and lint for it: "
+            f"{', '.join(TARGETS)} (or a provider's name).",
+        ),
+    ] = None,
     show_suppressed: Annotated[
         bool, typer.Option("--show-suppressed", help="List suppressed findings and reasons.")
     ] = False,
@@ -353,17 +410,22 @@ def lint_command(
     """Find schema shapes that make models confabulate, break caching, or exceed a provider."""
     out = Output()
     with errors_exit(out):
-        reports = lint_all(discover(target), provider=provider)
+        contracts = discover(target)
+        reports = lint_all(contracts, provider=provider, target=on_target)
+        checks = [preflight(c, on_target) for c in contracts] if on_target is not None else []
     if as_json:
         out.json([report.to_json() for report in reports])
     else:
+        for check_ in checks:
+            for index, line in enumerate(check_.lines()):
+                out.line(line, "bold" if index == 0 else None)
         for report in reports:
             _print_lint(out, report, show_suppressed=show_suppressed)
         found = sum(len(r.findings) for r in reports)
         suppressed = sum(len(r.suppressed) for r in reports)
         summary = f"{found} finding(s) in {len(reports)} contracts, {suppressed} suppressed"
         out.line(summary, "bold red" if found else "green")
-    if any(report.findings for report in reports):
+    if any(report.findings for report in reports) or any(c.weakened for c in checks):
         raise typer.Exit(1)
 
 

@@ -111,6 +111,7 @@ def profile(mode: Mode = "json_schema") -> Profile:
         options=_OPTIONS,
         owned=_OWNED,
         fields=_FIELDS,
+        target="anthropic",
     )
 
 

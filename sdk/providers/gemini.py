@@ -78,6 +78,7 @@ _REST_OWNED = ("generationConfig", "generation_config", "systemInstruction", "sy
 GEMINI_WIRE = Profile(
     _NAME,
     GEMINI,
+    target="gemini",
     options={name: f"config.{wire}" for name, wire in (
         ("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
         ("seed", "seed"), ("stop", "stop_sequences"), ("presence_penalty", "presence_penalty"),

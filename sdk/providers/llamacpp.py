@@ -248,6 +248,7 @@ def profile(mode: Mode = "auto") -> Profile:
         tools=True,
         options=_OPTIONS,
         owned=_OWNED,
+        target="llamacpp" if mode in ("auto", "grammar") else "llamacpp-json-schema",
     )
 
 

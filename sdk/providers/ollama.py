@@ -58,6 +58,7 @@ _PATH = "/api/chat"
 OLLAMA_WIRE = Profile(
     "ollama",
     OLLAMA,
+    target="ollama",
     tools=True,
     options={name: f"options.{name}" for name in ("temperature", "top_p", "top_k", "seed",
              "stop", "presence_penalty", "frequency_penalty", "repeat_penalty")},

@@ -93,6 +93,7 @@ logger = logging.getLogger(__name__)
 RESPONSES = Profile(
     "openai_responses",
     OPENAI_STRICT,
+    target="openai-responses",
     grammar=True,
     tools=True,
     native_reasoning=True,
@@ -105,6 +106,7 @@ RESPONSES = Profile(
 CHAT = Profile(
     "openai_chat",
     OPENAI_STRICT,
+    target="openai-chat",
     tools=True,
     options={name: name for name in ("temperature", "top_p", "seed", "stop",
                                      "presence_penalty", "frequency_penalty")},

@@ -56,6 +56,7 @@ _PATH = "/v1/chat/completions"
 VLLM_WIRE = Profile(
     "vllm",
     VLLM,
+    target="vllm-xgrammar",
     grammar=True,
     tools=True,
     options={"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",

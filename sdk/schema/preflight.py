@@ -52,6 +52,7 @@ __all__ = [
     "preflight",
     "preflight_table",
     "target_named",
+    "unbounded",
     "weakened_error_message",
 ]
 
@@ -285,7 +286,7 @@ def preflight(schema: type[BaseModel] | Mapping[str, Any], target: Target | str)
         _dialect_preflight(root, target, report)
     else:
         _grammar_preflight(root, target, report)
-    report.unbounded.extend(_unbounded(root))
+    report.unbounded.extend(unbounded(root))
     return report
 
 
@@ -377,7 +378,7 @@ def _constraints(root: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
             yield pointer, keyword, value
 
 
-def _unbounded(root: dict[str, Any]) -> Iterator[PreflightItem]:
+def unbounded(root: dict[str, Any]) -> Iterator[PreflightItem]:
     """Arrays with no `maxItems` and free strings with no `maxLength` (no enum, const, pattern
     or format that bounds them)."""
     for pointer, node in iter_nodes(root):

@@ -52,6 +52,7 @@ __all__ = ["EMBEDDED", "EmbeddedProvider"]
 
 EMBEDDED = Profile(
     "embedded",
+    target="embedded",
     grammar=True,
     tools=True,
     options={name: name for name in sorted(_CALL_OPTIONS)},
