@@ -44,6 +44,7 @@ from sdk.errors import ProviderError
 from sdk.errors import ProviderRetriesExhausted
 from sdk.errors import RefusedOutput
 from sdk.errors import RetriesExhausted
+from sdk.errors import RunawayOutput
 from sdk.errors import SchemaViolation
 from sdk.errors import SourceMissing
 from sdk.errors import StructuredOutputError
@@ -60,6 +61,7 @@ from sdk.parsing import Parsed
 from sdk.parsing import parse
 from sdk.parsing.incremental import Partial
 from sdk.parsing.incremental import PartialReader
+from sdk.parsing.runaway import RunawayBound
 from sdk.prompt import Prompt
 from sdk.prompt import PromptInfo
 from sdk.prompt import RenderedPrompt
@@ -105,6 +107,8 @@ __all__ = [
     "RenderedPrompt",
     "Result",
     "RetriesExhausted",
+    "RunawayBound",
+    "RunawayOutput",
     "SchemaInfo",
     "SchemaViolation",
     "SourceMissing",

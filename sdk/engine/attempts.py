@@ -69,6 +69,7 @@ from sdk.errors import ProviderError
 from sdk.errors import ProviderRetriesExhausted
 from sdk.errors import RefusedOutput
 from sdk.errors import RetriesExhausted
+from sdk.errors import RunawayOutput
 from sdk.errors import SourceMissing
 from sdk.errors import StructuredOutputError
 from sdk.errors import TruncatedOutput
@@ -76,6 +77,8 @@ from sdk.errors import UnsupportedRequest
 from sdk.hooks import CallInfo
 from sdk.hooks import Hooks
 from sdk.hooks import run_hooks
+from sdk.parsing.runaway import DEFAULT_RUNAWAY
+from sdk.parsing.runaway import RunawayBound
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
@@ -176,8 +179,11 @@ class Attempts:
         streaming: bool = False,
         clock: Callable[[], float] = time.monotonic,
         cache: Cache | None = None,
+        runaway: RunawayBound | None = DEFAULT_RUNAWAY,
     ) -> None:
         self.kind = kind
+        self.runaway = runaway
+        """What a streamed reply is stopped for (`None`: never)."""
         self._cache = cache
         self._cache_key: str | None = None
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
@@ -356,6 +362,30 @@ class Attempts:
         if self._deadline is not None and self.clock() + delay >= self._deadline:
             return self._fail(error, "not retried: the wait would pass the call's deadline")
         return Retry(delay, (), "transport error")
+
+    def on_runaway(self, error: RunawayOutput, partial: Any = None) -> Decision:
+        """The loop stopped a streamed reply that ran away (and cancelled its request): the
+        attempt is recorded with its text and the tokens it spent, then retried with feedback
+        like an invalid reply (the `retries` budget), or the call fails with it."""
+        self._transport = None
+        if error.partial is None:
+            error.partial = partial
+        self.attempts.append(
+            Attempt(
+                number=self.number,
+                text=error.text,
+                stop_reason=None,
+                raw_stop_reason=None,
+                usage=Usage(output_tokens=error.tokens),
+                error=error,
+                max_tokens=self._max_tokens,
+                provider=self.provider.name,
+                model=self.provider.model,
+            )
+        )
+        logger.debug("attempt %d: %s", len(self.attempts), error)
+        self._attempt_over(error)
+        return self._after_failure(error)
 
     def on_refused(self, error: StructuredOutputError) -> Decision:
         """The provider refused the request before sending it (`UnsupportedRequest` from its

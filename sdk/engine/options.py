@@ -23,6 +23,7 @@ from sdk.abstention import Thresholds
 from sdk.cache import Cache
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
+from sdk.parsing.runaway import RunawayBound
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import SamplingOptions
 from sdk.providers._profile import merge_extra
@@ -78,6 +79,10 @@ class CallOptions(SamplingOptions, total=False):
     abstention_thresholds: Thresholds | str | os.PathLike[str] | None
     """Guided abstention on an engine that reports token probabilities (the embedded model):
     the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file)."""
+    runaway: RunawayBound | None
+    """Streaming: stop a reply whose tail is a run of whitespace or one piece repeated past
+    this bound (`RunawayOutput`, retried with feedback); `None` never stops one. Default:
+    `sdk.RunawayBound()` (64 whitespace characters, or a piece repeated over 240)."""
     cache: Cache | bool | None
     """A response cache (`sdk.cache`): `True` is a `SQLiteCache` at its default path, `None` or
     `False` none (the default)."""
@@ -138,6 +143,10 @@ def _stop(value: Any) -> bool:
     return isinstance(value, Sequence) and all(isinstance(item, str) for item in value)
 
 
+def _runaway(value: Any) -> bool:
+    return value is None or isinstance(value, RunawayBound)
+
+
 def _text(value: Any) -> bool:
     return value is None or isinstance(value, str)
 
@@ -154,6 +163,7 @@ _VALUE_CHECKS: Final[dict[str, tuple[Any, str]]] = {
     "repeat_penalty": (_number, "a number"),
     "stop": (_stop, "a string or a list of strings"),
     "constrained": (lambda value: isinstance(value, bool), "True or False"),
+    "runaway": (_runaway, "an sdk.RunawayBound or None"),
     "deadline": (_seconds, "a number of seconds or None"),
     "attempt_deadline": (_seconds, "a number of seconds or None"),
     "system": (_text, "a string or None"),

@@ -55,6 +55,7 @@ from sdk.grammar import Grammar
 from sdk.hooks import Hooks
 from sdk.parsing.parser import EnumCase
 from sdk.parsing.parser import validators_context
+from sdk.parsing.runaway import DEFAULT_RUNAWAY
 from sdk.providers._base import unsupported
 from sdk.providers._provider import Provider
 
@@ -287,6 +288,7 @@ def _machine(
         streaming=streaming,
         clock=config.clock,
         cache=cache_of(own.get("cache")),
+        runaway=own.get("runaway", DEFAULT_RUNAWAY),
     )
 
 
