@@ -100,8 +100,10 @@ class RunawayWatch:
             piece = text[-size:]
             if text[-span:] == piece * repeats:
                 start = len(text) - span
-                while start >= size and text[start - size : start] == piece:
-                    start -= size
+                # Back to where the run began, a character at a time (its first piece whole).
+                while start > 0 and text[start - 1] == text[start - 1 + size]:
+                    start -= 1
+                piece = text[start : start + size]
                 kind = "whitespace" if not piece.strip() else "repetition"
                 return Runaway(piece, len(text) - start, start, kind)
         return None
