@@ -98,7 +98,7 @@ def test_the_bound_is_the_caller_s() -> None:
     with pytest.raises(Exception) as raised:
         list(client.stream(Order, prompt="x", runaway=None))
     assert not isinstance(raised.value, RunawayOutput)  # read to the end: a truncation
-    with pytest.raises(TypeError, match="runaway must be an sdk.RunawayBound or None"):
+    with pytest.raises(TypeError, match=r"runaway must be an sdk\.RunawayBound or None"):
         list(client.stream(Order, prompt="x", runaway=5))  # type: ignore[typeddict-item]
     tight = TestProvider([_cut(RUNAWAY)], chunk_size=16)
     with pytest.raises(RunawayOutput) as stopped:
