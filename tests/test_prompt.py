@@ -316,3 +316,61 @@ def test_a_prompt_and_a_contract_cannot_share_a_name(tmp_path: Path) -> None:
     package = make_package(tmp_path, {"prompts.py": source})
     with pytest.raises(ValueError, match="share the name Summarize_"):
         lock(package, directory=tmp_path / "schemas")
+
+
+# --- prompt= on a call ---------------------------------------------------------------------------
+
+_DECISION = '{"reasoning": "ok", "answer": "approve", "confidence": "high"}'
+
+
+class _AskInputs(BaseModel):
+    request: str
+
+
+def _ask(template: str) -> type[Prompt]:
+    """A prompt named Ask, version 1, with this template (two calls: two edits of one prompt)."""
+    return type("Ask", (Prompt,), {"template": template, "Inputs": _AskInputs})
+
+
+def test_a_call_renders_the_prompt_for_its_contract_and_the_result_names_it() -> None:
+    from sdk import StructuredClient
+    from sdk.providers.test import TestProvider
+
+    provider = TestProvider([_DECISION])
+    prompt = Described(request="refund {{ 7 * 7 }}")
+    result = StructuredClient(provider).generate(Decision, prompt=prompt)
+    assert result.prompt == Described.info()
+    [request] = provider.requests
+    assert request.messages[0].text == prompt.render(contract=Decision).text
+    assert "refund {{ 7 * 7 }}" in request.messages[0].text
+    assert request.messages[0].static_prefix == len("Fill in a ")
+
+
+def test_the_prompt_s_system_is_the_call_s_and_not_both() -> None:
+    from sdk import StructuredClient
+    from sdk.providers.test import TestProvider
+
+    provider = TestProvider([_DECISION], repeat=True)
+    client = StructuredClient(provider)
+    client.generate(Decision, prompt=Triage(product="Acme", ticket="late"))
+    assert provider.requests[-1].system == "You triage support tickets for Acme."
+    with pytest.raises(ValueError, match="its own system prompt"):
+        client.generate(Decision, prompt=Triage(product="A", ticket="t"), system="Other.")
+    assert len(provider.requests) == 1  # nothing sent for the refused call
+
+
+def test_the_cache_misses_on_a_changed_template() -> None:
+    from sdk import StructuredClient
+    from sdk.cache import MemoryCache
+    from sdk.providers.test import TestProvider
+
+    provider = TestProvider([_DECISION], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache())
+    first = _ask("Decide: {{ request }}")
+    assert not client.generate(Decision, prompt=first(request="r")).cached
+    assert client.generate(Decision, prompt=first(request="r")).cached
+    edited = _ask("Decide carefully: {{ request }}")
+    result = client.generate(Decision, prompt=edited(request="r"))
+    assert not result.cached
+    assert result.prompt is not None and result.prompt.fingerprint == edited.fingerprint()
+    assert len(provider.requests) == 2

@@ -50,6 +50,7 @@ from dataclasses import replace
 from typing import Any
 
 from sdk._cost import attempts_cost
+from sdk._records import PromptInfo
 from sdk._records import Usage
 from sdk.cache import Cache
 from sdk.cache import Entry
@@ -180,8 +181,11 @@ class Attempts:
         clock: Callable[[], float] = time.monotonic,
         cache: Cache | None = None,
         runaway: RunawayBound | None = DEFAULT_RUNAWAY,
+        prompt: PromptInfo | None = None,
     ) -> None:
         self.kind = kind
+        self.prompt = prompt
+        """The prompt template the call renders (on its result, and in its cache key)."""
         self.runaway = runaway
         """What a streamed reply is stopped for (`None`: never)."""
         self._cache = cache
@@ -237,7 +241,8 @@ class Attempts:
         assert self._cache is not None
         first = self.kind.request(Ask(self._turns, (), self._shared, self.provider))
         wire = self.provider.codec.request_schema(first)
-        self._cache_key = cache_key(self._scope, first, wire)
+        scope = {**self._scope, "prompt": self.prompt.to_json()} if self.prompt else self._scope
+        self._cache_key = cache_key(scope, first, wire)
         entry = self._cache.get(self._cache_key)
         if entry is None:
             return None
@@ -446,6 +451,8 @@ class Attempts:
             cached_usage=cached_usage,
         )
         result = self.kind.result(accepted, ending)
+        if self.prompt is not None:
+            result = replace(result, prompt=self.prompt)
         if self._cache is not None and self._cache_key is not None and cached_usage is None:
             self._cache.put(self._cache_key, Entry(tuple(self._replies)))
         self._ended = True

@@ -24,6 +24,7 @@ from sdk.cache import Cache
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
 from sdk.parsing.runaway import RunawayBound
+from sdk.prompt import Prompt
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import SamplingOptions
 from sdk.providers._profile import merge_extra
@@ -54,8 +55,10 @@ class CallOptions(SamplingOptions, total=False):
     """What one call may set (see the module docstring: left out is the client's default); the
     sampling options (`temperature`, `stop`, ...) are `SamplingOptions`'."""
 
-    prompt: PromptLike | None
-    """The user's request: text, or text and parts (`["Total?", PDF.from_path(p)]`)."""
+    prompt: PromptLike | Prompt | None
+    """The user's request: text, text and parts (`["Total?", PDF.from_path(p)]`), or a prompt
+    template with its variables (`MyPrompt(ticket=...)`: rendered for the call's output, its
+    system prompt the call's, its name, version and fingerprint on the result)."""
     messages: Sequence[MessageLike] | None
     """Whole conversation turns instead of a prompt."""
     system: str | None

@@ -56,6 +56,8 @@ from sdk.hooks import Hooks
 from sdk.parsing.parser import EnumCase
 from sdk.parsing.parser import validators_context
 from sdk.parsing.runaway import DEFAULT_RUNAWAY
+from sdk.prompt import Prompt
+from sdk.prompt import RenderedPrompt
 from sdk.providers._base import unsupported
 from sdk.providers._provider import Provider
 
@@ -165,8 +167,9 @@ def start_call(
         output = envelope.contract
     elif not isinstance(output, Grammar):
         require_contract(output, where)
-    turns = conversation(output, resolved.get("prompt"), resolved.get("messages"),
-                         resolved.get("source"))  # fmt: skip
+    rendered = _rendered(resolved, output)
+    turns = _marked(conversation(output, resolved.get("prompt"), resolved.get("messages"),
+                                 resolved.get("source")), rendered)  # fmt: skip
     parsing = _parsing(config, resolved)
     kind: OutputKind[Any] = (
         GrammarOutput(output, parsing)
@@ -175,7 +178,7 @@ def start_call(
     )
     if resolved.get("abstention", "none") != "none":
         kind = _guided(kind, resolved)
-    return _machine(config, provider, kind, turns, resolved, where == "stream()")
+    return _machine(config, provider, kind, turns, resolved, where == "stream()", rendered)
 
 
 def _guided(kind: OutputKind[Any], resolved: Mapping[str, Any]) -> Guided:
@@ -204,10 +207,11 @@ def start_tools_call(
     if resolved.get("abstention", "none") != "none":
         raise ValueError('abstention="guided" applies to a contract\'s document, not tool calls')
     checked, choice = check_tools(tools, tool_choice)
-    turns = tool_conversation(resolved.get("prompt"), resolved.get("messages"),
-                              resolved.get("source"))  # fmt: skip
+    rendered = _rendered(resolved, None)
+    turns = _marked(tool_conversation(resolved.get("prompt"), resolved.get("messages"),
+                                      resolved.get("source")), rendered)  # fmt: skip
     kind = Tools(checked, choice, parallel_tool_calls, _parsing(config, resolved))
-    return _machine(config, provider, kind, turns, resolved, where == "stream_tools()")
+    return _machine(config, provider, kind, turns, resolved, where == "stream_tools()", rendered)
 
 
 # The keyword arguments of `call_tools`/`stream_tools` beside the options: a misspelling of one
@@ -238,6 +242,35 @@ def _resolve(config: ClientConfig, options: Mapping[str, Any], where: str) -> di
     return resolved
 
 
+def _rendered(resolved: dict[str, Any], output: Any) -> RenderedPrompt | None:
+    """A `Prompt` in `prompt=`, rendered for the call's output (in place: its user turn becomes
+    the prompt, its system prompt the call's; `ValueError` when the call gives one too)."""
+    prompt = resolved.get("prompt")
+    if not isinstance(prompt, Prompt):
+        return None
+    rendered = prompt.render(contract=output)
+    if rendered.system is not None:
+        if resolved.get("system") is not None:
+            raise ValueError(
+                f"{type(prompt).__name__} has its own system prompt: pass system= or the "
+                "prompt's, not both"
+            )
+        check_text(rendered.system, "system")
+        resolved["system"] = rendered.system
+    [message] = rendered.messages
+    resolved["prompt"] = list(message.parts) if not isinstance(message.content, str) else (
+        message.content
+    )
+    return rendered
+
+
+def _marked(turns: Any, rendered: RenderedPrompt | None) -> Any:
+    """The first turn with the template's static prefix marked (the prompt's text leads it)."""
+    if rendered is None or not turns:
+        return turns
+    return (replace(turns[0], static_prefix=rendered.messages[0].static_prefix), *turns[1:])
+
+
 def _parsing(config: ClientConfig, resolved: Mapping[str, Any]) -> Parsing:
     context = resolved.get("context")
     return Parsing(
@@ -255,6 +288,7 @@ def _machine(
     turns: Any,
     resolved: dict[str, Any],
     streaming: bool,
+    rendered: RenderedPrompt | None = None,
 ) -> Attempts:
     """Vet the options on every provider the call may go to, then start the attempts machine
     (which vets the output kind: a fallback list skips a provider that cannot carry it)."""
@@ -289,6 +323,7 @@ def _machine(
         clock=config.clock,
         cache=cache_of(own.get("cache")),
         runaway=own.get("runaway", DEFAULT_RUNAWAY),
+        prompt=rendered.info if rendered is not None else None,
     )
 
 
