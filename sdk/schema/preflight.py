@@ -105,7 +105,10 @@ _GBNF_WHITESPACE = (
     "bounded by the SDK's grammar: one space, or a newline and at most 16 spaces, between "
     "tokens; numbers of at most 16 digits"
 )
-_VLLM_WHITESPACE = "none between tokens (`disable_any_whitespace`, sent by the SDK)"
+_VLLM_WHITESPACE = (
+    "the backend's default (`structured_outputs.disable_any_whitespace` is the option that "
+    "bounds it; the SDK does not send it yet)"
+)
 
 TARGETS: dict[str, Target] = {
     t.name: t
