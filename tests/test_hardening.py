@@ -231,7 +231,8 @@ def test_an_integer_past_the_digit_limit_from_client_stream_is_invalid_json() ->
 
     digits = "9" * 5_000
     document = '{"reasoning": "x", "answer": ' + digits + ', "confidence": "high"}'
-    client = StructuredClient(TestProvider([document], chunk_size=7), retries=0)
+    provider = TestProvider([document], chunk_size=7, repeat=True)
+    client = StructuredClient(provider, retries=0)
     # The stream's runaway guard would stop the run of 9s first (below): off, the parser's own
     # digit limit decides.
     with pytest.raises(InvalidJSON, match="5000 digits") as caught:
