@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -157,35 +158,74 @@ class Thresholds:
         return target
 
     @classmethod
-    def load(cls, path: str | Path) -> Thresholds:
-        """Read a thresholds file (`ValueError` naming what is wrong with it)."""
+    def load(cls, path: str | os.PathLike[str]) -> Thresholds:
+        """Read a thresholds file: `ValueError` naming the file, the line and what is wrong
+        (unreadable, not JSON, not a thresholds file, an entry of the wrong shape)."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
         except (OSError, ValueError) as error:
             raise ValueError(f"{path}: not a readable thresholds file ({error})") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            where = f"{path}, line {error.lineno}, column {error.colno}"
+            raise ValueError(f"{where}: not JSON ({error.msg})") from None
+        except RecursionError:
+            raise ValueError(f"{path}: not a thresholds file (nested too deeply)") from None
         if not isinstance(data, dict) or data.get("format") != THRESHOLDS_FORMAT:
             raise ValueError(f"{path}: not an abstention thresholds file ({THRESHOLDS_FORMAT})")
-        fields: dict[str, FieldThreshold] = {}
-        for pointer, item in dict(data.get("fields") or {}).items():
-            try:
-                threshold = float(item["threshold"])
-                entry = FieldThreshold(
-                    threshold,
-                    float(item["recall"]),
-                    float(item["false_abstention"]),
-                    int(item["stated"]),
-                    int(item["absent"]),
-                )
-            except (KeyError, TypeError, ValueError):
-                raise ValueError(f"{path}: field {pointer!r} is not a threshold entry") from None
-            if not 0.0 <= threshold <= 1.0 or math.isnan(threshold):
-                raise ValueError(f"{path}: threshold of {pointer!r} is not within [0, 1]")
-            fields[str(pointer)] = entry
-        return cls(
-            fields,
-            float(data.get("max_false_abstention", DEFAULT_MAX_FALSE_ABSTENTION)),
-            dict(data.get("calibration") or {}),
-        )
+        return _thresholds(data, _FileText(str(path), text))
+
+
+@dataclass(frozen=True, slots=True)
+class _FileText:
+    """A file's name and text, to say where in it a key is."""
+
+    name: str
+    text: str
+
+    def error(self, key: str, problem: str) -> ValueError:
+        """`ValueError` naming the file and the line where `key` first appears."""
+        found = self.text.find(json.dumps(key))
+        line = self.text.count("\n", 0, found) + 1 if found >= 0 else 1
+        return ValueError(f"{self.name}, line {line}: {problem}")
+
+
+def _thresholds(data: dict[str, Any], file: _FileText) -> Thresholds:
+    fields_data, calibration = data.get("fields") or {}, data.get("calibration") or {}
+    if not isinstance(fields_data, dict):
+        raise file.error("fields", "`fields` must be an object of field pointers")
+    if not isinstance(calibration, dict):
+        raise file.error("calibration", "`calibration` must be an object")
+    ceiling = data.get("max_false_abstention", DEFAULT_MAX_FALSE_ABSTENTION)
+    if not _fraction(ceiling):
+        raise file.error("max_false_abstention", "`max_false_abstention` must be within [0, 1]")
+    fields: dict[str, FieldThreshold] = {}
+    for pointer, item in fields_data.items():
+        fields[pointer] = _entry(pointer, item, file)
+    return Thresholds(fields, float(ceiling), calibration)
+
+
+def _entry(pointer: str, item: object, file: _FileText) -> FieldThreshold:
+    """One field's entry: numbers in [0, 1] and two counts, or `ValueError` naming it."""
+    names = ("threshold", "recall", "false_abstention")
+    if not isinstance(item, dict) or not all(_fraction(item.get(name)) for name in names):
+        raise file.error(pointer, f"field {pointer!r} is not a threshold entry (threshold, "
+                                  "recall and false_abstention within [0, 1])")  # fmt: skip
+    counts = [item.get("stated"), item.get("absent")]
+    if not all(isinstance(count, int) and not isinstance(count, bool) for count in counts):
+        raise file.error(pointer, f"field {pointer!r}: stated and absent must be whole numbers")
+    threshold, recall, false_abstention = (float(item[name]) for name in names)
+    return FieldThreshold(threshold, recall, false_abstention, item["stated"], item["absent"])
+
+
+def _fraction(value: object) -> bool:
+    """A number (not a bool) in [0, 1]."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and 0.0 <= value <= 1.0
+    )
 
 
 def calibrate(
