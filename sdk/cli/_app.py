@@ -18,6 +18,7 @@ from sdk.contract import Contract
 
 if TYPE_CHECKING:
     from sdk.cache import SQLiteCache
+    from sdk.prompt import Prompt
 
 __all__ = [
     "CacheOption",
@@ -31,6 +32,7 @@ __all__ = [
     "command_group",
     "contract_named",
     "errors_exit",
+    "prompt_named",
 ]
 
 app = typer.Typer(
@@ -120,6 +122,20 @@ def cache_named(enabled: bool, path: Path | None) -> SQLiteCache | None:
     from sdk.cache import SQLiteCache
 
     return SQLiteCache(path) if path is not None else SQLiteCache()
+
+
+def prompt_named(reference: str) -> type[Prompt]:
+    """The prompt template `MODULE:NAME` names (a `ValueError` saying why not)."""
+    from sdk.prompt import Prompt
+    from sdk.workflow.versioning import import_target
+
+    module_name, _, name = reference.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"--prompt takes MODULE:NAME (prompts:Triage), not {reference!r}")
+    value = getattr(import_target(module_name), name, None)
+    if not (isinstance(value, type) and issubclass(value, Prompt) and hasattr(value, "_info")):
+        raise ValueError(f"{reference} is not a prompt template (an sdk.Prompt with a template)")
+    return value
 
 
 def contract_named(reference: str) -> type[Contract]:

@@ -20,6 +20,7 @@ from sdk.cli._app import cache_named
 from sdk.cli._app import command_group
 from sdk.cli._app import contract_named
 from sdk.cli._app import errors_exit
+from sdk.cli._app import prompt_named
 
 if TYPE_CHECKING:
     from sdk.batch import BatchJob
@@ -101,6 +102,13 @@ def batch_run_command(
         Path, typer.Option("--input", help="JSONL: id, prompt/source/messages, options.")
     ],
     out: Annotated[Path, typer.Option("--out", help="JSONL results, one line per item.")],
+    prompt_ref: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt",
+            help="A prompt template (sdk.Prompt) as MODULE:NAME; input lines give its `variables`.",
+        ),
+    ] = None,
     state: Annotated[
         Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
     ] = None,
@@ -134,6 +142,7 @@ def batch_run_command(
     state_path = state if state is not None else out.with_name(out.name + ".job.db")
     with errors_exit(out_), _batch_errors(out_):
         contract = contract_named(contract_ref)
+        prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
         given = {
             "provider": provider,
             "model": model,
@@ -151,6 +160,7 @@ def batch_run_command(
             backend=build_backend(spec),
             input=input_path,
             out=out,
+            prompt=prompt,
             settings=settings,
             update=update,
             extra_meta={"backend_spec": spec.to_json()},
@@ -282,6 +292,7 @@ def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
     try:
         with state_errors(state):
             contract_ref, spec = stored.get("contract"), stored.get("backend_spec")
+            prompt_ref = stored.get("prompt_ref")
     finally:
         stored.close()
     if spec is None:
@@ -292,6 +303,7 @@ def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
         state,
         contract=contract_named(contract_ref),
         backend=build_backend(backend_spec),
+        prompt=prompt_named(prompt_ref) if prompt_ref else None,
         poll_interval=poll_interval,
     )
 
