@@ -11,7 +11,8 @@ Jinja2 is imported on first use (`import sdk` does not pay for it). The environm
   template; `range` is capped;
 - an undefined name is an error (`StrictUndefined`), not an empty string, so a misspelled
   variable fails instead of vanishing from the prompt;
-- there is no loader: `{% include %}`, `{% import %}` and `{% extends %}` fail.
+- there is no loader: a template with `{% include %}`, `{% import %}` or `{% extends %}` is
+  refused where its prompt is defined (a prompt is one template, all of it fingerprinted).
 
 Whitespace: `trim_blocks` and `lstrip_blocks`, so a `{% if %}` line leaves no blank line.
 """
@@ -59,13 +60,24 @@ def environment() -> ImmutableSandboxedEnvironment:
 def compile_template(source: str, where: str) -> Template:
     """The compiled template (`TemplateError` naming `where` and the line for bad syntax)."""
     import jinja2
+    from jinja2 import nodes
 
+    env = environment()
     try:
-        return environment().from_string(source)
+        tree = env.parse(source)
     except jinja2.TemplateSyntaxError as error:
         raise TemplateError(
             f"{where}: line {error.lineno}: {error.message}", template=where
         ) from None
+    for node in tree.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
+        tag = {"Include": "include", "Import": "import", "FromImport": "from ... import",
+               "Extends": "extends"}[type(node).__name__]  # fmt: skip
+        raise TemplateError(
+            f"{where}: line {node.lineno}: {{% {tag} %}} is not allowed: a prompt is one "
+            "template (its whole text is what the fingerprint and the lock pin)",
+            template=where,
+        )
+    return env.from_string(tree)
 
 
 def variables_of(source: str) -> frozenset[str]:
@@ -103,3 +115,5 @@ def render(template: Template, values: Mapping[str, Any], where: str) -> str:
         raise TemplateError(f"{where}: {error}", template=where) from None
     except RecursionError:
         raise TemplateError(f"{where}: nested too deeply", template=where) from None
+    except Exception as error:  # a sandbox limit (`range` too big), a filter's own failure
+        raise TemplateError(f"{where}: {type(error).__name__}: {error}", template=where) from None
