@@ -170,7 +170,9 @@ def test_the_preflight_shows_the_bounds_and_what_is_unbounded() -> None:
         ("/properties/products", "maxItems"),
         ("/properties/products/items", "maxLength"),
     ]
-    assert "whitespace: the backend's default" in "\n".join(report.lines())
+    assert "whitespace: none: the SDK sends `structured_outputs.disable_any_whitespace`" in (
+        "\n".join(report.lines())
+    )
     assert "at most 16 spaces" in "\n".join(preflight(Products, "llamacpp").lines())
 
 

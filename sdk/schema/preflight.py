@@ -106,8 +106,8 @@ _GBNF_WHITESPACE = (
     "tokens; numbers of at most 16 digits"
 )
 _VLLM_WHITESPACE = (
-    "the backend's default (`structured_outputs.disable_any_whitespace` is the option that "
-    "bounds it; the SDK does not send it yet)"
+    "none: the SDK sends `structured_outputs.disable_any_whitespace` (a compact document; "
+    "xgrammar and guidance honour it)"
 )
 
 TARGETS: dict[str, Target] = {
