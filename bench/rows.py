@@ -65,6 +65,7 @@ ROW_MODULES = (
     "eval_summary",
     "bench_cache",
     "grounding_cost",
+    "bench_runaway",
 )
 
 INSTRUCTOR_VENV = BENCH / ".venv-instructor"
