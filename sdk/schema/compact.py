@@ -14,10 +14,11 @@ native structured output holds it to the schema (a prompt-only route, and retry 
 
 A JSON Schema spends most of its tokens on JSON Schema's own keywords (`"type"`, `"anyOf"`,
 `"additionalProperties"`, `"$ref"`); a type definition in the style of TypeScript (BAML's
-rendering) says the same to a model in a fraction of them (`sdk eval --arms compact_prompt`
-measures both). Fields keep the generation order; a constraint is a short comment after the
-type (`// 3 characters`, `// >= 0`), descriptions a comment line above the field. Each
-definition a schema refers to (a nested contract) is written once, after the root, by name.
+rendering) says the same to a model in a fraction of them (`bench/compact_prompts.py` measures
+both through the eval, with a prompt template for each). Fields keep the generation order; a
+constraint is a short comment after the type (`// 3 characters`, `// >= 0`), descriptions a
+comment line above the field. Each definition a schema refers to (a nested contract) is
+written once, after the root, by name.
 
 Pure: a canonical schema in, text out.
 """
