@@ -128,18 +128,31 @@ def test_the_gbnf_target_says_an_overlapping_one_of_is_exclusive_after_parsing_o
     schema: dict[str, Any] = {
         "title": "Either",
         "type": "object",
-        "properties": {
-            "v": {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "integer", "maximum": 9}]}
+        "properties": {  # JSONSchemaBench's case: open objects, so {"a": "x"} matches both
+            "v": {"oneOf": [
+                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"type": "object", "properties": {"b": {"type": "integer"}}},
+            ]}
         },
         "required": ["v"],
         "additionalProperties": False,
-    }
+    }  # fmt: skip
     report = preflight(schema, "llamacpp")
+    assert report.refused_by_converter == []  # written, narrowed where the grammar can
     [item] = report.stripped
     assert (item.pointer, item.keyword) == ("/properties/v", "oneOf")
     assert "exclusivity is checked after parsing" in item.why
     disjoint = dict(schema, properties={"v": {"oneOf": [{"type": "integer"}, {"type": "string"}]}})
     assert preflight(disjoint, "llamacpp").stripped == []
+    # Overlapping branches the converter cannot narrow: refused, said once, as the refusal.
+    bounds = [{"type": "integer", "minimum": 0}, {"type": "integer", "maximum": 9}]
+    numbers = dict(schema, properties={"v": {"oneOf": bounds}})
+    refused = preflight(numbers, "llamacpp")
+    assert refused.stripped == []
+    assert [(i.pointer, i.keyword) for i in refused.refused_by_converter] == [
+        ("/properties/v/oneOf", "oneOf")
+    ]
+    assert "the SDK's grammar converter refuses" in "\n".join(refused.lines())
 
 
 def test_targets_are_named_by_provider_too() -> None:

@@ -335,6 +335,12 @@ def _grammar_preflight(root: dict[str, Any], target: Target, report: Preflight) 
                     PreflightItem(problem.pointer, problem.keyword, None, problem.reason)
                 )
     overlapping = set(_overlapping_one_of(root)) if target.grammar == "gbnf" else set()
+    # A `oneOf` the converter refuses is not generated at all: said there, not as narrowed.
+    overlapping -= {
+        item.pointer.removesuffix("/oneOf")
+        for item in report.refused_by_converter
+        if item.keyword == "oneOf"
+    }
     for pointer, keyword, value in _constraints(root):
         if keyword == "oneOf" and pointer in overlapping:
             item = PreflightItem(pointer, keyword, value, _OVERLAP)
