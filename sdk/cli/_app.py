@@ -26,6 +26,7 @@ __all__ = [
     "DirOption",
     "JsonOption",
     "Output",
+    "PromptOption",
     "Target",
     "app",
     "cache_named",
@@ -122,6 +123,16 @@ def cache_named(enabled: bool, path: Path | None) -> SQLiteCache | None:
     from sdk.cache import SQLiteCache
 
     return SQLiteCache(path) if path is not None else SQLiteCache()
+
+
+PromptOption = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt",
+        help="A prompt template (sdk.Prompt) as MODULE:NAME: the input's items give its "
+        "`variables`, and every result names it.",
+    ),
+]
 
 
 def prompt_named(reference: str) -> type[Prompt]:

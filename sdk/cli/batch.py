@@ -16,6 +16,7 @@ from sdk.cli._app import CacheOption
 from sdk.cli._app import CachePathOption
 from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
+from sdk.cli._app import PromptOption
 from sdk.cli._app import cache_named
 from sdk.cli._app import command_group
 from sdk.cli._app import contract_named
@@ -102,13 +103,7 @@ def batch_run_command(
         Path, typer.Option("--input", help="JSONL: id, prompt/source/messages, options.")
     ],
     out: Annotated[Path, typer.Option("--out", help="JSONL results, one line per item.")],
-    prompt_ref: Annotated[
-        str | None,
-        typer.Option(
-            "--prompt",
-            help="A prompt template (sdk.Prompt) as MODULE:NAME; input lines give its `variables`.",
-        ),
-    ] = None,
+    prompt_ref: PromptOption = None,
     state: Annotated[
         Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
     ] = None,

@@ -12,6 +12,7 @@ import typer
 from sdk.cli._app import CacheOption
 from sdk.cli._app import CachePathOption
 from sdk.cli._app import Output
+from sdk.cli._app import PromptOption
 from sdk.cli._app import app
 from sdk.cli._app import cache_named
 from sdk.cli._app import contract_named
@@ -109,14 +110,7 @@ def eval_command(
     calibrate_file: CalibrateOption = None,
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
-    prompt_ref: Annotated[
-        str | None,
-        typer.Option(
-            "--prompt",
-            help="A prompt template (sdk.Prompt) as MODULE:NAME; dataset items give its "
-            "`variables`, every outcome names it.",
-        ),
-    ] = None,
+    prompt_ref: PromptOption = None,
 ) -> None:
     """Paired evaluation: the same items through each arm (constrained, unconstrained, widened,
     answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
