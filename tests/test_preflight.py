@@ -230,3 +230,23 @@ def test_a_map_field_is_refused_before_sending_on_a_target_that_closes_objects(
     # The same client sends a contract that loses nothing.
     wire.replies = [reply(text=_DECISION)]
     assert client.generate(Decision, prompt="Decide.").value.answer == "approve"
+
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_every_target_either_refuses_a_map_field_or_keeps_it(name: str) -> None:
+    target = TARGETS[name]
+    report = preflight(Inventory, target)
+    if target.closed_objects:  # the three tested through their clients above
+        assert [(i.pointer, i.keyword) for i in report.weakened] == [
+            ("/properties/counts", "additionalProperties")
+        ]
+        assert name in {c[0] for c in _CLOSED}
+        return
+    assert report.weakened == []  # sent as it is: nothing to refuse
+    assert report.refused_by_converter == []  # the SDK's grammar writes maps too
+    if target.dialect is not None:  # the map's value schema is on the wire
+        from sdk.schema.dialects import to_wire
+
+        wire = to_wire(Inventory, target.dialect).schema
+        counts = wire["properties"]["counts"]
+        assert counts.get("additionalProperties") == {"type": "integer"}
