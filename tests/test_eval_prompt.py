@@ -120,3 +120,15 @@ def test_a_bad_item_of_a_template_s_dataset_fails_on_its_line(
     with pytest.raises(DatasetError, match=message) as caught:
         parse_dataset(lines, Ticket, prompt=prompt)
     assert "<dataset>:2" in str(caught.value)
+
+
+def test_the_committed_compact_prompts_table_is_its_results_rendered() -> None:
+    from bench.compact_prompts import OUT
+    from bench.compact_prompts import TEMPLATES
+    from bench.compact_prompts import table
+
+    runs = {t.name: load_results(OUT / t.name) for t in TEMPLATES}
+    for name, run in runs.items():  # every row names the template it was asked with
+        assert {o.prompt["name"] for o in run.outcomes.values() if o.prompt} == {name}
+    committed = (OUT / "README.md").read_text(encoding="utf-8")
+    assert committed == table(runs), "run: nice .venv/bin/python bench/compact_prompts.py"
