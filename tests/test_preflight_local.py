@@ -105,6 +105,26 @@ def test_the_llamacpp_row_s_whitespace_bound_holds_against_a_model_pushed_to_whi
     assert all(run.count("\n") <= 1 for run in runs)
 
 
+def test_the_llamacpp_json_schema_row_s_whitespace_bound_is_llama_cpp_s_own(
+    llama_server: str,
+) -> None:
+    report = preflight(Ticket, "llamacpp-json-schema")
+    assert "at most 20 spaces" in report.target.whitespace
+    pushed = [[token, 15.0] for token in _token_ids(llama_server, " ", "\n", "  ", "\n\n")]
+    provider = LlamaCppProvider(llama_server, mode="json_schema")
+    with StructuredClient(provider, retries=0) as client:
+        try:
+            text = client.generate(Ticket, prompt="File a ticket.", max_tokens=300,
+                                   extra_body={"logit_bias": pushed}).text  # fmt: skip
+        except TruncatedOutput as cut:
+            assert cut.text is not None
+            text = cut.text
+    runs = _whitespace_runs(text)
+    assert runs, "the bias did not push any whitespace: the test proves nothing"
+    assert max(len(run) for run in runs) <= 22  # one or two newlines and at most 20 spaces
+    assert all(run.count("\n") <= 2 for run in runs)
+
+
 def test_what_the_llamacpp_row_says_the_converter_refuses_never_reaches_the_server(
     llama_server: str,
 ) -> None:

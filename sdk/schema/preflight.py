@@ -155,6 +155,8 @@ TARGETS: dict[str, Target] = {
             '`/completion` `json_schema` (mode="json_schema")',
             "llama.cpp's own schema converter",
             LLAMACPP,
+            whitespace="bounded by llama.cpp's converter, not the SDK: a space, or one or two "
+            "newlines and at most 20 spaces or tabs, between tokens",
             unpromised=(
                 "that the schema was applied: a schema its converter cannot compile is "
                 "generated unconstrained, with status 200 (the parser re-checks every reply)",
