@@ -39,8 +39,8 @@ from typing import Any
 from sdk._result import Attempt
 from sdk._result import Result
 from sdk.client import StructuredClient
-from sdk.client import feedback_message
 from sdk.contract import Contract
+from sdk.engine.conversation import feedback_message
 from sdk.errors import CheckFailed
 from sdk.errors import InvalidOutput
 from sdk.errors import RetriesExhausted

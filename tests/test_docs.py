@@ -186,7 +186,7 @@ def test_the_error_tree_on_the_errors_page_is_the_real_one() -> None:
         shown.add(cls)
     errors = {
         value
-        for value in vars(sdk).values()
+        for value in (getattr(sdk, name) for name in sdk.__all__)  # its names load on first use
         if isinstance(value, type) and issubclass(value, sdk.StructuredOutputError)
     }
     assert errors == shown  # every error of `sdk` is in the tree
@@ -212,7 +212,7 @@ def test_the_error_table_names_every_error() -> None:
     }
     errors = {
         name
-        for name, value in vars(sdk).items()
+        for name, value in ((name, getattr(sdk, name)) for name in sdk.__all__)
         if isinstance(value, type) and issubclass(value, sdk.StructuredOutputError)
     }
     assert errors | {"WireNameError"} <= rows

@@ -43,6 +43,7 @@ from sdk.eval import run_eval
 from sdk.eval import score
 from sdk.providers import Completion
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import TestProvider
 from sdk.schema import escape_members
 from sdk.schema import widen
@@ -117,7 +118,8 @@ def scripted(fail_on_call: int | None = None) -> tuple[TestProvider, list[tuple[
         match = re.search(r"ticket (i[0-9]+)", request.messages[0].content)
         assert match is not None
         item = match.group(1)
-        key = request.contract.__name__
+        assert isinstance(request.output, JsonDocument)
+        key = request.output.contract.__name__
         if request.options.get("constrained") is False:
             key += "-free"
         asked.append((key, item))

@@ -24,6 +24,7 @@ from sdk import StructuredClient
 from sdk import TruncatedOutput
 from sdk import UnexpectedStop
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
 from sdk.providers import OllamaProvider
@@ -238,7 +239,9 @@ def test_a_llamacpp_limit_with_truncated_is_the_context_window(
 
 
 def test_llamacpp_request_builders_are_pure() -> None:
-    request = CompletionRequest(Decision, (Message("user", "x"),), 64, options={"seed": 3})
+    request = CompletionRequest(
+        JsonDocument(Decision), (Message("user", "x"),), 64, options={"seed": 3}
+    )
     with_schema = build_completion_request(request, "P", schema={"type": "object"})
     assert with_schema == {
         "prompt": "P",
@@ -287,7 +290,7 @@ def test_vllm_sends_structured_outputs_and_accepts_a_v1_base_url(server: LocalSe
 
 
 def test_vllm_request_builder_is_pure() -> None:
-    request = CompletionRequest(Decision, (Message("user", "x"),), 10, system="s")
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "x"),), 10, system="s")
     body = vllm_request(request, model="m", schema={"type": "object"}, stream=True)
     assert body["messages"][0] == {"role": "system", "content": "s"}
     assert body["stream_options"] == {"include_usage": True}
@@ -333,7 +336,7 @@ def test_every_ollama_done_reason_is_normalized(raw: str, normalized: StopReason
 
 def test_ollama_request_builder_routes_top_level_options() -> None:
     request = CompletionRequest(
-        Decision,
+        JsonDocument(Decision),
         (Message("user", "x"),),
         10,
         options={"temperature": 0.1},

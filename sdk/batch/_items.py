@@ -1,13 +1,15 @@
 """The input file: one JSON object a line, read as a stream and re-read one line at a time.
 
-An item line holds an `id` (string or integer, unique in the file), and `prompt`, `source` or
-`messages` (as `generate` takes them), optionally `system`, `max_tokens` and `options` (keyword
-arguments for the provider call, `temperature` say). A job with a prompt template (`sdk.Prompt`)
-takes `variables` (the template's, as a JSON object) instead of `prompt`/`messages`/`system`: the
-line is rendered for the job's contract when it is read, so a bad variable is refused when the
-input is indexed, before anything is sent. The file is never loaded whole: indexing
-reads it line by line and the job keeps each item's byte offset, so a 1 GB input costs its
-index (an id, two integers and a hash a line, in SQLite) and one line at a time in memory.
+An item line holds an `id` (a string or an integer, unique in the file as text: `7` and `"7"` are
+one id, refused as a duplicate; each output line writes the id with the JSON type it had), and
+`prompt`, `source` or `messages` (as `generate` takes them), optionally `system`, `max_tokens`
+and `options` (keyword arguments for the provider call, `temperature` say). A job with a prompt
+template (`sdk.Prompt`) takes `variables` (the template's, as a JSON object) instead of
+`prompt`/`messages`/`system`: the line is rendered for the job's contract when it is read, so a
+bad variable is refused when the input is indexed, before anything is sent. The file is never
+loaded whole: indexing reads it line by line and the job keeps each item's byte offset, so a 1 GB
+input costs its index (an id, two integers and a hash a line, in SQLite) and one line at a time
+in memory.
 
 Identity: each item's id and a hash of its line's bytes (`line_hash`) are recorded when it is
 indexed, and `InputReader.read` checks both each time it reads the line back, so an answer is
@@ -78,6 +80,8 @@ class InputItem:
     item fails with this, the job goes on."""
     prompt: PromptInfo | None = None
     """The prompt template the item's `variables` were rendered with."""
+    id_number: bool = False
+    """The id was a JSON integer (`7`, not `"7"`): its output line writes it as one."""
 
 
 def line_hash(line: bytes) -> int:
@@ -124,7 +128,7 @@ def parse_item(
     `prompt`: the job's template, which renders each line's `variables`."""
     try:
         data = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except ValueError as error:  # not UTF-8, not JSON, an integer past Python's digit limit
         raise BatchInputError(f"{where}: not a JSON object ({error})") from None
     except RecursionError:
         raise BatchInputError(f"{where}: nested too deeply to read") from None
@@ -172,6 +176,7 @@ def parse_item(
         options=options,
         unusable=unusable,
         prompt=prompt.info() if prompt is not None else None,
+        id_number=isinstance(raw_id, int),
     )
 
 
@@ -199,13 +204,15 @@ def _rendered(
 
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
-    """Where an item's line is: its id, byte offset, length and hash, and its line number."""
+    """Where an item's line is: its id (and whether it was a JSON integer), byte offset, length
+    and hash, and its line number."""
 
     id: str
     offset: int
     length: int
     hash: int
     line: int
+    id_number: bool = False
 
 
 def read_index(
@@ -235,7 +242,9 @@ def read_index(
                 digest.update(line)
             if line.strip():
                 item = parse_item(contract, line, f"{path}:{number}", prompt)
-                yield IndexEntry(item.id, offset, len(line), line_hash(line), number)
+                yield IndexEntry(
+                    item.id, offset, len(line), line_hash(line), number, item.id_number
+                )
             offset += len(line)
 
 
@@ -268,17 +277,25 @@ class InputReader:
 
     def read(self, row: ItemRow) -> InputItem:
         """The item of `row`: its line, which must hash as indexed and hold the same id."""
-        if self._file is None:
-            self._file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
-        self._file.seek(row.offset)
-        line = self._file.read(row.length)
+        line = self.line(row)
         where = f"{self.path} at byte {row.offset}"
-        if len(line) != row.length or line_hash(line) != row.hash:
-            raise InputChanged(f"{where}: the line of item {row.id!r} changed since indexing")
         item = parse_item(self.contract, line, where, self.prompt)
         if item.id != row.id:  # the same bytes parse the same: only a hash collision gets here
             raise InputChanged(f"{where}: item {item.id!r} where {row.id!r} was indexed")
         return item
+
+    def line(self, row: ItemRow) -> bytes:
+        """The line of `row`, checked to hash as indexed (`InputChanged` if not)."""
+        if self._file is None:
+            self._file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
+        self._file.seek(row.offset)
+        line = self._file.read(row.length)
+        if len(line) != row.length or line_hash(line) != row.hash:
+            raise InputChanged(
+                f"{self.path} at byte {row.offset}: the line of item {row.id!r} changed since "
+                "indexing"
+            )
+        return line
 
     def close(self) -> None:
         """Close the file."""

@@ -1,8 +1,9 @@
 """The `sdk` command: `sdk schema export|lock|check|diff|lint ...`, `sdk grammar test`,
-`sdk eval`, `sdk batch run|status|resume|cancel`, `sdk cache stats|clear`, `sdk demo` and
-`sdk serve`.
+`sdk eval`, `sdk batch run|status|resume|cancel`, `sdk cache stats|clear`, `sdk providers`,
+`sdk demo` and `sdk serve`.
 
-One module per command group (`schema`, `grammar`, `eval`, `batch`, `cache`, `demo`, `serve`),
+One module per command group (`schema`, `grammar`, `eval`, `batch`, `cache`, `providers`,
+`demo`, `serve`),
 each a thin layer that parses arguments and prints: every decision is made in the library.
 Output is colored on a terminal and plain text otherwise (rich decides, and honours NO_COLOR);
 `--json` prints data for other tools instead.
@@ -21,6 +22,7 @@ from sdk.cli import cache  # noqa: F401  (each registers)
 from sdk.cli import demo  # noqa: F401  (each registers)
 from sdk.cli import eval  # noqa: F401  (each registers)
 from sdk.cli import grammar  # noqa: F401  (each registers)
+from sdk.cli import providers  # noqa: F401  (each registers)
 from sdk.cli import schema  # noqa: F401  (each registers)
 from sdk.cli import serve  # noqa: F401  (each registers)
 from sdk.cli._app import app

@@ -41,8 +41,9 @@ app = typer.Typer(
     help=(
         "structured-sdk: typed structured output from LLMs. Version and lint contract schemas "
         "(schema), test grammars (grammar), measure a contract on a model (eval), run it over a "
-        "large input (batch), look into the response cache (cache), see it work offline (demo), "
-        "or serve the bundled model to try the llama.cpp provider (serve)."
+        "large input (batch), look into the response cache (cache), list the provider families "
+        "(providers), see it work offline (demo), or serve the bundled model to try the "
+        "llama.cpp provider (serve)."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -86,9 +87,10 @@ class Output:
     """Lines to stdout (results) and stderr (errors); styled only on a terminal."""
 
     def __init__(self) -> None:
-        # soft_wrap: never break long pointers or paths at the console width.
-        self.out = Console(soft_wrap=True, highlight=False)
-        self.err = Console(stderr=True, soft_wrap=True, highlight=False)
+        # soft_wrap: never break long pointers or paths at the console width. emoji=False: a
+        # position such as `items.jsonl:100:` is text, not rich's `:100:` emoji code.
+        self.out = Console(soft_wrap=True, highlight=False, emoji=False)
+        self.err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
 
     def line(self, text: str = "", style: str | None = None) -> None:
         self.out.print(f"[{style}]{escape(text)}[/]" if style else escape(text))

@@ -1,4 +1,4 @@
-"""`sdk batch run|resume|status|cancel`: resumable jobs over large inputs (`sdk.batch`)."""
+"""`sdk batch run|resume|retry|status|cancel`: resumable jobs over large inputs (`sdk.batch`)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ __all__ = ["batch_app", "progress_text"]
 batch_app = command_group(
     "batch",
     "Run a contract over a large input (provider batch APIs or local servers); resumable.",
-    "Run a contract over a large JSONL input as a resumable job (run, status, ...).",
+    "Run a contract over a large JSONL input as a resumable job (run, status, retry, ...).",
 )
 
 StateOption = Annotated[
@@ -82,6 +82,24 @@ UpdateOption = Annotated[
     ),
 ]
 
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Local servers and the embedded model: where the calls run: `local` (this "
+        "process) or `ray` (Ray actors; the `ray` extra).",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="--engine ray: a running cluster (default: a local one for the run)."
+    ),
+]
+ActorsOption = Annotated[
+    int | None, typer.Option("--actors", min=1, help="--engine ray: actors (default 2).")
+]
+
 _PLAIN_EVERY = 10.0
 """Seconds between progress lines when stderr is not a terminal (a log, a pipe)."""
 
@@ -118,9 +136,17 @@ def batch_run_command(
     update: UpdateOption = False,
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
+    actors: ActorsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Start a job (or continue the same one, if its state file exists) and run it to the end.
+
+    `--engine ray [--ray-address ADDRESS] [--actors N]` (local servers and the embedded model):
+    the calls run in Ray actors (a local cluster when no address is given), into the same
+    state and output files, with the same exit codes; `resume` and `retry` use Ray again.
+    `--concurrency` stays the calls in flight per server, shared by the actors.
 
     `--cache`/`--cache-path` (local servers and the embedded model): each item's call is
     answered from the response cache when it was asked before, and stored there otherwise; the
@@ -137,15 +163,10 @@ def batch_run_command(
     state_path = state if state is not None else out.with_name(out.name + ".job.db")
     with errors_exit(out_), _batch_errors(out_):
         contract = contract_named(contract_ref)
-        prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
-        given = {
-            "provider": provider,
-            "model": model,
-            "base_urls": list(base_urls or []),
-            "concurrency": concurrency,
-            "max_requests": max_requests,
-            "cache": _cache_file(provider, cache, cache_path),
-        }
+        given = {"provider": provider, "model": model, "base_urls": list(base_urls or []),
+                 "concurrency": concurrency, "max_requests": max_requests,
+                 "cache": _cache_file(provider, cache, cache_path), "engine": engine,
+                 "ray_address": ray_address, "actors": actors}  # fmt: skip
         limits = {"retries": retries, "resubmits": resubmits, "max_tokens": max_tokens}
         spec, settings = _wanted(state_path, given, limits)
         _check_poll(spec.provider, poll_interval)
@@ -155,7 +176,7 @@ def batch_run_command(
             backend=build_backend(spec),
             input=input_path,
             out=out,
-            prompt=prompt,
+            prompt=prompt_named(prompt_ref) if prompt_ref is not None else None,
             settings=settings,
             update=update,
             extra_meta={"backend_spec": spec.to_json()},
@@ -173,6 +194,44 @@ def batch_resume_command(
     out_ = Output()
     with errors_exit(out_), _batch_errors(out_):
         job = _open_job(state, poll_interval)
+    _run_batch(out_, job, state, as_json)
+
+
+@batch_app.command("retry")
+def batch_retry_command(
+    state: StateOption,
+    error_types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--error-type",
+            help="Only the items that failed with this error (TruncatedOutput, ...); repeat "
+            "for several. Default: every failed item.",
+        ),
+    ] = None,
+    max_tokens: MaxTokensOption = None,
+    retries: RetriesOption = None,
+    resubmits: ResubmitsOption = None,
+    poll_interval: PollOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a job's failed items again, optionally with new settings (--max-tokens, --retries,
+    --resubmits: recorded in the job, as `run --update` records them).
+
+    Every finished line stays; the failed items' lines are taken out of the output and written
+    again once they have run, so each item still has exactly one line. Their tries and tokens so
+    far stay counted. Cancelled items are not retried. Exit codes as `run`.
+    """
+    out_ = Output()
+    limits = {"max_tokens": max_tokens, "retries": retries, "resubmits": resubmits}
+    with errors_exit(out_), _batch_errors(out_):
+        job = _open_job(state, poll_interval, limits)
+        try:
+            count = job.retry(error_types or None)
+        except BaseException:
+            job.close()
+            raise
+    which = f" ({', '.join(error_types)})" if error_types else ""
+    out_.err.print(f"retrying {count:,} failed items{which}", highlight=False)
     _run_batch(out_, job, state, as_json)
 
 
@@ -219,7 +278,7 @@ def batch_cancel_command(state: StateOption) -> None:
 def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -> tuple[Any, Any]:
     """The backend spec and job settings `run` asks for: what was given, and for what was not,
     the existing job's own (a new job: the defaults)."""
-    from sdk._names import canonical_provider
+    from sdk._values.profile import profile
     from sdk.batch import JobSettings
     from sdk.batch._setup import BackendSpec
     from sdk.batch._setup import spec_from
@@ -231,7 +290,7 @@ def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -
             **{key: value for key, value in limits.items() if value is not None},
         }
     )
-    provider = canonical_provider(given["provider"])
+    provider = profile(given["provider"]).name
     if stored_spec is not None and stored_spec.get("provider") == provider:
         spec = spec_from(stored_spec, [(k, v) for k, v in given.items() if k != "provider"])
     else:
@@ -275,9 +334,15 @@ def _check_poll(provider: str, poll_interval: float | None) -> None:
         raise ValueError(f"--poll-interval is for hosted batch APIs, not {provider}")
 
 
-def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
+def _open_job(
+    state: Path, poll_interval: float | None, limits: dict[str, int | None] | None = None
+) -> BatchJob:
+    """The job in `state` with the backend it was started with; with `limits` given (new
+    `max_tokens`, `retries`, `resubmits`), those taken and recorded first."""
     from sdk.batch import BatchError
     from sdk.batch import BatchJob
+    from sdk.batch import JobSettings
+    from sdk.batch._setup import BackendSpec
     from sdk.batch._setup import build_backend
     from sdk.batch._setup import spec_from
     from sdk.batch._state import JobState
@@ -288,17 +353,35 @@ def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
         with state_errors(state):
             contract_ref, spec = stored.get("contract"), stored.get("backend_spec")
             prompt_ref = stored.get("prompt_ref")
+            paths, settings = (stored.get("input"), stored.get("out")), stored.get("settings")
     finally:
         stored.close()
     if spec is None:
         raise BatchError(f"{state} was not started by `sdk batch run`: resume it from Python")
     backend_spec = spec_from(spec)
     _check_poll(backend_spec.provider, poll_interval)
-    return BatchJob.open(
+    prompt = prompt_named(prompt_ref) if prompt_ref else None
+    changed = {key: value for key, value in (limits or {}).items() if value is not None}
+    if not changed:
+        return BatchJob.open(
+            state,
+            contract=contract_named(contract_ref),
+            backend=build_backend(backend_spec),
+            prompt=prompt,
+            poll_interval=poll_interval,
+        )
+    wanted = JobSettings(**{**settings, **changed})
+    backend_spec = BackendSpec(**{**backend_spec.to_json(), "retries": wanted.retries})
+    return BatchJob.create(
         state,
         contract=contract_named(contract_ref),
         backend=build_backend(backend_spec),
-        prompt=prompt_named(prompt_ref) if prompt_ref else None,
+        prompt=prompt,
+        input=paths[0],
+        out=paths[1],
+        settings=wanted,
+        update=True,
+        extra_meta={"backend_spec": backend_spec.to_json()},
         poll_interval=poll_interval,
     )
 

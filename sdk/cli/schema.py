@@ -10,7 +10,6 @@ from typing import Any
 import typer
 
 from sdk._files import write_atomic
-from sdk._names import PROVIDER_DIALECTS
 from sdk.cli._app import DirOption
 from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
@@ -20,7 +19,6 @@ from sdk.cli._app import errors_exit
 from sdk.contract import Contract
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import canonical_schema
-from sdk.schema.dialects import DIALECTS
 from sdk.schema.preflight import TARGETS
 from sdk.schema.preflight import preflight
 from sdk.schema.preflight import preflight_table
@@ -390,7 +388,8 @@ def lint_command(
         typer.Option(
             "--provider",
             help="Also report what this provider's dialect strips, and check only its grammar "
-            f"limits: {', '.join(PROVIDER_DIALECTS)} (or a dialect: {', '.join(DIALECTS)}).",
+            "limits: a provider's name or alias (`sdk providers` lists them), or a dialect's "
+            "(openai_strict).",
         ),
     ] = None,
     on_target: Annotated[

@@ -15,9 +15,9 @@
             product: str
             ticket: str
 
-    client.generate(Decision, prompt=Triage(product="Acme", ticket=text))
-    Triage(product="Acme", ticket=text).render()      # the system prompt and messages
-    Triage.render(product="Acme", ticket=text)        # the same, in one step
+    client.generate(Decision, prompt=Triage(product="Initech", ticket=text))
+    Triage(product="Initech", ticket=text).render()      # the system prompt and messages
+    Triage.render(product="Initech", ticket=text)        # the same, in one step
 
 A subclass is one prompt: `name` (the class's name unless set), `version` (an integer from 1,
 bumped on every change, like `Contract.schema_version`), `template` (the user turn, Jinja2),

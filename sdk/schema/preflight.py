@@ -214,10 +214,10 @@ def target_named(name: str) -> Target:
     key = name.strip().lower().replace("_", "-")
     if key in TARGETS:
         return TARGETS[key]
-    from sdk._names import canonical_provider
+    from sdk._values.profile import profile
 
     try:
-        provider = canonical_provider(name)
+        provider = profile(name).name
     except ValueError:
         provider = ""
     if provider in _DEFAULT_TARGET:

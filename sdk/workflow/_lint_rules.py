@@ -39,14 +39,7 @@ from sdk.workflow._linting import LintCode
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect
 
-__all__ = [
-    "LIMITS",
-    "LOCAL_DIALECTS",
-    "RULES",
-    "TIGHT_MAX_LENGTH",
-    "Context",
-    "GrammarLimits",
-]
+__all__ = ["LOCAL_DIALECTS", "RULES", "TIGHT_MAX_LENGTH", "Context"]
 
 LOCAL_DIALECTS = frozenset({"llamacpp", "ollama", "vllm"})
 """The dialects of local engines: a small model there can repeat itself until `max_tokens`."""
@@ -81,34 +74,6 @@ VOLATILE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class GrammarLimits:
-    """What a provider compiles: counts over the whole schema document; `None` is no limit."""
-
-    max_properties: int | None = None
-    max_optional: int | None = None
-    max_unions: int | None = None
-    max_depth: int | None = None
-    max_enum_values: int | None = None
-    recursion: bool = True
-    note: str = ""
-
-
-# Documented limits, by dialect name. Anthropic counts optional parameters and parameters with
-# union types (`anyOf`, type arrays: a nullable field is one) and compiles no recursion; each
-# optional field roughly doubles its grammar's state space. OpenAI strict counts properties,
-# object nesting levels and enum values.
-LIMITS: dict[str, GrammarLimits] = {
-    "anthropic": GrammarLimits(
-        max_optional=24,
-        max_unions=16,
-        recursion=False,
-        note="each optional field roughly doubles the compiled grammar",
-    ),
-    "openai_strict": GrammarLimits(max_properties=5000, max_depth=10, max_enum_values=1000),
-}
-
-
 # --- context ---------------------------------------------------------------------------------
 
 
@@ -140,7 +105,7 @@ class Context:
         self,
         root: dict[str, Any],
         dialect: Dialect | None,
-        limit_dialects: list[str],
+        limit_dialects: list[Dialect],
         local: str | None = None,
     ) -> None:
         self.root = root
@@ -297,7 +262,7 @@ def dialect_strips(ctx: Context) -> Iterator[Finding]:
     from sdk.schema.dialects import to_wire
 
     name = ctx.dialect.name
-    for removal in to_wire(ctx.root, ctx.dialect).constraints_removed:
+    for removal in to_wire(ctx.root, ctx.dialect).removed:
         if removal.keyword in _STRUCTURE:
             continue  # how the document is organised, not a check on values
         sent = f" (sent as {removal.replaced_with})" if removal.replaced_with else ""
@@ -340,8 +305,8 @@ def volatile_text(ctx: Context) -> Iterator[Finding]:
 def size_limits(ctx: Context) -> Iterator[Finding]:
     """Counts, depth and recursion beyond what a provider's grammar compiler accepts."""
     stats = ctx.stats
-    for name in ctx.limit_dialects:
-        limits = LIMITS.get(name)
+    for dialect in ctx.limit_dialects:
+        limits, name = dialect.limits, dialect.name
         if limits is None:
             continue
         note = f" ({limits.note})" if limits.note else ""

@@ -47,6 +47,7 @@ from jsonschema.exceptions import best_match
 
 from sdk._files import write_atomic
 from sdk._pointer import pointer_of
+from sdk._position import decoding_problem
 from sdk._records import shorten
 from sdk.contract import Contract
 from sdk.grammar import Grammar
@@ -351,8 +352,11 @@ class Lock:
         where = display_path(path)
         try:
             data = json.loads(path.read_bytes())
-        except (ValueError, RecursionError) as error:
-            raise ValueError(f"{where}: not a schema lock file: not JSON ({error})") from error
+        except ValueError as error:
+            problem = decoding_problem(error)
+            raise ValueError(f"{where}: not a schema lock file: not JSON ({problem})") from error
+        except RecursionError as error:
+            raise ValueError(f"{where}: not a schema lock file: nested too deeply") from error
         problem = best_match(_LOCK_VALIDATOR.iter_errors(data))
         if problem is not None:
             at = pointer_of(problem.absolute_path) or "/"

@@ -13,7 +13,6 @@ from dataclasses import field
 from typing import Any
 from typing import Final
 
-from sdk.schema import _regex as rx
 from sdk.schema._walk import SchemaWalker
 
 __all__ = [
@@ -160,6 +159,8 @@ def span_automaton(chunks: list[str]) -> SpanAutomaton:
 def longest_match(pattern: str, max_length: Any) -> int | None:
     """The longest string `pattern` (anchored at both ends) or `maxLength` allows, if bounded."""
     bounds = [max_length] if isinstance(max_length, int) else []
+    from sdk.schema import _regex as rx  # the `regex` module: loaded for a pattern only
+
     try:
         branches = rx.parse_pattern(pattern)
     except rx.RegexUnsupported:
