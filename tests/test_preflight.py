@@ -230,6 +230,10 @@ def test_a_map_field_is_refused_before_sending_on_a_target_that_closes_objects(
     # The same client sends a contract that loses nothing.
     wire.replies = [reply(text=_DECISION)]
     assert client.generate(Decision, prompt="Decide.").value.answer == "approve"
+    # Accepted knowingly: sent, and answered.
+    wire.replies = [reply(text=_INVENTORY)]
+    accepted = client.generate(Inventory, prompt="Count.", accept_weakened_schema=True)
+    assert accepted.value.counts == {} and len(wire.requests) == 2
 
 
 @pytest.mark.parametrize("name", list(TARGETS))

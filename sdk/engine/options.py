@@ -202,6 +202,10 @@ class CallOptions(SamplingOptions, total=False):
     """Streaming: stop a reply whose tail is a run of whitespace or one piece repeated past
     this bound (`RunawayOutput`, retried with feedback); `None` never stops one. Default:
     `sdk.RunawayBound()` (64 whitespace characters, or a piece repeated over 240)."""
+    accept_weakened_schema: Annotated[bool, Option("transport", default=False)]
+    """Send a schema the provider would weaken with no check able to restore the promise (a
+    map field where every object is closed: only `{}` could be generated); refused with
+    `UnsupportedRequest` otherwise (`sdk.schema.preflight`)."""
     extra_body: Annotated[
         Mapping[str, Any],
         Option("transport", default={}, convert=dict, merge=_merged_extra, expects="a mapping"),
