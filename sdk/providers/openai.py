@@ -691,10 +691,11 @@ class _OpenAIProvider(Provider):
             )
         # The SDK owns retries: the client's own (two by default) would multiply ours. A base
         # URL's query goes to the client's default query (`sdk.providers._endpoint`).
-        endpoint = client_endpoint(client, self.codec_type.profile.name)
+        # (The codec first: its wire profile, made with it, names the family in the errors.)
+        self.codec = self.codec_type(model, prompt_caching=prompt_caching)
+        endpoint = client_endpoint(client, self.codec.profile.name)
         self.client = client.with_options(max_retries=0, **endpoint)
         self._model = model
-        self.codec = self.codec_type(model, prompt_caching=prompt_caching)
         self._keep_extra_body(extra_body)
 
     def __repr__(self) -> str:
