@@ -37,6 +37,7 @@ typecheck: $(STAMP)
 # by hand, no quick run published, no eval run left unsummarized).
 test: lint typecheck $(LOCAL_STAMP)
 	$(BIN)/sdk schema check contracts
+	$(BIN)/sdk schema targets --check docs/guides/preflight.md
 	$(BIN)/python bench/readme_figures.py --check
 	$(BIN)/pytest -q
 

@@ -68,6 +68,7 @@ ROW_MODULES = (
     "bench_cache",
     "bench_cache_state",
     "grounding_cost",
+    "bench_runaway",
     "architecture",
     "streaming_chunks",
 )

@@ -47,6 +47,10 @@ class InvoiceExtraction(Contract):
     """The facts of one invoice. Null means the document does not say."""
 
     lint_ignore: ClassVar[LintIgnore] = {
+        "/properties/line_items": {
+            "unbounded-output": "an invoice has as many lines as it has; a list that repeats "
+            "itself is stopped while streaming (RunawayOutput)",
+        },
         "/properties/issue_date": {
             "dialect-strips": "the parser enforces YYYY-MM-DD and the wire description states "
             "the pattern; dates are copied from the document, so misses are rare",

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from sdk.errors import ProviderRetriesExhausted
     from sdk.errors import RefusedOutput
     from sdk.errors import RetriesExhausted
+    from sdk.errors import RunawayOutput
     from sdk.errors import SchemaViolation
     from sdk.errors import SourceMissing
     from sdk.errors import StructuredOutputError
@@ -65,6 +66,10 @@ if TYPE_CHECKING:
     from sdk.parsing import parse
     from sdk.parsing.incremental import Partial
     from sdk.parsing.incremental import PartialReader
+    from sdk.parsing.runaway import RunawayBound
+    from sdk.prompt import Prompt
+    from sdk.prompt import PromptInfo
+    from sdk.prompt import RenderedPrompt
     from sdk.providers._base import Message
     from sdk.schema import SchemaInfo
     from sdk.stop_reason import StopReason
@@ -127,6 +132,7 @@ _PUBLIC = {
         "ProviderRetriesExhausted",
         "RefusedOutput",
         "RetriesExhausted",
+        "RunawayOutput",
         "SchemaViolation",
         "SourceMissing",
         "StructuredOutputError",
@@ -146,6 +152,12 @@ _PUBLIC = {
     "sdk.parsing.incremental": (
         "Partial",
         "PartialReader",
+    ),
+    "sdk.parsing.runaway": ("RunawayBound",),
+    "sdk.prompt": (
+        "Prompt",
+        "PromptInfo",
+        "RenderedPrompt",
     ),
     "sdk.providers._base": ("Message",),
     "sdk.schema": ("SchemaInfo",),
@@ -190,11 +202,16 @@ __all__ = [
     "Partial",
     "PartialReader",
     "PartialToolCall",
+    "Prompt",
+    "PromptInfo",
     "ProviderError",
     "ProviderRetriesExhausted",
     "RefusedOutput",
+    "RenderedPrompt",
     "Result",
     "RetriesExhausted",
+    "RunawayBound",
+    "RunawayOutput",
     "SchemaInfo",
     "SchemaViolation",
     "SourceMissing",

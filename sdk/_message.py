@@ -28,6 +28,9 @@ class Message:
     content: Content
     tool_calls: tuple[ToolCall, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
+    static_prefix: int = 0
+    """How many leading characters of the turn's first text are the same on every call (the
+    literal start of a prompt template): the part a provider's prompt cache should hold."""
 
     def __post_init__(self) -> None:
         if self.role not in ("user", "assistant"):

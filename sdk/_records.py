@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Note", "Usage", "Violation", "shorten"]
+__all__ = ["Note", "PromptInfo", "Usage", "Violation", "shorten"]
 
 # How much of a pointer and of a message a one-line rendering shows; the record keeps all.
 POINTER_SHOWN = 120
@@ -54,6 +54,20 @@ class Note:
     def __str__(self) -> str:
         received = shorten(repr(self.received), MESSAGE_SHOWN)
         return f"{shorten(self.pointer, POINTER_SHOWN)}: {self.kind} {received} -> {self.written!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptInfo:
+    """Which prompt template produced a request: its name, version and fingerprint (what a
+    `Result`, a batch output line and an eval row say, and what the lock file pins)."""
+
+    name: str
+    version: int
+    fingerprint: str
+    """The sha256 hex of the template's content (`sdk.Prompt.fingerprint()`)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "fingerprint": self.fingerprint}
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from sdk._message import Message
 from sdk._records import Note
+from sdk._records import PromptInfo
 from sdk._records import Usage
 from sdk._tools import ToolCall
 from sdk.diagnostics import ConstraintDiagnostics
@@ -54,6 +55,9 @@ class Result(Generic[T]):
     `usage` and `attempts` are empty; the stored answer was judged again by today's parser."""
     cached_usage: Usage | None = None
     """A cached result: what the stored answer cost when it was made."""
+    prompt: PromptInfo | None = None
+    """The prompt template the call was asked with (`prompt=MyPrompt(...)`): name, version,
+    fingerprint; `None` for a plain prompt or messages."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class ToolCalls:
     """Whether the calls came from the response cache (see `Result.cached`)."""
     cached_usage: Usage | None = None
     """Cached calls: what the stored answer cost when it was made."""
+    prompt: PromptInfo | None = None
+    """The prompt template the call was asked with (see `Result.prompt`)."""
 
     def message(self) -> Message:
         """The assistant turn that made these calls, to put in the conversation before the

@@ -21,6 +21,7 @@ They pickle with every field (`pickle`, and so Ray and multiprocessing, carry th
     │   ├── GrammarViolation        (text outside a grammar's language)
     │   ├── UnknownTool             (a call to a tool that was not offered)
     │   ├── MissingToolCall         (no call where `tool_choice` required one)
+    │   ├── RunawayOutput           (a streamed reply stopped: whitespace or repetition ran away)
     │   └── CheckFailed
     │       └── SourceMissing
     ├── UnsupportedRequest          the provider cannot take this request (before sending)
@@ -61,6 +62,7 @@ __all__ = [
     "ProviderRetriesExhausted",
     "RefusedOutput",
     "RetriesExhausted",
+    "RunawayOutput",
     "SchemaViolation",
     "SourceMissing",
     "StructuredOutputError",
@@ -290,6 +292,22 @@ class UnknownTool(InvalidOutput):
 
 class MissingToolCall(InvalidOutput):
     """`tool_choice` required a call (any, or a named tool) and the reply made none."""
+
+
+class RunawayOutput(InvalidOutput):
+    """A streamed reply the SDK stopped for runaway whitespace or repetition; `.text` is what it
+    had written, `.tokens` what it had spent (at least), `.piece` the repeated text."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ("tokens", "piece", "start")
+
+    def __init__(self, message: str, *, tokens: int, piece: str, start: int, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.tokens = tokens
+        """Output tokens the reply had spent when it was stopped (at least one per piece)."""
+        self.piece = piece
+        """The text repeated (a whitespace character, or a list item and its comma)."""
+        self.start = start
+        """The character of `.text` where the run begins."""
 
 
 class CheckFailed(InvalidOutput):

@@ -225,16 +225,24 @@ def test_an_integer_past_the_digit_limit_is_invalid_json_in_both_readers(
 
 
 def test_an_integer_past_the_digit_limit_from_client_stream_is_invalid_json() -> None:
+    from sdk import RunawayOutput
     from sdk import StructuredClient
     from sdk.providers.test import TestProvider
 
     digits = "9" * 5_000
     document = '{"reasoning": "x", "answer": ' + digits + ', "confidence": "high"}'
-    client = StructuredClient(TestProvider([document], chunk_size=7), retries=0)
+    provider = TestProvider([document], chunk_size=7, repeat=True)
+    client = StructuredClient(provider, retries=0)
+    # The stream's runaway guard would stop the run of 9s first (below): off, the parser's own
+    # digit limit decides.
     with pytest.raises(InvalidJSON, match="5000 digits") as caught:
-        for _ in client.stream(Decision, prompt="Approve?"):
+        for _ in client.stream(Decision, prompt="Approve?", runaway=None):
             pass
     assert caught.value.text == document
+    with pytest.raises(RunawayOutput) as stopped:
+        for _ in client.stream(Decision, prompt="Approve?"):
+            pass
+    assert stopped.value.text is not None and len(stopped.value.text) < 400
 
 
 # --- bounded messages ---

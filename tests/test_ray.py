@@ -186,6 +186,36 @@ def test_the_engine_writes_the_local_runner_s_lines_for_the_same_input(tmp_path:
     assert on_ray[1]["id"] == 1 and on_ray["doc-0"]["id"] == "doc-0"  # ids keep their type
 
 
+def test_a_job_with_a_prompt_template_renders_each_line_in_the_actors(tmp_path: Path) -> None:
+    from tests.test_batch_prompt import Approval
+    from tests.test_batch_prompt import said
+    from tests.test_batch_prompt import write_variables
+
+    items = tmp_path / "items.jsonl"
+    write_variables(items, 40)
+    with fleet(replicas=2, latency=0.005, slots=4) as running:
+        local = BatchJob.create(
+            tmp_path / "local.db", contract=Decision, prompt=Approval,
+            backend=LocalBackend(local_clients({"provider": "vllm", "model": "bench-model",
+                                                "base_urls": list(running.urls)})),
+            input=items, out=tmp_path / "local.jsonl",
+        )  # fmt: skip
+        with local:
+            local_summary = local.run()
+        engine = BatchJob.create(
+            tmp_path / "ray.db", contract=Decision, prompt=Approval,
+            backend=_ray_backend(running.urls), input=items, out=tmp_path / "ray.jsonl",
+        )  # fmt: skip
+        with engine:
+            summary = engine.run()
+    assert (summary.ok, summary.failed) == (local_summary.ok, local_summary.failed) == (40, 0)
+    on_ray = by_id(read_output(tmp_path / "ray.jsonl"))
+    assert {line["prompt"]["fingerprint"] for line in on_ray.values()} == {
+        said(Approval)["fingerprint"]
+    }
+    assert _comparable(on_ray) == _comparable(by_id(read_output(tmp_path / "local.jsonl")))
+
+
 @ray.remote
 class Registry:
     """Where each actor of the test's pool leaves its handle (so the test can `ray.kill` it)."""

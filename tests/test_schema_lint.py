@@ -43,6 +43,13 @@ def _f(kind: Any, **extra: Any) -> tuple[Any, Any]:
 # (code, bad fields, fixed fields, pointer of the finding, provider)
 CASES: list[tuple[LintCode, dict[str, Any], dict[str, Any], str, str | None]] = [
     (
+        LintCode.UNBOUNDED_OUTPUT,
+        {"labels": _f(list[Level])},
+        {"labels": _f(list[Level], max_length=10)},
+        "/properties/labels",
+        "llamacpp",
+    ),
+    (
         LintCode.NO_ABSTENTION,
         {"price": _f(float)},
         {"price": _f(float | None)},

@@ -29,6 +29,7 @@ from sdk.batch._items import read_index
 from sdk.batch._state import ItemRow
 from sdk.batch._state import JobState
 from sdk.contract import Contract
+from sdk.prompt import Prompt
 
 __all__ = ["index_input", "input_changed", "input_stat"]
 
@@ -43,10 +44,12 @@ def index_input(
     path: Path,
     contract: type[Contract],
     on_chunk: Callable[[int], None] = lambda indexed: None,
+    prompt: type[Prompt] | None = None,
 ) -> None:
     """Index `path` into `state` (or resume indexing it); check an indexed input is unchanged
     (its size and first and last megabyte: a change elsewhere is caught when its line is read).
-    `on_chunk(items indexed so far)` after each chunk."""
+    `on_chunk(items indexed so far)` after each chunk; `prompt`: the job's template, which
+    renders each line's `variables`."""
     if state.get("indexed"):
         if file_identity(path) != state.get("input_identity"):
             problem = input_changed(state, path)
@@ -61,7 +64,8 @@ def index_input(
         raise input_changed(state, path) or InputChanged(
             f"{path}: the first {progress['end']:,} bytes changed while the job indexed them"
         )
-    entries = read_index(path, contract, int(progress["end"]), int(progress["lines"]) + 1, digest)
+    start, first = int(progress["end"]), int(progress["lines"]) + 1
+    entries = read_index(path, contract, start, first, digest, prompt)
     chunk: list[IndexEntry] = []
     indexed = state.item_count()
     for entry in entries:

@@ -3,7 +3,10 @@
 An item line holds an `id` (a string or an integer, unique in the file as text: `7` and `"7"` are
 one id, refused as a duplicate; each output line writes the id with the JSON type it had), and
 `prompt`, `source` or `messages` (as `generate` takes them), optionally `system`, `max_tokens`
-and `options` (keyword arguments for the provider call, `temperature` say). The file is never
+and `options` (keyword arguments for the provider call, `temperature` say). A job with a prompt
+template (`sdk.Prompt`) takes `variables` (the template's, as a JSON object) instead of
+`prompt`/`messages`/`system`: the line is rendered for the job's contract when it is read, so a
+bad variable is refused when the input is indexed, before anything is sent. The file is never
 loaded whole: indexing reads it line by line and the job keeps each item's byte offset, so a 1 GB
 input costs its index (an id, two integers and a hash a line, in SQLite) and one line at a time
 in memory.
@@ -29,12 +32,17 @@ from pathlib import Path
 from typing import Any
 from typing import BinaryIO
 
+from pydantic import ValidationError
+
+from sdk._records import PromptInfo
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._state import ItemRow
 from sdk.contract import Contract
 from sdk.engine.conversation import check_text
 from sdk.engine.conversation import conversation
+from sdk.prompt import Prompt
+from sdk.prompt import TemplateError
 from sdk.providers._base import Message
 
 __all__ = [
@@ -52,7 +60,9 @@ __all__ = [
 MAX_LINE = 64 * 1024 * 1024
 """Longest input line read (64 MB): a longer one is an error, not an out-of-memory."""
 
-_KEYS = frozenset({"id", "prompt", "source", "messages", "system", "max_tokens", "options"})
+_KEYS = frozenset(
+    {"id", "prompt", "source", "messages", "system", "max_tokens", "options", "variables"}
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,8 @@ class InputItem:
     unusable: str | None = None
     """Why the item cannot be run although its line parsed (its id is not valid Unicode): the
     item fails with this, the job goes on."""
+    prompt: PromptInfo | None = None
+    """The prompt template the item's `variables` were rendered with."""
     id_number: bool = False
     """The id was a JSON integer (`7`, not `"7"`): its output line writes it as one."""
 
@@ -109,8 +121,11 @@ def _unsendable_text(data: dict[str, Any]) -> str | None:
     return None
 
 
-def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
-    """An input line -> `InputItem`; `BatchInputError` (naming `where`) when it is not one."""
+def parse_item(
+    contract: type[Contract], line: bytes, where: str, prompt: type[Prompt] | None = None
+) -> InputItem:
+    """An input line -> `InputItem`; `BatchInputError` (naming `where`) when it is not one.
+    `prompt`: the job's template, which renders each line's `variables`."""
     try:
         data = json.loads(line)
     except ValueError as error:  # not UTF-8, not JSON, an integer past Python's digit limit
@@ -141,9 +156,12 @@ def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
     if messages is not None and not isinstance(messages, list):
         raise BatchInputError(f"{where} (id {item_id}): `messages` must be a list")
     unusable = unusable or _unsendable_text(data)
+    text, system = data.get("prompt"), data.get("system")
     try:
+        if prompt is not None or "variables" in data:
+            text, system = _rendered(contract, prompt, data)
         turns = (
-            conversation(contract, data.get("prompt"), messages, data.get("source"))
+            conversation(contract, text, messages, data.get("source"))
             if unusable is None
             else ()  # not run: its failure is recorded, the job goes on
         )
@@ -153,12 +171,35 @@ def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
         id=item_id,
         messages=turns,
         source=data.get("source"),
-        system=data.get("system"),
+        system=system,
         max_tokens=max_tokens,
         options=options,
         unusable=unusable,
+        prompt=prompt.info() if prompt is not None else None,
         id_number=isinstance(raw_id, int),
     )
+
+
+def _rendered(
+    contract: type[Contract], prompt: type[Prompt] | None, data: dict[str, Any]
+) -> tuple[Any, str | None]:
+    """A line's `variables` rendered with the job's prompt: the user turn (text, or text and
+    parts) and the system prompt. A line of a prompt's job carries variables and no prompt,
+    messages or system of its own; a line with variables needs a job with a prompt."""
+    if prompt is None:
+        raise ValueError("`variables` are for a job with a prompt template (--prompt)")
+    if "variables" not in data:
+        raise ValueError(f"the job renders {prompt.name}: give its `variables`, not a prompt")
+    clash = sorted(key for key in ("prompt", "messages", "system") if key in data)
+    if clash:
+        raise ValueError(f"`variables` render {prompt.name}: the line may not also set {clash}")
+    try:
+        rendered = prompt.from_json(data["variables"]).render(contract=contract)
+    except (ValidationError, TemplateError) as error:
+        raise ValueError(f"{prompt.name}: {' '.join(str(error).split())}") from None
+    [message] = rendered.messages
+    content = message.content if isinstance(message.content, str) else list(message.parts)
+    return content, rendered.system
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +221,7 @@ def read_index(
     start: int = 0,
     first_line: int = 1,
     digest: Any = None,
+    prompt: type[Prompt] | None = None,
 ) -> Iterator[IndexEntry]:
     """Each item line of `path` from byte `start` (line number `first_line`), validated, as an
     `IndexEntry`; blank lines are skipped. Every byte read also goes into `digest` (a `hashlib`
@@ -199,7 +241,7 @@ def read_index(
             if digest is not None:
                 digest.update(line)
             if line.strip():
-                item = parse_item(contract, line, f"{path}:{number}")
+                item = parse_item(contract, line, f"{path}:{number}", prompt)
                 yield IndexEntry(
                     item.id, offset, len(line), line_hash(line), number, item.id_number
                 )
@@ -225,16 +267,19 @@ class InputReader:
     """Reads items back by their index row, one line at a time, checking the line is the one
     indexed for that id (`InputChanged` if not)."""
 
-    def __init__(self, path: Path, contract: type[Contract]) -> None:
+    def __init__(
+        self, path: Path, contract: type[Contract], prompt: type[Prompt] | None = None
+    ) -> None:
         self.path = path
         self.contract = contract
+        self.prompt = prompt
         self._file: BinaryIO | None = None
 
     def read(self, row: ItemRow) -> InputItem:
         """The item of `row`: its line, which must hash as indexed and hold the same id."""
         line = self.line(row)
         where = f"{self.path} at byte {row.offset}"
-        item = parse_item(self.contract, line, where)
+        item = parse_item(self.contract, line, where, self.prompt)
         if item.id != row.id:  # the same bytes parse the same: only a hash collision gets here
             raise InputChanged(f"{where}: item {item.id!r} where {row.id!r} was indexed")
         return item

@@ -72,6 +72,7 @@ from sdk.batch._outcome import decide_error
 from sdk.batch._outcome import decide_failure
 from sdk.batch._outcome import decide_live
 from sdk.batch._outcome import decide_reply
+from sdk.batch._outcome import prompted
 from sdk.batch._outcome import request_for
 from sdk.batch._output import OutputLog
 from sdk.batch._output import finish_swap
@@ -88,6 +89,7 @@ from sdk.batch._summary import JobSummary
 from sdk.batch._summary import summarize
 from sdk.contract import Contract
 from sdk.errors import ProviderError
+from sdk.prompt import Prompt
 from sdk.providers._errors import provider_error
 from sdk.schema.canonical import schema_info
 
@@ -101,7 +103,7 @@ _PAGE = 1000
 _TICK = 1.0
 """Seconds between a waiting run's looks at the state file (a cancel, its lease)."""
 
-_ASKED = ("schema", "backend", "provider", "model", "max_tokens", "enum_case")
+_ASKED = ("schema", "prompt", "backend", "provider", "model", "max_tokens", "enum_case")
 """Settings that change what is asked or how answers are read: refused on an existing job
 unless `update=True`."""
 
@@ -122,6 +124,7 @@ class BatchJob:
         *,
         contract: type[Contract],
         backend: Backend,
+        prompt: type[Prompt] | None = None,
         poll_interval: float | None = None,
         poll_max: float | None = None,
         collect_chunk: int | None = None,
@@ -138,6 +141,7 @@ class BatchJob:
         )
         self.state = state
         self.contract = contract
+        self.prompt = prompt
         self.backend = backend
         with state_errors(state.path):
             self.job_id: str = state.get("job")
@@ -158,6 +162,7 @@ class BatchJob:
         self._stopping = False
         self._input_seen: tuple[int, ...] = ()
         self._check(contract, backend)
+        self._check_prompt(prompt)
 
     # --- opening ---
 
@@ -170,6 +175,7 @@ class BatchJob:
         backend: Backend,
         input: str | Path,
         out: str | Path,
+        prompt: type[Prompt] | None = None,
         settings: JobSettings | None = None,
         update: bool = False,
         extra_meta: Mapping[str, Any] | None = None,
@@ -182,7 +188,8 @@ class BatchJob:
         state file (`meta.changes`). Without `settings`, a local backend's jobs take their
         clients' `retries` and `enum_case` (given settings must match them: `BatchError`).
         `extra_meta`: values kept in the state file with the job (the CLI keeps how to rebuild
-        its backend there)."""
+        its backend there). `prompt`: a template (`sdk.Prompt`) the input's lines give
+        `variables` for; every output line names it (`"prompt"`: name, version, fingerprint)."""
         input_path, out_path = Path(input).resolve(), Path(out).resolve()
         if not input_path.is_file():
             raise BatchInputError(f"{input}: no such input file")
@@ -196,7 +203,11 @@ class BatchJob:
         if isinstance(backend, LocalBackend):  # before anything is written
             _refuse_hosted_options(backend, options)
             _check_local(backend, settings)
-        wanted = {**_described(contract, backend, settings), **(extra_meta or {})}
+        wanted = {
+            **_described(contract, backend, settings),
+            **_prompt_described(prompt),
+            **(extra_meta or {}),
+        }
         if not Path(state).exists():
             if out_path.exists() and out_path.stat().st_size > 0:
                 raise BatchError(
@@ -211,7 +222,7 @@ class BatchJob:
             except FileExistsError:
                 pass  # another process made it first: the same job if its settings match
             else:
-                return cls._opened(store, contract, backend, options)
+                return cls._opened(store, contract, backend, {**options, "prompt": prompt})
         store = JobState(state)
         try:
             with state_errors(state):
@@ -224,14 +235,21 @@ class BatchJob:
         except BaseException:
             store.close()
             raise
-        return cls._opened(store, contract, backend, options)
+        return cls._opened(store, contract, backend, {**options, "prompt": prompt})
 
     @classmethod
     def open(
-        cls, state: str | Path, *, contract: type[Contract], backend: Backend, **options: Any
+        cls,
+        state: str | Path,
+        *,
+        contract: type[Contract],
+        backend: Backend,
+        prompt: type[Prompt] | None = None,
+        **options: Any,
     ) -> BatchJob:
-        """The job in `state`, to resume, see or cancel."""
-        return cls._opened(JobState(state), contract, backend, options)
+        """The job in `state`, to resume, see or cancel (with its prompt template, if it has
+        one)."""
+        return cls._opened(JobState(state), contract, backend, {**options, "prompt": prompt})
 
     @classmethod
     def _opened(
@@ -271,6 +289,17 @@ class BatchJob:
         if isinstance(backend, LocalBackend):
             _check_local(backend, self.settings)
 
+    def _check_prompt(self, prompt: type[Prompt] | None) -> None:
+        with state_errors(self.state.path):
+            stored = self.state.get("prompt")
+        given = _prompt_described(prompt)["prompt"]
+        if (stored and stored[2]) != (given and given[2]):
+            ran = f"{stored[0]} v{stored[1]} ({stored[2][:12]})" if stored else "no prompt"
+            now = f"{given[0]} v{given[1]} ({given[2][:12]})" if given else "none"
+            raise JobMismatch(
+                f"the job ran with {ran}, not {now}: resume it with the same prompt template"
+            )
+
     def close(self) -> None:
         """Close the state file."""
         self.state.close()
@@ -297,10 +326,10 @@ class BatchJob:
         with state_errors(self.state.path), RunnerLock(self.state) as lock:
             self._lock, self._stopping = lock, False
             try:
-                index_input(self.state, self.input, self.contract, self._indexing)
+                index_input(self.state, self.input, self.contract, self._indexing, self.prompt)
                 self._input_seen = input_stat(self.input)
                 self._start_counts()
-                self._reader = InputReader(self.input, self.contract)
+                self._reader = InputReader(self.input, self.contract, self.prompt)
                 self._settle_output()
                 self._output = OutputLog(self.out, int(self.state.get("out_length")))
                 try:
@@ -438,7 +467,7 @@ class BatchJob:
         if not decisions:
             return
         assert self._lock is not None
-        lines = [d.line for d in decisions if d.line is not None]
+        lines = [prompted(d.line, self.prompt) for d in decisions if d.line is not None]
         committed = self._output.length
         try:
             with self.state.transaction() as db:
@@ -540,7 +569,7 @@ class BatchJob:
                 if isinstance(backend, RayBackend):
                     stopped = RayRun(
                         backend, self.contract, self.settings, self._line, self._commit,
-                        stop=self._cancelled, tick=self._tick,
+                        stop=self._cancelled, tick=self._tick, prompt=self.prompt,
                     ).run(self._pages(backend.page))  # fmt: skip
                 else:
                     run = LocalRun(
@@ -894,6 +923,17 @@ def _described(contract: type[Contract], backend: Backend, settings: JobSettings
     }
 
 
+def _prompt_described(prompt: type[Prompt] | None) -> dict[str, Any]:
+    """A job's prompt template, as its state file keeps it."""
+    if prompt is None:
+        return {"prompt": None, "prompt_ref": None}
+    info = prompt.info()
+    return {
+        "prompt": [info.name, info.version, info.fingerprint],
+        "prompt_ref": f"{prompt.__module__}:{prompt.__qualname__}",
+    }
+
+
 def _apply_changes(store: JobState, wanted: Mapping[str, Any], update: bool) -> None:
     """Compare an existing job with what `create` was given: refuse a change of what is asked
     unless `update`; record every change (under the job's lock: not while it runs)."""
@@ -909,7 +949,7 @@ def _apply_changes(store: JobState, wanted: Mapping[str, Any], update: bool) -> 
         elif key == "schema":
             if store.get("schema")[2] != value[2]:
                 changed["schema"] = [store.get("schema"), value]
-        elif key != "contract" and store.get(key) != value:
+        elif key not in ("contract", "prompt_ref") and store.get(key) != value:
             changed[key] = [store.get(key), value]
     if not changed:
         return

@@ -22,7 +22,8 @@ never an exception out of `__call__` (an exception there fails the whole Ray job
 `max_errored_blocks` would drop whole blocks).
 
 The `sdk batch --engine ray` runner uses the same class with `job=True`: its rows are the job's
-items (their input lines, read back and checked by the driver, and their counters), and each row
+items (their input lines, read back and checked by the driver, and their counters; a job with a
+prompt template passes it as `job_prompt=`, which renders each line's `variables`), and each row
 comes back with the decision the driver commits (`_seq`, `_update`, `_line`).
 """
 
@@ -52,6 +53,7 @@ from sdk.batch._outcome import decide_live
 from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
+from sdk.prompt import Prompt
 
 __all__ = ["ClientFactory", "StructuredMap", "contract_of", "plain_value", "row_item"]
 
@@ -85,6 +87,7 @@ class StructuredMap:
         in_flight: int = 16,
         timeout: float = 3600.0,
         job: JobSettings | None = None,
+        job_prompt: type[Prompt] | None = None,
     ) -> None:
         if in_flight < 1 or not timeout > 0:
             raise ValueError("in_flight must be at least 1 and timeout more than 0")
@@ -94,7 +97,7 @@ class StructuredMap:
         if not self.clients:
             raise ValueError("the client factory made no client")
         first = self.clients[0]
-        self.job = job
+        self.job, self.job_prompt = job, job_prompt
         # Outside a job a row has one pass: a provider failure (after the client's own
         # transport retries) is its outcome, not a resubmission.
         self.settings = job or JobSettings(
@@ -144,7 +147,7 @@ class StructuredMap:
         the row's columns written as an input line, so both are read by one `parse_item`."""
         if self.job is not None:
             line = str(row["_line_in"]).encode()
-            item = parse_item(self.contract, line, f"item {row['_id']!r}")
+            item = parse_item(self.contract, line, f"item {row['_id']!r}", self.job_prompt)
             return item, _job_row(row)
         item, _ = row_item(self.contract, row, self.id_column, self.prompt)
         raw_id = row.get(self.id_column)

@@ -47,6 +47,7 @@ from sdk.errors import ProviderError
 from sdk.errors import RefusedOutput
 from sdk.errors import StructuredOutputError
 from sdk.parsing.parser import EnumCase
+from sdk.prompt import Prompt
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import JsonDocument
@@ -64,6 +65,7 @@ __all__ = [
     "decide_reply",
     "error_record",
     "ok_line",
+    "prompted",
     "request_for",
 ]
 
@@ -339,6 +341,22 @@ def ok_line(
         "request_id": result.request_id,
         "batch": batch,
     }
+    return _line(record)
+
+
+def prompted(line: bytes, prompt: type[Prompt] | None) -> bytes:
+    """An output line of a job with a prompt template, saying which template produced the item
+    (`"prompt"`: name, version, fingerprint, after `"schema"`); a job without one: as it is."""
+    if prompt is None:
+        return line
+    info = prompt.info()
+    said = {"name": info.name, "version": info.version, "fingerprint": info.fingerprint}
+    record: dict[str, Any] = {}
+    for key, value in json.loads(line).items():
+        record[key] = value
+        if key == "schema":
+            record["prompt"] = said
+    record.setdefault("prompt", said)
     return _line(record)
 
 

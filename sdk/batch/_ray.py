@@ -35,6 +35,7 @@ from sdk.batch._state import ItemRow
 from sdk.batch._state import ItemUpdate
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
+from sdk.prompt import Prompt
 
 __all__ = ["RayBackend", "RayRun"]
 
@@ -115,6 +116,8 @@ class RayRun:
     commit: Callable[[list[Decision]], None]
     stop: Callable[[], bool]
     tick: Callable[[], None]
+    prompt: type[Prompt] | None = None
+    """The job's prompt template: each line's `variables` are rendered in the actor."""
 
     def run(self, pages: Iterator[list[ItemRow]]) -> bool:
         return any(self._page(page) for page in pages)
@@ -135,6 +138,7 @@ class RayRun:
                 "in_flight": self.backend.per_actor,
                 "max_tokens": self.settings.max_tokens,
                 "job": self.settings,
+                "job_prompt": self.prompt,
             },
             batch_size=self.backend.batch_size,
             batch_format="pyarrow",

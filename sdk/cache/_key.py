@@ -170,6 +170,9 @@ INGREDIENTS: dict[str, Callable[[Any, Feed], None]] = {
     "extra_body": _plain,
     "reasoning": _plain,
     "source": _text,
+    # A schema the target would weaken is refused unless accepted: a stored answer to an
+    # accepting request must not answer one that would be refused.
+    "accept_weakened": _plain,
 }
 """How each field of `CompletionRequest` goes into the key (every field has one)."""
 _ENCODERS = [(name, name.encode(), encode) for name, encode in INGREDIENTS.items()]

@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from sdk.cache import SQLiteCache
+    from sdk.prompt import Prompt
 
 __all__ = [
     "CacheOption",
@@ -25,11 +26,13 @@ __all__ = [
     "DirOption",
     "JsonOption",
     "Output",
+    "PromptOption",
     "Target",
     "app",
     "cache_named",
     "command_group",
     "errors_exit",
+    "prompt_named",
     "reflowed",
 ]
 
@@ -164,4 +167,27 @@ def cache_named(enabled: bool, path: Path | None) -> SQLiteCache | None:
 
     return SQLiteCache(path) if path is not None else SQLiteCache()
 
+
+PromptOption = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt",
+        help="A prompt template (sdk.Prompt) as MODULE:NAME: the input's items give its "
+        "`variables`, and every result names it.",
+    ),
+]
+
+
+def prompt_named(reference: str) -> type[Prompt]:
+    """The prompt template `MODULE:NAME` names (a `ValueError` saying why not)."""
+    from sdk.prompt import Prompt
+    from sdk.workflow.versioning import import_target
+
+    module_name, _, name = reference.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"--prompt takes MODULE:NAME (prompts:Triage), not {reference!r}")
+    value = getattr(import_target(module_name), name, None)
+    if not (isinstance(value, type) and issubclass(value, Prompt) and hasattr(value, "_info")):
+        raise ValueError(f"{reference} is not a prompt template (an sdk.Prompt with a template)")
+    return value
 

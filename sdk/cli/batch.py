@@ -16,9 +16,11 @@ from sdk.cli._app import CacheOption
 from sdk.cli._app import CachePathOption
 from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
+from sdk.cli._app import PromptOption
 from sdk.cli._app import cache_named
 from sdk.cli._app import command_group
 from sdk.cli._app import errors_exit
+from sdk.cli._app import prompt_named
 from sdk.workflow.versioning import contract_named
 
 if TYPE_CHECKING:
@@ -119,6 +121,7 @@ def batch_run_command(
         Path, typer.Option("--input", help="JSONL: id, prompt/source/messages, options.")
     ],
     out: Annotated[Path, typer.Option("--out", help="JSONL results, one line per item.")],
+    prompt_ref: PromptOption = None,
     state: Annotated[
         Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
     ] = None,
@@ -160,17 +163,10 @@ def batch_run_command(
     state_path = state if state is not None else out.with_name(out.name + ".job.db")
     with errors_exit(out_), _batch_errors(out_):
         contract = contract_named(contract_ref)
-        given = {
-            "provider": provider,
-            "model": model,
-            "base_urls": list(base_urls or []),
-            "concurrency": concurrency,
-            "max_requests": max_requests,
-            "cache": _cache_file(provider, cache, cache_path),
-            "engine": engine,
-            "ray_address": ray_address,
-            "actors": actors,
-        }
+        given = {"provider": provider, "model": model, "base_urls": list(base_urls or []),
+                 "concurrency": concurrency, "max_requests": max_requests,
+                 "cache": _cache_file(provider, cache, cache_path), "engine": engine,
+                 "ray_address": ray_address, "actors": actors}  # fmt: skip
         limits = {"retries": retries, "resubmits": resubmits, "max_tokens": max_tokens}
         spec, settings = _wanted(state_path, given, limits)
         _check_poll(spec.provider, poll_interval)
@@ -180,6 +176,7 @@ def batch_run_command(
             backend=build_backend(spec),
             input=input_path,
             out=out,
+            prompt=prompt_named(prompt_ref) if prompt_ref is not None else None,
             settings=settings,
             update=update,
             extra_meta={"backend_spec": spec.to_json()},
@@ -355,6 +352,7 @@ def _open_job(
     try:
         with state_errors(state):
             contract_ref, spec = stored.get("contract"), stored.get("backend_spec")
+            prompt_ref = stored.get("prompt_ref")
             paths, settings = (stored.get("input"), stored.get("out")), stored.get("settings")
     finally:
         stored.close()
@@ -362,12 +360,14 @@ def _open_job(
         raise BatchError(f"{state} was not started by `sdk batch run`: resume it from Python")
     backend_spec = spec_from(spec)
     _check_poll(backend_spec.provider, poll_interval)
+    prompt = prompt_named(prompt_ref) if prompt_ref else None
     changed = {key: value for key, value in (limits or {}).items() if value is not None}
     if not changed:
         return BatchJob.open(
             state,
             contract=contract_named(contract_ref),
             backend=build_backend(backend_spec),
+            prompt=prompt,
             poll_interval=poll_interval,
         )
     wanted = JobSettings(**{**settings, **changed})
@@ -376,6 +376,7 @@ def _open_job(
         state,
         contract=contract_named(contract_ref),
         backend=build_backend(backend_spec),
+        prompt=prompt,
         input=paths[0],
         out=paths[1],
         settings=wanted,

@@ -12,9 +12,11 @@ import typer
 from sdk.cli._app import CacheOption
 from sdk.cli._app import CachePathOption
 from sdk.cli._app import Output
+from sdk.cli._app import PromptOption
 from sdk.cli._app import app
 from sdk.cli._app import cache_named
 from sdk.cli._app import errors_exit
+from sdk.cli._app import prompt_named
 from sdk.eval.arms import ARMS as EVAL_ARMS
 from sdk.workflow.versioning import contract_named
 
@@ -108,6 +110,7 @@ def eval_command(
     calibrate_file: CalibrateOption = None,
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
+    prompt_ref: PromptOption = None,
 ) -> None:
     """Paired evaluation: the same items through each arm (constrained, unconstrained, widened,
     answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
@@ -129,6 +132,7 @@ def eval_command(
         if thresholds_file is not None and calibrate_file is not None:
             raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
         contract = contract_named(contract_ref)
+        prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
         folder = out_dir if out_dir is not None else Path("eval-results") / dataset.stem
         sampling = {"temperature": temperature, "seed": seed}
         store = cache_named(cache, cache_path)
@@ -137,7 +141,7 @@ def eval_command(
         run = _run_with_progress(
             out,
             client,
-            load_dataset(dataset, contract)[:limit],
+            load_dataset(dataset, contract, prompt=prompt)[:limit],
             contract,
             out=folder,
             arms=[arm.strip() for arm in arms.split(",") if arm.strip()],

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from sdk._files import write_atomic
 from sdk.cli._app import DirOption
 from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
@@ -18,6 +19,9 @@ from sdk.cli._app import errors_exit
 from sdk.contract import Contract
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import canonical_schema
+from sdk.schema.preflight import TARGETS
+from sdk.schema.preflight import preflight
+from sdk.schema.preflight import preflight_table
 from sdk.workflow.diff import Change
 from sdk.workflow.diff import Impact
 from sdk.workflow.diff import SchemaDiff
@@ -25,6 +29,8 @@ from sdk.workflow.diff import diff_schemas
 from sdk.workflow.grammar_diff import diff_grammars
 from sdk.workflow.lint import LintReport
 from sdk.workflow.lint import lint_all
+from sdk.workflow.prompt_diff import PromptDiff
+from sdk.workflow.prompt_diff import diff_prompts
 from sdk.workflow.snapshot import load_snapshot
 from sdk.workflow.versioning import LOCK_FILE
 from sdk.workflow.versioning import CheckFinding
@@ -34,11 +40,13 @@ from sdk.workflow.versioning import check
 from sdk.workflow.versioning import default_directory
 from sdk.workflow.versioning import discover
 from sdk.workflow.versioning import discover_grammars
+from sdk.workflow.versioning import discover_prompts
 from sdk.workflow.versioning import display_path
 from sdk.workflow.versioning import export
 from sdk.workflow.versioning import import_target
 from sdk.workflow.versioning import lock
 from sdk.workflow.versioning import locked_grammar
+from sdk.workflow.versioning import locked_prompt
 
 __all__ = ["schema_app"]
 
@@ -118,6 +126,7 @@ def check_command(target: Target, directory: DirOption = None, as_json: JsonOpti
         findings = check(target, directory=directory)
         count = len(discover(target))
         grammars = len(discover_grammars(target))
+        prompts = len(discover_prompts(target))
     if as_json:
         out.json({"ok": not findings, "findings": [f.to_json() for f in findings]})
     else:
@@ -127,10 +136,12 @@ def check_command(target: Target, directory: DirOption = None, as_json: JsonOpti
             out.line(f"{len(findings)} problem(s): the schemas of {target} do not match the lock")
         else:
             plural = "" if grammars == 1 else "s"
-            out.line(
-                f"{target}: {count} contracts and {grammars} grammar{plural} match the lock",
-                "green",
-            )
+            said = f"{count} contracts, {grammars} grammar{plural}"
+            if prompts:
+                said += f" and {prompts} prompt{'' if prompts == 1 else 's'}"
+            else:
+                said = said.replace(", ", " and ")
+            out.line(f"{target}: {said} match the lock", "green")
     if findings:
         raise typer.Exit(1)
 
@@ -173,20 +184,25 @@ def diff_command(
     """List every change, classified for producers (the model) and consumers of stored values."""
     out = Output()
     names = schemas or []
+    prompt_diffs: list[PromptDiff] = []
     with errors_exit(out):
         if against_lock is not None:
             diffs = _diffs_against_lock(against_lock, directory, names)
+            prompt_diffs = _prompt_diffs_against_lock(against_lock, directory, names)
         elif len(names) == 2:
             diffs = [diff_schemas(_load_schema(names[0]), _load_schema(names[1]))]
         else:
             raise ValueError("give OLD and NEW, or --against-lock MODULE_OR_PACKAGE")
     if as_json:
-        out.json([d.to_json() for d in diffs])
+        out.json([d.to_json() for d in diffs] + [d.to_json() for d in prompt_diffs])
     else:
         for index, diff in enumerate(diffs):
             if index:
                 out.line()
             _print_diff(out, diff)
+        for prompt_diff in prompt_diffs:
+            out.line()
+            _print_prompt_diff(out, prompt_diff)
     if fail_on_breaking and any(change.breaking for d in diffs for change in d.changes):
         raise typer.Exit(1)
 
@@ -231,6 +247,43 @@ def _diffs_against_lock(target: str, directory: Path | None, names: list[str]) -
             raise ValueError(f"the locked snapshot of {grammar.name} v{entry.version} is missing")
         diffs.append(diff_grammars(locked, grammar))
     return diffs
+
+
+def _prompt_diffs_against_lock(
+    target: str, directory: Path | None, names: list[str]
+) -> list[PromptDiff]:
+    """Each prompt of the target against its newest locked snapshot: a diff of its text."""
+    folder = directory or default_directory(target)
+    current = Lock.read(folder / LOCK_FILE)
+    diffs = []
+    for prompt in discover_prompts(target):
+        if names and prompt.name not in names:
+            continue
+        entry = current.latest(prompt.name)
+        locked = None if entry is None else locked_prompt(entry, folder)
+        if entry is not None and locked is None:
+            raise ValueError(f"the locked snapshot of {prompt.name} v{entry.version} is missing")
+        diffs.append(diff_prompts(locked, prompt))
+    return diffs
+
+
+def _print_prompt_diff(out: Output, diff: PromptDiff) -> None:
+    old = (
+        f"{diff.old.name} v{diff.old.version} ({diff.old.fingerprint[:12]})"
+        if diff.old
+        else (f"{diff.new.name} (not locked)")
+    )
+    new = f"{diff.new.name} v{diff.new.version} ({diff.new.fingerprint[:12]})"
+    out.parts((f"prompt {old} -> {new}", "bold"))
+    if diff.identical:
+        out.line("  identical", "green")
+        return
+    for line in diff.lines[2:]:  # the two file-name lines: the header above says it
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+        out.line(f"  {line}", style)
+    if diff.old is not None and diff.old.version == diff.new.version:
+        bump = f"  the version is still {diff.new.version}: bump {diff.new.name}.version"
+        out.line(bump, "yellow")
 
 
 def _print_diff(out: Output, diff: SchemaDiff) -> None:
@@ -283,6 +336,48 @@ def _label(info: SchemaInfo) -> str:
     return f"{info.name} v{info.version} ({info.fingerprint[:12]})"
 
 
+# --- targets -----------------------------------------------------------------------------------
+
+_TABLE_START = "<!-- preflight-table:start -->\n"
+_TABLE_END = "<!-- preflight-table:end -->"
+
+
+@schema_app.command("targets")
+def targets_command(
+    write: Annotated[
+        Path | None,
+        typer.Option("--write", help="Write the table between the page's preflight-table marks."),
+    ] = None,
+    check_page: Annotated[
+        Path | None,
+        typer.Option("--check", help="Fail when the page's table is not the code's."),
+    ] = None,
+) -> None:
+    """Print the table of targets: what each provider, route and engine enforces, strips,
+    re-checks and cannot promise (generated from the code)."""
+    out = Output()
+    table = preflight_table()
+    page = write or check_page
+    if page is None:
+        out.line(table.rstrip("\n"))
+        return
+    with errors_exit(out):
+        text = page.read_text(encoding="utf-8")
+        if _TABLE_START not in text or _TABLE_END not in text:
+            raise ValueError(f"{page} has no {_TABLE_START.strip()} ... {_TABLE_END} marks")
+        head, rest = text.split(_TABLE_START, 1)
+        old, tail = rest.split(_TABLE_END, 1)
+    if check_page is not None:
+        if old != "\n" + table + "\n":
+            out.error(f"{page}: the table of targets is stale: run `sdk schema targets --write`")
+            raise typer.Exit(1)
+        out.line(f"{page}: the table of targets is the code's", "green")
+        return
+    assert write is not None
+    write_atomic(write, (head + _TABLE_START + "\n" + table + "\n" + _TABLE_END + tail).encode())
+    out.line(f"wrote the table of targets to {write}", "dim")
+
+
 # --- lint --------------------------------------------------------------------------------------
 
 
@@ -298,6 +393,15 @@ def lint_command(
             "(openai_strict).",
         ),
     ] = None,
+    on_target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="Say for each contract what this target enforces while decoding, strips, "
+            "re-checks and cannot promise (the preflight), and lint for it: "
+            f"{', '.join(TARGETS)} (or a provider's name).",
+        ),
+    ] = None,
     show_suppressed: Annotated[
         bool, typer.Option("--show-suppressed", help="List suppressed findings and reasons.")
     ] = False,
@@ -306,17 +410,22 @@ def lint_command(
     """Find schema shapes that make models confabulate, break caching, or exceed a provider."""
     out = Output()
     with errors_exit(out):
-        reports = lint_all(discover(target), provider=provider)
+        contracts = discover(target)
+        reports = lint_all(contracts, provider=provider, target=on_target)
+        checks = [preflight(c, on_target) for c in contracts] if on_target is not None else []
     if as_json:
         out.json([report.to_json() for report in reports])
     else:
+        for check_ in checks:
+            for index, line in enumerate(check_.lines()):
+                out.line(line, "bold" if index == 0 else None)
         for report in reports:
             _print_lint(out, report, show_suppressed=show_suppressed)
         found = sum(len(r.findings) for r in reports)
         suppressed = sum(len(r.suppressed) for r in reports)
         summary = f"{found} finding(s) in {len(reports)} contracts, {suppressed} suppressed"
         out.line(summary, "bold red" if found else "green")
-    if any(report.findings for report in reports):
+    if any(report.findings for report in reports) or any(c.weakened for c in checks):
         raise typer.Exit(1)
 
 

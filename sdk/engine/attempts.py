@@ -50,6 +50,7 @@ from typing import TypeVar
 
 from sdk._cost import attempts_cost
 from sdk._records import Note
+from sdk._records import PromptInfo
 from sdk._records import Usage
 from sdk.cache import CacheError
 from sdk.cache import DamagedEntry
@@ -70,6 +71,7 @@ from sdk.errors import ProviderError
 from sdk.errors import ProviderRetriesExhausted
 from sdk.errors import RefusedOutput
 from sdk.errors import RetriesExhausted
+from sdk.errors import RunawayOutput
 from sdk.errors import SourceMissing
 from sdk.errors import StructuredOutputError
 from sdk.errors import TruncatedOutput
@@ -82,6 +84,7 @@ from sdk.providers._base import Message
 from sdk.providers._errors import is_retryable
 from sdk.providers._errors import provider_error
 from sdk.providers._provider import Provider
+from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
     from sdk.engine.options import CallSpec
@@ -184,8 +187,13 @@ class Attempts:
         turns: tuple[Message, ...],
         spec: CallSpec,
         provider: Provider,
+        prompt: PromptInfo | None = None,
     ) -> None:
         self.kind = kind
+        self.prompt = prompt
+        """The prompt template the call renders (on its result, and in its cache key)."""
+        self.runaway = spec.runaway
+        """What a streamed reply is stopped for (`None`: never)."""
         self._cache = spec.cache
         self._cache_key: str | None = None
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
@@ -244,7 +252,8 @@ class Attempts:
         assert self._cache is not None
         first = self.kind.request(Ask(self._turns, (), self._shared, self.provider))
         wire = self.provider.codec.request_schema(first)
-        self._cache_key = cache_key(self._scope, first, wire)
+        scope = {**self._scope, "prompt": self.prompt.to_json()} if self.prompt else self._scope
+        self._cache_key = cache_key(scope, first, wire)
         entry = self._cache.get(self._cache_key)
         if entry is None:
             return None
@@ -386,6 +395,39 @@ class Attempts:
             return self._fail(error, "not retried: the wait would pass the call's deadline")
         return Retry(delay, (), "transport error")
 
+    def on_runaway(self, error: RunawayOutput, partial: Any = None) -> Decision:
+        """The loop stopped a streamed reply that ran away (and cancelled its request): the
+        attempt is recorded with its text and the tokens it spent, then retried with feedback
+        like an invalid reply (the `retries` budget), or the call fails with it."""
+        self._transport = None
+        if error.partial is None:
+            error = error.evolve(partial=partial)
+        self.attempts.append(
+            Attempt(
+                number=self.number,
+                text=error.text,
+                stop_reason=None,
+                raw_stop_reason=None,
+                usage=Usage(output_tokens=error.tokens),
+                error=error,
+                max_tokens=self._max_tokens,
+                provider=self.provider.name,
+                model=self.provider.model,
+            )
+        )
+        logger.debug("attempt %d: %s", len(self.attempts), error)
+        self._attempt_over(error)
+        # What the model wrote before it was stopped, as the reply the feedback quotes (the
+        # request was cancelled: no stop reason of the provider's).
+        stopped = Completion(
+            text=error.text,
+            stop_reason=StopReason.OTHER,
+            raw_stop_reason=None,
+            usage=Usage(output_tokens=error.tokens),
+            model=self.provider.model,
+        )
+        return self._after_failure(error, stopped)
+
     def on_refused(self, error: StructuredOutputError) -> Decision:
         """The provider refused the request before sending it (`UnsupportedRequest` from its
         codec, a control token in the content): nothing was sent, so no attempt is recorded;
@@ -449,6 +491,8 @@ class Attempts:
             notes=tuple(self._notes),
         )
         result = self.kind.result(accepted, ending)
+        if self.prompt is not None:
+            result = replace(result, prompt=self.prompt)
         self._ended = True
         run_hooks(self._hooks, "on_result", self.info, result)
         return Done(result)

@@ -22,7 +22,11 @@ from sdk.engine.attempts import Fail
 from sdk.engine.attempts import Retry
 from sdk.engine.attempts import Send
 from sdk.errors import ProviderError
+from sdk.errors import RunawayOutput
 from sdk.errors import StructuredOutputError
+from sdk.errors import Violation
+from sdk.parsing.runaway import Runaway
+from sdk.parsing.runaway import RunawayWatch
 from sdk.providers._base import Completion
 from sdk.providers._base import TextDelta
 
@@ -51,6 +55,8 @@ def _decided(machine: Attempts, outcome: Completion | BaseException, shown: Any)
     wait before the next request. A `Fail`'s error, or anything else raised, is raised."""
     if isinstance(outcome, Completion):
         decision = machine.on_reply(outcome, shown)
+    elif isinstance(outcome, RunawayOutput):
+        decision = machine.on_runaway(outcome, shown)
     elif isinstance(outcome, ProviderError):
         decision = machine.on_transport_error(outcome, shown)
     elif isinstance(outcome, StructuredOutputError):
@@ -70,13 +76,20 @@ class _Shown:
 
     def __init__(self, machine: Attempts) -> None:
         self._view = machine.view()
+        self._watch = RunawayWatch(machine.runaway) if machine.runaway is not None else None
         self.last: Any = None
         self.completion: Completion | None = None
 
     def show(self, item: TextDelta | Completion) -> list[Any]:
+        """What the view shows of one item; `RunawayOutput` raised (ending the stream, which
+        cancels the request) once the reply's tail is a runaway."""
         if isinstance(item, Completion):
             self.completion = item
             return []
+        if self._watch is not None:
+            runaway = self._watch.feed(item.text)
+            if runaway is not None:
+                raise _runaway_error(self._watch, runaway)
         return self._keep(self._view.feed(item))
 
     def end(self) -> list[Any]:
@@ -90,6 +103,24 @@ class _Shown:
         if shown:
             self.last = shown[-1]
         return shown
+
+
+def _runaway_error(watch: RunawayWatch, runaway: Runaway) -> RunawayOutput:
+    """The error of a stopped reply: what ran away, where in the document, what it cost."""
+    from sdk.diagnostics import char_pointers
+
+    owners = char_pointers(watch.text)
+    pointer = owners[runaway.start] if runaway.start < len(owners) else ""
+    said = runaway.describe()
+    problem = f"the reply ran away here: {said}; write each value once and finish the document"
+    return RunawayOutput(
+        f"runaway output stopped after {watch.deltas} streamed pieces: {said}",
+        tokens=watch.deltas,
+        piece=runaway.piece,
+        start=runaway.start,
+        text=watch.text,
+        violations=[Violation(pointer, problem, "runaway")],
+    )
 
 
 # --- sync ---

@@ -66,6 +66,9 @@ from sdk.engine.retry import MaxTokensRamp
 from sdk.engine.retry import RetrySettings
 from sdk.hooks import Hooks
 from sdk.parsing.parser import EnumCase
+from sdk.parsing.runaway import DEFAULT_RUNAWAY
+from sdk.parsing.runaway import RunawayBound
+from sdk.prompt import Prompt
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import SamplingOptions
 from sdk.providers._profile import merge_extra
@@ -150,8 +153,13 @@ class CallOptions(SamplingOptions, total=False):
     """What one call may set (see the module docstring: left out is the client's default); the
     sampling options (`temperature`, `stop`, ...) are `SamplingOptions`'."""
 
-    prompt: Annotated[PromptLike | None, Option("inputs")]
-    """The user's request: text, or text and parts (`["Total?", PDF.from_path(p)]`)."""
+    prompt: Annotated[
+        PromptLike | Prompt | None,
+        Option("inputs", expects="text, a list of text and parts, or an sdk.Prompt"),
+    ]
+    """The user's request: text, text and parts (`["Total?", PDF.from_path(p)]`), or a prompt
+    template with its variables (`MyPrompt(ticket=...)`: rendered for the call's output, its
+    system prompt the call's, its name, version and fingerprint on the result)."""
     messages: Annotated[
         Sequence[MessageLike] | None,
         Option("inputs", expects="a list of Message or {'role': ..., 'content': ...} mappings"),
@@ -191,6 +199,17 @@ class CallOptions(SamplingOptions, total=False):
     ]
     """A response cache (`sdk.cache`): `True` is a `SQLiteCache` at its default path, `None` or
     `False` none (the default)."""
+    runaway: Annotated[
+        RunawayBound | None,
+        Option("call", default=DEFAULT_RUNAWAY, expects="an sdk.RunawayBound or None"),
+    ]
+    """Streaming: stop a reply whose tail is a run of whitespace or one piece repeated past
+    this bound (`RunawayOutput`, retried with feedback); `None` never stops one. Default:
+    `sdk.RunawayBound()` (64 whitespace characters, or a piece repeated over 240)."""
+    accept_weakened_schema: Annotated[bool, Option("transport", default=False)]
+    """Send a schema the provider would weaken with no check able to restore the promise (a
+    map field where every object is closed: only `{}` could be generated); refused with
+    `UnsupportedRequest` otherwise (`sdk.schema.preflight`)."""
     extra_body: Annotated[
         Mapping[str, Any],
         Option("transport", default={}, convert=dict, merge=_merged_extra, expects="a mapping"),
@@ -276,7 +295,7 @@ STREAM_TOOLS: Final = Method("stream_tools()", streaming=True, keywords=_TOOL_KE
 class Inputs:
     """What the call's first messages are made of."""
 
-    prompt: PromptLike | None
+    prompt: PromptLike | Prompt | None
     messages: Sequence[MessageLike] | None
     system: str | None
     source: str | None
@@ -306,6 +325,7 @@ class CallSpec:
     hooks: tuple[Hooks, ...]
     clock: Callable[[], float]
     cache: Cache | None
+    runaway: RunawayBound | None
 
     @classmethod
     def defaults(cls) -> CallSpec:

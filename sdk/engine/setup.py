@@ -7,6 +7,7 @@ differ by the `await` alone), and what batch jobs and `sdk.wire` build their cal
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 from typing import cast
 
@@ -29,6 +30,8 @@ from sdk.engine.options import ClientOptions
 from sdk.engine.options import Method
 from sdk.grammar import Grammar
 from sdk.parsing.parser import validators_context
+from sdk.prompt import Prompt
+from sdk.prompt import RenderedPrompt
 from sdk.providers._base import Message
 from sdk.providers._base import unsupported
 from sdk.providers._provider import Provider
@@ -46,10 +49,12 @@ def start_call(
     """A document or grammar call, vetted and started (`on_call` has run)."""
     spec = _checked(config.for_call(options, method, provider.own_options))
     kind = output_kind(output, spec)
-    inputs = spec.inputs
     asked = kind.grammar if isinstance(kind, GrammarOutput) else _document(kind).contract
+    spec, rendered = _with_prompt(spec, asked)
+    inputs = spec.inputs
+    assert not isinstance(inputs.prompt, Prompt)  # rendered by `_with_prompt`
     turns = conversation(asked, inputs.prompt, inputs.messages, inputs.source)
-    return _machine(spec, provider, kind, turns)
+    return _machine(spec, provider, kind, _marked(turns, rendered), rendered)
 
 
 def output_kind(output: Any, spec: CallSpec) -> OutputKind[Any]:
@@ -92,9 +97,10 @@ def start_tools_call(
     spec = _checked(config.for_call(options, method, provider.own_options))
     if spec.output.abstention != "none":
         raise _not_a_document("tool calls")
+    spec, rendered = _with_prompt(spec, None)
     inputs = spec.inputs
     turns = tool_conversation(inputs.prompt, inputs.messages, inputs.source)
-    return _machine(spec, provider, Tools(offer, spec.parsing), turns)
+    return _machine(spec, provider, Tools(offer, spec.parsing), _marked(turns, rendered), rendered)
 
 
 def _checked(spec: CallSpec) -> CallSpec:
@@ -106,8 +112,41 @@ def _checked(spec: CallSpec) -> CallSpec:
     return spec
 
 
+def _with_prompt(spec: CallSpec, output: Any) -> tuple[CallSpec, RenderedPrompt | None]:
+    """A `Prompt` in `prompt=` rendered for the call's output: its user turn becomes the prompt,
+    its system prompt the call's (`ValueError` when the call sets one too)."""
+    prompt = spec.inputs.prompt
+    if not isinstance(prompt, Prompt):
+        return spec, None
+    rendered = prompt.render(contract=output)
+    system = spec.inputs.system
+    if rendered.system is not None:
+        if system is not None:
+            raise ValueError(
+                f"{type(prompt).__name__} has its own system prompt: pass system= or the "
+                "prompt's, not both"
+            )
+        check_text(rendered.system, "system")
+        system = rendered.system
+    [message] = rendered.messages
+    text: Any = message.content if isinstance(message.content, str) else list(message.parts)
+    inputs = replace(spec.inputs, prompt=text, system=system)
+    return replace(spec, inputs=inputs, transport=replace(spec.transport, system=system)), rendered
+
+
+def _marked(turns: tuple[Message, ...], rendered: RenderedPrompt | None) -> tuple[Message, ...]:
+    """The first turn with the template's static prefix marked (the prompt's text leads it)."""
+    if rendered is None or not turns:
+        return turns
+    return (replace(turns[0], static_prefix=rendered.messages[0].static_prefix), *turns[1:])
+
+
 def _machine(
-    spec: CallSpec, provider: Provider, kind: OutputKind[Any], turns: tuple[Message, ...]
+    spec: CallSpec,
+    provider: Provider,
+    kind: OutputKind[Any],
+    turns: tuple[Message, ...],
+    rendered: RenderedPrompt | None = None,
 ) -> Attempts:
     """Vet the options on every provider the call may go to, then start the attempts machine
     (which vets the output kind: a fallback list skips a provider that cannot carry it)."""
@@ -121,4 +160,4 @@ def _machine(
         )
     if reasoning == "two_phase":
         kind = TwoPhase(kind)
-    return Attempts(kind, turns, spec, provider)
+    return Attempts(kind, turns, spec, provider, rendered.info if rendered else None)

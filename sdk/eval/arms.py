@@ -304,7 +304,7 @@ def _mass_steps(contract: type[Contract], thresholds: Thresholds | None) -> Step
 def _call(
     client: StructuredClient, contract: type[Contract], item: EvalItem, kwargs: dict[str, Any]
 ) -> Any:
-    return client.generate(contract, prompt=item.prompt, source=item.document, **kwargs)
+    return client.generate(contract, prompt=item.asks_with, source=item.document, **kwargs)
 
 
 def _generated(value: dict[str, Any], results: list[Any]) -> Generated:

@@ -10,6 +10,12 @@ JSON form, or `null` for "the document does not say" (the right answer is to abs
 an escape member such as `unknown`). Only the fields named in `expected` are scored, and only
 top-level fields.
 
+With a prompt template (`load_dataset(path, contract, prompt=Triage)`, `sdk eval --prompt`),
+an item gives the template's `variables` (a JSON object) instead of `prompt`; the template is
+rendered for the contract when the dataset is read (a bad variable is an error on its line), every
+arm asks with it, and every outcome names it (name, version, fingerprint). An item's digest
+includes the template's fingerprint, so a resumed run redoes the items of a changed template.
+
 Labels are checked when the dataset is read, against the widened contract's field types (so a
 `null` label is allowed on every field, and a misspelt enum label is an error on its line, not a
 silently wrong score).
@@ -33,6 +39,8 @@ from pydantic import ValidationError
 from sdk._position import decoding_problem
 from sdk.contract import Contract
 from sdk.contract.derived import widen
+from sdk.prompt import Prompt
+from sdk.prompt import TemplateError
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -63,22 +71,43 @@ class EvalItem:
     expected: Mapping[str, Any]
     """Field name -> label in JSON form; `None`: the right answer is to abstain."""
     prompt: str = DEFAULT_PROMPT
+    """The prompt's text (with a template: its user turn, rendered)."""
+    template: Prompt | None = None
+    """The prompt template with the item's variables, which every arm asks with."""
     digest: str = field(init=False, compare=False)
     """sha256 of what the item asks and expects (`item_digest`), computed from its fields (an
     item built by hand or by `dataclasses.replace` has the right one): a resumed run redoes an
     item that changed."""
 
     def __post_init__(self) -> None:
-        digest = item_digest(self.id, self.document, self.prompt, self.expected)
+        asked = self.prompt
+        if self.template is not None:
+            asked = f"{self.prompt}\n{self.template.fingerprint()}"  # a changed system prompt too
+        digest = item_digest(self.id, self.document, asked, self.expected)
         object.__setattr__(self, "digest", digest)
 
+    @property
+    def asks_with(self) -> str | Prompt:
+        """What a call's `prompt=` gets: the template with its variables, or the text."""
+        return self.template if self.template is not None else self.prompt
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        said: dict[str, Any] = {
             "id": self.id,
             "document": self.document,
             "prompt": self.prompt,
             "expected": dict(self.expected),
         }
+        if self.template is not None:
+            info = self.template.info()
+            variables = self.template.inputs.model_dump(mode="json")
+            said["template"] = {
+                "name": info.name,
+                "version": info.version,
+                "fingerprint": info.fingerprint,
+                "variables": variables,
+            }
+        return said
 
 
 def item_digest(
@@ -91,18 +120,25 @@ def item_digest(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def load_dataset(path: str | Path, contract: type[Contract]) -> list[EvalItem]:
+def load_dataset(
+    path: str | Path, contract: type[Contract], *, prompt: type[Prompt] | None = None
+) -> list[EvalItem]:
     """Read and check a JSONL dataset for `contract` (module docstring); `DatasetError` names the
-    first bad line."""
+    first bad line. `prompt`: the template the items' `variables` are for."""
     path = Path(path)
     with path.open(encoding="utf-8") as lines:
-        return parse_dataset(lines, contract, name=str(path))
+        return parse_dataset(lines, contract, name=str(path), prompt=prompt)
 
 
 def parse_dataset(
-    lines: Iterable[str], contract: type[Contract], *, name: str = "<dataset>"
+    lines: Iterable[str],
+    contract: type[Contract],
+    *,
+    name: str = "<dataset>",
+    prompt: type[Prompt] | None = None,
 ) -> list[EvalItem]:
-    """The items of JSONL text, checked against `contract`; blank lines are skipped."""
+    """The items of JSONL text, checked against `contract` (and rendered with `prompt`, when
+    given); blank lines are skipped."""
     adapters = _label_adapters(contract)
     items: list[EvalItem] = []
     seen: set[str] = set()
@@ -112,7 +148,7 @@ def parse_dataset(
             raise DatasetError(f"{where}: line of {len(line)} characters is too long")
         if not line.strip():
             continue
-        item = _item(line, adapters, contract, where)
+        item = _item(line, adapters, contract, where, prompt)
         if item.id in seen:
             raise DatasetError(f"{where}: id {item.id!r} is used twice")
         seen.add(item.id)
@@ -123,7 +159,11 @@ def parse_dataset(
 
 
 def _item(
-    line: str, adapters: Mapping[str, TypeAdapter[Any]], contract: type[Contract], where: str
+    line: str,
+    adapters: Mapping[str, TypeAdapter[Any]],
+    contract: type[Contract],
+    where: str,
+    template: type[Prompt] | None = None,
 ) -> EvalItem:
     try:
         data = json.loads(line)
@@ -133,7 +173,7 @@ def _item(
         raise DatasetError(f"{where}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise DatasetError(f"{where}: an item is a JSON object, not {type(data).__name__}")
-    unknown = sorted(set(data) - {"id", "document", "prompt", "expected"})
+    unknown = sorted(set(data) - {"id", "document", "prompt", "expected", "variables"})
     if unknown:
         raise DatasetError(f"{where}: unknown key(s) {', '.join(unknown)}")
     item_id, document, prompt = data.get("id"), data.get("document"), data.get("prompt")
@@ -160,7 +200,26 @@ def _item(
             problem = error.errors(include_url=False)[0]["msg"]
             raise DatasetError(f"{where}: label of {key!r} is not valid: {problem}") from None
         labels[key] = adapter.dump_python(value, mode="json")
-    return EvalItem(item_id, document, labels, prompt or DEFAULT_PROMPT)
+    if template is None and "variables" not in data:
+        return EvalItem(item_id, document, labels, prompt or DEFAULT_PROMPT)
+    asked = _templated(template, data, contract, where)
+    return EvalItem(item_id, document, labels, asked.render(contract=contract).text, asked)
+
+
+def _templated(
+    template: type[Prompt] | None, data: Mapping[str, Any], contract: type[Contract], where: str
+) -> Prompt:
+    """The item's template with its variables, rendered once to check it renders."""
+    if template is None:
+        raise DatasetError(f"{where}: 'variables' are for a prompt template (--prompt)")
+    if "prompt" in data:
+        raise DatasetError(f"{where}: give {template.name}'s 'variables', not a 'prompt'")
+    try:
+        asked = template.from_json(data.get("variables", {}))
+        asked.render(contract=contract)
+    except (ValidationError, TypeError, TemplateError) as error:
+        raise DatasetError(f"{where}: {template.name}: {' '.join(str(error).split())}") from None
+    return asked
 
 
 def _label_adapters(contract: type[Contract]) -> dict[str, TypeAdapter[Any]]:

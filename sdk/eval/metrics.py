@@ -98,6 +98,8 @@ class Outcome:
     signals: Mapping[str, float] | None = None
     """Mass-aware arm: the surviving mass at each nullable field's value start, by pointer
     (what `sdk eval --calibrate` calibrates thresholds on)."""
+    prompt: Mapping[str, Any] | None = None
+    """Name, version and fingerprint of the prompt template the arm asked with, if any."""
 
     @property
     def correct(self) -> bool:
@@ -128,6 +130,7 @@ class Outcome:
             "reasoning": self.reasoning,
             "digest": self.digest,
             "signals": dict(self.signals) if self.signals is not None else None,
+            "prompt": dict(self.prompt) if self.prompt is not None else None,
         }
 
     @classmethod
@@ -154,6 +157,7 @@ class Outcome:
             signals={str(k): float(v) for k, v in signals.items()}
             if isinstance(signals, dict)
             else None,
+            prompt=dict(data["prompt"]) if isinstance(data.get("prompt"), dict) else None,
         )
 
 

@@ -26,12 +26,14 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from datetime import UTC
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sdk._files import write_atomic
+from sdk._records import PromptInfo
 from sdk.abstention import Thresholds
 from sdk.client import StructuredClient
 from sdk.contract import Contract
@@ -191,6 +193,9 @@ def run_eval(
         "model": client.provider.model,
         "arms": [arm for arm in ARMS if arm in arms],
         "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
+        "prompt": next(
+            (_prompt_json(i.template.info()) for i in items if i.template is not None), None
+        ),
         # As JSON keeps them (a tuple is a list there), so a rerun compares by value.
         "options": _as_json(dict(options or {})),
         "retries": client.retries,
@@ -215,6 +220,9 @@ def run_eval(
             outcome = run_arm(
                 arm, client, item, escapes=escapes, max_tokens=max_tokens, options=options
             )
+            if item.template is not None:  # the row names the template it was asked with
+                said = item.template.info()
+                outcome = replace(outcome, prompt=_prompt_json(said))
             run.outcomes[arm.name, item.id] = outcome
             done += 1
             if out is not None:
@@ -239,9 +247,7 @@ def _prepared_arms(
     for name in run.config["arms"]:
         try:
             prepared.append(
-                prepare_arm(
-                    name, contract, client, thresholds=thresholds, calibrating=calibrating
-                )
+                prepare_arm(name, contract, client, thresholds=thresholds, calibrating=calibrating)
             )
         except ArmUnavailable as reason:
             run.unavailable[name] = str(reason)
@@ -293,6 +299,10 @@ def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) ->
     present = {arm for arm, _ in run.outcomes} | set(run.config.get("arms", []))
     run.config["arms"] = [arm for arm in ARMS if arm in present]
     return summarize(run, resamples=resamples, seed=seed)
+
+
+def _prompt_json(info: PromptInfo) -> dict[str, Any]:
+    return {"name": info.name, "version": info.version, "fingerprint": info.fingerprint}
 
 
 def _as_json(value: Any) -> Any:

@@ -8,6 +8,7 @@ they are tested without servers and shared by the sync and async drivers.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from typing import Any
 from typing import ClassVar
 from typing import Literal
 from typing import Protocol
+from typing import assert_never
 
 from sdk._content import Text
 from sdk._message import Message
@@ -139,6 +141,9 @@ class CompletionRequest:
     source: str | None = None
     """The source document of the call (already in the messages): what a local engine can
     constrain copied values to while decoding."""
+    accept_weakened: bool = False
+    """Send a schema even where the target would weaken a promise no check can restore (a map
+    field on a provider whose objects are closed); refused otherwise (`sdk.schema.preflight`)."""
 
     @property
     def kind(self) -> Literal["json", "grammar", "tools", "text"]:
@@ -250,9 +255,27 @@ class Codec:
         return self.profile.name
 
     def vet(self, request: CompletionRequest) -> None:
-        """Refuse, before building, an option the API does not take (`TypeError`) or an
-        `extra_body` field the SDK owns (`ValueError`)."""
+        """Refuse, before building, an option the API does not take (`TypeError`), an
+        `extra_body` field the SDK owns (`ValueError`), and a schema whose promise this target
+        would weaken with no check able to restore it (`UnsupportedRequest`, unless the request
+        accepts it: `sdk.schema.preflight`)."""
         self.profile.vet(request.options, request.extra_body)
+        target = self.profile.target
+        if target is None or request.accept_weakened:
+            return
+        match request.output:
+            case JsonDocument(contract):
+                asked = [contract]
+            case ToolOffer(tools):
+                asked = [tool.arguments for tool in tools]
+            case GrammarSentence() | FreeText():
+                asked = []
+            case unknown:
+                assert_never(unknown)
+        for contract in asked:
+            refusal = weakened_by(contract, target)
+            if refusal is not None:
+                raise unsupported_schema(refusal)
 
     def finished(self, body: dict[str, Any], request: CompletionRequest) -> dict[str, Any]:
         """A built body with the request's sampling options put where the API wants them and
@@ -295,6 +318,24 @@ class Codec:
         """This provider's own exceptions (its SDK's API errors) -> `ProviderError`; `None`
         leaves the error to the boundary's generic mapping."""
         return None
+
+
+@functools.lru_cache(maxsize=256)
+def weakened_by(contract: type[Contract], target: str) -> str | None:
+    """The refusal message when `target` would silently weaken `contract` (computed once per
+    contract and target), or `None`."""
+    from sdk.schema.preflight import preflight
+    from sdk.schema.preflight import weakened_error_message
+
+    report = preflight(contract, target)
+    return weakened_error_message(report) if report.weakened else None
+
+
+def unsupported_schema(message: str) -> UnsupportedRequest:
+    """The refusal of a schema a target would weaken (see `weakened_by`)."""
+    from sdk.errors import UnsupportedRequest
+
+    return UnsupportedRequest(message, supported=["accept_weakened_schema=True"])
 
 
 def unsupported(provider: str, what: str, supported: Sequence[str]) -> UnsupportedRequest:

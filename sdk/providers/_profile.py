@@ -94,6 +94,9 @@ class WireProfile:
     """An SDK client's method: the keyword arguments it takes (each with the keys it takes
     inside, `None` for any), merged into the call as they are; `None` for an HTTP body, where
     every `extra_body` field merges into the body."""
+    target: str | None = None
+    """The preflight target this wire decodes with (`sdk.schema.preflight.TARGETS`): what it
+    enforces, strips and cannot promise; `None` for a wire with no schema of its own."""
     raw_field: str = "extra_body"
     """Where an SDK method takes fields it does not know (the SDKs' own `extra_body`, sent as
     JSON): an `extra_body` field that is not one of `fields` goes there."""

@@ -179,6 +179,7 @@ def profile(mode: Mode = "json_schema") -> WireProfile:
         options={name: wire for name, wire in _SAMPLING.items() if wire in fields},
         owned=_OWNED,
         fields=fields,
+        target="anthropic",
     )
 
 

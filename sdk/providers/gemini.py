@@ -158,6 +158,7 @@ def generate_content_wire() -> WireProfile:
     return WireProfile(
         GEMINI,
         GEMINI_DIALECT,
+        target="gemini",
         options={name: f"config.{wire}" for name, wire in (
             ("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
             ("seed", "seed"), ("stop", "stop_sequences"),

@@ -286,6 +286,7 @@ def profile(mode: Mode = "auto") -> WireProfile:
         tools=True,
         options=_OPTIONS,
         owned=_OWNED,
+        target="llamacpp" if mode in ("auto", "grammar") else "llamacpp-json-schema",
     )
 
 

@@ -85,6 +85,7 @@ OLLAMA = register(
 OLLAMA_WIRE = WireProfile(
     OLLAMA,
     OLLAMA_DIALECT,
+    target="ollama",
     tools=True,
     options={name: f"options.{name}" for name in ("temperature", "top_p", "top_k", "seed",
              "stop", "presence_penalty", "frequency_penalty", "repeat_penalty")},

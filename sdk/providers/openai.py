@@ -180,6 +180,7 @@ def responses_wire() -> WireProfile:
     return WireProfile(
         OPENAI_RESPONSES,
         OPENAI_STRICT,
+        target="openai-responses",
         grammar=True,
         tools=True,
         native_reasoning=True,
@@ -199,6 +200,7 @@ def chat_wire() -> WireProfile:
     return WireProfile(
         OPENAI_CHAT,
         OPENAI_STRICT,
+        target="openai-chat",
         tools=True,
         options={name: name for name in ("temperature", "top_p", "seed", "stop",
                                          "presence_penalty", "frequency_penalty")},
@@ -690,10 +692,11 @@ class _OpenAIProvider(Provider):
             )
         # The SDK owns retries: the client's own (two by default) would multiply ours. A base
         # URL's query goes to the client's default query (`sdk.providers._endpoint`).
-        endpoint = client_endpoint(client, self.codec_type.profile.name)
+        # (The codec first: its wire profile, made with it, names the family in the errors.)
+        self.codec = self.codec_type(model, prompt_caching=prompt_caching)
+        endpoint = client_endpoint(client, self.codec.profile.name)
         self.client = client.with_options(max_retries=0, **endpoint)
         self._model = model
-        self.codec = self.codec_type(model, prompt_caching=prompt_caching)
         self._keep_extra_body(extra_body)
 
     @classmethod

@@ -3,7 +3,8 @@
 vLLM (0.12 and later) takes the schema in an extra body parameter, `structured_outputs:
 {"json": schema}` (the older `guided_json` family was removed then). The schema goes in the vLLM
 dialect: what its grammar backends enforce, without `multipleOf`, `uniqueItems`, `not` or the
-conditional keywords (they would be ignored silently; here they are removed and reported).
+conditional keywords (they would be ignored silently; here they are removed and reported), with
+`disable_any_whitespace` (the document is written compact: no run of whitespace to run away in).
 
 vLLM renders the chat template and tokenizes the result with special tokens parsed, so a message
 holding `<|im_end|>` would close the turn: content is checked for the control-token strings of
@@ -90,6 +91,7 @@ _PATH = "/v1/chat/completions"
 VLLM_WIRE = WireProfile(
     VLLM,
     VLLM_DIALECT,
+    target="vllm-xgrammar",
     grammar=True,
     tools=True,
     options={"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",
@@ -122,7 +124,10 @@ def build_request(
             if grounded is not None:
                 body["structured_outputs"] = {"grammar": grounded}
             elif schema is not None:
-                body["structured_outputs"] = {"json": schema}
+                # No free whitespace between JSON tokens (xgrammar and guidance read it): a
+                # model that would write newlines until `max_tokens` cannot (vLLM issues 38696,
+                # 54497).
+                body["structured_outputs"] = {"json": schema, "disable_any_whitespace": True}
         case GrammarSentence(grammar):
             body.update(vllm_structured_outputs(grammar))
         case ToolOffer() as offer:

@@ -39,7 +39,10 @@ from sdk.workflow._linting import LintCode
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect
 
-__all__ = ["RULES", "TIGHT_MAX_LENGTH", "Context"]
+__all__ = ["LOCAL_DIALECTS", "RULES", "TIGHT_MAX_LENGTH", "Context"]
+
+LOCAL_DIALECTS = frozenset({"llamacpp", "ollama", "vllm"})
+"""The dialects of local engines: a small model there can repeat itself until `max_tokens`."""
 
 TIGHT_MAX_LENGTH = 200
 """A `maxLength` below this on free text is "tight": prose gets cut or squeezed."""
@@ -103,10 +106,13 @@ class Context:
         root: dict[str, Any],
         dialect: Dialect | None,
         limit_dialects: list[Dialect],
+        local: str | None = None,
     ) -> None:
         self.root = root
         self.dialect = dialect
         self.limit_dialects = limit_dialects
+        self.local = local
+        """The local target linted for (`None`: a hosted one, or none)."""
 
     @cached_property
     def fields(self) -> list[FieldView]:
@@ -341,6 +347,27 @@ def size_limits(ctx: Context) -> Iterator[Finding]:
                 )
 
 
+def unbounded_output(ctx: Context) -> Iterator[Finding]:
+    """A list with no `maxItems` on a local target: where a small model repeats an item until
+    `max_tokens` (the preflight lists unbounded strings too; the stream guard watches both)."""
+    if ctx.local is None:
+        return
+    from sdk.schema.preflight import unbounded
+
+    for item in unbounded(ctx.root):
+        if item.keyword != "maxItems":
+            continue
+        yield _finding(
+            "unbounded-output",
+            item.pointer,
+            f"a list with no upper bound (maxItems) on {ctx.local}: a small model can repeat "
+            "an item here until max_tokens, paid in full",
+            "bound it with Field(max_length=N), N the most items a real document has: the "
+            "grammar then ends the list there",
+            provider=ctx.local,
+        )
+
+
 RULES: tuple[Rule, ...] = (
     no_abstention,
     enum_no_escape,
@@ -349,6 +376,7 @@ RULES: tuple[Rule, ...] = (
     dialect_strips,
     volatile_text,
     size_limits,
+    unbounded_output,
 )
 
 

@@ -41,6 +41,7 @@ from sdk.contract import Contract
 from sdk.schema._shape import node_at
 from sdk.schema.canonical import canonical_schema
 from sdk.schema.canonical import escape_pointer
+from sdk.workflow._lint_rules import LOCAL_DIALECTS
 from sdk.workflow._lint_rules import RULES
 from sdk.workflow._lint_rules import Context
 from sdk.workflow._linting import Finding
@@ -48,6 +49,10 @@ from sdk.workflow._linting import LintCode
 
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect
+    from sdk.schema.preflight import Target
+
+# Providers whose models run where the caller pays for every token a runaway spends.
+_LOCAL_PROVIDERS = frozenset({"llamacpp", "vllm", "ollama", "embedded"})
 
 __all__ = [
     "Finding",
@@ -121,16 +126,24 @@ def _documented_limits() -> list[Dialect]:
     return [dialect for _, dialect in sorted(dialects().items()) if dialect.limits is not None]
 
 
-def lint(contract: type[Contract], *, provider: str | Dialect | None = None) -> LintReport:
+def lint(
+    contract: type[Contract],
+    *,
+    provider: str | Dialect | None = None,
+    target: str | Target | None = None,
+) -> LintReport:
     """Lint a contract's canonical schema, honouring its (and its nested contracts') suppressions.
 
     With `provider`, the provider-specific checks (stripped constraints, grammar limits) are
     for that provider; without, stripped constraints are not reported and the grammar limits of
-    every provider that documents some are checked, each finding naming its provider.
+    every provider that documents some are checked, each finding naming its provider. With
+    `target` (a name from `sdk.schema.preflight.TARGETS`, or a provider's), the same for its
+    provider, and on a local target what invites a runaway reply (`unbounded-output`).
     """
     return lint_schema(
         canonical_schema(contract),
         provider=provider,
+        target=target,
         ignore=suppressions_of(contract),
         name=contract.__name__,
     )
@@ -140,14 +153,22 @@ def lint_schema(
     schema: dict[str, Any],
     *,
     provider: str | Dialect | None = None,
+    target: str | Target | None = None,
     ignore: Mapping[str, Mapping[str, str]] | None = None,
     name: str | None = None,
 ) -> LintReport:
     """Lint a schema document; `ignore` maps document pointers to `{code: reason}`."""
     dialect = dialect_named(provider) if isinstance(provider, str) else provider
+    local = dialect.name if dialect is not None and dialect.name in LOCAL_DIALECTS else None
+    if target is not None:
+        from sdk.schema.preflight import target_named
+
+        chosen = target_named(target) if isinstance(target, str) else target
+        dialect = chosen.dialect if provider is None else dialect
+        local = chosen.name if chosen.provider in _LOCAL_PROVIDERS else None
     # Without a provider, the grammar limits of every provider that documents some.
     limit_dialects = [dialect] if dialect is not None else _documented_limits()
-    context = Context(schema, dialect, limit_dialects)
+    context = Context(schema, dialect, limit_dialects, local)
     found = [finding for rule in RULES for finding in rule(context)]
     ignore = ignore or {}
     findings = list(_check_suppressions(schema, ignore))
@@ -260,7 +281,10 @@ def _nested_contracts(contract: type[Contract]) -> list[type[Contract]]:
 
 
 def lint_all(
-    contracts: Iterable[type[Contract]], *, provider: str | Dialect | None = None
+    contracts: Iterable[type[Contract]],
+    *,
+    provider: str | Dialect | None = None,
+    target: str | Target | None = None,
 ) -> list[LintReport]:
     """Lint several contracts (what `sdk schema lint PACKAGE` does)."""
-    return [lint(contract, provider=provider) for contract in contracts]
+    return [lint(contract, provider=provider, target=target) for contract in contracts]

@@ -11,9 +11,13 @@ The workflow this module serves (and `sdk schema ...` runs):
    grammar the changes are those of its language (`sdk.workflow.grammar_diff`).
 3. After a deliberate change: bump `schema_version`, review `diff`, run `lock` again.
 
-Grammar contracts (`sdk.Grammar` instances at module level) are locked beside the contracts, in
-the same lock file: their snapshot is the grammar text itself (`NAME.vVERSION.lark` or `.gbnf`),
-their fingerprint `Grammar.fingerprint()`, and a changed grammar needs a `version=` bump.
+Prompt templates (`sdk.Prompt` subclasses) are locked there too: their snapshot is
+`NAME.vVERSION.prompt.json` (the templates and the inputs' schema), their fingerprint
+`Prompt.fingerprint()`, and a changed template needs a `version` bump; `check` shows the text
+diff. Grammar contracts (`sdk.Grammar` instances at module level) are locked beside the
+contracts, in the same lock file: their snapshot is the grammar text itself
+(`NAME.vVERSION.lark` or `.gbnf`), their fingerprint `Grammar.fingerprint()`, and a changed
+grammar needs a `version=` bump.
 
 By default a package keeps its lock and snapshots in a `schemas/` folder beside its
 `__init__.py` (`contracts/schemas/schema.lock.json`); every function takes `directory=` to put
@@ -50,12 +54,19 @@ from sdk.contract import Contract
 from sdk.grammar import Grammar
 from sdk.grammar._grammar import GRAMMAR_SUFFIXES
 from sdk.grammar._grammar import grammar_fingerprint
+from sdk.prompt import Prompt
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import canonical_schema
 from sdk.schema.canonical import schema_info
 from sdk.workflow.diff import SchemaDiff
 from sdk.workflow.diff import diff_schemas
 from sdk.workflow.grammar_diff import diff_grammars
+from sdk.workflow.prompt_diff import PROMPT_SUFFIX
+from sdk.workflow.prompt_diff import diff_prompts
+from sdk.workflow.prompt_diff import load_prompt_snapshot
+from sdk.workflow.prompt_diff import prompt_snapshot_bytes
+from sdk.workflow.prompt_diff import prompt_snapshot_name
+from sdk.workflow.prompt_diff import snapshot_info
 from sdk.workflow.snapshot import info_of
 from sdk.workflow.snapshot import load_snapshot
 from sdk.workflow.snapshot import snapshot_bytes
@@ -78,12 +89,14 @@ __all__ = [
     "default_directory",
     "discover",
     "discover_grammars",
+    "discover_prompts",
     "display_path",
     "export",
     "import_target",
     "judge_snapshot",
     "lock",
     "locked_grammar",
+    "locked_prompt",
 ]
 
 SNAPSHOT_DIR = "schemas"
@@ -292,20 +305,48 @@ def discover_grammars(target: str | ModuleType) -> list[Grammar]:
     return [found[name] for name in sorted(found)]
 
 
+def discover_prompts(target: str | ModuleType) -> list[type[Prompt]]:
+    """Every `Prompt` subclass with a template defined in a module or package, by name (a
+    base without a template, or a name starting with `_`, is left out)."""
+    module = import_target(target) if isinstance(target, str) else target
+    prefix = module.__name__
+    found: dict[str, type[Prompt]] = {}
+    for mod in [module, *_submodules(module)]:
+        for value in vars(mod).values():
+            if not (isinstance(value, type) and issubclass(value, Prompt)):
+                continue
+            if not hasattr(value, "_info") or value.__name__.startswith("_"):
+                continue
+            if value.__module__ != prefix and not value.__module__.startswith(prefix + "."):
+                continue
+            other = found.get(value.name)
+            if other is not None and other is not value:
+                raise ValueError(
+                    f"two prompts are named {value.name} ({other.__module__} and "
+                    f"{value.__module__}): snapshots are named by prompt, rename one"
+                )
+            found[value.name] = value
+    return [found[name] for name in sorted(found)]
+
+
 def grammar_snapshot_name(grammar: Grammar) -> str:
     """The snapshot file of a grammar: its text as written, `SelectQuery.v1.lark`."""
     return f"{grammar.name}.v{grammar.version}{GRAMMAR_SUFFIXES[grammar.syntax]}"
 
 
-def _discover_all(target: str | ModuleType) -> tuple[list[type[Contract]], list[Grammar]]:
+def _discover_all(
+    target: str | ModuleType,
+) -> tuple[list[type[Contract]], list[Grammar], list[type[Prompt]]]:
     contracts, grammars = discover(target), discover_grammars(target)
-    shared = {c.__name__ for c in contracts} & {g.name for g in grammars}
+    prompts = discover_prompts(target)
+    names = [c.__name__ for c in contracts] + [g.name for g in grammars] + [p.name for p in prompts]
+    shared = sorted({name for name in names if names.count(name) > 1})
     if shared:
         raise ValueError(
-            f"a contract and a grammar share the name {sorted(shared)[0]}: they would share "
-            "a lock entry, rename one"
+            f"two of the contracts, grammars and prompts share the name {shared[0]}: they "
+            "would share a lock entry, rename one"
         )
-    return contracts, grammars
+    return contracts, grammars, prompts
 
 
 def _submodules(module: ModuleType) -> Iterator[ModuleType]:
@@ -537,11 +578,13 @@ def lock(
     """
     directory = directory or default_directory(target)
     lock_path = directory / LOCK_FILE
-    contracts, grammars = _discover_all(target)
+    contracts, grammars, prompts = _discover_all(target)
     current = Lock.read(lock_path)
     infos = [schema_info(contract) for contract in contracts]
     infos += [grammar.info() for grammar in grammars]
+    infos += [_prompt_schema_info(prompt) for prompt in prompts]
     snapshots = {g.name: grammar_snapshot_name(g) for g in grammars}
+    snapshots.update({p.name: prompt_snapshot_name(p) for p in prompts})
 
     problems, edited = _lock_problems(infos, current, directory)
     unfixable = _unwritable_snapshots(infos, current, directory)
@@ -574,6 +617,8 @@ def lock(
         )
     for grammar in grammars:
         files[directory / grammar_snapshot_name(grammar)] = grammar.definition.encode("utf-8")
+    for prompt in prompts:
+        files[directory / prompt_snapshot_name(prompt)] = prompt_snapshot_bytes(prompt)
     files[lock_path] = Lock(sorted(kept)).to_bytes()
     written = [path for path, data in files.items() if _write_if_changed(path, data)]
     unchanged = [entry for entry in unchanged if entry not in edited]
@@ -724,13 +769,16 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
             )
         ]
     current = Lock.read(lock_path)
-    contracts, grammars = _discover_all(target)
+    contracts, grammars, prompts = _discover_all(target)
     findings: list[CheckFinding] = []
     for contract in contracts:
         findings.extend(_check_contract(contract, current, directory, label))
     for grammar in grammars:
         findings.extend(_check_grammar(grammar, current, directory, label))
+    for prompt in prompts:
+        findings.extend(_check_prompt(prompt, current, directory, label))
     present = {contract.__name__ for contract in contracts} | {g.name for g in grammars}
+    present |= {prompt.name for prompt in prompts}
     for name in current.names():
         if name not in present:
             versions = ", ".join(f"v{e.version}" for e in current.versions(name))
@@ -845,7 +893,10 @@ _SHOWN_DIFF_LINES = 20
 
 
 def _snapshot_fingerprint(entry: LockEntry, path: Path) -> str:
-    """A snapshot's fingerprint: of the schema for a contract, of the text for a grammar."""
+    """A snapshot's fingerprint: of the schema for a contract, of the text for a grammar, of
+    the templates and inputs for a prompt."""
+    if path.name.endswith(PROMPT_SUFFIX):
+        return snapshot_info(load_prompt_snapshot(path)).fingerprint
     syntax = _SYNTAX_OF_SUFFIX.get(path.suffix)
     if syntax is None:
         return info_of(load_snapshot(path)).fingerprint
@@ -927,3 +978,57 @@ def contract_named(reference: str) -> type[Contract]:
     if not (isinstance(value, type) and issubclass(value, Contract)):
         raise ValueError(f"{reference} is not a Contract")
     return value
+
+
+# --- prompts -----------------------------------------------------------------------------------
+
+
+def _prompt_schema_info(prompt: type[Prompt]) -> SchemaInfo:
+    info = prompt.info()
+    return SchemaInfo(name=info.name, version=info.version, fingerprint=info.fingerprint)
+
+
+def locked_prompt(entry: LockEntry, directory: Path) -> dict[str, Any] | None:
+    """The prompt snapshot a lock entry names, or None when it is missing or unreadable
+    (`check` reports that as a snapshot mismatch)."""
+    path = directory / entry.snapshot
+    if not path.name.endswith(PROMPT_SUFFIX) or not path.exists():
+        return None
+    try:
+        return load_prompt_snapshot(path)
+    except ValueError:
+        return None
+
+
+def _check_prompt(
+    prompt: type[Prompt], current: Lock, directory: Path, label: str
+) -> Iterator[CheckFinding]:
+    info = _prompt_schema_info(prompt)
+    entry, newest, settled = _against_lock(info, current, "prompt ")
+    if settled is not None:
+        yield from settled
+        return
+    compared = entry or newest
+    locked = locked_prompt(compared, directory) if compared is not None else None
+    lines = diff_prompts(locked, prompt).lines if locked is not None else []
+    shown = lines[:_SHOWN_DIFF_LINES]
+    if len(lines) > _SHOWN_DIFF_LINES:
+        shown.append(f"... {len(lines) - _SHOWN_DIFF_LINES} more diff lines")
+    changes = "".join("\n    " + line for line in shown)
+    if entry is not None:
+        yield CheckFinding(
+            CheckCode.CHANGED_WITHOUT_BUMP,
+            info.name,
+            f"prompt {info.name} v{info.version} changed without a version bump (fingerprint "
+            f"{info.fingerprint[:12]}, locked {entry.fingerprint[:12]}): set version = "
+            f"{_next_version(current, info)} in {prompt.__name__}, then run "
+            f"`sdk schema lock {label}`{changes}",
+        )
+        return
+    was = f" (locked: v{newest.version})" if newest is not None else " (a new prompt)"
+    yield CheckFinding(
+        CheckCode.NOT_LOCKED,
+        info.name,
+        f"prompt {info.name} v{info.version} is not locked{was}: review it, then run "
+        f"`sdk schema lock {label}`{changes}",
+    )

@@ -82,6 +82,8 @@ class Shared:
     source: str | None
     reasoning: Reasoning | None
     """`"native"` asks for the provider's own thinking channel."""
+    accept_weakened_schema: bool = False
+    """Send a schema the target would weaken (`CompletionRequest.accept_weakened`)."""
 
     def request(self, messages: tuple[Message, ...], output: Output) -> CompletionRequest:
         """A request for `messages`, asking for `output`."""
@@ -94,6 +96,7 @@ class Shared:
             extra_body=self.extra_body,
             source=self.source,
             reasoning=self.reasoning == "native",
+            accept_weakened=self.accept_weakened_schema,
         )
 
 

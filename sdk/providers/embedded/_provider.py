@@ -79,6 +79,7 @@ EMBEDDED = register(
 EMBEDDED_WIRE = WireProfile(
     EMBEDDED,
     None,
+    target="embedded",
     grammar=True,
     tools=True,
     options={name: name for name in sorted(_CALL_OPTIONS)},

@@ -1,0 +1,256 @@
+"""Preflight per target: the docs' table is the code's, what each target strips is re-checked,
+and a promise a target would weaken silently is refused before sending, on every target that
+would weaken it (through the official clients on a mock transport)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import Field
+from typer.testing import CliRunner
+
+from contracts import Decision
+from contracts import InvoiceExtraction
+from sdk import Contract
+from sdk import StructuredClient
+from sdk import UnsupportedRequest
+from sdk.cli import app
+from sdk.providers import AnthropicProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.schema.preflight import TARGETS
+from sdk.schema.preflight import preflight
+from sdk.schema.preflight import preflight_table
+from sdk.schema.preflight import target_named
+from tests.schema_support import make_package
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
+
+ORDERS = """
+from sdk import Contract
+
+
+class Order(Contract):
+    \"\"\"An order.\"\"\"
+
+    products: list[str]
+"""
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "guides" / "preflight.md"
+runner = CliRunner()
+
+
+class Inventory(Contract):
+    """Stock per product."""
+
+    counts: dict[str, int]
+
+
+class Products(Contract):
+    """What the customer bought."""
+
+    products: list[str]
+    note: str = Field(max_length=200)
+
+
+def test_the_docs_table_is_generated_from_the_code() -> None:
+    page = DOCS.read_text()
+    block = re.search(
+        r"<!-- preflight-table:start -->\n\n(.*?)\n<!-- preflight-table:end -->", page, re.S
+    )
+    assert block is not None
+    assert block.group(1) == preflight_table(), "run: sdk schema targets --write " + str(DOCS)
+
+
+def test_the_table_has_a_row_per_target_and_says_what_each_one_cannot_promise() -> None:
+    table = preflight_table()
+    for name in ("anthropic", "openai-responses", "openai-chat", "gemini", "llamacpp",
+                 "vllm-xgrammar", "vllm-guidance", "ollama", "embedded"):  # fmt: skip
+        assert f"| `{name}` |" in table
+    assert "`allOf` ignored by xgrammar" in table
+    assert table.count("only `{}` can be generated") == 3
+
+
+def test_the_cli_prints_and_checks_the_table(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["schema", "targets"])
+    assert result.exit_code == 0
+    assert "| `vllm-guidance` |" in result.stdout
+    stale = tmp_path / "page.md"
+    stale.write_text("<!-- preflight-table:start -->\nold\n<!-- preflight-table:end -->\n")
+    assert runner.invoke(app, ["schema", "targets", "--check", str(stale)]).exit_code == 1
+    assert runner.invoke(app, ["schema", "targets", "--write", str(stale)]).exit_code == 0
+    assert runner.invoke(app, ["schema", "targets", "--check", str(stale)]).exit_code == 0
+
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_everything_a_target_strips_is_rechecked_after_parsing(name: str) -> None:
+    report = preflight(InvoiceExtraction, name)
+    assert [(i.pointer, i.keyword) for i in report.stripped] == [
+        (i.pointer, i.keyword) for i in report.rechecked
+    ]
+    assert report.weakened == []
+    assert any("max_tokens" in line for line in report.unpromised)
+
+
+def test_a_target_s_removals_are_the_dialect_s() -> None:
+    anthropic = preflight(InvoiceExtraction, "anthropic")
+    assert {i.keyword for i in anthropic.stripped} == {"minimum", "pattern", "minLength",
+                                                       "maxLength"}  # fmt: skip
+    llamacpp = preflight(InvoiceExtraction, "llamacpp")
+    assert llamacpp.stripped == []
+    assert {"pattern", "minLength", "maxLength", "minimum"} <= {
+        i.keyword for i in llamacpp.enforced
+    }
+
+
+def test_xgrammar_ignores_all_of_and_the_parser_rechecks_it() -> None:
+    schema: dict[str, Any] = {
+        "title": "Bounded",
+        "type": "object",
+        "properties": {"n": {"allOf": [{"type": "integer"}, {"minimum": 3}]}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    xgrammar = preflight(schema, "vllm-xgrammar")
+    assert [(i.pointer, i.keyword) for i in xgrammar.stripped] == [("/properties/n", "allOf")]
+    assert "ignored by xgrammar" in xgrammar.stripped[0].why
+    guidance = preflight(schema, "vllm-guidance")
+    assert "allOf" in {i.keyword for i in guidance.enforced}
+
+
+def test_the_gbnf_target_says_an_overlapping_one_of_is_exclusive_after_parsing_only() -> None:
+    schema: dict[str, Any] = {
+        "title": "Either",
+        "type": "object",
+        "properties": {  # JSONSchemaBench's case: open objects, so {"a": "x"} matches both
+            "v": {"oneOf": [
+                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"type": "object", "properties": {"b": {"type": "integer"}}},
+            ]}
+        },
+        "required": ["v"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    report = preflight(schema, "llamacpp")
+    assert report.refused_by_converter == []  # written, narrowed where the grammar can
+    [item] = report.stripped
+    assert (item.pointer, item.keyword) == ("/properties/v", "oneOf")
+    assert "exclusivity is checked after parsing" in item.why
+    disjoint = dict(schema, properties={"v": {"oneOf": [{"type": "integer"}, {"type": "string"}]}})
+    assert preflight(disjoint, "llamacpp").stripped == []
+    # Overlapping branches the converter cannot narrow: refused, said once, as the refusal.
+    bounds = [{"type": "integer", "minimum": 0}, {"type": "integer", "maximum": 9}]
+    numbers = dict(schema, properties={"v": {"oneOf": bounds}})
+    refused = preflight(numbers, "llamacpp")
+    assert refused.stripped == []
+    assert [(i.pointer, i.keyword) for i in refused.refused_by_converter] == [
+        ("/properties/v/oneOf", "oneOf")
+    ]
+    assert "the SDK's grammar converter refuses" in "\n".join(refused.lines())
+
+
+def test_targets_are_named_by_provider_too() -> None:
+    assert target_named("openai").name == "openai-responses"
+    assert target_named("llama.cpp").name == "llamacpp"
+    assert target_named("vllm").name == "vllm-xgrammar"
+    with pytest.raises(ValueError, match="targets: anthropic"):
+        target_named("nowhere")
+
+
+def test_the_linter_names_what_invites_a_runaway_on_a_local_target(tmp_path: Path) -> None:
+    package = make_package(tmp_path, {"orders.py": ORDERS})
+    result = runner.invoke(app, ["schema", "lint", package, "--target", "embedded"])
+    assert result.exit_code == 1
+    assert "Order on embedded" in result.stdout
+    assert "unbounded: /properties/products: maxItems" in result.stdout
+    assert "Order /properties/products: unbounded-output" in result.stdout
+    assert "Field(max_length=N)" in result.stdout
+    hosted = runner.invoke(app, ["schema", "lint", package, "--target", "anthropic"])
+    assert "unbounded-output" not in hosted.stdout
+    clean = runner.invoke(app, ["schema", "lint", "contracts", "--target", "embedded"])
+    assert clean.exit_code == 0, clean.stdout  # the reference contracts say why, where needed
+
+
+def test_the_preflight_shows_the_bounds_and_what_is_unbounded() -> None:
+    report = preflight(Products, "vllm-xgrammar")
+    assert [(i.pointer, i.keyword) for i in report.unbounded] == [
+        ("/properties/products", "maxItems"),
+        ("/properties/products/items", "maxLength"),
+    ]
+    assert "whitespace: none: the SDK sends `structured_outputs.disable_any_whitespace`" in (
+        "\n".join(report.lines())
+    )
+    assert "at most 16 spaces" in "\n".join(preflight(Products, "llamacpp").lines())
+
+
+# --- refusals: one per target that would weaken a promise -------------------------------------
+
+_DECISION = '{"reasoning": "ok", "answer": "approve", "confidence": "high"}'
+_INVENTORY = '{"counts": {}}'
+
+
+def _anthropic(wire: Wire) -> Any:
+    return AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+
+
+def _responses(wire: Wire) -> Any:
+    return OpenAIResponsesProvider(openai_client(wire), model="gpt-5")
+
+
+def _chat(wire: Wire) -> Any:
+    return OpenAIChatProvider(openai_client(wire), model="gpt-5")
+
+
+_CLOSED = [
+    ("anthropic", _anthropic, anthropic_reply),
+    ("openai-responses", _responses, responses_reply),
+    ("openai-chat", _chat, chat_reply),
+]
+
+
+@pytest.mark.parametrize(("target", "make", "reply"), _CLOSED, ids=[c[0] for c in _CLOSED])
+def test_a_map_field_is_refused_before_sending_on_a_target_that_closes_objects(
+    target: str, make: Any, reply: Any
+) -> None:
+    wire = Wire(reply(text=_INVENTORY))
+    client = StructuredClient(make(wire))
+    with pytest.raises(UnsupportedRequest) as raised:
+        client.generate(Inventory, prompt="Count the stock.")
+    assert wire.requests == []  # nothing was sent
+    message = str(raised.value)
+    assert f"{target} would silently weaken Inventory" in message
+    assert "/properties/counts: additionalProperties" in message
+    assert raised.value.supported == ["accept_weakened_schema=True"]
+    # The same client sends a contract that loses nothing.
+    wire.replies = [reply(text=_DECISION)]
+    assert client.generate(Decision, prompt="Decide.").value.answer == "approve"
+    # Accepted knowingly: sent, and answered.
+    wire.replies = [reply(text=_INVENTORY)]
+    accepted = client.generate(Inventory, prompt="Count.", accept_weakened_schema=True)
+    assert accepted.value.counts == {} and len(wire.requests) == 2
+
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_every_target_either_refuses_a_map_field_or_keeps_it(name: str) -> None:
+    target = TARGETS[name]
+    report = preflight(Inventory, target)
+    if target.closed_objects:  # the three tested through their clients above
+        assert [(i.pointer, i.keyword) for i in report.weakened] == [
+            ("/properties/counts", "additionalProperties")
+        ]
+        assert name in {c[0] for c in _CLOSED}
+        return
+    assert report.weakened == []  # sent as it is: nothing to refuse
+    assert report.refused_by_converter == []  # the SDK's grammar writes maps too
+    if target.dialect is not None:  # the map's value schema is on the wire
+        from sdk.schema.dialects import to_wire
+
+        wire = to_wire(Inventory, target.dialect).schema
+        counts = wire["properties"]["counts"]
+        assert counts.get("additionalProperties") == {"type": "integer"}

@@ -1,0 +1,135 @@
+"""Runaway output stopped early: a streamed reply whose tail repeats a piece (or is whitespace)
+past the bound is cancelled, ends its attempt in `RunawayOutput` (text and tokens kept), and is
+retried with feedback; the watch itself reads text only."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sdk import AsyncStructuredClient
+from sdk import Contract
+from sdk import RetriesExhausted
+from sdk import RunawayBound
+from sdk import RunawayOutput
+from sdk import StructuredClient
+from sdk.parsing.runaway import RunawayWatch
+from sdk.providers._base import Completion
+from sdk.providers.test import TestProvider
+from sdk.stop_reason import StopReason
+
+
+class Order(Contract):
+    """What the customer bought."""
+
+    customer: str
+    products: list[str]
+
+
+RUNAWAY = '{"customer": "Dmitri", "products": [' + '"Dmitri Smith3", ' * 400
+VALID = '{"customer": "Dmitri", "products": ["Dmitri Smith3"]}'
+
+
+def _cut(text: str) -> Completion:
+    """What a provider sends at the end of a reply cut by max_tokens."""
+    return Completion(text, StopReason.MAX_TOKENS, "length")
+
+
+class CountingProvider(TestProvider):
+    """A scripted provider that counts the pieces a stream handed out before it was closed."""
+
+    __test__ = False
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.pieces = 0
+        self.closed = 0
+
+    def _stream(self, request):  # type: ignore[no-untyped-def]
+        try:
+            for item in super()._stream(request):
+                self.pieces += 1
+                yield item
+        except GeneratorExit:
+            self.closed += 1
+            raise
+
+
+def test_a_repeating_list_is_stopped_and_retried_with_feedback() -> None:
+    provider = CountingProvider([_cut(RUNAWAY), VALID], chunk_size=8)
+    stream = StructuredClient(provider).stream(Order, prompt="What did Dmitri buy?")
+    result = list(stream)[-1]
+    assert result.value.products == ["Dmitri Smith3"]
+    first = result.attempts[0]
+    assert isinstance(first.error, RunawayOutput)
+    error = first.error
+    assert error.text is not None and RUNAWAY.startswith(error.text)
+    assert len(error.text) < len(RUNAWAY) / 10  # stopped early, not at max_tokens
+    assert error.tokens == first.usage.output_tokens > 0
+    assert error.piece.count("Dmitri Smith3") == 1
+    assert provider.closed == 1  # the request was cancelled, not read to its end
+    feedback = provider.requests[1].messages[-1].text
+    assert "/products" in feedback and "ran away" in feedback
+
+
+def test_whitespace_until_max_tokens_is_stopped() -> None:
+    blanks = '{"customer": "Ann", ' + " \n" * 2000
+    provider = CountingProvider([_cut(blanks)], chunk_size=4)
+    client = StructuredClient(provider, retries=0)
+    with pytest.raises(RunawayOutput) as raised:
+        list(client.stream(Order, prompt="x"))
+    assert "whitespace characters in a row" in str(raised.value)
+    assert raised.value.usage.output_tokens == raised.value.tokens
+    assert provider.pieces < 40  # of 1,005 pieces the reply had
+
+
+def test_retries_spent_on_runaways_end_in_retries_exhausted() -> None:
+    provider = TestProvider([_cut(RUNAWAY)], repeat=True, chunk_size=16)
+    client = StructuredClient(provider, retries=1)
+    with pytest.raises(RetriesExhausted) as raised:
+        list(client.stream(Order, prompt="x"))
+    assert [type(a.error) for a in raised.value.attempts] == [RunawayOutput, RunawayOutput]
+
+
+def test_the_bound_is_the_caller_s() -> None:
+    provider = TestProvider([_cut(RUNAWAY)], chunk_size=16)
+    client = StructuredClient(provider, retries=0)
+    with pytest.raises(Exception) as raised:
+        list(client.stream(Order, prompt="x", runaway=None))
+    assert not isinstance(raised.value, RunawayOutput)  # read to the end: a truncation
+    with pytest.raises(TypeError, match=r"runaway must be an sdk\.RunawayBound or None"):
+        list(client.stream(Order, prompt="x", runaway=5))  # type: ignore[typeddict-item]
+    tight = TestProvider([_cut(RUNAWAY)], chunk_size=16)
+    with pytest.raises(RunawayOutput) as stopped:
+        list(StructuredClient(tight, retries=0).stream(
+            Order, prompt="x", runaway=RunawayBound(repetition=60)))  # fmt: skip
+    assert stopped.value.start + 60 <= len(stopped.value.text or "") < 140
+
+
+async def test_the_async_stream_stops_a_runaway_too() -> None:
+    provider = TestProvider([_cut(RUNAWAY), VALID], chunk_size=8)
+    client = AsyncStructuredClient(provider)
+    items = [item async for item in client.stream(Order, prompt="x")]
+    assert isinstance(items[-1].attempts[0].error, RunawayOutput)
+    assert items[-1].value.products == ["Dmitri Smith3"]
+    await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"lines": [{"sku": "A-1", "qty": 1}, {"sku": "A-2", "qty": 1}, {"sku": "A-3", "qty": 2}]}',
+        "0." + "0" * 30 + "1",
+        '{"note": "' + "ha" * 50 + '"}',
+        '{\n  "a": 1,\n  "b": [\n    1,\n    2\n  ]\n}',
+    ],
+)
+def test_ordinary_text_is_not_a_runaway(text: str) -> None:
+    watch = RunawayWatch(RunawayBound())
+    assert all(watch.feed(text[i : i + 3]) is None for i in range(0, len(text), 3))
+
+
+def test_a_bound_below_eight_characters_is_refused() -> None:
+    with pytest.raises(ValueError, match="whole number >= 8"):
+        RunawayBound(whitespace=2)
