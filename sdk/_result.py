@@ -13,6 +13,7 @@ from sdk._message import Message
 from sdk._records import Note
 from sdk._records import Usage
 from sdk._tools import ToolCall
+from sdk.confidence import Confidence
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.errors import Attempt
 from sdk.schema.canonical import SchemaInfo
@@ -54,6 +55,12 @@ class Result(Generic[T]):
     `usage` and `attempts` are empty; the stored answer was judged again by today's parser."""
     cached_usage: Usage | None = None
     """A cached result: what the stored answer cost when it was made."""
+    confidence: Confidence | None = None
+    """Per value, by JSON pointer (`result.confidence["/lines/0/total"]`), a probability in
+    [0, 1] computed from the probabilities of the tokens the value was decoded from
+    (`sdk.confidence`: what it means, masked and unmasked); calibrated where a calibration was
+    given. `None` where the route reports no token probabilities (a hosted API that was not
+    asked for them, or has none), and for a grammar's sentence, which has no values."""
 
 
 @dataclass(frozen=True)

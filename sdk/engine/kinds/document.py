@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from sdk._result import Result
+from sdk.confidence import confidence_of
 from sdk.contract import Contract
 from sdk.engine.conversation import feedback_turns
 from sdk.engine.envelope import Envelope
@@ -99,11 +100,16 @@ class Document:
         if self.envelope is not None:
             value = self.envelope.unwrap(value)
         wire = ending.provider.wire_schema(self.contract)
+        completion = ending.completion
+        confidence = confidence_of(accepted.text, completion.text, completion.tokens)
+        if confidence is not None and self.envelope is not None:
+            confidence = confidence.rebased(f"/{self.envelope.field}")
         return Result(
             value=value,
             schema=self.schema,
             removed=list(wire.removed) if wire is not None else [],
-            diagnostics=ending.completion.diagnostics,
+            diagnostics=completion.diagnostics,
+            confidence=confidence,
             reasoning=ending.reasoning,
             cost=ending.cost,
             **ending.fields(accepted),
