@@ -218,7 +218,7 @@ def _choose(
             scores[list(engine.end_tokens)] = -np.inf
         token = masked_choice(scores, None, settings, rng)
         _, logprob = token_probability(logits, None, token)
-        run.tokens.append(TokenLogprob("", run.length, logprob, None))
+        run.tokens.append(TokenLogprob("", run.length, logprob, 1.0))  # no grammar: all kept
         return None if token in engine.end_tokens else token
     fill_next_token_bitmask(matcher, engine.bitmask)
     if matcher.is_error():

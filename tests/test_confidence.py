@@ -1,0 +1,227 @@
+"""Per-value confidence (`Result.confidence`, `sdk.confidence`): worked by hand on a scripted
+model with fixed logits (`tests/scripted_engine.py`: the real decoding loop and llguidance, only
+the forward pass scripted), then on the real embedded model."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import Field
+
+from sdk import StructuredClient
+from sdk.confidence import Confidence
+from sdk.confidence import TokenLogprob
+from sdk.confidence import value_confidence
+from sdk.contract import Contract
+
+pytest.importorskip("llguidance")
+pytest.importorskip("numpy")
+
+from sdk.providers import EmbeddedProvider  # noqa: E402
+from tests.scripted_engine import ScriptedEngine  # noqa: E402
+from tests.scripted_engine import softmax_share  # noqa: E402
+
+VOCABULARY = [
+    '{"', "color", "word", '":"', '":', '"', '"}', "}", ":", "red", "gre", "en",
+    "r", "e", "d", "g", "n", "x", "null",
+]
+
+
+class Paint(Contract):
+    color: Literal["red", "green", "greed"]
+
+
+class Word(Contract):
+    word: str = Field(max_length=3)
+
+
+def _client(engine: ScriptedEngine, folder: Path) -> tuple[StructuredClient, Path]:
+    context = engine.installed(folder)
+    path = context.__enter__()
+    return StructuredClient(EmbeddedProvider(path, n_threads=1), retries=0), path
+
+
+@pytest.fixture
+def scripted(tmp_path: Path):
+    engines: list[ScriptedEngine] = []
+
+    def make(script) -> StructuredClient:
+        engine = ScriptedEngine(VOCABULARY, script)
+        engines.append(engine)
+        client, _ = _client(engine, tmp_path / str(len(engines)))
+        return client
+
+    (tmp_path / "1").mkdir()
+    (tmp_path / "2").mkdir()
+    yield make
+
+
+def _share(logits, chosen, among):
+    return softmax_share(logits, chosen, among, vocabulary=[*VOCABULARY, "<eos>"])
+
+
+AFTER_KEY = {'":"': 1.0, '":': 0.5, '"': -1.0, "x": 3.0}  # "x": the model's favourite, forbidden
+
+
+def test_masked_and_unmasked_probability_of_a_one_token_value(scripted) -> None:
+    value_start = {"red": 2.0, "gre": 1.0, "x": 4.0}
+    closing = {'"}': 3.0, '"': 1.0, "e": 2.5}
+
+    def script(text: str) -> dict[str, float]:
+        return {"": {'{"': 5.0}, '{"': {"color": 5.0}, '{"color': AFTER_KEY,
+                '{"color":"': value_start, '{"color":"red': closing}.get(text, {})
+
+    client = scripted(script)
+    result = client.generate(Paint, prompt="colour?", max_tokens=20)
+    assert result.value.color == "red" and result.text == '{"color":"red"}'
+    # By hand: each token of the value (the quote that opens it, "red", the quote that closes
+    # it) among the tokens the grammar allowed at its step, and the share those held.
+    # The closing token is forced: llguidance keeps to the vocabulary's own split, in which a
+    # quote before `}` is written `"}` (so its probability under the mask is 1).
+    assert [s.allowed for s in result.diagnostics.steps] == [1, 1, 3, 4, 1]
+    quote, quote_kept = _share(AFTER_KEY, '":"', ['":"', '":', '"'])
+    red, red_kept = _share(value_start, "red", ["red", "gre", "r", "g"])
+    end, end_kept = 1.0, _share(closing, '"}', ['"}'])[1]
+    details = result.confidence.details["/color"]
+    assert details.tokens == 3
+    assert details.probability == pytest.approx(quote * red * end, rel=1e-5)
+    assert details.kept == pytest.approx(quote_kept * red_kept * end_kept, rel=1e-5)
+    assert details.lowest_kept == pytest.approx(min(quote_kept, red_kept, end_kept), rel=1e-5)
+    assert details.unmasked == pytest.approx(details.probability * details.kept)
+    assert result.confidence["/color"] == pytest.approx(details.probability)
+    assert result.confidence.route == "masked" and not result.confidence.calibrated
+    # The two answer different questions: the decoder was fairly sure of "red" among what it
+    # could write, while the model gave most of its probability to the forbidden "x".
+    assert details.probability > 0.4 > 0.02 > details.kept
+
+
+def test_a_multi_token_value_multiplies_its_tokens(scripted) -> None:
+    value_start = {"gre": 3.0, "red": 1.0, "g": 0.0}
+    inside = {"en": 2.0, "e": 1.0}
+    closing = {'"}': 4.0}
+
+    def script(text: str) -> dict[str, float]:
+        return {"": {'{"': 5.0}, '{"': {"color": 5.0}, '{"color': AFTER_KEY,
+                '{"color":"': value_start, '{"color":"gre': inside,
+                '{"color":"green': closing}.get(text, {})
+
+    result = scripted(script).generate(Paint, prompt="colour?", max_tokens=20)
+    assert result.value.color == "green"
+    quote, _ = _share(AFTER_KEY, '":"', ['":"', '":', '"'])
+    first, _ = _share(value_start, "gre", ["red", "gre", "r", "g"])
+    # After "gre" the grammar allows only what completes "green": "en" or "e".
+    second, _ = _share(inside, "en", ["en", "e"])
+    end = 1.0  # forced, as above
+    details = result.confidence.details["/color"]
+    assert details.tokens == 4
+    assert details.probability == pytest.approx(quote * first * second * end, rel=1e-5)
+
+
+def test_a_value_cut_by_the_grammar_is_certain_among_what_was_allowed_and_kept_little(
+    scripted,
+) -> None:
+    # The model wants to go on writing ("x" after "red"); maxLength 3 leaves only the quote.
+    wants_more = {"x": 6.0, '"}': 0.0}
+
+    def script(text: str) -> dict[str, float]:
+        return {"": {'{"': 5.0}, '{"': {"word": 5.0}, '{"word': AFTER_KEY,
+                '{"word":"': {"red": 3.0}, '{"word":"red': wants_more}.get(text, {})
+
+    result = scripted(script).generate(Word, prompt="a word", max_tokens=20)
+    assert result.value.word == "red"
+    _, cut_kept = _share(wants_more, '"}', ['"}'])
+    details = result.confidence.details["/word"]
+    steps = [s for s in result.diagnostics.steps if s.offset == len('{"word":"red')]
+    assert steps and steps[0].forced and steps[0].mass == pytest.approx(cut_kept, rel=1e-5)
+    # Among what was allowed, the value was written with certainty after its first token...
+    first, _ = _share({"red": 3.0}, "red", [t for t in VOCABULARY if t not in ('{"', "color",
+                      "word", '":"', '":', '"', '"}', "}", ":", "null")])  # fmt: skip
+    assert details.probability == pytest.approx(
+        _share(AFTER_KEY, '":"', ['":"', '":', '"'])[0] * first, rel=1e-4
+    )
+    # ...while the model wanted to go on: the grammar removed nearly all of its probability.
+    assert details.removed is not None and details.removed > 0.99
+    assert details.lowest_kept == pytest.approx(cut_kept, rel=1e-5)
+
+
+def test_unconstrained_decoding_keeps_everything(scripted) -> None:
+    def script(text: str) -> dict[str, float]:
+        return {"": {'{"': 5.0}, '{"': {"color": 5.0}, '{"color': {'":"': 5.0},
+                '{"color":"': {"red": 6.0}, '{"color":"red': {'"}': 6.0},
+                '{"color":"red"}': {"<eos>": 9.0}}.get(text, {})
+
+    result = scripted(script).generate(Paint, prompt="colour?", max_tokens=20, constrained=False)
+    details = result.confidence.details["/color"]
+    assert details.kept == 1.0 and details.removed == 0.0
+    # Over the whole vocabulary now: each token's plain softmax share.
+    expected = math.prod(
+        _share(logits, chosen, [*VOCABULARY, "<eos>"])[0]
+        for logits, chosen in (({'":"': 5.0}, '":"'), ({"red": 6.0}, "red"), ({'"}': 6.0}, '"}'))
+    )
+    assert details.probability == pytest.approx(expected, rel=1e-5)
+
+
+# --- the pure part: which tokens a value is made of ---
+
+
+def _tokens(*pieces: tuple[str, float]) -> list[TokenLogprob]:
+    out, offset = [], 0
+    for text, probability in pieces:
+        out.append(TokenLogprob(text, offset, math.log(probability), None))
+        offset += len(text)
+    return out
+
+
+def test_a_number_counts_the_token_that_ended_it() -> None:
+    text = '{"a": 42, "b": "x"}'
+    tokens = _tokens(('{"a": ', 1.0), ("4", 0.5), ("2", 0.5), (', "', 0.8), ('b": "', 1.0),
+                     ("x", 0.9), ('"}', 1.0))  # fmt: skip
+    values = value_confidence(text, tokens)
+    # 42: "4", "2", and ', "' which said the number was over (it also opens "b"'s key).
+    assert values["/a"].probability == pytest.approx(0.5 * 0.5 * 0.8)
+    assert values["/a"].tokens == 3
+    # "x": the token holding its opening quote, "x", the closing quote.
+    assert values["/b"].probability == pytest.approx(1.0 * 0.9 * 1.0)
+    assert values["/b"].kept is None and values["/b"].unmasked is None
+
+
+def test_nested_values_by_pointer_and_an_offset_into_the_reply() -> None:
+    text = '{"lines": [{"total": 3}], "ok": true}'
+    fence = "```json\n"
+    three, true = text.index("3"), text.index("true")
+    tokens = [TokenLogprob(fence, 0, 0.0, 1.0)] + [
+        TokenLogprob(t.text, t.offset + len(fence), t.logprob, 0.5)
+        for t in _tokens((text[:three], 1.0), ("3", 0.25), (text[three + 1 : true], 1.0),
+                         ("true", 0.5), ("}", 1.0))  # fmt: skip
+    ]
+    values = value_confidence(text, tokens, offset=len(fence))
+    assert set(values) == {"/lines/0/total", "/ok"}
+    # The number's end came with "}], " (probability 1 here).
+    assert values["/lines/0/total"].probability == pytest.approx(0.25)
+    assert values["/ok"].probability == pytest.approx(0.5)
+    assert values["/ok"].kept == pytest.approx(0.5)
+
+
+def test_confidence_is_a_mapping_that_can_be_rebased_and_calibrated() -> None:
+    text = '{"items": [{"n": 1}, {"n": 2}]}'
+    one, two = text.index("1"), text.index("2")
+    tokens = _tokens((text[:one], 1.0), ("1", 0.5), (text[one + 1 : two], 1.0), ("2", 0.25),
+                     (text[two + 1 :], 1.0))  # fmt: skip
+    confidence = Confidence(value_confidence(text, tokens), route="reported")
+    assert dict(confidence) == pytest.approx({"/items/0/n": 0.5, "/items/1/n": 0.25})
+    listed = confidence.rebased("/items")
+    assert dict(listed) == pytest.approx({"/0/n": 0.5, "/1/n": 0.25})
+    assert listed.details["/1/n"].pointer == "/1/n"
+    assert listed.lowest() == ("/1/n", pytest.approx(0.25))
+    calibrated = listed.with_calibrated({"/0/n": 0.9, "/1/n": 0.7})
+    assert calibrated.calibrated and calibrated["/0/n"] == 0.9
+    assert calibrated.details["/0/n"].probability == pytest.approx(0.5)  # raw kept
+    assert dict(calibrated.without(["/0/n"])) == {"/1/n": 0.7}
+
+
+def test_no_tokens_no_confidence() -> None:
+    assert value_confidence('{"a": 1}', []) == {}
+    assert value_confidence("Sorry, no JSON", _tokens(("Sorry, no JSON", 0.5))) == {}
