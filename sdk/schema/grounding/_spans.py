@@ -4,6 +4,7 @@ the chunk sequence (the spans of the source, as states and transitions)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 from typing import Final
+
+import regex
 
 from sdk.schema import _regex as rx
 from sdk.schema._walk import SchemaWalker
@@ -25,10 +28,12 @@ __all__ = [
     "grounded_kind",
     "grounded_walker",
     "is_grounded",
+    "is_word_chunk",
     "longest_match",
     "matching_spans",
     "source_chunks",
     "span_automaton",
+    "whole_span",
 ]
 
 SOURCE_QUOTE_KEY: Final = "x-source-quote"
@@ -39,10 +44,24 @@ unless the source is)."""
 GROUNDED_KEYS: Final = (SOURCE_QUOTE_KEY, VERBATIM_KEY)
 """The annotations of strings that are spans of the source."""
 
-# A run of letters, digits and `_`, a run of whitespace, or any other character alone: a copied
-# value starts and ends on these boundaries (a tracking number is never cut in half, and
-# punctuation is its own chunk, so `Ltd.` can be copied out of `Ltd.,`).
-_CHUNK = re.compile(r"\w+|\s+|.", re.DOTALL)
+# Where a copied value may start and end (DESIGN.md, docs/guides/contracts.md "Whole spans"): the
+# source is cut into words, runs of whitespace, and any other character alone, and a value is a
+# run of whole chunks holding at least one word, its edges not whitespace. A word is a run of
+# Unicode word characters (letters, digits, marks, `_`), with a joiner between two of them
+# kept inside it (`-`, U+2010, U+2011, `.`, `'`, U+2019, `@`; and `,`, `:`, `/` between two
+# digits), so `FH-5079207`, `2.9`, `1,250.00`, `10:30`, `03/04/2026`, `O'Brien` and
+# `ops@example.com` are each one word and never cut, while `Ref:A-12` is `Ref`, `:`, `A-12`;
+# `Ltd.` at the end of a sentence is the word `Ltd` and the chunk `.`. A character of a script
+# written without spaces (Han, Hiragana, Katakana and its prolonged sound mark, Thai, Lao,
+# Khmer, Myanmar) is a word by itself: without a dictionary no boundary between its words can be
+# found, and one character a word keeps every real word copyable (at the price that a value can
+# end inside a longer word of those scripts, which no check without a segmenter can see).
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\u30fc\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+_JOINERS = rf"[\-\u2010\u2011.'\u2019@]|(?<=\d)[,:/](?=\d)"
+_LETTERS = rf"(?:(?![{_UNSPACED}])\w)+"
+_WORD = rf"[{_UNSPACED}]|{_LETTERS}(?:(?:{_JOINERS}){_LETTERS})*"
+_CHUNK = regex.compile(rf"{_WORD}|\s+|.", regex.DOTALL)
+_IS_WORD = regex.compile(rf"(?:{_WORD})\Z")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -67,8 +86,44 @@ def is_grounded(schema: dict[str, Any]) -> bool:
 
 
 def source_chunks(source: str) -> list[str]:
-    """The source cut into chunks (module docstring); they join back into the source."""
-    return _CHUNK.findall(source)
+    """The source cut into chunks (words, runs of whitespace, any other character alone: see
+    `_CHUNK`); they join back into the source."""
+    return list(_CHUNK.findall(source))
+
+
+def is_word_chunk(chunk: str) -> bool:
+    """Whether a chunk of `source_chunks` is a word (a copied value holds at least one)."""
+    return bool(chunk) and _IS_WORD.match(chunk) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _boundaries(source: str) -> frozenset[int]:
+    """Where chunks of the source start and end (in characters)."""
+    offsets, at = {0}, 0
+    for chunk in source_chunks(source):
+        at += len(chunk)
+        offsets.add(at)
+    return frozenset(offsets)
+
+
+def whole_span(value: str, source: str) -> bool:
+    """Whether `value` is written in `source` as a run of whole chunks (it starts and ends at
+    boundaries: never inside a word or a number), holding a word, its edges not whitespace:
+    what a `Verbatim` value must be. An empty value is one only in an empty source."""
+    if not value:
+        return not source
+    if value[0].isspace() or value[-1].isspace() or not _CHUNK_WORD.search(value):
+        return False
+    edges = _boundaries(source)
+    start = source.find(value)
+    while start >= 0:
+        if start in edges and start + len(value) in edges:
+            return True
+        start = source.find(value, start + 1)
+    return False
+
+
+_CHUNK_WORD = regex.compile(r"\w")
 
 
 def escaped_chunks(source: str) -> list[str]:
@@ -172,8 +227,8 @@ def longest_match(pattern: str, max_length: Any) -> int | None:
 
 
 def matching_spans(source: str, pattern: str, low: int, longest: int) -> list[str]:
-    """Every span (chunk-aligned, not edged with whitespace) of at most `longest` characters
-    that `pattern` matches, as JSON writes it. Linear in the source: a span is never longer."""
+    """Every span (chunk-aligned, not edged with whitespace, holding a word) of at most
+    `longest` characters that `pattern` matches, as JSON writes it. Linear in the source: a span is never longer."""
     try:
         compiled = re.compile(pattern)
     except re.error:
@@ -190,6 +245,11 @@ def matching_spans(source: str, pattern: str, low: int, longest: int) -> list[st
             spelled += written[end]
             if len(text) > longest:
                 break
-            if not chunks[end].isspace() and len(text) >= low and compiled.search(text):
+            if (
+                not chunks[end].isspace()
+                and len(text) >= low
+                and compiled.search(text)
+                and any(is_word_chunk(chunk) for chunk in chunks[start : end + 1])
+            ):
                 found.add(spelled)
     return sorted(found)
