@@ -42,6 +42,13 @@ ProviderOption = Annotated[
         "--provider", help="embedded[:MODEL.gguf], llamacpp[:URL], anthropic:MODEL or openai:MODEL."
     ),
 ]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="The model: for embedded, smollm2-135m (default), gemma3-270m or a GGUF file.",
+    ),
+]
 ArmsOption = Annotated[
     str, typer.Option("--arms", help="Comma-separated arms (default: all that can run).")
 ]
@@ -96,6 +103,7 @@ def eval_command(
     dataset: DatasetArgument,
     contract_ref: ContractOption,
     provider_spec: ProviderOption = "embedded",
+    model: ModelOption = None,
     arms: ArmsOption = ALL_ARMS,
     out_dir: OutOption = None,
     limit: LimitOption = None,
@@ -133,7 +141,9 @@ def eval_command(
         sampling = {"temperature": temperature, "seed": seed}
         store = cache_named(cache, cache_path)
         before = store.stats() if store is not None else None
-        client = StructuredClient(_eval_provider(provider_spec), retries=retries, cache=store)
+        client = StructuredClient(
+            _eval_provider(provider_spec, model), retries=retries, cache=store
+        )
         run = _run_with_progress(
             out,
             client,
@@ -206,9 +216,14 @@ def _cache_line(store: SQLiteCache, before: CacheStats) -> str:
     return f"cache:   {hits:,} of {hits + misses:,} calls answered from {store.path}"
 
 
-def _eval_provider(spec: str) -> Any:
-    """The provider a `--provider` spec names (imported only when asked for)."""
+def _eval_provider(spec: str, model: str | None = None) -> Any:
+    """The provider a `--provider` spec names (imported only when asked for); `--model`
+    names the model where the spec does not."""
     kind, _, argument = spec.partition(":")
+    if model is not None:
+        if argument:
+            raise ValueError(f"--model {model!r} and --provider {spec!r} both name a model")
+        argument = model
     if kind == "embedded":
         from sdk.providers.embedded import EmbeddedProvider
 

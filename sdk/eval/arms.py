@@ -376,7 +376,20 @@ def run_arm(
         reasoning=reasoning if isinstance(reasoning, str) else None,
         digest=item.digest,
         signals=generated.signals,
+        confidence=_top_level_confidence(last),
     )
+
+
+def _top_level_confidence(result: Any) -> dict[str, tuple[float, float | None]] | None:
+    """The uncalibrated confidence of each top-level value of the last call's result."""
+    confidence = getattr(result, "confidence", None)
+    if confidence is None:
+        return None
+    return {
+        pointer: (item.probability, item.kept)
+        for pointer, item in confidence.details.items()
+        if pointer.count("/") == 1
+    }
 
 
 def _failed(

@@ -98,6 +98,11 @@ class Outcome:
     signals: Mapping[str, float] | None = None
     """Mass-aware arm: the surviving mass at each nullable field's value start, by pointer
     (what `sdk eval --calibrate` calibrates thresholds on)."""
+    confidence: Mapping[str, tuple[float, float | None]] | None = None
+    """Per top-level field pointer, the value's confidence as decoded (`Result.confidence`
+    uncalibrated, `sdk.confidence`): its probability among the allowed tokens and the share of
+    the model's probability the grammar kept (`None`: not reported). `None` where the route
+    gave no token probabilities."""
 
     @property
     def correct(self) -> bool:
@@ -128,6 +133,9 @@ class Outcome:
             "reasoning": self.reasoning,
             "digest": self.digest,
             "signals": dict(self.signals) if self.signals is not None else None,
+            "confidence": {k: list(v) for k, v in self.confidence.items()}
+            if self.confidence is not None
+            else None,
         }
 
     @classmethod
@@ -154,7 +162,17 @@ class Outcome:
             signals={str(k): float(v) for k, v in signals.items()}
             if isinstance(signals, dict)
             else None,
+            confidence=_confidence_of(data.get("confidence")),
         )
+
+
+def _confidence_of(data: Any) -> dict[str, tuple[float, float | None]] | None:
+    if not isinstance(data, dict):
+        return None
+    return {
+        str(pointer): (float(pair[0]), None if pair[1] is None else float(pair[1]))
+        for pointer, pair in data.items()
+    }
 
 
 def score(
