@@ -37,13 +37,17 @@ from typing import Any
 from sdk._files import write_atomic
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import char_pointers
+from sdk.schema.grounding import VERBATIM_KEY
 
 __all__ = [
     "DEFAULT_MAX_FALSE_ABSTENTION",
+    "DEFAULT_THRESHOLD",
     "THRESHOLDS_FORMAT",
     "FieldThreshold",
     "Sample",
     "Thresholds",
+    "ThresholdsFileError",
+    "ThresholdsMismatch",
     "abstain",
     "calibrate",
     "value_start_masses",
@@ -52,6 +56,28 @@ __all__ = [
 DEFAULT_MAX_FALSE_ABSTENTION = 0.05
 """The share of stated values a calibrated threshold may abstain on (issue 23: 5%)."""
 THRESHOLDS_FORMAT = "sdk-abstention/1"
+DEFAULT_THRESHOLD = 0.3
+"""The value-start mass under which `abstention="guided"` abstains on a nullable copied value
+when no calibrated thresholds are given (`Thresholds.default()`): measured on both embedded
+models against calibrated thresholds (docs/guides/confidence.md, eval-results/)."""
+
+
+class ThresholdsFileError(ValueError):
+    """A thresholds file that cannot be read: names the file and, where it can, the line."""
+
+    def __init__(self, path: str | Path, problem: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {problem}")
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.problem, self.line))
+
+
+class ThresholdsMismatch(ValueError):
+    """Thresholds calibrated for another contract than the call's (names both)."""
 
 
 def value_start_masses(diagnostics: ConstraintDiagnostics | None, text: str) -> dict[str, float]:
@@ -106,16 +132,23 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class FieldThreshold:
-    """One field's threshold and what it did on the calibration data."""
+    """One field's threshold and what it did on the calibration data (set by hand: only the
+    threshold, `FieldThreshold(0.2)`)."""
 
     threshold: float
     """Abstain where the value-start mass is below it (0: never on the mass)."""
-    recall: float
+    recall: float | None = None
     """Abstention recall on the calibration data, with the threshold applied."""
-    false_abstention: float
+    false_abstention: float | None = None
     """False abstention on the calibration data, with the threshold applied."""
-    stated: int
-    absent: int
+    stated: int = 0
+    absent: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.threshold, (int, float)) or isinstance(self.threshold, bool):
+            raise TypeError(f"a threshold is a number, not {self.threshold!r}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"a threshold is within [0, 1], not {self.threshold!r}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,18 +167,70 @@ class Thresholds:
     fields: Mapping[str, FieldThreshold]
     max_false_abstention: float = DEFAULT_MAX_FALSE_ABSTENTION
     calibration: Mapping[str, Any] = field(default_factory=dict)
-    """What they were calibrated on: contract, model, dataset, items."""
+    """What they were calibrated on: contract, model, dataset, items (empty: set by hand)."""
+    default: float = 0.0
+    """The threshold of a field not in `fields` (0: never abstain on the mass)."""
 
     def of(self, pointer: str) -> float:
-        """The threshold of the field at `pointer` (0, never abstain, for an unknown field)."""
+        """The threshold of the field at `pointer` (`default` for a field not listed)."""
         known = self.fields.get(pointer)
-        return known.threshold if known is not None else 0.0
+        return known.threshold if known is not None else self.default
+
+    @classmethod
+    def fixed(cls, thresholds: Mapping[str, float] | float) -> Thresholds:
+        """Thresholds set by hand: one for every nullable copied field (`0.25`), or one per
+        field pointer (`{"/carrier": 0.25}`; the fields not named never abstain on the mass)."""
+        if isinstance(thresholds, Mapping):
+            fields = {str(p): FieldThreshold(float(t)) for p, t in thresholds.items()}
+            return cls(fields, calibration={"set": "by hand"})
+        return cls({}, calibration={"set": "by hand"}, default=FieldThreshold(thresholds).threshold)
+
+    @classmethod
+    def standard(cls, schema: Mapping[str, Any]) -> Thresholds:
+        """What `abstention="guided"` uses without thresholds given: `DEFAULT_THRESHOLD` for
+        every top-level `Verbatim | None` field of `schema` (a canonical schema) without a
+        `pattern`, nothing for the others. A field with a pattern is left to the grammar: where
+        no span of the source has its form, `null` is all it can write, and where one has, the
+        mass at its first character says little (the pattern, not the model, chose the span)."""
+        fields = {
+            f"/{name}": FieldThreshold(DEFAULT_THRESHOLD)
+            for name, node in dict(schema.get("properties") or {}).items()
+            if _free_copy(node)
+        }
+        return cls(fields, calibration={"set": "default"})
+
+    def describe(self) -> str:
+        """Where the thresholds come from, in a few words (for a result's note)."""
+        made = self.calibration.get("set")
+        if made == "default":
+            named = ", ".join(self.fields) or "no field"
+            return f"the default threshold {DEFAULT_THRESHOLD:g} on {named} (not calibrated)"
+        if made == "by hand":
+            return "thresholds set by hand"
+        model = self.calibration.get("model") or "a model"
+        dataset = self.calibration.get("dataset") or "labelled data"
+        return f"thresholds calibrated on {dataset} for {model}"
+
+    def check_contract(self, name: str, fingerprint: str) -> None:
+        """`ThresholdsMismatch` when they were calibrated for another contract than the one
+        named (by its name and schema fingerprint); thresholds set by hand fit any."""
+        calibrated = self.calibration.get("contract")
+        if not isinstance(calibrated, Mapping):
+            return
+        if calibrated.get("fingerprint") in (None, fingerprint):
+            return
+        raise ThresholdsMismatch(
+            f"these abstention thresholds were calibrated for {calibrated.get('name')} "
+            f"(fingerprint {str(calibrated.get('fingerprint'))[:12]}), not for {name} "
+            f"(fingerprint {fingerprint[:12]}): calibrate them on {name} (sdk eval --calibrate)"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "format": THRESHOLDS_FORMAT,
             "signal": "surviving mass at the token writing a grounded value's first character",
             "max_false_abstention": self.max_false_abstention,
+            "default": self.default,
             "calibration": dict(self.calibration),
             "fields": {pointer: item.to_json() for pointer, item in self.fields.items()},
         }
@@ -158,34 +243,79 @@ class Thresholds:
 
     @classmethod
     def load(cls, path: str | Path) -> Thresholds:
-        """Read a thresholds file (`ValueError` naming what is wrong with it)."""
+        """Read a thresholds file (`ThresholdsFileError`, a `ValueError`, naming the file, the
+        line where it can, and what is wrong)."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise ValueError(f"{path}: not a readable thresholds file ({error})") from None
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ThresholdsFileError(path, f"not readable ({error})") from None
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            line = getattr(error, "lineno", None)
+            raise ThresholdsFileError(path, f"not JSON ({error})", line) from None
         if not isinstance(data, dict) or data.get("format") != THRESHOLDS_FORMAT:
-            raise ValueError(f"{path}: not an abstention thresholds file ({THRESHOLDS_FORMAT})")
-        fields: dict[str, FieldThreshold] = {}
-        for pointer, item in dict(data.get("fields") or {}).items():
-            try:
-                threshold = float(item["threshold"])
-                entry = FieldThreshold(
-                    threshold,
-                    float(item["recall"]),
-                    float(item["false_abstention"]),
-                    int(item["stated"]),
-                    int(item["absent"]),
-                )
-            except (KeyError, TypeError, ValueError):
-                raise ValueError(f"{path}: field {pointer!r} is not a threshold entry") from None
-            if not 0.0 <= threshold <= 1.0 or math.isnan(threshold):
-                raise ValueError(f"{path}: threshold of {pointer!r} is not within [0, 1]")
-            fields[str(pointer)] = entry
-        return cls(
-            fields,
-            float(data.get("max_false_abstention", DEFAULT_MAX_FALSE_ABSTENTION)),
-            dict(data.get("calibration") or {}),
+            problem = f"not an abstention thresholds file ({THRESHOLDS_FORMAT})"
+            raise ThresholdsFileError(path, problem)
+        entries = data.get("fields") or {}
+        if not isinstance(entries, dict):
+            raise ThresholdsFileError(path, '"fields" is not an object', _line_of(text, "fields"))
+        fields = {str(key): _entry(path, text, str(key), item) for key, item in entries.items()}
+        try:
+            bound = float(data.get("max_false_abstention", DEFAULT_MAX_FALSE_ABSTENTION))
+            default = FieldThreshold(data.get("default", 0.0)).threshold
+            calibration = dict(data.get("calibration") or {})
+        except (TypeError, ValueError) as error:
+            raise ThresholdsFileError(path, f"bad setting ({error})") from None
+        return cls(fields, bound, calibration, default)
+
+
+def _entry(path: str | Path, text: str, pointer: str, item: Any) -> FieldThreshold:
+    """One field's entry of a thresholds file (`ThresholdsFileError` at its line)."""
+    line = _line_of(text, pointer)
+    if not isinstance(item, dict):
+        raise ThresholdsFileError(path, f"field {pointer!r} is not a threshold entry", line)
+    try:
+        threshold = item["threshold"]
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise TypeError(f"its threshold is {threshold!r}, not a number")
+        if math.isnan(threshold) or not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"its threshold {threshold!r} is not within [0, 1]")
+        return FieldThreshold(
+            float(threshold),
+            _optional(item.get("recall"), float),
+            _optional(item.get("false_abstention"), float),
+            int(item.get("stated", 0)),
+            int(item.get("absent", 0)),
         )
+    except KeyError:
+        problem = f"field {pointer!r} has no threshold"
+    except (TypeError, ValueError) as error:
+        problem = f"field {pointer!r}: {error}"
+    raise ThresholdsFileError(path, problem, line)
+
+
+def _free_copy(node: Any) -> bool:
+    """A `Verbatim | None` schema node whose string branch has no pattern."""
+    branches = node.get("anyOf") if isinstance(node, Mapping) else None
+    if not isinstance(branches, list):
+        return False
+    kinds = [branch for branch in branches if isinstance(branch, Mapping)]
+    nullable = any(branch.get("type") == "null" for branch in kinds)
+    copies = [branch for branch in kinds if branch.get(VERBATIM_KEY) is True]
+    return nullable and bool(copies) and all("pattern" not in branch for branch in copies)
+
+
+def _optional(value: Any, kind: Any) -> Any:
+    return None if value is None else kind(value)
+
+
+def _line_of(text: str, key: str) -> int | None:
+    """The line of the first `"key":` in `text` (1-based), if it is there."""
+    found = text.find(json.dumps(key, ensure_ascii=False) + ":")
+    if found < 0:
+        found = text.find(json.dumps(key) + ":")
+    return text.count("\n", 0, found) + 1 if found >= 0 else None
 
 
 def calibrate(

@@ -185,7 +185,8 @@ class Confidence(Mapping[str, float]):
                 inner = pointer[len(prefix) :]
                 moved[inner] = replace(item, pointer=inner)
                 calibrated[inner] = self._probabilities[pointer]
-        return Confidence(moved, route=self.route, calibrated=calibrated if self.calibrated else None)
+        mapped = calibrated if self.calibrated else None
+        return Confidence(moved, route=self.route, calibrated=mapped)
 
 
 def confidence_of(

@@ -78,13 +78,14 @@ class ScriptedEngine(_Engine):
     """An `_Engine` whose model is a script (module docstring)."""
 
     def __init__(self, vocabulary: Sequence[str], script: Script, *, default: float = -10.0):
-        self.vocabulary = list(vocabulary) + [EOS]
+        self.vocabulary = [*vocabulary, EOS]
         self.script = script
         self.default = default
         self.np = np
         self.n_ctx = 4096
         self.n_vocab = len(self.vocabulary)
-        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Vocabulary(vocabulary)))
+        wrapper = llguidance.TokenizerWrapper(_Vocabulary(vocabulary))
+        self.tokenizer = llguidance.LLTokenizer(wrapper)
         self.eos = self.n_vocab - 1
         self.end_tokens = frozenset({self.eos})
         self.bitmask = allocate_token_bitmask(1, self.n_vocab)

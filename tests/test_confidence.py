@@ -20,9 +20,9 @@ from sdk.contract import Contract
 pytest.importorskip("llguidance")
 pytest.importorskip("numpy")
 
-from sdk.providers import EmbeddedProvider  # noqa: E402
-from tests.scripted_engine import ScriptedEngine  # noqa: E402
-from tests.scripted_engine import softmax_share  # noqa: E402
+from sdk.providers import EmbeddedProvider
+from tests.scripted_engine import ScriptedEngine
+from tests.scripted_engine import softmax_share
 
 VOCABULARY = [
     '{"', "color", "word", '":"', '":', '"', '"}', "}", ":", "red", "gre", "en",
@@ -192,10 +192,10 @@ def test_nested_values_by_pointer_and_an_offset_into_the_reply() -> None:
     text = '{"lines": [{"total": 3}], "ok": true}'
     fence = "```json\n"
     three, true = text.index("3"), text.index("true")
+    pieces = _tokens((text[:three], 1.0), ("3", 0.25), (text[three + 1 : true], 1.0),
+                     ("true", 0.5), ("}", 1.0))  # fmt: skip
     tokens = [TokenLogprob(fence, 0, 0.0, 1.0)] + [
-        TokenLogprob(t.text, t.offset + len(fence), t.logprob, 0.5)
-        for t in _tokens((text[:three], 1.0), ("3", 0.25), (text[three + 1 : true], 1.0),
-                         ("true", 0.5), ("}", 1.0))  # fmt: skip
+        TokenLogprob(t.text, t.offset + len(fence), t.logprob, 0.5) for t in pieces
     ]
     values = value_confidence(text, tokens, offset=len(fence))
     assert set(values) == {"/lines/0/total", "/ok"}

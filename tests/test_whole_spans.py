@@ -61,7 +61,8 @@ CUT = [
 @pytest.mark.parametrize("value", WHOLE)
 def test_a_whole_span_is_copied(value: str) -> None:
     assert value in SOURCE and whole_span(value, SOURCE)
-    assert parse(Copy, json.dumps({"value": value}), stop_reason="end_turn", source=SOURCE).value.value == value
+    parsed = parse(Copy, json.dumps({"value": value}), stop_reason="end_turn", source=SOURCE)
+    assert parsed.value.value == value
 
 
 @pytest.mark.parametrize("value", CUT)
@@ -92,11 +93,11 @@ def test_a_later_whole_occurrence_counts() -> None:
         ("東京都渋谷区の倉庫から発送しました", "東京都", True),
         ("東京都渋谷区の倉庫から発送しました", "渋谷区", True),
         ("東京都渋谷区の倉庫から発送しました", "京", True),
-        ("配送業者：ヤマト運輸、追跡番号 1234-5678-9012", "ヤマト運輸", True),
-        ("配送業者：ヤマト運輸、追跡番号 1234-5678-9012", "1234-5678-9012", True),
+        ("配送業者\uff1aヤマト運輸、追跡番号 1234-5678-9012", "ヤマト運輸", True),
+        ("配送業者\uff1aヤマト運輸、追跡番号 1234-5678-9012", "1234-5678-9012", True),
         # A number written beside CJK text is still one word.
-        ("配送業者：ヤマト運輸、追跡番号 1234-5678-9012", "5678", False),
-        ("配送業者：ヤマト運輸、追跡番号 1234-5678-9012", "：", False),  # punctuation alone
+        ("配送業者\uff1aヤマト運輸、追跡番号 1234-5678-9012", "5678", False),
+        ("配送業者\uff1aヤマト運輸、追跡番号 1234-5678-9012", "\uff1a", False),  # punctuation alone
         # Hangul is written with spaces: its words are whole words.
         ("한진택배 운송장 번호 123456", "한진택배", True),
         ("한진택배 운송장 번호 123456", "한진", False),

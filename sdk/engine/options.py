@@ -75,9 +75,11 @@ class CallOptions(SamplingOptions, total=False):
     abstention: Abstention
     """`"guided"`: where the document is silent, a field that may be null says so
     (`sdk.engine.kinds.guided`: what each engine can do for it); `"none"` (the default)."""
-    abstention_thresholds: Thresholds | str | os.PathLike[str] | None
+    abstention_thresholds: Thresholds | str | os.PathLike[str] | Mapping[str, float] | float | None
     """Guided abstention on an engine that reports token probabilities (the embedded model):
-    the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file)."""
+    the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file, refused when
+    calibrated for another contract), or set by hand (`0.25` for every nullable copied field,
+    `{"/carrier": 0.25}` per field); `None`: `sdk.abstention.DEFAULT_THRESHOLD`."""
     cache: Cache | bool | None
     """A response cache (`sdk.cache`): `True` is a `SQLiteCache` at its default path, `None` or
     `False` none (the default)."""

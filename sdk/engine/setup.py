@@ -183,9 +183,18 @@ def _guided(kind: OutputKind[Any], resolved: Mapping[str, Any]) -> Guided:
         raise ValueError('abstention="guided" applies to a contract\'s document (not a list, '
                          "a union or a grammar)")  # fmt: skip
     Guided.check(kind)
-    thresholds = resolved.get("abstention_thresholds")
-    if thresholds is not None and not isinstance(thresholds, Thresholds):
-        thresholds = Thresholds.load(thresholds)
+    given: Any = resolved.get("abstention_thresholds")
+    thresholds: Thresholds | None
+    if isinstance(given, bool):
+        raise TypeError(f"abstention_thresholds must be thresholds or a file, not {given!r}")
+    if isinstance(given, (Mapping, int, float)):
+        thresholds = Thresholds.fixed(given)  # set by hand
+    elif given is not None and not isinstance(given, Thresholds):
+        thresholds = Thresholds.load(given)
+    else:
+        thresholds = given
+    if thresholds is not None:
+        thresholds.check_contract(kind.schema.name, kind.schema.fingerprint)
     return Guided(kind, thresholds)
 
 

@@ -184,11 +184,11 @@ class _Engine:
         chat = _chat(request, instruction)
         if self.completion:
             # Nothing but text after the BOS: no content can become a control token.
-            text = completion_prompt(chat).encode()
-            bos = self.llm.token_bos()
-            return ([bos] if bos >= 0 else []) + self.llm.tokenize(
-                text, add_bos=False, special=False
+            bos: int = self.llm.token_bos()
+            body: list[int] = self.llm.tokenize(
+                completion_prompt(chat).encode(), add_bos=False, special=False
             )
+            return ([bos] if bos >= 0 else []) + body
         contents = [message["content"] for message in chat]
         for index, message in enumerate(chat):
             message["content"] = _PLACEHOLDER.format(index)

@@ -9,8 +9,8 @@ only be a span of the source document. Sans-IO builders, one per grammar engine:
 
 Both cut the source into the same chunks (`source_chunks`: a value starts and ends on a word,
 whitespace or punctuation boundary, never inside a word or a number, and a `Verbatim` holds a
-word: `whole_span` is the check after parsing) and write each chunk as a JSON string escapes it, so a span
-is always valid JSON string content and an escape sequence is never cut in half.
+word: `whole_span` is the check after parsing) and write each chunk as a JSON string escapes
+it, so a span is always valid JSON string content and an escape sequence is never cut in half.
 """
 
 from sdk.schema.grounding._errors import GroundingUnsupported

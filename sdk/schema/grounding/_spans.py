@@ -57,7 +57,7 @@ GROUNDED_KEYS: Final = (SOURCE_QUOTE_KEY, VERBATIM_KEY)
 # found, and one character a word keeps every real word copyable (at the price that a value can
 # end inside a longer word of those scripts, which no check without a segmenter can see).
 _UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\u30fc\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
-_JOINERS = rf"[\-\u2010\u2011.'\u2019@]|(?<=\d)[,:/](?=\d)"
+_JOINERS = r"[\-\u2010\u2011.'\u2019@]|(?<=\d)[,:/](?=\d)"
 _LETTERS = rf"(?:(?![{_UNSPACED}])\w)+"
 _WORD = rf"[{_UNSPACED}]|{_LETTERS}(?:(?:{_JOINERS}){_LETTERS})*"
 _CHUNK = regex.compile(rf"{_WORD}|\s+|.", regex.DOTALL)
@@ -228,7 +228,8 @@ def longest_match(pattern: str, max_length: Any) -> int | None:
 
 def matching_spans(source: str, pattern: str, low: int, longest: int) -> list[str]:
     """Every span (chunk-aligned, not edged with whitespace, holding a word) of at most
-    `longest` characters that `pattern` matches, as JSON writes it. Linear in the source: a span is never longer."""
+    `longest` characters that `pattern` matches, as JSON writes it. Linear in the source: a
+    span is never longer."""
     try:
         compiled = re.compile(pattern)
     except re.error:
