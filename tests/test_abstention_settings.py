@@ -176,14 +176,15 @@ def test_a_missing_or_undecodable_file_names_itself(tmp_path: Path) -> None:
         Thresholds.load(tmp_path / "nowhere.json")
     bad = tmp_path / "latin1.json"
     bad.write_bytes(b'{"format": "\xe9"}')
-    with pytest.raises(ThresholdsFileError, match="latin1.json"):
+    with pytest.raises(ThresholdsFileError, match=r"latin1\.json"):
         Thresholds.load(bad)
 
 
 def test_a_malformed_file_given_to_a_call_is_refused_before_sending(tmp_path: Path) -> None:
     path = _file(tmp_path, '{"format": "sdk-abstention/1", "fields": {"/carrier": 7}}')
     provider = TestProvider([json.dumps(STATED)])
-    with pytest.raises(ThresholdsFileError, match="thresholds.json:1"):
-        StructuredClient(provider).generate(ShipmentNotice, prompt="x", source=SOURCE,
-                                            abstention="guided", abstention_thresholds=path)  # fmt: skip
+    client = StructuredClient(provider)
+    with pytest.raises(ThresholdsFileError, match=r"thresholds\.json:1"):
+        client.generate(ShipmentNotice, prompt="x", source=SOURCE, abstention="guided",
+                        abstention_thresholds=path)  # fmt: skip
     assert provider.requests == []
