@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 from typing import ClassVar
 
@@ -63,6 +64,7 @@ from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
+from sdk.providers._logprobs import chat_logprobs
 from sdk.providers._profile import Profile
 from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
@@ -410,7 +412,7 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
         raise ValueError("the reply has no choices")
     choice = completion.choices[0]
     usage = completion.usage
-    return chat_completion(
+    read = chat_completion(
         content=choice.message.content,
         refusal=choice.message.refusal,
         finish_reason=choice.finish_reason,
@@ -423,6 +425,8 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
             if call.type == "function"
         ),
     )
+    # Asked for with `extra_body={"logprobs": True}`: each token's probability, as reported.
+    return replace(read, tokens=chat_logprobs(choice.logprobs))
 
 
 def _feed_chunk(
@@ -433,6 +437,7 @@ def _feed_chunk(
     if not chunk.choices:
         return None
     choice = chunk.choices[0]
+    state.logprobs(choice.logprobs)
     return state.feed(
         content=choice.delta.content,
         refusal=choice.delta.refusal,
