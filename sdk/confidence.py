@@ -189,15 +189,20 @@ class Confidence(Mapping[str, float]):
         return Confidence(moved, route=self.route, calibrated=mapped)
 
 
-def confidence_of(
-    text: str, generated: str | None, tokens: Sequence[TokenLogprob] | None
-) -> Confidence | None:
-    """The confidence of the document `text` (what the parser read) that the route generated as
-    `generated` with `tokens`; `None` where the route reported no token probabilities."""
+def confidence_of(text: str, tokens: Sequence[TokenLogprob] | None) -> Confidence | None:
+    """The confidence of the document `text` (what the parser read) that the route generated
+    with `tokens`; `None` where the route reported no token probabilities, or where its tokens
+    do not spell the document (then no value can be told its tokens).
+
+    The tokens' own text is what `text` is found in: a server may strip a Markdown fence from
+    the reply's content while its token list still holds the fence's tokens."""
     if tokens is None:
         return None
-    offset = generated.find(text) if generated and text else 0
-    details = value_confidence(text, tokens, offset=max(offset, 0))
+    spelled = "".join(token.text for token in sorted(tokens, key=lambda t: t.offset))
+    offset = spelled.find(text) if text else 0
+    if offset < 0:
+        return None
+    details = value_confidence(text, tokens, offset=offset)
     masked = bool(tokens) and all(token.mass is not None for token in tokens)
     return Confidence(details, route="masked" if masked else "reported")
 

@@ -101,7 +101,7 @@ class Document:
             value = self.envelope.unwrap(value)
         wire = ending.provider.wire_schema(self.contract)
         completion = ending.completion
-        confidence = confidence_of(accepted.text, completion.text, completion.tokens)
+        confidence = confidence_of(accepted.text, completion.tokens)
         if confidence is not None and self.envelope is not None:
             confidence = confidence.rebased(f"/{self.envelope.field}")
         return Result(
