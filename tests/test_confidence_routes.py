@@ -92,9 +92,8 @@ def test_openai_chat_without_logprobs_has_no_confidence() -> None:
     wire = Wire(httpx2.Response(200, content=json.dumps(
         {**_chat_body(), "choices": [{**_chat_body()["choices"][0], "logprobs": None}]}
     ).encode(), headers=OPENAI_HEADERS))  # fmt: skip
-    result = StructuredClient(OpenAIChatProvider(openai_client(wire), model="gpt-4.1-mini")).generate(
-        Decision, prompt="Approve?"
-    )
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-4.1-mini")
+    result = StructuredClient(provider).generate(Decision, prompt="Approve?")
     assert result.value.answer == "approve" and result.confidence is None
     assert "logprobs" not in wire.body  # never asked for unless the caller does
 
@@ -116,8 +115,9 @@ def test_vllm_logprobs_in_a_whole_reply_and_in_a_stream() -> None:
 
     reader = ChatSSEStreamReader("vllm")
     for entry in body["choices"][0]["logprobs"]["content"]:
-        chunk = {"choices": [{"index": 0, "delta": {"content": entry["token"]},
-                              "logprobs": {"content": [entry]}, "finish_reason": None}]}  # fmt: skip
+        choice = {"index": 0, "delta": {"content": entry["token"]},
+                  "logprobs": {"content": [entry]}, "finish_reason": None}  # fmt: skip
+        chunk = {"choices": [choice]}
         reader.feed("data: " + json.dumps(chunk))
     reader.feed("data: " + json.dumps({"choices": [{"index": 0, "delta": {},
                                                     "finish_reason": "stop"}]}))  # fmt: skip
