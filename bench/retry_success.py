@@ -9,8 +9,8 @@ the arm without a grammar, where a 135M model rarely writes valid JSON at all) o
 invoices (examples/data/eval/invoices.jsonl, `InvoiceExtraction`; `--decisions` adds the
 decisions): each item's first reply is generated once; when it is invalid output
 (the kind a retry with feedback is for), the retry engine (`sdk.engine`) prepares the retry
-from that same reply twice, once sending the whole reply back (`feedback_whole_reply` beyond any
-reply) and once quoting excerpts (`feedback_whole_reply=0`, so even these short replies take the
+from that same reply twice, once sending the whole reply back (`Parsing.whole_reply` beyond any
+reply) and once quoting excerpts (`whole_reply=0`, so even these short replies take the
 excerpt path), and both retries are generated. The figures: how many of the invalid first replies
 each kind of feedback turns into a valid result, and the retry requests' input tokens.
 """
@@ -21,6 +21,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,7 @@ from sdk.engine.attempts import Retry  # noqa: E402
 from sdk.engine.attempts import Send  # noqa: E402
 from sdk.engine.conversation import conversation  # noqa: E402
 from sdk.engine.kinds import Document  # noqa: E402
-from sdk.engine.kinds import Parsing  # noqa: E402
-from sdk.engine.kinds import Shared  # noqa: E402
-from sdk.engine.retry import RetrySettings  # noqa: E402
+from sdk.engine.options import CallSpec  # noqa: E402
 from sdk.eval.dataset import EvalItem  # noqa: E402
 from sdk.eval.dataset import load_dataset  # noqa: E402
 
@@ -116,15 +115,16 @@ def _machine(
     constrained: bool,
 ) -> Attempts:
     """The attempts machine for one item, with one retry and the given longest reply sent back
-    whole (`feedback_whole_reply`)."""
-    parsing = Parsing(item.document, None, "normalize", whole)
-    shared = Shared(max_tokens, None, {"constrained": constrained}, {}, item.document, False)
+    whole (`Parsing.whole_reply`)."""
+    options = {"retries": 1, "max_tokens": max_tokens, "constrained": constrained,
+               "source": item.document}  # fmt: skip
+    spec = CallSpec.defaults().updated(options, "retry_success")
+    spec = replace(spec, parsing=replace(spec.parsing, whole_reply=whole))
     return Attempts(
-        Document(contract, None, parsing),
+        Document(contract, None, spec.parsing),
         conversation(contract, item.prompt, None, item.document),
-        shared,
-        provider=provider,
-        settings=RetrySettings(retries=1),
+        spec,
+        provider,
     )
 
 

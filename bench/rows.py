@@ -678,7 +678,7 @@ def row_retry_cost(settings: Settings) -> Measured:
         script = retry_script(shape)
         provider = TestProvider(list(script.replies))
         client = sdk.StructuredClient(provider, retries=2)
-        whole = getattr(getattr(client, "settings", None), "feedback_whole_reply", None)
+        whole = client.config.parsing.whole_reply
         result = client.generate(InvoiceExtraction, prompt=PROMPT, source=script.source)
         # Both sides start from the same first message; the script's third reply is valid.
         assert provider.requests[0].messages[0].content == first_message(script.source)
@@ -695,9 +695,9 @@ def row_retry_cost(settings: Settings) -> Measured:
             key=f"retry-{shape}"))  # fmt: skip
         if not settings.quick:
             lines.append(instructor_retry_line(shape, CHARS_PER_TOKEN))
-    limit = "longer than `RetrySettings.feedback_whole_reply`"
+    limit = "longer than `Parsing.whole_reply`"
     if isinstance(whole, int):
-        limit = f"longer than {whole:,} characters (`RetrySettings.feedback_whole_reply`)"
+        limit = f"longer than {whole:,} characters (`Parsing.whole_reply`)"
     notes = f"""\
 - A retry sends the conversation, the invalid reply once (as the assistant's turn) and a list of
   its errors (JSON pointer and message); the next retry replaces both instead of appending, so

@@ -29,6 +29,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolChoice",
+    "ToolOffer",
     "ToolResult",
     "arguments_object",
 ]
@@ -103,6 +104,23 @@ class Tool:
 ToolChoice = Literal["auto", "required", "none"] | Tool
 """Whether the model may call (`"auto"`), must call (`"required"`, or this one `Tool`), or
 must not call (`"none"`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOffer:
+    """The tools a request offers: which, whether the model must call (`choice`), and whether
+    it may make several calls in one turn (`parallel`; `None`: the provider's default)."""
+
+    tools: tuple[Tool, ...]
+    choice: ToolChoice = "auto"
+    parallel: bool | None = None
+
+    def offered(self) -> tuple[Tool, ...]:
+        """The tools the model may call under `choice`: all of them, the one named, or none
+        (`"none"`)."""
+        if self.choice == "none":
+            return ()
+        return (self.choice,) if isinstance(self.choice, Tool) else self.tools
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,15 +66,23 @@ models against calibrated thresholds (docs/guides/confidence.md, eval-results/).
 class ThresholdsFileError(ValueError):
     """A thresholds file that cannot be read: names the file and, where it can, the line."""
 
-    def __init__(self, path: str | Path, problem: str, line: int | None = None) -> None:
-        where = f"{path}:{line}" if line is not None else str(path)
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        problem: str,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        where = str(path) if line is None else f"{path}, line {line}"
+        where += f", column {column}" if line is not None and column is not None else ""
         super().__init__(f"{where}: {problem}")
-        self.path = str(path)
+        self.path = os.fspath(path)
         self.line = line
+        self.column = column
         self.problem = problem
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.path, self.problem, self.line))
+        return (type(self), (self.path, self.problem, self.line, self.column))
 
 
 class ThresholdsMismatch(ValueError):
@@ -242,39 +251,57 @@ class Thresholds:
         return target
 
     @classmethod
-    def load(cls, path: str | Path) -> Thresholds:
+    def load(cls, path: str | os.PathLike[str]) -> Thresholds:
         """Read a thresholds file (`ThresholdsFileError`, a `ValueError`, naming the file, the
-        line where it can, and what is wrong)."""
+        line where it can, and what is wrong: unreadable, not JSON, not a thresholds file, a
+        setting or an entry of the wrong shape)."""
         try:
             text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise ThresholdsFileError(path, f"not readable ({error})") from None
+        except (OSError, ValueError) as error:
+            raise ThresholdsFileError(path, f"not a readable thresholds file ({error})") from None
         try:
             data = json.loads(text)
-        except ValueError as error:
-            line = getattr(error, "lineno", None)
-            raise ThresholdsFileError(path, f"not JSON ({error})", line) from None
+        except json.JSONDecodeError as error:
+            problem = f"not JSON ({error.msg})"
+            raise ThresholdsFileError(path, problem, error.lineno, error.colno) from None
+        except RecursionError:
+            raise ThresholdsFileError(path, "not a thresholds file (nested too deeply)") from None
         if not isinstance(data, dict) or data.get("format") != THRESHOLDS_FORMAT:
             problem = f"not an abstention thresholds file ({THRESHOLDS_FORMAT})"
             raise ThresholdsFileError(path, problem)
-        entries = data.get("fields") or {}
-        if not isinstance(entries, dict):
-            raise ThresholdsFileError(path, '"fields" is not an object', _line_of(text, "fields"))
-        fields = {str(key): _entry(path, text, str(key), item) for key, item in entries.items()}
-        try:
-            bound = float(data.get("max_false_abstention", DEFAULT_MAX_FALSE_ABSTENTION))
-            default = FieldThreshold(data.get("default", 0.0)).threshold
-            calibration = dict(data.get("calibration") or {})
-        except (TypeError, ValueError) as error:
-            raise ThresholdsFileError(path, f"bad setting ({error})") from None
-        return cls(fields, bound, calibration, default)
+        return _thresholds(path, text, data)
 
 
-def _entry(path: str | Path, text: str, pointer: str, item: Any) -> FieldThreshold:
-    """One field's entry of a thresholds file (`ThresholdsFileError` at its line)."""
+def _thresholds(path: str | os.PathLike[str], text: str, data: dict[str, Any]) -> Thresholds:
+    """The settings and entries of a parsed thresholds file (`ThresholdsFileError` at the line
+    of what is wrong)."""
+    entries, calibration = data.get("fields") or {}, data.get("calibration") or {}
+    if not isinstance(entries, dict):
+        problem = "`fields` must be an object of field pointers"
+        raise ThresholdsFileError(path, problem, _line_of(text, "fields"))
+    if not isinstance(calibration, dict):
+        problem = "`calibration` must be an object"
+        raise ThresholdsFileError(path, problem, _line_of(text, "calibration"))
+    settings = {"max_false_abstention": DEFAULT_MAX_FALSE_ABSTENTION, "default": 0.0}
+    for name in settings:
+        value = data.get(name, settings[name])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            problem = f"`{name}` must be within [0, 1]"
+            raise ThresholdsFileError(path, problem, _line_of(text, name))
+        settings[name] = float(value)
+    fields = {str(key): _entry(path, text, str(key), item) for key, item in entries.items()}
+    return Thresholds(fields, settings["max_false_abstention"], calibration, settings["default"])
+
+
+def _entry(
+    path: str | os.PathLike[str], text: str, pointer: str, item: Any
+) -> FieldThreshold:
+    """One field's entry of a thresholds file (`ThresholdsFileError` at its line): a threshold
+    in [0, 1], and what it did on the calibration data where it was calibrated."""
     line = _line_of(text, pointer)
+    not_entry = f"field {pointer!r} is not a threshold entry"
     if not isinstance(item, dict):
-        raise ThresholdsFileError(path, f"field {pointer!r} is not a threshold entry", line)
+        raise ThresholdsFileError(path, f"{not_entry} (an object with a threshold)", line)
     try:
         threshold = item["threshold"]
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
@@ -289,9 +316,9 @@ def _entry(path: str | Path, text: str, pointer: str, item: Any) -> FieldThresho
             int(item.get("absent", 0)),
         )
     except KeyError:
-        problem = f"field {pointer!r} has no threshold"
+        problem = f"{not_entry}: it has no threshold"
     except (TypeError, ValueError) as error:
-        problem = f"field {pointer!r}: {error}"
+        problem = f"{not_entry}: {error}"
     raise ThresholdsFileError(path, problem, line)
 
 

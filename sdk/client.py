@@ -21,6 +21,7 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from typing import Annotated
 from typing import Any
 from typing import Self
 from typing import TypeVar
@@ -28,6 +29,8 @@ from typing import Unpack
 from typing import overload
 from weakref import WeakKeyDictionary
 
+from sdk._declared import AtLeast
+from sdk._declared import check
 from sdk._result import Result
 from sdk._result import ToolCalls
 from sdk._tools import PartialToolCall
@@ -37,11 +40,16 @@ from sdk.contract import Contract
 from sdk.engine import loops
 from sdk.engine.conversation import feedback_message
 from sdk.engine.kinds import TextSnapshot
+from sdk.engine.kinds.tools import check_tools
+from sdk.engine.options import CALL_TOOLS
+from sdk.engine.options import GENERATE
+from sdk.engine.options import STREAM
+from sdk.engine.options import STREAM_TOOLS
 from sdk.engine.options import CallOptions
+from sdk.engine.options import CallSpec
+from sdk.engine.options import ClientOptions
 from sdk.engine.retry import Backoff
 from sdk.engine.retry import MaxTokensRamp
-from sdk.engine.setup import ClientConfig
-from sdk.engine.setup import ClientOptions
 from sdk.engine.setup import start_call
 from sdk.engine.setup import start_tools_call
 from sdk.grammar import Grammar
@@ -64,34 +72,43 @@ C = TypeVar("C", bound=Contract)
 # The constructors' own keywords beside the settings (so a misspelling gets "did you mean").
 _SYNC_KEYWORDS = frozenset({"sleep"})
 _ASYNC_KEYWORDS = frozenset({"sleep", "max_concurrency"})
+_MAX_CONCURRENCY = Annotated[int | None, AtLeast(1)]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _callable(value: F, name: str, where: str) -> F:
+    check(name, value, Callable[..., Any], where)
+    return value
 
 
 class _BaseClient:
     """Everything the two clients share: all but sending the request."""
 
-    def __init__(self, provider: Provider, config: ClientConfig) -> None:
+    def __init__(self, provider: Provider, config: CallSpec) -> None:
         if not isinstance(provider, Provider):
             raise TypeError(f"provider must be an sdk.providers.Provider, not {provider!r}")
         self.provider = provider
         self.config = config
+        """The client's settings and call defaults, resolved (`sdk.engine.options.CallSpec`)."""
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.provider!r}, retries={self.config.retries})"
+        return f"{type(self).__name__}({self.provider!r}, retries={self.retries})"
 
     @property
     def retries(self) -> int:
         """Invalid-output retries per call."""
-        return self.config.retries
+        return self.config.attempts.retries
 
     @property
     def max_tokens(self) -> int:
         """The default output limit of each request."""
-        limit: int = self.config.defaults["max_tokens"]
-        return limit
+        return self.config.transport.max_tokens
 
     def with_options(self, **options: Unpack[ClientOptions]) -> Self:
         """A copy of this client with other settings or call defaults (`temperature=0`,
-        `deadline=None`, `retries=0`, ...); the provider is shared, this client unchanged."""
+        `deadline=None`, `retries=0`, ...), each checked now; the provider is shared, this
+        client unchanged."""
         copy = self._copy()
         copy.config = self.config.updated(options, "with_options()")
         return copy
@@ -120,8 +137,9 @@ class StructuredClient(_BaseClient):
         sleep: Callable[[float], None] = time.sleep,
         **options: Unpack[ClientOptions],
     ) -> None:
-        super().__init__(provider, ClientConfig.of(options, "StructuredClient()", _SYNC_KEYWORDS))
-        self._sleep = sleep
+        where = "StructuredClient()"
+        super().__init__(provider, CallSpec.defaults().updated(options, where, _SYNC_KEYWORDS))
+        self._sleep = _callable(sleep, "sleep", where)
 
     def __enter__(self) -> StructuredClient:
         return self
@@ -151,7 +169,7 @@ class StructuredClient(_BaseClient):
         (and optionally a `source` document, which is added to the prompt and checked against
         every `SourceQuote`), or whole `messages`; the other options are `CallOptions`.
         """
-        machine = start_call(self.config, self.provider, contract, options, "generate()")
+        machine = start_call(self.config, self.provider, contract, options, GENERATE)
         result: Result[Any] = loops.complete(machine, self._sleep)
         return result
 
@@ -177,7 +195,7 @@ class StructuredClient(_BaseClient):
         far (`TextSnapshot`, a `str`). After a retry, the stream starts again from the new
         attempt's first character (every snapshot says its `.attempt`).
         """
-        machine = start_call(self.config, self.provider, contract, options, "stream()")
+        machine = start_call(self.config, self.provider, contract, options, STREAM)
         return loops.stream(machine, self._sleep)
 
     def call_tools(
@@ -198,8 +216,8 @@ class StructuredClient(_BaseClient):
         error), up to the client's `retries`. The SDK does not run the tools: send their results
         back with `messages=[..., result.message(), Message("user", "", tool_results=...)]`.
         """
-        machine = start_tools_call(self.config, self.provider, tools, tool_choice,
-                                   parallel_tool_calls, options, "call_tools()")  # fmt: skip
+        offer = check_tools(tools, tool_choice, parallel_tool_calls)
+        machine = start_tools_call(self.config, self.provider, offer, options, CALL_TOOLS)
         calls: ToolCalls = loops.complete(machine, self._sleep)
         return calls
 
@@ -215,8 +233,8 @@ class StructuredClient(_BaseClient):
         (parallel calls apart by `index`; `done` once a call's arguments are complete), then
         the `ToolCalls` (last). Snapshots are never validated and say their `.attempt`.
         """
-        machine = start_tools_call(self.config, self.provider, tools, tool_choice,
-                                   parallel_tool_calls, options, "stream_tools()")  # fmt: skip
+        offer = check_tools(tools, tool_choice, parallel_tool_calls)
+        machine = start_tools_call(self.config, self.provider, offer, options, STREAM_TOOLS)
         return loops.stream(machine, self._sleep)
 
 
@@ -238,13 +256,11 @@ class AsyncStructuredClient(_BaseClient):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         **options: Unpack[ClientOptions],
     ) -> None:
-        super().__init__(
-            provider, ClientConfig.of(options, "AsyncStructuredClient()", _ASYNC_KEYWORDS)
-        )
-        if max_concurrency is not None and max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1 (or None for no limit)")
+        where = "AsyncStructuredClient()"
+        super().__init__(provider, CallSpec.defaults().updated(options, where, _ASYNC_KEYWORDS))
+        check("max_concurrency", max_concurrency, _MAX_CONCURRENCY, where)
         self.max_concurrency = max_concurrency
-        self._sleep = sleep
+        self._sleep = _callable(sleep, "sleep", where)
         # One semaphore per event loop, kept by the client (whatever provider it is given).
         self._limits: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             WeakKeyDictionary()
@@ -285,7 +301,7 @@ class AsyncStructuredClient(_BaseClient):
 
     async def generate(self, contract: Any, **options: Unpack[CallOptions]) -> Result[Any]:
         """A `contract` value from the provider, or a typed error (see `StructuredClient`)."""
-        machine = start_call(self.config, self._sending, contract, options, "generate()")
+        machine = start_call(self.config, self._sending, contract, options, GENERATE)
         result: Result[Any] = await loops.acomplete(machine, self._sleep)
         return result
 
@@ -307,7 +323,7 @@ class AsyncStructuredClient(_BaseClient):
     def stream(self, contract: Any, **options: Unpack[CallOptions]) -> AsyncIterator[Any]:
         """What the output shows as it arrives, then the `Result` (see
         `StructuredClient.stream`)."""
-        machine = start_call(self.config, self._sending, contract, options, "stream()")
+        machine = start_call(self.config, self._sending, contract, options, STREAM)
         return loops.astream(machine, self._sleep)
 
     async def call_tools(
@@ -319,8 +335,8 @@ class AsyncStructuredClient(_BaseClient):
         **options: Unpack[CallOptions],
     ) -> ToolCalls:
         """The calls the model made, parsed and checked (see `StructuredClient.call_tools`)."""
-        machine = start_tools_call(self.config, self._sending, tools, tool_choice,
-                                   parallel_tool_calls, options, "call_tools()")  # fmt: skip
+        offer = check_tools(tools, tool_choice, parallel_tool_calls)
+        machine = start_tools_call(self.config, self._sending, offer, options, CALL_TOOLS)
         calls: ToolCalls = await loops.acomplete(machine, self._sleep)
         return calls
 
@@ -334,6 +350,6 @@ class AsyncStructuredClient(_BaseClient):
     ) -> AsyncIterator[PartialToolCall | ToolCalls]:
         """`PartialToolCall` snapshots, then the `ToolCalls` (see
         `StructuredClient.stream_tools`)."""
-        machine = start_tools_call(self.config, self._sending, tools, tool_choice,
-                                   parallel_tool_calls, options, "stream_tools()")  # fmt: skip
+        offer = check_tools(tools, tool_choice, parallel_tool_calls)
+        machine = start_tools_call(self.config, self._sending, offer, options, STREAM_TOOLS)
         return loops.astream(machine, self._sleep)

@@ -144,7 +144,7 @@ def test_a_malformed_entry_names_the_file_the_line_and_the_field(
     error = refused.value
     assert isinstance(error, ValueError)  # what a caller catching ValueError expects
     assert error.path == str(path) and error.line == expected + 1
-    assert str(error).startswith(f"{path}:{expected + 1}: ") and problem in str(error)
+    assert str(error).startswith(f"{path}, line {expected + 1}: ") and problem in str(error)
     assert "/recipient" in str(error)
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error)
@@ -156,9 +156,11 @@ def test_a_malformed_entry_names_the_file_the_line_and_the_field(
         ('{"format": "sdk-abstention/1",\n "fields": {\n  "/a": {"threshold": 0.1,}\n}}',
          "not JSON", 3),
         ("[1, 2]", "not an abstention thresholds file", None),
-        ('{"format": "sdk-abstention/1", "fields": [1]}', '"fields" is not an object', 1),
+        ('{"format": "sdk-abstention/1", "fields": [1]}', "`fields` must be an object", 1),
         ('{"format": "sdk-abstention/1", "fields": {}, "max_false_abstention": "x"}',
-         "bad setting", None),
+         "`max_false_abstention` must be within [0, 1]", 1),
+        ('{"format": "sdk-abstention/1",\n "fields": {},\n "default": 3}',
+         "`default` must be within [0, 1]", 3),
     ],
 )  # fmt: skip
 def test_a_malformed_file_names_itself(
@@ -172,7 +174,7 @@ def test_a_malformed_file_names_itself(
 
 
 def test_a_missing_or_undecodable_file_names_itself(tmp_path: Path) -> None:
-    with pytest.raises(ThresholdsFileError, match="not readable"):
+    with pytest.raises(ThresholdsFileError, match="not a readable thresholds file"):
         Thresholds.load(tmp_path / "nowhere.json")
     bad = tmp_path / "latin1.json"
     bad.write_bytes(b'{"format": "\xe9"}')
@@ -184,7 +186,7 @@ def test_a_malformed_file_given_to_a_call_is_refused_before_sending(tmp_path: Pa
     path = _file(tmp_path, '{"format": "sdk-abstention/1", "fields": {"/carrier": 7}}')
     provider = TestProvider([json.dumps(STATED)])
     client = StructuredClient(provider)
-    with pytest.raises(ThresholdsFileError, match=r"thresholds\.json:1"):
+    with pytest.raises(ThresholdsFileError, match=r"thresholds\.json, line 1: field '/carrier'"):
         client.generate(ShipmentNotice, prompt="x", source=SOURCE, abstention="guided",
                         abstention_thresholds=path)  # fmt: skip
     assert provider.requests == []

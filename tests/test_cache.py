@@ -228,7 +228,7 @@ def test_the_sqlite_file_is_private_and_survives_reopening(tmp_path: Path) -> No
 
 
 def test_cache_true_uses_the_default_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sdk.engine import setup
+    from sdk.engine import options as setup
 
     monkeypatch.setenv("SDK_CACHE_DIR", str(tmp_path))
     setup._default_cache.cache_clear()

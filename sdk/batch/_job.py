@@ -181,7 +181,7 @@ class BatchJob:
         if settings is None:  # the local path's clients decide retries and enum policy
             first = backend.clients[0] if isinstance(backend, LocalBackend) else None
             settings = (
-                JobSettings(retries=first.retries, enum_case=first.config.enum_case)
+                JobSettings(retries=first.retries, enum_case=first.config.parsing.enum_case)
                 if first is not None
                 else JobSettings()
             )
@@ -830,10 +830,11 @@ def _check_local(backend: LocalBackend, settings: JobSettings) -> None:
     """The local path runs each item as one live call with the client's own retries and enum
     policy: the job's must be the same, or the job would say one thing and do another."""
     for client in backend.clients:
-        if client.retries != settings.retries or client.config.enum_case != settings.enum_case:
+        enum_case = client.config.parsing.enum_case
+        if client.retries != settings.retries or enum_case != settings.enum_case:
             raise BatchError(
                 f"the job's settings (retries={settings.retries}, enum_case="
                 f"{settings.enum_case!r}) are not its local clients' (retries="
-                f"{client.retries}, enum_case={client.config.enum_case!r}): each item is one live "
+                f"{client.retries}, enum_case={enum_case!r}): each item is one live "
                 "call, so give the AsyncStructuredClient the job's settings"
             )

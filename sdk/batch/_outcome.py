@@ -26,22 +26,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from dataclasses import replace
+from typing import Annotated
 from typing import Any
 
+from sdk._declared import AtLeast
+from sdk._declared import check_fields
 from sdk._result import Result
 from sdk.batch._items import InputItem
 from sdk.batch._state import ItemRow
 from sdk.batch._state import ItemUpdate
 from sdk.contract import Contract
-from sdk.engine.attempts import Attempts
 from sdk.engine.attempts import Done
 from sdk.engine.attempts import Fail
-from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
-from sdk.engine.kinds import Document
-from sdk.engine.kinds import Parsing
-from sdk.engine.kinds import Shared
+from sdk.engine.options import CallSpec
+from sdk.engine.options import Method
 from sdk.engine.retry import Backoff
-from sdk.engine.retry import RetrySettings
+from sdk.engine.setup import start_call
 from sdk.errors import InvalidOutput
 from sdk.errors import ProviderError
 from sdk.errors import RefusedOutput
@@ -67,6 +67,7 @@ __all__ = [
 ]
 
 _NO_TRANSPORT_RETRIES = Backoff(retries=0)
+_ITEM = Method("a batch item", streaming=False)
 _ERROR_TEXT = 2000
 """How much of a failed item's raw output its output line keeps (the full text is on the
 error while the job runs; the line is bounded so one bad reply cannot make it huge)."""
@@ -76,19 +77,23 @@ error while the job runs; the line is bounded so one bad reply cannot make it hu
 class JobSettings:
     """A job's per-item limits and parsing policy."""
 
-    retries: int = 2
+    retries: Annotated[int, AtLeast(0)] = 2
     """Follow-ups after invalid output (with feedback), per item: the live `retries`."""
-    resubmits: int = 3
+    resubmits: Annotated[int, AtLeast(0)] = 3
     """Follow-ups after the backend did not run an item (errored, expired, cancelled)."""
-    max_tokens: int = 4096
+    max_tokens: Annotated[int, AtLeast(1)] = 4096
     """The output limit of items that do not set their own."""
     enum_case: EnumCase = "normalize"
 
     def __post_init__(self) -> None:
-        if self.retries < 0 or self.resubmits < 0:
-            raise ValueError("retries and resubmits cannot be negative")
-        if self.max_tokens < 1:
-            raise ValueError("max_tokens must be at least 1")
+        check_fields(self)
+
+    def spec(self, retries_left: int) -> CallSpec:
+        """The call spec an item's reply is judged with: the job's parsing policy, the
+        retries it has left, no transport retries (the job resubmits instead)."""
+        settings = {"retries": retries_left, "enum_case": self.enum_case,
+                    "max_tokens": self.max_tokens, "backoff": _NO_TRANSPORT_RETRIES}  # fmt: skip
+        return CallSpec.defaults().updated(settings, "JobSettings()")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,25 +135,13 @@ def decide_reply(
     """Judge a reply with the live attempts machine: done, or back to pending with its
     feedback."""
     left = max(0, settings.retries - row.retries_used)
-    parsing = Parsing(item.source, None, settings.enum_case, FEEDBACK_WHOLE_REPLY)
     tokens_in = row.input_tokens + completion.usage.input_tokens
     tokens_out = row.output_tokens + completion.usage.output_tokens
+    inputs = {"messages": item.messages, "system": item.system, "source": item.source}
+    limit = {"max_tokens": item.max_tokens} if item.max_tokens else {}
     try:
-        shared = Shared(
-            max_tokens=item.max_tokens or settings.max_tokens,
-            system=item.system,
-            options=dict(item.options),
-            extra_body={},
-            source=item.source,
-            reasoning=False,
-        )
-        machine = Attempts(
-            Document(contract, None, parsing),
-            item.messages,
-            shared,
-            provider=provider,
-            settings=RetrySettings(retries=left, backoff=_NO_TRANSPORT_RETRIES),
-        )
+        options = {**inputs, **limit, **item.options}
+        machine = start_call(settings.spec(left), provider, contract, options, _ITEM)
         decision = machine.on_reply(completion)
     except Exception as error:  # the item's own failure: it fails, the job goes on
         return _failed(contract, provider, row, error, tokens_in, tokens_out, batch)

@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
+from typing import Annotated
 from typing import Any
 
+from sdk._declared import AtLeast
+from sdk._declared import check_fields
 from sdk._names import canonical_provider
 from sdk.batch._errors import BatchError
 from sdk.batch._hosted import AnthropicBatches
@@ -37,11 +40,11 @@ class BackendSpec:
     model: str | None = None
     """The model's name; for `embedded`, a GGUF file (default: the bundled SmolLM2)."""
     base_urls: list[str] = field(default_factory=list)
-    concurrency: int | None = None
+    concurrency: Annotated[int | None, AtLeast(1)] = None
     """Local servers: items in flight per server; embedded: in flight in this process."""
-    max_requests: int | None = None
+    max_requests: Annotated[int | None, AtLeast(1)] = None
     """Hosted: requests per batch, below the API's own limit."""
-    retries: int = 2
+    retries: Annotated[int, AtLeast(0)] = 2
     """Local and embedded: the client's invalid-output retries (the job's `retries`; hosted
     follow-ups use the job's directly)."""
     cache: str | None = None
@@ -49,6 +52,7 @@ class BackendSpec:
     answer from and store into; `None`: no cache."""
 
     def __post_init__(self) -> None:
+        check_fields(self)
         object.__setattr__(self, "provider", canonical_provider(self.provider))
         check_cache(self.provider, self.cache is not None)
         every = (*HOSTED_PROVIDERS, *LOCAL_PROVIDERS, EMBEDDED)

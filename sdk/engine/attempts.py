@@ -1,6 +1,6 @@
 """The attempts machine: one call across its attempts, answering each reply with a decision.
 
-    machine = Attempts(kind, turns, shared, provider=..., settings=..., hooks=...)
+    machine = Attempts(kind, turns, spec, provider)     # spec: sdk.engine.options.CallSpec
     with machine.abandoned_on_exit():                   # on_call; on_cancel if left early
         while True:
             step = machine.send()                       # Send (or Fail: the deadline passed)
@@ -41,17 +41,15 @@ import contextlib
 import copy
 import logging
 import math
-import time
 from collections.abc import Callable
 from collections.abc import Iterator
-from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import replace
+from typing import TYPE_CHECKING
 from typing import Any
 
 from sdk._cost import attempts_cost
 from sdk._records import Usage
-from sdk.cache import Cache
 from sdk.cache import Entry
 from sdk.cache import cache_key
 from sdk.engine.conversation import without_control_tokens
@@ -59,7 +57,6 @@ from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
 from sdk.engine.kinds._kind import Ending
 from sdk.engine.kinds._kind import OutputKind
-from sdk.engine.kinds._kind import Shared
 from sdk.engine.kinds._kind import StreamView
 from sdk.engine.retry import RetrySettings
 from sdk.engine.retry import TransportRetries
@@ -74,7 +71,6 @@ from sdk.errors import StructuredOutputError
 from sdk.errors import TruncatedOutput
 from sdk.errors import UnsupportedRequest
 from sdk.hooks import CallInfo
-from sdk.hooks import Hooks
 from sdk.hooks import run_hooks
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
@@ -82,6 +78,9 @@ from sdk.providers._base import Message
 from sdk.providers._errors import is_retryable
 from sdk.providers._errors import provider_error
 from sdk.providers._provider import Provider
+
+if TYPE_CHECKING:
+    from sdk.engine.options import CallSpec
 
 __all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send"]
 
@@ -168,24 +167,18 @@ class Attempts:
         self,
         kind: OutputKind[Any],
         turns: tuple[Message, ...],
-        shared: Shared,
-        *,
+        spec: CallSpec,
         provider: Provider,
-        settings: RetrySettings,
-        hooks: Sequence[Hooks] = (),
-        streaming: bool = False,
-        clock: Callable[[], float] = time.monotonic,
-        cache: Cache | None = None,
     ) -> None:
         self.kind = kind
-        self._cache = cache
+        self._cache = spec.cache
         self._cache_key: str | None = None
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
-        self._scope = provider.cache_scope() if cache is not None else {}
+        self._scope = provider.cache_scope() if spec.cache is not None else {}
         self._turns = turns
-        self._shared = shared
-        self.settings = settings
-        self.clock = clock
+        self._shared = spec.transport
+        self.settings = spec.attempts
+        self.clock = spec.clock
         """What deadlines are read from (`time.monotonic`, or a test's clock)."""
         # A `FallbackProvider` lists several: the call starts with the first and moves on when
         # one's transport retries are spent (or it cannot take the request).
@@ -195,15 +188,17 @@ class Attempts:
         """The provider the next request goes to."""
         self.attempts: list[Attempt] = []
         self._feedback: tuple[Message, ...] = ()
-        self._max_tokens = shared.max_tokens
+        self._max_tokens = spec.transport.max_tokens
         self._used: dict[str, int] = {}
         self._over_budget = False
         self._transport: TransportRetries | None = None
-        self._deadline = clock() + settings.deadline if settings.deadline is not None else None
+        deadline = self.settings.deadline
+        self._deadline = self.clock() + deadline if deadline is not None else None
         self._open: int | None = None  # the attempt sent and not yet over
         self._ended = False
-        self._hooks = tuple(hooks)
-        self.info = CallInfo(self.provider.name, self.provider.model, kind.schema, streaming)
+        self._hooks = spec.hooks
+        self.info = CallInfo(self.provider.name, self.provider.model, kind.schema,
+                             spec.method.streaming)  # fmt: skip
 
     def start(self) -> Done | None:
         """The call begins (the hooks' `on_call`): a loop calls it once, before the first
@@ -405,7 +400,7 @@ class Attempts:
     def _done(
         self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None = None
     ) -> Done:
-        reasoning = completion.reasoning if self._shared.reasoning else None
+        reasoning = completion.reasoning if self._shared.reasoning == "native" else None
         ending = Ending(
             attempts=list(self.attempts),
             usage=self.usage,

@@ -1,95 +1,261 @@
-"""The per-call options, declared once: `generate`, `stream`, `call_tools` and `stream_tools` on
-both clients take exactly these (`**options: Unpack[CallOptions]`), and `with_options` takes them
-as defaults for every call of the copy it returns.
+"""The call spec: every client setting and call option declared once, resolved into one frozen,
+typed value (`CallSpec`) with the part each layer reads.
+
+The public surface is two TypedDicts: `CallOptions`, what `generate`, `stream`, `call_tools` and
+`stream_tools` take on both clients (`**options: Unpack[CallOptions]`), and `ClientOptions`, those
+plus the client's own settings, what the constructors and `with_options` take. Each entry is the
+option's one declaration: its type, and as `Annotated` metadata its range (`sdk._declared`) and
+its `Option` (default, where it goes, how a given value is kept). The sampling options
+(`SamplingOptions`: `temperature`, `stop`, ...) go to the provider as they are.
+
+Adding an option is adding its entry; `CallSpec` then checks it wherever it is set (a constructor,
+`with_options`, a call: `TypeError` for a wrong type, `ValueError` for a value out of range, both
+naming it, before anything is sent) and puts it in the projection it names, as a field of that
+name:
+
+- `"inputs"` -> `Inputs` (the conversation's parts),
+- `"transport"` -> `Shared` (what every request carries),
+- `"parsing"` -> `Parsing` (how replies are judged),
+- `"attempts"` -> `RetrySettings` (retries, budgets, deadlines),
+- `"output"` -> `OutputOptions` (wrappers of the output kind: reasoning, abstention),
+- `"call"` -> a field of `CallSpec` itself (hooks, clock, cache).
 
 An option left out means "the client's default"; `None` where a type allows it means "off" (so
-`deadline=None` turns off, for one call, a deadline the client sets). A name that is not an
-option is a `TypeError` before anything is sent, with the closest name when there is one; a
-sampling option the provider does not take is refused by the provider's codec, the same way.
+`deadline=None` turns off, for one call, a deadline the client sets). A name that is not an option
+is a `TypeError` with the closest name when there is one; a sampling option the provider does not
+take is refused by the provider's codec, the same way.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import os
+import time
+from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import replace
+from typing import Annotated
 from typing import Any
 from typing import Final
 from typing import Literal
+from typing import cast
+from typing import get_args
 from typing import get_type_hints
 
+from sdk._declared import AtLeast
+from sdk._declared import Positive
+from sdk._declared import check
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
+from sdk.cache import SQLiteCache
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
+from sdk.engine.kinds._kind import Abstention
+from sdk.engine.kinds._kind import Parsing
+from sdk.engine.kinds._kind import Reasoning
+from sdk.engine.kinds._kind import Shared
+from sdk.engine.retry import DEFAULT_BACKOFF
+from sdk.engine.retry import Backoff
+from sdk.engine.retry import MaxTokensRamp
+from sdk.engine.retry import RetrySettings
+from sdk.hooks import Hooks
+from sdk.parsing.parser import EnumCase
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import SamplingOptions
 from sdk.providers._profile import merge_extra
 
 __all__ = [
+    "CALL_TOOLS",
+    "GENERATE",
     "SAMPLING_OPTIONS",
+    "STREAM",
+    "STREAM_TOOLS",
     "Abstention",
     "CallOptions",
+    "CallSpec",
+    "ClientOptions",
+    "Inputs",
+    "Method",
+    "Option",
+    "OutputOptions",
     "Reasoning",
-    "check_options",
-    "check_values",
+    "cache_of",
+    "declarations",
     "did_you_mean",
-    "merged_defaults",
-    "split_options",
 ]
 
-Abstention = Literal["none", "guided"]
-"""Whether a call abstains where the document is silent (`"guided"`) or not (`"none"`)."""
+Layer = Literal["inputs", "transport", "parsing", "attempts", "output", "call"]
+"""Where an option goes (the module docstring)."""
 
-Reasoning = Literal["two_phase", "native"]
-"""How the model reasons before the constrained output: `"two_phase"` is a first, unconstrained
-call in which it works the problem through in prose, then the constrained call that transcribes
-that working into the contract; `"native"` is the provider's own thinking channel before the
-output (Anthropic extended thinking, OpenAI reasoning with a summary)."""
+
+@dataclass(frozen=True, slots=True, init=False)
+class Option:
+    """How one option is resolved: the projections it goes to (`Layer`), its default, how a
+    given value is kept (`convert`, after the check) and merged over the client's (`merge`: the
+    call's fields over the client's, for `extra_body`), and how messages describe its type
+    (`expects`, when the annotation says it badly)."""
+
+    goes: tuple[Layer, ...]
+    default: object
+    convert: Callable[[Any], Any] | None
+    merge: Callable[[Any, Any], Any] | None
+    expects: str | None
+
+    def __init__(
+        self,
+        *goes: Layer,
+        default: object = None,
+        convert: Callable[[Any], Any] | None = None,
+        merge: Callable[[Any, Any], Any] | None = None,
+        expects: str | None = None,
+    ) -> None:
+        for name, value in (("goes", goes), ("default", default), ("convert", convert),
+                            ("merge", merge), ("expects", expects)):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+
+def _load_thresholds(
+    value: Thresholds | str | os.PathLike[str] | Mapping[str, float] | float,
+) -> Thresholds:
+    """A thresholds file is read when it is set (its errors name the file and line); a number,
+    or a number per field pointer, is a threshold set by hand (`Thresholds.fixed`)."""
+    if isinstance(value, Thresholds):
+        return value
+    if isinstance(value, (Mapping, int, float)):
+        return Thresholds.fixed(value)
+    return Thresholds.load(value)
+
+
+def cache_of(option: Cache | bool | None) -> Cache | None:
+    """The store a `cache=` option names: `True` is the default `SQLiteCache` (opened once per
+    process), `None` and `False` none."""
+    if option is True:
+        return _default_cache()
+    if option is None or option is False:
+        return None
+    return option
+
+
+@functools.cache
+def _default_cache() -> Cache:
+    return SQLiteCache()
+
+
+def _merged_extra(current: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    return merge_extra(dict(current), given)
 
 
 class CallOptions(SamplingOptions, total=False):
     """What one call may set (see the module docstring: left out is the client's default); the
     sampling options (`temperature`, `stop`, ...) are `SamplingOptions`'."""
 
-    prompt: PromptLike | None
+    prompt: Annotated[PromptLike | None, Option("inputs")]
     """The user's request: text, or text and parts (`["Total?", PDF.from_path(p)]`)."""
-    messages: Sequence[MessageLike] | None
+    messages: Annotated[
+        Sequence[MessageLike] | None,
+        Option("inputs", expects="a list of Message or {'role': ..., 'content': ...} mappings"),
+    ]
     """Whole conversation turns instead of a prompt."""
-    system: str | None
+    system: Annotated[str | None, Option("inputs", "transport")]
     """The system prompt."""
-    source: str | None
+    source: Annotated[str | None, Option("inputs", "transport", "parsing")]
     """The source document: added to the prompt, and the one text every `SourceQuote` is
     checked against (a `context` key of the same name is refused)."""
-    context: Mapping[str, Any] | None
+    context: Annotated[Mapping[str, Any] | None, Option("parsing", convert=dict)]
     """Extra values the contract's validators receive (beside the source)."""
-    max_tokens: int
+    max_tokens: Annotated[int, AtLeast(1), Option("transport", default=4096)]
     """The output limit of each request."""
-    deadline: float | None
+    deadline: Annotated[
+        float | None, Positive(), Option("attempts", expects="a number of seconds or None")
+    ]
     """Seconds the whole call may take, retries and waits included (`None`: no deadline)."""
-    attempt_deadline: float | None
+    attempt_deadline: Annotated[
+        float | None, Positive(), Option("attempts", expects="a number of seconds or None")
+    ]
     """Seconds one request may take (`None`: no limit)."""
-    reasoning: Reasoning | None
+    reasoning: Annotated[Reasoning | None, Option("output", "transport")]
     """Reason before the output: `"two_phase"` or `"native"` (`None`: no)."""
-    abstention: Abstention
+    abstention: Annotated[Abstention, Option("output", default="none")]
     """`"guided"`: where the document is silent, a field that may be null says so
     (`sdk.engine.kinds.guided`: what each engine can do for it); `"none"` (the default)."""
-    abstention_thresholds: Thresholds | str | os.PathLike[str] | Mapping[str, float] | float | None
+    abstention_thresholds: Annotated[
+        Thresholds | str | os.PathLike[str] | Mapping[str, float] | float | None,
+        Option(
+            "output",
+            convert=_load_thresholds,
+            expects="a Thresholds, a file's path, a number, a number per field or None",
+        ),
+    ]
     """Guided abstention on an engine that reports token probabilities (the embedded model):
-    the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file, refused when
-    calibrated for another contract), or set by hand (`0.25` for every nullable copied field,
-    `{"/carrier": 0.25}` per field); `None`: `sdk.abstention.DEFAULT_THRESHOLD`."""
-    cache: Cache | bool | None
+    the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file, read when set;
+    refused at the call when calibrated for another contract), or set by hand (`0.25` for every
+    nullable copied field, `{"/carrier": 0.25}` per field); `None`: the default
+    (`sdk.abstention.Thresholds.standard`)."""
+    cache: Annotated[
+        Cache | bool | None,
+        Option("call", convert=cache_of, expects="an sdk.cache store, True, False or None"),
+    ]
     """A response cache (`sdk.cache`): `True` is a `SQLiteCache` at its default path, `None` or
     `False` none (the default)."""
-    extra_body: Mapping[str, Any]
+    extra_body: Annotated[
+        Mapping[str, Any],
+        Option("transport", default={}, convert=dict, merge=_merged_extra, expects="a mapping"),
+    ]
     """Raw request fields for what the SDK has no option for, merged into the provider's request;
     the fields the SDK owns (schema, grammar, tools, model, messages, stream, ...) are refused."""
 
 
-OPTIONS: Final = frozenset(get_type_hints(CallOptions, include_extras=False))
-"""Every option's name."""
+class ClientOptions(CallOptions, total=False):
+    """A client's settings, and defaults for every call's options (`CallOptions`): what the
+    constructors and `with_options` take."""
+
+    retries: Annotated[int, AtLeast(0), Option("attempts", default=2)]
+    """Invalid-output retries (with feedback) per call."""
+    enum_case: Annotated[EnumCase, Option("parsing", default="normalize")]
+    """The parser's casing policy: `"normalize"` or `"reject"`."""
+    truncation: Annotated[MaxTokensRamp | None, Option("attempts")]
+    """Opt-in retries of truncated output with a larger `max_tokens`."""
+    refusal_retries: Annotated[int, AtLeast(0), Option("attempts", default=0)]
+    """Retries after a refusal (default none)."""
+    backoff: Annotated[Backoff, Option("attempts", default=DEFAULT_BACKOFF)]
+    """Transport retries: exponential backoff with full jitter, honouring `retry-after`."""
+    token_budget: Annotated[int | None, AtLeast(1), Option("attempts")]
+    """No retry starts that would take the tokens spent past it."""
+    hooks: Annotated[
+        Sequence[Hooks], Option("call", default=(), convert=tuple, expects="a list of Hooks")
+    ]
+    """Told of every call, attempt, reply, error and result (`sdk.hooks.Hooks`)."""
+    clock: Annotated[Callable[[], float], Option("call", default=time.monotonic)]
+    """What deadlines are read from (`time.monotonic`; tests pass their own)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """One option's declaration, read from the TypedDicts: its annotation and its `Option`
+    (`None`: a sampling option, sent to the provider as it is)."""
+
+    name: str
+    annotation: Any
+    option: Option | None
+    per_call: bool
+    """Whether a call may set it (a `CallOptions` entry), not only a client."""
+
+
+@functools.cache
+def declarations() -> dict[str, Declared]:
+    """Every option's declaration, by name (read once from `ClientOptions`)."""
+    hints = get_type_hints(ClientOptions, include_extras=True)
+    per_call = frozenset(get_type_hints(CallOptions))
+    out = {}
+    for name, annotation in hints.items():
+        found = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, Option)]
+        if not found and name not in SAMPLING_OPTIONS:
+            raise TypeError(f"option {name!r} has no Option(...) in its declaration")
+        out[name] = Declared(name, annotation, found[0] if found else None, name in per_call)
+    return out
 
 
 def did_you_mean(name: str, names: Sequence[str] | frozenset[str]) -> str:
@@ -98,83 +264,145 @@ def did_you_mean(name: str, names: Sequence[str] | frozenset[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def check_options(
-    options: Mapping[str, Any], where: str, keywords: frozenset[str] = frozenset()
-) -> None:
-    """Refuse a name that is not a call option (`TypeError`, before anything is sent), with the
-    closest option or keyword of the method (`keywords`: `tool_choice`, ...) when there is one,
-    and a value of the wrong type for the options whose type is plain (numbers, text)."""
-    for name in options:
-        if name not in OPTIONS:
-            hint = did_you_mean(name, OPTIONS | keywords)
-            raise TypeError(
-                f"{where} got an unexpected option {name!r}"
-                + (hint or "; raw request fields go in extra_body={...}")
-            )
-    check_values(options, where)
+@dataclass(frozen=True, slots=True)
+class Method:
+    """What a call is made through: its name (for messages), whether it streams, and its own
+    keyword arguments beside the options (a misspelling of one gets "did you mean")."""
+
+    name: str
+    streaming: bool
+    keywords: frozenset[str] = frozenset()
 
 
-def check_values(options: Mapping[str, Any], where: str) -> None:
-    """Refuse a value of the wrong type for an option whose type is plain (`TypeError`)."""
-    for name, value in options.items():
-        check = _VALUE_CHECKS.get(name)
-        if check is not None and not check[0](value):
-            raise TypeError(f"{where}: {name} must be {check[1]}, not {value!r}")
+_TOOL_KEYWORDS = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
+GENERATE: Final = Method("generate()", streaming=False)
+STREAM: Final = Method("stream()", streaming=True)
+CALL_TOOLS: Final = Method("call_tools()", streaming=False, keywords=_TOOL_KEYWORDS)
+STREAM_TOOLS: Final = Method("stream_tools()", streaming=True, keywords=_TOOL_KEYWORDS)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """What the call's first messages are made of."""
+
+    prompt: PromptLike | None
+    messages: Sequence[MessageLike] | None
+    system: str | None
+    source: str | None
 
 
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+@dataclass(frozen=True, slots=True)
+class OutputOptions:
+    """What wraps the output kind: reasoning first, abstention where the document is silent."""
+
+    reasoning: Reasoning | None
+    abstention: Abstention
+    abstention_thresholds: Thresholds | None
 
 
-def _seconds(value: Any) -> bool:
-    return value is None or _number(value)  # positive: `RetrySettings` says so (a ValueError)
+@dataclass(frozen=True, slots=True)
+class CallSpec:
+    """A call's options, resolved and checked (immutable: `updated` makes a new one), with the
+    projection each layer reads. A client keeps one as its defaults; each call is that one
+    updated with the call's options (`for_call`)."""
+
+    method: Method
+    inputs: Inputs
+    transport: Shared
+    parsing: Parsing
+    attempts: RetrySettings
+    output: OutputOptions
+    hooks: tuple[Hooks, ...]
+    clock: Callable[[], float]
+    cache: Cache | None
+
+    @classmethod
+    def defaults(cls) -> CallSpec:
+        """Every option at its declared default."""
+        return _DEFAULTS
+
+    def updated(
+        self, options: Mapping[str, object], where: str, keywords: frozenset[str] = frozenset()
+    ) -> CallSpec:
+        """This spec with `options` (client settings and call defaults) set, each checked;
+        `keywords`: the caller's own, for "did you mean"."""
+        return self._with(options, where, keywords, per_call=False)
+
+    def for_call(self, options: Mapping[str, object], method: Method) -> CallSpec:
+        """The spec of one call through `method`: these defaults with the call's options."""
+        spec = self._with(options, method.name, method.keywords, per_call=True)
+        return spec if spec.method == method else replace(spec, method=method)
+
+    def value(self, name: str) -> Any:
+        """The value of option `name` in this spec (a sampling option not set: absent)."""
+        declared = declarations()[name]
+        if declared.option is None:
+            return self.transport.options.get(name)
+        layer = declared.option.goes[0]
+        return getattr(self if layer == "call" else getattr(self, layer), name)
+
+    def _with(
+        self, options: Mapping[str, object], where: str, keywords: frozenset[str], per_call: bool
+    ) -> CallSpec:
+        if not options:
+            return self
+        known = declarations()
+        values = self._values()
+        for name, value in options.items():
+            declared = known.get(name)
+            if declared is None or (per_call and not declared.per_call):
+                raise _unknown(name, where, keywords, per_call)
+            option = declared.option
+            check(name, value, declared.annotation, where, option.expects if option else None)
+            if option is not None and option.convert is not None and value is not None:
+                value = option.convert(value)
+            if option is not None and option.merge is not None and name in values:
+                value = option.merge(values[name], value)
+            values[name] = value
+        return _built(values, self.method)
+
+    def _values(self) -> dict[str, Any]:
+        """Every option's value, by name (the sampling options that are set)."""
+        values = {name: self.value(name) for name, d in declarations().items() if d.option}
+        values.update(self.transport.options)
+        return values
 
 
-def _stop(value: Any) -> bool:
-    if isinstance(value, str):
-        return True
-    return isinstance(value, Sequence) and all(isinstance(item, str) for item in value)
+def _unknown(name: str, where: str, keywords: frozenset[str], per_call: bool) -> TypeError:
+    """The error of a name that is not an option here (a setting given to a call, a typo)."""
+    names = frozenset(n for n, d in declarations().items() if d.per_call or not per_call)
+    hint = did_you_mean(name, names | keywords)
+    return TypeError(
+        f"{where} got an unexpected option {name!r}"
+        + (hint or "; raw request fields go in extra_body={...}")
+    )
 
 
-def _text(value: Any) -> bool:
-    return value is None or isinstance(value, str)
+def _built(values: Mapping[str, Any], method: Method) -> CallSpec:
+    """A spec from every option's value: each goes to the projections its `Option` names."""
+    layers: dict[Layer, dict[str, Any]] = {layer: {} for layer in get_args(Layer)}
+    sampling: dict[str, Any] = {}
+    for name, value in values.items():
+        option = declarations()[name].option
+        if option is None:
+            sampling[name] = value
+            continue
+        for layer in option.goes:
+            layers[layer][name] = value
+    return CallSpec(
+        method=method,
+        inputs=Inputs(**layers["inputs"]),
+        transport=Shared(**layers["transport"], options=cast(SamplingOptions, sampling)),
+        parsing=Parsing(**layers["parsing"]),
+        attempts=RetrySettings(**layers["attempts"]),
+        output=OutputOptions(**layers["output"]),
+        **layers["call"],
+    )
 
 
-# The options whose values are plain, checked before anything is sent (a `deadline="10"` would
-# fail deep in the attempts machine, a `temperature="hot"` at the provider, as a provider error).
-_VALUE_CHECKS: Final[dict[str, tuple[Any, str]]] = {
-    "temperature": (_number, "a number"),
-    "top_p": (_number, "a number"),
-    "top_k": (_whole, "a whole number"),
-    "seed": (_whole, "a whole number"),
-    "presence_penalty": (_number, "a number"),
-    "frequency_penalty": (_number, "a number"),
-    "repeat_penalty": (_number, "a number"),
-    "stop": (_stop, "a string or a list of strings"),
-    "constrained": (lambda value: isinstance(value, bool), "True or False"),
-    "deadline": (_seconds, "a number of seconds or None"),
-    "attempt_deadline": (_seconds, "a number of seconds or None"),
-    "system": (_text, "a string or None"),
-    "source": (_text, "a string or None"),
-    "extra_body": (lambda value: isinstance(value, Mapping), "a mapping"),
-}
+def _defaults() -> CallSpec:
+    values = {name: d.option.default for name, d in declarations().items() if d.option}
+    return _built(values, GENERATE)
 
 
-def merged_defaults(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """A call's options over the client's defaults: the call's value wins, but for `extra_body`,
-    whose fields are merged (the call's over the client's, nested mappings key by key)."""
-    resolved = {**defaults, **options}
-    if isinstance(defaults.get("extra_body"), Mapping) and "extra_body" in options:
-        resolved["extra_body"] = merge_extra(dict(defaults["extra_body"]), options["extra_body"])
-    return resolved
-
-
-def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The SDK's own options, and the sampling options that go to the provider."""
-    own = {k: v for k, v in options.items() if k not in SAMPLING_OPTIONS}
-    sampling = {k: v for k, v in options.items() if k in SAMPLING_OPTIONS}
-    return own, sampling
+_DEFAULTS: Final = _defaults()

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 
 import tenacity
 
-from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
+from sdk._declared import AtLeast
+from sdk._declared import check_fields
 from sdk.errors import ProviderError
 
 __all__ = [
@@ -37,10 +39,13 @@ class Backoff:
     `max_retry_after` (a quota reset hours away) is not waited for: the error is raised at once.
     """
 
-    retries: int = 3
-    initial: float = 0.5
-    maximum: float = 30.0
-    max_retry_after: float = 60.0
+    retries: Annotated[int, AtLeast(0)] = 3
+    initial: Annotated[float, AtLeast(0)] = 0.5
+    maximum: Annotated[float, AtLeast(0)] = 30.0
+    max_retry_after: Annotated[float, AtLeast(0)] = 60.0
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 DEFAULT_BACKOFF = Backoff()
@@ -51,35 +56,28 @@ DEFAULT_BACKOFF = Backoff()
 class MaxTokensRamp:
     """Opt-in retries of truncated output with `max_tokens` multiplied by `factor`, up to `cap`."""
 
-    factor: float = 2.0
-    cap: int = 16384
-    retries: int = 2
+    factor: Annotated[float, AtLeast(1)] = 2.0
+    cap: Annotated[int, AtLeast(1)] = 16384
+    retries: Annotated[int, AtLeast(0)] = 2
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
 class RetrySettings:
-    """A client's retry and limit settings, shared by all its calls."""
+    """A call's retry and limit settings: the call spec's attempts projection (each field an
+    option, declared and checked in `sdk.engine.options`)."""
 
-    retries: int = 2
-    truncation: MaxTokensRamp | None = None
-    refusal_retries: int = 0
-    backoff: Backoff = Backoff()
-    token_budget: int | None = None
-    deadline: float | None = None
+    retries: int
+    truncation: MaxTokensRamp | None
+    refusal_retries: int
+    backoff: Backoff
+    token_budget: int | None
+    deadline: float | None
     """Seconds a whole call may take, retries and their waits included."""
-    attempt_deadline: float | None = None
+    attempt_deadline: float | None
     """Seconds one request may take."""
-    feedback_whole_reply: int = FEEDBACK_WHOLE_REPLY
-    """The longest invalid reply (in characters) a retry sends back whole; past it, the feedback
-    quotes an excerpt around each problem instead (`feedback_message`)."""
-
-    def __post_init__(self) -> None:
-        if self.retries < 0 or self.refusal_retries < 0 or self.backoff.retries < 0:
-            raise ValueError("retry counts cannot be negative")
-        for name in ("deadline", "attempt_deadline"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
 class _RetryAfter(tenacity.wait.wait_base):

@@ -13,11 +13,13 @@ from dataclasses import field
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Generic
+from typing import Literal
 from typing import Protocol
 from typing import TypeVar
 
 from sdk._records import Note
 from sdk._records import Usage
+from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
 from sdk.errors import Attempt
 from sdk.errors import InvalidOutput
 from sdk.parsing.parser import EnumCase
@@ -25,6 +27,7 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
 from sdk.providers._base import TextDelta
+from sdk.providers._profile import SamplingOptions
 from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
 
@@ -34,12 +37,14 @@ if TYPE_CHECKING:
     from sdk.providers._provider import Provider
 
 __all__ = [
+    "Abstention",
     "Accepted",
     "Ask",
     "Ending",
     "NextPhase",
     "OutputKind",
     "Parsing",
+    "Reasoning",
     "Shared",
     "StreamView",
     "stop_fields",
@@ -48,18 +53,29 @@ __all__ = [
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
+Reasoning = Literal["two_phase", "native"]
+"""How the model reasons before the constrained output: `"two_phase"` is a first, unconstrained
+call in which it works the problem through in prose, then the constrained call that transcribes
+that working into the contract; `"native"` is the provider's own thinking channel before the
+output (Anthropic extended thinking, OpenAI reasoning with a summary)."""
+
+Abstention = Literal["none", "guided"]
+"""Whether a call abstains where the document is silent (`"guided"`) or not (`"none"`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Shared:
-    """The request fields every kind sends as they are (the kind adds its own constraint)."""
+    """The request fields every kind sends as they are (the kind adds its own constraint): the
+    call spec's transport projection."""
 
     max_tokens: int
     system: str | None
-    options: dict[str, Any]
+    options: SamplingOptions
+    """The sampling options set (`temperature`, ...), for the provider's codec to place."""
     extra_body: dict[str, Any]
     source: str | None
-    reasoning: bool
-    """The provider's own thinking channel (`reasoning="native"`)."""
+    reasoning: Reasoning | None
+    """`"native"` asks for the provider's own thinking channel."""
 
     def request(self, messages: tuple[Message, ...], **output: Any) -> CompletionRequest:
         """A request for `messages`, with the output fields a kind adds (`contract=`, ...)."""
@@ -70,7 +86,7 @@ class Shared:
             options=self.options,
             extra_body=self.extra_body,
             source=self.source,
-            reasoning=self.reasoning,
+            reasoning=self.reasoning == "native",
             **{"contract": None, **output},
         )
 
@@ -98,8 +114,9 @@ class Parsing:
     source: str | None
     context: dict[str, Any] | None
     enum_case: EnumCase
-    whole_reply: int
-    """The longest invalid reply a retry sends back whole (`RetrySettings.feedback_whole_reply`)."""
+    whole_reply: int = FEEDBACK_WHOLE_REPLY
+    """The longest invalid reply (in characters) a retry sends back whole; past it, the feedback
+    quotes an excerpt around each problem instead (`feedback_message`)."""
 
     def fields(self) -> dict[str, Any]:
         """The parser's keyword arguments these settle (`parse`, `parse_grammar`)."""

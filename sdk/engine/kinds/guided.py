@@ -99,7 +99,7 @@ class Guided:
     def request(self, ask: Ask) -> CompletionRequest:
         shared = ask.shared
         system = f"{shared.system}\n\n{ABSTAIN}" if shared.system else ABSTAIN
-        options = dict(shared.options)
+        options = shared.options.copy()
         if "grounding" in ask.provider.codec.profile.options:
             options.setdefault("grounding", "values")
         return self.inner.request(replace(ask, shared=replace(shared, system=system,

@@ -22,6 +22,8 @@ kind's feedback). The errors keep the raw text.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,6 +36,7 @@ from sdk._tools import PartialToolCall
 from sdk._tools import Tool
 from sdk._tools import ToolCall
 from sdk._tools import ToolChoice
+from sdk._tools import ToolOffer
 from sdk._tools import ToolResult
 from sdk.contract import Contract
 from sdk.engine.conversation import MessageLike
@@ -84,37 +87,49 @@ _ECHOED_ARGUMENTS = 2_000
 
 
 def check_tools(
-    tools: Sequence[Tool], tool_choice: ToolChoice | str
-) -> tuple[tuple[Tool, ...], ToolChoice]:
-    """The tools as a tuple, checked (at least one, each a `Tool`, names unique), and the
-    choice: `"auto"`, `"required"`, `"none"`, or one of the tools (given as itself or by name)."""
+    tools: Sequence[Tool], tool_choice: ToolChoice | str, parallel_tool_calls: bool | None = None
+) -> ToolOffer:
+    """The offer a tool call makes, checked: at least one tool, each a `Tool`, names unique; the
+    choice `"auto"`, `"required"`, `"none"`, or one of the tools (given as itself or by name);
+    `parallel_tool_calls` `True`, `False` or `None` (`TypeError`/`ValueError` before sending)."""
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+        raise TypeError(f"tools must be a list of sdk.Tool, not {type(tools).__name__}")
     checked = tuple(tools)
     if not checked:
         raise ValueError("call_tools() needs at least one tool")
     stray = next((tool for tool in checked if not isinstance(tool, Tool)), None)
     if stray is not None:
         raise TypeError(f"tools must be sdk.Tool instances (Tool(C)), not {stray!r}")
+    if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
+        raise TypeError(
+            f"parallel_tool_calls must be True, False or None, not {parallel_tool_calls!r}"
+        )
     names = [tool.name for tool in checked]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+    return ToolOffer(checked, _choice(checked, tool_choice), parallel_tool_calls)
+
+
+def _choice(tools: tuple[Tool, ...], tool_choice: ToolChoice | str) -> ToolChoice:
     if tool_choice in ("auto", "required", "none"):
-        return checked, tool_choice
+        return tool_choice
+    names = [tool.name for tool in tools]
     if isinstance(tool_choice, str):
-        named = next((tool for tool in checked if tool.name == tool_choice), None)
+        named = next((tool for tool in tools if tool.name == tool_choice), None)
         if named is None:
             raise ValueError(
                 f"tool_choice must be 'auto', 'required', 'none', a Tool or a tool's name "
                 f"({', '.join(names)}), not {shorten(tool_choice, 80)!r}"
             )
-        return checked, named
+        return named
     if not isinstance(tool_choice, Tool):
         raise ValueError(
             f"tool_choice must be 'auto', 'required', 'none' or a Tool, not {tool_choice!r}"
         )
-    if tool_choice not in checked:
+    if tool_choice not in tools:
         raise ValueError(f"tool_choice {tool_choice.name!r} is not one of the tools")
-    return checked, tool_choice
+    return tool_choice
 
 
 def tool_conversation(
@@ -143,18 +158,12 @@ class Tools:
 
     name = "tool call"
 
-    def __init__(
-        self,
-        tools: tuple[Tool, ...],
-        tool_choice: ToolChoice,
-        parallel_tool_calls: bool | None,
-        parsing: Parsing,
-    ) -> None:
-        self.tools = tools
-        self.tool_choice: ToolChoice = tool_choice
-        self.parallel_tool_calls = parallel_tool_calls
+    def __init__(self, offer: ToolOffer, parsing: Parsing) -> None:
+        self.offer = offer
+        self.tools = offer.tools
+        self.tool_choice: ToolChoice = offer.choice
         self.parsing = parsing
-        self._by_name = {tool.name: tool for tool in tools}
+        self._by_name = {tool.name: tool for tool in offer.tools}
         self._last = _Reply("", (), {})
 
     @property
@@ -171,7 +180,7 @@ class Tools:
         return ask.request(
             tools=self.tools,
             tool_choice=self.tool_choice,
-            parallel_tool_calls=self.parallel_tool_calls,
+            parallel_tool_calls=self.offer.parallel,
         )
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[tuple[ToolCall, ...]]:
@@ -180,7 +189,7 @@ class Tools:
         self._last = _Reply(prose, calls, {})
         clean = provider.clean_stops | {StopReason.END_TURN, StopReason.TOOL_USE}
         stop, raw = check_stop(prose, **stop_fields(completion, clean))
-        offered = {tool.name for tool in self._offered()}
+        offered = {tool.name for tool in self.offer.offered()}
         if not calls:
             self._no_call(prose, stop, raw, offered)
         values: list[ToolCall] = []
@@ -226,12 +235,6 @@ class Tools:
                 violations=[Violation("", f"no call to {wanted}")],
                 **fields,
             )
-
-    def _offered(self) -> tuple[Tool, ...]:
-        choice = self.tool_choice
-        if choice == "none":
-            return ()
-        return (choice,) if isinstance(choice, Tool) else self.tools
 
     def _arguments(self, call: ToolCall, offered: set[str], provider: Provider) -> Parsed[Any]:
         tool = self._by_name.get(call.tool)

@@ -1,0 +1,301 @@
+"""A setting declared once, checked where it is set.
+
+A setting's declaration is its annotation: the type (`int | None`, `Literal["a", "b"]`,
+`Sequence[Hooks]`, ...) and, as `Annotated` metadata, its range (`AtLeast(1)`, `Positive()`,
+`Between(0, 1)`). `check` reads both and refuses a value naming the setting: a value of the
+wrong type is a `TypeError`, one of the right type outside its range (or not one of a
+`Literal`'s values, or a number that is not finite) a `ValueError`. Client settings, call
+options, job settings and retry policies are all checked through it, when they are made, so
+nothing reaches a provider (or fails after a request was sent) with a value it cannot use.
+
+A leaf: it imports nothing of the SDK.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import math
+import types
+from dataclasses import dataclass
+from typing import Annotated
+from typing import Any
+from typing import Literal
+from typing import Protocol
+from typing import Union
+from typing import get_args
+from typing import get_origin
+from typing import get_type_hints
+
+__all__ = [
+    "AtLeast",
+    "Between",
+    "Bound",
+    "Positive",
+    "bounds_of",
+    "check",
+    "check_fields",
+    "conforms",
+    "describe",
+    "wrong_values",
+]
+
+
+class Bound(Protocol):
+    """A range a value of the right type must be within."""
+
+    @property
+    def text(self) -> str:
+        """What the range asks for, as a message says it (`"at least 1"`)."""
+        ...
+
+    def holds(self, value: Any) -> bool:
+        """Whether `value` (of the right type) is within the range."""
+        ...
+
+    @property
+    def outside(self) -> object:
+        """A value of the right type outside the range (tests refuse it)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AtLeast:
+    """At least `low` (a count, a limit)."""
+
+    low: int | float
+
+    @property
+    def text(self) -> str:
+        return f"at least {self.low:g}"
+
+    def holds(self, value: Any) -> bool:
+        return bool(value >= self.low)
+
+    @property
+    def outside(self) -> object:
+        return self.low - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Positive:
+    """More than 0 (seconds, a factor)."""
+
+    @property
+    def text(self) -> str:
+        return "a positive number"
+
+    def holds(self, value: Any) -> bool:
+        return bool(value > 0)
+
+    @property
+    def outside(self) -> object:
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Between:
+    """From `low` to `high`, both included."""
+
+    low: float
+    high: float
+
+    @property
+    def text(self) -> str:
+        return f"between {self.low:g} and {self.high:g}"
+
+    def holds(self, value: Any) -> bool:
+        return bool(self.low <= value <= self.high)
+
+    @property
+    def outside(self) -> object:
+        return self.high + 1
+
+
+def check(
+    name: str, value: object, annotation: Any, where: str = "", expects: str | None = None
+) -> None:
+    """Refuse `value` for the setting `name` declared as `annotation` (see the module
+    docstring); `where` says who took it (`"StructuredClient()"`), `expects` overrides how the
+    type is described."""
+    said = f"{where}: {name}" if where else name
+    if not conforms(value, annotation):
+        error = ValueError if _literal_miss(value, annotation) else TypeError
+        raise error(f"{said} must be {expects or describe(annotation)}, not {_shown(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{said} must be a finite number, not {value!r}")
+    if value is None or isinstance(value, bool):
+        return
+    for bound in bounds_of(annotation):
+        if not bound.holds(value):
+            raise ValueError(f"{said} must be {bound.text}, not {_shown(value)}")
+
+
+def check_fields(instance: Any, where: str | None = None) -> None:
+    """Check every field of a dataclass instance against its annotation (from its
+    `__post_init__`: a value is refused when the record is made)."""
+    hints = _hints(type(instance))
+    said = where or f"{type(instance).__name__}()"
+    for item in dataclasses.fields(instance):
+        check(item.name, getattr(instance, item.name), hints[item.name], said)
+
+
+def bounds_of(annotation: Any) -> tuple[Bound, ...]:
+    """The ranges an annotation declares (`Annotated` metadata)."""
+    if get_origin(annotation) is Annotated:
+        return tuple(meta for meta in annotation.__metadata__ if hasattr(meta, "holds"))
+    return ()
+
+
+def wrong_values(annotation: Any) -> list[object]:
+    """Values a setting declared as `annotation` must refuse: one of a type no setting takes,
+    and one outside each of its ranges (for the tests that walk every declaration)."""
+    values: list[object] = [_Stranger()]
+    values.extend(bound.outside for bound in bounds_of(annotation))
+    literals = [arg for arg in _flat(annotation) if get_origin(arg) is Literal]
+    if literals:
+        values.append("not-one-of-them")
+    return values
+
+
+class _Stranger:
+    """A value of a type no setting takes."""
+
+    def __repr__(self) -> str:
+        return "<stranger>"
+
+
+def conforms(value: object, annotation: Any) -> bool:
+    """Whether `value` is of the type `annotation` declares (ranges aside)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if annotation is Any:
+        return True
+    if annotation is None or annotation is type(None):
+        return value is None
+    if origin is Annotated:
+        return conforms(value, args[0])
+    if origin is Literal:
+        return any(type(value) is type(arg) and value == arg for arg in args)
+    if origin in (Union, types.UnionType):
+        return any(conforms(value, arg) for arg in args)
+    if origin is not None:
+        return _conforms_generic(value, origin, args)
+    return _conforms_class(value, annotation)
+
+
+def _conforms_generic(value: object, origin: Any, args: tuple[Any, ...]) -> bool:
+    if origin is collections.abc.Callable:
+        return callable(value)
+    if origin in (collections.abc.Mapping, dict):
+        if not isinstance(value, collections.abc.Mapping):
+            return False
+        key, item = args if args else (Any, Any)
+        return all(conforms(k, key) and conforms(v, item) for k, v in value.items())
+    if origin in (collections.abc.Sequence, list, tuple):
+        if isinstance(value, (str, bytes)) or not isinstance(value, collections.abc.Sequence):
+            return False
+        item = args[0] if args else Any
+        return all(conforms(each, item) for each in value)
+    return isinstance(value, origin)  # os.PathLike[str], ...
+
+
+def _conforms_class(value: object, annotation: Any) -> bool:
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if getattr(annotation, "_is_protocol", False):
+        # A store, a hook: an object with the protocol's methods (not the class itself).
+        return not isinstance(value, type) and all(
+            callable(getattr(value, member, None)) for member in _members(annotation)
+        )
+    return isinstance(value, annotation)
+
+
+def _members(protocol: type) -> list[str]:
+    return [
+        name
+        for base in protocol.__mro__
+        if getattr(base, "_is_protocol", False) and base is not Protocol
+        for name in vars(base)
+        if not name.startswith("_")
+    ]
+
+
+def describe(annotation: Any) -> str:
+    """How a message says what a setting takes (`"a whole number or None"`)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return describe(args[0])
+    if origin in (Union, types.UnionType, Literal):
+        flat = _flat_args(annotation)
+        parts = [repr(arg) if origin is Literal else describe(arg) for arg in flat]
+        return " or ".join(dict.fromkeys(parts))
+    if annotation is None or annotation is type(None):
+        return "None"
+    if origin in (collections.abc.Sequence, list, tuple):
+        return f"a list of {_plural(args[0] if args else Any)}"
+    if origin in (collections.abc.Mapping, dict):
+        return "a mapping"
+    if origin is collections.abc.Callable:
+        return "a function"
+    if origin is not None:
+        return f"a {getattr(origin, '__name__', origin)}"
+    return _NAMES.get(annotation, f"a {getattr(annotation, '__name__', annotation)}")
+
+
+_NAMES: dict[Any, str] = {
+    int: "a whole number",
+    float: "a number",
+    str: "a string",
+    bool: "True or False",
+    Any: "anything",
+}
+_PLURALS: dict[Any, str] = {int: "whole numbers", float: "numbers", str: "strings"}
+
+
+def _plural(annotation: Any) -> str:
+    return _PLURALS.get(annotation, f"{getattr(annotation, '__name__', 'value')} values")
+
+
+def _flat_args(annotation: Any) -> list[Any]:
+    """A union's members, and a literal's values, with nested unions and literals flattened."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return list(get_args(annotation))
+    out: list[Any] = []
+    for arg in get_args(annotation):
+        nested = get_origin(arg) in (Union, types.UnionType, Literal)
+        out.extend(_flat_args(arg) if nested and get_origin(arg) is not Literal else [arg])
+    return out
+
+
+def _flat(annotation: Any) -> list[Any]:
+    if get_origin(annotation) is Annotated:
+        return _flat(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [leaf for arg in get_args(annotation) for leaf in _flat(arg)]
+    return [annotation]
+
+
+def _literal_miss(value: object, annotation: Any) -> bool:
+    """Whether `value` is of the type of one of the annotation's literal values: then it is a
+    value outside a set of choices (a `ValueError`), not a value of the wrong type."""
+    leaves = [leaf for leaf in _flat(annotation) if get_origin(leaf) is Literal]
+    literals = [arg for leaf in leaves for arg in get_args(leaf)]
+    return any(type(value) is type(arg) for arg in literals)
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else f"{shown[:77]}..."
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = get_type_hints(cls, include_extras=True)
+    return hints

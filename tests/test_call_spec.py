@@ -1,0 +1,299 @@
+"""Settings checked where they are set, from their one declaration (issue 30 item 5, issue 34
+item 3): every client setting, `with_options`, call option and job setting refuses a value of the
+wrong type (`TypeError`) or out of range (`ValueError`), naming it, before anything is sent; and
+the call spec those declarations resolve into is one frozen value with a projection per layer."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+from typing import get_type_hints
+
+import pytest
+
+from contracts import Decision
+from sdk import AsyncStructuredClient
+from sdk import Backoff
+from sdk import MaxTokensRamp
+from sdk import StructuredClient
+from sdk import Tool
+from sdk._declared import wrong_values
+from sdk.abstention import Thresholds
+from sdk.batch import JobSettings
+from sdk.engine.kinds import Parsing
+from sdk.engine.kinds import Shared
+from sdk.engine.options import GENERATE
+from sdk.engine.options import STREAM
+from sdk.engine.options import CallSpec
+from sdk.engine.options import Inputs
+from sdk.engine.options import OutputOptions
+from sdk.engine.options import declarations
+from sdk.engine.retry import RetrySettings
+from sdk.hooks import Hooks
+from sdk.providers import OpenAIChatProvider
+from tests.wire_support import Wire
+from tests.wire_support import chat_reply
+from tests.wire_support import openai_client
+
+TEXT = json.dumps({"reasoning": "Within policy.", "answer": "approve", "confidence": "high"})
+
+DECLARED = declarations()
+CASES = [
+    pytest.param(name, bad, id=f"{name}={bad!r}")
+    for name, declared in sorted(DECLARED.items())
+    for bad in wrong_values(declared.annotation)
+]
+PER_CALL = [case for case in CASES if DECLARED[case.values[0]].per_call]  # type: ignore[index]
+
+
+class Heard(Hooks):
+    """Whether any call started."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_call(self, *args: Any) -> None:
+        self.calls += 1
+
+
+def _client() -> tuple[StructuredClient, Wire, Heard]:
+    wire, heard = Wire(chat_reply(text=TEXT)), Heard()
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
+    return StructuredClient(provider, hooks=[heard]), wire, heard
+
+
+def _refused(name: str, bad: object, info: pytest.ExceptionInfo[Exception]) -> None:
+    """The error names the setting, and its class says what was wrong: the type, or (a value
+    of the right type) the range."""
+    assert name in str(info.value)
+    out_of_range = type(bad) in (int, float, str)
+    assert isinstance(info.value, ValueError if out_of_range else TypeError), info.value
+
+
+# --- the declarations ---
+
+
+def test_every_option_is_declared_once_and_lands_in_a_projection_field_of_its_name() -> None:
+    projections = {
+        "inputs": Inputs,
+        "transport": Shared,
+        "parsing": Parsing,
+        "attempts": RetrySettings,
+        "output": OutputOptions,
+        "call": CallSpec,
+    }
+    spec = CallSpec.defaults()
+    for name, declared in DECLARED.items():
+        if declared.option is None:  # a sampling option: sent to the provider as it is
+            assert name not in spec.transport.options
+            continue
+        for layer in declared.option.goes:
+            names = {field.name for field in dataclasses.fields(projections[layer])}
+            assert name in names, f"{name} goes to {layer}, which has no field of that name"
+        assert spec.value(name) == declared.option.default
+
+
+def test_every_projection_field_is_an_option_or_says_why_not() -> None:
+    # Fields filled from elsewhere: the sampling options, the call's method, the projections,
+    # and one constant (how much of a reply feedback sends back whole).
+    derived = {"options", "method", "inputs", "transport", "parsing", "attempts", "output",
+               "whole_reply"}  # fmt: skip
+    for projection in (Inputs, Shared, Parsing, RetrySettings, OutputOptions, CallSpec):
+        for field in dataclasses.fields(projection):
+            assert field.name in DECLARED or field.name in derived, (projection, field.name)
+
+
+def test_the_spec_is_frozen_and_a_call_never_changes_the_client_s() -> None:
+    spec = CallSpec.defaults().updated({"temperature": 0.5, "retries": 1}, "test")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.attempts = spec.attempts  # type: ignore[misc]
+    call = spec.for_call({"temperature": 0.0, "max_tokens": 10}, STREAM)
+    assert (call.transport.options, call.transport.max_tokens) == ({"temperature": 0.0}, 10)
+    assert call.method.streaming and not spec.method.streaming
+    assert spec.transport.options == {"temperature": 0.5} and spec.transport.max_tokens == 4096
+    assert spec.for_call({}, GENERATE) is spec  # nothing to resolve: the same value
+
+
+# --- bad values, wherever they are set ---
+
+
+@pytest.mark.parametrize(("name", "bad"), CASES)
+def test_a_bad_setting_is_refused_by_the_constructors_naming_it(name: str, bad: object) -> None:
+    wire = Wire(chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
+    for make in (StructuredClient, AsyncStructuredClient):
+        with pytest.raises((TypeError, ValueError)) as info:
+            make(provider, **{name: bad})
+        _refused(name, bad, info)
+    assert wire.requests == []
+
+
+@pytest.mark.parametrize(("name", "bad"), CASES)
+def test_a_bad_setting_is_refused_by_with_options_naming_it(name: str, bad: object) -> None:
+    client, wire, heard = _client()
+    with pytest.raises((TypeError, ValueError)) as info:
+        client.with_options(**{name: bad})
+    _refused(name, bad, info)
+    assert "with_options()" in str(info.value)
+    assert wire.requests == [] and heard.calls == 0
+
+
+@pytest.mark.parametrize(("name", "bad"), PER_CALL)
+def test_a_bad_call_option_is_refused_before_anything_is_sent(name: str, bad: object) -> None:
+    client, wire, heard = _client()
+    calls = {
+        "generate": lambda: client.generate(Decision, prompt="Approve?", **{name: bad}),
+        "stream": lambda: list(client.stream(Decision, prompt="Approve?", **{name: bad})),
+        "call_tools": lambda: client.call_tools(
+            tools=[Tool(Decision)], prompt="Decide.", **{name: bad}
+        ),
+    }
+    for method, call in calls.items():
+        with pytest.raises((TypeError, ValueError)) as info:
+            call()
+        _refused(name, bad, info)
+        assert f"{method}()" in str(info.value)
+    assert wire.requests == [] and heard.calls == 0
+
+
+def test_a_setting_is_not_a_call_option() -> None:
+    client, wire, _ = _client()
+    with pytest.raises(TypeError, match=r"generate\(\) got an unexpected option 'retries'"):
+        client.generate(Decision, prompt="Approve?", retries=0)  # type: ignore[call-arg]
+    assert wire.requests == []
+
+
+# --- the issue's cases: accepted, then broken after a request was sent ---
+
+
+def test_a_token_budget_of_the_wrong_type_fails_when_the_client_is_made() -> None:
+    wire = Wire(chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
+    with pytest.raises(TypeError, match=r"StructuredClient\(\): token_budget must be a whole"):
+        StructuredClient(provider, token_budget="x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="backoff must be a Backoff, not None"):
+        StructuredClient(provider, backoff=None)  # type: ignore[arg-type]
+    assert wire.requests == []
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: Backoff(retries=-1), "Backoff(): retries must be at least 0"),
+        (lambda: Backoff(initial="1"), "Backoff(): initial must be a number"),
+        (lambda: Backoff(maximum=float("nan")), "maximum must be a finite number"),
+        (lambda: MaxTokensRamp(factor=0.5), "MaxTokensRamp(): factor must be at least 1"),
+        (lambda: MaxTokensRamp(cap=0), "cap must be at least 1"),
+        (lambda: JobSettings(retries=-1), "JobSettings(): retries must be at least 0"),
+        (lambda: JobSettings(max_tokens="4096"), "max_tokens must be a whole number"),
+        (lambda: JobSettings(enum_case="upper"), "enum_case must be 'normalize' or 'reject'"),
+    ],
+)
+def test_retry_policies_and_job_settings_check_their_fields_when_made(
+    make: Any, said: str
+) -> None:
+    with pytest.raises((TypeError, ValueError), match=re.escape(said)):
+        make()
+
+
+@pytest.mark.parametrize("record", [Backoff, MaxTokensRamp, JobSettings])
+def test_every_field_of_a_policy_refuses_its_wrong_values(record: type) -> None:
+    hints = get_type_hints(record, include_extras=True)
+    for field in dataclasses.fields(record):
+        for bad in wrong_values(hints[field.name]):
+            with pytest.raises((TypeError, ValueError)) as info:
+                record(**{field.name: bad})
+            _refused(field.name, bad, info)
+
+
+@pytest.mark.parametrize(
+    ("keyword", "bad", "error"),
+    [("sleep", None, TypeError), ("max_concurrency", 0, ValueError),
+     ("max_concurrency", "8", TypeError)],
+)  # fmt: skip
+def test_the_constructors_own_keywords_are_checked_too(
+    keyword: str, bad: object, error: type[Exception]
+) -> None:
+    client, _, _ = _client()
+    with pytest.raises(error, match=keyword):
+        AsyncStructuredClient(client.provider, **{keyword: bad})
+    if keyword == "sleep":
+        with pytest.raises(error, match=keyword):
+            StructuredClient(client.provider, sleep=bad)  # type: ignore[arg-type]
+
+
+def test_parallel_tool_calls_of_the_wrong_type_is_refused_before_sending() -> None:
+    client, wire, heard = _client()
+    with pytest.raises(TypeError, match="parallel_tool_calls must be True, False or None"):
+        client.call_tools(tools=[Tool(Decision)], prompt="x", parallel_tool_calls="yes")  # type: ignore[arg-type]
+    assert wire.requests == [] and heard.calls == 0
+
+
+def test_a_call_s_options_meet_the_client_s_in_an_async_call_too() -> None:
+    wire = Wire(chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
+    client = AsyncStructuredClient(provider, temperature=0.5)
+
+    async def run() -> None:
+        with pytest.raises(TypeError, match=r"generate\(\): seed must be a whole number"):
+            await client.generate(Decision, prompt="x", seed=1.5)  # type: ignore[typeddict-item]
+
+    asyncio.run(run())
+    assert wire.requests == []
+
+
+# --- a thresholds file: refused when set, naming the file and the line ---
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"format": "sdk-abstention/1",\n "fields": {\n', "line 3, column 1: not JSON"),
+        ('{"format": "sdk-abstention/1",\n "fields": [1, 2]}', "line 2: `fields` must be"),
+        (
+            '{"format": "sdk-abstention/1",\n "fields": {\n  "/a": {"threshold": "0.5"}}}',
+            "line 3: field '/a' is not a threshold entry",
+        ),
+        (
+            '{"format": "sdk-abstention/1",\n "max_false_abstention": "x", "fields": {}}',
+            "line 2: `max_false_abstention` must be within [0, 1]",
+        ),
+        ('{"format": "sdk-abstention/1", "fields": {"/a": ' + "[" * 100_000, "nested"),
+        ('["not", "thresholds"]', "not an abstention thresholds file"),
+    ],
+)
+def test_a_malformed_thresholds_file_is_refused_when_set_naming_file_and_line(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    path = tmp_path / "thresholds.json"
+    path.write_text(text)
+    client, wire, _ = _client()
+    with pytest.raises(ValueError) as info:
+        client.with_options(abstention="guided", abstention_thresholds=path)
+    assert str(path) in str(info.value) and said in str(info.value)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        Thresholds.load(os.fspath(path))
+    assert wire.requests == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"concurrency": 0}, "concurrency must be at least 1"),
+        ({"concurrency": "4"}, "concurrency must be a whole number or None"),
+        ({"retries": -1}, "retries must be at least 0"),
+        ({"base_urls": "http://a"}, "base_urls must be a list of strings"),
+    ],
+)
+def test_a_batch_backend_spec_checks_its_fields_when_made(
+    fields: dict[str, Any], said: str
+) -> None:
+    from sdk.batch._setup import BackendSpec
+
+    with pytest.raises((TypeError, ValueError), match=re.escape(said)):
+        BackendSpec("llamacpp", **{"base_urls": ["http://127.0.0.1:1"], **fields})
