@@ -91,6 +91,8 @@ class ValueConfidence:
     start: int
     """Where the value is written in the text (characters; quotes included)."""
     end: int
+    kind: str = "string"
+    """Its JSON type: `string`, `number`, `boolean` or `null` (calibrations fit one per type)."""
 
     @property
     def removed(self) -> float | None:
@@ -124,9 +126,11 @@ class Confidence(Mapping[str, float]):
         surviving mass: the embedded model) or `"reported"` (as the route's API reports them)."""
         self.calibrated = calibrated is not None
         """Whether a calibration mapped the probabilities to the probability of being right."""
-        source = calibrated if calibrated is not None else {
-            pointer: item.probability for pointer, item in self.details.items()
-        }
+        source = (
+            calibrated
+            if calibrated is not None
+            else {pointer: item.probability for pointer, item in self.details.items()}
+        )
         self._probabilities = {pointer: _unit(source[pointer]) for pointer in self.details}
 
     def __getitem__(self, pointer: str) -> float:
@@ -170,9 +174,7 @@ class Confidence(Mapping[str, float]):
         decoded, so it has no confidence of its own)."""
         gone = set(pointers)
         kept = {p: item for p, item in self.details.items() if p not in gone}
-        calibrated = (
-            {p: self._probabilities[p] for p in kept} if self.calibrated else None
-        )
+        calibrated = {p: self._probabilities[p] for p in kept} if self.calibrated else None
         return Confidence(kept, route=self.route, calibrated=calibrated)
 
     def rebased(self, prefix: str) -> Confidence:
@@ -228,7 +230,7 @@ def value_confidence(
         chosen = _covering(ordered, starts, start, stop)
         if not chosen:
             continue
-        values[pointer] = _combined(pointer, chosen, start, end)
+        values[pointer] = _combined(pointer, chosen, start, end, _kind(text[start]))
     return values
 
 
@@ -252,8 +254,12 @@ def _covering(
     return found
 
 
+def _kind(first: str) -> str:
+    return {'"': "string", "t": "boolean", "f": "boolean", "n": "null"}.get(first, "number")
+
+
 def _combined(
-    pointer: str, tokens: Sequence[TokenLogprob], start: int, end: int
+    pointer: str, tokens: Sequence[TokenLogprob], start: int, end: int, kind: str
 ) -> ValueConfidence:
     logprob = sum(token.logprob for token in tokens)
     masses = [token.mass for token in tokens]
@@ -267,6 +273,7 @@ def _combined(
         tokens=len(tokens),
         start=start,
         end=end,
+        kind=kind,
     )
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "GrammarViolation",
     "InvalidJSON",
     "InvalidOutput",
+    "LowConfidence",
     "MissingToolCall",
     "ProviderError",
     "ProviderRetriesExhausted",
@@ -223,6 +224,20 @@ class CheckFailed(InvalidOutput):
 
 class SourceMissing(CheckFailed, ValueError):
     """The contract has `SourceQuote`/`Verbatim` values but no source was given to check them."""
+
+
+class LowConfidence(StructuredOutputError):
+    """A value's confidence was under the call's `min_confidence` where the contract cannot
+    hold `null` (a nullable one abstains instead); not retried: the same request would be as
+    unsure. `.confidence` has the low values' probabilities by pointer, `.value` the parsed
+    value, `.text` the reply."""
+
+    def __init__(
+        self, message: str, *, confidence: dict[str, float], value: Any = None, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.confidence = dict(confidence)
+        self.value = value
 
 
 # --- The request itself: decided before anything is sent ---

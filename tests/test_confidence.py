@@ -25,8 +25,25 @@ from tests.scripted_engine import ScriptedEngine
 from tests.scripted_engine import softmax_share
 
 VOCABULARY = [
-    '{"', "color", "word", '":"', '":', '"', '"}', "}", ":", "red", "gre", "en",
-    "r", "e", "d", "g", "n", "x", "null",
+    '{"',
+    "color",
+    "word",
+    '":"',
+    '":',
+    '"',
+    '"}',
+    "}",
+    ":",
+    "red",
+    "gre",
+    "en",
+    "r",
+    "e",
+    "d",
+    "g",
+    "n",
+    "x",
+    "null",
 ]
 
 
@@ -71,8 +88,13 @@ def test_masked_and_unmasked_probability_of_a_one_token_value(scripted) -> None:
     closing = {'"}': 3.0, '"': 1.0, "e": 2.5}
 
     def script(text: str) -> dict[str, float]:
-        return {"": {'{"': 5.0}, '{"': {"color": 5.0}, '{"color': AFTER_KEY,
-                '{"color":"': value_start, '{"color":"red': closing}.get(text, {})
+        return {
+            "": {'{"': 5.0},
+            '{"': {"color": 5.0},
+            '{"color': AFTER_KEY,
+            '{"color":"': value_start,
+            '{"color":"red': closing,
+        }.get(text, {})
 
     client = scripted(script)
     result = client.generate(Paint, prompt="colour?", max_tokens=20)
@@ -104,9 +126,14 @@ def test_a_multi_token_value_multiplies_its_tokens(scripted) -> None:
     closing = {'"}': 4.0}
 
     def script(text: str) -> dict[str, float]:
-        return {"": {'{"': 5.0}, '{"': {"color": 5.0}, '{"color': AFTER_KEY,
-                '{"color":"': value_start, '{"color":"gre': inside,
-                '{"color":"green': closing}.get(text, {})
+        return {
+            "": {'{"': 5.0},
+            '{"': {"color": 5.0},
+            '{"color': AFTER_KEY,
+            '{"color":"': value_start,
+            '{"color":"gre': inside,
+            '{"color":"green': closing,
+        }.get(text, {})
 
     result = scripted(script).generate(Paint, prompt="colour?", max_tokens=20)
     assert result.value.color == "green"
@@ -127,8 +154,13 @@ def test_a_value_cut_by_the_grammar_is_certain_among_what_was_allowed_and_kept_l
     wants_more = {"x": 6.0, '"}': 0.0}
 
     def script(text: str) -> dict[str, float]:
-        return {"": {'{"': 5.0}, '{"': {"word": 5.0}, '{"word': AFTER_KEY,
-                '{"word":"': {"red": 3.0}, '{"word":"red': wants_more}.get(text, {})
+        return {
+            "": {'{"': 5.0},
+            '{"': {"word": 5.0},
+            '{"word': AFTER_KEY,
+            '{"word":"': {"red": 3.0},
+            '{"word":"red': wants_more,
+        }.get(text, {})
 
     result = scripted(script).generate(Word, prompt="a word", max_tokens=20)
     assert result.value.word == "red"
@@ -149,9 +181,14 @@ def test_a_value_cut_by_the_grammar_is_certain_among_what_was_allowed_and_kept_l
 
 def test_unconstrained_decoding_keeps_everything(scripted) -> None:
     def script(text: str) -> dict[str, float]:
-        return {"": {'{"': 5.0}, '{"': {"color": 5.0}, '{"color': {'":"': 5.0},
-                '{"color":"': {"red": 6.0}, '{"color":"red': {'"}': 6.0},
-                '{"color":"red"}': {"<eos>": 9.0}}.get(text, {})
+        return {
+            "": {'{"': 5.0},
+            '{"': {"color": 5.0},
+            '{"color': {'":"': 5.0},
+            '{"color":"': {"red": 6.0},
+            '{"color":"red': {'"}': 6.0},
+            '{"color":"red"}': {"<eos>": 9.0},
+        }.get(text, {})
 
     result = scripted(script).generate(Paint, prompt="colour?", max_tokens=20, constrained=False)
     details = result.confidence.details["/color"]
@@ -225,3 +262,90 @@ def test_confidence_is_a_mapping_that_can_be_rebased_and_calibrated() -> None:
 def test_no_tokens_no_confidence() -> None:
     assert value_confidence('{"a": 1}', []) == {}
     assert value_confidence("Sorry, no JSON", _tokens(("Sorry, no JSON", 0.5))) == {}
+
+
+# --- min_confidence: a floor under which a value abstains, or the call fails ---
+
+
+class Shade(Contract):
+    color: Literal["red", "green", "greed"] | None
+
+
+def _unsure(text: str) -> dict[str, float]:
+    """A model that hesitates between "red" and "gre..." for the colour."""
+    return {
+        "": {'{"': 5.0},
+        '{"': {"color": 5.0},
+        '{"color': AFTER_KEY,
+        '{"color":"': {"red": 1.0, "gre": 0.9},
+        '{"color":"red': {'"}': 5.0},
+    }.get(text, {})
+
+
+def test_a_nullable_value_under_the_floor_abstains_with_a_note(scripted) -> None:
+    client = scripted(_unsure)
+    sure = client.generate(Shade, prompt="colour?", max_tokens=20)
+    assert sure.value.color == "red" and sure.confidence["/color"] < 0.5
+    floored = client.generate(Shade, prompt="colour?", max_tokens=20, min_confidence=0.5)
+    assert floored.value.color is None
+    notes = [n for n in floored.notes if n.kind == "low_confidence"]
+    assert [(n.pointer, n.received) for n in notes] == [("/color", "red")]
+    assert "/color" not in floored.confidence  # the null was not decoded: no confidence
+    assert floored.text == sure.text  # what the model wrote stays on the result
+    kept = client.generate(Shade, prompt="colour?", max_tokens=20, min_confidence=0.3)
+    assert kept.value.color == "red"
+
+
+def test_a_value_under_the_floor_that_cannot_be_null_fails_the_call_once(scripted) -> None:
+    from sdk.errors import LowConfidence
+
+    client = scripted(_unsure)
+    with pytest.raises(LowConfidence) as failed:
+        client.generate(Paint, prompt="colour?", max_tokens=20, min_confidence=0.5)
+    error = failed.value
+    assert list(error.confidence) == ["/color"] and error.confidence["/color"] < 0.5
+    assert error.value.color == "red" and error.text == '{"color":"red"}'
+    assert len(error.attempts) == 1  # not retried: the same request is as unsure
+
+
+def test_min_confidence_on_a_route_without_probabilities_says_it_was_not_applied() -> None:
+    from sdk.engine.kinds.document import UNCHECKED
+    from sdk.providers import TestProvider
+
+    result = StructuredClient(TestProvider(['{"color": "red"}'])).generate(
+        Shade, prompt="colour?", min_confidence=0.9
+    )
+    assert result.value.color == "red" and result.confidence is None
+    assert [(n.kind, n.written) for n in result.notes] == [("confidence", UNCHECKED)]
+
+
+@pytest.mark.parametrize("floor", [-0.1, 1.5, "high"])
+def test_min_confidence_is_checked_when_set(floor: object) -> None:
+    from sdk.providers import TestProvider
+
+    provider = TestProvider(['{"color": "red"}'])
+    with pytest.raises((TypeError, ValueError), match="min_confidence"):
+        StructuredClient(provider).generate(Shade, prompt="x", min_confidence=floor)
+    assert provider.requests == []
+
+
+# --- calibration ---
+
+
+def test_a_calibration_maps_confidence_and_min_confidence_uses_it(scripted, tmp_path) -> None:
+    from sdk.calibration import Calibration
+    from sdk.calibration import Curve
+
+    # Strings the decoder is unsure of (about 0.3) turn out right 90% of the time here.
+    curve = Curve("isotonic", (0.0, 0.1, 0.2, 0.9), 40)
+    path = Calibration({"string": curve}, {"dataset": "hand-made"}).save(tmp_path / "c.json")
+    client = scripted(_unsure)
+    raw = client.generate(Shade, prompt="colour?", max_tokens=20)
+    calibrated = client.generate(Shade, prompt="colour?", max_tokens=20,
+                                 confidence_calibration=path)  # fmt: skip
+    assert 0.2 <= raw.confidence["/color"] < 0.5
+    assert calibrated.confidence.calibrated and calibrated.confidence["/color"] == 0.9
+    assert calibrated.confidence.details["/color"].probability == raw.confidence["/color"]
+    kept = client.generate(Shade, prompt="colour?", max_tokens=20, min_confidence=0.5,
+                           confidence_calibration=path)  # fmt: skip
+    assert kept.value.color == "red"  # 0.9 calibrated: over the floor

@@ -46,11 +46,13 @@ from typing import get_args
 from typing import get_type_hints
 
 from sdk._declared import AtLeast
+from sdk._declared import Between
 from sdk._declared import Positive
 from sdk._declared import check
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
 from sdk.cache import SQLiteCache
+from sdk.calibration import Calibration
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
 from sdk.engine.kinds._kind import Abstention
@@ -129,6 +131,11 @@ def _load_thresholds(
     return Thresholds.load(value)
 
 
+def _load_calibration(value: Calibration | str | os.PathLike[str]) -> Calibration:
+    """A calibration file is read when it is set (its errors name the file)."""
+    return value if isinstance(value, Calibration) else Calibration.load(value)
+
+
 def cache_of(option: Cache | bool | None) -> Cache | None:
     """The store a `cache=` option names: `True` is the default `SQLiteCache` (opened once per
     process), `None` and `False` none."""
@@ -194,6 +201,19 @@ class CallOptions(SamplingOptions, total=False):
     refused at the call when calibrated for another contract), or set by hand (`0.25` for every
     nullable copied field, `{"/carrier": 0.25}` per field); `None`: the default
     (`sdk.abstention.Thresholds.standard`)."""
+    min_confidence: Annotated[float | None, Between(0, 1), Option("parsing")]
+    """A value whose confidence (`Result.confidence`: calibrated when a calibration is given)
+    is under it abstains, `null` with a `low_confidence` note, where the contract can hold
+    `null` there, and fails the call with `LowConfidence` where it cannot (`None`: no floor).
+    On a route that reports no token probabilities a note says it was not applied."""
+    confidence_calibration: Annotated[
+        Calibration | str | os.PathLike[str] | None,
+        Option(
+            "parsing", convert=_load_calibration, expects="a Calibration, a file's path or None"
+        ),
+    ]
+    """Maps each value's confidence to the probability of being right (`sdk.calibration`: the
+    file `sdk eval --calibrate-confidence` writes, read when set)."""
     cache: Annotated[
         Cache | bool | None,
         Option("call", convert=cache_of, expects="an sdk.cache store, True, False or None"),

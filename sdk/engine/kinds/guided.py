@@ -133,9 +133,4 @@ class Guided:
         return self.inner.view(attempt, provider)
 
     def result(self, accepted: Accepted[Any], ending: Ending) -> Any:
-        result = self.inner.result(accepted, ending)
-        abstained = [note.pointer for note in accepted.notes if note.kind == "abstained"]
-        if result.confidence is None or not abstained:
-            return result
-        # An abstention's null was not decoded: it has no confidence of its own.
-        return replace(result, confidence=result.confidence.without(abstained))
+        return self.inner.result(accepted, ending)
