@@ -76,6 +76,35 @@ CalibrateOption = Annotated[
         "labelled data (highest recall at <= 5% false abstention) to this file.",
     ),
 ]
+MinConfidenceOption = Annotated[
+    float,
+    typer.Option(
+        "--min-confidence",
+        min=0.0,
+        max=1.0,
+        help="The min_confidence arm's floor (calibrated when --confidence-calibration is given).",
+    ),
+]
+ConfidenceCalibrationOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--confidence-calibration",
+        help="A confidence calibration (JSON, from --calibrate-confidence on another split): the "
+        "min_confidence arm uses it, and the report gives every arm's calibration error after it.",
+    ),
+]
+CalibrateConfidenceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibrate-confidence",
+        help="Fit a confidence calibration (per JSON type) on this run's values and write it to "
+        "this file.",
+    ),
+]
+CalibrationMethodOption = Annotated[
+    str,
+    typer.Option("--calibration-method", help="platt (default) or isotonic."),
+]
 
 
 class EvalProgress:
@@ -114,17 +143,25 @@ def eval_command(
     fresh: FreshOption = False,
     thresholds_file: ThresholdsOption = None,
     calibrate_file: CalibrateOption = None,
+    min_confidence: MinConfidenceOption = 0.5,
+    confidence_calibration: ConfidenceCalibrationOption = None,
+    calibrate_confidence: CalibrateConfidenceOption = None,
+    calibration_method: CalibrationMethodOption = "platt",
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
 ) -> None:
     """Paired evaluation: the same items through each arm (constrained, unconstrained, widened,
     answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
-    mass-aware, guided), scored on accuracy and abstention, with paired statistics."""
+    mass-aware, guided, min-confidence), scored on accuracy and abstention, with paired
+    statistics and each arm's confidence calibration error."""
     from sdk._files import write_atomic
     from sdk.abstention import Thresholds
+    from sdk.calibration import Calibration
+    from sdk.calibration import Method
     from sdk.client import StructuredClient
     from sdk.eval import load_dataset
     from sdk.eval import print_tables
+    from sdk.eval.calibration import calibrate_confidence_run
     from sdk.eval.calibration import calibrate_run
     from sdk.eval.report import ACCURACY_FILE
     from sdk.eval.report import REPORT_FILE
@@ -136,6 +173,13 @@ def eval_command(
     with errors_exit(out):
         if thresholds_file is not None and calibrate_file is not None:
             raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
+        if calibration_method not in ("platt", "isotonic"):
+            raise ValueError(
+                f"--calibration-method is platt or isotonic, not {calibration_method!r}"
+            )
+        calibration = (
+            Calibration.load(confidence_calibration) if confidence_calibration is not None else None
+        )
         contract = contract_named(contract_ref)
         folder = out_dir if out_dir is not None else Path("eval-results") / dataset.stem
         sampling = {"temperature": temperature, "seed": seed}
@@ -157,17 +201,24 @@ def eval_command(
             dataset=str(dataset),
             thresholds=Thresholds.load(thresholds_file) if thresholds_file is not None else None,
             calibrating=calibrate_file is not None,
+            min_confidence=min_confidence,
+            confidence_calibration=calibration,
         )
         write_atomic(folder / REPORT_FILE, html_report(run))
         if run.metrics:
             write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
         if calibrate_file is not None:
             calibrate_run(run).save(calibrate_file)
+        if calibrate_confidence is not None:
+            method: Method = "isotonic" if calibration_method == "isotonic" else "platt"
+            calibrate_confidence_run(run, method=method).save(calibrate_confidence)
     print_tables(out.out, run)
     out.line(f"results: {folder / RESULTS_FILE}")
     out.line(f"report:  {folder / REPORT_FILE}")
     if calibrate_file is not None:
         out.line(f"thresholds: {calibrate_file}")
+    if calibrate_confidence is not None:
+        out.line(f"confidence calibration: {calibrate_confidence}")
     if store is not None and before is not None:
         out.line(_cache_line(store, before))
 

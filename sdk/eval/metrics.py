@@ -11,6 +11,11 @@ Abstention recall: over labelled fields whose label is "abstain", the share wher
 abstained. False abstention: over fields with a real label, the share where it abstained anyway.
 Stated accuracy: over fields with a real label, the share exactly right (for values copied from
 the document, exact-copy accuracy).
+
+Calibration error: over the values an arm returned (not `null`) with a confidence
+(`Outcome.confidence`, routes with token probabilities only), the expected calibration error
+between the confidence and whether the value was right (`sdk.calibration`), with a bootstrap
+interval; where the run has a confidence calibration, also after it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 
+from sdk.calibration import Calibration
+from sdk.calibration import Sample
+from sdk.calibration import ece_interval
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
 from sdk.eval.stats import Interval
 from sdk.eval.stats import wilson_interval
@@ -33,6 +41,7 @@ __all__ = [
     "MassSummary",
     "Outcome",
     "arm_metrics",
+    "confidence_samples",
     "score",
 ]
 
@@ -242,6 +251,13 @@ class ArmMetrics:
     latency_p50: float
     latency_p95: float
     mass: Mapping[str, MassSummary]
+    calibration_error: Interval | None = None
+    """Expected calibration error of the returned values' confidence as decoded, with its 95%
+    bootstrap interval (`None`: no value with a confidence)."""
+    calibrated_error: Interval | None = None
+    """The same after the run's confidence calibration (`None`: the run has none)."""
+    confident_values: int = 0
+    """How many returned values the calibration errors are over."""
 
     def to_json(self) -> dict[str, Any]:
         def interval(value: Interval | None) -> dict[str, float] | None:
@@ -264,6 +280,9 @@ class ArmMetrics:
             "latency_p50": self.latency_p50,
             "latency_p95": self.latency_p95,
             "mass": {k: v.to_json() for k, v in self.mass.items()},
+            "calibration_error": interval(self.calibration_error),
+            "calibrated_error": interval(self.calibrated_error),
+            "confident_values": self.confident_values,
         }
 
 
@@ -272,8 +291,10 @@ def arm_metrics(
     outcomes: Sequence[Outcome],
     *,
     threshold: float = DEFAULT_LOW_MASS_THRESHOLD,
+    calibration: Calibration | None = None,
 ) -> ArmMetrics:
-    """The metrics of one arm's outcomes (module docstring)."""
+    """The metrics of one arm's outcomes (module docstring); `calibration` maps confidence to
+    the probability of being right for `calibrated_error`."""
     n = len(outcomes)
     names = list(dict.fromkeys(name for o in outcomes for name in o.fields))
     field_accuracy = {
@@ -307,7 +328,46 @@ def arm_metrics(
         latency_p50=_quantile(latencies, 0.50),
         latency_p95=_quantile(latencies, 0.95),
         mass=_mass(outcomes, threshold),
+        **_calibration_errors(outcomes, calibration),
     )
+
+
+def confidence_samples(outcomes: Iterable[Outcome]) -> list[Sample]:
+    """Per valid outcome, per labelled field it returned a value for (not `null`) with a
+    confidence: the value's JSON type, its confidence as decoded, and whether it was right."""
+    samples = []
+    for outcome in outcomes:
+        if not outcome.valid or outcome.confidence is None:
+            continue
+        for name, scored in outcome.fields.items():
+            decoded = outcome.confidence.get(f"/{name}")
+            if decoded is None or scored.predicted is None:
+                continue
+            samples.append(Sample(_json_type(scored.predicted), decoded[0], scored.correct))
+    return samples
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else "other"
+
+
+def _calibration_errors(
+    outcomes: Iterable[Outcome], calibration: Calibration | None
+) -> dict[str, Any]:
+    samples = confidence_samples(outcomes)
+    if not samples:
+        return {}
+    correct = [s.correct for s in samples]
+    raw = Interval(*ece_interval([s.confidence for s in samples], correct))
+    errors: dict[str, Any] = {"calibration_error": raw, "confident_values": len(samples)}
+    if calibration is not None:
+        mapped = [calibration.probability(s.kind, s.confidence) for s in samples]
+        errors["calibrated_error"] = Interval(*ece_interval(mapped, correct))
+    return errors
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
