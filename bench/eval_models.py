@@ -15,6 +15,7 @@ abstention recall >= 80% at false abstention <= 5%). No figure is typed by hand.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -111,8 +112,69 @@ def tables() -> str:
                     f"| {pair.b} | {pair.result.items} | {d.estimate:+.0%} [{d.low:+.0%}, "
                     f"{d.high:+.0%}] | {pair.result.mcnemar.p_value:.3g} | {verdict(pair)} |"
                 )
-        lines += ["", *_gap(run), ""]
+        lines += ["", *_gap(run), "", *_signals(run), ""]
     return "\n".join(lines) + "\n"
+
+
+SIGNALS = {
+    "confidence (masked)": lambda c, mass: c[0],
+    "kept by the grammar": lambda c, mass: c[1],
+    "first-token mass": lambda c, mass: mass,
+}
+
+
+def _signals(run) -> list[str]:  # type: ignore[no-untyped-def]
+    """Per field, how well each signal tells a right returned value from a wrong one (AUC: 0.5
+    is chance, 1 separates them), over the arm that writes every value a span can fill."""
+    arm = "min_confidence" if "min_confidence" in run.metrics else "mass_aware"
+    outcomes = [o for o in run.outcomes_of("mass_aware") if o.valid and o.confidence]
+    if not outcomes:
+        return []
+    names = list(dict.fromkeys(name for o in outcomes for name in o.fields))
+    lines = [
+        f"Signals on the `mass_aware` arm's values before abstention (every value a span can "
+        f"fill written): AUC at telling a right value from a wrong one (right/wrong counts); "
+        f"the `{arm}` arm abstains on the first, `mass_aware` on the last.",
+        "",
+        "| field | right / wrong | " + " | ".join(SIGNALS) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in SIGNALS) + " |",
+    ]
+    for name in names:
+        cells = []
+        counts = ""
+        for read in SIGNALS.values():
+            right, wrong = [], []
+            for o in outcomes:
+                # Before abstention: the value as decoded (the reply's text), right when it
+                # equals the label.
+                written = _decoded(o.text).get(name)
+                decoded = o.confidence.get(f"/{name}")
+                mass = (o.signals or {}).get(f"/{name}")
+                if written is None or decoded is None:
+                    continue
+                value = read(decoded, mass)
+                if value is None:
+                    continue
+                (right if written == o.fields[name].expected else wrong).append(value)
+            counts = f"{len(right)} / {len(wrong)}"
+            cells.append(_auc(right, wrong))
+        lines.append(f"| {name} | {counts} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _decoded(text: str | None) -> dict[str, object]:
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _auc(right: list[float], wrong: list[float]) -> str:
+    if not right or not wrong:
+        return "-"
+    wins = sum((r > w) + 0.5 * (r == w) for r in right for w in wrong)
+    return f"{wins / (len(right) * len(wrong)):.2f}"
 
 
 def _gap(run) -> list[str]:  # type: ignore[no-untyped-def]
