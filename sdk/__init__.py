@@ -39,6 +39,7 @@ from sdk.errors import GrammarStuck
 from sdk.errors import GrammarViolation
 from sdk.errors import InvalidJSON
 from sdk.errors import InvalidOutput
+from sdk.errors import LowConfidence
 from sdk.errors import MissingToolCall
 from sdk.errors import ProviderError
 from sdk.errors import ProviderRetriesExhausted
@@ -86,6 +87,7 @@ __all__ = [
     "Image",
     "InvalidJSON",
     "InvalidOutput",
+    "LowConfidence",
     "MaxTokensRamp",
     "Message",
     "MissingToolCall",
