@@ -5,7 +5,8 @@ A value's confidence (`sdk.confidence`) is how sure the decoder was of it; a sma
 sure of a wrong value, and a grammar makes that worse where it forces a value the model did not
 want. On labelled outcomes (a value, its confidence, and whether it was right), a calibration
 learns a monotone map per value type (`string`, `number`, `boolean`, `null`: they go wrong in
-different ways), with one over all types for a type too rare to fit on its own:
+different ways), or per field (`by="field"`: a name and an id of the same type go wrong in
+different ways too), with one over all types for a type or field too rare to fit on its own:
 
 - `"platt"` (default): a logistic curve on the logit of the confidence (two numbers per type;
   steady on a few dozen samples);
@@ -27,6 +28,7 @@ import json
 import math
 import os
 import random
+import re
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -45,6 +47,7 @@ __all__ = [
     "Calibration",
     "CalibrationFileError",
     "Curve",
+    "Grouping",
     "Method",
     "Sample",
     "ece_interval",
@@ -55,7 +58,9 @@ __all__ = [
 
 CALIBRATION_FORMAT: Final = "sdk-confidence-calibration/1"
 Method = Literal["platt", "isotonic"]
+Grouping = Literal["type", "field"]
 _ALL = "*"  # the curve over every type, for a type without its own
+_INDEX = re.compile(r"/[0-9]+(?=/|$)")  # array indices: a field's curve covers every item
 _MIN_SAMPLES = 12  # fewer samples of a type than this: it uses the curve over all types
 _EPSILON = 1e-6
 
@@ -71,6 +76,8 @@ class Sample:
     kind: str
     confidence: float
     correct: bool
+    field: str = ""
+    """Its field's JSON pointer (`/carrier`; for a calibration by field)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +107,21 @@ class Calibration:
     fitted: Mapping[str, Any] = field(default_factory=dict)
     """Contract, model, dataset, arm and sample counts of the fit."""
 
-    def probability(self, kind: str, confidence: float) -> float:
-        """The calibrated probability of a value of `kind` decoded with `confidence`."""
-        curve = self.curves.get(kind) or self.curves.get(_ALL)
+    def probability(self, kind: str, confidence: float, field: str = "") -> float:
+        """The calibrated probability of a value of `kind` (at `field`, a JSON pointer with
+        array indices as `*`) decoded with `confidence`: the field's curve, else its type's,
+        else the one over all."""
+        curve = (
+            (self.curves.get(field) if field else None)
+            or self.curves.get(kind)
+            or self.curves.get(_ALL)
+        )
         return confidence if curve is None else min(max(curve(confidence), 0.0), 1.0)
 
     def apply(self, confidence: Confidence) -> Confidence:
         """`confidence` with each value's probability calibrated (`calibrated` true)."""
         mapped = {
-            pointer: self.probability(item.kind, item.probability)
+            pointer: self.probability(item.kind, item.probability, _INDEX.sub("/*", pointer))
             for pointer, item in confidence.details.items()
         }
         return confidence.with_calibrated(mapped)
@@ -175,23 +188,30 @@ def _curve(path: str | os.PathLike[str], kind: str, item: Any) -> Curve:
 
 
 def fit(
-    samples: Iterable[Sample], *, method: Method = "platt", fitted: Mapping[str, Any] | None = None
+    samples: Iterable[Sample],
+    *,
+    method: Method = "platt",
+    by: Grouping = "type",
+    fitted: Mapping[str, Any] | None = None,
 ) -> Calibration:
-    """A calibration fitted on labelled samples: a curve per type with enough of them, and one
-    over all types (`ValueError` when there is nothing to fit)."""
+    """A calibration fitted on labelled samples: a curve per type (or per field, `by="field"`)
+    with enough of them, and one over all (`ValueError` when there is nothing to fit)."""
     pool = list(samples)
     if not pool:
         raise ValueError("no labelled values to calibrate on")
     by_kind: dict[str, list[Sample]] = {_ALL: pool}
     for sample in pool:
-        by_kind.setdefault(sample.kind, []).append(sample)
+        group = sample.field if by == "field" and sample.field else sample.kind
+        by_kind.setdefault(group, []).append(sample)
     curves = {
         kind: _fit_curve(group, method)
         for kind, group in by_kind.items()
         if kind == _ALL or len(group) >= _MIN_SAMPLES
     }
     counts = {kind: len(group) for kind, group in by_kind.items()}
-    return Calibration(curves, {**dict(fitted or {}), "method": method, "samples": counts})
+    return Calibration(
+        curves, {**dict(fitted or {}), "method": method, "by": by, "samples": counts}
+    )
 
 
 def _fit_curve(samples: Sequence[Sample], method: Method) -> Curve:

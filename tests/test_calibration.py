@@ -89,3 +89,32 @@ def test_the_file_round_trips_and_a_bad_one_names_itself(tmp_path: Path) -> None
 def test_nothing_to_fit_is_an_error() -> None:
     with pytest.raises(ValueError, match="no labelled values"):
         fit([])
+
+
+def test_a_calibration_by_field_tells_fields_of_one_type_apart() -> None:
+    # An id is right whatever its confidence; a name decoded as surely is right a tenth of the time.
+    samples = [Sample("string", 0.6, True, "/id") for _ in range(40)]
+    samples += [Sample("string", 0.6, i % 10 == 0, "/name") for i in range(40)]
+    by_type, by_field = fit(samples, method="isotonic"), fit(samples, method="isotonic", by="field")
+    assert by_type.probability("string", 0.6, "/name") == pytest.approx(0.55)
+    assert by_field.probability("string", 0.6, "/name") == pytest.approx(0.1)
+    assert by_field.probability("string", 0.6, "/id") == pytest.approx(1.0)
+    # A field without its own curve (and array items, by their field) fall back to the type's.
+    assert by_field.probability("string", 0.6, "/other") == by_field.curves["*"](0.6)
+    assert by_field.fitted["by"] == "field" and set(by_field.curves) == {"*", "/id", "/name"}
+
+
+def test_apply_uses_the_field_curve_for_every_item_of_a_list() -> None:
+    from sdk.calibration import Curve
+    from sdk.confidence import Confidence
+    from sdk.confidence import ValueConfidence
+
+    def value(pointer: str) -> ValueConfidence:
+        return ValueConfidence(pointer, 0.5, None, None, 1, 0, 1, "number")
+
+    decoded = Confidence({p: value(p) for p in ["/lines/0/total", "/lines/1/total", "/n"]},
+                         route="reported")  # fmt: skip
+    calibration = Calibration({"/lines/*/total": Curve("isotonic", (0.0, 0.9), 20)})
+    mapped = calibration.apply(decoded)
+    assert mapped.calibrated and dict(mapped) == {"/lines/0/total": 0.9, "/lines/1/total": 0.9,
+                                                  "/n": 0.5}  # fmt: skip

@@ -105,6 +105,12 @@ CalibrationMethodOption = Annotated[
     str,
     typer.Option("--calibration-method", help="platt (default) or isotonic."),
 ]
+CalibrateByOption = Annotated[
+    str,
+    typer.Option(
+        "--calibrate-by", help="A curve per JSON type (type, the default) or per field (field)."
+    ),
+]
 
 
 class EvalProgress:
@@ -147,6 +153,7 @@ def eval_command(
     confidence_calibration: ConfidenceCalibrationOption = None,
     calibrate_confidence: CalibrateConfidenceOption = None,
     calibration_method: CalibrationMethodOption = "platt",
+    calibrate_by: CalibrateByOption = "type",
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
 ) -> None:
@@ -157,6 +164,7 @@ def eval_command(
     from sdk._files import write_atomic
     from sdk.abstention import Thresholds
     from sdk.calibration import Calibration
+    from sdk.calibration import Grouping
     from sdk.calibration import Method
     from sdk.client import StructuredClient
     from sdk.eval import load_dataset
@@ -177,6 +185,8 @@ def eval_command(
             raise ValueError(
                 f"--calibration-method is platt or isotonic, not {calibration_method!r}"
             )
+        if calibrate_by not in ("type", "field"):
+            raise ValueError(f"--calibrate-by is type or field, not {calibrate_by!r}")
         calibration = (
             Calibration.load(confidence_calibration) if confidence_calibration is not None else None
         )
@@ -211,7 +221,8 @@ def eval_command(
             calibrate_run(run).save(calibrate_file)
         if calibrate_confidence is not None:
             method: Method = "isotonic" if calibration_method == "isotonic" else "platt"
-            calibrate_confidence_run(run, method=method).save(calibrate_confidence)
+            by: Grouping = "field" if calibrate_by == "field" else "type"
+            calibrate_confidence_run(run, method=method, by=by).save(calibrate_confidence)
     print_tables(out.out, run)
     out.line(f"results: {folder / RESULTS_FILE}")
     out.line(f"report:  {folder / REPORT_FILE}")

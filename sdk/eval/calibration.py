@@ -20,6 +20,7 @@ from sdk.abstention import Sample
 from sdk.abstention import Thresholds
 from sdk.abstention import calibrate
 from sdk.calibration import Calibration
+from sdk.calibration import Grouping
 from sdk.calibration import Method
 from sdk.calibration import fit
 from sdk.eval.metrics import confidence_samples
@@ -72,7 +73,9 @@ def calibrate_run(
     return calibrate(samples, max_false_abstention=max_false_abstention, calibration=calibration)
 
 
-def calibrate_confidence_run(run: EvalRun, *, method: Method = "platt") -> Calibration:
+def calibrate_confidence_run(
+    run: EvalRun, *, method: Method = "platt", by: Grouping = "type"
+) -> Calibration:
     """The confidence calibration fitted on the run's returned values (module docstring;
     `ValueError` when none has a confidence: the route reports no token probabilities)."""
     arms = [arm for arm in run.arms if confidence_samples(run.outcomes_of(arm))]
@@ -90,4 +93,4 @@ def calibrate_confidence_run(run: EvalRun, *, method: Method = "platt") -> Calib
         "arms": arms,
         "items": len(run.items),
     }
-    return fit(samples, method=method, fitted=fitted)
+    return fit(samples, method=method, by=by, fitted=fitted)

@@ -343,7 +343,8 @@ def confidence_samples(outcomes: Iterable[Outcome]) -> list[Sample]:
             decoded = outcome.confidence.get(f"/{name}")
             if decoded is None or scored.predicted is None:
                 continue
-            samples.append(Sample(_json_type(scored.predicted), decoded[0], scored.correct))
+            kind = _json_type(scored.predicted)
+            samples.append(Sample(kind, decoded[0], scored.correct, f"/{name}"))
     return samples
 
 
@@ -365,7 +366,7 @@ def _calibration_errors(
     raw = Interval(*ece_interval([s.confidence for s in samples], correct))
     errors: dict[str, Any] = {"calibration_error": raw, "confident_values": len(samples)}
     if calibration is not None:
-        mapped = [calibration.probability(s.kind, s.confidence) for s in samples]
+        mapped = [calibration.probability(s.kind, s.confidence, s.field) for s in samples]
         errors["calibrated_error"] = Interval(*ece_interval(mapped, correct))
     return errors
 

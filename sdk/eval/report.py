@@ -485,7 +485,7 @@ def _reliability_charts(run: EvalRun) -> list[str]:
         correct = [s.correct for s in samples]
         series = [(_BLUE, reliability([s.confidence for s in samples], correct))]
         if calibration is not None:
-            mapped = [calibration.probability(s.kind, s.confidence) for s in samples]
+            mapped = [calibration.probability(s.kind, s.confidence, s.field) for s in samples]
             series.append((_ORANGE, reliability(mapped, correct)))
         out = [
             f'<svg id="reliability-{_e(arm)}" role="img" viewBox="0 0 {size} {size + 16}" '
