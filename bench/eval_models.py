@@ -32,6 +32,7 @@ RUNS = {
     "SmolLM2-135M (smollm2-135m)": ROOT / "eval-results" / "smollm2-135m" / "notices",
     "Gemma 3 270M (gemma3-270m)": ROOT / "eval-results" / "gemma3-270m" / "notices",
 }
+CALIBRATION_SPLIT = "notices-calibration"  # beside each run's folder
 COMMANDS = """\
     # per model M in smollm2-135m, gemma3-270m (gemma3-270m: a calibration run kept from before,
     # resumed, so only the confidence calibration is fitted):
@@ -90,14 +91,16 @@ def tables() -> str:
             f"min_confidence floor {run.config.get('min_confidence')}.",
             "",
             "| arm | items | exact copies | abstention recall | false abstention | valid "
-            "| item accuracy | ECE (decoded → calibrated) |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| item accuracy | ECE (decoded → by type) | ECE by field |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
+        by_field = _by_field(folder.parent / CALIBRATION_SPLIT)
         for arm, m in run.metrics.items():
             lines.append(
                 f"| {arm} | {m.items} | {_pct(m.stated_accuracy)} | {_pct(m.abstention_recall)} "
                 f"| {_pct(m.false_abstention)} | {_pct(m.validity)} | {_pct(m.accuracy)} "
-                f"| {_ece(m.calibration_error, m.calibrated_error)} |"
+                f"| {_ece(m.calibration_error, m.calibrated_error)} "
+                f"| {_field_ece(run, arm, by_field)} |"
             )
         against = [pair for pair in run.pairs if pair.a == "constrained"]
         if against:
@@ -175,6 +178,28 @@ def _auc(right: list[float], wrong: list[float]) -> str:
         return "-"
     wins = sum((r > w) + 0.5 * (r == w) for r in right for w in wrong)
     return f"{wins / (len(right) * len(wrong)):.2f}"
+
+
+def _by_field(folder: Path):  # type: ignore[no-untyped-def]
+    """A calibration by field fitted on the calibration split's run (`None`: no such run)."""
+    from sdk.eval.calibration import calibrate_confidence_run
+
+    if not (folder / "results.json").is_file():
+        return None
+    return calibrate_confidence_run(load_results(folder, resamples=100), by="field")
+
+
+def _field_ece(run, arm: str, calibration) -> str:  # type: ignore[no-untyped-def]
+    """The arm's ECE after the calibration by field (fitted on the other split)."""
+    from sdk.calibration import ece_interval
+    from sdk.eval.metrics import confidence_samples
+
+    samples = confidence_samples(run.outcomes_of(arm))
+    if calibration is None or not samples:
+        return "-"
+    mapped = [calibration.probability(s.kind, s.confidence, s.field) for s in samples]
+    estimate, low, high = ece_interval(mapped, [s.correct for s in samples])
+    return f"{estimate:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def _gap(run) -> list[str]:  # type: ignore[no-untyped-def]
