@@ -216,11 +216,11 @@ def _gap(run) -> list[str]:  # type: ignore[no-untyped-def]
         met = exact >= 0.9 and recall >= 0.8 and false <= 0.05
         misses = []
         if exact < 0.9:
-            misses.append(f"exact copies {0.9 - exact:.0%} short")
+            misses.append(f"exact copies {0.9 - exact:.1%} short")
         if recall < 0.8:
-            misses.append(f"abstention recall {0.8 - recall:.0%} short")
+            misses.append(f"abstention recall {0.8 - recall:.1%} short")
         if false > 0.05:
-            misses.append(f"false abstention {false - 0.05:.0%} over")
+            misses.append(f"false abstention {false - 0.05:.1%} over")
         out.append(f"- {arm}: " + ("goals met" if met else "; ".join(misses)))
     return out
 
