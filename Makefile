@@ -103,7 +103,7 @@ eval: $(LOCAL_STAMP)
 # on the calibration split, then the held split), and the table by model and arm,
 # eval-results/MODELS.md. Resumes like `make eval`; EVAL_CONFIDENCE_LIMIT=40 runs fewer items.
 EVAL_CONFIDENCE_LIMIT ?= 60
-CONFIDENCE_ARMS := constrained,grounded,mass_aware,min_confidence
+CONFIDENCE_ARMS := constrained,grounded,mass_aware,guided,min_confidence
 
 eval-confidence: $(GEMMA_STAMP)
 	for model in smollm2-135m gemma3-270m; do \

@@ -41,7 +41,7 @@ COMMANDS = """\
         --calibrate eval-results/M/notices/thresholds.json \\
         --calibrate-confidence eval-results/M/notices/confidence.json
     sdk eval examples/data/eval/notices.jsonl --contract contracts:ShipmentNotice --model M \\
-        --arms constrained,grounded,mass_aware,min_confidence --max-tokens 200 --limit N \\
+        --arms constrained,grounded,mass_aware,guided,min_confidence --max-tokens 200 --limit N \\
         --out eval-results/M/notices --thresholds eval-results/M/notices/thresholds.json \\
         --confidence-calibration eval-results/M/notices/confidence.json
     .venv/bin/python bench/eval_models.py --write
