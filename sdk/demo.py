@@ -116,6 +116,9 @@ def main(model: str | None = None) -> int:
     except ImportError as missing:
         out.line(f"the demo needs the local extra: {missing}", style="red")
         return 1
+    except FileNotFoundError as missing:  # --model names neither a known model nor a file
+        out.line(str(missing), style="red")
+        return 1
     if not (DATA / "invoice.txt").is_file():
         out.line(f"the demo reads its documents from {DATA}: run it from a clone of the repository")
         return 1
