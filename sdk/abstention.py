@@ -293,9 +293,7 @@ def _thresholds(path: str | os.PathLike[str], text: str, data: dict[str, Any]) -
     return Thresholds(fields, settings["max_false_abstention"], calibration, settings["default"])
 
 
-def _entry(
-    path: str | os.PathLike[str], text: str, pointer: str, item: Any
-) -> FieldThreshold:
+def _entry(path: str | os.PathLike[str], text: str, pointer: str, item: Any) -> FieldThreshold:
     """One field's entry of a thresholds file (`ThresholdsFileError` at its line): a threshold
     in [0, 1], and what it did on the calibration data where it was calibrated."""
     line = _line_of(text, pointer)
@@ -362,9 +360,7 @@ def calibrate(
     by_field: dict[str, list[Sample]] = {}
     for sample in samples:
         by_field.setdefault(sample.field, []).append(sample)
-    fields = {
-        pointer: _best(group, max_false_abstention) for pointer, group in by_field.items()
-    }
+    fields = {pointer: _best(group, max_false_abstention) for pointer, group in by_field.items()}
     return Thresholds(fields, max_false_abstention, dict(calibration or {}))
 
 

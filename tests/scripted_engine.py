@@ -146,10 +146,17 @@ class ScriptedEngine(_Engine):
             engine_module._ENGINES.pop(key, None)
 
 
-def softmax_share(logits: Mapping[str, float], chosen: str, among: Sequence[str],
-                  *, vocabulary: Sequence[str], default: float = -10.0) -> tuple[float, float]:
+def softmax_share(
+    logits: Mapping[str, float],
+    chosen: str,
+    among: Sequence[str],
+    *,
+    vocabulary: Sequence[str],
+    default: float = -10.0,
+) -> tuple[float, float]:
     """Worked by hand: the probability of `chosen` among the tokens `among` (the allowed ones),
     and the share of the whole distribution those tokens hold (the surviving mass)."""
+
     def logit(token: str) -> float:
         return logits.get(token, default)
 

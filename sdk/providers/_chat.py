@@ -288,8 +288,10 @@ class ChatDeltas:
 
     def logprobs(self, logprobs: Any) -> None:
         """One chunk's choice `logprobs` (JSON or the `openai` client's model of it)."""
-        content = logprobs.get("content") if isinstance(logprobs, dict) else getattr(
-            logprobs, "content", None
+        content = (
+            logprobs.get("content")
+            if isinstance(logprobs, dict)
+            else getattr(logprobs, "content", None)
         )
         if isinstance(content, list):
             self._logprobs = [*(self._logprobs or []), *content]

@@ -80,9 +80,7 @@ def _logprob(entry: Any) -> float | None:
 
 
 def _number(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
-    )
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
 def _field(entry: Any, name: str) -> Any:

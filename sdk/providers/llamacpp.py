@@ -410,7 +410,6 @@ class LlamaCppCodec(Codec):
         assert wire is not None
         return {"schema": wire.schema}
 
-
     def _grounds(self, request: CompletionRequest) -> bool:
         """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
         if request.contract is None or request.grammar is not None:

@@ -145,8 +145,10 @@ class _Engine:
             )
         failed, messages = LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
         if failed:
-            what = "the grammar" if contract is None or custom is not None else (
-                f"{contract.__name__}'s schema"
+            what = (
+                "the grammar"
+                if contract is None or custom is not None
+                else (f"{contract.__name__}'s schema")
             )
             raise ProviderError(
                 f"embedded: llguidance cannot compile {what}: {messages[0].strip()}",
