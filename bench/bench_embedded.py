@@ -42,6 +42,8 @@ from registry import row  # noqa: E402
 
 from sdk.providers import Completion  # noqa: E402
 from sdk.providers import CompletionRequest  # noqa: E402
+from sdk.providers import FreeText  # noqa: E402
+from sdk.providers import JsonDocument  # noqa: E402
 from sdk.providers import Message  # noqa: E402
 
 GOAL = 1.2
@@ -136,7 +138,7 @@ def measure(
 
     def run(max_tokens: int, seed: int, **options: object) -> tuple[int, float, Completion]:
         options = {"temperature": temperature, "seed": seed, **options}
-        request = CompletionRequest(contract, messages, max_tokens, options=options)
+        request = CompletionRequest(JsonDocument(contract), messages, max_tokens, options=options)
         started = time.perf_counter()
         completion: Completion = provider.complete(request)
         return completion.usage.output_tokens, time.perf_counter() - started, completion
@@ -180,7 +182,7 @@ def batch_cost(provider: Any, rounds: int = 20) -> BatchCost:
     import numpy as np
 
     engine = provider._loaded()
-    request = CompletionRequest(None, (Message("user", PROMPT),), 8)
+    request = CompletionRequest(FreeText(), (Message("user", PROMPT),), 8)
     prompt = engine.prompt_tokens(request, None)
     tokens = engine.llm.tokenize(b'{"reasoning": "The', add_bos=False, special=False)[:4]
     llm = engine.llm

@@ -218,6 +218,7 @@ def llama_server_requests(items: int) -> list[Line]:
 
 def embedded_speed(items: int) -> list[Line]:
     from sdk.providers import CompletionRequest
+    from sdk.providers import JsonDocument
     from sdk.providers import Message
     from sdk.providers.embedded import EmbeddedProvider
 
@@ -227,12 +228,12 @@ def embedded_speed(items: int) -> list[Line]:
     for item in notices:
         message = Message("user", item["prompt"] + "\n\n" + item["document"])
         request = CompletionRequest(
-            ShipmentNotice, (message,), 120, source=item["document"], options={}
+            JsonDocument(ShipmentNotice), (message,), 120, source=item["document"], options={}
         )
         provider.complete(request)  # warm the prompt's KV cache: prompt evaluation is not timed
         for arm, grounding in (("constrained", False), ("grounded", True)):
             timed = CompletionRequest(
-                ShipmentNotice, (message,), 120, source=item["document"],
+                JsonDocument(ShipmentNotice), (message,), 120, source=item["document"],
                 options={"grounding": grounding},
             )  # fmt: skip
             started = time.perf_counter()

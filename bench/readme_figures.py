@@ -11,7 +11,9 @@ Each generated block of README.md sits between two markers:
     <!-- /figures:NAME -->
 
 `bench/run.py --write` calls `write()` after recording its rows, so a figure in the README is
-always one a bench run produced. `--check` fails when:
+always one a bench run produced. Pages of docs/ may hold blocks too (`GUIDES`: the "Scale out"
+guide's model of a large fleet, from rows 21-23); `write_guides()` writes them and `--check`
+checks them the same way. `--check` fails when:
 
 - a block is not what the results render to (a figure edited by hand, or results newer than
   the README);
@@ -39,7 +41,17 @@ sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
 import results  # noqa: E402
 from results import RowRecord  # noqa: E402
 
-__all__ = ["README", "blocks", "check", "problems", "stray_figures", "with_blocks", "write"]
+__all__ = [
+    "GUIDES",
+    "README",
+    "blocks",
+    "check",
+    "problems",
+    "stray_figures",
+    "with_blocks",
+    "write",
+    "write_guides",
+]
 
 README = ROOT / "README.md"
 _OPEN = "<!-- figures:{name} (bench/readme_figures.py writes this from bench/results.json) -->"
@@ -389,6 +401,106 @@ BLOCKS: dict[str, Callable[[_Quoted], str]] = {
 }
 
 
+# --- the guides' blocks (the same markers, in a page of docs/) ---
+
+SCALE_OUT = ROOT / "docs" / "guides" / "scale-out.md"
+
+# The model's assumptions: a fleet and client machines this bench did not measure. Each is
+# written into the guide from these constants, beside the figures measured (row 23's values).
+MODEL_ITEMS = 10_000_000
+MODEL_REPLICAS = 100
+MODEL_SLOTS = 64
+"""Sequences a replica (vLLM on one GPU) decodes at once (`max_num_seqs`)."""
+MODEL_LATENCY = 4.0
+"""Seconds per item on a replica: a reply of about 400 tokens at 100 tokens/s per sequence."""
+MODEL_CORES = 16
+"""Cores of a client machine; one actor per core."""
+MODEL_BUSY = 0.7
+"""The share of an actor's core its calls may use (headroom for Ray and bursts)."""
+MODEL_ACTOR_IN_FLIGHT = 256
+"""The most calls one actor keeps in flight (its connection pools, its event loop)."""
+
+
+def _scale_out(quoted: _Quoted) -> str:
+    values = quoted.values("ray-actor-memory")
+    if values is None:
+        return "The model needs rows 21 to 23 of `bench/RESULTS.md` (not measured yet).\n"
+    import math
+
+    ideal = MODEL_REPLICAS * MODEL_SLOTS / MODEL_LATENCY
+    per_actor = MODEL_BUSY * 1000 / values["actor_cpu_ms"]
+    slots = MODEL_REPLICAS * MODEL_SLOTS
+    actors = max(math.ceil(ideal / per_actor), math.ceil(slots / MODEL_ACTOR_IN_FLIGHT))
+    in_flight = math.ceil(slots / actors)
+    machines = math.ceil(actors / MODEL_CORES)
+    ratio = values["ray_ideal_ratio"]
+    share = quoted.line("fleet-ray", "fleet-ray")  # row 21's own figure, as its table shows it
+    hours = MODEL_ITEMS / (ideal * ratio) / 3600
+    ideal_hours = MODEL_ITEMS / ideal / 3600
+    memory = MODEL_CORES * values["actor_rss_mb"] / 1024
+    rows = [
+        ("the fleet's ideal (replicas x slots / latency)", f"{ideal:,.0f} items/s"),
+        ("one actor's capacity (measured CPU per item, at most "
+         f"{MODEL_BUSY:.0%} of a core)", f"{per_actor:,.0f} items/s"),
+        ("actors to keep up with the fleet (its CPU, and every slot busy)", f"{actors:,}"),
+        ("calls in flight per actor", f"{in_flight:,}"),
+        (f"client machines of {MODEL_CORES} cores", f"{machines:,}"),
+        ("memory per client machine (measured peak per actor x cores)", f"{memory:.1f} GB"),
+        (f"items/s at the share of the ideal the Ray path reached here ({share})",
+         f"{ideal * ratio:,.0f} items/s"),
+        (f"{MODEL_ITEMS:,} items at the fleet's ideal", f"{ideal_hours:.1f} hours"),
+        ("... at the share of the ideal the Ray path reached here", f"{hours:.1f} hours"),
+    ]  # fmt: skip
+    table = "| | |\n| --- | --- |\n" + "".join(f"| {a} | {b} |\n" for a, b in rows)
+    assumptions = _fill(
+        f"Assumed (not measured): {MODEL_REPLICAS} replicas, each decoding {MODEL_SLOTS} "
+        f"sequences at once and taking {MODEL_LATENCY:g} s per item (a reply of about 400 "
+        f"tokens at 100 tokens/s per sequence); client machines of {MODEL_CORES} cores, one "
+        f"actor per core, each kept under {MODEL_BUSY:.0%} busy and at most "
+        f"{MODEL_ACTOR_IN_FLIGHT} calls in flight. Measured (rows 21 to 23 of "
+        f"`bench/RESULTS.md`, {values['items']:,} items against the simulated fleet): "
+        f"{values['actor_cpu_ms']:.2f} ms of CPU per item in an actor's process, "
+        f"{values['actor_rss_mb']} MB peak memory per actor, and the Ray engine job at "
+        f"{share} of that fleet's ideal (on the bench's shared machine, where the client "
+        "was the limit: a pessimistic share for a cluster)."
+    )
+    return f"{assumptions}\n\n{table}"
+
+
+GUIDES: dict[Path, dict[str, Callable[[_Quoted], str]]] = {SCALE_OUT: {"scale-out": _scale_out}}
+"""Pages of docs/ with blocks of their own, and their blocks."""
+
+
+def write_guides(results_json: Path = results.RESULTS_JSON) -> None:
+    """Rewrite the guides' blocks from the results."""
+    records = results.load(results_json)
+    for page, renders in GUIDES.items():
+        quoted = _Quoted(records)
+        texts = {name: render(quoted) for name, render in renders.items()}
+        text = page.read_text(encoding="utf-8")
+        if with_blocks(text, texts) != text:  # a page already right is left untouched
+            results.replace_file(page, with_blocks(text, texts))
+
+
+def _guide_problems(records: dict[str, RowRecord]) -> list[str]:
+    found = []
+    for page, renders in GUIDES.items():
+        quoted = _Quoted(records)
+        texts = {name: render(quoted) for name, render in renders.items()}
+        text = page.read_text(encoding="utf-8")
+        try:
+            if with_blocks(text, texts) != text:
+                found.append(f"{page.name}'s figures are not the results': "
+                             "`bench/readme_figures.py --write` writes them")  # fmt: skip
+        except ValueError as error:
+            found.append(f"{page.name}: {error}")
+        quick = sorted(name for name in quoted.rows if name in records and records[name].quick)
+        if quick:
+            found.append(f"{page.name} quotes rows measured with --quick: {', '.join(quick)}")
+        found += [f"a figure typed by hand in {page.name}: {s}" for s in stray_figures(text)]
+    return found
+
+
 def blocks(records: dict[str, RowRecord]) -> tuple[dict[str, str], set[str]]:
     """Every block's text, and the rows they quote."""
     quoted = _Quoted(records)
@@ -478,7 +590,7 @@ def problems(
             "`bench/run.py --only eval --write`"
         )
     found += [f"a figure typed by hand: {stray}" for stray in stray_figures(text)]
-    return found
+    return found + _guide_problems(records)
 
 
 def _register_rows() -> None:
@@ -513,6 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         _register_rows()
         results.write_page(results.load(results.RESULTS_JSON), results.RESULTS_MD)
         write(README, results.RESULTS_JSON)
+        write_guides(results.RESULTS_JSON)
         return 0
     return check()
 

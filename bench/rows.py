@@ -59,12 +59,17 @@ from sdk.parsing import compile_contract  # noqa: E402
 # The scripts that register rows of their own (each measures its row where it lives).
 ROW_MODULES = (
     "bench_embedded",
+    "bench_pool",
     "bench_batch",
+    "bench_fleet",
     "retry_success",
     "gbnf_maskbench",
     "eval_summary",
     "bench_cache",
+    "bench_cache_state",
     "grounding_cost",
+    "architecture",
+    "streaming_chunks",
 )
 
 INSTRUCTOR_VENV = BENCH / ".venv-instructor"
@@ -427,12 +432,14 @@ async def _ticked(batch: Callable[[], Awaitable[list[str]]]) -> FanoutRun:
 def _fanout_body() -> dict[str, Any]:
     """The `/completion` body the provider sends for one call (the baseline sends it too)."""
     from sdk.providers import CompletionRequest
+    from sdk.providers import JsonDocument
     from sdk.providers import Message
     from sdk.providers.llamacpp import build_completion_request
     from sdk.schema import LLAMACPP
     from sdk.schema import to_wire
 
-    request = CompletionRequest(Decision, (Message("user", "Approve the refund?"),), 4096)
+    asked = (Message("user", "Approve the refund?"),)
+    request = CompletionRequest(JsonDocument(Decision), asked, 4096)
     return build_completion_request(
         request, FANOUT_PROMPT, schema=to_wire(Decision, LLAMACPP).schema
     )

@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         # The page from the file as written: what `make test` renders it from.
         results.write_page(results.load(results.RESULTS_JSON), results.RESULTS_MD)
         readme_figures.write(readme_figures.README, results.RESULTS_JSON)
+        readme_figures.write_guides(results.RESULTS_JSON)
         print("wrote bench/results.json, bench/RESULTS.md and the README's figures",
               file=sys.stderr)  # fmt: skip
     return 1 if any(rec.error for rec in fresh.values()) else 0

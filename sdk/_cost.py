@@ -15,23 +15,13 @@ from functools import cache
 from typing import Any
 
 from sdk._records import Usage
+from sdk._values.profile import Pricing
+from sdk._values.profile import profile
 from sdk.errors import Attempt
 
 __all__ = ["attempts_cost", "usage_cost"]
 
 logger = logging.getLogger("sdk.client")
-
-# Our provider families -> genai-prices' provider ids (local engines have no price).
-_PRICE_PROVIDERS = {
-    "anthropic": "anthropic",
-    "openai_responses": "openai",
-    "openai_chat": "openai",
-    "gemini": "google",
-}
-# Anthropic's `input_tokens` excludes the cached tokens; genai-prices' includes them.
-_INPUT_EXCLUDES_CACHE = frozenset({"anthropic"})
-# Gemini's output count excludes the thoughts, which are billed as output.
-_OUTPUT_EXCLUDES_REASONING = frozenset({"gemini"})
 
 
 @cache
@@ -44,16 +34,17 @@ def _prices() -> Any:
 
 
 def usage_cost(usage: Usage, *, provider: str | None, model: str | None) -> Decimal | None:
-    """The price of `usage` at `model` from `provider`, or `None` if it cannot be priced."""
+    """The price of `usage` at `model` from `provider` (its profile's `pricing`), or `None` if it
+    cannot be priced."""
     prices = _prices()
-    price_provider = _PRICE_PROVIDERS.get(provider or "")
-    if prices is None or price_provider is None or not model:
+    pricing = _pricing(provider)
+    if prices is None or pricing is None or not model:
         return None
     input_tokens = usage.input_tokens
-    if provider in _INPUT_EXCLUDES_CACHE:
+    if pricing.input_excludes_cache:
         input_tokens += usage.cache_read_tokens + usage.cache_write_tokens
     output_tokens = usage.output_tokens
-    if provider in _OUTPUT_EXCLUDES_REASONING:
+    if pricing.output_excludes_reasoning:
         output_tokens += usage.reasoning_tokens
     priced = prices.Usage(
         input_tokens=input_tokens,
@@ -64,11 +55,22 @@ def usage_cost(usage: Usage, *, provider: str | None, model: str | None) -> Deci
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the table's own notes on estimated prices
-            total = prices.calc_price(priced, model, provider_id=price_provider).total_price
+            total = prices.calc_price(priced, model, provider_id=pricing.provider_id).total_price
     except Exception as exc:  # an unknown model (LookupError) or a table the package rejects
         logger.debug("no price for %s %s: %s", provider, model, exc)
         return None
     return Decimal(total)
+
+
+def _pricing(provider: str | None) -> Pricing | None:
+    """The family's pricing; `None` for no provider or a name no profile has (a provider made
+    by hand for a test)."""
+    if not provider:
+        return None
+    try:
+        return profile(provider).pricing
+    except ValueError:
+        return None
 
 
 def attempts_cost(attempts: Sequence[Attempt]) -> Decimal | None:

@@ -120,6 +120,12 @@ def check(
     type is described."""
     said = f"{where}: {name}" if where else name
     if not conforms(value, annotation):
+        if isinstance(value, type):  # `cache=MemoryCache`: the class where an instance goes
+            raise TypeError(
+                f"{where + ': ' if where else ''}{name}={value.__name__} is the class, not a "
+                f"value ({name} must be {expects or describe(annotation)}): instantiate it, "
+                f"{name}={value.__name__}()"
+            )
         error = ValueError if _literal_miss(value, annotation) else TypeError
         raise error(f"{said} must be {expects or describe(annotation)}, not {_shown(value)}")
     if isinstance(value, float) and not math.isfinite(value):

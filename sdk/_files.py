@@ -9,11 +9,13 @@ it was; two writers at once each replace the file whole, so it is always one of 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
+import threading
 from pathlib import Path
 
-__all__ = ["sync_folder", "write_atomic"]
+__all__ = ["file_digest", "sync_folder", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
@@ -61,3 +63,27 @@ def sync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+_digests: dict[str, tuple[tuple[int, int, int], str]] = {}
+_digesting = threading.Lock()
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """The sha256 hex of a file's bytes, read once per file and remembered by its path, size,
+    inode and modification time (a model file of hundreds of MB is read once per process, not
+    once per call; a file replaced or changed since is read again)."""
+    real = os.path.realpath(path)
+    found = os.stat(real)
+    identity = (found.st_size, found.st_mtime_ns, found.st_ino)
+    known = _digests.get(real)
+    if known is not None and known[0] == identity:
+        return known[1]
+    with _digesting:  # one reader at a time: two calls on a new file do not both read it
+        known = _digests.get(real)
+        if known is not None and known[0] == identity:
+            return known[1]
+        with open(real, "rb") as file:
+            digest = hashlib.file_digest(file, "sha256").hexdigest()
+        _digests[real] = (identity, digest)
+    return digest

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import ClassVar
 from typing import Literal
 
 from sdk.schema.canonical import schema_info
@@ -114,6 +115,7 @@ class ToolOffer:
     tools: tuple[Tool, ...]
     choice: ToolChoice = "auto"
     parallel: bool | None = None
+    kind: ClassVar[Literal["tools"]] = "tools"
 
     def offered(self) -> tuple[Tool, ...]:
         """The tools the model may call under `choice`: all of them, the one named, or none

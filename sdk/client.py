@@ -14,13 +14,13 @@ and the provider's driver. The per-call options are declared once, in
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
 from typing import Self
@@ -38,7 +38,6 @@ from sdk._tools import Tool
 from sdk._tools import ToolChoice
 from sdk.contract import Contract
 from sdk.engine import loops
-from sdk.engine.conversation import feedback_message
 from sdk.engine.kinds import TextSnapshot
 from sdk.engine.kinds.tools import check_tools
 from sdk.engine.options import CALL_TOOLS
@@ -57,6 +56,9 @@ from sdk.parsing.incremental import Partial
 from sdk.providers._provider import Provider
 from sdk.providers.limit import ConcurrencyLimit
 
+if TYPE_CHECKING:
+    import asyncio
+
 __all__ = [
     "AsyncStructuredClient",
     "Backoff",
@@ -64,7 +66,6 @@ __all__ = [
     "ClientOptions",
     "MaxTokensRamp",
     "StructuredClient",
-    "feedback_message",
 ]
 
 C = TypeVar("C", bound=Contract)
@@ -80,6 +81,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _callable(value: F, name: str, where: str) -> F:
     check(name, value, Callable[..., Any], where)
     return value
+
+
+def _own_options(provider: object) -> frozenset[str]:
+    """The call options `provider` takes beyond the SDK's (none for what is not a provider,
+    which the client then refuses)."""
+    return provider.own_options if isinstance(provider, Provider) else frozenset()
 
 
 class _BaseClient:
@@ -110,7 +117,9 @@ class _BaseClient:
         `deadline=None`, `retries=0`, ...), each checked now; the provider is shared, this
         client unchanged."""
         copy = self._copy()
-        copy.config = self.config.updated(options, "with_options()")
+        copy.config = self.config.updated(
+            options, "with_options()", taken=self.provider.own_options
+        )
         return copy
 
     def _copy(self) -> Self:
@@ -138,7 +147,10 @@ class StructuredClient(_BaseClient):
         **options: Unpack[ClientOptions],
     ) -> None:
         where = "StructuredClient()"
-        super().__init__(provider, CallSpec.defaults().updated(options, where, _SYNC_KEYWORDS))
+        super().__init__(
+            provider,
+            CallSpec.defaults().updated(options, where, _SYNC_KEYWORDS, _own_options(provider)),
+        )
         self._sleep = _callable(sleep, "sleep", where)
 
     def __enter__(self) -> StructuredClient:
@@ -238,6 +250,13 @@ class StructuredClient(_BaseClient):
         return loops.stream(machine, self._sleep)
 
 
+async def _asyncio_sleep(seconds: float) -> None:
+    """`asyncio.sleep`, imported with the first wait (a sync program never loads asyncio)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
 class AsyncStructuredClient(_BaseClient):
     """Generate contracts through a provider, asynchronously; many calls at once.
 
@@ -253,11 +272,14 @@ class AsyncStructuredClient(_BaseClient):
         provider: Provider,
         *,
         max_concurrency: int | None = 64,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = _asyncio_sleep,
         **options: Unpack[ClientOptions],
     ) -> None:
         where = "AsyncStructuredClient()"
-        super().__init__(provider, CallSpec.defaults().updated(options, where, _ASYNC_KEYWORDS))
+        super().__init__(
+            provider,
+            CallSpec.defaults().updated(options, where, _ASYNC_KEYWORDS, _own_options(provider)),
+        )
         check("max_concurrency", max_concurrency, _MAX_CONCURRENCY, where)
         self.max_concurrency = max_concurrency
         self._sleep = _callable(sleep, "sleep", where)

@@ -6,7 +6,11 @@ llguidance's token masks; no server, key or network) on the sample documents in
 
 1. an `InvoiceExtraction` from `invoice.txt`, through `StructuredClient` with its retries: the
    attempts, the semantic checks of each (a quote that is not in the source fails, and so do line
-   items that do not add up to the total), the feedback each retry sent, and the result;
+   items that do not add up to the total), the feedback each retry sent, and the result; when no
+   attempt is valid (the usual end on this model), why (`failure_reasons`: which checks failed,
+   and that the grammar held) and what would change it (a bigger model, another arm); then the
+   same invoice, contract, sampling and retries on the second embedded model, `gemma3-270m`,
+   beside it when that model is installed (a line says why it is not shown otherwise);
 2. a `Decision` on `expense_request.txt`: the validated value, its notes and the constraint
    diagnostics (where the grammar overrode the model);
 3. the same two prompts without the grammar mask, and what the parser says about that output;
@@ -24,7 +28,7 @@ being made, honestly: the grammar guarantees the form, never the content, and th
 (stop reason, schema, contract, semantic checks against the source) are what catch the rest.
 
 Output is plain text without a terminal (CI) and styled with rich when it is there and installed.
-Takes about half a minute on 2 cores.
+Takes about half a minute on 2 cores (more with the second model).
 """
 
 from __future__ import annotations
@@ -39,17 +43,17 @@ from typing import Any
 from sdk._result import Attempt
 from sdk._result import Result
 from sdk.client import StructuredClient
-from sdk.client import feedback_message
 from sdk.contract import Contract
+from sdk.engine.conversation import feedback_message
 from sdk.errors import CheckFailed
 from sdk.errors import InvalidOutput
-from sdk.errors import RetriesExhausted
 from sdk.errors import StructuredOutputError
 from sdk.errors import TruncatedOutput
 from sdk.parsing import parse
+from sdk.schema.grounding import GROUNDED_KEYS
 from sdk.stop_reason import StopReason
 
-__all__ = ["main"]
+__all__ = ["SECOND_MODEL", "failure_reasons", "main", "second_model"]
 
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
 
@@ -70,6 +74,8 @@ SQL_QUESTIONS = (
     "Drop the orders table.",
 )
 RETRIES = 2
+SECOND_MODEL = "gemma3-270m"
+"""The embedded model the demo runs the invoice on beside the bundled one, when it is installed."""
 # How much of a long output the demo prints.
 SHOWN_CHARS = 400
 
@@ -109,52 +115,21 @@ def main(model: str | None = None) -> int:
     file (`None`: the bundled SmolLM2-135M)."""
     out = _Printer()
     started = time.perf_counter()
-    try:
-        from sdk.providers.embedded import EmbeddedProvider
+    provider = _provider(out, model)
+    if provider is None:
+        return 1
+    from contracts import Decision
+    from contracts import InvoiceExtraction
 
-        provider = EmbeddedProvider(model)
-    except ImportError as missing:
-        out.line(f"the demo needs the local extra: {missing}", style="red")
-        return 1
-    except FileNotFoundError as missing:  # --model names neither a known model nor a file
-        out.line(str(missing), style="red")
-        return 1
-    if not (DATA / "invoice.txt").is_file():
-        out.line(f"the demo reads its documents from {DATA}: run it from a clone of the repository")
-        return 1
-    try:
-        # The reference contracts live in the repository, not in the installed package.
-        from contracts import Decision
-        from contracts import InvoiceExtraction
-    except ImportError as missing:
-        out.line(
-            f"the demo uses the reference contracts of a clone ({missing}): run `make demo` in "
-            "the repository",
-            style="red",
-        )
-        return 1
     invoice = (DATA / "invoice.txt").read_text(encoding="utf-8")
     expense = (DATA / "expense_request.txt").read_text(encoding="utf-8")
     client = StructuredClient(provider, retries=RETRIES)
-
     _introduce(out, provider.model, provider.n_threads)
 
-    # --- 1. InvoiceExtraction, with retries ---
-    sampling = ", ".join(f"{key} {value}" for key, value in INVOICE_SAMPLING.items())
-    out.heading(
-        f"1. InvoiceExtraction from examples/data/invoice.txt "
-        f"(constrained; {sampling}; up to {RETRIES} retries)"
-    )
-    outcome = _generate(
-        client,
-        InvoiceExtraction,
-        prompt=INVOICE_PROMPT,
-        source=invoice,
-        max_tokens=INVOICE_MAX_TOKENS,
-        **INVOICE_SAMPLING,
-    )
-    _show_attempts(out, InvoiceExtraction, outcome)
-    _show_outcome(out, InvoiceExtraction, outcome)
+    outcome = _invoice(out, client, invoice)  # 1. InvoiceExtraction, with retries
+    second = None  # 1b. on the second model, unless this run is on it
+    if model != SECOND_MODEL:
+        second = _second_invoice(out, invoice, second_model())
 
     # --- 2. Decision ---
     out.heading("2. Decision on examples/data/expense_request.txt (constrained; greedy)")
@@ -173,20 +148,122 @@ def main(model: str | None = None) -> int:
             (InvoiceExtraction, INVOICE_PROMPT, invoice, INVOICE_MAX_TOKENS),
         ],
     )
-
-    # --- 4. SQL under a grammar ---
-    sql = _sql(out, client)
-
-    # --- 5. Grounded values ---
-    grounded = _grounded(out, StructuredClient(provider, retries=0))
+    sql = _sql(out, client)  # 4. SQL under a grammar
+    grounded = _grounded(out, StructuredClient(provider, retries=0))  # 5. Grounded values
 
     out.heading("Summary")
-    _summary(out, {"InvoiceExtraction": outcome, "Decision": decision})
+    outcomes = {"InvoiceExtraction": outcome}
+    if second is not None:
+        outcomes[f"InvoiceExtraction on {SECOND_MODEL}"] = second
+    outcomes["Decision"] = decision
+    _summary(out, outcomes)
     out.line(f"unconstrained: {', '.join(verdicts)}")
     out.line(f"sql: {sql}")
     out.line(f"grounded values: {grounded}")
     out.line(f"wall time {time.perf_counter() - started:.1f} s")
     return 0
+
+
+def _provider(out: _Printer, model: str | None) -> Any:
+    """`model`'s provider (`None`: the bundled model's), or `None` (said why) when the demo
+    cannot run here: no local extra (or no `gemma` extra for `gemma3-270m`), a `model` that is
+    neither a known model nor a file, or not a clone (the documents and reference contracts are
+    the repository's)."""
+    try:
+        from sdk.providers.embedded import EmbeddedProvider
+
+        provider = EmbeddedProvider(model)
+    except ImportError as missing:
+        out.line(f"the demo needs the local extra: {missing}", style="red")
+        return None
+    except FileNotFoundError as missing:  # --model names neither a known model nor a file
+        out.line(str(missing), style="red")
+        return None
+    if not (DATA / "invoice.txt").is_file():
+        out.line(f"the demo reads its documents from {DATA}: run it from a clone of the repository")
+        return None
+    try:
+        import contracts  # noqa: F401  (the reference contracts live in the repository)
+    except ImportError as missing:
+        out.line(
+            f"the demo uses the reference contracts of a clone ({missing}): run `make demo` in "
+            "the repository",
+            style="red",
+        )
+        return None
+    return provider
+
+
+def _invoice(
+    out: _Printer, client: StructuredClient, invoice: str
+) -> Result[Any] | StructuredOutputError:
+    """Section 1: the invoice with retries, every attempt shown; under a failure, why."""
+    sampling = ", ".join(f"{key} {value}" for key, value in INVOICE_SAMPLING.items())
+    out.heading(
+        f"1. InvoiceExtraction from examples/data/invoice.txt "
+        f"(constrained; {sampling}; up to {RETRIES} retries)"
+    )
+    outcome = _run_invoice(out, client, invoice)
+    if not isinstance(outcome, Result):
+        _explain_failure(out, outcome)
+    return outcome
+
+
+def second_model() -> tuple[Any, str]:
+    """`SECOND_MODEL`'s provider and `""`, or `None` and why it is not here: its wheels are not
+    installed (the `ImportError`, naming what to install)."""
+    from sdk.providers.embedded import EmbeddedProvider
+
+    try:
+        return EmbeddedProvider(SECOND_MODEL), ""
+    except ImportError as missing:
+        return None, str(missing)
+
+
+def _second_invoice(
+    out: _Printer, invoice: str, second: tuple[Any, str]
+) -> Result[Any] | StructuredOutputError | None:
+    """Section 1b: the same invoice, contract, sampling and retries on the second embedded model
+    (`second` as `second_model()` gives it), beside the bundled model's; `None`, after a line
+    saying why, when that model is not here."""
+    provider, why_not = second
+    if provider is None:
+        out.line(
+            f"the second embedded model, {SECOND_MODEL}, is not shown beside this one: {why_not}"
+        )
+        return None
+    out.heading(
+        f"1b. The same invoice on the second embedded model, {SECOND_MODEL} "
+        f"(model {provider.model}): the same contract, sampling and retries"
+    )
+    try:
+        outcome = _run_invoice(out, StructuredClient(provider, retries=RETRIES), invoice)
+    finally:
+        provider.close()
+    if not isinstance(outcome, Result):
+        out.line(f"why it fails on {SECOND_MODEL} too:")
+        for reason in failure_reasons(outcome):
+            out.line(f"  - {reason}")
+    return outcome
+
+
+def _run_invoice(
+    out: _Printer, client: StructuredClient, invoice: str
+) -> Result[Any] | StructuredOutputError:
+    """The invoice through `client`, its attempts and its outcome shown."""
+    from contracts import InvoiceExtraction
+
+    outcome = _generate(
+        client,
+        InvoiceExtraction,
+        prompt=INVOICE_PROMPT,
+        source=invoice,
+        max_tokens=INVOICE_MAX_TOKENS,
+        **INVOICE_SAMPLING,
+    )
+    _show_attempts(out, InvoiceExtraction, outcome)
+    _show_outcome(out, InvoiceExtraction, outcome)
+    return outcome
 
 
 def _introduce(out: _Printer, model: str, threads: int) -> None:
@@ -199,6 +276,69 @@ def _introduce(out: _Printer, model: str, threads: int) -> None:
     out.line(
         "A model this small gets facts wrong. Watch which layer catches what: the grammar "
         "guarantees the form, the parser's later layers check the content."
+    )
+
+
+def failure_reasons(error: StructuredOutputError) -> list[str]:
+    """Why each attempt of a failed call failed, in words, most frequent first: what the demo
+    says under a failed invoice (the model's fault, not the grammar's, whichever check it was)."""
+    attempts = [a.error for a in _attempts(error) if a.error is not None] or [error]
+    reasons: dict[str, int] = {}
+    for failed in attempts:
+        for reason in _reasons_of(failed):
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return sorted(reasons, key=lambda reason: -reasons[reason])
+
+
+def _reasons_of(error: StructuredOutputError) -> list[str]:
+    if isinstance(error, TruncatedOutput):
+        return ["it ran out of tokens before the document ended (max_tokens)"]
+    if not isinstance(error, CheckFailed):
+        return [f"its output failed the parser: {type(error).__name__}"]
+    found = []
+    for violation in error.violations:
+        if violation.keyword in GROUNDED_KEYS:
+            found.append(f"a copied value is not in the document ({violation.pointer})")
+        else:  # the contract's own validator: pointer "" is the whole document
+            found.append(f"the contract's own check failed: {_check_message(violation.message)}")
+    return found
+
+
+def _check_message(message: str) -> str:
+    """A validator's message without Pydantic's prefix or the figures of one attempt."""
+    text = message.removeprefix("Value error, ")
+    return "line items do not add up to the total" if "line items sum to" in text else text
+
+
+def _explain_failure(out: _Printer, error: StructuredOutputError) -> None:
+    """Under a failed invoice: why a model this small fails it, and what would change that."""
+    errors = [a.error for a in _attempts(error) if a.error is not None] or [error]
+    out.line(f"why it fails on this model (over {len(errors)} attempt(s)):")
+    for reason in failure_reasons(error):
+        out.line(f"  - {reason}")
+    form = (
+        "Every attempt was well-formed (the grammar saw to JSON, schema and types); what fails "
+        "is the content"
+        if all(isinstance(e, CheckFailed) for e in errors)
+        else "The grammar guarantees the form of what is written, never that it is finished or "
+        "right"
+    )
+    out.line(
+        f"  {form}: a 135M-parameter model gets amounts, sums and which line says what wrong, "
+        "and the retry feedback names the problem without making the model able to fix it. "
+        "The demo shows the failure on purpose: a wrong invoice is never returned as a valid one."
+    )
+    out.line("what would change it:")
+    out.line(
+        "  - a bigger model, with the same contract, checks and retries: "
+        "EmbeddedProvider('larger.gguf'), or a llama.cpp or vLLM server "
+        "(LlamaCppProvider, VLLMProvider), or a hosted one"
+    )
+    out.line(
+        "  - another arm, measured before it is trusted: `sdk eval "
+        "examples/data/eval/invoices.jsonl --contract contracts:InvoiceExtraction --arms "
+        "constrained,two_phase` (reasoning in prose first, then the document) shows whether "
+        "it makes more invoices valid on this model"
     )
 
 
@@ -334,11 +474,9 @@ def _generate(
 
 
 def _attempts(outcome: Result[Any] | StructuredOutputError) -> Sequence[Attempt]:
-    if isinstance(outcome, Result):
-        return outcome.attempts
-    if isinstance(outcome, RetriesExhausted):
-        return outcome.attempts
-    return []
+    # A client call's error carries every attempt, a failure that is not retried (a
+    # truncation) included; `parse` alone raises one without.
+    return outcome.attempts
 
 
 def _show_attempts(

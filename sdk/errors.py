@@ -4,6 +4,10 @@ Every error keeps what it was decided on: the raw output (`.text`, `None` only w
 none), the normalized and raw stop reason, and where it applies the list of violations with
 their JSON pointers. Nothing is lost on the way to the caller.
 
+Errors are sealed values: every field is set by the constructor, and assigning one afterwards
+is an `AttributeError` (`evolve(**changes)` builds the changed copy, through the constructor).
+They pickle with every field (`pickle`, and so Ray and multiprocessing, carry them whole).
+
     StructuredOutputError
     ├── UnfinishedOutput            the output did not end cleanly (decided before any parsing)
     │   ├── TruncatedOutput
@@ -29,9 +33,13 @@ their JSON pointers. Nothing is lost on the way to the caller.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
+from typing import ClassVar
+from typing import Self
 
 from sdk._records import Usage
 from sdk._records import Violation
@@ -92,13 +100,28 @@ class Attempt:
     """The model that answered, where known."""
 
 
-class StructuredOutputError(Exception):
+class _Sealing(type):
+    """The errors' metaclass: an error is sealed once its constructor has returned."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        error = super().__call__(*args, **kwargs)
+        object.__setattr__(error, "_sealed", True)
+        return error
+
+
+class StructuredOutputError(Exception, metaclass=_Sealing):
     """Base class: the SDK could not produce a trustworthy value.
 
     Raised by a client call, an error also carries `.attempts` (every request the call made,
     this one last) and `.usage` (their tokens, summed), so that nothing spent goes unaccounted;
     raised by `parse` alone, `.attempts` is empty and `.usage` is zero.
     """
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "text", "stop_reason", "raw_stop_reason", "partial", "attempts", "usage"
+    )  # fmt: skip
+    """The constructor's keyword arguments this class adds, each kept as the attribute of
+    that name (what `evolve` and pickling rebuild an error from)."""
 
     def __init__(
         self,
@@ -127,6 +150,50 @@ class StructuredOutputError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, stop_reason={self.stop_reason!r})"
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Python's own slots (`__cause__`, `__notes__`, `__traceback__`) stay writable.
+        if getattr(self, "_sealed", False) and not name.startswith("__"):
+            raise AttributeError(
+                f"{type(self).__name__} is sealed: its fields are set by its constructor "
+                f"(build a changed copy with .evolve({name}=...))"
+            )
+        super().__setattr__(name, value)
+
+    def fields(self) -> dict[str, Any]:
+        """Every field the constructor set, by keyword (`message` aside)."""
+        return {name: getattr(self, name) for name in _fields_of(type(self))}
+
+    def evolve(self, **changes: Any) -> Self:
+        """A copy with `changes` (any field, `message` too), built by the constructor; the
+        notes and the cause go with it."""
+        message = changes.pop("message", self.message)
+        copy = type(self)(message, **{**self.fields(), **changes})
+        copy.__cause__ = self.__cause__
+        copy.__traceback__ = self.__traceback__
+        copy.__suppress_context__ = self.__suppress_context__
+        for note in getattr(self, "__notes__", ()):
+            copy.add_note(note)
+        return copy
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        notes = getattr(self, "__notes__", None)
+        state = {"__notes__": list(notes)} if notes else None
+        return (_rebuilt, (type(self), self.message, self.fields()), state)
+
+
+def _rebuilt(cls: type[StructuredOutputError], message: str, fields: dict[str, Any]) -> Any:
+    """An unpickled error: built again by its constructor."""
+    return cls(message, **fields)
+
+
+@cache
+def _fields_of(cls: type) -> tuple[str, ...]:
+    """The fields of an error class: those each class of its MRO adds, base first."""
+    names: dict[str, None] = {}
+    for base in reversed(cls.__mro__):
+        names.update(dict.fromkeys(base.__dict__.get("_FIELDS", ())))
+    return tuple(names)
+
 
 # --- The output did not end cleanly: decided from the stop reason, before any JSON parsing ---
 
@@ -141,6 +208,8 @@ class TruncatedOutput(UnfinishedOutput):
 
 class RefusedOutput(UnfinishedOutput):
     """The model declined to answer; `.refusal` holds what it said, `.category` why if given."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ("refusal", "category")
 
     def __init__(
         self,
@@ -169,6 +238,8 @@ class UnexpectedStop(UnfinishedOutput):
 class InvalidOutput(StructuredOutputError):
     """The output finished but does not satisfy the contract; `.violations` says where."""
 
+    _FIELDS: ClassVar[tuple[str, ...]] = ("violations",)
+
     def __init__(
         self, message: str, *, violations: Sequence[Violation] = (), **kwargs: Any
     ) -> None:
@@ -178,6 +249,8 @@ class InvalidOutput(StructuredOutputError):
 
 class _Located(InvalidOutput):
     """An invalid output that goes wrong at one place: `.position`, `.line`, `.column`."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ("position", "line", "column")
 
     def __init__(
         self, message: str, *, position: int, line: int, column: int, **kwargs: Any
@@ -207,7 +280,11 @@ class GrammarViolation(_Located):
 class UnknownTool(InvalidOutput):
     """A tool call named a tool that was not offered (or any tool under `tool_choice="none"`)."""
 
-    def __init__(self, message: str, *, tool: str, call_id: str | None = None, **kwargs: Any):
+    _FIELDS: ClassVar[tuple[str, ...]] = ("tool", "call_id")
+
+    def __init__(
+        self, message: str, *, tool: str, call_id: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(message, **kwargs)
         self.tool = tool
         self.call_id = call_id
@@ -232,8 +309,10 @@ class LowConfidence(StructuredOutputError):
     unsure. `.confidence` has the low values' probabilities by pointer, `.value` the parsed
     value, `.text` the reply."""
 
+    _FIELDS: ClassVar[tuple[str, ...]] = ("confidence", "value")
+
     def __init__(
-        self, message: str, *, confidence: dict[str, float], value: Any = None, **kwargs: Any
+        self, message: str, *, confidence: Mapping[str, float], value: Any = None, **kwargs: Any
     ) -> None:
         super().__init__(message, **kwargs)
         self.confidence = dict(confidence)
@@ -247,6 +326,8 @@ class UnsupportedRequest(StructuredOutputError, ValueError):
     """The provider cannot take this request (a grammar, a reasoning mode); `.supported` says
     what it can."""
 
+    _FIELDS: ClassVar[tuple[str, ...]] = ("supported",)
+
     def __init__(self, message: str, *, supported: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.supported = list(supported)
@@ -255,14 +336,30 @@ class UnsupportedRequest(StructuredOutputError, ValueError):
 class ControlTokenInContent(StructuredOutputError, ValueError):
     """A message spells a control token its server would parse: raised before anything is sent."""
 
-    def __init__(self, message: str, *, token: str, where: str, position: int) -> None:
-        super().__init__(message)
+    _FIELDS: ClassVar[tuple[str, ...]] = ("token", "where", "position", "line", "column")
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        token: str,
+        where: str,
+        position: int,
+        line: int = 1,
+        column: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, **kwargs)
         self.token = token
         """The control-token string found, as it appears in the content."""
         self.where = where
         """Which content holds it: `"system"` or `"messages[i]"` (the i-th message)."""
         self.position = position
         """Its character offset in that content."""
+        self.line = line
+        """Its line in that content (1 first; `sdk._position` says what ends a line)."""
+        self.column = column if column is not None else position + 1
+        """Its column on that line, in characters (1 first)."""
 
 
 # --- Generation, transport and retries ---
@@ -270,6 +367,8 @@ class ControlTokenInContent(StructuredOutputError, ValueError):
 
 class GrammarStuck(StructuredOutputError):
     """Constrained decoding reached a state where the grammar allows no token."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ("diagnostics",)
 
     def __init__(
         self, message: str, *, diagnostics: ConstraintDiagnostics | None = None, **kwargs: Any
@@ -282,6 +381,10 @@ class GrammarStuck(StructuredOutputError):
 
 class ProviderError(StructuredOutputError):
     """The provider call failed (transport or API error); `.__cause__` is the original."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "status_code", "request_id", "retry_after", "provider", "body", "transient"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -333,14 +436,17 @@ class RetriesExhausted(StructuredOutputError):
 class ProviderRetriesExhausted(RetriesExhausted, ProviderError):
     """Transport or API errors outlasted the retries: catch it as either parent."""
 
-    def __init__(self, message: str, *, attempts: Sequence[Attempt], last: ProviderError) -> None:
-        RetriesExhausted.__init__(self, message, attempts=attempts)
-        self.status_code = last.status_code
-        self.request_id = last.request_id
-        self.retry_after = last.retry_after
-        self.provider = last.provider
-        self.body = last.body
-        self.transient = last.transient
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: Sequence[Attempt],
+        last: ProviderError | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # The last error's transport fields (status, request id, ...), unless given.
+        own = {} if last is None else {name: getattr(last, name) for name in ProviderError._FIELDS}
+        super().__init__(message, attempts=attempts, **{**own, **kwargs})
 
 
 def summarize(headline: str, violations: Sequence[Violation]) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from typing import Any
 
+from sdk._values.profile import profile
 from sdk.hooks import CallInfo
 from sdk.hooks import Hooks
 
@@ -40,15 +41,7 @@ if TYPE_CHECKING:
     from sdk.providers._base import Completion
     from sdk.providers._base import CompletionRequest
 
-__all__ = ["GENAI_PROVIDER_NAMES", "OpenTelemetryHooks", "genai_provider_name"]
-
-# The GenAI conventions' names for the provider families that have one.
-GENAI_PROVIDER_NAMES = {
-    "anthropic": "anthropic",
-    "openai_responses": "openai",
-    "openai_chat": "openai",
-    "gemini": "gcp.gemini",
-}
+__all__ = ["OpenTelemetryHooks", "genai_provider_name"]
 
 _CALL = "sdk.telemetry.call"
 _ATTEMPT = "sdk.telemetry.attempt"
@@ -165,9 +158,13 @@ class OpenTelemetryHooks(Hooks):
 
 
 def genai_provider_name(provider: str) -> str:
-    """`gen_ai.provider.name` for an SDK provider family (its own name where the conventions
-    have none)."""
-    return GENAI_PROVIDER_NAMES.get(provider, provider)
+    """`gen_ai.provider.name` for an SDK provider family (its profile's `telemetry_name`; its own
+    name where the conventions have none, or no profile has it)."""
+    try:
+        found = profile(provider)
+    except ValueError:
+        return provider
+    return found.telemetry_name or found.name
 
 
 def _answered_by(span: Span, call: CallInfo) -> None:

@@ -687,12 +687,13 @@ def job_for(tmp_path: Path, items: Path, backend: Any, **options: Any) -> BatchJ
 
 
 @contextmanager
-def fanout(delay: float) -> Iterator[str]:
-    """bench/fanout_server.py in its own process (a llama.cpp server that answers every
-    completion with a valid Decision after `delay` seconds): its base URL."""
+def fanout(delay: float, *options: str) -> Iterator[str]:
+    """bench/fanout_server.py in its own process (a llama.cpp and vLLM server that answers every
+    completion with a valid Decision after `delay` seconds; `options`: `--slots N`,
+    `--closed`): its base URL."""
     server = subprocess.Popen(
         [sys.executable, str(Path(__file__).parents[1] / "bench" / "fanout_server.py"),
-         "--delay", str(delay)],
+         "--delay", str(delay), *options],
         stdout=subprocess.PIPE,
         text=True,
     )  # fmt: skip
@@ -703,6 +704,11 @@ def fanout(delay: float) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def gate(url: str, *, open: bool) -> None:
+    """Open or close the fanout server's gate (closed: completions are held, not answered)."""
+    httpx.post(f"{url}/gate/{'open' if open else 'close'}", timeout=10).raise_for_status()
 
 
 def completions(url: str) -> int:

@@ -6,11 +6,15 @@ The convention (`docs/architecture.md` says it for contributors):
   a reader types them into one interpreter, in a scratch folder holding a copy of `contracts/`
   and `examples/`.
 - A ```` ```console ```` block runs too: each `$ command` line in a shell (the virtualenv's
-  `sdk` first on `PATH`), in the same folder. The lines after a command are its output: each one
-  shown must appear in what it printed, in order (`...` stands for lines left out, and a line
-  `[exit N]` is the exit status it must end with; otherwise 0). A `# ` line is a comment.
+  `sdk` first on `PATH`), in the same folder. The lines after a command are what it prints
+  (stdout and stderr, as a terminal shows them), and a line `[exit N]` is the exit status it
+  must end with (otherwise 0). A `# ` line is a comment.
 - A ```` ```text ```` block right after a comment `<!-- docs-test: output -->` is the output of
-  the Python block before it, checked the same way.
+  the Python block before it.
+- Shown output is what the example prints, line for line (`output_mismatch`): a line `...`
+  stands for any number of lines left out, and `...` inside a line for a figure that varies (a
+  time, a temporary path, a count the model decides). Trailing spaces and blank lines around the
+  whole output do not count; everything else does.
 - Any other block, or one that must not run, says why on the page itself: its title
   (```` ```console title="Not run: ..." ````) begins with "Not run:", and the test refuses a
   block that neither runs nor says why.
@@ -22,6 +26,7 @@ The convention (`docs/architecture.md` says it for contributors):
 
 from __future__ import annotations
 
+import difflib
 import re
 import shutil
 from collections.abc import Callable
@@ -68,7 +73,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(REPO)}:{self.line}"
+        page = self.page.relative_to(REPO) if self.page.is_relative_to(REPO) else self.page
+        return f"{page}:{self.line}"
 
     @property
     def runs(self) -> bool:
@@ -132,21 +138,57 @@ def _directives(lines: list[str], fence_index: int) -> dict[str, str]:
 # --- checking what a block printed ----------------------------------------------------------------
 
 
-def missing_output(expected: str, printed: str) -> str | None:
-    """The first expected line not found (in order) in `printed`, or `None`. Lines are compared
-    with their whitespace collapsed; `...` skips; blank lines are ignored."""
-    got = [" ".join(line.split()) for line in printed.splitlines()]
-    position = 0
-    for raw in expected.splitlines():
-        want = " ".join(raw.split())
-        if not want or want == "...":
-            continue
-        while position < len(got) and want not in got[position]:
-            position += 1
-        if position == len(got):
-            return want
-        position += 1
-    return None
+ELLIPSIS = "..."
+
+
+def output_mismatch(shown: str, printed: str) -> str | None:
+    """Why `printed` is not the output `shown` on a page, or `None` when it is.
+
+    Line for line, exactly, but for: trailing spaces; blank lines before and after the whole
+    output; a line `...`, which stands for any number of lines (none too); and `...` inside a
+    line, which stands for any text within it (a figure that varies).
+    """
+    want, got = _lines(shown), _lines(printed)
+    text = "".join(f"{line}\n" for line in got)
+    if _pattern(want).fullmatch(text):
+        return None
+    # The first shown line from which no prefix of the output matches any more.
+    failed = next(
+        (
+            index
+            for index in range(len(want))
+            if not _pattern(want[: index + 1], prefix=True).match(text)
+        ),
+        len(want),
+    )
+    where = (
+        f"shown line {failed + 1}, {want[failed]!r}, is not what it printed"
+        if failed < len(want)
+        else "it printed more than is shown"
+    )
+    diff = "\n".join(difflib.unified_diff(want, got, "shown", "printed", lineterm=""))
+    return f"{where}:\n{diff}"
+
+
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.splitlines()]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _pattern(want: list[str], *, prefix: bool = False) -> re.Pattern[str]:
+    """One regular expression for the shown lines (`prefix`: ending anywhere after them)."""
+    parts = []
+    for line in want:
+        if line.strip() == ELLIPSIS:
+            parts.append(r"(?:[^\n]*\n)*?")
+        else:
+            pieces = (re.escape(piece) for piece in line.split(ELLIPSIS))
+            parts.append(r"[^\n]*?".join(pieces) + r"\n")
+    return re.compile("".join(parts) + (r"[\s\S]*" if prefix else ""))
 
 
 @dataclass

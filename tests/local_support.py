@@ -106,9 +106,11 @@ class Reply:
 
 
 class LocalServer:
-    """The server; `url` once started. Tests set `script` and read `requests`."""
+    """The server; `url` once started. Tests set `script` and read `requests`. `keep_alive`:
+    seconds an idle client connection is kept (uvicorn's default, 5)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_alive: int = 5) -> None:
+        self.keep_alive = keep_alive
         self.script: list[Reply] = [Reply()]
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self._served = 0
@@ -133,7 +135,9 @@ class LocalServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            self.app, log_level="warning", lifespan="off", timeout_keep_alive=self.keep_alive
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
@@ -144,6 +148,10 @@ class LocalServer:
             if time.monotonic() > deadline:
                 raise RuntimeError("the local test server did not start")
             time.sleep(0.01)
+
+    def open_connections(self) -> int:
+        """How many client connections the server holds open now."""
+        return len(self._server.server_state.connections) if self._server is not None else 0
 
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:

@@ -103,6 +103,8 @@ def responses_wire(say: Say, stream: bool, grammar: str | None) -> Encoded:
         body["incomplete_details"] = {"reason": "max_output_tokens"}
     if not stream:
         return OPENAI_HEADERS, json.dumps(body).encode()
+    if say.calls and say.stop == "end":  # the calls stream as a real server streams them
+        return {**OPENAI_HEADERS, **SSE}, tool_wire.responses_events(list(say.calls), say.text)
     item = message["id"] if grammar is None else "ctc_1"
     kind = "response.custom_tool_call_input.delta" if grammar else "response.output_text.delta"
     events: list[dict[str, Any]] = [{"type": "response.created",

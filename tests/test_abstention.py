@@ -36,6 +36,7 @@ from sdk.eval.calibration import calibration_samples
 from sdk.eval.metrics import FieldScore
 from sdk.eval.metrics import Outcome
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import TestProvider
 
 
@@ -204,7 +205,9 @@ def test_presence_and_null_only() -> None:
 def _reply(request: CompletionRequest) -> Any:
     """What the scripted model answers: by the contract asked for, and the item's document."""
     item = next(i for i, d in DOCUMENTS.items() if d in request.messages[-1].text)
-    name = request.document().__name__
+    assert isinstance(request.output, JsonDocument)
+    contract = request.output.contract
+    name = contract.__name__
     if name.endswith("Presence"):
         return {"carrier": item != "p2", "order": True}  # wrong about p3's order
     if name.endswith("EvidenceGated"):
@@ -215,9 +218,9 @@ def _reply(request: CompletionRequest) -> Any:
             "pieces": 1,
         }
     value: dict[str, Any] = {**LABELS[item], "pieces": 1}
-    if "carrier" not in request.document().model_fields or "Null" in name:
+    if "carrier" not in contract.model_fields or "Null" in name:
         for field in ("carrier", "order"):
-            if request.document().model_fields[field].annotation is type(None):
+            if contract.model_fields[field].annotation is type(None):
                 value[field] = None
     return value
 
@@ -249,8 +252,8 @@ def test_evidence_gated_and_presence_first_are_scored_in_the_contracts_shape() -
     assert first["p2"].value["carrier"] is None  # the first pass said unstated: null forced
     assert first["p1"].value == {"carrier": "Royal Mail", "order": "AB-12345", "pieces": 1}
     assert first["p1"].attempts == 2  # two calls, both counted
-    second = [r for r in provider.requests if "Null" in r.document().__name__]
-    assert [r.document().__name__ for r in second] == ["ParcelNullCarrier"]
+    asked = [r.output.contract.__name__ for r in provider.requests if r.kind == "json"]  # type: ignore[union-attr]
+    assert [name for name in asked if "Null" in name] == ["ParcelNullCarrier"]
     metrics = run.metrics["presence_first"]
     assert metrics.abstention_recall is not None and metrics.stated_accuracy is not None
 

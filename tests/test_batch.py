@@ -23,10 +23,11 @@ from sdk.batch import LocalBackend
 from sdk.batch import job_summary
 from sdk.batch._hosted import RemoteResult
 from sdk.batch._hosted import RemoteStatus
-from sdk.client import feedback_message
+from sdk.engine.conversation import feedback_message
 from sdk.errors import InvalidJSON
 from sdk.errors import SchemaViolation
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import Message
 from sdk.providers.anthropic import build_request
 from sdk.providers.openai import build_responses_request
@@ -132,7 +133,7 @@ def test_anthropic_requests_are_the_live_codec_s_and_the_follow_up_carries_feedb
     source = "Invoice 3: $4,180.00 for PO-2003."
     live = build_request(
         CompletionRequest(
-            Decision,
+            JsonDocument(Decision),
             (Message("user", f"Approve this purchase?\n\n<document>\n{source}\n</document>"),),
             max_tokens=512,
         ),
@@ -176,7 +177,7 @@ def test_openai_responses_job_uploads_files_and_reads_output_and_error_files(
     source = "Invoice 0: $4,180.00 for PO-2000."
     live = build_responses_request(
         CompletionRequest(
-            Decision,
+            JsonDocument(Decision),
             (Message("user", f"Approve this purchase?\n\n<document>\n{source}\n</document>"),),
             max_tokens=4096,
         ),

@@ -49,6 +49,7 @@ from tests.batch_support import anthropic_backend
 from tests.batch_support import by_id
 from tests.batch_support import completions
 from tests.batch_support import fanout
+from tests.batch_support import gate
 from tests.batch_support import job_for
 from tests.batch_support import local_clients
 from tests.batch_support import read_output
@@ -148,14 +149,15 @@ class JobFiles:
 
 @contextmanager
 def local_job(
-    tmp_path: Path, count: int, delay: float, *extra: str
+    tmp_path: Path, count: int, delay: float, *extra: str, closed: bool = False
 ) -> Iterator[tuple[subprocess.Popen[str], str, JobFiles]]:
     """`sdk batch run` over `count` items against a fanout server answering after `delay`
-    seconds, in a process of its own: the process, the server's URL and the job's files. The
-    process is killed on the way out if it still runs."""
+    seconds (`closed`: holding every completion until its gate opens), in a process of its own:
+    the process, the server's URL and the job's files. The process is killed on the way out if
+    it still runs."""
     files = JobFiles(tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db")
     write_items(files.items, count)
-    with fanout(delay) as url:
+    with fanout(delay, *(["--closed"] if closed else [])) as url:
         arguments = local_run(url, files.items, files.out, "--state", str(files.state), *extra)
         runner = sdk_process(*arguments)
         try:
@@ -170,7 +172,9 @@ def local_job(
 def test_a_second_runner_is_refused_while_the_first_runs_and_nothing_is_sent_twice(
     tmp_path: Path,
 ) -> None:
-    with local_job(tmp_path, 60, 0.25, "--concurrency", "2") as (first, url, files):
+    # The server holds every completion until its gate opens: the first runner is running for
+    # as long as the test needs, however loaded the machine.
+    with local_job(tmp_path, 60, 0.01, "--concurrency", "2", closed=True) as (first, url, files):
         state = files.state
         wait_for(lambda: counted(state, "total") == 60, "the first runner to index")
         second = sdk_run("batch", "resume", "--state", str(state))
@@ -180,6 +184,8 @@ def test_a_second_runner_is_refused_while_the_first_runs_and_nothing_is_sent_twi
         assert "is running" in line and f"pid {first.pid} on " in line and "since" in line
         again = sdk_run(*local_run(url, files.items, files.out, "--state", str(state)))
         assert again.returncode == 2 and f"pid {first.pid}" in one_line(again.stderr)
+        assert first.poll() is None
+        gate(url, open=True)
         _, errors = first.communicate(timeout=120)
         assert first.returncode == 0, errors
         assert completions(url) == 60  # every item sent once, by the one runner

@@ -33,11 +33,12 @@ from sdk import Tool
 from sdk import ToolCall
 from sdk import TruncatedOutput
 from sdk import Usage
+from sdk.cache import CacheFileError
 from sdk.cache import CacheStats
+from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import MemoryCache
 from sdk.cache import SQLiteCache
-from sdk.cache._sqlite import CacheFileError
 from sdk.cli import app
 from sdk.providers import AnthropicProvider
 from sdk.providers import OpenAIChatProvider
@@ -261,12 +262,30 @@ def test_a_foreign_or_damaged_file_is_refused_and_left_as_it_is(tmp_path: Path) 
 
 def test_a_damaged_entry_is_a_miss_and_goes(tmp_path: Path) -> None:
     cache = SQLiteCache(tmp_path / "c.db")
-    cache.put("k", Entry((TestProvider.refusal("x"),)))
+    provider = TestProvider([TEXT], repeat=True)
+    client = StructuredClient(provider, cache=cache)
+    client.generate(Decision, prompt="a")
     db = sqlite3.connect(tmp_path / "c.db")
     db.execute("UPDATE entries SET value = '{not json'")
     db.commit()
     db.close()
-    assert cache.get("k") is None and cache.stats().entries == 0
+    stored = cache.get(_keys(tmp_path / "c.db")[0])
+    assert stored is not None
+    with pytest.raises(DamagedEntry):  # what a store hands back is decoded when read
+        _ = stored.completions
+    asked = client.generate(Decision, prompt="a")  # a miss: the provider asked, a note says so
+    assert not asked.cached and len(provider.requests) == 2
+    assert [note.kind for note in asked.notes] == ["cache_damaged"]
+    assert client.generate(Decision, prompt="a").cached  # and the entry replaced
+    assert cache.stats().entries == 1
+
+
+def _keys(path: Path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return [key for (key,) in db.execute("SELECT key FROM entries")]
+    finally:
+        db.close()
 
 
 _WORKER = textwrap.dedent(
@@ -313,9 +332,11 @@ def test_two_processes_share_one_cache_file(tmp_path: Path) -> None:
 def test_sdk_cache_stats_and_clear(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     provider = TestProvider([TEXT], repeat=True)
-    client = StructuredClient(provider, cache=SQLiteCache(path))
+    store = SQLiteCache(path)
+    client = StructuredClient(provider, cache=store)
     client.generate(Decision, prompt="a")
     client.generate(Decision, prompt="a")
+    store.close()  # a hit is counted in memory until the store's next write or its close
     runner = CliRunner()
     shown = runner.invoke(app, ["cache", "stats", "--path", str(path), "--json"])
     assert shown.exit_code == 0, shown.output
@@ -373,6 +394,7 @@ def test_a_hit_keeps_the_diagnostics_and_notes_its_checks_read() -> None:
 def test_an_entry_round_trips_every_field_of_a_reply() -> None:
     from dataclasses import fields
 
+    from sdk.confidence import TokenLogprob
     from sdk.diagnostics import TokenStep
     from sdk.diagnostics import diagnose
     from sdk.providers._base import Completion
@@ -392,8 +414,13 @@ def test_an_entry_round_trips_every_field_of_a_reply() -> None:
         reasoning="because",
         tool_calls=(ToolCall("call_1", "lookup", '{"q": 1}'),),
         notes=(Note("/a", {"x": 1}, object(), "grounding"),),
+        tokens=(
+            TokenLogprob('{"a": "', 0, 0.0, 1.0),
+            TokenLogprob("b", 7, -0.25, 0.5),
+            TokenLogprob('"}', 8, float("-inf"), None),
+        ),
     )
-    back = Entry.from_json(Entry((full,)).to_json()).completions[0]
+    back = Entry.decode(Entry((full,)).encode()).completions[0]
     # Every field is kept (a new Completion field fails here until the entry keeps it) ...
     for item in fields(Completion):
         if item.name != "notes":
@@ -410,5 +437,5 @@ def test_sdk_eval_refuses_a_cache_path_that_is_not_a_cache(tmp_path: Path) -> No
         app, ["eval", str(dataset), "--contract", "contracts:Decision", "--cache-path", str(other)]
     )
     assert result.exit_code == 2
-    assert "is not a usable cache" in result.output
+    assert "not a structured-sdk cache" in result.output and str(other) in result.output
     assert other.read_text() == "not a database, kept as it is"

@@ -16,6 +16,8 @@ from sdk import AsyncStructuredClient
 from sdk import Message
 from sdk import StructuredClient
 from sdk import Tool
+from sdk.cache import MemoryCache
+from sdk.cache import SQLiteCache
 from sdk.hooks import Hooks
 from sdk.providers import AnthropicProvider
 from sdk.providers import OpenAIChatProvider
@@ -216,3 +218,25 @@ def test_a_call_s_extra_body_is_merged_over_the_client_s() -> None:
     assert sent["output_config"]["format"]["type"] == "json_schema"  # the SDK's stays
     assert sent["service_tier"] == "auto"  # the call's
     assert client.config.transport.extra_body["output_config"] == {"effort": "low"}
+
+
+# --- cache= given the class instead of a store ---
+
+
+@pytest.mark.parametrize("store", [MemoryCache, SQLiteCache], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("where", ["client", "with_options", "call", "async call"])
+def test_a_cache_class_instead_of_a_store_says_to_instantiate_it(store: type, where: str) -> None:
+    provider = TestProvider([TEXT], repeat=True)
+    name = store.__name__
+    said = rf"cache={name} is the class, not a value .*: instantiate it, cache={name}\(\)"
+    with pytest.raises(TypeError, match=said):
+        if where == "client":
+            StructuredClient(provider, cache=store).generate(Decision, prompt="x")
+        elif where == "with_options":
+            StructuredClient(provider).with_options(cache=store).generate(Decision, prompt="x")
+        elif where == "call":
+            StructuredClient(provider).generate(Decision, prompt="x", cache=store)
+        else:
+            client = AsyncStructuredClient(provider)
+            asyncio.run(client.generate(Decision, prompt="x", cache=store))
+    assert provider.requests == []

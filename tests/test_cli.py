@@ -207,3 +207,22 @@ def test_demo_and_eval_take_a_model_by_name_or_file_and_refuse_an_unknown_one(
          "--out", str(tmp_path / "out")],
     )  # fmt: skip
     assert evaluated.exit_code != 0 and "no GGUF model file" in evaluated.output
+
+
+def test_lock_fails_on_an_older_versions_edited_snapshot_as_check_does(tmp_path: Path) -> None:
+    folder = tmp_path / "schemas"
+    first = make_package(tmp_path / "src", {"models.py": BAD})
+    assert _invoke("schema", "lock", first, "--dir", str(folder))[0] == 0
+    bumped = BAD.replace("    price: float", "    schema_version = 2\n\n    price: float")
+    second = make_package(tmp_path / "src", {"models.py": bumped.replace("A summary.", "Short.")})
+    assert _invoke("schema", "lock", second, "--dir", str(folder))[0] == 0
+    snapshot = folder / "Bad.v1.json"
+    snapshot.write_text(snapshot.read_text().replace("The price.", "Price."))
+
+    code, out, _ = _invoke("schema", "check", second, "--dir", str(folder))
+    assert code == 1 and out.startswith("snapshot-mismatch: Bad v1: snapshot ")
+    code, out, err = _invoke("schema", "lock", second, "--dir", str(folder))
+    assert code == 1  # it used to exit 0 saying "nothing written"
+    assert "nothing written" not in out
+    assert err.startswith("error: Bad v1: snapshot ")
+    assert "restore it from version control" in err

@@ -23,7 +23,7 @@ from sdk import RetriesExhausted
 from sdk import SchemaViolation
 from sdk import StructuredClient
 from sdk import TruncatedOutput
-from sdk.client import feedback_message
+from sdk.engine.conversation import feedback_message
 from sdk.providers import AnthropicProvider
 from sdk.providers import Message
 from tests.wire_support import ANTHROPIC_REQUEST_ID

@@ -25,6 +25,7 @@ from sdk import ProviderError
 from sdk import StructuredClient
 from sdk import StructuredOutputError
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
 from sdk.providers import OllamaProvider
@@ -267,7 +268,7 @@ async def test_concurrent_first_calls_learn_once_and_keep_content_as_text(
 
 
 def _request(*messages: Message, system: str | None = None) -> CompletionRequest:
-    return CompletionRequest(Decision, messages, 64, system=system)
+    return CompletionRequest(JsonDocument(Decision), messages, 64, system=system)
 
 
 def test_a_trimming_template_is_learned_with_its_trims() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import sdk.errors
+from sdk.demo import SECOND_MODEL
 from sdk.demo import SQL_QUESTIONS
 from tests.local_deps import import_local
 
@@ -72,6 +73,25 @@ def test_demo_runs_and_shows_every_layer() -> None:
         assert "    FAILED /" in invoice  # the check results, each with its JSON pointer
     if "result: a valid" in decision:
         assert "notes:" in decision and "reasoning = " in decision
+    # A failed invoice (the usual end on this model) says why, and what would change it.
+    if "result: a valid" not in invoice:
+        why = invoice.split("why it fails on this model (over ", 1)[1]
+        assert re.match(r"\d attempt\(s\)\):\n  - \S", why), why[:300]
+        assert "a wrong invoice is never returned as a valid one" in why
+        assert "what would change it:\n  - a bigger model" in why
+        assert "  - another arm, measured before it is trusted: `sdk eval" in why
+
+    # The second embedded model's invoice beside it, or one line saying why it is not shown.
+    if "\n1b. The same invoice on the second embedded model" in output:
+        second = _section(output, "1b. ")
+        assert re.search(r"^attempt 1: \w+ \(stop \w+, \d+ in / \d+ out tokens\)$", second, re.M)
+        assert re.search(r"^result: (a valid \w+ after \d attempt|\w+$)", second, re.M)
+        assert re.search(rf"^InvoiceExtraction on {SECOND_MODEL}: \w+", output, re.M)
+    else:
+        assert f"the second embedded model, {SECOND_MODEL}, is not shown beside this one: " in (
+            invoice
+        )
+        assert f"InvoiceExtraction on {SECOND_MODEL}" not in output
 
     unconstrained = _section(output, "3. ")
     said = re.findall(r"the parser says: (\w+): .+", unconstrained)
@@ -109,6 +129,7 @@ def test_demo_runs_and_shows_every_layer() -> None:
 def _section(output: str, start: str) -> str:
     """The text of the numbered section beginning with `start`, up to the next heading."""
     begin = output.index(f"\n{start}")
-    ends = [output.find(f"\n{n}. ", begin + 1) for n in range(1, 5)] + [output.find("\nSummary")]
+    ends = [output.find(f"\n{n}. ", begin + 1) for n in ("1", "1b", "2", "3", "4", "5")]
+    ends.append(output.find("\nSummary"))
     end = min(e for e in ends if e > begin)
     return output[begin:end]

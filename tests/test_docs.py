@@ -23,7 +23,7 @@ from tests.docs_support import Block
 from tests.docs_support import SetupContext
 from tests.docs_support import blocks
 from tests.docs_support import commands
-from tests.docs_support import missing_output
+from tests.docs_support import output_mismatch
 from tests.docs_support import pages
 from tests.docs_support import scratch
 from tests.local_deps import in_ci
@@ -114,37 +114,36 @@ def _run_python(
 def _run_console(block: Block, folder: Path) -> None:
     for command in commands(block):
         completed = subprocess.run(
-            ["bash", "-c", command.text], cwd=folder, capture_output=True, text=True,
-            timeout=COMMAND_TIMEOUT, check=False,
+            ["bash", "-c", command.text], cwd=folder, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=COMMAND_TIMEOUT, check=False,
         )  # fmt: skip
-        printed = completed.stdout + completed.stderr
+        printed = completed.stdout
         assert completed.returncode == command.status, (
             f"{block.where}: `{command.text}` exited {completed.returncode}, not "
             f"{command.status}:\n{printed[-3000:]}"
         )
-        missing = missing_output(command.shown, printed)
-        assert missing is None, (
-            f"{block.where}: `{command.text}` did not print {missing!r}:\n{printed}"
-        )
+        mismatch = output_mismatch(command.shown, printed)
+        assert mismatch is None, f"{block.where}: `{command.text}`: {mismatch}"
 
 
-@pytest.mark.parametrize("page", _page_params())
-def test_the_page_runs(
+def run_page(
     page: Path,
-    tmp_path: Path,
+    folder: Path,
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Run a page's blocks in order in `folder`, checking every output it shows."""
     page_blocks = blocks(page)
     if any(block.local for block in page_blocks if block.runs):
         _require_local_extra()
-    folder = scratch(tmp_path)
     monkeypatch.chdir(folder)
-    # The console blocks' `sdk` is this environment's.
+    # The console blocks' `sdk` is this environment's; a command's stdout and stderr interleave
+    # as on a terminal (unbuffered).
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")
     namespace: dict[str, object] = {"__name__": "docs_example"}
     printed = ""
     for block in page_blocks:
@@ -152,14 +151,135 @@ def test_the_page_runs(
         if setup is not None:
             SETUPS[setup](SetupContext(namespace, monkeypatch, request))
         if block.is_output:
-            missing = missing_output(block.code, printed)
-            assert missing is None, (
-                f"{block.where}: the example did not print {missing!r}:\n{printed}"
-            )
+            mismatch = output_mismatch(block.code, printed)
+            assert mismatch is None, f"{block.where}: {mismatch}"
         elif block.runs and block.language == "python":
             printed = _run_python(block, namespace, capsys)
         elif block.runs:
             _run_console(block, folder)
+
+
+@pytest.mark.parametrize("page", _page_params())
+def test_the_page_runs_and_prints_what_it_shows(
+    page: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_page(page, scratch(tmp_path), monkeypatch, request, capsys)
+
+
+# --- the checker itself, on small pages written here ----------------------------------------------
+
+SYNTHETIC = """# A page
+
+```python
+for number in (1, 2, 3):
+    print(f"line {number}")
+```
+
+<!-- docs-test: output -->
+```text
+{shown}
+```
+
+```console
+$ printf 'first\\nsecond\\n'; echo oops >&2
+{console}
+```
+"""
+PRINTED = "line 1\nline 2\nline 3"
+CONSOLE = "first\nsecond\noops"
+
+
+def _synthetic(tmp_path: Path, shown: str = PRINTED, console: str = CONSOLE) -> Path:
+    page = tmp_path / "page.md"
+    page.write_text(SYNTHETIC.replace("{shown}", shown).replace("{console}", console))
+    return page
+
+
+def _run_synthetic(
+    page: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir(parents=True)
+    run_page(page, folder, monkeypatch, request, capsys)
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        PRINTED,
+        "line 1\n...\nline 3",  # lines left out
+        "...\nline 3",
+        "line ...\nline 2\nline ...",  # a figure that varies
+        f"\n\n{PRINTED}  \n\n",  # blank lines around, trailing spaces
+    ],
+)
+def test_the_checker_passes_a_page_that_shows_what_it_prints(
+    shown: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _run_synthetic(_synthetic(tmp_path, shown), tmp_path, monkeypatch, request, capsys)
+
+
+@pytest.mark.parametrize(
+    ("shown", "console", "said"),
+    [
+        ("line 1\nline 3", CONSOLE, "shown line 2, 'line 3', is not what it printed"),
+        ("line 1\nline 2", CONSOLE, "it printed more than is shown"),  # a line not shown
+        ("line 1\nline 2\nline 3\nline 4", CONSOLE, "shown line 4, 'line 4'"),
+        ("ine 1\nline 2\nline 3", CONSOLE, "shown line 1, 'ine 1'"),  # a part of a line
+        ("line  1\nline 2\nline 3", CONSOLE, "shown line 1"),  # spacing counts
+        (PRINTED, "first\nsecond", "it printed more than is shown"),  # stderr counts
+        (PRINTED, "second\nfirst\noops", "shown line 1, 'second'"),  # and order
+    ],
+)
+def test_the_checker_fails_a_page_whose_output_differs(
+    shown: str,
+    console: str,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    page = _synthetic(tmp_path, shown, console)
+    with pytest.raises(AssertionError) as failed:
+        _run_synthetic(page, tmp_path, monkeypatch, request, capsys)
+    assert said in str(failed.value)
+    assert f"{page}:" in str(failed.value)  # where on the page
+
+
+def test_the_checker_reads_an_exit_status(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ echo no; exit 3\nno\n[exit 3]\n$ true\n```\n")
+    _run_synthetic(page, tmp_path, monkeypatch, request, capsys)
+    page.write_text("```console\n$ echo no; exit 3\nno\n```\n")
+    with pytest.raises(AssertionError, match="exited 3, not 0"):
+        _run_synthetic(page, tmp_path / "again", monkeypatch, request, capsys)
+
+
+def test_output_mismatch_shows_a_diff() -> None:
+    assert output_mismatch("a\n...\nd", "a\nb\nc\nd\n") is None
+    assert output_mismatch("a ... d", "a b c d") is None
+    assert output_mismatch("", "") is None
+    said = output_mismatch("a\nb", "a\nc")
+    assert said is not None
+    assert "-b" in said and "+c" in said
 
 
 def test_the_error_tree_on_the_errors_page_is_the_real_one() -> None:
@@ -186,7 +306,7 @@ def test_the_error_tree_on_the_errors_page_is_the_real_one() -> None:
         shown.add(cls)
     errors = {
         value
-        for value in vars(sdk).values()
+        for value in (getattr(sdk, name) for name in sdk.__all__)  # its names load on first use
         if isinstance(value, type) and issubclass(value, sdk.StructuredOutputError)
     }
     assert errors == shown  # every error of `sdk` is in the tree
@@ -212,7 +332,7 @@ def test_the_error_table_names_every_error() -> None:
     }
     errors = {
         name
-        for name, value in vars(sdk).items()
+        for name, value in ((name, getattr(sdk, name)) for name in sdk.__all__)
         if isinstance(value, type) and issubclass(value, sdk.StructuredOutputError)
     }
     assert errors | {"WireNameError"} <= rows

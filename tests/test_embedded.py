@@ -44,6 +44,7 @@ from sdk import StructuredOutputError
 from sdk import TruncatedOutput
 from sdk import WireEnum
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import Message
 from sdk.providers import TextDelta
 
@@ -101,7 +102,7 @@ def results(embedded: Any) -> dict[type[Contract], Result[Any] | StructuredOutpu
 
 
 def _request(contract: type[Contract], prompt: str, max_tokens: int) -> CompletionRequest:
-    return CompletionRequest(contract, (Message("user", prompt),), max_tokens)
+    return CompletionRequest(JsonDocument(contract), (Message("user", prompt),), max_tokens)
 
 
 # --- Each reference contract, through the client and the full parser ---
@@ -147,7 +148,10 @@ def test_unconstrained_run_of_the_same_prompt_is_rejected_by_the_parser(embedded
 def test_unconstrained_completion_has_no_diagnostics(embedded: Any) -> None:
     completion = embedded.complete(
         CompletionRequest(
-            Sentiment, (Message("user", SENTIMENT_PROMPT),), 8, options={"constrained": False}
+            JsonDocument(Sentiment),
+            (Message("user", SENTIMENT_PROMPT),),
+            8,
+            options={"constrained": False},
         )
     )
     assert completion.diagnostics is None
@@ -404,7 +408,7 @@ async def test_cancelling_acomplete_stops_generation_at_the_next_token(
     embedded: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     request = CompletionRequest(
-        Decision,
+        JsonDocument(Decision),
         (Message("user", DECISION_PROMPT),),
         400,
         options={"constrained": False, "ignore_eos": True},
@@ -464,7 +468,9 @@ def test_bundled_model_and_options(embedded: Any) -> None:
         EmbeddedProvider("/nonexistent/model.gguf")
     with pytest.raises(TypeError, match="temprature"):
         embedded.complete(
-            CompletionRequest(Sentiment, (Message("user", "x"),), 4, options={"temprature": 1})
+            CompletionRequest(
+                JsonDocument(Sentiment), (Message("user", "x"),), 4, options={"temprature": 1}
+            )
         )
     with pytest.raises(ValueError):
         EmbeddedProvider(top_p=0)
@@ -478,10 +484,10 @@ def test_chat_control_tokens_in_a_document_stay_text(embedded: Any) -> None:
     assert len(im_start) == 1
 
     def turns(document: str) -> int:
-        request = CompletionRequest(Decision, (Message("user", document),), 16)
+        request = CompletionRequest(JsonDocument(Decision), (Message("user", document),), 16)
         return engine.prompt_tokens(request, None).count(im_start[0])
 
     # Only the template's own turns are control tokens; the document adds none.
     assert turns(injected) == turns("Invoice 7.")
-    request = CompletionRequest(Decision, (Message("user", injected),), 16)
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", injected),), 16)
     assert engine.prompt(request, None).count("<|im_start|>") == turns(injected) + 1

@@ -35,6 +35,7 @@ from contracts import Sentiment
 from sdk import Contract
 from sdk.providers import Completion
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import Message
 
 pytestmark = pytest.mark.local
@@ -68,7 +69,9 @@ def embedded() -> Iterator[Any]:
 def _complete(
     embedded: Any, contract: type[Contract], prompt: str, max_tokens: int, **options: Any
 ) -> Completion:
-    request = CompletionRequest(contract, (Message("user", prompt),), max_tokens, options=options)
+    request = CompletionRequest(
+        JsonDocument(contract), (Message("user", prompt),), max_tokens, options=options
+    )
     completion: Completion = embedded.complete(request)
     return completion
 
@@ -132,7 +135,7 @@ def test_forced_masses_match_a_one_token_replay(
     steps = completion.diagnostics.steps
     engine = embedded._loaded()
     prompt = next(case[1] for case in CASES if case[0] is contract)
-    request = CompletionRequest(contract, (Message("user", prompt),), 1)
+    request = CompletionRequest(JsonDocument(contract), (Message("user", prompt),), 1)
     with engine.lock:
         engine._evaluate_prompt(engine.prompt_tokens(request, embedded._instruction(request)))
         replayed = []

@@ -43,6 +43,7 @@ from sdk.eval import run_eval
 from sdk.eval import score
 from sdk.providers import Completion
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import TestProvider
 from sdk.schema import escape_members
 from sdk.schema import widen
@@ -117,7 +118,8 @@ def scripted(fail_on_call: int | None = None) -> tuple[TestProvider, list[tuple[
         match = re.search(r"ticket (i[0-9]+)", request.messages[0].content)
         assert match is not None
         item = match.group(1)
-        key = request.contract.__name__
+        assert isinstance(request.output, JsonDocument)
+        key = request.output.contract.__name__
         if request.options.get("constrained") is False:
             key += "-free"
         asked.append((key, item))
@@ -186,11 +188,17 @@ def test_arms_that_cannot_run_say_why() -> None:
     with pytest.raises(ArmUnavailable, match="no reasoning field"):
         prepare_arm("answer_first", NoReasoning, client)
 
-    class Hosted(TestProvider):
-        name = "hosted"
+    # A hosted API has no unconstrained mode (no `constrained` option on its wire); nothing is
+    # sent: the arm is refused while it is prepared.
+    from sdk.providers.anthropic import AnthropicProvider
+    from tests.wire_support import Wire
+    from tests.wire_support import anthropic_client
 
+    wire = Wire()
+    hosted = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
     with pytest.raises(ArmUnavailable, match="no unconstrained mode"):
-        prepare_arm("unconstrained", Ticket, StructuredClient(Hosted()))
+        prepare_arm("unconstrained", Ticket, StructuredClient(hosted))
+    assert wire.requests == []
 
 
 def test_metrics_per_arm_are_the_hand_counted_ones() -> None:

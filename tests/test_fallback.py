@@ -28,6 +28,7 @@ from sdk.providers import OpenAIResponsesProvider
 from sdk.providers import TestProvider
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.schema.dialects import OPENAI_STRICT
 from sdk.schema.dialects import to_wire
@@ -179,7 +180,7 @@ def test_async_calls_fall_back_too() -> None:
 def test_called_directly_it_tries_each_provider_once() -> None:
     first = TestProvider([TestProvider.provider_error(503)])
     second = TestProvider([VALID])
-    request = CompletionRequest(Decision, (Message("user", "x"),), max_tokens=100)
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "x"),), max_tokens=100)
     completion = FallbackProvider([first, second]).complete(request)
     assert completion.text == VALID
     assert len(first.requests) == len(second.requests) == 1

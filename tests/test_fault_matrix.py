@@ -10,13 +10,17 @@ requests.
 Every case asserts: the error is a `ProviderError` (never a raw `json`, `httpx`, `KeyError`, ...
 exception), it names the provider, `attempts` equals the generation requests made (transient
 faults retried, others not), an unusable body is kept on `.body`, bounded, and no secret appears
-in anything a user could print.
+in anything a user could print, nor in any log line the calls caused (httpx's and httpx2's own
+`HTTP Request` INFO lines included: the local providers' base URL holds credentials, which go
+in a header, never in the URL requests are sent to).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import re
 import time
 import traceback
@@ -124,8 +128,9 @@ class Kind:
         client: httpx.Client | httpx.AsyncClient = (
             httpx.Client(transport=transport) if sync else httpx.AsyncClient(transport=transport)
         )
+        # Credentials in the URL (sent as Basic authorization) and a key in a header of its own.
         url = f"http://user:{URL_PASSWORD}@local.test"
-        headers = {"Authorization": f"Bearer {LOCAL_KEY}"}
+        headers = {"X-Api-Key": LOCAL_KEY}
         if self.name.startswith("llamacpp"):
             mode = self.name.removeprefix("llamacpp_")
             return LlamaCppProvider(url, mode=mode, http_client=client, headers=headers)  # type: ignore[arg-type]
@@ -403,7 +408,43 @@ def _streamed(client: Any, kind: Kind) -> Any:
     return client.stream(Decision, prompt="Approve?")
 
 
+class _Logged(logging.Handler):
+    """Every log record made while it is installed, at every level (httpx's and httpx2's own
+    `HTTP Request: POST <url>` INFO lines, the SDK's, the official clients' DEBUG lines)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    @classmethod
+    @contextlib.contextmanager
+    def around(cls) -> Iterator[_Logged]:
+        logged, root = cls(), logging.getLogger()
+        level = root.level
+        root.addHandler(logged)
+        root.setLevel(logging.DEBUG)
+        try:
+            yield logged
+        finally:
+            root.removeHandler(logged)
+            root.setLevel(level)
+
+
 def _run(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server]:
+    with _Logged.around() as logged:
+        error, server = _run_logged(kind, fault, call)
+    # No log line the calls caused holds a secret (the URL's credentials are in a header).
+    assert any(line.startswith("HTTP Request") for line in logged.lines)
+    for line in logged.lines:
+        for secret in SECRETS:
+            assert secret not in line, line
+    return error, server
+
+
+def _run_logged(kind: Kind, fault: Fault, call: str) -> tuple[BaseException, Server]:
     server = Server(kind, fault)
     sync = call in ("generate", "stream")
     provider = kind.provider(server, sync)

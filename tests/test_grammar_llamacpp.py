@@ -30,7 +30,7 @@ from sdk.grammar import lark_to_gbnf
 from sdk.grammar import parse_grammar
 from sdk.grammar import recognize
 from sdk.grammar import to_gbnf
-from sdk.grammar._grammar import compiled_lark
+from sdk.grammar._compiled import compiled_lark
 from sdk.grammar.wire import llamacpp_grammar
 from tests.grammar_support import grammar_accepts_prefix
 from tests.llamacpp_grammar import LlamaCppGrammarError

@@ -391,7 +391,7 @@ def test_refused_and_truncated_errors_from_a_call_carry_attempts_and_usage(fixtu
 
 
 def test_retry_feedback_for_a_huge_key_is_bounded() -> None:
-    from sdk.client import feedback_message
+    from sdk.engine.conversation import feedback_message
 
     key = "k" * 1_000_000
     with pytest.raises(SchemaViolation) as caught:

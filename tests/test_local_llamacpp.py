@@ -36,6 +36,7 @@ from sdk import StructuredClient
 from sdk import TruncatedOutput
 from sdk import WireEnum
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
 from sdk.providers.llamacpp import Mode
@@ -266,7 +267,7 @@ async def test_an_async_rejected_grammar_is_a_provider_error(llama_server: str) 
 
 def server_grammar(url: str, schema: dict[str, Any]) -> str:
     """The GBNF llama.cpp builds from a `json_schema` (reported in `generation_settings`)."""
-    request = CompletionRequest(Ordered, (Message("user", "x"),), 1)
+    request = CompletionRequest(JsonDocument(Ordered), (Message("user", "x"),), 1)
     body = build_completion_request(request, "x", schema=schema)
     reply = httpx.post(f"{url}/completion", json=body, timeout=120)
     assert reply.status_code == 200, reply.text
@@ -295,7 +296,7 @@ def test_llama_cpp_moves_required_first_and_our_dialect_keeps_the_declared_order
 @pytest.mark.parametrize("mode", MODES)
 def test_generated_documents_keep_the_declared_order(llama_server: str, mode: Mode) -> None:
     request = CompletionRequest(
-        Ordered,
+        JsonDocument(Ordered),
         (Message("user", "Is it raining? Write a short note, then answer."),),
         MAX_TOKENS,
         options=GREEDY,

@@ -32,6 +32,9 @@ from sdk.errors import UnsupportedRequest
 from sdk.grammar import to_gbnf
 from sdk.providers import AnthropicProvider
 from sdk.providers import Completion
+from sdk.providers import FreeText
+from sdk.providers import GrammarSentence
+from sdk.providers import JsonDocument
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OllamaProvider
 from sdk.providers import OpenAIChatProvider
@@ -60,8 +63,7 @@ def test_generate_a_grammar_returns_the_recognized_text() -> None:
     assert result.value == GOOD
     assert result.schema.name == "SelectQuery"
     assert result.schema.fingerprint == SELECT_QUERY.fingerprint()
-    assert provider.requests[0].grammar is SELECT_QUERY
-    assert provider.requests[0].contract is None
+    assert provider.requests[0].output == GrammarSentence(SELECT_QUERY)
 
 
 def test_a_sentence_outside_the_language_is_retried_with_feedback_then_exhausts() -> None:
@@ -227,8 +229,8 @@ def test_two_phase_asks_for_free_working_then_the_contract_and_keeps_both() -> N
         Decision, prompt="Approve INV-7781?", reasoning="two_phase"
     )
     first, second = provider.requests
-    assert first.contract is None and first.grammar is None  # free text: no schema sent
-    assert second.contract is Decision
+    assert first.output == FreeText()  # free text: no schema sent
+    assert second.output == JsonDocument(Decision)
     assert any(m.role == "assistant" and m.content == WORKING for m in second.messages)
     assert result.reasoning == WORKING
     assert result.value.answer == "approve"
@@ -330,9 +332,9 @@ def test_a_list_of_contracts_is_generated_in_an_envelope_and_unwrapped() -> None
     assert [item.sku for item in result.value] == ["A1", "B2"]
     assert all(isinstance(item, Item) for item in result.value)
     assert result.schema.name == "ItemList"
-    assert provider.requests[0].contract is not None
-    assert provider.requests[0].contract.__name__ == "ItemList"
-    assert list(provider.requests[0].schema["properties"]) == ["items"]
+    output = provider.requests[0].output
+    assert isinstance(output, JsonDocument) and output.contract.__name__ == "ItemList"
+    assert list(output.schema["properties"]) == ["items"]
 
 
 def test_a_union_of_contracts_is_unwrapped_to_the_member_that_fits() -> None:
@@ -364,6 +366,30 @@ def test_a_streamed_item_that_fails_its_contract_is_not_shown() -> None:
     # "fine" after "bad" would seem to stand in its place), then the retried attempt's.
     assert skus == ["ok", "ok"]
     assert [item.sku for item in shown[-1].value] == ["ok"]  # the retried attempt decided
+
+
+def test_a_retried_list_stream_s_items_say_which_attempt_they_belong_to() -> None:
+    bad = {"items": [{"sku": "ok", "qty": 1}, {"sku": "bad", "qty": "many"}]}
+    good = {"items": [{"sku": "ok", "qty": 1}, {"sku": "fine", "qty": 3}]}
+    provider = TestProvider([bad, good], chunk_size=4)
+    *items, result = StructuredClient(provider, retries=1).stream(list[Item], prompt="x")
+    assert [(item.sku, item.attempt) for item in items] == [("ok", 1), ("ok", 2), ("fine", 2)]
+    # The number is no field: the item equals the result's, and dumps as the contract says.
+    assert items[1:] == result.value and "attempt" not in items[1].model_dump()
+    assert "attempt" not in items[1].model_dump_json() and "attempt" not in repr(items[1])
+
+
+class Attempted(Contract):
+    """A login attempt: a contract with a field of that name."""
+
+    user: str
+    attempt: int
+
+
+def test_a_list_item_with_its_own_attempt_field_keeps_it() -> None:
+    reply = {"items": [{"user": "kim", "attempt": 7}]}
+    *items, result = StructuredClient(TestProvider([reply])).stream(list[Attempted], prompt="x")
+    assert [item.attempt for item in items] == [7] and items == result.value
 
 
 def test_a_retried_streams_snapshots_say_which_attempt_they_belong_to() -> None:

@@ -321,14 +321,20 @@ def test_a_stream_shows_what_the_result_holds_and_says_the_attempt(
     result = _run(watched, kind, call, retries=1)
     last = len(result.attempts)
     shown = watched.shown
+    # Every snapshot names its attempt, whatever the kind shows (a document's `Partial`, a list's
+    # items, a grammar's `TextSnapshot`, a tool call's `PartialToolCall`): the failed attempt's
+    # first, then the retry's, which starts again.
+    attempts = [s.attempt for s in shown]
+    assert attempts == sorted(attempts) and set(attempts) <= set(range(1, last + 1))
+    if kind.name != "union":  # a union's value is shown once whole, in the Result
+        assert attempts[0] < attempts[-1] == last
     snapshots = [s for s in shown if isinstance(s, Partial | TextSnapshot | PartialToolCall)]
-    assert all(1 <= s.attempt <= last for s in snapshots)
-    assert [s.attempt for s in snapshots] == sorted(s.attempt for s in snapshots)
     if kind.name == "list":
         # Items are shown validated: the invalid attempt's bad item never, the valid attempt's
         # three exactly as the result holds them.
         items = [s for s in shown if isinstance(s, Decision)]
         assert items[-3:] == result.value and len(items) == 1 + 3
+        assert [item.attempt for item in items] == [attempts[0], last, last, last]
     elif kind.name == "grammar" and snapshots:
         assert snapshots[-1] == result.value and snapshots[-1].attempt == last
     elif kind.name == "tools" and snapshots:
@@ -360,7 +366,7 @@ def test_streamed_items_follow_the_absent_null_rule_of_the_dialect(name: str, ca
     provider, server = setup.build([kind.good], sync=call == "stream")
     if name == "test":
         provider.codec.profile = type(provider.codec.profile)(
-            "test", OPENAI_STRICT, tools=True
+            provider.codec.profile.family, OPENAI_STRICT, tools=True
         )  # a test double speaking a strict dialect
     watched = Watched(provider, server, Lifecycle(), InMemorySpanExporter(), [])
     result = _run(watched, kind, call)

@@ -23,6 +23,7 @@ from sdk import TruncatedOutput
 from sdk import UnexpectedStop
 from sdk.providers import AnthropicProvider
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import Message
 from sdk.providers.anthropic import AnthropicStreamReader
 from sdk.providers.anthropic import build_request
@@ -46,7 +47,7 @@ MODEL = "claude-sonnet-4-6"
 
 def _request(contract: Any = Decision, **changes: Any) -> CompletionRequest:
     fields: dict[str, Any] = {
-        "contract": contract,
+        "output": JsonDocument(contract),
         "messages": (Message("user", "Invoice INV-7781 for $4,180.00 against PO-2291. Approve?"),),
         "max_tokens": 1024,
         "system": "You review purchase approvals.",

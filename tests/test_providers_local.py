@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ from sdk import StructuredClient
 from sdk import TruncatedOutput
 from sdk import UnexpectedStop
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
 from sdk.providers import OllamaProvider
@@ -108,6 +110,49 @@ async def test_agenerate_and_astream_through_a_real_server(server: LocalServer, 
     assert isinstance(final, Result) and final.value == result.value
     assert partials and all(isinstance(p, Partial) for p in partials)
     assert partials[-1].value == DECISION
+
+
+@pytest.fixture
+def idle_server() -> Iterator[LocalServer]:
+    """A server that keeps an idle connection open for minutes: only the client closes it."""
+    server = LocalServer(keep_alive=600)
+    server.start()
+    yield server
+    server.stop()
+
+
+async def _connections_drop_to(server: LocalServer, count: int) -> None:
+    """Wait (bounded, well under the server's keep-alive) until the server holds `count`
+    connections: it sees a close a moment after the client closes."""
+    for _ in range(600):
+        if server.open_connections() == count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the server still holds {server.open_connections()} connections")
+
+
+async def test_async_with_closes_the_connections_the_provider_opened(
+    idle_server: LocalServer,
+) -> None:
+    # The docs' async examples use `async with AsyncStructuredClient(...)`: this is what it does.
+    provider = VLLMProvider(idle_server.url, model="Qwen/Qwen3-8B")
+    async with AsyncStructuredClient(provider) as client:
+        results = await asyncio.gather(*(client.generate(Decision, prompt="?") for _ in range(3)))
+        assert idle_server.open_connections() >= 1  # kept alive between calls
+    assert all(r.value == Decision.model_validate(DECISION) for r in results)
+    await _connections_drop_to(idle_server, 0)
+
+
+async def test_async_with_leaves_a_client_you_passed_in_open(idle_server: LocalServer) -> None:
+    async with httpx.AsyncClient() as given:
+        provider = VLLMProvider(idle_server.url, model="Qwen/Qwen3-8B", http_client=given)
+        async with AsyncStructuredClient(provider) as client:
+            await client.generate(Decision, prompt="?")
+        assert not given.is_closed  # yours: closed by your own `async with`
+        assert idle_server.open_connections() == 1
+        await client.generate(Decision, prompt="Again?")  # still usable
+    assert given.is_closed
+    await _connections_drop_to(idle_server, 0)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -238,7 +283,9 @@ def test_a_llamacpp_limit_with_truncated_is_the_context_window(
 
 
 def test_llamacpp_request_builders_are_pure() -> None:
-    request = CompletionRequest(Decision, (Message("user", "x"),), 64, options={"seed": 3})
+    request = CompletionRequest(
+        JsonDocument(Decision), (Message("user", "x"),), 64, options={"seed": 3}
+    )
     with_schema = build_completion_request(request, "P", schema={"type": "object"})
     assert with_schema == {
         "prompt": "P",
@@ -285,7 +332,7 @@ def test_vllm_sends_structured_outputs_and_accepts_a_v1_base_url(server: LocalSe
 
 
 def test_vllm_request_builder_is_pure() -> None:
-    request = CompletionRequest(Decision, (Message("user", "x"),), 10, system="s")
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "x"),), 10, system="s")
     body = vllm_request(request, model="m", schema={"type": "object"}, stream=True)
     assert body["messages"][0] == {"role": "system", "content": "s"}
     assert body["stream_options"] == {"include_usage": True}
@@ -331,7 +378,7 @@ def test_every_ollama_done_reason_is_normalized(raw: str, normalized: StopReason
 
 def test_ollama_request_builder_routes_top_level_options() -> None:
     request = CompletionRequest(
-        Decision,
+        JsonDocument(Decision),
         (Message("user", "x"),),
         10,
         options={"temperature": 0.1},

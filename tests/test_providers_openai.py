@@ -25,6 +25,7 @@ from sdk import StructuredClient
 from sdk import TruncatedOutput
 from sdk import UnexpectedStop
 from sdk.providers import CompletionRequest
+from sdk.providers import JsonDocument
 from sdk.providers import Message
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import OpenAIResponsesProvider
@@ -55,7 +56,7 @@ MODEL = "gpt-5.1-mini"
 
 def _request(contract: Any = Decision) -> CompletionRequest:
     return CompletionRequest(
-        contract=contract,
+        JsonDocument(contract),
         messages=(Message("user", "Invoice INV-7781 for $4,180.00 against PO-2291. Approve?"),),
         max_tokens=1024,
         system="You review purchase approvals.",

@@ -14,8 +14,8 @@ from sdk import InvalidJSON
 from sdk import SchemaViolation
 from sdk import StructuredClient
 from sdk import Violation
-from sdk.client import feedback_message
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
+from sdk.engine.conversation import feedback_message
 from sdk.providers.test import TestProvider
 
 ITEMS = 300

@@ -303,3 +303,71 @@ def test_lock_file_is_sorted_and_deterministic(tmp_path: Path) -> None:
     assert [e["name"] for e in data["contracts"]] == ["Note", "Verdict"]
     assert set(data["contracts"][0]) == {"name", "version", "fingerprint", "snapshot"}
     assert (folder / LOCK_FILE).read_bytes() == Lock.read(folder / LOCK_FILE).to_bytes()
+
+
+# --- lock and check judge every snapshot alike (issue 30 item 9) -------------------------------
+
+SNAPSHOT_DAMAGE = {
+    "edited": lambda path: path.write_text(path.read_text().replace("Why.", "Why?")),
+    "missing": lambda path: path.unlink(),
+    "not a schema": lambda path: path.write_bytes(b"\xff\xfe not JSON"),
+}
+
+
+def _locked_v1_and_v2(tmp_path: Path) -> tuple[str, Path]:
+    """Verdict v1 locked, then the code bumped to v2 and locked beside it."""
+    folder = tmp_path / "schemas"
+    lock(make_package(tmp_path / "src", {"models.py": VERDICT_V1}), directory=folder)
+    bumped = make_package(tmp_path / "src", {"models.py": VERDICT_BUMPED})
+    lock(bumped, directory=folder)
+    assert check(bumped, directory=folder) == []
+    return bumped, folder
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("damage", sorted(SNAPSHOT_DAMAGE))
+@pytest.mark.parametrize("force", [False, True])
+def test_an_older_versions_damaged_snapshot_fails_lock_as_it_fails_check(
+    tmp_path: Path, damage: str, force: bool
+) -> None:
+    # The code holds v2 now: nothing can write v1's snapshot again, so lock refuses (even forced)
+    # instead of saying "nothing written" and leaving check to fail on it.
+    bumped, folder = _locked_v1_and_v2(tmp_path)
+    SNAPSHOT_DAMAGE[damage](folder / "Verdict.v1.json")
+    (finding,) = check(bumped, directory=folder)
+    assert finding.code is CheckCode.SNAPSHOT_MISMATCH
+    assert finding.message.startswith("Verdict v1: snapshot ")
+    before = _files(folder)
+    with pytest.raises(LockConflict) as refused:
+        lock(bumped, directory=folder, force=force)
+    (problem,) = refused.value.problems
+    assert problem.startswith("Verdict v1: snapshot ")
+    assert "the code holds v2 now, so lock cannot write it again" in problem
+    assert problem.endswith("restore it from version control")
+    assert _files(folder) == before  # nothing written
+
+
+@pytest.mark.parametrize("damage", sorted(SNAPSHOT_DAMAGE))
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("force", [False, True])
+def test_a_lock_that_succeeds_leaves_check_nothing_to_find(
+    tmp_path: Path, damage: str, version: int, force: bool
+) -> None:
+    # Whatever happened to a snapshot of either version, lock either refuses and writes nothing,
+    # or leaves every snapshot as check wants it: the two never disagree.
+    bumped, folder = _locked_v1_and_v2(tmp_path)
+    SNAPSHOT_DAMAGE[damage](folder / f"Verdict.v{version}.json")
+    assert [f.code for f in check(bumped, directory=folder)] == [CheckCode.SNAPSHOT_MISMATCH]
+    before = _files(folder)
+    try:
+        lock(bumped, directory=folder, force=force)
+    except LockConflict:
+        assert _files(folder) == before
+        # Refused: v1 can never be rewritten; v2's edits only without force.
+        assert version == 1 or (damage != "missing" and not force)
+    else:
+        assert check(bumped, directory=folder) == []
+        assert version == 2

@@ -27,10 +27,12 @@ from contracts.sql import create_demo_database
 from sdk.grammar import parse_grammar
 from sdk.grammar import recognize
 from sdk.grammar import to_gbnf
-from sdk.grammar._grammar import compiled_lark
+from sdk.grammar._compiled import compiled_lark
 from sdk.sql import ALLOWED_FUNCTIONS
+from sdk.sql import DEFAULT_MAX_RESULT_BYTES
 from sdk.sql import ForeignKey
 from sdk.sql import QueryTimeout
+from sdk.sql import ResultTooLarge
 from sdk.sql import Table
 from sdk.sql import bounded_statement
 from sdk.sql import grammar_from_sqlite
@@ -256,3 +258,39 @@ def test_a_trailing_comment_cannot_lift_the_row_bound(shop: Path) -> None:
 def test_bounds_are_checked(shop: Path, bad: object) -> None:
     with pytest.raises(ValueError, match="max_rows"):
         run_query(shop, 'SELECT * FROM "orders"', max_rows=bad)  # type: ignore[arg-type]
+
+
+def _wide(tmp_path: Path, rows: int, value: str) -> Path:
+    path = tmp_path / "wide.db"
+    with closing(sqlite3.connect(path)) as database:
+        database.execute('CREATE TABLE "t" ("v" TEXT, "n" INTEGER)')
+        database.executemany('INSERT INTO "t" VALUES (?, ?)', [(value, i) for i in range(rows)])
+        database.commit()
+    return path
+
+
+def test_the_whole_result_is_bounded_in_size_not_only_each_value(tmp_path: Path) -> None:
+    # 40 rows of 300 KB each: every value is under `max_value_bytes` and the rows under
+    # `max_rows`, but together 12 MB, past the default bound on the whole result.
+    path = _wide(tmp_path, 40, "x" * 300_000)
+    with pytest.raises(ResultTooLarge, match="max_result_bytes=8000000") as raised:
+        run_query(path, 'SELECT "v" FROM "t"')
+    assert raised.value.max_result_bytes == DEFAULT_MAX_RESULT_BYTES == 8_000_000
+    assert raised.value.rows == 26  # 26 rows (7.8 MB) fit; the 27th passes the bound
+    assert isinstance(raised.value, sqlite3.DataError)  # as the bound on one value is
+    assert len(run_query(path, 'SELECT "v" FROM "t"', max_result_bytes=13_000_000)) == 40
+
+
+def test_the_result_s_size_counts_text_in_utf8_bytes(tmp_path: Path) -> None:
+    # Each row: "é" * 100 is 200 bytes of UTF-8, and the integer 8: 208 bytes.
+    path = _wide(tmp_path, 10, "é" * 100)
+    assert len(run_query(path, 'SELECT "v", "n" FROM "t"', max_result_bytes=2080)) == 10
+    with pytest.raises(ResultTooLarge) as raised:
+        run_query(path, 'SELECT "v", "n" FROM "t"', max_result_bytes=2079)
+    assert raised.value.rows == 9
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_the_result_bound_is_checked(shop: Path, bad: object) -> None:
+    with pytest.raises(ValueError, match="max_result_bytes"):
+        run_query(shop, 'SELECT * FROM "orders"', max_result_bytes=bad)  # type: ignore[arg-type]

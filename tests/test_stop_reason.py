@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sdk import StopReason
-from sdk.stop_reason import RAW_STOP_REASONS
+from sdk._values.profile import builtin_profiles
 
 EXPECTED = {
     ("anthropic", "end_turn"): StopReason.END_TURN,
@@ -74,7 +74,7 @@ def test_raw_value_maps_per_provider_and_globally(provider: str, raw: str) -> No
 
 
 def test_every_table_entry_is_covered_by_this_test() -> None:
-    table = {(p, raw) for p, entries in RAW_STOP_REASONS.items() for raw in entries}
+    table = {(p.name, raw) for p in builtin_profiles() for raw in p.stop_reasons or {}}
     assert table - set(EXPECTED) <= {
         ("openai_responses", "refusal"),
         ("openai_chat", "refusal"),

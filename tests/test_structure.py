@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,19 +120,105 @@ def test_resolve_ref_follows_any_local_reference_and_refuses_others() -> None:
             resolve_ref(root, bad)
 
 
-def test_import_sdk_loads_no_tooling_batch_eval_or_cli() -> None:
-    # The offline schema workflow, batch jobs, the eval and the CLI load on first use only: a
-    # service that imports `sdk` to make calls pays for none of them.
+# What a program that makes calls does not need: the tooling, the other providers and the
+# converters, the grammar machinery, the SQLite store, and the libraries only they use.
+HEAVY = (
+    "sdk.workflow", "sdk.batch", "sdk.eval", "sdk.cli", "sdk.demo", "sdk.llama_server",
+    "sdk.sql", "sdk.providers.llamacpp", "sdk.providers._llamacpp_prompt", "sdk.providers.vllm",
+    "sdk.providers.ollama", "sdk.providers.embedded", "sdk.providers.anthropic",
+    "sdk.providers.openai", "sdk.providers.gemini", "sdk.providers._http", "sdk.schema.gbnf",
+    "sdk.schema.grounding._gbnf", "sdk.schema.grounding._lark", "sdk.grammar._compiled",
+    "sdk.grammar._recognize", "sdk.grammar._earley", "sdk.grammar._lark_to_gbnf",
+    "sdk.grammar._gbnf_to_lark", "sdk.grammar.harness", "sdk.cache._sqlite",
+    "jsonschema", "jsonschema_rs", "lark", "regex", "sqlite3", "tenacity", "asyncio",
+    "anthropic", "openai", "google.genai",
+)  # fmt: skip
+
+
+def _loaded_after(code: str) -> list[str]:
     import subprocess
     import sys
 
-    code = "import sys, sdk; print(' '.join(m for m in sys.modules if m.startswith('sdk')))"
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    code += "; import sys; print(' '.join(sys.modules))"
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout.split()
-    heavy = ("sdk.workflow", "sdk.batch", "sdk.eval", "sdk.cli", "sdk.demo")
-    assert [m for m in loaded if m in heavy or m.startswith(tuple(h + "." for h in heavy))] == []
+
+
+def _heavy(loaded: list[str]) -> list[str]:
+    return [m for m in loaded if m in HEAVY or m.startswith(tuple(h + "." for h in HEAVY))]
+
+
+def test_import_sdk_loads_nothing_but_its_own_face() -> None:
+    # Every public name loads on first use: `import sdk` costs next to nothing.
+    loaded = _loaded_after("import sdk")
+    assert sorted(m for m in loaded if m.startswith("sdk")) == ["sdk", "sdk._lazy"]
+
+
+def test_submodules_are_reached_from_the_package_as_before() -> None:
+    # `import sdk` then `sdk.providers.X`: the submodule loads on first use, as the eager
+    # package made it an attribute before; a name that is neither is still an AttributeError.
+    loaded = _loaded_after(
+        "import sdk\n"
+        "assert sdk.providers.ollama.OllamaProvider.__name__ == 'OllamaProvider'\n"
+        "assert sdk.errors.InvalidJSON is sdk.InvalidJSON\n"
+        "assert sdk.grammar.harness.check_cases is sdk.grammar.check_cases\n"
+        "assert not hasattr(sdk, 'no_such_thing') and not hasattr(sdk.grammar, 'no_such_thing')"
+    )
+    assert "sdk.providers.ollama" in loaded
+    assert "sdk.providers.anthropic" not in loaded  # naming one module loads that one only
+
+
+def test_naming_a_provider_class_loads_its_family_s_module_alone() -> None:
+    loaded = _loaded_after(
+        "from sdk.providers import AnthropicProvider, OllamaProvider\n"
+        "assert AnthropicProvider.__module__ == 'sdk.providers.anthropic'\n"
+        "assert OllamaProvider.__module__ == 'sdk.providers.ollama'\n"
+        "import sdk.providers\n"
+        "assert not hasattr(sdk.providers, 'NoSuchProvider')"  # every module looked in
+    )
+    assert "sdk.providers.vllm" in loaded  # the failed lookup read every family
+    named = _loaded_after("from sdk.providers import AnthropicProvider")
+    families = ("openai", "gemini", "llamacpp", "vllm", "ollama", "embedded", "test")
+    assert [f for f in families if f"sdk.providers.{f}" in named] == []
+
+
+def test_a_program_that_makes_calls_loads_no_tooling_provider_or_grammar_machinery() -> None:
+    # The offline schema workflow, batch jobs, the eval, the CLI, every provider module, the
+    # GBNF and grammar converters, the SQLite store and the validators load on first use: a
+    # service that builds a client and parses replies pays for none of them until it does.
+    loaded = _loaded_after(
+        "from sdk import StructuredClient, AsyncStructuredClient, Contract, Result, parse, "
+        "StopReason, TruncatedOutput, Grammar, PartialReader; "
+        "from sdk.providers import Provider, Codec, CompletionRequest, Profile"
+    )
+    assert _heavy(loaded) == []
     assert "sdk.engine.attempts" in loaded  # the engine itself is there
+
+
+def test_the_package_face_is_lazy_and_complete() -> None:
+    # `sdk/__init__` imports nothing at run time but its loader: every public name is in the
+    # lazy table and in the `TYPE_CHECKING` block (for type checkers), the same names as
+    # `__all__`, each defined where the table says.
+    import importlib
+
+    import sdk
+
+    tree = ast.parse((SDK / "__init__.py").read_text())
+    runtime = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert {n.module for n in runtime if isinstance(n, ast.ImportFrom)} == {"typing", "sdk._lazy"}
+    checking = next(node for node in tree.body if isinstance(node, ast.If))
+    typed = {
+        (node.module, alias.name)
+        for node in checking.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    table = {(module, name) for module, names in sdk._PUBLIC.items() for name in names}
+    assert typed == table
+    assert {name for _, name in table} == set(sdk.__all__) - {"__version__"}
+    for module, name in sorted(table):
+        assert getattr(sdk, name) is getattr(importlib.import_module(module), name)
 
 
 def test_the_client_is_short_and_the_engine_holds_the_logic() -> None:
@@ -169,3 +257,62 @@ def test_no_function_is_over_80_lines_but_the_streaming_reader_s_loop() -> None:
     assert set(long) == _LONG_ON_PURPOSE, long
     reader = (SDK / "parsing" / "incremental.py").read_text().split("def _read(")[1][:1200]
     assert "on purpose" in reader  # the docstring says why it is one function
+
+
+# --- The architecture numbers (bench/architecture.py; bench row 28 publishes them) ---
+
+
+def _architecture() -> Any:
+    bench = str(SDK.parent / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import architecture
+
+    return architecture
+
+
+def test_the_architecture_numbers_hold_no_circle_and_no_arrow_back_up() -> None:
+    architecture = _architecture()
+    numbers = architecture.measure()
+    for what, count, _ in numbers:
+        print(f"{count:>4}  {what}")  # shown with `pytest -s`
+    counts = {what: count for what, count, _ in numbers}
+    assert counts["import circles"] == 0
+    assert counts["arrows back up (loops between the package's parts)"] == 0
+    assert counts["modules of sdk loaded by `import sdk`"] == 2
+    assert counts["modules at the package's root"] == len(
+        [p for p in SDK.glob("*.py") if p.name != "__init__.py"]
+    )
+
+
+def test_the_architecture_counters_find_what_they_count(tmp_path: Path) -> None:
+    # A package made for the purpose: one of each thing counted, and one of each near miss.
+    package = tmp_path / "pkg"
+    (package / "low").mkdir(parents=True)
+    (package / "high").mkdir()
+    for folder in (package, package / "low", package / "high"):
+        (folder / "__init__.py").write_text("")
+    repeated = "".join(f"    total = total + {i} * weight\n" for i in range(6))
+    body = "".join(f"    x{i} = {i}\n" for i in range(60))
+    (package / "low" / "a.py").write_text(
+        "from pkg.high import c\n\n"  # an arrow back up: high imports low too
+        f"def first(total, weight):\n{repeated}    return total\n\n"
+        f"def long():\n{body}    return x0\n\n"
+        "def six(a, b, c, d, e, f):\n    return a\n\n"
+        "class K:\n    def seven(self, a, b, c, d, e, f, *rest):\n        return a\n"
+    )
+    (package / "high" / "b.py").write_text(
+        "from pkg.low import d\nfrom pkg.high import c\n\n"
+        f"def second(total, weight):\n{repeated}    return total\n"
+    )
+    (package / "high" / "c.py").write_text("from pkg.high import b\n")  # a circle: b <-> c
+    (package / "low" / "d.py").write_text("")
+    five = "".join(repeated.splitlines(keepends=True)[:5])  # one line short of a duplicate
+    (package / "root.py").write_text(f"def near(total, weight):\n{five}    return 1\n")
+    shape = _architecture().shape_of(package)
+    assert shape.duplicates == [("pkg.high.b", "pkg.low.a")]
+    assert [name for name, _ in shape.long_functions] == ["pkg.low.a:long"]
+    assert shape.many_parameters == [("pkg.low.a:K.seven", 7)]
+    assert shape.root_modules == ["pkg.root"]
+    assert shape.circles == [("pkg.high.b", "pkg.high.c")]
+    assert shape.arrows_back_up == [("pkg.high", "pkg.low"), ("pkg.low", "pkg.high")]

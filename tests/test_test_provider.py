@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -18,6 +19,7 @@ from sdk import StructuredClient
 from sdk import Usage
 from sdk.providers import Completion
 from sdk.providers import CompletionRequest
+from sdk.providers import FallbackProvider
 from sdk.providers import TestProvider
 
 VALID = {"reasoning": "Within policy.", "answer": "approve", "confidence": "high"}
@@ -150,3 +152,41 @@ def test_options_your_real_provider_takes_can_be_accepted() -> None:
         StructuredClient(TestProvider([VALID])).generate(
             Decision, prompt="x", reasoning_effort="low"
         )
+
+
+def test_options_given_to_the_test_provider_reach_it_through_the_client() -> None:
+    # `options=` is documented to accept more names: they work through the client as the
+    # provider's own, per call, as client defaults, with `with_options`, sync and async.
+    provider = TestProvider([VALID], repeat=True, options=["reasoning_effort", "tenant_tier"])
+    client = StructuredClient(provider, tenant_tier="gold")
+    client.generate(Decision, prompt="x", reasoning_effort="low")
+    client.with_options(reasoning_effort="high").generate(Decision, prompt="x", temperature=0)
+
+    async def main() -> None:
+        await AsyncStructuredClient(provider).generate(Decision, prompt="x", tenant_tier="free")
+
+    asyncio.run(main())
+    *_, last = StructuredClient(provider).stream(Decision, prompt="x", reasoning_effort="medium")
+    assert isinstance(last, Result)
+    assert [dict(request.options) for request in provider.requests] == [
+        {"tenant_tier": "gold", "reasoning_effort": "low"},
+        {"tenant_tier": "gold", "reasoning_effort": "high", "temperature": 0},
+        {"tenant_tier": "free"},
+        {"reasoning_effort": "medium"},
+    ]
+    # Still refused: a name no provider of the call takes, and a misspelling of one it does.
+    with pytest.raises(TypeError, match=r"'tenant_teir' \(did you mean 'tenant_tier'\?\)"):
+        StructuredClient(provider).generate(Decision, prompt="x", tenant_teir="gold")
+    with pytest.raises(TypeError, match="reasoning_effort"):
+        StructuredClient(TestProvider([VALID])).generate(Decision, prompt="x", reasoning_effort=1)
+    assert len(provider.requests) == 4
+
+
+def test_a_provider_s_own_option_is_vetted_on_every_provider_a_call_may_go_to() -> None:
+    own = TestProvider([VALID], options=["tenant_tier"])
+    other = TestProvider([VALID])
+    with pytest.raises(TypeError, match="does not take the option 'tenant_tier'"):
+        StructuredClient(FallbackProvider([own, other])).generate(
+            Decision, prompt="x", tenant_tier="gold"
+        )
+    assert own.requests == other.requests == []

@@ -32,6 +32,7 @@ from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
+from sdk.providers._base import ToolOffer
 from sdk.providers.embedded._tools import ToolPlan
 from sdk.providers.embedded._tools import tool_grammar
 
@@ -173,40 +174,35 @@ def test_a_conversation_continues_with_the_result(client: StructuredClient) -> N
 # --- without the model: the grammar and the block reader ---
 
 
+def _offer(choice: Any, parallel: bool | None = None) -> ToolOffer:
+    return ToolOffer(tuple(TOOLS), choice, parallel)
+
+
 def _request(choice: Any, parallel: bool | None = None) -> CompletionRequest:
-    return CompletionRequest(
-        None,
-        (Message("user", "x"),),
-        100,
-        tools=tuple(TOOLS),
-        tool_choice=choice,
-        parallel_tool_calls=parallel,
-    )
+    return CompletionRequest(_offer(choice, parallel), (Message("user", "x"),), 100)
 
 
 def test_the_grammar_per_tool_choice() -> None:
-    auto = tool_grammar(_request("auto"))
+    auto = tool_grammar(_offer("auto"))
     assert "call_head[lazy]: TEXT" in auto and "start: TEXT | call_head" in auto
-    required = tool_grammar(_request("required"))
+    required = tool_grammar(_offer("required"))
     assert 'start: "<tool_call>\\n" body' in required and "TEXT |" not in required
-    named = tool_grammar(_request(ORDERS))
+    named = tool_grammar(_offer(ORDERS))
     assert "LookupOrder" in named and "GetWeather" not in named
-    assert tool_grammar(_request("none")).splitlines()[1] == "start: TEXT"
-    assert "(" in tool_grammar(_request("required", parallel=True)).splitlines()[1]
+    assert tool_grammar(_offer("none")).splitlines()[1] == "start: TEXT"
+    assert "(" in tool_grammar(_offer("required", parallel=True)).splitlines()[1]
 
 
 def test_the_grammars_compile_with_llguidance() -> None:
     for choice in ("auto", "required", "none", ORDERS):
         for parallel in (None, True):
-            grammar = llguidance.LLMatcher.grammar_from_lark(
-                tool_grammar(_request(choice, parallel))
-            )
+            grammar = llguidance.LLMatcher.grammar_from_lark(tool_grammar(_offer(choice, parallel)))
             failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
             assert not failed, messages
 
 
 def _read(text: str, stop: StopReason = StopReason.END_TURN) -> tuple[list[Any], Completion]:
-    plan = ToolPlan(_request("auto", parallel=True))
+    plan = ToolPlan(_request("auto", parallel=True), _offer("auto", parallel=True))
     pieces: list[TextDelta | Completion] = [
         TextDelta(text[i : i + 3]) for i in range(0, len(text), 3)
     ]

@@ -21,6 +21,7 @@ from sdk import Verbatim
 from sdk.providers import AnthropicProvider
 from sdk.providers import CompletionRequest
 from sdk.providers import GeminiProvider
+from sdk.providers import JsonDocument
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
 from sdk.providers import OllamaProvider
@@ -234,7 +235,9 @@ def test_embedded_falls_back_with_a_note_where_it_cannot_ground(embedded: Any) -
     result = client.generate(Labelled, prompt=PROMPT, source=SOURCE, max_tokens=20)
     [note] = result.notes
     assert note.kind == GROUNDING_NOTE and "checked after parsing" in str(note)
-    request = CompletionRequest(Labelled, (Message("user", PROMPT),), 20, source=SOURCE)
+    request = CompletionRequest(
+        JsonDocument(Labelled), (Message("user", PROMPT),), 20, source=SOURCE
+    )
     assert embedded.complete(request).notes == (note,)
 
 
@@ -329,7 +332,7 @@ def test_embedded_values_grounding_writes_every_value_a_span_can_fill(embedded: 
 
     message = Message("user", "Which carrier? Nothing is said about it.\n\n" + SOURCE)
     request = CompletionRequest(
-        Optional, (message,), 60, source=SOURCE, options={"grounding": "values"}
+        JsonDocument(Optional), (message,), 60, source=SOURCE, options={"grounding": "values"}
     )
     value = json.loads(embedded.complete(request).text)
     assert isinstance(value["carrier"], str) and value["carrier"] in SOURCE

@@ -40,6 +40,7 @@ from sdk.errors import ProviderError
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
 from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
 from sdk.providers._errors import provider_error
@@ -85,9 +86,9 @@ class RemoteResult:
     error: ProviderError | None = None
 
 
-# What the codec is told of the request a batch reply answers: a document (no grammar, no tools),
-# which is all a codec's reader looks at; the contract is the job's, parsed after reading.
-_DOCUMENT_REPLY = CompletionRequest(contract=None, messages=(), max_tokens=1)
+# What the codec is told of the request a batch reply answers: text read as it came (no grammar,
+# no tools), which is all a codec's reader looks at; the contract is the job's, parsed after.
+_DOCUMENT_REPLY = CompletionRequest(FreeText(), messages=(), max_tokens=1)
 
 
 class HostedBackend:
@@ -296,13 +297,12 @@ class AnthropicBatches(HostedBackend):
                 detail=str(detail.get("message") or ""),
             )
             return RemoteResult(custom_id, error=error)
+        # Never run (or not known to have run): another batch can run it.
         if kind in ("canceled", "expired"):
-            error = provider_error("anthropic", f"batch request {kind}")
+            error = provider_error("anthropic", f"batch request {kind}", transient=True)
         else:  # a result of no known shape: nothing says the request ran
-            error = provider_error(
-                "anthropic", "unusable batch result (no result of a known type)", detail=line[:500]
-            )
-        error.transient = True  # never run (or not known to): another batch can run it
+            what = "unusable batch result (no result of a known type)"
+            error = provider_error("anthropic", what, detail=line[:500], transient=True)
         return RemoteResult(custom_id, error=error)
 
 
@@ -509,10 +509,12 @@ class OpenAIBatches(HostedBackend):
             return RemoteResult(custom_id, error=error)
         code = failure.get("code") if isinstance(failure, dict) else None
         message = failure.get("message") if isinstance(failure, dict) else None
-        error = provider_error(
-            self.provider.name, f"batch request not run ({code})", detail=str(message or "")
+        error = provider_error(  # expired, cancelled, timed out: another batch can run it
+            self.provider.name,
+            f"batch request not run ({code})",
+            detail=str(message or ""),
+            transient=True,
         )
-        error.transient = True  # expired, cancelled, timed out: another batch can run it
         return RemoteResult(custom_id, error=error)
 
     def _reply_object(self, body: Any) -> Any:

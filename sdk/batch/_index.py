@@ -11,6 +11,8 @@ is the recorded one); otherwise, or when a line read back later does not hash as
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import sqlite3
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -28,7 +30,7 @@ from sdk.batch._state import ItemRow
 from sdk.batch._state import JobState
 from sdk.contract import Contract
 
-__all__ = ["index_input", "input_changed"]
+__all__ = ["index_input", "input_changed", "input_stat"]
 
 _CHUNK = 5000
 """Items per indexing transaction."""
@@ -77,7 +79,7 @@ def _add(state: JobState, path: Path, chunk: list[IndexEntry], digest: Any, *, f
     marks the input indexed, with its identity)."""
     try:
         with state.transaction() as db:
-            state.add_items(((e.id, e.offset, e.length, e.hash) for e in chunk), db)
+            state.add_items(((e.id, e.offset, e.length, e.hash, e.id_number) for e in chunk), db)
             if chunk:
                 last = chunk[-1]
                 mark = {"end": last.offset + last.length, "lines": last.line}
@@ -90,26 +92,70 @@ def _add(state: JobState, path: Path, chunk: list[IndexEntry], digest: Any, *, f
 
 
 def _duplicate(state: JobState, path: Path, chunk: list[IndexEntry]) -> BatchInputError:
-    seen: set[str] = set()
+    """The error for the first id of `chunk` that an earlier item has (as text: `7` and `"7"`
+    are one id), naming both lines and, when they differ, both spellings."""
+    seen: dict[str, tuple[int, bool]] = {}
     for entry in chunk:
-        if entry.id in seen or state.items_with_id(entry.id):
+        earlier = seen.get(entry.id)
+        if earlier is None:
+            rows = state.items_with_id(entry.id)
+            if rows:
+                earlier = (_line_at(path, rows[0].offset), rows[0].id_number)
+        if earlier is not None:
+            line, number = earlier
+            first, again = _spelled(entry.id, number), _spelled(entry.id, entry.id_number)
+            same = "" if first == again else " (the same id as text: ids are unique as text)"
             return BatchInputError(
-                f"{path}:{entry.line}: item id {entry.id!r} appears more than once"
+                f"{path}:{entry.line}: item id {again} appears more than once: line {line} "
+                f"has {first}{same}"
             )
-        seen.add(entry.id)
+        seen[entry.id] = (entry.line, entry.id_number)
     return BatchInputError(f"{path}: an item id appears more than once")
+
+
+def _spelled(item_id: str, number: bool) -> str:
+    """An id as its input line wrote it: `7` or `"7"`."""
+    return item_id if number else json.dumps(item_id, ensure_ascii=False)
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The line number of the line starting at byte `offset` (a count of the newlines before
+    it: on the way to an error only)."""
+    count, left = 1, offset
+    with open(path, "rb") as file:
+        while left > 0:
+            block = file.read(min(left, 1 << 20))
+            if not block:
+                break
+            count += block.count(b"\n")
+            left -= len(block)
+    return count
 
 
 def input_changed(state: JobState, path: Path) -> InputChanged | None:
     """The error naming the first line of `path` that differs from the job's index (a scan of
     the whole index and file: only on the way to stopping), or `None` if none does."""
-    where = first_change(path, _all_items(state), complete=bool(state.get("indexed")))
+    try:
+        where = first_change(path, _all_items(state), complete=bool(state.get("indexed")))
+    except OSError as error:
+        where = f"{path}: the input cannot be read ({error.strerror or error})"
     if where is None:
         return None
     return InputChanged(
         f"{where}. The job's answers are for the input as it was indexed: put it back, or "
         "start a new job (another state file) for the changed input"
     )
+
+
+def input_stat(path: Path) -> tuple[int, ...]:
+    """What `os.stat` says of the input (file, size, modification time): a running job looks at
+    it every tick, and scans for a changed line only when it moved. `()` when the file is
+    gone."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ()
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def _all_items(state: JobState) -> Iterator[ItemRow]:

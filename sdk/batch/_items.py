@@ -1,10 +1,12 @@
 """The input file: one JSON object a line, read as a stream and re-read one line at a time.
 
-An item line holds an `id` (string or integer, unique in the file), and `prompt`, `source` or
-`messages` (as `generate` takes them), optionally `system`, `max_tokens` and `options` (keyword
-arguments for the provider call, `temperature` say). The file is never loaded whole: indexing
-reads it line by line and the job keeps each item's byte offset, so a 1 GB input costs its
-index (an id, two integers and a hash a line, in SQLite) and one line at a time in memory.
+An item line holds an `id` (a string or an integer, unique in the file as text: `7` and `"7"` are
+one id, refused as a duplicate; each output line writes the id with the JSON type it had), and
+`prompt`, `source` or `messages` (as `generate` takes them), optionally `system`, `max_tokens`
+and `options` (keyword arguments for the provider call, `temperature` say). The file is never
+loaded whole: indexing reads it line by line and the job keeps each item's byte offset, so a 1 GB
+input costs its index (an id, two integers and a hash a line, in SQLite) and one line at a time
+in memory.
 
 Identity: each item's id and a hash of its line's bytes (`line_hash`) are recorded when it is
 indexed, and `InputReader.read` checks both each time it reads the line back, so an answer is
@@ -66,6 +68,8 @@ class InputItem:
     unusable: str | None = None
     """Why the item cannot be run although its line parsed (its id is not valid Unicode): the
     item fails with this, the job goes on."""
+    id_number: bool = False
+    """The id was a JSON integer (`7`, not `"7"`): its output line writes it as one."""
 
 
 def line_hash(line: bytes) -> int:
@@ -109,7 +113,7 @@ def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
     """An input line -> `InputItem`; `BatchInputError` (naming `where`) when it is not one."""
     try:
         data = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except ValueError as error:  # not UTF-8, not JSON, an integer past Python's digit limit
         raise BatchInputError(f"{where}: not a JSON object ({error})") from None
     except RecursionError:
         raise BatchInputError(f"{where}: nested too deeply to read") from None
@@ -153,18 +157,21 @@ def parse_item(contract: type[Contract], line: bytes, where: str) -> InputItem:
         max_tokens=max_tokens,
         options=options,
         unusable=unusable,
+        id_number=isinstance(raw_id, int),
     )
 
 
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
-    """Where an item's line is: its id, byte offset, length and hash, and its line number."""
+    """Where an item's line is: its id (and whether it was a JSON integer), byte offset, length
+    and hash, and its line number."""
 
     id: str
     offset: int
     length: int
     hash: int
     line: int
+    id_number: bool = False
 
 
 def read_index(
@@ -193,7 +200,9 @@ def read_index(
                 digest.update(line)
             if line.strip():
                 item = parse_item(contract, line, f"{path}:{number}")
-                yield IndexEntry(item.id, offset, len(line), line_hash(line), number)
+                yield IndexEntry(
+                    item.id, offset, len(line), line_hash(line), number, item.id_number
+                )
             offset += len(line)
 
 
@@ -223,17 +232,25 @@ class InputReader:
 
     def read(self, row: ItemRow) -> InputItem:
         """The item of `row`: its line, which must hash as indexed and hold the same id."""
-        if self._file is None:
-            self._file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
-        self._file.seek(row.offset)
-        line = self._file.read(row.length)
+        line = self.line(row)
         where = f"{self.path} at byte {row.offset}"
-        if len(line) != row.length or line_hash(line) != row.hash:
-            raise InputChanged(f"{where}: the line of item {row.id!r} changed since indexing")
         item = parse_item(self.contract, line, where)
         if item.id != row.id:  # the same bytes parse the same: only a hash collision gets here
             raise InputChanged(f"{where}: item {item.id!r} where {row.id!r} was indexed")
         return item
+
+    def line(self, row: ItemRow) -> bytes:
+        """The line of `row`, checked to hash as indexed (`InputChanged` if not)."""
+        if self._file is None:
+            self._file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
+        self._file.seek(row.offset)
+        line = self._file.read(row.length)
+        if len(line) != row.length or line_hash(line) != row.hash:
+            raise InputChanged(
+                f"{self.path} at byte {row.offset}: the line of item {row.id!r} changed since "
+                "indexing"
+            )
+        return line
 
     def close(self) -> None:
         """Close the file."""

@@ -37,10 +37,12 @@ committed. `cancel` (from any process) is noticed by a running job within about 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections import Counter
 from collections.abc import Callable
+from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -56,6 +58,7 @@ from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import RemoteResult
 from sdk.batch._index import index_input
 from sdk.batch._index import input_changed
+from sdk.batch._index import input_stat
 from sdk.batch._items import InputItem
 from sdk.batch._items import InputReader
 from sdk.batch._local import LocalBackend
@@ -71,6 +74,10 @@ from sdk.batch._outcome import decide_live
 from sdk.batch._outcome import decide_reply
 from sdk.batch._outcome import request_for
 from sdk.batch._output import OutputLog
+from sdk.batch._output import finish_swap
+from sdk.batch._output import without_lines
+from sdk.batch._ray import RayBackend
+from sdk.batch._ray import RayRun
 from sdk.batch._state import BatchRow
 from sdk.batch._state import ItemRow
 from sdk.batch._state import JobState
@@ -149,6 +156,7 @@ class BatchJob:
         self._resumed_from = 0
         self._total = 0
         self._stopping = False
+        self._input_seen: tuple[int, ...] = ()
         self._check(contract, backend)
 
     # --- opening ---
@@ -290,8 +298,10 @@ class BatchJob:
             self._lock, self._stopping = lock, False
             try:
                 index_input(self.state, self.input, self.contract, self._indexing)
+                self._input_seen = input_stat(self.input)
                 self._start_counts()
                 self._reader = InputReader(self.input, self.contract)
+                self._settle_output()
                 self._output = OutputLog(self.out, int(self.state.get("out_length")))
                 try:
                     self._report(force=True)
@@ -312,6 +322,66 @@ class BatchJob:
         """The job's counts now (from the state file alone)."""
         with state_errors(self.state.path):
             return summarize(self.state, seconds, ran)
+
+    def retry(self, error_types: Collection[str] | None = None) -> int:
+        """Put the failed items (those whose error type is in `error_types`, default every
+        failed item) back to run again, and say how many: their output lines are taken out of
+        the output, so that once `run` has run them each item has exactly one line again
+        (`sdk.batch._output`: a crash anywhere leaves the job as it was or fully reopened).
+        Every finished line stays as it is; the items' tries and tokens so far stay counted in
+        their new lines. New settings (`--max-tokens`) go through `create(..., update=True)`
+        first. A cancelled job's flag is cleared (its cancelled items stay cancelled).
+        `JobRunning` while the job runs; `BatchError` if items are still in flight (`run` first)."""
+        with state_errors(self.state.path), RunnerLock(self.state):
+            self._settle_output()
+            if self.state.count_in("submitted"):
+                raise BatchError(
+                    f"{self.state.path} has items in flight in provider batches: resume the "
+                    "job to collect them, then retry"
+                )
+            failed = self.state.failed(None if error_types is None else list(error_types))
+            if not failed:
+                return 0
+            self._reopen(failed, error_types)
+            self._after_reopen()
+            self._settle_output()
+        return len(failed)
+
+    def _after_reopen(self) -> None:
+        """A hook between a retry's commit and its output's rename (tests inject a crash)."""
+
+    def _reopen(self, failed: list[tuple[int, str]], error_types: Collection[str] | None) -> None:
+        """The items back to pending and the output without their lines, in one commit."""
+        ids = {item_id for _, item_id in failed}
+        copy, length, dropped = without_lines(
+            self.out,
+            int(self.state.get("out_length")),
+            lambda record: record.get("outcome") == "failed" and _text_id(record) in ids,
+        )
+        try:
+            if dropped != len(failed):
+                raise JobMismatch(
+                    f"{self.out} holds {dropped:,} lines for the {len(failed):,} failed items of "
+                    "the job: it is not the job's output as committed"
+                )
+            with self.state.transaction() as db:
+                self.state.reopen([seq for seq, _ in failed], db)
+                self.state.put("out_length", length, db)
+                self.state.put("output_swap", {"copy": str(copy)}, db)
+                self.state.put("cancelled", False, db)
+                retried = {"retried": len(failed), "error_types": sorted(error_types or [])}
+                history = self.state.get("changes") or []
+                self.state.put("changes", [*history, {"at": time.time(), **retried}], db)
+        except BaseException:
+            copy.unlink(missing_ok=True)
+            raise
+
+    def _settle_output(self) -> None:
+        """Complete an output swap a retry recorded (a crash may have come before its rename)."""
+        swap = self.state.get("output_swap")
+        finish_swap(self.out, swap)
+        if swap:
+            self.state.put("output_swap", None)
 
     def cancel(self) -> JobSummary:
         """Cancel the job: nothing more is sent, open backend batches are cancelled. A running
@@ -338,6 +408,13 @@ class BatchJob:
         except InputChanged as changed:
             raise input_changed(self.state, self.input) or changed from None
 
+    def _line(self, row: ItemRow) -> bytes:
+        """The checked input line of `row` (as `_read` checks it)."""
+        try:
+            return self._reader.line(row)
+        except InputChanged as changed:
+            raise input_changed(self.state, self.input) or changed from None
+
     def _failed(
         self,
         row: ItemRow,
@@ -352,9 +429,12 @@ class BatchJob:
             cancelled=cancelled,
         )  # fmt: skip
 
-    def _commit(self, decisions: Sequence[Decision]) -> None:
+    def _commit(self, decisions: Sequence[Decision], *, report: bool = True) -> None:
         """Append the finished items' lines, then commit them and every state change at once,
-        after checking this run still holds the job's lease (nothing is written if not)."""
+        after checking this run still holds the job's lease (nothing is written if not).
+        `report=False`: the caller reports progress after it knows the commit went through
+        (the local runner gives the items of a failed commit back: a progress callback raising
+        inside the commit would have them committed twice)."""
         if not decisions:
             return
         assert self._lock is not None
@@ -370,7 +450,8 @@ class BatchJob:
             self._output.length = committed  # what was appended is cut on the next open
             raise
         self._done.update(d.outcome for d in decisions if d.outcome is not None)
-        self._report()
+        if report:
+            self._report()
 
     def _start_counts(self) -> None:
         counts = self.state.counts()
@@ -409,10 +490,25 @@ class BatchJob:
         )
 
     def _tick(self) -> None:
-        """While a run waits or works: renew the lease, report progress."""
+        """While a run waits or works: renew the lease, report progress, and stop if the
+        input changed."""
         assert self._lock is not None
         self._lock.renew(self._in_flight_here())
+        self._watch_input()
         self._report()
+
+    def _watch_input(self) -> None:
+        """Stop the run (`InputChanged`, naming the first changed line) within a tick of an edit
+        to the input, rather than when the edited line's turn comes: the job's answers are for
+        the input as indexed, and `resume` refuses any other. A change that leaves every indexed
+        line as it was (a `touch`, blank lines) is taken."""
+        seen = input_stat(self.input)
+        if seen == self._input_seen:
+            return
+        problem = input_changed(self.state, self.input)
+        if problem is not None:
+            raise problem
+        self._input_seen = seen
 
     def _cancel_pending(self) -> None:
         """A cancelled job: every item not yet sent is done, as cancelled."""
@@ -433,30 +529,35 @@ class BatchJob:
                 [
                     decide_live(self.contract, provider, self.settings, row, outcome)
                     for row, outcome in outcomes
-                ]
+                ],
+                report=False,
             )
 
         # A pass runs every pending item; items a provider failure put back (`resubmits`) run
         # in the next pass.
-        while not self._cancelled() and self.state.pending(1):
-            run = LocalRun(
-                backend,
-                self.contract,
-                self._read,
-                commit,
-                stop=self._cancelled,
-                tick=self._tick,
-                max_tokens=self.settings.max_tokens,
-            )
-            if asyncio.run(run.run(self._pages())):
-                break
+        with backend.cluster() if isinstance(backend, RayBackend) else contextlib.nullcontext():
+            while not self._cancelled() and self.state.pending(1):
+                if isinstance(backend, RayBackend):
+                    stopped = RayRun(
+                        backend, self.contract, self.settings, self._line, self._commit,
+                        stop=self._cancelled, tick=self._tick,
+                    ).run(self._pages(backend.page))  # fmt: skip
+                else:
+                    run = LocalRun(
+                        backend, self.contract, self._read, commit, stop=self._cancelled,
+                        tick=self._tick, report=self._report,
+                        max_tokens=self.settings.max_tokens,
+                    )  # fmt: skip
+                    stopped = asyncio.run(run.run(self._pages()))
+                if stopped:
+                    break
         if self._cancelled():
             self._cancel_pending()
 
-    def _pages(self) -> Iterator[list[ItemRow]]:
+    def _pages(self, size: int = _PAGE) -> Iterator[list[ItemRow]]:
         after = -1
         while True:
-            rows = self.state.pending(_PAGE, after)
+            rows = self.state.pending(size, after)
             if not rows:
                 return
             after = rows[-1].seq
@@ -657,8 +758,8 @@ class BatchJob:
         error = provider_error(
             backend.provider.name,
             f"the request is {size:,} bytes, over the batch limit of {backend.max_bytes:,}",
+            transient=False,
         )
-        error.transient = False
         return self._failed(row, error, None)
 
     def _start(
@@ -724,10 +825,13 @@ class BatchJob:
         were never run (resubmitted while allowed). Run again after a crash, it finds none."""
         status = next((b.status for b in self.state.batches() if b.remote_id == remote_id), None)
         where = f"batch {remote_id} ({status})" if remote_id else "any batch"
-        missing = provider_error(self.backend.provider.name, f"no result for the item in {where}")
         # A batch the provider refused whole (OpenAI `failed`: its input did not validate)
         # would be refused again; any other missing result is resent.
-        missing.transient = not (status or "").startswith("failed")
+        missing = provider_error(
+            self.backend.provider.name,
+            f"no result for the item in {where}",
+            transient=not (status or "").startswith("failed"),
+        )
         self._commit(
             [
                 self._failed(row, missing, remote_id, cancelled=cancelled)
@@ -765,6 +869,11 @@ class BatchJob:
                 assert result.error is not None
                 decisions.append(self._failed(row, result.error, remote_id, cancelled=cancelled))
         self._commit(decisions)
+
+
+def _text_id(record: dict[str, Any]) -> str:
+    """An output line's id as the state file keeps it (as text: `7` is `"7"`)."""
+    return str(record.get("id"))
 
 
 def _key() -> str:

@@ -9,12 +9,14 @@ again.
 
 Memory stays bounded whatever the job's size: items are read from the state file a page at a
 time into a queue of `2 * concurrency`. Finished lines are committed every `flush_every` items
-or every `flush_seconds`, whichever comes first, and once more when the run stops (an interrupt
-included): a stop loses at most the calls in flight. Every `tick` the run also checks whether
+or every `flush_seconds`, whichever comes first (so a finished result is durable within
+`flush_seconds`, 2 s by default, or sooner at a fleet's speed), and once more when the run stops
+(an interrupt included, even one in the middle of a commit): a stop loses at most the calls in
+flight, never a finished result. Every `tick` the run also checks whether
 the job was cancelled (from any process): then nothing more is taken from the queue, the calls
 in flight are cancelled, and what finished is committed.
 
-Every failure of one item is that item's outcome (`_one` keeps any exception of the call, a
+Every failure of one item is that item's outcome (`run_item` keeps any exception of the call, a
 `TypeError` for options the call rejects included); only a failure of the job itself (its input
 changed, its lease lost) stops the run.
 """
@@ -41,7 +43,7 @@ from sdk.contract import Contract
 from sdk.providers._base import Message
 from sdk.providers._provider import Provider
 
-__all__ = ["LocalBackend", "LocalRun", "Outcome"]
+__all__ = ["LocalBackend", "LocalRun", "Outcome", "run_item"]
 
 Outcome = tuple[ItemRow, object]
 """An item's row and what its call gave: a `Result`, or the exception it raised."""
@@ -106,6 +108,9 @@ class LocalRun:
     _: KW_ONLY
     stop: Callable[[], bool]
     tick: Callable[[], None]
+    report: Callable[[], None] = lambda: None
+    """Called after each commit that went through (progress): what it raises is not the
+    commit's failure, so its items are never given back and committed twice."""
     max_tokens: int | None = None
     tick_seconds: float = 0.5
     done: list[Outcome] = field(default_factory=list, init=False)
@@ -116,11 +121,18 @@ class LocalRun:
         self.tick_seconds = min(self.tick_seconds, self.backend.flush_seconds)
 
     def flush(self) -> None:
-        """Commit what finished (synchronous: nothing else runs meanwhile)."""
+        """Commit what finished (synchronous: nothing else runs meanwhile). A commit cut short
+        (Ctrl-C in the middle of it) gives its items back, so the stop's own flush commits
+        them: no finished result is lost to an interrupt."""
         self.flushed = time.monotonic()
         if self.done:
             chunk, self.done = self.done, []
-            self.commit(chunk)
+            try:
+                self.commit(chunk)
+            except BaseException:
+                self.done = chunk + self.done
+                raise
+            self.report()
 
     async def run(self, pages: Iterator[list[ItemRow]]) -> bool:
         work = asyncio.create_task(self._work(pages))
@@ -151,23 +163,25 @@ class LocalRun:
         return False
 
     async def _work(self, pages: Iterator[list[ItemRow]]) -> None:
+        """Feed the pending items to `concurrency` workers. A failure of the job itself (a
+        changed input line, found by a worker) ends every other task at once: no worker takes
+        another item, and the feeder never waits on a queue nobody empties."""
         queue: asyncio.Queue[ItemRow | None] = asyncio.Queue(maxsize=2 * self.backend.concurrency)
         clients = self.backend.clients
-        workers = [
+        tasks = {
             asyncio.create_task(self._worker(queue, clients[index % len(clients)]))
             for index in range(self.backend.concurrency)
-        ]
+        }
+        tasks.add(asyncio.create_task(_feed(queue, pages, self.backend.concurrency)))
         try:
-            for page in pages:
-                for row in page:
-                    await queue.put(row)
-            for _ in workers:
-                await queue.put(None)
-            await asyncio.gather(*workers)
+            while tasks:
+                done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                for task in done:
+                    task.result()  # the first failure: raised, and the rest cancelled below
         finally:
-            for task in workers:
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _worker(
         self, queue: asyncio.Queue[ItemRow | None], client: AsyncStructuredClient
@@ -179,11 +193,7 @@ class LocalRun:
             item = self.read(row)  # `InputChanged` stops the job: raised, never contained
             self.backend.in_flight += 1
             try:
-                outcome: object = (
-                    BatchInputError(item.unusable)
-                    if item.unusable is not None
-                    else await _one(client, self.contract, item, row, self.max_tokens)
-                )
+                outcome = await run_item(client, self.contract, item, row, self.max_tokens)
             finally:
                 self.backend.in_flight -= 1
             self.done.append((row, outcome))
@@ -191,13 +201,29 @@ class LocalRun:
                 self.flush()
 
 
-async def _one(
+async def _feed(
+    queue: asyncio.Queue[ItemRow | None], pages: Iterator[list[ItemRow]], workers: int
+) -> None:
+    """Every pending row into the queue, then one end mark per worker."""
+    for page in pages:
+        for row in page:
+            await queue.put(row)
+    for _ in range(workers):
+        await queue.put(None)
+
+
+async def run_item(
     client: AsyncStructuredClient,
     contract: type[Contract],
     item: InputItem,
     row: ItemRow,
     max_tokens: int | None,
 ) -> object:
+    """One item as one live `generate` call (with the row's pending feedback): its `Result`, or
+    the exception the call raised (never raised here: the item's failure is its outcome); an
+    item that cannot be run (`unusable`) is not sent, its outcome a `BatchInputError`."""
+    if item.unusable is not None:
+        return BatchInputError(item.unusable)
     feedback = tuple(
         Message("assistant" if role == "assistant" else "user", content)
         for role, content in row.feedback

@@ -49,6 +49,7 @@ from sdk.errors import StructuredOutputError
 from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.providers._errors import is_retryable
 from sdk.providers._provider import Provider
@@ -111,11 +112,12 @@ def request_for(
     """The request an item sends next: its conversation plus any pending feedback."""
     feedback = tuple(_message(role, content) for role, content in row.feedback)
     return CompletionRequest(
-        contract=contract,
+        JsonDocument(contract),
         messages=item.messages + feedback,
         max_tokens=item.max_tokens or settings.max_tokens,
         system=item.system,
         options=item.options,
+        source=item.source,  # a local engine grounds source quotes in it, as a live call does
     )
 
 
@@ -149,7 +151,7 @@ def decide_reply(
         return _failed(contract, provider, row, decision.error, tokens_in, tokens_out, batch)
     if isinstance(decision, Done):
         update = _update(row, "done", tokens_in, tokens_out, outcome="ok")
-        line = ok_line(row.id, decision.result, row.requests, tokens_in, tokens_out, batch)
+        line = ok_line(row.output_id, decision.result, row.requests, tokens_in, tokens_out, batch)
         return Decision(update, line, "ok")
     update = _update(
         row,
@@ -222,7 +224,7 @@ def decide_live(
         requests = row.requests + attempts  # with the tries of earlier passes (resubmits)
         update = _update(row, "done", tokens_in, tokens_out, requests=requests, outcome="ok")
         return Decision(
-            update, ok_line(row.id, outcome, requests, tokens_in, tokens_out, None), "ok"
+            update, ok_line(row.output_id, outcome, requests, tokens_in, tokens_out, None), "ok"
         )
     if not isinstance(outcome, StructuredOutputError):
         if isinstance(outcome, Exception):
@@ -263,7 +265,7 @@ def _failed(
         error=message,
     )
     record: dict[str, Any] = {
-        "id": row.id,
+        "id": row.output_id,
         "outcome": outcome,
         "error": error_record(error),
         "schema": _schema(contract),
@@ -310,7 +312,7 @@ def error_record(error: Exception) -> dict[str, Any]:
 
 
 def ok_line(
-    item_id: str,
+    item_id: str | int,
     result: Result[Any],
     attempts: int,
     tokens_in: int,

@@ -11,22 +11,36 @@ of lines, and replacing it whole for each chunk would copy it each time (quadrat
 A crash during 1 leaves a torn tail past the committed length; a crash between 1 and 2 leaves
 whole lines whose items are not marked done. Either way step 3 removes those bytes, and the
 items, still not done, are collected again and appended once. Bytes up to the committed length
-are never rewritten. A reader that opens the file while the job runs may see an uncommitted
-tail; the file is final once the job has ended. Only the job's runner (the holder of its lock,
-`sdk.batch._lock`) opens the file to write, and it appends only after checking its lease. A new
-output file is its owner's only (0600): it holds the model's outputs.
+are never rewritten, but by a retry. A reader that opens the file while the job runs may see an
+uncommitted tail; the file is final once the job has ended. Only the job's runner (the holder of
+its lock, `sdk.batch._lock`) opens the file to write, and it appends only after checking its
+lease. A new output file is its owner's only (0600): it holds the model's outputs.
+
+A retry (`BatchJob.retry`) takes the lines of the items it runs again out of the file, so that
+each item still has exactly one line once they are written again. The file is copied without
+those lines into a temporary file beside it (`without_lines`, fsynced); then one transaction
+puts the items back to pending, moves the committed length to the copy's and records the swap
+(`meta.output_swap`); then the copy is renamed over the output and the record cleared. A crash
+before the transaction leaves the job as it was (the copy is deleted when next seen); one after
+it leaves the swap recorded, and `finish_swap` (run before the output is opened) completes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import json
 import os
+import tempfile
+from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sdk._files import sync_folder
 from sdk.batch._errors import JobMismatch
 
-__all__ = ["OutputLog"]
+__all__ = ["OutputLog", "finish_swap", "without_lines"]
 
 
 class OutputLog:
@@ -70,3 +84,58 @@ class OutputLog:
         """Close the file."""
         os.close(self._fd)
 
+
+def without_lines(
+    path: Path, committed: int, dropped: Callable[[dict[str, Any]], bool]
+) -> tuple[Path, int, int]:
+    """A copy of the output's committed lines beside it, without those `dropped` says of (a
+    line's record): the copy's path (owner-only, fsynced), its length and how many lines were
+    left out. The output itself is not changed."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".retry", dir=path.parent)
+    left_out = 0
+    try:
+        with os.fdopen(fd, "wb") as copy, open(path, "rb") as output:
+            left, number = committed, 0
+            while left > 0:
+                line = output.readline(left)
+                if not line:
+                    break
+                left, number = left - len(line), number + 1
+                if dropped(_record(line, path, number)):
+                    left_out += 1
+                else:
+                    copy.write(line)
+            copy.flush()
+            os.fsync(copy.fileno())
+            length = copy.tell()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return Path(name), length, left_out
+
+
+def _record(line: bytes, path: Path, number: int) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        raise JobMismatch(
+            f"{path}:{number}: not an output line (a JSON object): not the job's output as "
+            "committed"
+        )
+    return record
+
+
+def finish_swap(path: Path, swap: dict[str, Any] | None) -> None:
+    """Complete a recorded output swap (see the module docstring): rename the copy over the
+    output if it is still there (a crash came between the commit and the rename)."""
+    if swap:
+        copy = Path(swap["copy"])
+        if copy.exists():
+            os.replace(copy, path)
+            sync_folder(path.parent)
+    for stray in path.parent.glob(f".{glob.escape(path.name)}.*.retry"):
+        with contextlib.suppress(OSError):  # a copy a crash left before its swap was recorded
+            stray.unlink()

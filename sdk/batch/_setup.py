@@ -9,23 +9,30 @@ for a hosted API) is refused, never silently dropped.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
+from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
+from typing import Literal
 
 from sdk._declared import AtLeast
 from sdk._declared import check_fields
-from sdk._names import canonical_provider
+from sdk._values.profile import profile
 from sdk.batch._errors import BatchError
 from sdk.batch._hosted import AnthropicBatches
 from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import OpenAIBatches
 from sdk.batch._local import LocalBackend
 
-__all__ = ["BackendSpec", "build_backend"]
+if TYPE_CHECKING:
+    from sdk.client import AsyncStructuredClient
+
+__all__ = ["BackendSpec", "build_backend", "local_clients"]
 
 LOCAL_PROVIDERS = ("llamacpp", "vllm", "ollama")
 HOSTED_PROVIDERS = ("anthropic", "openai_responses", "openai_chat")
@@ -50,10 +57,16 @@ class BackendSpec:
     cache: str | None = None
     """Local and embedded: the response cache's file (`sdk.cache.SQLiteCache`) the clients
     answer from and store into; `None`: no cache."""
+    engine: Literal["local", "ray"] = "local"
+    """Local and embedded: where the calls run: this process, or Ray actors (`RayBackend`)."""
+    ray_address: str | None = None
+    """`engine="ray"`: the cluster's address (`None`: a local cluster for the run)."""
+    actors: Annotated[int | None, AtLeast(1)] = None
+    """`engine="ray"`: the actor pool's size (default 2)."""
 
     def __post_init__(self) -> None:
         check_fields(self)
-        object.__setattr__(self, "provider", canonical_provider(self.provider))
+        object.__setattr__(self, "provider", profile(self.provider).name)
         check_cache(self.provider, self.cache is not None)
         every = (*HOSTED_PROVIDERS, *LOCAL_PROVIDERS, EMBEDDED)
         if self.provider not in every:
@@ -76,6 +89,9 @@ class BackendSpec:
                     self.max_requests is not None,
                     self.provider in HOSTED_PROVIDERS,
                 ),
+                ("--engine ray", self.engine == "ray", self.provider not in HOSTED_PROVIDERS),
+                ("--ray-address", self.ray_address is not None, self.engine == "ray"),
+                ("--actors", self.actors is not None, self.engine == "ray"),
             )
             if given and not used
         ]
@@ -90,9 +106,9 @@ class BackendSpec:
 def check_cache(provider: str, given: bool) -> None:
     """Refuse a response cache for a hosted batch API: the job hands its items to the API's
     own batches, not to a client's live calls, so there is no call a cache could answer."""
-    if given and canonical_provider(provider) in HOSTED_PROVIDERS:
+    if given and profile(provider).name in HOSTED_PROVIDERS:
         raise ValueError(
-            f"--cache cannot be used with {canonical_provider(provider)}: a hosted batch is "
+            f"--cache cannot be used with {profile(provider).name}: a hosted batch is "
             "answered by the provider's batch API, not by live calls the response cache "
             "could answer (use it with local servers or the embedded model)"
         )
@@ -137,30 +153,57 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
 
         kind = OpenAIChatProvider if spec.provider == "openai_chat" else OpenAIResponsesProvider
         return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)
+    clients = local_clients(spec.to_json())
+    if spec.engine == "ray":
+        from sdk.batch._ray import RayBackend
+
+        actors = spec.actors or 2
+        per_server = spec.concurrency or (1 if spec.provider == EMBEDDED else 16)
+        in_actor = max(1, math.ceil(per_server / actors))  # the cluster's, not each actor's
+        actor_spec = {**spec.to_json(), "concurrency": in_actor}
+        return RayBackend(
+            clients,
+            functools.partial(local_clients, actor_spec),
+            address=spec.ray_address,
+            actors=actors,
+            in_flight=in_actor * max(1, len(spec.base_urls)),
+        )
+    return LocalBackend(clients)
+
+
+def local_clients(spec: dict[str, Any]) -> list[AsyncStructuredClient]:
+    """The clients of a local or embedded spec (as `BackendSpec.to_json` gives it): one per
+    server, or one in-process client of the embedded model. A module-level function of plain
+    data, so that a partial of it pickles: each Ray actor makes its own clients with it."""
+    from sdk.cache import BestEffortCache
     from sdk.cache import SQLiteCache
     from sdk.client import AsyncStructuredClient
 
-    store = SQLiteCache(spec.cache) if spec.cache is not None else None  # shared by the clients
-    if spec.provider == EMBEDDED:
+    named = BackendSpec(**spec)
+    # Shared by the clients; a damaged cache (or one damaged since the job began) is given up
+    # with one warning, and the items run without it.
+    path = named.cache
+    store = BestEffortCache(lambda: SQLiteCache(path)) if path is not None else None
+    if named.provider == EMBEDDED:
         from sdk.providers.embedded import EmbeddedProvider
 
-        in_process = AsyncStructuredClient(
-            EmbeddedProvider(spec.model),
-            retries=spec.retries,
-            max_concurrency=spec.concurrency or 1,
-            cache=store,
-        )
-        return LocalBackend(in_process)
-    clients = [
+        return [
+            AsyncStructuredClient(
+                EmbeddedProvider(named.model),
+                retries=named.retries,
+                max_concurrency=named.concurrency or 1,
+                cache=store,
+            )
+        ]
+    return [
         AsyncStructuredClient(
-            _local_provider(spec.provider, url, spec.model),
-            retries=spec.retries,
-            max_concurrency=spec.concurrency or 16,
+            _local_provider(named.provider, url, named.model),
+            retries=named.retries,
+            max_concurrency=named.concurrency or 16,
             cache=store,
         )
-        for url in spec.base_urls
+        for url in named.base_urls
     ]
-    return LocalBackend(clients)
 
 
 def _local_provider(kind: str, url: str, model: str | None) -> Any:

@@ -28,11 +28,8 @@ damaged page) comes out of `state_errors` as a one-line `StateFileError`.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -43,21 +40,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sdk._files import sync_folder
+from sdk import _sqlite
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import StateFileError
 
 __all__ = ["FORMAT", "BatchRow", "ItemRow", "JobState", "SubmissionRow", "state_errors"]
 
-FORMAT = "sdk-batch/2"
+FORMAT = "sdk-batch/3"
 """What `meta.format` holds in a job's state file (a file without it is not a job's)."""
+_OLDER = "sdk-batch/2"
+"""The format before ids kept their JSON type (no `items.id_number`): opened for writing, a job
+of it is upgraded in place; read-only commands read it as it is."""
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "meta": ("key", "value"),
     "items": (
         "seq", "id", "offset", "length", "hash", "state", "submission", "requests",
         "retries_used", "resubmits_used", "feedback", "input_tokens", "output_tokens",
-        "outcome", "error_type", "error",
+        "outcome", "error_type", "error", "id_number",
     ),
     "submissions": ("key", "state", "count", "bytes", "started", "file_id"),
     "batches": ("remote_id", "submission", "state", "status"),
@@ -81,7 +81,8 @@ CREATE TABLE items (
     output_tokens INTEGER NOT NULL DEFAULT 0,
     outcome TEXT,
     error_type TEXT,
-    error TEXT
+    error TEXT,
+    id_number INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX items_by_state ON items (state, seq);
 CREATE INDEX items_by_submission ON items (submission);
@@ -104,18 +105,10 @@ CREATE TABLE batches (
 
 @contextmanager
 def state_errors(path: str | Path) -> Iterator[None]:
-    """SQLite's errors on a state file (a damaged page, a file that is not a database) as one
-    `StateFileError` line naming the file."""
-    try:
+    """SQLite's errors on a state file (a damaged page, a file that is not a database, a file
+    kept busy past the timeout) as one `StateFileError` line naming the file."""
+    with _sqlite.errors(Path(path), LAYOUT):
         yield
-    except sqlite3.DatabaseError as error:
-        if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
-            raise StateFileError(
-                f"{path}: {error} (another process kept it locked for 30 s)"
-            ) from error
-        raise StateFileError(
-            f"{path}: the state file is damaged or not a job's ({error})"
-        ) from error
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +129,13 @@ class ItemRow:
     feedback: list[tuple[str, str]]
     input_tokens: int
     output_tokens: int
+    id_number: bool = False
+    """The id was a JSON integer in the input (`7`, not `"7"`)."""
+
+    @property
+    def output_id(self) -> str | int:
+        """The id as its output line writes it: with the JSON type the input gave it."""
+        return int(self.id) if self.id_number else self.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +179,7 @@ class ItemUpdate:
 
 _ITEM_COLUMNS = (
     "seq, id, offset, length, hash, state, submission, requests, retries_used, resubmits_used, "
-    "feedback, input_tokens, output_tokens"
+    "feedback, input_tokens, output_tokens, id_number"
 )
 
 
@@ -199,6 +199,7 @@ def _item(row: sqlite3.Row) -> ItemRow:
         feedback=[(str(role), str(content)) for role, content in feedback],
         input_tokens=row["input_tokens"],
         output_tokens=row["output_tokens"],
+        id_number=bool(row["id_number"]),
     )
 
 
@@ -214,69 +215,43 @@ class JobState:
         self.readonly = readonly
         if not self.path.is_file():
             raise BatchError(f"{path}: no such job state file")
-        with state_errors(self.path):
-            # Autocommit mode: transactions are opened explicitly (`transaction()`), so none is
-            # ever left open by an implicit BEGIN.
-            if readonly:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
-            else:
-                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        # Identified in one transaction (`sdk._sqlite`); autocommit mode, so transactions are
+        # opened explicitly (`transaction()`) and none is ever left open by an implicit BEGIN.
+        # Read-only (`status`): nothing can change, on a file or in a folder that cannot be
+        # written too.
+        self._db = _sqlite.open_file(self.path, LAYOUT, readonly=readonly)
         self._db.row_factory = sqlite3.Row
-        try:
-            with state_errors(self.path):
-                self._check()
-                if not readonly:
-                    # FULL: a committed transaction survives a power cut, not only a crash.
-                    self._db.execute("PRAGMA synchronous=FULL")
-        except BaseException:
-            self._db.close()
-            raise
+        if not readonly and self.get("format") == _OLDER:
+            try:
+                with state_errors(self.path):
+                    self._upgrade()
+            except BaseException:
+                self._db.close()
+                raise
 
     @classmethod
     def create(cls, path: str | Path, meta: Mapping[str, Any]) -> JobState:
         """A new job's state file holding `meta` (and `format`), made whole in a temporary file
         and linked into place: `FileExistsError` if `path` exists (another process's `create`
         may have won), and nothing left behind on any failure."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            raise FileExistsError(path)
-        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)  # mkstemp's file is the owner's only (0600): prompts and outputs go in it
-        try:
-            with state_errors(path):
-                _write_new(Path(temporary), {**meta, "format": FORMAT})
-            _link(Path(temporary), path)
-        finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary + suffix)
-        sync_folder(path.parent)
+
+        def fill(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [(key, json.dumps(value)) for key, value in {**meta, "format": FORMAT}.items()],
+            )
+
+        with state_errors(path):
+            _sqlite.make_whole(path, LAYOUT, fill)
         return cls(path)
 
-    def _check(self) -> None:
-        """That the file is a job's: our four tables with their columns, and `format`."""
-        tables = {
-            row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        }
-        if not tables:
-            raise StateFileError(f"{self.path} holds no job (an empty database)")
-        for table, columns in _COLUMNS.items():
-            found = tuple(row[1] for row in self._db.execute(f"PRAGMA table_info({table})"))
-            if found != columns:
-                raise StateFileError(
-                    f"{self.path} is not a job state file (its tables: {', '.join(sorted(tables))})"
-                )
-        try:
-            made = self.get("format")
-        except ValueError:
-            made = None
-        if made != FORMAT:
-            raise StateFileError(
-                f"{self.path} is not a job state file of this version ({made or 'no format'}, "
-                f"not {FORMAT}): start the job again with a new state file"
-            )
+    def _upgrade(self) -> None:
+        """A job of the format before ids kept their JSON type: add the column saying which ids
+        were integers (none, for its items: it wrote every id as a string, and they stay so)."""
+        with self.transaction() as db:
+            if self.get("format") == _OLDER:  # another process may have upgraded it meanwhile
+                db.execute("ALTER TABLE items ADD COLUMN id_number INTEGER NOT NULL DEFAULT 0")
+                self.put("format", FORMAT, db)
 
     def close(self) -> None:
         """Close the database."""
@@ -311,11 +286,14 @@ class JobState:
     # --- items ---
 
     def add_items(
-        self, entries: Iterable[tuple[str, int, int, int]], db: sqlite3.Connection
+        self, entries: Iterable[tuple[str, int, int, int, bool]], db: sqlite3.Connection
     ) -> None:
-        """Index items (id, offset, length, hash); a duplicate id raises
-        `sqlite3.IntegrityError`."""
-        db.executemany("INSERT INTO items (id, offset, length, hash) VALUES (?, ?, ?, ?)", entries)
+        """Index items (id, offset, length, hash, whether the id was a JSON integer); an id
+        already there (as text: `7` and `"7"` are one) raises `sqlite3.IntegrityError`."""
+        db.executemany(
+            "INSERT INTO items (id, offset, length, hash, id_number) VALUES (?, ?, ?, ?, ?)",
+            entries,
+        )
 
     def in_order(self, after: int, limit: int) -> list[ItemRow]:
         """Up to `limit` items after seq `after`, whatever their state, in input order."""
@@ -325,10 +303,10 @@ class JobState:
         )
         return [_item(row) for row in rows]
 
-    def items_with_id(self, item_id: str) -> list[int]:
-        """The seq of the item with this id (empty if none)."""
-        rows = self._db.execute("SELECT seq FROM items WHERE id = ?", (item_id,))
-        return [int(row[0]) for row in rows]
+    def items_with_id(self, item_id: str) -> list[ItemRow]:
+        """The item with this id as text (empty if none)."""
+        rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id = ?", (item_id,))
+        return [_item(row) for row in rows]
 
     def item_count(self) -> int:
         """How many items the job has."""
@@ -387,6 +365,27 @@ class JobState:
                 )
                 for update in updates
             ],
+        )
+
+    def failed(self, error_types: Sequence[str] | None = None) -> list[tuple[int, str]]:
+        """The items done as failed (with one of `error_types`, if given): seq and id."""
+        query = "SELECT seq, id, error_type FROM items WHERE state = 'done' AND outcome = 'failed'"
+        rows = self._db.execute(query + " ORDER BY seq")
+        wanted = None if error_types is None else set(error_types)
+        return [
+            (int(row["seq"]), str(row["id"]))
+            for row in rows
+            if wanted is None or row["error_type"] in wanted
+        ]
+
+    def reopen(self, seqs: Sequence[int], db: sqlite3.Connection) -> None:
+        """Put done items back to pending, to run again from the start: no retries or resends
+        used, no feedback, no outcome (their requests and tokens so far are kept)."""
+        db.executemany(
+            "UPDATE items SET state = 'pending', submission = NULL, retries_used = 0, "
+            "resubmits_used = 0, feedback = NULL, outcome = NULL, error_type = NULL, "
+            "error = NULL WHERE seq = ? AND state = 'done'",
+            [(seq,) for seq in seqs],
         )
 
     def counts(self) -> dict[str, int]:
@@ -527,33 +526,40 @@ class JobState:
             conn.execute("UPDATE batches SET status = ? WHERE remote_id = ?", (status, remote_id))
 
 
-def _write_new(path: Path, meta: Mapping[str, Any]) -> None:
-    """A new state database at `path` (an empty file): the tables and `meta`, one commit."""
-    db = sqlite3.connect(path, isolation_level=None)
+def _identify(db: sqlite3.Connection, path: Path) -> str | None:
+    """Why the file is not a job's (`None` if it is): our four tables with their columns, and
+    `format` (read inside the opening's transaction)."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    older_items = _COLUMNS["items"][:-1]  # `_OLDER`'s: no `id_number`
+    items: tuple[str, ...] = ()
+    for table, columns in _COLUMNS.items():
+        found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+        if table == "items":
+            items = found
+        if found != columns and not (table == "items" and found == older_items):
+            return f"{path} is not a job state file (its tables: {', '.join(sorted(tables))})"
+    row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
     try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("BEGIN IMMEDIATE")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        db.executemany(
-            "INSERT INTO meta (key, value) VALUES (?, ?)",
-            [(key, json.dumps(value)) for key, value in meta.items()],
+        made = json.loads(row[0]) if row is not None else None
+    except ValueError:
+        made = None
+    if made == _OLDER and items == older_items:
+        return None  # upgraded when opened for writing (`JobState._upgrade`)
+    if made != FORMAT or items != _COLUMNS["items"]:
+        return (
+            f"{path} is not a job state file of this version ({made or 'no format'}, "
+            f"not {FORMAT}): start the job again with a new state file"
         )
-        db.execute("COMMIT")
-    finally:
-        db.close()
+    return None
 
 
-def _link(temporary: Path, path: Path) -> None:
-    """Put the finished file at `path` unless something is there already (`FileExistsError`):
-    a hard link is atomic; a file system without them gets a rename after a check (a race
-    there is only as wide as the two calls)."""
-    try:
-        os.link(temporary, path)
-    except FileExistsError:
-        raise
-    except OSError:
-        if path.exists():
-            raise FileExistsError(path) from None
-        os.rename(temporary, path)
+LAYOUT = _sqlite.Layout(
+    name="job state file",
+    application_id=0x53444B4A,  # "SDKJ"; files made before it was written are known by tables
+    version=1,
+    schema=tuple(statement for statement in _SCHEMA.split(";") if statement.strip()),
+    error=StateFileError,
+    identify=_identify,
+    adopt_empty=False,
+    synchronous="FULL",  # a committed transaction survives a power cut, not only a crash
+)

@@ -15,23 +15,47 @@ A hit spends no tokens: `Result.usage` is zero and `Result.cached_usage` is what
 cost when it was made.
 
 Stores: `SQLiteCache(path)` (one file, WAL, safe for several processes at once, readable by its
-owner only), `MemoryCache()` (this process only, for tests), or anything that implements the
-`Cache` protocol. `cache=True` is a `SQLiteCache` at `default_path()`.
+owner only), `RedisCache(url)` (a Redis server a cluster shares; extra `redis`), `MemoryCache()`
+(this process only, for tests), or anything that implements the `Cache` protocol. `cache=True`
+is a `SQLiteCache` at `default_path()`.
 """
 
+from typing import TYPE_CHECKING
+
+from sdk._lazy import lazy_names
+from sdk.cache._best_effort import BestEffortCache
 from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
-from sdk.cache._entry import cache_key
 from sdk.cache._entry import default_path
+from sdk.cache._errors import CacheError
+from sdk.cache._errors import CacheFileError
+from sdk.cache._errors import CacheServerError
+from sdk.cache._errors import DamagedEntry
+from sdk.cache._key import cache_key
 from sdk.cache._memory import MemoryCache
-from sdk.cache._sqlite import SQLiteCache
+
+if TYPE_CHECKING:
+    from sdk.cache._redis import RedisCache
+    from sdk.cache._sqlite import SQLiteCache
+
+# The SQLite and Redis stores (`sqlite3`, `redis`) load on first use: a client without a cache
+# pays nothing.
+__getattr__ = lazy_names(
+    __name__, {"SQLiteCache": "sdk.cache._sqlite", "RedisCache": "sdk.cache._redis"}
+)
 
 __all__ = [
+    "BestEffortCache",
     "Cache",
+    "CacheError",
+    "CacheFileError",
+    "CacheServerError",
     "CacheStats",
+    "DamagedEntry",
     "Entry",
     "MemoryCache",
+    "RedisCache",
     "SQLiteCache",
     "cache_key",
     "default_path",

@@ -1,63 +1,119 @@
-"""What a cache stores, how its key is made, and the protocol a store implements."""
+"""What a cache stores, in what form, and the protocol a store implements.
+
+An entry's stored form is text: a first line naming the format, a JSON header holding every
+field of the replies but their long texts, and the texts themselves, one after the other,
+unescaped (the header says how long each is). So a hit reads a few hundred bytes of JSON and
+slices the texts out, instead of parsing the whole reply again as a JSON string.
+
+Whatever a store hands back is decoded strictly: every field of the type it must have, every
+count a whole number in range, every number finite, the texts exactly as long as the header
+says, the whole no longer than `MAX_ENTRY_CHARS`. Anything else (a field of the wrong type,
+deeply nested JSON, a huge value, a cut-off entry) is `DamagedEntry`, which a call takes as a
+miss: the provider is asked and the entry replaced.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import json
+import math
 import os
-from collections.abc import Mapping
-from dataclasses import asdict
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 from typing import Protocol
 
-from sdk._content import Text
-from sdk._message import Message
 from sdk._records import Note
 from sdk._records import Usage
-from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk.cache._errors import DamagedEntry
+from sdk.confidence import TokenLogprob
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import FieldDiagnostics
 from sdk.diagnostics import TokenStep
 from sdk.providers._base import Completion
-from sdk.providers._base import CompletionRequest
 from sdk.stop_reason import StopReason
 
-__all__ = ["FORMAT", "Cache", "CacheStats", "Entry", "cache_key", "default_path"]
+__all__ = ["FORMAT", "MAX_ENTRY_CHARS", "Cache", "CacheStats", "Entry", "default_path"]
 
-FORMAT = 2
-"""The entries' format: part of every key, so a new format never reads an old entry (2: the
-replies' constraint diagnostics and provider notes are kept, so a hit is judged on the same
-signals as the call that made it, mass-aware abstention included)."""
+FORMAT = 3
+"""The entries' format: part of every key, so a new format never reads an old entry (3: the
+texts stored apart from the header, unescaped; the endpoint and model file in the key)."""
+
+MAX_ENTRY_CHARS = 256 * 1024 * 1024
+"""The longest stored entry read back (characters): a longer one is damaged, not decoded."""
+
+_MAGIC = f"sdk-cache-entry/{FORMAT}\n"
+_LARGEST = 2**63 - 1  # a count beyond SQLite's integers is not a count a reply could hold
+_USAGE = frozenset(item.name for item in fields(Usage))
+_REPLY = frozenset(item.name for item in fields(Completion))
+_STOPS = {reason.value: reason for reason in StopReason}
+# default=repr: a provider note's value that JSON cannot hold is kept as its text.
+_HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
-@dataclass(frozen=True, slots=True)
 class Entry:
     """A stored answer: the replies that made it (the working of two-phase reasoning, then the
-    answer), to be judged again on a hit."""
+    answer), to be judged again on a hit.
 
-    completions: tuple[Completion, ...]
+    `Entry(completions)` holds replies; `Entry.stored(text)` holds a store's text, decoded the
+    first time `completions` is read (`DamagedEntry` there if it does not decode)."""
+
+    __slots__ = ("_completions", "_encoded")
+
+    def __init__(self, completions: Sequence[Completion]) -> None:
+        if not completions:
+            raise ValueError("an entry holds at least one reply")
+        self._completions: tuple[Completion, ...] | None = tuple(completions)
+        self._encoded: str | None = None
+
+    @classmethod
+    def stored(cls, encoded: str) -> Entry:
+        """An entry as a store keeps it, decoded when first read (once per process for the
+        same text: the replies of recently decoded or stored texts are remembered)."""
+        entry = cls.__new__(cls)
+        entry._completions = _recent.get(encoded) if type(encoded) is str else None
+        entry._encoded = encoded
+        return entry
+
+    @classmethod
+    def decode(cls, encoded: str) -> Entry:
+        """An entry from its stored form, decoded now (`DamagedEntry` if it does not decode)."""
+        return cls(_decode(encoded))
+
+    @property
+    def completions(self) -> tuple[Completion, ...]:
+        """The replies (`DamagedEntry` if a stored form does not decode)."""
+        if self._completions is None:
+            self._completions = _decode(self._encoded)
+            _remember(self._encoded, self._completions)
+        return self._completions
 
     @property
     def usage(self) -> Usage:
         """What the stored replies cost when they were made."""
         return sum((c.usage for c in self.completions), Usage())
 
-    def to_json(self) -> str:
-        # default=repr: a provider note's value that JSON cannot hold is kept as its text.
-        return json.dumps(
-            [_completion_json(c) for c in self.completions], ensure_ascii=False, default=repr
-        )
+    def encode(self) -> str:
+        """The stored form (see the module docstring)."""
+        if self._encoded is None:
+            assert self._completions is not None
+            self._encoded = _encode(self._completions)
+            _remember(self._encoded, self._completions)
+        return self._encoded
 
-    @classmethod
-    def from_json(cls, text: str) -> Entry:
-        """An entry from its JSON (`ValueError` for anything else: a damaged entry is a miss)."""
-        data = json.loads(text)
-        if not isinstance(data, list) or not data:
-            raise ValueError("a cache entry is a non-empty list of replies")
-        return cls(tuple(_completion_of(item) for item in data))
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Entry) and self.completions == other.completions
+
+    def __hash__(self) -> int:
+        return hash(self.encode())
+
+    def __repr__(self) -> str:
+        if self._completions is None:
+            return f"Entry(stored, {len(self._encoded or ''):,} characters)"
+        return f"Entry({len(self._completions)} replies)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +147,7 @@ class Cache(Protocol):
         ...
 
     def discard(self, key: str) -> None:
-        """Drop `key` (a stored answer today's checks refuse)."""
+        """Drop `key` (a stored answer today's checks refuse, or a damaged one)."""
         ...
 
     def stats(self) -> CacheStats:
@@ -112,106 +168,62 @@ def default_path() -> Path:
     return Path(folder) / "responses.db"
 
 
-def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
-    """The key of a request: sha256 over the provider's scope (family, model, settings), the
-    request's every field that reaches the provider, the schema as the wire carries it (`wire`),
-    and the fingerprint of what is asked for."""
-    asked = [
-        FORMAT,
-        _canonical(scope),
-        [_message_json(m) for m in request.messages],
-        request.system,
-        request.max_tokens,
-        _canonical(request.options),
-        _canonical(request.extra_body),
-        request.reasoning,
-        request.source,
-        request.schema_info.fingerprint if request.contract is not None else None,
-        request.grammar.fingerprint() if request.grammar is not None else None,
-        [_tool_json(t) for t in request.tools],
-        _choice_json(request.tool_choice),
-        request.parallel_tool_calls,
-        _canonical(wire),
-    ]
-    blob = json.dumps(asked, ensure_ascii=False, separators=(",", ":"), default=repr)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+# --- texts decoded lately ---
+
+_RECENT_MAX = 256
+_RECENT_LONGEST = 64 * 1024
+_recent: dict[str, tuple[Completion, ...]] = {}
+_recent_lock = threading.Lock()
 
 
-def _canonical(value: Any) -> str | None:
-    """A mapping or other value as JSON with sorted keys (so their order never changes a key)."""
-    if value is None or (isinstance(value, Mapping) and not value):
-        return None
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+def _remember(encoded: object, completions: tuple[Completion, ...]) -> None:
+    """Keep the replies of a stored text that decoded (or was just encoded): a hit on the same
+    text (found by its value, so a store's fresh copy of it finds them) skips the decoding. Short
+    texts only, and the last few hundred; replies are frozen records, shared as `MemoryCache`
+    shares them."""
+    if type(encoded) is not str or len(encoded) > _RECENT_LONGEST:
+        return
+    with _recent_lock:
+        _recent[encoded] = completions
+        while len(_recent) > _RECENT_MAX:
+            del _recent[next(iter(_recent))]
 
 
-# --- JSON forms ---
+# --- the stored form ---
 
 
-def _message_json(message: Message) -> list[Any]:
-    if isinstance(message.content, str) and not message.tool_calls and not message.tool_results:
-        return [message.role, message.content]
-    parts: list[Any] = []
-    for part in message.parts:
-        if isinstance(part, Text):
-            parts.append(part.text)
-        else:  # an image or a PDF: its bytes (hashed) or its URL
-            data = getattr(part, "data", None)
-            digest = hashlib.sha256(data).hexdigest() if data is not None else None
-            parts.append([type(part).__name__, digest, part.url])
-    return [
-        message.role,
-        parts,
-        [[c.id, c.tool, c.text] for c in message.tool_calls],
-        [[r.call_id, r.content, r.is_error] for r in message.tool_results],
-    ]
+def _encode(completions: tuple[Completion, ...]) -> str:
+    texts: list[str] = []
+    replies = [_reply_json(completion, texts) for completion in completions]
+    header = _HEADER.encode({"replies": replies, "texts": [len(text) for text in texts]})
+    return _MAGIC + header + "\n" + "".join(texts)
 
 
-def _tool_json(tool: Tool) -> list[Any]:
-    from sdk.schema.canonical import schema_info
+def _reply_json(completion: Completion, texts: list[str]) -> dict[str, Any]:
+    def apart(text: str | None) -> int | None:
+        if text is None:
+            return None
+        texts.append(text)
+        return len(texts) - 1
 
-    return [tool.name, tool.description, schema_info(tool.arguments).fingerprint]
-
-
-def _choice_json(choice: Any) -> Any:
-    return choice.name if isinstance(choice, Tool) else choice
-
-
-def _completion_json(completion: Completion) -> dict[str, Any]:
     return {
-        "text": completion.text,
+        "text": apart(completion.text),
         "stop_reason": completion.stop_reason.value,
         "raw_stop_reason": completion.raw_stop_reason,
-        "usage": asdict(completion.usage),
+        "usage": {name: getattr(completion.usage, name) for name in sorted(_USAGE)},
         "model": completion.model,
         "request_id": completion.request_id,
         "refusal": completion.refusal,
         "refusal_category": completion.refusal_category,
-        "reasoning": completion.reasoning,
+        "reasoning": apart(completion.reasoning),
         "tool_calls": [[c.id, c.tool, c.text] for c in completion.tool_calls],
         "notes": [[n.pointer, n.received, n.written, n.kind] for n in completion.notes],
         "diagnostics": _diagnostics_json(completion.diagnostics),
+        # Rows, not objects, as the steps are; a hit gives the call's `Result.confidence`.
+        "tokens": None
+        if completion.tokens is None
+        else [[t.text, t.offset, t.logprob, t.mass] for t in completion.tokens],
     }
-
-
-def _completion_of(data: Any) -> Completion:
-    if not isinstance(data, dict):
-        raise ValueError("a stored reply is an object")
-    usage = data.get("usage")
-    calls = data.get("tool_calls") or []
-    return Completion(
-        text=_optional(data.get("text")),
-        stop_reason=StopReason(data["stop_reason"]),
-        raw_stop_reason=_optional(data.get("raw_stop_reason")),
-        usage=Usage(**usage) if isinstance(usage, dict) else Usage(),
-        model=_optional(data.get("model")),
-        request_id=_optional(data.get("request_id")),
-        refusal=_optional(data.get("refusal")),
-        refusal_category=_optional(data.get("refusal_category")),
-        reasoning=_optional(data.get("reasoning")),
-        tool_calls=tuple(ToolCall(str(i), str(t), str(x)) for i, t, x in calls),
-        notes=tuple(Note(str(p), r, w, str(k)) for p, r, w, k in data.get("notes") or []),
-        diagnostics=_diagnostics_of(data.get("diagnostics")),
-    )
 
 
 def _diagnostics_json(diagnostics: Any) -> dict[str, Any] | None:
@@ -219,7 +231,10 @@ def _diagnostics_json(diagnostics: Any) -> dict[str, Any] | None:
         return None
     return {
         "threshold": diagnostics.threshold,
-        "fields": [asdict(item) for item in diagnostics.fields],
+        "fields": [
+            [f.pointer, f.tokens, f.min_mass, f.mean_mass, f.forced, f.flagged]
+            for f in diagnostics.fields
+        ],
         # Steps as rows, not objects: a long reply has thousands of them.
         "steps": [
             [s.token, s.text, s.offset, s.mass, s.allowed, s.pointer] for s in diagnostics.steps
@@ -227,22 +242,172 @@ def _diagnostics_json(diagnostics: Any) -> dict[str, Any] | None:
     }
 
 
-def _diagnostics_of(data: Any) -> ConstraintDiagnostics | None:
-    if data is None:
-        return None
-    if not isinstance(data, dict):
-        raise ValueError("stored diagnostics are an object")
-    return ConstraintDiagnostics(
-        fields=[FieldDiagnostics(**item) for item in data["fields"]],
-        steps=[
-            TokenStep(int(t), str(x), int(o), float(m), int(a), str(p))
-            for t, x, o, m, a, p in data["steps"]
-        ],
-        threshold=float(data["threshold"]),
+def _decode(encoded: object) -> tuple[Completion, ...]:
+    if not isinstance(encoded, str):
+        raise DamagedEntry(f"a stored entry is {type(encoded).__name__}, not text")
+    if len(encoded) > MAX_ENTRY_CHARS:
+        raise DamagedEntry(f"a stored entry of {len(encoded):,} characters is too long")
+    if not encoded.startswith(_MAGIC):
+        raise DamagedEntry("a stored entry of another format (or none)")
+    end = encoded.find("\n", len(_MAGIC))
+    if end < 0:
+        raise DamagedEntry("a stored entry cut short in its header")
+    try:
+        header = json.loads(encoded[len(_MAGIC) : end])
+    except (ValueError, RecursionError) as error:
+        raise DamagedEntry(f"a stored entry's header is not JSON ({error})") from None
+    if not isinstance(header, dict) or header.keys() != {"replies", "texts"}:
+        raise DamagedEntry("a stored entry's header is not {replies, texts}")
+    texts = _texts(encoded, end + 1, header["texts"])
+    replies = header["replies"]
+    if not isinstance(replies, list) or not replies:
+        raise DamagedEntry("a stored entry holds no replies")
+    return tuple(_reply_of(item, texts) for item in replies)
+
+
+def _texts(encoded: str, start: int, lengths: Any) -> list[str]:
+    """The texts after the header, as long as the header says, and nothing after them."""
+    if not isinstance(lengths, list):
+        raise DamagedEntry("a stored entry's text lengths are not a list")
+    texts = []
+    for length in lengths:
+        size = _count(length, "a text length")
+        texts.append(encoded[start : start + size])
+        start += size
+    if start != len(encoded):
+        raise DamagedEntry("a stored entry's texts are not as long as its header says")
+    return texts
+
+
+def _reply_of(data: Any, texts: list[str]) -> Completion:
+    if not isinstance(data, dict) or not data.keys() <= _REPLY:
+        raise DamagedEntry("a stored reply is not an object of a reply's fields")
+    stop_value = data.get("stop_reason")
+    stop = _STOPS.get(stop_value) if isinstance(stop_value, str) else None
+    if stop is None:
+        raise DamagedEntry(f"a stored reply's stop reason is {stop_value!r:.40}")
+    return Completion(
+        text=_segment(data.get("text"), texts),
+        stop_reason=stop,
+        raw_stop_reason=_string(data.get("raw_stop_reason")),
+        usage=_usage(data.get("usage")),
+        model=_string(data.get("model")),
+        request_id=_string(data.get("request_id")),
+        refusal=_string(data.get("refusal")),
+        refusal_category=_string(data.get("refusal_category")),
+        reasoning=_segment(data.get("reasoning"), texts),
+        tool_calls=tuple(ToolCall(*_strings(call, 3)) for call in _list(data.get("tool_calls"))),
+        notes=tuple(_note(note) for note in _list(data.get("notes"))),
+        diagnostics=_diagnostics_of(data.get("diagnostics")),
+        tokens=_tokens_of(data.get("tokens")),
     )
 
 
-def _optional(value: Any) -> str | None:
+def _usage(data: Any) -> Usage:
+    if data is None:
+        return Usage()
+    if not isinstance(data, dict) or not data.keys() <= _USAGE:
+        raise DamagedEntry("a stored reply's usage is not an object of token counts")
+    return Usage(**{name: _count(value, name) for name, value in data.items()})
+
+
+def _note(data: Any) -> Note:
+    if not isinstance(data, list) or len(data) != 4:
+        raise DamagedEntry("a stored note is not [pointer, received, written, kind]")
+    pointer, received, written, kind = data
+    return Note(_required(pointer), received, written, _required(kind))
+
+
+def _diagnostics_of(data: Any) -> ConstraintDiagnostics | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or data.keys() != {"threshold", "fields", "steps"}:
+        raise DamagedEntry("stored diagnostics are not {threshold, fields, steps}")
+    rows = []
+    for row in _list(data["fields"]):
+        if not isinstance(row, list) or len(row) != 6 or not isinstance(row[5], bool):
+            raise DamagedEntry("a stored field's diagnostics are not a row of six")
+        pointer, tokens, low, mean, forced, flagged = row
+        rows.append(FieldDiagnostics(_required(pointer), _count(tokens, "tokens"),
+                                     _number(low), _number(mean), _count(forced, "forced"),
+                                     flagged))  # fmt: skip
+    steps = []
+    for step in _list(data["steps"]):
+        if not isinstance(step, list) or len(step) != 6:
+            raise DamagedEntry("a stored token step is not a row of six")
+        token, text, offset, mass, allowed, pointer = step
+        steps.append(TokenStep(_count(token, "token"), _required(text), _count(offset, "offset"),
+                               _number(mass), _count(allowed, "allowed"),
+                               _required(pointer)))  # fmt: skip
+    return ConstraintDiagnostics(fields=rows, steps=steps, threshold=_number(data["threshold"]))
+
+
+def _tokens_of(data: Any) -> tuple[TokenLogprob, ...] | None:
+    """The replies' token probabilities (`None`: the route reported none, or an entry stored
+    before they were kept)."""
+    if data is None:
+        return None
+    tokens = []
+    for row in _list(data):
+        if not isinstance(row, list) or len(row) != 4:
+            raise DamagedEntry("a stored token probability is not a row of four")
+        text, offset, logprob, mass = row
+        tokens.append(TokenLogprob(_required(text), _count(offset, "offset"), _logprob(logprob),
+                                   None if mass is None else _number(mass)))  # fmt: skip
+    return tuple(tokens)
+
+
+def _logprob(value: Any) -> float:
+    """A log probability: a finite number at most 0, or minus infinity (a probability of 0)."""
+    if type(value) not in (int, float) or not value <= 0:
+        raise DamagedEntry(f"a stored log probability is {value!r:.40}")
+    return float(value)
+
+
+# --- strict values ---
+
+
+def _segment(index: Any, texts: list[str]) -> str | None:
+    if index is None:
+        return None
+    if type(index) is not int or not 0 <= index < len(texts):
+        raise DamagedEntry(f"a stored reply names text {index!r}, not one of {len(texts)}")
+    return texts[index]
+
+
+def _string(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise ValueError(f"a stored reply field is {type(value).__name__}, not a string")
+        raise DamagedEntry(f"a stored reply field is {type(value).__name__}, not a string")
     return value
+
+
+def _required(value: Any) -> str:
+    if not isinstance(value, str):
+        raise DamagedEntry(f"a stored value is {type(value).__name__}, not a string")
+    return value
+
+
+def _strings(value: Any, count: int) -> list[str]:
+    if not isinstance(value, list) or len(value) != count:
+        raise DamagedEntry(f"a stored row is not {count} strings")
+    return [_required(item) for item in value]
+
+
+def _list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DamagedEntry(f"a stored list is {type(value).__name__}")
+    return value
+
+
+def _count(value: Any, name: str) -> int:
+    if type(value) is not int or not 0 <= value <= _LARGEST:
+        raise DamagedEntry(f"a stored {name} is {value!r:.40}, not a count")
+    return value
+
+
+def _number(value: Any) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise DamagedEntry(f"a stored number is {value!r:.40}")
+    return float(value)

@@ -1,61 +1,85 @@
 """`SQLiteCache`: one SQLite file, shared safely by several processes and threads.
 
-The file is created readable and writable by its owner only (it holds prompts' answers, and the
-key hashes prompts and documents). It runs in WAL mode, so readers never wait for a writer; each
-write is one transaction (an entry is there whole or not at all, whatever kills the process), and
-a busy file is waited for, not failed on. A file that is not a cache of this SDK (another
-application's database, a damaged page) is refused with `CacheFileError`, never changed.
+The file follows the SDK's discipline for shared files (`sdk._sqlite`): made whole before it
+appears, identified inside one transaction (any number of threads and processes may open a new
+file at once), owner-only (it holds answers, and its keys hash prompts and documents), WAL, every
+wait bounded by `timeout`, and any SQLite error a `CacheFileError` naming the file. A file that
+is not a cache of this SDK is refused and never changed.
+
+A hit only reads: it takes no write lock, so it never waits for another connection's write. Its
+count, and a miss's, is kept in memory and written with this store's next write (and when it is
+closed, asked for `stats()`, or its process ends); an expired entry found by a read goes with
+the next write too.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sdk.cache._entry import FORMAT
+from sdk import _sqlite
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import default_path
+from sdk.cache._errors import CacheFileError
 
-__all__ = ["CacheFileError", "SQLiteCache"]
+__all__ = ["SQLiteCache"]
 
-_APPLICATION_ID = 0x53444B43  # "SDKC": marks the file as this SDK's cache
-_SCHEMA = (
-    "CREATE TABLE entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL, "
-    "expires REAL)",
-    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+logger = logging.getLogger("sdk.cache")
+
+LAYOUT = _sqlite.Layout(
+    name="structured-sdk cache",
+    application_id=0x53444B43,  # "SDKC"
+    version=2,  # the tables' layout (the entries' format is in their keys)
+    schema=(
+        "CREATE TABLE entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT "
+        "NULL, expires REAL)",
+        "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    ),
+    error=CacheFileError,
 )
 
-
-class CacheFileError(ValueError):
-    """The file is not a cache of this SDK (or is damaged): it is left as it is."""
+_FLUSH_EVERY = 256
+"""Counts kept in memory before a write is tried for them alone (without waiting)."""
 
 
 class SQLiteCache:
     """A cache in one SQLite file (see the module docstring): `ttl` seconds per entry (`None`:
-    no expiry; default a week)."""
+    no expiry; default a week); `timeout`, the longest wait for another connection's write;
+    `readonly=True` opens an existing file so that nothing in it can change (what `sdk cache
+    stats` does: it works on a file, or in a folder, that cannot be written)."""
 
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
         *,
         ttl: float | None = 7 * 24 * 3600.0,
+        timeout: float = _sqlite.DEFAULT_TIMEOUT,
+        readonly: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if ttl is not None and not ttl > 0:
             raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         self.path = Path(path) if path is not None else default_path()
         self.ttl = ttl
+        self.timeout = timeout
+        self.readonly = readonly
         self._clock = clock
         self._local = threading.local()
-        self._open()  # fail now, not at the first call, on a file that is not a cache
+        self._tally = _Tally()
+        self._connection()  # fail now, not at the first call, on a file that is not a cache
+        if not readonly:  # counts still in memory are written when the process ends
+            weakref.finalize(self, _write_tally, self.path, self.timeout, self._tally)
 
     def __repr__(self) -> str:
         return f"SQLiteCache({str(self.path)!r}, ttl={self.ttl})"
@@ -63,41 +87,47 @@ class SQLiteCache:
     # --- the protocol ---
 
     def get(self, key: str) -> Entry | None:
-        now = self._clock()
-        with self._transaction() as db:
+        db = self._connection()
+        try:  # a read in autocommit: no lock a writer holds is waited for
             row = db.execute("SELECT value, expires FROM entries WHERE key = ?", (key,)).fetchone()
-            if row is not None and row[1] is not None and row[1] <= now:
-                db.execute("DELETE FROM entries WHERE key = ?", (key,))
-                _count(db, "expired")
-                row = None
-            _count(db, "hits" if row is not None else "misses")
-        if row is None:
-            return None
-        try:
-            return Entry.from_json(row[0])
-        except (ValueError, KeyError, TypeError):
-            self.discard(key)  # a damaged entry is a miss, and goes
-            return None
+        except sqlite3.Error as error:
+            raise _sqlite.typed(error, self.path, LAYOUT, self.timeout) from error
+        if row is not None and row[1] is not None and row[1] <= self._clock():
+            self._tally.count("expired", key)
+            row = None
+        self._tally.count("hits" if row is not None else "misses")
+        if self._tally.pending >= _FLUSH_EVERY and not self.readonly:
+            self._write_counts()
+        return Entry.stored(row[0]) if row is not None else None
 
     def put(self, key: str, entry: Entry) -> None:
         now = self._clock()
         expires = now + self.ttl if self.ttl is not None else None
-        with self._transaction() as db:
+        value = entry.encode()
+        with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO entries (key, value, created, expires) VALUES (?, ?, ?, ?)",
-                (key, entry.to_json(), now, expires),
+                (key, value, now, expires),
             )
 
     def discard(self, key: str) -> None:
-        with self._transaction() as db:
+        with self._write() as db:
             db.execute("DELETE FROM entries WHERE key = ?", (key,))
 
     def stats(self) -> CacheStats:
-        with self._transaction() as db:
-            entries, size = db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM entries"
-            ).fetchone()
-            counters = dict(db.execute("SELECT name, value FROM counters").fetchall())
+        if not self.readonly:
+            with self._write():
+                pass  # this store's counts, written first
+        db = self._connection()
+        with self._errors():
+            db.execute("BEGIN")  # both numbers from one snapshot
+            try:
+                entries, size = db.execute(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) FROM entries"
+                ).fetchone()
+                counters = dict(db.execute("SELECT name, value FROM counters").fetchall())
+            finally:
+                db.execute("COMMIT")
         return CacheStats(
             entries,
             size,
@@ -107,81 +137,124 @@ class SQLiteCache:
         )
 
     def clear(self) -> int:
-        with self._transaction() as db:
+        with self._write() as db:
             count: int = db.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
             db.execute("DELETE FROM entries")
             db.execute("DELETE FROM counters")
         return count
 
     def close(self) -> None:
-        """Close this thread's connection (others close when their thread ends)."""
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
+        """Write the counts still in memory, and close this thread's connection (others close
+        when their thread ends)."""
+        if not self.readonly:
+            self._write_counts(wait=True)
+        found = getattr(self._local, "db", None)
+        if found is not None:
+            found[1].close()
             self._local.db = None
 
     # --- the file ---
 
     def _connection(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = self._open()
-        return db
-
-    def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Created private before SQLite opens it (O_EXCL: no race with another creator).
-        with contextlib.suppress(FileExistsError):
-            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        try:
-            db.execute("PRAGMA busy_timeout = 30000")
-            application = db.execute("PRAGMA application_id").fetchone()[0]
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
-            if application == 0 and not tables:
-                with _immediate(db):
-                    if db.execute("PRAGMA application_id").fetchone()[0] == 0:
-                        db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
-                        db.execute(f"PRAGMA user_version = {FORMAT}")
-                        for statement in _SCHEMA:  # (executescript would commit midway)
-                            db.execute(statement)
-            elif application != _APPLICATION_ID:
-                raise CacheFileError(f"{self.path} is not a structured-sdk cache: left as it is")
-            db.execute("PRAGMA journal_mode = WAL")
-            # In WAL mode NORMAL still commits each transaction whole; it only lets the last
-            # commits go on a power cut (then asked again), for a write without an fsync.
-            db.execute("PRAGMA synchronous = NORMAL")
-        except sqlite3.DatabaseError as error:
-            db.close()
-            raise CacheFileError(f"{self.path} is not a usable cache ({error})") from error
-        except BaseException:
-            db.close()
-            raise
-        self._local.db = db
+        found: tuple[int, sqlite3.Connection] | None = getattr(self._local, "db", None)
+        if found is not None and found[0] == os.getpid():  # (a forked child opens its own)
+            return found[1]
+        db = _sqlite.open_file(self.path, LAYOUT, readonly=self.readonly, timeout=self.timeout)
+        self._local.db = (os.getpid(), db)
         return db
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _errors(self) -> Iterator[None]:
+        with _sqlite.errors(self.path, LAYOUT, self.timeout):
+            yield
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, which also writes the counts kept in memory."""
+        if self.readonly:
+            raise CacheFileError(f"{self.path} was opened read-only")
         db = self._connection()
-        with _immediate(db):
+        with self._errors(), _sqlite.write(db), self._tally.written(db, self._clock()):
             yield db
 
+    def _write_counts(self, wait: bool = False) -> None:
+        """Write the counts kept in memory: now, or only if no other connection is writing."""
+        db = self._connection()
+        with self._errors():
+            if wait:
+                with _sqlite.write(db), self._tally.written(db, self._clock()):
+                    return
+            if _sqlite.try_write(db):
+                try:
+                    with self._tally.written(db, self._clock()):
+                        pass
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
 
-@contextmanager
-def _immediate(db: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction (`BEGIN IMMEDIATE`): all of it commits, or none of it."""
-    db.execute("BEGIN IMMEDIATE")
+
+class _Tally:
+    """Hits, misses and expiries counted in memory (a reader never waits to count itself), and
+    the expired keys to delete, until a write takes them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = {"hits": 0, "misses": 0, "expired": 0}
+        self._expired: set[str] = set()
+        self.pending = 0
+
+    def count(self, name: str, expired_key: str | None = None) -> None:
+        with self._lock:
+            self._counts[name] += 1
+            self.pending += 1
+            if expired_key is not None:
+                self._expired.add(expired_key)
+
+    @contextmanager
+    def written(self, db: sqlite3.Connection, now: float) -> Iterator[None]:
+        """Add the counts to the file's inside the caller's transaction: taken from memory
+        now, and given back should the transaction not commit."""
+        with self._lock:
+            counts = {name: n for name, n in self._counts.items() if n}
+            expired = list(self._expired)
+            self._counts = dict.fromkeys(self._counts, 0)
+            self._expired = set()
+            self.pending = 0
+        try:
+            if counts:
+                db.executemany(
+                    "INSERT INTO counters (name, value) VALUES (?, ?) "
+                    "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                    list(counts.items()),
+                )
+            if expired:
+                db.executemany(
+                    "DELETE FROM entries WHERE key = ? AND expires IS NOT NULL AND expires <= ?",
+                    [(key, now) for key in expired],
+                )
+            yield
+        except BaseException:
+            with self._lock:
+                for name, n in counts.items():
+                    self._counts[name] += n
+                self._expired.update(expired)
+                self.pending = sum(self._counts.values())
+            raise
+
+
+def _write_tally(path: Path, timeout: float, tally: _Tally) -> None:
+    """At the end of a store (or of its process): write the counts it kept in memory, if its
+    file is still there (never making one again), with a bounded wait; a failure loses only
+    counts, so it is logged, not raised."""
+    if not tally.pending or not path.is_file():
+        return
     try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-def _count(db: sqlite3.Connection, name: str) -> None:
-    db.execute(
-        "INSERT INTO counters (name, value) VALUES (?, 1) "
-        "ON CONFLICT(name) DO UPDATE SET value = value + 1",
-        (name,),
-    )
+        db = _sqlite.open_file(path, LAYOUT, timeout=min(timeout, 5.0))
+        try:
+            with _sqlite.write(db), tally.written(db, time.time()):
+                pass
+        finally:
+            db.close()
+    except (CacheFileError, sqlite3.Error, OSError) as error:
+        logger.warning("the response cache's counts were not written: %s", error)

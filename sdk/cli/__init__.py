@@ -1,8 +1,9 @@
 """The `sdk` command: `sdk schema export|lock|check|diff|lint ...`, `sdk grammar test`,
-`sdk eval`, `sdk batch run|status|resume|cancel`, `sdk cache stats|clear`, `sdk demo` and
-`sdk serve`.
+`sdk eval`, `sdk batch run|status|resume|cancel`, `sdk cache stats|clear`, `sdk providers`,
+`sdk demo` and `sdk serve`.
 
-One module per command group (`schema`, `grammar`, `eval`, `batch`, `cache`, `demo`, `serve`),
+One module per command group (`schema`, `grammar`, `eval`, `batch`, `cache`, `providers`,
+`demo`, `serve`),
 each a thin layer that parses arguments and prints: every decision is made in the library.
 Output is colored on a terminal and plain text otherwise (rich decides, and honours NO_COLOR);
 `--json` prints data for other tools instead.
@@ -11,9 +12,12 @@ Exit codes: 0 all good; 1 the command found problems (a failed check, lint findi
 lock, a breaking diff with `--fail-on-breaking`); 2 it could not run (bad arguments, a module
 that does not import).
 
-MODULE_OR_PACKAGE is a dotted name (`contracts`, `myapp.models`) or a path (`contracts/`); the
-current directory goes first on `sys.path`, as with `python -m`, so a working-tree package wins
-over an installed copy of it.
+MODULE_OR_PACKAGE is a dotted name (`contracts`, `myapp.models`: the current directory goes
+first on `sys.path`, as with `python -m`, so a working-tree package wins over an installed copy
+of it), or a package folder or `.py` file by its path, absolute or relative, from any folder
+(`../app/contracts`, `/srv/app/models.py`: imported under its full dotted name, the folder above
+its top package first on `sys.path`). A target that does not import exits 2 with one line saying
+what was tried and how to fix it.
 """
 
 from sdk.cli import batch  # noqa: F401  (each registers)
@@ -21,6 +25,7 @@ from sdk.cli import cache  # noqa: F401  (each registers)
 from sdk.cli import demo  # noqa: F401  (each registers)
 from sdk.cli import eval  # noqa: F401  (each registers)
 from sdk.cli import grammar  # noqa: F401  (each registers)
+from sdk.cli import providers  # noqa: F401  (each registers)
 from sdk.cli import schema  # noqa: F401  (each registers)
 from sdk.cli import serve  # noqa: F401  (each registers)
 from sdk.cli._app import app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,8 +14,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-
-from sdk.contract import Contract
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from sdk.cache import SQLiteCache
@@ -29,33 +29,75 @@ __all__ = [
     "app",
     "cache_named",
     "command_group",
-    "contract_named",
     "errors_exit",
+    "reflowed",
 ]
+
+
+def reflowed(text: str | None) -> str | None:
+    """Help text with each paragraph on one line, for the terminal to wrap at its own width.
+
+    A docstring's line breaks are the source file's width: kept, they break a help panel in
+    mid-sentence. Paragraphs (blank lines) stay, and so does a paragraph that starts with
+    click's no-rewrap mark `\\b`; what follows a `\\f` is not help at all.
+    """
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text.partition("\f")[0]).split("\n\n")
+    return "\n\n".join(
+        paragraph if paragraph.startswith("\b") else " ".join(paragraph.split())
+        for paragraph in paragraphs
+        if paragraph.strip()
+    )
+
+
+class _ReflowedGroup(TyperGroup):
+    """A command group whose own help, its commands' and their parameters' are `reflowed`
+    (typer's rich help keeps a docstring's line breaks)."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.help = reflowed(self.help)
+        for command in self.commands.values():
+            command.help = reflowed(command.help)
+            command.short_help = reflowed(command.short_help)
+            for parameter in command.params:
+                if isinstance(getattr(parameter, "help", None), str):
+                    parameter.help = reflowed(parameter.help)  # type: ignore[attr-defined]
+
 
 app = typer.Typer(
     name="sdk",
     help=(
         "structured-sdk: typed structured output from LLMs. Version and lint contract schemas "
         "(schema), test grammars (grammar), measure a contract on a model (eval), run it over a "
-        "large input (batch), look into the response cache (cache), see it work offline (demo), "
-        "or serve the bundled model to try the llama.cpp provider (serve)."
+        "large input (batch), look into the response cache (cache), list the provider families "
+        "(providers), see it work offline (demo), or serve the bundled model to try the "
+        "llama.cpp provider (serve)."
     ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_ReflowedGroup,
 )
 
 
 def command_group(name: str, help: str, short_help: str | None = None) -> typer.Typer:
     """A group of subcommands (`sdk NAME ...`), added to `app`: `help` on its own page,
     `short_help` in `sdk --help` (the first sentence of `help` when not given)."""
-    group = typer.Typer(help=help, no_args_is_help=True)
+    group = typer.Typer(help=help, no_args_is_help=True, cls=_ReflowedGroup)
     app.add_typer(group, name=name, short_help=short_help)
     return group
 
 
-Target = Annotated[str, typer.Argument(metavar="MODULE_OR_PACKAGE", help="e.g. contracts")]
+Target = Annotated[
+    str,
+    typer.Argument(
+        metavar="MODULE_OR_PACKAGE",
+        help="A module name (contracts, myapp.models), or a package folder or .py file by its "
+        "path, from any folder.",
+    ),
+]
 DirOption = Annotated[
     Path | None,
     typer.Option(
@@ -83,9 +125,10 @@ class Output:
     """Lines to stdout (results) and stderr (errors); styled only on a terminal."""
 
     def __init__(self) -> None:
-        # soft_wrap: never break long pointers or paths at the console width.
-        self.out = Console(soft_wrap=True, highlight=False)
-        self.err = Console(stderr=True, soft_wrap=True, highlight=False)
+        # soft_wrap: never break long pointers or paths at the console width. emoji=False: a
+        # position such as `items.jsonl:100:` is text, not rich's `:100:` emoji code.
+        self.out = Console(soft_wrap=True, highlight=False, emoji=False)
+        self.err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
 
     def line(self, text: str = "", style: str | None = None) -> None:
         self.out.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
@@ -122,14 +165,3 @@ def cache_named(enabled: bool, path: Path | None) -> SQLiteCache | None:
     return SQLiteCache(path) if path is not None else SQLiteCache()
 
 
-def contract_named(reference: str) -> type[Contract]:
-    """The contract `MODULE:NAME` names (a `ValueError` saying why not)."""
-    from sdk.workflow.versioning import import_target
-
-    module_name, _, name = reference.partition(":")
-    if not module_name or not name:
-        raise ValueError(f"--contract takes MODULE:NAME (contracts:Decision), not {reference!r}")
-    value = getattr(import_target(module_name), name, None)
-    if not (isinstance(value, type) and issubclass(value, Contract)):
-        raise ValueError(f"{reference} is not a Contract")
-    return value

@@ -1,4 +1,4 @@
-"""`sdk batch run|resume|status|cancel`: resumable jobs over large inputs (`sdk.batch`)."""
+"""`sdk batch run|resume|retry|status|cancel`: resumable jobs over large inputs (`sdk.batch`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
 from sdk.cli._app import cache_named
 from sdk.cli._app import command_group
-from sdk.cli._app import contract_named
 from sdk.cli._app import errors_exit
+from sdk.workflow.versioning import contract_named
 
 if TYPE_CHECKING:
     from sdk.batch import BatchJob
@@ -30,11 +30,29 @@ __all__ = ["batch_app", "progress_text"]
 batch_app = command_group(
     "batch",
     "Run a contract over a large input (provider batch APIs or local servers); resumable.",
-    "Run a contract over a large JSONL input as a resumable job (run, status, ...).",
+    "Run a contract over a large JSONL input as a resumable job (run, status, retry, ...).",
 )
 
 StateOption = Annotated[
     Path, typer.Option("--state", help="The job's state file (SQLite), as `run` made it.")
+]
+ContractOption = Annotated[
+    str, typer.Option("--contract", help="The contract, as MODULE:NAME (contracts:Decision).")
+]
+ProviderOption = Annotated[
+    str,
+    typer.Option(
+        "--provider",
+        help="anthropic, openai (Responses), openai_chat; llamacpp, vllm, ollama (local "
+        "servers, with --base-url); or embedded (the bundled model, in this process).",
+    ),
+]
+InputOption = Annotated[
+    Path, typer.Option("--input", help="JSONL: id, prompt/source/messages, options.")
+]
+OutOption = Annotated[Path, typer.Option("--out", help="JSONL results, one line per item.")]
+NewStateOption = Annotated[
+    Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
 ]
 PollOption = Annotated[
     float | None,
@@ -84,30 +102,35 @@ UpdateOption = Annotated[
     ),
 ]
 
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Local servers and the embedded model: where the calls run: `local` (this "
+        "process) or `ray` (Ray actors; the `ray` extra).",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="--engine ray: a running cluster (default: a local one for the run)."
+    ),
+]
+ActorsOption = Annotated[
+    int | None, typer.Option("--actors", min=1, help="--engine ray: actors (default 2).")
+]
+
 _PLAIN_EVERY = 10.0
 """Seconds between progress lines when stderr is not a terminal (a log, a pipe)."""
 
 
 @batch_app.command("run")
 def batch_run_command(
-    contract_ref: Annotated[
-        str, typer.Option("--contract", help="The contract, as MODULE:NAME (contracts:Decision).")
-    ],
-    provider: Annotated[
-        str,
-        typer.Option(
-            "--provider",
-            help="anthropic, openai (Responses), openai_chat; llamacpp, vllm, ollama (local "
-            "servers, with --base-url); or embedded (the bundled model, in this process).",
-        ),
-    ],
-    input_path: Annotated[
-        Path, typer.Option("--input", help="JSONL: id, prompt/source/messages, options.")
-    ],
-    out: Annotated[Path, typer.Option("--out", help="JSONL results, one line per item.")],
-    state: Annotated[
-        Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
-    ] = None,
+    contract_ref: ContractOption,
+    provider: ProviderOption,
+    input_path: InputOption,
+    out: OutOption,
+    state: NewStateOption = None,
     model: ModelOption = None,
     base_urls: BaseUrlOption = None,
     concurrency: ConcurrencyOption = None,
@@ -119,9 +142,17 @@ def batch_run_command(
     update: UpdateOption = False,
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
+    actors: ActorsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Start a job (or continue the same one, if its state file exists) and run it to the end.
+
+    `--engine ray [--ray-address ADDRESS] [--actors N]` (local servers and the embedded model):
+    the calls run in Ray actors (a local cluster when no address is given), into the same
+    state and output files, with the same exit codes; `resume` and `retry` use Ray again.
+    `--concurrency` stays the calls in flight per server, shared by the actors.
 
     `--cache`/`--cache-path` (local servers and the embedded model): each item's call is
     answered from the response cache when it was asked before, and stored there otherwise; the
@@ -145,6 +176,9 @@ def batch_run_command(
             "concurrency": concurrency,
             "max_requests": max_requests,
             "cache": _cache_file(provider, cache, cache_path),
+            "engine": engine,
+            "ray_address": ray_address,
+            "actors": actors,
         }
         limits = {"retries": retries, "resubmits": resubmits, "max_tokens": max_tokens}
         spec, settings = _wanted(state_path, given, limits)
@@ -172,6 +206,44 @@ def batch_resume_command(
     out_ = Output()
     with errors_exit(out_), _batch_errors(out_):
         job = _open_job(state, poll_interval)
+    _run_batch(out_, job, state, as_json)
+
+
+@batch_app.command("retry")
+def batch_retry_command(
+    state: StateOption,
+    error_types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--error-type",
+            help="Only the items that failed with this error (TruncatedOutput, ...); repeat "
+            "for several. Default: every failed item.",
+        ),
+    ] = None,
+    max_tokens: MaxTokensOption = None,
+    retries: RetriesOption = None,
+    resubmits: ResubmitsOption = None,
+    poll_interval: PollOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a job's failed items again, optionally with new settings (--max-tokens, --retries,
+    --resubmits: recorded in the job, as `run --update` records them).
+
+    Every finished line stays; the failed items' lines are taken out of the output and written
+    again once they have run, so each item still has exactly one line. Their tries and tokens so
+    far stay counted. Cancelled items are not retried. Exit codes as `run`.
+    """
+    out_ = Output()
+    limits = {"max_tokens": max_tokens, "retries": retries, "resubmits": resubmits}
+    with errors_exit(out_), _batch_errors(out_):
+        job = _open_job(state, poll_interval, limits)
+        try:
+            count = job.retry(error_types or None)
+        except BaseException:
+            job.close()
+            raise
+    which = f" ({', '.join(error_types)})" if error_types else ""
+    out_.err.print(f"retrying {count:,} failed items{which}", highlight=False)
     _run_batch(out_, job, state, as_json)
 
 
@@ -218,7 +290,7 @@ def batch_cancel_command(state: StateOption) -> None:
 def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -> tuple[Any, Any]:
     """The backend spec and job settings `run` asks for: what was given, and for what was not,
     the existing job's own (a new job: the defaults)."""
-    from sdk._names import canonical_provider
+    from sdk._values.profile import profile
     from sdk.batch import JobSettings
     from sdk.batch._setup import BackendSpec
     from sdk.batch._setup import spec_from
@@ -230,7 +302,7 @@ def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -
             **{key: value for key, value in limits.items() if value is not None},
         }
     )
-    provider = canonical_provider(given["provider"])
+    provider = profile(given["provider"]).name
     if stored_spec is not None and stored_spec.get("provider") == provider:
         spec = spec_from(stored_spec, [(k, v) for k, v in given.items() if k != "provider"])
     else:
@@ -274,9 +346,15 @@ def _check_poll(provider: str, poll_interval: float | None) -> None:
         raise ValueError(f"--poll-interval is for hosted batch APIs, not {provider}")
 
 
-def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
+def _open_job(
+    state: Path, poll_interval: float | None, limits: dict[str, int | None] | None = None
+) -> BatchJob:
+    """The job in `state` with the backend it was started with; with `limits` given (new
+    `max_tokens`, `retries`, `resubmits`), those taken and recorded first."""
     from sdk.batch import BatchError
     from sdk.batch import BatchJob
+    from sdk.batch import JobSettings
+    from sdk.batch._setup import BackendSpec
     from sdk.batch._setup import build_backend
     from sdk.batch._setup import spec_from
     from sdk.batch._state import JobState
@@ -286,16 +364,32 @@ def _open_job(state: Path, poll_interval: float | None) -> BatchJob:
     try:
         with state_errors(state):
             contract_ref, spec = stored.get("contract"), stored.get("backend_spec")
+            paths, settings = (stored.get("input"), stored.get("out")), stored.get("settings")
     finally:
         stored.close()
     if spec is None:
         raise BatchError(f"{state} was not started by `sdk batch run`: resume it from Python")
     backend_spec = spec_from(spec)
     _check_poll(backend_spec.provider, poll_interval)
-    return BatchJob.open(
+    changed = {key: value for key, value in (limits or {}).items() if value is not None}
+    if not changed:
+        return BatchJob.open(
+            state,
+            contract=contract_named(contract_ref),
+            backend=build_backend(backend_spec),
+            poll_interval=poll_interval,
+        )
+    wanted = JobSettings(**{**settings, **changed})
+    backend_spec = BackendSpec(**{**backend_spec.to_json(), "retries": wanted.retries})
+    return BatchJob.create(
         state,
         contract=contract_named(contract_ref),
         backend=build_backend(backend_spec),
+        input=paths[0],
+        out=paths[1],
+        settings=wanted,
+        update=True,
+        extra_meta={"backend_spec": backend_spec.to_json()},
         poll_interval=poll_interval,
     )
 

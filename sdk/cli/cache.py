@@ -1,4 +1,8 @@
-"""`sdk cache stats|clear`: the response cache's file (`sdk.cache.SQLiteCache`)."""
+"""`sdk cache stats|clear`: the response cache's file (`sdk.cache.SQLiteCache`).
+
+`stats` opens the file read-only (it works on a file or in a folder that cannot be written, and
+changes nothing); `clear` for writing. A file that is not a cache, is damaged, or stays busy past
+the timeout exits 2 with one line naming it."""
 
 from __future__ import annotations
 
@@ -33,10 +37,10 @@ PathOption = Annotated[
 
 @contextmanager
 def _opened(
-    path: Path | None, *, say_missing: bool = True
+    path: Path | None, *, readonly: bool, say_missing: bool = True
 ) -> Iterator[tuple[Output, SQLiteCache | None]]:
     """The output and the cache file (`None`, said unless `say_missing` is false, when there is
-    none); a file that is not a cache exits 2 with one line."""
+    none); any error of the file, opening it or reading it, exits 2 with one line."""
     from sdk.cache import SQLiteCache
     from sdk.cache import default_path
 
@@ -48,14 +52,14 @@ def _opened(
         yield out, None
         return
     with errors_exit(out):
-        cache = SQLiteCache(target)
-    yield out, cache
+        yield out, SQLiteCache(target, readonly=readonly)
 
 
 @cache_app.command("stats")
 def stats_command(path: PathOption = None, as_json: JsonOption = False) -> None:
-    """How many entries the cache holds, its size, and its hits and misses."""
-    with _opened(path, say_missing=not as_json) as (out, cache):
+    """How many entries the cache holds, its size, and its hits and misses (a store still open
+    in another process adds its own with its next write)."""
+    with _opened(path, readonly=True, say_missing=not as_json) as (out, cache):
         if cache is None:
             if as_json:  # no file: an empty cache, in the same shape a script reads
                 from sdk.cache import CacheStats
@@ -74,6 +78,6 @@ def stats_command(path: PathOption = None, as_json: JsonOption = False) -> None:
 @cache_app.command("clear")
 def clear_command(path: PathOption = None) -> None:
     """Drop every entry (the file stays, empty)."""
-    with _opened(path) as (out, cache):
+    with _opened(path, readonly=False) as (out, cache):
         if cache is not None:
             out.line(f"dropped {cache.clear():,} entries")

@@ -14,9 +14,9 @@ from sdk.cli._app import CachePathOption
 from sdk.cli._app import Output
 from sdk.cli._app import app
 from sdk.cli._app import cache_named
-from sdk.cli._app import contract_named
 from sdk.cli._app import errors_exit
 from sdk.eval.arms import ARMS as EVAL_ARMS
+from sdk.workflow.versioning import contract_named
 
 if TYPE_CHECKING:
     from sdk.cache import CacheStats
@@ -161,32 +161,17 @@ def eval_command(
     answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
     mass-aware, guided, min-confidence), scored on accuracy and abstention, with paired
     statistics and each arm's confidence calibration error."""
-    from sdk._files import write_atomic
     from sdk.abstention import Thresholds
     from sdk.calibration import Calibration
-    from sdk.calibration import Grouping
-    from sdk.calibration import Method
     from sdk.client import StructuredClient
     from sdk.eval import load_dataset
     from sdk.eval import print_tables
-    from sdk.eval.calibration import calibrate_confidence_run
-    from sdk.eval.calibration import calibrate_run
-    from sdk.eval.report import ACCURACY_FILE
     from sdk.eval.report import REPORT_FILE
-    from sdk.eval.report import accuracy_svg
-    from sdk.eval.report import html_report
     from sdk.eval.runner import RESULTS_FILE
 
     out = Output()
     with errors_exit(out):
-        if thresholds_file is not None and calibrate_file is not None:
-            raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
-        if calibration_method not in ("platt", "isotonic"):
-            raise ValueError(
-                f"--calibration-method is platt or isotonic, not {calibration_method!r}"
-            )
-        if calibrate_by not in ("type", "field"):
-            raise ValueError(f"--calibrate-by is type or field, not {calibrate_by!r}")
+        _check_options(thresholds_file, calibrate_file, calibration_method, calibrate_by)
         calibration = (
             Calibration.load(confidence_calibration) if confidence_calibration is not None else None
         )
@@ -214,15 +199,7 @@ def eval_command(
             min_confidence=min_confidence,
             confidence_calibration=calibration,
         )
-        write_atomic(folder / REPORT_FILE, html_report(run))
-        if run.metrics:
-            write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
-        if calibrate_file is not None:
-            calibrate_run(run).save(calibrate_file)
-        if calibrate_confidence is not None:
-            method: Method = "isotonic" if calibration_method == "isotonic" else "platt"
-            by: Grouping = "field" if calibrate_by == "field" else "type"
-            calibrate_confidence_run(run, method=method, by=by).save(calibrate_confidence)
+        _save(run, folder, calibrate_file, calibrate_confidence, calibration_method, calibrate_by)
     print_tables(out.out, run)
     out.line(f"results: {folder / RESULTS_FILE}")
     out.line(f"report:  {folder / REPORT_FILE}")
@@ -232,6 +209,52 @@ def eval_command(
         out.line(f"confidence calibration: {calibrate_confidence}")
     if store is not None and before is not None:
         out.line(_cache_line(store, before))
+
+
+def _check_options(
+    thresholds_file: Path | None,
+    calibrate_file: Path | None,
+    calibration_method: str,
+    calibrate_by: str,
+) -> None:
+    """The options that cannot go together, or take one of a few words, refused before a run."""
+    if thresholds_file is not None and calibrate_file is not None:
+        raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
+    if calibration_method not in ("platt", "isotonic"):
+        raise ValueError(f"--calibration-method is platt or isotonic, not {calibration_method!r}")
+    if calibrate_by not in ("type", "field"):
+        raise ValueError(f"--calibrate-by is type or field, not {calibrate_by!r}")
+
+
+def _save(
+    run: EvalRun,
+    folder: Path,
+    calibrate_file: Path | None,
+    calibrate_confidence: Path | None,
+    calibration_method: str,
+    calibrate_by: str,
+) -> None:
+    """What a run writes besides its results: the report, the accuracy plot, and the
+    thresholds and confidence calibration it was asked to fit."""
+    from sdk._files import write_atomic
+    from sdk.calibration import Grouping
+    from sdk.calibration import Method
+    from sdk.eval.calibration import calibrate_confidence_run
+    from sdk.eval.calibration import calibrate_run
+    from sdk.eval.report import ACCURACY_FILE
+    from sdk.eval.report import REPORT_FILE
+    from sdk.eval.report import accuracy_svg
+    from sdk.eval.report import html_report
+
+    write_atomic(folder / REPORT_FILE, html_report(run))
+    if run.metrics:
+        write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
+    if calibrate_file is not None:
+        calibrate_run(run).save(calibrate_file)
+    if calibrate_confidence is not None:
+        method: Method = "isotonic" if calibration_method == "isotonic" else "platt"
+        by: Grouping = "field" if calibrate_by == "field" else "type"
+        calibrate_confidence_run(run, method=method, by=by).save(calibrate_confidence)
 
 
 def _run_with_progress(
@@ -259,6 +282,7 @@ def _run_with_progress(
         try:
             return run_eval(items, contract, client, progress=progress, **settings)
         except ResumeMismatch as error:
+            bar.remove_task(progress.task)  # nothing ran: no bar left behind the error
             console.error(f"{error} (or pass --fresh)")
             raise typer.Exit(2) from error
         except ProviderError as error:

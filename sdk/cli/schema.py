@@ -9,7 +9,6 @@ from typing import Any
 
 import typer
 
-from sdk._names import PROVIDER_DIALECTS
 from sdk.cli._app import DirOption
 from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
@@ -19,7 +18,6 @@ from sdk.cli._app import errors_exit
 from sdk.contract import Contract
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import canonical_schema
-from sdk.schema.dialects import DIALECTS
 from sdk.workflow.diff import Change
 from sdk.workflow.diff import Impact
 from sdk.workflow.diff import SchemaDiff
@@ -198,7 +196,8 @@ def _load_schema(reference: str) -> dict[str, Any]:
     path = Path(reference)
     if path.suffix == ".json" or path.exists():
         return load_snapshot(path)
-    module_name, _, class_name = reference.replace(":", ".").rpartition(".")
+    # `path/to/pkg:Class` or `pkg.module:Class`; `pkg.module.Class` too.
+    module_name, _, class_name = reference.rpartition(":" if ":" in reference else ".")
     if not module_name:
         raise ValueError(f"{reference!r} is neither a file nor module:Class")
     contract = getattr(import_target(module_name), class_name, None)
@@ -295,7 +294,8 @@ def lint_command(
         typer.Option(
             "--provider",
             help="Also report what this provider's dialect strips, and check only its grammar "
-            f"limits: {', '.join(PROVIDER_DIALECTS)} (or a dialect: {', '.join(DIALECTS)}).",
+            "limits: a provider's name or alias (`sdk providers` lists them), or a dialect's "
+            "(openai_strict).",
         ),
     ] = None,
     show_suppressed: Annotated[

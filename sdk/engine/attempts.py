@@ -38,7 +38,6 @@ call, of every attempt's start and end, and of how the call ends (result, failur
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import math
 from collections.abc import Callable
@@ -47,15 +46,20 @@ from dataclasses import dataclass
 from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import TypeVar
 
 from sdk._cost import attempts_cost
+from sdk._records import Note
 from sdk._records import Usage
+from sdk.cache import CacheError
+from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import cache_key
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
 from sdk.engine.kinds._kind import Ending
+from sdk.engine.kinds._kind import NextPhase
 from sdk.engine.kinds._kind import OutputKind
 from sdk.engine.kinds._kind import StreamView
 from sdk.engine.retry import RetrySettings
@@ -85,6 +89,8 @@ if TYPE_CHECKING:
 __all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send"]
 
 logger = logging.getLogger("sdk.client")
+
+E = TypeVar("E", bound=StructuredOutputError)
 
 
 # --- decisions ---------------------------------------------------------------------------------
@@ -157,6 +163,15 @@ def _policy(error: StructuredOutputError) -> _Policy | None:
     return next((policy for policy in _POLICIES if isinstance(error, policy.covers)), None)
 
 
+def _with(error: E, *, partial: Any, **changes: Any) -> E:
+    """`error` with `changes`, and the stream's last `partial` when it has none: a copy only
+    when something changes (errors are sealed)."""
+    if error.partial is None and partial is not None:
+        changes["partial"] = partial
+    changed = {k: v for k, v in changes.items() if getattr(error, k) is not v}
+    return error.evolve(**changed) if changed else error
+
+
 # --- the machine -------------------------------------------------------------------------------
 
 
@@ -174,6 +189,7 @@ class Attempts:
         self._cache = spec.cache
         self._cache_key: str | None = None
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
+        self._notes: list[Note] = []  # what the call met on the way (the cache's notes)
         self._scope = provider.cache_scope() if spec.cache is not None else {}
         self._turns = turns
         self._shared = spec.transport
@@ -222,7 +238,9 @@ class Attempts:
 
     def _from_cache(self) -> Done | None:
         """The stored answer, judged again by today's kind and parser; a stored answer that no
-        longer passes (a check tightened since) is dropped, and the call goes on."""
+        longer passes (a check tightened since) is dropped, and the call goes on; so is a
+        damaged one, with a note on the result. A cache that cannot be read at all (a damaged
+        file, a server that does not answer) is its `CacheError`, before anything is sent."""
         assert self._cache is not None
         first = self.kind.request(Ask(self._turns, (), self._shared, self.provider))
         wire = self.provider.codec.request_schema(first)
@@ -231,21 +249,38 @@ class Attempts:
         if entry is None:
             return None
         judged: Accepted[Any] | None = None
-        replica = copy.copy(self.kind)  # a kind keeps a phase's state: replay on a copy
+        kind = self.kind  # each phase's kind, as the replay moves through them
         try:
             for index, completion in enumerate(entry.completions):
-                verdict = replica.judge(completion, self.provider)
+                verdict = kind.judge(completion, self.provider)
                 last = index == len(entry.completions) - 1
                 if isinstance(verdict, Accepted) != last:
                     raise ValueError("a stored answer out of step with its kind")
+                if isinstance(verdict, NextPhase):
+                    kind = verdict.next
                 judged = verdict if isinstance(verdict, Accepted) else None
+        except DamagedEntry as damaged:
+            logger.warning("a damaged response cache entry (%s): asking the provider", damaged)
+            self._notes.append(Note("", str(damaged), "asked the provider", kind="cache_damaged"))
+            self._cache.discard(self._cache_key)
+            return None
         except (StructuredOutputError, ValueError) as refused:
             logger.debug("cached answer refused now (%s): asking the provider", refused)
             self._cache.discard(self._cache_key)
             return None
         assert judged is not None
-        self.kind = replica
+        self.kind = kind
         return self._done(judged, entry.completions[-1], cached_usage=entry.usage)
+
+    def _store(self) -> None:
+        """Keep the answer just made in the cache; one the cache cannot take (a damaged file,
+        a server gone) is still the caller's, with a note saying it was not stored."""
+        assert self._cache is not None and self._cache_key is not None
+        try:
+            self._cache.put(self._cache_key, Entry(tuple(self._replies)))
+        except CacheError as error:
+            logger.warning("the answer was not stored in the response cache: %s", error)
+            self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
 
     def _first_able(self, kind: OutputKind[Any]) -> Provider:
         """The first provider that can carry the kind (`UnsupportedRequest` from the first if
@@ -308,23 +343,22 @@ class Attempts:
         run_hooks(self._hooks, "after_reply", self.info, completion, number)
         try:
             judged = self.kind.judge(completion, self.provider)
-        except StructuredOutputError as error:
-            if completion.text is None and not completion.tool_calls:
-                error.text = None  # there was no output at all (a refusal field, a filter)
-            if error.partial is None:
-                error.partial = partial
+        except StructuredOutputError as refused:
+            # No output at all (a refusal field, a filter): the error's text is None.
+            silent = completion.text is None and not completion.tool_calls
+            error = _with(refused, text=None if silent else refused.text, partial=partial)
             self._record(completion, error)
-            return self._after_failure(error)
+            return self._after_failure(error, completion)
         self._record(completion, None)
         self._replies.append(completion)
         if not isinstance(judged, Accepted):  # a phase moved on (two-phase working)
+            self.kind = judged.next
             return Retry(0.0, (), "next phase")
         return self._done(judged, completion)
 
     def on_transport_error(self, error: ProviderError, partial: Any = None) -> Decision:
         """The request got no usable reply: wait and send it again, fall back, or fail."""
-        if error.partial is None:
-            error.partial = partial
+        error = _with(error, partial=partial)
         self.attempts.append(
             Attempt(
                 number=self.number,
@@ -374,7 +408,7 @@ class Attempts:
 
     # --- decisions ---
 
-    def _after_failure(self, error: StructuredOutputError) -> Decision:
+    def _after_failure(self, error: StructuredOutputError, completion: Completion) -> Decision:
         """A reply failed: retry with the kind's feedback, fall back, or fail."""
         if isinstance(error, RefusedOutput) and self._fallback_on_refusal and self._fall_back():
             return Retry(0.0, (), f"falling back to {self.provider.name} after a refusal")
@@ -392,7 +426,8 @@ class Attempts:
             self._max_tokens = min(ramp.cap, math.ceil(self._max_tokens * ramp.factor))
         elif isinstance(error, InvalidOutput):
             # Whatever the kind: nothing the model wrote goes back as a control token.
-            self._feedback = without_control_tokens(self.kind.feedback(error))
+            said = self.kind.feedback(error, completion, self.provider)
+            self._feedback = without_control_tokens(said)
         self._used[policy.name] = self._used.get(policy.name, 0) + 1
         logger.debug("retrying after %s", type(error).__name__)
         return Retry(0.0, self._feedback, type(error).__name__)
@@ -401,6 +436,8 @@ class Attempts:
         self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None = None
     ) -> Done:
         reasoning = completion.reasoning if self._shared.reasoning == "native" else None
+        if self._cache is not None and self._cache_key is not None and cached_usage is None:
+            self._store()
         ending = Ending(
             attempts=list(self.attempts),
             usage=self.usage,
@@ -409,10 +446,9 @@ class Attempts:
             reasoning=reasoning,
             cost=attempts_cost(self.attempts),
             cached_usage=cached_usage,
+            notes=tuple(self._notes),
         )
         result = self.kind.result(accepted, ending)
-        if self._cache is not None and self._cache_key is not None and cached_usage is None:
-            self._cache.put(self._cache_key, Entry(tuple(self._replies)))
         self._ended = True
         run_hooks(self._hooks, "on_result", self.info, result)
         return Done(result)
@@ -425,12 +461,12 @@ class Attempts:
         if why is not None:
             error.add_note(why)
         final = self._give_up(error)
-        if final is not error:
+        if final is not error:  # built with every attempt
             final.__cause__ = error  # as `raise final from error`: the last error shows
             if why is not None:
                 final.add_note(why)
-        final.attempts = list(self.attempts)
-        final.usage = self.usage
+        else:
+            final = error.evolve(attempts=list(self.attempts), usage=self.usage)
         self._ended = True
         run_hooks(self._hooks, "on_failure", self.info, final)
         return Fail(final)
@@ -500,11 +536,8 @@ class Attempts:
         return min(deadlines) if deadlines else None
 
     def _deadline_error(self) -> ProviderError:
-        error = provider_error(
-            self.provider.name, f"the call's deadline of {self.settings.deadline:g}s passed"
-        )
-        error.transient = False
-        return error
+        what = f"the call's deadline of {self.settings.deadline:g}s passed"
+        return provider_error(self.provider.name, what, transient=False)
 
     def _transient(self, error: BaseException) -> bool:
         if not isinstance(error, ProviderError) or not is_retryable(error):

@@ -13,6 +13,7 @@ from typing import Final
 from sdk._content import Part
 from sdk._content import Text
 from sdk._content import parts_of
+from sdk._position import TextPosition
 from sdk.contract import Contract
 from sdk.errors import InvalidOutput
 from sdk.errors import Violation
@@ -113,9 +114,10 @@ def check_text(text: str, what: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
+        where = TextPosition.of(text, error.start)
         raise ValueError(
             f"{what} is not valid Unicode text: a lone surrogate ({text[error.start]!r}) at "
-            f"character {error.start}"
+            f"{where.by_index('character')}"
         ) from None
 
 

@@ -51,7 +51,6 @@ from sdk._declared import Positive
 from sdk._declared import check
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
-from sdk.cache import SQLiteCache
 from sdk.calibration import Calibration
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
@@ -148,6 +147,8 @@ def cache_of(option: Cache | bool | None) -> Cache | None:
 
 @functools.cache
 def _default_cache() -> Cache:
+    from sdk.cache._sqlite import SQLiteCache  # sqlite3: loaded when a cache is asked for
+
     return SQLiteCache()
 
 
@@ -342,15 +343,22 @@ class CallSpec:
         return _DEFAULTS
 
     def updated(
-        self, options: Mapping[str, object], where: str, keywords: frozenset[str] = frozenset()
+        self,
+        options: Mapping[str, object],
+        where: str,
+        keywords: frozenset[str] = frozenset(),
+        taken: frozenset[str] = frozenset(),
     ) -> CallSpec:
         """This spec with `options` (client settings and call defaults) set, each checked;
-        `keywords`: the caller's own, for "did you mean"."""
-        return self._with(options, where, keywords, per_call=False)
+        `keywords`: the caller's own, for "did you mean"; `taken`: the options the provider
+        takes beyond the SDK's (`Provider.own_options`), sent as sampling options."""
+        return self._with(options, where, keywords, taken, per_call=False)
 
-    def for_call(self, options: Mapping[str, object], method: Method) -> CallSpec:
+    def for_call(
+        self, options: Mapping[str, object], method: Method, taken: frozenset[str] = frozenset()
+    ) -> CallSpec:
         """The spec of one call through `method`: these defaults with the call's options."""
-        spec = self._with(options, method.name, method.keywords, per_call=True)
+        spec = self._with(options, method.name, method.keywords, taken, per_call=True)
         return spec if spec.method == method else replace(spec, method=method)
 
     def value(self, name: str) -> Any:
@@ -362,7 +370,12 @@ class CallSpec:
         return getattr(self if layer == "call" else getattr(self, layer), name)
 
     def _with(
-        self, options: Mapping[str, object], where: str, keywords: frozenset[str], per_call: bool
+        self,
+        options: Mapping[str, object],
+        where: str,
+        keywords: frozenset[str],
+        taken: frozenset[str],
+        per_call: bool,
     ) -> CallSpec:
         if not options:
             return self
@@ -370,8 +383,11 @@ class CallSpec:
         values = self._values()
         for name, value in options.items():
             declared = known.get(name)
+            if declared is None and name in taken:
+                values[name] = value  # the provider's own: it vets the value (`vet_options`)
+                continue
             if declared is None or (per_call and not declared.per_call):
-                raise _unknown(name, where, keywords, per_call)
+                raise _unknown(name, where, keywords | taken, per_call)
             option = declared.option
             check(name, value, declared.annotation, where, option.expects if option else None)
             if option is not None and option.convert is not None and value is not None:
@@ -403,7 +419,8 @@ def _built(values: Mapping[str, Any], method: Method) -> CallSpec:
     layers: dict[Layer, dict[str, Any]] = {layer: {} for layer in get_args(Layer)}
     sampling: dict[str, Any] = {}
     for name, value in values.items():
-        option = declarations()[name].option
+        declared = declarations().get(name)  # absent: a provider's own option
+        option = declared.option if declared is not None else None
         if option is None:
             sampling[name] = value
             continue

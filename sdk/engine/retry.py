@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from typing import Annotated
-
-import tenacity
 
 from sdk._declared import AtLeast
 from sdk._declared import check_fields
 from sdk.errors import ProviderError
+
+if TYPE_CHECKING:
+    import tenacity
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -80,10 +82,12 @@ class RetrySettings:
     """Seconds one request may take."""
 
 
-class _RetryAfter(tenacity.wait.wait_base):
+class _RetryAfter:
     """Wait what `retry-after` says when the provider said it, else exponential with jitter."""
 
     def __init__(self, backoff: Backoff) -> None:
+        import tenacity
+
         self._fallback = tenacity.wait_random_exponential(
             multiplier=backoff.initial, max=backoff.maximum
         )
@@ -104,6 +108,8 @@ class TransportRetries:
     """
 
     def __init__(self, backoff: Backoff, transient: Callable[[BaseException], bool]) -> None:
+        import tenacity  # loaded with the first request, not with `import sdk`
+
         self._retry = tenacity.retry_if_exception(transient)
         self._stop = tenacity.stop_after_attempt(backoff.retries + 1)
         self._wait = _RetryAfter(backoff)

@@ -44,7 +44,7 @@ def start_call(
     method: Method,
 ) -> Attempts:
     """A document or grammar call, vetted and started (`on_call` has run)."""
-    spec = _checked(config.for_call(options, method))
+    spec = _checked(config.for_call(options, method, provider.own_options))
     kind = output_kind(output, spec)
     inputs = spec.inputs
     asked = kind.grammar if isinstance(kind, GrammarOutput) else _document(kind).contract
@@ -92,7 +92,7 @@ def start_tools_call(
     method: Method,
 ) -> Attempts:
     """A tool-call call, vetted and started."""
-    spec = _checked(config.for_call(options, method))
+    spec = _checked(config.for_call(options, method, provider.own_options))
     if spec.output.abstention != "none":
         raise _not_a_document("tool calls")
     inputs = spec.inputs

@@ -79,7 +79,7 @@ __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
     "GROUNDED_ARMS",
     "GROUNDING_PROVIDERS",
-    "UNCONSTRAINED_OPTIONS",
+    "UNCONSTRAINED",
     "ArmUnavailable",
     "PreparedArm",
     "prepare_arm",
@@ -124,13 +124,10 @@ GROUNDED_ARMS: Final = frozenset({"grounded", "evidence_gated", "presence_first"
 GROUNDING_PROVIDERS: Final = frozenset({"embedded", "test"})
 """Providers that take `grounding=` per call (the others ground as they are configured)."""
 
-UNCONSTRAINED_OPTIONS: Final[Mapping[str, Mapping[str, Any]]] = {
-    "embedded": {"constrained": False},
-    "test": {"constrained": False},
-}
-"""Per provider name, the call options that turn its grammar off. Only providers listed here can
-run the `unconstrained` arm; the scripted `TestProvider` receives the option in
-`request.options`, so a script can answer each arm differently."""
+UNCONSTRAINED: Final[Mapping[str, Any]] = {"constrained": False}
+"""The call option that turns a provider's grammar off, for the `unconstrained` arm: only
+providers whose wire takes it can run that arm (the embedded model; the scripted `TestProvider`
+receives it in `request.options`, so a script can answer each arm differently)."""
 
 # Array indices in a diagnostics pointer: `/line_items/3/amount` is summarized with its siblings.
 _INDEX = re.compile(r"/[0-9]+(?=/|$)")
@@ -201,13 +198,12 @@ def prepare_arm(
     if name == "constrained":
         return PreparedArm(name, contract, grounding)
     if name == "unconstrained":
-        options = UNCONSTRAINED_OPTIONS.get(client.provider.name)
-        if options is None:
+        if not set(UNCONSTRAINED) <= set(client.provider.codec.profile.options):
             raise ArmUnavailable(
                 f"provider {client.provider.name!r} has no unconstrained mode the eval can turn "
-                f"on (known: {', '.join(sorted(UNCONSTRAINED_OPTIONS))})"
+                "on (the option constrained=False: the embedded model takes it)"
             )
-        return PreparedArm(name, contract, {**grounding, **options})
+        return PreparedArm(name, contract, {**grounding, **UNCONSTRAINED})
     if name == "widened":
         return PreparedArm(name, widen(contract), grounding)
     if name == "answer_first":

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic import ValidationError
 
+from sdk._position import decoding_problem
 from sdk.contract import Contract
 from sdk.contract.derived import widen
 
@@ -127,7 +128,7 @@ def _item(
     try:
         data = json.loads(line)
     except ValueError as error:
-        raise DatasetError(f"{where}: not JSON: {error}") from None
+        raise DatasetError(f"{where}: not JSON: {decoding_problem(error)}") from None
     except RecursionError:
         raise DatasetError(f"{where}: JSON nested too deeply") from None
     if not isinstance(data, dict):

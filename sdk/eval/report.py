@@ -269,26 +269,32 @@ def html_report(run: EvalRun) -> str:
             "item. Far left (log scale) means the grammar, not the model, chose the tokens.</p>",
             _mass_chart(run),
         ]
-    if any(m.calibration_error for m in run.metrics.values()):
-        parts += [
-            "<h2>Confidence: reliability</h2>",
-            "<p>Per arm, the values it returned (not null) grouped in ten bins of confidence "
-            "(<code>Result.confidence</code>): the share right (up) against the mean confidence "
-            "(across). On the diagonal, confidence is the probability of being right; under it, "
-            "the model is surer than it is right. Blue: confidence as decoded; orange: after "
-            "the run's confidence calibration, where it has one. Dot area: how many values. "
-            "ECE (expected calibration error): the bins' gaps to the diagonal, weighted by "
-            "their share of the values, with a 95% bootstrap interval.</p>",
-            '<div class="reliability">',
-            *_reliability_charts(run),
-            "</div>",
-        ]
+    parts += _reliability_section(run)
     if run.unavailable:
         parts.append("<h2>Arms not run</h2><ul>")
         parts += [f"<li><b>{_e(a)}</b>: {_e(r)}</li>" for a, r in run.unavailable.items()]
         parts.append("</ul>")
     parts += ["<h2>Items</h2>", _items_table(run), "</body></html>"]
     return "\n".join(parts) + "\n"
+
+
+def _reliability_section(run: EvalRun) -> list[str]:
+    """The reliability plots of the arms' confidence (none when no arm reported any)."""
+    if not any(m.calibration_error for m in run.metrics.values()):
+        return []
+    return [
+        "<h2>Confidence: reliability</h2>",
+        "<p>Per arm, the values it returned (not null) grouped in ten bins of confidence "
+        "(<code>Result.confidence</code>): the share right (up) against the mean confidence "
+        "(across). On the diagonal, confidence is the probability of being right; under it, "
+        "the model is surer than it is right. Blue: confidence as decoded; orange: after "
+        "the run's confidence calibration, where it has one. Dot area: how many values. "
+        "ECE (expected calibration error): the bins' gaps to the diagonal, weighted by "
+        "their share of the values, with a 95% bootstrap interval.</p>",
+        '<div class="reliability">',
+        *_reliability_charts(run),
+        "</div>",
+    ]
 
 
 def _arms_table(run: EvalRun) -> str:

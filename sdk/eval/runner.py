@@ -195,26 +195,10 @@ def run_eval(
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
         raise ValueError("item ids must be unique: outcomes are keyed by them")
-    info = schema_info(contract)
-    config: dict[str, Any] = {
-        "dataset": dataset,
-        "contract": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
-        "provider": client.provider.name,
-        "model": client.provider.model,
-        "arms": [arm for arm in ARMS if arm in arms],
-        "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
-        # As JSON keeps them (a tuple is a list there), so a rerun compares by value.
-        "options": _as_json(dict(options or {})),
-        "retries": client.retries,
-        "thresholds": {p: t.threshold for p, t in thresholds.fields.items()}
-        if thresholds is not None
-        else None,
-        "min_confidence": min_confidence,
-        "confidence_calibration": confidence_calibration.to_json()
-        if confidence_calibration is not None
-        else None,
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    config = _config(
+        contract, client, arms, dataset, max_tokens, options, thresholds, min_confidence,
+        confidence_calibration,
+    )  # fmt: skip
     run = EvalRun(config, list(items))
     if out is not None and not fresh:
         _resume(run, Path(out))
@@ -243,6 +227,40 @@ def run_eval(
     if out is not None:
         run.save(out)
     return run
+
+
+def _config(
+    contract: type[Contract],
+    client: StructuredClient,
+    arms: Sequence[str],
+    dataset: str,
+    max_tokens: int | None,
+    options: Mapping[str, Any] | None,
+    thresholds: Thresholds | None,
+    min_confidence: float,
+    confidence_calibration: Calibration | None,
+) -> dict[str, Any]:
+    """What a run is made with (`EvalRun.config`, saved with its results)."""
+    info = schema_info(contract)
+    return {
+        "dataset": dataset,
+        "contract": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
+        "provider": client.provider.name,
+        "model": client.provider.model,
+        "arms": [arm for arm in ARMS if arm in arms],
+        "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
+        # As JSON keeps them (a tuple is a list there), so a rerun compares by value.
+        "options": _as_json(dict(options or {})),
+        "retries": client.retries,
+        "thresholds": {p: t.threshold for p, t in thresholds.fields.items()}
+        if thresholds is not None
+        else None,
+        "min_confidence": min_confidence,
+        "confidence_calibration": confidence_calibration.to_json()
+        if confidence_calibration is not None
+        else None,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
 
 
 def _prepared_arms(

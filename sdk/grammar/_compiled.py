@@ -254,7 +254,7 @@ def _terminal(name: str, pattern: lark.lexer.Pattern, shown: str) -> TerminalDef
         raise UnconvertibleGrammar(
             f"terminal {name}: {shown}: {error}: the engines read it differently, or one "
             "cannot read it",
-            construct=str(error).split(" at offset ")[0],
+            construct=error.construct,
         ) from error
     except TerminalTooLarge as error:
         raise InvalidGrammar(f"terminal {name}: {shown}: {error}") from error

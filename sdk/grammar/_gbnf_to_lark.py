@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sdk._position import TextPosition
 from sdk.grammar._compiled import lark_literal
 from sdk.grammar._errors import InvalidGrammar
 from sdk.grammar._errors import UnconvertibleGrammar
@@ -45,9 +46,7 @@ class _Reader:
     line: int = 1
 
     def where(self) -> str:
-        line = self.text.count("\n", 0, self.pos) + 1
-        column = self.pos - (self.text.rfind("\n", 0, self.pos) + 1) + 1
-        return f"line {line} column {column}"
+        return str(TextPosition.of(self.text, self.pos))
 
     def fail(self, what: str) -> InvalidGrammar:
         return InvalidGrammar(f"GBNF: {what} at {self.where()}")

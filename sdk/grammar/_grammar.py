@@ -21,8 +21,6 @@ from dataclasses import field
 from typing import Any
 from typing import Literal
 
-from sdk.grammar._compiled import compile_grammar
-from sdk.grammar._compiled import compiled_lark
 from sdk.grammar._errors import InvalidGrammar
 from sdk.grammar._errors import UnconvertibleGrammar
 from sdk.schema.canonical import SchemaInfo
@@ -34,7 +32,6 @@ __all__ = [
     "GrammarSyntax",
     "InvalidGrammar",
     "UnconvertibleGrammar",
-    "compiled_lark",
     "grammar_fingerprint",
 ]
 
@@ -98,6 +95,8 @@ class Grammar:
         for check in self.checks:
             if not callable(check):
                 raise TypeError(f"grammar {self.name}: check {check!r} is not callable")
+        from sdk.grammar._compiled import compile_grammar  # lark: loaded with the first grammar
+
         compile_grammar(self.lark)  # an invalid grammar fails here, where it is defined
 
     @property

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from sdk._position import TextPosition
 from sdk.errors import CheckFailed
 from sdk.errors import GrammarViolation
 from sdk.errors import Violation
@@ -66,7 +67,7 @@ class GrammarMiss:
         expected = f"; expected {allowed}" if allowed else ""
         if not self.expected and not self.at_end:
             expected = f"; expected {END_OF_TEXT}"
-        where = f"char {self.position} (line {self.line}, column {self.column})"
+        where = TextPosition(self.position, self.line, self.column).by_index()
         if self.at_end:
             return f"the text ends at {where} before the grammar allows it to end{expected}"
         found = text[self.position : self.position + _SNIPPET]
@@ -85,10 +86,8 @@ def recognize(grammar: Grammar, text: str) -> GrammarMiss | None:
     expected = tuple(sorted({compiled.terminals[name].shown for name in outcome.expected}))
     if outcome.could_end and not outcome.at_end:
         expected += (END_OF_TEXT,)
-    position = outcome.position
-    line = text.count("\n", 0, position) + 1
-    column = position - (text.rfind("\n", 0, position) + 1) + 1
-    return GrammarMiss(position, line, column, expected, at_end=outcome.at_end)
+    where = TextPosition.of(text, outcome.position)
+    return GrammarMiss(where.index, where.line, where.column, expected, at_end=outcome.at_end)
 
 
 @functools.lru_cache(maxsize=128)
@@ -119,14 +118,11 @@ def parse_grammar(
     if not isinstance(text, str | bytes):
         raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
     undecodable: UnicodeDecodeError | None = None
-    valid = ""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as error:
             undecodable, text = error, error.object.decode("utf-8", "replace")
-            # Positions are characters: the bytes before the first bad one decode cleanly.
-            valid = error.object[: error.start].decode("utf-8")
     stop, raw = check_stop(
         text,
         stop_reason=stop_reason,
@@ -137,18 +133,13 @@ def parse_grammar(
     )
     fields: dict[str, Any] = {"text": text, "stop_reason": stop, "raw_stop_reason": raw}
     if undecodable is not None:
-        position = len(valid)
-        line = valid.count("\n") + 1
-        column = position - (valid.rfind("\n") + 1) + 1
-        message = (
-            f"output is not UTF-8: {undecodable.reason} at byte {undecodable.start} "
-            f"(char {position}, line {line}, column {column})"
-        )
+        where = TextPosition.undecodable(undecodable)
+        message = f"output is not UTF-8: {undecodable.reason} at {where.by_index()}"
         raise GrammarViolation(
             message,
-            position=position,
-            line=line,
-            column=column,
+            position=where.index,
+            line=where.line,
+            column=where.column,
             violations=[Violation("", message, "grammar")],
             **fields,
         ) from undecodable

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 
+from sdk._position import decoding_problem
 from sdk.grammar._grammar import Grammar
 from sdk.grammar._recognize import GrammarMiss
 from sdk.grammar._recognize import recognize
@@ -143,7 +144,7 @@ def parse_cases(text: str, *, json_format: bool = False) -> list[str]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ValueError(f"not a JSON array of strings: {error}") from error
+            raise ValueError(f"not a JSON array of strings: {decoding_problem(error)}") from error
         if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
             raise ValueError("a JSON case file is an array of strings")
         return data

@@ -15,11 +15,6 @@ from typing import TYPE_CHECKING
 from typing import Any
 from weakref import WeakKeyDictionary
 
-import jsonschema
-import jsonschema_rs
-from jsonschema.exceptions import ValidationError
-from jsonschema.exceptions import best_match
-
 from sdk._pointer import escape_pointer
 from sdk._pointer import pointer_of
 from sdk.errors import Violation
@@ -31,6 +26,9 @@ from sdk.schema.canonical import shared_schema
 from sdk.schema.grounding import grounded_kind
 
 if TYPE_CHECKING:
+    import jsonschema
+    from jsonschema.exceptions import ValidationError
+
     from sdk.contract import Contract
 
 __all__ = ["CompiledContract", "compile_contract", "pointer_of"]
@@ -121,6 +119,10 @@ def _compile(contract: type[Contract]) -> CompiledContract:
             optional[id(node)] = names
         return bool(names)
 
+    # The validators load with the first contract compiled, not with `import sdk`.
+    import jsonschema
+    import jsonschema_rs
+
     return CompiledContract(
         fast=jsonschema_rs.validator_for(schema),
         reference=jsonschema.Draft202012Validator(schema),
@@ -176,6 +178,8 @@ def _violations_of(error: ValidationError) -> Iterator[Violation]:
         # Report the branch the value's type matches: for a nullable string, "'Euro' is too
         # long" helps the model; "'Euro' is not of type 'null'" does not.
         typed = [inner for inner in error.context if inner.validator != "type"]
+        from jsonschema.exceptions import best_match
+
         inner = best_match(typed or error.context)
         yield Violation(pointer_of(inner.absolute_path), _message(inner), str(inner.validator))
         return

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 from typing import Final
 
@@ -127,55 +128,58 @@ def schema_depth(root: dict[str, Any]) -> int | None:
         if key in in_progress:
             return None  # a cycle: recursive, unbounded
         in_progress.add(key)
-        result = _node_depth(node, depth)
+        result = _node_depth(root, node, depth)
         in_progress.discard(key)
         known[key] = result
         return result
 
-    def _node_depth(node: dict[str, Any], depth: Any) -> int | None:
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            try:
-                found: int | None = depth(resolve_ref(root, ref)[1])
-            except ValueError:
-                return None
-            return found
-        if "const" in node or "enum" in node:
-            values = node.get("enum", [node.get("const")])
-            return (
-                max((_value_depth(v) for v in values), default=0)
-                if isinstance(values, list)
-                else None
-            )
-        branches = [node[k] for k in ("anyOf", "oneOf") if isinstance(node.get(k), list)]
-        if branches:
-            depths = [depth(branch) for group in branches for branch in group]
-            return None if any(d is None for d in depths) else max(depths, default=0)
-        declared = node.get("type")
-        types = [declared] if isinstance(declared, str) else declared
-        if not isinstance(types, list) or not types:
-            return None
-        deepest = 0
-        for kind in types:
-            if kind in _SCALARS:
-                continue
-            if kind == "object":
-                if node.get("additionalProperties") is not False:
-                    return None
-                if node.get("patternProperties"):
-                    return None
-                children = [depth(child) for child in node.get("properties", {}).values()]
-            elif kind == "array":
-                items = [*node.get("prefixItems", []), node.get("items", True)]
-                children = [depth(child) for child in items]
-            else:
-                return None
-            if any(child is None for child in children):
-                return None
-            deepest = max(deepest, 1 + max((c for c in children if c is not None), default=0))
-        return deepest
-
     return depth(root)
+
+
+def _node_depth(
+    root: dict[str, Any], node: dict[str, Any], depth: Callable[[Any], int | None]
+) -> int | None:
+    """The depth of one schema node of `root`, its sub-schemas measured by `depth`."""
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        try:
+            found: int | None = depth(resolve_ref(root, ref)[1])
+        except ValueError:
+            return None
+        return found
+    if "const" in node or "enum" in node:
+        values = node.get("enum", [node.get("const")])
+        return (
+            max((_value_depth(v) for v in values), default=0) if isinstance(values, list) else None
+        )
+    branches = [node[k] for k in ("anyOf", "oneOf") if isinstance(node.get(k), list)]
+    if branches:
+        depths = [depth(branch) for group in branches for branch in group]
+        bounded = [d for d in depths if d is not None]
+        return None if len(bounded) < len(depths) else max(bounded, default=0)
+    declared = node.get("type")
+    types = [declared] if isinstance(declared, str) else declared
+    if not isinstance(types, list) or not types:
+        return None
+    deepest = 0
+    for kind in types:
+        if kind in _SCALARS:
+            continue
+        if kind == "object":
+            if node.get("additionalProperties") is not False:
+                return None
+            if node.get("patternProperties"):
+                return None
+            children = [depth(child) for child in node.get("properties", {}).values()]
+        elif kind == "array":
+            items = [*node.get("prefixItems", []), node.get("items", True)]
+            children = [depth(child) for child in items]
+        else:
+            return None
+        if any(child is None for child in children):
+            return None
+        deepest = max(deepest, 1 + max((c for c in children if c is not None), default=0))
+    return deepest
 
 
 def _value_depth(value: Any) -> int:

@@ -51,6 +51,7 @@ from sdk._pointer import escape_pointer
 from sdk._pointer import lookup
 from sdk._pointer import pointer_of
 from sdk._pointer import split_pointer
+from sdk._position import TextPosition
 from sdk.contract import Contract
 from sdk.errors import InvalidJSON
 from sdk.errors import Violation
@@ -813,19 +814,16 @@ class PartialReader(Generic[C]):
     def _fail(self, pos: int, message: str, buf: str) -> InvalidJSON:
         """An `InvalidJSON` for the character at `buf[pos]`, positioned in the whole text."""
         # `buf` (the kept tail and the chunk being read, or "" at the end) ends the text.
-        position = self._length - len(buf) + pos
         text = self.text
-        line = text.count("\n", 0, position) + 1
-        column = position - (text.rfind("\n", 0, position) + 1) + 1
-        found = repr(text[position]) if position < len(text) else "the end of the text"
+        where = TextPosition.of(text, self._length - len(buf) + pos)
+        found = repr(text[where.index]) if where.index < len(text) else "the end of the text"
         return InvalidJSON(
-            f"output is not JSON: {message} at line {line} column {column} "
-            f"(char {position}, found {found})",
-            position=position,
-            line=line,
-            column=column,
+            f"output is not JSON: {message} at {where}, found {found}",
+            position=where.index,
+            line=where.line,
+            column=where.column,
             text=text,
-            violations=[Violation("", f"{message} at char {position}", "json")],
+            violations=[Violation("", f"{message} at {where.by_index()}", "json")],
         )
 
 

@@ -33,6 +33,7 @@ import pydantic_core
 
 from sdk._pointer import escape_pointer
 from sdk._pointer import pointer_of
+from sdk._position import TextPosition
 from sdk._records import Note
 from sdk._records import shorten
 from sdk.contract import SOURCE_QUOTE_KEY
@@ -139,14 +140,8 @@ def parse(
     # 1. Stop reason first: truncation and refusal are never success, even when the text parses.
     _check_stop(state, clean_stops, refusal, refusal_category)
     if undecodable is not None:
-        raise InvalidJSON(
-            f"output is not UTF-8: {undecodable.reason} at byte {undecodable.start}",
-            position=undecodable.start,
-            line=1,
-            column=undecodable.start + 1,
-            violations=[Violation("", f"not UTF-8 at byte {undecodable.start}", "json")],
-            **state.error_fields(),
-        ) from undecodable
+        where = TextPosition.undecodable(undecodable)
+        raise _invalid(state, f"not UTF-8 ({undecodable.reason})", where) from undecodable
     compiled = compile_contract(contract)
 
     # 2. JSON, and its depth: walked now unless the schema itself bounds the depth of what it
@@ -327,27 +322,18 @@ def _load_json(state: _State) -> Any:
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         data = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        raise InvalidJSON(
-            f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "
-            f"(char {exc.pos})",
-            position=exc.pos,
-            line=exc.lineno,
-            column=exc.colno,
-            violations=[Violation("", f"{exc.msg} at char {exc.pos}", "json")],
-            **state.error_fields(),
-        ) from exc
+        raise _invalid(state, exc.msg, TextPosition.of_json_error(exc)) from exc
     except RecursionError as exc:
         raise _invalid(state, f"nested deeper than {MAX_DEPTH} levels", _deep_at(text)) from exc
     except NumberOutOfRange as exc:
-        raise _invalid(state, str(exc), text.find(exc.token)) from exc
+        raise _invalid(state, str(exc), TextPosition.of(text, text.find(exc.token))) from exc
     except ValueError as exc:
         if "digits" in str(exc):  # Python's limit on reading long integers
             found = _LONG_INT.search(text)
             token = found.group() if found else ""
-            raise _invalid(
-                state, str(NumberOutOfRange(token, too_long(token))), _start(found)
-            ) from exc
-        raise _invalid(state, str(exc), 0) from exc
+            where = TextPosition.of(text, _start(found))
+            raise _invalid(state, str(NumberOutOfRange(token, too_long(token))), where) from exc
+        raise _invalid(state, str(exc), TextPosition.of(text, 0)) from exc
     return data
 
 
@@ -359,25 +345,22 @@ def _check_depth(state: _State, data: Any) -> None:
         raise _invalid(state, f"nested deeper than {MAX_DEPTH} levels", _deep_at(text))
 
 
-def _deep_at(text: str) -> int:
-    return depth_position(text, MAX_DEPTH)
+def _deep_at(text: str) -> TextPosition:
+    return TextPosition.of(text, depth_position(text, MAX_DEPTH))
 
 
 def _start(found: re.Match[str] | None) -> int:
     return found.start() if found is not None else 0
 
 
-def _invalid(state: _State, problem: str, position: int) -> InvalidJSON:
-    """`InvalidJSON` for a problem the decoder does not position itself."""
-    position = max(position, 0)
-    line = state.text.count("\n", 0, position) + 1
-    column = position - (state.text.rfind("\n", 0, position) + 1) + 1
+def _invalid(state: _State, problem: str, where: TextPosition) -> InvalidJSON:
+    """`InvalidJSON` for `problem` at `where` (in characters: `sdk._position`)."""
     return InvalidJSON(
-        f"output is not JSON: {problem} at line {line} column {column} (char {position})",
-        position=position,
-        line=line,
-        column=column,
-        violations=[Violation("", f"{problem} at char {position}", "json")],
+        f"output is not JSON: {problem} at {where}",
+        position=where.index,
+        line=where.line,
+        column=where.column,
+        violations=[Violation("", f"{problem} at {where.by_index()}", "json")],
         **state.error_fields(),
     )
 

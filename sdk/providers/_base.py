@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import ClassVar
 from typing import Literal
 from typing import Protocol
 
@@ -23,11 +24,11 @@ from sdk._content import Text
 from sdk._message import Message
 from sdk._records import Note
 from sdk._result import Usage
-from sdk._tools import Tool
 from sdk._tools import ToolCall
-from sdk._tools import ToolChoice
+from sdk._tools import ToolOffer
+from sdk._values.profile import Profile
 from sdk.confidence import TokenLogprob
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import schema_info
@@ -47,12 +48,18 @@ __all__ = [
     "Completion",
     "CompletionRequest",
     "Exchange",
+    "FreeText",
+    "GrammarSentence",
+    "JsonDocument",
     "Message",
+    "Output",
     "Profile",
     "Reply",
     "StreamReader",
     "TextDelta",
     "ToolCallDelta",
+    "ToolOffer",
+    "WireProfile",
     "text_only",
     "unsupported",
     "wire_name",
@@ -73,13 +80,53 @@ def text_only(request: CompletionRequest, provider: str) -> None:
                 )
 
 
+@dataclass(frozen=True, slots=True)
+class JsonDocument:
+    """A contract's JSON document (a top-level list or union travels in its envelope
+    contract, `sdk.engine.envelope`)."""
+
+    contract: type[Contract]
+    kind: ClassVar[Literal["json"]] = "json"
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The contract's canonical schema (shared: do not modify)."""
+        return shared_schema(self.contract)
+
+    @property
+    def info(self) -> SchemaInfo:
+        """Name, version and fingerprint of the contract's schema."""
+        return schema_info(self.contract)
+
+
+@dataclass(frozen=True, slots=True)
+class GrammarSentence:
+    """A sentence of a grammar's language."""
+
+    grammar: Grammar
+    kind: ClassVar[Literal["grammar"]] = "grammar"
+
+
+@dataclass(frozen=True, slots=True)
+class FreeText:
+    """Text with no constraint: the working of two-phase reasoning, the eval's unconstrained
+    arm."""
+
+    kind: ClassVar[Literal["text"]] = "text"
+
+
+Output = JsonDocument | GrammarSentence | ToolOffer | FreeText
+"""What a request asks for, said once: a codec matches on it exhaustively (`match` with a
+`typing.assert_never` default, so mypy proves each kind is handled or refused)."""
+
+
 @dataclass(frozen=True)
 class CompletionRequest:
-    """What the client asks a provider for, given these messages: a contract's JSON document,
-    a sentence of a grammar (`grammar`, with `contract` `None`), or free text (neither: the
-    unconstrained call of two-phase reasoning and of the eval's unconstrained arm)."""
+    """What the client asks a provider for, given these messages: its `output` (a JSON
+    document, a grammar's sentence, tool calls or free text), the limit, and what every
+    request carries."""
 
-    contract: type[Contract] | None
+    output: Output
     messages: tuple[Message, ...]
     max_tokens: int
     system: str | None = None
@@ -88,12 +135,6 @@ class CompletionRequest:
     codec translates those its API takes and refuses the others."""
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     """Raw request fields, merged last; the fields the SDK owns are refused (`ValueError`)."""
-    grammar: Grammar | None = None
-    tools: tuple[Tool, ...] = ()
-    """Tools the model may call (a tool-call request: no contract, no grammar)."""
-    tool_choice: ToolChoice = "auto"
-    parallel_tool_calls: bool | None = None
-    """Whether the model may make several calls in one turn (`None`: the provider's default)."""
     reasoning: bool = False
     """Ask for the provider's own thinking channel before the output (`reasoning="native"`)."""
     source: str | None = None
@@ -101,42 +142,9 @@ class CompletionRequest:
     constrain copied values to while decoding."""
 
     @property
-    def kind(self) -> Literal["json", "grammar", "text", "tools"]:
-        """What the output is constrained to."""
-        if self.contract is not None:
-            return "json"
-        if self.grammar is not None:
-            return "grammar"
-        return "tools" if self.tools else "text"
-
-    def offered(self) -> tuple[Tool, ...]:
-        """The tools the model may call under `tool_choice`: all of them, the one named, or
-        none (`"none"`)."""
-        choice = self.tool_choice
-        if choice == "none":
-            return ()
-        if isinstance(choice, Tool):
-            return (choice,)
-        return self.tools
-
-    def document(self) -> type[Contract]:
-        """The contract of a JSON request (`TypeError` for a grammar or free-text request: a
-        codec that reached for a schema without looking at `kind`)."""
-        if self.contract is None:
-            raise TypeError(f"a {self.kind} request has no contract")
-        return self.contract
-
-    @property
-    def schema(self) -> dict[str, Any]:
-        """The contract's canonical schema (shared: do not modify)."""
-        return shared_schema(self.document())
-
-    @property
-    def schema_info(self) -> SchemaInfo:
-        """Name, version and fingerprint of the contract's schema (or the grammar's)."""
-        if self.grammar is not None:
-            return self.grammar.info()
-        return schema_info(self.document())
+    def kind(self) -> Literal["json", "grammar", "tools", "text"]:
+        """The output's tag (for logs and spans; codecs match on `output` itself)."""
+        return self.output.kind
 
 
 @dataclass(frozen=True)
@@ -207,6 +215,9 @@ class Reply:
     """The decoded body: an SDK response object, or the parsed JSON."""
     status_code: int | None = None
     request_id: str | None = None
+    raw: Any = None
+    """The body as it came (raw text or bytes), for an error to show if it cannot be read
+    (`None`: `body`)."""
 
 
 class StreamReader(Protocol):
@@ -235,11 +246,11 @@ class Codec:
     request against the profile and do the sending, sync or async, inside one fault boundary.
     """
 
-    profile: Profile = Profile("provider")
+    profile: WireProfile = WireProfile(Profile(name="provider", display_name="no provider"), None)
 
     @property
     def provider(self) -> str:
-        """The provider family's name (`sdk._names.PROVIDERS`)."""
+        """The provider family's name (its profile's, `sdk.providers.profile(name)`)."""
         return self.profile.name
 
     def vet(self, request: CompletionRequest) -> None:
@@ -266,9 +277,9 @@ class Codec:
     def request_schema(self, request: CompletionRequest) -> dict[str, Any] | None:
         """The schema a JSON request sends, in this wire's dialect; `None` for a grammar or
         free-text request (or a wire without a dialect)."""
-        if request.contract is None:
+        if not isinstance(request.output, JsonDocument):
             return None
-        wire = self.wire_schema(request.contract)
+        wire = self.wire_schema(request.output.contract)
         return wire.schema if wire is not None else None
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:

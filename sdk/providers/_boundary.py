@@ -13,6 +13,11 @@ header values, credentials in its base URL), and well-known shapes (`Bearer ...`
 original exception's text would show a secret (an `httpx` error quoting an invalid header value,
 a server echoing the `Authorization` header), it is replaced as the cause by a `RedactedCause`
 carrying its type and its redacted message.
+
+What the reply had shown when the call failed (its status, request id, the body or event being
+read, the document text streamed so far) is a `Received` value that whoever knows it (a
+transport reading a body, a driver reading a reply or a stream) attaches to the exception it
+lets through (`received(exc, ...)`); the boundary puts it on the error, built complete.
 """
 
 from __future__ import annotations
@@ -26,17 +31,23 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from dataclasses import field
 from typing import Any
 
 from sdk.errors import ProviderError
 from sdk.errors import StructuredOutputError
 from sdk.providers._base import Codec
-from sdk.providers._base import TextDelta
-from sdk.providers._errors import is_retryable
+from sdk.providers._errors import RETRYABLE_STATUS
 from sdk.providers._errors import provider_error
 
-__all__ = ["RedactedCause", "Redactor", "Seen", "bounded", "fault_boundary"]
+__all__ = [
+    "Received",
+    "RedactedCause",
+    "Redactor",
+    "ReplyFault",
+    "bounded",
+    "fault_boundary",
+    "received",
+]
 
 logger = logging.getLogger("sdk.providers")
 
@@ -95,22 +106,34 @@ class RedactedCause(Exception):
         super().__init__(f"{self.original_type}: {redact(str(original))}")
 
 
-@dataclass
-class Seen:
-    """What the driver has learned of the reply so far; the boundary puts it on the error."""
+@dataclass(frozen=True, slots=True)
+class Received:
+    """What a reply had shown when its call failed; the boundary puts it on the error."""
 
     status_code: int | None = None
     request_id: str | None = None
     body: Any = None
-    streamed: list[str] = field(default_factory=list)
+    """The body, or the stream event, being read when it failed (`None`: none to blame)."""
+    streamed: str = ""
     """The document's text streamed so far: a stream cut midway keeps it on its error."""
 
-    def show(self, deltas: tuple[TextDelta, ...]) -> tuple[TextDelta, ...]:
-        """Keep the document's text of `deltas` (not tool-call arguments), and pass them on."""
-        for delta in deltas:
-            if type(delta) is TextDelta:
-                self.streamed.append(delta.text)
-        return deltas
+
+class ReplyFault(Exception):
+    """An exception raised while a reply was arriving or being read, with what had been
+    `received` (raised by a transport or a driver; the boundary unwraps it)."""
+
+    def __init__(self, cause: Exception, what: Received) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.received = what
+
+
+def received(exc: Exception, what: Received) -> Exception:
+    """`exc` with what had been received, for the boundary: an error about the output itself
+    (`GrammarStuck`, ...) goes on as it is."""
+    if isinstance(exc, StructuredOutputError) and not isinstance(exc, ProviderError):
+        return exc
+    return ReplyFault(exc, what)
 
 
 def bounded(text: str, limit: int = BODY_CHARS) -> str:
@@ -121,45 +144,65 @@ def bounded(text: str, limit: int = BODY_CHARS) -> str:
 
 
 @contextmanager
-def fault_boundary(codec: Codec, redact: Redactor) -> Iterator[Seen]:
+def fault_boundary(codec: Codec, redact: Redactor) -> Iterator[None]:
     """Run a provider call's I/O and reply reading; anything raised leaves as `ProviderError`.
 
     Errors about the output itself (`GrammarStuck` from a local model, ...) pass through as
     they are: they are decided on the output, not on the transport. Cancellation,
     `KeyboardInterrupt` and a generator's close are not errors and pass untouched.
     """
-    seen = Seen()
     try:
-        yield seen
-    except ProviderError as error:
-        _body_from(error.__cause__, seen)
-        raise _sealed(error, codec, redact, seen) from _safe_cause(error.__cause__, redact)
-    except StructuredOutputError:
-        raise
+        yield
+    except ReplyFault as fault:
+        error, cause = _typed(fault.cause, fault.received, codec, redact)
+        raise error from cause
+    except StructuredOutputError as error:
+        if not isinstance(error, ProviderError):
+            raise
+        typed, cause = _typed(error, Received(), codec, redact)
+        raise typed from cause
     except Exception as exc:
-        _body_from(exc, seen)
-        typed = codec.classify(exc) or _generic(codec.provider, exc, seen)
-        raise _sealed(typed, codec, redact, seen) from _safe_cause(exc, redact)
+        typed, cause = _typed(exc, Received(), codec, redact)
+        raise typed from cause
 
 
-def _sealed(error: ProviderError, codec: Codec, redact: Redactor, seen: Seen) -> ProviderError:
-    """`error` completed from what was seen, redacted, with a safe cause."""
-    error.provider = error.provider or codec.provider
-    if error.status_code is None and seen.status_code is not None and seen.status_code >= 400:
-        error.status_code = seen.status_code
-    error.request_id = error.request_id or seen.request_id
-    if error.body is None and seen.body is not None:
-        error.body = bounded(_body_text(seen.body))
-    if error.body is not None:
-        error.body = redact(error.body)
-    error.message = redact(error.message)
-    error.args = (error.message,)
-    if error.text is None and seen.streamed:
-        error.text = "".join(seen.streamed)
-    if error.text is not None:
-        error.text = redact(error.text)
-    logger.debug("%s", error.message)
-    return error
+def _typed(
+    exc: Exception, what: Received, codec: Codec, redact: Redactor
+) -> tuple[StructuredOutputError, BaseException | None]:
+    """The error `exc` leaves as, and its safe cause."""
+    if isinstance(exc, StructuredOutputError) and not isinstance(exc, ProviderError):
+        return exc, exc.__cause__
+    original = exc.__cause__ if isinstance(exc, ProviderError) else exc
+    if what.body is None:
+        what = Received(what.status_code, what.request_id, _body_of(original), what.streamed)
+    if isinstance(exc, ProviderError):
+        typed = exc
+    else:
+        typed = codec.classify(exc) or _generic(codec.provider, exc, what.status_code)
+    return _completed(typed, codec, redact, what), _safe_cause(original, redact)
+
+
+def _completed(
+    error: ProviderError, codec: Codec, redact: Redactor, what: Received
+) -> ProviderError:
+    """`error` completed from what was received, redacted (a new error: they are sealed)."""
+    status = error.status_code
+    if status is None and what.status_code is not None and what.status_code >= 400:
+        status = what.status_code
+    body = error.body
+    if body is None and what.body is not None:
+        body = bounded(_body_text(what.body))
+    text = error.text if error.text is not None else (what.streamed or None)
+    completed = error.evolve(
+        message=redact(error.message),
+        provider=error.provider or codec.provider,
+        status_code=status,
+        request_id=error.request_id or what.request_id,
+        body=redact(body) if body is not None else None,
+        text=redact(text) if text is not None else None,
+    )
+    logger.debug("%s", completed.message)
+    return completed
 
 
 def _safe_cause(cause: BaseException | None, redact: Redactor) -> BaseException | None:
@@ -170,7 +213,7 @@ def _safe_cause(cause: BaseException | None, redact: Redactor) -> BaseException 
     return RedactedCause(cause, redact) if redact(shown) != shown else cause
 
 
-def _generic(provider: str, exc: Exception, seen: Seen) -> ProviderError:
+def _generic(provider: str, exc: Exception, status: int | None) -> ProviderError:
     """An exception the provider's codec did not classify -> `ProviderError`."""
     names = {cls.__name__ for cls in type(exc).__mro__}
     kind = type(exc).__name__
@@ -182,38 +225,33 @@ def _generic(provider: str, exc: Exception, seen: Seen) -> ProviderError:
     if isinstance(exc, RuntimeError) and "loop" in str(exc).lower():
         # An async client whose connections belong to an event loop that has closed (a second
         # `asyncio.run`): no retry fixes that.
-        error = provider_error(
+        return provider_error(
             provider,
             "the async client is bound to another (closed) event loop: create the provider "
             "and its client inside the event loop that uses them",
             detail=detail,
+            transient=False,
         )
-        error.transient = False
-        return error
     what = "reply is not JSON" if isinstance(exc, json.JSONDecodeError) else "unusable reply"
-    status = seen.status_code
-    error = provider_error(provider, what, status_code=status, detail=detail)
     # A body that parses but says nothing usable is retried only when the status says the
     # server is in trouble (a 502 page, say), not when it answered 200.
-    error.transient = status is not None and status >= 400 and is_retryable(error)
-    return error
+    troubled = status is not None and status >= 400 and status in RETRYABLE_STATUS
+    return provider_error(provider, what, status_code=status, detail=detail, transient=troubled)
 
 
-def _body_from(exc: BaseException | None, seen: Seen) -> None:
-    """The raw body an SDK exception holds (its response, or the text a JSON error was reading),
-    when the transport had not recorded one."""
-    if exc is None or seen.body is not None:
-        return
+def _body_of(exc: BaseException | None) -> Any:
+    """The raw body an SDK exception holds (its response, or the text a JSON error was
+    reading), if any."""
+    if exc is None:
+        return None
     if isinstance(exc, json.JSONDecodeError):
-        seen.body = exc.doc
-        return
+        return exc.doc
     response = getattr(exc, "response", None)
     try:
         text = getattr(response, "text", None)
     except Exception:  # a streamed response that was not read: nothing to keep
-        return
-    if isinstance(text, str) and text:
-        seen.body = text
+        return None
+    return text if isinstance(text, str) and text else None
 
 
 def _body_text(body: Any) -> str:

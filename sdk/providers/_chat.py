@@ -20,6 +20,7 @@ from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
 from sdk._tools import arguments_object
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
@@ -33,6 +34,7 @@ from sdk.providers._logprobs import tokens_of
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "CHAT_STOP_REASONS",
     "ChatDeltas",
     "ChatSSEStreamReader",
     "chat_completion",
@@ -43,6 +45,18 @@ __all__ = [
     "read_chat_tool_calls",
     "sse_data",
 ]
+
+CHAT_STOP_REASONS = {
+    "stop": StopReason.END_TURN,
+    "length": StopReason.MAX_TOKENS,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "content_filter": StopReason.CONTENT_FILTER,
+    "refusal": StopReason.REFUSAL,
+}
+"""Chat Completions' `finish_reason` (and `refusal` for a reply that carries one): the stop
+table of every family that speaks that API (OpenAI Chat, vLLM; llama.cpp's OpenAI route reads
+its replies as `openai_chat`'s)."""
 
 
 def chat_messages(
@@ -120,7 +134,7 @@ def _chat_content(
 
 
 def chat_tools(
-    request: CompletionRequest,
+    offer: ToolOffer,
     schema: Any,
     *,
     strict: bool = False,
@@ -132,8 +146,8 @@ def chat_tools(
     `schema(tool)` is the tool's arguments schema in the provider's dialect. A server that
     cannot force a named tool (`named_choice=False`) gets that tool alone, `"required"`.
     """
-    choice = request.tool_choice
-    tools: Sequence[Tool] = request.tools
+    choice = offer.choice
+    tools: Sequence[Tool] = offer.tools
     wire_choice: Any = choice
     if isinstance(choice, Tool):
         if named_choice:
@@ -155,8 +169,8 @@ def chat_tools(
         ],
         "tool_choice": wire_choice,
     }
-    if parallel and request.parallel_tool_calls is not None:
-        fields["parallel_tool_calls"] = request.parallel_tool_calls
+    if parallel and offer.parallel is not None:
+        fields["parallel_tool_calls"] = offer.parallel
     return fields
 
 

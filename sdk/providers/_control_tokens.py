@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from typing import Literal
 
+from sdk._position import TextPosition
 from sdk.errors import ControlTokenInContent
 from sdk.providers._base import CompletionRequest
 
@@ -155,14 +156,18 @@ def check_request(
     for where, text in contents(request):
         found = tokens.find(text)
         if found is not None:
+            at = TextPosition.of(text, found.position)
             raise ControlTokenInContent(
                 f"{server}: {where} contains the control-token string {found.token!r} at "
-                f"character {found.position}; the server would parse it as a control token "
-                "(a document could open a chat turn of its own). Remove it from the content, or "
-                "pass control_tokens='allow' to send it anyway (unsafe with untrusted text)",
+                f"{at.by_index('character')}; "
+                "the server would parse it as a control token (a document could open a chat "
+                "turn of its own). Remove it from the content, or pass control_tokens='allow' "
+                "to send it anyway (unsafe with untrusted text)",
                 token=found.token,
                 where=where,
-                position=found.position,
+                position=at.index,
+                line=at.line,
+                column=at.column,
             )
 
 

@@ -11,7 +11,6 @@ take, a sync call on an async client) is the caller's, raised as it is.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncIterator
@@ -28,15 +27,17 @@ from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
+from sdk.providers._boundary import Received
 from sdk.providers._boundary import Redactor
-from sdk.providers._boundary import Seen
 from sdk.providers._boundary import fault_boundary
+from sdk.providers._boundary import received
 from sdk.providers._profile import merge_extra
 from sdk.providers._transports import AsyncTransport
+from sdk.providers._transports import Stream
 from sdk.providers._transports import Transport
 from sdk.providers._transports import deadline_error
 
-__all__ = ["Driven", "acomplete", "astream", "complete", "stream"]
+__all__ = ["Driven", "acomplete", "astream", "built", "complete", "stream"]
 
 
 class Driven(Protocol):
@@ -73,10 +74,10 @@ def complete(
     provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Completion:
     """Send `request` and read the whole reply."""
-    exchange, transport = _built(provider, request, stream=False), provider.transport()
-    with fault_boundary(provider.codec, provider.redactor) as seen:
-        exchange = _prepared(transport, exchange, seen, deadline)
-        return provider.codec.read(transport.send(exchange, seen, deadline), request)
+    exchange, transport = built(provider, request, stream=False), provider.transport()
+    with fault_boundary(provider.codec, provider.redactor):
+        exchange = _prepared(transport, exchange, deadline)
+        return _read(provider.codec, transport.send(exchange, deadline), request)
 
 
 def stream(
@@ -84,23 +85,24 @@ def stream(
 ) -> Iterator[TextDelta | Completion]:
     """Text deltas as they arrive, then the `Completion`."""
     codec = provider.codec
-    exchange, transport = _built(provider, request, stream=True), provider.transport()
-    with fault_boundary(codec, provider.redactor) as seen:
-        exchange = _prepared(transport, exchange, seen, deadline)
-        with transport.open(exchange, seen, deadline) as events:
-            reader = codec.reader(request, seen.request_id)
-            for event in events:
-                seen.body = event
-                deltas = seen.show(_deltas(reader.feed(event)))
-                if deadline is not None and time.monotonic() > deadline:
-                    raise deadline_error(codec.provider)
-                yield from deltas
-            seen.body = None  # the stream ended: no single event is to blame any more
-            completion = reader.finish()
+    exchange, transport = built(provider, request, stream=True), provider.transport()
+    with fault_boundary(codec, provider.redactor):
+        exchange = _prepared(transport, exchange, deadline)
+        with transport.open(exchange, deadline) as opened:
+            reader, shown = codec.reader(request, opened.request_id), _Shown(opened)
+            try:
+                for event in opened.events:
+                    deltas = shown.read(event, reader.feed(event))
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise deadline_error(codec.provider)
+                    yield from deltas
+                completion = shown.end(reader)
+            except Exception as exc:
+                raise received(exc, shown.received()) from exc
     yield completion
 
 
-def _built(provider: Driven, request: CompletionRequest, *, stream: bool) -> Exchange:
+def built(provider: Driven, request: CompletionRequest, *, stream: bool) -> Exchange:
     """The exchange for `request`, vetted first. Before the fault boundary: an error here (an
     option the API does not take, a schema it cannot carry) is the caller's, raised as it is,
     and so is one from getting the transport (a sync call on an async client)."""
@@ -111,19 +113,48 @@ def _built(provider: Driven, request: CompletionRequest, *, stream: bool) -> Exc
     return provider.codec.build(request, stream=stream)
 
 
-def _deltas(fed: TextDelta | tuple[TextDelta, ...] | None) -> tuple[TextDelta, ...]:
-    """What a stream reader's `feed` gave, as a tuple (one event may carry several deltas)."""
-    if fed is None:
-        return ()
-    return fed if isinstance(fed, tuple) else (fed,)
+def _read(codec: Codec, reply: Reply, request: CompletionRequest) -> Completion:
+    """A whole reply read by the codec; a reply it cannot read is kept on the error."""
+    try:
+        return codec.read(reply, request)
+    except Exception as exc:
+        shown = reply.raw if reply.raw is not None else reply.body
+        raise received(exc, Received(reply.status_code, reply.request_id, shown)) from exc
 
 
-def _prepared(
-    transport: Transport, exchange: Exchange, seen: Seen, deadline: float | None
-) -> Exchange:
+class _Shown:
+    """What a stream has shown so far: the event being read, and the document's text (the
+    driver's own record, put on the error if the stream fails)."""
+
+    def __init__(self, opened: Stream[Any]) -> None:
+        self._opened = opened
+        self._event: Any = None
+        self._text: list[str] = []
+
+    def read(
+        self, event: Any, fed: TextDelta | tuple[TextDelta, ...] | None
+    ) -> tuple[TextDelta, ...]:
+        """The deltas one event gave (one event may carry several), the document's kept."""
+        self._event = event
+        deltas = () if fed is None else fed if isinstance(fed, tuple) else (fed,)
+        self._text.extend(delta.text for delta in deltas if type(delta) is TextDelta)
+        return deltas
+
+    def end(self, reader: Any) -> Completion:
+        """The completion, once the stream has ended: no single event is to blame any more."""
+        self._event = None
+        completion: Completion = reader.finish()
+        return completion
+
+    def received(self) -> Received:
+        opened = self._opened
+        return Received(opened.status_code, opened.request_id, self._event, "".join(self._text))
+
+
+def _prepared(transport: Transport, exchange: Exchange, deadline: float | None) -> Exchange:
     """Send an exchange's preliminary requests; the final exchange."""
     while exchange.then is not None:
-        reply = transport.send(exchange, seen, deadline)
+        reply = transport.send(exchange, deadline)
         exchange = exchange.then(reply.body)
     return exchange
 
@@ -135,12 +166,12 @@ async def acomplete(
     provider: Driven, request: CompletionRequest, deadline: float | None = None
 ) -> Completion:
     """Send `request` and await the whole reply."""
-    exchange, transport = _built(provider, request, stream=False), provider.atransport()
-    with fault_boundary(provider.codec, provider.redactor) as seen:
+    exchange, transport = built(provider, request, stream=False), provider.atransport()
+    with fault_boundary(provider.codec, provider.redactor):
         async with _time_limit(deadline, provider.codec.provider):
-            exchange = await _aprepared(transport, exchange, seen, deadline)
-            reply: Reply = await transport.send(exchange, seen, deadline)
-        return provider.codec.read(reply, request)
+            exchange = await _aprepared(transport, exchange, deadline)
+            reply: Reply = await transport.send(exchange, deadline)
+        return _read(provider.codec, reply, request)
 
 
 async def astream(
@@ -149,23 +180,24 @@ async def astream(
     """The async form of `stream`. The deadline bounds each wait, never the consumer's time
     between two items (a timeout cannot span a `yield`)."""
     codec = provider.codec
-    exchange, transport = _built(provider, request, stream=True), provider.atransport()
-    with fault_boundary(codec, provider.redactor) as seen:
+    exchange, transport = built(provider, request, stream=True), provider.atransport()
+    with fault_boundary(codec, provider.redactor):
         async with AsyncExitStack() as stack:
             async with _time_limit(deadline, codec.provider):
-                exchange = await _aprepared(transport, exchange, seen, deadline)
-                events = await stack.enter_async_context(transport.open(exchange, seen, deadline))
-            reader = codec.reader(request, seen.request_id)
-            while True:
-                async with _time_limit(deadline, codec.provider):
-                    event: Any = await anext(events, _END)
-                if event is _END:
-                    break
-                seen.body = event
-                for delta in seen.show(_deltas(reader.feed(event))):
-                    yield delta
-            seen.body = None
-            completion = reader.finish()
+                exchange = await _aprepared(transport, exchange, deadline)
+                opened = await stack.enter_async_context(transport.open(exchange, deadline))
+            reader, shown = codec.reader(request, opened.request_id), _Shown(opened)
+            try:
+                while True:
+                    async with _time_limit(deadline, codec.provider):
+                        event: Any = await anext(opened.events, _END)
+                    if event is _END:
+                        break
+                    for delta in shown.read(event, reader.feed(event)):
+                        yield delta
+                completion = shown.end(reader)
+            except Exception as exc:
+                raise received(exc, shown.received()) from exc
     yield completion
 
 
@@ -173,10 +205,10 @@ _END = object()
 
 
 async def _aprepared(
-    transport: AsyncTransport, exchange: Exchange, seen: Seen, deadline: float | None
+    transport: AsyncTransport, exchange: Exchange, deadline: float | None
 ) -> Exchange:
     while exchange.then is not None:
-        reply = await transport.send(exchange, seen, deadline)
+        reply = await transport.send(exchange, deadline)
         exchange = exchange.then(reply.body)
     return exchange
 
@@ -187,6 +219,8 @@ async def _time_limit(deadline: float | None, provider: str) -> AsyncIterator[No
     if deadline is None:
         yield
         return
+    import asyncio  # loaded by the first async call: a sync program never needs it
+
     loop_deadline = asyncio.get_running_loop().time() + (deadline - time.monotonic())
     timeout = asyncio.timeout_at(loop_deadline)
     try:

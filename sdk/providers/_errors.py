@@ -14,6 +14,7 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from sdk.errors import ProviderError
 
@@ -40,9 +41,14 @@ def provider_error(
     request_id: str | None = None,
     headers: Mapping[str, str] | None = None,
     detail: str = "",
+    **fields: Any,
 ) -> ProviderError:
-    """A `ProviderError` for `provider`; raise it `from` the original exception."""
+    """A `ProviderError` for `provider`; raise it `from` the original exception. `fields`:
+    the error's other fields (`transient=`, `body=`, `retry_after=` when no header said it)."""
     retry_after = retry_after_seconds(headers) if headers is not None else None
+    if retry_after is None:
+        retry_after = fields.pop("retry_after", None)
+    fields.pop("retry_after", None)
     parts = [f"{provider}: {what}"]
     if status_code is not None:
         parts.append(f"HTTP {status_code}")
@@ -62,6 +68,7 @@ def provider_error(
         request_id=request_id,
         retry_after=retry_after,
         provider=provider,
+        **fields,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from sdk._records import Note
 from sdk.parsing import compile_contract
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import JsonDocument
 from sdk.schema.canonical import shared_schema
 from sdk.schema.grounding import GroundingUnsupported
 
@@ -49,15 +50,16 @@ def grounding_plan(
     Above `source_limit` characters, or where the builder refuses the schema, the plain grammar
     goes with a note naming why (`Note.kind` `"grounding"`).
     """
-    schema = _grounded_schema(request)
-    if schema is None:
+    grounded = _grounded(request)
+    if grounded is None:
         return GroundingPlan()
     notes = fallback_notes(request, engine=engine, source_limit=source_limit)
     if notes:
         return GroundingPlan(notes=notes)
-    assert request.source is not None  # `_grounded_schema` checked it
+    contract, schema = grounded
+    assert request.source is not None  # `_grounded` checked it
     try:
-        return GroundingPlan(grammar=_built(build, request.document(), schema, request.source))
+        return GroundingPlan(grammar=_built(build, contract, schema, request.source))
     except GroundingUnsupported as refused:
         reason = f"{engine} cannot ground it: {refused.reason}"
         return GroundingPlan(notes=(Note(refused.pointer, reason, _CHECKED_AFTER, GROUNDING_NOTE),))
@@ -99,7 +101,7 @@ def fallback_notes(
     source = request.source
     if source_limit is None or source is None or len(source) <= source_limit:
         return ()
-    if _grounded_schema(request) is None:
+    if _grounded(request) is None:
         return ()
     reason = (
         f"source of {len(source):,} characters, above {engine}'s bound for a grounded "
@@ -108,9 +110,12 @@ def fallback_notes(
     return (Note("", reason, _CHECKED_AFTER, GROUNDING_NOTE),)
 
 
-def _grounded_schema(request: CompletionRequest) -> dict[str, Any] | None:
-    """The request's schema, when it is a JSON request with a source and grounded strings."""
-    if request.kind != "json" or request.source is None:
+def _grounded(request: CompletionRequest) -> tuple[type[Any], dict[str, Any]] | None:
+    """The request's contract and schema, when it is a JSON request with a source and grounded
+    strings."""
+    output = request.output
+    if not isinstance(output, JsonDocument) or request.source is None:
         return None
-    contract = request.document()
-    return shared_schema(contract) if compile_contract(contract).quotes.any_wanted else None
+    if not compile_contract(output.contract).quotes.any_wanted:
+        return None
+    return output.contract, shared_schema(output.contract)

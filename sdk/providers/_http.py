@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
-from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 import httpx
@@ -34,18 +33,34 @@ from sdk.providers._control_tokens import ControlTokenPolicy
 from sdk.providers._control_tokens import ControlTokens
 from sdk.providers._control_tokens import check_policy
 from sdk.providers._control_tokens import check_request
+from sdk.providers._endpoint import Endpoint
 from sdk.providers._provider import Provider
+from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncHTTPTransport
 from sdk.providers._transports import HTTPTransport
 
-__all__ = ["DEFAULT_TIMEOUT", "HTTPProvider", "OneRouteCodec", "OneRouteProvider", "tls_verify"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "POOL",
+    "HTTPProvider",
+    "OneRouteCodec",
+    "OneRouteProvider",
+    "tls_verify",
+]
 
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+POOL = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+"""The connection pool of a client the provider makes: every connection kept alive. httpx keeps
+20 by default, so past 20 requests in flight to one server each request opened (and closed) a
+connection of its own, which cost a fleet-speed batch job more than its own work."""
 """Local generation can be slow; connecting to a local server should not be."""
 
 
 class HTTPProvider(Provider):
     """Base of providers that talk to a server over HTTP with httpx."""
+
+    _strip_path: str = ""
+    """A path suffix of the base URL the provider's routes add themselves (vLLM's `/v1`)."""
 
     def __init__(
         self,
@@ -57,9 +72,13 @@ class HTTPProvider(Provider):
     ) -> None:
         # `headers` (an `Authorization` for a server started with an API key, ...) go on every
         # request, whether the client is ours or injected; `timeout` only on clients we open.
-        self.base_url = base_url.rstrip("/")
+        # Credentials in the URL become the `Authorization` header; its query stays on every
+        # request (`sdk.providers._endpoint`).
+        self.endpoint = Endpoint.of(base_url, strip_path=self._strip_path)
+        self.base_url = str(self.endpoint)
+        """The base URL requests go to (with its query; its credentials are in a header)."""
         self._timeout = timeout
-        self._headers = dict(headers or {})
+        self._headers = self.endpoint.headers(headers or {})
         self._sync: httpx.Client | None = None
         self._async: WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             WeakKeyDictionary()
@@ -76,16 +95,16 @@ class HTTPProvider(Provider):
         return f"{type(self).__name__}({self.redactor(self.base_url)!r})"
 
     def cache_scope(self) -> dict[str, Any]:
-        # A server is known by where it runs (a model name alone may be another model there);
-        # the URL without its credentials, so no secret goes into a key.
-        return {**super().cache_scope(), "server": self.redactor(self.base_url)}
+        # A server is known by where it runs (a model name alone may be another model there):
+        # its URL without credentials, query kept (an API version may be there).
+        return {**super().cache_scope(), "server": endpoint(self.base_url)}
 
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""
-        parts = urlsplit(self.base_url)
+        endpoint = self.endpoint
         found = [value for value in self._headers.values() if value]
-        found.extend(value for value in (parts.username, parts.password) if value)
-        found.extend(value for _, value in parse_qsl(parts.query) if value)
+        found.extend(value for value in (endpoint.username, endpoint.password) if value)
+        found.extend(value for _, value in parse_qsl(endpoint.query) if value)
         for value in list(found):
             # "Bearer KEY": the key alone may be quoted too.
             found.extend(word for word in value.split() if len(word) >= 6)
@@ -94,10 +113,10 @@ class HTTPProvider(Provider):
     # --- transports ---
 
     def transport(self) -> HTTPTransport:
-        return HTTPTransport(self._client(), self.name, self.base_url, headers=self._headers)
+        return HTTPTransport(self._client(), self.name, self.endpoint, headers=self._headers)
 
     def atransport(self) -> AsyncHTTPTransport:
-        return AsyncHTTPTransport(self._aclient(), self.name, self.base_url, headers=self._headers)
+        return AsyncHTTPTransport(self._aclient(), self.name, self.endpoint, headers=self._headers)
 
     def _client(self) -> httpx.Client:
         if isinstance(self._given, httpx.Client):
@@ -108,7 +127,9 @@ class HTTPProvider(Provider):
                 "or pass an httpx.Client"
             )
         if self._sync is None:
-            self._sync = httpx.Client(timeout=self._timeout, verify=tls_verify(self.base_url))
+            self._sync = httpx.Client(
+                timeout=self._timeout, verify=tls_verify(self.base_url), limits=POOL
+            )
         return self._sync
 
     def _aclient(self) -> httpx.AsyncClient:
@@ -122,7 +143,9 @@ class HTTPProvider(Provider):
         loop = asyncio.get_running_loop()
         client = self._async.get(loop)
         if client is None:
-            client = httpx.AsyncClient(timeout=self._timeout, verify=tls_verify(self.base_url))
+            client = httpx.AsyncClient(
+                timeout=self._timeout, verify=tls_verify(self.base_url), limits=POOL
+            )
             self._async[loop] = client
         return client
 

@@ -17,11 +17,11 @@ from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
-from sdk.providers._base import Profile
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
-from sdk.providers._boundary import Seen
 from sdk.providers._errors import provider_error
+from sdk.providers._profile import WireProfile
+from sdk.providers._transports import Stream
 
 __all__ = ["AsyncInProcessTransport", "InProcessCodec", "InProcessTransport"]
 
@@ -38,7 +38,7 @@ class InProcessCodec(Codec):
     """
 
     def __init__(
-        self, profile: Profile, check: Callable[[CompletionRequest], object] | None = None
+        self, profile: WireProfile, check: Callable[[CompletionRequest], object] | None = None
     ) -> None:
         self.profile = profile
         self._check = check
@@ -93,14 +93,14 @@ class InProcessTransport:
         self._complete = complete
         self._stream = stream
 
-    def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         return Reply(self._complete(_request(exchange)))
 
     @contextmanager
-    def open(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Iterator[Any]:
+    def open(self, exchange: Exchange, deadline: float | None) -> Iterator[Stream[Iterator[Any]]]:
         items = self._stream(_request(exchange))
         try:
-            yield items
+            yield Stream(iter(items))
         finally:
             close = getattr(items, "close", None)
             if callable(close):
@@ -118,16 +118,16 @@ class AsyncInProcessTransport:
         self._complete = complete
         self._stream = stream
 
-    async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    async def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         return Reply(await self._complete(_request(exchange)))
 
     @asynccontextmanager
     async def open(
-        self, exchange: Exchange, seen: Seen, deadline: float | None
-    ) -> AsyncIterator[AsyncIterator[Any]]:
+        self, exchange: Exchange, deadline: float | None
+    ) -> AsyncIterator[Stream[AsyncIterator[Any]]]:
         items = self._stream(_request(exchange))
         try:
-            yield items
+            yield Stream(items)
         finally:
             aclose = getattr(items, "aclose", None)
             if callable(aclose):

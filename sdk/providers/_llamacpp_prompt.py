@@ -44,6 +44,7 @@ from sdk.providers._errors import provider_error
 __all__ = [
     "NativePrompts",
     "Prompt",
+    "ServerTemplate",
     "ShapeKey",
     "TemplateShape",
     "assemble",
@@ -161,8 +162,8 @@ def _unlearnable(why: str) -> Exception:
         "the model's chat template does not place message content as it is (" + why + "), so "
         "the prompt cannot be built with the content kept as text: pass prompt_template=",
         status_code=200,
+        transient=False,
     )
-    error.transient = False
     return error
 
 
@@ -235,16 +236,42 @@ def _vocabulary_size(body: Any) -> int:
     return size
 
 
+@dataclass(frozen=True)
+class ServerTemplate:
+    """What a provider learned of its server (`LlamaCppProvider.learned`), as a value: another
+    provider of the same server and model starts from it (`learned=`), and `sdk.wire` builds
+    native-route requests with it, apart from the server.
+
+    `shapes`: the template's shape for each conversation shape seen; `specials`: the model's
+    special-token texts (`None`: not learned yet); `no_vocabulary`: the server gives no
+    vocabulary size (every content then goes as token ids)."""
+
+    shapes: tuple[tuple[ShapeKey, TemplateShape], ...] = ()
+    specials: frozenset[str] | None = None
+    no_vocabulary: bool = False
+
+
 class NativePrompts:
     """What one provider learned of its server's template and vocabulary, and the exchanges
     that build each call's prompt from it (see the module docstring)."""
 
-    def __init__(self) -> None:
-        self._shapes: dict[ShapeKey, TemplateShape] = {}
-        self._specials: ControlTokens | None = None
+    def __init__(self, learned: ServerTemplate | None = None) -> None:
+        learned = learned or ServerTemplate()
+        self._shapes: dict[ShapeKey, TemplateShape] = dict(learned.shapes)
+        self._special_texts = learned.specials
+        self._specials: ControlTokens | None = (
+            ControlTokens(learned.specials) if learned.specials is not None else None
+        )
         self._claimed: float | None = None
-        self._no_vocabulary = False  # the server gives no vocabulary size: never learn
+        # The server gives no vocabulary size: never learn.
+        self._no_vocabulary = learned.no_vocabulary
         self._lock = threading.Lock()
+
+    def learned(self) -> ServerTemplate:
+        """What has been learned so far, as a value."""
+        with self._lock:
+            shapes = tuple(self._shapes.items())
+        return ServerTemplate(shapes, self._special_texts, self._no_vocabulary)
 
     @property
     def specials(self) -> ControlTokens | None:
@@ -358,7 +385,8 @@ class NativePrompts:
 
             def parsed(parsed_body: Any) -> Exchange:
                 def plain(plain_body: Any) -> Exchange:
-                    self._specials = special_texts(texts, parsed_body, plain_body)
+                    specials = special_texts(texts, parsed_body, plain_body)
+                    self._special_texts, self._specials = specials.strings, specials
                     return then()
 
                 body = {"content": joined, "parse_special": False, "add_special": False}

@@ -1,8 +1,10 @@
-"""A codec's profile: the facts of a provider family's wire, stored once.
+"""A codec's wire profile: the facts of a provider family's wire in one mode, stored once.
 
-What its API carries (grammars, tool calls, a thinking channel), the schema dialect, the stop
-reasons that end a finished output, the sampling options it takes and where each goes in the
-request, and the request fields the SDK writes itself. From these, one place vets every request
+The family's own profile (`sdk._values.profile.Profile`: its names, stop reasons, dialect, what
+it can carry) is where this starts; a mode may send the schema in another dialect or none, end
+a document with another stop reason, carry less. With the sampling options its API takes and
+where each goes in the request, and the request fields the SDK writes itself, one place vets
+every request
 before it is built: a sampling option the API does not take is a `TypeError` naming the provider
 (with the closest name it does take), and raw `extra_body` fields that would overwrite what the
 SDK owns (the schema, the grammar, the tools, the model, the messages, streaming, the limits)
@@ -22,13 +24,14 @@ from typing import Literal
 from typing import TypedDict
 from typing import get_type_hints
 
-from sdk.schema.dialects import Dialect
-from sdk.stop_reason import StopReason
+from sdk._values.dialect import Dialect
+from sdk._values.profile import Profile
+from sdk._values.profile import StopReason
 
 __all__ = [
     "SAMPLING_OPTIONS",
-    "Profile",
     "SamplingOptions",
+    "WireProfile",
     "apply_options",
     "finished",
     "merge_extra",
@@ -61,17 +64,20 @@ SAMPLING_OPTIONS: Final = frozenset(get_type_hints(SamplingOptions))
 
 
 @dataclass(frozen=True)
-class Profile:
+class WireProfile:
     """What one provider family's wire carries, in one mode (see the module docstring)."""
 
-    name: str
-    """The provider family's name (`sdk._names.PROVIDERS`), as in `Result.provider`."""
-    dialect: Dialect | None = None
-    """The schema dialect (`None`: the canonical schema, or no schema on the wire)."""
+    family: Profile
+    """The provider family's profile: its name (`Result.provider`), stop reasons, what it can
+    carry."""
+    dialect: Dialect | None
+    """The schema dialect in this mode (usually `family.dialect`; `None`: the canonical schema,
+    or no schema on the wire)."""
     clean_stops: frozenset[StopReason] = frozenset({StopReason.END_TURN})
     """The stop reasons that end a finished document in this mode."""
     grammar: bool = False
-    """Whether the wire carries a grammar (`generate(Grammar(...))`)."""
+    """Whether the wire carries a grammar (`generate(Grammar(...))`); only where the family
+    can (`family.carries`)."""
     tools: bool = False
     """Whether the wire carries tool calls (`call_tools`)."""
     native_reasoning: bool = False
@@ -91,6 +97,21 @@ class Profile:
     raw_field: str = "extra_body"
     """Where an SDK method takes fields it does not know (the SDKs' own `extra_body`, sent as
     JSON): an `extra_body` field that is not one of `fields` goes there."""
+
+    def __post_init__(self) -> None:
+        carried = {"grammars": self.grammar, "tools": self.tools,
+                   "native_reasoning": self.native_reasoning}  # fmt: skip
+        can = self.family.carries
+        beyond = sorted(kind for kind, on in carried.items() if on and kind not in can)
+        if beyond:
+            raise ValueError(
+                f"{self.family.name}'s profile says it cannot carry {', '.join(beyond)}"
+            )
+
+    @property
+    def name(self) -> str:
+        """The provider family's name, as in `Result.provider`."""
+        return self.family.name
 
     def vet(self, options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> None:
         """Refuse, before anything is built, an option this API does not take (`TypeError`)
@@ -128,7 +149,7 @@ class Profile:
 
 def sdk_fields(method: Any) -> dict[str, frozenset[str] | None]:
     """The keyword arguments an SDK client's method takes (its own `extra_*` and `timeout`
-    aside), for `Profile.fields`."""
+    aside), for `WireProfile.fields`."""
     import inspect
 
     skip = {"self", "extra_headers", "extra_query", "extra_body", "timeout"}
@@ -139,10 +160,10 @@ def finished(
     body: dict[str, Any],
     options: Mapping[str, Any],
     extra_body: Mapping[str, Any],
-    profile: Profile,
+    profile: WireProfile,
 ) -> dict[str, Any]:
     """A built request body with its sampling options put where the API wants them and its
-    `extra_body` merged in, last (both vetted before: `Profile.vet`). Through an SDK client,
+    `extra_body` merged in, last (both vetted before: `WireProfile.vet`). Through an SDK client,
     the fields its method does not take go in its raw passthrough (`profile.raw_field`)."""
     apply_options(body, options, profile)
     if profile.fields is None:
@@ -154,7 +175,7 @@ def finished(
     return body
 
 
-def apply_options(body: dict[str, Any], options: Mapping[str, Any], profile: Profile) -> None:
+def apply_options(body: dict[str, Any], options: Mapping[str, Any], profile: WireProfile) -> None:
     """Write each sampling option where the profile says it goes (`stop` always as a list)."""
     for name, value in options.items():
         path = profile.options.get(name)

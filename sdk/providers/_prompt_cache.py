@@ -22,8 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+from typing import assert_never
 
+from sdk._tools import ToolOffer
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 
 __all__ = ["anthropic_breakpoints", "min_cacheable_tokens", "prompt_cache_key"]
 
@@ -71,12 +76,17 @@ def anthropic_breakpoints(kwargs: dict[str, Any], model: str) -> None:
 
 def prompt_cache_key(request: CompletionRequest) -> str:
     """A key naming the static part of `request`: what is asked for and the system prompt."""
-    if request.contract is not None:
-        asked = request.schema_info.fingerprint
-    elif request.grammar is not None:
-        asked = request.grammar.fingerprint()
-    else:
-        asked = ",".join(tool.name for tool in request.tools)
+    match request.output:
+        case JsonDocument() as document:
+            asked = document.info.fingerprint
+        case GrammarSentence(grammar):
+            asked = grammar.fingerprint()
+        case ToolOffer(tools):
+            asked = ",".join(tool.name for tool in tools)
+        case FreeText():
+            asked = ""
+        case unknown:
+            assert_never(unknown)
     digest = hashlib.sha256(f"{asked}\n{request.system or ''}".encode()).hexdigest()
     return f"sdk-{digest[:32]}"
 

@@ -16,6 +16,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
 
 from sdk.providers import _drivers
 from sdk.providers._base import Codec
@@ -23,6 +25,7 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
+from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._transports import AsyncTransport
 from sdk.providers._transports import Transport
 from sdk.schema.dialects import Dialect
@@ -32,7 +35,16 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider"]
+__all__ = ["Provider", "endpoint"]
+
+
+def endpoint(url: object) -> str:
+    """Where a base URL points, without its credentials: scheme, host and port, path and query
+    (a deployment, an API version). What tells one endpoint from another in the response
+    cache's key, where no secret goes."""
+    parts = urlsplit(str(url))
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), parts.query, ""))
 
 
 class Provider:
@@ -59,7 +71,8 @@ class Provider:
 
     @property
     def name(self) -> str:
-        """Provider family name (`sdk._names.PROVIDERS`), as in `Result.provider`."""
+        """Provider family name (its profile's, `sdk.providers.profile(name)`), as in
+        `Result.provider`."""
         return self.codec.profile.name
 
     @property
@@ -93,6 +106,14 @@ class Provider:
         """The model name requests go to, when the provider knows it up front."""
         return None
 
+    @property
+    def own_options(self) -> frozenset[str]:
+        """The call options this provider takes beyond the SDK's sampling options (its profile
+        says which: `TestProvider(options=...)`, the embedded engine's `fast_forward`): a client
+        takes them as it takes `temperature`, and every provider the call may go to vets them."""
+        taken = (frozenset(c.codec.profile.options) for c in self.candidates())
+        return frozenset().union(*taken) - SAMPLING_OPTIONS
+
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
         """The contract's schema as this provider receives it (cached), or `None`."""
         return self.codec.wire_schema(contract)
@@ -104,7 +125,8 @@ class Provider:
     def cache_scope(self) -> dict[str, Any]:
         """What, besides the request, decides this provider's answers (the response cache's
         key): the family, the model and the raw fields it sends; providers add their settings
-        and where they run."""
+        and where they run (`endpoint`: the base URL without credentials, a region, a
+        project)."""
         scope: dict[str, Any] = {"provider": self.name, "model": self.model}
         if self.extra_body:
             scope["extra_body"] = dict(self.extra_body)

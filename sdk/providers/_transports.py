@@ -6,10 +6,10 @@
 - `HTTPTransport` / `AsyncHTTPTransport`: an `httpx` client; the route is an HTTP path under the
   provider's base URL, the body JSON.
 
-A transport sends an `Exchange` and returns the decoded `Reply`, or opens a stream of events
-(SDK event objects, or the lines of an HTTP body). It records on the driver's `Seen` what it
-learns (status, request id, raw body) so that the fault boundary can put it on an error. It
-raises whatever happens; the boundary types it.
+A transport sends an `Exchange` and returns the decoded `Reply`, or opens a `Stream` of events
+(SDK event objects, or the lines of an HTTP body) with its status and request id. It raises
+whatever happens; what it had received by then (status, request id, raw body) goes with the
+exception (`received`), and the boundary types it.
 
 Deadlines: the async driver bounds everything with `asyncio.timeout`. The sync transports check
 the deadline at every chunk an HTTP body arrives in, so a server that drips one byte at a time
@@ -31,16 +31,21 @@ from contextlib import AbstractAsyncContextManager
 from contextlib import AbstractContextManager
 from contextlib import asynccontextmanager
 from contextlib import contextmanager
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
+from typing import Generic
 from typing import Protocol
+from typing import TypeVar
 
 import httpx
 
 from sdk.errors import ProviderError
 from sdk.providers._base import Exchange
 from sdk.providers._base import Reply
-from sdk.providers._boundary import Seen
+from sdk.providers._boundary import Received
+from sdk.providers._boundary import received
+from sdk.providers._endpoint import Endpoint
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 
@@ -51,6 +56,7 @@ __all__ = [
     "AsyncTransport",
     "HTTPTransport",
     "SDKTransport",
+    "Stream",
     "Transport",
     "deadline_error",
     "split_lines",
@@ -61,16 +67,28 @@ MAX_REPLY_BYTES = 64 * 1024 * 1024
 that sends without end must not take the process's memory with it."""
 
 
+Events = TypeVar("Events", Iterator[Any], AsyncIterator[Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Stream(Generic[Events]):
+    """A streamed reply, open: its events, and what its response said first."""
+
+    events: Events
+    status_code: int | None = None
+    request_id: str | None = None
+
+
 class Transport(Protocol):
     """Sends exchanges synchronously."""
 
-    def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         """Send `exchange` and read the whole reply."""
         ...
 
     def open(
-        self, exchange: Exchange, seen: Seen, deadline: float | None
-    ) -> AbstractContextManager[Iterator[Any]]:
+        self, exchange: Exchange, deadline: float | None
+    ) -> AbstractContextManager[Stream[Iterator[Any]]]:
         """Send `exchange` and stream its reply's events; closed on leaving the context."""
         ...
 
@@ -78,13 +96,13 @@ class Transport(Protocol):
 class AsyncTransport(Protocol):
     """Sends exchanges asynchronously."""
 
-    async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    async def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         """Send `exchange` and read the whole reply."""
         ...
 
     def open(
-        self, exchange: Exchange, seen: Seen, deadline: float | None
-    ) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
+        self, exchange: Exchange, deadline: float | None
+    ) -> AbstractAsyncContextManager[Stream[AsyncIterator[Any]]]:
         """Send `exchange` and stream its reply's events; closed on leaving the context."""
         ...
 
@@ -120,17 +138,13 @@ class SDKTransport:
             extra["timeout"] = timeout
         return method(**exchange.body, **extra)
 
-    def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
-        reply = self._call(exchange, deadline)
-        seen.body = reply if reply is not None else "null"  # the SDK returns None for `null`
-        seen.request_id = reply_request_id(reply)
-        return Reply(reply, 200, seen.request_id)
+    def send(self, exchange: Exchange, deadline: float | None) -> Reply:
+        return _sdk_reply(self._call(exchange, deadline))
 
     @contextmanager
-    def open(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Iterator[Any]:
+    def open(self, exchange: Exchange, deadline: float | None) -> Iterator[Stream[Iterator[Any]]]:
         with self._call(exchange, deadline, stream=True) as events:
-            _record_response(seen, events, self._request_id_header)
-            yield iter(events)
+            yield _sdk_stream(iter(events), events, self._request_id_header)
 
 
 class AsyncSDKTransport:
@@ -140,27 +154,29 @@ class AsyncSDKTransport:
         self.client = client
         self._request_id_header = request_id_header
 
-    async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
-        reply = await attrgetter(exchange.route)(self.client)(**exchange.body)
-        seen.body = reply if reply is not None else "null"  # the SDK returns None for `null`
-        seen.request_id = reply_request_id(reply)
-        return Reply(reply, 200, seen.request_id)
+    async def send(self, exchange: Exchange, deadline: float | None) -> Reply:
+        return _sdk_reply(await attrgetter(exchange.route)(self.client)(**exchange.body))
 
     @asynccontextmanager
     async def open(
-        self, exchange: Exchange, seen: Seen, deadline: float | None
-    ) -> AsyncIterator[AsyncIterator[Any]]:
+        self, exchange: Exchange, deadline: float | None
+    ) -> AsyncIterator[Stream[AsyncIterator[Any]]]:
         events = await attrgetter(exchange.route)(self.client)(**exchange.body, stream=True)
         async with events:
-            _record_response(seen, events, self._request_id_header)
-            yield events.__aiter__()
+            yield _sdk_stream(events.__aiter__(), events, self._request_id_header)
 
 
-def _record_response(seen: Seen, events: Any, request_id_header: str) -> None:
+def _sdk_reply(reply: Any) -> Reply:
+    # The SDK returns None for a `null` body: an error shows it as it was.
+    shown = reply if reply is not None else "null"
+    return Reply(reply, 200, reply_request_id(reply), raw=shown)
+
+
+def _sdk_stream(iterator: Events, events: Any, request_id_header: str) -> Stream[Events]:
     response = getattr(events, "response", None)
-    if response is not None:
-        seen.status_code = response.status_code
-        seen.request_id = response.headers.get(request_id_header)
+    if response is None:
+        return Stream(iterator)
+    return Stream(iterator, response.status_code, response.headers.get(request_id_header))
 
 
 # --- httpx ---
@@ -170,21 +186,21 @@ class _HTTPBase:
     def __init__(
         self,
         provider: str,
-        base_url: str,
+        endpoint: Endpoint,
         headers: Mapping[str, str],
         request_id_header: str = "x-request-id",
     ) -> None:
         self.provider = provider
-        self.base_url = base_url
+        self.endpoint = endpoint
         self.headers = dict(headers)
         self._request_id_header = request_id_header
 
     def _url(self, exchange: Exchange) -> str:
-        return f"{self.base_url}{exchange.route}"
+        return self.endpoint.url(exchange.route)
 
-    def _started(self, response: httpx.Response, seen: Seen) -> None:
-        seen.status_code = response.status_code
-        seen.request_id = response.headers.get(self._request_id_header)
+    def _started(self, response: httpx.Response) -> Received:
+        """What the response said first (what an error while reading it keeps)."""
+        return Received(response.status_code, response.headers.get(self._request_id_header))
 
     def _too_big(self, size: int) -> None:
         if size > MAX_REPLY_BYTES:
@@ -192,18 +208,22 @@ class _HTTPBase:
                 self.provider, f"reply larger than {MAX_REPLY_BYTES} bytes", status_code=200
             )
 
-    def _reply(self, response: httpx.Response, raw: bytes, seen: Seen) -> Reply:
-        seen.body = raw
-        if response.status_code >= 400:
-            raise self._status_error(response, raw)
-        body = json.loads(raw)  # not JSON: the boundary says so, keeping the body
-        if not isinstance(body, dict):
-            raise provider_error(
-                self.provider,
-                f"reply is JSON but not an object ({type(body).__name__})",
-                status_code=response.status_code,
-            )
-        return Reply(body, response.status_code, seen.request_id)
+    def _reply(self, response: httpx.Response, raw: bytes, started: Received) -> Reply:
+        """The reply of a whole body; an error raised here keeps the body (`received`)."""
+        try:
+            if response.status_code >= 400:
+                raise self._status_error(response, raw)
+            body = json.loads(raw)  # not JSON: the boundary says so, keeping the body
+            if not isinstance(body, dict):
+                raise provider_error(
+                    self.provider,
+                    f"reply is JSON but not an object ({type(body).__name__})",
+                    status_code=response.status_code,
+                )
+        except Exception as exc:
+            shown = Received(started.status_code, started.request_id, raw)
+            raise received(exc, shown) from exc
+        return Reply(body, response.status_code, started.request_id, raw=raw)
 
     def _status_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         text = raw.decode("utf-8", "replace")
@@ -220,33 +240,39 @@ class _HTTPBase:
 class HTTPTransport(_HTTPBase):
     """A sync `httpx.Client` posting JSON to a server."""
 
-    def __init__(self, client: httpx.Client, provider: str, base_url: str, **kwargs: Any) -> None:
-        super().__init__(provider, base_url, **kwargs)
+    def __init__(
+        self, client: httpx.Client, provider: str, endpoint: Endpoint, **kwargs: Any
+    ) -> None:
+        super().__init__(provider, endpoint, **kwargs)
         self.client = client
 
-    def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         with self.client.stream(
             exchange.method, self._url(exchange), json=_json(exchange), headers=self.headers
         ) as response:
-            self._started(response, seen)
+            started = self._started(response)
             chunks: list[bytes] = []
             size = 0
-            for chunk in response.iter_bytes():
-                _check(deadline, self.provider)
-                chunks.append(chunk)
-                size += len(chunk)
-                self._too_big(size)
-            return self._reply(response, b"".join(chunks), seen)
+            try:
+                for chunk in response.iter_bytes():
+                    _check(deadline, self.provider)
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    self._too_big(size)
+            except Exception as exc:
+                raise received(exc, started) from exc
+            return self._reply(response, b"".join(chunks), started)
 
     @contextmanager
-    def open(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Iterator[Any]:
+    def open(self, exchange: Exchange, deadline: float | None) -> Iterator[Stream[Iterator[Any]]]:
         with self.client.stream(
             "POST", self._url(exchange), json=exchange.body, headers=self.headers
         ) as response:
-            self._started(response, seen)
+            started = self._started(response)
             if response.status_code >= 400:
-                raise self._status_error(response, response.read())
-            yield split_lines(_checked(response.iter_text(), deadline, self.provider))
+                self._reply(response, response.read(), started)  # raises the status error
+            lines = split_lines(_checked(response.iter_text(), deadline, self.provider))
+            yield Stream(lines, started.status_code, started.request_id)
 
 
 def _json(exchange: Exchange) -> dict[str, Any] | None:
@@ -264,35 +290,39 @@ class AsyncHTTPTransport(_HTTPBase):
     """An `httpx.AsyncClient` posting JSON to a server."""
 
     def __init__(
-        self, client: httpx.AsyncClient, provider: str, base_url: str, **kwargs: Any
+        self, client: httpx.AsyncClient, provider: str, endpoint: Endpoint, **kwargs: Any
     ) -> None:
-        super().__init__(provider, base_url, **kwargs)
+        super().__init__(provider, endpoint, **kwargs)
         self.client = client
 
-    async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    async def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         async with self.client.stream(
             exchange.method, self._url(exchange), json=_json(exchange), headers=self.headers
         ) as response:
-            self._started(response, seen)
+            started = self._started(response)
             chunks: list[bytes] = []
             size = 0
-            async for chunk in response.aiter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                self._too_big(size)
-            return self._reply(response, b"".join(chunks), seen)
+            try:
+                async for chunk in response.aiter_bytes():
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    self._too_big(size)
+            except Exception as exc:
+                raise received(exc, started) from exc
+            return self._reply(response, b"".join(chunks), started)
 
     @asynccontextmanager
     async def open(
-        self, exchange: Exchange, seen: Seen, deadline: float | None
-    ) -> AsyncIterator[AsyncIterator[Any]]:
+        self, exchange: Exchange, deadline: float | None
+    ) -> AsyncIterator[Stream[AsyncIterator[Any]]]:
         async with self.client.stream(
             "POST", self._url(exchange), json=exchange.body, headers=self.headers
         ) as response:
-            self._started(response, seen)
+            started = self._started(response)
             if response.status_code >= 400:
-                raise self._status_error(response, await response.aread())
-            yield _async_lines(response.aiter_text())
+                self._reply(response, await response.aread(), started)  # the status error
+            lines = _async_lines(response.aiter_text())
+            yield Stream(lines, started.status_code, started.request_id)
 
 
 async def _async_lines(chunks: AsyncIterator[str]) -> AsyncIterator[str]:

@@ -14,6 +14,9 @@ enforce (numeric and length bounds, patterns, most formats) is removed, reported
 Unlike the SDK's own `messages.parse`, nothing here reads the text before the stop reason: a
 refusal or a `max_tokens` cut reaches the parser with its stop reason and becomes
 `RefusedOutput` / `TruncatedOutput`, not a bare validation error.
+
+The family's profile (`ANTHROPIC`) is here too; the `anthropic` package is imported when a
+provider is made, so naming the family or reading its stop reasons does not need it.
 """
 
 from __future__ import annotations
@@ -23,16 +26,12 @@ import logging
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import cache
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Literal
-
-import anthropic
-from anthropic.resources.messages import Messages
-from anthropic.types import Message
-from anthropic.types import RawMessageStreamEvent
-from anthropic.types import TextBlock
-from anthropic.types import ThinkingBlock
-from anthropic.types import ToolUseBlock
+from typing import Self
+from typing import assert_never
 
 from sdk._content import PDF
 from sdk._content import Image
@@ -40,33 +39,53 @@ from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
 from sdk._tools import arguments_object
+from sdk._values.dialect import CORE_KEYWORDS
+from sdk._values.dialect import HOSTED_FORMATS
+from sdk._values.dialect import Dialect
+from sdk._values.dialect import GrammarLimits
+from sdk._values.profile import Pricing
+from sdk._values.profile import Profile
+from sdk._values.profile import register
+from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message as Turn
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
 from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
+from sdk.providers._endpoint import client_endpoint
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import anthropic_breakpoints
 from sdk.providers._provider import Provider
+from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
-from sdk.schema.dialects import ANTHROPIC
-from sdk.schema.dialects import WireSchema
+from sdk.schema.canonical import schema_info
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types import Message
+    from anthropic.types import RawMessageStreamEvent
+
 __all__ = [
+    "ANTHROPIC",
+    "ANTHROPIC_DIALECT",
     "AnthropicCodec",
     "AnthropicProvider",
     "AnthropicStreamReader",
@@ -79,6 +98,54 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Mode = Literal["json_schema", "tool"]
+
+ANTHROPIC_DIALECT = Dialect(
+    name="anthropic",
+    keywords=CORE_KEYWORDS | {"allOf", "format", "minItems"},
+    formats=HOSTED_FORMATS | {"uri"},
+    max_min_items=1,
+    one_of_as_any_of=True,
+    ref_siblings="drop",
+    closed_objects=True,
+    hint_removed=True,
+    # Anthropic counts optional parameters and parameters with union types (`anyOf`, type
+    # arrays: a nullable field is one) and compiles no recursion.
+    limits=GrammarLimits(
+        max_optional=24,
+        max_unions=16,
+        recursion=False,
+        note="each optional field roughly doubles the compiled grammar",
+    ),
+    doc="Anthropic structured outputs and strict tools: no numeric or length bounds, no "
+    "pattern, ten string formats, minItems 0 or 1, closed objects, $ref without siblings.",
+)
+
+ANTHROPIC = register(
+    Profile(
+        name="anthropic",
+        display_name="Anthropic",
+        aliases=frozenset({"claude"}),
+        stop_reasons={
+            "end_turn": StopReason.END_TURN,
+            "max_tokens": StopReason.MAX_TOKENS,
+            "stop_sequence": StopReason.STOP_SEQUENCE,
+            "tool_use": StopReason.TOOL_USE,
+            "pause_turn": StopReason.PAUSE_TURN,
+            "refusal": StopReason.REFUSAL,
+            "model_context_window_exceeded": StopReason.CONTEXT_WINDOW,
+        },
+        dialect=ANTHROPIC_DIALECT,
+        carries={
+            "documents": "structured outputs (output_config.format), or a forced strict tool",
+            "tools": "strict tool use",
+            "native_reasoning": "extended thinking",
+        },
+        pricing=Pricing("anthropic", input_excludes_cache=True),
+        telemetry_name="anthropic",
+        provider="sdk.providers.anthropic:AnthropicProvider",
+    )
+)
+"""The Anthropic family: everything the SDK knows about it (`sdk.providers.profile`)."""
 
 
 _THINKING_MIN_BUDGET = 1024  # the smallest thinking budget the API takes
@@ -96,21 +163,22 @@ _OWNED = frozenset(
 )  # fmt: skip
 
 
-_FIELDS = sdk_fields(Messages.create)
-_OPTIONS = {name: wire for name, wire in _SAMPLING.items() if wire in _FIELDS}
+@cache
+def profile(mode: Mode = "json_schema") -> WireProfile:
+    """The Messages API's wire in `mode` (tool mode ends a document with `tool_use`), with the
+    keyword arguments the installed `anthropic` package's `messages.create` takes."""
+    from anthropic.resources.messages import Messages
 
-
-def profile(mode: Mode = "json_schema") -> Profile:
-    """The Messages API's wire in `mode` (tool mode ends a document with `tool_use`)."""
-    return Profile(
-        "anthropic",
+    fields = sdk_fields(Messages.create)
+    return WireProfile(
         ANTHROPIC,
+        ANTHROPIC_DIALECT,
         clean_stops=frozenset({StopReason.TOOL_USE if mode == "tool" else StopReason.END_TURN}),
         tools=True,
         native_reasoning=True,
-        options=_OPTIONS,
+        options={name: wire for name, wire in _SAMPLING.items() if wire in fields},
         owned=_OWNED,
-        fields=_FIELDS,
+        fields=fields,
     )
 
 
@@ -125,8 +193,6 @@ def build_request(
     free text; Anthropic has no grammar surface: `UnsupportedRequest`), with `cache_control`
     breakpoints on its static prefix unless `prompt_caching` is off
     (`sdk.providers._prompt_cache`)."""
-    if request.kind == "grammar":
-        raise unsupported("anthropic", "a grammar", ["json_schema documents", "strict tool use"])
     kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
@@ -140,17 +206,18 @@ def build_request(
         budget = max(_THINKING_MIN_BUDGET, request.max_tokens)
         kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
         kwargs["max_tokens"] = request.max_tokens + budget
-    if request.kind == "tools":
-        kwargs.update(_tools(request))
-    elif request.contract is not None:  # a document (free text sends no format, no tool)
-        wire = to_wire(request.contract, ANTHROPIC)
-        if mode == "json_schema":
-            # `extra_body` may add to `output_config` (effort, ...); the format is ours.
-            kwargs["output_config"] = {"format": {"type": "json_schema", "schema": wire.schema}}
-        else:
-            name = wire_name(request.contract)
-            kwargs["tools"] = [_tool(name, request, wire)]
-            kwargs["tool_choice"] = {"type": "tool", "name": name}
+    match request.output:
+        case JsonDocument(contract):
+            kwargs.update(_asking(contract, mode))
+        case ToolOffer() as offer:
+            kwargs.update(_tools(offer))
+        case FreeText():
+            pass  # free text sends no format, no tool
+        case GrammarSentence():
+            supported = ["json_schema documents", "strict tool use"]
+            raise unsupported("anthropic", "a grammar", supported)
+        case unknown:
+            assert_never(unknown)
     if prompt_caching:
         anthropic_breakpoints(kwargs, model)
     return finished(kwargs, request.options, request.extra_body, profile(mode))
@@ -175,9 +242,17 @@ def _content(message: Turn) -> str | list[dict[str, Any]]:
     return blocks
 
 
-def _tool(name: str, request: CompletionRequest, wire: WireSchema) -> dict[str, Any]:
-    description = wire.schema.get("description") or f"Record the {request.schema_info.name}."
-    return {"name": name, "description": description, "input_schema": wire.schema, "strict": True}
+def _asking(contract: type[Contract], mode: Mode) -> dict[str, Any]:
+    """The fields that ask for a contract's document: `output_config.format` (`extra_body`
+    may add to `output_config`, effort and such; the format is ours), or a forced strict
+    tool whose input is the document."""
+    wire = to_wire(contract, ANTHROPIC_DIALECT)
+    if mode == "json_schema":
+        return {"output_config": {"format": {"type": "json_schema", "schema": wire.schema}}}
+    name = wire_name(contract)
+    description = wire.schema.get("description") or f"Record the {schema_info(contract).name}."
+    tool = {"name": name, "description": description, "input_schema": wire.schema, "strict": True}
+    return {"tools": [tool], "tool_choice": {"type": "tool", "name": name}}
 
 
 def _message(message: Turn) -> dict[str, Any]:
@@ -209,24 +284,24 @@ def _message(message: Turn) -> dict[str, Any]:
     return {"role": message.role, "content": blocks}
 
 
-def _tools(request: CompletionRequest) -> dict[str, Any]:
+def _tools(offer: ToolOffer) -> dict[str, Any]:
     """`tools` (strict, in the Anthropic dialect) and `tool_choice` for a tool-call request."""
     tools = [
         {
             "name": tool.name,
-            "description": tool.described(ANTHROPIC),
-            "input_schema": tool.wire(ANTHROPIC).schema,
+            "description": tool.described(ANTHROPIC_DIALECT),
+            "input_schema": tool.wire(ANTHROPIC_DIALECT).schema,
             "strict": True,
         }
-        for tool in request.tools
+        for tool in offer.tools
     ]
-    choice = request.tool_choice
+    choice = offer.choice
     tool_choice: dict[str, Any]
     if isinstance(choice, Tool):
         tool_choice = {"type": "tool", "name": choice.name}
     else:
         tool_choice = {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
-    if request.parallel_tool_calls is False and choice != "none":
+    if offer.parallel is False and choice != "none":
         tool_choice["disable_parallel_tool_use"] = True
     return {"tools": tools, "tool_choice": tool_choice}
 
@@ -236,7 +311,7 @@ def read_tool_calls(message: Message) -> tuple[ToolCall, ...]:
     return tuple(
         ToolCall(block.id, block.name, json.dumps(block.input, ensure_ascii=False))
         for block in message.content
-        if isinstance(block, ToolUseBlock)
+        if block.type == "tool_use"
     )
 
 
@@ -249,7 +324,7 @@ def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion
     refusal = None
     if raw == "refusal":
         refusal = (details.explanation if details is not None else None) or text
-    thinking = [block.thinking for block in message.content if isinstance(block, ThinkingBlock)]
+    thinking = [block.thinking for block in message.content if block.type == "thinking"]
     return Completion(
         text=text,
         stop_reason=StopReason.from_raw(raw, "anthropic"),
@@ -266,10 +341,10 @@ def read_response(message: Message, *, mode: Mode = "json_schema") -> Completion
 def _document(message: Message, mode: Mode) -> str:
     if mode == "tool":
         for block in message.content:
-            if isinstance(block, ToolUseBlock):
+            if block.type == "tool_use":
                 return json.dumps(block.input, ensure_ascii=False)
     # JSON mode, or no tool call (a refusal is prose): the text blocks.
-    return "".join(block.text for block in message.content if isinstance(block, TextBlock))
+    return "".join(block.text for block in message.content if block.type == "text")
 
 
 def _usage(usage: Any) -> Usage:
@@ -375,6 +450,8 @@ class AnthropicToolStreamReader:
 
 def map_error(exc: anthropic.AnthropicError) -> ProviderError:
     """An `anthropic` exception -> `ProviderError` (raise it `from exc`)."""
+    import anthropic
+
     if isinstance(exc, anthropic.APITimeoutError):
         return provider_error("anthropic", "request timed out")
     if isinstance(exc, anthropic.APIConnectionError):
@@ -429,7 +506,7 @@ class AnthropicCodec(Codec):
         return Exchange("messages.create", body)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
-        if request.kind == "tools":
+        if isinstance(request.output, ToolOffer):
             completion = replace(read_response(reply.body), tool_calls=read_tool_calls(reply.body))
         else:
             completion = read_response(reply.body, mode=self.mode)
@@ -440,30 +517,44 @@ class AnthropicCodec(Codec):
     def reader(
         self, request: CompletionRequest, request_id: str | None
     ) -> AnthropicStreamReader | AnthropicToolStreamReader:
-        if request.kind == "tools":
-            return AnthropicToolStreamReader(request_id)
-        mode = self.mode if request.kind == "json" else "json_schema"
-        return AnthropicStreamReader(mode, request_id)
+        match request.output:
+            case ToolOffer():
+                return AnthropicToolStreamReader(request_id)
+            case JsonDocument():
+                return AnthropicStreamReader(self.mode, request_id)
+            case GrammarSentence() | FreeText():
+                return AnthropicStreamReader("json_schema", request_id)  # its text, as it comes
+            case unknown:
+                assert_never(unknown)
 
     def classify(self, error: BaseException) -> ProviderError | None:
+        import anthropic  # loaded: a provider was made with one of its clients
+
         return map_error(error) if isinstance(error, anthropic.AnthropicError) else None
 
 
-# The `anthropic` package's clients, by platform; each sync or async.
-_SYNC_CLIENTS = (anthropic.Anthropic, anthropic.AnthropicBedrock, anthropic.AnthropicVertex)
-_ASYNC_CLIENTS = (
-    anthropic.AsyncAnthropic,
-    anthropic.AsyncAnthropicBedrock,
-    anthropic.AsyncAnthropicVertex,
-)
-AnyClient = (
-    anthropic.Anthropic
-    | anthropic.AsyncAnthropic
-    | anthropic.AnthropicBedrock
-    | anthropic.AsyncAnthropicBedrock
-    | anthropic.AnthropicVertex
-    | anthropic.AsyncAnthropicVertex
-)
+def _clients(*, sync: bool) -> tuple[type[Any], ...]:
+    """The `anthropic` package's clients of every platform, sync or async."""
+    import anthropic
+
+    if sync:
+        return (anthropic.Anthropic, anthropic.AnthropicBedrock, anthropic.AnthropicVertex)
+    return (
+        anthropic.AsyncAnthropic,
+        anthropic.AsyncAnthropicBedrock,
+        anthropic.AsyncAnthropicVertex,
+    )
+
+
+if TYPE_CHECKING:
+    AnyClient = (
+        anthropic.Anthropic
+        | anthropic.AsyncAnthropic
+        | anthropic.AnthropicBedrock
+        | anthropic.AsyncAnthropicBedrock
+        | anthropic.AnthropicVertex
+        | anthropic.AsyncAnthropicVertex
+    )
 
 Platform = Literal["anthropic", "bedrock", "vertex"]
 
@@ -474,6 +565,8 @@ organization policy `constraints/vertexai.allowedPartnerModelFeatures` must allo
 
 def platform_of(client: object) -> Platform:
     """Which platform an `anthropic` client talks to."""
+    import anthropic
+
     if isinstance(client, (anthropic.AnthropicBedrock, anthropic.AsyncAnthropicBedrock)):
         return "bedrock"
     if isinstance(client, (anthropic.AnthropicVertex, anthropic.AsyncAnthropicVertex)):
@@ -511,7 +604,7 @@ class AnthropicProvider(Provider):
     ) -> None:
         if mode not in ("json_schema", "tool"):
             raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
-        if not isinstance(client, (*_SYNC_CLIENTS, *_ASYNC_CLIENTS)):
+        if not isinstance(client, (*_clients(sync=True), *_clients(sync=False))):
             raise TypeError(
                 "client must be an anthropic client (Anthropic, AnthropicBedrock or "
                 f"AnthropicVertex, sync or async), not {client!r}"
@@ -523,13 +616,27 @@ class AnthropicProvider(Provider):
                 f"structured outputs for model {model!r}",
                 [f"structured outputs for {', '.join(VERTEX_STRUCTURED_MODELS)}"],
             )
-        self.client = client.with_options(max_retries=0)
+        # A base URL's query goes to the client's default query (`sdk.providers._endpoint`).
+        self.client = client.with_options(max_retries=0, **client_endpoint(client, "anthropic"))
         self.mode: Mode = mode
         self._model = model
         self.codec = AnthropicCodec(
             model, mode, urls=self.platform != "bedrock", prompt_caching=prompt_caching
         )
         self._keep_extra_body(extra_body)
+
+    @classmethod
+    def _in_memory(cls, settings: Mapping[str, Any], *, http_client: Any, api_key: str) -> Self:
+        """`sdk.wire`'s hook (private, but kept stable): this provider with `settings` (the
+        constructor's keyword arguments, and the client's `base_url`) on an `anthropic.Anthropic`
+        client that sends through `http_client` (an `httpx2.Client` on an in-memory transport)
+        with the placeholder `api_key`."""
+        import anthropic
+
+        given = dict(settings)
+        base_url = given.pop("base_url", None)
+        client = anthropic.Anthropic(api_key=api_key, base_url=base_url, http_client=http_client)
+        return cls(client, **given)
 
     def __repr__(self) -> str:
         platform = "" if self.platform == "anthropic" else f", platform={self.platform!r}"
@@ -538,6 +645,21 @@ class AnthropicProvider(Provider):
     @property
     def model(self) -> str:
         return self._model
+
+    def cache_scope(self) -> dict[str, Any]:
+        # Where it runs: the endpoint (a gateway, a proxy, the vendor; it names the platform),
+        # the cloud's region and project (in Vertex AI's paths); the mode (a tool call or a
+        # schema); beta features asked for by header.
+        client = self.client
+        return {
+            **super().cache_scope(),
+            "mode": self.mode,
+            "endpoint": endpoint(client.base_url),
+            "query": dict(client.default_query),
+            "region": getattr(client, "aws_region", None) or getattr(client, "region", None),
+            "project": getattr(client, "project_id", None),
+            "beta": client.default_headers.get("anthropic-beta"),
+        }
 
     def secrets(self) -> Iterable[str]:
         names = ("api_key", "auth_token", "aws_secret_key", "aws_session_token", "access_token")
@@ -548,11 +670,11 @@ class AnthropicProvider(Provider):
         ]
 
     def transport(self) -> SDKTransport:
-        if not isinstance(self.client, _SYNC_CLIENTS):
+        if not isinstance(self.client, _clients(sync=True)):
             raise TypeError("this provider has an async anthropic client: use the async calls")
         return SDKTransport(self.client, request_id_header="request-id")
 
     def atransport(self) -> AsyncSDKTransport:
-        if not isinstance(self.client, _ASYNC_CLIENTS):
+        if not isinstance(self.client, _clients(sync=False)):
             raise TypeError("this provider has a sync anthropic client: use the sync calls")
         return AsyncSDKTransport(self.client, request_id_header="request-id")

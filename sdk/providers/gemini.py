@@ -29,34 +29,51 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from contextlib import contextmanager
+from functools import cache
 from operator import attrgetter
+from typing import TYPE_CHECKING
 from typing import Any
-
-from google import genai
-from google.genai import errors as genai_errors
-from google.genai import types as genai_types
+from typing import Self
+from typing import assert_never
 
 from sdk._content import Text
 from sdk._message import Message
 from sdk._result import Usage
+from sdk._tools import ToolOffer
+from sdk._values.dialect import CORE_KEYWORDS
+from sdk._values.dialect import Dialect
+from sdk._values.profile import Pricing
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.errors import ProviderError
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
-from sdk.providers._boundary import Seen
+from sdk.providers._endpoint import gemini_base_url
 from sdk.providers._errors import provider_error
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
-from sdk.schema.dialects import GEMINI
+from sdk.providers._provider import endpoint
+from sdk.providers._transports import Stream
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
+if TYPE_CHECKING:
+    from google import genai
+    from google.genai import errors as genai_errors
+    from google.genai import types as genai_types
+
 __all__ = [
+    "GEMINI",
+    "GEMINI_DIALECT",
     "GeminiCodec",
     "GeminiProvider",
     "GeminiStreamReader",
@@ -66,7 +83,62 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_NAME = "gemini"
+GEMINI_DIALECT = Dialect(
+    name="gemini",
+    # `response_json_schema`, as the google-genai client documents it: $id, $defs, $ref,
+    # $anchor, type, format, title, description, enum, items, prefixItems, minItems, maxItems,
+    # minimum, maximum, anyOf, oneOf (read as anyOf), properties, additionalProperties,
+    # required. No `const`, `allOf`, exclusive bounds, multipleOf, string lengths or pattern.
+    keywords=(CORE_KEYWORDS - {"const"})
+    | {"$id", "$anchor", "format", "prefixItems", "minItems", "maxItems", "minimum", "maximum"},
+    formats=frozenset({"date-time", "date", "time"}),
+    one_of_as_any_of=True,
+    ref_siblings="drop",
+    hint_removed=True,
+    doc="Gemini `response_json_schema`: numeric minimum/maximum and item counts kept; no "
+    "const, allOf, exclusive bounds, multipleOf, minLength/maxLength or pattern; three "
+    "string formats; a $ref takes no sibling keys.",
+)
+
+_FILTERS = (
+    "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION",
+)  # fmt: skip
+_NOT_AN_END = (
+    "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "LANGUAGE", "OTHER",
+    "FINISH_REASON_UNSPECIFIED", "MALFORMED_RESPONSE", "MISSING_THOUGHT_SIGNATURE", "NO_IMAGE",
+    "IMAGE_OTHER",
+)  # fmt: skip
+_BLOCKS = (
+    "SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "MODEL_ARMOR",
+    "JAILBREAK", "BLOCKED_REASON_UNSPECIFIED",
+)  # fmt: skip
+
+# Gemini's `finishReason`; a prompt blocked before any candidate is `blocked:<blockReason>`, a
+# refusal of the request. Safety, recitation, blocklist, prohibited content and personal data
+# stops are the provider's filters; tool and language stops are not a document's end.
+GEMINI = register(
+    Profile(
+        name="gemini",
+        display_name="Gemini",
+        aliases=frozenset({"google", "google_genai"}),
+        stop_reasons={
+            "STOP": StopReason.END_TURN,
+            "MAX_TOKENS": StopReason.MAX_TOKENS,
+            **dict.fromkeys(_FILTERS, StopReason.CONTENT_FILTER),
+            **dict.fromkeys(_NOT_AN_END, StopReason.OTHER),
+            **{f"blocked:{reason}": StopReason.REFUSAL for reason in _BLOCKS},
+        },
+        dialect=GEMINI_DIALECT,
+        carries={"documents": "response_json_schema, application/json"},
+        pricing=Pricing("google", output_excludes_reasoning=True),
+        telemetry_name="gcp.gemini",
+        provider="sdk.providers.gemini:GeminiProvider",
+    )
+)
+"""The Gemini family: everything the SDK knows about it (`sdk.providers.profile`)."""
+
+_NAME = GEMINI.name
 # The client's own retries are off for every request we send (see the module docstring).
 _NO_RETRIES = {"retry_options": {"attempts": 1}}
 # The REST body's fields that the SDK's request writes, in both spellings the API reads (a raw
@@ -75,25 +147,30 @@ _NO_RETRIES = {"retry_options": {"attempts": 1}}
 # `GenerateContentConfig` name, which `{"config": {...}}` takes.
 _REST_OWNED = ("generationConfig", "generation_config", "systemInstruction", "system_instruction",
                "tools", "toolConfig", "tool_config")
-GEMINI_WIRE = Profile(
-    _NAME,
-    GEMINI,
-    options={name: f"config.{wire}" for name, wire in (
-        ("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
-        ("seed", "seed"), ("stop", "stop_sequences"), ("presence_penalty", "presence_penalty"),
-        ("frequency_penalty", "frequency_penalty"))},
-    owned=frozenset({"model", "contents", "messages", "stream", "config.system_instruction",
-                     "config.max_output_tokens", "config.response_mime_type",
-                     "config.response_json_schema", "config.response_schema",
-                     "config.http_options", "config.tools", "config.tool_config",
-                     "config.automatic_function_calling", *_REST_OWNED}),
-    fields={"model": None, "contents": None,
-            "config": frozenset(genai_types.GenerateContentConfig.model_fields)},
-    raw_field="config.http_options.extra_body",
-)  # fmt: skip
-"""The `generateContent` wire: `extra_body` may add `GenerateContentConfig` fields (`{"config":
-{"safety_settings": ...}}`), never over the SDK's; any other field goes into the REST body as it
-is (`http_options.extra_body`)."""
+@cache
+def generate_content_wire() -> WireProfile:
+    """The `generateContent` wire: `extra_body` may add `GenerateContentConfig` fields
+    (`{"config": {"safety_settings": ...}}`, those the installed `google-genai` takes), never
+    over the SDK's; any other field goes into the REST body as it is (`http_options.extra_body`).
+    """
+    from google.genai import types as genai_types
+
+    return WireProfile(
+        GEMINI,
+        GEMINI_DIALECT,
+        options={name: f"config.{wire}" for name, wire in (
+            ("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
+            ("seed", "seed"), ("stop", "stop_sequences"),
+            ("presence_penalty", "presence_penalty"), ("frequency_penalty", "frequency_penalty"))},
+        owned=frozenset({"model", "contents", "messages", "stream", "config.system_instruction",
+                         "config.max_output_tokens", "config.response_mime_type",
+                         "config.response_json_schema", "config.response_schema",
+                         "config.http_options", "config.tools", "config.tool_config",
+                         "config.automatic_function_calling", *_REST_OWNED}),
+        fields={"model": None, "contents": None,
+                "config": frozenset(genai_types.GenerateContentConfig.model_fields)},
+        raw_field="config.http_options.extra_body",
+    )  # fmt: skip
 
 
 def build_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
@@ -101,25 +178,30 @@ def build_request(request: CompletionRequest, *, model: str) -> dict[str, Any]:
     (`response_json_schema`) or free text. Gemini has no grammar surface: `UnsupportedRequest`.
     Images and PDFs go as inline bytes; a URL part is refused before sending (`UnsupportedRequest`:
     the API reads only files it hosts)."""
-    if request.kind == "grammar":
-        raise unsupported(_NAME, "a grammar", ["json_schema documents", "free text"])
-    if request.kind == "tools":
-        raise unsupported(_NAME, "tool calls", ["json_schema documents", "free text"])
     config: dict[str, Any] = {
         "max_output_tokens": request.max_tokens,
         "http_options": dict(_NO_RETRIES),
     }
     if request.system:
         config["system_instruction"] = request.system
-    if request.contract is not None:
-        config["response_mime_type"] = "application/json"
-        config["response_json_schema"] = to_wire(request.contract, GEMINI).schema
+    match request.output:
+        case JsonDocument(contract):
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = to_wire(contract, GEMINI_DIALECT).schema
+        case FreeText():
+            pass
+        case GrammarSentence():
+            raise unsupported(_NAME, "a grammar", ["json_schema documents", "free text"])
+        case ToolOffer():
+            raise unsupported(_NAME, "tool calls", ["json_schema documents", "free text"])
+        case unknown:
+            assert_never(unknown)
     contents = [
         {"role": "model" if m.role == "assistant" else "user", "parts": _parts(m)}
         for m in request.messages
     ]
     body = {"model": model, "contents": contents, "config": config}
-    return finished(body, request.options, request.extra_body, GEMINI_WIRE)
+    return finished(body, request.options, request.extra_body, generate_content_wire())
 
 
 def _parts(message: Message) -> list[dict[str, Any]]:
@@ -193,6 +275,8 @@ class GeminiStreamReader:
 
     def feed(self, chunk: genai_types.GenerateContentResponse) -> TextDelta | None:
         """One chunk; returns the document text it adds, if any."""
+        from google.genai import types as genai_types
+
         if not isinstance(chunk, genai_types.GenerateContentResponse):
             raise TypeError(f"expected a GenerateContentResponse, got {type(chunk).__name__}")
         self._model = chunk.model_version or self._model
@@ -268,9 +352,8 @@ def map_error(exc: genai_errors.APIError) -> ProviderError:
         status_code=exc.code if isinstance(exc.code, int) and exc.code >= 100 else None,
         headers=headers if headers is not None else None,
         detail=exc.message or "",
+        retry_after=_retry_delay(exc.details),  # when no header said it
     )
-    if error.retry_after is None:
-        error.retry_after = _retry_delay(exc.details)
     return error
 
 
@@ -290,10 +373,9 @@ def _retry_delay(details: Any) -> float | None:
 class GeminiCodec(Codec):
     """The `generateContent` wire format through the `google-genai` client (no I/O)."""
 
-    profile = GEMINI_WIRE
-
     def __init__(self, model: str) -> None:
         self.model = model
+        self.profile = generate_content_wire()
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         logger.debug(
@@ -317,6 +399,8 @@ class GeminiCodec(Codec):
         body = json.loads(raw)
         if not isinstance(body, dict):
             raise ValueError(f"reply is JSON but not an object ({type(body).__name__})")
+        from google.genai import types as genai_types
+
         response = genai_types.GenerateContentResponse.model_validate(body)
         return read_response(response, request_id=reply.request_id)
 
@@ -324,6 +408,8 @@ class GeminiCodec(Codec):
         return GeminiStreamReader(request_id)
 
     def classify(self, error: BaseException) -> ProviderError | None:
+        from google.genai import errors as genai_errors  # loaded: a provider was made
+
         if isinstance(error, genai_errors.APIError):
             return map_error(error)
         if isinstance(error, genai_errors.UnknownApiResponseError):
@@ -354,18 +440,17 @@ def _raw_body(response: Any) -> str | None:
     return body if isinstance(body, str) else None
 
 
-def _record(seen: Seen, response: Any) -> None:
+def _reply(response: Any) -> Reply:
+    """The reply, with its raw body (what an error shows) and its response id."""
     raw = _raw_body(response)
-    seen.body = raw if raw is not None else response
-    if raw is not None:
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = None
-        response_id = parsed.get("responseId") if isinstance(parsed, dict) else None
-        seen.request_id = response_id if isinstance(response_id, str) else None
-    else:
-        seen.request_id = getattr(response, "response_id", None)
+    if raw is None:
+        return Reply(response, 200, getattr(response, "response_id", None), raw=response)
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    response_id = parsed.get("responseId") if isinstance(parsed, dict) else None
+    return Reply(response, 200, response_id if isinstance(response_id, str) else None, raw=raw)
 
 
 class GeminiTransport:
@@ -374,17 +459,15 @@ class GeminiTransport:
     def __init__(self, client: genai.Client) -> None:
         self.client = client
 
-    def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         method = attrgetter(exchange.route)(self.client)
-        reply = method(**_with_timeout(exchange.body, deadline))
-        _record(seen, reply)
-        return Reply(reply, 200, seen.request_id)
+        return _reply(method(**_with_timeout(exchange.body, deadline)))
 
     @contextmanager
-    def open(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Iterator[Any]:
+    def open(self, exchange: Exchange, deadline: float | None) -> Iterator[Stream[Iterator[Any]]]:
         events = attrgetter(exchange.route)(self.client)(**_with_timeout(exchange.body, deadline))
         try:
-            yield iter(events)
+            yield Stream(iter(events))
         finally:
             events.close()
 
@@ -395,20 +478,18 @@ class AsyncGeminiTransport:
     def __init__(self, client: genai.Client) -> None:
         self.client = client
 
-    async def send(self, exchange: Exchange, seen: Seen, deadline: float | None) -> Reply:
+    async def send(self, exchange: Exchange, deadline: float | None) -> Reply:
         method = attrgetter(exchange.route)(self.client.aio)
-        reply = await method(**_with_timeout(exchange.body, deadline))
-        _record(seen, reply)
-        return Reply(reply, 200, seen.request_id)
+        return _reply(await method(**_with_timeout(exchange.body, deadline)))
 
     @asynccontextmanager
     async def open(
-        self, exchange: Exchange, seen: Seen, deadline: float | None
-    ) -> AsyncIterator[AsyncIterator[Any]]:
+        self, exchange: Exchange, deadline: float | None
+    ) -> AsyncIterator[Stream[AsyncIterator[Any]]]:
         method = attrgetter(exchange.route)(self.client.aio)
         events = await method(**_with_timeout(exchange.body, deadline))
         try:
-            yield events
+            yield Stream(events)
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
@@ -427,12 +508,29 @@ class GeminiProvider(Provider):
     def __init__(
         self, client: genai.Client, *, model: str, extra_body: Mapping[str, Any] | None = None
     ) -> None:
+        from google import genai
+
         if not isinstance(client, genai.Client):
             raise TypeError(f"client must be a google.genai.Client, not {client!r}")
+        options = getattr(getattr(client, "_api_client", None), "_http_options", None)
+        gemini_base_url(getattr(options, "base_url", None))
         self.client = client
         self._model = model
         self.codec = GeminiCodec(model)
         self._keep_extra_body(extra_body)
+
+    @classmethod
+    def _in_memory(cls, settings: Mapping[str, Any], *, http_client: Any, api_key: str) -> Self:
+        """`sdk.wire`'s hook (private, but kept stable): this provider with `settings` (the
+        constructor's keyword arguments, and the client's `base_url`) on a `google.genai.Client`
+        that sends through `http_client` (an `httpx2.Client` on an in-memory transport) with the
+        placeholder `api_key`."""
+        from google import genai
+
+        given = dict(settings)
+        options = genai.types.HttpOptions(httpx_client=http_client,
+                                          base_url=given.pop("base_url", None))  # fmt: skip
+        return cls(genai.Client(api_key=api_key, http_options=options), **given)
 
     def __repr__(self) -> str:
         return f"GeminiProvider(model={self._model!r})"
@@ -440,6 +538,19 @@ class GeminiProvider(Provider):
     @property
     def model(self) -> str:
         return self._model
+
+    def cache_scope(self) -> dict[str, Any]:
+        # Where it runs: the endpoint and API version, and on Vertex AI the project and location
+        # (in its paths).
+        api = getattr(self.client, "_api_client", None)
+        options = getattr(api, "_http_options", None)
+        return {
+            **super().cache_scope(),
+            "project": getattr(api, "project", None),
+            "location": getattr(api, "location", None),
+            "endpoint": endpoint(getattr(options, "base_url", None) or ""),
+            "api_version": getattr(options, "api_version", None),
+        }
 
     def secrets(self) -> Iterable[str]:
         key = getattr(getattr(self.client, "_api_client", None), "api_key", None)

@@ -13,12 +13,13 @@ one request at a time).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from collections.abc import Iterable
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import TypeAlias
 from weakref import WeakKeyDictionary
 
 from sdk.providers._base import Completion
@@ -28,7 +29,10 @@ from sdk.providers._provider import Provider
 
 __all__ = ["ConcurrencyLimit"]
 
-_Limits = WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
+if TYPE_CHECKING:
+    import asyncio
+
+_Limits: TypeAlias = "WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]"
 
 
 class ConcurrencyLimit(Provider):
@@ -52,6 +56,8 @@ class ConcurrencyLimit(Provider):
 
     def limit(self) -> asyncio.Semaphore:
         """The semaphore of the running event loop."""
+        import asyncio  # loaded by the first async call: a sync program never needs it
+
         loop = asyncio.get_running_loop()
         limit = self._limits.get(loop)
         if limit is None:

@@ -63,6 +63,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from typing import Literal
+from typing import assert_never
 from weakref import WeakKeyDictionary
 
 import httpx
@@ -70,12 +71,19 @@ import httpx
 from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
+from sdk._tools import ToolOffer
+from sdk._values.dialect import LLAMACPP_CONVERTER
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.contract import Contract
 from sdk.grammar.wire import llamacpp_grammar
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import StreamReader
 from sdk.providers._base import TextDelta
@@ -99,10 +107,10 @@ from sdk.providers._http import DEFAULT_TIMEOUT
 from sdk.providers._http import HTTPProvider
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.providers._llamacpp_prompt import Prompt
+from sdk.providers._llamacpp_prompt import ServerTemplate
 from sdk.providers._logprobs import llamacpp_probabilities
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
-from sdk.schema.dialects import LLAMACPP
 from sdk.schema.dialects import WireSchema
 from sdk.schema.dialects import to_wire
 from sdk.schema.grounding import GBNF_SOURCE_LIMIT
@@ -110,14 +118,43 @@ from sdk.schema.grounding import grounded_gbnf
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "LLAMACPP",
+    "LLAMACPP_DIALECT",
     "CompletionStreamReader",
     "LlamaCppCodec",
     "LlamaCppProvider",
+    "ServerTemplate",
     "build_chat_request",
     "build_completion_request",
     "build_template_request",
     "read_completion",
 ]
+
+LLAMACPP_DIALECT = LLAMACPP_CONVERTER
+"""llama-server's `json_schema` dialect: the rules of its grammar converter."""
+
+# The native `/completion` route reports `stop_type`; the OpenAI-compatible route reads Chat
+# Completions' `finish_reason` (as `openai_chat`'s replies).
+LLAMACPP = register(
+    Profile(
+        name="llamacpp",
+        display_name="llama.cpp",
+        aliases=frozenset({"llama_cpp", "llama.cpp", "llama_server"}),
+        stop_reasons={
+            "eos": StopReason.END_TURN,
+            "limit": StopReason.MAX_TOKENS,
+            "word": StopReason.STOP_SEQUENCE,
+        },
+        dialect=LLAMACPP_DIALECT,
+        carries={
+            "documents": "the SDK's own GBNF, or json_schema",
+            "grammars": "GBNF",
+            "tools": "a GBNF of the calls, or the OpenAI route's tools",
+        },
+        provider="sdk.providers.llamacpp:LlamaCppProvider",
+    )
+)
+"""The llama.cpp family: everything the SDK knows about it (`sdk.providers.profile`)."""
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +195,8 @@ def build_chat_request(
         "logprobs": True,  # each token's probability (`Result.confidence`)
     }
     if schema is not None:
-        name = wire_name(request.document())
+        assert isinstance(request.output, JsonDocument), "a schema is a JSON request's"
+        name = wire_name(request.output.contract)
         body["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": name, "schema": schema, "strict": True},
@@ -252,12 +290,12 @@ _OWNED = frozenset(
 )  # fmt: skip
 
 
-def profile(mode: Mode = "auto") -> Profile:
+def profile(mode: Mode = "auto") -> WireProfile:
     """llama-server's wire in `mode`: grammars on the native route (not in `openai` mode), and
     no schema dialect in `grammar` mode (a grammar is sent instead)."""
-    return Profile(
-        "llamacpp",
-        None if mode == "grammar" else LLAMACPP,
+    return WireProfile(
+        LLAMACPP,
+        None if mode == "grammar" else LLAMACPP_DIALECT,
         grammar=mode != "openai",
         tools=True,
         options=_OPTIONS,
@@ -281,6 +319,7 @@ class LlamaCppCodec(Codec):
         extra_control_tokens: Iterable[str] = (),
         grounding: bool = True,
         grounding_limit: int = GBNF_SOURCE_LIMIT,
+        learned: ServerTemplate | None = None,
     ) -> None:
         self.mode: Mode = mode
         self.model = model
@@ -292,7 +331,7 @@ class LlamaCppCodec(Codec):
         self._prompt_template = prompt_template
         self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
         self._control_strings = ControlTokens.families(extra_control_tokens)
-        self.prompts = NativePrompts()
+        self.prompts = NativePrompts(learned)
         """What the codec learned of the server's chat template and special tokens."""
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
@@ -304,8 +343,8 @@ class LlamaCppCodec(Codec):
             )
         if self._chat_route(request):
             body = build_chat_request(request, **self._constraint(request), model=self.model)
-            if request.kind == "tools":
-                body.update(chat_tools(request, _tool_parameters, named_choice=False))
+            if isinstance(request.output, ToolOffer):
+                body.update(chat_tools(request.output, _tool_parameters, named_choice=False))
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
             chat = Exchange("/v1/chat/completions", body)
@@ -326,7 +365,7 @@ class LlamaCppCodec(Codec):
     def _chat_route(self, request: CompletionRequest) -> bool:
         # Tool calls always take the OpenAI route: the server renders the tools with the
         # model's template and parses the call block itself (its tool-call parser).
-        return self.mode == "openai" or request.kind == "tools"
+        return self.mode == "openai" or isinstance(request.output, ToolOffer)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         if self._chat_route(request):
@@ -342,7 +381,7 @@ class LlamaCppCodec(Codec):
 
     def tool_schema(self, contract: type[Contract]) -> WireSchema:
         # Tools always take the OpenAI route, in the llama.cpp dialect, whatever the mode.
-        return to_wire(contract, LLAMACPP)
+        return to_wire(contract, LLAMACPP_DIALECT)
 
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
         """The schema sent, in the llama.cpp dialect; `None` when a grammar is sent instead
@@ -378,7 +417,8 @@ class LlamaCppCodec(Codec):
         if self._grammar is not None:
             return self._grammar
         if source is not None:
-            grounded = self._grounded(CompletionRequest(contract, (), 1, source=source))
+            asked = CompletionRequest(JsonDocument(contract), (), 1, source=source)
+            grounded = self._grounded(asked)
             if grounded is not None:
                 return grounded
         # Imported here: only grammar mode needs the converter.
@@ -388,37 +428,47 @@ class LlamaCppCodec(Codec):
 
     def _constraint(self, request: CompletionRequest) -> dict[str, Any]:
         """The body fields that constrain the output: the schema in the llama.cpp dialect, or a
-        GBNF grammar (the contract's, the one given, or a `Grammar`'s); none for free text."""
-        if request.grammar is not None:
-            if self.mode == "openai":
+        GBNF grammar (the contract's, the one given, or a `Grammar`'s); none for free text and
+        tool calls (the tools are the constraint)."""
+        match request.output:
+            case JsonDocument(contract):
+                return self._document_constraint(request, contract)
+            case GrammarSentence(grammar) if self.mode != "openai":
+                return llamacpp_grammar(grammar)
+            case GrammarSentence():
                 raise unsupported(
                     "llamacpp (mode='openai')",
                     "a grammar",
                     ["json_schema documents", "free text", "grammars in mode 'json_schema' or "
                      "'grammar' (the native /completion route)"],
                 )  # fmt: skip
-            return llamacpp_grammar(request.grammar)
-        if request.contract is None:
-            return {}
+            case ToolOffer() | FreeText():
+                return {}
+            case unknown:
+                assert_never(unknown)
+
+    def _document_constraint(
+        self, request: CompletionRequest, contract: type[Contract]
+    ) -> dict[str, Any]:
         if self.mode == "grammar":
-            return {"grammar": self._grounded(request) or self.grammar_for(request.contract)}
+            return {"grammar": self._grounded(request) or self.grammar_for(contract)}
         if self.mode == "auto":
-            grammar = self._auto_grammar(request.contract)
+            grammar = self._auto_grammar(contract)
             if grammar is not None:
                 return {"grammar": self._grounded(request) or grammar}
-        wire = self.wire_schema(request.contract)
+        wire = self.wire_schema(contract)
         assert wire is not None
         return {"schema": wire.schema}
 
     def _grounds(self, request: CompletionRequest) -> bool:
         """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
-        if request.contract is None or request.grammar is not None:
+        if not isinstance(request.output, JsonDocument):
             return False
         if not request.options.get("grounding", self.grounding):  # per call, or the provider's
             return False
         if self.mode == "grammar":
             return self._grammar is None
-        return self.mode == "auto" and self._auto_grammar(request.contract) is not None
+        return self.mode == "auto" and self._auto_grammar(request.output.contract) is not None
 
     def _grounded(self, request: CompletionRequest) -> str | None:
         """The grounded GBNF (`SourceQuote`/`Verbatim` strings confined to the source's spans,
@@ -444,6 +494,9 @@ class LlamaCppProvider(HTTPProvider):
     spans of the call's source (`sdk.schema.grounding.grounded_gbnf`); a source longer than
     `grounding_limit` characters goes with the plain grammar instead, and `Result.notes` says
     so (`"grounding"`).
+
+    `learned=`: what another provider of the same server learned of its chat template and
+    special tokens (its `learned`), so this one starts without asking the server again.
     """
 
     def __init__(
@@ -462,6 +515,7 @@ class LlamaCppProvider(HTTPProvider):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        learned: ServerTemplate | None = None,
     ) -> None:
         if mode not in ("auto", "json_schema", "grammar", "openai"):
             raise ValueError(
@@ -480,6 +534,7 @@ class LlamaCppProvider(HTTPProvider):
             extra_control_tokens=extra_control_tokens,
             grounding=grounding,
             grounding_limit=grounding_limit,
+            learned=learned,
         )
         self._keep_extra_body(extra_body)
 
@@ -495,10 +550,17 @@ class LlamaCppProvider(HTTPProvider):
     def model(self) -> str | None:
         return self._model
 
+    @property
+    def learned(self) -> ServerTemplate:
+        """What this provider has learned of its server's chat template and special tokens,
+        as a value: `learned=` starts another provider of the same server from it (a worker
+        process, `sdk.wire`'s settings) without asking the server again."""
+        return self.codec.prompts.learned()
+
     def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
         """The GBNF grammar sent for `contract` in grammar mode (`LlamaCppCodec.grammar_for`)."""
         return self.codec.grammar_for(contract, source=source)
 
 
 def _tool_parameters(tool: Tool) -> dict[str, Any]:
-    return tool.wire(LLAMACPP).schema
+    return tool.wire(LLAMACPP_DIALECT).schema

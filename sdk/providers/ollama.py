@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+from typing import assert_never
 
 import httpx
 
@@ -24,9 +25,16 @@ from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
+from sdk._values.dialect import LLAMACPP_CONVERTER
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
@@ -40,12 +48,13 @@ from sdk.providers._errors import provider_error
 from sdk.providers._http import DEFAULT_TIMEOUT
 from sdk.providers._http import OneRouteCodec
 from sdk.providers._http import OneRouteProvider
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
-from sdk.schema.dialects import OLLAMA
 from sdk.stop_reason import StopReason
 
 __all__ = [
+    "OLLAMA",
+    "OLLAMA_DIALECT",
     "OllamaCodec",
     "OllamaProvider",
     "OllamaStreamReader",
@@ -55,9 +64,27 @@ __all__ = [
 
 _PATH = "/api/chat"
 
-OLLAMA_WIRE = Profile(
-    "ollama",
+OLLAMA_DIALECT = replace(
+    LLAMACPP_CONVERTER,
+    name="ollama",
+    doc="Ollama `format`: converted by llama.cpp's grammar generator, so the llama.cpp rules.",
+)
+
+OLLAMA = register(
+    Profile(
+        name="ollama",
+        display_name="Ollama",
+        stop_reasons={"stop": StopReason.END_TURN, "length": StopReason.MAX_TOKENS},
+        dialect=OLLAMA_DIALECT,
+        carries={"documents": "format (a JSON schema)", "tools": "tools"},
+        provider="sdk.providers.ollama:OllamaProvider",
+    )
+)
+"""The Ollama family: everything the SDK knows about it (`sdk.providers.profile`)."""
+
+OLLAMA_WIRE = WireProfile(
     OLLAMA,
+    OLLAMA_DIALECT,
     tools=True,
     options={name: f"options.{name}" for name in ("temperature", "top_p", "top_k", "seed",
              "stop", "presence_penalty", "frequency_penalty", "repeat_penalty")},
@@ -79,13 +106,21 @@ def build_request(
         "stream": stream,
         "options": options,
     }
-    if schema is not None:
-        body["format"] = schema
-    elif request.kind == "tools" and request.tool_choice != "none":
-        # Ollama has no `tool_choice`: "none" sends no tools, a named tool is sent alone, and
-        # the parser enforces "required" (a reply without a call is `MissingToolCall`).
-        fields = chat_tools(request, _parameters, named_choice=False, parallel=False)
-        body["tools"] = fields["tools"]
+    match request.output:
+        case JsonDocument():
+            if schema is not None:
+                body["format"] = schema
+        case ToolOffer() as offer if offer.choice != "none":
+            # Ollama has no `tool_choice`: "none" sends no tools, a named tool is sent alone,
+            # and the parser enforces "required" (a reply without a call is `MissingToolCall`).
+            fields = chat_tools(offer, _parameters, named_choice=False, parallel=False)
+            body["tools"] = fields["tools"]
+        case ToolOffer() | FreeText():
+            pass
+        case GrammarSentence():
+            raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
+        case unknown:
+            assert_never(unknown)
     return finished(body, request.options, request.extra_body, OLLAMA_WIRE)
 
 
@@ -110,7 +145,7 @@ def _messages(request: CompletionRequest) -> list[dict[str, Any]]:
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:
-    return tool.wire(OLLAMA).schema
+    return tool.wire(OLLAMA_DIALECT).schema
 
 
 def read_response(body: Mapping[str, Any]) -> Completion:
@@ -143,7 +178,7 @@ class OllamaStreamReader:
         self._calls: list[ToolCall] = []
         self._last: dict[str, Any] | None = None
 
-    def feed(self, line: str) -> TextDelta | None:
+    def feed(self, line: str) -> TextDelta | tuple[TextDelta, ...] | None:
         if not line.strip():
             return None
         event = json_event(line, "ollama")
@@ -151,19 +186,21 @@ class OllamaStreamReader:
         piece = message.get("content") or "" if isinstance(message, dict) else None
         if not isinstance(piece, str):
             raise ValueError("stream line has no message with string content")
-        delta: TextDelta | None = None
-        # Ollama sends each tool call whole, in one line: one delta with all its arguments.
+        deltas: list[TextDelta] = []
+        if piece:
+            self._parts.append(piece)
+            deltas.append(TextDelta(piece))
+        # Ollama sends each tool call whole (a line may hold several): a delta for each, with
+        # all its arguments, beside the line's text.
         for call in read_chat_tool_calls(message.get("tool_calls")):
             index = len(self._calls)
             self._calls.append(call)
-            delta = ToolCallDelta(call.text, index=index, id=call.id or None, name=call.tool)
-        if piece:
-            self._parts.append(piece)
+            deltas.append(ToolCallDelta(call.text, index=index, id=call.id or None, name=call.tool))
         if event.get("done"):
             self._last = event
-        if piece:
-            return TextDelta(piece)
-        return delta
+        if not deltas:
+            return None
+        return deltas[0] if len(deltas) == 1 else tuple(deltas)
 
     def finish(self) -> Completion:
         if self._last is None:
@@ -180,8 +217,6 @@ class OllamaCodec(OneRouteCodec):
     profile = OLLAMA_WIRE
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
-        if request.grammar is not None:
-            raise unsupported("ollama", "a grammar", ["json_schema documents", "free text"])
         schema = self.checked(request)
         body = build_request(request, model=self.model, schema=schema, stream=stream)
         return Exchange(_PATH, body)

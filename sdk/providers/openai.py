@@ -9,6 +9,10 @@ The stop reason decides before the text is read. The Responses API reports it as
 `incomplete_details.reason`, written as one raw value (`completed`, `incomplete:max_output_tokens`,
 ...); a refusal content part gives `refusal`. This is what `responses.parse` ignores (a truncated
 document there raises a bare validation error).
+
+The two families' profiles (`OPENAI_RESPONSES`, `OPENAI_CHAT`) are here too; the `openai`
+package is imported when a provider is made, so naming a family or reading its stop reasons
+does not need it.
 """
 
 from __future__ import annotations
@@ -17,29 +21,27 @@ import logging
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import cache
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import ClassVar
-
-import openai
-from openai.resources.chat.completions import Completions
-from openai.resources.responses import Responses
-from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletion
-from openai.types.chat import ChatCompletionChunk
-from openai.types.responses import Response
-from openai.types.responses import ResponseFunctionToolCall
-from openai.types.responses import ResponseOutputMessage
-from openai.types.responses import ResponseOutputRefusal
-from openai.types.responses import ResponseOutputText
-from openai.types.responses import ResponseReasoningItem
-from openai.types.responses import ResponseStreamEvent
-from openai.types.responses import ResponseUsage
+from typing import Self
+from typing import assert_never
 
 from sdk._content import Image
 from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
+from sdk._values.dialect import BOUNDS
+from sdk._values.dialect import CORE_KEYWORDS
+from sdk._values.dialect import HOSTED_FORMATS
+from sdk._values.dialect import Dialect
+from sdk._values.dialect import GrammarLimits
+from sdk._values.profile import Pricing
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.grammar import Grammar
@@ -52,31 +54,48 @@ from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
 from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
+from sdk.providers._chat import CHAT_STOP_REASONS
 from sdk.providers._chat import ChatDeltas
 from sdk.providers._chat import chat_completion
 from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
+from sdk.providers._endpoint import client_endpoint
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._logprobs import chat_logprobs
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import prompt_cache_key
 from sdk.providers._provider import Provider
+from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
-from sdk.schema.dialects import OPENAI_STRICT
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
 
+if TYPE_CHECKING:
+    import openai
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletion
+    from openai.types.chat import ChatCompletionChunk
+    from openai.types.responses import Response
+    from openai.types.responses import ResponseStreamEvent
+    from openai.types.responses import ResponseUsage
+
 __all__ = [
+    "OPENAI_CHAT",
+    "OPENAI_RESPONSES",
+    "OPENAI_STRICT",
     "ChatCodec",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
@@ -91,30 +110,106 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# The wire facts of both APIs: the sampling options each takes, and the fields the SDK writes.
-RESPONSES = Profile(
-    "openai_responses",
-    OPENAI_STRICT,
-    grammar=True,
-    tools=True,
-    native_reasoning=True,
-    options={"temperature": "temperature", "top_p": "top_p"},
-    owned=frozenset({"model", "input", "messages", "instructions", "max_output_tokens",
-                     "reasoning", "text.format", "tools", "tool_choice", "parallel_tool_calls",
-                     "stream"}),
-    fields=sdk_fields(Responses.create),
-)  # fmt: skip
-CHAT = Profile(
-    "openai_chat",
-    OPENAI_STRICT,
-    tools=True,
-    options={name: name for name in ("temperature", "top_p", "seed", "stop",
-                                     "presence_penalty", "frequency_penalty")},
-    owned=frozenset({"model", "messages", "max_completion_tokens", "max_tokens",
-                     "response_format", "tools", "tool_choice", "parallel_tool_calls", "stream",
-                     "stream_options", "functions", "function_call"}),
-    fields=sdk_fields(Completions.create),
-)  # fmt: skip
+OPENAI_STRICT = Dialect(
+    name="openai_strict",
+    keywords=CORE_KEYWORDS | BOUNDS | {"pattern", "format", "multipleOf", "minItems", "maxItems"},
+    formats=HOSTED_FORMATS,
+    one_of_as_any_of=True,
+    ref_siblings="inline",
+    closed_objects=True,
+    all_required=True,
+    hint_removed=True,
+    # OpenAI strict counts properties, object nesting levels and enum values.
+    limits=GrammarLimits(max_properties=5000, max_depth=10, max_enum_values=1000),
+    doc="OpenAI strict structured outputs (Responses and Chat): every property required, "
+    "optional ones nullable; no minLength/maxLength, allOf, not, or conditional keywords.",
+)
+
+# The Responses API has no single stop field: its raw value is written `status` or
+# `incomplete:<incomplete_details.reason>` so that one string keeps both.
+OPENAI_RESPONSES = register(
+    Profile(
+        name="openai_responses",
+        display_name="OpenAI Responses",
+        # The strict dialect is shared by both OpenAI APIs: its name means the Responses API.
+        aliases=frozenset({"openai", "responses", "openai_strict"}),
+        stop_reasons={
+            "completed": StopReason.END_TURN,
+            "incomplete:max_output_tokens": StopReason.MAX_TOKENS,
+            "incomplete:content_filter": StopReason.CONTENT_FILTER,
+            "refusal": StopReason.REFUSAL,
+        },
+        dialect=OPENAI_STRICT,
+        carries={
+            "documents": "text.format json_schema, strict",
+            "grammars": "a custom tool with a Lark grammar",
+            "tools": "strict function calls",
+            "native_reasoning": "reasoning summaries",
+        },
+        pricing=Pricing("openai"),
+        telemetry_name="openai",
+        provider="sdk.providers.openai:OpenAIResponsesProvider",
+    )
+)
+"""The Responses API family: everything the SDK knows about it (`sdk.providers.profile`)."""
+
+OPENAI_CHAT = register(
+    Profile(
+        name="openai_chat",
+        display_name="OpenAI Chat Completions",
+        aliases=frozenset({"chat"}),
+        stop_reasons=CHAT_STOP_REASONS,
+        dialect=OPENAI_STRICT,
+        carries={
+            "documents": "response_format json_schema, strict",
+            "tools": "strict function calls",
+        },
+        pricing=Pricing("openai"),
+        telemetry_name="openai",
+        provider="sdk.providers.openai:OpenAIChatProvider",
+    )
+)
+"""The Chat Completions family (`sdk.providers.profile`)."""
+
+
+# The wire facts of both APIs: the sampling options each takes, and the fields the SDK writes
+# (with the keyword arguments the installed `openai` package's methods take).
+@cache
+def responses_wire() -> WireProfile:
+    """The Responses API's wire."""
+    from openai.resources.responses import Responses
+
+    return WireProfile(
+        OPENAI_RESPONSES,
+        OPENAI_STRICT,
+        grammar=True,
+        tools=True,
+        native_reasoning=True,
+        options={"temperature": "temperature", "top_p": "top_p"},
+        owned=frozenset({"model", "input", "messages", "instructions", "max_output_tokens",
+                         "reasoning", "text.format", "tools", "tool_choice",
+                         "parallel_tool_calls", "stream"}),
+        fields=sdk_fields(Responses.create),
+    )  # fmt: skip
+
+
+@cache
+def chat_wire() -> WireProfile:
+    """Chat Completions' wire."""
+    from openai.resources.chat.completions import Completions
+
+    return WireProfile(
+        OPENAI_CHAT,
+        OPENAI_STRICT,
+        tools=True,
+        options={name: name for name in ("temperature", "top_p", "seed", "stop",
+                                         "presence_penalty", "frequency_penalty")},
+        owned=frozenset({"model", "messages", "max_completion_tokens", "max_tokens",
+                         "response_format", "tools", "tool_choice", "parallel_tool_calls",
+                         "stream", "stream_options", "functions", "function_call"}),
+        fields=sdk_fields(Completions.create),
+    )  # fmt: skip
+
 
 # `failed` responses whose error another try can fix; other codes (policy) are final.
 _TRANSIENT_FAILURES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
@@ -145,18 +240,21 @@ def build_responses_request(
     if request.reasoning:
         # The reasoning itself stays hidden; its summary is what a caller can keep.
         kwargs["reasoning"] = {"effort": "medium", "summary": "auto"}
-    if request.kind == "tools":
-        kwargs.update(_responses_tools(request))
-    elif request.contract is not None:
-        kwargs["text"] = {
-            "format": {"type": "json_schema", **_json_schema_format(request.contract)}
-        }
-    elif request.grammar is not None:
-        kwargs["tools"] = [openai_custom_tool(request.grammar)]
-        kwargs["tool_choice"] = custom_tool_choice(custom_tool_name(request.grammar))
+    match request.output:
+        case JsonDocument(contract):
+            kwargs["text"] = {"format": {"type": "json_schema", **_json_schema_format(contract)}}
+        case GrammarSentence(grammar):
+            kwargs["tools"] = [openai_custom_tool(grammar)]
+            kwargs["tool_choice"] = custom_tool_choice(custom_tool_name(grammar))
+        case ToolOffer() as offer:
+            kwargs.update(_responses_tools(offer))
+        case FreeText():
+            pass
+        case unknown:
+            assert_never(unknown)
     if request.system:
         kwargs["instructions"] = request.system
-    return finished(kwargs, request.options, request.extra_body, RESPONSES)
+    return finished(kwargs, request.options, request.extra_body, responses_wire())
 
 
 def _responses_content(message: Message) -> str | list[dict[str, Any]]:
@@ -196,9 +294,9 @@ def _responses_input(message: Message) -> list[dict[str, Any]]:
     return [*results, *(text if message.content or not results else [])]
 
 
-def _responses_tools(request: CompletionRequest) -> dict[str, Any]:
+def _responses_tools(offer: ToolOffer) -> dict[str, Any]:
     """Function tools (strict, OpenAI strict dialect), `tool_choice`, `parallel_tool_calls`."""
-    choice = request.tool_choice
+    choice = offer.choice
     fields: dict[str, Any] = {
         "tools": [
             {
@@ -208,14 +306,14 @@ def _responses_tools(request: CompletionRequest) -> dict[str, Any]:
                 "parameters": tool.wire(OPENAI_STRICT).schema,
                 "strict": True,
             }
-            for tool in request.tools
+            for tool in offer.tools
         ],
         "tool_choice": (
             {"type": "function", "name": choice.name} if isinstance(choice, Tool) else choice
         ),
     }
-    if request.parallel_tool_calls is not None:
-        fields["parallel_tool_calls"] = request.parallel_tool_calls
+    if offer.parallel is not None:
+        fields["parallel_tool_calls"] = offer.parallel
     return fields
 
 
@@ -224,7 +322,7 @@ def read_responses_tool_calls(output: Iterable[Any]) -> tuple[ToolCall, ...]:
     return tuple(
         ToolCall(item.call_id, item.name, item.arguments)
         for item in output
-        if isinstance(item, ResponseFunctionToolCall)
+        if item.type == "function_call"
     )
 
 
@@ -239,7 +337,7 @@ def read_responses_response(
     summaries = [
         part.text
         for item in response.output
-        if isinstance(item, ResponseReasoningItem)
+        if item.type == "reasoning"
         for part in item.summary
     ]
     prose: list[str] = []
@@ -247,11 +345,11 @@ def read_responses_response(
     if grammar is not None:
         called = read_custom_tool_input(response.output, custom_tool_name(grammar))
     for item in response.output:
-        if isinstance(item, ResponseOutputMessage):
+        if item.type == "message":
             for part in item.content:
-                if isinstance(part, ResponseOutputText):
+                if part.type == "output_text":
                     (texts if grammar is None else prose).append(part.text)
-                elif isinstance(part, ResponseOutputRefusal):
+                elif part.type == "refusal":
                     refusals.append(part.refusal)
     if grammar is not None and called is None and prose and not refusals:
         # The grammar's call is forced (`tool_choice`): prose in its place is the model
@@ -384,8 +482,6 @@ def build_chat_request(
     """The keyword arguments of `client.chat.completions.create` for `request` (a JSON
     document or free text; no grammar surface here: `UnsupportedRequest`), with a
     `prompt_cache_key` as for Responses."""
-    if request.grammar is not None:
-        raise unsupported("openai_chat", "a grammar", ["json_schema documents", "free text"])
     kwargs: dict[str, Any] = {
         "model": model,
         "messages": chat_messages(request, "openai_chat", images=True, pdfs=True),
@@ -393,12 +489,19 @@ def build_chat_request(
     }
     if prompt_caching:
         kwargs["prompt_cache_key"] = prompt_cache_key(request)
-    if request.contract is not None:
-        format_ = _json_schema_format(request.contract)
-        kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
-    elif request.kind == "tools":
-        kwargs.update(chat_tools(request, _strict_parameters, strict=True))
-    return finished(kwargs, request.options, request.extra_body, CHAT)
+    match request.output:
+        case JsonDocument(contract):
+            format_ = _json_schema_format(contract)
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": format_}
+        case ToolOffer() as offer:
+            kwargs.update(chat_tools(offer, _strict_parameters, strict=True))
+        case FreeText():
+            pass
+        case GrammarSentence():
+            raise unsupported("openai_chat", "a grammar", ["json_schema documents", "free text"])
+        case unknown:
+            assert_never(unknown)
+    return finished(kwargs, request.options, request.extra_body, chat_wire())
 
 
 def _strict_parameters(tool: Tool) -> dict[str, Any]:
@@ -460,6 +563,8 @@ def _feed_chunk(
 
 def map_error(exc: openai.OpenAIError, provider: str) -> ProviderError:
     """An `openai` exception -> `ProviderError` (raise it `from exc`)."""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return provider_error(provider, "request timed out")
     if isinstance(exc, openai.APIConnectionError):
@@ -493,13 +598,17 @@ class _OpenAICodec(Codec):
         self.prompt_caching = prompt_caching
 
     def classify(self, error: BaseException) -> ProviderError | None:
+        import openai  # loaded: a provider was made with its client
+
         return map_error(error, self.provider) if isinstance(error, openai.OpenAIError) else None
 
 
 class ResponsesCodec(_OpenAICodec):
     """The Responses API's wire format (no I/O)."""
 
-    profile = RESPONSES
+    def __init__(self, model: str, *, prompt_caching: bool = True) -> None:
+        super().__init__(model, prompt_caching=prompt_caching)
+        self.profile = responses_wire()
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         _log(self.provider, self.model, request)
@@ -510,17 +619,24 @@ class ResponsesCodec(_OpenAICodec):
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         return read_responses_response(
-            reply.body, request_id=reply.request_id, grammar=request.grammar
+            reply.body, request_id=reply.request_id, grammar=_grammar(request)
         )
 
     def reader(self, request: CompletionRequest, request_id: str | None) -> ResponsesStreamReader:
-        return ResponsesStreamReader(request_id, request.grammar)
+        return ResponsesStreamReader(request_id, _grammar(request))
+
+
+def _grammar(request: CompletionRequest) -> Grammar | None:
+    """The grammar whose custom tool carries a sentence (the reply's text is its input)."""
+    return request.output.grammar if isinstance(request.output, GrammarSentence) else None
 
 
 class ChatCodec(_OpenAICodec):
     """Chat Completions' wire format through the `openai` client (no I/O)."""
 
-    profile = CHAT
+    def __init__(self, model: str, *, prompt_caching: bool = True) -> None:
+        super().__init__(model, prompt_caching=prompt_caching)
+        self.profile = chat_wire()
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         _log(self.provider, self.model, request)
@@ -571,15 +687,32 @@ class _OpenAIProvider(Provider):
         prompt_caching: bool = True,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
+        import openai
+
         if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
             raise TypeError(
                 f"client must be an openai.OpenAI or openai.AsyncOpenAI, not {client!r}"
             )
-        # The SDK owns retries: the client's own (two by default) would multiply ours.
-        self.client = client.with_options(max_retries=0)
+        # The SDK owns retries: the client's own (two by default) would multiply ours. A base
+        # URL's query goes to the client's default query (`sdk.providers._endpoint`).
+        endpoint = client_endpoint(client, self.codec_type.profile.name)
+        self.client = client.with_options(max_retries=0, **endpoint)
         self._model = model
         self.codec = self.codec_type(model, prompt_caching=prompt_caching)
         self._keep_extra_body(extra_body)
+
+    @classmethod
+    def _in_memory(cls, settings: Mapping[str, Any], *, http_client: Any, api_key: str) -> Self:
+        """`sdk.wire`'s hook (private, but kept stable): this provider with `settings` (the
+        constructor's keyword arguments, and the client's `base_url`) on an `openai.OpenAI`
+        client that sends through `http_client` (an `httpx2.Client` on an in-memory transport)
+        with the placeholder `api_key`."""
+        import openai
+
+        given = dict(settings)
+        base_url = given.pop("base_url", None)
+        client = openai.OpenAI(api_key=api_key, base_url=base_url, http_client=http_client)
+        return cls(client, **given)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r})"
@@ -588,15 +721,28 @@ class _OpenAIProvider(Provider):
     def model(self) -> str:
         return self._model
 
+    def cache_scope(self) -> dict[str, Any]:
+        # Where it runs: the endpoint (a gateway, Azure's deployment in its path) and the query
+        # every request carries (Azure's `api-version`).
+        return {
+            **super().cache_scope(),
+            "endpoint": endpoint(self.client.base_url),
+            "query": dict(self.client.default_query),
+        }
+
     def secrets(self) -> Iterable[str]:
         return [self.client.api_key] if isinstance(self.client.api_key, str) else []
 
     def transport(self) -> SDKTransport:
+        import openai
+
         if not isinstance(self.client, openai.OpenAI):
             raise TypeError("this provider has an AsyncOpenAI client: use the async calls")
         return SDKTransport(self.client, request_id_header="x-request-id")
 
     def atransport(self) -> AsyncSDKTransport:
+        import openai
+
         if not isinstance(self.client, openai.AsyncOpenAI):
             raise TypeError("this provider has a sync OpenAI client: use the sync calls")
         return AsyncSDKTransport(self.client, request_id_header="x-request-id")

@@ -26,7 +26,8 @@ Options: like a real provider, it refuses an option it does not take, with a `Ty
 naming it before anything is "sent", so a misspelled `temprature=0` fails your test instead of
 being ignored. It takes every sampling option (`ACCEPTED_OPTIONS`; the script sees them in
 `request.options`) and any `extra_body` (in `request.extra_body`); `options=` accepts more
-names in requests built by hand.
+names, which a client then takes as call options too (`client.generate(..., tenant_tier="gold")`,
+as a client default or through `with_options`), the way a real provider takes its own.
 
 It exercises the client exactly as a real provider would (the parser, retries, usage), but it is
 not a provider adapter: the adapters themselves are tested against real SDK clients and servers.
@@ -46,22 +47,41 @@ from typing import TypeAlias
 
 from sdk._result import Usage
 from sdk._tools import ToolCall
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
-from sdk.providers._base import Profile
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
 from sdk.providers._inprocess import AsyncInProcessTransport
 from sdk.providers._inprocess import InProcessCodec
 from sdk.providers._inprocess import InProcessTransport
 from sdk.providers._profile import SAMPLING_OPTIONS
+from sdk.providers._profile import WireProfile
 from sdk.providers._provider import Provider
 from sdk.schema.dialects import Dialect
 from sdk.stop_reason import StopReason
 
-__all__ = ["ACCEPTED_OPTIONS", "Reply", "TestProvider"]
+__all__ = ["ACCEPTED_OPTIONS", "TEST", "Reply", "TestProvider"]
+
+# A script's replies carry their stop reasons in the SDK's vocabulary (or any provider's raw
+# words: every built-in table reads them); its dialect is chosen per instance.
+TEST = register(
+    Profile(
+        name="test",
+        display_name="test provider",
+        carries={
+            "documents": "scripted replies",
+            "grammars": "scripted replies",
+            "tools": "scripted calls",
+            "native_reasoning": "a scripted Completion's reasoning",
+        },
+        provider="sdk.providers.test:TestProvider",
+    )
+)
+"""The scripted provider's family (`sdk.providers.profile`)."""
 
 Reply: TypeAlias = (
     "str | dict[str, Any] | Contract | Completion | ToolCall | list[ToolCall] | BaseException"
@@ -70,9 +90,9 @@ Reply: TypeAlias = (
 )
 
 ACCEPTED_OPTIONS = SAMPLING_OPTIONS
-"""The sampling options `TestProvider` takes by default (`options=` adds more, for requests
-built by hand): every option of `SamplingOptions`, `constrained` included (the local providers'
-grammar switch, which the eval's unconstrained arm passes; the script sees it in
+"""The sampling options `TestProvider` takes by default (`options=` adds more, which a client
+takes as call options): every option of `SamplingOptions`, `constrained` included (the local
+providers' grammar switch, which the eval's unconstrained arm passes; the script sees it in
 `request.options`)."""
 
 # The fields a real provider's request owns (the schema, grammar and tools, the model, the
@@ -110,8 +130,8 @@ class TestProvider(Provider):
         self._lock = threading.Lock()
         self._next = 0
         self.codec = InProcessCodec(
-            Profile(
-                "test",
+            WireProfile(
+                TEST,
                 dialect,
                 grammar=True,
                 tools=True,

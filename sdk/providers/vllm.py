@@ -25,16 +25,28 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+from typing import assert_never
 
 import httpx
 
 from sdk._records import Note
 from sdk._tools import Tool
+from sdk._tools import ToolOffer
+from sdk._values.dialect import BOUNDS
+from sdk._values.dialect import CORE_KEYWORDS
+from sdk._values.dialect import LOCAL_KEYWORDS
+from sdk._values.dialect import Dialect
+from sdk._values.profile import Profile
+from sdk._values.profile import register
 from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
+from sdk.providers._chat import CHAT_STOP_REASONS
 from sdk.providers._chat import ChatSSEStreamReader
 from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
@@ -44,18 +56,40 @@ from sdk.providers._grounding import grounding_plan
 from sdk.providers._http import DEFAULT_TIMEOUT
 from sdk.providers._http import OneRouteCodec
 from sdk.providers._http import OneRouteProvider
-from sdk.providers._profile import Profile
+from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
-from sdk.schema.dialects import VLLM
 from sdk.schema.grounding import grounded_lark
 
 __all__ = ["VLLMCodec", "VLLMProvider", "build_request", "read_response"]
 
+VLLM_DIALECT = Dialect(
+    name="vllm",
+    keywords=CORE_KEYWORDS | BOUNDS | LOCAL_KEYWORDS | {"minProperties", "maxProperties"},
+    doc="vLLM structured outputs (xgrammar, guidance fallback): no multipleOf, uniqueItems, "
+    "not, or conditional keywords.",
+)
+
+VLLM = register(
+    Profile(
+        name="vllm",
+        display_name="vLLM",
+        stop_reasons=CHAT_STOP_REASONS,  # vLLM speaks Chat Completions
+        dialect=VLLM_DIALECT,
+        carries={
+            "documents": "structured_outputs json",
+            "grammars": "structured_outputs grammar (Lark)",
+            "tools": "tools",
+        },
+        provider="sdk.providers.vllm:VLLMProvider",
+    )
+)
+"""The vLLM family: everything the SDK knows about it (`sdk.providers.profile`)."""
+
 _PATH = "/v1/chat/completions"
 
-VLLM_WIRE = Profile(
-    "vllm",
+VLLM_WIRE = WireProfile(
     VLLM,
+    VLLM_DIALECT,
     grammar=True,
     tools=True,
     options={"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",
@@ -84,23 +118,29 @@ def build_request(
         "max_tokens": request.max_tokens,
         "logprobs": True,  # each token's probability (`Result.confidence`)
     }
-    if grounded is not None:
-        body["structured_outputs"] = {"grammar": grounded}
-    elif schema is not None:
-        body["structured_outputs"] = {"json": schema}
-    elif request.grammar is not None:
-        body.update(vllm_structured_outputs(request.grammar))
-    elif request.kind == "tools":
-        # vLLM constrains `required` and named choices itself; `auto` relies on the server's
-        # `--tool-call-parser` (the wrong one returns the call as plain text).
-        body.update(chat_tools(request, _parameters))
+    match request.output:
+        case JsonDocument():
+            if grounded is not None:
+                body["structured_outputs"] = {"grammar": grounded}
+            elif schema is not None:
+                body["structured_outputs"] = {"json": schema}
+        case GrammarSentence(grammar):
+            body.update(vllm_structured_outputs(grammar))
+        case ToolOffer() as offer:
+            # vLLM constrains `required` and named choices itself; `auto` relies on the server's
+            # `--tool-call-parser` (the wrong one returns the call as plain text).
+            body.update(chat_tools(offer, _parameters))
+        case FreeText():
+            pass
+        case unknown:
+            assert_never(unknown)
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     return finished(body, request.options, request.extra_body, VLLM_WIRE)
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:
-    return tool.wire(VLLM).schema
+    return tool.wire(VLLM_DIALECT).schema
 
 
 def read_response(body: dict[str, Any]) -> Completion:
@@ -149,7 +189,7 @@ class VLLMCodec(OneRouteCodec):
     def _notes(self, request: CompletionRequest) -> tuple[Note, ...]:
         """The note of a grounded contract sent ungrounded (decided on the schema's shape
         alone: the grammar is built with an empty source)."""
-        if not self._grounds(request) or request.contract is None:
+        if not self._grounds(request) or not isinstance(request.output, JsonDocument):
             return ()
         return grounding_plan(request, _grounded_shape, engine="vllm").notes
 
@@ -172,6 +212,9 @@ def _grounded_shape(schema: dict[str, Any], source: str) -> str:
 class VLLMProvider(OneRouteProvider):
     """A vLLM server: `VLLMProvider("http://127.0.0.1:8000", model="Qwen/Qwen3-8B")`."""
 
+    # Accept the server root or its `/v1` URL, as OpenAI clients are configured with.
+    _strip_path = "/v1"
+
     def __init__(
         self,
         base_url: str = "http://127.0.0.1:8000",
@@ -185,8 +228,6 @@ class VLLMProvider(OneRouteProvider):
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
-        # Accept the server root or its `/v1` URL, as OpenAI clients are configured with.
-        base_url = base_url.rstrip("/").removesuffix("/v1")
         super().__init__(
             base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
         )

@@ -6,6 +6,8 @@ above it are re-exported here and loaded on first use: the contracts derived fro
 `diff_schemas` and `lint` (`sdk.workflow`, which `import sdk` never loads).
 """
 
+from typing import TYPE_CHECKING
+
 from sdk._lazy import lazy_names
 from sdk.schema.canonical import DRAFT_2020_12
 from sdk.schema.canonical import SchemaInfo
@@ -13,23 +15,31 @@ from sdk.schema.canonical import canonical_bytes
 from sdk.schema.canonical import canonical_schema
 from sdk.schema.canonical import fingerprint
 from sdk.schema.canonical import schema_info
-from sdk.schema.dialects import ANTHROPIC
-from sdk.schema.dialects import DIALECTS
-from sdk.schema.dialects import GEMINI
-from sdk.schema.dialects import LLAMACPP
-from sdk.schema.dialects import OLLAMA
-from sdk.schema.dialects import OPENAI_STRICT
-from sdk.schema.dialects import VLLM
 from sdk.schema.dialects import Dialect
 from sdk.schema.dialects import Removal
 from sdk.schema.dialects import WireSchema
 from sdk.schema.dialects import to_wire
-from sdk.schema.gbnf import UnsupportedSchema
-from sdk.schema.gbnf import contract_gbnf
-from sdk.schema.gbnf import to_gbnf
 
-# Names that live above this package, by the module that defines them (imported on first use).
-_ABOVE = {
+if TYPE_CHECKING:
+    from sdk.schema.dialects import ANTHROPIC
+    from sdk.schema.dialects import DIALECTS
+    from sdk.schema.dialects import GEMINI
+    from sdk.schema.dialects import LLAMACPP
+    from sdk.schema.dialects import OLLAMA
+    from sdk.schema.dialects import OPENAI_STRICT
+    from sdk.schema.dialects import VLLM
+    from sdk.schema.gbnf import UnsupportedSchema
+    from sdk.schema.gbnf import contract_gbnf
+    from sdk.schema.gbnf import to_gbnf
+
+# Names loaded on first use, by the module that defines them: the dialects (each a provider
+# profile's), the GBNF converter, and the names that live above this package.
+_LAZY = {
+    **dict.fromkeys(("UnsupportedSchema", "contract_gbnf", "to_gbnf"), "sdk.schema.gbnf"),
+    **dict.fromkeys(
+        ("ANTHROPIC", "DIALECTS", "GEMINI", "LLAMACPP", "OLLAMA", "OPENAI_STRICT", "VLLM"),
+        "sdk.schema.dialects",
+    ),
     "ESCAPE_MEMBER": "sdk.contract.derived",
     "answer_first": "sdk.contract.derived",
     "escape_members": "sdk.contract.derived",
@@ -41,7 +51,7 @@ _ABOVE = {
 }
 
 
-__getattr__ = lazy_names(__name__, _ABOVE)
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

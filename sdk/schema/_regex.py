@@ -32,6 +32,7 @@ from typing import Literal
 
 import regex
 
+from sdk._position import TextPosition
 from sdk.schema._unicode import case_fold
 from sdk.schema._unicode import engine_class
 from sdk.schema._unicode import python_class
@@ -68,7 +69,14 @@ INVALID_REGEX = "invalid regular expression"
 
 
 class RegexUnsupported(ValueError):
-    """The pattern uses a feature the converter cannot express exactly (or is invalid)."""
+    """The pattern uses a feature the converter cannot express exactly (or is invalid);
+    `.construct` names it and `.position` says where, when the pattern's reader found it."""
+
+    def __init__(self, message: str, *, construct: str | None = None,
+                 position: TextPosition | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.construct = construct if construct is not None else message
+        self.position = position
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,10 +262,22 @@ def parse_pattern(
         else:
             re.compile(pattern)
     except (re.error, regex.error) as error:
-        raise RegexUnsupported(f"{INVALID_REGEX}: {error}") from None
+        raise _invalid(pattern, error) from None
     except RecursionError:
         raise RegexUnsupported(f"groups nested more than {MAX_NESTING} deep") from None
     return _Parser(pattern, dialect, flags).parse()
+
+
+def _invalid(pattern: str, error: re.error | regex.error) -> RegexUnsupported:
+    """A pattern that does not compile, at the place the compiler stopped (in characters)."""
+    stopped = getattr(error, "pos", None)
+    if not isinstance(stopped, int):
+        return RegexUnsupported(f"{INVALID_REGEX}: {error}")
+    where = TextPosition.of(pattern, stopped)
+    problem = str(getattr(error, "msg", error))
+    return RegexUnsupported(f"{INVALID_REGEX}: {problem} at {where.by_index('offset')} of "
+                            f"{pattern!r}",
+                            construct=INVALID_REGEX, position=where)  # fmt: skip
 
 
 class _Parser:
@@ -273,7 +293,10 @@ class _Parser:
         self.depth = 0
 
     def fail(self, what: str) -> RegexUnsupported:
-        return RegexUnsupported(f"{what} at offset {self.pos} of {self.text!r}")
+        where = TextPosition.of(self.text, self.pos)
+        return RegexUnsupported(f"{what} at {where.by_index('offset')} of {self.text!r}",
+                                construct=what,
+                                position=where)  # fmt: skip
 
     def peek(self, offset: int = 0) -> str:
         index = self.pos + offset

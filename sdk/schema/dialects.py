@@ -14,7 +14,9 @@ provider could not constrain generation with them.
 
 This module is pure (no I/O) and its API is stable: the providers use it to build requests, and
 `sdk schema lint` uses it to report what each provider would strip. The dialect constants are
-the supported way to ask "what would provider X do with this schema".
+the supported way to ask "what would provider X do with this schema". Each is a provider
+family's, part of its profile (`sdk.providers.profile("anthropic").dialect`), and looked up
+there on first use.
 
 Two rewrites are not removals, because nothing is lost:
 
@@ -36,14 +38,22 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
+from typing import TYPE_CHECKING
 from typing import Any
-from typing import Literal
 from weakref import WeakKeyDictionary
 
 # The keyword families (map / list / single subschema) are the canonical module's knowledge of
 # JSON Schema's structure; the transform below walks the same structure.
 from pydantic import BaseModel
 
+from sdk._values.dialect import BOUNDS
+from sdk._values.dialect import CORE_KEYWORDS
+from sdk._values.dialect import HOSTED_FORMATS
+from sdk._values.dialect import LOCAL_KEYWORDS
+from sdk._values.dialect import Dialect
+from sdk._values.dialect import GrammarLimits
+from sdk._values.profile import builtin_profiles
+from sdk._values.profile import profile
 from sdk.schema._shape import resolve
 from sdk.schema._shape import shape_of
 from sdk.schema.canonical import _SCHEMA_LISTS
@@ -55,15 +65,21 @@ from sdk.schema.canonical import shared_schema
 __all__ = [
     "ANNOTATIONS",
     "ANTHROPIC",
+    "BOUNDS",
+    "CORE_KEYWORDS",
     "DIALECTS",
     "GEMINI",
+    "HOSTED_FORMATS",
     "LLAMACPP",
+    "LOCAL_KEYWORDS",
     "OLLAMA",
     "OPENAI_STRICT",
     "VLLM",
     "Dialect",
+    "GrammarLimits",
     "Removal",
     "WireSchema",
+    "dialects",
     "to_wire",
 ]
 
@@ -73,24 +89,46 @@ ANNOTATIONS = frozenset(
 )  # fmt: skip
 """Keywords that describe a value without constraining it: removing one loses no check."""
 
-# Keywords every dialect accepts: the structure of a contract's schema.
-_CORE = frozenset(
-    {"type", "properties", "required", "additionalProperties", "items", "$ref", "$defs", "anyOf",
-     "enum", "const", "description", "title"}
-)  # fmt: skip
-_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-# What the local grammar engines (llama.cpp, Ollama, vLLM) accept beyond the core and bounds.
-_LOCAL = frozenset(
-    {"oneOf", "allOf", "prefixItems", "pattern", "format", "minLength", "maxLength",
-     "minItems", "maxItems"}
-)  # fmt: skip
-# String formats both hosted APIs enforce (Anthropic adds `uri`).
-_HOSTED_FORMATS = frozenset(
-    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
-)
-
 # ECMA-262 meaning of the class escapes, spelled without escapes (literal whitespace characters).
 _CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \t\n\r\f\v"}
+
+# The built-in dialects by their constant's name: each is the dialect of the family named here
+# (its profile holds it; `openai_strict` is both OpenAI APIs').
+_CONSTANTS = {
+    "ANTHROPIC": "anthropic",
+    "OPENAI_STRICT": "openai_responses",
+    "GEMINI": "gemini",
+    "LLAMACPP": "llamacpp",
+    "OLLAMA": "ollama",
+    "VLLM": "vllm",
+}
+
+if TYPE_CHECKING:
+    ANTHROPIC: Dialect
+    OPENAI_STRICT: Dialect
+    GEMINI: Dialect
+    LLAMACPP: Dialect
+    OLLAMA: Dialect
+    VLLM: Dialect
+    DIALECTS: Mapping[str, Dialect]
+
+
+def __getattr__(name: str) -> Any:
+    # The dialects are part of the provider profiles: looked up there on first use.
+    if name == "DIALECTS":
+        return dialects()
+    family = _CONSTANTS.get(name)
+    if family is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    dialect = profile(family).dialect
+    assert dialect is not None, family
+    return dialect
+
+
+def dialects() -> dict[str, Dialect]:
+    """Every built-in family's dialect by the dialect's name (`DIALECTS`)."""
+    found = (each.dialect for each in builtin_profiles())
+    return {dialect.name: dialect for dialect in found if dialect is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,123 +181,6 @@ class WireSchema:
     annotations_removed: list[Removal] = field(default_factory=list)
     """Annotations and bookkeeping keys taken out (`$schema`, `description`, `x-...`): no check
     is lost with them, so they are kept apart from `removed`."""
-
-    @property
-    def constraints_removed(self) -> list[Removal]:
-        """The same as `removed` (kept for callers written when it also held annotations)."""
-        return list(self.removed)
-
-
-@dataclass(frozen=True, slots=True)
-class Dialect:
-    """What one provider family accepts, as data. The transform in `to_wire` reads it.
-
-    `keywords` is the allow-list: any other keyword is removed wherever it appears (keywords in
-    the allow-list may still be limited by the fields below).
-    """
-
-    name: str
-    keywords: frozenset[str]
-    formats: frozenset[str] | None = None
-    """String formats kept; `None` keeps all."""
-    max_min_items: int | None = None
-    """Largest `minItems` kept (Anthropic accepts only 0 and 1); `None` keeps any."""
-    integer_bounds_only: bool = False
-    """Numeric bounds are enforced on integers only (llama.cpp), so removed from numbers."""
-    one_of_as_any_of: bool = False
-    """Send `oneOf` as `anyOf` (exclusivity is then checked by the parser only)."""
-    ref_siblings: Literal["keep", "drop", "inline"] = "keep"
-    """Keys beside a `$ref`: kept, dropped (Anthropic), or the target inlined (OpenAI)."""
-    closed_objects: bool = False
-    """`additionalProperties` must be `false`: a schema-valued one (a dict field) is removed."""
-    all_required: bool = False
-    """Every property required, optional ones nullable (see the module docstring)."""
-    portable_patterns: bool = False
-    """Rewrite `\\d`, `\\w`, `\\s` in patterns as explicit classes."""
-    hint_removed: bool = False
-    """Append removed constraints to the node's description, as a hint the model can follow."""
-    doc: str = ""
-
-    def __repr__(self) -> str:
-        return f"Dialect({self.name!r})"
-
-
-ANTHROPIC = Dialect(
-    name="anthropic",
-    keywords=_CORE | {"allOf", "format", "minItems"},
-    formats=_HOSTED_FORMATS | {"uri"},
-    max_min_items=1,
-    one_of_as_any_of=True,
-    ref_siblings="drop",
-    closed_objects=True,
-    hint_removed=True,
-    doc="Anthropic structured outputs and strict tools: no numeric or length bounds, no "
-    "pattern, ten string formats, minItems 0 or 1, closed objects, $ref without siblings.",
-)
-
-OPENAI_STRICT = Dialect(
-    name="openai_strict",
-    keywords=_CORE | _BOUNDS | {"pattern", "format", "multipleOf", "minItems", "maxItems"},
-    formats=_HOSTED_FORMATS,
-    one_of_as_any_of=True,
-    ref_siblings="inline",
-    closed_objects=True,
-    all_required=True,
-    hint_removed=True,
-    doc="OpenAI strict structured outputs (Responses and Chat): every property required, "
-    "optional ones nullable; no minLength/maxLength, allOf, not, or conditional keywords.",
-)
-
-LLAMACPP = Dialect(
-    name="llamacpp",
-    keywords=_CORE | _BOUNDS | _LOCAL,
-    formats=frozenset({"date", "time", "date-time", "uuid"}),
-    integer_bounds_only=True,
-    all_required=True,
-    portable_patterns=True,
-    doc="llama.cpp json_schema (server grammar converter): bounds on integers only, four "
-    "formats, no multipleOf/uniqueItems/not; all properties required to keep their order.",
-)
-
-OLLAMA = Dialect(
-    name="ollama",
-    keywords=LLAMACPP.keywords,
-    formats=LLAMACPP.formats,
-    integer_bounds_only=True,
-    all_required=True,
-    portable_patterns=True,
-    doc="Ollama `format`: converted by llama.cpp's grammar generator, so the llama.cpp rules.",
-)
-
-GEMINI = Dialect(
-    name="gemini",
-    # `response_json_schema`, as the google-genai client documents it: $id, $defs, $ref,
-    # $anchor, type, format, title, description, enum, items, prefixItems, minItems, maxItems,
-    # minimum, maximum, anyOf, oneOf (read as anyOf), properties, additionalProperties,
-    # required. No `const`, `allOf`, exclusive bounds, multipleOf, string lengths or pattern.
-    keywords=(_CORE - {"const"})
-    | {"$id", "$anchor", "format", "prefixItems", "minItems", "maxItems", "minimum", "maximum"},
-    formats=frozenset({"date-time", "date", "time"}),
-    one_of_as_any_of=True,
-    ref_siblings="drop",
-    hint_removed=True,
-    doc="Gemini `response_json_schema`: numeric minimum/maximum and item counts kept; no "
-    "const, allOf, exclusive bounds, multipleOf, minLength/maxLength or pattern; three "
-    "string formats; a $ref takes no sibling keys.",
-)
-
-VLLM = Dialect(
-    name="vllm",
-    keywords=_CORE | _BOUNDS | _LOCAL | {"minProperties", "maxProperties"},
-    doc="vLLM structured outputs (xgrammar, guidance fallback): no multipleOf, uniqueItems, "
-    "not, or conditional keywords.",
-)
-
-DIALECTS: dict[str, Dialect] = {
-    dialect.name: dialect
-    for dialect in (ANTHROPIC, OPENAI_STRICT, GEMINI, LLAMACPP, OLLAMA, VLLM)
-}
-"""Every dialect by name."""
 
 
 def to_wire(schema: type[BaseModel] | Mapping[str, Any], dialect: Dialect) -> WireSchema:
@@ -401,7 +322,7 @@ class _Transform:
             return dialect.formats is None or value in dialect.formats
         if key == "minItems":
             return dialect.max_min_items is None or value <= dialect.max_min_items
-        if key in _BOUNDS and dialect.integer_bounds_only:
+        if key in BOUNDS and dialect.integer_bounds_only:
             return node.get("type") == "integer"
         if key == "pattern" and dialect.portable_patterns:
             return isinstance(value, str) and _portable_pattern(value) is not None

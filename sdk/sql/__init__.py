@@ -13,7 +13,7 @@ declared foreign keys, aggregates with `GROUP BY`/`HAVING`, `ORDER BY`, `LIMIT`,
 sentence that writes, attaches, runs a PRAGMA or loads an extension, whatever the schema's
 names are. Its check prepares each query in SQLite against the schema. `run_query` executes one
 on a read-only connection whose functions are the grammar's own, within a time bound, a memory
-bound and a row bound.
+bound, a row bound and a bound on the whole result's size.
 
 **The grammar is not an authorization layer.** Masking `DROP` says nothing about which rows
 (or which tables of the schema) this caller may read: give the grammar and `run_query` only
@@ -26,8 +26,10 @@ from sdk.sql._grammar import prepares_in
 from sdk.sql._grammar import sql_grammar
 from sdk.sql._grammar import sql_prompt
 from sdk.sql._run import ALLOWED_FUNCTIONS
+from sdk.sql._run import DEFAULT_MAX_RESULT_BYTES
 from sdk.sql._run import DEFAULT_TIMEOUT
 from sdk.sql._run import QueryTimeout
+from sdk.sql._run import ResultTooLarge
 from sdk.sql._run import bounded_statement
 from sdk.sql._run import connect_read_only
 from sdk.sql._run import run_query
@@ -41,11 +43,13 @@ from sdk.sql._schema import schema_ddl
 
 __all__ = [
     "ALLOWED_FUNCTIONS",
+    "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_TIMEOUT",
     "MAX_JOIN_PATHS",
     "ColumnType",
     "ForeignKey",
     "QueryTimeout",
+    "ResultTooLarge",
     "Table",
     "affinity",
     "bounded_statement",

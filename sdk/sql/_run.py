@@ -12,7 +12,10 @@ recursive CTE or write). `run_query` adds the bounds:
   cache of `cache_kib` per database, temporary tables and sorts spilled to disk;
 - rows: the query runs as `SELECT * FROM (query) LIMIT max_rows`, which SQLite flattens where
   it can, so an `ORDER BY` keeps only `max_rows` rows while it sorts instead of sorting the
-  whole table first (an aggregate is sorted after grouping, over its groups).
+  whole table first (an aggregate is sorted after grouping, over its groups);
+- the whole result: rows are read a batch at a time and their values' sizes summed (text in
+  UTF-8 bytes, blobs in bytes, a number as 8); past `max_result_bytes` the reading stops
+  (`ResultTooLarge`), so `max_rows` rows of values near `max_value_bytes` each are never held.
 
 None of this says which rows a caller may see: that is the application's rule.
 """
@@ -31,8 +34,10 @@ from sdk.sql._schema import tables_from_connection
 
 __all__ = [
     "ALLOWED_FUNCTIONS",
+    "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_TIMEOUT",
     "QueryTimeout",
+    "ResultTooLarge",
     "bounded_statement",
     "connect_read_only",
     "run_query",
@@ -43,12 +48,29 @@ ALLOWED_FUNCTIONS = frozenset({"count", "sum", "avg", "min", "max", "like"})
 """The SQL functions a query may call: what the grammar can write, and nothing else."""
 DEFAULT_TIMEOUT = 5.0
 """Seconds a query may run before `run_query` interrupts it."""
+DEFAULT_MAX_RESULT_BYTES = 8_000_000
+"""The size `run_query`'s whole result may reach: its values summed (text in UTF-8 bytes)."""
+_FETCH_BATCH = 64  # rows read at a time while the result's size is summed
 _PROGRESS_STEPS = 1000  # virtual machine steps between two looks at the clock
 _READ_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ})
 
 
 class QueryTimeout(sqlite3.OperationalError):
     """The query ran past `run_query`'s time bound and was interrupted."""
+
+
+class ResultTooLarge(sqlite3.DataError):
+    """The query's result passed `run_query`'s size bound: `.max_result_bytes` is the bound,
+    `.rows` how many whole rows fitted under it."""
+
+    def __init__(self, max_result_bytes: int, rows: int) -> None:
+        super().__init__(
+            f"the query's result is larger than its size bound, max_result_bytes="
+            f"{max_result_bytes} (passed at row {rows + 1}); ask for fewer rows (max_rows) or "
+            "fewer and smaller columns, or raise the bound"
+        )
+        self.max_result_bytes = max_result_bytes
+        self.rows = rows
 
 
 def _reads_only(action: int, first: str | None, second: str | None, *_: object) -> int:
@@ -85,17 +107,19 @@ def run_query(
     timeout: float = DEFAULT_TIMEOUT,
     max_value_bytes: int = 1_000_000,
     cache_kib: int = 8192,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> list[tuple[Any, ...]]:
     """Execute a (grammar-checked) query on a read-only connection, within bounds.
 
     At most `max_rows` rows; interrupted after `timeout` seconds (`QueryTimeout`); no value
-    longer than `max_value_bytes` (`sqlite3.DataError`, "string or blob too big"); a page
-    cache of `cache_kib` KiB. A refused action (a write, a function outside
-    `ALLOWED_FUNCTIONS`) is a `sqlite3.DatabaseError` from the authorizer. The connection is
-    closed either way.
+    longer than `max_value_bytes` (`sqlite3.DataError`, "string or blob too big"); no result
+    whose values add up to more than `max_result_bytes` (`ResultTooLarge`); a page cache of
+    `cache_kib` KiB. A refused action (a write, a function outside `ALLOWED_FUNCTIONS`) is a
+    `sqlite3.DatabaseError` from the authorizer. The connection is closed either way.
     """
-    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
-        raise ValueError(f"max_rows is a positive integer, not {max_rows!r}")
+    for name, bound in (("max_rows", max_rows), ("max_result_bytes", max_result_bytes)):
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            raise ValueError(f"{name} is a positive integer, not {bound!r}")
     if not timeout > 0:
         raise ValueError(f"timeout is a positive number of seconds, not {timeout!r}")
     with closing(connect_read_only(path)) as database:
@@ -104,13 +128,39 @@ def run_query(
         database.set_progress_handler(_past(deadline), _PROGRESS_STEPS)
         try:
             cursor = database.execute(bounded_statement(query), (max_rows,))
-            return cursor.fetchmany(max_rows)
+            return _fetched(cursor, max_rows, max_result_bytes)
         except sqlite3.OperationalError as error:
             if "interrupted" in str(error) and time.monotonic() >= deadline:
                 raise QueryTimeout(
                     f"the query ran past its time bound ({timeout} s) and was interrupted"
                 ) from error
             raise
+
+
+def _fetched(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> list[tuple[Any, ...]]:
+    """The cursor's rows (at most `max_rows`), read a batch at a time while their size stays
+    within `max_bytes` (`ResultTooLarge` past it: the rest is never read)."""
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    while len(rows) < max_rows:
+        batch = cursor.fetchmany(min(_FETCH_BATCH, max_rows - len(rows)))
+        if not batch:
+            break
+        for row in batch:
+            size += sum(map(_value_bytes, row))
+            if size > max_bytes:
+                raise ResultTooLarge(max_bytes, len(rows))
+            rows.append(row)
+    return rows
+
+
+def _value_bytes(value: Any) -> int:
+    """A value's size as SQLite holds it: UTF-8 bytes of text, bytes of a blob, 8 otherwise."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, bytes):
+        return len(value)
+    return 8
 
 
 def bounded_statement(query: str) -> str:

@@ -39,7 +39,7 @@ from sdk.workflow._linting import LintCode
 if TYPE_CHECKING:
     from sdk.schema.dialects import Dialect
 
-__all__ = ["LIMITS", "RULES", "TIGHT_MAX_LENGTH", "Context", "GrammarLimits"]
+__all__ = ["RULES", "TIGHT_MAX_LENGTH", "Context"]
 
 TIGHT_MAX_LENGTH = 200
 """A `maxLength` below this on free text is "tight": prose gets cut or squeezed."""
@@ -69,34 +69,6 @@ VOLATILE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("hex token", re.compile(r"\b[0-9a-f]{16,}\b", re.I)),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class GrammarLimits:
-    """What a provider compiles: counts over the whole schema document; `None` is no limit."""
-
-    max_properties: int | None = None
-    max_optional: int | None = None
-    max_unions: int | None = None
-    max_depth: int | None = None
-    max_enum_values: int | None = None
-    recursion: bool = True
-    note: str = ""
-
-
-# Documented limits, by dialect name. Anthropic counts optional parameters and parameters with
-# union types (`anyOf`, type arrays: a nullable field is one) and compiles no recursion; each
-# optional field roughly doubles its grammar's state space. OpenAI strict counts properties,
-# object nesting levels and enum values.
-LIMITS: dict[str, GrammarLimits] = {
-    "anthropic": GrammarLimits(
-        max_optional=24,
-        max_unions=16,
-        recursion=False,
-        note="each optional field roughly doubles the compiled grammar",
-    ),
-    "openai_strict": GrammarLimits(max_properties=5000, max_depth=10, max_enum_values=1000),
-}
 
 
 # --- context ---------------------------------------------------------------------------------
@@ -130,7 +102,7 @@ class Context:
         self,
         root: dict[str, Any],
         dialect: Dialect | None,
-        limit_dialects: list[str],
+        limit_dialects: list[Dialect],
     ) -> None:
         self.root = root
         self.dialect = dialect
@@ -284,7 +256,7 @@ def dialect_strips(ctx: Context) -> Iterator[Finding]:
     from sdk.schema.dialects import to_wire
 
     name = ctx.dialect.name
-    for removal in to_wire(ctx.root, ctx.dialect).constraints_removed:
+    for removal in to_wire(ctx.root, ctx.dialect).removed:
         if removal.keyword in _STRUCTURE:
             continue  # how the document is organised, not a check on values
         sent = f" (sent as {removal.replaced_with})" if removal.replaced_with else ""
@@ -327,8 +299,8 @@ def volatile_text(ctx: Context) -> Iterator[Finding]:
 def size_limits(ctx: Context) -> Iterator[Finding]:
     """Counts, depth and recursion beyond what a provider's grammar compiler accepts."""
     stats = ctx.stats
-    for name in ctx.limit_dialects:
-        limits = LIMITS.get(name)
+    for dialect in ctx.limit_dialects:
+        limits, name = dialect.limits, dialect.name
         if limits is None:
             continue
         note = f" ({limits.note})" if limits.note else ""

@@ -41,7 +41,6 @@ from sdk.contract import Contract
 from sdk.schema._shape import node_at
 from sdk.schema.canonical import canonical_schema
 from sdk.schema.canonical import escape_pointer
-from sdk.workflow._lint_rules import LIMITS
 from sdk.workflow._lint_rules import RULES
 from sdk.workflow._lint_rules import Context
 from sdk.workflow._linting import Finding
@@ -100,20 +99,26 @@ def dialect_named(name: str) -> Dialect:
     """The dialect a provider sends its schema in, by provider name or alias (`openai`,
     `llama.cpp`, `openai_chat`) or by dialect name (`openai_strict`); `ValueError` naming the
     valid names otherwise."""
-    from sdk._names import PROVIDER_DIALECTS
-    from sdk._names import canonical_provider
-    from sdk.schema.dialects import DIALECTS
+    from sdk._values.profile import profile
+    from sdk.schema.dialects import dialects
 
-    dialect = DIALECTS.get(name.strip().lower())
+    every = dialects()
+    dialect = every.get(name.strip().lower())
     if dialect is not None:
         return dialect
     try:
-        provider = canonical_provider(name)
+        found = profile(name)
     except ValueError as error:
-        raise ValueError(f"{error}; dialects: {', '.join(sorted(DIALECTS))}") from None
-    if provider not in PROVIDER_DIALECTS:
-        raise ValueError(f"provider {provider!r} sends no JSON schema dialect")
-    return DIALECTS[PROVIDER_DIALECTS[provider]]
+        raise ValueError(f"{error}; dialects: {', '.join(sorted(every))}") from None
+    if found.dialect is None:
+        raise ValueError(f"provider {found.name!r} sends no JSON schema dialect")
+    return found.dialect
+
+
+def _documented_limits() -> list[Dialect]:
+    from sdk.schema.dialects import dialects
+
+    return [dialect for _, dialect in sorted(dialects().items()) if dialect.limits is not None]
 
 
 def lint(contract: type[Contract], *, provider: str | Dialect | None = None) -> LintReport:
@@ -140,7 +145,8 @@ def lint_schema(
 ) -> LintReport:
     """Lint a schema document; `ignore` maps document pointers to `{code: reason}`."""
     dialect = dialect_named(provider) if isinstance(provider, str) else provider
-    limit_dialects = [dialect.name] if dialect is not None else sorted(LIMITS)
+    # Without a provider, the grammar limits of every provider that documents some.
+    limit_dialects = [dialect] if dialect is not None else _documented_limits()
     context = Context(schema, dialect, limit_dialects)
     found = [finding for rule in RULES for finding in rule(context)]
     ignore = ignore or {}

@@ -18,6 +18,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from sdk._pointer import pointer_of
+from sdk._position import decoding_problem
 from sdk._records import shorten
 from sdk.schema.canonical import VERSION_KEY
 from sdk.schema.canonical import SchemaInfo
@@ -46,8 +47,10 @@ def load_snapshot(path: Path) -> dict[str, Any]:
     """
     try:
         data = json.loads(path.read_bytes())
-    except (ValueError, RecursionError) as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from error
+    except ValueError as error:
+        raise ValueError(f"{path}: not valid JSON ({decoding_problem(error)})") from error
+    except RecursionError as error:
+        raise ValueError(f"{path}: not valid JSON (nested too deeply)") from error
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a schema must be a JSON object")
     try:

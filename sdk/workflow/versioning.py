@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import json
+import os
 import pkgutil
 import sys
 import traceback
@@ -43,6 +44,7 @@ from jsonschema.exceptions import best_match
 
 from sdk._files import write_atomic
 from sdk._pointer import pointer_of
+from sdk._position import decoding_problem
 from sdk._records import shorten
 from sdk.contract import Contract
 from sdk.grammar import Grammar
@@ -69,13 +71,17 @@ __all__ = [
     "LockConflict",
     "LockEntry",
     "LockOutcome",
+    "SnapshotJudgment",
+    "SnapshotState",
     "check",
+    "contract_named",
     "default_directory",
     "discover",
     "discover_grammars",
     "display_path",
     "export",
     "import_target",
+    "judge_snapshot",
     "lock",
     "locked_grammar",
 ]
@@ -89,38 +95,130 @@ _LOCK_FORMAT = 1
 
 
 def import_target(target: str) -> ModuleType:
-    """Import a module or package by dotted name; a path such as `contracts/` works too.
+    """Import what a command names: a module or package by dotted name (`contracts`,
+    `myapp.models`), or a package folder or `.py` file by its path, absolute or relative to the
+    current directory (`contracts/`, `../app/contracts`, `/srv/app/models.py`, `.`).
 
-    A path is turned into a dotted name relative to the current directory. The current
-    directory goes first on `sys.path`, as with `python -m`, so that the copy of a package in
-    the working tree wins over an installed one.
+    A dotted name is looked up with the current directory first on `sys.path`, as with
+    `python -m`, so the copy of a package in the working tree wins over an installed one. A path
+    is imported under its full dotted name: the folder above its top package (the first parent
+    without an `__init__.py`) goes first on `sys.path`, so the package's own absolute imports
+    work from anywhere. What cannot be imported is a `ContractImportError` saying what was tried
+    and how to fix it.
     """
-    name = target
-    if "/" in target or target.endswith(".py"):
-        path = Path(target)
-        if path.is_absolute():
-            path = path.resolve().relative_to(Path.cwd().resolve())
-        name = ".".join(path.with_suffix("").parts if path.suffix == ".py" else path.parts)
+    if _is_path(target):
+        root, name = _module_of_path(target)
+        _put_first_on_path(root)
+        module = _import(name, target)
+        _check_location(module, root, target)
+        return module
     cwd = str(Path.cwd())
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-    return _import(name)
+    return _import(target, target)
+
+
+def _is_path(target: str) -> bool:
+    """Whether a target names a file or folder rather than a dotted module name."""
+    return "/" in target or os.sep in target or target.endswith(".py") or target in (".", "..", "~")
+
+
+def _module_of_path(given: str) -> tuple[Path, str]:
+    """The `sys.path` folder and dotted name a package folder or `.py` file is imported by."""
+    path = Path(given).expanduser()
+    if not path.exists():
+        raise ContractImportError(
+            f"cannot import {given}: there is no file or folder {path.absolute()}; give a "
+            "package folder, a .py file, or a dotted module name",
+            name=given,
+        )
+    path = path.resolve()
+    if path.is_file() and path.name == "__init__.py":
+        path = path.parent
+    if path.is_file() and path.suffix != ".py":
+        raise ContractImportError(
+            f"cannot import {given}: {path} is not a Python file; give a package folder, a .py "
+            "file, or a dotted module name",
+            name=given,
+        )
+    parts = [path.stem if path.is_file() else path.name]
+    root = path.parent
+    while (root / "__init__.py").is_file() and root.parent != root:
+        parts.insert(0, root.name)
+        root = root.parent
+    bad = [part for part in parts if not part.isidentifier()]
+    if bad:
+        raise ContractImportError(
+            f"cannot import {given}: {bad[0]!r} (in {path}) is not a valid module name; rename "
+            "it with letters, digits and _ only",
+            name=given,
+        )
+    return root, ".".join(parts)
+
+
+def _put_first_on_path(folder: Path) -> None:
+    entry = str(folder)
+    if entry in sys.path:
+        sys.path.remove(entry)
+    sys.path.insert(0, entry)
+    importlib.invalidate_caches()
+
+
+def _check_location(module: ModuleType, root: Path, target: str) -> None:
+    """The module imported is the one at the path given, not one already imported by its name
+    from elsewhere (the standard library's, an installed package's)."""
+    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), None)
+    if where is None or Path(where).resolve().is_relative_to(root):
+        return
+    raise ContractImportError(
+        f"cannot import {target} as {module.__name__}: a module of that name is already "
+        f"imported from {where}; rename the package or the file",
+        name=module.__name__,
+    )
 
 
 class ContractImportError(ImportError):
-    """A module of the contracts package raised while it was imported (one line says where)."""
+    """A contracts module could not be imported: one line says where it raised, or what was
+    tried and how to fix it."""
 
 
-def _import(name: str) -> ModuleType:
-    """Import a module; anything it raises becomes a `ContractImportError` naming file and line."""
+def _import(name: str, target: str | None = None) -> ModuleType:
+    """Import a module; anything it raises becomes a `ContractImportError` naming file and line,
+    and a module that is not there one saying what was tried (`target`: what the user gave)."""
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as error:
-        if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
-            raise  # the target itself does not exist: the plain message says so
-        raise _import_failure(name, error) from error
+        missing = error.name or ""
+        if missing and (name == missing or name.startswith(missing + ".")):
+            raise _not_found(name, target or name, error) from error
+        failure = _import_failure(name, error)
+        if missing.partition(".")[0] in name.split(".")[1:]:
+            # `some.dir.pkg` whose own code imports `pkg.models`: imported under the wrong name.
+            failure = ContractImportError(
+                f"{failure}; if {missing.partition('.')[0]} is this package's own name, give "
+                f"the package by its path ({name.replace('.', '/')}) so it is imported by it",
+                name=name,
+            )
+        raise failure from error
     except Exception as error:
         raise _import_failure(name, error) from error
+
+
+def _not_found(name: str, target: str, error: ModuleNotFoundError) -> ContractImportError:
+    """The target itself is not importable: where it was looked for, and how to name it."""
+    folder = Path(name.replace(".", "/"))
+    if "." in name and (folder.is_dir() or folder.with_suffix(".py").is_file()):
+        hint = f"{folder} is a folder here, not a package: give it by its path"
+    else:
+        hint = (
+            f"run the command from the folder that holds {name.partition('.')[0]}, or give "
+            f"the package folder or .py file by its path (e.g. path/to/{folder})"
+        )
+    return ContractImportError(
+        f"cannot import {target}: {error} (looked in the current folder, {Path.cwd()}, and "
+        f"the installed packages); {hint}",
+        name=name,
+    )
 
 
 def _import_failure(name: str, error: BaseException) -> ContractImportError:
@@ -232,9 +330,12 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
 def default_directory(target: str | ModuleType) -> Path:
     """Where a target keeps its lock and snapshots: `schemas/` beside its code."""
     module = import_target(target) if isinstance(target, str) else target
-    if module.__file__ is None:
-        raise ValueError(f"{module.__name__} has no file to keep schemas beside")
-    return Path(module.__file__).parent / SNAPSHOT_DIR
+    if module.__file__ is not None:
+        return Path(module.__file__).parent / SNAPSHOT_DIR
+    folders = list(getattr(module, "__path__", []))
+    if len(folders) != 1:  # a namespace package over several folders, or none
+        raise ValueError(f"{module.__name__} has no one folder to keep schemas beside: use --dir")
+    return Path(folders[0]) / SNAPSHOT_DIR
 
 
 def display_path(path: Path) -> str:
@@ -310,8 +411,11 @@ class Lock:
         where = display_path(path)
         try:
             data = json.loads(path.read_bytes())
-        except (ValueError, RecursionError) as error:
-            raise ValueError(f"{where}: not a schema lock file: not JSON ({error})") from error
+        except ValueError as error:
+            problem = decoding_problem(error)
+            raise ValueError(f"{where}: not a schema lock file: not JSON ({problem})") from error
+        except RecursionError as error:
+            raise ValueError(f"{where}: not a schema lock file: nested too deeply") from error
         problem = best_match(_LOCK_VALIDATOR.iter_errors(data))
         if problem is not None:
             at = pointer_of(problem.absolute_path) or "/"
@@ -424,7 +528,10 @@ def lock(
     mistake `check` exists to catch, and re-pinning would erase the schema stored values were
     written under. It also refuses to overwrite a locked version's snapshot whose content no
     longer hashes to the lock's fingerprint (edited by hand): a locked snapshot is a record.
-    `force=True` overrides both, for a version never released.
+    `force=True` overrides these, for a version never released. An older version's snapshot
+    that is edited or missing is refused even then: the code no longer holds that version, so
+    nothing can write it again (restore it from version control). `lock` and `check` judge
+    every snapshot alike (`judge_snapshot`): a lock that succeeds leaves nothing for `check`.
     Contracts that no longer exist are dropped from the lock (and reported). Every file is
     written atomically.
     """
@@ -437,8 +544,9 @@ def lock(
     snapshots = {g.name: grammar_snapshot_name(g) for g in grammars}
 
     problems, edited = _lock_problems(infos, current, directory)
-    if problems and not force:
-        raise LockConflict(problems)
+    unfixable = _unwritable_snapshots(infos, current, directory)
+    if unfixable or (problems and not force):
+        raise LockConflict(unfixable + problems)
 
     present = {info.name for info in infos}
     kept = [e for e in current.entries if e.name in present]
@@ -505,7 +613,7 @@ def _lock_problems(
         for info in infos
         if (entry := current.get(info.name, info.version)) is not None
         and entry.fingerprint == info.fingerprint
-        and _snapshot_edited(entry, directory)
+        and judge_snapshot(entry, directory).state is SnapshotState.EDITED
     ]
     for entry in edited:
         problems.append(
@@ -516,15 +624,56 @@ def _lock_problems(
     return problems, edited
 
 
-def _snapshot_edited(entry: LockEntry, directory: Path) -> bool:
-    """Whether a locked snapshot exists and no longer hashes to its entry's fingerprint."""
+def _unwritable_snapshots(infos: Sequence[SchemaInfo], current: Lock, directory: Path) -> list[str]:
+    """What `lock` refuses even with `force`: an older locked version's snapshot that is edited
+    or missing (the code holds only the newest version, so nothing can write the older one)."""
+    newest = {info.name: info.version for info in infos}
+    problems = []
+    for entry in current.entries:
+        if entry.version >= newest.get(entry.name, entry.version):
+            continue  # the code's own version (written from it), a newer one, or a dropped one
+        judged = judge_snapshot(entry, directory)
+        if judged.state is not SnapshotState.MATCHES:
+            problems.append(
+                f"{entry.name} v{entry.version}: snapshot "
+                f"{display_path(directory / entry.snapshot)} {judged.reason}; the code holds "
+                f"v{newest[entry.name]} now, so lock cannot write it again: restore it from "
+                "version control"
+            )
+    return problems
+
+
+class SnapshotState(StrEnum):
+    """What a locked version's snapshot is, for `lock` and `check` alike."""
+
+    MATCHES = "matches"
+    MISSING = "missing"
+    EDITED = "edited"
+    """There, but not what the lock's fingerprint says (changed, or unreadable)."""
+
+
+@dataclass(frozen=True)
+class SnapshotJudgment:
+    """A snapshot's state, and why, in words for a message."""
+
+    state: SnapshotState
+    reason: str
+
+
+def judge_snapshot(entry: LockEntry, directory: Path) -> SnapshotJudgment:
+    """The one judgment of a locked snapshot: it must exist and hash to its entry's fingerprint
+    (it is what diffs compare to and what stored values were written under)."""
     path = directory / entry.snapshot
     if not path.exists():
-        return False  # missing: written again from the code, which matches the lock
+        return SnapshotJudgment(SnapshotState.MISSING, "is missing")
     try:
-        return _snapshot_fingerprint(entry, path) != entry.fingerprint
-    except ValueError:
-        return True
+        fingerprint = _snapshot_fingerprint(entry, path)
+    except (ValueError, OSError) as error:  # not a schema, not UTF-8, not a readable file
+        return SnapshotJudgment(SnapshotState.EDITED, f"does not match the lock ({error})")
+    if fingerprint != entry.fingerprint:
+        said = f"it hashes to {fingerprint[:12]}, the lock says {entry.fingerprint[:12]}"
+        return SnapshotJudgment(SnapshotState.EDITED, f"does not match the lock ({said})")
+    return SnapshotJudgment(SnapshotState.MATCHES, "matches the lock")
 
 
 # --- check -----------------------------------------------------------------------------------
@@ -672,28 +821,21 @@ def _diff_with_snapshot(
 
 
 def _check_snapshot(entry: LockEntry, directory: Path) -> Iterator[CheckFinding]:
-    """A snapshot must exist and hash to its entry's fingerprint: it is what diffs compare to."""
-    path = directory / entry.snapshot
-    where = f"{entry.name} v{entry.version}"
-    if not path.exists():
-        yield CheckFinding(
-            CheckCode.SNAPSHOT_MISMATCH,
-            entry.name,
-            f"{where}: snapshot {display_path(path)} is missing; restore it from version control",
-        )
+    """A snapshot must exist and hash to its entry's fingerprint (`judge_snapshot`)."""
+    judged = judge_snapshot(entry, directory)
+    if judged.state is SnapshotState.MATCHES:
         return
-    try:
-        fingerprint: str | None = _snapshot_fingerprint(entry, path)
-        reason = f"it hashes to {str(fingerprint)[:12]}, the lock says {entry.fingerprint[:12]}"
-    except ValueError as error:
-        fingerprint, reason = None, str(error)
-    if fingerprint != entry.fingerprint:
-        yield CheckFinding(
-            CheckCode.SNAPSHOT_MISMATCH,
-            entry.name,
-            f"{where}: snapshot {display_path(path)} does not match the lock ({reason}); "
-            "snapshots are written by `sdk schema lock`, never by hand",
-        )
+    advice = (
+        "restore it from version control"
+        if judged.state is SnapshotState.MISSING
+        else "snapshots are written by `sdk schema lock`, never by hand"
+    )
+    yield CheckFinding(
+        CheckCode.SNAPSHOT_MISMATCH,
+        entry.name,
+        f"{entry.name} v{entry.version}: snapshot {display_path(directory / entry.snapshot)} "
+        f"{judged.reason}; {advice}",
+    )
 
 
 # --- grammars ----------------------------------------------------------------------------------
@@ -774,3 +916,14 @@ def _text_diff(snapshot: Path, grammar: Grammar) -> str:
     if len(lines) > _SHOWN_DIFF_LINES:
         shown.append(f"... {len(lines) - _SHOWN_DIFF_LINES} more diff lines")
     return "".join("\n    " + line for line in shown)
+
+
+def contract_named(reference: str) -> type[Contract]:
+    """The contract `MODULE:NAME` names (a `ValueError` saying why not)."""
+    module_name, _, name = reference.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"--contract takes MODULE:NAME (contracts:Decision), not {reference!r}")
+    value = getattr(import_target(module_name), name, None)
+    if not (isinstance(value, type) and issubclass(value, Contract)):
+        raise ValueError(f"{reference} is not a Contract")
+    return value

@@ -4,6 +4,11 @@ An output kind is what a call asks for and how a reply is judged: a document (a 
 list, a union), a grammar's sentence, tool calls, or a wrapper around one of them (two-phase
 reasoning). It knows nothing of retries, budgets, deadlines or fallback (the attempts machine's)
 and does no I/O. Every method that reads a reply reads the stop reason first.
+
+A kind is an immutable description: judging a reply changes nothing in it, so one kind serves
+any number of calls, and the response cache replays a stored answer through it as it is. What
+changes during a call is the attempts machine's: a multi-phase kind answers a reply with the
+kind of the next phase (`NextPhase.next`), which the machine holds from then on.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from sdk.parsing.parser import EnumCase
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
+from sdk.providers._base import Output
 from sdk.providers._base import TextDelta
 from sdk.providers._profile import SamplingOptions
 from sdk.schema.canonical import SchemaInfo
@@ -78,9 +84,10 @@ class Shared:
     reasoning: Reasoning | None
     """`"native"` asks for the provider's own thinking channel."""
 
-    def request(self, messages: tuple[Message, ...], **output: Any) -> CompletionRequest:
-        """A request for `messages`, with the output fields a kind adds (`contract=`, ...)."""
+    def request(self, messages: tuple[Message, ...], output: Output) -> CompletionRequest:
+        """A request for `messages`, asking for `output`."""
         return CompletionRequest(
+            output=output,
             messages=messages,
             max_tokens=self.max_tokens,
             system=self.system,
@@ -88,7 +95,6 @@ class Shared:
             extra_body=self.extra_body,
             source=self.source,
             reasoning=self.reasoning == "native",
-            **{"contract": None, **output},
         )
 
 
@@ -102,9 +108,9 @@ class Ask:
     shared: Shared
     provider: Provider
 
-    def request(self, **output: Any) -> CompletionRequest:
-        """The conversation and its feedback, with the output fields a kind adds."""
-        return self.shared.request(self.turns + self.feedback, **output)
+    def request(self, output: Output) -> CompletionRequest:
+        """The conversation and its feedback, asking for `output`."""
+        return self.shared.request(self.turns + self.feedback, output)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +121,11 @@ class Parsing:
     source: str | None
     context: dict[str, Any] | None
     enum_case: EnumCase
-    min_confidence: float | None
+    min_confidence: float | None = None
     """A value whose confidence is under it abstains (`null`, with a note) where the contract
     lets it, and fails the call (`LowConfidence`) where it does not
     (`sdk.engine.kinds.document`)."""
-    confidence_calibration: Calibration | None
+    confidence_calibration: Calibration | None = None
     """Maps each value's confidence to the probability of being right (`sdk.calibration`)."""
     whole_reply: int = FEEDBACK_WHOLE_REPLY
     """The longest invalid reply (in characters) a retry sends back whole; past it, the feedback
@@ -144,7 +150,9 @@ class Accepted(Generic[T]):
 @dataclass(frozen=True, slots=True)
 class NextPhase:
     """A reply that moved a multi-phase kind on (two-phase reasoning's working): the next
-    request goes out at once, spending no retry."""
+    request, of the `next` kind, goes out at once, spending no retry."""
+
+    next: OutputKind[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +167,9 @@ class Ending:
     cost: Decimal | None
     cached_usage: Usage | None = None
     """Set when the answer came from the response cache: what it cost when it was made."""
+    notes: tuple[Note, ...] = ()
+    """What the call itself met on the way (a damaged cache entry replaced, an answer the
+    cache could not store): they lead `Result.notes`."""
 
     def fields(self, accepted: Accepted[Any]) -> dict[str, Any]:
         """What every result says of how it was decided (`Result` and `ToolCalls` alike)."""
@@ -167,7 +178,8 @@ class Ending:
             "stop_reason": accepted.stop_reason,
             "raw_stop_reason": accepted.raw_stop_reason,
             "text": accepted.text,
-            "notes": [*completion.notes, *accepted.notes],  # what the provider did first
+            # what the call met first, then what the provider did, then the parser
+            "notes": [*self.notes, *completion.notes, *accepted.notes],
             "usage": self.usage,
             "attempts": self.attempts,
             "provider": self.provider.name,
@@ -217,8 +229,11 @@ class Quiet:
 class OutputKind(Protocol[T_co]):
     """One kind of output (see the module docstring). `T_co` is what the call returns."""
 
-    name: str
-    """What is asked for, in messages and logs: a contract's or grammar's name, `tool call`."""
+    @property
+    def name(self) -> str:
+        """What is asked for, in messages and logs: a contract's or grammar's name, `tool
+        call`."""
+        ...
 
     @property
     def schema(self) -> SchemaInfo:
@@ -239,8 +254,11 @@ class OutputKind(Protocol[T_co]):
         raised (`StructuredOutputError`, with the text and stop reason on it)."""
         ...
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
-        """The turns that tell the model what was wrong with its last reply (bounded)."""
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
+        """The turns that tell the model what was wrong with its last reply, `completion`,
+        which failed with `error` (bounded)."""
         ...
 
     def view(self, attempt: int, provider: Provider) -> StreamView:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import typing
+from dataclasses import dataclass
 from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
@@ -38,6 +39,7 @@ from sdk.parsing.incremental import Partial
 from sdk.parsing.incremental import PartialReader
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.providers._base import TextDelta
 from sdk.schema.canonical import SchemaInfo
@@ -71,17 +73,18 @@ def _at(value: Any, pointer: str) -> Any:
     return lookup(value, pointer)[1]
 
 
+@dataclass(frozen=True, slots=True)
 class Document:
     """A contract's value; `envelope` set for a top-level list or union (unwrapped in the
     result)."""
 
-    def __init__(
-        self, contract: type[Contract], envelope: Envelope | None, parsing: Parsing
-    ) -> None:
-        self.contract = contract
-        self.envelope = envelope
-        self.parsing = parsing
-        self.name = contract.__name__
+    contract: type[Contract]
+    envelope: Envelope | None
+    parsing: Parsing
+
+    @property
+    def name(self) -> str:
+        return self.contract.__name__
 
     @property
     def schema(self) -> SchemaInfo:
@@ -91,7 +94,7 @@ class Document:
         """Every provider carries JSON documents."""
 
     def request(self, ask: Ask) -> CompletionRequest:
-        return ask.request(contract=self.contract)
+        return ask.request(JsonDocument(self.contract))
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
         parsed = self.parse(self.contract, completion, provider)
@@ -174,7 +177,9 @@ class Document:
             **self.parsing.fields(),
         )
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
         return feedback_turns(self.contract, error, self.parsing.whole_reply)
 
     def view(self, attempt: int, provider: Provider) -> StreamView:
@@ -258,5 +263,19 @@ class _DocumentView:
             if item is None:
                 self._reader = None
                 break
-            shown.append(item)
+            shown.append(_stamped(item, partial.attempt))
         return shown
+
+
+def _stamped(item: Contract, attempt: int) -> Contract:
+    """A streamed list item that says which attempt it belongs to, as the document's snapshot
+    it came from does (`item.attempt`, 1 first; after a retry the list starts again).
+
+    The number goes in the instance's `__dict__` beside the fields, where Pydantic keeps a
+    `cached_property` too: it is no field (not in `model_dump`, the JSON or the repr, and
+    equality compares fields alone), so the item equals the `Result`'s. A contract with a field
+    named `attempt` keeps its field: its items do not carry the stream's number.
+    """
+    if "attempt" not in type(item).model_fields:
+        item.__dict__["attempt"] = attempt
+    return item

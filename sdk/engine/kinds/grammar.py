@@ -8,6 +8,7 @@ for a grammar whose language holds `""`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import NoReturn
@@ -24,10 +25,10 @@ from sdk.errors import InvalidOutput
 from sdk.errors import MissingToolCall
 from sdk.errors import Violation
 from sdk.grammar import Grammar
-from sdk.grammar import parse_grammar
 from sdk.parsing.parser import check_stop
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import GrammarSentence
 from sdk.providers._base import Message
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
@@ -53,13 +54,16 @@ class TextSnapshot(str):
         return snapshot
 
 
+@dataclass(frozen=True, slots=True)
 class GrammarOutput:
     """A sentence of `grammar`, recognized on the client whatever the provider enforced."""
 
-    def __init__(self, grammar: Grammar, parsing: Parsing) -> None:
-        self.grammar = grammar
-        self.parsing = parsing
-        self.name = grammar.name
+    grammar: Grammar
+    parsing: Parsing
+
+    @property
+    def name(self) -> str:
+        return self.grammar.name
 
     @property
     def schema(self) -> SchemaInfo:
@@ -70,11 +74,13 @@ class GrammarOutput:
             raise unsupported(provider.name, "a grammar", ["json_schema documents"])
 
     def request(self, ask: Ask) -> CompletionRequest:
-        return ask.request(grammar=self.grammar)
+        return ask.request(GrammarSentence(self.grammar))
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[str]:
         if completion.text is None:
             self._no_sentence(completion, provider)
+        from sdk.grammar._recognize import parse_grammar  # the recognizer: on first use
+
         parsed = parse_grammar(
             self.grammar,
             completion.text,
@@ -98,7 +104,9 @@ class GrammarOutput:
             raw_stop_reason=raw,
         )
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
         return feedback_turns(self.grammar, error, self.parsing.whole_reply)
 
     def view(self, attempt: int, provider: Provider) -> StreamView:

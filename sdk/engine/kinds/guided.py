@@ -28,6 +28,7 @@ raised item accuracy over the plain constrained arm (p = 0.031) with false abste
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
@@ -70,14 +71,16 @@ ABSTAIN = (
 )
 
 
+@dataclass(frozen=True, slots=True)
 class Guided:
     """`inner` with guided abstention (see the module docstring)."""
 
-    def __init__(self, inner: Document, thresholds: Thresholds | None) -> None:
-        self.inner = inner
-        self.thresholds = thresholds
-        self.name = inner.name
-        self._nullable = {f"/{name}" for name in nullable_fields(inner.contract)}
+    inner: Document
+    thresholds: Thresholds | None
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
 
     @property
     def schema(self) -> SchemaInfo:
@@ -113,7 +116,8 @@ class Guided:
         thresholds = self.thresholds or Thresholds.standard(shared_schema(self.inner.contract))
         said = Note("", "guided", f"{MASS_SIGNAL}, under {thresholds.describe()}", SIGNAL_NOTE)
         masses = value_start_masses(completion.diagnostics, accepted.text)
-        signals = {pointer: mass for pointer, mass in masses.items() if pointer in self._nullable}
+        nullable = {f"/{name}" for name in nullable_fields(self.inner.contract)}
+        signals = {pointer: mass for pointer, mass in masses.items() if pointer in nullable}
         value = accepted.value.model_dump(mode="json")
         abstained_value, abstained = abstain(value, signals, thresholds)
         if not abstained:
@@ -126,8 +130,10 @@ class Guided:
         return Accepted(parsed.value, accepted.text, accepted.stop_reason,
                         accepted.raw_stop_reason, [*accepted.notes, said, *notes])  # fmt: skip
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
-        return self.inner.feedback(error)
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
+        return self.inner.feedback(error, completion, provider)
 
     def view(self, attempt: int, provider: Provider) -> StreamView:
         return self.inner.view(attempt, provider)

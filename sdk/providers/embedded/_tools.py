@@ -1,7 +1,7 @@
 """Tool calls on the embedded model: the mechanism itself, since no server does it for us.
 
-`ToolPlan(request)` turns a tool-call request into what the decoding loop runs, and reads what it
-generates back into calls; no I/O, no model (the loop is `EmbeddedProvider`'s):
+`ToolPlan(request, offer)` turns a tool-call request into what the decoding loop runs, and reads
+what it generates back into calls; no I/O, no model (the loop is `EmbeddedProvider`'s):
 
 1. The tools are rendered into the prompt, in the generic `<tool_call>` JSON block format (the
    Hermes/Qwen style: `<tools>` with each function's JSON signature, then how to call), since
@@ -36,12 +36,14 @@ from typing import Any
 
 from sdk._tools import Tool
 from sdk._tools import ToolCall
+from sdk._tools import ToolOffer
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import TokenStep
 from sdk.diagnostics import char_pointers
 from sdk.diagnostics import regroup
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import FreeText
 from sdk.providers._base import Message
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
@@ -92,9 +94,9 @@ def _lark_string(text: str) -> str:
     return json.dumps(text)
 
 
-def tool_grammar(request: CompletionRequest) -> str:
+def tool_grammar(offer: ToolOffer) -> str:
     """The lazy llguidance grammar (Lark syntax) for a tool-call request (module docstring)."""
-    offered = request.offered()
+    offered = offer.offered()
     lines = [
         "%llguidance {}",
         # Prose: anything that does not contain the opening marker.
@@ -112,10 +114,8 @@ def tool_grammar(request: CompletionRequest) -> str:
         names.append(f"tool_{index}")
     lines.append(f"body: ({' | '.join(names)}) {_lark_string(chr(10) + CLOSE)}")
     opening = _lark_string(OPEN + "\n")
-    more = (
-        f"({_lark_string(chr(10) + OPEN + chr(10))} body)*" if request.parallel_tool_calls else ""
-    )
-    if request.tool_choice == "auto":
+    more = f"({_lark_string(chr(10) + OPEN + chr(10))} body)*" if offer.parallel else ""
+    if offer.choice == "auto":
         lines.append(f"call_head[lazy]: TEXT {_lark_string(OPEN)}")
         lines.insert(1, f'start: TEXT | call_head "\\n" body {more}'.rstrip())
     else:  # required, or a named tool: the first token opens the call
@@ -144,18 +144,18 @@ def _render_message(message: Message) -> Message:
 class ToolPlan:
     """One tool-call request as the decoding loop runs it (module docstring)."""
 
-    def __init__(self, request: CompletionRequest) -> None:
+    def __init__(self, request: CompletionRequest, offer: ToolOffer) -> None:
         self.original = request
-        system = "\n\n".join(part for part in (request.system, tools_prompt(request.tools)) if part)
+        system = "\n\n".join(part for part in (request.system, tools_prompt(offer.tools)) if part)
         # A free-text request to the loop, with the grammar passed beside it.
         self.request = CompletionRequest(
-            contract=None,
+            FreeText(),
             messages=tuple(_render_message(m) for m in request.messages),
             max_tokens=request.max_tokens,
             system=system,
             options=request.options,
         )
-        self.grammar = tool_grammar(request)
+        self.grammar = tool_grammar(offer)
 
     def read(self, items: Iterable[TextDelta | Completion]) -> Iterator[TextDelta | Completion]:
         """The loop's deltas and completion -> prose deltas, `ToolCallDelta`s, and the

@@ -318,6 +318,15 @@ def exclude(schema: Any, deref: Callable[[Any], Any]) -> Any:
             parts.append({"type": left})
         if keys == {"type"}:
             return parts[0] if parts else False
+    parts.extend(_failing_objects(schema, deref))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"anyOf": parts}
+
+
+def _failing_objects(schema: dict[str, Any], deref: Callable[[Any], Any]) -> list[Any]:
+    """Objects known to fail `schema`'s object keywords (`exclude`'s part for objects)."""
+    parts: list[Any] = []
     required = schema.get("required")
     if isinstance(required, list) and required and all(isinstance(n, str) for n in required):
         declared = schema.get("type")
@@ -332,9 +341,7 @@ def exclude(schema: Any, deref: Callable[[Any], Any]) -> Any:
             failing = exclude(sub, deref)
             if failing is not None and failing is not False:
                 parts.append({"type": "object", "required": [name], "properties": {name: failing}})
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else {"anyOf": parts}
+    return parts
 
 
 def required_names(node: dict[str, Any]) -> set[str]:

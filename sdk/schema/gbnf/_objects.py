@@ -51,19 +51,7 @@ class ObjectRules(StringRules):
             if is_never(declared[name]):
                 self.problem(pointer, "required", f"required property {name!r} is forbidden")
         extra = self.extra_member(node, list(declared), pointer, hint)  # none may repeat
-        count_required = len(set(required))
-        min_props = self.count(node, "minProperties", pointer)
-        max_props = self.limit(node, "maxProperties", pointer)
-        # "At least one property" with none required: the empty object is left out.
-        non_empty = min_props == 1 and count_required == 0
-        if (min_props > count_required and not non_empty) or (
-            max_props is not None and (extra is not None or max_props < len(names))
-        ):
-            self.problem(
-                pointer,
-                "minProperties" if min_props > count_required else "maxProperties",
-                "a property count beside `properties` is only supported when already implied",
-            )
+        non_empty = self.non_empty(node, len(set(required)), len(names), extra is not None, pointer)
         fresh: frozenset[str] = frozenset()  # "{" was read: recursion below is not left
         members: list[tuple[str, str, bool]] = []  # (key: value, rule hint, required)
         for name in names:
@@ -93,8 +81,26 @@ class ObjectRules(StringRules):
             # The common case, written flat: `"{" kv , kv , kv "}"`.
             inner = f" {comma} ".join(member for member, _, _ in members)
             return self.define(hint, join_terms(open_, self.ws, inner, self.ws, close))
-        body = self.ordered_members(members, extra, hint, open_, close, comma, empty=not non_empty)
+        body = self.ordered_members(members, extra, hint, empty=not non_empty)
         return self.define(hint, body)
+
+    def non_empty(
+        self, node: dict[str, Any], count_required: int, count_names: int, extra: bool, pointer: str
+    ) -> bool:
+        """Whether the object's property counts leave out only the empty object ("at least one
+        property" with none required); a count not already implied is a problem."""
+        min_props = self.count(node, "minProperties", pointer)
+        max_props = self.limit(node, "maxProperties", pointer)
+        non_empty = min_props == 1 and count_required == 0
+        if (min_props > count_required and not non_empty) or (
+            max_props is not None and (extra or max_props < count_names)
+        ):
+            self.problem(
+                pointer,
+                "minProperties" if min_props > count_required else "maxProperties",
+                "a property count beside `properties` is only supported when already implied",
+            )
+        return non_empty
 
     def covering(self, node: dict[str, Any], name: str, pointer: str) -> Any:
         """The schema an undeclared property `name` must satisfy."""
@@ -180,9 +186,6 @@ class ObjectRules(StringRules):
         members: list[tuple[str, str, bool]],
         extra: str | None,
         hint: str,
-        open_: str,
-        close: str,
-        comma: str,
         *,
         empty: bool,
     ) -> str:
@@ -194,6 +197,8 @@ class ObjectRules(StringRules):
         properties, and the grammar stays unambiguous (every member starts with its own key,
         and an extra member's key is never a declared one).
         """
+        open_, close = literal("{"), literal("}")
+        comma = join_terms(self.ws, literal(","), self.ws)
         names = [self.define(kv_hint, member) for member, kv_hint, _ in members]
         extras = f"{self.define(f'{hint}-more', join_terms(comma, extra))}*" if extra else ""
         tails: dict[int, str] = {}

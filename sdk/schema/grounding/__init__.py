@@ -13,11 +13,10 @@ word: `whole_span` is the check after parsing) and write each chunk as a JSON st
 it, so a span is always valid JSON string content and an escape sequence is never cut in half.
 """
 
+from typing import TYPE_CHECKING
+
+from sdk._lazy import lazy_names
 from sdk.schema.grounding._errors import GroundingUnsupported
-from sdk.schema.grounding._gbnf import GBNF_SOURCE_LIMIT
-from sdk.schema.grounding._gbnf import grounded_gbnf
-from sdk.schema.grounding._lark import COMPACT_JSON
-from sdk.schema.grounding._lark import grounded_lark
 from sdk.schema.grounding._spans import GROUNDED_KEYS
 from sdk.schema.grounding._spans import SOURCE_QUOTE_KEY
 from sdk.schema.grounding._spans import VERBATIM_KEY
@@ -29,6 +28,24 @@ from sdk.schema.grounding._spans import is_word_chunk
 from sdk.schema.grounding._spans import source_chunks
 from sdk.schema.grounding._spans import span_automaton
 from sdk.schema.grounding._spans import whole_span
+
+if TYPE_CHECKING:
+    from sdk.schema.grounding._gbnf import GBNF_SOURCE_LIMIT
+    from sdk.schema.grounding._gbnf import grounded_gbnf
+    from sdk.schema.grounding._lark import COMPACT_JSON
+    from sdk.schema.grounding._lark import grounded_lark
+
+# The grammar builders load on first use (a local engine's request): the parser needs only the
+# spans' vocabulary.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "GBNF_SOURCE_LIMIT": "sdk.schema.grounding._gbnf",
+        "grounded_gbnf": "sdk.schema.grounding._gbnf",
+        "COMPACT_JSON": "sdk.schema.grounding._lark",
+        "grounded_lark": "sdk.schema.grounding._lark",
+    },
+)
 
 __all__ = [
     "COMPACT_JSON",

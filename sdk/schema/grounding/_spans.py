@@ -11,13 +11,14 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
-import regex
-
-from sdk.schema import _regex as rx
 from sdk.schema._walk import SchemaWalker
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = [
     "GROUNDED_KEYS",
@@ -60,9 +61,28 @@ _UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\u30fc\p{Thai}\p{Lao}\p{Khmer}\p{My
 _JOINERS = r"[\-\u2010\u2011.'\u2019@]|(?<=\d)[,:/](?=\d)"
 _LETTERS = rf"(?:(?![{_UNSPACED}])\w)+"
 _WORD = rf"[{_UNSPACED}]|{_LETTERS}(?:(?:{_JOINERS}){_LETTERS})*"
-_CHUNK = regex.compile(rf"{_WORD}|\s+|.", regex.DOTALL)
-_IS_WORD = regex.compile(rf"(?:{_WORD})\Z")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunking:
+    chunk: regex.Pattern[str]
+    """A word, a run of whitespace, or any other character alone."""
+    is_word: regex.Pattern[str]
+    word_character: regex.Pattern[str]
+
+
+@functools.cache
+def _chunking() -> _Chunking:
+    """The chunk patterns, compiled on first use (the `regex` module, for `\\p{...}`, loads
+    when a source is first cut, never for a program that grounds nothing)."""
+    import regex
+
+    return _Chunking(
+        regex.compile(rf"{_WORD}|\s+|.", regex.DOTALL),
+        regex.compile(rf"(?:{_WORD})\Z"),
+        regex.compile(r"\w"),
+    )
 
 
 def grounded_kind(node: Mapping[str, Any]) -> str | None:
@@ -87,13 +107,13 @@ def is_grounded(schema: dict[str, Any]) -> bool:
 
 def source_chunks(source: str) -> list[str]:
     """The source cut into chunks (words, runs of whitespace, any other character alone: see
-    `_CHUNK`); they join back into the source."""
-    return list(_CHUNK.findall(source))
+    `_Chunking.chunk`); they join back into the source."""
+    return list(_chunking().chunk.findall(source))
 
 
 def is_word_chunk(chunk: str) -> bool:
     """Whether a chunk of `source_chunks` is a word (a copied value holds at least one)."""
-    return bool(chunk) and _IS_WORD.match(chunk) is not None
+    return bool(chunk) and _chunking().is_word.match(chunk) is not None
 
 
 @functools.lru_cache(maxsize=8)
@@ -112,7 +132,7 @@ def whole_span(value: str, source: str) -> bool:
     what a `Verbatim` value must be. An empty value is one only in an empty source."""
     if not value:
         return not source
-    if value[0].isspace() or value[-1].isspace() or not _CHUNK_WORD.search(value):
+    if value[0].isspace() or value[-1].isspace() or not _chunking().word_character.search(value):
         return False
     edges = _boundaries(source)
     start = source.find(value)
@@ -121,9 +141,6 @@ def whole_span(value: str, source: str) -> bool:
             return True
         start = source.find(value, start + 1)
     return False
-
-
-_CHUNK_WORD = regex.compile(r"\w")
 
 
 def escaped_chunks(source: str) -> list[str]:
@@ -215,6 +232,8 @@ def span_automaton(chunks: list[str]) -> SpanAutomaton:
 def longest_match(pattern: str, max_length: Any) -> int | None:
     """The longest string `pattern` (anchored at both ends) or `maxLength` allows, if bounded."""
     bounds = [max_length] if isinstance(max_length, int) else []
+    from sdk.schema import _regex as rx  # the `regex` module: loaded for a pattern only
+
     try:
         branches = rx.parse_pattern(pattern)
     except rx.RegexUnsupported:

@@ -1,0 +1,189 @@
+"""What a response cache hit costs, and whether a hit waits for another process's write (issue 30).
+
+    .venv/bin/python bench/bench_cache_state.py      # prints every figure it measures
+
+Row 18 (`cache-hit`): a hit against a bare `sdk.parse` of the same reply (goal <= 1.5x): the hit
+computes the request's key, reads the entry, and judges the stored reply again (stop reason,
+schema, contract, checks), as `sdk.parse` does. CPU time per call, the least of alternated
+batches; `MemoryCache` and `SQLiteCache`, a 4.4 KB `InvoiceExtraction` with its source; the miss
+path beside them (a new key each call: key, lookup, the scripted provider, parse, store).
+
+Row 19 (`cache-busy`): a hit's wall time (median of many) while another process holds the cache
+file's write lock (an uncommitted write) for a short and a long time, over the same hits on an
+idle file: a hit only reads, so its latency must not grow with the write.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
+
+from registry import Line  # noqa: E402
+from registry import Measured  # noqa: E402
+from registry import Settings  # noqa: E402
+from registry import row  # noqa: E402
+
+from bench.payloads import invoice  # noqa: E402
+from contracts import InvoiceExtraction  # noqa: E402
+from sdk import StructuredClient  # noqa: E402
+from sdk import parse  # noqa: E402
+from sdk.cache import Cache  # noqa: E402
+from sdk.cache import MemoryCache  # noqa: E402
+from sdk.cache import SQLiteCache  # noqa: E402
+from sdk.providers import TestProvider  # noqa: E402
+
+SIZE = 4_400
+HOLDS = (0.5, 3.0)
+
+
+def _cpu(run: Callable[[], object], repeat: int) -> float:
+    started = time.process_time()
+    for _ in range(repeat):
+        run()
+    return (time.process_time() - started) / repeat
+
+
+def _alternated(
+    arms: dict[str, Callable[[], object]], repeat: int, rounds: int
+) -> dict[str, float]:
+    """CPU seconds per call of each arm: the least of `rounds` batches, arms alternated."""
+    best = dict.fromkeys(arms, float("inf"))
+    for _ in range(rounds):
+        for name, run in arms.items():
+            best[name] = min(best[name], _cpu(run, repeat))
+    return best
+
+
+def hit_lines(repeat: int, rounds: int) -> list[Line]:
+    payload = invoice(SIZE)
+    text, source = payload.text, payload.source
+    folder = tempfile.mkdtemp()
+    stores: dict[str, Cache] = {
+        "MemoryCache": MemoryCache(),
+        "SQLiteCache": SQLiteCache(f"{folder}/hit.db"),
+    }
+    arms: dict[str, Callable[[], object]] = {
+        "bare": lambda: parse(InvoiceExtraction, text, stop_reason="end_turn", source=source)
+    }
+    for name, store in stores.items():
+        client = StructuredClient(TestProvider([text], repeat=True), cache=store)
+        client.generate(InvoiceExtraction, prompt="Extract.", source=source)
+        assert client.generate(InvoiceExtraction, prompt="Extract.", source=source).cached
+        arms[name] = functools.partial(
+            client.generate, InvoiceExtraction, prompt="Extract.", source=source
+        )
+    numbers = itertools.count()
+    miss_client = StructuredClient(TestProvider([text], repeat=True),
+                                   cache=SQLiteCache(f"{folder}/miss.db"))  # fmt: skip
+    arms["miss"] = lambda: miss_client.generate(
+        InvoiceExtraction, prompt=f"Extract {next(numbers)}.", source=source
+    )
+    best = _alternated(arms, repeat, rounds)
+    bare = best["bare"]
+    lines = []
+    for name in stores:
+        ratio = best[name] / bare
+        lines.append(Line(
+            f"cache hit / bare sdk.parse, InvoiceExtraction ({len(text) / 1000:.1f} KB), {name}",
+            f"{ratio:.2f}x",
+            f"{best[name] * 1e6:,.0f} us vs {bare * 1e6:,.0f} us CPU per call (least of "
+            f"{rounds} alternated batches of {repeat})",
+            goal="<= 1.5x", met="yes" if ratio <= 1.5 else "NO",
+            key=f"cache-hit-{name}",
+        ))  # fmt: skip
+    lines.append(Line(
+        "cache miss (key, lookup, scripted provider, parse, store) / bare sdk.parse, SQLiteCache",
+        f"{best['miss'] / bare:.2f}x",
+        f"{best['miss'] * 1e6:,.0f} us vs {bare * 1e6:,.0f} us CPU per call",
+        key="cache-miss-SQLiteCache",
+    ))  # fmt: skip
+    return lines
+
+
+def _hit_latencies(client: StructuredClient, source: str, seconds: float) -> list[float]:
+    """Wall seconds of each hit made during `seconds`."""
+    found = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        started = time.perf_counter()
+        assert client.generate(InvoiceExtraction, prompt="Extract.", source=source).cached
+        found.append(time.perf_counter() - started)
+    return found
+
+
+def busy_lines(scale: float) -> list[Line]:
+    payload = invoice(SIZE)
+    path = Path(tempfile.mkdtemp()) / "busy.db"
+    store = SQLiteCache(path, timeout=1.0)  # a hit that waited for the writer would fail
+    client = StructuredClient(TestProvider([payload.text], repeat=True), cache=store)
+    client.generate(InvoiceExtraction, prompt="Extract.", source=payload.source)
+    idle = _hit_latencies(client, payload.source, 1.0 * scale)
+    lines = []
+    for hold in HOLDS:
+        holder = subprocess.Popen(
+            [sys.executable, "-m", "tests.shared_file_process", "hold", str(path)],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert holder.stdout is not None and holder.stdin is not None
+            assert holder.stdout.readline().strip() == "held"
+            busy = _hit_latencies(client, payload.source, hold * scale)
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            assert holder.stdout.readline().strip() == "released"
+            holder.wait(timeout=60)
+        finally:
+            holder.kill()
+        ratio = statistics.median(busy) / statistics.median(idle)
+        lines.append(Line(
+            f"cache hit while another process holds the write lock for {hold * scale:g} s / "
+            "on an idle file, SQLiteCache",
+            f"{ratio:.2f}x",
+            f"median {statistics.median(busy) * 1e6:,.0f} us vs "
+            f"{statistics.median(idle) * 1e6:,.0f} us wall ({len(busy):,} and {len(idle):,} "
+            "hits); longest hit while held "
+            f"{max(busy) * 1e3:,.1f} ms; busy timeout 1 s",
+            goal="<= 1.5x, flat in the write's length",
+            met="yes" if ratio <= 1.5 else "NO",
+            key=f"cache-busy-{hold:g}s",
+        ))  # fmt: skip
+    store.close()
+    return lines
+
+
+@row("cache-hit", number="18", title="a cache hit against a bare parse",
+     measures="a response cache hit (MemoryCache, SQLiteCache) on a 4.4 KB invoice against a "
+              "bare `sdk.parse` of the same reply; the miss path beside it",
+     unit="ratio of CPU times (least of alternated batches)")  # fmt: skip
+def cache_hit_row(settings: Settings) -> Measured:
+    repeat, rounds = (20, 3) if settings.quick else (200, 9)
+    return Measured(hit_lines(repeat, rounds))
+
+
+@row("cache-busy", number="19", title="a cache hit while another process writes",
+     measures="a SQLiteCache hit's wall time while another process holds the file's write lock "
+              "for a short and a long time, against hits on an idle file",
+     unit="ratio of median wall times")  # fmt: skip
+def cache_busy_row(settings: Settings) -> Measured:
+    return Measured(busy_lines(0.2 if settings.quick else 1.0))
+
+
+def main() -> None:
+    quick = Settings(quick="--quick" in sys.argv)
+    for line in [*cache_hit_row(quick).lines, *cache_busy_row(quick).lines]:
+        print(f"{line.measure}: {line.figure} ({line.detail})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""One discipline for every SQLite file the SDK shares between threads and processes (the
+response cache, a batch job's state), written once.
+
+- **Made whole before it appears.** A new file is built in a temporary file beside it (owner-only,
+  in WAL mode, with its tables and its identity) and linked into place: of several threads and
+  processes making it at once, one wins and the others open the winner's (`make_whole`).
+- **Identified inside one transaction.** The application id in the header, the format
+  (`user_version`) and the tables are read in one read transaction, so a file another process is
+  adopting is seen before or after, never halfway. A file that is not one of ours (another
+  application's database) is refused and never changed.
+- **An empty file is adopted in place** (made by `touch`, or left by an older version), inside
+  one write transaction, and made owner-only.
+- **Readers never wait.** WAL mode: a read in autocommit sees the last commit and takes no lock
+  a writer waits for, nor waits for one.
+- **Every wait is bounded.** The busy timeout (`timeout`, seconds) bounds every wait for another
+  connection's write; past it, as for any other SQLite error (a damaged page), the caller gets its
+  own typed error naming the file (`errors`), never a raw `sqlite3` error.
+- **Read-only opening** (`readonly=True`, for commands that only look): `mode=ro`, so nothing in
+  the file can change. A WAL file whose folder cannot be written (another user's, a mounted
+  archive) cannot get its shared-memory index, so it is read as `immutable`: exact when no
+  write-ahead log is left beside it (a clean close leaves none), and refused when one is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdk._files import sync_folder
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "Layout",
+    "errors",
+    "make_whole",
+    "open_file",
+    "try_write",
+    "typed",
+    "write",
+]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a connection waits for another's write before its typed error."""
+
+# What SQLite says when a read-only connection cannot make the WAL index beside the file.
+_NO_WAL_INDEX = frozenset(
+    {"SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN", "SQLITE_READONLY_CANTINIT"}
+)
+_BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What makes a file one of the SDK's: the application id in its header, its format
+    (`user_version`), the tables it is made with, and the typed error that names a file that
+    is not one (or is damaged, or stays busy)."""
+
+    name: str
+    """What the file is, for messages ("structured-sdk cache", "job state file")."""
+    application_id: int
+    version: int
+    schema: tuple[str, ...]
+    error: Callable[[str], Exception]
+    identify: Callable[[sqlite3.Connection, Path], str | None] | None = None
+    """Further checks of a file that has tables (its columns, a format row): `None` if it is
+    ours, else why not. A file without our application id but with tables that pass is ours
+    too (made before the id was written)."""
+    adopt_empty: bool = True
+    """Whether an empty file (or a missing one) is made into one of ours when opened for
+    writing; if not, it is refused."""
+    synchronous: str = "NORMAL"
+    """NORMAL: in WAL mode each transaction still commits whole, only the last commits may go on
+    a power cut; FULL: a commit survives a power cut too."""
+
+
+def open_file(
+    path: str | os.PathLike[str],
+    layout: Layout,
+    *,
+    readonly: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> sqlite3.Connection:
+    """A connection to `path` (autocommit: transactions are opened explicitly with `write`),
+    identified as `layout`'s; made first if missing and `layout.adopt_empty`. Any failure is
+    `layout.error` naming the file."""
+    path = Path(path)
+    with errors(path, layout, timeout):
+        if readonly:
+            return _open_readonly(path, layout, timeout)
+        if layout.adopt_empty and not path.exists():
+            with contextlib.suppress(FileExistsError):
+                make_whole(path, layout)
+        db = _connect(str(path), timeout)
+        try:
+            if _identify(db, layout, path) == "empty":
+                _adopt(db, layout, path)
+            db.execute(f"PRAGMA synchronous = {layout.synchronous}")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+
+def make_whole(
+    path: str | os.PathLike[str],
+    layout: Layout,
+    fill: Callable[[sqlite3.Connection], None] | None = None,
+) -> None:
+    """Make a new file of `layout` at `path` (with `fill` run in the same transaction), whole
+    before it appears: `FileExistsError` if something is there already (another process may
+    have won the race), and nothing left behind on any failure."""
+    path = Path(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.exists():
+        raise FileExistsError(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)  # mkstemp's file is the owner's only (0600), and so are the WAL's beside it
+    try:
+        db = _connect(temporary, DEFAULT_TIMEOUT)
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            with write(db):
+                _initialize(db, layout)
+                if fill is not None:
+                    fill(db)
+        finally:
+            db.close()
+        _link(Path(temporary), path)
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(temporary + suffix)
+    sync_folder(path.parent)
+
+
+@contextmanager
+def write(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction (`BEGIN IMMEDIATE`, waiting at most the busy timeout for another
+    writer): all of it commits, or none of it."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def try_write(db: sqlite3.Connection) -> bool:
+    """Begin a write transaction only if no other connection is writing (no wait): for work
+    that can be done later, such as writing counters."""
+    timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        if _code(error) in _BUSY:
+            return False
+        raise
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    return True
+
+
+@contextmanager
+def errors(path: Path, layout: Layout, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
+    """SQLite's errors on the file as `layout.error`, one line naming it: a file kept busy past
+    the timeout, a damaged page, a file that is not a database."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise typed(error, path, layout, timeout) from error
+
+
+def typed(error: sqlite3.Error, path: Path, layout: Layout, timeout: float) -> Exception:
+    """The typed error for an SQLite error on the file (what `errors` raises)."""
+    if _code(error) in _BUSY:
+        return layout.error(
+            f"{path} stayed busy: another connection kept it locked for {timeout:g} s ({error})"
+        )
+    return layout.error(f"{path} is damaged or not a {layout.name} ({error})")
+
+
+# --- opening ---
+
+
+def _connect(target: str, timeout: float, *, uri: bool = False) -> sqlite3.Connection:
+    db = sqlite3.connect(
+        target, timeout=timeout, isolation_level=None, uri=uri, check_same_thread=True
+    )
+    db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    return db
+
+
+def _identify(db: sqlite3.Connection, layout: Layout, path: Path) -> str:
+    """ "ours" or "empty", read in one transaction; `layout.error` for anything else."""
+    db.execute("BEGIN")
+    try:
+        found = _identity(db, layout, path)
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return found
+
+
+def _identity(db: sqlite3.Connection, layout: Layout, path: Path) -> str:
+    """What `_identify` decides, inside the caller's transaction."""
+    application = db.execute("PRAGMA application_id").fetchone()[0]
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    if application == 0 and not tables:
+        if layout.adopt_empty:
+            return "empty"
+        raise layout.error(f"{path} holds no {layout.name} (an empty database)")
+    known = application == layout.application_id or (
+        application == 0 and layout.identify is not None
+    )
+    if not known:
+        raise layout.error(f"{path} is not a {layout.name}: left as it is")
+    why = layout.identify(db, path) if layout.identify is not None else None
+    if why is not None:
+        raise layout.error(why)
+    if application == layout.application_id and version != layout.version:
+        raise layout.error(
+            f"{path} is a {layout.name} of another version (format {version}, not "
+            f"{layout.version}): left as it is"
+        )
+    return "ours"
+
+
+def _adopt(db: sqlite3.Connection, layout: Layout, path: Path) -> None:
+    """Make an empty file ours in place: owner-only, our tables and identity in one
+    transaction (another process adopting it at once waits, then finds it made), then WAL."""
+    with contextlib.suppress(OSError):  # not ours to change: what it is stays
+        if os.stat(path).st_uid == os.geteuid():
+            os.chmod(path, 0o600)
+    with write(db):
+        if _identity(db, layout, path) == "empty":
+            _initialize(db, layout)
+    db.execute("PRAGMA journal_mode = WAL")
+
+
+def _initialize(db: sqlite3.Connection, layout: Layout) -> None:
+    db.execute(f"PRAGMA application_id = {int(layout.application_id)}")
+    db.execute(f"PRAGMA user_version = {int(layout.version)}")
+    for statement in layout.schema:  # (executescript would commit midway)
+        db.execute(statement)
+
+
+def _open_readonly(path: Path, layout: Layout, timeout: float) -> sqlite3.Connection:
+    """`mode=ro`; in a folder where the WAL index cannot be made, `immutable=1` when no
+    write-ahead log is waiting beside the file (then nothing is missed)."""
+    if not path.is_file():
+        raise layout.error(f"{path}: no such file")
+    uri = path.resolve().as_uri()
+    db = _connect(f"{uri}?mode=ro", timeout, uri=True)
+    try:
+        _identify_readonly(db, layout, path)
+        return db
+    except sqlite3.OperationalError as error:
+        db.close()
+        if _code(error) not in _NO_WAL_INDEX:
+            raise
+        if _waiting_log(path):
+            raise layout.error(
+                f"{path} has writes in {path.name}-wal not yet in the file, and its folder "
+                "cannot be written: open it where it can, once, to fold them in"
+            ) from error
+    db = _connect(f"{uri}?mode=ro&immutable=1", timeout, uri=True)
+    try:
+        _identify_readonly(db, layout, path)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _identify_readonly(db: sqlite3.Connection, layout: Layout, path: Path) -> None:
+    if _identify(db, layout, path) == "empty":
+        raise layout.error(f"{path} holds no {layout.name} (an empty database)")
+
+
+def _waiting_log(path: Path) -> bool:
+    try:
+        return os.path.getsize(f"{path}-wal") > 0
+    except OSError:
+        return False
+
+
+def _code(error: sqlite3.Error) -> str:
+    return getattr(error, "sqlite_errorname", "") or ""
+
+
+def _link(temporary: Path, path: Path) -> None:
+    """Put the finished file at `path` unless something is there already (`FileExistsError`):
+    a hard link is atomic; a file system without them gets a rename after a check (a race
+    there is only as wide as the two calls)."""
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        if path.exists():
+            raise FileExistsError(path) from None
+        os.rename(temporary, path)

@@ -1,0 +1,347 @@
+"""Provider profiles: everything the SDK knows about a provider family, one value each.
+
+A `Profile` holds a family's names (the canonical one, a display name, the aliases a user
+types), its stop reasons and what each means, its schema dialect, what its wire can carry and
+how, its prices and where its provider class lives. Each family's module registers its profile
+once (`PROFILE = register(Profile(...))`), and every table the SDK keeps per provider is a
+lookup in these values: `StopReason.from_raw` reads the stop table, `sdk.schema.dialects` the
+dialect, the cost the pricing, the telemetry the GenAI name, the CLI's `--provider` the names.
+
+`profile(name)` finds a profile by name or alias. It knows no module: a family's profile is in
+its provider module (`sdk.providers.<family>`, which imports its vendor's SDK only when a
+provider is made), and the first lookup of a name it has not seen imports the SDK's own
+provider modules by name (so the core, which looks profiles up, imports no provider module),
+then the modules other packages declare under the `structured_sdk.providers` entry point group.
+A module imported before (registered by hand) is found too.
+
+`StopReason` lives here, beside the tables that map into it, because `from_raw` looks profiles
+up (`sdk.stop_reason` is its public home).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from enum import Enum
+from types import MappingProxyType
+from typing import Any
+from typing import Final
+from typing import Literal
+
+from sdk._values.dialect import Dialect
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Carried",
+    "Pricing",
+    "Profile",
+    "StopReason",
+    "builtin_profiles",
+    "builtin_provider",
+    "profile",
+    "profiles",
+    "register",
+]
+
+ENTRY_POINT_GROUP: Final = "structured_sdk.providers"
+"""The entry point group a package declares its providers in: each entry point names a
+`Profile` (`"my_provider:PROFILE"`) or a module that registers its profiles when imported."""
+
+_PROVIDERS: Final = "sdk.providers"
+"""The package of the SDK's own provider modules, one per family."""
+
+
+class StopReason(str, Enum):
+    """Why generation ended, in one vocabulary for all providers."""
+
+    END_TURN = "end_turn"
+    """The model finished the document on its own (the only clean end in JSON mode)."""
+    MAX_TOKENS = "max_tokens"
+    """The output token limit cut the document: what is there is a prefix."""
+    CONTEXT_WINDOW = "context_window"
+    """The context window filled up: also a cut document."""
+    REFUSAL = "refusal"
+    """The model declined; the text need not match the schema."""
+    CONTENT_FILTER = "content_filter"
+    """The provider's filter stopped the output."""
+    STOP_SEQUENCE = "stop_sequence"
+    """A caller-given stop sequence ended the output."""
+    TOOL_USE = "tool_use"
+    """The model called a tool (the document is the tool input in tool mode)."""
+    PAUSE_TURN = "pause_turn"
+    """The provider paused a long turn; the caller has to continue it."""
+    OTHER = "other"
+    """Anything not known to this SDK: never treated as a clean end."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def from_raw(cls, raw: str | None, provider: str | None = None) -> StopReason:
+        """Normalize a provider's raw stop value; unknown values become `OTHER`.
+
+        `provider` is a provider family's name or an alias of one (an unknown name is a
+        `ValueError` listing the valid ones) and picks that family's table (its profile's
+        `stop_reasons`). A family that reports stops in this vocabulary (embedded, test), or no
+        provider, looks the value up in every built-in table, which is unambiguous because no
+        two built-in families use one word for different things (a test walks them).
+        """
+        if provider is not None:
+            return profile(provider).stop_reason(raw)
+        if raw is None:
+            return cls.OTHER
+        if raw in _VOCABULARY:  # the SDK's own words mean themselves in every table
+            return _VOCABULARY[raw]
+        return _any_table().get(raw, cls.OTHER)
+
+
+Carried = Literal["documents", "grammars", "tools", "native_reasoning"]
+"""What a wire can carry: JSON documents (contracts, lists, unions), grammars
+(`generate(Grammar(...))`), tool calls (`call_tools`), the provider's own thinking channel
+(`reasoning="native"`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """How a family's usage is priced from the maintained `genai-prices` table."""
+
+    provider_id: str
+    """The family's provider id in `genai-prices` (`"openai"` for both OpenAI APIs)."""
+    input_excludes_cache: bool = False
+    """The API's input count leaves out cached tokens (Anthropic), which the table counts."""
+    output_excludes_reasoning: bool = False
+    """The API's output count leaves out the thinking tokens (Gemini), which are billed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """Everything the SDK knows about one provider family (see the module docstring)."""
+
+    name: str
+    """The canonical name: `Result.provider`, `ProviderError.provider`, the CLI's `--provider`
+    (lowercase letters, digits and `_`)."""
+    display_name: str
+    """How people write it: `"OpenAI Responses"`, `"llama.cpp"`."""
+    aliases: frozenset[str] = frozenset()
+    """Other names a user types for it (`"llama.cpp"`, `"claude"`); case, `-` and `_` aside."""
+    stop_reasons: Mapping[str, StopReason] | None = None
+    """Every raw stop value the API reports and what it means; `None` for a family that reports
+    stop reasons in the SDK's own vocabulary (an in-process engine)."""
+    dialect: Dialect | None = None
+    """The JSON Schema subset its structured-output API accepts (`None`: the canonical schema
+    as it is, or no schema on the wire)."""
+    carries: Mapping[Carried, str] = field(
+        default_factory=lambda: MappingProxyType({"documents": "a JSON document"})
+    )
+    """What its wire can carry, each with how (`{"tools": "strict function calls"}`); a mode of
+    its codec may carry less (`sdk.providers._profile.WireProfile`)."""
+    pricing: Pricing | None = None
+    """How its usage is priced; `None`: no price (a local engine)."""
+    telemetry_name: str | None = None
+    """Its `gen_ai.provider.name` in the OpenTelemetry GenAI conventions, where they name it."""
+    provider: str = ""
+    """Where its provider class lives, `"module:Class"` (loaded by `provider_class()`)."""
+
+    def __post_init__(self) -> None:
+        if not self.name or _key(self.name) != self.name or not self.name.isidentifier():
+            raise ValueError(
+                f"a profile's name is lowercase letters, digits and '_': not {self.name!r}"
+            )
+        object.__setattr__(self, "aliases", frozenset(_key(alias) for alias in self.aliases))
+        if self.stop_reasons is not None:
+            object.__setattr__(self, "stop_reasons", MappingProxyType(dict(self.stop_reasons)))
+        object.__setattr__(self, "carries", MappingProxyType(dict(self.carries)))
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every name it is found by: its own and its aliases."""
+        return self.aliases | {self.name}
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def stop_reason(self, raw: str | None) -> StopReason:
+        """What the raw stop value means from this family (`OTHER` when unknown): its table's
+        entry, or with no table of its own, any built-in family's (`StopReason.from_raw`)."""
+        if raw is None:
+            return StopReason.OTHER
+        if self.stop_reasons is None:
+            return StopReason.from_raw(raw)
+        return self.stop_reasons.get(raw, StopReason.OTHER)
+
+    def provider_class(self) -> Any:
+        """The provider class (`provider`), imported now; `LookupError` if it names none."""
+        module, _, attribute = self.provider.partition(":")
+        if not module or not attribute:
+            raise LookupError(f"profile {self.name!r} names no provider class")
+        return getattr(importlib.import_module(module), attribute)
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+_lock = threading.RLock()
+_profiles: dict[str, Profile] = {}
+"""Every registered profile by canonical name."""
+_names: dict[str, str] = {}
+"""Every name and alias (as `_key` gives it) -> canonical name."""
+_builtin: tuple[Profile, ...] | None = None
+_loading = False
+_entry_points_loaded = False
+
+
+def register(new: Profile) -> Profile:
+    """Add `new` to the registry and return it (a module's `PROFILE = register(Profile(...))`).
+
+    Registering the same value again is a no-op; a different profile under a name or alias
+    already taken is a `ValueError` naming both.
+    """
+    with _lock:
+        current = _profiles.get(new.name)
+        if current == new:
+            return current
+        for name in sorted(new.names):
+            owner = _names.get(name)
+            if owner is not None:
+                raise ValueError(
+                    f"cannot register provider {new.name!r}: the name {name!r} is "
+                    f"{owner!r}'s (profiles: {', '.join(sorted(_profiles))})"
+                )
+        _profiles[new.name] = new
+        _names.update(dict.fromkeys(new.names, new.name))
+        return new
+
+
+def profile(name: str) -> Profile:
+    """The profile `name` means (a canonical name or an alias; case, `-` and `_` aside);
+    `ValueError` naming the valid names when it means none."""
+    found = _profiles.get(name)
+    if found is not None:
+        return found
+    key = _key(name)
+    canonical = _names.get(key)
+    if canonical is None:
+        builtin_profiles()
+        canonical = _names.get(key)
+    if canonical is None:
+        _load_entry_points()
+        canonical = _names.get(key)
+    if canonical is None:
+        every = profiles()
+        aliases = sorted(alias for each in every for alias in each.aliases)
+        raise ValueError(
+            f"unknown provider {name!r}: valid names are "
+            f"{', '.join(each.name for each in every)} (aliases: {', '.join(aliases)})"
+        )
+    return _profiles[canonical]
+
+
+def builtin_profiles() -> tuple[Profile, ...]:
+    """The SDK's own families' profiles, by name: its provider modules, imported once."""
+    global _builtin, _loading
+    if _builtin is not None:
+        return _builtin
+    with _lock:
+        if _builtin is not None or _loading:
+            # Asked again while a provider module loads: what is registered so far.
+            return _builtin or tuple(_profiles[name] for name in sorted(_profiles))
+        _loading = True
+        try:
+            import pkgutil
+
+            package = importlib.import_module(_PROVIDERS)
+            modules = {
+                importlib.import_module(f"{_PROVIDERS}.{module.name}").__name__
+                for module in pkgutil.iter_modules(package.__path__)
+                if not module.name.startswith("_")
+            }
+        finally:
+            _loading = False
+        _builtin = tuple(
+            _profiles[name]
+            for name in sorted(_profiles)
+            if _profiles[name].provider.partition(":")[0] in modules
+        )
+        return _builtin
+
+
+def builtin_provider(class_name: str) -> Any:
+    """The SDK's own provider class `class_name`, or `None` if no built-in family's profile names
+    it. The provider modules are imported one at a time, in order, until one registers a profile
+    naming it: `from sdk.providers import AnthropicProvider` loads that family's module alone."""
+    import pkgutil
+
+    def named() -> Profile | None:
+        with _lock:
+            registered = list(_profiles.values())
+        return next((p for p in registered if p.provider.endswith(f":{class_name}")), None)
+
+    found = named()
+    if found is None and _builtin is None:
+        package = importlib.import_module(_PROVIDERS)
+        for module in pkgutil.iter_modules(package.__path__):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{_PROVIDERS}.{module.name}")
+                found = named()
+                if found is not None:
+                    break
+    if found is None or found.provider.partition(":")[0].rpartition(".")[0] != _PROVIDERS:
+        return None
+    return found.provider_class()
+
+
+def profiles() -> tuple[Profile, ...]:
+    """Every profile known: the built-in families, those of the modules the installed packages
+    declare (`ENTRY_POINT_GROUP`), and those registered by hand, by name."""
+    builtin_profiles()
+    _load_entry_points()
+    with _lock:
+        return tuple(_profiles[name] for name in sorted(_profiles))
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    with _lock:
+        if _entry_points_loaded:
+            return
+        from importlib.metadata import entry_points
+
+        _entry_points_loaded = True  # before loading: a module that looks names up may recurse
+        failed = []
+        for entry in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                loaded = entry.load()
+                if isinstance(loaded, Profile):
+                    register(loaded)
+            except Exception as error:  # a broken package: named, not hidden
+                failed.append(f"{entry.name} ({entry.value}): {type(error).__name__}: {error}")
+        if failed:
+            _entry_points_loaded = False  # the next lookup says so again
+            raise ImportError(
+                f"provider modules declared under {ENTRY_POINT_GROUP!r} failed to load: "
+                + "; ".join(failed)
+            )
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+_VOCABULARY: Final = {s.value: s for s in StopReason if s is not StopReason.OTHER}
+_any: dict[str, StopReason] | None = None
+
+
+def _any_table() -> dict[str, StopReason]:
+    """Every built-in family's raw stop values, and the vocabulary's own words, in one table."""
+    global _any
+    if _any is not None:
+        return _any
+    table = dict(_VOCABULARY)
+    for each in builtin_profiles():
+        table.update(each.stop_reasons or {})
+    _any = table
+    return table

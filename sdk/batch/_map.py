@@ -1,0 +1,291 @@
+"""`StructuredMap`: a contract over a Ray dataset's rows, in actors that keep many calls in flight.
+
+    ds.map_batches(
+        StructuredMap,
+        fn_constructor_kwargs={"contract": Decision, "client": make_client},
+        batch_size=64,
+        compute=ActorPoolStrategy(size=4),
+        max_concurrency=4,
+    )
+
+Ray builds one `StructuredMap` per actor: `client()` runs there, once, so an embedded model is
+loaded once per actor and an HTTP client's connections are kept for the actor's life. Each actor
+runs an asyncio loop on a thread of its own, and every batch's rows go through it as live
+`generate` calls (`sdk.batch._local.run_item`, the local runner's own), at most `in_flight` at a
+time; with `max_concurrency=` on `map_batches` an actor takes several batches at once, so its
+calls stay in flight across batch boundaries.
+
+Every row comes out, whatever happened to it: its outcome is decided by the local runner's own
+`decide_live` (`sdk.batch._outcome`) and flattened into typed columns (`sdk.batch._columns`). A row
+that cannot be read, a call that raises, a batch past its `timeout`: each is that row's failure,
+never an exception out of `__call__` (an exception there fails the whole Ray job, and Ray's
+`max_errored_blocks` would drop whole blocks).
+
+The `sdk batch --engine ray` runner uses the same class with `job=True`: its rows are the job's
+items (their input lines, read back and checked by the driver, and their counters), and each row
+comes back with the decision the driver commits (`_seq`, `_update`, `_line`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import pyarrow as pa
+
+from sdk.batch._columns import row_of
+from sdk.batch._columns import schema_for
+from sdk.batch._items import InputItem
+from sdk.batch._items import parse_item
+from sdk.batch._local import run_item
+from sdk.batch._outcome import Decision
+from sdk.batch._outcome import JobSettings
+from sdk.batch._outcome import decide_error
+from sdk.batch._outcome import decide_live
+from sdk.batch._state import ItemRow
+from sdk.client import AsyncStructuredClient
+from sdk.contract import Contract
+
+__all__ = ["ClientFactory", "StructuredMap", "contract_of", "plain_value", "row_item"]
+
+ClientFactory = Callable[[], AsyncStructuredClient | Sequence[AsyncStructuredClient]]
+"""Makes the actor's client (or one per server of a fleet: rows go round robin)."""
+
+_JOB_COLUMNS = (("_seq", pa.int64()), ("_update", pa.string()), ("_line", pa.string()))
+
+
+class StructuredMap:
+    """A callable class for `Dataset.map_batches(..., compute=ActorPoolStrategy(...))`.
+
+    `contract`: the `Contract` (or `"module:Name"`). `client`: a picklable function that makes
+    the actor's `AsyncStructuredClient` (or a list of them, one per server), run once per actor;
+    its `retries` and `enum_case` are the rows'. Rows in: an `id_column` (string or integer) and
+    `prompt` (a column; or `prompt=` a template over the row's columns, `"Approve {vendor}?"`),
+    `source` (or `document`), optionally `system`, `max_tokens`, `messages` and `options`
+    (lists and objects, or their JSON text), as a `sdk batch` input line holds them. Rows out:
+    `id` and the columns of `sdk.ray.COLUMNS`. `in_flight`: calls at once in this actor.
+    `timeout`: seconds a batch may take; rows still running then fail (`TimeoutError`).
+    """
+
+    def __init__(
+        self,
+        contract: type[Contract] | str,
+        client: ClientFactory,
+        *,
+        id_column: str = "id",
+        prompt: str | None = None,
+        max_tokens: int | None = None,
+        in_flight: int = 16,
+        timeout: float = 3600.0,
+        job: JobSettings | None = None,
+    ) -> None:
+        if in_flight < 1 or not timeout > 0:
+            raise ValueError("in_flight must be at least 1 and timeout more than 0")
+        self.contract = contract_of(contract)
+        made = client()
+        self.clients = [made] if isinstance(made, AsyncStructuredClient) else list(made)
+        if not self.clients:
+            raise ValueError("the client factory made no client")
+        first = self.clients[0]
+        self.job = job
+        # Outside a job a row has one pass: a provider failure (after the client's own
+        # transport retries) is its outcome, not a resubmission.
+        self.settings = job or JobSettings(
+            retries=first.retries, resubmits=0, max_tokens=max_tokens or 4096,
+            enum_case=first.config.parsing.enum_case,
+        )  # fmt: skip
+        self.id_column, self.prompt, self.max_tokens = id_column, prompt, max_tokens
+        self.in_flight, self.timeout = in_flight, timeout
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, daemon=True, name="sdk-ray").start()
+        self._limit: asyncio.Semaphore | None = None
+
+    def __call__(self, batch: Any) -> pa.Table:
+        rows = _rows(batch)
+        future = asyncio.run_coroutine_threadsafe(self._all(rows), self._loop)
+        try:
+            columns = future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            error = TimeoutError(f"the batch took more than {self.timeout:g} s")
+            columns = [
+                self._failed(index, row, error, timed_out=True) for index, row in enumerate(rows)
+            ]
+        return self._table(rows, columns, batch)
+
+    # --- the rows ---
+
+    async def _all(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(self.in_flight)
+        return list(await asyncio.gather(*(self._one(i, row) for i, row in enumerate(rows))))
+
+    async def _one(self, index: int, row: dict[str, Any]) -> dict[str, Any]:
+        assert self._limit is not None
+        try:
+            item, item_row = self._item(index, row)
+            client = self.clients[item_row.seq % len(self.clients)]
+            async with self._limit:
+                outcome = await run_item(client, self.contract, item, item_row, self.max_tokens)
+            decision = decide_live(self.contract, client.provider, self.settings, item_row, outcome)
+        except Exception as error:  # the row's own failure: it fails, the batch goes on
+            return self._failed(index, row, error)
+        return self._columns(row, item_row, decision)
+
+    def _item(self, index: int, row: Mapping[str, Any]) -> tuple[InputItem, ItemRow]:
+        """The row's item and its counters: from the job's input line (`job=True`), or from
+        the row's columns written as an input line, so both are read by one `parse_item`."""
+        if self.job is not None:
+            line = str(row["_line_in"]).encode()
+            item = parse_item(self.contract, line, f"item {row['_id']!r}")
+            return item, _job_row(row)
+        item, _ = row_item(self.contract, row, self.id_column, self.prompt)
+        raw_id = row.get(self.id_column)
+        number = isinstance(raw_id, int) and not isinstance(raw_id, bool)
+        return item, _public_row(index, item.id, number)
+
+    def _failed(
+        self, index: int, row: Mapping[str, Any], error: BaseException, *, timed_out: bool = False
+    ) -> dict[str, Any]:
+        """The columns of a row that failed before any decision (unreadable, timed out). In a
+        job, a row that timed out is not done: it has no `_update`, and the next pass runs it."""
+        if self.job is not None:
+            item_row = _job_row(row)
+        else:
+            raw_id = row.get(self.id_column)
+            number = isinstance(raw_id, int) and not isinstance(raw_id, bool)
+            item_row = _public_row(index, str(raw_id), number)
+        failure = error if isinstance(error, Exception) else RuntimeError(str(error))
+        decision = decide_error(self.contract, self.clients[0].provider, item_row, failure)
+        return self._columns(row, item_row, decision, done=not timed_out)
+
+    def _columns(
+        self, row: Mapping[str, Any], item_row: ItemRow, decision: Decision, *, done: bool = True
+    ) -> dict[str, Any]:
+        record = json.loads(decision.line) if decision.line is not None else {}
+        columns: dict[str, Any] = row_of(record) if record else {"outcome": None}
+        if self.job is None:
+            columns["id"] = row.get(self.id_column)
+            return columns
+        columns["id"] = item_row.id
+        columns["_seq"] = item_row.seq
+        columns["_update"] = json.dumps(asdict(decision.update)) if done else None
+        columns["_line"] = decision.line.decode() if decision.line is not None else None
+        return columns
+
+    def _table(
+        self, rows: list[dict[str, Any]], columns: list[dict[str, Any]], batch: Any
+    ) -> pa.Table:
+        if self.job is not None:  # a job's ids may be strings and integers: as text here
+            schema = pa.schema([*schema_for(pa.string()), *_JOB_COLUMNS])
+        else:
+            schema = schema_for(_id_type(batch, self.id_column))
+        return pa.Table.from_pylist(columns, schema=schema)
+
+
+class _Named(dict[str, Any]):
+    """A row's non-null columns for `str.format_map`: a column the template names but the row
+    lacks, or holds null in (Arrow fills a missing column with nulls), is a `KeyError` naming
+    it (the row fails with it)."""
+
+    def __missing__(self, key: str) -> Any:
+        raise KeyError(f"the prompt template names the column {key!r}, which the row lacks")
+
+
+def row_item(
+    contract: type[Contract], row: Mapping[str, Any], id_column: str, prompt: str | None
+) -> tuple[InputItem, dict[str, Any]]:
+    """A row's item, read by the batch input's own `parse_item` from the row's columns written
+    as an input line (that line's record comes with it): `prompt` (or the `prompt` template
+    over the row's columns), `source` (or `document`), `system`, `max_tokens`, `messages`,
+    `options`. A template naming a column the row lacks is a `KeyError` naming it."""
+    raw_id = row.get(id_column)
+    record = {
+        "id": plain_value(raw_id),
+        **{
+            key: _decoded(row[key])
+            for key in ("prompt", "source", "system", "max_tokens", "messages", "options")
+            if row.get(key) is not None
+        },
+    }
+    if "source" not in record and row.get("document") is not None:
+        record["source"] = row["document"]
+    if prompt is not None:
+        record["prompt"] = prompt.format_map(
+            _Named((k, v) for k, v in row.items() if v is not None)
+        )
+    return parse_item(contract, json.dumps(record).encode(), f"row {raw_id!r}"), record
+
+
+def contract_of(contract: type[Contract] | str) -> type[Contract]:
+    """The contract itself, or the one a `"module:Name"` names."""
+    if isinstance(contract, str):
+        from sdk.workflow.versioning import contract_named
+
+        return contract_named(contract)
+    return contract
+
+
+def plain_value(value: Any) -> Any:
+    """A numpy scalar as the Python one (Ray's pandas and numpy batches hold them)."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _decoded(value: Any) -> Any:
+    """A column's value as an input line holds it: `messages` and `options` may come as JSON
+    text (a flat column) or as lists and objects; numpy scalars as Python ones."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _rows(batch: Any) -> list[dict[str, Any]]:
+    """A batch in any of Ray's formats (Arrow table, pandas frame, dict of arrays) as rows."""
+    if isinstance(batch, pa.Table):
+        rows: list[dict[str, Any]] = batch.to_pylist()
+        return rows
+    if hasattr(batch, "to_dict") and hasattr(batch, "columns"):
+        return list(batch.to_dict("records"))
+    columns = {key: list(values.tolist() if hasattr(values, "tolist") else values)
+               for key, values in dict(batch).items()}  # fmt: skip
+    count = len(next(iter(columns.values()), []))
+    return [{key: values[index] for key, values in columns.items()} for index in range(count)]
+
+
+def _id_type(batch: Any, column: str) -> pa.DataType:
+    """The id column's Arrow type in the input (ids come out as they came in)."""
+    if isinstance(batch, pa.Table) and column in batch.column_names:
+        return batch.schema.field(column).type
+    sample = next(iter(_rows(batch)), {}).get(column)
+    return pa.int64() if isinstance(sample, int) and not isinstance(sample, bool) else pa.string()
+
+
+def _public_row(index: int, item_id: str, number: bool) -> ItemRow:
+    return ItemRow(
+        seq=index, id=item_id, offset=0, length=0, hash=0, state="pending", submission=None,
+        requests=0, retries_used=0, resubmits_used=0, feedback=[], input_tokens=0,
+        output_tokens=0, id_number=number,
+    )  # fmt: skip
+
+
+def _job_row(row: Mapping[str, Any]) -> ItemRow:
+    """A job item's row as the driver sent it (its counters so far)."""
+    return ItemRow(
+        seq=int(row["_seq"]), id=str(row["_id"]), offset=0, length=0, hash=0,
+        state="pending", submission=None, requests=int(row["_requests"]), retries_used=0,
+        resubmits_used=int(row["_resubmits_used"]), feedback=[],
+        input_tokens=int(row["_input_tokens"]), output_tokens=int(row["_output_tokens"]),
+        id_number=bool(row["_id_number"]),
+    )  # fmt: skip

@@ -1,0 +1,183 @@
+"""The Ray engine of a local job: `sdk batch run --engine ray [--ray-address ADDRESS]`.
+
+The job is the local runner's: the same state file, input index, output protocol, lock and
+lease, exit codes, `resume`, `retry` and `cancel`. Only where the calls run changes: the driver
+(this process) reads the pending items a page at a time, checks each line's identity as the local
+runner does, and hands the page to a Ray dataset whose `StructuredMap` actors (`sdk.ray`) make
+the calls, each holding its own clients and many calls in flight. Each item comes back with the
+decision the local runner would have made (`decide_live`: its output line, or back to pending
+for a provider failure while `resubmits` allow), and the driver commits those decisions a batch
+at a time, fenced by its lease, exactly as the local runner commits its own.
+
+So nothing is lost or written twice whatever the cluster does: an actor killed mid-job is
+restarted by Ray and its batch run again (Ray Data retries an actor's tasks), and an item is
+committed only while it is still pending in this page (a batch that comes back twice is
+committed once). A driver that dies loses the calls in flight, as a local runner does; `resume`
+sends them again. Without an address, a local cluster is started for the run and stopped after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sdk.batch._local import LocalBackend
+from sdk.batch._outcome import Decision
+from sdk.batch._outcome import JobSettings
+from sdk.batch._state import ItemRow
+from sdk.batch._state import ItemUpdate
+from sdk.client import AsyncStructuredClient
+from sdk.contract import Contract
+
+__all__ = ["RayBackend", "RayRun"]
+
+ClientFactory = Callable[[], Sequence[AsyncStructuredClient]]
+
+
+class RayBackend(LocalBackend):
+    """A local job's calls on a Ray cluster (see the module docstring).
+
+    `clients`: the driver's own clients (what the job checks: provider, model, retries; the
+    driver makes no call with them). `make_clients`: a picklable function that makes an actor's
+    clients, run once per actor. `address`: a running cluster (`None`: a local one for the run).
+    `actors`: the actor pool's size. `in_flight`: calls at once per actor. `batch_size`: items per
+    actor call. `page`: items the driver hands to one dataset (its memory holds their lines).
+    """
+
+    def __init__(
+        self,
+        clients: Sequence[AsyncStructuredClient],
+        make_clients: ClientFactory,
+        *,
+        address: str | None = None,
+        actors: int = 2,
+        in_flight: int = 16,
+        batch_size: int = 64,
+        page: int = 20_000,
+    ) -> None:
+        super().__init__(list(clients), concurrency=actors * in_flight)
+        if min(actors, in_flight, batch_size, page) < 1:
+            raise ValueError("actors, in_flight, batch_size and page must be at least 1")
+        self.make_clients = make_clients
+        self.address = address
+        self.actors = actors
+        self.in_flight = 0
+        self.per_actor = in_flight
+        self.batch_size = batch_size
+        self.page = page
+
+    @contextlib.contextmanager
+    def cluster(self) -> Iterator[None]:
+        """Ray, connected for the run: the cluster at `address`, or a local one started here
+        (and stopped after); a Ray already initialized in this process is used as it is."""
+        import ray
+        from ray.data import DataContext
+
+        started = not ray.is_initialized()
+        if started:
+            ray.init(
+                address=self.address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        context = DataContext.get_current()
+        bars, context.enable_progress_bars = context.enable_progress_bars, False
+        quiet = logging.getLogger("ray.data")
+        level = quiet.level
+        quiet.setLevel(logging.WARNING)  # the job's own progress line says how far it is
+        try:
+            yield
+        finally:
+            quiet.setLevel(level)
+            context.enable_progress_bars = bars
+            if started:
+                ray.shutdown()
+
+
+@dataclass
+class RayRun:
+    """One pass over the pending items on Ray: `line` reads an item's checked input line,
+    `commit` commits decisions, `stop()` says the job was cancelled, `tick()` renews the lease
+    and reports. `run` returns whether the pass was stopped by a cancel."""
+
+    backend: RayBackend
+    contract: type[Contract]
+    settings: JobSettings
+    line: Callable[[ItemRow], bytes]
+    commit: Callable[[list[Decision]], None]
+    stop: Callable[[], bool]
+    tick: Callable[[], None]
+
+    def run(self, pages: Iterator[list[ItemRow]]) -> bool:
+        return any(self._page(page) for page in pages)
+
+    def _page(self, page: list[ItemRow]) -> bool:
+        import ray
+        from ray.data import ActorPoolStrategy
+
+        from sdk.batch._map import StructuredMap
+
+        rows = [self._row(row) for row in page]  # a changed line stops the job here
+        blocks = max(1, math.ceil(len(rows) / self.backend.batch_size))
+        results = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
+            StructuredMap,
+            fn_constructor_kwargs={
+                "contract": self.contract,
+                "client": self.backend.make_clients,
+                "in_flight": self.backend.per_actor,
+                "max_tokens": self.settings.max_tokens,
+                "job": self.settings,
+            },
+            batch_size=self.backend.batch_size,
+            batch_format="pyarrow",
+            compute=ActorPoolStrategy(size=self.backend.actors),
+        )
+        waiting = {row.seq for row in page}
+        self.backend.in_flight = len(waiting)
+        try:
+            for table in results.iter_batches(batch_format="pyarrow", batch_size=None):
+                rows_out: list[dict[str, Any]] = table.to_pylist()  # type: ignore[union-attr,unused-ignore]
+                self.commit(_decisions(rows_out, waiting))
+                self.backend.in_flight = len(waiting)
+                self.tick()
+                if self.stop():
+                    return True
+        finally:
+            self.backend.in_flight = 0
+        return False
+
+    def _row(self, row: ItemRow) -> dict[str, Any]:
+        return {
+            "_seq": row.seq,
+            "_id": row.id,
+            "_id_number": row.id_number,
+            "_line_in": self.line(row).decode(),
+            "_requests": row.requests,
+            "_resubmits_used": row.resubmits_used,
+            "_input_tokens": row.input_tokens,
+            "_output_tokens": row.output_tokens,
+        }
+
+
+def _decisions(rows: list[dict[str, Any]], waiting: set[int]) -> list[Decision]:
+    """The decisions of an output batch for the items still waiting in this page (each once:
+    a batch Ray ran twice is committed once); a row with no decision (its batch timed out)
+    stays pending for the next pass."""
+    decisions: list[Decision] = []
+    for row in rows:
+        seq, update = row["_seq"], row["_update"]
+        if seq not in waiting or update is None:
+            continue
+        waiting.discard(seq)
+        item = ItemUpdate(**json.loads(update))
+        line = row["_line"].encode() if row["_line"] is not None else None
+        decisions.append(Decision(item, line, item.outcome if item.state == "done" else None))
+    return decisions

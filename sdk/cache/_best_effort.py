@@ -1,0 +1,104 @@
+"""`BestEffortCache`: a store used while it works, for work that can go on without it.
+
+A batch job's items must not fail because the response cache beside them is damaged or its server
+is gone: the cache only saves calls. So a job opens its store through this wrapper, which opens it
+on first use and, at the first `CacheError` (opening it, reading, writing), says so once (a
+warning naming the store and the error) and from then on answers every lookup with a miss and
+stores nothing. A damaged entry is not such an error: the call takes it as a miss and replaces it,
+as with any store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from sdk.cache._entry import Cache
+from sdk.cache._entry import CacheStats
+from sdk.cache._entry import Entry
+from sdk.cache._errors import CacheError
+
+__all__ = ["BestEffortCache"]
+
+logger = logging.getLogger("sdk.cache")
+
+
+class BestEffortCache:
+    """The store `open_store()` makes, until its first `CacheError`; then none (see the module
+    docstring). `say` is told once, with one line, when the store is given up (default: a
+    warning on the `sdk.cache` logger)."""
+
+    def __init__(
+        self, open_store: Callable[[], Cache], *, say: Callable[[str], None] | None = None
+    ) -> None:
+        self._open = open_store
+        self._say = say if say is not None else logger.warning
+        self._lock = threading.RLock()  # (giving up happens inside opening, too)
+        self._store: Cache | None = None
+        self.given_up: str | None = None
+        """Why the store was given up (`None` while it is used)."""
+
+    def __repr__(self) -> str:
+        state = f"given up: {self.given_up}" if self.given_up else repr(self._store)
+        return f"BestEffortCache({state})"
+
+    def _using(self) -> Cache | None:
+        if self.given_up is not None:
+            return None
+        if self._store is None:
+            with self._lock:
+                if self._store is None and self.given_up is None:
+                    try:
+                        self._store = self._open()
+                    except CacheError as error:
+                        self._give_up(error)
+        return self._store
+
+    def _give_up(self, error: CacheError) -> None:
+        with self._lock:
+            if self.given_up is not None:
+                return
+            self.given_up = " ".join(str(error).split())
+            self._store = None
+        self._say(f"{self.given_up}: going on without the response cache")
+
+    def get(self, key: str) -> Entry | None:
+        store = self._using()
+        if store is None:
+            return None
+        try:
+            return store.get(key)
+        except CacheError as error:
+            self._give_up(error)
+            return None
+
+    def put(self, key: str, entry: Entry) -> None:
+        store = self._using()
+        if store is not None:
+            try:
+                store.put(key, entry)
+            except CacheError as error:
+                self._give_up(error)
+
+    def discard(self, key: str) -> None:
+        store = self._using()
+        if store is not None:
+            try:
+                store.discard(key)
+            except CacheError as error:
+                self._give_up(error)
+
+    def stats(self) -> CacheStats:
+        store = self._using()
+        return store.stats() if store is not None else CacheStats(0, 0, 0, 0)
+
+    def clear(self) -> int:
+        store = self._using()
+        return store.clear() if store is not None else 0
+
+    def close(self) -> None:
+        """Close the store, if it has a `close` (and was opened)."""
+        close = getattr(self._store, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,216 @@
+"""The response cache's key: everything that decides an answer, hashed.
+
+sha256 over these ingredients, in pieces, with every piece's length before them all (so no two
+different requests run together into the same bytes):
+
+1. the entries' `FORMAT`;
+2. the provider's scope (`Provider.cache_scope()`): its family, its model (the embedded model:
+   the sha256 of its GGUF file), the settings that change what it generates, and where it runs
+   (the base URL without its credentials, with its path and query: a deployment, an API
+   version; a cloud region and project);
+3. every field of the request (`CompletionRequest`, one encoder per field, and a test that
+   fails when a field has none): what is asked for (the contract's fingerprint, the grammar's,
+   or the tools with `tool_choice` and `parallel_tool_calls`), the messages (roles, texts,
+   images and PDFs by the sha256 of their bytes with their media type or name, URLs, tool calls
+   and results), the system prompt, `max_tokens`, the sampling options, `extra_body`, native
+   reasoning and the source document;
+4. the schema as the provider's dialect writes it (what reaches the wire).
+
+What does not change from call to call (a dialect's schema, a grammar's fingerprint) is hashed
+once per object and remembered, so a hit costs little more than hashing the messages.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import struct
+import threading
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+from typing import assert_never
+
+from sdk._content import Text
+from sdk._message import Message
+from sdk._tools import Tool
+from sdk._tools import ToolOffer
+from sdk.cache._entry import FORMAT
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import FreeText
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
+from sdk.providers._base import Output
+from sdk.schema.canonical import schema_info
+
+__all__ = ["INGREDIENTS", "cache_key"]
+
+Feed = Callable[[bytes], None]
+
+_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=repr)
+_NONE = b"\x00"
+_HEAD = b"sdk-cache-key/%d" % FORMAT
+_FLAGS = {None: _NONE, False: b"F", True: b"T"}
+
+
+def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
+    """The key of `request` to the provider of `scope`, whose wire carries the schema `wire`
+    (see the module docstring)."""
+    pieces = [_HEAD, _scope_digest(scope)]
+    feed = pieces.append  # (a bound method: no frame of ours per piece)
+    for name, tag, encode in _ENCODERS:
+        feed(tag)
+        encode(getattr(request, name), feed)
+    feed(_remembered(wire, _json_digest) if wire is not None else _NONE)
+    # Every piece's length first, then the pieces: no two different lists of pieces hash alike.
+    lengths = struct.pack(f"<{len(pieces)}Q", *map(len, pieces))
+    return hashlib.sha256(lengths + b"".join(pieces)).hexdigest()
+
+
+# --- the request's fields ---
+
+
+def _text(value: str | None, feed: Feed) -> None:
+    feed(_NONE if value is None else b"\x01" + value.encode("utf-8", "surrogatepass"))
+
+
+def _plain(value: Any, feed: Feed) -> None:
+    """A small value: a flag, a whole number or a word by a tag and its text (the usual cases,
+    without building a JSON encoder), anything else (options, extra fields) as canonical
+    JSON."""
+    kind = type(value)
+    if value is None or value is False or value is True:
+        feed(_FLAGS[value])
+    elif kind is int:
+        feed(b"i%d" % value)
+    elif kind is str:
+        feed(b"s" + value.encode("utf-8", "surrogatepass"))
+    elif not value and isinstance(value, Mapping):
+        feed(b"{}")
+    else:
+        feed(b"j" + _JSON.encode(value).encode("utf-8", "surrogatepass"))
+
+
+def _output(output: Output, feed: Feed) -> None:
+    """What is asked for: a contract's fingerprint, a grammar's, the tools offered (with the
+    choice and whether calls may be parallel), or free text, each under its own tag."""
+    match output:
+        case JsonDocument(contract):
+            feed(b"json:" + schema_info(contract).fingerprint.encode())
+        case GrammarSentence(grammar):
+            feed(b"grammar:" + _remembered(grammar, lambda g: g.fingerprint().encode()))
+        case ToolOffer(tools, choice, parallel):
+            feed(b"tools")
+            _tools(tools, feed)
+            _choice(choice, feed)
+            _plain(parallel, feed)
+        case FreeText():
+            feed(b"text")
+        case unknown:
+            assert_never(unknown)
+
+
+def _messages(messages: tuple[Message, ...], feed: Feed) -> None:
+    feed(b"%d" % len(messages))
+    for message in messages:
+        feed(message.role.encode())
+        if isinstance(message.content, str):
+            _text(message.content, feed)
+        else:
+            feed(b"parts:%d" % len(message.content))
+            for part in message.content:
+                _part(part, feed)
+        feed(b"calls:%d" % len(message.tool_calls))
+        for call in message.tool_calls:
+            for text in (call.id, call.tool, call.text):
+                _text(text, feed)
+        feed(b"results:%d" % len(message.tool_results))
+        for result in message.tool_results:
+            _plain([result.call_id, result.content, result.is_error, result.tool], feed)
+
+
+def _part(part: Any, feed: Feed) -> None:
+    """A text, or an image or a PDF: its kind, what names its type, its bytes' sha256 or URL."""
+    if isinstance(part, Text):
+        _text(part.text, feed)
+        return
+    data = getattr(part, "data", None)
+    label = getattr(part, "media_type", None) if type(part).__name__ == "Image" else part.name
+    _plain([type(part).__name__, label, part.url], feed)
+    feed(_NONE if data is None else hashlib.sha256(data).digest())
+
+
+def _tools(tools: tuple[Tool, ...], feed: Feed) -> None:
+    feed(b"%d" % len(tools))
+    for tool in tools:
+        _tool(tool, feed)
+
+
+def _tool(tool: Tool, feed: Feed) -> None:
+    _text(tool.name, feed)
+    _text(tool.description, feed)
+    feed(schema_info(tool.arguments).fingerprint.encode())
+
+
+def _choice(choice: Any, feed: Feed) -> None:
+    if isinstance(choice, Tool):
+        feed(b"tool")
+        _tool(choice, feed)
+    else:
+        _plain(choice, feed)
+
+
+INGREDIENTS: dict[str, Callable[[Any, Feed], None]] = {
+    "output": _output,
+    "messages": _messages,
+    "max_tokens": _plain,
+    "system": _text,
+    "options": _plain,
+    "extra_body": _plain,
+    "reasoning": _plain,
+    "source": _text,
+}
+"""How each field of `CompletionRequest` goes into the key (every field has one)."""
+_ENCODERS = [(name, name.encode(), encode) for name, encode in INGREDIENTS.items()]
+
+
+# --- what is hashed once ---
+
+
+def _json_digest(value: Any) -> bytes:
+    return hashlib.sha256(_JSON.encode(value).encode("utf-8", "surrogatepass")).digest()
+
+
+_last_scope: tuple[Mapping[str, Any], bytes] = ({}, b"")
+
+
+def _scope_digest(scope: Mapping[str, Any]) -> bytes:
+    """The scope's canonical JSON hashed; the last one is remembered (a client's calls share
+    their provider's scope, made again for each call: compared, not encoded again)."""
+    global _last_scope
+    last, digest = _last_scope
+    if scope != last or not digest:
+        digest = _json_digest(scope)
+        _last_scope = (copy.deepcopy(dict(scope)), digest)
+    return digest
+
+
+_REMEMBERED: dict[int, tuple[object, bytes]] = {}
+_REMEMBERED_MAX = 512
+_remembering = threading.Lock()
+
+
+def _remembered(value: object, compute: Callable[[Any], bytes]) -> bytes:
+    """`compute(value)`, once per object: the shared, read-only values the SDK caches itself (a
+    dialect's schema of a contract, a grammar). The object is held with its digest, so its id
+    is never another object's while remembered; the oldest go past `_REMEMBERED_MAX`."""
+    found = _REMEMBERED.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1]
+    digest = compute(value)
+    with _remembering:
+        _REMEMBERED[id(value)] = (value, digest)
+        while len(_REMEMBERED) > _REMEMBERED_MAX:
+            del _REMEMBERED[next(iter(_REMEMBERED))]
+    return digest

@@ -1,0 +1,258 @@
+"""`RedisCache`: the response cache a cluster shares, on a Redis server.
+
+The same key as every store (`cache_key`: the provider and where it runs, the model, the request,
+the contract's fingerprint) and the same damage rules as `SQLiteCache`:
+
+- whatever is stored under an entry's key is decoded strictly when read: text that is not an
+  entry, bytes that are not UTF-8, a value of another Redis type (a list, a hash) under the key
+  are a damaged entry, which a call takes as a miss: the provider is asked, the entry replaced
+  (`SET` replaces a value of any type), and a note says so;
+- a server that does not answer within `timeout`, refuses the connection or the password, or
+  holds something else under the cache's prefix is one `CacheServerError` naming the server
+  (its URL without credentials), never a raw `redis` error.
+
+Layout under `prefix` (default `sdk-cache:`): `PREFIX e:KEY` holds an entry (a string, with the
+store's time-to-live as Redis's own expiry), `PREFIX counters` a hash of hits and misses, and
+`PREFIX format` names what the prefix holds (checked when a store is made: a prefix another
+application uses is refused, and nothing of it changed). A lookup is one round trip (a script
+reads the entry and counts the hit or miss). Entries expire in Redis itself, so `stats().expired`
+stays 0. Keys of one store go to one server (not Redis Cluster's slots).
+
+A store pickles as its URL and settings (for Ray actors and worker processes): each process opens
+its own connections.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+from typing import Any
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
+
+from sdk.cache._entry import CacheStats
+from sdk.cache._entry import Entry
+from sdk.cache._errors import CacheServerError
+
+if TYPE_CHECKING:
+    import redis
+
+__all__ = ["RedisCache"]
+
+FORMAT_MARK = "structured-sdk cache/1"
+"""What `PREFIX format` holds: the entries' layout under the prefix."""
+
+# One round trip per lookup: the entry (or its Redis type, when it is not a string) and the
+# hit or miss counted.
+_LOOKUP = """
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then
+  redis.call('HINCRBY', KEYS[2], 'misses', 1)
+  return false
+end
+redis.call('HINCRBY', KEYS[2], 'hits', 1)
+if kind ~= 'string' then
+  return {kind}
+end
+return redis.call('GET', KEYS[1])
+"""
+_SCAN_COUNT = 1000
+
+
+class RedisCache:
+    """A cache on the Redis server at `url` (`redis://[:password@]host:port/db`, `rediss://`
+    for TLS, `unix://`): `ttl` seconds per entry (`None`: no expiry; default a week), `prefix`
+    before every key, `timeout` seconds for connecting and for each command. Made, it checks the
+    server answers and that `prefix` is the cache's (`CacheServerError` if not)."""
+
+    def __init__(
+        self,
+        url: str = "redis://localhost:6379/0",
+        *,
+        ttl: float | None = 7 * 24 * 3600.0,
+        prefix: str = "sdk-cache:",
+        timeout: float = 5.0,
+    ) -> None:
+        if ttl is not None and not ttl > 0:
+            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(f"prefix must be a non-empty string, not {prefix!r}")
+        self.url = url
+        self.server = _without_credentials(url)
+        self.ttl = ttl
+        self.prefix = prefix
+        self.timeout = timeout
+        self._counters = f"{prefix}counters"
+        self._lock = threading.Lock()
+        self._client: redis.Redis | None = None
+        self._lookup: Any = None
+        self._check_format()
+
+    def __repr__(self) -> str:
+        return f"RedisCache({self.server!r}, prefix={self.prefix!r}, ttl={self.ttl})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopened, (self.url, self.ttl, self.prefix, self.timeout))
+
+    # --- the protocol ---
+
+    def get(self, key: str) -> Entry | None:
+        with self._errors("reading an entry"):
+            found = self._script()(keys=[self._entry_key(key), self._counters])
+        if found is None:
+            return None
+        if isinstance(found, list):  # another Redis type under the key: damaged, replaced
+            return Entry.stored(f"<a Redis {_text(found[0])} under the entry's key>")
+        try:
+            return Entry.stored(found.decode("utf-8"))
+        except UnicodeDecodeError:  # damaged, replaced
+            return Entry.stored("<bytes that are not UTF-8 under the entry's key>")
+
+    def put(self, key: str, entry: Entry) -> None:
+        value = entry.encode().encode("utf-8", "surrogatepass")
+        expiry = int(self.ttl * 1000) if self.ttl is not None else None
+        with self._errors("storing an entry"):
+            self._redis().set(self._entry_key(key), value, px=expiry)
+
+    def discard(self, key: str) -> None:
+        with self._errors("dropping an entry"):
+            self._redis().delete(self._entry_key(key))
+
+    def stats(self) -> CacheStats:
+        entries = size = 0
+        with self._errors("counting entries"):
+            client = self._redis()
+            for keys in self._entry_keys():
+                pipe = client.pipeline(transaction=False)
+                for name in keys:
+                    pipe.strlen(name)
+                lengths = pipe.execute()
+                entries += len(keys)
+                size += sum(length for length in lengths if isinstance(length, int))
+            counters = client.hgetall(self._counters)
+        counts = {_text(name): _count(value) for name, value in counters.items()}
+        return CacheStats(entries, size, counts.get("hits", 0), counts.get("misses", 0))
+
+    def clear(self) -> int:
+        dropped = 0
+        with self._errors("dropping every entry"):
+            client = self._redis()
+            for keys in self._entry_keys():
+                dropped += int(client.unlink(*keys))
+            client.delete(self._counters)
+        return dropped
+
+    def close(self) -> None:
+        """Close this store's connections (a later call opens new ones)."""
+        with self._lock:
+            client, self._client, self._lookup = self._client, None, None
+        if client is not None:
+            client.close()
+
+    # --- the server ---
+
+    def _redis(self) -> redis.Redis:
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = _connect(self.url, self.timeout)
+                client = self._client
+        return client
+
+    def _script(self) -> Any:
+        if self._lookup is None:
+            self._lookup = self._redis().register_script(_LOOKUP)
+        return self._lookup
+
+    def _entry_key(self, key: str) -> str:
+        return f"{self.prefix}e:{key}"
+
+    def _entry_keys(self) -> Iterator[list[bytes]]:
+        """The entries' keys, a few hundred at a time."""
+        batch: list[bytes] = []
+        pattern = f"{_glob_escaped(self.prefix)}e:*"
+        for name in self._redis().scan_iter(match=pattern, count=_SCAN_COUNT):
+            batch.append(name)
+            if len(batch) >= _SCAN_COUNT:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _check_format(self) -> None:
+        """The prefix is the cache's: marked now if new, refused if it holds anything else."""
+        mark = f"{self.prefix}format"
+        with self._errors("checking what the prefix holds"):
+            client = self._redis()
+            client.set(mark, FORMAT_MARK, nx=True)
+            kind = _text(client.type(mark))
+            found = client.get(mark) if kind == "string" else None
+        if found is None or _text(found) != FORMAT_MARK:
+            shown = f"{_text(found)!r:.60}" if found is not None else f"a Redis {kind}"
+            raise CacheServerError(
+                f"{self.server}: {mark!r} holds {shown}, not {FORMAT_MARK!r}: the prefix "
+                f"{self.prefix!r} is not a structured-sdk cache's (left as it is; choose another "
+                "prefix)"
+            )
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Any error of the server or the connection as `CacheServerError`, naming the server
+        without its credentials."""
+        import redis
+
+        try:
+            yield
+        except redis.RedisError as error:
+            detail = " ".join(str(error).replace(self.url, self.server).split())
+            raise CacheServerError(
+                f"the cache server {self.server} failed {doing}: {type(error).__name__}: {detail}"
+            ) from error
+
+
+def _reopened(url: str, ttl: float | None, prefix: str, timeout: float) -> RedisCache:
+    return RedisCache(url, ttl=ttl, prefix=prefix, timeout=timeout)
+
+
+def _connect(url: str, timeout: float) -> redis.Redis:
+    try:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+    except ImportError as error:  # pragma: no cover - the extra names it
+        raise ImportError(
+            "RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
+        ) from error
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 1),  # a dropped connection is made again once, no more
+        health_check_interval=30,
+    )
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _glob_escaped(text: str) -> str:
+    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in text)
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _count(value: object) -> int:
+    try:
+        return max(0, int(_text(value)))
+    except ValueError:
+        return 0

@@ -1,0 +1,148 @@
+"""Where a provider's requests go: a base URL read once, by one rule for every provider.
+
+Two things in a base URL need care, because a URL is printed wherever it goes (httpx's own
+`HTTP Request: POST <url>` INFO log, reprs, error messages, a batch job's files):
+
+- **Credentials** (`https://user:key@gateway/...`). Where the SDK sends the requests itself
+  (llama.cpp, vLLM, Ollama, through httpx), they are moved out of the URL into an
+  `Authorization: Basic` header, which is what userinfo means over HTTP (RFC 7617; curl and httpx
+  send it so): the URL requests are sent to, and logged with, no longer holds them. Given with an
+  `Authorization` header of their own, they are refused: two credentials for one header. An
+  official client's base URL (`anthropic`, `openai`, `google-genai`) with credentials is refused
+  when the provider is made: the client, not the SDK, builds and logs its URLs, and its API key
+  already owns the `Authorization` header (the URL's credentials would silently replace the
+  key); give a gateway's credentials as the client's `default_headers`.
+- **A query string** (`?api-version=2024-10-21`, as Azure-style gateways need). It is kept on
+  every request, whole and streamed, on every route (llama.cpp's preliminary template,
+  tokenizer and model requests too), after the route's path: `base/route?query`, never
+  `base?query/route`. The official `anthropic` and `openai` clients would put a route after the
+  query, so their providers hand it to the client's `default_query` instead; `google-genai`
+  appends its own query to streamed routes (`?alt=sse?api-version=...`), so a Gemini client's
+  base URL with a query is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+from urllib.parse import parse_qsl
+from urllib.parse import unquote
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
+
+__all__ = ["Endpoint", "client_endpoint", "gemini_base_url"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A base URL split into what every request's URL is made of, and its credentials."""
+
+    base: str
+    """`scheme://host[:port][/path]`: no credentials, query, fragment or trailing slash."""
+    query: str = ""
+    """The raw query string (without `?`), kept as written on every request."""
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, url: str, *, strip_path: str = "") -> Endpoint:
+        """`url` read (`strip_path`: a path suffix the provider adds itself, as vLLM's `/v1`);
+        a `ValueError` for a URL that is not `http(s)://host...`."""
+        if not isinstance(url, str):
+            raise TypeError(f"base_url must be a string, not {type(url).__name__}")
+        parts = urlsplit(url.strip())
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be an http:// or https:// URL, not {_shown(url)!r}")
+        path = parts.path.rstrip("/")
+        if strip_path:
+            path = path.removesuffix(strip_path)
+        host = parts.netloc.rpartition("@")[2]
+        base = urlunsplit((parts.scheme, host, path, "", ""))
+        username = unquote(parts.username) if parts.username is not None else None
+        password = unquote(parts.password) if parts.password is not None else None
+        return cls(base, parts.query, username, password)
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.username or self.password)
+
+    def url(self, route: str) -> str:
+        """The URL of `route` (`/completion`, `/v1/models`, ...), with the base URL's query."""
+        if not self.query:
+            return f"{self.base}{route}"
+        joiner = "&" if "?" in route else "?"
+        return f"{self.base}{route}{joiner}{self.query}"
+
+    def __str__(self) -> str:
+        """The base URL as requests use it (its query too): never its credentials."""
+        return f"{self.base}?{self.query}" if self.query else self.base
+
+    def headers(self, given: Mapping[str, str]) -> dict[str, str]:
+        """`given`, with the credentials as a Basic `Authorization` header; a `ValueError` if
+        `given` has one already (two credentials for one header: which one is meant?)."""
+        headers = dict(given)
+        if not self.has_credentials:
+            return headers
+        if any(name.lower() == "authorization" for name in headers):
+            raise ValueError(
+                "base_url holds credentials (user:password@) and headers= has an Authorization "
+                "header too: give one of them (the URL's are sent as Basic authorization)"
+            )
+        pair = f"{self.username or ''}:{self.password or ''}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        return headers
+
+
+def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
+    """The `with_options` arguments that keep an official `anthropic` / `openai` client's base
+    URL query on every request (its `default_query`, the URL without it); `{}` when it has none.
+    A `ValueError` when the URL holds credentials (see the module docstring)."""
+    url = str(client.base_url)
+    parts = urlsplit(url)
+    _refuse_credentials(parts.username, parts.password, owner, "default_headers")
+    if not parts.query:
+        return {}
+    query = parts.query
+    if query.endswith("/") and not parts.path.endswith("/"):
+        query = query[:-1]  # the client appended the base URL's missing slash after the query
+    pairs = dict(parse_qsl(query, keep_blank_values=True))
+    return {
+        "base_url": urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")),
+        "default_query": {**pairs, **dict(getattr(client, "_custom_query", None) or {})},
+    }
+
+
+def gemini_base_url(url: str | None) -> None:
+    """Refuse a `google-genai` client's base URL with credentials or a query (see the module
+    docstring)."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    _refuse_credentials(parts.username, parts.password, "gemini", "http_options headers")
+    if parts.query:
+        raise ValueError(
+            "gemini: the client's base_url has a query string (?...): google-genai appends its "
+            "own to streamed requests (?alt=sse?...), which breaks the URL; give the gateway's "
+            "parameters as headers (http_options={'headers': {...}}) if it takes them there"
+        )
+
+
+def _refuse_credentials(user: str | None, password: str | None, owner: str, instead: str) -> None:
+    if user or password:
+        raise ValueError(
+            f"{owner}: the client's base_url holds credentials (user:password@): the client "
+            "would print them in its request log and send them in place of its API key; give "
+            f"them as the client's {instead} instead (never in the URL)"
+        )
+
+
+def _shown(url: str) -> str:
+    """A URL for a message: credentials and query values replaced."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"***@{host}" if "@" in parts.netloc else host
+    query = "&".join(f"{name}=***" for name, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

@@ -1,0 +1,43 @@
+"""Structured output on Ray Data (the `ray` extra): the same promises as `sdk batch`, on a cluster.
+
+    import ray
+    from ray.data import ActorPoolStrategy
+    from sdk.ray import StructuredMap
+
+    rows = ray.data.read_json("items.jsonl").map_batches(
+        StructuredMap,
+        fn_constructor_kwargs={"contract": Decision, "client": make_client},
+        batch_size=64, compute=ActorPoolStrategy(size=4), max_concurrency=4,
+    )
+
+Each output row has the fields of a `sdk batch` output line as flat typed columns (`COLUMNS`:
+outcome, value as JSON, error type and message, stop reason, attempts, tokens, notes, the
+contract's name, version and fingerprint, ...); `line_of(row)` gives the line itself. A row never
+raises: one bad row fails alone, and no block is dropped. `sdk batch run --engine ray` runs a
+job file on a cluster with these actors, into the same output file, resumable and retryable.
+
+A team that runs `ray.data.llm`'s processors keeps them: `ProcessorHooks` gives their pre- and
+post-processing (the contract sent as the engine's structured-output setting, each reply judged
+by the SDK's parser and checks), `finish` the same columns for every row, failed ones included,
+and `second_pass` a bounded re-ask within a job-wide token budget.
+"""
+
+from sdk.batch._columns import COLUMNS
+from sdk.batch._columns import line_of
+from sdk.batch._columns import row_of
+from sdk.batch._map import ClientFactory
+from sdk.batch._map import StructuredMap
+from sdk.ray._llm import REASK
+from sdk.ray._llm import ProcessorHooks
+from sdk.ray._llm import SecondPass
+
+__all__ = [
+    "COLUMNS",
+    "REASK",
+    "ClientFactory",
+    "ProcessorHooks",
+    "SecondPass",
+    "StructuredMap",
+    "line_of",
+    "row_of",
+]

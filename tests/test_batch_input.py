@@ -1,0 +1,284 @@
+"""A batch job under a changing input, and its ids (issue 30, items 4 and 7).
+
+An input line edited while a local job runs stops the job within a tick, naming the line, with
+every finished result kept, and `resume` goes on once the input is restored; the runs go through
+the CLI in a process of their own, bounded by a timeout (without the fix, `--concurrency 1` hung
+forever). Ids keep their JSON type in output lines, and ids equal as text are one id, refused as
+a duplicate when the input is indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from contracts import Decision
+from sdk.batch import BatchInputError
+from sdk.batch import BatchJob
+from sdk.batch import JobSettings
+from sdk.batch import LocalBackend
+from sdk.batch import job_summary
+from sdk.batch._state import FORMAT
+from tests.batch_support import AnthropicBatchAPI
+from tests.batch_support import anthropic_backend
+from tests.batch_support import by_id
+from tests.batch_support import completions
+from tests.batch_support import gate
+from tests.batch_support import job_for
+from tests.batch_support import local_clients
+from tests.batch_support import read_output
+from tests.batch_support import write_items
+from tests.test_batch_integrity import _index_then_crash
+from tests.test_batch_integrity import counted
+from tests.test_batch_integrity import local_job
+from tests.test_batch_integrity import one_line
+from tests.test_batch_integrity import sdk_run
+from tests.test_batch_integrity import wait_for
+
+COUNT = 200
+EDITED = 100
+"""The line edited (item `doc-99`): far enough that it is still pending when edited."""
+
+
+def _edit_line(items: Path, number: int, *, keep_mtime: bool) -> bytes:
+    """Change one character of line `number` in place (same length, same inode); with
+    `keep_mtime`, put the file's modification time back, so that only the line's hash tells.
+    The original bytes."""
+    original = items.read_bytes()
+    lines = original.split(b"\n")
+    assert b"$4,180.00" in lines[number - 1]
+    lines[number - 1] = lines[number - 1].replace(b"$4,180.00", b"$9,180.00")
+    before = os.stat(items)
+    with open(items, "r+b") as file:  # in place: the inode stays
+        file.write(b"\n".join(lines))
+    if keep_mtime:
+        os.utime(items, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert os.stat(items).st_mtime_ns == before.st_mtime_ns
+    return original
+
+
+def _some_done_then_held(url: str, state: Path) -> None:
+    """Let the job index and answer some items, then hold every completion (the gate closes):
+    whatever the machine's load, the job is then far from the edited line."""
+    wait_for(lambda: counted(state, "total") == COUNT, "the job to index its input")
+    gate(url, open=True)
+    wait_for(lambda: completions(url) >= 20, "the job's first completions")
+    gate(url, open=False)
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "keep_mtime"),
+    [(1, False), (4, False), (1, True), (4, True)],
+    ids=["one-worker-watched", "four-workers-watched", "one-worker-read", "four-workers-read"],
+)
+def test_an_input_line_edited_while_a_local_job_runs_stops_it_naming_the_line(
+    tmp_path: Path, concurrency: int, keep_mtime: bool
+) -> None:
+    # Watched: the edit is seen by the tick's look at the input (size, inode, mtime), while the
+    # calls in flight are still held by the server: the job stops without waiting for them.
+    # Read: the mtime is put back and the server goes on answering, so the job finds the change
+    # when a worker reads the edited line back (the path that hung with one worker and sent
+    # every later item with four).
+    extra = ("--concurrency", str(concurrency))
+    with local_job(tmp_path, COUNT, 0.01, *extra, closed=True) as (runner, url, files):
+        os.utime(files.items, ns=(10**18, 10**18))  # a fixed mtime, as a copy with -p has
+        _some_done_then_held(url, files.state)
+        original = _edit_line(files.items, EDITED, keep_mtime=keep_mtime)
+        if keep_mtime:
+            gate(url, open=True)
+        _, errors = runner.communicate(timeout=60)  # without the fix: never returns
+        sent = completions(url)
+        assert runner.returncode == 2, errors
+        line = one_line(errors)
+        assert f"{files.items}:{EDITED}: changed since indexing" in line
+        assert f"'doc-{EDITED - 1}'" in line
+        # Never past the edited line: no later item was sent (at most the calls in flight).
+        assert sent < EDITED + concurrency
+        kept = by_id(read_output(files.out))
+        assert f"doc-{EDITED - 1}" not in kept
+        assert all(record["outcome"] == "ok" for record in kept.values())
+        assert len(kept) >= 20 - concurrency - 2, "the finished results were not kept"
+
+        # Resume refuses the changed input, naming the same line, and sends nothing.
+        refused = sdk_run("batch", "resume", "--state", str(files.state), timeout=60)
+        assert refused.returncode == 2 and completions(url) == sent
+        assert f"{files.items}:{EDITED}:" in one_line(refused.stderr)
+
+        files.items.write_bytes(original)  # restored: the job goes on where it stopped
+        gate(url, open=True)
+        resumed = sdk_run("batch", "resume", "--state", str(files.state), timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+        assert completions(url) - sent == COUNT - len(kept)  # the kept ones are not redone
+    records = by_id(read_output(files.out))
+    assert len(records) == COUNT and set(records) == {f"doc-{n}" for n in range(COUNT)}
+
+
+def test_an_input_replaced_by_another_file_stops_the_job(tmp_path: Path) -> None:
+    # An editor that saves to a new file and renames it over the input: the job's open handle
+    # still reads the old file, so only the look at the path sees it.
+    with local_job(tmp_path, COUNT, 0.01, "--concurrency", "2", closed=True) as (
+        runner, url, files,
+    ):  # fmt: skip
+        _some_done_then_held(url, files.state)
+        lines = files.items.read_bytes().split(b"\n")
+        lines[EDITED - 1] = lines[EDITED - 1].replace(b"$4,180.00", b"$9,180.00")
+        replacement = tmp_path / "items.new"
+        replacement.write_bytes(b"\n".join(lines))
+        replacement.replace(files.items)
+        _, errors = runner.communicate(timeout=60)
+        assert runner.returncode == 2, errors
+        assert f"{files.items}:{EDITED}: changed since indexing" in one_line(errors)
+        assert completions(url) < EDITED
+
+
+def test_an_input_deleted_under_a_running_job_stops_it_with_one_line(tmp_path: Path) -> None:
+    with local_job(tmp_path, COUNT, 0.01, "--concurrency", "2", closed=True) as (
+        runner, url, files,
+    ):  # fmt: skip
+        _some_done_then_held(url, files.state)
+        files.items.unlink()
+        _, errors = runner.communicate(timeout=60)
+        assert runner.returncode == 2, errors
+        line = one_line(errors)
+        assert str(files.items) in line and "cannot be read" in line
+        assert completions(url) < COUNT
+    assert len(by_id(read_output(files.out))) >= 15
+
+
+def test_touching_the_input_does_not_stop_the_job(tmp_path: Path) -> None:
+    # The file's mtime moves but every indexed line is as it was: the job goes on.
+    with local_job(tmp_path, 120, 0.02, "--concurrency", "2") as (runner, url, files):
+        wait_for(lambda: completions(url) >= 10, "the job's first completions")
+        os.utime(files.items)
+        _, errors = runner.communicate(timeout=60)
+        assert runner.returncode == 0, errors
+    assert len(by_id(read_output(files.out))) == 120
+
+
+# --- ids ---
+
+
+def _ids_input(path: Path) -> None:
+    lines = [
+        {"id": 7, "source": "Invoice 1: $4,180.00 for PO-2001.", "prompt": "Approve?"},
+        {"id": "8", "source": "Invoice 2: $4,180.00 for PO-2002.", "prompt": "Approve?"},
+        {"id": -3, "source": "Invoice 3: $4,180.00 for PO-2003.", "prompt": "Approve?"},
+        {"id": 10**30, "source": "Invoice 4: $4,180.00 for PO-2004.", "prompt": "Approve?"},
+        {"id": "doc-5", "prompt": "Approve?", "options": {"system": "twice"}},  # fails alone
+        {"id": 11, "prompt": "Approve?", "options": {"system": "twice"}},  # fails alone
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def _typed_ids(out: Path) -> dict[str, object]:
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    return {str(record["id"]): record["id"] for record in records}
+
+
+EXPECTED_IDS: dict[str, object] = {
+    "7": 7, "8": "8", "-3": -3, str(10**30): 10**30, "doc-5": "doc-5", "11": 11,
+}  # fmt: skip
+
+
+def test_local_output_lines_keep_each_id_s_json_type(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    _ids_input(items)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with job_for(tmp_path, items, backend, settings=JobSettings(retries=1)) as job:
+        summary = job.run()
+    assert summary.ok == 4 and summary.failed == 2
+    assert _typed_ids(tmp_path / "out.jsonl") == EXPECTED_IDS  # 7 is 7, "8" is "8"
+    # and the raw text says so too: no quotes around an integer id
+    raw = (tmp_path / "out.jsonl").read_text(encoding="utf-8")
+    assert '"id":7,' in raw and '"id":"8",' in raw and '"id":11,' in raw
+
+
+def test_hosted_output_lines_keep_each_id_s_json_type(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    _ids_input(items)
+    with job_for(tmp_path, items, anthropic_backend(AnthropicBatchAPI())) as job:
+        summary = job.run()
+    assert summary.ok == 4 and summary.failed == 2
+    assert _typed_ids(tmp_path / "out.jsonl") == EXPECTED_IDS
+
+
+def test_a_cancelled_item_s_line_keeps_its_id_s_type(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    _ids_input(items)
+    with job_for(tmp_path, items, anthropic_backend(AnthropicBatchAPI())) as job:
+        job.cancel()
+        job.run()
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert {record["outcome"] for record in records} == {"cancelled"}
+    assert _typed_ids(tmp_path / "out.jsonl") == EXPECTED_IDS
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "said"),
+    [
+        (7, "7", 'item id "7" appears more than once: line 1 has 7 (the same id as text'),
+        ("7", 7, 'item id 7 appears more than once: line 1 has "7" (the same id as text'),
+        ("a", "a", 'item id "a" appears more than once: line 1 has "a"'),
+    ],
+)
+@pytest.mark.parametrize("apart", [1, 6000], ids=["same-chunk", "chunks-apart"])
+def test_ids_equal_as_text_are_reported_as_duplicates_naming_both_lines(
+    tmp_path: Path, first: object, second: object, said: str, apart: int
+) -> None:
+    # 6000 lines apart: the first was committed in an earlier indexing chunk (5000 a chunk).
+    items = tmp_path / "items.jsonl"
+    with items.open("w", encoding="utf-8") as file:
+        file.write(json.dumps({"id": first, "prompt": "x"}) + "\n")
+        for number in range(apart - 1):
+            file.write(json.dumps({"id": f"filler-{number}", "prompt": "x"}) + "\n")
+        file.write(json.dumps({"id": second, "prompt": "y"}) + "\n")
+    backend = anthropic_backend(AnthropicBatchAPI())
+    with job_for(tmp_path, items, backend) as job, pytest.raises(BatchInputError) as caught:
+        job.run()
+    message = str(caught.value)
+    assert message.startswith(f"{items}:{apart + 1}: {said}"), message
+    assert ("the same id as text" in message) == (type(first) is not type(second))
+
+
+def test_an_integer_id_past_python_s_digit_limit_is_a_clear_input_error(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": 1' + "0" * 5000 + ', "prompt": "x"}\n', encoding="utf-8")
+    backend = anthropic_backend(AnthropicBatchAPI())
+    with job_for(tmp_path, items, backend) as job, pytest.raises(BatchInputError) as caught:
+        job.run()
+    assert f"{items}:1: not a JSON object" in str(caught.value)
+    assert "digits" in str(caught.value)
+
+
+def _downgrade(state: Path) -> None:
+    """Make a job's state file what the previous format wrote (no `id_number`)."""
+    with sqlite3.connect(state) as db:
+        db.execute("ALTER TABLE items DROP COLUMN id_number")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (json.dumps("sdk-batch/2"),))
+
+
+def _format(state: Path) -> str:
+    with sqlite3.connect(state) as db:
+        return str(
+            json.loads(db.execute("SELECT value FROM meta WHERE key='format'").fetchone()[0])
+        )
+
+
+def test_a_job_of_the_previous_state_format_is_upgraded_and_resumes(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    write_items(items, 6)
+    api = AnthropicBatchAPI()
+    _index_then_crash(tmp_path, items, api)  # indexed, nothing sent
+    state = tmp_path / "job.db"
+    _downgrade(state)
+    assert job_summary(state).total == 6  # read-only: read as it is, and not changed
+    assert _format(state) == "sdk-batch/2"
+    with BatchJob.open(state, contract=Decision, backend=anthropic_backend(api)) as job:
+        summary = job.run()
+    assert summary.ok == 6 and _format(state) == FORMAT
+    assert set(by_id(read_output(tmp_path / "out.jsonl"))) == {f"doc-{n}" for n in range(6)}

@@ -1,0 +1,307 @@
+"""Damage is a miss or one typed error, never a traceback.
+
+- The entry decoder, fuzzed with hypothesis: any text a store could hand back (a valid entry with
+  one field replaced by a value of another type, deep nesting, huge counts and texts, cut-off
+  entries, random text) decodes or is `DamagedEntry`, nothing else; through a client such an
+  entry is a miss, the provider asked, the entry replaced and a note saying so.
+- A damaged cache file: `sdk cache stats` and `sdk cache clear` exit 2 with one line naming it.
+- A batch job over a damaged cache runs its items without the cache, and says so once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from contracts import Decision
+from sdk import Note
+from sdk import StructuredClient
+from sdk import ToolCall
+from sdk import Usage
+from sdk.cache import DamagedEntry
+from sdk.cache import Entry
+from sdk.cache import MemoryCache
+from sdk.cache import SQLiteCache
+from sdk.cache._entry import MAX_ENTRY_CHARS
+from sdk.diagnostics import ConstraintDiagnostics
+from sdk.diagnostics import FieldDiagnostics
+from sdk.diagnostics import TokenStep
+from sdk.providers import TestProvider
+from sdk.providers._base import Completion
+from sdk.stop_reason import StopReason
+from tests.batch_support import completions
+from tests.batch_support import fanout
+from tests.batch_support import write_items
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+ANSWER = json.dumps({"reasoning": "Within policy.", "answer": "approve", "confidence": "high"})
+
+_REPLY = Completion(
+    text=ANSWER,
+    stop_reason=StopReason.END_TURN,
+    raw_stop_reason="end_turn",
+    usage=Usage(120, 30),
+    model="m",
+    request_id="req_1",
+    tool_calls=(ToolCall("call_1", "GetWeather", '{"city": "Paris"}'),),
+    notes=(Note("/answer", "Approve", "approve", "enum_case"),),
+    diagnostics=ConstraintDiagnostics(
+        fields=[FieldDiagnostics("/answer", 2, 0.4, 0.7, 0, False)],
+        steps=[TokenStep(7, "ap", 0, 0.5, 3, "/answer")],
+        threshold=0.1,
+    ),
+)
+VALID = Entry((_REPLY, _REPLY)).encode()
+_MAGIC, _HEADER, _TEXTS = VALID.split("\n", 2)
+
+
+def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value (the value itself, its items, their items...)."""
+    found = [at]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*at, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _paths(item, (*at, index))
+    return found
+
+
+HEADER = json.loads(_HEADER)
+PLACES = _paths(HEADER)[1:]
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+
+
+def _replaced(place: tuple[Any, ...], value: Any) -> str:
+    """The valid entry with one value of its header replaced."""
+    header = json.loads(_HEADER)
+    target = header
+    for step in place[:-1]:
+        target = target[step]
+    target[place[-1]] = value
+    return f"{_MAGIC}\n{json.dumps(header, allow_nan=True)}\n{_TEXTS}"
+
+
+def _decodes_or_is_damaged(text: str) -> None:
+    try:
+        completions = Entry.decode(text).completions
+    except DamagedEntry:
+        return
+    assert all(isinstance(reply, Completion) for reply in completions)
+
+
+@settings(max_examples=400, deadline=None)
+@given(place=st.sampled_from(PLACES), value=_json)
+def test_a_header_field_of_another_type_decodes_or_is_damaged(place: Any, value: Any) -> None:
+    _decodes_or_is_damaged(_replaced(place, value))
+
+
+@settings(max_examples=200, deadline=None)
+@given(cut=st.integers(min_value=0, max_value=len(VALID)), extra=st.text(max_size=30))
+def test_a_cut_or_lengthened_entry_is_damaged(cut: int, extra: str) -> None:
+    """Cut short, or with text after its end: damaged. Cut and continued otherwise: what the
+    header then says may still be an entry (a number's digits changed), or damaged."""
+    text = VALID[:cut] + extra
+    if text == VALID:
+        return
+    if not extra or cut == len(VALID):
+        with pytest.raises(DamagedEntry):
+            Entry.decode(text)
+    else:
+        _decodes_or_is_damaged(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=300) | st.binary(max_size=300).map(lambda b: b.decode("latin-1")))
+def test_random_text_is_damaged(text: str) -> None:
+    with pytest.raises(DamagedEntry):
+        Entry.decode(text)
+    with pytest.raises(DamagedEntry):
+        Entry.decode(f"{_MAGIC}\n{text}")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "[" * 200_000 + "]" * 200_000,  # deeper than the JSON parser's recursion
+        '{"replies": ' + "[" * 100_000 + "]" * 100_000 + ', "texts": []}',
+        '{"replies": [{"stop_reason": "end_turn", "usage": {"input_tokens": '
+        + "9" * 5000
+        + '}}], "texts": []}',  # an integer of 5,000 digits (past Python's limit for int())
+        '{"replies": [{"stop_reason": "end_turn", "text": 0}], "texts": [99999999999999999]}',
+        '{"replies": [{"stop_reason": "end_turn", "usage": {"input_tokens": 1e400}}], "texts": []}',
+        '{"replies": [{"stop_reason": "end_turn", "text": true}], "texts": [0]}',
+    ],
+    ids=["deep list", "deep replies", "huge digits", "huge text length", "infinity", "bool index"],
+)
+def test_deep_and_huge_headers_are_damaged(header: str) -> None:
+    with pytest.raises(DamagedEntry):
+        Entry.decode(f"{_MAGIC}\n{header}\n")
+
+
+def test_an_entry_past_the_largest_is_damaged_without_being_read() -> None:
+    class Huge(str):
+        def __len__(self) -> int:
+            return MAX_ENTRY_CHARS + 1
+
+    with pytest.raises(DamagedEntry, match="too long"):
+        Entry.decode(Huge(VALID))
+    not_text = Entry.stored(7)  # type: ignore[arg-type]
+    with pytest.raises(DamagedEntry, match="not text"):
+        _ = not_text.completions
+
+
+def test_the_valid_entry_round_trips() -> None:
+    assert Entry.decode(VALID).completions == (_REPLY, _REPLY)
+
+
+# --- through a client: a miss, replaced, a note ---
+
+
+_STORED = st.one_of(
+    st.tuples(st.sampled_from(PLACES), _json).map(lambda pair: _replaced(*pair)),
+    st.text(max_size=200),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(stored=_STORED)
+def test_a_damaged_entry_through_a_client_is_a_miss_replaced(
+    tmp_path_factory: pytest.TempPathFactory, stored: str
+) -> None:
+    path = tmp_path_factory.mktemp("entry") / "c.db"
+    store = SQLiteCache(path)
+    provider = TestProvider([ANSWER], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    client.generate(Decision, prompt="Approve?")
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE entries SET value = ?", (stored,))
+    again = client.generate(Decision, prompt="Approve?")
+    assert again.value.answer == "approve"
+    if not again.cached:  # damaged (or a valid entry the call refuses now): asked and replaced
+        assert len(provider.requests) == 2
+        assert client.generate(Decision, prompt="Approve?").cached
+    store.close()
+
+
+def test_a_damaged_entry_s_note_says_the_provider_was_asked() -> None:
+    cache = MemoryCache()
+    client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=cache)
+    client.generate(Decision, prompt="a")
+    (key,) = list(cache._entries)
+    cache.put(key, Entry.stored(_replaced(("replies", 0, "usage"), "many")))
+    result = client.generate(Decision, prompt="a")
+    assert not result.cached
+    (note,) = result.notes
+    assert (note.kind, note.written) == ("cache_damaged", "asked the provider")
+    assert "usage" in str(note.received)
+
+
+# --- a damaged file: one line, exit 2 ---
+
+
+def _damaged_cache(folder: Path, how: str) -> Path:
+    path = folder / "c.db"
+    store = SQLiteCache(path)
+    client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=store)
+    for n in range(40):
+        client.generate(Decision, prompt=f"Approve invoice {n}? " + "context " * 200)
+    store.close()
+    data = bytearray(path.read_bytes())
+    if how == "header":
+        data[:16] = b"not a database!!"
+    else:  # every page after the first: the tables' pages unreadable
+        data[4096:] = b"\xa5" * (len(data) - 4096)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _sdk(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sdk.cli", *args],
+        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["header", "pages"])
+def test_sdk_cache_on_a_damaged_file_exits_2_with_one_line(tmp_path: Path, how: str) -> None:
+    path = _damaged_cache(tmp_path, how)
+    before = path.read_bytes()
+    for command in (["stats"], ["stats", "--json"], ["clear"]):
+        shown = _sdk("cache", *command, "--path", str(path))
+        assert shown.returncode == 2, shown
+        lines = shown.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in shown.stderr, shown.stderr
+        assert str(path) in lines[0] and "structured-sdk cache" in lines[0]
+    assert path.read_bytes() == before  # left as it is
+
+
+def test_a_client_over_a_damaged_file_gets_the_typed_error_naming_it(tmp_path: Path) -> None:
+    from sdk.cache import CacheFileError
+
+    path = _damaged_cache(tmp_path, "pages")
+    provider = TestProvider([ANSWER], repeat=True)
+    with pytest.raises(CacheFileError, match="damaged") as caught:
+        StructuredClient(provider, cache=SQLiteCache(path)).generate(Decision, prompt="a")
+    assert str(path) in str(caught.value) and provider.requests == []
+
+
+# --- a batch job over a damaged cache ---
+
+
+def test_a_batch_job_over_a_damaged_cache_runs_without_it_and_says_so_once(
+    tmp_path: Path,
+) -> None:
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 12)
+    with fanout(0.0) as url:
+        cache = _damaged_cache(tmp_path, "pages")  # its first page whole: it opens
+        args = ["batch", "run", "--contract", "contracts:Decision", "--provider", "llamacpp",
+                "--base-url", url, "--input", str(items), "--out", str(out),
+                "--cache-path", str(cache)]  # fmt: skip
+        ran = _sdk(*args)
+        asked = completions(url)
+    said = [line for line in ran.stderr.splitlines() if "without the response cache" in line]
+    assert ran.returncode == 0, ran.stderr
+    assert len(said) == 1 and str(cache) in said[0], ran.stderr
+    assert "Traceback" not in ran.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["id"] for line in lines) == sorted(f"doc-{n}" for n in range(12))
+    assert all(line["outcome"] == "ok" for line in lines) and asked == 12
+
+
+def test_a_store_that_cannot_be_opened_is_given_up_once(tmp_path: Path) -> None:
+    """What a job resumed over a cache damaged since it began does: the items run, one line."""
+    from sdk.cache import BestEffortCache
+
+    path = _damaged_cache(tmp_path, "header")
+    said: list[str] = []
+    store = BestEffortCache(lambda: SQLiteCache(path), say=said.append)
+    provider = TestProvider([ANSWER], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    results = [client.generate(Decision, prompt="Approve?") for _ in range(3)]
+    assert [r.cached for r in results] == [False] * 3 and len(provider.requests) == 3
+    assert len(said) == 1 and str(path) in said[0] and store.given_up is not None

@@ -1,0 +1,464 @@
+"""The response cache's key names the answer's origin: one test per ingredient, each changing
+that ingredient alone and finding a miss (after checking that the same call hits), so an
+ingredient dropped from the key fails here. And what must not change the key (credentials,
+the order of a mapping) does not.
+
+Hosted providers through their real clients on mocked transports (the endpoint, region, project
+and API version are the clients' own settings); the rest through `TestProvider`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+
+from contracts import Decision
+from contracts import Sentiment
+from sdk import PDF
+from sdk import Grammar
+from sdk import Image
+from sdk import Message
+from sdk import StructuredClient
+from sdk import Tool
+from sdk import ToolCall
+from sdk._files import file_digest
+from sdk._tools import ToolOffer
+from sdk._tools import ToolResult
+from sdk.cache import MemoryCache
+from sdk.cache._key import INGREDIENTS
+from sdk.providers import AnthropicProvider
+from sdk.providers import GeminiProvider
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import TestProvider
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import GrammarSentence
+from sdk.providers._base import JsonDocument
+from sdk.schema.dialects import ANTHROPIC
+from sdk.schema.dialects import OPENAI_STRICT
+from sdk.schema.dialects import to_wire
+from tests import tool_wire
+from tests.local_support import llamacpp_setup
+from tests.wire_support import DECISION
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import fixture_json
+from tests.wire_support import gemini_client
+from tests.wire_support import gemini_reply
+
+TEXT = json.dumps(DECISION)
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+Ask = Callable[[StructuredClient], Any]
+
+
+def test_every_field_of_a_request_has_its_place_in_the_key() -> None:
+    """A field added to `CompletionRequest` fails here until the key covers it."""
+    assert set(INGREDIENTS) == {item.name for item in fields(CompletionRequest)}
+
+
+def _asked_twice_then_other(client: StructuredClient, same: Ask, other: Ask) -> list[bool]:
+    """Whether each of: the call, the call again, the other call, was answered from the
+    cache."""
+    return [same(client).cached, same(client).cached, other(client).cached]
+
+
+def _tool_calls(client: StructuredClient, **options: Any) -> Any:
+    return client.call_tools(tools=options.pop("tools", [Tool(tool_wire.GetWeather)]),
+                             prompt="Weather in Paris?", **options)  # fmt: skip
+
+
+def _turns(*texts: str) -> list[Message]:
+    """A conversation: user and assistant turns in turn."""
+    return [Message("user" if n % 2 == 0 else "assistant", text) for n, text in enumerate(texts)]
+
+
+def _with_history(result: str) -> list[Message]:
+    call = ToolCall("call_1", "GetWeather", '{"city": "Paris", "unit": "celsius"}')
+    return [
+        Message("user", "Weather in Paris?"),
+        Message("assistant", "", tool_calls=(call,)),
+        Message("user", "Decide.", tool_results=(ToolResult("call_1", result),)),
+    ]
+
+
+_SEE = "What does this show?"
+_GRAMMAR_A = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]+/')
+_GRAMMAR_B = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]{1,3}/')
+_VARIANTS: dict[str, tuple[Ask, Ask]] = {
+    "prompt": (
+        lambda c: c.generate(Decision, prompt="Approve INV-1?"),
+        lambda c: c.generate(Decision, prompt="Approve INV-2?"),
+    ),
+    "a turn of the conversation": (
+        lambda c: c.generate(Decision, messages=_turns("Approve?")),
+        lambda c: c.generate(Decision, messages=_turns("Approve?", "Which?", "Approve?")),
+    ),
+    "an image's bytes": (
+        lambda c: c.generate(Decision, prompt=[_SEE, Image(data=PNG, media_type="image/png")]),
+        lambda c: c.generate(
+            Decision, prompt=[_SEE, Image(data=PNG + b"!", media_type="image/png")]
+        ),
+    ),
+    "an image's media type": (
+        lambda c: c.generate(Decision, prompt=[_SEE, Image(data=PNG, media_type="image/png")]),
+        lambda c: c.generate(Decision, prompt=[_SEE, Image(data=PNG, media_type="image/webp")]),
+    ),
+    "an image's URL": (
+        lambda c: c.generate(Decision, prompt=[_SEE, Image(url="https://x.test/a.png")]),
+        lambda c: c.generate(Decision, prompt=[_SEE, Image(url="https://x.test/b.png")]),
+    ),
+    "a PDF's bytes": (
+        lambda c: c.generate(Decision, prompt=[_SEE, PDF(data=b"%PDF-1.7 one")]),
+        lambda c: c.generate(Decision, prompt=[_SEE, PDF(data=b"%PDF-1.7 two")]),
+    ),
+    "a PDF's name": (
+        lambda c: c.generate(Decision, prompt=[_SEE, PDF(data=b"%PDF-1.7 one", name="a.pdf")]),
+        lambda c: c.generate(Decision, prompt=[_SEE, PDF(data=b"%PDF-1.7 one", name="b.pdf")]),
+    ),
+    "a tool result in the conversation": (
+        lambda c: c.generate(Decision, messages=_with_history("18 C")),
+        lambda c: c.generate(Decision, messages=_with_history("31 C")),
+    ),
+    "the system prompt": (
+        lambda c: c.generate(Decision, prompt="Approve?", system="Be strict."),
+        lambda c: c.generate(Decision, prompt="Approve?", system="Be lenient."),
+    ),
+    "max_tokens": (
+        lambda c: c.generate(Decision, prompt="Approve?", max_tokens=300),
+        lambda c: c.generate(Decision, prompt="Approve?", max_tokens=301),
+    ),
+    "a sampling option": (
+        lambda c: c.generate(Decision, prompt="Approve?", temperature=0.0),
+        lambda c: c.generate(Decision, prompt="Approve?", temperature=0.5),
+    ),
+    "the source (beside whole messages)": (
+        lambda c: c.generate(Decision, messages=_turns("Approve?"), source="PO-2291: EUR 4,180"),
+        lambda c: c.generate(Decision, messages=_turns("Approve?"), source="PO-2291: EUR 4,810"),
+    ),
+    "the contract": (
+        lambda c: c.generate(Decision, prompt="Approve?"),
+        lambda c: c.generate(tool_wire.GetWeather, prompt="Approve?"),
+    ),
+    "the grammar": (
+        lambda c: c.generate(_GRAMMAR_A, prompt="Pairs?"),
+        lambda c: c.generate(_GRAMMAR_B, prompt="Pairs?"),
+    ),
+    "native reasoning": (
+        lambda c: c.generate(Decision, prompt="Approve?"),
+        lambda c: c.generate(Decision, prompt="Approve?", reasoning="native"),
+    ),
+    "the tools": (
+        lambda c: _tool_calls(c),
+        lambda c: _tool_calls(c, tools=[Tool(tool_wire.GetWeather), Tool(tool_wire.LookupOrder)]),
+    ),
+    "a tool's description": (
+        lambda c: _tool_calls(c, tools=[Tool(tool_wire.GetWeather, description="Weather.")]),
+        lambda c: _tool_calls(c, tools=[Tool(tool_wire.GetWeather, description="Climate.")]),
+    ),
+    "tool_choice": (
+        lambda c: _tool_calls(c, tool_choice="auto"),
+        lambda c: _tool_calls(c, tool_choice="required"),
+    ),
+    "parallel_tool_calls": (
+        lambda c: _tool_calls(c, parallel_tool_calls=True),
+        lambda c: _tool_calls(c, parallel_tool_calls=False),
+    ),
+}
+
+
+def _reply(request: CompletionRequest) -> Any:
+    """A valid answer to whatever is asked: a document, a sentence, a tool call."""
+    if isinstance(request.output, GrammarSentence):
+        return "a=1"
+    if isinstance(request.output, ToolOffer) and request.output.tools:
+        return [ToolCall(*vars(tool_wire.PARIS).values())]
+    if isinstance(request.output, JsonDocument) and request.output.contract is tool_wire.GetWeather:
+        return json.dumps({"city": "Paris", "unit": "celsius"})
+    return TEXT
+
+
+@pytest.mark.parametrize("ingredient", list(_VARIANTS))
+def test_changing_one_ingredient_of_the_request_misses(ingredient: str) -> None:
+    same, other = _VARIANTS[ingredient]
+    provider = TestProvider([_reply], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache())
+    assert _asked_twice_then_other(client, same, other) == [False, True, False]
+    assert len(provider.requests) == 2
+
+
+def test_the_schema_the_wire_carries_is_in_the_key() -> None:
+    """The same contract, provider family and model: another dialect writes another schema."""
+    assert to_wire(Sentiment, ANTHROPIC).schema != to_wire(Sentiment, OPENAI_STRICT).schema
+    cache = MemoryCache()
+    answer = json.dumps({"reasoning": "Glad.", "sentiment": "positive", "score": 0.9})
+    asked = []
+    for dialect in (ANTHROPIC, OPENAI_STRICT, ANTHROPIC):
+        provider = TestProvider([answer], repeat=True, dialect=dialect)
+        asked.append(StructuredClient(provider, cache=cache).generate(Sentiment, prompt="A?"))
+    assert [result.cached for result in asked] == [False, False, True]
+
+
+# --- where the provider runs ---
+
+
+def _anthropic(wire: Wire, **options: Any) -> AnthropicProvider:
+    settings = {"api_key": "sk-ant-1", "base_url": "http://anthropic.test", **options}
+    http = httpx2.Client(transport=httpx2.MockTransport(wire))
+    return AnthropicProvider(anthropic.Anthropic(http_client=http, **settings),
+                             model="claude-sonnet-4-6")  # fmt: skip
+
+
+def _bedrock(wire: Wire, region: str) -> AnthropicProvider:
+    http = httpx2.Client(transport=httpx2.MockTransport(wire))
+    client = anthropic.AnthropicBedrock(aws_access_key="AKIA1", aws_secret_key="s",
+                                        aws_region=region, http_client=http)  # fmt: skip
+    return AnthropicProvider(client, model="claude-sonnet-4-6")
+
+
+def _vertex(wire: Wire, region: str, project: str) -> AnthropicProvider:
+    """Claude on Vertex AI through one proxy: the region and project are in the path only."""
+    http = httpx2.Client(transport=httpx2.MockTransport(wire))
+    client = anthropic.AnthropicVertex(region=region, project_id=project, access_token="t",
+                                       base_url="https://vertex-proxy.test/v1",
+                                       http_client=http)  # fmt: skip
+    return AnthropicProvider(client, model="claude-sonnet-4-6")
+
+
+def _openai(wire: Wire, base_url: str, key: str = "sk-1") -> OpenAIChatProvider:
+    http = httpx2.Client(transport=httpx2.MockTransport(wire))
+    return OpenAIChatProvider(openai.OpenAI(api_key=key, base_url=base_url, http_client=http),
+                              model="gpt-5.1-mini")  # fmt: skip
+
+
+def _azure(wire: Wire, deployment: str, version: str) -> OpenAIChatProvider:
+    http = httpx2.Client(transport=httpx2.MockTransport(wire))
+    client = openai.AzureOpenAI(api_key="k", azure_endpoint="https://acme.openai.azure.com",
+                                azure_deployment=deployment, api_version=version,
+                                http_client=http)  # fmt: skip
+    return OpenAIChatProvider(client, model="gpt-5.1-mini")
+
+
+def _gemini(wire: Wire, **options: Any) -> GeminiProvider:
+    return GeminiProvider(gemini_client(wire, **options), model="gemini-2.5-flash")
+
+
+def _gemini_vertex(wire: Wire, project: str, location: str) -> GeminiProvider:
+    """Gemini on Vertex AI through one proxy: the project and location are in the path only."""
+    from google import genai
+    from google.oauth2.credentials import Credentials
+
+    http = {"base_url": "http://vertex-proxy.test",
+            "httpx_client": httpx2.Client(transport=httpx2.MockTransport(wire))}  # fmt: skip
+    client = genai.Client(vertexai=True, project=project, location=location,
+                          credentials=Credentials(token="t"), http_options=http)  # fmt: skip
+    return GeminiProvider(client, model="gemini-2.5-flash")
+
+
+def _llamacpp(base_url: str, asked: list[str]) -> LlamaCppProvider:
+    def server(request: httpx.Request) -> httpx.Response:
+        route = request.url.path.removeprefix("/llm")  # the gateway's prefix, then the server's
+        setup = llamacpp_setup(route, json.loads(request.content or b"{}"))
+        if setup is not None:
+            return httpx.Response(200, json=setup)
+        asked.append(str(request.url))
+        return httpx.Response(200, json={**fixture_json("llamacpp_completion.json"),
+                                         "content": TEXT})  # fmt: skip
+
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    return LlamaCppProvider(base_url, http_client=http)
+
+
+def _anthropic_wire() -> Wire:
+    return Wire(anthropic_reply(text=TEXT))
+
+
+def _anthropic_either_mode() -> Wire:
+    """The answer as a text, or as a call of the forced tool when the request forces one."""
+
+    def reply(request: httpx2.Request) -> httpx2.Response:
+        forced = json.loads(request.content).get("tool_choice")
+        if not forced:
+            return anthropic_reply(text=TEXT)
+        call = {"type": "tool_use", "id": "toolu_1", "name": forced["name"], "input": DECISION}
+        return anthropic_reply(content=[call], stop_reason="tool_use")
+
+    return Wire(reply)
+
+
+def _chat_wire() -> Wire:
+    return Wire(chat_reply(text=TEXT))
+
+
+_ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[[Wire], Any]]] = {
+    "anthropic base URL (a gateway, the vendor)": (
+        _anthropic_wire,
+        lambda w: _anthropic(w, base_url="https://gateway-a.test/anthropic"),
+        lambda w: _anthropic(w, base_url="https://gateway-b.test/anthropic"),
+    ),
+    "anthropic extra_body": (
+        _anthropic_wire,
+        lambda w: _anthropic(w),
+        lambda w: AnthropicProvider(
+            _anthropic(w).client, model="claude-sonnet-4-6", extra_body={"metadata": {"k": "v"}}
+        ),
+    ),
+    "anthropic mode (a tool call or a schema)": (
+        _anthropic_either_mode,
+        lambda w: _anthropic(w),
+        lambda w: AnthropicProvider(_anthropic(w).client, model="claude-sonnet-4-6", mode="tool"),
+    ),
+    "anthropic beta header": (
+        _anthropic_wire,
+        lambda w: _anthropic(w),
+        lambda w: _anthropic(w, default_headers={"anthropic-beta": "some-feature-2026"}),
+    ),
+    "bedrock region": (
+        _anthropic_wire,
+        lambda w: _bedrock(w, "us-east-1"),
+        lambda w: _bedrock(w, "eu-west-1"),
+    ),
+    "vertex region": (
+        _anthropic_wire,
+        lambda w: _vertex(w, "us-east5", "acme"),
+        lambda w: _vertex(w, "europe-west1", "acme"),
+    ),
+    "vertex project": (
+        _anthropic_wire,
+        lambda w: _vertex(w, "us-east5", "acme"),
+        lambda w: _vertex(w, "us-east5", "acme-staging"),
+    ),
+    "openai base URL (staging, production)": (
+        _chat_wire,
+        lambda w: _openai(w, "https://staging.example.test/v1"),
+        lambda w: _openai(w, "https://prod.example.test/v1"),
+    ),
+    "azure deployment": (
+        _chat_wire,
+        lambda w: _azure(w, "gpt-deploy-a", "2024-10-21"),
+        lambda w: _azure(w, "gpt-deploy-b", "2024-10-21"),
+    ),
+    "azure API version": (
+        _chat_wire,
+        lambda w: _azure(w, "gpt-deploy-a", "2024-10-21"),
+        lambda w: _azure(w, "gpt-deploy-a", "2025-04-01-preview"),
+    ),
+    "gemini API version": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w: _gemini(w, api_version="v1"),
+        lambda w: _gemini(w, api_version="v1beta"),
+    ),
+    "gemini on vertex: project": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w: _gemini_vertex(w, "acme", "europe-west4"),
+        lambda w: _gemini_vertex(w, "acme-staging", "europe-west4"),
+    ),
+    "gemini on vertex: location": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w: _gemini_vertex(w, "acme", "europe-west4"),
+        lambda w: _gemini_vertex(w, "acme", "us-central1"),
+    ),
+    "gemini base URL": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w: _gemini(w, base_url="http://gemini-a.test"),
+        lambda w: _gemini(w, base_url="http://gemini-b.test"),
+    ),
+}
+
+
+@pytest.mark.parametrize("ingredient", list(_ENDPOINTS))
+def test_the_same_model_somewhere_else_misses(ingredient: str) -> None:
+    make_wire, first, second = _ENDPOINTS[ingredient]
+    wire = make_wire()
+    cache = MemoryCache()
+    ask = {"prompt": "Approve invoice INV-7781?"}
+    one = StructuredClient(first(wire), cache=cache)
+    assert [one.generate(Decision, **ask).cached, one.generate(Decision, **ask).cached] == [
+        False, True]  # fmt: skip
+    assert not StructuredClient(second(wire), cache=cache).generate(Decision, **ask).cached
+    assert len(wire.requests) == 2
+
+
+def test_a_local_server_is_known_by_its_url_without_credentials() -> None:
+    asked: list[str] = []
+    cache = MemoryCache()
+
+    def ask(url: str) -> bool:
+        client = StructuredClient(_llamacpp(url, asked), cache=cache)
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert not ask("http://gw.test:8080/llm")
+    assert ask("http://gw.test:8080/llm")
+    assert not ask("http://gw.test:8081/llm")  # another server on the same host
+    assert not ask("http://other.test:8080/llm")  # another host
+    assert ask("http://user:secret-key-1@gw.test:8080/llm")  # credentials: the same server
+    assert len(asked) == 3
+    # The query a gateway needs (an API version) is part of where it runs; no secret is kept.
+    scopes = [LlamaCppProvider(f"http://u:secret-key-1@gw.test:8080/llm?api-version={n}")
+              .cache_scope() for n in (1, 2)]  # fmt: skip
+    assert scopes[0] != scopes[1] and "secret-key-1" not in json.dumps(scopes)
+
+
+def test_another_api_key_on_the_same_endpoint_hits() -> None:
+    wire = _chat_wire()
+    cache = MemoryCache()
+    url = "https://gw.example.test/v1"
+    StructuredClient(_openai(wire, url, "sk-one"), cache=cache).generate(Decision, prompt="A?")
+    again = StructuredClient(_openai(wire, url, "sk-two"), cache=cache)
+    assert again.generate(Decision, prompt="A?").cached and len(wire.requests) == 1
+
+
+def test_the_order_of_options_never_changes_the_key() -> None:
+    provider = TestProvider([TEXT], repeat=True, options=["top_k"])
+    client = StructuredClient(provider, cache=MemoryCache())
+    client.generate(Decision, prompt="A?", extra_body={"a": 1, "b": {"x": 1, "y": 2}})
+    again = client.generate(Decision, prompt="A?", extra_body={"b": {"y": 2, "x": 1}, "a": 1})
+    assert again.cached
+
+
+# --- the embedded model: its file's content ---
+
+
+def test_a_model_file_is_known_by_its_content_read_once(tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "model.gguf", tmp_path / "b" / "model.gguf"
+    for path, fill in ((first, b"GGUF one"), (second, b"GGUF two")):
+        path.parent.mkdir()
+        path.write_bytes(fill * 1000)
+    assert file_digest(first) != file_digest(second)  # same name, another model
+    copy = tmp_path / "copy.gguf"
+    copy.write_bytes(first.read_bytes())
+    assert file_digest(copy) == file_digest(first)  # the same file anywhere
+    # Remembered by path, size, inode and time: the same bytes changed in place with its time
+    # kept are not read again (the digest is not computed per call) ...
+    seen = os.stat(first)
+    remembered = file_digest(first)
+    with open(first, "r+b") as file:
+        file.write(b"XXXX")
+    os.utime(first, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    assert file_digest(first) == remembered
+    # ... and a file changed since (a new time) is read again.
+    os.utime(first, ns=(seen.st_atime_ns, seen.st_mtime_ns + 1_000_000_000))
+    assert file_digest(first) != remembered
+
+
+@pytest.mark.local
+def test_the_embedded_model_s_scope_names_its_file_s_content(embedded_model: None) -> None:
+    from sdk.providers.embedded import EmbeddedProvider
+
+    provider = EmbeddedProvider()
+    try:
+        scope = provider.cache_scope()
+        assert scope["model"] == file_digest(provider.model_path)
+        assert provider.model_path not in json.dumps(scope)
+    finally:
+        provider.close()

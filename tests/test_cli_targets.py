@@ -1,0 +1,174 @@
+"""`sdk schema ...` takes a module name, a package folder or a `.py` file, from any folder.
+
+Each command runs as a user runs it: the installed `sdk` script in a subprocess, from a working
+directory that is not the package's parent, with paths absolute and relative. A target that
+cannot be imported exits 2 with one line saying what was tried and how to fix it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# A package whose own code imports itself by its name (as an application's package does):
+# imported under any other dotted name (`deep.shop`), that import fails.
+PACKAGE = {
+    "__init__.py": "from shop.models import Order\n\n__all__ = ['Order']\n",
+    "models.py": '''
+        from pydantic import Field
+
+        from sdk import Contract, Verbatim
+
+
+        class Order(Contract):
+            """An order read from a confirmation email."""
+
+            number: Verbatim | None = Field(description="The order number, or null.")
+            total: float | None = Field(description="The total, or null when not stated.")
+    ''',
+}
+# A single-file module with a lint finding (nowhere to say "not stated").
+MODULE = '''
+    from pydantic import Field
+
+    from sdk import Contract
+
+
+    class Price(Contract):
+        """A price."""
+
+        amount: float = Field(description="The amount.")
+'''
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, source in files.items():
+        (folder / name).write_text(textwrap.dedent(source), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """tmp/src/deep/shop (the package), tmp/src/tools/price.py, and tmp/elsewhere (the cwd)."""
+    _write(tmp_path / "src" / "deep" / "shop", PACKAGE)
+    _write(tmp_path / "src" / "tools", {"price.py": MODULE})
+    (tmp_path / "elsewhere").mkdir()
+    return tmp_path
+
+
+def _sdk(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("sdk")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FORCE_COLOR")}
+    env.update(NO_COLOR="1", COLUMNS="200")
+    return subprocess.run(
+        [str(script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+
+
+def test_a_package_by_absolute_and_relative_path_from_another_folder(tree: Path) -> None:
+    shop = tree / "src" / "deep" / "shop"
+    cwd = tree / "elsewhere"
+    locked = _sdk(cwd, "schema", "lock", str(shop))
+    assert locked.returncode == 0, locked.stderr
+    assert "locked Order v1" in locked.stdout
+    lock = json.loads((shop / "schemas" / "schema.lock.json").read_text())
+    assert [entry["name"] for entry in lock["contracts"]] == ["Order"]
+
+    relative = os.path.relpath(shop, cwd)
+    assert relative.startswith("..")
+    checked = _sdk(cwd, "schema", "check", relative)
+    assert (checked.returncode, checked.stderr) == (0, "")
+    assert checked.stdout == f"{relative}: 1 contracts and 0 grammars match the lock\n"
+
+    for command in (["lint", str(shop)], ["diff", "--against-lock", relative]):
+        done = _sdk(cwd, "schema", *command)
+        assert done.returncode == 0, done.stdout + done.stderr
+    exported = _sdk(cwd, "schema", "export", relative + "/", "--out", "out")
+    assert exported.returncode == 0, exported.stderr
+    assert (cwd / "out" / "Order.v1.json").is_file()
+
+
+def test_the_package_folder_itself_and_a_dotted_name(tree: Path) -> None:
+    shop = tree / "src" / "deep" / "shop"
+    assert _sdk(tree / "src" / "deep", "schema", "lock", "shop").returncode == 0
+    inside = _sdk(shop, "schema", "check", ".")
+    assert (inside.returncode, inside.stdout) == (
+        0,
+        ".: 1 contracts and 0 grammars match the lock\n",
+    )
+    init = _sdk(tree, "schema", "check", "src/deep/shop/__init__.py")
+    assert init.returncode == 0, init.stderr
+
+
+def test_a_module_file_by_path(tree: Path) -> None:
+    done = _sdk(tree / "elsewhere", "schema", "lint", "../src/tools/price.py")
+    assert done.returncode == 1, done.stderr  # the module imported, and its finding is reported
+    assert "Price /properties/amount: no-abstention" in done.stdout
+    assert done.stdout.splitlines()[-1] == "1 finding(s) in 1 contracts, 0 suppressed"
+
+
+def test_a_contract_by_path_in_diff(tree: Path) -> None:
+    cwd = tree / "elsewhere"
+    assert _sdk(cwd, "schema", "lock", "../src/deep/shop").returncode == 0
+    snapshot = tree / "src" / "deep" / "shop" / "schemas" / "Order.v1.json"
+    done = _sdk(cwd, "schema", "diff", str(snapshot), "../src/deep/shop:Order")
+    assert done.returncode == 0, done.stderr
+    assert "  identical" in done.stdout.splitlines()
+
+
+def test_a_missing_path_says_where_it_looked(tree: Path) -> None:
+    done = _sdk(tree / "elsewhere", "schema", "check", "some/dir/shop")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"error: cannot import some/dir/shop: there is no file or folder "
+        f"{tree / 'elsewhere' / 'some/dir/shop'}; give a package folder, a .py file, or a "
+        "dotted module name\n"
+    )
+
+
+def test_an_unknown_module_name_says_what_was_tried_and_how_to_fix_it(tree: Path) -> None:
+    cwd = tree / "elsewhere"
+    done = _sdk(cwd, "schema", "lint", "shop")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.count("\n") == 1  # one line
+    assert "error: cannot import shop: No module named 'shop'" in done.stderr
+    assert f"looked in the current folder, {cwd}, and the installed packages" in done.stderr
+    assert "give the package folder or .py file by its path (e.g. path/to/shop)" in done.stderr
+
+
+def test_a_package_imported_under_another_name_points_at_its_path(tree: Path) -> None:
+    # From src/, `deep.shop` imports (a namespace package), but its own `from shop.models ...`
+    # cannot: the message names the fix, the path.
+    done = _sdk(tree / "src", "schema", "check", "deep.shop")
+    assert done.returncode == 2
+    assert "cannot import deep.shop: ModuleNotFoundError: No module named 'shop'" in done.stderr
+    assert "give the package by its path (deep/shop)" in done.stderr
+    assert _sdk(tree / "src", "schema", "lock", "deep/shop").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("my-contracts", "'my-contracts' (in {path}) is not a valid module name"),
+        ("notes.txt", "{path} is not a Python file"),
+        ("json", "a module of that name is already imported from"),
+    ],
+)
+def test_a_path_that_cannot_be_a_module_says_why(tmp_path: Path, name: str, expected: str) -> None:
+    path = tmp_path / name
+    if name.endswith(".txt"):
+        path.write_text("not Python\n")
+    else:
+        _write(path, {"__init__.py": ""})
+    done = _sdk(tmp_path, "schema", "check", f"./{name}")
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: cannot import ./{name}")
+    assert expected.format(path=path) in done.stderr

@@ -1,0 +1,241 @@
+"""A base URL's credentials are never printed and its query string is kept on every request
+(issue 30, item 7), on every provider that takes a base URL.
+
+- llama.cpp, vLLM and Ollama (httpx, the SDK's own transport): credentials in the URL go in an
+  `Authorization: Basic` header, never in the URL requests are sent to and httpx logs at INFO;
+  with an `Authorization` header given too they are refused. A query (`?api-version=...`) is
+  on every request, whole and streamed, sync and async, llama.cpp's preliminary template,
+  tokenizer and model requests included, after the route's path.
+- the official `anthropic` and `openai` clients: credentials in their base URL are refused when
+  the provider is made; a query goes on every request at the right path (the clients alone would
+  put the route after it). `google-genai` would break a streamed URL with a query: refused too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+from google import genai
+
+from contracts import Decision
+from sdk import AsyncStructuredClient
+from sdk import StructuredClient
+from sdk.providers import AnthropicProvider
+from sdk.providers import GeminiProvider
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OllamaProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import Provider
+from sdk.providers import VLLMProvider
+from tests.promise_wire import WIRES
+from tests.promise_wire import Say
+from tests.promise_wire import Server
+from tests.wire_support import ANTHROPIC_KEY
+from tests.wire_support import DECISION
+from tests.wire_support import GEMINI_KEY
+from tests.wire_support import OPENAI_KEY
+
+GATEWAY = "http://gw.test/tenants/a%2Fb/llm"
+"""A gateway that serves the model below a path of its own (with an escaped slash in it)."""
+QUERY = "api-version=2024-10-21&sig=q%2Bv%2F1"
+"""What the gateway needs on every request, escapes as written."""
+USER, PASSWORD = "ops-team", "pw-SECRET-5e4d3c2b1a"
+CALLS = ["generate", "stream", "agenerate", "astream"]
+LOCAL = ["llamacpp", "llamacpp-native", "llamacpp-openai", "vllm", "ollama"]
+
+
+class Gateway:
+    """The server behind the gateway's path: records each request's raw URL and headers, and
+    answers as the provider's own server would (llama.cpp's learning routes included)."""
+
+    def __init__(self, name: str, prefix: str) -> None:
+        wire = WIRES[name.split("-")[0]]
+        self.server = Server(wire, [Say(json.dumps(DECISION))])
+        self.prefix = prefix
+        self.seen: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.seen.append(request)
+        path = request.url.raw_path.decode().partition("?")[0]
+        if not path.startswith(self.prefix):
+            return httpx.Response(404, json={"error": {"message": f"no route {path}"}})
+        inner = request.url.copy_with(path=path[len(self.prefix) :] or "/", query=None)
+        shifted = httpx.Request(request.method, inner, headers=request.headers,
+                                content=request.content)  # fmt: skip
+        response: httpx.Response = self.server(shifted)
+        return response
+
+
+def _local(name: str, url: str, gateway: Gateway, sync: bool, **options: Any) -> Provider:
+    transport = httpx.MockTransport(gateway)
+    http: Any = httpx.Client(transport=transport) if sync else httpx.AsyncClient(
+        transport=transport)  # fmt: skip
+    if name.startswith("llamacpp"):
+        mode = {"llamacpp": "json_schema", "llamacpp-native": "grammar",
+                "llamacpp-openai": "openai"}[name]  # fmt: skip
+        return LlamaCppProvider(url, mode=mode, http_client=http, **options)
+    kind = VLLMProvider if name == "vllm" else OllamaProvider
+    return kind(url, model="m", http_client=http, **options)
+
+
+def _call(provider: Provider, call: str) -> Any:
+    if call == "generate":
+        return StructuredClient(provider).generate(Decision, prompt="Approve?")
+    if call == "stream":
+        return list(StructuredClient(provider).stream(Decision, prompt="Approve?"))[-1]
+
+    async def main() -> Any:
+        client = AsyncStructuredClient(provider)
+        if call == "agenerate":
+            return await client.generate(Decision, prompt="Approve?")
+        return [item async for item in client.stream(Decision, prompt="Approve?")][-1]
+
+    return asyncio.run(main())
+
+
+# --- the SDK's own transport: llama.cpp, vLLM, Ollama -------------------------------------------
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("name", LOCAL)
+def test_a_base_url_query_is_on_every_request_after_the_route(name: str, call: str) -> None:
+    gateway = Gateway(name, "/tenants/a%2Fb/llm")
+    suffix = "/v1" if name == "vllm" else ""  # vLLM takes its `/v1` URL as well
+    provider = _local(name, f"{GATEWAY}{suffix}/?{QUERY}", gateway, sync=not call.startswith("a"))
+    result = _call(provider, call)
+    assert result.value.answer == "approve"
+    routes = [request.url.raw_path.decode() for request in gateway.seen]
+    if name == "llamacpp":  # learned the template first: preliminary requests, on the same URL
+        learned = {r.partition("?")[0].removeprefix("/tenants/a%2Fb/llm") for r in routes}
+        assert {"/apply-template", "/tokenize"} <= learned
+    for route in routes:
+        path, _, query = route.partition("?")
+        assert path.startswith("/tenants/a%2Fb/llm/") and "?" not in path, route
+        assert query == QUERY, route  # kept as written, escapes and all
+    assert provider.base_url == f"{GATEWAY}?{QUERY}"
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("name", LOCAL)
+def test_credentials_in_a_base_url_become_a_header_and_are_never_logged(
+    name: str, call: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = Gateway(name, "/llm")
+    url = f"http://{USER}:{PASSWORD}@gw.test/llm?{QUERY}"
+    with caplog.at_level(logging.DEBUG):
+        provider = _local(name, url, gateway, sync=not call.startswith("a"))
+        _call(provider, call)
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    assert gateway.seen and all(r.headers["authorization"] == basic for r in gateway.seen)
+    assert all(r.url.userinfo == b"" for r in gateway.seen)
+    # httpx's own INFO line about each request, and every other record, shows the URL bare.
+    requests_logged = [r for r in caplog.records if r.getMessage().startswith("HTTP Request")]
+    assert len(requests_logged) == len(gateway.seen)
+    assert all("http://gw.test/llm/" in r.getMessage() for r in requests_logged)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for shown in (logged, repr(provider), provider.base_url, str(provider.cache_scope())):
+        assert PASSWORD not in shown and USER not in shown
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_credentials_in_a_base_url_beside_an_authorization_header_are_refused(name: str) -> None:
+    gateway = Gateway(name, "/llm")
+    with pytest.raises(ValueError, match="Authorization header too") as raised:
+        _local(name, f"http://{USER}:{PASSWORD}@gw.test/llm", gateway, sync=True,
+               headers={"authorization": "Bearer sk-other-1234567"})  # fmt: skip
+    assert PASSWORD not in str(raised.value) and gateway.seen == []
+
+
+@pytest.mark.parametrize("url", ["gw.test:8080", "ftp://gw.test/", "http:///llm", ""])
+def test_a_base_url_that_is_not_http_is_refused_when_made(url: str) -> None:
+    with pytest.raises(ValueError, match="http:// or https://"):
+        VLLMProvider(url, model="m")
+
+
+# --- the official clients -----------------------------------------------------------------------
+
+HOSTED = ["anthropic", "openai_responses", "openai_chat"]
+
+
+def _hosted(name: str, base_url: str, handler: Any, sync: bool) -> Provider:
+    transport = httpx2.MockTransport(handler)
+    http: Any = httpx2.Client(transport=transport) if sync else httpx2.AsyncClient(
+        transport=transport)  # fmt: skip
+    if name == "anthropic":
+        kind: Any = anthropic.Anthropic if sync else anthropic.AsyncAnthropic
+        client = kind(api_key=ANTHROPIC_KEY, base_url=base_url, http_client=http)
+        return AnthropicProvider(client, model="claude-sonnet-4-6")
+    kind = openai.OpenAI if sync else openai.AsyncOpenAI
+    client = kind(api_key=OPENAI_KEY, base_url=base_url, http_client=http)
+    provider = OpenAIResponsesProvider if name == "openai_responses" else OpenAIChatProvider
+    return provider(client, model="gpt-5.1-mini")
+
+
+class HostedGateway:
+    def __init__(self, name: str) -> None:
+        self.server = Server(WIRES[name], [Say(json.dumps(DECISION))])
+        self.seen: list[httpx2.Request] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.seen.append(request)
+        response: httpx2.Response = self.server(request)
+        return response
+
+
+ROUTES = {"anthropic": "/llm/v1/messages", "openai_responses": "/llm/v1/responses",
+          "openai_chat": "/llm/v1/chat/completions"}  # fmt: skip
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("name", HOSTED)
+def test_an_official_client_s_base_url_query_is_on_every_request_at_the_right_path(
+    name: str, call: str
+) -> None:
+    gateway = HostedGateway(name)
+    base = "http://gw.test/llm" + ("" if name == "anthropic" else "/v1")
+    provider = _hosted(name, f"{base}?{QUERY}", gateway, sync=not call.startswith("a"))
+    assert _call(provider, call).value.answer == "approve"
+    assert gateway.seen
+    for request in gateway.seen:
+        assert request.url.path == ROUTES[name]
+        assert parse_qs(request.url.query.decode()) == parse_qs(QUERY)
+
+
+@pytest.mark.parametrize("name", HOSTED)
+def test_credentials_in_an_official_client_s_base_url_are_refused(name: str) -> None:
+    gateway = HostedGateway(name)
+    with pytest.raises(ValueError, match=r"holds credentials .* default_headers") as raised:
+        _hosted(name, f"http://{USER}:{PASSWORD}@gw.test/v1", gateway, sync=True)
+    assert PASSWORD not in str(raised.value) and gateway.seen == []
+
+
+@pytest.mark.parametrize(("url", "said"), [(f"http://{USER}:{PASSWORD}@gw.test", "credentials"),
+                                           (f"http://gw.test/g?{QUERY}", "query string")])
+def test_a_gemini_base_url_with_credentials_or_a_query_is_refused(url: str, said: str) -> None:
+    client = genai.Client(api_key=GEMINI_KEY, http_options={"base_url": url})
+    with pytest.raises(ValueError, match=said) as raised:
+        GeminiProvider(client, model="gemini-2.5-flash")
+    assert PASSWORD not in str(raised.value)
+
+
+@pytest.mark.parametrize("name", HOSTED)
+def test_an_official_client_s_requests_log_no_key(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = HostedGateway(name)
+    with caplog.at_level(logging.DEBUG):
+        _call(_hosted(name, f"http://gw.test/llm/v1?{QUERY}", gateway, sync=True), "stream")
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "HTTP Request: POST http://gw.test" in logged  # httpx2's INFO line is there
+    assert ANTHROPIC_KEY not in logged and OPENAI_KEY not in logged

@@ -1,0 +1,355 @@
+"""Provider profiles: every family's knowledge is one complete `Profile`, the registry finds it
+by any name, the old per-provider tables are gone, and a provider written in one new module (the
+"Add a provider" guide's) works end to end without a change anywhere else."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sdk.providers
+from sdk._values.profile import builtin_profiles
+from sdk.providers import Profile
+from sdk.providers import profile
+from sdk.providers import register
+from sdk.schema import dialects as dialects_module
+from sdk.stop_reason import StopReason
+from tests.docs_support import DOCS
+from tests.docs_support import blocks
+from tests.promise_wire import SETUPS
+
+SDK = Path(__file__).resolve().parent.parent / "sdk"
+BUILTIN = builtin_profiles()
+NAMES = [each.name for each in BUILTIN]
+GUIDE = DOCS / "guides" / "add-provider.md"
+
+
+def test_the_builtin_families_are_the_sdks_own() -> None:
+    assert sorted(
+        ["anthropic", "openai_responses", "openai_chat", "gemini", "llamacpp", "vllm", "ollama",
+         "embedded", "test"]
+    ) == NAMES  # fmt: skip
+
+
+@pytest.mark.parametrize("family", BUILTIN, ids=NAMES)
+def test_every_profile_is_complete(family: Profile) -> None:
+    assert family.display_name.strip()
+    assert "documents" in family.carries and all(how.strip() for how in family.carries.values())
+    if family.stop_reasons is not None:
+        # A clean end and a cut are always told apart; every value is one of the vocabulary.
+        meanings = set(family.stop_reasons.values())
+        assert {StopReason.END_TURN, StopReason.MAX_TOKENS} <= meanings
+        assert all(isinstance(meaning, StopReason) for meaning in meanings)
+        assert all(raw and raw == raw.strip() for raw in family.stop_reasons)
+    # Its provider class is where it says, and that class's codec speaks for this family.
+    cls = family.provider_class()
+    assert getattr(sdk.providers, cls.__name__) is cls
+    assert cls.__name__ in sdk.providers.__all__
+    for name in family.names:
+        assert profile(name) is family
+        assert profile(f"  {name.upper().replace('_', '-')} ") is family
+
+
+@pytest.mark.parametrize("setup", [s for s in SETUPS if s.name in NAMES], ids=lambda s: s.name)
+def test_each_codec_carries_what_its_profile_says_and_no_more(setup: object) -> None:
+    provider, _ = setup.build([], sync=True)  # type: ignore[attr-defined]
+    wire = provider.codec.profile
+    family = profile(provider.name)
+    assert wire.family is family
+    assert wire.dialect in (family.dialect, None)
+    assert (wire.grammar, wire.tools) == (setup.grammar, setup.tools)  # type: ignore[attr-defined]
+    said = {"grammars": wire.grammar, "tools": wire.tools,
+            "native_reasoning": wire.native_reasoning}  # fmt: skip
+    assert {kind for kind, on in said.items() if on} <= set(family.carries)
+
+
+def test_every_family_but_the_embedded_model_is_in_the_promise_matrix() -> None:
+    # The embedded model keeps the promises in its own tests (it runs a real model).
+    assert {s.name for s in SETUPS} >= set(NAMES) - {"embedded"}
+
+
+def test_no_raw_stop_word_means_two_things_across_the_builtin_families() -> None:
+    meaning: dict[str, tuple[str, StopReason]] = {}
+    for family in BUILTIN:
+        for raw, stop in (family.stop_reasons or {}).items():
+            first = meaning.setdefault(raw, (family.name, stop))
+            assert first[1] is stop, f"{raw!r}: {first} and {(family.name, stop)}"
+        for raw in family.stop_reasons or {}:
+            assert StopReason.from_raw(raw) is family.stop_reasons[raw]  # type: ignore[index]
+
+
+def test_the_dialect_constants_and_table_are_the_profiles_dialects() -> None:
+    from sdk.schema.dialects import DIALECTS
+
+    by_profile = {f.dialect.name: f.dialect for f in BUILTIN if f.dialect is not None}
+    assert by_profile == DIALECTS
+    for constant, family in dialects_module._CONSTANTS.items():
+        assert getattr(dialects_module, constant) is profile(family).dialect
+    with pytest.raises(AttributeError, match="NOT_A_DIALECT"):
+        dialects_module.NOT_A_DIALECT  # noqa: B018
+
+
+def test_the_priced_families_name_a_provider_genai_prices_knows() -> None:
+    from genai_prices import data
+
+    known = {provider.id for provider in data.providers}
+    priced = [f for f in BUILTIN if f.pricing is not None]
+    assert {f.name for f in priced} == {"anthropic", "openai_responses", "openai_chat", "gemini"}
+    assert {f.pricing.provider_id for f in priced} <= known  # type: ignore[union-attr]
+
+
+def _family_tables(path: Path) -> list[str]:
+    """The dict literals of `path` keyed by two or more family names or aliases."""
+    names = {name for family in BUILTIN for name in family.names}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if len(keys & names) >= 2:
+                found.append(f"{path.relative_to(SDK.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_module_keeps_a_table_keyed_by_provider_name_beside_the_profiles() -> None:
+    tables = [table for path in sorted(SDK.rglob("*.py")) for table in _family_tables(path)]
+    assert tables == []
+
+
+def test_naming_a_family_or_reading_its_stop_reasons_needs_no_vendor_sdk() -> None:
+    # A fresh process where `anthropic`, `openai` and `google-genai` cannot be imported: every
+    # profile loads (each in its provider module), and so do the modules themselves.
+    code = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("anthropic", "openai") or name.startswith("google.genai"):
+            raise ImportError(f"{name} is not installed here")
+sys.meta_path.insert(0, Refuse())
+from sdk.providers import profiles
+from sdk.stop_reason import StopReason
+from sdk.schema.dialects import ANTHROPIC, GEMINI, OPENAI_STRICT
+print(len(profiles()), StopReason.from_raw("STOP"), StopReason.from_raw("end_turn", "claude"))
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("anthropic", "openai", "google")))
+"""
+    completed = _fresh(code)
+    assert completed.stdout.splitlines() == ["9 end_turn end_turn", "[]"], completed.stderr
+
+
+# --- the registry ---
+
+
+def test_an_unknown_name_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown provider 'openia'.*openai_responses.*aliases"):
+        profile("openia")
+
+
+def test_registering_twice_is_a_no_op_and_a_taken_name_is_refused() -> None:
+    mine = Profile(name="profiles_test_a", display_name="A", aliases=frozenset({"pta"}))
+    assert register(mine) is mine
+    assert register(Profile(name="profiles_test_a", display_name="A",
+                            aliases=frozenset({"pta"}))) is mine  # fmt: skip
+    with pytest.raises(ValueError, match=r"the name 'pta' is 'profiles_test_a'"):
+        register(Profile(name="profiles_test_b", display_name="B", aliases=frozenset({"PTA"})))
+    with pytest.raises(ValueError, match=r"the name 'claude' is 'anthropic'"):
+        register(Profile(name="profiles_test_c", display_name="C", aliases=frozenset({"claude"})))
+    with pytest.raises(ValueError, match="lowercase"):
+        Profile(name="Has Space", display_name="x")
+    assert profile("PTA") is mine
+
+
+def test_a_family_without_a_table_reads_every_builtin_one() -> None:
+    mine = register(Profile(name="profiles_test_vocab", display_name="V"))
+    assert mine.stop_reason("length") is StopReason.MAX_TOKENS  # Chat Completions' word
+    assert mine.stop_reason("max_tokens") is StopReason.MAX_TOKENS  # the vocabulary's own
+    assert mine.stop_reason("whatever") is StopReason.OTHER
+    assert mine.stop_reason(None) is StopReason.OTHER
+
+
+def _fresh(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env={**os.environ, **env}, check=False,
+    )  # fmt: skip
+
+
+def test_many_threads_asking_at_once_in_a_fresh_process_see_one_registry() -> None:
+    # The first lookup loads the built-in families: threads racing into it behind a barrier
+    # all get the very same profile objects, and nothing is registered twice.
+    code = """
+import threading
+from sdk._values import profile as registry
+barrier = threading.Barrier(16)
+seen = []
+def ask(name):
+    barrier.wait(timeout=30)
+    seen.append((registry.profile(name), registry.builtin_profiles()))
+threads = [threading.Thread(target=ask, args=(n,)) for n in ["openai", "llama.cpp"] * 8]
+[t.start() for t in threads]
+[t.join(timeout=60) for t in threads]
+assert len(seen) == 16, len(seen)
+assert len({id(b) for _, b in seen}) == 1
+assert {p.name for p, _ in seen} == {"openai_responses", "llamacpp"}
+assert len({id(p) for p, _ in seen}) == 2
+print("ok")
+"""
+    completed = _fresh(code)
+    assert completed.stdout.strip() == "ok", completed.stderr
+
+
+# --- a provider of one new module, end to end ---
+
+
+def _guide_module() -> str:
+    """The module the "Add a provider" guide writes: its blocks titled `acme_gateway.py`."""
+    parts = [block.code for block in blocks(GUIDE) if block.title == "acme_gateway.py"]
+    assert len(parts) == 3
+    return "\n\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the guide's module and a distribution that declares it under the
+    entry point group, as `pip install` of the user's own package would."""
+    folder = tmp_path_factory.mktemp("site")
+    (folder / "acme_gateway.py").write_text(_guide_module())
+    info = folder / "acme_gateway-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-gateway\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[structured_sdk.providers]\nacme = acme_gateway\n"
+    )
+    return folder
+
+
+def test_the_new_provider_touches_no_other_file_of_the_sdk() -> None:
+    mentions = [p for p in SDK.rglob("*.py") if "acme" in p.read_text().lower()]
+    assert mentions == []
+
+
+def test_a_new_module_is_found_by_name_in_a_fresh_process(installed: Path) -> None:
+    # Nothing imports the module: naming the provider finds it through its entry point.
+    code = """
+from sdk.stop_reason import StopReason
+from sdk.providers import profile
+from sdk.schema.dialects import to_wire
+from contracts import InvoiceExtraction
+acme = profile("acme-gateway")
+print(acme.name, acme.display_name)
+print(StopReason.from_raw("length", "acme"), StopReason.from_raw("blocked", "ACME"))
+print(sorted({r.keyword for r in to_wire(InvoiceExtraction, acme.dialect).removed}))
+print(acme.provider_class().__module__)
+"""
+    completed = _fresh(code, PYTHONPATH=f"{installed}:{Path.cwd()}")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == [
+        "acme Acme gateway",
+        "max_tokens content_filter",
+        "['maxLength', 'minLength', 'pattern']",
+        "acme_gateway",
+    ]
+
+
+def test_the_sdk_command_lists_it_and_lints_for_its_dialect(installed: Path) -> None:
+    sdk_command = Path(sys.executable).parent / "sdk"
+    env = {"PYTHONPATH": str(installed), "NO_COLOR": "1", "COLUMNS": "200"}
+    listed = _fresh_command([str(sdk_command), "providers", "--json"], env)
+    assert listed.returncode == 0, listed.stderr
+    acme = next(p for p in json.loads(listed.stdout) if p["name"] == "acme")
+    assert acme["aliases"] == ["acme_gateway"] and acme["dialect"] == "acme"
+    assert acme["stop_reasons"] == {"complete": "end_turn", "length": "max_tokens",
+                                    "blocked": "content_filter"}  # fmt: skip
+    linted = _fresh_command(
+        [str(sdk_command), "schema", "lint", "contracts", "--provider", "acme-gateway",
+         "--json"], env,
+    )  # fmt: skip
+    assert linted.returncode in (0, 1), linted.stderr  # 1: findings
+    reports = {report["contract"]: report for report in json.loads(linted.stdout)}
+    stripped = {
+        item["pointer"]
+        for item in [*reports["InvoiceExtraction"]["findings"],
+                     *reports["InvoiceExtraction"]["suppressed"]]
+        if item["code"] == "dialect-strips"
+    }  # fmt: skip
+    assert any(pointer.endswith("/maxLength") for pointer in stripped), reports
+
+
+def _fresh_command(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env={**os.environ, **env},
+        cwd=Path(__file__).resolve().parent.parent, check=False,
+    )  # fmt: skip
+
+
+def test_a_broken_provider_package_is_named_not_hidden(tmp_path: Path) -> None:
+    (tmp_path / "broken_provider.py").write_text("raise RuntimeError('no config file')\n")
+    info = tmp_path / "broken_provider-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-provider\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[structured_sdk.providers]\nbroken = broken_provider\n")
+    code = """
+from sdk.providers import profile
+print(profile("anthropic").name)  # a built-in name needs no entry point
+try:
+    profile("nobody")
+except ImportError as error:
+    print(type(error).__name__, error)
+"""
+    completed = _fresh(code, PYTHONPATH=str(tmp_path))
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "anthropic", completed.stderr
+    assert lines[1].startswith("ImportError") and "broken (broken_provider)" in lines[1]
+    assert "no config file" in lines[1]
+
+
+def test_the_guides_provider_answers_through_a_client_in_this_process(installed: Path) -> None:
+    import httpx
+
+    sys.path.insert(0, str(installed))
+    try:
+        import acme_gateway
+    finally:
+        sys.path.remove(str(installed))
+    from pydantic import Field
+
+    from sdk import ContentFiltered
+    from sdk import Contract
+    from sdk import InvalidJSON
+    from sdk import StructuredClient
+    from sdk import TruncatedOutput
+
+    class Note(Contract):
+        title: str = Field(max_length=20)
+
+    replies = iter([('{"title": "a"', "complete"), ('{"title": "done"}', "complete"),
+                    ('{"title": "cu', "length"), ("", "blocked")])  # fmt: skip
+
+    def gateway(request: httpx.Request) -> httpx.Response:
+        text, stop = next(replies)
+        usage = {"input_tokens": 10, "output_tokens": 5}
+        body = {"id": "g", "model": "gpt-4.1-mini", "text": text, "stop": stop, "usage": usage}
+        return httpx.Response(200, json=body)
+
+    provider = acme_gateway.AcmeProvider(
+        "https://gw.test", model="gpt-4.1-mini",
+        http_client=httpx.Client(transport=httpx.MockTransport(gateway)),
+    )  # fmt: skip
+    client = StructuredClient(provider, retries=1)
+    result = client.generate(Note, prompt="x")
+    assert (result.provider, result.value.title) == ("acme", "done")
+    assert isinstance(result.attempts[0].error, InvalidJSON)  # re-asked with feedback
+    assert result.cost is not None and result.cost > 0  # two attempts at OpenAI's prices
+    assert [r.keyword for r in result.removed] == ["maxLength"]
+    with pytest.raises(TruncatedOutput) as cut:
+        client.generate(Note, prompt="x")
+    assert (cut.value.raw_stop_reason, cut.value.text) == ("length", '{"title": "cu')
+    with pytest.raises(ContentFiltered):
+        client.generate(Note, prompt="x")

@@ -1,0 +1,383 @@
+"""The SQLite files the SDK shares between threads and processes (the response cache, a batch job's
+state) under one discipline (`sdk._sqlite`): many opening a new file at once, a hit while another
+process writes, a busy file, read-only files and folders, damaged pages, owner-only files.
+
+Real threads and processes behind a barrier (`tests.shared_file_process`); every wait bounded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from contracts import Decision
+from sdk import StructuredClient
+from sdk.batch import BatchError
+from sdk.batch import job_summary
+from sdk.batch._state import JobState
+from sdk.cache import CacheFileError
+from sdk.cache import Entry
+from sdk.cache import SQLiteCache
+from sdk.providers import TestProvider
+from tests.batch_support import AnthropicBatchAPI
+from tests.batch_support import anthropic_backend
+from tests.batch_support import job_for
+from tests.batch_support import write_items
+from tests.shared_file_process import WAIT
+from tests.shared_file_process import create_job
+from tests.shared_file_process import open_cache
+from tests.shared_file_process import together
+from tests.shared_file_process import wait_for
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+ANSWER = json.dumps({"reasoning": "Within policy.", "answer": "approve", "confidence": "high"})
+THREADS, PROCESSES, ROUNDS = 16, 3, 5
+
+
+# --- many at once ---
+
+
+def _all_at_once(mode: str, prefix: Path, work: Callable[[Path, int], None]) -> list[str]:
+    """ROUNDS rounds in which THREADS threads here and THREADS in each of PROCESSES processes
+    open (or create) the file PREFIX-R.db at the same moment; every failure."""
+    gate = prefix.parent / "gate"
+    for round_ in range(ROUNDS):
+        (gate / str(round_)).mkdir(parents=True)
+    command = [sys.executable, "-m", "tests.shared_file_process", mode, str(prefix), str(gate),
+               str(THREADS), str(ROUNDS)]  # fmt: skip
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    runs = [
+        subprocess.Popen(command, cwd=REPO, env=ENV, text=True, **pipes) for _ in range(PROCESSES)
+    ]
+    failures: list[str] = []
+    try:
+        for round_ in range(ROUNDS):
+            _one_round(gate / str(round_), Path(f"{prefix}-{round_}.db"), work, failures)
+        for run in runs:
+            out, err = run.communicate(timeout=WAIT)
+            assert run.returncode == 0, err
+            failures.extend(json.loads(out))
+    finally:
+        for run in runs:
+            run.kill()
+    return failures
+
+
+def _one_round(
+    folder: Path, target: Path, work: Callable[[Path, int], None], failures: list[str]
+) -> None:
+    """This process's threads in one round; the go file once every process is ready."""
+    here = threading.Thread(
+        target=lambda: failures.extend(together(THREADS, folder, lambda n: work(target, n)))
+    )
+    here.start()
+    wait_for(lambda: len(list(folder.glob("ready-*"))) == PROCESSES + 1, "every process")
+    (folder / "go").touch()
+    here.join(WAIT)
+
+
+def test_threads_and_processes_open_a_new_cache_file_at_once(tmp_path: Path) -> None:
+    failures = _all_at_once("open-cache", tmp_path / "cache", open_cache)
+    assert failures == []
+    opens = ROUNDS * THREADS * (PROCESSES + 1)
+    for round_ in range(ROUNDS):
+        path = Path(f"{tmp_path / 'cache'}-{round_}.db")
+        assert SQLiteCache(path).stats().entries == THREADS * (PROCESSES + 1)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert opens == 320
+    # Made whole beside the file and linked into place: no temporary file is left behind.
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_threads_and_processes_create_one_job_state_at_once(tmp_path: Path) -> None:
+    failures = _all_at_once("create-job", tmp_path / "job", create_job)
+    assert failures == []
+    for round_ in range(ROUNDS):
+        state = JobState(Path(f"{tmp_path / 'job'}-{round_}.db"))
+        assert state.get("job")  # one creator's meta, whole
+        state.close()
+
+
+# --- a writer elsewhere ---
+
+
+@contextmanager
+def held_write(path: Path) -> Iterator[None]:
+    """Another process holding `path`'s write lock (an uncommitted write) until the block ends."""
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tests.shared_file_process", "hold", str(path)],
+        cwd=REPO, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "held"
+        yield
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
+        holder.wait(timeout=WAIT)
+    finally:
+        holder.kill()
+
+
+def test_a_hit_while_another_process_holds_a_long_write_does_not_wait(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    provider = TestProvider([ANSWER], repeat=True)
+    # A short busy timeout: a hit that waited for the writer would fail with it.
+    store = SQLiteCache(path, timeout=1.0)
+    client = StructuredClient(provider, cache=store)
+    client.generate(Decision, prompt="Approve?")
+    with held_write(path):
+        hits = [client.generate(Decision, prompt="Approve?") for _ in range(5)]
+        other = SQLiteCache(path, timeout=1.0)  # opening an existing file does not wait either
+        assert all(hit.cached for hit in hits) and other.get("no such key") is None
+    assert len(provider.requests) == 1
+    # The hits were counted in memory, and are written once the file is free.
+    stats = store.stats()
+    assert (stats.hits, stats.misses, stats.entries) == (5, 1, 1)
+
+
+def test_counts_kept_in_memory_are_written_with_the_next_write_and_at_the_end(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=store)
+    client.generate(Decision, prompt="a")  # a miss, then the answer stored (counts written)
+    for _ in range(3):
+        client.generate(Decision, prompt="a")  # hits: counted in memory
+    assert SQLiteCache(path, readonly=True).stats().hits == 0
+    assert store.stats().hits == 3  # asked for its stats, a store writes its counts first
+    client.generate(Decision, prompt="a")
+    script = (
+        "import sys; from sdk.cache import SQLiteCache; from sdk.cache import Entry\n"
+        "c = SQLiteCache(sys.argv[1]); c.get('x'); c.get('y')\n"  # two misses, then exit
+    )
+    subprocess.run([sys.executable, "-c", script, str(path)], env=ENV, check=True, timeout=WAIT)
+    store.close()
+    stats = SQLiteCache(path, readonly=True).stats()
+    assert (stats.hits, stats.misses) == (4, 3)
+
+
+def test_a_file_kept_busy_past_the_timeout_is_a_typed_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path, timeout=0.3)
+    with held_write(path):
+        with pytest.raises(CacheFileError, match="stayed busy") as caught:
+            store.put("k", Entry((TestProvider.refusal("x"),)))
+        assert str(path) in str(caught.value)
+        client = StructuredClient(TestProvider([ANSWER]), cache=store)
+        answered = client.generate(Decision, prompt="Approve?")  # a miss: the answer is kept
+    assert not answered.cached and answered.value.answer == "approve"
+    assert [note.kind for note in answered.notes] == ["cache_not_stored"]
+    assert str(path) in str(answered.notes[0].received)
+
+
+# --- read-only files and folders ---
+
+
+def _no_write_permission() -> None:
+    """In the child (as root, whom permissions do not stop): drop the capabilities that
+    override them, so the file's and folder's modes hold as for any other user."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2, 3, 4):  # DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def run_as_reader(*args: str) -> subprocess.CompletedProcess[str]:
+    """`sdk ARGS` in a process that cannot write what it may not (another user's files)."""
+    return subprocess.run(
+        [sys.executable, "-m", "sdk.cli", *args],
+        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=WAIT,
+        preexec_fn=_no_write_permission if os.geteuid() == 0 else None,
+    )  # fmt: skip
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """`folder` and everything in it read-only (and writable again after)."""
+    files = [p for p in folder.iterdir() if p.is_file()]
+    for file in files:
+        file.chmod(0o400)
+    folder.chmod(0o500)
+    try:
+        yield
+    finally:
+        folder.chmod(0o700)
+        for file in files:
+            file.chmod(0o600)
+
+
+def test_batch_status_reads_a_job_in_a_read_only_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    items = tmp_path / "items.jsonl"
+    write_items(items, 4)
+    job = job_for(folder, items, anthropic_backend(AnthropicBatchAPI()))
+    job.run()
+    job.close()
+    before = sorted(p.name for p in folder.iterdir())
+    with read_only(folder):
+        shown = run_as_reader("batch", "status", "--state", str(folder / "job.db"), "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["ok"] == 4
+        assert sorted(p.name for p in folder.iterdir()) == before  # nothing made beside it
+
+
+def test_cache_stats_reads_a_cache_in_a_read_only_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "archive"
+    path = folder / "c.db"
+    store = SQLiteCache(path)
+    client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=store)
+    client.generate(Decision, prompt="a")
+    client.generate(Decision, prompt="a")
+    # Once with the writer's connection open (its write-ahead log and index beside the file),
+    # once after it closed (nothing beside it, and nothing can be made there).
+    for closed in (False, True):
+        if closed:
+            store.close()
+        before = sorted(p.name for p in folder.iterdir())
+        assert ("c.db-wal" in before) != closed
+        with read_only(folder):
+            shown = run_as_reader("cache", "stats", "--path", str(path), "--json")
+            assert shown.returncode == 0, shown.stderr
+            stats = json.loads(shown.stdout)
+            # A live store's hit is in its memory until its next write (or its close).
+            assert (stats["entries"], stats["hits"], stats["misses"]) == (1, int(closed), 1)
+            assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_read_only_opening_never_changes_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    SQLiteCache(path).put("k", Entry((TestProvider.refusal("x"),)))
+    before = path.read_bytes()
+    store = SQLiteCache(path, readonly=True)
+    assert store.get("k") is not None and store.get("nope") is None
+    assert store.stats().entries == 1
+    with pytest.raises(CacheFileError, match="read-only"):
+        store.put("j", Entry((TestProvider.refusal("y"),)))
+    store.close()
+    assert path.read_bytes() == before
+    with pytest.raises(CacheFileError, match="no such file"):
+        SQLiteCache(tmp_path / "none.db", readonly=True)
+    assert not (tmp_path / "none.db").exists()
+
+
+# --- adopted and created files are owner-only ---
+
+
+def test_an_empty_file_at_the_cache_path_is_adopted_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    path.touch(mode=0o644)
+    path.chmod(0o644)
+    store = SQLiteCache(path)
+    store.put("k", Entry((TestProvider.refusal("x"),)))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert store.get("k") is not None
+    for beside in ("-wal", "-shm"):
+        if Path(f"{path}{beside}").exists():  # SQLite gives them the file's mode
+            assert stat.S_IMODE(Path(f"{path}{beside}").stat().st_mode) == 0o600
+
+
+def test_a_new_cache_folder_and_file_are_the_owner_s_only(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "folder" / "c.db"
+    SQLiteCache(path).put("k", Entry((TestProvider.refusal("x"),)))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+# --- damaged pages ---
+
+
+def _damage(path: Path, page: int, noise: bytes) -> None:
+    data = bytearray(path.read_bytes())
+    size = 4096
+    start = (page % max(1, len(data) // size)) * size
+    data[start : start + len(noise)] = noise
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def pristine_cache(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A cache file of 60 answers (a few dozen pages), checkpointed: its bytes."""
+    path = tmp_path_factory.mktemp("pristine") / "c.db"
+    store = SQLiteCache(path)
+    client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=store)
+    for n in range(60):
+        client.generate(Decision, prompt=_prompt(n))
+    store.close()
+    return path.read_bytes()
+
+
+def _prompt(n: int) -> str:
+    return f"Approve invoice {n}? " + "context " * 200
+
+
+_FIXTURES = [HealthCheck.function_scoped_fixture]
+_PAGES = st.integers(min_value=0, max_value=400)
+_NOISE = st.binary(min_size=1, max_size=4096)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(page=_PAGES, noise=_NOISE)
+def test_a_damaged_cache_page_is_a_typed_error_or_a_miss(
+    tmp_path_factory: pytest.TempPathFactory, pristine_cache: bytes, page: int, noise: bytes
+) -> None:
+    path = tmp_path_factory.mktemp("damaged") / "c.db"
+    path.write_bytes(pristine_cache)
+    _damage(path, page, noise)
+    provider = TestProvider([ANSWER], repeat=True)
+    try:
+        client = StructuredClient(provider, cache=SQLiteCache(path))
+        for n in range(0, 60, 7):
+            assert client.generate(Decision, prompt=_prompt(n)).value.answer == "approve"
+    except CacheFileError as error:  # nothing else: no raw sqlite3 error, no traceback
+        assert str(path) in str(error)
+
+
+@pytest.fixture(scope="module")
+def pristine_job(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A finished job of 300 items: its state file's bytes."""
+    folder = tmp_path_factory.mktemp("pristine-job")
+    items = folder / "items.jsonl"
+    write_items(items, 300)
+    job = job_for(folder, items, anthropic_backend(AnthropicBatchAPI()))
+    job.run()
+    job.close()
+    return (folder / "job.db").read_bytes()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(page=_PAGES, noise=_NOISE)
+def test_a_damaged_job_state_page_is_one_typed_error(
+    tmp_path_factory: pytest.TempPathFactory, pristine_job: bytes, page: int, noise: bytes
+) -> None:
+    path = tmp_path_factory.mktemp("damaged-job") / "job.db"
+    path.write_bytes(pristine_job)
+    _damage(path, page, noise)
+    try:
+        summary = job_summary(path)
+        assert summary.ok + summary.failed <= 300
+    except BatchError as error:
+        assert str(path) in str(error)
