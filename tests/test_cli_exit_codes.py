@@ -207,6 +207,17 @@ def _interrupted_twice(bench: Bench) -> int:
     return bench.interrupted("batch", "resume", "--state", "out.jsonl.job.db")
 
 
+def _retried_on_a_mended_server(bench: Bench) -> int:
+    assert _batch_failed(bench) == 1
+    bench.server.reset()  # valid replies from now on
+    return bench.sdk("batch", "retry", "--state", "out.jsonl.job.db")
+
+
+def _retry_interrupted(bench: Bench) -> int:
+    assert _batch_failed(bench) == 1
+    return bench.interrupted("batch", "retry", "--state", "out.jsonl.job.db")
+
+
 def _not_a_file(command: list[str]) -> Scenario:
     def run(bench: Bench) -> int:
         Path("junk.db").write_bytes(b"this is not SQLite" * 100)
@@ -295,6 +306,10 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("batch resume", 1): _then(_batch_failed, ["batch", "resume", "--state", "out.jsonl.job.db"]),
     ("batch resume", 2): lambda b: b.sdk("batch", "resume", "--state", "none.job.db"),
     ("batch resume", 130): _interrupted_twice,
+    ("batch retry", 0): _retried_on_a_mended_server,
+    ("batch retry", 1): _then(_batch_failed, ["batch", "retry", "--state", "out.jsonl.job.db"]),
+    ("batch retry", 2): lambda b: b.sdk("batch", "retry", "--state", "none.job.db"),
+    ("batch retry", 130): _retry_interrupted,
     ("batch status", 0): _then(
         lambda b: b.sdk(*b.batch()), ["batch", "status", "--state", "out.jsonl.job.db"]
     ),
@@ -307,6 +322,8 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("cache stats", 2): _not_a_file(["cache", "stats", "--path"]),
     ("cache clear", 0): lambda b: b.sdk("cache", "clear", "--path", "no-cache-yet.db"),
     ("cache clear", 2): _not_a_file(["cache", "clear", "--path"]),
+    ("providers", 0): lambda b: b.sdk("providers"),
+    ("providers", 2): lambda b: b.sdk("providers", "--no-such-option"),
     ("demo", 1): _demo_without_the_local_extra,
     ("demo", 2): lambda b: b.sdk("demo", "--no-such-option"),
     ("serve", 1): _serve_fails,
