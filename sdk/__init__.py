@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from sdk.errors import GrammarViolation
     from sdk.errors import InvalidJSON
     from sdk.errors import InvalidOutput
+    from sdk.errors import LowConfidence
     from sdk.errors import MissingToolCall
     from sdk.errors import ProviderError
     from sdk.errors import ProviderRetriesExhausted
@@ -127,6 +128,7 @@ _PUBLIC = {
         "GrammarViolation",
         "InvalidJSON",
         "InvalidOutput",
+        "LowConfidence",
         "MissingToolCall",
         "ProviderError",
         "ProviderRetriesExhausted",
@@ -194,6 +196,7 @@ __all__ = [
     "Image",
     "InvalidJSON",
     "InvalidOutput",
+    "LowConfidence",
     "MaxTokensRamp",
     "Message",
     "MissingToolCall",

@@ -14,6 +14,7 @@ from sdk._records import Note
 from sdk._records import PromptInfo
 from sdk._records import Usage
 from sdk._tools import ToolCall
+from sdk.confidence import Confidence
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.errors import Attempt
 from sdk.schema.canonical import SchemaInfo
@@ -58,6 +59,12 @@ class Result(Generic[T]):
     prompt: PromptInfo | None = None
     """The prompt template the call was asked with (`prompt=MyPrompt(...)`): name, version,
     fingerprint; `None` for a plain prompt or messages."""
+    confidence: Confidence | None = None
+    """Per value, by JSON pointer (`result.confidence["/lines/0/total"]`), a probability in
+    [0, 1] computed from the probabilities of the tokens the value was decoded from
+    (`sdk.confidence`: what it means, masked and unmasked); calibrated where a calibration was
+    given. `None` where the route reports no token probabilities (a hosted API that was not
+    asked for them, or has none), and for a grammar's sentence, which has no values."""
 
 
 @dataclass(frozen=True)

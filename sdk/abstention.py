@@ -38,13 +38,17 @@ from typing import Any
 from sdk._files import write_atomic
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import char_pointers
+from sdk.schema.grounding import VERBATIM_KEY
 
 __all__ = [
     "DEFAULT_MAX_FALSE_ABSTENTION",
+    "DEFAULT_THRESHOLD",
     "THRESHOLDS_FORMAT",
     "FieldThreshold",
     "Sample",
     "Thresholds",
+    "ThresholdsFileError",
+    "ThresholdsMismatch",
     "abstain",
     "calibrate",
     "value_start_masses",
@@ -53,6 +57,36 @@ __all__ = [
 DEFAULT_MAX_FALSE_ABSTENTION = 0.05
 """The share of stated values a calibrated threshold may abstain on (issue 23: 5%)."""
 THRESHOLDS_FORMAT = "sdk-abstention/1"
+DEFAULT_THRESHOLD = 0.3
+"""The value-start mass under which `abstention="guided"` abstains on a nullable copied value
+when no calibrated thresholds are given (`Thresholds.default()`): measured on both embedded
+models against calibrated thresholds (docs/guides/confidence.md, eval-results/)."""
+
+
+class ThresholdsFileError(ValueError):
+    """A thresholds file that cannot be read: names the file and, where it can, the line."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        problem: str,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        where = str(path) if line is None else f"{path}, line {line}"
+        where += f", column {column}" if line is not None and column is not None else ""
+        super().__init__(f"{where}: {problem}")
+        self.path = os.fspath(path)
+        self.line = line
+        self.column = column
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.problem, self.line, self.column))
+
+
+class ThresholdsMismatch(ValueError):
+    """Thresholds calibrated for another contract than the call's (names both)."""
 
 
 def value_start_masses(diagnostics: ConstraintDiagnostics | None, text: str) -> dict[str, float]:
@@ -107,16 +141,23 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class FieldThreshold:
-    """One field's threshold and what it did on the calibration data."""
+    """One field's threshold and what it did on the calibration data (set by hand: only the
+    threshold, `FieldThreshold(0.2)`)."""
 
     threshold: float
     """Abstain where the value-start mass is below it (0: never on the mass)."""
-    recall: float
+    recall: float | None = None
     """Abstention recall on the calibration data, with the threshold applied."""
-    false_abstention: float
+    false_abstention: float | None = None
     """False abstention on the calibration data, with the threshold applied."""
-    stated: int
-    absent: int
+    stated: int = 0
+    absent: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.threshold, (int, float)) or isinstance(self.threshold, bool):
+            raise TypeError(f"a threshold is a number, not {self.threshold!r}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"a threshold is within [0, 1], not {self.threshold!r}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,18 +176,70 @@ class Thresholds:
     fields: Mapping[str, FieldThreshold]
     max_false_abstention: float = DEFAULT_MAX_FALSE_ABSTENTION
     calibration: Mapping[str, Any] = field(default_factory=dict)
-    """What they were calibrated on: contract, model, dataset, items."""
+    """What they were calibrated on: contract, model, dataset, items (empty: set by hand)."""
+    default: float = 0.0
+    """The threshold of a field not in `fields` (0: never abstain on the mass)."""
 
     def of(self, pointer: str) -> float:
-        """The threshold of the field at `pointer` (0, never abstain, for an unknown field)."""
+        """The threshold of the field at `pointer` (`default` for a field not listed)."""
         known = self.fields.get(pointer)
-        return known.threshold if known is not None else 0.0
+        return known.threshold if known is not None else self.default
+
+    @classmethod
+    def fixed(cls, thresholds: Mapping[str, float] | float) -> Thresholds:
+        """Thresholds set by hand: one for every nullable copied field (`0.25`), or one per
+        field pointer (`{"/carrier": 0.25}`; the fields not named never abstain on the mass)."""
+        if isinstance(thresholds, Mapping):
+            fields = {str(p): FieldThreshold(float(t)) for p, t in thresholds.items()}
+            return cls(fields, calibration={"set": "by hand"})
+        return cls({}, calibration={"set": "by hand"}, default=FieldThreshold(thresholds).threshold)
+
+    @classmethod
+    def standard(cls, schema: Mapping[str, Any]) -> Thresholds:
+        """What `abstention="guided"` uses without thresholds given: `DEFAULT_THRESHOLD` for
+        every top-level `Verbatim | None` field of `schema` (a canonical schema) without a
+        `pattern`, nothing for the others. A field with a pattern is left to the grammar: where
+        no span of the source has its form, `null` is all it can write, and where one has, the
+        mass at its first character says little (the pattern, not the model, chose the span)."""
+        fields = {
+            f"/{name}": FieldThreshold(DEFAULT_THRESHOLD)
+            for name, node in dict(schema.get("properties") or {}).items()
+            if _free_copy(node)
+        }
+        return cls(fields, calibration={"set": "default"})
+
+    def describe(self) -> str:
+        """Where the thresholds come from, in a few words (for a result's note)."""
+        made = self.calibration.get("set")
+        if made == "default":
+            named = ", ".join(self.fields) or "no field"
+            return f"the default threshold {DEFAULT_THRESHOLD:g} on {named} (not calibrated)"
+        if made == "by hand":
+            return "thresholds set by hand"
+        model = self.calibration.get("model") or "a model"
+        dataset = self.calibration.get("dataset") or "labelled data"
+        return f"thresholds calibrated on {dataset} for {model}"
+
+    def check_contract(self, name: str, fingerprint: str) -> None:
+        """`ThresholdsMismatch` when they were calibrated for another contract than the one
+        named (by its name and schema fingerprint); thresholds set by hand fit any."""
+        calibrated = self.calibration.get("contract")
+        if not isinstance(calibrated, Mapping):
+            return
+        if calibrated.get("fingerprint") in (None, fingerprint):
+            return
+        raise ThresholdsMismatch(
+            f"these abstention thresholds were calibrated for {calibrated.get('name')} "
+            f"(fingerprint {str(calibrated.get('fingerprint'))[:12]}), not for {name} "
+            f"(fingerprint {fingerprint[:12]}): calibrate them on {name} (sdk eval --calibrate)"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "format": THRESHOLDS_FORMAT,
             "signal": "surviving mass at the token writing a grounded value's first character",
             "max_false_abstention": self.max_false_abstention,
+            "default": self.default,
             "calibration": dict(self.calibration),
             "fields": {pointer: item.to_json() for pointer, item in self.fields.items()},
         }
@@ -159,73 +252,95 @@ class Thresholds:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Thresholds:
-        """Read a thresholds file: `ValueError` naming the file, the line and what is wrong
-        (unreadable, not JSON, not a thresholds file, an entry of the wrong shape)."""
+        """Read a thresholds file (`ThresholdsFileError`, a `ValueError`, naming the file, the
+        line where it can, and what is wrong: unreadable, not JSON, not a thresholds file, a
+        setting or an entry of the wrong shape)."""
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, ValueError) as error:
-            raise ValueError(f"{path}: not a readable thresholds file ({error})") from None
+            raise ThresholdsFileError(path, f"not a readable thresholds file ({error})") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            where = f"{path}, line {error.lineno}, column {error.colno}"
-            raise ValueError(f"{where}: not JSON ({error.msg})") from None
+            problem = f"not JSON ({error.msg})"
+            raise ThresholdsFileError(path, problem, error.lineno, error.colno) from None
         except RecursionError:
-            raise ValueError(f"{path}: not a thresholds file (nested too deeply)") from None
+            raise ThresholdsFileError(path, "not a thresholds file (nested too deeply)") from None
         if not isinstance(data, dict) or data.get("format") != THRESHOLDS_FORMAT:
-            raise ValueError(f"{path}: not an abstention thresholds file ({THRESHOLDS_FORMAT})")
-        return _thresholds(data, _FileText(str(path), text))
+            problem = f"not an abstention thresholds file ({THRESHOLDS_FORMAT})"
+            raise ThresholdsFileError(path, problem)
+        return _thresholds(path, text, data)
 
 
-@dataclass(frozen=True, slots=True)
-class _FileText:
-    """A file's name and text, to say where in it a key is."""
-
-    name: str
-    text: str
-
-    def error(self, key: str, problem: str) -> ValueError:
-        """`ValueError` naming the file and the line where `key` first appears."""
-        found = self.text.find(json.dumps(key))
-        line = self.text.count("\n", 0, found) + 1 if found >= 0 else 1
-        return ValueError(f"{self.name}, line {line}: {problem}")
-
-
-def _thresholds(data: dict[str, Any], file: _FileText) -> Thresholds:
-    fields_data, calibration = data.get("fields") or {}, data.get("calibration") or {}
-    if not isinstance(fields_data, dict):
-        raise file.error("fields", "`fields` must be an object of field pointers")
+def _thresholds(path: str | os.PathLike[str], text: str, data: dict[str, Any]) -> Thresholds:
+    """The settings and entries of a parsed thresholds file (`ThresholdsFileError` at the line
+    of what is wrong)."""
+    entries, calibration = data.get("fields") or {}, data.get("calibration") or {}
+    if not isinstance(entries, dict):
+        problem = "`fields` must be an object of field pointers"
+        raise ThresholdsFileError(path, problem, _line_of(text, "fields"))
     if not isinstance(calibration, dict):
-        raise file.error("calibration", "`calibration` must be an object")
-    ceiling = data.get("max_false_abstention", DEFAULT_MAX_FALSE_ABSTENTION)
-    if not _fraction(ceiling):
-        raise file.error("max_false_abstention", "`max_false_abstention` must be within [0, 1]")
-    fields: dict[str, FieldThreshold] = {}
-    for pointer, item in fields_data.items():
-        fields[pointer] = _entry(pointer, item, file)
-    return Thresholds(fields, float(ceiling), calibration)
+        problem = "`calibration` must be an object"
+        raise ThresholdsFileError(path, problem, _line_of(text, "calibration"))
+    settings = {"max_false_abstention": DEFAULT_MAX_FALSE_ABSTENTION, "default": 0.0}
+    for name in settings:
+        value = data.get(name, settings[name])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            problem = f"`{name}` must be within [0, 1]"
+            raise ThresholdsFileError(path, problem, _line_of(text, name))
+        settings[name] = float(value)
+    fields = {str(key): _entry(path, text, str(key), item) for key, item in entries.items()}
+    return Thresholds(fields, settings["max_false_abstention"], calibration, settings["default"])
 
 
-def _entry(pointer: str, item: object, file: _FileText) -> FieldThreshold:
-    """One field's entry: numbers in [0, 1] and two counts, or `ValueError` naming it."""
-    names = ("threshold", "recall", "false_abstention")
-    if not isinstance(item, dict) or not all(_fraction(item.get(name)) for name in names):
-        raise file.error(pointer, f"field {pointer!r} is not a threshold entry (threshold, "
-                                  "recall and false_abstention within [0, 1])")  # fmt: skip
-    counts = [item.get("stated"), item.get("absent")]
-    if not all(isinstance(count, int) and not isinstance(count, bool) for count in counts):
-        raise file.error(pointer, f"field {pointer!r}: stated and absent must be whole numbers")
-    threshold, recall, false_abstention = (float(item[name]) for name in names)
-    return FieldThreshold(threshold, recall, false_abstention, item["stated"], item["absent"])
+def _entry(path: str | os.PathLike[str], text: str, pointer: str, item: Any) -> FieldThreshold:
+    """One field's entry of a thresholds file (`ThresholdsFileError` at its line): a threshold
+    in [0, 1], and what it did on the calibration data where it was calibrated."""
+    line = _line_of(text, pointer)
+    not_entry = f"field {pointer!r} is not a threshold entry"
+    if not isinstance(item, dict):
+        raise ThresholdsFileError(path, f"{not_entry} (an object with a threshold)", line)
+    try:
+        threshold = item["threshold"]
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise TypeError(f"its threshold is {threshold!r}, not a number")
+        if math.isnan(threshold) or not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"its threshold {threshold!r} is not within [0, 1]")
+        return FieldThreshold(
+            float(threshold),
+            _optional(item.get("recall"), float),
+            _optional(item.get("false_abstention"), float),
+            int(item.get("stated", 0)),
+            int(item.get("absent", 0)),
+        )
+    except KeyError:
+        problem = f"{not_entry}: it has no threshold"
+    except (TypeError, ValueError) as error:
+        problem = f"{not_entry}: {error}"
+    raise ThresholdsFileError(path, problem, line)
 
 
-def _fraction(value: object) -> bool:
-    """A number (not a bool) in [0, 1]."""
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and 0.0 <= value <= 1.0
-    )
+def _free_copy(node: Any) -> bool:
+    """A `Verbatim | None` schema node whose string branch has no pattern."""
+    branches = node.get("anyOf") if isinstance(node, Mapping) else None
+    if not isinstance(branches, list):
+        return False
+    kinds = [branch for branch in branches if isinstance(branch, Mapping)]
+    nullable = any(branch.get("type") == "null" for branch in kinds)
+    copies = [branch for branch in kinds if branch.get(VERBATIM_KEY) is True]
+    return nullable and bool(copies) and all("pattern" not in branch for branch in copies)
+
+
+def _optional(value: Any, kind: Any) -> Any:
+    return None if value is None else kind(value)
+
+
+def _line_of(text: str, key: str) -> int | None:
+    """The line of the first `"key":` in `text` (1-based), if it is there."""
+    found = text.find(json.dumps(key, ensure_ascii=False) + ":")
+    if found < 0:
+        found = text.find(json.dumps(key) + ":")
+    return text.count("\n", 0, found) + 1 if found >= 0 else None
 
 
 def calibrate(
@@ -245,9 +360,7 @@ def calibrate(
     by_field: dict[str, list[Sample]] = {}
     for sample in samples:
         by_field.setdefault(sample.field, []).append(sample)
-    fields = {
-        pointer: _best(group, max_false_abstention) for pointer, group in by_field.items()
-    }
+    fields = {pointer: _best(group, max_false_abstention) for pointer, group in by_field.items()}
     return Thresholds(fields, max_false_abstention, dict(calibration or {}))
 
 

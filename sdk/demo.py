@@ -47,7 +47,6 @@ from sdk.contract import Contract
 from sdk.engine.conversation import feedback_message
 from sdk.errors import CheckFailed
 from sdk.errors import InvalidOutput
-from sdk.errors import RetriesExhausted
 from sdk.errors import StructuredOutputError
 from sdk.errors import TruncatedOutput
 from sdk.parsing import parse
@@ -110,11 +109,13 @@ class _Printer:
             self.line(f"{indent}{line}")
 
 
-def main() -> int:
-    """Run the demo; 0 when it ran (whatever the model wrote), 1 without the local extra."""
+def main(model: str | None = None) -> int:
+    """Run the demo; 0 when it ran (whatever the model wrote), 1 without the local extra (or
+    the `gemma` extra for `model="gemma3-270m"`). `model`: an embedded model's name or a GGUF
+    file (`None`: the bundled SmolLM2-135M)."""
     out = _Printer()
     started = time.perf_counter()
-    provider = _provider(out)
+    provider = _provider(out, model)
     if provider is None:
         return 1
     from contracts import Decision
@@ -126,7 +127,9 @@ def main() -> int:
     _introduce(out, provider.model, provider.n_threads)
 
     outcome = _invoice(out, client, invoice)  # 1. InvoiceExtraction, with retries
-    second = _second_invoice(out, invoice, second_model())  # 1b. on the second model
+    second = None  # 1b. on the second model, unless this run is on it
+    if model != SECOND_MODEL:
+        second = _second_invoice(out, invoice, second_model())
 
     # --- 2. Decision ---
     out.heading("2. Decision on examples/data/expense_request.txt (constrained; greedy)")
@@ -161,15 +164,20 @@ def main() -> int:
     return 0
 
 
-def _provider(out: _Printer) -> Any:
-    """The bundled model's provider, or `None` (said why) when the demo cannot run here: no
-    local extra, or not a clone (the documents and reference contracts are the repository's)."""
+def _provider(out: _Printer, model: str | None) -> Any:
+    """`model`'s provider (`None`: the bundled model's), or `None` (said why) when the demo
+    cannot run here: no local extra (or no `gemma` extra for `gemma3-270m`), a `model` that is
+    neither a known model nor a file, or not a clone (the documents and reference contracts are
+    the repository's)."""
     try:
         from sdk.providers.embedded import EmbeddedProvider
 
-        provider = EmbeddedProvider()
+        provider = EmbeddedProvider(model)
     except ImportError as missing:
         out.line(f"the demo needs the local extra: {missing}", style="red")
+        return None
+    except FileNotFoundError as missing:  # --model names neither a known model nor a file
+        out.line(str(missing), style="red")
         return None
     if not (DATA / "invoice.txt").is_file():
         out.line(f"the demo reads its documents from {DATA}: run it from a clone of the repository")
@@ -202,15 +210,12 @@ def _invoice(
 
 
 def second_model() -> tuple[Any, str]:
-    """`SECOND_MODEL`'s provider and `""`, or `None` and why it is not here: this SDK does not
-    know the model by name yet (`FileNotFoundError`), or its wheels are not installed
-    (`ImportError`, naming what to install)."""
+    """`SECOND_MODEL`'s provider and `""`, or `None` and why it is not here: its wheels are not
+    installed (the `ImportError`, naming what to install)."""
     from sdk.providers.embedded import EmbeddedProvider
 
     try:
         return EmbeddedProvider(SECOND_MODEL), ""
-    except FileNotFoundError:
-        return None, "this SDK's EmbeddedProvider does not know it by name yet"
     except ImportError as missing:
         return None, str(missing)
 
@@ -469,11 +474,9 @@ def _generate(
 
 
 def _attempts(outcome: Result[Any] | StructuredOutputError) -> Sequence[Attempt]:
-    if isinstance(outcome, Result):
-        return outcome.attempts
-    if isinstance(outcome, RetriesExhausted):
-        return outcome.attempts
-    return []
+    # A client call's error carries every attempt, a failure that is not retried (a
+    # truncation) included; `parse` alone raises one without.
+    return outcome.attempts
 
 
 def _show_attempts(

@@ -49,6 +49,7 @@ __all__ = [
     "char_pointers",
     "diagnose",
     "regroup",
+    "value_spans",
 ]
 
 DEFAULT_LOW_MASS_THRESHOLD = 0.01
@@ -256,6 +257,16 @@ def char_pointers(text: str) -> list[str]:
     return _PointerScan(text).run()
 
 
+def value_spans(text: str) -> list[tuple[str, int, int]]:
+    """Every scalar value of the JSON `text` (string, number, `true`, `false`, `null`): its JSON
+    pointer and where it is written, `(pointer, start, end)` in characters, quotes included, in
+    the order written. A prefix of a document gives the values it holds (the last one may be
+    cut); from where the text stops being JSON on, nothing."""
+    scan = _PointerScan(text)
+    scan.run()
+    return scan.spans
+
+
 class _PointerScan:
     """The scanner behind `char_pointers`: one method per state, each reading from `i` and
     returning where to go on (`-1`: the text stops being JSON there)."""
@@ -268,6 +279,7 @@ class _PointerScan:
         self.state = _VALUE
         self.member = ""  # the pointer the next value takes
         self.here = ""  # what punctuation and whitespace at this point count for
+        self.spans: list[tuple[str, int, int]] = []  # scalar values: (pointer, start, end)
 
     def run(self) -> list[str]:
         text, i = self.text, 0
@@ -310,6 +322,7 @@ class _PointerScan:
         else:
             return -1  # not JSON from here on
         self.owner[i:end] = [self.member] * (end - i)
+        self.spans.append((self.member, i, end))
         self.state, self.here = _after(self.stack)
         return end
 

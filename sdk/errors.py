@@ -34,6 +34,7 @@ They pickle with every field (`pickle`, and so Ray and multiprocessing, carry th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -57,6 +58,7 @@ __all__ = [
     "GrammarViolation",
     "InvalidJSON",
     "InvalidOutput",
+    "LowConfidence",
     "MissingToolCall",
     "ProviderError",
     "ProviderRetriesExhausted",
@@ -317,6 +319,22 @@ class CheckFailed(InvalidOutput):
 
 class SourceMissing(CheckFailed, ValueError):
     """The contract has `SourceQuote`/`Verbatim` values but no source was given to check them."""
+
+
+class LowConfidence(StructuredOutputError):
+    """A value's confidence was under the call's `min_confidence` where the contract cannot
+    hold `null` (a nullable one abstains instead); not retried: the same request would be as
+    unsure. `.confidence` has the low values' probabilities by pointer, `.value` the parsed
+    value, `.text` the reply."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ("confidence", "value")
+
+    def __init__(
+        self, message: str, *, confidence: Mapping[str, float], value: Any = None, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.confidence = dict(confidence)
+        self.value = value
 
 
 # --- The request itself: decided before anything is sent ---

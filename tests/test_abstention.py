@@ -213,7 +213,7 @@ def _reply(request: CompletionRequest) -> Any:
     if name.endswith("EvidenceGated"):
         carrier = LABELS[item]["carrier"] or "Your"  # p2: copies the wrong thing
         return {
-            "carrier": {"evidence": DOCUMENTS[item][:20], "value": carrier},
+            "carrier": {"evidence": " ".join(DOCUMENTS[item].split()[:2]), "value": carrier},
             "order": None,
             "pieces": 1,
         }

@@ -394,6 +394,7 @@ def test_a_hit_keeps_the_diagnostics_and_notes_its_checks_read() -> None:
 def test_an_entry_round_trips_every_field_of_a_reply() -> None:
     from dataclasses import fields
 
+    from sdk.confidence import TokenLogprob
     from sdk.diagnostics import TokenStep
     from sdk.diagnostics import diagnose
     from sdk.providers._base import Completion
@@ -413,6 +414,11 @@ def test_an_entry_round_trips_every_field_of_a_reply() -> None:
         reasoning="because",
         tool_calls=(ToolCall("call_1", "lookup", '{"q": 1}'),),
         notes=(Note("/a", {"x": 1}, object(), "grounding"),),
+        tokens=(
+            TokenLogprob('{"a": "', 0, 0.0, 1.0),
+            TokenLogprob("b", 7, -0.25, 0.5),
+            TokenLogprob('"}', 8, float("-inf"), None),
+        ),
     )
     back = Entry.decode(Entry((full,)).encode()).completions[0]
     # Every field is kept (a new Completion field fails here until the entry keeps it) ...

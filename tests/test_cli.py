@@ -190,6 +190,25 @@ def test_python_dash_m_sdk_cli_works() -> None:
     assert result.stdout == "contracts: 7 contracts and 1 grammar match the lock\n"
 
 
+def test_demo_and_eval_take_a_model_by_name_or_file_and_refuse_an_unknown_one(
+    tmp_path: Path,
+) -> None:
+    """`--model` names a known embedded model or a GGUF file: anything else is refused with
+    the known names, before any model is loaded."""
+    missing = tmp_path / "no-such-model.gguf"
+    demo = runner.invoke(app, ["demo", "--model", str(missing)])
+    assert demo.exit_code == 1 and "no GGUF model file" in demo.output
+    assert "smollm2-135m" in demo.output and "gemma3-270m" in demo.output
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text('{"id": "a", "document": "x", "expected": {"answer": "approve"}}\n')
+    evaluated = runner.invoke(
+        app,
+        ["eval", str(dataset), "--contract", "contracts:Decision", "--model", str(missing),
+         "--out", str(tmp_path / "out")],
+    )  # fmt: skip
+    assert evaluated.exit_code != 0 and "no GGUF model file" in evaluated.output
+
+
 def test_lock_fails_on_an_older_versions_edited_snapshot_as_check_does(tmp_path: Path) -> None:
     folder = tmp_path / "schemas"
     first = make_package(tmp_path / "src", {"models.py": BAD})

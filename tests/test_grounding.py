@@ -86,8 +86,9 @@ def _prefix_ok(lark: str, text: str) -> bool:
 
 def test_chunks_join_back_and_cut_on_word_whitespace_and_punctuation() -> None:
     assert "".join(source_chunks(SOURCE)) == SOURCE
-    assert source_chunks("Ltd., ORD-55123  x\n\ty") == [
-        "Ltd", ".", ",", " ", "ORD", "-", "55123", "  ", "x", "\n\t", "y",
+    # An id joined by `-` and a decimal number are one word each: never cut.
+    assert source_chunks("Ltd., ORD-55123  x\n\ty 2.9") == [
+        "Ltd", ".", ",", " ", "ORD-55123", "  ", "x", "\n\t", "y", " ", "2.9",
     ]  # fmt: skip
     assert source_chunks("a\U0001f4e6\U0001f4e6b") == ["a", "\U0001f4e6", "\U0001f4e6", "b"]
     assert source_chunks("") == []
@@ -151,7 +152,8 @@ def _spans(source: str) -> set[str]:
 def _allowed(value: str, verbatim: bool, source: str, spans: set[str]) -> bool:
     if value == "":
         return not verbatim or source == ""
-    return value in spans
+    # A copied value holds a word (a letter, digit or mark): `"` or `.` alone is no copy.
+    return value in spans and (not verbatim or re.search(r"\w", value) is not None)
 
 
 def _grounded_values_allowed(document: Any, source: str, spans: set[str]) -> bool:

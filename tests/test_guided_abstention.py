@@ -122,11 +122,14 @@ def test_a_field_under_its_threshold_abstains_and_the_value_is_judged_again(
     thresholds = Thresholds({"/recipient": always})
     client = StructuredClient(embedded, retries=1)
     plain = client.generate(ShipmentNotice, prompt=item["prompt"], source=item["document"],
-                            max_tokens=200, abstention="guided")  # fmt: skip
+                            max_tokens=200, abstention="guided",
+                            abstention_thresholds={})  # by hand: never on the mass  # fmt: skip
     guided = client.generate(ShipmentNotice, prompt=item["prompt"], source=item["document"],
                              max_tokens=200, abstention="guided",
                              abstention_thresholds=thresholds)  # fmt: skip
-    assert plain.value.recipient is not None  # the model wrote one (no thresholds: no mass step)
+    assert plain.value.recipient is not None  # the model wrote one (no threshold: no mass step)
+    said = [n for n in guided.notes if n.kind == "abstention"]
+    assert len(said) == 1 and "surviving mass" in said[0].written
     assert guided.value.recipient is None
     assert [n.pointer for n in guided.notes if n.kind == "abstained"] == ["/recipient"]
     assert guided.value.order_number == plain.value.order_number  # the rest as decoded

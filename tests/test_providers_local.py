@@ -290,6 +290,7 @@ def test_llamacpp_request_builders_are_pure() -> None:
     assert with_schema == {
         "prompt": "P",
         "n_predict": 64,
+        "n_probs": 1,  # each token's probability: what Result.confidence is made of
         "json_schema": {"type": "object"},
         "seed": 3,
     }

@@ -62,6 +62,8 @@ _VALUES: dict[str, Any] = {
     "provider": "openai_chat",
     "body": "{}",
     "transient": True,
+    "confidence": {"/amount": 0.125},
+    "value": {"amount": 3},
 }
 
 

@@ -29,6 +29,7 @@ from sdk._records import Note
 from sdk._records import Usage
 from sdk._tools import ToolCall
 from sdk.cache._errors import DamagedEntry
+from sdk.confidence import TokenLogprob
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import FieldDiagnostics
 from sdk.diagnostics import TokenStep
@@ -218,6 +219,10 @@ def _reply_json(completion: Completion, texts: list[str]) -> dict[str, Any]:
         "tool_calls": [[c.id, c.tool, c.text] for c in completion.tool_calls],
         "notes": [[n.pointer, n.received, n.written, n.kind] for n in completion.notes],
         "diagnostics": _diagnostics_json(completion.diagnostics),
+        # Rows, not objects, as the steps are; a hit gives the call's `Result.confidence`.
+        "tokens": None
+        if completion.tokens is None
+        else [[t.text, t.offset, t.logprob, t.mass] for t in completion.tokens],
     }
 
 
@@ -294,6 +299,7 @@ def _reply_of(data: Any, texts: list[str]) -> Completion:
         tool_calls=tuple(ToolCall(*_strings(call, 3)) for call in _list(data.get("tool_calls"))),
         notes=tuple(_note(note) for note in _list(data.get("notes"))),
         diagnostics=_diagnostics_of(data.get("diagnostics")),
+        tokens=_tokens_of(data.get("tokens")),
     )
 
 
@@ -334,6 +340,28 @@ def _diagnostics_of(data: Any) -> ConstraintDiagnostics | None:
                                _number(mass), _count(allowed, "allowed"),
                                _required(pointer)))  # fmt: skip
     return ConstraintDiagnostics(fields=rows, steps=steps, threshold=_number(data["threshold"]))
+
+
+def _tokens_of(data: Any) -> tuple[TokenLogprob, ...] | None:
+    """The replies' token probabilities (`None`: the route reported none, or an entry stored
+    before they were kept)."""
+    if data is None:
+        return None
+    tokens = []
+    for row in _list(data):
+        if not isinstance(row, list) or len(row) != 4:
+            raise DamagedEntry("a stored token probability is not a row of four")
+        text, offset, logprob, mass = row
+        tokens.append(TokenLogprob(_required(text), _count(offset, "offset"), _logprob(logprob),
+                                   None if mass is None else _number(mass)))  # fmt: skip
+    return tuple(tokens)
+
+
+def _logprob(value: Any) -> float:
+    """A log probability: a finite number at most 0, or minus infinity (a probability of 0)."""
+    if type(value) not in (int, float) or not value <= 0:
+        raise DamagedEntry(f"a stored log probability is {value!r:.40}")
+    return float(value)
 
 
 # --- strict values ---

@@ -38,6 +38,24 @@ batch_app = command_group(
 StateOption = Annotated[
     Path, typer.Option("--state", help="The job's state file (SQLite), as `run` made it.")
 ]
+ContractOption = Annotated[
+    str, typer.Option("--contract", help="The contract, as MODULE:NAME (contracts:Decision).")
+]
+ProviderOption = Annotated[
+    str,
+    typer.Option(
+        "--provider",
+        help="anthropic, openai (Responses), openai_chat; llamacpp, vllm, ollama (local "
+        "servers, with --base-url); or embedded (the bundled model, in this process).",
+    ),
+]
+InputOption = Annotated[
+    Path, typer.Option("--input", help="JSONL: id, prompt/source/messages, options.")
+]
+OutOption = Annotated[Path, typer.Option("--out", help="JSONL results, one line per item.")]
+NewStateOption = Annotated[
+    Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
+]
 PollOption = Annotated[
     float | None,
     typer.Option(
@@ -48,7 +66,11 @@ PollOption = Annotated[
 ]
 
 ModelOption = Annotated[
-    str | None, typer.Option("--model", help="The model (embedded: a GGUF file).")
+    str | None,
+    typer.Option(
+        "--model",
+        help="The model (embedded: smollm2-135m, gemma3-270m or a GGUF file).",
+    ),
 ]
 BaseUrlOption = Annotated[
     list[str] | None, typer.Option("--base-url", help="A local server; repeat for several.")
@@ -106,25 +128,12 @@ _PLAIN_EVERY = 10.0
 
 @batch_app.command("run")
 def batch_run_command(
-    contract_ref: Annotated[
-        str, typer.Option("--contract", help="The contract, as MODULE:NAME (contracts:Decision).")
-    ],
-    provider: Annotated[
-        str,
-        typer.Option(
-            "--provider",
-            help="anthropic, openai (Responses), openai_chat; llamacpp, vllm, ollama (local "
-            "servers, with --base-url); or embedded (the bundled model, in this process).",
-        ),
-    ],
-    input_path: Annotated[
-        Path, typer.Option("--input", help="JSONL: id, prompt/source/messages, options.")
-    ],
-    out: Annotated[Path, typer.Option("--out", help="JSONL results, one line per item.")],
+    contract_ref: ContractOption,
+    provider: ProviderOption,
+    input_path: InputOption,
+    out: OutOption,
     prompt_ref: PromptOption = None,
-    state: Annotated[
-        Path | None, typer.Option("--state", help="State file (default: OUT.job.db).")
-    ] = None,
+    state: NewStateOption = None,
     model: ModelOption = None,
     base_urls: BaseUrlOption = None,
     concurrency: ConcurrencyOption = None,

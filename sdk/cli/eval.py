@@ -44,6 +44,13 @@ ProviderOption = Annotated[
         "--provider", help="embedded[:MODEL.gguf], llamacpp[:URL], anthropic:MODEL or openai:MODEL."
     ),
 ]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="The model: for embedded, smollm2-135m (default), gemma3-270m or a GGUF file.",
+    ),
+]
 ArmsOption = Annotated[
     str, typer.Option("--arms", help="Comma-separated arms (default: all that can run).")
 ]
@@ -69,6 +76,41 @@ CalibrateOption = Annotated[
         "--calibrate",
         help="Run mass_aware without thresholds and write the ones calibrated on this "
         "labelled data (highest recall at <= 5% false abstention) to this file.",
+    ),
+]
+MinConfidenceOption = Annotated[
+    float,
+    typer.Option(
+        "--min-confidence",
+        min=0.0,
+        max=1.0,
+        help="The min_confidence arm's floor (calibrated when --confidence-calibration is given).",
+    ),
+]
+ConfidenceCalibrationOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--confidence-calibration",
+        help="A confidence calibration (JSON, from --calibrate-confidence on another split): the "
+        "min_confidence arm uses it, and the report gives every arm's calibration error after it.",
+    ),
+]
+CalibrateConfidenceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibrate-confidence",
+        help="Fit a confidence calibration (per JSON type) on this run's values and write it to "
+        "this file.",
+    ),
+]
+CalibrationMethodOption = Annotated[
+    str,
+    typer.Option("--calibration-method", help="platt (default) or isotonic."),
+]
+CalibrateByOption = Annotated[
+    str,
+    typer.Option(
+        "--calibrate-by", help="A curve per JSON type (type, the default) or per field (field)."
     ),
 ]
 
@@ -98,6 +140,7 @@ def eval_command(
     dataset: DatasetArgument,
     contract_ref: ContractOption,
     provider_spec: ProviderOption = "embedded",
+    model: ModelOption = None,
     arms: ArmsOption = ALL_ARMS,
     out_dir: OutOption = None,
     limit: LimitOption = None,
@@ -108,36 +151,42 @@ def eval_command(
     fresh: FreshOption = False,
     thresholds_file: ThresholdsOption = None,
     calibrate_file: CalibrateOption = None,
+    min_confidence: MinConfidenceOption = 0.5,
+    confidence_calibration: ConfidenceCalibrationOption = None,
+    calibrate_confidence: CalibrateConfidenceOption = None,
+    calibration_method: CalibrationMethodOption = "platt",
+    calibrate_by: CalibrateByOption = "type",
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
     prompt_ref: PromptOption = None,
 ) -> None:
     """Paired evaluation: the same items through each arm (constrained, unconstrained, widened,
     answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
-    mass-aware, guided), scored on accuracy and abstention, with paired statistics."""
-    from sdk._files import write_atomic
+    mass-aware, guided, min-confidence), scored on accuracy and abstention, with paired
+    statistics and each arm's confidence calibration error."""
     from sdk.abstention import Thresholds
+    from sdk.calibration import Calibration
     from sdk.client import StructuredClient
     from sdk.eval import load_dataset
     from sdk.eval import print_tables
-    from sdk.eval.calibration import calibrate_run
-    from sdk.eval.report import ACCURACY_FILE
     from sdk.eval.report import REPORT_FILE
-    from sdk.eval.report import accuracy_svg
-    from sdk.eval.report import html_report
     from sdk.eval.runner import RESULTS_FILE
 
     out = Output()
     with errors_exit(out):
-        if thresholds_file is not None and calibrate_file is not None:
-            raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
+        _check_options(thresholds_file, calibrate_file, calibration_method, calibrate_by)
+        calibration = (
+            Calibration.load(confidence_calibration) if confidence_calibration is not None else None
+        )
         contract = contract_named(contract_ref)
         prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
         folder = out_dir if out_dir is not None else Path("eval-results") / dataset.stem
         sampling = {"temperature": temperature, "seed": seed}
         store = cache_named(cache, cache_path)
         before = store.stats() if store is not None else None
-        client = StructuredClient(_eval_provider(provider_spec), retries=retries, cache=store)
+        client = StructuredClient(
+            _eval_provider(provider_spec, model), retries=retries, cache=store
+        )
         run = _run_with_progress(
             out,
             client,
@@ -151,19 +200,65 @@ def eval_command(
             dataset=str(dataset),
             thresholds=Thresholds.load(thresholds_file) if thresholds_file is not None else None,
             calibrating=calibrate_file is not None,
+            min_confidence=min_confidence,
+            confidence_calibration=calibration,
         )
-        write_atomic(folder / REPORT_FILE, html_report(run))
-        if run.metrics:
-            write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
-        if calibrate_file is not None:
-            calibrate_run(run).save(calibrate_file)
+        _save(run, folder, calibrate_file, calibrate_confidence, calibration_method, calibrate_by)
     print_tables(out.out, run)
     out.line(f"results: {folder / RESULTS_FILE}")
     out.line(f"report:  {folder / REPORT_FILE}")
     if calibrate_file is not None:
         out.line(f"thresholds: {calibrate_file}")
+    if calibrate_confidence is not None:
+        out.line(f"confidence calibration: {calibrate_confidence}")
     if store is not None and before is not None:
         out.line(_cache_line(store, before))
+
+
+def _check_options(
+    thresholds_file: Path | None,
+    calibrate_file: Path | None,
+    calibration_method: str,
+    calibrate_by: str,
+) -> None:
+    """The options that cannot go together, or take one of a few words, refused before a run."""
+    if thresholds_file is not None and calibrate_file is not None:
+        raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
+    if calibration_method not in ("platt", "isotonic"):
+        raise ValueError(f"--calibration-method is platt or isotonic, not {calibration_method!r}")
+    if calibrate_by not in ("type", "field"):
+        raise ValueError(f"--calibrate-by is type or field, not {calibrate_by!r}")
+
+
+def _save(
+    run: EvalRun,
+    folder: Path,
+    calibrate_file: Path | None,
+    calibrate_confidence: Path | None,
+    calibration_method: str,
+    calibrate_by: str,
+) -> None:
+    """What a run writes besides its results: the report, the accuracy plot, and the
+    thresholds and confidence calibration it was asked to fit."""
+    from sdk._files import write_atomic
+    from sdk.calibration import Grouping
+    from sdk.calibration import Method
+    from sdk.eval.calibration import calibrate_confidence_run
+    from sdk.eval.calibration import calibrate_run
+    from sdk.eval.report import ACCURACY_FILE
+    from sdk.eval.report import REPORT_FILE
+    from sdk.eval.report import accuracy_svg
+    from sdk.eval.report import html_report
+
+    write_atomic(folder / REPORT_FILE, html_report(run))
+    if run.metrics:
+        write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
+    if calibrate_file is not None:
+        calibrate_run(run).save(calibrate_file)
+    if calibrate_confidence is not None:
+        method: Method = "isotonic" if calibration_method == "isotonic" else "platt"
+        by: Grouping = "field" if calibrate_by == "field" else "type"
+        calibrate_confidence_run(run, method=method, by=by).save(calibrate_confidence)
 
 
 def _run_with_progress(
@@ -211,9 +306,14 @@ def _cache_line(store: SQLiteCache, before: CacheStats) -> str:
     return f"cache:   {hits:,} of {hits + misses:,} calls answered from {store.path}"
 
 
-def _eval_provider(spec: str) -> Any:
-    """The provider a `--provider` spec names (imported only when asked for)."""
+def _eval_provider(spec: str, model: str | None = None) -> Any:
+    """The provider a `--provider` spec names (imported only when asked for); `--model`
+    names the model where the spec does not."""
     kind, _, argument = spec.partition(":")
+    if model is not None:
+        if argument:
+            raise ValueError(f"--model {model!r} and --provider {spec!r} both name a model")
+        argument = model
     if kind == "embedded":
         from sdk.providers.embedded import EmbeddedProvider
 

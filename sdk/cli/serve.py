@@ -27,8 +27,11 @@ def serve_command(
         int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")
     ] = 8080,
     model: Annotated[
-        Path | None,
-        typer.Option("--model", help="A GGUF file (default: the bundled SmolLM2-135M)."),
+        str | None,
+        typer.Option(
+            "--model",
+            help="smollm2-135m (default), gemma3-270m (the gemma extra) or a GGUF file.",
+        ),
     ] = None,
     threads: Annotated[
         int | None,
@@ -50,12 +53,19 @@ def serve_command(
     from sdk.llama_server import Unavailable
     from sdk.llama_server import bundled_model
     from sdk.llama_server import server_binary
+    from sdk.providers.embedded._models import MODELS
+    from sdk.providers.embedded._models import model_file
 
     out = Output()
     try:
         binary = server_binary()
-        model_path = model if model is not None else bundled_model()
-    except Unavailable as missing:
+        if model is None:
+            model_path = bundled_model()
+        elif model in MODELS:
+            model_path = Path(model_file(model))
+        else:
+            model_path = Path(model)
+    except (Unavailable, ImportError) as missing:
         out.error(str(missing))
         raise typer.Exit(2) from missing
     if not model_path.is_file():

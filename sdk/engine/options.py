@@ -49,11 +49,13 @@ from typing import get_origin
 from typing import get_type_hints
 
 from sdk._declared import AtLeast
+from sdk._declared import Between
 from sdk._declared import Positive
 from sdk._declared import bounds_of
 from sdk._declared import check
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
+from sdk.calibration import Calibration
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
 from sdk.engine.kinds._kind import Abstention
@@ -123,9 +125,21 @@ class Option:
             object.__setattr__(self, name, value)
 
 
-def _load_thresholds(value: Thresholds | str | os.PathLike[str]) -> Thresholds:
-    """A thresholds file is read when it is set (its errors name the file and line)."""
-    return value if isinstance(value, Thresholds) else Thresholds.load(value)
+def _load_thresholds(
+    value: Thresholds | str | os.PathLike[str] | Mapping[str, float] | float,
+) -> Thresholds:
+    """A thresholds file is read when it is set (its errors name the file and line); a number,
+    or a number per field pointer, is a threshold set by hand (`Thresholds.fixed`)."""
+    if isinstance(value, Thresholds):
+        return value
+    if isinstance(value, (Mapping, int, float)):
+        return Thresholds.fixed(value)
+    return Thresholds.load(value)
+
+
+def _load_calibration(value: Calibration | str | os.PathLike[str]) -> Calibration:
+    """A calibration file is read when it is set (its errors name the file)."""
+    return value if isinstance(value, Calibration) else Calibration.load(value)
 
 
 def cache_of(option: Cache | bool | None) -> Cache | None:
@@ -188,11 +202,31 @@ class CallOptions(SamplingOptions, total=False):
     """`"guided"`: where the document is silent, a field that may be null says so
     (`sdk.engine.kinds.guided`: what each engine can do for it); `"none"` (the default)."""
     abstention_thresholds: Annotated[
-        Thresholds | str | os.PathLike[str] | None,
-        Option("output", convert=_load_thresholds, expects="a Thresholds, a file's path or None"),
+        Thresholds | str | os.PathLike[str] | Mapping[str, float] | float | None,
+        Option(
+            "output",
+            convert=_load_thresholds,
+            expects="a Thresholds, a file's path, a number, a number per field or None",
+        ),
     ]
     """Guided abstention on an engine that reports token probabilities (the embedded model):
-    the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file, read when set)."""
+    the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file, read when set;
+    refused at the call when calibrated for another contract), or set by hand (`0.25` for every
+    nullable copied field, `{"/carrier": 0.25}` per field); `None`: the default
+    (`sdk.abstention.Thresholds.standard`)."""
+    min_confidence: Annotated[float | None, Between(0, 1), Option("parsing")]
+    """A value whose confidence (`Result.confidence`: calibrated when a calibration is given)
+    is under it abstains, `null` with a `low_confidence` note, where the contract can hold
+    `null` there, and fails the call with `LowConfidence` where it cannot (`None`: no floor).
+    On a route that reports no token probabilities a note says it was not applied."""
+    confidence_calibration: Annotated[
+        Calibration | str | os.PathLike[str] | None,
+        Option(
+            "parsing", convert=_load_calibration, expects="a Calibration, a file's path or None"
+        ),
+    ]
+    """Maps each value's confidence to the probability of being right (`sdk.calibration`: the
+    file `sdk eval --calibrate-confidence` writes, read when set)."""
     cache: Annotated[
         Cache | bool | None,
         Option("call", convert=cache_of, expects="an sdk.cache store, True, False or None"),

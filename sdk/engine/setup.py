@@ -75,7 +75,10 @@ def output_kind(output: Any, spec: CallSpec) -> OutputKind[Any]:
     if envelope is not None:
         raise _not_a_document("a list, a union")
     Guided.check(document)
-    return Guided(document, spec.output.abstention_thresholds)
+    thresholds = spec.output.abstention_thresholds
+    if thresholds is not None:
+        thresholds.check_contract(document.schema.name, document.schema.fingerprint)
+    return Guided(document, thresholds)
 
 
 def _document(kind: OutputKind[Any]) -> Document:

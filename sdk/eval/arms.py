@@ -26,6 +26,14 @@ that each arm below adds one mechanism to `constrained`:
    surviving mass at its value's first token is under a threshold calibrated on labelled data
    (`sdk.abstention`; `sdk eval --calibrate FILE` writes them, `--thresholds FILE` reads them).
 
+Issue 32's arm, beside the client's `guided`:
+
+10. `min_confidence`: grounded like `mass_aware` (every value a span can fill written), with the
+    client's `min_confidence=` option: a value whose confidence (`Result.confidence`, calibrated
+    where the run has a confidence calibration, `sdk eval --confidence-calibration FILE`) is
+    under the floor (`--min-confidence`, default 0.5: with a calibration, "more likely wrong
+    than right") comes back `null` with a note, or fails the call where it cannot be `null`.
+
 Every arm goes through the same `StructuredClient` (same retries, same `max_tokens`, same sampling
 options): only what the arm is about differs. An arm that this contract, provider or client
 cannot run raises `ArmUnavailable` with the reason, and the report lists it as not run.
@@ -45,6 +53,7 @@ from typing import Final
 from sdk.abstention import Thresholds
 from sdk.abstention import abstain
 from sdk.abstention import value_start_masses
+from sdk.calibration import Calibration
 from sdk.client import StructuredClient
 from sdk.contract import Contract
 from sdk.contract.derived import answer_first
@@ -67,6 +76,7 @@ from sdk.schema.canonical import schema_info
 __all__ = [
     "ARMS",
     "ARM_TITLES",
+    "DEFAULT_MIN_CONFIDENCE",
     "GROUNDED_ARMS",
     "GROUNDING_PROVIDERS",
     "UNCONSTRAINED",
@@ -87,8 +97,12 @@ ARMS: Final = (
     "presence_first",
     "mass_aware",
     "guided",
+    "min_confidence",
 )
 """Every arm, in report order."""
+
+DEFAULT_MIN_CONFIDENCE: Final = 0.5
+"""The `min_confidence` arm's floor unless the run sets one."""
 
 ARM_TITLES: Final[Mapping[str, str]] = {
     "constrained": "constrained, production contract",
@@ -101,6 +115,7 @@ ARM_TITLES: Final[Mapping[str, str]] = {
     "presence_first": "grounded, a stated-or-not pass, then unstated fields null",
     "mass_aware": "grounded, abstain where the value's first-token mass is low",
     "guided": 'the client\'s abstention="guided" (mass-aware where the engine allows)',
+    "min_confidence": "grounded, null where the value's confidence is under min_confidence",
 }
 
 GROUNDED_ARMS: Final = frozenset({"grounded", "evidence_gated", "presence_first", "mass_aware"})
@@ -170,11 +185,14 @@ def prepare_arm(
     *,
     thresholds: Thresholds | None = None,
     calibrating: bool = False,
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    confidence_calibration: Calibration | None = None,
 ) -> PreparedArm:
     """The arm `name` for `contract` through `client`, or `ArmUnavailable` saying why not.
 
     `thresholds` are the mass-aware arm's (`sdk.abstention`); `calibrating` runs that arm
-    without them, to record the signals a calibration needs.
+    without them, to record the signals a calibration needs. `min_confidence` and
+    `confidence_calibration` are the `min_confidence` arm's.
     """
     grounding = _grounding_options(name, client)
     if name == "constrained":
@@ -206,6 +224,13 @@ def prepare_arm(
         if thresholds is not None:
             guided["abstention_thresholds"] = thresholds
         return PreparedArm(name, contract, guided)
+    if name == "min_confidence":
+        if not nullable_fields(contract):
+            raise ArmUnavailable(f"{contract.__name__} has no nullable field to abstain on")
+        floor: dict[str, Any] = {"min_confidence": min_confidence}
+        if confidence_calibration is not None:
+            floor["confidence_calibration"] = confidence_calibration
+        return PreparedArm(name, contract, {**grounding, **floor})
     if name in GROUNDED_ARMS:
         return _prepare_grounded(name, contract, client, grounding, thresholds, calibrating)
     raise ValueError(f"unknown arm {name!r}; arms: {', '.join(ARMS)}")
@@ -214,7 +239,8 @@ def prepare_arm(
 def _grounding_options(name: str, client: StructuredClient) -> dict[str, Any]:
     if client.provider.name not in GROUNDING_PROVIDERS:
         return {}
-    if name == "mass_aware":  # every value a span can fill written, then judged on its mass
+    if name in ("mass_aware", "min_confidence"):
+        # every value a span can fill written, then judged on its mass or its confidence
         return {"grounding": "values"}
     return {"grounding": name in GROUNDED_ARMS}
 
@@ -372,7 +398,20 @@ def run_arm(
         reasoning=reasoning if isinstance(reasoning, str) else None,
         digest=item.digest,
         signals=generated.signals,
+        confidence=_top_level_confidence(last),
     )
+
+
+def _top_level_confidence(result: Any) -> dict[str, tuple[float, float | None]] | None:
+    """The uncalibrated confidence of each top-level value of the last call's result."""
+    confidence = getattr(result, "confidence", None)
+    if confidence is None:
+        return None
+    return {
+        pointer: (item.probability, item.kept)
+        for pointer, item in confidence.details.items()
+        if pointer.count("/") == 1
+    }
 
 
 def _failed(

@@ -1,9 +1,16 @@
-"""Calibrating the mass-aware arm's thresholds on a labelled run (`sdk eval --calibrate FILE`).
+"""Calibrating on a labelled run: the mass-aware arm's thresholds (`sdk eval --calibrate FILE`)
+and the confidence calibration (`sdk eval --calibrate-confidence FILE`).
 
 The run's `mass_aware` outcomes, produced without thresholds, carry each nullable field's
 value-start mass (`Outcome.signals`) beside its label; `sdk.abstention.calibrate` picks per
 field the threshold with the highest abstention recall at no more than 5% false abstention.
 Outcomes without a valid value are left out: there was no decision to calibrate.
+
+The confidence calibration (`sdk.calibration`) is fitted on every returned value with a
+confidence of every arm the run ran (`sdk.eval.metrics.confidence_samples`): a curve per JSON
+type from the value's confidence as decoded to whether it was right. Fit it on a calibration
+split and give it to a run on another (`--confidence-calibration`), or to a client
+(`confidence_calibration=`), so that the figures stay out of sample.
 """
 
 from __future__ import annotations
@@ -12,9 +19,14 @@ from sdk.abstention import DEFAULT_MAX_FALSE_ABSTENTION
 from sdk.abstention import Sample
 from sdk.abstention import Thresholds
 from sdk.abstention import calibrate
+from sdk.calibration import Calibration
+from sdk.calibration import Grouping
+from sdk.calibration import Method
+from sdk.calibration import fit
+from sdk.eval.metrics import confidence_samples
 from sdk.eval.runner import EvalRun
 
-__all__ = ["calibrate_run", "calibration_samples"]
+__all__ = ["calibrate_confidence_run", "calibrate_run", "calibration_samples"]
 
 
 def calibration_samples(run: EvalRun, arm: str = "mass_aware") -> list[Sample]:
@@ -58,6 +70,27 @@ def calibrate_run(
         "items": items,
         "options": run.config.get("options"),
     }
-    return calibrate(
-        samples, max_false_abstention=max_false_abstention, calibration=calibration
-    )
+    return calibrate(samples, max_false_abstention=max_false_abstention, calibration=calibration)
+
+
+def calibrate_confidence_run(
+    run: EvalRun, *, method: Method = "platt", by: Grouping = "type"
+) -> Calibration:
+    """The confidence calibration fitted on the run's returned values (module docstring;
+    `ValueError` when none has a confidence: the route reports no token probabilities)."""
+    arms = [arm for arm in run.arms if confidence_samples(run.outcomes_of(arm))]
+    samples = [s for arm in arms for s in confidence_samples(run.outcomes_of(arm))]
+    if not samples:
+        raise ValueError(
+            "the run has no values with a confidence to calibrate on (the route reports no "
+            "token probabilities, or no arm returned a value)"
+        )
+    fitted = {
+        "contract": run.config.get("contract"),
+        "provider": run.config.get("provider"),
+        "model": run.config.get("model"),
+        "dataset": run.config.get("dataset"),
+        "arms": arms,
+        "items": len(run.items),
+    }
+    return fit(samples, method=method, by=by, fitted=fitted)

@@ -11,6 +11,11 @@ Abstention recall: over labelled fields whose label is "abstain", the share wher
 abstained. False abstention: over fields with a real label, the share where it abstained anyway.
 Stated accuracy: over fields with a real label, the share exactly right (for values copied from
 the document, exact-copy accuracy).
+
+Calibration error: over the values an arm returned (not `null`) with a confidence
+(`Outcome.confidence`, routes with token probabilities only), the expected calibration error
+between the confidence and whether the value was right (`sdk.calibration`), with a bootstrap
+interval; where the run has a confidence calibration, also after it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 
+from sdk.calibration import Calibration
+from sdk.calibration import Sample
+from sdk.calibration import ece_interval
 from sdk.diagnostics import DEFAULT_LOW_MASS_THRESHOLD
 from sdk.eval.stats import Interval
 from sdk.eval.stats import wilson_interval
@@ -33,6 +41,7 @@ __all__ = [
     "MassSummary",
     "Outcome",
     "arm_metrics",
+    "confidence_samples",
     "score",
 ]
 
@@ -100,6 +109,11 @@ class Outcome:
     (what `sdk eval --calibrate` calibrates thresholds on)."""
     prompt: Mapping[str, Any] | None = None
     """Name, version and fingerprint of the prompt template the arm asked with, if any."""
+    confidence: Mapping[str, tuple[float, float | None]] | None = None
+    """Per top-level field pointer, the value's confidence as decoded (`Result.confidence`
+    uncalibrated, `sdk.confidence`): its probability among the allowed tokens and the share of
+    the model's probability the grammar kept (`None`: not reported). `None` where the route
+    gave no token probabilities."""
 
     @property
     def correct(self) -> bool:
@@ -131,6 +145,9 @@ class Outcome:
             "digest": self.digest,
             "signals": dict(self.signals) if self.signals is not None else None,
             "prompt": dict(self.prompt) if self.prompt is not None else None,
+            "confidence": {k: list(v) for k, v in self.confidence.items()}
+            if self.confidence is not None
+            else None,
         }
 
     @classmethod
@@ -158,7 +175,17 @@ class Outcome:
             if isinstance(signals, dict)
             else None,
             prompt=dict(data["prompt"]) if isinstance(data.get("prompt"), dict) else None,
+            confidence=_confidence_of(data.get("confidence")),
         )
+
+
+def _confidence_of(data: Any) -> dict[str, tuple[float, float | None]] | None:
+    if not isinstance(data, dict):
+        return None
+    return {
+        str(pointer): (float(pair[0]), None if pair[1] is None else float(pair[1]))
+        for pointer, pair in data.items()
+    }
 
 
 def score(
@@ -228,6 +255,13 @@ class ArmMetrics:
     latency_p50: float
     latency_p95: float
     mass: Mapping[str, MassSummary]
+    calibration_error: Interval | None = None
+    """Expected calibration error of the returned values' confidence as decoded, with its 95%
+    bootstrap interval (`None`: no value with a confidence)."""
+    calibrated_error: Interval | None = None
+    """The same after the run's confidence calibration (`None`: the run has none)."""
+    confident_values: int = 0
+    """How many returned values the calibration errors are over."""
 
     def to_json(self) -> dict[str, Any]:
         def interval(value: Interval | None) -> dict[str, float] | None:
@@ -250,6 +284,9 @@ class ArmMetrics:
             "latency_p50": self.latency_p50,
             "latency_p95": self.latency_p95,
             "mass": {k: v.to_json() for k, v in self.mass.items()},
+            "calibration_error": interval(self.calibration_error),
+            "calibrated_error": interval(self.calibrated_error),
+            "confident_values": self.confident_values,
         }
 
 
@@ -258,8 +295,10 @@ def arm_metrics(
     outcomes: Sequence[Outcome],
     *,
     threshold: float = DEFAULT_LOW_MASS_THRESHOLD,
+    calibration: Calibration | None = None,
 ) -> ArmMetrics:
-    """The metrics of one arm's outcomes (module docstring)."""
+    """The metrics of one arm's outcomes (module docstring); `calibration` maps confidence to
+    the probability of being right for `calibrated_error`."""
     n = len(outcomes)
     names = list(dict.fromkeys(name for o in outcomes for name in o.fields))
     field_accuracy = {
@@ -293,7 +332,47 @@ def arm_metrics(
         latency_p50=_quantile(latencies, 0.50),
         latency_p95=_quantile(latencies, 0.95),
         mass=_mass(outcomes, threshold),
+        **_calibration_errors(outcomes, calibration),
     )
+
+
+def confidence_samples(outcomes: Iterable[Outcome]) -> list[Sample]:
+    """Per valid outcome, per labelled field it returned a value for (not `null`) with a
+    confidence: the value's JSON type, its confidence as decoded, and whether it was right."""
+    samples = []
+    for outcome in outcomes:
+        if not outcome.valid or outcome.confidence is None:
+            continue
+        for name, scored in outcome.fields.items():
+            decoded = outcome.confidence.get(f"/{name}")
+            if decoded is None or scored.predicted is None:
+                continue
+            kind = _json_type(scored.predicted)
+            samples.append(Sample(kind, decoded[0], scored.correct, f"/{name}"))
+    return samples
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else "other"
+
+
+def _calibration_errors(
+    outcomes: Iterable[Outcome], calibration: Calibration | None
+) -> dict[str, Any]:
+    samples = confidence_samples(outcomes)
+    if not samples:
+        return {}
+    correct = [s.correct for s in samples]
+    raw = Interval(*ece_interval([s.confidence for s in samples], correct))
+    errors: dict[str, Any] = {"calibration_error": raw, "confident_values": len(samples)}
+    if calibration is not None:
+        mapped = [calibration.probability(s.kind, s.confidence, s.field) for s in samples]
+        errors["calibrated_error"] = Interval(*ece_interval(mapped, correct))
+    return errors
 
 
 def _quantile(values: Sequence[float], q: float) -> float:

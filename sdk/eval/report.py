@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from sdk._files import write_atomic
+from sdk.calibration import reliability
 from sdk.eval.arms import ARM_TITLES
+from sdk.eval.metrics import confidence_samples
 from sdk.eval.runner import EvalRun
 from sdk.eval.runner import Pair
 from sdk.eval.stats import Interval
@@ -77,7 +79,7 @@ def terminal_tables(run: EvalRun) -> list[Any]:
 
     arms = Table(title=f"{_contract(run)}: {len(run.items)} items", title_justify="left")
     _name_column(arms, "arm", list(run.metrics))
-    for column in ("valid", "accuracy (95% CI)", "abstain recall", "false abstain"):
+    for column in ("valid", "accuracy (95% CI)", "abstain recall", "false abstain", "ECE"):
         arms.add_column(column, justify="right", overflow="fold")
     for column in ("retries", "tokens in/out", "latency p50/p95"):
         arms.add_column(column, justify="right", overflow="fold")
@@ -88,6 +90,7 @@ def terminal_tables(run: EvalRun) -> list[Any]:
             _interval(m.accuracy),
             _interval(m.abstention_recall) if m.abstention_recall else "-",
             _interval(m.false_abstention) if m.false_abstention else "-",
+            _ece(m.calibration_error, m.calibrated_error),
             str(m.retries),
             f"{m.input_tokens}/{m.output_tokens}",
             f"{m.latency_p50:.1f}s/{m.latency_p95:.1f}s",
@@ -166,15 +169,17 @@ def _rows_as_records(table: Any) -> Any:
 def markdown_table(run: EvalRun) -> str:
     """The arms and pairs as Markdown tables (for a README)."""
     lines = [
-        "| arm | valid | accuracy (95% CI) | abstention recall | false abstention | retries "
-        "| tokens in/out | latency p50 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| arm | valid | accuracy (95% CI) | exact copies | abstention recall | false abstention "
+        "| ECE | retries | tokens in/out | latency p50 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for arm, m in run.metrics.items():
         lines.append(
-            f"| {arm} | {_pct(m.validity.estimate)} | {_interval(m.accuracy)} | "
+            f"| {arm} | {_interval(m.validity)} | {_interval(m.accuracy)} | "
+            f"{_interval(m.stated_accuracy)} | "
             f"{_interval(m.abstention_recall) if m.abstention_recall else '-'} | "
-            f"{_interval(m.false_abstention) if m.false_abstention else '-'} | {m.retries} | "
+            f"{_interval(m.false_abstention) if m.false_abstention else '-'} | "
+            f"{_ece(m.calibration_error, m.calibrated_error)} | {m.retries} | "
             f"{m.input_tokens}/{m.output_tokens} | {m.latency_p50:.1f}s |"
         )
     if run.pairs:
@@ -264,6 +269,7 @@ def html_report(run: EvalRun) -> str:
             "item. Far left (log scale) means the grammar, not the model, chose the tokens.</p>",
             _mass_chart(run),
         ]
+    parts += _reliability_section(run)
     if run.unavailable:
         parts.append("<h2>Arms not run</h2><ul>")
         parts += [f"<li><b>{_e(a)}</b>: {_e(r)}</li>" for a, r in run.unavailable.items()]
@@ -272,11 +278,31 @@ def html_report(run: EvalRun) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _reliability_section(run: EvalRun) -> list[str]:
+    """The reliability plots of the arms' confidence (none when no arm reported any)."""
+    if not any(m.calibration_error for m in run.metrics.values()):
+        return []
+    return [
+        "<h2>Confidence: reliability</h2>",
+        "<p>Per arm, the values it returned (not null) grouped in ten bins of confidence "
+        "(<code>Result.confidence</code>): the share right (up) against the mean confidence "
+        "(across). On the diagonal, confidence is the probability of being right; under it, "
+        "the model is surer than it is right. Blue: confidence as decoded; orange: after "
+        "the run's confidence calibration, where it has one. Dot area: how many values. "
+        "ECE (expected calibration error): the bins' gaps to the diagonal, weighted by "
+        "their share of the values, with a 95% bootstrap interval.</p>",
+        '<div class="reliability">',
+        *_reliability_charts(run),
+        "</div>",
+    ]
+
+
 def _arms_table(run: EvalRun) -> str:
     rows = [
         '<table id="arms"><thead><tr><th>arm</th><th>what</th><th>items</th><th>valid</th>'
         "<th>accuracy (95% CI)</th><th>abstention recall</th><th>false abstention</th>"
-        "<th>retries</th><th>tokens in / out</th><th>latency p50 / p95</th></tr></thead><tbody>"
+        "<th>calibration error (ECE)</th><th>retries</th><th>tokens in / out</th>"
+        "<th>latency p50 / p95</th></tr></thead><tbody>"
     ]
     for arm, m in run.metrics.items():
         rows.append(
@@ -284,6 +310,7 @@ def _arms_table(run: EvalRun) -> str:
             f"<td>{_pct(m.validity.estimate)}</td><td>{_interval(m.accuracy)}</td>"
             f"<td>{_interval(m.abstention_recall) if m.abstention_recall else '-'}</td>"
             f"<td>{_interval(m.false_abstention) if m.false_abstention else '-'}</td>"
+            f"<td>{_e(_ece(m.calibration_error, m.calibrated_error))}</td>"
             f"<td>{m.retries}</td><td>{m.input_tokens} / {m.output_tokens}</td>"
             f"<td>{m.latency_p50:.2f} s / {m.latency_p95:.2f} s</td></tr>"
         )
@@ -451,6 +478,49 @@ def _mass_chart(run: EvalRun) -> str:
     return "\n".join(out)
 
 
+def _reliability_charts(run: EvalRun) -> list[str]:
+    """One reliability diagram per arm with confident values (raw, and calibrated)."""
+    calibration = run.confidence_calibration
+    size, pad = 230, 34
+    plot = size - 2 * pad
+    charts = []
+    for arm, metrics in run.metrics.items():
+        samples = confidence_samples(run.outcomes_of(arm))
+        if not samples:
+            continue
+        correct = [s.correct for s in samples]
+        series = [(_BLUE, reliability([s.confidence for s in samples], correct))]
+        if calibration is not None:
+            mapped = [calibration.probability(s.kind, s.confidence, s.field) for s in samples]
+            series.append((_ORANGE, reliability(mapped, correct)))
+        out = [
+            f'<svg id="reliability-{_e(arm)}" role="img" viewBox="0 0 {size} {size + 16}" '
+            f'width="{size}" height="{size + 16}">',
+            _text(size / 2, 14, arm, anchor="middle", size=12),
+            f'<rect x="{pad}" y="{pad}" width="{plot}" height="{plot}" fill="none" stroke="#ccc"/>',
+            f'<line x1="{pad}" y1="{pad + plot}" x2="{pad + plot}" y2="{pad}" stroke="#999" '
+            'stroke-dasharray="4 3"/>',
+            _text(pad, pad + plot + 14, "0", anchor="middle", size=10),
+            _text(pad + plot, pad + plot + 14, "1", anchor="middle", size=10),
+            _text(size / 2, pad + plot + 26, "confidence", anchor="middle", size=10),
+            _text(pad - 6, pad + 4, "1", anchor="end", size=10),
+            _text(pad - 6, pad + plot, "0", anchor="end", size=10),
+        ]
+        for colour, points in series:
+            for mean, accuracy, count in points:
+                x, y = pad + mean * plot, pad + (1 - accuracy) * plot
+                radius = 2 + 6 * math.sqrt(count / len(samples))
+                out.append(
+                    f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{radius:.1f}" fill="{colour}" '
+                    f'fill-opacity="0.7"><title>{_e(arm)}: {count} values at mean confidence '
+                    f"{mean:.2f}, {accuracy:.0%} right</title></circle>"
+                )
+        ece = _ece(metrics.calibration_error, metrics.calibrated_error)
+        out += [_text(size / 2, size + 12, f"ECE {ece}", anchor="middle", size=10), "</svg>"]
+        charts.append("\n".join(out))
+    return charts
+
+
 def _svg_open(name: str, height: int) -> str:
     return (
         f'<svg id="{name}" role="img" '
@@ -508,6 +578,16 @@ def _interval(value: Interval | None) -> str:
     if value is None:
         return "-"
     return f"{value.estimate:.0%} [{value.low:.0%}, {value.high:.0%}]"
+
+
+def _ece(raw: Interval | None, calibrated: Interval | None) -> str:
+    """Calibration error as decoded, then after calibration where there is one."""
+    if raw is None:
+        return "-"
+    shown = f"{raw.estimate:.3f} [{raw.low:.3f}, {raw.high:.3f}]"
+    if calibrated is not None:
+        shown += f" -> {calibrated.estimate:.3f} [{calibrated.low:.3f}, {calibrated.high:.3f}]"
+    return shown
 
 
 def _signed_interval(value: Interval) -> str:

@@ -35,11 +35,13 @@ from typing import Any
 from sdk._files import write_atomic
 from sdk._records import PromptInfo
 from sdk.abstention import Thresholds
+from sdk.calibration import Calibration
 from sdk.client import StructuredClient
 from sdk.contract import Contract
 from sdk.contract.derived import escape_members
 from sdk.contract.derived import widen
 from sdk.eval.arms import ARMS
+from sdk.eval.arms import DEFAULT_MIN_CONFIDENCE
 from sdk.eval.arms import ArmUnavailable
 from sdk.eval.arms import PreparedArm
 from sdk.eval.arms import prepare_arm
@@ -121,6 +123,12 @@ class EvalRun:
         requested = list(self.config.get("arms", ARMS))
         return [arm for arm in requested if arm not in self.unavailable]
 
+    @property
+    def confidence_calibration(self) -> Calibration | None:
+        """The confidence calibration the run was given (kept in its config)."""
+        data = self.config.get("confidence_calibration")
+        return Calibration.from_json(data) if isinstance(data, dict) else None
+
     def outcomes_of(self, arm: str) -> list[Outcome]:
         """The arm's outcomes in dataset order."""
         return [self.outcomes[arm, i.id] for i in self.items if (arm, i.id) in self.outcomes]
@@ -170,6 +178,8 @@ def run_eval(
     seed: int = 0,
     thresholds: Thresholds | None = None,
     calibrating: bool = False,
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    confidence_calibration: Calibration | None = None,
 ) -> EvalRun:
     """Run every item through every arm (module docstring); the summarized `EvalRun`.
 
@@ -177,7 +187,9 @@ def run_eval(
     `max_tokens` the output limit of every call (the client's default when `None`). With `out`,
     results are saved as they come and an earlier run there is resumed unless `fresh`.
     `thresholds` are the mass-aware arm's; `calibrating` runs that arm without any, recording
-    the signals `sdk.eval.calibration` calibrates them on.
+    the signals `sdk.eval.calibration` calibrates them on. `min_confidence` is the
+    `min_confidence` arm's floor; `confidence_calibration` maps that arm's confidence (and,
+    in the metrics, every arm's calibrated calibration error) to the probability of being right.
     """
     unknown = [arm for arm in arms if arm not in ARMS]
     if unknown or not arms:
@@ -185,29 +197,20 @@ def run_eval(
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
         raise ValueError("item ids must be unique: outcomes are keyed by them")
-    info = schema_info(contract)
-    config: dict[str, Any] = {
-        "dataset": dataset,
-        "contract": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
-        "provider": client.provider.name,
-        "model": client.provider.model,
-        "arms": [arm for arm in ARMS if arm in arms],
-        "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
-        "prompt": next(
-            (_prompt_json(i.template.info()) for i in items if i.template is not None), None
-        ),
-        # As JSON keeps them (a tuple is a list there), so a rerun compares by value.
-        "options": _as_json(dict(options or {})),
-        "retries": client.retries,
-        "thresholds": {p: t.threshold for p, t in thresholds.fields.items()}
-        if thresholds is not None
-        else None,
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    config = _config(
+        contract, client, arms, dataset, max_tokens, options, thresholds, min_confidence,
+        confidence_calibration,
+    )  # fmt: skip
+    # The prompt template the items are asked with (each item names it: one per dataset).
+    config["prompt"] = next(
+        (_prompt_json(i.template.info()) for i in items if i.template is not None), None
+    )
     run = EvalRun(config, list(items))
     if out is not None and not fresh:
         _resume(run, Path(out))
-    prepared = _prepared_arms(run, contract, client, thresholds, calibrating)
+    prepared = _prepared_arms(
+        run, contract, client, thresholds, calibrating, min_confidence, confidence_calibration
+    )
     escapes = escape_members(widen(contract))
     total = len(prepared) * len(run.items)
     done = sum(1 for arm in prepared for item in run.items if (arm.name, item.id) in run.outcomes)
@@ -235,19 +238,63 @@ def run_eval(
     return run
 
 
+def _config(
+    contract: type[Contract],
+    client: StructuredClient,
+    arms: Sequence[str],
+    dataset: str,
+    max_tokens: int | None,
+    options: Mapping[str, Any] | None,
+    thresholds: Thresholds | None,
+    min_confidence: float,
+    confidence_calibration: Calibration | None,
+) -> dict[str, Any]:
+    """What a run is made with (`EvalRun.config`, saved with its results)."""
+    info = schema_info(contract)
+    return {
+        "dataset": dataset,
+        "contract": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
+        "provider": client.provider.name,
+        "model": client.provider.model,
+        "arms": [arm for arm in ARMS if arm in arms],
+        "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
+        # As JSON keeps them (a tuple is a list there), so a rerun compares by value.
+        "options": _as_json(dict(options or {})),
+        "retries": client.retries,
+        "thresholds": {p: t.threshold for p, t in thresholds.fields.items()}
+        if thresholds is not None
+        else None,
+        "min_confidence": min_confidence,
+        "confidence_calibration": confidence_calibration.to_json()
+        if confidence_calibration is not None
+        else None,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
 def _prepared_arms(
     run: EvalRun,
     contract: type[Contract],
     client: StructuredClient,
     thresholds: Thresholds | None,
     calibrating: bool,
+    min_confidence: float,
+    confidence_calibration: Calibration | None,
 ) -> list[PreparedArm]:
     """The run's arms ready to run; one that cannot run here is noted in `run.unavailable`."""
     prepared: list[PreparedArm] = []
     for name in run.config["arms"]:
         try:
             prepared.append(
-                prepare_arm(name, contract, client, thresholds=thresholds, calibrating=calibrating)
+                prepare_arm(
+                    name,
+                    contract,
+                    client,
+                    thresholds=thresholds,
+                    calibrating=calibrating,
+                    min_confidence=min_confidence,
+                    confidence_calibration=confidence_calibration,
+                )
             )
         except ArmUnavailable as reason:
             run.unavailable[name] = str(reason)
@@ -257,7 +304,10 @@ def _prepared_arms(
 def summarize(run: EvalRun, *, resamples: int = 10_000, seed: int = 0) -> EvalRun:
     """Fill in the run's per-arm metrics and its pairwise comparisons (in place; returned)."""
     arms = [arm for arm in run.arms if run.outcomes_of(arm)]
-    run.metrics = {arm: arm_metrics(arm, run.outcomes_of(arm)) for arm in arms}
+    calibration = run.confidence_calibration
+    run.metrics = {
+        arm: arm_metrics(arm, run.outcomes_of(arm), calibration=calibration) for arm in arms
+    }
     run.pairs = []
     for index, a in enumerate(arms):
         for b in arms[index + 1 :]:
@@ -313,7 +363,11 @@ def _as_json(value: Any) -> Any:
 # Settings that change what an outcome means: a resumed run must have the same.
 _RESUME_KEYS = (
     "contract", "provider", "model", "max_tokens", "options", "retries", "thresholds",
+    "min_confidence", "confidence_calibration",
 )  # fmt: skip
+# Settings newer than some results files: a file without them is resumed (its outcomes are of
+# arms that do not read them).
+_NEWER_KEYS = frozenset({"min_confidence", "confidence_calibration"})
 
 
 def _resume(run: EvalRun, out: Path) -> None:
@@ -328,6 +382,8 @@ def _resume(run: EvalRun, out: Path) -> None:
         raise ResumeMismatch(f"{path} is not an sdk eval results file; pass fresh or another out")
     before = data.get("config", {})
     for key in _RESUME_KEYS:
+        if key in _NEWER_KEYS and key not in before:
+            continue
         if _as_json(before.get(key)) != run.config[key]:
             raise ResumeMismatch(
                 f"{path} was run with {key} = {before.get(key)!r}, this run has "

@@ -60,6 +60,7 @@ from sdk.parsing._limits import finite_float
 from sdk.parsing._limits import too_deep
 from sdk.parsing._limits import too_long
 from sdk.schema.grounding import grounded_kind
+from sdk.schema.grounding import whole_span
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -492,14 +493,23 @@ def _quote_violations(
             continue
         shown = shorten(value, 120)
         if grounded_kind(hit.schema) == VERBATIM_KEY:
-            if value in source and (value or not source):
+            if whole_span(value, source):
                 continue
-            problem = (
-                f"value in field {hit.key!r} is empty: a Verbatim value is copied from the "
-                "source (or null, where the field may be null, when the source does not say)"
-                if not value
-                else f"value in field {hit.key!r} is not copied exactly from the source: {shown!r}"
-            )
+            if not value:
+                problem = (
+                    f"value in field {hit.key!r} is empty: a Verbatim value is copied from the "
+                    "source (or null, where the field may be null, when the source does not say)"
+                )
+            elif value in source:
+                problem = (
+                    f"value in field {hit.key!r} is not a whole span of the source: {shown!r} "
+                    "starts or ends inside a word or a number, or holds no word (copy whole "
+                    "words)"
+                )
+            else:
+                problem = (
+                    f"value in field {hit.key!r} is not copied exactly from the source: {shown!r}"
+                )
             violations.append(Violation(hit.pointer, problem, VERBATIM_KEY))
         elif value and value not in source:
             violations.append(

@@ -29,6 +29,7 @@ from sdk._result import Usage
 from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
 from sdk._values.profile import Profile
+from sdk.confidence import TokenLogprob
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.schema.canonical import SchemaInfo
@@ -172,6 +173,9 @@ class Completion:
     notes: tuple[Note, ...] = ()
     """What the provider did differently from what was asked (a grounded grammar sent plain,
     say); they lead `Result.notes`."""
+    tokens: tuple[TokenLogprob, ...] | None = None
+    """The generated tokens' probabilities, where the route reports them (`sdk.confidence`):
+    what `Result.confidence` is computed from; `None` where it reports none."""
 
 
 @dataclass(frozen=True, slots=True)

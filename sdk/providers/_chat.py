@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from typing import Any
 
 from sdk._content import PDF
@@ -28,6 +29,8 @@ from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
 from sdk.providers._base import unsupported
 from sdk.providers._errors import provider_error
+from sdk.providers._logprobs import chat_logprobs
+from sdk.providers._logprobs import tokens_of
 from sdk.stop_reason import StopReason
 
 __all__ = [
@@ -234,7 +237,7 @@ def read_chat_body(body: dict[str, Any], *, request_id: str | None = None) -> Co
         raise ValueError("the reply has no choices")
     choice = _object(choices[0], "choices[0]")
     message = _object(choice.get("message"), "choices[0].message")
-    return chat_completion(
+    completion = chat_completion(
         content=_optional_str(message.get("content"), "message.content"),
         refusal=_optional_str(message.get("refusal"), "message.refusal"),
         finish_reason=_optional_str(choice.get("finish_reason"), "finish_reason"),
@@ -243,6 +246,8 @@ def read_chat_body(body: dict[str, Any], *, request_id: str | None = None) -> Co
         request_id=request_id or _optional_str(body.get("id"), "id"),
         tool_calls=read_chat_tool_calls(message.get("tool_calls")),
     )
+    # `logprobs: true` asked (vLLM and llama.cpp always are): each token's probability.
+    return replace(completion, tokens=chat_logprobs(choice.get("logprobs")))
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -292,6 +297,18 @@ class ChatDeltas:
     _refusal: list[str] = field(default_factory=list)
     _calls: dict[int, list[Any]] = field(default_factory=dict)
     """Tool calls by index: [id, name, argument fragments]."""
+    _logprobs: list[Any] | None = None
+    """The chunks' `logprobs.content` entries, in order (`None`: none came)."""
+
+    def logprobs(self, logprobs: Any) -> None:
+        """One chunk's choice `logprobs` (JSON or the `openai` client's model of it)."""
+        content = (
+            logprobs.get("content")
+            if isinstance(logprobs, dict)
+            else getattr(logprobs, "content", None)
+        )
+        if isinstance(content, list):
+            self._logprobs = [*(self._logprobs or []), *content]
 
     def feed(
         self,
@@ -337,6 +354,7 @@ class ChatDeltas:
             return None
         choice = _object(choices[0], "choices[0]")
         delta = _object(choice.get("delta") or {}, "choices[0].delta")
+        self.logprobs(choice.get("logprobs"))
         return self.feed(
             content=_optional_str(delta.get("content"), "delta.content"),
             refusal=_optional_str(delta.get("refusal"), "delta.refusal"),
@@ -357,7 +375,7 @@ class ChatDeltas:
             ToolCall(call_id or "", name or "", "".join(parts))
             for call_id, name, parts in (self._calls[index] for index in sorted(self._calls))
         )
-        return chat_completion(
+        completion = chat_completion(
             content=content if content or not refusal else None,
             refusal=refusal or None,
             finish_reason=self.finish_reason,
@@ -366,6 +384,9 @@ class ChatDeltas:
             request_id=self.request_id,
             tool_calls=calls,
         )
+        if self._logprobs is None:
+            return completion
+        return replace(completion, tokens=tokens_of(self._logprobs))
 
 
 def _tool_call_pieces(calls: Any) -> list[tuple[int, str | None, str | None, str | None]]:

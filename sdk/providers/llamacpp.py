@@ -108,6 +108,7 @@ from sdk.providers._http import HTTPProvider
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.providers._llamacpp_prompt import Prompt
 from sdk.providers._llamacpp_prompt import ServerTemplate
+from sdk.providers._logprobs import llamacpp_probabilities
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.schema.dialects import WireSchema
@@ -174,7 +175,8 @@ def build_completion_request(
 ) -> dict[str, Any]:
     """The native `/completion` body: prompt (a string, or strings and token ids), token limit,
     and a schema or a grammar."""
-    body: dict[str, Any] = {"prompt": prompt, "n_predict": request.max_tokens}
+    # n_probs: each token's probability (`Result.confidence`), at the cost of one alternative.
+    body: dict[str, Any] = {"prompt": prompt, "n_predict": request.max_tokens, "n_probs": 1}
     if grammar is not None:
         body["grammar"] = grammar
     elif schema is not None:
@@ -187,7 +189,11 @@ def build_chat_request(
 ) -> dict[str, Any]:
     """The OpenAI-compatible body, with `response_format` json_schema (none for free text)."""
     messages = chat_messages(request, "llamacpp")
-    body: dict[str, Any] = {"messages": messages, "max_tokens": request.max_tokens}
+    body: dict[str, Any] = {
+        "messages": messages,
+        "max_tokens": request.max_tokens,
+        "logprobs": True,  # each token's probability (`Result.confidence`)
+    }
     if schema is not None:
         assert isinstance(request.output, JsonDocument), "a schema is a JSON request's"
         name = wire_name(request.output.contract)
@@ -224,6 +230,7 @@ def read_completion(body: Mapping[str, Any]) -> Completion:
         raw_stop_reason=raw,
         usage=Usage(int(body.get("tokens_evaluated") or 0), int(body.get("tokens_predicted") or 0)),
         model=model if isinstance(model, str) else None,
+        tokens=llamacpp_probabilities(body),
     )
 
 
@@ -244,6 +251,7 @@ class CompletionStreamReader:
         self._parts: list[str] = []
         self._last: dict[str, Any] | None = None
         self._notes = notes
+        self._probabilities: list[Any] | None = None
 
     def feed(self, line: str) -> TextDelta | None:
         data = sse_data(line)
@@ -255,6 +263,9 @@ class CompletionStreamReader:
             raise ValueError(f"content is {type(piece).__name__}, not a string")
         if piece:
             self._parts.append(piece)
+        probabilities = event.get("completion_probabilities")
+        if isinstance(probabilities, list) and not event.get("stop"):
+            self._probabilities = [*(self._probabilities or []), *probabilities]
         if event.get("stop"):
             self._last = event
         return TextDelta(piece) if piece else None
@@ -262,7 +273,10 @@ class CompletionStreamReader:
     def finish(self) -> Completion:
         if self._last is None:
             raise provider_error("llamacpp", "stream ended before its final event")
-        completion = read_completion({**self._last, "content": "".join(self._parts)})
+        whole = {**self._last, "content": "".join(self._parts)}
+        if self._probabilities is not None:
+            whole["completion_probabilities"] = self._probabilities
+        completion = read_completion(whole)
         return replace(completion, notes=self._notes)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING
 from typing import Any
@@ -70,6 +71,7 @@ from sdk.providers._chat import chat_tools
 from sdk.providers._endpoint import client_endpoint
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
+from sdk.providers._logprobs import chat_logprobs
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
@@ -515,7 +517,7 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
         raise ValueError("the reply has no choices")
     choice = completion.choices[0]
     usage = completion.usage
-    return chat_completion(
+    read = chat_completion(
         content=choice.message.content,
         refusal=choice.message.refusal,
         finish_reason=choice.finish_reason,
@@ -528,6 +530,8 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
             if call.type == "function"
         ),
     )
+    # Asked for with `extra_body={"logprobs": True}`: each token's probability, as reported.
+    return replace(read, tokens=chat_logprobs(choice.logprobs))
 
 
 def _feed_chunk(
@@ -538,6 +542,7 @@ def _feed_chunk(
     if not chunk.choices:
         return None
     choice = chunk.choices[0]
+    state.logprobs(choice.logprobs)
     return state.feed(
         content=choice.delta.content,
         refusal=choice.delta.refusal,

@@ -118,6 +118,7 @@ def build_request(
         "model": model,
         "messages": chat_messages(request, "vllm", images=True),
         "max_tokens": request.max_tokens,
+        "logprobs": True,  # each token's probability (`Result.confidence`)
     }
     match request.output:
         case JsonDocument():

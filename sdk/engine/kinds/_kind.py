@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from sdk._records import Note
 from sdk._records import Usage
+from sdk.calibration import Calibration
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
 from sdk.errors import Attempt
 from sdk.errors import InvalidOutput
@@ -123,6 +124,12 @@ class Parsing:
     source: str | None
     context: dict[str, Any] | None
     enum_case: EnumCase
+    min_confidence: float | None = None
+    """A value whose confidence is under it abstains (`null`, with a note) where the contract
+    lets it, and fails the call (`LowConfidence`) where it does not
+    (`sdk.engine.kinds.document`)."""
+    confidence_calibration: Calibration | None = None
+    """Maps each value's confidence to the probability of being right (`sdk.calibration`)."""
     whole_reply: int = FEEDBACK_WHOLE_REPLY
     """The longest invalid reply (in characters) a retry sends back whole; past it, the feedback
     quotes an excerpt around each problem instead (`feedback_message`)."""

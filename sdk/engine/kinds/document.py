@@ -10,10 +10,16 @@ from __future__ import annotations
 import json
 import typing
 from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
 
+from sdk._pointer import lookup
+from sdk._pointer import split_pointer
+from sdk._records import Note
 from sdk._result import Result
+from sdk.confidence import Confidence
+from sdk.confidence import confidence_of
 from sdk.contract import Contract
 from sdk.engine.conversation import feedback_turns
 from sdk.engine.envelope import Envelope
@@ -25,6 +31,7 @@ from sdk.engine.kinds._kind import Quiet
 from sdk.engine.kinds._kind import StreamView
 from sdk.engine.kinds._kind import stop_fields
 from sdk.errors import InvalidOutput
+from sdk.errors import LowConfidence
 from sdk.errors import StructuredOutputError
 from sdk.parsing import Parsed
 from sdk.parsing import parse
@@ -42,7 +49,28 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.providers._provider import Provider
 
-__all__ = ["Document"]
+__all__ = ["CONFIDENCE_NOTE", "LOW_CONFIDENCE", "UNCHECKED", "Document"]
+
+LOW_CONFIDENCE = "low_confidence"
+"""`Note.kind` of a value `min_confidence` turned into `null` (`received`: the value)."""
+CONFIDENCE_NOTE = "confidence"
+"""`Note.kind` of a `min_confidence` that could not be applied (`received`: the floor)."""
+UNCHECKED = "not applied: this route reports no token probabilities"
+
+
+def _nulled(value: Any, pointer: str) -> Any:
+    """A copy of the JSON `value` with `null` at `pointer` (a value it holds)."""
+    *path, last = split_pointer(pointer) or [""]
+    if not pointer:
+        return None
+    copied = json.loads(json.dumps(value))
+    _, parent = lookup(copied, path)
+    parent[int(last) if isinstance(parent, list) else last] = None
+    return copied
+
+
+def _at(value: Any, pointer: str) -> Any:
+    return lookup(value, pointer)[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +98,69 @@ class Document:
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
         parsed = self.parse(self.contract, completion, provider)
-        return Accepted(
+        accepted = Accepted(
             parsed.value, parsed.text, parsed.stop_reason, parsed.raw_stop_reason, parsed.notes
         )
+        if self.parsing.min_confidence is None:
+            return accepted
+        return self._floored(accepted, completion, provider, self.parsing.min_confidence)
+
+    def confidence(self, text: str, completion: Completion) -> Confidence | None:
+        """The confidence of the document `text` of `completion` (calibrated where the call
+        gave a calibration), by pointer into this contract's JSON."""
+        confidence = confidence_of(text, completion.tokens)
+        calibration = self.parsing.confidence_calibration
+        if confidence is None or calibration is None:
+            return confidence
+        return calibration.apply(confidence)
+
+    def _floored(
+        self, accepted: Accepted[Any], completion: Completion, provider: Provider, floor: float
+    ) -> Accepted[Any]:
+        """`min_confidence`: a value under the floor abstains (`null`, a `low_confidence`
+        note) where the contract can hold `null` there, and fails the call (`LowConfidence`)
+        where it cannot. On a route with no token probabilities, a note says it was not
+        applied."""
+        confidence = self.confidence(accepted.text, completion)
+        if confidence is None:
+            said = Note("", floor, UNCHECKED, kind=CONFIDENCE_NOTE)
+            return replace(accepted, notes=[*accepted.notes, said])
+        low = {
+            pointer: probability
+            for pointer, probability in confidence.items()
+            if probability < floor and confidence.details[pointer].kind != "null"
+        }
+        if not low:
+            return accepted
+        value = accepted.value.model_dump(mode="json")
+        stuck = [pointer for pointer in low if not self._nullable(value, pointer, provider)]
+        if stuck:
+            shown = ", ".join(f"{p} ({low[p]:.3f})" for p in stuck)
+            raise LowConfidence(
+                f"{self.name}: confidence under min_confidence {floor:g} where the contract "
+                f"cannot hold null: {shown}",
+                confidence={p: low[p] for p in stuck},
+                value=accepted.value,
+                text=completion.text,
+                stop_reason=completion.stop_reason,
+                raw_stop_reason=completion.raw_stop_reason,
+            )
+        notes = [Note(p, _at(value, p), None, kind=LOW_CONFIDENCE) for p in low]
+        for pointer in low:
+            value = _nulled(value, pointer)
+        again = Completion(json.dumps(value, ensure_ascii=False), StopReason.END_TURN, None)
+        parsed = self.parse(self.contract, again, provider)
+        return Accepted(parsed.value, accepted.text, accepted.stop_reason,
+                        accepted.raw_stop_reason, [*accepted.notes, *notes])  # fmt: skip
+
+    def _nullable(self, value: Any, pointer: str, provider: Provider) -> bool:
+        """Whether the contract holds `value` with `null` at `pointer`."""
+        text = json.dumps(_nulled(value, pointer), ensure_ascii=False)
+        try:
+            self.parse(self.contract, Completion(text, StopReason.END_TURN, None), provider)
+        except StructuredOutputError:
+            return False
+        return True
 
     def parse(
         self, contract: type[Contract], completion: Completion, provider: Provider
@@ -104,11 +192,21 @@ class Document:
         if self.envelope is not None:
             value = self.envelope.unwrap(value)
         wire = ending.provider.wire_schema(self.contract)
+        completion = ending.completion
+        confidence = self.confidence(accepted.text, completion)
+        if confidence is not None:
+            # A null put in by an abstention was not decoded: it has no confidence of its own.
+            confidence = confidence.without(
+                n.pointer for n in accepted.notes if n.kind in (LOW_CONFIDENCE, "abstained")
+            )
+            if self.envelope is not None:
+                confidence = confidence.rebased(f"/{self.envelope.field}")
         return Result(
             value=value,
             schema=self.schema,
             removed=list(wire.removed) if wire is not None else [],
-            diagnostics=ending.completion.diagnostics,
+            diagnostics=completion.diagnostics,
+            confidence=confidence,
             reasoning=ending.reasoning,
             cost=ending.cost,
             **ending.fields(accepted),
@@ -181,4 +279,3 @@ def _stamped(item: Contract, attempt: int) -> Contract:
     if "attempt" not in type(item).model_fields:
         item.__dict__["attempt"] = attempt
     return item
-

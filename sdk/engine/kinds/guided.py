@@ -9,10 +9,16 @@ What it does depends on what the engine can do, and it never claims more:
 - engines that ground while decoding (the embedded model, llama.cpp, vLLM): copied values can
   only be spans of the source, and every nullable value a span can fill is written
   (`grounding="values"`), so an id whose pattern no span matches can only be `null`;
-- engines that also report their token probabilities (the embedded model) with calibrated
-  `Thresholds` (`sdk eval --calibrate`, `abstention_thresholds=`): a nullable field whose value
-  began with too little of the model's own probability abstains (mass-aware, `sdk.abstention`),
-  and the value that results is judged again, whole, by the parser.
+- engines that also report the mass the grammar removed (the embedded model): a nullable field
+  whose value began with too little of the model's own probability abstains (mass-aware,
+  `sdk.abstention`), under the thresholds given (`abstention_thresholds=`: calibrated by `sdk
+  eval --calibrate`, or set by hand) or, without any, `sdk.abstention.DEFAULT_THRESHOLD`; the
+  value that results is judged again, whole, by the parser.
+
+Every result says which signal decided: a note of kind `"abstention"` at the document (`""`)
+whose `written` names the signal and where the thresholds came from (calibrated, by hand, the
+default), or that the route reports no probabilities and the instruction and grounding alone
+decided. Each field that abstained on the signal has its own note (kind `"abstained"`).
 
 The choice, measured (`eval-results/notices/README.md`): mass-aware was the only mechanism that
 raised item accuracy over the plain constrained arm (p = 0.031) with false abstention within
@@ -43,12 +49,21 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
 from sdk.schema.canonical import SchemaInfo
+from sdk.schema.canonical import shared_schema
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
     from sdk.providers._provider import Provider
 
-__all__ = ["ABSTAIN", "Guided"]
+__all__ = ["ABSTAIN", "MASS_SIGNAL", "NO_SIGNAL", "SIGNAL_NOTE", "Guided"]
+
+SIGNAL_NOTE = "abstention"
+"""`Note.kind` of the note on every guided result saying which signal decided."""
+MASS_SIGNAL = "surviving mass at each nullable copied value's first token"
+NO_SIGNAL = (
+    "the instruction and grounding alone: this route reports no token probabilities, so no "
+    "value was judged on the model's hesitation"
+)
 
 ABSTAIN = (
     "Where the document does not state a field's value, write null for it (or its 'unknown' "
@@ -95,22 +110,25 @@ class Guided:
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
         accepted = self.inner.judge(completion, provider)
-        if self.thresholds is None or completion.diagnostics is None:
-            return accepted
+        if completion.diagnostics is None:
+            said = Note("", "guided", NO_SIGNAL, kind=SIGNAL_NOTE)
+            return replace(accepted, notes=[*accepted.notes, said])
+        thresholds = self.thresholds or Thresholds.standard(shared_schema(self.inner.contract))
+        said = Note("", "guided", f"{MASS_SIGNAL}, under {thresholds.describe()}", SIGNAL_NOTE)
         masses = value_start_masses(completion.diagnostics, accepted.text)
         nullable = {f"/{name}" for name in nullable_fields(self.inner.contract)}
         signals = {pointer: mass for pointer, mass in masses.items() if pointer in nullable}
         value = accepted.value.model_dump(mode="json")
-        abstained_value, abstained = abstain(value, signals, self.thresholds)
+        abstained_value, abstained = abstain(value, signals, thresholds)
         if not abstained:
-            return accepted
+            return replace(accepted, notes=[*accepted.notes, said])
         # The value with its abstentions goes through the parser again, whole.
         text = json.dumps(abstained_value, ensure_ascii=False)
         again = Completion(text, StopReason.END_TURN, accepted.raw_stop_reason)
         parsed = self.inner.parse(self.inner.contract, again, provider)
         notes = [Note(pointer, value[pointer[1:]], None, kind="abstained") for pointer in abstained]
         return Accepted(parsed.value, accepted.text, accepted.stop_reason,
-                        accepted.raw_stop_reason, [*accepted.notes, *notes])  # fmt: skip
+                        accepted.raw_stop_reason, [*accepted.notes, said, *notes])  # fmt: skip
 
     def feedback(
         self, error: InvalidOutput, completion: Completion, provider: Provider

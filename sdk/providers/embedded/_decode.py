@@ -13,6 +13,7 @@ from typing import Any
 from typing import Final
 
 from sdk._result import Usage
+from sdk.confidence import TokenLogprob
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import TokenStep
 from sdk.diagnostics import diagnose
@@ -28,6 +29,7 @@ from sdk.providers.embedded._sampling import _Settings
 from sdk.providers.embedded._sampling import masked_choice
 from sdk.providers.embedded._sampling import repeat_penalized
 from sdk.providers.embedded._sampling import surviving_mass
+from sdk.providers.embedded._sampling import token_probability
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
@@ -96,7 +98,9 @@ def generate(
         for forced_token, row in zip(forced, rows, strict=False):
             only = engine.np.zeros(engine.n_vocab, dtype=bool)
             only[forced_token] = True
-            run.steps.append(TokenStep(forced_token, "", run.length, surviving_mass(row, only), 1))
+            mass = surviving_mass(row, only)
+            run.steps.append(TokenStep(forced_token, "", run.length, mass, 1))
+            run.tokens.append(TokenLogprob("", run.length, 0.0, mass))
             yield from run.take(forced_token)
         if matcher.is_stopped():
             stop = _EOS
@@ -115,6 +119,7 @@ def generate(
         usage=Usage(len(prompt), run.generated),
         model=Path(engine.llm.model_path).name.removesuffix(".gguf"),
         diagnostics=diagnostics,
+        tokens=tuple(run.tokens),
     )
 
 
@@ -154,6 +159,8 @@ class _Run:
         """Characters of text so far."""
         self.steps: list[TokenStep] = []
         """One per token chosen under the grammar (none unconstrained)."""
+        self.tokens: list[TokenLogprob] = []
+        """One per token chosen, with or without a grammar: its probability (`sdk.confidence`)."""
         self.generated = 0
         self.recent: deque[int] = deque(maxlen=_REPEAT_LAST_N)
 
@@ -165,6 +172,8 @@ class _Run:
         piece = self._decoder.decode(self._engine._piece(token))
         if self.steps:
             self.steps[-1] = replace(self.steps[-1], text=piece)
+        if self.tokens:
+            self.tokens[-1] = replace(self.tokens[-1], text=piece)
         if piece:
             self.parts.append(piece)
             self.length += len(piece)
@@ -208,6 +217,8 @@ def _choose(
             scores = scores.copy()
             scores[list(engine.end_tokens)] = -np.inf
         token = masked_choice(scores, None, settings, rng)
+        _, logprob = token_probability(logits, None, token)
+        run.tokens.append(TokenLogprob("", run.length, logprob, 1.0))  # no grammar: all kept
         return None if token in engine.end_tokens else token
     fill_next_token_bitmask(matcher, engine.bitmask)
     if matcher.is_error():
@@ -220,7 +231,9 @@ def _choose(
     if count == 0:
         raise run.stuck("empty mask")
     token = masked_choice(scores, allowed, settings, rng, count=count)
-    run.steps.append(TokenStep(token, "", run.length, surviving_mass(logits, allowed), count))
+    mass, logprob = token_probability(logits, allowed, token)
+    run.steps.append(TokenStep(token, "", run.length, mass, count))
+    run.tokens.append(TokenLogprob("", run.length, 0.0 if count == 1 else logprob, mass))
     if token == engine.eos:
         if not matcher.is_accepting():  # llguidance allows EOS only when accepting
             raise run.stuck("end of sequence in an unfinished state")

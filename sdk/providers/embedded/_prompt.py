@@ -82,6 +82,36 @@ _PLACEHOLDER = "\u27e6sdk-message-{}\u27e7"
 _PLACEHOLDER_RE = re.compile("\u27e6sdk-message-([0-9]+)\u27e7")
 
 
+# The example a completion prompt opens with: a pretrained model continues a pattern, so it is
+# shown one: copied values exactly as written, null for what the input does not say.
+_EXAMPLE = (
+    "Reply with one JSON object and nothing else. Its fields, in this order:\n"
+    '- "sender" (string or null): who sent it\n'
+    '- "reference" (string or null): the reference number\n'
+    '- "amount" (number or null): the amount\n'
+    '- "due" (string or null): when it is due\n\n'
+    "Input: Hello, this is Brightwater Utilities. Your account ref. BW-20931 is now settled; "
+    "we received 48.20 EUR. Thank you!\n"
+    'Output: {"sender": "Brightwater Utilities", "reference": "BW-20931", "amount": 48.2, '
+    '"due": null}\n\n'
+)
+_LABELS = {"system": "", "user": "Input: ", "assistant": "Output: "}
+
+
+def completion_prompt(messages: list[dict[str, str]]) -> str:
+    """The conversation as a completion prompt, for a pretrained model (a GGUF without a chat
+    template): one worked example, then the system text, each turn after its label (`Input:`,
+    `Output:`), and `Output:` for the model to go on from. No special tokens: the engine adds
+    the model's BOS, and the content is tokenized as text."""
+    parts = [_EXAMPLE]
+    for message in messages:
+        parts.append(f"{_LABELS.get(message['role'], '')}{message['content']}\n")
+        if message["role"] == "system":
+            parts.append("\n")
+    parts.append("Output:")
+    return "".join(parts)
+
+
 def _chat(request: CompletionRequest, instruction: str | None) -> list[dict[str, str]]:
     """The request as chat-template messages, the schema instruction in the system turn."""
     system = "\n\n".join(part for part in (request.system, instruction) if part)

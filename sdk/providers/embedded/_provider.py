@@ -38,9 +38,9 @@ from sdk.providers._profile import WireProfile
 from sdk.providers._provider import Provider
 from sdk.providers.embedded._decode import generate
 from sdk.providers.embedded._engine import _Cancelled
-from sdk.providers.embedded._engine import _default_model
 from sdk.providers.embedded._engine import _Engine
 from sdk.providers.embedded._engine import default_threads
+from sdk.providers.embedded._models import model_file
 from sdk.providers.embedded._pool import EnginePool
 from sdk.providers.embedded._prompt import schema_instruction
 from sdk.providers.embedded._sampling import _CALL_OPTIONS
@@ -92,7 +92,10 @@ options per call (`fast_forward` and `ignore_eos` too, through a `CompletionRequ
 class EmbeddedProvider(Provider):
     """In-process llama.cpp with grammar masking (see the module docstring).
 
-    `model_path`: a GGUF file; `None` is the bundled SmolLM2-135M-Instruct (Q4_1).
+    `model`: a model by name, `"smollm2-135m"` (the default: SmolLM2-135M-Instruct, Q4_1, in the
+    `local` extra) or `"gemma3-270m"` (Gemma 3 270M, pretrained, Q4_K_M, in the `gemma` extra),
+    or the path of a GGUF file. A model whose GGUF has no chat template (a pretrained one) is
+    given a completion-style prompt with an example instead of chat turns.
     `n_ctx`: context window in tokens (prompt plus output). `n_threads`: CPU threads for llama.cpp
     (default: `default_threads()`, half the CPUs). `temperature`, `top_p`, `top_k`, `seed`:
     sampling within the tokens the grammar allows; temperature 0 (the default) is greedy.
@@ -126,7 +129,7 @@ class EmbeddedProvider(Provider):
 
     def __init__(
         self,
-        model_path: str | os.PathLike[str] | None = None,
+        model: str | os.PathLike[str] | None = None,
         *,
         n_ctx: int = 4096,
         n_threads: int | None = None,
@@ -162,9 +165,8 @@ class EmbeddedProvider(Provider):
             ),
             "EmbeddedProvider",
         )
-        self.model_path = str(model_path) if model_path is not None else _default_model()
-        if not Path(self.model_path).is_file():
-            raise FileNotFoundError(f"no GGUF model file at {self.model_path}")
+        self.model_path = model_file(model)
+        """The model's GGUF file."""
         self.n_ctx = n_ctx
         self.n_threads = n_threads if n_threads is not None else default_threads()
         self.grammar = grammar

@@ -4,6 +4,7 @@ surviving mass the diagnostics record. Pure numpy, no model: tested directly."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,6 +69,27 @@ def surviving_mass(logits: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool
 
     exp = np.exp(logits - logits.max())
     return float(np.clip(exp.sum(where=allowed) / exp.sum(), 0.0, 1.0))
+
+
+def token_probability(
+    logits: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_] | None, token: int
+) -> tuple[float, float]:
+    """The surviving mass at a step and the log probability of the chosen `token` among the
+    tokens allowed there (every token where `allowed` is `None`), both from softmax(logits) at
+    temperature 1: what a value's confidence is made of (`sdk.confidence`)."""
+    import numpy as np
+
+    top = logits.max()
+    exp = np.exp(logits - top)
+    total = float(exp.sum())
+    kept = float(exp.sum(where=allowed)) if allowed is not None else total
+    mass = float(np.clip(kept / total, 0.0, 1.0))
+    chosen = float(exp[token])
+    if chosen <= 0.0 or kept <= 0.0:
+        # The token's own logit underflows next to the best one: its log probability directly.
+        log_kept = math.log(kept) if kept > 0.0 else 0.0
+        return mass, min(float(logits[token] - top) - log_kept, 0.0)
+    return mass, min(math.log(chosen / kept), 0.0)
 
 
 def repeat_penalized(

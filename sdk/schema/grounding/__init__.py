@@ -8,8 +8,9 @@ only be a span of the source document. Sans-IO builders, one per grammar engine:
   so callers bound the source (`GBNF_SOURCE_LIMIT`) and check after parsing above it.
 
 Both cut the source into the same chunks (`source_chunks`: a value starts and ends on a word,
-whitespace or punctuation boundary) and write each chunk as a JSON string escapes it, so a span
-is always valid JSON string content and an escape sequence is never cut in half.
+whitespace or punctuation boundary, never inside a word or a number, and a `Verbatim` holds a
+word: `whole_span` is the check after parsing) and write each chunk as a JSON string escapes
+it, so a span is always valid JSON string content and an escape sequence is never cut in half.
 """
 
 from typing import TYPE_CHECKING
@@ -23,8 +24,10 @@ from sdk.schema.grounding._spans import SpanAutomaton
 from sdk.schema.grounding._spans import escaped_chunks
 from sdk.schema.grounding._spans import grounded_kind
 from sdk.schema.grounding._spans import is_grounded
+from sdk.schema.grounding._spans import is_word_chunk
 from sdk.schema.grounding._spans import source_chunks
 from sdk.schema.grounding._spans import span_automaton
+from sdk.schema.grounding._spans import whole_span
 
 if TYPE_CHECKING:
     from sdk.schema.grounding._gbnf import GBNF_SOURCE_LIMIT
@@ -57,6 +60,8 @@ __all__ = [
     "grounded_kind",
     "grounded_lark",
     "is_grounded",
+    "is_word_chunk",
     "source_chunks",
     "span_automaton",
+    "whole_span",
 ]

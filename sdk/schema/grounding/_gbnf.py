@@ -31,6 +31,7 @@ from sdk.schema.grounding._spans import VERBATIM_KEY
 from sdk.schema.grounding._spans import SpanAutomaton
 from sdk.schema.grounding._spans import escaped_chunks
 from sdk.schema.grounding._spans import grounded_kind
+from sdk.schema.grounding._spans import is_word_chunk
 from sdk.schema.grounding._spans import longest_match
 from sdk.schema.grounding._spans import matching_spans
 from sdk.schema.grounding._spans import source_chunks
@@ -65,7 +66,7 @@ class _GroundedCompiler(Compiler):
         self.source = source
         self.values: dict[bool, str] = {}  # verbatim? -> the rule of the quoted value
         self.span_matches: dict[tuple[str, int, int], list[str]] = {}
-        self.start: str | None = None  # the rule of a non-empty span (the automaton's state 0)
+        self.starts: dict[bool, str] = {}  # holding a word? -> the rule of a non-empty span
 
     def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
         kind = grounded_kind(node)
@@ -84,7 +85,7 @@ class _GroundedCompiler(Compiler):
             return self.define(f"{hint}-span", join_terms(quote, f"( {options} {empty})", quote))
         known = self.values.get(verbatim)
         if known is None:
-            span = self.spans()
+            span = self.spans(word=verbatim)
             known = self.define(
                 "source-verbatim" if verbatim else "source-quote",
                 join_terms(quote, span if verbatim else f"{span}?", quote),
@@ -116,34 +117,38 @@ class _GroundedCompiler(Compiler):
             self.span_matches[key] = found
         return found
 
-    def spans(self) -> str:
-        """The rule of a non-empty span that neither starts nor ends with whitespace: the
-        automaton's states as rules, written once for every grounded string in the grammar."""
-        if self.start is not None:
-            return self.start
+    def spans(self, *, word: bool) -> str:
+        """The rule of a non-empty span that neither starts nor ends with whitespace (`word`:
+        holding at least one word, as a `Verbatim` must): the automaton's states as rules,
+        written once per kind for every grounded string in the grammar. With `word`, a state
+        is paired with whether a word was passed yet; only paths from the start through
+        punctuation alone are doubled, so the size stays about the same."""
+        known = self.starts.get(word)
+        if known is not None:
+            return known
         written = escaped_chunks(self.source)
         automaton = span_automaton(written)
+        raw = source_chunks(self.source)
         # The automaton reads chunks as JSON writes them: `\\n` is whitespace too.
-        spaces = {
-            w for w, raw in zip(written, source_chunks(self.source), strict=True) if raw.isspace()
-        }
-        moves = _useful_moves(automaton, spaces)
-        names: dict[int, str] = {}
-        for state in moves:
-            if moves[state] or state == 0:
-                names[state] = self.unique("span")
-                self.pending.add(names[state])  # reserved: the next name is another one
-        for state, name in names.items():
+        spaces = {w for w, chunk in zip(written, raw, strict=True) if chunk.isspace()}
+        words = {w for w, chunk in zip(written, raw, strict=True) if is_word_chunk(chunk)}
+        moves = _useful_moves(automaton, spaces, words if word else None)
+        names: dict[tuple[int, bool], str] = {}
+        for pair in moves:
+            if moves[pair] or pair[0] == 0:
+                names[pair] = self.unique("span")
+                self.pending.add(names[pair])  # reserved: the next name is another one
+        for pair, name in names.items():
             options = [
-                join_terms(literal(chunk), names.get(target, "")) for chunk, target in moves[state]
+                join_terms(literal(chunk), names.get(target, "")) for chunk, target in moves[pair]
             ]
             body = " | ".join(options)
-            if _may_end(automaton, state, spaces):
+            if pair[1] and _may_end(automaton, pair[0], spaces):
                 body = f"( {body} )?"
             self.pending.discard(name)
             self.rules[name] = body
-        self.start = names[0]
-        return self.start
+        self.starts[word] = names[(0, not word)]
+        return self.starts[word]
 
 
 def _may_end(automaton: SpanAutomaton, state: int, spaces: set[str]) -> bool:
@@ -151,25 +156,34 @@ def _may_end(automaton: SpanAutomaton, state: int, spaces: set[str]) -> bool:
     return state != 0 and automaton.label[state] not in spaces
 
 
-def _useful_moves(automaton: SpanAutomaton, spaces: set[str]) -> dict[int, list[tuple[str, int]]]:
-    """Per state a span can pass through, the transitions that can still lead to an end: from
-    the start, no whitespace chunk (a span does not start with one). Transitions lead to
-    longer states, so one pass from the longest state down settles which states can end."""
-    alive = [False] * len(automaton)
-    for state in sorted(range(len(automaton)), key=automaton.length, reverse=True):
-        alive[state] = _may_end(automaton, state, spaces) or any(
-            alive[target] for target in automaton.transitions[state].values()
-        )
-    moves: dict[int, list[tuple[str, int]]] = {}
-    pending = [0]
+def _useful_moves(
+    automaton: SpanAutomaton, spaces: set[str], words: set[str] | None
+) -> dict[tuple[int, bool], list[tuple[str, tuple[int, bool]]]]:
+    """Per (state, word passed) pair a span can go through, the transitions that can still lead
+    to an end: from the start, no whitespace chunk (a span does not start with one); with
+    `words`, an end only after a word (`None`: every pair counts as past a word). Transitions
+    lead to longer states, so one pass from the longest state down settles which pairs can
+    end."""
+    order = sorted(range(len(automaton)), key=automaton.length, reverse=True)
+    alive: dict[tuple[int, bool], bool] = {}
+    for seen in (True, False):
+        for state in order:
+            ends = seen and _may_end(automaton, state, spaces)
+            alive[state, seen] = ends or any(
+                alive[target, seen or words is None or chunk in words]
+                for chunk, target in automaton.transitions[state].items()
+            )
+    moves: dict[tuple[int, bool], list[tuple[str, tuple[int, bool]]]] = {}
+    pending = [(0, words is None)]
     while pending:
-        state = pending.pop()
-        if state in moves:
+        pair = pending.pop()
+        if pair in moves:
             continue
-        moves[state] = [
-            (chunk, target)
-            for chunk, target in automaton.transitions[state].items()
-            if alive[target] and not (state == 0 and chunk in spaces)
-        ]
-        pending.extend(target for _, target in moves[state])
+        state, seen = pair
+        moves[pair] = []
+        for chunk, target in automaton.transitions[state].items():
+            after = (target, seen or words is None or chunk in words)
+            if alive[after] and not (state == 0 and chunk in spaces):
+                moves[pair].append((chunk, after))
+        pending.extend(after for _, after in moves[pair])
     return moves

@@ -8,7 +8,9 @@ string below it is one `%json` block, compiled by llguidance exactly as the whol
 otherwise, with the same separators. So the grammar accepts the documents the plain schema
 grammar accepts, except that a grounded string can only be:
 
-- a span of the source, cut on chunk boundaries (`source_chunks`), written as JSON escapes it;
+- a span of the source, cut on chunk boundaries (`source_chunks`: never inside a word or a
+  number), written as JSON escapes it, and for a `Verbatim` holding at least one word (so `.`
+  or `,` alone is never a copied value);
   the source's chunks are one shared terminal, however many fields copy from it;
 - not starting or ending with whitespace (a copy of `Royal Mail` is never `Royal Mail `), and
   for a `Verbatim` not empty (unless the source is
@@ -70,6 +72,7 @@ _NOT_SPACE = (
 )
 _EDGES = f"/{_NOT_SPACE}(?s:.*)/ & /{_ANY}*{_NOT_SPACE}/"
 _NO_ESCAPES = r"/[^\\]*/"
+_HAS_WORD = r"/(?s:.*)\w(?s:.*)/"  # a copied value holds a word (`_spans.whole_span`)
 _NOTHING = r"[^\x{0}-\x{10FFFF}]"  # a class no character is in
 
 
@@ -286,16 +289,17 @@ class _LarkBuilder:
         if high is not None and high > _MAX_LENGTH_IN_GRAMMAR:
             high = None
         # A quote may be empty ("no evidence"); a copied value only when the source is.
-        empty = grounded_kind(node) != VERBATIM_KEY or not self.source
+        verbatim = grounded_kind(node) == VERBATIM_KEY
+        empty = not verbatim or not self.source
         if pattern is not None and not isinstance(pattern, str):
             raise GroundingUnsupported(pointer, "a pattern that is not a string")
-        signature = (empty, pattern, low, high)
+        signature = (empty, pattern, low, high, verbatim)
         if signature not in self.terminals:
             longest = longest_match(pattern, high) if pattern is not None else None
             if longest is not None or not self.source:
                 body = self.listed(pattern, low, longest or 0, empty)
             else:
-                body = self.intersected(pattern, low, high, empty, pointer)
+                body = self.intersected(pattern, low, high, empty, pointer, verbatim=verbatim)
             name = self.name(f"{hint}_value", terminal=True) if body is not None else None
             if name is not None:
                 self.lines.append(f"{name}: {body}")
@@ -314,11 +318,19 @@ class _LarkBuilder:
         return " | ".join(options) or None
 
     def intersected(
-        self, pattern: str | None, low: int, high: int | None, empty: bool, pointer: str
+        self,
+        pattern: str | None,
+        low: int,
+        high: int | None,
+        empty: bool,
+        pointer: str,
+        *,
+        verbatim: bool,
     ) -> str:
-        """Any span, its edges not whitespace, intersected with the pattern and the length
-        bounds (read on spans without JSON escapes, where the text is the value itself)."""
-        parts = ["SPAN", _EDGES]
+        """Any span, its edges not whitespace (a `Verbatim` holding a word), intersected with
+        the pattern and the length bounds (read on spans without JSON escapes, where the text is
+        the value itself)."""
+        parts = ["SPAN", _EDGES, *([_HAS_WORD] if verbatim else [])]
         if pattern is not None or low or high is not None:
             parts.append(_NO_ESCAPES)
         if pattern is not None:

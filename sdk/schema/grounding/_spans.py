@@ -4,16 +4,21 @@ the chunk sequence (the spans of the source, as states and transitions)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
 from sdk.schema._walk import SchemaWalker
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = [
     "GROUNDED_KEYS",
@@ -24,10 +29,12 @@ __all__ = [
     "grounded_kind",
     "grounded_walker",
     "is_grounded",
+    "is_word_chunk",
     "longest_match",
     "matching_spans",
     "source_chunks",
     "span_automaton",
+    "whole_span",
 ]
 
 SOURCE_QUOTE_KEY: Final = "x-source-quote"
@@ -38,11 +45,44 @@ unless the source is)."""
 GROUNDED_KEYS: Final = (SOURCE_QUOTE_KEY, VERBATIM_KEY)
 """The annotations of strings that are spans of the source."""
 
-# A run of letters, digits and `_`, a run of whitespace, or any other character alone: a copied
-# value starts and ends on these boundaries (a tracking number is never cut in half, and
-# punctuation is its own chunk, so `Ltd.` can be copied out of `Ltd.,`).
-_CHUNK = re.compile(r"\w+|\s+|.", re.DOTALL)
+# Where a copied value may start and end (DESIGN.md, docs/guides/contracts.md "Whole spans"): the
+# source is cut into words, runs of whitespace, and any other character alone, and a value is a
+# run of whole chunks holding at least one word, its edges not whitespace. A word is a run of
+# Unicode word characters (letters, digits, marks, `_`), with a joiner between two of them
+# kept inside it (`-`, U+2010, U+2011, `.`, `'`, U+2019, `@`; and `,`, `:`, `/` between two
+# digits), so `FH-5079207`, `2.9`, `1,250.00`, `10:30`, `03/04/2026`, `O'Brien` and
+# `ops@example.com` are each one word and never cut, while `Ref:A-12` is `Ref`, `:`, `A-12`;
+# `Ltd.` at the end of a sentence is the word `Ltd` and the chunk `.`. A character of a script
+# written without spaces (Han, Hiragana, Katakana and its prolonged sound mark, Thai, Lao,
+# Khmer, Myanmar) is a word by itself: without a dictionary no boundary between its words can be
+# found, and one character a word keeps every real word copyable (at the price that a value can
+# end inside a longer word of those scripts, which no check without a segmenter can see).
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\u30fc\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+_JOINERS = r"[\-\u2010\u2011.'\u2019@]|(?<=\d)[,:/](?=\d)"
+_LETTERS = rf"(?:(?![{_UNSPACED}])\w)+"
+_WORD = rf"[{_UNSPACED}]|{_LETTERS}(?:(?:{_JOINERS}){_LETTERS})*"
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunking:
+    chunk: regex.Pattern[str]
+    """A word, a run of whitespace, or any other character alone."""
+    is_word: regex.Pattern[str]
+    word_character: regex.Pattern[str]
+
+
+@functools.cache
+def _chunking() -> _Chunking:
+    """The chunk patterns, compiled on first use (the `regex` module, for `\\p{...}`, loads
+    when a source is first cut, never for a program that grounds nothing)."""
+    import regex
+
+    return _Chunking(
+        regex.compile(rf"{_WORD}|\s+|.", regex.DOTALL),
+        regex.compile(rf"(?:{_WORD})\Z"),
+        regex.compile(r"\w"),
+    )
 
 
 def grounded_kind(node: Mapping[str, Any]) -> str | None:
@@ -66,8 +106,41 @@ def is_grounded(schema: dict[str, Any]) -> bool:
 
 
 def source_chunks(source: str) -> list[str]:
-    """The source cut into chunks (module docstring); they join back into the source."""
-    return _CHUNK.findall(source)
+    """The source cut into chunks (words, runs of whitespace, any other character alone: see
+    `_Chunking.chunk`); they join back into the source."""
+    return list(_chunking().chunk.findall(source))
+
+
+def is_word_chunk(chunk: str) -> bool:
+    """Whether a chunk of `source_chunks` is a word (a copied value holds at least one)."""
+    return bool(chunk) and _chunking().is_word.match(chunk) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _boundaries(source: str) -> frozenset[int]:
+    """Where chunks of the source start and end (in characters)."""
+    offsets, at = {0}, 0
+    for chunk in source_chunks(source):
+        at += len(chunk)
+        offsets.add(at)
+    return frozenset(offsets)
+
+
+def whole_span(value: str, source: str) -> bool:
+    """Whether `value` is written in `source` as a run of whole chunks (it starts and ends at
+    boundaries: never inside a word or a number), holding a word, its edges not whitespace:
+    what a `Verbatim` value must be. An empty value is one only in an empty source."""
+    if not value:
+        return not source
+    if value[0].isspace() or value[-1].isspace() or not _chunking().word_character.search(value):
+        return False
+    edges = _boundaries(source)
+    start = source.find(value)
+    while start >= 0:
+        if start in edges and start + len(value) in edges:
+            return True
+        start = source.find(value, start + 1)
+    return False
 
 
 def escaped_chunks(source: str) -> list[str]:
@@ -173,8 +246,9 @@ def longest_match(pattern: str, max_length: Any) -> int | None:
 
 
 def matching_spans(source: str, pattern: str, low: int, longest: int) -> list[str]:
-    """Every span (chunk-aligned, not edged with whitespace) of at most `longest` characters
-    that `pattern` matches, as JSON writes it. Linear in the source: a span is never longer."""
+    """Every span (chunk-aligned, not edged with whitespace, holding a word) of at most
+    `longest` characters that `pattern` matches, as JSON writes it. Linear in the source: a
+    span is never longer."""
     try:
         compiled = re.compile(pattern)
     except re.error:
@@ -191,6 +265,11 @@ def matching_spans(source: str, pattern: str, low: int, longest: int) -> list[st
             spelled += written[end]
             if len(text) > longest:
                 break
-            if not chunks[end].isspace() and len(text) >= low and compiled.search(text):
+            if (
+                not chunks[end].isspace()
+                and len(text) >= low
+                and compiled.search(text)
+                and any(is_word_chunk(chunk) for chunk in chunks[start : end + 1])
+            ):
                 found.add(spelled)
     return sorted(found)

@@ -1,0 +1,120 @@
+"""Confidence calibration (`sdk.calibration`): Platt and isotonic fits per value type, expected
+calibration error with its interval, the reliability plot's points, and the file."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+from pathlib import Path
+
+import pytest
+
+from sdk.calibration import Calibration
+from sdk.calibration import CalibrationFileError
+from sdk.calibration import Sample
+from sdk.calibration import ece_interval
+from sdk.calibration import expected_calibration_error
+from sdk.calibration import fit
+from sdk.calibration import reliability
+
+
+def _overconfident(n: int, seed: int = 1) -> list[Sample]:
+    """Strings decoded at 0.9 right half the time, at 0.3 right a tenth of the time."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        high = i % 2 == 0
+        out.append(Sample("string", 0.9 if high else 0.3, rng.random() < (0.5 if high else 0.1)))
+    return out
+
+
+@pytest.mark.parametrize("method", ["platt", "isotonic"])
+def test_a_fit_brings_an_overconfident_model_to_its_accuracy(method: str) -> None:
+    train, test = _overconfident(400, 1), _overconfident(400, 2)
+    calibration = fit(train, method=method)  # type: ignore[arg-type]
+    raw = expected_calibration_error([s.confidence for s in test], [s.correct for s in test])
+    mapped = [calibration.probability("string", s.confidence) for s in test]
+    after = expected_calibration_error(mapped, [s.correct for s in test])
+    assert raw > 0.25 and after < 0.06
+    assert calibration.probability("string", 0.9) == pytest.approx(0.5, abs=0.08)
+    assert calibration.probability("string", 0.3) < calibration.probability("string", 0.9)
+
+
+def test_a_rare_type_uses_the_curve_over_all_types() -> None:
+    samples = [*_overconfident(100), Sample("number", 0.9, True), Sample("number", 0.2, False)]
+    calibration = fit(samples)
+    assert "number" not in calibration.curves and "*" in calibration.curves
+    assert calibration.probability("number", 0.9) == calibration.curves["*"](0.9)
+    assert calibration.fitted["samples"] == {"*": 102, "string": 100, "number": 2}
+
+
+def test_ece_reliability_and_the_interval() -> None:
+    confidences = [0.95] * 20 + [0.15] * 20
+    correct = [True] * 19 + [False] + [False] * 17 + [True] * 3
+    assert reliability(confidences, correct) == [
+        (pytest.approx(0.15), pytest.approx(0.15), 20),
+        (pytest.approx(0.95), 0.95, 20),
+    ]
+    assert expected_calibration_error(confidences, correct) == pytest.approx(0.0)
+    estimate, low, high = ece_interval([0.9] * 30, [True] * 15 + [False] * 15, resamples=500)
+    assert estimate == pytest.approx(0.4) and low < estimate < high
+    with pytest.raises(ValueError):
+        expected_calibration_error([], [])
+
+
+def test_the_file_round_trips_and_a_bad_one_names_itself(tmp_path: Path) -> None:
+    calibration = fit(_overconfident(60), fitted={"dataset": "x.jsonl"})
+    path = calibration.save(tmp_path / "calibration.json")
+    assert Calibration.load(path) == calibration
+    data = json.loads(path.read_text())
+    for broken, problem in [
+        ("{", "not a readable calibration file"),
+        ('{"format": "other"}', "not a confidence calibration"),
+        (json.dumps({**data, "curves": {"string": {"method": "magic"}}}), "curve 'string'"),
+        (json.dumps({**data, "curves": {"string": {"method": "platt", "parameters": [1]}}}),
+         "wrong number of parameters"),
+        (json.dumps({**data, "curves": {"string": {"method": "platt",
+                                                   "parameters": [1, "x"]}}}), "finite"),
+    ]:  # fmt: skip
+        bad = tmp_path / "bad.json"
+        bad.write_text(broken)
+        with pytest.raises(CalibrationFileError) as refused:
+            Calibration.load(bad)
+        assert str(bad) in str(refused.value) and problem in str(refused.value)
+        assert isinstance(refused.value, ValueError)
+    assert pickle.loads(pickle.dumps(calibration)) == calibration
+
+
+def test_nothing_to_fit_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no labelled values"):
+        fit([])
+
+
+def test_a_calibration_by_field_tells_fields_of_one_type_apart() -> None:
+    # An id is right whatever its confidence; a name decoded as surely is right a tenth of the time.
+    samples = [Sample("string", 0.6, True, "/id") for _ in range(40)]
+    samples += [Sample("string", 0.6, i % 10 == 0, "/name") for i in range(40)]
+    by_type, by_field = fit(samples, method="isotonic"), fit(samples, method="isotonic", by="field")
+    assert by_type.probability("string", 0.6, "/name") == pytest.approx(0.55)
+    assert by_field.probability("string", 0.6, "/name") == pytest.approx(0.1)
+    assert by_field.probability("string", 0.6, "/id") == pytest.approx(1.0)
+    # A field without its own curve (and array items, by their field) fall back to the type's.
+    assert by_field.probability("string", 0.6, "/other") == by_field.curves["*"](0.6)
+    assert by_field.fitted["by"] == "field" and set(by_field.curves) == {"*", "/id", "/name"}
+
+
+def test_apply_uses_the_field_curve_for_every_item_of_a_list() -> None:
+    from sdk.calibration import Curve
+    from sdk.confidence import Confidence
+    from sdk.confidence import ValueConfidence
+
+    def value(pointer: str) -> ValueConfidence:
+        return ValueConfidence(pointer, 0.5, None, None, 1, 0, 1, "number")
+
+    decoded = Confidence({p: value(p) for p in ["/lines/0/total", "/lines/1/total", "/n"]},
+                         route="reported")  # fmt: skip
+    calibration = Calibration({"/lines/*/total": Curve("isotonic", (0.0, 0.9), 20)})
+    mapped = calibration.apply(decoded)
+    assert mapped.calibrated and dict(mapped) == {"/lines/0/total": 0.9, "/lines/1/total": 0.9,
+                                                  "/n": 0.5}  # fmt: skip

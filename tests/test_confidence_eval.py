@@ -1,0 +1,142 @@
+"""Confidence in `sdk eval`: the `min_confidence` arm, the calibration fitted on a run and given
+to another, each arm's expected calibration error with its interval, and the reliability plot in
+the HTML report. On the scripted in-process engine (fixed logits), so every confidence is known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from sdk.contract import Contract
+
+pytest.importorskip("llguidance")
+pytest.importorskip("numpy")
+
+from sdk.calibration import Calibration
+from sdk.calibration import Curve
+from sdk.eval import html_report
+from sdk.eval import load_results
+from sdk.eval import markdown_table
+from sdk.eval import parse_dataset
+from sdk.eval import run_eval
+from sdk.eval.arms import ArmUnavailable
+from sdk.eval.arms import prepare_arm
+from sdk.eval.calibration import calibrate_confidence_run
+from sdk.eval.metrics import confidence_samples
+from tests.test_confidence import AFTER_KEY
+from tests.test_confidence import Paint
+from tests.test_confidence import scripted  # noqa: F401  (the fixture)
+
+
+class Shade(Contract):
+    color: Literal["red", "green", "greed"] | None
+
+
+def _unsure(text: str) -> dict[str, float]:
+    """The model hesitates between "red" and "gre..." (red about 0.3 among the allowed)."""
+    return {
+        "": {'{"': 5.0},
+        '{"': {"color": 5.0},
+        '{"color': AFTER_KEY,
+        '{"color":"': {"red": 1.0, "gre": 0.9},
+        '{"color":"red': {'"}': 5.0},
+    }.get(text, {})
+
+
+# Three items say red (the model is right), one says nothing (the model is wrong).
+DATASET = [
+    json.dumps({"id": f"s{i}", "document": "paint", "expected": {"color": colour}})
+    for i, colour in enumerate(["red", "red", "red", None])
+]
+
+
+def _run(client, tmp_path: Path | None = None, **settings):
+    items = parse_dataset(DATASET, Shade)
+    return run_eval(items, Shade, client, out=tmp_path, max_tokens=20, resamples=500, **settings)
+
+
+def test_the_min_confidence_arm_abstains_under_the_floor(scripted, tmp_path: Path) -> None:  # noqa: F811
+    client = scripted(_unsure)
+    run = _run(client, tmp_path, arms=["constrained", "min_confidence"], min_confidence=0.9)
+    constrained, floored = run.metrics["constrained"], run.metrics["min_confidence"]
+    # Constrained writes red everywhere: 3 of 4 right, never abstains.
+    assert constrained.accuracy.estimate == 0.75 and constrained.abstention_recall.estimate == 0
+    # Under a floor of 0.9 every red (about 0.52) abstains: right only where nothing is stated.
+    assert floored.accuracy.estimate == 0.25
+    assert floored.abstention_recall.estimate == 1 and floored.false_abstention.estimate == 1
+    assert all(o.value == {"color": None} for o in run.outcomes_of("min_confidence"))
+    # The abstained values have no confidence of their own: no value to calibrate.
+    assert floored.calibration_error is None and floored.confident_values == 0
+    # The raw confidence (about 0.3) against being right 3 times of 4: ECE is the gap.
+    (red,) = {s.confidence for s in confidence_samples(run.outcomes_of("constrained"))}
+    assert 0.2 < red < 0.5 and constrained.confident_values == 4
+    assert constrained.calibration_error.estimate == pytest.approx(0.75 - red)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["config"]["min_confidence"] == 0.9
+    assert saved["metrics"]["constrained"]["calibration_error"]["estimate"] == pytest.approx(
+        constrained.calibration_error.estimate
+    )
+    kept = _run(client, arms=["min_confidence"], min_confidence=0.3)
+    assert kept.metrics["min_confidence"].accuracy.estimate == 0.75
+
+
+def test_a_calibration_fitted_on_one_run_is_given_to_another(scripted, tmp_path: Path) -> None:  # noqa: F811
+    client = scripted(_unsure)
+    first = _run(client, arms=["constrained"])
+    samples = confidence_samples(first.outcomes_of("constrained"))
+    assert [(s.kind, s.correct) for s in samples] == [("string", True)] * 3 + [("string", False)]
+    calibration = calibrate_confidence_run(first, method="isotonic")
+    assert calibration.probability("string", samples[0].confidence) == pytest.approx(0.75)
+    assert calibration.fitted["arms"] == ["constrained"] and calibration.fitted["items"] == 4
+    # Calibrated, red is right 75% of the time: over a floor of 0.6 it stays; the raw 0.3
+    # would have abstained.
+    second = _run(
+        client,
+        tmp_path,
+        arms=["constrained", "min_confidence"],
+        min_confidence=0.6,
+        confidence_calibration=calibration,
+    )
+    assert second.metrics["min_confidence"].accuracy.estimate == 0.75
+    assert second.metrics["constrained"].calibrated_error.estimate == pytest.approx(0.0)
+    assert second.metrics["constrained"].calibration_error.estimate > 0.2
+    # The calibration travels with the results: a reload computes the same.
+    again = load_results(tmp_path, resamples=500)
+    assert again.confidence_calibration == calibration
+    assert again.metrics["constrained"].calibrated_error == (
+        second.metrics["constrained"].calibrated_error
+    )
+    report = html_report(again)
+    assert "Confidence: reliability" in report and 'id="reliability-constrained"' in report
+    assert report.count("<circle") >= 2  # raw and calibrated points
+    assert "| ECE |" in markdown_table(again).splitlines()[0] + " |"
+
+
+def test_a_run_without_probabilities_has_nothing_to_calibrate() -> None:
+    from sdk import StructuredClient
+    from sdk.providers import TestProvider
+
+    client = StructuredClient(TestProvider(['{"color": "red"}'] * 4))
+    run = _run(client, arms=["constrained"])
+    assert run.metrics["constrained"].calibration_error is None
+    assert "Confidence: reliability" not in html_report(run)
+    with pytest.raises(ValueError, match="no values with a confidence"):
+        calibrate_confidence_run(run)
+
+
+def test_the_arm_needs_somewhere_to_abstain(scripted) -> None:  # noqa: F811
+    client = scripted(_unsure)
+    with pytest.raises(ArmUnavailable, match="no nullable field"):
+        prepare_arm("min_confidence", Paint, client)
+    curve = Calibration({"string": Curve("platt", (1.0, 0.0), 10)})
+    arm = prepare_arm(
+        "min_confidence", Shade, client, min_confidence=0.7, confidence_calibration=curve
+    )
+    assert arm.options == {
+        "grounding": "values",
+        "min_confidence": 0.7,
+        "confidence_calibration": curve,
+    }
