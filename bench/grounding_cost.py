@@ -121,10 +121,10 @@ def grammar_sizes() -> list[Line]:
     plain_parse = statistics.median(parse(plain_gbnf) for _ in range(3))
     from llguidance import LLMatcher
 
-    from sdk.providers.embedded._engine import _default_model
     from sdk.providers.embedded._engine import _engine
+    from sdk.providers.embedded._models import model_file
 
-    tokenizer = _engine(_default_model(), 2048, 1).tokenizer
+    tokenizer = _engine(model_file(None), 2048, 1).tokenizer
     lines = []
     for size in SIZES:
         source = source_of(size)

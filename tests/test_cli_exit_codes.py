@@ -283,7 +283,7 @@ def _targets_page(table: str) -> Scenario:
 
         shown = table or preflight_table()
         page = bench.folder / "targets.md"
-        marks = "<!-- preflight-table:start -->\n" + shown + "\n<!-- preflight-table:end -->"
+        marks = "<!-- preflight-table:start -->\n\n" + shown + "\n<!-- preflight-table:end -->"
         page.write_text("# Targets\n\n" + marks + "\n", encoding="utf-8")
         return bench.sdk("schema", "targets", "--check", str(page))
 

@@ -349,8 +349,7 @@ def prompted(line: bytes, prompt: type[Prompt] | None) -> bytes:
     (`"prompt"`: name, version, fingerprint, after `"schema"`); a job without one: as it is."""
     if prompt is None:
         return line
-    info = prompt.info()
-    said = {"name": info.name, "version": info.version, "fingerprint": info.fingerprint}
+    said = prompt.info().to_json()
     record: dict[str, Any] = {}
     for key, value in json.loads(line).items():
         record[key] = value

@@ -112,6 +112,7 @@ def without_lines(
         with contextlib.suppress(OSError):
             os.unlink(name)
         raise
+    sync_folder(path.parent)  # the copy's name survives a power cut before the state says "swap"
     return Path(name), length, left_out
 
 

@@ -190,4 +190,3 @@ def prompt_named(reference: str) -> type[Prompt]:
     if not (isinstance(value, type) and issubclass(value, Prompt) and hasattr(value, "_info")):
         raise ValueError(f"{reference} is not a prompt template (an sdk.Prompt with a template)")
     return value
-

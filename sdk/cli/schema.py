@@ -53,7 +53,7 @@ __all__ = ["schema_app"]
 schema_app = command_group(
     "schema",
     "Export, lock, check, diff and lint the schemas of your contracts.",
-    "Version your contracts' schemas: export, lock, check, diff, lint.",
+    "Version your contracts' schemas: export, lock, check, diff, lint, targets.",
 )
 
 

@@ -99,14 +99,8 @@ class EvalItem:
             "expected": dict(self.expected),
         }
         if self.template is not None:
-            info = self.template.info()
             variables = self.template.inputs.model_dump(mode="json")
-            said["template"] = {
-                "name": info.name,
-                "version": info.version,
-                "fingerprint": info.fingerprint,
-                "variables": variables,
-            }
+            said["template"] = {**self.template.info().to_json(), "variables": variables}
         return said
 
 

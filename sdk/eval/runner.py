@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from sdk._files import write_atomic
-from sdk._records import PromptInfo
 from sdk.abstention import Thresholds
 from sdk.calibration import Calibration
 from sdk.client import StructuredClient
@@ -203,7 +202,7 @@ def run_eval(
     )  # fmt: skip
     # The prompt template the items are asked with (each item names it: one per dataset).
     config["prompt"] = next(
-        (_prompt_json(i.template.info()) for i in items if i.template is not None), None
+        (i.template.info().to_json() for i in items if i.template is not None), None
     )
     run = EvalRun(config, list(items))
     if out is not None and not fresh:
@@ -225,7 +224,7 @@ def run_eval(
             )
             if item.template is not None:  # the row names the template it was asked with
                 said = item.template.info()
-                outcome = replace(outcome, prompt=_prompt_json(said))
+                outcome = replace(outcome, prompt=said.to_json())
             run.outcomes[arm.name, item.id] = outcome
             done += 1
             if out is not None:
@@ -349,10 +348,6 @@ def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) ->
     present = {arm for arm, _ in run.outcomes} | set(run.config.get("arms", []))
     run.config["arms"] = [arm for arm in ARMS if arm in present]
     return summarize(run, resamples=resamples, seed=seed)
-
-
-def _prompt_json(info: PromptInfo) -> dict[str, Any]:
-    return {"name": info.name, "version": info.version, "fingerprint": info.fingerprint}
 
 
 def _as_json(value: Any) -> Any:

@@ -49,11 +49,11 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+"""Local generation can be slow; connecting to a local server should not be."""
 POOL = httpx.Limits(max_connections=256, max_keepalive_connections=256)
 """The connection pool of a client the provider makes: every connection kept alive. httpx keeps
 20 by default, so past 20 requests in flight to one server each request opened (and closed) a
 connection of its own, which cost a fleet-speed batch job more than its own work."""
-"""Local generation can be slow; connecting to a local server should not be."""
 
 
 class HTTPProvider(Provider):

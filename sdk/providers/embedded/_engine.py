@@ -280,12 +280,6 @@ def _require(module: str) -> ModuleType:
         raise ImportError(f"EmbeddedProvider needs {module}: {_INSTALL_HINT}") from error
 
 
-def _default_model() -> str:
-    from sdk.providers.embedded._models import model_file
-
-    return model_file(None)
-
-
 def default_threads() -> int:
     """Half the CPUs this process may use, at least one (llama-cpp-python's own default).
 

