@@ -94,7 +94,8 @@ def test_help_lists_every_command_group_with_a_line_each() -> None:
         for line in completed.stdout.splitlines()
         if line.startswith("│ ") and not line.startswith("│ --")
     }
-    assert set(rows) == {"schema", "grammar", "eval", "batch", "cache", "demo", "serve", "providers"}
+    groups = {"schema", "grammar", "eval", "batch", "cache", "demo", "serve", "providers"}
+    assert set(rows) == groups
     assert all(len(text.split()) >= 5 for text in rows.values()), rows
 
 
