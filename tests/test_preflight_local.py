@@ -56,8 +56,9 @@ _BETWEEN_TOKENS = re.compile(r"(?<=[{\[,:])\s+|\s+(?=[}\],:])")
 
 
 def _whitespace_runs(text: str) -> list[str]:
-    """The runs of whitespace between JSON tokens (strings' contents left out)."""
-    outside = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    """The runs of whitespace between JSON tokens (strings' contents left out, a string the
+    reply was cut inside of included: its spaces are a value's, not the grammar's)."""
+    outside = re.sub(r'"(?:[^"\\]|\\.)*(?:"|$)', '""', text)
     return _BETWEEN_TOKENS.findall(outside)
 
 

@@ -64,6 +64,9 @@ _VALUES: dict[str, Any] = {
     "transient": True,
     "confidence": {"/amount": 0.125},
     "value": {"amount": 3},
+    "tokens": 37,
+    "piece": "Dmitri Smith3, ",
+    "start": 12,
 }
 
 
