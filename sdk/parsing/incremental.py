@@ -141,7 +141,7 @@ _WHITESPACE: Final = " \t\n\r"
 _INFINITY: Final = float("inf")
 # The characters a number may go on with (checked whole by `_NUMBER_TOKEN` after).
 _NUMBER_RUN: Final = re.compile(r"[0-9.eE+-]*")
-_NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:(\.[0-9]+)|)(?:([eE][-+]?[0-9]+)|)")
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
 _ESCAPES: Final = {
     '"': '"',
@@ -635,6 +635,8 @@ class PartialReader(Generic[C]):
             elif buf[end : end + 1] not in _DELIMITERS and last != "literal":
                 self._key = key  # a number cut by the chunk's end, or malformed
                 return self._start_number(buf, match.start("number"))
+            elif last == "number" and end - match.start("number") < 19:
+                value = int(match["number"])  # a short integer: no range check
             else:
                 value = self._scalar(match, buf, last)
             top = self._top
@@ -777,6 +779,8 @@ class PartialReader(Generic[C]):
         self._key = None
         self._open_kind = _OPEN_NONE
         self._version += 1  # an empty container is visible
+        if pos + 1 < len(buf) and self._state == _KEY_OR_CLOSE:  # its first member, now
+            return self._read_member_start(buf, pos + 1)
         return pos + 1
 
     def _scan_whole(self, buf: str, pos: int) -> int:
