@@ -385,13 +385,32 @@ class PartialReader(Generic[C]):
             and "\\" not in chunk
             and (chunk.isprintable() or _PLAIN_RUN.fullmatch(chunk) is not None)
         ):
-            # The commonest chunk of all: more plain text of the open string value. Taken in
-            # the fewest steps, because its cost is paid at every delta of a long text.
+            # The commonest chunk of all: more plain text of the open string value. Kept to
+            # the fewest steps (the snapshot inlined; `_version` and `_emitted` are equal before
+            # and after), because its cost is paid at every delta of a long text.
             self._chunks.append(chunk)
-            self._pieces.append(chunk)
-            self._length += len(chunk)
-            self._version += 1
-            return self._snapshot()
+            pieces = self._pieces
+            pieces.append(chunk)
+            self._length = length = self._length + len(chunk)
+            top = self._top
+            partial: Partial[C] = object.__new__(Partial)
+            partial._state = (
+                self.contract,
+                length,
+                False,
+                self._root,
+                self._frames,
+                top,
+                0 if top is None else len(top),
+                self._key,
+                _OPEN_STRING,
+                pieces,
+                len(pieces),
+                self._joined,
+                self.attempt,
+            )
+            self._latest = partial
+            return partial
         if self._read_chunk(chunk):
             return self._snapshot()
         return None
