@@ -29,9 +29,12 @@ the start of any JSON document, with the position of the offending character and
 
 Cost. `feed` does work in proportion to its chunk: strings are copied with regular expressions
 and slices, never character by character in Python, and a container that arrives whole in a
-large chunk goes to the C JSON scanner. A snapshot costs O(1) to take; its `.value` is built on
-first access by copying only the containers still open: completed sub-values are shared
-between snapshots (never copied, never changed again), so treat values as read-only.
+large chunk goes to the C JSON scanner. The reader is a state machine: a step per state
+(`_STEPS`), each reading as far as one regular expression takes its state's common case (a
+whole member, `, "name": 12`, is one match), so a chunk costs a few steps, not one per token.
+A snapshot costs O(1) to take; its `.value` is built on first access by copying only the
+containers still open: completed sub-values are shared between snapshots (never copied, never
+changed again), so treat values as read-only.
 """
 
 from __future__ import annotations
