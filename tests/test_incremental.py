@@ -216,6 +216,25 @@ def test_literals_split_at_every_position() -> None:
         check_chunking(document, [document[:split], document[split:]], refs)
 
 
+# Every kind of whitespace around every token, and each delimiter after a number: the reader's
+# patterns read a whole member (`, "name": 12`) in one step, so where one stops matters.
+SPACED = (
+    '\r\n{\t"a"\t:\t1\t,\r\n "b" :-2.5e3\n, "c":\r[0\t,1.5 ,-0\r]\t,"d"\n:\n'
+    '{"e":true\r}\t, "f":"x y" ,"g":null , "h":[12]}\n\t '
+)
+
+
+def test_whitespace_and_delimiters_around_members_split_at_every_position() -> None:
+    assert json.loads(SPACED)["c"] == [0, 1.5, 0]
+    refs = reference(SPACED)
+    for split in range(1, len(SPACED)):
+        check_chunking(SPACED, [SPACED[:split], SPACED[split:]], refs)
+    for first in range(1, len(SPACED), 3):
+        for second in range(first + 1, len(SPACED), 2):
+            chunks = [SPACED[:first], SPACED[first:second], SPACED[second:]]
+            check_chunking(SPACED, chunks, refs)
+
+
 # --- What a snapshot says ---
 
 
@@ -350,6 +369,12 @@ def _reject_constant(name: str) -> Any:
         ("NaN", 0),
         ("{} x", 3),  # extra data
         ("{'a': 1}", 1),  # single quotes
+        ('{"a": 01}', 7),  # the same inside a member (read by a member's pattern)
+        ('{"a": 1.}', 8),
+        ('{"a": 1.5.3}', 9),
+        ('{"a": -x}', 7),
+        ('{"a": 2, "b" 3}', 13),
+        ('{"a": 2 "b": 3}', 8),
     ],
 )
 def test_malformed_input_raises_where_it_becomes_impossible(text: str, position: int) -> None:

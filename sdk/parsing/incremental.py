@@ -114,16 +114,18 @@ _PLAIN_RUN: Final = re.compile(r'[^"\\\x00-\x1f]*')
 # first optional, so one match covers a whole member (`, "name": 12`) when it is all there, and
 # `lastgroup` (the last group matched) says where it stopped: within the name ("name"), after
 # it ("name_end"), after the colon ("colon"), inside a string value ("string"), or after a
-# whole value ("closed" string, "number", "fraction" for a number with one, "literal"). A
-# number is whole only when a delimiter follows it (`12` may become `1234`): the steps check
-# that (a lookahead in the pattern costs more than the check).
+# whole value ("closed" string, "literal", "int_end" or "float_end" for a number and the
+# delimiter after it). A number is whole only when a delimiter follows it (`12` may become
+# `1234`): the pattern takes that delimiter (a lookahead costs more) and the step gives it back;
+# without one it ends with "number" or "fraction" (cut by the chunk's end, or malformed).
 _WS: Final = r"[ \t\n\r]*"
 # Every optional part is written `(?:X|)`, not `(?:X)?`: the same match, and the regular
 # expression engine takes an alternative faster than a repeat (a third less time a match).
 _A_VALUE: Final = (
     r'(?:"(?P<string>[^"\\\x00-\x1f]*)(?:(?P<closed>")|)'
     r"|(?P<number>-?(?:0|[1-9][0-9]*))"
-    r"(?:(?P<fraction>\.[0-9]+(?:[eE][-+]?[0-9]+|)|[eE][-+]?[0-9]+)|)"
+    r"(?:(?P<fraction>\.[0-9]+(?:[eE][-+]?[0-9]+|)|[eE][-+]?[0-9]+)"
+    r"(?:(?P<float_end>[ \t\n\r,\]}])|)|(?P<int_end>[ \t\n\r,\]}])|)"
     r"|(?P<literal>true|false|null)|)"
 )
 _REST_OF_MEMBER: Final = (
@@ -136,10 +138,9 @@ _NAME_REST: Final = re.compile(_REST_OF_MEMBER)
 _COLON_VALUE: Final = re.compile(rf"{_WS}(?P<colon>:){_WS}{_A_VALUE}")
 _LITERAL_VALUES: Final[dict[str, bool | None]] = {"true": True, "false": False, "null": None}
 # The groups a pattern ends with when it read a whole value.
-_WHOLE_VALUE: Final = frozenset({"closed", "number", "fraction", "literal"})
-_NUMBER_GROUPS: Final = frozenset({"number", "fraction"})
-# What may follow a whole number.
-_DELIMITERS: Final = frozenset(" \t\n\r,]}")
+_WHOLE_VALUE: Final = frozenset({"closed", "int_end", "float_end", "literal"})
+# ... and of those, the ones that took the delimiter after the value.
+_DELIMITED: Final = frozenset({"int_end", "float_end"})
 _WHITESPACE: Final = " \t\n\r"
 _INFINITY: Final = float("inf")
 # The characters a number may go on with (checked whole by `_NUMBER_TOKEN` after).
@@ -651,14 +652,10 @@ class PartialReader(Generic[C]):
         """A member read by a pattern as far as it reached: its name, colon and value."""
         last = match.lastgroup
         if last in _WHOLE_VALUE:  # the commonest: the member is whole, it joins the object
-            end = match.end()
             if last == "closed":
                 value = match["string"]
-            elif buf[end : end + 1] not in _DELIMITERS and last != "literal":
-                self._key = key  # a number cut by the chunk's end, or malformed
-                return self._start_number(buf, match.start("number"))
-            elif last == "number" and end - match.start("number") < 19:
-                value = int(match["number"])  # a short integer: no range check
+            elif last == "int_end" and len(token := match["number"]) < 19:
+                value = int(token)  # a short integer: no range check
             else:
                 value = self._scalar(match, buf, last)
             top = self._top
@@ -667,7 +664,7 @@ class PartialReader(Generic[C]):
             top[key] = value
             self._version += 1
             self._state = _AFTER_MEMBER
-            return end
+            return match.end() - 1 if last in _DELIMITED else match.end()
         if last == "name":  # the name goes on: an escape, a control character, or the end
             self._name = [key]
             self._state = _NAME
@@ -675,6 +672,8 @@ class PartialReader(Generic[C]):
         self._key = key
         if last == "string":
             return self._open_string(match, buf)
+        if last == "number" or last == "fraction":  # cut by the chunk's end, or malformed
+            return self._start_number(buf, match.start("number"))
         # After the name or its colon: a value that is not read in one step follows.
         self._state = _COLON if last == "name_end" else _VALUE
         return match.end()
@@ -682,26 +681,25 @@ class PartialReader(Generic[C]):
     def _took_value(self, match: re.Match[str], buf: str) -> int:
         """A value read by a pattern: attach it, or open the string it starts."""
         last = match.lastgroup
+        if last in _WHOLE_VALUE:
+            self._attach(self._scalar(match, buf, last))
+            return match.end() - 1 if last in _DELIMITED else match.end()
         if last == "string":
             return self._open_string(match, buf)
-        end = match.end()
-        if last in _NUMBER_GROUPS and buf[end : end + 1] not in _DELIMITERS:
-            return self._start_number(buf, match.start("number"))  # cut, or malformed
-        self._attach(self._scalar(match, buf, last))
-        return end
+        return self._start_number(buf, match.start("number"))  # cut, or malformed
 
     def _scalar(self, match: re.Match[str], buf: str, last: str | None) -> Any:
         """The whole scalar value a pattern read (`last`: the group it ended with)."""
         if last == "closed":
             return match["string"]
-        if last == "number":
+        if last == "int_end":
             token = match["number"]
             if len(token) < 19:  # a short integer: no range check
                 return int(token)
             return self._number_of(token, buf, match.start("number"))
-        if last == "fraction":
+        if last == "float_end":
             start = match.start("number")
-            token = buf[start : match.end()]
+            token = buf[start : match.end() - 1]
             value = float(token)
             if -_INFINITY < value < _INFINITY:
                 return value
