@@ -275,21 +275,45 @@ class Partial(Generic[C]):
 
     def is_complete(self, pointer: str = "") -> bool:
         """Whether the value at `pointer` is present and closed (`""`: the whole document)."""
-        tokens = split_pointer(pointer)
-        path = self._open_path()
-        if (
-            path is not None
-            and len(tokens) <= len(path)
-            and all(token == str(step) for token, step in zip(tokens, path, strict=False))
-        ):
-            return False  # the open value itself, or one of the containers it is in
-        found, _ = lookup(self.value, tokens)
+        found, _ = self._closed(split_pointer(pointer))
         return found
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """The value at `pointer`, complete or not, or `default` if it is not there (yet)."""
-        found, value = lookup(self.value, pointer)
+        tokens = split_pointer(pointer)
+        found, value = self._closed(tokens)  # a closed value needs no `.value` built
+        if not found:
+            found, value = lookup(self.value, tokens)
         return value if found else default
+
+    def _closed(self, tokens: list[str]) -> tuple[bool, Any]:
+        """`(True, value)` if the value at `tokens` is present and closed, found without building
+        `.value` (a consumer that takes each list item as it closes would copy the open list
+        at every snapshot): an open container is read only as far as this snapshot saw it,
+        and the closed values in it are shared and never change."""
+        _, _, done, root, frames, top, top_length, key, open_kind, *_ = self._state
+        if done:
+            return lookup(root, tokens)
+        if top is None:
+            return False, None  # a document that is one open scalar, or nothing yet
+        # The open containers, outermost first: each with how much of it this snapshot saw and
+        # the token of its open child (the next container; in `top`, the open scalar if any).
+        chain = [(top, top_length, _child_token(top, top_length, key, open_kind != _OPEN_NONE))]
+        while frames is not None:
+            container, length, name, frames = frames
+            chain.append((container, length, _child_token(container, length, name, True)))
+        chain.reverse()
+        for depth, (container, length, open_child) in enumerate(chain):
+            if depth == len(tokens):
+                return False, None  # an open container
+            token = tokens[depth]
+            if token == open_child:
+                if depth == len(chain) - 1:
+                    return False, None  # the open scalar
+                continue
+            found, value = _seen_item(container, length, token)
+            return lookup(value, tokens[depth + 1 :]) if found else (False, None)
+        return False, None  # (not reached: the innermost level returns)
 
     def _open_path(self) -> list[str | int] | None:
         _, _, done, _, frames, top, top_length, key, open_kind, *_ = self._state
@@ -997,6 +1021,24 @@ def _skip_whitespace(buf: str, pos: int) -> int:
 
 
 # --- Snapshot helpers ---
+
+
+def _child_token(container: Any, length: int, name: str | None, is_open: bool) -> str | None:
+    """The pointer token of a container's open child (at `length` in a list), if it has one."""
+    if not is_open:
+        return None
+    return str(length) if type(container) is list else name
+
+
+def _seen_item(container: Any, length: int, token: str) -> tuple[bool, Any]:
+    """The item `token` names among the first `length` items of an open container (the ones a
+    snapshot saw: items are only ever added after them)."""
+    found, value = lookup(container, [token])
+    if not found or len(container) == length:
+        return found, value
+    if type(container) is list:
+        return (True, value) if int(token) < length else (False, None)
+    return (True, value) if token in islice(container, length) else (False, None)
 
 
 def _materialize(state: _State) -> Any:
