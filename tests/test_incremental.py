@@ -216,6 +216,25 @@ def test_literals_split_at_every_position() -> None:
         check_chunking(document, [document[:split], document[split:]], refs)
 
 
+# Every kind of whitespace around every token, and each delimiter after a number: the reader's
+# patterns read a whole member (`, "name": 12`) in one step, so where one stops matters.
+SPACED = (
+    '\r\n{\t"a"\t:\t1\t,\r\n "b" :-2.5e3\n, "c":\r[0\t,1.5 ,-0\r]\t,"d"\n:\n'
+    '{"e":true\r}\t, "f":"x y" ,"g":null , "h":[12]}\n\t '
+)
+
+
+def test_whitespace_and_delimiters_around_members_split_at_every_position() -> None:
+    assert json.loads(SPACED)["c"] == [0, 1.5, 0]
+    refs = reference(SPACED)
+    for split in range(1, len(SPACED)):
+        check_chunking(SPACED, [SPACED[:split], SPACED[split:]], refs)
+    for first in range(1, len(SPACED), 3):
+        for second in range(first + 1, len(SPACED), 2):
+            chunks = [SPACED[:first], SPACED[first:second], SPACED[second:]]
+            check_chunking(SPACED, chunks, refs)
+
+
 # --- What a snapshot says ---
 
 
@@ -289,6 +308,72 @@ def _snapshots(document: str) -> list[Partial[Any] | None]:
     return found
 
 
+def _all_pointers(value: Any, pointer: str = "") -> list[str]:
+    found = [pointer]
+    if isinstance(value, dict):
+        for name, item in value.items():
+            escaped = name.replace("~", "~0").replace("/", "~1")
+            found += _all_pointers(item, f"{pointer}/{escaped}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _all_pointers(item, f"{pointer}/{index}")
+    return found
+
+
+def _check_lookups(document: str) -> None:
+    """`is_complete` and `get` (which read open containers in place, never building `.value`
+    for a closed value) agree with `.complete` and `.value` at every snapshot of a stream, read
+    when it is handed out and again once the reader has moved on (the containers have grown)."""
+    final = json.loads(document)
+    pointers = [*_all_pointers(final), "/absent", "/0/absent", "/nested/a/9"]
+    reader = PartialReader(Decision)
+    snapshots = [reader.feed(char) for char in document]
+    snapshots.append(reader.finish())
+    for partial in snapshots:
+        if partial is None:
+            continue
+        reference, lookups = _copy(partial), _copy(partial)  # `.value` built late, or never
+        for pointer in pointers:
+            complete = lookups.is_complete(pointer)
+            assert complete == (pointer in reference.complete), pointer
+            assert lookups.get(pointer, "<absent>") == _get(reference.value, pointer), pointer
+            if complete:
+                untouched = _copy(partial)
+                assert untouched.get(pointer) == _get(reference.value, pointer)
+                assert not hasattr(untouched, "_value")  # a closed value: nothing built
+
+
+def _copy(partial: Partial[Any]) -> Partial[Any]:
+    """The same snapshot, with nothing built yet."""
+    fresh: Partial[Any] = Partial.__new__(Partial)
+    fresh._state = partial._state
+    return fresh
+
+
+def _get(value: Any, pointer: str) -> Any:
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict) and token in value:
+            value = value[token]
+        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return "<absent>"
+    return value
+
+
+def test_is_complete_and_get_agree_with_the_built_value_at_every_snapshot() -> None:
+    _check_lookups(DOCUMENT)
+    _check_lookups('{"a": [1, {"b": "xy"}, [2]], "a": {"c": "late", "c": 3}, "d": "text"}')
+    _check_lookups('[[[]], [{"k": [true, null]}, -1.5], "s", {"x~/y": {"": 0}}]')
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=_json_values)
+def test_lookups_agree_with_the_built_value_for_any_json(value: Any) -> None:
+    _check_lookups(json.dumps(value))
+
+
 # --- No validation on partial snapshots ---
 
 
@@ -350,6 +435,12 @@ def _reject_constant(name: str) -> Any:
         ("NaN", 0),
         ("{} x", 3),  # extra data
         ("{'a': 1}", 1),  # single quotes
+        ('{"a": 01}', 7),  # the same inside a member (read by a member's pattern)
+        ('{"a": 1.}', 8),
+        ('{"a": 1.5.3}', 9),
+        ('{"a": -x}', 7),
+        ('{"a": 2, "b" 3}', 13),
+        ('{"a": 2 "b": 3}', 8),
     ],
 )
 def test_malformed_input_raises_where_it_becomes_impossible(text: str, position: int) -> None:

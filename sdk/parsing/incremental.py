@@ -29,9 +29,12 @@ the start of any JSON document, with the position of the offending character and
 
 Cost. `feed` does work in proportion to its chunk: strings are copied with regular expressions
 and slices, never character by character in Python, and a container that arrives whole in a
-large chunk goes to the C JSON scanner. A snapshot costs O(1) to take; its `.value` is built on
-first access by copying only the containers still open: completed sub-values are shared
-between snapshots (never copied, never changed again), so treat values as read-only.
+large chunk goes to the C JSON scanner. The reader is a state machine: a step per state
+(`_STEPS`), each reading as far as one regular expression takes its state's common case (a
+whole member, `, "name": 12`, is one match), so a chunk costs a few steps, not one per token.
+A snapshot costs O(1) to take; its `.value` is built on first access by copying only the
+containers still open: completed sub-values are shared between snapshots (never copied, never
+changed again), so treat values as read-only.
 """
 
 from __future__ import annotations
@@ -65,21 +68,21 @@ __all__ = ["Partial", "PartialReader"]
 
 C = TypeVar("C", bound=Contract)
 
-# --- Reader states: what may come next. ---
+# --- Reader states: what may come next (each is read by its step, `_STEPS[state]`). ---
 # Between tokens (whitespace is skipped):
 _VALUE: Final = 0  # a value: the document's start, after ':', or after ',' in an array
 _VALUE_OR_CLOSE: Final = 1  # just after '[': a value or ']'
 _KEY_OR_CLOSE: Final = 2  # just after '{': a property name or '}'
 _KEY: Final = 3  # after ',' in an object: a property name
 _COLON: Final = 4  # after a property name
-_AFTER_VALUE: Final = 5  # after a value inside a container: ',' or the closing bracket
-_END: Final = 6  # the document is closed: only whitespace may follow
+_AFTER_MEMBER: Final = 5  # after a value in an object: ',' or '}'
+_AFTER_ITEM: Final = 6  # after a value in an array: ',' or ']'
+_END: Final = 7  # the document is closed: only whitespace may follow
 # Inside a token (whitespace is content, or ends the token):
-_STRING: Final = 7  # inside a string (a property name or a value)
-_NUMBER: Final = 8  # inside a number: it closes at the first character that cannot extend it
-_LITERAL: Final = 9  # inside true, false or null
-# Transient, within one step of the loop: a value has just closed.
-_CLOSED: Final = 10
+_STRING: Final = 8  # inside a string value (its prefix is visible)
+_NAME: Final = 9  # inside a property name (invisible)
+_NUMBER: Final = 10  # inside a number: it closes at the first character that cannot extend it
+_LITERAL: Final = 11  # inside true, false or null
 
 # What each state expects next, for error messages.
 _EXPECTED: Final = {
@@ -88,9 +91,11 @@ _EXPECTED: Final = {
     _KEY_OR_CLOSE: "a property name in double quotes or '}'",
     _KEY: "a property name in double quotes",
     _COLON: "':'",
-    _AFTER_VALUE: "',' or a closing bracket",
+    _AFTER_MEMBER: "',' or '}'",
+    _AFTER_ITEM: "',' or ']'",
     _END: "nothing more",
     _STRING: "the rest of the string",
+    _NAME: "the rest of the property name",
     _NUMBER: "the rest of the number",
     _LITERAL: "the rest of the literal",
 }
@@ -101,16 +106,46 @@ _OPEN_NONE: Final = 0
 _OPEN_STRING: Final = 1
 _OPEN_HIDDEN: Final = 2
 
-_WHITESPACE: Final = " \t\n\r"
 _WS_RUN: Final = re.compile(r"[ \t\n\r]*")
 # A run of string characters that need no decoding (no quote, backslash or control character).
 _PLAIN_RUN: Final = re.compile(r'[^"\\\x00-\x1f]*')
-# A whole plain property name with its colon: the common case, read in one step.
-_NAME: Final = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')
-# The colon after a property name, with the whitespace around it.
-_COLON_RUN: Final = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
-_NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
-_NUMBER_CHARS: Final = frozenset("0123456789-+.eE")
+
+# The steps' patterns. Each reads as far as its state's common case goes, every part after the
+# first optional, so one match covers a whole member (`, "name": 12`) when it is all there, and
+# `lastgroup` (the last group matched) says where it stopped: within the name ("name"), after
+# it ("name_end"), after the colon ("colon"), inside a string value ("string"), or after a
+# whole value ("closed" string, "literal", "int_end" or "float_end" for a number and the
+# delimiter after it). A number is whole only when a delimiter follows it (`12` may become
+# `1234`): the pattern takes that delimiter (a lookahead costs more) and the step gives it back;
+# without one it ends with "number" or "fraction" (cut by the chunk's end, or malformed).
+_WS: Final = r"[ \t\n\r]*"
+# Every optional part is written `(?:X|)`, not `(?:X)?`: the same match, and the regular
+# expression engine takes an alternative faster than a repeat (a third less time a match).
+_A_VALUE: Final = (
+    r'(?:"(?P<string>[^"\\\x00-\x1f]*)(?:(?P<closed>")|)'
+    r"|(?P<number>-?(?:0|[1-9][0-9]*))"
+    r"(?:(?P<fraction>\.[0-9]+(?:[eE][-+]?[0-9]+|)|[eE][-+]?[0-9]+)"
+    r"(?:(?P<float_end>[ \t\n\r,\]}])|)|(?P<int_end>[ \t\n\r,\]}])|)"
+    r"|(?P<literal>true|false|null)|)"
+)
+_REST_OF_MEMBER: Final = (
+    rf'(?P<name>[^"\\\x00-\x1f]*)(?:(?P<name_end>"){_WS}(?:(?P<colon>:){_WS}{_A_VALUE}|)|)'
+)
+_VALUE_START: Final = re.compile(rf"{_WS}{_A_VALUE}")
+_FIRST_MEMBER: Final = re.compile(rf'{_WS}"{_REST_OF_MEMBER}')
+_NEXT_MEMBER: Final = re.compile(rf'{_WS},{_WS}(?:"{_REST_OF_MEMBER}|)')
+_NAME_REST: Final = re.compile(_REST_OF_MEMBER)
+_COLON_VALUE: Final = re.compile(rf"{_WS}(?P<colon>:){_WS}{_A_VALUE}")
+_LITERAL_VALUES: Final[dict[str, bool | None]] = {"true": True, "false": False, "null": None}
+# The groups a pattern ends with when it read a whole value.
+_WHOLE_VALUE: Final = frozenset({"closed", "int_end", "float_end", "literal"})
+# ... and of those, the ones that took the delimiter after the value.
+_DELIMITED: Final = frozenset({"int_end", "float_end"})
+_WHITESPACE: Final = " \t\n\r"
+_INFINITY: Final = float("inf")
+# The characters a number may go on with (checked whole by `_NUMBER_TOKEN` after).
+_NUMBER_RUN: Final = re.compile(r"[0-9.eE+-]*")
+_NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:(\.[0-9]+)|)(?:([eE][-+]?[0-9]+)|)")
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
 _ESCAPES: Final = {
     '"': '"',
@@ -240,21 +275,45 @@ class Partial(Generic[C]):
 
     def is_complete(self, pointer: str = "") -> bool:
         """Whether the value at `pointer` is present and closed (`""`: the whole document)."""
-        tokens = split_pointer(pointer)
-        path = self._open_path()
-        if (
-            path is not None
-            and len(tokens) <= len(path)
-            and all(token == str(step) for token, step in zip(tokens, path, strict=False))
-        ):
-            return False  # the open value itself, or one of the containers it is in
-        found, _ = lookup(self.value, tokens)
+        found, _ = self._closed(split_pointer(pointer))
         return found
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """The value at `pointer`, complete or not, or `default` if it is not there (yet)."""
-        found, value = lookup(self.value, pointer)
+        tokens = split_pointer(pointer)
+        found, value = self._closed(tokens)  # a closed value needs no `.value` built
+        if not found:
+            found, value = lookup(self.value, tokens)
         return value if found else default
+
+    def _closed(self, tokens: list[str]) -> tuple[bool, Any]:
+        """`(True, value)` if the value at `tokens` is present and closed, found without building
+        `.value` (a consumer that takes each list item as it closes would copy the open list
+        at every snapshot): an open container is read only as far as this snapshot saw it,
+        and the closed values in it are shared and never change."""
+        _, _, done, root, frames, top, top_length, key, open_kind, *_ = self._state
+        if done:
+            return lookup(root, tokens)
+        if top is None:
+            return False, None  # a document that is one open scalar, or nothing yet
+        # The open containers, outermost first: each with how much of it this snapshot saw and
+        # the token of its open child (the next container; in `top`, the open scalar if any).
+        chain = [(top, top_length, _child_token(top, top_length, key, open_kind != _OPEN_NONE))]
+        while frames is not None:
+            container, length, name, frames = frames
+            chain.append((container, length, _child_token(container, length, name, True)))
+        chain.reverse()
+        for depth, (container, length, open_child) in enumerate(chain):
+            if depth == len(tokens):
+                return False, None  # an open container
+            token = tokens[depth]
+            if token == open_child:
+                if depth == len(chain) - 1:
+                    return False, None  # the open scalar
+                continue
+            found, value = _seen_item(container, length, token)
+            return lookup(value, tokens[depth + 1 :]) if found else (False, None)
+        return False, None  # (not reached: the innermost level returns)
 
     def _open_path(self) -> list[str | int] | None:
         _, _, done, _, frames, top, top_length, key, open_kind, *_ = self._state
@@ -304,8 +363,9 @@ class PartialReader(Generic[C]):
         self._depth = 0  # how many containers are open
         self._root: Any = None
         self._open_kind = _OPEN_NONE
-        # The open string: is it a property name, and its decoded pieces so far.
-        self._in_key = False
+        # The open property name's decoded pieces; the open string value's, and a cell of
+        # their longest prefix joined so far (shared by that string's snapshots).
+        self._name: list[str] = []
         self._pieces: list[str] = []
         self._joined: list[tuple[str, int]] = [("", 0)]
         # The open number's text and DFA state, or the open literal and how much of it was read.
@@ -319,6 +379,7 @@ class PartialReader(Generic[C]):
         self._latest: Partial[C] | None = None
         self._error: InvalidJSON | None = None
         self._finished = False
+        self._fast_failures = 0  # failed C-scanner attempts in the current chunk
 
     # --- Public API ---
 
@@ -378,26 +439,9 @@ class PartialReader(Generic[C]):
             )
             self._latest = partial
             return partial
-        if self._error is not None:
-            raise self._error
-        if self._finished:
-            raise RuntimeError("feed() after finish(): this reader's document is closed")
-        if not chunk:
-            return None
-        self._chunks.append(chunk)
-        self._length += len(chunk)
-        tail = self._tail
-        buffer = tail + chunk if tail else chunk
-        self._rescanned += len(tail)
-        try:
-            self._read(buffer)
-        except InvalidJSON as error:
-            self._error = error
-            self._plain_string = False
-            raise
-        if self._version == self._emitted:
-            return None
-        return self._snapshot()
+        if self._read_chunk(chunk):
+            return self._snapshot()
+        return None
 
     def finish(self) -> Partial[C]:
         """The end of the stream: the final snapshot, or `InvalidJSON` if the document is open."""
@@ -425,261 +469,388 @@ class PartialReader(Generic[C]):
             return self._snapshot()
         return self._latest
 
-    # --- Reading ---
+    # --- Reading: one step of the current state at a time ---
+    #
+    # `_STEPS[state]` is the step for each state. A step reads from `pos` as far as its state's
+    # common case reaches in one regular expression (a member's comma, name, colon and scalar
+    # value are one match), updates the reader's state and returns where it stopped. The
+    # careful paths (escapes, cut numbers and literals, errors) are steps of their own.
 
-    def _read(self, buf: str) -> None:
-        """Consume `buf` (the kept tail, then the new chunk) from the current state.
-
-        The hot path: the state lives in locals, and every branch that closes a value falls
-        through to the one block at the bottom of the loop that attaches it to its container.
-        It is the one function in `sdk/` over 80 lines, on purpose: split into a function per
-        state, every character would pay a function call and a reload of the state into locals
-        (bench row 2, streaming, measures this loop); the states are commented where they start
-        instead.
-        """
-        n = len(buf)
+    def _read_chunk(self, chunk: str) -> bool:
+        """Read `chunk` (after the kept tail): whether the visible state changed."""
+        if self._error is not None:
+            raise self._error
+        if self._finished:
+            raise RuntimeError("feed() after finish(): this reader's document is closed")
+        if not chunk:
+            return False
+        self._chunks.append(chunk)
+        self._length += len(chunk)
+        buf = chunk
+        if self._tail:
+            self._rescanned += len(self._tail)
+            buf = self._tail + chunk
+            self._tail = ""
+        self._fast_failures = 0
         pos = 0
-        state = self._state
-        top = self._top
-        key = self._key
-        pieces = self._pieces
-        in_key = self._in_key
-        open_kind = self._open_kind
-        changes = 0
-        depth = self._depth
-        fast_failures = 0
-        value: Any
+        n = len(buf)
+        steps = _STEPS
         try:
             while pos < n:
-                if state < _STRING:  # between tokens
-                    char = buf[pos]
-                    if char in _WHITESPACE:
-                        pos = _WS_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-                        continue
-                    if state == _AFTER_VALUE:
-                        if char == ",":
-                            pos += 1
-                            if pos < n and buf[pos] == " ":  # the usual single space
-                                pos += 1
-                            if type(top) is list:
-                                state = _VALUE
-                                continue
-                            state = _KEY
-                            if pos == n or buf[pos] != '"':
-                                continue
-                            char = '"'  # the property name follows: read it in this step
-                        elif char == ("]" if type(top) is list else "}"):
-                            pos += 1
-                            value = top
-                            top, _, key, self._frames = self._frames or _NO_FRAMES
-                            depth -= 1
-                        else:
-                            closer = "']'" if type(top) is list else "'}'"
-                            raise self._fail(pos, f"',' or {closer} expected", buf)
-                    if state in (_KEY, _KEY_OR_CLOSE):
-                        if char == '"':
-                            match = _NAME.match(buf, pos)
-                            if match is not None:  # a whole plain name and its colon
-                                key = match.group(1)
-                                pos = match.end()
-                                state = _VALUE
-                            else:
-                                in_key = True
-                                state = _STRING
-                                pos += 1
-                            continue
-                        if char != "}" or state != _KEY_OR_CLOSE:
-                            raise self._fail(pos, f"{_EXPECTED[state]} expected", buf)
-                        pos += 1
-                        value = top
-                        top, _, key, self._frames = self._frames or _NO_FRAMES
-                        depth -= 1
-                    elif state in (_VALUE, _VALUE_OR_CLOSE):
-                        if char == '"':
-                            end = _PLAIN_RUN.match(buf, pos + 1).end()  # type: ignore[union-attr]
-                            if end < n and buf[end] == '"':  # a whole plain string: a slice
-                                value = buf[pos + 1 : end]
-                                pos = end + 1
-                            else:
-                                if end < n and buf[end] == "\\":  # escapes: the C decoder
-                                    try:
-                                        value, pos = _scan_string(buf, pos + 1, True)
-                                    except ValueError:  # cut or malformed: the careful path
-                                        self._rescanned += n - pos
-                                    else:
-                                        state = _CLOSED
-                                if state != _CLOSED:
-                                    in_key = False
-                                    open_kind = _OPEN_STRING
-                                    changes += 1  # an empty string is now visible
-                                    state = _STRING
-                                    pos += 1
-                                    continue
-                        elif char == "{" or char == "[":
-                            if n - pos >= _FAST_PATH_MIN and fast_failures < _FAST_PATH_FAILURES:
-                                try:
-                                    value, end = _scan_value(buf, pos)
-                                except (ValueError, StopIteration, RecursionError):
-                                    fast_failures += 1  # cut or malformed: the careful path
-                                    self._rescanned += n - pos
-                                else:
-                                    # Too deep: the careful path says where, as for any text.
-                                    brackets = buf.count("[", pos, end) + buf.count("{", pos, end)
-                                    if depth + brackets <= MAX_DEPTH or not too_deep(
-                                        value, start=depth
-                                    ):
-                                        state = _CLOSED
-                                        pos = end
-                                    else:
-                                        fast_failures = _FAST_PATH_FAILURES
-                            if state != _CLOSED:
-                                if depth >= MAX_DEPTH:
-                                    raise self._fail(
-                                        pos, f"nested deeper than {MAX_DEPTH} levels", buf
-                                    )
-                                depth += 1
-                                if top is not None:
-                                    self._frames = (top, len(top), key, self._frames)
-                                top = {} if char == "{" else []
-                                key = None
-                                open_kind = _OPEN_NONE
-                                changes += 1  # an empty container is now visible
-                                state = _KEY_OR_CLOSE if char == "{" else _VALUE_OR_CLOSE
-                                pos += 1
-                                continue
-                        elif char == "-" or "0" <= char <= "9":
-                            match = _NUMBER_TOKEN.match(buf, pos)
-                            end = match.end() if match is not None else pos
-                            if match is not None and end < n and buf[end] not in _NUMBER_CHARS:
-                                if match.lastindex is None and end - pos < 19:
-                                    value = int(match.group())  # a short integer: no range check
-                                else:
-                                    value = self._number_of(match.group(), buf, pos)
-                                pos = end
-                            else:  # cut by the chunk's end, or malformed: the careful path
-                                self._number = [char]
-                                self._number_state = (
-                                    _N_MINUS if char == "-" else _N_ZERO if char == "0" else _N_INT
-                                )
-                                open_kind = _OPEN_HIDDEN
-                                state = _NUMBER
-                                pos += 1
-                                continue
-                        elif char in _LITERALS:
-                            word, value = _LITERALS[char]
-                            if buf.startswith(word, pos):
-                                pos += len(word)
-                            else:
-                                self._literal, self._literal_read = word, 1
-                                open_kind = _OPEN_HIDDEN
-                                state = _LITERAL
-                                pos += 1
-                                continue
-                        elif char == "]" and state == _VALUE_OR_CLOSE:
-                            pos += 1
-                            value = top
-                            top, _, key, self._frames = self._frames or _NO_FRAMES
-                            depth -= 1
-                        else:
-                            raise self._fail(pos, f"{_EXPECTED[state]} expected", buf)
-                    elif state == _COLON:
-                        if char != ":":
-                            raise self._fail(pos, "':' expected after the property name", buf)
-                        state = _VALUE
-                        pos += 1
-                        if pos < n and buf[pos] == " ":  # the usual single space
-                            pos += 1
-                        continue
-                    elif state == _END:
-                        raise self._fail(pos, "extra data after the end of the document", buf)
+                pos = steps[self._state](self, buf, pos)
+        except InvalidJSON as error:
+            self._error = error
+            self._plain_string = False
+            raise
+        self._plain_string = self._state == _STRING and not self._tail
+        return self._version != self._emitted
 
-                elif state == _STRING:
-                    # Inside a string: copy plain runs whole, decode escapes, stop at the quote.
-                    end = _PLAIN_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-                    if end > pos:
-                        pieces.append(buf[pos:end])
-                        if not in_key:
-                            changes += 1
-                        pos = end
-                        if pos == n:
-                            break
-                    char = buf[pos]
-                    if char == "\\":
-                        decoded = self._escape(buf, pos)
-                        if decoded is None:  # cut by the chunk's end: kept for the next one
-                            break
-                        text, pos = decoded
-                        pieces.append(text)
-                        if not in_key:
-                            changes += 1
-                        continue
-                    if char != '"':
-                        raise self._fail(pos, f"control character {char!r} in a string", buf)
-                    pos += 1
-                    value = "".join(pieces)
-                    pieces = []  # a new list: snapshots may hold the old one
-                    if in_key:
-                        key = value
-                        in_key = False
-                        match = _COLON_RUN.match(buf, pos)
-                        if match is not None:  # the colon is here too: read it in this step
-                            pos = match.end()
-                            state = _VALUE
-                        else:
-                            state = _COLON
-                        continue
+    def _read_value(self, buf: str, pos: int) -> int:
+        """`_VALUE`, `_VALUE_OR_CLOSE`: a value starts (after '[', the array may close)."""
+        match = _VALUE_START.match(buf, pos)
+        assert match is not None  # every part of the pattern is optional
+        if match.lastgroup is not None:
+            return self._took_value(match, buf)
+        pos = match.end()
+        if pos == len(buf):
+            return pos
+        char = buf[pos]
+        if char == "{" or char == "[":
+            return self._open_container(buf, pos)
+        if char == "-" or "0" <= char <= "9":
+            return self._start_number(buf, pos)
+        if char in _LITERALS:
+            return self._start_literal(buf, pos)
+        if char == "]" and self._state == _VALUE_OR_CLOSE:
+            return self._close_container(pos)
+        raise self._fail(pos, f"{_EXPECTED[self._state]} expected", buf)
 
-                elif state == _NUMBER:  # (before whitespace, which ends a number)
-                    end = self._read_number(buf, pos)
-                    if end < 0:  # the chunk ended inside the number
-                        pos = n
-                        break
-                    value = self._number_value(buf, end)
-                    pos = end
+    def _read_member_start(self, buf: str, pos: int) -> int:
+        """`_KEY_OR_CLOSE`, `_KEY`: a property name (after '{', the object may close)."""
+        match = _FIRST_MEMBER.match(buf, pos)
+        if match is not None:
+            return self._took_member(match, buf, match["name"])
+        pos = _skip_whitespace(buf, pos)
+        if pos == len(buf):
+            return pos
+        if buf[pos] == "}" and self._state == _KEY_OR_CLOSE:
+            return self._close_container(pos)
+        raise self._fail(pos, f"{_EXPECTED[self._state]} expected", buf)
 
-                else:  # _LITERAL
-                    word = self._literal
-                    read = self._literal_read
-                    while pos < n and read < len(word):
-                        if buf[pos] != word[read]:
-                            raise self._fail(pos, f"invalid literal ({word!r} expected)", buf)
-                        pos += 1
-                        read += 1
-                    self._literal_read = read
-                    if read < len(word):
-                        break
-                    value = _LITERALS[word[0]][1]
+    def _read_after_member(self, buf: str, pos: int) -> int:
+        """`_AFTER_MEMBER`: ',' and the next member, or '}'."""
+        if buf[pos] == "}":
+            return self._close_container(pos)
+        match = _NEXT_MEMBER.match(buf, pos)
+        if match is not None:
+            if match.lastgroup is None:  # the comma, and the end of the buffer
+                self._state = _KEY
+                return match.end()
+            return self._took_member(match, buf, match["name"])
+        pos = _skip_whitespace(buf, pos)
+        if pos == len(buf):
+            return pos
+        if buf[pos] == "}":
+            return self._close_container(pos)
+        raise self._fail(pos, "',' or '}' expected", buf)
 
-                # A value closed (a scalar, a string, or a whole container): attach it.
-                changes += 1
-                open_kind = _OPEN_NONE
-                if top is None:
-                    self._root = value
-                    state = _END
-                    continue
-                if type(top) is list:
-                    top.append(value)
-                else:
-                    if key in top:
-                        # A repeated name: the last one wins, as in json.loads. Copy first,
-                        # because snapshots already handed out may share this dict.
-                        top = dict(top)
-                    top[key] = value
-                state = _AFTER_VALUE
-        finally:
-            # Also on an error, so that the state stays consistent with the position.
-            self._state = state
-            self._top = top
-            self._key = key
-            if pieces is not self._pieces:
-                self._pieces = pieces
-                self._joined = [("", 0)]
-            self._in_key = in_key
-            self._open_kind = open_kind
-            self._depth = depth
-            self._version += changes
-            self._tail = tail = buf[pos:]
-            self._plain_string = state == _STRING and not in_key and not tail
+    def _read_after_item(self, buf: str, pos: int) -> int:
+        """`_AFTER_ITEM`: ',' and the next item, or ']'."""
+        char = buf[pos]
+        if char == ",":
+            self._state = _VALUE
+            pos += 1
+            n = len(buf)
+            if pos < n and buf[pos] == " ":  # the usual single space
+                pos += 1
+            if pos < n and buf[pos] == "{":  # the usual next item: open it now
+                return self._open_container(buf, pos)
+            return pos
+        if char == "]":
+            return self._close_container(pos)
+        if char in _WHITESPACE:
+            return _skip_whitespace(buf, pos)
+        raise self._fail(pos, "',' or ']' expected", buf)
+
+    def _read_colon(self, buf: str, pos: int) -> int:
+        """`_COLON`: the colon after a property name (cut from it), and the value after it."""
+        match = _COLON_VALUE.match(buf, pos)
+        if match is not None:
+            if match.lastgroup == "colon":
+                self._state = _VALUE
+                return match.end()
+            return self._took_value(match, buf)
+        pos = _skip_whitespace(buf, pos)
+        if pos == len(buf):
+            return pos
+        raise self._fail(pos, "':' expected after the property name", buf)
+
+    def _read_end(self, buf: str, pos: int) -> int:
+        """`_END`: the document is closed; only whitespace may follow."""
+        pos = _skip_whitespace(buf, pos)
+        if pos < len(buf):
+            raise self._fail(pos, "extra data after the end of the document", buf)
+        return pos
+
+    def _read_string(self, buf: str, pos: int) -> int:
+        """`_STRING`: more of an open string value (each piece is visible), up to its quote."""
+        end = _PLAIN_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if end > pos:
+            self._pieces.append(buf[pos:end])
+            self._version += 1
+            if end == len(buf):
+                return end
+        char = buf[end]
+        if char == '"':
+            self._attach("".join(self._pieces))
+            return end + 1
+        if char == "\\":
+            decoded = self._escape(buf, end)
+            if decoded is None:  # cut by the chunk's end: kept for the next one
+                self._tail = buf[end:]
+                return len(buf)
+            text, after = decoded
+            self._pieces.append(text)
+            self._version += 1
+            return after
+        raise self._fail(end, f"control character {char!r} in a string", buf)
+
+    def _read_name(self, buf: str, pos: int) -> int:
+        """`_NAME`: more of a property name cut by a chunk's end (invisible), then its member."""
+        match = _NAME_REST.match(buf, pos)
+        assert match is not None  # the name's characters may be none
+        if match.lastgroup != "name":
+            head = "".join(self._name)
+            self._name = []
+            return self._took_member(match, buf, head + match["name"])
+        end = match.end()
+        if end > pos:
+            self._name.append(match["name"])
+            if end == len(buf):
+                return end
+        char = buf[end]
+        if char == "\\":
+            decoded = self._escape(buf, end)
+            if decoded is None:
+                self._tail = buf[end:]
+                return len(buf)
+            text, after = decoded
+            self._name.append(text)
+            return after
+        raise self._fail(end, f"control character {char!r} in a string", buf)
+
+    def _read_number_rest(self, buf: str, pos: int) -> int:
+        """`_NUMBER`: more of a number cut by a chunk's end (invisible until it closes)."""
+        run = _NUMBER_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if run < len(buf):
+            token = "".join(self._number) + buf[pos:run]
+            if _NUMBER_TOKEN.fullmatch(token) is not None:  # closed, and well formed
+                self._number = []
+                self._attach(self._number_of(token, buf, run - len(token)))
+                return run
+        # Still cut, or malformed: the careful path says where it stops or fails.
+        end = self._read_number(buf, pos)
+        if end < 0:
+            return len(buf)
+        self._attach(self._number_value(buf, end))
+        return end
+
+    def _read_literal_rest(self, buf: str, pos: int) -> int:
+        """`_LITERAL`: more of `true`, `false` or `null` cut by a chunk's end."""
+        word = self._literal
+        read = self._literal_read
+        n = len(buf)
+        while pos < n and read < len(word):
+            if buf[pos] != word[read]:
+                raise self._fail(pos, f"invalid literal ({word!r} expected)", buf)
+            pos += 1
+            read += 1
+        self._literal_read = read
+        if read == len(word):
+            self._attach(_LITERALS[word[0]][1])
+        return pos
+
+    # --- Steps' shared parts ---
+
+    def _took_member(self, match: re.Match[str], buf: str, key: str) -> int:
+        """A member read by a pattern as far as it reached: its name, colon and value."""
+        last = match.lastgroup
+        if last in _WHOLE_VALUE:  # the commonest: the member is whole, it joins the object
+            if last == "closed":
+                value = match["string"]
+            elif last == "int_end" and len(token := match["number"]) < 19:
+                value = int(token)  # a short integer: no range check
+            else:
+                value = self._scalar(match, buf, last)
+            top = self._top
+            if key in top:  # a repeated name: see `_attach`
+                top = self._top = dict(top)
+            top[key] = value
+            self._version += 1
+            self._state = _AFTER_MEMBER
+            return match.end() - 1 if last in _DELIMITED else match.end()
+        if last == "name":  # the name goes on: an escape, a control character, or the end
+            self._name = [key]
+            self._state = _NAME
+            return match.end()
+        self._key = key
+        if last == "string":
+            return self._open_string(match, buf)
+        if last == "number" or last == "fraction":  # cut by the chunk's end, or malformed
+            return self._start_number(buf, match.start("number"))
+        # After the name or its colon: a value that is not read in one step follows.
+        self._state = _COLON if last == "name_end" else _VALUE
+        return match.end()
+
+    def _took_value(self, match: re.Match[str], buf: str) -> int:
+        """A value read by a pattern: attach it, or open the string it starts."""
+        last = match.lastgroup
+        if last in _WHOLE_VALUE:
+            self._attach(self._scalar(match, buf, last))
+            return match.end() - 1 if last in _DELIMITED else match.end()
+        if last == "string":
+            return self._open_string(match, buf)
+        return self._start_number(buf, match.start("number"))  # cut, or malformed
+
+    def _scalar(self, match: re.Match[str], buf: str, last: str | None) -> Any:
+        """The whole scalar value a pattern read (`last`: the group it ended with)."""
+        if last == "closed":
+            return match["string"]
+        if last == "int_end":
+            token = match["number"]
+            if len(token) < 19:  # a short integer: no range check
+                return int(token)
+            return self._number_of(token, buf, match.start("number"))
+        if last == "float_end":
+            start = match.start("number")
+            token = buf[start : match.end() - 1]
+            value = float(token)
+            if -_INFINITY < value < _INFINITY:
+                return value
+            return self._number_of(token, buf, start)  # out of range: says so
+        return _LITERAL_VALUES[match["literal"]]
+
+    def _open_string(self, match: re.Match[str], buf: str) -> int:
+        """A string value whose plain start `match` read: whole through the C decoder if it is
+        all here with escapes, else open (visible from its quote on)."""
+        start = match.start("string")
+        end = match.end()
+        n = len(buf)
+        if end < n and buf[end] == "\\":
+            try:
+                value, after = _scan_string(buf, start, True)
+            except ValueError:  # cut or malformed: the careful path
+                self._rescanned += n - start
+            else:
+                self._attach(value)
+                return after
+        plain = match["string"]
+        self._pieces = [plain] if plain else []
+        self._joined = [("", 0)]
+        self._open_kind = _OPEN_STRING
+        self._state = _STRING
+        self._version += 1  # an empty string is visible too
+        return end
+
+    def _start_number(self, buf: str, pos: int) -> int:
+        """A number no pattern could read whole: cut by the chunk's end, or malformed."""
+        match = _NUMBER_TOKEN.match(buf, pos)
+        if match is not None and match.end() == len(buf):  # well formed so far: keep it
+            token = match.group()
+            self._number = [token]
+            if match[2]:
+                self._number_state = _N_EXP
+            elif match[1]:
+                self._number_state = _N_FRAC
+            else:
+                self._number_state = _N_ZERO if token in ("0", "-0") else _N_INT
+            pos = len(buf)
+        else:
+            char = buf[pos]
+            self._number = [char]
+            self._number_state = _N_MINUS if char == "-" else _N_ZERO if char == "0" else _N_INT
+            pos += 1
+        self._open_kind = _OPEN_HIDDEN
+        self._state = _NUMBER
+        return pos
+
+    def _start_literal(self, buf: str, pos: int) -> int:
+        """`true`, `false` or `null` cut by the chunk's end (or misspelt): read it char by char."""
+        self._literal = _LITERALS[buf[pos]][0]
+        self._literal_read = 1
+        self._open_kind = _OPEN_HIDDEN
+        self._state = _LITERAL
+        return pos + 1
+
+    def _attach(self, value: Any) -> None:
+        """A value closed: it joins its container (or is the whole document)."""
+        self._version += 1
+        self._open_kind = _OPEN_NONE
+        top = self._top
+        if type(top) is dict:
+            key = self._key
+            if key in top:
+                # A repeated name: the last one wins, as in json.loads. Copy first, because
+                # snapshots already handed out may share this dict.
+                top = self._top = dict(top)
+            top[key] = value
+            self._state = _AFTER_MEMBER
+        elif top is None:
+            self._root = value
+            self._state = _END
+        else:
+            top.append(value)
+            self._state = _AFTER_ITEM
+
+    def _open_container(self, buf: str, pos: int) -> int:
+        """'{' or '[': the whole container through the C scanner if it is here, else open it."""
+        if len(buf) - pos >= _FAST_PATH_MIN and self._fast_failures < _FAST_PATH_FAILURES:
+            end = self._scan_whole(buf, pos)
+            if end >= 0:
+                return end
+        if self._depth >= MAX_DEPTH:
+            raise self._fail(pos, f"nested deeper than {MAX_DEPTH} levels", buf)
+        self._depth += 1
+        top = self._top
+        if top is not None:
+            self._frames = (top, len(top), self._key, self._frames)
+        if buf[pos] == "{":
+            self._top = {}
+            self._state = _KEY_OR_CLOSE
+        else:
+            self._top = []
+            self._state = _VALUE_OR_CLOSE
+        self._key = None
+        self._open_kind = _OPEN_NONE
+        self._version += 1  # an empty container is visible
+        if pos + 1 < len(buf) and self._state == _KEY_OR_CLOSE:  # its first member, now
+            return self._read_member_start(buf, pos + 1)
+        return pos + 1
+
+    def _scan_whole(self, buf: str, pos: int) -> int:
+        """The container at `pos` read whole by the C scanner and attached: the position after
+        it, or -1 if it is cut, malformed or too deep (the careful path then reads it)."""
+        try:
+            value, end = _scan_value(buf, pos)
+        except (ValueError, StopIteration, RecursionError):
+            self._fast_failures += 1
+            self._rescanned += len(buf) - pos
+            return -1
+        brackets = buf.count("[", pos, end) + buf.count("{", pos, end)
+        if self._depth + brackets > MAX_DEPTH and too_deep(value, start=self._depth):
+            # Too deep: the careful path says where, as for any text.
+            self._fast_failures = _FAST_PATH_FAILURES
+            return -1
+        self._attach(value)
+        return end
+
+    def _close_container(self, pos: int) -> int:
+        """'}' or ']' at `pos`: the innermost container closes and joins its parent."""
+        value = self._top
+        self._top, _, self._key, self._frames = self._frames or _NO_FRAMES
+        self._depth -= 1
+        self._attach(value)
+        return pos + 1
 
     def _read_number(self, buf: str, pos: int) -> int:
         """Extend the open number: the position of the first character after it, or -1 if the
@@ -827,7 +998,47 @@ class PartialReader(Generic[C]):
         )
 
 
+_Step = Callable[[PartialReader[Any], str, int], int]
+_STEPS: Final[tuple[_Step, ...]] = (
+    PartialReader._read_value,  # _VALUE
+    PartialReader._read_value,  # _VALUE_OR_CLOSE
+    PartialReader._read_member_start,  # _KEY_OR_CLOSE
+    PartialReader._read_member_start,  # _KEY
+    PartialReader._read_colon,  # _COLON
+    PartialReader._read_after_member,  # _AFTER_MEMBER
+    PartialReader._read_after_item,  # _AFTER_ITEM
+    PartialReader._read_end,  # _END
+    PartialReader._read_string,  # _STRING
+    PartialReader._read_name,  # _NAME
+    PartialReader._read_number_rest,  # _NUMBER
+    PartialReader._read_literal_rest,  # _LITERAL
+)
+
+
+def _skip_whitespace(buf: str, pos: int) -> int:
+    """The position of the first non-whitespace character at or after `pos` (or the end)."""
+    return _WS_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+
+
 # --- Snapshot helpers ---
+
+
+def _child_token(container: Any, length: int, name: str | None, is_open: bool) -> str | None:
+    """The pointer token of a container's open child (at `length` in a list), if it has one."""
+    if not is_open:
+        return None
+    return str(length) if type(container) is list else name
+
+
+def _seen_item(container: Any, length: int, token: str) -> tuple[bool, Any]:
+    """The item `token` names among the first `length` items of an open container (the ones a
+    snapshot saw: items are only ever added after them)."""
+    found, value = lookup(container, [token])
+    if not found or len(container) == length:
+        return found, value
+    if type(container) is list:
+        return (True, value) if int(token) < length else (False, None)
+    return (True, value) if token in islice(container, length) else (False, None)
 
 
 def _materialize(state: _State) -> Any:
