@@ -122,12 +122,16 @@ class StopDetails(TypedDict, total=False):
 
 
 class ParseDetails(StopDetails, total=False):
-    """`StopDetails`, and how the provider's wire dialect wrote the document."""
+    """`StopDetails`, how the provider's wire dialect wrote the document, and what the
+    contract's validators receive beside the source."""
 
     absent_nulls: bool
     """The dialect made every property required and wrote `null` for an absent optional one
     (OpenAI strict, llama.cpp, Ollama): such a `null` is dropped from the value, with a note,
     where the contract's schema does not admit `null` there (default False)."""
+    context: Mapping[str, Any] | None
+    """Reaches the contract's validators through Pydantic's validation context, merged with
+    the source (`{"source": source, **context}`)."""
 
 
 def parse(
@@ -137,16 +141,15 @@ def parse(
     stop_reason: StopReason | str,
     source: str | None = None,
     enum_case: EnumCase = "normalize",
-    context: Mapping[str, Any] | None = None,
     **details: Unpack[ParseDetails],
 ) -> Parsed[C]:
     """Decide whether `text` is a trustworthy `contract` value; raise a typed error if not.
 
     `stop_reason` is a `StopReason` or any provider's raw value (kept as `raw_stop_reason`).
     `details` are what the reply said beside it (`StopDetails`: `raw_stop_reason`,
-    `clean_stops`, `refusal`, `refusal_category`) and `absent_nulls` (`ParseDetails`); `text`
-    stays as received. `context` reaches the contract's validators through Pydantic's
-    validation context, merged with the source (`{"source": source, **context}`).
+    `clean_stops`, `refusal`, `refusal_category`), `absent_nulls` and `context`
+    (`ParseDetails`: `context` reaches the contract's validators through Pydantic's
+    validation context, as `{"source": source, **context}`); `text` stays as received.
     """
     require_contract(contract, "parse()")
     if enum_case not in ("normalize", "reject"):
@@ -176,7 +179,8 @@ def parse(
     # 5. Contract, then 6. semantic checks (one Pydantic pass; its errors are split by origin).
     document = text if not notes else json.dumps(data)
     reading = _Reading(contract, compiled, data, state)
-    value = _validate_contract(reading, document, validators_context(source, context))
+    checked_with = validators_context(source, details.get("context"))
+    value = _validate_contract(reading, document, checked_with)
     return Parsed(
         value=value,
         stop_reason=state.stop_reason,
