@@ -126,6 +126,7 @@ class RayRun:
         import ray
         from ray.data import ActorPoolStrategy
 
+        from sdk.batch._map import JobRows
         from sdk.batch._map import StructuredMap
 
         rows = [self._row(row) for row in page]  # a changed line stops the job here
@@ -137,8 +138,7 @@ class RayRun:
                 "client": self.backend.make_clients,
                 "in_flight": self.backend.per_actor,
                 "max_tokens": self.settings.max_tokens,
-                "job": self.settings,
-                "job_prompt": self.prompt,
+                "job": JobRows(self.settings, self.prompt),
             },
             batch_size=self.backend.batch_size,
             batch_format="pyarrow",
