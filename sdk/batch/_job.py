@@ -95,7 +95,7 @@ from sdk.prompt import Prompt
 from sdk.providers._errors import provider_error
 from sdk.schema.canonical import schema_info
 
-__all__ = ["BatchJob"]
+__all__ = ["BatchJob", "HostedPolling", "JobOptions"]
 
 Backend = HostedBackend | LocalBackend
 
@@ -118,6 +118,19 @@ class HostedPolling(TypedDict, total=False):
     poll_max: float | None
     collect_chunk: int | None
     sleep: Callable[[float], None] | None
+
+
+class JobOptions(HostedPolling, total=False):
+    """What else a job is made with: `BatchJob.create`'s optional keywords."""
+
+    prompt: type[Prompt] | None
+    """A template (`sdk.Prompt`) the input's lines give `variables` for."""
+    settings: JobSettings | None
+    """Retries, resubmits, `max_tokens`, the enum policy (default: a local backend's clients')."""
+    update: bool
+    """Take changed settings of what is asked on an existing job (default False)."""
+    extra_meta: Mapping[str, Any] | None
+    """Values kept in the state file with the job."""
 
 
 class BatchJob:
@@ -178,11 +191,7 @@ class BatchJob:
         backend: Backend,
         input: str | Path,
         out: str | Path,
-        prompt: type[Prompt] | None = None,
-        settings: JobSettings | None = None,
-        update: bool = False,
-        extra_meta: Mapping[str, Any] | None = None,
-        **polling: Unpack[HostedPolling],
+        **options: Unpack[JobOptions],
     ) -> BatchJob:
         """A new job (or, if `state` already holds the job over this input and output, that job
         to resume). On an existing job, settings that change what is asked (contract, backend,
@@ -192,7 +201,11 @@ class BatchJob:
         clients' `retries` and `enum_case` (given settings must match them: `BatchError`).
         `extra_meta`: values kept in the state file with the job (the CLI keeps how to rebuild
         its backend there). `prompt`: a template (`sdk.Prompt`) the input's lines give
-        `variables` for; every output line names it (`"prompt"`: name, version, fingerprint)."""
+        `variables` for; every output line names it (`"prompt"`: name, version, fingerprint).
+        Every keyword after `out` is optional (`JobOptions`)."""
+        prompt, settings = options.pop("prompt", None), options.pop("settings", None)
+        update, extra_meta = options.pop("update", False), options.pop("extra_meta", None)
+        polling = options  # what is left: how a hosted job polls
         input_path, out_path = Path(input).resolve(), Path(out).resolve()
         if not input_path.is_file():
             raise BatchInputError(f"{input}: no such input file")
