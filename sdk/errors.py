@@ -41,6 +41,9 @@ from functools import cache
 from typing import Any
 from typing import ClassVar
 from typing import Self
+from typing import TypedDict
+from typing import Unpack
+from typing import cast
 
 from sdk._records import Usage
 from sdk._records import Violation
@@ -54,6 +57,7 @@ __all__ = [
     "ContentFiltered",
     "ContractViolation",
     "ControlTokenInContent",
+    "ErrorFields",
     "GrammarStuck",
     "GrammarViolation",
     "InvalidJSON",
@@ -61,6 +65,7 @@ __all__ = [
     "LowConfidence",
     "MissingToolCall",
     "ProviderError",
+    "ProviderErrorFields",
     "ProviderRetriesExhausted",
     "RefusedOutput",
     "RetriesExhausted",
@@ -111,6 +116,22 @@ class _Sealing(type):
         return error
 
 
+class ErrorFields(TypedDict, total=False):
+    """What every error keeps: keywords of every error's constructor, each optional."""
+
+    text: str | None
+    """The raw output the error was decided on (None where there was none)."""
+    stop_reason: StopReason | None
+    raw_stop_reason: str | None
+    """The provider's own stop value, beside the normalized one."""
+    partial: Any
+    """Streaming: the last partial value seen before the error, if any."""
+    attempts: Sequence[Attempt]
+    """Every request the call made, this one last (none for `parse` alone)."""
+    usage: Usage | None
+    """Their tokens (default: summed over `attempts`)."""
+
+
 class StructuredOutputError(Exception, metaclass=_Sealing):
     """Base class: the SDK could not produce a trustworthy value.
 
@@ -125,25 +146,15 @@ class StructuredOutputError(Exception, metaclass=_Sealing):
     """The constructor's keyword arguments this class adds, each kept as the attribute of
     that name (what `evolve` and pickling rebuild an error from)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        text: str | None = None,
-        stop_reason: StopReason | None = None,
-        raw_stop_reason: str | None = None,
-        partial: Any = None,
-        attempts: Sequence[Attempt] = (),
-        usage: Usage | None = None,
-    ) -> None:
+    def __init__(self, message: str, **fields: Unpack[ErrorFields]) -> None:
         super().__init__(message)
         self.message = message
-        self.text = text
-        self.stop_reason = stop_reason
-        self.raw_stop_reason = raw_stop_reason
-        # Streaming: the last partial value seen before the error, if any.
-        self.partial = partial
-        self.attempts: list[Attempt] = list(attempts)
+        self.text = fields.get("text")
+        self.stop_reason = fields.get("stop_reason")
+        self.raw_stop_reason = fields.get("raw_stop_reason")
+        self.partial = fields.get("partial")
+        self.attempts: list[Attempt] = list(fields.get("attempts", ()))
+        usage = fields.get("usage")
         self.usage: Usage = usage if usage is not None else _total(self.attempts)
 
     def __str__(self) -> str:
@@ -397,6 +408,22 @@ class GrammarStuck(StructuredOutputError):
         self.diagnostics = diagnostics
 
 
+class ProviderErrorFields(ErrorFields, total=False):
+    """What a provider's failed call keeps beside `ErrorFields`: `ProviderError`'s keywords."""
+
+    status_code: int | None
+    request_id: str | None
+    retry_after: float | None
+    provider: str | None
+    """The provider family (`Result.provider`'s name)."""
+    body: str | None
+    """The raw reply body, bounded and with secrets redacted, when the reply was there but
+    unusable."""
+    transient: bool | None
+    """Whether another try can help; None leaves it to the status code (none, or 408, 429,
+    5xx: yes)."""
+
+
 class ProviderError(StructuredOutputError):
     """The provider call failed (transport or API error); `.__cause__` is the original."""
 
@@ -404,29 +431,15 @@ class ProviderError(StructuredOutputError):
         "status_code", "request_id", "retry_after", "provider", "body", "transient"
     )  # fmt: skip
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        status_code: int | None = None,
-        request_id: str | None = None,
-        retry_after: float | None = None,
-        provider: str | None = None,
-        body: str | None = None,
-        transient: bool | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(message, **kwargs)
-        self.status_code = status_code
-        self.request_id = request_id
-        self.retry_after = retry_after
-        # The provider family (`Result.provider`'s name) and the raw reply body, bounded and
-        # with secrets redacted, when the reply was there but unusable.
-        self.provider = provider
-        self.body = body
-        # Whether another try can help; `None` leaves it to the status code (none, or 408, 429,
-        # 5xx: yes).
-        self.transient = transient
+    def __init__(self, message: str, **fields: Unpack[ProviderErrorFields]) -> None:
+        self.status_code = fields.pop("status_code", None)
+        self.request_id = fields.pop("request_id", None)
+        self.retry_after = fields.pop("retry_after", None)
+        self.provider = fields.pop("provider", None)
+        self.body = fields.pop("body", None)
+        self.transient = fields.pop("transient", None)
+        # What is left is the base's: the provider's own keys are popped above.
+        super().__init__(message, **cast(ErrorFields, fields))
 
 
 class RetriesExhausted(StructuredOutputError):

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+from typing import TypedDict
+from typing import Unpack
 
 import httpx
 
@@ -38,6 +40,7 @@ __all__ = [
     "MODEL_FILE",
     "LlamaServer",
     "ServerFailed",
+    "ServerOptions",
     "Unavailable",
     "bundled_model",
     "default_threads",
@@ -117,27 +120,33 @@ def _free_port() -> int:
         return port
 
 
+class ServerOptions(TypedDict, total=False):
+    """How llama-server runs: `LlamaServer`'s keywords, each optional."""
+
+    threads: int | None
+    """Its `-t` (default: `default_threads()`)."""
+    context: int
+    """Its context window in tokens, `-c` (default 4096)."""
+    extra_args: Sequence[str]
+    """More arguments, as they are (`--jinja`)."""
+    port: int
+    """The port to bind on 127.0.0.1; 0 (the default) picks a free one."""
+
+
 class LlamaServer:
     """One llama-server process serving `model` on 127.0.0.1 (see the module docstring)."""
 
     def __init__(
-        self,
-        binary: Path,
-        model: Path,
-        *,
-        log_path: Path,
-        threads: int | None = None,
-        context: int = 4096,
-        extra_args: Sequence[str] = (),
-        port: int = 0,
+        self, binary: Path, model: Path, *, log_path: Path, **options: Unpack[ServerOptions]
     ) -> None:
         self.binary = binary
         self.model = model
         self.log_path = log_path
+        threads = options.get("threads")
         self.threads = threads if threads is not None else default_threads()
-        self.context = context
-        self.extra_args = tuple(extra_args)
-        self.requested_port = port
+        self.context = options.get("context", 4096)
+        self.extra_args = tuple(options.get("extra_args", ()))
+        self.requested_port = options.get("port", 0)
         """The port to bind; 0 picks a free one."""
         self.port = 0
         self.url = ""

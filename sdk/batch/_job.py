@@ -49,6 +49,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
@@ -93,7 +95,7 @@ from sdk.prompt import Prompt
 from sdk.providers._errors import provider_error
 from sdk.schema.canonical import schema_info
 
-__all__ = ["BatchJob"]
+__all__ = ["BatchJob", "HostedPolling", "JobOptions"]
 
 Backend = HostedBackend | LocalBackend
 
@@ -106,6 +108,29 @@ _TICK = 1.0
 _ASKED = ("schema", "prompt", "backend", "provider", "model", "max_tokens", "enum_case")
 """Settings that change what is asked or how answers are read: refused on an existing job
 unless `update=True`."""
+
+
+class HostedPolling(TypedDict, total=False):
+    """How a job waits on a hosted batch API (keywords of `BatchJob.create`, `.open` and the
+    constructor; a local backend refuses them: it has nothing to poll or collect)."""
+
+    poll_interval: float | None
+    poll_max: float | None
+    collect_chunk: int | None
+    sleep: Callable[[float], None] | None
+
+
+class JobOptions(HostedPolling, total=False):
+    """What else a job is made with: `BatchJob.create`'s optional keywords."""
+
+    prompt: type[Prompt] | None
+    """A template (`sdk.Prompt`) the input's lines give `variables` for."""
+    settings: JobSettings | None
+    """Retries, resubmits, `max_tokens`, the enum policy (default: a local backend's clients')."""
+    update: bool
+    """Take changed settings of what is asked on an existing job (default False)."""
+    extra_meta: Mapping[str, Any] | None
+    """Values kept in the state file with the job."""
 
 
 class BatchJob:
@@ -125,20 +150,9 @@ class BatchJob:
         contract: type[Contract],
         backend: Backend,
         prompt: type[Prompt] | None = None,
-        poll_interval: float | None = None,
-        poll_max: float | None = None,
-        collect_chunk: int | None = None,
-        sleep: Callable[[float], None] | None = None,
+        **polling: Unpack[HostedPolling],
     ) -> None:
-        _refuse_hosted_options(
-            backend,
-            {
-                "poll_interval": poll_interval,
-                "poll_max": poll_max,
-                "collect_chunk": collect_chunk,
-                "sleep": sleep,
-            },
-        )
+        _refuse_hosted_options(backend, polling)
         self.state = state
         self.contract = contract
         self.prompt = prompt
@@ -148,10 +162,12 @@ class BatchJob:
             self.input = Path(state.get("input"))
             self.out = Path(state.get("out"))
             self.settings = JobSettings(**state.get("settings"))
+        poll_interval, poll_max = polling.get("poll_interval"), polling.get("poll_max")
+        collect_chunk = polling.get("collect_chunk")
         self.poll_interval = poll_interval if poll_interval is not None else 10.0
         self.poll_max = poll_max if poll_max is not None else 300.0
         self.collect_chunk = collect_chunk if collect_chunk is not None else 1000
-        self._sleep = sleep
+        self._sleep = polling.get("sleep")
         self._progress: Callable[[JobProgress], None] | None = None
         self._reported = 0.0
         self._progress_every = 0.2
@@ -175,11 +191,7 @@ class BatchJob:
         backend: Backend,
         input: str | Path,
         out: str | Path,
-        prompt: type[Prompt] | None = None,
-        settings: JobSettings | None = None,
-        update: bool = False,
-        extra_meta: Mapping[str, Any] | None = None,
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> BatchJob:
         """A new job (or, if `state` already holds the job over this input and output, that job
         to resume). On an existing job, settings that change what is asked (contract, backend,
@@ -189,53 +201,29 @@ class BatchJob:
         clients' `retries` and `enum_case` (given settings must match them: `BatchError`).
         `extra_meta`: values kept in the state file with the job (the CLI keeps how to rebuild
         its backend there). `prompt`: a template (`sdk.Prompt`) the input's lines give
-        `variables` for; every output line names it (`"prompt"`: name, version, fingerprint)."""
+        `variables` for; every output line names it (`"prompt"`: name, version, fingerprint).
+        Every keyword after `out` is optional (`JobOptions`)."""
+        prompt, settings = options.pop("prompt", None), options.pop("settings", None)
+        update, extra_meta = options.pop("update", False), options.pop("extra_meta", None)
+        polling = options  # what is left: how a hosted job polls
         input_path, out_path = Path(input).resolve(), Path(out).resolve()
         if not input_path.is_file():
             raise BatchInputError(f"{input}: no such input file")
-        if settings is None:  # the local path's clients decide retries and enum policy
-            first = backend.clients[0] if isinstance(backend, LocalBackend) else None
-            settings = (
-                JobSettings(retries=first.retries, enum_case=first.config.parsing.enum_case)
-                if first is not None
-                else JobSettings()
-            )
+        settings = settings if settings is not None else _clients_settings(backend)
         if isinstance(backend, LocalBackend):  # before anything is written
-            _refuse_hosted_options(backend, options)
+            _refuse_hosted_options(backend, polling)
             _check_local(backend, settings)
         wanted = {
             **_described(contract, backend, settings),
             **_prompt_described(prompt),
             **(extra_meta or {}),
+            "input": str(input_path),
+            "out": str(out_path),
         }
-        if not Path(state).exists():
-            if out_path.exists() and out_path.stat().st_size > 0:
-                raise BatchError(
-                    f"{out} already holds data: give a new output file (a job appends "
-                    "to its own output only)"
-                )
-            new = {"job": secrets.token_hex(6), "input": str(input_path), "out": str(out_path)}
-            try:
-                store = JobState.create(
-                    state, {**wanted, **new, "out_length": 0, "created": time.time()}
-                )
-            except FileExistsError:
-                pass  # another process made it first: the same job if its settings match
-            else:
-                return cls._opened(store, contract, backend, {**options, "prompt": prompt})
-        store = JobState(state)
-        try:
-            with state_errors(state):
-                if Path(store.get("input")) != input_path or Path(store.get("out")) != out_path:
-                    raise JobMismatch(
-                        f"{state} is the job over {store.get('input')} -> {store.get('out')}; "
-                        "resume it, or give another state file"
-                    )
-                _apply_changes(store, wanted, update)
-        except BaseException:
-            store.close()
-            raise
-        return cls._opened(store, contract, backend, {**options, "prompt": prompt})
+        store = _new_state(state, wanted, out_path)
+        if store is None:  # the job is there already (or another process made it first)
+            store = _same_job_state(state, wanted, update)
+        return cls._opened(store, contract, backend, {**polling, "prompt": prompt})
 
     @classmethod
     def open(
@@ -245,11 +233,11 @@ class BatchJob:
         contract: type[Contract],
         backend: Backend,
         prompt: type[Prompt] | None = None,
-        **options: Any,
+        **polling: Unpack[HostedPolling],
     ) -> BatchJob:
         """The job in `state`, to resume, see or cancel (with its prompt template, if it has
         one)."""
-        return cls._opened(JobState(state), contract, backend, {**options, "prompt": prompt})
+        return cls._opened(JobState(state), contract, backend, {**polling, "prompt": prompt})
 
     @classmethod
     def _opened(
@@ -965,6 +953,54 @@ def _apply_changes(store: JobState, wanted: Mapping[str, Any], update: bool) -> 
             store.put(key, value, db)
         history = store.get("changes") or []
         store.put("changes", [*history, {"at": time.time(), "changed": changed}], db)
+
+
+def _clients_settings(backend: Backend) -> JobSettings:
+    """A job's settings when none are given: a local backend's clients decide retries and the
+    enum policy (each item is one of their live calls); a hosted job takes the defaults."""
+    first = backend.clients[0] if isinstance(backend, LocalBackend) else None
+    if first is None:
+        return JobSettings()
+    return JobSettings(retries=first.retries, enum_case=first.config.parsing.enum_case)
+
+
+def _new_state(state: str | Path, wanted: dict[str, Any], out: Path) -> JobState | None:
+    """The state file of a new job asking `wanted`, or None where `state` exists already (an
+    earlier run, or another process that made it first)."""
+    if Path(state).exists():
+        return None
+    if out.exists() and out.stat().st_size > 0:
+        raise BatchError(
+            f"{out} already holds data: give a new output file (a job appends to its own "
+            "output only)"
+        )
+    new = {"job": secrets.token_hex(6), "out_length": 0, "created": time.time()}
+    try:
+        return JobState.create(state, {**wanted, **new})
+    except FileExistsError:
+        return None
+
+
+def _same_job_state(state: str | Path, wanted: dict[str, Any], update: bool) -> JobState:
+    """The existing job's state file, if it is the job over the same input and output; the
+    settings `wanted` applied to it (`_apply_changes`)."""
+    store = JobState(state)
+    try:
+        with state_errors(state):
+            if store.get("input") != wanted["input"] or store.get("out") != wanted["out"]:
+                raise JobMismatch(
+                    f"{state} is the job over {store.get('input')} -> {store.get('out')}; "
+                    "resume it, or give another state file"
+                )
+            _apply_changes(store, {k: v for k, v in wanted.items() if k not in _PLACES}, update)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+_PLACES = ("input", "out")
+"""The files a job is over: fixed at its creation, compared (never changed) on a rerun."""
 
 
 def _refuse_hosted_options(backend: Backend, options: Mapping[str, Any]) -> None:

@@ -37,7 +37,10 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import asdict
+from dataclasses import dataclass
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
 import pyarrow as pa
 
@@ -55,12 +58,42 @@ from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
 from sdk.prompt import Prompt
 
-__all__ = ["ClientFactory", "StructuredMap", "contract_of", "plain_value", "row_item"]
+__all__ = [
+    "ClientFactory",
+    "JobRows",
+    "RowColumns",
+    "StructuredMap",
+    "contract_of",
+    "plain_value",
+    "row_item",
+]
 
 ClientFactory = Callable[[], AsyncStructuredClient | Sequence[AsyncStructuredClient]]
 """Makes the actor's client (or one per server of a fleet: rows go round robin)."""
 
 _JOB_COLUMNS = (("_seq", pa.int64()), ("_update", pa.string()), ("_line", pa.string()))
+
+
+class RowColumns(TypedDict, total=False):
+    """How rows are read into calls: keywords of `StructuredMap` and `sdk.ray.ProcessorHooks`,
+    each optional."""
+
+    id_column: str
+    """The column naming each row, a string or an integer (default `"id"`)."""
+    prompt: str | None
+    """A template over the row's columns (`"Approve {vendor}?"`); default: its `prompt`
+    column."""
+    max_tokens: int | None
+    """The output limit of rows that set none (default 4096)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRows:
+    """Rows that are a `sdk batch` job's (`--engine ray`): read from its input lines, with its
+    settings and prompt template."""
+
+    settings: JobSettings
+    prompt: type[Prompt] | None
 
 
 class StructuredMap:
@@ -81,13 +114,10 @@ class StructuredMap:
         contract: type[Contract] | str,
         client: ClientFactory,
         *,
-        id_column: str = "id",
-        prompt: str | None = None,
-        max_tokens: int | None = None,
         in_flight: int = 16,
         timeout: float = 3600.0,
-        job: JobSettings | None = None,
-        job_prompt: type[Prompt] | None = None,
+        job: JobRows | None = None,
+        **rows: Unpack[RowColumns],
     ) -> None:
         if in_flight < 1 or not timeout > 0:
             raise ValueError("in_flight must be at least 1 and timeout more than 0")
@@ -97,10 +127,13 @@ class StructuredMap:
         if not self.clients:
             raise ValueError("the client factory made no client")
         first = self.clients[0]
-        self.job, self.job_prompt = job, job_prompt
+        self.job = job.settings if job is not None else None
+        self.job_prompt = job.prompt if job is not None else None
+        id_column, prompt = rows.get("id_column", "id"), rows.get("prompt")
+        max_tokens = rows.get("max_tokens")
         # Outside a job a row has one pass: a provider failure (after the client's own
         # transport retries) is its outcome, not a resubmission.
-        self.settings = job or JobSettings(
+        self.settings = self.job or JobSettings(
             retries=first.retries, resubmits=0, max_tokens=max_tokens or 4096,
             enum_case=first.config.parsing.enum_case,
         )  # fmt: skip

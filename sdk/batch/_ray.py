@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
 from sdk.batch._local import LocalBackend
 from sdk.batch._outcome import Decision
@@ -37,9 +39,24 @@ from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
 from sdk.prompt import Prompt
 
-__all__ = ["RayBackend", "RayRun"]
+__all__ = ["RayBackend", "RayLayout", "RayRun"]
 
 ClientFactory = Callable[[], Sequence[AsyncStructuredClient]]
+
+
+class RayLayout(TypedDict, total=False):
+    """Where and how a job's calls run on Ray: `RayBackend`'s keywords, each optional."""
+
+    address: str | None
+    """A running cluster (None, the default: a local one for the run)."""
+    actors: int
+    """The actor pool's size (default 2)."""
+    in_flight: int
+    """Calls at once per actor (default 16)."""
+    batch_size: int
+    """Items per actor call (default 64)."""
+    page: int
+    """Items the driver hands to one dataset; its memory holds their lines (default 20,000)."""
 
 
 class RayBackend(LocalBackend):
@@ -47,22 +64,19 @@ class RayBackend(LocalBackend):
 
     `clients`: the driver's own clients (what the job checks: provider, model, retries; the
     driver makes no call with them). `make_clients`: a picklable function that makes an actor's
-    clients, run once per actor. `address`: a running cluster (`None`: a local one for the run).
-    `actors`: the actor pool's size. `in_flight`: calls at once per actor. `batch_size`: items per
-    actor call. `page`: items the driver hands to one dataset (its memory holds their lines).
+    clients, run once per actor. `layout`: the cluster, the actors and their batches
+    (`RayLayout`).
     """
 
     def __init__(
         self,
         clients: Sequence[AsyncStructuredClient],
         make_clients: ClientFactory,
-        *,
-        address: str | None = None,
-        actors: int = 2,
-        in_flight: int = 16,
-        batch_size: int = 64,
-        page: int = 20_000,
+        **layout: Unpack[RayLayout],
     ) -> None:
+        address, actors = layout.get("address"), layout.get("actors", 2)
+        in_flight, batch_size = layout.get("in_flight", 16), layout.get("batch_size", 64)
+        page = layout.get("page", 20_000)
         super().__init__(list(clients), concurrency=actors * in_flight)
         if min(actors, in_flight, batch_size, page) < 1:
             raise ValueError("actors, in_flight, batch_size and page must be at least 1")
@@ -126,6 +140,7 @@ class RayRun:
         import ray
         from ray.data import ActorPoolStrategy
 
+        from sdk.batch._map import JobRows
         from sdk.batch._map import StructuredMap
 
         rows = [self._row(row) for row in page]  # a changed line stops the job here
@@ -137,8 +152,7 @@ class RayRun:
                 "client": self.backend.make_clients,
                 "in_flight": self.backend.per_actor,
                 "max_tokens": self.settings.max_tokens,
-                "job": self.settings,
-                "job_prompt": self.prompt,
+                "job": JobRows(self.settings, self.prompt),
             },
             batch_size=self.backend.batch_size,
             batch_format="pyarrow",

@@ -26,6 +26,7 @@ from sdk.workflow.versioning import contract_named
 if TYPE_CHECKING:
     from sdk.batch import BatchJob
     from sdk.batch import JobProgress
+    from sdk.contract import Contract
 
 __all__ = ["batch_app", "progress_text"]
 
@@ -165,34 +166,45 @@ def batch_run_command(
     (listed); 2: the job could not run (bad input, another job's files, already running);
     130: interrupted (run `sdk batch resume` to go on).
     """
-    from sdk.batch import BatchJob
-    from sdk.batch._setup import build_backend
-
     out_ = Output()
     state_path = state if state is not None else out.with_name(out.name + ".job.db")
     with errors_exit(out_), _batch_errors(out_):
-        contract = contract_named(contract_ref)
         given = {"provider": provider, "model": model, "base_urls": list(base_urls or []),
                  "concurrency": concurrency, "max_requests": max_requests,
                  "cache": _cache_file(provider, cache, cache_path), "engine": engine,
                  "ray_address": ray_address, "actors": actors}  # fmt: skip
         limits = {"retries": retries, "resubmits": resubmits, "max_tokens": max_tokens}
-        spec, settings = _wanted(state_path, given, limits)
-        _check_poll(spec.provider, poll_interval)
-        job = BatchJob.create(
-            state_path,
-            contract=contract,
-            backend=build_backend(spec),
-            input=input_path,
-            out=out,
-            prompt=prompt_named(prompt_ref) if prompt_ref is not None else None,
-            settings=settings,
-            update=update,
-            extra_meta={"backend_spec": spec.to_json()},
-            poll_interval=poll_interval,
-        )
+        prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
+        files = {"input": input_path, "out": out, "prompt": prompt}
+        job = _start_job(state_path, contract_named(contract_ref), given, limits,
+                         {**files, "update": update, "poll_interval": poll_interval})  # fmt: skip
         out_.err.print(f"job state: {state_path}", style="dim")
     _run_batch(out_, job, state_path, as_json)
+
+
+def _start_job(
+    state: Path,
+    contract: type[Contract],
+    given: dict[str, Any],
+    limits: dict[str, int | None],
+    job: dict[str, Any],
+) -> BatchJob:
+    """The job in `state` (new, or the same one continued): its backend built from the given
+    options, or from the state file's where they are left out (`_wanted`); `job` are
+    `BatchJob.create`'s other keywords (its files, prompt, update, polling)."""
+    from sdk.batch import BatchJob
+    from sdk.batch._setup import build_backend
+
+    spec, settings = _wanted(state, given, limits)
+    _check_poll(spec.provider, job["poll_interval"])
+    return BatchJob.create(
+        state,
+        contract=contract,
+        backend=build_backend(spec),
+        settings=settings,
+        extra_meta={"backend_spec": spec.to_json()},
+        **job,
+    )
 
 
 @batch_app.command("resume")

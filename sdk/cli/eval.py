@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
+from typing import Unpack
 
 import typer
 
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from sdk.contract import Contract
     from sdk.eval import EvalItem
     from sdk.eval import EvalRun
+    from sdk.eval.arms import ArmOptions
+    from sdk.eval.runner import EvalOptions
 
 __all__ = ["EvalProgress", "eval_command"]
 
@@ -164,101 +168,135 @@ def eval_command(
     answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
     mass-aware, guided, min-confidence), scored on accuracy and abstention, with paired
     statistics and each arm's confidence calibration error."""
-    from sdk.abstention import Thresholds
-    from sdk.calibration import Calibration
     from sdk.client import StructuredClient
-    from sdk.eval import load_dataset
     from sdk.eval import print_tables
-    from sdk.eval.report import REPORT_FILE
-    from sdk.eval.runner import RESULTS_FILE
 
     out = Output()
+    fits = _Fits(calibrate_file, calibrate_confidence, calibration_method, calibrate_by)
     with errors_exit(out):
-        _check_options(thresholds_file, calibrate_file, calibration_method, calibrate_by)
-        calibration = (
-            Calibration.load(confidence_calibration) if confidence_calibration is not None else None
-        )
+        fits.check(thresholds_file)
         contract = contract_named(contract_ref)
-        prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
+        items = _items(dataset, contract, prompt_ref, limit)
         folder = out_dir if out_dir is not None else Path("eval-results") / dataset.stem
-        sampling = {"temperature": temperature, "seed": seed}
         store = cache_named(cache, cache_path)
         before = store.stats() if store is not None else None
-        client = StructuredClient(
-            _eval_provider(provider_spec, model), retries=retries, cache=store
-        )
+        provider = _eval_provider(provider_spec, model)
+        client = StructuredClient(provider, retries=retries, cache=store)
         run = _run_with_progress(
             out,
             client,
-            load_dataset(dataset, contract, prompt=prompt)[:limit],
+            items,
             contract,
-            out=folder,
+            folder,
             arms=[arm.strip() for arm in arms.split(",") if arm.strip()],
             max_tokens=max_tokens,
-            options={name: value for name, value in sampling.items() if value is not None},
+            options=_sampling(temperature, seed),
             fresh=fresh,
             dataset=str(dataset),
-            thresholds=Thresholds.load(thresholds_file) if thresholds_file is not None else None,
-            calibrating=calibrate_file is not None,
-            min_confidence=min_confidence,
-            confidence_calibration=calibration,
+            **_arm_options(thresholds_file, calibrate_file, min_confidence, confidence_calibration),
         )
-        _save(run, folder, calibrate_file, calibrate_confidence, calibration_method, calibrate_by)
+        fits.save(run, folder)
     print_tables(out.out, run)
-    out.line(f"results: {folder / RESULTS_FILE}")
-    out.line(f"report:  {folder / REPORT_FILE}")
-    if calibrate_file is not None:
-        out.line(f"thresholds: {calibrate_file}")
-    if calibrate_confidence is not None:
-        out.line(f"confidence calibration: {calibrate_confidence}")
+    fits.say_written(out, folder)
     if store is not None and before is not None:
         out.line(_cache_line(store, before))
 
 
-def _check_options(
+def _sampling(temperature: float | None, seed: int | None) -> dict[str, Any]:
+    """The sampling options given on the command line (the others: the provider's own)."""
+    sampling = {"temperature": temperature, "seed": seed}
+    return {name: value for name, value in sampling.items() if value is not None}
+
+
+def _items(
+    dataset: Path, contract: type[Contract], prompt_ref: str | None, limit: int | None
+) -> list[EvalItem]:
+    """The dataset's first `limit` items, asked with the prompt template `prompt_ref` names."""
+    from sdk.eval import load_dataset
+
+    prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
+    return load_dataset(dataset, contract, prompt=prompt)[:limit]
+
+
+def _arm_options(
     thresholds_file: Path | None,
     calibrate_file: Path | None,
-    calibration_method: str,
-    calibrate_by: str,
-) -> None:
-    """The options that cannot go together, or take one of a few words, refused before a run."""
-    if thresholds_file is not None and calibrate_file is not None:
-        raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
-    if calibration_method not in ("platt", "isotonic"):
-        raise ValueError(f"--calibration-method is platt or isotonic, not {calibration_method!r}")
-    if calibrate_by not in ("type", "field"):
-        raise ValueError(f"--calibrate-by is type or field, not {calibrate_by!r}")
+    min_confidence: float,
+    confidence_calibration: Path | None,
+) -> ArmOptions:
+    """What the abstaining arms are tuned by, read from the files the options name."""
+    from sdk.abstention import Thresholds
+    from sdk.calibration import Calibration
+
+    thresholds = Thresholds.load(thresholds_file) if thresholds_file is not None else None
+    calibration = (
+        Calibration.load(confidence_calibration) if confidence_calibration is not None else None
+    )
+    return {
+        "thresholds": thresholds,
+        "calibrating": calibrate_file is not None,
+        "min_confidence": min_confidence,
+        "confidence_calibration": calibration,
+    }
 
 
-def _save(
-    run: EvalRun,
-    folder: Path,
-    calibrate_file: Path | None,
-    calibrate_confidence: Path | None,
-    calibration_method: str,
-    calibrate_by: str,
-) -> None:
-    """What a run writes besides its results: the report, the accuracy plot, and the
-    thresholds and confidence calibration it was asked to fit."""
-    from sdk._files import write_atomic
-    from sdk.calibration import Grouping
-    from sdk.calibration import Method
-    from sdk.eval.calibration import calibrate_confidence_run
-    from sdk.eval.calibration import calibrate_run
-    from sdk.eval.report import ACCURACY_FILE
-    from sdk.eval.report import REPORT_FILE
-    from sdk.eval.report import accuracy_svg
-    from sdk.eval.report import html_report
+@dataclass(frozen=True, slots=True)
+class _Fits:
+    """The calibrations a run is asked to fit from its outcomes, and where to write them."""
 
-    write_atomic(folder / REPORT_FILE, html_report(run))
-    if run.metrics:
-        write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
-    if calibrate_file is not None:
-        calibrate_run(run).save(calibrate_file)
-    if calibrate_confidence is not None:
-        method: Method = "isotonic" if calibration_method == "isotonic" else "platt"
-        by: Grouping = "field" if calibrate_by == "field" else "type"
-        calibrate_confidence_run(run, method=method, by=by).save(calibrate_confidence)
+    thresholds: Path | None
+    """The mass-aware arm's thresholds (`--calibrate FILE`)."""
+    confidence: Path | None
+    """The confidence calibration (`--calibrate-confidence FILE`)."""
+    method: str
+    """How the confidence calibration is fitted: platt or isotonic."""
+    by: str
+    """What it is fitted per: type or field."""
+
+    def check(self, thresholds_file: Path | None) -> None:
+        """The options that cannot go together, or take one of a few words, refused before a
+        run."""
+        if thresholds_file is not None and self.thresholds is not None:
+            raise ValueError("--calibrate runs without thresholds: do not pass --thresholds too")
+        if self.method not in ("platt", "isotonic"):
+            raise ValueError(f"--calibration-method is platt or isotonic, not {self.method!r}")
+        if self.by not in ("type", "field"):
+            raise ValueError(f"--calibrate-by is type or field, not {self.by!r}")
+
+    def save(self, run: EvalRun, folder: Path) -> None:
+        """What a run writes besides its results: the report, the accuracy plot, and the
+        thresholds and confidence calibration it was asked to fit."""
+        from sdk._files import write_atomic
+        from sdk.calibration import Grouping
+        from sdk.calibration import Method
+        from sdk.eval.calibration import calibrate_confidence_run
+        from sdk.eval.calibration import calibrate_run
+        from sdk.eval.report import ACCURACY_FILE
+        from sdk.eval.report import REPORT_FILE
+        from sdk.eval.report import accuracy_svg
+        from sdk.eval.report import html_report
+
+        write_atomic(folder / REPORT_FILE, html_report(run))
+        if run.metrics:
+            write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
+        if self.thresholds is not None:
+            calibrate_run(run).save(self.thresholds)
+        if self.confidence is not None:
+            method: Method = "isotonic" if self.method == "isotonic" else "platt"
+            by: Grouping = "field" if self.by == "field" else "type"
+            calibrate_confidence_run(run, method=method, by=by).save(self.confidence)
+
+    def say_written(self, out: Output, folder: Path) -> None:
+        """The files the run wrote, one line each."""
+        from sdk.eval.report import REPORT_FILE
+        from sdk.eval.runner import RESULTS_FILE
+
+        out.line(f"results: {folder / RESULTS_FILE}")
+        out.line(f"report:  {folder / REPORT_FILE}")
+        if self.thresholds is not None:
+            out.line(f"thresholds: {self.thresholds}")
+        if self.confidence is not None:
+            out.line(f"confidence calibration: {self.confidence}")
 
 
 def _run_with_progress(
@@ -266,7 +304,8 @@ def _run_with_progress(
     client: StructuredClient,
     items: list[EvalItem],
     contract: type[Contract],
-    **settings: Any,
+    folder: Path,
+    **settings: Unpack[EvalOptions],
 ) -> EvalRun:
     """`run_eval` behind a progress bar on stderr; the failures a user can act on (a changed
     dataset, a provider down, Ctrl-C) exit with one line saying how to go on."""
@@ -284,7 +323,7 @@ def _run_with_progress(
     with Progress("[progress.description]{task.description}", *columns, console=console.err) as bar:
         progress = EvalProgress(bar, f"eval {contract.__name__}")
         try:
-            return run_eval(items, contract, client, progress=progress, **settings)
+            return run_eval(items, contract, client, out=folder, progress=progress, **settings)
         except ResumeMismatch as error:
             bar.remove_task(progress.task)  # nothing ran: no bar left behind the error
             console.error(f"{error} (or pass --fresh)")

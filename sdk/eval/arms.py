@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 from typing import Final
+from typing import TypedDict
+from typing import Unpack
 
 from sdk.abstention import Thresholds
 from sdk.abstention import abstain
@@ -80,6 +82,7 @@ __all__ = [
     "GROUNDED_ARMS",
     "GROUNDING_PROVIDERS",
     "UNCONSTRAINED",
+    "ArmOptions",
     "ArmUnavailable",
     "PreparedArm",
     "prepare_arm",
@@ -178,22 +181,30 @@ class StepFailed(Exception):
 Steps = Callable[[StructuredClient, EvalItem, dict[str, Any]], Generated]
 
 
-def prepare_arm(
-    name: str,
-    contract: type[Contract],
-    client: StructuredClient,
-    *,
-    thresholds: Thresholds | None = None,
-    calibrating: bool = False,
-    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-    confidence_calibration: Calibration | None = None,
-) -> PreparedArm:
-    """The arm `name` for `contract` through `client`, or `ArmUnavailable` saying why not.
+class ArmOptions(TypedDict, total=False):
+    """What the abstaining arms are tuned by: keywords of `prepare_arm` and `run_eval`, each
+    optional (the other arms read none of them)."""
 
-    `thresholds` are the mass-aware arm's (`sdk.abstention`); `calibrating` runs that arm
-    without them, to record the signals a calibration needs. `min_confidence` and
-    `confidence_calibration` are the `min_confidence` arm's.
-    """
+    thresholds: Thresholds | None
+    """The mass-aware arm's (`sdk.abstention`)."""
+    calibrating: bool
+    """Run the mass-aware arm without thresholds, to record the signals a calibration needs
+    (default False)."""
+    min_confidence: float
+    """The `min_confidence` arm's floor (default `DEFAULT_MIN_CONFIDENCE`)."""
+    confidence_calibration: Calibration | None
+    """Maps the `min_confidence` arm's confidence to the probability of being right."""
+
+
+def prepare_arm(
+    name: str, contract: type[Contract], client: StructuredClient, **options: Unpack[ArmOptions]
+) -> PreparedArm:
+    """The arm `name` for `contract` through `client`, or `ArmUnavailable` saying why not;
+    `options` tune the abstaining arms (`ArmOptions`)."""
+    thresholds = options.get("thresholds")
+    calibrating = options.get("calibrating", False)
+    min_confidence = options.get("min_confidence", DEFAULT_MIN_CONFIDENCE)
+    confidence_calibration = options.get("confidence_calibration")
     grounding = _grounding_options(name, client)
     if name == "constrained":
         return PreparedArm(name, contract, grounding)
@@ -372,9 +383,7 @@ def run_arm(
     except ProviderError:
         raise
     except (StructuredOutputError, StepFailed) as failure:
-        error = failure.error if isinstance(failure, StepFailed) else failure
-        earlier = failure.earlier if isinstance(failure, StepFailed) else None
-        return _failed(arm, item, error, earlier, time.perf_counter() - started, schema, escapes)
+        return _failed(arm, item, failure, time.perf_counter() - started, schema, escapes)
     latency = time.perf_counter() - started
     last = generated.result
     reasoning = getattr(last, "reasoning", None)
@@ -417,12 +426,15 @@ def _top_level_confidence(result: Any) -> dict[str, tuple[float, float | None]] 
 def _failed(
     arm: PreparedArm,
     item: EvalItem,
-    error: StructuredOutputError,
-    earlier: Generated | None,
+    failure: StructuredOutputError | StepFailed,
     latency: float,
     schema: dict[str, Any],
     escapes: Mapping[str, frozenset[str]],
 ) -> Outcome:
+    """The outcome of a call that failed: the error's, its tokens and attempts added to those
+    of the steps before it (an arm of several calls)."""
+    error = failure.error if isinstance(failure, StepFailed) else failure
+    earlier = failure.earlier if isinstance(failure, StepFailed) else None
     attempts = list(getattr(error, "attempts", None) or [])
     usage = getattr(error, "usage", None)
     input_tokens = sum(a.usage.input_tokens for a in attempts)

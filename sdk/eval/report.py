@@ -206,51 +206,11 @@ def write_html(run: EvalRun, path: str) -> None:
 
 def html_report(run: EvalRun) -> str:
     """The whole report as one self-contained HTML document."""
-    config = run.config
-    title = f"sdk eval: {_contract(run)}"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        # No request of any kind: the policy forbids everything not inline.
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; img-src data:\">",
-        f"<title>{_e(title)}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
-        '<p class="meta">',
-        f"dataset <b>{_e(str(config.get('dataset') or '-'))}</b>, {len(run.items)} items; "
-        f"provider <b>{_e(str(config.get('provider')))}</b>, model "
-        f"<b>{_e(str(config.get('model')))}</b>; max_tokens {_e(str(config.get('max_tokens')))}, "
-        f"retries {_e(str(config.get('retries')))}, options {_e(str(config.get('options') or {}))}"
-        f"; contract fingerprint <code>{_e(_fingerprint(run))}</code>.",
-        "</p>",
-    ]
+    parts = _head(run)
     if not run.complete:
         parts.append('<p class="warn">This run is incomplete: run the same command to finish.</p>')
     parts += ["<h2>Arms</h2>", _arms_table(run)]
-    parts += [
-        "<h2>Accuracy per arm</h2>",
-        "<p>Share of items with every labelled field right; bars are 95% Wilson intervals.</p>",
-        _interval_chart(
-            "accuracy-chart",
-            [(arm, m.accuracy, _BLUE) for arm, m in run.metrics.items()],
-        ),
-        "<h2>Abstention per arm</h2>",
-        "<p>Abstention recall (blue): on fields the document does not state, how often the "
-        "output abstained (null or an escape member). False abstention (orange): on fields it "
-        "does state, how often the output abstained anyway.</p>",
-        _interval_chart(
-            "abstention-chart",
-            [
-                row
-                for arm, m in run.metrics.items()
-                for row in (
-                    (f"{arm}: recall", m.abstention_recall, _BLUE),
-                    (f"{arm}: false", m.false_abstention, _ORANGE),
-                )
-            ],
-        ),
-    ]
+    parts += _accuracy_and_abstention(run)
     if run.pairs:
         parts += [
             "<h2>Paired differences</h2>",
@@ -276,6 +236,56 @@ def html_report(run: EvalRun) -> str:
         parts.append("</ul>")
     parts += ["<h2>Items</h2>", _items_table(run), "</body></html>"]
     return "\n".join(parts) + "\n"
+
+
+def _head(run: EvalRun) -> list[str]:
+    """The document's head, its title and the line saying what the run was made with."""
+    config = run.config
+    title = f"sdk eval: {_contract(run)}"
+    return [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        # No request of any kind: the policy forbids everything not inline.
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">",
+        f"<title>{_e(title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        '<p class="meta">',
+        f"dataset <b>{_e(str(config.get('dataset') or '-'))}</b>, {len(run.items)} items; "
+        f"provider <b>{_e(str(config.get('provider')))}</b>, model "
+        f"<b>{_e(str(config.get('model')))}</b>; max_tokens {_e(str(config.get('max_tokens')))}, "
+        f"retries {_e(str(config.get('retries')))}, options {_e(str(config.get('options') or {}))}"
+        f"; contract fingerprint <code>{_e(_fingerprint(run))}</code>.",
+        "</p>",
+    ]
+
+
+def _accuracy_and_abstention(run: EvalRun) -> list[str]:
+    """The two charts of the arms' headline rates, each with its 95% Wilson intervals."""
+    return [
+        "<h2>Accuracy per arm</h2>",
+        "<p>Share of items with every labelled field right; bars are 95% Wilson intervals.</p>",
+        _interval_chart(
+            "accuracy-chart",
+            [(arm, m.accuracy, _BLUE) for arm, m in run.metrics.items()],
+        ),
+        "<h2>Abstention per arm</h2>",
+        "<p>Abstention recall (blue): on fields the document does not state, how often the "
+        "output abstained (null or an escape member). False abstention (orange): on fields it "
+        "does state, how often the output abstained anyway.</p>",
+        _interval_chart(
+            "abstention-chart",
+            [
+                row
+                for arm, m in run.metrics.items()
+                for row in (
+                    (f"{arm}: recall", m.abstention_recall, _BLUE),
+                    (f"{arm}: false", m.false_abstention, _ORANGE),
+                )
+            ],
+        ),
+    ]
 
 
 def _reliability_section(run: EvalRun) -> list[str]:

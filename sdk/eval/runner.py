@@ -31,9 +31,9 @@ from datetime import UTC
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from typing import Unpack
 
 from sdk._files import write_atomic
-from sdk.abstention import Thresholds
 from sdk.calibration import Calibration
 from sdk.client import StructuredClient
 from sdk.contract import Contract
@@ -41,6 +41,7 @@ from sdk.contract.derived import escape_members
 from sdk.contract.derived import widen
 from sdk.eval.arms import ARMS
 from sdk.eval.arms import DEFAULT_MIN_CONFIDENCE
+from sdk.eval.arms import ArmOptions
 from sdk.eval.arms import ArmUnavailable
 from sdk.eval.arms import PreparedArm
 from sdk.eval.arms import prepare_arm
@@ -55,6 +56,7 @@ from sdk.schema.canonical import schema_info
 
 __all__ = [
     "RESULTS_FILE",
+    "EvalOptions",
     "EvalRun",
     "Pair",
     "ResumeMismatch",
@@ -161,60 +163,55 @@ class EvalRun:
         return path
 
 
+class EvalOptions(ArmOptions, total=False):
+    """How a run is made, beside its items, contract and client: keywords of `run_eval`, each
+    optional (with `ArmOptions`, what the abstaining arms are tuned by)."""
+
+    arms: Sequence[str]
+    """The arms to run (default all, `ARMS`)."""
+    max_tokens: int | None
+    """The output limit of every call (the client's default when None)."""
+    options: Mapping[str, Any] | None
+    """The sampling options every arm's call gets (`temperature`, `seed`, ...)."""
+    fresh: bool
+    """Start over in `out` instead of resuming the run found there (default False)."""
+    dataset: str
+    """The dataset's name, for the report."""
+    resamples: int
+    """The paired bootstrap's resamples (default 10,000)."""
+    seed: int
+    """The paired bootstrap's seed (default 0)."""
+
+
 def run_eval(
     items: Sequence[EvalItem],
     contract: type[Contract],
     client: StructuredClient,
     *,
-    arms: Sequence[str] = ARMS,
     out: str | Path | None = None,
-    max_tokens: int | None = None,
-    options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
-    fresh: bool = False,
-    dataset: str = "",
-    resamples: int = 10_000,
-    seed: int = 0,
-    thresholds: Thresholds | None = None,
-    calibrating: bool = False,
-    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-    confidence_calibration: Calibration | None = None,
+    **settings: Unpack[EvalOptions],
 ) -> EvalRun:
     """Run every item through every arm (module docstring); the summarized `EvalRun`.
 
-    `options` are the sampling options every arm's call gets (`temperature`, `seed`, ...);
-    `max_tokens` the output limit of every call (the client's default when `None`). With `out`,
-    results are saved as they come and an earlier run there is resumed unless `fresh`.
-    `thresholds` are the mass-aware arm's; `calibrating` runs that arm without any, recording
-    the signals `sdk.eval.calibration` calibrates them on. `min_confidence` is the
-    `min_confidence` arm's floor; `confidence_calibration` maps that arm's confidence (and,
-    in the metrics, every arm's calibrated calibration error) to the probability of being right.
+    With `out`, results are saved as they come and an earlier run there is resumed unless
+    `fresh`; `progress` is told of each outcome. `settings` (`EvalOptions`): the arms, the
+    calls' `max_tokens` and sampling `options`, and the abstaining arms' tuning: `thresholds`
+    are the mass-aware arm's; `calibrating` runs that arm without any, recording the signals
+    `sdk.eval.calibration` calibrates them on. `min_confidence` is the `min_confidence` arm's
+    floor; `confidence_calibration` maps that arm's confidence (and, in the metrics, every
+    arm's calibrated calibration error) to the probability of being right.
     """
-    unknown = [arm for arm in arms if arm not in ARMS]
-    if unknown or not arms:
-        raise ValueError(f"unknown arm(s) {', '.join(unknown) or '(none given)'}; arms: {ARMS}")
-    ids = [item.id for item in items]
-    if len(set(ids)) != len(ids):
-        raise ValueError("item ids must be unique: outcomes are keyed by them")
-    config = _config(
-        contract, client, arms, dataset, max_tokens, options, thresholds, min_confidence,
-        confidence_calibration,
-    )  # fmt: skip
-    # The prompt template the items are asked with (each item names it: one per dataset).
-    config["prompt"] = next(
-        (i.template.info().to_json() for i in items if i.template is not None), None
-    )
-    run = EvalRun(config, list(items))
-    if out is not None and not fresh:
+    _check_request(items, settings.get("arms", ARMS))
+    run = EvalRun(_config(items, contract, client, settings), list(items))
+    if out is not None and not settings.get("fresh", False):
         _resume(run, Path(out))
-    prepared = _prepared_arms(
-        run, contract, client, thresholds, calibrating, min_confidence, confidence_calibration
-    )
+    # Each arm reads its own of the settings (`ArmOptions`) and passes over the others.
+    prepared = _prepared_arms(run, contract, client, settings)
+    recorder = _Recorder(run, out, progress)
     escapes = escape_members(widen(contract))
-    total = len(prepared) * len(run.items)
-    done = sum(1 for arm in prepared for item in run.items if (arm.name, item.id) in run.outcomes)
-    if progress is not None:
-        progress(done, total, None)
+    max_tokens, options = settings.get("max_tokens"), settings.get("options")
+    recorder.started(prepared)
     for item in run.items:
         for arm in prepared:
             if (arm.name, item.id) in run.outcomes:
@@ -222,40 +219,67 @@ def run_eval(
             outcome = run_arm(
                 arm, client, item, escapes=escapes, max_tokens=max_tokens, options=options
             )
-            if item.template is not None:  # the row names the template it was asked with
-                said = item.template.info()
-                outcome = replace(outcome, prompt=said.to_json())
-            run.outcomes[arm.name, item.id] = outcome
-            done += 1
-            if out is not None:
-                run.save(out)
-            if progress is not None:
-                progress(done, total, outcome)
-    summarize(run, resamples=resamples, seed=seed)
+            recorder.record(arm, item, outcome)
+    summarize(run, resamples=settings.get("resamples", 10_000), seed=settings.get("seed", 0))
     if out is not None:
         run.save(out)
     return run
 
 
+def _check_request(items: Sequence[EvalItem], arms: Sequence[str]) -> None:
+    """`ValueError` for an arm the eval does not have, or items whose ids repeat."""
+    unknown = [arm for arm in arms if arm not in ARMS]
+    if unknown or not arms:
+        raise ValueError(f"unknown arm(s) {', '.join(unknown) or '(none given)'}; arms: {ARMS}")
+    ids = [item.id for item in items]
+    if len(set(ids)) != len(ids):
+        raise ValueError("item ids must be unique: outcomes are keyed by them")
+
+
+class _Recorder:
+    """Keeps a run's outcomes, its results file (with `out`) and its progress callback up to
+    date as outcomes come."""
+
+    def __init__(self, run: EvalRun, out: str | Path | None, progress: Progress | None) -> None:
+        self.run, self.out, self.progress = run, out, progress
+        self.done = self.total = 0
+
+    def started(self, arms: list[PreparedArm]) -> None:
+        """Count what the run has to do and what a resumed run has done already."""
+        outcomes = self.run.outcomes
+        self.total = len(arms) * len(self.run.items)
+        self.done = sum(1 for a in arms for item in self.run.items if (a.name, item.id) in outcomes)
+        if self.progress is not None:
+            self.progress(self.done, self.total, None)
+
+    def record(self, arm: PreparedArm, item: EvalItem, outcome: Outcome) -> None:
+        if item.template is not None:  # the row names the template it was asked with
+            outcome = replace(outcome, prompt=item.template.info().to_json())
+        self.run.outcomes[arm.name, item.id] = outcome
+        self.done += 1
+        if self.out is not None:
+            self.run.save(self.out)
+        if self.progress is not None:
+            self.progress(self.done, self.total, outcome)
+
+
 def _config(
+    items: Sequence[EvalItem],
     contract: type[Contract],
     client: StructuredClient,
-    arms: Sequence[str],
-    dataset: str,
-    max_tokens: int | None,
-    options: Mapping[str, Any] | None,
-    thresholds: Thresholds | None,
-    min_confidence: float,
-    confidence_calibration: Calibration | None,
+    settings: EvalOptions,
 ) -> dict[str, Any]:
     """What a run is made with (`EvalRun.config`, saved with its results)."""
     info = schema_info(contract)
+    max_tokens, options = settings.get("max_tokens"), settings.get("options")
+    thresholds = settings.get("thresholds")
+    calibration = settings.get("confidence_calibration")
     return {
-        "dataset": dataset,
+        "dataset": settings.get("dataset", ""),
         "contract": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
         "provider": client.provider.name,
         "model": client.provider.model,
-        "arms": [arm for arm in ARMS if arm in arms],
+        "arms": [arm for arm in ARMS if arm in settings.get("arms", ARMS)],
         "max_tokens": max_tokens if max_tokens is not None else client.max_tokens,
         # As JSON keeps them (a tuple is a list there), so a rerun compares by value.
         "options": _as_json(dict(options or {})),
@@ -263,38 +287,24 @@ def _config(
         "thresholds": {p: t.threshold for p, t in thresholds.fields.items()}
         if thresholds is not None
         else None,
-        "min_confidence": min_confidence,
-        "confidence_calibration": confidence_calibration.to_json()
-        if confidence_calibration is not None
-        else None,
+        "min_confidence": settings.get("min_confidence", DEFAULT_MIN_CONFIDENCE),
+        "confidence_calibration": calibration.to_json() if calibration is not None else None,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        # The prompt template the items are asked with (each item names it: one per dataset).
+        "prompt": next(
+            (i.template.info().to_json() for i in items if i.template is not None), None
+        ),
     }
 
 
 def _prepared_arms(
-    run: EvalRun,
-    contract: type[Contract],
-    client: StructuredClient,
-    thresholds: Thresholds | None,
-    calibrating: bool,
-    min_confidence: float,
-    confidence_calibration: Calibration | None,
+    run: EvalRun, contract: type[Contract], client: StructuredClient, options: ArmOptions
 ) -> list[PreparedArm]:
     """The run's arms ready to run; one that cannot run here is noted in `run.unavailable`."""
     prepared: list[PreparedArm] = []
     for name in run.config["arms"]:
         try:
-            prepared.append(
-                prepare_arm(
-                    name,
-                    contract,
-                    client,
-                    thresholds=thresholds,
-                    calibrating=calibrating,
-                    min_confidence=min_confidence,
-                    confidence_calibration=confidence_calibration,
-                )
-            )
+            prepared.append(prepare_arm(name, contract, client, **options))
         except ArmUnavailable as reason:
             run.unavailable[name] = str(reason)
     return prepared

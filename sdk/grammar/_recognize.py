@@ -16,11 +16,11 @@ No I/O.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+from typing import Unpack
 
 from sdk._position import TextPosition
 from sdk.errors import CheckFailed
@@ -30,9 +30,10 @@ from sdk.errors import summarize
 from sdk.grammar._compiled import compile_grammar
 from sdk.grammar._earley import Recognizer
 from sdk.grammar._grammar import Grammar
-from sdk.parsing.parser import DEFAULT_CLEAN_STOPS
 from sdk.parsing.parser import Parsed
+from sdk.parsing.parser import StopDetails
 from sdk.parsing.parser import check_stop
+from sdk.parsing.parser import decoded
 from sdk.parsing.parser import validators_context
 from sdk.stop_reason import StopReason
 
@@ -100,64 +101,51 @@ def parse_grammar(
     text: str | bytes,
     *,
     stop_reason: StopReason | str,
-    raw_stop_reason: str | None = None,
-    clean_stops: Collection[StopReason] = DEFAULT_CLEAN_STOPS,
-    refusal: str | None = None,
-    refusal_category: str | None = None,
     source: str | None = None,
     context: Mapping[str, Any] | None = None,
+    **details: Unpack[StopDetails],
 ) -> Parsed[str]:
     """Decide whether `text` is a trustworthy sentence of `grammar`; raise a typed error if not.
 
     The stop reason first (`TruncatedOutput`, `RefusedOutput`, `UnexpectedStop`, exactly as
-    `sdk.parse`), then recognition (`GrammarViolation`, with `.position`), then the grammar's
-    checks (`CheckFailed`), which receive `{"source": source, **context}`.
+    `sdk.parse`, with the same `details`), then recognition (`GrammarViolation`, with
+    `.position`), then the grammar's checks (`CheckFailed`), which receive
+    `{"source": source, **context}`.
     """
     if not isinstance(grammar, Grammar):
         raise TypeError(f"grammar must be an sdk.Grammar, not {type(grammar).__name__}")
     if not isinstance(text, str | bytes):
         raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
-    undecodable: UnicodeDecodeError | None = None
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as error:
-            undecodable, text = error, error.object.decode("utf-8", "replace")
-    stop, raw = check_stop(
-        text,
-        stop_reason=stop_reason,
-        raw_stop_reason=raw_stop_reason,
-        clean_stops=clean_stops,
-        refusal=refusal,
-        refusal_category=refusal_category,
-    )
+    text, undecodable = decoded(text)
+    stop, raw = check_stop(text, stop_reason=stop_reason, **details)
     fields: dict[str, Any] = {"text": text, "stop_reason": stop, "raw_stop_reason": raw}
     if undecodable is not None:
         where = TextPosition.undecodable(undecodable)
         message = f"output is not UTF-8: {undecodable.reason} at {where.by_index()}"
-        raise GrammarViolation(
-            message,
-            position=where.index,
-            line=where.line,
-            column=where.column,
-            violations=[Violation("", message, "grammar")],
-            **fields,
-        ) from undecodable
-
+        raise _violation(message, message, where, fields) from undecodable
     miss = recognize(grammar, text)
     if miss is not None:
         described = miss.describe(text)
-        raise GrammarViolation(
-            f"output is not in the {grammar.name} grammar: {described}",
-            position=miss.position,
-            line=miss.line,
-            column=miss.column,
-            violations=[Violation("", described, "grammar")],
-            **fields,
-        )
-
+        message = f"output is not in the {grammar.name} grammar: {described}"
+        raise _violation(message, described, miss, fields)
     _run_checks(grammar, text, validators_context(source, context), fields)
     return Parsed(value=text, stop_reason=stop, text=text, raw_stop_reason=raw)
+
+
+def _violation(
+    message: str, problem: str, where: TextPosition | GrammarMiss, fields: dict[str, Any]
+) -> GrammarViolation:
+    """`GrammarViolation` at `where`: the error's message, and the problem its one violation
+    names."""
+    position = where.index if isinstance(where, TextPosition) else where.position
+    return GrammarViolation(
+        message,
+        position=position,
+        line=where.line,
+        column=where.column,
+        violations=[Violation("", problem, "grammar")],
+        **fields,
+    )
 
 
 def _run_checks(

@@ -9,6 +9,8 @@ from sdk.parsing.parser import DEFAULT_CLEAN_STOPS
 from sdk.parsing.parser import EnumCase
 from sdk.parsing.parser import Note
 from sdk.parsing.parser import Parsed
+from sdk.parsing.parser import ParseDetails
+from sdk.parsing.parser import StopDetails
 from sdk.parsing.parser import check_stop
 from sdk.parsing.parser import parse
 from sdk.parsing.parser import resolve_stop_reason
@@ -19,9 +21,11 @@ __all__ = [
     "CompiledContract",
     "EnumCase",
     "Note",
+    "ParseDetails",
     "Parsed",
     "Partial",
     "PartialReader",
+    "StopDetails",
     "check_stop",
     "compile_contract",
     "parse",

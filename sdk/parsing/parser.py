@@ -26,7 +26,9 @@ from dataclasses import field
 from typing import Any
 from typing import Generic
 from typing import Literal
+from typing import TypedDict
 from typing import TypeVar
+from typing import Unpack
 
 import pydantic
 import pydantic_core
@@ -67,8 +69,11 @@ __all__ = [
     "DEFAULT_CLEAN_STOPS",
     "EnumCase",
     "Note",
+    "ParseDetails",
     "Parsed",
+    "StopDetails",
     "check_stop",
+    "decoded",
     "parse",
     "resolve_stop_reason",
     "validators_context",
@@ -101,6 +106,34 @@ class Parsed(Generic[V]):
     raw_stop_reason: str | None = None
 
 
+class StopDetails(TypedDict, total=False):
+    """What a reply said beside its stop reason, which step 1 decides on with it: keywords of
+    `parse`, `sdk.grammar.parse_grammar` and `check_stop`, each optional."""
+
+    raw_stop_reason: str | None
+    """The provider's own value (default: `stop_reason` as given)."""
+    clean_stops: Collection[StopReason]
+    """The stop reasons this call accepts as a finished output (default `end_turn` only,
+    unless the mode expects a stop sequence or a tool call)."""
+    refusal: str | None
+    """What the provider reported as a refusal beside the text (OpenAI's `refusal`)."""
+    refusal_category: str | None
+    """Its category, where the provider gave one (Anthropic's `stop_details`)."""
+
+
+class ParseDetails(StopDetails, total=False):
+    """`StopDetails`, how the provider's wire dialect wrote the document, and what the
+    contract's validators receive beside the source."""
+
+    absent_nulls: bool
+    """The dialect made every property required and wrote `null` for an absent optional one
+    (OpenAI strict, llama.cpp, Ollama): such a `null` is dropped from the value, with a note,
+    where the contract's schema does not admit `null` there (default False)."""
+    context: Mapping[str, Any] | None
+    """Reaches the contract's validators through Pydantic's validation context, merged with
+    the source (`{"source": source, **context}`)."""
+
+
 def parse(
     contract: type[C],
     text: str | bytes,
@@ -108,37 +141,25 @@ def parse(
     stop_reason: StopReason | str,
     source: str | None = None,
     enum_case: EnumCase = "normalize",
-    raw_stop_reason: str | None = None,
-    clean_stops: Collection[StopReason] = DEFAULT_CLEAN_STOPS,
-    refusal: str | None = None,
-    refusal_category: str | None = None,
-    absent_nulls: bool = False,
-    context: Mapping[str, Any] | None = None,
+    **details: Unpack[ParseDetails],
 ) -> Parsed[C]:
     """Decide whether `text` is a trustworthy `contract` value; raise a typed error if not.
 
     `stop_reason` is a `StopReason` or any provider's raw value (kept as `raw_stop_reason`).
-    `clean_stops` are the stop reasons this call accepts as a finished document (`end_turn`
-    only, unless the mode expects a stop sequence or a tool call). `refusal` and
-    `refusal_category` carry what a provider reported beside the text (OpenAI's `refusal`,
-    Anthropic's `stop_details`). `absent_nulls` says the provider's wire dialect made every
-    property required and wrote `null` for an absent optional one (OpenAI strict, llama.cpp,
-    Ollama): such a `null` is dropped from the value, with a note, where the contract's schema
-    does not admit `null` there; `text` stays as received. `context` reaches the contract's
-    validators through Pydantic's validation context, merged with the source
-    (`{"source": source, **context}`).
+    `details` are what the reply said beside it (`StopDetails`: `raw_stop_reason`,
+    `clean_stops`, `refusal`, `refusal_category`), `absent_nulls` and `context`
+    (`ParseDetails`: `context` reaches the contract's validators through Pydantic's
+    validation context, as `{"source": source, **context}`); `text` stays as received.
     """
     require_contract(contract, "parse()")
     if enum_case not in ("normalize", "reject"):
         raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
     if not isinstance(text, str | bytes):
         raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
-    stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
-    text, undecodable = _decoded(text)
-    state = _State(text=text, stop_reason=stop, raw_stop_reason=raw)
+    text, undecodable = decoded(text)
 
     # 1. Stop reason first: truncation and refusal are never success, even when the text parses.
-    _check_stop(state, clean_stops, refusal, refusal_category)
+    state = _stop_step(text, stop_reason, details)
     if undecodable is not None:
         where = TextPosition.undecodable(undecodable)
         raise _invalid(state, f"not UTF-8 ({undecodable.reason})", where) from undecodable
@@ -149,6 +170,7 @@ def parse(
     data = _load_json(state)
     if not compiled.valid_is_shallow:
         _check_depth(state, data)
+    absent_nulls = details.get("absent_nulls", False)
     notes: list[Note] = _drop_absent_nulls(compiled, data) if absent_nulls else []
 
     # 3 and 4. The schema, with the casing policy.
@@ -156,12 +178,19 @@ def parse(
 
     # 5. Contract, then 6. semantic checks (one Pydantic pass; its errors are split by origin).
     document = text if not notes else json.dumps(data)
-    validation_context = validators_context(source, context)
-    value = _validate_contract(contract, document, data, validation_context, state, compiled)
-    return Parsed(value=value, stop_reason=stop, text=text, notes=notes, raw_stop_reason=raw)
+    reading = _Reading(contract, compiled, data, state)
+    checked_with = validators_context(source, details.get("context"))
+    value = _validate_contract(reading, document, checked_with)
+    return Parsed(
+        value=value,
+        stop_reason=state.stop_reason,
+        text=text,
+        notes=notes,
+        raw_stop_reason=state.raw_stop_reason,
+    )
 
 
-def _decoded(text: str | bytes) -> tuple[str, UnicodeDecodeError | None]:
+def decoded(text: str | bytes) -> tuple[str, UnicodeDecodeError | None]:
     """The text as a string, and the decoding error of bytes that are not UTF-8 (the text then
     holds replacement characters, so the error it raises can still show what came)."""
     if isinstance(text, str):
@@ -217,13 +246,7 @@ def resolve_stop_reason(
 
 
 def check_stop(
-    text: str,
-    *,
-    stop_reason: StopReason | str,
-    raw_stop_reason: str | None = None,
-    clean_stops: Collection[StopReason] = DEFAULT_CLEAN_STOPS,
-    refusal: str | None = None,
-    refusal_category: str | None = None,
+    text: str, *, stop_reason: StopReason | str, **details: Unpack[StopDetails]
 ) -> tuple[StopReason, str | None]:
     """Step 1 alone, for any output: raise if the stop reason is not a clean end.
 
@@ -231,9 +254,21 @@ def check_stop(
     (`sdk.grammar.parse_grammar`) runs it before recognizing the text, as `parse` does before
     reading JSON.
     """
-    stop, raw = resolve_stop_reason(stop_reason, raw_stop_reason)
-    _check_stop(_State(text, stop, raw), clean_stops, refusal, refusal_category)
-    return stop, raw
+    state = _stop_step(text, stop_reason, details)
+    return state.stop_reason, state.raw_stop_reason
+
+
+def _stop_step(text: str, stop_reason: StopReason | str, details: StopDetails) -> _State:
+    """Step 1: the text with its resolved stop reason, if that reason is a clean end."""
+    stop, raw = resolve_stop_reason(stop_reason, details.get("raw_stop_reason"))
+    state = _State(text, stop, raw)
+    _check_stop(
+        state,
+        details.get("clean_stops", DEFAULT_CLEAN_STOPS),
+        details.get("refusal"),
+        details.get("refusal_category"),
+    )
+    return state
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,76 +432,95 @@ def _normalize_enum_case(compiled: CompiledContract, data: Any) -> list[Note]:
     return notes
 
 
-def _validate_contract(
-    contract: type[C],
-    document: str,
-    data: Any,
-    context: dict[str, Any],
-    state: _State,
-    compiled: CompiledContract,
-) -> C:
-    source: str | None = context.get("source")
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """A document past the schema step (5 and 6 read it): what it is checked against, its
+    JSON, and the text and stop reason every error keeps."""
+
+    contract: type[Contract]
+    compiled: CompiledContract
+    data: Any
+    state: _State
+
+
+def _validate_contract(reading: _Reading, document: str, context: dict[str, Any]) -> Any:
+    """Steps 5 and 6: the contract's value, once Pydantic (with the contract's own checks) and
+    the values only the source can verify accept it."""
     try:
-        value = contract.model_validate_json(document, strict=True, context=context)
+        value = reading.contract.model_validate_json(document, strict=True, context=context)
     except pydantic.ValidationError as exc:
-        contract_errors: list[Violation] = []
-        check_errors: list[Violation] = []
-        for error in exc.errors(include_url=False, include_input=False):
-            violation = Violation(
-                _pydantic_pointer(error["loc"], data), error["msg"], error["type"]
-            )
-            (contract_errors if error["type"] in _CONTRACT_ERROR_TYPES else check_errors).append(
-                violation
-            )
-        if contract_errors:
-            raise ContractViolation(
-                summarize(f"output violates the {contract.__name__} contract", contract_errors),
-                violations=contract_errors + check_errors,
-                **state.error_fields(),
-            ) from exc
-        # Only user validators failed: the fields are right, a semantic check is not. Quotes are
-        # checked too, so that the error lists every failed check at once.
-        quote_errors = (
-            _quote_violations(compiled, data, source, contract) if source is not None else []
-        )
-        violations = quote_errors + check_errors
-        raise CheckFailed(
-            summarize(f"{contract.__name__} failed its checks", violations),
-            violations=violations,
-            **state.error_fields(),
-        ) from exc
+        raise _validation_failure(reading, exc, context.get("source")) from exc
     except Exception as exc:
         # A contract's own validator raised something Pydantic does not wrap (a KeyError, a
         # TypeError): still a failed check on this value, never an untyped escape.
         failure = Violation("", f"{type(exc).__name__} in a validator: {exc}", "exception")
         raise CheckFailed(
-            summarize(f"{contract.__name__} failed its checks", [failure]),
+            summarize(f"{reading.contract.__name__} failed its checks", [failure]),
             violations=[failure],
-            **state.error_fields(),
+            **reading.state.error_fields(),
         ) from exc
-    if compiled.quotes.any_wanted:
-        if source is None:
-            marked = _marked(compiled, data)
-            if not marked:
-                return value  # nothing to verify: every quote empty ("no evidence") or null
-            pointers = ", ".join(pointer for pointer, _ in marked)
-            raise SourceMissing(
-                f"{contract.__name__} has values checked against the source (SourceQuote, "
-                f"Verbatim: {pointers}) but no source was given to verify them; pass source=...",
-                violations=[
-                    Violation(pointer, "cannot verify against the source: no source given", key)
-                    for pointer, key in marked
-                ],
-                **state.error_fields(),
-            )
-        violations = _quote_violations(compiled, data, source, contract)
-        if violations:
-            raise CheckFailed(
-                summarize(f"{contract.__name__} has values that are not in the source", violations),
-                violations=violations,
-                **state.error_fields(),
-            )
+    if reading.compiled.quotes.any_wanted:
+        _check_grounded(reading, context.get("source"))
     return value
+
+
+def _validation_failure(
+    reading: _Reading, exc: pydantic.ValidationError, source: str | None
+) -> ContractViolation | CheckFailed:
+    """Pydantic's errors split by origin: `ContractViolation` if any is the contract's own
+    (a field's type, a missing field), else `CheckFailed` for the user's validators."""
+    contract_errors: list[Violation] = []
+    check_errors: list[Violation] = []
+    for error in exc.errors(include_url=False, include_input=False):
+        violation = Violation(
+            _pydantic_pointer(error["loc"], reading.data), error["msg"], error["type"]
+        )
+        (contract_errors if error["type"] in _CONTRACT_ERROR_TYPES else check_errors).append(
+            violation
+        )
+    name = reading.contract.__name__
+    if contract_errors:
+        return ContractViolation(
+            summarize(f"output violates the {name} contract", contract_errors),
+            violations=contract_errors + check_errors,
+            **reading.state.error_fields(),
+        )
+    # Only user validators failed: the fields are right, a semantic check is not. Quotes are
+    # checked too, so that the error lists every failed check at once.
+    quote_errors = _quote_violations(reading, source) if source is not None else []
+    violations = quote_errors + check_errors
+    return CheckFailed(
+        summarize(f"{name} failed its checks", violations),
+        violations=violations,
+        **reading.state.error_fields(),
+    )
+
+
+def _check_grounded(reading: _Reading, source: str | None) -> None:
+    """Step 6's source check: every `SourceQuote` and `Verbatim` value is in the source
+    (`CheckFailed`), or `SourceMissing` if a value needs the source and none was given."""
+    name = reading.contract.__name__
+    if source is None:
+        marked = _marked(reading.compiled, reading.data)
+        if not marked:
+            return  # nothing to verify: every quote empty ("no evidence") or null
+        pointers = ", ".join(pointer for pointer, _ in marked)
+        raise SourceMissing(
+            f"{name} has values checked against the source (SourceQuote, "
+            f"Verbatim: {pointers}) but no source was given to verify them; pass source=...",
+            violations=[
+                Violation(pointer, "cannot verify against the source: no source given", key)
+                for pointer, key in marked
+            ],
+            **reading.state.error_fields(),
+        )
+    violations = _quote_violations(reading, source)
+    if violations:
+        raise CheckFailed(
+            summarize(f"{name} has values that are not in the source", violations),
+            violations=violations,
+            **reading.state.error_fields(),
+        )
 
 
 def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
@@ -481,13 +535,11 @@ def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
     return marked
 
 
-def _quote_violations(
-    compiled: CompiledContract, data: Any, source: str, contract: type[Contract]
-) -> list[Violation]:
+def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
     """`SourceQuote`s that are not spans of the source (empty passes: "no evidence"), and
     `Verbatim` values that are not (empty fails, unless the source is empty too)."""
     violations = []
-    for hit in compiled.quotes.walk(data):
+    for hit in reading.compiled.quotes.walk(reading.data):
         value = hit.value
         if not isinstance(value, str):
             continue

@@ -26,6 +26,7 @@ from sdk.batch._columns import COLUMNS
 from sdk.batch._columns import line_of
 from sdk.batch._columns import row_of
 from sdk.batch._map import ClientFactory
+from sdk.batch._map import RowColumns
 from sdk.batch._map import StructuredMap
 from sdk.ray._llm import REASK
 from sdk.ray._llm import ProcessorHooks
@@ -36,6 +37,7 @@ __all__ = [
     "REASK",
     "ClientFactory",
     "ProcessorHooks",
+    "RowColumns",
     "SecondPass",
     "StructuredMap",
     "line_of",

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from typing import Unpack
 
 import pyarrow as pa
 
@@ -45,6 +46,7 @@ from sdk.batch._columns import COLUMNS
 from sdk.batch._columns import row_of
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
+from sdk.batch._map import RowColumns
 from sdk.batch._map import contract_of
 from sdk.batch._map import plain_value
 from sdk.batch._map import row_item
@@ -101,18 +103,20 @@ class ProcessorHooks:
         contract: type[Contract] | str,
         *,
         model: str,
-        id_column: str = "id",
-        prompt: str | None = None,
-        max_tokens: int = 4096,
         retries: int = 1,
         enum_case: EnumCase = "normalize",
         grounding: bool = True,
+        **rows: Unpack[RowColumns],
     ) -> None:
         self.contract = contract_of(contract)
         self.model, self.grounding = model, grounding
-        self.id_column, self.prompt = id_column, prompt
+        self.id_column, self.prompt = rows.get("id_column", "id"), rows.get("prompt")
+        max_tokens = rows.get("max_tokens")
         self.settings = JobSettings(
-            retries=retries, resubmits=0, max_tokens=max_tokens, enum_case=enum_case
+            retries=retries,
+            resubmits=0,
+            max_tokens=max_tokens if max_tokens is not None else 4096,
+            enum_case=enum_case,
         )
         self._provider: VLLMProvider | None = None
 

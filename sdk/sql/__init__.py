@@ -28,6 +28,7 @@ from sdk.sql._grammar import sql_prompt
 from sdk.sql._run import ALLOWED_FUNCTIONS
 from sdk.sql._run import DEFAULT_MAX_RESULT_BYTES
 from sdk.sql._run import DEFAULT_TIMEOUT
+from sdk.sql._run import QueryBounds
 from sdk.sql._run import QueryTimeout
 from sdk.sql._run import ResultTooLarge
 from sdk.sql._run import bounded_statement
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_JOIN_PATHS",
     "ColumnType",
     "ForeignKey",
+    "QueryBounds",
     "QueryTimeout",
     "ResultTooLarge",
     "Table",

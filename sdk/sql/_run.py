@@ -28,6 +28,8 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
 from sdk.sql._schema import Table
 from sdk.sql._schema import tables_from_connection
@@ -36,6 +38,7 @@ __all__ = [
     "ALLOWED_FUNCTIONS",
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_TIMEOUT",
+    "QueryBounds",
     "QueryTimeout",
     "ResultTooLarge",
     "bounded_statement",
@@ -99,31 +102,43 @@ def tables_from_sqlite(path: str | Path) -> list[Table]:
         return tables_from_connection(database)
 
 
-def run_query(
-    path: str | Path,
-    query: str,
-    *,
-    max_rows: int = 1000,
-    timeout: float = DEFAULT_TIMEOUT,
-    max_value_bytes: int = 1_000_000,
-    cache_kib: int = 8192,
-    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-) -> list[tuple[Any, ...]]:
-    """Execute a (grammar-checked) query on a read-only connection, within bounds.
+class QueryBounds(TypedDict, total=False):
+    """The bounds a query runs within: keywords of `run_query`, each optional."""
 
-    At most `max_rows` rows; interrupted after `timeout` seconds (`QueryTimeout`); no value
-    longer than `max_value_bytes` (`sqlite3.DataError`, "string or blob too big"); no result
-    whose values add up to more than `max_result_bytes` (`ResultTooLarge`); a page cache of
-    `cache_kib` KiB. A refused action (a write, a function outside `ALLOWED_FUNCTIONS`) is a
+    max_rows: int
+    """At most this many rows (default 1000)."""
+    timeout: float
+    """Seconds before the query is interrupted (`QueryTimeout`; default `DEFAULT_TIMEOUT`)."""
+    max_value_bytes: int
+    """No value longer (`sqlite3.DataError`, "string or blob too big"; default 1,000,000)."""
+    cache_kib: int
+    """The page cache, in KiB (default 8192)."""
+    max_result_bytes: int
+    """No result whose values add up to more (`ResultTooLarge`; default
+    `DEFAULT_MAX_RESULT_BYTES`)."""
+
+
+def run_query(path: str | Path, query: str, **bounds: Unpack[QueryBounds]) -> list[tuple[Any, ...]]:
+    """Execute a (grammar-checked) query on a read-only connection, within `bounds`
+    (`QueryBounds`: rows, time, value and result sizes, page cache).
+
+    A refused action (a write, a function outside `ALLOWED_FUNCTIONS`) is a
     `sqlite3.DatabaseError` from the authorizer. The connection is closed either way.
     """
+    max_rows = bounds.get("max_rows", 1000)
+    max_result_bytes = bounds.get("max_result_bytes", DEFAULT_MAX_RESULT_BYTES)
+    timeout = bounds.get("timeout", DEFAULT_TIMEOUT)
     for name, bound in (("max_rows", max_rows), ("max_result_bytes", max_result_bytes)):
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
             raise ValueError(f"{name} is a positive integer, not {bound!r}")
     if not timeout > 0:
         raise ValueError(f"timeout is a positive number of seconds, not {timeout!r}")
     with closing(connect_read_only(path)) as database:
-        _bound(database, max_value_bytes=max_value_bytes, cache_kib=cache_kib)
+        _bound(
+            database,
+            max_value_bytes=bounds.get("max_value_bytes", 1_000_000),
+            cache_kib=bounds.get("cache_kib", 8192),
+        )
         deadline = time.monotonic() + timeout
         database.set_progress_handler(_past(deadline), _PROGRESS_STEPS)
         try:

@@ -35,6 +35,7 @@ import sys
 import traceback
 from collections.abc import Iterable
 from collections.abc import Iterator
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -591,9 +592,43 @@ def lock(
     if unfixable or (problems and not force):
         raise LockConflict(unfixable + problems)
 
+    pinned = _pin(infos, snapshots, current, force=force)
+    directory.mkdir(parents=True, exist_ok=True)
+    files = _snapshot_files(directory, list(zip(contracts, infos, strict=False)), grammars, prompts)
+    files[lock_path] = Lock(sorted(pinned.kept)).to_bytes()
+    written = [path for path, data in files.items() if _write_if_changed(path, data)]
+    current_versions = {(info.name, info.version) for info in infos}
+    history = [e for e in sorted(pinned.kept) if (e.name, e.version) not in current_versions]
+    return LockOutcome(
+        lock_path,
+        pinned.added,
+        pinned.replaced,
+        [e for e in current.entries if e.name not in {info.name for info in infos}],
+        [entry for entry in pinned.unchanged if entry not in edited],
+        rewritten=edited,
+        history=history,
+        written=written,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Pinned:
+    """The lock's entries once the code's versions are pinned, and what became of each."""
+
+    kept: list[LockEntry]
+    """Every entry of the new lock."""
+    added: list[LockEntry]
+    replaced: list[LockEntry]
+    unchanged: list[LockEntry]
+
+
+def _pin(
+    infos: Sequence[SchemaInfo], snapshots: Mapping[str, str], current: Lock, *, force: bool
+) -> _Pinned:
+    """Pin each of `infos` (its snapshot named by `snapshots`, else by its name and version)
+    in the lock `current`; entries of names the code no longer has are dropped."""
     present = {info.name for info in infos}
     kept = [e for e in current.entries if e.name in present]
-    dropped = [e for e in current.entries if e.name not in present]
     added, replaced, unchanged = [], [], []
     for info in infos:
         snapshot = snapshots.get(info.name) or snapshot_name(info.name, info.version)
@@ -609,9 +644,19 @@ def lock(
             kept = [e for e in kept if e.name != info.name or e.version < info.version]
         kept = [e for e in kept if (e.name, e.version) != (info.name, info.version)]
         kept.append(entry)
-    directory.mkdir(parents=True, exist_ok=True)
+    return _Pinned(kept, added, replaced, unchanged)
+
+
+def _snapshot_files(
+    directory: Path,
+    contracts: Sequence[tuple[type[Contract], SchemaInfo]],
+    grammars: Sequence[Grammar],
+    prompts: Sequence[type[Prompt]],
+) -> dict[Path, bytes]:
+    """Each snapshot's path in `directory` and its content: a contract's canonical schema, a
+    grammar's definition, a prompt's template."""
     files: dict[Path, bytes] = {}
-    for contract, info in zip(contracts, infos, strict=False):
+    for contract, info in contracts:
         files[directory / snapshot_name(info.name, info.version)] = snapshot_bytes(
             canonical_schema(contract)
         )
@@ -619,21 +664,7 @@ def lock(
         files[directory / grammar_snapshot_name(grammar)] = grammar.definition.encode("utf-8")
     for prompt in prompts:
         files[directory / prompt_snapshot_name(prompt)] = prompt_snapshot_bytes(prompt)
-    files[lock_path] = Lock(sorted(kept)).to_bytes()
-    written = [path for path, data in files.items() if _write_if_changed(path, data)]
-    unchanged = [entry for entry in unchanged if entry not in edited]
-    current_versions = {(info.name, info.version) for info in infos}
-    history = [e for e in sorted(kept) if (e.name, e.version) not in current_versions]
-    return LockOutcome(
-        lock_path,
-        added,
-        replaced,
-        dropped,
-        unchanged,
-        rewritten=edited,
-        history=history,
-        written=written,
-    )
+    return files
 
 
 def _lock_problems(

@@ -6,6 +6,7 @@ import codecs
 import threading
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,15 +42,25 @@ if TYPE_CHECKING:
 _EOS, _LIMIT, _CONTEXT = "eos", "limit", "context"
 
 
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """What a generation is held to, and how its diagnostics read what it wrote."""
+
+    grammar: str | None
+    """The grammar for llguidance (Lark text); None decodes unconstrained."""
+    json_text: bool
+    """The grammar's sentences are JSON documents (the diagnostics read them as such)."""
+    threshold: float
+    """Surviving mass under which the diagnostics call a token's choice the grammar's."""
+
+
 def generate(
     engine: _Engine,
     request: CompletionRequest,
     settings: _Settings,
+    constraint: Constraint,
     *,
     instruction: str | None,
-    grammar: str | None,
-    json_text: bool,
-    threshold: float,
     cancel: threading.Event | None,
 ) -> Iterator[TextDelta | Completion]:
     """The loop: logits, mask, sample, advance; a delta per token, then the `Completion`.
@@ -59,9 +70,9 @@ def generate(
 
     Call with the engine's `lock` held.
     """
-    prompt, matcher = _start(engine, request, instruction, grammar)
+    prompt, matcher = _start(engine, request, instruction, constraint.grammar)
     rng = engine.np.random.default_rng(settings.seed)
-    run = _Run(engine, threshold=threshold, json_text=json_text)
+    run = _Run(engine, constraint)
     room = min(request.max_tokens, engine.n_ctx - len(prompt))  # tokens that may be generated
     stop = _LIMIT
     while True:
@@ -89,38 +100,35 @@ def generate(
         if matcher is None or not forced:
             engine.llm.eval([token])
             continue
-        # The forced run: the chosen token and the forced ones in one decode, logits kept at
-        # every position, so each forced token's surviving mass is measured on the model's own
-        # prediction for it, as token by token. The last forced token is decoded only when a
-        # token follows it (token by token would not decode it either).
-        done = matcher.is_stopped() or run.generated + len(forced) >= request.max_tokens
-        rows = engine.decode_all([token, *forced] if not done else [token, *forced[:-1]])
-        for forced_token, row in zip(forced, rows, strict=False):
-            only = engine.np.zeros(engine.n_vocab, dtype=bool)
-            only[forced_token] = True
-            mass = surviving_mass(row, only)
-            run.steps.append(TokenStep(forced_token, "", run.length, mass, 1))
-            run.tokens.append(TokenLogprob("", run.length, 0.0, mass))
-            yield from run.take(forced_token)
+        yield from _take_forced(run, matcher, [token, *forced], request.max_tokens)
         if matcher.is_stopped():
             stop = _EOS
             break
         if run.generated >= request.max_tokens:
             break
     yield from run.finish()
-    text = "".join(run.parts)
-    diagnostics: ConstraintDiagnostics | None = None
-    if matcher is not None:
-        diagnostics = diagnose(text, run.steps, threshold=threshold, json_text=json_text)
-    yield Completion(
-        text=text,
-        stop_reason=_STOP_REASONS[stop],
-        raw_stop_reason=stop,
-        usage=Usage(len(prompt), run.generated),
-        model=Path(engine.llm.model_path).name.removesuffix(".gguf"),
-        diagnostics=diagnostics,
-        tokens=tuple(run.tokens),
-    )
+    yield run.completion(len(prompt), stop, diagnosed=matcher is not None)
+
+
+def _take_forced(
+    run: _Run, matcher: LLMatcher, tokens: list[int], max_tokens: int
+) -> Iterator[TextDelta]:
+    """The forced run: the chosen token (first of `tokens`) and the tokens the grammar forces
+    after it in one decode, logits kept at every position, so each forced token's surviving
+    mass is measured on the model's own prediction for it, as token by token. The last forced
+    token is decoded only when a token follows it (token by token would not decode it
+    either)."""
+    engine = run.engine
+    chosen, forced = tokens[0], tokens[1:]
+    done = matcher.is_stopped() or run.generated + len(forced) >= max_tokens
+    rows = engine.decode_all(tokens if not done else [chosen, *forced[:-1]])
+    for forced_token, row in zip(forced, rows, strict=False):
+        only = engine.np.zeros(engine.n_vocab, dtype=bool)
+        only[forced_token] = True
+        mass = surviving_mass(row, only)
+        run.steps.append(TokenStep(forced_token, "", run.length, mass, 1))
+        run.tokens.append(TokenLogprob("", run.length, 0.0, mass))
+        yield from run.take(forced_token)
 
 
 def _start(
@@ -149,11 +157,10 @@ def _start(
 class _Run:
     """What one generation has written so far: its text, its tokens and their steps."""
 
-    def __init__(self, engine: _Engine, *, threshold: float, json_text: bool) -> None:
-        self._engine = engine
+    def __init__(self, engine: _Engine, constraint: Constraint) -> None:
+        self.engine = engine
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._threshold = threshold
-        self._json_text = json_text
+        self._constraint = constraint
         self.parts: list[str] = []
         self.length = 0
         """Characters of text so far."""
@@ -169,7 +176,7 @@ class _Run:
         on the last step, whose text it is)."""
         self.generated += 1
         self.recent.append(token)
-        piece = self._decoder.decode(self._engine._piece(token))
+        piece = self._decoder.decode(self.engine._piece(token))
         if self.steps:
             self.steps[-1] = replace(self.steps[-1], text=piece)
         if self.tokens:
@@ -193,10 +200,26 @@ class _Run:
             f"embedded: the grammar allows no token after {self.generated} tokens ({reason}); "
             f"text so far: {_clip(text)!r}",
             text=text,
-            diagnostics=diagnose(
-                text, self.steps, threshold=self._threshold, json_text=self._json_text
-            ),
+            diagnostics=self._diagnosed(text),
         )
+
+    def completion(self, prompt_tokens: int, stop: str, *, diagnosed: bool) -> Completion:
+        """The generation's completion, ended by `stop` (its diagnostics where a grammar held
+        it)."""
+        text = "".join(self.parts)
+        return Completion(
+            text=text,
+            stop_reason=_STOP_REASONS[stop],
+            raw_stop_reason=stop,
+            usage=Usage(prompt_tokens, self.generated),
+            model=Path(self.engine.llm.model_path).name.removesuffix(".gguf"),
+            diagnostics=self._diagnosed(text) if diagnosed else None,
+            tokens=tuple(self.tokens),
+        )
+
+    def _diagnosed(self, text: str) -> ConstraintDiagnostics:
+        held = self._constraint
+        return diagnose(text, self.steps, threshold=held.threshold, json_text=held.json_text)
 
 
 def _choose(

@@ -36,6 +36,7 @@ from sdk.providers._inprocess import InProcessCodec
 from sdk.providers._inprocess import InProcessTransport
 from sdk.providers._profile import WireProfile
 from sdk.providers._provider import Provider
+from sdk.providers.embedded._decode import Constraint
 from sdk.providers.embedded._decode import generate
 from sdk.providers.embedded._engine import _Cancelled
 from sdk.providers.embedded._engine import _Engine
@@ -333,15 +334,14 @@ class EmbeddedProvider(Provider):
             plan = grounding_plan(request, build, engine="embedded")
             custom = plan.grammar
         with self._engines().hold() as engine:
-            for item in generate(
-                engine,
-                request,
-                settings,
-                instruction=self._instruction(request),
+            constraint = Constraint(
                 grammar=engine.grammar(contract, custom) if constrained else None,
                 json_text=contract is not None and self.grammar is None,
                 threshold=self.low_mass_threshold,
-                cancel=cancel,
+            )
+            instruction = self._instruction(request)
+            for item in generate(
+                engine, request, settings, constraint, instruction=instruction, cancel=cancel
             ):
                 if isinstance(item, Completion) and plan.notes:
                     item = replace(item, notes=plan.notes)

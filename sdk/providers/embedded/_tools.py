@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Generator
 from collections.abc import Iterable
 from collections.abc import Iterator
 from dataclasses import replace
@@ -192,66 +193,87 @@ class _BlockReader:
 
     def feed(self, piece: str, *, final: bool = False) -> Iterator[TextDelta]:
         self.text += piece
-        while True:
+        going = True
+        while going:
             block = self.blocks[-1] if self.blocks and self.blocks[-1].end is None else None
             if block is None:
-                found = self.text.find(OPEN, self.scan)
-                if found < 0:
-                    if self.prose_end is None:
-                        safe = len(self.text) if final else max(0, len(self.text) - len(OPEN) + 1)
-                        if safe > self.prose_emitted:
-                            yield TextDelta(self.text[self.prose_emitted : safe])
-                            self.prose_emitted = safe
-                    return
-                if self.prose_end is None:
-                    self.prose_end = found
-                    if found > self.prose_emitted:
-                        yield TextDelta(self.text[self.prose_emitted : found])
-                        self.prose_emitted = found
-                self.blocks.append(_Block(found + len(OPEN)))
-                continue
-            index = len(self.blocks) - 1
-            if block.args_start is None:
-                head = _HEAD.match(self.text, block.start)
-                if head is None:
-                    close = self.text.find(CLOSE, block.start)
-                    if close >= 0:  # a block without a readable head: malformed
-                        block.end = close
-                        self.scan = close + len(CLOSE)
-                        continue
-                    return
-                if head.end() >= len(self.text):
-                    return  # whitespace may still come before the arguments' `{`
-                block.name, block.args_start = head.group(1), head.end()
-                yield ToolCallDelta("", index=index, id=f"call_{index}", name=block.name)
-            # The arguments end where their JSON object closes (a `</tool_call>` inside one of
-            # its strings is text), then the wrapper's `}` and the closing marker follow.
-            args_end = self._object_end(block.args_start)
-            limit = len(self.text) if args_end is None else args_end
-            if limit - block.args_start > block.emitted:
-                fragment = self.text[block.args_start + block.emitted : limit]
-                block.emitted += len(fragment)
-                yield ToolCallDelta(fragment, index=index, id=f"call_{index}", name=block.name)
-            if args_end is not None:
-                block.arguments = self.text[block.args_start : args_end]
-                tail = _CLOSING.match(self.text, args_end)
-                if tail is not None:
-                    block.end = tail.start(1)
-                    self.scan = tail.end()
-                    continue
-                if _may_close(self.text[args_end:]) and not final:
-                    return  # the closing is still being written
-            elif not final:
-                return
-            # Unconstrained output that does not follow the format: the block ends at the next
-            # closing marker (or the end of the text), and is malformed.
-            close = self.text.find(CLOSE, block.args_start)
-            block.arguments = block.arguments or self.text[block.args_start : close]
-            block.malformed = True
-            if close < 0:
-                return
-            block.end = close
-            self.scan = close + len(CLOSE)
+                going = yield from self._prose(final)
+            else:
+                going = yield from self._block(block, final)
+
+    def _prose(self, final: bool) -> Generator[TextDelta, None, bool]:
+        """The prose up to the next block's opening marker, and that block begun; False (read
+        on when more text comes) where no marker is in the text yet: prose that could be the
+        start of a marker is held back until the text says it is not."""
+        found = self.text.find(OPEN, self.scan)
+        if found < 0:
+            if self.prose_end is None:
+                safe = len(self.text) if final else max(0, len(self.text) - len(OPEN) + 1)
+                if safe > self.prose_emitted:
+                    yield TextDelta(self.text[self.prose_emitted : safe])
+                    self.prose_emitted = safe
+            return False
+        if self.prose_end is None:
+            self.prose_end = found
+            if found > self.prose_emitted:
+                yield TextDelta(self.text[self.prose_emitted : found])
+                self.prose_emitted = found
+        self.blocks.append(_Block(found + len(OPEN)))
+        return True
+
+    def _block(self, block: _Block, final: bool) -> Generator[TextDelta, None, bool]:
+        """The open block's head (the tool's name, announced once), then its arguments; False
+        where the text ends before the block does."""
+        index = len(self.blocks) - 1
+        if block.args_start is None:
+            head = _HEAD.match(self.text, block.start)
+            if head is None:
+                close = self.text.find(CLOSE, block.start)
+                if close >= 0:  # a block without a readable head: malformed
+                    block.end = close
+                    self.scan = close + len(CLOSE)
+                    return True
+                return False
+            if head.end() >= len(self.text):
+                return False  # whitespace may still come before the arguments' `{`
+            block.name, block.args_start = head.group(1), head.end()
+            yield ToolCallDelta("", index=index, id=f"call_{index}", name=block.name)
+        return (yield from self._arguments(block, block.args_start, final))
+
+    def _arguments(
+        self, block: _Block, start: int, final: bool
+    ) -> Generator[TextDelta, None, bool]:
+        """The block's arguments as they come, and its end; False where the text ends first."""
+        index = len(self.blocks) - 1
+        # The arguments end where their JSON object closes (a `</tool_call>` inside one of
+        # its strings is text), then the wrapper's `}` and the closing marker follow.
+        args_end = self._object_end(start)
+        limit = len(self.text) if args_end is None else args_end
+        if limit - start > block.emitted:
+            fragment = self.text[start + block.emitted : limit]
+            block.emitted += len(fragment)
+            yield ToolCallDelta(fragment, index=index, id=f"call_{index}", name=block.name)
+        if args_end is not None:
+            block.arguments = self.text[start:args_end]
+            tail = _CLOSING.match(self.text, args_end)
+            if tail is not None:
+                block.end = tail.start(1)
+                self.scan = tail.end()
+                return True
+            if _may_close(self.text[args_end:]) and not final:
+                return False  # the closing is still being written
+        elif not final:
+            return False
+        # Unconstrained output that does not follow the format: the block ends at the next
+        # closing marker (or the end of the text), and is malformed.
+        close = self.text.find(CLOSE, start)
+        block.arguments = block.arguments or self.text[start:close]
+        block.malformed = True
+        if close < 0:
+            return False
+        block.end = close
+        self.scan = close + len(CLOSE)
+        return True
 
     def _object_end(self, start: int) -> int | None:
         """Where the JSON value starting at `start` ends, once it is complete."""
