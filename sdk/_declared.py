@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import difflib
 import math
 import types
+from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
 from typing import Any
@@ -35,8 +38,10 @@ __all__ = [
     "bounds_of",
     "check",
     "check_fields",
+    "check_keywords",
     "conforms",
     "describe",
+    "did_you_mean",
     "wrong_values",
 ]
 
@@ -144,6 +149,32 @@ def check_fields(instance: Any, where: str | None = None) -> None:
     said = where or f"{type(instance).__name__}()"
     for item in dataclasses.fields(instance):
         check(item.name, getattr(instance, item.name), hints[item.name], said)
+
+
+def check_keywords(given: Mapping[str, object], declared: Any, where: str) -> None:
+    """Refuse a keyword that `declared` (a `TypedDict` unpacked into `**keywords`) does not
+    name, as Python refuses one a signature does not name: a `TypedDict` is read by type
+    checkers only, so without this a misspelt keyword (`refusl=`) would be dropped silently.
+    `where` names the callable (`"parse()"`)."""
+    names = _KEYWORDS.get(declared)
+    if names is None:
+        names = _KEYWORDS[declared] = frozenset(
+            declared.__required_keys__ | declared.__optional_keys__
+        )
+    for name in given:
+        if name not in names:
+            raise TypeError(
+                f"{where} got an unexpected keyword argument {name!r}{did_you_mean(name, names)}"
+            )
+
+
+def did_you_mean(name: str, names: Sequence[str] | frozenset[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `names`, or nothing."""
+    close = difflib.get_close_matches(name, sorted(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_KEYWORDS: dict[Any, frozenset[str]] = {}
 
 
 def bounds_of(annotation: Any) -> tuple[Bound, ...]:

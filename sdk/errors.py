@@ -45,6 +45,7 @@ from typing import TypedDict
 from typing import Unpack
 from typing import cast
 
+from sdk._declared import check_keywords
 from sdk._records import Usage
 from sdk._records import Violation
 from sdk._records import shorten
@@ -147,6 +148,7 @@ class StructuredOutputError(Exception, metaclass=_Sealing):
     that name (what `evolve` and pickling rebuild an error from)."""
 
     def __init__(self, message: str, **fields: Unpack[ErrorFields]) -> None:
+        check_keywords(fields, ErrorFields, f"{type(self).__name__}()")
         super().__init__(message)
         self.message = message
         self.text = fields.get("text")
@@ -432,6 +434,7 @@ class ProviderError(StructuredOutputError):
     )  # fmt: skip
 
     def __init__(self, message: str, **fields: Unpack[ProviderErrorFields]) -> None:
+        check_keywords(fields, ProviderErrorFields, f"{type(self).__name__}()")
         self.status_code = fields.pop("status_code", None)
         self.request_id = fields.pop("request_id", None)
         self.retry_after = fields.pop("retry_after", None)

@@ -36,6 +36,8 @@ from typing import Unpack
 
 import httpx
 
+from sdk._declared import check_keywords
+
 __all__ = [
     "MODEL_FILE",
     "LlamaServer",
@@ -139,6 +141,7 @@ class LlamaServer:
     def __init__(
         self, binary: Path, model: Path, *, log_path: Path, **options: Unpack[ServerOptions]
     ) -> None:
+        check_keywords(options, ServerOptions, "LlamaServer()")
         self.binary = binary
         self.model = model
         self.log_path = log_path

@@ -52,6 +52,7 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
+from sdk._declared import check_keywords
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
@@ -152,6 +153,7 @@ class BatchJob:
         prompt: type[Prompt] | None = None,
         **polling: Unpack[HostedPolling],
     ) -> None:
+        check_keywords(polling, HostedPolling, "BatchJob()")
         _refuse_hosted_options(backend, polling)
         self.state = state
         self.contract = contract
@@ -203,6 +205,7 @@ class BatchJob:
         its backend there). `prompt`: a template (`sdk.Prompt`) the input's lines give
         `variables` for; every output line names it (`"prompt"`: name, version, fingerprint).
         Every keyword after `out` is optional (`JobOptions`)."""
+        check_keywords(options, JobOptions, "BatchJob.create()")
         prompt, settings = options.pop("prompt", None), options.pop("settings", None)
         update, extra_meta = options.pop("update", False), options.pop("extra_meta", None)
         polling = options  # what is left: how a hosted job polls
@@ -237,6 +240,7 @@ class BatchJob:
     ) -> BatchJob:
         """The job in `state`, to resume, see or cancel (with its prompt template, if it has
         one)."""
+        check_keywords(polling, HostedPolling, "BatchJob.open()")
         return cls._opened(JobState(state), contract, backend, {**polling, "prompt": prompt})
 
     @classmethod

@@ -44,6 +44,7 @@ from typing import Unpack
 
 import pyarrow as pa
 
+from sdk._declared import check_keywords
 from sdk.batch._columns import row_of
 from sdk.batch._columns import schema_for
 from sdk.batch._items import InputItem
@@ -119,6 +120,7 @@ class StructuredMap:
         job: JobRows | None = None,
         **rows: Unpack[RowColumns],
     ) -> None:
+        check_keywords(rows, RowColumns, "StructuredMap()")
         if in_flight < 1 or not timeout > 0:
             raise ValueError("in_flight must be at least 1 and timeout more than 0")
         self.contract = contract_of(contract)

@@ -30,6 +30,7 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
+from sdk._declared import check_keywords
 from sdk.batch._local import LocalBackend
 from sdk.batch._outcome import Decision
 from sdk.batch._outcome import JobSettings
@@ -74,6 +75,7 @@ class RayBackend(LocalBackend):
         make_clients: ClientFactory,
         **layout: Unpack[RayLayout],
     ) -> None:
+        check_keywords(layout, RayLayout, "RayBackend()")
         address, actors = layout.get("address"), layout.get("actors", 2)
         in_flight, batch_size = layout.get("in_flight", 16), layout.get("batch_size", 64)
         page = layout.get("page", 20_000)

@@ -28,7 +28,6 @@ take is refused by the provider's codec, the same way.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 import time
@@ -53,6 +52,7 @@ from sdk._declared import Between
 from sdk._declared import Positive
 from sdk._declared import bounds_of
 from sdk._declared import check
+from sdk._declared import did_you_mean
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
 from sdk.calibration import Calibration
@@ -92,7 +92,6 @@ __all__ = [
     "Reasoning",
     "cache_of",
     "declarations",
-    "did_you_mean",
 ]
 
 Layer = Literal["inputs", "transport", "parsing", "attempts", "output", "call"]
@@ -300,12 +299,6 @@ def declarations() -> dict[str, Declared]:
             raise TypeError(f"option {name!r} has no Option(...) in its declaration")
         out[name] = Declared(name, annotation, found[0] if found else None, name in per_call)
     return out
-
-
-def did_you_mean(name: str, names: Sequence[str] | frozenset[str]) -> str:
-    """` (did you mean 'x'?)` for the closest of `names`, or nothing."""
-    close = difflib.get_close_matches(name, sorted(names), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @dataclass(frozen=True, slots=True)

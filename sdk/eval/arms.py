@@ -52,6 +52,7 @@ from typing import Final
 from typing import TypedDict
 from typing import Unpack
 
+from sdk._declared import check_keywords
 from sdk.abstention import Thresholds
 from sdk.abstention import abstain
 from sdk.abstention import value_start_masses
@@ -201,6 +202,7 @@ def prepare_arm(
 ) -> PreparedArm:
     """The arm `name` for `contract` through `client`, or `ArmUnavailable` saying why not;
     `options` tune the abstaining arms (`ArmOptions`)."""
+    check_keywords(options, ArmOptions, "prepare_arm()")
     thresholds = options.get("thresholds")
     calibrating = options.get("calibrating", False)
     min_confidence = options.get("min_confidence", DEFAULT_MIN_CONFIDENCE)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from typing import Unpack
 
+from sdk._declared import check_keywords
 from sdk._files import write_atomic
 from sdk.calibration import Calibration
 from sdk.client import StructuredClient
@@ -202,6 +203,7 @@ def run_eval(
     floor; `confidence_calibration` maps that arm's confidence (and, in the metrics, every
     arm's calibrated calibration error) to the probability of being right.
     """
+    check_keywords(settings, EvalOptions, "run_eval()")
     _check_request(items, settings.get("arms", ARMS))
     run = EvalRun(_config(items, contract, client, settings), list(items))
     if out is not None and not settings.get("fresh", False):

@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 from typing import Unpack
 
+from sdk._declared import check_keywords
 from sdk._position import TextPosition
 from sdk.errors import CheckFailed
 from sdk.errors import GrammarViolation
@@ -112,6 +113,7 @@ def parse_grammar(
     `.position`), then the grammar's checks (`CheckFailed`), which receive
     `{"source": source, **context}`.
     """
+    check_keywords(details, StopDetails, "parse_grammar()")
     if not isinstance(grammar, Grammar):
         raise TypeError(f"grammar must be an sdk.Grammar, not {type(grammar).__name__}")
     if not isinstance(text, str | bytes):

@@ -33,6 +33,7 @@ from typing import Unpack
 import pydantic
 import pydantic_core
 
+from sdk._declared import check_keywords
 from sdk._pointer import escape_pointer
 from sdk._pointer import pointer_of
 from sdk._position import TextPosition
@@ -151,6 +152,7 @@ def parse(
     (`ParseDetails`: `context` reaches the contract's validators through Pydantic's
     validation context, as `{"source": source, **context}`); `text` stays as received.
     """
+    check_keywords(details, ParseDetails, "parse()")
     require_contract(contract, "parse()")
     if enum_case not in ("normalize", "reject"):
         raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
@@ -254,6 +256,7 @@ def check_stop(
     (`sdk.grammar.parse_grammar`) runs it before recognizing the text, as `parse` does before
     reading JSON.
     """
+    check_keywords(details, StopDetails, "check_stop()")
     state = _stop_step(text, stop_reason, details)
     return state.stop_reason, state.raw_stop_reason
 

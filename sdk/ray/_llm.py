@@ -41,6 +41,7 @@ from typing import Unpack
 
 import pyarrow as pa
 
+from sdk._declared import check_keywords
 from sdk._records import Usage
 from sdk.batch._columns import COLUMNS
 from sdk.batch._columns import row_of
@@ -108,6 +109,7 @@ class ProcessorHooks:
         grounding: bool = True,
         **rows: Unpack[RowColumns],
     ) -> None:
+        check_keywords(rows, RowColumns, "ProcessorHooks()")
         self.contract = contract_of(contract)
         self.model, self.grounding = model, grounding
         self.id_column, self.prompt = rows.get("id_column", "id"), rows.get("prompt")

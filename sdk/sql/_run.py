@@ -31,6 +31,7 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
+from sdk._declared import check_keywords
 from sdk.sql._schema import Table
 from sdk.sql._schema import tables_from_connection
 
@@ -125,6 +126,7 @@ def run_query(path: str | Path, query: str, **bounds: Unpack[QueryBounds]) -> li
     A refused action (a write, a function outside `ALLOWED_FUNCTIONS`) is a
     `sqlite3.DatabaseError` from the authorizer. The connection is closed either way.
     """
+    check_keywords(bounds, QueryBounds, "run_query()")
     max_rows = bounds.get("max_rows", 1000)
     max_result_bytes = bounds.get("max_result_bytes", DEFAULT_MAX_RESULT_BYTES)
     timeout = bounds.get("timeout", DEFAULT_TIMEOUT)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
+from sdk._declared import did_you_mean
 from sdk._records import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
@@ -33,7 +34,6 @@ from sdk.engine.attempts import Send
 from sdk.engine.kinds.tools import check_tools
 from sdk.engine.options import CallSpec
 from sdk.engine.options import Method
-from sdk.engine.options import did_you_mean
 from sdk.engine.retry import Backoff
 from sdk.engine.setup import start_call
 from sdk.engine.setup import start_tools_call

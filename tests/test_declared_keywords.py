@@ -1,0 +1,98 @@
+"""Keywords grouped as a `TypedDict` (`**details: Unpack[ParseDetails]`) are refused by name,
+as a signature's own keywords are: a `TypedDict` is read by type checkers only, so without
+`sdk._declared.check_keywords` a misspelt keyword (`refusl="..."`) would be dropped silently.
+
+One row per callable that takes such a group: each refuses a misspelling with a `TypeError`
+that names it and the keyword it was close to, before it does anything (no file is made, no
+server started), and still takes the keyword spelt right.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sdk import Contract
+from sdk import ProviderError
+from sdk import StructuredOutputError
+from sdk import parse
+from sdk._declared import check_keywords
+from sdk.batch import BatchJob
+from sdk.eval.arms import prepare_arm
+from sdk.eval.runner import run_eval
+from sdk.grammar import Grammar
+from sdk.grammar import parse_grammar
+from sdk.llama_server import LlamaServer
+from sdk.parsing import ParseDetails
+from sdk.parsing import check_stop
+from sdk.sql import run_query
+
+
+class Answer(Contract):
+    """A one-field contract."""
+
+    answer: int
+
+
+NOTHING: Any = None  # never reached: the keywords are refused first
+
+
+def _rows(tmp: Path) -> list[tuple[str, Callable[..., object], str, str]]:
+    """(name, the call with the given keywords, a misspelling, what it is close to)."""
+    grammar = Grammar("YesNo", lark='start: "yes" | "no"')
+    state = tmp / "job.sqlite"
+    return [
+        ("parse", lambda **k: parse(Answer, '{"answer": 1}', stop_reason="end_turn", **k),
+         "refusl", "refusal"),
+        ("check_stop", lambda **k: check_stop("x", stop_reason="end_turn", **k),
+         "clean_stop", "clean_stops"),
+        ("parse_grammar", lambda **k: parse_grammar(grammar, "yes", stop_reason="end_turn", **k),
+         "raw_stop_reasn", "raw_stop_reason"),
+        ("run_query", lambda **k: run_query(tmp / "none.db", "SELECT 1", **k),
+         "max_row", "max_rows"),
+        ("LlamaServer", lambda **k: LlamaServer(tmp / "bin", tmp / "model", log_path=tmp / "log",
+                                                **k), "thread", "threads"),
+        ("StructuredOutputError", lambda **k: StructuredOutputError("m", **k),
+         "stop_reasn", "stop_reason"),
+        ("ProviderError", lambda **k: ProviderError("m", **k), "status", "status_code"),
+        ("run_eval", lambda **k: run_eval([], Answer, NOTHING, **k), "arm", "arms"),
+        ("prepare_arm", lambda **k: prepare_arm("guided", Answer, NOTHING, **k),
+         "threshold", "thresholds"),
+        ("BatchJob.create", lambda **k: BatchJob.create(state, contract=Answer, backend=NOTHING,
+                                                        input=tmp / "in", out=tmp / "out", **k),
+         "promt", "prompt"),
+        ("BatchJob.open", lambda **k: BatchJob.open(state, contract=Answer, backend=NOTHING, **k),
+         "poll_intervl", "poll_interval"),
+    ]  # fmt: skip
+
+
+NAMES = [row[0] for row in _rows(Path("."))]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_misspelt_grouped_keyword_is_refused_by_name_before_anything_is_done(
+    name: str, tmp_path: Path
+) -> None:
+    _, call, misspelt, meant = next(row for row in _rows(tmp_path) if row[0] == name)
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{misspelt}'") as refused:
+        call(**{misspelt: 1})
+    assert f"did you mean '{meant}'?" in str(refused.value)
+    assert list(tmp_path.iterdir()) == []  # nothing made: refused before any work
+
+
+def test_a_grouped_keyword_spelt_right_is_taken() -> None:
+    parsed = parse(Answer, '{"answer": 1}', stop_reason="end_turn", raw_stop_reason="STOP")
+    assert (parsed.value.answer, parsed.raw_stop_reason) == (1, "STOP")
+    error = ProviderError("m", status_code=429, stop_reason="end_turn")
+    assert (error.status_code, str(error.stop_reason)) == (429, "end_turn")
+
+
+def test_every_key_of_a_group_is_known_required_and_optional_alike() -> None:
+    for key in typing.get_type_hints(ParseDetails):
+        check_keywords({key: None}, ParseDetails, "parse()")  # inherited keys included
+    with pytest.raises(TypeError, match=r"^parse\(\) got an unexpected keyword argument 'zzz'$"):
+        check_keywords({"zzz": None}, ParseDetails, "parse()")
