@@ -465,7 +465,8 @@ class LlamaCppCodec(Codec):
         """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
         if not isinstance(request.output, JsonDocument):
             return False
-        if not request.options.get("grounding", self.grounding):  # per call, or the provider's
+        asked = request.options.grounding  # per call, or the provider's
+        if not (self.grounding if asked is None else asked):
             return False
         if self.mode == "grammar":
             return self._grammar is None

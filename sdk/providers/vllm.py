@@ -182,7 +182,8 @@ class VLLMCodec(OneRouteCodec):
         return Exchange(_PATH, body)
 
     def _grounds(self, request: CompletionRequest) -> bool:
-        return bool(request.options.get("grounding", self.grounding))
+        asked = request.options.grounding  # per call, or the provider's
+        return bool(self.grounding if asked is None else asked)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         completion = read_chat_body(reply.body, request_id=reply.request_id)

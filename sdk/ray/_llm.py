@@ -49,6 +49,7 @@ from sdk.batch._map import contract_of
 from sdk.batch._map import plain_value
 from sdk.batch._map import row_item
 from sdk.batch._outcome import Decision
+from sdk.batch._outcome import ItemJob
 from sdk.batch._outcome import JobSettings
 from sdk.batch._outcome import decide_error
 from sdk.batch._outcome import decide_reply
@@ -145,7 +146,9 @@ class ProcessorHooks:
             item, item_row, state = self._item(row)
             if item.unusable is not None:
                 raise BatchInputError(item.unusable)
-            request = request_for(self.contract, item, item_row, self.settings)
+            request = request_for(
+                ItemJob(self.contract, self.provider, self.settings), item, item_row
+            )
             self.provider.vet_options(request.options, request.extra_body)
             body = self.provider.codec.build(request, stream=False).body
             state["max_tokens"] = request.max_tokens
@@ -218,13 +221,14 @@ class ProcessorHooks:
             retries=item_row.retries_used, resubmits=0, max_tokens=self.settings.max_tokens,
             enum_case=self.settings.enum_case,
         )  # fmt: skip
-        final = decide_reply(self.contract, self.provider, spent, item, item_row, completion, None)
+        final = decide_reply(
+            ItemJob(self.contract, self.provider, spent), item, item_row, completion, None
+        )
         columns = self._columns(row, final)
         # ... and with the row's retries, for the follow-up a second pass sends.
         if final.outcome != "ok" and item_row.retries_used < self.settings.retries:
-            live = decide_reply(
-                self.contract, self.provider, self.settings, item, item_row, completion, None
-            )
+            job = ItemJob(self.contract, self.provider, self.settings)
+            live = decide_reply(job, item, item_row, completion, None)
             if live.line is None and live.update.feedback:
                 update = live.update
                 columns[REASK] = json.dumps({

@@ -40,6 +40,7 @@ from sdk.engine.setup import start_tools_call
 from sdk.errors import ProviderError
 from sdk.errors import UnsupportedRequest
 from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
 from sdk.providers._drivers import built
 from sdk.providers._provider import Provider
@@ -49,7 +50,7 @@ from sdk.wire._memory import memory_provider
 from sdk.wire._values import Item
 from sdk.wire._values import WireRequest
 
-__all__ = ["build_request", "follow_up", "read_reply"]
+__all__ = ["build_request", "first_request", "follow_up", "read_reply", "started"]
 
 _WHERE = "sdk.wire"
 _NO_TRANSPORT_RETRIES = Backoff(retries=0)
@@ -78,8 +79,7 @@ def build_request(
     `ControlTokenInContent`). `stream`: the streamed form.
     """
     sending = memory_provider(provider, settings or {})
-    machine = _started(sending, output, item, options, retries=0, streaming=stream)
-    request = _sent(machine).request
+    request = _sent(_started(sending, output, item, options, retries=0, streaming=stream)).request
     exchange = built(sending, request, stream=stream)
     if exchange.then is not None:
         raise UnsupportedRequest(
@@ -182,11 +182,27 @@ def _started(
     inputs = _item(item).inputs()
     settings = {**given, "retries": retries, "backoff": _NO_TRANSPORT_RETRIES}
     spec = CallSpec.defaults().updated(settings, _WHERE)
-    method = Method(_WHERE, streaming=streaming)
+    return started(spec, provider, output, inputs, Method(_WHERE, streaming=streaming))
+
+
+def started(
+    spec: CallSpec, provider: Provider, output: Any, options: Mapping[str, Any], method: Method
+) -> Attempts:
+    """The call a client would start through `method` for `output` (a contract, a list or
+    union of contracts, a `Grammar`, or tools), with the call's `options` (its inputs among
+    them) over `spec`: every check made before anything is built."""
     offer = _offer(output)
     if offer is not None:
-        return start_tools_call(spec, provider, offer, inputs, method)
-    return start_call(spec, provider, output, inputs, method)
+        return start_tools_call(spec, provider, offer, options, method)
+    return start_call(spec, provider, output, options, method)
+
+
+def first_request(
+    spec: CallSpec, provider: Provider, output: Any, options: Mapping[str, Any], method: Method
+) -> CompletionRequest:
+    """The request the first attempt of that call sends (`started`): how `build_request` and a
+    batch job's items build theirs."""
+    return _sent(started(spec, provider, output, options, method)).request
 
 
 def _item(item: Item | str | Mapping[str, Any]) -> Item:
