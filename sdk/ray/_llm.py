@@ -63,7 +63,7 @@ from sdk.providers._base import CompletionRequest
 from sdk.providers._base import FreeText
 from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
-from sdk.providers._chat import chat_completion
+from sdk.providers._chat import ChatChoice
 from sdk.providers.vllm import VLLMProvider
 
 __all__ = ["REASK", "ProcessorHooks", "SecondPass"]
@@ -196,11 +196,8 @@ class ProcessorHooks:
             )
             usage = Usage(input_tokens=int(row.get("num_input_tokens") or 0),
                           output_tokens=generated)  # fmt: skip
-            return chat_completion(
-                content=str(row.get("generated_text") or ""), refusal=None,
-                finish_reason=str(finish), usage=usage, model=self.model,
-                request_id=_text(row.get("request_id")),
-            )  # fmt: skip
+            said = ChatChoice(str(row.get("generated_text") or ""), None, str(finish))
+            return said.completion(usage, self.model, _text(row.get("request_id")))
 
         return self._judged(row, read)
 
