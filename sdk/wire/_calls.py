@@ -20,6 +20,8 @@ import json
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
 from sdk._records import Usage
 from sdk._tools import Tool
@@ -106,16 +108,37 @@ def build_request(
     return record.requests[-1]
 
 
+class ReplyKeywords(TypedDict, total=False):
+    """The keywords `read_reply` and `follow_up` take beside the reply."""
+
+    finish_reason: str | None
+    """With the generated text: its finish reason as the provider or engine spells it."""
+    usage: Usage | None
+    """With the generated text: the tokens it took."""
+    settings: Mapping[str, Any] | None
+    """The provider's constructor arguments (as for `build_request`)."""
+    options: Mapping[str, Any] | None
+    """The call options (as for `build_request`)."""
+
+
+_REPLY_KEYWORDS = ReplyKeywords.__optional_keys__
+
+
+def _reply_keywords(keywords: ReplyKeywords, where: str) -> ReplyKeywords:
+    """`keywords`, a name `where` does not take refused as Python refuses a keyword."""
+    for name in keywords:
+        if name not in _REPLY_KEYWORDS:
+            hint = did_you_mean(name, _REPLY_KEYWORDS)
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
+    return keywords
+
+
 def read_reply(
     provider: str,
     output: Any,
     item: Item | str | Mapping[str, Any],
     reply: Mapping[str, Any] | bytes | str,
-    *,
-    finish_reason: str | None = None,
-    usage: Usage | None = None,
-    settings: Mapping[str, Any] | None = None,
-    options: Mapping[str, Any] | None = None,
+    **keywords: Unpack[ReplyKeywords],
 ) -> Any:
     """The decision a live call makes on `reply` to the request `build_request` built with the
     same arguments, as its last attempt: the `Result` (`ToolCalls` for tools), or the typed
@@ -124,10 +147,9 @@ def read_reply(
     attempt and its usage. `reply`: the reply's JSON body (a mapping, or its bytes), or the
     generated text (a `str`) with its `finish_reason` as the provider or engine spells it
     (`"stop"`, `"length"`, `"end_turn"`, ...) and the tokens it took (`usage`, which a token
-    budget and the result's cost read; a body says its own)."""
-    sending = memory_provider(provider, settings or {})
-    machine = _started(sending, output, item, options, retries=0, streaming=False)
-    decision = _judged(machine, sending, reply, finish_reason, usage)
+    budget and the result's cost read; a body says its own). `settings` and `options`: as for
+    `build_request`."""
+    _, decision = _decided(provider, output, item, reply, _reply_keywords(keywords, "read_reply"))
     if isinstance(decision, Fail):
         raise decision.error
     assert isinstance(decision, Done)  # no retry is left to take
@@ -139,11 +161,7 @@ def follow_up(
     output: Any,
     item: Item | str | Mapping[str, Any],
     reply: Mapping[str, Any] | bytes | str,
-    *,
-    finish_reason: str | None = None,
-    usage: Usage | None = None,
-    settings: Mapping[str, Any] | None = None,
-    options: Mapping[str, Any] | None = None,
+    **keywords: Unpack[ReplyKeywords],
 ) -> tuple[Message, ...]:
     """The messages a live call sends when it asks again after `reply` (the arguments as for
     `read_reply`): the item's conversation and the feedback on what was wrong with the reply,
@@ -151,9 +169,8 @@ def follow_up(
     system=...)` to `build_request` for the re-ask. A reply a live call would not ask again
     after raises its error as `read_reply` does (a truncation, a refusal, a transport fault);
     a valid reply is a `ValueError` (there is nothing to ask again)."""
-    sending = memory_provider(provider, settings or {})
-    machine = _started(sending, output, item, options, retries=1, streaming=False)
-    decision = _judged(machine, sending, reply, finish_reason, usage)
+    given = _reply_keywords(keywords, "follow_up")
+    machine, decision = _decided(provider, output, item, reply, given, retries=1)
     if isinstance(decision, Fail):
         raise decision.error
     if isinstance(decision, Done):
@@ -162,6 +179,22 @@ def follow_up(
 
 
 # --- the call's steps ---
+
+
+def _decided(
+    provider: str,
+    output: Any,
+    item: Item | str | Mapping[str, Any],
+    reply: Mapping[str, Any] | bytes | str,
+    keywords: ReplyKeywords,
+    retries: int = 0,
+) -> tuple[Attempts, Decision]:
+    """The call started on `provider`'s family, and its machine's decision on `reply`."""
+    sending = memory_provider(provider, keywords.get("settings") or {})
+    options = keywords.get("options")
+    machine = _started(sending, output, item, options, retries=retries, streaming=False)
+    finish_reason, usage = keywords.get("finish_reason"), keywords.get("usage")
+    return machine, _judged(machine, sending, reply, finish_reason, usage)
 
 
 def _started(
