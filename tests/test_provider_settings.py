@@ -1,7 +1,8 @@
 """The self-hosted providers' keywords, grouped below their constructors (`ServerSettings`,
 `LlamaCppSettings`) and resolved once into frozen values the codecs read: every documented
 keyword still works and reaches the codec, and a misspelled one is still a `TypeError` naming
-the closest (as Python refuses an unexpected keyword)."""
+the closest (as Python refuses an unexpected keyword). And the one way a request is built: a
+batch item's is the live call's first request (`sdk.wire`'s builder)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,38 @@ def test_llamacpp_checks_its_mode_once_into_a_frozen_value() -> None:
 def test_wire_reply_functions_refuse_a_misspelled_keyword() -> None:
     with pytest.raises(TypeError, match=r"read_reply\(\) .* 'finish_reasons'.*'finish_reason'"):
         read_reply("vllm", Decision, "Approve?", "{}", finish_reasons="stop")  # type: ignore[call-arg]
+
+
+def test_a_batch_item_s_request_is_the_live_call_s_first_request() -> None:
+    # `request_for` builds through sdk.wire's builder: the request a live call sends first, with
+    # every call option an item may set (extra_body included), and the pending feedback after
+    # the item's conversation.
+    from sdk import Message
+    from sdk import StructuredClient
+    from sdk.batch._items import InputItem
+    from sdk.batch._outcome import ItemJob
+    from sdk.batch._outcome import JobSettings
+    from sdk.batch._outcome import request_for
+    from sdk.batch._state import ItemRow
+    from sdk.providers import Sampling
+    from sdk.providers import TestProvider
+    from tests.wire_support import DECISION
+
+    options = {"temperature": 0.2, "stop": "END", "extra_body": {"metadata": {"k": "v"}}}
+    conversation = (Message("user", "Approve invoice 7?"),)
+    provider = TestProvider([DECISION], repeat=True)
+    StructuredClient(provider).generate(
+        Decision, messages=list(conversation), system="Be brief.", source="Invoice 7",
+        max_tokens=300, **options,
+    )  # fmt: skip
+    item = InputItem("a", conversation, source="Invoice 7", system="Be brief.",
+                     max_tokens=300, options=options)  # fmt: skip
+    row = ItemRow(0, "a", 0, 0, 0, "pending", None, 0, 0, 0, [], 0, 0)
+    job = ItemJob(Decision, provider, JobSettings())
+    assert request_for(job, item, row) == provider.requests[0]
+    assert provider.requests[0].options == Sampling(temperature=0.2, stop=("END",))
+    asked_again = dataclasses.replace(row, feedback=[("assistant", "{}"), ("user", "Fix it.")])
+    again = request_for(job, item, asked_again)
+    assert [m.text for m in again.messages[-2:]] == ["{}", "Fix it."]
+    with pytest.raises(TypeError, match="may not set 'system'"):
+        request_for(job, dataclasses.replace(item, options={"system": "twice"}), row)
