@@ -45,6 +45,7 @@ from sdk.providers import CompletionRequest  # noqa: E402
 from sdk.providers import FreeText  # noqa: E402
 from sdk.providers import JsonDocument  # noqa: E402
 from sdk.providers import Message  # noqa: E402
+from sdk.providers import Sampling  # noqa: E402
 
 GOAL = 1.2
 """Issue 16: constrained (with fast-forward) at >= 1.2x the unconstrained tokens/s."""
@@ -138,7 +139,9 @@ def measure(
 
     def run(max_tokens: int, seed: int, **options: object) -> tuple[int, float, Completion]:
         options = {"temperature": temperature, "seed": seed, **options}
-        request = CompletionRequest(JsonDocument(contract), messages, max_tokens, options=options)
+        request = CompletionRequest(
+            JsonDocument(contract), messages, max_tokens, options=Sampling.of(options)
+        )
         started = time.perf_counter()
         completion: Completion = provider.complete(request)
         return completion.usage.output_tokens, time.perf_counter() - started, completion

@@ -43,6 +43,7 @@ from registry import Settings  # noqa: E402
 from registry import row  # noqa: E402
 
 from contracts import ShipmentNotice  # noqa: E402
+from sdk.providers import Sampling  # noqa: E402
 from sdk.schema.canonical import shared_schema  # noqa: E402
 from sdk.schema.gbnf import contract_gbnf  # noqa: E402
 from sdk.schema.grounding import grounded_gbnf  # noqa: E402
@@ -228,13 +229,13 @@ def embedded_speed(items: int) -> list[Line]:
     for item in notices:
         message = Message("user", item["prompt"] + "\n\n" + item["document"])
         request = CompletionRequest(
-            JsonDocument(ShipmentNotice), (message,), 120, source=item["document"], options={}
+            JsonDocument(ShipmentNotice), (message,), 120, source=item["document"]
         )
         provider.complete(request)  # warm the prompt's KV cache: prompt evaluation is not timed
         for arm, grounding in (("constrained", False), ("grounded", True)):
             timed = CompletionRequest(
                 JsonDocument(ShipmentNotice), (message,), 120, source=item["document"],
-                options={"grounding": grounding},
+                options=Sampling(grounding=grounding),
             )  # fmt: skip
             started = time.perf_counter()
             completion = provider.complete(timed)

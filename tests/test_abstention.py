@@ -237,7 +237,7 @@ def test_each_arm_sends_its_grounding_option() -> None:
     run_eval(
         items, Parcel, client, arms=["constrained", "grounded", "mass_aware"], thresholds=thresholds
     )
-    sent = [dict(request.options).get("grounding") for request in provider.requests]
+    sent = [request.options.grounding for request in provider.requests]
     assert sent == [False, True, "values"]
 
 

@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,12 @@ from sdk._tools import ToolOffer
 from sdk._tools import ToolResult
 from sdk.cache import MemoryCache
 from sdk.cache._key import INGREDIENTS
+from sdk.cache._key import cache_key
 from sdk.providers import AnthropicProvider
 from sdk.providers import GeminiProvider
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OpenAIChatProvider
+from sdk.providers import Sampling
 from sdk.providers import TestProvider
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import GrammarSentence
@@ -65,6 +68,24 @@ Ask = Callable[[StructuredClient], Any]
 def test_every_field_of_a_request_has_its_place_in_the_key() -> None:
     """A field added to `CompletionRequest` fails here until the key covers it."""
     assert set(INGREDIENTS) == {item.name for item in fields(CompletionRequest)}
+
+
+def test_every_sampling_option_has_its_place_in_the_key() -> None:
+    """A field added to `Sampling` fails here until a value of it is given below; each one,
+    and a provider's own option, changes the key (the stop sequence whether given as one
+    string or a list of one)."""
+    given: dict[str, object] = {"temperature": 0.5, "top_p": 0.9, "top_k": 5, "seed": 1,
+             "stop": "END", "presence_penalty": 0.1, "frequency_penalty": 0.2,
+             "repeat_penalty": 1.2, "constrained": False, "grounding": "values"}  # fmt: skip
+    assert set(given) | {"own"} == {item.name for item in fields(Sampling)}
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "A?"),), 10)
+    keys = [cache_key({}, request, None)]
+    for name, value in [*given.items(), ("tenant_tier", "gold")]:
+        asked = replace(request, options=Sampling.of({name: value}))
+        keys.append(cache_key({}, asked, None))
+    assert len(set(keys)) == len(given) + 2
+    as_list = replace(request, options=Sampling.of({"stop": ["END"]}))
+    assert cache_key({}, as_list, None) == keys[list(given).index("stop") + 1]
 
 
 def _asked_twice_then_other(client: StructuredClient, same: Ask, other: Ask) -> list[bool]:

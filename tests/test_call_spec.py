@@ -36,6 +36,7 @@ from sdk.engine.options import declarations
 from sdk.engine.retry import RetrySettings
 from sdk.hooks import Hooks
 from sdk.providers import OpenAIChatProvider
+from sdk.providers import Sampling
 from tests.wire_support import Wire
 from tests.wire_support import chat_reply
 from tests.wire_support import openai_client
@@ -90,7 +91,7 @@ def test_every_option_is_declared_once_and_lands_in_a_projection_field_of_its_na
     spec = CallSpec.defaults()
     for name, declared in DECLARED.items():
         if declared.option is None:  # a sampling option: sent to the provider as it is
-            assert name not in spec.transport.options
+            assert spec.transport.options.value(name) is None
             continue
         for layer in declared.option.goes:
             names = {field.name for field in dataclasses.fields(projections[layer])}
@@ -113,9 +114,9 @@ def test_the_spec_is_frozen_and_a_call_never_changes_the_client_s() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.attempts = spec.attempts  # type: ignore[misc]
     call = spec.for_call({"temperature": 0.0, "max_tokens": 10}, STREAM)
-    assert (call.transport.options, call.transport.max_tokens) == ({"temperature": 0.0}, 10)
+    assert (call.transport.options, call.transport.max_tokens) == (Sampling(temperature=0.0), 10)
     assert call.method.streaming and not spec.method.streaming
-    assert spec.transport.options == {"temperature": 0.5} and spec.transport.max_tokens == 4096
+    assert spec.transport.options == Sampling(temperature=0.5) and spec.transport.max_tokens == 4096
     assert spec.for_call({}, GENERATE) is spec  # nothing to resolve: the same value
 
 
@@ -297,3 +298,20 @@ def test_a_batch_backend_spec_checks_its_fields_when_made(
 
     with pytest.raises((TypeError, ValueError), match=re.escape(said)):
         BackendSpec("llamacpp", **{"base_urls": ["http://127.0.0.1:1"], **fields})
+
+
+def test_the_sampling_options_travel_typed_and_frozen() -> None:
+    # Below the public surface the options are a `Sampling`: typed fields a codec reads, the
+    # options set by name for the profile to place, a provider's own options beside them.
+    spec = CallSpec.defaults().updated({"temperature": 0.5, "stop": "END"}, "test")
+    sampling = spec.transport.options
+    assert (sampling.temperature, sampling.stop, sampling.seed) == (0.5, ("END",), None)
+    assert sampling.items() == [("temperature", 0.5), ("stop", ("END",))]
+    assert repr(sampling) == "Sampling(temperature=0.5, stop=('END',))"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sampling.temperature = 1.0  # type: ignore[misc]
+    own = Sampling.of({"tenant_tier": "gold", "seed": 3})
+    assert (own.seed, own.own, own.value("tenant_tier")) == (3, (("tenant_tier", "gold"),), "gold")
+    assert own.updated({"seed": None}).items() == [("tenant_tier", "gold")]
+    assert not Sampling() and own
+    assert hash(own) == hash(Sampling.of({"seed": 3, "tenant_tier": "gold"}))

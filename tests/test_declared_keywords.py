@@ -29,7 +29,12 @@ from sdk.grammar import parse_grammar
 from sdk.llama_server import LlamaServer
 from sdk.parsing import ParseDetails
 from sdk.parsing import check_stop
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OllamaProvider
+from sdk.providers import VLLMProvider
 from sdk.sql import run_query
+from sdk.wire import follow_up
+from sdk.wire import read_reply
 
 
 class Answer(Contract):
@@ -65,6 +70,14 @@ def _rows(tmp: Path) -> list[tuple[str, Callable[..., object], str, str]]:
         ("BatchJob.create", lambda **k: BatchJob.create(state, contract=Answer, backend=NOTHING,
                                                         input=tmp / "in", out=tmp / "out", **k),
          "promt", "prompt"),
+        ("read_reply", lambda **k: read_reply("anthropic", Answer, "hi", b"{}", **k),
+         "finish_reasn", "finish_reason"),
+        ("follow_up", lambda **k: follow_up("anthropic", Answer, "hi", b"{}", **k),
+         "optons", "options"),
+        ("VLLMProvider", lambda **k: VLLMProvider(model="m", **k), "timout", "timeout"),
+        ("OllamaProvider", lambda **k: OllamaProvider(model="m", **k), "header", "headers"),
+        ("LlamaCppProvider", lambda **k: LlamaCppProvider(**k), "control_token",
+         "control_tokens"),
         ("BatchJob.open", lambda **k: BatchJob.open(state, contract=Answer, backend=NOTHING, **k),
          "poll_intervl", "poll_interval"),
     ]  # fmt: skip

@@ -46,6 +46,7 @@ from sdk import WireEnum
 from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
 from sdk.providers import Message
+from sdk.providers import Sampling
 from sdk.providers import TextDelta
 
 pytestmark = pytest.mark.local
@@ -151,7 +152,7 @@ def test_unconstrained_completion_has_no_diagnostics(embedded: Any) -> None:
             JsonDocument(Sentiment),
             (Message("user", SENTIMENT_PROMPT),),
             8,
-            options={"constrained": False},
+            options=Sampling(constrained=False),
         )
     )
     assert completion.diagnostics is None
@@ -411,7 +412,7 @@ async def test_cancelling_acomplete_stops_generation_at_the_next_token(
         JsonDocument(Decision),
         (Message("user", DECISION_PROMPT),),
         400,
-        options={"constrained": False, "ignore_eos": True},
+        options=Sampling.of({"constrained": False, "ignore_eos": True}),
     )
     engine = embedded._loaded()
     prompt_tokens = len(engine.prompt_tokens(request, embedded._instruction(request)))
@@ -469,7 +470,10 @@ def test_bundled_model_and_options(embedded: Any) -> None:
     with pytest.raises(TypeError, match="temprature"):
         embedded.complete(
             CompletionRequest(
-                JsonDocument(Sentiment), (Message("user", "x"),), 4, options={"temprature": 1}
+                JsonDocument(Sentiment),
+                (Message("user", "x"),),
+                4,
+                options=Sampling.of({"temprature": 1}),
             )
         )
     with pytest.raises(ValueError):

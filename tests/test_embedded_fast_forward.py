@@ -37,6 +37,7 @@ from sdk.providers import Completion
 from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
 from sdk.providers import Message
+from sdk.providers import Sampling
 
 pytestmark = pytest.mark.local
 
@@ -70,7 +71,7 @@ def _complete(
     embedded: Any, contract: type[Contract], prompt: str, max_tokens: int, **options: Any
 ) -> Completion:
     request = CompletionRequest(
-        JsonDocument(contract), (Message("user", prompt),), max_tokens, options=options
+        JsonDocument(contract), (Message("user", prompt),), max_tokens, options=Sampling.of(options)
     )
     completion: Completion = embedded.complete(request)
     return completion

@@ -39,6 +39,7 @@ from sdk.providers import GeminiProvider
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import Sampling
 from sdk.providers import TestProvider
 from sdk.providers import VLLMProvider
 from tests import tool_wire
@@ -446,8 +447,8 @@ def test_with_options_makes_a_configured_copy_and_leaves_the_client_alone() -> N
     cold.generate(Decision, prompt="Approve?")
     client.generate(Decision, prompt="Approve?")
     first, second = provider.requests
-    assert first.options == {"temperature": 0.0} and first.system == "Be careful."
-    assert second.options == {} and second.system is None
+    assert first.options == Sampling(temperature=0.0) and first.system == "Be careful."
+    assert second.options == Sampling() and second.system is None
     with pytest.raises(TypeError, match="did you mean 'temperature'"):
         client.with_options(temperatur=0.0)
 
@@ -464,7 +465,7 @@ def test_the_async_client_shares_the_options_and_their_checks() -> None:
             await client.generate(Decision, prompt="Approve?", sed=3)
 
     asyncio.run(main())
-    assert [r.options for r in provider.requests] == [{"top_p": 0.5, "seed": 3}]
+    assert [r.options for r in provider.requests] == [Sampling(top_p=0.5, seed=3)]
 
 
 def test_vllm_takes_its_own_name_for_the_repeat_penalty() -> None:

@@ -120,7 +120,7 @@ def scripted(fail_on_call: int | None = None) -> tuple[TestProvider, list[tuple[
         item = match.group(1)
         assert isinstance(request.output, JsonDocument)
         key = request.output.contract.__name__
-        if request.options.get("constrained") is False:
+        if request.options.constrained is False:
             key += "-free"
         asked.append((key, item))
         answer = remaining[key, item].pop(0)

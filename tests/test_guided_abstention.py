@@ -23,6 +23,7 @@ from sdk.abstention import FieldThreshold
 from sdk.abstention import Thresholds
 from sdk.engine.kinds.guided import ABSTAIN
 from sdk.providers import AnthropicProvider
+from sdk.providers import Sampling
 from sdk.providers import TestProvider
 from tests import tool_wire
 from tests.local_deps import import_local
@@ -81,12 +82,12 @@ def test_a_grounding_engine_grounds_every_value_a_span_can_fill() -> None:
     StructuredClient(provider).generate(
         ShipmentNotice, prompt="Fill it in.", source=source, abstention="guided"
     )
-    assert provider.requests[0].options == {"grounding": "values"}
+    assert provider.requests[0].options == Sampling(grounding="values")
     provider.add(json.dumps(STATED))
     StructuredClient(provider).generate(
         ShipmentNotice, prompt="Fill it in.", source=source, abstention="guided", grounding=False
     )
-    assert provider.requests[1].options == {"grounding": False}  # the caller's word wins
+    assert provider.requests[1].options == Sampling(grounding=False)  # the caller's word wins
 
 
 @pytest.fixture(scope="module")

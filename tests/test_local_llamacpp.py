@@ -39,6 +39,7 @@ from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
+from sdk.providers import Sampling
 from sdk.providers.llamacpp import Mode
 from sdk.providers.llamacpp import build_completion_request
 from sdk.schema import LLAMACPP
@@ -299,7 +300,7 @@ def test_generated_documents_keep_the_declared_order(llama_server: str, mode: Mo
         JsonDocument(Ordered),
         (Message("user", "Is it raining? Write a short note, then answer."),),
         MAX_TOKENS,
-        options=GREEDY,
+        options=Sampling.of(GREEDY),
     )
     completion = provider(llama_server, mode).complete(request)
     assert completion.stop_reason is StopReason.END_TURN, completion

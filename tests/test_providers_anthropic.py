@@ -25,6 +25,7 @@ from sdk.providers import AnthropicProvider
 from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
 from sdk.providers import Message
+from sdk.providers import Sampling
 from sdk.providers.anthropic import AnthropicStreamReader
 from sdk.providers.anthropic import build_request
 from sdk.providers.anthropic import read_response
@@ -96,7 +97,7 @@ def test_build_request_tool_mode_forces_one_strict_tool() -> None:
 
 def test_build_request_merges_the_callers_output_config_and_options() -> None:
     request = _request(
-        options={"stop": "END"},
+        options=Sampling(stop=("END",)),
         extra_body={"output_config": {"effort": "low"}, "metadata": {"user_id": "u"}},
     )
     kwargs = build_request(request, model=MODEL)

@@ -30,6 +30,7 @@ from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
 from sdk.providers import OllamaProvider
 from sdk.providers import Provider
+from sdk.providers import Sampling
 from sdk.providers import VLLMProvider
 from sdk.providers._http import tls_verify
 from sdk.providers.llamacpp import build_completion_request
@@ -284,7 +285,7 @@ def test_a_llamacpp_limit_with_truncated_is_the_context_window(
 
 def test_llamacpp_request_builders_are_pure() -> None:
     request = CompletionRequest(
-        JsonDocument(Decision), (Message("user", "x"),), 64, options={"seed": 3}
+        JsonDocument(Decision), (Message("user", "x"),), 64, options=Sampling(seed=3)
     )
     with_schema = build_completion_request(request, "P", schema={"type": "object"})
     assert with_schema == {
@@ -384,7 +385,7 @@ def test_ollama_request_builder_routes_top_level_options() -> None:
         JsonDocument(Decision),
         (Message("user", "x"),),
         10,
-        options={"temperature": 0.1},
+        options=Sampling(temperature=0.1),
         extra_body={"keep_alive": "5m", "options": {"num_ctx": 8192}},
     )
     body = ollama_request(request, model="m", schema={})

@@ -139,7 +139,7 @@ def test_a_misspelled_option_is_a_type_error_naming_it_before_any_reply() -> Non
         StructuredClient(provider).generate(Decision, prompt="x", temprature=0)
     assert provider.requests == []  # refused when the request was built, nothing was "sent"
     result = StructuredClient(provider).generate(Decision, prompt="x", temperature=0, seed=3)
-    assert dict(provider.requests[0].options) == {"temperature": 0, "seed": 3}
+    assert dict(provider.requests[0].options.items()) == {"temperature": 0, "seed": 3}
     assert result.value.answer == DecisionAnswer.APPROVE
 
 
@@ -168,7 +168,7 @@ def test_options_given_to_the_test_provider_reach_it_through_the_client() -> Non
     asyncio.run(main())
     *_, last = StructuredClient(provider).stream(Decision, prompt="x", reasoning_effort="medium")
     assert isinstance(last, Result)
-    assert [dict(request.options) for request in provider.requests] == [
+    assert [dict(request.options.items()) for request in provider.requests] == [
         {"tenant_tier": "gold", "reasoning_effort": "low"},
         {"tenant_tier": "gold", "reasoning_effort": "high", "temperature": 0},
         {"tenant_tier": "free"},

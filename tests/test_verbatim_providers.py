@@ -27,6 +27,7 @@ from sdk.providers import Message
 from sdk.providers import OllamaProvider
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import Sampling
 from sdk.providers import VLLMProvider
 from sdk.providers._grounding import GROUNDING_NOTE
 from sdk.schema.gbnf import contract_gbnf
@@ -332,7 +333,7 @@ def test_embedded_values_grounding_writes_every_value_a_span_can_fill(embedded: 
 
     message = Message("user", "Which carrier? Nothing is said about it.\n\n" + SOURCE)
     request = CompletionRequest(
-        JsonDocument(Optional), (message,), 60, source=SOURCE, options={"grounding": "values"}
+        JsonDocument(Optional), (message,), 60, source=SOURCE, options=Sampling(grounding="values")
     )
     value = json.loads(embedded.complete(request).text)
     assert isinstance(value["carrier"], str) and value["carrier"] in SOURCE

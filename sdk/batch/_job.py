@@ -70,6 +70,7 @@ from sdk.batch._local import Outcome
 from sdk.batch._lock import RunnerLock
 from sdk.batch._lock import running_holder
 from sdk.batch._outcome import Decision
+from sdk.batch._outcome import ItemJob
 from sdk.batch._outcome import JobSettings
 from sdk.batch._outcome import decide_error
 from sdk.batch._outcome import decide_failure
@@ -445,10 +446,11 @@ class BatchJob:
         cancelled: bool = False,
     ) -> Decision:
         """The decision for an item that failed (or was cancelled) without a reply to judge."""
-        return decide_failure(
-            self.contract, self.backend.provider, self.settings, row, error, remote_id,
-            cancelled=cancelled,
-        )  # fmt: skip
+        return decide_failure(self._job(), row, error, remote_id, cancelled=cancelled)
+
+    def _job(self) -> ItemJob:
+        """What every item is asked and judged with (`sdk.batch._outcome`)."""
+        return ItemJob(self.contract, self.backend.provider, self.settings)
 
     def _commit(self, decisions: Sequence[Decision], *, report: bool = True) -> None:
         """Append the finished items' lines, then commit them and every state change at once,
@@ -727,7 +729,7 @@ class BatchJob:
         try:
             if item.unusable is not None:
                 raise BatchInputError(item.unusable)
-            request = request_for(self.contract, item, row, self.settings)
+            request = request_for(self._job(), item, row)
             # As a live call does: an option the provider does not take is a `TypeError`.
             self.backend.provider.vet_options(request.options, request.extra_body)
             exchange = self.backend.provider.codec.build(request, stream=False)
@@ -875,17 +877,7 @@ class BatchJob:
                 continue  # another submission's, already collected, or not ours at all
             if result.completion is not None:
                 item = self._read(row)
-                decisions.append(
-                    decide_reply(
-                        self.contract,
-                        self.backend.provider,
-                        self.settings,
-                        item,
-                        row,
-                        result.completion,
-                        remote_id,
-                    )
-                )
+                decisions.append(decide_reply(self._job(), item, row, result.completion, remote_id))
             else:
                 assert result.error is not None
                 decisions.append(self._failed(row, result.error, remote_id, cancelled=cancelled))

@@ -41,7 +41,6 @@ from sdk.engine.attempts import Fail
 from sdk.engine.options import CallSpec
 from sdk.engine.options import Method
 from sdk.engine.retry import Backoff
-from sdk.engine.setup import start_call
 from sdk.errors import InvalidOutput
 from sdk.errors import ProviderError
 from sdk.errors import RefusedOutput
@@ -50,14 +49,16 @@ from sdk.parsing.parser import EnumCase
 from sdk.prompt import Prompt
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
-from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.providers._errors import is_retryable
 from sdk.providers._provider import Provider
 from sdk.schema.canonical import schema_info
+from sdk.wire._calls import first_request
+from sdk.wire._calls import started
 
 __all__ = [
     "Decision",
+    "ItemJob",
     "JobSettings",
     "decide_error",
     "decide_failure",
@@ -108,19 +109,35 @@ class Decision:
     outcome: str | None
 
 
-def request_for(
-    contract: type[Contract], item: InputItem, row: ItemRow, settings: JobSettings
-) -> CompletionRequest:
-    """The request an item sends next: its conversation plus any pending feedback."""
+@dataclass(frozen=True, slots=True)
+class ItemJob:
+    """What every item of a job is asked and judged with: the contract, the provider, and the
+    job's per-item limits."""
+
+    contract: type[Contract]
+    provider: Provider
+    settings: JobSettings
+
+
+def request_for(job: ItemJob, item: InputItem, row: ItemRow) -> CompletionRequest:
+    """The request an item sends next: its conversation plus any pending feedback, built as a
+    live call's first request is (`sdk.wire.first_request`)."""
     feedback = tuple(_message(role, content) for role, content in row.feedback)
-    return CompletionRequest(
-        JsonDocument(contract),
-        messages=item.messages + feedback,
-        max_tokens=item.max_tokens or settings.max_tokens,
-        system=item.system,
-        options=item.options,
-        source=item.source,  # a local engine grounds source quotes in it, as a live call does
-    )
+    left = max(0, job.settings.retries - row.retries_used)
+    options = _call_options(item, feedback)
+    return first_request(job.settings.spec(left), job.provider, job.contract, options, _ITEM)
+
+
+def _call_options(item: InputItem, feedback: tuple[Message, ...] = ()) -> dict[str, Any]:
+    """The call options of an item's call, as the local runner passes them to `generate`: its
+    own options, its inputs (the conversation, then `feedback`) and its limit; an option naming
+    an input the item gives is refused, as `generate` refuses a keyword given twice."""
+    inputs = {"messages": item.messages + feedback, "system": item.system, "source": item.source}
+    twice = sorted(inputs.keys() & item.options.keys())
+    if twice:
+        raise TypeError(f"a batch item's options may not set {twice[0]!r}: it is the item's own")
+    limit = {"max_tokens": item.max_tokens} if item.max_tokens else {}
+    return {**item.options, **inputs, **limit}
 
 
 def _message(role: str, content: str) -> Message:
@@ -128,29 +145,22 @@ def _message(role: str, content: str) -> Message:
 
 
 def decide_reply(
-    contract: type[Contract],
-    provider: Provider,
-    settings: JobSettings,
-    item: InputItem,
-    row: ItemRow,
-    completion: Completion,
-    batch: str | None,
+    job: ItemJob, item: InputItem, row: ItemRow, completion: Completion, batch: str | None
 ) -> Decision:
     """Judge a reply with the live attempts machine: done, or back to pending with its
     feedback."""
-    left = max(0, settings.retries - row.retries_used)
+    left = max(0, job.settings.retries - row.retries_used)
     tokens_in = row.input_tokens + completion.usage.input_tokens
     tokens_out = row.output_tokens + completion.usage.output_tokens
-    inputs = {"messages": item.messages, "system": item.system, "source": item.source}
-    limit = {"max_tokens": item.max_tokens} if item.max_tokens else {}
+    counted = replace(row, input_tokens=tokens_in, output_tokens=tokens_out)
     try:
-        options = {**inputs, **limit, **item.options}
-        machine = start_call(settings.spec(left), provider, contract, options, _ITEM)
+        spec = job.settings.spec(left)
+        machine = started(spec, job.provider, job.contract, _call_options(item), _ITEM)
         decision = machine.on_reply(completion)
     except Exception as error:  # the item's own failure: it fails, the job goes on
-        return _failed(contract, provider, row, error, tokens_in, tokens_out, batch)
+        return _failed(job.contract, job.provider, counted, error, batch)
     if isinstance(decision, Fail):
-        return _failed(contract, provider, row, decision.error, tokens_in, tokens_out, batch)
+        return _failed(job.contract, job.provider, counted, decision.error, batch)
     if isinstance(decision, Done):
         update = _update(row, "done", tokens_in, tokens_out, outcome="ok")
         line = ok_line(row.output_id, decision.result, row.requests, tokens_in, tokens_out, batch)
@@ -167,19 +177,12 @@ def decide_reply(
 
 
 def decide_failure(
-    contract: type[Contract],
-    provider: Provider,
-    settings: JobSettings,
-    row: ItemRow,
-    error: ProviderError,
-    batch: str | None,
-    *,
-    cancelled: bool = False,
+    job: ItemJob, row: ItemRow, error: ProviderError, batch: str | None, *, cancelled: bool = False
 ) -> Decision:
     """An item the backend did not answer: resubmitted while allowed, else failed with `error`.
 
     `cancelled`: the job was cancelled by its owner, so the item is not resubmitted."""
-    if not cancelled and is_retryable(error) and row.resubmits_used < settings.resubmits:
+    if not cancelled and is_retryable(error) and row.resubmits_used < job.settings.resubmits:
         update = _update(
             row,
             "pending",
@@ -189,16 +192,8 @@ def decide_failure(
             feedback=row.feedback,
         )
         return Decision(update, None, None)
-    return _failed(
-        contract,
-        provider,
-        row,
-        error,
-        row.input_tokens,
-        row.output_tokens,
-        batch,
-        outcome="cancelled" if cancelled else "failed",
-    )
+    outcome = "cancelled" if cancelled else "failed"
+    return _failed(job.contract, job.provider, row, error, batch, outcome=outcome)
 
 
 def decide_error(
@@ -206,7 +201,7 @@ def decide_error(
 ) -> Decision:
     """An item that failed on its own before any reply (a request that cannot be built, options
     the call rejects, an unusable id): done, failed with that error."""
-    return _failed(contract, provider, row, error, row.input_tokens, row.output_tokens, None)
+    return _failed(contract, provider, row, error, None)
 
 
 def decide_live(
@@ -239,10 +234,8 @@ def decide_live(
         output_tokens=row.output_tokens + outcome.usage.output_tokens,
     )
     if isinstance(outcome, ProviderError):  # resent while allowed, as a hosted item would be
-        return decide_failure(contract, provider, settings, counted, outcome, None)
-    return _failed(
-        contract, provider, counted, outcome, counted.input_tokens, counted.output_tokens, None
-    )
+        return decide_failure(ItemJob(contract, provider, settings), counted, outcome, None)
+    return _failed(contract, provider, counted, outcome, None)
 
 
 def _failed(
@@ -250,11 +243,11 @@ def _failed(
     provider: Provider,
     row: ItemRow,
     error: Exception,
-    tokens_in: int,
-    tokens_out: int,
     batch: str | None,
     outcome: str = "failed",
 ) -> Decision:
+    """The item done with `error`; its tokens are the row's (counted with the reply's)."""
+    tokens_in, tokens_out = row.input_tokens, row.output_tokens
     text = error.message if isinstance(error, StructuredOutputError) else str(error)
     message = _storable(text.splitlines()[0] if text.strip() else type(error).__name__)
     update = _update(

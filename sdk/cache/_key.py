@@ -42,6 +42,7 @@ from sdk.providers._base import FreeText
 from sdk.providers._base import GrammarSentence
 from sdk.providers._base import JsonDocument
 from sdk.providers._base import Output
+from sdk.providers._base import Sampling
 from sdk.schema.canonical import schema_info
 
 __all__ = ["INGREDIENTS", "cache_key"]
@@ -90,6 +91,11 @@ def _plain(value: Any, feed: Feed) -> None:
         feed(b"{}")
     else:
         feed(b"j" + _JSON.encode(value).encode("utf-8", "surrogatepass"))
+
+
+def _sampling(options: Sampling, feed: Feed) -> None:
+    """The sampling options set, by name (every field of `Sampling`, as `items()` gives them)."""
+    _plain(dict(options.items()), feed)
 
 
 def _output(output: Output, feed: Feed) -> None:
@@ -166,7 +172,7 @@ INGREDIENTS: dict[str, Callable[[Any, Feed], None]] = {
     "messages": _messages,
     "max_tokens": _plain,
     "system": _text,
-    "options": _plain,
+    "options": _sampling,
     "extra_body": _plain,
     "reasoning": _plain,
     "source": _text,

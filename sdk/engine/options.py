@@ -42,7 +42,6 @@ from typing import Any
 from typing import Final
 from typing import Literal
 from typing import Union
-from typing import cast
 from typing import get_args
 from typing import get_origin
 from typing import get_type_hints
@@ -72,6 +71,7 @@ from sdk.parsing.runaway import DEFAULT_RUNAWAY
 from sdk.parsing.runaway import RunawayBound
 from sdk.prompt import Prompt
 from sdk.providers._profile import SAMPLING_OPTIONS
+from sdk.providers._profile import Sampling
 from sdk.providers._profile import SamplingOptions
 from sdk.providers._profile import merge_extra
 
@@ -385,7 +385,7 @@ class CallSpec:
         """The value of option `name` in this spec (a sampling option not set: absent)."""
         declared = declarations()[name]
         if declared.option is None:
-            return self.transport.options.get(name)
+            return self.transport.options.value(name)
         layer = declared.option.goes[0]
         return getattr(self if layer == "call" else getattr(self, layer), name)
 
@@ -431,7 +431,7 @@ class CallSpec:
         }
         if sampling:
             transport = projections.get("transport", self.transport)
-            given = cast(SamplingOptions, {**transport.options, **sampling})
+            given = transport.options.updated(sampling)
             projections["transport"] = replace(transport, options=given)
         if method is not None and method != self.method:
             projections["method"] = method
@@ -482,7 +482,7 @@ def _built(values: Mapping[str, Any], method: Method) -> CallSpec:
     return CallSpec(
         method=method,
         inputs=Inputs(**layers["inputs"]),
-        transport=Shared(**layers["transport"], options=cast(SamplingOptions, sampling)),
+        transport=Shared(**layers["transport"], options=Sampling.of(sampling)),
         parsing=Parsing(**layers["parsing"]),
         attempts=RetrySettings(**layers["attempts"]),
         output=OutputOptions(**layers["output"]),

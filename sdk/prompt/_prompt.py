@@ -41,7 +41,6 @@ An `Image` or `PDF` input is a part of the user turn where the template writes i
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import inspect
 import json
@@ -61,6 +60,7 @@ from sdk._content import PDF
 from sdk._content import Image
 from sdk._content import Part
 from sdk._content import Text
+from sdk._declared import did_you_mean
 from sdk._message import Message
 from sdk._records import PromptInfo
 from sdk.prompt._template import TemplateError
@@ -171,8 +171,7 @@ class Prompt:
         fields = cls.Inputs.model_fields
         for name in variables:
             if name not in fields:
-                close = difflib.get_close_matches(name, sorted(fields), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(name, list(fields))
                 takes = ", ".join(fields) or "none"
                 raise TypeError(
                     f"{cls.__name__}() got an unexpected variable {name!r}{hint}; it takes: {takes}"

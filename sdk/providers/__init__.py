@@ -29,6 +29,7 @@ from sdk.providers._base import JsonDocument
 from sdk.providers._base import Message
 from sdk.providers._base import Output
 from sdk.providers._base import Reply
+from sdk.providers._base import Sampling
 from sdk.providers._base import StreamReader
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolOffer
@@ -101,6 +102,7 @@ __all__ = [
     "Profile",
     "Provider",
     "Reply",
+    "Sampling",
     "StreamReader",
     "TestProvider",
     "TextDelta",

@@ -30,6 +30,8 @@ from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
 from sdk._values.profile import Profile
 from sdk.confidence import TokenLogprob
+from sdk.providers._profile import NO_SAMPLING
+from sdk.providers._profile import Sampling
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.schema.canonical import SchemaInfo
@@ -57,6 +59,7 @@ __all__ = [
     "Output",
     "Profile",
     "Reply",
+    "Sampling",
     "StreamReader",
     "TextDelta",
     "ToolCallDelta",
@@ -132,9 +135,9 @@ class CompletionRequest:
     messages: tuple[Message, ...]
     max_tokens: int
     system: str | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-    """Sampling options in the SDK's names (`temperature`, `stop`, ...; `CallOptions`): each
-    codec translates those its API takes and refuses the others."""
+    options: Sampling = NO_SAMPLING
+    """The sampling options set (`temperature`, `stop`, ...; `CallOptions`), typed: each codec
+    translates those its API takes and refuses the others."""
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     """Raw request fields, merged last; the fields the SDK owns are refused (`ValueError`)."""
     reasoning: bool = False

@@ -35,9 +35,9 @@ from sdk.stop_reason import StopReason
 
 __all__ = [
     "CHAT_STOP_REASONS",
+    "ChatChoice",
     "ChatDeltas",
     "ChatSSEStreamReader",
-    "chat_completion",
     "chat_messages",
     "chat_tools",
     "json_event",
@@ -197,32 +197,32 @@ def read_chat_tool_calls(calls: Any) -> tuple[ToolCall, ...]:
     return tuple(out)
 
 
-def chat_completion(
-    *,
-    content: str | None,
-    refusal: str | None,
-    finish_reason: str | None,
-    usage: Usage,
-    model: str | None,
-    request_id: str | None,
-    tool_calls: tuple[ToolCall, ...] = (),
-) -> Completion:
-    """One normalized completion from a chat choice's fields.
+@dataclass(frozen=True, slots=True)
+class ChatChoice:
+    """What a chat reply's choice says: its text, refusal, finish reason and tool calls."""
 
-    A refusal has its own field beside `finish_reason` (which then says `stop`): the refusal
-    decides, so the raw stop reason is written `refusal`.
-    """
-    raw = "refusal" if refusal else finish_reason
-    return Completion(
-        text=content,
-        stop_reason=StopReason.from_raw(raw, "openai_chat"),
-        raw_stop_reason=raw,
-        usage=usage,
-        model=model,
-        request_id=request_id,
-        refusal=refusal or None,
-        tool_calls=tool_calls,
-    )
+    content: str | None
+    refusal: str | None
+    finish_reason: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def completion(self, usage: Usage, model: str | None, request_id: str | None) -> Completion:
+        """The choice as one normalized completion, with the reply's usage, model and id.
+
+        A refusal has its own field beside `finish_reason` (which then says `stop`): the
+        refusal decides, so the raw stop reason is written `refusal`.
+        """
+        raw = "refusal" if self.refusal else self.finish_reason
+        return Completion(
+            text=self.content,
+            stop_reason=StopReason.from_raw(raw, "openai_chat"),
+            raw_stop_reason=raw,
+            usage=usage,
+            model=model,
+            request_id=request_id,
+            refusal=self.refusal or None,
+            tool_calls=self.tool_calls,
+        )
 
 
 def read_chat_body(body: dict[str, Any], *, request_id: str | None = None) -> Completion:
@@ -237,14 +237,16 @@ def read_chat_body(body: dict[str, Any], *, request_id: str | None = None) -> Co
         raise ValueError("the reply has no choices")
     choice = _object(choices[0], "choices[0]")
     message = _object(choice.get("message"), "choices[0].message")
-    completion = chat_completion(
+    said = ChatChoice(
         content=_optional_str(message.get("content"), "message.content"),
         refusal=_optional_str(message.get("refusal"), "message.refusal"),
         finish_reason=_optional_str(choice.get("finish_reason"), "finish_reason"),
-        usage=_usage(body.get("usage")),
+        tool_calls=read_chat_tool_calls(message.get("tool_calls")),
+    )
+    completion = said.completion(
+        _usage(body.get("usage")),
         model=_optional_str(body.get("model"), "model"),
         request_id=request_id or _optional_str(body.get("id"), "id"),
-        tool_calls=read_chat_tool_calls(message.get("tool_calls")),
     )
     # `logprobs: true` asked (vLLM and llama.cpp always are): each token's probability.
     return replace(completion, tokens=chat_logprobs(choice.get("logprobs")))
@@ -375,15 +377,13 @@ class ChatDeltas:
             ToolCall(call_id or "", name or "", "".join(parts))
             for call_id, name, parts in (self._calls[index] for index in sorted(self._calls))
         )
-        completion = chat_completion(
+        said = ChatChoice(
             content=content if content or not refusal else None,
             refusal=refusal or None,
             finish_reason=self.finish_reason,
-            usage=self.usage,
-            model=self.model,
-            request_id=self.request_id,
             tool_calls=calls,
         )
+        completion = said.completion(self.usage, self.model, self.request_id)
         if self._logprobs is None:
             return completion
         return replace(completion, tokens=tokens_of(self._logprobs))

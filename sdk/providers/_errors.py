@@ -14,12 +14,14 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
 from sdk.errors import ProviderError
 
 __all__ = [
     "RETRYABLE_STATUS",
+    "ReplyFields",
     "is_retryable",
     "provider_error",
     "reply_request_id",
@@ -33,22 +35,31 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _MESSAGE_CHARS = 300
 
 
+class ReplyFields(TypedDict, total=False):
+    """What a failed reply said, as `ProviderError`'s fields."""
+
+    status_code: int | None
+    request_id: str | None
+    retry_after: float | None
+    """Seconds to wait, when no `retry-after` header said it (a header wins)."""
+    transient: bool | None
+    body: str | None
+
+
 def provider_error(
     provider: str,
     what: str,
     *,
-    status_code: int | None = None,
-    request_id: str | None = None,
     headers: Mapping[str, str] | None = None,
     detail: str = "",
-    **fields: Any,
+    **fields: Unpack[ReplyFields],
 ) -> ProviderError:
-    """A `ProviderError` for `provider`; raise it `from` the original exception. `fields`:
-    the error's other fields (`transient=`, `body=`, `retry_after=` when no header said it)."""
-    retry_after = retry_after_seconds(headers) if headers is not None else None
-    if retry_after is None:
-        retry_after = fields.pop("retry_after", None)
-    fields.pop("retry_after", None)
+    """A `ProviderError` for `provider` saying `what` failed (with the provider's own `detail`,
+    bounded); raise it `from` the original exception. `fields`: what the reply said (status
+    code, request id, ...); a `retry-after` in `headers` wins over `retry_after=`."""
+    status_code, request_id = fields.get("status_code"), fields.get("request_id")
+    from_headers = retry_after_seconds(headers) if headers is not None else None
+    retry_after = from_headers if from_headers is not None else fields.get("retry_after")
     parts = [f"{provider}: {what}"]
     if status_code is not None:
         parts.append(f"HTTP {status_code}")
@@ -68,7 +79,8 @@ def provider_error(
         request_id=request_id,
         retry_after=retry_after,
         provider=provider,
-        **fields,
+        body=fields.get("body"),
+        transient=fields.get("transient"),
     )
 
 

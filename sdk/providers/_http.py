@@ -21,7 +21,10 @@ import asyncio
 import ssl
 from collections.abc import Iterable
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 from urllib.parse import parse_qsl
 from weakref import WeakKeyDictionary
 
@@ -42,9 +45,13 @@ from sdk.providers._transports import HTTPTransport
 __all__ = [
     "DEFAULT_TIMEOUT",
     "POOL",
+    "ContentPolicy",
     "HTTPProvider",
+    "HTTPSettings",
     "OneRouteCodec",
     "OneRouteProvider",
+    "ServerSettings",
+    "connection",
     "tls_verify",
 ]
 
@@ -54,6 +61,60 @@ POOL = httpx.Limits(max_connections=256, max_keepalive_connections=256)
 """The connection pool of a client the provider makes: every connection kept alive. httpx keeps
 20 by default, so past 20 requests in flight to one server each request opened (and closed) a
 connection of its own, which cost a fleet-speed batch job more than its own work."""
+
+
+class HTTPSettings(TypedDict, total=False):
+    """How a provider over HTTP reaches its server (`HTTPProvider`'s keywords)."""
+
+    http_client: httpx.Client | httpx.AsyncClient | None
+    """An httpx client of yours (sync or async: its own timeout and pool) instead of ours."""
+    timeout: float | httpx.Timeout
+    """The timeout of the clients the provider opens itself."""
+    headers: Mapping[str, str] | None
+    """Headers on every request (an `Authorization` for a server started with an API key)."""
+
+
+class ServerSettings(HTTPSettings, total=False):
+    """A self-hosted server's settings (llama.cpp, vLLM, Ollama), beside its URL and model."""
+
+    extra_body: Mapping[str, Any] | None
+    """Raw fields every request adds (a field the SDK owns is a `ValueError` when the provider
+    is made)."""
+    control_tokens: ControlTokenPolicy
+    """`"reject"` (the default): content holding a control token's text is refused before
+    anything is sent (`ControlTokenInContent`), since the server would read it as the token;
+    `"allow"` sends it (unsafe with untrusted text)."""
+    extra_control_tokens: Iterable[str]
+    """More control-token strings to look for (the model's own special tokens)."""
+
+
+def connection(settings: ServerSettings) -> HTTPSettings:
+    """The settings that say how to reach the server (`HTTPProvider`'s)."""
+    return {
+        "http_client": settings.get("http_client"),
+        "timeout": settings.get("timeout", DEFAULT_TIMEOUT),
+        "headers": settings.get("headers"),
+    }
+
+
+@dataclass(frozen=True, eq=False)
+class ContentPolicy:
+    """What a server's codec does with content holding a control token's text: the policy
+    (`control_tokens=`) and the strings it looks for (the families' and
+    `extra_control_tokens=`)."""
+
+    policy: ControlTokenPolicy
+    tokens: ControlTokens
+
+    @classmethod
+    def of(cls, settings: ServerSettings) -> ContentPolicy:
+        """The policy `settings` set (`"reject"` and the families' strings by default)."""
+        policy = check_policy(settings.get("control_tokens", "reject"))
+        return cls(policy, ControlTokens.families(settings.get("extra_control_tokens", ())))
+
+    def check(self, request: CompletionRequest, server: str) -> None:
+        """Apply the policy to the request's content (`check_request`)."""
+        check_request(request, self.tokens, policy=self.policy, server=server)
 
 
 class HTTPProvider(Provider):
@@ -167,38 +228,23 @@ class OneRouteCodec(Codec):
     tokenize it with special tokens parsed (vLLM, Ollama): the model, how a request's schema is
     written, and the control-token policy every request passes before it is built."""
 
-    def __init__(
-        self,
-        model: str,
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-    ) -> None:
+    def __init__(self, model: str, content: ContentPolicy) -> None:
         self.model = model
-        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
-        self._control_strings = ControlTokens.families(extra_control_tokens)
+        self.content = content
+        self.control_tokens: ControlTokenPolicy = content.policy
 
     def checked(self, request: CompletionRequest) -> dict[str, Any] | None:
         """Check the request's content against the control-token policy (the server would
         read a control-token string as the real token); the schema it sends, if any."""
-        check_request(
-            request, self._control_strings, policy=self.control_tokens, server=self.provider
-        )
+        self.content.check(request, self.provider)
         return self.request_schema(request)
 
 
 class OneRouteProvider(HTTPProvider):
     """A provider that posts every request to one route for one model (vLLM, Ollama)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        model: str,
-        http_client: httpx.Client | httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
+    def __init__(self, base_url: str, *, model: str, **http: Unpack[HTTPSettings]) -> None:
+        super().__init__(base_url, **http)
         self._model = model
 
     @property

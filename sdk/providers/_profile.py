@@ -13,23 +13,29 @@ are a `ValueError` naming the field.
 
 from __future__ import annotations
 
-import difflib
+from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import fields
+from dataclasses import replace
 from typing import Any
 from typing import Final
 from typing import Literal
 from typing import TypedDict
+from typing import cast
 from typing import get_type_hints
 
+from sdk._declared import did_you_mean
 from sdk._values.dialect import Dialect
 from sdk._values.profile import Profile
 from sdk._values.profile import StopReason
 
 __all__ = [
+    "NO_SAMPLING",
     "SAMPLING_OPTIONS",
+    "Sampling",
     "SamplingOptions",
     "WireProfile",
     "apply_options",
@@ -61,6 +67,79 @@ class SamplingOptions(TypedDict, total=False):
 
 SAMPLING_OPTIONS: Final = frozenset(get_type_hints(SamplingOptions))
 """Every sampling option's name."""
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Sampling:
+    """The sampling options of one request, resolved (`CompletionRequest.options`): a field
+    the call set has its value, one it left out is `None` (the provider's own default). `stop`
+    is always a tuple. `own` holds, by name, the options a provider declares beyond these (its
+    profile's names: `TestProvider(options=[...])`, the embedded engine's `fast_forward`), which
+    that provider reads and vets itself.
+
+    Codecs read the typed fields (`request.options.grounding`); `items()` gives the options set,
+    by name, for a codec's `finished` to write where its profile says."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repeat_penalty: float | None = None
+    constrained: bool | None = None
+    grounding: bool | Literal["values"] | None = None
+    own: tuple[tuple[str, object], ...] = ()
+    """A provider's own options, `(name, value)` sorted by name."""
+
+    @classmethod
+    def of(cls, options: Mapping[str, object]) -> Sampling:
+        """The options named in `options` (the SDK's sampling options and a provider's own),
+        each already checked against its declaration (`sdk.engine.options`)."""
+        return NO_SAMPLING.updated(options) if options else NO_SAMPLING
+
+    def updated(self, options: Mapping[str, object]) -> Sampling:
+        """These options with `options` set over them."""
+        typed: dict[str, Any] = {}
+        own = dict(self.own)
+        for name, value in options.items():
+            if name not in SAMPLING_OPTIONS:
+                own[name] = value
+            elif name == "stop" and value is not None:
+                typed[name] = (
+                    (value,) if isinstance(value, str) else tuple(cast(Iterable[str], value))
+                )
+            else:
+                typed[name] = value
+        return replace(self, **typed, own=tuple(sorted(own.items())))
+
+    def items(self) -> list[tuple[str, object]]:
+        """The options set, `(name, value)`: the SDK's in their declared order, then the
+        provider's own."""
+        if self is NO_SAMPLING:
+            return []
+        named = [(name, getattr(self, name)) for name in _SAMPLING_FIELDS]
+        return [(name, value) for name, value in named if value is not None] + list(self.own)
+
+    def value(self, name: str) -> object:
+        """The value of option `name` (`None`: not set)."""
+        if name in SAMPLING_OPTIONS:
+            return getattr(self, name)
+        return dict(self.own).get(name)
+
+    def __bool__(self) -> bool:
+        return self is not NO_SAMPLING and bool(self.items())
+
+    def __repr__(self) -> str:
+        return f"Sampling({', '.join(f'{name}={value!r}' for name, value in self.items())})"
+
+
+_SAMPLING_FIELDS: Final = tuple(f.name for f in fields(Sampling) if f.name != "own")
+if frozenset(_SAMPLING_FIELDS) != SAMPLING_OPTIONS:  # one declaration, two forms: kept in step
+    raise TypeError("Sampling's fields are not SamplingOptions' names")
+NO_SAMPLING: Final = Sampling()
+"""No sampling option set."""
 
 
 @dataclass(frozen=True)
@@ -116,15 +195,15 @@ class WireProfile:
         """The provider family's name, as in `Result.provider`."""
         return self.family.name
 
-    def vet(self, options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> None:
+    def vet(self, options: Sampling, extra_body: Mapping[str, Any]) -> None:
         """Refuse, before anything is built, an option this API does not take (`TypeError`)
         and an `extra_body` field the SDK owns (`ValueError`)."""
-        for name in options:
+        for name, _ in options.items():
             if name not in self.options:
                 takes = ", ".join(sorted(self.options)) or "none"
                 raise TypeError(
                     f"{self.name} does not take the option {name!r}"
-                    f"{_close(name, frozenset(self.options))}; it takes: {takes}"
+                    f"{did_you_mean(name, frozenset(self.options))}; it takes: {takes}"
                 )
         if extra_body and not self.raw_body:
             raise ValueError(f"{self.name} has no request body: extra_body is not taken")
@@ -138,7 +217,7 @@ class WireProfile:
                     if name not in inner:
                         raise ValueError(
                             f"extra_body[{key!r}] has {name!r}, which {self.name} does not take "
-                            f"there{_close(name, inner)}"
+                            f"there{did_you_mean(name, inner)}"
                         )
         for path in _leaf_paths(extra_body):
             for owned in (*self.owned, *written):
@@ -161,7 +240,7 @@ def sdk_fields(method: Any) -> dict[str, frozenset[str] | None]:
 
 def finished(
     body: dict[str, Any],
-    options: Mapping[str, Any],
+    options: Sampling,
     extra_body: Mapping[str, Any],
     profile: WireProfile,
 ) -> dict[str, Any]:
@@ -178,17 +257,13 @@ def finished(
     return body
 
 
-def apply_options(body: dict[str, Any], options: Mapping[str, Any], profile: WireProfile) -> None:
-    """Write each sampling option where the profile says it goes (`stop` always as a list)."""
+def apply_options(body: dict[str, Any], options: Sampling, profile: WireProfile) -> None:
+    """Write each sampling option set where the profile says it goes (`stop` as a list)."""
     for name, value in options.items():
         path = profile.options.get(name)
         if not path:
             continue  # read by the codec itself (or by an in-process engine)
-        if name == "stop" and isinstance(value, str):
-            value = [value]
-        elif name == "stop":
-            value = list(value)
-        _put(body, path, value)
+        _put(body, path, list(cast(tuple[str, ...], value)) if name == "stop" else value)
 
 
 def merge_extra(body: dict[str, Any], extra_body: Mapping[str, Any]) -> dict[str, Any]:
@@ -215,11 +290,6 @@ def _get(body: dict[str, Any], path: str) -> Mapping[str, Any]:
     for part in path.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return node if isinstance(node, Mapping) else {}
-
-
-def _close(name: str, names: frozenset[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(names), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _leaf_paths(mapping: Mapping[str, Any], prefix: str = "") -> list[str]:

@@ -25,7 +25,9 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
+from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import SAMPLING_OPTIONS
+from sdk.providers._profile import Sampling
 from sdk.providers._transports import AsyncTransport
 from sdk.providers._transports import Transport
 from sdk.schema.dialects import Dialect
@@ -137,10 +139,10 @@ class Provider:
         SDK owns is a `ValueError` naming it when the provider is made, not at its first call."""
         if extra_body is None:
             return
-        self.codec.profile.vet({}, extra_body)
+        self.codec.profile.vet(NO_SAMPLING, extra_body)
         self.extra_body = MappingProxyType(dict(extra_body))
 
-    def vet_options(self, options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> None:
+    def vet_options(self, options: Sampling, extra_body: Mapping[str, Any]) -> None:
         """Refuse, before anything is sent, a sampling option this provider does not take
         (`TypeError`, with the closest it does) and an `extra_body` field the SDK owns
         (`ValueError`)."""

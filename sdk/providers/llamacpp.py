@@ -58,16 +58,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from collections.abc import Iterable
 from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
 from dataclasses import replace
 from typing import Any
 from typing import Literal
+from typing import Unpack
 from typing import assert_never
+from typing import cast
 from weakref import WeakKeyDictionary
 
-import httpx
-
+from sdk._declared import check_keywords
 from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
@@ -97,14 +99,13 @@ from sdk.providers._chat import json_event
 from sdk.providers._chat import read_chat_body
 from sdk.providers._chat import sse_data
 from sdk.providers._control_tokens import ControlTokenPolicy
-from sdk.providers._control_tokens import ControlTokens
-from sdk.providers._control_tokens import check_policy
-from sdk.providers._control_tokens import check_request
 from sdk.providers._errors import provider_error
 from sdk.providers._grounding import fallback_notes
 from sdk.providers._grounding import grounding_plan
-from sdk.providers._http import DEFAULT_TIMEOUT
+from sdk.providers._http import ContentPolicy
 from sdk.providers._http import HTTPProvider
+from sdk.providers._http import ServerSettings
+from sdk.providers._http import connection
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.providers._llamacpp_prompt import Prompt
 from sdk.providers._llamacpp_prompt import ServerTemplate
@@ -123,6 +124,8 @@ __all__ = [
     "CompletionStreamReader",
     "LlamaCppCodec",
     "LlamaCppProvider",
+    "LlamaCppSettings",
+    "LlamaCppWire",
     "ServerTemplate",
     "build_chat_request",
     "build_completion_request",
@@ -304,44 +307,83 @@ def profile(mode: Mode = "auto") -> WireProfile:
     )
 
 
+class LlamaCppSettings(ServerSettings, total=False):
+    """`LlamaCppProvider`'s keywords beside its URL (see the class docstring)."""
+
+    mode: Mode
+    """How a contract is constrained: `"auto"` (the default: the SDK's own GBNF, the schema
+    where the converter refuses it), `"json_schema"`, `"grammar"`, or `"openai"` (the
+    OpenAI-compatible route, no grammar)."""
+    grammar: str | None
+    """In `mode="grammar"`: your own GBNF instead of the SDK's."""
+    model: str | None
+    """The model name requests carry (a server with several models)."""
+    prompt_template: Callable[[CompletionRequest], str] | None
+    """Renders the prompt yourself (the native route's `/completion`)."""
+    grounding: bool
+    """Copied values constrained to spans of the source (default `True`; per call too)."""
+    grounding_limit: int
+    """The longest source grounded; a longer one goes with the plain grammar and a note."""
+    learned: ServerTemplate | None
+    """What another provider of the same server learned (its `learned`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaCppWire:
+    """How a codec builds llama-server's requests: the provider's keywords, checked once."""
+
+    mode: Mode = "auto"
+    model: str | None = None
+    grammar: str | None = None
+    prompt_template: Callable[[CompletionRequest], str] | None = None
+    grounding: bool = True
+    grounding_limit: int = GBNF_SOURCE_LIMIT
+    learned: ServerTemplate | None = None
+    content: ContentPolicy = field(default_factory=lambda: ContentPolicy.of({}))
+    """The control-token policy and strings."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "json_schema", "grammar", "openai"):
+            raise ValueError(
+                f"mode must be 'auto', 'json_schema', 'grammar' or 'openai', not {self.mode!r}"
+            )
+        if self.grammar is not None and self.mode != "grammar":
+            raise ValueError("grammar= is only used in mode='grammar'")
+
+    @classmethod
+    def of(cls, settings: LlamaCppSettings) -> LlamaCppWire:
+        """The codec's settings among the provider's keywords (the rest: its connection)."""
+        own = {name: value for name, value in settings.items() if name in _WIRE_FIELDS}
+        return cls(**cast(dict[str, Any], own), content=ContentPolicy.of(settings))
+
+
+_WIRE_FIELDS = frozenset(LlamaCppWire.__dataclass_fields__) - {"content"}
+
+
 class LlamaCppCodec(Codec):
     """llama-server's wire format, native or OpenAI-compatible (no I/O): in `auto` mode the
     SDK's own GBNF for a contract (its declared order kept, nothing stripped), the schema in
     the llama.cpp dialect where the converter refuses it."""
 
-    def __init__(
-        self,
-        mode: Mode,
-        *,
-        model: str | None,
-        grammar: str | None = None,
-        prompt_template: Callable[[CompletionRequest], str] | None,
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-        grounding: bool = True,
-        grounding_limit: int = GBNF_SOURCE_LIMIT,
-        learned: ServerTemplate | None = None,
-    ) -> None:
-        self.mode: Mode = mode
-        self.model = model
-        self.profile = profile(mode)
-        self._grammar = grammar
+    def __init__(self, wire: LlamaCppWire) -> None:
+        self.mode: Mode = wire.mode
+        self.model = wire.model
+        self.profile = profile(wire.mode)
+        self._grammar = wire.grammar
         self._auto: WeakKeyDictionary[type[Contract], str | None] = WeakKeyDictionary()
-        self.grounding = grounding
-        self.grounding_limit = grounding_limit
-        self._prompt_template = prompt_template
-        self.control_tokens: ControlTokenPolicy = check_policy(control_tokens)
-        self._control_strings = ControlTokens.families(extra_control_tokens)
-        self.prompts = NativePrompts(learned)
+        self.grounding = wire.grounding
+        self.grounding_limit = wire.grounding_limit
+        self._prompt_template = wire.prompt_template
+        self.content = wire.content
+        self.control_tokens: ControlTokenPolicy = wire.content.policy
+        self.prompts = NativePrompts(wire.learned)
         """What the codec learned of the server's chat template and special tokens."""
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         text_only(request, self.provider)  # images and PDFs: refused before anything is sent
         if self._chat_route(request) or self._prompt_template is not None:
             # The server tokenizes the content with special tokens parsed: check it first.
-            check_request(
-                request, self._control_strings, policy=self.control_tokens, server="llamacpp"
-            )
+            self.content.check(request, "llamacpp")
         if self._chat_route(request):
             body = build_chat_request(request, **self._constraint(request), model=self.model)
             if isinstance(request.output, ToolOffer):
@@ -465,7 +507,8 @@ class LlamaCppCodec(Codec):
         """Whether this request's grammar is the SDK's own GBNF, which can be grounded."""
         if not isinstance(request.output, JsonDocument):
             return False
-        if not request.options.get("grounding", self.grounding):  # per call, or the provider's
+        asked = request.options.grounding  # per call, or the provider's
+        if not (self.grounding if asked is None else asked):
             return False
         if self.mode == "grammar":
             return self._grammar is None
@@ -498,46 +541,21 @@ class LlamaCppProvider(HTTPProvider):
 
     `learned=`: what another provider of the same server learned of its chat template and
     special tokens (its `learned`), so this one starts without asking the server again.
+
+    Keywords (`LlamaCppSettings`): `mode`, `grammar`, `model`, `prompt_template`, `grounding`,
+    `grounding_limit`, `learned`, and a server's (`ServerSettings`: `control_tokens`,
+    `extra_control_tokens`, `extra_body`, `http_client`, `timeout`, `headers`).
     """
 
     def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8080",
-        *,
-        mode: Mode = "auto",
-        grammar: str | None = None,
-        model: str | None = None,
-        prompt_template: Callable[[CompletionRequest], str] | None = None,
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-        grounding: bool = True,
-        grounding_limit: int = GBNF_SOURCE_LIMIT,
-        http_client: httpx.Client | httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        headers: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        learned: ServerTemplate | None = None,
+        self, base_url: str = "http://127.0.0.1:8080", **settings: Unpack[LlamaCppSettings]
     ) -> None:
-        if mode not in ("auto", "json_schema", "grammar", "openai"):
-            raise ValueError(
-                f"mode must be 'auto', 'json_schema', 'grammar' or 'openai', not {mode!r}"
-            )
-        if grammar is not None and mode != "grammar":
-            raise ValueError("grammar= is only used in mode='grammar'")
-        super().__init__(base_url, http_client=http_client, timeout=timeout, headers=headers)
-        self._model = model
-        self.codec: LlamaCppCodec = LlamaCppCodec(
-            mode,
-            model=model,
-            grammar=grammar,
-            prompt_template=prompt_template,
-            control_tokens=control_tokens,
-            extra_control_tokens=extra_control_tokens,
-            grounding=grounding,
-            grounding_limit=grounding_limit,
-            learned=learned,
-        )
-        self._keep_extra_body(extra_body)
+        check_keywords(settings, LlamaCppSettings, f"{type(self).__name__}()")
+        wire = LlamaCppWire.of(settings)  # mode and grammar checked before anything is opened
+        super().__init__(base_url, **connection(settings))
+        self._model = wire.model
+        self.codec: LlamaCppCodec = LlamaCppCodec(wire)
+        self._keep_extra_body(settings.get("extra_body"))
 
     @property
     def mode(self) -> Mode:

@@ -12,16 +12,15 @@ checked for control-token strings under `control_tokens="reject"` (default) or `
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+from typing import Unpack
 from typing import assert_never
-
-import httpx
 
 from sdk._content import Image
 from sdk._content import Text
+from sdk._declared import check_keywords
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
@@ -43,11 +42,12 @@ from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
 from sdk.providers._chat import json_event
 from sdk.providers._chat import read_chat_tool_calls
-from sdk.providers._control_tokens import ControlTokenPolicy
 from sdk.providers._errors import provider_error
-from sdk.providers._http import DEFAULT_TIMEOUT
+from sdk.providers._http import ContentPolicy
 from sdk.providers._http import OneRouteCodec
 from sdk.providers._http import OneRouteProvider
+from sdk.providers._http import ServerSettings
+from sdk.providers._http import connection
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.stop_reason import StopReason
@@ -237,15 +237,9 @@ class OllamaProvider(OneRouteProvider):
         base_url: str = "http://127.0.0.1:11434",
         *,
         model: str,
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-        http_client: httpx.Client | httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        headers: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        **settings: Unpack[ServerSettings],
     ) -> None:
-        super().__init__(
-            base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
-        )
-        self.codec = OllamaCodec(model, control_tokens, extra_control_tokens)
-        self._keep_extra_body(extra_body)
+        check_keywords(settings, ServerSettings, f"{type(self).__name__}()")
+        super().__init__(base_url, model=model, **connection(settings))
+        self.codec = OllamaCodec(model, ContentPolicy.of(settings))
+        self._keep_extra_body(settings.get("extra_body"))

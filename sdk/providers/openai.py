@@ -64,8 +64,8 @@ from sdk.providers._base import ToolCallDelta
 from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
 from sdk.providers._chat import CHAT_STOP_REASONS
+from sdk.providers._chat import ChatChoice
 from sdk.providers._chat import ChatDeltas
-from sdk.providers._chat import chat_completion
 from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
 from sdk.providers._endpoint import client_endpoint
@@ -517,18 +517,18 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
         raise ValueError("the reply has no choices")
     choice = completion.choices[0]
     usage = completion.usage
-    read = chat_completion(
+    said = ChatChoice(
         content=choice.message.content,
         refusal=choice.message.refusal,
         finish_reason=choice.finish_reason,
-        usage=_chat_usage(usage),
-        model=completion.model,
-        request_id=request_id or reply_request_id(completion),
         tool_calls=tuple(
             ToolCall(call.id, call.function.name, call.function.arguments)
             for call in choice.message.tool_calls or ()
             if call.type == "function"
         ),
+    )
+    read = said.completion(
+        _chat_usage(usage), completion.model, request_id or reply_request_id(completion)
     )
     # Asked for with `extra_body={"logprobs": True}`: each token's probability, as reported.
     return replace(read, tokens=chat_logprobs(choice.logprobs))

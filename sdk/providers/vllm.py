@@ -22,14 +22,12 @@ grammar xgrammar cannot read; a server fixed to another backend rejects it: pass
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+from typing import Unpack
 from typing import assert_never
 
-import httpx
-
+from sdk._declared import check_keywords
 from sdk._records import Note
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
@@ -52,11 +50,12 @@ from sdk.providers._chat import ChatSSEStreamReader
 from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
 from sdk.providers._chat import read_chat_body
-from sdk.providers._control_tokens import ControlTokenPolicy
 from sdk.providers._grounding import grounding_plan
-from sdk.providers._http import DEFAULT_TIMEOUT
+from sdk.providers._http import ContentPolicy
 from sdk.providers._http import OneRouteCodec
 from sdk.providers._http import OneRouteProvider
+from sdk.providers._http import ServerSettings
+from sdk.providers._http import connection
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.schema.grounding import grounded_lark
@@ -158,15 +157,8 @@ class VLLMCodec(OneRouteCodec):
 
     profile = VLLM_WIRE
 
-    def __init__(
-        self,
-        model: str,
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
-        *,
-        grounding: bool = True,
-    ) -> None:
-        super().__init__(model, control_tokens, extra_control_tokens)
+    def __init__(self, model: str, content: ContentPolicy, *, grounding: bool = True) -> None:
+        super().__init__(model, content)
         self.grounding = grounding
         """Send a contract with `SourceQuote`/`Verbatim` strings as its grounded Lark grammar
         (a call's `grounding=` option says otherwise for that call)."""
@@ -182,7 +174,8 @@ class VLLMCodec(OneRouteCodec):
         return Exchange(_PATH, body)
 
     def _grounds(self, request: CompletionRequest) -> bool:
-        return bool(request.options.get("grounding", self.grounding))
+        asked = request.options.grounding  # per call, or the provider's
+        return bool(self.grounding if asked is None else asked)
 
     def read(self, reply: Reply, request: CompletionRequest) -> Completion:
         completion = read_chat_body(reply.body, request_id=reply.request_id)
@@ -225,16 +218,10 @@ class VLLMProvider(OneRouteProvider):
         base_url: str = "http://127.0.0.1:8000",
         *,
         model: str,
-        control_tokens: ControlTokenPolicy = "reject",
-        extra_control_tokens: Iterable[str] = (),
         grounding: bool = True,
-        http_client: httpx.Client | httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        headers: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        **settings: Unpack[ServerSettings],
     ) -> None:
-        super().__init__(
-            base_url, model=model, http_client=http_client, timeout=timeout, headers=headers
-        )
-        self.codec = VLLMCodec(model, control_tokens, extra_control_tokens, grounding=grounding)
-        self._keep_extra_body(extra_body)
+        check_keywords(settings, ServerSettings, f"{type(self).__name__}()")
+        super().__init__(base_url, model=model, **connection(settings))
+        self.codec = VLLMCodec(model, ContentPolicy.of(settings), grounding=grounding)
+        self._keep_extra_body(settings.get("extra_body"))

@@ -52,6 +52,7 @@ from sdk.batch._map import contract_of
 from sdk.batch._map import plain_value
 from sdk.batch._map import row_item
 from sdk.batch._outcome import Decision
+from sdk.batch._outcome import ItemJob
 from sdk.batch._outcome import JobSettings
 from sdk.batch._outcome import decide_error
 from sdk.batch._outcome import decide_reply
@@ -65,7 +66,7 @@ from sdk.providers._base import CompletionRequest
 from sdk.providers._base import FreeText
 from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
-from sdk.providers._chat import chat_completion
+from sdk.providers._chat import ChatChoice
 from sdk.providers.vllm import VLLMProvider
 
 __all__ = ["REASK", "ProcessorHooks", "SecondPass"]
@@ -151,7 +152,9 @@ class ProcessorHooks:
             item, item_row, state = self._item(row)
             if item.unusable is not None:
                 raise BatchInputError(item.unusable)
-            request = request_for(self.contract, item, item_row, self.settings)
+            request = request_for(
+                ItemJob(self.contract, self.provider, self.settings), item, item_row
+            )
             self.provider.vet_options(request.options, request.extra_body)
             body = self.provider.codec.build(request, stream=False).body
             state["max_tokens"] = request.max_tokens
@@ -199,11 +202,8 @@ class ProcessorHooks:
             )
             usage = Usage(input_tokens=int(row.get("num_input_tokens") or 0),
                           output_tokens=generated)  # fmt: skip
-            return chat_completion(
-                content=str(row.get("generated_text") or ""), refusal=None,
-                finish_reason=str(finish), usage=usage, model=self.model,
-                request_id=_text(row.get("request_id")),
-            )  # fmt: skip
+            said = ChatChoice(str(row.get("generated_text") or ""), None, str(finish))
+            return said.completion(usage, self.model, _text(row.get("request_id")))
 
         return self._judged(row, read)
 
@@ -224,13 +224,14 @@ class ProcessorHooks:
             retries=item_row.retries_used, resubmits=0, max_tokens=self.settings.max_tokens,
             enum_case=self.settings.enum_case,
         )  # fmt: skip
-        final = decide_reply(self.contract, self.provider, spent, item, item_row, completion, None)
+        final = decide_reply(
+            ItemJob(self.contract, self.provider, spent), item, item_row, completion, None
+        )
         columns = self._columns(row, final)
         # ... and with the row's retries, for the follow-up a second pass sends.
         if final.outcome != "ok" and item_row.retries_used < self.settings.retries:
-            live = decide_reply(
-                self.contract, self.provider, self.settings, item, item_row, completion, None
-            )
+            job = ItemJob(self.contract, self.provider, self.settings)
+            live = decide_reply(job, item, item_row, completion, None)
             if live.line is None and live.update.feedback:
                 update = live.update
                 columns[REASK] = json.dumps({

@@ -20,7 +20,10 @@ import json
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
+from sdk._declared import check_keywords
 from sdk._declared import did_you_mean
 from sdk._records import Usage
 from sdk._tools import Tool
@@ -40,6 +43,7 @@ from sdk.engine.setup import start_tools_call
 from sdk.errors import ProviderError
 from sdk.errors import UnsupportedRequest
 from sdk.providers._base import Completion
+from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
 from sdk.providers._drivers import built
 from sdk.providers._provider import Provider
@@ -49,7 +53,7 @@ from sdk.wire._memory import memory_provider
 from sdk.wire._values import Item
 from sdk.wire._values import WireRequest
 
-__all__ = ["build_request", "follow_up", "read_reply"]
+__all__ = ["build_request", "first_request", "follow_up", "read_reply", "started"]
 
 _WHERE = "sdk.wire"
 _NO_TRANSPORT_RETRIES = Backoff(retries=0)
@@ -78,8 +82,7 @@ def build_request(
     `ControlTokenInContent`). `stream`: the streamed form.
     """
     sending = memory_provider(provider, settings or {})
-    machine = _started(sending, output, item, options, retries=0, streaming=stream)
-    request = _sent(machine).request
+    request = _sent(_started(sending, output, item, options, retries=0, streaming=stream)).request
     exchange = built(sending, request, stream=stream)
     if exchange.then is not None:
         raise UnsupportedRequest(
@@ -106,16 +109,31 @@ def build_request(
     return record.requests[-1]
 
 
+class ReplyKeywords(TypedDict, total=False):
+    """The keywords `read_reply` and `follow_up` take beside the reply."""
+
+    finish_reason: str | None
+    """With the generated text: its finish reason as the provider or engine spells it."""
+    usage: Usage | None
+    """With the generated text: the tokens it took."""
+    settings: Mapping[str, Any] | None
+    """The provider's constructor arguments (as for `build_request`)."""
+    options: Mapping[str, Any] | None
+    """The call options (as for `build_request`)."""
+
+
+def _reply_keywords(keywords: ReplyKeywords, where: str) -> ReplyKeywords:
+    """`keywords`, a name `where` does not take refused as Python refuses a keyword."""
+    check_keywords(keywords, ReplyKeywords, f"{where}()")
+    return keywords
+
+
 def read_reply(
     provider: str,
     output: Any,
     item: Item | str | Mapping[str, Any],
     reply: Mapping[str, Any] | bytes | str,
-    *,
-    finish_reason: str | None = None,
-    usage: Usage | None = None,
-    settings: Mapping[str, Any] | None = None,
-    options: Mapping[str, Any] | None = None,
+    **keywords: Unpack[ReplyKeywords],
 ) -> Any:
     """The decision a live call makes on `reply` to the request `build_request` built with the
     same arguments, as its last attempt: the `Result` (`ToolCalls` for tools), or the typed
@@ -124,10 +142,9 @@ def read_reply(
     attempt and its usage. `reply`: the reply's JSON body (a mapping, or its bytes), or the
     generated text (a `str`) with its `finish_reason` as the provider or engine spells it
     (`"stop"`, `"length"`, `"end_turn"`, ...) and the tokens it took (`usage`, which a token
-    budget and the result's cost read; a body says its own)."""
-    sending = memory_provider(provider, settings or {})
-    machine = _started(sending, output, item, options, retries=0, streaming=False)
-    decision = _judged(machine, sending, reply, finish_reason, usage)
+    budget and the result's cost read; a body says its own). `settings` and `options`: as for
+    `build_request`."""
+    _, decision = _decided(provider, output, item, reply, _reply_keywords(keywords, "read_reply"))
     if isinstance(decision, Fail):
         raise decision.error
     assert isinstance(decision, Done)  # no retry is left to take
@@ -139,11 +156,7 @@ def follow_up(
     output: Any,
     item: Item | str | Mapping[str, Any],
     reply: Mapping[str, Any] | bytes | str,
-    *,
-    finish_reason: str | None = None,
-    usage: Usage | None = None,
-    settings: Mapping[str, Any] | None = None,
-    options: Mapping[str, Any] | None = None,
+    **keywords: Unpack[ReplyKeywords],
 ) -> tuple[Message, ...]:
     """The messages a live call sends when it asks again after `reply` (the arguments as for
     `read_reply`): the item's conversation and the feedback on what was wrong with the reply,
@@ -151,9 +164,8 @@ def follow_up(
     system=...)` to `build_request` for the re-ask. A reply a live call would not ask again
     after raises its error as `read_reply` does (a truncation, a refusal, a transport fault);
     a valid reply is a `ValueError` (there is nothing to ask again)."""
-    sending = memory_provider(provider, settings or {})
-    machine = _started(sending, output, item, options, retries=1, streaming=False)
-    decision = _judged(machine, sending, reply, finish_reason, usage)
+    given = _reply_keywords(keywords, "follow_up")
+    machine, decision = _decided(provider, output, item, reply, given, retries=1)
     if isinstance(decision, Fail):
         raise decision.error
     if isinstance(decision, Done):
@@ -162,6 +174,22 @@ def follow_up(
 
 
 # --- the call's steps ---
+
+
+def _decided(
+    provider: str,
+    output: Any,
+    item: Item | str | Mapping[str, Any],
+    reply: Mapping[str, Any] | bytes | str,
+    keywords: ReplyKeywords,
+    retries: int = 0,
+) -> tuple[Attempts, Decision]:
+    """The call started on `provider`'s family, and its machine's decision on `reply`."""
+    sending = memory_provider(provider, keywords.get("settings") or {})
+    options = keywords.get("options")
+    machine = _started(sending, output, item, options, retries=retries, streaming=False)
+    finish_reason, usage = keywords.get("finish_reason"), keywords.get("usage")
+    return machine, _judged(machine, sending, reply, finish_reason, usage)
 
 
 def _started(
@@ -182,11 +210,27 @@ def _started(
     inputs = _item(item).inputs()
     settings = {**given, "retries": retries, "backoff": _NO_TRANSPORT_RETRIES}
     spec = CallSpec.defaults().updated(settings, _WHERE)
-    method = Method(_WHERE, streaming=streaming)
+    return started(spec, provider, output, inputs, Method(_WHERE, streaming=streaming))
+
+
+def started(
+    spec: CallSpec, provider: Provider, output: Any, options: Mapping[str, Any], method: Method
+) -> Attempts:
+    """The call a client would start through `method` for `output` (a contract, a list or
+    union of contracts, a `Grammar`, or tools), with the call's `options` (its inputs among
+    them) over `spec`: every check made before anything is built."""
     offer = _offer(output)
     if offer is not None:
-        return start_tools_call(spec, provider, offer, inputs, method)
-    return start_call(spec, provider, output, inputs, method)
+        return start_tools_call(spec, provider, offer, options, method)
+    return start_call(spec, provider, output, options, method)
+
+
+def first_request(
+    spec: CallSpec, provider: Provider, output: Any, options: Mapping[str, Any], method: Method
+) -> CompletionRequest:
+    """The request the first attempt of that call sends (`started`): how `build_request` and a
+    batch job's items build theirs."""
+    return _sent(started(spec, provider, output, options, method)).request
 
 
 def _item(item: Item | str | Mapping[str, Any]) -> Item:

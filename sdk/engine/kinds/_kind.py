@@ -34,7 +34,7 @@ from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
 from sdk.providers._base import Output
 from sdk.providers._base import TextDelta
-from sdk.providers._profile import SamplingOptions
+from sdk.providers._profile import Sampling
 from sdk.schema.canonical import SchemaInfo
 from sdk.stop_reason import StopReason
 
@@ -77,7 +77,7 @@ class Shared:
 
     max_tokens: int
     system: str | None
-    options: SamplingOptions
+    options: Sampling
     """The sampling options set (`temperature`, ...), for the provider's codec to place."""
     extra_body: dict[str, Any]
     source: str | None

@@ -102,9 +102,9 @@ class Guided:
     def request(self, ask: Ask) -> CompletionRequest:
         shared = ask.shared
         system = f"{shared.system}\n\n{ABSTAIN}" if shared.system else ABSTAIN
-        options = shared.options.copy()
-        if "grounding" in ask.provider.codec.profile.options:
-            options.setdefault("grounding", "values")
+        options = shared.options
+        if options.grounding is None and "grounding" in ask.provider.codec.profile.options:
+            options = replace(options, grounding="values")
         return self.inner.request(replace(ask, shared=replace(shared, system=system,
                                                                options=options)))  # fmt: skip
 

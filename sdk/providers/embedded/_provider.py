@@ -324,7 +324,7 @@ class EmbeddedProvider(Provider):
     def _decode(
         self, request: CompletionRequest, cancel: threading.Event | None, lark: str | None
     ) -> Generator[TextDelta | Completion, None, None]:
-        settings = _check(_call_settings(self._settings, request.options), "options")
+        settings = _check(_call_settings(self._settings, dict(request.options.items())), "options")
         contract, custom = self._constraint(request.output)
         custom = lark or custom
         constrained = settings.constrained and (contract is not None or custom is not None)
@@ -366,7 +366,7 @@ class EmbeddedProvider(Provider):
     def _vet(self, request: CompletionRequest) -> None:
         """Refuse before generating: option values out of range, and images or documents (text
         only)."""
-        _check(_call_settings(self._settings, request.options), "options")
+        _check(_call_settings(self._settings, dict(request.options.items())), "options")
         text_only(request, self.name)
 
     def _instruction(self, request: CompletionRequest) -> str | None:

@@ -1,0 +1,129 @@
+"""The self-hosted providers' keywords, grouped below their constructors (`ServerSettings`,
+`LlamaCppSettings`) and resolved once into frozen values the codecs read: every documented
+keyword still works and reaches the codec, and a misspelled one is still a `TypeError` naming
+the closest (as Python refuses an unexpected keyword). And the one way a request is built: a
+batch item's is the live call's first request (`sdk.wire`'s builder)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import httpx
+import pytest
+
+from contracts import Decision
+from sdk.providers import LlamaCppProvider
+from sdk.providers import OllamaProvider
+from sdk.providers import VLLMProvider
+from sdk.providers.llamacpp import LlamaCppWire
+from sdk.wire import read_reply
+
+SERVER: dict[str, Any] = {
+    "control_tokens": "allow",
+    "extra_control_tokens": ["<|mine|>"],
+    "timeout": 5.0,
+    "headers": {"Authorization": "Bearer secret-token-1"},
+    "extra_body": {"cache_prompt": False},
+}
+
+
+@pytest.mark.parametrize(
+    ("make", "own"),
+    [
+        (lambda **kw: VLLMProvider(model="m", grounding=False, **kw), {}),
+        (lambda **kw: OllamaProvider(model="m", **kw), {}),
+        (
+            lambda **kw: LlamaCppProvider(
+                mode="grammar", grammar='root ::= "x"', model="m", grounding=False,
+                grounding_limit=10, **kw,
+            ),
+            {"mode": "grammar", "grounding_limit": 10},
+        ),
+    ],
+    ids=["vllm", "ollama", "llamacpp"],
+)  # fmt: skip
+def test_every_keyword_reaches_the_provider(make: Any, own: dict[str, Any]) -> None:
+    provider = make(**SERVER)
+    assert provider.model == "m"
+    assert provider.codec.control_tokens == "allow"
+    assert provider.codec.content.tokens.find("a <|mine|> b") is not None
+    assert provider.extra_body == {"cache_prompt": False}
+    assert "Bearer secret-token-1" in provider.secrets()
+    assert provider._timeout == 5.0
+    for name, value in own.items():
+        assert getattr(provider.codec, name) == value
+    if hasattr(provider.codec, "grounding"):
+        assert provider.codec.grounding is False
+
+
+@pytest.mark.parametrize(
+    ("make", "where"),
+    [
+        (lambda **kw: VLLMProvider(model="m", **kw), "VLLMProvider"),
+        (lambda **kw: OllamaProvider(model="m", **kw), "OllamaProvider"),
+        (lambda **kw: LlamaCppProvider(**kw), "LlamaCppProvider"),
+    ],
+)
+def test_a_misspelled_keyword_is_a_type_error_naming_the_closest(make: Any, where: str) -> None:
+    with pytest.raises(TypeError, match=rf"{where}\(\) .* 'timeot' \(did you mean 'timeout'\?\)"):
+        make(timeot=1.0)
+    with pytest.raises(ValueError, match="control_tokens must be 'reject' or 'allow'"):
+        make(control_tokens="maybe")
+    with pytest.raises(ValueError, match="extra_body may not set 'messages'"):
+        make(extra_body={"messages": []})
+    with pytest.raises(TypeError, match=r"http_client must be an httpx\.Client"):
+        make(http_client=object())
+    assert isinstance(make(http_client=httpx.Client()).codec.control_tokens, str)
+
+
+def test_llamacpp_checks_its_mode_once_into_a_frozen_value() -> None:
+    with pytest.raises(ValueError, match="mode must be 'auto', 'json_schema', 'grammar' or"):
+        LlamaCppProvider(mode="fast")  # type: ignore[typeddict-item]
+    with pytest.raises(ValueError, match="grammar= is only used in mode='grammar'"):
+        LlamaCppProvider(grammar='root ::= "x"')
+    wire = LlamaCppWire.of({"mode": "openai", "model": "m", "timeout": 3.0})
+    assert (wire.mode, wire.model, wire.content.policy) == ("openai", "m", "reject")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        wire.mode = "auto"  # type: ignore[misc]
+    assert LlamaCppProvider().mode == "auto" and LlamaCppProvider().codec.grounding is True
+
+
+def test_wire_reply_functions_refuse_a_misspelled_keyword() -> None:
+    with pytest.raises(TypeError, match=r"read_reply\(\) .* 'finish_reasons'.*'finish_reason'"):
+        read_reply("vllm", Decision, "Approve?", "{}", finish_reasons="stop")  # type: ignore[call-arg]
+
+
+def test_a_batch_item_s_request_is_the_live_call_s_first_request() -> None:
+    # `request_for` builds through sdk.wire's builder: the request a live call sends first, with
+    # every call option an item may set (extra_body included), and the pending feedback after
+    # the item's conversation.
+    from sdk import Message
+    from sdk import StructuredClient
+    from sdk.batch._items import InputItem
+    from sdk.batch._outcome import ItemJob
+    from sdk.batch._outcome import JobSettings
+    from sdk.batch._outcome import request_for
+    from sdk.batch._state import ItemRow
+    from sdk.providers import Sampling
+    from sdk.providers import TestProvider
+    from tests.wire_support import DECISION
+
+    options = {"temperature": 0.2, "stop": "END", "extra_body": {"metadata": {"k": "v"}}}
+    conversation = (Message("user", "Approve invoice 7?"),)
+    provider = TestProvider([DECISION], repeat=True)
+    StructuredClient(provider).generate(
+        Decision, messages=list(conversation), system="Be brief.", source="Invoice 7",
+        max_tokens=300, **options,
+    )  # fmt: skip
+    item = InputItem("a", conversation, source="Invoice 7", system="Be brief.",
+                     max_tokens=300, options=options)  # fmt: skip
+    row = ItemRow(0, "a", 0, 0, 0, "pending", None, 0, 0, 0, [], 0, 0)
+    job = ItemJob(Decision, provider, JobSettings())
+    assert request_for(job, item, row) == provider.requests[0]
+    assert provider.requests[0].options == Sampling(temperature=0.2, stop=("END",))
+    asked_again = dataclasses.replace(row, feedback=[("assistant", "{}"), ("user", "Fix it.")])
+    again = request_for(job, item, asked_again)
+    assert [m.text for m in again.messages[-2:]] == ["{}", "Fix it."]
+    with pytest.raises(TypeError, match="may not set 'system'"):
+        request_for(job, dataclasses.replace(item, options={"system": "twice"}), row)
