@@ -47,6 +47,12 @@ LAYOUT = _sqlite.Layout(
     error=CacheFileError,
 )
 
+_forks = [0]
+"""How many forks this process is from its first (counted in the child as it starts): a
+connection made before a fork is not the child's, which opens its own; compared per read, where
+`os.getpid()` would cost a system call per hit."""
+os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
 _FLUSH_EVERY = 256
 """Counts kept in memory before a write is tried for them alone (without waiting)."""
 
@@ -98,12 +104,12 @@ class SQLiteCache:
         self._tally.count("hits" if row is not None else "misses")
         if self._tally.pending >= _FLUSH_EVERY and not self.readonly:
             self._write_counts()
-        return Entry.stored(row[0]) if row is not None else None
+        return Entry.stored(row[0], key) if row is not None else None
 
     def put(self, key: str, entry: Entry) -> None:
         now = self._clock()
         expires = now + self.ttl if self.ttl is not None else None
-        value = entry.encode()
+        value = entry.encode(key)
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO entries (key, value, created, expires) VALUES (?, ?, ?, ?)",
@@ -157,10 +163,10 @@ class SQLiteCache:
 
     def _connection(self) -> sqlite3.Connection:
         found: tuple[int, sqlite3.Connection] | None = getattr(self._local, "db", None)
-        if found is not None and found[0] == os.getpid():  # (a forked child opens its own)
+        if found is not None and found[0] == _forks[0]:  # (a forked child opens its own)
             return found[1]
         db = _sqlite.open_file(self.path, LAYOUT, readonly=self.readonly, timeout=self.timeout)
-        self._local.db = (os.getpid(), db)
+        self._local.db = (_forks[0], db)
         return db
 
     @contextmanager
