@@ -8,13 +8,14 @@ is not a cache of this SDK is refused and never changed.
 
 A hit only reads: it takes no write lock, so it never waits for another connection's write. Its
 count, and a miss's, is kept in memory and written with this store's next write (and when it is
-closed, asked for `stats()`, or its process ends); an expired entry found by a read goes with
-the next write too.
+closed, asked for `stats()`, or its process ends; in a long run of reads, at most once a second,
+never waiting); an expired entry found by a read goes with the next write too.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -54,7 +55,10 @@ connection made before a fork is not the child's, which opens its own; compared 
 os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 
 _FLUSH_EVERY = 256
-"""Counts kept in memory before a write is tried for them alone (without waiting)."""
+"""Counts kept in memory before a write is tried for them alone (without waiting)..."""
+_FLUSH_SPACING = 1.0
+"""...and seconds since the last such write: a run of hits writes its counts once a second
+(each write is a transaction, and now and then a checkpoint of the write-ahead log)."""
 
 
 class SQLiteCache:
@@ -101,9 +105,13 @@ class SQLiteCache:
         if row is not None and row[1] is not None and row[1] <= self._clock():
             self._tally.count("expired", key)
             row = None
-        self._tally.count("hits" if row is not None else "misses")
-        if self._tally.pending >= _FLUSH_EVERY and not self.readonly:
-            self._write_counts()
+        tally = self._tally
+        tally.count("hits" if row is not None else "misses")
+        if tally.pending >= _FLUSH_EVERY and not self.readonly:
+            now = time.monotonic()
+            if now - tally.tried >= _FLUSH_SPACING:
+                tally.tried = now
+                self._write_counts()
         return Entry.stored(row[0], key) if row is not None else None
 
     def put(self, key: str, entry: Entry) -> None:
@@ -209,6 +217,8 @@ class _Tally:
         self._counts = {"hits": 0, "misses": 0, "expired": 0}
         self._expired: set[str] = set()
         self.pending = 0
+        self.tried = -math.inf
+        """When (`time.monotonic`) a write was last tried for the counts alone."""
 
     def count(self, name: str, expired_key: str | None = None) -> None:
         with self._lock:
