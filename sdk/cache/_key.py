@@ -76,11 +76,7 @@ def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -
 
 
 def _text(value: str | None, feed: Feed) -> None:
-    if value is None:
-        feed(_NONE)
-    else:  # (two pieces: the text is not copied again behind its tag)
-        feed(b"\x01")
-        feed(value.encode("utf-8", "surrogatepass"))
+    feed(_NONE if value is None else b"\x01" + value.encode("utf-8", "surrogatepass"))
 
 
 _DOCUMENT_END = "\n</document>"
