@@ -23,10 +23,11 @@ once per object and remembered, so a hit costs little more than hashing the mess
 
 from __future__ import annotations
 
+import array
 import copy
 import hashlib
 import json
-import struct
+import sys
 import threading
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -53,6 +54,7 @@ _JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":
 _NONE = b"\x00"
 _HEAD = b"sdk-cache-key/%d" % FORMAT
 _FLAGS = {None: _NONE, False: b"F", True: b"T"}
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
@@ -68,7 +70,11 @@ def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -
             encode(getattr(request, name), feed)
     feed(_remembered(wire, _json_digest) if wire is not None else _NONE)
     # Every piece's length first, then the pieces: no two different lists of pieces hash alike.
-    pieces[0] = struct.pack(f"<{len(pieces) - 1}Q", *map(len, pieces[1:]))
+    lengths = array.array("Q", map(len, pieces))  # (8 bytes each, little-endian below)
+    del lengths[0]
+    if _BIG_ENDIAN:
+        lengths.byteswap()
+    pieces[0] = lengths.tobytes()
     return hashlib.sha256(b"".join(pieces)).hexdigest()
 
 
@@ -127,7 +133,7 @@ def _plain(value: Any, feed: Feed) -> None:
         feed(b"i%d" % value)
     elif kind is str:
         feed(b"s" + value.encode("utf-8", "surrogatepass"))
-    elif not value and isinstance(value, Mapping):
+    elif not value and (kind is dict or isinstance(value, Mapping)):
         feed(b"{}")
     else:
         feed(b"j" + _JSON.encode(value).encode("utf-8", "surrogatepass"))
@@ -136,6 +142,9 @@ def _plain(value: Any, feed: Feed) -> None:
 def _output(output: Output, feed: Feed) -> None:
     """What is asked for: a contract's fingerprint, a grammar's, the tools offered (with the
     choice and whether calls may be parallel), or free text, each under its own tag."""
+    if type(output) is JsonDocument:  # (the usual case, before the match's pattern checks)
+        feed(b"json:" + schema_info(output.contract).fingerprint.encode())
+        return
     match output:
         case JsonDocument(contract):
             feed(b"json:" + schema_info(contract).fingerprint.encode())
