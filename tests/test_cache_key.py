@@ -38,6 +38,8 @@ from sdk._tools import ToolResult
 from sdk.cache import MemoryCache
 from sdk.cache._key import INGREDIENTS
 from sdk.cache._key import cache_key
+from sdk.cache._key import source_place
+from sdk.engine.conversation import conversation
 from sdk.providers import AnthropicProvider
 from sdk.providers import GeminiProvider
 from sdk.providers import LlamaCppProvider
@@ -445,6 +447,40 @@ def test_the_order_of_options_never_changes_the_key() -> None:
     client.generate(Decision, prompt="A?", extra_body={"a": 1, "b": {"x": 1, "y": 2}})
     again = client.generate(Decision, prompt="A?", extra_body={"b": {"y": 2, "x": 1}, "a": 1})
     assert again.cached
+
+
+def _asked(source: str | None, turn: str) -> CompletionRequest:
+    return CompletionRequest(JsonDocument(Decision), (Message("user", turn),), 256, source=source)
+
+
+def test_a_source_the_prompt_s_turn_holds_is_hashed_once_and_still_decides_the_key() -> None:
+    """The prompt's turn holds the source whole: the key hashes it there, and names the source
+    by its place (so a long document is hashed once); the same turn with another source, or
+    none, is another key, and so is a source the turn does not hold."""
+    turn = conversation(Decision, "Approve?", None, "PO-2291: EUR 4,180")[0]
+    assert isinstance(turn.content, str)
+    request = _asked("PO-2291: EUR 4,180", turn.content)
+    assert source_place(request) == (0, -1, turn.content.index("PO-2291"))
+    parts = conversation(Decision, ["Approve?"], None, "PO-2291: EUR 4,180")[0]
+    assert source_place(replace(request, messages=(parts,))) == (0, 1, len("<document>\n"))
+    keys = {
+        cache_key({}, request, None),
+        cache_key({}, _asked("EUR 4,180", turn.content), None),  # the turn's end, shorter
+        cache_key({}, _asked(None, turn.content), None),
+        cache_key({}, _asked("PO-2291: EUR 4,810", turn.content), None),  # not in the turn
+        cache_key({}, _asked("PO-2291: EUR 4,180", turn.content.replace("4,180", "4,810")), None),
+    }
+    assert len(keys) == 5
+    assert source_place(_asked("EUR 4,180", turn.content)) is not None
+    assert source_place(_asked("PO-2291: EUR 4,810", turn.content)) is None
+    assert cache_key({}, request, None) == cache_key({}, _asked(*_copied(request)), None)
+
+
+def _copied(request: CompletionRequest) -> tuple[str | None, str]:
+    """The request's source and turn as new strings (the key reads values, not objects)."""
+    turn = request.messages[0].content
+    assert isinstance(turn, str) and request.source is not None
+    return "".join(request.source), "".join(list(turn))
 
 
 # --- the embedded model: its file's content ---

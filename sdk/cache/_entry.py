@@ -61,21 +61,27 @@ class Entry:
     `Entry(completions)` holds replies; `Entry.stored(text)` holds a store's text, decoded the
     first time `completions` is read (`DamagedEntry` there if it does not decode)."""
 
-    __slots__ = ("_completions", "_encoded")
+    __slots__ = ("_completions", "_encoded", "_key", "_usage")
 
     def __init__(self, completions: Sequence[Completion]) -> None:
         if not completions:
             raise ValueError("an entry holds at least one reply")
         self._completions: tuple[Completion, ...] | None = tuple(completions)
         self._encoded: str | None = None
+        self._key: str | None = None
+        self._usage: Usage | None = None
 
     @classmethod
-    def stored(cls, encoded: str) -> Entry:
-        """An entry as a store keeps it, decoded when first read (once per process for the
-        same text: the replies of recently decoded or stored texts are remembered)."""
+    def stored(cls, encoded: str, key: str | None = None) -> Entry:
+        """An entry as a store keeps it, decoded when first read: once per process for the same
+        text (the replies of recently decoded or stored texts are remembered, by the cache key
+        they were found or stored under, `key`, else by the text, and used only for this very
+        text, compared whole)."""
         entry = cls.__new__(cls)
-        entry._completions = _recent.get(encoded) if type(encoded) is str else None
+        entry._key = key
         entry._encoded = encoded
+        recalled = _recall(encoded, key) if type(encoded) is str else None
+        entry._completions, entry._usage = recalled or (None, None)
         return entry
 
     @classmethod
@@ -88,20 +94,24 @@ class Entry:
         """The replies (`DamagedEntry` if a stored form does not decode)."""
         if self._completions is None:
             self._completions = _decode(self._encoded)
-            _remember(self._encoded, self._completions)
+            _remember(self._encoded, self._key, self._completions, self.usage)
         return self._completions
 
     @property
     def usage(self) -> Usage:
         """What the stored replies cost when they were made."""
-        return sum((c.usage for c in self.completions), Usage())
+        if self._usage is None:
+            self._usage = sum((c.usage for c in self.completions), Usage())
+        return self._usage
 
-    def encode(self) -> str:
-        """The stored form (see the module docstring)."""
+    def encode(self, key: str | None = None) -> str:
+        """The stored form (see the module docstring); `key`: the cache key it is stored under
+        (a hit on it then finds its replies without decoding them)."""
         if self._encoded is None:
             assert self._completions is not None
             self._encoded = _encode(self._completions)
-            _remember(self._encoded, self._completions)
+        if self._completions is not None:
+            _remember(self._encoded, key, self._completions, self.usage)
         return self._encoded
 
     def __eq__(self, other: object) -> bool:
@@ -172,21 +182,32 @@ def default_path() -> Path:
 
 _RECENT_MAX = 256
 _RECENT_LONGEST = 64 * 1024
-_recent: dict[str, tuple[Completion, ...]] = {}
+_recent: dict[str, tuple[str, tuple[Completion, ...], Usage]] = {}
 _recent_lock = threading.Lock()
 
 
-def _remember(encoded: object, completions: tuple[Completion, ...]) -> None:
-    """Keep the replies of a stored text that decoded (or was just encoded): a hit on the same
-    text (found by its value, so a store's fresh copy of it finds them) skips the decoding. Short
+def _remember(
+    encoded: object, key: str | None, completions: tuple[Completion, ...], usage: Usage
+) -> None:
+    """Keep the replies of a stored text that decoded (or was just encoded), with the text, under
+    the cache key it is stored under (else under the text itself): a hit on the same text (a
+    store's fresh copy of it, compared whole: no hash of a long text) skips the decoding. Short
     texts only, and the last few hundred; replies are frozen records, shared as `MemoryCache`
     shares them."""
     if type(encoded) is not str or len(encoded) > _RECENT_LONGEST:
         return
     with _recent_lock:
-        _recent[encoded] = completions
+        _recent[key if key is not None else encoded] = (encoded, completions, usage)
         while len(_recent) > _RECENT_MAX:
             del _recent[next(iter(_recent))]
+
+
+def _recall(encoded: str, key: str | None) -> tuple[tuple[Completion, ...], Usage] | None:
+    """The remembered replies of exactly this text (`_remember`), if any."""
+    found = _recent.get(key if key is not None else encoded)
+    if found is None or found[0] != encoded:
+        return None
+    return found[1], found[2]
 
 
 # --- the stored form ---

@@ -13,7 +13,8 @@ different requests run together into the same bytes):
    or the tools with `tool_choice` and `parallel_tool_calls`), the messages (roles, texts,
    images and PDFs by the sha256 of their bytes with their media type or name, URLs, tool calls
    and results), the system prompt, `max_tokens`, the sampling options, `extra_body`, native
-   reasoning and the source document;
+   reasoning and the source document (hashed once: where the prompt's turn holds it, by its
+   place there and its length, which name it exactly given the messages hashed before it);
 4. the schema as the provider's dialect writes it (what reaches the wire).
 
 What does not change from call to call (a dialect's schema, a grammar's fingerprint) is hashed
@@ -22,10 +23,11 @@ once per object and remembered, so a hit costs little more than hashing the mess
 
 from __future__ import annotations
 
+import array
 import copy
 import hashlib
 import json
-import struct
+import sys
 import threading
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -45,7 +47,7 @@ from sdk.providers._base import Output
 from sdk.providers._base import Sampling
 from sdk.schema.canonical import schema_info
 
-__all__ = ["INGREDIENTS", "cache_key"]
+__all__ = ["INGREDIENTS", "cache_key", "source_place"]
 
 Feed = Callable[[bytes], None]
 
@@ -53,20 +55,28 @@ _JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":
 _NONE = b"\x00"
 _HEAD = b"sdk-cache-key/%d" % FORMAT
 _FLAGS = {None: _NONE, False: b"F", True: b"T"}
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
     """The key of `request` to the provider of `scope`, whose wire carries the schema `wire`
     (see the module docstring)."""
-    pieces = [_HEAD, _scope_digest(scope)]
+    pieces = [b"", _HEAD, _scope_digest(scope)]  # (the first: the lengths, below)
     feed = pieces.append  # (a bound method: no frame of ours per piece)
     for name, tag, encode in _ENCODERS:
         feed(tag)
-        encode(getattr(request, name), feed)
+        if name == "source":  # (where the messages hold it, if they do: `_source`)
+            _source(request, feed)
+        else:
+            encode(getattr(request, name), feed)
     feed(_remembered(wire, _json_digest) if wire is not None else _NONE)
     # Every piece's length first, then the pieces: no two different lists of pieces hash alike.
-    lengths = struct.pack(f"<{len(pieces)}Q", *map(len, pieces))
-    return hashlib.sha256(lengths + b"".join(pieces)).hexdigest()
+    lengths = array.array("Q", map(len, pieces))  # (8 bytes each, little-endian below)
+    del lengths[0]
+    if _BIG_ENDIAN:
+        lengths.byteswap()
+    pieces[0] = lengths.tobytes()
+    return hashlib.sha256(b"".join(pieces)).hexdigest()
 
 
 # --- the request's fields ---
@@ -74,6 +84,43 @@ def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -
 
 def _text(value: str | None, feed: Feed) -> None:
     feed(_NONE if value is None else b"\x01" + value.encode("utf-8", "surrogatepass"))
+
+
+_DOCUMENT_END = "\n</document>"
+"""What closes the source document in the prompt's turn (`sdk.engine.conversation`)."""
+
+
+def source_place(request: CompletionRequest) -> tuple[int, int, int] | None:
+    """Where the request's messages already hold its source document, whole: the message, the
+    part (-1: the message's text) and the character the source starts at; `None` when they do
+    not (whole `messages` beside a `source`). Only the places the prompt's turn puts it are
+    looked at (a text that ends with the source, or with the source and `</document>`), so
+    finding it costs two comparisons, never a search."""
+    source = request.source
+    if not source:
+        return None
+    for index, message in enumerate(request.messages):
+        content = message.content
+        texts = [(-1, content)] if isinstance(content, str) else [
+            (number, part.text) for number, part in enumerate(content) if isinstance(part, Text)
+        ]  # fmt: skip
+        for number, text in texts:
+            end = len(text) - len(_DOCUMENT_END) if text.endswith(_DOCUMENT_END) else len(text)
+            if text.endswith(source, 0, end):
+                return index, number, end - len(source)
+    return None
+
+
+def _source(request: CompletionRequest, feed: Feed) -> None:
+    """The source document: where the messages (hashed whole before it) hold it, when they do,
+    so a long document is hashed once (the place and the length name it exactly: the same
+    messages with another source hold it elsewhere or not at all); else its text."""
+    place = source_place(request)
+    if place is None:
+        _text(request.source, feed)
+    else:
+        assert request.source is not None
+        feed(b"@%d,%d,%d,%d" % (*place, len(request.source)))
 
 
 def _plain(value: Any, feed: Feed) -> None:
@@ -87,7 +134,7 @@ def _plain(value: Any, feed: Feed) -> None:
         feed(b"i%d" % value)
     elif kind is str:
         feed(b"s" + value.encode("utf-8", "surrogatepass"))
-    elif not value and isinstance(value, Mapping):
+    elif not value and (kind is dict or isinstance(value, Mapping)):
         feed(b"{}")
     else:
         feed(b"j" + _JSON.encode(value).encode("utf-8", "surrogatepass"))
@@ -101,6 +148,9 @@ def _sampling(options: Sampling, feed: Feed) -> None:
 def _output(output: Output, feed: Feed) -> None:
     """What is asked for: a contract's fingerprint, a grammar's, the tools offered (with the
     choice and whether calls may be parallel), or free text, each under its own tag."""
+    if type(output) is JsonDocument:  # (the usual case, before the match's pattern checks)
+        feed(b"json:" + schema_info(output.contract).fingerprint.encode())
+        return
     match output:
         case JsonDocument(contract):
             feed(b"json:" + schema_info(contract).fingerprint.encode())
@@ -175,7 +225,7 @@ INGREDIENTS: dict[str, Callable[[Any, Feed], None]] = {
     "options": _sampling,
     "extra_body": _plain,
     "reasoning": _plain,
-    "source": _text,
+    "source": _text,  # or its place in the messages, when they hold it (`_source`)
     # A schema the target would weaken is refused unless accepted: a stored answer to an
     # accepting request must not answer one that would be refused.
     "accept_weakened": _plain,

@@ -108,12 +108,12 @@ class RedisCache:
         if isinstance(found, list):  # another Redis type under the key: damaged, replaced
             return Entry.stored(f"<a Redis {_text(found[0])} under the entry's key>")
         try:
-            return Entry.stored(found.decode("utf-8"))
+            return Entry.stored(found.decode("utf-8"), key)
         except UnicodeDecodeError:  # damaged, replaced
             return Entry.stored("<bytes that are not UTF-8 under the entry's key>")
 
     def put(self, key: str, entry: Entry) -> None:
-        value = entry.encode().encode("utf-8", "surrogatepass")
+        value = entry.encode(key).encode("utf-8", "surrogatepass")
         expiry = int(self.ttl * 1000) if self.ttl is not None else None
         with self._errors("storing an entry"):
             self._redis().set(self._entry_key(key), value, px=expiry)

@@ -8,13 +8,14 @@ is not a cache of this SDK is refused and never changed.
 
 A hit only reads: it takes no write lock, so it never waits for another connection's write. Its
 count, and a miss's, is kept in memory and written with this store's next write (and when it is
-closed, asked for `stats()`, or its process ends); an expired entry found by a read goes with
-the next write too.
+closed, asked for `stats()`, or its process ends; in a long run of reads, at most once a second,
+never waiting); an expired entry found by a read goes with the next write too.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -47,8 +48,17 @@ LAYOUT = _sqlite.Layout(
     error=CacheFileError,
 )
 
+_forks = [0]
+"""How many forks this process is from its first (counted in the child as it starts): a
+connection made before a fork is not the child's, which opens its own; compared per read, where
+`os.getpid()` would cost a system call per hit."""
+os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
 _FLUSH_EVERY = 256
-"""Counts kept in memory before a write is tried for them alone (without waiting)."""
+"""Counts kept in memory before a write is tried for them alone (without waiting)..."""
+_FLUSH_SPACING = 1.0
+"""...and seconds since the last such write: a run of hits writes its counts once a second
+(each write is a transaction, and now and then a checkpoint of the write-ahead log)."""
 
 
 class SQLiteCache:
@@ -95,15 +105,19 @@ class SQLiteCache:
         if row is not None and row[1] is not None and row[1] <= self._clock():
             self._tally.count("expired", key)
             row = None
-        self._tally.count("hits" if row is not None else "misses")
-        if self._tally.pending >= _FLUSH_EVERY and not self.readonly:
-            self._write_counts()
-        return Entry.stored(row[0]) if row is not None else None
+        tally = self._tally
+        tally.count("hits" if row is not None else "misses")
+        if tally.pending >= _FLUSH_EVERY and not self.readonly:
+            now = time.monotonic()
+            if now - tally.tried >= _FLUSH_SPACING:
+                tally.tried = now
+                self._write_counts()
+        return Entry.stored(row[0], key) if row is not None else None
 
     def put(self, key: str, entry: Entry) -> None:
         now = self._clock()
         expires = now + self.ttl if self.ttl is not None else None
-        value = entry.encode()
+        value = entry.encode(key)
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO entries (key, value, created, expires) VALUES (?, ?, ?, ?)",
@@ -157,10 +171,10 @@ class SQLiteCache:
 
     def _connection(self) -> sqlite3.Connection:
         found: tuple[int, sqlite3.Connection] | None = getattr(self._local, "db", None)
-        if found is not None and found[0] == os.getpid():  # (a forked child opens its own)
+        if found is not None and found[0] == _forks[0]:  # (a forked child opens its own)
             return found[1]
         db = _sqlite.open_file(self.path, LAYOUT, readonly=self.readonly, timeout=self.timeout)
-        self._local.db = (os.getpid(), db)
+        self._local.db = (_forks[0], db)
         return db
 
     @contextmanager
@@ -203,6 +217,8 @@ class _Tally:
         self._counts = {"hits": 0, "misses": 0, "expired": 0}
         self._expired: set[str] = set()
         self.pending = 0
+        self.tried = -math.inf
+        """When (`time.monotonic`) a write was last tried for the counts alone."""
 
     def count(self, name: str, expired_key: str | None = None) -> None:
         with self._lock:

@@ -92,6 +92,7 @@ if TYPE_CHECKING:
 __all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send"]
 
 logger = logging.getLogger("sdk.client")
+_NO_USAGE = Usage()  # (frozen: shared)
 
 E = TypeVar("E", bound=StructuredOutputError)
 
@@ -309,6 +310,8 @@ class Attempts:
     @property
     def usage(self) -> Usage:
         """Tokens over every attempt so far."""
+        if not self.attempts:  # (a cached answer's call: none)
+            return _NO_USAGE
         return sum((attempt.usage for attempt in self.attempts), Usage())
 
     @property

@@ -111,6 +111,8 @@ def conversation(
 def check_text(text: str, what: str) -> None:
     """Refuse text that cannot be sent: a lone surrogate has no UTF-8 form, so every provider's
     client would fail while encoding the request (`ValueError` naming where it is)."""
+    if text.isascii():  # (known without reading it: no surrogate, nothing to encode)
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:

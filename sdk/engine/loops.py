@@ -129,9 +129,13 @@ def _runaway_error(watch: RunawayWatch, runaway: Runaway) -> RunawayOutput:
 
 
 def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
-    """Run a call to its result (or raise its error)."""
-    with machine.abandoned_on_exit() as done:
-        while done is None:
+    """Run a call to its result (or raise its error). (`abandoned_on_exit` written out: a
+    cached answer, the whole of a hit's call, pays for no context manager.)"""
+    done = machine.start()
+    if done is not None:
+        return done.result
+    try:
+        while True:
             send = _next(machine)
             try:
                 outcome: Completion | BaseException = send.provider.complete(
@@ -143,7 +147,9 @@ def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
             if isinstance(answer, Done):
                 return answer.result
             sleep(answer)
-        return done.result
+    except BaseException:
+        machine.on_abandon()  # nothing once the call has ended (its error is on its way out)
+        raise
 
 
 def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
@@ -172,9 +178,12 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 
 
 async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]) -> Any:
-    """Run a call to its result (or raise its error)."""
-    with machine.abandoned_on_exit() as done:
-        while done is None:
+    """Run a call to its result (or raise its error), as `complete` does."""
+    done = machine.start()
+    if done is not None:
+        return done.result
+    try:
+        while True:
             send = _next(machine)
             outcome: Completion | BaseException
             try:
@@ -186,7 +195,9 @@ async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]
             if isinstance(answer, Done):
                 return answer.result
             await sleep(answer)
-        return done.result
+    except BaseException:
+        machine.on_abandon()
+        raise
 
 
 async def astream(
