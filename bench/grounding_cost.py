@@ -162,10 +162,10 @@ def grammar_sizes() -> list[Line]:
 def llama_server_requests(items: int) -> list[Line]:
     import httpx
 
-    from sdk.llama_server import LlamaServer
-    from sdk.llama_server import Unavailable
-    from sdk.llama_server import bundled_model
-    from sdk.llama_server import server_binary
+    from sdk.cli._llama_server import LlamaServer
+    from sdk.cli._llama_server import Unavailable
+    from sdk.cli._llama_server import bundled_model
+    from sdk.cli._llama_server import server_binary
 
     try:
         binary, model = server_binary(), bundled_model()

@@ -9,9 +9,6 @@ from typing import TYPE_CHECKING
 from sdk._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from sdk._content import PDF
-    from sdk._content import Image
-    from sdk._content import Text
     from sdk._result import Attempt
     from sdk._result import Result
     from sdk._result import ToolCalls
@@ -21,6 +18,9 @@ if TYPE_CHECKING:
     from sdk._tools import ToolCall
     from sdk._tools import ToolChoice
     from sdk._tools import ToolResult
+    from sdk._values.content import PDF
+    from sdk._values.content import Image
+    from sdk._values.content import Text
     from sdk.client import AsyncStructuredClient
     from sdk.client import Backoff
     from sdk.client import CallOptions
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
 # `StructuredClient`, the parser for `parse`, the grammar recognizer and lark for
 # `parse_grammar`). The names above are the same, for type checkers.
 _PUBLIC = {
-    "sdk._content": (
+    "sdk._values.content": (
         "PDF",
         "Image",
         "Text",

@@ -14,9 +14,9 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from sdk._records import Usage
 from sdk._values.profile import Pricing
 from sdk._values.profile import profile
+from sdk._values.records import Usage
 from sdk.errors import Attempt
 
 __all__ = ["attempts_cost", "usage_cost"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sdk._content import Content
-from sdk._content import Part
-from sdk._content import Text
-from sdk._content import content_text
-from sdk._content import parts_of
 from sdk._tools import ToolCall
 from sdk._tools import ToolResult
+from sdk._values.content import Content
+from sdk._values.content import Part
+from sdk._values.content import Text
+from sdk._values.content import content_text
+from sdk._values.content import parts_of
 
 __all__ = ["Message"]
 

@@ -10,10 +10,10 @@ from typing import Generic
 from typing import TypeVar
 
 from sdk._message import Message
-from sdk._records import Note
-from sdk._records import PromptInfo
-from sdk._records import Usage
 from sdk._tools import ToolCall
+from sdk._values.records import Note
+from sdk._values.records import PromptInfo
+from sdk._values.records import Usage
 from sdk.confidence import Confidence
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.errors import Attempt

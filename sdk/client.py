@@ -29,13 +29,13 @@ from typing import Unpack
 from typing import overload
 from weakref import WeakKeyDictionary
 
-from sdk._declared import AtLeast
-from sdk._declared import check
 from sdk._result import Result
 from sdk._result import ToolCalls
 from sdk._tools import PartialToolCall
 from sdk._tools import Tool
 from sdk._tools import ToolChoice
+from sdk._values.declared import AtLeast
+from sdk._values.declared import check
 from sdk.contract import Contract
 from sdk.engine import loops
 from sdk.engine.kinds import TextSnapshot

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import replace
 
-from sdk._pointer import escape_pointer
+from sdk._values.pointer import escape_pointer
 
 __all__ = [
     "DEFAULT_LOW_MASS_THRESHOLD",

@@ -45,10 +45,10 @@ from typing import TypedDict
 from typing import Unpack
 from typing import cast
 
-from sdk._declared import check_keywords
-from sdk._records import Usage
-from sdk._records import Violation
-from sdk._records import shorten
+from sdk._values.declared import check_keywords
+from sdk._values.records import Usage
+from sdk._values.records import Violation
+from sdk._values.records import shorten
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.stop_reason import StopReason
 
@@ -388,7 +388,7 @@ class ControlTokenInContent(StructuredOutputError, ValueError):
         self.position = position
         """Its character offset in that content."""
         self.line = line
-        """Its line in that content (1 first; `sdk._position` says what ends a line)."""
+        """Its line in that content (1 first; `sdk._values.position` says what ends a line)."""
         self.column = column if column is not None else position + 1
         """Its column on that line, in characters (1 first)."""
 

@@ -1,12 +1,12 @@
-"""The tests' and the bench's llama-server: `sdk.llama_server` (what `sdk serve` runs too)."""
+"""The tests' and the bench's llama-server: `sdk.cli._llama_server` (what `sdk serve` runs too)."""
 
-from sdk.llama_server import MODEL_FILE
-from sdk.llama_server import LlamaServer
-from sdk.llama_server import ServerFailed
-from sdk.llama_server import Unavailable
-from sdk.llama_server import bundled_model
-from sdk.llama_server import default_threads
-from sdk.llama_server import server_binary
+from sdk.cli._llama_server import MODEL_FILE
+from sdk.cli._llama_server import LlamaServer
+from sdk.cli._llama_server import ServerFailed
+from sdk.cli._llama_server import Unavailable
+from sdk.cli._llama_server import bundled_model
+from sdk.cli._llama_server import default_threads
+from sdk.cli._llama_server import server_binary
 
 __all__ = [
     "MODEL_FILE",

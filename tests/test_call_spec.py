@@ -22,7 +22,7 @@ from sdk import Backoff
 from sdk import MaxTokensRamp
 from sdk import StructuredClient
 from sdk import Tool
-from sdk._declared import wrong_values
+from sdk._values.declared import wrong_values
 from sdk.abstention import Thresholds
 from sdk.batch import JobSettings
 from sdk.engine.kinds import Parsing

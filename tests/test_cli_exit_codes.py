@@ -253,8 +253,8 @@ def _not_a_file(command: list[str]) -> Scenario:
 
 
 def _serve_fails(bench: Bench) -> int:
-    from sdk.llama_server import Unavailable
-    from sdk.llama_server import server_binary
+    from sdk.cli._llama_server import Unavailable
+    from sdk.cli._llama_server import server_binary
 
     try:
         server_binary()

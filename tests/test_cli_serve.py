@@ -14,9 +14,9 @@ import pytest
 
 from contracts import Decision
 from sdk import StructuredClient
-from sdk.llama_server import Unavailable
-from sdk.llama_server import bundled_model
-from sdk.llama_server import server_binary
+from sdk.cli._llama_server import Unavailable
+from sdk.cli._llama_server import bundled_model
+from sdk.cli._llama_server import server_binary
 from sdk.providers import LlamaCppProvider
 from tests.local_deps import in_ci
 

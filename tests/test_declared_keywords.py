@@ -1,6 +1,6 @@
 """Keywords grouped as a `TypedDict` (`**details: Unpack[ParseDetails]`) are refused by name,
 as a signature's own keywords are: a `TypedDict` is read by type checkers only, so without
-`sdk._declared.check_keywords` a misspelt keyword (`refusl="..."`) would be dropped silently.
+`sdk._values.declared.check_keywords` a misspelt keyword (`refusl="..."`) would be dropped silently.
 
 One row per callable that takes such a group: each refuses a misspelling with a `TypeError`
 that names it and the keyword it was close to, before it does anything (no file is made, no
@@ -20,13 +20,13 @@ from sdk import Contract
 from sdk import ProviderError
 from sdk import StructuredOutputError
 from sdk import parse
-from sdk._declared import check_keywords
+from sdk._values.declared import check_keywords
 from sdk.batch import BatchJob
+from sdk.cli._llama_server import LlamaServer
 from sdk.eval.arms import prepare_arm
 from sdk.eval.runner import run_eval
 from sdk.grammar import Grammar
 from sdk.grammar import parse_grammar
-from sdk.llama_server import LlamaServer
 from sdk.parsing import ParseDetails
 from sdk.parsing import check_stop
 from sdk.providers import LlamaCppProvider

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import sdk.errors
-from sdk.demo import SECOND_MODEL
-from sdk.demo import SQL_QUESTIONS
+from sdk.cli._demo import SECOND_MODEL
+from sdk.cli._demo import SQL_QUESTIONS
 from tests.local_deps import import_local
 
 pytestmark = pytest.mark.local

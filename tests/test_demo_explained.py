@@ -1,4 +1,4 @@
-"""What the demo says under an invoice that failed (`sdk.demo.failure_reasons`), on real
+"""What the demo says under an invoice that failed (`sdk.cli._demo.failure_reasons`), on real
 parser errors: made by the client over a scripted provider, no model needed; and what it says
 when the second embedded model is not here (`tests/test_demo_second_model.py` runs it)."""
 
@@ -14,11 +14,11 @@ from sdk import RetriesExhausted
 from sdk import StructuredClient
 from sdk import StructuredOutputError
 from sdk import TruncatedOutput
-from sdk.demo import SECOND_MODEL
-from sdk.demo import _Printer
-from sdk.demo import _second_invoice
-from sdk.demo import failure_reasons
-from sdk.demo import second_model
+from sdk.cli._demo import SECOND_MODEL
+from sdk.cli._demo import _Printer
+from sdk.cli._demo import _second_invoice
+from sdk.cli._demo import failure_reasons
+from sdk.cli._demo import second_model
 from sdk.providers import TestProvider
 from tests.schema_support import REPO
 

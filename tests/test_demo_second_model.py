@@ -11,12 +11,12 @@ import re
 import pytest
 
 from sdk import Result
-from sdk.demo import DATA
-from sdk.demo import RETRIES
-from sdk.demo import SECOND_MODEL
-from sdk.demo import _Printer
-from sdk.demo import _second_invoice
-from sdk.demo import second_model
+from sdk.cli._demo import DATA
+from sdk.cli._demo import RETRIES
+from sdk.cli._demo import SECOND_MODEL
+from sdk.cli._demo import _Printer
+from sdk.cli._demo import _second_invoice
+from sdk.cli._demo import second_model
 from tests.local_deps import import_local
 
 pytestmark = pytest.mark.local

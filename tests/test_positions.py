@@ -5,8 +5,9 @@ message, a lone surrogate in a prompt, and the SDK's own JSON files (snapshots, 
 datasets).
 
 The expected line and column come from `_where`, a character-by-character count written here
-independently of `sdk._position`: lines end at `\\n`, `\\r\\n` or a lone `\\r`; the `\\n` of a
-`\\r\\n` stands on the line its `\\r` ends; columns count characters (code points), from 1.
+independently of `sdk._values.position`: lines end at `\\n`, `\\r\\n` or a lone `\\r`; the
+`\\n` of a `\\r\\n` stands on the line its `\\r` ends; columns count characters (code points),
+from 1.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from sdk import GrammarViolation
 from sdk import InvalidJSON
 from sdk import StructuredClient
 from sdk import parse
-from sdk._position import TextPosition
+from sdk._values.position import TextPosition
 from sdk.grammar import InvalidGrammar
 from sdk.grammar import gbnf_to_lark
 from sdk.grammar import parse_grammar

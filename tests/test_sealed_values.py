@@ -19,8 +19,8 @@ import pytest
 from contracts import Decision
 from sdk import StructuredClient
 from sdk import errors as sdk_errors
-from sdk._records import Usage
-from sdk._records import Violation
+from sdk._values.records import Usage
+from sdk._values.records import Violation
 from sdk.cache import MemoryCache
 from sdk.engine.kinds import Document
 from sdk.engine.kinds import TwoPhase

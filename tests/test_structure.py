@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from sdk._pointer import escape_pointer
-from sdk._pointer import lookup
-from sdk._pointer import pointer_of
-from sdk._pointer import resolve_ref
-from sdk._pointer import split_pointer
+from sdk._values.pointer import escape_pointer
+from sdk._values.pointer import lookup
+from sdk._values.pointer import pointer_of
+from sdk._values.pointer import resolve_ref
+from sdk._values.pointer import split_pointer
 from sdk.schema._shape import node_at
 
 SDK = Path(__file__).resolve().parent.parent / "sdk"
@@ -86,7 +86,7 @@ def test_pointer_helpers_are_written_once() -> None:
     spelled = sorted(
         name
         for name, path in MODULES.items()
-        if '.replace("~1", "/")' in path.read_text() and name != "sdk._pointer"
+        if '.replace("~1", "/")' in path.read_text() and name != "sdk._values.pointer"
     )
     assert spelled == []
 
@@ -123,7 +123,7 @@ def test_resolve_ref_follows_any_local_reference_and_refuses_others() -> None:
 # What a program that makes calls does not need: the tooling, the other providers and the
 # converters, the grammar machinery, the SQLite store, and the libraries only they use.
 HEAVY = (
-    "sdk.workflow", "sdk.batch", "sdk.eval", "sdk.cli", "sdk.demo", "sdk.llama_server",
+    "sdk.workflow", "sdk.batch", "sdk.eval", "sdk.cli", "sdk.cli._demo", "sdk.cli._llama_server",
     "sdk.sql", "sdk.providers.llamacpp", "sdk.providers._llamacpp_prompt", "sdk.providers.vllm",
     "sdk.providers.ollama", "sdk.providers.embedded", "sdk.providers.anthropic",
     "sdk.providers.openai", "sdk.providers.gemini", "sdk.providers._http", "sdk.schema.gbnf",

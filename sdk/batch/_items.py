@@ -34,7 +34,7 @@ from typing import BinaryIO
 
 from pydantic import ValidationError
 
-from sdk._records import PromptInfo
+from sdk._values.records import PromptInfo
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._state import ItemRow

@@ -52,7 +52,7 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
-from sdk._declared import check_keywords
+from sdk._values.declared import check_keywords
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged

@@ -44,7 +44,7 @@ from typing import Unpack
 
 import pyarrow as pa
 
-from sdk._declared import check_keywords
+from sdk._values.declared import check_keywords
 from sdk.batch._columns import row_of
 from sdk.batch._columns import schema_for
 from sdk.batch._items import InputItem

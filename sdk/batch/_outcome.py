@@ -29,9 +29,9 @@ from dataclasses import replace
 from typing import Annotated
 from typing import Any
 
-from sdk._declared import AtLeast
-from sdk._declared import check_fields
 from sdk._result import Result
+from sdk._values.declared import AtLeast
+from sdk._values.declared import check_fields
 from sdk.batch._items import InputItem
 from sdk.batch._state import ItemRow
 from sdk.batch._state import ItemUpdate

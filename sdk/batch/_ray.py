@@ -30,7 +30,7 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
-from sdk._declared import check_keywords
+from sdk._values.declared import check_keywords
 from sdk.batch._local import LocalBackend
 from sdk.batch._outcome import Decision
 from sdk.batch._outcome import JobSettings

@@ -20,8 +20,8 @@ from typing import Annotated
 from typing import Any
 from typing import Literal
 
-from sdk._declared import AtLeast
-from sdk._declared import check_fields
+from sdk._values.declared import AtLeast
+from sdk._values.declared import check_fields
 from sdk._values.profile import profile
 from sdk.batch._errors import BatchError
 from sdk.batch._hosted import AnthropicBatches

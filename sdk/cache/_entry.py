@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 from typing import Protocol
 
-from sdk._records import Note
-from sdk._records import Usage
 from sdk._tools import ToolCall
+from sdk._values.records import Note
+from sdk._values.records import Usage
 from sdk.cache._errors import DamagedEntry
 from sdk.confidence import TokenLogprob
 from sdk.diagnostics import ConstraintDiagnostics

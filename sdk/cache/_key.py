@@ -34,10 +34,10 @@ from collections.abc import Mapping
 from typing import Any
 from typing import assert_never
 
-from sdk._content import Text
 from sdk._message import Message
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
+from sdk._values.content import Text
 from sdk.cache._entry import FORMAT
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import FreeText

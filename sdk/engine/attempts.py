@@ -49,9 +49,9 @@ from typing import Any
 from typing import TypeVar
 
 from sdk._cost import attempts_cost
-from sdk._records import Note
-from sdk._records import PromptInfo
-from sdk._records import Usage
+from sdk._values.records import Note
+from sdk._values.records import PromptInfo
+from sdk._values.records import Usage
 from sdk.cache import CacheError
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry

@@ -10,10 +10,10 @@ from dataclasses import replace
 from typing import Any
 from typing import Final
 
-from sdk._content import Part
-from sdk._content import Text
-from sdk._content import parts_of
-from sdk._position import TextPosition
+from sdk._values.content import Part
+from sdk._values.content import Text
+from sdk._values.content import parts_of
+from sdk._values.position import TextPosition
 from sdk.contract import Contract
 from sdk.errors import InvalidOutput
 from sdk.errors import Violation

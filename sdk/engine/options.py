@@ -4,9 +4,10 @@ typed value (`CallSpec`) with the part each layer reads.
 The public surface is two TypedDicts: `CallOptions`, what `generate`, `stream`, `call_tools` and
 `stream_tools` take on both clients (`**options: Unpack[CallOptions]`), and `ClientOptions`, those
 plus the client's own settings, what the constructors and `with_options` take. Each entry is the
-option's one declaration: its type, and as `Annotated` metadata its range (`sdk._declared`) and
-its `Option` (default, where it goes, how a given value is kept). The sampling options
-(`SamplingOptions`: `temperature`, `stop`, ...) go to the provider as they are.
+option's one declaration: its type, and as `Annotated` metadata its range
+(`sdk._values.declared`) and its `Option` (default, where it goes, how a given value is kept).
+The sampling options (`SamplingOptions`: `temperature`, `stop`, ...) go to the provider as
+they are.
 
 Adding an option is adding its entry; `CallSpec` then checks it wherever it is set (a constructor,
 `with_options`, a call: `TypeError` for a wrong type, `ValueError` for a value out of range, both
@@ -46,12 +47,12 @@ from typing import get_args
 from typing import get_origin
 from typing import get_type_hints
 
-from sdk._declared import AtLeast
-from sdk._declared import Between
-from sdk._declared import Positive
-from sdk._declared import bounds_of
-from sdk._declared import check
-from sdk._declared import did_you_mean
+from sdk._values.declared import AtLeast
+from sdk._values.declared import Between
+from sdk._values.declared import Positive
+from sdk._values.declared import bounds_of
+from sdk._values.declared import check
+from sdk._values.declared import did_you_mean
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
 from sdk.calibration import Calibration

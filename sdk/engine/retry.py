@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Annotated
 
-from sdk._declared import AtLeast
-from sdk._declared import check_fields
+from sdk._values.declared import AtLeast
+from sdk._values.declared import check_fields
 from sdk.errors import ProviderError
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ from typing import Final
 from typing import TypedDict
 from typing import Unpack
 
-from sdk._declared import check_keywords
+from sdk._values.declared import check_keywords
 from sdk.abstention import Thresholds
 from sdk.abstention import abstain
 from sdk.abstention import value_start_masses

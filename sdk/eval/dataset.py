@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic import ValidationError
 
-from sdk._position import decoding_problem
+from sdk._values.position import decoding_problem
 from sdk.contract import Contract
 from sdk.contract.derived import widen
 from sdk.prompt import Prompt

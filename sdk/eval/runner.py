@@ -32,9 +32,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 from typing import Unpack
+from typing import cast
 
-from sdk._declared import check_keywords
 from sdk._files import write_atomic
+from sdk._values.declared import check_keywords
 from sdk.calibration import Calibration
 from sdk.client import StructuredClient
 from sdk.contract import Contract
@@ -302,11 +303,13 @@ def _config(
 def _prepared_arms(
     run: EvalRun, contract: type[Contract], client: StructuredClient, options: ArmOptions
 ) -> list[PreparedArm]:
-    """The run's arms ready to run; one that cannot run here is noted in `run.unavailable`."""
+    """The run's arms ready to run; one that cannot run here is noted in `run.unavailable`.
+    `options` may be the run's whole `EvalOptions`: only the arms' own keys are passed on."""
+    own = cast(ArmOptions, {k: v for k, v in options.items() if k in ArmOptions.__optional_keys__})
     prepared: list[PreparedArm] = []
     for name in run.config["arms"]:
         try:
-            prepared.append(prepare_arm(name, contract, client, **options))
+            prepared.append(prepare_arm(name, contract, client, **own))
         except ArmUnavailable as reason:
             run.unavailable[name] = str(reason)
     return prepared

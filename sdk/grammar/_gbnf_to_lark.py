@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sdk._position import TextPosition
+from sdk._values.position import TextPosition
 from sdk.grammar._compiled import lark_literal
 from sdk.grammar._errors import InvalidGrammar
 from sdk.grammar._errors import UnconvertibleGrammar

@@ -22,8 +22,8 @@ from types import MappingProxyType
 from typing import Any
 from typing import Unpack
 
-from sdk._declared import check_keywords
-from sdk._position import TextPosition
+from sdk._values.declared import check_keywords
+from sdk._values.position import TextPosition
 from sdk.errors import CheckFailed
 from sdk.errors import GrammarViolation
 from sdk.errors import Violation

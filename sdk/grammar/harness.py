@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 
-from sdk._position import decoding_problem
+from sdk._values.position import decoding_problem
 from sdk.grammar._grammar import Grammar
 from sdk.grammar._recognize import GrammarMiss
 from sdk.grammar._recognize import recognize

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sdk._pointer import escape_pointer
-from sdk._pointer import pointer_of
+from sdk._values.pointer import escape_pointer
+from sdk._values.pointer import pointer_of
 from sdk.errors import Violation
 from sdk.parsing._limits import MAX_DEPTH
 from sdk.parsing._limits import schema_depth

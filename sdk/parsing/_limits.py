@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 from typing import Final
 
-from sdk._pointer import resolve_ref
-from sdk._records import shorten
+from sdk._values.pointer import resolve_ref
+from sdk._values.records import shorten
 
 __all__ = [
     "MAX_DEPTH",

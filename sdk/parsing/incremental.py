@@ -50,11 +50,11 @@ from typing import Final
 from typing import Generic
 from typing import TypeVar
 
-from sdk._pointer import escape_pointer
-from sdk._pointer import lookup
-from sdk._pointer import pointer_of
-from sdk._pointer import split_pointer
-from sdk._position import TextPosition
+from sdk._values.pointer import escape_pointer
+from sdk._values.pointer import lookup
+from sdk._values.pointer import pointer_of
+from sdk._values.pointer import split_pointer
+from sdk._values.position import TextPosition
 from sdk.contract import Contract
 from sdk.errors import InvalidJSON
 from sdk.errors import Violation

@@ -33,12 +33,12 @@ from typing import Unpack
 import pydantic
 import pydantic_core
 
-from sdk._declared import check_keywords
-from sdk._pointer import escape_pointer
-from sdk._pointer import pointer_of
-from sdk._position import TextPosition
-from sdk._records import Note
-from sdk._records import shorten
+from sdk._values.declared import check_keywords
+from sdk._values.pointer import escape_pointer
+from sdk._values.pointer import pointer_of
+from sdk._values.position import TextPosition
+from sdk._values.records import Note
+from sdk._values.records import shorten
 from sdk.contract import SOURCE_QUOTE_KEY
 from sdk.contract import VERBATIM_KEY
 from sdk.contract import Contract
@@ -392,7 +392,7 @@ def _start(found: re.Match[str] | None) -> int:
 
 
 def _invalid(state: _State, problem: str, where: TextPosition) -> InvalidJSON:
-    """`InvalidJSON` for `problem` at `where` (in characters: `sdk._position`)."""
+    """`InvalidJSON` for `problem` at `where` (in characters: `sdk._values.position`)."""
     return InvalidJSON(
         f"output is not JSON: {problem} at {where}",
         position=where.index,

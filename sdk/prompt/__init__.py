@@ -1,7 +1,7 @@
 """Prompt templates as contracts: `Prompt` (typed inputs, a name, a version, a fingerprint),
 rendered in Jinja2's sandbox to the SDK's messages (see `sdk.prompt._prompt`)."""
 
-from sdk._records import PromptInfo
+from sdk._values.records import PromptInfo
 from sdk.prompt._prompt import Prompt
 from sdk.prompt._prompt import RenderedPrompt
 from sdk.prompt._prompt import prompt_fingerprint

@@ -56,13 +56,13 @@ from typing import ClassVar
 from pydantic import BaseModel
 from pydantic import ConfigDict
 
-from sdk._content import PDF
-from sdk._content import Image
-from sdk._content import Part
-from sdk._content import Text
-from sdk._declared import did_you_mean
 from sdk._message import Message
-from sdk._records import PromptInfo
+from sdk._values.content import PDF
+from sdk._values.content import Image
+from sdk._values.content import Part
+from sdk._values.content import Text
+from sdk._values.declared import did_you_mean
+from sdk._values.records import PromptInfo
 from sdk.prompt._template import TemplateError
 from sdk.prompt._template import compile_template
 from sdk.prompt._template import literal_prefix

@@ -22,13 +22,13 @@ from typing import Literal
 from typing import Protocol
 from typing import assert_never
 
-from sdk._content import Text
 from sdk._message import Message
-from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
+from sdk._values.content import Text
 from sdk._values.profile import Profile
+from sdk._values.records import Note
 from sdk.confidence import TokenLogprob
 from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import Sampling

@@ -14,14 +14,14 @@ from dataclasses import field
 from dataclasses import replace
 from typing import Any
 
-from sdk._content import PDF
-from sdk._content import Image
-from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
 from sdk._tools import arguments_object
+from sdk._values.content import PDF
+from sdk._values.content import Image
+from sdk._values.content import Text
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from typing import Literal
 
-from sdk._position import TextPosition
+from sdk._values.position import TextPosition
 from sdk.errors import ControlTokenInContent
 from sdk.providers._base import CompletionRequest
 

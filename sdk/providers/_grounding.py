@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sdk._records import Note
+from sdk._values.records import Note
 from sdk.parsing import compile_contract
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import JsonDocument

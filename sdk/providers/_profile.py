@@ -27,7 +27,7 @@ from typing import TypedDict
 from typing import cast
 from typing import get_type_hints
 
-from sdk._declared import did_you_mean
+from sdk._values.declared import did_you_mean
 from sdk._values.dialect import Dialect
 from sdk._values.profile import Profile
 from sdk._values.profile import StopReason

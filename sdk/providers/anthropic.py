@@ -33,14 +33,14 @@ from typing import Literal
 from typing import Self
 from typing import assert_never
 
-from sdk._content import PDF
-from sdk._content import Image
-from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
 from sdk._tools import arguments_object
+from sdk._values.content import PDF
+from sdk._values.content import Image
+from sdk._values.content import Text
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import HOSTED_FORMATS
 from sdk._values.dialect import Dialect

@@ -36,10 +36,10 @@ from typing import Any
 from typing import Self
 from typing import assert_never
 
-from sdk._content import Text
 from sdk._message import Message
 from sdk._result import Usage
 from sdk._tools import ToolOffer
+from sdk._values.content import Text
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import Dialect
 from sdk._values.profile import Pricing

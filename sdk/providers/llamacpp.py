@@ -69,14 +69,14 @@ from typing import assert_never
 from typing import cast
 from weakref import WeakKeyDictionary
 
-from sdk._declared import check_keywords
-from sdk._records import Note
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
+from sdk._values.declared import check_keywords
 from sdk._values.dialect import LLAMACPP_CONVERTER
 from sdk._values.profile import Profile
 from sdk._values.profile import register
+from sdk._values.records import Note
 from sdk.contract import Contract
 from sdk.grammar.wire import llamacpp_grammar
 from sdk.providers._base import Codec

@@ -18,13 +18,13 @@ from typing import Any
 from typing import Unpack
 from typing import assert_never
 
-from sdk._content import Image
-from sdk._content import Text
-from sdk._declared import check_keywords
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
+from sdk._values.content import Image
+from sdk._values.content import Text
+from sdk._values.declared import check_keywords
 from sdk._values.dialect import LLAMACPP_CONVERTER
 from sdk._values.profile import Profile
 from sdk._values.profile import register

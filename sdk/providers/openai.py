@@ -28,12 +28,12 @@ from typing import ClassVar
 from typing import Self
 from typing import assert_never
 
-from sdk._content import Image
-from sdk._content import Text
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
+from sdk._values.content import Image
+from sdk._values.content import Text
 from sdk._values.dialect import BOUNDS
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import HOSTED_FORMATS

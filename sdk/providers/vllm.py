@@ -27,16 +27,16 @@ from typing import Any
 from typing import Unpack
 from typing import assert_never
 
-from sdk._declared import check_keywords
-from sdk._records import Note
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
+from sdk._values.declared import check_keywords
 from sdk._values.dialect import BOUNDS
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import LOCAL_KEYWORDS
 from sdk._values.dialect import Dialect
 from sdk._values.profile import Profile
 from sdk._values.profile import register
+from sdk._values.records import Note
 from sdk.grammar.wire import vllm_structured_outputs
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest

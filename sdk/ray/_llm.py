@@ -41,8 +41,8 @@ from typing import Unpack
 
 import pyarrow as pa
 
-from sdk._declared import check_keywords
-from sdk._records import Usage
+from sdk._values.declared import check_keywords
+from sdk._values.records import Usage
 from sdk.batch._columns import COLUMNS
 from sdk.batch._columns import row_of
 from sdk.batch._errors import BatchInputError

@@ -32,7 +32,7 @@ from typing import Literal
 
 import regex
 
-from sdk._position import TextPosition
+from sdk._values.position import TextPosition
 from sdk.schema._unicode import case_fold
 from sdk.schema._unicode import engine_class
 from sdk.schema._unicode import python_class

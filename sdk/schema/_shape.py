@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sdk._pointer import escape_pointer
-from sdk._pointer import lookup
-from sdk._pointer import resolve_ref
+from sdk._values.pointer import escape_pointer
+from sdk._values.pointer import lookup
+from sdk._values.pointer import resolve_ref
 from sdk.schema.canonical import subschemas
 
 __all__ = [

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 
-from sdk._pointer import escape_pointer
-from sdk._pointer import resolve_ref
+from sdk._values.pointer import escape_pointer
+from sdk._values.pointer import resolve_ref
 from sdk.schema.canonical import subschemas
 
 __all__ = ["Hit", "SchemaWalker"]

@@ -19,7 +19,7 @@ from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel
 
-from sdk._pointer import escape_pointer
+from sdk._values.pointer import escape_pointer
 
 __all__ = [
     "DRAFT_2020_12",

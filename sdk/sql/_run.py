@@ -31,7 +31,7 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
-from sdk._declared import check_keywords
+from sdk._values.declared import check_keywords
 from sdk.sql._schema import Table
 from sdk.sql._schema import tables_from_connection
 

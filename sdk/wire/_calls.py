@@ -23,11 +23,11 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
-from sdk._declared import check_keywords
-from sdk._declared import did_you_mean
-from sdk._records import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
+from sdk._values.declared import check_keywords
+from sdk._values.declared import did_you_mean
+from sdk._values.records import Usage
 from sdk.engine.attempts import Attempts
 from sdk.engine.attempts import Decision
 from sdk.engine.attempts import Done

@@ -15,7 +15,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from sdk._records import PromptInfo
+from sdk._values.records import PromptInfo
 from sdk.prompt import Prompt
 from sdk.prompt import prompt_fingerprint
 

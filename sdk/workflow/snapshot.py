@@ -17,9 +17,9 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from sdk._pointer import pointer_of
-from sdk._position import decoding_problem
-from sdk._records import shorten
+from sdk._values.pointer import pointer_of
+from sdk._values.position import decoding_problem
+from sdk._values.records import shorten
 from sdk.schema.canonical import VERSION_KEY
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import canonical_bytes

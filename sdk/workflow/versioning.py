@@ -48,9 +48,9 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from sdk._files import write_atomic
-from sdk._pointer import pointer_of
-from sdk._position import decoding_problem
-from sdk._records import shorten
+from sdk._values.pointer import pointer_of
+from sdk._values.position import decoding_problem
+from sdk._values.records import shorten
 from sdk.contract import Contract
 from sdk.grammar import Grammar
 from sdk.grammar._grammar import GRAMMAR_SUFFIXES

@@ -22,8 +22,8 @@ from typing import Literal
 from typing import Protocol
 from typing import TypeVar
 
-from sdk._records import Note
-from sdk._records import Usage
+from sdk._values.records import Note
+from sdk._values.records import Usage
 from sdk.calibration import Calibration
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
 from sdk.errors import Attempt

@@ -14,10 +14,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
 
-from sdk._pointer import lookup
-from sdk._pointer import split_pointer
-from sdk._records import Note
 from sdk._result import Result
+from sdk._values.pointer import lookup
+from sdk._values.pointer import split_pointer
+from sdk._values.records import Note
 from sdk.confidence import Confidence
 from sdk.confidence import confidence_of
 from sdk.contract import Contract

@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
 
-from sdk._records import Note
+from sdk._values.records import Note
 from sdk.abstention import Thresholds
 from sdk.abstention import abstain
 from sdk.abstention import value_start_masses

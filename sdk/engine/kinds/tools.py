@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Any
 
-from sdk._records import Note
-from sdk._records import shorten
 from sdk._result import ToolCalls
 from sdk._tools import PartialToolCall
 from sdk._tools import Tool
@@ -38,6 +36,8 @@ from sdk._tools import ToolCall
 from sdk._tools import ToolChoice
 from sdk._tools import ToolOffer
 from sdk._tools import ToolResult
+from sdk._values.records import Note
+from sdk._values.records import shorten
 from sdk.contract import Contract
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import conversation

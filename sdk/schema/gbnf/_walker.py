@@ -6,7 +6,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from sdk._pointer import lookup
+from sdk._values.pointer import lookup
 from sdk.schema.gbnf._json_values import has_type
 from sdk.schema.gbnf._keywords import HANDLED
 from sdk.schema.gbnf._keywords import UNSUPPORTED

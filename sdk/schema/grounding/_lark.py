@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 from typing import Final
 
-from sdk._pointer import resolve_ref
+from sdk._values.pointer import resolve_ref
 from sdk.schema import _regex as rx
 from sdk.schema.grounding._errors import GroundingUnsupported
 from sdk.schema.grounding._spans import VERBATIM_KEY

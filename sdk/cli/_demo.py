@@ -55,7 +55,7 @@ from sdk.stop_reason import StopReason
 
 __all__ = ["SECOND_MODEL", "failure_reasons", "main", "second_model"]
 
-DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 
 INVOICE_PROMPT = "Extract this invoice."
 DECISION_PROMPT = "Decide on this expense request."

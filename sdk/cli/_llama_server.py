@@ -36,7 +36,7 @@ from typing import Unpack
 
 import httpx
 
-from sdk._declared import check_keywords
+from sdk._values.declared import check_keywords
 
 __all__ = [
     "MODEL_FILE",
