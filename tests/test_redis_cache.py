@@ -135,7 +135,9 @@ def test_a_damaged_entry_is_a_miss_replaced_with_a_note(store: RedisCache, damag
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(stored=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
 def test_any_bytes_under_an_entry_s_key_are_a_hit_or_a_miss(

@@ -330,13 +330,15 @@ def _prompt(n: int) -> str:
     return f"Approve invoice {n}? " + "context " * 200
 
 
-_FIXTURES = [HealthCheck.function_scoped_fixture]
+_FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 _PAGES = st.integers(min_value=0, max_value=400)
 _NOISE = st.binary(min_size=1, max_size=4096)
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(page=_PAGES, noise=_NOISE)
 def test_a_damaged_cache_page_is_a_typed_error_or_a_miss(
@@ -367,7 +369,9 @@ def pristine_job(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(page=_PAGES, noise=_NOISE)
 def test_a_damaged_job_state_page_is_one_typed_error(
