@@ -38,6 +38,7 @@ from tests.batch_support import AnthropicBatchAPI
 from tests.batch_support import anthropic_backend
 from tests.batch_support import job_for
 from tests.batch_support import write_items
+from tests.process_support import read_line
 from tests.shared_file_process import WAIT
 from tests.shared_file_process import create_job
 from tests.shared_file_process import open_cache
@@ -126,11 +127,11 @@ def held_write(path: Path) -> Iterator[None]:
     )  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdin is not None
-        assert holder.stdout.readline().strip() == "held"
+        assert read_line(holder.stdout).strip() == "held"
         yield
         holder.stdin.write("\n")
         holder.stdin.flush()
-        assert holder.stdout.readline().strip() == "released"
+        assert read_line(holder.stdout).strip() == "released"
         holder.wait(timeout=WAIT)
     finally:
         holder.kill()
