@@ -41,7 +41,6 @@ def backend(api: AnthropicBatchAPI) -> AnthropicBatches:
 
 def hosted_run(args: argparse.Namespace) -> None:
     api = AnthropicBatchAPI(polls=args.polls)
-    started = time.monotonic()
     with BatchJob.create(
         args.state,
         contract=Decision,
@@ -52,7 +51,6 @@ def hosted_run(args: argparse.Namespace) -> None:
     ) as job:
         summary = job.run()
     record = summary.to_json()
-    record["seconds_in_process"] = time.monotonic() - started
     record["batches_cancelled"] = [batch.cancelled for batch in api.batches.values()]
     print(json.dumps(record))
 

@@ -49,6 +49,7 @@ from sdk.providers.llamacpp import LlamaCppProvider
 from sdk.providers.openai import OpenAIChatProvider
 from sdk.providers.openai import OpenAIResponsesProvider
 from tests.local_support import llamacpp_setup
+from tests.process_support import read_line
 from tests.wire_support import ANTHROPIC_HEADERS
 from tests.wire_support import DECISION
 from tests.wire_support import OPENAI_HEADERS
@@ -699,7 +700,7 @@ def fanout(delay: float, *options: str) -> Iterator[str]:
     )  # fmt: skip
     try:
         assert server.stdout is not None
-        port = int(server.stdout.readline())
+        port = int(read_line(server.stdout))
         yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()

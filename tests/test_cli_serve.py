@@ -19,6 +19,7 @@ from sdk.cli._llama_server import bundled_model
 from sdk.cli._llama_server import server_binary
 from sdk.providers import LlamaCppProvider
 from tests.local_deps import in_ci
+from tests.process_support import read_line
 
 
 def _alive(pid: int) -> bool:
@@ -45,12 +46,12 @@ def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> N
     )  # fmt: skip
     try:
         assert process.stdout is not None
-        headline = process.stdout.readline()
+        headline = read_line(process.stdout)
         assert "SmolLM2-135M-Instruct.Q4_1.gguf" in headline, headline
         url = headline.rsplit(" ", 1)[-1].strip()
         assert url.startswith("http://127.0.0.1:")
-        assert url in process.stdout.readline()  # the provider line to copy
-        pid = int(process.stdout.readline().split("pid ", 1)[1].split(",", 1)[0])
+        assert url in read_line(process.stdout)  # the provider line to copy
+        pid = int(read_line(process.stdout).split("pid ", 1)[1].split(",", 1)[0])
         assert httpx.get(f"{url}/health", timeout=5).status_code == 200
         with StructuredClient(LlamaCppProvider(base_url=url), retries=0) as client:
             result = client.generate(

@@ -130,7 +130,8 @@ async def test_cancelling_a_call_cancels_its_request_and_frees_its_slot() -> Non
     hang = Hang()
     client = _client(hang, max_concurrency=2)
     task = asyncio.create_task(client.generate(Decision, prompt="Approve?"))
-    await hang.entered.wait()
+    # Bounded: a call that never reached the server fails here instead of hanging the run.
+    await asyncio.wait_for(hang.entered.wait(), timeout=60)
     limit = client.limit()
     assert limit is not None and limit.locked() is False and limit._value == 1
     task.cancel()

@@ -195,7 +195,8 @@ class _RecordingProxy:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join()
+        self._thread.join(timeout=30)  # bounded: its accept wakes every 0.2 s, a read in 2 s
+        assert not self._thread.is_alive(), "the proxy's thread did not stop"
         self.socket.close()
 
 

@@ -221,13 +221,16 @@ def small_context_server(
 
 def test_a_full_context_window_is_context_window_not_max_tokens(small_context_server: str) -> None:
     url = small_context_server
-    # A prompt of 240 tokens leaves 16 of the 256-token context: the context, not max_tokens,
-    # ends the generation, and llama.cpp says `stop_type: limit` with `truncated: true`.
-    filler = " word" * 240  # one token each in SmolLM2's vocabulary
-    assert len(httpx.post(f"{url}/tokenize", json={"content": filler}).json()["tokens"]) == 240
+    # A prompt of 250 tokens leaves at most 6 of the 256-token context: the context, not
+    # max_tokens, ends the generation, and llama.cpp says `stop_type: limit` with `truncated:
+    # true`. The shortest Decision takes 14 tokens (`{"`, `reason`, `ing`, `":"`, `","`, ...):
+    # with 16 left, as before, a draw with an empty reasoning could end the document inside the
+    # context, so the room left is well under it, and the decoding greedy besides.
+    filler = " word" * 250  # one token each in SmolLM2's vocabulary
+    assert len(httpx.post(f"{url}/tokenize", json={"content": filler}).json()["tokens"]) == 250
     full = LlamaCppProvider(url, prompt_template=lambda request: filler)
     with pytest.raises(TruncatedOutput) as info:
-        StructuredClient(full, retries=0).generate(Decision, prompt="x", max_tokens=200)
+        StructuredClient(full, retries=0).generate(Decision, prompt="x", max_tokens=200, **GREEDY)
     assert info.value.stop_reason is StopReason.CONTEXT_WINDOW
     assert info.value.raw_stop_reason == "limit"
 

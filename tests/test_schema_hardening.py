@@ -20,6 +20,7 @@ from sdk.cli import app
 from sdk.workflow.versioning import LOCK_FILE
 from sdk.workflow.versioning import Lock
 from sdk.workflow.versioning import lock
+from tests.process_support import read_line
 from tests.schema_support import REPO
 from tests.schema_support import make_package
 
@@ -353,7 +354,7 @@ def test_two_writers_of_different_content_never_leave_a_torn_file(tmp_path: Path
         for letter, size in sizes.items()
     ]  # fmt: skip
     for run in runs:  # both ready before either writes
-        assert run.stdout is not None and run.stdout.readline() == b"ready\n"
+        assert run.stdout is not None and read_line(run.stdout) == b"ready\n"
     for run in runs:
         assert run.stdin is not None
         run.stdin.write(b"go\n")

@@ -38,6 +38,7 @@ from tests.batch_support import AnthropicBatchAPI
 from tests.batch_support import anthropic_backend
 from tests.batch_support import job_for
 from tests.batch_support import write_items
+from tests.process_support import read_line
 from tests.shared_file_process import WAIT
 from tests.shared_file_process import create_job
 from tests.shared_file_process import open_cache
@@ -126,11 +127,11 @@ def held_write(path: Path) -> Iterator[None]:
     )  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdin is not None
-        assert holder.stdout.readline().strip() == "held"
+        assert read_line(holder.stdout).strip() == "held"
         yield
         holder.stdin.write("\n")
         holder.stdin.flush()
-        assert holder.stdout.readline().strip() == "released"
+        assert read_line(holder.stdout).strip() == "released"
         holder.wait(timeout=WAIT)
     finally:
         holder.kill()
@@ -330,13 +331,15 @@ def _prompt(n: int) -> str:
     return f"Approve invoice {n}? " + "context " * 200
 
 
-_FIXTURES = [HealthCheck.function_scoped_fixture]
+_FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 _PAGES = st.integers(min_value=0, max_value=400)
 _NOISE = st.binary(min_size=1, max_size=4096)
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(page=_PAGES, noise=_NOISE)
 def test_a_damaged_cache_page_is_a_typed_error_or_a_miss(
@@ -367,7 +370,9 @@ def pristine_job(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(page=_PAGES, noise=_NOISE)
 def test_a_damaged_job_state_page_is_one_typed_error(

@@ -208,11 +208,15 @@ def test_llama_server_takes_a_conversation_with_calls_and_results(llama_tools_se
         Message("assistant", "", tool_calls=(call,)),
         Message("user", "", tool_results=(call.result('{"temp_c": 18, "sky": "clear"}'),)),
     ]
+    # Greedy, as above: what is tested is the prompt, and a draw (the server's temperature 0.8)
+    # could answer with something other than prose or a cut, say a `<tool_call>` block.
     longer = _input_tokens(
-        lambda: client.call_tools(tools=TOOLS, tool_choice="none", messages=messages)
+        lambda: client.call_tools(tools=TOOLS, tool_choice="none", messages=messages, temperature=0)
     )
     shorter = _input_tokens(
-        lambda: client.call_tools(tools=TOOLS, tool_choice="none", messages=[question])
+        lambda: client.call_tools(
+            tools=TOOLS, tool_choice="none", messages=[question], temperature=0
+        )
     )
     # The call and its result reached the prompt through the template (an assistant turn with
     # a <tool_call> block, a <tool_response>): the server took our message shapes.

@@ -31,6 +31,7 @@ from sdk.providers import Sampling
 from sdk.providers import VLLMProvider
 from sdk.providers._grounding import GROUNDING_NOTE
 from sdk.schema.gbnf import contract_gbnf
+from tests.grammar_support import grammar_accepts
 from tests.grammar_support import lark_accepts
 from tests.local_support import LocalServer
 from tests.local_support import Reply
@@ -282,11 +283,28 @@ def _recording(bodies: list[dict[str, Any]]) -> httpx.Client:
     return httpx.Client(event_hooks={"request": [record]}, timeout=120)
 
 
+# llama-server samples (temperature 0.8, a random seed): a budget that holds the longest document
+# the grammar admits leaves no draw cut (a token is at least one character here: all of it is
+# ASCII). Its longest whitespace run is a newline and 16 spaces, between every two JSON tokens.
+_RUN = "\n" + " " * 16
+
+
+def _longest(grammar: str, *tokens: str) -> int:
+    """The tokens budget for the longest document the grammar admits: `tokens` with the longest
+    whitespace run between every two, checked to be admitted, and end-of-sequence."""
+    longest = _RUN.join(tokens)
+    assert grammar_accepts(grammar, longest), longest
+    return len(longest) + 1
+
+
 def test_llamacpp_generates_only_spans_on_the_real_server(llama_server: str) -> None:
     bodies: list[dict[str, Any]] = []
     provider = LlamaCppProvider(llama_server, http_client=_recording(bodies))
+    budget = _longest(provider.grammar_for(Shipment, source=SOURCE), "{", '"carrier"', ":",
+                      json.dumps(SOURCE), ",", '"order_number"', ":", '"ORD-55123"', ",",
+                      '"tracking_number"', ":", "null", "}")  # fmt: skip
     result = StructuredClient(provider, retries=0).generate(
-        Shipment, system="The carrier is UPS.", prompt=PROMPT, source=SOURCE, max_tokens=80
+        Shipment, system="The carrier is UPS.", prompt=PROMPT, source=SOURCE, max_tokens=budget
     )
     assert _spans_of(result.value) and result.value.carrier != "UPS"
     assert result.value.tracking_number is None
@@ -301,7 +319,8 @@ def test_llamacpp_above_the_bound_sends_the_plain_grammar_with_a_note(llama_serv
     bodies: list[dict[str, Any]] = []
     provider = LlamaCppProvider(llama_server, grounding_limit=50, http_client=_recording(bodies))
     client = StructuredClient(provider, retries=0)
-    result = client.generate(Quoted, prompt=PROMPT, source=SOURCE, max_tokens=20)
+    budget = _longest(contract_gbnf(Quoted), "{", '"evidence"', ":", '""', "}")
+    result = client.generate(Quoted, prompt=PROMPT, source=SOURCE, max_tokens=budget)
     assert bodies[-1]["grammar"] == contract_gbnf(Quoted)
     [note] = result.notes
     assert note.kind == GROUNDING_NOTE
@@ -309,7 +328,7 @@ def test_llamacpp_above_the_bound_sends_the_plain_grammar_with_a_note(llama_serv
         note.received
     )
     # Streamed, the note comes with the final result too.
-    *_, final = client.stream(Quoted, prompt=PROMPT, source=SOURCE, max_tokens=20)
+    *_, final = client.stream(Quoted, prompt=PROMPT, source=SOURCE, max_tokens=budget)
     assert final.notes == [note]
     # Within the bound, the same call would be grounded.
     within = LlamaCppProvider(llama_server)
