@@ -103,6 +103,14 @@ CalibrateConfidenceOption = Annotated[
         "this file.",
     ),
 ]
+AnchorsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--anchors",
+        help='The anchored arm\'s anchors (JSON: {"field": {"after": [labels], "not_after": '
+        "[labels]}}): where in the document each field's value may be copied from.",
+    ),
+]
 CalibrationMethodOption = Annotated[
     str,
     typer.Option("--calibration-method", help="platt (default) or isotonic."),
@@ -156,13 +164,14 @@ def eval_command(
     calibrate_confidence: CalibrateConfidenceOption = None,
     calibration_method: CalibrationMethodOption = "platt",
     calibrate_by: CalibrateByOption = "type",
+    anchors_file: AnchorsOption = None,
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
     prompt_ref: PromptOption = None,
 ) -> None:
     """Paired evaluation: the same items through each arm (constrained, unconstrained, widened,
     answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
-    mass-aware, guided, min-confidence), scored on accuracy and abstention, with paired
+    mass-aware, anchored, guided, min-confidence), scored on accuracy and abstention, with paired
     statistics and each arm's confidence calibration error."""
     from sdk.abstention import Thresholds
     from sdk.calibration import Calibration
@@ -171,6 +180,7 @@ def eval_command(
     from sdk.eval import print_tables
     from sdk.eval.report import REPORT_FILE
     from sdk.eval.runner import RESULTS_FILE
+    from sdk.schema.grounding import load_anchors
 
     out = Output()
     with errors_exit(out):
@@ -202,6 +212,7 @@ def eval_command(
             calibrating=calibrate_file is not None,
             min_confidence=min_confidence,
             confidence_calibration=calibration,
+            anchors=load_anchors(anchors_file) if anchors_file is not None else None,
         )
         _save(run, folder, calibrate_file, calibrate_confidence, calibration_method, calibrate_by)
     print_tables(out.out, run)

@@ -52,6 +52,9 @@ from sdk.eval.metrics import arm_metrics
 from sdk.eval.stats import PairedDifference
 from sdk.eval.stats import paired_bootstrap
 from sdk.schema.canonical import schema_info
+from sdk.schema.grounding import ANCHOR_KEY
+from sdk.schema.grounding import Anchor
+from sdk.schema.grounding import anchor_of
 
 __all__ = [
     "RESULTS_FILE",
@@ -179,6 +182,7 @@ def run_eval(
     calibrating: bool = False,
     min_confidence: float = DEFAULT_MIN_CONFIDENCE,
     confidence_calibration: Calibration | None = None,
+    anchors: Mapping[str, Anchor] | None = None,
 ) -> EvalRun:
     """Run every item through every arm (module docstring); the summarized `EvalRun`.
 
@@ -189,6 +193,7 @@ def run_eval(
     the signals `sdk.eval.calibration` calibrates them on. `min_confidence` is the
     `min_confidence` arm's floor; `confidence_calibration` maps that arm's confidence (and,
     in the metrics, every arm's calibrated calibration error) to the probability of being right.
+    `anchors` (by field) are the `anchored` arm's.
     """
     unknown = [arm for arm in arms if arm not in ARMS]
     if unknown or not arms:
@@ -200,6 +205,7 @@ def run_eval(
         contract, client, arms, dataset, max_tokens, options, thresholds, min_confidence,
         confidence_calibration,
     )  # fmt: skip
+    config["anchors"] = {name: anchor.to_json() for name, anchor in (anchors or {}).items()} or None
     # The prompt template the items are asked with (each item names it: one per dataset).
     config["prompt"] = next(
         (i.template.info().to_json() for i in items if i.template is not None), None
@@ -293,11 +299,18 @@ def _prepared_arms(
                     calibrating=calibrating,
                     min_confidence=min_confidence,
                     confidence_calibration=confidence_calibration,
+                    anchors=_anchors(run.config),
                 )
             )
         except ArmUnavailable as reason:
             run.unavailable[name] = str(reason)
     return prepared
+
+
+def _anchors(config: Mapping[str, Any]) -> dict[str, Anchor] | None:
+    """The `anchored` arm's anchors, as the run's config keeps them."""
+    kept = config.get("anchors") or {}
+    return {name: anchor_of({ANCHOR_KEY: data}) or Anchor() for name, data in kept.items()} or None
 
 
 def summarize(run: EvalRun, *, resamples: int = 10_000, seed: int = 0) -> EvalRun:
@@ -358,11 +371,11 @@ def _as_json(value: Any) -> Any:
 # Settings that change what an outcome means: a resumed run must have the same.
 _RESUME_KEYS = (
     "contract", "provider", "model", "max_tokens", "options", "retries", "thresholds",
-    "min_confidence", "confidence_calibration",
+    "min_confidence", "confidence_calibration", "anchors",
 )  # fmt: skip
 # Settings newer than some results files: a file without them is resumed (its outcomes are of
 # arms that do not read them).
-_NEWER_KEYS = frozenset({"min_confidence", "confidence_calibration"})
+_NEWER_KEYS = frozenset({"min_confidence", "confidence_calibration", "anchors"})
 
 
 def _resume(run: EvalRun, out: Path) -> None:
