@@ -260,10 +260,14 @@ def _save(
     from sdk.eval.report import REPORT_FILE
     from sdk.eval.report import accuracy_svg
     from sdk.eval.report import html_report
+    from sdk.eval.runner import load_results
 
-    write_atomic(folder / REPORT_FILE, html_report(run))
-    if run.metrics:
-        write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
+    # The report covers every arm in the folder's results, also those a narrower rerun
+    # (`--arms`) kept from before.
+    whole = load_results(folder)
+    write_atomic(folder / REPORT_FILE, html_report(whole))
+    if whole.metrics:
+        write_atomic(folder / ACCURACY_FILE, accuracy_svg(whole))
     if calibrate_file is not None:
         calibrate_run(run).save(calibrate_file)
     if calibrate_confidence is not None:
