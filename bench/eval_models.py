@@ -50,7 +50,8 @@ COMMANDS = """\
         --calibrate-confidence eval-results/M/notices/confidence.json
     sdk eval examples/data/eval/notices.jsonl --contract contracts:ShipmentNotice --model M \\
         --arms constrained,grounded,mass_aware,anchored,guided,min_confidence --max-tokens 200 \\
-        --limit N --out eval-results/M/notices --thresholds eval-results/M/notices/thresholds.json \\
+        --limit N --out eval-results/M/notices \\
+        --thresholds eval-results/M/notices/thresholds.json \\
         --confidence-calibration eval-results/M/notices/confidence.json \\
         --anchors examples/data/eval/notices-anchors.json
     .venv/bin/python bench/eval_models.py --write
