@@ -105,7 +105,7 @@ eval: $(LOCAL_STAMP)
 # on the calibration split, then the held split), and the table by model and arm,
 # eval-results/MODELS.md. Resumes like `make eval`; EVAL_CONFIDENCE_LIMIT=40 runs fewer items.
 EVAL_CONFIDENCE_LIMIT ?= 60
-CONFIDENCE_ARMS := constrained,grounded,mass_aware,guided,min_confidence
+CONFIDENCE_ARMS := constrained,grounded,mass_aware,anchored,guided,min_confidence
 
 eval-confidence: $(GEMMA_STAMP)
 	for model in smollm2-135m gemma3-270m; do \
@@ -119,7 +119,7 @@ eval-confidence: $(GEMMA_STAMP)
 			--max-tokens 200 --limit $(EVAL_CONFIDENCE_LIMIT) --out eval-results/$$model/notices \
 			--thresholds eval-results/$$model/notices/thresholds.json \
 			--confidence-calibration eval-results/$$model/notices/confidence.json \
-			$(EVAL_FLAGS) || exit 1; \
+			--anchors examples/data/eval/notices-anchors.json $(EVAL_FLAGS) || exit 1; \
 	done
 	$(BIN)/python bench/eval_models.py --write
 

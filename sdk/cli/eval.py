@@ -107,6 +107,14 @@ CalibrateConfidenceOption = Annotated[
         "this file.",
     ),
 ]
+AnchorsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--anchors",
+        help='The anchored arm\'s anchors (JSON: {"field": {"after": [labels], "not_after": '
+        "[labels]}}): where in the document each field's value may be copied from.",
+    ),
+]
 CalibrationMethodOption = Annotated[
     str,
     typer.Option("--calibration-method", help="platt (default) or isotonic."),
@@ -160,13 +168,14 @@ def eval_command(
     calibrate_confidence: CalibrateConfidenceOption = None,
     calibration_method: CalibrationMethodOption = "platt",
     calibrate_by: CalibrateByOption = "type",
+    anchors_file: AnchorsOption = None,
     cache: CacheOption = False,
     cache_path: CachePathOption = None,
     prompt_ref: PromptOption = None,
 ) -> None:
     """Paired evaluation: the same items through each arm (constrained, unconstrained, widened,
     answer-first, two-phase, and for copied values grounded, evidence-gated, presence-first,
-    mass-aware, guided, min-confidence), scored on accuracy and abstention, with paired
+    mass-aware, anchored, guided, min-confidence), scored on accuracy and abstention, with paired
     statistics and each arm's confidence calibration error."""
     from sdk.client import StructuredClient
     from sdk.eval import print_tables
@@ -193,7 +202,10 @@ def eval_command(
             options=_sampling(temperature, seed),
             fresh=fresh,
             dataset=str(dataset),
-            **_arm_options(thresholds_file, calibrate_file, min_confidence, confidence_calibration),
+            **_arm_options(
+                thresholds_file, calibrate_file, min_confidence, confidence_calibration,
+                anchors_file,
+            ),
         )
         fits.save(run, folder)
     print_tables(out.out, run)
@@ -223,10 +235,12 @@ def _arm_options(
     calibrate_file: Path | None,
     min_confidence: float,
     confidence_calibration: Path | None,
+    anchors_file: Path | None,
 ) -> ArmOptions:
     """What the abstaining arms are tuned by, read from the files the options name."""
     from sdk.abstention import Thresholds
     from sdk.calibration import Calibration
+    from sdk.schema.grounding import load_anchors
 
     thresholds = Thresholds.load(thresholds_file) if thresholds_file is not None else None
     calibration = (
@@ -237,6 +251,7 @@ def _arm_options(
         "calibrating": calibrate_file is not None,
         "min_confidence": min_confidence,
         "confidence_calibration": calibration,
+        "anchors": load_anchors(anchors_file) if anchors_file is not None else None,
     }
 
 
@@ -275,10 +290,14 @@ class _Fits:
         from sdk.eval.report import REPORT_FILE
         from sdk.eval.report import accuracy_svg
         from sdk.eval.report import html_report
+        from sdk.eval.runner import load_results
 
-        write_atomic(folder / REPORT_FILE, html_report(run))
-        if run.metrics:
-            write_atomic(folder / ACCURACY_FILE, accuracy_svg(run))
+        # The report covers every arm in the folder's results, also those a narrower rerun
+        # (`--arms`) kept from before.
+        whole = load_results(folder)
+        write_atomic(folder / REPORT_FILE, html_report(whole))
+        if whole.metrics:
+            write_atomic(folder / ACCURACY_FILE, accuracy_svg(whole))
         if self.thresholds is not None:
             calibrate_run(run).save(self.thresholds)
         if self.confidence is not None:

@@ -43,6 +43,7 @@ import types
 import typing
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 from collections.abc import MutableMapping
 from enum import Enum
 from threading import Lock
@@ -84,6 +85,7 @@ __all__ = [
     "reasoning_field",
     "ungated",
     "widen",
+    "with_anchors",
 ]
 
 ESCAPE_MEMBER = "unknown"
@@ -101,6 +103,7 @@ _escaped: WeakKeyDictionary[type[Enum], type[Enum]] = WeakKeyDictionary()
 _gated: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
 _presence: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
 _nulled: dict[tuple[type[Contract], frozenset[str]], type[Contract]] = {}
+_anchored: dict[tuple[type[Contract], tuple[tuple[str, str], ...]], type[Contract]] = {}
 _lock = Lock()
 
 K = TypeVar("K")
@@ -292,6 +295,25 @@ def null_only(contract: type[Contract], names: Iterable[str]) -> type[Contract]:
         (contract, chosen),
         lambda: _derive(contract, f"{contract.__name__}Null{suffix}", fields),
     )
+
+
+def with_anchors(contract: type[Contract], anchors: Mapping[str, Any]) -> type[Contract]:
+    """The contract with an `Anchor` (`sdk.schema.grounding`) on each named top-level field: the
+    grounded grammar confines its spans to the anchor's regions (the `anchored` eval arm)."""
+    unknown = set(anchors) - set(_checked(contract, "with_anchors").model_fields)
+    if unknown:
+        raise ValueError(f"{contract.__name__} has no field(s) {', '.join(sorted(unknown))}")
+    if not anchors:
+        return contract
+    fields: dict[str, Any] = {}
+    for name, info in contract.model_fields.items():
+        kept = copy.copy(info)
+        annotation: Any = kept.annotation
+        if name in anchors:
+            annotation = Annotated[annotation, anchors[name]]
+        fields[name] = (annotation, kept)
+    key = (contract, tuple(sorted((name, repr(anchor)) for name, anchor in anchors.items())))
+    return _once(_anchored, key, lambda: _derive(contract, f"{contract.__name__}Anchored", fields))
 
 
 def _once(cache: MutableMapping[K, T], key: K, build: Callable[[], T]) -> T:

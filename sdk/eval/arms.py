@@ -26,9 +26,14 @@ that each arm below adds one mechanism to `constrained`:
    surviving mass at its value's first token is under a threshold calibrated on labelled data
    (`sdk.abstention`; `sdk eval --calibrate FILE` writes them, `--thresholds FILE` reads them).
 
-Issue 32's arm, beside the client's `guided`:
+Issue 32's arms, beside the client's `guided`:
 
-10. `min_confidence`: grounded like `mass_aware` (every value a span can fill written), with the
+10. `anchored`: `mass_aware` (same thresholds, but for the fields confined to regions, which
+    abstain by their anchor), with each field an anchor names (`sdk eval
+    --anchors FILE`: field -> `sdk.schema.grounding.Anchor`) confined to the regions its `after`
+    labels open while decoding, and abstaining where its value follows a `not_after` label
+    (another party's): what knowing whose value a span is adds to mass-aware abstention;
+11. `min_confidence`: grounded like `mass_aware` (every value a span can fill written), with the
     client's `min_confidence=` option: a value whose confidence (`Result.confidence`, calibrated
     where the run has a confidence calibration, `sdk eval --confidence-calibration FILE`) is
     under the floor (`--min-confidence`, default 0.5: with a calibration, "more likely wrong
@@ -47,6 +52,7 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from typing import Any
 from typing import Final
 from typing import TypedDict
@@ -68,6 +74,7 @@ from sdk.contract.derived import presence
 from sdk.contract.derived import reasoning_field
 from sdk.contract.derived import ungated
 from sdk.contract.derived import widen
+from sdk.contract.derived import with_anchors
 from sdk.errors import ProviderError
 from sdk.errors import StructuredOutputError
 from sdk.eval.dataset import EvalItem
@@ -75,6 +82,8 @@ from sdk.eval.metrics import Outcome
 from sdk.eval.metrics import score
 from sdk.parsing import compile_contract
 from sdk.schema.canonical import schema_info
+from sdk.schema.grounding import Anchor
+from sdk.schema.grounding import anchored
 
 __all__ = [
     "ARMS",
@@ -100,6 +109,7 @@ ARMS: Final = (
     "evidence_gated",
     "presence_first",
     "mass_aware",
+    "anchored",
     "guided",
     "min_confidence",
 )
@@ -118,11 +128,14 @@ ARM_TITLES: Final[Mapping[str, str]] = {
     "evidence_gated": "grounded, an evidence span before each nullable value",
     "presence_first": "grounded, a stated-or-not pass, then unstated fields null",
     "mass_aware": "grounded, abstain where the value's first-token mass is low",
+    "anchored": "mass-aware, each value confined to its labels' regions and not another party's",
     "guided": 'the client\'s abstention="guided" (mass-aware where the engine allows)',
     "min_confidence": "grounded, null where the value's confidence is under min_confidence",
 }
 
-GROUNDED_ARMS: Final = frozenset({"grounded", "evidence_gated", "presence_first", "mass_aware"})
+GROUNDED_ARMS: Final = frozenset(
+    {"grounded", "evidence_gated", "presence_first", "mass_aware", "anchored"}
+)
 """The arms that decode with grounding on; the others turn it off where they can."""
 
 GROUNDING_PROVIDERS: Final = frozenset({"embedded", "test"})
@@ -187,7 +200,7 @@ class ArmOptions(TypedDict, total=False):
     optional (the other arms read none of them)."""
 
     thresholds: Thresholds | None
-    """The mass-aware arm's (`sdk.abstention`)."""
+    """The mass-aware and anchored arms' (`sdk.abstention`)."""
     calibrating: bool
     """Run the mass-aware arm without thresholds, to record the signals a calibration needs
     (default False)."""
@@ -195,6 +208,8 @@ class ArmOptions(TypedDict, total=False):
     """The `min_confidence` arm's floor (default `DEFAULT_MIN_CONFIDENCE`)."""
     confidence_calibration: Calibration | None
     """Maps the `min_confidence` arm's confidence to the probability of being right."""
+    anchors: Mapping[str, Anchor] | None
+    """The anchored arm's anchors, by field (`sdk.schema.grounding.Anchor`)."""
 
 
 def prepare_arm(
@@ -207,6 +222,7 @@ def prepare_arm(
     calibrating = options.get("calibrating", False)
     min_confidence = options.get("min_confidence", DEFAULT_MIN_CONFIDENCE)
     confidence_calibration = options.get("confidence_calibration")
+    anchors = options.get("anchors")
     grounding = _grounding_options(name, client)
     if name == "constrained":
         return PreparedArm(name, contract, grounding)
@@ -244,6 +260,13 @@ def prepare_arm(
         if confidence_calibration is not None:
             floor["confidence_calibration"] = confidence_calibration
         return PreparedArm(name, contract, {**grounding, **floor})
+    if name == "anchored":
+        if not anchors:
+            raise ArmUnavailable("anchored needs anchors by field: pass --anchors FILE")
+        mass = _prepare_grounded("mass_aware", contract, client, grounding, thresholds, False)
+        return PreparedArm(
+            name, contract, mass.options, steps=_anchored_steps(contract, anchors, thresholds)
+        )
     if name in GROUNDED_ARMS:
         return _prepare_grounded(name, contract, client, grounding, thresholds, calibrating)
     raise ValueError(f"unknown arm {name!r}; arms: {', '.join(ARMS)}")
@@ -252,7 +275,7 @@ def prepare_arm(
 def _grounding_options(name: str, client: StructuredClient) -> dict[str, Any]:
     if client.provider.name not in GROUNDING_PROVIDERS:
         return {}
-    if name in ("mass_aware", "min_confidence"):
+    if name in ("mass_aware", "anchored", "min_confidence"):
         # every value a span can fill written, then judged on its mass or its confidence
         return {"grounding": "values"}
     return {"grounding": name in GROUNDED_ARMS}
@@ -335,6 +358,30 @@ def _mass_steps(contract: type[Contract], thresholds: Thresholds | None) -> Step
             value, _ = abstain(value, signals, thresholds)
         generated = _generated(value, [result])
         generated.signals = signals
+        return generated
+
+    return steps
+
+
+def _anchored_steps(
+    contract: type[Contract], anchors: Mapping[str, Anchor], thresholds: Thresholds | None
+) -> Steps:
+    held = with_anchors(contract, anchors)
+    if thresholds is not None:
+        # A field confined to its labels' regions abstains by its anchor (no label, no span),
+        # not by its first-token mass: fewer tokens are allowed there, so the mass is lower
+        # than the unconfined grammar's the thresholds were calibrated on.
+        confined = {f"/{name}" for name, anchor in anchors.items() if anchor.after}
+        kept = {p: t for p, t in thresholds.fields.items() if p not in confined}
+        thresholds = replace(thresholds, fields=kept)
+    mass = _mass_steps(held, thresholds)
+
+    def steps(client: StructuredClient, item: EvalItem, kwargs: dict[str, Any]) -> Generated:
+        generated = mass(client, item, kwargs)
+        for name, anchor in anchors.items():
+            value = generated.value.get(name)
+            if isinstance(value, str) and not anchored(value, item.document, anchor):
+                generated.value[name] = None  # another party's value: abstain
         return generated
 
     return steps

@@ -277,6 +277,7 @@ def _config(
     max_tokens, options = settings.get("max_tokens"), settings.get("options")
     thresholds = settings.get("thresholds")
     calibration = settings.get("confidence_calibration")
+    anchors = settings.get("anchors")
     return {
         "dataset": settings.get("dataset", ""),
         "contract": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
@@ -292,6 +293,9 @@ def _config(
         else None,
         "min_confidence": settings.get("min_confidence", DEFAULT_MIN_CONFIDENCE),
         "confidence_calibration": calibration.to_json() if calibration is not None else None,
+        "anchors": {name: anchor.to_json() for name, anchor in anchors.items()} or None
+        if anchors
+        else None,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         # The prompt template the items are asked with (each item names it: one per dataset).
         "prompt": next(
@@ -373,11 +377,11 @@ def _as_json(value: Any) -> Any:
 # Settings that change what an outcome means: a resumed run must have the same.
 _RESUME_KEYS = (
     "contract", "provider", "model", "max_tokens", "options", "retries", "thresholds",
-    "min_confidence", "confidence_calibration",
+    "min_confidence", "confidence_calibration", "anchors",
 )  # fmt: skip
 # Settings newer than some results files: a file without them is resumed (its outcomes are of
 # arms that do not read them).
-_NEWER_KEYS = frozenset({"min_confidence", "confidence_calibration"})
+_NEWER_KEYS = frozenset({"min_confidence", "confidence_calibration", "anchors"})
 
 
 def _resume(run: EvalRun, out: Path) -> None:

@@ -11,11 +11,20 @@ Both cut the source into the same chunks (`source_chunks`: a value starts and en
 whitespace or punctuation boundary, never inside a word or a number, and a `Verbatim` holds a
 word: `whole_span` is the check after parsing) and write each chunk as a JSON string escapes
 it, so a span is always valid JSON string content and an escape sequence is never cut in half.
+
+An `Anchor` on a `Verbatim` field says whose value it is: the regions its labels open (the Lark
+grammar offers only their spans) and the labels its value never follows (`anchored` checks).
 """
 
 from typing import TYPE_CHECKING
 
 from sdk._lazy import lazy_names
+from sdk.schema.grounding._anchors import ANCHOR_KEY
+from sdk.schema.grounding._anchors import Anchor
+from sdk.schema.grounding._anchors import anchor_of
+from sdk.schema.grounding._anchors import anchor_regions
+from sdk.schema.grounding._anchors import anchored
+from sdk.schema.grounding._anchors import load_anchors
 from sdk.schema.grounding._errors import GroundingUnsupported
 from sdk.schema.grounding._spans import GROUNDED_KEYS
 from sdk.schema.grounding._spans import SOURCE_QUOTE_KEY
@@ -48,19 +57,25 @@ __getattr__ = lazy_names(
 )
 
 __all__ = [
+    "ANCHOR_KEY",
     "COMPACT_JSON",
     "GBNF_SOURCE_LIMIT",
     "GROUNDED_KEYS",
     "SOURCE_QUOTE_KEY",
     "VERBATIM_KEY",
+    "Anchor",
     "GroundingUnsupported",
     "SpanAutomaton",
+    "anchor_of",
+    "anchor_regions",
+    "anchored",
     "escaped_chunks",
     "grounded_gbnf",
     "grounded_kind",
     "grounded_lark",
     "is_grounded",
     "is_word_chunk",
+    "load_anchors",
     "source_chunks",
     "span_automaton",
     "whole_span",

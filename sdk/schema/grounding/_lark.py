@@ -18,7 +18,10 @@ grammar accepts, except that a grounded string can only be:
 - with the field's `pattern`, `minLength` and `maxLength` applied to the span, when it has any
   (then only to spans without JSON escapes, where the written text is the value itself): where no
   span of the source matches an id's pattern, `null` is the only value left, and a nullable
-  field abstains by the grammar alone. `format` is left to the parser.
+  field abstains by the grammar alone. `format` is left to the parser;
+- for a string with an `Anchor` naming `after` labels (`sdk.schema.grounding.Anchor`), a span of
+  the regions those labels open (the rest of their lines) only: one substring terminal per
+  region; where no label occurs, no span.
 """
 
 from __future__ import annotations
@@ -31,13 +34,18 @@ from typing import Final
 
 from sdk._values.pointer import resolve_ref
 from sdk.schema import _regex as rx
+from sdk.schema.grounding._anchors import Anchor
+from sdk.schema.grounding._anchors import anchor_of
+from sdk.schema.grounding._anchors import anchor_regions
 from sdk.schema.grounding._errors import GroundingUnsupported
 from sdk.schema.grounding._spans import VERBATIM_KEY
 from sdk.schema.grounding._spans import escaped_chunks
 from sdk.schema.grounding._spans import grounded_kind
 from sdk.schema.grounding._spans import grounded_walker
+from sdk.schema.grounding._spans import is_word_chunk
 from sdk.schema.grounding._spans import longest_match
 from sdk.schema.grounding._spans import matching_spans
+from sdk.schema.grounding._spans import source_chunks
 
 __all__ = ["COMPACT_JSON", "grounded_lark"]
 
@@ -121,6 +129,8 @@ class _LarkBuilder:
         self.terminals: dict[tuple[Any, ...], str | None] = {}  # grounded constraints -> terminal
         self.refs: dict[str, str | None] = {}  # $ref target pointer -> rule name (None: nothing)
         self.visiting: set[str] = set()  # $ref targets being written (recursion: assume a value)
+        self.anchor: Anchor | None = None  # the anchor of the node being written, if any
+        self.regions: dict[Anchor, str | None] = {}  # anchor -> terminal of its regions' spans
 
     def build(self) -> str:
         start = self.term(self.root, "", "doc")
@@ -162,6 +172,16 @@ class _LarkBuilder:
             raise GroundingUnsupported(pointer, "a boolean schema on the way to a grounded string")
         if not self.walker.contains(node):
             return self.json_block(node, hint)
+        anchor = anchor_of(node)
+        if anchor is not None and anchor.after:
+            outer, self.anchor = self.anchor, anchor
+            try:
+                return self.unanchored_term(node, pointer, hint)
+            finally:
+                self.anchor = outer
+        return self.unanchored_term(node, pointer, hint)
+
+    def unanchored_term(self, node: dict[str, Any], pointer: str, hint: str) -> str | None:
         keys = {key for key in node if key not in _ANNOTATIONS and not key.startswith("x-")}
         if grounded_kind(node) is not None:
             return self.grounded(node, keys, pointer, hint)
@@ -293,24 +313,62 @@ class _LarkBuilder:
         empty = not verbatim or not self.source
         if pattern is not None and not isinstance(pattern, str):
             raise GroundingUnsupported(pointer, "a pattern that is not a string")
-        signature = (empty, pattern, low, high, verbatim)
+        signature = (empty, pattern, low, high, verbatim, self.anchor)
         if signature not in self.terminals:
             longest = longest_match(pattern, high) if pattern is not None else None
-            if longest is not None or not self.source:
+            spans = self.spans()
+            if spans is None:  # anchored, and no region of the anchor in the source
+                body = json.dumps('""') if empty else None
+            elif longest is not None or not self.source:
                 body = self.listed(pattern, low, longest or 0, empty)
             else:
-                body = self.intersected(pattern, low, high, empty, pointer, verbatim=verbatim)
+                body = self.intersected(
+                    pattern, low, high, empty, pointer, verbatim=verbatim, spans=spans
+                )
             name = self.name(f"{hint}_value", terminal=True) if body is not None else None
             if name is not None:
                 self.lines.append(f"{name}: {body}")
             self.terminals[signature] = name
         return self.terminals[signature]
 
+    def spans(self) -> str | None:
+        """The terminal of the spans a grounded string may be: `SPAN` (the whole source), or
+        for an anchored one the union of its regions' substring terminals (`None`: no region)."""
+        if self.anchor is None:
+            return "SPAN"
+        if self.anchor not in self.regions:
+            # A region without a word holds no copied value (`Verbatim` holds a word; a quote
+            # may be empty anyway): left out, so that decoding never walks into a dead end.
+            regions = anchor_regions(self.source, self.anchor)
+            texts = [self.source[low:high] for low, high in regions]
+            texts = [t for t in texts if any(is_word_chunk(c) for c in source_chunks(t))]
+            names = []
+            for text in dict.fromkeys(texts):
+                name = self.name("region", terminal=True)
+                chunks = {"substring_chunks": escaped_chunks(text)}
+                self.lines.append(f"{name}: %regex {json.dumps(chunks, ensure_ascii=False)}")
+                names.append(name)
+            union = self.name("anchored", terminal=True) if names else None
+            if union is not None:
+                self.lines.append(f"{union}: {' | '.join(names)}")
+            self.regions[self.anchor] = union
+        return self.regions[self.anchor]
+
     def listed(self, pattern: str | None, low: int, longest: int, empty: bool) -> str | None:
         """Where the pattern (or `maxLength`) bounds a value's length to `longest`, or the
         source is empty: the spans that fit, one alternative each (an id: a short list), and
-        `""` where that fits; `None` when no value fits."""
-        found = matching_spans(self.source, pattern or "", low, longest)
+        `""` where that fits; `None` when no value fits. Anchored: the spans of its regions."""
+        if self.anchor is None:
+            found = matching_spans(self.source, pattern or "", low, longest)
+        else:
+            regions = anchor_regions(self.source, self.anchor)
+            found = sorted(
+                {
+                    span
+                    for start, end in regions
+                    for span in matching_spans(self.source[start:end], pattern or "", low, longest)
+                }
+            )
         allows_empty = empty and low == 0 and (pattern is None or bool(re.search(pattern, "")))
         options = [json.dumps(f'"{span}"', ensure_ascii=False) for span in found]
         if allows_empty:
@@ -326,11 +384,12 @@ class _LarkBuilder:
         pointer: str,
         *,
         verbatim: bool,
+        spans: str = "SPAN",
     ) -> str:
-        """Any span, its edges not whitespace (a `Verbatim` holding a word), intersected with
-        the pattern and the length bounds (read on spans without JSON escapes, where the text is
-        the value itself)."""
-        parts = ["SPAN", _EDGES, *([_HAS_WORD] if verbatim else [])]
+        """Any span (of `spans`), its edges not whitespace (a `Verbatim` holding a word),
+        intersected with the pattern and the length bounds (read on spans without JSON escapes,
+        where the text is the value itself)."""
+        parts = [spans, _EDGES, *([_HAS_WORD] if verbatim else [])]
         if pattern is not None or low or high is not None:
             parts.append(_NO_ESCAPES)
         if pattern is not None:

@@ -1,0 +1,207 @@
+"""Anchors (issue 32 item 4): a `Verbatim` field confined to the regions its labels open, and a
+value refused where it follows another party's label. Grammar acceptance is llguidance's, over a
+byte-level vocabulary (no model); the anchored eval arm runs on a scripted provider.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from sdk import Contract
+from sdk import Verbatim
+from sdk.schema.grounding import Anchor
+from sdk.schema.grounding import anchor_regions
+from sdk.schema.grounding import anchored
+from sdk.schema.grounding import grounded_lark
+from tests.grammar_support import lark_accepts
+from tests.grammar_support import lark_accepts_prefix
+
+NOTICE = (
+    "Subject: Your parcel from Fabrikam Home is on its way\n\n"
+    "Hello Jonah Whitaker,\n\nyour parcel is on its way with UPS.\nOrder: FH-5079207\n"
+)
+
+
+class Anchored(Contract):
+    carrier: Annotated[Verbatim | None, Anchor(not_after=("from",))] = Field(
+        description="The delivery company."
+    )
+    recipient: Annotated[Verbatim | None, Anchor(after=("Hello", "Dear", "addressed to"))] = Field(
+        description="Who the parcel is for."
+    )
+    order: Annotated[Verbatim | None, Anchor(after=("Order:",))] = Field(
+        pattern=r"^[A-Z]{2}-[0-9]{7}$", description="The order number."
+    )
+
+
+SCHEMA = Anchored.json_schema()
+
+
+def _doc(carrier: str | None, recipient: str | None, order: str | None) -> str:
+    def text(value: str | None) -> str:
+        return "null" if value is None else f'"{value}"'
+
+    return f'{{"carrier": {text(carrier)}, "recipient": {text(recipient)}, "order": {text(order)}}}'
+
+
+def test_the_anchor_is_written_into_the_schema_beside_the_field() -> None:
+    recipient = SCHEMA["properties"]["recipient"]
+    assert recipient["x-anchor"] == {"after": ["Hello", "Dear", "addressed to"], "not_after": []}
+    with pytest.raises(ValueError, match="non-empty"):
+        Anchor(after=(" ",))
+
+
+def test_regions_are_the_rest_of_each_line_a_label_opens_matched_as_whole_words() -> None:
+    regions = anchor_regions(NOTICE, Anchor(after=("hello",)))  # case-insensitive
+    assert [NOTICE[low:high] for low, high in regions] == ["Jonah Whitaker,"]
+    # "Order" inside "Orders" is not the label; a two-word label spans any whitespace.
+    assert anchor_regions("Orders: 1\nOrder 2", Anchor(after=("Order",))) == [(16, 17)]
+    assert anchor_regions("addressed\n to Ana Vogt", Anchor(after=("addressed to",))) == [(14, 22)]
+    assert anchor_regions("no label here", Anchor(after=("Dear",))) == []
+    assert anchor_regions("text", Anchor(not_after=("from",))) == [(0, 4)]
+
+
+def test_the_check_refuses_a_value_outside_its_regions_or_after_another_partys_label() -> None:
+    sender = Anchor(not_after=("from",))
+    assert not anchored("Fabrikam Home", NOTICE, sender)
+    assert not anchored("Fabrikam", NOTICE, sender)
+    assert anchored("UPS", NOTICE, sender)
+    assert anchored("Home", NOTICE, sender)  # not right after the label
+    greeting = Anchor(after=("Hello",))
+    assert anchored("Jonah Whitaker", NOTICE, greeting)
+    assert not anchored("UPS", NOTICE, greeting)
+    assert not anchored("Jonah Whit", NOTICE, greeting)  # a whole span, as ever
+    # One occurrence where the anchor allows it is enough.
+    assert anchored("Kestrel", "from Kestrel\nwith Kestrel", sender)
+
+
+def test_the_grammar_offers_only_spans_of_the_regions_an_anchor_opens() -> None:
+    grammar = grounded_lark(SCHEMA, NOTICE)
+    assert lark_accepts(grammar, _doc("Fabrikam Home", "Jonah Whitaker", "FH-5079207"))
+    assert lark_accepts(grammar, _doc("UPS", "Jonah", None))
+    # The recipient only from the greeting's line, the order only after its label.
+    assert not lark_accepts_prefix(grammar, '{"carrier": null, "recipient": "UPS')
+    assert not lark_accepts_prefix(grammar, '{"carrier": null, "recipient": "Fabrikam')
+    assert not lark_accepts(grammar, _doc(None, "Jonah Whitaker", "FH-5079208"))
+
+
+def test_a_region_without_a_word_is_no_region() -> None:
+    # "Hello,": the greeting names nobody. The recipient can only be null (before the fix the
+    # region "," was offered, a dead end for a `Verbatim`, which holds a word).
+    source = "Hello,\n\nyour parcel from Lumen Books is on its way with UPS."
+    grammar = grounded_lark(SCHEMA, source, prefer_values=True)
+    assert lark_accepts(grammar, _doc("UPS", None, None))
+    assert not lark_accepts_prefix(grammar, '{"carrier": "UPS", "recipient": "')
+
+
+def test_where_no_label_occurs_an_anchored_field_can_only_be_null() -> None:
+    source = "Your parcel from Lumen Books (order LB-0895041) arrives today."
+    grammar = grounded_lark(SCHEMA, source, prefer_values=True)
+    assert lark_accepts(grammar, _doc("Lumen Books", None, None))
+    assert not lark_accepts_prefix(grammar, '{"carrier": "Lumen Books", "recipient": "')
+
+    # Unanchored, the same field takes any span (prefer_values: null is not even offered).
+    class Plain(Contract):
+        recipient: Verbatim | None = None
+
+    plain = grounded_lark(Plain.json_schema(), source, prefer_values=True)
+    assert lark_accepts(plain, '{"recipient": "Lumen Books"}')
+    assert not lark_accepts(plain, '{"recipient": null}')
+
+
+# --- the anchored eval arm, through the real client on a scripted provider ---
+
+
+class Parcel(Contract):
+    carrier: Verbatim | None = Field(description="The delivery company.")
+    recipient: Verbatim | None = Field(description="Who the parcel is for.")
+
+
+PARCEL_NOTICES = {
+    "a": "Your parcel from Lumen Books is on its way with UPS.\nHello Ana Vogt,",
+    "b": "Your parcel from Fabrikam Home arrives today.",
+}
+PARCEL_LABELS = {
+    "a": {"carrier": "UPS", "recipient": "Ana Vogt"},
+    "b": {"carrier": None, "recipient": None},
+}
+PARCEL_ANCHORS = {
+    "carrier": Anchor(not_after=("from",)),
+    "recipient": Anchor(after=("Hello",), not_after=("from",)),
+}
+
+
+def _wrong_party(request: Any) -> Any:
+    """A model that copies the shop's name wherever it can (a span of the source either way)."""
+    item = next(i for i, text in PARCEL_NOTICES.items() if text in request.messages[-1].text)
+    shop = "Lumen Books" if item == "a" else "Fabrikam Home"
+    return {"carrier": shop, "recipient": "Ana Vogt" if item == "a" else shop}
+
+
+def test_the_anchored_arm_abstains_on_another_partys_value_and_sends_its_anchors() -> None:
+    import json
+
+    from sdk import StructuredClient
+    from sdk.abstention import Sample
+    from sdk.abstention import calibrate
+    from sdk.eval import ArmUnavailable
+    from sdk.eval import parse_dataset
+    from sdk.eval import prepare_arm
+    from sdk.eval import run_eval
+    from sdk.providers import TestProvider
+
+    provider = TestProvider([_wrong_party] * 10)
+    client = StructuredClient(provider, retries=0)
+    rows = [
+        json.dumps({"id": i, "document": PARCEL_NOTICES[i], "expected": PARCEL_LABELS[i]})
+        for i in PARCEL_NOTICES
+    ]
+    items = parse_dataset(rows, Parcel)
+    thresholds = calibrate([Sample("/carrier", 0.5, False, True)])
+    with pytest.raises(ArmUnavailable, match="--anchors"):
+        prepare_arm("anchored", Parcel, client, thresholds=thresholds)
+    run = run_eval(
+        items,
+        Parcel,
+        client,
+        arms=["mass_aware", "anchored"],
+        thresholds=thresholds,
+        anchors=PARCEL_ANCHORS,
+    )
+    mass = {o.item: o.value for o in run.outcomes_of("mass_aware")}
+    held = {o.item: o.value for o in run.outcomes_of("anchored")}
+    assert mass["b"] == {"carrier": "Fabrikam Home", "recipient": "Fabrikam Home"}
+    assert held["b"] == {"carrier": None, "recipient": None}  # the shop's name, refused
+    assert held["a"] == {"carrier": None, "recipient": "Ana Vogt"}
+    recall = {arm: run.metrics[arm].abstention_recall for arm in ("mass_aware", "anchored")}
+    assert {arm: r.estimate for arm, r in recall.items() if r is not None} == {
+        "mass_aware": 0.0,
+        "anchored": 1.0,
+    }
+    # The anchored arm's calls carry the anchors in their contract's schema (the grammar's input);
+    # each item goes through mass_aware, then anchored.
+    asked = [r.output.contract.json_schema() for r in provider.requests]  # type: ignore[union-attr]
+    anchor = PARCEL_ANCHORS["recipient"].to_json()
+    assert [s["properties"]["recipient"].get("x-anchor") for s in asked] == [None, anchor] * 2
+    assert run.config["anchors"]["carrier"] == {"after": [], "not_after": ["from"]}
+
+
+def test_anchors_load_from_a_file_and_refuse_what_is_not_one(tmp_path: Any) -> None:
+    from sdk.schema.grounding import load_anchors
+
+    path = tmp_path / "anchors.json"
+    path.write_text('{"recipient": {"after": ["Dear"]}, "carrier": {"not_after": ["from"]}}')
+    assert load_anchors(path) == {
+        "recipient": Anchor(after=("Dear",)),
+        "carrier": Anchor(not_after=("from",)),
+    }
+    path.write_text('{"recipient": {"before": ["Dear"]}}')
+    with pytest.raises(ValueError, match="recipient"):
+        load_anchors(path)
+    path.write_text('{"recipient": {"after": "Dear"}}')
+    with pytest.raises(ValueError, match="lists"):
+        load_anchors(path)
