@@ -67,7 +67,12 @@ BAD = 17
 # surrogate pair, `\uD83D\uDE00`: 96), and 11 `ws` slots of at most 17 bytes each (a newline and
 # 16 spaces or tabs: 187) = 308. A budget over it: no reply can be cut by chance.
 MAX_TOKENS = 320
-OPTIONS = {"temperature": 0, "seed": 7}
+OPTIONS: dict[str, Any] = {"temperature": 0, "seed": 7}
+# The items the three runs share are evaluated whole: llama-server's prompt cache evaluates only
+# what differs from the slot's last prompt, and its docs say logits are not bit-for-bit the same
+# across batch sizes, so the order the rows arrive in (which differs between the runs) could turn
+# a near tie. Without the cache each such item is decoded from the same batches in every run.
+COMPARED = {**OPTIONS, "extra_body": {"cache_prompt": False}}
 
 
 class Tone(WireEnum):
@@ -88,10 +93,11 @@ def _item(number: int) -> dict[str, Any]:
     review = "great fit, warm and soft" if number % 2 else "it broke on the second day"
     item: dict[str, Any] = {
         "id": number, "prompt": "The tone and one word of this review.",
-        "source": f"Review {number}: {review}.", "max_tokens": MAX_TOKENS, "options": OPTIONS,
+        "source": f"Review {number}: {review}.", "max_tokens": MAX_TOKENS,
+        "options": COMPARED if number < JOB_ITEMS else OPTIONS,
     }  # fmt: skip
     if number == BAD:
-        item["options"] = {**OPTIONS, "system": "twice"}
+        item["options"] = {**COMPARED, "system": "twice"}
     return item
 
 
@@ -259,9 +265,6 @@ def test_a_thousand_rows_on_the_real_server_each_id_once_none_dropped_none_cut(
         assert value["tone"] in ("good", "bad") and len(value["word"]) <= 8
         assert row["contract"] == "Tiny" and len(row["fingerprint"]) == 64
     assert len({row["fingerprint"] for row in mapped.values()}) == 1
-    # Greedy decoding: the same review text gets the same tone, whatever actor asked.
-    tones = {json.loads(row["value"])["tone"] for row in sent if row["id"] % 2}
-    assert len(tones) == 1
 
 
 def test_an_actor_killed_mid_job_and_a_resume_lose_nothing_and_duplicate_nothing(
