@@ -1,8 +1,10 @@
 """Issue 31's must-show on the REAL llama.cpp server the tests start (the session `llama_server`
 fixture), on a local Ray cluster (`ray.init(num_cpus=2)`: tests/test_ray.py's module fixture).
 
-- a 1,000-row job through `sdk.ray.StructuredMap`, one row of it bad: every id exactly once, every
-  row ok or a typed failure with its columns, no block dropped, no row cut short;
+- a job of `ROWS` rows through `sdk.ray.StructuredMap` (1,000 under `make test-scale`, 200 in
+  `make test`: at about 2.3 rows/s the 1,000 take 7 minutes here), one row of it bad: every id
+  exactly once, every row ok or a typed failure with its columns, no block dropped, no row cut
+  short;
 - `sdk batch run --engine ray` with an actor killed mid-job (`ray.kill`) and the driver
   interrupted: after `resume` nothing is lost and nothing is written twice;
 - the same output lines as `sdk batch` (the local runner, the CLI in its own process) for the
@@ -12,15 +14,17 @@ The contract is tiny and bounded (`Tiny`: one `WireEnum` and a string of at most
 so a reply is about 20 tokens; decoding is greedy (`temperature=0`, a fixed seed) so the three
 runs agree; and each item's `max_tokens` is over the longest document the grammar admits, so no
 row can be cut by chance. The server has one slot and one thread: the rows are decode-bound on
-a shared CPU (see /work/notes/rayreal.md for the wall times), so more actors or slots would not
-make them faster. Every wait is bounded: the runs in this process go through `_within`, the CLI
-through its subprocess timeout, and each actor batch through `StructuredMap(timeout=)`.
+a shared CPU (about 0.44 s a row: 0.15 s reading the prompt, 0.28 s writing the reply; four
+slots measured no faster), so more actors or slots would not make them faster. Every wait is
+bounded: the runs in this process go through `_within`, the CLI through its subprocess timeout,
+and each actor batch through `StructuredMap(timeout=)`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -52,9 +56,10 @@ pytestmark = pytest.mark.local
 
 T = TypeVar("T")
 
-ROWS = 1000
-"""The job's rows (the issue asks for 1,000)."""
-JOB_ITEMS = 120
+ROWS = int(os.environ.get("SDK_RAY_ROWS", "200"))
+"""The job's rows: `make test-scale` sets 1,000 (the issue's figure); `make test` keeps 200 so
+that the suite stays minutes long."""
+JOB_ITEMS = 80
 """The engine job's and the local runner's items: the first lines of the same input file."""
 KILL_AT, INTERRUPT_AT = 20, 50
 """The engine job's items done when an actor is killed, and when the driver is interrupted."""
