@@ -23,21 +23,30 @@ from tests.process_support import read_line
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` runs: a zombie (ended, not yet reaped by whoever adopted it) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc here: the signal above is all there is to go by
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-@pytest.mark.local
-def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> None:
+def _bundled_or_skip() -> None:
     try:
         server_binary(), bundled_model()
     except Unavailable as missing:
         if in_ci():
             pytest.fail(f"CI must run the local tests, but {missing}", pytrace=False)
         pytest.skip(str(missing))
+
+
+@pytest.mark.local
+def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> None:
+    _bundled_or_skip()
     log = tmp_path / "llama.log"
     command = [sys.executable, "-m", "sdk.cli", "serve", "--port", "0", "--log", str(log)]
     process = subprocess.Popen(
@@ -70,6 +79,38 @@ def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> N
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.local
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_serve_takes_its_server_with_it(tmp_path: Path) -> None:
+    """SIGKILL reaches no `finally` and no `atexit`: the server is told at its start to end
+    with its parent (`PR_SET_PDEATHSIG`), or it would hold its port and memory for good."""
+    _bundled_or_skip()
+    command = [sys.executable, "-m", "sdk.cli", "serve", "--port", "0",
+               "--log", str(tmp_path / "llama.log")]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    pid = None
+    try:
+        assert process.stdout is not None
+        read_line(process.stdout), read_line(process.stdout)  # the headline, the provider line
+        pid = int(read_line(process.stdout).split("pid ", 1)[1].split(",", 1)[0])
+        assert _alive(pid)
+        process.kill()
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), "llama-server outlived a killed `sdk serve`"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)  # never leave one behind, even when the test fails
 
 
 def test_serve_without_a_model_file_says_so(tmp_path: Path) -> None:

@@ -22,10 +22,14 @@ directly for the tokens/s row; `sdk serve` runs one until Ctrl-C.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.resources
 import os
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,6 +119,21 @@ def default_threads() -> int:
     return int(os.environ.get(THREADS_ENV, "1"))
 
 
+def _can_die_with_parent() -> bool:
+    """Whether the server can be told to die with this process: Linux only, and only from
+    the main thread (the signal follows the thread that started the child, so a server started
+    from a worker thread would die when that thread ends)."""
+    return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
+
+
+def _die_with_parent() -> None:
+    """In the child, before it runs llama-server: ask Linux to send SIGTERM when the parent
+    dies (`PR_SET_PDEATHSIG`), so that a server never outlives an `sdk serve`, a test run or a
+    bench killed with SIGKILL, which no `finally` or `atexit` sees."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -196,6 +215,7 @@ class LlamaServer:
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=self._log,
+                preexec_fn=_die_with_parent if _can_die_with_parent() else None,
             )
             try:
                 self._wait_healthy(timeout)
