@@ -18,6 +18,7 @@ from sdk._pointer import lookup
 from sdk._pointer import split_pointer
 from sdk._records import Note
 from sdk._result import Result
+from sdk._result import result_of
 from sdk.confidence import Confidence
 from sdk.confidence import confidence_of
 from sdk.contract import Contract
@@ -201,15 +202,17 @@ class Document:
             )
             if self.envelope is not None:
                 confidence = confidence.rebased(f"/{self.envelope.field}")
-        return Result(
-            value=value,
-            schema=self.schema,
-            removed=list(wire.removed) if wire is not None else [],
-            diagnostics=completion.diagnostics,
-            confidence=confidence,
-            reasoning=ending.reasoning,
-            cost=ending.cost,
-            **ending.fields(accepted),
+        return result_of(
+            {
+                "value": value,
+                "schema": self.schema,
+                "removed": list(wire.removed) if wire is not None else [],
+                "diagnostics": completion.diagnostics,
+                "confidence": confidence,
+                "reasoning": ending.reasoning,
+                "cost": ending.cost,
+                **ending.fields(accepted),
+            }
         )
 
     def item(self, data: Any, provider: Provider) -> Any:
