@@ -37,6 +37,7 @@ from sdk.engine.retry import RetrySettings
 from sdk.hooks import Hooks
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import Sampling
+from sdk.providers import TestProvider
 from tests.wire_support import Wire
 from tests.wire_support import chat_reply
 from tests.wire_support import openai_client
@@ -195,9 +196,7 @@ def test_a_token_budget_of_the_wrong_type_fails_when_the_client_is_made() -> Non
         (lambda: JobSettings(enum_case="upper"), "enum_case must be 'normalize' or 'reject'"),
     ],
 )
-def test_retry_policies_and_job_settings_check_their_fields_when_made(
-    make: Any, said: str
-) -> None:
+def test_retry_policies_and_job_settings_check_their_fields_when_made(make: Any, said: str) -> None:
     with pytest.raises((TypeError, ValueError), match=re.escape(said)):
         make()
 
@@ -315,3 +314,38 @@ def test_the_sampling_options_travel_typed_and_frozen() -> None:
     assert own.updated({"seed": None}).items() == [("tenant_tier", "gold")]
     assert not Sampling() and own
     assert hash(own) == hash(Sampling.of({"seed": 3, "tenant_tier": "gold"}))
+
+
+def test_a_call_s_spec_is_the_one_replace_would_make_and_keeps_the_client_s_parts() -> None:
+    # The call's options are set on the projections field by field through their slots
+    # (`_replaced`): the spec must equal the one `dataclasses.replace` makes, and the parts
+    # the call does not set stay the client's.
+    client = StructuredClient(TestProvider(['{"approved": true, "reason": "ok"}']), retries=2)
+    spec = client.config.for_call({"prompt": "Decide.", "source": "the text"}, GENERATE)
+    config = client.config
+    assert spec == dataclasses.replace(
+        config,
+        inputs=dataclasses.replace(config.inputs, prompt="Decide.", source="the text"),
+        transport=dataclasses.replace(config.transport, source="the text"),
+        parsing=dataclasses.replace(config.parsing, source="the text"),
+    )
+    assert spec.attempts is config.attempts and spec.output is config.output
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.inputs.source = "other"  # type: ignore[misc]
+
+
+def test_a_result_made_for_a_call_equals_the_one_its_constructor_makes() -> None:
+    from sdk._result import Result
+    from sdk._result import result_of
+
+    reply = Decision.model_validate({"reasoning": "r", "answer": "approve", "confidence": "high"})
+    client = StructuredClient(TestProvider([reply.model_dump_json()]))
+    result = client.generate(Decision, prompt="Decide.")
+    given = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    assert result == Result(**given)
+    del given["removed"], given["prompt"]  # defaults filled as `__init__` fills them
+    assert result_of(given) == Result(**given) and result_of(given).removed == []
+    with pytest.raises(TypeError, match=r"missing fields \['value'\]"):
+        result_of({k: v for k, v in given.items() if k != "value"})
+    with pytest.raises(TypeError, match=r"unknown fields \['valu'\]"):
+        result_of({**given, "valu": 1})

@@ -37,11 +37,13 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import fields
 from dataclasses import replace
 from typing import Annotated
 from typing import Any
 from typing import Final
 from typing import Literal
+from typing import TypeVar
 from typing import Union
 from typing import get_args
 from typing import get_origin
@@ -370,14 +372,19 @@ class CallSpec:
         """This spec with `options` (client settings and call defaults) set, each checked;
         `keywords`: the caller's own, for "did you mean"; `taken`: the options the provider
         takes beyond the SDK's (`Provider.own_options`), sent as sampling options."""
-        return self._with(options, where, keywords, taken, per_call=False)
+        return self._with(options, where, keywords, lambda: taken, per_call=False)
 
     def for_call(
-        self, options: Mapping[str, object], method: Method, taken: frozenset[str] = frozenset()
+        self,
+        options: Mapping[str, object],
+        method: Method,
+        taken: Callable[[], frozenset[str]] = frozenset,
     ) -> CallSpec:
-        """The spec of one call through `method`: these defaults with the call's options."""
+        """The spec of one call through `method`: these defaults with the call's options;
+        `taken` gives the provider's own options (`Provider.own_options`), asked only for a
+        name that is not one of the SDK's (a call's options rarely are)."""
         if not options:
-            return self if self.method == method else replace(self, method=method)
+            return self if self.method == method else _replaced(self, {"method": method})
         return self._with(
             options, method.name, method.keywords, taken, per_call=True, method=method
         )
@@ -395,7 +402,7 @@ class CallSpec:
         options: Mapping[str, object],
         where: str,
         keywords: frozenset[str],
-        taken: frozenset[str],
+        taken: Callable[[], frozenset[str]],
         per_call: bool,
         method: Method | None = None,
     ) -> CallSpec:
@@ -408,11 +415,11 @@ class CallSpec:
         sampling: dict[str, Any] = {}
         for name, value in options.items():
             declared = known.get(name)
-            if declared is None and name in taken:
+            if declared is None and name in taken():
                 sampling[name] = value  # the provider's own: it vets the value (`vet_options`)
                 continue
             if declared is None or (per_call and not declared.per_call):
-                raise _unknown(name, where, keywords | taken, per_call)
+                raise _unknown(name, where, keywords | taken(), per_call)
             option = declared.option
             if type(value) is not str or not _takes_any_text(name):
                 check(name, value, declared.annotation, where, option.expects if option else None)
@@ -425,18 +432,51 @@ class CallSpec:
                 value = option.merge(self.value(name), value)
             for layer in option.goes:
                 layers.setdefault(layer, {})[name] = value
-        projections: dict[str, Any] = {
-            layer: replace(getattr(self, layer), **fields)
-            for layer, fields in layers.items()
-            if layer != "call"
-        }
+        changes: dict[str, Any] = layers.pop("call", {})
+        for layer, given_fields in layers.items():
+            changes[layer] = _replaced(getattr(self, layer), given_fields)
         if sampling:
-            transport = projections.get("transport", self.transport)
+            transport = changes.get("transport", self.transport)
             given = transport.options.updated(sampling)
-            projections["transport"] = replace(transport, options=given)
+            changes["transport"] = _replaced(transport, {"options": given})
         if method is not None and method != self.method:
-            projections["method"] = method
-        return replace(self, **projections, **layers.get("call", {}))
+            changes["method"] = method
+        return _replaced(self, changes)
+
+
+_Frozen = TypeVar("_Frozen")
+
+
+_Setters = tuple[tuple[str, Callable[[Any, Any], None]], ...] | None
+_SETTERS: dict[type[Any], _Setters] = {}
+
+
+def _slot_setters(cls: type[Any]) -> _Setters:
+    """A frozen slots dataclass's fields and the setter of each (its slot's descriptor), made
+    once a class; `None` for a class whose `__post_init__` checks its fields (made through
+    `__init__` then, so the check runs)."""
+    if hasattr(cls, "__post_init__") or any(not f.init for f in fields(cls)):
+        return None
+    return tuple((f.name, getattr(cls, f.name).__set__) for f in fields(cls))
+
+
+def _replaced(obj: _Frozen, changes: Mapping[str, Any]) -> _Frozen:
+    """`dataclasses.replace(obj, **changes)` for the spec's frozen projections, each field
+    copied through its slot (a call's options are set on four projections: `replace` walked
+    each one's fields and went through `__init__`'s `object.__setattr__` per field, most of
+    what resolving a call's options cost). Every value was checked when it was set (`check`);
+    a class with a `__post_init__` check is made through `__init__`, so that check runs."""
+    cls: type[Any] = type(obj)
+    try:
+        setters = _SETTERS[cls]
+    except KeyError:
+        setters = _SETTERS[cls] = _slot_setters(cls)
+    if setters is None:
+        return replace(obj, **changes)  # type: ignore[type-var]
+    new: _Frozen = object.__new__(cls)
+    for name, set_slot in setters:
+        set_slot(new, changes[name] if name in changes else getattr(obj, name))
+    return new
 
 
 @functools.cache

@@ -47,7 +47,7 @@ def start_call(
     method: Method,
 ) -> Attempts:
     """A document or grammar call, vetted and started (`on_call` has run)."""
-    spec = _checked(config.for_call(options, method, provider.own_options))
+    spec = _checked(config.for_call(options, method, lambda: provider.own_options))
     kind = output_kind(output, spec)
     asked = kind.grammar if isinstance(kind, GrammarOutput) else _document(kind).contract
     spec, rendered = _with_prompt(spec, asked)
@@ -97,7 +97,7 @@ def start_tools_call(
     method: Method,
 ) -> Attempts:
     """A tool-call call, vetted and started."""
-    spec = _checked(config.for_call(options, method, provider.own_options))
+    spec = _checked(config.for_call(options, method, lambda: provider.own_options))
     if spec.output.abstention != "none":
         raise _not_a_document("tool calls")
     spec, rendered = _with_prompt(spec, None)

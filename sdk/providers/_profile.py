@@ -209,6 +209,8 @@ class WireProfile:
             raise ValueError(f"{self.name} has no request body: extra_body is not taken")
         if not isinstance(extra_body, Mapping):
             raise TypeError(f"extra_body must be a mapping, not {type(extra_body).__name__}")
+        if not extra_body:
+            return  # nothing below can refuse an empty body (most calls send none)
         written = {path: name for name, path in self.options.items()}
         for key, inner in (self.fields or {}).items():
             value = extra_body.get(key)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from sdk._result import Result
+from sdk._result import result_of
 from sdk._values.pointer import lookup
 from sdk._values.pointer import split_pointer
 from sdk._values.records import Note
@@ -201,15 +202,17 @@ class Document:
             )
             if self.envelope is not None:
                 confidence = confidence.rebased(f"/{self.envelope.field}")
-        return Result(
-            value=value,
-            schema=self.schema,
-            removed=list(wire.removed) if wire is not None else [],
-            diagnostics=completion.diagnostics,
-            confidence=confidence,
-            reasoning=ending.reasoning,
-            cost=ending.cost,
-            **ending.fields(accepted),
+        return result_of(
+            {
+                "value": value,
+                "schema": self.schema,
+                "removed": list(wire.removed) if wire is not None else [],
+                "diagnostics": completion.diagnostics,
+                "confidence": confidence,
+                "reasoning": ending.reasoning,
+                "cost": ending.cost,
+                **ending.fields(accepted),
+            }
         )
 
     def item(self, data: Any, provider: Provider) -> Any:
