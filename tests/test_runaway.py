@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from sdk import AsyncStructuredClient
 from sdk import Contract
@@ -133,3 +136,55 @@ def test_ordinary_text_is_not_a_runaway(text: str) -> None:
 def test_a_bound_below_eight_characters_is_refused() -> None:
     with pytest.raises(ValueError, match="whole number >= 8"):
         RunawayBound(whitespace=2)
+
+
+def _runaway_by_definition(text: str, bound: RunawayBound) -> tuple[str, int, int, str] | None:
+    """What the watch must say once `text` is all it read, read from the whole text: the first
+    piece size (1 up) whose repeats cover the bound at the end, traced back to the run's start."""
+    run = len(text) - len(text.rstrip())
+    if bound.whitespace is not None and run >= bound.whitespace and run > 0:
+        return text[-run], run, len(text) - run, "whitespace"
+    if bound.repetition is None:
+        return None
+    for size in range(1, bound.longest_piece + 1):
+        span = size * max(bound.min_repeats, -(-bound.repetition // size))
+        if span <= len(text) and text[-span:] == text[-size:] * (span // size):
+            start = len(text) - span
+            while start > 0 and text[start - 1] == text[start - 1 + size]:
+                start -= 1
+            piece = text[start : start + size]
+            return piece, len(text) - start, start, "repetition" if piece.strip() else "whitespace"
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    head=st.text(alphabet='ab "{},:\n', max_size=80),
+    piece=st.text(alphabet='ab "{},:', min_size=1, max_size=70),
+    repeats=st.integers(0, 40),
+    cuts=st.lists(st.integers(1, 300), min_size=1, max_size=30),
+    bound=st.builds(
+        RunawayBound,
+        whitespace=st.sampled_from([None, 8, 64]),
+        repetition=st.sampled_from([None, 8, 30, 240]),
+        longest_piece=st.sampled_from([1, 5, 64]),
+        min_repeats=st.sampled_from([2, 4, 7]),
+    ),
+)
+def test_the_watch_sees_what_the_whole_text_shows(
+    head: str, piece: str, repeats: int, cuts: list[int], bound: RunawayBound
+) -> None:
+    """The watch reads only a tail and skips the per-size check when no repeat can end it:
+    after every piece, however the text is cut, it says what the whole text's check says."""
+    text = head + piece * repeats + head[:3]
+    watch = RunawayWatch(bound)
+    read, turn = 0, 0
+    while read < len(text):
+        delta = text[read : read + cuts[turn % len(cuts)]]
+        read, turn = read + len(delta), turn + 1
+        seen = watch.feed(delta)
+        said = None if seen is None else (seen.piece, seen.length, seen.start, seen.kind)
+        assert said == _runaway_by_definition(text[:read], bound)
+        assert watch.text == text[:read]
+        if seen is not None:
+            break

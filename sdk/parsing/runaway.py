@@ -61,21 +61,50 @@ class Runaway:
 
 
 class RunawayWatch:
-    """One reply's watch: `feed(delta)` after each piece of text, a `Runaway` once it is one."""
+    """One reply's watch: `feed(delta)` after each piece of text, a `Runaway` once it is one.
+
+    A piece costs about its own length: the watch keeps the text's last characters (enough for
+    the longest run it looks for) and first asks `str.find`, in C, whether the tail could be a
+    repetition at all; only a tail that could is checked piece size by piece size.
+    """
 
     def __init__(self, bound: RunawayBound) -> None:
         self.bound = bound
-        self.text = ""
         self.deltas = 0
         """How many pieces arrived: each one carried at least one token."""
+        self._pieces: list[str] = []
+        self._length = 0
         self._whitespace_run = 0
+        # A piece of `size` characters repeated back to back over `span` characters, for each
+        # size looked for, and the text's last `_keep` characters (every span fits in them).
+        self._spans: tuple[tuple[int, int], ...] = ()
+        if bound.repetition is not None:
+            self._spans = tuple(
+                (size, size * max(bound.min_repeats, -(-bound.repetition // size)))
+                for size in range(1, bound.longest_piece + 1)
+            )
+        # If the tail is a repetition of a piece of `size` characters over `span` ones, its
+        # last `_needle` characters (at most `span - size` for every size) also end `size`
+        # characters earlier: if they occur nowhere that close, no size can match.
+        self._needle = min((span - size for size, span in self._spans), default=0)
+        self._keep = max((span for _, span in self._spans), default=0) + bound.longest_piece
+        self._reach = self._needle + bound.longest_piece  # how far back the needle may occur
+        self._tail = ""
+
+    @property
+    def text(self) -> str:
+        """The reply's text so far."""
+        if len(self._pieces) > 1:
+            self._pieces = ["".join(self._pieces)]
+        return self._pieces[0] if self._pieces else ""
 
     def feed(self, delta: str) -> Runaway | None:
         """Read one more piece of the reply; the runaway its tail now is, if any."""
         if not delta:
             return None
         self.deltas += 1
-        self.text += delta
+        self._pieces.append(delta)
+        self._length += len(delta)
         stripped = delta.rstrip()
         if stripped:
             self._whitespace_run = len(delta) - len(stripped)
@@ -84,26 +113,41 @@ class RunawayWatch:
         limit = self.bound.whitespace
         if limit is not None and self._whitespace_run >= limit:
             run = self._whitespace_run
-            return Runaway(self.text[-run:][:1], run, len(self.text) - run, "whitespace")
-        return self._repetition()
-
-    def _repetition(self) -> Runaway | None:
-        bound = self.bound
-        if bound.repetition is None:
+            text = self.text
+            return Runaway(text[-run:][:1], run, len(text) - run, "whitespace")
+        if not self._spans:
             return None
-        text = self.text
-        for size in range(1, bound.longest_piece + 1):
-            repeats = max(bound.min_repeats, -(-bound.repetition // size))
-            span = size * repeats
-            if span > len(text):
-                continue
-            piece = text[-size:]
-            if text[-span:] == piece * repeats:
-                start = len(text) - span
-                # Back to where the run began, a character at a time (its first piece whole).
-                while start > 0 and text[start - 1] == text[start - 1 + size]:
-                    start -= 1
-                piece = text[start : start + size]
-                kind = "whitespace" if not piece.strip() else "repetition"
-                return Runaway(piece, len(text) - start, start, kind)
-        return None
+        tail = self._tail + delta
+        if len(tail) > self._keep:
+            tail = tail[-self._keep :]
+        self._tail = tail
+        needle = self._needle
+        end = len(tail)
+        if end <= needle:
+            return None
+        nearest = max(0, end - self._reach)  # (`find` would read a negative start from the end)
+        if tail.find(tail[-needle:], nearest, end - 1) < 0:
+            return None
+        found = _repetition(tail, self._spans)
+        if found is not None and found.start == 0 and self._length > end:
+            found = _repetition(self.text, self._spans)  # the run may begin before the tail
+        elif found is not None:
+            found = Runaway(found.piece, found.length, found.start + self._length - end, found.kind)
+        return found
+
+
+def _repetition(text: str, spans: tuple[tuple[int, int], ...]) -> Runaway | None:
+    """The repetition `text` ends with: the first piece size whose span it repeats over."""
+    for size, span in spans:
+        if span > len(text):
+            continue
+        piece = text[-size:]
+        if text[-span:] == piece * (span // size):
+            start = len(text) - span
+            # Back to where the run began, a character at a time (its first piece whole).
+            while start > 0 and text[start - 1] == text[start - 1 + size]:
+                start -= 1
+            piece = text[start : start + size]
+            kind = "whitespace" if not piece.strip() else "repetition"
+            return Runaway(piece, len(text) - start, start, kind)
+    return None
