@@ -54,6 +54,7 @@ from tests.batch_support import job_for
 from tests.batch_support import local_clients
 from tests.batch_support import read_output
 from tests.batch_support import write_items
+from tests.process_support import interruptible
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,19 +66,12 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
 
 
-def _interruptible() -> None:
-    # A shell without job control starts background commands with SIGINT ignored, and an
-    # ignored signal stays ignored across exec: the child would never see the test's Ctrl-C.
-    # Default it, so the child's Python installs its KeyboardInterrupt handler as in a terminal.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def sdk_process(*args: str) -> subprocess.Popen[str]:
     """`sdk ARGS` in a process of its own, interruptible with SIGINT as from a terminal."""
     return subprocess.Popen(
         [sys.executable, "-m", "sdk.cli", *args],
         cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_interruptible,
+        preexec_fn=interruptible,
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from sdk.cli import app
 from tests.local_support import LocalServer
 from tests.local_support import Reply
 from tests.local_support import closed_port_url
+from tests.process_support import interruptible
 from tests.schema_support import REPO
 from tests.schema_support import make_package
 
@@ -119,7 +120,7 @@ class Bench:
         script = Path(sys.executable).with_name("sdk")
         process = subprocess.Popen(
             [str(script), *args], cwd=self.folder, env=self.env(),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=interruptible,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 120
