@@ -7,6 +7,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -48,23 +51,63 @@ def _bundled_or_skip() -> None:
         pytest.skip(str(missing))
 
 
-@pytest.mark.local
-def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> None:
-    _bundled_or_skip()
-    log = tmp_path / "llama.log"
-    command = [sys.executable, "-m", "sdk.cli", "serve", "--port", "0", "--log", str(log)]
+@dataclass(frozen=True)
+class Serving:
+    """A running `sdk serve`: the command's process, its first line, the server's URL (from the
+    headline and the provider line to copy) and the llama-server's pid."""
+
+    process: subprocess.Popen[str]
+    headline: str
+    url: str
+    pid: int
+
+
+@contextmanager
+def serving(log: Path, *args: str) -> Iterator[Serving]:
+    """`sdk serve --port 0 --log LOG ARGS` until it has printed its three lines. On the way
+    out, whatever the test did: Ctrl-C first (it stops its own server), then SIGKILL, and the
+    llama-server killed too if it is still there, so that no test leaves one behind."""
+    command = [sys.executable, "-m", "sdk.cli", "serve", "--port", "0", "--log", str(log), *args]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "NO_COLOR": "1"},
     )  # fmt: skip
+    pid = None
     try:
         assert process.stdout is not None
         headline = read_line(process.stdout)
-        assert "SmolLM2-135M-Instruct.Q4_1.gguf" in headline, headline
         url = headline.rsplit(" ", 1)[-1].strip()
-        assert url.startswith("http://127.0.0.1:")
+        assert url.startswith("http://127.0.0.1:"), headline
         assert url in read_line(process.stdout)  # the provider line to copy
         pid = int(read_line(process.stdout).split("pid ", 1)[1].split(",", 1)[0])
+        yield Serving(process, headline, url, pid)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _gone(pid: int, within: float) -> bool:
+    """Whether `pid` has ended within `within` seconds."""
+    deadline = time.monotonic() + within
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+@pytest.mark.local
+def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> None:
+    _bundled_or_skip()
+    log = tmp_path / "llama.log"
+    with serving(log) as served:
+        process, url, pid = served.process, served.url, served.pid
+        assert "SmolLM2-135M-Instruct.Q4_1.gguf" in served.headline, served.headline
         assert httpx.get(f"{url}/health", timeout=5).status_code == 200
         with StructuredClient(LlamaCppProvider(base_url=url), retries=0) as client:
             result = client.generate(
@@ -74,15 +117,8 @@ def test_serve_starts_the_bundled_model_and_ctrl_c_stops_it(tmp_path: Path) -> N
 
         process.send_signal(signal.SIGINT)  # Ctrl-C
         assert process.wait(timeout=30) == 0
-        deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(pid), "llama-server outlived `sdk serve`"
+        assert _gone(pid, within=10), "llama-server outlived `sdk serve`"
         assert log.read_text(errors="replace")  # the server's log went where --log said
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 @pytest.mark.local
@@ -91,30 +127,11 @@ def test_a_killed_serve_takes_its_server_with_it(tmp_path: Path) -> None:
     """SIGKILL reaches no `finally` and no `atexit`: the server is told at its start to end
     with its parent (`PR_SET_PDEATHSIG`), or it would hold its port and memory for good."""
     _bundled_or_skip()
-    command = [sys.executable, "-m", "sdk.cli", "serve", "--port", "0",
-               "--log", str(tmp_path / "llama.log")]  # fmt: skip
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-    )  # fmt: skip
-    pid = None
-    try:
-        assert process.stdout is not None
-        read_line(process.stdout), read_line(process.stdout)  # the headline, the provider line
-        pid = int(read_line(process.stdout).split("pid ", 1)[1].split(",", 1)[0])
-        assert _alive(pid)
-        process.kill()
-        process.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(pid), "llama-server outlived a killed `sdk serve`"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if pid is not None and _alive(pid):
-            os.kill(pid, signal.SIGKILL)  # never leave one behind, even when the test fails
+    with serving(tmp_path / "llama.log") as served:
+        assert _alive(served.pid)
+        served.process.kill()
+        served.process.wait(timeout=30)
+        assert _gone(served.pid, within=30), "llama-server outlived a killed `sdk serve`"
 
 
 def test_serve_without_a_model_file_says_so(tmp_path: Path) -> None:
@@ -188,40 +205,17 @@ def test_serve_starts_gemma_and_answers_a_structured_call(tmp_path: Path) -> Non
     `LlamaCppProvider` answers (it never did while the provider learned the special tokens of
     Gemma's 262,144-token vocabulary: a `/tokenize` that llama-server did not end in 15 minutes)."""
     model = _gemma_or_skip()
-    log = tmp_path / "llama.log"
-    command = [sys.executable, "-m", "sdk.cli", "serve", "--model", model, "--port", "0",
-               "--log", str(log)]  # fmt: skip
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-    )  # fmt: skip
-    pid = None
-    try:
-        assert process.stdout is not None
-        headline = read_line(process.stdout)
-        assert GEMMA_FILE in headline, headline
-        url = headline.rsplit(" ", 1)[-1].strip()
-        read_line(process.stdout)  # the provider line
-        pid = int(read_line(process.stdout).split("pid ", 1)[1].split(",", 1)[0])
+    with serving(tmp_path / "llama.log", "--model", model) as served:
+        assert GEMMA_FILE in served.headline, served.headline
         # Bounded: two enum fields, a token budget, and a client timeout (a hang fails).
-        provider = LlamaCppProvider(base_url=url, timeout=240.0)
+        provider = LlamaCppProvider(base_url=served.url, timeout=240.0)
         with StructuredClient(provider, retries=0) as client:
             result = client.generate(
                 Verdict, prompt="Approve a $40 taxi receipt?", max_tokens=60, temperature=0
             )
         assert isinstance(result.value, Verdict) and result.provider == "llamacpp"
-        process.send_signal(signal.SIGINT)  # Ctrl-C
-        assert process.wait(timeout=30) == 0
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)  # not SIGKILL first: let it stop its server
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if pid is not None and _alive(pid):
-            os.kill(pid, signal.SIGKILL)  # never leave one behind, even when the test fails
+        served.process.send_signal(signal.SIGINT)  # Ctrl-C
+        assert served.process.wait(timeout=30) == 0
 
 
 def test_serve_names_the_extra_the_second_model_needs_when_it_is_missing() -> None:
