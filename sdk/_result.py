@@ -79,7 +79,7 @@ def result_of(values: dict[str, Any]) -> Result[Any]:
     for name, factory in _RESULT_FACTORIES:
         if name not in given:
             given[name] = factory()
-    if len(given) != len(_RESULT_FIELDS):
+    if given.keys() != _RESULT_FIELDS:  # by name: one misspelt and one missing have the length
         missing = sorted(_RESULT_FIELDS - given.keys())
         unknown = sorted(given.keys() - _RESULT_FIELDS)
         raise TypeError(f"Result() missing fields {missing}, unknown fields {unknown}")
@@ -88,6 +88,8 @@ def result_of(values: dict[str, Any]) -> Result[Any]:
     return made
 
 
+# `result_of` skips `__init__`, so it would skip a `__post_init__` check too: there must be none.
+assert not hasattr(Result, "__post_init__"), "result_of would skip Result.__post_init__"
 _RESULT_FIELDS = frozenset(f.name for f in fields(Result))
 _RESULT_DEFAULTS = {f.name: f.default for f in fields(Result) if f.default is not MISSING}
 _RESULT_FACTORIES = tuple(

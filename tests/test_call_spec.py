@@ -349,3 +349,6 @@ def test_a_result_made_for_a_call_equals_the_one_its_constructor_makes() -> None
         result_of({k: v for k, v in given.items() if k != "value"})
     with pytest.raises(TypeError, match=r"unknown fields \['valu'\]"):
         result_of({**given, "valu": 1})
+    swapped = {k: v for k, v in given.items() if k != "value"} | {"valu": 1}  # same length
+    with pytest.raises(TypeError, match=r"missing fields \['value'\], unknown fields \['valu'\]"):
+        result_of(swapped)
