@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -126,12 +127,22 @@ def _can_die_with_parent() -> bool:
     return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
 
 
-def _die_with_parent() -> None:
-    """In the child, before it runs llama-server: ask Linux to send SIGTERM when the parent
-    dies (`PR_SET_PDEATHSIG`), so that a server never outlives an `sdk serve`, a test run or a
-    bench killed with SIGKILL, which no `finally` or `atexit` sees."""
+def _dying_with(parent: int) -> Callable[[], None]:
+    """What the child runs before llama-server (a `preexec_fn`): ask Linux to send SIGTERM when
+    the parent dies (`PR_SET_PDEATHSIG`), so that a server never outlives an `sdk serve`, a test
+    run or a bench killed with SIGKILL, which no `finally` or `atexit` sees. `prctl` is looked up
+    here, in the parent: a `dlopen` in a forked child can deadlock on a lock another thread held
+    at the fork. A parent that died before the request was made is not signalled: the child
+    sees it has another parent and ends."""
+    prctl = ctypes.CDLL(None).prctl
     pr_set_pdeathsig = 1
-    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    def die_with_parent() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return die_with_parent
 
 
 def _free_port() -> int:
@@ -215,7 +226,7 @@ class LlamaServer:
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=self._log,
-                preexec_fn=_die_with_parent if _can_die_with_parent() else None,
+                preexec_fn=_dying_with(os.getpid()) if _can_die_with_parent() else None,
             )
             try:
                 self._wait_healthy(timeout)
