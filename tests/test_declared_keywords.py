@@ -9,6 +9,7 @@ server started), and still takes the keyword spelt right.
 
 from __future__ import annotations
 
+import ast
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import sdk
 from sdk import Contract
 from sdk import ProviderError
 from sdk import StructuredOutputError
@@ -32,6 +34,7 @@ from sdk.parsing import check_stop
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OllamaProvider
 from sdk.providers import VLLMProvider
+from sdk.providers._errors import provider_error
 from sdk.sql import run_query
 from sdk.wire import follow_up
 from sdk.wire import read_reply
@@ -44,6 +47,17 @@ class Answer(Contract):
 
 
 NOTHING: Any = None  # never reached: the keywords are refused first
+
+
+def _ray(name: str) -> Callable[..., object]:
+    """A callable of the Ray integration (skipped where Ray is not installed)."""
+    pytest.importorskip("ray")
+    from sdk.batch._ray import RayBackend
+    from sdk.ray import ProcessorHooks
+    from sdk.ray import StructuredMap
+
+    return {"StructuredMap": StructuredMap, "ProcessorHooks": ProcessorHooks,
+            "RayBackend": RayBackend}[name]  # fmt: skip
 
 
 def _rows(tmp: Path) -> list[tuple[str, Callable[..., object], str, str]]:
@@ -78,6 +92,14 @@ def _rows(tmp: Path) -> list[tuple[str, Callable[..., object], str, str]]:
         ("OllamaProvider", lambda **k: OllamaProvider(model="m", **k), "header", "headers"),
         ("LlamaCppProvider", lambda **k: LlamaCppProvider(**k), "control_token",
          "control_tokens"),
+        ("BatchJob", lambda **k: BatchJob(NOTHING, contract=Answer, backend=NOTHING, **k),
+         "poll_max_", "poll_max"),
+        ("StructuredMap", lambda **k: _ray("StructuredMap")(Answer, NOTHING, **k),
+         "id_colum", "id_column"),
+        ("ProcessorHooks", lambda **k: _ray("ProcessorHooks")(Answer, model="m", **k),
+         "promt", "prompt"),
+        ("RayBackend", lambda **k: _ray("RayBackend")([], NOTHING, **k), "actor", "actors"),
+        ("provider_error", lambda **k: provider_error("p", "w", **k), "status", "status_code"),
         ("BatchJob.open", lambda **k: BatchJob.open(state, contract=Answer, backend=NOTHING, **k),
          "poll_intervl", "poll_interval"),
     ]  # fmt: skip
@@ -109,3 +131,34 @@ def test_every_key_of_a_group_is_known_required_and_optional_alike() -> None:
         check_keywords({key: None}, ParseDetails, "parse()")  # inherited keys included
     with pytest.raises(TypeError, match=r"^parse\(\) got an unexpected keyword argument 'zzz'$"):
         check_keywords({"zzz": None}, ParseDetails, "parse()")
+
+
+def test_every_grouped_keyword_site_in_the_package_checks_its_keywords() -> None:
+    """A `def` that takes `**x: Unpack[SomeTypedDict]` calls `check_keywords` in its body, or
+    passes `**x` whole to a callable that does (the call options' are checked by the call spec
+    instead); a row above proves each public one refuses."""
+    checked_elsewhere = {"CallOptions", "ClientOptions"}  # sdk.engine.options' own refusal
+    missing = []
+    for path in sorted(Path(sdk.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            kwarg = node.args.kwarg
+            unpacked = kwarg is not None and kwarg.annotation is not None and (
+                ast.unparse(kwarg.annotation).startswith("Unpack[")
+            )
+            if not unpacked or any(ast.unparse(d) == "overload" for d in node.decorator_list):
+                continue
+            assert kwarg is not None and isinstance(kwarg.annotation, ast.Subscript)
+            if ast.unparse(kwarg.annotation.slice) in checked_elsewhere:
+                continue
+            calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+            checks = any(ast.unparse(c.func) == "check_keywords" for c in calls)
+            passes_on = any(
+                k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg.arg
+                for c in calls
+                for k in c.keywords
+            )
+            if not (checks or passes_on):
+                missing.append(f"{path.name}:{node.lineno} {node.name}")
+    assert missing == []

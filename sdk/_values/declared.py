@@ -42,6 +42,7 @@ __all__ = [
     "conforms",
     "describe",
     "did_you_mean",
+    "keywords_of",
     "wrong_values",
 ]
 
@@ -156,16 +157,22 @@ def check_keywords(given: Mapping[str, object], declared: Any, where: str) -> No
     name, as Python refuses one a signature does not name: a `TypedDict` is read by type
     checkers only, so without this a misspelt keyword (`refusl=`) would be dropped silently.
     `where` names the callable (`"parse()"`)."""
-    names = _KEYWORDS.get(declared)
-    if names is None:
-        names = _KEYWORDS[declared] = frozenset(
-            declared.__required_keys__ | declared.__optional_keys__
-        )
+    names = keywords_of(declared)
     for name in given:
         if name not in names:
             raise TypeError(
                 f"{where} got an unexpected keyword argument {name!r}{did_you_mean(name, names)}"
             )
+
+
+def keywords_of(declared: Any) -> frozenset[str]:
+    """Every key a `TypedDict` declares, required, optional and inherited alike."""
+    names = _KEYWORDS.get(declared)
+    if names is None:
+        names = _KEYWORDS[declared] = frozenset(
+            declared.__required_keys__ | declared.__optional_keys__
+        )
+    return names
 
 
 def did_you_mean(name: str, names: Sequence[str] | frozenset[str]) -> str:

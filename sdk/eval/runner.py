@@ -36,6 +36,7 @@ from typing import cast
 
 from sdk._files import write_atomic
 from sdk._values.declared import check_keywords
+from sdk._values.declared import keywords_of
 from sdk.calibration import Calibration
 from sdk.client import StructuredClient
 from sdk.contract import Contract
@@ -309,7 +310,8 @@ def _prepared_arms(
 ) -> list[PreparedArm]:
     """The run's arms ready to run; one that cannot run here is noted in `run.unavailable`.
     `options` may be the run's whole `EvalOptions`: only the arms' own keys are passed on."""
-    own = cast(ArmOptions, {k: v for k, v in options.items() if k in ArmOptions.__optional_keys__})
+    arm_keys = keywords_of(ArmOptions)
+    own = cast(ArmOptions, {k: v for k, v in options.items() if k in arm_keys})
     prepared: list[PreparedArm] = []
     for name in run.config["arms"]:
         try:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TypedDict
 from typing import Unpack
 
+from sdk._values.declared import check_keywords
 from sdk.errors import ProviderError
 
 __all__ = [
@@ -57,6 +58,7 @@ def provider_error(
     """A `ProviderError` for `provider` saying `what` failed (with the provider's own `detail`,
     bounded); raise it `from` the original exception. `fields`: what the reply said (status
     code, request id, ...); a `retry-after` in `headers` wins over `retry_after=`."""
+    check_keywords(fields, ReplyFields, "provider_error()")
     status_code, request_id = fields.get("status_code"), fields.get("request_id")
     from_headers = retry_after_seconds(headers) if headers is not None else None
     retry_after = from_headers if from_headers is not None else fields.get("retry_after")

@@ -122,12 +122,6 @@ class ReplyKeywords(TypedDict, total=False):
     """The call options (as for `build_request`)."""
 
 
-def _reply_keywords(keywords: ReplyKeywords, where: str) -> ReplyKeywords:
-    """`keywords`, a name `where` does not take refused as Python refuses a keyword."""
-    check_keywords(keywords, ReplyKeywords, f"{where}()")
-    return keywords
-
-
 def read_reply(
     provider: str,
     output: Any,
@@ -144,7 +138,8 @@ def read_reply(
     (`"stop"`, `"length"`, `"end_turn"`, ...) and the tokens it took (`usage`, which a token
     budget and the result's cost read; a body says its own). `settings` and `options`: as for
     `build_request`."""
-    _, decision = _decided(provider, output, item, reply, _reply_keywords(keywords, "read_reply"))
+    check_keywords(keywords, ReplyKeywords, "read_reply()")
+    _, decision = _decided(provider, output, item, reply, keywords)
     if isinstance(decision, Fail):
         raise decision.error
     assert isinstance(decision, Done)  # no retry is left to take
@@ -164,8 +159,8 @@ def follow_up(
     system=...)` to `build_request` for the re-ask. A reply a live call would not ask again
     after raises its error as `read_reply` does (a truncation, a refusal, a transport fault);
     a valid reply is a `ValueError` (there is nothing to ask again)."""
-    given = _reply_keywords(keywords, "follow_up")
-    machine, decision = _decided(provider, output, item, reply, given, retries=1)
+    check_keywords(keywords, ReplyKeywords, "follow_up()")
+    machine, decision = _decided(provider, output, item, reply, keywords, retries=1)
     if isinstance(decision, Fail):
         raise decision.error
     if isinstance(decision, Done):
