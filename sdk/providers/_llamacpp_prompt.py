@@ -69,8 +69,9 @@ LEARN_VOCABULARY_LIMIT = 200_000
 """The largest vocabulary whose special-token texts are learned. Above it (Gemma 3: 262,144
 tokens, 6,250 of them special) the server takes minutes to an hour to tokenize every piece
 (measured on one thread: 54 s in 64 chunks, and a single request of all 2.5 MB of pieces did not
-end in 15 minutes), so nothing is learned and each call checks its own content instead (one
-`/tokenize` more per call, as while learning)."""
+end in 15 minutes), so nothing is learned and each call checks its own content instead (two small
+`/tokenize` requests more per call, as while learning: with pieces, then without parsing
+special tokens)."""
 _MARK = "sdkslot{}q7zk"
 _PAD = "\n  "
 _PAD_AFTER = "  \n"
@@ -385,14 +386,15 @@ class NativePrompts:
     def _learn_specials(self, then: Callable[[], Exchange]) -> Exchange:
         def sized(body: Any) -> Exchange:
             try:
-                every_id = list(range(_vocabulary_size(body)))
+                size = _vocabulary_size(body)
             except ValueError:
                 # An older server: every call then sends all its content as token ids.
                 self._no_vocabulary = True
                 return then()
-            if len(every_id) > LEARN_VOCABULARY_LIMIT:
+            if size > LEARN_VOCABULARY_LIMIT:
                 self._too_large = True
                 return then()
+            every_id = list(range(size))
             return Exchange("/tokenize", {"content": every_id, "with_pieces": True}, then=pieces)
 
         def pieces(body: Any) -> Exchange:
