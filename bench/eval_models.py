@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from sdk._files import write_atomic  # noqa: E402
 from sdk.eval import load_results  # noqa: E402
+from sdk.eval.report import interval_text  # noqa: E402
 from sdk.eval.report import verdict  # noqa: E402
 from sdk.eval.stats import Interval  # noqa: E402
 
@@ -57,12 +58,6 @@ COMMANDS = """\
     .venv/bin/python bench/eval_models.py --write
 """
 GOALS = "exact copies >= 90%, abstention recall >= 80% at false abstention <= 5%"
-
-
-def _pct(value: Interval | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value.estimate:.0%} [{value.low:.0%}, {value.high:.0%}]"
 
 
 def _ece(raw: Interval | None, calibrated: Interval | None) -> str:
@@ -127,9 +122,10 @@ def _section(model: str, folder: Path, calibration_split: Path | None) -> list[s
         ]
         by_field = _by_field(calibration_split) if calibration_split is not None else None
         for arm, m in run.metrics.items():
+            shares = (m.stated_accuracy, m.abstention_recall, m.false_abstention, m.validity,
+                      m.accuracy)  # fmt: skip
             lines.append(
-                f"| {arm} | {m.items} | {_pct(m.stated_accuracy)} | {_pct(m.abstention_recall)} "
-                f"| {_pct(m.false_abstention)} | {_pct(m.validity)} | {_pct(m.accuracy)} "
+                f"| {arm} | {m.items} | {' | '.join(interval_text(v) for v in shares)} "
                 f"| {_ece(m.calibration_error, m.calibrated_error)} "
                 f"| {_field_ece(run, arm, by_field)} |"
             )

@@ -26,6 +26,7 @@ __all__ = [
     "REPORT_FILE",
     "accuracy_svg",
     "html_report",
+    "interval_text",
     "markdown_table",
     "print_tables",
     "terminal_tables",
@@ -87,9 +88,9 @@ def terminal_tables(run: EvalRun) -> list[Any]:
         arms.add_row(
             arm,
             _pct(m.validity.estimate),
-            _interval(m.accuracy),
-            _interval(m.abstention_recall) if m.abstention_recall else "-",
-            _interval(m.false_abstention) if m.false_abstention else "-",
+            interval_text(m.accuracy),
+            interval_text(m.abstention_recall) if m.abstention_recall else "-",
+            interval_text(m.false_abstention) if m.false_abstention else "-",
             _ece(m.calibration_error, m.calibrated_error),
             str(m.retries),
             f"{m.input_tokens}/{m.output_tokens}",
@@ -175,10 +176,10 @@ def markdown_table(run: EvalRun) -> str:
     ]
     for arm, m in run.metrics.items():
         lines.append(
-            f"| {arm} | {_interval(m.validity)} | {_interval(m.accuracy)} | "
-            f"{_interval(m.stated_accuracy)} | "
-            f"{_interval(m.abstention_recall) if m.abstention_recall else '-'} | "
-            f"{_interval(m.false_abstention) if m.false_abstention else '-'} | "
+            f"| {arm} | {interval_text(m.validity)} | {interval_text(m.accuracy)} | "
+            f"{interval_text(m.stated_accuracy)} | "
+            f"{interval_text(m.abstention_recall) if m.abstention_recall else '-'} | "
+            f"{interval_text(m.false_abstention) if m.false_abstention else '-'} | "
             f"{_ece(m.calibration_error, m.calibrated_error)} | {m.retries} | "
             f"{m.input_tokens}/{m.output_tokens} | {m.latency_p50:.1f}s |"
         )
@@ -317,9 +318,9 @@ def _arms_table(run: EvalRun) -> str:
     for arm, m in run.metrics.items():
         rows.append(
             f"<tr><td>{_e(arm)}</td><td>{_e(ARM_TITLES.get(arm, ''))}</td><td>{m.items}</td>"
-            f"<td>{_pct(m.validity.estimate)}</td><td>{_interval(m.accuracy)}</td>"
-            f"<td>{_interval(m.abstention_recall) if m.abstention_recall else '-'}</td>"
-            f"<td>{_interval(m.false_abstention) if m.false_abstention else '-'}</td>"
+            f"<td>{_pct(m.validity.estimate)}</td><td>{interval_text(m.accuracy)}</td>"
+            f"<td>{interval_text(m.abstention_recall) if m.abstention_recall else '-'}</td>"
+            f"<td>{interval_text(m.false_abstention) if m.false_abstention else '-'}</td>"
             f"<td>{_e(_ece(m.calibration_error, m.calibrated_error))}</td>"
             f"<td>{m.retries}</td><td>{m.input_tokens} / {m.output_tokens}</td>"
             f"<td>{m.latency_p50:.2f} s / {m.latency_p95:.2f} s</td></tr>"
@@ -351,7 +352,7 @@ def _fields_table(run: EvalRun) -> str:
     rows = [f'<table id="fields"><thead><tr><th>arm</th>{head}</tr></thead><tbody>']
     for arm, m in run.metrics.items():
         cells = "".join(
-            f"<td>{_interval(m.field_accuracy[n]) if n in m.field_accuracy else '-'}</td>"
+            f"<td>{interval_text(m.field_accuracy[n]) if n in m.field_accuracy else '-'}</td>"
             for n in names
         )
         rows.append(f"<tr><td>{_e(arm)}</td>{cells}</tr>")
@@ -413,7 +414,7 @@ def _interval_chart(name: str, rows: Sequence[tuple[str, Interval | None, str]])
         out.append(
             f'<rect x="{x0}" y="{y + 4}" width="{value.estimate * plot:.1f}" height="14" '
             f'fill="{colour}" fill-opacity="0.75"><title>{_e(label)}: '
-            f"{_interval(value)}</title></rect>"
+            f"{interval_text(value)}</title></rect>"
         )
         out.append(_whisker(x0 + value.low * plot, x0 + value.high * plot, y + 11))
         out.append(_text(x0 + plot + 6, y + 15, _pct(value.estimate)))
@@ -584,7 +585,8 @@ def _pct(value: float) -> str:
     return f"{value:.0%}"
 
 
-def _interval(value: Interval | None) -> str:
+def interval_text(value: Interval | None) -> str:
+    """A proportion with its interval as the tables show it (`"62% [51%, 72%]"`; `-` for none)."""
     if value is None:
         return "-"
     return f"{value.estimate:.0%} [{value.low:.0%}, {value.high:.0%}]"
