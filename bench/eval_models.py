@@ -39,19 +39,21 @@ INVOICE_RUNS = {
     "Gemma 3 270M (gemma3-270m)": ROOT / "eval-results" / "gemma3-270m" / "invoices",
 }
 INVOICE_COMMANDS = """\
+    make eval-invoices    # which runs, per model M in smollm2-135m, gemma3-270m:
     sdk eval examples/data/eval/invoices.jsonl --contract contracts:InvoiceExtraction --model M \\
-        --arms constrained,unconstrained,widened --limit N --max-tokens 300 --out FOLDER
+        --arms constrained,unconstrained,widened,answer_first,two_phase --limit 64 \\
+        --max-tokens 300 --out FOLDER
 """
 COMMANDS = """\
     make eval-confidence EVAL_CONFIDENCE_LIMIT=N    # N: the items each model's table is on
     # which runs, per model M in smollm2-135m, gemma3-270m:
+    ARMS=constrained,grounded,evidence_gated,presence_first,mass_aware,anchored,guided,min_confidence
     sdk eval examples/data/eval/notices-calibration.jsonl --contract contracts:ShipmentNotice \\
         --model M --arms mass_aware --max-tokens 200 --out eval-results/M/notices-calibration \\
         --calibrate eval-results/M/notices/thresholds.json \\
         --calibrate-confidence eval-results/M/notices/confidence.json
     sdk eval examples/data/eval/notices.jsonl --contract contracts:ShipmentNotice --model M \\
-        --arms constrained,grounded,mass_aware,anchored,guided,min_confidence --max-tokens 200 \\
-        --limit N --out eval-results/M/notices \\
+        --arms $ARMS --max-tokens 200 --limit N --out eval-results/M/notices \\
         --thresholds eval-results/M/notices/thresholds.json \\
         --confidence-calibration eval-results/M/notices/confidence.json \\
         --anchors examples/data/eval/notices-anchors.json
@@ -85,10 +87,12 @@ def tables() -> str:
     for model, folder in RUNS.items():
         lines += _section(model, folder, folder.parent / CALIBRATION_SPLIT)
     lines += [
-        "# Invoices (a capped run)",
+        "# Invoices",
         "",
-        "`InvoiceExtraction` on the first items of `examples/data/eval/invoices.jsonl` (the",
-        "section says how many), the arms that run on it without a source; per model M:",
+        "`InvoiceExtraction` on `examples/data/eval/invoices.jsonl` (each section says how many",
+        "items), every arm that runs on it (it has no copied values: the grounded arms do not",
+        "apply); per model M (FOLDER: `eval-results/invoices` for SmolLM2,",
+        "`eval-results/M/invoices` otherwise):",
         "",
         INVOICE_COMMANDS,
     ]
