@@ -124,18 +124,15 @@ def _runaway_error(watch: RunawayWatch, runaway: Runaway) -> RunawayOutput:
 
 
 # --- sync ---
-# `done` starts as the response cache's answer (None on a miss); each loop turn sends one request
-# and reads the machine's answer: done, or a wait before the next turn.
+# Each loop runs inside `Attempts.abandoned_on_exit()` (the one place a call left early is
+# ended). `done` starts as the response cache's answer (None on a miss); each loop turn sends
+# one request and reads the machine's answer: done, or a wait before the next turn.
 
 
 def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
-    """Run a call to its result (or raise its error). (`abandoned_on_exit` written out: a
-    cached answer, the whole of a hit's call, pays for no context manager.)"""
-    done = machine.start()
-    if done is not None:
-        return done.result
-    try:
-        while True:
+    """Run a call to its result (or raise its error)."""
+    with machine.abandoned_on_exit() as done:
+        while done is None:
             send = _next(machine)
             try:
                 outcome: Completion | BaseException = send.provider.complete(
@@ -144,12 +141,11 @@ def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
             except StructuredOutputError as failure:
                 outcome = failure
             answer = _decided(machine, outcome, None)
-            if isinstance(answer, Done):
-                return answer.result
-            sleep(answer)
-    except BaseException:
-        machine.on_abandon()  # nothing once the call has ended (its error is on its way out)
-        raise
+            if not isinstance(answer, Done):
+                sleep(answer)
+                continue
+            done = answer
+        return done.result
 
 
 def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
@@ -179,11 +175,8 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 
 async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]) -> Any:
     """Run a call to its result (or raise its error), as `complete` does."""
-    done = machine.start()
-    if done is not None:
-        return done.result
-    try:
-        while True:
+    with machine.abandoned_on_exit() as done:
+        while done is None:
             send = _next(machine)
             outcome: Completion | BaseException
             try:
@@ -192,12 +185,11 @@ async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]
             except StructuredOutputError as failure:
                 outcome = failure
             answer = _decided(machine, outcome, None)
-            if isinstance(answer, Done):
-                return answer.result
-            await sleep(answer)
-    except BaseException:
-        machine.on_abandon()
-        raise
+            if not isinstance(answer, Done):
+                await sleep(answer)
+                continue
+            done = answer
+        return done.result
 
 
 async def astream(
