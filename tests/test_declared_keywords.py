@@ -135,7 +135,8 @@ def test_every_key_of_a_group_is_known_required_and_optional_alike() -> None:
 
 def test_every_grouped_keyword_site_in_the_package_checks_its_keywords() -> None:
     """A `def` that takes `**x: Unpack[SomeTypedDict]` calls `check_keywords` in its body, or
-    passes `**x` whole to a callable that does (the call options' are checked by the call spec
+    passes `**x` whole to a callable that does, or `x` itself to its base's constructor (the
+    servers' providers: `ServerProvider`; the call options' are checked by the call spec
     instead); a row above proves each public one refuses."""
     checked_elsewhere = {"CallOptions", "ClientOptions"}  # sdk.engine.options' own refusal
     missing = []
@@ -145,11 +146,7 @@ def test_every_grouped_keyword_site_in_the_package_checks_its_keywords() -> None
             continue
         calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
         checks = any(ast.unparse(c.func) == "check_keywords" for c in calls)
-        passes_on = any(
-            k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg
-            for c in calls
-            for k in c.keywords
-        )
+        passes_on = any(_passes_on(c, kwarg) for c in calls)
         if not (checks or passes_on):
             missing.append(f"{file}:{node.lineno} {node.name}")
     assert missing == []
@@ -174,6 +171,16 @@ def _grouped_keyword_defs() -> list[tuple[str, ast.FunctionDef | ast.AsyncFuncti
     return found
 
 
+def _passes_on(call: ast.Call, kwarg: str) -> bool:
+    """Whether `call` is given the keywords `**kwarg` whole: as `**kwarg`, or as the mapping
+    `kwarg` to the base class's constructor (`super().__init__(base_url, kwarg, ...)`)."""
+    if any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg
+           for k in call.keywords):  # fmt: skip
+        return True
+    to_base = ast.unparse(call.func) == "super().__init__"
+    return to_base and any(isinstance(a, ast.Name) and a.id == kwarg for a in call.args)
+
+
 def _callee(call: ast.Call) -> str:
     """The name a call is made by (`check_stop` of `parser.check_stop(...)` too)."""
     func = call.func
@@ -196,11 +203,7 @@ def test_a_grouped_keyword_is_checked_once_not_again_by_the_callable_it_is_passe
         if not checks(node):
             continue
         for call in (c for c in ast.walk(node) if isinstance(c, ast.Call)):
-            passes_on = any(
-                k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg
-                for k in call.keywords
-            )
-            if passes_on and _callee(call) in checking:
+            if _passes_on(call, kwarg) and _callee(call) in checking:
                 twice.append(f"{file}:{node.lineno} {node.name} -> {_callee(call)}")
     assert twice == []
 
