@@ -573,7 +573,10 @@ class LlamaCppProvider(ServerProvider[LlamaCppCodec]):
     def learned(self) -> ServerTemplate:
         """What this provider has learned of its server's chat template and special tokens,
         as a value: `learned=` starts another provider of the same server from it (a worker
-        process, `sdk.wire`'s settings) without asking the server again."""
+        process, `sdk.wire`'s settings) without asking the server again. Where the special
+        tokens were not learned it says why: `no_vocabulary` (the server gives no vocabulary
+        size) or `vocabulary_too_large` (over `LEARN_VOCABULARY_LIMIT`, 200,000: learning was
+        skipped, each call checks its own content)."""
         return self.codec.prompts.learned()
 
     def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:
