@@ -1,6 +1,6 @@
 """The loops (`sdk.engine.loops`): a whole call the caller leaves before it ends (an interrupt
 in the request or in the backoff wait, a cancelled task) ends its call once, through
-`Attempts.abandoned_on_exit()`, the one place every loop (sync and async, whole and streamed)
+`Attempts.abandoned_if_left()`, the one place every loop (sync and async, whole and streamed)
 ends a call left early; a call that ends by itself is not abandoned, a cache hit included.
 (The streamed loops' abandoning is in the promise matrix.)"""
 

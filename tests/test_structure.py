@@ -314,7 +314,7 @@ def test_the_architecture_counters_find_what_they_count(tmp_path: Path) -> None:
 
 
 def test_a_call_left_early_is_ended_in_one_place() -> None:
-    # `Attempts.abandoned_on_exit()` ends a call its caller left (sync and async, whole and
+    # `Attempts.abandoned_if_left()` ends a call its caller left (sync and async, whole and
     # streamed loops alike): no loop calls `on_abandon` by hand.
     calling = sorted(
         name

@@ -124,15 +124,20 @@ def _runaway_error(watch: RunawayWatch, runaway: Runaway) -> RunawayOutput:
 
 
 # --- sync ---
-# Each loop runs inside `Attempts.abandoned_on_exit()` (the one place a call left early is
-# ended). `done` starts as the response cache's answer (None on a miss); each loop turn sends
-# one request and reads the machine's answer: done, or a wait before the next turn.
+# Each loop starts its call (`done`: the response cache's answer, None on a miss), then runs it
+# inside `Attempts.abandoned_if_left()`, the one place a call left early is ended; a whole call
+# answered by the cache returns before it (a hit is the whole of its call: no context manager).
+# Each loop turn sends one request and reads the machine's answer: done, or a wait before the
+# next turn.
 
 
 def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
     """Run a call to its result (or raise its error)."""
-    with machine.abandoned_on_exit() as done:
-        while done is None:
+    done = machine.start()
+    if done is not None:
+        return done.result
+    with machine.abandoned_if_left():
+        while True:
             send = _next(machine)
             try:
                 outcome: Completion | BaseException = send.provider.complete(
@@ -141,16 +146,15 @@ def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
             except StructuredOutputError as failure:
                 outcome = failure
             answer = _decided(machine, outcome, None)
-            if not isinstance(answer, Done):
-                sleep(answer)
-                continue
-            done = answer
-        return done.result
+            if isinstance(answer, Done):
+                return answer.result
+            sleep(answer)
 
 
 def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    with machine.abandoned_on_exit() as done:
+    done = machine.start()
+    with machine.abandoned_if_left():
         while done is None:
             send, shown = _next(machine), _Shown(machine)
             try:
@@ -175,8 +179,11 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 
 async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]) -> Any:
     """Run a call to its result (or raise its error), as `complete` does."""
-    with machine.abandoned_on_exit() as done:
-        while done is None:
+    done = machine.start()
+    if done is not None:
+        return done.result
+    with machine.abandoned_if_left():
+        while True:
             send = _next(machine)
             outcome: Completion | BaseException
             try:
@@ -185,18 +192,17 @@ async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]
             except StructuredOutputError as failure:
                 outcome = failure
             answer = _decided(machine, outcome, None)
-            if not isinstance(answer, Done):
-                await sleep(answer)
-                continue
-            done = answer
-        return done.result
+            if isinstance(answer, Done):
+                return answer.result
+            await sleep(answer)
 
 
 async def astream(
     machine: Attempts, sleep: Callable[[float], Awaitable[None]]
 ) -> AsyncIterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    with machine.abandoned_on_exit() as done:
+    done = machine.start()
+    with machine.abandoned_if_left():
         while done is None:
             send, shown = _next(machine), _Shown(machine)
             outcome: Completion | BaseException
