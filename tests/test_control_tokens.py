@@ -389,11 +389,13 @@ def test_a_vocabulary_too_large_to_learn_is_checked_call_by_call(server: LocalSe
             "http://big", http_client=httpx.Client(transport=transport), **options
         )
 
-    client = _client(big())
+    provider = big()
+    client = _client(provider)
     for _ in range(2):
         result = client.generate(Decision, prompt="Approve?", source=HOSTILE)
         assert result.value.answer.value == "approve"
     assert len(sized) == 1  # the size asked once: the second call did not try again
+    assert provider.learned.vocabulary_too_large and provider.learned.specials is None
     every_id = [b for b in server.bodies("/tokenize") if isinstance(b.get("content"), list)]
     assert every_id == []  # the vocabulary's pieces were never asked for
     for body in server.bodies("/completion"):

@@ -135,30 +135,93 @@ def test_every_key_of_a_group_is_known_required_and_optional_alike() -> None:
 
 def test_every_grouped_keyword_site_in_the_package_checks_its_keywords() -> None:
     """A `def` that takes `**x: Unpack[SomeTypedDict]` calls `check_keywords` in its body, or
-    passes `**x` whole to a callable that does (the call options' are checked by the call spec
+    passes `**x` whole to a callable that does, or `x` itself to its base's constructor (the
+    servers' providers: `ServerProvider`; the call options' are checked by the call spec
     instead); a row above proves each public one refuses."""
     checked_elsewhere = {"CallOptions", "ClientOptions"}  # sdk.engine.options' own refusal
     missing = []
+    for file, node, kwarg in _grouped_keyword_defs():
+        assert node.args.kwarg is not None and isinstance(node.args.kwarg.annotation, ast.Subscript)
+        if ast.unparse(node.args.kwarg.annotation.slice) in checked_elsewhere:
+            continue
+        calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+        checks = any(ast.unparse(c.func) == "check_keywords" for c in calls)
+        passes_on = any(_passes_on(c, kwarg) for c in calls)
+        if not (checks or passes_on):
+            missing.append(f"{file}:{node.lineno} {node.name}")
+    assert missing == []
+
+
+def _grouped_keyword_defs() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    """(file name, def, its `**x` name) of every `def` in the package taking
+    `**x: Unpack[...]`, overloads left out."""
+    found = []
     for path in sorted(Path(sdk.__file__).parent.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             kwarg = node.args.kwarg
-            unpacked = kwarg is not None and kwarg.annotation is not None and (
-                ast.unparse(kwarg.annotation).startswith("Unpack[")
-            )
-            if not unpacked or any(ast.unparse(d) == "overload" for d in node.decorator_list):
+            if kwarg is None or kwarg.annotation is None:
                 continue
-            assert kwarg is not None and isinstance(kwarg.annotation, ast.Subscript)
-            if ast.unparse(kwarg.annotation.slice) in checked_elsewhere:
+            if not ast.unparse(kwarg.annotation).startswith("Unpack["):
                 continue
-            calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
-            checks = any(ast.unparse(c.func) == "check_keywords" for c in calls)
-            passes_on = any(
-                k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg.arg
-                for c in calls
-                for k in c.keywords
-            )
-            if not (checks or passes_on):
-                missing.append(f"{path.name}:{node.lineno} {node.name}")
-    assert missing == []
+            if any(ast.unparse(d) == "overload" for d in node.decorator_list):
+                continue
+            found.append((path.name, node, kwarg.arg))
+    return found
+
+
+def _passes_on(call: ast.Call, kwarg: str) -> bool:
+    """Whether `call` is given the keywords `**kwarg` whole: as `**kwarg`, or as the mapping
+    `kwarg` to the base class's constructor (`super().__init__(base_url, kwarg, ...)`)."""
+    if any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg
+           for k in call.keywords):  # fmt: skip
+        return True
+    to_base = ast.unparse(call.func) == "super().__init__"
+    return to_base and any(isinstance(a, ast.Name) and a.id == kwarg for a in call.args)
+
+
+def _callee(call: ast.Call) -> str:
+    """The name a call is made by (`check_stop` of `parser.check_stop(...)` too)."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else ast.unparse(func)
+
+
+def test_a_grouped_keyword_is_checked_once_not_again_by_the_callable_it_is_passed_to() -> None:
+    """A `def` that checks its `**x` (`check_keywords`) passes them on to nothing that checks
+    them again: one check, naming the callable the user called (`parse_grammar()`, not the
+    `check_stop()` it calls)."""
+    defs = _grouped_keyword_defs()
+
+    def checks(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+        return any(_callee(c) == "check_keywords" for c in calls)
+
+    checking = {node.name for _, node, _ in defs if checks(node) and node.name != "__init__"}
+    twice = []
+    for file, node, kwarg in defs:
+        if not checks(node):
+            continue
+        for call in (c for c in ast.walk(node) if isinstance(c, ast.Call)):
+            if _passes_on(call, kwarg) and _callee(call) in checking:
+                twice.append(f"{file}:{node.lineno} {node.name} -> {_callee(call)}")
+    assert twice == []
+
+
+def test_parse_grammar_refuses_a_misspelt_keyword_in_its_own_name_and_takes_each_key() -> None:
+    grammar = Grammar("YesNo", lark='start: "yes" | "no"')
+    with pytest.raises(TypeError) as refused:
+        parse_grammar(grammar, "yes", stop_reason="end_turn", refusl="no")  # type: ignore[call-arg]
+    assert str(refused.value) == (
+        "parse_grammar() got an unexpected keyword argument 'refusl' (did you mean 'refusal'?)"
+    )
+    parsed = parse_grammar(
+        grammar,
+        "yes",
+        stop_reason="end_turn",
+        raw_stop_reason="STOP",
+        clean_stops={sdk.StopReason.END_TURN},
+        refusal=None,
+        refusal_category=None,
+    )
+    assert (parsed.value, parsed.raw_stop_reason) == ("yes", "STOP")

@@ -6,7 +6,10 @@ batch item's is the live call's first request (`sdk.wire`'s builder)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import textwrap
 from typing import Any
 
 import httpx
@@ -16,6 +19,9 @@ from contracts import Decision
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OllamaProvider
 from sdk.providers import VLLMProvider
+from sdk.providers._http import ServerProvider
+from sdk.providers._http import ServerSettings
+from sdk.providers.llamacpp import LlamaCppSettings
 from sdk.providers.llamacpp import LlamaCppWire
 from sdk.wire import read_reply
 
@@ -75,6 +81,40 @@ def test_a_misspelled_keyword_is_a_type_error_naming_the_closest(make: Any, wher
     with pytest.raises(TypeError, match=r"http_client must be an httpx\.Client"):
         make(http_client=object())
     assert isinstance(make(http_client=httpx.Client()).codec.control_tokens, str)
+
+
+SERVER_KEYS = {"control_tokens", "extra_body", "extra_control_tokens", "headers", "http_client",
+               "timeout"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cls", "signature", "keys"),
+    [
+        (VLLMProvider, "(base_url: 'str' = 'http://127.0.0.1:8000', *, model: 'str', grounding: "
+         "'bool' = True, **settings: 'Unpack[ServerSettings]') -> 'None'", SERVER_KEYS),
+        (OllamaProvider, "(base_url: 'str' = 'http://127.0.0.1:11434', *, model: 'str', "
+         "**settings: 'Unpack[ServerSettings]') -> 'None'", SERVER_KEYS),
+        (LlamaCppProvider, "(base_url: 'str' = 'http://127.0.0.1:8080', **settings: "
+         "'Unpack[LlamaCppSettings]') -> 'None'", SERVER_KEYS | {
+             "grammar", "grounding", "grounding_limit", "learned", "mode", "model",
+             "prompt_template"}),
+    ],
+    ids=["vllm", "ollama", "llamacpp"],
+)  # fmt: skip
+def test_the_servers_providers_are_made_one_way_with_their_documented_keywords(
+    cls: type[ServerProvider[Any]], signature: str, keys: set[str]
+) -> None:
+    # The keywords are the documented ones, exactly; the making (check the keywords, make the
+    # codec, keep the connection, vet extra_body) is `ServerProvider`'s, written once: each
+    # constructor is the one call to it.
+    assert str(inspect.signature(cls)) == signature
+    declared = LlamaCppSettings if cls is LlamaCppProvider else ServerSettings
+    assert declared.__optional_keys__ == keys and not declared.__required_keys__
+    assert issubclass(cls, ServerProvider)
+    source = inspect.getsource(cls.__init__)
+    body = ast.parse(textwrap.dedent(source)).body[0]
+    assert isinstance(body, ast.FunctionDef) and len(body.body) == 1
+    assert ast.unparse(body.body[0]).startswith("super().__init__(base_url, settings, ")
 
 
 def test_llamacpp_checks_its_mode_once_into_a_frozen_value() -> None:

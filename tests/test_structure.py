@@ -311,3 +311,17 @@ def test_the_architecture_counters_find_what_they_count(tmp_path: Path) -> None:
     assert shape.root_modules == ["pkg.root"]
     assert shape.circles == [("pkg.high.b", "pkg.high.c")]
     assert shape.arrows_back_up == [("pkg.high", "pkg.low"), ("pkg.low", "pkg.high")]
+
+
+def test_a_call_left_early_is_ended_in_one_place() -> None:
+    # `Attempts.abandoned_if_left()` ends a call its caller left (sync and async, whole and
+    # streamed loops alike): no loop calls `on_abandon` by hand.
+    calling = sorted(
+        name
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "on_abandon"
+    )
+    assert calling == ["sdk.engine.attempts"]

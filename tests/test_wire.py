@@ -43,6 +43,7 @@ from sdk import UnsupportedRequest
 from sdk import Usage
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Provider
+from sdk.providers._llamacpp_prompt import LEARN_VOCABULARY_LIMIT
 from sdk.wire import Item
 from sdk.wire import WireRequest
 from sdk.wire import build_request
@@ -485,3 +486,41 @@ def test_a_provider_started_from_what_another_learned_asks_the_server_nothing_fi
         "approve")  # fmt: skip
     assert paths == ["/completion"]
     assert server.requests[-1] == server.requests[-2]
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "openai"])
+def test_what_a_provider_learned_says_a_vocabulary_was_too_large_to_learn(mode: str) -> None:
+    """Over `LEARN_VOCABULARY_LIMIT` (Gemma 3's 262,144 tokens) the special texts are not
+    learned: `learned` says so (`vocabulary_too_large`), not just `specials=None` (not learned
+    yet), so a provider started from it does not ask the vocabulary's size again."""
+    paths: list[str] = []
+    server = Server(WIRES["llamacpp"], [Say(json.dumps(DECISION))])
+
+    def gemma_sized(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.path)
+        if request.url.path == "/v1/models":
+            meta = {"vocab_type": 1, "n_vocab": LEARN_VOCABULARY_LIMIT + 1, "n_ctx": 4096}
+            return httpx.Response(200, json={"data": [{"id": "gemma.gguf", "meta": meta}]})
+        response: httpx.Response = server(request)
+        return response
+
+    def provider(**settings: Any) -> LlamaCppProvider:
+        http = httpx.Client(transport=httpx.MockTransport(gemma_sized))
+        return LlamaCppProvider("http://local.test", http_client=http, mode=mode, **settings)
+
+    fresh = provider().learned
+    assert (fresh.specials, fresh.vocabulary_too_large, fresh.no_vocabulary) == (
+        None, False, False)  # fmt: skip
+    first = provider()
+    StructuredClient(first).generate(Decision, prompt=PROMPT, source=SOURCE)
+    learned = pickle.loads(pickle.dumps(first.learned))
+    assert paths.count("/v1/models") == 1
+    assert (learned.specials, learned.vocabulary_too_large, learned.no_vocabulary) == (
+        None, True, False)  # fmt: skip
+    paths.clear()
+    second = provider(learned=learned)
+    result = StructuredClient(second).generate(Decision, prompt=PROMPT, source=SOURCE)
+    assert result.value.answer.value == "approve"
+    assert "/v1/models" not in paths  # started from what the first learned: not asked again
+    assert "/tokenize" in paths  # each call checks its own content
+    assert second.learned.vocabulary_too_large is True

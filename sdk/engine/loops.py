@@ -124,17 +124,19 @@ def _runaway_error(watch: RunawayWatch, runaway: Runaway) -> RunawayOutput:
 
 
 # --- sync ---
-# `done` starts as the response cache's answer (None on a miss); each loop turn sends one request
-# and reads the machine's answer: done, or a wait before the next turn.
+# Each loop starts its call (`done`: the response cache's answer, None on a miss), then runs it
+# inside `Attempts.abandoned_if_left()`, the one place a call left early is ended; a whole call
+# answered by the cache returns before it (a hit is the whole of its call: no context manager).
+# Each loop turn sends one request and reads the machine's answer: done, or a wait before the
+# next turn.
 
 
 def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
-    """Run a call to its result (or raise its error). (`abandoned_on_exit` written out: a
-    cached answer, the whole of a hit's call, pays for no context manager.)"""
+    """Run a call to its result (or raise its error)."""
     done = machine.start()
     if done is not None:
         return done.result
-    try:
+    with machine.abandoned_if_left():
         while True:
             send = _next(machine)
             try:
@@ -147,14 +149,12 @@ def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
             if isinstance(answer, Done):
                 return answer.result
             sleep(answer)
-    except BaseException:
-        machine.on_abandon()  # nothing once the call has ended (its error is on its way out)
-        raise
 
 
 def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    with machine.abandoned_on_exit() as done:
+    done = machine.start()
+    with machine.abandoned_if_left():
         while done is None:
             send, shown = _next(machine), _Shown(machine)
             try:
@@ -182,7 +182,7 @@ async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]
     done = machine.start()
     if done is not None:
         return done.result
-    try:
+    with machine.abandoned_if_left():
         while True:
             send = _next(machine)
             outcome: Completion | BaseException
@@ -195,16 +195,14 @@ async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]
             if isinstance(answer, Done):
                 return answer.result
             await sleep(answer)
-    except BaseException:
-        machine.on_abandon()
-        raise
 
 
 async def astream(
     machine: Attempts, sleep: Callable[[float], Awaitable[None]]
 ) -> AsyncIterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    with machine.abandoned_on_exit() as done:
+    done = machine.start()
+    with machine.abandoned_if_left():
         while done is None:
             send, shown = _next(machine), _Shown(machine)
             outcome: Completion | BaseException

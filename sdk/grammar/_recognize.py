@@ -2,7 +2,7 @@
 
 The order is the JSON parser's (`sdk.parsing.parser`), with recognition in place of steps 2-5:
 
-1. stop reason, by the JSON parser's own step (`check_stop`): a cut generation is a prefix of a
+1. stop reason, by the JSON parser's own step (`decide_stop`): a cut generation is a prefix of a
    sentence, never a sentence, even when the prefix happens to be one;
 2. recognition against the grammar, on the client (`sdk.grammar._earley`, pure Python: never
    trust a server's mask, llama.cpp has shipped fail-open grammar bugs) -> `GrammarViolation`
@@ -33,7 +33,7 @@ from sdk.grammar._earley import Recognizer
 from sdk.grammar._grammar import Grammar
 from sdk.parsing.parser import Parsed
 from sdk.parsing.parser import StopDetails
-from sdk.parsing.parser import check_stop
+from sdk.parsing.parser import decide_stop
 from sdk.parsing.parser import decoded
 from sdk.parsing.parser import validators_context
 from sdk.stop_reason import StopReason
@@ -119,7 +119,7 @@ def parse_grammar(
     if not isinstance(text, str | bytes):
         raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
     text, undecodable = decoded(text)
-    stop, raw = check_stop(text, stop_reason=stop_reason, **details)
+    stop, raw = decide_stop(text, stop_reason, details)
     fields: dict[str, Any] = {"text": text, "stop_reason": stop, "raw_stop_reason": raw}
     if undecodable is not None:
         where = TextPosition.undecodable(undecodable)

@@ -74,6 +74,7 @@ __all__ = [
     "Parsed",
     "StopDetails",
     "check_stop",
+    "decide_stop",
     "decoded",
     "parse",
     "resolve_stop_reason",
@@ -257,6 +258,15 @@ def check_stop(
     reading JSON.
     """
     check_keywords(details, StopDetails, "check_stop()")
+    return decide_stop(text, stop_reason, details)
+
+
+def decide_stop(
+    text: str, stop_reason: StopReason | str, details: StopDetails
+) -> tuple[StopReason, str | None]:
+    """`check_stop` for a caller that has checked `details` itself against `StopDetails`
+    (`parse_grammar`, whose misspelt keyword is refused in its own name): the keywords are
+    checked once."""
     state = _stop_step(text, stop_reason, details)
     return state.stop_reason, state.raw_stop_reason
 

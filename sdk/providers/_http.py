@@ -19,17 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from typing import Generic
 from typing import TypedDict
-from typing import Unpack
+from typing import TypeVar
 from urllib.parse import parse_qsl
 from weakref import WeakKeyDictionary
 
 import httpx
 
+from sdk._values.declared import check_keywords
 from sdk.providers._base import Codec
 from sdk.providers._base import CompletionRequest
 from sdk.providers._control_tokens import ControlTokenPolicy
@@ -50,6 +53,7 @@ __all__ = [
     "HTTPSettings",
     "OneRouteCodec",
     "OneRouteProvider",
+    "ServerProvider",
     "ServerSettings",
     "connection",
     "tls_verify",
@@ -240,16 +244,40 @@ class OneRouteCodec(Codec):
         return self.request_schema(request)
 
 
-class OneRouteProvider(HTTPProvider):
-    """A provider that posts every request to one route for one model (vLLM, Ollama)."""
+CodecT = TypeVar("CodecT", bound=Codec)
+OneRouteCodecT = TypeVar("OneRouteCodecT", bound=OneRouteCodec)
 
-    def __init__(self, base_url: str, *, model: str, **http: Unpack[HTTPSettings]) -> None:
-        super().__init__(base_url, **http)
-        self._model = model
+
+class ServerProvider(HTTPProvider, Generic[CodecT]):
+    """Base of the self-hosted servers' providers (llama.cpp, vLLM, Ollama): their one way of
+    being made, from the keywords they took (`ServerSettings`, or a `TypedDict` that extends
+    it)."""
+
+    codec: CodecT
+
+    def __init__(
+        self,
+        base_url: str,
+        settings: ServerSettings,
+        declared: Any,
+        codec: Callable[[ContentPolicy], CodecT],
+    ) -> None:
+        """Refuse a keyword `declared` does not name (in the provider's name); make the codec
+        with the control-token policy `settings` set (its own settings are checked before any
+        client is made); keep how to reach the server; vet `extra_body` against the codec."""
+        check_keywords(settings, declared, f"{type(self).__name__}()")
+        made = codec(ContentPolicy.of(settings))
+        super().__init__(base_url, **connection(settings))
+        self.codec = made
+        self._keep_extra_body(settings.get("extra_body"))
+
+
+class OneRouteProvider(ServerProvider[OneRouteCodecT]):
+    """A provider that posts every request to one route for one model (vLLM, Ollama)."""
 
     @property
     def model(self) -> str:
-        return self._model
+        return self.codec.model
 
 
 def tls_verify(base_url: str) -> ssl.SSLContext | bool:

@@ -250,12 +250,17 @@ class ServerTemplate:
     native-route requests with it, apart from the server.
 
     `shapes`: the template's shape for each conversation shape seen; `specials`: the model's
-    special-token texts (`None`: not learned yet); `no_vocabulary`: the server gives no
-    vocabulary size (every content then goes as token ids)."""
+    special-token texts (`None`: not learned, yet or ever: see the two below)."""
 
     shapes: tuple[tuple[ShapeKey, TemplateShape], ...] = ()
     specials: frozenset[str] | None = None
     no_vocabulary: bool = False
+    """The server gives no vocabulary size: the special texts are never learned, and every
+    content goes as token ids."""
+    vocabulary_too_large: bool = False
+    """The vocabulary is over `LEARN_VOCABULARY_LIMIT` (Gemma 3's 262,144 tokens): learning the
+    special texts was skipped and never will be (the server would take minutes to an hour), and
+    each call checks its own content instead (one `/tokenize` of it more)."""
 
 
 class NativePrompts:
@@ -273,14 +278,14 @@ class NativePrompts:
         # The server gives no vocabulary size: never learn.
         self._no_vocabulary = learned.no_vocabulary
         # The vocabulary is over LEARN_VOCABULARY_LIMIT: never learn, check each call.
-        self._too_large = False
+        self._too_large = learned.vocabulary_too_large
         self._lock = threading.Lock()
 
     def learned(self) -> ServerTemplate:
         """What has been learned so far, as a value."""
         with self._lock:
             shapes = tuple(self._shapes.items())
-        return ServerTemplate(shapes, self._special_texts, self._no_vocabulary)
+        return ServerTemplate(shapes, self._special_texts, self._no_vocabulary, self._too_large)
 
     @property
     def specials(self) -> ControlTokens | None:

@@ -72,7 +72,6 @@ from weakref import WeakKeyDictionary
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
-from sdk._values.declared import check_keywords
 from sdk._values.dialect import LLAMACPP_CONVERTER
 from sdk._values.profile import Profile
 from sdk._values.profile import register
@@ -103,9 +102,8 @@ from sdk.providers._errors import provider_error
 from sdk.providers._grounding import fallback_notes
 from sdk.providers._grounding import grounding_plan
 from sdk.providers._http import ContentPolicy
-from sdk.providers._http import HTTPProvider
+from sdk.providers._http import ServerProvider
 from sdk.providers._http import ServerSettings
-from sdk.providers._http import connection
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.providers._llamacpp_prompt import Prompt
 from sdk.providers._llamacpp_prompt import ServerTemplate
@@ -351,10 +349,12 @@ class LlamaCppWire:
             raise ValueError("grammar= is only used in mode='grammar'")
 
     @classmethod
-    def of(cls, settings: LlamaCppSettings) -> LlamaCppWire:
-        """The codec's settings among the provider's keywords (the rest: its connection)."""
+    def of(cls, settings: LlamaCppSettings, content: ContentPolicy | None = None) -> LlamaCppWire:
+        """The codec's settings among the provider's keywords (the rest: its connection), with
+        `content`, the control-token policy they set (read from them when not given)."""
         own = {name: value for name, value in settings.items() if name in _WIRE_FIELDS}
-        return cls(**cast(dict[str, Any], own), content=ContentPolicy.of(settings))
+        policy = content if content is not None else ContentPolicy.of(settings)
+        return cls(**cast(dict[str, Any], own), content=policy)
 
 
 _WIRE_FIELDS = frozenset(LlamaCppWire.__dataclass_fields__) - {"content"}
@@ -530,7 +530,7 @@ class LlamaCppCodec(Codec):
         return fallback_notes(request, engine="llamacpp", source_limit=self.grounding_limit)
 
 
-class LlamaCppProvider(HTTPProvider):
+class LlamaCppProvider(ServerProvider[LlamaCppCodec]):
     """A llama.cpp server: `LlamaCppProvider("http://127.0.0.1:8080", mode="json_schema")`.
 
     `grounding=True` (per call too): in the modes that send the SDK's own GBNF (`"auto"`,
@@ -550,12 +550,12 @@ class LlamaCppProvider(HTTPProvider):
     def __init__(
         self, base_url: str = "http://127.0.0.1:8080", **settings: Unpack[LlamaCppSettings]
     ) -> None:
-        check_keywords(settings, LlamaCppSettings, f"{type(self).__name__}()")
-        wire = LlamaCppWire.of(settings)  # mode and grammar checked before anything is opened
-        super().__init__(base_url, **connection(settings))
-        self._model = wire.model
-        self.codec: LlamaCppCodec = LlamaCppCodec(wire)
-        self._keep_extra_body(settings.get("extra_body"))
+        super().__init__(
+            base_url,
+            settings,
+            LlamaCppSettings,
+            lambda content: LlamaCppCodec(LlamaCppWire.of(settings, content)),
+        )
 
     @property
     def mode(self) -> Mode:
@@ -567,13 +567,16 @@ class LlamaCppProvider(HTTPProvider):
 
     @property
     def model(self) -> str | None:
-        return self._model
+        return self.codec.model
 
     @property
     def learned(self) -> ServerTemplate:
         """What this provider has learned of its server's chat template and special tokens,
         as a value: `learned=` starts another provider of the same server from it (a worker
-        process, `sdk.wire`'s settings) without asking the server again."""
+        process, `sdk.wire`'s settings) without asking the server again. Where the special
+        tokens were not learned it says why: `no_vocabulary` (the server gives no vocabulary
+        size) or `vocabulary_too_large` (over `LEARN_VOCABULARY_LIMIT`, 200,000: learning was
+        skipped, each call checks its own content)."""
         return self.codec.prompts.learned()
 
     def grammar_for(self, contract: type[Contract], *, source: str | None = None) -> str:

@@ -24,7 +24,6 @@ from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
 from sdk._values.content import Image
 from sdk._values.content import Text
-from sdk._values.declared import check_keywords
 from sdk._values.dialect import LLAMACPP_CONVERTER
 from sdk._values.profile import Profile
 from sdk._values.profile import register
@@ -43,11 +42,9 @@ from sdk.providers._chat import chat_tools
 from sdk.providers._chat import json_event
 from sdk.providers._chat import read_chat_tool_calls
 from sdk.providers._errors import provider_error
-from sdk.providers._http import ContentPolicy
 from sdk.providers._http import OneRouteCodec
 from sdk.providers._http import OneRouteProvider
 from sdk.providers._http import ServerSettings
-from sdk.providers._http import connection
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.stop_reason import StopReason
@@ -229,7 +226,7 @@ class OllamaCodec(OneRouteCodec):
         return OllamaStreamReader()
 
 
-class OllamaProvider(OneRouteProvider):
+class OllamaProvider(OneRouteProvider[OllamaCodec]):
     """An Ollama server: `OllamaProvider("http://127.0.0.1:11434", model="qwen3:8b")`."""
 
     def __init__(
@@ -239,7 +236,6 @@ class OllamaProvider(OneRouteProvider):
         model: str,
         **settings: Unpack[ServerSettings],
     ) -> None:
-        check_keywords(settings, ServerSettings, f"{type(self).__name__}()")
-        super().__init__(base_url, model=model, **connection(settings))
-        self.codec = OllamaCodec(model, ContentPolicy.of(settings))
-        self._keep_extra_body(settings.get("extra_body"))
+        super().__init__(
+            base_url, settings, ServerSettings, lambda content: OllamaCodec(model, content)
+        )

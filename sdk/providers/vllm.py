@@ -29,7 +29,6 @@ from typing import assert_never
 
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
-from sdk._values.declared import check_keywords
 from sdk._values.dialect import BOUNDS
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import LOCAL_KEYWORDS
@@ -55,7 +54,6 @@ from sdk.providers._http import ContentPolicy
 from sdk.providers._http import OneRouteCodec
 from sdk.providers._http import OneRouteProvider
 from sdk.providers._http import ServerSettings
-from sdk.providers._http import connection
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.schema.grounding import grounded_lark
@@ -207,7 +205,7 @@ def _grounded_shape(schema: dict[str, Any], source: str) -> str:
     return grounded_lark(schema, "")
 
 
-class VLLMProvider(OneRouteProvider):
+class VLLMProvider(OneRouteProvider[VLLMCodec]):
     """A vLLM server: `VLLMProvider("http://127.0.0.1:8000", model="Qwen/Qwen3-8B")`."""
 
     # Accept the server root or its `/v1` URL, as OpenAI clients are configured with.
@@ -221,7 +219,9 @@ class VLLMProvider(OneRouteProvider):
         grounding: bool = True,
         **settings: Unpack[ServerSettings],
     ) -> None:
-        check_keywords(settings, ServerSettings, f"{type(self).__name__}()")
-        super().__init__(base_url, model=model, **connection(settings))
-        self.codec = VLLMCodec(model, ContentPolicy.of(settings), grounding=grounding)
-        self._keep_extra_body(settings.get("extra_body"))
+        super().__init__(
+            base_url,
+            settings,
+            ServerSettings,
+            lambda content: VLLMCodec(model, content, grounding=grounding),
+        )

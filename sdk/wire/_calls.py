@@ -270,7 +270,8 @@ def _judged(
     usage: Usage | None,
 ) -> Decision:
     """The machine's decision on `reply` to the call's first request."""
-    with machine.abandoned_on_exit():
+    machine.start()
+    with machine.abandoned_if_left():
         request = _sent(machine).request
         if isinstance(reply, str):
             # The family's word first; then any family's (llama.cpp's OpenAI route says "stop").
