@@ -136,10 +136,14 @@ PARCEL_ANCHORS = {
 
 
 def _wrong_party(request: Any) -> Any:
-    """A model that copies the shop's name wherever it can (a span of the source either way)."""
+    """A model that copies the shop's name wherever it can (a span of the source either way),
+    under a grounded grammar: a field whose contract confines it to its `after` labels' lines
+    gets a span of those lines, or `null` where none is in the notice."""
     item = next(i for i, text in PARCEL_NOTICES.items() if text in request.messages[-1].text)
     shop = "Lumen Books" if item == "a" else "Fabrikam Home"
-    return {"carrier": shop, "recipient": "Ana Vogt" if item == "a" else shop}
+    confined = request.output.contract.json_schema()["properties"]["recipient"].get("x-anchor")
+    recipient = "Ana Vogt" if item == "a" else None if confined else shop
+    return {"carrier": shop, "recipient": recipient}
 
 
 def test_the_anchored_arm_abstains_on_another_partys_value_and_sends_its_anchors() -> None:
@@ -182,10 +186,12 @@ def test_the_anchored_arm_abstains_on_another_partys_value_and_sends_its_anchors
         "mass_aware": 0.0,
         "anchored": 1.0,
     }
-    # The anchored arm's calls carry the anchors in their contract's schema (the grammar's input);
-    # each item goes through mass_aware, then anchored.
+    # The anchored arm's calls carry the `after` labels in their contract's schema (the grammar's
+    # input, and the parser's); `not_after` is the arm's to check, after decoding: in the
+    # contract the parser would refuse the shop's name and retry where the arm abstains.
+    # Each item goes through mass_aware, then anchored.
     asked = [r.output.contract.json_schema() for r in provider.requests]  # type: ignore[union-attr]
-    anchor = PARCEL_ANCHORS["recipient"].to_json()
+    anchor = Anchor(after=PARCEL_ANCHORS["recipient"].after).to_json()
     assert [s["properties"]["recipient"].get("x-anchor") for s in asked] == [None, anchor] * 2
     assert run.config["anchors"]["carrier"] == {"after": [], "not_after": ["from"]}
 

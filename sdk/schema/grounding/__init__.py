@@ -22,6 +22,7 @@ from sdk._lazy import lazy_names
 from sdk.schema.grounding._anchors import ANCHOR_KEY
 from sdk.schema.grounding._anchors import Anchor
 from sdk.schema.grounding._anchors import anchor_of
+from sdk.schema.grounding._anchors import anchor_problem
 from sdk.schema.grounding._anchors import anchor_regions
 from sdk.schema.grounding._anchors import anchored
 from sdk.schema.grounding._anchors import load_anchors
@@ -67,6 +68,7 @@ __all__ = [
     "GroundingUnsupported",
     "SpanAutomaton",
     "anchor_of",
+    "anchor_problem",
     "anchor_regions",
     "anchored",
     "escaped_chunks",
