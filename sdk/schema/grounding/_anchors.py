@@ -186,7 +186,7 @@ def anchor_problem(value: str, source: str, anchor: Anchor) -> str | None:
     if not inside:
         labels = ", ".join(repr(label) for label in anchor.after)
         if not regions:
-            return f"none of its labels ({labels}) is in the source"
+            return f"no line of the source has one of its labels ({labels}) and text after it"
         return f"it is on no line after its labels ({labels})"
     labels = ", ".join(repr(label) for label in anchor.not_after)
     return f"it follows {labels} (another party's value)"

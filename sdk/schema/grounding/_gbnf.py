@@ -105,8 +105,8 @@ class _GroundedCompiler(Compiler):
             labels = ", ".join(repr(label) for label in self.anchor.after)
             raise GroundingUnsupported(
                 pointer,
-                f"none of its anchor's labels ({labels}) is in the source, and the field "
-                "cannot be null",
+                f"no line of the source has one of its anchor's labels ({labels}) and a word "
+                "after it, and the field cannot be null",
             )
         matching = self.matching(node)
         if matching is not None:
@@ -148,7 +148,8 @@ class _GroundedCompiler(Compiler):
         known = self.region_texts.get(anchor)
         if known is None:
             texts = [self.source[low:high] for low, high in anchor_regions(self.source, anchor)]
-            known = [t for t in texts if any(is_word_chunk(c) for c in source_chunks(t))]
+            words = (t for t in texts if any(is_word_chunk(c) for c in source_chunks(t)))
+            known = list(dict.fromkeys(words))  # a label met many times: each text once
             self.region_texts[anchor] = known
         return known
 
