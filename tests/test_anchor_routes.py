@@ -9,6 +9,7 @@ the grounded GBNF, writes only spans of the anchor's regions.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Annotated
 from typing import Any
 
@@ -28,6 +29,7 @@ from sdk.providers._grounding import GROUNDING_NOTE
 from sdk.schema.gbnf import contract_gbnf
 from sdk.schema.grounding import ANCHOR_KEY
 from sdk.schema.grounding import Anchor
+from sdk.schema.grounding import anchored
 from sdk.stop_reason import StopReason
 from tests.promise_wire import SETUPS
 from tests.promise_wire import Say
@@ -244,3 +246,46 @@ def test_a_real_llama_server_writes_only_spans_of_the_anchors_regions(llama_serv
     )  # fmt: skip
     assert result.value.recipient is None
     assert bodies[-1]["grammar"] == provider.grammar_for(ForWhom, source=source)
+
+
+# --- the embedded model: the Lark grammar confines, the parser and guided abstention check ---
+
+
+@pytest.fixture(scope="module")
+def embedded() -> Iterator[Any]:
+    from tests.local_deps import import_local
+
+    provider = import_local("sdk.providers.embedded").EmbeddedProvider()
+    yield provider
+    provider.close()
+
+
+@pytest.mark.local
+def test_the_embedded_model_copies_from_the_anchors_regions_and_guided_abstention_holds(
+    embedded: Any,
+) -> None:
+    client = StructuredClient(embedded, retries=0)  # a value outside the regions would fail
+    asked = {"prompt": "Who is the parcel for?", "source": NOTICE, "max_tokens": 120}
+    regions = {"Ana", "Ana Vogt", "Ana Vogt,", "Vogt", "Vogt,", "Bo", "Bo Li", "Li"}
+    result = client.generate(ForWhom, system="The parcel is for UPS.", **asked)
+    assert result.value.recipient in regions and result.notes == []
+    # Guided, with the mass step on (the embedded model reports it): the anchored field gets no
+    # default threshold, and whatever the model wrote is where its anchors allow, or null with
+    # the anchor's note.
+    guided = client.generate(Delivery, abstention="guided", **asked)
+    said = [n for n in guided.notes if n.kind == SIGNAL_NOTE]
+    assert said[0].pointer == "" and "surviving mass" in str(said[0].written)
+    assert "/recipient" not in str(said[0].written)  # confined: left to its anchor
+    for name in ("carrier", "recipient"):
+        value = getattr(guided.value, name)
+        anchor = Delivery.model_fields[name].metadata[0]
+        noted = [n for n in said if n.pointer == f"/{name}"]
+        assert value is None or anchored(value, NOTICE, anchor)
+        assert not noted or (value is None and str(noted[0].written).startswith(ANCHOR_SIGNAL))
+
+
+def test_default_thresholds_leave_a_confined_field_to_its_anchor() -> None:
+    from sdk.abstention import Thresholds
+    from sdk.schema.canonical import shared_schema
+
+    assert set(Thresholds.standard(shared_schema(Delivery)).fields) == {"/carrier"}

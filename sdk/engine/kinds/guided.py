@@ -15,10 +15,16 @@ What it does depends on what the engine can do, and it never claims more:
   eval --calibrate`, or set by hand) or, without any, `sdk.abstention.DEFAULT_THRESHOLD`; the
   value that results is judged again, whole, by the parser.
 
+A copied value under an `Anchor` (`sdk.schema.grounding`) that the parser refuses only because it
+is not where its anchor allows abstains too, on every route, where its top-level field may be
+`null` (the value judged again whole); a reply with any other fault is retried as usual.
+
 Every result says which signal decided: a note of kind `"abstention"` at the document (`""`)
 whose `written` names the signal and where the thresholds came from (calibrated, by hand, the
 default), or that the route reports no probabilities and the instruction and grounding alone
-decided. Each field that abstained on the signal has its own note (kind `"abstained"`).
+decided. Each field that abstained on the signal has its own note (kind `"abstained"`); a field
+its anchor nulled also has a note of kind `"abstention"` at its pointer (`ANCHOR_SIGNAL` and the
+parser's reason).
 
 The choice, measured (`eval-results/notices/README.md`): mass-aware was the only mechanism that
 raised item accuracy over the plain constrained arm (p = 0.031) with false abstention within
@@ -62,7 +68,7 @@ __all__ = ["ABSTAIN", "ANCHOR_SIGNAL", "MASS_SIGNAL", "NO_SIGNAL", "SIGNAL_NOTE"
 SIGNAL_NOTE = "abstention"
 """`Note.kind` of the note on every guided result saying which signal decided."""
 MASS_SIGNAL = "surviving mass at each nullable copied value's first token"
-ANCHOR_SIGNAL = "its anchor (x-anchor): the value was not where the anchor allows"
+ANCHOR_SIGNAL = "its anchor (x-anchor)"
 NO_SIGNAL = (
     "the instruction and grounding alone: this route reports no token probabilities, so no "
     "value was judged on the model's hesitation"

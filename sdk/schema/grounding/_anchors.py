@@ -6,13 +6,16 @@ of the wrong party. An `Anchor` on a `Verbatim` field names where in the source 
 come from, by the labels around it:
 
 - `after`: the value is copied from the rest of a line that one of these labels opens (`"Dear"`,
-  `"addressed to"`): the grounded grammar offers only spans of those regions, and where none of
-  the labels occurs no span is left (a nullable field can then only be `null`);
+  `"addressed to"`): the grounded grammars (Lark and GBNF) offer only spans of those regions, and
+  where none of the labels occurs no span is left (a nullable field can then only be `null`);
 - `not_after`: the value is not the word(s) right after one of these labels (`"from"` introduces
-  the sender, not the carrier): `anchored` says so after decoding, and the caller abstains.
+  the sender, not the carrier): checked after decoding only.
 
-Labels are matched case-insensitively as whole words. They are the contract author's knowledge of
-the documents (what introduces each party), written into the schema as `x-anchor`.
+The parser checks both on every route (`anchor_problem`: a `CheckFailed` violation of type
+`x-anchor`), and `abstention="guided"` turns a nullable field's violation into `null`. Labels are
+matched case-insensitively as whole chunks of the source (`source_chunks`). They are the contract
+author's knowledge of the documents (what introduces each party), written into the schema as
+`x-anchor`.
 """
 
 from __future__ import annotations

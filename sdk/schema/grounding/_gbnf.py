@@ -16,6 +16,12 @@ so a field's `pattern` is applied by listing the spans that match it, where the 
 source); a nullable field whose pattern no span matches is left `null` alone, as in Lark. An
 unbounded pattern, and length bounds alone, are left to the parser: there the grammar is wider
 than the schema, where the plain converter is never wider.
+
+A string under an `Anchor` with `after` labels is a span of the anchor's regions only
+(`anchor_regions`): the automaton of the regions' chunks, a break between two regions that no
+span crosses. Where no region holds a word, a nullable field is left `null` alone, and one that
+cannot be null has no grounded grammar (`GroundingUnsupported`: the plain grammar goes, and the
+parser refuses the value after).
 """
 
 from __future__ import annotations
