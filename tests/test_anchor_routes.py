@@ -289,3 +289,32 @@ def test_default_thresholds_leave_a_confined_field_to_its_anchor() -> None:
     from sdk.schema.canonical import shared_schema
 
     assert set(Thresholds.standard(shared_schema(Delivery)).fields) == {"/carrier"}
+
+
+def test_guided_abstention_by_anchor_keeps_min_confidence_reading_what_the_model_wrote() -> None:
+    """The anchor's nulls are parsed from a rewritten document, but the confidence is read from
+    the text the tokens spell: `min_confidence` still applies to the other fields, and a field
+    the anchor nulled gets no second abstention."""
+    import math
+
+    from sdk.confidence import TokenLogprob
+    from sdk.providers import Completion
+
+    text = json.dumps({"carrier": "Lumen Books", "recipient": "Ana Vogt"})
+    carrier, recipient = text.index("Lumen"), text.index("Ana")
+    cuts = [0, carrier, carrier + len("Lumen Books"), recipient, recipient + len("Ana Vogt")]
+    chances = [1.0, 0.2, 1.0, 0.3, 1.0]  # both values under the floor
+    tokens = tuple(
+        TokenLogprob(text[low:high], low, math.log(chance), None)
+        for low, high, chance in zip(cuts, [*cuts[1:], len(text)], chances, strict=True)
+    )
+    reply = Completion(text, StopReason.END_TURN, "stop", tokens=tokens)
+    result = StructuredClient(TestProvider([reply])).generate(
+        Delivery, prompt="x", source=SOURCE, abstention="guided", min_confidence=0.5
+    )
+    assert result.value == Delivery(carrier=None, recipient=None)
+    by_kind = {(n.kind, n.pointer) for n in result.notes}
+    assert ("abstained", "/carrier") in by_kind and (SIGNAL_NOTE, "/carrier") in by_kind
+    assert ("low_confidence", "/recipient") in by_kind  # the floor, read from the model's text
+    assert ("low_confidence", "/carrier") not in by_kind  # already null by its anchor
+    assert not [n for n in result.notes if n.kind == "confidence"]  # no "not applied" note

@@ -165,14 +165,14 @@ class Guided:
             for pointer in held:
                 data[pointer[1:]] = None
             again = replace(completion, text=json.dumps(data, ensure_ascii=False))
-            accepted = self.inner.judge(again, provider)
-            written = error.text or accepted.text
+            parsed = self.inner.parse(self.inner.contract, again, provider)
+            accepted = self.inner.accept(parsed, completion, provider, text=error.text)
         notes = []
         for violation in off:
             notes.append(Note(violation.pointer, "guided", f"{ANCHOR_SIGNAL}: {violation.message}",
                               SIGNAL_NOTE))  # fmt: skip
             notes.append(Note(violation.pointer, held[violation.pointer], None, kind="abstained"))
-        return replace(accepted, text=written), notes
+        return accepted, notes
 
     def feedback(
         self, error: InvalidOutput, completion: Completion, provider: Provider
