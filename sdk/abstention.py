@@ -39,6 +39,7 @@ from sdk._files import write_atomic
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import char_pointers
 from sdk.schema.grounding import VERBATIM_KEY
+from sdk.schema.grounding import anchor_of
 
 __all__ = [
     "DEFAULT_MAX_FALSE_ABSTENTION",
@@ -198,9 +199,10 @@ class Thresholds:
     def standard(cls, schema: Mapping[str, Any]) -> Thresholds:
         """What `abstention="guided"` uses without thresholds given: `DEFAULT_THRESHOLD` for
         every top-level `Verbatim | None` field of `schema` (a canonical schema) without a
-        `pattern`, nothing for the others. A field with a pattern is left to the grammar: where
-        no span of the source has its form, `null` is all it can write, and where one has, the
-        mass at its first character says little (the pattern, not the model, chose the span)."""
+        `pattern` or an anchor's `after` labels, nothing for the others. A field with a pattern
+        is left to the grammar: where no span of the source has its form, `null` is all it can
+        write, and where one has, the mass at its first character says little (the pattern, not
+        the model, chose the span). A field an anchor confines is left to its anchor."""
         fields = {
             f"/{name}": FieldThreshold(DEFAULT_THRESHOLD)
             for name, node in dict(schema.get("properties") or {}).items()
@@ -321,9 +323,15 @@ def _entry(path: str | os.PathLike[str], text: str, pointer: str, item: Any) -> 
 
 
 def _free_copy(node: Any) -> bool:
-    """A `Verbatim | None` schema node whose string branch has no pattern."""
+    """A `Verbatim | None` schema node whose string branch has no pattern, and that no `after`
+    anchor confines: a confined field abstains by its anchor (no label, no span), and its mass
+    is read against fewer allowed tokens than a threshold assumes (the eval's `anchored` arm
+    measured wrong abstentions on right values with the mass kept there)."""
     branches = node.get("anyOf") if isinstance(node, Mapping) else None
     if not isinstance(branches, list):
+        return False
+    anchor = anchor_of(node)
+    if anchor is not None and anchor.after:
         return False
     kinds = [branch for branch in branches if isinstance(branch, Mapping)]
     nullable = any(branch.get("type") == "null" for branch in kinds)

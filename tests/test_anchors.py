@@ -136,10 +136,14 @@ PARCEL_ANCHORS = {
 
 
 def _wrong_party(request: Any) -> Any:
-    """A model that copies the shop's name wherever it can (a span of the source either way)."""
+    """A model that copies the shop's name wherever it can (a span of the source either way),
+    under a grounded grammar: a field whose contract confines it to its `after` labels' lines
+    gets a span of those lines, or `null` where none is in the notice."""
     item = next(i for i, text in PARCEL_NOTICES.items() if text in request.messages[-1].text)
     shop = "Lumen Books" if item == "a" else "Fabrikam Home"
-    return {"carrier": shop, "recipient": "Ana Vogt" if item == "a" else shop}
+    confined = request.output.contract.json_schema()["properties"]["recipient"].get("x-anchor")
+    recipient = "Ana Vogt" if item == "a" else None if confined else shop
+    return {"carrier": shop, "recipient": recipient}
 
 
 def test_the_anchored_arm_abstains_on_another_partys_value_and_sends_its_anchors() -> None:
@@ -182,10 +186,12 @@ def test_the_anchored_arm_abstains_on_another_partys_value_and_sends_its_anchors
         "mass_aware": 0.0,
         "anchored": 1.0,
     }
-    # The anchored arm's calls carry the anchors in their contract's schema (the grammar's input);
-    # each item goes through mass_aware, then anchored.
+    # The anchored arm's calls carry the `after` labels in their contract's schema (the grammar's
+    # input, and the parser's); `not_after` is the arm's to check, after decoding: in the
+    # contract the parser would refuse the shop's name and retry where the arm abstains.
+    # Each item goes through mass_aware, then anchored.
     asked = [r.output.contract.json_schema() for r in provider.requests]  # type: ignore[union-attr]
-    anchor = PARCEL_ANCHORS["recipient"].to_json()
+    anchor = Anchor(after=PARCEL_ANCHORS["recipient"].after).to_json()
     assert [s["properties"]["recipient"].get("x-anchor") for s in asked] == [None, anchor] * 2
     assert run.config["anchors"]["carrier"] == {"after": [], "not_after": ["from"]}
 
@@ -205,3 +211,162 @@ def test_anchors_load_from_a_file_and_refuse_what_is_not_one(tmp_path: Any) -> N
     path.write_text('{"recipient": {"after": "Dear"}}')
     with pytest.raises(ValueError, match="lists"):
         load_anchors(path)
+
+
+# --- the parser: every route's check after decoding ---
+
+
+def _parse(contract: type[Contract], value: dict[str, Any], source: str | None) -> Any:
+    import json
+
+    from sdk.parsing import parse
+
+    return parse(contract, json.dumps(value), stop_reason="end_turn", source=source).value
+
+
+def test_the_parser_refuses_a_value_outside_its_anchor_naming_the_field_and_keeping_the_text() -> (
+    None
+):
+    import json
+
+    from sdk import CheckFailed
+    from sdk import SourceMissing
+    from sdk.parsing import parse
+    from sdk.schema.grounding import ANCHOR_KEY
+    from sdk.stop_reason import StopReason
+
+    right = {"carrier": "UPS", "recipient": "Jonah Whitaker", "order": "FH-5079207"}
+    assert _parse(Anchored, right, NOTICE) == Anchored.model_validate(right)
+    assert _parse(Anchored, dict.fromkeys(right), NOTICE) == Anchored.model_validate(
+        dict.fromkeys(right)
+    )
+    wrong = {"carrier": "Fabrikam Home", "recipient": "UPS", "order": "FH-5079207"}
+    text = json.dumps(wrong)
+    with pytest.raises(CheckFailed) as refused:
+        parse(Anchored, text, stop_reason="end_turn", source=NOTICE)
+    error = refused.value
+    assert [(v.pointer, v.keyword) for v in error.violations] == [
+        ("/carrier", ANCHOR_KEY),
+        ("/recipient", ANCHOR_KEY),
+    ]
+    assert error.violations[0].message == (
+        "value in field 'carrier' is not where its anchor allows: 'Fabrikam Home': it follows "
+        "'from' (another party's value)"
+    )
+    assert "'UPS': it is on no line after its labels ('Hello', 'Dear', 'addressed to')" in (
+        error.violations[1].message
+    )
+    assert error.text == text and error.stop_reason is StopReason.END_TURN
+    # A value that is no whole span is the whole-span check's (one violation, not two).
+    with pytest.raises(CheckFailed) as cut:
+        _parse(Anchored, {**right, "recipient": "Jonah Whit"}, NOTICE)
+    assert [(v.pointer, v.keyword) for v in cut.value.violations] == [("/recipient", "x-verbatim")]
+    # Without a source nothing can be checked, anchors included: as for any Verbatim.
+    with pytest.raises(SourceMissing):
+        _parse(Anchored, right, None)
+
+
+def test_an_anchor_on_a_list_of_copies_checks_each_item_at_its_pointer() -> None:
+    from sdk import CheckFailed
+
+    class Guests(Contract):
+        names: list[Annotated[Verbatim, Anchor(after=("Guest:",))]]
+
+    source = "Host: Ana Vogt\nGuest: Bo Li\nGuest: Cy Ng\n"
+    assert _parse(Guests, {"names": ["Bo Li", "Cy"]}, source).names == ["Bo Li", "Cy"]
+    with pytest.raises(CheckFailed) as refused:
+        _parse(Guests, {"names": ["Bo Li", "Ana Vogt", "Cy Ng"]}, source)
+    assert [v.pointer for v in refused.value.violations] == ["/names/1"]
+
+
+# --- hostile input: the same answers from the check and from both grammars ---
+
+
+def _whole_spans(source: str, most: int = 4) -> list[str]:
+    """Every run of up to `most` chunks of `source` that a `Verbatim` may be."""
+    from sdk.schema.grounding import source_chunks
+    from sdk.schema.grounding import whole_span
+
+    chunks = source_chunks(source)
+    runs = {"".join(chunks[i : i + n]) for i in range(len(chunks)) for n in range(1, most + 1)}
+    return sorted(run for run in runs if whole_span(run, source))
+
+
+HOSTILE = {
+    # label, source, the values the anchor allows among the source's whole spans
+    "label many times": (
+        ("Hello",),
+        "Hello Ana\nHello Ana\nhello  Bo\nHelloX Cy\nSay Hello\n",
+        {"Ana", "Bo"},
+    ),
+    "label at the end": (("Hello",), "Your parcel is on its way with UPS. Hello", set()),
+    "regex metacharacters": (
+        ("Ref.(a+)*:",),
+        "Ref.(a+)*: X-1\nRefx(aa)*: Y-2\nref.(A+)*:Z-3\n",
+        {"X-1", "Z-3"},
+    ),
+    "a label that is punctuation": (("[to]",), "a [to] Bo Li\n[to]\n", {"Bo", "Li", "Bo Li"}),
+    "CJK": (
+        ("收件人\uff1a",),  # a full-width colon closes the label
+        "寄件人\uff1a顺丰速运\n收件人\uff1a王小明\n",
+        {"王", "小", "明", "王小", "小明", "王小明"},
+    ),
+    "CJK label inside a run": (("致",), "致王小明\n", {"王", "小", "明", "王小", "小明", "王小明"}),
+    "empty source": (("Hello",), "", set()),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE), ids=list(HOSTILE))
+def test_hostile_labels_give_the_same_answer_from_the_check_and_both_grammars(case: str) -> None:
+    import json
+
+    from sdk.schema.grounding import grounded_gbnf
+    from tests.grammar_support import grammar_accepts
+
+    labels, source, allowed = HOSTILE[case]
+
+    class ForWhom(Contract):
+        recipient: Annotated[Verbatim | None, Anchor(after=labels)]
+
+    schema = ForWhom.json_schema()
+    lark, gbnf = grounded_lark(schema, source), grounded_gbnf(schema, source)
+    candidates = _whole_spans(source)
+    checked = {value for value in candidates if anchored(value, source, Anchor(after=labels))}
+    assert checked == allowed
+    for value in candidates:
+        doc = json.dumps({"recipient": value}, ensure_ascii=False)
+        assert lark_accepts(lark, doc) == (value in allowed), (value, "lark")
+        assert grammar_accepts(gbnf, doc) == (value in allowed), (value, "gbnf")
+    assert lark_accepts(lark, '{"recipient": null}')
+    assert grammar_accepts(gbnf, '{"recipient": null}')
+
+
+def test_a_huge_source_with_a_label_on_every_line_is_checked_in_one_pass() -> None:
+    from sdk.schema.grounding import anchor_problem
+    from sdk.schema.grounding import grounded_gbnf
+
+    # 40,000 lines, each a label and a value: an occurrence-by-occurrence scan of what comes
+    # before each one (as the first version did) reads the source 40,000 times.
+    source = "from Kestrel Express\nHello Ana\n" * 20_000 + "Kestrel Express\n"
+    sender = Anchor(not_after=("from",))
+    assert anchored("Kestrel Express", source, sender)  # the last line: no label before it
+    assert not anchored("Kestrel Express", source[: -len("Kestrel Express\n")], sender)
+    greeting = Anchor(after=("Hello",))
+    assert len(anchor_regions(source, greeting)) == 20_000
+    assert anchored("Ana", source, greeting) and not anchored("Kestrel", source, greeting)
+    assert anchor_problem("Kestrel", source, greeting) == (
+        "it is on no line after its labels ('Hello')"
+    )
+
+    class ForWhom(Contract):
+        recipient: Annotated[Verbatim | None, Anchor(after=("Hello",))]
+
+    grammar = grounded_gbnf(ForWhom.json_schema(), source)
+    assert grammar.count('"Ana"') == 1  # one region text, however often the label occurs
+    assert "Kestrel" not in grammar  # the only copied field's spans: the greetings' lines
+
+
+def test_an_anchor_takes_tuples_of_labels_only() -> None:
+    with pytest.raises(TypeError, match="tuple of labels"):
+        Anchor(after="Dear")  # type: ignore[arg-type]
+    assert Anchor(after=["Dear"]).after == ("Dear",)  # type: ignore[arg-type]

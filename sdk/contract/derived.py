@@ -299,7 +299,8 @@ def null_only(contract: type[Contract], names: Iterable[str]) -> type[Contract]:
 
 def with_anchors(contract: type[Contract], anchors: Mapping[str, Any]) -> type[Contract]:
     """The contract with an `Anchor` (`sdk.schema.grounding`) on each named top-level field: the
-    grounded grammar confines its spans to the anchor's regions (the `anchored` eval arm)."""
+    grounded grammar confines its spans to the anchor's regions and the parser refuses a value
+    outside them (the `anchored` eval arm)."""
     unknown = set(anchors) - set(_checked(contract, "with_anchors").model_fields)
     if unknown:
         raise ValueError(f"{contract.__name__} has no field(s) {', '.join(sorted(unknown))}")

@@ -366,7 +366,11 @@ def _mass_steps(contract: type[Contract], thresholds: Thresholds | None) -> Step
 def _anchored_steps(
     contract: type[Contract], anchors: Mapping[str, Anchor], thresholds: Thresholds | None
 ) -> Steps:
-    held = with_anchors(contract, anchors)
+    # The call's contract carries the `after` labels (the grammar confines the spans, and the
+    # parser checks them); `not_after` is checked here, after decoding, and abstains: sent in the
+    # contract, the parser would refuse the value and retry instead.
+    confining = {name: Anchor(after=a.after) for name, a in anchors.items() if a.after}
+    held = with_anchors(contract, confining)
     if thresholds is not None:
         # A field confined to its labels' regions abstains by its anchor (no label, no span),
         # not by its first-token mass: fewer tokens are allowed there, so the mass is lower

@@ -23,6 +23,7 @@ from sdk.parsing._limits import schema_depth
 from sdk.schema._shape import shape_of
 from sdk.schema._walk import SchemaWalker
 from sdk.schema.canonical import shared_schema
+from sdk.schema.grounding import ANCHOR_KEY
 from sdk.schema.grounding import grounded_kind
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ class CompiledContract:
     enums: SchemaWalker
     quotes: SchemaWalker
     """Strings checked against the source: `SourceQuote` and `Verbatim`."""
+    anchors: SchemaWalker | None
+    """Nodes with an `Anchor` (`x-anchor`), whose `Verbatim` strings are checked against its
+    regions; `None` for a contract with no grounded string."""
     optionals: SchemaWalker
     """Objects with optional properties that reject `null` (see `absent_nulls` in `parse`)."""
     non_nullable_optionals: dict[int, tuple[str, ...]]
@@ -123,11 +127,13 @@ def _compile(contract: type[Contract]) -> CompiledContract:
     import jsonschema
     import jsonschema_rs
 
+    quotes = SchemaWalker(schema, _is_grounded)
     return CompiledContract(
         fast=jsonschema_rs.validator_for(schema),
         reference=jsonschema.Draft202012Validator(schema),
         enums=SchemaWalker(schema, _is_string_enum),
-        quotes=SchemaWalker(schema, _is_grounded),
+        quotes=quotes,
+        anchors=SchemaWalker(schema, _is_anchored) if quotes.any_wanted else None,
         optionals=SchemaWalker(schema, has_non_nullable_optionals),
         non_nullable_optionals=optional,
         depth_bound=schema_depth(schema),
@@ -143,6 +149,10 @@ def _non_nullable_optionals(root: dict[str, Any], node: dict[str, Any]) -> Itera
 
 def _is_grounded(node: dict[str, Any]) -> bool:
     return grounded_kind(node) is not None
+
+
+def _is_anchored(node: dict[str, Any]) -> bool:
+    return isinstance(node.get(ANCHOR_KEY), dict)
 
 
 def _is_string_enum(node: dict[str, Any]) -> bool:

@@ -62,6 +62,10 @@ from sdk.parsing._limits import depth_position
 from sdk.parsing._limits import finite_float
 from sdk.parsing._limits import too_deep
 from sdk.parsing._limits import too_long
+from sdk.schema.grounding import ANCHOR_KEY
+from sdk.schema.grounding import Anchor
+from sdk.schema.grounding import anchor_of
+from sdk.schema.grounding import anchor_problem
 from sdk.schema.grounding import grounded_kind
 from sdk.schema.grounding import whole_span
 from sdk.stop_reason import StopReason
@@ -550,8 +554,10 @@ def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
 
 def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
     """`SourceQuote`s that are not spans of the source (empty passes: "no evidence"), and
-    `Verbatim` values that are not (empty fails, unless the source is empty too)."""
+    `Verbatim` values that are not (empty fails, unless the source is empty too), or that are
+    but not where their `Anchor` allows (`x-anchor`: violation type `ANCHOR_KEY`)."""
     violations = []
+    anchors = _anchors_by_pointer(reading)
     for hit in reading.compiled.quotes.walk(reading.data):
         value = hit.value
         if not isinstance(value, str):
@@ -559,6 +565,17 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
         shown = shorten(value, 120)
         if grounded_kind(hit.schema) == VERBATIM_KEY:
             if whole_span(value, source):
+                anchor = _anchor_at(anchors, hit.pointer)
+                problem = anchor_problem(value, source, anchor) if anchor else None
+                if problem is not None:
+                    violations.append(
+                        Violation(
+                            hit.pointer,
+                            f"value in field {hit.key!r} is not where its anchor allows: "
+                            f"{shown!r}: {problem}",
+                            ANCHOR_KEY,
+                        )
+                    )
                 continue
             if not value:
                 problem = (
@@ -585,6 +602,32 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
                 )
             )
     return violations
+
+
+def _anchors_by_pointer(reading: _Reading) -> dict[str, Anchor]:
+    """The anchors in the document, by the pointer of the value they annotate (a `Verbatim |
+    None` field carries its anchor on the union, a list of copies on its items: both at the
+    value's own pointer or above it). Walked in document order, so an anchor below another at
+    the same pointer replaces it: the innermost decides, as in the grammars."""
+    walker = reading.compiled.anchors
+    if walker is None:
+        return {}
+    found = {}
+    for hit in walker.walk(reading.data):
+        anchor = anchor_of(hit.schema)
+        if anchor is not None:
+            found[hit.pointer] = anchor
+    return found
+
+
+def _anchor_at(anchors: Mapping[str, Anchor], pointer: str) -> Anchor | None:
+    """The anchor of the value at `pointer`: the one at it or at its nearest ancestor."""
+    while anchors:
+        anchor = anchors.get(pointer)
+        if anchor is not None or not pointer:
+            return anchor
+        pointer = pointer.rsplit("/", 1)[0]
+    return None
 
 
 def _pydantic_pointer(loc: Iterable[str | int], data: Any) -> str:

@@ -74,6 +74,11 @@ def _at(value: Any, pointer: str) -> Any:
     return lookup(value, pointer)[1]
 
 
+def _held(value: Any, pointer: str) -> bool:
+    """Whether the JSON `value` holds something other than `null` at `pointer`."""
+    return _at(value, pointer) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
     """A contract's value; `envelope` set for a top-level list or union (unwrapped in the
@@ -98,9 +103,22 @@ class Document:
         return ask.request(JsonDocument(self.contract))
 
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
-        parsed = self.parse(self.contract, completion, provider)
+        return self.accept(self.parse(self.contract, completion, provider), completion, provider)
+
+    def accept(
+        self,
+        parsed: Parsed[Any],
+        completion: Completion,
+        provider: Provider,
+        *,
+        text: str | None = None,
+    ) -> Accepted[Any]:
+        """`parsed` (a reply of `completion`) as accepted, `min_confidence` applied. `text`: what
+        the model wrote, where `parsed` was read from a rewritten document (guided abstention's
+        nulls): the confidence is read from the text the tokens spell (default `parsed.text`)."""
+        written = parsed.text if text is None else text
         accepted = Accepted(
-            parsed.value, parsed.text, parsed.stop_reason, parsed.raw_stop_reason, parsed.notes
+            parsed.value, written, parsed.stop_reason, parsed.raw_stop_reason, parsed.notes
         )
         if self.parsing.min_confidence is None:
             return accepted
@@ -126,14 +144,16 @@ class Document:
         if confidence is None:
             said = Note("", floor, UNCHECKED, kind=CONFIDENCE_NOTE)
             return replace(accepted, notes=[*accepted.notes, said])
+        value = accepted.value.model_dump(mode="json")
         low = {
             pointer: probability
             for pointer, probability in confidence.items()
-            if probability < floor and confidence.details[pointer].kind != "null"
+            if probability < floor
+            and confidence.details[pointer].kind != "null"
+            and _held(value, pointer)  # not nulled already (an anchor's abstention)
         }
         if not low:
             return accepted
-        value = accepted.value.model_dump(mode="json")
         stuck = [pointer for pointer in low if not self._nullable(value, pointer, provider)]
         if stuck:
             shown = ", ".join(f"{p} ({low[p]:.3f})" for p in stuck)

@@ -12,8 +12,9 @@ whitespace or punctuation boundary, never inside a word or a number, and a `Verb
 word: `whole_span` is the check after parsing) and write each chunk as a JSON string escapes
 it, so a span is always valid JSON string content and an escape sequence is never cut in half.
 
-An `Anchor` on a `Verbatim` field says whose value it is: the regions its labels open (the Lark
-grammar offers only their spans) and the labels its value never follows (`anchored` checks).
+An `Anchor` on a `Verbatim` field says whose value it is: the regions its labels open (both
+grammars offer only their spans, from `anchor_regions`) and the labels its value never follows;
+the parser checks both after decoding (`anchor_problem`).
 """
 
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from sdk._lazy import lazy_names
 from sdk.schema.grounding._anchors import ANCHOR_KEY
 from sdk.schema.grounding._anchors import Anchor
 from sdk.schema.grounding._anchors import anchor_of
+from sdk.schema.grounding._anchors import anchor_problem
 from sdk.schema.grounding._anchors import anchor_regions
 from sdk.schema.grounding._anchors import anchored
 from sdk.schema.grounding._anchors import load_anchors
@@ -67,6 +69,7 @@ __all__ = [
     "GroundingUnsupported",
     "SpanAutomaton",
     "anchor_of",
+    "anchor_problem",
     "anchor_regions",
     "anchored",
     "escaped_chunks",

@@ -6,17 +6,21 @@ of the wrong party. An `Anchor` on a `Verbatim` field names where in the source 
 come from, by the labels around it:
 
 - `after`: the value is copied from the rest of a line that one of these labels opens (`"Dear"`,
-  `"addressed to"`): the grounded grammar offers only spans of those regions, and where none of
-  the labels occurs no span is left (a nullable field can then only be `null`);
+  `"addressed to"`): the grounded grammars (Lark and GBNF) offer only spans of those regions, and
+  where none of the labels occurs no span is left (a nullable field can then only be `null`);
 - `not_after`: the value is not the word(s) right after one of these labels (`"from"` introduces
-  the sender, not the carrier): `anchored` says so after decoding, and the caller abstains.
+  the sender, not the carrier): checked after decoding only.
 
-Labels are matched case-insensitively as whole words. They are the contract author's knowledge of
-the documents (what introduces each party), written into the schema as `x-anchor`.
+The parser checks both on every route (`anchor_problem`: a `CheckFailed` violation of type
+`x-anchor`), and `abstention="guided"` turns a nullable field's violation into `null`. Labels are
+matched case-insensitively as whole chunks of the source (`source_chunks`). They are the contract
+author's knowledge of the documents (what introduces each party), written into the schema as
+`x-anchor`.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import os
@@ -31,8 +35,17 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from sdk.schema.grounding._spans import _boundaries
+from sdk.schema.grounding._spans import whole_span
 
-__all__ = ["ANCHOR_KEY", "Anchor", "anchor_of", "anchor_regions", "anchored", "load_anchors"]
+__all__ = [
+    "ANCHOR_KEY",
+    "Anchor",
+    "anchor_of",
+    "anchor_problem",
+    "anchor_regions",
+    "anchored",
+    "load_anchors",
+]
 
 ANCHOR_KEY: Final = "x-anchor"
 """Schema annotation of an anchored grounded string: `{"after": [...], "not_after": [...]}`."""
@@ -49,6 +62,11 @@ class Anchor:
     """Labels whose next words are another party's value, never this field's."""
 
     def __post_init__(self) -> None:
+        for name in ("after", "not_after"):
+            labels = getattr(self, name)
+            if isinstance(labels, str):  # `after="Dear"` would be four one-letter labels
+                raise TypeError(f"an anchor's {name} is a tuple of labels, not {labels!r}")
+            object.__setattr__(self, name, tuple(labels))  # hashable: regions are cached by it
         for label in (*self.after, *self.not_after):
             if not isinstance(label, str) or not label.strip():
                 raise ValueError(f"an anchor's labels are non-empty strings, not {label!r}")
@@ -74,35 +92,107 @@ def anchor_of(node: Mapping[str, Any]) -> Anchor | None:
 
 @functools.lru_cache(maxsize=64)
 def _label(label: str) -> re.Pattern[str]:
-    words = r"\s+".join(re.escape(word) for word in label.split())
-    return re.compile(rf"(?<!\w){words}(?!\w)", re.IGNORECASE)
+    """The label's words, any whitespace between them, any case (where it may start and end is
+    `_label_spans`' business: on the source's chunk boundaries)."""
+    return re.compile(r"\s+".join(re.escape(word) for word in label.split()), re.IGNORECASE)
+
+
+def _label_spans(source: str, label: str, edges: frozenset[int]) -> list[tuple[int, int]]:
+    """Where `label` occurs in `source` as whole chunks (`source_chunks`: a label never starts
+    or ends inside a word, so `Order` is not found in `Orders`, and in text without spaces each
+    character is a word, so `致` is found in `致王小明`). Every start is tried, overlapping ones
+    included; the search is linear in the source for a label of a few words."""
+    found: list[tuple[int, int]] = []
+    pattern = _label(label)
+    at = pattern.search(source)
+    while at is not None:
+        if at.start() in edges and at.end() in edges:
+            found.append((at.start(), at.end()))
+        at = pattern.search(source, at.start() + 1)
+    return found
 
 
 def anchor_regions(source: str, anchor: Anchor) -> list[tuple[int, int]]:
     """Where an anchored value may lie (character offsets): the rest of the line after each
     occurrence of an `after` label, its leading whitespace skipped; the whole source when the
-    anchor has no `after` labels; none when no label occurs."""
-    if not anchor.after:
-        return [(0, len(source))]
+    anchor has no `after` labels; none when no label occurs. A region starts on a chunk
+    boundary of the source (the grammars cut a region's text into the source's own chunks)
+    and holds something besides whitespace. The one region finder: the grammars offer spans of
+    these regions, and `anchored` (the parser's check) reads them."""
+    return list(_regions(source, anchor.after))
+
+
+@functools.lru_cache(maxsize=32)
+def _regions(source: str, after: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    if not after:
+        return ((0, len(source)),)
+    edges = _boundaries(source)
     regions: set[tuple[int, int]] = set()
-    for label in anchor.after:
-        for found in _label(label).finditer(source):
-            start = found.end()
+    for label in after:
+        for _, start in _label_spans(source, label, edges):
             while start < len(source) and source[start] in " \t":
+                start += 1
+            while start not in edges:  # the label ended inside a chunk: its next boundary
                 start += 1
             end = source.find("\n", start)
             end = len(source) if end < 0 else end
-            if end > start:
+            if end > start and not source[start:end].isspace():
                 regions.add((start, end))
-    return sorted(regions)
+    return tuple(sorted(regions))
 
 
-def _follows_label(source: str, start: int, labels: tuple[str, ...]) -> bool:
-    before = source[:start].rstrip()
-    return any(
-        (found := list(_label(label).finditer(before))) and found[-1].end() == len(before)
-        for label in labels
-    )
+@functools.lru_cache(maxsize=32)
+def _label_ends(source: str, labels: tuple[str, ...]) -> frozenset[int]:
+    """Where an occurrence of one of `labels` ends, whitespace after it skipped: a value that
+    starts there follows the label."""
+    edges = _boundaries(source)
+    ends = set()
+    for label in labels:
+        for _, end in _label_spans(source, label, edges):
+            while end < len(source) and source[end].isspace():
+                end += 1
+            ends.add(end)
+    return frozenset(ends)
+
+
+def _in_regions(start: int, end: int, regions: tuple[tuple[int, int], ...]) -> bool:
+    """Whether `[start, end)` lies inside one region. Regions that share a line share its end,
+    so the region starting last at or before `start` is the widest that can hold it."""
+    index = bisect.bisect_right(regions, start, key=lambda region: region[0]) - 1
+    return index >= 0 and regions[index][0] <= start and end <= regions[index][1]
+
+
+def anchor_problem(value: str, source: str, anchor: Anchor) -> str | None:
+    """Why `value` is not where its anchor allows in `source` (`None`: it is), in words the
+    parser's error and a retry's feedback use: no line opened by an `after` label holds it as
+    whole chunks, or every occurrence of it follows a `not_after` label. An empty value, and a
+    value that is no whole span of the source at all, are the whole-span check's business
+    (`whole_span`): `None` here."""
+    if not value:
+        return None
+    edges = _boundaries(source)
+    regions = _regions(source, anchor.after)
+    follows = _label_ends(source, anchor.not_after) if anchor.not_after else frozenset()
+    whole = inside = False
+    start = source.find(value)
+    while start >= 0:
+        end = start + len(value)
+        if start in edges and end in edges:
+            whole = True
+            if _in_regions(start, end, regions):
+                inside = True
+                if start not in follows:
+                    return None
+        start = source.find(value, start + 1)
+    if not whole:
+        return None
+    if not inside:
+        labels = ", ".join(repr(label) for label in anchor.after)
+        if not regions:
+            return f"no line of the source has one of its labels ({labels}) and text after it"
+        return f"it is on no line after its labels ({labels})"
+    labels = ", ".join(repr(label) for label in anchor.not_after)
+    return f"it follows {labels} (another party's value)"
 
 
 def anchored(value: str, source: str, anchor: Anchor) -> bool:
@@ -110,20 +200,7 @@ def anchored(value: str, source: str, anchor: Anchor) -> bool:
     a region of its `after` labels (when it has any), and not right after a `not_after` label."""
     if not value:
         return True
-    edges = _boundaries(source)
-    regions = anchor_regions(source, anchor)
-    start = source.find(value)
-    while start >= 0:
-        end = start + len(value)
-        if (
-            start in edges
-            and end in edges
-            and any(low <= start and end <= high for low, high in regions)
-            and not _follows_label(source, start, anchor.not_after)
-        ):
-            return True
-        start = source.find(value, start + 1)
-    return False
+    return whole_span(value, source) and anchor_problem(value, source, anchor) is None
 
 
 def load_anchors(path: str | os.PathLike[str]) -> dict[str, Anchor]:

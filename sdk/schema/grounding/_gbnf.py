@@ -16,6 +16,12 @@ so a field's `pattern` is applied by listing the spans that match it, where the 
 source); a nullable field whose pattern no span matches is left `null` alone, as in Lark. An
 unbounded pattern, and length bounds alone, are left to the parser: there the grammar is wider
 than the schema, where the plain converter is never wider.
+
+A string under an `Anchor` with `after` labels is a span of the anchor's regions only
+(`anchor_regions`): the automaton of the regions' chunks, a break between two regions that no
+span crosses. Where no region holds a word, a nullable field is left `null` alone, and one that
+cannot be null has no grounded grammar (`GroundingUnsupported`: the plain grammar goes, and the
+parser refuses the value after).
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ from sdk.schema.gbnf._compiler import Compiler
 from sdk.schema.gbnf._gbnf_text import join_terms
 from sdk.schema.gbnf._gbnf_text import literal
 from sdk.schema.gbnf._keywords import Whitespace
+from sdk.schema.grounding._anchors import Anchor
+from sdk.schema.grounding._anchors import anchor_of
+from sdk.schema.grounding._anchors import anchor_regions
+from sdk.schema.grounding._errors import GroundingUnsupported
 from sdk.schema.grounding._spans import VERBATIM_KEY
 from sdk.schema.grounding._spans import SpanAutomaton
 from sdk.schema.grounding._spans import escaped_chunks
@@ -47,6 +57,10 @@ second to build and to parse, and a request's time grows by about a tenth; past 
 grammar's size (about 14 bytes per source character) goes on growing for nothing a server
 with a few thousand tokens of context can use."""
 
+# Between two regions' chunks in an anchored span automaton: never a chunk (a JSON-escaped chunk
+# holds no raw control character), and its transitions are removed.
+_BREAK: Final = "\x00"
+
 
 def grounded_gbnf(
     schema: dict[str, Any], source: str, *, whitespace: Whitespace = "bounded"
@@ -64,9 +78,24 @@ class _GroundedCompiler(Compiler):
     def __init__(self, root: dict[str, Any], whitespace: Whitespace, source: str) -> None:
         super().__init__(root, whitespace)
         self.source = source
-        self.values: dict[bool, str] = {}  # verbatim? -> the rule of the quoted value
-        self.span_matches: dict[tuple[str, int, int], list[str]] = {}
-        self.starts: dict[bool, str] = {}  # holding a word? -> the rule of a non-empty span
+        # By (verbatim?, anchor): the rule of the quoted value.
+        self.values: dict[tuple[bool, Anchor | None], str] = {}
+        self.span_matches: dict[tuple[str, int, int, Anchor | None], list[str]] = {}
+        # By (holding a word?, anchor): the rule of a non-empty span.
+        self.starts: dict[tuple[bool, Anchor | None], str] = {}
+        self.anchor: Anchor | None = None  # the anchor of the node being written, if any
+        self.region_texts: dict[Anchor, list[str]] = {}
+
+    def walk(self, node: dict[str, Any], pointer: str, hint: str, guard: frozenset[str]) -> str:
+        anchor = anchor_of(node)
+        if anchor is None:
+            return super().walk(node, pointer, hint, guard)
+        # The innermost anchor decides, as in the Lark builder; only `after` labels confine.
+        outer, self.anchor = self.anchor, anchor if anchor.after else None
+        try:
+            return super().walk(node, pointer, hint, guard)
+        finally:
+            self.anchor = outer
 
     def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
         kind = grounded_kind(node)
@@ -76,6 +105,15 @@ class _GroundedCompiler(Compiler):
         quote = literal('"')
         if not self.source:
             return self.define("source-empty", join_terms(quote, quote))
+        if self.anchor is not None and not self.regions(self.anchor):
+            if not verbatim:  # a quote may be empty: "no evidence" is all that is left
+                return self.define("source-empty", join_terms(quote, quote))
+            labels = ", ".join(repr(label) for label in self.anchor.after)
+            raise GroundingUnsupported(
+                pointer,
+                f"no line of the source has one of its anchor's labels ({labels}) and a word "
+                "after it, and the field cannot be null",
+            )
         matching = self.matching(node)
         if matching is not None:
             if not matching:  # no span has the pattern's form: the parser will say so
@@ -83,26 +121,49 @@ class _GroundedCompiler(Compiler):
             options = " | ".join(literal(value) for value in matching)
             empty = "" if verbatim else '| ""'
             return self.define(f"{hint}-span", join_terms(quote, f"( {options} {empty})", quote))
-        known = self.values.get(verbatim)
+        known = self.values.get((verbatim, self.anchor))
         if known is None:
             span = self.spans(word=verbatim)
+            name = "source-verbatim" if verbatim else "source-quote"
             known = self.define(
-                "source-verbatim" if verbatim else "source-quote",
+                name if self.anchor is None else f"anchored-{name.split('-')[1]}",
                 join_terms(quote, span if verbatim else f"{span}?", quote),
             )
-            self.values[verbatim] = known
+            self.values[(verbatim, self.anchor)] = known
         return known
 
     def writable(self, options: list[Any]) -> list[Any]:
         """A union's branches without the grounded strings that no span of the source can fill
-        (an id's pattern matched nowhere): `null` is then what is left of `Verbatim | None`."""
-        kept = [o for o in options if not (isinstance(o, dict) and self.matching(o) == [])]
+        (an id's pattern matched nowhere, an anchor whose labels are not in the source): `null`
+        is then what is left of `Verbatim | None`."""
+        kept = [o for o in options if not (isinstance(o, dict) and self.unfillable(o))]
         return kept or options
+
+    def unfillable(self, node: dict[str, Any]) -> bool:
+        """Whether no span of the source can be this grounded `Verbatim` (a quote can always
+        be empty)."""
+        if grounded_kind(node) != VERBATIM_KEY or not self.source:
+            return False
+        if self.anchor is not None and not self.regions(self.anchor):
+            return True
+        return self.matching(node) == []
+
+    def regions(self, anchor: Anchor) -> list[str]:
+        """The texts of the regions `anchor`'s labels open (`anchor_regions`), those holding a
+        word only (a `Verbatim` holds one): the part of the source its spans come from."""
+        known = self.region_texts.get(anchor)
+        if known is None:
+            texts = [self.source[low:high] for low, high in anchor_regions(self.source, anchor)]
+            words = (t for t in texts if any(is_word_chunk(c) for c in source_chunks(t)))
+            known = list(dict.fromkeys(words))  # a label met many times: each text once
+            self.region_texts[anchor] = known
+        return known
 
     def matching(self, node: dict[str, Any]) -> list[str] | None:
         """For a grounded string with a `pattern` that bounds its length: the spans (as JSON
-        writes them) that match it and the length bounds; `None` when there is no such pattern,
-        and the span rules apply (the parser checks the pattern after)."""
+        writes them) that match it and the length bounds, from the anchor's regions where the
+        string is anchored; `None` when there is no such pattern, and the span rules apply
+        (the parser checks the pattern after)."""
         pattern = node.get("pattern")
         if grounded_kind(node) is None or not isinstance(pattern, str) or not self.source:
             return None
@@ -110,25 +171,39 @@ class _GroundedCompiler(Compiler):
         if longest is None:
             return None
         low = node.get("minLength", 0)
-        key = (pattern, low, longest)
+        key = (pattern, low, longest, self.anchor)
         found = self.span_matches.get(key)
         if found is None:
-            found = matching_spans(self.source, pattern, low, longest)
+            texts = [self.source] if self.anchor is None else self.regions(self.anchor)
+            found = sorted(
+                {span for text in texts for span in matching_spans(text, pattern, low, longest)}
+            )
             self.span_matches[key] = found
         return found
 
     def spans(self, *, word: bool) -> str:
         """The rule of a non-empty span that neither starts nor ends with whitespace (`word`:
         holding at least one word, as a `Verbatim` must): the automaton's states as rules,
-        written once per kind for every grounded string in the grammar. With `word`, a state
-        is paired with whether a word was passed yet; only paths from the start through
-        punctuation alone are doubled, so the size stays about the same."""
-        known = self.starts.get(word)
+        written once per kind (and anchor) for every grounded string in the grammar. With
+        `word`, a state is paired with whether a word was passed yet; only paths from the start
+        through punctuation alone are doubled, so the size stays about the same. Anchored: the
+        automaton of its regions' chunks, a break between two regions that no span crosses."""
+        key = (word, self.anchor)
+        known = self.starts.get(key)
         if known is not None:
             return known
-        written = escaped_chunks(self.source)
+        texts = [self.source] if self.anchor is None else self.regions(self.anchor)
+        written: list[str] = []
+        raw: list[str] = []
+        for text in texts:
+            if written:
+                written.append(_BREAK)
+                raw.append(_BREAK)
+            written += escaped_chunks(text)
+            raw += source_chunks(text)
         automaton = span_automaton(written)
-        raw = source_chunks(self.source)
+        for moves_of_state in automaton.transitions:
+            moves_of_state.pop(_BREAK, None)  # a span never crosses from one region to the next
         # The automaton reads chunks as JSON writes them: `\\n` is whitespace too.
         spaces = {w for w, chunk in zip(written, raw, strict=True) if chunk.isspace()}
         words = {w for w, chunk in zip(written, raw, strict=True) if is_word_chunk(chunk)}
@@ -147,8 +222,8 @@ class _GroundedCompiler(Compiler):
                 body = f"( {body} )?"
             self.pending.discard(name)
             self.rules[name] = body
-        self.starts[word] = names[(0, not word)]
-        return self.starts[word]
+        self.starts[key] = names[(0, not word)]
+        return self.starts[key]
 
 
 def _may_end(automaton: SpanAutomaton, state: int, spaces: set[str]) -> bool:

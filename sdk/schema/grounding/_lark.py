@@ -173,8 +173,8 @@ class _LarkBuilder:
         if not self.walker.contains(node):
             return self.json_block(node, hint)
         anchor = anchor_of(node)
-        if anchor is not None and anchor.after:
-            outer, self.anchor = self.anchor, anchor
+        if anchor is not None:  # the innermost anchor decides (only `after` labels confine)
+            outer, self.anchor = self.anchor, anchor if anchor.after else None
             try:
                 return self.unanchored_term(node, pointer, hint)
             finally:

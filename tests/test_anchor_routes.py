@@ -1,0 +1,320 @@
+"""An `Anchor` holds on every route (issue 32 item 4): the parser refuses a `Verbatim` value
+outside its anchor's regions on every provider configuration and way of calling (the promise
+matrix's setups: the hosted providers through their official clients, the local engines over
+HTTP, `TestProvider`, a fallback), and the retry feeds the reason back; `abstention="guided"`
+turns such a value into `null` with a note naming the anchor; and a real llama-server, given
+the grounded GBNF, writes only spans of the anchor's regions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Annotated
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import Field
+
+from sdk import CheckFailed
+from sdk import Contract
+from sdk import StructuredClient
+from sdk import Verbatim
+from sdk.engine.kinds.guided import ANCHOR_SIGNAL
+from sdk.engine.kinds.guided import SIGNAL_NOTE
+from sdk.providers import LlamaCppProvider
+from sdk.providers import TestProvider
+from sdk.providers._grounding import GROUNDING_NOTE
+from sdk.schema.gbnf import contract_gbnf
+from sdk.schema.grounding import ANCHOR_KEY
+from sdk.schema.grounding import Anchor
+from sdk.schema.grounding import anchored
+from sdk.stop_reason import StopReason
+from tests.promise_wire import SETUPS
+from tests.promise_wire import Say
+from tests.promise_wire import Setup
+from tests.test_promise_matrix import CALLS
+from tests.test_promise_matrix import Kind
+from tests.test_promise_matrix import _requests
+from tests.test_promise_matrix import _run
+from tests.test_promise_matrix import _watch
+
+SOURCE = "Your parcel from Lumen Books is on its way with UPS.\nHello Ana Vogt,\nsee you soon.\n"
+
+
+class Delivery(Contract):
+    carrier: Annotated[Verbatim | None, Anchor(not_after=("from",))] = Field(
+        description="The delivery company, or null."
+    )
+    recipient: Annotated[Verbatim | None, Anchor(after=("Hello", "Dear"))] = Field(
+        description="Who the parcel is for, or null."
+    )
+
+
+GOOD = {"carrier": "UPS", "recipient": "Ana Vogt"}
+# Both spans of the source, both of the wrong party: the shop's name, the carrier's name.
+WRONG_PARTY = {"carrier": "Lumen Books", "recipient": "UPS"}
+DELIVERY = Kind("contract", Delivery, Say(json.dumps(GOOD)), Say(json.dumps(WRONG_PARTY)))
+REFUSED = "is not where its anchor allows"
+
+ROUTES = [
+    pytest.param(setup, call, id=f"{setup.name}-{call}") for setup in SETUPS for call in CALLS
+]
+
+
+@pytest.mark.parametrize(("setup", "call"), ROUTES)
+def test_every_route_refuses_another_partys_value_and_retries_with_the_reason(
+    setup: Setup, call: str
+) -> None:
+    watched = _watch(setup, DELIVERY, [DELIVERY.bad, DELIVERY.good], call)
+    result = _run(watched, DELIVERY, call, retries=1, source=SOURCE)
+    assert result.value == Delivery.model_validate(GOOD)
+    # (The fallback's primary is down: its failed attempts come first.)
+    [first] = [a.error for a in result.attempts if isinstance(a.error, CheckFailed)]
+    assert [(v.pointer, v.keyword) for v in first.violations] == [
+        ("/carrier", ANCHOR_KEY),
+        ("/recipient", ANCHOR_KEY),
+    ]
+    assert "follows 'from'" in first.violations[0].message
+    assert "on no line after its labels ('Hello', 'Dear')" in first.violations[1].message
+    assert first.text == DELIVERY.bad.text and first.stop_reason is StopReason.END_TURN
+    requests = [str(request) for request in watched.server.requests]
+    assert len(requests) == _requests(watched) >= 2
+    assert REFUSED in requests[-1]  # the reason, fed back to the model
+    assert not any(REFUSED in request for request in requests[:-1])
+
+
+@pytest.mark.parametrize(("setup", "call"), ROUTES)
+def test_every_route_under_guided_abstention_nulls_another_partys_value_with_a_note(
+    setup: Setup, call: str
+) -> None:
+    watched = _watch(setup, DELIVERY, [DELIVERY.bad], call)
+    result = _run(watched, DELIVERY, call, retries=0, source=SOURCE, abstention="guided")
+    assert result.value == Delivery(carrier=None, recipient=None)
+    assert result.text == DELIVERY.bad.text  # what the model wrote
+    assert not [a for a in result.attempts if isinstance(a.error, CheckFailed)]  # no retry
+    decided = {n.pointer: n.written for n in result.notes if n.kind == SIGNAL_NOTE and n.pointer}
+    assert set(decided) == {"/carrier", "/recipient"}
+    assert all(str(written).startswith(ANCHOR_SIGNAL) for written in decided.values())
+    assert "follows 'from'" in str(decided["/carrier"])
+    abstained = [(n.pointer, n.received) for n in result.notes if n.kind == "abstained"]
+    assert abstained == [("/carrier", "Lumen Books"), ("/recipient", "UPS")]
+
+
+def test_guided_abstention_keeps_a_right_value_and_retries_what_an_anchor_cannot_explain() -> None:
+    stated = json.dumps(GOOD)
+    kept = StructuredClient(TestProvider([stated])).generate(
+        Delivery, prompt="x", source=SOURCE, abstention="guided"
+    )
+    assert kept.value == Delivery.model_validate(GOOD)
+    assert not [n for n in kept.notes if n.kind == "abstained"]
+    # Another complaint beside the anchor's (a value that is no span at all): not an abstention,
+    # the call retries with every reason.
+    invented = json.dumps({"carrier": "Lumen Books", "recipient": "Zed Zimmer"})
+    provider = TestProvider([invented, stated])
+    result = StructuredClient(provider).generate(
+        Delivery, prompt="x", source=SOURCE, abstention="guided"
+    )
+    assert result.value == Delivery.model_validate(GOOD)
+    first = result.attempts[0].error
+    assert isinstance(first, CheckFailed)
+    assert {v.keyword for v in first.violations} == {ANCHOR_KEY, "x-verbatim"}
+
+
+class Addressed(Contract):
+    recipient: Annotated[Verbatim, Anchor(after=("Hello",))]
+
+
+def test_guided_abstention_cannot_null_a_field_that_may_not_be_null() -> None:
+    class Both(Contract):
+        carrier: Verbatim | None = None
+        recipient: Annotated[Verbatim, Anchor(after=("Hello",))]
+
+    provider = TestProvider([json.dumps({"carrier": None, "recipient": "UPS"})])
+    with pytest.raises(CheckFailed) as failed:
+        StructuredClient(provider, retries=0).generate(
+            Both, prompt="x", source=SOURCE, abstention="guided"
+        )
+    assert [v.keyword for v in failed.value.violations] == [ANCHOR_KEY]
+    assert failed.value.text == json.dumps({"carrier": None, "recipient": "UPS"})
+
+
+# --- llama.cpp: the grounded GBNF offers the anchor's regions only ---
+
+
+NOTICE = "Your parcel from Lumen Books is on its way with UPS.\nHello Ana Vogt,\nHello Bo Li\n"
+
+
+def test_the_llamacpp_grammar_offers_only_spans_of_the_anchors_regions() -> None:
+    from tests.grammar_support import grammar_accepts
+    from tests.grammar_support import grammar_accepts_prefix
+
+    provider = LlamaCppProvider("http://127.0.0.1:9")  # never contacted: the grammar only
+    grammar = provider.grammar_for(Delivery, source=NOTICE)
+    assert "anchored-verbatim" in grammar
+
+    def doc(carrier: str | None, recipient: str | None) -> str:
+        return json.dumps({"carrier": carrier, "recipient": recipient})
+
+    for recipient in ("Ana Vogt", "Ana", "Vogt,", "Bo Li", None):
+        assert grammar_accepts(grammar, doc("UPS", recipient)), recipient
+    # Not from another line, not across two regions, not cut inside a word.
+    for recipient in ("UPS", "Lumen Books", "Ana Vogt,\nHello Bo", "An", "Hello Ana"):
+        assert not grammar_accepts(grammar, doc("UPS", recipient)), recipient
+    assert not grammar_accepts_prefix(grammar, '{"carrier": "UPS", "recipient": "U')
+    # Unanchored, the same field takes any span.
+    assert grammar_accepts(grammar, doc("Lumen Books", None))
+
+
+def test_the_llamacpp_grammar_of_a_document_without_the_label_leaves_null_alone() -> None:
+    from tests.grammar_support import grammar_accepts
+    from tests.grammar_support import grammar_accepts_prefix
+
+    source = "Your parcel from Lumen Books is on its way with UPS."
+    grammar = LlamaCppProvider("http://127.0.0.1:9").grammar_for(Delivery, source=source)
+    assert grammar_accepts(grammar, '{"carrier": "UPS", "recipient": null}')
+    assert not grammar_accepts_prefix(grammar, '{"carrier": "UPS", "recipient": "')
+
+
+def test_a_required_anchored_field_without_its_label_goes_plain_with_a_note() -> None:
+    """No label: no span can fill a field that cannot be null, so no grounded grammar exists;
+    the plain one goes with a "grounding" note, and the parser refuses what the model writes
+    (the call fails typed, naming the anchor, where retries cannot help)."""
+    from sdk.providers import CompletionRequest
+    from sdk.providers import JsonDocument
+    from sdk.providers._grounding import grounding_plan
+    from sdk.schema.grounding import grounded_gbnf
+
+    source = "Your parcel from Lumen Books is on its way with UPS."
+    asked = CompletionRequest(JsonDocument(Addressed), (), 1, source=source)
+    plan = grounding_plan(asked, grounded_gbnf, engine="llamacpp")
+    assert plan.grammar is None
+    [note] = plan.notes
+    assert note.kind == GROUNDING_NOTE and note.pointer == "/properties/recipient"
+    assert "labels ('Hello') and a word after it" in str(note.written) + str(note.received)
+    provider = LlamaCppProvider("http://127.0.0.1:9")
+    assert provider.grammar_for(Addressed, source=source) == contract_gbnf(Addressed)
+    # With the label, the grounded grammar goes.
+    assert provider.grammar_for(Addressed, source=NOTICE) != contract_gbnf(Addressed)
+
+
+def test_llama_cpp_reads_the_anchored_grammar_as_the_sdk_does() -> None:
+    pytest.importorskip("llama_cpp", reason="llama.cpp's grammar engine is the local extra")
+    from tests.grammar_support import llama_accepts
+
+    grammar = LlamaCppProvider("http://127.0.0.1:9").grammar_for(Delivery, source=NOTICE)
+    assert llama_accepts(grammar, json.dumps({"carrier": "UPS", "recipient": "Bo Li"}))
+    assert not llama_accepts(grammar, json.dumps({"carrier": "UPS", "recipient": "UPS"}))
+
+
+def _recording(bodies: list[dict[str, Any]]) -> httpx.Client:
+    def record(request: httpx.Request) -> None:
+        if request.url.path == "/completion":
+            bodies.append(json.loads(request.read()))
+
+    return httpx.Client(event_hooks={"request": [record]}, timeout=300)
+
+
+class ForWhom(Contract):
+    recipient: Annotated[Verbatim | None, Anchor(after=("Hello", "Dear"))] = Field(
+        description="Who the parcel is for, or null."
+    )
+
+
+def test_a_real_llama_server_writes_only_spans_of_the_anchors_regions(llama_server: str) -> None:
+    bodies: list[dict[str, Any]] = []
+    provider = LlamaCppProvider(llama_server, http_client=_recording(bodies))
+    client = StructuredClient(provider, retries=0)  # a value outside the regions would fail
+    regions = {"Ana", "Ana Vogt", "Ana Vogt,", "Vogt", "Vogt,", "Bo", "Bo Li", "Li"}
+    for _ in range(3):  # the server samples: a few draws, each within the regions
+        result = client.generate(
+            ForWhom,
+            system="The parcel is for UPS.",  # the wrong party, and a span of the notice
+            prompt="Who is the parcel for?",
+            source=NOTICE,
+            max_tokens=200,
+        )
+        assert result.value.recipient in regions
+        assert bodies[-1]["grammar"] == provider.grammar_for(ForWhom, source=NOTICE)
+        assert "anchored-verbatim" in bodies[-1]["grammar"] and result.notes == []
+    # A document without the label: the recipient can only be null.
+    source = "Your parcel from Lumen Books is on its way with UPS."
+    result = client.generate(
+        ForWhom, system="The parcel is for UPS.", prompt="Who is it for?", source=source,
+        max_tokens=200,
+    )  # fmt: skip
+    assert result.value.recipient is None
+    assert bodies[-1]["grammar"] == provider.grammar_for(ForWhom, source=source)
+
+
+# --- the embedded model: the Lark grammar confines, the parser and guided abstention check ---
+
+
+@pytest.fixture(scope="module")
+def embedded() -> Iterator[Any]:
+    from tests.local_deps import import_local
+
+    provider = import_local("sdk.providers.embedded").EmbeddedProvider()
+    yield provider
+    provider.close()
+
+
+@pytest.mark.local
+def test_the_embedded_model_copies_from_the_anchors_regions_and_guided_abstention_holds(
+    embedded: Any,
+) -> None:
+    client = StructuredClient(embedded, retries=0)  # a value outside the regions would fail
+    asked = {"prompt": "Who is the parcel for?", "source": NOTICE, "max_tokens": 120}
+    regions = {"Ana", "Ana Vogt", "Ana Vogt,", "Vogt", "Vogt,", "Bo", "Bo Li", "Li"}
+    result = client.generate(ForWhom, system="The parcel is for UPS.", **asked)
+    assert result.value.recipient in regions and result.notes == []
+    # Guided, with the mass step on (the embedded model reports it): the anchored field gets no
+    # default threshold, and whatever the model wrote is where its anchors allow, or null with
+    # the anchor's note.
+    guided = client.generate(Delivery, abstention="guided", **asked)
+    said = [n for n in guided.notes if n.kind == SIGNAL_NOTE]
+    assert said[0].pointer == "" and "surviving mass" in str(said[0].written)
+    assert "/recipient" not in str(said[0].written)  # confined: left to its anchor
+    for name in ("carrier", "recipient"):
+        value = getattr(guided.value, name)
+        anchor = Delivery.model_fields[name].metadata[0]
+        noted = [n for n in said if n.pointer == f"/{name}"]
+        assert value is None or anchored(value, NOTICE, anchor)
+        assert not noted or (value is None and str(noted[0].written).startswith(ANCHOR_SIGNAL))
+
+
+def test_default_thresholds_leave_a_confined_field_to_its_anchor() -> None:
+    from sdk.abstention import Thresholds
+    from sdk.schema.canonical import shared_schema
+
+    assert set(Thresholds.standard(shared_schema(Delivery)).fields) == {"/carrier"}
+
+
+def test_guided_abstention_by_anchor_keeps_min_confidence_reading_what_the_model_wrote() -> None:
+    """The anchor's nulls are parsed from a rewritten document, but the confidence is read from
+    the text the tokens spell: `min_confidence` still applies to the other fields, and a field
+    the anchor nulled gets no second abstention."""
+    import math
+
+    from sdk.confidence import TokenLogprob
+    from sdk.providers import Completion
+
+    text = json.dumps({"carrier": "Lumen Books", "recipient": "Ana Vogt"})
+    carrier, recipient = text.index("Lumen"), text.index("Ana")
+    cuts = [0, carrier, carrier + len("Lumen Books"), recipient, recipient + len("Ana Vogt")]
+    chances = [1.0, 0.2, 1.0, 0.3, 1.0]  # both values under the floor
+    tokens = tuple(
+        TokenLogprob(text[low:high], low, math.log(chance), None)
+        for low, high, chance in zip(cuts, [*cuts[1:], len(text)], chances, strict=True)
+    )
+    reply = Completion(text, StopReason.END_TURN, "stop", tokens=tokens)
+    result = StructuredClient(TestProvider([reply])).generate(
+        Delivery, prompt="x", source=SOURCE, abstention="guided", min_confidence=0.5
+    )
+    assert result.value == Delivery(carrier=None, recipient=None)
+    by_kind = {(n.kind, n.pointer) for n in result.notes}
+    assert ("abstained", "/carrier") in by_kind and (SIGNAL_NOTE, "/carrier") in by_kind
+    assert ("low_confidence", "/recipient") in by_kind  # the floor, read from the model's text
+    assert ("low_confidence", "/carrier") not in by_kind  # already null by its anchor
+    assert not [n for n in result.notes if n.kind == "confidence"]  # no "not applied" note
