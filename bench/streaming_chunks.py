@@ -8,6 +8,8 @@ and 256-character chunks; and at 16 characters the same stream at half the size,
 cost grows linearly with the document (2.0) and not with its square (4.0). Last, for what a
 user pays: the whole `client.stream` call at 16 characters (a `TestProvider` sends the same
 text; the driver, the runaway watch, the document's view and the final parse included).
+Each line says which build of the reader it timed: `make bench` compiles it with mypyc
+(`sdk.parsing._reader_build`), as a development install does; a wheel runs the source.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from units import verdict
 from contracts import InvoiceExtraction
 from sdk import StructuredClient
 from sdk import parse
+from sdk.parsing import _reader_build
 from sdk.providers.test import TestProvider
 
 __all__ = ["CHUNK_SIZES", "streaming_chunks_row"]
@@ -52,6 +55,8 @@ def streaming_chunks_row(settings: Settings) -> Measured:
         ),
         runs,
     )
+    # Which build of the reader was timed: `make` compiles it (scripts/compile_reader.py).
+    build = "compiled reader (mypyc)" if _reader_build.compiled() else "reader run from source"
     lines = []
     for chunk in CHUNK_SIZES:
         streamed = ours_time(InvoiceExtraction, document.text, chunk)
@@ -60,7 +65,7 @@ def streaming_chunks_row(settings: Settings) -> Measured:
             Line(
                 f"stream / one parse, {document.size}, {count:,} chunks of {chunk}",
                 ratio(streamed, one_parse),
-                f"{duration(streamed)} vs {duration(one_parse)}",
+                f"{duration(streamed)} vs {duration(one_parse)}; {build}",
                 f"<= {GOAL:g}x",
                 verdict(streamed / one_parse, GOAL),
                 key=f"stream-chunks-{chunk}",

@@ -345,9 +345,7 @@ def _check_lookups(document: str) -> None:
 
 def _copy(partial: Partial[Any]) -> Partial[Any]:
     """The same snapshot, with nothing built yet."""
-    fresh: Partial[Any] = Partial.__new__(Partial)
-    fresh._state = partial._state
-    return fresh
+    return Partial(partial._state)
 
 
 def _get(value: Any, pointer: str) -> Any:

@@ -1,19 +1,25 @@
 """The defensive parser: stop reason -> JSON -> enum policy -> schema -> contract -> checks."""
 
-from sdk.parsing._compiled import CompiledContract
-from sdk.parsing._compiled import compile_contract
-from sdk.parsing._limits import MAX_DEPTH
-from sdk.parsing.incremental import Partial
-from sdk.parsing.incremental import PartialReader
-from sdk.parsing.parser import DEFAULT_CLEAN_STOPS
-from sdk.parsing.parser import EnumCase
-from sdk.parsing.parser import Note
-from sdk.parsing.parser import Parsed
-from sdk.parsing.parser import ParseDetails
-from sdk.parsing.parser import StopDetails
-from sdk.parsing.parser import check_stop
-from sdk.parsing.parser import parse
-from sdk.parsing.parser import resolve_stop_reason
+from sdk.parsing import _reader_build
+
+# The compiled reader when it is current, else its source (`_reader_build`): before the first
+# import of the reader.
+_reader_build.use_current_reader()
+
+from sdk.parsing._compiled import CompiledContract  # noqa: E402
+from sdk.parsing._compiled import compile_contract  # noqa: E402
+from sdk.parsing._limits import MAX_DEPTH  # noqa: E402
+from sdk.parsing.incremental import Partial  # noqa: E402
+from sdk.parsing.incremental import PartialReader  # noqa: E402
+from sdk.parsing.parser import DEFAULT_CLEAN_STOPS  # noqa: E402
+from sdk.parsing.parser import EnumCase  # noqa: E402
+from sdk.parsing.parser import Note  # noqa: E402
+from sdk.parsing.parser import Parsed  # noqa: E402
+from sdk.parsing.parser import ParseDetails  # noqa: E402
+from sdk.parsing.parser import StopDetails  # noqa: E402
+from sdk.parsing.parser import check_stop  # noqa: E402
+from sdk.parsing.parser import parse  # noqa: E402
+from sdk.parsing.parser import resolve_stop_reason  # noqa: E402
 
 __all__ = [
     "DEFAULT_CLEAN_STOPS",

@@ -34,7 +34,9 @@ large chunk goes to the C JSON scanner. The reader is a state machine: a step pe
 whole member, `, "name": 12`, is one match), so a chunk costs a few steps, not one per token.
 A snapshot costs O(1) to take; its `.value` is built on first access by copying only the
 containers still open: completed sub-values are shared between snapshots (never copied, never
-changed again), so treat values as read-only.
+changed again), so treat values as read-only. A development install (`make`) compiles this module
+with mypyc, which runs each step in about 0.6 of the time; a compiled module older than this source
+never runs (`sdk.parsing._reader_build`).
 """
 
 from __future__ import annotations
@@ -219,6 +221,11 @@ class Partial(Generic[C]):
     def __init__(self, state: _State) -> None:
         self._state = state
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled and copied by its state alone (the value is built again on first read): the
+        # compiled build (`sdk.parsing._reader_build`) cannot make one without its constructor.
+        return (Partial, (self._state,))
+
     @property
     def contract(self) -> type[C]:
         """The contract the document is meant to become (snapshots are never validated)."""
@@ -343,6 +350,11 @@ class PartialReader(Generic[C]):
     punctuation, property names, and cut escapes, numbers and literals change nothing visible.
     """
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Through the constructor, then every field: the compiled build cannot make a reader
+        # without its constructor (pickle's default would).
+        return (_restored_reader, (self.contract, self.attempt, self.__getstate__()))
+
     def __init__(self, contract: type[C], *, attempt: int = 1) -> None:
         self.contract = contract
         self.attempt = attempt
@@ -421,21 +433,22 @@ class PartialReader(Generic[C]):
             pieces.append(chunk)
             self._length = length = self._length + len(chunk)
             top = self._top
-            partial: Partial[C] = object.__new__(Partial)
-            partial._state = (
-                self.contract,
-                length,
-                False,
-                self._root,
-                self._frames,
-                top,
-                0 if top is None else len(top),
-                self._key,
-                _OPEN_STRING,
-                pieces,
-                len(pieces),
-                self._joined,
-                self.attempt,
+            partial: Partial[C] = Partial(
+                (
+                    self.contract,
+                    length,
+                    False,
+                    self._root,
+                    self._frames,
+                    top,
+                    0 if top is None else len(top),
+                    self._key,
+                    _OPEN_STRING,
+                    pieces,
+                    len(pieces),
+                    self._joined,
+                    self.attempt,
+                )
             )
             self._latest = partial
             return partial
@@ -962,22 +975,22 @@ class PartialReader(Generic[C]):
         self._emitted = self._version
         top = self._top
         pieces = self._pieces
-        # `object.__new__` and one slot store: no Python-level constructor call per chunk.
-        partial: Partial[C] = object.__new__(Partial)
-        partial._state = (
-            self.contract,
-            self._length,
-            self._state == _END,
-            self._root,
-            self._frames,
-            top,
-            0 if top is None else len(top),
-            self._key,
-            self._open_kind,
-            pieces,
-            len(pieces),
-            self._joined,
-            self.attempt,
+        partial: Partial[C] = Partial(
+            (
+                self.contract,
+                self._length,
+                self._state == _END,
+                self._root,
+                self._frames,
+                top,
+                0 if top is None else len(top),
+                self._key,
+                self._open_kind,
+                pieces,
+                len(pieces),
+                self._joined,
+                self.attempt,
+            )
         )
         self._latest = partial
         return partial
@@ -1013,6 +1026,14 @@ _STEPS: Final[tuple[_Step, ...]] = (
     PartialReader._read_number_rest,  # _NUMBER
     PartialReader._read_literal_rest,  # _LITERAL
 )
+
+
+def _restored_reader(contract: type[C], attempt: int, state: Any) -> PartialReader[C]:
+    """A reader with the fields of a pickled or copied one (`PartialReader.__reduce__`)."""
+    reader = PartialReader(contract, attempt=attempt)
+    for name, value in state.items():
+        setattr(reader, name, value)
+    return reader
 
 
 def _skip_whitespace(buf: str, pos: int) -> int:
