@@ -54,6 +54,7 @@ from contracts import InvoiceExtraction  # noqa: E402
 from contracts import ReviewFinding  # noqa: E402
 from contracts import Sentiment  # noqa: E402
 from sdk.parsing import _compiled  # noqa: E402
+from sdk.parsing import _reader_build  # noqa: E402
 from sdk.parsing import compile_contract  # noqa: E402
 
 # The scripts that register rows of their own (each measures its row where it lives).
@@ -287,7 +288,10 @@ def row_streaming(settings: Settings) -> Measured:
         if not settings.quick:
             lines.append(instructor_stream_line(size))
     values = {"size_kb": size // 1000, "chunk": STREAM_CHUNK}
-    return Measured(lines, notes=_streaming_notes(figures, growth), values=values)
+    # Which build of the reader was timed: `make` compiles it (scripts/compile_reader.py).
+    build = "compiled by mypyc" if _reader_build.compiled() else "run from its source"
+    notes = f"{_streaming_notes(figures, growth)} The reader timed was {build}."
+    return Measured(lines, notes=notes, values={**values, "reader": build})
 
 
 def _streaming_notes(figures: list[_StreamFigures], growth: tuple[float, float] | None) -> str:
