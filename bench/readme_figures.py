@@ -123,6 +123,8 @@ def _performance(quoted: _Quoted) -> str:
         if stream
         else "list-heavy document"
     )
+    if stream.get("reader"):  # which build of the reader row 2 timed (`make` compiles it)
+        streamed += f", reader {stream['reader']}"
     calls = (quoted.values("fan-out") or {}).get("calls")
     batch = quoted.values("batch")
     memory = (

@@ -289,7 +289,7 @@ def row_streaming(settings: Settings) -> Measured:
             lines.append(instructor_stream_line(size))
     values = {"size_kb": size // 1000, "chunk": STREAM_CHUNK}
     # Which build of the reader was timed: `make` compiles it (scripts/compile_reader.py).
-    build = "compiled by mypyc" if _reader_build.compiled() else "run from its source"
+    build = "compiled by mypyc" if _reader_build.compiled_reader_loaded() else "run from its source"
     notes = f"{_streaming_notes(figures, growth)} The reader timed was {build}."
     return Measured(lines, notes=notes, values={**values, "reader": build})
 

@@ -56,7 +56,8 @@ def streaming_chunks_row(settings: Settings) -> Measured:
         runs,
     )
     # Which build of the reader was timed: `make` compiles it (scripts/compile_reader.py).
-    build = "compiled reader (mypyc)" if _reader_build.compiled() else "reader run from source"
+    compiled = _reader_build.compiled_reader_loaded()
+    build = "compiled reader (mypyc)" if compiled else "reader run from source"
     lines = []
     for chunk in CHUNK_SIZES:
         streamed = ours_time(InvoiceExtraction, document.text, chunk)

@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "sdk" / "parsing" / "incremental.py"
 
 compiled_only = pytest.mark.skipif(
-    not _reader_build.compiled(), reason="the reader is not compiled here (make builds it)"
+    not _reader_build.compiled_reader_loaded(),
+    reason="the reader is not compiled here (make builds it)",
 )
 
 
@@ -62,7 +63,7 @@ SOURCE_BUILD = _source_build()
 def test_make_test_runs_the_compiled_reader() -> None:
     if os.environ.get("SDK_COMPILED_READER") != "required":
         pytest.skip("only where the compiled reader is required (make test)")
-    assert _reader_build.compiled(), (
+    assert _reader_build.compiled_reader_loaded(), (
         f"sdk.parsing.incremental was loaded from {loaded.__file__}: run "
         "scripts/compile_reader.py (make does)"
     )
@@ -142,9 +143,7 @@ JUNK = ["", "}", "]", ",", ":", '"', "\\", "x", "\\u12", "1e", "-", "tru", "\x00
 @given(
     value=_json_values,
     where=st.integers(min_value=0, max_value=10_000),
-    junk=st.sampled_from(
-        ["", "}", "]", ",", ":", '"', "\\", "x", "\\u12", "1e", "-", "tru", "\x00"]
-    ),
+    junk=st.sampled_from(JUNK),
     size=st.sampled_from([1, 3, 16]),
 )
 def test_both_builds_fail_alike_on_damaged_or_cut_text(
@@ -182,40 +181,83 @@ def test_snapshots_and_readers_pickle_and_copy_mid_stream(module: ModuleType) ->
     )
 
 
-@compiled_only
-def test_a_compiled_reader_older_than_its_source_is_passed_over(tmp_path: Path) -> None:
-    # A copy of the package with the compiled reader and its record, and the source edited after
-    # the build: importing it must run the edited source, and say so.
-    shutil.copytree(ROOT / "sdk", tmp_path / "sdk", ignore=shutil.ignore_patterns("__pycache__"))
-    edited = tmp_path / "sdk" / "parsing" / "incremental.py"
-    edited.write_text(edited.read_text() + "\nEDITED_AFTER_THE_BUILD = True\n")
+def _probe(package_copy: Path) -> tuple[list[str], str]:
+    """Import the reader from a copy of the package: which file ran, whether it was edited
+    after the build, whether `compiled_reader_loaded()` says compiled, whether the package has
+    the attribute; and what was warned."""
     probe = (
         "import warnings; warnings.simplefilter('always')\n"
-        "import sdk.parsing.incremental as m\n"
+        "import sdk.parsing, sdk.parsing.incremental as m\n"
         "from sdk.parsing import _reader_build\n"
-        "print(m.__file__, getattr(m, 'EDITED_AFTER_THE_BUILD', False), _reader_build.compiled())"
+        "print(m.__file__, getattr(m, 'EDITED_AFTER_THE_BUILD', False),\n"
+        "      _reader_build.compiled_reader_loaded(), sdk.parsing.incremental is m)"
     )
     run = subprocess.run(
         [sys.executable, "-c", probe],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        cwd=package_copy,
+        env={**os.environ, "PYTHONPATH": str(package_copy)},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == [str(edited), "True", "False"]
-    assert "was compiled from another version of incremental.py" in run.stderr
-    # Unedited, the same copy runs the compiled module.
-    edited.write_text(SOURCE.read_text())
-    again = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert again.returncode == 0, again.stderr
-    assert again.stdout.split()[1:] == ["False", "True"]
-    assert "another version" not in again.stderr
+    return run.stdout.split(), run.stderr
+
+
+@pytest.fixture
+def package_copy(tmp_path: Path) -> Path:
+    """A copy of the package with its compiled reader and the build's record."""
+    shutil.copytree(ROOT / "sdk", tmp_path / "sdk", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+@compiled_only
+def test_a_current_compiled_reader_runs(package_copy: Path) -> None:
+    seen, warned = _probe(package_copy)
+    assert seen[1:] == ["False", "True", "True"]
+    assert "RuntimeWarning" not in warned
+
+
+@compiled_only
+def test_a_compiled_reader_older_than_its_source_is_passed_over(package_copy: Path) -> None:
+    edited = package_copy / "sdk" / "parsing" / "incremental.py"
+    edited.write_text(edited.read_text() + "\nEDITED_AFTER_THE_BUILD = True\n")
+    seen, warned = _probe(package_copy)
+    assert seen == [str(edited), "True", "False", "True"]
+    assert "was built from other files than these" in warned
+
+
+@compiled_only
+def test_an_edited_module_the_reader_imports_makes_the_build_stale(package_copy: Path) -> None:
+    # mypyc builds `MAX_DEPTH` (a `Final` of `_limits`) into the reader as a C constant: an edit
+    # of `_limits.py` alone must pass the build over too, or the two builds would disagree.
+    limits = package_copy / "sdk" / "parsing" / "_limits.py"
+    limits.write_text(limits.read_text().replace("MAX_DEPTH: Final = ", "MAX_DEPTH: Final = 4 or "))
+    seen, warned = _probe(package_copy)
+    assert seen[0].endswith("incremental.py") and seen[2] == "False"
+    assert "was built from other files than these" in warned
+
+
+@compiled_only
+def test_a_build_missing_a_file_falls_back_to_the_source(package_copy: Path) -> None:
+    for runtime in (package_copy / "sdk" / "parsing").glob("incremental__mypyc*"):
+        runtime.unlink()
+    seen, warned = _probe(package_copy)
+    assert seen[0].endswith("incremental.py") and seen[2:] == ["False", "True"]
+    assert "does not load" in warned
+
+
+@compiled_only
+def test_a_damaged_record_passes_the_build_over(package_copy: Path) -> None:
+    (package_copy / "sdk" / "parsing" / _reader_build.BUILT_FROM).write_text("{not json")
+    seen, warned = _probe(package_copy)
+    assert seen[0].endswith("incremental.py")
+    assert "was built from other files than these" in warned
+
+
+def test_the_build_records_the_reader_and_every_sdk_module_it_imports() -> None:
+    inputs = {path.relative_to(ROOT).as_posix() for path in _reader_build.build_inputs(ROOT)}
+    assert {"sdk/parsing/incremental.py", "sdk/parsing/_limits.py", "sdk/errors.py"} <= inputs
+    assert all(name.startswith("sdk/") and name.endswith(".py") for name in inputs)
+    recorded = _reader_build.record(ROOT)
+    assert set(recorded["inputs"]) == inputs
