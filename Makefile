@@ -55,6 +55,7 @@ test: lint typecheck $(LOCAL_STAMP) reader
 	$(BIN)/sdk schema check contracts
 	$(BIN)/sdk schema targets --check docs/guides/preflight.md
 	$(BIN)/python bench/readme_figures.py --check
+	$(BIN)/python bench/eval_models.py --check
 	SDK_COMPILED_READER=required $(BIN)/pytest -q
 
 # Issue 31's Ray job at full size on the real llama-server: 1,000 rows (about 7 minutes on two
@@ -134,6 +135,7 @@ eval-confidence: $(GEMMA_STAMP)
 			--anchors examples/data/eval/notices-anchors.json $(EVAL_FLAGS) || exit 1; \
 	done
 	$(BIN)/python bench/eval_models.py --write
+	$(BIN)/python bench/run.py --only eval --write
 
 # Issue 32: the decisions and the invoices on both embedded models, every arm that runs on them
 # (hours on two cores; resumes like `make eval`), then the tables by model (eval-results/MODELS.md).
@@ -150,6 +152,7 @@ eval-models: $(GEMMA_STAMP)
 			--limit $(EVAL_INVOICES) --max-tokens 300 --out $$folder/invoices $(EVAL_FLAGS) || exit 1; \
 	done
 	$(BIN)/python bench/eval_models.py --write
+	$(BIN)/python bench/run.py --only eval --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

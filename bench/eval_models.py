@@ -128,22 +128,36 @@ def _section(model: str, folder: Path, calibration_split: Path | None) -> list[s
             + (
                 f"; min_confidence floor {run.config.get('min_confidence')}."
                 if calibration_split is not None
-                else " (exact copies: stated values right; the goals are the notices')."
+                else "."
             ),
             "",
-            "| arm | items | exact copies | abstention recall | false abstention | valid "
-            "| item accuracy | ECE (decoded → by type) | ECE by field |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
-        by_field = _by_field(calibration_split) if calibration_split is not None else None
-        for arm, m in run.metrics.items():
-            shares = (m.stated_accuracy, m.abstention_recall, m.false_abstention, m.validity,
-                      m.accuracy)  # fmt: skip
-            lines.append(
-                f"| {arm} | {m.items} | {' | '.join(interval_text(v) for v in shares)} "
-                f"| {_ece(m.calibration_error, m.calibrated_error)} "
-                f"| {_field_ece(run, arm, by_field)} |"
-            )
+        if calibration_split is None:  # no copied values: what is right, what is valid
+            lines += [
+                "| arm | items | values right | valid | item accuracy | ECE (decoded) |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |",
+            ]
+            for arm, m in run.metrics.items():
+                shares = (m.stated_accuracy, m.validity, m.accuracy)
+                lines.append(
+                    f"| {arm} | {m.items} | {' | '.join(interval_text(v) for v in shares)} "
+                    f"| {_ece(m.calibration_error, None)} |"
+                )
+        else:
+            lines += [
+                "| arm | items | exact copies | abstention recall | false abstention | valid "
+                "| item accuracy | ECE (decoded → by type) | ECE by field |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            ]
+            by_field = _by_field(calibration_split)
+            for arm, m in run.metrics.items():
+                shares = (m.stated_accuracy, m.abstention_recall, m.false_abstention, m.validity,
+                          m.accuracy)  # fmt: skip
+                lines.append(
+                    f"| {arm} | {m.items} | {' | '.join(interval_text(v) for v in shares)} "
+                    f"| {_ece(m.calibration_error, m.calibrated_error)} "
+                    f"| {_field_ece(run, arm, by_field)} |"
+                )
         against = [pair for pair in run.pairs if pair.a == "constrained"]
         if against:
             lines += [
@@ -284,11 +298,22 @@ def _gap(run) -> list[str]:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
+    what.add_argument(
+        "--check", action="store_true", help=f"exit 1 unless {OUT.relative_to(ROOT)} is current"
+    )
+    arguments = parser.parse_args()
     text = tables()
-    if parser.parse_args().write:
+    if arguments.write:
         write_atomic(OUT, text)
         print(f"wrote {OUT.relative_to(ROOT)}")
+    elif arguments.check:
+        if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
+            sys.exit(
+                f"{OUT.relative_to(ROOT)} is not what the committed results render to: "
+                "bench/eval_models.py --write"
+            )
     else:
         print(text, end="")
 
