@@ -259,13 +259,14 @@ class ServerProvider(HTTPProvider, Generic[CodecT]):
         self,
         base_url: str,
         settings: ServerSettings,
-        declared: Any,
+        keywords: type[Any],
         codec: Callable[[ContentPolicy], CodecT],
     ) -> None:
-        """Refuse a keyword `declared` does not name (in the provider's name); make the codec
+        """Refuse a keyword the `keywords` `TypedDict` (`ServerSettings` or one extending it) does
+        not name (in the provider's name); make the codec
         with the control-token policy `settings` set (its own settings are checked before any
         client is made); keep how to reach the server; vet `extra_body` against the codec."""
-        check_keywords(settings, declared, f"{type(self).__name__}()")
+        check_keywords(settings, keywords, f"{type(self).__name__}()")
         made = codec(ContentPolicy.of(settings))
         super().__init__(base_url, **connection(settings))
         self.codec = made

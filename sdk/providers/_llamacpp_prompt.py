@@ -285,7 +285,12 @@ class NativePrompts:
         """What has been learned so far, as a value."""
         with self._lock:
             shapes = tuple(self._shapes.items())
-        return ServerTemplate(shapes, self._special_texts, self._no_vocabulary, self._too_large)
+        return ServerTemplate(
+            shapes=shapes,
+            specials=self._special_texts,
+            no_vocabulary=self._no_vocabulary,
+            vocabulary_too_large=self._too_large,
+        )
 
     @property
     def specials(self) -> ControlTokens | None:
