@@ -19,6 +19,7 @@ from pydantic import Field
 
 from sdk import CheckFailed
 from sdk import Contract
+from sdk import SourceQuote
 from sdk import StructuredClient
 from sdk import Verbatim
 from sdk.engine.kinds.guided import ANCHOR_SIGNAL
@@ -58,18 +59,36 @@ WRONG_PARTY = {"carrier": "Lumen Books", "recipient": "UPS"}
 DELIVERY = Kind("contract", Delivery, Say(json.dumps(GOOD)), Say(json.dumps(WRONG_PARTY)))
 REFUSED = "is not where its anchor allows"
 
+
+class Quoted(Contract):
+    """The same anchors on `SourceQuote`s: the parser holds a quote to its anchor as it holds a
+    `Verbatim` (same error, same pointer)."""
+
+    carrier: Annotated[SourceQuote | None, Anchor(not_after=("from",))] = Field(
+        description="The words naming the delivery company, or null."
+    )
+    recipient: Annotated[SourceQuote | None, Anchor(after=("Hello", "Dear"))] = Field(
+        description="The words naming who the parcel is for, or null."
+    )
+
+
+QUOTED = Kind("contract", Quoted, Say(json.dumps(GOOD)), Say(json.dumps(WRONG_PARTY)))
+
 ROUTES = [
-    pytest.param(setup, call, id=f"{setup.name}-{call}") for setup in SETUPS for call in CALLS
+    pytest.param(setup, call, kind, id=f"{setup.name}-{call}-{kind.output.__name__}")
+    for setup in SETUPS
+    for call in CALLS
+    for kind in (DELIVERY, QUOTED)
 ]
 
 
-@pytest.mark.parametrize(("setup", "call"), ROUTES)
+@pytest.mark.parametrize(("setup", "call", "kind"), ROUTES)
 def test_every_route_refuses_another_partys_value_and_retries_with_the_reason(
-    setup: Setup, call: str
+    setup: Setup, call: str, kind: Kind
 ) -> None:
-    watched = _watch(setup, DELIVERY, [DELIVERY.bad, DELIVERY.good], call)
-    result = _run(watched, DELIVERY, call, retries=1, source=SOURCE)
-    assert result.value == Delivery.model_validate(GOOD)
+    watched = _watch(setup, kind, [kind.bad, kind.good], call)
+    result = _run(watched, kind, call, retries=1, source=SOURCE)
+    assert result.value == kind.output.model_validate(GOOD)
     # (The fallback's primary is down: its failed attempts come first.)
     [first] = [a.error for a in result.attempts if isinstance(a.error, CheckFailed)]
     assert [(v.pointer, v.keyword) for v in first.violations] == [
@@ -78,21 +97,21 @@ def test_every_route_refuses_another_partys_value_and_retries_with_the_reason(
     ]
     assert "follows 'from'" in first.violations[0].message
     assert "on no line after its labels ('Hello', 'Dear')" in first.violations[1].message
-    assert first.text == DELIVERY.bad.text and first.stop_reason is StopReason.END_TURN
+    assert first.text == kind.bad.text and first.stop_reason is StopReason.END_TURN
     requests = [str(request) for request in watched.server.requests]
     assert len(requests) == _requests(watched) >= 2
     assert REFUSED in requests[-1]  # the reason, fed back to the model
     assert not any(REFUSED in request for request in requests[:-1])
 
 
-@pytest.mark.parametrize(("setup", "call"), ROUTES)
+@pytest.mark.parametrize(("setup", "call", "kind"), ROUTES)
 def test_every_route_under_guided_abstention_nulls_another_partys_value_with_a_note(
-    setup: Setup, call: str
+    setup: Setup, call: str, kind: Kind
 ) -> None:
-    watched = _watch(setup, DELIVERY, [DELIVERY.bad], call)
-    result = _run(watched, DELIVERY, call, retries=0, source=SOURCE, abstention="guided")
-    assert result.value == Delivery(carrier=None, recipient=None)
-    assert result.text == DELIVERY.bad.text  # what the model wrote
+    watched = _watch(setup, kind, [kind.bad], call)
+    result = _run(watched, kind, call, retries=0, source=SOURCE, abstention="guided")
+    assert result.value == kind.output(carrier=None, recipient=None)
+    assert result.text == kind.bad.text  # what the model wrote
     assert not [a for a in result.attempts if isinstance(a.error, CheckFailed)]  # no retry
     decided = {n.pointer: n.written for n in result.notes if n.kind == SIGNAL_NOTE and n.pointer}
     assert set(decided) == {"/carrier", "/recipient"}

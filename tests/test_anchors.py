@@ -370,3 +370,35 @@ def test_an_anchor_takes_tuples_of_labels_only() -> None:
     with pytest.raises(TypeError, match="tuple of labels"):
         Anchor(after="Dear")  # type: ignore[arg-type]
     assert Anchor(after=["Dear"]).after == ("Dear",)  # type: ignore[arg-type]
+
+
+def test_a_quote_under_an_anchor_is_held_to_it_as_a_verbatim_is() -> None:
+    """A `SourceQuote` may be any span of the source (not only whole words): under an anchor,
+    one occurrence where the anchor allows passes, and one the anchor refuses is the same
+    violation as a `Verbatim`'s, at the same pointer."""
+    from sdk import CheckFailed
+    from sdk import SourceQuote
+
+    class Evidence(Contract):
+        recipient: Annotated[SourceQuote, Anchor(after=("Hello",), not_after=("from",))]
+
+    source = "A parcel from Lumen Books.\nHello Ana Vogt, from UPS\n"
+    for allowed in ("Ana Vogt", "Ana Vo", "na Vogt, from UPS", ""):
+        assert _parse(Evidence, {"recipient": allowed}, source).recipient == allowed
+    refused = {
+        "Lumen Books": "it is on no line after its labels ('Hello')",
+        "Lumen Bo": "it is on no line after its labels ('Hello')",  # cut: still a quote
+        "UPS": "it follows 'from' (another party's value)",
+    }
+    for value, reason in refused.items():
+        with pytest.raises(CheckFailed) as failed:
+            _parse(Evidence, {"recipient": value}, source)
+        [violation] = failed.value.violations
+        assert (violation.pointer, violation.keyword) == ("/recipient", "x-anchor")
+        assert violation.message == (
+            f"value in field 'recipient' is not where its anchor allows: {value!r}: {reason}"
+        )
+    # Nowhere in the source: the quote's own violation, not the anchor's.
+    with pytest.raises(CheckFailed) as invented:
+        _parse(Evidence, {"recipient": "Zed"}, source)
+    assert [v.keyword for v in invented.value.violations] == ["x-source-quote"]
