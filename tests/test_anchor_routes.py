@@ -159,6 +159,77 @@ def test_guided_abstention_cannot_null_a_field_that_may_not_be_null() -> None:
     assert failed.value.text == json.dumps({"carrier": None, "recipient": "UPS"})
 
 
+# --- guided abstention below the top level: null where the contract allows, else a retry ---
+
+
+NESTED_SOURCE = "Shipped from Lumen Books with UPS.\nHello Ana Vogt,\nItem: Atlas\nItem: Globe\n"
+
+
+class Parties(Contract):
+    carrier: Annotated[Verbatim | None, Anchor(not_after=("from",))] = None
+    recipient: Annotated[Verbatim | None, Anchor(after=("Hello",))] = None
+
+
+class Shipment(Contract):
+    """No top-level field may be null: guided abstention has somewhere to abstain all the
+    same (the anchored values below)."""
+
+    parties: Parties
+    items: list[Annotated[Verbatim | None, Anchor(after=("Item:",))]]
+
+
+def test_guided_abstention_nulls_an_anchored_value_in_a_nested_object_or_a_list_item() -> None:
+    wrote = {"parties": {"carrier": "Lumen Books", "recipient": "Ana Vogt"},
+             "items": ["Atlas", "UPS", "Globe"]}  # fmt: skip
+    provider = TestProvider([json.dumps(wrote)])
+    result = StructuredClient(provider, retries=0).generate(
+        Shipment, prompt="x", source=NESTED_SOURCE, abstention="guided"
+    )
+    assert result.value == Shipment(
+        parties=Parties(carrier=None, recipient="Ana Vogt"), items=["Atlas", None, "Globe"]
+    )
+    assert result.text == json.dumps(wrote) and len(result.attempts) == 1
+    decided = {n.pointer: str(n.written) for n in result.notes if n.kind == SIGNAL_NOTE}
+    assert decided["/parties/carrier"].startswith(ANCHOR_SIGNAL)
+    assert "follows 'from'" in decided["/parties/carrier"]
+    assert "on no line after its labels ('Item:')" in decided["/items/1"]
+    abstained = [(n.pointer, n.received) for n in result.notes if n.kind == "abstained"]
+    assert abstained == [("/parties/carrier", "Lumen Books"), ("/items/1", "UPS")]
+
+
+class Firm(Contract):
+    recipient: Annotated[Verbatim, Anchor(after=("Hello",))]
+
+
+class FirmShipment(Contract):
+    note: Verbatim | None = None
+    parties: Firm
+    items: list[Annotated[Verbatim, Anchor(after=("Item:",))]]
+
+
+@pytest.mark.parametrize(
+    ("wrote", "pointer"),
+    [
+        ({"parties": {"recipient": "UPS"}, "items": ["Atlas"]}, "/parties/recipient"),
+        ({"parties": {"recipient": "Ana Vogt"}, "items": ["Atlas", "UPS"]}, "/items/1"),
+    ],
+    ids=["nested-field", "list-item"],
+)
+def test_guided_abstention_retries_a_nested_anchored_value_that_may_not_be_null(
+    wrote: dict[str, Any], pointer: str
+) -> None:
+    good = {"parties": {"recipient": "Ana Vogt"}, "items": ["Atlas"]}
+    provider = TestProvider([json.dumps(wrote), json.dumps(good)])
+    result = StructuredClient(provider, retries=1).generate(
+        FirmShipment, prompt="x", source=NESTED_SOURCE, abstention="guided"
+    )
+    assert result.value == FirmShipment.model_validate(good)
+    first = result.attempts[0].error
+    assert isinstance(first, CheckFailed) and first.text == json.dumps(wrote)
+    assert [(v.pointer, v.keyword) for v in first.violations] == [(pointer, ANCHOR_KEY)]
+    assert not [n for n in result.notes if n.kind == "abstained"]
+
+
 # --- llama.cpp: the grounded GBNF offers the anchor's regions only ---
 
 
