@@ -296,6 +296,19 @@ def test_llama_cpp_reads_the_anchored_grammar_as_the_sdk_does() -> None:
     grammar = LlamaCppProvider("http://127.0.0.1:9").grammar_for(Delivery, source=NOTICE)
     assert llama_accepts(grammar, json.dumps({"carrier": "UPS", "recipient": "Bo Li"}))
     assert not llama_accepts(grammar, json.dumps({"carrier": "UPS", "recipient": "UPS"}))
+    # A sub-model shared by two anchors: each confined by its own (two rules).
+    from tests.test_anchors import Letter
+
+    source = "From: Ana Vogt\nTo: Bo Li\nSeen by Cy Ng\n"
+    shared = LlamaCppProvider("http://127.0.0.1:9").grammar_for(Letter, source=source)
+
+    def letter(sender: str, recipient: str) -> str:
+        return json.dumps({"sender": {"name": sender}, "recipient": {"name": recipient},
+                           "witness": {"name": "Cy Ng"}})  # fmt: skip
+
+    assert llama_accepts(shared, letter("Ana Vogt", "Bo Li"))
+    assert not llama_accepts(shared, letter("Ana Vogt", "Ana Vogt"))
+    assert not llama_accepts(shared, letter("Bo Li", "Bo Li"))
 
 
 def _recording(bodies: list[dict[str, Any]]) -> httpx.Client:
@@ -336,6 +349,28 @@ def test_a_real_llama_server_writes_only_spans_of_the_anchors_regions(llama_serv
     )  # fmt: skip
     assert result.value.recipient is None
     assert bodies[-1]["grammar"] == provider.grammar_for(ForWhom, source=source)
+
+
+def test_a_real_llama_server_confines_a_shared_sub_model_by_each_anchor(llama_server: str) -> None:
+    from tests.test_anchors import Letter
+
+    bodies: list[dict[str, Any]] = []
+    provider = LlamaCppProvider(llama_server, http_client=_recording(bodies))
+    source = "From: Ana Vogt\nTo: Bo Li\nSeen by Cy Ng\n"
+    # Lured to the wrong lines (spans of the letter): with the sub-model's rule written once,
+    # SmolLM2 followed both lures (the parser then refused the reply); each anchor holds now.
+    lures = ("The sender is Bo Li. The recipient is Ana Vogt.", "Sender: Bo Li. Recipient: Cy Ng.")
+    for lure in lures:
+        result = StructuredClient(provider, retries=0).generate(
+            Letter,
+            system=lure,
+            prompt="Who sent the letter, who receives it, who saw it?",
+            source=source,
+            max_tokens=200,
+        )
+        assert result.value.sender.name in {None, "Ana", "Vogt", "Ana Vogt"}
+        assert result.value.recipient.name in {None, "Bo", "Li", "Bo Li"}
+        assert bodies[-1]["grammar"] == provider.grammar_for(Letter, source=source)
 
 
 # --- the embedded model: the Lark grammar confines, the parser and guided abstention check ---
