@@ -111,8 +111,9 @@ class Guided:
             and not _anchored_nullable(shared_schema(contract))
         ):
             raise ValueError(
-                f'abstention="guided" needs a field that may be null or an enum with an escape '
-                f"member; {contract.__name__} has neither (sdk.schema.widen makes one that has)"
+                f'abstention="guided" needs a field that may be null, an enum with an escape '
+                "member, or an anchored value (at any depth) that may be null; "
+                f"{contract.__name__} has none (sdk.schema.widen makes one that has)"
             )
 
     def request(self, ask: Ask) -> CompletionRequest:
