@@ -19,6 +19,7 @@ from pydantic import Field
 
 from sdk import CheckFailed
 from sdk import Contract
+from sdk import SourceQuote
 from sdk import StructuredClient
 from sdk import Verbatim
 from sdk.engine.kinds.guided import ANCHOR_SIGNAL
@@ -58,18 +59,36 @@ WRONG_PARTY = {"carrier": "Lumen Books", "recipient": "UPS"}
 DELIVERY = Kind("contract", Delivery, Say(json.dumps(GOOD)), Say(json.dumps(WRONG_PARTY)))
 REFUSED = "is not where its anchor allows"
 
+
+class Quoted(Contract):
+    """The same anchors on `SourceQuote`s: the parser holds a quote to its anchor as it holds a
+    `Verbatim` (same error, same pointer)."""
+
+    carrier: Annotated[SourceQuote | None, Anchor(not_after=("from",))] = Field(
+        description="The words naming the delivery company, or null."
+    )
+    recipient: Annotated[SourceQuote | None, Anchor(after=("Hello", "Dear"))] = Field(
+        description="The words naming who the parcel is for, or null."
+    )
+
+
+QUOTED = Kind("contract", Quoted, Say(json.dumps(GOOD)), Say(json.dumps(WRONG_PARTY)))
+
 ROUTES = [
-    pytest.param(setup, call, id=f"{setup.name}-{call}") for setup in SETUPS for call in CALLS
+    pytest.param(setup, call, kind, id=f"{setup.name}-{call}-{kind.output.__name__}")
+    for setup in SETUPS
+    for call in CALLS
+    for kind in (DELIVERY, QUOTED)
 ]
 
 
-@pytest.mark.parametrize(("setup", "call"), ROUTES)
+@pytest.mark.parametrize(("setup", "call", "kind"), ROUTES)
 def test_every_route_refuses_another_partys_value_and_retries_with_the_reason(
-    setup: Setup, call: str
+    setup: Setup, call: str, kind: Kind
 ) -> None:
-    watched = _watch(setup, DELIVERY, [DELIVERY.bad, DELIVERY.good], call)
-    result = _run(watched, DELIVERY, call, retries=1, source=SOURCE)
-    assert result.value == Delivery.model_validate(GOOD)
+    watched = _watch(setup, kind, [kind.bad, kind.good], call)
+    result = _run(watched, kind, call, retries=1, source=SOURCE)
+    assert result.value == kind.output.model_validate(GOOD)
     # (The fallback's primary is down: its failed attempts come first.)
     [first] = [a.error for a in result.attempts if isinstance(a.error, CheckFailed)]
     assert [(v.pointer, v.keyword) for v in first.violations] == [
@@ -78,21 +97,21 @@ def test_every_route_refuses_another_partys_value_and_retries_with_the_reason(
     ]
     assert "follows 'from'" in first.violations[0].message
     assert "on no line after its labels ('Hello', 'Dear')" in first.violations[1].message
-    assert first.text == DELIVERY.bad.text and first.stop_reason is StopReason.END_TURN
+    assert first.text == kind.bad.text and first.stop_reason is StopReason.END_TURN
     requests = [str(request) for request in watched.server.requests]
     assert len(requests) == _requests(watched) >= 2
     assert REFUSED in requests[-1]  # the reason, fed back to the model
     assert not any(REFUSED in request for request in requests[:-1])
 
 
-@pytest.mark.parametrize(("setup", "call"), ROUTES)
+@pytest.mark.parametrize(("setup", "call", "kind"), ROUTES)
 def test_every_route_under_guided_abstention_nulls_another_partys_value_with_a_note(
-    setup: Setup, call: str
+    setup: Setup, call: str, kind: Kind
 ) -> None:
-    watched = _watch(setup, DELIVERY, [DELIVERY.bad], call)
-    result = _run(watched, DELIVERY, call, retries=0, source=SOURCE, abstention="guided")
-    assert result.value == Delivery(carrier=None, recipient=None)
-    assert result.text == DELIVERY.bad.text  # what the model wrote
+    watched = _watch(setup, kind, [kind.bad], call)
+    result = _run(watched, kind, call, retries=0, source=SOURCE, abstention="guided")
+    assert result.value == kind.output(carrier=None, recipient=None)
+    assert result.text == kind.bad.text  # what the model wrote
     assert not [a for a in result.attempts if isinstance(a.error, CheckFailed)]  # no retry
     decided = {n.pointer: n.written for n in result.notes if n.kind == SIGNAL_NOTE and n.pointer}
     assert set(decided) == {"/carrier", "/recipient"}
@@ -138,6 +157,77 @@ def test_guided_abstention_cannot_null_a_field_that_may_not_be_null() -> None:
         )
     assert [v.keyword for v in failed.value.violations] == [ANCHOR_KEY]
     assert failed.value.text == json.dumps({"carrier": None, "recipient": "UPS"})
+
+
+# --- guided abstention below the top level: null where the contract allows, else a retry ---
+
+
+NESTED_SOURCE = "Shipped from Lumen Books with UPS.\nHello Ana Vogt,\nItem: Atlas\nItem: Globe\n"
+
+
+class Parties(Contract):
+    carrier: Annotated[Verbatim | None, Anchor(not_after=("from",))] = None
+    recipient: Annotated[Verbatim | None, Anchor(after=("Hello",))] = None
+
+
+class Shipment(Contract):
+    """No top-level field may be null: guided abstention has somewhere to abstain all the
+    same (the anchored values below)."""
+
+    parties: Parties
+    items: list[Annotated[Verbatim | None, Anchor(after=("Item:",))]]
+
+
+def test_guided_abstention_nulls_an_anchored_value_in_a_nested_object_or_a_list_item() -> None:
+    wrote = {"parties": {"carrier": "Lumen Books", "recipient": "Ana Vogt"},
+             "items": ["Atlas", "UPS", "Globe"]}  # fmt: skip
+    provider = TestProvider([json.dumps(wrote)])
+    result = StructuredClient(provider, retries=0).generate(
+        Shipment, prompt="x", source=NESTED_SOURCE, abstention="guided"
+    )
+    assert result.value == Shipment(
+        parties=Parties(carrier=None, recipient="Ana Vogt"), items=["Atlas", None, "Globe"]
+    )
+    assert result.text == json.dumps(wrote) and len(result.attempts) == 1
+    decided = {n.pointer: str(n.written) for n in result.notes if n.kind == SIGNAL_NOTE}
+    assert decided["/parties/carrier"].startswith(ANCHOR_SIGNAL)
+    assert "follows 'from'" in decided["/parties/carrier"]
+    assert "on no line after its labels ('Item:')" in decided["/items/1"]
+    abstained = [(n.pointer, n.received) for n in result.notes if n.kind == "abstained"]
+    assert abstained == [("/parties/carrier", "Lumen Books"), ("/items/1", "UPS")]
+
+
+class Firm(Contract):
+    recipient: Annotated[Verbatim, Anchor(after=("Hello",))]
+
+
+class FirmShipment(Contract):
+    note: Verbatim | None = None
+    parties: Firm
+    items: list[Annotated[Verbatim, Anchor(after=("Item:",))]]
+
+
+@pytest.mark.parametrize(
+    ("wrote", "pointer"),
+    [
+        ({"parties": {"recipient": "UPS"}, "items": ["Atlas"]}, "/parties/recipient"),
+        ({"parties": {"recipient": "Ana Vogt"}, "items": ["Atlas", "UPS"]}, "/items/1"),
+    ],
+    ids=["nested-field", "list-item"],
+)
+def test_guided_abstention_retries_a_nested_anchored_value_that_may_not_be_null(
+    wrote: dict[str, Any], pointer: str
+) -> None:
+    good = {"parties": {"recipient": "Ana Vogt"}, "items": ["Atlas"]}
+    provider = TestProvider([json.dumps(wrote), json.dumps(good)])
+    result = StructuredClient(provider, retries=1).generate(
+        FirmShipment, prompt="x", source=NESTED_SOURCE, abstention="guided"
+    )
+    assert result.value == FirmShipment.model_validate(good)
+    first = result.attempts[0].error
+    assert isinstance(first, CheckFailed) and first.text == json.dumps(wrote)
+    assert [(v.pointer, v.keyword) for v in first.violations] == [(pointer, ANCHOR_KEY)]
+    assert not [n for n in result.notes if n.kind == "abstained"]
 
 
 # --- llama.cpp: the grounded GBNF offers the anchor's regions only ---
@@ -206,6 +296,19 @@ def test_llama_cpp_reads_the_anchored_grammar_as_the_sdk_does() -> None:
     grammar = LlamaCppProvider("http://127.0.0.1:9").grammar_for(Delivery, source=NOTICE)
     assert llama_accepts(grammar, json.dumps({"carrier": "UPS", "recipient": "Bo Li"}))
     assert not llama_accepts(grammar, json.dumps({"carrier": "UPS", "recipient": "UPS"}))
+    # A sub-model shared by two anchors: each confined by its own (two rules).
+    from tests.test_anchors import Letter
+
+    source = "From: Ana Vogt\nTo: Bo Li\nSeen by Cy Ng\n"
+    shared = LlamaCppProvider("http://127.0.0.1:9").grammar_for(Letter, source=source)
+
+    def letter(sender: str, recipient: str) -> str:
+        return json.dumps({"sender": {"name": sender}, "recipient": {"name": recipient},
+                           "witness": {"name": "Cy Ng"}})  # fmt: skip
+
+    assert llama_accepts(shared, letter("Ana Vogt", "Bo Li"))
+    assert not llama_accepts(shared, letter("Ana Vogt", "Ana Vogt"))
+    assert not llama_accepts(shared, letter("Bo Li", "Bo Li"))
 
 
 def _recording(bodies: list[dict[str, Any]]) -> httpx.Client:
@@ -246,6 +349,28 @@ def test_a_real_llama_server_writes_only_spans_of_the_anchors_regions(llama_serv
     )  # fmt: skip
     assert result.value.recipient is None
     assert bodies[-1]["grammar"] == provider.grammar_for(ForWhom, source=source)
+
+
+def test_a_real_llama_server_confines_a_shared_sub_model_by_each_anchor(llama_server: str) -> None:
+    from tests.test_anchors import Letter
+
+    bodies: list[dict[str, Any]] = []
+    provider = LlamaCppProvider(llama_server, http_client=_recording(bodies))
+    source = "From: Ana Vogt\nTo: Bo Li\nSeen by Cy Ng\n"
+    # Lured to the wrong lines (spans of the letter): with the sub-model's rule written once,
+    # SmolLM2 followed both lures (the parser then refused the reply); each anchor holds now.
+    lures = ("The sender is Bo Li. The recipient is Ana Vogt.", "Sender: Bo Li. Recipient: Cy Ng.")
+    for lure in lures:
+        result = StructuredClient(provider, retries=0).generate(
+            Letter,
+            system=lure,
+            prompt="Who sent the letter, who receives it, who saw it?",
+            source=source,
+            max_tokens=200,
+        )
+        assert result.value.sender.name in {None, "Ana", "Vogt", "Ana Vogt"}
+        assert result.value.recipient.name in {None, "Bo", "Li", "Bo Li"}
+        assert bodies[-1]["grammar"] == provider.grammar_for(Letter, source=source)
 
 
 # --- the embedded model: the Lark grammar confines, the parser and guided abstention check ---

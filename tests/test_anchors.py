@@ -370,3 +370,87 @@ def test_an_anchor_takes_tuples_of_labels_only() -> None:
     with pytest.raises(TypeError, match="tuple of labels"):
         Anchor(after="Dear")  # type: ignore[arg-type]
     assert Anchor(after=["Dear"]).after == ("Dear",)  # type: ignore[arg-type]
+
+
+def test_a_quote_under_an_anchor_is_held_to_it_as_a_verbatim_is() -> None:
+    """A `SourceQuote` may be any span of the source (not only whole words): under an anchor,
+    one occurrence where the anchor allows passes, and one the anchor refuses is the same
+    violation as a `Verbatim`'s, at the same pointer."""
+    from sdk import CheckFailed
+    from sdk import SourceQuote
+
+    class Evidence(Contract):
+        recipient: Annotated[SourceQuote, Anchor(after=("Hello",), not_after=("from",))]
+
+    source = "A parcel from Lumen Books.\nHello Ana Vogt, from UPS\n"
+    for allowed in ("Ana Vogt", "Ana Vo", "na Vogt, from UPS", ""):
+        assert _parse(Evidence, {"recipient": allowed}, source).recipient == allowed
+    refused = {
+        "Lumen Books": "it is on no line after its labels ('Hello')",
+        "Lumen Bo": "it is on no line after its labels ('Hello')",  # cut: still a quote
+        "UPS": "it follows 'from' (another party's value)",
+    }
+    for value, reason in refused.items():
+        with pytest.raises(CheckFailed) as failed:
+            _parse(Evidence, {"recipient": value}, source)
+        [violation] = failed.value.violations
+        assert (violation.pointer, violation.keyword) == ("/recipient", "x-anchor")
+        assert violation.message == (
+            f"value in field 'recipient' is not where its anchor allows: {value!r}: {reason}"
+        )
+    # Nowhere in the source: the quote's own violation, not the anchor's.
+    with pytest.raises(CheckFailed) as invented:
+        _parse(Evidence, {"recipient": "Zed"}, source)
+    assert [v.keyword for v in invented.value.violations] == ["x-source-quote"]
+
+
+class Party(Contract):
+    name: Verbatim | None
+
+
+class Letter(Contract):
+    """One sub-model (a `$ref` in the schema) under two anchors, and once under none."""
+
+    sender: Annotated[Party, Anchor(after=("From:",))]
+    recipient: Annotated[Party, Anchor(after=("To:",))]
+    witness: Party
+
+
+def test_a_shared_sub_model_under_two_anchors_is_confined_by_each_in_both_grammars() -> None:
+    """Each grammar wrote a `$ref`'s rule once, under the first anchor that reached it (Lark),
+    or under none (GBNF: its rules are written after the anchor's walk): now each anchor has
+    its own rule, and the check and both grammars answer alike."""
+    import itertools
+    import json
+
+    from sdk import CheckFailed
+    from sdk.schema.canonical import shared_schema
+    from sdk.schema.grounding import grounded_gbnf
+    from tests.grammar_support import grammar_accepts
+
+    source = "From: Ana Vogt\nTo: Bo Li\nSeen by Cy Ng\n"
+    schema = shared_schema(Letter)
+    assert schema["properties"]["sender"]["$ref"] == schema["properties"]["recipient"]["$ref"]
+    lark, gbnf = grounded_lark(schema, source), grounded_gbnf(schema, source)
+    names = ("Ana Vogt", "Bo Li", "Cy Ng", None)
+    for sender, recipient, witness in itertools.product(names, names, ("Cy Ng", "Ana")):
+        value = {"sender": {"name": sender}, "recipient": {"name": recipient},
+                 "witness": {"name": witness}}  # fmt: skip
+        allowed = sender in ("Ana Vogt", None) and recipient in ("Bo Li", None)
+        doc = json.dumps(value)
+        assert lark_accepts(lark, doc) == allowed, (value, "lark")
+        assert grammar_accepts(gbnf, doc) == allowed, (value, "gbnf")
+        try:
+            _parse(Letter, value, source)
+        except CheckFailed as error:
+            assert not allowed and {v.keyword for v in error.violations} == {"x-anchor"}
+        else:
+            assert allowed, (value, "the check")
+    # A document without the recipient's label: the recipient's name can only be null there,
+    # the sender's and the witness's are still spans.
+    without = "From: Ana Vogt\nSeen by Cy Ng\n"
+    lark, gbnf = grounded_lark(schema, without), grounded_gbnf(schema, without)
+    for recipient, allowed in (("Ana Vogt", False), (None, True)):
+        doc = json.dumps({"sender": {"name": "Ana Vogt"}, "recipient": {"name": recipient},
+                          "witness": {"name": "Cy Ng"}})  # fmt: skip
+        assert lark_accepts(lark, doc) == allowed and grammar_accepts(gbnf, doc) == allowed

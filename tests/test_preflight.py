@@ -254,3 +254,38 @@ def test_every_target_either_refuses_a_map_field_or_keeps_it(name: str) -> None:
         wire = to_wire(Inventory, target.dialect).schema
         counts = wire["properties"]["counts"]
         assert counts.get("additionalProperties") == {"type": "integer"}
+
+
+def test_the_table_and_a_contracts_preflight_say_what_each_target_does_with_an_anchor() -> None:
+    """`x-anchor`: its `after` regions are enforced while decoding where the target grounds
+    copied values (the embedded model, llama.cpp's grammar, vLLM's grounded Lark); every
+    anchor is checked after parsing, on every target."""
+    from typing import Annotated
+
+    from sdk import Contract
+    from sdk import Verbatim
+    from sdk.schema.grounding import Anchor
+
+    table = preflight_table()
+    assert "| anchors (`x-anchor`) |" in table.splitlines()[0]
+    rows = {line.split(" | ")[0].strip("| `"): line for line in table.splitlines()[2:]}
+    grounding = {"llamacpp", "vllm-xgrammar", "vllm-guidance", "embedded"}
+    assert set(rows) == set(TARGETS)
+    for name, row in rows.items():
+        assert ("`after` labels enforced while decoding" in row) == (name in grounding), name
+        assert ("| not enforced while decoding;" in row) == (name not in grounding), name
+        assert "checked after parsing (a value outside its anchor is a `CheckFailed`" in row
+
+    class Parcel(Contract):
+        carrier: Annotated[Verbatim | None, Anchor(not_after=("from",))]
+        recipient: Annotated[Verbatim | None, Anchor(after=("Dear",))]
+
+    for name in TARGETS:
+        report = preflight(Parcel, name)
+        enforced = [i.pointer for i in report.enforced if i.keyword == "x-anchor"]
+        rechecked = [i.pointer for i in report.rechecked if i.keyword == "x-anchor"]
+        # `not_after` is never in a grammar: the carrier's anchor is checked after parsing only.
+        assert enforced == (["/properties/recipient"] if name in grounding else []), name
+        assert rechecked == ["/properties/carrier", "/properties/recipient"], name
+    lines = preflight(Parcel, "embedded").lines()
+    assert "x-anchor" in lines[1] and "/properties/recipient: x-anchor" in lines[3]

@@ -554,8 +554,9 @@ def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
 
 def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
     """`SourceQuote`s that are not spans of the source (empty passes: "no evidence"), and
-    `Verbatim` values that are not (empty fails, unless the source is empty too), or that are
-    but not where their `Anchor` allows (`x-anchor`: violation type `ANCHOR_KEY`)."""
+    `Verbatim` values that are not (empty fails, unless the source is empty too); and both,
+    where they are in the source but not where their `Anchor` allows (`x-anchor`: violation
+    type `ANCHOR_KEY`)."""
     violations = []
     anchors = _anchors_by_pointer(reading)
     for hit in reading.compiled.quotes.walk(reading.data):
@@ -568,14 +569,7 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
                 anchor = _anchor_at(anchors, hit.pointer)
                 problem = anchor_problem(value, source, anchor) if anchor else None
                 if problem is not None:
-                    violations.append(
-                        Violation(
-                            hit.pointer,
-                            f"value in field {hit.key!r} is not where its anchor allows: "
-                            f"{shown!r}: {problem}",
-                            ANCHOR_KEY,
-                        )
-                    )
+                    violations.append(_off_anchor(hit.pointer, hit.key, shown, problem))
                 continue
             if not value:
                 problem = (
@@ -601,7 +595,24 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
                     SOURCE_QUOTE_KEY,
                 )
             )
+        elif value:
+            # A quote is any span of the source (not only whole chunks): under an anchor, one
+            # occurrence where the anchor allows is enough, as for a `Verbatim`.
+            anchor = _anchor_at(anchors, hit.pointer)
+            problem = anchor_problem(value, source, anchor, whole=False) if anchor else None
+            if problem is not None:
+                violations.append(_off_anchor(hit.pointer, hit.key, shown, problem))
     return violations
+
+
+def _off_anchor(pointer: str, key: str | int | None, shown: str, problem: str) -> Violation:
+    """The violation of a grounded value that is in the source, but not where its anchor
+    allows: the same for a `Verbatim` and a `SourceQuote`."""
+    return Violation(
+        pointer,
+        f"value in field {key!r} is not where its anchor allows: {shown!r}: {problem}",
+        ANCHOR_KEY,
+    )
 
 
 def _anchors_by_pointer(reading: _Reading) -> dict[str, Anchor]:

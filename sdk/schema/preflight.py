@@ -16,6 +16,10 @@ For each target the SDK states four things about a schema:
   schema is refused before sending (`UnsupportedRequest` naming the keyword and the target)
   unless the caller accepts the weakening explicitly.
 
+And what it does with an `Anchor` (`x-anchor`): its `after` regions are enforced while
+decoding where the target grounds copied values (`Target.grounding`), and every anchor is
+re-checked after parsing, on every target.
+
 Targets are data (`TARGETS`): the docs' preflight table is generated from them
 (`preflight_table`), and `tests/test_preflight.py` holds the docs to it. Pure: no I/O.
 """
@@ -42,6 +46,7 @@ from sdk.schema.dialects import OPENAI_STRICT
 from sdk.schema.dialects import VLLM
 from sdk.schema.dialects import Dialect
 from sdk.schema.dialects import to_wire
+from sdk.schema.grounding import ANCHOR_KEY
 
 __all__ = [
     "ALWAYS_UNPROMISED",
@@ -95,6 +100,10 @@ class Target:
     """The whitespace and repetition bound the SDK sends, if the target takes one."""
     unpromised: tuple[str, ...] = ()
     """What this target cannot promise, beyond `ALWAYS_UNPROMISED`."""
+    grounding: str = ""
+    """The grammar that confines copied values (`SourceQuote`, `Verbatim`) to spans of the
+    source while decoding, and with them an `Anchor`'s `after` regions (`x-anchor`); empty:
+    the target grounds nothing while decoding (the parser checks after)."""
 
     @property
     def closed_objects(self) -> bool:
@@ -148,6 +157,8 @@ TARGETS: dict[str, Target] = {
             "llama.cpp's GBNF sampler, on the SDK's grammar",
             grammar="gbnf",
             whitespace=_GBNF_WHITESPACE,
+            grounding="the grounded GBNF (a source longer than `grounding_limit`, "
+            "`GBNF_SOURCE_LIMIT` characters by default, goes with the plain grammar)",
         ),
         Target(
             "llamacpp-json-schema",
@@ -170,6 +181,8 @@ TARGETS: dict[str, Target] = {
             VLLM,
             ignores=frozenset({"allOf", "minProperties", "maxProperties", "format"}),
             whitespace=_VLLM_WHITESPACE,
+            grounding="the grounded Lark grammar, which vLLM's `auto` backend hands to "
+            "`guidance` (xgrammar cannot read it)",
         ),
         Target(
             "vllm-guidance",
@@ -178,6 +191,7 @@ TARGETS: dict[str, Target] = {
             "llguidance",
             VLLM,
             whitespace=_VLLM_WHITESPACE,
+            grounding="the grounded Lark grammar",
         ),
         Target(
             "ollama",
@@ -197,6 +211,7 @@ TARGETS: dict[str, Target] = {
             "llguidance",
             grammar="llguidance",
             whitespace="at most one space after `,` and `:` (llguidance's compile options)",
+            grounding="the grounded Lark grammar",
         ),
     )
 }
@@ -292,7 +307,22 @@ def preflight(schema: type[BaseModel] | Mapping[str, Any], target: Target | str)
     else:
         _grammar_preflight(root, target, report)
     report.unbounded.extend(unbounded(root))
+    _anchor_preflight(root, target, report)
     return report
+
+
+def _anchor_preflight(root: dict[str, Any], target: Target, report: Preflight) -> None:
+    """Each anchor (`x-anchor`): enforced while decoding where the target grounds copied
+    values and the anchor has `after` labels, and checked after parsing everywhere."""
+    for pointer, node in iter_nodes(root):
+        anchor = node.get(ANCHOR_KEY)
+        if not isinstance(anchor, Mapping):
+            continue
+        if target.grounding and anchor.get("after"):
+            why = f"its `after` labels' regions, by {target.grounding}, given a source"
+            report.enforced.append(PreflightItem(pointer, ANCHOR_KEY, anchor, why))
+        why = "by the source check: its regions and its `not_after` labels"
+        report.rechecked.append(PreflightItem(pointer, ANCHOR_KEY, anchor, why))
 
 
 def _dialect_preflight(root: dict[str, Any], target: Target, report: Preflight) -> None:
@@ -429,8 +459,9 @@ def preflight_table() -> str:
     """The docs' table of targets (Markdown), generated from `TARGETS` and the dialects."""
     rows = [
         "| target | route | decoding engine | enforced while decoding | stripped or ignored "
-        "(re-checked after parsing) | whitespace the SDK sends | cannot promise |",
-        "|---|---|---|---|---|---|---|",
+        "(re-checked after parsing) | anchors (`x-anchor`) | whitespace the SDK sends | "
+        "cannot promise |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for target in TARGETS.values():
         rows.append(
@@ -442,6 +473,7 @@ def preflight_table() -> str:
                     target.engine,
                     _enforced_summary(target),
                     _stripped_summary(target),
+                    _anchors_summary(target),
                     target.whitespace,
                     _unpromised_summary(target),
                 )
@@ -497,6 +529,22 @@ def _stripped_summary(target: Target) -> str:
         said.append("`oneOf` sent as `anyOf` (exclusivity re-checked)")
     said += [f"`{k}` ignored by {target.engine}" for k in sorted(target.ignores)]
     return ", ".join(said) or "nothing"
+
+
+_ANCHORS_CHECKED = (
+    "checked after parsing (a value outside its anchor is a `CheckFailed`, `x-anchor`, retried "
+    'with the reason; `abstention="guided"` nulls it where it may be null)'
+)
+
+
+def _anchors_summary(target: Target) -> str:
+    if not target.grounding:
+        return f"not enforced while decoding; {_ANCHORS_CHECKED}"
+    return (
+        f"`after` labels enforced while decoding by {target.grounding} (only spans of the "
+        "regions they open; none in the source: `null` only); `not_after` and every anchor "
+        f"{_ANCHORS_CHECKED}"
+    )
 
 
 def _unpromised_summary(target: Target) -> str:

@@ -16,8 +16,9 @@ What it does depends on what the engine can do, and it never claims more:
   value that results is judged again, whole, by the parser.
 
 A copied value under an `Anchor` (`sdk.schema.grounding`) that the parser refuses only because it
-is not where its anchor allows abstains too, on every route, where its top-level field may be
-`null` (the value judged again whole); a reply with any other fault is retried as usual.
+is not where its anchor allows abstains too, on every route, at any depth (a nested object's
+field, a list's item) where the contract lets it be `null` (the value judged again whole); a
+value that may not be null, and a reply with any other fault, are retried as usual.
 
 Every result says which signal decided: a note of kind `"abstention"` at the document (`""`)
 whose `written` names the signal and where the thresholds came from (calibrated, by hand, the
@@ -39,6 +40,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
 
+from sdk._values.pointer import lookup
+from sdk._values.pointer import split_pointer
 from sdk._values.records import Note
 from sdk.abstention import Thresholds
 from sdk.abstention import abstain
@@ -102,10 +105,15 @@ class Guided:
     def check(cls, document: Document) -> None:
         """Refuse a contract with nowhere to abstain (`ValueError`, before anything is sent)."""
         contract = document.contract
-        if not nullable_fields(contract) and not any(escape_members(contract).values()):
+        if (
+            not nullable_fields(contract)
+            and not any(escape_members(contract).values())
+            and not _anchored_nullable(shared_schema(contract))
+        ):
             raise ValueError(
-                f'abstention="guided" needs a field that may be null or an enum with an escape '
-                f"member; {contract.__name__} has neither (sdk.schema.widen makes one that has)"
+                f'abstention="guided" needs a field that may be null, an enum with an escape '
+                "member, or an anchored value (at any depth) that may be null; "
+                f"{contract.__name__} has none (sdk.schema.widen makes one that has)"
             )
 
     def request(self, ask: Ask) -> CompletionRequest:
@@ -143,29 +151,33 @@ class Guided:
     def _anchored(
         self, completion: Completion, provider: Provider
     ) -> tuple[Accepted[Any], list[Note]]:
-        """The parser's verdict on the reply; where its only complaint is that nullable fields
-        hold values outside their anchors' regions (`x-anchor` violations), those fields
-        abstain: `null`, the value judged again whole, and per field a note that its anchor
-        decided (kind `"abstention"`, at the field) and one that it abstained. The accepted
-        text stays what the model wrote (its confidence and masses are read from it)."""
+        """The parser's verdict on the reply; where its only complaint is that values are
+        outside their anchors' regions (`x-anchor` violations), at any depth, those values
+        abstain where the contract lets them be `null` (the document judged again whole: a
+        value that may not be null keeps the original error, and the reply is retried), with
+        per value a note that its anchor decided (kind `"abstention"`, at the value's pointer)
+        and one that it abstained. The accepted text stays what the model wrote (its
+        confidence and masses are read from it)."""
         try:
             return self.inner.judge(completion, provider), []
         except CheckFailed as error:
-            nullable = {f"/{name}" for name in nullable_fields(self.inner.contract)}
             off = error.violations
-            if not off or any(v.keyword != ANCHOR_KEY or v.pointer not in nullable for v in off):
+            if not off or any(v.keyword != ANCHOR_KEY for v in off):
                 raise
             try:
                 data = json.loads(error.text or "")
             except ValueError:
                 raise error from None
-            if not isinstance(data, dict):
-                raise
-            held = {v.pointer: data.get(v.pointer[1:]) for v in off}
-            for pointer in held:
-                data[pointer[1:]] = None
+            held = {v.pointer: _nulled(data, v.pointer) for v in off}
+            if any(value is None for value in held.values()):
+                raise  # not a value of the document as written (the parser repaired it)
             again = replace(completion, text=json.dumps(data, ensure_ascii=False))
-            parsed = self.inner.parse(self.inner.contract, again, provider)
+            try:
+                parsed = self.inner.parse(self.inner.contract, again, provider)
+            except InvalidOutput:
+                # The contract does not let one of those values be null (a required field, an
+                # item of a list of copies): the reply is retried with the anchor's reasons.
+                raise error from None
             accepted = self.inner.accept(parsed, completion, provider, text=error.text)
         notes = []
         for violation in off:
@@ -184,3 +196,35 @@ class Guided:
 
     def result(self, accepted: Accepted[Any], ending: Ending) -> Any:
         return self.inner.result(accepted, ending)
+
+
+def _nulled(data: Any, pointer: str) -> Any:
+    """Set the value at `pointer` in `data` to `null`; the value it held, or `None` where the
+    pointer names no string there."""
+    *path, last = split_pointer(pointer) or [""]
+    found, container = lookup(data, path)
+    if not found:
+        return None
+    if isinstance(container, dict) and isinstance(container.get(last), str):
+        held, container[last] = container[last], None
+        return held
+    if isinstance(container, list) and last.isdigit() and int(last) < len(container):
+        index = int(last)
+        if isinstance(container[index], str):
+            held, container[index] = container[index], None
+            return held
+    return None
+
+
+def _anchored_nullable(node: Any) -> bool:
+    """Whether a schema holds, at any depth, an anchored value that may be `null`."""
+    if isinstance(node, dict):
+        if ANCHOR_KEY in node and any(
+            isinstance(branch, dict) and branch.get("type") == "null"
+            for branch in node.get("anyOf", ())
+        ):
+            return True
+        return any(_anchored_nullable(child) for child in node.values())
+    if isinstance(node, list):
+        return any(_anchored_nullable(child) for child in node)
+    return False

@@ -162,15 +162,17 @@ def _in_regions(start: int, end: int, regions: tuple[tuple[int, int], ...]) -> b
     return index >= 0 and regions[index][0] <= start and end <= regions[index][1]
 
 
-def anchor_problem(value: str, source: str, anchor: Anchor) -> str | None:
+def anchor_problem(value: str, source: str, anchor: Anchor, *, whole: bool = True) -> str | None:
     """Why `value` is not where its anchor allows in `source` (`None`: it is), in words the
     parser's error and a retry's feedback use: no line opened by an `after` label holds it as
     whole chunks, or every occurrence of it follows a `not_after` label. An empty value, and a
     value that is no whole span of the source at all, are the whole-span check's business
-    (`whole_span`): `None` here."""
+    (`whole_span`): `None` here. With `whole=False` (a `SourceQuote`, which the parser takes
+    anywhere in the source) every occurrence counts, whole chunks or not; one that is nowhere
+    in the source is the quote check's business."""
     if not value:
         return None
-    edges = _boundaries(source)
+    edges = _boundaries(source) if whole else range(len(source) + 1)
     regions = _regions(source, anchor.after)
     follows = _label_ends(source, anchor.not_after) if anchor.not_after else frozenset()
     whole = inside = False

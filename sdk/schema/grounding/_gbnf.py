@@ -33,6 +33,7 @@ from sdk.schema.gbnf._compiler import Compiler
 from sdk.schema.gbnf._gbnf_text import join_terms
 from sdk.schema.gbnf._gbnf_text import literal
 from sdk.schema.gbnf._keywords import Whitespace
+from sdk.schema.grounding._anchors import ANCHOR_KEY
 from sdk.schema.grounding._anchors import Anchor
 from sdk.schema.grounding._anchors import anchor_of
 from sdk.schema.grounding._anchors import anchor_regions
@@ -85,6 +86,42 @@ class _GroundedCompiler(Compiler):
         self.starts: dict[tuple[bool, Anchor | None], str] = {}
         self.anchor: Anchor | None = None  # the anchor of the node being written, if any
         self.region_texts: dict[Anchor, list[str]] = {}
+        # Under each anchor, its own memo of terms and its own `$ref` rules: a subschema (a
+        # shared sub-model) reached under two anchors is two rules, each confined by its own.
+        self.anchored_terms: dict[Anchor, dict[tuple[int, frozenset[str]], Any]] = {}
+        self.anchored_refs: dict[Anchor, dict[str, str]] = {}
+
+    def node(self, node: Any, pointer: str, hint: str, guard: frozenset[str]) -> str:
+        if self.anchor is None:
+            return super().node(node, pointer, hint, guard)
+        outer, self.terms = self.terms, self.anchored_terms.setdefault(self.anchor, {})
+        try:
+            return super().node(node, pointer, hint, guard)
+        finally:
+            self.terms = outer
+
+    def ref(
+        self,
+        ref: Any,
+        pointer: str,
+        hint: str,
+        guard: frozenset[str],
+        siblings: dict[str, Any] | None = None,
+    ) -> str:
+        if self.anchor is None:
+            return super().ref(ref, pointer, hint, guard, siblings)
+        outer, self.refs = self.refs, self.anchored_refs.setdefault(self.anchor, {})
+        try:
+            return super().ref(ref, pointer, hint, guard, siblings)
+        finally:
+            self.refs = outer
+
+    def defer(self, name: str, schema: Any, pointer: str, guard: frozenset[str]) -> None:
+        """A `$ref`'s rule is written later, outside the anchor it was reached under: the
+        schema carries that anchor along (its own, if it has one, is innermost and decides)."""
+        if self.anchor is not None and isinstance(schema, dict) and ANCHOR_KEY not in schema:
+            schema = {**schema, ANCHOR_KEY: self.anchor.to_json()}
+        super().defer(name, schema, pointer, guard)
 
     def walk(self, node: dict[str, Any], pointer: str, hint: str, guard: frozenset[str]) -> str:
         anchor = anchor_of(node)

@@ -127,7 +127,8 @@ class _LarkBuilder:
         self.names: set[str] = set()
         self.json_rules: dict[str, str] = {}  # %json text -> rule name
         self.terminals: dict[tuple[Any, ...], str | None] = {}  # grounded constraints -> terminal
-        self.refs: dict[str, str | None] = {}  # $ref target pointer -> rule name (None: nothing)
+        # ($ref target pointer, anchor) -> rule name (None: nothing)
+        self.refs: dict[tuple[str, Anchor | None], str | None] = {}
         self.visiting: set[str] = set()  # $ref targets being written (recursion: assume a value)
         self.anchor: Anchor | None = None  # the anchor of the node being written, if any
         self.regions: dict[Anchor, str | None] = {}  # anchor -> terminal of its regions' spans
@@ -237,17 +238,20 @@ class _LarkBuilder:
             target_pointer, target = resolve_ref(self.root, ref)
         except ValueError as error:
             raise GroundingUnsupported(pointer, str(error)) from None
-        if target_pointer in self.refs:
-            return self.refs[target_pointer]
+        # A target reached under two anchors (a shared sub-model) is two rules, each
+        # confined by its own anchor.
+        key = (target_pointer, self.anchor)
+        if key in self.refs:
+            return self.refs[key]
         name = self.name(f"def_{target_pointer.rsplit('/', 1)[-1]}")
-        self.refs[target_pointer] = name  # a recursive reference meets the name
+        self.refs[key] = name  # a recursive reference meets the name
         self.visiting.add(target_pointer)
         try:
             body = self.term(target, target_pointer, name)
         finally:
             self.visiting.discard(target_pointer)
         if body is None:
-            self.refs[target_pointer] = None
+            self.refs[key] = None
             return None
         self.lines.append(f"{name}: {body}")
         return name
