@@ -454,3 +454,31 @@ def test_a_shared_sub_model_under_two_anchors_is_confined_by_each_in_both_gramma
         doc = json.dumps({"sender": {"name": "Ana Vogt"}, "recipient": {"name": recipient},
                           "witness": {"name": "Cy Ng"}})  # fmt: skip
         assert lark_accepts(lark, doc) == allowed and grammar_accepts(gbnf, doc) == allowed
+
+
+_HOSTILE_CHECK = """
+from sdk.schema.grounding import Anchor, anchor_problem
+n = 500_000
+value = " ".join(["a"] * (n // 2))
+anchor = Anchor(after=("Dear",))
+print(anchor_problem(value, "Zed\\n" + "a " * n, anchor))
+print(anchor_problem(value, "Dear Ana\\n" + "a " * n, anchor))
+"""
+
+
+def test_a_value_recurring_all_over_a_hostile_document_is_checked_without_rescanning_it() -> None:
+    # A periodic value the model wrote (250,000 words of "a") in a 1 MB document of "a a a ...":
+    # it occurs at every other character. Scanning each occurrence (half a million compares of
+    # 500 KB each) takes many minutes; with no region, or with the regions searched only, the
+    # answer is known at once. The check runs in a child process with a bounded wait.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _HOSTILE_CHECK], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "no line of the source has one of its labels ('Dear') and text after it",
+        "it is on no line after its labels ('Dear')",
+    ]

@@ -172,29 +172,44 @@ def anchor_problem(value: str, source: str, anchor: Anchor, *, whole: bool = Tru
     in the source is the quote check's business."""
     if not value:
         return None
-    edges = _boundaries(source) if whole else range(len(source) + 1)
+    edges: frozenset[int] | range = _boundaries(source) if whole else range(len(source) + 1)
     regions = _regions(source, anchor.after)
-    follows = _label_ends(source, anchor.not_after) if anchor.not_after else frozenset()
-    whole = inside = False
-    start = source.find(value)
-    while start >= 0:
-        end = start + len(value)
-        if start in edges and end in edges:
-            whole = True
-            if _in_regions(start, end, regions):
-                inside = True
-                if start not in follows:
-                    return None
-        start = source.find(value, start + 1)
-    if not whole:
+    if _first_occurrence(value, source, edges, 0, len(source)) is None:
         return None
+    after = ", ".join(repr(label) for label in anchor.after)
+    if not regions:  # `after` labels and none of them opens a line: no need to look further
+        return f"no line of the source has one of its labels ({after}) and text after it"
+    # Only occurrences inside a region can be allowed: each line's widest region is searched
+    # (regions sharing a line share its end), never the rest of the source, so a value that
+    # recurs all over a hostile document costs what the lines its labels open hold.
+    widest: dict[int, int] = {}
+    for low, high in regions:
+        widest[high] = min(low, widest.get(high, low))
+    follows = _label_ends(source, anchor.not_after) if anchor.not_after else frozenset()
+    inside = False
+    for high, low in widest.items():
+        start = _first_occurrence(value, source, edges, low, high)
+        while start is not None:
+            inside = True
+            if start not in follows:
+                return None
+            start = _first_occurrence(value, source, edges, start + 1, high)
     if not inside:
-        labels = ", ".join(repr(label) for label in anchor.after)
-        if not regions:
-            return f"no line of the source has one of its labels ({labels}) and text after it"
-        return f"it is on no line after its labels ({labels})"
+        return f"it is on no line after its labels ({after})"
     labels = ", ".join(repr(label) for label in anchor.not_after)
     return f"it follows {labels} (another party's value)"
+
+
+def _first_occurrence(
+    value: str, source: str, edges: frozenset[int] | range, low: int, high: int
+) -> int | None:
+    """Where `value` first occurs in `source[low:high]` starting and ending on `edges`."""
+    start = source.find(value, low, high)
+    while start >= 0:
+        if start in edges and start + len(value) in edges:
+            return start
+        start = source.find(value, start + 1, high)
+    return None
 
 
 def anchored(value: str, source: str, anchor: Anchor) -> bool:
