@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import Field
+from pydantic import model_validator
 
 from sdk import CheckFailed
 from sdk import Contract
@@ -228,6 +229,40 @@ def test_guided_abstention_retries_a_nested_anchored_value_that_may_not_be_null(
     assert isinstance(first, CheckFailed) and first.text == json.dumps(wrote)
     assert [(v.pointer, v.keyword) for v in first.violations] == [(pointer, ANCHOR_KEY)]
     assert not [n for n in result.notes if n.kind == "abstained"]
+
+
+class Dispatch(Contract):
+    carrier: Annotated[Verbatim | None, Anchor(not_after=("from",))] = Field(description="c")
+    tracking: Verbatim | None = Field(description="t")
+
+    @model_validator(mode="after")
+    def tracking_needs_a_carrier(self) -> Dispatch:
+        if self.tracking and not self.carrier:
+            raise ValueError("tracking needs a carrier")
+        return self
+
+
+def test_guided_abstention_a_validator_refuses_keeps_the_models_text_and_the_anchors_reason() -> (
+    None
+):
+    # Nulling the carrier makes the contract's own validator fail on the SDK's rewrite: the
+    # error is the anchor's, on what the model wrote, and the retry is told the anchor's reason.
+    wrote = json.dumps({"carrier": "Lumen Books", "tracking": "1Z999"})
+    good = json.dumps({"carrier": "UPS", "tracking": "1Z999"})
+    provider = TestProvider([wrote, good])
+    result = StructuredClient(provider, retries=1).generate(
+        Dispatch,
+        prompt="x",
+        source="Sent from Lumen Books with UPS, tracking 1Z999.",
+        abstention="guided",
+    )
+    assert result.value == Dispatch(carrier="UPS", tracking="1Z999")
+    first = result.attempts[0].error
+    assert isinstance(first, CheckFailed) and first.text == wrote
+    assert [(v.pointer, v.keyword) for v in first.violations] == [("/carrier", ANCHOR_KEY)]
+    assert "follows 'from'" in first.violations[0].message
+    retry = json.dumps([m.content for m in provider.requests[1].messages], default=str)
+    assert "follows 'from'" in retry and "tracking needs a carrier" not in retry
 
 
 # --- llama.cpp: the grounded GBNF offers the anchor's regions only ---
