@@ -316,8 +316,11 @@ HOSTILE = {
 }
 
 
+@pytest.mark.parametrize("on", ["union", "branch"])
 @pytest.mark.parametrize("case", list(HOSTILE), ids=list(HOSTILE))
-def test_hostile_labels_give_the_same_answer_from_the_check_and_both_grammars(case: str) -> None:
+def test_hostile_labels_give_the_same_answer_from_the_check_and_both_grammars(
+    case: str, on: str
+) -> None:
     import json
 
     from sdk.schema.grounding import grounded_gbnf
@@ -325,10 +328,13 @@ def test_hostile_labels_give_the_same_answer_from_the_check_and_both_grammars(ca
 
     labels, source, allowed = HOSTILE[case]
 
-    class ForWhom(Contract):
+    class OnUnion(Contract):
         recipient: Annotated[Verbatim | None, Anchor(after=labels)]
 
-    schema = ForWhom.json_schema()
+    class OnBranch(Contract):  # `x-anchor` on the string branch of the union, not on the union
+        recipient: Annotated[Verbatim, Anchor(after=labels)] | None
+
+    schema = (OnUnion if on == "union" else OnBranch).json_schema()
     lark, gbnf = grounded_lark(schema, source), grounded_gbnf(schema, source)
     candidates = _whole_spans(source)
     checked = {value for value in candidates if anchored(value, source, Anchor(after=labels))}
