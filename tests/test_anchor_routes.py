@@ -365,7 +365,7 @@ def test_a_real_llama_server_writes_only_spans_of_the_anchors_regions(llama_serv
     provider = LlamaCppProvider(llama_server, http_client=_recording(bodies))
     client = StructuredClient(provider, retries=0)  # a value outside the regions would fail
     regions = {"Ana", "Ana Vogt", "Ana Vogt,", "Vogt", "Vogt,", "Bo", "Bo Li", "Li"}
-    for _ in range(3):  # the server samples: a few draws, each within the regions
+    for _ in range(3):  # the server samples: a few draws, each within the regions or null
         result = client.generate(
             ForWhom,
             system="The parcel is for UPS.",  # the wrong party, and a span of the notice
@@ -373,7 +373,8 @@ def test_a_real_llama_server_writes_only_spans_of_the_anchors_regions(llama_serv
             source=NOTICE,
             max_tokens=200,
         )
-        assert result.value.recipient in regions
+        # The field is nullable and the grammar allows `null`: a legitimate draw, not a leak.
+        assert result.value.recipient is None or result.value.recipient in regions
         assert bodies[-1]["grammar"] == provider.grammar_for(ForWhom, source=NOTICE)
         assert "anchored-verbatim" in bodies[-1]["grammar"] and result.notes == []
     # A document without the label: the recipient can only be null.
@@ -428,7 +429,9 @@ def test_the_embedded_model_copies_from_the_anchors_regions_and_guided_abstentio
     asked = {"prompt": "Who is the parcel for?", "source": NOTICE, "max_tokens": 120}
     regions = {"Ana", "Ana Vogt", "Ana Vogt,", "Vogt", "Vogt,", "Bo", "Bo Li", "Li"}
     result = client.generate(ForWhom, system="The parcel is for UPS.", **asked)
-    assert result.value.recipient in regions and result.notes == []
+    # Nullable, and the grammar allows `null`: a legitimate answer, not a leak.
+    assert result.value.recipient is None or result.value.recipient in regions
+    assert result.notes == []
     # Guided, with the mass step on (the embedded model reports it): the anchored field gets no
     # default threshold, and whatever the model wrote is where its anchors allow, or null with
     # the anchor's note.
