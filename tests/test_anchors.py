@@ -488,3 +488,13 @@ def test_a_value_recurring_all_over_a_hostile_document_is_checked_without_rescan
         "no line of the source has one of its labels ('Dear') and text after it",
         "it is on no line after its labels ('Dear')",
     ]
+
+
+def test_a_hand_written_anchor_with_a_string_of_labels_is_refused_not_spelled_out() -> None:
+    from sdk.schema.grounding import anchor_of
+
+    with pytest.raises(TypeError, match=r"x-anchor .*tuple of labels, not 'Dear'"):
+        anchor_of({"type": "string", "x-anchor": {"after": "Dear"}})
+    with pytest.raises(TypeError, match="not_after"):
+        anchor_of({"type": "string", "x-anchor": {"not_after": "from"}})
+    assert anchor_of({"x-anchor": {"after": ["Dear"]}}) == Anchor(after=("Dear",))

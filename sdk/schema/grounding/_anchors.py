@@ -87,7 +87,12 @@ def anchor_of(node: Mapping[str, Any]) -> Anchor | None:
     data = node.get(ANCHOR_KEY)
     if not isinstance(data, Mapping):
         return None
-    return Anchor(tuple(data.get("after", ())), tuple(data.get("not_after", ())))
+    # The raw values, so that `Anchor`'s own checks run: `"after": "Dear"` is refused, never
+    # read as the four one-letter labels `tuple("Dear")` would make of it.
+    try:
+        return Anchor(data.get("after", ()), data.get("not_after", ()))
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{ANCHOR_KEY} {dict(data)!r}: {error}") from None
 
 
 @functools.lru_cache(maxsize=64)
