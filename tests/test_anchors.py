@@ -313,6 +313,11 @@ HOSTILE = {
     ),
     "CJK label inside a run": (("致",), "致王小明\n", {"王", "小", "明", "王小", "小明", "王小明"}),
     "empty source": (("Hello",), "", set()),
+    "lines broken as str.splitlines breaks them": (
+        ("Hello",),
+        "Hello Ana\rUPS Hello Bo\r\nLumen\u2028Hello Cy\u2029Kestrel\x85Hello Di\vIdo",
+        {"Ana", "Bo", "Cy", "Di"},
+    ),
 }
 
 

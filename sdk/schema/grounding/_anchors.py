@@ -5,9 +5,10 @@ carrier copies the shop's name, or the recipient from the carrier's line: a span
 of the wrong party. An `Anchor` on a `Verbatim` field names where in the source its value may
 come from, by the labels around it:
 
-- `after`: the value is copied from the rest of a line that one of these labels opens (`"Dear"`,
-  `"addressed to"`): the grounded grammars (Lark and GBNF) offer only spans of those regions, and
-  where none of the labels occurs no span is left (a nullable field can then only be `null`);
+- `after`: the value is copied from the rest of a line (lines end where `str.splitlines` cuts
+  them) that one of these labels opens (`"Dear"`, `"addressed to"`): the grounded grammars
+  (Lark and GBNF) offer only spans of those regions, and where none of the labels occurs no
+  span is left (a nullable field can then only be `null`);
 - `not_after`: the value is not the word(s) right after one of these labels (`"from"` introduces
   the sender, not the carrier): checked after decoding only.
 
@@ -118,13 +119,19 @@ def _label_spans(source: str, label: str, edges: frozenset[int]) -> list[tuple[i
 
 
 def anchor_regions(source: str, anchor: Anchor) -> list[tuple[int, int]]:
-    """Where an anchored value may lie (character offsets): the rest of the line after each
+    """Where an anchored value may lie (character offsets): the rest of the line (up to the
+    next line break `str.splitlines` knows: `\n`, `\r`, U+2028, ...) after each
     occurrence of an `after` label, its leading whitespace skipped; the whole source when the
     anchor has no `after` labels; none when no label occurs. A region starts on a chunk
     boundary of the source (the grammars cut a region's text into the source's own chunks)
     and holds something besides whitespace. The one region finder: the grammars offer spans of
     these regions, and `anchored` (the parser's check) reads them."""
     return list(_regions(source, anchor.after))
+
+
+# Where a line ends: every boundary `str.splitlines` splits on (`\r` alone, `\r\n`, U+2028, ...),
+# so a document of `\r`-only or Unicode line breaks has lines, each a region at most.
+_LINE_END: Final = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 @functools.lru_cache(maxsize=32)
@@ -139,8 +146,8 @@ def _regions(source: str, after: tuple[str, ...]) -> tuple[tuple[int, int], ...]
                 start += 1
             while start not in edges:  # the label ended inside a chunk: its next boundary
                 start += 1
-            end = source.find("\n", start)
-            end = len(source) if end < 0 else end
+            line_end = _LINE_END.search(source, start)
+            end = len(source) if line_end is None else line_end.start()
             if end > start and not source[start:end].isspace():
                 regions.add((start, end))
     return tuple(sorted(regions))
