@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import Field
+from pydantic import model_validator
 
 from sdk import CheckFailed
 from sdk import Contract
@@ -230,6 +231,40 @@ def test_guided_abstention_retries_a_nested_anchored_value_that_may_not_be_null(
     assert not [n for n in result.notes if n.kind == "abstained"]
 
 
+class Dispatch(Contract):
+    carrier: Annotated[Verbatim | None, Anchor(not_after=("from",))] = Field(description="c")
+    tracking: Verbatim | None = Field(description="t")
+
+    @model_validator(mode="after")
+    def tracking_needs_a_carrier(self) -> Dispatch:
+        if self.tracking and not self.carrier:
+            raise ValueError("tracking needs a carrier")
+        return self
+
+
+def test_guided_abstention_a_validator_refuses_keeps_the_models_text_and_the_anchors_reason() -> (
+    None
+):
+    # Nulling the carrier makes the contract's own validator fail on the SDK's rewrite: the
+    # error is the anchor's, on what the model wrote, and the retry is told the anchor's reason.
+    wrote = json.dumps({"carrier": "Lumen Books", "tracking": "1Z999"})
+    good = json.dumps({"carrier": "UPS", "tracking": "1Z999"})
+    provider = TestProvider([wrote, good])
+    result = StructuredClient(provider, retries=1).generate(
+        Dispatch,
+        prompt="x",
+        source="Sent from Lumen Books with UPS, tracking 1Z999.",
+        abstention="guided",
+    )
+    assert result.value == Dispatch(carrier="UPS", tracking="1Z999")
+    first = result.attempts[0].error
+    assert isinstance(first, CheckFailed) and first.text == wrote
+    assert [(v.pointer, v.keyword) for v in first.violations] == [("/carrier", ANCHOR_KEY)]
+    assert "follows 'from'" in first.violations[0].message
+    retry = json.dumps([m.content for m in provider.requests[1].messages], default=str)
+    assert "follows 'from'" in retry and "tracking needs a carrier" not in retry
+
+
 # --- llama.cpp: the grounded GBNF offers the anchor's regions only ---
 
 
@@ -330,7 +365,7 @@ def test_a_real_llama_server_writes_only_spans_of_the_anchors_regions(llama_serv
     provider = LlamaCppProvider(llama_server, http_client=_recording(bodies))
     client = StructuredClient(provider, retries=0)  # a value outside the regions would fail
     regions = {"Ana", "Ana Vogt", "Ana Vogt,", "Vogt", "Vogt,", "Bo", "Bo Li", "Li"}
-    for _ in range(3):  # the server samples: a few draws, each within the regions
+    for _ in range(3):  # the server samples: a few draws, each within the regions or null
         result = client.generate(
             ForWhom,
             system="The parcel is for UPS.",  # the wrong party, and a span of the notice
@@ -338,7 +373,8 @@ def test_a_real_llama_server_writes_only_spans_of_the_anchors_regions(llama_serv
             source=NOTICE,
             max_tokens=200,
         )
-        assert result.value.recipient in regions
+        # The field is nullable and the grammar allows `null`: a legitimate draw, not a leak.
+        assert result.value.recipient is None or result.value.recipient in regions
         assert bodies[-1]["grammar"] == provider.grammar_for(ForWhom, source=NOTICE)
         assert "anchored-verbatim" in bodies[-1]["grammar"] and result.notes == []
     # A document without the label: the recipient can only be null.
@@ -393,7 +429,9 @@ def test_the_embedded_model_copies_from_the_anchors_regions_and_guided_abstentio
     asked = {"prompt": "Who is the parcel for?", "source": NOTICE, "max_tokens": 120}
     regions = {"Ana", "Ana Vogt", "Ana Vogt,", "Vogt", "Vogt,", "Bo", "Bo Li", "Li"}
     result = client.generate(ForWhom, system="The parcel is for UPS.", **asked)
-    assert result.value.recipient in regions and result.notes == []
+    # Nullable, and the grammar allows `null`: a legitimate answer, not a leak.
+    assert result.value.recipient is None or result.value.recipient in regions
+    assert result.notes == []
     # Guided, with the mass step on (the embedded model reports it): the anchored field gets no
     # default threshold, and whatever the model wrote is where its anchors allow, or null with
     # the anchor's note.

@@ -313,11 +313,19 @@ HOSTILE = {
     ),
     "CJK label inside a run": (("致",), "致王小明\n", {"王", "小", "明", "王小", "小明", "王小明"}),
     "empty source": (("Hello",), "", set()),
+    "lines broken as str.splitlines breaks them": (
+        ("Hello",),
+        "Hello Ana\rUPS Hello Bo\r\nLumen\u2028Hello Cy\u2029Kestrel\x85Hello Di\vIdo",
+        {"Ana", "Bo", "Cy", "Di"},
+    ),
 }
 
 
+@pytest.mark.parametrize("on", ["union", "branch"])
 @pytest.mark.parametrize("case", list(HOSTILE), ids=list(HOSTILE))
-def test_hostile_labels_give_the_same_answer_from_the_check_and_both_grammars(case: str) -> None:
+def test_hostile_labels_give_the_same_answer_from_the_check_and_both_grammars(
+    case: str, on: str
+) -> None:
     import json
 
     from sdk.schema.grounding import grounded_gbnf
@@ -325,10 +333,13 @@ def test_hostile_labels_give_the_same_answer_from_the_check_and_both_grammars(ca
 
     labels, source, allowed = HOSTILE[case]
 
-    class ForWhom(Contract):
+    class OnUnion(Contract):
         recipient: Annotated[Verbatim | None, Anchor(after=labels)]
 
-    schema = ForWhom.json_schema()
+    class OnBranch(Contract):  # `x-anchor` on the string branch of the union, not on the union
+        recipient: Annotated[Verbatim, Anchor(after=labels)] | None
+
+    schema = (OnUnion if on == "union" else OnBranch).json_schema()
     lark, gbnf = grounded_lark(schema, source), grounded_gbnf(schema, source)
     candidates = _whole_spans(source)
     checked = {value for value in candidates if anchored(value, source, Anchor(after=labels))}
@@ -454,3 +465,41 @@ def test_a_shared_sub_model_under_two_anchors_is_confined_by_each_in_both_gramma
         doc = json.dumps({"sender": {"name": "Ana Vogt"}, "recipient": {"name": recipient},
                           "witness": {"name": "Cy Ng"}})  # fmt: skip
         assert lark_accepts(lark, doc) == allowed and grammar_accepts(gbnf, doc) == allowed
+
+
+_HOSTILE_CHECK = """
+from sdk.schema.grounding import Anchor, anchor_problem
+n = 500_000
+value = " ".join(["a"] * (n // 2))
+anchor = Anchor(after=("Dear",))
+print(anchor_problem(value, "Zed\\n" + "a " * n, anchor))
+print(anchor_problem(value, "Dear Ana\\n" + "a " * n, anchor))
+"""
+
+
+def test_a_value_recurring_all_over_a_hostile_document_is_checked_without_rescanning_it() -> None:
+    # A periodic value the model wrote (250,000 words of "a") in a 1 MB document of "a a a ...":
+    # it occurs at every other character. Scanning each occurrence (half a million compares of
+    # 500 KB each) takes many minutes; with no region, or with the regions searched only, the
+    # answer is known at once. The check runs in a child process with a bounded wait.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _HOSTILE_CHECK], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "no line of the source has one of its labels ('Dear') and text after it",
+        "it is on no line after its labels ('Dear')",
+    ]
+
+
+def test_a_hand_written_anchor_with_a_string_of_labels_is_refused_not_spelled_out() -> None:
+    from sdk.schema.grounding import anchor_of
+
+    with pytest.raises(TypeError, match=r"x-anchor .*tuple of labels, not 'Dear'"):
+        anchor_of({"type": "string", "x-anchor": {"after": "Dear"}})
+    with pytest.raises(TypeError, match="not_after"):
+        anchor_of({"type": "string", "x-anchor": {"not_after": "from"}})
+    assert anchor_of({"x-anchor": {"after": ["Dear"]}}) == Anchor(after=("Dear",))

@@ -5,9 +5,10 @@ carrier copies the shop's name, or the recipient from the carrier's line: a span
 of the wrong party. An `Anchor` on a `Verbatim` field names where in the source its value may
 come from, by the labels around it:
 
-- `after`: the value is copied from the rest of a line that one of these labels opens (`"Dear"`,
-  `"addressed to"`): the grounded grammars (Lark and GBNF) offer only spans of those regions, and
-  where none of the labels occurs no span is left (a nullable field can then only be `null`);
+- `after`: the value is copied from the rest of a line (lines end where `str.splitlines` cuts
+  them) that one of these labels opens (`"Dear"`, `"addressed to"`): the grounded grammars
+  (Lark and GBNF) offer only spans of those regions, and where none of the labels occurs no
+  span is left (a nullable field can then only be `null`);
 - `not_after`: the value is not the word(s) right after one of these labels (`"from"` introduces
   the sender, not the carrier): checked after decoding only.
 
@@ -87,7 +88,12 @@ def anchor_of(node: Mapping[str, Any]) -> Anchor | None:
     data = node.get(ANCHOR_KEY)
     if not isinstance(data, Mapping):
         return None
-    return Anchor(tuple(data.get("after", ())), tuple(data.get("not_after", ())))
+    # The raw values, so that `Anchor`'s own checks run: `"after": "Dear"` is refused, never
+    # read as the four one-letter labels `tuple("Dear")` would make of it.
+    try:
+        return Anchor(data.get("after", ()), data.get("not_after", ()))
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{ANCHOR_KEY} {dict(data)!r}: {error}") from None
 
 
 @functools.lru_cache(maxsize=64)
@@ -113,13 +119,19 @@ def _label_spans(source: str, label: str, edges: frozenset[int]) -> list[tuple[i
 
 
 def anchor_regions(source: str, anchor: Anchor) -> list[tuple[int, int]]:
-    """Where an anchored value may lie (character offsets): the rest of the line after each
+    """Where an anchored value may lie (character offsets): the rest of the line (up to the
+    next line break `str.splitlines` knows: `\n`, `\r`, U+2028, ...) after each
     occurrence of an `after` label, its leading whitespace skipped; the whole source when the
     anchor has no `after` labels; none when no label occurs. A region starts on a chunk
     boundary of the source (the grammars cut a region's text into the source's own chunks)
     and holds something besides whitespace. The one region finder: the grammars offer spans of
     these regions, and `anchored` (the parser's check) reads them."""
     return list(_regions(source, anchor.after))
+
+
+# Where a line ends: every boundary `str.splitlines` splits on (`\r` alone, `\r\n`, U+2028, ...),
+# so a document of `\r`-only or Unicode line breaks has lines, each a region at most.
+_LINE_END: Final = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 @functools.lru_cache(maxsize=32)
@@ -134,8 +146,8 @@ def _regions(source: str, after: tuple[str, ...]) -> tuple[tuple[int, int], ...]
                 start += 1
             while start not in edges:  # the label ended inside a chunk: its next boundary
                 start += 1
-            end = source.find("\n", start)
-            end = len(source) if end < 0 else end
+            line_end = _LINE_END.search(source, start)
+            end = len(source) if line_end is None else line_end.start()
             if end > start and not source[start:end].isspace():
                 regions.add((start, end))
     return tuple(sorted(regions))
@@ -172,29 +184,44 @@ def anchor_problem(value: str, source: str, anchor: Anchor, *, whole: bool = Tru
     in the source is the quote check's business."""
     if not value:
         return None
-    edges = _boundaries(source) if whole else range(len(source) + 1)
+    edges: frozenset[int] | range = _boundaries(source) if whole else range(len(source) + 1)
     regions = _regions(source, anchor.after)
-    follows = _label_ends(source, anchor.not_after) if anchor.not_after else frozenset()
-    whole = inside = False
-    start = source.find(value)
-    while start >= 0:
-        end = start + len(value)
-        if start in edges and end in edges:
-            whole = True
-            if _in_regions(start, end, regions):
-                inside = True
-                if start not in follows:
-                    return None
-        start = source.find(value, start + 1)
-    if not whole:
+    if _first_occurrence(value, source, edges, 0, len(source)) is None:
         return None
+    after = ", ".join(repr(label) for label in anchor.after)
+    if not regions:  # `after` labels and none of them opens a line: no need to look further
+        return f"no line of the source has one of its labels ({after}) and text after it"
+    # Only occurrences inside a region can be allowed: each line's widest region is searched
+    # (regions sharing a line share its end), never the rest of the source, so a value that
+    # recurs all over a hostile document costs what the lines its labels open hold.
+    widest: dict[int, int] = {}
+    for low, high in regions:
+        widest[high] = min(low, widest.get(high, low))
+    follows = _label_ends(source, anchor.not_after) if anchor.not_after else frozenset()
+    inside = False
+    for high, low in widest.items():
+        start = _first_occurrence(value, source, edges, low, high)
+        while start is not None:
+            inside = True
+            if start not in follows:
+                return None
+            start = _first_occurrence(value, source, edges, start + 1, high)
     if not inside:
-        labels = ", ".join(repr(label) for label in anchor.after)
-        if not regions:
-            return f"no line of the source has one of its labels ({labels}) and text after it"
-        return f"it is on no line after its labels ({labels})"
+        return f"it is on no line after its labels ({after})"
     labels = ", ".join(repr(label) for label in anchor.not_after)
     return f"it follows {labels} (another party's value)"
+
+
+def _first_occurrence(
+    value: str, source: str, edges: frozenset[int] | range, low: int, high: int
+) -> int | None:
+    """Where `value` first occurs in `source[low:high]` starting and ending on `edges`."""
+    start = source.find(value, low, high)
+    while start >= 0:
+        if start in edges and start + len(value) in edges:
+            return start
+        start = source.find(value, start + 1, high)
+    return None
 
 
 def anchored(value: str, source: str, anchor: Anchor) -> bool:

@@ -181,7 +181,11 @@ class _GroundedCompiler(Compiler):
         be empty)."""
         if grounded_kind(node) != VERBATIM_KEY or not self.source:
             return False
-        if self.anchor is not None and not self.regions(self.anchor):
+        # The branch's own anchor, if it has one, is innermost and decides (as in `walk`, which
+        # sets it only once it reaches the branch): `Annotated[Verbatim, Anchor(...)] | None`.
+        own = anchor_of(node)
+        anchor = self.anchor if own is None else own if own.after else None
+        if anchor is not None and not self.regions(anchor):
             return True
         return self.matching(node) == []
 
