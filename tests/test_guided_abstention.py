@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import model_validator
 
 from contracts import ShipmentNotice
 from sdk import Contract
@@ -22,6 +23,7 @@ from sdk import Tool
 from sdk.abstention import FieldThreshold
 from sdk.abstention import Thresholds
 from sdk.engine.kinds.guided import ABSTAIN
+from sdk.engine.kinds.guided import KEPT_NOTE
 from sdk.providers import AnthropicProvider
 from sdk.providers import Sampling
 from sdk.providers import TestProvider
@@ -134,3 +136,35 @@ def test_a_field_under_its_threshold_abstains_and_the_value_is_judged_again(
     assert guided.value.recipient is None
     assert [n.pointer for n in guided.notes if n.kind == "abstained"] == ["/recipient"]
     assert guided.value.order_number == plain.value.order_number  # the rest as decoded
+
+
+class NoticeWithRecipient(ShipmentNotice):
+    """A recipient may be null in the schema, but this contract's own check refuses a notice
+    without one (a check the nulls of an abstention can break)."""
+
+    @model_validator(mode="after")
+    def _a_recipient(self) -> NoticeWithRecipient:
+        if self.recipient is None:
+            raise ValueError("a notice needs its recipient")
+        return self
+
+
+@pytest.mark.local
+def test_an_abstention_the_contract_refuses_keeps_the_value_written_with_a_note(
+    embedded: Any,
+) -> None:
+    item = _notice(0)
+    always = FieldThreshold(1.0, 1.0, 0.0, 1, 1)  # every written recipient is under 1.0
+    client = StructuredClient(embedded, retries=0)
+    result = client.generate(NoticeWithRecipient, prompt=item["prompt"], source=item["document"],
+                             max_tokens=200, abstention="guided",
+                             abstention_thresholds=Thresholds({"/recipient": always}))  # fmt: skip
+    # The model's document was valid: with the recipient nulled the contract refuses it, so the
+    # value stays as written (no error carrying a document the model never wrote).
+    assert result.value.recipient is not None
+    assert json.loads(result.text)["recipient"] == result.value.recipient
+    kept = [n for n in result.notes if n.kind == KEPT_NOTE]
+    assert [(n.pointer, n.received) for n in kept] == [("/recipient", result.value.recipient)]
+    said = [n for n in result.notes if n.kind == "abstention"]
+    assert len(said) == 1 and "a notice needs its recipient" in said[0].written
+    assert not [n for n in result.notes if n.kind == "abstained"]

@@ -66,9 +66,20 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.providers._provider import Provider
 
-__all__ = ["ABSTAIN", "ANCHOR_SIGNAL", "MASS_SIGNAL", "NO_SIGNAL", "SIGNAL_NOTE", "Guided"]
+__all__ = [
+    "ABSTAIN",
+    "ANCHOR_SIGNAL",
+    "KEPT_NOTE",
+    "MASS_SIGNAL",
+    "NO_SIGNAL",
+    "SIGNAL_NOTE",
+    "Guided",
+]
 
 SIGNAL_NOTE = "abstention"
+KEPT_NOTE = "abstention_refused"
+"""The note on a value the mass would have nulled, kept because the contract refuses the
+document with that null (a check across fields): the value is as the model wrote it."""
 """`Note.kind` of the note on every guided result saying which signal decided."""
 MASS_SIGNAL = "surviving mass at each nullable copied value's first token"
 ANCHOR_SIGNAL = "its anchor (x-anchor)"
@@ -142,7 +153,16 @@ class Guided:
         # The value with its abstentions goes through the parser again, whole.
         text = json.dumps(abstained_value, ensure_ascii=False)
         again = Completion(text, StopReason.END_TURN, accepted.raw_stop_reason)
-        parsed = self.inner.parse(self.inner.contract, again, provider)
+        try:
+            parsed = self.inner.parse(self.inner.contract, again, provider)
+        except InvalidOutput as refused:
+            # The model's document was valid; the contract refuses it with these nulls (a check
+            # across fields): the values stay as written, and a note says why nothing abstained
+            # (an error here would carry a document the model never wrote).
+            kept = [Note(pointer, value[pointer[1:]], value[pointer[1:]], kind=KEPT_NOTE)
+                    for pointer in abstained]  # fmt: skip
+            said = Note("", "guided", f"{said.written}; not abstained: {refused}", SIGNAL_NOTE)
+            return replace(accepted, notes=[*accepted.notes, said, *anchored, *kept])
         notes = [Note(pointer, value[pointer[1:]], None, kind="abstained") for pointer in abstained]
         return Accepted(parsed.value, accepted.text, accepted.stop_reason,
                         accepted.raw_stop_reason,
