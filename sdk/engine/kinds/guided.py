@@ -23,7 +23,8 @@ value that may not be null, and a reply with any other fault, are retried as usu
 Every result says which signal decided: a note of kind `"abstention"` at the document (`""`)
 whose `written` names the signal and where the thresholds came from (calibrated, by hand, the
 default), or that the route reports no probabilities and the instruction and grounding alone
-decided. Each field that abstained on the signal has its own note (kind `"abstained"`); a field
+decided. Each field that abstained on the signal has its own note (kind `"abstained"`); one the
+contract refuses to see null (a check across fields) keeps its value, with a `KEPT_NOTE`; a field
 its anchor nulled also has a note of kind `"abstention"` at its pointer (`ANCHOR_SIGNAL` and the
 parser's reason).
 
@@ -77,10 +78,11 @@ __all__ = [
 ]
 
 SIGNAL_NOTE = "abstention"
-KEPT_NOTE = "abstention_refused"
-"""The note on a value the mass would have nulled, kept because the contract refuses the
-document with that null (a check across fields): the value is as the model wrote it."""
 """`Note.kind` of the note on every guided result saying which signal decided."""
+KEPT_NOTE = "abstention_refused"
+"""`Note.kind` of the note on a value the mass would have nulled, kept because the contract
+refuses the document with that null (a check across fields): the value is as the model wrote
+it, and the `SIGNAL_NOTE` note gives the contract's reason."""
 MASS_SIGNAL = "surviving mass at each nullable copied value's first token"
 ANCHOR_SIGNAL = "its anchor (x-anchor)"
 NO_SIGNAL = (
