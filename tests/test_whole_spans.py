@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import Field
 
 from sdk import CheckFailed
@@ -151,3 +153,82 @@ def test_a_pattern_is_applied_to_whole_spans() -> None:
     assert not lark_accepts(lark, document) and not grammar_accepts(gbnf, document)
     # No whole span has the id's form: null is all that is left.
     assert lark_accepts(lark, '{"number":null}') and grammar_accepts(gbnf, '{"number":null}')
+
+
+# --- finding a value's occurrences: every one, in time linear however the value repeats ---
+
+
+def _every_start(value: str, source: str, low: int, high: int) -> list[int]:
+    """Every start of `value` in `source[low:high]`, the slow way (a comparison per place)."""
+    return [at for at in range(low, high) if source.startswith(value, at, high)]
+
+
+@given(
+    value=st.text("ab", min_size=1, max_size=6),
+    source=st.text("ab ", max_size=80),
+    low=st.integers(0, 90),
+    high=st.integers(0, 90),
+)
+def test_occurrences_are_every_start_of_the_value_overlapping_ones_included(
+    value: str, source: str, low: int, high: int
+) -> None:
+    from sdk.schema.grounding._spans import _scanned
+    from sdk.schema.grounding._spans import occurrences
+
+    expected = _every_start(value, source, low, min(high, len(source)))
+    assert list(occurrences(value, source, low, high)) == expected
+    # The one-pass scan `occurrences` moves to once overlaps have cost too much, on its own.
+    assert list(_scanned(value, source, low, min(high, len(source)))) == expected
+
+
+def test_occurrences_move_to_one_pass_midway_and_miss_nothing() -> None:
+    from sdk.schema.grounding._spans import occurrences
+
+    # A value that overlaps itself at every other character, in a long run of it with breaks:
+    # `str.find` restarted after each occurrence spends its allowance within the first run,
+    # and the one-pass scan takes the rest (the runs after the breaks included).
+    value = "ab" * 300 + "a"
+    source = "ab" * 3_000 + "x" + "ab" * 3_000 + "a" + "b" * 7 + "ab" * 400
+    expected = _every_start(value, source, 0, len(source))
+    assert len(expected) > 2_000
+    assert list(occurrences(value, source)) == expected
+    assert list(occurrences(value, source, 5, len(source) - 3)) == _every_start(
+        value, source, 5, len(source) - 3
+    )
+    with pytest.raises(ValueError, match="empty"):
+        list(occurrences("", source))
+
+
+_REPEATED_VALUES = """
+import json
+from sdk import CheckFailed, Contract, Verbatim, parse
+
+class Copy(Contract):
+    value: Verbatim | None
+
+# A 100 KB value of one letter inside a 1 MB word of it: found at 900,000 places, none whole.
+value, source = "x" * 100_000, "x" * 1_000_000
+from sdk.schema.grounding import whole_span
+print(whole_span(value, source))
+try:
+    parse(Copy, json.dumps({"value": value}), stop_reason="end_turn", source=source)
+except CheckFailed as error:
+    print(sorted({v.keyword for v in error.violations}))
+# The same letter words apart: found, whole, at every other character.
+print(whole_span(" ".join("x" * 50_000), " ".join("x" * 500_000)))
+"""
+
+
+def test_a_value_repeating_itself_in_a_document_that_repeats_it_is_checked_in_linear_time() -> None:
+    # Restarting `str.find` one character after each occurrence compared the whole value again
+    # at each of 900,000 places (a 20 KB value in a 200 KB word took 8 s; this, over 2 minutes
+    # for its first line alone; now about 1 s in all). The check runs in a child process with a
+    # bounded wait.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _REPEATED_VALUES], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["False", "['x-verbatim']", "True"]

@@ -26,6 +26,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from sdk.schema.grounding._spans import _boundaries
+from sdk.schema.grounding._spans import occurrences
 from sdk.schema.grounding._spans import whole_span
 
 __all__ = [
@@ -186,7 +188,7 @@ def anchor_problem(value: str, source: str, anchor: Anchor, *, whole: bool = Tru
         return None
     edges: frozenset[int] | range = _boundaries(source) if whole else range(len(source) + 1)
     regions = _regions(source, anchor.after)
-    if _first_occurrence(value, source, edges, 0, len(source)) is None:
+    if next(_spans_of(value, source, edges, 0, len(source)), None) is None:
         return None
     after = ", ".join(repr(label) for label in anchor.after)
     if not regions:  # `after` labels and none of them opens a line: no need to look further
@@ -200,28 +202,22 @@ def anchor_problem(value: str, source: str, anchor: Anchor, *, whole: bool = Tru
     follows = _label_ends(source, anchor.not_after) if anchor.not_after else frozenset()
     inside = False
     for high, low in widest.items():
-        start = _first_occurrence(value, source, edges, low, high)
-        while start is not None:
+        for start in _spans_of(value, source, edges, low, high):
             inside = True
             if start not in follows:
                 return None
-            start = _first_occurrence(value, source, edges, start + 1, high)
     if not inside:
         return f"it is on no line after its labels ({after})"
     labels = ", ".join(repr(label) for label in anchor.not_after)
     return f"it follows {labels} (another party's value)"
 
 
-def _first_occurrence(
+def _spans_of(
     value: str, source: str, edges: frozenset[int] | range, low: int, high: int
-) -> int | None:
-    """Where `value` first occurs in `source[low:high]` starting and ending on `edges`."""
-    start = source.find(value, low, high)
-    while start >= 0:
-        if start in edges and start + len(value) in edges:
-            return start
-        start = source.find(value, start + 1, high)
-    return None
+) -> Iterator[int]:
+    """Where `value` occurs in `source[low:high]` starting and ending on `edges`, in order."""
+    length = len(value)
+    return (s for s in occurrences(value, source, low, high) if s in edges and s + length in edges)
 
 
 def anchored(value: str, source: str, anchor: Anchor) -> bool:
