@@ -29,11 +29,14 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
+from pydantic import BaseModel
+from pydantic import ValidationError
 
 from contracts import Decision
 from sdk import Backoff
 from sdk import ControlTokenInContent
 from sdk import InvalidJSON
+from sdk import Prompt
 from sdk import ProviderError
 from sdk import Result
 from sdk import StructuredClient
@@ -231,6 +234,56 @@ def test_template_variables_are_rendered_into_the_prompt() -> None:
     assert built.body["messages"][-1]["content"] == "Approve invoice 7?"
     with pytest.raises(TypeError, match="render"):
         build_request("vllm", Decision, Item(prompt="x", variables={"a": 1}),
+                      settings={"model": "m"})  # fmt: skip
+
+
+class _Triage(Prompt):
+    """A prompt template with a system prompt of its own and typed inputs."""
+
+    version = 2
+    system = "You approve invoices for {{ company }}."
+    template = """
+        Approve this invoice?
+
+        <invoice>
+        {{ invoice }}
+        </invoice>
+        """
+
+    class Inputs(BaseModel):
+        company: str
+        invoice: str
+
+
+_TRIAGE = {"company": "Acme", "invoice": "INV-7781: $4,180.00, PO-2291."}
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
+def test_an_sdk_prompt_with_its_variables_is_the_clients_call_with_that_prompt(
+    family: Family,
+) -> None:
+    # `Item(prompt=SomePrompt, variables=...)`: the documented template path. An `sdk.Prompt`
+    # class renders to a `RenderedPrompt`, which was passed on as `messages` and refused.
+    kind = WIRE_KINDS[0]
+    _, server = _live(family, kind, [kind.good], prompt=_Triage(**_TRIAGE))
+    from_class = build_request(family.name, Decision, Item(prompt=_Triage, variables=_TRIAGE),
+                               settings=family.settings)  # fmt: skip
+    from_instance = build_request(family.name, Decision, Item(prompt=_Triage(**_TRIAGE)),
+                                  settings=family.settings)  # fmt: skip
+    assert from_class.body == from_instance.body == server.requests[0]
+    assert "You approve invoices for Acme." in json.dumps(from_class.body)
+    reply = _reply_body(family, kind, kind.good, from_class)
+    result = read_reply(family.name, Decision, Item(prompt=_Triage, variables=_TRIAGE), reply,
+                        settings=family.settings)  # fmt: skip
+    assert isinstance(result, Result) and result.prompt == _Triage.info()
+
+
+def test_variables_given_with_a_prompt_that_holds_its_inputs_are_refused() -> None:
+    with pytest.raises(TypeError, match=r"holds its inputs already"):
+        build_request("vllm", Decision, Item(prompt=_Triage(**_TRIAGE), variables=_TRIAGE),
+                      settings={"model": "m"})  # fmt: skip
+    with pytest.raises(ValidationError):  # the template's own inputs check
+        build_request("vllm", Decision, Item(prompt=_Triage, variables={"company": "Acme"}),
                       settings={"model": "m"})  # fmt: skip
 
 

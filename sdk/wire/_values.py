@@ -33,20 +33,38 @@ class Item:
 
     def inputs(self) -> dict[str, Any]:
         """The call options this item sets (`prompt`, `messages`, `system`, `source`), a
-        template rendered with its variables first."""
+        template rendered with its variables first. An `sdk.Prompt` class with its variables
+        becomes the prompt it makes, which the call renders as a client's call does (for the
+        output's contract, its system prompt the call's, its name, version and fingerprint on
+        the result and in the cache key)."""
         prompt, messages = self.prompt, self.messages
         if self.variables is not None:
-            render = getattr(prompt, "render", None)
-            if not callable(render):
-                raise TypeError(
-                    "Item.variables fill a prompt template: prompt must have a render() method "
-                    f"(an sdk.Prompt), not {type(prompt).__name__}"
-                )
-            rendered = render(**self.variables)
-            prompt, messages = (rendered, None) if isinstance(rendered, str) else (None, rendered)
+            prompt, messages = self._filled(prompt)
         given = {"prompt": prompt, "messages": messages, "system": self.system,
                  "source": self.source}  # fmt: skip
         return {name: value for name, value in given.items() if value is not None}
+
+    def _filled(self, template: Any) -> tuple[Any, Any]:
+        """The prompt (or messages) `template` makes of `variables`."""
+        from sdk.prompt import Prompt
+
+        variables = dict(self.variables or {})
+        if isinstance(template, type) and issubclass(template, Prompt):
+            return template(**variables), None
+        if isinstance(template, Prompt):
+            raise TypeError(
+                f"Item.variables fill a prompt template, and {type(template).__name__}(...) "
+                "holds its inputs already: pass the class with variables=, or the instance "
+                "without them"
+            )
+        render = getattr(template, "render", None)
+        if not callable(render):
+            raise TypeError(
+                "Item.variables fill a prompt template: prompt must have a render() method "
+                f"(an sdk.Prompt), not {type(template).__name__}"
+            )
+        rendered = render(**variables)
+        return (rendered, None) if isinstance(rendered, str) else (None, rendered)
 
 
 @dataclass(frozen=True, slots=True)
