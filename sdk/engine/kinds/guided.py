@@ -62,6 +62,7 @@ from sdk.providers._base import Message
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import shared_schema
 from sdk.schema.grounding import ANCHOR_KEY
+from sdk.schema.grounding import branch_anchors
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
@@ -239,11 +240,15 @@ def _nulled(data: Any, pointer: str) -> Any:
 
 
 def _anchored_nullable(node: Any) -> bool:
-    """Whether a schema holds, at any depth, an anchored value that may be `null`."""
+    """Whether a schema holds, at any depth, an anchored value that may be `null`: a union
+    with a `null` branch whose other branch has an anchor, on the union or on the branch
+    (`branch_anchors`: the parser reads either at the value's pointer)."""
     if isinstance(node, dict):
-        if ANCHOR_KEY in node and any(
-            isinstance(branch, dict) and branch.get("type") == "null"
-            for branch in node.get("anyOf", ())
+        branches = node.get("anyOf")
+        if (
+            isinstance(branches, list)
+            and any(isinstance(b, dict) and b.get("type") == "null" for b in branches)
+            and any(anchor is not None for _, anchor in branch_anchors(node))
         ):
             return True
         return any(_anchored_nullable(child) for child in node.values())
