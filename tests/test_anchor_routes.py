@@ -256,6 +256,47 @@ def test_guided_abstention_nulls_an_anchored_value_either_spelling_at_any_depth(
     assert abstained == [(pointer, "UPS")]
 
 
+class Named(Contract):
+    name: Verbatim | None = None
+    count: int | None = None
+
+
+class Counted(Contract):
+    count: int | None = None
+
+
+class AnchoredParty(Contract):
+    """The anchor on the sub-model (`$ref` beside `x-anchor`): the parser holds every copy
+    below it to the anchor, and no field of this contract is nullable at the top level."""
+
+    recipient: Annotated[Named, Anchor(after=("Hello",))]
+
+
+class AnchoredCount(Contract):
+    """The same, but nothing copied below the anchor: the anchor checks nothing there."""
+
+    recipient: Annotated[Counted, Anchor(after=("Hello",))]
+
+
+def test_guided_abstention_nulls_a_copy_below_an_anchored_sub_model() -> None:
+    wrote = {"recipient": {"name": "UPS", "count": 2}}
+    provider = TestProvider([json.dumps(wrote)])
+    result = StructuredClient(provider, retries=0).generate(
+        AnchoredParty, prompt="x", source=NESTED_SOURCE, abstention="guided"
+    )
+    assert result.value == AnchoredParty(recipient=Named(name=None, count=2))
+    decided = {n.pointer: str(n.written) for n in result.notes if n.kind == SIGNAL_NOTE}
+    assert set(decided) == {"", "/recipient/name"}
+    assert "on no line after its labels ('Hello')" in decided["/recipient/name"]
+    abstained = [(n.pointer, n.received) for n in result.notes if n.kind == "abstained"]
+    assert abstained == [("/recipient/name", "UPS")]
+    # Below the anchor, only what is copied counts: a nullable number is nowhere to abstain.
+    with pytest.raises(ValueError, match="needs a field that may be null"):
+        StructuredClient(TestProvider([])).generate(
+            AnchoredCount, prompt="x", source=NESTED_SOURCE, abstention="guided"
+        )
+
+
 class Firm(Contract):
     recipient: Annotated[Verbatim, Anchor(after=("Hello",))]
 
