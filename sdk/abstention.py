@@ -39,7 +39,7 @@ from sdk._files import write_atomic
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import char_pointers
 from sdk.schema.grounding import VERBATIM_KEY
-from sdk.schema.grounding import anchor_of
+from sdk.schema.grounding import branch_anchors
 
 __all__ = [
     "DEFAULT_MAX_FALSE_ABSTENTION",
@@ -324,19 +324,17 @@ def _entry(path: str | os.PathLike[str], text: str, pointer: str, item: Any) -> 
 
 def _free_copy(node: Any) -> bool:
     """A `Verbatim | None` schema node whose string branch has no pattern, and that no `after`
-    anchor confines: a confined field abstains by its anchor (no label, no span), and its mass
-    is read against fewer allowed tokens than a threshold assumes (the eval's `anchored` arm
-    measured wrong abstentions on right values with the mass kept there)."""
+    anchor confines (on the union or on the branch: `branch_anchors`): a confined field abstains
+    by its anchor (no label, no span), and its mass is read against fewer allowed tokens than a
+    threshold assumes (the eval's `anchored` arm measured wrong abstentions on right values with
+    the mass kept there)."""
     branches = node.get("anyOf") if isinstance(node, Mapping) else None
     if not isinstance(branches, list):
         return False
-    anchor = anchor_of(node)
-    if anchor is not None and anchor.after:
-        return False
-    kinds = [branch for branch in branches if isinstance(branch, Mapping)]
-    nullable = any(branch.get("type") == "null" for branch in kinds)
-    copies = [branch for branch in kinds if branch.get(VERBATIM_KEY) is True]
-    return nullable and bool(copies) and all("pattern" not in branch for branch in copies)
+    nullable = any(isinstance(b, Mapping) and b.get("type") == "null" for b in branches)
+    copies = [(b, anchor) for b, anchor in branch_anchors(node) if b.get(VERBATIM_KEY) is True]
+    confined = any(anchor is not None and anchor.after for _, anchor in copies)
+    return nullable and bool(copies) and not confined and all("pattern" not in b for b, _ in copies)
 
 
 def _optional(value: Any, kind: Any) -> Any:

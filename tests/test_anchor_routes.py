@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import Field
+from pydantic import create_model
 from pydantic import model_validator
 
 from sdk import CheckFailed
@@ -196,6 +197,104 @@ def test_guided_abstention_nulls_an_anchored_value_in_a_nested_object_or_a_list_
     assert "on no line after its labels ('Item:')" in decided["/items/1"]
     abstained = [(n.pointer, n.received) for n in result.notes if n.kind == "abstained"]
     assert abstained == [("/parties/carrier", "Lumen Books"), ("/items/1", "UPS")]
+
+
+# The two spellings of an anchored value that may be null: the anchor on the union (`x-anchor`
+# beside `anyOf`), or on its non-null branch (`x-anchor` inside `anyOf`). Guided abstention
+# treats them alike at every depth; each contract below has no other value that may be null.
+SPELLINGS = {
+    "anchor-on-union": (
+        Annotated[Verbatim | None, Anchor(after=("Hello",))],
+        Annotated[Verbatim | None, Anchor(after=("Item:",))],
+    ),
+    "anchor-on-branch": (
+        Annotated[Verbatim, Anchor(after=("Hello",))] | None,
+        Annotated[Verbatim, Anchor(after=("Item:",))] | None,
+    ),
+}
+SHAPES = {
+    # shape: what the model wrote, the value then, the pointer its anchor nulls
+    "top-level": ({"recipient": "UPS"}, {"recipient": None}, "/recipient"),
+    "sub-model": ({"parties": {"recipient": "UPS"}}, {"parties": {"recipient": None}},
+                  "/parties/recipient"),
+    "list-item": ({"items": ["Atlas", "UPS"]}, {"items": ["Atlas", None]}, "/items/1"),
+}  # fmt: skip
+
+
+def _only_anchored_nullable(shape: str, spelling: str) -> type[Contract]:
+    recipient, item = SPELLINGS[spelling]
+    fields: dict[str, Any] = {
+        "top-level": {"recipient": (recipient, None)},
+        "sub-model": {"parties": (create_model("To", __base__=Contract,
+                                               recipient=(recipient, None)), ...)},
+        "list-item": {"items": (list[item], ...)},  # type: ignore[valid-type]
+    }[shape]  # fmt: skip
+    name = "Only" + shape.title().replace("-", "")
+    made: type[Contract] = create_model(name, __base__=Contract, **fields)
+    return made
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_guided_abstention_nulls_an_anchored_value_either_spelling_at_any_depth(
+    shape: str, spelling: str
+) -> None:
+    contract = _only_anchored_nullable(shape, spelling)
+    wrote, value, pointer = SHAPES[shape]
+    provider = TestProvider([json.dumps(wrote)])
+    result = StructuredClient(provider, retries=0).generate(
+        contract, prompt="x", source=NESTED_SOURCE, abstention="guided"
+    )
+    assert result.value == contract.model_validate(value)
+    assert result.text == json.dumps(wrote) and len(result.attempts) == 1
+    decided = {n.pointer: str(n.written) for n in result.notes if n.kind == SIGNAL_NOTE}
+    assert set(decided) == {"", pointer}
+    assert decided[pointer].startswith(ANCHOR_SIGNAL)
+    labels = "'Item:'" if shape == "list-item" else "'Hello'"
+    assert f"on no line after its labels ({labels})" in decided[pointer]
+    abstained = [(n.pointer, n.received) for n in result.notes if n.kind == "abstained"]
+    assert abstained == [(pointer, "UPS")]
+
+
+class Named(Contract):
+    name: Verbatim | None = None
+    count: int | None = None
+
+
+class Counted(Contract):
+    count: int | None = None
+
+
+class AnchoredParty(Contract):
+    """The anchor on the sub-model (`$ref` beside `x-anchor`): the parser holds every copy
+    below it to the anchor, and no field of this contract is nullable at the top level."""
+
+    recipient: Annotated[Named, Anchor(after=("Hello",))]
+
+
+class AnchoredCount(Contract):
+    """The same, but nothing copied below the anchor: the anchor checks nothing there."""
+
+    recipient: Annotated[Counted, Anchor(after=("Hello",))]
+
+
+def test_guided_abstention_nulls_a_copy_below_an_anchored_sub_model() -> None:
+    wrote = {"recipient": {"name": "UPS", "count": 2}}
+    provider = TestProvider([json.dumps(wrote)])
+    result = StructuredClient(provider, retries=0).generate(
+        AnchoredParty, prompt="x", source=NESTED_SOURCE, abstention="guided"
+    )
+    assert result.value == AnchoredParty(recipient=Named(name=None, count=2))
+    decided = {n.pointer: str(n.written) for n in result.notes if n.kind == SIGNAL_NOTE}
+    assert set(decided) == {"", "/recipient/name"}
+    assert "on no line after its labels ('Hello')" in decided["/recipient/name"]
+    abstained = [(n.pointer, n.received) for n in result.notes if n.kind == "abstained"]
+    assert abstained == [("/recipient/name", "UPS")]
+    # Below the anchor, only what is copied counts: a nullable number is nowhere to abstain.
+    with pytest.raises(ValueError, match="needs a field that may be null"):
+        StructuredClient(TestProvider([])).generate(
+            AnchoredCount, prompt="x", source=NESTED_SOURCE, abstention="guided"
+        )
 
 
 class Firm(Contract):
@@ -447,11 +546,21 @@ def test_the_embedded_model_copies_from_the_anchors_regions_and_guided_abstentio
         assert not noted or (value is None and str(noted[0].written).startswith(ANCHOR_SIGNAL))
 
 
-def test_default_thresholds_leave_a_confined_field_to_its_anchor() -> None:
+class BranchDelivery(Contract):
+    """`Delivery` with each anchor on the union's non-null branch."""
+
+    carrier: Annotated[Verbatim, Anchor(not_after=("from",))] | None = Field(description="c")
+    recipient: Annotated[Verbatim, Anchor(after=("Hello", "Dear"))] | None = Field(description="r")
+
+
+@pytest.mark.parametrize("contract", [Delivery, BranchDelivery], ids=["on-union", "on-branch"])
+def test_default_thresholds_leave_a_confined_field_to_its_anchor(
+    contract: type[Contract],
+) -> None:
     from sdk.abstention import Thresholds
     from sdk.schema.canonical import shared_schema
 
-    assert set(Thresholds.standard(shared_schema(Delivery)).fields) == {"/carrier"}
+    assert set(Thresholds.standard(shared_schema(contract)).fields) == {"/carrier"}
 
 
 def test_guided_abstention_by_anchor_keeps_min_confidence_reading_what_the_model_wrote() -> None:

@@ -10,6 +10,10 @@ server started), and still takes the keyword spelt right.
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import sys
+import textwrap
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -135,21 +139,188 @@ def test_every_key_of_a_group_is_known_required_and_optional_alike() -> None:
 
 def test_every_grouped_keyword_site_in_the_package_checks_its_keywords() -> None:
     """A `def` that takes `**x: Unpack[SomeTypedDict]` calls `check_keywords` in its body, or
-    passes `**x` whole to a callable that does, or `x` itself to its base's constructor (the
-    servers' providers: `ServerProvider`; the call options' are checked by the call spec
-    instead); a row above proves each public one refuses."""
+    passes `**x` whole to a callable that does, or `x` itself to its base's constructor that
+    checks it (the servers' providers: `ServerProvider`; `_unchecked_grouped_keywords`); the
+    call options' are checked by the call spec instead; a row above proves each public one
+    refuses."""
+    root = Path(sdk.__file__).parent
+    missing, to_base = [], set()
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        missing += _unchecked_grouped_keywords(module, tree)
+        to_base |= {owner for node, kwarg, owner in _grouped_keyword_defs_in(tree)
+                    if any(_to_base(call, kwarg) is not None for call in _calls(node))}  # fmt: skip
+    assert missing == []
+    # The sites whose base's constructor was read (and found checking): the servers' providers.
+    assert to_base == {"LlamaCppProvider", "OllamaProvider", "VLLMProvider"}
+
+
+FAKE_PROVIDERS = """
+from typing import TypedDict, Unpack
+
+from sdk._values.declared import check_keywords
+
+
+class Settings(TypedDict, total=False):
+    timeout: float
+
+
+class Checking:
+    def __init__(self, url: str, settings: Settings) -> None:
+        check_keywords(settings, Settings, "Checking()")
+
+
+class Relaying(Checking):
+    def __init__(self, url: str, settings: Settings) -> None:
+        super().__init__(url, settings=settings)  # on, by keyword, to a base that checks
+
+
+class Inheriting(Relaying):
+    pass  # no __init__ of its own: the MRO goes on to Relaying's
+
+
+class Trusting:
+    def __init__(self, url: str, settings: Settings) -> None:
+        self.settings = dict(settings)  # takes the mapping, checks nothing
+
+
+class CheckingAnother:
+    def __init__(self, settings: Settings, extra: Settings) -> None:
+        check_keywords(extra, Settings, "CheckingAnother()")  # not the one it was given
+
+
+class RelayingToTrusting(Trusting):
+    def __init__(self, url: str, settings: Settings) -> None:
+        super().__init__(url, settings)
+
+
+class Good(Inheriting):
+    def __init__(self, url: str, **settings: Unpack[Settings]) -> None:
+        super().__init__(url, settings)
+
+
+class Unchecked(Trusting):
+    def __init__(self, url: str, **settings: Unpack[Settings]) -> None:
+        super().__init__(url, settings)
+
+
+class Swapped(CheckingAnother):
+    def __init__(self, **settings: Unpack[Settings]) -> None:
+        super().__init__(settings, {})
+
+
+class Relayed(RelayingToTrusting):
+    def __init__(self, url: str, **settings: Unpack[Settings]) -> None:
+        super().__init__(url, settings)
+
+
+class ToObject:
+    def __init__(self, **settings: Unpack[Settings]) -> None:
+        super().__init__(settings)
+"""
+
+
+def test_the_scan_reports_a_grouped_keyword_given_to_a_base_that_does_not_check_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule above, on a module made here: a `**settings` given to `super().__init__` is
+    accepted only where the base's constructor (the next in the MRO, through a class without
+    its own) checks that very parameter, or passes it on to one that does."""
+    name = "fake_grouped_keyword_providers"
+    (tmp_path / f"{name}.py").write_text(FAKE_PROVIDERS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    missing = _unchecked_grouped_keywords(name, ast.parse(FAKE_PROVIDERS))
+    reported = {line.split(" ", 2)[1].split(".")[0]: line for line in missing}
+    assert set(reported) == {"Unchecked", "Swapped", "Relayed", "ToObject"}, missing
+    assert "Trusting.__init__ does not check 'settings'" in reported["Unchecked"]
+    assert "CheckingAnother.__init__ does not check 'settings'" in reported["Swapped"]
+    assert "Trusting.__init__ does not check 'settings'" in reported["Relayed"]
+    assert "object.__init__" in reported["ToObject"]
+
+
+def _unchecked_grouped_keywords(module: str, tree: ast.Module) -> list[str]:
+    """Where in `tree` (the source of `module`) a `def` taking `**x: Unpack[...]` lets a
+    misspelt keyword through: it neither calls `check_keywords` nor passes `**x` whole on, nor
+    gives `x` to its base's constructor that checks it (the next `__init__` in the class's
+    MRO, read from its source, calls `check_keywords` on the parameter `x` arrives in, or
+    passes it on to its own base's by the same rule). `module` is imported only for a def that
+    gives `x` to its base's constructor."""
     checked_elsewhere = {"CallOptions", "ClientOptions"}  # sdk.engine.options' own refusal
     missing = []
-    for file, node, kwarg in _grouped_keyword_defs():
+    for node, kwarg, owner in _grouped_keyword_defs_in(tree):
         assert node.args.kwarg is not None and isinstance(node.args.kwarg.annotation, ast.Subscript)
         if ast.unparse(node.args.kwarg.annotation.slice) in checked_elsewhere:
             continue
-        calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
-        checks = any(ast.unparse(c.func) == "check_keywords" for c in calls)
-        passes_on = any(_passes_on(c, kwarg) for c in calls)
-        if not (checks or passes_on):
-            missing.append(f"{file}:{node.lineno} {node.name}")
-    assert missing == []
+        where = f"{module}:{node.lineno} {owner + '.' if owner else ''}{node.name}"
+        if _checks(node, kwarg) or any(_passes_whole(c, kwarg) for c in _calls(node)):
+            continue
+        given = [at for at in (_to_base(c, kwarg) for c in _calls(node)) if at is not None]
+        if not given:
+            missing.append(where)
+            continue
+        cls = getattr(importlib.import_module(module), owner or "", None)
+        if not isinstance(cls, type):
+            missing.append(f"{where}: gives {kwarg!r} to super().__init__ outside a class")
+            continue
+        problems = [_base_problem(cls, cls, at) for at in given]
+        missing += [f"{where}: {problem}" for problem in problems if problem is not None]
+    return missing
+
+
+def _base_problem(concrete: type, below: type, at: int | str) -> str | None:
+    """Why the `__init__` after `below` in `concrete`'s MRO (the one `super().__init__` in
+    `below` reaches) does not check the mapping given to it at `at` (a position after `self`,
+    or a keyword), if it does not: it calls `check_keywords` on that parameter, or gives it on
+    to its own base's constructor that does."""
+    mro = concrete.__mro__
+    base = next(k for k in mro[mro.index(below) + 1 :] if "__init__" in vars(k))
+    if base is object:
+        return "super().__init__ is object.__init__, which checks no keywords"
+    init = vars(base)["__init__"]
+    try:
+        source = textwrap.dedent(inspect.getsource(init))
+    except (OSError, TypeError):
+        return f"{base.__qualname__}.__init__ has no source to read"
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    args = node.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)][1:]  # after `self`
+    if isinstance(at, int):
+        param = positional[at] if at < len(positional) else None
+    else:
+        names = {a.arg for a in (*args.args, *args.kwonlyargs)}
+        param = at if at in names else None
+    if param is None:
+        return f"{base.__qualname__}.__init__ takes the mapping in no named parameter"
+    if _checks(node, param):
+        return None
+    further = [at for at in (_to_base(c, param) for c in _calls(node)) if at is not None]
+    if not further:
+        return f"{base.__qualname__}.__init__ does not check {param!r} (no check_keywords on it)"
+    problems = [_base_problem(concrete, base, at) for at in further]
+    return next((problem for problem in problems if problem is not None), None)
+
+
+def _calls(node: ast.AST) -> list[ast.Call]:
+    return [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+
+
+def _checks(node: ast.AST, name: str) -> bool:
+    """Whether `node` calls `check_keywords` on the mapping `name` (its first argument)."""
+    for call in _calls(node):
+        if ast.unparse(call.func) != "check_keywords":
+            continue
+        given = (
+            call.args[0]
+            if call.args
+            else next((k.value for k in call.keywords if k.arg == "given"), None)
+        )
+        if isinstance(given, ast.Name) and given.id == name:
+            return True
+    return False
 
 
 def _grouped_keyword_defs() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef, str]]:
@@ -157,28 +328,63 @@ def _grouped_keyword_defs() -> list[tuple[str, ast.FunctionDef | ast.AsyncFuncti
     `**x: Unpack[...]`, overloads left out."""
     found = []
     for path in sorted(Path(sdk.__file__).parent.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            kwarg = node.args.kwarg
-            if kwarg is None or kwarg.annotation is None:
-                continue
-            if not ast.unparse(kwarg.annotation).startswith("Unpack["):
-                continue
-            if any(ast.unparse(d) == "overload" for d in node.decorator_list):
-                continue
-            found.append((path.name, node, kwarg.arg))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [(path.name, node, kwarg) for node, kwarg, _ in _grouped_keyword_defs_in(tree)]
+    return found
+
+
+def _grouped_keyword_defs_in(
+    tree: ast.Module,
+) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str | None]]:
+    """(def, its `**x` name, the name of the class whose body holds it, if one does) of every
+    `def` in `tree` taking `**x: Unpack[...]`, overloads left out."""
+    owners = {
+        id(item): node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        for item in node.body
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        kwarg = node.args.kwarg
+        if kwarg is None or kwarg.annotation is None:
+            continue
+        if not ast.unparse(kwarg.annotation).startswith("Unpack["):
+            continue
+        if any(ast.unparse(d) == "overload" for d in node.decorator_list):
+            continue
+        found.append((node, kwarg.arg, owners.get(id(node))))
     return found
 
 
 def _passes_on(call: ast.Call, kwarg: str) -> bool:
     """Whether `call` is given the keywords `**kwarg` whole: as `**kwarg`, or as the mapping
     `kwarg` to the base class's constructor (`super().__init__(base_url, kwarg, ...)`)."""
-    if any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg
-           for k in call.keywords):  # fmt: skip
-        return True
-    to_base = ast.unparse(call.func) == "super().__init__"
-    return to_base and any(isinstance(a, ast.Name) and a.id == kwarg for a in call.args)
+    return _passes_whole(call, kwarg) or _to_base(call, kwarg) is not None
+
+
+def _passes_whole(call: ast.Call, kwarg: str) -> bool:
+    """Whether `call` is given `**kwarg`."""
+    return any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg
+               for k in call.keywords)  # fmt: skip
+
+
+def _to_base(call: ast.Call, name: str) -> int | str | None:
+    """Where `call`, if it is `super().__init__(...)`, is given the mapping `name`: its
+    position after `self`, or its keyword."""
+    if ast.unparse(call.func) != "super().__init__":
+        return None
+    for position, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            return None  # positions after a `*args` are not known from the source
+        if isinstance(arg, ast.Name) and arg.id == name:
+            return position
+    for keyword in call.keywords:
+        if isinstance(keyword.value, ast.Name) and keyword.value.id == name and keyword.arg:
+            return keyword.arg
+    return None
 
 
 def _callee(call: ast.Call) -> str:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from sdk._values.pointer import lookup
+from sdk._values.pointer import resolve_ref
 from sdk._values.pointer import split_pointer
 from sdk._values.records import Note
 from sdk.abstention import Thresholds
@@ -61,7 +62,11 @@ from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Message
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import shared_schema
+from sdk.schema.canonical import subschemas
 from sdk.schema.grounding import ANCHOR_KEY
+from sdk.schema.grounding import anchor_of
+from sdk.schema.grounding import branch_anchors
+from sdk.schema.grounding import grounded_kind
 from sdk.stop_reason import StopReason
 
 if TYPE_CHECKING:
@@ -238,15 +243,30 @@ def _nulled(data: Any, pointer: str) -> Any:
     return None
 
 
-def _anchored_nullable(node: Any) -> bool:
-    """Whether a schema holds, at any depth, an anchored value that may be `null`."""
-    if isinstance(node, dict):
-        if ANCHOR_KEY in node and any(
-            isinstance(branch, dict) and branch.get("type") == "null"
-            for branch in node.get("anyOf", ())
+def _anchored_nullable(root: dict[str, Any]) -> bool:
+    """Whether a schema holds, at any depth, an anchored value that may be `null`: a union
+    with a `null` branch whose other branch has an anchor, on the union or on the branch
+    (`branch_anchors`: the parser reads either at the value's pointer), or is a copied string
+    below an anchored node (`Annotated[Party, Anchor(...)]`: the parser holds every copy under
+    it to that anchor). Walked from the root through `$ref`s, each node once per state."""
+    pending: list[tuple[dict[str, Any], bool]] = [(root, False)]
+    seen: set[tuple[int, bool]] = set()
+    while pending:
+        node, under = pending.pop()
+        if (id(node), under) in seen:
+            continue
+        seen.add((id(node), under))
+        under = under or anchor_of(node) is not None
+        branches = node.get("anyOf")
+        if isinstance(branches, list) and any(
+            isinstance(b, dict) and b.get("type") == "null" for b in branches
         ):
-            return True
-        return any(_anchored_nullable(child) for child in node.values())
-    if isinstance(node, list):
-        return any(_anchored_nullable(child) for child in node)
+            for branch, anchor in branch_anchors(node):
+                if anchor is not None or (under and grounded_kind(branch) is not None):
+                    return True
+        pending += [(child, under) for suffix, child in subschemas(node)
+                    if not suffix.startswith("/$defs/")]  # fmt: skip
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            pending.append((resolve_ref(root, ref)[1], under))
     return False

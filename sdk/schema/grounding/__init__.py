@@ -26,6 +26,7 @@ from sdk.schema.grounding._anchors import anchor_of
 from sdk.schema.grounding._anchors import anchor_problem
 from sdk.schema.grounding._anchors import anchor_regions
 from sdk.schema.grounding._anchors import anchored
+from sdk.schema.grounding._anchors import branch_anchors
 from sdk.schema.grounding._anchors import load_anchors
 from sdk.schema.grounding._errors import GroundingUnsupported
 from sdk.schema.grounding._spans import GROUNDED_KEYS
@@ -72,6 +73,7 @@ __all__ = [
     "anchor_problem",
     "anchor_regions",
     "anchored",
+    "branch_anchors",
     "escaped_chunks",
     "grounded_gbnf",
     "grounded_kind",

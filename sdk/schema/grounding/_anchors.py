@@ -47,6 +47,7 @@ __all__ = [
     "anchor_problem",
     "anchor_regions",
     "anchored",
+    "branch_anchors",
     "load_anchors",
 ]
 
@@ -96,6 +97,23 @@ def anchor_of(node: Mapping[str, Any]) -> Anchor | None:
         return Anchor(data.get("after", ()), data.get("not_after", ()))
     except (TypeError, ValueError) as error:
         raise type(error)(f"{ANCHOR_KEY} {dict(data)!r}: {error}") from None
+
+
+def branch_anchors(node: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Anchor | None]]:
+    """Each branch of a union node (`anyOf`) but `null`, with the anchor that decides for it:
+    the branch's own (`Annotated[Verbatim, Anchor(...)] | None` writes it there), else the
+    union's (`Annotated[Verbatim | None, Anchor(...)]`). The innermost decides, as in the
+    parser (which meets both at the value's pointer) and the grammars. Empty for no union."""
+    branches = node.get("anyOf")
+    if not isinstance(branches, list):
+        return []
+    union = anchor_of(node)
+    kept = [b for b in branches if isinstance(b, Mapping) and b.get("type") != "null"]
+    found = []
+    for branch in kept:
+        own = anchor_of(branch)
+        found.append((branch, union if own is None else own))
+    return found
 
 
 @functools.lru_cache(maxsize=64)
