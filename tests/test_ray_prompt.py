@@ -335,3 +335,24 @@ def test_vllm_hooks_render_the_prompt_re_ask_with_it_and_settle_in_one_schema() 
     row = {"id": 1, "prompt": None}
     block = plain.settle(pa.Table.from_pylist([{**row, **plain.vllm_preprocess(row)}]))
     assert block.schema == pa.schema([("id", pa.int64()), *COLUMNS, (REASK, pa.string())])
+
+
+def test_a_prompt_defined_in_a_notebook_reaches_the_actors_by_value(server: LocalServer) -> None:
+    # A class Ray cannot import where its actors run (a notebook's, a script's `__main__`, one
+    # defined in a function) is sent by value (cloudpickle): its templates compile there.
+    class Note(Prompt):
+        system = "You read notes from {{ team }}."
+        template = "Approve this? {{ note }}"
+
+        class Inputs(BaseModel):
+            team: str
+            note: str
+
+    variables = {"team": "Billing", "note": "Refund 12 EUR."}
+    [row] = _mapped(server, [{"id": "n-1", "variables": variables}], prompt=Note)
+    assert row["outcome"] == "ok" and row["prompt_fingerprint"] == Note.info().fingerprint
+    [body] = server.bodies("/v1/chat/completions")
+    assert body["messages"] == [
+        {"role": "system", "content": "You read notes from Billing."},
+        {"role": "user", "content": "Approve this? Refund 12 EUR."},
+    ]
