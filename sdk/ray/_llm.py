@@ -174,12 +174,18 @@ class ProcessorHooks:
         follow_up = row.get(REASK)
         if follow_up:
             state = json.loads(follow_up)
-            item, _ = row_item(self.contract, state["record"], self.id_column, self.template)
+            item = self._recorded(state)
             return item, _counted(item, state), state
         item, record = row_item(self.contract, row, self.id_column, self.prompt)
         state = {"record": record, "feedback": [], "retries_used": 0, "requests": 0,
                  "input_tokens": 0, "output_tokens": 0}  # fmt: skip
         return item, _counted(item, state), state
+
+    def _recorded(self, state: Mapping[str, Any]) -> InputItem:
+        """The item of the input line a row's state recorded (its id under `id`, whatever the
+        rows' `id_column`)."""
+        item, _ = row_item(self.contract, state["record"], "id", self.template)
+        return item
 
     # --- the postprocess: a reply -> the row's decision ---
 
@@ -215,7 +221,7 @@ class ProcessorHooks:
     def _judged(self, row: Mapping[str, Any], read: Callable[[], Completion]) -> dict[str, Any]:
         try:
             state = json.loads(row[_STATE])
-            item, _ = row_item(self.contract, state["record"], self.id_column, self.template)
+            item = self._recorded(state)
             item_row = _counted(item, state, sent=True)
         except Exception as error:  # a row the preprocess did not prepare
             return self._columns(row, decide_error(self.contract, self.provider,
@@ -280,7 +286,7 @@ class ProcessorHooks:
         error = ProviderError(f"the engine failed the row: {row[_ERROR]}")
         try:
             state = json.loads(row[_STATE])
-            item, _ = row_item(self.contract, state["record"], self.id_column, self.template)
+            item = self._recorded(state)
             item_row = _counted(item, state, sent=True)
         except Exception:
             item_row = _placeholder(row)
