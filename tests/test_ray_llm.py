@@ -252,3 +252,15 @@ def test_the_preprocess_builds_the_body_the_live_client_sends(server: Any, contr
     payload = hooks.http_preprocess(row)["payload"]
     assert payload == sent
     assert ("grammar" in payload["structured_outputs"]) == (contract.endswith("ShipmentNotice"))
+
+
+def test_rows_named_by_another_id_column_are_judged_and_re_asked() -> None:
+    # The state a row carries holds its input line, whose id is under `id` whatever the rows'
+    # id column: the postprocess and a re-ask read it back by that key.
+    hooks = ProcessorHooks(Decision, model="m", id_column="key", retries=1)
+    row = {"key": "k-1", "prompt": "Approve this refund?", "source": "Refund."}
+    first = hooks.vllm_postprocess(_engine_row({**row, **hooks.vllm_preprocess(row)}, INVALID, 30))
+    assert first["id"] == "k-1" and first["error_type"] == "SchemaViolation"
+    again = hooks.vllm_preprocess({"key": "k-1", REASK: first[REASK]})
+    answered = hooks.vllm_postprocess(_engine_row({"key": "k-1", **again}, DOCUMENT, 31))
+    assert answered["id"] == "k-1" and answered["outcome"] == "ok" and answered["attempts"] == 2

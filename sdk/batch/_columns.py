@@ -5,7 +5,9 @@ A batch output line is nested JSON (`schema: {name, version, fingerprint}`, `usa
 same Arrow schema whatever its rows held (a block of failures only has no `value`, but its
 column is still a string column, of nulls). `row_of` flattens a line's record, `line_of` puts it
 back: the two carry the same fields, so a row written out by `line_of` is the line `sdk batch`
-writes for the same item.
+writes for the same item. A line that names its prompt template (`"prompt": {name, version,
+fingerprint}`, a job or a map with an `sdk.Prompt`) has `PROMPT_COLUMNS` too; one without has
+none of them, so a map without a template keeps the schema `COLUMNS` alone.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["COLUMNS", "line_of", "row_of", "schema_for"]
+__all__ = ["COLUMNS", "PROMPT_COLUMNS", "line_of", "row_of", "schema_for"]
 
 COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("outcome", pa.string()),
@@ -44,9 +46,20 @@ one, `attempts`, the tokens, `notes` (a JSON list), the contract's name, version
 fingerprint, and who answered."""
 
 
-def schema_for(id_type: pa.DataType) -> pa.Schema:
-    """The rows' schema: `id` of the input's id type, then `COLUMNS`."""
-    return pa.schema([("id", id_type), *COLUMNS])
+PROMPT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("prompt_name", pa.string()),
+    ("prompt_version", pa.int64()),
+    ("prompt_fingerprint", pa.string()),
+)
+"""The columns of rows rendered with a prompt template (`sdk.Prompt`): which one produced the
+row, as a batch line's `prompt` says it. Only a map given a template has them (every row of it,
+failed ones included)."""
+
+
+def schema_for(id_type: pa.DataType, *, prompt: bool = False) -> pa.Schema:
+    """The rows' schema: `id` of the input's id type, then `COLUMNS` (and `PROMPT_COLUMNS` for
+    rows rendered with a prompt template)."""
+    return pa.schema([("id", id_type), *COLUMNS, *(PROMPT_COLUMNS if prompt else ())])
 
 
 def _json(value: Any) -> str | None:
@@ -59,7 +72,7 @@ def row_of(record: Mapping[str, Any]) -> dict[str, Any]:
     usage = record.get("usage") or {}
     error = record.get("error")
     ok = record.get("outcome") == "ok"
-    return {
+    columns = {
         "outcome": record.get("outcome"),
         "value": _json(record.get("value")) if ok else None,
         "error_type": error.get("type") if error else None,
@@ -80,28 +93,38 @@ def row_of(record: Mapping[str, Any]) -> dict[str, Any]:
         "model": record.get("model"),
         "request_id": record.get("request_id"),
     }
+    prompt = record.get("prompt")
+    if prompt is not None:
+        columns["prompt_name"] = prompt.get("name")
+        columns["prompt_version"] = prompt.get("version")
+        columns["prompt_fingerprint"] = prompt.get("fingerprint")
+    return columns
 
 
 def line_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row -> the record of the `sdk batch` output line for the same item (`batch`: `None`)."""
-    common = {
-        "id": row["id"],
-        "outcome": row["outcome"],
+    """A row -> the record of the `sdk batch` output line for the same item (`batch`: `None`;
+    `prompt` after `schema` when the row names its prompt template, as a job's line does)."""
+    said: dict[str, Any] = {
         "schema": {
             "name": row["contract"],
             "version": row["contract_version"],
             "fingerprint": row["fingerprint"],
         },
-        "provider": row["provider"],
-        "model": row["model"],
     }
+    if row.get("prompt_name") is not None:
+        said["prompt"] = {
+            "name": row["prompt_name"],
+            "version": row["prompt_version"],
+            "fingerprint": row["prompt_fingerprint"],
+        }
+    said.update(provider=row["provider"], model=row["model"])
     usage = {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"]}
     if row["outcome"] == "ok":
         return {
             "id": row["id"],
             "outcome": "ok",
             "value": json.loads(row["value"]),
-            **{key: common[key] for key in ("schema", "provider", "model")},
+            **said,
             "stop_reason": row["stop_reason"],
             "raw_stop_reason": row["raw_stop_reason"],
             "notes": json.loads(row["notes"] or "[]"),
@@ -111,9 +134,10 @@ def line_of(row: Mapping[str, Any]) -> dict[str, Any]:
             "batch": None,
         }
     return {
-        **{key: common[key] for key in ("id", "outcome")},
+        "id": row["id"],
+        "outcome": row["outcome"],
         "error": json.loads(row["error"]) if row["error"] else None,
-        **{key: common[key] for key in ("schema", "provider", "model")},
+        **said,
         "attempts": row["attempts"],
         "usage": usage,
         "batch": None,

@@ -21,6 +21,11 @@ that cannot be read, a call that raises, a batch past its `timeout`: each is tha
 never an exception out of `__call__` (an exception there fails the whole Ray job, and Ray's
 `max_errored_blocks` would drop whole blocks).
 
+`prompt=` a prompt template (`sdk.Prompt`) renders each row as a job with that template renders
+its lines: the row's `variables` column (an object, or its JSON text), else the columns named by
+the template's `Inputs`, go through `parse_item(..., prompt=)`, so a bad variable fails its row
+with a batch line's message, and every row comes out naming the template (`PROMPT_COLUMNS`).
+
 The `sdk batch --engine ray` runner uses the same class with `job=True`: its rows are the job's
 items (their input lines, read back and checked by the driver, and their counters; a job with a
 prompt template passes it as `job_prompt=`, which renders each line's `variables`), and each row
@@ -32,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import math
 import threading
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -54,6 +60,7 @@ from sdk.batch._outcome import Decision
 from sdk.batch._outcome import JobSettings
 from sdk.batch._outcome import decide_error
 from sdk.batch._outcome import decide_live
+from sdk.batch._outcome import prompted
 from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
@@ -67,6 +74,7 @@ __all__ = [
     "contract_of",
     "plain_value",
     "row_item",
+    "template_of",
 ]
 
 ClientFactory = Callable[[], AsyncStructuredClient | Sequence[AsyncStructuredClient]]
@@ -81,9 +89,10 @@ class RowColumns(TypedDict, total=False):
 
     id_column: str
     """The column naming each row, a string or an integer (default `"id"`)."""
-    prompt: str | None
-    """A template over the row's columns (`"Approve {vendor}?"`); default: its `prompt`
-    column."""
+    prompt: str | type[Prompt] | None
+    """A template over the row's columns (`"Approve {vendor}?"`, `str.format`), or a prompt
+    template (`sdk.Prompt`) its `variables` column or the columns its `Inputs` name render;
+    default: the row's `prompt` column."""
     max_tokens: int | None
     """The output limit of rows that set none (default 4096)."""
 
@@ -105,8 +114,10 @@ class StructuredMap:
     its `retries` and `enum_case` are the rows'. Rows in: an `id_column` (string or integer) and
     `prompt` (a column; or `prompt=` a template over the row's columns, `"Approve {vendor}?"`),
     `source` (or `document`), optionally `system`, `max_tokens`, `messages` and `options`
-    (lists and objects, or their JSON text), as a `sdk batch` input line holds them. Rows out:
-    `id` and the columns of `sdk.ray.COLUMNS`. `in_flight`: calls at once in this actor.
+    (lists and objects, or their JSON text), as a `sdk batch` input line holds them; with
+    `prompt=` an `sdk.Prompt`, `variables` (or the columns its `Inputs` name) instead of a
+    prompt, system or messages. Rows out: `id` and the columns of `sdk.ray.COLUMNS` (and
+    `PROMPT_COLUMNS` with an `sdk.Prompt`). `in_flight`: calls at once in this actor.
     `timeout`: seconds a batch may take; rows still running then fail (`TimeoutError`).
     """
 
@@ -132,6 +143,7 @@ class StructuredMap:
         self.job = job.settings if job is not None else None
         self.job_prompt = job.prompt if job is not None else None
         id_column, prompt = rows.get("id_column", "id"), rows.get("prompt")
+        self.template = template_of(prompt)
         max_tokens = rows.get("max_tokens")
         # Outside a job a row has one pass: a provider failure (after the client's own
         # transport retries) is its outcome, not a resubmission.
@@ -207,7 +219,10 @@ class StructuredMap:
     def _columns(
         self, row: Mapping[str, Any], item_row: ItemRow, decision: Decision, *, done: bool = True
     ) -> dict[str, Any]:
-        record = json.loads(decision.line) if decision.line is not None else {}
+        line = decision.line
+        if line is not None and self.job is None:  # a job's driver names its prompt itself
+            line = prompted(line, self.template)
+        record = json.loads(line) if line is not None else {}
         columns: dict[str, Any] = row_of(record) if record else {"outcome": None}
         if self.job is None:
             columns["id"] = row.get(self.id_column)
@@ -224,7 +239,8 @@ class StructuredMap:
         if self.job is not None:  # a job's ids may be strings and integers: as text here
             schema = pa.schema([*schema_for(pa.string()), *_JOB_COLUMNS])
         else:
-            schema = schema_for(_id_type(batch, self.id_column))
+            id_type = _id_type(batch, self.id_column)
+            schema = schema_for(id_type, prompt=self.template is not None)
         return pa.Table.from_pylist(columns, schema=schema)
 
 
@@ -238,12 +254,17 @@ class _Named(dict[str, Any]):
 
 
 def row_item(
-    contract: type[Contract], row: Mapping[str, Any], id_column: str, prompt: str | None
+    contract: type[Contract],
+    row: Mapping[str, Any],
+    id_column: str,
+    prompt: str | type[Prompt] | None,
 ) -> tuple[InputItem, dict[str, Any]]:
     """A row's item, read by the batch input's own `parse_item` from the row's columns written
     as an input line (that line's record comes with it): `prompt` (or the `prompt` template
     over the row's columns), `source` (or `document`), `system`, `max_tokens`, `messages`,
-    `options`. A template naming a column the row lacks is a `KeyError` naming it."""
+    `options`. A template naming a column the row lacks is a `KeyError` naming it. With an
+    `sdk.Prompt`, the line's `variables` are the row's (see `_variables`), rendered by
+    `parse_item` as a job with that template renders its lines."""
     raw_id = row.get(id_column)
     record = {
         "id": plain_value(raw_id),
@@ -255,11 +276,47 @@ def row_item(
     }
     if "source" not in record and row.get("document") is not None:
         record["source"] = row["document"]
-    if prompt is not None:
+    template = template_of(prompt)
+    if template is not None:
+        _variables(template, row, record)
+    elif isinstance(prompt, str):
         record["prompt"] = prompt.format_map(
             _Named((k, v) for k, v in row.items() if v is not None)
         )
-    return parse_item(contract, json.dumps(record).encode(), f"row {raw_id!r}"), record
+    line = json.dumps(record).encode()
+    return parse_item(contract, line, f"row {raw_id!r}", template), record
+
+
+def _variables(template: type[Prompt], row: Mapping[str, Any], record: dict[str, Any]) -> None:
+    """A row's `variables` put in its line's `record`: its `variables` column (an object, or its
+    JSON text), else its non-null columns that `template.Inputs` names (a column that is one
+    of them is a variable, not also the line's `prompt`, `system` or `messages`; NaN is null:
+    Ray's numpy and pandas batches write a numeric column's nulls so). The rest of
+    the line (a `prompt` column beside variables, say) is as the row gives it, and
+    `parse_item` refuses what a job's line may not hold."""
+    given = row.get("variables")
+    if given is not None:
+        record["variables"] = _plain(_decoded(given))
+        return
+    names = template.Inputs.model_fields
+    record["variables"] = {name: _plain(row[name]) for name in names if not _null(row.get(name))}
+    for name in names:
+        if name in ("prompt", "system", "messages"):
+            record.pop(name, None)
+
+
+def template_of(prompt: str | type[Prompt] | None) -> type[Prompt] | None:
+    """The prompt template (`sdk.Prompt`) of a `prompt=` keyword, or `None` for a `str.format`
+    template or none; `TypeError` for anything else."""
+    if prompt is None or isinstance(prompt, str):
+        return None
+    if not (isinstance(prompt, type) and issubclass(prompt, Prompt)):
+        raise TypeError(
+            f"prompt= takes a str.format template or an sdk.Prompt class, not {prompt!r}"
+        )
+    if getattr(prompt, "template", None) is None:
+        raise TypeError(f"{prompt.__name__} has no template: it is a base for prompts")
+    return prompt
 
 
 def contract_of(contract: type[Contract] | str) -> type[Contract]:
@@ -286,6 +343,24 @@ def _decoded(value: Any) -> Any:
             return json.loads(value)
         except ValueError:
             return value
+    return value
+
+
+def _null(value: Any) -> bool:
+    """A column's value is null: `None`, or NaN (a null in a numeric column of Ray's numpy and
+    pandas batches, which hold an integer column with nulls as floats)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _plain(value: Any) -> Any:
+    """A variable's value as JSON holds it: numpy scalars and arrays (in Ray's numpy and pandas
+    batches) as Python values, inside objects and lists too."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
     return value
 
 

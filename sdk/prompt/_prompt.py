@@ -46,6 +46,7 @@ import inspect
 import json
 import re
 import secrets
+import weakref
 from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -139,7 +140,6 @@ class Prompt:
     Inputs: ClassVar[type[BaseModel]] = _NoInputs
     """The variables, as a Pydantic model (none by default)."""
 
-    _compiled: ClassVar[tuple[Template | None, Template]]
     _info: ClassVar[PromptInfo]
 
     __slots__ = ("inputs",)
@@ -216,7 +216,7 @@ class Prompt:
         view = view_of(contract) if contract is not None else None
         marker = f"\x00sdk-part-{secrets.token_hex(16)}-"
         values, parts = _values(self.inputs, marker)
-        system_template, user_template = cls._compiled
+        system_template, user_template = _compiled(cls)
         system = None
         if system_template is not None:
             text = render(system_template, _with(values, view, cls), f"{cls.name}.system")
@@ -278,8 +278,7 @@ def _define(cls: type[Prompt]) -> None:
     clash = sorted(fields & _RESERVED)
     if clash:
         raise TypeError(f"{cls.name}.Inputs may not have a field named {clash[0]!r} (reserved)")
-    system = compile_template(cls.system, f"{cls.name}.system") if cls.system else None
-    user = compile_template(cls.template, f"{cls.name}.template")
+    _compiled(cls)  # a template that does not compile is refused where the prompt is defined
     read = frozenset().union(*(variables_of(t) for t in _sources(cls))) - _RESERVED
     unknown, unread = sorted(read - fields), sorted(fields - read)
     if unknown:
@@ -289,8 +288,25 @@ def _define(cls: type[Prompt]) -> None:
         )
     if unread:
         raise TypeError(f"{cls.name}.Inputs declares {', '.join(unread)}, which no template reads")
-    cls._compiled = (system, user)
     cls._info = PromptInfo(cls.name, version, prompt_fingerprint(_content(cls)))
+
+
+_COMPILED: weakref.WeakKeyDictionary[type[Prompt], tuple[Template | None, Template]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _compiled(cls: type[Prompt]) -> tuple[Template | None, Template]:
+    """A prompt's compiled templates (system, user), kept beside its class and not on it: a
+    class sent to another process by value (cloudpickle, as Ray sends a prompt defined in a
+    notebook or a script's `__main__` to its actors) carries its sources, which compile there
+    on first use (a compiled Jinja2 template does not unpickle)."""
+    compiled = _COMPILED.get(cls)
+    if compiled is None:
+        system = compile_template(cls.system, f"{cls.name}.system") if cls.system else None
+        compiled = (system, compile_template(cls.template, f"{cls.name}.template"))
+        _COMPILED[cls] = compiled
+    return compiled
 
 
 def _sources(cls: type[Prompt]) -> list[str]:

@@ -13,8 +13,10 @@
 Each output row has the fields of a `sdk batch` output line as flat typed columns (`COLUMNS`:
 outcome, value as JSON, error type and message, stop reason, attempts, tokens, notes, the
 contract's name, version and fingerprint, ...); `line_of(row)` gives the line itself. A row never
-raises: one bad row fails alone, and no block is dropped. `sdk batch run --engine ray` runs a
-job file on a cluster with these actors, into the same output file, resumable and retryable.
+raises: one bad row fails alone, and no block is dropped. `prompt=` an `sdk.Prompt` renders
+each row's `variables` as a batch job with that template does, and its rows name the template
+(`PROMPT_COLUMNS`). `sdk batch run --engine ray` runs a job file on a cluster with these actors,
+into the same output file, resumable and retryable.
 
 A team that runs `ray.data.llm`'s processors keeps them: `ProcessorHooks` gives their pre- and
 post-processing (the contract sent as the engine's structured-output setting, each reply judged
@@ -23,6 +25,7 @@ and `second_pass` a bounded re-ask within a job-wide token budget.
 """
 
 from sdk.batch._columns import COLUMNS
+from sdk.batch._columns import PROMPT_COLUMNS
 from sdk.batch._columns import line_of
 from sdk.batch._columns import row_of
 from sdk.batch._map import ClientFactory
@@ -34,6 +37,7 @@ from sdk.ray._llm import SecondPass
 
 __all__ = [
     "COLUMNS",
+    "PROMPT_COLUMNS",
     "REASK",
     "ClientFactory",
     "ProcessorHooks",

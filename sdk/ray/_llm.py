@@ -44,6 +44,7 @@ import pyarrow as pa
 from sdk._values.declared import check_keywords
 from sdk._values.records import Usage
 from sdk.batch._columns import COLUMNS
+from sdk.batch._columns import PROMPT_COLUMNS
 from sdk.batch._columns import row_of
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
@@ -51,11 +52,13 @@ from sdk.batch._map import RowColumns
 from sdk.batch._map import contract_of
 from sdk.batch._map import plain_value
 from sdk.batch._map import row_item
+from sdk.batch._map import template_of
 from sdk.batch._outcome import Decision
 from sdk.batch._outcome import ItemJob
 from sdk.batch._outcome import JobSettings
 from sdk.batch._outcome import decide_error
 from sdk.batch._outcome import decide_reply
+from sdk.batch._outcome import prompted
 from sdk.batch._outcome import request_for
 from sdk.batch._state import ItemRow
 from sdk.contract import Contract
@@ -93,9 +96,10 @@ class ProcessorHooks:
     """Pre- and post-processing functions for `ray.data.llm.build_processor`.
 
     `contract`: the `Contract` (or `"module:Name"`). `model`: the served model's name (the HTTP
-    body's `model`). `id_column`, `prompt` (a template over the row's columns): as
-    `StructuredMap` reads rows (`prompt`, `source` or `document`, `system`, `max_tokens`,
-    `messages`, `options` columns). `max_tokens`: the output limit of rows that set none.
+    body's `model`). `id_column`, `prompt` (a template over the row's columns, or an
+    `sdk.Prompt` its `variables` render): as `StructuredMap` reads rows (`prompt`, `source` or
+    `document`, `system`, `max_tokens`, `messages`, `options` columns; with an `sdk.Prompt`,
+    every row names it in `PROMPT_COLUMNS`). `max_tokens`: the output limit of rows that set none.
     `retries`: re-asks a row may have in second passes. Picklable: Ray ships the bound methods
     to its workers.
     """
@@ -114,6 +118,7 @@ class ProcessorHooks:
         self.contract = contract_of(contract)
         self.model, self.grounding = model, grounding
         self.id_column, self.prompt = rows.get("id_column", "id"), rows.get("prompt")
+        self.template = template_of(self.prompt)
         max_tokens = rows.get("max_tokens")
         self.settings = JobSettings(
             retries=retries,
@@ -169,12 +174,18 @@ class ProcessorHooks:
         follow_up = row.get(REASK)
         if follow_up:
             state = json.loads(follow_up)
-            item, _ = row_item(self.contract, state["record"], self.id_column, None)
+            item = self._recorded(state)
             return item, _counted(item, state), state
         item, record = row_item(self.contract, row, self.id_column, self.prompt)
         state = {"record": record, "feedback": [], "retries_used": 0, "requests": 0,
                  "input_tokens": 0, "output_tokens": 0}  # fmt: skip
         return item, _counted(item, state), state
+
+    def _recorded(self, state: Mapping[str, Any]) -> InputItem:
+        """The item of the input line a row's state recorded (its id under `id`, whatever the
+        rows' `id_column`)."""
+        item, _ = row_item(self.contract, state["record"], "id", self.template)
+        return item
 
     # --- the postprocess: a reply -> the row's decision ---
 
@@ -210,7 +221,7 @@ class ProcessorHooks:
     def _judged(self, row: Mapping[str, Any], read: Callable[[], Completion]) -> dict[str, Any]:
         try:
             state = json.loads(row[_STATE])
-            item, _ = row_item(self.contract, state["record"], self.id_column, None)
+            item = self._recorded(state)
             item_row = _counted(item, state, sent=True)
         except Exception as error:  # a row the preprocess did not prepare
             return self._columns(row, decide_error(self.contract, self.provider,
@@ -242,14 +253,16 @@ class ProcessorHooks:
         return columns
 
     def _columns(self, row: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
-        record = json.loads(decision.line) if decision.line is not None else {}
+        line = prompted(decision.line, self.template) if decision.line is not None else None
+        record = json.loads(line) if line is not None else {}
         return {"id": _id_of(row, self.id_column), **row_of(record), REASK: None}
 
     # --- after the processor ---
 
     def finish(self, dataset: Any) -> Any:
-        """The processor's output as typed rows: `id`, `sdk.ray.COLUMNS` and `reask`, every
-        row, the ones that failed before or in the engine as failed lines."""
+        """The processor's output as typed rows: `id`, `sdk.ray.COLUMNS` (and `PROMPT_COLUMNS`
+        with an `sdk.Prompt`) and `reask`, every row, the ones that failed before or in the
+        engine as failed lines."""
         return dataset.map_batches(self.settle, batch_format="pyarrow", batch_size=None)
 
     def settle(self, batch: pa.Table) -> pa.Table:
@@ -257,7 +270,8 @@ class ProcessorHooks:
         rows: list[dict[str, Any]] = batch.to_pylist()
         out = [self.settle_row(row) for row in rows]
         id_type = _id_type(batch, rows, self.id_column)
-        schema = pa.schema([("id", id_type), *COLUMNS, (REASK, pa.string())])
+        named = PROMPT_COLUMNS if self.template is not None else ()
+        schema = pa.schema([("id", id_type), *COLUMNS, *named, (REASK, pa.string())])
         return pa.Table.from_pylist(out, schema=schema)
 
     def settle_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -272,7 +286,7 @@ class ProcessorHooks:
         error = ProviderError(f"the engine failed the row: {row[_ERROR]}")
         try:
             state = json.loads(row[_STATE])
-            item, _ = row_item(self.contract, state["record"], self.id_column, None)
+            item = self._recorded(state)
             item_row = _counted(item, state, sent=True)
         except Exception:
             item_row = _placeholder(row)
