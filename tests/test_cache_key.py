@@ -16,12 +16,14 @@ from dataclasses import fields
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from typing import Literal
 
 import anthropic
 import httpx
 import httpx2
 import openai
 import pytest
+from pydantic import Field
 
 from contracts import Decision
 from contracts import Sentiment
@@ -39,6 +41,7 @@ from sdk.cache import MemoryCache
 from sdk.cache._key import INGREDIENTS
 from sdk.cache._key import cache_key
 from sdk.cache._key import source_place
+from sdk.contract import Contract
 from sdk.engine.conversation import conversation
 from sdk.providers import AnthropicProvider
 from sdk.providers import GeminiProvider
@@ -230,6 +233,34 @@ def test_the_schema_the_wire_carries_is_in_the_key() -> None:
         provider = TestProvider([answer], repeat=True, dialect=dialect)
         asked.append(StructuredClient(provider, cache=cache).generate(Sentiment, prompt="A?"))
     assert [result.cached for result in asked] == [False, False, True]
+
+
+class _Paid(Contract):
+    """Whether invoice 7 is settled."""
+
+    answer: Literal["yes", "no"] = Field(description="Whether the invoice is paid.")
+
+
+class _Overdue(Contract):
+    """Whether invoice 7 is late."""
+
+    answer: Literal["yes", "no"] = Field(description="Whether the invoice is overdue.")
+
+
+def test_two_phase_reasoning_keys_what_the_answer_asks_for() -> None:
+    """The working's request names no contract (no schema is sent with it): the key is that of
+    the answer's request, so another contract asked of the same prompt misses (it was served the
+    first contract's answer)."""
+    provider = TestProvider(["Paid on the 3rd; due on the 1st.", '{"answer": "yes"}',
+                             "Paid on the 3rd; due on the 1st.", '{"answer": "yes"}'])  # fmt: skip
+    client = StructuredClient(provider, cache=MemoryCache())
+    ask = {"prompt": "Invoice 7?", "reasoning": "two_phase"}
+    paid = [client.generate(_Paid, **ask).cached, client.generate(_Paid, **ask).cached]
+    overdue = client.generate(_Overdue, **ask)
+    assert paid == [False, True] and not overdue.cached
+    assert len(provider.requests) == 4  # each contract's working and answer
+    assert isinstance(provider.requests[-1].output, JsonDocument)
+    assert provider.requests[-1].output.contract is _Overdue
 
 
 # --- where the provider runs ---
