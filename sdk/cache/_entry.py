@@ -264,6 +264,13 @@ def _diagnostics_json(diagnostics: Any) -> dict[str, Any] | None:
 
 
 def _decode(encoded: object) -> tuple[Completion, ...]:
+    if isinstance(encoded, bytes):  # (a store's text that is not UTF-8, as it read it)
+        try:
+            encoded.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DamagedEntry(
+                f"a stored entry's bytes are not UTF-8 ({error.reason} at byte {error.start:,})"
+            ) from None
     if not isinstance(encoded, str):
         raise DamagedEntry(f"a stored entry is {type(encoded).__name__}, not text")
     if len(encoded) > MAX_ENTRY_CHARS:

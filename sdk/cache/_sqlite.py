@@ -54,6 +54,11 @@ connection made before a fork is not the child's, which opens its own; compared 
 `os.getpid()` would cost a system call per hit."""
 os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 
+_LOOKUP = "SELECT value, expires FROM entries WHERE key = ?"
+_NOT_UTF8 = "Could not decode to UTF-8"
+"""How Python's `sqlite3` says a stored text is not UTF-8 (an `OperationalError` of its own,
+with no SQLite error code)."""
+
 _FLUSH_EVERY = 256
 """Counts kept in memory before a write is tried for them alone (without waiting)..."""
 _FLUSH_SPACING = 1.0
@@ -99,9 +104,9 @@ class SQLiteCache:
     def get(self, key: str) -> Entry | None:
         db = self._connection()
         try:  # a read in autocommit: no lock a writer holds is waited for
-            row = db.execute("SELECT value, expires FROM entries WHERE key = ?", (key,)).fetchone()
+            row = db.execute(_LOOKUP, (key,)).fetchone()
         except sqlite3.Error as error:
-            raise _sqlite.typed(error, self.path, LAYOUT, self.timeout) from error
+            row = self._undecodable(db, key, error)
         if row is not None and row[1] is not None and row[1] <= self._clock():
             self._tally.count("expired", key)
             row = None
@@ -113,6 +118,20 @@ class SQLiteCache:
                 tally.tried = now
                 self._write_counts()
         return Entry.stored(row[0], key) if row is not None else None
+
+    def _undecodable(
+        self, db: sqlite3.Connection, key: str, error: sqlite3.Error
+    ) -> tuple[bytes, float | None] | None:
+        """The row of an entry whose stored text is not UTF-8 (bytes overwritten in the file),
+        as bytes: a damaged entry, which the call takes as a miss and replaces; any other
+        error is the file's (`CacheFileError`)."""
+        if not str(error).startswith(_NOT_UTF8):
+            raise _sqlite.typed(error, self.path, LAYOUT, self.timeout) from error
+        with self._errors():
+            found: tuple[bytes, float | None] | None = db.execute(
+                "SELECT CAST(value AS BLOB), expires FROM entries WHERE key = ?", (key,)
+            ).fetchone()
+        return found
 
     def put(self, key: str, entry: Entry) -> None:
         now = self._clock()
