@@ -319,7 +319,7 @@ def _gemini_vertex(wire: Wire, project: str, location: str) -> GeminiProvider:
     return GeminiProvider(client, model="gemini-2.5-flash")
 
 
-def _llamacpp(base_url: str, asked: list[str]) -> LlamaCppProvider:
+def _llamacpp(base_url: str, asked: list[str], **settings: Any) -> LlamaCppProvider:
     def server(request: httpx.Request) -> httpx.Response:
         route = request.url.path.removeprefix("/llm")  # the gateway's prefix, then the server's
         setup = llamacpp_setup(route, json.loads(request.content or b"{}"))
@@ -330,7 +330,7 @@ def _llamacpp(base_url: str, asked: list[str]) -> LlamaCppProvider:
                                          "content": TEXT})  # fmt: skip
 
     http = httpx.Client(transport=httpx.MockTransport(server))
-    return LlamaCppProvider(base_url, http_client=http)
+    return LlamaCppProvider(base_url, http_client=http, **settings)
 
 
 def _anthropic_wire() -> Wire:
@@ -461,6 +461,66 @@ def test_a_local_server_is_known_by_its_url_without_credentials() -> None:
     scopes = [LlamaCppProvider(f"http://u:secret-key-1@gw.test:8080/llm?api-version={n}")
               .cache_scope() for n in (1, 2)]  # fmt: skip
     assert scopes[0] != scopes[1] and "secret-key-1" not in json.dumps(scopes)
+
+
+_DECISION_GBNF = 'root ::= "{" [^\\n]* "}"'
+_TERSE_GBNF = 'root ::= "{" [^\\n]{0,400} "}"'
+
+
+def _template(prefix: str) -> Callable[[CompletionRequest], str]:
+    def render(request: CompletionRequest) -> str:
+        return prefix + request.messages[-1].text
+
+    return render
+
+
+def _terse(request: CompletionRequest) -> str:
+    return "Answer tersely. " + request.messages[-1].text
+
+
+_LOCAL_SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "your own grammar": (
+        {"mode": "grammar", "grammar": _DECISION_GBNF},
+        {"mode": "grammar", "grammar": _TERSE_GBNF},
+    ),
+    "a prompt template (another function)": (
+        {"prompt_template": _template("Q: ")},
+        {"prompt_template": _terse},
+    ),
+    "a prompt template (the same code, another captured value)": (
+        {"prompt_template": _template("Q: ")},
+        {"prompt_template": _template("Question: ")},
+    ),
+    "grounding": ({}, {"grounding": False}),
+    "the longest source grounded": ({}, {"grounding_limit": 100}),
+    "the control-token policy": ({}, {"control_tokens": "allow"}),
+}
+
+
+@pytest.mark.parametrize("ingredient", list(_LOCAL_SETTINGS))
+def test_a_local_server_s_settings_that_change_what_it_generates_are_in_the_key(
+    ingredient: str,
+) -> None:
+    """Two providers of one server and model, one setting apart: each its own answers (they
+    shared them, so one's answer was served for the other's request)."""
+    first, second = _LOCAL_SETTINGS[ingredient]
+    asked: list[str] = []
+    cache = MemoryCache()
+    url = "http://gw.test:8080/llm"
+
+    def ask(settings: dict[str, Any]) -> bool:
+        client = StructuredClient(_llamacpp(url, asked, **settings), cache=cache)
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert [ask(first), ask(first), ask(second)] == [False, True, False]
+    assert len(asked) == 2
+
+
+def test_a_prompt_template_is_known_by_its_code_and_values_not_its_object() -> None:
+    """The same template made again (another object, as in another process) is the same."""
+    scopes = [LlamaCppProvider(prompt_template=_template("Q: ")).cache_scope() for _ in (1, 2)]
+    other = LlamaCppProvider(prompt_template=_template("Question: ")).cache_scope()
+    assert scopes[0] == scopes[1] != other
 
 
 def test_another_api_key_on_the_same_endpoint_hits() -> None:
