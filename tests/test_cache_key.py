@@ -121,6 +121,8 @@ def _with_history(result: str) -> list[Message]:
 _SEE = "What does this show?"
 _GRAMMAR_A = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]+/')
 _GRAMMAR_B = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]{1,3}/')
+# The description goes with the grammar to OpenAI (the custom tool's), telling what to write.
+_GRAMMAR_C = Grammar("Pair", lark=_GRAMMAR_A.lark, description="A setting and its port number.")
 _VARIANTS: dict[str, tuple[Ask, Ask]] = {
     "prompt": (
         lambda c: c.generate(Decision, prompt="Approve INV-1?"),
@@ -179,6 +181,10 @@ _VARIANTS: dict[str, tuple[Ask, Ask]] = {
     "the grammar": (
         lambda c: c.generate(_GRAMMAR_A, prompt="Pairs?"),
         lambda c: c.generate(_GRAMMAR_B, prompt="Pairs?"),
+    ),
+    "a grammar's description": (
+        lambda c: c.generate(_GRAMMAR_A, prompt="Pairs?"),
+        lambda c: c.generate(_GRAMMAR_C, prompt="Pairs?"),
     ),
     "native reasoning": (
         lambda c: c.generate(Decision, prompt="Approve?"),

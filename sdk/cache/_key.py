@@ -9,10 +9,10 @@ different requests run together into the same bytes):
    (the base URL without its credentials, with its path and query: a deployment, an API
    version; a cloud region and project);
 3. every field of the request (`CompletionRequest`, one encoder per field, and a test that
-   fails when a field has none): what is asked for (the contract's fingerprint, the grammar's,
-   or the tools with `tool_choice` and `parallel_tool_calls`), the messages (roles, texts,
-   images and PDFs by the sha256 of their bytes with their media type or name, URLs, tool calls
-   and results), the system prompt, `max_tokens`, the sampling options, `extra_body`, native
+   fails when a field has none): what is asked for (the contract's fingerprint, the grammar's
+   with its description, or the tools with `tool_choice` and `parallel_tool_calls`), the
+   messages (roles, texts, images and PDFs by the sha256 of their bytes with their media type
+   or name, URLs, tool calls and results), the system prompt, `max_tokens`, the sampling options, `extra_body`, native
    reasoning and the source document (hashed once: where the prompt's turn holds it, by its
    place there and its length, which name it exactly given the messages hashed before it);
 4. the schema as the provider's dialect writes it (what reaches the wire).
@@ -155,7 +155,7 @@ def _output(output: Output, feed: Feed) -> None:
         case JsonDocument(contract):
             feed(b"json:" + schema_info(contract).fingerprint.encode())
         case GrammarSentence(grammar):
-            feed(b"grammar:" + _remembered(grammar, lambda g: g.fingerprint().encode()))
+            feed(b"grammar:" + _remembered(grammar, _grammar_digest))
         case ToolOffer(tools, choice, parallel):
             feed(b"tools")
             _tools(tools, feed)
@@ -165,6 +165,13 @@ def _output(output: Output, feed: Feed) -> None:
             feed(b"text")
         case unknown:
             assert_never(unknown)
+
+
+def _grammar_digest(grammar: Any) -> bytes:
+    """A grammar's fingerprint (its name, version and text) and its description, which goes
+    with it to OpenAI (the custom tool's) and tells the model what to write."""
+    description = (grammar.description or "").encode("utf-8", "surrogatepass")
+    return hashlib.sha256(grammar.fingerprint().encode() + b"\x00" + description).digest()
 
 
 def _messages(messages: tuple[Message, ...], feed: Feed) -> None:
