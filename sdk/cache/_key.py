@@ -12,9 +12,10 @@ different requests run together into the same bytes):
    fails when a field has none): what is asked for (the contract's fingerprint, the grammar's
    with its description, or the tools with `tool_choice` and `parallel_tool_calls`), the
    messages (roles, texts, images and PDFs by the sha256 of their bytes with their media type
-   or name, URLs, tool calls and results), the system prompt, `max_tokens`, the sampling options, `extra_body`, native
-   reasoning and the source document (hashed once: where the prompt's turn holds it, by its
-   place there and its length, which name it exactly given the messages hashed before it);
+   or name, URLs, tool calls and results), the system prompt, `max_tokens`, the sampling
+   options, `extra_body`, native reasoning and the source document (hashed once: where the
+   prompt's turn holds it, by its place there and its length, which name it exactly given the
+   messages hashed before it);
 4. the schema as the provider's dialect writes it (what reaches the wire).
 
 What does not change from call to call (a dialect's schema, a grammar's fingerprint) is hashed
