@@ -186,6 +186,16 @@ _recent: dict[str, tuple[str, tuple[Completion, ...], Usage]] = {}
 _recent_lock = threading.Lock()
 
 
+def _forked() -> None:
+    """In a forked child: a lock of its own (another thread may have held the parent's at the
+    fork, and the child would wait for it forever)."""
+    global _recent_lock
+    _recent_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _remember(
     encoded: object, key: str | None, completions: tuple[Completion, ...], usage: Usage
 ) -> None:

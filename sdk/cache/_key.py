@@ -28,6 +28,7 @@ import array
 import copy
 import hashlib
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -266,6 +267,16 @@ def _scope_digest(scope: Mapping[str, Any]) -> bytes:
 _REMEMBERED: dict[int, tuple[object, bytes]] = {}
 _REMEMBERED_MAX = 512
 _remembering = threading.Lock()
+
+
+def _forked() -> None:
+    """In a forked child: a lock of its own (another thread may have held the parent's at the
+    fork, and the child would wait for it forever)."""
+    global _remembering
+    _remembering = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _remembered(value: object, compute: Callable[[Any], bytes]) -> bytes:

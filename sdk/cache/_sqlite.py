@@ -52,7 +52,21 @@ _forks = [0]
 """How many forks this process is from its first (counted in the child as it starts): a
 connection made before a fork is not the child's, which opens its own; compared per read, where
 `os.getpid()` would cost a system call per hit."""
-os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
+_tallies: weakref.WeakSet[_Tally] = weakref.WeakSet()
+"""Every store's tally in this process: a forked child starts each afresh (`_forked`)."""
+
+
+def _forked() -> None:
+    """In a forked child, as it starts: a new generation of connections, and every tally
+    empty with a new lock (the parent's counts are the parent's to write, and its lock may
+    have been held by another thread at the fork, which the child would wait for forever)."""
+    _forks[0] += 1
+    for tally in list(_tallies):
+        tally.start()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 _LOOKUP = "SELECT value, expires FROM entries WHERE key = ?"
 _NOT_UTF8 = "Could not decode to UTF-8"
@@ -232,6 +246,11 @@ class _Tally:
     the expired keys to delete, until a write takes them."""
 
     def __init__(self) -> None:
+        _tallies.add(self)
+        self.start()
+
+    def start(self) -> None:
+        """Nothing counted yet (also in a forked child: `_forked`)."""
         self._lock = threading.Lock()
         self._counts = {"hits": 0, "misses": 0, "expired": 0}
         self._expired: set[str] = set()
