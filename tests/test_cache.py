@@ -43,6 +43,8 @@ from sdk.cli import app
 from sdk.providers import AnthropicProvider
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import TestProvider
+from sdk.providers._base import Completion
+from sdk.stop_reason import StopReason
 from tests import tool_wire
 from tests.wire_support import DECISION
 from tests.wire_support import Wire
@@ -142,6 +144,29 @@ def test_a_changed_contract_misses_and_a_tightened_check_refuses_a_stored_answer
     provider.add(json.dumps({"answer": "reject"}))
     assert client.generate(Widened, prompt="Verdict?").value.answer == "reject"
     assert len(provider.requests) == 3  # another fingerprint: another key
+
+
+def test_an_answer_holding_text_utf8_cannot_encode_is_returned_not_stored(tmp_path: Path) -> None:
+    # A lone surrogate (half of a pair a server's stream split in two) in the reply's reasoning:
+    # the answer is valid, but SQLite takes only UTF-8. It was a raw `UnicodeEncodeError` out of
+    # `generate` after the provider was paid, the answer lost.
+    answer = json.dumps({"reasoning": "Paid.", "answer": "approve", "confidence": "high"})
+    reply = Completion(answer, StopReason.END_TURN, "end_turn", reasoning="Split \ud83d here.")
+    store = SQLiteCache(tmp_path / "c.db")
+    provider = TestProvider([reply], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    results = [client.generate(Decision, prompt="Approve?", reasoning="native") for _ in (1, 2)]
+    assert [r.value.answer for r in results] == ["approve", "approve"]
+    assert not any(r.cached for r in results) and len(provider.requests) == 2
+    note = results[0].notes[-1]
+    assert note.kind == "cache_not_stored" and "UTF-8" in str(note.received)
+    str(note.received).encode("utf-8")  # the note itself holds no such text
+    assert store.stats().entries == 0
+    memory = MemoryCache()  # memory holds any text: stored, counted, served
+    client = StructuredClient(provider, cache=memory)
+    asked = [client.generate(Decision, prompt="A?", reasoning="native") for _ in (1, 2)]
+    assert [r.cached for r in asked] == [False, True] and memory.stats().entries == 1
+    store.close()
 
 
 def test_only_valid_answers_are_stored() -> None:

@@ -80,7 +80,10 @@ class MemoryCache:
 
     def stats(self) -> CacheStats:
         with self._lock:
-            size = sum(len(entry.encode().encode()) for entry, _ in self._entries.values())
+            size = sum(
+                len(entry.encode().encode("utf-8", "surrogatepass"))
+                for entry, _ in self._entries.values()
+            )
             return CacheStats(len(self._entries), size, self._hits, self._misses, self._expired)
 
     def clear(self) -> int:

@@ -113,7 +113,7 @@ class RedisCache:
             return Entry.stored("<bytes that are not UTF-8 under the entry's key>")
 
     def put(self, key: str, entry: Entry) -> None:
-        value = entry.encode(key).encode("utf-8", "surrogatepass")
+        value = entry.encode(key).encode("utf-8")  # (a lone surrogate: not stored, said)
         expiry = int(self.ttl * 1000) if self.ttl is not None else None
         with self._errors("storing an entry"):
             self._redis().set(self._entry_key(key), value, px=expiry)

@@ -295,6 +295,10 @@ class Attempts:
         except CacheError as error:
             logger.warning("the answer was not stored in the response cache: %s", error)
             self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
+        except UnicodeEncodeError as error:  # a lone surrogate: a file or server takes UTF-8
+            why = f"the answer holds text UTF-8 cannot encode ({error.reason})"
+            logger.warning("the answer was not stored in the response cache: %s", why)
+            self._notes.append(Note("", why, None, kind="cache_not_stored"))
 
     def _first_able(self, kind: OutputKind[Any]) -> Provider:
         """The first provider that can carry the kind (`UnsupportedRequest` from the first if
