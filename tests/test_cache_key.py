@@ -538,6 +538,22 @@ def test_another_api_key_on_the_same_endpoint_hits() -> None:
     assert again.generate(Decision, prompt="A?").cached and len(wire.requests) == 1
 
 
+def test_a_scope_s_key_never_depends_on_the_scope_hashed_before_it() -> None:
+    """Values equal in Python but not on the wire (`True`, `1`, `1.0`; `0.0` and `-0.0`) are
+    other scopes: each scope's key is the one it has alone, whatever came before (the last
+    scope's digest was reused for any scope equal to it, so the second got the first's key)."""
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "A?"),), 10)
+    values: list[object] = [True, 1, 1.0, 0.0, -0.0, [1], [True]]
+    scopes = [{"provider": "openai_chat", "extra_body": {"logprobs": value}} for value in values]
+    after_each_other = [cache_key(scope, request, None) for scope in scopes]
+    alone = []
+    for scope in scopes:
+        cache_key({"provider": "another"}, request, None)
+        alone.append(cache_key(scope, request, None))
+    assert after_each_other == alone
+    assert len(set(alone)) == len(values)
+
+
 def test_the_order_of_options_never_changes_the_key() -> None:
     provider = TestProvider([TEXT], repeat=True, options=["top_k"])
     client = StructuredClient(provider, cache=MemoryCache())

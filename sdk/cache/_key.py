@@ -25,7 +25,6 @@ once per object and remembered, so a hit costs little more than hashing the mess
 from __future__ import annotations
 
 import array
-import copy
 import hashlib
 import json
 import os
@@ -250,17 +249,19 @@ def _json_digest(value: Any) -> bytes:
     return hashlib.sha256(_JSON.encode(value).encode("utf-8", "surrogatepass")).digest()
 
 
-_last_scope: tuple[Mapping[str, Any], bytes] = ({}, b"")
+_last_scope: tuple[str, bytes] = ("", b"")
 
 
 def _scope_digest(scope: Mapping[str, Any]) -> bytes:
     """The scope's canonical JSON hashed; the last one is remembered (a client's calls share
-    their provider's scope, made again for each call: compared, not encoded again)."""
+    their provider's scope, made again for each call: known by its `repr`, not encoded again).
+    By its `repr`, not by `==`: `True`, `1` and `1.0` are equal, but not on the wire."""
     global _last_scope
+    shown = repr(scope)
     last, digest = _last_scope
-    if scope != last or not digest:
+    if shown != last or not digest:
         digest = _json_digest(scope)
-        _last_scope = (copy.deepcopy(dict(scope)), digest)
+        _last_scope = (shown, digest)
     return digest
 
 
