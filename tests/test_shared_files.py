@@ -31,6 +31,7 @@ from sdk import Grammar
 from sdk import Message
 from sdk import StructuredClient
 from sdk.batch import BatchError
+from sdk.batch import BatchJob
 from sdk.batch import job_summary
 from sdk.batch._state import JobState
 from sdk.cache import CacheFileError
@@ -471,6 +472,45 @@ def pristine_job(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     job.run()
     job.close()
     return (folder / "job.db").read_bytes()
+
+
+def _overwritten(data: bytes, value: bytes, how: str) -> bytes:
+    """`data` with the stored `value` damaged in place (the file's length and pages kept)."""
+    start = data.index(value)
+    damaged = {
+        "not JSON": value[:-1] + b"!",
+        "JSON of another shape": b"null".ljust(len(value)),
+        "not UTF-8": value[:2] + b"\xff" + value[3:],
+    }[how]
+    return data[:start] + damaged + data[start + len(value) :]
+
+
+@pytest.mark.parametrize("how", ["not JSON", "JSON of another shape", "not UTF-8"])
+@pytest.mark.parametrize("value", ["schema", "settings"])
+def test_a_damaged_value_in_a_job_state_file_is_one_typed_error_naming_it(
+    tmp_path: Path, pristine_job: bytes, value: str, how: str
+) -> None:
+    # Bytes of one stored value overwritten (the pages stay sound): it was a bare JSON error
+    # not naming the file (exit 2 from the CLI with "Expecting ',' delimiter"), or a raw
+    # `TypeError` traceback (exit 1) for JSON of another shape.
+    opening, closing = (b'["Decision", 1, "', b"]") if value == "schema" else (b'{"retries', b"}")
+    start = pristine_job.index(opening)
+    stored = pristine_job[start : pristine_job.index(closing, start) + 1]
+    path = tmp_path / "job.db"
+    path.write_bytes(_overwritten(pristine_job, stored, how))
+    backend = anthropic_backend(AnthropicBatchAPI())
+    with pytest.raises(BatchError) as caught:
+        BatchJob.open(path, contract=Decision, backend=backend)
+    assert str(path) in str(caught.value)
+    if value != "schema":
+        return  # (`status` does not read the settings)
+    with pytest.raises(BatchError) as caught:
+        job_summary(path)
+    assert str(path) in str(caught.value)
+    command = [sys.executable, "-m", "sdk.cli", "batch", "status", "--state", str(path)]
+    status = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=WAIT)
+    assert status.returncode == 2 and len(status.stderr.strip().splitlines()) == 1
+    assert str(path) in status.stderr
 
 
 @settings(

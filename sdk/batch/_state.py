@@ -271,9 +271,31 @@ class JobState:
     # --- meta ---
 
     def get(self, key: str, default: Any = None) -> Any:
-        """A meta value (JSON), or `default`."""
+        """A meta value (JSON), or `default` (`StateFileError` if it is not JSON: damaged)."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return json.loads(row["value"]) if row is not None else default
+        if row is None:
+            return default
+        try:
+            return json.loads(row["value"])
+        except (ValueError, RecursionError) as error:
+            raise self.damaged(key, f"not JSON: {error}") from None
+
+    def damaged(self, key: str, why: str) -> StateFileError:
+        """The error for a stored value that is not what the job wrote (bytes overwritten)."""
+        return StateFileError(f"{self.path} is damaged: its stored {key!r} is {why}")
+
+    def schema(self) -> tuple[str, int, str]:
+        """The job's contract as stored: name, version, fingerprint."""
+        found = self.get("schema")
+        if (
+            not isinstance(found, list)
+            or len(found) != 3
+            or not isinstance(found[0], str)
+            or type(found[1]) is not int
+            or not isinstance(found[2], str)
+        ):
+            raise self.damaged("schema", f"{found!r:.60}, not [name, version, fingerprint]")
+        return found[0], found[1], found[2]
 
     def put(self, key: str, value: Any, db: sqlite3.Connection | None = None) -> None:
         """Set a meta value (inside the caller's transaction when `db` is given)."""
