@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -38,6 +39,7 @@ from sdk.cache import CacheStats
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import MemoryCache
+from sdk.cache import RedisCache
 from sdk.cache import SQLiteCache
 from sdk.cli import app
 from sdk.providers import AnthropicProvider
@@ -235,6 +237,37 @@ def test_a_cache_option_that_is_not_a_store_is_refused_before_sending() -> None:
     with pytest.raises(TypeError, match="cache must be"):
         StructuredClient(provider).generate(Decision, prompt="x", cache="answers.db")  # type: ignore[arg-type]
     assert provider.requests == []
+
+
+_STORES: dict[str, Any] = {
+    "SQLiteCache": lambda tmp, **given: SQLiteCache(tmp / "c.db", **given),
+    "MemoryCache": lambda tmp, **given: MemoryCache(**given),
+    # (refused before any connection: nothing listens there)
+    "RedisCache": lambda tmp, **given: RedisCache("redis://127.0.0.1:1/0", **given),
+}
+_BAD_SETTINGS: list[tuple[str, dict[str, Any], type[Exception]]] = [
+    ("SQLiteCache", {"ttl": "7"}, TypeError),
+    ("SQLiteCache", {"ttl": True}, TypeError),
+    ("SQLiteCache", {"ttl": math.inf}, ValueError),
+    ("SQLiteCache", {"timeout": math.inf}, ValueError),  # every wait has a bound
+    ("SQLiteCache", {"timeout": "30"}, TypeError),
+    ("MemoryCache", {"ttl": "7"}, TypeError),
+    ("MemoryCache", {"max_entries": 2.5}, TypeError),
+    ("MemoryCache", {"max_entries": "3"}, TypeError),
+    ("RedisCache", {"ttl": math.inf}, ValueError),  # was an OverflowError out of each call
+    ("RedisCache", {"timeout": True}, TypeError),
+]
+
+
+@pytest.mark.parametrize(
+    ("store", "given", "error"), _BAD_SETTINGS, ids=[f"{s}-{g}" for s, g, _ in _BAD_SETTINGS]
+)
+def test_a_store_s_settings_are_checked_when_it_is_made_naming_them(
+    tmp_path: Path, store: str, given: dict[str, Any], error: type[Exception]
+) -> None:
+    (name,) = given
+    with pytest.raises(error, match=f"{store}\\(\\): {name} must be"):
+        _STORES[store](tmp_path, **given)
 
 
 # --- the SQLite store ---

@@ -22,10 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import fields
 from pathlib import Path
+from typing import Annotated
 from typing import Any
 from typing import Protocol
 
 from sdk._tools import ToolCall
+from sdk._values.declared import AtLeast
+from sdk._values.declared import Positive
+from sdk._values.declared import check
 from sdk._values.records import Note
 from sdk._values.records import Usage
 from sdk.cache._errors import DamagedEntry
@@ -36,7 +40,15 @@ from sdk.diagnostics import TokenStep
 from sdk.providers._base import Completion
 from sdk.stop_reason import StopReason
 
-__all__ = ["FORMAT", "MAX_ENTRY_CHARS", "Cache", "CacheStats", "Entry", "default_path"]
+__all__ = [
+    "FORMAT",
+    "MAX_ENTRY_CHARS",
+    "Cache",
+    "CacheStats",
+    "Entry",
+    "check_settings",
+    "default_path",
+]
 
 FORMAT = 3
 """The entries' format: part of every key, so a new format never reads an old entry (3: the
@@ -167,6 +179,25 @@ class Cache(Protocol):
     def clear(self) -> int:
         """Drop every entry; how many there were."""
         ...
+
+
+_SECONDS = Annotated[float, Positive()]
+_COUNT = Annotated[int, AtLeast(1)]
+
+
+def check_settings(
+    store: str, *, ttl: object = None, timeout: object = None, max_entries: object = None
+) -> None:
+    """Refuse a store's setting where the store is made, naming it: `ttl` a finite number of
+    seconds or `None` (no expiry), `timeout` a finite number of seconds (every wait has a
+    bound), `max_entries` a whole number of at least 1 (each `None` here: not the store's)."""
+    where = f"{store}()"
+    if ttl is not None:
+        check("ttl", ttl, _SECONDS, where, expects="a number of seconds or None (no expiry)")
+    if timeout is not None:
+        check("timeout", timeout, _SECONDS, where, expects="a number of seconds")
+    if max_entries is not None:
+        check("max_entries", max_entries, _COUNT, where)
 
 
 def default_path() -> Path:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
+from sdk.cache._entry import check_settings
 
 __all__ = ["MemoryCache"]
 
@@ -37,10 +38,7 @@ class MemoryCache:
         max_entries: int = 10_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl is not None and not ttl > 0:
-            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
-        if max_entries < 1:
-            raise ValueError("max_entries must be at least 1")
+        check_settings("MemoryCache", ttl=ttl, max_entries=max_entries)
         self.ttl = ttl
         self.max_entries = max_entries
         self._clock = clock

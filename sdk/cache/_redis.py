@@ -34,6 +34,7 @@ from urllib.parse import urlunsplit
 
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
+from sdk.cache._entry import check_settings
 from sdk.cache._errors import CacheServerError
 
 if TYPE_CHECKING:
@@ -75,10 +76,7 @@ class RedisCache:
         prefix: str = "sdk-cache:",
         timeout: float = 5.0,
     ) -> None:
-        if ttl is not None and not ttl > 0:
-            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        check_settings("RedisCache", ttl=ttl, timeout=timeout)
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty string, not {prefix!r}")
         self.url = url

@@ -29,6 +29,7 @@ from pathlib import Path
 from sdk import _sqlite
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
+from sdk.cache._entry import check_settings
 from sdk.cache._entry import default_path
 from sdk.cache._errors import CacheFileError
 
@@ -95,10 +96,7 @@ class SQLiteCache:
         readonly: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl is not None and not ttl > 0:
-            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        check_settings("SQLiteCache", ttl=ttl, timeout=timeout)
         self.path = Path(path) if path is not None else default_path()
         self.ttl = ttl
         self.timeout = timeout
