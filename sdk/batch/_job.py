@@ -867,7 +867,7 @@ class BatchJob:
         routed: dict[int, tuple[str, RemoteResult]] = {}
         for result in chunk:
             key, _, number = result.custom_id.rpartition("-")
-            if key and number.isdigit():
+            if key and number.isascii() and number.isdigit():  # ("²" is a digit, not a number)
                 routed[int(number)] = (key, result)
         rows = self.state.items(sorted(routed))
         decisions: list[Decision] = []
