@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from sdk import Message
 from sdk import StructuredClient
 from sdk.batch import BatchError
 from sdk.batch import BatchJob
+from sdk.batch import LocalBackend
 from sdk.batch import job_summary
 from sdk.batch._state import JobState
 from sdk.cache import CacheFileError
@@ -47,6 +49,7 @@ from sdk.providers._base import GrammarSentence
 from tests.batch_support import AnthropicBatchAPI
 from tests.batch_support import anthropic_backend
 from tests.batch_support import job_for
+from tests.batch_support import local_clients
 from tests.batch_support import write_items
 from tests.process_support import read_line
 from tests.shared_file_process import WAIT
@@ -400,6 +403,20 @@ def test_an_empty_file_at_the_cache_path_is_adopted_owner_only(tmp_path: Path) -
     for beside in ("-wal", "-shm"):
         if Path(f"{path}{beside}").exists():  # SQLite gives them the file's mode
             assert stat.S_IMODE(Path(f"{path}{beside}").stat().st_mode) == 0o600
+
+
+def test_an_empty_output_file_a_job_adopts_ends_owner_only(tmp_path: Path) -> None:
+    # `touch out.jsonl` before the job (an empty output is taken as the job's): it held every
+    # answer with the mode it was made with (0644: readable by anyone on the machine).
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 5)
+    out.touch(mode=0o644)
+    out.chmod(0o644)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with job_for(tmp_path, items, backend) as job:
+        assert job.run().ok == 5
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "job.db").stat().st_mode) == 0o600
 
 
 def test_a_new_cache_folder_and_file_are_the_owner_s_only(tmp_path: Path) -> None:
