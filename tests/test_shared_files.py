@@ -373,6 +373,43 @@ def test_cache_stats_reads_a_cache_in_a_read_only_folder(tmp_path: Path) -> None
             assert sorted(p.name for p in folder.iterdir()) == before
 
 
+_READER = """
+import sys
+from contracts import Decision
+from sdk import StructuredClient
+from sdk.cache import CacheFileError, SQLiteCache
+from sdk.providers import TestProvider
+store = SQLiteCache(sys.argv[1])  # (not readonly=True: a client's store, on another's file)
+client = StructuredClient(TestProvider([sys.argv[2]], repeat=True), cache=store)
+hits = sum(client.generate(Decision, prompt="a").cached for _ in range(600))
+fresh = client.generate(Decision, prompt="b")  # a miss: answered, not stored
+print(hits, fresh.cached, [note.kind for note in fresh.notes], fresh.notes[0].received)
+"""
+
+
+def test_hits_on_a_cache_file_this_process_cannot_write_are_all_served(tmp_path: Path) -> None:
+    # Another user's cache file, readable but not writable (in a folder this process may
+    # write), opened by a client: every 256th lookup tried to write the counts kept in memory
+    # and failed the call with a `CacheFileError` saying the file was "damaged or not a
+    # structured-sdk cache" (as the note of an answer it could not store said).
+    path = tmp_path / "shared" / "c.db"
+    store = SQLiteCache(path)
+    StructuredClient(TestProvider([ANSWER]), cache=store).generate(Decision, prompt="a")
+    store.close()
+
+    path.chmod(0o400)
+    run = subprocess.run(
+        [sys.executable, "-c", _READER, str(path), ANSWER], cwd=REPO, env=ENV,
+        capture_output=True, text=True, timeout=WAIT,
+        preexec_fn=_no_write_permission if os.geteuid() == 0 else None,
+    )  # fmt: skip
+    path.chmod(0o600)
+    assert run.returncode == 0, run.stderr
+    hits, cached, kinds, why = run.stdout.strip().split(" ", 3)
+    assert (hits, cached, kinds) == ("600", "False", "['cache_not_stored']")
+    assert "cannot be written" in why and "readonly=True" in why and "damaged" not in why
+
+
 def test_read_only_opening_never_changes_the_file(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     SQLiteCache(path).put("k", Entry((TestProvider.refusal("x"),)))

@@ -128,7 +128,10 @@ class SQLiteCache:
             now = time.monotonic()
             if now - tally.tried >= _FLUSH_SPACING:
                 tally.tried = now
-                self._write_counts()
+                try:
+                    self._write_counts()
+                except CacheFileError as error:  # counts only: the hit is served all the same
+                    logger.debug("the response cache's counts were not written: %s", error)
         return Entry.stored(row[0], key) if row is not None else None
 
     def _undecodable(
