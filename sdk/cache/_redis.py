@@ -105,6 +105,8 @@ class RedisCache:
             return None
         if isinstance(found, list):  # another Redis type under the key: damaged, replaced
             return Entry.stored(f"<a Redis {_text(found[0])} under the entry's key>")
+        if isinstance(found, str):  # (`decode_responses` in the URL: decoded by redis-py)
+            return Entry.stored(found, key)
         try:
             return Entry.stored(found.decode("utf-8"), key)
         except UnicodeDecodeError:  # damaged, replaced
