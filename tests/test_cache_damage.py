@@ -235,6 +235,26 @@ def test_an_entry_whose_bytes_in_the_file_are_not_utf8_is_a_miss_replaced(tmp_pa
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
+@pytest.mark.parametrize("expires", ["'soon'", "x'00ff'"])
+def test_an_entry_whose_expiry_is_not_a_number_is_a_miss_replaced(
+    tmp_path: Path, expires: str
+) -> None:
+    # The expiry's stored type changed (a damaged record header gives text or bytes where a
+    # number was): it was a raw `TypeError` comparing it with the clock, on every call.
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    provider = TestProvider([ANSWER], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    client.generate(Decision, prompt="Approve?")
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE entries SET expires = {expires}")
+    again = client.generate(Decision, prompt="Approve?")
+    assert not again.cached and len(provider.requests) == 2
+    assert [note.kind for note in again.notes] == ["cache_damaged"]
+    assert client.generate(Decision, prompt="Approve?").cached  # replaced
+    store.close()
+
+
 def test_a_damaged_entry_s_note_says_the_provider_was_asked() -> None:
     cache = MemoryCache()
     client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=cache)

@@ -119,7 +119,11 @@ class SQLiteCache:
             row = db.execute(_LOOKUP, (key,)).fetchone()
         except sqlite3.Error as error:
             row = self._undecodable(db, key, error)
-        if row is not None and row[1] is not None and row[1] <= self._clock():
+        expires = row[1] if row is not None else None
+        if expires is not None and type(expires) is not float and type(expires) is not int:
+            # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
+            row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
+        elif expires is not None and expires <= self._clock():
             self._tally.count("expired", key)
             row = None
         tally = self._tally
