@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -46,7 +47,9 @@ from sdk.cache._key import cache_key
 from sdk.providers import TestProvider
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import GrammarSentence
+from tests.batch_support import ERRORED
 from tests.batch_support import AnthropicBatchAPI
+from tests.batch_support import Script
 from tests.batch_support import anthropic_backend
 from tests.batch_support import job_for
 from tests.batch_support import local_clients
@@ -565,6 +568,26 @@ def test_a_damaged_value_in_a_job_state_file_is_one_typed_error_naming_it(
     status = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=WAIT)
     assert status.returncode == 2 and len(status.stderr.strip().splitlines()) == 1
     assert str(path) in status.stderr
+
+
+@pytest.mark.parametrize("column", ["id", "error_type", "error"])
+def test_a_failed_item_s_text_stored_as_bytes_is_one_typed_error_in_status(
+    tmp_path: Path, column: str
+) -> None:
+    # A damaged record gives bytes where text was written: `sdk batch status --json` was a
+    # `TypeError` traceback (bytes are not JSON), exit 1.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 5)
+    api = AnthropicBatchAPI(Script({1: [ERRORED]}))
+    with job_for(tmp_path, items, anthropic_backend(api)) as job:
+        assert job.run().failed == 1
+    path = tmp_path / "job.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE items SET {column} = x'00ff' WHERE outcome = 'failed'")
+    command = [sys.executable, "-m", "sdk.cli", "batch", "status", "--state", str(path), "--json"]
+    status = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=WAIT)
+    assert status.returncode == 2 and len(status.stderr.strip().splitlines()) == 1
+    assert str(path) in status.stderr and f"items.{column}" in status.stderr
 
 
 @settings(

@@ -440,7 +440,10 @@ class JobState:
             "ORDER BY seq LIMIT ?",
             (limit,),
         )
-        return [(row["id"], row["error_type"] or "", row["error"] or "") for row in rows]
+        return [
+            (self._text(row, "id"), self._text(row, "error_type"), self._text(row, "error"))
+            for row in rows
+        ]
 
     def failure_types(self) -> dict[str, int]:
         """Failed items by error type."""
@@ -448,7 +451,17 @@ class JobState:
             "SELECT error_type, count(*) AS n FROM items WHERE state = 'done' "
             "AND outcome != 'ok' GROUP BY error_type"
         )
-        return {row["error_type"] or "?": row["n"] for row in rows}
+        return {self._text(row, "error_type") or "?": row["n"] for row in rows}
+
+    def _text(self, row: sqlite3.Row, column: str) -> str:
+        """An item's text column as stored (`""` for none); `StateFileError` for bytes or a
+        number where text was written (a damaged record)."""
+        value = row[column]
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.damaged(f"items.{column}", f"{type(value).__name__}, not text")
+        return value
 
     # --- submissions and batches ---
 
