@@ -590,6 +590,30 @@ def test_a_failed_item_s_text_stored_as_bytes_is_one_typed_error_in_status(
     assert str(path) in status.stderr and f"items.{column}" in status.stderr
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("feedback", "'[[\"user\"'"), ("feedback", "'[7]'"), ("offset", "'x'"), ("id", "x'00'")],
+)
+def test_a_pending_item_s_damaged_row_stops_the_run_with_one_typed_error(
+    tmp_path: Path, column: str, value: str
+) -> None:
+    # A damaged record of an item still to run (its feedback not JSON or not a list of turns,
+    # its offset or id of another type): `run` raised a raw JSON error or `TypeError`.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 5)
+    api = AnthropicBatchAPI(Script({1: [ERRORED]}))
+    with job_for(tmp_path, items, anthropic_backend(api)) as job:
+        assert job.run().failed == 1
+        assert job.retry() == 1  # the failed item back to pending
+    path = tmp_path / "job.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE items SET {column} = {value} WHERE state = 'pending'")
+    resumed = job_for(tmp_path, items, anthropic_backend(api))
+    with resumed, pytest.raises(BatchError) as caught:
+        resumed.run()
+    assert str(path) in str(caught.value) and f"items.{column}" in str(caught.value)
+
+
 @settings(
     max_examples=40,
     deadline=None,

@@ -183,8 +183,27 @@ _ITEM_COLUMNS = (
 )
 
 
+_ITEM_NUMBERS = (
+    "seq", "offset", "length", "hash", "requests", "retries_used", "resubmits_used",
+    "input_tokens", "output_tokens", "id_number",
+)  # fmt: skip
+"""An item's columns that hold whole numbers."""
+
+
 def _item(row: sqlite3.Row) -> ItemRow:
-    feedback = json.loads(row["feedback"]) if row["feedback"] else []
+    """An item's row as stored; `_DamagedItem` (the column, why) for a value of another type
+    than the job wrote (a damaged record)."""
+    for column in _ITEM_NUMBERS:
+        if type(row[column]) is not int:
+            raise _DamagedItem(column, f"{type(row[column]).__name__}, not a whole number")
+    for column in ("id", "state"):
+        if not isinstance(row[column], str):
+            raise _DamagedItem(column, f"{type(row[column]).__name__}, not text")
+    try:
+        feedback = json.loads(row["feedback"]) if row["feedback"] else []
+        turns = [(str(role), str(content)) for role, content in feedback]
+    except (ValueError, TypeError, RecursionError) as error:
+        raise _DamagedItem("feedback", f"not a list of turns ({error})") from None
     return ItemRow(
         seq=row["seq"],
         id=row["id"],
@@ -196,11 +215,20 @@ def _item(row: sqlite3.Row) -> ItemRow:
         requests=row["requests"],
         retries_used=row["retries_used"],
         resubmits_used=row["resubmits_used"],
-        feedback=[(str(role), str(content)) for role, content in feedback],
+        feedback=turns,
         input_tokens=row["input_tokens"],
         output_tokens=row["output_tokens"],
         id_number=bool(row["id_number"]),
     )
+
+
+class _DamagedItem(Exception):
+    """An item's row that is not what the job wrote: its column and why (`JobState._items`
+    names the file)."""
+
+    def __init__(self, column: str, why: str) -> None:
+        super().__init__(column, why)
+        self.column, self.why = column, why
 
 
 class JobState:
@@ -323,12 +351,19 @@ class JobState:
             f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq > ? ORDER BY seq LIMIT ?",
             (after, limit),
         )
-        return [_item(row) for row in rows]
+        return self._items(rows)
 
     def items_with_id(self, item_id: str) -> list[ItemRow]:
         """The item with this id as text (empty if none)."""
         rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id = ?", (item_id,))
-        return [_item(row) for row in rows]
+        return self._items(rows)
+
+    def _items(self, rows: Iterable[sqlite3.Row]) -> list[ItemRow]:
+        """The items of `rows` (`StateFileError` naming the file for a damaged one)."""
+        try:
+            return [_item(row) for row in rows]
+        except _DamagedItem as damaged:
+            raise self.damaged(f"items.{damaged.column}", damaged.why) from None
 
     def item_count(self) -> int:
         """How many items the job has."""
@@ -341,7 +376,7 @@ class JobState:
             "ORDER BY seq LIMIT ?",
             (after, limit),
         )
-        return [_item(row) for row in rows]
+        return self._items(rows)
 
     def items(self, seqs: Sequence[int]) -> dict[int, ItemRow]:
         """The rows of these items, by seq."""
@@ -352,7 +387,7 @@ class JobState:
             rows = self._db.execute(
                 f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq IN ({marks})", tuple(part)
             )
-            found.update((row["seq"], _item(row)) for row in rows)
+            found.update((item.seq, item) for item in self._items(rows))
         return found
 
     def in_submission(self, key: str, state: str = "submitted") -> list[ItemRow]:
@@ -361,7 +396,7 @@ class JobState:
             f"SELECT {_ITEM_COLUMNS} FROM items WHERE submission = ? AND state = ? ORDER BY seq",
             (key, state),
         )
-        return [_item(row) for row in rows]
+        return self._items(rows)
 
     def update_items(self, updates: Sequence[ItemUpdate], db: sqlite3.Connection) -> None:
         """Write what collecting decided (inside the caller's transaction)."""
