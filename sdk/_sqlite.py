@@ -182,9 +182,15 @@ def errors(path: Path, layout: Layout, timeout: float = DEFAULT_TIMEOUT) -> Iter
 
 def typed(error: sqlite3.Error, path: Path, layout: Layout, timeout: float) -> Exception:
     """The typed error for an SQLite error on the file (what `errors` raises)."""
-    if _code(error) in _BUSY:
+    code = _code(error)
+    if code in _BUSY:
         return layout.error(
             f"{path} stayed busy: another connection kept it locked for {timeout:g} s ({error})"
+        )
+    if code.startswith("SQLITE_READONLY"):  # another user's file, or in a folder of theirs
+        return layout.error(
+            f"{path} cannot be written by this process ({error}): open it with readonly=True "
+            "to only read it"
         )
     return layout.error(f"{path} is damaged or not a {layout.name} ({error})")
 

@@ -199,6 +199,24 @@ def test_openai_hostile_result_files(tmp_path: Path, items: Path) -> None:
     assert "unusable reply" in records["doc-3"]["error"]["message"]
 
 
+def test_a_result_line_naming_no_item_of_the_job_is_skipped(tmp_path: Path, items: Path) -> None:
+    # A custom id ending in digits `int()` does not read ("²": `str.isdigit` says yes) in every
+    # batch's results: it was a raw `ValueError` out of `run` (the job stopped at collecting).
+    api = AnthropicBatchAPI()
+    sleeps = Sleeps()
+
+    def hostile_line_added(seconds: float) -> None:
+        for batch in api.batches.values():
+            key = batch.requests[0]["custom_id"].rpartition("-")[0]
+            line = {"custom_id": f"{key}-\u00b2", "result": AnthropicBatchAPI._result(VALID)}
+            if line not in batch.results:
+                batch.results.append(line)
+        sleeps(seconds)
+
+    summary = job_for(tmp_path, items, anthropic_backend(api), sleep=hostile_line_added).run()
+    assert summary.ok == 25 and len(by_id(read_output(tmp_path / "out.jsonl"))) == 25
+
+
 def test_openai_batch_refused_whole_fails_its_items_with_the_reason(
     tmp_path: Path, items: Path
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -38,11 +39,14 @@ from sdk.cache import CacheStats
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import MemoryCache
+from sdk.cache import RedisCache
 from sdk.cache import SQLiteCache
 from sdk.cli import app
 from sdk.providers import AnthropicProvider
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import TestProvider
+from sdk.providers._base import Completion
+from sdk.stop_reason import StopReason
 from tests import tool_wire
 from tests.wire_support import DECISION
 from tests.wire_support import Wire
@@ -144,6 +148,29 @@ def test_a_changed_contract_misses_and_a_tightened_check_refuses_a_stored_answer
     assert len(provider.requests) == 3  # another fingerprint: another key
 
 
+def test_an_answer_holding_text_utf8_cannot_encode_is_returned_not_stored(tmp_path: Path) -> None:
+    # A lone surrogate (half of a pair a server's stream split in two) in the reply's reasoning:
+    # the answer is valid, but SQLite takes only UTF-8. It was a raw `UnicodeEncodeError` out of
+    # `generate` after the provider was paid, the answer lost.
+    answer = json.dumps({"reasoning": "Paid.", "answer": "approve", "confidence": "high"})
+    reply = Completion(answer, StopReason.END_TURN, "end_turn", reasoning="Split \ud83d here.")
+    store = SQLiteCache(tmp_path / "c.db")
+    provider = TestProvider([reply], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    results = [client.generate(Decision, prompt="Approve?", reasoning="native") for _ in (1, 2)]
+    assert [r.value.answer for r in results] == ["approve", "approve"]
+    assert not any(r.cached for r in results) and len(provider.requests) == 2
+    note = results[0].notes[-1]
+    assert note.kind == "cache_not_stored" and "UTF-8" in str(note.received)
+    str(note.received).encode("utf-8")  # the note itself holds no such text
+    assert store.stats().entries == 0
+    memory = MemoryCache()  # memory holds any text: stored, counted, served
+    client = StructuredClient(provider, cache=memory)
+    asked = [client.generate(Decision, prompt="A?", reasoning="native") for _ in (1, 2)]
+    assert [r.cached for r in asked] == [False, True] and memory.stats().entries == 1
+    store.close()
+
+
 def test_only_valid_answers_are_stored() -> None:
     provider = TestProvider([
         TestProvider.refusal("No."),
@@ -210,6 +237,37 @@ def test_a_cache_option_that_is_not_a_store_is_refused_before_sending() -> None:
     with pytest.raises(TypeError, match="cache must be"):
         StructuredClient(provider).generate(Decision, prompt="x", cache="answers.db")  # type: ignore[arg-type]
     assert provider.requests == []
+
+
+_STORES: dict[str, Any] = {
+    "SQLiteCache": lambda tmp, **given: SQLiteCache(tmp / "c.db", **given),
+    "MemoryCache": lambda tmp, **given: MemoryCache(**given),
+    # (refused before any connection: nothing listens there)
+    "RedisCache": lambda tmp, **given: RedisCache("redis://127.0.0.1:1/0", **given),
+}
+_BAD_SETTINGS: list[tuple[str, dict[str, Any], type[Exception]]] = [
+    ("SQLiteCache", {"ttl": "7"}, TypeError),
+    ("SQLiteCache", {"ttl": True}, TypeError),
+    ("SQLiteCache", {"ttl": math.inf}, ValueError),
+    ("SQLiteCache", {"timeout": math.inf}, ValueError),  # every wait has a bound
+    ("SQLiteCache", {"timeout": "30"}, TypeError),
+    ("MemoryCache", {"ttl": "7"}, TypeError),
+    ("MemoryCache", {"max_entries": 2.5}, TypeError),
+    ("MemoryCache", {"max_entries": "3"}, TypeError),
+    ("RedisCache", {"ttl": math.inf}, ValueError),  # was an OverflowError out of each call
+    ("RedisCache", {"timeout": True}, TypeError),
+]
+
+
+@pytest.mark.parametrize(
+    ("store", "given", "error"), _BAD_SETTINGS, ids=[f"{s}-{g}" for s, g, _ in _BAD_SETTINGS]
+)
+def test_a_store_s_settings_are_checked_when_it_is_made_naming_them(
+    tmp_path: Path, store: str, given: dict[str, Any], error: type[Exception]
+) -> None:
+    (name,) = given
+    with pytest.raises(error, match=f"{store}\\(\\): {name} must be"):
+        _STORES[store](tmp_path, **given)
 
 
 # --- the SQLite store ---

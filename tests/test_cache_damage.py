@@ -209,6 +209,52 @@ def test_a_damaged_entry_through_a_client_is_a_miss_replaced(
     store.close()
 
 
+def test_an_entry_whose_bytes_in_the_file_are_not_utf8_is_a_miss_replaced(tmp_path: Path) -> None:
+    # Real damage: one byte of the stored answer overwritten in the file (SQLite keeps no
+    # checksum of a value, so the page stays sound). It was a `CacheFileError` calling the whole
+    # file damaged on every call asking it (and it quoted the stored answer).
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    provider = TestProvider([ANSWER], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    client.generate(Decision, prompt="Approve?")
+    store.close()
+    data = bytearray(path.read_bytes())
+    data[data.index(b"Within policy.")] = 0xFF
+    path.write_bytes(bytes(data))
+
+    store = SQLiteCache(path)
+    client = StructuredClient(provider, cache=store)
+    again = client.generate(Decision, prompt="Approve?")
+    assert not again.cached and len(provider.requests) == 2
+    assert [note.kind for note in again.notes] == ["cache_damaged"]
+    assert "UTF-8" in str(again.notes[0].received)
+    assert client.generate(Decision, prompt="Approve?").cached  # replaced
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+@pytest.mark.parametrize("expires", ["'soon'", "x'00ff'"])
+def test_an_entry_whose_expiry_is_not_a_number_is_a_miss_replaced(
+    tmp_path: Path, expires: str
+) -> None:
+    # The expiry's stored type changed (a damaged record header gives text or bytes where a
+    # number was): it was a raw `TypeError` comparing it with the clock, on every call.
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    provider = TestProvider([ANSWER], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    client.generate(Decision, prompt="Approve?")
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE entries SET expires = {expires}")
+    again = client.generate(Decision, prompt="Approve?")
+    assert not again.cached and len(provider.requests) == 2
+    assert [note.kind for note in again.notes] == ["cache_damaged"]
+    assert client.generate(Decision, prompt="Approve?").cached  # replaced
+    store.close()
+
+
 def test_a_damaged_entry_s_note_says_the_provider_was_asked() -> None:
     cache = MemoryCache()
     client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=cache)

@@ -16,12 +16,14 @@ from dataclasses import fields
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from typing import Literal
 
 import anthropic
 import httpx
 import httpx2
 import openai
 import pytest
+from pydantic import Field
 
 from contracts import Decision
 from contracts import Sentiment
@@ -39,6 +41,7 @@ from sdk.cache import MemoryCache
 from sdk.cache._key import INGREDIENTS
 from sdk.cache._key import cache_key
 from sdk.cache._key import source_place
+from sdk.contract import Contract
 from sdk.engine.conversation import conversation
 from sdk.providers import AnthropicProvider
 from sdk.providers import GeminiProvider
@@ -118,6 +121,8 @@ def _with_history(result: str) -> list[Message]:
 _SEE = "What does this show?"
 _GRAMMAR_A = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]+/')
 _GRAMMAR_B = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]{1,3}/')
+# The description goes with the grammar to OpenAI (the custom tool's), telling what to write.
+_GRAMMAR_C = Grammar("Pair", lark=_GRAMMAR_A.lark, description="A setting and its port number.")
 _VARIANTS: dict[str, tuple[Ask, Ask]] = {
     "prompt": (
         lambda c: c.generate(Decision, prompt="Approve INV-1?"),
@@ -177,6 +182,10 @@ _VARIANTS: dict[str, tuple[Ask, Ask]] = {
         lambda c: c.generate(_GRAMMAR_A, prompt="Pairs?"),
         lambda c: c.generate(_GRAMMAR_B, prompt="Pairs?"),
     ),
+    "a grammar's description": (
+        lambda c: c.generate(_GRAMMAR_A, prompt="Pairs?"),
+        lambda c: c.generate(_GRAMMAR_C, prompt="Pairs?"),
+    ),
     "native reasoning": (
         lambda c: c.generate(Decision, prompt="Approve?"),
         lambda c: c.generate(Decision, prompt="Approve?", reasoning="native"),
@@ -230,6 +239,34 @@ def test_the_schema_the_wire_carries_is_in_the_key() -> None:
         provider = TestProvider([answer], repeat=True, dialect=dialect)
         asked.append(StructuredClient(provider, cache=cache).generate(Sentiment, prompt="A?"))
     assert [result.cached for result in asked] == [False, False, True]
+
+
+class _Paid(Contract):
+    """Whether invoice 7 is settled."""
+
+    answer: Literal["yes", "no"] = Field(description="Whether the invoice is paid.")
+
+
+class _Overdue(Contract):
+    """Whether invoice 7 is late."""
+
+    answer: Literal["yes", "no"] = Field(description="Whether the invoice is overdue.")
+
+
+def test_two_phase_reasoning_keys_what_the_answer_asks_for() -> None:
+    """The working's request names no contract (no schema is sent with it): the key is that of
+    the answer's request, so another contract asked of the same prompt misses (it was served the
+    first contract's answer)."""
+    provider = TestProvider(["Paid on the 3rd; due on the 1st.", '{"answer": "yes"}',
+                             "Paid on the 3rd; due on the 1st.", '{"answer": "yes"}'])  # fmt: skip
+    client = StructuredClient(provider, cache=MemoryCache())
+    ask = {"prompt": "Invoice 7?", "reasoning": "two_phase"}
+    paid = [client.generate(_Paid, **ask).cached, client.generate(_Paid, **ask).cached]
+    overdue = client.generate(_Overdue, **ask)
+    assert paid == [False, True] and not overdue.cached
+    assert len(provider.requests) == 4  # each contract's working and answer
+    assert isinstance(provider.requests[-1].output, JsonDocument)
+    assert provider.requests[-1].output.contract is _Overdue
 
 
 # --- where the provider runs ---
@@ -288,7 +325,7 @@ def _gemini_vertex(wire: Wire, project: str, location: str) -> GeminiProvider:
     return GeminiProvider(client, model="gemini-2.5-flash")
 
 
-def _llamacpp(base_url: str, asked: list[str]) -> LlamaCppProvider:
+def _llamacpp(base_url: str, asked: list[str], **settings: Any) -> LlamaCppProvider:
     def server(request: httpx.Request) -> httpx.Response:
         route = request.url.path.removeprefix("/llm")  # the gateway's prefix, then the server's
         setup = llamacpp_setup(route, json.loads(request.content or b"{}"))
@@ -299,7 +336,7 @@ def _llamacpp(base_url: str, asked: list[str]) -> LlamaCppProvider:
                                          "content": TEXT})  # fmt: skip
 
     http = httpx.Client(transport=httpx.MockTransport(server))
-    return LlamaCppProvider(base_url, http_client=http)
+    return LlamaCppProvider(base_url, http_client=http, **settings)
 
 
 def _anthropic_wire() -> Wire:
@@ -432,6 +469,66 @@ def test_a_local_server_is_known_by_its_url_without_credentials() -> None:
     assert scopes[0] != scopes[1] and "secret-key-1" not in json.dumps(scopes)
 
 
+_DECISION_GBNF = 'root ::= "{" [^\\n]* "}"'
+_TERSE_GBNF = 'root ::= "{" [^\\n]{0,400} "}"'
+
+
+def _template(prefix: str) -> Callable[[CompletionRequest], str]:
+    def render(request: CompletionRequest) -> str:
+        return prefix + request.messages[-1].text
+
+    return render
+
+
+def _terse(request: CompletionRequest) -> str:
+    return "Answer tersely. " + request.messages[-1].text
+
+
+_LOCAL_SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "your own grammar": (
+        {"mode": "grammar", "grammar": _DECISION_GBNF},
+        {"mode": "grammar", "grammar": _TERSE_GBNF},
+    ),
+    "a prompt template (another function)": (
+        {"prompt_template": _template("Q: ")},
+        {"prompt_template": _terse},
+    ),
+    "a prompt template (the same code, another captured value)": (
+        {"prompt_template": _template("Q: ")},
+        {"prompt_template": _template("Question: ")},
+    ),
+    "grounding": ({}, {"grounding": False}),
+    "the longest source grounded": ({}, {"grounding_limit": 100}),
+    "the control-token policy": ({}, {"control_tokens": "allow"}),
+}
+
+
+@pytest.mark.parametrize("ingredient", list(_LOCAL_SETTINGS))
+def test_a_local_server_s_settings_that_change_what_it_generates_are_in_the_key(
+    ingredient: str,
+) -> None:
+    """Two providers of one server and model, one setting apart: each its own answers (they
+    shared them, so one's answer was served for the other's request)."""
+    first, second = _LOCAL_SETTINGS[ingredient]
+    asked: list[str] = []
+    cache = MemoryCache()
+    url = "http://gw.test:8080/llm"
+
+    def ask(settings: dict[str, Any]) -> bool:
+        client = StructuredClient(_llamacpp(url, asked, **settings), cache=cache)
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert [ask(first), ask(first), ask(second)] == [False, True, False]
+    assert len(asked) == 2
+
+
+def test_a_prompt_template_is_known_by_its_code_and_values_not_its_object() -> None:
+    """The same template made again (another object, as in another process) is the same."""
+    scopes = [LlamaCppProvider(prompt_template=_template("Q: ")).cache_scope() for _ in (1, 2)]
+    other = LlamaCppProvider(prompt_template=_template("Question: ")).cache_scope()
+    assert scopes[0] == scopes[1] != other
+
+
 def test_another_api_key_on_the_same_endpoint_hits() -> None:
     wire = _chat_wire()
     cache = MemoryCache()
@@ -439,6 +536,22 @@ def test_another_api_key_on_the_same_endpoint_hits() -> None:
     StructuredClient(_openai(wire, url, "sk-one"), cache=cache).generate(Decision, prompt="A?")
     again = StructuredClient(_openai(wire, url, "sk-two"), cache=cache)
     assert again.generate(Decision, prompt="A?").cached and len(wire.requests) == 1
+
+
+def test_a_scope_s_key_never_depends_on_the_scope_hashed_before_it() -> None:
+    """Values equal in Python but not on the wire (`True`, `1`, `1.0`; `0.0` and `-0.0`) are
+    other scopes: each scope's key is the one it has alone, whatever came before (the last
+    scope's digest was reused for any scope equal to it, so the second got the first's key)."""
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "A?"),), 10)
+    values: list[object] = [True, 1, 1.0, 0.0, -0.0, [1], [True]]
+    scopes = [{"provider": "openai_chat", "extra_body": {"logprobs": value}} for value in values]
+    after_each_other = [cache_key(scope, request, None) for scope in scopes]
+    alone = []
+    for scope in scopes:
+        cache_key({"provider": "another"}, request, None)
+        alone.append(cache_key(scope, request, None))
+    assert after_each_other == alone
+    assert len(set(alone)) == len(values)
 
 
 def test_the_order_of_options_never_changes_the_key() -> None:

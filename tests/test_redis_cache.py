@@ -78,6 +78,17 @@ def test_a_call_asked_again_is_answered_from_redis(store: RedisCache) -> None:
     assert not client.generate(Decision, prompt="a").cached
 
 
+def test_a_url_asking_for_decoded_responses_still_hits(redis_url: str) -> None:
+    # `?decode_responses=True` in the URL (redis-py lets the query win over the store's own
+    # settings): a hit was a raw `AttributeError` ('str' object has no attribute 'decode').
+    store = RedisCache(f"{redis_url}?decode_responses=True", prefix=f"t{next(_prefixes)}:")
+    client, provider = _client(store)
+    asked = [client.generate(Decision, prompt="a").cached for _ in range(3)]
+    assert asked == [False, True, True] and len(provider.requests) == 1
+    assert store.stats().entries == 1 and store.clear() == 1
+    store.close()
+
+
 def test_the_key_is_the_same_as_every_store_s(store: RedisCache, tmp_path: Path) -> None:
     """One key for a call, whichever store keeps it (what decides the answer, nothing else)."""
     sqlite = SQLiteCache(tmp_path / "c.db")

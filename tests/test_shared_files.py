@@ -10,14 +10,17 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck
@@ -26,17 +29,30 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from contracts import Decision
+from sdk import Grammar
+from sdk import Message
 from sdk import StructuredClient
 from sdk.batch import BatchError
+from sdk.batch import BatchJob
+from sdk.batch import LocalBackend
 from sdk.batch import job_summary
 from sdk.batch._state import JobState
 from sdk.cache import CacheFileError
 from sdk.cache import Entry
+from sdk.cache import MemoryCache
 from sdk.cache import SQLiteCache
+from sdk.cache import _entry
+from sdk.cache import _key
+from sdk.cache._key import cache_key
 from sdk.providers import TestProvider
+from sdk.providers._base import CompletionRequest
+from sdk.providers._base import GrammarSentence
+from tests.batch_support import ERRORED
 from tests.batch_support import AnthropicBatchAPI
+from tests.batch_support import Script
 from tests.batch_support import anthropic_backend
 from tests.batch_support import job_for
+from tests.batch_support import local_clients
 from tests.batch_support import write_items
 from tests.process_support import read_line
 from tests.shared_file_process import WAIT
@@ -176,6 +192,101 @@ def test_counts_kept_in_memory_are_written_with_the_next_write_and_at_the_end(
     assert (stats.hits, stats.misses) == (4, 3)
 
 
+def _store_one(store: SQLiteCache) -> None:
+    """In a forked worker: store an answer (a write, which writes the counts it holds)."""
+    store.put("answer", Entry((TestProvider.refusal("x"),)))
+
+
+def _look_up(store: SQLiteCache) -> None:
+    store.get("a-key")
+
+
+def test_forked_workers_neither_count_the_parent_s_lookups_again_nor_hang_on_its_lock(
+    tmp_path: Path,
+) -> None:
+    # A forked child starts with a copy of the parent's memory: its counts not yet written (which
+    # each child then wrote again with its first write: 10 lookups were counted 40 times) and the
+    # lock guarding them, as it was at the fork (held by another thread counting a lookup: the
+    # child's first lookup waited for it forever).
+    import multiprocessing
+
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    for n in range(10):
+        store.get(f"k{n}")  # 10 misses, counted in memory
+    fork = multiprocessing.get_context("fork")
+    workers = [fork.Process(target=_store_one, args=(store,)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(WAIT)
+        assert worker.exitcode == 0
+    assert store.stats().misses == 10
+
+    counting, release = threading.Event(), threading.Event()
+
+    def counts_a_lookup() -> None:  # (holding the lock a lookup takes to count itself)
+        with store._tally._lock:
+            counting.set()
+            release.wait(WAIT)
+
+    thread = threading.Thread(target=counts_a_lookup)
+    thread.start()
+    counting.wait(WAIT)
+    child = fork.Process(target=_look_up, args=(store,))
+    child.start()
+    release.set()
+    thread.join(WAIT)
+    child.join(WAIT)
+    hung = child.is_alive()
+    child.kill()
+    assert not hung and child.exitcode == 0, "the forked child waited for its parent's lock"
+    store.close()
+
+
+def _held_at_fork(lock: Any, work: Callable[[], object]) -> bool:
+    """Whether a child forked while another thread holds `lock` gets `work` done (within the
+    wait), the lock being released in the parent just after the fork."""
+    import multiprocessing
+
+    counting, release = threading.Event(), threading.Event()
+
+    def holds() -> None:
+        with lock:
+            counting.set()
+            release.wait(WAIT)
+
+    thread = threading.Thread(target=holds)
+    thread.start()
+    counting.wait(WAIT)
+    child = multiprocessing.get_context("fork").Process(target=work)
+    child.start()
+    release.set()
+    thread.join(WAIT)
+    child.join(WAIT)
+    done = not child.is_alive() and child.exitcode == 0
+    child.kill()
+    return done
+
+
+def _new_grammar_key() -> str:
+    grammar = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]+/')
+    request = CompletionRequest(GrammarSentence(grammar), (Message("user", "Pairs?"),), 64)
+    return cache_key({}, request, None)  # a grammar object not seen: its digest remembered
+
+
+@pytest.mark.parametrize("held", ["entries decoded lately", "digests remembered", "memory cache"])
+def test_a_forked_child_never_waits_for_a_cache_lock_its_parent_held(held: str) -> None:
+    cache = MemoryCache()
+    reply = TestProvider.refusal("x")
+    lock, work = {
+        "entries decoded lately": (_entry._recent_lock, lambda: Entry((reply,)).encode()),
+        "digests remembered": (_key._remembering, _new_grammar_key),
+        "memory cache": (cache._lock, lambda: cache.get("a-key")),
+    }[held]
+    assert _held_at_fork(lock, work), "the forked child waited for its parent's lock"
+
+
 def test_a_file_kept_busy_past_the_timeout_is_a_typed_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     store = SQLiteCache(path, timeout=0.3)
@@ -265,6 +376,43 @@ def test_cache_stats_reads_a_cache_in_a_read_only_folder(tmp_path: Path) -> None
             assert sorted(p.name for p in folder.iterdir()) == before
 
 
+_READER = """
+import sys
+from contracts import Decision
+from sdk import StructuredClient
+from sdk.cache import CacheFileError, SQLiteCache
+from sdk.providers import TestProvider
+store = SQLiteCache(sys.argv[1])  # (not readonly=True: a client's store, on another's file)
+client = StructuredClient(TestProvider([sys.argv[2]], repeat=True), cache=store)
+hits = sum(client.generate(Decision, prompt="a").cached for _ in range(600))
+fresh = client.generate(Decision, prompt="b")  # a miss: answered, not stored
+print(hits, fresh.cached, [note.kind for note in fresh.notes], fresh.notes[0].received)
+"""
+
+
+def test_hits_on_a_cache_file_this_process_cannot_write_are_all_served(tmp_path: Path) -> None:
+    # Another user's cache file, readable but not writable (in a folder this process may
+    # write), opened by a client: every 256th lookup tried to write the counts kept in memory
+    # and failed the call with a `CacheFileError` saying the file was "damaged or not a
+    # structured-sdk cache" (as the note of an answer it could not store said).
+    path = tmp_path / "shared" / "c.db"
+    store = SQLiteCache(path)
+    StructuredClient(TestProvider([ANSWER]), cache=store).generate(Decision, prompt="a")
+    store.close()
+
+    path.chmod(0o400)
+    run = subprocess.run(
+        [sys.executable, "-c", _READER, str(path), ANSWER], cwd=REPO, env=ENV,
+        capture_output=True, text=True, timeout=WAIT,
+        preexec_fn=_no_write_permission if os.geteuid() == 0 else None,
+    )  # fmt: skip
+    path.chmod(0o600)
+    assert run.returncode == 0, run.stderr
+    hits, cached, kinds, why = run.stdout.strip().split(" ", 3)
+    assert (hits, cached, kinds) == ("600", "False", "['cache_not_stored']")
+    assert "cannot be written" in why and "readonly=True" in why and "damaged" not in why
+
+
 def test_read_only_opening_never_changes_the_file(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     SQLiteCache(path).put("k", Entry((TestProvider.refusal("x"),)))
@@ -295,6 +443,20 @@ def test_an_empty_file_at_the_cache_path_is_adopted_owner_only(tmp_path: Path) -
     for beside in ("-wal", "-shm"):
         if Path(f"{path}{beside}").exists():  # SQLite gives them the file's mode
             assert stat.S_IMODE(Path(f"{path}{beside}").stat().st_mode) == 0o600
+
+
+def test_an_empty_output_file_a_job_adopts_ends_owner_only(tmp_path: Path) -> None:
+    # `touch out.jsonl` before the job (an empty output is taken as the job's): it held every
+    # answer with the mode it was made with (0644: readable by anyone on the machine).
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 5)
+    out.touch(mode=0o644)
+    out.chmod(0o644)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with job_for(tmp_path, items, backend) as job:
+        assert job.run().ok == 5
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "job.db").stat().st_mode) == 0o600
 
 
 def test_a_new_cache_folder_and_file_are_the_owner_s_only(tmp_path: Path) -> None:
@@ -367,6 +529,89 @@ def pristine_job(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     job.run()
     job.close()
     return (folder / "job.db").read_bytes()
+
+
+def _overwritten(data: bytes, value: bytes, how: str) -> bytes:
+    """`data` with the stored `value` damaged in place (the file's length and pages kept)."""
+    start = data.index(value)
+    damaged = {
+        "not JSON": value[:-1] + b"!",
+        "JSON of another shape": b"null".ljust(len(value)),
+        "not UTF-8": value[:2] + b"\xff" + value[3:],
+    }[how]
+    return data[:start] + damaged + data[start + len(value) :]
+
+
+@pytest.mark.parametrize("how", ["not JSON", "JSON of another shape", "not UTF-8"])
+@pytest.mark.parametrize("value", ["schema", "settings"])
+def test_a_damaged_value_in_a_job_state_file_is_one_typed_error_naming_it(
+    tmp_path: Path, pristine_job: bytes, value: str, how: str
+) -> None:
+    # Bytes of one stored value overwritten (the pages stay sound): it was a bare JSON error
+    # not naming the file (exit 2 from the CLI with "Expecting ',' delimiter"), or a raw
+    # `TypeError` traceback (exit 1) for JSON of another shape.
+    opening, closing = (b'["Decision", 1, "', b"]") if value == "schema" else (b'{"retries', b"}")
+    start = pristine_job.index(opening)
+    stored = pristine_job[start : pristine_job.index(closing, start) + 1]
+    path = tmp_path / "job.db"
+    path.write_bytes(_overwritten(pristine_job, stored, how))
+    backend = anthropic_backend(AnthropicBatchAPI())
+    with pytest.raises(BatchError) as caught:
+        BatchJob.open(path, contract=Decision, backend=backend)
+    assert str(path) in str(caught.value)
+    if value != "schema":
+        return  # (`status` does not read the settings)
+    with pytest.raises(BatchError) as caught:
+        job_summary(path)
+    assert str(path) in str(caught.value)
+    command = [sys.executable, "-m", "sdk.cli", "batch", "status", "--state", str(path)]
+    status = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=WAIT)
+    assert status.returncode == 2 and len(status.stderr.strip().splitlines()) == 1
+    assert str(path) in status.stderr
+
+
+@pytest.mark.parametrize("column", ["id", "error_type", "error"])
+def test_a_failed_item_s_text_stored_as_bytes_is_one_typed_error_in_status(
+    tmp_path: Path, column: str
+) -> None:
+    # A damaged record gives bytes where text was written: `sdk batch status --json` was a
+    # `TypeError` traceback (bytes are not JSON), exit 1.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 5)
+    api = AnthropicBatchAPI(Script({1: [ERRORED]}))
+    with job_for(tmp_path, items, anthropic_backend(api)) as job:
+        assert job.run().failed == 1
+    path = tmp_path / "job.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE items SET {column} = x'00ff' WHERE outcome = 'failed'")
+    command = [sys.executable, "-m", "sdk.cli", "batch", "status", "--state", str(path), "--json"]
+    status = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=WAIT)
+    assert status.returncode == 2 and len(status.stderr.strip().splitlines()) == 1
+    assert str(path) in status.stderr and f"items.{column}" in status.stderr
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("feedback", "'[[\"user\"'"), ("feedback", "'[7]'"), ("offset", "'x'"), ("id", "x'00'")],
+)
+def test_a_pending_item_s_damaged_row_stops_the_run_with_one_typed_error(
+    tmp_path: Path, column: str, value: str
+) -> None:
+    # A damaged record of an item still to run (its feedback not JSON or not a list of turns,
+    # its offset or id of another type): `run` raised a raw JSON error or `TypeError`.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 5)
+    api = AnthropicBatchAPI(Script({1: [ERRORED]}))
+    with job_for(tmp_path, items, anthropic_backend(api)) as job:
+        assert job.run().failed == 1
+        assert job.retry() == 1  # the failed item back to pending
+    path = tmp_path / "job.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE items SET {column} = {value} WHERE state = 'pending'")
+    resumed = job_for(tmp_path, items, anthropic_backend(api))
+    with resumed, pytest.raises(BatchError) as caught:
+        resumed.run()
+    assert str(path) in str(caught.value) and f"items.{column}" in str(caught.value)
 
 
 @settings(

@@ -164,7 +164,7 @@ class BatchJob:
             self.job_id: str = state.get("job")
             self.input = Path(state.get("input"))
             self.out = Path(state.get("out"))
-            self.settings = JobSettings(**state.get("settings"))
+            self.settings = _settings(state)
         poll_interval, poll_max = polling.get("poll_interval"), polling.get("poll_max")
         collect_chunk = polling.get("collect_chunk")
         self.poll_interval = poll_interval if poll_interval is not None else 10.0
@@ -261,7 +261,7 @@ class BatchJob:
     def _check(self, contract: type[Contract], backend: Backend) -> None:
         info = schema_info(contract)
         with state_errors(self.state.path):
-            name, version, fingerprint = self.state.get("schema")
+            name, version, fingerprint = self.state.schema()
             stored = {key: self.state.get(key) for key in ("backend", "provider", "model")}
         if info.fingerprint != fingerprint:
             raise JobMismatch(
@@ -867,7 +867,7 @@ class BatchJob:
         routed: dict[int, tuple[str, RemoteResult]] = {}
         for result in chunk:
             key, _, number = result.custom_id.rpartition("-")
-            if key and number.isdigit():
+            if key and number.isascii() and number.isdigit():  # ("²" is a digit, not a number)
                 routed[int(number)] = (key, result)
         rows = self.state.items(sorted(routed))
         decisions: list[Decision] = []
@@ -931,8 +931,8 @@ def _apply_changes(store: JobState, wanted: Mapping[str, Any], update: bool) -> 
                 if before.get(name) != new
             )
         elif key == "schema":
-            if store.get("schema")[2] != value[2]:
-                changed["schema"] = [store.get("schema"), value]
+            if store.schema()[2] != value[2]:
+                changed["schema"] = [list(store.schema()), value]
         elif key not in ("contract", "prompt_ref") and store.get(key) != value:
             changed[key] = [store.get(key), value]
     if not changed:
@@ -949,6 +949,16 @@ def _apply_changes(store: JobState, wanted: Mapping[str, Any], update: bool) -> 
             store.put(key, value, db)
         history = store.get("changes") or []
         store.put("changes", [*history, {"at": time.time(), "changed": changed}], db)
+
+
+def _settings(state: JobState) -> JobSettings:
+    """The job's settings as stored (`StateFileError` if they are not settings: damaged)."""
+    stored = state.get("settings")
+    try:
+        return JobSettings(**stored)
+    except (TypeError, ValueError) as error:
+        why = f"{stored!r:.60}, not the job's settings ({error})"
+        raise state.damaged("settings", why) from None
 
 
 def _clients_settings(backend: Backend) -> JobSettings:

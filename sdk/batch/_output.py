@@ -53,7 +53,12 @@ class OutputLog:
         if not exists and committed > 0:
             raise JobMismatch(f"{path} is missing but the job has written {committed} bytes to it")
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        size = os.fstat(self._fd).st_size
+        found = os.fstat(self._fd)
+        size = found.st_size
+        if exists and committed == 0 and found.st_uid == os.geteuid():
+            # An empty file made beforehand (`touch`), adopted: it will hold every answer, so
+            # it is the owner's only, as a file the job makes is.
+            os.fchmod(self._fd, 0o600)
         if size < committed:
             os.close(self._fd)
             raise JobMismatch(

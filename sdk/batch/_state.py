@@ -183,8 +183,27 @@ _ITEM_COLUMNS = (
 )
 
 
+_ITEM_NUMBERS = (
+    "seq", "offset", "length", "hash", "requests", "retries_used", "resubmits_used",
+    "input_tokens", "output_tokens", "id_number",
+)  # fmt: skip
+"""An item's columns that hold whole numbers."""
+
+
 def _item(row: sqlite3.Row) -> ItemRow:
-    feedback = json.loads(row["feedback"]) if row["feedback"] else []
+    """An item's row as stored; `_DamagedItem` (the column, why) for a value of another type
+    than the job wrote (a damaged record)."""
+    for column in _ITEM_NUMBERS:
+        if type(row[column]) is not int:
+            raise _DamagedItem(column, f"{type(row[column]).__name__}, not a whole number")
+    for column in ("id", "state"):
+        if not isinstance(row[column], str):
+            raise _DamagedItem(column, f"{type(row[column]).__name__}, not text")
+    try:
+        feedback = json.loads(row["feedback"]) if row["feedback"] else []
+        turns = [(str(role), str(content)) for role, content in feedback]
+    except (ValueError, TypeError, RecursionError) as error:
+        raise _DamagedItem("feedback", f"not a list of turns ({error})") from None
     return ItemRow(
         seq=row["seq"],
         id=row["id"],
@@ -196,11 +215,20 @@ def _item(row: sqlite3.Row) -> ItemRow:
         requests=row["requests"],
         retries_used=row["retries_used"],
         resubmits_used=row["resubmits_used"],
-        feedback=[(str(role), str(content)) for role, content in feedback],
+        feedback=turns,
         input_tokens=row["input_tokens"],
         output_tokens=row["output_tokens"],
         id_number=bool(row["id_number"]),
     )
+
+
+class _DamagedItem(Exception):
+    """An item's row that is not what the job wrote: its column and why (`JobState._items`
+    names the file)."""
+
+    def __init__(self, column: str, why: str) -> None:
+        super().__init__(column, why)
+        self.column, self.why = column, why
 
 
 class JobState:
@@ -271,9 +299,31 @@ class JobState:
     # --- meta ---
 
     def get(self, key: str, default: Any = None) -> Any:
-        """A meta value (JSON), or `default`."""
+        """A meta value (JSON), or `default` (`StateFileError` if it is not JSON: damaged)."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return json.loads(row["value"]) if row is not None else default
+        if row is None:
+            return default
+        try:
+            return json.loads(row["value"])
+        except (ValueError, RecursionError) as error:
+            raise self.damaged(key, f"not JSON: {error}") from None
+
+    def damaged(self, key: str, why: str) -> StateFileError:
+        """The error for a stored value that is not what the job wrote (bytes overwritten)."""
+        return StateFileError(f"{self.path} is damaged: its stored {key!r} is {why}")
+
+    def schema(self) -> tuple[str, int, str]:
+        """The job's contract as stored: name, version, fingerprint."""
+        found = self.get("schema")
+        if (
+            not isinstance(found, list)
+            or len(found) != 3
+            or not isinstance(found[0], str)
+            or type(found[1]) is not int
+            or not isinstance(found[2], str)
+        ):
+            raise self.damaged("schema", f"{found!r:.60}, not [name, version, fingerprint]")
+        return found[0], found[1], found[2]
 
     def put(self, key: str, value: Any, db: sqlite3.Connection | None = None) -> None:
         """Set a meta value (inside the caller's transaction when `db` is given)."""
@@ -301,12 +351,19 @@ class JobState:
             f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq > ? ORDER BY seq LIMIT ?",
             (after, limit),
         )
-        return [_item(row) for row in rows]
+        return self._items(rows)
 
     def items_with_id(self, item_id: str) -> list[ItemRow]:
         """The item with this id as text (empty if none)."""
         rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id = ?", (item_id,))
-        return [_item(row) for row in rows]
+        return self._items(rows)
+
+    def _items(self, rows: Iterable[sqlite3.Row]) -> list[ItemRow]:
+        """The items of `rows` (`StateFileError` naming the file for a damaged one)."""
+        try:
+            return [_item(row) for row in rows]
+        except _DamagedItem as damaged:
+            raise self.damaged(f"items.{damaged.column}", damaged.why) from None
 
     def item_count(self) -> int:
         """How many items the job has."""
@@ -319,7 +376,7 @@ class JobState:
             "ORDER BY seq LIMIT ?",
             (after, limit),
         )
-        return [_item(row) for row in rows]
+        return self._items(rows)
 
     def items(self, seqs: Sequence[int]) -> dict[int, ItemRow]:
         """The rows of these items, by seq."""
@@ -330,7 +387,7 @@ class JobState:
             rows = self._db.execute(
                 f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq IN ({marks})", tuple(part)
             )
-            found.update((row["seq"], _item(row)) for row in rows)
+            found.update((item.seq, item) for item in self._items(rows))
         return found
 
     def in_submission(self, key: str, state: str = "submitted") -> list[ItemRow]:
@@ -339,7 +396,7 @@ class JobState:
             f"SELECT {_ITEM_COLUMNS} FROM items WHERE submission = ? AND state = ? ORDER BY seq",
             (key, state),
         )
-        return [_item(row) for row in rows]
+        return self._items(rows)
 
     def update_items(self, updates: Sequence[ItemUpdate], db: sqlite3.Connection) -> None:
         """Write what collecting decided (inside the caller's transaction)."""
@@ -418,7 +475,10 @@ class JobState:
             "ORDER BY seq LIMIT ?",
             (limit,),
         )
-        return [(row["id"], row["error_type"] or "", row["error"] or "") for row in rows]
+        return [
+            (self._text(row, "id"), self._text(row, "error_type"), self._text(row, "error"))
+            for row in rows
+        ]
 
     def failure_types(self) -> dict[str, int]:
         """Failed items by error type."""
@@ -426,7 +486,17 @@ class JobState:
             "SELECT error_type, count(*) AS n FROM items WHERE state = 'done' "
             "AND outcome != 'ok' GROUP BY error_type"
         )
-        return {row["error_type"] or "?": row["n"] for row in rows}
+        return {self._text(row, "error_type") or "?": row["n"] for row in rows}
+
+    def _text(self, row: sqlite3.Row, column: str) -> str:
+        """An item's text column as stored (`""` for none); `StateFileError` for bytes or a
+        number where text was written (a damaged record)."""
+        value = row[column]
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.damaged(f"items.{column}", f"{type(value).__name__}, not text")
+        return value
 
     # --- submissions and batches ---
 

@@ -108,7 +108,7 @@ def summarize(state: JobState, seconds: float | None = None, ran: int | None = N
     """A job's summary from its state file alone (no backend needed), naming the process that
     runs it now, if one does."""
     counts = state.counts()
-    name, version, _ = state.get("schema")
+    name, version, _ = state.schema()
     tokens_in, tokens_out = state.tokens()
     pending = counts.get("pending", 0)
     in_flight = counts.get("submitted", 0)

@@ -22,10 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import fields
 from pathlib import Path
+from typing import Annotated
 from typing import Any
 from typing import Protocol
 
 from sdk._tools import ToolCall
+from sdk._values.declared import AtLeast
+from sdk._values.declared import Positive
+from sdk._values.declared import check
 from sdk._values.records import Note
 from sdk._values.records import Usage
 from sdk.cache._errors import DamagedEntry
@@ -36,7 +40,15 @@ from sdk.diagnostics import TokenStep
 from sdk.providers._base import Completion
 from sdk.stop_reason import StopReason
 
-__all__ = ["FORMAT", "MAX_ENTRY_CHARS", "Cache", "CacheStats", "Entry", "default_path"]
+__all__ = [
+    "FORMAT",
+    "MAX_ENTRY_CHARS",
+    "Cache",
+    "CacheStats",
+    "Entry",
+    "check_settings",
+    "default_path",
+]
 
 FORMAT = 3
 """The entries' format: part of every key, so a new format never reads an old entry (3: the
@@ -169,6 +181,25 @@ class Cache(Protocol):
         ...
 
 
+_SECONDS = Annotated[float, Positive()]
+_COUNT = Annotated[int, AtLeast(1)]
+
+
+def check_settings(
+    store: str, *, ttl: object = None, timeout: object = None, max_entries: object = None
+) -> None:
+    """Refuse a store's setting where the store is made, naming it: `ttl` a finite number of
+    seconds or `None` (no expiry), `timeout` a finite number of seconds (every wait has a
+    bound), `max_entries` a whole number of at least 1 (each `None` here: not the store's)."""
+    where = f"{store}()"
+    if ttl is not None:
+        check("ttl", ttl, _SECONDS, where, expects="a number of seconds or None (no expiry)")
+    if timeout is not None:
+        check("timeout", timeout, _SECONDS, where, expects="a number of seconds")
+    if max_entries is not None:
+        check("max_entries", max_entries, _COUNT, where)
+
+
 def default_path() -> Path:
     """Where `cache=True` keeps its SQLite file: `$SDK_CACHE_DIR`, else the user's cache folder
     (`$XDG_CACHE_HOME/structured-sdk`, `~/.cache/structured-sdk`)."""
@@ -184,6 +215,16 @@ _RECENT_MAX = 256
 _RECENT_LONGEST = 64 * 1024
 _recent: dict[str, tuple[str, tuple[Completion, ...], Usage]] = {}
 _recent_lock = threading.Lock()
+
+
+def _forked() -> None:
+    """In a forked child: a lock of its own (another thread may have held the parent's at the
+    fork, and the child would wait for it forever)."""
+    global _recent_lock
+    _recent_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _remember(
@@ -264,6 +305,13 @@ def _diagnostics_json(diagnostics: Any) -> dict[str, Any] | None:
 
 
 def _decode(encoded: object) -> tuple[Completion, ...]:
+    if isinstance(encoded, bytes):  # (a store's text that is not UTF-8, as it read it)
+        try:
+            encoded.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DamagedEntry(
+                f"a stored entry's bytes are not UTF-8 ({error.reason} at byte {error.start:,})"
+            ) from None
     if not isinstance(encoded, str):
         raise DamagedEntry(f"a stored entry is {type(encoded).__name__}, not text")
     if len(encoded) > MAX_ENTRY_CHARS:

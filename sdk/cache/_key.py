@@ -9,12 +9,13 @@ different requests run together into the same bytes):
    (the base URL without its credentials, with its path and query: a deployment, an API
    version; a cloud region and project);
 3. every field of the request (`CompletionRequest`, one encoder per field, and a test that
-   fails when a field has none): what is asked for (the contract's fingerprint, the grammar's,
-   or the tools with `tool_choice` and `parallel_tool_calls`), the messages (roles, texts,
-   images and PDFs by the sha256 of their bytes with their media type or name, URLs, tool calls
-   and results), the system prompt, `max_tokens`, the sampling options, `extra_body`, native
-   reasoning and the source document (hashed once: where the prompt's turn holds it, by its
-   place there and its length, which name it exactly given the messages hashed before it);
+   fails when a field has none): what is asked for (the contract's fingerprint, the grammar's
+   with its description, or the tools with `tool_choice` and `parallel_tool_calls`), the
+   messages (roles, texts, images and PDFs by the sha256 of their bytes with their media type
+   or name, URLs, tool calls and results), the system prompt, `max_tokens`, the sampling
+   options, `extra_body`, native reasoning and the source document (hashed once: where the
+   prompt's turn holds it, by its place there and its length, which name it exactly given the
+   messages hashed before it);
 4. the schema as the provider's dialect writes it (what reaches the wire).
 
 What does not change from call to call (a dialect's schema, a grammar's fingerprint) is hashed
@@ -24,9 +25,9 @@ once per object and remembered, so a hit costs little more than hashing the mess
 from __future__ import annotations
 
 import array
-import copy
 import hashlib
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -155,7 +156,7 @@ def _output(output: Output, feed: Feed) -> None:
         case JsonDocument(contract):
             feed(b"json:" + schema_info(contract).fingerprint.encode())
         case GrammarSentence(grammar):
-            feed(b"grammar:" + _remembered(grammar, lambda g: g.fingerprint().encode()))
+            feed(b"grammar:" + _remembered(grammar, _grammar_digest))
         case ToolOffer(tools, choice, parallel):
             feed(b"tools")
             _tools(tools, feed)
@@ -165,6 +166,13 @@ def _output(output: Output, feed: Feed) -> None:
             feed(b"text")
         case unknown:
             assert_never(unknown)
+
+
+def _grammar_digest(grammar: Any) -> bytes:
+    """A grammar's fingerprint (its name, version and text) and its description, which goes
+    with it to OpenAI (the custom tool's) and tells the model what to write."""
+    description = (grammar.description or "").encode("utf-8", "surrogatepass")
+    return hashlib.sha256(grammar.fingerprint().encode() + b"\x00" + description).digest()
 
 
 def _messages(messages: tuple[Message, ...], feed: Feed) -> None:
@@ -241,23 +249,35 @@ def _json_digest(value: Any) -> bytes:
     return hashlib.sha256(_JSON.encode(value).encode("utf-8", "surrogatepass")).digest()
 
 
-_last_scope: tuple[Mapping[str, Any], bytes] = ({}, b"")
+_last_scope: tuple[str, bytes] = ("", b"")
 
 
 def _scope_digest(scope: Mapping[str, Any]) -> bytes:
     """The scope's canonical JSON hashed; the last one is remembered (a client's calls share
-    their provider's scope, made again for each call: compared, not encoded again)."""
+    their provider's scope, made again for each call: known by its `repr`, not encoded again).
+    By its `repr`, not by `==`: `True`, `1` and `1.0` are equal, but not on the wire."""
     global _last_scope
+    shown = repr(scope)
     last, digest = _last_scope
-    if scope != last or not digest:
+    if shown != last or not digest:
         digest = _json_digest(scope)
-        _last_scope = (copy.deepcopy(dict(scope)), digest)
+        _last_scope = (shown, digest)
     return digest
 
 
 _REMEMBERED: dict[int, tuple[object, bytes]] = {}
 _REMEMBERED_MAX = 512
 _remembering = threading.Lock()
+
+
+def _forked() -> None:
+    """In a forked child: a lock of its own (another thread may have held the parent's at the
+    fork, and the child would wait for it forever)."""
+    global _remembering
+    _remembering = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _remembered(value: object, compute: Callable[[Any], bytes]) -> bytes:

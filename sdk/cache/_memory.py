@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
+from sdk.cache._entry import check_settings
 
 __all__ = ["MemoryCache"]
+
+_stores: weakref.WeakSet[MemoryCache] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """In a forked child: each store's entries are a copy, under a lock of its own (another
+    thread may have held the parent's at the fork, and the child would wait for it forever)."""
+    for store in list(_stores):
+        store._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class MemoryCache:
@@ -23,14 +38,12 @@ class MemoryCache:
         max_entries: int = 10_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl is not None and not ttl > 0:
-            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
-        if max_entries < 1:
-            raise ValueError("max_entries must be at least 1")
+        check_settings("MemoryCache", ttl=ttl, max_entries=max_entries)
         self.ttl = ttl
         self.max_entries = max_entries
         self._clock = clock
         self._lock = threading.Lock()
+        _stores.add(self)
         # Entries are immutable (frozen records), so they are kept as they are, not as JSON.
         self._entries: dict[str, tuple[Entry, float | None]] = {}
         self._hits = self._misses = self._expired = 0
@@ -65,7 +78,10 @@ class MemoryCache:
 
     def stats(self) -> CacheStats:
         with self._lock:
-            size = sum(len(entry.encode().encode()) for entry, _ in self._entries.values())
+            size = sum(
+                len(entry.encode().encode("utf-8", "surrogatepass"))
+                for entry, _ in self._entries.values()
+            )
             return CacheStats(len(self._entries), size, self._hits, self._misses, self._expired)
 
     def clear(self) -> int:

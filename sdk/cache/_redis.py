@@ -34,6 +34,7 @@ from urllib.parse import urlunsplit
 
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
+from sdk.cache._entry import check_settings
 from sdk.cache._errors import CacheServerError
 
 if TYPE_CHECKING:
@@ -75,10 +76,7 @@ class RedisCache:
         prefix: str = "sdk-cache:",
         timeout: float = 5.0,
     ) -> None:
-        if ttl is not None and not ttl > 0:
-            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        check_settings("RedisCache", ttl=ttl, timeout=timeout)
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty string, not {prefix!r}")
         self.url = url
@@ -107,13 +105,15 @@ class RedisCache:
             return None
         if isinstance(found, list):  # another Redis type under the key: damaged, replaced
             return Entry.stored(f"<a Redis {_text(found[0])} under the entry's key>")
+        if isinstance(found, str):  # (`decode_responses` in the URL: decoded by redis-py)
+            return Entry.stored(found, key)
         try:
             return Entry.stored(found.decode("utf-8"), key)
         except UnicodeDecodeError:  # damaged, replaced
             return Entry.stored("<bytes that are not UTF-8 under the entry's key>")
 
     def put(self, key: str, entry: Entry) -> None:
-        value = entry.encode(key).encode("utf-8", "surrogatepass")
+        value = entry.encode(key).encode("utf-8")  # (a lone surrogate: not stored, said)
         expiry = int(self.ttl * 1000) if self.ttl is not None else None
         with self._errors("storing an entry"):
             self._redis().set(self._entry_key(key), value, px=expiry)

@@ -29,6 +29,7 @@ from pathlib import Path
 from sdk import _sqlite
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
+from sdk.cache._entry import check_settings
 from sdk.cache._entry import default_path
 from sdk.cache._errors import CacheFileError
 
@@ -52,7 +53,26 @@ _forks = [0]
 """How many forks this process is from its first (counted in the child as it starts): a
 connection made before a fork is not the child's, which opens its own; compared per read, where
 `os.getpid()` would cost a system call per hit."""
-os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
+_tallies: weakref.WeakSet[_Tally] = weakref.WeakSet()
+"""Every store's tally in this process: a forked child starts each afresh (`_forked`)."""
+
+
+def _forked() -> None:
+    """In a forked child, as it starts: a new generation of connections, and every tally
+    empty with a new lock (the parent's counts are the parent's to write, and its lock may
+    have been held by another thread at the fork, which the child would wait for forever)."""
+    _forks[0] += 1
+    for tally in list(_tallies):
+        tally.start()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+_LOOKUP = "SELECT value, expires FROM entries WHERE key = ?"
+_NOT_UTF8 = "Could not decode to UTF-8"
+"""How Python's `sqlite3` says a stored text is not UTF-8 (an `OperationalError` of its own,
+with no SQLite error code)."""
 
 _FLUSH_EVERY = 256
 """Counts kept in memory before a write is tried for them alone (without waiting)..."""
@@ -76,10 +96,7 @@ class SQLiteCache:
         readonly: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl is not None and not ttl > 0:
-            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        check_settings("SQLiteCache", ttl=ttl, timeout=timeout)
         self.path = Path(path) if path is not None else default_path()
         self.ttl = ttl
         self.timeout = timeout
@@ -99,10 +116,14 @@ class SQLiteCache:
     def get(self, key: str) -> Entry | None:
         db = self._connection()
         try:  # a read in autocommit: no lock a writer holds is waited for
-            row = db.execute("SELECT value, expires FROM entries WHERE key = ?", (key,)).fetchone()
+            row = db.execute(_LOOKUP, (key,)).fetchone()
         except sqlite3.Error as error:
-            raise _sqlite.typed(error, self.path, LAYOUT, self.timeout) from error
-        if row is not None and row[1] is not None and row[1] <= self._clock():
+            row = self._undecodable(db, key, error)
+        expires = row[1] if row is not None else None
+        if expires is not None and type(expires) is not float and type(expires) is not int:
+            # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
+            row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
+        elif expires is not None and expires <= self._clock():
             self._tally.count("expired", key)
             row = None
         tally = self._tally
@@ -111,8 +132,25 @@ class SQLiteCache:
             now = time.monotonic()
             if now - tally.tried >= _FLUSH_SPACING:
                 tally.tried = now
-                self._write_counts()
+                try:
+                    self._write_counts()
+                except CacheFileError as error:  # counts only: the hit is served all the same
+                    logger.debug("the response cache's counts were not written: %s", error)
         return Entry.stored(row[0], key) if row is not None else None
+
+    def _undecodable(
+        self, db: sqlite3.Connection, key: str, error: sqlite3.Error
+    ) -> tuple[bytes, float | None] | None:
+        """The row of an entry whose stored text is not UTF-8 (bytes overwritten in the file),
+        as bytes: a damaged entry, which the call takes as a miss and replaces; any other
+        error is the file's (`CacheFileError`)."""
+        if not str(error).startswith(_NOT_UTF8):
+            raise _sqlite.typed(error, self.path, LAYOUT, self.timeout) from error
+        with self._errors():
+            found: tuple[bytes, float | None] | None = db.execute(
+                "SELECT CAST(value AS BLOB), expires FROM entries WHERE key = ?", (key,)
+            ).fetchone()
+        return found
 
     def put(self, key: str, entry: Entry) -> None:
         now = self._clock()
@@ -213,6 +251,11 @@ class _Tally:
     the expired keys to delete, until a write takes them."""
 
     def __init__(self) -> None:
+        _tallies.add(self)
+        self.start()
+
+    def start(self) -> None:
+        """Nothing counted yet (also in a forked child: `_forked`)."""
         self._lock = threading.Lock()
         self._counts = {"hits": 0, "misses": 0, "expired": 0}
         self._expired: set[str] = set()

@@ -63,6 +63,7 @@ from sdk.engine.kinds._kind import Ending
 from sdk.engine.kinds._kind import NextPhase
 from sdk.engine.kinds._kind import OutputKind
 from sdk.engine.kinds._kind import StreamView
+from sdk.engine.kinds.two_phase import TwoPhase
 from sdk.engine.retry import RetrySettings
 from sdk.engine.retry import TransportRetries
 from sdk.errors import Attempt
@@ -248,7 +249,13 @@ class Attempts:
         damaged one, with a note on the result. A cache that cannot be read at all (a damaged
         file, a server that does not answer) is its `CacheError`, before anything is sent."""
         assert self._cache is not None
-        first = self.kind.request(Ask(self._turns, (), self._shared, self.provider))
+        keyed = self.kind
+        if isinstance(keyed, TwoPhase) and keyed.in_working_phase:
+            # The working's request names nothing of what is asked for (no schema, grammar or
+            # tools go with it): the key is the answer's request (its working left empty),
+            # which does, and holds every field the working's request holds.
+            keyed = replace(keyed, working="")
+        first = keyed.request(Ask(self._turns, (), self._shared, self.provider))
         wire = self.provider.codec.request_schema(first)
         scope = {**self._scope, "prompt": self.prompt.to_json()} if self.prompt else self._scope
         self._cache_key = cache_key(scope, first, wire)
@@ -288,6 +295,10 @@ class Attempts:
         except CacheError as error:
             logger.warning("the answer was not stored in the response cache: %s", error)
             self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
+        except UnicodeEncodeError as error:  # a lone surrogate: a file or server takes UTF-8
+            why = f"the answer holds text UTF-8 cannot encode ({error.reason})"
+            logger.warning("the answer was not stored in the response cache: %s", why)
+            self._notes.append(Note("", why, None, kind="cache_not_stored"))
 
     def _first_able(self, kind: OutputKind[Any]) -> Provider:
         """The first provider that can carry the kind (`UnsupportedRequest` from the first if

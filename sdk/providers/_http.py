@@ -280,6 +280,10 @@ class OneRouteProvider(ServerProvider[OneRouteCodecT]):
     def model(self) -> str:
         return self.codec.model
 
+    def cache_scope(self) -> dict[str, Any]:
+        # Content one policy refuses another sends: the answer of one is not the other's.
+        return {**super().cache_scope(), "control_tokens": self.codec.control_tokens}
+
 
 def tls_verify(base_url: str) -> ssl.SSLContext | bool:
     """The `verify=` for a client of `base_url`: httpx's default (the CA bundle) for `https://`;

@@ -8,6 +8,8 @@ provider; a provider only says which codec and which transport (`transport()` fo
 
 from __future__ import annotations
 
+import hashlib
+import types
 from collections.abc import AsyncIterator
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -37,7 +39,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider", "endpoint"]
+__all__ = ["Provider", "callable_identity", "endpoint"]
 
 
 def endpoint(url: object) -> str:
@@ -47,6 +49,43 @@ def endpoint(url: object) -> str:
     parts = urlsplit(str(url))
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), parts.query, ""))
+
+
+def callable_identity(function: object) -> str | None:
+    """What names a callable setting (a prompt template) in the response cache's key, the same
+    in every process: a function by its module, qualified name and a digest of its code, its
+    defaults and the values its closure captured (the same code rendering another prefix is
+    another template; a function it calls is not looked into); any other callable by its
+    `repr`."""
+    if function is None:
+        return None
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return repr(function)
+    captured = []
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            captured.append(cell.cell_contents)
+        except ValueError:  # (a cell not yet filled)
+            captured.append(None)
+    held = (getattr(function, "__defaults__", None), getattr(function, "__kwdefaults__", None))
+    digest = hashlib.sha256()
+    _code_digest(code, digest)
+    digest.update(repr((held, captured)).encode("utf-8", "surrogatepass"))
+    name = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
+    return f"{name}:{digest.hexdigest()[:32]}"
+
+
+def _code_digest(code: types.CodeType, digest: Any) -> None:
+    """A function's code into `digest`: its bytecode, names and constants (functions defined in
+    it too), not where it sits in its file."""
+    digest.update(code.co_code)
+    digest.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            _code_digest(constant, digest)
+        else:
+            digest.update(repr(constant).encode("utf-8", "surrogatepass"))
 
 
 class Provider:

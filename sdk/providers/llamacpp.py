@@ -110,6 +110,7 @@ from sdk.providers._llamacpp_prompt import ServerTemplate
 from sdk.providers._logprobs import llamacpp_probabilities
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
+from sdk.providers._provider import callable_identity
 from sdk.schema.dialects import WireSchema
 from sdk.schema.dialects import to_wire
 from sdk.schema.grounding import GBNF_SOURCE_LIMIT
@@ -379,6 +380,15 @@ class LlamaCppCodec(Codec):
         self.prompts = NativePrompts(wire.learned)
         """What the codec learned of the server's chat template and special tokens."""
 
+    def cache_scope(self) -> dict[str, Any]:
+        """The settings that change what the server is asked (`LlamaCppProvider.cache_scope`)."""
+        return {
+            "grammar": self._grammar,
+            "prompt_template": callable_identity(self._prompt_template),
+            "grounding": [self.grounding, self.grounding_limit],
+            "control_tokens": self.control_tokens,
+        }
+
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         text_only(request, self.provider)  # images and PDFs: refused before anything is sent
         if self._chat_route(request) or self._prompt_template is not None:
@@ -563,7 +573,10 @@ class LlamaCppProvider(ServerProvider[LlamaCppCodec]):
         return self.codec.mode
 
     def cache_scope(self) -> dict[str, Any]:
-        return {**super().cache_scope(), "mode": self.mode}
+        # Every setting that changes what the server is asked: your own grammar, your own
+        # prompt template, grounding (a call that does not set it takes the provider's), and
+        # the control-token policy (content one refuses, another sends).
+        return {**super().cache_scope(), "mode": self.mode, **self.codec.cache_scope()}
 
     @property
     def model(self) -> str | None:

@@ -225,3 +225,7 @@ class VLLMProvider(OneRouteProvider[VLLMCodec]):
             ServerSettings,
             lambda content: VLLMCodec(model, content, grounding=grounding),
         )
+
+    def cache_scope(self) -> dict[str, Any]:
+        # Grounding decides the grammar a call that does not set it is sent with.
+        return {**super().cache_scope(), "grounding": self.codec.grounding}
