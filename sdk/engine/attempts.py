@@ -63,7 +63,6 @@ from sdk.engine.kinds._kind import Ending
 from sdk.engine.kinds._kind import NextPhase
 from sdk.engine.kinds._kind import OutputKind
 from sdk.engine.kinds._kind import StreamView
-from sdk.engine.kinds.two_phase import TwoPhase
 from sdk.engine.retry import RetrySettings
 from sdk.engine.retry import TransportRetries
 from sdk.errors import Attempt
@@ -249,13 +248,7 @@ class Attempts:
         damaged one, with a note on the result. A cache that cannot be read at all (a damaged
         file, a server that does not answer) is its `CacheError`, before anything is sent."""
         assert self._cache is not None
-        keyed = self.kind
-        if isinstance(keyed, TwoPhase) and keyed.in_working_phase:
-            # The working's request names nothing of what is asked for (no schema, grammar or
-            # tools go with it): the key is the answer's request (its working left empty),
-            # which does, and holds every field the working's request holds.
-            keyed = replace(keyed, working="")
-        first = keyed.request(Ask(self._turns, (), self._shared, self.provider))
+        first = self.kind.answer_request(Ask(self._turns, (), self._shared, self.provider))
         wire = self.provider.codec.request_schema(first)
         scope = {**self._scope, "prompt": self.prompt.to_json()} if self.prompt else self._scope
         self._cache_key = cache_key(scope, first, wire)

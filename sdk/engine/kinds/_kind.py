@@ -252,6 +252,14 @@ class OutputKind(Protocol[T_co]):
         """The next request: what `ask` holds, with this kind's output."""
         ...
 
+    def answer_request(self, ask: Ask) -> CompletionRequest:
+        """The request whose reply is the answer: what the response cache keys a call by.
+        `request(ask)` for a kind of one phase; a kind that asks for something else first
+        (two-phase reasoning's working, which names no contract, grammar or tools) gives the
+        request of its answering phase, so that two calls asking for different outputs never
+        share a key."""
+        ...
+
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any] | NextPhase:
         """Read a reply, stop reason first: accepted, a phase moved on, or a typed error
         raised (`StructuredOutputError`, with the text and stop reason on it)."""

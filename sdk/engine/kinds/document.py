@@ -102,6 +102,8 @@ class Document:
     def request(self, ask: Ask) -> CompletionRequest:
         return ask.request(JsonDocument(self.contract))
 
+    answer_request = request  # (one phase: its request is the answer's)
+
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
         return self.accept(self.parse(self.contract, completion, provider), completion, provider)
 

@@ -76,6 +76,8 @@ class GrammarOutput:
     def request(self, ask: Ask) -> CompletionRequest:
         return ask.request(GrammarSentence(self.grammar))
 
+    answer_request = request  # (one phase: its request is the answer's)
+
     def judge(self, completion: Completion, provider: Provider) -> Accepted[str]:
         if completion.text is None:
             self._no_sentence(completion, provider)

@@ -143,6 +143,8 @@ class Guided:
         return self.inner.request(replace(ask, shared=replace(shared, system=system,
                                                                options=options)))  # fmt: skip
 
+    answer_request = request  # (one phase: its request is the answer's)
+
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any]:
         accepted, anchored = self._anchored(completion, provider)
         if completion.diagnostics is None:

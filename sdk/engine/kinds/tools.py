@@ -176,6 +176,8 @@ class Tools:
     def request(self, ask: Ask) -> CompletionRequest:
         return ask.request(self.offer)
 
+    answer_request = request  # (one phase: its request is the answer's)
+
     def judge(self, completion: Completion, provider: Provider) -> Accepted[tuple[ToolCall, ...]]:
         prose = completion.text or ""
         calls, notes = _unique_ids(completion.tool_calls)

@@ -86,6 +86,15 @@ class TwoPhase(Generic[T]):
         )
         return self.inner.request(replace(ask, turns=worked))
 
+    def answer_request(self, ask: Ask) -> CompletionRequest:
+        """The transcribing request (with no working yet: an empty one), which names what is
+        asked for and holds every field the working's request holds."""
+        return (
+            self.request(ask)
+            if self.working is not None
+            else replace(self, working="").request(ask)
+        )
+
     def judge(self, completion: Completion, provider: Provider) -> Accepted[Any] | NextPhase:
         if self.working is not None:
             return self.inner.judge(completion, provider)
