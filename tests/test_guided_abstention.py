@@ -168,3 +168,13 @@ def test_an_abstention_the_contract_refuses_keeps_the_value_written_with_a_note(
     said = [n for n in result.notes if n.kind == "abstention"]
     assert len(said) == 1 and "a notice needs its recipient" in said[0].written
     assert not [n for n in result.notes if n.kind == "abstained"]
+
+
+def test_a_pointer_into_a_list_by_a_digit_that_is_not_a_number_names_nothing() -> None:
+    # "²" is a digit to `str.isdigit` but no number to `int`: a pointer naming a list's item by
+    # it names nothing (as `/items/x` does), not a raw ValueError.
+    from sdk.engine.kinds.guided import _nulled
+
+    data = {"items": ["a", "b"]}
+    assert _nulled(data, "/items/²") is None and data == {"items": ["a", "b"]}
+    assert _nulled(data, "/items/1") == "b" and data == {"items": ["a", None]}

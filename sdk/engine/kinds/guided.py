@@ -237,7 +237,12 @@ def _nulled(data: Any, pointer: str) -> Any:
     if isinstance(container, dict) and isinstance(container.get(last), str):
         held, container[last] = container[last], None
         return held
-    if isinstance(container, list) and last.isdigit() and int(last) < len(container):
+    if (
+        isinstance(container, list)
+        and last.isascii()
+        and last.isdigit()
+        and int(last) < len(container)
+    ):
         index = int(last)
         if isinstance(container[index], str):
             held, container[index] = container[index], None
