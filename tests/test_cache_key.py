@@ -9,8 +9,11 @@ and API version are the clients' own settings); the rest through `TestProvider`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import fields
 from dataclasses import replace
@@ -52,6 +55,7 @@ from sdk.providers import TestProvider
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import GrammarSentence
 from sdk.providers._base import JsonDocument
+from sdk.providers._provider import callable_identity
 from sdk.schema.dialects import ANTHROPIC
 from sdk.schema.dialects import OPENAI_STRICT
 from sdk.schema.dialects import to_wire
@@ -480,8 +484,25 @@ def _template(prefix: str) -> Callable[[CompletionRequest], str]:
     return render
 
 
+def _prefixed(prefix: str, request: CompletionRequest) -> str:
+    return prefix + request.messages[-1].text
+
+
 def _terse(request: CompletionRequest) -> str:
     return "Answer tersely. " + request.messages[-1].text
+
+
+class _Prefixed:
+    """A template whose object holds what it renders: `_Prefixed("Q: ").render`."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def render(self, request: CompletionRequest) -> str:
+        return self.prefix + request.messages[-1].text
+
+
+_FIRST_METHOD, _SECOND_METHOD = _Prefixed("Q: ").render, _Prefixed("Question: ").render
 
 
 _LOCAL_SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -496,6 +517,15 @@ _LOCAL_SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "a prompt template (the same code, another captured value)": (
         {"prompt_template": _template("Q: ")},
         {"prompt_template": _template("Question: ")},
+    ),
+    # A bound method's code and defaults are its function's: its object was not in the key.
+    "a prompt template (a method of another object)": (
+        {"prompt_template": _FIRST_METHOD},
+        {"prompt_template": _SECOND_METHOD},
+    ),
+    "a prompt template (a partial with another argument)": (
+        {"prompt_template": functools.partial(_prefixed, "Q: ")},
+        {"prompt_template": functools.partial(_prefixed, "Question: ")},
     ),
     "grounding": ({}, {"grounding": False}),
     "the longest source grounded": ({}, {"grounding_limit": 100}),
@@ -527,6 +557,55 @@ def test_a_prompt_template_is_known_by_its_code_and_values_not_its_object() -> N
     scopes = [LlamaCppProvider(prompt_template=_template("Q: ")).cache_scope() for _ in (1, 2)]
     other = LlamaCppProvider(prompt_template=_template("Question: ")).cache_scope()
     assert scopes[0] == scopes[1] != other
+
+
+_TEMPLATES_MODULE = """
+import re
+WORDS = {"alpha", "beta", "gamma", "delta"}
+PREFIX = "Q: "
+NOT_PLAIN = re.compile("x")
+
+
+def render(request):
+    return PREFIX + ("short " if "alpha" in {"alpha", "omega", "sigma"} else "") + request
+
+
+def reads_an_object(request):
+    return NOT_PLAIN.sub("", request)
+"""
+
+
+def _identities(folder: Path, seed: str, prefix: str = "Q: ") -> list[str]:
+    """`callable_identity` of the module's templates in a new process under hash seed `seed`."""
+    module = _TEMPLATES_MODULE.replace('PREFIX = "Q: "', f"PREFIX = {prefix!r}")
+    (folder / "templates_under_test.py").write_text(module, encoding="utf-8")
+    code = ("import templates_under_test as t; from sdk.providers._provider import "
+            "callable_identity as c; print(c(t.render)); print(c(t.reads_an_object))")  # fmt: skip
+    env = {**os.environ, "PYTHONHASHSEED": seed,
+           "PYTHONPATH": os.pathsep.join([str(folder), *sys.path])}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)  # fmt: skip
+    return done.stdout.splitlines()
+
+
+def test_a_template_function_is_named_the_same_in_every_process_and_by_the_values_it_reads(
+    tmp_path: Path,
+) -> None:
+    # Set literals and the module-level values a template reads: the same under any hash seed
+    # (a set's order is not), and part of its name (another PREFIX is another template).
+    first, second = _identities(tmp_path, "1"), _identities(tmp_path, "2")
+    assert first[0] == second[0] and "unnamed" not in first[0]
+    assert _identities(tmp_path, "1", prefix="Question: ")[0] != first[0]
+    # A template reading an object that cannot be named by its content: a name of its own in
+    # each process (a miss across processes, never another template's answer).
+    assert "unnamed" in first[1] and first[1] != second[1]
+
+
+def test_a_callable_that_cannot_be_named_by_content_keeps_one_name_per_object() -> None:
+    method = _Prefixed("Q: ").render
+    assert callable_identity(method) == callable_identity(method)
+    assert callable_identity(method) != callable_identity(_Prefixed("Q: ").render)
+    assert callable_identity(_terse) == callable_identity(_terse)
 
 
 def test_another_api_key_on_the_same_endpoint_hits() -> None:

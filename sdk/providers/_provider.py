@@ -9,6 +9,9 @@ provider; a provider only says which codec and which transport (`transport()` fo
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
+import threading
 import types
 from collections.abc import AsyncIterator
 from collections.abc import Iterable
@@ -52,28 +55,101 @@ def endpoint(url: object) -> str:
 
 
 def callable_identity(function: object) -> str | None:
-    """What names a callable setting (a prompt template) in the response cache's key, the same
-    in every process: a function by its module, qualified name and a digest of its code, its
-    defaults and the values its closure captured (the same code rendering another prefix is
-    another template; a function it calls is not looked into); any other callable by its
-    `repr`."""
+    """What names a callable setting (a prompt template) in the response cache's key, made once
+    when the provider is made. A plain function whose data is plain (its defaults, the values
+    its closure captured and the module-level values it reads: text, numbers, and lists,
+    tuples and mappings of them) is named the same in every process: by its module, qualified
+    name and a digest of its code and that data (the same code rendering another prefix is
+    another template; a function it calls is not looked into). Anything else (a bound method,
+    whose object holds what it renders; a `functools.partial`; a callable object; a function
+    over other objects) cannot be named by its content: it gets a random name of its own (the
+    same for the same object in this process), so a provider made with it shares no stored
+    answer with one made with any other callable, nor with another process (a miss,
+    never another template's answer; an object whose state changes after the provider is made
+    is not noticed)."""
     if function is None:
         return None
-    code = getattr(function, "__code__", None)
-    if code is None:
-        return repr(function)
-    captured = []
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            captured.append(cell.cell_contents)
-        except ValueError:  # (a cell not yet filled)
-            captured.append(None)
-    held = (getattr(function, "__defaults__", None), getattr(function, "__kwdefaults__", None))
-    digest = hashlib.sha256()
-    _code_digest(code, digest)
-    digest.update(repr((held, captured)).encode("utf-8", "surrogatepass"))
     name = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
-    return f"{name}:{digest.hexdigest()[:32]}"
+    if isinstance(function, types.FunctionType):
+        captured = []
+        for cell in function.__closure__ or ():
+            try:
+                captured.append(cell.cell_contents)
+            except ValueError:  # (a cell not yet filled)
+                captured.append(None)
+        code = function.__code__
+        read = {n: function.__globals__[n] for n in _names(code) if n in function.__globals__}
+        data = [function.__defaults__, function.__kwdefaults__, captured]
+        data.append({n: v for n, v in read.items() if not _named_elsewhere(v)})
+        plain = _plain(data)
+        if plain is not None:
+            digest = hashlib.sha256()
+            _code_digest(code, digest)
+            digest.update(plain.encode("utf-8", "surrogatepass"))
+            return f"{name}:{digest.hexdigest()[:32]}"
+    return f"{name}:unnamed-{_token_of(function)}"
+
+
+_UNNAMED: dict[int, tuple[object, str]] = {}
+_UNNAMED_MAX = 256
+_naming = threading.Lock()
+# A child forked while another thread held the lock would wait for it forever: its own.
+os.register_at_fork(after_in_child=lambda: globals().__setitem__("_naming", threading.Lock()))
+
+
+def _token_of(function: object) -> str:
+    """A random name for a callable that cannot be named by its content, the same for the same
+    object while it is remembered (it is held, so its id is never another's); past
+    `_UNNAMED_MAX` the oldest go, and a provider made with one again gets a new name (a miss)."""
+    with _naming:
+        found = _UNNAMED.get(id(function))
+        if found is not None and found[0] is function:
+            return found[1]
+        token = secrets.token_hex(16)
+        _UNNAMED[id(function)] = (function, token)
+        while len(_UNNAMED) > _UNNAMED_MAX:
+            del _UNNAMED[next(iter(_UNNAMED))]
+        return token
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global names a function's code reads (functions defined in it too)."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _names(constant)
+    return names
+
+
+def _named_elsewhere(value: object) -> bool:
+    """A module, class or function a template reads by name (not looked into: its name is in
+    the code already), or an attribute name (`co_names` holds those too)."""
+    return isinstance(
+        value, types.ModuleType | type | types.FunctionType | types.BuiltinFunctionType
+    )
+
+
+def _plain(value: object) -> str | None:
+    """`value` as text the same in every process, when it is plain data (None, booleans,
+    numbers, text, bytes, and lists, tuples, sets and mappings of them); `None` otherwise."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str, bytes):
+        return repr(value)
+    if isinstance(value, list | tuple | set | frozenset) and kind in (list, tuple, set, frozenset):
+        items = [_plain(item) for item in value]
+        if any(item is None for item in items):
+            return None
+        shown = [item for item in items if item is not None]
+        # A set's items sorted: its order changes with the hash seed, not its content.
+        inner = sorted(shown) if kind in (set, frozenset) else shown
+        return f"{'set' if kind in (set, frozenset) else kind.__name__}({','.join(inner)})"
+    if kind is dict and isinstance(value, dict):
+        pairs = [(_plain(key), _plain(item)) for key, item in value.items()]
+        shown_pairs = [
+            f"{key}:{item}" for key, item in pairs if key is not None and item is not None
+        ]
+        return None if len(shown_pairs) < len(pairs) else f"dict({','.join(sorted(shown_pairs))})"
+    return None
 
 
 def _code_digest(code: types.CodeType, digest: Any) -> None:
@@ -84,8 +160,11 @@ def _code_digest(code: types.CodeType, digest: Any) -> None:
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):
             _code_digest(constant, digest)
-        else:
-            digest.update(repr(constant).encode("utf-8", "surrogatepass"))
+        else:  # (a set literal's frozenset: its items sorted, the same under any hash seed)
+            shown = _plain(constant)
+            digest.update(
+                (shown if shown is not None else repr(constant)).encode("utf-8", "surrogatepass")
+            )
 
 
 class Provider:

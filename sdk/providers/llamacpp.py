@@ -56,6 +56,7 @@ What the server does, checked against a real llama-server (tests/test_local_llam
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -375,6 +376,12 @@ class LlamaCppCodec(Codec):
         self.grounding = wire.grounding
         self.grounding_limit = wire.grounding_limit
         self._prompt_template = wire.prompt_template
+        # What names the grammar and the template in the cache's key, made once: a call's key
+        # then hashes a digest, not the grammar's text (a hit pays for neither).
+        self._scoped = {
+            "grammar": hashlib.sha256(wire.grammar.encode()).hexdigest() if wire.grammar else None,
+            "prompt_template": callable_identity(wire.prompt_template),
+        }
         self.content = wire.content
         self.control_tokens: ControlTokenPolicy = wire.content.policy
         self.prompts = NativePrompts(wire.learned)
@@ -383,8 +390,7 @@ class LlamaCppCodec(Codec):
     def cache_scope(self) -> dict[str, Any]:
         """The settings that change what the server is asked (`LlamaCppProvider.cache_scope`)."""
         return {
-            "grammar": self._grammar,
-            "prompt_template": callable_identity(self._prompt_template),
+            **self._scoped,
             "grounding": [self.grounding, self.grounding_limit],
             "control_tokens": self.control_tokens,
         }
