@@ -256,11 +256,16 @@ _BAD_SETTINGS: list[tuple[str, dict[str, Any], type[Exception]]] = [
     ("MemoryCache", {"max_entries": "3"}, TypeError),
     ("RedisCache", {"ttl": math.inf}, ValueError),  # was an OverflowError out of each call
     ("RedisCache", {"timeout": True}, TypeError),
+    # A whole number past a float's range: each call raised OverflowError after the provider
+    # was paid; a wait of 1e300 s has no bound in practice.
+    ("SQLiteCache", {"ttl": 10**400}, ValueError),
+    ("MemoryCache", {"ttl": 10**400}, ValueError),
+    ("SQLiteCache", {"timeout": 1e300}, ValueError),
 ]
 
 
 @pytest.mark.parametrize(
-    ("store", "given", "error"), _BAD_SETTINGS, ids=[f"{s}-{g}" for s, g, _ in _BAD_SETTINGS]
+    ("store", "given", "error"), _BAD_SETTINGS, ids=[f"{s}-{g}"[:60] for s, g, _ in _BAD_SETTINGS]
 )
 def test_a_store_s_settings_are_checked_when_it_is_made_naming_them(
     tmp_path: Path, store: str, given: dict[str, Any], error: type[Exception]

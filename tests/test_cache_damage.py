@@ -235,7 +235,9 @@ def test_an_entry_whose_bytes_in_the_file_are_not_utf8_is_a_miss_replaced(tmp_pa
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
-@pytest.mark.parametrize("expires", ["'soon'", "x'00ff'"])
+@pytest.mark.parametrize(
+    "expires", ["'soon'", "x'00ff'", "CAST(x'ff61' AS TEXT)"]
+)  # (text, not UTF-8)
 def test_an_entry_whose_expiry_is_not_a_number_is_a_miss_replaced(
     tmp_path: Path, expires: str
 ) -> None:

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from sdk._tools import ToolCall
 from sdk._values.declared import AtLeast
+from sdk._values.declared import Between
 from sdk._values.declared import Positive
 from sdk._values.declared import check
 from sdk._values.records import Note
@@ -181,21 +182,25 @@ class Cache(Protocol):
         ...
 
 
-_SECONDS = Annotated[float, Positive()]
+_LONGEST_TTL = 1e12  # (31,700 years: a whole number past a float's range overflowed a store)
+_LONGEST_WAIT = 24 * 3600.0  # (a wait of 1e300 s is a wait with no bound)
+_TTL = Annotated[float, Positive(), Between(0, _LONGEST_TTL)]
+_WAIT = Annotated[float, Positive(), Between(0, _LONGEST_WAIT)]
 _COUNT = Annotated[int, AtLeast(1)]
 
 
 def check_settings(
     store: str, *, ttl: object = None, timeout: object = None, max_entries: object = None
 ) -> None:
-    """Refuse a store's setting where the store is made, naming it: `ttl` a finite number of
-    seconds or `None` (no expiry), `timeout` a finite number of seconds (every wait has a
-    bound), `max_entries` a whole number of at least 1 (each `None` here: not the store's)."""
+    """Refuse a store's setting where the store is made, naming it: `ttl` a number of seconds up
+    to `_LONGEST_TTL` or `None` (no expiry), `timeout` a number of seconds up to a day (every
+    wait has a bound), `max_entries` a whole number of at least 1 (each `None` here: not the
+    store's)."""
     where = f"{store}()"
     if ttl is not None:
-        check("ttl", ttl, _SECONDS, where, expects="a number of seconds or None (no expiry)")
+        check("ttl", ttl, _TTL, where, expects="a number of seconds or None (no expiry)")
     if timeout is not None:
-        check("timeout", timeout, _SECONDS, where, expects="a number of seconds")
+        check("timeout", timeout, _WAIT, where, expects="a number of seconds")
     if max_entries is not None:
         check("max_entries", max_entries, _COUNT, where)
 

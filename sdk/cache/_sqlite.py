@@ -148,7 +148,10 @@ class SQLiteCache:
             raise _sqlite.typed(error, self.path, LAYOUT, self.timeout) from error
         with self._errors():
             found: tuple[bytes, float | None] | None = db.execute(
-                "SELECT CAST(value AS BLOB), expires FROM entries WHERE key = ?", (key,)
+                # (an expiry stored as text may not be UTF-8 either: as bytes, damaged below)
+                "SELECT CAST(value AS BLOB), CASE WHEN typeof(expires) = 'text' THEN "
+                "CAST(expires AS BLOB) ELSE expires END FROM entries WHERE key = ?",
+                (key,),
             ).fetchone()
         return found
 
