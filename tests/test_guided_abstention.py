@@ -177,4 +177,5 @@ def test_a_pointer_into_a_list_by_a_digit_that_is_not_a_number_names_nothing() -
 
     data = {"items": ["a", "b"]}
     assert _nulled(data, "/items/²") is None and data == {"items": ["a", "b"]}
+    assert _nulled(data, "/items/01") is None and data == {"items": ["a", "b"]}  # as `lookup`
     assert _nulled(data, "/items/1") == "b" and data == {"items": ["a", None]}

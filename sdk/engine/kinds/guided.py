@@ -232,22 +232,13 @@ def _nulled(data: Any, pointer: str) -> Any:
     pointer names no string there."""
     *path, last = split_pointer(pointer) or [""]
     found, container = lookup(data, path)
-    if not found:
+    # Whether `last` names an item of the container: `lookup`'s reading (a list's index is
+    # `0` or digits without a leading zero, never `"²"` or `"01"`).
+    named, held = lookup(container, [last]) if found else (False, None)
+    if not named or not isinstance(held, str):
         return None
-    if isinstance(container, dict) and isinstance(container.get(last), str):
-        held, container[last] = container[last], None
-        return held
-    if (
-        isinstance(container, list)
-        and last.isascii()
-        and last.isdigit()
-        and int(last) < len(container)
-    ):
-        index = int(last)
-        if isinstance(container[index], str):
-            held, container[index] = container[index], None
-            return held
-    return None
+    container[int(last) if isinstance(container, list) else last] = None
+    return held
 
 
 def _anchored_nullable(root: dict[str, Any]) -> bool:
