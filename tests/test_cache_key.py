@@ -601,6 +601,21 @@ def test_a_template_function_is_named_the_same_in_every_process_and_by_the_value
     assert "unnamed" in first[1] and first[1] != second[1]
 
 
+_LOOP: list[Any] = []
+_LOOP.append(_LOOP)  # a list that holds itself
+
+
+def _reads_a_loop(request: CompletionRequest) -> str:
+    return f"{len(_LOOP)} {request.messages[-1].text}"
+
+
+def test_a_template_reading_data_that_holds_itself_is_named_without_recursing() -> None:
+    # Naming it by its data recursed without end (RecursionError when the provider was made).
+    name = callable_identity(_reads_a_loop)
+    assert name is not None and "unnamed" in name and name == callable_identity(_reads_a_loop)
+    assert "unnamed" not in str(LlamaCppProvider(prompt_template=_terse).cache_scope())
+
+
 def test_a_callable_that_cannot_be_named_by_content_keeps_one_name_per_object() -> None:
     method = _Prefixed("Q: ").render
     assert callable_identity(method) == callable_identity(method)

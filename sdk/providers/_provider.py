@@ -129,27 +129,38 @@ def _named_elsewhere(value: object) -> bool:
     )
 
 
-def _plain(value: object) -> str | None:
+_PLAIN_DEPTH = 32
+"""Nesting past which data is not named by its content (a list that holds itself, too)."""
+
+
+def _plain(value: object, depth: int = 0) -> str | None:
     """`value` as text the same in every process, when it is plain data (None, booleans,
-    numbers, text, bytes, and lists, tuples, sets and mappings of them); `None` otherwise."""
+    numbers, text, bytes, and lists, tuples, sets and mappings of them, at most `_PLAIN_DEPTH`
+    deep); `None` otherwise."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str, bytes):
         return repr(value)
-    if isinstance(value, list | tuple | set | frozenset) and kind in (list, tuple, set, frozenset):
-        items = [_plain(item) for item in value]
-        if any(item is None for item in items):
-            return None
-        shown = [item for item in items if item is not None]
-        # A set's items sorted: its order changes with the hash seed, not its content.
-        inner = sorted(shown) if kind in (set, frozenset) else shown
-        return f"{'set' if kind in (set, frozenset) else kind.__name__}({','.join(inner)})"
+    if depth >= _PLAIN_DEPTH:
+        return None
+    items: list[str | None]
     if kind is dict and isinstance(value, dict):
-        pairs = [(_plain(key), _plain(item)) for key, item in value.items()]
-        shown_pairs = [
-            f"{key}:{item}" for key, item in pairs if key is not None and item is not None
-        ]
-        return None if len(shown_pairs) < len(pairs) else f"dict({','.join(sorted(shown_pairs))})"
-    return None
+        items = [f"{k}:{v}" if k is not None and v is not None else None for k, v in (
+            (_plain(key, depth + 1), _plain(item, depth + 1)) for key, item in value.items()
+        )]  # fmt: skip
+    elif kind in (list, tuple, set, frozenset) and isinstance(
+        value, list | tuple | set | frozenset
+    ):
+        items = [_plain(item, depth + 1) for item in value]
+    else:
+        return None
+    shown = [item for item in items if item is not None]
+    if len(shown) < len(items):
+        return None
+    # A set's and a mapping's items sorted: their order is not their content (a set's changes
+    # with the hash seed).
+    ordered = shown if kind in (list, tuple) else sorted(shown)
+    label = "set" if kind in (set, frozenset) else kind.__name__
+    return f"{label}({','.join(ordered)})"
 
 
 def _code_digest(code: types.CodeType, digest: Any) -> None:
