@@ -299,10 +299,13 @@ def _vertex(wire: Wire, region: str, project: str) -> AnthropicProvider:
     return AnthropicProvider(client, model="claude-sonnet-4-6")
 
 
-def _openai(wire: Wire, base_url: str, key: str = "sk-1") -> OpenAIChatProvider:
+GATEWAY = "https://gateway.example.test/v1"
+
+
+def _openai(wire: Wire, base_url: str, key: str = "sk-1", **options: Any) -> OpenAIChatProvider:
     http = httpx2.Client(transport=httpx2.MockTransport(wire))
-    return OpenAIChatProvider(openai.OpenAI(api_key=key, base_url=base_url, http_client=http),
-                              model="gpt-5.1-mini")  # fmt: skip
+    client = openai.OpenAI(api_key=key, base_url=base_url, http_client=http, **options)
+    return OpenAIChatProvider(client, model="gpt-5.1-mini")
 
 
 def _azure(wire: Wire, deployment: str, version: str) -> OpenAIChatProvider:
@@ -387,6 +390,11 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         lambda w: _anthropic(w),
         lambda w: _anthropic(w, default_headers={"anthropic-beta": "some-feature-2026"}),
     ),
+    "anthropic header a gateway routes by": (
+        _anthropic_wire,
+        lambda w: _anthropic(w, default_headers={"X-Route": "claude-eu"}),
+        lambda w: _anthropic(w, default_headers={"X-Route": "claude-us"}),
+    ),
     "bedrock region": (
         _anthropic_wire,
         lambda w: _bedrock(w, "us-east-1"),
@@ -406,6 +414,16 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         _chat_wire,
         lambda w: _openai(w, "https://staging.example.test/v1"),
         lambda w: _openai(w, "https://prod.example.test/v1"),
+    ),
+    "openai header a gateway routes by": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={"x-portkey-virtual-key": "vk-openai"}),
+        lambda w: _openai(w, GATEWAY, default_headers={"x-portkey-virtual-key": "vk-azure"}),
+    ),
+    "openai header set, then none": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": "a"}),
+        lambda w: _openai(w, GATEWAY),
     ),
     "azure deployment": (
         _chat_wire,
@@ -431,6 +449,11 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         lambda: Wire(gemini_reply(text=TEXT)),
         lambda w: _gemini_vertex(w, "acme", "europe-west4"),
         lambda w: _gemini_vertex(w, "acme", "us-central1"),
+    ),
+    "gemini header a gateway routes by": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w: _gemini(w, headers={"X-Route": "a"}),
+        lambda w: _gemini(w, headers={"X-Route": "b"}),
     ),
     "gemini base URL": (
         lambda: Wire(gemini_reply(text=TEXT)),
@@ -630,6 +653,71 @@ def test_another_api_key_on_the_same_endpoint_hits() -> None:
     StructuredClient(_openai(wire, url, "sk-one"), cache=cache).generate(Decision, prompt="A?")
     again = StructuredClient(_openai(wire, url, "sk-two"), cache=cache)
     assert again.generate(Decision, prompt="A?").cached and len(wire.requests) == 1
+
+
+def _gemini_keyed(wire: Wire, key: str) -> GeminiProvider:
+    from google import genai
+
+    http = {"base_url": "http://gemini.test", "headers": {"X-Route": "route-eu"},
+            "httpx_client": httpx2.Client(transport=httpx2.MockTransport(wire))}  # fmt: skip
+    return GeminiProvider(genai.Client(api_key=key, http_options=http), model="gemini-2.5-flash")
+
+
+_ACCOUNTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire, str], Any]]] = {
+    "openai (and its organization)": (
+        _chat_wire,
+        lambda w, key: _openai(
+            w, GATEWAY, key, organization="org-" + key, default_headers={"X-Route": "route-eu"}
+        ),
+    ),
+    "anthropic (the key sent as a header)": (
+        _anthropic_wire,
+        lambda w, key: _anthropic(w, api_key=key, default_headers={"X-Route": "route-eu"}),
+    ),
+    "gemini (the key sent as a header)": (lambda: Wire(gemini_reply(text=TEXT)), _gemini_keyed),
+}
+
+
+@pytest.mark.parametrize("family", list(_ACCOUNTS))
+def test_the_headers_in_the_key_leave_out_the_account_and_hold_no_value_in_clear(
+    family: str,
+) -> None:
+    """Two keys (and organizations) of one account share answers; the headers the key holds
+    (a route) are there by digest only, never as the value or the key."""
+    make_wire, make = _ACCOUNTS[family]
+    wire = make_wire()
+    cache = MemoryCache()
+    first, second = make(wire, "sk-key-one-0001"), make(wire, "sk-key-two-0002")
+    StructuredClient(first, cache=cache).generate(Decision, prompt="A?")
+    assert StructuredClient(second, cache=cache).generate(Decision, prompt="A?").cached
+    assert len(wire.requests) == 1
+    scopes = json.dumps([first.cache_scope(), second.cache_scope()])
+    assert "x-route" in scopes
+    for secret in ("route-eu", "sk-key-one-0001", "sk-key-two-0002", "org-sk"):
+        assert secret not in scopes
+
+
+def test_a_local_server_s_headers_are_in_the_key_but_not_its_credentials() -> None:
+    """A gateway in front of a server may route by a header given as `headers=` or set on an
+    injected client: another value misses. The server's key (`Authorization`, the URL's
+    credentials) is not in the key."""
+    asked: list[str] = []
+    cache = MemoryCache()
+
+    def ask(url: str = "http://gw.test:8080/llm", **settings: Any) -> bool:
+        client = StructuredClient(_llamacpp(url, asked, **settings), cache=cache)
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert not ask(headers={"X-Route": "a"})
+    assert ask(headers={"x-route": "a"})  # (names are not case-sensitive)
+    assert not ask(headers={"X-Route": "b"})
+    assert ask(headers={"X-Route": "b", "Authorization": "Bearer local-key-1"})
+    assert ask("http://u:local-key-2@gw.test:8080/llm", headers={"X-Route": "b"})
+    assert len(asked) == 2
+    routed = httpx.Client(headers={"X-Tenant": "acme"})
+    scope = LlamaCppProvider("http://gw.test:8080/llm", http_client=routed).cache_scope()
+    assert list(scope["headers"]) == ["x-tenant"] and "acme" not in json.dumps(scope)
+    assert "headers" not in LlamaCppProvider("http://u:p@gw.test:8080/llm").cache_scope()
 
 
 def test_a_scope_s_key_never_depends_on_the_scope_hashed_before_it() -> None:

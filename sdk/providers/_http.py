@@ -42,6 +42,7 @@ from sdk.providers._control_tokens import check_request
 from sdk.providers._endpoint import Endpoint
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
+from sdk.providers._provider import header_scope
 from sdk.providers._transports import AsyncHTTPTransport
 from sdk.providers._transports import HTTPTransport
 
@@ -155,6 +156,10 @@ class HTTPProvider(Provider):
             raise TypeError(
                 f"http_client must be an httpx.Client or httpx.AsyncClient, not {http_client!r}"
             )
+        sent = {**(http_client.headers if http_client is not None else {}), **self._headers}
+        self._keyed_headers = header_scope(
+            sent, [value for name, value in sent.items() if name.lower() == "authorization"]
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.redactor(self.base_url)!r})"
@@ -163,6 +168,12 @@ class HTTPProvider(Provider):
         # A server is known by where it runs (a model name alone may be another model there):
         # its URL without credentials, query kept (an API version may be there).
         return {**super().cache_scope(), "server": endpoint(self.base_url)}
+
+    def keyed_headers(self) -> dict[str, str]:
+        # The headers sent (an injected client's own, then `headers=`): a gateway in front of
+        # the server may route by one. Not the server's key (`Authorization`, or the URL's
+        # credentials), so clients with different keys of one server share answers.
+        return self._keyed_headers
 
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""

@@ -8,6 +8,7 @@ provider; a provider only says which codec and which transport (`transport()` fo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import secrets
@@ -42,7 +43,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider", "callable_identity", "endpoint"]
+__all__ = ["Provider", "callable_identity", "endpoint", "header_scope"]
 
 
 def endpoint(url: object) -> str:
@@ -52,6 +53,47 @@ def endpoint(url: object) -> str:
     parts = urlsplit(str(url))
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), parts.query, ""))
+
+
+_HEADERS_NOT_DECIDING = frozenset({
+    "accept", "content-type", "user-agent", "x-goog-api-client",  # what the SDK sends of itself
+    "accept-encoding", "connection",  # how the bytes travel
+    "openai-organization", "openai-project",  # the account, like its key: not the answer
+})  # fmt: skip
+"""Headers a vendor SDK sets that do not decide an answer (with every `x-stainless-` header:
+the SDK's version, language and platform), left out of the response cache's key."""
+
+
+def header_scope(headers: Mapping[str, object], credentials: Iterable[str] = ()) -> dict[str, str]:
+    """The headers every request carries that may decide its answer, for the response cache's
+    key: a gateway may route by one (to another provider, model or deployment), and a vendor's
+    API version or beta features change what it does. By lowercased name, each value by its
+    sha256 (a header may hold a gateway's credentials: no secret goes into a scope in clear).
+    Left out: the provider's own credentials (`credentials`, the values its `secrets()` lists: a
+    header holding one, bare or after a scheme such as "Bearer ", so clients of one account
+    with different keys share answers), what the SDK says of itself (`_HEADERS_NOT_DECIDING`),
+    and values that are not text (the vendor SDKs' `Omit`: a header not sent)."""
+    own = {credential for credential in credentials if credential}
+    scope: dict[str, str] = {}
+    for name, value in headers.items():
+        lowered = name.lower()
+        if (
+            type(value) is not str
+            or lowered in _HEADERS_NOT_DECIDING
+            or lowered.startswith("x-stainless-")
+            or value in own
+            or value.partition(" ")[2] in own
+        ):
+            continue
+        scope[lowered] = _header_digest(value)
+    return dict(sorted(scope.items()))
+
+
+@functools.lru_cache(maxsize=256)
+def _header_digest(value: str) -> str:
+    """A header's value as the key holds it (made once per value: a client's headers are the
+    same on every call)."""
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def callable_identity(function: object) -> str | None:
@@ -257,11 +299,20 @@ class Provider:
         """What, besides the request, decides this provider's answers (the response cache's
         key): the family, the model and the raw fields it sends; providers add their settings
         and where they run (`endpoint`: the base URL without credentials, a region, a
-        project)."""
+        project; `keyed_headers`)."""
         scope: dict[str, Any] = {"provider": self.name, "model": self.model}
         if self.extra_body:
             scope["extra_body"] = dict(self.extra_body)
+        headers = self.keyed_headers()
+        if headers:  # (absent when none: a scope made before headers were keyed is unchanged)
+            scope["headers"] = headers
         return scope
+
+    def keyed_headers(self) -> dict[str, str]:
+        """The headers every request carries that may decide its answer, as the response
+        cache's key holds them (`header_scope`): none here; a provider whose client sends
+        headers of its choosing says which."""
+        return {}
 
     def _keep_extra_body(self, extra_body: Mapping[str, Any] | None) -> None:
         """Keep a constructor's `extra_body=`, vetted now (after the codec is set): a field the

@@ -72,6 +72,7 @@ from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import anthropic_breakpoints
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
+from sdk.providers._provider import header_scope
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
 from sdk.schema.canonical import schema_info
@@ -650,7 +651,7 @@ class AnthropicProvider(Provider):
     def cache_scope(self) -> dict[str, Any]:
         # Where it runs: the endpoint (a gateway, a proxy, the vendor; it names the platform),
         # the cloud's region and project (in Vertex AI's paths); the mode (a tool call or a
-        # schema); beta features asked for by header.
+        # schema); the headers (`keyed_headers`).
         client = self.client
         return {
             **super().cache_scope(),
@@ -659,8 +660,12 @@ class AnthropicProvider(Provider):
             "query": dict(client.default_query),
             "region": getattr(client, "aws_region", None) or getattr(client, "region", None),
             "project": getattr(client, "project_id", None),
-            "beta": client.default_headers.get("anthropic-beta"),
         }
+
+    def keyed_headers(self) -> dict[str, str]:
+        # The API version and beta features (`anthropic-version`, `anthropic-beta`) change what
+        # the API does; a gateway may route by a header the client was given.
+        return header_scope(self.client.default_headers, self.secrets())
 
     def secrets(self) -> Iterable[str]:
         names = ("api_key", "auth_token", "aws_secret_key", "aws_session_token", "access_token")

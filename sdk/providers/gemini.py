@@ -62,6 +62,7 @@ from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
+from sdk.providers._provider import header_scope
 from sdk.providers._transports import Stream
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason
@@ -552,6 +553,11 @@ class GeminiProvider(Provider):
             "endpoint": endpoint(getattr(options, "base_url", None) or ""),
             "api_version": getattr(options, "api_version", None),
         }
+
+    def keyed_headers(self) -> dict[str, str]:
+        # A gateway may route by a header the client was given (`http_options.headers`).
+        options = getattr(getattr(self.client, "_api_client", None), "_http_options", None)
+        return header_scope(getattr(options, "headers", None) or {}, self.secrets())
 
     def secrets(self) -> Iterable[str]:
         key = getattr(getattr(self.client, "_api_client", None), "api_key", None)

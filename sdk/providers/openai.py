@@ -78,6 +78,7 @@ from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import prompt_cache_key
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
+from sdk.providers._provider import header_scope
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
 from sdk.schema.dialects import to_wire
@@ -726,12 +727,16 @@ class _OpenAIProvider(Provider):
 
     def cache_scope(self) -> dict[str, Any]:
         # Where it runs: the endpoint (a gateway, Azure's deployment in its path) and the query
-        # every request carries (Azure's `api-version`).
+        # every request carries (Azure's `api-version`); the headers (`keyed_headers`).
         return {
             **super().cache_scope(),
             "endpoint": endpoint(self.client.base_url),
             "query": dict(self.client.default_query),
         }
+
+    def keyed_headers(self) -> dict[str, str]:
+        # A gateway may route by a header the client was given (`default_headers`).
+        return header_scope(self.client.default_headers, self.secrets())
 
     def secrets(self) -> Iterable[str]:
         return [self.client.api_key] if isinstance(self.client.api_key, str) else []
