@@ -1,6 +1,9 @@
-"""Damage is a miss or one typed error, never a traceback.
+"""Damage is a miss or one typed error, never a traceback, and never another answer.
 
-- The entry decoder, fuzzed with hypothesis: any text a store could hand back (a valid entry with
+- Any character of a stored entry changed (a byte damaged in the store: one valid answer could
+  become another) is `DamagedEntry`, by the entry's checksum.
+- The entry decoder, fuzzed with hypothesis (each text sealed with its right checksum, so the
+  decoder's own checks are what is tested): any text a store could hand back (a valid entry with
   one field replaced by a value of another type, deep nesting, huge counts and texts, cut-off
   entries, random text) decodes or is `DamagedEntry`, nothing else; through a client such an
   entry is a miss, the provider asked, the entry replaced and a note saying so.
@@ -33,7 +36,9 @@ from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import MemoryCache
 from sdk.cache import SQLiteCache
+from sdk.cache._entry import FORMAT
 from sdk.cache._entry import MAX_ENTRY_CHARS
+from sdk.cache._entry import _checksum
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import FieldDiagnostics
 from sdk.diagnostics import TokenStep
@@ -64,7 +69,15 @@ _REPLY = Completion(
     ),
 )
 VALID = Entry((_REPLY, _REPLY)).encode()
-_MAGIC, _HEADER, _TEXTS = VALID.split("\n", 2)
+_FIRST, _HEADER, _TEXTS = VALID.split("\n", 2)
+
+
+def _sealed(body: str) -> str:
+    """An entry of `body` (its header, a newline and its texts) with its checksum right."""
+    return f"sdk-cache-entry/{FORMAT} {_checksum(body)}\n{body}"
+
+
+assert _sealed(f"{_HEADER}\n{_TEXTS}") == VALID
 
 
 def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -100,7 +113,7 @@ def _replaced(place: tuple[Any, ...], value: Any) -> str:
     for step in place[:-1]:
         target = target[step]
     target[place[-1]] = value
-    return f"{_MAGIC}\n{json.dumps(header, allow_nan=True)}\n{_TEXTS}"
+    return _sealed(f"{json.dumps(header, allow_nan=True)}\n{_TEXTS}")
 
 
 def _decodes_or_is_damaged(text: str) -> None:
@@ -117,19 +130,40 @@ def test_a_header_field_of_another_type_decodes_or_is_damaged(place: Any, value:
     _decodes_or_is_damaged(_replaced(place, value))
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    at=st.integers(min_value=0, max_value=len(VALID) - 1),
+    by=st.characters(codec="utf-8") | st.sampled_from("0123456789abcdef"),
+)
+def test_any_character_of_an_entry_changed_is_damaged(at: int, by: str) -> None:
+    """One character of a stored entry changed, in its header, its texts or its checksum: a
+    store's damaged byte must never turn the answer into another valid one (a letter of the
+    reasoning, a digit of an amount: served as the answer before the checksum)."""
+    if VALID[at] == by:
+        return
+    with pytest.raises(DamagedEntry):
+        Entry.decode(VALID[:at] + by + VALID[at + 1 :])
+
+
 @settings(max_examples=200, deadline=None)
 @given(cut=st.integers(min_value=0, max_value=len(VALID)), extra=st.text(max_size=30))
 def test_a_cut_or_lengthened_entry_is_damaged(cut: int, extra: str) -> None:
-    """Cut short, or with text after its end: damaged. Cut and continued otherwise: what the
-    header then says may still be an entry (a number's digits changed), or damaged."""
+    """Cut short, or continued otherwise: damaged (its checksum). Sealed again, cut short or
+    with text after its end: damaged; cut and continued otherwise, what the header then says
+    may still be an entry (a number's digits changed), or damaged."""
     text = VALID[:cut] + extra
     if text == VALID:
         return
+    with pytest.raises(DamagedEntry):
+        Entry.decode(text)
+    body = text.partition("\n")[2]
+    if cut <= len(_FIRST):
+        return
     if not extra or cut == len(VALID):
         with pytest.raises(DamagedEntry):
-            Entry.decode(text)
+            Entry.decode(_sealed(body))
     else:
-        _decodes_or_is_damaged(text)
+        _decodes_or_is_damaged(_sealed(body))
 
 
 @settings(max_examples=200, deadline=None)
@@ -138,7 +172,7 @@ def test_random_text_is_damaged(text: str) -> None:
     with pytest.raises(DamagedEntry):
         Entry.decode(text)
     with pytest.raises(DamagedEntry):
-        Entry.decode(f"{_MAGIC}\n{text}")
+        Entry.decode(_sealed(text))
 
 
 @pytest.mark.parametrize(
@@ -157,7 +191,7 @@ def test_random_text_is_damaged(text: str) -> None:
 )
 def test_deep_and_huge_headers_are_damaged(header: str) -> None:
     with pytest.raises(DamagedEntry):
-        Entry.decode(f"{_MAGIC}\n{header}\n")
+        Entry.decode(_sealed(f"{header}\n"))
 
 
 def test_an_entry_past_the_largest_is_damaged_without_being_read() -> None:
@@ -206,6 +240,37 @@ def test_a_damaged_entry_through_a_client_is_a_miss_replaced(
     if not again.cached:  # damaged (or a valid entry the call refuses now): asked and replaced
         assert len(provider.requests) == 2
         assert client.generate(Decision, prompt="Approve?").cached
+    store.close()
+
+
+@pytest.mark.parametrize("reopened", [False, True], ids=["the same store", "another process"])
+def test_a_letter_of_a_stored_answer_changed_in_the_file_is_never_served(
+    tmp_path: Path, reopened: bool
+) -> None:
+    """One byte of the stored answer changed in the file to another letter: the entry is still
+    UTF-8 and as long as its header says, and the answer still valid (SQLite keeps no checksum
+    of a value). It was served as the cached answer, with the changed reasoning; the entry's
+    checksum makes it a damaged entry: a miss, the provider asked, replaced, a note saying so."""
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    provider = TestProvider([ANSWER], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    client.generate(Decision, prompt="Approve?")
+    if reopened:
+        store.close()
+        data = path.read_bytes()
+        path.write_bytes(data.replace(b"Within policy.", b"Within polica."))
+        store = SQLiteCache(path)
+        client = StructuredClient(provider, cache=store)
+    else:  # (another connection's write, seen by this store's next read)
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE entries SET value = replace(value, 'policy.', 'polica.')")
+    again = client.generate(Decision, prompt="Approve?")
+    assert again.value.reasoning == "Within policy."
+    assert not again.cached and len(provider.requests) == 2
+    assert [note.kind for note in again.notes] == ["cache_damaged"]
+    assert "checksum" in again.notes[0].received
+    assert client.generate(Decision, prompt="Approve?").cached
     store.close()
 
 

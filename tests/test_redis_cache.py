@@ -30,6 +30,7 @@ from sdk.cache import CacheServerError
 from sdk.cache import Entry
 from sdk.cache import RedisCache
 from sdk.cache import SQLiteCache
+from sdk.cache._entry import FORMAT
 from sdk.providers import TestProvider
 from tests.redis_support import redis_server
 from tests.shared_file_process import WAIT
@@ -125,7 +126,11 @@ def _stored_key(store: RedisCache) -> str:
 
 DAMAGE = {
     "not an entry": lambda r, k: r.set(k, b"{not json"),
-    "not UTF-8": lambda r, k: r.set(k, b"sdk-cache-entry/3\n\xff\xfe"),
+    "not UTF-8": lambda r, k: r.set(k, b"sdk-cache-entry/%d \xff\xfe" % FORMAT),
+    # A valid answer of its own, but not the one stored (a byte changed: the checksum's case).
+    "one letter of the answer changed": lambda r, k: r.set(
+        k, r.get(k).replace(b"Within policy", b"Within polica")
+    ),
     "cut short": lambda r, k: r.set(k, r.get(k)[:-5]),
     "a hash under the key": lambda r, k: (r.delete(k), r.hset(k, "a", "b")),
     "a list under the key": lambda r, k: (r.delete(k), r.rpush(k, "a")),

@@ -1,13 +1,17 @@
 """What a cache stores, in what form, and the protocol a store implements.
 
-An entry's stored form is text: a first line naming the format, a JSON header holding every
-field of the replies but their long texts, and the texts themselves, one after the other,
-unescaped (the header says how long each is). So a hit reads a few hundred bytes of JSON and
-slices the texts out, instead of parsing the whole reply again as a JSON string.
+An entry's stored form is text: a first line naming the format and the CRC-32 of the rest, a
+JSON header holding every field of the replies but their long texts, and the texts themselves,
+one after the other, unescaped (the header says how long each is). So a hit reads a few hundred
+bytes of JSON and slices the texts out, instead of parsing the whole reply again as a JSON
+string.
 
-Whatever a store hands back is decoded strictly: every field of the type it must have, every
-count a whole number in range, every number finite, the texts exactly as long as the header
-says, the whole no longer than `MAX_ENTRY_CHARS`. Anything else (a field of the wrong type,
+Whatever a store hands back is decoded strictly: the checksum matching the content (a byte
+changed in a store, by a damaged disk or page, could otherwise turn one valid answer into
+another: a digit of an amount; it is no defence against someone who may write the store, who
+could write any answer), every field of the type it must have, every count a whole number in
+range, every number finite, the texts exactly as long as the header says, the whole no longer
+than `MAX_ENTRY_CHARS`. Anything else (a field of the wrong type,
 deeply nested JSON, a huge value, a cut-off entry) is `DamagedEntry`, which a call takes as a
 miss: the provider is asked and the entry replaced.
 """
@@ -18,6 +22,7 @@ import json
 import math
 import os
 import threading
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import fields
@@ -51,14 +56,17 @@ __all__ = [
     "default_path",
 ]
 
-FORMAT = 3
+FORMAT = 4
 """The entries' format: part of every key, so a new format never reads an old entry (3: the
-texts stored apart from the header, unescaped; the endpoint and model file in the key)."""
+texts stored apart from the header, unescaped; the endpoint and model file in the key; 4: a
+checksum of the content, and the headers requests carry in the key)."""
 
 MAX_ENTRY_CHARS = 256 * 1024 * 1024
 """The longest stored entry read back (characters): a longer one is damaged, not decoded."""
 
-_MAGIC = f"sdk-cache-entry/{FORMAT}\n"
+_MAGIC = f"sdk-cache-entry/{FORMAT} "
+"""How an entry's first line starts: the format, then its checksum (`_checksum`) and a newline."""
+_FIRST_LINE = len(_MAGIC) + 9
 _LARGEST = 2**63 - 1  # a count beyond SQLite's integers is not a count a reply could hold
 _USAGE = frozenset(item.name for item in fields(Usage))
 _REPLY = frozenset(item.name for item in fields(Completion))
@@ -263,7 +271,16 @@ def _encode(completions: tuple[Completion, ...]) -> str:
     texts: list[str] = []
     replies = [_reply_json(completion, texts) for completion in completions]
     header = _HEADER.encode({"replies": replies, "texts": [len(text) for text in texts]})
-    return _MAGIC + header + "\n" + "".join(texts)
+    body = header + "\n" + "".join(texts)
+    return f"{_MAGIC}{_checksum(body)}\n{body}"
+
+
+def _checksum(body: str) -> str:
+    """The CRC-32 of an entry's content after its first line (as UTF-8, a lone surrogate as
+    Python keeps it), in eight hex digits: it catches any byte changed in a store. Computed
+    when an entry is stored and when a store's text is first decoded in a process (a text read
+    again, equal to one decoded before, is not decoded again: `_recall`)."""
+    return f"{zlib.crc32(body.encode('utf-8', 'surrogatepass')):08x}"
 
 
 def _reply_json(completion: Completion, texts: list[str]) -> dict[str, Any]:
@@ -323,11 +340,15 @@ def _decode(encoded: object) -> tuple[Completion, ...]:
         raise DamagedEntry(f"a stored entry of {len(encoded):,} characters is too long")
     if not encoded.startswith(_MAGIC):
         raise DamagedEntry("a stored entry of another format (or none)")
-    end = encoded.find("\n", len(_MAGIC))
+    if encoded[_FIRST_LINE - 1 : _FIRST_LINE] != "\n":
+        raise DamagedEntry("a stored entry's first line is not its format and checksum")
+    if encoded[len(_MAGIC) : _FIRST_LINE - 1] != _checksum(encoded[_FIRST_LINE:]):
+        raise DamagedEntry("a stored entry does not match its checksum (damaged in the store)")
+    end = encoded.find("\n", _FIRST_LINE)
     if end < 0:
         raise DamagedEntry("a stored entry cut short in its header")
     try:
-        header = json.loads(encoded[len(_MAGIC) : end])
+        header = json.loads(encoded[_FIRST_LINE:end])
     except (ValueError, RecursionError) as error:
         raise DamagedEntry(f"a stored entry's header is not JSON ({error})") from None
     if not isinstance(header, dict) or header.keys() != {"replies", "texts"}:
