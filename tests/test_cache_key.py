@@ -697,6 +697,62 @@ def test_the_headers_in_the_key_leave_out_the_account_and_hold_no_value_in_clear
         assert secret not in scopes
 
 
+def _routed(wire: Wire, route: str) -> httpx2.Client:
+    """An HTTP client for an official SDK that sends a gateway's route header of its own."""
+    return httpx2.Client(transport=httpx2.MockTransport(wire), headers={"X-Route": route})
+
+
+_INJECTED: dict[str, tuple[Callable[[], Wire], Callable[[Wire, str], Any]]] = {
+    "openai": (
+        _chat_wire,
+        lambda w, route: OpenAIChatProvider(
+            openai.OpenAI(api_key="sk-1", base_url=GATEWAY, http_client=_routed(w, route)),
+            model="gpt-5.1-mini",
+        ),
+    ),
+    "anthropic": (
+        _anthropic_wire,
+        lambda w, route: AnthropicProvider(
+            anthropic.Anthropic(
+                api_key="sk-ant-1", base_url=GATEWAY, http_client=_routed(w, route)
+            ),
+            model="claude-sonnet-4-6",
+        ),
+    ),
+    "gemini": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w, route: GeminiProvider(
+            _genai(
+                api_key="AIza-1",
+                http_options={"base_url": "http://gemini.test", "httpx_client": _routed(w, route)},
+            ),
+            model="gemini-2.5-flash",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("family", list(_INJECTED))
+def test_a_header_the_injected_http_client_sends_is_in_the_key(family: str) -> None:
+    """The official SDKs send the headers of the HTTP client they are given: a gateway may
+    route by one set there, so another value misses, and the same one hits."""
+    make_wire, make = _INJECTED[family]
+    wire = make_wire()
+    cache = MemoryCache()
+    asked = [
+        StructuredClient(make(wire, route), cache=cache).generate(Decision, prompt="A?").cached
+        for route in ("eu", "eu", "us")
+    ]
+    assert asked == [False, True, False] and len(wire.requests) == 2
+    assert [request.headers["x-route"] for request in wire.requests] == ["eu", "us"]
+
+
+def _genai(**settings: Any) -> Any:
+    from google import genai
+
+    return genai.Client(**settings)
+
+
 def test_a_local_server_s_headers_are_in_the_key_but_not_its_credentials() -> None:
     """A gateway in front of a server may route by a header given as `headers=` or set on an
     injected client: another value misses. The server's key (`Authorization`, the URL's

@@ -33,7 +33,7 @@ from urllib.parse import unquote
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
-__all__ = ["Endpoint", "client_endpoint", "gemini_base_url"]
+__all__ = ["Endpoint", "client_endpoint", "client_headers", "gemini_base_url"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,22 @@ def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
         "base_url": urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")),
         "default_query": {**pairs, **dict(getattr(client, "_custom_query", None) or {})},
     }
+
+
+def client_headers(client: Any) -> dict[str, object]:
+    """The headers an official client (`anthropic`, `openai`, `google-genai`) sends on every
+    request: those of the HTTP client it was given (which it sends too), then its own
+    (`default_headers`; Gemini's `http_options` headers, with their HTTP client's)."""
+    api = getattr(client, "_api_client", None)
+    if api is not None:  # google-genai
+        options = getattr(api, "_http_options", None)
+        http = getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
+        own = getattr(options, "headers", None) or {}
+    else:  # anthropic, openai
+        http = getattr(client, "_client", None)
+        own = client.default_headers
+    given = getattr(http, "headers", None) or {}
+    return {**dict(given.items()), **dict(own.items())}
 
 
 def gemini_base_url(url: str | None) -> None:

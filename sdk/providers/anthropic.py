@@ -64,6 +64,7 @@ from sdk.providers._base import ToolCallDelta
 from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
 from sdk.providers._endpoint import client_endpoint
+from sdk.providers._endpoint import client_headers
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._profile import WireProfile
@@ -665,7 +666,7 @@ class AnthropicProvider(Provider):
     def keyed_headers(self) -> dict[str, str]:
         # The API version and beta features (`anthropic-version`, `anthropic-beta`) change what
         # the API does; a gateway may route by a header the client was given.
-        return header_scope(self.client.default_headers, self.secrets())
+        return header_scope(client_headers(self.client), self.secrets())
 
     def secrets(self) -> Iterable[str]:
         names = ("api_key", "auth_token", "aws_secret_key", "aws_session_token", "access_token")

@@ -56,6 +56,7 @@ from sdk.providers._base import JsonDocument
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
+from sdk.providers._endpoint import client_headers
 from sdk.providers._endpoint import gemini_base_url
 from sdk.providers._errors import provider_error
 from sdk.providers._profile import WireProfile
@@ -555,9 +556,9 @@ class GeminiProvider(Provider):
         }
 
     def keyed_headers(self) -> dict[str, str]:
-        # A gateway may route by a header the client was given (`http_options.headers`).
-        options = getattr(getattr(self.client, "_api_client", None), "_http_options", None)
-        return header_scope(getattr(options, "headers", None) or {}, self.secrets())
+        # A gateway may route by a header the client was given (`http_options.headers`; the
+        # gateway's parameters go there, `gemini_base_url`).
+        return header_scope(client_headers(self.client), self.secrets())
 
     def secrets(self) -> Iterable[str]:
         key = getattr(getattr(self.client, "_api_client", None), "api_key", None)

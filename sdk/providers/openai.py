@@ -69,6 +69,7 @@ from sdk.providers._chat import ChatDeltas
 from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
 from sdk.providers._endpoint import client_endpoint
+from sdk.providers._endpoint import client_headers
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._logprobs import chat_logprobs
@@ -736,7 +737,7 @@ class _OpenAIProvider(Provider):
 
     def keyed_headers(self) -> dict[str, str]:
         # A gateway may route by a header the client was given (`default_headers`).
-        return header_scope(self.client.default_headers, self.secrets())
+        return header_scope(client_headers(self.client), self.secrets())
 
     def secrets(self) -> Iterable[str]:
         return [self.client.api_key] if isinstance(self.client.api_key, str) else []
