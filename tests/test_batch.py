@@ -199,22 +199,29 @@ def test_openai_hostile_result_files(tmp_path: Path, items: Path) -> None:
     assert "unusable reply" in records["doc-3"]["error"]["message"]
 
 
-def test_a_result_line_naming_no_item_of_the_job_is_skipped(tmp_path: Path, items: Path) -> None:
-    # A custom id ending in digits `int()` does not read ("²": `str.isdigit` says yes) in every
-    # batch's results: it was a raw `ValueError` out of `run` (the job stopped at collecting).
+@pytest.mark.parametrize("seq", ["\u00b2", "1" * 5000, "01", "+1", " 1", "1_0"])
+def test_a_result_line_naming_no_item_of_the_job_is_skipped(
+    tmp_path: Path, items: Path, seq: str
+) -> None:
+    # A custom id the job never writes (its item's seq is `str(seq)`), with an invalid reply,
+    # in every batch's results, after the item's own line. Digits `int()` does not read ("²":
+    # `str.isdigit` says yes; 5,000 digits: past `int`'s limit) were a raw `ValueError` out of
+    # `run`; "01" was read as item 1's, which took the invalid reply (re-asked, then failed).
     api = AnthropicBatchAPI()
     sleeps = Sleeps()
 
     def hostile_line_added(seconds: float) -> None:
         for batch in api.batches.values():
             key = batch.requests[0]["custom_id"].rpartition("-")[0]
-            line = {"custom_id": f"{key}-\u00b2", "result": AnthropicBatchAPI._result(VALID)}
+            line = {"custom_id": f"{key}-{seq}", "result": AnthropicBatchAPI._result(INVALID_JSON)}
             if line not in batch.results:
                 batch.results.append(line)
         sleeps(seconds)
 
     summary = job_for(tmp_path, items, anthropic_backend(api), sleep=hostile_line_added).run()
-    assert summary.ok == 25 and len(by_id(read_output(tmp_path / "out.jsonl"))) == 25
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert summary.ok == 25 and len(records) == 25
+    assert {record["attempts"] for record in records.values()} == {1}
 
 
 def test_openai_batch_refused_whole_fails_its_items_with_the_reason(

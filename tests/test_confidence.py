@@ -308,6 +308,21 @@ def test_a_value_under_the_floor_that_cannot_be_null_fails_the_call_once(scripte
     assert len(error.attempts) == 1  # not retried: the same request is as unsure
 
 
+def test_the_floor_s_null_goes_where_the_pointer_names_a_value_and_nowhere_else() -> None:
+    # The floor's copy with a null (`_with_null`) reads a pointer as `lookup` does: `/a/01`
+    # names nothing (it nulled `a[1]`), and the value asked about is left as it was.
+    from sdk.engine.kinds.document import _with_null
+
+    value = {"a": ["x", "y"], "b": {"c": 1}}
+    assert _with_null(value, "/a/1") == {"a": ["x", None], "b": {"c": 1}}
+    assert _with_null(value, "/b/c") == {"a": ["x", "y"], "b": {"c": None}}
+    assert _with_null(value, "") is None  # the whole value
+    for nothing in ("/a/01", "/a/2", "/b/d", "/a/1/x"):
+        with pytest.raises(LookupError):
+            _with_null(value, nothing)
+    assert value == {"a": ["x", "y"], "b": {"c": 1}}
+
+
 def test_min_confidence_on_a_route_without_probabilities_says_it_was_not_applied() -> None:
     from sdk.engine.kinds.document import UNCHECKED
     from sdk.providers import TestProvider

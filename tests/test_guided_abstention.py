@@ -173,9 +173,11 @@ def test_an_abstention_the_contract_refuses_keeps_the_value_written_with_a_note(
 def test_a_pointer_into_a_list_by_a_digit_that_is_not_a_number_names_nothing() -> None:
     # "²" is a digit to `str.isdigit` but no number to `int`: a pointer naming a list's item by
     # it names nothing (as `/items/x` does), not a raw ValueError.
-    from sdk.engine.kinds.guided import _nulled
+    from sdk.engine.kinds.guided import _abstained
 
-    data = {"items": ["a", "b"]}
-    assert _nulled(data, "/items/²") is None and data == {"items": ["a", "b"]}
-    assert _nulled(data, "/items/01") is None and data == {"items": ["a", "b"]}  # as `lookup`
-    assert _nulled(data, "/items/1") == "b" and data == {"items": ["a", None]}
+    data = {"items": ["a", "b"], "n": 3}
+    assert _abstained(data, "/items/²") is None and data == {"items": ["a", "b"], "n": 3}
+    assert _abstained(data, "/items/01") is None and data["items"] == ["a", "b"]  # as `lookup`
+    assert _abstained(data, "/n") is None and data["n"] == 3  # only an anchored string abstains
+    assert _abstained("a", "") is None  # the whole reply is in no container
+    assert _abstained(data, "/items/1") == "b" and data == {"items": ["a", None], "n": 3}

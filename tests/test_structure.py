@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from sdk._values.pointer import escape_pointer
 from sdk._values.pointer import lookup
 from sdk._values.pointer import pointer_of
+from sdk._values.pointer import replace_at
 from sdk._values.pointer import resolve_ref
 from sdk._values.pointer import split_pointer
 from sdk.schema._shape import node_at
@@ -99,6 +101,32 @@ def test_an_array_index_is_a_digit_string_without_leading_zero_everywhere(token:
         node_at(document, f"/items/{token}")
     assert lookup(document, "/items/1") == (True, {"a": 2})
     assert node_at(document, "/items/1") == {"a": 2}
+    with pytest.raises(LookupError):  # writing through a pointer reads it the same way
+        replace_at(document, f"/items/{token}", None)
+    assert document == {"items": [{"a": 1}, {"a": 2}]}
+    assert replace_at(document, "/items/1", None) == {"a": 2}
+    assert document == {"items": [{"a": 1}, None]}
+
+
+def test_writing_through_a_pointer_is_spelled_once() -> None:
+    # A member or an item set by a pointer's last token: in the leaf module only (`replace_at`).
+    spelled = sorted(
+        name
+        for name, path in MODULES.items()
+        if re.search(r"\[int\(\w+\) if isinstance\(", path.read_text())
+        and name != "sdk._values.pointer"
+    )
+    assert spelled == []
+
+
+def test_replace_at_names_what_lookup_names_and_never_the_whole_document() -> None:
+    document = {"a": {"b~/c": "x"}, "": [0]}
+    assert replace_at(document, "/a/b~0~1c", "y") == "x" and document["a"] == {"b~/c": "y"}
+    assert replace_at(document, "//0", 5) == 0 and document[""] == [5]
+    for pointer in ("", "/a/missing/deeper", "/a/b~0~1c/0", "//1"):
+        with pytest.raises(LookupError):
+            replace_at(document, pointer, None)
+    assert document == {"a": {"b~/c": "y"}, "": [5]}
 
 
 def test_pointers_round_trip_through_escaping() -> None:

@@ -18,6 +18,7 @@ __all__ = [
     "escape_pointer",
     "lookup",
     "pointer_of",
+    "replace_at",
     "resolve_ref",
     "split_pointer",
     "unescape_token",
@@ -66,6 +67,23 @@ def lookup(document: Any, pointer: str | list[str]) -> tuple[bool, Any]:
         else:
             return False, None
     return True, node
+
+
+def replace_at(document: Any, pointer: str, value: Any) -> Any:
+    """Put `value` in place of what `pointer` names in `document` (in place: an object's member
+    or a list's item), and return what it replaced. A `LookupError` where the pointer names
+    nothing, as `lookup` reads it (`/items/01` names nothing), and for `""`: the whole
+    document is in no container, so it cannot be replaced in place."""
+    tokens = split_pointer(pointer)
+    if not tokens:
+        raise LookupError("the pointer '' is the whole document: nothing holds it to replace")
+    *path, last = tokens
+    found, container = lookup(document, path)
+    named, held = lookup(container, [last]) if found else (False, None)
+    if not named:
+        raise LookupError(f"the pointer {pointer!r} names nothing in the document")
+    container[int(last) if isinstance(container, list) else last] = value
+    return held
 
 
 def resolve_ref(root: Mapping[str, Any], ref: str) -> tuple[str, dict[str, Any]]:

@@ -7,18 +7,24 @@ column is still a string column, of nulls). `row_of` flattens a line's record, `
 back: the two carry the same fields, so a row written out by `line_of` is the line `sdk batch`
 writes for the same item. A line that names its prompt template (`"prompt": {name, version,
 fingerprint}`, a job or a map with an `sdk.Prompt`) has `PROMPT_COLUMNS` too; one without has
-none of them, so a map without a template keeps the schema `COLUMNS` alone.
+none of them, so a map without a template keeps the schema `COLUMNS` alone. `decided_row` is a
+decided item's row, from its output line as the decision wrote it: what `StructuredMap` and
+`ProcessorHooks` both give.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["COLUMNS", "PROMPT_COLUMNS", "line_of", "row_of", "schema_for"]
+if TYPE_CHECKING:
+    from sdk.prompt import Prompt
+
+__all__ = ["COLUMNS", "PROMPT_COLUMNS", "decided_row", "line_of", "row_of", "schema_for"]
 
 COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("outcome", pa.string()),
@@ -99,6 +105,22 @@ def row_of(record: Mapping[str, Any]) -> dict[str, Any]:
         columns["prompt_version"] = prompt.get("version")
         columns["prompt_fingerprint"] = prompt.get("fingerprint")
     return columns
+
+
+def decided_row(
+    row_id: Any, line: bytes | None, prompt: type[Prompt] | None = None
+) -> dict[str, Any]:
+    """An item's row from its decision's output `line`: `id`, then the line's columns
+    (`row_of`), and with the prompt template that rendered the item, `PROMPT_COLUMNS` naming it
+    as a job's line names it (`sdk.batch._outcome.prompted`). The line is parsed once and never
+    encoded again: the columns do not depend on its key order. An item not decided yet (no
+    line: a job's item left for its next pass) has `id` and a null outcome."""
+    if line is None:
+        return {"id": row_id, "outcome": None}
+    record = json.loads(line)
+    if prompt is not None:
+        record["prompt"] = prompt.info().to_json()
+    return {"id": row_id, **row_of(record)}
 
 
 def line_of(row: Mapping[str, Any]) -> dict[str, Any]:

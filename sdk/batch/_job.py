@@ -734,7 +734,7 @@ class BatchJob:
             self.backend.provider.vet_options(request.options, request.extra_body)
             exchange = self.backend.provider.codec.build(request, stream=False)
             assert isinstance(self.backend, HostedBackend)
-            return self.backend.entry(f"{key}-{row.seq}", exchange)
+            return self.backend.entry(_custom_id(key, row.seq), exchange)
         except Exception as error:  # the item's own failure
             failed.append(decide_error(self.contract, self.backend.provider, row, error))
             return None
@@ -866,9 +866,10 @@ class BatchJob:
     def _apply(self, chunk: list[RemoteResult], remote_id: str, cancelled: bool) -> None:
         routed: dict[int, tuple[str, RemoteResult]] = {}
         for result in chunk:
-            key, _, number = result.custom_id.rpartition("-")
-            if key and number.isascii() and number.isdigit():  # ("²" is a digit, not a number)
-                routed[int(number)] = (key, result)
+            named = _routed(result.custom_id)
+            if named is not None:  # else no item of any submission: not ours at all
+                key, seq = named
+                routed[seq] = (key, result)
         rows = self.state.items(sorted(routed))
         decisions: list[Decision] = []
         for seq, (key, result) in routed.items():
@@ -882,6 +883,25 @@ class BatchJob:
                 assert result.error is not None
                 decisions.append(self._failed(row, result.error, remote_id, cancelled=cancelled))
         self._commit(decisions)
+
+
+def _custom_id(key: str, seq: int) -> str:
+    """The `custom_id` of item `seq` in submission `key` (read back by `_routed`)."""
+    return f"{key}-{seq}"
+
+
+def _routed(custom_id: str) -> tuple[str, int] | None:
+    """The submission key and item seq of a result's `custom_id`, or `None` for an id
+    `_custom_id` never writes: it is read back as exactly what was written (`str(seq)`), not
+    by a digit test (`"²"` is a digit, `"01"`, `"+1"` and `" 1"` read as 1, 5,000 digits are
+    past what `int` reads). Not a JSON pointer's list index, though the same digits name it:
+    this is the job's own naming, round-tripped."""
+    key, _, number = custom_id.rpartition("-")
+    try:
+        seq = int(number)
+    except ValueError:
+        return None
+    return (key, seq) if key and _custom_id(key, seq) == custom_id else None
 
 
 def _text_id(record: dict[str, Any]) -> str:

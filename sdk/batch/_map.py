@@ -51,7 +51,7 @@ from typing import Unpack
 import pyarrow as pa
 
 from sdk._values.declared import check_keywords
-from sdk.batch._columns import row_of
+from sdk.batch._columns import decided_row
 from sdk.batch._columns import schema_for
 from sdk.batch._items import InputItem
 from sdk.batch._items import parse_item
@@ -60,7 +60,6 @@ from sdk.batch._outcome import Decision
 from sdk.batch._outcome import JobSettings
 from sdk.batch._outcome import decide_error
 from sdk.batch._outcome import decide_live
-from sdk.batch._outcome import prompted
 from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
@@ -219,15 +218,9 @@ class StructuredMap:
     def _columns(
         self, row: Mapping[str, Any], item_row: ItemRow, decision: Decision, *, done: bool = True
     ) -> dict[str, Any]:
-        line = decision.line
-        if line is not None and self.job is None:  # a job's driver names its prompt itself
-            line = prompted(line, self.template)
-        record = json.loads(line) if line is not None else {}
-        columns: dict[str, Any] = row_of(record) if record else {"outcome": None}
         if self.job is None:
-            columns["id"] = row.get(self.id_column)
-            return columns
-        columns["id"] = item_row.id
+            return decided_row(row.get(self.id_column), decision.line, self.template)
+        columns = decided_row(item_row.id, decision.line)  # the job's driver names its prompt
         columns["_seq"] = item_row.seq
         columns["_update"] = json.dumps(asdict(decision.update)) if done else None
         columns["_line"] = decision.line.decode() if decision.line is not None else None

@@ -45,7 +45,7 @@ from sdk._values.declared import check_keywords
 from sdk._values.records import Usage
 from sdk.batch._columns import COLUMNS
 from sdk.batch._columns import PROMPT_COLUMNS
-from sdk.batch._columns import row_of
+from sdk.batch._columns import decided_row
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
 from sdk.batch._map import RowColumns
@@ -58,7 +58,6 @@ from sdk.batch._outcome import ItemJob
 from sdk.batch._outcome import JobSettings
 from sdk.batch._outcome import decide_error
 from sdk.batch._outcome import decide_reply
-from sdk.batch._outcome import prompted
 from sdk.batch._outcome import request_for
 from sdk.batch._state import ItemRow
 from sdk.contract import Contract
@@ -253,9 +252,8 @@ class ProcessorHooks:
         return columns
 
     def _columns(self, row: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
-        line = prompted(decision.line, self.template) if decision.line is not None else None
-        record = json.loads(line) if line is not None else {}
-        return {"id": _id_of(row, self.id_column), **row_of(record), REASK: None}
+        return {**decided_row(_id_of(row, self.id_column), decision.line, self.template),
+                REASK: None}  # fmt: skip
 
     # --- after the processor ---
 

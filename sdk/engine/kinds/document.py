@@ -17,7 +17,7 @@ from typing import Any
 from sdk._result import Result
 from sdk._result import result_of
 from sdk._values.pointer import lookup
-from sdk._values.pointer import split_pointer
+from sdk._values.pointer import replace_at
 from sdk._values.records import Note
 from sdk.confidence import Confidence
 from sdk.confidence import confidence_of
@@ -59,14 +59,15 @@ CONFIDENCE_NOTE = "confidence"
 UNCHECKED = "not applied: this route reports no token probabilities"
 
 
-def _nulled(value: Any, pointer: str) -> Any:
-    """A copy of the JSON `value` with `null` at `pointer` (a value it holds)."""
-    *path, last = split_pointer(pointer) or [""]
-    if not pointer:
+def _with_null(value: Any, pointer: str) -> Any:
+    """A copy of the JSON `value` with `null` at `pointer`, a value it holds (`LookupError`
+    where the pointer names nothing). A copy, unlike guided abstention's `_abstained`: the
+    floor first asks, pointer by pointer, whether the contract can hold a null there
+    (`_nullable`), and the value asked about must stay as it was."""
+    if pointer == "":
         return None
     copied = json.loads(json.dumps(value))
-    _, parent = lookup(copied, path)
-    parent[int(last) if isinstance(parent, list) else last] = None
+    replace_at(copied, pointer, None)
     return copied
 
 
@@ -170,7 +171,7 @@ class Document:
             )
         notes = [Note(p, _at(value, p), None, kind=LOW_CONFIDENCE) for p in low]
         for pointer in low:
-            value = _nulled(value, pointer)
+            value = _with_null(value, pointer)
         again = Completion(json.dumps(value, ensure_ascii=False), StopReason.END_TURN, None)
         parsed = self.parse(self.contract, again, provider)
         return Accepted(parsed.value, accepted.text, accepted.stop_reason,
@@ -178,7 +179,7 @@ class Document:
 
     def _nullable(self, value: Any, pointer: str, provider: Provider) -> bool:
         """Whether the contract holds `value` with `null` at `pointer`."""
-        text = json.dumps(_nulled(value, pointer), ensure_ascii=False)
+        text = json.dumps(_with_null(value, pointer), ensure_ascii=False)
         try:
             self.parse(self.contract, Completion(text, StopReason.END_TURN, None), provider)
         except StructuredOutputError:

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from sdk._values.pointer import lookup
+from sdk._values.pointer import replace_at
 from sdk._values.pointer import resolve_ref
-from sdk._values.pointer import split_pointer
 from sdk._values.records import Note
 from sdk.abstention import Thresholds
 from sdk.abstention import abstain
@@ -197,7 +197,7 @@ class Guided:
                 data = json.loads(error.text or "")
             except ValueError:
                 raise error from None
-            held = {v.pointer: _nulled(data, v.pointer) for v in off}
+            held = {v.pointer: _abstained(data, v.pointer) for v in off}
             if any(value is None for value in held.values()):
                 raise  # not a value of the document as written (the parser repaired it)
             again = replace(completion, text=json.dumps(data, ensure_ascii=False))
@@ -227,17 +227,17 @@ class Guided:
         return self.inner.result(accepted, ending)
 
 
-def _nulled(data: Any, pointer: str) -> Any:
-    """Set the value at `pointer` in `data` to `null`; the value it held, or `None` where the
-    pointer names no string there."""
-    *path, last = split_pointer(pointer) or [""]
-    found, container = lookup(data, path)
-    # Whether `last` names an item of the container: `lookup`'s reading (a list's index is
-    # `0` or digits without a leading zero, never `"²"` or `"01"`).
-    named, held = lookup(container, [last]) if found else (False, None)
+def _abstained(data: Any, pointer: str) -> str | None:
+    """The anchored string at `pointer` in the reply's `data` made `null`, in place; the string
+    it held, or `None` (`data` unchanged) where the pointer names no string there (`lookup`'s
+    reading: `/items/01` names nothing). In place and strings only, unlike the confidence
+    floor's `_with_null`: every violation's value abstains in the one document judged again,
+    and a pointer that names no string is a violation of a document the parser repaired, not
+    of the reply as written (the caller then keeps the error)."""
+    named, held = lookup(data, pointer) if pointer else (False, None)
     if not named or not isinstance(held, str):
         return None
-    container[int(last) if isinstance(container, list) else last] = None
+    replace_at(data, pointer, None)
     return held
 
 
