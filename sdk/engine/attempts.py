@@ -56,6 +56,7 @@ from sdk.cache import CacheError
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import cache_key
+from sdk.cache._entry import not_served
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
@@ -269,11 +270,11 @@ class Attempts:
         except DamagedEntry as damaged:
             logger.warning("a damaged response cache entry (%s): asking the provider", damaged)
             self._notes.append(Note("", str(damaged), "asked the provider", kind="cache_damaged"))
-            self._cache.discard(self._cache_key)
+            not_served(self._cache, self._cache_key)  # a miss, not a hit
             return None
         except (StructuredOutputError, ValueError) as refused:
             logger.debug("cached answer refused now (%s): asking the provider", refused)
-            self._cache.discard(self._cache_key)
+            not_served(self._cache, self._cache_key)  # a miss, not a hit
             return None
         assert judged is not None
         self.kind = kind
