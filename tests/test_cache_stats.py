@@ -184,8 +184,9 @@ COUNTERS = 3  # processes counting lookups, beside the one that clears
 
 def _lookups_around_a_clear(path: str, clears: bool, gate: Any) -> None:
     """In a process of its own: lookups counted in memory (5 hits, 1 miss), then, behind the
-    gate, one process clears while the others still hold those counts; then each stores an
-    answer of its own (a write) and finds it twice (2 hits), and closes (the counts written)."""
+    gate, one process clears while the others still hold those counts; then each looks up an
+    answer of its own (a miss), stores it (a write), finds it twice (2 hits), and closes (the
+    counts written)."""
     store = SQLiteCache(path)
     for _ in range(5):
         assert store.get("before") is not None
@@ -195,6 +196,7 @@ def _lookups_around_a_clear(path: str, clears: bool, gate: Any) -> None:
         store.clear()
     gate.wait()  # cleared
     own = f"after-{clears}-{multiprocessing.current_process().pid}"
+    assert store.get(own) is None
     store.put(own, Entry((TestProvider.refusal(own),)))
     for _ in range(2):
         assert store.get(own) is not None
@@ -225,5 +227,7 @@ def test_a_clear_in_one_process_drops_the_counts_others_held_from_before_it(
             if worker.is_alive():
                 worker.kill()
     stats = SQLiteCache(path, readonly=True).stats()
-    # Only the lookups after the clear: 2 hits in each process (before: 3 x 6 lookups more).
-    assert (stats.entries, stats.hits, stats.misses) == (COUNTERS + 1, 2 * (COUNTERS + 1), 0)
+    # Only the lookups after the clear, every one of them: a miss and 2 hits in each process
+    # (before: 3 x 6 lookups more).
+    processes = COUNTERS + 1
+    assert (stats.entries, stats.hits, stats.misses) == (processes, 2 * processes, processes)

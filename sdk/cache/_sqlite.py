@@ -13,9 +13,10 @@ never waiting); an expired entry found by a read goes with the next write too. A
 the call does not serve (`refuse`: damaged, or refused by today's checks) is counted a miss.
 
 A `clear` starts the counts afresh for every process: it counts itself in the file (the counters'
-row `clears`), and a store writing its counts finds whether the file was cleared since it last
-wrote or read that row; if it was, the counts it kept are dropped (some were made before the
-clear, and a hit reads nothing to tell which).
+row `clears`), and a store finds whether the file was cleared since it last looked at a miss
+(which reads that row: it goes to the provider anyway) and when it writes its counts; if it
+was, the counts it kept are dropped (some were made before the clear, and a hit reads nothing
+to tell which: those a store made after a clear and before its next miss or write go too).
 """
 
 from __future__ import annotations
@@ -142,10 +143,12 @@ class SQLiteCache:
             # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
             row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
         elif expires is not None and expires <= self._clock():
-            self._tally.count("expired", key)
-            row = None
+            row = None  # (a miss, counted below with its key to delete)
         tally = self._tally
-        tally.count("hits" if row is not None else "misses")
+        if row is not None:
+            tally.hit()
+        else:  # a miss reads once more (it goes to the provider): was the file cleared since?
+            tally.missed(self._clears_now(db), key if expires is not None else None)
         if tally.pending >= _FLUSH_EVERY and not self.readonly:
             now = time.monotonic()
             if now - tally.tried >= _FLUSH_SPACING:
@@ -155,6 +158,13 @@ class SQLiteCache:
                 except CacheFileError as error:  # counts only: the hit is served all the same
                     logger.debug("the response cache's counts were not written: %s", error)
         return Entry.stored(row[0], key) if row is not None else None
+
+    def _clears_now(self, db: sqlite3.Connection) -> int | None:
+        """The file's count of clears (`None` if it cannot be read now: a write says why)."""
+        try:
+            return _clears(db)
+        except sqlite3.Error:
+            return None
 
     def _undecodable(
         self, db: sqlite3.Connection, key: str, error: sqlite3.Error
@@ -303,12 +313,26 @@ class _Tally:
             counts["refused"] = counts.get("refused", 0) + 1
             self.pending += 1
 
-    def count(self, name: str, expired_key: str | None = None) -> None:
+    def missed(self, clears: int | None, expired_key: str | None) -> None:
+        """A miss (an expired entry's, with its key), when the file has been cleared `clears`
+        times: the counts held are dropped first if it has been cleared since this tally last
+        knew (some were made before that clear), and that number is known from now on."""
         with self._lock:
-            self._counts[name] += 1
-            self.pending += 1
+            if clears is not None and clears != self.clears:
+                self._counts = dict.fromkeys(self._counts, 0)
+                self.pending = 0
+                self.clears = clears
             if expired_key is not None:
+                self._counts["expired"] += 1
                 self._expired.add(expired_key)
+                self.pending += 1
+            self._counts["misses"] += 1
+            self.pending += 1
+
+    def hit(self) -> None:
+        with self._lock:
+            self._counts["hits"] += 1
+            self.pending += 1
 
     @contextmanager
     def written(self, db: sqlite3.Connection, now: float) -> Iterator[None]:
