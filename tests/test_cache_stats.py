@@ -177,6 +177,31 @@ def test_a_store_without_refuse_still_works_its_refused_entries_discarded(wrappe
     assert client.generate(Verdict, prompt="Verdict?").cached
 
 
+@pytest.mark.parametrize("refusal", ["damaged", "refused by today's checks"])
+def test_an_entry_a_read_only_store_cannot_drop_is_not_served_and_the_provider_asked(
+    tmp_path: Path, refusal: str
+) -> None:
+    path = tmp_path / "c.db"
+    StructuredClient(TestProvider([ESCALATE]), cache=SQLiteCache(path)).generate(
+        Verdict, prompt="Verdict?"
+    )
+    if refusal == "damaged":
+        db = sqlite3.connect(path)
+        db.execute("UPDATE entries SET value = '{not an entry'")
+        db.commit()
+        db.close()
+    provider = TestProvider([APPROVE])
+    client = StructuredClient(provider, cache=SQLiteCache(path, readonly=True))
+    Verdict.strict = refusal != "damaged"
+    try:  # (before: CacheFileError "opened read-only", dropping the entry, and nothing asked)
+        asked = client.generate(Verdict, prompt="Verdict?")
+    finally:
+        Verdict.strict = False
+    assert not asked.cached and asked.value.answer == "approve" and len(provider.requests) == 1
+    kinds = [note.kind for note in asked.notes]
+    assert kinds == ["cache_damaged", "cache_not_stored"][refusal != "damaged" :]
+
+
 # --- a clear in one process while others hold counts in memory ---
 
 COUNTERS = 3  # processes counting lookups, beside the one that clears
