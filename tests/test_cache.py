@@ -404,15 +404,16 @@ def test_sdk_cache_stats_and_clear(tmp_path: Path) -> None:
     shown = runner.invoke(app, ["cache", "stats", "--path", str(path), "--json"])
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.output) | {"bytes": 0} == {"entries": 1, "bytes": 0, "hits": 1,
-                                                       "misses": 1, "expired": 0}  # fmt: skip
+                                                       "misses": 1, "expired": 0,
+                                                       "refused": 0}  # fmt: skip
     cleared = runner.invoke(app, ["cache", "clear", "--path", str(path)])
     assert cleared.exit_code == 0 and "dropped 1 entries" in cleared.output
-    assert SQLiteCache(path).stats() == CacheStats(0, 0, 0, 0, 0)
+    assert SQLiteCache(path).stats() == CacheStats(0, 0, 0, 0, 0, 0)
     missing = runner.invoke(app, ["cache", "stats", "--path", str(tmp_path / "none.db")])
     assert missing.exit_code == 0 and "no cache file" in missing.output
     as_json = runner.invoke(app, ["cache", "stats", "--path", str(tmp_path / "none.db"), "--json"])
     assert as_json.exit_code == 0 and json.loads(as_json.output) == {
-        "entries": 0, "bytes": 0, "hits": 0, "misses": 0, "expired": 0}  # fmt: skip
+        "entries": 0, "bytes": 0, "hits": 0, "misses": 0, "expired": 0, "refused": 0}  # fmt: skip
     assert not (tmp_path / "none.db").exists()
     foreign = tmp_path / "app.db"
     sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.commit()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
+from sdk.cache._entry import not_served
 from sdk.cache._errors import CacheError
 
 __all__ = ["BestEffortCache"]
@@ -86,6 +87,14 @@ class BestEffortCache:
         if store is not None:
             try:
                 store.discard(key)
+            except CacheError as error:
+                self._give_up(error)
+
+    def refuse(self, key: str) -> None:
+        store = self._using()
+        if store is not None:
+            try:
+                not_served(store, key)
             except CacheError as error:
                 self._give_up(error)
 

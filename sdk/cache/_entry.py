@@ -54,6 +54,7 @@ __all__ = [
     "Entry",
     "check_settings",
     "default_path",
+    "not_served",
 ]
 
 FORMAT = 4
@@ -149,25 +150,34 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class CacheStats:
-    """What a store holds and how it has served."""
+    """What a store holds and how it has served: `hits` are lookups whose stored answer was
+    served; `misses` every other lookup, among them the `expired` entries and the `refused` ones
+    (found, but damaged or refused by today's checks: the provider was asked and the entry
+    replaced)."""
 
     entries: int
     bytes: int
     hits: int
     misses: int
     expired: int = 0
+    refused: int = 0
 
     def lines(self) -> list[str]:
         rate = self.hits / (self.hits + self.misses) if self.hits + self.misses else 0.0
         return [
             f"{self.entries:,} entries, {self.bytes:,} bytes",
             f"{self.hits:,} hits, {self.misses:,} misses (hit rate {rate:.0%}), "
-            f"{self.expired:,} expired",
+            f"{self.expired:,} expired, {self.refused:,} refused",
         ]
 
 
 class Cache(Protocol):
-    """What a store implements (`get` and `put` are called from any thread)."""
+    """What a store implements (`get` and `put` are called from any thread).
+
+    A store may also have `refuse(key)`: the entry `get` just handed back for `key` was not
+    served (damaged, or refused by today's checks), so drop it and count that lookup a miss, not
+    a hit (`CacheStats.refused`). A call uses it when the store has it, else `discard`: a store
+    without it still works, and counts such a lookup a hit."""
 
     def get(self, key: str) -> Entry | None:
         """The live entry for `key`, or `None` (missing or expired: a miss)."""
@@ -188,6 +198,16 @@ class Cache(Protocol):
     def clear(self) -> int:
         """Drop every entry; how many there were."""
         ...
+
+
+def not_served(store: Cache, key: str) -> None:
+    """The entry `store.get(key)` handed back was not served: the store's `refuse` when it has
+    one (counted a miss), else `discard` (see `Cache`)."""
+    refuse = getattr(store, "refuse", None)
+    if refuse is not None:
+        refuse(key)
+    else:
+        store.discard(key)
 
 
 _LONGEST_TTL = 1e12  # (31,700 years: a whole number past a float's range overflowed a store)

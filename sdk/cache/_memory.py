@@ -46,7 +46,7 @@ class MemoryCache:
         _stores.add(self)
         # Entries are immutable (frozen records), so they are kept as they are, not as JSON.
         self._entries: dict[str, tuple[Entry, float | None]] = {}
-        self._hits = self._misses = self._expired = 0
+        self._hits = self._misses = self._expired = self._refused = 0
 
     def __repr__(self) -> str:
         return f"MemoryCache({len(self._entries)} entries, ttl={self.ttl})"
@@ -76,16 +76,29 @@ class MemoryCache:
         with self._lock:
             self._entries.pop(key, None)
 
+    def refuse(self, key: str) -> None:
+        """The entry `get` handed back for `key` was not served: dropped, its lookup a miss."""
+        with self._lock:
+            self._entries.pop(key, None)
+            if self._hits:  # (not if a `clear` since has started the counts afresh)
+                self._hits -= 1
+                self._misses += 1
+                self._refused += 1
+
     def stats(self) -> CacheStats:
         with self._lock:
             size = sum(
                 len(entry.encode().encode("utf-8", "surrogatepass"))
                 for entry, _ in self._entries.values()
             )
-            return CacheStats(len(self._entries), size, self._hits, self._misses, self._expired)
+            return CacheStats(
+                len(self._entries), size, self._hits, self._misses, self._expired, self._refused
+            )
 
     def clear(self) -> int:
+        """Drop every entry, and start the counts afresh (as every store does)."""
         with self._lock:
             count = len(self._entries)
             self._entries.clear()
+            self._hits = self._misses = self._expired = self._refused = 0
             return count

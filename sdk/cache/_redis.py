@@ -12,11 +12,13 @@ the contract's fingerprint) and the same damage rules as `SQLiteCache`:
   (its URL without credentials), never a raw `redis` error.
 
 Layout under `prefix` (default `sdk-cache:`): `PREFIX e:KEY` holds an entry (a string, with the
-store's time-to-live as Redis's own expiry), `PREFIX counters` a hash of hits and misses, and
-`PREFIX format` names what the prefix holds (checked when a store is made: a prefix another
-application uses is refused, and nothing of it changed). A lookup is one round trip (a script
-reads the entry and counts the hit or miss). Entries expire in Redis itself, so `stats().expired`
-stays 0. Keys of one store go to one server (not Redis Cluster's slots).
+store's time-to-live as Redis's own expiry), `PREFIX counters` a hash of hits, misses and
+refused entries, and `PREFIX format` names what the prefix holds (checked when a store is made:
+a prefix another application uses is refused, and nothing of it changed). A lookup is one round
+trip (a script reads the entry and counts the hit or miss; a found entry the call does not serve
+is moved from the hits to the misses by `refuse`). The counts live on the server, none in a
+process, so a `clear` starts them afresh for every process. Entries expire in Redis itself, so
+`stats().expired` stays 0. Keys of one store go to one server (not Redis Cluster's slots).
 
 A store pickles as its URL and settings (for Ray actors and worker processes): each process opens
 its own connections.
@@ -58,6 +60,17 @@ if kind ~= 'string' then
   return {kind}
 end
 return redis.call('GET', KEYS[1])
+"""
+# A lookup whose entry the call did not serve: the entry dropped and the lookup moved from the
+# hits to the misses, in one round trip (not below zero: a `clear` since started the counts afresh).
+_REFUSAL = """
+redis.call('DEL', KEYS[1])
+if tonumber(redis.call('HGET', KEYS[2], 'hits') or '0') > 0 then
+  redis.call('HINCRBY', KEYS[2], 'hits', -1)
+  redis.call('HINCRBY', KEYS[2], 'misses', 1)
+  redis.call('HINCRBY', KEYS[2], 'refused', 1)
+end
+return 1
 """
 _SCAN_COUNT = 1000
 
@@ -122,6 +135,12 @@ class RedisCache:
         with self._errors("dropping an entry"):
             self._redis().delete(self._entry_key(key))
 
+    def refuse(self, key: str) -> None:
+        """The entry `get` handed back for `key` was not served: dropped, its lookup a miss."""
+        with self._errors("dropping an entry"):
+            client = self._redis()
+            client.register_script(_REFUSAL)(keys=[self._entry_key(key), self._counters])
+
     def stats(self) -> CacheStats:
         entries = size = 0
         with self._errors("counting entries"):
@@ -135,7 +154,13 @@ class RedisCache:
                 size += sum(length for length in lengths if isinstance(length, int))
             counters = client.hgetall(self._counters)
         counts = {_text(name): _count(value) for name, value in counters.items()}
-        return CacheStats(entries, size, counts.get("hits", 0), counts.get("misses", 0))
+        return CacheStats(
+            entries,
+            size,
+            counts.get("hits", 0),
+            counts.get("misses", 0),
+            refused=counts.get("refused", 0),
+        )
 
     def clear(self) -> int:
         dropped = 0

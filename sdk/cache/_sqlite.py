@@ -9,7 +9,14 @@ is not a cache of this SDK is refused and never changed.
 A hit only reads: it takes no write lock, so it never waits for another connection's write. Its
 count, and a miss's, is kept in memory and written with this store's next write (and when it is
 closed, asked for `stats()`, or its process ends; in a long run of reads, at most once a second,
-never waiting); an expired entry found by a read goes with the next write too.
+never waiting); an expired entry found by a read goes with the next write too. A hit whose entry
+the call does not serve (`refuse`: damaged, or refused by today's checks) is counted a miss.
+
+A `clear` starts the counts afresh for every process: it counts itself in the file (the counters'
+row `clears`), and a store finds whether the file was cleared since it last looked at a miss
+(which reads that row: it goes to the provider anyway) and when it writes its counts; if it
+was, the counts it kept are dropped (some were made before the clear, and a hit reads nothing
+to tell which: those a store made after a clear and before its next miss or write go too).
 """
 
 from __future__ import annotations
@@ -74,6 +81,13 @@ _NOT_UTF8 = "Could not decode to UTF-8"
 """How Python's `sqlite3` says a stored text is not UTF-8 (an `OperationalError` of its own,
 with no SQLite error code)."""
 
+_CLEARS = "clears"
+"""The counters' row counting the file's `clear`s (absent: none)."""
+_ADD_COUNT = (
+    "INSERT INTO counters (name, value) VALUES (?, ?) "
+    "ON CONFLICT(name) DO UPDATE SET value = MAX(0, value + excluded.value)"
+)
+
 _FLUSH_EVERY = 256
 """Counts kept in memory before a write is tried for them alone (without waiting)..."""
 _FLUSH_SPACING = 1.0
@@ -104,7 +118,12 @@ class SQLiteCache:
         self._clock = clock
         self._local = threading.local()
         self._tally = _Tally()
-        self._connection()  # fail now, not at the first call, on a file that is not a cache
+        db = self._connection()  # fail now, not at the first call, on a file that is not a cache
+        try:  # (counts made before a later `clear` are then not written)
+            with self._errors():
+                self._tally.clears = _clears(db)
+        except CacheFileError:  # a damaged page: the call that reads it says so; the counts
+            pass  # taken at the first write are dropped (made before a clear or not: unknown)
         if not readonly:  # counts still in memory are written when the process ends
             weakref.finalize(self, _write_tally, self.path, self.timeout, self._tally)
 
@@ -124,10 +143,12 @@ class SQLiteCache:
             # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
             row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
         elif expires is not None and expires <= self._clock():
-            self._tally.count("expired", key)
-            row = None
+            row = None  # (a miss, counted below with its key to delete)
         tally = self._tally
-        tally.count("hits" if row is not None else "misses")
+        if row is not None:
+            tally.hit()
+        else:  # a miss reads once more (it goes to the provider): was the file cleared since?
+            tally.missed(self._clears_now(db), key if expires is not None else None)
         if tally.pending >= _FLUSH_EVERY and not self.readonly:
             now = time.monotonic()
             if now - tally.tried >= _FLUSH_SPACING:
@@ -137,6 +158,13 @@ class SQLiteCache:
                 except CacheFileError as error:  # counts only: the hit is served all the same
                     logger.debug("the response cache's counts were not written: %s", error)
         return Entry.stored(row[0], key) if row is not None else None
+
+    def _clears_now(self, db: sqlite3.Connection) -> int | None:
+        """The file's count of clears (`None` if it cannot be read now: a write says why)."""
+        try:
+            return _clears(db)
+        except sqlite3.Error:
+            return None
 
     def _undecodable(
         self, db: sqlite3.Connection, key: str, error: sqlite3.Error
@@ -169,6 +197,11 @@ class SQLiteCache:
         with self._write() as db:
             db.execute("DELETE FROM entries WHERE key = ?", (key,))
 
+    def refuse(self, key: str) -> None:
+        """The entry `get` handed back for `key` was not served: dropped, its lookup a miss."""
+        self._tally.refused()
+        self.discard(key)  # (which writes the counts)
+
     def stats(self) -> CacheStats:
         if not self.readonly:
             with self._write():
@@ -183,25 +216,24 @@ class SQLiteCache:
                 counters = dict(db.execute("SELECT name, value FROM counters").fetchall())
             finally:
                 db.execute("COMMIT")
-        return CacheStats(
-            entries,
-            size,
-            counters.get("hits", 0),
-            counters.get("misses", 0),
-            counters.get("expired", 0),
-        )
+        counted = {name: _count(counters.get(name)) for name in _Tally.NAMES}
+        return CacheStats(entries, size, **counted)
 
     def clear(self) -> int:
+        """Drop every entry and start the counts afresh, for every process (see the module
+        docstring)."""
         with self._write() as db:
             count: int = db.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
             db.execute("DELETE FROM entries")
-            db.execute("DELETE FROM counters")
+            db.execute("DELETE FROM counters WHERE name <> ?", (_CLEARS,))
+            db.execute(_ADD_COUNT, (_CLEARS, 1))
+            self._tally.clears = _clears(db)
         return count
 
     def close(self) -> None:
         """Write the counts still in memory, and close this thread's connection (others close
         when their thread ends)."""
-        if not self.readonly:
+        if not self.readonly and self._tally.pending:
             self._write_counts(wait=True)
         found = getattr(self._local, "db", None)
         if found is not None:
@@ -253,6 +285,12 @@ class _Tally:
     """Hits, misses and expiries counted in memory (a reader never waits to count itself), and
     the expired keys to delete, until a write takes them."""
 
+    NAMES = ("hits", "misses", "expired", "refused")
+    """What is counted (`CacheStats`'s fields of the same names)."""
+    clears: int | None = None
+    """The file's count of `clear`s when this tally last wrote (or its store was made; `None`:
+    unknown): counts taken at a write that finds another are dropped."""
+
     def __init__(self) -> None:
         _tallies.add(self)
         self.start()
@@ -266,17 +304,42 @@ class _Tally:
         self.tried = -math.inf
         """When (`time.monotonic`) a write was last tried for the counts alone."""
 
-    def count(self, name: str, expired_key: str | None = None) -> None:
+    def refused(self) -> None:
+        """A lookup counted a hit whose entry was not served: a miss."""
         with self._lock:
-            self._counts[name] += 1
+            counts = self._counts
+            counts["hits"] -= 1
+            counts["misses"] += 1
+            counts["refused"] = counts.get("refused", 0) + 1
             self.pending += 1
+
+    def missed(self, clears: int | None, expired_key: str | None) -> None:
+        """A miss (an expired entry's, with its key), when the file has been cleared `clears`
+        times: the counts held are dropped first if it has been cleared since this tally last
+        knew (some were made before that clear), and that number is known from now on."""
+        with self._lock:
+            if clears is not None and clears != self.clears:
+                self._counts = dict.fromkeys(self._counts, 0)
+                self.pending = 0
+                self.clears = clears
             if expired_key is not None:
+                self._counts["expired"] += 1
                 self._expired.add(expired_key)
+                self.pending += 1
+            self._counts["misses"] += 1
+            self.pending += 1
+
+    def hit(self) -> None:
+        with self._lock:
+            self._counts["hits"] += 1
+            self.pending += 1
 
     @contextmanager
     def written(self, db: sqlite3.Connection, now: float) -> Iterator[None]:
-        """Add the counts to the file's inside the caller's transaction: taken from memory
-        now, and given back should the transaction not commit."""
+        """Add the counts to the file's inside the caller's write transaction (no `clear` can
+        come between taking them and committing): taken from memory now, and given back should
+        the transaction not commit; dropped if the file was cleared since this tally last
+        wrote."""
         with self._lock:
             counts = {name: n for name, n in self._counts.items() if n}
             expired = list(self._expired)
@@ -284,12 +347,11 @@ class _Tally:
             self._expired = set()
             self.pending = 0
         try:
+            clears = _clears(db)
+            if clears != self.clears:  # (some of them were made before that `clear`)
+                counts, self.clears = {}, clears
             if counts:
-                db.executemany(
-                    "INSERT INTO counters (name, value) VALUES (?, ?) "
-                    "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-                    list(counts.items()),
-                )
+                db.executemany(_ADD_COUNT, list(counts.items()))
             if expired:
                 db.executemany(
                     "DELETE FROM entries WHERE key = ? AND expires IS NOT NULL AND expires <= ?",
@@ -303,6 +365,17 @@ class _Tally:
                 self._expired.update(expired)
                 self.pending = sum(self._counts.values())
             raise
+
+
+def _clears(db: sqlite3.Connection) -> int:
+    """How many times the file was cleared (see `_CLEARS`)."""
+    row = db.execute("SELECT value FROM counters WHERE name = ?", (_CLEARS,)).fetchone()
+    return _count(row[0] if row is not None else 0)
+
+
+def _count(value: object) -> int:
+    """A count as the file holds it (not below zero; a damaged one, not a whole number, as 0)."""
+    return max(0, value) if type(value) is int else 0
 
 
 def _write_tally(path: Path, timeout: float, tally: _Tally) -> None:

@@ -57,8 +57,9 @@ def _opened(
 
 @cache_app.command("stats")
 def stats_command(path: PathOption = None, as_json: JsonOption = False) -> None:
-    """How many entries the cache holds, its size, and its hits and misses (a store still open
-    in another process adds its own with its next write)."""
+    """How many entries the cache holds, its size, and its hits and misses (an entry found but
+    refused, damaged or failing today's checks, is a miss; a store still open in another process
+    adds its own with its next write)."""
     with _opened(path, readonly=True, say_missing=not as_json) as (out, cache):
         if cache is None:
             if as_json:  # no file: an empty cache, in the same shape a script reads

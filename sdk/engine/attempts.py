@@ -56,6 +56,7 @@ from sdk.cache import CacheError
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import cache_key
+from sdk.cache._entry import not_served
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
@@ -269,15 +270,25 @@ class Attempts:
         except DamagedEntry as damaged:
             logger.warning("a damaged response cache entry (%s): asking the provider", damaged)
             self._notes.append(Note("", str(damaged), "asked the provider", kind="cache_damaged"))
-            self._cache.discard(self._cache_key)
+            self._not_served()
             return None
         except (StructuredOutputError, ValueError) as refused:
             logger.debug("cached answer refused now (%s): asking the provider", refused)
-            self._cache.discard(self._cache_key)
+            self._not_served()
             return None
         assert judged is not None
         self.kind = kind
         return self._done(judged, entry.completions[-1], cached_usage=entry.usage)
+
+    def _not_served(self) -> None:
+        """The entry found is not served: dropped, and counted a miss, not a hit. A store that
+        cannot drop it (a file opened read-only, a server gone since the lookup) does not fail
+        the call: the provider is asked all the same."""
+        assert self._cache is not None and self._cache_key is not None
+        try:
+            not_served(self._cache, self._cache_key)
+        except CacheError as error:
+            logger.warning("a response cache entry not served was not dropped: %s", error)
 
     def _store(self) -> None:
         """Keep the answer just made in the cache; one the cache cannot take (a damaged file,

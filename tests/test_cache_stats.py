@@ -1,0 +1,258 @@
+"""What `stats()` (and so `sdk cache stats`) counts is what happened, on every store.
+
+- A hit is a stored answer served. One the call then refuses (a damaged entry, or a stored
+  answer today's checks reject: the provider is asked and the entry replaced) is a miss, and
+  `refused` says how many there were; a store written against the `Cache` protocol alone (no
+  `refuse`) still works.
+- A `clear` starts the counts afresh for every process: counts another process kept in memory
+  from before it are never written after it (real processes behind a barrier).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+from collections.abc import Callable
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from typing import ClassVar
+
+import pytest
+import redis
+from pydantic import field_validator
+
+from sdk import Contract
+from sdk import StructuredClient
+from sdk.cache import BestEffortCache
+from sdk.cache import Cache
+from sdk.cache import CacheStats
+from sdk.cache import Entry
+from sdk.cache import MemoryCache
+from sdk.cache import RedisCache
+from sdk.cache import SQLiteCache
+from sdk.providers import TestProvider
+from tests.redis_support import redis_server
+from tests.shared_file_process import WAIT
+
+
+class Verdict(Contract):
+    """A verdict whose allowed answers a team may tighten (the schema, and so the key, stays)."""
+
+    answer: str
+    strict: ClassVar[bool] = False
+
+    @field_validator("answer")
+    @classmethod
+    def _allowed(cls, value: str) -> str:
+        if cls.strict and value != "approve":
+            raise ValueError("only 'approve' is allowed now")
+        return value
+
+
+ESCALATE, APPROVE = json.dumps({"answer": "escalate"}), json.dumps({"answer": "approve"})
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+_prefixes = iter(range(1_000_000))
+
+STORES: dict[str, Callable[[Path, str], Any]] = {
+    "memory": lambda folder, url: MemoryCache(),
+    "sqlite": lambda folder, url: SQLiteCache(folder / "c.db"),
+    "redis": lambda folder, url: RedisCache(url, prefix=f"stats{next(_prefixes)}:"),
+    "best-effort sqlite": lambda folder, url: BestEffortCache(lambda: SQLiteCache(folder / "c.db")),
+}
+
+
+@pytest.fixture(params=list(STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    url = request.getfixturevalue("redis_url") if "redis" in request.param else ""
+    made = STORES[request.param](tmp_path, url)
+    yield made
+    close = getattr(made, "close", None)
+    if close is not None:
+        close()
+
+
+def _keys(store: Any) -> list[str]:
+    """The keys a store holds (each store's own way: the test reads, the call does not)."""
+    if isinstance(store, BestEffortCache):
+        return _keys(store._store)
+    if isinstance(store, MemoryCache):
+        return list(store._entries)
+    if isinstance(store, SQLiteCache):
+        db = sqlite3.connect(store.path)
+        try:
+            return [key for (key,) in db.execute("SELECT key FROM entries")]
+        finally:
+            db.close()
+    assert isinstance(store, RedisCache)
+    raw = redis.Redis.from_url(store.url, socket_timeout=WAIT)
+    try:
+        start = len(f"{store.prefix}e:")
+        return [name.decode()[start:] for name in raw.scan_iter(match=f"{store.prefix}e:*")]
+    finally:
+        raw.close()
+
+
+def test_a_stored_answer_today_s_checks_refuse_is_a_miss_not_a_hit(store: Any) -> None:
+    provider = TestProvider([ESCALATE, APPROVE])
+    client = StructuredClient(provider, cache=store)
+    assert client.generate(Verdict, prompt="Verdict?").value.answer == "escalate"  # a miss
+    Verdict.strict = True
+    try:
+        asked = client.generate(Verdict, prompt="Verdict?")  # found, refused: the provider asked
+    finally:
+        Verdict.strict = False
+    assert not asked.cached and asked.value.answer == "approve" and len(provider.requests) == 2
+    served = client.generate(Verdict, prompt="Verdict?")  # the replacement: a hit
+    assert served.cached and served.value.answer == "approve"
+    stats = store.stats()
+    assert (stats.hits, stats.misses) == (1, 2) and stats.refused == 1  # (before: 2 hits, 1 miss)
+    assert store.clear() == 1
+    stats = store.stats()
+    assert (stats.hits, stats.misses, stats.refused) == (0, 0, 0)  # a clear starts them afresh
+
+
+def test_a_damaged_entry_is_a_miss_not_a_hit(store: Any) -> None:
+    provider = TestProvider([APPROVE], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    client.generate(Verdict, prompt="Verdict?")  # a miss, stored
+    [key] = _keys(store)
+    store.put(key, Entry.stored("{not an entry"))  # what the store now hands back: damaged
+    asked = client.generate(Verdict, prompt="Verdict?")
+    assert not asked.cached and [note.kind for note in asked.notes] == ["cache_damaged"]
+    assert client.generate(Verdict, prompt="Verdict?").cached  # replaced: a hit
+    assert len(provider.requests) == 2
+    stats = store.stats()
+    assert (stats.hits, stats.misses) == (1, 2) and stats.refused == 1  # (before: 2 hits, 1 miss)
+    assert "1 hits, 2 misses (hit rate 33%), 0 expired, 1 refused" in store.stats().lines()
+
+
+class _ProtocolOnly:
+    """A store written against the `Cache` protocol's five methods (no `refuse`)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Entry] = {}
+        self.discarded: list[str] = []
+
+    def get(self, key: str) -> Entry | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, entry: Entry) -> None:
+        self.entries[key] = entry
+
+    def discard(self, key: str) -> None:
+        self.discarded.append(key)
+        self.entries.pop(key, None)
+
+    def stats(self) -> CacheStats:
+        return CacheStats(len(self.entries), 0, 0, 0)
+
+    def clear(self) -> int:
+        count = len(self.entries)
+        self.entries.clear()
+        return count
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_a_store_without_refuse_still_works_its_refused_entries_discarded(wrapped: bool) -> None:
+    third: _ProtocolOnly = _ProtocolOnly()
+    store: Cache = BestEffortCache(lambda: third) if wrapped else third
+    provider = TestProvider([ESCALATE, APPROVE])
+    client = StructuredClient(provider, cache=store)
+    client.generate(Verdict, prompt="Verdict?")
+    Verdict.strict = True
+    try:
+        asked = client.generate(Verdict, prompt="Verdict?")
+    finally:
+        Verdict.strict = False
+    assert asked.value.answer == "approve" and len(third.discarded) == 1
+    assert client.generate(Verdict, prompt="Verdict?").cached
+
+
+@pytest.mark.parametrize("refusal", ["damaged", "refused by today's checks"])
+def test_an_entry_a_read_only_store_cannot_drop_is_not_served_and_the_provider_asked(
+    tmp_path: Path, refusal: str
+) -> None:
+    path = tmp_path / "c.db"
+    StructuredClient(TestProvider([ESCALATE]), cache=SQLiteCache(path)).generate(
+        Verdict, prompt="Verdict?"
+    )
+    if refusal == "damaged":
+        db = sqlite3.connect(path)
+        db.execute("UPDATE entries SET value = '{not an entry'")
+        db.commit()
+        db.close()
+    provider = TestProvider([APPROVE])
+    client = StructuredClient(provider, cache=SQLiteCache(path, readonly=True))
+    Verdict.strict = refusal != "damaged"
+    try:  # (before: CacheFileError "opened read-only", dropping the entry, and nothing asked)
+        asked = client.generate(Verdict, prompt="Verdict?")
+    finally:
+        Verdict.strict = False
+    assert not asked.cached and asked.value.answer == "approve" and len(provider.requests) == 1
+    kinds = [note.kind for note in asked.notes]
+    assert kinds == ["cache_damaged", "cache_not_stored"][refusal != "damaged" :]
+
+
+# --- a clear in one process while others hold counts in memory ---
+
+COUNTERS = 3  # processes counting lookups, beside the one that clears
+
+
+def _lookups_around_a_clear(path: str, clears: bool, gate: Any) -> None:
+    """In a process of its own: lookups counted in memory (5 hits, 1 miss), then, behind the
+    gate, one process clears while the others still hold those counts; then each looks up an
+    answer of its own (a miss), stores it (a write), finds it twice (2 hits), and closes (the
+    counts written)."""
+    store = SQLiteCache(path)
+    for _ in range(5):
+        assert store.get("before") is not None
+    assert store.get("no such key") is None
+    gate.wait()  # every process holds 6 counts, unwritten
+    if clears:
+        store.clear()
+    gate.wait()  # cleared
+    own = f"after-{clears}-{multiprocessing.current_process().pid}"
+    assert store.get(own) is None
+    store.put(own, Entry((TestProvider.refusal(own),)))
+    for _ in range(2):
+        assert store.get(own) is not None
+    store.close()
+
+
+def test_a_clear_in_one_process_drops_the_counts_others_held_from_before_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.db"
+    first = SQLiteCache(path)
+    first.put("before", Entry((TestProvider.refusal("before"),)))
+    first.close()
+    fork = multiprocessing.get_context("fork")
+    gate = fork.Barrier(COUNTERS + 1, timeout=WAIT)
+    workers = [
+        fork.Process(target=_lookups_around_a_clear, args=(str(path), n == 0, gate))
+        for n in range(COUNTERS + 1)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        for worker in workers:
+            worker.join(WAIT)
+            assert worker.exitcode == 0
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.kill()
+    stats = SQLiteCache(path, readonly=True).stats()
+    # Only the lookups after the clear, every one of them: a miss and 2 hits in each process
+    # (before: 3 x 6 lookups more).
+    processes = COUNTERS + 1
+    assert (stats.entries, stats.hits, stats.misses) == (processes, 2 * processes, processes)
