@@ -185,15 +185,19 @@ def test_a_child_forked_while_its_parent_holds_a_lock_uses_what_it_guards(
     assert child.exitcode == 0
 
 
+_MODULE_STATE: list[str] = []
+
+
 def test_a_forked_child_starts_each_registered_reset_after_every_lock_is_free() -> None:
-    # `after_fork`: run in the child, in order, once the locks are free (a reset may take one),
-    # and no more once its owner is gone.
+    # `in_child`, then `after_fork`: run in the child, in order, once the locks are free (a reset
+    # may take one); an owner's no more once the owner is gone.
     class Owner:
         def __init__(self) -> None:
             self.lock = _fork.lock()
             self.seen: list[str] = []
 
     kept, dropped = Owner(), Owner()
+    _fork.in_child(lambda: _MODULE_STATE.append("module"))
     _fork.after_fork(kept, lambda o: o.seen.append("first"))
     _fork.after_fork(kept, lambda o: o.seen.append("second"))
     _fork.after_fork(dropped, lambda o: o.seen.append("dropped"))
@@ -202,15 +206,15 @@ def test_a_forked_child_starts_each_registered_reset_after_every_lock_is_free() 
 
     def child() -> None:
         with kept.lock:  # free in the child, though the parent holds it
-            writer.send(kept.seen)
+            writer.send(_MODULE_STATE + kept.seen)
 
     with kept.lock:
         process = multiprocessing.get_context("fork").Process(target=child)
         process.start()
     assert reader.poll(WAIT), "the forked child waited for the lock its parent held"
-    assert reader.recv() == ["first", "second"]
+    assert reader.recv() == ["module", "first", "second"]
     process.join(WAIT)
-    assert process.exitcode == 0 and kept.seen == []  # (the parent's own: untouched)
+    assert process.exitcode == 0 and kept.seen == _MODULE_STATE == []  # (the parent's: as it was)
 
 
 # --- no lock made elsewhere ---
