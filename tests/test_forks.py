@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_core import core_schema
 
 from contracts import Decision
+from sdk import Contract
 from sdk import StructuredClient
 from sdk import _files
 from sdk import _fork
@@ -215,6 +217,49 @@ def test_a_forked_child_starts_each_registered_reset_after_every_lock_is_free() 
     assert reader.recv() == ["module", "first", "second"]
     process.join(WAIT)
     assert process.exitcode == 0 and kept.seen == _MODULE_STATE == []  # (the parent's: as it was)
+
+
+class _Code(str):
+    """A field type whose schema blocks the thread named "widener" (in the midst of widening its
+    contract, under the lock) until told to go on."""
+
+    going_on = threading.Event()
+    inside = threading.Event()
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        if threading.current_thread().name == "widener":
+            cls.inside.set()
+            cls.going_on.wait(WAIT)
+        return core_schema.str_schema()
+
+
+class _Ticket(Contract):
+    code: _Code
+
+
+def _widened_in_child() -> None:
+    assert derived.widen(_Ticket).__name__ == "_TicketWidened"
+
+
+def test_a_contract_another_thread_was_widening_at_the_fork_is_widened_in_the_child() -> None:
+    # The lock freed is not enough: the child must not take the contract the parent's thread
+    # was widening as one being widened now (it raised "widen does not support recursive
+    # contracts").
+    widener = threading.Thread(target=derived.widen, args=(_Ticket,), name="widener")
+    widener.start()
+    try:
+        assert _Code.inside.wait(WAIT)
+        child = multiprocessing.get_context("fork").Process(target=_widened_in_child)
+        child.start()
+        child.join(WAIT)
+        hung = child.is_alive()
+        child.kill()
+        child.join(WAIT)
+    finally:
+        _Code.going_on.set()
+        widener.join(WAIT)
+    assert not hung and child.exitcode == 0
 
 
 # --- no lock made elsewhere ---
