@@ -13,7 +13,9 @@ they are, and using one costs what any lock costs.
 
 What such a lock guarded may be half changed in the child (its holder stopped in the midst): the
 SDK's locks guard memos (a miss in the child: computed again), a store's connection or entries
-(opened again; an entry missing is a miss), or counts, which a child starts afresh anyway.
+(opened again; an entry missing is a miss), or counts, which a child starts afresh anyway; a mark
+that something is being done under the lock (a contract being widened, the provider modules being
+loaded) is cleared in the child (`in_child`).
 
 `after_fork(owner, reset)` and `in_child(reset)` name the rest a child starts afresh: `reset(owner)`
 runs in a child as it starts, after every lock is free, while `owner` lives (a store's counts not
