@@ -12,8 +12,9 @@ import contextlib
 import hashlib
 import os
 import tempfile
-import threading
 from pathlib import Path
+
+from sdk import _fork
 
 __all__ = ["file_digest", "sync_folder", "write_atomic"]
 
@@ -66,7 +67,7 @@ def sync_folder(folder: Path) -> None:
 
 
 _digests: dict[str, tuple[tuple[int, int, int], str]] = {}
-_digesting = threading.Lock()
+_digesting = _fork.lock()
 
 
 def file_digest(path: str | os.PathLike[str]) -> str:

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck
@@ -29,8 +28,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from contracts import Decision
-from sdk import Grammar
-from sdk import Message
 from sdk import StructuredClient
 from sdk.batch import BatchError
 from sdk.batch import BatchJob
@@ -39,14 +36,8 @@ from sdk.batch import job_summary
 from sdk.batch._state import JobState
 from sdk.cache import CacheFileError
 from sdk.cache import Entry
-from sdk.cache import MemoryCache
 from sdk.cache import SQLiteCache
-from sdk.cache import _entry
-from sdk.cache import _key
-from sdk.cache._key import cache_key
 from sdk.providers import TestProvider
-from sdk.providers._base import CompletionRequest
-from sdk.providers._base import GrammarSentence
 from tests.batch_support import ERRORED
 from tests.batch_support import AnthropicBatchAPI
 from tests.batch_support import Script
@@ -242,49 +233,6 @@ def test_forked_workers_neither_count_the_parent_s_lookups_again_nor_hang_on_its
     child.kill()
     assert not hung and child.exitcode == 0, "the forked child waited for its parent's lock"
     store.close()
-
-
-def _held_at_fork(lock: Any, work: Callable[[], object]) -> bool:
-    """Whether a child forked while another thread holds `lock` gets `work` done (within the
-    wait), the lock being released in the parent just after the fork."""
-    import multiprocessing
-
-    counting, release = threading.Event(), threading.Event()
-
-    def holds() -> None:
-        with lock:
-            counting.set()
-            release.wait(WAIT)
-
-    thread = threading.Thread(target=holds)
-    thread.start()
-    counting.wait(WAIT)
-    child = multiprocessing.get_context("fork").Process(target=work)
-    child.start()
-    release.set()
-    thread.join(WAIT)
-    child.join(WAIT)
-    done = not child.is_alive() and child.exitcode == 0
-    child.kill()
-    return done
-
-
-def _new_grammar_key() -> str:
-    grammar = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]+/')
-    request = CompletionRequest(GrammarSentence(grammar), (Message("user", "Pairs?"),), 64)
-    return cache_key({}, request, None)  # a grammar object not seen: its digest remembered
-
-
-@pytest.mark.parametrize("held", ["entries decoded lately", "digests remembered", "memory cache"])
-def test_a_forked_child_never_waits_for_a_cache_lock_its_parent_held(held: str) -> None:
-    cache = MemoryCache()
-    reply = TestProvider.refusal("x")
-    lock, work = {
-        "entries decoded lately": (_entry._recent_lock, lambda: Entry((reply,)).encode()),
-        "digests remembered": (_key._remembering, _new_grammar_key),
-        "memory cache": (cache._lock, lambda: cache.get("a-key")),
-    }[held]
-    assert _held_at_fork(lock, work), "the forked child waited for its parent's lock"
 
 
 def test_a_file_kept_busy_past_the_timeout_is_a_typed_error_naming_it(tmp_path: Path) -> None:

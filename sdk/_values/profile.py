@@ -21,7 +21,6 @@ up (`sdk.stop_reason` is its public home).
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -31,6 +30,7 @@ from typing import Any
 from typing import Final
 from typing import Literal
 
+from sdk import _fork
 from sdk._values.dialect import Dialect
 
 __all__ = [
@@ -182,7 +182,7 @@ class Profile:
 
 # --- the registry ------------------------------------------------------------------------------
 
-_lock = threading.RLock()
+_lock = _fork.rlock()
 _profiles: dict[str, Profile] = {}
 """Every registered profile by canonical name."""
 _names: dict[str, str] = {}
@@ -190,6 +190,16 @@ _names: dict[str, str] = {}
 _builtin: tuple[Profile, ...] | None = None
 _loading = False
 _entry_points_loaded = False
+
+
+def _forked() -> None:
+    """In a forked child: no provider module is being loaded (the thread loading them at the
+    fork, under the lock, is not there; the child loads them itself)."""
+    global _loading
+    _loading = False
+
+
+_fork.in_child(_forked)
 
 
 def register(new: Profile) -> Profile:

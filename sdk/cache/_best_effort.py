@@ -11,9 +11,9 @@ as with any store.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
+from sdk import _fork
 from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
@@ -35,7 +35,7 @@ class BestEffortCache:
     ) -> None:
         self._open = open_store
         self._say = say if say is not None else logger.warning
-        self._lock = threading.RLock()  # (giving up happens inside opening, too)
+        self._lock = _fork.rlock()  # (giving up happens inside opening, too)
         self._store: Cache | None = None
         self.given_up: str | None = None
         """Why the store was given up (`None` while it is used)."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Annotated
 from typing import Any
 from typing import Protocol
 
+from sdk import _fork
 from sdk._tools import ToolCall
 from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
@@ -247,17 +247,7 @@ def default_path() -> Path:
 _RECENT_MAX = 256
 _RECENT_LONGEST = 64 * 1024
 _recent: dict[str, tuple[str, tuple[Completion, ...], Usage]] = {}
-_recent_lock = threading.Lock()
-
-
-def _forked() -> None:
-    """In a forked child: a lock of its own (another thread may have held the parent's at the
-    fork, and the child would wait for it forever)."""
-    global _recent_lock
-    _recent_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forked)
+_recent_lock = _fork.lock()
 
 
 def _remember(

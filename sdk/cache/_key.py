@@ -27,14 +27,13 @@ from __future__ import annotations
 import array
 import hashlib
 import json
-import os
 import sys
-import threading
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 from typing import assert_never
 
+from sdk import _fork
 from sdk._message import Message
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
@@ -267,17 +266,7 @@ def _scope_digest(scope: Mapping[str, Any]) -> bytes:
 
 _REMEMBERED: dict[int, tuple[object, bytes]] = {}
 _REMEMBERED_MAX = 512
-_remembering = threading.Lock()
-
-
-def _forked() -> None:
-    """In a forked child: a lock of its own (another thread may have held the parent's at the
-    fork, and the child would wait for it forever)."""
-    global _remembering
-    _remembering = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forked)
+_remembering = _fork.lock()
 
 
 def _remembered(value: object, compute: Callable[[Any], bytes]) -> bytes:

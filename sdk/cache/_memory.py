@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-import weakref
 from collections.abc import Callable
 
+from sdk import _fork
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
 
 __all__ = ["MemoryCache"]
-
-_stores: weakref.WeakSet[MemoryCache] = weakref.WeakSet()
-
-
-def _forked() -> None:
-    """In a forked child: each store's entries are a copy, under a lock of its own (another
-    thread may have held the parent's at the fork, and the child would wait for it forever)."""
-    for store in list(_stores):
-        store._lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forked)
 
 
 class MemoryCache:
@@ -42,8 +28,7 @@ class MemoryCache:
         self.ttl = ttl
         self.max_entries = max_entries
         self._clock = clock
-        self._lock = threading.Lock()
-        _stores.add(self)
+        self._lock = _fork.lock()  # (in a forked child: its own copy of the entries)
         # Entries are immutable (frozen records), so they are kept as they are, not as JSON.
         self._entries: dict[str, tuple[Entry, float | None]] = {}
         self._hits = self._misses = self._expired = self._refused = 0

@@ -26,7 +26,6 @@ its own connections.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -34,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
+from sdk import _fork
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
@@ -98,7 +98,7 @@ class RedisCache:
         self.prefix = prefix
         self.timeout = timeout
         self._counters = f"{prefix}counters"
-        self._lock = threading.Lock()
+        self._lock = _fork.lock()
         self._client: redis.Redis | None = None
         self._lookup: Any = None
         self._check_format()

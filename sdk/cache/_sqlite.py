@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from sdk import _fork
 from sdk import _sqlite
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
@@ -55,26 +56,6 @@ LAYOUT = _sqlite.Layout(
     ),
     error=CacheFileError,
 )
-
-_forks = [0]
-"""How many forks this process is from its first (counted in the child as it starts): a
-connection made before a fork is not the child's, which opens its own; compared per read, where
-`os.getpid()` would cost a system call per hit."""
-
-_tallies: weakref.WeakSet[_Tally] = weakref.WeakSet()
-"""Every store's tally in this process: a forked child starts each afresh (`_forked`)."""
-
-
-def _forked() -> None:
-    """In a forked child, as it starts: a new generation of connections, and every tally
-    empty with a new lock (the parent's counts are the parent's to write, and its lock may
-    have been held by another thread at the fork, which the child would wait for forever)."""
-    _forks[0] += 1
-    for tally in list(_tallies):
-        tally.start()
-
-
-os.register_at_fork(after_in_child=_forked)
 
 _LOOKUP = "SELECT value, expires FROM entries WHERE key = ?"
 _NOT_UTF8 = "Could not decode to UTF-8"
@@ -117,6 +98,8 @@ class SQLiteCache:
         self.readonly = readonly
         self._clock = clock
         self._local = threading.local()
+        # A forked child opens its own connections (those it inherits are its parent's).
+        _fork.after_fork(self, SQLiteCache._forget_connections)
         self._tally = _Tally()
         db = self._connection()  # fail now, not at the first call, on a file that is not a cache
         try:  # (counts made before a later `clear` are then not written)
@@ -237,18 +220,22 @@ class SQLiteCache:
             self._write_counts(wait=True)
         found = getattr(self._local, "db", None)
         if found is not None:
-            found[1].close()
+            found.close()
             self._local.db = None
 
     # --- the file ---
 
     def _connection(self) -> sqlite3.Connection:
-        found: tuple[int, sqlite3.Connection] | None = getattr(self._local, "db", None)
-        if found is not None and found[0] == _forks[0]:  # (a forked child opens its own)
-            return found[1]
+        found: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if found is not None:
+            return found
         db = _sqlite.open_file(self.path, LAYOUT, readonly=self.readonly, timeout=self.timeout)
-        self._local.db = (_forks[0], db)
+        self._local.db = db
         return db
+
+    def _forget_connections(self) -> None:
+        """In a forked child, as it starts: no connection yet (`_fork.after_fork`)."""
+        self._local = threading.local()
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -292,12 +279,12 @@ class _Tally:
     unknown): counts taken at a write that finds another are dropped."""
 
     def __init__(self) -> None:
-        _tallies.add(self)
+        _fork.after_fork(self, _Tally.start)  # (the parent's counts are the parent's to write)
         self.start()
 
     def start(self) -> None:
-        """Nothing counted yet (also in a forked child: `_forked`)."""
-        self._lock = threading.Lock()
+        """Nothing counted yet (also in a forked child: `_fork.after_fork`)."""
+        self._lock = _fork.lock()
         self._counts = {"hits": 0, "misses": 0, "expired": 0}
         self._expired: set[str] = set()
         self.pending = 0

@@ -46,7 +46,6 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import MutableMapping
 from enum import Enum
-from threading import Lock
 from typing import Annotated
 from typing import Any
 from typing import Literal
@@ -63,6 +62,7 @@ from pydantic import model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from sdk import _fork
 from sdk.contract._base import Contract
 from sdk.contract._base import Verbatim
 from sdk.contract._base import WireEnum
@@ -104,7 +104,9 @@ _gated: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
 _presence: WeakKeyDictionary[type[Contract], type[Contract]] = WeakKeyDictionary()
 _nulled: dict[tuple[type[Contract], frozenset[str]], type[Contract]] = {}
 _anchored: dict[tuple[type[Contract], tuple[tuple[str, str], ...]], type[Contract]] = {}
-_lock = Lock()
+_lock = _fork.lock()
+# Being widened in a forked child: nothing (the thread widening it at the fork is not there).
+_fork.in_child(_widening.clear)
 
 K = TypeVar("K")
 T = TypeVar("T")

@@ -8,13 +8,13 @@ only when an instance is invalid. Tests hold them to the same verdict.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from sdk import _fork
 from sdk._values.pointer import escape_pointer
 from sdk._values.pointer import pointer_of
 from sdk.errors import Violation
@@ -97,7 +97,7 @@ class CompiledContract:
 
 
 _cache: WeakKeyDictionary[type[Contract], CompiledContract] = WeakKeyDictionary()
-_lock = threading.Lock()
+_lock = _fork.lock()
 
 
 def compile_contract(contract: type[Contract]) -> CompiledContract:

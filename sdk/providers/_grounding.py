@@ -7,12 +7,12 @@ The builders are `sdk.schema.grounding`'s; this module only decides when to use 
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sdk import _fork
 from sdk._values.records import Note
 from sdk.parsing import compile_contract
 from sdk.providers._base import CompletionRequest
@@ -69,7 +69,7 @@ def grounding_plan(
 # its grammar instead of building it again (a large source's GBNF takes a good part of a second).
 _BUILT: OrderedDict[tuple[Any, type[Any], str], str] = OrderedDict()
 _BUILT_SIZE = 8
-_BUILT_LOCK = threading.Lock()
+_BUILT_LOCK = _fork.lock()
 
 
 def _built(

@@ -25,7 +25,6 @@ is (or trimmed) cannot be learned: the call fails with a `ProviderError` saying 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sdk import _fork
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
 from sdk.providers._control_tokens import ControlTokenPolicy
@@ -279,7 +279,7 @@ class NativePrompts:
         self._no_vocabulary = learned.no_vocabulary
         # The vocabulary is over LEARN_VOCABULARY_LIMIT: never learn, check each call.
         self._too_large = learned.vocabulary_too_large
-        self._lock = threading.Lock()
+        self._lock = _fork.lock()
 
     def learned(self) -> ServerTemplate:
         """What has been learned so far, as a value."""

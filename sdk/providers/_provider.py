@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import secrets
-import threading
 import types
 from collections.abc import AsyncIterator
 from collections.abc import Iterable
@@ -25,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
+from sdk import _fork
 from sdk.providers import _drivers
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
@@ -134,9 +133,7 @@ def callable_identity(function: object) -> str | None:
 
 _UNNAMED: dict[int, tuple[object, str]] = {}
 _UNNAMED_MAX = 256
-_naming = threading.Lock()
-# A child forked while another thread held the lock would wait for it forever: its own.
-os.register_at_fork(after_in_child=lambda: globals().__setitem__("_naming", threading.Lock()))
+_naming = _fork.lock()
 
 
 def _token_of(function: object) -> str:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 from collections.abc import AsyncIterator
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -45,6 +44,7 @@ from collections.abc import Iterator
 from typing import Any
 from typing import TypeAlias
 
+from sdk import _fork
 from sdk._result import Usage
 from sdk._tools import ToolCall
 from sdk._values.profile import Profile
@@ -127,7 +127,7 @@ class TestProvider(Provider):
         self._model = model
         self._repeat = repeat
         self._chunk_size = max(1, chunk_size)
-        self._lock = threading.Lock()
+        self._lock = _fork.lock()
         self._next = 0
         self.codec = InProcessCodec(
             WireProfile(

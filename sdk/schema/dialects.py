@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -46,6 +45,7 @@ from weakref import WeakKeyDictionary
 # JSON Schema's structure; the transform below walks the same structure.
 from pydantic import BaseModel
 
+from sdk import _fork
 from sdk._values.dialect import BOUNDS
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import HOSTED_FORMATS
@@ -203,7 +203,7 @@ def to_wire(schema: type[BaseModel] | Mapping[str, Any], dialect: Dialect) -> Wi
 
 
 _cache: WeakKeyDictionary[type[BaseModel], dict[Dialect, WireSchema]] = WeakKeyDictionary()
-_lock = threading.Lock()
+_lock = _fork.lock()
 
 
 class _Transform:

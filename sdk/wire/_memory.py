@@ -35,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from sdk import _fork
 from sdk._values.profile import Profile
 from sdk._values.profile import profile
 from sdk._values.profile import profiles
@@ -174,7 +175,7 @@ MAX_PROVIDERS = 64
 that vary per row cannot grow a long job's memory."""
 
 _providers: OrderedDict[str, Provider] = OrderedDict()
-_lock = threading.Lock()
+_lock = _fork.lock()
 
 
 def _key_part(value: Any) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import importlib.resources
 import os
-import threading
 import warnings
 import weakref
 from collections import OrderedDict
@@ -18,6 +17,7 @@ from typing import Any
 from typing import Final
 from typing import cast
 
+from sdk import _fork
 from sdk.errors import ProviderError
 from sdk.providers._base import CompletionRequest
 from sdk.providers.embedded._prompt import _CHATML
@@ -110,7 +110,7 @@ class _Engine:
             add_generation_prompt=True,
         )
         self.bitmask = allocate_token_bitmask(1, self.n_vocab)
-        self.lock = threading.Lock()
+        self.lock = _fork.lock()
         # Compiled grammars, most recently used last: a grounded grammar is one per source
         # document, so the cache is bounded.
         self._grammars: OrderedDict[tuple[str, str | None], str] = OrderedDict()
@@ -254,7 +254,7 @@ class _Engine:
 
 # Engines by (model file, n_ctx, n_threads); an engine goes when no provider holds it any more.
 _ENGINES: weakref.WeakValueDictionary[tuple[str, int, int], _Engine] = weakref.WeakValueDictionary()
-_ENGINES_LOCK = threading.Lock()
+_ENGINES_LOCK = _fork.lock()
 
 
 def _engine(path: str, n_ctx: int, n_threads: int) -> _Engine:

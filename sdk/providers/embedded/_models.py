@@ -19,7 +19,6 @@ import hashlib
 import importlib
 import os
 import tempfile
-import threading
 from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from sdk import _fork
 from sdk.providers.embedded._engine import DEFAULT_MODEL
 
 __all__ = ["DEFAULT_MODEL_NAME", "MODELS", "EmbeddedModel", "model_file"]
@@ -59,7 +59,7 @@ def _smollm2() -> str:
 
 
 _ASSEMBLED: dict[str, str] = {}
-_ASSEMBLING = threading.Lock()
+_ASSEMBLING = _fork.lock()
 
 
 def _gemma3() -> str:

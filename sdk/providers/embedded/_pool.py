@@ -15,10 +15,10 @@ expected the calls to run together can tell the queue from a hang.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from sdk import _fork
 from sdk.providers.embedded._engine import _Engine
 from sdk.providers.embedded._engine import _engine
 
@@ -42,7 +42,7 @@ class EnginePool:
         # The first is shared through the engine registry; the others are this pool's own.
         self.engines: list[_Engine] = [_engine(path, n_ctx, n_threads)]
         self.engines += [_Engine(path, n_ctx, n_threads) for _ in range(size - 1)]
-        self._released = threading.Condition()
+        self._released = _fork.condition()
         self._noted = False
 
     @property

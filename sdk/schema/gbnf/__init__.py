@@ -100,12 +100,12 @@ listed above, regex features outside the subset, and schemas no value satisfies.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel
 
+from sdk import _fork
 from sdk.schema.canonical import shared_schema
 from sdk.schema.gbnf._compiler import Compiler
 from sdk.schema.gbnf._errors import UnsupportedKeyword
@@ -141,7 +141,7 @@ def to_gbnf(schema: dict[str, Any], *, whitespace: Whitespace = "bounded") -> st
 
 
 _contract_cache: WeakKeyDictionary[type[BaseModel], dict[str, str]] = WeakKeyDictionary()
-_contract_lock = threading.Lock()  # WeakKeyDictionary is not safe to change from two threads
+_contract_lock = _fork.lock()  # WeakKeyDictionary is not safe to change from two threads
 
 
 def contract_gbnf(contract: type[BaseModel], *, whitespace: Whitespace = "bounded") -> str:
