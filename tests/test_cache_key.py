@@ -420,6 +420,16 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         lambda w: _openai(w, GATEWAY, default_headers={"x-portkey-virtual-key": "vk-openai"}),
         lambda w: _openai(w, GATEWAY, default_headers={"x-portkey-virtual-key": "vk-azure"}),
     ),
+    "openai header given as bytes (httpx sends those too)": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": b"route-eu"}),
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": b"route-us"}),
+    ),
+    "openai header named by bytes": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={b"X-Route": "route-eu"}),
+        lambda w: _openai(w, GATEWAY, default_headers={b"X-Route": "route-us"}),
+    ),
     "openai header set, then none": (
         _chat_wire,
         lambda w: _openai(w, GATEWAY, default_headers={"X-Route": "a"}),
@@ -774,6 +784,25 @@ def test_a_local_server_s_headers_are_in_the_key_but_not_its_credentials() -> No
     scope = LlamaCppProvider("http://gw.test:8080/llm", http_client=routed).cache_scope()
     assert list(scope["headers"]) == ["x-tenant"] and "acme" not in json.dumps(scope)
     assert "headers" not in LlamaCppProvider("http://u:p@gw.test:8080/llm").cache_scope()
+
+
+def test_a_local_server_s_headers_given_as_bytes_are_in_the_key() -> None:
+    """httpx sends a header named or valued by bytes as it sends text: a route given so is
+    keyed as the same route given as text (bytes values were left out, so another route's
+    answer was served; a name given as bytes was a raw `TypeError`)."""
+    asked: list[str] = []
+    cache = MemoryCache()
+
+    def ask(headers: dict[Any, Any]) -> bool:
+        client = StructuredClient(_llamacpp("http://gw.test:8080/llm", asked, headers=headers),
+                                  cache=cache)  # fmt: skip
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert not ask({"X-Route": b"a"})
+    assert ask({"X-Route": "a"}) and ask({b"x-route": b"a"})
+    assert not ask({"X-Route": b"b"})
+    assert not ask({b"X-Route": b"\xe9"})
+    assert len(asked) == 3
 
 
 def test_a_scope_s_key_never_depends_on_the_scope_hashed_before_it() -> None:

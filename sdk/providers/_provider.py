@@ -64,7 +64,7 @@ _HEADERS_NOT_DECIDING = frozenset({
 the SDK's version, language and platform), left out of the response cache's key."""
 
 
-def header_scope(headers: Mapping[str, object], credentials: Iterable[str] = ()) -> dict[str, str]:
+def header_scope(headers: Mapping[Any, object], credentials: Iterable[str] = ()) -> dict[str, str]:
     """The headers every request carries that may decide its answer, for the response cache's
     key: a gateway may route by one (to another provider, model or deployment), and a vendor's
     API version or beta features change what it does. By lowercased name, each value by its
@@ -72,10 +72,18 @@ def header_scope(headers: Mapping[str, object], credentials: Iterable[str] = ())
     Left out: the provider's own credentials (`credentials`, the values its `secrets()` lists: a
     header holding one, bare or after a scheme such as "Bearer ", so clients of one account
     with different keys share answers), what the SDK says of itself (`_HEADERS_NOT_DECIDING`),
-    and values that are not text (the vendor SDKs' `Omit`: a header not sent)."""
+    and values that are neither text nor bytes (the vendor SDKs' `Omit`: a header not sent).
+    Names and values are read as httpx sends them: text, or bytes (as Latin-1, one character
+    per byte, so other bytes are another value)."""
     own = {credential for credential in credentials if credential}
     scope: dict[str, str] = {}
     for name, value in headers.items():
+        if type(value) is bytes:
+            value = value.decode("latin-1")
+        if type(name) is bytes:
+            name = name.decode("latin-1")
+        if type(name) is not str:
+            continue  # (httpx sends no such header: it refuses the request)
         lowered = name.lower()
         if (
             type(value) is not str
