@@ -9,6 +9,7 @@ and API version are the clients' own settings); the rest through `TestProvider`.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -31,6 +32,7 @@ from pydantic import Field
 from contracts import Decision
 from contracts import Sentiment
 from sdk import PDF
+from sdk import AsyncStructuredClient
 from sdk import Grammar
 from sdk import Image
 from sdk import Message
@@ -755,6 +757,41 @@ def test_a_header_the_injected_http_client_sends_is_in_the_key(family: str) -> N
     ]
     assert asked == [False, True, False] and len(wire.requests) == 2
     assert [request.headers["x-route"] for request in wire.requests] == ["eu", "us"]
+
+
+def test_a_header_gemini_s_async_http_client_sends_is_in_the_key() -> None:
+    """A `google-genai` client sends its async calls through another HTTP client: a route set
+    there decides too (the key read the sync client's alone, so an async call on another route
+    was served the first route's answer). Clients whose HTTP clients send the same headers
+    share answers, sync or async."""
+    wire = Wire(gemini_reply(text=TEXT))
+    cache = MemoryCache()
+
+    def provider(sync_route: str | None, async_route: str | None) -> GeminiProvider:
+        http: dict[str, Any] = {"base_url": "http://gemini.test"}
+        if sync_route is not None:
+            http["httpx_client"] = _routed(wire, sync_route)
+        if async_route is not None:
+            http["httpx_async_client"] = httpx2.AsyncClient(
+                transport=httpx2.MockTransport(wire), headers={"X-Route": async_route}
+            )
+        return GeminiProvider(_genai(api_key="AIza-1", http_options=http), model="gemini-2.5-flash")
+
+    async def asked(make: GeminiProvider) -> bool:
+        client = AsyncStructuredClient(make, cache=cache)
+        return (await client.generate(Decision, prompt="A?")).cached
+
+    assert [asyncio.run(asked(provider(None, route))) for route in ("eu", "eu", "us")] == [
+        False, True, False]  # fmt: skip
+    assert [request.headers["x-route"] for request in wire.requests] == ["eu", "us"]
+    # Both HTTP clients routed (the async-only ones sent no route on sync calls): asked once,
+    # then an async call of another such client is a hit.
+    sync = StructuredClient(provider("eu", "eu"), cache=cache)
+    assert not sync.generate(Decision, prompt="A?").cached
+    assert asyncio.run(asked(provider("eu", "eu")))  # the same HTTP clients' headers: a hit
+    lone = StructuredClient(provider("eu", None), cache=cache)  # (its async calls: no route)
+    assert not lone.generate(Decision, prompt="A?").cached
+    assert len(wire.requests) == 4
 
 
 def _genai(**settings: Any) -> Any:

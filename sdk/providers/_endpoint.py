@@ -115,14 +115,23 @@ def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
     }
 
 
-def client_headers(client: Any) -> dict[str, object]:
+def client_headers(client: Any, *, asynchronous: bool = False) -> dict[str, object]:
     """The headers an official client (`anthropic`, `openai`, `google-genai`) sends on every
     request: those of the HTTP client it was given (which it sends too), then its own
-    (`default_headers`; Gemini's `http_options` headers, with their HTTP client's)."""
+    (`default_headers`; Gemini's `http_options` headers, with their HTTP client's). A
+    `google-genai` client holds two HTTP clients: `asynchronous` reads the one its async calls
+    go through (none of its own headers when that is its aiohttp session)."""
     api = getattr(client, "_api_client", None)
     if api is not None:  # google-genai
         options = getattr(api, "_http_options", None)
-        http = getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
+        if not asynchronous:
+            http = getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
+        elif getattr(api, "_use_aiohttp", bool)():
+            http = None
+        else:
+            http = getattr(options, "httpx_async_client", None) or getattr(
+                api, "_async_httpx_client", None
+            )
         own = getattr(options, "headers", None) or {}
     else:  # anthropic, openai
         http = getattr(client, "_client", None)

@@ -20,6 +20,7 @@ request is one attempt whatever the client was built with.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -557,8 +558,14 @@ class GeminiProvider(Provider):
 
     def keyed_headers(self) -> dict[str, str]:
         # A gateway may route by a header the client was given (`http_options.headers`; the
-        # gateway's parameters go there, `gemini_base_url`).
-        return header_scope(client_headers(self.client), self.secrets())
+        # gateway's parameters go there, `gemini_base_url`), or one of its HTTP clients: async
+        # calls go through another, whose headers decide too when they are not the same.
+        secrets = self.secrets()
+        headers = header_scope(client_headers(self.client), secrets)
+        sent_async = header_scope(client_headers(self.client, asynchronous=True), secrets)
+        if sent_async != headers:
+            headers["(async calls)"] = hashlib.sha256(repr(sent_async).encode()).hexdigest()
+        return headers
 
     def secrets(self) -> Iterable[str]:
         key = getattr(getattr(self.client, "_api_client", None), "api_key", None)
