@@ -334,7 +334,7 @@ def _gemini_vertex(wire: Wire, project: str, location: str) -> GeminiProvider:
     return GeminiProvider(client, model="gemini-2.5-flash")
 
 
-def _llamacpp(base_url: str, asked: list[str], **settings: Any) -> LlamaCppProvider:
+def _llamacpp_server(asked: list[str]) -> httpx.MockTransport:
     def server(request: httpx.Request) -> httpx.Response:
         route = request.url.path.removeprefix("/llm")  # the gateway's prefix, then the server's
         setup = llamacpp_setup(route, json.loads(request.content or b"{}"))
@@ -344,7 +344,11 @@ def _llamacpp(base_url: str, asked: list[str], **settings: Any) -> LlamaCppProvi
         return httpx.Response(200, json={**fixture_json("llamacpp_completion.json"),
                                          "content": TEXT})  # fmt: skip
 
-    http = httpx.Client(transport=httpx.MockTransport(server))
+    return httpx.MockTransport(server)
+
+
+def _llamacpp(base_url: str, asked: list[str], **settings: Any) -> LlamaCppProvider:
+    http = httpx.Client(transport=_llamacpp_server(asked))
     return LlamaCppProvider(base_url, http_client=http, **settings)
 
 
@@ -821,6 +825,24 @@ def test_a_local_server_s_headers_are_in_the_key_but_not_its_credentials() -> No
     scope = LlamaCppProvider("http://gw.test:8080/llm", http_client=routed).cache_scope()
     assert list(scope["headers"]) == ["x-tenant"] and "acme" not in json.dumps(scope)
     assert "headers" not in LlamaCppProvider("http://u:p@gw.test:8080/llm").cache_scope()
+
+
+def test_a_header_set_on_a_local_server_s_http_client_later_is_in_the_key() -> None:
+    """An injected HTTP client's headers may change after the provider is made (httpx's
+    `client.headers` is the client's to update): requests then carry the new ones, and so does
+    the key (it held those of when the provider was made: the old route's answer was served)."""
+    asked: list[str] = []
+    routed = httpx.Client(transport=_llamacpp_server(asked), headers={"X-Route": "a"})
+    client = StructuredClient(LlamaCppProvider("http://gw.test:8080/llm", http_client=routed),
+                              cache=MemoryCache())  # fmt: skip
+    assert not client.generate(Decision, prompt="Approve?").cached
+    routed.headers["X-Route"] = "b"
+    assert not client.generate(Decision, prompt="Approve?").cached
+    routed.headers["X-Route"] = "a"
+    assert client.generate(Decision, prompt="Approve?").cached
+    routed.headers["Authorization"] = "Bearer local-key-3"  # (the server's key: not in it)
+    assert client.generate(Decision, prompt="Approve?").cached
+    assert len(asked) == 2
 
 
 def test_a_local_server_s_headers_given_as_bytes_are_in_the_key() -> None:
