@@ -763,6 +763,71 @@ def test_a_header_the_injected_http_client_sends_is_in_the_key(family: str) -> N
     assert [request.headers["x-route"] for request in wire.requests] == ["eu", "us"]
 
 
+def _queried(wire: Wire, route: str) -> httpx2.Client:
+    """An HTTP client for an official SDK that adds a gateway's route to every URL's query."""
+    return httpx2.Client(transport=httpx2.MockTransport(wire), params={"route": route})
+
+
+_QUERIED: dict[str, tuple[Callable[[], Wire], Callable[[Wire, str], Any]]] = {
+    "openai": (
+        _chat_wire,
+        lambda w, route: OpenAIChatProvider(
+            openai.OpenAI(api_key="sk-1", base_url=GATEWAY, http_client=_queried(w, route)),
+            model="gpt-5.1-mini",
+        ),
+    ),
+    "anthropic": (
+        _anthropic_wire,
+        lambda w, route: AnthropicProvider(
+            anthropic.Anthropic(
+                api_key="sk-ant-1", base_url=GATEWAY, http_client=_queried(w, route)
+            ),
+            model="claude-sonnet-4-6",
+        ),
+    ),
+    "gemini": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w, route: GeminiProvider(
+            _genai(
+                api_key="AIza-1",
+                http_options={"base_url": "http://gemini.test", "httpx_client": _queried(w, route)},
+            ),
+            model="gemini-2.5-flash",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("family", list(_QUERIED))
+def test_a_query_the_injected_http_client_adds_is_in_the_key(family: str) -> None:
+    """httpx adds its client's `params=` to every request's URL, under the official SDKs too:
+    a gateway may route by one, so another value misses (it was served the first route's
+    answer), and the same one hits."""
+    make_wire, make = _QUERIED[family]
+    wire = make_wire()
+    cache = MemoryCache()
+    asked = [
+        StructuredClient(make(wire, route), cache=cache).generate(Decision, prompt="A?").cached
+        for route in ("eu", "eu", "us")
+    ]
+    assert asked == [False, True, False] and len(wire.requests) == 2
+    assert [request.url.params["route"] for request in wire.requests] == ["eu", "us"]
+    assert "eu" not in json.dumps(make(wire, "eu").cache_scope())
+
+
+def test_a_query_a_local_server_s_http_client_adds_is_in_the_key() -> None:
+    asked: list[str] = []
+    cache = MemoryCache()
+
+    def ask(route: str) -> bool:
+        http = httpx.Client(transport=_llamacpp_server(asked), params={"route": route})
+        provider = LlamaCppProvider("http://gw.test:8080/llm", http_client=http)
+        return StructuredClient(provider, cache=cache).generate(Decision, prompt="A?").cached
+
+    assert [ask("eu"), ask("eu"), ask("us")] == [False, True, False]
+    assert [url.rpartition("=")[2] for url in asked] == ["eu", "us"]
+
+
 def test_a_header_gemini_s_async_http_client_sends_is_in_the_key() -> None:
     """A `google-genai` client sends its async calls through another HTTP client: a route set
     there decides too (the key read the sync client's alone, so an async call on another route

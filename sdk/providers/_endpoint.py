@@ -33,7 +33,7 @@ from urllib.parse import unquote
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
-__all__ = ["Endpoint", "client_endpoint", "client_headers", "gemini_base_url"]
+__all__ = ["Endpoint", "client_endpoint", "client_headers", "client_query", "gemini_base_url"]
 
 
 @dataclass(frozen=True)
@@ -120,24 +120,37 @@ def client_headers(client: Any, *, asynchronous: bool = False) -> dict[str, obje
     request: those of the HTTP client it was given (which it sends too), then its own
     (`default_headers`; Gemini's `http_options` headers, with their HTTP client's). A
     `google-genai` client holds two HTTP clients: `asynchronous` reads the one its async calls
-    go through (none of its own headers when that is its aiohttp session)."""
+    go through (`_http_client`)."""
     api = getattr(client, "_api_client", None)
     if api is not None:  # google-genai
-        options = getattr(api, "_http_options", None)
-        if not asynchronous:
-            http = getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
-        elif getattr(api, "_use_aiohttp", bool)():
-            http = None
-        else:
-            http = getattr(options, "httpx_async_client", None) or getattr(
-                api, "_async_httpx_client", None
-            )
-        own = getattr(options, "headers", None) or {}
+        own = getattr(getattr(api, "_http_options", None), "headers", None) or {}
     else:  # anthropic, openai
-        http = getattr(client, "_client", None)
         own = client.default_headers
-    given = getattr(http, "headers", None) or {}
+    given = getattr(_http_client(client, asynchronous), "headers", None) or {}
     return {**dict(given.items()), **dict(own.items())}
+
+
+def client_query(client: Any) -> str:
+    """The query the HTTP client an official client was given adds to every request (httpx's
+    `params=`), as text: a `google-genai` client's async one's after its sync one's when they
+    differ; `""` when none adds one."""
+    sync, other = (str(getattr(_http_client(client, side), "params", "")) for side in (False, True))
+    return sync if sync == other else f"{sync} (async calls: {other})"
+
+
+def _http_client(client: Any, asynchronous: bool) -> Any:
+    """The HTTP client an official client's requests go through: a `google-genai` client's for
+    its sync or its async calls (`None` for its aiohttp session, which adds nothing of its
+    own)."""
+    api = getattr(client, "_api_client", None)
+    if api is None:  # anthropic, openai: one HTTP client
+        return getattr(client, "_client", None)
+    options = getattr(api, "_http_options", None)
+    if not asynchronous:
+        return getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
+    if getattr(api, "_use_aiohttp", bool)():
+        return None
+    return getattr(options, "httpx_async_client", None) or getattr(api, "_async_httpx_client", None)
 
 
 def gemini_base_url(url: str | None) -> None:

@@ -166,6 +166,10 @@ class HTTPProvider(Provider):
         # its URL without credentials, query kept (an API version may be there).
         return {**super().cache_scope(), "server": endpoint(self.base_url)}
 
+    def keyed_query(self) -> str:
+        # (an injected client's `params=`, which httpx adds to every request's URL)
+        return str(self._given.params) if self._given is not None else ""
+
     def keyed_headers(self) -> dict[str, str]:
         # The headers sent (an injected client's own, then `headers=`): a gateway in front of
         # the server may route by one. Not the server's key (`Authorization`, or the URL's

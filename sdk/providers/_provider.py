@@ -314,7 +314,16 @@ class Provider:
         headers = self.keyed_headers()
         if headers:  # (absent when none: a scope made before headers were keyed is unchanged)
             scope["headers"] = headers
+        query = self.keyed_query()
+        if query:  # (by its sha256, as headers are: it may hold a gateway's credentials)
+            scope["client_query"] = _header_digest(query)
         return scope
+
+    def keyed_query(self) -> str:
+        """The query an HTTP client the provider was given adds to every request (httpx's
+        `params=`: a gateway may route by it), as text: none here; a provider that can be
+        given one says which."""
+        return ""
 
     def keyed_headers(self) -> dict[str, str]:
         """The headers every request carries that may decide its answer, as the response

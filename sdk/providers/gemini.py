@@ -58,6 +58,7 @@ from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
 from sdk.providers._endpoint import client_headers
+from sdk.providers._endpoint import client_query
 from sdk.providers._endpoint import gemini_base_url
 from sdk.providers._errors import provider_error
 from sdk.providers._profile import WireProfile
@@ -555,6 +556,9 @@ class GeminiProvider(Provider):
             "endpoint": endpoint(getattr(options, "base_url", None) or ""),
             "api_version": getattr(options, "api_version", None),
         }
+
+    def keyed_query(self) -> str:
+        return client_query(self.client)
 
     def keyed_headers(self) -> dict[str, str]:
         # A gateway may route by a header the client was given (`http_options.headers`; the
