@@ -471,6 +471,11 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         lambda w: _gemini(w, headers={"X-Route": "a"}),
         lambda w: _gemini(w, headers={"X-Route": "b"}),
     ),
+    "gemini client's extra_body (merged into every request)": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w: _gemini(w, extra_body={"generationConfig": {"temperature": 0.0}}),
+        lambda w: _gemini(w, extra_body={"generationConfig": {"temperature": 1.5}}),
+    ),
     "gemini base URL": (
         lambda: Wire(gemini_reply(text=TEXT)),
         lambda w: _gemini(w, base_url="http://gemini-a.test"),

@@ -549,13 +549,19 @@ class GeminiProvider(Provider):
         # (in its paths).
         api = getattr(self.client, "_api_client", None)
         options = getattr(api, "_http_options", None)
-        return {
+        scope = {
             **super().cache_scope(),
             "project": getattr(api, "project", None),
             "location": getattr(api, "location", None),
             "endpoint": endpoint(getattr(options, "base_url", None) or ""),
             "api_version": getattr(options, "api_version", None),
         }
+        # The client's own `http_options.extra_body`: merged into every request's body (a
+        # `generationConfig` temperature reaches the model), unless a request brings its own.
+        client_body = getattr(options, "extra_body", None)
+        if client_body:
+            scope["client_extra_body"] = dict(client_body)
+        return scope
 
     def keyed_query(self) -> str:
         return client_query(self.client)
