@@ -10,6 +10,7 @@ and API version are the clients' own settings); the rest through `TestProvider`.
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import json
 import os
@@ -373,6 +374,15 @@ def _chat_wire() -> Wire:
     return Wire(chat_reply(text=TEXT))
 
 
+class _Route(enum.StrEnum):
+    EU = "route-eu"
+    US = "route-us"
+
+
+class _Name(str):
+    """A header name of a `str` subclass (as aiohttp's `istr`)."""
+
+
 _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[[Wire], Any]]] = {
     "anthropic base URL (a gateway, the vendor)": (
         _anthropic_wire,
@@ -435,6 +445,16 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         _chat_wire,
         lambda w: _openai(w, GATEWAY, default_headers={b"X-Route": "route-eu"}),
         lambda w: _openai(w, GATEWAY, default_headers={b"X-Route": "route-us"}),
+    ),
+    "openai header valued by a str enum (httpx sends its text)": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": _Route.EU}),
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": _Route.US}),
+    ),
+    "openai header named by a str subclass": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={_Name("X-Route"): "route-eu"}),
+        lambda w: _openai(w, GATEWAY, default_headers={_Name("X-Route"): "route-us"}),
     ),
     "openai header set, then none": (
         _chat_wire,

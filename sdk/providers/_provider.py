@@ -73,20 +73,21 @@ def header_scope(headers: Mapping[Any, object], credentials: Iterable[str] = ())
     header holding one, bare or after a scheme such as "Bearer ", so clients of one account
     with different keys share answers), what the SDK says of itself (`_HEADERS_NOT_DECIDING`),
     and values that are neither text nor bytes (the vendor SDKs' `Omit`: a header not sent).
-    Names and values are read as httpx sends them: text, or bytes (as Latin-1, one character
-    per byte, so other bytes are another value)."""
+    Names and values are read as httpx sends them: text (a `str` subclass, such as a `StrEnum`
+    member or aiohttp's `istr`, by its characters), or bytes (as Latin-1, one character per
+    byte, so other bytes are another value)."""
     own = {credential for credential in credentials if credential}
     scope: dict[str, str] = {}
     for name, value in headers.items():
-        if type(value) is bytes:
-            value = value.decode("latin-1")
-        if type(name) is bytes:
-            name = name.decode("latin-1")
+        if type(value) is not str:
+            value = _header_text(value)
         if type(name) is not str:
-            continue  # (httpx sends no such header: it refuses the request)
+            name = _header_text(name)
+            if name is None:
+                continue  # (httpx sends no such header: it refuses the request)
         lowered = name.lower()
         if (
-            type(value) is not str
+            value is None
             or lowered in _HEADERS_NOT_DECIDING
             or lowered.startswith("x-stainless-")
             or value in own
@@ -95,6 +96,16 @@ def header_scope(headers: Mapping[Any, object], credentials: Iterable[str] = ())
             continue
         scope[lowered] = _header_digest(value)
     return dict(sorted(scope.items()))
+
+
+def _header_text(value: object) -> str | None:
+    """A header's name or value as the text httpx sends: a `str` subclass's characters, bytes
+    as Latin-1; `None` for anything else (not sent)."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return None
 
 
 @functools.lru_cache(maxsize=256)
