@@ -888,6 +888,24 @@ def test_a_header_gemini_s_async_http_client_sends_is_in_the_key() -> None:
     assert len(wire.requests) == 4
 
 
+def test_a_header_gemini_s_aiohttp_session_sends_is_in_the_key() -> None:
+    """A `google-genai` client given an aiohttp session sends its async calls through it, with
+    the session's headers: a route set there decides (the key left it out)."""
+    aiohttp = pytest.importorskip("aiohttp")
+
+    async def scopes() -> list[dict[str, Any]]:
+        found = []
+        for route in ("eu", "eu", "us"):
+            async with aiohttp.ClientSession(headers={"X-Route": route}) as session:
+                http = {"base_url": "http://gemini.test", "aiohttp_client": session}
+                client = _genai(api_key="AIza-1", http_options=http)
+                found.append(GeminiProvider(client, model="gemini-2.5-flash").cache_scope())
+        return found
+
+    eu, eu_again, us = asyncio.run(scopes())
+    assert eu == eu_again and eu != us and "eu" not in json.dumps(eu)
+
+
 def _genai(**settings: Any) -> Any:
     from google import genai
 

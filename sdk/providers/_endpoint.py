@@ -140,8 +140,8 @@ def client_query(client: Any) -> str:
 
 def _http_client(client: Any, asynchronous: bool) -> Any:
     """The HTTP client an official client's requests go through: a `google-genai` client's for
-    its sync or its async calls (`None` for its aiohttp session, which adds nothing of its
-    own)."""
+    its sync or its async calls (for those, an aiohttp session when it uses one: the one it was
+    given, else `None`, its own adding nothing)."""
     api = getattr(client, "_api_client", None)
     if api is None:  # anthropic, openai: one HTTP client
         return getattr(client, "_client", None)
@@ -149,7 +149,7 @@ def _http_client(client: Any, asynchronous: bool) -> Any:
     if not asynchronous:
         return getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
     if getattr(api, "_use_aiohttp", bool)():
-        return None
+        return getattr(options, "aiohttp_client", None)
     return getattr(options, "httpx_async_client", None) or getattr(api, "_async_httpx_client", None)
 
 
