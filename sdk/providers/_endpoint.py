@@ -115,19 +115,23 @@ def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
     }
 
 
-def client_headers(client: Any, *, asynchronous: bool = False) -> dict[str, object]:
+def client_headers(client: Any, *, asynchronous: bool = False) -> list[tuple[object, object]]:
     """The headers an official client (`anthropic`, `openai`, `google-genai`) sends on every
-    request: those of the HTTP client it was given (which it sends too), then its own
-    (`default_headers`; Gemini's `http_options` headers, with their HTTP client's). A
-    `google-genai` client holds two HTTP clients: `asynchronous` reads the one its async calls
-    go through (`_http_client`)."""
+    request, as (name, value) pairs, a later one of a name replacing an earlier: those of the
+    HTTP client it was given (which it sends too; httpx's raw bytes), then its own
+    (`default_headers`, Gemini's `http_options` headers) that are sent (text or bytes: not the
+    vendor SDKs' `Omit`, a header left out). A `google-genai` client holds two HTTP clients:
+    `asynchronous` reads the one its async calls go through (`_http_client`)."""
     api = getattr(client, "_api_client", None)
     if api is not None:  # google-genai
         own = getattr(getattr(api, "_http_options", None), "headers", None) or {}
     else:  # anthropic, openai
         own = client.default_headers
-    given = getattr(_http_client(client, asynchronous), "headers", None) or {}
-    return {**dict(given.items()), **dict(own.items())}
+    given = getattr(_http_client(client, asynchronous), "headers", None)
+    raw = getattr(given, "raw", None)  # (httpx: the bytes sent, read without decoding them)
+    pairs: list[tuple[object, object]] = list(raw if raw is not None else (given or {}).items())
+    pairs.extend(item for item in own.items() if isinstance(item[1], (str, bytes)))
+    return pairs
 
 
 def client_query(client: Any) -> str:

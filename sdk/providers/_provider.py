@@ -64,7 +64,9 @@ _HEADERS_NOT_DECIDING = frozenset({
 the SDK's version, language and platform), left out of the response cache's key."""
 
 
-def header_scope(headers: Mapping[Any, object], credentials: Iterable[str] = ()) -> dict[str, str]:
+def header_scope(
+    headers: Mapping[Any, object] | Iterable[tuple[object, object]], credentials: Iterable[str] = ()
+) -> dict[str, str]:
     """The headers every request carries that may decide its answer, for the response cache's
     key: a gateway may route by one (to another provider, model or deployment), and a vendor's
     API version or beta features change what it does. By lowercased name, each value by its
@@ -75,10 +77,34 @@ def header_scope(headers: Mapping[Any, object], credentials: Iterable[str] = ())
     and values that are neither text nor bytes (the vendor SDKs' `Omit`: a header not sent).
     Names and values are read as httpx sends them: text (a `str` subclass, such as a `StrEnum`
     member or aiohttp's `istr`, by its characters), or bytes (as Latin-1, one character per
-    byte, so other bytes are another value)."""
+    byte, so other bytes are another value). `headers`: a mapping, or (name, value) pairs, a
+    later one of a name replacing an earlier.
+
+    Made once for the same headers and credentials (`_remembered_scope`): a client sends the
+    same headers on every call, and the key is made on every call, a hit's too. The scope
+    returned is shared: not to be changed."""
+    pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
+    owned = tuple(credentials)
+    try:
+        return _remembered_scope(pairs, owned)
+    except TypeError:  # (a name or value that cannot be hashed: httpx would not send it)
+        return _scope_of(pairs, owned)
+
+
+@functools.lru_cache(maxsize=64)
+def _remembered_scope(
+    headers: tuple[tuple[object, object], ...], credentials: tuple[str, ...]
+) -> dict[str, str]:
+    return _scope_of(headers, credentials)
+
+
+def _scope_of(
+    headers: tuple[tuple[object, object], ...], credentials: tuple[str, ...]
+) -> dict[str, str]:
+    """`header_scope`, made."""
     own = {credential for credential in credentials if credential}
     scope: dict[str, str] = {}
-    for name, value in headers.items():
+    for name, value in headers:
         if type(value) is not str:
             value = _header_text(value)
         if type(name) is not str:

@@ -574,7 +574,8 @@ class GeminiProvider(Provider):
         headers = header_scope(client_headers(self.client), secrets)
         sent_async = header_scope(client_headers(self.client, asynchronous=True), secrets)
         if sent_async != headers:
-            headers["(async calls)"] = hashlib.sha256(repr(sent_async).encode()).hexdigest()
+            digest = hashlib.sha256(repr(sent_async).encode()).hexdigest()
+            return {**headers, "(async calls)": digest}  # (`header_scope`'s is shared)
         return headers
 
     def secrets(self) -> Iterable[str]:
