@@ -9,6 +9,8 @@ and API version are the clients' own settings); the rest through `TestProvider`.
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import functools
 import json
 import os
@@ -31,6 +33,7 @@ from pydantic import Field
 from contracts import Decision
 from contracts import Sentiment
 from sdk import PDF
+from sdk import AsyncStructuredClient
 from sdk import Grammar
 from sdk import Image
 from sdk import Message
@@ -332,7 +335,7 @@ def _gemini_vertex(wire: Wire, project: str, location: str) -> GeminiProvider:
     return GeminiProvider(client, model="gemini-2.5-flash")
 
 
-def _llamacpp(base_url: str, asked: list[str], **settings: Any) -> LlamaCppProvider:
+def _llamacpp_server(asked: list[str]) -> httpx.MockTransport:
     def server(request: httpx.Request) -> httpx.Response:
         route = request.url.path.removeprefix("/llm")  # the gateway's prefix, then the server's
         setup = llamacpp_setup(route, json.loads(request.content or b"{}"))
@@ -342,7 +345,11 @@ def _llamacpp(base_url: str, asked: list[str], **settings: Any) -> LlamaCppProvi
         return httpx.Response(200, json={**fixture_json("llamacpp_completion.json"),
                                          "content": TEXT})  # fmt: skip
 
-    http = httpx.Client(transport=httpx.MockTransport(server))
+    return httpx.MockTransport(server)
+
+
+def _llamacpp(base_url: str, asked: list[str], **settings: Any) -> LlamaCppProvider:
+    http = httpx.Client(transport=_llamacpp_server(asked))
     return LlamaCppProvider(base_url, http_client=http, **settings)
 
 
@@ -365,6 +372,15 @@ def _anthropic_either_mode() -> Wire:
 
 def _chat_wire() -> Wire:
     return Wire(chat_reply(text=TEXT))
+
+
+class _Route(enum.StrEnum):
+    EU = "route-eu"
+    US = "route-us"
+
+
+class _Name(str):
+    """A header name of a `str` subclass (as aiohttp's `istr`)."""
 
 
 _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[[Wire], Any]]] = {
@@ -420,6 +436,26 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         lambda w: _openai(w, GATEWAY, default_headers={"x-portkey-virtual-key": "vk-openai"}),
         lambda w: _openai(w, GATEWAY, default_headers={"x-portkey-virtual-key": "vk-azure"}),
     ),
+    "openai header given as bytes (httpx sends those too)": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": b"route-eu"}),
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": b"route-us"}),
+    ),
+    "openai header named by bytes": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={b"X-Route": "route-eu"}),
+        lambda w: _openai(w, GATEWAY, default_headers={b"X-Route": "route-us"}),
+    ),
+    "openai header valued by a str enum (httpx sends its text)": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": _Route.EU}),
+        lambda w: _openai(w, GATEWAY, default_headers={"X-Route": _Route.US}),
+    ),
+    "openai header named by a str subclass": (
+        _chat_wire,
+        lambda w: _openai(w, GATEWAY, default_headers={_Name("X-Route"): "route-eu"}),
+        lambda w: _openai(w, GATEWAY, default_headers={_Name("X-Route"): "route-us"}),
+    ),
     "openai header set, then none": (
         _chat_wire,
         lambda w: _openai(w, GATEWAY, default_headers={"X-Route": "a"}),
@@ -454,6 +490,11 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         lambda: Wire(gemini_reply(text=TEXT)),
         lambda w: _gemini(w, headers={"X-Route": "a"}),
         lambda w: _gemini(w, headers={"X-Route": "b"}),
+    ),
+    "gemini client's extra_body (merged into every request)": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w: _gemini(w, extra_body={"generationConfig": {"temperature": 0.0}}),
+        lambda w: _gemini(w, extra_body={"generationConfig": {"temperature": 1.5}}),
     ),
     "gemini base URL": (
         lambda: Wire(gemini_reply(text=TEXT)),
@@ -747,6 +788,124 @@ def test_a_header_the_injected_http_client_sends_is_in_the_key(family: str) -> N
     assert [request.headers["x-route"] for request in wire.requests] == ["eu", "us"]
 
 
+def _queried(wire: Wire, route: str) -> httpx2.Client:
+    """An HTTP client for an official SDK that adds a gateway's route to every URL's query."""
+    return httpx2.Client(transport=httpx2.MockTransport(wire), params={"route": route})
+
+
+_QUERIED: dict[str, tuple[Callable[[], Wire], Callable[[Wire, str], Any]]] = {
+    "openai": (
+        _chat_wire,
+        lambda w, route: OpenAIChatProvider(
+            openai.OpenAI(api_key="sk-1", base_url=GATEWAY, http_client=_queried(w, route)),
+            model="gpt-5.1-mini",
+        ),
+    ),
+    "anthropic": (
+        _anthropic_wire,
+        lambda w, route: AnthropicProvider(
+            anthropic.Anthropic(
+                api_key="sk-ant-1", base_url=GATEWAY, http_client=_queried(w, route)
+            ),
+            model="claude-sonnet-4-6",
+        ),
+    ),
+    "gemini": (
+        lambda: Wire(gemini_reply(text=TEXT)),
+        lambda w, route: GeminiProvider(
+            _genai(
+                api_key="AIza-1",
+                http_options={"base_url": "http://gemini.test", "httpx_client": _queried(w, route)},
+            ),
+            model="gemini-2.5-flash",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("family", list(_QUERIED))
+def test_a_query_the_injected_http_client_adds_is_in_the_key(family: str) -> None:
+    """httpx adds its client's `params=` to every request's URL, under the official SDKs too:
+    a gateway may route by one, so another value misses (it was served the first route's
+    answer), and the same one hits."""
+    make_wire, make = _QUERIED[family]
+    wire = make_wire()
+    cache = MemoryCache()
+    asked = [
+        StructuredClient(make(wire, route), cache=cache).generate(Decision, prompt="A?").cached
+        for route in ("eu", "eu", "us")
+    ]
+    assert asked == [False, True, False] and len(wire.requests) == 2
+    assert [request.url.params["route"] for request in wire.requests] == ["eu", "us"]
+    assert "eu" not in json.dumps(make(wire, "eu").cache_scope())
+
+
+def test_a_query_a_local_server_s_http_client_adds_is_in_the_key() -> None:
+    asked: list[str] = []
+    cache = MemoryCache()
+
+    def ask(route: str) -> bool:
+        http = httpx.Client(transport=_llamacpp_server(asked), params={"route": route})
+        provider = LlamaCppProvider("http://gw.test:8080/llm", http_client=http)
+        return StructuredClient(provider, cache=cache).generate(Decision, prompt="A?").cached
+
+    assert [ask("eu"), ask("eu"), ask("us")] == [False, True, False]
+    assert [url.rpartition("=")[2] for url in asked] == ["eu", "us"]
+
+
+def test_a_header_gemini_s_async_http_client_sends_is_in_the_key() -> None:
+    """A `google-genai` client sends its async calls through another HTTP client: a route set
+    there decides too (the key read the sync client's alone, so an async call on another route
+    was served the first route's answer). Clients whose HTTP clients send the same headers
+    share answers, sync or async."""
+    wire = Wire(gemini_reply(text=TEXT))
+    cache = MemoryCache()
+
+    def provider(sync_route: str | None, async_route: str | None) -> GeminiProvider:
+        http: dict[str, Any] = {"base_url": "http://gemini.test"}
+        if sync_route is not None:
+            http["httpx_client"] = _routed(wire, sync_route)
+        if async_route is not None:
+            http["httpx_async_client"] = httpx2.AsyncClient(
+                transport=httpx2.MockTransport(wire), headers={"X-Route": async_route}
+            )
+        return GeminiProvider(_genai(api_key="AIza-1", http_options=http), model="gemini-2.5-flash")
+
+    async def asked(make: GeminiProvider) -> bool:
+        client = AsyncStructuredClient(make, cache=cache)
+        return (await client.generate(Decision, prompt="A?")).cached
+
+    assert [asyncio.run(asked(provider(None, route))) for route in ("eu", "eu", "us")] == [
+        False, True, False]  # fmt: skip
+    assert [request.headers["x-route"] for request in wire.requests] == ["eu", "us"]
+    # Both HTTP clients routed (the async-only ones sent no route on sync calls): asked once,
+    # then an async call of another such client is a hit.
+    sync = StructuredClient(provider("eu", "eu"), cache=cache)
+    assert not sync.generate(Decision, prompt="A?").cached
+    assert asyncio.run(asked(provider("eu", "eu")))  # the same HTTP clients' headers: a hit
+    lone = StructuredClient(provider("eu", None), cache=cache)  # (its async calls: no route)
+    assert not lone.generate(Decision, prompt="A?").cached
+    assert len(wire.requests) == 4
+
+
+def test_a_header_gemini_s_aiohttp_session_sends_is_in_the_key() -> None:
+    """A `google-genai` client given an aiohttp session sends its async calls through it, with
+    the session's headers: a route set there decides (the key left it out)."""
+    aiohttp = pytest.importorskip("aiohttp")
+
+    async def scopes() -> list[dict[str, Any]]:
+        found = []
+        for route in ("eu", "eu", "us"):
+            async with aiohttp.ClientSession(headers={"X-Route": route}) as session:
+                http = {"base_url": "http://gemini.test", "aiohttp_client": session}
+                client = _genai(api_key="AIza-1", http_options=http)
+                found.append(GeminiProvider(client, model="gemini-2.5-flash").cache_scope())
+        return found
+
+    eu, eu_again, us = asyncio.run(scopes())
+    assert eu == eu_again and eu != us and "eu" not in json.dumps(eu)
+
+
 def _genai(**settings: Any) -> Any:
     from google import genai
 
@@ -774,6 +933,43 @@ def test_a_local_server_s_headers_are_in_the_key_but_not_its_credentials() -> No
     scope = LlamaCppProvider("http://gw.test:8080/llm", http_client=routed).cache_scope()
     assert list(scope["headers"]) == ["x-tenant"] and "acme" not in json.dumps(scope)
     assert "headers" not in LlamaCppProvider("http://u:p@gw.test:8080/llm").cache_scope()
+
+
+def test_a_header_set_on_a_local_server_s_http_client_later_is_in_the_key() -> None:
+    """An injected HTTP client's headers may change after the provider is made (httpx's
+    `client.headers` is the client's to update): requests then carry the new ones, and so does
+    the key (it held those of when the provider was made: the old route's answer was served)."""
+    asked: list[str] = []
+    routed = httpx.Client(transport=_llamacpp_server(asked), headers={"X-Route": "a"})
+    client = StructuredClient(LlamaCppProvider("http://gw.test:8080/llm", http_client=routed),
+                              cache=MemoryCache())  # fmt: skip
+    assert not client.generate(Decision, prompt="Approve?").cached
+    routed.headers["X-Route"] = "b"
+    assert not client.generate(Decision, prompt="Approve?").cached
+    routed.headers["X-Route"] = "a"
+    assert client.generate(Decision, prompt="Approve?").cached
+    routed.headers["Authorization"] = "Bearer local-key-3"  # (the server's key: not in it)
+    assert client.generate(Decision, prompt="Approve?").cached
+    assert len(asked) == 2
+
+
+def test_a_local_server_s_headers_given_as_bytes_are_in_the_key() -> None:
+    """httpx sends a header named or valued by bytes as it sends text: a route given so is
+    keyed as the same route given as text (bytes values were left out, so another route's
+    answer was served; a name given as bytes was a raw `TypeError`)."""
+    asked: list[str] = []
+    cache = MemoryCache()
+
+    def ask(headers: dict[Any, Any]) -> bool:
+        client = StructuredClient(_llamacpp("http://gw.test:8080/llm", asked, headers=headers),
+                                  cache=cache)  # fmt: skip
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert not ask({"X-Route": b"a"})
+    assert ask({"X-Route": "a"}) and ask({b"x-route": b"a"})
+    assert not ask({"X-Route": b"b"})
+    assert not ask({b"X-Route": b"\xe9"})
+    assert len(asked) == 3
 
 
 def test_a_scope_s_key_never_depends_on_the_scope_hashed_before_it() -> None:

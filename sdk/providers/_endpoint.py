@@ -33,7 +33,7 @@ from urllib.parse import unquote
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
-__all__ = ["Endpoint", "client_endpoint", "client_headers", "gemini_base_url"]
+__all__ = ["Endpoint", "client_endpoint", "client_headers", "client_query", "gemini_base_url"]
 
 
 @dataclass(frozen=True)
@@ -115,20 +115,46 @@ def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
     }
 
 
-def client_headers(client: Any) -> dict[str, object]:
+def client_headers(client: Any, *, asynchronous: bool = False) -> list[tuple[object, object]]:
     """The headers an official client (`anthropic`, `openai`, `google-genai`) sends on every
-    request: those of the HTTP client it was given (which it sends too), then its own
-    (`default_headers`; Gemini's `http_options` headers, with their HTTP client's)."""
+    request, as (name, value) pairs, a later one of a name replacing an earlier: those of the
+    HTTP client it was given (which it sends too; httpx's raw bytes), then its own
+    (`default_headers`, Gemini's `http_options` headers) that are sent (text or bytes: not the
+    vendor SDKs' `Omit`, a header left out). A `google-genai` client holds two HTTP clients:
+    `asynchronous` reads the one its async calls go through (`_http_client`)."""
     api = getattr(client, "_api_client", None)
     if api is not None:  # google-genai
-        options = getattr(api, "_http_options", None)
-        http = getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
-        own = getattr(options, "headers", None) or {}
+        own = getattr(getattr(api, "_http_options", None), "headers", None) or {}
     else:  # anthropic, openai
-        http = getattr(client, "_client", None)
         own = client.default_headers
-    given = getattr(http, "headers", None) or {}
-    return {**dict(given.items()), **dict(own.items())}
+    given = getattr(_http_client(client, asynchronous), "headers", None)
+    raw = getattr(given, "raw", None)  # (httpx: the bytes sent, read without decoding them)
+    pairs: list[tuple[object, object]] = list(raw if raw is not None else (given or {}).items())
+    pairs.extend(item for item in own.items() if isinstance(item[1], (str, bytes)))
+    return pairs
+
+
+def client_query(client: Any) -> str:
+    """The query the HTTP client an official client was given adds to every request (httpx's
+    `params=`), as text: a `google-genai` client's async one's after its sync one's when they
+    differ; `""` when none adds one."""
+    sync, other = (str(getattr(_http_client(client, side), "params", "")) for side in (False, True))
+    return sync if sync == other else f"{sync} (async calls: {other})"
+
+
+def _http_client(client: Any, asynchronous: bool) -> Any:
+    """The HTTP client an official client's requests go through: a `google-genai` client's for
+    its sync or its async calls (for those, an aiohttp session when it uses one: the one it was
+    given, else `None`, its own adding nothing)."""
+    api = getattr(client, "_api_client", None)
+    if api is None:  # anthropic, openai: one HTTP client
+        return getattr(client, "_client", None)
+    options = getattr(api, "_http_options", None)
+    if not asynchronous:
+        return getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
+    if getattr(api, "_use_aiohttp", bool)():
+        return getattr(options, "aiohttp_client", None)
+    return getattr(options, "httpx_async_client", None) or getattr(api, "_async_httpx_client", None)
 
 
 def gemini_base_url(url: str | None) -> None:

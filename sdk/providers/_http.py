@@ -156,10 +156,7 @@ class HTTPProvider(Provider):
             raise TypeError(
                 f"http_client must be an httpx.Client or httpx.AsyncClient, not {http_client!r}"
             )
-        sent = {**(http_client.headers if http_client is not None else {}), **self._headers}
-        self._keyed_headers = header_scope(
-            sent, [value for name, value in sent.items() if name.lower() == "authorization"]
-        )
+        self._keyed: tuple[object, dict[str, str]] = (object(), {})  # (made at the first call)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.redactor(self.base_url)!r})"
@@ -169,11 +166,26 @@ class HTTPProvider(Provider):
         # its URL without credentials, query kept (an API version may be there).
         return {**super().cache_scope(), "server": endpoint(self.base_url)}
 
+    def keyed_query(self) -> str:
+        # (an injected client's `params=`, which httpx adds to every request's URL)
+        return str(self._given.params) if self._given is not None else ""
+
     def keyed_headers(self) -> dict[str, str]:
         # The headers sent (an injected client's own, then `headers=`): a gateway in front of
         # the server may route by one. Not the server's key (`Authorization`, or the URL's
-        # credentials), so clients with different keys of one server share answers.
-        return self._keyed_headers
+        # credentials), so clients with different keys of one server share answers. An
+        # injected client's headers are its owner's to change: read at each call (its raw
+        # list compared, the scope made again only when it changed).
+        given = self._given.headers.raw if self._given is not None else None
+        seen, keyed = self._keyed
+        if given != seen:
+            sent = {name.decode("latin-1").lower(): value.decode("latin-1")
+                    for name, value in given or ()}  # fmt: skip
+            sent.update(self._headers)
+            credentials = [value for name, value in sent.items() if name.lower() == "authorization"]
+            keyed = header_scope(sent, credentials)
+            self._keyed = (given, keyed)  # (one assignment: a thread sees a pair, never half)
+        return keyed
 
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""

@@ -63,7 +63,9 @@ _HEADERS_NOT_DECIDING = frozenset({
 the SDK's version, language and platform), left out of the response cache's key."""
 
 
-def header_scope(headers: Mapping[str, object], credentials: Iterable[str] = ()) -> dict[str, str]:
+def header_scope(
+    headers: Mapping[Any, object] | Iterable[tuple[object, object]], credentials: Iterable[str] = ()
+) -> dict[str, str]:
     """The headers every request carries that may decide its answer, for the response cache's
     key: a gateway may route by one (to another provider, model or deployment), and a vendor's
     API version or beta features change what it does. By lowercased name, each value by its
@@ -71,13 +73,46 @@ def header_scope(headers: Mapping[str, object], credentials: Iterable[str] = ())
     Left out: the provider's own credentials (`credentials`, the values its `secrets()` lists: a
     header holding one, bare or after a scheme such as "Bearer ", so clients of one account
     with different keys share answers), what the SDK says of itself (`_HEADERS_NOT_DECIDING`),
-    and values that are not text (the vendor SDKs' `Omit`: a header not sent)."""
+    and values that are neither text nor bytes (the vendor SDKs' `Omit`: a header not sent).
+    Names and values are read as httpx sends them: text (a `str` subclass, such as a `StrEnum`
+    member or aiohttp's `istr`, by its characters), or bytes (as Latin-1, one character per
+    byte, so other bytes are another value). `headers`: a mapping, or (name, value) pairs, a
+    later one of a name replacing an earlier.
+
+    Made once for the same headers and credentials (`_remembered_scope`): a client sends the
+    same headers on every call, and the key is made on every call, a hit's too. The scope
+    returned is shared: not to be changed."""
+    pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
+    owned = tuple(credentials)
+    try:
+        return _remembered_scope(pairs, owned)
+    except TypeError:  # (a name or value that cannot be hashed: httpx would not send it)
+        return _scope_of(pairs, owned)
+
+
+@functools.lru_cache(maxsize=64)
+def _remembered_scope(
+    headers: tuple[tuple[object, object], ...], credentials: tuple[str, ...]
+) -> dict[str, str]:
+    return _scope_of(headers, credentials)
+
+
+def _scope_of(
+    headers: tuple[tuple[object, object], ...], credentials: tuple[str, ...]
+) -> dict[str, str]:
+    """`header_scope`, made."""
     own = {credential for credential in credentials if credential}
     scope: dict[str, str] = {}
-    for name, value in headers.items():
+    for name, value in headers:
+        if type(value) is not str:
+            value = _header_text(value)
+        if type(name) is not str:
+            name = _header_text(name)
+            if name is None:
+                continue  # (httpx sends no such header: it refuses the request)
         lowered = name.lower()
         if (
-            type(value) is not str
+            value is None
             or lowered in _HEADERS_NOT_DECIDING
             or lowered.startswith("x-stainless-")
             or value in own
@@ -86,6 +121,16 @@ def header_scope(headers: Mapping[str, object], credentials: Iterable[str] = ())
             continue
         scope[lowered] = _header_digest(value)
     return dict(sorted(scope.items()))
+
+
+def _header_text(value: object) -> str | None:
+    """A header's name or value as the text httpx sends: a `str` subclass's characters, bytes
+    as Latin-1; `None` for anything else (not sent)."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return None
 
 
 @functools.lru_cache(maxsize=256)
@@ -303,7 +348,16 @@ class Provider:
         headers = self.keyed_headers()
         if headers:  # (absent when none: a scope made before headers were keyed is unchanged)
             scope["headers"] = headers
+        query = self.keyed_query()
+        if query:  # (by its sha256, as headers are: it may hold a gateway's credentials)
+            scope["client_query"] = _header_digest(query)
         return scope
+
+    def keyed_query(self) -> str:
+        """The query an HTTP client the provider was given adds to every request (httpx's
+        `params=`: a gateway may route by it), as text: none here; a provider that can be
+        given one says which."""
+        return ""
 
     def keyed_headers(self) -> dict[str, str]:
         """The headers every request carries that may decide its answer, as the response

@@ -65,6 +65,7 @@ from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
 from sdk.providers._endpoint import client_endpoint
 from sdk.providers._endpoint import client_headers
+from sdk.providers._endpoint import client_query
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._profile import WireProfile
@@ -662,6 +663,9 @@ class AnthropicProvider(Provider):
             "region": getattr(client, "aws_region", None) or getattr(client, "region", None),
             "project": getattr(client, "project_id", None),
         }
+
+    def keyed_query(self) -> str:
+        return client_query(self.client)
 
     def keyed_headers(self) -> dict[str, str]:
         # The API version and beta features (`anthropic-version`, `anthropic-beta`) change what

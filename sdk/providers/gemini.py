@@ -20,6 +20,7 @@ request is one attempt whatever the client was built with.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -57,6 +58,7 @@ from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import unsupported
 from sdk.providers._endpoint import client_headers
+from sdk.providers._endpoint import client_query
 from sdk.providers._endpoint import gemini_base_url
 from sdk.providers._errors import provider_error
 from sdk.providers._profile import WireProfile
@@ -547,18 +549,34 @@ class GeminiProvider(Provider):
         # (in its paths).
         api = getattr(self.client, "_api_client", None)
         options = getattr(api, "_http_options", None)
-        return {
+        scope = {
             **super().cache_scope(),
             "project": getattr(api, "project", None),
             "location": getattr(api, "location", None),
             "endpoint": endpoint(getattr(options, "base_url", None) or ""),
             "api_version": getattr(options, "api_version", None),
         }
+        # The client's own `http_options.extra_body`: merged into every request's body (a
+        # `generationConfig` temperature reaches the model), unless a request brings its own.
+        client_body = getattr(options, "extra_body", None)
+        if client_body:
+            scope["client_extra_body"] = dict(client_body)
+        return scope
+
+    def keyed_query(self) -> str:
+        return client_query(self.client)
 
     def keyed_headers(self) -> dict[str, str]:
         # A gateway may route by a header the client was given (`http_options.headers`; the
-        # gateway's parameters go there, `gemini_base_url`).
-        return header_scope(client_headers(self.client), self.secrets())
+        # gateway's parameters go there, `gemini_base_url`), or one of its HTTP clients: async
+        # calls go through another, whose headers decide too when they are not the same.
+        secrets = self.secrets()
+        headers = header_scope(client_headers(self.client), secrets)
+        sent_async = header_scope(client_headers(self.client, asynchronous=True), secrets)
+        if sent_async != headers:
+            digest = hashlib.sha256(repr(sent_async).encode()).hexdigest()
+            return {**headers, "(async calls)": digest}  # (`header_scope`'s is shared)
+        return headers
 
     def secrets(self) -> Iterable[str]:
         key = getattr(getattr(self.client, "_api_client", None), "api_key", None)

@@ -70,6 +70,7 @@ from sdk.providers._chat import chat_messages
 from sdk.providers._chat import chat_tools
 from sdk.providers._endpoint import client_endpoint
 from sdk.providers._endpoint import client_headers
+from sdk.providers._endpoint import client_query
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._logprobs import chat_logprobs
@@ -734,6 +735,9 @@ class _OpenAIProvider(Provider):
             "endpoint": endpoint(self.client.base_url),
             "query": dict(self.client.default_query),
         }
+
+    def keyed_query(self) -> str:
+        return client_query(self.client)
 
     def keyed_headers(self) -> dict[str, str]:
         # A gateway may route by a header the client was given (`default_headers`).
