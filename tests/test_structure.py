@@ -70,6 +70,19 @@ def test_no_two_modules_import_each_other_even_lazily() -> None:
     assert circles == []
 
 
+def test_the_cache_is_used_through_its_public_names() -> None:
+    # `sdk.cache`'s `__init__` is the one door for the engine and the CLI: its private modules
+    # (the SQLite store loads lazily through that door too) are its own.
+    reaching_in = sorted(
+        f"{name} -> {dep}"
+        for name, path in MODULES.items()
+        if not name.startswith("sdk.cache")
+        for dep in _imports(path)
+        if dep.startswith("sdk.cache._")
+    )
+    assert reaching_in == []
+
+
 @pytest.mark.parametrize(
     ("low", "high"),
     [

@@ -28,6 +28,7 @@ from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import default_path
+from sdk.cache._entry import not_served
 from sdk.cache._errors import CacheError
 from sdk.cache._errors import CacheFileError
 from sdk.cache._errors import CacheServerError
@@ -59,4 +60,5 @@ __all__ = [
     "SQLiteCache",
     "cache_key",
     "default_path",
+    "not_served",
 ]

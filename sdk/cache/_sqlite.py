@@ -279,13 +279,13 @@ class _Tally:
     unknown): counts taken at a write that finds another are dropped."""
 
     def __init__(self) -> None:
+        self._lock = _fork.lock()  # (free in a forked child)
         _fork.after_fork(self, _Tally.start)  # (the parent's counts are the parent's to write)
         self.start()
 
     def start(self) -> None:
         """Nothing counted yet (also in a forked child: `_fork.after_fork`)."""
-        self._lock = _fork.lock()
-        self._counts = {"hits": 0, "misses": 0, "expired": 0}
+        self._counts = dict.fromkeys(_Tally.NAMES, 0)
         self._expired: set[str] = set()
         self.pending = 0
         self.tried = -math.inf
@@ -297,7 +297,7 @@ class _Tally:
             counts = self._counts
             counts["hits"] -= 1
             counts["misses"] += 1
-            counts["refused"] = counts.get("refused", 0) + 1
+            counts["refused"] += 1
             self.pending += 1
 
     def missed(self, clears: int | None, expired_key: str | None) -> None:

@@ -56,7 +56,7 @@ from sdk.cache import CacheError
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import cache_key
-from sdk.cache._entry import not_served
+from sdk.cache import not_served
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask

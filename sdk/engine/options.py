@@ -156,7 +156,7 @@ def cache_of(option: Cache | bool | None) -> Cache | None:
 
 @functools.cache
 def _default_cache() -> Cache:
-    from sdk.cache._sqlite import SQLiteCache  # sqlite3: loaded when a cache is asked for
+    from sdk.cache import SQLiteCache  # sqlite3: loaded when a cache is asked for
 
     return SQLiteCache()
 

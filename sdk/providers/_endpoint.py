@@ -138,8 +138,12 @@ def client_query(client: Any) -> str:
     """The query the HTTP client an official client was given adds to every request (httpx's
     `params=`), as text: a `google-genai` client's async one's after its sync one's when they
     differ; `""` when none adds one."""
-    sync, other = (str(getattr(_http_client(client, side), "params", "")) for side in (False, True))
-    return sync if sync == other else f"{sync} (async calls: {other})"
+    sync, other = (_http_client(client, side) for side in (False, True))
+    query = str(getattr(sync, "params", ""))
+    if other is sync:  # (anthropic, openai: one HTTP client, read once)
+        return query
+    other_query = str(getattr(other, "params", ""))
+    return query if query == other_query else f"{query} (async calls: {other_query})"
 
 
 def _http_client(client: Any, asynchronous: bool) -> Any:

@@ -42,7 +42,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider", "callable_identity", "endpoint", "header_scope"]
+__all__ = ["Provider", "callable_identity", "endpoint", "header_digest", "header_scope"]
 
 
 def endpoint(url: object) -> str:
@@ -119,7 +119,7 @@ def _scope_of(
             or value.partition(" ")[2] in own
         ):
             continue
-        scope[lowered] = _header_digest(value)
+        scope[lowered] = header_digest(value)
     return dict(sorted(scope.items()))
 
 
@@ -134,9 +134,10 @@ def _header_text(value: object) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _header_digest(value: str) -> str:
-    """A header's value as the key holds it (made once per value: a client's headers are the
-    same on every call)."""
+def header_digest(value: str) -> str:
+    """A header's value (or any text a request carries that may hold a credential) as the key
+    holds it: its sha256, made once per value (a client's headers are the same on every
+    call)."""
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -350,7 +351,7 @@ class Provider:
             scope["headers"] = headers
         query = self.keyed_query()
         if query:  # (by its sha256, as headers are: it may hold a gateway's credentials)
-            scope["client_query"] = _header_digest(query)
+            scope["client_query"] = header_digest(query)
         return scope
 
     def keyed_query(self) -> str:

@@ -20,7 +20,6 @@ request is one attempt whatever the client was built with.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -65,6 +64,7 @@ from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
+from sdk.providers._provider import header_digest
 from sdk.providers._provider import header_scope
 from sdk.providers._transports import Stream
 from sdk.schema.dialects import to_wire
@@ -574,8 +574,8 @@ class GeminiProvider(Provider):
         headers = header_scope(client_headers(self.client), secrets)
         sent_async = header_scope(client_headers(self.client, asynchronous=True), secrets)
         if sent_async != headers:
-            digest = hashlib.sha256(repr(sent_async).encode()).hexdigest()
-            return {**headers, "(async calls)": digest}  # (`header_scope`'s is shared)
+            # (a new dict: `header_scope`'s is shared)
+            return {**headers, "(async calls)": header_digest(repr(sent_async))}
         return headers
 
     def secrets(self) -> Iterable[str]:
