@@ -18,10 +18,8 @@ import sys
 import textwrap
 from pathlib import Path
 from typing import Any
-from typing import ClassVar
 
 import pytest
-from pydantic import field_validator
 from typer.testing import CliRunner
 
 from contracts import Decision
@@ -48,6 +46,8 @@ from sdk.providers import TestProvider
 from sdk.providers._base import Completion
 from sdk.stop_reason import StopReason
 from tests import tool_wire
+from tests.cache_support import Verdict
+from tests.cache_support import tightened
 from tests.wire_support import DECISION
 from tests.wire_support import Wire
 from tests.wire_support import anthropic_client
@@ -113,30 +113,13 @@ def test_another_model_or_provider_misses() -> None:
     assert cache.stats().entries == 3
 
 
-class Verdict(Contract):
-    """A verdict whose allowed answers a team may tighten."""
-
-    answer: str
-    strict: ClassVar[bool] = False
-
-    @field_validator("answer")
-    @classmethod
-    def _allowed(cls, value: str) -> str:
-        if cls.strict and value != "approve":
-            raise ValueError("only 'approve' is allowed now")
-        return value
-
-
 def test_a_changed_contract_misses_and_a_tightened_check_refuses_a_stored_answer() -> None:
     provider = TestProvider([json.dumps({"answer": "escalate"}), json.dumps({"answer": "approve"})])
     cache = MemoryCache()
     client = StructuredClient(provider, cache=cache)
     assert client.generate(Verdict, prompt="Verdict?").value.answer == "escalate"
-    Verdict.strict = True  # the schema is the same: the key is the same, the check is not
-    try:
+    with tightened():  # the schema is the same: the key is the same, the check is not
         result = client.generate(Verdict, prompt="Verdict?")
-    finally:
-        Verdict.strict = False
     assert not result.cached and result.value.answer == "approve" and len(provider.requests) == 2
 
     class Widened(Contract):

@@ -738,34 +738,44 @@ def test_the_headers_in_the_key_leave_out_the_account_and_hold_no_value_in_clear
         assert secret not in scopes
 
 
-def _routed(wire: Wire, route: str) -> httpx2.Client:
-    """An HTTP client for an official SDK that sends a gateway's route header of its own."""
-    return httpx2.Client(transport=httpx2.MockTransport(wire), headers={"X-Route": route})
+_ROUTES: dict[str, tuple[Callable[[Wire, str], httpx2.Client], Callable[[Any], str]]] = {
+    # A gateway's route, set on the HTTP client an official SDK is given (which it sends on
+    # every request), and how to read it back from a request.
+    "a header": (
+        lambda wire, route: httpx2.Client(
+            transport=httpx2.MockTransport(wire), headers={"X-Route": route}
+        ),
+        lambda request: request.headers["x-route"],
+    ),
+    "a query (httpx params=)": (
+        lambda wire, route: httpx2.Client(
+            transport=httpx2.MockTransport(wire), params={"route": route}
+        ),
+        lambda request: request.url.params["route"],
+    ),
+}
 
-
-_INJECTED: dict[str, tuple[Callable[[], Wire], Callable[[Wire, str], Any]]] = {
+_GIVEN_HTTP: dict[str, tuple[Callable[[], Wire], Callable[[httpx2.Client], Any]]] = {
     "openai": (
         _chat_wire,
-        lambda w, route: OpenAIChatProvider(
-            openai.OpenAI(api_key="sk-1", base_url=GATEWAY, http_client=_routed(w, route)),
+        lambda http: OpenAIChatProvider(
+            openai.OpenAI(api_key="sk-1", base_url=GATEWAY, http_client=http),
             model="gpt-5.1-mini",
         ),
     ),
     "anthropic": (
         _anthropic_wire,
-        lambda w, route: AnthropicProvider(
-            anthropic.Anthropic(
-                api_key="sk-ant-1", base_url=GATEWAY, http_client=_routed(w, route)
-            ),
+        lambda http: AnthropicProvider(
+            anthropic.Anthropic(api_key="sk-ant-1", base_url=GATEWAY, http_client=http),
             model="claude-sonnet-4-6",
         ),
     ),
     "gemini": (
         lambda: Wire(gemini_reply(text=TEXT)),
-        lambda w, route: GeminiProvider(
+        lambda http: GeminiProvider(
             _genai(
                 api_key="AIza-1",
-                http_options={"base_url": "http://gemini.test", "httpx_client": _routed(w, route)},
+                http_options={"base_url": "http://gemini.test", "httpx_client": http},
             ),
             model="gemini-2.5-flash",
         ),
@@ -773,71 +783,26 @@ _INJECTED: dict[str, tuple[Callable[[], Wire], Callable[[Wire, str], Any]]] = {
 }
 
 
-@pytest.mark.parametrize("family", list(_INJECTED))
-def test_a_header_the_injected_http_client_sends_is_in_the_key(family: str) -> None:
-    """The official SDKs send the headers of the HTTP client they are given: a gateway may
-    route by one set there, so another value misses, and the same one hits."""
-    make_wire, make = _INJECTED[family]
+@pytest.mark.parametrize("routed_by", list(_ROUTES))
+@pytest.mark.parametrize("family", list(_GIVEN_HTTP))
+def test_a_route_the_injected_http_client_sends_is_in_the_key(family: str, routed_by: str) -> None:
+    """The official SDKs send what the HTTP client they are given adds to every request (its
+    headers, its `params=` in every URL's query): a gateway may route by one, so another value
+    misses (it was served the first route's answer), the same one hits, and the scope holds no
+    value in clear."""
+    make_wire, make = _GIVEN_HTTP[family]
+    http_client, route_of = _ROUTES[routed_by]
     wire = make_wire()
     cache = MemoryCache()
     asked = [
-        StructuredClient(make(wire, route), cache=cache).generate(Decision, prompt="A?").cached
+        StructuredClient(make(http_client(wire, route)), cache=cache)
+        .generate(Decision, prompt="A?")
+        .cached
         for route in ("eu", "eu", "us")
     ]
     assert asked == [False, True, False] and len(wire.requests) == 2
-    assert [request.headers["x-route"] for request in wire.requests] == ["eu", "us"]
-
-
-def _queried(wire: Wire, route: str) -> httpx2.Client:
-    """An HTTP client for an official SDK that adds a gateway's route to every URL's query."""
-    return httpx2.Client(transport=httpx2.MockTransport(wire), params={"route": route})
-
-
-_QUERIED: dict[str, tuple[Callable[[], Wire], Callable[[Wire, str], Any]]] = {
-    "openai": (
-        _chat_wire,
-        lambda w, route: OpenAIChatProvider(
-            openai.OpenAI(api_key="sk-1", base_url=GATEWAY, http_client=_queried(w, route)),
-            model="gpt-5.1-mini",
-        ),
-    ),
-    "anthropic": (
-        _anthropic_wire,
-        lambda w, route: AnthropicProvider(
-            anthropic.Anthropic(
-                api_key="sk-ant-1", base_url=GATEWAY, http_client=_queried(w, route)
-            ),
-            model="claude-sonnet-4-6",
-        ),
-    ),
-    "gemini": (
-        lambda: Wire(gemini_reply(text=TEXT)),
-        lambda w, route: GeminiProvider(
-            _genai(
-                api_key="AIza-1",
-                http_options={"base_url": "http://gemini.test", "httpx_client": _queried(w, route)},
-            ),
-            model="gemini-2.5-flash",
-        ),
-    ),
-}
-
-
-@pytest.mark.parametrize("family", list(_QUERIED))
-def test_a_query_the_injected_http_client_adds_is_in_the_key(family: str) -> None:
-    """httpx adds its client's `params=` to every request's URL, under the official SDKs too:
-    a gateway may route by one, so another value misses (it was served the first route's
-    answer), and the same one hits."""
-    make_wire, make = _QUERIED[family]
-    wire = make_wire()
-    cache = MemoryCache()
-    asked = [
-        StructuredClient(make(wire, route), cache=cache).generate(Decision, prompt="A?").cached
-        for route in ("eu", "eu", "us")
-    ]
-    assert asked == [False, True, False] and len(wire.requests) == 2
-    assert [request.url.params["route"] for request in wire.requests] == ["eu", "us"]
-    assert "eu" not in json.dumps(make(wire, "eu").cache_scope())
+    assert [route_of(request) for request in wire.requests] == ["eu", "us"]
+    assert "eu" not in json.dumps(make(http_client(wire, "eu")).cache_scope())
 
 
 def test_a_query_a_local_server_s_http_client_adds_is_in_the_key() -> None:
@@ -864,7 +829,7 @@ def test_a_header_gemini_s_async_http_client_sends_is_in_the_key() -> None:
     def provider(sync_route: str | None, async_route: str | None) -> GeminiProvider:
         http: dict[str, Any] = {"base_url": "http://gemini.test"}
         if sync_route is not None:
-            http["httpx_client"] = _routed(wire, sync_route)
+            http["httpx_client"] = _ROUTES["a header"][0](wire, sync_route)
         if async_route is not None:
             http["httpx_async_client"] = httpx2.AsyncClient(
                 transport=httpx2.MockTransport(wire), headers={"X-Route": async_route}

@@ -17,13 +17,10 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from typing import ClassVar
 
 import pytest
 import redis
-from pydantic import field_validator
 
-from sdk import Contract
 from sdk import StructuredClient
 from sdk.cache import BestEffortCache
 from sdk.cache import Cache
@@ -33,23 +30,10 @@ from sdk.cache import MemoryCache
 from sdk.cache import RedisCache
 from sdk.cache import SQLiteCache
 from sdk.providers import TestProvider
+from tests.cache_support import Verdict
+from tests.cache_support import tightened
 from tests.redis_support import redis_server
 from tests.shared_file_process import WAIT
-
-
-class Verdict(Contract):
-    """A verdict whose allowed answers a team may tighten (the schema, and so the key, stays)."""
-
-    answer: str
-    strict: ClassVar[bool] = False
-
-    @field_validator("answer")
-    @classmethod
-    def _allowed(cls, value: str) -> str:
-        if cls.strict and value != "approve":
-            raise ValueError("only 'approve' is allowed now")
-        return value
-
 
 ESCALATE, APPROVE = json.dumps({"answer": "escalate"}), json.dumps({"answer": "approve"})
 
@@ -105,11 +89,8 @@ def test_a_stored_answer_today_s_checks_refuse_is_a_miss_not_a_hit(store: Any) -
     provider = TestProvider([ESCALATE, APPROVE])
     client = StructuredClient(provider, cache=store)
     assert client.generate(Verdict, prompt="Verdict?").value.answer == "escalate"  # a miss
-    Verdict.strict = True
-    try:
+    with tightened():
         asked = client.generate(Verdict, prompt="Verdict?")  # found, refused: the provider asked
-    finally:
-        Verdict.strict = False
     assert not asked.cached and asked.value.answer == "approve" and len(provider.requests) == 2
     served = client.generate(Verdict, prompt="Verdict?")  # the replacement: a hit
     assert served.cached and served.value.answer == "approve"
@@ -168,11 +149,8 @@ def test_a_store_without_refuse_still_works_its_refused_entries_discarded(wrappe
     provider = TestProvider([ESCALATE, APPROVE])
     client = StructuredClient(provider, cache=store)
     client.generate(Verdict, prompt="Verdict?")
-    Verdict.strict = True
-    try:
+    with tightened():
         asked = client.generate(Verdict, prompt="Verdict?")
-    finally:
-        Verdict.strict = False
     assert asked.value.answer == "approve" and len(third.discarded) == 1
     assert client.generate(Verdict, prompt="Verdict?").cached
 
@@ -192,11 +170,9 @@ def test_an_entry_a_read_only_store_cannot_drop_is_not_served_and_the_provider_a
         db.close()
     provider = TestProvider([APPROVE])
     client = StructuredClient(provider, cache=SQLiteCache(path, readonly=True))
-    Verdict.strict = refusal != "damaged"
-    try:  # (before: CacheFileError "opened read-only", dropping the entry, and nothing asked)
+    # (before: CacheFileError "opened read-only", dropping the entry, and nothing asked)
+    with tightened(refusal != "damaged"):
         asked = client.generate(Verdict, prompt="Verdict?")
-    finally:
-        Verdict.strict = False
     assert not asked.cached and asked.value.answer == "approve" and len(provider.requests) == 1
     kinds = [note.kind for note in asked.notes]
     assert kinds == ["cache_damaged", "cache_not_stored"][refusal != "damaged" :]
