@@ -174,17 +174,25 @@ def test_a_child_forked_while_its_parent_holds_a_lock_uses_what_it_guards(
     thread.start()
     try:
         assert holding.wait(WAIT)
-        child = multiprocessing.get_context("fork").Process(target=work)
-        child.start()
-        child.join(WAIT)
-        hung = child.is_alive()
-        child.kill()
-        child.join(WAIT)
+        hung, exitcode = _run_forked(work)
     finally:
         release.set()
         thread.join(WAIT)
     assert not hung, f"the forked child waited for the {held} lock its parent held"
-    assert child.exitcode == 0
+    assert exitcode == 0
+
+
+
+def _run_forked(target: Callable[[], None]) -> tuple[bool, int | None]:
+    """`target` run in a child forked now, joined within `WAIT`: whether it was still running
+    then (it hung, and is killed), and its exit code."""
+    child = multiprocessing.get_context("fork").Process(target=target)
+    child.start()
+    child.join(WAIT)
+    hung = child.is_alive()
+    child.kill()
+    child.join(WAIT)
+    return hung, child.exitcode
 
 
 _MODULE_STATE: list[str] = []
@@ -250,16 +258,11 @@ def test_a_contract_another_thread_was_widening_at_the_fork_is_widened_in_the_ch
     widener.start()
     try:
         assert _Code.inside.wait(WAIT)
-        child = multiprocessing.get_context("fork").Process(target=_widened_in_child)
-        child.start()
-        child.join(WAIT)
-        hung = child.is_alive()
-        child.kill()
-        child.join(WAIT)
+        hung, exitcode = _run_forked(_widened_in_child)
     finally:
         _Code.going_on.set()
         widener.join(WAIT)
-    assert not hung and child.exitcode == 0
+    assert not hung and exitcode == 0
 
 
 # --- no lock made elsewhere ---
