@@ -64,9 +64,9 @@ with no SQLite error code)."""
 
 _CLEARS = "clears"
 """The counters' row counting the file's `clear`s (absent: none)."""
-_ADD_COUNT = (
-    "INSERT INTO counters (name, value) VALUES (?, ?) "
-    "ON CONFLICT(name) DO UPDATE SET value = MAX(0, value + excluded.value)"
+_ADD_COUNT = (  # (a count that is not a whole number, damaged, is 0 as `_count` reads it)
+    "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = "
+    "MAX(0, CASE typeof(value) WHEN 'integer' THEN value ELSE 0 END + excluded.value)"
 )
 
 _FLUSH_EVERY = 256
