@@ -298,3 +298,27 @@ def test_a_clear_over_a_damaged_count_of_clears_is_still_seen_by_other_processes
     counted = writer.stats()
     assert (counted.hits, counted.misses) == (0, 0)
     writer.close()
+
+
+def test_a_refused_entry_whose_hit_a_clear_dropped_takes_back_no_other_process_s_hit(
+    tmp_path: Path,
+) -> None:
+    """A call's hit kept in memory, dropped when another thread of its process learns of another
+    process's clear; the call then refuses the entry: its lookup was before the clear (counted
+    nowhere), so the hit another process made after the clear stays counted (it was taken back:
+    `(0, 3)` with 1 refused). Stores stand for processes (each has its own counts in memory)."""
+    path = tmp_path / "c.db"
+    first, second = SQLiteCache(path), SQLiteCache(path)
+    StructuredClient(TestProvider([ESCALATE]), cache=first).generate(Verdict, prompt="Escalate?")
+    (key,) = _keys(first)
+    assert first.get(key) is not None  # the call's lookup: a hit, kept in memory
+    second.clear()
+    assert first.get("another call's key") is None  # a miss: learns of the clear
+    other = StructuredClient(TestProvider([ESCALATE]), cache=second)
+    for cached in (False, True):  # after the clear: a miss, a hit
+        assert other.generate(Verdict, prompt="Escalate?").cached is cached
+    second.close()
+    first.refuse(key)  # the call refuses the entry it was handed
+    first.close()
+    counted = second.stats()
+    assert (counted.hits, counted.misses, counted.refused) == (1, 2, 0)
