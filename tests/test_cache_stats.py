@@ -6,6 +6,7 @@
   `refuse`) still works.
 - A `clear` starts the counts afresh for every process: counts another process kept in memory
   from before it are never written after it (real processes behind a barrier).
+- A damaged count (not a whole number) is counted on from 0, and never fails a lookup.
 """
 
 from __future__ import annotations
@@ -232,3 +233,92 @@ def test_a_clear_in_one_process_drops_the_counts_others_held_from_before_it(
     # (before: 3 x 6 lookups more).
     processes = COUNTERS + 1
     assert (stats.entries, stats.hits, stats.misses) == (processes, 2 * processes, processes)
+
+
+def _damage_counter(store: Any, name: str, value: str) -> None:
+    """A counter of the store overwritten by a value that is not a whole number (a byte damaged,
+    a hand edit), the way each store holds it."""
+    if isinstance(store, SQLiteCache):
+        db = sqlite3.connect(store.path)
+        try:
+            with db:  # (an INTEGER column keeps a fraction as a REAL)
+                db.execute(
+                    "INSERT OR REPLACE INTO counters (name, value) VALUES (?, ?)",
+                    (name, float(value)),
+                )
+        finally:
+            db.close()
+        return
+    assert isinstance(store, RedisCache)
+    raw = redis.Redis.from_url(store.url, socket_timeout=WAIT)
+    try:
+        raw.hset(f"{store.prefix}counters", name, value)
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("name", ["hits", "misses"])
+def test_a_damaged_count_is_counted_afresh_and_the_calls_served(
+    kind: str, name: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A count the store holds damaged (2.5) is taken as 0 and counted on from there (not stuck
+    at a number `stats()` reads as 0 forever, nor failing every lookup)."""
+    url = request.getfixturevalue("redis_url") if kind == "redis" else ""
+    store = STORES[kind](tmp_path, url)
+    client = StructuredClient(TestProvider([ESCALATE], repeat=True), cache=store)
+    assert client.generate(Verdict, prompt="Escalate?").cached is False
+    _damage_counter(store, name, "2.5")
+    for _ in range(2):
+        assert client.generate(Verdict, prompt="Escalate?").cached is True
+        assert client.generate(Verdict, prompt="Something else?").value.answer == "escalate"
+    counted = store.stats()
+    # 3 hits, 2 misses; the damaged count taken as 0 (the one miss before it, if misses)
+    assert (counted.hits, counted.misses) == ((3, 2) if name == "hits" else (3, 1))
+    if isinstance(store, SQLiteCache):
+        store.close()
+
+
+def test_a_clear_over_a_damaged_count_of_clears_is_still_seen_by_other_processes(
+    tmp_path: Path,
+) -> None:
+    """The counters' row `clears` damaged (not a whole number): a clear still counts itself, so
+    a store that kept counts from before it drops them (another store stands for another
+    process: each has its own counts in memory)."""
+    path = tmp_path / "c.db"
+    writer, other = SQLiteCache(path), None
+    asked = StructuredClient(TestProvider([ESCALATE]), cache=writer)
+    assert asked.generate(Verdict, prompt="Escalate?").cached is False
+    _damage_counter(writer, "clears", "0.5")
+    other = SQLiteCache(path)  # knows the damaged number as 0
+    served = StructuredClient(TestProvider([]), cache=other)
+    assert served.generate(Verdict, prompt="Escalate?").cached is True  # kept in memory
+    writer.clear()
+    other.close()  # writes what it kept: made before the clear, so dropped
+    counted = writer.stats()
+    assert (counted.hits, counted.misses) == (0, 0)
+    writer.close()
+
+
+def test_a_refused_entry_whose_hit_a_clear_dropped_takes_back_no_other_process_s_hit(
+    tmp_path: Path,
+) -> None:
+    """A call's hit kept in memory, dropped when another thread of its process learns of another
+    process's clear; the call then refuses the entry: its lookup was before the clear (counted
+    nowhere), so the hit another process made after the clear stays counted (it was taken back:
+    `(0, 3)` with 1 refused). Stores stand for processes (each has its own counts in memory)."""
+    path = tmp_path / "c.db"
+    first, second = SQLiteCache(path), SQLiteCache(path)
+    StructuredClient(TestProvider([ESCALATE]), cache=first).generate(Verdict, prompt="Escalate?")
+    (key,) = _keys(first)
+    assert first.get(key) is not None  # the call's lookup: a hit, kept in memory
+    second.clear()
+    assert first.get("another call's key") is None  # a miss: learns of the clear
+    other = StructuredClient(TestProvider([ESCALATE]), cache=second)
+    for cached in (False, True):  # after the clear: a miss, a hit
+        assert other.generate(Verdict, prompt="Escalate?").cached is cached
+    second.close()
+    first.refuse(key)  # the call refuses the entry it was handed
+    first.close()
+    counted = second.stats()
+    assert (counted.hits, counted.misses, counted.refused) == (1, 2, 0)

@@ -47,31 +47,49 @@ __all__ = ["RedisCache"]
 FORMAT_MARK = "structured-sdk cache/1"
 """What `PREFIX format` holds: the entries' layout under the prefix."""
 
+# Counting never fails a lookup: a count that is not a whole number (a damaged value, a hand
+# edit: `stats()` reads it as 0) is counted afresh from 0; counters that are not a hash go
+# uncounted.
+_COUNT = """
+local function count(name, n)
+  local done = redis.pcall('HINCRBY', KEYS[2], name, n)
+  if type(done) == 'table' and done.err then
+    redis.pcall('HSET', KEYS[2], name, math.max(n, 0))
+  end
+end
+"""
 # One round trip per lookup: the entry (or its Redis type, when it is not a string) and the
 # hit or miss counted.
-_LOOKUP = """
+_LOOKUP = (
+    _COUNT
+    + """
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
-  redis.call('HINCRBY', KEYS[2], 'misses', 1)
+  count('misses', 1)
   return false
 end
-redis.call('HINCRBY', KEYS[2], 'hits', 1)
+count('hits', 1)
 if kind ~= 'string' then
   return {kind}
 end
 return redis.call('GET', KEYS[1])
 """
+)
 # A lookup whose entry the call did not serve: the entry dropped and the lookup moved from the
 # hits to the misses, in one round trip (not below zero: a `clear` since started the counts afresh).
-_REFUSAL = """
+_REFUSAL = (
+    _COUNT
+    + """
 redis.call('DEL', KEYS[1])
-if tonumber(redis.call('HGET', KEYS[2], 'hits') or '0') > 0 then
-  redis.call('HINCRBY', KEYS[2], 'hits', -1)
-  redis.call('HINCRBY', KEYS[2], 'misses', 1)
-  redis.call('HINCRBY', KEYS[2], 'refused', 1)
+local hits = redis.pcall('HGET', KEYS[2], 'hits')
+if type(hits) == 'string' and string.match(hits, '^%d+$') and tonumber(hits) > 0 then
+  count('hits', -1)
+  count('misses', 1)
+  count('refused', 1)
 end
 return 1
 """
+)
 _SCAN_COUNT = 1000
 
 

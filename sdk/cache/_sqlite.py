@@ -10,7 +10,8 @@ A hit only reads: it takes no write lock, so it never waits for another connecti
 count, and a miss's, is kept in memory and written with this store's next write (and when it is
 closed, asked for `stats()`, or its process ends; in a long run of reads, at most once a second,
 never waiting); an expired entry found by a read goes with the next write too. A hit whose entry
-the call does not serve (`refuse`: damaged, or refused by today's checks) is counted a miss.
+the call does not serve (`refuse`: damaged, or refused by today's checks) is counted a miss
+(unless a clear dropped its hit since: the lookup came before the clear, and is counted nowhere).
 
 A `clear` starts the counts afresh for every process: it counts itself in the file (the counters'
 row `clears`), and a store finds whether the file was cleared since it last looked at a miss
@@ -64,9 +65,9 @@ with no SQLite error code)."""
 
 _CLEARS = "clears"
 """The counters' row counting the file's `clear`s (absent: none)."""
-_ADD_COUNT = (
-    "INSERT INTO counters (name, value) VALUES (?, ?) "
-    "ON CONFLICT(name) DO UPDATE SET value = MAX(0, value + excluded.value)"
+_ADD_COUNT = (  # (a count that is not a whole number, damaged, is 0 as `_count` reads it)
+    "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = "
+    "MAX(0, CASE typeof(value) WHEN 'integer' THEN value ELSE 0 END + excluded.value)"
 )
 
 _FLUSH_EVERY = 256
@@ -211,6 +212,7 @@ class SQLiteCache:
             db.execute("DELETE FROM counters WHERE name <> ?", (_CLEARS,))
             db.execute(_ADD_COUNT, (_CLEARS, 1))
             self._tally.clears = _clears(db)
+            self._tally.written_hits = 0
         return count
 
     def close(self) -> None:
@@ -277,6 +279,10 @@ class _Tally:
     clears: int | None = None
     """The file's count of `clear`s when this tally last wrote (or its store was made; `None`:
     unknown): counts taken at a write that finds another are dropped."""
+    written_hits: int
+    """Hits this tally wrote to the file since it last knew of a clear: with those in memory,
+    the hits a `refused` may take back (none left: the refused lookup's hit was dropped with a
+    clear, and is counted nowhere)."""
 
     def __init__(self) -> None:
         self._lock = _fork.lock()  # (free in a forked child)
@@ -288,6 +294,7 @@ class _Tally:
         self._counts = dict.fromkeys(_Tally.NAMES, 0)
         self._expired: set[str] = set()
         self.pending = 0
+        self.written_hits = 0  # (a forked child's are its own)
         self.tried = -math.inf
         """When (`time.monotonic`) a write was last tried for the counts alone."""
 
@@ -295,6 +302,8 @@ class _Tally:
         """A lookup counted a hit whose entry was not served: a miss."""
         with self._lock:
             counts = self._counts
+            if self.written_hits + counts["hits"] <= 0:  # dropped with a clear since
+                return
             counts["hits"] -= 1
             counts["misses"] += 1
             counts["refused"] += 1
@@ -309,6 +318,7 @@ class _Tally:
                 self._counts = dict.fromkeys(self._counts, 0)
                 self.pending = 0
                 self.clears = clears
+                self.written_hits = 0
             if expired_key is not None:
                 self._counts["expired"] += 1
                 self._expired.add(expired_key)
@@ -337,6 +347,8 @@ class _Tally:
             clears = _clears(db)
             if clears != self.clears:  # (some of them were made before that `clear`)
                 counts, self.clears = {}, clears
+                with self._lock:
+                    self.written_hits = 0
             if counts:
                 db.executemany(_ADD_COUNT, list(counts.items()))
             if expired:
@@ -345,6 +357,8 @@ class _Tally:
                     [(key, now) for key in expired],
                 )
             yield
+            with self._lock:
+                self.written_hits += counts.get("hits", 0)
         except BaseException:
             with self._lock:
                 for name, n in counts.items():
