@@ -518,18 +518,28 @@ def test_a_damaged_value_in_a_job_state_file_is_one_typed_error_naming_it(
     assert str(path) in status.stderr
 
 
+def _job_with_a_failed_item(
+    folder: Path, *, retried: bool = False
+) -> tuple[Path, Path, AnthropicBatchAPI]:
+    """A hosted job of 5 items run to its end with item 1 failed (`retried`: then put back to
+    pending by `retry`): its state file, its input, and the batch API it ran on."""
+    items = folder / "items.jsonl"
+    write_items(items, 5)
+    api = AnthropicBatchAPI(Script({1: [ERRORED]}))
+    with job_for(folder, items, anthropic_backend(api)) as job:
+        assert job.run().failed == 1
+        if retried:
+            assert job.retry() == 1
+    return folder / "job.db", items, api
+
+
 @pytest.mark.parametrize("column", ["id", "error_type", "error"])
 def test_a_failed_item_s_text_stored_as_bytes_is_one_typed_error_in_status(
     tmp_path: Path, column: str
 ) -> None:
     # A damaged record gives bytes where text was written: `sdk batch status --json` was a
     # `TypeError` traceback (bytes are not JSON), exit 1.
-    items = tmp_path / "items.jsonl"
-    write_items(items, 5)
-    api = AnthropicBatchAPI(Script({1: [ERRORED]}))
-    with job_for(tmp_path, items, anthropic_backend(api)) as job:
-        assert job.run().failed == 1
-    path = tmp_path / "job.db"
+    path, _, _ = _job_with_a_failed_item(tmp_path)
     with sqlite3.connect(path) as db:
         db.execute(f"UPDATE items SET {column} = x'00ff' WHERE outcome = 'failed'")
     command = [sys.executable, "-m", "sdk.cli", "batch", "status", "--state", str(path), "--json"]
@@ -547,13 +557,7 @@ def test_a_pending_item_s_damaged_row_stops_the_run_with_one_typed_error(
 ) -> None:
     # A damaged record of an item still to run (its feedback not JSON or not a list of turns,
     # its offset or id of another type): `run` raised a raw JSON error or `TypeError`.
-    items = tmp_path / "items.jsonl"
-    write_items(items, 5)
-    api = AnthropicBatchAPI(Script({1: [ERRORED]}))
-    with job_for(tmp_path, items, anthropic_backend(api)) as job:
-        assert job.run().failed == 1
-        assert job.retry() == 1  # the failed item back to pending
-    path = tmp_path / "job.db"
+    path, items, api = _job_with_a_failed_item(tmp_path, retried=True)
     with sqlite3.connect(path) as db:
         db.execute(f"UPDATE items SET {column} = {value} WHERE state = 'pending'")
     resumed = job_for(tmp_path, items, anthropic_backend(api))
