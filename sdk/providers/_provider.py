@@ -347,7 +347,7 @@ class Provider:
         if self.extra_body:
             scope["extra_body"] = dict(self.extra_body)
         headers = self.keyed_headers()
-        if headers:  # (absent when none: a scope made before headers were keyed is unchanged)
+        if headers:  # (absent when none: the scope of a provider without headers stays small)
             scope["headers"] = headers
         query = self.keyed_query()
         if query:  # (by its sha256, as headers are: it may hold a gateway's credentials)
