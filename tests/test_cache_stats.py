@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+import threading
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
@@ -298,6 +299,66 @@ def test_a_clear_over_a_damaged_count_of_clears_is_still_seen_by_other_processes
     counted = writer.stats()
     assert (counted.hits, counted.misses) == (0, 0)
     writer.close()
+
+
+def test_hits_made_after_another_process_s_clear_are_counted_with_no_miss_between(
+    tmp_path: Path,
+) -> None:
+    """Hits a store makes after another process's clear, with no miss or write of its own
+    between to tell it of the clear, are counted; its hits from before the clear are not.
+    Stores stand for processes (each has its own counts in memory); the threads' version is
+    below."""
+    path = tmp_path / "c.db"
+    first, second = SQLiteCache(path), SQLiteCache(path)
+    first.put("answer", Entry((TestProvider.refusal("before"),)))
+    for _ in range(2):
+        assert first.get("answer") is not None  # before the clear: dropped with it
+    second.clear()
+    second.put("answer", Entry((TestProvider.refusal("after"),)))
+    for _ in range(3):
+        assert first.get("answer") is not None  # after it
+    first.close()  # (before: every count it held was dropped here, the 3 hits with them)
+    counted = second.stats()
+    assert (counted.hits, counted.misses) == (3, 0)
+    second.close()
+
+
+def test_hits_of_many_threads_around_another_process_s_clear_count_only_those_after_it(
+    tmp_path: Path,
+) -> None:
+    """16 threads of one store look an answer up behind a barrier, before and after another
+    process clears the file and stores the answer again: exactly the hits after the clear are
+    counted."""
+    path = tmp_path / "c.db"
+    shared, other = SQLiteCache(path), SQLiteCache(path)
+    shared.put("answer", Entry((TestProvider.refusal("before"),)))
+    threads = 16
+    gate = threading.Barrier(threads + 1, timeout=WAIT)
+    found: list[bool] = []
+
+    def lookups() -> None:
+        for _ in range(4):
+            found.append(shared.get("answer") is not None)  # before: dropped
+        gate.wait()  # every thread done before the clear
+        gate.wait()  # cleared, stored again
+        for _ in range(5):
+            found.append(shared.get("answer") is not None)
+
+    workers = [threading.Thread(target=lookups) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    gate.wait()
+    other.clear()
+    other.put("answer", Entry((TestProvider.refusal("after"),)))
+    gate.wait()
+    for worker in workers:
+        worker.join(WAIT)
+        assert not worker.is_alive()
+    assert found.count(True) == threads * 9
+    shared.close()
+    counted = other.stats()
+    assert (counted.hits, counted.misses) == (threads * 5, 0)
+    other.close()
 
 
 def test_a_refused_entry_whose_hit_a_clear_dropped_takes_back_no_other_process_s_hit(

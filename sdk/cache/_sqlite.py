@@ -14,10 +14,10 @@ the call does not serve (`refuse`: damaged, or refused by today's checks) is cou
 (unless a clear dropped its hit since: the lookup came before the clear, and is counted nowhere).
 
 A `clear` starts the counts afresh for every process: it counts itself in the file (the counters'
-row `clears`), and a store finds whether the file was cleared since it last looked at a miss
-(which reads that row: it goes to the provider anyway) and when it writes its counts; if it
-was, the counts it kept are dropped (some were made before the clear, and a hit reads nothing
-to tell which: those a store made after a clear and before its next miss or write go too).
+row `clears`), and every lookup reads that row in the statement that finds the entry, so each
+count a store keeps belongs to the clear it saw. A lookup that sees a clear the store did not
+know of drops the counts the store held (made before it); so does a write that finds one (the
+counts held were made before it).
 """
 
 from __future__ import annotations
@@ -58,13 +58,18 @@ LAYOUT = _sqlite.Layout(
     error=CacheFileError,
 )
 
-_LOOKUP = "SELECT value, expires FROM entries WHERE key = ?"
+_CLEARS = "clears"
+"""The counters' row counting the file's `clear`s (absent: none)."""
+_LOOKUP = (  # one row, found or not: an entry's value and expiry, and the count of clears
+    "SELECT e.value, e.expires, c.value FROM (SELECT 1) LEFT JOIN entries e ON e.key = ? "
+    f"LEFT JOIN counters c ON c.name = '{_CLEARS}'"
+)
+"""A lookup reads the file's count of clears in the same statement (one snapshot): each count
+it makes belongs to the clear it saw, so one made after another process's clear is kept."""
 _NOT_UTF8 = "Could not decode to UTF-8"
 """How Python's `sqlite3` says a stored text is not UTF-8 (an `OperationalError` of its own,
 with no SQLite error code)."""
 
-_CLEARS = "clears"
-"""The counters' row counting the file's `clear`s (absent: none)."""
 _ADD_COUNT = (  # (a count that is not a whole number, damaged, is 0 as `_count` reads it)
     "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = "
     "MAX(0, CASE typeof(value) WHEN 'integer' THEN value ELSE 0 END + excluded.value)"
@@ -118,11 +123,15 @@ class SQLiteCache:
 
     def get(self, key: str) -> Entry | None:
         db = self._connection()
+        clears: int | None
         try:  # a read in autocommit: no lock a writer holds is waited for
-            row = db.execute(_LOOKUP, (key,)).fetchone()
+            value, expires, clears_held = db.execute(_LOOKUP, (key,)).fetchone()
+            row = (value, expires) if value is not None else None
+            clears = _count(clears_held)
         except sqlite3.Error as error:
             row = self._undecodable(db, key, error)
-        expires = row[1] if row is not None else None
+            expires = row[1] if row is not None else None
+            clears = self._clears_now(db)
         if expires is not None and type(expires) is not float and type(expires) is not int:
             # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
             row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
@@ -130,9 +139,9 @@ class SQLiteCache:
             row = None  # (a miss, counted below with its key to delete)
         tally = self._tally
         if row is not None:
-            tally.hit()
-        else:  # a miss reads once more (it goes to the provider): was the file cleared since?
-            tally.missed(self._clears_now(db), key if expires is not None else None)
+            tally.hit(clears)
+        else:
+            tally.missed(clears, key if expires is not None else None)
         if tally.pending >= _FLUSH_EVERY and not self.readonly:
             now = time.monotonic()
             if now - tally.tried >= _FLUSH_SPACING:
@@ -310,15 +319,10 @@ class _Tally:
             self.pending += 1
 
     def missed(self, clears: int | None, expired_key: str | None) -> None:
-        """A miss (an expired entry's, with its key), when the file has been cleared `clears`
-        times: the counts held are dropped first if it has been cleared since this tally last
-        knew (some were made before that clear), and that number is known from now on."""
+        """A miss (an expired entry's, with its key) by a lookup that saw the file cleared
+        `clears` times (`_saw`)."""
         with self._lock:
-            if clears is not None and clears != self.clears:
-                self._counts = dict.fromkeys(self._counts, 0)
-                self.pending = 0
-                self.clears = clears
-                self.written_hits = 0
+            self._saw(clears)
             if expired_key is not None:
                 self._counts["expired"] += 1
                 self._expired.add(expired_key)
@@ -326,10 +330,24 @@ class _Tally:
             self._counts["misses"] += 1
             self.pending += 1
 
-    def hit(self) -> None:
+    def hit(self, clears: int | None) -> None:
+        """A hit by a lookup that saw the file cleared `clears` times (`_saw`)."""
         with self._lock:
+            self._saw(clears)
             self._counts["hits"] += 1
             self.pending += 1
+
+    def _saw(self, clears: int | None) -> None:
+        """A lookup saw the file cleared `clears` times (`None`: it could not tell): if that is
+        not what this tally knew, the counts it holds were made before a clear since, and are
+        dropped; the number is known from now on. (Under the lock. A lookup that began before
+        a clear and is counted after another thread's lookup saw it drops that one's count: a
+        race with a clear miscounts by the lookups inside it, never more.)"""
+        if clears is not None and clears != self.clears:
+            self._counts = dict.fromkeys(self._counts, 0)
+            self.pending = 0
+            self.clears = clears
+            self.written_hits = 0
 
     @contextmanager
     def written(self, db: sqlite3.Connection, now: float) -> Iterator[None]:
