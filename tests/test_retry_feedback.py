@@ -4,6 +4,7 @@ whole reply again (issue 16, part 3), through the real client and `TestProvider`
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +17,17 @@ from sdk import StructuredClient
 from sdk import Violation
 from sdk.engine.conversation import FEEDBACK_WHOLE_REPLY
 from sdk.engine.conversation import feedback_message
+from sdk.grammar import Grammar
+from sdk.providers import AnthropicProvider
+from sdk.providers import OpenAIResponsesProvider
+from sdk.providers import Provider
 from sdk.providers.test import TestProvider
+from sdk.schema.compact import compact_schema
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
 
 ITEMS = 300
 SOURCE = "\n".join(
@@ -120,3 +131,64 @@ def test_excerpts_are_bounded_in_number_and_size() -> None:
     assert len(message) < 8_000  # 20 problems and 8 excerpts, each line bounded
     # The threshold is the caller's to move: a generous one sends nothing of the reply here.
     assert "not repeated" not in feedback_message(InvoiceExtraction, error, whole_reply=10**6)
+
+
+# --- the contract's type definition, on a route that holds the reply to no schema ---
+
+_GOOD_DECISION = {"reasoning": "A $12 taxi is within policy.", "answer": "approve"}
+
+
+def _decision(**changes: Any) -> str:
+    return json.dumps({**_GOOD_DECISION, "confidence": "high", **changes})
+
+
+def test_a_prompt_only_route_s_retry_gives_the_contract_as_a_short_type_definition() -> None:
+    """`TestProvider` holds a reply to no schema (its profile names no preflight target), as a
+    prompt-only route does: the retry says the problems, then the contract as a type
+    definition (issue 33 item 5), before the closing line."""
+    provider = TestProvider([_decision(answer="maybe"), _decision()])
+    assert not provider.holds_schema
+    result = StructuredClient(provider, retries=1).generate(Decision, prompt="Approve?")
+    assert result.value.answer == "approve"
+    feedback = provider.requests[1].messages[-1].content
+    assert isinstance(feedback, str)
+    problems, definition = feedback.split("\nThe Decision to write, as a type definition:\n")
+    assert "- /answer: 'maybe' is not one of" in problems
+    assert definition == compact_schema(Decision) + "\n" + (
+        "Reply with the whole corrected JSON document, and nothing else."
+    )
+    # The first request is the caller's conversation as it was: nothing added there.
+    assert compact_schema(Decision) not in str(provider.requests[0].messages)
+
+
+def _anthropic(wire: Wire) -> Provider:
+    return AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+
+
+def _responses(wire: Wire) -> Provider:
+    return OpenAIResponsesProvider(openai_client(wire), model="gpt-5")
+
+
+@pytest.mark.parametrize(
+    ("make", "reply"), [(_anthropic, anthropic_reply), (_responses, responses_reply)]
+)
+def test_a_route_that_holds_the_schema_is_told_the_problems_alone(
+    make: Callable[[Wire], Provider], reply: Callable[..., Any]
+) -> None:
+    """Through the real Anthropic and OpenAI clients: their wires hold the reply to the
+    schema, so the retry says the problems without the type definition."""
+    wire = Wire(reply(text=_decision(answer="maybe")), reply(text=_decision()))
+    provider = make(wire)
+    assert provider.holds_schema
+    StructuredClient(provider, retries=1).generate(Decision, prompt="Approve?")
+    retry = json.dumps(wire.bodies()[1])
+    assert "/answer" in retry and "as a type definition" not in retry
+    typed_line = compact_schema(Decision).splitlines()[-2]  # confidence: "low" | ...
+    assert typed_line.startswith("  confidence:") and json.dumps(typed_line)[1:-1] not in retry
+
+
+def test_a_grammar_s_retry_has_no_type_definition() -> None:
+    """A grammar's sentence has no contract type to give: its feedback is as before."""
+    grammar = Grammar("Pair", lark='start: KEY "=" VALUE\nKEY: /[a-z]+/\nVALUE: /[0-9]+/')
+    error = SchemaViolation("bad", text="x", violations=[Violation("", "bad")])
+    assert feedback_message(grammar, error, typed=True) == feedback_message(grammar, error)

@@ -20,6 +20,7 @@ from sdk.errors import Violation
 from sdk.grammar import Grammar
 from sdk.providers._base import Message
 from sdk.providers._control_tokens import ControlTokens
+from sdk.schema.compact import compact_schema
 
 __all__ = [
     "CONTROL_TOKEN_SHOWN",
@@ -160,6 +161,7 @@ def feedback_message(
     error: InvalidOutput,
     *,
     whole_reply: int = FEEDBACK_WHOLE_REPLY,
+    typed: bool = False,
 ) -> str:
     """What the model is told after an invalid reply: each violation with its JSON pointer.
 
@@ -168,6 +170,10 @@ def feedback_message(
     assistant's turn, and not repeated here; a longer one is not sent back (it would cost more
     than the source it came from; a one-line stand-in keeps its turn), so this message quotes
     an excerpt of it around each problem instead: at most 8 excerpts of 240 characters.
+
+    `typed`: the route holds the reply to no schema (a prompt-only route), so the message also
+    gives the contract as a short type definition (`sdk.schema.compact`), what the model has
+    to write; where a schema or grammar holds it, the problems alone are said.
     """
     if isinstance(output, Grammar):
         lines = [f"That reply is not a valid {output.name} sentence. Problems:"]
@@ -183,6 +189,9 @@ def feedback_message(
         said = f"The reply ({len(text):,} characters) is not repeated here"
         lines.append(f"{said}; where the problems are:" if excerpts else f"{said}.")
         lines.extend(f"- {where}: {excerpt}" for where, excerpt in excerpts)
+    if typed and isinstance(output, type):
+        lines.append(f"The {output.__name__} to write, as a type definition:")
+        lines.append(compact_schema(output))
     lines.append(closing)
     return "\n".join(lines)
 
@@ -200,7 +209,10 @@ def feedback_turns(
     output: type[Contract] | Grammar | None,
     error: InvalidOutput,
     whole_reply: int = FEEDBACK_WHOLE_REPLY,
+    typed: bool = False,
 ) -> tuple[Message, ...]:
+    """The turns a retry adds: the invalid reply (or a stand-in for a long one) as the
+    assistant's, then `feedback_message` as the user's."""
     text = error.text or ""
     said: tuple[Message, ...] = ()
     if text:
@@ -208,7 +220,7 @@ def feedback_turns(
         # require user and assistant turns to alternate reject two user turns in a row.
         shown = text if len(text) <= whole_reply else f"({len(text):,} characters, not repeated)"
         said = (Message("assistant", shown),)
-    message = feedback_message(output, error, whole_reply=whole_reply)
+    message = feedback_message(output, error, whole_reply=whole_reply, typed=typed)
     return (*said, Message("user", message))
 
 

@@ -318,6 +318,13 @@ class Provider:
         return self.codec.profile.native_reasoning
 
     @property
+    def holds_schema(self) -> bool:
+        """Whether the wire holds a reply to the schema asked for (native structured output or
+        a grammar: its profile names a preflight target); `False` for a prompt-only route (a
+        test double, a provider without one), where the model is only told what to write."""
+        return self.codec.profile.target is not None
+
+    @property
     def model(self) -> str | None:
         """The model name requests go to, when the provider knows it up front."""
         return None

@@ -204,7 +204,9 @@ class Document:
     def feedback(
         self, error: InvalidOutput, completion: Completion, provider: Provider
     ) -> tuple[Message, ...]:
-        return feedback_turns(self.contract, error, self.parsing.whole_reply)
+        # A route that holds the reply to no schema is told the contract's type again.
+        typed = not provider.holds_schema
+        return feedback_turns(self.contract, error, self.parsing.whole_reply, typed)
 
     def view(self, attempt: int, provider: Provider) -> StreamView:
         if self.envelope is not None and not self.envelope.is_list:
