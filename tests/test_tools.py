@@ -244,9 +244,33 @@ def test_invalid_arguments_then_a_valid_retry(hosted: Hosted) -> None:
     results = _tool_results_sent(hosted.name, retry)
     assert [r[0] for r in results] == sent_ids
     assert "/unit" in results[0][1] and "kelvin" in results[0][1]
+    assert "as a type definition" not in results[0][1]  # the wire holds the arguments' schema
     assert results[1][1].startswith("Not run")
     if hosted.name == "anthropic":
         assert all(r[2] is True for r in results)  # marked as errors where the protocol can
+
+
+def test_a_prompt_only_route_s_retry_gives_a_failed_call_s_arguments_as_a_type_definition() -> None:
+    """On a route that holds tool arguments to no schema (`TestProvider`), the failed call's
+    result also gives its tool's arguments as a short type definition; a valid call's does not."""
+    from sdk import ToolCall
+    from sdk.providers.test import TestProvider
+    from sdk.schema.compact import compact_schema
+
+    def calls(weather: Any) -> list[ToolCall]:
+        return [ToolCall("c1", "GetWeather", weather.arguments),
+                ToolCall("c2", "LookupOrder", ORDER.arguments)]  # fmt: skip
+
+    provider = TestProvider([calls(BAD_UNIT), calls(PARIS)])
+    assert not provider.holds_schema
+    result = StructuredClient(provider, retries=1).call_tools(tools=TOOLS, prompt="Paris + order")
+    assert [c.tool for c in result.calls] == ["GetWeather", "LookupOrder"]
+    failed, valid = provider.requests[1].messages[-1].tool_results
+    heading = "\nThe GetWeather arguments, as a type definition:\n"
+    problems, definition = failed.content.split(heading)
+    assert "/unit" in problems
+    assert definition == compact_schema(GetWeather) + "\nCall again with corrected arguments."
+    assert valid.content.startswith("Not run") and "type definition" not in valid.content
 
 
 @pytest.mark.parametrize("hosted", HOSTED, ids=IDS)

@@ -190,10 +190,16 @@ def feedback_message(
         lines.append(f"{said}; where the problems are:" if excerpts else f"{said}.")
         lines.extend(f"- {where}: {excerpt}" for where, excerpt in excerpts)
     if typed and isinstance(output, type):
-        lines.append(f"The {output.__name__} to write, as a type definition:")
-        lines.append(compact_schema(output))
+        lines.extend(type_definition(output, f"The {output.__name__} to write"))
     lines.append(closing)
     return "\n".join(lines)
+
+
+def type_definition(contract: type[Contract], what: str) -> list[str]:
+    """The lines that give `contract` as a short type definition (`sdk.schema.compact`) in a
+    retry's feedback on a route that holds the reply to no schema (`Provider.holds_schema`):
+    a document's, or a tool call's arguments."""
+    return [f"{what}, as a type definition:", compact_schema(contract)]
 
 
 def feedback_lines(error: InvalidOutput) -> list[str]:

@@ -42,6 +42,7 @@ from sdk.contract import Contract
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import conversation
 from sdk.engine.conversation import feedback_lines
+from sdk.engine.conversation import type_definition
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
 from sdk.engine.kinds._kind import Ending
@@ -267,13 +268,22 @@ class Tools:
             return (*said, Message("user", _feedback_text(error, "Call a tool, as required.")))
         stop = error.stop_reason or StopReason.TOOL_USE
         errors = self._checked(calls, provider, stop, error.raw_stop_reason).errors
+        # A route that holds the arguments to no schema is told each failed tool's type again.
+        typed = {t.name: t.arguments for t in self.offer.tools} if not provider.holds_schema else {}
         echoed: list[ToolCall] = []
         results: list[ToolResult] = []
         for index, call in enumerate(calls[:_ECHOED_CALLS]):
             name = call.tool if _TOOL_NAME.match(call.tool) else _INVALID_NAME
             failed = errors.get(index)
+            arguments_type = typed.get(call.tool)
             content = (
-                _feedback_text(failed, "Call again with corrected arguments.")
+                _feedback_text(
+                    failed,
+                    "Call again with corrected arguments.",
+                    type_definition(arguments_type, f"The {call.tool} arguments")
+                    if arguments_type is not None
+                    else [],
+                )
                 if failed is not None
                 else _NOT_RUN
             )
@@ -347,9 +357,12 @@ def _call_in_text(text: str, names: set[str]) -> bool:
     return re.search(pattern, text) is not None
 
 
-def _feedback_text(error: InvalidOutput, closing: str) -> str:
+def _feedback_text(error: InvalidOutput, closing: str, typed: Sequence[str] = ()) -> str:
+    """A failed call's result: its problems, the arguments' type definition where the route
+    holds them to no schema (`typed`), and what to do."""
     lines = [f"Invalid ({type(error).__name__}). Problems (JSON pointer: problem):"]
     lines.extend(feedback_lines(error))
+    lines.extend(typed)
     lines.append(closing)
     return "\n".join(lines)
 
