@@ -1041,6 +1041,53 @@ def test_a_header_sent_on_several_lines_is_keyed_as_sent(family: str) -> None:
         assert len(sent) == (1 if same else 2)
 
 
+def test_a_header_sent_through_aiohttp_is_keyed_as_aiohttp_sends_it() -> None:
+    """google-genai's async calls go through aiohttp, which sends the last of a dict's
+    case-variants (`{"X-Route": "a", "x-route": "b"}`: "b" alone), not each as httpx does.
+    Against a real aiohttp server on loopback: a client with that dict and one whose aiohttp
+    session sends both lines (sync clients sending the same) share no answer."""
+    aiohttp = pytest.importorskip("aiohttp")
+    from aiohttp import web
+
+    sent: list[list[tuple[str, str]]] = []
+
+    async def reply(request: Any) -> Any:
+        routes = [(name.decode().lower(), value.decode()) for name, value in request.raw_headers]
+        sent.append([route for route in routes if route[0] == "x-route"])
+        return web.Response(body=gemini_reply(text=TEXT).content, content_type="application/json")
+
+    async def asked() -> list[bool]:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", reply)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = "http://{}:{}".format(*runner.addresses[0][:2])
+        cache = MemoryCache()
+
+        async def ask(client: Any) -> bool:
+            provider = GeminiProvider(client, model="gemini-2.5-flash")
+            return (
+                await AsyncStructuredClient(provider, cache=cache).generate(Decision, prompt="A?")
+            ).cached
+
+        lines = [("X-Route", "a"), ("x-route", "b")]
+        try:
+            in_dict = _genai(api_key="AIza-1", http_options={
+                "base_url": url, "headers": dict(lines)})  # fmt: skip
+            async with aiohttp.ClientSession(headers=lines) as session:
+                on_session = _genai(api_key="AIza-1", http_options={
+                    "base_url": url, "aiohttp_client": session,
+                    "httpx_client": httpx2.Client(headers=lines)})  # fmt: skip
+                return [await ask(client) for client in (in_dict, in_dict, on_session)]
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(asked()) == [False, True, False]
+    assert sent == [[("x-route", "b")], [("x-route", "a"), ("x-route", "b")]]
+
+
 def test_a_scope_s_key_never_depends_on_the_scope_hashed_before_it() -> None:
     """Values equal in Python but not on the wire (`True`, `1`, `1.0`; `0.0` and `-0.0`) are
     other scopes: each scope's key is the one it has alone, whatever came before (the last
