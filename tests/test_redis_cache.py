@@ -371,11 +371,16 @@ def test_forked_children_use_the_parent_s_scripts_on_connections_of_their_own(
         fork.Process(target=_child_looks_up_and_refuses, args=(store, barrier, n))
         for n in range(PROCESSES)
     ]
-    for child in children:
-        child.start()
-    for child in children:
-        child.join(WAIT)
-    assert [child.exitcode for child in children] == [0] * PROCESSES
+    try:
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(WAIT)
+        assert [child.exitcode for child in children] == [0] * PROCESSES
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.kill()
     _look_up_and_refuse(store, "parent again")
     stats = store.stats()
     done = PROCESSES * ROUNDS + 2
