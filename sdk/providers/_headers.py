@@ -47,9 +47,10 @@ def sent_headers(
     call, and the key is made on every call, a hit's too."""
     client_pairs = tuple(client)
     # (a value not sent, as `None`: the vendor SDKs make a new `Omit` for each request)
-    request_pairs = tuple(
-        (name, value if isinstance(value, (str, bytes)) else None) for name, value in request
-    )
+    request_pairs = tuple([
+        (name, value) if type(value) is str or isinstance(value, (str, bytes)) else (name, None)
+        for name, value in request
+    ])  # fmt: skip
     try:
         return _remembered_sent(client_pairs, request_pairs, request_folded)
     except TypeError:  # (a name or value that cannot be hashed: not sent, not remembered)
