@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import itertools
 import json
 import os
 import subprocess
@@ -935,6 +936,156 @@ def test_a_local_server_s_headers_given_as_bytes_are_in_the_key() -> None:
     assert not ask({"X-Route": b"b"})
     assert not ask({b"X-Route": b"\xe9"})
     assert len(asked) == 3
+
+
+# Several lines of one header: (the provider's own headers, the injected HTTP client's headers).
+_HeaderSetting = tuple[dict[str, str], list[tuple[str, str]] | None]
+_LINES: dict[str, _HeaderSetting] = {
+    "two case-variants": ({"X-Route": "a", "x-route": "b"}, None),
+    "the same two, other cases": ({"x-route": "a", "X-ROUTE": "b"}, None),
+    "the two in the other order": ({"X-Route": "b", "x-route": "a"}, None),
+    "the second alone": ({"x-route": "b"}, None),
+    "the second alone, other case": ({"X-Route": "b"}, None),
+    "the two on the HTTP client": ({}, [("X-Route", "a"), ("x-route", "b")]),
+    "the second alone on the HTTP client": ({}, [("x-route", "b")]),
+    "the own replacing the HTTP client's two": (
+        {"X-ROUTE": "b"}, [("X-Route", "a"), ("x-route", "b")]),
+}  # fmt: skip
+
+
+def _route_lines(request: httpx.Request | httpx2.Request) -> list[tuple[str, str]]:
+    """The x-route lines a request carried, as sent (name case aside: HTTP ignores it)."""
+    return [(name.decode().lower(), value.decode()) for name, value in request.headers.raw
+            if name.lower() == b"x-route"]  # fmt: skip
+
+
+def _local_sending(setting: _HeaderSetting, sent: list[Any]) -> LlamaCppProvider:
+    def server(request: httpx.Request) -> httpx.Response:
+        setup = llamacpp_setup(request.url.path, json.loads(request.content or b"{}"))
+        if setup is not None:
+            return httpx.Response(200, json=setup)
+        sent.append(request)
+        return httpx.Response(200, json={**fixture_json("llamacpp_completion.json"),
+                                         "content": TEXT})  # fmt: skip
+
+    own, given = setting
+    http = httpx.Client(transport=httpx.MockTransport(server), headers=given)
+    return LlamaCppProvider("http://gw.test:8080", http_client=http, headers=own)
+
+
+def _hosted_sending(
+    family: str, setting: _HeaderSetting, sent: list[Any]
+) -> OpenAIChatProvider | AnthropicProvider | GeminiProvider:
+    own, given = setting
+    wire = {"openai": _chat_wire, "anthropic": _anthropic_wire}.get(
+        family, lambda: Wire(gemini_reply(text=TEXT))
+    )()
+    wire.requests = sent
+    http = httpx2.Client(transport=httpx2.MockTransport(wire), headers=given)
+    if family == "openai":
+        client = openai.OpenAI(api_key="sk-1", base_url=GATEWAY, http_client=http,
+                               default_headers=own)  # fmt: skip
+        return OpenAIChatProvider(client, model="gpt-5.1-mini")
+    if family == "anthropic":
+        client = anthropic.Anthropic(api_key="sk-ant-1", base_url=GATEWAY, http_client=http,
+                                     default_headers=own)  # fmt: skip
+        return AnthropicProvider(client, model="claude-sonnet-4-6")
+    # (its async calls through an HTTP client with the same headers: they send what sync ones do)
+    async_http = httpx2.AsyncClient(transport=httpx2.MockTransport(wire), headers=given)
+    options = {"base_url": "http://gemini.test", "headers": own, "httpx_client": http,
+               "httpx_async_client": async_http}  # fmt: skip
+    return GeminiProvider(_genai(api_key="AIza-1", http_options=options), model="gemini-2.5-flash")
+
+
+# What each family sends for {"X-Route": "a", "x-route": "b"}: httpx sends every pair of a
+# dict it is given (a local server's `headers=`, google-genai's); the anthropic and openai
+# clients fold their own `default_headers` by name first, the last one winning.
+_TWO_VARIANTS_SENT = {
+    "local server": [("x-route", "a"), ("x-route", "b")],
+    "gemini": [("x-route", "a"), ("x-route", "b")],
+    "openai": [("x-route", "b")],
+    "anthropic": [("x-route", "b")],
+}
+
+
+@pytest.mark.parametrize("family", list(_TWO_VARIANTS_SENT))
+def test_a_header_sent_on_several_lines_is_keyed_as_sent(family: str) -> None:
+    """Case-variants of one header name in one dict (`{"X-Route": "a", "x-route": "b"}`), or
+    on the injected HTTP client: two settings share answers exactly when their requests carry
+    the same lines. The key kept the last value of a name alone, so settings sending "a" and
+    "b" were served the answer of one sending "b" only."""
+
+    def provider(setting: _HeaderSetting, sent: list[Any]) -> Any:
+        if family == "local server":
+            return _local_sending(setting, sent)
+        return _hosted_sending(family, setting, sent)
+
+    lines = {}
+    for name, setting in _LINES.items():
+        sent: list[Any] = []
+        StructuredClient(provider(setting, sent)).generate(Decision, prompt="Approve?")
+        lines[name] = _route_lines(sent[-1])
+    assert lines["two case-variants"] == _TWO_VARIANTS_SENT[family]
+    assert lines["the two on the HTTP client"] == [("x-route", "a"), ("x-route", "b")]
+    for first, second in itertools.product(_LINES, repeat=2):
+        cache = MemoryCache()
+        sent = []
+        asked = [
+            StructuredClient(provider(_LINES[name], sent), cache=cache)
+            .generate(Decision, prompt="Approve?")
+            .cached
+            for name in (first, second)
+        ]
+        same = lines[first] == lines[second]
+        assert asked == [False, same], (first, lines[first], second, lines[second])
+        assert len(sent) == (1 if same else 2)
+
+
+def test_a_header_sent_through_aiohttp_is_keyed_as_aiohttp_sends_it() -> None:
+    """google-genai's async calls go through aiohttp, which sends the last of a dict's
+    case-variants (`{"X-Route": "a", "x-route": "b"}`: "b" alone), not each as httpx does.
+    Against a real aiohttp server on loopback: a client with that dict and one whose aiohttp
+    session sends both lines (sync clients sending the same) share no answer."""
+    aiohttp = pytest.importorskip("aiohttp")
+    from aiohttp import web
+
+    sent: list[list[tuple[str, str]]] = []
+
+    async def reply(request: Any) -> Any:
+        routes = [(name.decode().lower(), value.decode()) for name, value in request.raw_headers]
+        sent.append([route for route in routes if route[0] == "x-route"])
+        return web.Response(body=gemini_reply(text=TEXT).content, content_type="application/json")
+
+    async def asked() -> list[bool]:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", reply)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = "http://{}:{}".format(*runner.addresses[0][:2])
+        cache = MemoryCache()
+
+        async def ask(client: Any) -> bool:
+            provider = GeminiProvider(client, model="gemini-2.5-flash")
+            return (
+                await AsyncStructuredClient(provider, cache=cache).generate(Decision, prompt="A?")
+            ).cached
+
+        lines = [("X-Route", "a"), ("x-route", "b")]
+        try:
+            in_dict = _genai(api_key="AIza-1", http_options={
+                "base_url": url, "headers": dict(lines)})  # fmt: skip
+            async with aiohttp.ClientSession(headers=lines) as session:
+                on_session = _genai(api_key="AIza-1", http_options={
+                    "base_url": url, "aiohttp_client": session,
+                    "httpx_client": httpx2.Client(headers=lines)})  # fmt: skip
+                return [await ask(client) for client in (in_dict, in_dict, on_session)]
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(asyncio.wait_for(asked(), 120)) == [False, True, False]  # (bounded)
+    assert sent == [[("x-route", "b")], [("x-route", "a"), ("x-route", "b")]]
 
 
 def test_a_scope_s_key_never_depends_on_the_scope_hashed_before_it() -> None:

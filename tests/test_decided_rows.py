@@ -1,4 +1,4 @@
-"""A decided item's row (`sdk.batch._columns.decided_row`): the one reading of an output line
+"""A decided item's row (`sdk._rows.decided_row`): the one reading of an output line
 into typed columns that `StructuredMap` and `ProcessorHooks` share (review4 note 7).
 
 Each line is parsed once; a row rendered with a prompt template gets `PROMPT_COLUMNS` naming it,
@@ -24,11 +24,11 @@ pa = pytest.importorskip("pyarrow")
 from bench.fanout_server import INVALID  # noqa: E402
 from contracts import Decision  # noqa: E402
 from sdk import Prompt  # noqa: E402
+from sdk._rows import PROMPT_COLUMNS  # noqa: E402
+from sdk._rows import decided_row  # noqa: E402
+from sdk._rows import row_of  # noqa: E402
 from sdk.batch import BatchJob  # noqa: E402
 from sdk.batch import LocalBackend  # noqa: E402
-from sdk.batch._columns import PROMPT_COLUMNS  # noqa: E402
-from sdk.batch._columns import decided_row  # noqa: E402
-from sdk.batch._columns import row_of  # noqa: E402
 from sdk.batch._outcome import prompted  # noqa: E402
 from sdk.batch._setup import local_clients  # noqa: E402
 from sdk.ray import REASK  # noqa: E402

@@ -32,10 +32,10 @@ from ray.data.llm import build_processor  # noqa: E402
 from bench.fanout_server import INVALID  # noqa: E402
 from contracts import Decision  # noqa: E402
 from sdk import Prompt  # noqa: E402
+from sdk._rows import schema_for  # noqa: E402
 from sdk.batch import BatchInputError  # noqa: E402
 from sdk.batch import BatchJob  # noqa: E402
 from sdk.batch import LocalBackend  # noqa: E402
-from sdk.batch._columns import schema_for  # noqa: E402
 from sdk.batch._setup import local_clients  # noqa: E402
 from sdk.ray import COLUMNS  # noqa: E402
 from sdk.ray import PROMPT_COLUMNS  # noqa: E402

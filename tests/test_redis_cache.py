@@ -6,7 +6,9 @@ threads and processes at once, and a job that goes on without a server that went
 
 from __future__ import annotations
 
+import hashlib
 import json
+import multiprocessing
 import os
 import pickle
 import sqlite3
@@ -15,6 +17,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -31,6 +34,8 @@ from sdk.cache import Entry
 from sdk.cache import RedisCache
 from sdk.cache import SQLiteCache
 from sdk.cache._entry import FORMAT
+from sdk.cache._redis import _LOOKUP
+from sdk.cache._redis import _REFUSAL
 from sdk.providers import TestProvider
 from tests.redis_support import redis_server
 from tests.shared_file_process import WAIT
@@ -41,6 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 ANSWER = json.dumps({"reasoning": "Within policy.", "answer": "approve", "confidence": "high"})
 THREADS, PROCESSES, ROUNDS = 16, 3, 3
+_SCRIPTS = (_LOOKUP, _REFUSAL)
 
 
 @pytest.fixture(scope="module")
@@ -270,3 +276,112 @@ def test_threads_and_processes_share_one_server_at_once(redis_url: str, tmp_path
         # One entry per thread, and the THREADS calls every thread shares.
         assert stats.entries == THREADS * (PROCESSES + 1) + THREADS
         assert stats.hits + stats.misses == 3 * THREADS * (PROCESSES + 1)
+
+
+# --- the scripts ---
+
+
+def _counting_registrations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The scripts redis-py is asked to register from now on (its own `register_script`, run)."""
+    registered: list[str] = []
+    register = redis.Redis.register_script
+
+    def counted(self: redis.Redis, script: Any) -> Any:
+        registered.append(script)
+        return register(self, script)
+
+    monkeypatch.setattr(redis.Redis, "register_script", counted)
+    return registered
+
+
+def _look_up_and_refuse(store: RedisCache, key: str) -> None:
+    store.put(key, Entry((TestProvider.refusal(key),)))
+    assert store.get(key) is not None
+    store.refuse(key)
+    assert store.get(key) is None
+
+
+def test_a_store_registers_its_scripts_once_whatever_its_threads_do(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """THREADS threads behind a barrier, each finding and refusing entries ROUNDS times: the
+    two scripts (lookup, refusal) are registered once for the store (the refusal was registered
+    again on every `refuse`), and every count is exact."""
+    registered = _counting_registrations(monkeypatch)
+    store = RedisCache(redis_url, prefix=f"t{next(_prefixes)}:")
+    barrier = threading.Barrier(THREADS, timeout=WAIT)
+    failures: list[BaseException] = []
+
+    def work(thread: int) -> None:
+        try:
+            barrier.wait()
+            for round_ in range(ROUNDS):
+                _look_up_and_refuse(store, f"k{thread}-{round_}")
+        except BaseException as error:  # (reported below, with the thread's own traceback)
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert failures == [] and not any(thread.is_alive() for thread in threads)
+    assert len(registered) == 2 and len(set(registered)) == 2
+    stats = store.stats()
+    # Each round: a hit refused (a miss), then a miss.
+    assert (stats.hits, stats.misses, stats.refused) == (0, 2 * THREADS * ROUNDS, THREADS * ROUNDS)
+    store.close()
+
+
+def test_a_server_that_forgot_the_scripts_is_given_them_again(
+    store: RedisCache, redis_url: str
+) -> None:
+    """`SCRIPT FLUSH` (or a restart without persistence) drops every script the server knew:
+    the store's next lookup and refusal load theirs again, and count as before."""
+    _look_up_and_refuse(store, "before")
+    server = _raw(redis_url)
+    server.script_flush()
+    assert server.script_exists(*(hashlib.sha1(s.encode()).hexdigest() for s in _SCRIPTS)) == [
+        False, False]  # fmt: skip
+    _look_up_and_refuse(store, "after")
+    assert server.script_exists(*(hashlib.sha1(s.encode()).hexdigest() for s in _SCRIPTS)) == [
+        True, True]  # fmt: skip
+    stats = store.stats()
+    assert (stats.hits, stats.misses, stats.refused) == (0, 4, 2)
+
+
+def _child_looks_up_and_refuses(store: RedisCache, barrier: Any, child: int) -> None:
+    barrier.wait(WAIT)
+    for round_ in range(ROUNDS):
+        _look_up_and_refuse(store, f"child{child}-{round_}")
+
+
+def test_forked_children_use_the_parent_s_scripts_on_connections_of_their_own(
+    store: RedisCache, redis_url: str
+) -> None:
+    """PROCESSES children forked from a process whose store has connected and run its scripts,
+    on a server that forgot them since, behind a barrier: each looks up and refuses through
+    the scripts it inherited (loaded again where the server lacks them), on its own connection,
+    and every count lands; the parent's store goes on working."""
+    _look_up_and_refuse(store, "parent")
+    _raw(redis_url).script_flush()
+    fork = multiprocessing.get_context("fork")
+    barrier = fork.Barrier(PROCESSES)
+    children = [
+        fork.Process(target=_child_looks_up_and_refuses, args=(store, barrier, n))
+        for n in range(PROCESSES)
+    ]
+    try:
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(WAIT)
+        assert [child.exitcode for child in children] == [0] * PROCESSES
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.kill()
+    _look_up_and_refuse(store, "parent again")
+    stats = store.stats()
+    done = PROCESSES * ROUNDS + 2
+    assert (stats.hits, stats.misses, stats.refused) == (0, 2 * done, done)

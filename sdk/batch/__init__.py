@@ -13,9 +13,14 @@ same parser and retry feedback. The job's state is a SQLite file: `run` resumes 
 left it, without losing or duplicating an item. One process runs a job at a time (`JobRunning`
 for a second); every input line is checked to be the one indexed for its item when it is read
 back (`InputChanged`); a file that is not a job's state is never changed (`StateFileError`).
-The CLI is `sdk batch run|status|resume|cancel`.
+The CLI is `sdk batch run|status|resume|cancel`. The same items on a Ray cluster (`StructuredMap`,
+`ProcessorHooks`: the `ray` extra, loaded on first use) are what `sdk.ray` gives, with the row
+columns (`sdk._rows`).
 """
 
+from typing import TYPE_CHECKING
+
+from sdk._lazy import lazy_names
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
@@ -33,11 +38,31 @@ from sdk.batch._summary import JobProgress
 from sdk.batch._summary import JobSummary
 from sdk.batch._summary import job_summary
 
+if TYPE_CHECKING:
+    from sdk.batch._hooks import REASK
+    from sdk.batch._hooks import ProcessorHooks
+    from sdk.batch._hooks import SecondPass
+    from sdk.batch._map import ClientFactory
+    from sdk.batch._map import RowColumns
+    from sdk.batch._map import StructuredMap
+
+# The items on Ray (`sdk.ray`'s names, the `ray` extra): loaded on first use, so a job without
+# Ray needs neither Ray nor pyarrow.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        **dict.fromkeys(("ClientFactory", "RowColumns", "StructuredMap"), "sdk.batch._map"),
+        **dict.fromkeys(("REASK", "ProcessorHooks", "SecondPass"), "sdk.batch._hooks"),
+    },
+)
+
 __all__ = [
+    "REASK",
     "AnthropicBatches",
     "BatchError",
     "BatchInputError",
     "BatchJob",
+    "ClientFactory",
     "HostedBackend",
     "InputChanged",
     "JobMismatch",
@@ -47,7 +72,11 @@ __all__ = [
     "JobSummary",
     "LocalBackend",
     "OpenAIBatches",
+    "ProcessorHooks",
+    "RowColumns",
+    "SecondPass",
     "StateFileError",
+    "StructuredMap",
     "hosted_backend",
     "job_summary",
 ]

@@ -16,7 +16,7 @@ time; with `max_concurrency=` on `map_batches` an actor takes several batches at
 calls stay in flight across batch boundaries.
 
 Every row comes out, whatever happened to it: its outcome is decided by the local runner's own
-`decide_live` (`sdk.batch._outcome`) and flattened into typed columns (`sdk.batch._columns`). A row
+`decide_live` (`sdk.batch._outcome`) and flattened into typed columns (`sdk._rows`). A row
 that cannot be read, a call that raises, a batch past its `timeout`: each is that row's failure,
 never an exception out of `__call__` (an exception there fails the whole Ray job, and Ray's
 `max_errored_blocks` would drop whole blocks).
@@ -50,9 +50,9 @@ from typing import Unpack
 
 import pyarrow as pa
 
+from sdk._rows import decided_row
+from sdk._rows import schema_for
 from sdk._values.declared import check_keywords
-from sdk.batch._columns import decided_row
-from sdk.batch._columns import schema_for
 from sdk.batch._items import InputItem
 from sdk.batch._items import parse_item
 from sdk.batch._local import run_item

@@ -18,7 +18,10 @@ a prefix another application uses is refused, and nothing of it changed). A look
 trip (a script reads the entry and counts the hit or miss; a found entry the call does not serve
 is moved from the hits to the misses by `refuse`). The counts live on the server, none in a
 process, so a `clear` starts them afresh for every process. Entries expire in Redis itself, so
-`stats().expired` stays 0. Keys of one store go to one server (not Redis Cluster's slots).
+`stats().expired` stays 0. Keys of one store go to one server (not Redis Cluster's slots). The
+two scripts are registered once per connection (`_Connection`); a server that forgot them
+(`SCRIPT FLUSH`, a restart) is given them again at their next call (redis-py's `Script` loads
+itself on `NOSCRIPT`).
 
 A store pickles as its URL and settings (for Ray actors and worker processes): each process opens
 its own connections.
@@ -30,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import NamedTuple
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
@@ -41,6 +45,7 @@ from sdk.cache._errors import CacheServerError
 
 if TYPE_CHECKING:
     import redis
+    from redis.commands.core import Script
 
 __all__ = ["RedisCache"]
 
@@ -93,6 +98,17 @@ return 1
 _SCAN_COUNT = 1000
 
 
+class _Connection(NamedTuple):
+    """A store's client and its scripts, made together: one value, so a thread sees a whole one
+    or none (`close` drops it at once). A forked child uses its parent's: redis-py opens a
+    child's own connections at its first command (its pool checks the process id), and a
+    script is its text and its SHA1, the same in every process."""
+
+    client: redis.Redis
+    lookup: Script
+    refusal: Script
+
+
 class RedisCache:
     """A cache on the Redis server at `url` (`redis://[:password@]host:port/db`, `rediss://`
     for TLS, `unix://`): `ttl` seconds per entry (`None`: no expiry; default a week), `prefix`
@@ -117,8 +133,7 @@ class RedisCache:
         self.timeout = timeout
         self._counters = f"{prefix}counters"
         self._lock = _fork.lock()
-        self._client: redis.Redis | None = None
-        self._lookup: Any = None
+        self._connection: _Connection | None = None
         self._check_format()
 
     def __repr__(self) -> str:
@@ -131,7 +146,7 @@ class RedisCache:
 
     def get(self, key: str) -> Entry | None:
         with self._errors("reading an entry"):
-            found = self._script()(keys=[self._entry_key(key), self._counters])
+            found = self._connected().lookup(keys=[self._entry_key(key), self._counters])
         if found is None:
             return None
         if isinstance(found, list):  # another Redis type under the key: damaged, replaced
@@ -156,8 +171,7 @@ class RedisCache:
     def refuse(self, key: str) -> None:
         """The entry `get` handed back for `key` was not served: dropped, its lookup a miss."""
         with self._errors("dropping an entry"):
-            client = self._redis()
-            client.register_script(_REFUSAL)(keys=[self._entry_key(key), self._counters])
+            self._connected().refusal(keys=[self._entry_key(key), self._counters])
 
     def stats(self) -> CacheStats:
         entries = size = 0
@@ -192,25 +206,28 @@ class RedisCache:
     def close(self) -> None:
         """Close this store's connections (a later call opens new ones)."""
         with self._lock:
-            client, self._client, self._lookup = self._client, None, None
-        if client is not None:
-            client.close()
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.client.close()
 
     # --- the server ---
 
     def _redis(self) -> redis.Redis:
-        client = self._client
-        if client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = _connect(self.url, self.timeout)
-                client = self._client
-        return client
+        return self._connected().client
 
-    def _script(self) -> Any:
-        if self._lookup is None:
-            self._lookup = self._redis().register_script(_LOOKUP)
-        return self._lookup
+    def _connected(self) -> _Connection:
+        connection = self._connection
+        if connection is None:
+            with self._lock:
+                if self._connection is None:
+                    client = _connect(self.url, self.timeout)
+                    # (a script registered is its SHA1, made here: nothing is sent until its
+                    # first call, which loads it on the server if the server does not know it)
+                    self._connection = _Connection(
+                        client, client.register_script(_LOOKUP), client.register_script(_REFUSAL)
+                    )
+                connection = self._connection
+        return connection
 
     def _entry_key(self, key: str) -> str:
         return f"{self.prefix}e:{key}"

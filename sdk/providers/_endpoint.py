@@ -33,6 +33,8 @@ from urllib.parse import unquote
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
+from sdk.providers._headers import sent_headers
+
 __all__ = ["Endpoint", "client_endpoint", "client_headers", "client_query", "gemini_base_url"]
 
 
@@ -115,23 +117,25 @@ def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
     }
 
 
-def client_headers(client: Any, *, asynchronous: bool = False) -> list[tuple[object, object]]:
+def client_headers(client: Any, *, asynchronous: bool = False) -> tuple[tuple[str, str], ...]:
     """The headers an official client (`anthropic`, `openai`, `google-genai`) sends on every
-    request, as (name, value) pairs, a later one of a name replacing an earlier: those of the
-    HTTP client it was given (which it sends too; httpx's raw bytes), then its own
-    (`default_headers`, Gemini's `http_options` headers) that are sent (text or bytes: not the
-    vendor SDKs' `Omit`, a header left out). A `google-genai` client holds two HTTP clients:
-    `asynchronous` reads the one its async calls go through (`_http_client`)."""
+    request, as `sent_headers` gives them: those of the HTTP client it was given (which it
+    sends too; httpx's raw bytes), but a name its own replace (`default_headers`, Gemini's
+    `http_options` headers). `anthropic` and `openai` fold their own by name (the last of a
+    name's case-variants is sent; an `Omit` removes it); `google-genai` hands its dict to httpx
+    as it is (each case-variant is sent), or to aiohttp (the last is sent). A `google-genai`
+    client holds two HTTP clients: `asynchronous` reads the one its async calls go through
+    (`_http_client`)."""
     api = getattr(client, "_api_client", None)
-    if api is not None:  # google-genai
+    if api is None:  # anthropic, openai
+        own, folded = client.default_headers, True
+    else:  # google-genai
         own = getattr(getattr(api, "_http_options", None), "headers", None) or {}
-    else:  # anthropic, openai
-        own = client.default_headers
+        folded = asynchronous and _uses_aiohttp(api)
     given = getattr(_http_client(client, asynchronous), "headers", None)
     raw = getattr(given, "raw", None)  # (httpx: the bytes sent, read without decoding them)
-    pairs: list[tuple[object, object]] = list(raw if raw is not None else (given or {}).items())
-    pairs.extend(item for item in own.items() if isinstance(item[1], (str, bytes)))
-    return pairs
+    sent = raw if raw is not None else (given or {}).items()
+    return sent_headers(sent, own.items(), request_folded=folded)
 
 
 def client_query(client: Any) -> str:
@@ -156,9 +160,14 @@ def _http_client(client: Any, asynchronous: bool) -> Any:
     options = getattr(api, "_http_options", None)
     if not asynchronous:
         return getattr(options, "httpx_client", None) or getattr(api, "_httpx_client", None)
-    if getattr(api, "_use_aiohttp", bool)():
+    if _uses_aiohttp(api):
         return getattr(options, "aiohttp_client", None)
     return getattr(options, "httpx_async_client", None) or getattr(api, "_async_httpx_client", None)
+
+
+def _uses_aiohttp(api: Any) -> bool:
+    """Whether a `google-genai` client's async calls go through aiohttp (installed), not httpx."""
+    return bool(getattr(api, "_use_aiohttp", bool)())
 
 
 def gemini_base_url(url: str | None) -> None:

@@ -40,9 +40,10 @@ from sdk.providers._control_tokens import ControlTokens
 from sdk.providers._control_tokens import check_policy
 from sdk.providers._control_tokens import check_request
 from sdk.providers._endpoint import Endpoint
+from sdk.providers._headers import header_scope
+from sdk.providers._headers import sent_headers
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
-from sdk.providers._provider import header_scope
 from sdk.providers._transports import AsyncHTTPTransport
 from sdk.providers._transports import HTTPTransport
 
@@ -179,10 +180,8 @@ class HTTPProvider(Provider):
         given = self._given.headers.raw if self._given is not None else None
         seen, keyed = self._keyed
         if given != seen:
-            sent = {name.decode("latin-1").lower(): value.decode("latin-1")
-                    for name, value in given or ()}  # fmt: skip
-            sent.update(self._headers)
-            credentials = [value for name, value in sent.items() if name.lower() == "authorization"]
+            sent = sent_headers(given or (), self._headers.items())
+            credentials = [value for name, value in sent if name == "authorization"]
             keyed = header_scope(sent, credentials)
             self._keyed = (given, keyed)  # (one assignment: a thread sees a pair, never half)
         return keyed

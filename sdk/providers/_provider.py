@@ -8,7 +8,6 @@ provider; a provider only says which codec and which transport (`transport()` fo
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import secrets
 import types
@@ -30,6 +29,7 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
+from sdk.providers._headers import header_digest
 from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import Sampling
@@ -42,7 +42,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider", "callable_identity", "endpoint", "header_digest", "header_scope"]
+__all__ = ["Provider", "callable_identity", "endpoint"]
 
 
 def endpoint(url: object) -> str:
@@ -52,93 +52,6 @@ def endpoint(url: object) -> str:
     parts = urlsplit(str(url))
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), parts.query, ""))
-
-
-_HEADERS_NOT_DECIDING = frozenset({
-    "accept", "content-type", "user-agent", "x-goog-api-client",  # what the SDK sends of itself
-    "accept-encoding", "connection",  # how the bytes travel
-    "openai-organization", "openai-project",  # the account, like its key: not the answer
-})  # fmt: skip
-"""Headers a vendor SDK sets that do not decide an answer (with every `x-stainless-` header:
-the SDK's version, language and platform), left out of the response cache's key."""
-
-
-def header_scope(
-    headers: Mapping[Any, object] | Iterable[tuple[object, object]], credentials: Iterable[str] = ()
-) -> dict[str, str]:
-    """The headers every request carries that may decide its answer, for the response cache's
-    key: a gateway may route by one (to another provider, model or deployment), and a vendor's
-    API version or beta features change what it does. By lowercased name, each value by its
-    sha256 (a header may hold a gateway's credentials: no secret goes into a scope in clear).
-    Left out: the provider's own credentials (`credentials`, the values its `secrets()` lists: a
-    header holding one, bare or after a scheme such as "Bearer ", so clients of one account
-    with different keys share answers), what the SDK says of itself (`_HEADERS_NOT_DECIDING`),
-    and values that are neither text nor bytes (the vendor SDKs' `Omit`: a header not sent).
-    Names and values are read as httpx sends them: text (a `str` subclass, such as a `StrEnum`
-    member or aiohttp's `istr`, by its characters), or bytes (as Latin-1, one character per
-    byte, so other bytes are another value). `headers`: a mapping, or (name, value) pairs, a
-    later one of a name replacing an earlier.
-
-    Made once for the same headers and credentials (`_remembered_scope`): a client sends the
-    same headers on every call, and the key is made on every call, a hit's too. The scope
-    returned is shared: not to be changed."""
-    pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
-    owned = tuple(credentials)
-    try:
-        return _remembered_scope(pairs, owned)
-    except TypeError:  # (a name or value that cannot be hashed: httpx would not send it)
-        return _scope_of(pairs, owned)
-
-
-@functools.lru_cache(maxsize=64)
-def _remembered_scope(
-    headers: tuple[tuple[object, object], ...], credentials: tuple[str, ...]
-) -> dict[str, str]:
-    return _scope_of(headers, credentials)
-
-
-def _scope_of(
-    headers: tuple[tuple[object, object], ...], credentials: tuple[str, ...]
-) -> dict[str, str]:
-    """`header_scope`, made."""
-    own = {credential for credential in credentials if credential}
-    scope: dict[str, str] = {}
-    for name, value in headers:
-        if type(value) is not str:
-            value = _header_text(value)
-        if type(name) is not str:
-            name = _header_text(name)
-            if name is None:
-                continue  # (httpx sends no such header: it refuses the request)
-        lowered = name.lower()
-        if (
-            value is None
-            or lowered in _HEADERS_NOT_DECIDING
-            or lowered.startswith("x-stainless-")
-            or value in own
-            or value.partition(" ")[2] in own
-        ):
-            continue
-        scope[lowered] = header_digest(value)
-    return dict(sorted(scope.items()))
-
-
-def _header_text(value: object) -> str | None:
-    """A header's name or value as the text httpx sends: a `str` subclass's characters, bytes
-    as Latin-1; `None` for anything else (not sent)."""
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
-    return None
-
-
-@functools.lru_cache(maxsize=256)
-def header_digest(value: str) -> str:
-    """A header's value (or any text a request carries that may hold a credential) as the key
-    holds it: its sha256, made once per value (a client's headers are the same on every
-    call)."""
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def callable_identity(function: object) -> str | None:

@@ -60,12 +60,12 @@ from sdk.providers._endpoint import client_headers
 from sdk.providers._endpoint import client_query
 from sdk.providers._endpoint import gemini_base_url
 from sdk.providers._errors import provider_error
+from sdk.providers._headers import header_digest
+from sdk.providers._headers import header_scope
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
-from sdk.providers._provider import header_digest
-from sdk.providers._provider import header_scope
 from sdk.providers._transports import Stream
 from sdk.schema.dialects import to_wire
 from sdk.stop_reason import StopReason

@@ -73,6 +73,7 @@ from sdk.providers._endpoint import client_headers
 from sdk.providers._endpoint import client_query
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
+from sdk.providers._headers import header_scope
 from sdk.providers._logprobs import chat_logprobs
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
@@ -80,7 +81,6 @@ from sdk.providers._profile import sdk_fields
 from sdk.providers._prompt_cache import prompt_cache_key
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
-from sdk.providers._provider import header_scope
 from sdk.providers._transports import AsyncSDKTransport
 from sdk.providers._transports import SDKTransport
 from sdk.schema.dialects import to_wire

@@ -24,16 +24,16 @@ by the SDK's parser and checks), `finish` the same columns for every row, failed
 and `second_pass` a bounded re-ask within a job-wide token budget.
 """
 
-from sdk.batch._columns import COLUMNS
-from sdk.batch._columns import PROMPT_COLUMNS
-from sdk.batch._columns import line_of
-from sdk.batch._columns import row_of
-from sdk.batch._map import ClientFactory
-from sdk.batch._map import RowColumns
-from sdk.batch._map import StructuredMap
-from sdk.ray._llm import REASK
-from sdk.ray._llm import ProcessorHooks
-from sdk.ray._llm import SecondPass
+from sdk._rows import COLUMNS
+from sdk._rows import PROMPT_COLUMNS
+from sdk._rows import line_of
+from sdk._rows import row_of
+from sdk.batch import REASK
+from sdk.batch import ClientFactory
+from sdk.batch import ProcessorHooks
+from sdk.batch import RowColumns
+from sdk.batch import SecondPass
+from sdk.batch import StructuredMap
 
 __all__ = [
     "COLUMNS",

@@ -41,11 +41,11 @@ from typing import Unpack
 
 import pyarrow as pa
 
+from sdk._rows import COLUMNS
+from sdk._rows import PROMPT_COLUMNS
+from sdk._rows import decided_row
 from sdk._values.declared import check_keywords
 from sdk._values.records import Usage
-from sdk.batch._columns import COLUMNS
-from sdk.batch._columns import PROMPT_COLUMNS
-from sdk.batch._columns import decided_row
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
 from sdk.batch._map import RowColumns
