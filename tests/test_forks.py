@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import multiprocessing
+import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,7 @@ from sdk import StructuredClient
 from sdk import _files
 from sdk import _fork
 from sdk._values import profile as _profile
+from sdk.batch._state import JobState
 from sdk.cache import BestEffortCache
 from sdk.cache import MemoryCache
 from sdk.cache import RedisCache
@@ -45,6 +50,7 @@ from sdk.providers import _provider
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.schema import dialects
 from sdk.schema import gbnf
+from sdk.sql import run_query
 from sdk.wire import _memory
 from tests.redis_support import redis_server
 
@@ -180,7 +186,6 @@ def test_a_child_forked_while_its_parent_holds_a_lock_uses_what_it_guards(
         thread.join(WAIT)
     assert not hung, f"the forked child waited for the {held} lock its parent held"
     assert exitcode == 0
-
 
 
 def _run_forked(target: Callable[[], None]) -> tuple[bool, int | None]:
@@ -322,3 +327,207 @@ def test_the_lock_finder_finds_each_way_of_making_a_lock(tmp_path: Path) -> None
         "e = threading.Semaphore(2)\nf = threading.local()\n"
     )
     assert sorted(_locks_made(module)) == ["Condition", "Lock", "R", "Semaphore", "allocate_lock"]
+
+
+# --- the fork gate: no child forked while an SDK thread is inside SQLite ---
+#
+# SQLite's own mutexes cannot be freed in a child as the SDK's locks are: a fork waits, at most
+# `_fork.GATE_BOUND`, until no SDK thread is inside SQLite (`_fork.gate`).
+
+HOLD = 1.0
+"""Seconds another connection (the test's own) keeps a file locked while an SDK thread waits."""
+
+
+def _until_inside(count: int) -> None:
+    """Wait (at most `WAIT`) until `count` other threads are inside a gated region."""
+    deadline = time.monotonic() + WAIT
+    while _fork.inside() != count:
+        assert time.monotonic() < deadline, "the thread never entered the fork gate"
+        time.sleep(0.005)
+
+
+def _generated_twice_in(path: Path) -> bool:
+    """A call through a new SQLite cache at `path` (a miss, stored), then the same call (a hit)."""
+    store = SQLiteCache(path)
+    _generate(store)
+    _generate(store)
+    return store.stats().hits == 1
+
+
+def _a_child_reports(
+    send: Callable[[], object], poll: float = WAIT
+) -> tuple[multiprocessing.process.BaseProcess, Any]:
+    """Fork a child running `send` (its result sent back through a pipe): the child and what it
+    sent, within `poll` seconds (an `AssertionError` if nothing came: it hung)."""
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=lambda: writer.send(send()))
+    child.start()
+    try:
+        assert reader.poll(poll), "the forked child hung (no answer within the bound)"
+        return child, reader.recv()
+    finally:
+        child.join(WAIT)
+        if child.is_alive():
+            child.kill()
+            child.join(WAIT)
+
+
+def _locked_cache(tmp_path: Path) -> tuple[Callable[[], object], sqlite3.Connection]:
+    store = SQLiteCache(tmp_path / "shared.sqlite")
+    store.get("a key")  # (this thread's connection opened: `clear` below is one gated region)
+
+    def operation() -> object:
+        store.get("a key")
+        return store.clear()  # waits for the test's write lock (busy timeout, inside SQLite)
+
+    holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return operation, holder
+
+
+def _locked_database(tmp_path: Path) -> tuple[Callable[[], object], sqlite3.Connection]:
+    path = tmp_path / "shop.db"
+    with closing(sqlite3.connect(path)) as made, made:
+        made.execute("CREATE TABLE t (i INTEGER)")
+        made.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(50)])
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")  # (rollback journal: a reader waits for it)
+    return lambda: run_query(path, "SELECT count(*) FROM t AS a, t AS b"), holder
+
+
+@pytest.mark.parametrize("operation", ["cache clear", "run_query"])
+def test_a_fork_waits_until_no_sdk_thread_is_inside_sqlite_and_the_child_uses_a_cache(
+    operation: str, tmp_path: Path
+) -> None:
+    # A parent thread inside a real SDK SQLite call that lasts: it waits (SQLite's busy
+    # handler) for a lock the test's own connection holds and lets go at `released`. The fork
+    # must wait for the call to end, so the child starts after `released`: causally, not by
+    # timing luck. Without the gate the child started at once (before `released`).
+    work, holder = (_locked_cache if operation == "cache clear" else _locked_database)(tmp_path)
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(work()))
+    released: list[float] = []
+
+    def release() -> None:
+        released.append(time.monotonic())
+        holder.execute("ROLLBACK")
+
+    thread.start()
+    try:
+        _until_inside(1)
+        timer = threading.Timer(HOLD, release)
+        timer.start()
+        child, (started, worked) = _a_child_reports(
+            lambda: (time.monotonic(), _generated_twice_in(tmp_path / "child.sqlite"))
+        )
+    finally:
+        thread.join(WAIT)
+        holder.close()
+    assert released and started > released[0], "the child was forked while SQLite was in use"
+    assert done and worked and child.exitcode == 0
+
+
+def test_a_fork_goes_on_past_the_bound_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A region that never ends (a thread of the test holds the gate): the fork waits
+    # `GATE_BOUND` (made short here), then goes on, saying why the child may hang; the gate
+    # works again in the parent and is free in the child.
+    monkeypatch.setattr(_fork, "GATE_BOUND", 0.5)
+    holding, release = threading.Event(), threading.Event()
+
+    def holds() -> None:
+        with _fork.gate():
+            holding.set()
+            release.wait(WAIT)
+
+    thread = threading.Thread(target=holds)
+    thread.start()
+    try:
+        assert holding.wait(WAIT)
+        began = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="sdk.fork"):
+            child, worked = _a_child_reports(lambda: _generated_twice_in(tmp_path / "c.sqlite"))
+        waited = time.monotonic() - began
+    finally:
+        release.set()
+        thread.join(WAIT)
+    assert worked and child.exitcode == 0
+    assert waited >= 0.5
+    assert [r.getMessage() for r in caplog.records if r.name == "sdk.fork"] == [
+        "forking while 1 thread(s) of this process stay inside an SDK SQLite call past 0.5 s "
+        "(sdk._fork.GATE_BOUND): the child may wait forever on its first SQLite use (SQLite's "
+        "own locks can be copied held into it); fork before starting threads that use a cache "
+        "or a job's state, or use the spawn or forkserver start method"
+    ]
+    assert _fork.inside() == 0  # (the thread left; nothing of the fork is still held)
+    other = threading.Thread(target=lambda: _generated_twice_in(tmp_path / "after.sqlite"))
+    other.start()
+    other.join(WAIT)
+    assert not other.is_alive()
+
+
+def test_a_thread_forking_from_inside_its_own_gated_region_does_not_wait_for_itself(
+    tmp_path: Path,
+) -> None:
+    # Inside a job state's transaction (a gated region), twice over: the fork does not wait
+    # for the forking thread; its regions end cleanly in the parent and in the child.
+    state = JobState.create(tmp_path / "job.db", {"note": "parent"})
+
+    began = time.monotonic()
+    with state.transaction() as db, _fork.gate():
+        state.put("note", "forking", db)
+        forked, worked = _a_child_reports(lambda: _generated_twice_in(tmp_path / "c.sqlite"))
+    assert time.monotonic() - began < _fork.GATE_BOUND  # (it never waited for the bound)
+    assert worked and forked.exitcode == 0
+    assert state.get("note") == "forking"
+    other = threading.Thread(target=lambda: _generated_twice_in(tmp_path / "after.sqlite"))
+    other.start()
+    other.join(WAIT)
+    assert not other.is_alive()  # (the gates the fork took are free again)
+
+
+def test_children_forked_while_sixteen_threads_read_a_cache_all_work(tmp_path: Path) -> None:
+    store = SQLiteCache(tmp_path / "shared.sqlite")
+    _generate(store)  # (stored: the threads' calls are hits)
+    barrier, stop = threading.Barrier(17), threading.Event()
+    errors: list[BaseException] = []
+    hits = [0] * 16
+
+    def reads(index: int) -> None:
+        try:
+            barrier.wait(WAIT)
+            while not stop.is_set():
+                _generate(store)
+                hits[index] += 1
+        except BaseException as error:  # (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=reads, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    reports = []
+    try:
+        barrier.wait(WAIT)
+        for n in range(3):
+            reports.append(
+                _a_child_reports(
+                    lambda n=n: (
+                        _generated_twice_in(tmp_path / f"child{n}.sqlite"),
+                        SQLiteCache(store.path).get(_first_key(store)) is not None,
+                    )
+                )
+            )
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(WAIT)
+    assert not errors and all(hits)
+    assert [(child.exitcode, report) for child, report in reports] == [(0, (True, True))] * 3
+
+
+def _first_key(store: SQLiteCache) -> str:
+    with closing(sqlite3.connect(store.path)) as db:
+        key: str = db.execute("SELECT key FROM entries").fetchone()[0]
+    return key
