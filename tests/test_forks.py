@@ -531,3 +531,181 @@ def _first_key(store: SQLiteCache) -> str:
     with closing(sqlite3.connect(store.path)) as db:
         key: str = db.execute("SELECT key FROM entries").fetchone()[0]
     return key
+
+
+# --- no SQLite call outside the fork gate ---
+
+_SQLITE = {
+    "execute", "executemany", "executescript", "fetchone", "fetchmany", "fetchall", "commit",
+    "rollback", "cursor", "backup", "iterdump", "create_function", "create_aggregate",
+    "create_collation", "create_window_function", "blobopen", "serialize", "deserialize",
+    "load_extension", "setlimit", "set_authorizer", "set_progress_handler", "interrupt",
+}  # fmt: skip
+"""Methods of `sqlite3.Connection` and `Cursor` that call into SQLite (with `sqlite3.connect`
+and, in a module that uses `sqlite3`, `close` and `contextlib.closing`)."""
+
+ALLOWED_OUTSIDE_THE_GATE = {
+    ("sdk/cache/_redis.py", "pipe.execute"): "a Redis pipeline, not SQLite",
+    ("sdk/batch/_local.py", "self.commit"): "the local runner's commit of decided rows",
+    ("sdk/batch/_ray.py", "self.commit"): "the Ray runner's commit of decided rows",
+    ("sdk/cli/_demo.py", "provider.close"): "a provider, not a connection",
+}
+"""Calls named like SQLite's that are not, each with what it is."""
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _is_gate(item: ast.expr, gating: set[str]) -> bool:
+    """`_fork.gate()`, or a context manager of the SDK that holds it around its block."""
+    if not isinstance(item, ast.Call):
+        return False
+    func = item.func
+    if isinstance(func, ast.Attribute) and func.attr == "gate":
+        return isinstance(func.value, ast.Name) and func.value.id == "_fork"
+    return _called(item) in gating
+
+
+class _Module:
+    """One module's functions, calls and `with` blocks, for the gate's structure test."""
+
+    def __init__(self, path: Path, root: Path) -> None:
+        self.path = str(path.relative_to(root))
+        self.tree = ast.parse(path.read_text(encoding="utf-8"))
+        self.uses_sqlite = any(
+            (isinstance(node, ast.Import) and any(a.name == "sqlite3" for a in node.names))
+            or (isinstance(node, ast.ImportFrom) and any(a.name == "_sqlite" for a in node.names))
+            for node in ast.walk(self.tree)
+        )
+
+    def walk(self, gating: set[str]) -> Iterator[tuple[ast.AST, str | None, bool]]:
+        """Every node with the function it is in (by name; `None` at module level) and whether
+        it is inside a gate there (a gate does not reach into a function defined within)."""
+
+        def visit(node: ast.AST, function: str | None, gated: bool) -> Iterator[Any]:
+            yield node, function, gated
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                name = getattr(node, "name", "<lambda>")
+                for child in ast.iter_child_nodes(node):
+                    yield from visit(child, name, False)
+                return
+            if isinstance(node, ast.With | ast.AsyncWith):
+                inside = gated
+                for item in node.items:  # (an item is entered after those before it)
+                    yield from visit(item, function, inside)
+                    inside = inside or _is_gate(item.context_expr, gating)
+                for child in node.body:
+                    yield from visit(child, function, inside)
+                return
+            for child in ast.iter_child_nodes(node):
+                yield from visit(child, function, gated)
+
+        yield from visit(self.tree, None, False)
+
+    def sqlite_call(self, node: ast.Call) -> str | None:
+        """The call as written, if it calls into SQLite."""
+        func = node.func
+        written = ast.unparse(func)
+        if isinstance(func, ast.Attribute):
+            receiver = ast.unparse(func.value)
+            if func.attr in _SQLITE or (receiver == "sqlite3" and func.attr == "connect"):
+                return written
+            if func.attr == "close" and self.uses_sqlite and receiver not in ("os", "self"):
+                return written
+        if written == "closing" and self.uses_sqlite:
+            return written
+        return None
+
+
+def _outside_the_gate(paths: list[Path], root: Path) -> set[tuple[str, str | None, str]]:
+    """SQLite calls (module, function, call) not inside a gate: directly, or in a private
+    function every call of which is inside a gate or in another such (by name: a public name
+    may be called from anywhere, so such a function enters the gate itself)."""
+    modules = [_Module(path, root) for path in paths]
+    gating: set[str] = set()
+    while True:  # context managers whose every `yield` is inside a gate (one may use another)
+        found = {
+            function
+            for module in modules
+            for node, function, gated in module.walk(gating)
+            if isinstance(node, ast.Yield | ast.YieldFrom) and function is not None
+        }
+        ungated = {
+            function
+            for module in modules
+            for node, function, gated in module.walk(gating)
+            if isinstance(node, ast.Yield | ast.YieldFrom) and not gated
+        }
+        more = found - ungated - gating
+        if not more:
+            break
+        gating |= more
+    private = {  # (besides a name with "_": a function defined in another, a private class's)
+        inner.name
+        for module in modules
+        for outer in ast.walk(module.tree)
+        if isinstance(outer, ast.FunctionDef)
+        or (isinstance(outer, ast.ClassDef) and outer.name.startswith("_"))
+        for inner in ast.walk(outer)
+        if isinstance(inner, ast.FunctionDef) and inner is not outer
+    }
+    calls = [
+        (module, node, function, gated)
+        for module in modules
+        for node, function, gated in module.walk(gating)
+        if isinstance(node, ast.Call)
+    ]
+    covered: set[str] = set()  # functions only ever called inside a gate
+    while True:
+        sites: dict[str, list[bool]] = {}
+        for _, node, function, gated in calls:
+            sites.setdefault(_called(node), []).append(gated or function in covered)
+        more = {
+            name
+            for name, inside in sites.items()
+            if (name.startswith("_") or name in private) and all(inside) and name not in covered
+        }
+        if not more:
+            break
+        covered |= more
+    return {
+        (module.path, function, written)
+        for module, node, function, gated in calls
+        if (written := module.sqlite_call(node)) is not None
+        and not gated
+        and function not in covered
+    }
+
+
+def test_every_sqlite_call_of_the_sdk_is_inside_the_fork_gate() -> None:
+    paths = [p for p in sorted(SDK.rglob("*.py")) if p.name != "_fork.py" or p.parent != SDK]
+    outside = {(path, call) for path, _, call in _outside_the_gate(paths, SDK.parent)}
+    assert outside - ALLOWED_OUTSIDE_THE_GATE.keys() == set(), "enter `with _fork.gate():`"
+    assert ALLOWED_OUTSIDE_THE_GATE.keys() <= outside  # (an entry no longer needed goes)
+
+
+def test_the_gate_finder_finds_each_way_of_calling_sqlite_outside_it(tmp_path: Path) -> None:
+    module = tmp_path / "sdk" / "m.py"
+    module.parent.mkdir()
+    module.write_text(
+        "import sqlite3\nfrom contextlib import closing, contextmanager\nfrom sdk import _fork\n"
+        "def direct(db):\n    return db.execute('x').fetchone()\n"
+        "def opened():\n    with closing(sqlite3.connect(':memory:')) as db:\n        db.close()\n"
+        "def gated(db):\n    with _fork.gate():\n        db.execute('x')\n"
+        "def item_order(db):\n    with closing(db), _fork.gate():\n        pass\n"
+        "def _helper(db):\n    db.executemany('x', [])\n"
+        "def uses_helper(db):\n    with _fork.gate():\n        _helper(db)\n"
+        "def _leaky(db):\n    db.commit()\n"
+        "def calls_leaky(db):\n    _leaky(db)\n"
+        "def later(db):\n    with _fork.gate():\n        return lambda: db.rollback()\n"
+        "@contextmanager\ndef holding(db):\n    with _fork.gate():\n        yield db\n"
+        "def through(db):\n    with holding(db) as same:\n        same.execute('y')\n"
+    )
+    found = {(function, call) for _, function, call in _outside_the_gate([module], tmp_path)}
+    assert found == {
+        ("direct", "db.execute"), ("direct", "db.execute('x').fetchone"),
+        ("opened", "closing"), ("opened", "sqlite3.connect"), ("opened", "db.close"),
+        ("item_order", "closing"), ("_leaky", "db.commit"), ("<lambda>", "db.rollback"),
+    }  # fmt: skip
