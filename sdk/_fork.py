@@ -152,8 +152,10 @@ def inside() -> int:
     """How many threads other than the caller are inside a gated region now (for tests and
     the fork's warning)."""
     own = getattr(_gate_of, "gate", None)
+    with _registering:  # (a set another thread adds to is not iterated)
+        gates = list(_gates)
     count = 0
-    for other in list(_gates):
+    for other in gates:
         if other is own or other in _taken:
             continue
         if other.acquire(blocking=False):
