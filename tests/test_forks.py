@@ -7,6 +7,10 @@ them all in a child as it starts (one handler); the matrix below holds each lock
 the parent, forks, and has the child use what the lock guards (a real call through it where there
 is one), within a bound; the structure test refuses a lock made anywhere else.
 
+SQLite's own mutexes cannot be freed so: the fork gate's tests show a fork waiting until no SDK
+thread is inside SQLite (bounded, with a warning past the bound; never for the forking thread
+itself), and the structure test refuses an SQLite call of the SDK outside the gate.
+
 Every wait is bounded (`WAIT`): a child that hangs is killed, and the test fails.
 """
 
@@ -373,27 +377,37 @@ def _a_child_reports(
             child.join(WAIT)
 
 
-def _locked_cache(tmp_path: Path) -> tuple[Callable[[], object], sqlite3.Connection]:
+def _locked_cache(
+    tmp_path: Path,
+) -> tuple[Callable[[], object], Callable[[], None], sqlite3.Connection]:
+    """A thread's work whose one gated region waits inside SQLite for the lock of the
+    connection returned (the test's), and what to wait for before that region begins."""
     store = SQLiteCache(tmp_path / "shared.sqlite")
-    store.get("a key")  # (this thread's connection opened: `clear` below is one gated region)
+    opened = threading.Event()
 
     def operation() -> object:
-        store.get("a key")
+        store.get("a key")  # (this thread's connection opened: its `clear` is one gated region)
+        opened.set()
         return store.clear()  # waits for the test's write lock (busy timeout, inside SQLite)
+
+    def started() -> None:
+        assert opened.wait(WAIT)
 
     holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
-    return operation, holder
+    return operation, started, holder
 
 
-def _locked_database(tmp_path: Path) -> tuple[Callable[[], object], sqlite3.Connection]:
+def _locked_database(
+    tmp_path: Path,
+) -> tuple[Callable[[], object], Callable[[], None], sqlite3.Connection]:
     path = tmp_path / "shop.db"
     with closing(sqlite3.connect(path)) as made, made:
         made.execute("CREATE TABLE t (i INTEGER)")
         made.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(50)])
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")  # (rollback journal: a reader waits for it)
-    return lambda: run_query(path, "SELECT count(*) FROM t AS a, t AS b"), holder
+    return lambda: run_query(path, "SELECT count(*) FROM t AS a, t AS b"), lambda: None, holder
 
 
 @pytest.mark.parametrize("operation", ["cache clear", "run_query"])
@@ -404,7 +418,8 @@ def test_a_fork_waits_until_no_sdk_thread_is_inside_sqlite_and_the_child_uses_a_
     # handler) for a lock the test's own connection holds and lets go at `released`. The fork
     # must wait for the call to end, so the child starts after `released`: causally, not by
     # timing luck. Without the gate the child started at once (before `released`).
-    work, holder = (_locked_cache if operation == "cache clear" else _locked_database)(tmp_path)
+    locked = _locked_cache if operation == "cache clear" else _locked_database
+    work, before_the_region, holder = locked(tmp_path)
     done: list[object] = []
     thread = threading.Thread(target=lambda: done.append(work()))
     released: list[float] = []
@@ -415,7 +430,8 @@ def test_a_fork_waits_until_no_sdk_thread_is_inside_sqlite_and_the_child_uses_a_
 
     thread.start()
     try:
-        _until_inside(1)
+        before_the_region()
+        _until_inside(1)  # (now inside the region that waits: the fork must wait for it)
         timer = threading.Timer(HOLD, release)
         timer.start()
         child, (started, worked) = _a_child_reports(
