@@ -37,6 +37,7 @@ from sdk import Contract
 from sdk import StructuredClient
 from sdk import _files
 from sdk import _fork
+from sdk import _sqlite
 from sdk._values import profile as _profile
 from sdk.batch._state import JobState
 from sdk.cache import BestEffortCache
@@ -54,6 +55,7 @@ from sdk.providers import _provider
 from sdk.providers._llamacpp_prompt import NativePrompts
 from sdk.schema import dialects
 from sdk.schema import gbnf
+from sdk.sql import DEFAULT_TIMEOUT as QUERY_TIMEOUT
 from sdk.sql import run_query
 from sdk.wire import _memory
 from tests.redis_support import redis_server
@@ -449,7 +451,9 @@ def test_a_fork_goes_on_past_the_bound_with_a_warning(
 ) -> None:
     # A region that never ends (a thread of the test holds the gate): the fork waits
     # `GATE_BOUND` (made short here), then goes on, saying why the child may hang; the gate
-    # works again in the parent and is free in the child.
+    # works again in the parent and is free in the child. The bound outlasts the longest wait
+    # the SDK itself sets inside SQLite (a write's busy timeout, a query's time bound).
+    assert max(_sqlite.DEFAULT_TIMEOUT, QUERY_TIMEOUT) < _fork.GATE_BOUND
     monkeypatch.setattr(_fork, "GATE_BOUND", 0.5)
     holding, release = threading.Event(), threading.Event()
 
