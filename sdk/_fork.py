@@ -22,12 +22,24 @@ runs in a child as it starts, after every lock is free, while `owner` lives (a s
 yet written are its parent's to write; its connections are its parent's); `reset()`, for a
 module's state, in every child (what was being done under a lock when the parent forked: no one
 is doing it in the child).
+
+SQLite's own locks (its global mutexes: memory statistics, the list of file systems, the page
+cache) cannot be freed so: a child forked while another thread was inside SQLite may inherit one
+held, and its first SQLite use (`sqlite3.connect`) waits forever. So the SDK never forks while
+one of its threads is inside SQLite: every SDK region that calls into SQLite is entered with
+`with gate():` (tests/test_forks.py refuses an SQLite call outside one), and a fork first waits
+until no other thread is inside one (new entries wait meanwhile, so the wait ends), at most
+`GATE_BOUND` seconds; past it the fork goes on, and a warning names the risk. A thread that
+forks from inside its own region does not wait for itself. SQLite used by other code (another
+library, in another thread) is not the SDK's to hold back.
 """
 
 from __future__ import annotations
 
+import logging  # (first: its fork handler, registered at its import, runs after ours)
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +47,16 @@ from typing import Protocol
 from typing import TypeVar
 from typing import cast
 
-__all__ = ["after_fork", "condition", "in_child", "lock", "rlock"]
+__all__ = ["GATE_BOUND", "after_fork", "condition", "gate", "in_child", "inside", "lock", "rlock"]
+
+logger = logging.getLogger("sdk.fork")
+
+GATE_BOUND = 35.0
+"""Seconds a fork waits for the SDK's threads to leave SQLite. The longest an SDK thread stays
+inside SQLite by design is a wait for another connection's write, the busy timeout
+(`sdk._sqlite.DEFAULT_TIMEOUT`, 30 s, for a cache and a job's state); a few seconds more let
+such a wait end and its statement finish. A region that outlasts it (a larger timeout given to a
+cache, a query the caller lets run longer, a thread stuck) does not hold the fork back forever."""
 
 _T = TypeVar("_T")
 
@@ -91,8 +112,110 @@ def _forget(held: weakref.ref[Any]) -> None:
     _resets.pop(id(held), None)
 
 
+# --- the fork gate: no fork while an SDK thread is inside SQLite ---
+#
+# Each thread has its own gate, a reentrant lock it holds while inside (entering costs a lock's
+# acquire, no shared counter); a fork takes every thread's gate (waiting for those inside to
+# leave; a thread whose gate is taken waits at its next entry), forks, and gives them back.
+
+_gate_of = threading.local()
+_gates: weakref.WeakSet[threading.RLock] = weakref.WeakSet()
+"""Every thread's gate (going with its thread)."""
+_registering = threading.Lock()
+"""Held while a thread adds its gate, and by a fork from before it to after it (a thread's first
+entry then waits for the fork, bounded by `GATE_BOUND`)."""
+_taken: list[threading.RLock] = []
+"""The gates the fork in progress holds."""
+_forking = False
+"""Whether a fork in progress holds `_registering` (and `_taken`)."""
+
+
+def gate() -> threading.RLock:
+    """The calling thread's fork gate: `with gate():` around every SDK region that calls into
+    SQLite (reentrant; no fork happens while it is held, but by this thread)."""
+    try:
+        found: threading.RLock = _gate_of.gate
+    except AttributeError:
+        return _new_gate()
+    return found
+
+
+def _new_gate() -> threading.RLock:
+    made = threading.RLock()
+    with _registering:  # (held by a fork at most `GATE_BOUND` and the fork itself)
+        _gates.add(made)
+    _gate_of.gate = made
+    return made
+
+
+def inside() -> int:
+    """How many threads other than the caller are inside a gated region now (for tests and
+    the fork's warning)."""
+    own = getattr(_gate_of, "gate", None)
+    with _registering:  # (a set another thread adds to is not iterated)
+        gates = list(_gates)
+    count = 0
+    for other in gates:
+        if other is own or other in _taken:
+            continue
+        if other.acquire(blocking=False):
+            other.release()
+        else:
+            count += 1
+    return count
+
+
+def _before_fork() -> None:
+    """Wait (at most `GATE_BOUND` in all) until no other thread is inside a gated region, and
+    keep every thread out until the fork is done."""
+    global _forking
+    deadline = time.monotonic() + GATE_BOUND
+    if not _registering.acquire(timeout=GATE_BOUND):
+        return  # (cannot happen: a thread holds it only to add its gate; the fork goes on)
+    _forking = True
+    left = 0
+    for each in list(_gates):  # (the forking thread's own: reentrant, taken at once)
+        if each.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            _taken.append(each)
+        else:
+            left += 1
+    if left:
+        logger.warning(
+            "forking while %d thread(s) of this process stay inside an SDK SQLite call past "
+            "%g s (sdk._fork.GATE_BOUND): the child may wait forever on its first SQLite use "
+            "(SQLite's own locks can be copied held into it); fork before starting threads "
+            "that use a cache or a job's state, or use the spawn or forkserver start method",
+            left,
+            GATE_BOUND,
+        )
+
+
+def _after_fork_in_parent() -> None:
+    """The fork is done (or failed): every thread may enter again."""
+    _open_gates()
+
+
+def _open_gates() -> None:
+    global _forking
+    if not _forking:
+        return  # (`_before_fork` took nothing)
+    for each in _taken:
+        each.release()
+    _taken.clear()
+    _forking = False
+    _registering.release()
+
+
 def _in_child() -> None:
     """In a forked child, as it starts (one thread, nothing else running yet)."""
+    # The gates: those the fork took are this thread's to give back; any other was held by a
+    # thread the child does not have (past the bound): free. Nobody is inside.
+    own = getattr(_gate_of, "gate", None)  # (held by this thread only as it holds it)
+    taken = {id(each) for each in _taken}
+    for each in list(_gates):
+        if each is not own and id(each) not in taken:
+            each._at_fork_reinit()  # type: ignore[attr-defined]
+    _open_gates()
     for made in list(_locks):
         made._at_fork_reinit()
     for module_reset in list(_module_resets):
@@ -103,4 +226,6 @@ def _in_child() -> None:
             reset(owner)
 
 
-os.register_at_fork(after_in_child=_in_child)
+os.register_at_fork(
+    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_in_child
+)

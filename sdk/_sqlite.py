@@ -15,6 +15,8 @@ response cache, a batch job's state), written once.
 - **Every wait is bounded.** The busy timeout (`timeout`, seconds) bounds every wait for another
   connection's write; past it, as for any other SQLite error (a damaged page), the caller gets its
   own typed error naming the file (`errors`), never a raw `sqlite3` error.
+- **No fork while inside.** Every call into SQLite here is inside the calling thread's fork
+  gate (`sdk._fork.gate`): a child is never forked while SQLite's own locks may be held.
 - **Read-only opening** (`readonly=True`, for commands that only look): `mode=ro`, so nothing in
   the file can change. A WAL file whose folder cannot be written (another user's, a mounted
   archive) cannot get its shared-memory index, so it is read as `immutable`: exact when no
@@ -33,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sdk import _fork
 from sdk._files import sync_folder
 
 __all__ = [
@@ -91,7 +94,7 @@ def open_file(
     identified as `layout`'s; made first if missing and `layout.adopt_empty`. Any failure is
     `layout.error` naming the file."""
     path = Path(path)
-    with errors(path, layout, timeout):
+    with _fork.gate(), errors(path, layout, timeout):
         if readonly:
             return _open_readonly(path, layout, timeout)
         if layout.adopt_empty and not path.exists():
@@ -123,15 +126,16 @@ def make_whole(
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)  # mkstemp's file is the owner's only (0600), and so are the WAL's beside it
     try:
-        db = _connect(temporary, DEFAULT_TIMEOUT)
-        try:
-            db.execute("PRAGMA journal_mode = WAL")
-            with write(db):
-                _initialize(db, layout)
-                if fill is not None:
-                    fill(db)
-        finally:
-            db.close()
+        with _fork.gate():
+            db = _connect(temporary, DEFAULT_TIMEOUT)
+            try:
+                db.execute("PRAGMA journal_mode = WAL")
+                with write(db):
+                    _initialize(db, layout)
+                    if fill is not None:
+                        fill(db)
+            finally:
+                db.close()
         _link(Path(temporary), path)
     finally:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -143,31 +147,33 @@ def make_whole(
 @contextmanager
 def write(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction (`BEGIN IMMEDIATE`, waiting at most the busy timeout for another
-    writer): all of it commits, or none of it."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+    writer): all of it commits, or none of it. The block is inside the fork gate."""
+    with _fork.gate():
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
 
 def try_write(db: sqlite3.Connection) -> bool:
     """Begin a write transaction only if no other connection is writing (no wait): for work
     that can be done later, such as writing counters."""
-    timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
-    db.execute("PRAGMA busy_timeout = 0")
-    try:
-        db.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as error:
-        if _code(error) in _BUSY:
-            return False
-        raise
-    finally:
-        db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
-    return True
+    with _fork.gate():
+        timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
+        db.execute("PRAGMA busy_timeout = 0")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            if _code(error) in _BUSY:
+                return False
+            raise
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+        return True
 
 
 @contextmanager
@@ -199,11 +205,12 @@ def typed(error: sqlite3.Error, path: Path, layout: Layout, timeout: float) -> E
 
 
 def _connect(target: str, timeout: float, *, uri: bool = False) -> sqlite3.Connection:
-    db = sqlite3.connect(
-        target, timeout=timeout, isolation_level=None, uri=uri, check_same_thread=True
-    )
-    db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-    return db
+    with _fork.gate():
+        db = sqlite3.connect(
+            target, timeout=timeout, isolation_level=None, uri=uri, check_same_thread=True
+        )
+        db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        return db
 
 
 def _identify(db: sqlite3.Connection, layout: Layout, path: Path) -> str:

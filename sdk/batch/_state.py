@@ -23,7 +23,8 @@ A state file is made whole before it appears (`JobState.create`: a temporary fil
 place), so a failed `create` leaves nothing and two at once make one job. Opening checks that
 the file is a job's (its tables and `format`) and never adds anything to a file that is not;
 `readonly=True` (what `status` uses) cannot change the file at all. Any SQLite error later (a
-damaged page) comes out of `state_errors` as a one-line `StateFileError`.
+damaged page) comes out of `state_errors` as a one-line `StateFileError`. Every call into SQLite
+here is inside the calling thread's fork gate (`sdk._fork.gate`: no fork while it is inside).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sdk import _fork
 from sdk import _sqlite
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import StateFileError
@@ -254,7 +256,7 @@ class JobState:
                 with state_errors(self.path):
                     self._upgrade()
             except BaseException:
-                self._db.close()
+                self.close()
                 raise
 
     @classmethod
@@ -283,30 +285,33 @@ class JobState:
 
     def close(self) -> None:
         """Close the database."""
-        self._db.close()
+        with _fork.gate():
+            self._db.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One transaction: committed whole at the end of the block, or rolled back."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with _fork.gate():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     # --- meta ---
 
     def get(self, key: str, default: Any = None) -> Any:
         """A meta value (JSON), or `default` (`StateFileError` if it is not JSON: damaged)."""
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return default
-        try:
-            return json.loads(row["value"])
-        except (ValueError, RecursionError) as error:
-            raise self.damaged(key, f"not JSON: {error}") from None
+        with _fork.gate():
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return default
+            try:
+                return json.loads(row["value"])
+            except (ValueError, RecursionError) as error:
+                raise self.damaged(key, f"not JSON: {error}") from None
 
     def damaged(self, key: str, why: str) -> StateFileError:
         """The error for a stored value that is not what the job wrote (bytes overwritten)."""
@@ -327,11 +332,12 @@ class JobState:
 
     def put(self, key: str, value: Any, db: sqlite3.Connection | None = None) -> None:
         """Set a meta value (inside the caller's transaction when `db` is given)."""
-        (db or self._db).execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, json.dumps(value)),
-        )
+        with _fork.gate():
+            (db or self._db).execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, json.dumps(value)),
+            )
 
     # --- items ---
 
@@ -340,23 +346,26 @@ class JobState:
     ) -> None:
         """Index items (id, offset, length, hash, whether the id was a JSON integer); an id
         already there (as text: `7` and `"7"` are one) raises `sqlite3.IntegrityError`."""
-        db.executemany(
-            "INSERT INTO items (id, offset, length, hash, id_number) VALUES (?, ?, ?, ?, ?)",
-            entries,
-        )
+        with _fork.gate():
+            db.executemany(
+                "INSERT INTO items (id, offset, length, hash, id_number) VALUES (?, ?, ?, ?, ?)",
+                entries,
+            )
 
     def in_order(self, after: int, limit: int) -> list[ItemRow]:
         """Up to `limit` items after seq `after`, whatever their state, in input order."""
-        rows = self._db.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq > ? ORDER BY seq LIMIT ?",
-            (after, limit),
-        )
-        return self._items(rows)
+        with _fork.gate():
+            rows = self._db.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after, limit),
+            )
+            return self._items(rows)
 
     def items_with_id(self, item_id: str) -> list[ItemRow]:
         """The item with this id as text (empty if none)."""
-        rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id = ?", (item_id,))
-        return self._items(rows)
+        with _fork.gate():
+            rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id = ?", (item_id,))
+            return self._items(rows)
 
     def _items(self, rows: Iterable[sqlite3.Row]) -> list[ItemRow]:
         """The items of `rows` (`StateFileError` naming the file for a damaged one)."""
@@ -367,126 +376,143 @@ class JobState:
 
     def item_count(self) -> int:
         """How many items the job has."""
-        return int(self._db.execute("SELECT count(*) FROM items").fetchone()[0])
+        with _fork.gate():
+            return int(self._db.execute("SELECT count(*) FROM items").fetchone()[0])
 
     def pending(self, limit: int, after: int = -1) -> list[ItemRow]:
         """Up to `limit` pending items after seq `after`, in input order."""
-        rows = self._db.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = 'pending' AND seq > ? "
-            "ORDER BY seq LIMIT ?",
-            (after, limit),
-        )
-        return self._items(rows)
+        with _fork.gate():
+            rows = self._db.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = 'pending' AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (after, limit),
+            )
+            return self._items(rows)
 
     def items(self, seqs: Sequence[int]) -> dict[int, ItemRow]:
         """The rows of these items, by seq."""
-        found: dict[int, ItemRow] = {}
-        for start in range(0, len(seqs), 500):
-            part = seqs[start : start + 500]
-            marks = ",".join("?" * len(part))
-            rows = self._db.execute(
-                f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq IN ({marks})", tuple(part)
-            )
-            found.update((item.seq, item) for item in self._items(rows))
-        return found
+        with _fork.gate():
+            found: dict[int, ItemRow] = {}
+            for start in range(0, len(seqs), 500):
+                part = seqs[start : start + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq IN ({marks})", tuple(part)
+                )
+                found.update((item.seq, item) for item in self._items(rows))
+            return found
 
     def in_submission(self, key: str, state: str = "submitted") -> list[ItemRow]:
         """The items of a submission still in `state`."""
-        rows = self._db.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM items WHERE submission = ? AND state = ? ORDER BY seq",
-            (key, state),
-        )
-        return self._items(rows)
+        with _fork.gate():
+            rows = self._db.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM items WHERE submission = ? AND state = ? "
+                "ORDER BY seq",
+                (key, state),
+            )
+            return self._items(rows)
 
     def update_items(self, updates: Sequence[ItemUpdate], db: sqlite3.Connection) -> None:
         """Write what collecting decided (inside the caller's transaction)."""
-        db.executemany(
-            "UPDATE items SET state = ?, submission = CASE WHEN ? = 'pending' THEN NULL "
-            "ELSE submission END, retries_used = ?, resubmits_used = ?, feedback = ?, "
-            "input_tokens = ?, output_tokens = ?, requests = ?, outcome = ?, error_type = ?, "
-            "error = ? WHERE seq = ?",
-            [
-                (
-                    update.state,
-                    update.state,
-                    update.retries_used,
-                    update.resubmits_used,
-                    json.dumps(update.feedback) if update.feedback else None,
-                    update.input_tokens,
-                    update.output_tokens,
-                    update.requests,
-                    update.outcome,
-                    update.error_type,
-                    update.error,
-                    update.seq,
-                )
-                for update in updates
-            ],
-        )
+        with _fork.gate():
+            db.executemany(
+                "UPDATE items SET state = ?, submission = CASE WHEN ? = 'pending' THEN NULL "
+                "ELSE submission END, retries_used = ?, resubmits_used = ?, feedback = ?, "
+                "input_tokens = ?, output_tokens = ?, requests = ?, outcome = ?, error_type = ?, "
+                "error = ? WHERE seq = ?",
+                [
+                    (
+                        update.state,
+                        update.state,
+                        update.retries_used,
+                        update.resubmits_used,
+                        json.dumps(update.feedback) if update.feedback else None,
+                        update.input_tokens,
+                        update.output_tokens,
+                        update.requests,
+                        update.outcome,
+                        update.error_type,
+                        update.error,
+                        update.seq,
+                    )
+                    for update in updates
+                ],
+            )
 
     def failed(self, error_types: Sequence[str] | None = None) -> list[tuple[int, str]]:
         """The items done as failed (with one of `error_types`, if given): seq and id."""
-        query = "SELECT seq, id, error_type FROM items WHERE state = 'done' AND outcome = 'failed'"
-        rows = self._db.execute(query + " ORDER BY seq")
-        wanted = None if error_types is None else set(error_types)
-        return [
-            (int(row["seq"]), str(row["id"]))
-            for row in rows
-            if wanted is None or row["error_type"] in wanted
-        ]
+        with _fork.gate():
+            query = (
+                "SELECT seq, id, error_type FROM items WHERE state = 'done' AND outcome = 'failed'"
+            )
+            rows = self._db.execute(query + " ORDER BY seq")
+            wanted = None if error_types is None else set(error_types)
+            return [
+                (int(row["seq"]), str(row["id"]))
+                for row in rows
+                if wanted is None or row["error_type"] in wanted
+            ]
 
     def reopen(self, seqs: Sequence[int], db: sqlite3.Connection) -> None:
         """Put done items back to pending, to run again from the start: no retries or resends
         used, no feedback, no outcome (their requests and tokens so far are kept)."""
-        db.executemany(
-            "UPDATE items SET state = 'pending', submission = NULL, retries_used = 0, "
-            "resubmits_used = 0, feedback = NULL, outcome = NULL, error_type = NULL, "
-            "error = NULL WHERE seq = ? AND state = 'done'",
-            [(seq,) for seq in seqs],
-        )
+        with _fork.gate():
+            db.executemany(
+                "UPDATE items SET state = 'pending', submission = NULL, retries_used = 0, "
+                "resubmits_used = 0, feedback = NULL, outcome = NULL, error_type = NULL, "
+                "error = NULL WHERE seq = ? AND state = 'done'",
+                [(seq,) for seq in seqs],
+            )
 
     def counts(self) -> dict[str, int]:
         """Items by state, and done items by outcome (`done:ok`, `done:failed`, ...)."""
-        counts: dict[str, int] = {}
-        for row in self._db.execute(
-            "SELECT state, outcome, count(*) AS n FROM items GROUP BY state, outcome"
-        ):
-            counts[row["state"]] = counts.get(row["state"], 0) + row["n"]
-            if row["state"] == "done":
-                counts[f"done:{row['outcome']}"] = row["n"]
-        return counts
+        with _fork.gate():
+            counts: dict[str, int] = {}
+            for row in self._db.execute(
+                "SELECT state, outcome, count(*) AS n FROM items GROUP BY state, outcome"
+            ):
+                counts[row["state"]] = counts.get(row["state"], 0) + row["n"]
+                if row["state"] == "done":
+                    counts[f"done:{row['outcome']}"] = row["n"]
+            return counts
 
     def count_in(self, state: str) -> int:
         """How many items are in `state` (through the state index: cheap for a few)."""
-        row = self._db.execute("SELECT count(*) FROM items WHERE state = ?", (state,)).fetchone()
-        return int(row[0])
+        with _fork.gate():
+            row = self._db.execute(
+                "SELECT count(*) FROM items WHERE state = ?", (state,)
+            ).fetchone()
+            return int(row[0])
 
     def tokens(self) -> tuple[int, int]:
         """Input and output tokens over every item."""
-        row = self._db.execute(
-            "SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) FROM items"
-        ).fetchone()
-        return int(row[0]), int(row[1])
+        with _fork.gate():
+            row = self._db.execute(
+                "SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) FROM items"
+            ).fetchone()
+            return int(row[0]), int(row[1])
 
     def failures(self, limit: int) -> list[tuple[str, str, str]]:
         """Up to `limit` failed items: id, error type, last error."""
-        rows = self._db.execute(
-            "SELECT id, error_type, error FROM items WHERE state = 'done' AND outcome != 'ok' "
-            "ORDER BY seq LIMIT ?",
-            (limit,),
-        )
-        return [
-            (self._text(row, "id"), self._text(row, "error_type"), self._text(row, "error"))
-            for row in rows
-        ]
+        with _fork.gate():
+            rows = self._db.execute(
+                "SELECT id, error_type, error FROM items WHERE state = 'done' AND outcome != 'ok' "
+                "ORDER BY seq LIMIT ?",
+                (limit,),
+            )
+            return [
+                (self._text(row, "id"), self._text(row, "error_type"), self._text(row, "error"))
+                for row in rows
+            ]
 
     def failure_types(self) -> dict[str, int]:
         """Failed items by error type."""
-        rows = self._db.execute(
-            "SELECT error_type, count(*) AS n FROM items WHERE state = 'done' "
-            "AND outcome != 'ok' GROUP BY error_type"
-        )
-        return {self._text(row, "error_type") or "?": row["n"] for row in rows}
+        with _fork.gate():
+            rows = self._db.execute(
+                "SELECT error_type, count(*) AS n FROM items WHERE state = 'done' "
+                "AND outcome != 'ok' GROUP BY error_type"
+            )
+            return {self._text(row, "error_type") or "?": row["n"] for row in rows}
 
     def _text(self, row: sqlite3.Row, column: str) -> str:
         """An item's text column as stored (`""` for none); `StateFileError` for bytes or a
@@ -504,36 +530,39 @@ class JobState:
         self, key: str, seqs: Sequence[int], size: int, db: sqlite3.Connection
     ) -> None:
         """Record a submission about to be sent, and assign its items to it."""
-        db.execute(
-            "INSERT INTO submissions (key, state, count, bytes, started) "
-            "VALUES (?, 'submitting', ?, ?, ?)",
-            (key, len(seqs), size, time.time()),
-        )
-        db.executemany(
-            "UPDATE items SET state = 'submitted', submission = ?, requests = requests + 1 "
-            "WHERE seq = ? AND state = 'pending'",
-            [(key, seq) for seq in seqs],
-        )
+        with _fork.gate():
+            db.execute(
+                "INSERT INTO submissions (key, state, count, bytes, started) "
+                "VALUES (?, 'submitting', ?, ?, ?)",
+                (key, len(seqs), size, time.time()),
+            )
+            db.executemany(
+                "UPDATE items SET state = 'submitted', submission = ?, requests = requests + 1 "
+                "WHERE seq = ? AND state = 'pending'",
+                [(key, seq) for seq in seqs],
+            )
 
     def submissions(self, state: str | None = None) -> list[SubmissionRow]:
         """Submissions (in one state, or all)."""
-        query = "SELECT key, state, count, bytes, started, file_id FROM submissions"
-        rows = (
-            self._db.execute(query + " WHERE state = ? ORDER BY started", (state,))
-            if state is not None
-            else self._db.execute(query + " ORDER BY started")
-        )
-        return [SubmissionRow(**dict(row)) for row in rows]
+        with _fork.gate():
+            query = "SELECT key, state, count, bytes, started, file_id FROM submissions"
+            rows = (
+                self._db.execute(query + " WHERE state = ? ORDER BY started", (state,))
+                if state is not None
+                else self._db.execute(query + " ORDER BY started")
+            )
+            return [SubmissionRow(**dict(row)) for row in rows]
 
     def submission(self, key: str) -> SubmissionRow:
         """One submission's row."""
-        row = self._db.execute(
-            "SELECT key, state, count, bytes, started, file_id FROM submissions WHERE key = ?",
-            (key,),
-        ).fetchone()
-        if row is None:
-            raise KeyError(key)
-        return SubmissionRow(**dict(row))
+        with _fork.gate():
+            row = self._db.execute(
+                "SELECT key, state, count, bytes, started, file_id FROM submissions WHERE key = ?",
+                (key,),
+            ).fetchone()
+            if row is None:
+                raise KeyError(key)
+            return SubmissionRow(**dict(row))
 
     def set_submission(
         self,
@@ -544,11 +573,12 @@ class JobState:
         db: sqlite3.Connection | None = None,
     ) -> None:
         """Change a submission's state or record its uploaded file."""
-        conn = db or self._db
-        if state is not None:
-            conn.execute("UPDATE submissions SET state = ? WHERE key = ?", (state, key))
-        if file_id is not None:
-            conn.execute("UPDATE submissions SET file_id = ? WHERE key = ?", (file_id, key))
+        with _fork.gate():
+            conn = db or self._db
+            if state is not None:
+                conn.execute("UPDATE submissions SET state = ? WHERE key = ?", (state, key))
+            if file_id is not None:
+                conn.execute("UPDATE submissions SET file_id = ? WHERE key = ?", (file_id, key))
 
     def add_batch(
         self,
@@ -560,25 +590,28 @@ class JobState:
     ) -> None:
         """Record a backend batch of a submission (a second record of the same id is a no-op);
         `state="candidate"` for one that may be the submission's, not yet proven."""
-        db.execute(
-            "INSERT OR IGNORE INTO batches (remote_id, submission, state, status) "
-            "VALUES (?, ?, ?, ?)",
-            (remote_id, submission, state, status),
-        )
+        with _fork.gate():
+            db.execute(
+                "INSERT OR IGNORE INTO batches (remote_id, submission, state, status) "
+                "VALUES (?, ?, ?, ?)",
+                (remote_id, submission, state, status),
+            )
 
     def batches(self, state: str | None = None) -> list[BatchRow]:
         """Backend batches (in one state, or all)."""
-        query = "SELECT remote_id, submission, state, status FROM batches"
-        rows = (
-            self._db.execute(query + " WHERE state = ? ORDER BY rowid", (state,))
-            if state is not None
-            else self._db.execute(query + " ORDER BY rowid")
-        )
-        return [BatchRow(**dict(row)) for row in rows]
+        with _fork.gate():
+            query = "SELECT remote_id, submission, state, status FROM batches"
+            rows = (
+                self._db.execute(query + " WHERE state = ? ORDER BY rowid", (state,))
+                if state is not None
+                else self._db.execute(query + " ORDER BY rowid")
+            )
+            return [BatchRow(**dict(row)) for row in rows]
 
     def known_batch_ids(self) -> set[str]:
         """Every backend batch id this job has recorded."""
-        return {row[0] for row in self._db.execute("SELECT remote_id FROM batches")}
+        with _fork.gate():
+            return {row[0] for row in self._db.execute("SELECT remote_id FROM batches")}
 
     def set_batch(
         self,
@@ -589,38 +622,42 @@ class JobState:
         db: sqlite3.Connection | None = None,
     ) -> None:
         """Change a batch's state or last seen status."""
-        conn = db or self._db
-        if state is not None:
-            conn.execute("UPDATE batches SET state = ? WHERE remote_id = ?", (state, remote_id))
-        if status is not None:
-            conn.execute("UPDATE batches SET status = ? WHERE remote_id = ?", (status, remote_id))
+        with _fork.gate():
+            conn = db or self._db
+            if state is not None:
+                conn.execute("UPDATE batches SET state = ? WHERE remote_id = ?", (state, remote_id))
+            if status is not None:
+                conn.execute(
+                    "UPDATE batches SET status = ? WHERE remote_id = ?", (status, remote_id)
+                )
 
 
 def _identify(db: sqlite3.Connection, path: Path) -> str | None:
     """Why the file is not a job's (`None` if it is): our four tables with their columns, and
     `format` (read inside the opening's transaction)."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    older_items = _COLUMNS["items"][:-1]  # `_OLDER`'s: no `id_number`
-    items: tuple[str, ...] = ()
-    for table, columns in _COLUMNS.items():
-        found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
-        if table == "items":
-            items = found
-        if found != columns and not (table == "items" and found == older_items):
-            return f"{path} is not a job state file (its tables: {', '.join(sorted(tables))})"
-    row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-    try:
-        made = json.loads(row[0]) if row is not None else None
-    except ValueError:
-        made = None
-    if made == _OLDER and items == older_items:
-        return None  # upgraded when opened for writing (`JobState._upgrade`)
-    if made != FORMAT or items != _COLUMNS["items"]:
-        return (
-            f"{path} is not a job state file of this version ({made or 'no format'}, "
-            f"not {FORMAT}): start the job again with a new state file"
-        )
-    return None
+    with _fork.gate():
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        older_items = _COLUMNS["items"][:-1]  # `_OLDER`'s: no `id_number`
+        items: tuple[str, ...] = ()
+        for table, columns in _COLUMNS.items():
+            found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+            if table == "items":
+                items = found
+            if found != columns and not (table == "items" and found == older_items):
+                return f"{path} is not a job state file (its tables: {', '.join(sorted(tables))})"
+        row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        try:
+            made = json.loads(row[0]) if row is not None else None
+        except ValueError:
+            made = None
+        if made == _OLDER and items == older_items:
+            return None  # upgraded when opened for writing (`JobState._upgrade`)
+        if made != FORMAT or items != _COLUMNS["items"]:
+            return (
+                f"{path} is not a job state file of this version ({made or 'no format'}, "
+                f"not {FORMAT}): start the job again with a new state file"
+            )
+        return None
 
 
 LAYOUT = _sqlite.Layout(

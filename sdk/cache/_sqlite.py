@@ -109,7 +109,7 @@ class SQLiteCache:
         self._tally = _Tally()
         db = self._connection()  # fail now, not at the first call, on a file that is not a cache
         try:  # (counts made before a later `clear` are then not written)
-            with self._errors():
+            with _fork.gate(), self._errors():
                 self._tally.clears = _clears(db)
         except CacheFileError:  # a damaged page: the call that reads it says so; the counts
             pass  # taken at the first write are dropped (made before a clear or not: unknown)
@@ -125,7 +125,8 @@ class SQLiteCache:
         db = self._connection()
         clears: int | None
         try:  # a read in autocommit: no lock a writer holds is waited for
-            value, expires, clears_held = db.execute(_LOOKUP, (key,)).fetchone()
+            with _fork.gate():  # (no fork while inside SQLite: `sdk._fork`)
+                value, expires, clears_held = db.execute(_LOOKUP, (key,)).fetchone()
             row = (value, expires) if value is not None else None
             clears = _count(clears_held)
         except sqlite3.Error as error:
@@ -155,7 +156,8 @@ class SQLiteCache:
     def _clears_now(self, db: sqlite3.Connection) -> int | None:
         """The file's count of clears (`None` if it cannot be read now: a write says why)."""
         try:
-            return _clears(db)
+            with _fork.gate():
+                return _clears(db)
         except sqlite3.Error:
             return None
 
@@ -167,7 +169,7 @@ class SQLiteCache:
         error is the file's (`CacheFileError`)."""
         if not str(error).startswith(_NOT_UTF8):
             raise _sqlite.typed(error, self.path, LAYOUT, self.timeout) from error
-        with self._errors():
+        with _fork.gate(), self._errors():
             found: tuple[bytes, float | None] | None = db.execute(
                 # (an expiry stored as text may not be UTF-8 either: as bytes, damaged below)
                 "SELECT CAST(value AS BLOB), CASE WHEN typeof(expires) = 'text' THEN "
@@ -199,8 +201,8 @@ class SQLiteCache:
         if not self.readonly:
             with self._write():
                 pass  # this store's counts, written first
-        db = self._connection()
-        with self._errors():
+        with _fork.gate(), self._errors():
+            db = self._connection()
             db.execute("BEGIN")  # both numbers from one snapshot
             try:
                 entries, size = db.execute(
@@ -231,7 +233,8 @@ class SQLiteCache:
             self._write_counts(wait=True)
         found = getattr(self._local, "db", None)
         if found is not None:
-            found.close()
+            with _fork.gate():
+                found.close()
             self._local.db = None
 
     # --- the file ---
@@ -264,8 +267,8 @@ class SQLiteCache:
 
     def _write_counts(self, wait: bool = False) -> None:
         """Write the counts kept in memory: now, or only if no other connection is writing."""
-        db = self._connection()
-        with self._errors():
+        with _fork.gate(), self._errors():
+            db = self._connection()
             if wait:
                 with _sqlite.write(db), self._tally.written(db, self._clock()):
                     return
@@ -404,11 +407,12 @@ def _write_tally(path: Path, timeout: float, tally: _Tally) -> None:
     if not tally.pending or not path.is_file():
         return
     try:
-        db = _sqlite.open_file(path, LAYOUT, timeout=min(timeout, 5.0))
-        try:
-            with _sqlite.write(db), tally.written(db, time.time()):
-                pass
-        finally:
-            db.close()
+        with _fork.gate():
+            db = _sqlite.open_file(path, LAYOUT, timeout=min(timeout, 5.0))
+            try:
+                with _sqlite.write(db), tally.written(db, time.time()):
+                    pass
+            finally:
+                db.close()
     except (CacheFileError, sqlite3.Error, OSError) as error:
         logger.warning("the response cache's counts were not written: %s", error)

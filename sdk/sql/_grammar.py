@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sdk import _fork
 from sdk.grammar import Grammar
 from sdk.grammar import GrammarCheck
 from sdk.grammar import lark_literal
@@ -274,7 +275,7 @@ def prepares_in(tables: Sequence[Table]) -> GrammarCheck:
                 resolved.update(name for name in (table, column) if name is not None)
             return sqlite3.SQLITE_OK
 
-        with closing(sqlite3.connect(":memory:")) as database:
+        with _fork.gate(), closing(sqlite3.connect(":memory:")) as database:
             for statement in ddl:
                 database.execute(statement)
             database.set_authorizer(record_reads)

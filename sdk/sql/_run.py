@@ -17,7 +17,8 @@ recursive CTE or write). `run_query` adds the bounds:
   UTF-8 bytes, blobs in bytes, a number as 8); past `max_result_bytes` the reading stops
   (`ResultTooLarge`), so `max_rows` rows of values near `max_value_bytes` each are never held.
 
-None of this says which rows a caller may see: that is the application's rule.
+None of this says which rows a caller may see: that is the application's rule. Every call into
+SQLite here is inside the calling thread's fork gate (`sdk._fork.gate`: no fork while inside).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
+from sdk import _fork
 from sdk._values.declared import check_keywords
 from sdk.sql._schema import Table
 from sdk.sql._schema import tables_from_connection
@@ -89,16 +91,17 @@ def connect_read_only(path: str | Path) -> sqlite3.Connection:
     """A connection that cannot write: `mode=ro` URI, `query_only`, a reads-only authorizer
     that allows the grammar's functions alone. A missing file is an error (`mode=ro` never
     creates one)."""
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
-    connection = sqlite3.connect(uri, uri=True)
-    connection.execute("PRAGMA query_only = ON")
-    connection.set_authorizer(_reads_only)
-    return connection
+    with _fork.gate():
+        uri = Path(path).resolve().as_uri() + "?mode=ro"
+        connection = sqlite3.connect(uri, uri=True)
+        connection.execute("PRAGMA query_only = ON")
+        connection.set_authorizer(_reads_only)
+        return connection
 
 
 def tables_from_sqlite(path: str | Path) -> list[Table]:
     """The tables of a SQLite database file: columns, affinities, foreign keys (read-only)."""
-    with closing(connect_read_only(path)) as database:
+    with _fork.gate(), closing(connect_read_only(path)) as database:
         database.set_authorizer(None)  # reading the schema itself takes PRAGMAs
         return tables_from_connection(database)
 
@@ -135,7 +138,7 @@ def run_query(path: str | Path, query: str, **bounds: Unpack[QueryBounds]) -> li
             raise ValueError(f"{name} is a positive integer, not {bound!r}")
     if not timeout > 0:
         raise ValueError(f"timeout is a positive number of seconds, not {timeout!r}")
-    with closing(connect_read_only(path)) as database:
+    with _fork.gate(), closing(connect_read_only(path)) as database:
         _bound(
             database,
             max_value_bytes=bounds.get("max_value_bytes", 1_000_000),

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Literal
 
+from sdk import _fork
+
 __all__ = [
     "ColumnType",
     "ForeignKey",
@@ -108,40 +110,42 @@ def tables_from_connection(database: sqlite3.Connection) -> list[Table]:
     """The tables of an open database, by name: columns, affinities, single-column foreign
     keys (a key without a named column refers to the primary key; composite keys are left
     out, as the grammar joins on one column)."""
-    names = [
-        row[0]
-        for row in database.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' "
-            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
-        )
-    ]
-    infos = {
-        name: database.execute(f"PRAGMA table_info({quote_identifier(name)})").fetchall()
-        for name in names
-    }
-    tables = []
-    for name in names:
-        columns = {row[1]: affinity(row[2] or "") for row in infos[name]}
-        keys = _foreign_keys(database, name, infos)
-        tables.append(Table(name, columns, tuple(keys)))
-    return tables
+    with _fork.gate():
+        names = [
+            row[0]
+            for row in database.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+            )
+        ]
+        infos = {
+            name: database.execute(f"PRAGMA table_info({quote_identifier(name)})").fetchall()
+            for name in names
+        }
+        tables = []
+        for name in names:
+            columns = {row[1]: affinity(row[2] or "") for row in infos[name]}
+            keys = _foreign_keys(database, name, infos)
+            tables.append(Table(name, columns, tuple(keys)))
+        return tables
 
 
 def _foreign_keys(
     database: sqlite3.Connection, name: str, infos: Mapping[str, list[tuple[object, ...]]]
 ) -> list[ForeignKey]:
-    rows = database.execute(f"PRAGMA foreign_key_list({quote_identifier(name)})").fetchall()
-    widths: dict[object, int] = {}
-    for row in rows:
-        widths[row[0]] = widths.get(row[0], 0) + 1
-    keys = []
-    for key_id, _, target, column, referenced, *_ in rows:
-        if widths[key_id] != 1 or target not in infos:
-            continue
-        if referenced is None:  # REFERENCES t without a column: t's primary key
-            primary = [row[1] for row in infos[target] if row[5]]
-            if len(primary) != 1:
+    with _fork.gate():
+        rows = database.execute(f"PRAGMA foreign_key_list({quote_identifier(name)})").fetchall()
+        widths: dict[object, int] = {}
+        for row in rows:
+            widths[row[0]] = widths.get(row[0], 0) + 1
+        keys = []
+        for key_id, _, target, column, referenced, *_ in rows:
+            if widths[key_id] != 1 or target not in infos:
                 continue
-            referenced = primary[0]
-        keys.append(ForeignKey(str(column), str(target), str(referenced)))
-    return keys
+            if referenced is None:  # REFERENCES t without a column: t's primary key
+                primary = [row[1] for row in infos[target] if row[5]]
+                if len(primary) != 1:
+                    continue
+                referenced = primary[0]
+            keys.append(ForeignKey(str(column), str(target), str(referenced)))
+        return keys
