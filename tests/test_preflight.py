@@ -177,6 +177,35 @@ def test_the_linter_names_what_invites_a_runaway_on_a_local_target(tmp_path: Pat
     assert clean.exit_code == 0, clean.stdout  # the reference contracts say why, where needed
 
 
+def test_the_linter_names_an_unbounded_string_on_a_local_target_too() -> None:
+    """Issue 33 item 4: "an unbounded list or string on a local target, with the bound to
+    add". A copied value (`Verbatim`) is bounded by the source where the target grounds it."""
+    from sdk import Verbatim
+    from sdk.workflow.lint import lint
+
+    class Ticket(Contract):
+        """A support ticket's summary."""
+
+        summary: str
+        tag: str = Field(max_length=40)
+        customer: Verbatim
+
+    def unbounded_at(target: str) -> list[str]:
+        found = lint(Ticket, target=target).findings
+        return [f.pointer for f in found if f.code.value == "unbounded-output"]
+
+    for target in ("embedded", "llamacpp", "vllm-xgrammar"):
+        [finding] = [f for f in lint(Ticket, target=target).findings
+                     if f.pointer == "/properties/summary"]  # fmt: skip
+        assert finding.code.value == "unbounded-output"
+        assert "a string with no upper bound (maxLength)" in finding.message
+        assert "Field(max_length=N)" in finding.fix
+        assert "/properties/tag" not in unbounded_at(target)
+    assert "/properties/customer" not in unbounded_at("embedded")  # grounded: the source's span
+    assert "/properties/customer" in unbounded_at("ollama")  # not grounded while decoding
+    assert unbounded_at("anthropic") == []  # hosted: not the caller's tokens to stop
+
+
 def test_the_preflight_shows_the_bounds_and_what_is_unbounded() -> None:
     report = preflight(Products, "vllm-xgrammar")
     assert [(i.pointer, i.keyword) for i in report.unbounded] == [

@@ -20,6 +20,7 @@ from sdk.schema._shape import Field
 from sdk.schema._shape import Shape
 from sdk.schema._shape import iter_nodes
 from sdk.schema._shape import name_tokens
+from sdk.schema._shape import node_at
 from sdk.schema._shape import object_fields
 from sdk.schema._shape import resolve
 from sdk.schema._shape import shape_of
@@ -348,22 +349,41 @@ def size_limits(ctx: Context) -> Iterator[Finding]:
 
 
 def unbounded_output(ctx: Context) -> Iterator[Finding]:
-    """A list with no `maxItems` on a local target: where a small model repeats an item until
-    `max_tokens` (the preflight lists unbounded strings too; the stream guard watches both)."""
+    """A list with no `maxItems` or a free string with no `maxLength` on a local target: where a
+    small model repeats an item, a phrase or a blank until `max_tokens`, paid in full (the stream
+    guard stops what it sees; a bound in the grammar ends it there). A string copied from the
+    source (`Verbatim`, `SourceQuote`) is bounded by the source on a target that grounds copied
+    values while decoding."""
     if ctx.local is None:
         return
+    from sdk.schema.grounding import SOURCE_QUOTE_KEY
+    from sdk.schema.grounding import VERBATIM_KEY
+    from sdk.schema.preflight import target_named
     from sdk.schema.preflight import unbounded
 
+    grounded = bool(target_named(ctx.local).grounding)
     for item in unbounded(ctx.root):
-        if item.keyword != "maxItems":
+        if item.keyword == "maxItems":
+            yield _finding(
+                "unbounded-output",
+                item.pointer,
+                f"a list with no upper bound (maxItems) on {ctx.local}: a small model can "
+                "repeat an item here until max_tokens, paid in full",
+                "bound it with Field(max_length=N), N the most items a real document has: the "
+                "grammar then ends the list there",
+                provider=ctx.local,
+            )
+            continue
+        node = node_at(ctx.root, item.pointer)
+        if grounded and (node.get(SOURCE_QUOTE_KEY) or node.get(VERBATIM_KEY)):
             continue
         yield _finding(
             "unbounded-output",
             item.pointer,
-            f"a list with no upper bound (maxItems) on {ctx.local}: a small model can repeat "
-            "an item here until max_tokens, paid in full",
-            "bound it with Field(max_length=N), N the most items a real document has: the "
-            "grammar then ends the list there",
+            f"a string with no upper bound (maxLength) on {ctx.local}: a small model can "
+            "repeat a phrase or write blanks here until max_tokens, paid in full",
+            "bound it with Field(max_length=N), N the longest real value: the grammar then "
+            "ends the string there",
             provider=ctx.local,
         )
 
