@@ -318,3 +318,37 @@ def test_the_table_and_a_contracts_preflight_say_what_each_target_does_with_an_a
         assert rechecked == ["/properties/carrier", "/properties/recipient"], name
     lines = preflight(Parcel, "embedded").lines()
     assert "x-anchor" in lines[1] and "/properties/recipient: x-anchor" in lines[3]
+
+
+def test_a_provider_s_preflight_is_its_route_s() -> None:
+    """Issue 33 item 2: "before a call, the SDK states for the chosen provider, route and
+    engine...". The provider itself names its target (a llama.cpp provider's mode picks the
+    route); a provider passed here was an `AttributeError` ('... has no attribute ignores')."""
+    from sdk.providers import FallbackProvider
+    from sdk.providers import LlamaCppProvider
+    from sdk.providers.limit import ConcurrencyLimit
+    from sdk.providers.test import TestProvider
+
+    wire = Wire(anthropic_reply(text=_DECISION))
+    url = "http://127.0.0.1:9"  # nothing is sent: a preflight is pure
+    routes = {
+        "anthropic": _anthropic(wire),
+        "openai-responses": _responses(wire),
+        "openai-chat": _chat(wire),
+        "llamacpp": LlamaCppProvider(url, mode="grammar"),
+        "llamacpp-json-schema": LlamaCppProvider(url, mode="json_schema"),
+    }
+    for name, provider in routes.items():
+        report = preflight(Inventory, provider)
+        assert report.target is TARGETS[name]
+        assert report.lines() == preflight(Inventory, name).lines()
+    limited = ConcurrencyLimit(routes["llamacpp-json-schema"], max_concurrency=2)
+    assert preflight(Decision, limited).target.name == "llamacpp-json-schema"
+    assert wire.requests == []
+    both = FallbackProvider([routes["anthropic"], routes["llamacpp"]])
+    with pytest.raises(ValueError, match="goes to 2 providers in turn"):
+        preflight(Decision, both)
+    with pytest.raises(ValueError, match="sends no schema to a target of the preflight table"):
+        preflight(Decision, TestProvider([_DECISION]))
+    with pytest.raises(TypeError, match="preflight takes a target"):
+        preflight(Decision, 42)

@@ -57,6 +57,7 @@ __all__ = [
     "preflight",
     "preflight_table",
     "target_named",
+    "target_of",
     "unbounded",
     "weakened_error_message",
 ]
@@ -240,6 +241,38 @@ def target_named(name: str) -> Target:
     raise ValueError(f"unknown target {name!r}; targets: {', '.join(TARGETS)}")
 
 
+def target_of(chosen: Target | str | Any) -> Target:
+    """The target of a `Target`, a name (`target_named`), or a provider: the route its codec
+    sends on (`ValueError` for a fallback list, which goes to several in turn; `TypeError` for
+    anything else)."""
+    if isinstance(chosen, Target):
+        return chosen
+    if isinstance(chosen, str):
+        return target_named(chosen)
+    candidates = getattr(chosen, "candidates", None)
+    profile = getattr(getattr(chosen, "codec", None), "profile", None)
+    if not callable(candidates) or profile is None:
+        raise TypeError(
+            f"preflight takes a target (a Target, a target's or a provider's name) or a "
+            f"provider, not {chosen!r}"
+        )
+    routes = candidates()
+    if len(routes) > 1:
+        raise ValueError(
+            f"{chosen!r} goes to {len(routes)} providers in turn: preflight each of its "
+            "candidates()"
+        )
+    if routes and routes[0] is not chosen:
+        return target_of(routes[0])
+    try:
+        return target_named(profile.target or profile.name)
+    except ValueError:
+        raise ValueError(
+            f"{chosen!r} sends no schema to a target of the preflight table; targets: "
+            f"{', '.join(TARGETS)}"
+        ) from None
+
+
 @dataclass(frozen=True, slots=True)
 class PreflightItem:
     """One keyword at one place of the schema, and what happens to it."""
@@ -296,9 +329,12 @@ class Preflight:
         return out
 
 
-def preflight(schema: type[BaseModel] | Mapping[str, Any], target: Target | str) -> Preflight:
-    """What `target` will do with a contract (or a canonical schema document)."""
-    target = target_named(target) if isinstance(target, str) else target
+def preflight(schema: type[BaseModel] | Mapping[str, Any], target: Target | str | Any) -> Preflight:
+    """What `target` will do with a contract (or a canonical schema document). `target`: a
+    `Target`, its name or a provider family's, or a provider (`AnthropicProvider(...)`): the
+    target of the route it was built for (`LlamaCppProvider(mode="json_schema")` is
+    `llamacpp-json-schema`)."""
+    target = target_of(target)
     root = dict(shared_schema(schema) if isinstance(schema, type) else schema)
     title = root.get("title")
     report = Preflight(target, title if isinstance(title, str) else "(schema)")
