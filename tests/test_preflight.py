@@ -206,6 +206,32 @@ def test_the_linter_names_an_unbounded_string_on_a_local_target_too() -> None:
     assert unbounded_at("anthropic") == []  # hosted: not the caller's tokens to stop
 
 
+def test_the_linter_names_an_unbounded_map_on_a_local_target() -> None:
+    """A map (`dict[str, X]`) is a collection a small model can grow until `max_tokens`, like a
+    list; `Field(max_length=N)` gives it `maxProperties`, which the SDK's grammar enforces."""
+    from sdk.workflow.lint import lint
+
+    class Stock(Contract):
+        """Stock per product."""
+
+        counts: dict[str, int]
+        capped: dict[str, int] = Field(max_length=20)
+
+    assert [(i.pointer, i.keyword) for i in preflight(Stock, "llamacpp").unbounded] == [
+        ("/properties/counts", "maxProperties")
+    ]
+    found = {f.pointer: f for f in lint(Stock, target="llamacpp").findings
+             if f.code.value == "unbounded-output"}  # fmt: skip
+    assert "a map with no upper bound (maxProperties)" in found["/properties/counts"].message
+    assert "Field(max_length=N)" in found["/properties/counts"].fix
+    assert "/properties/capped" not in found
+    from sdk.schema.canonical import canonical_schema
+    from sdk.schema.gbnf import to_gbnf
+
+    grammar = str(to_gbnf(canonical_schema(Stock)))
+    assert "root-capped ::= " in grammar and "{0,19}" in grammar  # the bound the grammar keeps
+
+
 def test_the_preflight_shows_the_bounds_and_what_is_unbounded() -> None:
     report = preflight(Products, "vllm-xgrammar")
     assert [(i.pointer, i.keyword) for i in report.unbounded] == [

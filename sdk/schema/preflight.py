@@ -456,12 +456,16 @@ def _constraints(root: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
 
 
 def unbounded(root: dict[str, Any]) -> Iterator[PreflightItem]:
-    """Arrays with no `maxItems` and free strings with no `maxLength` (no enum, const, pattern
-    or format that bounds them)."""
+    """Arrays with no `maxItems`, maps (`additionalProperties` a schema) with no
+    `maxProperties`, and free strings with no `maxLength` (no enum, const, pattern or format
+    that bounds them)."""
     for pointer, node in iter_nodes(root):
         kind = node.get("type")
         if kind == "array" and "maxItems" not in node and "prefixItems" not in node:
             yield PreflightItem(pointer, "maxItems", None, "a list with no upper bound")
+        extra = node.get("additionalProperties")
+        if kind == "object" and isinstance(extra, Mapping) and "maxProperties" not in node:
+            yield PreflightItem(pointer, "maxProperties", None, "a map with no upper bound")
         bounded = {"maxLength", "enum", "const", "pattern", "format"} & set(node)
         if kind == "string" and not bounded:
             yield PreflightItem(pointer, "maxLength", None, "a string with no upper bound")

@@ -349,11 +349,11 @@ def size_limits(ctx: Context) -> Iterator[Finding]:
 
 
 def unbounded_output(ctx: Context) -> Iterator[Finding]:
-    """A list with no `maxItems` or a free string with no `maxLength` on a local target: where a
-    small model repeats an item, a phrase or a blank until `max_tokens`, paid in full (the stream
-    guard stops what it sees; a bound in the grammar ends it there). A string copied from the
-    source (`Verbatim`, `SourceQuote`) is bounded by the source on a target that grounds copied
-    values while decoding."""
+    """A list with no `maxItems`, a map with no `maxProperties` or a free string with no
+    `maxLength` on a local target: where a small model repeats an item, a phrase or a blank until
+    `max_tokens`, paid in full (the stream guard stops what it sees; a bound in the grammar ends
+    it there). A string copied from the source (`Verbatim`, `SourceQuote`) is bounded by the
+    source on a target that grounds copied values while decoding."""
     if ctx.local is None:
         return
     from sdk.schema.grounding import SOURCE_QUOTE_KEY
@@ -363,14 +363,15 @@ def unbounded_output(ctx: Context) -> Iterator[Finding]:
 
     grounded = bool(target_named(ctx.local).grounding)
     for item in unbounded(ctx.root):
-        if item.keyword == "maxItems":
+        if item.keyword in ("maxItems", "maxProperties"):
+            what = "list" if item.keyword == "maxItems" else "map"
             yield _finding(
                 "unbounded-output",
                 item.pointer,
-                f"a list with no upper bound (maxItems) on {ctx.local}: a small model can "
-                "repeat an item here until max_tokens, paid in full",
-                "bound it with Field(max_length=N), N the most items a real document has: the "
-                "grammar then ends the list there",
+                f"a {what} with no upper bound ({item.keyword}) on {ctx.local}: a small model "
+                "can repeat an item here until max_tokens, paid in full",
+                f"bound it with Field(max_length=N), N the most items a real document has: "
+                f"the grammar then ends the {what} there",
                 provider=ctx.local,
             )
             continue
