@@ -291,6 +291,25 @@ def test_a_map_field_is_refused_before_sending_on_a_target_that_closes_objects(
     assert accepted.value.counts == {} and len(wire.requests) == 2
 
 
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_the_linter_says_a_closed_map_is_refused_not_caught_by_the_parser(provider: str) -> None:
+    """The lint's finding on a map field for a target that closes objects said the parser
+    catches a breaking value ("fails in the parser and costs a retry") and advised suppressing
+    it: false (only {} can be generated, and it passes every check) and the call is refused
+    whatever the suppression. It now says what the preflight and the call do."""
+    from sdk.workflow.lint import lint
+
+    [finding] = [f for f in lint(Inventory, provider=provider).findings
+                 if f.pointer == "/properties/counts/additionalProperties"]  # fmt: skip
+    assert "closes every object" in finding.message
+    assert "refused (UnsupportedRequest)" in finding.message
+    assert "accept_weakened_schema=True" in finding.message
+    assert "fails in the parser" not in finding.message
+    assert "list of key/value items" in finding.fix
+    kept = lint(Inventory, provider="vllm").findings
+    assert not [f for f in kept if "additionalProperties" in f.pointer]
+
+
 @pytest.mark.parametrize("name", list(TARGETS))
 def test_every_target_either_refuses_a_map_field_or_keeps_it(name: str) -> None:
     target = TARGETS[name]

@@ -45,6 +45,7 @@ from sdk.schema.dialects import OLLAMA
 from sdk.schema.dialects import OPENAI_STRICT
 from sdk.schema.dialects import VLLM
 from sdk.schema.dialects import Dialect
+from sdk.schema.dialects import Removal
 from sdk.schema.dialects import to_wire
 from sdk.schema.grounding import ANCHOR_KEY
 
@@ -54,6 +55,7 @@ __all__ = [
     "Preflight",
     "PreflightItem",
     "Target",
+    "closes_a_map",
     "preflight",
     "preflight_table",
     "target_named",
@@ -368,7 +370,7 @@ def _dialect_preflight(root: dict[str, Any], target: Target, report: Preflight) 
         item = PreflightItem(removal.pointer, removal.keyword, removal.value,
                              f"sent as {removal.replaced_with}" if removal.replaced_with
                              else "removed")  # fmt: skip
-        if removal.keyword == "additionalProperties" and removal.replaced_with == "false":
+        if closes_a_map(removal):
             report.weakened.append(
                 PreflightItem(
                     removal.pointer,
@@ -388,6 +390,12 @@ def _dialect_preflight(root: dict[str, Any], target: Target, report: Preflight) 
             report.rechecked.append(_rechecked(item))
         else:
             report.enforced.append(PreflightItem(pointer, keyword, value))
+
+
+def closes_a_map(removal: Removal) -> bool:
+    """Whether a dialect's removal closes a map (`additionalProperties` sent as `false`): only
+    `{}` can then be generated, and `{}` passes every check (a weakening, refused)."""
+    return removal.keyword == "additionalProperties" and removal.replaced_with == "false"
 
 
 def _grammar_preflight(root: dict[str, Any], target: Target, report: Preflight) -> None:

@@ -261,11 +261,25 @@ def dialect_strips(ctx: Context) -> Iterator[Finding]:
     if ctx.dialect is None:
         return
     from sdk.schema.dialects import to_wire
+    from sdk.schema.preflight import closes_a_map
 
     name = ctx.dialect.name
     for removal in to_wire(ctx.root, ctx.dialect).removed:
         if removal.keyword in _STRUCTURE:
             continue  # how the document is organised, not a check on values
+        if closes_a_map(removal):  # no parser check can catch it: the call is refused
+            yield _finding(
+                "dialect-strips",
+                removal.location,
+                f"{name} closes every object: this map (additionalProperties="
+                f"{_short(removal.value)}, sent as false) can only be generated as {{}}, which "
+                "passes every check, so a call is refused (UnsupportedRequest) unless it passes "
+                "accept_weakened_schema=True",
+                "use a list of key/value items (list[Entry]) instead of a map, or a provider "
+                "that keeps maps; a suppression does not make the call go through",
+                provider=name,
+            )
+            continue
         sent = f" (sent as {removal.replaced_with})" if removal.replaced_with else ""
         yield _finding(
             "dialect-strips",
