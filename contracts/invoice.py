@@ -32,6 +32,10 @@ class LineItem(Contract):
     """One line of the invoice."""
 
     lint_ignore: ClassVar[LintIgnore] = {
+        "/properties/description": {
+            "unbounded-output": "a line's text is copied as the invoice writes it, however long; "
+            "a text that repeats itself is stopped while streaming (RunawayOutput)",
+        },
         "/properties/quantity": {
             "dialect-strips": "the parser rejects a negative quantity; invoices do not state "
             "them, so the rare retry is cheaper than dropping the bound",
@@ -47,6 +51,17 @@ class InvoiceExtraction(Contract):
     """The facts of one invoice. Null means the document does not say."""
 
     lint_ignore: ClassVar[LintIgnore] = {
+        **{
+            f"/properties/{name}/anyOf/0": {
+                "unbounded-output": "copied from the invoice as it is written, however long; a "
+                "value that repeats itself is stopped while streaming (RunawayOutput)",
+            }
+            for name in ("vendor", "invoice_number")
+        },
+        "/properties/evidence": {
+            "unbounded-output": "a quote of the invoice: the source check holds it to a span of "
+            "the document, and targets that ground quotes bound it by the source while decoding",
+        },
         "/properties/line_items": {
             "unbounded-output": "an invoice has as many lines as it has; a list that repeats "
             "itself is stopped while streaming (RunawayOutput)",

@@ -26,6 +26,13 @@ class ShipmentNotice(Contract):
             "held to it by the parser, at the cost of a rare retry"
         }
         for pointer in ("/properties/tracking_number", "/properties/order_number")
+    } | {
+        f"/properties/{name}/anyOf/0": {
+            "unbounded-output": "copied from the notice: the source check holds it to a span of "
+            "the notice, and targets that ground copied values bound it by the source while "
+            "decoding"
+        }
+        for name in ("carrier", "recipient")
     }
 
     carrier: Verbatim | None = Field(

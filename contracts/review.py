@@ -20,6 +20,13 @@ class Severity(WireEnum):
 class Fix(Contract):
     """A proposed fix, and whether the model is confident it is right."""
 
+    lint_ignore: ClassVar[LintIgnore] = {
+        "/properties/description": {
+            "unbounded-output": "a fix is as long as the change it describes; a description "
+            "that repeats itself is stopped while streaming (RunawayOutput)",
+        },
+    }
+
     description: str = Field(description="What to change, concretely.")
     confident: bool = Field(description="False when the fix is a guess.")
 
@@ -28,6 +35,14 @@ class ReviewFinding(Contract):
     """A finding about one file, or one line of it."""
 
     lint_ignore: ClassVar[LintIgnore] = {
+        "/properties/reasoning": {
+            "unbounded-output": "the reasoning is as long as the problem needs; one that repeats "
+            "itself is stopped while streaming (RunawayOutput)",
+        },
+        "/properties/file": {
+            "unbounded-output": "paths have no natural limit worth pinning in the schema; a "
+            "path that repeats itself is stopped while streaming (RunawayOutput)",
+        },
         "/properties/line": {
             "dialect-strips": "the parser rejects a line below 1; a model writing line numbers "
             "almost never produces one, so the rare retry is cheaper than dropping the bound",

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from contracts import Decision
+from sdk import Contract
 from sdk import StopReason
 from sdk import parse
+from sdk.batch import AnthropicBatches
 from sdk.batch import BatchInputError
 from sdk.batch import BatchJob
 from sdk.batch import JobMismatch
@@ -26,6 +28,7 @@ from sdk.batch._hosted import RemoteStatus
 from sdk.engine.conversation import feedback_message
 from sdk.errors import InvalidJSON
 from sdk.errors import SchemaViolation
+from sdk.providers import AnthropicProvider
 from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
 from sdk.providers import Message
@@ -53,6 +56,7 @@ from tests.batch_support import local_clients
 from tests.batch_support import openai_backend
 from tests.batch_support import read_output
 from tests.batch_support import write_items
+from tests.wire_support import anthropic_client
 
 
 @pytest.fixture
@@ -146,6 +150,60 @@ def test_anthropic_requests_are_the_live_codec_s_and_the_follow_up_carries_feedb
     with pytest.raises(SchemaViolation) as caught:
         parse(Decision, WRONG_ENUM, stop_reason=StopReason.END_TURN)
     assert retry[2] == {"role": "user", "content": feedback_message(Decision, caught.value)}
+
+
+class Inventory(Contract):
+    """Stock per product: a map field, which Anthropic and OpenAI's strict mode close."""
+
+    counts: dict[str, int]
+
+
+@pytest.mark.parametrize("family", ["anthropic", "openai"])
+def test_a_hosted_job_refuses_a_schema_its_target_would_weaken_before_sending(
+    tmp_path: Path, family: str
+) -> None:
+    """Issue 33 item 2: a schema whose promise the target would weaken silently is refused
+    before sending, on every route a call takes. A hosted job built its requests without the
+    codec's vetting, so every item of a map-field contract went out, came back `{}` and was
+    written "ok". Now each such item fails alone with the live call's `UnsupportedRequest`,
+    unsent, and a line that accepts the weakening (`accept_weakened_schema`) is sent."""
+    path = tmp_path / "items.jsonl"
+    accepted = {"options": {"accept_weakened_schema": True}}
+    with open(path, "w", encoding="utf-8") as file:
+        for n in range(3):
+            line = {"id": f"doc-{n}", "prompt": f"Invoice {n}: count the stock.",
+                    **(accepted if n == 1 else {})}  # fmt: skip
+            file.write(json.dumps(line) + "\n")
+    script = Script({1: ['{"counts": {}}']})
+    if family == "anthropic":
+        api: Any = AnthropicBatchAPI(script)
+        backend: Any = anthropic_backend(api)
+    else:
+        api = OpenAIBatchAPI(script)
+        backend = openai_backend(api)
+    job = BatchJob.create(tmp_path / "job.db", contract=Inventory, backend=backend, input=path,
+                          out=tmp_path / "out.jsonl", sleep=Sleeps())  # fmt: skip
+    summary = job.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert summary.ok == 1 and summary.failed == 2
+    assert set(script.bodies) == {1}  # the refused items were never sent
+    for refused in ("doc-0", "doc-2"):
+        error = records[refused]["error"]
+        assert error["type"] == "UnsupportedRequest"
+        said = "would silently weaken Inventory: /properties/counts: additionalProperties"
+        assert said in error["message"]
+    assert records["doc-1"]["outcome"] == "ok" and records["doc-1"]["value"] == {"counts": {}}
+
+
+def test_a_hosted_job_sends_the_provider_s_own_extra_body(tmp_path: Path, items: Path) -> None:
+    """A provider's `extra_body=` goes with every request of a live call; a hosted job's
+    requests left it out (built by the codec alone)."""
+    script = Script()
+    api = AnthropicBatchAPI(script)
+    provider = AnthropicProvider(anthropic_client(api), model="claude-sonnet-4-6",
+                                 extra_body={"metadata": {"user_id": "team-7"}})  # fmt: skip
+    job_for(tmp_path, items, AnthropicBatches(provider)).run()
+    assert script.bodies[3][0]["metadata"] == {"user_id": "team-7"}
 
 
 def test_openai_responses_job_uploads_files_and_reads_output_and_error_files(

@@ -15,12 +15,15 @@ from pydantic import BaseModel
 
 from contracts import Decision
 from sdk import Prompt
+from sdk import StructuredClient
 from sdk.batch import BatchInputError
 from sdk.batch import BatchJob
 from sdk.batch import JobMismatch
 from sdk.batch import JobSettings
 from sdk.batch import LocalBackend
+from sdk.providers import AnthropicProvider
 from tests.batch_support import INVALID_JSON
+from tests.batch_support import VALID
 from tests.batch_support import AnthropicBatchAPI
 from tests.batch_support import Script
 from tests.batch_support import anthropic_backend
@@ -29,6 +32,9 @@ from tests.batch_support import fanout
 from tests.batch_support import job_for
 from tests.batch_support import local_clients
 from tests.batch_support import read_output
+from tests.wire_support import Wire
+from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
 
 
 class Approval(Prompt):
@@ -89,6 +95,43 @@ def test_a_hosted_job_renders_each_line_s_variables_and_every_line_names_the_pro
     assert {json.dumps(r["prompt"]) for r in records.values()} == {json.dumps(said(Approval))}
     assert records["doc-2"]["outcome"] == "failed"
     assert list(records["doc-3"])[:5] == ["id", "outcome", "value", "schema", "prompt"]
+
+
+def test_a_hosted_job_sends_a_long_template_s_literal_start_as_a_live_call_does(
+    tmp_path: Path,
+) -> None:
+    """A template's literal start is the cached prefix of a live call on Anthropic (its own
+    text block with a `cache_control` breakpoint); a batch line with variables is rendered by
+    the job, and its request is the live call's too: the start was not marked there, so every
+    item of a batch wrote the whole turn to the cache and none read the shared start."""
+
+    class Review(Prompt):
+        template = "Refunds are allowed within 30 days of purchase. " * 220 + "\n\n{{ ticket }}"
+
+        class Inputs(BaseModel):
+            ticket: str
+
+    bodies: list[dict[str, Any]] = []
+
+    def answer(custom_id: str, body: dict[str, Any], attempt: int) -> str:
+        bodies.append(body)
+        return VALID
+
+    path = tmp_path / "items.jsonl"
+    tickets = ["Order 1009 is late.", "Order 77 arrived broken."]
+    path.write_text("".join(json.dumps({"id": f"t{n}", "variables": {"ticket": ticket}}) + "\n"
+                            for n, ticket in enumerate(tickets)))  # fmt: skip
+    job = job_for(tmp_path, path, anthropic_backend(AnthropicBatchAPI(answer)), prompt=Review)
+    assert job.run().ok == 2
+    for ticket in tickets:
+        wire = Wire(anthropic_reply(text=VALID))
+        provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+        StructuredClient(provider).generate(Decision, prompt=Review(ticket=ticket))
+        live = json.loads(json.dumps(wire.body))
+        [sent] = [b for b in bodies if b["messages"][0]["content"][-1]["text"] == ticket]
+        assert sent == live
+        assert sent["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    assert bodies[0]["messages"][0]["content"][0] == bodies[1]["messages"][0]["content"][0]
 
 
 def test_a_local_job_renders_the_prompt_for_each_call(tmp_path: Path) -> None:

@@ -122,6 +122,27 @@ def test_a_bad_item_of_a_template_s_dataset_fails_on_its_line(
     assert "<dataset>:2" in str(caught.value)
 
 
+def test_an_item_whose_template_renders_empty_fails_on_its_line() -> None:
+    """A template that renders to blank text for an item's variables is that item's
+    `DatasetError`, naming its line, like any bad variable (it was a bare `ValueError`,
+    "Note rendered to an empty prompt", naming no line)."""
+
+    class Note(Prompt):
+        template = "{{ note }}"
+
+        class Inputs(BaseModel):
+            note: str
+
+    item = {"document": "d", "expected": {"colour": "red"}}
+    lines = [
+        json.dumps({"id": f"i{n}", "variables": {"note": note}, **item})
+        for n, note in ((1, "Read the ticket."), (2, "   "))
+    ]
+    with pytest.raises(DatasetError, match="Note rendered to an empty prompt") as caught:
+        parse_dataset(lines, Ticket, prompt=Note)
+    assert "<dataset>:2" in str(caught.value)
+
+
 def test_the_committed_compact_prompts_table_is_its_results_rendered() -> None:
     from bench.compact_prompts import OUT
     from bench.compact_prompts import TEMPLATES

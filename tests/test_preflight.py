@@ -177,6 +177,61 @@ def test_the_linter_names_what_invites_a_runaway_on_a_local_target(tmp_path: Pat
     assert clean.exit_code == 0, clean.stdout  # the reference contracts say why, where needed
 
 
+def test_the_linter_names_an_unbounded_string_on_a_local_target_too() -> None:
+    """Issue 33 item 4: "an unbounded list or string on a local target, with the bound to
+    add". A copied value (`Verbatim`) is bounded by the source where the target grounds it."""
+    from sdk import Verbatim
+    from sdk.workflow.lint import lint
+
+    class Ticket(Contract):
+        """A support ticket's summary."""
+
+        summary: str
+        tag: str = Field(max_length=40)
+        customer: Verbatim
+
+    def unbounded_at(target: str) -> list[str]:
+        found = lint(Ticket, target=target).findings
+        return [f.pointer for f in found if f.code.value == "unbounded-output"]
+
+    for target in ("embedded", "llamacpp", "vllm-xgrammar"):
+        [finding] = [f for f in lint(Ticket, target=target).findings
+                     if f.pointer == "/properties/summary"]  # fmt: skip
+        assert finding.code.value == "unbounded-output"
+        assert "a string with no upper bound (maxLength)" in finding.message
+        assert "Field(max_length=N)" in finding.fix
+        assert "/properties/tag" not in unbounded_at(target)
+    assert "/properties/customer" not in unbounded_at("embedded")  # grounded: the source's span
+    assert "/properties/customer" in unbounded_at("ollama")  # not grounded while decoding
+    assert unbounded_at("anthropic") == []  # hosted: not the caller's tokens to stop
+
+
+def test_the_linter_names_an_unbounded_map_on_a_local_target() -> None:
+    """A map (`dict[str, X]`) is a collection a small model can grow until `max_tokens`, like a
+    list; `Field(max_length=N)` gives it `maxProperties`, which the SDK's grammar enforces."""
+    from sdk.workflow.lint import lint
+
+    class Stock(Contract):
+        """Stock per product."""
+
+        counts: dict[str, int]
+        capped: dict[str, int] = Field(max_length=20)
+
+    assert [(i.pointer, i.keyword) for i in preflight(Stock, "llamacpp").unbounded] == [
+        ("/properties/counts", "maxProperties")
+    ]
+    found = {f.pointer: f for f in lint(Stock, target="llamacpp").findings
+             if f.code.value == "unbounded-output"}  # fmt: skip
+    assert "a map with no upper bound (maxProperties)" in found["/properties/counts"].message
+    assert "Field(max_length=N)" in found["/properties/counts"].fix
+    assert "/properties/capped" not in found
+    from sdk.schema.canonical import canonical_schema
+    from sdk.schema.gbnf import to_gbnf
+
+    grammar = str(to_gbnf(canonical_schema(Stock)))
+    assert "root-capped ::= " in grammar and "{0,19}" in grammar  # the bound the grammar keeps
+
+
 def test_the_preflight_shows_the_bounds_and_what_is_unbounded() -> None:
     report = preflight(Products, "vllm-xgrammar")
     assert [(i.pointer, i.keyword) for i in report.unbounded] == [
@@ -236,6 +291,25 @@ def test_a_map_field_is_refused_before_sending_on_a_target_that_closes_objects(
     assert accepted.value.counts == {} and len(wire.requests) == 2
 
 
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_the_linter_says_a_closed_map_is_refused_not_caught_by_the_parser(provider: str) -> None:
+    """The lint's finding on a map field for a target that closes objects said the parser
+    catches a breaking value ("fails in the parser and costs a retry") and advised suppressing
+    it: false (only {} can be generated, and it passes every check) and the call is refused
+    whatever the suppression. It now says what the preflight and the call do."""
+    from sdk.workflow.lint import lint
+
+    [finding] = [f for f in lint(Inventory, provider=provider).findings
+                 if f.pointer == "/properties/counts/additionalProperties"]  # fmt: skip
+    assert "closes every object" in finding.message
+    assert "refused (UnsupportedRequest)" in finding.message
+    assert "accept_weakened_schema=True" in finding.message
+    assert "fails in the parser" not in finding.message
+    assert "list of key/value items" in finding.fix
+    kept = lint(Inventory, provider="vllm").findings
+    assert not [f for f in kept if "additionalProperties" in f.pointer]
+
+
 @pytest.mark.parametrize("name", list(TARGETS))
 def test_every_target_either_refuses_a_map_field_or_keeps_it(name: str) -> None:
     target = TARGETS[name]
@@ -289,3 +363,37 @@ def test_the_table_and_a_contracts_preflight_say_what_each_target_does_with_an_a
         assert rechecked == ["/properties/carrier", "/properties/recipient"], name
     lines = preflight(Parcel, "embedded").lines()
     assert "x-anchor" in lines[1] and "/properties/recipient: x-anchor" in lines[3]
+
+
+def test_a_provider_s_preflight_is_its_route_s() -> None:
+    """Issue 33 item 2: "before a call, the SDK states for the chosen provider, route and
+    engine...". The provider itself names its target (a llama.cpp provider's mode picks the
+    route); a provider passed here was an `AttributeError` ('... has no attribute ignores')."""
+    from sdk.providers import FallbackProvider
+    from sdk.providers import LlamaCppProvider
+    from sdk.providers.limit import ConcurrencyLimit
+    from sdk.providers.test import TestProvider
+
+    wire = Wire(anthropic_reply(text=_DECISION))
+    url = "http://127.0.0.1:9"  # nothing is sent: a preflight is pure
+    routes = {
+        "anthropic": _anthropic(wire),
+        "openai-responses": _responses(wire),
+        "openai-chat": _chat(wire),
+        "llamacpp": LlamaCppProvider(url, mode="grammar"),
+        "llamacpp-json-schema": LlamaCppProvider(url, mode="json_schema"),
+    }
+    for name, provider in routes.items():
+        report = preflight(Inventory, provider)
+        assert report.target is TARGETS[name]
+        assert report.lines() == preflight(Inventory, name).lines()
+    limited = ConcurrencyLimit(routes["llamacpp-json-schema"], max_concurrency=2)
+    assert preflight(Decision, limited).target.name == "llamacpp-json-schema"
+    assert wire.requests == []
+    both = FallbackProvider([routes["anthropic"], routes["llamacpp"]])
+    with pytest.raises(ValueError, match="goes to 2 providers in turn"):
+        preflight(Decision, both)
+    with pytest.raises(ValueError, match="sends no schema to a target of the preflight table"):
+        preflight(Decision, TestProvider([_DECISION]))
+    with pytest.raises(TypeError, match="preflight takes a target"):
+        preflight(Decision, 42)

@@ -127,3 +127,42 @@ def test_cache_reads_and_writes_are_priced_at_their_rates() -> None:
     read = cost(cache_read_input_tokens=9_900)
     written = cost(cache_creation_input_tokens=9_900)
     assert read < uncached < written  # 0.1x and 1.25x the input price
+
+
+def test_a_template_s_long_literal_start_is_a_cached_block_of_its_own() -> None:
+    """A prompt template whose literal start is long (a policy) and whose end varies (the
+    ticket): the breakpoint goes at the end of the literal start, so the next call with
+    another ticket reads that prefix from the cache instead of writing a new one."""
+    from pydantic import BaseModel
+
+    from sdk import Prompt
+
+    class Review(Prompt):
+        template = POLICY + "\n\nTicket: {{ ticket }}"
+
+        class Inputs(BaseModel):
+            ticket: str
+
+    wire = Wire(anthropic_reply(text=TEXT), anthropic_reply(text=TEXT))
+    client = StructuredClient(AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6"))
+    client.generate(Decision, prompt=Review(ticket="Order 1009, bought 12 days ago."))
+    client.generate(Decision, prompt=Review(ticket="Order 77, bought a year ago."))
+    first, second = (body["messages"][0]["content"] for body in wire.bodies())
+    literal = Review.template.removesuffix("{{ ticket }}")
+    static = {"type": "text", "text": literal, "cache_control": EPHEMERAL}
+    assert first[0] == second[0] == static  # the same cached prefix on both calls
+    assert [b["text"] for b in first[1:]] == ["Order 1009, bought 12 days ago."]
+    assert [b["text"] for b in second[1:]] == ["Order 77, bought a year ago."]
+    # (the end of the turn keeps its own breakpoint, for a retry that resends the turn)
+    # A short literal start is not worth a breakpoint: the turn is sent as text.
+
+    class Brief(Prompt):
+        template = "Review this ticket: {{ ticket }}"
+
+        class Inputs(BaseModel):
+            ticket: str
+
+    short = Wire(anthropic_reply(text=TEXT))
+    provider = AnthropicProvider(anthropic_client(short), model="claude-sonnet-4-6")
+    StructuredClient(provider).generate(Decision, prompt=Brief(ticket="Order 77?"))
+    assert short.body["messages"][0]["content"] == "Review this ticket: Order 77?"

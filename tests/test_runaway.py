@@ -138,6 +138,27 @@ def test_a_bound_below_eight_characters_is_refused() -> None:
         RunawayBound(whitespace=2)
 
 
+@pytest.mark.parametrize(
+    ("setting", "value", "said"),
+    [
+        ("longest_piece", "4", "longest_piece is a whole number from 1 to 4096"),
+        ("longest_piece", None, "longest_piece is a whole number from 1 to 4096"),
+        ("longest_piece", True, "longest_piece is a whole number from 1 to 4096"),
+        ("longest_piece", 0, "longest_piece is a whole number from 1 to 4096"),
+        ("longest_piece", 2_000_000, "longest_piece is a whole number from 1 to 4096"),
+        ("min_repeats", 2.5, "min_repeats is a whole number >= 2"),
+        ("min_repeats", None, "min_repeats is a whole number >= 2"),
+        ("min_repeats", 1, "min_repeats is a whole number >= 2"),
+    ],
+)
+def test_a_wrong_piece_setting_is_refused_naming_it(setting: str, value: object, said: str) -> None:
+    """Each setting is checked where it is set: a wrongly typed one was a bare `TypeError`
+    (`'<' not supported between 'str' and 'int'`) or accepted (`True`, `2.5`), and a huge
+    `longest_piece` made every streamed attempt build millions of spans before its first piece."""
+    with pytest.raises(ValueError, match=f"RunawayBound.{said}"):
+        RunawayBound(**{setting: value})  # type: ignore[arg-type]
+
+
 def _runaway_by_definition(text: str, bound: RunawayBound) -> tuple[str, int, int, str] | None:
     """What the watch must say once `text` is all it read, read from the whole text: the first
     piece size (1 up) whose repeats cover the bound at the end, traced back to the run's start."""

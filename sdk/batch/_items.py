@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from typing import BinaryIO
@@ -157,14 +158,17 @@ def parse_item(
         raise BatchInputError(f"{where} (id {item_id}): `messages` must be a list")
     unusable = unusable or _unsendable_text(data)
     text, system = data.get("prompt"), data.get("system")
+    static = 0
     try:
         if prompt is not None or "variables" in data:
-            text, system = _rendered(contract, prompt, data)
+            text, system, static = _rendered(contract, prompt, data)
         turns = (
             conversation(contract, text, messages, data.get("source"))
             if unusable is None
             else ()  # not run: its failure is recorded, the job goes on
         )
+        if static and turns:  # the template's literal start, as a live call marks it
+            turns = (replace(turns[0], static_prefix=static), *turns[1:])
     except (ValueError, TypeError, AttributeError) as error:
         raise BatchInputError(f"{where} (id {item_id}): {error}") from None
     return InputItem(
@@ -182,10 +186,12 @@ def parse_item(
 
 def _rendered(
     contract: type[Contract], prompt: type[Prompt] | None, data: dict[str, Any]
-) -> tuple[Any, str | None]:
+) -> tuple[Any, str | None, int]:
     """A line's `variables` rendered with the job's prompt: the user turn (text, or text and
-    parts) and the system prompt. A line of a prompt's job carries variables and no prompt,
-    messages or system of its own; a line with variables needs a job with a prompt."""
+    parts), the system prompt, and the length of the turn's literal start
+    (`Message.static_prefix`: what a provider's prompt cache holds). A line of a prompt's job
+    carries variables and no prompt, messages or system of its own; a line with variables needs
+    a job with a prompt."""
     if prompt is None:
         raise ValueError("`variables` are for a job with a prompt template (--prompt)")
     if "variables" not in data:
@@ -199,7 +205,7 @@ def _rendered(
         raise ValueError(f"{prompt.name}: {' '.join(str(error).split())}") from None
     [message] = rendered.messages
     content = message.content if isinstance(message.content, str) else list(message.parts)
-    return content, rendered.system
+    return content, rendered.system, message.static_prefix
 
 
 @dataclass(frozen=True, slots=True)

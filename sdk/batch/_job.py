@@ -94,6 +94,7 @@ from sdk.batch._summary import summarize
 from sdk.contract import Contract
 from sdk.errors import ProviderError
 from sdk.prompt import Prompt
+from sdk.providers._drivers import built
 from sdk.providers._errors import provider_error
 from sdk.schema.canonical import schema_info
 
@@ -730,9 +731,10 @@ class BatchJob:
             if item.unusable is not None:
                 raise BatchInputError(item.unusable)
             request = request_for(self._job(), item, row)
-            # As a live call does: an option the provider does not take is a `TypeError`.
-            self.backend.provider.vet_options(request.options, request.extra_body)
-            exchange = self.backend.provider.codec.build(request, stream=False)
+            # Built as a live call builds it (`built`): the provider's own `extra_body` merged
+            # under the item's, then vetted (an option the provider does not take is a
+            # `TypeError`; a schema the target would weaken silently, `UnsupportedRequest`).
+            exchange = built(self.backend.provider, request, stream=False)
             assert isinstance(self.backend, HostedBackend)
             return self.backend.entry(_custom_id(key, row.seq), exchange)
         except Exception as error:  # the item's own failure

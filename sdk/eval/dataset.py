@@ -40,7 +40,6 @@ from sdk._values.position import decoding_problem
 from sdk.contract import Contract
 from sdk.contract.derived import widen
 from sdk.prompt import Prompt
-from sdk.prompt import TemplateError
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -211,7 +210,7 @@ def _templated(
     try:
         asked = template.from_json(data.get("variables", {}))
         asked.render(contract=contract)
-    except (ValidationError, TypeError, TemplateError) as error:
+    except (ValueError, TypeError) as error:  # a bad variable, a template error, an empty text
         raise DatasetError(f"{where}: {template.name}: {' '.join(str(error).split())}") from None
     return asked
 

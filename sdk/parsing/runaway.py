@@ -17,6 +17,10 @@ from dataclasses import dataclass
 __all__ = ["DEFAULT_RUNAWAY", "Runaway", "RunawayBound", "RunawayWatch"]
 
 
+MAX_PIECE = 4096
+"""The longest repeated piece a watch looks for (a long list item and its comma fit)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunawayBound:
     """When a reply is a runaway: `whitespace` whitespace characters in a row, or a piece of
@@ -34,8 +38,16 @@ class RunawayBound:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 8):  # fmt: skip
                 raise ValueError(f"RunawayBound.{name} is a whole number >= 8, or None")
-        if self.longest_piece < 1 or self.min_repeats < 2:
-            raise ValueError("RunawayBound needs longest_piece >= 1 and min_repeats >= 2")
+        # (Checked here, where it is set: the watch builds a span per piece size on every
+        # streamed attempt, so a huge `longest_piece` would cost each attempt before it starts.)
+        if not _whole(self.longest_piece) or not 1 <= self.longest_piece <= MAX_PIECE:
+            raise ValueError(f"RunawayBound.longest_piece is a whole number from 1 to {MAX_PIECE}")
+        if not _whole(self.min_repeats) or self.min_repeats < 2:
+            raise ValueError("RunawayBound.min_repeats is a whole number >= 2")
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 DEFAULT_RUNAWAY = RunawayBound()

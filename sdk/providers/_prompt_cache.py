@@ -5,11 +5,13 @@ call, so it is what the provider should cache.
 - Anthropic caches a prefix up to a `cache_control` breakpoint (tools, then system, then the
   messages), for requests whose prefix is long enough (a minimum that depends on the model).
   `anthropic_breakpoints` puts one at the end of the static prefix (the system prompt, or the last
-  tool when there is no system prompt) once it is long enough, and one at the end of the first
-  user turn when that turn alone is long enough to cache (a document: a retry, two-phase
-  reasoning, an eval's arms or several contracts send it again). Writing a cache costs 1.25x
-  the input price of what is written, reading it 0.1x: a long document sent once costs a
-  quarter more, one sent twice already less. At most 4 breakpoints are allowed; this uses 2.
+  tool when there is no system prompt) once it is long enough, one at the end of a prompt
+  template's literal start (`Message.static_prefix`: that text cut into a block of its own)
+  once everything up to it is long enough, and one at the end of the first user turn when that
+  turn alone is long enough to cache (a document: a retry, two-phase reasoning, an eval's arms
+  or several contracts send it again). Writing a cache costs 1.25x the input price of what is
+  written, reading it 0.1x: a long document sent once costs a quarter more, one sent twice
+  already less. At most 4 breakpoints are allowed; this uses 3 at most.
 - OpenAI caches prefixes itself; a `prompt_cache_key` routes requests that share one to the same
   cache. `prompt_cache_key` derives it from what the static part is made of: the fingerprint of
   what is asked for and the system prompt.
@@ -54,9 +56,11 @@ def min_cacheable_tokens(model: str) -> int:
                 _DEFAULT_MINIMUM)  # fmt: skip
 
 
-def anthropic_breakpoints(kwargs: dict[str, Any], model: str) -> None:
+def anthropic_breakpoints(kwargs: dict[str, Any], model: str, static_prefix: int = 0) -> None:
     """Put `cache_control` breakpoints on the static prefix of `messages.create`'s keyword
-    arguments, in place (see the module docstring)."""
+    arguments, in place (see the module docstring). `static_prefix`: how many leading
+    characters of the first turn's text are the same on every call (a prompt template's
+    literal start, `Message.static_prefix`)."""
     minimum = min_cacheable_tokens(model) * _CHARS_PER_TOKEN
     tools: list[dict[str, Any]] = kwargs.get("tools") or []
     system = kwargs.get("system")
@@ -70,6 +74,8 @@ def anthropic_breakpoints(kwargs: dict[str, Any], model: str) -> None:
     first = messages[0] if messages else None
     if first is None or first.get("role") != "user":
         return
+    if static_prefix > 0 and length + static_prefix >= minimum:
+        first["content"] = _static_marked(first["content"], static_prefix)
     if _size(first["content"]) >= minimum:
         first["content"] = _marked(first["content"])
 
@@ -89,6 +95,23 @@ def prompt_cache_key(request: CompletionRequest) -> str:
             assert_never(unknown)
     digest = hashlib.sha256(f"{asked}\n{request.system or ''}".encode()).hexdigest()
     return f"sdk-{digest[:32]}"
+
+
+def _static_marked(content: Any, static_prefix: int) -> Any:
+    """A turn's content with a breakpoint at the end of its first text's static prefix, that
+    text cut in two blocks there: the template's literal start is then a prefix of its own,
+    the same on every call (a breakpoint after the variables would write a new cache entry
+    on every call and read none)."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    first = blocks[0] if blocks else None
+    if first is None or first.get("type") != "text" or "cache_control" in first:
+        return content
+    text: str = first["text"]
+    if static_prefix > len(text):
+        return content
+    head = {"type": "text", "text": text[:static_prefix], "cache_control": EPHEMERAL}
+    rest = [{"type": "text", "text": text[static_prefix:]}] if static_prefix < len(text) else []
+    return [head, *rest, *blocks[1:]]
 
 
 def _marked(content: Any) -> list[dict[str, Any]]:

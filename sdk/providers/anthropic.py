@@ -223,7 +223,8 @@ def build_request(
         case unknown:
             assert_never(unknown)
     if prompt_caching:
-        anthropic_breakpoints(kwargs, model)
+        static = request.messages[0].static_prefix if request.messages else 0
+        anthropic_breakpoints(kwargs, model, static)
     return finished(kwargs, request.options, request.extra_body, profile(mode))
 
 

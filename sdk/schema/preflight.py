@@ -45,6 +45,7 @@ from sdk.schema.dialects import OLLAMA
 from sdk.schema.dialects import OPENAI_STRICT
 from sdk.schema.dialects import VLLM
 from sdk.schema.dialects import Dialect
+from sdk.schema.dialects import Removal
 from sdk.schema.dialects import to_wire
 from sdk.schema.grounding import ANCHOR_KEY
 
@@ -54,9 +55,11 @@ __all__ = [
     "Preflight",
     "PreflightItem",
     "Target",
+    "closes_a_map",
     "preflight",
     "preflight_table",
     "target_named",
+    "target_of",
     "unbounded",
     "weakened_error_message",
 ]
@@ -240,6 +243,38 @@ def target_named(name: str) -> Target:
     raise ValueError(f"unknown target {name!r}; targets: {', '.join(TARGETS)}")
 
 
+def target_of(chosen: Target | str | Any) -> Target:
+    """The target of a `Target`, a name (`target_named`), or a provider: the route its codec
+    sends on (`ValueError` for a fallback list, which goes to several in turn; `TypeError` for
+    anything else)."""
+    if isinstance(chosen, Target):
+        return chosen
+    if isinstance(chosen, str):
+        return target_named(chosen)
+    candidates = getattr(chosen, "candidates", None)
+    profile = getattr(getattr(chosen, "codec", None), "profile", None)
+    if not callable(candidates) or profile is None:
+        raise TypeError(
+            f"preflight takes a target (a Target, a target's or a provider's name) or a "
+            f"provider, not {chosen!r}"
+        )
+    routes = candidates()
+    if len(routes) > 1:
+        raise ValueError(
+            f"{chosen!r} goes to {len(routes)} providers in turn: preflight each of its "
+            "candidates()"
+        )
+    if routes and routes[0] is not chosen:
+        return target_of(routes[0])
+    try:
+        return target_named(profile.target or profile.name)
+    except ValueError:
+        raise ValueError(
+            f"{chosen!r} sends no schema to a target of the preflight table; targets: "
+            f"{', '.join(TARGETS)}"
+        ) from None
+
+
 @dataclass(frozen=True, slots=True)
 class PreflightItem:
     """One keyword at one place of the schema, and what happens to it."""
@@ -296,9 +331,12 @@ class Preflight:
         return out
 
 
-def preflight(schema: type[BaseModel] | Mapping[str, Any], target: Target | str) -> Preflight:
-    """What `target` will do with a contract (or a canonical schema document)."""
-    target = target_named(target) if isinstance(target, str) else target
+def preflight(schema: type[BaseModel] | Mapping[str, Any], target: Target | str | Any) -> Preflight:
+    """What `target` will do with a contract (or a canonical schema document). `target`: a
+    `Target`, its name or a provider family's, or a provider (`AnthropicProvider(...)`): the
+    target of the route it was built for (`LlamaCppProvider(mode="json_schema")` is
+    `llamacpp-json-schema`)."""
+    target = target_of(target)
     root = dict(shared_schema(schema) if isinstance(schema, type) else schema)
     title = root.get("title")
     report = Preflight(target, title if isinstance(title, str) else "(schema)")
@@ -332,7 +370,7 @@ def _dialect_preflight(root: dict[str, Any], target: Target, report: Preflight) 
         item = PreflightItem(removal.pointer, removal.keyword, removal.value,
                              f"sent as {removal.replaced_with}" if removal.replaced_with
                              else "removed")  # fmt: skip
-        if removal.keyword == "additionalProperties" and removal.replaced_with == "false":
+        if closes_a_map(removal):
             report.weakened.append(
                 PreflightItem(
                     removal.pointer,
@@ -352,6 +390,12 @@ def _dialect_preflight(root: dict[str, Any], target: Target, report: Preflight) 
             report.rechecked.append(_rechecked(item))
         else:
             report.enforced.append(PreflightItem(pointer, keyword, value))
+
+
+def closes_a_map(removal: Removal) -> bool:
+    """Whether a dialect's removal closes a map (`additionalProperties` sent as `false`): only
+    `{}` can then be generated, and `{}` passes every check (a weakening, refused)."""
+    return removal.keyword == "additionalProperties" and removal.replaced_with == "false"
 
 
 def _grammar_preflight(root: dict[str, Any], target: Target, report: Preflight) -> None:
@@ -420,12 +464,16 @@ def _constraints(root: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
 
 
 def unbounded(root: dict[str, Any]) -> Iterator[PreflightItem]:
-    """Arrays with no `maxItems` and free strings with no `maxLength` (no enum, const, pattern
-    or format that bounds them)."""
+    """Arrays with no `maxItems`, maps (`additionalProperties` a schema) with no
+    `maxProperties`, and free strings with no `maxLength` (no enum, const, pattern or format
+    that bounds them)."""
     for pointer, node in iter_nodes(root):
         kind = node.get("type")
         if kind == "array" and "maxItems" not in node and "prefixItems" not in node:
             yield PreflightItem(pointer, "maxItems", None, "a list with no upper bound")
+        extra = node.get("additionalProperties")
+        if kind == "object" and isinstance(extra, Mapping) and "maxProperties" not in node:
+            yield PreflightItem(pointer, "maxProperties", None, "a map with no upper bound")
         bounded = {"maxLength", "enum", "const", "pattern", "format"} & set(node)
         if kind == "string" and not bounded:
             yield PreflightItem(pointer, "maxLength", None, "a string with no upper bound")

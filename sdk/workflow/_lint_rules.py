@@ -20,6 +20,7 @@ from sdk.schema._shape import Field
 from sdk.schema._shape import Shape
 from sdk.schema._shape import iter_nodes
 from sdk.schema._shape import name_tokens
+from sdk.schema._shape import node_at
 from sdk.schema._shape import object_fields
 from sdk.schema._shape import resolve
 from sdk.schema._shape import shape_of
@@ -260,11 +261,25 @@ def dialect_strips(ctx: Context) -> Iterator[Finding]:
     if ctx.dialect is None:
         return
     from sdk.schema.dialects import to_wire
+    from sdk.schema.preflight import closes_a_map
 
     name = ctx.dialect.name
     for removal in to_wire(ctx.root, ctx.dialect).removed:
         if removal.keyword in _STRUCTURE:
             continue  # how the document is organised, not a check on values
+        if closes_a_map(removal):  # no parser check can catch it: the call is refused
+            yield _finding(
+                "dialect-strips",
+                removal.location,
+                f"{name} closes every object: this map (additionalProperties="
+                f"{_short(removal.value)}, sent as false) can only be generated as {{}}, which "
+                "passes every check, so a call is refused (UnsupportedRequest) unless it passes "
+                "accept_weakened_schema=True",
+                "use a list of key/value items (list[Entry]) instead of a map, or a provider "
+                "that keeps maps; a suppression does not make the call go through",
+                provider=name,
+            )
+            continue
         sent = f" (sent as {removal.replaced_with})" if removal.replaced_with else ""
         yield _finding(
             "dialect-strips",
@@ -348,22 +363,42 @@ def size_limits(ctx: Context) -> Iterator[Finding]:
 
 
 def unbounded_output(ctx: Context) -> Iterator[Finding]:
-    """A list with no `maxItems` on a local target: where a small model repeats an item until
-    `max_tokens` (the preflight lists unbounded strings too; the stream guard watches both)."""
+    """A list with no `maxItems`, a map with no `maxProperties` or a free string with no
+    `maxLength` on a local target: where a small model repeats an item, a phrase or a blank until
+    `max_tokens`, paid in full (the stream guard stops what it sees; a bound in the grammar ends
+    it there). A string copied from the source (`Verbatim`, `SourceQuote`) is bounded by the
+    source on a target that grounds copied values while decoding."""
     if ctx.local is None:
         return
+    from sdk.schema.grounding import SOURCE_QUOTE_KEY
+    from sdk.schema.grounding import VERBATIM_KEY
+    from sdk.schema.preflight import target_named
     from sdk.schema.preflight import unbounded
 
+    grounded = bool(target_named(ctx.local).grounding)
     for item in unbounded(ctx.root):
-        if item.keyword != "maxItems":
+        if item.keyword in ("maxItems", "maxProperties"):
+            what = "list" if item.keyword == "maxItems" else "map"
+            yield _finding(
+                "unbounded-output",
+                item.pointer,
+                f"a {what} with no upper bound ({item.keyword}) on {ctx.local}: a small model "
+                "can repeat an item here until max_tokens, paid in full",
+                f"bound it with Field(max_length=N), N the most items a real document has: "
+                f"the grammar then ends the {what} there",
+                provider=ctx.local,
+            )
+            continue
+        node = node_at(ctx.root, item.pointer)
+        if grounded and (node.get(SOURCE_QUOTE_KEY) or node.get(VERBATIM_KEY)):
             continue
         yield _finding(
             "unbounded-output",
             item.pointer,
-            f"a list with no upper bound (maxItems) on {ctx.local}: a small model can repeat "
-            "an item here until max_tokens, paid in full",
-            "bound it with Field(max_length=N), N the most items a real document has: the "
-            "grammar then ends the list there",
+            f"a string with no upper bound (maxLength) on {ctx.local}: a small model can "
+            "repeat a phrase or write blanks here until max_tokens, paid in full",
+            "bound it with Field(max_length=N), N the longest real value: the grammar then "
+            "ends the string there",
             provider=ctx.local,
         )
 
