@@ -69,6 +69,7 @@ from sdk.providers._base import FreeText
 from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
 from sdk.providers._chat import ChatChoice
+from sdk.providers._drivers import built
 from sdk.providers.vllm import VLLMProvider
 
 __all__ = ["REASK", "ProcessorHooks", "SecondPass"]
@@ -159,8 +160,8 @@ class ProcessorHooks:
             request = request_for(
                 ItemJob(self.contract, self.provider, self.settings), item, item_row
             )
-            self.provider.vet_options(request.options, request.extra_body)
-            body = self.provider.codec.build(request, stream=False).body
+            # Built as a live call builds it (`built`): vetted, a weakened schema refused.
+            body = built(self.provider, request, stream=False).body
             state["max_tokens"] = request.max_tokens
             return {**shape(body), _STATE: json.dumps(state), _ERROR: ""}
         except Exception as error:  # the row's own failure: it skips the engine, fails alone
