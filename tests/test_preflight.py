@@ -232,6 +232,30 @@ def test_the_linter_names_an_unbounded_map_on_a_local_target() -> None:
     assert "root-capped ::= " in grammar and "{0,19}" in grammar  # the bound the grammar keeps
 
 
+def test_a_pattern_bounds_a_string_only_when_the_longest_match_is_bounded() -> None:
+    """A pattern is a length bound where every branch is anchored at both ends and repeats
+    nothing without end (`^[A-Z]{3}$`); `^[A-Z]+$`, or an unanchored `[A-Z]{3}` (JSON Schema
+    patterns search: the grammar lets any text around it), leaves the string unbounded. On
+    main every pattern counted as a bound."""
+
+    class Codes(Contract):
+        """Codes."""
+
+        fixed: str = Field(pattern=r"^[A-Z]{3}$")
+        either: str = Field(pattern=r"^(?:[A-Z]{3}|[0-9]{2,4})$")
+        open_ended: str = Field(pattern=r"^[A-Z]+$")
+        searching: str = Field(pattern=r"[A-Z]{3}")
+        one_open_branch: str = Field(pattern=r"^(?:[A-Z]{3}|x*)$")
+        capped: str = Field(pattern=r"^[A-Z]+$", max_length=8)
+
+    unbounded = [i.pointer for i in preflight(Codes, "llamacpp").unbounded]
+    assert unbounded == [
+        "/properties/open_ended",
+        "/properties/searching",
+        "/properties/one_open_branch",
+    ]
+
+
 def test_the_preflight_shows_the_bounds_and_what_is_unbounded() -> None:
     report = preflight(Products, "vllm-xgrammar")
     assert [(i.pointer, i.keyword) for i in report.unbounded] == [

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 from typing import Literal
 
 import regex
@@ -51,6 +52,7 @@ __all__ = [
     "Seq",
     "complement",
     "length_range",
+    "longest_match",
     "normalize",
     "parse_pattern",
     "subtract",
@@ -549,6 +551,21 @@ def _seq(items: list[Node]) -> Node:
 
 
 # --- analysis ------------------------------------------------------------------------------
+
+
+def longest_match(pattern: str, max_length: Any) -> int | None:
+    """The longest string `pattern` (a JSON Schema pattern, which searches: an end not anchored
+    takes any text) or `maxLength` allows, if either bounds it."""
+    bounds = [max_length] if isinstance(max_length, int) else []
+    try:
+        branches = parse_pattern(pattern)
+    except RegexUnsupported:
+        branches = []
+    if branches and all(b.anchored_start and b.anchored_end for b in branches):
+        highs = [length_range(branch.node)[1] for branch in branches]
+        if all(high is not None for high in highs):
+            bounds.append(max(high for high in highs if high is not None))
+    return min(bounds) if bounds else None
 
 
 def length_range(node: Node) -> tuple[int, int | None]:

@@ -465,8 +465,8 @@ def _constraints(root: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
 
 def unbounded(root: dict[str, Any]) -> Iterator[PreflightItem]:
     """Arrays with no `maxItems`, maps (`additionalProperties` a schema) with no
-    `maxProperties`, and free strings with no `maxLength` (no enum, const, pattern or format
-    that bounds them)."""
+    `maxProperties`, and free strings with no `maxLength` (no enum, const or format that
+    bounds them, and no pattern whose longest match is bounded: `^[A-Z]+$` bounds nothing)."""
     for pointer, node in iter_nodes(root):
         kind = node.get("type")
         if kind == "array" and "maxItems" not in node and "prefixItems" not in node:
@@ -474,9 +474,20 @@ def unbounded(root: dict[str, Any]) -> Iterator[PreflightItem]:
         extra = node.get("additionalProperties")
         if kind == "object" and isinstance(extra, Mapping) and "maxProperties" not in node:
             yield PreflightItem(pointer, "maxProperties", None, "a map with no upper bound")
-        bounded = {"maxLength", "enum", "const", "pattern", "format"} & set(node)
-        if kind == "string" and not bounded:
+        if kind == "string" and not _bounded_string(node):
             yield PreflightItem(pointer, "maxLength", None, "a string with no upper bound")
+
+
+def _bounded_string(node: Mapping[str, Any]) -> bool:
+    """Whether a string node's length is bounded by its keywords (as the grammars keep them)."""
+    if {"maxLength", "enum", "const", "format"} & set(node):
+        return True
+    pattern = node.get("pattern")
+    if not isinstance(pattern, str):
+        return False
+    from sdk.schema._regex import longest_match  # (the `regex` module: for a pattern only)
+
+    return longest_match(pattern, None) is not None
 
 
 def _keywords(items: list[PreflightItem]) -> str:

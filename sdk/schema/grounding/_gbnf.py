@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 from typing import Final
 
+from sdk.schema import _regex as rx
 from sdk.schema.gbnf._compiler import Compiler
 from sdk.schema.gbnf._gbnf_text import join_terms
 from sdk.schema.gbnf._gbnf_text import literal
@@ -43,7 +44,6 @@ from sdk.schema.grounding._spans import SpanAutomaton
 from sdk.schema.grounding._spans import escaped_chunks
 from sdk.schema.grounding._spans import grounded_kind
 from sdk.schema.grounding._spans import is_word_chunk
-from sdk.schema.grounding._spans import longest_match
 from sdk.schema.grounding._spans import matching_spans
 from sdk.schema.grounding._spans import source_chunks
 from sdk.schema.grounding._spans import span_automaton
@@ -208,7 +208,7 @@ class _GroundedCompiler(Compiler):
         pattern = node.get("pattern")
         if grounded_kind(node) is None or not isinstance(pattern, str) or not self.source:
             return None
-        longest = longest_match(pattern, node.get("maxLength"))
+        longest = rx.longest_match(pattern, node.get("maxLength"))
         if longest is None:
             return None
         low = node.get("minLength", 0)

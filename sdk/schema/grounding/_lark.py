@@ -43,7 +43,6 @@ from sdk.schema.grounding._spans import escaped_chunks
 from sdk.schema.grounding._spans import grounded_kind
 from sdk.schema.grounding._spans import grounded_walker
 from sdk.schema.grounding._spans import is_word_chunk
-from sdk.schema.grounding._spans import longest_match
 from sdk.schema.grounding._spans import matching_spans
 from sdk.schema.grounding._spans import source_chunks
 
@@ -319,7 +318,7 @@ class _LarkBuilder:
             raise GroundingUnsupported(pointer, "a pattern that is not a string")
         signature = (empty, pattern, low, high, verbatim, self.anchor)
         if signature not in self.terminals:
-            longest = longest_match(pattern, high) if pattern is not None else None
+            longest = rx.longest_match(pattern, high) if pattern is not None else None
             spans = self.spans()
             if spans is None:  # anchored, and no region of the anchor in the source
                 body = json.dumps('""') if empty else None

@@ -30,7 +30,6 @@ __all__ = [
     "grounded_walker",
     "is_grounded",
     "is_word_chunk",
-    "longest_match",
     "matching_spans",
     "occurrences",
     "source_chunks",
@@ -281,22 +280,6 @@ def span_automaton(chunks: list[str]) -> SpanAutomaton:
     for chunk in chunks:
         automaton.extend(chunk)
     return automaton
-
-
-def longest_match(pattern: str, max_length: Any) -> int | None:
-    """The longest string `pattern` (anchored at both ends) or `maxLength` allows, if bounded."""
-    bounds = [max_length] if isinstance(max_length, int) else []
-    from sdk.schema import _regex as rx  # the `regex` module: loaded for a pattern only
-
-    try:
-        branches = rx.parse_pattern(pattern)
-    except rx.RegexUnsupported:
-        branches = []
-    if branches and all(b.anchored_start and b.anchored_end for b in branches):
-        highs = [rx.length_range(branch.node)[1] for branch in branches]
-        if all(high is not None for high in highs):
-            bounds.append(max(high for high in highs if high is not None))
-    return min(bounds) if bounds else None
 
 
 def matching_spans(source: str, pattern: str, low: int, longest: int) -> list[str]:
