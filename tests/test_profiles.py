@@ -21,6 +21,7 @@ from sdk.schema import dialects as dialects_module
 from sdk.stop_reason import StopReason
 from tests.docs_support import DOCS
 from tests.docs_support import blocks
+from tests.import_race import race
 from tests.promise_wire import SETUPS
 
 SDK = Path(__file__).resolve().parent.parent / "sdk"
@@ -203,6 +204,20 @@ print("ok")
     assert completed.stdout.strip() == "ok", completed.stderr
 
 
+def test_a_provider_module_imported_while_another_thread_loads_the_registry_does_not_hang() -> None:
+    # A thread imports a provider module (Python holds that module's import lock while the
+    # module registers its profile) just as another thread's first lookup loads the provider
+    # modules. The registry loaded them under its own lock, so each thread waited for the
+    # other's lock for good: both threads hung on main.
+    completed = race(
+        holder="import sdk.providers.anthropic",
+        asker="from sdk.providers import profiles; assert len(profiles()) == 9",
+        hold="sdk.providers.anthropic",
+        until="sdk.providers.anthropic",
+    )
+    assert completed.stdout.splitlines() == ["holder ok", "asker ok"], completed.stderr
+
+
 # --- a provider of one new module, end to end ---
 
 
@@ -308,6 +323,21 @@ except ImportError as error:
     assert lines[0] == "anthropic", completed.stderr
     assert lines[1].startswith("ImportError") and "broken (broken_provider)" in lines[1]
     assert "no config file" in lines[1]
+
+
+def test_a_declared_module_imported_while_another_thread_loads_entry_points_does_not_hang(
+    installed: Path,
+) -> None:
+    # The same meeting with a package's module: one thread imports it, another names its
+    # provider and so loads the entry points (under the registry's lock on main: both hung).
+    completed = race(
+        holder="import acme_gateway",
+        asker="from sdk.providers import profile; assert profile('acme').name == 'acme'",
+        hold="acme_gateway",
+        until="acme_gateway",
+        pythonpath=str(installed),
+    )
+    assert completed.stdout.splitlines() == ["holder ok", "asker ok"], completed.stderr
 
 
 def test_the_guides_provider_answers_through_a_client_in_this_process(installed: Path) -> None:

@@ -21,7 +21,10 @@ up (`sdk.stop_reason` is its public home).
 from __future__ import annotations
 
 import importlib
+import threading
+from collections.abc import Iterator
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field
 from enum import Enum
@@ -183,23 +186,48 @@ class Profile:
 # --- the registry ------------------------------------------------------------------------------
 
 _lock = _fork.rlock()
+"""Guards the tables below; never held while a module is imported (see `_loads`)."""
 _profiles: dict[str, Profile] = {}
 """Every registered profile by canonical name."""
 _names: dict[str, str] = {}
 """Every name and alias (as `_key` gives it) -> canonical name."""
 _builtin: tuple[Profile, ...] | None = None
-_loading = False
 _entry_points_loaded = False
+_this_thread = threading.local()
+"""What this thread is loading (`"builtin"`, `"entry points"`): a provider module that looks
+names up while it is imported is answered with what is registered so far."""
 
 
 def _forked() -> None:
-    """In a forked child: no provider module is being loaded (the thread loading them at the
-    fork, under the lock, is not there; the child loads them itself)."""
-    global _loading
-    _loading = False
+    """In a forked child: its one thread loads nothing (a fork from inside a provider module's
+    import aside, which the child's own lookups then load again)."""
+    global _this_thread
+    _this_thread = threading.local()
 
 
 _fork.in_child(_forked)
+
+
+@contextmanager
+def _loads(what: str) -> Iterator[bool]:
+    """Marks this thread as loading `what`; yields `False` when it already is (a lookup made by
+    a module being imported for it: the caller answers with what is registered so far).
+
+    The modules are imported without the registry's lock: a module registers its profile while
+    it is imported (under its import lock, which Python takes first), so a thread importing
+    modules under the registry's lock and one importing a provider module directly would each
+    wait for the other's lock forever. Python's import locks let one thread execute a module
+    and make the others wait for it; `register` is idempotent, so two threads loading at once
+    register each profile once."""
+    loading: set[str] = _this_thread.__dict__.setdefault("loading", set())
+    if what in loading:
+        yield False
+        return
+    loading.add(what)
+    try:
+        yield True
+    finally:
+        loading.discard(what)
 
 
 def register(new: Profile) -> Profile:
@@ -250,30 +278,29 @@ def profile(name: str) -> Profile:
 
 def builtin_profiles() -> tuple[Profile, ...]:
     """The SDK's own families' profiles, by name: its provider modules, imported once."""
-    global _builtin, _loading
+    global _builtin
     if _builtin is not None:
         return _builtin
-    with _lock:
-        if _builtin is not None or _loading:
+    with _loads("builtin") as first:
+        if not first:
             # Asked again while a provider module loads: what is registered so far.
-            return _builtin or tuple(_profiles[name] for name in sorted(_profiles))
-        _loading = True
-        try:
-            import pkgutil
+            with _lock:
+                return tuple(_profiles[name] for name in sorted(_profiles))
+        import pkgutil
 
-            package = importlib.import_module(_PROVIDERS)
-            modules = {
-                importlib.import_module(f"{_PROVIDERS}.{module.name}").__name__
-                for module in pkgutil.iter_modules(package.__path__)
-                if not module.name.startswith("_")
-            }
-        finally:
-            _loading = False
-        _builtin = tuple(
-            _profiles[name]
-            for name in sorted(_profiles)
-            if _profiles[name].provider.partition(":")[0] in modules
-        )
+        package = importlib.import_module(_PROVIDERS)
+        modules = {
+            importlib.import_module(f"{_PROVIDERS}.{module.name}").__name__
+            for module in pkgutil.iter_modules(package.__path__)
+            if not module.name.startswith("_")
+        }
+    with _lock:
+        if _builtin is None:
+            _builtin = tuple(
+                _profiles[name]
+                for name in sorted(_profiles)
+                if _profiles[name].provider.partition(":")[0] in modules
+            )
         return _builtin
 
 
@@ -315,12 +342,11 @@ def _load_entry_points() -> None:
     global _entry_points_loaded
     if _entry_points_loaded:
         return
-    with _lock:
-        if _entry_points_loaded:
-            return
+    with _loads("entry points") as first:
+        if not first:
+            return  # a module being loaded looks names up: what is registered so far
         from importlib.metadata import entry_points
 
-        _entry_points_loaded = True  # before loading: a module that looks names up may recurse
         failed = []
         for entry in entry_points(group=ENTRY_POINT_GROUP):
             try:
@@ -329,12 +355,12 @@ def _load_entry_points() -> None:
                     register(loaded)
             except Exception as error:  # a broken package: named, not hidden
                 failed.append(f"{entry.name} ({entry.value}): {type(error).__name__}: {error}")
-        if failed:
-            _entry_points_loaded = False  # the next lookup says so again
-            raise ImportError(
-                f"provider modules declared under {ENTRY_POINT_GROUP!r} failed to load: "
-                + "; ".join(failed)
-            )
+    if failed:  # the next lookup says so again
+        raise ImportError(
+            f"provider modules declared under {ENTRY_POINT_GROUP!r} failed to load: "
+            + "; ".join(failed)
+        )
+    _entry_points_loaded = True
 
 
 def _key(name: str) -> str:
