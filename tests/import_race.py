@@ -3,7 +3,7 @@
 An import race happens when one thread holds a module's import lock (it is executing the module)
 while another holds a lock the first will need. Left to the scheduler, the order that shows it
 comes now and then; here the thread named `"holder"` is paused once it holds the import lock of
-module `hold` (just before the module is executed: a finder on `sys.meta_path` gives it a
+module `hold` (just before the module is made: a finder on `sys.meta_path` gives it a
 loader that waits) until the thread named `"asker"` waits inside an import of module `until`
 (read from its stack); then both run on. Every wait is bounded (20 s for all of them); the
 child prints what each thread ended with, or `hung` for a thread still running then.
@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 _PROGRAM = """
-import importlib.machinery, sys, threading, time
+import importlib.machinery, importlib.util, os, sys, threading, time
 
-HOLD, UNTIL, BOUND = {hold!r}, {until!r}, 20.0
+HOLD, UNTIL, BOUND, SOURCE_READER = {hold!r}, {until!r}, 20.0, {source_reader!r}
 
 
 def waiting_in_import(thread, name):
@@ -39,8 +39,8 @@ class Pause:
     # runs under Python's global import lock, which every import takes).
 
     def find_spec(self, name, path=None, target=None):
-        if name != HOLD or threading.current_thread().name != "holder":
-            return None
+        if name != HOLD or threading.current_thread().name != "holder" or held.is_set():
+            return None  # the holder pauses once
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         spec.loader = Paused(spec.loader)
         return spec
@@ -51,18 +51,32 @@ class Paused:
         self.loader = loader
 
     def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
+        # Before the module is in sys.modules: another thread importing it, or a submodule of
+        # it, waits for its import lock (once it is there, a submodule's import does not).
         held.set()
         end = time.monotonic() + BOUND
         while time.monotonic() < end and not waiting_in_import(asker, UNTIL):
             time.sleep(0.005)
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
         self.loader.exec_module(module)
+
+
+class SourceReader:
+    # The streaming reader from its source, as an install from a wheel runs it (a compiled
+    # build is loaded by hand, outside the import locks).
+    def find_spec(self, name, path=None, target=None):
+        if name != "sdk.parsing.incremental" or not path:
+            return None
+        source = os.path.join(list(path)[0], "incremental.py")
+        return importlib.util.spec_from_file_location(name, source)
 
 
 held = threading.Event()
 sys.meta_path.insert(0, Pause())
+if SOURCE_READER:
+    sys.meta_path.insert(0, SourceReader())
 ended = {{}}
 
 
@@ -93,20 +107,27 @@ for thread in (holder, asker):
 print("holder", ended.get("holder", "hung"))
 print("asker", ended.get("asker", "hung"))
 sys.stdout.flush()
-import os
 os._exit(0)
 """
 
 
 def race(
-    *, holder: str, asker: str, hold: str, until: str, pythonpath: str = ""
+    *,
+    holder: str,
+    asker: str,
+    hold: str,
+    until: str,
+    pythonpath: str = "",
+    source_reader: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run `holder` (code) in a thread paused once it holds module `hold`'s import lock, and
     `asker` (code) in another, until the asker waits in an import of `until`; in a fresh
-    process (`pythonpath` before the repository)."""
+    process (`pythonpath` before the repository; `source_reader`: the streaming reader from
+    its source even where a compiled build is current)."""
     program = _PROGRAM.format(
         hold=hold,
         until=until,
+        source_reader=source_reader,
         holder=textwrap.indent(textwrap.dedent(holder).strip(), "    "),
         asker=textwrap.indent(textwrap.dedent(asker).strip(), "    "),
     )

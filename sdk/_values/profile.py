@@ -20,7 +20,6 @@ up (`sdk.stop_reason` is its public home).
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from typing import Final
 from typing import Literal
 
 from sdk import _fork
+from sdk._lazy import imported
 from sdk._values.dialect import Dialect
 
 __all__ = [
@@ -180,7 +180,7 @@ class Profile:
         module, _, attribute = self.provider.partition(":")
         if not module or not attribute:
             raise LookupError(f"profile {self.name!r} names no provider class")
-        return getattr(importlib.import_module(module), attribute)
+        return getattr(imported(module), attribute)
 
 
 # --- the registry ------------------------------------------------------------------------------
@@ -288,9 +288,9 @@ def builtin_profiles() -> tuple[Profile, ...]:
                 return tuple(_profiles[name] for name in sorted(_profiles))
         import pkgutil
 
-        package = importlib.import_module(_PROVIDERS)
+        package = imported(_PROVIDERS)
         modules = {
-            importlib.import_module(f"{_PROVIDERS}.{module.name}").__name__
+            imported(f"{_PROVIDERS}.{module.name}").__name__
             for module in pkgutil.iter_modules(package.__path__)
             if not module.name.startswith("_")
         }
@@ -317,10 +317,10 @@ def builtin_provider(class_name: str) -> Any:
 
     found = named()
     if found is None and _builtin is None:
-        package = importlib.import_module(_PROVIDERS)
+        package = imported(_PROVIDERS)
         for module in pkgutil.iter_modules(package.__path__):
             if not module.name.startswith("_"):
-                importlib.import_module(f"{_PROVIDERS}.{module.name}")
+                imported(f"{_PROVIDERS}.{module.name}")
                 found = named()
                 if found is not None:
                     break
