@@ -218,6 +218,20 @@ def test_a_provider_module_imported_while_another_thread_loads_the_registry_does
     assert completed.stdout.splitlines() == ["holder ok", "asker ok"], completed.stderr
 
 
+def test_a_package_class_named_like_a_builtin_one_does_not_hide_it() -> None:
+    # A package's profile may name its own class `AnthropicProvider` (a gateway's): registered
+    # before the SDK's module loads, it made `sdk.providers.AnthropicProvider` an AttributeError
+    # on main (the lookup stopped at the first profile naming a class of that name).
+    code = """
+from sdk.providers import Profile, register
+register(Profile(name="gateway", display_name="G", provider="gateway:AnthropicProvider"))
+from sdk.providers import AnthropicProvider
+print(AnthropicProvider.__module__)
+"""
+    completed = _fresh(code)
+    assert completed.stdout.splitlines() == ["sdk.providers.anthropic"], completed.stderr
+
+
 # --- a provider of one new module, end to end ---
 
 

@@ -311,9 +311,11 @@ def builtin_provider(class_name: str) -> Any:
     import pkgutil
 
     def named() -> Profile | None:
+        # Only the SDK's own: a package's profile may name a class of the same name elsewhere.
         with _lock:
             registered = list(_profiles.values())
-        return next((p for p in registered if p.provider.endswith(f":{class_name}")), None)
+        ours = (p for p in registered if p.provider.partition(":")[0].startswith(_PROVIDERS + "."))
+        return next((p for p in ours if p.provider.endswith(f":{class_name}")), None)
 
     found = named()
     if found is None and _builtin is None:
@@ -324,9 +326,7 @@ def builtin_provider(class_name: str) -> Any:
                 found = named()
                 if found is not None:
                     break
-    if found is None or found.provider.partition(":")[0].rpartition(".")[0] != _PROVIDERS:
-        return None
-    return found.provider_class()
+    return None if found is None else found.provider_class()
 
 
 def profiles() -> tuple[Profile, ...]:
