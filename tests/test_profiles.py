@@ -163,6 +163,30 @@ def test_registering_twice_is_a_no_op_and_a_taken_name_is_refused() -> None:
     assert profile("PTA") is mine
 
 
+@pytest.mark.parametrize(
+    ("fields", "error", "says"),
+    [
+        ({"aliases": "gw"}, TypeError, "aliases is a set of names"),
+        ({"aliases": frozenset({"gw", 7})}, TypeError, "aliases is a set of names"),
+        ({"stop_reasons": {"done": "end_turn"}}, TypeError, "not 'done' to 'end_turn'"),
+        ({"stop_reasons": {None: StopReason.END_TURN}}, TypeError, "stop_reasons maps"),
+        ({"carries": {"document": "json"}}, ValueError, "not 'document'"),
+        ({"display_name": " "}, ValueError, "display_name"),
+    ],
+    ids=["aliases-text", "alias-not-text", "stop-word", "stop-key", "carries-typo", "no-display"],
+)
+def test_a_profile_of_the_wrong_shape_is_refused_naming_the_field(
+    fields: dict[str, object], error: type[Exception], says: str
+) -> None:
+    # On main each was accepted: "gw" became the aliases "g" and "w" (a one-letter name taken
+    # from every later profile), `stop_reason("done")` returned the bare word, and a misspelt
+    # kind was kept and never carried.
+    given: dict[str, object] = {"name": "profiles_test_shape", "display_name": "S", **fields}
+    with pytest.raises(error, match=says) as raised:
+        Profile(**given)  # type: ignore[arg-type]
+    assert "profiles_test_shape" in str(raised.value)
+
+
 def test_a_family_without_a_table_reads_every_builtin_one() -> None:
     mine = register(Profile(name="profiles_test_vocab", display_name="V"))
     assert mine.stop_reason("length") is StopReason.MAX_TOKENS  # Chat Completions' word

@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any
 from typing import Final
 from typing import Literal
+from typing import get_args
 
 from sdk import _fork
 from sdk._lazy import imported
@@ -107,6 +108,9 @@ Carried = Literal["documents", "grammars", "tools", "native_reasoning"]
 (`reasoning="native"`)."""
 
 
+_CARRIED: Final = get_args(Carried)
+
+
 @dataclass(frozen=True, slots=True)
 class Pricing:
     """How a family's usage is priced from the maintained `genai-prices` table."""
@@ -149,13 +153,41 @@ class Profile:
     """Where its provider class lives, `"module:Class"` (loaded by `provider_class()`)."""
 
     def __post_init__(self) -> None:
-        if not self.name or _key(self.name) != self.name or not self.name.isidentifier():
+        if (
+            not isinstance(self.name, str)
+            or not self.name
+            or _key(self.name) != self.name
+            or not self.name.isidentifier()
+        ):
             raise ValueError(
                 f"a profile's name is lowercase letters, digits and '_': not {self.name!r}"
             )
+        # A profile is data a package may write by hand: a wrong shape is refused here, naming
+        # the field, not read wrong later (a string of aliases as its letters, each a name the
+        # registry then finds it by; a stop value mapped to a bare word, which `stop_reason()`
+        # returns as it is; a misspelt kind, never carried).
+        where = f"profile {self.name!r}"
+        if not isinstance(self.display_name, str) or not self.display_name.strip():
+            raise ValueError(
+                f"{where}: display_name is how people write it, not {self.display_name!r}"
+            )
+        if isinstance(self.aliases, str) or not all(isinstance(a, str) for a in self.aliases):
+            raise TypeError(f"{where}: aliases is a set of names, not {self.aliases!r}")
         object.__setattr__(self, "aliases", frozenset(_key(alias) for alias in self.aliases))
         if self.stop_reasons is not None:
+            for raw, meaning in dict(self.stop_reasons).items():
+                if not isinstance(raw, str) or not isinstance(meaning, StopReason):
+                    raise TypeError(
+                        f"{where}: stop_reasons maps each raw stop value (a str) to a StopReason, "
+                        f"not {raw!r} to {meaning!r}"
+                    )
             object.__setattr__(self, "stop_reasons", MappingProxyType(dict(self.stop_reasons)))
+        unknown = sorted(str(kind) for kind in self.carries if kind not in _CARRIED)
+        if unknown:
+            raise ValueError(
+                f"{where}: carries names what a wire can carry ({', '.join(_CARRIED)}), "
+                f"not {', '.join(map(repr, unknown))}"
+            )
         object.__setattr__(self, "carries", MappingProxyType(dict(self.carries)))
 
     @property
