@@ -149,6 +149,17 @@ def test_an_unknown_name_lists_the_valid_ones() -> None:
         profile("openia")
 
 
+@pytest.mark.parametrize("name", [None, 7, b"openai"], ids=["none", "int", "bytes"])
+def test_a_name_that_is_not_text_is_a_type_error_saying_so(name: object) -> None:
+    # On main: a bare AttributeError ("'NoneType' object has no attribute 'strip'"), also out
+    # of `StopReason.from_raw(raw, provider)`.
+    with pytest.raises(TypeError, match="a provider's name is text"):
+        profile(name)  # type: ignore[arg-type]
+    if name is not None:  # from_raw's None is "no provider": every built-in table
+        with pytest.raises(TypeError, match="a provider's name is text"):
+            StopReason.from_raw("stop", name)  # type: ignore[arg-type]
+
+
 def test_registering_twice_is_a_no_op_and_a_taken_name_is_refused() -> None:
     mine = Profile(name="profiles_test_a", display_name="A", aliases=frozenset({"pta"}))
     assert register(mine) is mine

@@ -290,6 +290,8 @@ def profile(name: str) -> Profile:
     found = _profiles.get(name)
     if found is not None:
         return found
+    if not isinstance(name, str):
+        raise TypeError(f"a provider's name is text (a family's name or alias), not {name!r}")
     key = _key(name)
     canonical = _names.get(key)
     if canonical is None:
