@@ -267,6 +267,20 @@ print(AnthropicProvider.__module__)
     assert completed.stdout.splitlines() == ["sdk.providers.anthropic"], completed.stderr
 
 
+def test_asking_the_providers_package_for_a_dunder_name_loads_no_provider_module() -> None:
+    # `inspect.unwrap`, doctest and mocks ask a module for `__wrapped__` and the like; on main
+    # each such question imported every provider module (34 of sdk.providers instead of 8).
+    code = """
+import sys
+import sdk.providers
+before = sorted(m for m in sys.modules if m.startswith("sdk.providers."))
+print(hasattr(sdk.providers, "__wrapped__"), hasattr(sdk.providers, "__test__"))
+print(sorted(m for m in sys.modules if m.startswith("sdk.providers.")) == before)
+"""
+    completed = _fresh(code)
+    assert completed.stdout.splitlines() == ["False False", "True"], completed.stderr
+
+
 # --- a provider of one new module, end to end ---
 
 
