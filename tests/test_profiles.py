@@ -160,6 +160,26 @@ def test_a_name_that_is_not_text_is_a_type_error_saying_so(name: object) -> None
             StopReason.from_raw("stop", name)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("family", BUILTIN, ids=NAMES)
+def test_a_profile_pickles_and_copies_as_the_value_it_is(family: Profile) -> None:
+    # On main: "TypeError: cannot pickle 'mappingproxy' object" for pickle.dumps and
+    # copy.deepcopy (a value sent to another process, or copied with what holds it).
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(family)) is family  # the registered value itself
+    assert copy.deepcopy(family) is family and copy.copy(family) is family
+    mine = Profile(
+        name="profiles_test_pickled",
+        display_name="P",
+        stop_reasons={"done": StopReason.END_TURN},
+        carries={"tools": "calls"},
+    )
+    again = pickle.loads(pickle.dumps(mine))
+    assert again == mine and again.stop_reason("done") is StopReason.END_TURN
+    assert dict(again.carries) == {"tools": "calls"}
+
+
 def test_registering_twice_is_a_no_op_and_a_taken_name_is_refused() -> None:
     mine = Profile(name="profiles_test_a", display_name="A", aliases=frozenset({"pta"}))
     assert register(mine) is mine

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import fields
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
@@ -207,12 +208,29 @@ class Profile:
             return StopReason.from_raw(raw)
         return self.stop_reasons.get(raw, StopReason.OTHER)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its tables are read-only views, which do not pickle or deep-copy: it is rebuilt by
+        # its constructor from plain ones (the registered profile itself, where it is equal).
+        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        given["carries"] = dict(self.carries)
+        if self.stop_reasons is not None:
+            given["stop_reasons"] = dict(self.stop_reasons)
+        return (_rebuilt, (given,))
+
     def provider_class(self) -> Any:
         """The provider class (`provider`), imported now; `LookupError` if it names none."""
         module, _, attribute = self.provider.partition(":")
         if not module or not attribute:
             raise LookupError(f"profile {self.name!r} names no provider class")
         return getattr(imported(module), attribute)
+
+
+def _rebuilt(given: dict[str, Any]) -> Profile:
+    """An unpickled (or deep-copied) profile: the registered one when equal, else a new one."""
+    made = Profile(**given)
+    with _lock:
+        registered = _profiles.get(made.name)
+    return registered if registered == made else made
 
 
 # --- the registry ------------------------------------------------------------------------------
