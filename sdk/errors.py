@@ -174,6 +174,15 @@ class StructuredOutputError(Exception, metaclass=_Sealing):
             )
         super().__setattr__(name, value)
 
+    def __delattr__(self, name: str) -> None:
+        # Deleting a field would lose what the error was decided on (its raw text, ...).
+        if getattr(self, "_sealed", False) and not name.startswith("__"):
+            raise AttributeError(
+                f"{type(self).__name__} is sealed: its fields are set by its constructor "
+                f"and stay (build a changed copy with .evolve({name}=...))"
+            )
+        super().__delattr__(name)
+
     def fields(self) -> dict[str, Any]:
         """Every field the constructor set, by keyword (`message` aside)."""
         return {name: getattr(self, name) for name in _fields_of(type(self))}

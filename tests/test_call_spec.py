@@ -121,6 +121,30 @@ def test_the_spec_is_frozen_and_a_call_never_changes_the_client_s() -> None:
     assert spec.for_call({}, GENERATE) is spec  # nothing to resolve: the same value
 
 
+def test_a_mapping_given_as_extra_body_is_the_spec_s_own_copy_all_the_way_down() -> None:
+    # The frozen spec kept the caller's nested mappings: on main, changing one after the
+    # client was made changed what every later call sent ({'tag': 'changed'} was sent), and
+    # a call's merged body was built from the same objects.
+    given: dict[str, Any] = {"metadata": {"tag": "set"}, "logit_bias": {"50256": -100}}
+    wire = Wire(chat_reply(text=TEXT), chat_reply(text=TEXT), chat_reply(text=TEXT))
+    client = StructuredClient(
+        OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini"), extra_body=given
+    )
+    configured = client.with_options(extra_body={"metadata": {"user": "u1"}})
+    given["metadata"]["tag"] = "changed"
+    given["logit_bias"]["50256"] = 100
+    client.generate(Decision, prompt="?")
+    configured.generate(Decision, prompt="?")
+    per_call: dict[str, Any] = {"metadata": {"call": "c"}}
+    client.generate(Decision, prompt="?", extra_body=per_call)
+    assert [(b["metadata"], b["logit_bias"]) for b in wire.bodies()] == [
+        ({"tag": "set"}, {"50256": -100}),
+        ({"tag": "set", "user": "u1"}, {"50256": -100}),
+        ({"tag": "set", "call": "c"}, {"50256": -100}),
+    ]
+    assert per_call == {"metadata": {"call": "c"}}  # the caller's own mapping is left as it was
+
+
 # --- bad values, wherever they are set ---
 
 

@@ -21,6 +21,7 @@ from sdk.schema import dialects as dialects_module
 from sdk.stop_reason import StopReason
 from tests.docs_support import DOCS
 from tests.docs_support import blocks
+from tests.import_race import race
 from tests.promise_wire import SETUPS
 
 SDK = Path(__file__).resolve().parent.parent / "sdk"
@@ -148,6 +149,37 @@ def test_an_unknown_name_lists_the_valid_ones() -> None:
         profile("openia")
 
 
+@pytest.mark.parametrize("name", [None, 7, b"openai"], ids=["none", "int", "bytes"])
+def test_a_name_that_is_not_text_is_a_type_error_saying_so(name: object) -> None:
+    # On main: a bare AttributeError ("'NoneType' object has no attribute 'strip'"), also out
+    # of `StopReason.from_raw(raw, provider)`.
+    with pytest.raises(TypeError, match="a provider's name is text"):
+        profile(name)  # type: ignore[arg-type]
+    if name is not None:  # from_raw's None is "no provider": every built-in table
+        with pytest.raises(TypeError, match="a provider's name is text"):
+            StopReason.from_raw("stop", name)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("family", BUILTIN, ids=NAMES)
+def test_a_profile_pickles_and_copies_as_the_value_it_is(family: Profile) -> None:
+    # On main: "TypeError: cannot pickle 'mappingproxy' object" for pickle.dumps and
+    # copy.deepcopy (a value sent to another process, or copied with what holds it).
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(family)) is family  # the registered value itself
+    assert copy.deepcopy(family) is family and copy.copy(family) is family
+    mine = Profile(
+        name="profiles_test_pickled",
+        display_name="P",
+        stop_reasons={"done": StopReason.END_TURN},
+        carries={"tools": "calls"},
+    )
+    again = pickle.loads(pickle.dumps(mine))
+    assert again == mine and again.stop_reason("done") is StopReason.END_TURN
+    assert dict(again.carries) == {"tools": "calls"}
+
+
 def test_registering_twice_is_a_no_op_and_a_taken_name_is_refused() -> None:
     mine = Profile(name="profiles_test_a", display_name="A", aliases=frozenset({"pta"}))
     assert register(mine) is mine
@@ -160,6 +192,30 @@ def test_registering_twice_is_a_no_op_and_a_taken_name_is_refused() -> None:
     with pytest.raises(ValueError, match="lowercase"):
         Profile(name="Has Space", display_name="x")
     assert profile("PTA") is mine
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "says"),
+    [
+        ({"aliases": "gw"}, TypeError, "aliases is a set of names"),
+        ({"aliases": frozenset({"gw", 7})}, TypeError, "aliases is a set of names"),
+        ({"stop_reasons": {"done": "end_turn"}}, TypeError, "not 'done' to 'end_turn'"),
+        ({"stop_reasons": {None: StopReason.END_TURN}}, TypeError, "stop_reasons maps"),
+        ({"carries": {"document": "json"}}, ValueError, "not 'document'"),
+        ({"display_name": " "}, ValueError, "display_name"),
+    ],
+    ids=["aliases-text", "alias-not-text", "stop-word", "stop-key", "carries-typo", "no-display"],
+)
+def test_a_profile_of_the_wrong_shape_is_refused_naming_the_field(
+    fields: dict[str, object], error: type[Exception], says: str
+) -> None:
+    # On main each was accepted: "gw" became the aliases "g" and "w" (a one-letter name taken
+    # from every later profile), `stop_reason("done")` returned the bare word, and a misspelt
+    # kind was kept and never carried.
+    given: dict[str, object] = {"name": "profiles_test_shape", "display_name": "S", **fields}
+    with pytest.raises(error, match=says) as raised:
+        Profile(**given)  # type: ignore[arg-type]
+    assert "profiles_test_shape" in str(raised.value)
 
 
 def test_a_family_without_a_table_reads_every_builtin_one() -> None:
@@ -201,6 +257,48 @@ print("ok")
 """
     completed = _fresh(code)
     assert completed.stdout.strip() == "ok", completed.stderr
+
+
+def test_a_provider_module_imported_while_another_thread_loads_the_registry_does_not_hang() -> None:
+    # A thread imports a provider module (Python holds that module's import lock while the
+    # module registers its profile) just as another thread's first lookup loads the provider
+    # modules. The registry loaded them under its own lock, so each thread waited for the
+    # other's lock for good: both threads hung on main.
+    completed = race(
+        holder="import sdk.providers.anthropic",
+        asker="from sdk.providers import profiles; assert len(profiles()) == 9",
+        hold="sdk.providers.anthropic",
+        until="sdk.providers.anthropic",
+    )
+    assert completed.stdout.splitlines() == ["holder ok", "asker ok"], completed.stderr
+
+
+def test_a_package_class_named_like_a_builtin_one_does_not_hide_it() -> None:
+    # A package's profile may name its own class `AnthropicProvider` (a gateway's): registered
+    # before the SDK's module loads, it made `sdk.providers.AnthropicProvider` an AttributeError
+    # on main (the lookup stopped at the first profile naming a class of that name).
+    code = """
+from sdk.providers import Profile, register
+register(Profile(name="gateway", display_name="G", provider="gateway:AnthropicProvider"))
+from sdk.providers import AnthropicProvider
+print(AnthropicProvider.__module__)
+"""
+    completed = _fresh(code)
+    assert completed.stdout.splitlines() == ["sdk.providers.anthropic"], completed.stderr
+
+
+def test_asking_the_providers_package_for_a_dunder_name_loads_no_provider_module() -> None:
+    # `inspect.unwrap`, doctest and mocks ask a module for `__wrapped__` and the like; on main
+    # each such question imported every provider module (34 of sdk.providers instead of 8).
+    code = """
+import sys
+import sdk.providers
+before = sorted(m for m in sys.modules if m.startswith("sdk.providers."))
+print(hasattr(sdk.providers, "__wrapped__"), hasattr(sdk.providers, "__test__"))
+print(sorted(m for m in sys.modules if m.startswith("sdk.providers.")) == before)
+"""
+    completed = _fresh(code)
+    assert completed.stdout.splitlines() == ["False False", "True"], completed.stderr
 
 
 # --- a provider of one new module, end to end ---
@@ -308,6 +406,21 @@ except ImportError as error:
     assert lines[0] == "anthropic", completed.stderr
     assert lines[1].startswith("ImportError") and "broken (broken_provider)" in lines[1]
     assert "no config file" in lines[1]
+
+
+def test_a_declared_module_imported_while_another_thread_loads_entry_points_does_not_hang(
+    installed: Path,
+) -> None:
+    # The same meeting with a package's module: one thread imports it, another names its
+    # provider and so loads the entry points (under the registry's lock on main: both hung).
+    completed = race(
+        holder="import acme_gateway",
+        asker="from sdk.providers import profile; assert profile('acme').name == 'acme'",
+        hold="acme_gateway",
+        until="acme_gateway",
+        pythonpath=str(installed),
+    )
+    assert completed.stdout.splitlines() == ["holder ok", "asker ok"], completed.stderr
 
 
 def test_the_guides_provider_answers_through_a_client_in_this_process(installed: Path) -> None:

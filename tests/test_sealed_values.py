@@ -100,6 +100,17 @@ def test_every_error_is_sealed_once_built(cls: type[StructuredOutputError]) -> N
 
 
 @pytest.mark.parametrize("cls", _error_classes(), ids=lambda cls: cls.__name__)
+def test_no_field_of_a_sealed_error_can_be_deleted(cls: type[StructuredOutputError]) -> None:
+    # On main `del error.text` went through: the raw text was gone (`error.text` an
+    # AttributeError) and `evolve`, `fields()` and pickling failed on the hole.
+    error = _built(cls)
+    for name in (*sdk_errors._fields_of(cls), "message"):
+        with pytest.raises(AttributeError, match="sealed"):
+            delattr(error, name)
+    assert list(error.fields()) == list(sdk_errors._fields_of(cls))  # every field still there
+
+
+@pytest.mark.parametrize("cls", _error_classes(), ids=lambda cls: cls.__name__)
 def test_every_error_pickles_with_every_field_and_its_notes(
     cls: type[StructuredOutputError],
 ) -> None:

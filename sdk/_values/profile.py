@@ -20,17 +20,22 @@ up (`sdk.stop_reason` is its public home).
 
 from __future__ import annotations
 
-import importlib
+import threading
+from collections.abc import Iterator
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import fields
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
 from typing import Final
 from typing import Literal
+from typing import get_args
 
 from sdk import _fork
+from sdk._lazy import imported
 from sdk._values.dialect import Dialect
 
 __all__ = [
@@ -104,6 +109,9 @@ Carried = Literal["documents", "grammars", "tools", "native_reasoning"]
 (`reasoning="native"`)."""
 
 
+_CARRIED: Final = get_args(Carried)
+
+
 @dataclass(frozen=True, slots=True)
 class Pricing:
     """How a family's usage is priced from the maintained `genai-prices` table."""
@@ -146,13 +154,41 @@ class Profile:
     """Where its provider class lives, `"module:Class"` (loaded by `provider_class()`)."""
 
     def __post_init__(self) -> None:
-        if not self.name or _key(self.name) != self.name or not self.name.isidentifier():
+        if (
+            not isinstance(self.name, str)
+            or not self.name
+            or _key(self.name) != self.name
+            or not self.name.isidentifier()
+        ):
             raise ValueError(
                 f"a profile's name is lowercase letters, digits and '_': not {self.name!r}"
             )
+        # A profile is data a package may write by hand: a wrong shape is refused here, naming
+        # the field, not read wrong later (a string of aliases as its letters, each a name the
+        # registry then finds it by; a stop value mapped to a bare word, which `stop_reason()`
+        # returns as it is; a misspelt kind, never carried).
+        where = f"profile {self.name!r}"
+        if not isinstance(self.display_name, str) or not self.display_name.strip():
+            raise ValueError(
+                f"{where}: display_name is how people write it, not {self.display_name!r}"
+            )
+        if isinstance(self.aliases, str) or not all(isinstance(a, str) for a in self.aliases):
+            raise TypeError(f"{where}: aliases is a set of names, not {self.aliases!r}")
         object.__setattr__(self, "aliases", frozenset(_key(alias) for alias in self.aliases))
         if self.stop_reasons is not None:
+            for raw, meaning in dict(self.stop_reasons).items():
+                if not isinstance(raw, str) or not isinstance(meaning, StopReason):
+                    raise TypeError(
+                        f"{where}: stop_reasons maps each raw stop value (a str) to a StopReason, "
+                        f"not {raw!r} to {meaning!r}"
+                    )
             object.__setattr__(self, "stop_reasons", MappingProxyType(dict(self.stop_reasons)))
+        unknown = sorted(str(kind) for kind in self.carries if kind not in _CARRIED)
+        if unknown:
+            raise ValueError(
+                f"{where}: carries names what a wire can carry ({', '.join(_CARRIED)}), "
+                f"not {', '.join(map(repr, unknown))}"
+            )
         object.__setattr__(self, "carries", MappingProxyType(dict(self.carries)))
 
     @property
@@ -172,34 +208,76 @@ class Profile:
             return StopReason.from_raw(raw)
         return self.stop_reasons.get(raw, StopReason.OTHER)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its tables are read-only views, which do not pickle or deep-copy: it is rebuilt by
+        # its constructor from plain ones (the registered profile itself, where it is equal).
+        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        given["carries"] = dict(self.carries)
+        if self.stop_reasons is not None:
+            given["stop_reasons"] = dict(self.stop_reasons)
+        return (_rebuilt, (given,))
+
     def provider_class(self) -> Any:
         """The provider class (`provider`), imported now; `LookupError` if it names none."""
         module, _, attribute = self.provider.partition(":")
         if not module or not attribute:
             raise LookupError(f"profile {self.name!r} names no provider class")
-        return getattr(importlib.import_module(module), attribute)
+        return getattr(imported(module), attribute)
+
+
+def _rebuilt(given: dict[str, Any]) -> Profile:
+    """An unpickled (or deep-copied) profile: the registered one when equal, else a new one."""
+    made = Profile(**given)
+    with _lock:
+        registered = _profiles.get(made.name)
+    return registered if registered == made else made
 
 
 # --- the registry ------------------------------------------------------------------------------
 
 _lock = _fork.rlock()
+"""Guards the tables below; never held while a module is imported (see `_loads`)."""
 _profiles: dict[str, Profile] = {}
 """Every registered profile by canonical name."""
 _names: dict[str, str] = {}
 """Every name and alias (as `_key` gives it) -> canonical name."""
 _builtin: tuple[Profile, ...] | None = None
-_loading = False
 _entry_points_loaded = False
+_this_thread = threading.local()
+"""What this thread is loading (`"builtin"`, `"entry points"`): a provider module that looks
+names up while it is imported is answered with what is registered so far."""
 
 
 def _forked() -> None:
-    """In a forked child: no provider module is being loaded (the thread loading them at the
-    fork, under the lock, is not there; the child loads them itself)."""
-    global _loading
-    _loading = False
+    """In a forked child: its one thread loads nothing (a fork from inside a provider module's
+    import aside, which the child's own lookups then load again)."""
+    global _this_thread
+    _this_thread = threading.local()
 
 
 _fork.in_child(_forked)
+
+
+@contextmanager
+def _loads(what: str) -> Iterator[bool]:
+    """Marks this thread as loading `what`; yields `False` when it already is (a lookup made by
+    a module being imported for it: the caller answers with what is registered so far).
+
+    The modules are imported without the registry's lock: a module registers its profile while
+    it is imported (under its import lock, which Python takes first), so a thread importing
+    modules under the registry's lock and one importing a provider module directly would each
+    wait for the other's lock forever. Python's import locks let one thread execute a module
+    and make the others wait for it; `register` is idempotent, so two threads loading at once
+    register each profile once."""
+    loading: set[str] = _this_thread.__dict__.setdefault("loading", set())
+    if what in loading:
+        yield False
+        return
+    loading.add(what)
+    try:
+        yield True
+    finally:
+        loading.discard(what)
 
 
 def register(new: Profile) -> Profile:
@@ -230,6 +308,8 @@ def profile(name: str) -> Profile:
     found = _profiles.get(name)
     if found is not None:
         return found
+    if not isinstance(name, str):
+        raise TypeError(f"a provider's name is text (a family's name or alias), not {name!r}")
     key = _key(name)
     canonical = _names.get(key)
     if canonical is None:
@@ -250,30 +330,29 @@ def profile(name: str) -> Profile:
 
 def builtin_profiles() -> tuple[Profile, ...]:
     """The SDK's own families' profiles, by name: its provider modules, imported once."""
-    global _builtin, _loading
+    global _builtin
     if _builtin is not None:
         return _builtin
-    with _lock:
-        if _builtin is not None or _loading:
+    with _loads("builtin") as first:
+        if not first:
             # Asked again while a provider module loads: what is registered so far.
-            return _builtin or tuple(_profiles[name] for name in sorted(_profiles))
-        _loading = True
-        try:
-            import pkgutil
+            with _lock:
+                return tuple(_profiles[name] for name in sorted(_profiles))
+        import pkgutil
 
-            package = importlib.import_module(_PROVIDERS)
-            modules = {
-                importlib.import_module(f"{_PROVIDERS}.{module.name}").__name__
-                for module in pkgutil.iter_modules(package.__path__)
-                if not module.name.startswith("_")
-            }
-        finally:
-            _loading = False
-        _builtin = tuple(
-            _profiles[name]
-            for name in sorted(_profiles)
-            if _profiles[name].provider.partition(":")[0] in modules
-        )
+        package = imported(_PROVIDERS)
+        modules = {
+            imported(f"{_PROVIDERS}.{module.name}").__name__
+            for module in pkgutil.iter_modules(package.__path__)
+            if not module.name.startswith("_")
+        }
+    with _lock:
+        if _builtin is None:
+            _builtin = tuple(
+                _profiles[name]
+                for name in sorted(_profiles)
+                if _profiles[name].provider.partition(":")[0] in modules
+            )
         return _builtin
 
 
@@ -284,22 +363,22 @@ def builtin_provider(class_name: str) -> Any:
     import pkgutil
 
     def named() -> Profile | None:
+        # Only the SDK's own: a package's profile may name a class of the same name elsewhere.
         with _lock:
             registered = list(_profiles.values())
-        return next((p for p in registered if p.provider.endswith(f":{class_name}")), None)
+        ours = (p for p in registered if p.provider.partition(":")[0].startswith(_PROVIDERS + "."))
+        return next((p for p in ours if p.provider.endswith(f":{class_name}")), None)
 
     found = named()
     if found is None and _builtin is None:
-        package = importlib.import_module(_PROVIDERS)
+        package = imported(_PROVIDERS)
         for module in pkgutil.iter_modules(package.__path__):
             if not module.name.startswith("_"):
-                importlib.import_module(f"{_PROVIDERS}.{module.name}")
+                imported(f"{_PROVIDERS}.{module.name}")
                 found = named()
                 if found is not None:
                     break
-    if found is None or found.provider.partition(":")[0].rpartition(".")[0] != _PROVIDERS:
-        return None
-    return found.provider_class()
+    return None if found is None else found.provider_class()
 
 
 def profiles() -> tuple[Profile, ...]:
@@ -315,12 +394,11 @@ def _load_entry_points() -> None:
     global _entry_points_loaded
     if _entry_points_loaded:
         return
-    with _lock:
-        if _entry_points_loaded:
-            return
+    with _loads("entry points") as first:
+        if not first:
+            return  # a module being loaded looks names up: what is registered so far
         from importlib.metadata import entry_points
 
-        _entry_points_loaded = True  # before loading: a module that looks names up may recurse
         failed = []
         for entry in entry_points(group=ENTRY_POINT_GROUP):
             try:
@@ -329,12 +407,12 @@ def _load_entry_points() -> None:
                     register(loaded)
             except Exception as error:  # a broken package: named, not hidden
                 failed.append(f"{entry.name} ({entry.value}): {type(error).__name__}: {error}")
-        if failed:
-            _entry_points_loaded = False  # the next lookup says so again
-            raise ImportError(
-                f"provider modules declared under {ENTRY_POINT_GROUP!r} failed to load: "
-                + "; ".join(failed)
-            )
+    if failed:  # the next lookup says so again
+        raise ImportError(
+            f"provider modules declared under {ENTRY_POINT_GROUP!r} failed to load: "
+            + "; ".join(failed)
+        )
+    _entry_points_loaded = True
 
 
 def _key(name: str) -> str:

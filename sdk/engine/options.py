@@ -29,6 +29,7 @@ take is refused by the provider's codec, the same way.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import time
@@ -165,6 +166,12 @@ def _merged_extra(current: Mapping[str, Any], given: Mapping[str, Any]) -> dict[
     return merge_extra(dict(current), given)
 
 
+def _own_copy(given: Mapping[str, Any]) -> dict[str, Any]:
+    """`extra_body` as the spec's own: the caller's mappings and lists copied all the way
+    down, so that changing them later changes no client made with them."""
+    return copy.deepcopy(dict(given))
+
+
 class CallOptions(SamplingOptions, total=False):
     """What one call may set (see the module docstring: left out is the client's default); the
     sampling options (`temperature`, `stop`, ...) are `SamplingOptions`'."""
@@ -248,7 +255,9 @@ class CallOptions(SamplingOptions, total=False):
     `UnsupportedRequest` otherwise (`sdk.schema.preflight`)."""
     extra_body: Annotated[
         Mapping[str, Any],
-        Option("transport", default={}, convert=dict, merge=_merged_extra, expects="a mapping"),
+        Option(
+            "transport", default={}, convert=_own_copy, merge=_merged_extra, expects="a mapping"
+        ),
     ]
     """Raw request fields for what the SDK has no option for, merged into the provider's request;
     the fields the SDK owns (schema, grammar, tools, model, messages, stream, ...) are refused."""

@@ -66,7 +66,8 @@ def __getattr__(name: str) -> Any:
     try:
         return _elsewhere(name)  # a name defined elsewhere, or a submodule: that module only
     except AttributeError:
-        pass
+        if name.startswith("__"):  # asked of every module (`inspect.unwrap`'s `__wrapped__`)
+            raise
     found = builtin_provider(name)  # a family's provider class: its module only
     if found is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -269,11 +269,13 @@ def apply_options(body: dict[str, Any], options: Sampling, profile: WireProfile)
 
 
 def merge_extra(body: dict[str, Any], extra_body: Mapping[str, Any]) -> dict[str, Any]:
-    """`body` with `extra_body` merged in (nested mappings merged key by key), last."""
+    """`body` with `extra_body` merged in (nested mappings merged key by key), last; a nested
+    mapping is copied in, so that `body` never shares one with `extra_body` (a request body is
+    built from the call spec's, which is changed by no request)."""
     for key, value in extra_body.items():
         current = body.get(key)
-        if isinstance(value, Mapping) and isinstance(current, dict):
-            body[key] = merge_extra(dict(current), value)
+        if isinstance(value, Mapping):
+            body[key] = merge_extra(dict(current) if isinstance(current, dict) else {}, value)
         else:
             body[key] = value
     return body
