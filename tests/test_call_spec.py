@@ -145,6 +145,24 @@ def test_a_mapping_given_as_extra_body_is_the_spec_s_own_copy_all_the_way_down()
     assert per_call == {"metadata": {"call": "c"}}  # the caller's own mapping is left as it was
 
 
+def test_a_provider_s_extra_body_is_its_own_copy_all_the_way_down() -> None:
+    # The provider kept the caller's nested mappings (a shallow copy): on main, changing one
+    # after the provider was made changed what every later call sent ({'tag': 'changed'}).
+    given: dict[str, Any] = {"metadata": {"tag": "set"}, "logit_bias": {"50256": -100}}
+    wire = Wire(chat_reply(text=TEXT), chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini", extra_body=given)
+    given["metadata"]["tag"] = "changed"
+    given["logit_bias"]["50256"] = 100
+    client = StructuredClient(provider)
+    client.generate(Decision, prompt="?")
+    client.generate(Decision, prompt="?", extra_body={"metadata": {"call": "c"}})
+    assert [(b["metadata"], b["logit_bias"]) for b in wire.bodies()] == [
+        ({"tag": "set"}, {"50256": -100}),
+        ({"tag": "set", "call": "c"}, {"50256": -100}),
+    ]
+    assert provider.extra_body["metadata"] == {"tag": "set"}  # a call changed nothing in it
+
+
 # --- bad values, wherever they are set ---
 
 

@@ -8,6 +8,7 @@ provider; a provider only says which codec and which transport (`transport()` fo
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import secrets
 import types
@@ -292,7 +293,9 @@ class Provider:
         if extra_body is None:
             return
         self.codec.profile.vet(NO_SAMPLING, extra_body)
-        self.extra_body = MappingProxyType(dict(extra_body))
+        # Its own copy all the way down: a nested mapping the caller changes later changes no
+        # request of this provider's (as `CallOptions.extra_body`'s).
+        self.extra_body = MappingProxyType(copy.deepcopy(dict(extra_body)))
 
     def vet_options(self, options: Sampling, extra_body: Mapping[str, Any]) -> None:
         """Refuse, before anything is sent, a sampling option this provider does not take
