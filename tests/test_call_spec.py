@@ -215,6 +215,35 @@ def test_a_setting_is_not_a_call_option() -> None:
 # --- the cases: accepted, then broken after a request was sent ---
 
 
+@pytest.mark.parametrize(
+    ("name", "bad", "said"),
+    [
+        ("top_p", 2.0, "top_p must be between 0 and 1, not 2.0"),
+        ("top_p", -0.1, "top_p must be between 0 and 1, not -0.1"),
+        ("temperature", -0.5, "temperature must be at least 0, not -0.5"),
+        ("stop", "", "stop must be text that is not empty, or a list of such texts, not ''"),
+        ("stop", ["END", ""], "stop must be text that is not empty, or a list of such texts"),
+    ],
+)
+def test_a_sampling_option_outside_every_api_s_range_is_refused_unsent(
+    name: str, bad: object, said: str
+) -> None:
+    # On main each reached the provider, which answered with an HTTP 400 (a ProviderError
+    # after a request was sent): `top_p=2.0` and `stop=""` were sent as they were.
+    client, wire, heard = _client()
+    for make in (
+        lambda: StructuredClient(client.provider, **{name: bad}),
+        lambda: client.with_options(**{name: bad}),
+        lambda: client.generate(Decision, prompt="Approve?", **{name: bad}),
+    ):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            make()
+    assert wire.requests == [] and heard.calls == 0
+    fine = {"top_p": 1.0, "temperature": 0.0, "stop": ["END"]}[name]
+    client.generate(Decision, prompt="Approve?", **{name: fine})  # the edges are taken
+    assert len(wire.requests) == 1
+
+
 def test_a_token_budget_of_the_wrong_type_fails_when_the_client_is_made() -> None:
     wire = Wire(chat_reply(text=TEXT))
     provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")

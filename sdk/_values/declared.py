@@ -34,6 +34,7 @@ __all__ = [
     "AtLeast",
     "Between",
     "Bound",
+    "NoEmptyText",
     "Positive",
     "bounds_of",
     "check",
@@ -116,6 +117,24 @@ class Between:
     @property
     def outside(self) -> object:
         return self.high + 1
+
+
+@dataclass(frozen=True, slots=True)
+class NoEmptyText:
+    """Text that is not empty, or a sequence of such texts (a stop sequence: `""` stops
+    nowhere, and an API refuses it)."""
+
+    @property
+    def text(self) -> str:
+        return "text that is not empty, or a list of such texts"
+
+    def holds(self, value: Any) -> bool:
+        texts = [value] if isinstance(value, str) else list(value)
+        return all(text != "" for text in texts)
+
+    @property
+    def outside(self) -> object:
+        return ""
 
 
 def check(

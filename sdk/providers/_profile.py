@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import fields
 from dataclasses import replace
+from typing import Annotated
 from typing import Any
 from typing import Final
 from typing import Literal
@@ -27,6 +28,9 @@ from typing import TypedDict
 from typing import cast
 from typing import get_type_hints
 
+from sdk._values.declared import AtLeast
+from sdk._values.declared import Between
+from sdk._values.declared import NoEmptyText
 from sdk._values.declared import did_you_mean
 from sdk._values.dialect import Dialect
 from sdk._values.profile import Profile
@@ -49,11 +53,13 @@ class SamplingOptions(TypedDict, total=False):
     """The sampling options a call may set (part of `sdk.engine.options.CallOptions`); each
     provider takes those its API has, and its codec refuses the others."""
 
-    temperature: float
-    top_p: float
+    # Ranges every API shares (a value outside one is refused before anything is sent, not by
+    # the provider's HTTP 400); past them, each API's own limits are its own.
+    temperature: Annotated[float, AtLeast(0)]
+    top_p: Annotated[float, Between(0.0, 1.0)]
     top_k: int
     seed: int
-    stop: str | Sequence[str]
+    stop: Annotated[str | Sequence[str], NoEmptyText()]
     presence_penalty: float
     frequency_penalty: float
     repeat_penalty: float
