@@ -145,6 +145,23 @@ def test_a_mapping_given_as_extra_body_is_the_spec_s_own_copy_all_the_way_down()
     assert per_call == {"metadata": {"call": "c"}}  # the caller's own mapping is left as it was
 
 
+def test_a_client_s_messages_or_prompt_list_is_its_own_copy() -> None:
+    # The frozen spec kept the caller's list (and the mappings in it): on main, changing them
+    # after the client was made changed what every later call sent.
+    turns: list[Any] = [{"role": "user", "content": "Approve the taxi?"}]
+    parts: list[Any] = ["Approve the taxi?"]
+    provider = TestProvider([TEXT], repeat=True)
+    by_messages = StructuredClient(provider, messages=turns)
+    by_prompt = StructuredClient(provider).with_options(prompt=parts)
+    turns[0]["content"] = "Approve everything."
+    turns.append({"role": "user", "content": "And the rest."})
+    parts[0] = "Approve everything."
+    by_messages.generate(Decision)
+    by_prompt.generate(Decision)
+    sent = [[m.text for m in request.messages] for request in provider.requests]
+    assert sent == [["Approve the taxi?"], ["Approve the taxi?"]]
+
+
 def test_a_provider_s_extra_body_is_its_own_copy_all_the_way_down() -> None:
     # The provider kept the caller's nested mappings (a shallow copy): on main, changing one
     # after the provider was made changed what every later call sent ({'tag': 'changed'}).

@@ -172,20 +172,34 @@ def _own_copy(given: Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(dict(given))
 
 
+def _own_list(given: Any) -> Any:
+    """`messages`, or a `prompt` of text and parts, as the spec's own (a list, as given: its
+    mappings copied all the way down, as `_own_copy`'s); a text or a `Prompt` as it is."""
+    if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Sequence):
+        return given  # (a wrong shape is the conversation's to refuse, with its own message)
+    return copy.deepcopy(list(given))
+
+
 class CallOptions(SamplingOptions, total=False):
     """What one call may set (see the module docstring: left out is the client's default); the
     sampling options (`temperature`, `stop`, ...) are `SamplingOptions`'."""
 
     prompt: Annotated[
         PromptLike | Prompt | None,
-        Option("inputs", expects="text, a list of text and parts, or an sdk.Prompt"),
+        Option(
+            "inputs", convert=_own_list, expects="text, a list of text and parts, or an sdk.Prompt"
+        ),
     ]
     """The user's request: text, text and parts (`["Total?", PDF.from_path(p)]`), or a prompt
     template with its variables (`MyPrompt(ticket=...)`: rendered for the call's output, its
     system prompt the call's, its name, version and fingerprint on the result)."""
     messages: Annotated[
         Sequence[MessageLike] | None,
-        Option("inputs", expects="a list of Message or {'role': ..., 'content': ...} mappings"),
+        Option(
+            "inputs",
+            convert=_own_list,
+            expects="a list of Message or {'role': ..., 'content': ...} mappings",
+        ),
     ]
     """Whole conversation turns instead of a prompt."""
     system: Annotated[str | None, Option("inputs", "transport")]
