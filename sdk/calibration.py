@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from typing import Final
@@ -145,10 +146,10 @@ class Calibration:
             raise CalibrationFileError(
                 f"{source}: not a confidence calibration ({CALIBRATION_FORMAT})"
             )
-        curves = {
-            str(kind): _curve(source, str(kind), item)
-            for kind, item in dict(data.get("curves") or {}).items()
-        }
+        entries = data.get("curves") or {}
+        if not isinstance(entries, Mapping):
+            raise CalibrationFileError(f"{source}: `curves` must be an object of curves")
+        curves = {str(kind): _curve(source, str(kind), item) for kind, item in entries.items()}
         fitted = data.get("fitted") or {}
         return cls(curves, dict(fitted) if isinstance(fitted, Mapping) else {})
 
@@ -184,7 +185,23 @@ def _curve(path: str | os.PathLike[str], kind: str, item: Any) -> Curve:
         method == "isotonic" and (len(numbers) < 2 or len(numbers) % 2)
     ):
         raise CalibrationFileError(f"{problem} (wrong number of parameters)")
-    return Curve(method, tuple(float(n) for n in numbers), int(item.get("samples") or 0))
+    if method == "isotonic":
+        _check_steps(problem, numbers[0::2], numbers[1::2])
+    samples = item.get("samples") or 0
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+        raise CalibrationFileError(f"{problem} (its samples are not a count)")
+    return Curve(method, tuple(float(n) for n in numbers), samples)
+
+
+def _check_steps(problem: str, xs: Sequence[float], ys: Sequence[float]) -> None:
+    """An isotonic curve's steps as `_isotonic` writes them: `x` ascending (`Curve` looks the
+    step up in that order), `y` non-decreasing probabilities."""
+    if any(b <= a for a, b in pairwise(xs)):
+        raise CalibrationFileError(f"{problem} (its step points are not ascending)")
+    if any(b < a for a, b in pairwise(ys)):
+        raise CalibrationFileError(f"{problem} (its steps are not non-decreasing)")
+    if not all(0.0 <= y <= 1.0 for y in ys):
+        raise CalibrationFileError(f"{problem} (its steps are not within [0, 1])")
 
 
 def fit(

@@ -118,3 +118,39 @@ def test_apply_uses_the_field_curve_for_every_item_of_a_list() -> None:
     mapped = calibration.apply(decoded)
     assert mapped.calibrated and dict(mapped) == {"/lines/0/total": 0.9, "/lines/1/total": 0.9,
                                                   "/n": 0.5}  # fmt: skip
+
+
+def _platt(samples: object = 3) -> dict[str, object]:
+    return {"method": "platt", "parameters": [1, 0], "samples": samples}
+
+
+def _isotonic(*points: float) -> dict[str, object]:
+    return {"method": "isotonic", "parameters": list(points), "samples": 3}
+
+
+@pytest.mark.parametrize(
+    ("curves", "problem"),
+    [
+        ([1, 2], "`curves` must be an object"),
+        ("abc", "`curves` must be an object"),
+        (5, "`curves` must be an object"),
+        ({"string": _platt("x")}, "samples"),
+        ({"string": _platt(1e400)}, "samples"),
+        ({"string": _platt(-4)}, "samples"),
+        ({"string": _isotonic(0.9, 0.1, 0.1, 0.9)}, "ascending"),
+        ({"string": _isotonic(0.1, 0.2, 0.5, 0.1)}, "non-decreasing"),
+        ({"string": _isotonic(0.1, 5.0)}, "within [0, 1]"),
+    ],
+)
+def test_a_wrong_shaped_file_is_refused_naming_itself(
+    tmp_path: Path, curves: object, problem: str
+) -> None:
+    """A file of the right format whose curves are of the wrong shape is a
+    `CalibrationFileError` naming the file (on main: a bare TypeError, ValueError or
+    OverflowError from `dict()`/`int()`; an isotonic curve out of order was accepted and
+    gave 0.9 at every confidence)."""
+    bad = tmp_path / "calibration.json"
+    bad.write_text(json.dumps({"format": "sdk-confidence-calibration/1", "curves": curves}))
+    with pytest.raises(CalibrationFileError) as refused:
+        Calibration.load(bad)
+    assert str(bad) in str(refused.value) and problem in str(refused.value)
