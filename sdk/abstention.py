@@ -191,7 +191,7 @@ class Thresholds:
         """Thresholds set by hand: one for every nullable copied field (`0.25`), or one per
         field pointer (`{"/carrier": 0.25}`; the fields not named never abstain on the mass)."""
         if isinstance(thresholds, Mapping):
-            fields = {str(p): FieldThreshold(float(t)) for p, t in thresholds.items()}
+            fields = {str(p): _by_hand(str(p), t) for p, t in thresholds.items()}
             return cls(fields, calibration={"set": "by hand"})
         return cls({}, calibration={"set": "by hand"}, default=FieldThreshold(thresholds).threshold)
 
@@ -272,6 +272,16 @@ class Thresholds:
             problem = f"not an abstention thresholds file ({THRESHOLDS_FORMAT})"
             raise ThresholdsFileError(path, problem)
         return _thresholds(path, text, data)
+
+
+def _by_hand(pointer: str, threshold: object) -> FieldThreshold:
+    """One field's threshold set by hand (its error names the field)."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        raise TypeError(f"the threshold of {pointer} is a number in [0, 1], not {threshold!r}")
+    try:
+        return FieldThreshold(float(threshold))
+    except ValueError as error:
+        raise ValueError(f"the threshold of {pointer}: {error}") from None
 
 
 def _thresholds(path: str | os.PathLike[str], text: str, data: dict[str, Any]) -> Thresholds:

@@ -190,3 +190,35 @@ def test_a_malformed_file_given_to_a_call_is_refused_before_sending(tmp_path: Pa
         client.generate(ShipmentNotice, prompt="x", source=SOURCE, abstention="guided",
                         abstention_thresholds=path)  # fmt: skip
     assert provider.requests == []
+
+
+def test_a_threshold_by_hand_for_a_field_that_cannot_abstain_is_refused_before_sending() -> None:
+    """A hand-set threshold naming a pointer guided abstention never reads (a typo, a field
+    that cannot be null) is a `ValueError` naming it and the fields that can abstain, before
+    anything is sent (on main it was accepted and silently changed nothing: the result came
+    back with every field filled)."""
+    for pointer in ("/carier", "/order_number/0", "carrier"):
+        provider = TestProvider([json.dumps(STATED)])
+        client = StructuredClient(provider)
+        with pytest.raises(ValueError) as refused:
+            client.generate(ShipmentNotice, prompt="x", source=SOURCE, abstention="guided",
+                            abstention_thresholds={pointer: 0.4})  # fmt: skip
+        message = str(refused.value)
+        assert repr(pointer) in message and "/carrier" in message and "/recipient" in message
+        assert provider.requests == []
+    # The fields that can abstain take one.
+    provider = TestProvider([json.dumps(STATED)])
+    result = StructuredClient(provider).generate(
+        ShipmentNotice, prompt="x", source=SOURCE, abstention="guided",
+        abstention_thresholds={"/carrier": 0.4, "/recipient": 0.1},
+    )  # fmt: skip
+    assert result.value.carrier == "DHL Express"
+
+
+@pytest.mark.parametrize("threshold", ["high", None, [0.2]])
+def test_a_threshold_by_hand_that_is_not_a_number_says_so(threshold: object) -> None:
+    """On main: `could not convert string to float: 'high'` / a bare `float()` TypeError,
+    naming neither the field nor what a threshold is."""
+    with pytest.raises((TypeError, ValueError), match=r"/carrier.*a number") as refused:
+        Thresholds.fixed({"/carrier": threshold})  # type: ignore[dict-item]
+    assert repr(threshold) in str(refused.value)

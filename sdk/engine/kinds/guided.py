@@ -108,6 +108,21 @@ class Guided:
     inner: Document
     thresholds: Thresholds | None
 
+    def __post_init__(self) -> None:
+        """Refuse thresholds written for this contract by hand (not calibrated on it: those
+        name its fields) that name a field guided abstention never reads: a threshold there
+        would change nothing, silently (`ValueError`, before anything is sent)."""
+        if self.thresholds is None or "contract" in self.thresholds.calibration:
+            return
+        nullable = [f"/{name}" for name in nullable_fields(self.inner.contract)]
+        unread = [pointer for pointer in self.thresholds.fields if pointer not in nullable]
+        if unread:
+            raise ValueError(
+                f"abstention thresholds for {', '.join(map(repr, unread))}: not a field of "
+                f"{self.inner.contract.__name__} that may be null; a threshold applies to "
+                f"{', '.join(nullable)}"
+            )
+
     @property
     def name(self) -> str:
         return self.inner.name
