@@ -327,7 +327,7 @@ def _entry(path: str | os.PathLike[str], text: str, pointer: str, item: Any) -> 
         )
     except KeyError:
         problem = f"{not_entry}: it has no threshold"
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:  # int() of an infinite count
         problem = f"{not_entry}: {error}"
     raise ThresholdsFileError(path, problem, line)
 

@@ -128,6 +128,9 @@ def test_a_good_file_loads_and_a_hand_written_entry_needs_only_its_threshold(
         ({"threshold": float("nan")}, "not within", 7),
         ({"recall": 0.8}, "has no threshold", 7),
         ({"threshold": 0.3, "stated": "many"}, "many", 7),
+        # on main: a bare OverflowError (int() of infinity), no file, no line
+        ({"threshold": 0.3, "stated": float("inf")}, "infinity", 7),
+        ({"threshold": 0.3, "absent": float("-inf")}, "infinity", 7),
         ("high", "not a threshold entry", 6),
     ],
 )
