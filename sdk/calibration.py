@@ -306,7 +306,8 @@ def expected_calibration_error(
     confidences: Sequence[float], correct: Sequence[bool], *, bins: int = 10
 ) -> float:
     """ECE: over equal-width bins of confidence, the gap between mean confidence and accuracy,
-    weighted by the share of values in the bin (0: calibrated; `ValueError` when empty)."""
+    weighted by the share of values in the bin (0: calibrated; `ValueError` when empty or a
+    confidence is outside [0, 1])."""
     if not confidences or len(confidences) != len(correct):
         raise ValueError("ECE needs as many outcomes as confidences, and at least one")
     total = len(confidences)
@@ -345,9 +346,11 @@ def reliability(
     confidences: Sequence[float], correct: Sequence[bool], *, bins: int = 10
 ) -> list[tuple[float, float, int]]:
     """The reliability plot's points: per non-empty bin of confidence, `(mean confidence,
-    accuracy, count)`."""
+    accuracy, count)` (`ValueError` for a confidence outside [0, 1])."""
     groups: dict[int, list[int]] = {}
     for index, value in enumerate(confidences):
+        if not 0.0 <= value <= 1.0:  # nan included
+            raise ValueError(f"a confidence is a probability within [0, 1], not {value!r}")
         groups.setdefault(min(int(value * bins), bins - 1), []).append(index)
     points = []
     for _, members in sorted(groups.items()):

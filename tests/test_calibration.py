@@ -154,3 +154,12 @@ def test_a_wrong_shaped_file_is_refused_naming_itself(
     with pytest.raises(CalibrationFileError) as refused:
         Calibration.load(bad)
     assert str(bad) in str(refused.value) and problem in str(refused.value)
+
+
+@pytest.mark.parametrize("confidence", [-0.2, 1.5, float("nan")])
+def test_ece_of_a_confidence_outside_0_1_is_refused(confidence: float) -> None:
+    """On main: -0.2 gave an ECE of 1.2 (an error above its own bound), 1.5 was read as 1,
+    nan was a bare `cannot convert float NaN to integer`."""
+    for measure in (expected_calibration_error, reliability):
+        with pytest.raises(ValueError, match=r"confidence .* within \[0, 1\]"):
+            measure([0.5, confidence], [True, False])
