@@ -122,11 +122,13 @@ def model_file(model: str | os.PathLike[str] | None) -> str:
     file (`FileNotFoundError` when there is none, naming the known models)."""
     if model is None:
         model = DEFAULT_MODEL_NAME
+    known = ", ".join(MODELS)
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"model is a name ({known}) or a GGUF file's path, not {model!r}")
     if isinstance(model, str) and model in MODELS:
         return MODELS[model].locate()
     path = Path(model)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no GGUF model file at {path}; or pass a model by name: {', '.join(MODELS)}"
-        )
+    if not model or not path.is_file():  # "" would be the working directory
+        shown = repr(model) if not model else str(path)
+        raise FileNotFoundError(f"no GGUF model file at {shown}; or pass a model by name: {known}")
     return str(path)
