@@ -58,9 +58,10 @@ __all__ = [
 DEFAULT_MAX_FALSE_ABSTENTION = 0.05
 """The share of stated values a calibrated threshold may abstain on (issue 23: 5%)."""
 THRESHOLDS_FORMAT = "sdk-abstention/1"
+"""The `format` a thresholds file declares (`Thresholds.load` refuses any other)."""
 DEFAULT_THRESHOLD = 0.3
 """The value-start mass under which `abstention="guided"` abstains on a nullable copied value
-when no calibrated thresholds are given (`Thresholds.default()`): measured on both embedded
+when no calibrated thresholds are given (`Thresholds.standard`): measured on both embedded
 models against calibrated thresholds (docs/guides/confidence.md, eval-results/)."""
 
 
