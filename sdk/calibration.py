@@ -78,7 +78,8 @@ class Sample:
     confidence: float
     correct: bool
     field: str = ""
-    """Its field's JSON pointer (`/carrier`; for a calibration by field)."""
+    """Its field's JSON pointer (`/carrier`; for a calibration by field: a list's items are one
+    field, `/lines/0/total` fits the curve of `/lines/*/total`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +219,8 @@ def fit(
         raise ValueError("no labelled values to calibrate on")
     by_kind: dict[str, list[Sample]] = {_ALL: pool}
     for sample in pool:
-        group = sample.field if by == "field" and sample.field else sample.kind
+        # a list's items are one field: `/lines/0/total` is `/lines/*/total`, as `apply` reads it
+        group = _INDEX.sub("/*", sample.field) if by == "field" and sample.field else sample.kind
         by_kind.setdefault(group, []).append(sample)
     curves = {
         kind: _fit_curve(group, method)

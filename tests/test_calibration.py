@@ -163,3 +163,15 @@ def test_ece_of_a_confidence_outside_0_1_is_refused(confidence: float) -> None:
     for measure in (expected_calibration_error, reliability):
         with pytest.raises(ValueError, match=r"confidence .* within \[0, 1\]"):
             measure([0.5, confidence], [True, False])
+
+
+def test_a_fit_by_field_pools_every_item_of_a_list_under_one_curve() -> None:
+    """Samples of list items (`/lines/0/total`, `/lines/1/total`, ...) are one field, as
+    `apply` reads it (`/lines/*/total`). On main the fit grouped them by index: no index had
+    enough samples for a curve of its own, and every item fell back to the curve over all."""
+    samples = [Sample("number", 0.6, True, f"/lines/{i % 8}/total") for i in range(40)]
+    samples += [Sample("number", 0.6, i % 10 == 0, "/count") for i in range(40)]
+    calibration = fit(samples, method="isotonic", by="field")
+    assert set(calibration.curves) == {"*", "/lines/*/total", "/count"}
+    assert calibration.fitted["samples"]["/lines/*/total"] == 40
+    assert calibration.probability("number", 0.6, "/lines/*/total") == pytest.approx(1.0)
