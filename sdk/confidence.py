@@ -131,6 +131,10 @@ class Confidence(Mapping[str, float]):
             if calibrated is not None
             else {pointer: item.probability for pointer, item in self.details.items()}
         )
+        missing = [pointer for pointer in self.details if pointer not in source]
+        if missing:
+            shown = ", ".join(map(repr, missing))
+            raise ValueError(f"no calibrated probability for {shown} (a value of this result)")
         self._probabilities = {pointer: _unit(source[pointer]) for pointer in self.details}
 
     def __getitem__(self, pointer: str) -> float:

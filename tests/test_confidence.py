@@ -259,6 +259,14 @@ def test_confidence_is_a_mapping_that_can_be_rebased_and_calibrated() -> None:
     assert dict(calibrated.without(["/0/n"])) == {"/1/n": 0.7}
 
 
+def test_a_calibration_that_misses_a_value_is_refused_naming_it() -> None:
+    """On main: a bare `KeyError: '/1/n'` from inside the constructor."""
+    text = '[{"n": 1}, {"n": 2}]'
+    confidence = Confidence(value_confidence(text, _tokens((text, 0.5))), route="reported")
+    with pytest.raises(ValueError, match=r"no calibrated probability for '/1/n'"):
+        confidence.with_calibrated({"/0/n": 0.9})
+
+
 def test_no_tokens_no_confidence() -> None:
     assert value_confidence('{"a": 1}', []) == {}
     assert value_confidence("Sorry, no JSON", _tokens(("Sorry, no JSON", 0.5))) == {}
