@@ -213,10 +213,14 @@ def fit(
     fitted: Mapping[str, Any] | None = None,
 ) -> Calibration:
     """A calibration fitted on labelled samples: a curve per type (or per field, `by="field"`)
-    with enough of them, and one over all (`ValueError` when there is nothing to fit)."""
+    with enough of them, and one over all (`ValueError` when there is nothing to fit, or a
+    confidence outside [0, 1])."""
     pool = list(samples)
     if not pool:
         raise ValueError("no labelled values to calibrate on")
+    outside = [s.confidence for s in pool if not 0.0 <= s.confidence <= 1.0]  # nan included
+    if outside:
+        raise ValueError(f"a confidence is a probability within [0, 1], not {outside[0]!r}")
     by_kind: dict[str, list[Sample]] = {_ALL: pool}
     for sample in pool:
         # a list's items are one field: `/lines/0/total` is `/lines/*/total`, as `apply` reads it

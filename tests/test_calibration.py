@@ -175,3 +175,12 @@ def test_a_fit_by_field_pools_every_item_of_a_list_under_one_curve() -> None:
     assert set(calibration.curves) == {"*", "/lines/*/total", "/count"}
     assert calibration.fitted["samples"]["/lines/*/total"] == 40
     assert calibration.probability("number", 0.6, "/lines/*/total") == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("confidence", [float("nan"), 1.5, -1.0])
+def test_a_fit_on_a_confidence_outside_0_1_is_refused(confidence: float) -> None:
+    """On main: nan fitted a curve of nan parameters (every probability nan, and a saved
+    file that `Calibration.load` then refused); 1.5 and -1 were fitted as if at the edge."""
+    samples = [Sample("string", 0.5, i % 2 == 0) for i in range(20)]
+    with pytest.raises(ValueError, match=r"within \[0, 1\]"):
+        fit([*samples, Sample("string", confidence, True)])
