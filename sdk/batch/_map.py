@@ -158,6 +158,8 @@ class StructuredMap:
 
     def __call__(self, batch: Any) -> pa.Table:
         rows = _rows(batch)
+        if not isinstance(batch, pa.Table):
+            _integer_ids(rows, self.id_column)
         future = asyncio.run_coroutine_threadsafe(self._all(rows), self._loop)
         try:
             columns = future.result(timeout=self.timeout)
@@ -232,8 +234,12 @@ class StructuredMap:
         if self.job is not None:  # a job's ids may be strings and integers: as text here
             schema = pa.schema([*schema_for(pa.string()), *_JOB_COLUMNS])
         else:
-            id_type = _id_type(batch, self.id_column)
+            id_type = _id_type(batch, rows, self.id_column)
             schema = schema_for(id_type, prompt=self.template is not None)
+            if id_type == pa.string():  # ids of other kinds (failed rows) as their JSON text
+                for row in columns:
+                    if row["id"] is not None and not isinstance(row["id"], str):
+                        row["id"] = json.dumps(plain_value(row["id"]))
         return pa.Table.from_pylist(columns, schema=schema)
 
 
@@ -370,12 +376,26 @@ def _rows(batch: Any) -> list[dict[str, Any]]:
     return [{key: values[index] for key, values in columns.items()} for index in range(count)]
 
 
-def _id_type(batch: Any, column: str) -> pa.DataType:
-    """The id column's Arrow type in the input (ids come out as they came in)."""
+def _id_type(batch: Any, rows: list[dict[str, Any]], column: str) -> pa.DataType:
+    """The id column's Arrow type in the input (ids come out as they came in): integers when
+    every id of a numpy or pandas batch is one, else text (no id can then fail the table)."""
     if isinstance(batch, pa.Table) and column in batch.column_names:
         return batch.schema.field(column).type
-    sample = next(iter(_rows(batch)), {}).get(column)
-    return pa.int64() if isinstance(sample, int) and not isinstance(sample, bool) else pa.string()
+    ids = [row.get(column) for row in rows if row.get(column) is not None]
+    whole = all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    return pa.int64() if ids and whole else pa.string()
+
+
+def _integer_ids(rows: list[dict[str, Any]], column: str) -> None:
+    """Integer ids given back where Ray's numpy and pandas batches made floats of them: an
+    integer column with a null arrives as floats with NaN. Only when every id is such a float
+    (whole, or NaN for the null: that row fails alone, with no id)."""
+    ids = [row.get(column) for row in rows]
+    if not ids or not all(isinstance(i, float) and (math.isnan(i) or i.is_integer()) for i in ids):
+        return
+    for row, value in zip(rows, ids, strict=True):
+        assert isinstance(value, float)
+        row[column] = None if math.isnan(value) else int(value)
 
 
 def _public_row(index: int, item_id: str, number: bool) -> ItemRow:

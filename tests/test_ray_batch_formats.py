@@ -1,0 +1,76 @@
+"""`StructuredMap` on each batch format Ray hands it (no cluster: the class called as Ray calls
+it, against the local test server, real HTTP).
+
+Ray's default batch format is numpy (a dict of arrays), and an integer column with one null
+arrives there, and in pandas, as floats with NaN. A row without an id is that row's failure:
+the other rows keep their integer ids and are asked, and `__call__` never raises (an exception
+there fails the whole Ray job).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from contracts import Decision  # noqa: E402
+from sdk.batch._setup import local_clients  # noqa: E402
+from sdk.ray import StructuredMap  # noqa: E402
+from tests.local_support import LocalServer  # noqa: E402
+
+
+def _table() -> Any:
+    return pa.table(
+        {
+            "id": pa.array([1, None, 3], pa.int64()),
+            "prompt": ["Approve?"] * 3,
+            "source": ["Refund 1: 12 EUR.", "Refund 2: 3 EUR.", "Refund 3: 9 EUR."],
+        }
+    )
+
+
+def _numpy(table: Any) -> dict[str, Any]:
+    """The batch Ray's default format gives (`Table.to_numpy`, as Ray converts a block)."""
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+
+
+@pytest.mark.parametrize("form", ["arrow", "numpy", "pandas"])
+def test_a_row_without_an_id_fails_alone_in_every_batch_format(
+    server: LocalServer, form: str
+) -> None:
+    table = _table()
+    batch = {"arrow": table, "numpy": _numpy(table), "pandas": table.to_pandas()}[form]
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    mapper = StructuredMap(Decision, factory, in_flight=2, timeout=120)
+    out = mapper(batch)
+    assert out.schema.field("id").type == pa.int64()
+    rows = out.to_pylist()
+    assert [row["id"] for row in rows] == [1, None, 3]
+    assert [row["outcome"] for row in rows] == ["ok", "failed", "ok"]
+    assert rows[1]["error_type"] == "BatchInputError" and rows[1]["attempts"] == 0
+    assert len(server.bodies("/v1/chat/completions")) == 2  # the row without an id never sent
+
+
+def test_ids_of_mixed_kinds_in_a_pandas_batch_come_out_as_text_and_never_fail_the_batch(
+    server: LocalServer,
+) -> None:
+    pandas = pytest.importorskip("pandas")
+    batch = pandas.DataFrame(
+        {"id": [1, "a-2", 2.5], "prompt": ["Approve?"] * 3, "source": ["Refund: 12 EUR."] * 3}
+    )
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    out = StructuredMap(Decision, factory, in_flight=2, timeout=120)(batch)
+    assert out.schema.field("id").type == pa.string()
+    rows = out.to_pylist()
+    assert [row["id"] for row in rows] == ["1", "a-2", "2.5"]
+    assert [row["outcome"] for row in rows] == ["ok", "ok", "failed"]
+    assert rows[2]["error_type"] == "BatchInputError"
