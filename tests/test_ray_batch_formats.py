@@ -74,3 +74,20 @@ def test_ids_of_mixed_kinds_in_a_pandas_batch_come_out_as_text_and_never_fail_th
     assert [row["id"] for row in rows] == ["1", "a-2", "2.5"]
     assert [row["outcome"] for row in rows] == ["ok", "ok", "failed"]
     assert rows[2]["error_type"] == "BatchInputError"
+
+
+@pytest.mark.parametrize("form", ["arrow", "numpy", "pandas"])
+def test_a_null_max_tokens_is_the_default_and_leaves_the_other_rows_their_own(
+    server: LocalServer, form: str
+) -> None:
+    table = _table().set_column(0, "id", pa.array([1, 2, 3], pa.int64()))
+    table = table.append_column("max_tokens", pa.array([100, None, 200], pa.int64()))
+    batch = {"arrow": table, "numpy": _numpy(table), "pandas": table.to_pandas()}[form]
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    out = StructuredMap(Decision, factory, in_flight=1, timeout=120, max_tokens=300)(batch)
+    assert out.column("outcome").to_pylist() == ["ok", "ok", "ok"]
+    sent = sorted(body["max_tokens"] for body in server.bodies("/v1/chat/completions"))
+    assert sent == [100, 200, 300]

@@ -270,7 +270,7 @@ def row_item(
         **{
             key: _decoded(row[key])
             for key in ("prompt", "source", "system", "max_tokens", "messages", "options")
-            if row.get(key) is not None
+            if not _null(row.get(key))
         },
     }
     if "source" not in record and row.get("document") is not None:
@@ -334,9 +334,13 @@ def plain_value(value: Any) -> Any:
 
 def _decoded(value: Any) -> Any:
     """A column's value as an input line holds it: `messages` and `options` may come as JSON
-    text (a flat column) or as lists and objects; numpy scalars as Python ones."""
+    text (a flat column) or as lists and objects; numpy scalars as Python ones; a whole float
+    as the integer it was (`max_tokens`: Ray's numpy and pandas batches hold an integer column
+    with a null as floats)."""
     if hasattr(value, "tolist"):
         value = value.tolist()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, str) and value[:1] in ("[", "{"):
         try:
             return json.loads(value)
