@@ -18,6 +18,7 @@ pa = pytest.importorskip("pyarrow")
 
 from contracts import Decision  # noqa: E402
 from sdk.batch._setup import local_clients  # noqa: E402
+from sdk.ray import ProcessorHooks  # noqa: E402
 from sdk.ray import StructuredMap  # noqa: E402
 from tests.local_support import LocalServer  # noqa: E402
 
@@ -91,3 +92,22 @@ def test_a_null_max_tokens_is_the_default_and_leaves_the_other_rows_their_own(
     assert out.column("outcome").to_pylist() == ["ok", "ok", "ok"]
     sent = sorted(body["max_tokens"] for body in server.bodies("/v1/chat/completions"))
     assert sent == [100, 200, 300]
+
+
+def test_the_hooks_settle_a_block_of_float_ids_without_failing_it(server: LocalServer) -> None:
+    # A CSV's id column with a gap is read as floats: each row fails alone (an id is a string
+    # or an integer), and the block still comes out.
+    hooks = ProcessorHooks(Decision, model="bench-model", retries=0)
+    rows = [{"id": 1.5, "prompt": "Approve?", "source": "Refund: 12 EUR."},
+            {"id": None, "prompt": "Approve?", "source": "Refund: 3 EUR."}]  # fmt: skip
+    out = []
+    for row in rows:
+        prepared = hooks.http_preprocess(dict(row))
+        assert prepared["__inference_error__"]  # never sent
+        out.append({**row, **prepared})
+    names = list(dict.fromkeys(name for row in out for name in row))
+    settled = hooks.settle(pa.Table.from_pylist([{n: row.get(n) for n in names} for row in out]))
+    assert settled.column("id").to_pylist() == ["1.5", None]
+    assert settled.column("outcome").to_pylist() == ["failed", "failed"]
+    assert settled.column("error_type").to_pylist() == ["BatchInputError"] * 2
+    assert server.bodies("/v1/chat/completions") == []

@@ -52,6 +52,7 @@ from sdk.batch._map import RowColumns
 from sdk.batch._map import contract_of
 from sdk.batch._map import plain_value
 from sdk.batch._map import row_item
+from sdk.batch._map import rows_table
 from sdk.batch._map import template_of
 from sdk.batch._outcome import Decision
 from sdk.batch._outcome import ItemJob
@@ -271,7 +272,7 @@ class ProcessorHooks:
         id_type = _id_type(batch, rows, self.id_column)
         named = PROMPT_COLUMNS if self.template is not None else ()
         schema = pa.schema([("id", id_type), *COLUMNS, *named, (REASK, pa.string())])
-        return pa.Table.from_pylist(out, schema=schema)
+        return rows_table(out, schema)
 
     def settle_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """One row of the processor's output (or of any engine's run of the hooks) as the

@@ -73,6 +73,7 @@ __all__ = [
     "contract_of",
     "plain_value",
     "row_item",
+    "rows_table",
     "template_of",
 ]
 
@@ -236,11 +237,7 @@ class StructuredMap:
         else:
             id_type = _id_type(batch, rows, self.id_column)
             schema = schema_for(id_type, prompt=self.template is not None)
-            if id_type == pa.string():  # ids of other kinds (failed rows) as their JSON text
-                for row in columns:
-                    if row["id"] is not None and not isinstance(row["id"], str):
-                        row["id"] = json.dumps(plain_value(row["id"]))
-        return pa.Table.from_pylist(columns, schema=schema)
+        return rows_table(columns, schema)
 
 
 class _Named(dict[str, Any]):
@@ -400,6 +397,17 @@ def _integer_ids(rows: list[dict[str, Any]], column: str) -> None:
     for row, value in zip(rows, ids, strict=True):
         assert isinstance(value, float)
         row[column] = None if math.isnan(value) else int(value)
+
+
+def rows_table(columns: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Decided rows as one Arrow table: with text ids, an id of another kind (a float, a
+    boolean: its row failed, an id is a string or an integer) as its JSON text, so no row's id
+    fails the block."""
+    if schema.field("id").type == pa.string():
+        for row in columns:
+            if row["id"] is not None and not isinstance(row["id"], str):
+                row["id"] = json.dumps(plain_value(row["id"]))
+    return pa.Table.from_pylist(columns, schema=schema)
 
 
 def _public_row(index: int, item_id: str, number: bool) -> ItemRow:
