@@ -122,7 +122,6 @@ def test_entries_expire_in_redis(store: RedisCache, redis_url: str) -> None:
     assert _raw(redis_url).pttl(f"{store.prefix}e:k") == -1
 
 
-
 def test_a_ttl_under_a_millisecond_is_stored_not_refused_by_the_server(
     store: RedisCache, redis_url: str
 ) -> None:
@@ -136,6 +135,7 @@ def test_a_ttl_under_a_millisecond_is_stored_not_refused_by_the_server(
     assert len(provider.requests) == 1
     short.put("k", Entry((TestProvider.refusal("x"),)))  # stored, for a moment
     short.close()
+
 
 # --- damage: a miss, replaced, with a note ---
 
