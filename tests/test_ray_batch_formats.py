@@ -111,3 +111,32 @@ def test_the_hooks_settle_a_block_of_float_ids_without_failing_it(server: LocalS
     assert settled.column("outcome").to_pylist() == ["failed", "failed"]
     assert settled.column("error_type").to_pylist() == ["BatchInputError"] * 2
     assert server.bodies("/v1/chat/completions") == []
+
+
+def test_lines_setting_different_options_each_keep_their_own(server: LocalServer) -> None:
+    # `ray.data.read_json` makes an `options` struct column of every line's keys: a row gets
+    # the keys it lacks as null. On main both rows failed ("seed must be a whole number, not
+    # None", "temperature must be a number, not None"); `sdk batch` asks both.
+    table = pa.Table.from_pylist(
+        [
+            {
+                "id": "a",
+                "prompt": "Approve?",
+                "source": "Refund: 12 EUR.",
+                "options": {"temperature": 0.5},
+            },
+            {"id": "b", "prompt": "Approve?", "source": "Refund: 3 EUR.", "options": {"seed": 3}},
+        ]
+    )
+    assert table.column("options").to_pylist()[0] == {"temperature": 0.5, "seed": None}
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    out = StructuredMap(Decision, factory, in_flight=1, timeout=120)(table)
+    assert out.column("outcome").to_pylist() == ["ok", "ok"]
+    sent = {
+        (body.get("temperature"), body.get("seed"))
+        for body in server.bodies("/v1/chat/completions")
+    }
+    assert sent == {(0.5, None), (None, 3)}

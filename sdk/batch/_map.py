@@ -270,6 +270,10 @@ def row_item(
             if not _null(row.get(key))
         },
     }
+    if isinstance(row.get("options"), Mapping):
+        # An Arrow struct column (`ray.data.read_json` of lines setting different options)
+        # gives every row every line's keys, the ones it lacks as null: absent, as in its line.
+        record["options"] = {k: v for k, v in record["options"].items() if v is not None}
     if "source" not in record and row.get("document") is not None:
         record["source"] = row["document"]
     template = template_of(prompt)
