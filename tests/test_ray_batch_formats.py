@@ -140,3 +140,21 @@ def test_lines_setting_different_options_each_keep_their_own(server: LocalServer
         for body in server.bodies("/v1/chat/completions")
     }
     assert sent == {(0.5, None), (None, 3)}
+
+
+def test_integer_ids_past_int64_come_out_as_text(server: LocalServer) -> None:
+    # A pandas object column of Python ints, one past int64: on main the table was int64 and
+    # Arrow's overflow raised out of `__call__`.
+    pandas = pytest.importorskip("pandas")
+    batch = pandas.DataFrame(
+        {"id": [1, 2**70], "prompt": ["Approve?"] * 2, "source": ["Refund: 12 EUR."] * 2},
+        dtype=object,
+    )
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    out = StructuredMap(Decision, factory, in_flight=2, timeout=120)(batch)
+    assert out.schema.field("id").type == pa.string()
+    assert out.column("id").to_pylist() == ["1", str(2**70)]
+    assert out.column("outcome").to_pylist()[0] == "ok"

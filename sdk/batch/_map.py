@@ -71,6 +71,7 @@ __all__ = [
     "RowColumns",
     "StructuredMap",
     "contract_of",
+    "is_int64",
     "plain_value",
     "row_item",
     "rows_table",
@@ -387,8 +388,12 @@ def _id_type(batch: Any, rows: list[dict[str, Any]], column: str) -> pa.DataType
     if isinstance(batch, pa.Table) and column in batch.column_names:
         return batch.schema.field(column).type
     ids = [row.get(column) for row in rows if row.get(column) is not None]
-    whole = all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-    return pa.int64() if ids and whole else pa.string()
+    return pa.int64() if ids and all(map(is_int64, ids)) else pa.string()
+
+
+def is_int64(value: Any) -> bool:
+    """`value` is an integer an Arrow int64 column holds (not a boolean, not past 64 bits)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
 
 
 def _integer_ids(rows: list[dict[str, Any]], column: str) -> None:
