@@ -122,6 +122,21 @@ def test_entries_expire_in_redis(store: RedisCache, redis_url: str) -> None:
     assert _raw(redis_url).pttl(f"{store.prefix}e:k") == -1
 
 
+def test_a_ttl_under_a_millisecond_is_stored_not_refused_by_the_server(
+    store: RedisCache, redis_url: str
+) -> None:
+    # `ttl` admits any positive number of seconds; Redis's `PX` a whole number of milliseconds
+    # of at least 1. On main `ttl=0.0004` sent `PX 0`: every `put` raised CacheServerError
+    # ("invalid expire time"), and every call said its answer was not stored.
+    short = RedisCache(redis_url, prefix=store.prefix, ttl=0.0004)
+    client, provider = _client(short)
+    result = client.generate(Decision, prompt="a")
+    assert [note.kind for note in result.notes if note.kind.startswith("cache")] == []
+    assert len(provider.requests) == 1
+    short.put("k", Entry((TestProvider.refusal("x"),)))  # stored, for a moment
+    short.close()
+
+
 # --- damage: a miss, replaced, with a note ---
 
 

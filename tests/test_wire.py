@@ -482,6 +482,21 @@ def test_an_item_may_be_a_row_mapping() -> None:
         build_request("vllm", Decision, 5, settings=settings)  # type: ignore[arg-type]
 
 
+def test_options_of_the_wrong_shape_and_a_body_that_is_not_json_are_named() -> None:
+    # On main: `options=5` was a bare "'int' object is not iterable", and a reply mapping
+    # holding a set a bare "Object of type set is not JSON serializable", naming neither.
+    settings = {"model": "m"}
+    for call in (
+        lambda: build_request("vllm", Decision, PROMPT, settings=settings, options=5),  # type: ignore[arg-type]
+        lambda: read_reply("vllm", Decision, PROMPT, "{}", finish_reason="stop",
+                           settings=settings, options=[("max_tokens", 9)]),  # type: ignore[typeddict-item]
+    ):  # fmt: skip
+        with pytest.raises(TypeError, match="options must be a mapping of call options"):
+            call()
+    with pytest.raises(TypeError, match=r"reply body .*JSON.*set"):
+        read_reply("vllm", Decision, PROMPT, {"choices": {1, 2}}, settings=settings)
+
+
 def test_providers_kept_per_settings_are_bounded() -> None:
     from sdk.wire import _memory
 

@@ -50,8 +50,10 @@ from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
 from sdk.batch._map import RowColumns
 from sdk.batch._map import contract_of
+from sdk.batch._map import is_int64
 from sdk.batch._map import plain_value
 from sdk.batch._map import row_item
+from sdk.batch._map import rows_table
 from sdk.batch._map import template_of
 from sdk.batch._outcome import Decision
 from sdk.batch._outcome import ItemJob
@@ -271,7 +273,7 @@ class ProcessorHooks:
         id_type = _id_type(batch, rows, self.id_column)
         named = PROMPT_COLUMNS if self.template is not None else ()
         schema = pa.schema([("id", id_type), *COLUMNS, *named, (REASK, pa.string())])
-        return pa.Table.from_pylist(out, schema=schema)
+        return rows_table(out, schema)
 
     def settle_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """One row of the processor's output (or of any engine's run of the hooks) as the
@@ -370,7 +372,7 @@ def _id_of(row: Mapping[str, Any], column: str) -> Any:
 def _id_type(batch: pa.Table, rows: list[dict[str, Any]], column: str) -> pa.DataType:
     ids = [row.get("id", row.get(column)) for row in rows]
     numbers = [value for value in ids if value is not None]
-    if numbers and all(isinstance(v, int) and not isinstance(v, bool) for v in numbers):
+    if numbers and all(map(is_int64, numbers)):
         return pa.int64()
     return pa.string()
 

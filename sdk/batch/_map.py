@@ -71,8 +71,10 @@ __all__ = [
     "RowColumns",
     "StructuredMap",
     "contract_of",
+    "is_int64",
     "plain_value",
     "row_item",
+    "rows_table",
     "template_of",
 ]
 
@@ -158,6 +160,8 @@ class StructuredMap:
 
     def __call__(self, batch: Any) -> pa.Table:
         rows = _rows(batch)
+        if not isinstance(batch, pa.Table):
+            _integer_ids(rows, self.id_column)
         future = asyncio.run_coroutine_threadsafe(self._all(rows), self._loop)
         try:
             columns = future.result(timeout=self.timeout)
@@ -232,9 +236,9 @@ class StructuredMap:
         if self.job is not None:  # a job's ids may be strings and integers: as text here
             schema = pa.schema([*schema_for(pa.string()), *_JOB_COLUMNS])
         else:
-            id_type = _id_type(batch, self.id_column)
+            id_type = _id_type(batch, rows, self.id_column)
             schema = schema_for(id_type, prompt=self.template is not None)
-        return pa.Table.from_pylist(columns, schema=schema)
+        return rows_table(columns, schema)
 
 
 class _Named(dict[str, Any]):
@@ -264,9 +268,13 @@ def row_item(
         **{
             key: _decoded(row[key])
             for key in ("prompt", "source", "system", "max_tokens", "messages", "options")
-            if row.get(key) is not None
+            if not _null(row.get(key))
         },
     }
+    if isinstance(row.get("options"), Mapping):
+        # An Arrow struct column (`ray.data.read_json` of lines setting different options)
+        # gives every row every line's keys, the ones it lacks as null: absent, as in its line.
+        record["options"] = {k: v for k, v in record["options"].items() if v is not None}
     if "source" not in record and row.get("document") is not None:
         record["source"] = row["document"]
     template = template_of(prompt)
@@ -328,9 +336,13 @@ def plain_value(value: Any) -> Any:
 
 def _decoded(value: Any) -> Any:
     """A column's value as an input line holds it: `messages` and `options` may come as JSON
-    text (a flat column) or as lists and objects; numpy scalars as Python ones."""
+    text (a flat column) or as lists and objects; numpy scalars as Python ones; a whole float
+    as the integer it was (`max_tokens`: Ray's numpy and pandas batches hold an integer column
+    with a null as floats)."""
     if hasattr(value, "tolist"):
         value = value.tolist()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, str) and value[:1] in ("[", "{"):
         try:
             return json.loads(value)
@@ -370,12 +382,41 @@ def _rows(batch: Any) -> list[dict[str, Any]]:
     return [{key: values[index] for key, values in columns.items()} for index in range(count)]
 
 
-def _id_type(batch: Any, column: str) -> pa.DataType:
-    """The id column's Arrow type in the input (ids come out as they came in)."""
+def _id_type(batch: Any, rows: list[dict[str, Any]], column: str) -> pa.DataType:
+    """The id column's Arrow type in the input (ids come out as they came in): integers when
+    every id of a numpy or pandas batch is one, else text (no id can then fail the table)."""
     if isinstance(batch, pa.Table) and column in batch.column_names:
         return batch.schema.field(column).type
-    sample = next(iter(_rows(batch)), {}).get(column)
-    return pa.int64() if isinstance(sample, int) and not isinstance(sample, bool) else pa.string()
+    ids = [row.get(column) for row in rows if row.get(column) is not None]
+    return pa.int64() if ids and all(map(is_int64, ids)) else pa.string()
+
+
+def is_int64(value: Any) -> bool:
+    """`value` is an integer an Arrow int64 column holds (not a boolean, not past 64 bits)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+
+
+def _integer_ids(rows: list[dict[str, Any]], column: str) -> None:
+    """Integer ids given back where Ray's numpy and pandas batches made floats of them: an
+    integer column with a null arrives as floats with NaN. Only when every id is such a float
+    (whole, or NaN for the null: that row fails alone, with no id)."""
+    ids = [row.get(column) for row in rows]
+    if not ids or not all(isinstance(i, float) and (math.isnan(i) or i.is_integer()) for i in ids):
+        return
+    for row, value in zip(rows, ids, strict=True):
+        assert isinstance(value, float)
+        row[column] = None if math.isnan(value) else int(value)
+
+
+def rows_table(columns: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Decided rows as one Arrow table: with text ids, an id of another kind (a float, a
+    boolean: its row failed, an id is a string or an integer) as its JSON text, so no row's id
+    fails the block."""
+    if schema.field("id").type == pa.string():
+        for row in columns:
+            if row["id"] is not None and not isinstance(row["id"], str):
+                row["id"] = json.dumps(plain_value(row["id"]))
+    return pa.Table.from_pylist(columns, schema=schema)
 
 
 def _public_row(index: int, item_id: str, number: bool) -> ItemRow:

@@ -29,6 +29,7 @@ its own connections.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -160,7 +161,8 @@ class RedisCache:
 
     def put(self, key: str, entry: Entry) -> None:
         value = entry.encode(key).encode("utf-8")  # (a lone surrogate: not stored, said)
-        expiry = int(self.ttl * 1000) if self.ttl is not None else None
+        # (Redis's PX: whole milliseconds, at least 1; `ttl` admits any positive seconds)
+        expiry = max(1, math.ceil(self.ttl * 1000)) if self.ttl is not None else None
         with self._errors("storing an entry"):
             self._redis().set(self._entry_key(key), value, px=expiry)
 

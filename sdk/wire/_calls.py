@@ -198,6 +198,11 @@ def _started(
 ) -> Attempts:
     """The call a client would start (every check made), with `retries` invalid-output
     retries and no transport retries (the caller resends)."""
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(
+            f"options must be a mapping of call options (max_tokens=, temperature=, ...), not "
+            f"{type(options).__name__}"
+        )
     given = dict(options or {})
     for name, why in _REFUSED_OPTIONS.items():
         if given.get(name) not in (None, False):
@@ -281,7 +286,12 @@ def _judged(
             completion = Completion(reply, stop, finish_reason, usage or Usage())
         else:
             if isinstance(reply, Mapping):
-                body = json.dumps(reply, ensure_ascii=False).encode()
+                try:
+                    body = json.dumps(reply, ensure_ascii=False).encode()
+                except (TypeError, ValueError) as error:  # (a set, an object, a cycle)
+                    raise TypeError(
+                        f"the reply body must be a mapping of JSON values: {error}"
+                    ) from error
             elif isinstance(reply, bytes):
                 body = reply
             else:

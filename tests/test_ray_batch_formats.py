@@ -1,0 +1,160 @@
+"""`StructuredMap` on each batch format Ray hands it (no cluster: the class called as Ray calls
+it, against the local test server, real HTTP).
+
+Ray's default batch format is numpy (a dict of arrays), and an integer column with one null
+arrives there, and in pandas, as floats with NaN. A row without an id is that row's failure:
+the other rows keep their integer ids and are asked, and `__call__` never raises (an exception
+there fails the whole Ray job).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from contracts import Decision  # noqa: E402
+from sdk.batch._setup import local_clients  # noqa: E402
+from sdk.ray import ProcessorHooks  # noqa: E402
+from sdk.ray import StructuredMap  # noqa: E402
+from tests.local_support import LocalServer  # noqa: E402
+
+
+def _table() -> Any:
+    return pa.table(
+        {
+            "id": pa.array([1, None, 3], pa.int64()),
+            "prompt": ["Approve?"] * 3,
+            "source": ["Refund 1: 12 EUR.", "Refund 2: 3 EUR.", "Refund 3: 9 EUR."],
+        }
+    )
+
+
+def _numpy(table: Any) -> dict[str, Any]:
+    """The batch Ray's default format gives (`Table.to_numpy`, as Ray converts a block)."""
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+
+
+@pytest.mark.parametrize("form", ["arrow", "numpy", "pandas"])
+def test_a_row_without_an_id_fails_alone_in_every_batch_format(
+    server: LocalServer, form: str
+) -> None:
+    table = _table()
+    batch = {"arrow": table, "numpy": _numpy(table), "pandas": table.to_pandas()}[form]
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    mapper = StructuredMap(Decision, factory, in_flight=2, timeout=120)
+    out = mapper(batch)
+    assert out.schema.field("id").type == pa.int64()
+    rows = out.to_pylist()
+    assert [row["id"] for row in rows] == [1, None, 3]
+    assert [row["outcome"] for row in rows] == ["ok", "failed", "ok"]
+    assert rows[1]["error_type"] == "BatchInputError" and rows[1]["attempts"] == 0
+    assert len(server.bodies("/v1/chat/completions")) == 2  # the row without an id never sent
+
+
+def test_ids_of_mixed_kinds_in_a_pandas_batch_come_out_as_text_and_never_fail_the_batch(
+    server: LocalServer,
+) -> None:
+    pandas = pytest.importorskip("pandas")
+    batch = pandas.DataFrame(
+        {"id": [1, "a-2", 2.5], "prompt": ["Approve?"] * 3, "source": ["Refund: 12 EUR."] * 3}
+    )
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    out = StructuredMap(Decision, factory, in_flight=2, timeout=120)(batch)
+    assert out.schema.field("id").type == pa.string()
+    rows = out.to_pylist()
+    assert [row["id"] for row in rows] == ["1", "a-2", "2.5"]
+    assert [row["outcome"] for row in rows] == ["ok", "ok", "failed"]
+    assert rows[2]["error_type"] == "BatchInputError"
+
+
+@pytest.mark.parametrize("form", ["arrow", "numpy", "pandas"])
+def test_a_null_max_tokens_is_the_default_and_leaves_the_other_rows_their_own(
+    server: LocalServer, form: str
+) -> None:
+    table = _table().set_column(0, "id", pa.array([1, 2, 3], pa.int64()))
+    table = table.append_column("max_tokens", pa.array([100, None, 200], pa.int64()))
+    batch = {"arrow": table, "numpy": _numpy(table), "pandas": table.to_pandas()}[form]
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    out = StructuredMap(Decision, factory, in_flight=1, timeout=120, max_tokens=300)(batch)
+    assert out.column("outcome").to_pylist() == ["ok", "ok", "ok"]
+    sent = sorted(body["max_tokens"] for body in server.bodies("/v1/chat/completions"))
+    assert sent == [100, 200, 300]
+
+
+def test_the_hooks_settle_a_block_of_float_ids_without_failing_it(server: LocalServer) -> None:
+    # A CSV's id column with a gap is read as floats: each row fails alone (an id is a string
+    # or an integer), and the block still comes out.
+    hooks = ProcessorHooks(Decision, model="bench-model", retries=0)
+    rows = [{"id": 1.5, "prompt": "Approve?", "source": "Refund: 12 EUR."},
+            {"id": None, "prompt": "Approve?", "source": "Refund: 3 EUR."}]  # fmt: skip
+    out = []
+    for row in rows:
+        prepared = hooks.http_preprocess(dict(row))
+        assert prepared["__inference_error__"]  # never sent
+        out.append({**row, **prepared})
+    names = list(dict.fromkeys(name for row in out for name in row))
+    settled = hooks.settle(pa.Table.from_pylist([{n: row.get(n) for n in names} for row in out]))
+    assert settled.column("id").to_pylist() == ["1.5", None]
+    assert settled.column("outcome").to_pylist() == ["failed", "failed"]
+    assert settled.column("error_type").to_pylist() == ["BatchInputError"] * 2
+    assert server.bodies("/v1/chat/completions") == []
+
+
+def test_lines_setting_different_options_each_keep_their_own(server: LocalServer) -> None:
+    # `ray.data.read_json` makes an `options` struct column of every line's keys: a row gets
+    # the keys it lacks as null. On main both rows failed ("seed must be a whole number, not
+    # None", "temperature must be a number, not None"); `sdk batch` asks both.
+    table = pa.Table.from_pylist(
+        [
+            {
+                "id": "a",
+                "prompt": "Approve?",
+                "source": "Refund: 12 EUR.",
+                "options": {"temperature": 0.5},
+            },
+            {"id": "b", "prompt": "Approve?", "source": "Refund: 3 EUR.", "options": {"seed": 3}},
+        ]
+    )
+    assert table.column("options").to_pylist()[0] == {"temperature": 0.5, "seed": None}
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    out = StructuredMap(Decision, factory, in_flight=1, timeout=120)(table)
+    assert out.column("outcome").to_pylist() == ["ok", "ok"]
+    sent = {
+        (body.get("temperature"), body.get("seed"))
+        for body in server.bodies("/v1/chat/completions")
+    }
+    assert sent == {(0.5, None), (None, 3)}
+
+
+def test_integer_ids_past_int64_come_out_as_text(server: LocalServer) -> None:
+    # A pandas object column of Python ints, one past int64: on main the table was int64 and
+    # Arrow's overflow raised out of `__call__`.
+    pandas = pytest.importorskip("pandas")
+    batch = pandas.DataFrame(
+        {"id": [1, 2**70], "prompt": ["Approve?"] * 2, "source": ["Refund: 12 EUR."] * 2},
+        dtype=object,
+    )
+    factory = functools.partial(
+        local_clients,
+        {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
+    )
+    out = StructuredMap(Decision, factory, in_flight=2, timeout=120)(batch)
+    assert out.schema.field("id").type == pa.string()
+    assert out.column("id").to_pylist() == ["1", str(2**70)]
+    assert out.column("outcome").to_pylist()[0] == "ok"
