@@ -149,8 +149,8 @@ def _new_gate() -> threading.RLock:
 
 
 def inside() -> int:
-    """How many threads other than the caller are inside a gated region now (for tests and
-    the fork's warning)."""
+    """How many threads other than the caller are inside a gated region now (for tests: the
+    fork counts those it could not wait out itself)."""
     own = getattr(_gate_of, "gate", None)
     with _registering:  # (a set another thread adds to is not iterated)
         gates = list(_gates)

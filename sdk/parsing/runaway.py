@@ -35,8 +35,7 @@ class RunawayBound:
     def __post_init__(self) -> None:
         for name in ("whitespace", "repetition"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 8):  # fmt: skip
+            if value is not None and (not _whole(value) or value < 8):
                 raise ValueError(f"RunawayBound.{name} is a whole number >= 8, or None")
         # (Checked here, where it is set: the watch builds a span per piece size on every
         # streamed attempt, so a huge `longest_piece` would cost each attempt before it starts.)

@@ -33,7 +33,8 @@ class LintCode(StrEnum):
     RECURSIVE_SCHEMA = "recursive-schema"
     """A definition that refers to itself, for a provider that compiles no recursion."""
     UNBOUNDED_OUTPUT = "unbounded-output"
-    """A list or free string with no upper bound on a local target: room for a runaway reply."""
+    """A list, map or free string with no upper bound on a local target: room for a runaway
+    reply."""
     BAD_SUPPRESSION = "bad-suppression"
     """A `lint_ignore` entry with an unknown code, no reason, or a pointer to nothing."""
 
