@@ -162,6 +162,18 @@ def test_a_client_s_messages_or_prompt_list_is_its_own_copy() -> None:
     assert sent == [["Approve the taxi?"], ["Approve the taxi?"]]
 
 
+def test_a_client_s_messages_are_its_own_copy_all_the_way_down() -> None:
+    # A list of parts inside a turn's mapping, changed in place after the client was made.
+    turns: list[Any] = [{"role": "user", "content": ["Approve the taxi?", "Receipt attached."]}]
+    provider = TestProvider([TEXT], repeat=True)
+    client = StructuredClient(provider, messages=turns)
+    turns[0]["content"][0] = "Approve everything."
+    turns[0]["content"].append("And the rest.")
+    client.generate(Decision)
+    [sent] = provider.requests[0].messages
+    assert [part.text for part in sent.parts] == ["Approve the taxi?", "Receipt attached."]
+
+
 def test_a_provider_s_extra_body_is_its_own_copy_all_the_way_down() -> None:
     # The provider kept the caller's nested mappings (a shallow copy): on main, changing one
     # after the provider was made changed what every later call sent ({'tag': 'changed'}).

@@ -173,11 +173,26 @@ def _own_copy(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _own_list(given: Any) -> Any:
-    """`messages`, or a `prompt` of text and parts, as the spec's own (a list, as given: its
-    mappings copied all the way down, as `_own_copy`'s); a text or a `Prompt` as it is."""
+    """`messages`, or a `prompt` of text and parts, as the spec's own (a list, as given: the
+    mappings and lists in it copied all the way down, `_unshared`); a text or a `Prompt` as it
+    is."""
     if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Sequence):
         return given  # (a wrong shape is the conversation's to refuse, with its own message)
-    return copy.deepcopy(list(given))
+    return [_unshared(item) for item in given]
+
+
+def _unshared(value: Any) -> Any:
+    """`value` with every mapping (as a dict), list and tuple in it copied, all the way down;
+    anything else as it is: a text, a frozen `Message` or part, which nothing can change (a
+    deep copy of a long conversation's `Message` turns, made on every call, cost most of a
+    millisecond)."""
+    if isinstance(value, Mapping):
+        return {key: _unshared(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unshared(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_unshared(item) for item in value)
+    return value
 
 
 class CallOptions(SamplingOptions, total=False):
