@@ -339,6 +339,23 @@ def test_text_with_its_finish_reason_makes_the_live_decision(family: Family) -> 
     assert broken.value.text == text[:-9] and len(broken.value.attempts) == 1
 
 
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f.name in ("vllm", "llamacpp")],
+                         ids=lambda family: family.name)  # fmt: skip
+def test_text_without_its_finish_reason_is_not_success_and_says_what_to_pass(
+    family: Family,
+) -> None:
+    """Stop reason first: text with no finish reason is not a finished reply (the error the
+    live call gives an unknown stop), and the error says which argument was missing (on main
+    it said only that generation stopped with "other")."""
+    text = json.dumps(DECISION)
+    for read in (read_reply, follow_up):
+        with pytest.raises(StructuredOutputError) as unknown:
+            read(family.name, Decision, PROMPT, text, settings=family.settings)
+        assert unknown.value.text == text
+        notes = getattr(unknown.value, "__notes__", [])
+        assert any("finish_reason" in note for note in notes), notes
+
+
 @pytest.mark.parametrize(("family", "kind"), CASES)
 def test_the_follow_up_request_is_the_live_re_ask(family: Family, kind: Kind) -> None:
     _, server = _live(family, kind, [kind.bad, kind.good], retries=1, source=SOURCE)

@@ -184,7 +184,14 @@ def _decided(
     options = keywords.get("options")
     machine = _started(sending, output, item, options, retries=retries, streaming=False)
     finish_reason, usage = keywords.get("finish_reason"), keywords.get("usage")
-    return machine, _judged(machine, sending, reply, finish_reason, usage)
+    decision = _judged(machine, sending, reply, finish_reason, usage)
+    if isinstance(decision, Fail) and isinstance(reply, str) and finish_reason is None:
+        # Not success, as a live call's unknown stop is not; but the likely cause is ours.
+        decision.error.add_note(
+            "the text came without its finish_reason: pass the one the engine reported "
+            '(finish_reason="stop", "length", ...)'
+        )
+    return machine, decision
 
 
 def _started(
