@@ -25,7 +25,9 @@ import threading
 import time
 from collections.abc import Callable
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from contextlib import closing
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -175,10 +177,20 @@ def test_a_child_forked_while_its_parent_holds_a_lock_uses_what_it_guards(
     held: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     lock, work = _sites(held, tmp_path, request)
+    with _held_by_another_thread(lambda: lock):
+        hung, exitcode = _run_forked(work)
+    assert not hung, f"the forked child waited for the {held} lock its parent held"
+    assert exitcode == 0
+
+
+@contextmanager
+def _held_by_another_thread(enter: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
+    """The body runs while another thread is inside `enter()` (a lock, the fork gate); that
+    thread leaves when the body ends, and is joined within `WAIT`."""
     holding, release = threading.Event(), threading.Event()
 
     def holds() -> None:
-        with lock:
+        with enter():
             holding.set()
             release.wait(WAIT)
 
@@ -186,12 +198,11 @@ def test_a_child_forked_while_its_parent_holds_a_lock_uses_what_it_guards(
     thread.start()
     try:
         assert holding.wait(WAIT)
-        hung, exitcode = _run_forked(work)
+        yield
     finally:
         release.set()
         thread.join(WAIT)
-    assert not hung, f"the forked child waited for the {held} lock its parent held"
-    assert exitcode == 0
+        assert not thread.is_alive()
 
 
 def _run_forked(target: Callable[[], None]) -> tuple[bool, int | None]:
@@ -455,24 +466,11 @@ def test_a_fork_goes_on_past_the_bound_with_a_warning(
     # the SDK itself sets inside SQLite (a write's busy timeout, a query's time bound).
     assert max(_sqlite.DEFAULT_TIMEOUT, QUERY_TIMEOUT) < _fork.GATE_BOUND
     monkeypatch.setattr(_fork, "GATE_BOUND", 0.5)
-    holding, release = threading.Event(), threading.Event()
-
-    def holds() -> None:
-        with _fork.gate():
-            holding.set()
-            release.wait(WAIT)
-
-    thread = threading.Thread(target=holds)
-    thread.start()
-    try:
-        assert holding.wait(WAIT)
+    with _held_by_another_thread(_fork.gate):
         began = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="sdk.fork"):
             child, worked = _a_child_reports(lambda: _generated_twice_in(tmp_path / "c.sqlite"))
         waited = time.monotonic() - began
-    finally:
-        release.set()
-        thread.join(WAIT)
     assert worked and child.exitcode == 0
     assert waited >= 0.5
     assert [r.getMessage() for r in caplog.records if r.name == "sdk.fork"] == [
