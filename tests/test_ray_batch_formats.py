@@ -113,10 +113,15 @@ def test_the_hooks_settle_a_block_of_float_ids_without_failing_it(server: LocalS
     assert server.bodies("/v1/chat/completions") == []
 
 
-def test_lines_setting_different_options_each_keep_their_own(server: LocalServer) -> None:
+@pytest.mark.parametrize("form", ["arrow", "numpy", "pandas"])
+def test_lines_setting_different_options_each_keep_their_own(
+    server: LocalServer, form: str
+) -> None:
     # `ray.data.read_json` makes an `options` struct column of every line's keys: a row gets
     # the keys it lacks as null. On main both rows failed ("seed must be a whole number, not
-    # None", "temperature must be a number, not None"); `sdk batch` asks both.
+    # None", "temperature must be a number, not None"); `sdk batch` asks both. Ray's numpy and
+    # pandas batches hold the struct's `seed` as 3.0: that row failed there ("seed must be a
+    # whole number, not 3.0"), while a whole `temperature` stays a float, as `sdk batch` sends it.
     table = pa.Table.from_pylist(
         [
             {
@@ -126,20 +131,29 @@ def test_lines_setting_different_options_each_keep_their_own(server: LocalServer
                 "options": {"temperature": 0.5},
             },
             {"id": "b", "prompt": "Approve?", "source": "Refund: 3 EUR.", "options": {"seed": 3}},
+            {
+                "id": "c",
+                "prompt": "Approve?",
+                "source": "Refund: 5 EUR.",
+                "options": {"temperature": 1.0, "seed": 7},
+            },
         ]
     )
     assert table.column("options").to_pylist()[0] == {"temperature": 0.5, "seed": None}
+    batch = {"arrow": table, "numpy": _numpy(table), "pandas": table.to_pandas()}[form]
     factory = functools.partial(
         local_clients,
         {"provider": "vllm", "model": "bench-model", "base_urls": [server.url], "retries": 0},
     )
-    out = StructuredMap(Decision, factory, in_flight=1, timeout=120)(table)
-    assert out.column("outcome").to_pylist() == ["ok", "ok"]
-    sent = {
+    out = StructuredMap(Decision, factory, in_flight=1, timeout=120)(batch)
+    assert out.column("outcome").to_pylist() == ["ok", "ok", "ok"]
+    sent = [
         (body.get("temperature"), body.get("seed"))
         for body in server.bodies("/v1/chat/completions")
-    }
-    assert sent == {(0.5, None), (None, 3)}
+    ]
+    assert sorted(sent, key=repr) == sorted([(0.5, None), (None, 3), (1.0, 7)], key=repr)
+    assert {type(seed) for _, seed in sent} == {type(None), int}
+    assert {type(temperature) for temperature, _ in sent} == {type(None), float}
 
 
 def test_integer_ids_past_int64_come_out_as_text(server: LocalServer) -> None:
@@ -158,3 +172,17 @@ def test_integer_ids_past_int64_come_out_as_text(server: LocalServer) -> None:
     assert out.schema.field("id").type == pa.string()
     assert out.column("id").to_pylist() == ["1", str(2**70)]
     assert out.column("outcome").to_pylist()[0] == "ok"
+
+
+def test_an_options_struct_member_that_is_nan_is_an_option_not_set() -> None:
+    # A numpy or pandas batch writes a numeric member's null as NaN: on main the row kept
+    # `temperature: nan` and failed ("temperature must be ... not nan").
+    from sdk.batch._map import row_item
+
+    row = {"id": 1, "prompt": "Approve?", "source": "Refund: 12 EUR.",
+           "options": {"temperature": float("nan"), "seed": 3.0, "top_p": 1.0}}  # fmt: skip
+    item, record = row_item(Decision, row, "id", None)
+    assert record["options"] == {"seed": 3, "top_p": 1.0}
+    assert type(record["options"]["seed"]) is int
+    assert type(record["options"]["top_p"]) is float
+    assert item.options == {"seed": 3, "top_p": 1.0}

@@ -63,6 +63,7 @@ from sdk.batch._outcome import decide_live
 from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
+from sdk.engine.options import whole_number_options
 from sdk.prompt import Prompt
 
 __all__ = [
@@ -274,7 +275,14 @@ def row_item(
     if isinstance(row.get("options"), Mapping):
         # An Arrow struct column (`ray.data.read_json` of lines setting different options)
         # gives every row every line's keys, the ones it lacks as null: absent, as in its line.
-        record["options"] = {k: v for k, v in record["options"].items() if v is not None}
+        # Ray's numpy and pandas batches hold such a struct's integer field as floats (its
+        # nulls NaN): a whole float is the integer it was where the option takes whole numbers
+        # alone (`seed`, not `temperature`, whose 1.0 stays 1.0 as `sdk batch` sends it).
+        record["options"] = {
+            name: int(value) if _whole_float(value) and name in whole_number_options() else value
+            for name, value in record["options"].items()
+            if not _null(value)
+        }
     if "source" not in record and row.get("document") is not None:
         record["source"] = row["document"]
     template = template_of(prompt)
@@ -349,6 +357,10 @@ def _decoded(value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+def _whole_float(value: Any) -> bool:
+    return isinstance(value, float) and value.is_integer()
 
 
 def _null(value: Any) -> bool:

@@ -96,6 +96,7 @@ __all__ = [
     "Reasoning",
     "cache_of",
     "declarations",
+    "whole_number_options",
 ]
 
 Layer = Literal["inputs", "transport", "parsing", "attempts", "output", "call"]
@@ -534,6 +535,18 @@ def _members(annotation: Any) -> tuple[Any, ...]:
     if origin in (Union, types.UnionType):
         return tuple(member for arg in get_args(annotation) for member in _members(arg))
     return (annotation,)
+
+
+@functools.cache
+def whole_number_options() -> frozenset[str]:
+    """The options whose values are whole numbers alone (`int` is a member of the type, `float`
+    is not: `seed`, `max_tokens`, `retries`), for readers of tables that hold integers as
+    floats."""
+    return frozenset(
+        name
+        for name, declared in declarations().items()
+        if int in (members := _members(declared.annotation)) and float not in members
+    )
 
 
 def _unknown(name: str, where: str, keywords: frozenset[str], per_call: bool) -> TypeError:
