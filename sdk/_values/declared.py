@@ -44,6 +44,8 @@ __all__ = [
     "describe",
     "did_you_mean",
     "keywords_of",
+    "union_members",
+    "whole_numbers_only",
     "wrong_values",
 ]
 
@@ -362,3 +364,21 @@ def _hints(cls: type) -> dict[str, Any]:
     if hints is None:
         hints = _HINTS[cls] = get_type_hints(cls, include_extras=True)
     return hints
+
+
+def union_members(annotation: Any) -> tuple[Any, ...]:
+    """A union's members (nested unions flattened; `Annotated` metadata dropped)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return union_members(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return tuple(member for arg in get_args(annotation) for member in union_members(arg))
+    return (annotation,)
+
+
+def whole_numbers_only(annotation: Any) -> bool:
+    """Whether a value of type `annotation` that is a number is a whole number alone (`int` is a
+    member, `float` is not): where a table holds integers as floats (a numeric column with a
+    null, in numpy and pandas), a whole float there is the integer it was."""
+    members = union_members(annotation)
+    return int in members and float not in members

@@ -53,6 +53,7 @@ import pyarrow as pa
 from sdk._rows import decided_row
 from sdk._rows import schema_for
 from sdk._values.declared import check_keywords
+from sdk._values.declared import whole_numbers_only
 from sdk.batch._items import InputItem
 from sdk.batch._items import parse_item
 from sdk.batch._local import run_item
@@ -303,13 +304,23 @@ def _variables(template: type[Prompt], row: Mapping[str, Any], record: dict[str,
     Ray's numpy and pandas batches write a numeric column's nulls so). The rest of
     the line (a `prompt` column beside variables, say) is as the row gives it, and
     `parse_item` refuses what a job's line may not hold."""
+    fields = template.Inputs.model_fields
     given = row.get("variables")
     if given is not None:
-        record["variables"] = _plain(_decoded(given))
+        variables = _plain(_decoded(given))
+        if isinstance(given, Mapping) and isinstance(variables, dict):  # a struct column
+            # (a NaN member is null, as in the Arrow struct; the other members as declared)
+            variables = {
+                name: _member(value, fields.get(name)) for name, value in variables.items()
+            }
+        record["variables"] = variables
         return
-    names = template.Inputs.model_fields
-    record["variables"] = {name: _plain(row[name]) for name in names if not _null(row.get(name))}
-    for name in names:
+    record["variables"] = {
+        name: _whole(_plain(row[name]), field.annotation)
+        for name, field in fields.items()
+        if not _null(row.get(name))
+    }
+    for name in fields:
         if name in ("prompt", "system", "messages"):
             record.pop(name, None)
 
@@ -361,6 +372,21 @@ def _decoded(value: Any) -> Any:
 
 def _whole_float(value: Any) -> bool:
     return isinstance(value, float) and value.is_integer()
+
+
+def _member(value: Any, field: Any) -> Any:
+    """A struct member's value as its line held it: NaN (a null in a numeric member of Ray's
+    numpy and pandas batches) is `None`, a whole float the integer it was (`_whole`)."""
+    if _null(value):
+        return None
+    return _whole(value, field.annotation) if field is not None else value
+
+
+def _whole(value: Any, annotation: Any) -> Any:
+    """A template variable's value: a whole float is the integer it was where the variable
+    takes whole numbers alone (Ray's numpy and pandas batches hold an integer column with a
+    null as floats)."""
+    return int(value) if _whole_float(value) and whole_numbers_only(annotation) else value
 
 
 def _null(value: Any) -> bool:

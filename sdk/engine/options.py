@@ -33,7 +33,6 @@ import copy
 import functools
 import os
 import time
-import types
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -45,9 +44,7 @@ from typing import Any
 from typing import Final
 from typing import Literal
 from typing import TypeVar
-from typing import Union
 from typing import get_args
-from typing import get_origin
 from typing import get_type_hints
 
 from sdk._values.declared import AtLeast
@@ -56,6 +53,8 @@ from sdk._values.declared import Positive
 from sdk._values.declared import bounds_of
 from sdk._values.declared import check
 from sdk._values.declared import did_you_mean
+from sdk._values.declared import union_members
+from sdk._values.declared import whole_numbers_only
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
 from sdk.calibration import Calibration
@@ -524,17 +523,7 @@ def _takes_any_text(name: str) -> bool:
     range): a call's prompt and source are then checked by their type alone (the walk of the
     declared type costs more than the rest of a call's setup)."""
     annotation = declarations()[name].annotation
-    return str in _members(annotation) and not bounds_of(annotation)
-
-
-def _members(annotation: Any) -> tuple[Any, ...]:
-    """A union's members (nested unions flattened; `Annotated` metadata dropped)."""
-    origin = get_origin(annotation)
-    if origin is Annotated:
-        return _members(get_args(annotation)[0])
-    if origin in (Union, types.UnionType):
-        return tuple(member for arg in get_args(annotation) for member in _members(arg))
-    return (annotation,)
+    return str in union_members(annotation) and not bounds_of(annotation)
 
 
 @functools.cache
@@ -543,9 +532,7 @@ def whole_number_options() -> frozenset[str]:
     is not: `seed`, `max_tokens`, `retries`), for readers of tables that hold integers as
     floats."""
     return frozenset(
-        name
-        for name, declared in declarations().items()
-        if int in (members := _members(declared.annotation)) and float not in members
+        name for name, declared in declarations().items() if whole_numbers_only(declared.annotation)
     )
 
 
