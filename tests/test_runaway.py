@@ -21,6 +21,9 @@ from sdk.parsing.runaway import RunawayWatch
 from sdk.providers._base import Completion
 from sdk.providers.test import TestProvider
 from sdk.stop_reason import StopReason
+from tests.promise_wire import SETUPS
+from tests.promise_wire import Say
+from tests.promise_wire import Setup
 
 
 class Order(Contract):
@@ -209,3 +212,31 @@ def test_the_watch_sees_what_the_whole_text_shows(
         assert watch.text == text[:read]
         if seen is not None:
             break
+
+
+# What the stream says a reply cost before it ends: Anthropic's `message_start` (the fixture's
+# 412 input tokens), each Gemini chunk (212 prompt tokens, 128 of them cached); the other wires
+# say it only at the end, which a stopped reply never reaches.
+_SAID_BEFORE_THE_END = {
+    "anthropic": {"input_tokens": 412},
+    "gemini": {"input_tokens": 212, "cache_read_tokens": 128, "reasoning_tokens": 132},
+}
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda setup: setup.name)
+def test_a_stopped_reply_is_charged_for_what_its_stream_said_it_cost(setup: Setup) -> None:
+    # On main every attempt stopped for runaway output held its output tokens alone: the input
+    # tokens Anthropic and Gemini had said were missing from the usage and the cost.
+    provider, _ = setup.build([Say(RUNAWAY, stop="max_tokens")], sync=True)
+    client = StructuredClient(provider, retries=0)
+    with pytest.raises(RunawayOutput) as raised:
+        list(client.stream(Order, prompt="What did Dmitri buy?"))
+    error = raised.value
+    attempt = error.attempts[-1]  # (a fallback's first provider is down: its 503s before it)
+    answering = "anthropic" if setup.name == "fallback" else setup.name
+    said = _SAID_BEFORE_THE_END.get(answering, {})
+    assert {name: getattr(attempt.usage, name) for name in said} == said
+    if not said:
+        assert attempt.usage.input_tokens == 0
+    assert attempt.usage.output_tokens == error.tokens > 0
+    assert error.usage == attempt.usage  # the call's whole cost (a 503 costs nothing)

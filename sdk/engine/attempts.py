@@ -423,7 +423,7 @@ class Attempts:
                 text=error.text,
                 stop_reason=None,
                 raw_stop_reason=None,
-                usage=Usage(output_tokens=error.tokens),
+                usage=error.usage,  # (the stream's input tokens, where it said them)
                 error=error,
                 max_tokens=self._max_tokens,
                 provider=self.provider.name,
@@ -438,7 +438,7 @@ class Attempts:
             text=error.text,
             stop_reason=StopReason.OTHER,
             raw_stop_reason=None,
-            usage=Usage(output_tokens=error.tokens),
+            usage=error.usage,
             model=self.provider.model,
         )
         return self._after_failure(error, stopped)

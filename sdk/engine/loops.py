@@ -14,8 +14,10 @@ from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
+from sdk._values.records import Usage
 from sdk.engine.attempts import Attempts
 from sdk.engine.attempts import Done
 from sdk.engine.attempts import Fail
@@ -79,6 +81,7 @@ class _Shown:
         self._watch = RunawayWatch(machine.runaway) if machine.runaway is not None else None
         self.last: Any = None
         self.completion: Completion | None = None
+        self._usage: Usage | None = None  # what the stream said the reply cost so far
 
     def show(self, item: TextDelta | Completion) -> list[Any]:
         """What the view shows of one item; `RunawayOutput` raised (ending the stream, which
@@ -86,10 +89,12 @@ class _Shown:
         if isinstance(item, Completion):
             self.completion = item
             return []
+        if item.usage is not None:
+            self._usage = item.usage
         if self._watch is not None:
             runaway = self._watch.feed(item.text)
             if runaway is not None:
-                raise _runaway_error(self._watch, runaway)
+                raise _runaway_error(self._watch, runaway, self._usage or Usage())
         return self._keep(self._view.feed(item))
 
     def end(self) -> list[Any]:
@@ -105,17 +110,20 @@ class _Shown:
         return shown
 
 
-def _runaway_error(watch: RunawayWatch, runaway: Runaway) -> RunawayOutput:
-    """The error of a stopped reply: what ran away, where in the document, what it cost."""
+def _runaway_error(watch: RunawayWatch, runaway: Runaway, said: Usage) -> RunawayOutput:
+    """The error of a stopped reply: what ran away, where in the document, what it cost (`said`:
+    what the stream said so far, its input tokens; its output, at least a token a piece)."""
     from sdk.diagnostics import char_pointers
 
     owners = char_pointers(watch.text)
     pointer = owners[runaway.start] if runaway.start < len(owners) else ""
-    said = runaway.describe()
-    problem = f"the reply ran away here: {said}; write each value once and finish the document"
+    what = runaway.describe()
+    problem = f"the reply ran away here: {what}; write each value once and finish the document"
+    tokens = max(watch.deltas, said.output_tokens)
     return RunawayOutput(
-        f"runaway output stopped after {watch.deltas} streamed pieces: {said}",
-        tokens=watch.deltas,
+        f"runaway output stopped after {watch.deltas} streamed pieces: {what}",
+        tokens=tokens,
+        usage=replace(said, output_tokens=tokens),
         piece=runaway.piece,
         start=runaway.start,
         text=watch.text,

@@ -186,6 +186,10 @@ class TextDelta:
     """A piece of the document as it streams in."""
 
     text: str
+    usage: Usage | None = None
+    """What the reply has cost so far, where the stream says it before it ends (Anthropic's
+    `message_start` gives the input tokens, each Gemini chunk the counts so far): a reply the SDK
+    stops (`RunawayOutput`) is then charged for its input too. `None` where it does not."""
 
 
 @dataclass(frozen=True, slots=True)

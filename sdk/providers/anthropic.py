@@ -395,7 +395,7 @@ class AnthropicStreamReader:
                 self._thinking.append(delta.thinking)
             if piece:
                 self._parts.append(piece)
-                return TextDelta(piece)
+                return TextDelta(piece, self._usage)  # (its input tokens, from `message_start`)
         elif event.type == "message_delta":
             self._stop = event.delta.stop_reason
             if event.delta.stop_details is not None:

@@ -307,7 +307,7 @@ class GeminiStreamReader:
             self._message = candidate.finish_message or self._message
         if piece:
             self._parts.append(piece)
-            return TextDelta(piece)
+            return TextDelta(piece, self._usage)
         return None
 
     def finish(self) -> Completion:
