@@ -76,6 +76,7 @@ class RayBackend(LocalBackend):
         **layout: Unpack[RayLayout],
     ) -> None:
         check_keywords(layout, RayLayout, "RayBackend()")
+        _require_ray()  # here, before a job's files are made, and not at the run's first page
         address, actors = layout.get("address"), layout.get("actors", 2)
         in_flight, batch_size = layout.get("in_flight", 16), layout.get("batch_size", 64)
         page = layout.get("page", 20_000)
@@ -117,6 +118,16 @@ class RayBackend(LocalBackend):
             context.enable_progress_bars = bars
             if started:
                 ray.shutdown()
+
+
+def _require_ray() -> None:
+    """Ray Data can be imported, or an `ImportError` naming the extra (the CLI's exit 2)."""
+    try:
+        import ray.data  # noqa: F401
+    except ImportError as missing:
+        raise ImportError(
+            f"--engine ray needs the ray extra: pip install 'structured-sdk[ray]' ({missing})"
+        ) from missing
 
 
 @dataclass
