@@ -57,3 +57,13 @@ def test_batch_engine_ray_without_the_ray_extra_exits_2_before_making_the_job(
     assert "Traceback" not in done.stderr
     assert "pip install 'structured-sdk[ray]'" in done.stderr
     assert not out.exists() and not Path(f"{out}.job.db").exists()
+
+
+def test_redis_cache_without_the_redis_extra_names_it(tmp_path: Path) -> None:
+    code = "from sdk.cache import RedisCache\nRedisCache('redis://localhost:6379/0')"
+    done = _without(("redis",), code, tmp_path)
+    assert done.returncode == 1
+    assert (
+        "ImportError: RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
+        in done.stderr
+    )
