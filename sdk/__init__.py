@@ -7,6 +7,7 @@ you can trust to the degree machines can check, or a typed error that says what 
 from typing import TYPE_CHECKING
 
 from sdk._lazy import lazy_names
+from sdk._lazy import listed
 
 if TYPE_CHECKING:
     from sdk._result import Attempt
@@ -169,9 +170,7 @@ _PUBLIC = {
 
 __getattr__ = lazy_names(__name__, {n: module for module, names in _PUBLIC.items() for n in names})
 
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__dir__ = listed(globals())
 
 
 __version__ = "0.1.0"

@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 from typing import Final
 
-__all__ = ["imported", "lazy_names"]
+__all__ = ["imported", "lazy_names", "listed"]
 
 _DEADLOCK_RETRIES: Final = 64
 """How many import deadlocks one first use waits out (about 3 s of pauses in all); past them
@@ -55,3 +55,14 @@ def lazy_names(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def listed(namespace: Mapping[str, Any]) -> Callable[[], list[str]]:
+    """A module `__dir__` for the module whose `globals()` is `namespace`: its names and those of
+    its `__all__`, the ones loaded on first use included (so that `dir()`, a REPL's completion
+    and `help()` find them)."""
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(namespace.get("__all__", ())))
+
+    return __dir__

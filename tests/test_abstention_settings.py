@@ -225,3 +225,19 @@ def test_a_threshold_by_hand_that_is_not_a_number_says_so(threshold: object) -> 
     with pytest.raises((TypeError, ValueError), match=r"/carrier.*a number") as refused:
         Thresholds.fixed({"/carrier": threshold})  # type: ignore[dict-item]
     assert repr(threshold) in str(refused.value)
+
+
+@pytest.mark.parametrize("threshold", [-1, 1.5, float("nan"), {"/carrier": 2}, {"/carrier": "x"}])
+def test_a_bad_threshold_by_hand_names_the_setting_where_it_is_set(threshold: object) -> None:
+    """Issue 30 item 5: a setting is checked where it is set, and the error names it. On main
+    the message was the threshold's alone ("a threshold is within [0, 1], not -1"), naming no
+    setting, on the client, in `with_options` and on a call."""
+    client = StructuredClient(TestProvider([json.dumps(STATED)]))
+    for set_it in (
+        lambda: StructuredClient(TestProvider([]), abstention_thresholds=threshold),
+        lambda: client.with_options(abstention_thresholds=threshold),
+        lambda: client.generate(ShipmentNotice, prompt="x", source=SOURCE, abstention="guided",
+                                abstention_thresholds=threshold),
+    ):  # fmt: skip
+        with pytest.raises((TypeError, ValueError), match="abstention_thresholds"):
+            set_it()

@@ -445,3 +445,14 @@ def test_the_exit_path(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert SCENARIOS[command, code](Bench(tmp_path, server)) == code
+
+
+@pytest.mark.parametrize("command", ["demo", "serve"])
+def test_a_model_file_that_is_not_there_is_a_bad_argument(command: str, tmp_path: Path) -> None:
+    # "2 when it could not run: bad arguments (..., a file that is not what the option takes)":
+    # `demo` as `serve`, `eval` and `batch run` (demo said so, and exited 1).
+    pytest.importorskip("llama_cpp")
+    missing = tmp_path / "none.gguf"
+    result = CliRunner().invoke(app, [command, "--model", str(missing)], env={"NO_COLOR": "1"})
+    assert result.exit_code == 2
+    assert str(missing) in result.output

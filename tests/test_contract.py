@@ -73,6 +73,17 @@ def test_enum_field_rejects_anything_but_the_exact_wire_name(bad: object) -> Non
         assert errors[0]["type"] in ("wire_enum", "wire_enum_type")
 
 
+@pytest.mark.parametrize("bad", ["APPROVE", "approve, reject", ""])
+def test_a_wrong_wire_name_is_quoted_in_the_message(bad: str) -> None:
+    # On main the message kept its template: "{received!r} is not a wire name of DecisionAnswer"
+    # (pydantic fills `{name}` only), so it never said which text was refused.
+    for errors in (_rejected_json(Decision, {**DECISION, "answer": bad}),
+                   _rejected_python(Decision, {**DECISION, "answer": bad})):  # fmt: skip
+        message = errors[0]["msg"]
+        assert message.startswith(f"{bad!r} is not a wire name of DecisionAnswer"), message
+        assert "{" not in message
+
+
 def test_enum_field_accepts_the_wire_name_and_the_member() -> None:
     from_json = Decision.model_validate_json(json.dumps(DECISION))
     from_member = Decision(reasoning="r", answer=DecisionAnswer.APPROVE, confidence=Confidence.HIGH)

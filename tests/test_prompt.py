@@ -19,6 +19,7 @@ from sdk import PromptInfo
 from sdk import StructuredClient
 from sdk.cli import app
 from sdk.prompt import TemplateError
+from sdk.providers import TestProvider
 from sdk.providers import VLLMProvider
 from sdk.workflow.versioning import CheckCode
 from sdk.workflow.versioning import check
@@ -251,6 +252,19 @@ def test_render_gives_the_system_prompt_and_the_user_turn() -> None:
     assert message.content == "Classify this ticket.\n\n<ticket>\nMy order is late.\n</ticket>"
     assert rendered.info == Triage.info() == PromptInfo("Triage", 1, Triage.fingerprint())
     assert rendered.system_static is False
+
+
+def test_what_render_gives_reads_as_its_messages() -> None:
+    # DESIGN.md: "`Prompt.render(...)` gives the messages". On main the rendered prompt held
+    # them in `.messages` only: iterating it, its length or `[0]` was a TypeError.
+    rendered = Triage.render(product="Acme", ticket="My order is late.")
+    assert list(rendered) == list(rendered.messages) and len(rendered) == 1
+    assert rendered[0] is rendered.messages[0] and rendered[-1].role == "user"
+    assert [m.role for m in rendered] == ["user"]
+    # Still no conversation by itself: its system prompt would be lost. A call takes the
+    # `Prompt`, or the messages and the system prompt apart.
+    with pytest.raises(TypeError, match="messages must be a list"):
+        StructuredClient(TestProvider([])).generate(Decision, messages=rendered)
 
 
 def test_the_literal_start_of_the_template_is_marked_as_the_static_prefix() -> None:

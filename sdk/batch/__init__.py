@@ -21,6 +21,7 @@ columns (`sdk._rows`).
 from typing import TYPE_CHECKING
 
 from sdk._lazy import lazy_names
+from sdk._lazy import listed
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
@@ -55,6 +56,7 @@ __getattr__ = lazy_names(
         **dict.fromkeys(("REASK", "ProcessorHooks", "SecondPass"), "sdk.batch._hooks"),
     },
 )
+__dir__ = listed(globals())
 
 __all__ = [
     "REASK",

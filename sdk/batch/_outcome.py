@@ -121,7 +121,7 @@ class ItemJob:
 
 def request_for(job: ItemJob, item: InputItem, row: ItemRow) -> CompletionRequest:
     """The request an item sends next: its conversation plus any pending feedback, built as a
-    live call's first request is (`sdk.wire.first_request`)."""
+    live call's first request is (`sdk.wire._calls.first_request`)."""
     feedback = tuple(_message(role, content) for role, content in row.feedback)
     left = max(0, job.settings.retries - row.retries_used)
     options = _call_options(item, feedback)

@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import math
+import socket
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -43,6 +44,8 @@ from sdk.prompt import Prompt
 __all__ = ["RayBackend", "RayLayout", "RayRun"]
 
 ClientFactory = Callable[[], Sequence[AsyncStructuredClient]]
+_PROBE_SECONDS = 5.0
+"""How long a cluster's address may take to accept a connection before it is refused."""
 
 
 class RayLayout(TypedDict, total=False):
@@ -77,6 +80,9 @@ class RayBackend(LocalBackend):
     ) -> None:
         check_keywords(layout, RayLayout, "RayBackend()")
         address, actors = layout.get("address"), layout.get("actors", 2)
+        _require_ray()  # here, before a job's files are made, and not at the run's first page
+        if address is not None:
+            _probe(address)
         in_flight, batch_size = layout.get("in_flight", 16), layout.get("batch_size", 64)
         page = layout.get("page", 20_000)
         super().__init__(list(clients), concurrency=actors * in_flight)
@@ -117,6 +123,30 @@ class RayBackend(LocalBackend):
             context.enable_progress_bars = bars
             if started:
                 ray.shutdown()
+
+
+def _require_ray() -> None:
+    """Ray Data can be imported, or an `ImportError` naming the extra (the CLI's exit 2)."""
+    try:
+        import ray.data  # noqa: F401
+    except ImportError as missing:
+        raise ImportError(
+            f"--engine ray needs the ray extra: pip install 'structured-sdk[ray]' ({missing})"
+        ) from missing
+
+
+def _probe(address: str) -> None:
+    """A `ValueError` (the CLI's exit 2) when nothing listens at a cluster's `host:port` (or
+    `ray://host:port`): `ray.init` would retry for ever there. An address naming no host
+    (`auto`) is Ray's to find; one that answers is Ray's to judge."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=_PROBE_SECONDS):
+            pass
+    except OSError as error:
+        raise ValueError(f"no Ray cluster answers at {address}: {error}") from None
 
 
 @dataclass

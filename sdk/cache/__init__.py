@@ -23,6 +23,7 @@ is a `SQLiteCache` at `default_path()`.
 from typing import TYPE_CHECKING
 
 from sdk._lazy import lazy_names
+from sdk._lazy import listed
 from sdk.cache._best_effort import BestEffortCache
 from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __getattr__ = lazy_names(
     __name__, {"SQLiteCache": "sdk.cache._sqlite", "RedisCache": "sdk.cache._redis"}
 )
+__dir__ = listed(globals())
 
 __all__ = [
     "BestEffortCache",

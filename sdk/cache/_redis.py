@@ -97,6 +97,7 @@ return 1
 """
 )
 _SCAN_COUNT = 1000
+_NEEDS_REDIS = "RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
 
 
 class _Connection(NamedTuple):
@@ -266,7 +267,10 @@ class RedisCache:
     def _errors(self, doing: str) -> Iterator[None]:
         """Any error of the server or the connection as `CacheServerError`, naming the server
         without its credentials."""
-        import redis
+        try:
+            import redis
+        except ImportError as error:  # (reached first: a store checks its prefix when made)
+            raise ImportError(_NEEDS_REDIS) from error
 
         try:
             yield
@@ -286,10 +290,8 @@ def _connect(url: str, timeout: float) -> redis.Redis:
         import redis
         from redis.backoff import NoBackoff
         from redis.retry import Retry
-    except ImportError as error:  # pragma: no cover - the extra names it
-        raise ImportError(
-            "RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
-        ) from error
+    except ImportError as error:
+        raise ImportError(_NEEDS_REDIS) from error
     return redis.Redis.from_url(
         url,
         socket_timeout=timeout,

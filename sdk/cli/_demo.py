@@ -111,11 +111,16 @@ class _Printer:
 
 def main(model: str | None = None) -> int:
     """Run the demo; 0 when it ran (whatever the model wrote), 1 without the local extra (or
-    the `gemma` extra for `model="gemma3-270m"`). `model`: an embedded model's name or a GGUF
-    file (`None`: the bundled SmolLM2-135M)."""
+    the `gemma` extra for `model="gemma3-270m"`), 2 for a `model` that is neither a known model
+    nor a file (a bad argument, as for the other commands). `model`: an embedded model's name or
+    a GGUF file (`None`: the bundled SmolLM2-135M)."""
     out = _Printer()
     started = time.perf_counter()
-    provider = _provider(out, model)
+    try:
+        provider = _provider(out, model)
+    except FileNotFoundError as missing:  # --model names neither a known model nor a file
+        out.line(str(missing), style="red")
+        return 2
     if provider is None:
         return 1
     from contracts import Decision
@@ -166,18 +171,15 @@ def main(model: str | None = None) -> int:
 
 def _provider(out: _Printer, model: str | None) -> Any:
     """`model`'s provider (`None`: the bundled model's), or `None` (said why) when the demo
-    cannot run here: no local extra (or no `gemma` extra for `gemma3-270m`), a `model` that is
-    neither a known model nor a file, or not a clone (the documents and reference contracts are
-    the repository's)."""
+    cannot run here: no local extra (or no `gemma` extra for `gemma3-270m`), or not a clone (the
+    documents and reference contracts are the repository's). A `model` that is neither a known
+    model nor a file is a `FileNotFoundError`."""
     try:
         from sdk.providers.embedded import EmbeddedProvider
 
         provider = EmbeddedProvider(model)
     except ImportError as missing:
         out.line(f"the demo needs the local extra: {missing}", style="red")
-        return None
-    except FileNotFoundError as missing:  # --model names neither a known model nor a file
-        out.line(str(missing), style="red")
         return None
     if not (DATA / "invoice.txt").is_file():
         out.line(f"the demo reads its documents from {DATA}: run it from a clone of the repository")

@@ -108,8 +108,9 @@ class WireEnum(str, Enum):
                     return member
                 raise PydanticCustomError(
                     "wire_enum",
-                    "{received!r} is not a wire name of {enum}; expected one of {expected}",
-                    {"received": value, "enum": cls.__name__, "expected": expected},
+                    # (pydantic fills `{name}` only, with `str`: the text is quoted here)
+                    "{received} is not a wire name of {enum}; expected one of {expected}",
+                    {"received": repr(value), "enum": cls.__name__, "expected": expected},
                 )
             raise PydanticCustomError(
                 "wire_enum_type",

@@ -136,7 +136,10 @@ def _load_thresholds(
     if isinstance(value, Thresholds):
         return value
     if isinstance(value, (Mapping, int, float)):
-        return Thresholds.fixed(value)
+        try:
+            return Thresholds.fixed(value)
+        except (TypeError, ValueError) as error:  # (a file's errors name the file and line)
+            raise type(error)(f"abstention_thresholds: {error}") from None
     return Thresholds.load(value)
 
 

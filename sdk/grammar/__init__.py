@@ -10,6 +10,7 @@ data. No I/O.
 from typing import TYPE_CHECKING
 
 from sdk._lazy import lazy_names
+from sdk._lazy import listed
 from sdk.grammar._grammar import Grammar
 from sdk.grammar._grammar import GrammarCheck
 from sdk.grammar._grammar import GrammarSyntax
@@ -48,6 +49,7 @@ __getattr__ = lazy_names(
         "parse_cases": "sdk.grammar.harness",
     },
 )
+__dir__ = listed(globals())
 
 __all__ = [
     "CaseFailure",

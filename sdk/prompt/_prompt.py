@@ -48,6 +48,7 @@ import re
 import secrets
 import weakref
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -90,7 +91,10 @@ class _NoInputs(BaseModel):
 
 @dataclass(frozen=True)
 class RenderedPrompt:
-    """A prompt rendered: the system prompt (or `None`), the user turn, and which prompt."""
+    """A prompt rendered: the system prompt (or `None`), the user turn, and which prompt. It
+    reads as its messages (`rendered[0]`, `len(rendered)`, `for message in rendered`), but is
+    not a conversation by itself (a call given it as `messages=` would lose the system prompt):
+    a call takes the `Prompt`, or `.messages` and `.system` apart."""
 
     system: str | None
     messages: tuple[Message, ...]
@@ -102,6 +106,15 @@ class RenderedPrompt:
     def text(self) -> str:
         """The user turn's text (images and documents left out)."""
         return "\n\n".join(message.text for message in self.messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __getitem__(self, index: int) -> Message:
+        return self.messages[index]
 
 
 class _Render:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from sdk._lazy import lazy_names
+from sdk._lazy import listed
 from sdk._values.profile import Pricing
 from sdk._values.profile import Profile
 from sdk._values.profile import builtin_provider
@@ -74,9 +75,7 @@ def __getattr__(name: str) -> Any:
     return found
 
 
-def __dir__() -> list[str]:
-    # The lazily loaded providers too, so that completion in a REPL finds them.
-    return sorted(set(globals()) | set(__all__))
+__dir__ = listed(globals())
 
 
 __all__ = [

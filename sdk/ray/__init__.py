@@ -24,16 +24,21 @@ by the SDK's parser and checks), `finish` the same columns for every row, failed
 and `second_pass` a bounded re-ask within a job-wide token budget.
 """
 
-from sdk._rows import COLUMNS
-from sdk._rows import PROMPT_COLUMNS
-from sdk._rows import line_of
-from sdk._rows import row_of
-from sdk.batch import REASK
-from sdk.batch import ClientFactory
-from sdk.batch import ProcessorHooks
-from sdk.batch import RowColumns
-from sdk.batch import SecondPass
-from sdk.batch import StructuredMap
+try:
+    from sdk._rows import COLUMNS
+    from sdk._rows import PROMPT_COLUMNS
+    from sdk._rows import line_of
+    from sdk._rows import row_of
+    from sdk.batch import REASK
+    from sdk.batch import ClientFactory
+    from sdk.batch import ProcessorHooks
+    from sdk.batch import RowColumns
+    from sdk.batch import SecondPass
+    from sdk.batch import StructuredMap
+except ModuleNotFoundError as missing:  # the extra's own packages, named with the extra
+    if (missing.name or "").partition(".")[0] not in ("pyarrow", "ray"):
+        raise
+    raise ImportError("sdk.ray needs the ray extra: pip install 'structured-sdk[ray]'") from missing
 
 __all__ = [
     "COLUMNS",

@@ -9,6 +9,7 @@ above it are re-exported here and loaded on first use: the contracts derived fro
 from typing import TYPE_CHECKING
 
 from sdk._lazy import lazy_names
+from sdk._lazy import listed
 from sdk.schema.canonical import DRAFT_2020_12
 from sdk.schema.canonical import SchemaInfo
 from sdk.schema.canonical import canonical_bytes
@@ -52,6 +53,7 @@ _LAZY = {
 
 
 __getattr__ = lazy_names(__name__, _LAZY)
+__dir__ = listed(globals())
 
 
 __all__ = [

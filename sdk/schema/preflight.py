@@ -88,7 +88,7 @@ class Target:
     name: str
     """The table row's name (`vllm-xgrammar`)."""
     provider: str
-    """The provider family (`sdk._names.PROVIDERS`)."""
+    """The provider family (a registered `Profile`'s name: `sdk.providers.profile(name)`)."""
     route: str
     """Where the schema goes on the wire."""
     engine: str

@@ -20,6 +20,7 @@ the parser checks both after decoding (`anchor_problem`).
 from typing import TYPE_CHECKING
 
 from sdk._lazy import lazy_names
+from sdk._lazy import listed
 from sdk.schema.grounding._anchors import ANCHOR_KEY
 from sdk.schema.grounding._anchors import Anchor
 from sdk.schema.grounding._anchors import anchor_of
@@ -58,6 +59,7 @@ __getattr__ = lazy_names(
         "grounded_lark": "sdk.schema.grounding._lark",
     },
 )
+__dir__ = listed(globals())
 
 __all__ = [
     "ANCHOR_KEY",

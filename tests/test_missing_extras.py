@@ -1,0 +1,69 @@
+"""An optional extra that is not installed is named, with the command that installs it.
+
+DESIGN.md names `sdk.ray` (the `ray` extra), `sdk batch run --engine ray` and
+`sdk.cache.RedisCache` (the `redis` extra). Without the extra, each says which to install (as
+`EmbeddedProvider` does for `local` and `gemma`), and the CLI exits 2 with one line, before a
+job's files are made. Each case runs in a fresh interpreter in which the package cannot be
+imported (`sys.modules[name] = None`, what Python does for a package that is not there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _without(packages: tuple[str, ...], code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`code` run in a fresh interpreter where `packages` cannot be imported."""
+    blocked = "".join(f"sys.modules[{name!r}] = None\n" for name in packages)
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", f"import sys\n{blocked}{code}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+
+
+def test_sdk_ray_without_the_ray_extra_names_it(tmp_path: Path) -> None:
+    done = _without(("pyarrow", "ray"), "import sdk.ray", tmp_path)
+    assert done.returncode == 1
+    assert "ImportError: sdk.ray needs the ray extra: pip install 'structured-sdk[ray]'" in (
+        done.stderr
+    )
+
+
+def test_batch_engine_ray_without_the_ray_extra_exits_2_before_making_the_job(
+    tmp_path: Path,
+) -> None:
+    items = tmp_path / "in.jsonl"
+    items.write_text(json.dumps({"id": 1, "prompt": "Approve?"}) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    argv = ["sdk", "batch", "run", "--contract", "contracts:Decision", "--provider", "llamacpp",
+            "--base-url", "http://127.0.0.1:9", "--engine", "ray",
+            "--input", str(items), "--out", str(out)]  # fmt: skip
+    code = f"from sdk.cli import main\nsys.argv = {argv!r}\nmain()"
+    done = _without(("ray",), code, ROOT)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "pip install 'structured-sdk[ray]'" in done.stderr
+    assert not out.exists() and not Path(f"{out}.job.db").exists()
+
+
+def test_redis_cache_without_the_redis_extra_names_it(tmp_path: Path) -> None:
+    code = "from sdk.cache import RedisCache\nRedisCache('redis://localhost:6379/0')"
+    done = _without(("redis",), code, tmp_path)
+    assert done.returncode == 1
+    assert (
+        "ImportError: RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
+        in done.stderr
+    )
