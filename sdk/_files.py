@@ -16,7 +16,21 @@ from pathlib import Path
 
 from sdk import _fork
 
-__all__ = ["file_digest", "sync_folder", "write_atomic"]
+__all__ = ["file_digest", "private_folder", "sync_folder", "write_atomic"]
+
+
+def private_folder(folder: Path) -> None:
+    """Make `folder` and any missing folder above it, each the owner's only (0700): files that
+    hold prompts and answers live there (`mkdir(parents=True)` would make the parents with the
+    default mode). A folder already there is left as it is."""
+    missing = [folder, *folder.parents]
+    missing = missing[: next((i for i, p in enumerate(missing) if p.is_dir()), len(missing))]
+    for each in reversed(missing):
+        try:
+            each.mkdir(mode=0o700)
+        except FileExistsError:
+            if not each.is_dir():  # (a file in the way; a folder: another process made it)
+                raise
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk import _fork
+from sdk._files import private_folder
 from sdk._files import sync_folder
 
 __all__ = [
@@ -120,7 +121,7 @@ def make_whole(
     before it appears: `FileExistsError` if something is there already (another process may
     have won the race), and nothing left behind on any failure."""
     path = Path(path)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_folder(path.parent)
     if path.exists():
         raise FileExistsError(path)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

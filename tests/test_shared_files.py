@@ -408,10 +408,15 @@ def test_an_empty_output_file_a_job_adopts_ends_owner_only(tmp_path: Path) -> No
 
 
 def test_a_new_cache_folder_and_file_are_the_owner_s_only(tmp_path: Path) -> None:
+    # Every folder the SDK makes on the way is the owner's: on main only the last one was
+    # (`mkdir(parents=True)` makes the parents with the default mode, 0755 here).
+    tmp_path.chmod(0o755)
     path = tmp_path / "new" / "folder" / "c.db"
     SQLiteCache(path).put("k", Entry((TestProvider.refusal("x"),)))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # (one there before is left as it is)
 
 
 # --- damaged pages ---
