@@ -194,11 +194,14 @@ def test_demo_and_eval_take_a_model_by_name_or_file_and_refuse_an_unknown_one(
     tmp_path: Path,
 ) -> None:
     """`--model` names a known embedded model or a GGUF file: anything else is refused with
-    the known names, before any model is loaded."""
+    the known names, before any model is loaded: a bad argument (exit 2), one `error:` line on
+    stderr, as eval, batch and serve refuse it (the demo said it on stdout, without `error:`)."""
     missing = tmp_path / "no-such-model.gguf"
-    demo = runner.invoke(app, ["demo", "--model", str(missing)])
-    assert demo.exit_code == 1 and "no GGUF model file" in demo.output
-    assert "smollm2-135m" in demo.output and "gemma3-270m" in demo.output
+    demo = runner.invoke(app, ["demo", "--model", str(missing)], env={"NO_COLOR": "1"})
+    assert (demo.exit_code, demo.stdout) == (2, "")
+    assert demo.stderr.startswith(f"error: no GGUF model file at {missing}")
+    assert demo.stderr.count("\n") == 1
+    assert "smollm2-135m" in demo.stderr and "gemma3-270m" in demo.stderr
     dataset = tmp_path / "d.jsonl"
     dataset.write_text('{"id": "a", "document": "x", "expected": {"answer": "approve"}}\n')
     evaluated = runner.invoke(

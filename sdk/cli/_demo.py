@@ -34,6 +34,7 @@ Takes about half a minute on 2 cores (more with the second model).
 from __future__ import annotations
 
 import sqlite3
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -85,11 +86,20 @@ class _Printer:
 
     def __init__(self) -> None:
         self._console: Any = None
+        self._errors: Any = None
         try:
             from rich.console import Console
         except ImportError:
             return
         self._console = Console(highlight=False, soft_wrap=True)
+        self._errors = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def error(self, text: str) -> None:
+        """Why the demo cannot run: one `error:` line on stderr, as every command says it."""
+        if self._errors is not None:
+            self._errors.print(f"error: {text}", style="red", markup=False)
+        else:
+            print(f"error: {text}", file=sys.stderr)
 
     def heading(self, text: str) -> None:
         if self._console is not None:
@@ -119,7 +129,7 @@ def main(model: str | None = None) -> int:
     try:
         provider = _provider(out, model)
     except FileNotFoundError as missing:  # --model names neither a known model nor a file
-        out.line(str(missing), style="red")
+        out.error(str(missing))
         return 2
     if provider is None:
         return 1
@@ -179,18 +189,19 @@ def _provider(out: _Printer, model: str | None) -> Any:
 
         provider = EmbeddedProvider(model)
     except ImportError as missing:
-        out.line(f"the demo needs the local extra: {missing}", style="red")
+        out.error(f"the demo needs the local extra: {missing}")
         return None
     if not (DATA / "invoice.txt").is_file():
-        out.line(f"the demo reads its documents from {DATA}: run it from a clone of the repository")
+        out.error(
+            f"the demo reads its documents from {DATA}: run it from a clone of the repository"
+        )
         return None
     try:
         import contracts  # noqa: F401  (the reference contracts live in the repository)
     except ImportError as missing:
-        out.line(
+        out.error(
             f"the demo uses the reference contracts of a clone ({missing}): run `make demo` in "
-            "the repository",
-            style="red",
+            "the repository"
         )
         return None
     return provider
