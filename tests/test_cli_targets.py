@@ -63,10 +63,15 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
 def _sdk(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("sdk")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FORCE_COLOR")}
-    env.update(NO_COLOR="1", COLUMNS="200")
+    # The `sdk` under test is this tree's (as an editable install puts it on the path), not the
+    # copy the script was installed from.
+    env.update(NO_COLOR="1", COLUMNS="200", PYTHONPATH=str(REPO))
     return subprocess.run(
         [str(script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
         check=False,
@@ -172,3 +177,60 @@ def test_a_path_that_cannot_be_a_module_says_why(tmp_path: Path, name: str, expe
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: cannot import ./{name}")
     assert expected.format(path=path) in done.stderr
+
+
+BILLING = """
+    from pydantic import Field
+
+    from sdk import Contract
+
+
+    class Invoice(Contract):
+        \"\"\"An invoice.\"\"\"
+
+        total: float | None = Field(description="The total, or null when not stated.")
+"""
+
+
+@pytest.mark.parametrize("module", ["../src/deep/shop/models.py", "shop.models"])
+def test_a_module_of_a_package_locks_and_checks_its_own_contracts(tree: Path, module: str) -> None:
+    # The package's lock (shop/schemas/) holds every module's contracts. Locking or checking
+    # one module with it pins and compares that module's contracts and leaves the others:
+    # on main, `lock shop/models.py` dropped Invoice (billing.py) from the package's lock,
+    # and `check` called it missing and said to run that lock.
+    shop = tree / "src" / "deep" / "shop"
+    _write(shop, {"billing.py": BILLING})
+    cwd = tree / "elsewhere" if module.endswith(".py") else tree / "src" / "deep"
+    assert _sdk(cwd, "schema", "lock", str(shop)).returncode == 0
+    lock_file = shop / "schemas" / "schema.lock.json"
+    locked = lock_file.read_bytes()
+
+    checked = _sdk(cwd, "schema", "check", module)
+    assert (checked.returncode, checked.stderr) == (0, "")
+    assert checked.stdout == f"{module}: 1 contracts and 0 grammars match the lock\n"
+    again = _sdk(cwd, "schema", "lock", module)
+    assert again.returncode == 0, again.stderr
+    assert "dropped" not in again.stdout.replace("0 dropped", "")
+    assert lock_file.read_bytes() == locked
+
+    # A change in the module is pinned beside the other module's entry, which stays.
+    models = shop / "models.py"
+    models.write_text(
+        models.read_text().replace(
+            "    total: float",
+            '    schema_version = 2\n\n    currency: str | None = Field(description="ISO code.")\n'
+            "    total: float",
+        )
+    )
+    bumped = _sdk(cwd, "schema", "lock", module)
+    assert bumped.returncode == 0, bumped.stderr
+    assert "locked Order v2" in bumped.stdout
+    entries = {(e["name"], e["version"]) for e in json.loads(lock_file.read_text())["contracts"]}
+    assert entries == {("Invoice", 1), ("Order", 1), ("Order", 2)}
+    whole = _sdk(cwd, "schema", "check", str(shop) if module.endswith(".py") else "shop")
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+
+    # Locking the package still drops what no module defines any more.
+    (shop / "billing.py").unlink()
+    dropped = _sdk(cwd, "schema", "lock", str(shop))
+    assert "dropped Invoice v1: no longer defined" in dropped.stdout

@@ -369,6 +369,13 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
         raise _import_failure(module.__name__, error) from error
 
 
+def _part_of_package(module: ModuleType) -> bool:
+    """Whether a module is one module of a package rather than the package: its default lock
+    folder (`schemas/` beside it) is then the package's."""
+    spec = module.__spec__
+    return not hasattr(module, "__path__") and spec is not None and bool(spec.parent)
+
+
 def default_directory(target: str | ModuleType) -> Path:
     """Where a target keeps its lock and snapshots: `schemas/` beside its code."""
     module = import_target(target) if isinstance(target, str) else target
@@ -574,12 +581,16 @@ def lock(
     that is edited or missing is refused even then: the code no longer holds that version, so
     nothing can write it again (restore it from version control). `lock` and `check` judge
     every snapshot alike (`judge_snapshot`): a lock that succeeds leaves nothing for `check`.
-    Contracts that no longer exist are dropped from the lock (and reported). Every file is
-    written atomically.
+    Contracts that no longer exist are dropped from the lock (and reported). A target that is
+    one module of a package, locked in the package's own folder (no `directory`), pins its
+    contracts and drops nothing: that lock holds every module's contracts, so only locking the
+    package drops what none of them defines. Every file is written atomically.
     """
-    directory = directory or default_directory(target)
+    module = import_target(target) if isinstance(target, str) else target
+    part = directory is None and _part_of_package(module)
+    directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
-    contracts, grammars, prompts = _discover_all(target)
+    contracts, grammars, prompts = _discover_all(module)
     current = Lock.read(lock_path)
     infos = [schema_info(contract) for contract in contracts]
     infos += [grammar.info() for grammar in grammars]
@@ -592,18 +603,23 @@ def lock(
     if unfixable or (problems and not force):
         raise LockConflict(unfixable + problems)
 
-    pinned = _pin(infos, snapshots, current, force=force)
+    pinned = _pin(infos, snapshots, current, force=force, drop=not part)
     directory.mkdir(parents=True, exist_ok=True)
     files = _snapshot_files(directory, list(zip(contracts, infos, strict=False)), grammars, prompts)
     files[lock_path] = Lock(sorted(pinned.kept)).to_bytes()
     written = [path for path, data in files.items() if _write_if_changed(path, data)]
+    names = {info.name for info in infos}
     current_versions = {(info.name, info.version) for info in infos}
-    history = [e for e in sorted(pinned.kept) if (e.name, e.version) not in current_versions]
+    history = [
+        e
+        for e in sorted(pinned.kept)
+        if e.name in names and (e.name, e.version) not in current_versions
+    ]
     return LockOutcome(
         lock_path,
         pinned.added,
         pinned.replaced,
-        [e for e in current.entries if e.name not in {info.name for info in infos}],
+        [] if part else [e for e in current.entries if e.name not in names],
         [entry for entry in pinned.unchanged if entry not in edited],
         rewritten=edited,
         history=history,
@@ -623,12 +639,17 @@ class _Pinned:
 
 
 def _pin(
-    infos: Sequence[SchemaInfo], snapshots: Mapping[str, str], current: Lock, *, force: bool
+    infos: Sequence[SchemaInfo],
+    snapshots: Mapping[str, str],
+    current: Lock,
+    *,
+    force: bool,
+    drop: bool = True,
 ) -> _Pinned:
     """Pin each of `infos` (its snapshot named by `snapshots`, else by its name and version)
-    in the lock `current`; entries of names the code no longer has are dropped."""
+    in the lock `current`; entries of names the code no longer has are dropped (`drop`)."""
     present = {info.name for info in infos}
-    kept = [e for e in current.entries if e.name in present]
+    kept = [e for e in current.entries if e.name in present or not drop]
     added, replaced, unchanged = [], [], []
     for info in infos:
         snapshot = snapshots.get(info.name) or snapshot_name(info.name, info.version)
@@ -786,8 +807,15 @@ class CheckFinding:
 
 
 def check(target: str | ModuleType, *, directory: Path | None = None) -> list[CheckFinding]:
-    """Compare the contracts of `target` with its lock; an empty list means they agree."""
-    directory = directory or default_directory(target)
+    """Compare the contracts of `target` with its lock; an empty list means they agree.
+
+    A target that is one module of a package, checked against the package's own lock (no
+    `directory`), is compared for its own contracts only: the other entries are its sibling
+    modules' (checking the package reports one that no module defines any more).
+    """
+    module = import_target(target) if isinstance(target, str) else target
+    part = directory is None and _part_of_package(module)
+    directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
     label = target if isinstance(target, str) else target.__name__
     if not lock_path.exists():
@@ -800,7 +828,7 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
             )
         ]
     current = Lock.read(lock_path)
-    contracts, grammars, prompts = _discover_all(target)
+    contracts, grammars, prompts = _discover_all(module)
     findings: list[CheckFinding] = []
     for contract in contracts:
         findings.extend(_check_contract(contract, current, directory, label))
@@ -811,7 +839,7 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
     present = {contract.__name__ for contract in contracts} | {g.name for g in grammars}
     present |= {prompt.name for prompt in prompts}
     for name in current.names():
-        if name not in present:
+        if name not in present and not part:
             versions = ", ".join(f"v{e.version}" for e in current.versions(name))
             findings.append(
                 CheckFinding(
@@ -823,7 +851,8 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
                 )
             )
     for entry in current.entries:
-        findings.extend(_check_snapshot(entry, directory))
+        if entry.name in present or not part:
+            findings.extend(_check_snapshot(entry, directory))
     return findings
 
 
