@@ -234,3 +234,42 @@ def test_a_module_of_a_package_locks_and_checks_its_own_contracts(tree: Path, mo
     (shop / "billing.py").unlink()
     dropped = _sdk(cwd, "schema", "lock", str(shop))
     assert "dropped Invoice v1: no longer defined" in dropped.stdout
+
+
+def test_diff_reads_two_versions_of_one_package_each_from_where_it_was_named(
+    tree: Path,
+) -> None:
+    # A release's checkout (release/shop) against the working tree's shop: one package name,
+    # two versions. On main the second was the first again, read from sys.modules: "identical",
+    # exit 0 under --fail-on-breaking; or, both by path, "rename the package" (exit 2).
+    shop = tree / "src" / "deep" / "shop"
+    _write(tree / "release" / "shop", PACKAGE)
+    models = shop / "models.py"
+    models.write_text(models.read_text().replace("total: float | None", "total: str | None"))
+    cwd = tree / "src" / "deep"
+    for old, new in [
+        ("../../release/shop:Order", "shop:Order"),
+        (str(tree / "release" / "shop"), "shop"),
+        ("../../release/shop/models.py:Order", str(shop) + ":Order"),
+    ]:
+        old = old if old.endswith(":Order") else f"{old}:Order"
+        new = new if new.endswith(":Order") else f"{new}:Order"
+        done = _sdk(cwd, "schema", "diff", old, new, "--fail-on-breaking")
+        assert (done.returncode, done.stderr) == (1, ""), (old, new, done.stdout)
+        assert "  type-changed /properties/total: type number -> string" in done.stdout
+        back = _sdk(cwd, "schema", "diff", new, old)
+        assert back.returncode == 0, back.stderr
+        assert "type string -> number" in back.stdout
+
+
+def test_imported_apart_leaves_a_module_it_did_not_import_and_the_path_as_they_were() -> None:
+    import json as stdlib_json
+
+    from sdk.workflow.versioning import imported_apart
+
+    path = list(sys.path)
+    for _ in range(2):
+        with imported_apart("json") as module:
+            assert module is stdlib_json
+    assert sys.modules["json"] is stdlib_json
+    assert sys.path == path

@@ -43,7 +43,7 @@ from sdk.workflow.versioning import discover_grammars
 from sdk.workflow.versioning import discover_prompts
 from sdk.workflow.versioning import display_path
 from sdk.workflow.versioning import export
-from sdk.workflow.versioning import import_target
+from sdk.workflow.versioning import imported_apart
 from sdk.workflow.versioning import lock
 from sdk.workflow.versioning import locked_grammar
 from sdk.workflow.versioning import locked_prompt
@@ -216,10 +216,13 @@ def _load_schema(reference: str) -> dict[str, Any]:
     module_name, _, class_name = reference.rpartition(":" if ":" in reference else ".")
     if not module_name:
         raise ValueError(f"{reference!r} is neither a file nor module:Class")
-    contract = getattr(import_target(module_name), class_name, None)
-    if not (isinstance(contract, type) and issubclass(contract, Contract)):
-        raise ValueError(f"{reference!r} is not a Contract")
-    return canonical_schema(contract)
+    # Imported apart: OLD and NEW may be one package's two versions (`../release/app:Order`
+    # against `app:Order`), each read from where it was named.
+    with imported_apart(module_name) as module:
+        contract = getattr(module, class_name, None)
+        if not (isinstance(contract, type) and issubclass(contract, Contract)):
+            raise ValueError(f"{reference!r} is not a Contract")
+        return canonical_schema(contract)
 
 
 def _diffs_against_lock(target: str, directory: Path | None, names: list[str]) -> list[SchemaDiff]:

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field
 from enum import StrEnum
@@ -94,6 +95,7 @@ __all__ = [
     "display_path",
     "export",
     "import_target",
+    "imported_apart",
     "judge_snapshot",
     "lock",
     "locked_grammar",
@@ -120,16 +122,57 @@ def import_target(target: str) -> ModuleType:
     work from anywhere. What cannot be imported is a `ContractImportError` saying what was tried
     and how to fix it.
     """
+    root: Path | None = None
     if _is_path(target):
         root, name = _module_of_path(target)
         _put_first_on_path(root)
-        module = _import(name, target)
+    else:
+        name = target
+        cwd = str(Path.cwd())
+        if cwd not in sys.path:
+            sys.path.insert(0, cwd)
+    top = name.partition(".")[0]
+    fresh = top not in sys.modules
+    module = _import(name, target)
+    if root is not None:
         _check_location(module, root, target)
-        return module
-    cwd = str(Path.cwd())
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    return _import(target, target)
+    if fresh:
+        _TARGETS.add(top)
+    return module
+
+
+_TARGETS: set[str] = set()
+"""The top-level names of the packages `import_target` imported: the ones `imported_apart` may
+set aside (never the standard library's, an installed package's or the SDK's own)."""
+
+
+@contextmanager
+def imported_apart(target: str) -> Iterator[ModuleType]:
+    """`import_target(target)`, imported on its own: a package of the same top-level name that
+    an earlier target imported is set aside meanwhile and put back after, with `sys.path` as it
+    was, and the modules imported here are forgotten. So two versions of one package (a
+    release's checkout and the working tree) are each read from where they were named, as
+    `sdk schema diff OLD NEW` needs; use the module inside the block only.
+    """
+    name = _module_of_path(target)[1] if _is_path(target) else target
+    top = name.partition(".")[0]
+
+    def under(module_name: str) -> bool:
+        return module_name == top or module_name.startswith(top + ".")
+
+    aside = {n: m for n, m in sys.modules.items() if under(n)} if top in _TARGETS else {}
+    for module_name in aside:
+        del sys.modules[module_name]
+    before = set(sys.modules)
+    path = list(sys.path)
+    try:
+        yield import_target(target)
+    finally:
+        sys.path[:] = path
+        for module_name in [n for n in sys.modules if under(n) and n not in before]:
+            del sys.modules[module_name]
+        sys.modules.update(aside)
+        importlib.invalidate_caches()
 
 
 def _is_path(target: str) -> bool:
