@@ -273,3 +273,21 @@ def test_imported_apart_leaves_a_module_it_did_not_import_and_the_path_as_they_w
             assert module is stdlib_json
     assert sys.modules["json"] is stdlib_json
     assert sys.path == path
+
+
+def test_the_command_a_finding_names_runs_as_shown_for_a_path_with_spaces(tmp_path: Path) -> None:
+    # On main: "run `sdk schema lock my app/shop`", which a shell splits into two arguments.
+    shop = _write(tmp_path / "my app" / "shop", PACKAGE)
+    checked = _sdk(tmp_path, "schema", "check", "my app/shop")
+    assert checked.returncode == 1
+    command = checked.stdout.split("run `", 1)[1].split("`", 1)[0]
+    assert command == "sdk schema lock 'my app/shop'"
+    script = Path(sys.executable).parent / command
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    ran = subprocess.run(
+        ["bash", "-c", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert (shop / "schemas" / "schema.lock.json").is_file()
+    assert _sdk(tmp_path, "schema", "check", "my app/shop").returncode == 0

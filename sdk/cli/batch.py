@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -290,8 +291,8 @@ def batch_cancel_command(state: StateOption) -> None:
         out_.line(f"cancel requested: the running job ({summary.runner}) stops within seconds")
     else:
         out_.line(
-            f"cancel requested: run `sdk batch resume --state {state}` to collect and close "
-            "the job",
+            f"cancel requested: run `sdk batch resume --state {shlex.quote(str(state))}` to "
+            "collect and close the job",
             "dim",
         )
 
@@ -505,7 +506,7 @@ def _run_batch(out: Output, job: BatchJob, state: Path, as_json: bool) -> None:
     from sdk.batch import BatchError
     from sdk.errors import ProviderError
 
-    resume = f"run `sdk batch resume --state {state}` to go on"
+    resume = f"run `sdk batch resume --state {shlex.quote(str(state))}` to go on"
     try:
         with _Display(out) as display:
             summary = job.run(progress=display, progress_every=0.5)

@@ -31,6 +31,7 @@ import importlib
 import json
 import os
 import pkgutil
+import shlex
 import sys
 import traceback
 from collections.abc import Iterable
@@ -860,7 +861,8 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
     part = directory is None and _part_of_package(module)
     directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
-    label = target if isinstance(target, str) else target.__name__
+    # Quoted as a shell word: the commands the findings name run as shown (a path with spaces).
+    label = shlex.quote(target) if isinstance(target, str) else target.__name__
     if not lock_path.exists():
         return [
             CheckFinding(
