@@ -291,3 +291,36 @@ def test_the_command_a_finding_names_runs_as_shown_for_a_path_with_spaces(tmp_pa
     assert ran.returncode == 0, ran.stderr
     assert (shop / "schemas" / "schema.lock.json").is_file()
     assert _sdk(tmp_path, "schema", "check", "my app/shop").returncode == 0
+
+
+def test_a_script_whose_name_is_no_module_name_is_loaded_from_its_file(tree: Path) -> None:
+    # `extract-invoices.py`: no import statement can name it, but its path can (on main: exit 2,
+    # "'extract-invoices' ... is not a valid module name; rename it").
+    scripts = _write(tree / "scripts", {"extract-invoices.py": MODULE})
+    cwd = tree / "elsewhere"
+    linted = _sdk(cwd, "schema", "lint", "../scripts/extract-invoices.py")
+    assert linted.returncode == 1, linted.stderr  # imported: its finding is reported
+    assert "Price /properties/amount: no-abstention" in linted.stdout
+    assert _sdk(cwd, "schema", "lock", str(scripts / "extract-invoices.py")).returncode == 0
+    assert (scripts / "schemas" / "Price.v1.json").is_file()
+    checked = _sdk(cwd, "schema", "check", "../scripts/extract-invoices.py")
+    assert (checked.returncode, checked.stderr) == (0, "")
+    broken = _write(tree / "scripts", {"broken-one.py": "import no_such_module_here\n"})
+    failed = _sdk(cwd, "schema", "lint", str(broken / "broken-one.py"))
+    assert failed.returncode == 2
+    assert "broken-one.py:1: cannot import broken-one: ModuleNotFoundError" in failed.stderr
+
+
+def test_a_package_in_a_folder_that_is_no_module_name_is_the_top_package(tree: Path) -> None:
+    # A checkout named `my-app` holding an `__init__.py`: nothing can import `shop` through it,
+    # so `shop` is imported as the top package (on main: "'my-app' ... is not a valid module
+    # name", exit 2).
+    app = tree / "my-app"
+    _write(app, {"__init__.py": ""})
+    _write(app / "shop", PACKAGE)
+    cwd = tree / "elsewhere"
+    locked = _sdk(cwd, "schema", "lock", "../my-app/shop")
+    assert locked.returncode == 0, locked.stderr
+    assert "locked Order v1" in locked.stdout
+    checked = _sdk(cwd, "schema", "check", str(app / "shop"))
+    assert (checked.returncode, checked.stderr) == (0, "")

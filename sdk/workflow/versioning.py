@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import json
 import os
 import pkgutil
@@ -120,12 +121,14 @@ def import_target(target: str) -> ModuleType:
     `python -m`, so the copy of a package in the working tree wins over an installed one. A path
     is imported under its full dotted name: the folder above its top package (the first parent
     without an `__init__.py`) goes first on `sys.path`, so the package's own absolute imports
-    work from anywhere. What cannot be imported is a `ContractImportError` saying what was tried
-    and how to fix it.
+    work from anywhere; a script of no package whose name is no module name
+    (`extract-invoices.py`) is loaded from its file. What cannot be imported is a
+    `ContractImportError` saying what was tried and how to fix it.
     """
     root: Path | None = None
+    script: Path | None = None
     if _is_path(target):
-        root, name = _module_of_path(target)
+        root, name, script = _module_of_path(target)
         _put_first_on_path(root)
     else:
         name = target
@@ -134,7 +137,7 @@ def import_target(target: str) -> ModuleType:
             sys.path.insert(0, cwd)
     top = name.partition(".")[0]
     fresh = top not in sys.modules
-    module = _import(name, target)
+    module = _import(name, target) if script is None else _import_script(name, script)
     if root is not None:
         _check_location(module, root, target)
     if fresh:
@@ -181,8 +184,15 @@ def _is_path(target: str) -> bool:
     return "/" in target or os.sep in target or target.endswith(".py") or target in (".", "..", "~")
 
 
-def _module_of_path(given: str) -> tuple[Path, str]:
-    """The `sys.path` folder and dotted name a package folder or `.py` file is imported by."""
+def _module_of_path(given: str) -> tuple[Path, str, Path | None]:
+    """The `sys.path` folder and dotted name a package folder or `.py` file is imported by, and
+    the file itself where it is loaded from its location: a script outside any package whose
+    name is no module name (`extract-invoices.py`), which no `import` statement could name.
+
+    The climb to the top package stops below a folder whose name is no module name (a
+    checkout called `my-app` holding an `__init__.py`): nothing could import the package
+    through it, so the package is the top.
+    """
     path = Path(given).expanduser()
     if not path.exists():
         raise ContractImportError(
@@ -201,9 +211,11 @@ def _module_of_path(given: str) -> tuple[Path, str]:
         )
     parts = [path.stem if path.is_file() else path.name]
     root = path.parent
-    while (root / "__init__.py").is_file() and root.parent != root:
+    while (root / "__init__.py").is_file() and root.parent != root and root.name.isidentifier():
         parts.insert(0, root.name)
         root = root.parent
+    if path.is_file() and len(parts) == 1:  # a module of no package
+        return root, path.stem, None if path.stem.isidentifier() else path
     bad = [part for part in parts if not part.isidentifier()]
     if bad:
         raise ContractImportError(
@@ -211,7 +223,26 @@ def _module_of_path(given: str) -> tuple[Path, str]:
             "it with letters, digits and _ only",
             name=given,
         )
-    return root, ".".join(parts)
+    return root, ".".join(parts), None
+
+
+def _import_script(name: str, file: Path) -> ModuleType:
+    """A script whose file name is no module name, loaded from its file under that name (in
+    `sys.modules` while it runs, as an import does, so its classes can find their module)."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return loaded  # `_check_location` tells whether it is this file
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
+        raise ContractImportError(f"cannot import {file}: no loader for it", name=name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[name]
+        raise _import_failure(name, error) from error
+    return module
 
 
 def _put_first_on_path(folder: Path) -> None:
