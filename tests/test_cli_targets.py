@@ -324,3 +324,21 @@ def test_a_package_in_a_folder_that_is_no_module_name_is_the_top_package(tree: P
     assert "locked Order v1" in locked.stdout
     checked = _sdk(cwd, "schema", "check", str(app / "shop"))
     assert (checked.returncode, checked.stderr) == (0, "")
+
+
+def test_diff_given_a_package_or_module_without_a_contract_says_how_to_name_one(
+    tree: Path,
+) -> None:
+    # On main: "[Errno 21] Is a directory: '../src/deep/shop'", and for the module
+    # "models.py: not valid JSON (Expecting value ...)".
+    cwd = tree / "elsewhere"
+    for given, kind in [
+        ("../src/deep/shop", "a folder"),
+        ("../src/deep/shop/models.py", "a module"),
+    ]:
+        done = _sdk(cwd, "schema", "diff", given, "../src/deep/shop:Order")
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == (
+            f"error: {given} is {kind}, not a schema: name one contract in it as MODULE:NAME "
+            f"({given}:Order), or give a snapshot file (.json)\n"
+        )

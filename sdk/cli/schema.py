@@ -210,6 +210,12 @@ def diff_command(
 def _load_schema(reference: str) -> dict[str, Any]:
     """A schema from a file, or from a contract named `module:Class` (or `module.Class`)."""
     path = Path(reference)
+    if path.is_dir() or (path.suffix == ".py" and path.is_file()):
+        kind = "a folder" if path.is_dir() else "a module"
+        raise ValueError(
+            f"{reference} is {kind}, not a schema: name one contract in it as MODULE:NAME "
+            f"({reference}:Order), or give a snapshot file (.json)"
+        )
     if path.suffix == ".json" or path.exists():
         return load_snapshot(path)
     # `path/to/pkg:Class` or `pkg.module:Class`; `pkg.module.Class` too.
