@@ -464,6 +464,7 @@ class _Display:
         self.started = time.monotonic()
         self.last: JobProgress | None = None
         self.printed = 0.0
+        self.shown = ""  # the last plain line printed: the one at the end is not printed twice
         self.bar = (
             Progress(
                 "[progress.description]{task.description}",
@@ -487,7 +488,7 @@ class _Display:
             )  # fmt: skip
         elif time.monotonic() - self.printed >= _PLAIN_EVERY:
             self.printed = time.monotonic()
-            self.out.err.print(f"batch: {text}", highlight=False)
+            self._plain(text)
 
     def __enter__(self) -> _Display:
         if self.bar is not None:
@@ -499,7 +500,12 @@ class _Display:
             self.bar.stop()
         elif self.last is not None:
             text = progress_text(self.last, time.monotonic() - self.started)
-            self.out.err.print(f"batch: {text}", highlight=False)
+            if text != self.shown:
+                self._plain(text)
+
+    def _plain(self, text: str) -> None:
+        self.shown = text
+        self.out.err.print(f"batch: {text}", highlight=False)
 
 
 def _run_batch(out: Output, job: BatchJob, state: Path, as_json: bool) -> None:
