@@ -165,12 +165,20 @@ def test_a_package_imported_under_another_name_points_at_its_path(tree: Path) ->
         ("my-contracts", "'my-contracts' (in {path}) is not a valid module name"),
         ("notes.txt", "{path} is not a Python file"),
         ("json", "a module of that name is already imported from"),
+        # A project folder, no package (on main: "rename it", the wrong advice for a checkout).
+        (
+            "invoice-tool/",
+            "{path} is a folder but not a package, and 'invoice-tool' is no module name: give "
+            "the package folder or .py file that holds the contracts",
+        ),
     ],
 )
 def test_a_path_that_cannot_be_a_module_says_why(tmp_path: Path, name: str, expected: str) -> None:
-    path = tmp_path / name
+    path = tmp_path / name.rstrip("/")
     if name.endswith(".txt"):
         path.write_text("not Python\n")
+    elif name.endswith("/"):
+        _write(path, {"models.py": MODULE})
     else:
         _write(path, {"__init__.py": ""})
     done = _sdk(tmp_path, "schema", "check", f"./{name}")

@@ -217,6 +217,12 @@ def _module_of_path(given: str) -> tuple[Path, str, Path | None]:
     if path.is_file() and len(parts) == 1:  # a module of no package
         return root, path.stem, None if path.stem.isidentifier() else path
     bad = [part for part in parts if not part.isidentifier()]
+    if bad and path.is_dir() and not (path / "__init__.py").is_file():
+        raise ContractImportError(
+            f"cannot import {given}: {path} is a folder but not a package, and {bad[0]!r} is no "
+            "module name: give the package folder or .py file that holds the contracts",
+            name=given,
+        )
     if bad:
         raise ContractImportError(
             f"cannot import {given}: {bad[0]!r} (in {path}) is not a valid module name; rename "
