@@ -350,3 +350,25 @@ def test_diff_given_a_package_or_module_without_a_contract_says_how_to_name_one(
             f"error: {given} is {kind}, not a schema: name one contract in it as MODULE:NAME "
             f"({given}:Order), or give a snapshot file (.json)\n"
         )
+
+
+def test_imported_apart_never_forgets_a_module_of_the_sdk() -> None:
+    # In a fresh interpreter: a module of the SDK imported inside the block stays imported (a
+    # second copy of it would make its classes two).
+    script = textwrap.dedent(
+        """
+        import sys
+        from sdk.workflow.versioning import imported_apart
+
+        assert "sdk.cli.providers" not in sys.modules
+        with imported_apart("sdk.cli.providers") as module:
+            pass
+        assert sys.modules["sdk.cli.providers"] is module
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr

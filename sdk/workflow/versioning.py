@@ -162,7 +162,9 @@ def imported_apart(target: str) -> Iterator[ModuleType]:
     top = name.partition(".")[0]
 
     def under(module_name: str) -> bool:
-        return module_name == top or module_name.startswith(top + ".")
+        # Never the SDK's own modules: a second copy of one would make its classes two.
+        own = top == __name__.partition(".")[0]
+        return not own and (module_name == top or module_name.startswith(top + "."))
 
     aside = {n: m for n, m in sys.modules.items() if under(n)} if top in _TARGETS else {}
     for module_name in aside:
