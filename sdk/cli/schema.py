@@ -162,8 +162,9 @@ def diff_command(
         list[str] | None,
         typer.Argument(
             metavar="OLD NEW",
-            help="Two schemas: snapshot files (.json) or contracts as module:Class. With "
-            "--against-lock: contract names to limit the diff to.",
+            help="Two schemas: snapshot files (.json) or contracts as MODULE:Class, the module "
+            "by name or path (../release/app:Order app:Order: a release against the working "
+            "tree). With --against-lock: contract names to limit the diff to.",
         ),
     ] = None,
     against_lock: Annotated[
