@@ -290,10 +290,11 @@ def test_the_command_a_finding_names_runs_as_shown_for_a_path_with_spaces(tmp_pa
     assert checked.returncode == 1
     command = checked.stdout.split("run `", 1)[1].split("`", 1)[0]
     assert command == "sdk schema lock 'my app/shop'"
-    script = Path(sys.executable).parent / command
+    # Run as shown, by the shell, with this environment's `sdk` first on PATH.
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     ran = subprocess.run(
-        ["bash", "-c", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
