@@ -15,6 +15,7 @@ import typer
 
 from sdk.cli._app import CacheOption
 from sdk.cli._app import CachePathOption
+from sdk.cli._app import ContractOption
 from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
 from sdk.cli._app import PromptOption
@@ -39,9 +40,6 @@ batch_app = command_group(
 
 StateOption = Annotated[
     Path, typer.Option("--state", help="The job's state file (SQLite), as `run` made it.")
-]
-ContractOption = Annotated[
-    str, typer.Option("--contract", help="The contract, as MODULE:NAME (contracts:Decision).")
 ]
 ProviderOption = Annotated[
     str,
