@@ -237,6 +237,15 @@ def test_a_module_of_a_package_locks_and_checks_its_own_contracts(tree: Path, mo
     assert entries == {("Invoice", 1), ("Order", 1), ("Order", 2)}
     whole = _sdk(cwd, "schema", "check", str(shop) if module.endswith(".py") else "shop")
     assert whole.returncode == 0, whole.stdout + whole.stderr
+    # The package's folder named with --dir is the same lock: nothing dropped either (on the
+    # previous commit it dropped Invoice v1).
+    for command in ("lock", "check"):
+        named = _sdk(cwd, "schema", command, module, "--dir", str(shop / "schemas"))
+        assert named.returncode == 0, named.stdout + named.stderr
+        assert "dropped" not in named.stdout.replace("0 dropped", "")
+    assert {e["name"] for e in json.loads(lock_file.read_text())["contracts"]} == {
+        "Invoice", "Order"
+    }  # fmt: skip
 
     # Locking the package still drops what no module defines any more.
     (shop / "billing.py").unlink()

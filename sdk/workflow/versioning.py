@@ -452,11 +452,13 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
         raise _import_failure(module.__name__, error) from error
 
 
-def _part_of_package(module: ModuleType) -> bool:
-    """Whether a module is one module of a package rather than the package: its default lock
-    folder (`schemas/` beside it) is then the package's."""
+def _in_package_lock(module: ModuleType, directory: Path | None) -> bool:
+    """Whether a module is one module of a package (rather than the package) whose lock is the
+    package's: its default folder (`schemas/` beside it), given or not."""
     spec = module.__spec__
-    return not hasattr(module, "__path__") and spec is not None and bool(spec.parent)
+    if hasattr(module, "__path__") or spec is None or not spec.parent:
+        return False
+    return directory is None or directory.resolve() == default_directory(module).resolve()
 
 
 def default_directory(target: str | ModuleType) -> Path:
@@ -665,12 +667,12 @@ def lock(
     nothing can write it again (restore it from version control). `lock` and `check` judge
     every snapshot alike (`judge_snapshot`): a lock that succeeds leaves nothing for `check`.
     Contracts that no longer exist are dropped from the lock (and reported). A target that is
-    one module of a package, locked in the package's own folder (no `directory`), pins its
-    contracts and drops nothing: that lock holds every module's contracts, so only locking the
-    package drops what none of them defines. Every file is written atomically.
+    one module of a package, locked in the package's own folder (no `directory`, or that one),
+    pins its contracts and drops nothing: that lock holds every module's contracts, so only
+    locking the package drops what none of them defines. Every file is written atomically.
     """
     module = import_target(target) if isinstance(target, str) else target
-    part = directory is None and _part_of_package(module)
+    part = _in_package_lock(module, directory)
     directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
     contracts, grammars, prompts = _discover_all(module)
@@ -893,11 +895,12 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
     """Compare the contracts of `target` with its lock; an empty list means they agree.
 
     A target that is one module of a package, checked against the package's own lock (no
-    `directory`), is compared for its own contracts only: the other entries are its sibling
-    modules' (checking the package reports one that no module defines any more).
+    `directory`, or that folder), is compared for its own contracts only: the other entries
+    are its sibling modules' (checking the package reports one that no module defines any
+    more).
     """
     module = import_target(target) if isinstance(target, str) else target
-    part = directory is None and _part_of_package(module)
+    part = _in_package_lock(module, directory)
     directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
     # Quoted as a shell word: the commands the findings name run as shown (a path with spaces).
