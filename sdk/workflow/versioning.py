@@ -146,8 +146,9 @@ def import_target(target: str) -> ModuleType:
 
 
 _TARGETS: set[str] = set()
-"""The top-level names of the packages `import_target` imported: the ones `imported_apart` may
-set aside (never the standard library's, an installed package's or the SDK's own)."""
+"""The top-level names of the packages `import_target` was first to import: the ones
+`imported_apart` may set aside (never one the process held before, such as the standard
+library's or the CLI's own dependencies)."""
 
 
 @contextmanager
