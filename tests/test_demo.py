@@ -73,8 +73,11 @@ def test_demo_runs_and_shows_every_layer() -> None:
         assert "    FAILED /" in invoice  # the check results, each with its JSON pointer
     if "result: a valid" in decision:
         assert "notes:" in decision and "reasoning = " in decision
-    # A failed invoice (the usual end on this model) says why, and what would change it.
+    # A failed invoice (the usual end on this model) says why, and what would change it; it
+    # ends in one of the errors Getting started names for it.
     if "result: a valid" not in invoice:
+        ended = re.findall(r"^result: (\w+)$", invoice, re.M)
+        assert ended and ended[-1] in _getting_started_invoice_ends(), ended
         why = invoice.split("why it fails on this model (over ", 1)[1]
         assert re.match(r"\d attempt\(s\)\):\n  - \S", why), why[:300]
         assert "a wrong invoice is never returned as a valid one" in why
@@ -133,3 +136,12 @@ def _section(output: str, start: str) -> str:
     ends.append(output.find("\nSummary"))
     end = min(e for e in ends if e > begin)
     return output[begin:end]
+
+
+def _getting_started_invoice_ends() -> set[str]:
+    """The errors Getting started says the demo's invoice ends in (its paragraph on the demo)."""
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    paragraph = page.split("Its invoice", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`(\w+)`", paragraph)) & ERRORS
+    assert named, paragraph
+    return named

@@ -5,6 +5,7 @@ when the second embedded model is not here (`tests/test_demo_second_model.py` ru
 from __future__ import annotations
 
 import importlib.util
+import re
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from sdk import StructuredClient
 from sdk import StructuredOutputError
 from sdk import TruncatedOutput
 from sdk.cli._demo import SECOND_MODEL
+from sdk.cli._demo import SECOND_MODEL_MAKE
 from sdk.cli._demo import _Printer
 from sdk.cli._demo import _second_invoice
 from sdk.cli._demo import failure_reasons
@@ -77,8 +79,24 @@ def test_without_the_second_model_one_line_says_why_and_nothing_runs(
     shown = _second_invoice(_Printer(), INVOICE, (None, why))
     assert shown is None  # so the summary has no line for it
     assert capsys.readouterr().out == (
-        f"the second embedded model, {SECOND_MODEL}, is not shown beside this one: {why}\n"
+        f"the second embedded model, {SECOND_MODEL}, is not shown beside this one: {why}; in "
+        "this clone, `make demo-gemma` installs it and runs the demo with it\n"
     )
+
+
+def test_the_make_target_the_demo_names_installs_the_second_model_and_runs_the_demo() -> None:
+    # The demo runs only from a clone, where `pip install 'structured-sdk[gemma]'` (the
+    # library's hint) would not install into the clone's venv: the line names a make target.
+    # On main the line named none, and the Makefile had no such target.
+    target = SECOND_MODEL_MAKE.removeprefix("make ")
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    rule = re.search(rf"^{re.escape(target)}: (.+)\n((?:\t.+\n)+)", makefile, re.M)
+    assert rule is not None, f"no rule for {target}"
+    assert "$(GEMMA_STAMP)" in rule[1].split()
+    assert rule[2].strip() == "$(BIN)/python -m sdk.cli demo"
+    stamp = re.search(r"^\$\(GEMMA_STAMP\):.*\n\t(.+)\n", makefile, re.M)
+    assert stamp is not None and "gemma]" in stamp[1]
+    assert re.search(rf"^\.PHONY:.* {re.escape(target)}( |$)", makefile, re.M)
 
 
 def test_the_second_model_is_here_exactly_when_its_wheels_are() -> None:

@@ -140,3 +140,46 @@ def test_engines_is_checked_and_shown() -> None:
 def test_the_pool_is_in_the_repr(pooled: Any) -> None:
     assert repr(pooled).endswith(", engines=2)")
     assert pooled.engines == 2
+
+
+def test_a_call_cancelled_while_it_waits_for_the_engine_stops_waiting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A call that gave up (a timeout around it) while queued for the engine: on main its worker
+    # thread went on waiting until the engine was free, only to stop at its first token, so
+    # timed-out calls piled up in the executor. `asyncio.run` waits for its worker threads at
+    # the end, so it returns (bounded) only if the waiting one stopped.
+    import_local("llama_cpp")
+    caplog.set_level(logging.WARNING, LOGGER)
+    provider = _single()  # a pool of its own: its first wait is logged
+    stream = _suspended_stream(StructuredClient(provider, retries=0))  # the engine, held
+
+    async def give_up() -> None:
+        client = AsyncStructuredClient(provider, retries=0)
+        call = asyncio.ensure_future(client.generate(Sentiment, prompt="Great!", max_tokens=60))
+        deadline = time.monotonic() + WAIT
+        while not _waiting_notes(caplog):  # it is queued for the engine
+            assert time.monotonic() < deadline, "the call never waited"
+            await asyncio.sleep(0.02)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(give_up())
+        except BaseException as error:  # handed to the test's thread
+            failures.append(error)
+
+    runner = threading.Thread(target=run)
+    try:
+        runner.start()
+        runner.join(30.0)
+        assert not runner.is_alive(), "the cancelled call still waits for the engine"
+        assert failures == []
+    finally:
+        *_, last = stream  # frees the engine (and, on main, the waiting thread)
+        runner.join(WAIT)
+    assert isinstance(last, Result)

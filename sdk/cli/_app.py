@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CacheOption",
     "CachePathOption",
+    "ContractOption",
     "DirOption",
     "JsonOption",
     "Output",
@@ -99,6 +100,14 @@ Target = Annotated[
         metavar="MODULE_OR_PACKAGE",
         help="A module name (contracts, myapp.models), or a package folder or .py file by its "
         "path, from any folder.",
+    ),
+]
+ContractOption = Annotated[
+    str,
+    typer.Option(
+        "--contract",
+        help="The contract, as MODULE:NAME (contracts:Decision), the module by name or by path "
+        "(../service/contracts:Decision).",
     ),
 ]
 DirOption = Annotated[

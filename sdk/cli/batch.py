@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ import typer
 
 from sdk.cli._app import CacheOption
 from sdk.cli._app import CachePathOption
+from sdk.cli._app import ContractOption
 from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
 from sdk.cli._app import PromptOption
@@ -38,9 +40,6 @@ batch_app = command_group(
 
 StateOption = Annotated[
     Path, typer.Option("--state", help="The job's state file (SQLite), as `run` made it.")
-]
-ContractOption = Annotated[
-    str, typer.Option("--contract", help="The contract, as MODULE:NAME (contracts:Decision).")
 ]
 ProviderOption = Annotated[
     str,
@@ -290,8 +289,8 @@ def batch_cancel_command(state: StateOption) -> None:
         out_.line(f"cancel requested: the running job ({summary.runner}) stops within seconds")
     else:
         out_.line(
-            f"cancel requested: run `sdk batch resume --state {state}` to collect and close "
-            "the job",
+            f"cancel requested: run `sdk batch resume --state {shlex.quote(str(state))}` to "
+            "collect and close the job",
             "dim",
         )
 
@@ -463,6 +462,7 @@ class _Display:
         self.started = time.monotonic()
         self.last: JobProgress | None = None
         self.printed = 0.0
+        self.shown = ""  # the last plain line printed: the one at the end is not printed twice
         self.bar = (
             Progress(
                 "[progress.description]{task.description}",
@@ -486,7 +486,7 @@ class _Display:
             )  # fmt: skip
         elif time.monotonic() - self.printed >= _PLAIN_EVERY:
             self.printed = time.monotonic()
-            self.out.err.print(f"batch: {text}", highlight=False)
+            self._plain(text)
 
     def __enter__(self) -> _Display:
         if self.bar is not None:
@@ -498,14 +498,19 @@ class _Display:
             self.bar.stop()
         elif self.last is not None:
             text = progress_text(self.last, time.monotonic() - self.started)
-            self.out.err.print(f"batch: {text}", highlight=False)
+            if text != self.shown:
+                self._plain(text)
+
+    def _plain(self, text: str) -> None:
+        self.shown = text
+        self.out.err.print(f"batch: {text}", highlight=False)
 
 
 def _run_batch(out: Output, job: BatchJob, state: Path, as_json: bool) -> None:
     from sdk.batch import BatchError
     from sdk.errors import ProviderError
 
-    resume = f"run `sdk batch resume --state {state}` to go on"
+    resume = f"run `sdk batch resume --state {shlex.quote(str(state))}` to go on"
     try:
         with _Display(out) as display:
             summary = job.run(progress=display, progress_every=0.5)

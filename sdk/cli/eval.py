@@ -13,6 +13,7 @@ import typer
 
 from sdk.cli._app import CacheOption
 from sdk.cli._app import CachePathOption
+from sdk.cli._app import ContractOption
 from sdk.cli._app import Output
 from sdk.cli._app import PromptOption
 from sdk.cli._app import app
@@ -38,9 +39,6 @@ ALL_ARMS = ",".join(EVAL_ARMS)
 
 DatasetArgument = Annotated[
     Path, typer.Argument(help="JSONL dataset: id, document, expected labels.")
-]
-ContractOption = Annotated[
-    str, typer.Option("--contract", help="The contract, as MODULE:NAME (contracts:Decision).")
 ]
 ProviderOption = Annotated[
     str,

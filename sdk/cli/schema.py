@@ -43,7 +43,7 @@ from sdk.workflow.versioning import discover_grammars
 from sdk.workflow.versioning import discover_prompts
 from sdk.workflow.versioning import display_path
 from sdk.workflow.versioning import export
-from sdk.workflow.versioning import import_target
+from sdk.workflow.versioning import imported_apart
 from sdk.workflow.versioning import lock
 from sdk.workflow.versioning import locked_grammar
 from sdk.workflow.versioning import locked_prompt
@@ -162,8 +162,9 @@ def diff_command(
         list[str] | None,
         typer.Argument(
             metavar="OLD NEW",
-            help="Two schemas: snapshot files (.json) or contracts as module:Class. With "
-            "--against-lock: contract names to limit the diff to.",
+            help="Two schemas: snapshot files (.json) or contracts as MODULE:Class, the module "
+            "by name or path (../release/app:Order app:Order: a release against the working "
+            "tree). With --against-lock: contract names to limit the diff to.",
         ),
     ] = None,
     against_lock: Annotated[
@@ -210,16 +211,25 @@ def diff_command(
 def _load_schema(reference: str) -> dict[str, Any]:
     """A schema from a file, or from a contract named `module:Class` (or `module.Class`)."""
     path = Path(reference)
+    if path.is_dir() or (path.suffix == ".py" and path.is_file()):
+        kind = "a folder" if path.is_dir() else "a module"
+        raise ValueError(
+            f"{reference} is {kind}, not a schema: name one contract in it as MODULE:NAME "
+            f"({reference}:Order), or give a snapshot file (.json)"
+        )
     if path.suffix == ".json" or path.exists():
         return load_snapshot(path)
     # `path/to/pkg:Class` or `pkg.module:Class`; `pkg.module.Class` too.
     module_name, _, class_name = reference.rpartition(":" if ":" in reference else ".")
     if not module_name:
         raise ValueError(f"{reference!r} is neither a file nor module:Class")
-    contract = getattr(import_target(module_name), class_name, None)
-    if not (isinstance(contract, type) and issubclass(contract, Contract)):
-        raise ValueError(f"{reference!r} is not a Contract")
-    return canonical_schema(contract)
+    # Imported apart: OLD and NEW may be one package's two versions (`../release/app:Order`
+    # against `app:Order`), each read from where it was named.
+    with imported_apart(module_name) as module:
+        contract = getattr(module, class_name, None)
+        if not (isinstance(contract, type) and issubclass(contract, Contract)):
+            raise ValueError(f"{reference!r} is not a Contract")
+        return canonical_schema(contract)
 
 
 def _diffs_against_lock(target: str, directory: Path | None, names: list[str]) -> list[SchemaDiff]:

@@ -28,15 +28,18 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import json
 import os
 import pkgutil
+import shlex
 import sys
 import traceback
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field
 from enum import StrEnum
@@ -94,6 +97,7 @@ __all__ = [
     "display_path",
     "export",
     "import_target",
+    "imported_apart",
     "judge_snapshot",
     "lock",
     "locked_grammar",
@@ -117,19 +121,65 @@ def import_target(target: str) -> ModuleType:
     `python -m`, so the copy of a package in the working tree wins over an installed one. A path
     is imported under its full dotted name: the folder above its top package (the first parent
     without an `__init__.py`) goes first on `sys.path`, so the package's own absolute imports
-    work from anywhere. What cannot be imported is a `ContractImportError` saying what was tried
-    and how to fix it.
+    work from anywhere; a script of no package whose name is no module name
+    (`extract-invoices.py`) is loaded from its file. What cannot be imported is a
+    `ContractImportError` saying what was tried and how to fix it.
     """
+    root: Path | None = None
+    script: Path | None = None
     if _is_path(target):
-        root, name = _module_of_path(target)
+        root, name, script = _module_of_path(target)
         _put_first_on_path(root)
-        module = _import(name, target)
+    else:
+        name = target
+        cwd = str(Path.cwd())
+        if cwd not in sys.path:
+            sys.path.insert(0, cwd)
+    top = name.partition(".")[0]
+    fresh = top not in sys.modules
+    module = _import(name, target) if script is None else _import_script(name, script)
+    if root is not None:
         _check_location(module, root, target)
-        return module
-    cwd = str(Path.cwd())
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    return _import(target, target)
+    if fresh:
+        _TARGETS.add(top)
+    return module
+
+
+_TARGETS: set[str] = set()
+"""The top-level names of the packages `import_target` was first to import: the ones
+`imported_apart` may set aside (never one the process held before, such as the standard
+library's or the CLI's own dependencies)."""
+
+
+@contextmanager
+def imported_apart(target: str) -> Iterator[ModuleType]:
+    """`import_target(target)`, imported on its own: a package of the same top-level name that
+    an earlier target imported is set aside meanwhile and put back after, with `sys.path` as it
+    was, and the modules imported here are forgotten. So two versions of one package (a
+    release's checkout and the working tree) are each read from where they were named, as
+    `sdk schema diff OLD NEW` needs; use the module inside the block only.
+    """
+    name = _module_of_path(target)[1] if _is_path(target) else target
+    top = name.partition(".")[0]
+
+    def under(module_name: str) -> bool:
+        # Never the SDK's own modules: a second copy of one would make its classes two.
+        own = top == __name__.partition(".")[0]
+        return not own and (module_name == top or module_name.startswith(top + "."))
+
+    aside = {n: m for n, m in sys.modules.items() if under(n)} if top in _TARGETS else {}
+    for module_name in aside:
+        del sys.modules[module_name]
+    before = set(sys.modules)
+    path = list(sys.path)
+    try:
+        yield import_target(target)
+    finally:
+        sys.path[:] = path
+        for module_name in [n for n in sys.modules if under(n) and n not in before]:
+            del sys.modules[module_name]
+        sys.modules.update(aside)
+        importlib.invalidate_caches()
 
 
 def _is_path(target: str) -> bool:
@@ -137,8 +187,15 @@ def _is_path(target: str) -> bool:
     return "/" in target or os.sep in target or target.endswith(".py") or target in (".", "..", "~")
 
 
-def _module_of_path(given: str) -> tuple[Path, str]:
-    """The `sys.path` folder and dotted name a package folder or `.py` file is imported by."""
+def _module_of_path(given: str) -> tuple[Path, str, Path | None]:
+    """The `sys.path` folder and dotted name a package folder or `.py` file is imported by, and
+    the file itself where it is loaded from its location: a script outside any package whose
+    name is no module name (`extract-invoices.py`), which no `import` statement could name.
+
+    The climb to the top package stops below a folder whose name is no module name (a
+    checkout called `my-app` holding an `__init__.py`): nothing could import the package
+    through it, so the package is the top.
+    """
     path = Path(given).expanduser()
     if not path.exists():
         raise ContractImportError(
@@ -157,17 +214,44 @@ def _module_of_path(given: str) -> tuple[Path, str]:
         )
     parts = [path.stem if path.is_file() else path.name]
     root = path.parent
-    while (root / "__init__.py").is_file() and root.parent != root:
+    while (root / "__init__.py").is_file() and root.parent != root and root.name.isidentifier():
         parts.insert(0, root.name)
         root = root.parent
+    if path.is_file() and len(parts) == 1:  # a module of no package
+        return root, path.stem, None if path.stem.isidentifier() else path
     bad = [part for part in parts if not part.isidentifier()]
+    if bad and path.is_dir() and not (path / "__init__.py").is_file():
+        raise ContractImportError(
+            f"cannot import {given}: {path} is a folder but not a package, and {bad[0]!r} is no "
+            "module name: give the package folder or .py file that holds the contracts",
+            name=given,
+        )
     if bad:
         raise ContractImportError(
             f"cannot import {given}: {bad[0]!r} (in {path}) is not a valid module name; rename "
             "it with letters, digits and _ only",
             name=given,
         )
-    return root, ".".join(parts)
+    return root, ".".join(parts), None
+
+
+def _import_script(name: str, file: Path) -> ModuleType:
+    """A script whose file name is no module name, loaded from its file under that name (in
+    `sys.modules` while it runs, as an import does, so its classes can find their module)."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return loaded  # `_check_location` tells whether it is this file
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
+        raise ContractImportError(f"cannot import {file}: no loader for it", name=name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[name]
+        raise _import_failure(name, error) from error
+    return module
 
 
 def _put_first_on_path(folder: Path) -> None:
@@ -367,6 +451,15 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
         raise
     except Exception as error:  # walk_packages imports subpackages itself
         raise _import_failure(module.__name__, error) from error
+
+
+def _in_package_lock(module: ModuleType, directory: Path | None) -> bool:
+    """Whether a module is one module of a package (rather than the package) whose lock is the
+    package's: its default folder (`schemas/` beside it), given or not."""
+    spec = module.__spec__
+    if hasattr(module, "__path__") or spec is None or not spec.parent:
+        return False
+    return directory is None or directory.resolve() == default_directory(module).resolve()
 
 
 def default_directory(target: str | ModuleType) -> Path:
@@ -574,12 +667,16 @@ def lock(
     that is edited or missing is refused even then: the code no longer holds that version, so
     nothing can write it again (restore it from version control). `lock` and `check` judge
     every snapshot alike (`judge_snapshot`): a lock that succeeds leaves nothing for `check`.
-    Contracts that no longer exist are dropped from the lock (and reported). Every file is
-    written atomically.
+    Contracts that no longer exist are dropped from the lock (and reported). A target that is
+    one module of a package, locked in the package's own folder (no `directory`, or that one),
+    pins its contracts and drops nothing: that lock holds every module's contracts, so only
+    locking the package drops what none of them defines. Every file is written atomically.
     """
-    directory = directory or default_directory(target)
+    module = import_target(target) if isinstance(target, str) else target
+    part = _in_package_lock(module, directory)
+    directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
-    contracts, grammars, prompts = _discover_all(target)
+    contracts, grammars, prompts = _discover_all(module)
     current = Lock.read(lock_path)
     infos = [schema_info(contract) for contract in contracts]
     infos += [grammar.info() for grammar in grammars]
@@ -592,18 +689,23 @@ def lock(
     if unfixable or (problems and not force):
         raise LockConflict(unfixable + problems)
 
-    pinned = _pin(infos, snapshots, current, force=force)
+    pinned = _pin(infos, snapshots, current, force=force, drop=not part)
     directory.mkdir(parents=True, exist_ok=True)
     files = _snapshot_files(directory, list(zip(contracts, infos, strict=False)), grammars, prompts)
     files[lock_path] = Lock(sorted(pinned.kept)).to_bytes()
     written = [path for path, data in files.items() if _write_if_changed(path, data)]
+    names = {info.name for info in infos}
     current_versions = {(info.name, info.version) for info in infos}
-    history = [e for e in sorted(pinned.kept) if (e.name, e.version) not in current_versions]
+    history = [
+        e
+        for e in sorted(pinned.kept)
+        if e.name in names and (e.name, e.version) not in current_versions
+    ]
     return LockOutcome(
         lock_path,
         pinned.added,
         pinned.replaced,
-        [e for e in current.entries if e.name not in {info.name for info in infos}],
+        [] if part else [e for e in current.entries if e.name not in names],
         [entry for entry in pinned.unchanged if entry not in edited],
         rewritten=edited,
         history=history,
@@ -623,12 +725,17 @@ class _Pinned:
 
 
 def _pin(
-    infos: Sequence[SchemaInfo], snapshots: Mapping[str, str], current: Lock, *, force: bool
+    infos: Sequence[SchemaInfo],
+    snapshots: Mapping[str, str],
+    current: Lock,
+    *,
+    force: bool,
+    drop: bool = True,
 ) -> _Pinned:
     """Pin each of `infos` (its snapshot named by `snapshots`, else by its name and version)
-    in the lock `current`; entries of names the code no longer has are dropped."""
+    in the lock `current`; entries of names the code no longer has are dropped (`drop`)."""
     present = {info.name for info in infos}
-    kept = [e for e in current.entries if e.name in present]
+    kept = [e for e in current.entries if e.name in present or not drop]
     added, replaced, unchanged = [], [], []
     for info in infos:
         snapshot = snapshots.get(info.name) or snapshot_name(info.name, info.version)
@@ -786,10 +893,19 @@ class CheckFinding:
 
 
 def check(target: str | ModuleType, *, directory: Path | None = None) -> list[CheckFinding]:
-    """Compare the contracts of `target` with its lock; an empty list means they agree."""
-    directory = directory or default_directory(target)
+    """Compare the contracts of `target` with its lock; an empty list means they agree.
+
+    A target that is one module of a package, checked against the package's own lock (no
+    `directory`, or that folder), is compared for its own contracts only: the other entries
+    are its sibling modules' (checking the package reports one that no module defines any
+    more).
+    """
+    module = import_target(target) if isinstance(target, str) else target
+    part = _in_package_lock(module, directory)
+    directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
-    label = target if isinstance(target, str) else target.__name__
+    # Quoted as a shell word: the commands the findings name run as shown (a path with spaces).
+    label = shlex.quote(target) if isinstance(target, str) else target.__name__
     if not lock_path.exists():
         return [
             CheckFinding(
@@ -800,7 +916,7 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
             )
         ]
     current = Lock.read(lock_path)
-    contracts, grammars, prompts = _discover_all(target)
+    contracts, grammars, prompts = _discover_all(module)
     findings: list[CheckFinding] = []
     for contract in contracts:
         findings.extend(_check_contract(contract, current, directory, label))
@@ -811,7 +927,7 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
     present = {contract.__name__ for contract in contracts} | {g.name for g in grammars}
     present |= {prompt.name for prompt in prompts}
     for name in current.names():
-        if name not in present:
+        if name not in present and not part:
             versions = ", ".join(f"v{e.version}" for e in current.versions(name))
             findings.append(
                 CheckFinding(
@@ -823,7 +939,8 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
                 )
             )
     for entry in current.entries:
-        findings.extend(_check_snapshot(entry, directory))
+        if entry.name in present or not part:
+            findings.extend(_check_snapshot(entry, directory))
     return findings
 
 

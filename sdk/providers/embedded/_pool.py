@@ -15,10 +15,12 @@ expected the calls to run together can tell the queue from a hang.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sdk import _fork
+from sdk.providers.embedded._engine import _Cancelled
 from sdk.providers.embedded._engine import _Engine
 from sdk.providers.embedded._engine import _engine
 
@@ -51,14 +53,17 @@ class EnginePool:
         return self.engines[0]
 
     @contextmanager
-    def hold(self) -> Iterator[_Engine]:
+    def hold(self, cancel: threading.Event | None = None) -> Iterator[_Engine]:
         """A free engine, held (its lock taken) until the block ends; waits for one if all are
-        busy."""
+        busy. A call cancelled while it waits (`cancel` set: its caller gave up) stops waiting
+        with `_Cancelled` rather than take an engine it would only give back."""
         engine = self._take()
         if engine is None:
             self._note_wait()
             with self._released:
                 while (engine := self._take()) is None:
+                    if cancel is not None and cancel.is_set():
+                        raise _Cancelled
                     self._released.wait(_RECHECK)
         try:
             yield engine

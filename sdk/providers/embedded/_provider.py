@@ -333,7 +333,7 @@ class EmbeddedProvider(Provider):
             build = _prefer_values if settings.grounding == "values" else grounded_lark
             plan = grounding_plan(request, build, engine="embedded")
             custom = plan.grammar
-        with self._engines().hold() as engine:
+        with self._engines().hold(cancel) as engine:
             constraint = Constraint(
                 grammar=engine.grammar(contract, custom) if constrained else None,
                 json_text=contract is not None and self.grammar is None,
