@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import tracemalloc
 from contextlib import closing
 from pathlib import Path
 
@@ -288,6 +289,23 @@ def test_the_result_s_size_counts_text_in_utf8_bytes(tmp_path: Path) -> None:
     with pytest.raises(ResultTooLarge) as raised:
         run_query(path, 'SELECT "v", "n" FROM "t"', max_result_bytes=2079)
     assert raised.value.rows == 9
+
+
+def test_rows_past_the_result_bound_are_never_held(tmp_path: Path) -> None:
+    # 40 rows of 900 KB, the bound 1 MB: the second row passes it. Read 64 rows at a time,
+    # every row was made into Python text before the first was counted (58 MB held; 1.15 GB
+    # for the same column asked 20 times); read one row at a time, at most the rows kept and
+    # the one that passes the bound are held.
+    path = _wide(tmp_path, 40, "x" * 900_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ResultTooLarge) as raised:
+            run_query(path, 'SELECT "v" FROM "t"', max_result_bytes=1_000_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert raised.value.rows == 1
+    assert peak < 3_000_000, f"{peak:,} bytes held for a 1 MB bound"
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])
