@@ -255,6 +255,30 @@ def test_an_integer_id_past_python_s_digit_limit_is_a_clear_input_error(tmp_path
     assert "digits" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        # "é😀" is 2 characters and 6 bytes: the 0xff is character 24, byte 28
+        (b'{"id": "\xc3\xa9\xf0\x9f\x98\x80", "prompt": "\xff"}\n',
+         "not utf-8 text (invalid start byte) at line 1 column 25 (char 24, byte 28)"),
+        # a lone CR ends a line, as everywhere the SDK says where (json's own count says 1)
+        ('{"id": "é😀",\r"prompt": @}\n'.encode(), "line 2 column 11 (char 23)"),
+    ],
+    ids=["not-utf8", "lone-cr"],
+)  # fmt: skip
+def test_an_unreadable_input_line_says_where_in_characters(
+    tmp_path: Path, line: bytes, said: str
+) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_bytes(b'{"id": "a", "prompt": "x"}\n' + line)
+    backend = anthropic_backend(AnthropicBatchAPI())
+    with job_for(tmp_path, items, backend) as job, pytest.raises(BatchInputError) as caught:
+        job.run()
+    message = str(caught.value)
+    assert message.startswith(f"{items}:2: not a JSON object"), message
+    assert said in message, message
+
+
 def _downgrade(state: Path) -> None:
     """Make a job's state file what the previous format wrote (no `id_number`)."""
     with sqlite3.connect(state) as db:

@@ -35,6 +35,7 @@ from typing import BinaryIO
 
 from pydantic import ValidationError
 
+from sdk._values.position import decoding_problem
 from sdk._values.records import PromptInfo
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
@@ -130,7 +131,7 @@ def parse_item(
     try:
         data = json.loads(line)
     except ValueError as error:  # not UTF-8, not JSON, an integer past Python's digit limit
-        raise BatchInputError(f"{where}: not a JSON object ({error})") from None
+        raise BatchInputError(f"{where}: not a JSON object ({decoding_problem(error)})") from None
     except RecursionError:
         raise BatchInputError(f"{where}: nested too deeply to read") from None
     if not isinstance(data, dict):
