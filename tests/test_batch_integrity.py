@@ -234,6 +234,51 @@ def test_the_lease_fences_a_runner_whose_job_was_taken_over(tmp_path: Path) -> N
     second_state.close()
 
 
+def _local_job_over(tmp_path: Path, state: str, items: Path, out: Path) -> BatchJob:
+    backend = LocalBackend(local_clients(Counter(), {}))
+    return BatchJob.create(
+        tmp_path / state, contract=Decision, backend=backend, input=items, out=out
+    )
+
+
+def test_a_job_never_cuts_lines_another_job_wrote_to_its_output(tmp_path: Path) -> None:
+    # Two jobs (two state files) made over one output while it was empty; the first runs. On
+    # main the second then cut the output back to its own committed length (0), every line of
+    # the first gone, and the first's resume refused its own output as "shorter".
+    first, second, out = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "out.jsonl"
+    write_items(first, 6, prefix="a")
+    write_items(second, 4, prefix="b")
+    with (
+        _local_job_over(tmp_path, "a.db", first, out) as a,
+        _local_job_over(tmp_path, "b.db", second, out) as b,
+    ):
+        assert a.run().ok == 6
+        with pytest.raises(JobMismatch) as raised:
+            b.run()
+    assert f"{out} holds" in str(raised.value) and "did not write" in str(raised.value)
+    assert set(by_id(read_output(out))) == {f"a-{n}" for n in range(6)}
+
+
+def test_a_second_job_writing_to_a_running_job_s_output_is_refused(tmp_path: Path) -> None:
+    # Two `sdk batch run` over one output (a shard each, their own state files), the first
+    # running (its server holding every completion). On main the second ran too, both writing
+    # at their own offsets of one file (lines overwritten); it is refused before it sends.
+    with local_job(tmp_path, 40, 0.01, "--concurrency", "2", closed=True) as (runner, url, files):
+        wait_for(lambda: completions(url) >= 2, "the first job's calls")
+        other = tmp_path / "shard2.jsonl"
+        write_items(other, 10, prefix="shard2")
+        try:
+            second = sdk_run(*local_run(url, other, files.out, "--state", str(tmp_path / "2.db")),
+                             timeout=60)  # fmt: skip
+        finally:
+            gate(url, open=True)
+        assert second.returncode == 2, second.stderr
+        assert f"{files.out} is being written by another job" in one_line(second.stderr)
+        _, errors = runner.communicate(timeout=120)
+        assert runner.returncode == 0, errors
+    assert set(by_id(read_output(files.out))) == {f"doc-{n}" for n in range(40)}
+
+
 # --- 2. cancel from anywhere ---
 
 

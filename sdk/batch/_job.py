@@ -325,8 +325,12 @@ class BatchJob:
                 self._start_counts()
                 self._reader = InputReader(self.input, self.contract, self.prompt)
                 self._settle_output()
-                self._output = OutputLog(self.out, int(self.state.get("out_length")))
+                committed = int(self.state.get("out_length"))
+                claimed = committed > 0 or bool(self.state.get("out_claimed"))
+                self._output = OutputLog(self.out, committed, claimed=claimed)
                 try:
+                    if not claimed:  # before its first line: a tail past 0 is then its own
+                        self.state.put("out_claimed", True)
                     self._report(force=True)
                     if isinstance(self.backend, LocalBackend):
                         self._run_local(self.backend)
