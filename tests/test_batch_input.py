@@ -207,6 +207,21 @@ def test_hosted_output_lines_keep_each_id_s_json_type(tmp_path: Path) -> None:
     assert _typed_ids(tmp_path / "out.jsonl") == EXPECTED_IDS
 
 
+def test_status_names_failed_items_by_their_id_s_json_type(tmp_path: Path) -> None:
+    # `sdk batch status --json` lists the failed items: on main 11 came back as "11", so it
+    # matched no output line's id (11) when joined.
+    items = tmp_path / "items.jsonl"
+    _ids_input(items)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with job_for(tmp_path, items, backend, settings=JobSettings(retries=1)) as job:
+        job.run()
+    failures = job_summary(tmp_path / "job.db").to_json()["failures"]
+    assert [failure["id"] for failure in failures] == ["doc-5", 11]
+    assert {failure["id"] for failure in failures} <= set(
+        _typed_ids(tmp_path / "out.jsonl").values()
+    )
+
+
 def test_a_cancelled_item_s_line_keeps_its_id_s_type(tmp_path: Path) -> None:
     items = tmp_path / "items.jsonl"
     _ids_input(items)
