@@ -9,15 +9,20 @@ a duplicate when the input is indexed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
+import threading
+import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contracts import Decision
+from sdk.batch import BatchError
 from sdk.batch import BatchInputError
 from sdk.batch import BatchJob
 from sdk.batch import JobSettings
@@ -158,6 +163,82 @@ def test_touching_the_input_does_not_stop_the_job(tmp_path: Path) -> None:
         _, errors = runner.communicate(timeout=60)
         assert runner.returncode == 0, errors
     assert len(by_id(read_output(files.out))) == 120
+
+
+def _open_here(path: Path) -> bool:
+    """Whether this process has `path` open (Linux: its file descriptors in /proc)."""
+    folder = Path("/proc/self/fd")
+    for fd in folder.iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == str(path):
+                return True
+    return False
+
+
+def _append_as_indexing_ends(folder: Path) -> dict[str, Any] | None:
+    """Run a job over 4,900 items in a thread and append a line once its indexing has read the
+    input to its end, before it records the indexing done: another connection holds the state
+    file's write lock from while the job reads (its input open) until the line is appended, so
+    the job waits at its last indexing commit with the input closed. What the run gave, or
+    `None` if the job indexed before the lock was taken (a machine too slow to catch it)."""
+    folder.mkdir()
+    items = folder / "items.jsonl"
+    write_items(items, 4900)  # one indexing chunk (5,000): one commit, at the end
+    ran: dict[str, Any] = {"items": items, "state": folder / "job.db"}
+
+    def run() -> None:
+        backend = LocalBackend(local_clients(Counter(), {}))
+        try:
+            with job_for(folder, items, backend, settings=JobSettings(retries=1)) as job:
+                ran["summary"] = job.run()
+        except BaseException as error:  # reported by the test
+            ran["error"] = error
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while not _open_here(items) and runner.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    with sqlite3.connect(ran["state"], timeout=60) as holder:
+        holder.execute("BEGIN IMMEDIATE")
+        caught = holder.execute("SELECT 1 FROM meta WHERE key = 'indexed'").fetchone() is None
+        while caught and _open_here(items) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if caught:
+            with items.open("a", encoding="utf-8") as file:
+                file.write(json.dumps({"id": "late", "prompt": "Approve?", "source": "x"}) + "\n")
+        holder.rollback()
+    runner.join(timeout=120)
+    assert not runner.is_alive(), "the job did not end"
+    return ran if caught else None
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_a_line_appended_as_indexing_ends_is_run_or_stops_the_job_never_lost(
+    tmp_path: Path,
+) -> None:
+    # On main the identity (taken after the line was appended) covered the line, the index did
+    # not: the job ended ok with one item fewer than the input holds, and resume saw nothing.
+    for attempt in range(5):
+        ran = _append_as_indexing_ends(tmp_path / str(attempt))
+        if ran is not None:
+            break
+    else:
+        raise AssertionError("the job indexed before the lock was taken, 5 times")
+    items = ran["items"]
+    if "error" in ran:  # stopped, naming the line: acceptable, never silent
+        assert isinstance(ran["error"], BatchError), ran["error"]
+        assert f"{items}:4901: a line added after indexing" in str(ran["error"])
+        backend = LocalBackend(local_clients(Counter(), {}))
+        with (
+            BatchJob.open(ran["state"], contract=Decision, backend=backend) as job,
+            pytest.raises(BatchError) as again,  # and resume says so too
+        ):
+            job.run()
+        assert f"{items}:4901: a line added after indexing" in str(again.value)
+        return
+    written = set(by_id(read_output(items.with_name("out.jsonl"))))
+    assert "late" in written and len(written) == 4901, ran["summary"]
 
 
 # --- ids ---

@@ -24,8 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Generator
 from collections.abc import Iterable
-from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import replace
@@ -229,19 +229,20 @@ def read_index(
     first_line: int = 1,
     digest: Any = None,
     prompt: type[Prompt] | None = None,
-) -> Iterator[IndexEntry]:
+) -> Generator[IndexEntry, None, tuple[int, int]]:
     """Each item line of `path` from byte `start` (line number `first_line`), validated, as an
     `IndexEntry`; blank lines are skipped. Every byte read also goes into `digest` (a `hashlib`
     object), so that when an entry is yielded it holds the bytes up to that entry's end. A line
     past `MAX_LINE` or a last line without its newline that does not parse raises
-    `BatchInputError`."""
+    `BatchInputError`. Returns where the reading ended: the byte offset and the last line's
+    number."""
     with open(path, "rb") as file:
         file.seek(start)
         offset, number = start, first_line - 1
         while True:
             line = file.readline(MAX_LINE + 1)
             if not line:
-                return
+                return offset, number
             number += 1
             if len(line) > MAX_LINE and not line.endswith(b"\n"):
                 raise BatchInputError(f"{path}:{number}: line longer than {MAX_LINE} bytes")

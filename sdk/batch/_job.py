@@ -320,8 +320,10 @@ class BatchJob:
         with state_errors(self.state.path), RunnerLock(self.state) as lock:
             self._lock, self._stopping = lock, False
             try:
-                index_input(self.state, self.input, self.contract, self._indexing, self.prompt)
+                # Looked at before indexing: a change made while the input is indexed (after
+                # its identity is taken) is then found at the first tick, never taken as seen.
                 self._input_seen = input_stat(self.input)
+                index_input(self.state, self.input, self.contract, self._indexing, self.prompt)
                 self._start_counts()
                 self._reader = InputReader(self.input, self.contract, self.prompt)
                 self._settle_output()
