@@ -279,6 +279,27 @@ def test_a_second_job_writing_to_a_running_job_s_output_is_refused(tmp_path: Pat
     assert set(by_id(read_output(files.out))) == {f"doc-{n}" for n in range(40)}
 
 
+@pytest.mark.parametrize("where", ["fifo", "under-a-file", "stdout", "folder"])
+def test_an_output_that_cannot_be_a_job_s_file_is_one_line_not_a_traceback(
+    tmp_path: Path, where: str
+) -> None:
+    # On main: a traceback and exit 1 for each (OSError "Illegal seek" on a fifo,
+    # FileExistsError from mkdir under a file, FileNotFoundError for /dev/stdout resolved to
+    # /proc/<pid>/fd/pipe:[...], IsADirectoryError).
+    items = tmp_path / "items.jsonl"
+    write_items(items, 3)
+    out = {"fifo": tmp_path / "fifo", "under-a-file": items / "out.jsonl",
+           "stdout": Path("/dev/stdout"), "folder": tmp_path}[where]  # fmt: skip
+    if where == "fifo":
+        os.mkfifo(out)
+    ran = sdk_run(*local_run("http://127.0.0.1:9", items, out, "--state", str(tmp_path / "j.db")),
+                  timeout=60)  # fmt: skip
+    assert ran.returncode == 2, ran.stderr
+    line = one_line(ran.stderr)
+    assert str(out) in line or where == "stdout", line
+    assert "not a regular file" in line or "cannot be opened to write" in line, line
+
+
 # --- 2. cancel from anywhere ---
 
 

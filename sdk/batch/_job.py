@@ -78,6 +78,7 @@ from sdk.batch._outcome import decide_live
 from sdk.batch._outcome import decide_reply
 from sdk.batch._outcome import prompted
 from sdk.batch._outcome import request_for
+from sdk.batch._output import NOT_A_FILE
 from sdk.batch._output import OutputLog
 from sdk.batch._output import finish_swap
 from sdk.batch._output import without_lines
@@ -211,6 +212,8 @@ class BatchJob:
         prompt, settings = options.pop("prompt", None), options.pop("settings", None)
         update, extra_meta = options.pop("update", False), options.pop("extra_meta", None)
         polling = options  # what is left: how a hosted job polls
+        if Path(out).exists() and not Path(out).is_file():  # (`/dev/stdout` resolves to no file)
+            raise BatchError(f"{out}: {NOT_A_FILE}")
         input_path, out_path = Path(input).resolve(), Path(out).resolve()
         if not input_path.is_file():
             raise BatchInputError(f"{input}: no such input file")

@@ -32,6 +32,7 @@ import fcntl
 import glob
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -42,7 +43,13 @@ from sdk._files import sync_folder
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import JobMismatch
 
-__all__ = ["OutputLog", "finish_swap", "without_lines"]
+__all__ = ["NOT_A_FILE", "OutputLog", "finish_swap", "without_lines"]
+
+
+NOT_A_FILE = (
+    "not a regular file (a pipe, a device, a folder): a job's output is a file it appends to "
+    "and cuts back to what it committed on resume; give a file's path"
+)
 
 
 class OutputLog:
@@ -56,12 +63,19 @@ class OutputLog:
 
     def __init__(self, path: Path, committed: int, *, claimed: bool = True) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         exists = path.exists()
         if not exists and committed > 0:
             raise JobMismatch(f"{path} is missing but the job has written {committed} bytes to it")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as error:
+            raise BatchError(
+                f"{path}: the output cannot be opened to write ({error.strerror or error})"
+            ) from None
+        try:
+            if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+                raise BatchError(f"{path}: {NOT_A_FILE}")
             self._check(path, committed, claimed)
         except BaseException:
             os.close(self._fd)
