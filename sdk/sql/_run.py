@@ -132,22 +132,26 @@ def run_query(path: str | Path, query: str, **bounds: Unpack[QueryBounds]) -> li
     check_keywords(bounds, QueryBounds, "run_query()")
     max_rows = bounds.get("max_rows", 1000)
     max_result_bytes = bounds.get("max_result_bytes", DEFAULT_MAX_RESULT_BYTES)
+    max_value_bytes = bounds.get("max_value_bytes", 1_000_000)
+    cache_kib = bounds.get("cache_kib", 8192)
     timeout = bounds.get("timeout", DEFAULT_TIMEOUT)
-    for name, bound in (("max_rows", max_rows), ("max_result_bytes", max_result_bytes)):
+    for name, bound in (
+        ("max_rows", max_rows),
+        ("max_result_bytes", max_result_bytes),
+        ("max_value_bytes", max_value_bytes),
+        ("cache_kib", cache_kib),
+    ):
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
             raise ValueError(f"{name} is a positive integer, not {bound!r}")
-    if not timeout > 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ValueError(f"timeout is a positive number of seconds, not {timeout!r}")
     with _fork.gate(), closing(connect_read_only(path)) as database:
-        _bound(
-            database,
-            max_value_bytes=bounds.get("max_value_bytes", 1_000_000),
-            cache_kib=bounds.get("cache_kib", 8192),
-        )
+        # (SQLite's own ceilings: a value's length is a C int, a row count a 64-bit integer)
+        _bound(database, max_value_bytes=min(max_value_bytes, 2**31 - 1), cache_kib=cache_kib)
         deadline = time.monotonic() + timeout
         database.set_progress_handler(_past(deadline), _PROGRESS_STEPS)
         try:
-            cursor = database.execute(bounded_statement(query), (max_rows,))
+            cursor = database.execute(bounded_statement(query), (min(max_rows, 2**63 - 1),))
             return _fetched(cursor, max_rows, max_result_bytes)
         except sqlite3.OperationalError as error:
             if "interrupted" in str(error) and time.monotonic() >= deadline:
