@@ -108,6 +108,8 @@ class OutputLog:
                 f"{path} is being written by another job (another state file over the same "
                 "output): give each job its own output file"
             ) from None
+        except OSError:  # a file system without locks (some network ones): the check below holds
+            pass
         size = os.fstat(self._fd).st_size
         if committed == 0 and size > 0 and not claimed:
             raise JobMismatch(
