@@ -165,6 +165,32 @@ def test_touching_the_input_does_not_stop_the_job(tmp_path: Path) -> None:
     assert len(by_id(read_output(files.out))) == 120
 
 
+def test_the_missing_newline_of_the_last_line_added_is_no_change(tmp_path: Path) -> None:
+    # An editor that ends the file with a newline on save: every indexed line is as it was.
+    # On main `resume` refused it, "items.jsonl:4: changed since indexing (it was item
+    # 'doc-3')" (the line read back held its new newline, the index the line without one).
+    items = tmp_path / "items.jsonl"
+    write_items(items, 4)
+    items.write_bytes(items.read_bytes().rstrip(b"\n"))
+    counter: Counter[str] = Counter()
+    with job_for(tmp_path, items, LocalBackend(local_clients(counter, {}))) as job:
+        assert job.run().ok == 4
+    asked = sum(counter.values())
+    with items.open("ab") as file:
+        file.write(b"\n")
+    backend = LocalBackend(local_clients(counter, {}))
+    with BatchJob.open(tmp_path / "job.db", contract=Decision, backend=backend) as job:
+        assert job.run().ok == 4
+    assert sum(counter.values()) == asked  # nothing sent again
+    with items.open("ab") as file:  # a line after it is still a change
+        file.write(b'{"id": "more", "prompt": "x"}\n')
+    with (
+        BatchJob.open(tmp_path / "job.db", contract=Decision, backend=backend) as job,
+        pytest.raises(BatchError, match=r":5: a line added after indexing"),
+    ):
+        job.run()
+
+
 def _open_here(path: Path) -> bool:
     """Whether this process has `path` open (Linux: its file descriptors in /proc)."""
     folder = Path("/proc/self/fd")

@@ -332,7 +332,7 @@ def first_change(path: Path, rows: Iterable[ItemRow], *, complete: bool) -> str 
             line = file.readline(MAX_LINE + 1)
             number += 1
             offset += len(line)
-            if len(line) != row.length or line_hash(line) != row.hash:
+            if not _as_indexed(line, row):
                 return f"{path}:{number}: changed since indexing (it was item {row.id!r})"
         if complete:
             for line in file:
@@ -340,6 +340,15 @@ def first_change(path: Path, rows: Iterable[ItemRow], *, complete: bool) -> str 
                 if line.strip():
                     return f"{path}:{number}: a line added after indexing"
     return None
+
+
+def _as_indexed(line: bytes, row: ItemRow) -> bool:
+    """Whether `line` (read with its line end) is the line indexed for `row`: the same bytes,
+    or, for the file's last line indexed without a line end, those bytes with one added (an
+    editor that ends the file with a newline on save changes no line)."""
+    if len(line) == row.length:
+        return line_hash(line) == row.hash
+    return line[row.length :] in (b"\n", b"\r\n") and line_hash(line[: row.length]) == row.hash
 
 
 def file_identity(path: Path) -> str:
