@@ -9,15 +9,20 @@ a duplicate when the input is indexed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
+import threading
+import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contracts import Decision
+from sdk.batch import BatchError
 from sdk.batch import BatchInputError
 from sdk.batch import BatchJob
 from sdk.batch import JobSettings
@@ -160,6 +165,108 @@ def test_touching_the_input_does_not_stop_the_job(tmp_path: Path) -> None:
     assert len(by_id(read_output(files.out))) == 120
 
 
+def test_the_missing_newline_of_the_last_line_added_is_no_change(tmp_path: Path) -> None:
+    # An editor that ends the file with a newline on save: every indexed line is as it was.
+    # On main `resume` refused it, "items.jsonl:4: changed since indexing (it was item
+    # 'doc-3')" (the line read back held its new newline, the index the line without one).
+    items = tmp_path / "items.jsonl"
+    write_items(items, 4)
+    items.write_bytes(items.read_bytes().rstrip(b"\n"))
+    counter: Counter[str] = Counter()
+    with job_for(tmp_path, items, LocalBackend(local_clients(counter, {}))) as job:
+        assert job.run().ok == 4
+    asked = sum(counter.values())
+    with items.open("ab") as file:
+        file.write(b"\n")
+    backend = LocalBackend(local_clients(counter, {}))
+    with BatchJob.open(tmp_path / "job.db", contract=Decision, backend=backend) as job:
+        assert job.run().ok == 4
+    assert sum(counter.values()) == asked  # nothing sent again
+    with items.open("ab") as file:  # a line after it is still a change
+        file.write(b'{"id": "more", "prompt": "x"}\n')
+    with (
+        BatchJob.open(tmp_path / "job.db", contract=Decision, backend=backend) as job,
+        pytest.raises(BatchError, match=r":5: a line added after indexing"),
+    ):
+        job.run()
+
+
+def _open_here(path: Path) -> bool:
+    """Whether this process has `path` open (Linux: its file descriptors in /proc)."""
+    folder = Path("/proc/self/fd")
+    for fd in folder.iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == str(path):
+                return True
+    return False
+
+
+def _append_as_indexing_ends(folder: Path) -> dict[str, Any] | None:
+    """Run a job over 4,900 items in a thread and append a line once its indexing has read the
+    input to its end, before it records the indexing done: another connection holds the state
+    file's write lock from while the job reads (its input open) until the line is appended, so
+    the job waits at its last indexing commit with the input closed. What the run gave, or
+    `None` if the job indexed before the lock was taken (a machine too slow to catch it)."""
+    folder.mkdir()
+    items = folder / "items.jsonl"
+    write_items(items, 4900)  # one indexing chunk (5,000): one commit, at the end
+    ran: dict[str, Any] = {"items": items, "state": folder / "job.db"}
+
+    def run() -> None:
+        backend = LocalBackend(local_clients(Counter(), {}))
+        try:
+            with job_for(folder, items, backend, settings=JobSettings(retries=1)) as job:
+                ran["summary"] = job.run()
+        except BaseException as error:  # reported by the test
+            ran["error"] = error
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while not _open_here(items) and runner.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    with sqlite3.connect(ran["state"], timeout=60) as holder:
+        holder.execute("BEGIN IMMEDIATE")
+        caught = holder.execute("SELECT 1 FROM meta WHERE key = 'indexed'").fetchone() is None
+        while caught and _open_here(items) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if caught:
+            with items.open("a", encoding="utf-8") as file:
+                file.write(json.dumps({"id": "late", "prompt": "Approve?", "source": "x"}) + "\n")
+        holder.rollback()
+    runner.join(timeout=120)
+    assert not runner.is_alive(), "the job did not end"
+    return ran if caught else None
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_a_line_appended_as_indexing_ends_is_run_or_stops_the_job_never_lost(
+    tmp_path: Path,
+) -> None:
+    # On main the identity (taken after the line was appended) covered the line, the index did
+    # not: the job ended ok with one item fewer than the input holds, and resume saw nothing.
+    for attempt in range(5):
+        ran = _append_as_indexing_ends(tmp_path / str(attempt))
+        if ran is not None:
+            break
+    else:
+        raise AssertionError("the job indexed before the lock was taken, 5 times")
+    items = ran["items"]
+    if "error" in ran:  # stopped, naming the line: acceptable, never silent
+        assert isinstance(ran["error"], BatchError), ran["error"]
+        assert f"{items}:4901: a line added after indexing" in str(ran["error"])
+        backend = LocalBackend(local_clients(Counter(), {}))
+        with (
+            BatchJob.open(ran["state"], contract=Decision, backend=backend) as job,
+            pytest.raises(BatchError) as again,  # and resume says so too
+        ):
+            job.run()
+        assert f"{items}:4901: a line added after indexing" in str(again.value)
+        return
+    written = set(by_id(read_output(items.with_name("out.jsonl"))))
+    assert "late" in written and len(written) == 4901, ran["summary"]
+
+
 # --- ids ---
 
 
@@ -205,6 +312,21 @@ def test_hosted_output_lines_keep_each_id_s_json_type(tmp_path: Path) -> None:
         summary = job.run()
     assert summary.ok == 4 and summary.failed == 2
     assert _typed_ids(tmp_path / "out.jsonl") == EXPECTED_IDS
+
+
+def test_status_names_failed_items_by_their_id_s_json_type(tmp_path: Path) -> None:
+    # `sdk batch status --json` lists the failed items: on main 11 came back as "11", so it
+    # matched no output line's id (11) when joined.
+    items = tmp_path / "items.jsonl"
+    _ids_input(items)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with job_for(tmp_path, items, backend, settings=JobSettings(retries=1)) as job:
+        job.run()
+    failures = job_summary(tmp_path / "job.db").to_json()["failures"]
+    assert [failure["id"] for failure in failures] == ["doc-5", 11]
+    assert {failure["id"] for failure in failures} <= set(
+        _typed_ids(tmp_path / "out.jsonl").values()
+    )
 
 
 def test_a_cancelled_item_s_line_keeps_its_id_s_type(tmp_path: Path) -> None:
@@ -253,6 +375,30 @@ def test_an_integer_id_past_python_s_digit_limit_is_a_clear_input_error(tmp_path
         job.run()
     assert f"{items}:1: not a JSON object" in str(caught.value)
     assert "digits" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        # "é😀" is 2 characters and 6 bytes: the 0xff is character 24, byte 28
+        (b'{"id": "\xc3\xa9\xf0\x9f\x98\x80", "prompt": "\xff"}\n',
+         "not utf-8 text (invalid start byte) at line 1 column 25 (char 24, byte 28)"),
+        # a lone CR ends a line, as everywhere the SDK says where (json's own count says 1)
+        ('{"id": "é😀",\r"prompt": @}\n'.encode(), "line 2 column 11 (char 23)"),
+    ],
+    ids=["not-utf8", "lone-cr"],
+)  # fmt: skip
+def test_an_unreadable_input_line_says_where_in_characters(
+    tmp_path: Path, line: bytes, said: str
+) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_bytes(b'{"id": "a", "prompt": "x"}\n' + line)
+    backend = anthropic_backend(AnthropicBatchAPI())
+    with job_for(tmp_path, items, backend) as job, pytest.raises(BatchInputError) as caught:
+        job.run()
+    message = str(caught.value)
+    assert message.startswith(f"{items}:2: not a JSON object"), message
+    assert said in message, message
 
 
 def _downgrade(state: Path) -> None:

@@ -234,6 +234,72 @@ def test_the_lease_fences_a_runner_whose_job_was_taken_over(tmp_path: Path) -> N
     second_state.close()
 
 
+def _local_job_over(tmp_path: Path, state: str, items: Path, out: Path) -> BatchJob:
+    backend = LocalBackend(local_clients(Counter(), {}))
+    return BatchJob.create(
+        tmp_path / state, contract=Decision, backend=backend, input=items, out=out
+    )
+
+
+def test_a_job_never_cuts_lines_another_job_wrote_to_its_output(tmp_path: Path) -> None:
+    # Two jobs (two state files) made over one output while it was empty; the first runs. On
+    # main the second then cut the output back to its own committed length (0), every line of
+    # the first gone, and the first's resume refused its own output as "shorter".
+    first, second, out = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "out.jsonl"
+    write_items(first, 6, prefix="a")
+    write_items(second, 4, prefix="b")
+    with (
+        _local_job_over(tmp_path, "a.db", first, out) as a,
+        _local_job_over(tmp_path, "b.db", second, out) as b,
+    ):
+        assert a.run().ok == 6
+        with pytest.raises(JobMismatch) as raised:
+            b.run()
+    assert f"{out} holds" in str(raised.value) and "did not write" in str(raised.value)
+    assert set(by_id(read_output(out))) == {f"a-{n}" for n in range(6)}
+
+
+def test_a_second_job_writing_to_a_running_job_s_output_is_refused(tmp_path: Path) -> None:
+    # Two `sdk batch run` over one output (a shard each, their own state files), the first
+    # running (its server holding every completion). On main the second ran too, both writing
+    # at their own offsets of one file (lines overwritten); it is refused before it sends.
+    with local_job(tmp_path, 40, 0.01, "--concurrency", "2", closed=True) as (runner, url, files):
+        wait_for(lambda: completions(url) >= 2, "the first job's calls")
+        other = tmp_path / "shard2.jsonl"
+        write_items(other, 10, prefix="shard2")
+        try:
+            second = sdk_run(*local_run(url, other, files.out, "--state", str(tmp_path / "2.db")),
+                             timeout=60)  # fmt: skip
+        finally:
+            gate(url, open=True)
+        assert second.returncode == 2, second.stderr
+        assert f"{files.out} is being written by another job" in one_line(second.stderr)
+        _, errors = runner.communicate(timeout=120)
+        assert runner.returncode == 0, errors
+    assert set(by_id(read_output(files.out))) == {f"doc-{n}" for n in range(40)}
+
+
+@pytest.mark.parametrize("where", ["fifo", "under-a-file", "stdout", "folder"])
+def test_an_output_that_cannot_be_a_job_s_file_is_one_line_not_a_traceback(
+    tmp_path: Path, where: str
+) -> None:
+    # On main: a traceback and exit 1 for each (OSError "Illegal seek" on a fifo,
+    # FileExistsError from mkdir under a file, FileNotFoundError for /dev/stdout resolved to
+    # /proc/<pid>/fd/pipe:[...], IsADirectoryError).
+    items = tmp_path / "items.jsonl"
+    write_items(items, 3)
+    out = {"fifo": tmp_path / "fifo", "under-a-file": items / "out.jsonl",
+           "stdout": Path("/dev/stdout"), "folder": tmp_path}[where]  # fmt: skip
+    if where == "fifo":
+        os.mkfifo(out)
+    ran = sdk_run(*local_run("http://127.0.0.1:9", items, out, "--state", str(tmp_path / "j.db")),
+                  timeout=60)  # fmt: skip
+    assert ran.returncode == 2, ran.stderr
+    line = one_line(ran.stderr)
+    assert str(out) in line or where == "stdout", line
+    assert "not a regular file" in line or "cannot be opened to write" in line, line
+
+
 # --- 2. cancel from anywhere ---
 
 

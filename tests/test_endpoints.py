@@ -157,6 +157,30 @@ def test_credentials_in_a_base_url_beside_an_authorization_header_are_refused(na
     assert PASSWORD not in str(raised.value) and gateway.seen == []
 
 
+# A password holding an unescaped `/`, `?` or `#` (a base64 key, say) ends the URL's authority
+# there: the rest of the password and the real host become the path, query or fragment, and
+# with a port-like start (`ops-team:1/...`) requests went to host `ops-team` with the password
+# in the URL httpx logs. Refused when made, never echoed.
+HIDDEN_USERINFO = [f"http://{USER}:{sep}{PASSWORD}@gw.test/llm"
+                   for sep in ("1/", "1?", "1#", "a/", "/")]  # fmt: skip
+
+
+@pytest.mark.parametrize("url", HIDDEN_USERINFO)
+@pytest.mark.parametrize("name", LOCAL)
+def test_a_password_that_breaks_the_url_is_refused_never_sent_or_shown(
+    name: str, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = Gateway(name, "/llm")
+    with (
+        caplog.at_level(logging.DEBUG),
+        pytest.raises(ValueError, match="percent-encode") as raised,
+    ):
+        _call(_local(name, url, gateway, sync=True), "generate")
+    assert gateway.seen == []
+    shown = str(raised.value) + "\n".join(r.getMessage() for r in caplog.records)
+    assert "SECRET" not in shown, shown
+
+
 @pytest.mark.parametrize("url", ["gw.test:8080", "ftp://gw.test/", "http:///llm", ""])
 def test_a_base_url_that_is_not_http_is_refused_when_made(url: str) -> None:
     with pytest.raises(ValueError, match="http:// or https://"):
@@ -220,13 +244,35 @@ def test_credentials_in_an_official_client_s_base_url_are_refused(name: str) -> 
     assert PASSWORD not in str(raised.value) and gateway.seen == []
 
 
-@pytest.mark.parametrize(("url", "said"), [(f"http://{USER}:{PASSWORD}@gw.test", "credentials"),
-                                           (f"http://gw.test/g?{QUERY}", "query string")])
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (f"http://{USER}:{PASSWORD}@gw.test", "credentials"),
+        (f"http://gw.test/g?{QUERY}", "query string"),
+    ],
+)
 def test_a_gemini_base_url_with_credentials_or_a_query_is_refused(url: str, said: str) -> None:
     client = genai.Client(api_key=GEMINI_KEY, http_options={"base_url": url})
     with pytest.raises(ValueError, match=said) as raised:
         GeminiProvider(client, model="gemini-2.5-flash")
     assert PASSWORD not in str(raised.value)
+
+
+@pytest.mark.parametrize("url", HIDDEN_USERINFO[:3])
+@pytest.mark.parametrize("name", HOSTED)
+def test_a_password_that_breaks_an_official_client_s_url_is_refused(name: str, url: str) -> None:
+    gateway = HostedGateway(name)
+    with pytest.raises(ValueError, match="percent-encode") as raised:
+        _hosted(name, url, gateway, sync=True)
+    assert "SECRET" not in str(raised.value) and gateway.seen == []
+
+
+@pytest.mark.parametrize("url", HIDDEN_USERINFO[:3])
+def test_a_password_that_breaks_a_gemini_url_is_refused(url: str) -> None:
+    client = genai.Client(api_key=GEMINI_KEY, http_options={"base_url": url})
+    with pytest.raises(ValueError, match="percent-encode") as raised:
+        GeminiProvider(client, model="gemini-2.5-flash")
+    assert "SECRET" not in str(raised.value)
 
 
 @pytest.mark.parametrize("name", HOSTED)

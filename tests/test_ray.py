@@ -327,6 +327,44 @@ def test_cli_engine_ray_joins_a_cluster_runs_and_retries(tmp_path: Path, cluster
     assert {n for n in range(40) if records[n]["attempts"] == 2} == {3, 13, 23, 33}
 
 
+@pytest.mark.parametrize("change", ["edit", "cancel"])
+def test_a_ray_job_whose_server_holds_its_answers_stops_within_seconds(
+    tmp_path: Path, cluster: str, change: str
+) -> None:
+    # The server holds every completion (its gate closed): no batch comes back from the actors.
+    # The driver still looks at the input and the cancel flag every tick, as the local runner
+    # does; on main it looked only when a batch came back, so an edited input or a cancel was
+    # not seen while the server held (the run waited for as long as the server did).
+    from tests.batch_support import gate
+    from tests.test_batch_input import EDITED
+    from tests.test_batch_input import _edit_line
+    from tests.test_batch_integrity import counted
+    from tests.test_batch_integrity import local_job
+    from tests.test_batch_integrity import one_line
+    from tests.test_batch_integrity import wait_for
+
+    extra = ("--engine", "ray", "--ray-address", cluster, "--actors", "1", "--concurrency", "2")
+    with local_job(tmp_path, 200, 0.01, *extra, closed=True) as (runner, url, files):
+        try:
+            wait_for(lambda: counted(files.state, "total") == 200, "the job to index", 120)
+            from tests.batch_support import completions
+
+            wait_for(lambda: completions(url) >= 2, "the actors' first calls", 180)
+            if change == "edit":
+                _edit_line(files.items, EDITED, keep_mtime=False)
+            else:
+                assert sdk_run("batch", "cancel", "--state", str(files.state)).returncode == 0
+            _, errors = runner.communicate(timeout=60)  # on main: still waiting for a batch
+        finally:
+            gate(url, open=True)
+        if change == "edit":
+            assert runner.returncode == 2, errors
+            assert f"{files.items}:{EDITED}: changed since indexing" in one_line(errors)
+        else:
+            assert runner.returncode == 1, errors
+            assert counted(files.state, "cancelled") == 200
+
+
 # --- real models: the llama.cpp server the tests start, and the embedded model ---
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import tracemalloc
 from contextlib import closing
 from pathlib import Path
 
@@ -260,6 +261,29 @@ def test_bounds_are_checked(shop: Path, bad: object) -> None:
         run_query(shop, 'SELECT * FROM "orders"', max_rows=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("name", ["max_value_bytes", "cache_kib"])
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "8"])
+def test_every_bound_is_checked_naming_it(shop: Path, name: str, bad: object) -> None:
+    # On main: max_value_bytes=-1 left SQLite's own limit (1 GB: no bound on a value), True
+    # bounded values to 1 byte, 1.5 a bare TypeError; cache_kib=-5 made `PRAGMA cache_size =
+    # --5` (a comment: "incomplete input"), "8" a bare int() error.
+    with pytest.raises(ValueError, match=name):
+        run_query(shop, 'SELECT * FROM "orders"', **{name: bad})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [0, -1.5, True, "5", float("nan")])
+def test_the_time_bound_is_checked_naming_it(shop: Path, bad: object) -> None:
+    with pytest.raises(ValueError, match="timeout"):  # on main "5": a bare TypeError
+        run_query(shop, 'SELECT * FROM "orders"', timeout=bad)  # type: ignore[arg-type]
+
+
+def test_a_row_bound_past_sqlite_s_integers_is_no_bound_not_an_error(shop: Path) -> None:
+    # On main: OverflowError, "Python int too large to convert to SQLite INTEGER".
+    assert run_query(shop, 'SELECT * FROM "orders"', max_rows=10**30) == run_query(
+        shop, 'SELECT * FROM "orders"'
+    )
+
+
 def _wide(tmp_path: Path, rows: int, value: str) -> Path:
     path = tmp_path / "wide.db"
     with closing(sqlite3.connect(path)) as database:
@@ -288,6 +312,23 @@ def test_the_result_s_size_counts_text_in_utf8_bytes(tmp_path: Path) -> None:
     with pytest.raises(ResultTooLarge) as raised:
         run_query(path, 'SELECT "v", "n" FROM "t"', max_result_bytes=2079)
     assert raised.value.rows == 9
+
+
+def test_rows_past_the_result_bound_are_never_held(tmp_path: Path) -> None:
+    # 40 rows of 900 KB, the bound 1 MB: the second row passes it. Read 64 rows at a time,
+    # every row was made into Python text before the first was counted (58 MB held; 1.15 GB
+    # for the same column asked 20 times); read one row at a time, at most the rows kept and
+    # the one that passes the bound are held.
+    path = _wide(tmp_path, 40, "x" * 900_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ResultTooLarge) as raised:
+            run_query(path, 'SELECT "v" FROM "t"', max_result_bytes=1_000_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert raised.value.rows == 1
+    assert peak < 3_000_000, f"{peak:,} bytes held for a 1 MB bound"
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])

@@ -65,22 +65,43 @@ def index_input(
             f"{path}: the first {progress['end']:,} bytes changed while the job indexed them"
         )
     start, first = int(progress["end"]), int(progress["lines"]) + 1
-    entries = read_index(path, contract, start, first, digest, prompt)
     chunk: list[IndexEntry] = []
     indexed = state.item_count()
-    for entry in entries:
-        chunk.append(entry)
-        if len(chunk) >= _CHUNK:
-            _add(state, path, chunk, digest, final=False)
-            indexed += len(chunk)
-            chunk = []
-            on_chunk(indexed)
-    _add(state, path, chunk, digest, final=True)
+    while True:
+        entries = read_index(path, contract, start, first, digest, prompt)
+        while True:
+            try:
+                entry = next(entries)
+            except StopIteration as ended:
+                start, last = ended.value
+                break
+            chunk.append(entry)
+            if len(chunk) >= _CHUNK:
+                _add(state, path, chunk, digest)
+                indexed += len(chunk)
+                chunk = []
+                on_chunk(indexed)
+        # The identity is taken here, of the bytes just read: lines appended after the end was
+        # read would otherwise be in it and not in the index (never run, never noticed). Read
+        # them too; a line appended after this is found by the running job's look at the input
+        # (taken before indexing) and by `resume` (the identity no longer matches).
+        identity = file_identity(path)
+        size = int(identity.partition(":")[0])
+        if size == start:
+            break
+        if size < start:
+            raise input_changed(state, path) or InputChanged(
+                f"{path}: cut short while the job indexed it"
+            )
+        first = last + 1
+    _add(state, path, chunk, digest, identity=identity)
 
 
-def _add(state: JobState, path: Path, chunk: list[IndexEntry], digest: Any, *, final: bool) -> None:
-    """One chunk of items and how far indexing got, in one transaction (the last chunk also
-    marks the input indexed, with its identity)."""
+def _add(
+    state: JobState, path: Path, chunk: list[IndexEntry], digest: Any, identity: str | None = None
+) -> None:
+    """One chunk of items and how far indexing got, in one transaction (the last chunk, given
+    the input's `identity`, also marks the input indexed)."""
     try:
         with state.transaction() as db:
             state.add_items(((e.id, e.offset, e.length, e.hash, e.id_number) for e in chunk), db)
@@ -88,9 +109,9 @@ def _add(state: JobState, path: Path, chunk: list[IndexEntry], digest: Any, *, f
                 last = chunk[-1]
                 mark = {"end": last.offset + last.length, "lines": last.line}
                 state.put("index_progress", {**mark, "digest": digest.hexdigest()}, db)
-            if final:
+            if identity is not None:
                 state.put("indexed", True, db)
-                state.put("input_identity", file_identity(path), db)
+                state.put("input_identity", identity, db)
     except sqlite3.IntegrityError:
         raise _duplicate(state, path, chunk) from None
 

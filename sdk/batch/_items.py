@@ -24,8 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Generator
 from collections.abc import Iterable
-from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import replace
@@ -35,6 +35,7 @@ from typing import BinaryIO
 
 from pydantic import ValidationError
 
+from sdk._values.position import decoding_problem
 from sdk._values.records import PromptInfo
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
@@ -130,7 +131,7 @@ def parse_item(
     try:
         data = json.loads(line)
     except ValueError as error:  # not UTF-8, not JSON, an integer past Python's digit limit
-        raise BatchInputError(f"{where}: not a JSON object ({error})") from None
+        raise BatchInputError(f"{where}: not a JSON object ({decoding_problem(error)})") from None
     except RecursionError:
         raise BatchInputError(f"{where}: nested too deeply to read") from None
     if not isinstance(data, dict):
@@ -228,19 +229,20 @@ def read_index(
     first_line: int = 1,
     digest: Any = None,
     prompt: type[Prompt] | None = None,
-) -> Iterator[IndexEntry]:
+) -> Generator[IndexEntry, None, tuple[int, int]]:
     """Each item line of `path` from byte `start` (line number `first_line`), validated, as an
     `IndexEntry`; blank lines are skipped. Every byte read also goes into `digest` (a `hashlib`
     object), so that when an entry is yielded it holds the bytes up to that entry's end. A line
     past `MAX_LINE` or a last line without its newline that does not parse raises
-    `BatchInputError`."""
+    `BatchInputError`. Returns where the reading ended: the byte offset and the last line's
+    number."""
     with open(path, "rb") as file:
         file.seek(start)
         offset, number = start, first_line - 1
         while True:
             line = file.readline(MAX_LINE + 1)
             if not line:
-                return
+                return offset, number
             number += 1
             if len(line) > MAX_LINE and not line.endswith(b"\n"):
                 raise BatchInputError(f"{path}:{number}: line longer than {MAX_LINE} bytes")
@@ -330,7 +332,7 @@ def first_change(path: Path, rows: Iterable[ItemRow], *, complete: bool) -> str 
             line = file.readline(MAX_LINE + 1)
             number += 1
             offset += len(line)
-            if len(line) != row.length or line_hash(line) != row.hash:
+            if not _as_indexed(line, row):
                 return f"{path}:{number}: changed since indexing (it was item {row.id!r})"
         if complete:
             for line in file:
@@ -338,6 +340,15 @@ def first_change(path: Path, rows: Iterable[ItemRow], *, complete: bool) -> str 
                 if line.strip():
                     return f"{path}:{number}: a line added after indexing"
     return None
+
+
+def _as_indexed(line: bytes, row: ItemRow) -> bool:
+    """Whether `line` (read with its line end) is the line indexed for `row`: the same bytes,
+    or, for the file's last line indexed without a line end, those bytes with one added (an
+    editor that ends the file with a newline on save changes no line)."""
+    if len(line) == row.length:
+        return line_hash(line) == row.hash
+    return line[row.length :] in (b"\n", b"\r\n") and line_hash(line[: row.length]) == row.hash
 
 
 def file_identity(path: Path) -> str:

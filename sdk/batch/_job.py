@@ -78,6 +78,7 @@ from sdk.batch._outcome import decide_live
 from sdk.batch._outcome import decide_reply
 from sdk.batch._outcome import prompted
 from sdk.batch._outcome import request_for
+from sdk.batch._output import NOT_A_FILE
 from sdk.batch._output import OutputLog
 from sdk.batch._output import finish_swap
 from sdk.batch._output import without_lines
@@ -211,6 +212,8 @@ class BatchJob:
         prompt, settings = options.pop("prompt", None), options.pop("settings", None)
         update, extra_meta = options.pop("update", False), options.pop("extra_meta", None)
         polling = options  # what is left: how a hosted job polls
+        if Path(out).exists() and not Path(out).is_file():  # (`/dev/stdout` resolves to no file)
+            raise BatchError(f"{out}: {NOT_A_FILE}")
         input_path, out_path = Path(input).resolve(), Path(out).resolve()
         if not input_path.is_file():
             raise BatchInputError(f"{input}: no such input file")
@@ -320,13 +323,19 @@ class BatchJob:
         with state_errors(self.state.path), RunnerLock(self.state) as lock:
             self._lock, self._stopping = lock, False
             try:
-                index_input(self.state, self.input, self.contract, self._indexing, self.prompt)
+                # Looked at before indexing: a change made while the input is indexed (after
+                # its identity is taken) is then found at the first tick, never taken as seen.
                 self._input_seen = input_stat(self.input)
+                index_input(self.state, self.input, self.contract, self._indexing, self.prompt)
                 self._start_counts()
                 self._reader = InputReader(self.input, self.contract, self.prompt)
                 self._settle_output()
-                self._output = OutputLog(self.out, int(self.state.get("out_length")))
+                committed = int(self.state.get("out_length"))
+                claimed = committed > 0 or bool(self.state.get("out_claimed"))
+                self._output = OutputLog(self.out, committed, claimed=claimed)
                 try:
+                    if not claimed:  # before its first line: a tail past 0 is then its own
+                        self.state.put("out_claimed", True)
                     self._report(force=True)
                     if isinstance(self.backend, LocalBackend):
                         self._run_local(self.backend)

@@ -28,9 +28,11 @@ it leaves the swap recorded, and `finish_swap` (run before the output is opened)
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -38,21 +40,46 @@ from pathlib import Path
 from typing import Any
 
 from sdk._files import sync_folder
+from sdk.batch._errors import BatchError
 from sdk.batch._errors import JobMismatch
 
-__all__ = ["OutputLog", "finish_swap", "without_lines"]
+__all__ = ["NOT_A_FILE", "OutputLog", "finish_swap", "without_lines"]
+
+
+NOT_A_FILE = (
+    "not a regular file (a pipe, a device, a folder): a job's output is a file it appends to "
+    "and cuts back to what it committed on resume; give a file's path"
+)
 
 
 class OutputLog:
-    """The job's output file, cut back to its committed length when opened."""
+    """The job's output file, cut back to its committed length when opened.
 
-    def __init__(self, path: Path, committed: int) -> None:
+    One job writes a file: the log holds an exclusive `flock` on it while open (another job
+    over the same output, with a state file of its own, is refused: `BatchError`), and bytes
+    past a committed length of 0 are cut only where the job has `claimed` the file before (an
+    interrupted first chunk of its own): otherwise they are another job's lines
+    (`JobMismatch`), never cut."""
+
+    def __init__(self, path: Path, committed: int, *, claimed: bool = True) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         exists = path.exists()
         if not exists and committed > 0:
             raise JobMismatch(f"{path} is missing but the job has written {committed} bytes to it")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as error:
+            raise BatchError(
+                f"{path}: the output cannot be opened to write ({error.strerror or error})"
+            ) from None
+        try:
+            if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+                raise BatchError(f"{path}: {NOT_A_FILE}")
+            self._check(path, committed, claimed)
+        except BaseException:
+            os.close(self._fd)
+            raise
         found = os.fstat(self._fd)
         size = found.st_size
         if exists and committed == 0 and found.st_uid == os.geteuid():
@@ -71,6 +98,24 @@ class OutputLog:
         if not exists:
             sync_folder(path.parent)
         self.length = committed
+
+    def _check(self, path: Path, committed: int, claimed: bool) -> None:
+        """Refuse a file another job writes now, or holds lines of that this job did not write."""
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BatchError(
+                f"{path} is being written by another job (another state file over the same "
+                "output): give each job its own output file"
+            ) from None
+        except OSError:  # a file system without locks (some network ones): the check below holds
+            pass
+        size = os.fstat(self._fd).st_size
+        if committed == 0 and size > 0 and not claimed:
+            raise JobMismatch(
+                f"{path} holds {size:,} bytes this job did not write (another job's output?): "
+                "give each job its own output file"
+            )
 
     def append(self, lines: Sequence[bytes]) -> int:
         """Append whole lines (each ending in a newline), durably; the new length. The caller

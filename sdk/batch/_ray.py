@@ -9,6 +9,11 @@ decision the local runner would have made (`decide_live`: its output line, or ba
 for a provider failure while `resubmits` allow), and the driver commits those decisions a batch
 at a time, fenced by its lease, exactly as the local runner commits its own.
 
+The driver waits for the actors' batches at most half a second at a time (they are read in a
+thread of its own): between two, it renews the lease and looks at the input and the cancel flag,
+as the local runner does every tick, so an edited input or a cancel stops the job within a
+second even while the servers hold every answer.
+
 So nothing is lost or written twice whatever the cluster does: an actor killed mid-job is
 restarted by Ray and its batch run again (Ray Data retries an actor's tasks), and an item is
 committed only while it is still pending in this page (a batch that comes back twice is
@@ -19,11 +24,16 @@ sends them again. Without an address, a local cluster is started for the run and
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import math
+import queue
 import socket
+import threading
+import time
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -164,6 +174,8 @@ class RayRun:
     tick: Callable[[], None]
     prompt: type[Prompt] | None = None
     """The job's prompt template: each line's `variables` are rendered in the actor."""
+    tick_seconds: float = 0.5
+    """The longest the driver waits for a batch before it ticks (the local runner's tick)."""
 
     def run(self, pages: Iterator[list[ItemRow]]) -> bool:
         return any(self._page(page) for page in pages)
@@ -192,17 +204,24 @@ class RayRun:
         )
         waiting = {row.seq for row in page}
         self.backend.in_flight = len(waiting)
+        batches = _Batches(results.iter_batches(batch_format="pyarrow", batch_size=None))
         try:
-            for table in results.iter_batches(batch_format="pyarrow", batch_size=None):
-                rows_out: list[dict[str, Any]] = table.to_pylist()  # type: ignore[union-attr,unused-ignore]
-                self.commit(_decisions(rows_out, waiting))
-                self.backend.in_flight = len(waiting)
+            while True:
+                # A bounded wait for the next batch, so that the input and the cancel flag are
+                # looked at every tick, as the local runner does, even while the servers hold
+                # every answer (and the lease is renewed meanwhile).
+                rows_out = batches.next(self.tick_seconds)
+                if rows_out is _END:
+                    return False
+                if rows_out is not None:
+                    self.commit(_decisions(rows_out, waiting))
+                    self.backend.in_flight = len(waiting)
                 self.tick()
                 if self.stop():
                     return True
         finally:
+            batches.close()
             self.backend.in_flight = 0
-        return False
 
     def _row(self, row: ItemRow) -> dict[str, Any]:
         return {
@@ -215,6 +234,87 @@ class RayRun:
             "_input_tokens": row.input_tokens,
             "_output_tokens": row.output_tokens,
         }
+
+
+_END: Any = object()
+"""`_Batches.next`'s mark for the end of the output."""
+
+
+class _Stopped(BaseException):
+    """Raised in `_Batches`' thread to end Ray's iterator (and with it the dataset's run); a
+    `BaseException`, as `GeneratorExit` is, so that Ray does not log it as its own failure."""
+
+
+class _Batches:
+    """A dataset's output batches (as rows), read in a thread of their own: Ray's iterator waits
+    for as long as the actors take, and the driver must not (`next` waits at most `timeout`).
+
+    `close` ends the dataset's run at once, as leaving a `for` over the iterator does: a thread
+    cannot close a generator another thread is running, so `_Stopped` is raised in the reader
+    thread, where Ray's iterator waits in a Python loop (polling every 10 ms); it leaves the
+    iterator through its `finally`, which shuts the dataset's executor down. Without that, the
+    actors went on calling the servers for a job that had stopped."""
+
+    def __init__(self, batches: Iterable[Any]) -> None:
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=2)
+        self._closed = threading.Event()
+        self._reading = threading.Lock()
+        """Held while the thread is inside Ray's iterator: `_Stopped` is raised there alone."""
+        self._thread = threading.Thread(
+            target=self._read, args=(iter(batches),), name="sdk-ray-batches", daemon=True
+        )
+        self._thread.start()
+
+    def _read(self, batches: Iterator[Any]) -> None:
+        try:
+            while not self._closed.is_set():
+                try:
+                    with self._reading:
+                        table = next(batches)
+                except StopIteration:
+                    self._put(("end", None))
+                    return
+                if not self._put(("rows", table.to_pylist())):
+                    return
+        except _Stopped:
+            pass
+        except BaseException as error:  # the driver raises it
+            self._put(("error", error))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception, _Stopped):
+                    close()
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        while not self._closed.is_set():
+            with contextlib.suppress(queue.Full):
+                self._queue.put(item, timeout=0.1)
+                return True
+        return False
+
+    def next(self, timeout: float) -> list[dict[str, Any]] | None:
+        """The next batch's rows, `_END` after the last, `None` if none came within `timeout`
+        seconds; what the iterator raised is raised here."""
+        try:
+            kind, value = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if kind == "error":
+            raise value
+        rows: list[dict[str, Any]] | None = _END if kind == "end" else value
+        return rows
+
+    def close(self, wait: float = 10.0) -> None:
+        """Stop reading and end the dataset's run (waiting at most `wait` seconds for it)."""
+        self._closed.set()
+        deadline = time.monotonic() + wait
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            if self._reading.locked() and self._thread.ident is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._thread.ident), ctypes.py_object(_Stopped)
+                )
+            self._thread.join(0.05)
 
 
 def _decisions(rows: list[dict[str, Any]], waiting: set[int]) -> list[Decision]:

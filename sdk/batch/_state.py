@@ -492,18 +492,30 @@ class JobState:
             ).fetchone()
             return int(row[0]), int(row[1])
 
-    def failures(self, limit: int) -> list[tuple[str, str, str]]:
-        """Up to `limit` failed items: id, error type, last error."""
+    def failures(self, limit: int) -> list[tuple[str | int, str, str]]:
+        """Up to `limit` failed items: id (with the JSON type the input gave it, as in the
+        output), error type, last error."""
+        number = "0" if self.get("format") == _OLDER else "id_number"  # (read-only: as it is)
         with _fork.gate():
             rows = self._db.execute(
-                "SELECT id, error_type, error FROM items WHERE state = 'done' AND outcome != 'ok' "
-                "ORDER BY seq LIMIT ?",
+                f"SELECT id, {number} AS id_number, error_type, error FROM items "
+                "WHERE state = 'done' AND outcome != 'ok' ORDER BY seq LIMIT ?",
                 (limit,),
             )
             return [
-                (self._text(row, "id"), self._text(row, "error_type"), self._text(row, "error"))
+                (self._output_id(row), self._text(row, "error_type"), self._text(row, "error"))
                 for row in rows
             ]
+
+    def _output_id(self, row: sqlite3.Row) -> str | int:
+        """An item's id as its output line writes it (`ItemRow.output_id`)."""
+        text = self._text(row, "id")
+        if not row["id_number"]:
+            return text
+        try:
+            return int(text)
+        except ValueError:
+            raise self.damaged("items.id", f"{text!r}, not the integer it was indexed as") from None
 
     def failure_types(self) -> dict[str, int]:
         """Failed items by error type."""

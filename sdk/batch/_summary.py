@@ -55,8 +55,9 @@ class JobSummary:
     output_tokens: int
     batches: int
     failure_types: dict[str, int] = field(default_factory=dict)
-    failures: list[tuple[str, str, str]] = field(default_factory=list)
-    """Up to 20 failed items: id, error type, last error."""
+    failures: list[tuple[str | int, str, str]] = field(default_factory=list)
+    """Up to 20 failed items: id (with its JSON type, as in the output), error type, last
+    error."""
     seconds: float | None = None
     state: str = "running"
     ran: int | None = None

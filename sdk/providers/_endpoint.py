@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
+from urllib.parse import SplitResult
 from urllib.parse import parse_qsl
 from urllib.parse import unquote
 from urllib.parse import urlsplit
@@ -58,6 +59,7 @@ class Endpoint:
         parts = urlsplit(url.strip())
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be an http:// or https:// URL, not {_shown(url)!r}")
+        _refuse_hidden_userinfo(parts, "base_url")
         path = parts.path.rstrip("/")
         if strip_path:
             path = path.removesuffix(strip_path)
@@ -104,6 +106,7 @@ def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
     A `ValueError` when the URL holds credentials (see the module docstring)."""
     url = str(client.base_url)
     parts = urlsplit(url)
+    _refuse_hidden_userinfo(parts, f"{owner}: the client's base_url")
     _refuse_credentials(parts.username, parts.password, owner, "default_headers")
     if not parts.query:
         return {}
@@ -176,6 +179,7 @@ def gemini_base_url(url: str | None) -> None:
     if not url:
         return
     parts = urlsplit(url)
+    _refuse_hidden_userinfo(parts, "gemini: the client's base_url")
     _refuse_credentials(parts.username, parts.password, "gemini", "http_options headers")
     if parts.query:
         raise ValueError(
@@ -194,9 +198,31 @@ def _refuse_credentials(user: str | None, password: str | None, owner: str, inst
         )
 
 
+def _refuse_hidden_userinfo(parts: SplitResult, what: str) -> None:
+    """Refuse a URL with an `@` after its host, or a port that is not a number: a password
+    holding an unescaped `/`, `?` or `#` (a base64 key, say) ends the authority there, so the
+    rest of the password and the real host would be sent (and logged) as the path, query or
+    fragment of a request to another host. Nothing of the URL is echoed."""
+    after_host = "@" in parts.path or "@" in parts.query or "@" in parts.fragment
+    try:
+        port_ok = parts.port is None or parts.port >= 0
+    except ValueError:  # not a number, or past 65535
+        port_ok = False
+    if after_host or not port_ok:
+        raise ValueError(
+            f"{what} has {'an @ after its host' if after_host else 'a port that is not 0 to 65535'}"
+            ": a password holding '/', '?' or '#' ends the host there; percent-encode them in "
+            "user:password@ (%2F, %3F, %23), and an @ meant in the path or query as %40"
+        )
+
+
 def _shown(url: str) -> str:
-    """A URL for a message: credentials and query values replaced."""
-    parts = urlsplit(url)
+    """A URL for a message: credentials (up to the last `@`, wherever it stands) and query
+    values replaced."""
+    scheme, separator, rest = url.strip().partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.rpartition("@")[2]
+    parts = urlsplit(f"{scheme}{separator}{rest}")
     host = parts.netloc.rpartition("@")[2]
     netloc = f"***@{host}" if "@" in parts.netloc else host
     query = "&".join(f"{name}=***" for name, _ in parse_qsl(parts.query, keep_blank_values=True))

@@ -13,9 +13,10 @@ recursive CTE or write). `run_query` adds the bounds:
 - rows: the query runs as `SELECT * FROM (query) LIMIT max_rows`, which SQLite flattens where
   it can, so an `ORDER BY` keeps only `max_rows` rows while it sorts instead of sorting the
   whole table first (an aggregate is sorted after grouping, over its groups);
-- the whole result: rows are read a batch at a time and their values' sizes summed (text in
+- the whole result: rows are read one at a time and their values' sizes summed (text in
   UTF-8 bytes, blobs in bytes, a number as 8); past `max_result_bytes` the reading stops
-  (`ResultTooLarge`), so `max_rows` rows of values near `max_value_bytes` each are never held.
+  (`ResultTooLarge`), so at most the rows within the bound and the one row that passes it are
+  ever held (that row: at most its columns times `max_value_bytes`).
 
 None of this says which rows a caller may see: that is the application's rule. Every call into
 SQLite here is inside the calling thread's fork gate (`sdk._fork.gate`: no fork while inside).
@@ -56,7 +57,6 @@ DEFAULT_TIMEOUT = 5.0
 """Seconds a query may run before `run_query` interrupts it."""
 DEFAULT_MAX_RESULT_BYTES = 8_000_000
 """The size `run_query`'s whole result may reach: its values summed (text in UTF-8 bytes)."""
-_FETCH_BATCH = 64  # rows read at a time while the result's size is summed
 _PROGRESS_STEPS = 1000  # virtual machine steps between two looks at the clock
 _READ_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ})
 
@@ -132,22 +132,26 @@ def run_query(path: str | Path, query: str, **bounds: Unpack[QueryBounds]) -> li
     check_keywords(bounds, QueryBounds, "run_query()")
     max_rows = bounds.get("max_rows", 1000)
     max_result_bytes = bounds.get("max_result_bytes", DEFAULT_MAX_RESULT_BYTES)
+    max_value_bytes = bounds.get("max_value_bytes", 1_000_000)
+    cache_kib = bounds.get("cache_kib", 8192)
     timeout = bounds.get("timeout", DEFAULT_TIMEOUT)
-    for name, bound in (("max_rows", max_rows), ("max_result_bytes", max_result_bytes)):
+    for name, bound in (
+        ("max_rows", max_rows),
+        ("max_result_bytes", max_result_bytes),
+        ("max_value_bytes", max_value_bytes),
+        ("cache_kib", cache_kib),
+    ):
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
             raise ValueError(f"{name} is a positive integer, not {bound!r}")
-    if not timeout > 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ValueError(f"timeout is a positive number of seconds, not {timeout!r}")
     with _fork.gate(), closing(connect_read_only(path)) as database:
-        _bound(
-            database,
-            max_value_bytes=bounds.get("max_value_bytes", 1_000_000),
-            cache_kib=bounds.get("cache_kib", 8192),
-        )
+        # (SQLite's own ceilings: a value's length is a C int, a row count a 64-bit integer)
+        _bound(database, max_value_bytes=min(max_value_bytes, 2**31 - 1), cache_kib=cache_kib)
         deadline = time.monotonic() + timeout
         database.set_progress_handler(_past(deadline), _PROGRESS_STEPS)
         try:
-            cursor = database.execute(bounded_statement(query), (max_rows,))
+            cursor = database.execute(bounded_statement(query), (min(max_rows, 2**63 - 1),))
             return _fetched(cursor, max_rows, max_result_bytes)
         except sqlite3.OperationalError as error:
             if "interrupted" in str(error) and time.monotonic() >= deadline:
@@ -158,19 +162,19 @@ def run_query(path: str | Path, query: str, **bounds: Unpack[QueryBounds]) -> li
 
 
 def _fetched(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> list[tuple[Any, ...]]:
-    """The cursor's rows (at most `max_rows`), read a batch at a time while their size stays
+    """The cursor's rows (at most `max_rows`), read one at a time while their size stays
     within `max_bytes` (`ResultTooLarge` past it: the rest is never read)."""
     rows: list[tuple[Any, ...]] = []
     size = 0
-    while len(rows) < max_rows:
-        batch = cursor.fetchmany(min(_FETCH_BATCH, max_rows - len(rows)))
-        if not batch:
+    # One row at a time: a batch (`fetchmany`) makes every row of it Python values before the
+    # first is counted, so 64 rows of values near `max_value_bytes` were held past the bound.
+    for row in cursor:
+        size += sum(map(_value_bytes, row))
+        if size > max_bytes:
+            raise ResultTooLarge(max_bytes, len(rows))
+        rows.append(row)
+        if len(rows) >= max_rows:
             break
-        for row in batch:
-            size += sum(map(_value_bytes, row))
-            if size > max_bytes:
-                raise ResultTooLarge(max_bytes, len(rows))
-            rows.append(row)
     return rows
 
 
