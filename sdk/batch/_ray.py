@@ -306,7 +306,11 @@ class _Batches:
         return rows
 
     def close(self, wait: float = 10.0) -> None:
-        """Stop reading and end the dataset's run (waiting at most `wait` seconds for it)."""
+        """Stop reading and end the dataset's run (waiting at most `wait` seconds for it).
+
+        `_Stopped` is raised once: the iterator's `finally` runs while the thread still reads
+        (Ray's executor shutdown joins its scheduling thread, up to 2 s, before it shuts the
+        actors down), and a second one would land there and cut that shutdown short."""
         self._closed.set()
         deadline = time.monotonic() + wait
         while self._thread.is_alive() and time.monotonic() < deadline:
@@ -314,7 +318,9 @@ class _Batches:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
                     ctypes.c_ulong(self._thread.ident), ctypes.py_object(_Stopped)
                 )
+                break
             self._thread.join(0.05)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _decisions(rows: list[dict[str, Any]], waiting: set[int]) -> list[Decision]:
