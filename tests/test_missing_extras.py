@@ -9,11 +9,13 @@ imported (`sys.modules[name] = None`, what Python does for a package that is not
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.batch_support import write_items
+from tests.test_batch_integrity import local_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,12 +47,9 @@ def test_sdk_ray_without_the_ray_extra_names_it(tmp_path: Path) -> None:
 def test_batch_engine_ray_without_the_ray_extra_exits_2_before_making_the_job(
     tmp_path: Path,
 ) -> None:
-    items = tmp_path / "in.jsonl"
-    items.write_text(json.dumps({"id": 1, "prompt": "Approve?"}) + "\n", encoding="utf-8")
-    out = tmp_path / "out.jsonl"
-    argv = ["sdk", "batch", "run", "--contract", "contracts:Decision", "--provider", "llamacpp",
-            "--base-url", "http://127.0.0.1:9", "--engine", "ray",
-            "--input", str(items), "--out", str(out)]  # fmt: skip
+    items, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 1)
+    argv = ["sdk", *local_run("http://127.0.0.1:9", items, out, "--engine", "ray")]
     code = f"from sdk.cli import main\nsys.argv = {argv!r}\nmain()"
     done = _without(("ray",), code, ROOT)
     assert done.returncode == 2, done.stderr

@@ -8,11 +8,7 @@ end; issue 30 item 4 asks that no code path wait for ever.
 
 from __future__ import annotations
 
-import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,8 +18,9 @@ pytest.importorskip("ray")
 from sdk import AsyncStructuredClient
 from sdk.batch._ray import RayBackend
 from sdk.providers import TestProvider
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.batch_support import write_items
+from tests.test_batch_integrity import local_run
+from tests.test_batch_integrity import sdk_run
 
 
 def _closed_port() -> int:
@@ -43,18 +40,11 @@ def test_a_backend_for_an_address_nothing_answers_at_is_refused(scheme: str) -> 
 def test_batch_run_with_a_dead_ray_address_exits_2_without_making_the_job(
     tmp_path: Path,
 ) -> None:
-    items = tmp_path / "in.jsonl"
-    items.write_text(json.dumps({"id": 1, "prompt": "Approve?"}) + "\n", encoding="utf-8")
-    out = tmp_path / "out.jsonl"
+    items, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 1)
     address = f"127.0.0.1:{_closed_port()}"
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-m", "sdk.cli", "batch", "run",
-         "--contract", "contracts:Decision", "--provider", "llamacpp",
-         "--base-url", "http://127.0.0.1:9", "--engine", "ray", "--ray-address", address,
-         "--input", str(items), "--out", str(out)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    run = local_run("http://127.0.0.1:9", items, out, "--engine", "ray", "--ray-address", address)
+    done = sdk_run(*run, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"no Ray cluster answers at {address}" in done.stderr
     assert "Traceback" not in done.stderr
