@@ -419,6 +419,26 @@ def test_a_new_cache_folder_and_file_are_the_owner_s_only(tmp_path: Path) -> Non
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # (one there before is left as it is)
 
 
+def test_a_job_s_new_output_folders_are_the_owner_s_only(tmp_path: Path) -> None:
+    # The output holds every answer, as the state file does: every folder made on the way to
+    # it is the owner's (0700), as `sdk._files.private_folder` makes the state file's. On main
+    # the output's were made by `mkdir(parents=True)` (0755 here) when the state file was
+    # elsewhere.
+    tmp_path.chmod(0o755)
+    items, out = tmp_path / "items.jsonl", tmp_path / "new" / "answers" / "out.jsonl"
+    write_items(items, 2)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    job = BatchJob.create(
+        tmp_path / "job.db", contract=Decision, backend=backend, input=items, out=out
+    )
+    with job:
+        assert job.run().ok == 2
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert stat.S_IMODE(out.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # (one there before is left as it is)
+
+
 # --- damaged pages ---
 
 

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sdk._files import private_folder
 from sdk._files import sync_folder
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import JobMismatch
@@ -67,7 +68,7 @@ class OutputLog:
         if not exists and committed > 0:
             raise JobMismatch(f"{path} is missing but the job has written {committed} bytes to it")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)  # (it holds every answer, as the state file does)
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as error:
             raise BatchError(
