@@ -293,6 +293,10 @@ _MADE = {"Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore", "Event",
 """`threading`'s lock types (and those made of a lock: a child may inherit any of them held)."""
 
 ALLOWED = {
+    ("sdk/batch/_ray.py", "Event"): (
+        "a Ray run's stop flag (`_Batches`), made per run and set or read only by the driver "
+        "and its reader thread; a forked child has neither and never resumes the run"
+    ),
     ("sdk/providers/embedded/_provider.py", "Event"): (
         "a call's cancel flag, made per call and set or read only by that call's threads; a "
         "forked child has none of them and never resumes the call"

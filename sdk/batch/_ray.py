@@ -41,6 +41,7 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
+from sdk import _fork
 from sdk._values.declared import check_keywords
 from sdk.batch._local import LocalBackend
 from sdk.batch._outcome import Decision
@@ -258,7 +259,7 @@ class _Batches:
     def __init__(self, batches: Iterable[Any]) -> None:
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=2)
         self._closed = threading.Event()
-        self._reading = threading.Lock()
+        self._reading = _fork.lock()
         """Held while the thread is inside Ray's iterator: `_Stopped` is raised there alone."""
         self._thread = threading.Thread(
             target=self._read, args=(iter(batches),), name="sdk-ray-batches", daemon=True
