@@ -360,7 +360,7 @@ def _decoded(value: Any) -> Any:
     with a null as floats)."""
     if hasattr(value, "tolist"):
         value = value.tolist()
-    if isinstance(value, float) and value.is_integer():
+    if _whole_float(value):
         return int(value)
     if isinstance(value, str) and value[:1] in ("[", "{"):
         try:
@@ -371,6 +371,8 @@ def _decoded(value: Any) -> Any:
 
 
 def _whole_float(value: Any) -> bool:
+    """`value` is a float holding a whole number (how numpy and pandas batches hold an integer
+    column with a null)."""
     return isinstance(value, float) and value.is_integer()
 
 
