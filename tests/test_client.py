@@ -228,6 +228,20 @@ def test_token_budget_allows_retries_that_fit() -> None:
     assert len(result.attempts) == 2
 
 
+def test_token_budget_admits_a_retry_that_lands_exactly_on_it() -> None:
+    # Two attempts cost 483 each: a budget of 966 admits the second (retries stop before the
+    # spent tokens would *pass* the budget; reaching it is allowed), 965 does not.
+    wire = Wire(anthropic_reply(text=_invalid()), anthropic_reply(text=VALID))
+    result = _client(wire, token_budget=966).generate(Decision, prompt="Approve?")
+    assert len(result.attempts) == 2
+    assert result.usage.total_tokens == 966
+    wire = Wire(anthropic_reply(text=_invalid()), anthropic_reply(text=VALID))
+    with pytest.raises(SchemaViolation) as info:
+        _client(wire, token_budget=965).generate(Decision, prompt="Approve?")
+    assert len(wire.requests) == 1
+    assert any("token budget of 965 (483 spent)" in note for note in info.value.__notes__)
+
+
 # --- transport and API errors ---
 
 

@@ -245,6 +245,9 @@ def test_raw_fields_may_not_replace_the_constraint(name: str, extra: dict[str, A
     with pytest.raises(TypeError):  # and no such option exists
         StructuredClient(provider).generate(Decision, prompt="Approve?", **extra)
     assert server.requests == []
+    # The same field given to the provider when it is made: refused there, not overridden.
+    with pytest.raises(ValueError, match="extra_body may not set"):
+        setup.build([Say(TEXT)], sync=True, extra_body=extra)
 
 
 WIRE_PROVIDERS = ["anthropic", "openai_responses", "openai_chat", "gemini", "llamacpp", "vllm",

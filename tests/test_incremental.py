@@ -480,6 +480,35 @@ def test_finish_on_an_unclosed_document_raises_at_its_end() -> None:
     assert reader.latest is not None and reader.latest.value == {"reasoning": "cut sho"}
 
 
+# Cut right after a complete member or item, where every value read so far is whole: the
+# document is still open (a reader that took "nothing pending" for "done" would accept it).
+_CUT_AFTER_A_WHOLE_PART = [
+    '{"reasoning": "fine"',
+    '{"reasoning": "fine",',
+    '{"reasoning": "fine", "answer": "approve"',
+    '{"reasoning": "fine", "answer": "approve", "confidence": "high"',
+    '{"vendor": "Acme", "line_items": [{"description": "a", "quantity": 1, "amount": 1.5}',
+    '{"vendor": "Acme", "line_items": [{"description": "a", "quantity": 1, "amount": 1.5}]',
+    '{"vendor": "Acme", "line_items": [{"description": "a", "quantity": 1, "amount": 1.5},',
+    '{"vendor": "Acme", "total": 12',
+    '{"vendor": "Acme", "total": 12.5',
+]
+
+
+@pytest.mark.parametrize("text", _CUT_AFTER_A_WHOLE_PART)
+def test_finish_after_a_whole_member_of_an_open_document_raises(text: str) -> None:
+    contract = InvoiceExtraction if "vendor" in text else Decision
+    reader = PartialReader(contract)
+    reader.feed(text)
+    with pytest.raises(InvalidJSON) as caught:
+        reader.finish()
+    assert caught.value.position == len(text)
+    assert caught.value.text == text
+    assert "ended inside the document" in str(caught.value)
+    with pytest.raises(InvalidJSON):  # and again: the reader stays failed
+        reader.finish()
+
+
 def test_finish_on_an_empty_text_raises() -> None:
     with pytest.raises(InvalidJSON):
         PartialReader(Decision).finish()
