@@ -64,13 +64,24 @@ def usage_cost(usage: Usage, *, provider: str | None, model: str | None) -> Deci
 
 def _pricing(provider: str | None) -> Pricing | None:
     """The family's pricing; `None` for no provider or a name no profile has (a provider made
-    by hand for a test)."""
+    by hand for a test), and for a name looked up while an installed provider package is
+    broken: the price is a by-product of an answer already made, which a plugin that fails to
+    import must not take away (the failure is logged, and `sdk providers` names it)."""
     if not provider:
         return None
     try:
         return profile(provider).pricing
     except ValueError:
         return None
+    except ImportError as error:  # (`profile`: a declared provider module failed to load)
+        _warn_unpriced(str(error))
+        return None
+
+
+@cache
+def _warn_unpriced(why: str) -> None:
+    """Log once per distinct failure: every attempt of every call would say it again."""
+    logger.warning("a cost left unknown: %s", why)
 
 
 def attempts_cost(attempts: Sequence[Attempt]) -> Decimal | None:

@@ -162,7 +162,7 @@ def genai_provider_name(provider: str) -> str:
     name where the conventions have none, or no profile has it)."""
     try:
         found = profile(provider)
-    except ValueError:
+    except (ValueError, ImportError):  # (an installed provider package broken: `sdk._cost`)
         return provider
     return found.telemetry_name or found.name
 

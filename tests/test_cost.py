@@ -4,8 +4,11 @@ summed; `None` for a model the table does not know, a local provider, or without
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from decimal import Decimal
+from pathlib import Path
 
 import genai_prices
 import pytest
@@ -88,3 +91,44 @@ def test_without_the_package_the_cost_is_none(monkeypatch: pytest.MonkeyPatch) -
         assert result.cost is None and result.value.answer == "approve"
     finally:
         _prices.cache_clear()
+
+
+def test_a_broken_provider_package_leaves_the_cost_unknown_not_the_answer_lost(
+    tmp_path: Path,
+) -> None:
+    # An installed package declares a provider module that raises on import. A call through a
+    # provider no built-in profile names looks its pricing up, which loads the declared
+    # modules: the answer, already made, is returned (cost unknown) and the failure logged once.
+    (tmp_path / "broken_provider.py").write_text("raise RuntimeError('no config file')\n")
+    info = tmp_path / "broken_provider-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-provider\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[structured_sdk.providers]\nbroken = broken_provider\n")
+    code = f"""
+import logging
+from sdk import StructuredClient
+from sdk.providers import TestProvider
+from contracts import Decision
+
+class Gateway(TestProvider):
+    name = "my-gateway"  # no profile of that name: pricing it loads the declared modules
+
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+client = StructuredClient(Gateway([{json.dumps(DECISION)!r}], repeat=True))
+for _ in range(2):
+    result = client.generate(Decision, prompt="x")
+    print(result.value.answer.value, result.cost, result.usage.total_tokens > 0)
+from sdk.telemetry import genai_provider_name
+print(genai_provider_name("my-gateway"))  # a span names it as it is
+"""
+    root = Path(__file__).resolve().parent.parent
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(tmp_path)])},
+        check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == ["approve None True"] * 2 + ["my-gateway"]
+    warned = [line for line in completed.stderr.splitlines() if "cost left unknown" in line]
+    assert len(warned) == 1, completed.stderr  # once, not per attempt
+    assert "broken (broken_provider)" in warned[0] and "no config file" in warned[0]
