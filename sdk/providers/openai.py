@@ -688,6 +688,8 @@ class _OpenAIProvider(Provider):
 
     codec_type: ClassVar[type[_OpenAICodec]]
     """The API's codec: what tells the Responses provider from the Chat one."""
+    _extra: ClassVar[str] = "openai"
+    """The extra that installs the client it is made on (`sdk.wire` names it when missing)."""
 
     def __init__(
         self,
