@@ -92,8 +92,8 @@ def open_file(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> sqlite3.Connection:
     """A connection to `path` (autocommit: transactions are opened explicitly with `write`),
-    identified as `layout`'s; made first if missing and `layout.adopt_empty`. Any failure is
-    `layout.error` naming the file."""
+    identified as `layout`'s; made first if missing (an empty file adopted) if
+    `layout.adopt_empty`, else refused. Any failure is `layout.error` naming the file."""
     path = Path(path)
     with _fork.gate(), errors(path, layout, timeout):
         if readonly:
@@ -101,6 +101,8 @@ def open_file(
         if layout.adopt_empty and not path.exists():
             with contextlib.suppress(FileExistsError):
                 make_whole(path, layout)
+        elif not layout.adopt_empty and not path.is_file():  # (connecting would make one)
+            raise layout.error(f"{path}: no such file")
         db = _connect(str(path), timeout)
         try:
             if _identify(db, layout, path) == "empty":

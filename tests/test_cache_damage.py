@@ -374,6 +374,24 @@ def test_sdk_cache_on_a_damaged_file_exits_2_with_one_line(tmp_path: Path, how: 
     assert path.read_bytes() == before  # left as it is
 
 
+def test_sdk_cache_on_an_empty_file_refuses_it_and_leaves_it_empty(tmp_path: Path) -> None:
+    # An empty file (`touch c.db`) is no cache: `stats` refused it, but `clear` adopted it (on
+    # main it exited 0, "dropped 0 entries", and left a 20 kB owner-only cache in its place).
+    # A client given it at its cache path adopts it (test_shared_files); a command does not.
+    path = tmp_path / "c.db"
+    path.touch(mode=0o644)
+    path.chmod(0o644)
+    for command in (["stats"], ["stats", "--json"], ["clear"]):
+        shown = _sdk("cache", *command, "--path", str(path))
+        assert shown.returncode == 2, shown
+        lines = shown.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), shown.stderr
+        assert f"{path} holds no structured-sdk cache" in lines[0], lines[0]
+        assert shown.stdout == ""
+        assert path.stat().st_size == 0 and path.stat().st_mode & 0o777 == 0o644
+        assert sorted(tmp_path.iterdir()) == [path]  # no -wal, -shm or temporary beside it
+
+
 def test_a_client_over_a_damaged_file_gets_the_typed_error_naming_it(tmp_path: Path) -> None:
     from sdk.cache import CacheFileError
 

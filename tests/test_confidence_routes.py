@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 
@@ -19,6 +20,7 @@ from sdk import StructuredClient
 from sdk.providers import AnthropicProvider
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OpenAIChatProvider
+from sdk.providers import VLLMProvider
 from sdk.providers._logprobs import tokens_of
 from sdk.providers.llamacpp import CompletionStreamReader
 from sdk.providers.llamacpp import read_completion
@@ -123,6 +125,41 @@ def test_vllm_logprobs_in_a_whole_reply_and_in_a_stream() -> None:
                                                     "finish_reason": "stop"}]}))  # fmt: skip
     streamed = reader.finish()
     assert streamed.text == TEXT and streamed.tokens == completion.tokens
+
+
+def _vllm(sent: list[dict[str, Any]], **settings: Any) -> VLLMProvider:
+    """A vLLM provider whose server (a mock transport) answers as vLLM does: the tokens'
+    logprobs when the request asks for them, none when it does not."""
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        body = _chat_body() | {"model": "Qwen/Qwen3-8B"}
+        if sent[-1].get("logprobs") is not True:
+            body["choices"][0]["logprobs"] = None
+        return httpx.Response(200, json=body)
+
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    return VLLMProvider("http://vllm.test", model="Qwen/Qwen3-8B", http_client=http, **settings)
+
+
+def test_vllm_extra_body_may_not_turn_off_the_logprobs_confidence_needs() -> None:
+    # The SDK asks vLLM for logprobs on every request (`Result.confidence`); on main a caller's
+    # `extra_body={"logprobs": False}` was merged over it, sent, and the result had no
+    # confidence, silently. `logprobs` is the SDK's field now, refused like `stream`.
+    sent: list[dict[str, Any]] = []
+    client = StructuredClient(_vllm(sent))
+    result = client.generate(Decision, prompt="Approve?")
+    assert sent[-1]["logprobs"] is True and result.confidence is not None
+    assert result.confidence["/answer"] == pytest.approx(_expected(CHOSEN, "/answer"))
+    refused = "extra_body may not set 'logprobs': vllm's request field 'logprobs' is the SDK's"
+    with pytest.raises(ValueError, match=refused):
+        client.generate(Decision, prompt="Approve?", extra_body={"logprobs": False})
+    with pytest.raises(ValueError, match=refused):
+        _vllm(sent, extra_body={"logprobs": False})
+    assert len(sent) == 1  # neither was sent
+    # (its other fields stay the caller's: more alternatives per token change no confidence)
+    more = client.generate(Decision, prompt="Approve?", extra_body={"top_logprobs": 3})
+    assert sent[-1]["top_logprobs"] == 3 and more.confidence == result.confidence
 
 
 def test_a_token_ending_inside_a_character_keeps_offsets_in_characters() -> None:

@@ -13,11 +13,14 @@ import textwrap
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from contracts import Decision
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OllamaProvider
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
 from sdk.providers import VLLMProvider
 from sdk.providers._http import ServerProvider
 from sdk.providers._http import ServerSettings
@@ -115,6 +118,32 @@ def test_the_servers_providers_are_made_one_way_with_their_documented_keywords(
     body = ast.parse(textwrap.dedent(source)).body[0]
     assert isinstance(body, ast.FunctionDef) and len(body.body) == 1
     assert ast.unparse(body.body[0]).startswith("super().__init__(base_url, settings, ")
+
+
+@pytest.mark.parametrize(
+    ("cls", "given"),
+    [
+        (OpenAIResponsesProvider, (openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1"),)),
+        (OpenAIChatProvider, (openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1"),)),
+        (VLLMProvider, ()),
+        (OllamaProvider, ()),
+    ],
+    ids=["openai-responses", "openai-chat", "vllm", "ollama"],
+)  # fmt: skip
+def test_a_missing_model_names_the_public_class_made(
+    cls: type[Any], given: tuple[Any, ...]
+) -> None:
+    # On main both OpenAI providers said "_OpenAIProvider.__init__() missing 1 required
+    # keyword-only argument: 'model'": a class the caller never made, nor can import from
+    # sdk.providers. (`model` stays required in the signature: a type checker still says so.)
+    with pytest.raises(TypeError) as caught:
+        cls(*given)
+    assert str(caught.value) == (
+        f"{cls.__name__}.__init__() missing 1 required keyword-only argument: 'model'"
+    )
+    model = inspect.signature(cls).parameters["model"]
+    assert model.kind is inspect.Parameter.KEYWORD_ONLY and model.default is model.empty
+    assert cls(*given, model="m").model == "m"
 
 
 def test_llamacpp_checks_its_mode_once_into_a_frozen_value() -> None:

@@ -22,6 +22,7 @@ counts held were made before it).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 from sdk import _fork
 from sdk import _sqlite
@@ -42,7 +44,7 @@ from sdk.cache._entry import check_settings
 from sdk.cache._entry import default_path
 from sdk.cache._errors import CacheFileError
 
-__all__ = ["SQLiteCache"]
+__all__ = ["ExistingCache", "SQLiteCache"]
 
 logger = logging.getLogger("sdk.cache")
 
@@ -88,6 +90,9 @@ class SQLiteCache:
     `readonly=True` opens an existing file so that nothing in it can change (what `sdk cache
     stats` does: it works on a file, or in a folder, that cannot be written)."""
 
+    _layout: ClassVar[_sqlite.Layout] = LAYOUT
+    """What the file is opened as (`ExistingCache`: an empty file is refused, not adopted)."""
+
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
@@ -114,7 +119,7 @@ class SQLiteCache:
         except CacheFileError:  # a damaged page: the call that reads it says so; the counts
             pass  # taken at the first write are dropped (made before a clear or not: unknown)
         if not readonly:  # counts still in memory are written when the process ends
-            weakref.finalize(self, _write_tally, self.path, self.timeout, self._tally)
+            weakref.finalize(self, _write_tally, self.path, self._layout, self.timeout, self._tally)
 
     def __repr__(self) -> str:
         return f"SQLiteCache({str(self.path)!r}, ttl={self.ttl})"
@@ -168,7 +173,7 @@ class SQLiteCache:
         as bytes: a damaged entry, which the call takes as a miss and replaces; any other
         error is the file's (`CacheFileError`)."""
         if not str(error).startswith(_NOT_UTF8):
-            raise _sqlite.typed(error, self.path, LAYOUT, self.timeout) from error
+            raise _sqlite.typed(error, self.path, self._layout, self.timeout) from error
         with _fork.gate(), self._errors():
             found: tuple[bytes, float | None] | None = db.execute(
                 # (an expiry stored as text may not be UTF-8 either: as bytes, damaged below)
@@ -243,7 +248,9 @@ class SQLiteCache:
         found: sqlite3.Connection | None = getattr(self._local, "db", None)
         if found is not None:
             return found
-        db = _sqlite.open_file(self.path, LAYOUT, readonly=self.readonly, timeout=self.timeout)
+        db = _sqlite.open_file(
+            self.path, self._layout, readonly=self.readonly, timeout=self.timeout
+        )
         self._local.db = db
         return db
 
@@ -253,7 +260,7 @@ class SQLiteCache:
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        with _sqlite.errors(self.path, LAYOUT, self.timeout):
+        with _sqlite.errors(self.path, self._layout, self.timeout):
             yield
 
     @contextmanager
@@ -280,6 +287,15 @@ class SQLiteCache:
                     db.execute("ROLLBACK")
                     raise
                 db.execute("COMMIT")
+
+
+class ExistingCache(SQLiteCache):
+    """A `SQLiteCache` over a file that is one already, opened for writing (what `sdk cache
+    clear` opens): an empty file, or none, is refused as not a cache, as `readonly=True`
+    refuses it, never made into one (a command pointed at a file does not convert it; a client
+    given an empty file at its cache path adopts it)."""
+
+    _layout = dataclasses.replace(LAYOUT, adopt_empty=False)
 
 
 class _Tally:
@@ -400,7 +416,7 @@ def _count(value: object) -> int:
     return max(0, value) if type(value) is int else 0
 
 
-def _write_tally(path: Path, timeout: float, tally: _Tally) -> None:
+def _write_tally(path: Path, layout: _sqlite.Layout, timeout: float, tally: _Tally) -> None:
     """At the end of a store (or of its process): write the counts it kept in memory, if its
     file is still there (never making one again), with a bounded wait; a failure loses only
     counts, so it is logged, not raised."""
@@ -408,7 +424,7 @@ def _write_tally(path: Path, timeout: float, tally: _Tally) -> None:
         return
     try:
         with _fork.gate():
-            db = _sqlite.open_file(path, LAYOUT, timeout=min(timeout, 5.0))
+            db = _sqlite.open_file(path, layout, timeout=min(timeout, 5.0))
             try:
                 with _sqlite.write(db), tally.written(db, time.time()):
                     pass

@@ -1,8 +1,9 @@
 """`sdk cache stats|clear`: the response cache's file (`sdk.cache.SQLiteCache`).
 
 `stats` opens the file read-only (it works on a file or in a folder that cannot be written, and
-changes nothing); `clear` for writing. A file that is not a cache, is damaged, or stays busy past
-the timeout exits 2 with one line naming it."""
+changes nothing); `clear` for writing, a file that is a cache already. A file that is not a cache
+(an empty one too: neither makes one of it), is damaged, or stays busy past the timeout exits 2
+with one line naming it."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def _opened(
     none); any error of the file, opening it or reading it, exits 2 with one line."""
     from sdk.cache import SQLiteCache
     from sdk.cache import default_path
+    from sdk.cache._sqlite import ExistingCache
 
     out = Output()
     target = path if path is not None else default_path()
@@ -52,7 +54,8 @@ def _opened(
         yield out, None
         return
     with errors_exit(out):
-        yield out, SQLiteCache(target, readonly=readonly)
+        # (for writing, a file that is a cache already: an empty one is refused, not adopted)
+        yield out, SQLiteCache(target, readonly=True) if readonly else ExistingCache(target)
 
 
 @cache_app.command("stats")

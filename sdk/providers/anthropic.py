@@ -29,6 +29,7 @@ from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import ClassVar
 from typing import Literal
 from typing import Self
 from typing import assert_never
@@ -597,6 +598,9 @@ class AnthropicProvider(Provider):
     failed request is one attempt here (the `anthropic` client's own two retries would
     otherwise multiply ours, making a persistent 429 cost twelve requests).
     """
+
+    _extra: ClassVar[str] = "anthropic"
+    """The extra that installs the client it is made on (`sdk.wire` names it when missing)."""
 
     def __init__(
         self,

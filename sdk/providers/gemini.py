@@ -33,6 +33,7 @@ from functools import cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import ClassVar
 from typing import Self
 from typing import assert_never
 
@@ -509,6 +510,9 @@ class GeminiProvider(Provider):
     Every request turns the client's own retries off (`retry_options.attempts=1`): the SDK owns
     retries, so one failed request is one attempt.
     """
+
+    _extra: ClassVar[str] = "gemini"
+    """The extra that installs the client it is made on (`sdk.wire` names it when missing)."""
 
     def __init__(
         self, client: genai.Client, *, model: str, extra_body: Mapping[str, Any] | None = None

@@ -681,16 +681,22 @@ def _log(provider: str, model: str, request: CompletionRequest) -> None:
 
 
 class _OpenAIProvider(Provider):
+    """What the two APIs' providers share. Each public class declares its keywords and makes
+    the one call to this constructor: Python names the class whose constructor it binds a call
+    to in its errors (a missing `model=`), so that is the class the caller made, never this
+    one."""
+
     codec_type: ClassVar[type[_OpenAICodec]]
     """The API's codec: what tells the Responses provider from the Chat one."""
+    _extra: ClassVar[str] = "openai"
+    """The extra that installs the client it is made on (`sdk.wire` names it when missing)."""
 
     def __init__(
         self,
         client: openai.OpenAI | openai.AsyncOpenAI,
-        *,
         model: str,
-        prompt_caching: bool = True,
-        extra_body: Mapping[str, Any] | None = None,
+        prompt_caching: bool,
+        extra_body: Mapping[str, Any] | None,
     ) -> None:
         import openai
 
@@ -769,9 +775,29 @@ class OpenAIResponsesProvider(_OpenAIProvider):
 
     codec_type = ResponsesCodec
 
+    def __init__(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI,
+        *,
+        model: str,
+        prompt_caching: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(client, model, prompt_caching, extra_body)
+
 
 class OpenAIChatProvider(_OpenAIProvider):
     """Chat Completions through your `openai.OpenAI` or `openai.AsyncOpenAI` client (used with
     `max_retries=0`: the SDK owns retries); `prompt_caching` as for Responses."""
 
     codec_type = ChatCodec
+
+    def __init__(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI,
+        *,
+        model: str,
+        prompt_caching: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(client, model, prompt_caching, extra_body)

@@ -95,9 +95,11 @@ VLLM_WIRE = WireProfile(
              "stop": "stop", "presence_penalty": "presence_penalty",
              "frequency_penalty": "frequency_penalty", "repeat_penalty": "repetition_penalty",
              "grounding": ""},  # `grounding` is read by the codec, not sent
+    # `logprobs`: every request asks for them (`Result.confidence`); `False` would drop it.
     owned=frozenset({"model", "messages", "max_tokens", "structured_outputs", "guided_json",
                      "guided_grammar", "guided_regex", "guided_choice", "response_format",
-                     "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options"}),
+                     "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options",
+                     "logprobs"}),
 )  # fmt: skip
 
 

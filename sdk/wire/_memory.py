@@ -145,7 +145,7 @@ def _maker(family: Profile) -> Callable[[dict[str, Any]], Provider] | None:
     hook = getattr(cls, "_in_memory", None)
     if hook is None:
         return None
-    return partial(_over_client, hook)
+    return partial(_over_client, hook, family.name, getattr(cls, "_extra", None))
 
 
 def _over_http(cls: type[HTTPProvider], settings: dict[str, Any]) -> Provider:
@@ -159,8 +159,23 @@ def _over_http(cls: type[HTTPProvider], settings: dict[str, Any]) -> Provider:
     return cls(base_url, http_client=http, **settings)
 
 
-def _over_client(hook: Callable[..., Provider], settings: dict[str, Any]) -> Provider:
-    return hook(settings, http_client=_httpx2_client(), api_key=_KEY)
+def _over_client(
+    hook: Callable[..., Provider], family: str, extra: object, settings: dict[str, Any]
+) -> Provider:
+    """The provider made by its class's hook. A package its client needs that is not installed
+    (the vendor's client, `httpx2`) is named with the extra that installs it: the class's
+    `_extra` (the SDK's hosted providers'), as `sdk.ray` names its own."""
+    try:
+        return hook(settings, http_client=_httpx2_client(), api_key=_KEY)
+    except ImportError as missing:
+        if not isinstance(extra, str) or (missing.name or "").partition(".")[0] == "sdk":
+            raise  # (a package's provider names its own; one of the SDK's modules is a bug)
+        kind = ModuleNotFoundError if isinstance(missing, ModuleNotFoundError) else ImportError
+        raise kind(
+            f"sdk.wire for {family} needs the {extra} extra: pip install "
+            f"'structured-sdk[{extra}]' ({missing})",
+            name=missing.name,
+        ) from missing
 
 
 def _unsupported(family: str) -> UnsupportedRequest:
