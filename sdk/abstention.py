@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from sdk._files import write_atomic
+from sdk._fitted import mismatch
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import char_pointers
 from sdk.schema.grounding import VERBATIM_KEY
@@ -225,16 +226,16 @@ class Thresholds:
 
     def check_contract(self, name: str, fingerprint: str) -> None:
         """`ThresholdsMismatch` when they were calibrated for another contract than the one
-        named (by its name and schema fingerprint); thresholds set by hand fit any."""
-        calibrated = self.calibration.get("contract")
-        if not isinstance(calibrated, Mapping):
+        named: by its schema fingerprint, which `sdk eval --calibrate` always records; a file
+        naming its contract without one was written by hand, and its name decides. Thresholds
+        naming no contract (set by hand, `fixed`) fit any (`sdk._fitted`)."""
+        found = mismatch(self.calibration, name, fingerprint)
+        if found is None:
             return
-        if calibrated.get("fingerprint") in (None, fingerprint):
-            return
+        calibrated, call = found
         raise ThresholdsMismatch(
-            f"these abstention thresholds were calibrated for {calibrated.get('name')} "
-            f"(fingerprint {str(calibrated.get('fingerprint'))[:12]}), not for {name} "
-            f"(fingerprint {fingerprint[:12]}): calibrate them on {name} (sdk eval --calibrate)"
+            f"these abstention thresholds were calibrated for {calibrated}, not for {call}: "
+            f"calibrate them on {name} (sdk eval --calibrate)"
         )
 
     def to_json(self) -> dict[str, Any]:

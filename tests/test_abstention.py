@@ -38,6 +38,7 @@ from sdk.eval.metrics import Outcome
 from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
 from sdk.providers import TestProvider
+from sdk.schema.canonical import schema_info
 
 
 class Parcel(Contract):
@@ -264,8 +265,16 @@ def test_mass_aware_needs_calibrated_thresholds_for_its_contract() -> None:
         prepare_arm("mass_aware", Parcel, client)
     assert prepare_arm("mass_aware", Parcel, client, calibrating=True).steps is not None
     other = Thresholds({}, calibration={"contract": {"name": "X", "fingerprint": "0" * 64}})
-    with pytest.raises(ArmUnavailable, match="another contract"):
+    mismatch = r"calibrated for X \(fingerprint 000000000000\), not for Parcel"
+    with pytest.raises(ArmUnavailable, match=mismatch):
         prepare_arm("mass_aware", Parcel, client, thresholds=other)
+    # A hand-written file naming another contract, without a fingerprint: the client's check
+    # (on main the arm took it, and applied X's thresholds to Parcel)
+    by_name = Thresholds({}, calibration={"contract": {"name": "X"}})
+    with pytest.raises(ArmUnavailable, match=r"calibrated for X \(no fingerprint recorded\)"):
+        prepare_arm("mass_aware", Parcel, client, thresholds=by_name)
+    own = Thresholds({}, calibration={"contract": {"name": "Parcel"}})
+    assert prepare_arm("mass_aware", Parcel, client, thresholds=own).steps is not None
 
     class Plain(Contract):
         name: str | None
@@ -302,6 +311,18 @@ def test_calibrating_a_run_uses_the_mass_aware_signals_and_labels() -> None:
     run.config["thresholds"] = {"/carrier": 0.3}
     with pytest.raises(ValueError, match="applied thresholds"):
         calibrate_run(run)
+
+
+def test_calibrated_thresholds_record_the_contract_s_fingerprint() -> None:
+    """What `Thresholds.check_contract` rests on: `sdk eval --calibrate` writes the contract's
+    name and fingerprint with the thresholds, so a file naming a contract without its
+    fingerprint was not written by the SDK (its name decides)."""
+    _, client = _client()
+    items = parse_dataset(DATASET, Parcel)
+    run = run_eval(items, Parcel, client, arms=["mass_aware"], calibrating=True)
+    recorded = calibrate_run(run).calibration["contract"]
+    info = schema_info(Parcel)
+    assert (recorded["name"], recorded["fingerprint"]) == (info.name, info.fingerprint)
 
 
 def test_the_cli_refuses_thresholds_and_calibration_together(tmp_path: Path) -> None:

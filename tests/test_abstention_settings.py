@@ -74,6 +74,36 @@ def test_thresholds_calibrated_for_another_contract_are_refused_naming_both() ->
     calibrated.check_contract(info.name, info.fingerprint)
 
 
+@pytest.mark.parametrize("named", [{"name": "ShipmentNotice"}, "ShipmentNotice"])
+def test_a_hand_written_file_naming_another_contract_without_a_fingerprint_is_refused(
+    tmp_path: Path, named: object
+) -> None:
+    """`sdk eval --calibrate` always records the contract's fingerprint: a file naming its
+    contract without one was written by hand, and the name it gives decides (on main it fit
+    any contract, and ShipmentNotice's thresholds were applied to Booking's fields)."""
+
+    class Booking(Contract):
+        guest: Verbatim | None
+
+    path = _file(tmp_path, json.dumps({**GOOD, "calibration": {"contract": named}}))
+    provider = TestProvider([json.dumps({"guest": None})])
+    with pytest.raises(ThresholdsMismatch) as refused:
+        StructuredClient(provider).generate(Booking, prompt="x", source="y", abstention="guided",
+                                            abstention_thresholds=path)  # fmt: skip
+    message = str(refused.value)
+    assert "ShipmentNotice (no fingerprint recorded)" in message
+    assert f"not for Booking (fingerprint {schema_info(Booking).fingerprint[:12]})" in message
+    assert provider.requests == []  # refused before anything was sent
+    # The contract it names takes it; a file naming none (set by hand) fits any contract.
+    info = schema_info(ShipmentNotice)
+    Thresholds.load(path).check_contract(info.name, info.fingerprint)
+    anywhere = _file(tmp_path, json.dumps({**GOOD, "calibration": {}, "fields": {}}))
+    taken = StructuredClient(TestProvider([json.dumps({"guest": None})])).generate(
+        Booking, prompt="x", source="y", abstention="guided", abstention_thresholds=anywhere
+    )
+    assert taken.value.guest is None
+
+
 def test_every_guided_result_says_which_signal_decided() -> None:
     provider = TestProvider([json.dumps(STATED)])
     result = StructuredClient(provider).generate(

@@ -252,7 +252,8 @@ class CallOptions(SamplingOptions, total=False):
     ]
     """Guided abstention on an engine that reports token probabilities (the embedded model):
     the thresholds `sdk eval --calibrate` wrote (a `Thresholds` or its file, read when set;
-    refused at the call when calibrated for another contract), or set by hand (`0.25` for every
+    refused at the call when calibrated for another contract: by its fingerprint, or by its name
+    in a file that records none), or set by hand (`0.25` for every
     nullable copied field, `{"/carrier": 0.25}` per field); `None`: the default
     (`sdk.abstention.Thresholds.standard`)."""
     min_confidence: Annotated[float | None, Between(0, 1), Option("parsing")]

@@ -60,6 +60,7 @@ from typing import Unpack
 
 from sdk._values.declared import check_keywords
 from sdk.abstention import Thresholds
+from sdk.abstention import ThresholdsMismatch
 from sdk.abstention import abstain
 from sdk.abstention import value_start_masses
 from sdk.calibration import Calibration
@@ -311,13 +312,12 @@ def _prepare_grounded(
             "mass_aware needs thresholds calibrated on labelled data: run `sdk eval` on a "
             "calibration set with --calibrate FILE, then pass --thresholds FILE"
         )
-    expected = schema_info(contract).fingerprint
-    calibrated = dict(thresholds.calibration.get("contract") or {}) if thresholds else {}
-    if thresholds is not None and calibrated.get("fingerprint") not in (None, expected):
-        raise ArmUnavailable(
-            f"the thresholds were calibrated for another contract ({calibrated.get('name')} "
-            f"{str(calibrated.get('fingerprint'))[:12]}), not {contract.__name__}"
-        )
+    if thresholds is not None:
+        info = schema_info(contract)
+        try:  # the client's check (it applies them itself here, not through the client)
+            thresholds.check_contract(info.name, info.fingerprint)
+        except ThresholdsMismatch as error:
+            raise ArmUnavailable(str(error)) from None
     return PreparedArm(name, contract, grounding, steps=_mass_steps(contract, thresholds))
 
 

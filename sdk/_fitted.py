@@ -1,0 +1,48 @@
+"""What a calibration was fitted for, against what a call is: the one check behind the abstention
+thresholds (`sdk.abstention.Thresholds.check_contract`) and the confidence calibration
+(`sdk.calibration.Calibration.check_fitted`), which `sdk eval` records alike (`contract`: its
+name, version and fingerprint; `provider`; `model`).
+
+A record written by the SDK always holds the contract's fingerprint, and the fingerprint decides
+(a contract whose schema or name changed since is another contract). A record naming a contract
+without a fingerprint was written by hand: its name decides. A record naming
+no contract (and no model) fits anything: thresholds or curves set by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["mismatch"]
+
+
+def mismatch(
+    recorded: Mapping[str, Any], name: str, fingerprint: str, model: str | None = None
+) -> tuple[str, str] | None:
+    """`(what it was fitted for, what the call is)`, in words, when `recorded` names another
+    contract than the call's `name` (by its fingerprint where it records one, else by its name)
+    or, where both are known, another model than `model`; `None` when it fits."""
+    fitted: list[str] = []
+    call: list[str] = []
+    contract = recorded.get("contract")
+    if isinstance(contract, str):  # written by hand: `"contract": "Invoice"`
+        contract = {"name": contract}
+    if isinstance(contract, Mapping):
+        named, printed = _text(contract.get("name")), _text(contract.get("fingerprint"))
+        if printed is not None and printed != fingerprint:
+            fitted.append(f"{named or 'a contract'} (fingerprint {printed[:12]})")
+            call.append(f"{name} (fingerprint {fingerprint[:12]})")
+        elif printed is None and named is not None and named != name:
+            fitted.append(f"{named} (no fingerprint recorded)")
+            call.append(f"{name} (fingerprint {fingerprint[:12]})")
+    fitted_model = _text(recorded.get("model"))
+    if model and fitted_model is not None and fitted_model != model:
+        fitted.append(f"model {fitted_model}")
+        call.append(f"model {model}")
+    return (" and ".join(fitted), " and ".join(call)) if fitted else None
+
+
+def _text(value: object) -> str | None:
+    """A recorded name, fingerprint or model: a non-empty string, else unknown."""
+    return value if isinstance(value, str) and value else None
