@@ -17,7 +17,9 @@ different ways too), with one over all types for a type or field too rare to fit
 `reliability` (the points of a reliability plot) say how far confidence is from accuracy, before
 and after. A `Calibration` saved to a file is given to a client as `confidence_calibration=`
 (a call option): `Result.confidence` then holds calibrated probabilities (`calibrated` true) and
-`min_confidence` compares against them.
+`min_confidence` compares against them. A calibration fitted for another contract or model (its
+`fitted` record, which `sdk eval` writes) is refused at the call with `CalibrationMismatch`;
+one whose `fitted` names neither (made by hand) applies to any.
 
 Pure: no I/O but `save`/`load`, no numpy.
 """
@@ -34,6 +36,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -41,12 +44,14 @@ from typing import Final
 from typing import Literal
 
 from sdk._files import write_atomic
+from sdk._fitted import mismatch
 from sdk.confidence import Confidence
 
 __all__ = [
     "CALIBRATION_FORMAT",
     "Calibration",
     "CalibrationFileError",
+    "CalibrationMismatch",
     "Curve",
     "Grouping",
     "Method",
@@ -68,6 +73,10 @@ _EPSILON = 1e-6
 
 class CalibrationFileError(ValueError):
     """A calibration file that cannot be read: names the file and what is wrong."""
+
+
+class CalibrationMismatch(ValueError):
+    """A calibration fitted for another contract or model than the call's (names both)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +116,11 @@ class Calibration:
 
     curves: Mapping[str, Curve]
     fitted: Mapping[str, Any] = field(default_factory=dict)
-    """Contract, model, dataset, arm and sample counts of the fit."""
+    """Contract (name, version, fingerprint), provider, model, dataset, arms and sample counts
+    of the fit: a call on another contract or model refuses it (`check_fitted`); one naming
+    neither (made by hand) applies to any."""
+    source: str | None = field(default=None, compare=False)
+    """The file it was read from (`load`), for the errors that name it."""
 
     def probability(self, kind: str, confidence: float, field: str = "") -> float:
         """The calibrated probability of a value of `kind` (at `field`, a JSON pointer with
@@ -127,6 +140,22 @@ class Calibration:
             for pointer, item in confidence.details.items()
         }
         return confidence.with_calibrated(mapped)
+
+    def check_fitted(self, name: str, fingerprint: str, model: str | None) -> None:
+        """`CalibrationMismatch` when `fitted` names another contract than the call's (`name`,
+        by its schema fingerprint where `fitted` records one, else by its name) or another model
+        than the call's `model` (where both are known): its curves are that model's and that
+        contract's, and would map this call's confidence to a probability measured on other
+        values. A calibration whose `fitted` names no contract and no model applies to any."""
+        found = mismatch(self.fitted, name, fingerprint, model)
+        if found is None:
+            return
+        fitted, call = found
+        where = f" ({self.source})" if self.source else ""
+        raise CalibrationMismatch(
+            f"this confidence calibration{where} was fitted for {fitted}, not for {call}: fit "
+            f"one for {name} on the model you call (sdk eval --calibrate-confidence)"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -168,7 +197,7 @@ class Calibration:
         except (OSError, ValueError, RecursionError) as error:
             problem = f"{path}: not a readable calibration file ({error})"
             raise CalibrationFileError(problem) from None
-        return cls.from_json(data, str(path))
+        return replace(cls.from_json(data, str(path)), source=str(path))
 
 
 def _curve(path: str | os.PathLike[str], kind: str, item: Any) -> Curve:

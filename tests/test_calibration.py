@@ -3,6 +3,7 @@ calibration error with its interval, the reliability plot's points, and the file
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import random
@@ -184,3 +185,118 @@ def test_a_fit_on_a_confidence_outside_0_1_is_refused(confidence: float) -> None
     samples = [Sample("string", 0.5, i % 2 == 0) for i in range(20)]
     with pytest.raises(ValueError, match=r"within \[0, 1\]"):
         fit([*samples, Sample("string", confidence, True)])
+
+
+# --- a calibration is for the contract and the model it was fitted on ---
+
+
+def _fitted_for_notices(tmp_path: Path, **fitted: object) -> Path:
+    """A calibration file as `sdk eval --calibrate-confidence` writes it for ShipmentNotice on
+    the embedded gemma (`fitted` overrides its record)."""
+    from contracts import ShipmentNotice
+    from sdk.schema.canonical import schema_info
+
+    info = schema_info(ShipmentNotice)
+    record = {
+        "contract": {"name": info.name, "version": info.version, "fingerprint": info.fingerprint},
+        "provider": "embedded",
+        "model": "gemma-3-270m-q4_k_m",
+        "dataset": "notices-calibration.jsonl",
+        "arms": ["mass_aware"],
+        "items": 40,
+    }
+    calibration = fit(_overconfident(40), fitted={**record, **fitted})
+    return calibration.save(tmp_path / "confidence.json")
+
+
+NOTICE = json.dumps({"carrier": "DHL", "tracking_number": None, "order_number": None,
+                     "recipient": None})  # fmt: skip
+
+
+@pytest.mark.parametrize("where", ["call", "client"])
+def test_a_calibration_fitted_for_another_contract_is_refused_before_sending(
+    tmp_path: Path, where: str
+) -> None:
+    """On main the client calibrated any contract's values with it, silently."""
+    from contracts import ShipmentNotice
+    from sdk import Contract
+    from sdk import StructuredClient
+    from sdk.calibration import CalibrationMismatch
+    from sdk.providers import TestProvider
+    from sdk.schema.canonical import schema_info
+
+    class Booking(Contract):
+        guest: str
+
+    path = _fitted_for_notices(tmp_path)
+    provider = TestProvider(['{"guest": "Ann"}'], model="gemma-3-270m-q4_k_m")
+    given = {"confidence_calibration": path}
+    client = (
+        StructuredClient(provider, **given) if where == "client" else StructuredClient(provider)
+    )
+    with pytest.raises(CalibrationMismatch) as refused:
+        client.generate(Booking, prompt="x", **({} if where == "client" else given))  # type: ignore[arg-type]
+    message = str(refused.value)
+    notices, booking = schema_info(ShipmentNotice), schema_info(Booking)
+    assert str(path) in message
+    assert f"fitted for ShipmentNotice (fingerprint {notices.fingerprint[:12]})" in message
+    assert f"not for Booking (fingerprint {booking.fingerprint[:12]})" in message
+    assert isinstance(refused.value, ValueError) and provider.requests == []
+    # The contract it was fitted for, on its model, takes it.
+    taken = StructuredClient(TestProvider([NOTICE], model="gemma-3-270m-q4_k_m")).generate(
+        ShipmentNotice, prompt="x", source="DHL brings it.", confidence_calibration=path
+    )
+    assert taken.value.carrier == "DHL"
+
+
+def test_a_calibration_fitted_for_another_model_is_refused_naming_both(tmp_path: Path) -> None:
+    """The async client too (on main: applied, gemma's curves mapping SmolLM2's confidence)."""
+    from contracts import ShipmentNotice
+    from sdk import AsyncStructuredClient
+    from sdk.calibration import CalibrationMismatch
+    from sdk.providers import TestProvider
+
+    path = _fitted_for_notices(tmp_path)
+    provider = TestProvider([NOTICE], model="SmolLM2-135M-Instruct.Q4_1")
+    client = AsyncStructuredClient(provider)
+    with pytest.raises(CalibrationMismatch) as refused:
+        asyncio.run(client.generate(ShipmentNotice, prompt="x", confidence_calibration=path))
+    message = str(refused.value)
+    assert "fitted for model gemma-3-270m-q4_k_m, not for model SmolLM2-135M-Instruct.Q4_1" in (
+        message
+    )
+    assert provider.requests == []
+
+
+def test_what_fitted_does_not_record_is_not_checked(tmp_path: Path) -> None:
+    """A calibration made by hand (no contract, no model in `fitted`) applies to anything; a
+    `fitted` naming a contract without its fingerprint (written by hand) is checked by name; a
+    model is compared only where both sides know it."""
+    from contracts import ShipmentNotice
+    from sdk import StructuredClient
+    from sdk.calibration import CalibrationMismatch
+    from sdk.calibration import Curve
+    from sdk.providers import TestProvider
+    from sdk.schema.canonical import schema_info
+
+    info = schema_info(ShipmentNotice)
+    for by_hand in (
+        Calibration({"string": Curve("platt", (1.0, 0.0), 10)}),
+        fit(_overconfident(40)),
+    ):
+        by_hand.check_fitted("Anything", "0" * 64, "any-model")
+        result = StructuredClient(TestProvider([NOTICE])).generate(
+            ShipmentNotice, prompt="x", source="DHL brings it.", confidence_calibration=by_hand
+        )
+        assert result.value.carrier == "DHL"
+    named = Calibration.load(_fitted_for_notices(tmp_path, contract={"name": "ShipmentNotice"}))
+    named.check_fitted(info.name, info.fingerprint, "gemma-3-270m-q4_k_m")
+    with pytest.raises(CalibrationMismatch, match=r"ShipmentNotice \(no fingerprint recorded\)"):
+        named.check_fitted("Booking", "0" * 64, "gemma-3-270m-q4_k_m")
+    # ShipmentNotice changed since the fit: same name, another schema.
+    with pytest.raises(CalibrationMismatch, match="fitted for ShipmentNotice"):
+        Calibration.load(_fitted_for_notices(tmp_path)).check_fitted(info.name, "f" * 64, None)
+    # A provider that does not know its model up front: only the contract is checked.
+    Calibration.load(_fitted_for_notices(tmp_path)).check_fitted(info.name, info.fingerprint, None)
+    no_model = Calibration.load(_fitted_for_notices(tmp_path, model=None))
+    no_model.check_fitted(info.name, info.fingerprint, "any-model")

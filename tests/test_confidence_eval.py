@@ -26,6 +26,7 @@ from sdk.eval.arms import ArmUnavailable
 from sdk.eval.arms import prepare_arm
 from sdk.eval.calibration import calibrate_confidence_run
 from sdk.eval.metrics import confidence_samples
+from sdk.schema.canonical import schema_info
 from tests.test_confidence import AFTER_KEY
 from tests.test_confidence import Paint
 from tests.test_confidence import scripted  # noqa: F401  (the fixture)
@@ -91,6 +92,10 @@ def test_a_calibration_fitted_on_one_run_is_given_to_another(scripted, tmp_path:
     calibration = calibrate_confidence_run(first, method="isotonic")
     assert calibration.probability("string", samples[0].confidence) == pytest.approx(0.75)
     assert calibration.fitted["arms"] == ["constrained"] and calibration.fitted["items"] == 4
+    # What a call checks it against (`Calibration.check_fitted`): the contract and the model.
+    info = schema_info(Shade)
+    assert calibration.fitted["contract"]["fingerprint"] == info.fingerprint
+    assert client.provider.model and calibration.fitted["model"] == client.provider.model
     # Calibrated, red is right 75% of the time: over a floor of 0.6 it stays; the raw 0.3
     # would have abstained.
     second = _run(
@@ -125,6 +130,23 @@ def test_a_run_without_probabilities_has_nothing_to_calibrate() -> None:
     assert "Confidence: reliability" not in html_report(run)
     with pytest.raises(ValueError, match="no values with a confidence"):
         calibrate_confidence_run(run)
+
+
+def test_a_run_given_a_calibration_for_another_contract_stops_naming_it() -> None:
+    """`sdk eval --confidence-calibration` fitted on another contract: the min_confidence arm's
+    first call refuses it (on main the run went on, its floor and its calibrated ECE read
+    through curves fitted on other values)."""
+    from sdk import StructuredClient
+    from sdk.calibration import CalibrationMismatch
+    from sdk.providers import TestProvider
+
+    paint = schema_info(Paint)
+    fitted = {"contract": {"name": paint.name, "fingerprint": paint.fingerprint}}
+    other = Calibration({"string": Curve("platt", (1.0, 0.0), 10)}, fitted)
+    provider = TestProvider(['{"color": "red"}'] * 8)
+    with pytest.raises(CalibrationMismatch, match=r"fitted for Paint .*, not for Shade"):
+        _run(StructuredClient(provider), arms=["min_confidence"], confidence_calibration=other)
+    assert provider.requests == []
 
 
 def test_the_arm_needs_somewhere_to_abstain(scripted) -> None:  # noqa: F811

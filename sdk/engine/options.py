@@ -268,7 +268,8 @@ class CallOptions(SamplingOptions, total=False):
         ),
     ]
     """Maps each value's confidence to the probability of being right (`sdk.calibration`: the
-    file `sdk eval --calibrate-confidence` writes, read when set)."""
+    file `sdk eval --calibrate-confidence` writes, read when set; refused at the call when
+    fitted for another contract or another model, `CalibrationMismatch`)."""
     cache: Annotated[
         Cache | bool | None,
         Option("call", convert=cache_of, expects="an sdk.cache store, True, False or None"),

@@ -48,7 +48,7 @@ def start_call(
 ) -> Attempts:
     """A document or grammar call, vetted and started (`on_call` has run)."""
     spec = _checked(config.for_call(options, method, lambda: provider.own_options))
-    kind = output_kind(output, spec)
+    kind = output_kind(output, spec, provider.model)
     asked = kind.grammar if isinstance(kind, GrammarOutput) else _document(kind).contract
     spec, rendered = _with_prompt(spec, asked)
     inputs = spec.inputs
@@ -57,10 +57,12 @@ def start_call(
     return _machine(spec, provider, kind, _marked(turns, rendered), rendered)
 
 
-def output_kind(output: Any, spec: CallSpec) -> OutputKind[Any]:
-    """The output kind of `generate(output)`: a grammar's sentence, or a document (a contract,
-    a list, a union), with guided abstention when the spec asks for it (reasoning aside: the
-    machine wraps the kind for it)."""
+def output_kind(output: Any, spec: CallSpec, model: str | None) -> OutputKind[Any]:
+    """The output kind of `generate(output)` on `model` (the provider's, where it knows it): a
+    grammar's sentence, or a document (a contract, a list, a union), with guided abstention
+    when the spec asks for it (reasoning aside: the machine wraps the kind for it). What was
+    fitted for another document (abstention thresholds; a confidence calibration, also for
+    another model) is refused here, before anything is sent."""
     if isinstance(output, Grammar):
         if spec.output.abstention != "none":
             raise _not_a_document("a grammar")
@@ -70,6 +72,9 @@ def output_kind(output: Any, spec: CallSpec) -> OutputKind[Any]:
         require_contract(output, spec.method.name)
     contract = envelope.contract if envelope is not None else cast(type[Contract], output)
     document = Document(contract, envelope, spec.parsing)
+    calibration = spec.parsing.confidence_calibration
+    if calibration is not None:
+        calibration.check_fitted(document.schema.name, document.schema.fingerprint, model)
     if spec.output.abstention == "none":
         return document
     if envelope is not None:
