@@ -38,6 +38,7 @@ call, of every attempt's start and end, and of how the call ends (result, failur
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import types
@@ -223,14 +224,26 @@ class Attempts:
         self._open: int | None = None  # the attempt sent and not yet over
         self._ended = False
         self._hooks = spec.hooks
-        self.info = CallInfo(self.provider.name, self.provider.model, kind.schema,
-                             spec.method.streaming)  # fmt: skip
+        self._streaming = spec.method.streaming
+
+    @functools.cached_property
+    def info(self) -> CallInfo:
+        """What the hooks are told of the call (the provider the current attempt goes to). Made
+        when a hook is first told something (`on_call`), so a call without hooks (most calls,
+        every cache hit) makes none."""
+        provider = self.provider
+        return CallInfo(provider.name, provider.model, self.kind.schema, self._streaming)
+
+    def _tell(self, method: str, *args: Any) -> None:
+        """Tell the hooks of `method` (`run_hooks`, with the call's `info` first), if any."""
+        if self._hooks:
+            run_hooks(self._hooks, method, self.info, *args)
 
     def start(self) -> Done | None:
         """The call begins (the hooks' `on_call`): a loop calls it once, before the first
         `send` (so a stream never iterated starts nothing). `Done` when the response cache has
         the answer, judged again and found valid: then nothing is sent."""
-        run_hooks(self._hooks, "on_call", self.info)
+        self._tell("on_call")
         return self._from_cache() if self._cache is not None else None
 
     def abandoned_if_left(self) -> _AbandonedIfLeft:
@@ -259,9 +272,10 @@ class Attempts:
         judged: Accepted[Any] | None = None
         kind = self.kind  # each phase's kind, as the replay moves through them
         try:
-            for index, completion in enumerate(entry.completions):
+            completions = entry.completions  # (decoded once: `DamagedEntry` if they do not)
+            for index, completion in enumerate(completions):
                 verdict = kind.judge(completion, self.provider)
-                last = index == len(entry.completions) - 1
+                last = index == len(completions) - 1
                 if isinstance(verdict, Accepted) != last:
                     raise ValueError("a stored answer out of step with its kind")
                 if isinstance(verdict, NextPhase):
@@ -278,7 +292,7 @@ class Attempts:
             return None
         assert judged is not None
         self.kind = kind
-        return self._done(judged, entry.completions[-1], cached_usage=entry.usage)
+        return self._done(judged, completions[-1], cached_usage=entry.usage)
 
     def _not_served(self) -> None:
         """The entry found is not served: dropped, and counted a miss, not a hit. A store that
@@ -351,7 +365,7 @@ class Attempts:
             len(request.messages),
         )
         self._open = self.number
-        run_hooks(self._hooks, "before_request", self.info, request, self.number)
+        self._tell("before_request", request, self.number)
         return Send(request, self.provider, self._send_deadline(), self.number)
 
     def view(self) -> StreamView:
@@ -364,7 +378,7 @@ class Attempts:
         """A reply arrived: judge it (the kind, stop reason first) and decide."""
         self._transport = None  # the next request is a new one: its transport retries start over
         number = self.number
-        run_hooks(self._hooks, "after_reply", self.info, completion, number)
+        self._tell("after_reply", completion, number)
         try:
             judged = self.kind.judge(completion, self.provider)
         except StructuredOutputError as refused:
@@ -458,10 +472,10 @@ class Attempts:
         if self._ended:
             return
         if self._open is not None:
-            run_hooks(self._hooks, "after_attempt", self.info, self._open, None)
+            self._tell("after_attempt", self._open, None)
             self._open = None
         self._ended = True
-        run_hooks(self._hooks, "on_cancel", self.info, list(self.attempts))
+        self._tell("on_cancel", list(self.attempts))
 
     # --- decisions ---
 
@@ -509,7 +523,7 @@ class Attempts:
         if self.prompt is not None:
             result = replace(result, prompt=self.prompt)
         self._ended = True
-        run_hooks(self._hooks, "on_result", self.info, result)
+        self._tell("on_result", result)
         return Done(result)
 
     def _fail(self, error: StructuredOutputError, why: str | None = None) -> Fail:
@@ -527,7 +541,7 @@ class Attempts:
         else:
             final = error.evolve(attempts=list(self.attempts), usage=self.usage)
         self._ended = True
-        run_hooks(self._hooks, "on_failure", self.info, final)
+        self._tell("on_failure", final)
         return Fail(final)
 
     def _record(self, completion: Completion, error: StructuredOutputError | None) -> None:
@@ -564,8 +578,8 @@ class Attempts:
         number = self._open if self._open is not None else self.number - 1
         self._open = None
         if error is not None:
-            run_hooks(self._hooks, "on_error", self.info, error, number)
-        run_hooks(self._hooks, "after_attempt", self.info, number, error)
+            self._tell("on_error", error, number)
+        self._tell("after_attempt", number, error)
 
     def _fall_back(self) -> bool:
         """Move on to the next of a `FallbackProvider`'s providers that can take the call: the
@@ -579,7 +593,8 @@ class Attempts:
                 continue
             self.provider = candidate
             self._transport = None
-            self.info.provider, self.info.model = candidate.name, candidate.model
+            if self._hooks:  # (`info` was made when the call started; without hooks, none)
+                self.info.provider, self.info.model = candidate.name, candidate.model
             logger.debug("falling back from %s to %s", previous.name, candidate.name)
             return True
         return False
