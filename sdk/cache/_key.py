@@ -45,6 +45,7 @@ from sdk.providers._base import GrammarSentence
 from sdk.providers._base import JsonDocument
 from sdk.providers._base import Output
 from sdk.providers._base import Sampling
+from sdk.providers._profile import NO_SAMPLING
 from sdk.schema.canonical import schema_info
 
 __all__ = ["INGREDIENTS", "cache_key", "source_place"]
@@ -141,8 +142,12 @@ def _plain(value: Any, feed: Feed) -> None:
 
 
 def _sampling(options: Sampling, feed: Feed) -> None:
-    """The sampling options set, by name (every field of `Sampling`, as `items()` gives them)."""
-    _plain(dict(options.items()), feed)
+    """The sampling options set, by name (every field of `Sampling`, as `items()` gives them);
+    none set (most calls) is the empty mapping's piece, `_plain({})`'s, fed at once."""
+    if options is NO_SAMPLING:
+        feed(b"{}")
+    else:
+        _plain(dict(options.items()), feed)
 
 
 def _output(output: Output, feed: Feed) -> None:

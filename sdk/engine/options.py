@@ -482,7 +482,9 @@ class CallSpec:
             transport = changes.get("transport", self.transport)
             given = transport.options.updated(sampling)
             changes["transport"] = _replaced(transport, {"options": given})
-        if method is not None and method != self.method:
+        # (by identity first: the methods are module constants, and `!=` runs the dataclass's
+        # `__eq__`, a Python call, on every call)
+        if method is not None and method is not self.method and method != self.method:
             changes["method"] = method
         return _replaced(self, changes)
 

@@ -213,7 +213,8 @@ class WireProfile:
                 )
         if extra_body and not self.raw_body:
             raise ValueError(f"{self.name} has no request body: extra_body is not taken")
-        if not isinstance(extra_body, Mapping):
+        # (a `dict`, as a call's `extra_body` always is, known without the ABC's instance check)
+        if type(extra_body) is not dict and not isinstance(extra_body, Mapping):
             raise TypeError(f"extra_body must be a mapping, not {type(extra_body).__name__}")
         if not extra_body:
             return  # nothing below can refuse an empty body (most calls send none)
