@@ -40,9 +40,13 @@ class Message:
             )
         # One shape whatever was passed: a string, or a tuple of parts (a list of strings and
         # parts is read as parts, so `["Total?", image]` means what it says on every provider).
-        object.__setattr__(self, "content", parts_of(self.content))
-        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        object.__setattr__(self, "tool_results", tuple(self.tool_results))
+        # A field already in its shape (text, no tool calls: most turns) is left as it is.
+        if type(self.content) is not str:
+            object.__setattr__(self, "content", parts_of(self.content))
+        if type(self.tool_calls) is not tuple:
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if type(self.tool_results) is not tuple:
+            object.__setattr__(self, "tool_results", tuple(self.tool_results))
 
     @property
     def text(self) -> str:
