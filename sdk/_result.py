@@ -75,16 +75,19 @@ def result_of(values: dict[str, Any]) -> Result[Any]:
     `object.__setattr__` per field, 21 of them: ~2 us of every call, a cache hit's too): the
     same instance, defaults filled as `__init__` fills them, a missing or unknown field a
     `TypeError` as there. `Result` has no `__post_init__`: nothing is skipped."""
-    given = _RESULT_DEFAULTS | values
+    given = _RESULT_DEFAULTS | values  # (a new dict: the instance's own, below)
     for name, factory in _RESULT_FACTORIES:
         if name not in given:
             given[name] = factory()
-    if given.keys() != _RESULT_FIELDS:  # by name: one misspelt and one missing have the length
+    # By name: one misspelt and one missing have the length. (The same test as comparing the
+    # key sets, without making a set of `given`'s keys: `given` holds every field and no other
+    # exactly when it has as many names and each is a field.)
+    if len(given) != len(_RESULT_FIELDS) or not _RESULT_FIELDS.issuperset(given):
         missing = sorted(_RESULT_FIELDS - given.keys())
         unknown = sorted(given.keys() - _RESULT_FIELDS)
         raise TypeError(f"Result() missing fields {missing}, unknown fields {unknown}")
     made: Result[Any] = object.__new__(Result)
-    made.__dict__.update(given)
+    object.__setattr__(made, "__dict__", given)  # (made here, used by no one else: not copied)
     return made
 
 
