@@ -100,10 +100,12 @@ def conversation(
         if isinstance(piece, (str, Text)):
             check_text(piece if isinstance(piece, str) else piece.text, "prompt")
     name = output.name if isinstance(output, Grammar) else output.__name__
-    document = f"<document>\n{source}\n</document>" if source is not None else None
     if prompt is None or isinstance(prompt, str):
-        texts = [prompt if prompt is not None else f"Fill in a {name} from this document."]
-        return (Message("user", "\n\n".join([*texts, *([document] if document else [])])),)
+        text = prompt if prompt is not None else f"Fill in a {name} from this document."
+        if source is not None:  # (made in one string: the document is copied once, not twice)
+            text = f"{text}\n\n<document>\n{source}\n</document>"
+        return (Message("user", text),)
+    document = f"<document>\n{source}\n</document>" if source is not None else None
     parts = parts_of(prompt)
     assert not isinstance(parts, str)
     return (Message("user", (*parts, *([Text(document)] if document else []))),)
