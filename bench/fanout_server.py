@@ -27,19 +27,25 @@ SIGTERM.
   per byte). These are what `LlamaCppProvider` learns from once (template shape, special
   tokens), unless it is given a `prompt_template`.
 - `GET /stats`: completions received and answered, and the most in service and waiting at
-  once.
+  once (with `--basic`, requests refused too).
+- `--basic USER:PASSWORD`: every request but `/stats` and `/gate/...` without the header
+  `Authorization: Basic base64(USER:PASSWORD)` is answered `401` at once (and counted as
+  `refused`), as a gateway that takes the base URL's `user:password@` does. Tests prove a
+  job sends the credentials it was given.
 
 It is a raw `asyncio.Protocol` rather than a web framework, so that a thousand requests cost it
 little CPU and the figures measure the clients. It speaks just enough HTTP/1.1 for httpx:
 keep-alive, `Content-Length` request bodies, one request at a time per connection.
 
 Usage: python bench/fanout_server.py [--delay SECONDS] [--slots N] [--closed] [--truncate-below N]
+       [--basic USER:PASSWORD]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import re
 import signal
@@ -107,6 +113,7 @@ CHAT_CUT = json.dumps(
     }
 ).encode()
 NOT_FOUND = b'{"error": "not found"}'
+UNAUTHORIZED = b'{"error": "unauthorized"}'
 OK = b'{"ok": true}'
 RECEIVED = {"completions": 0, "answered": 0, "peak_in_service": 0, "peak_waiting": 0}
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -174,9 +181,17 @@ class Slots:
     arrival order; and the gate that holds completions while closed."""
 
     def __init__(
-        self, delay: float, limit: int | None, closed: bool, truncate_below: int | None = None
+        self,
+        delay: float,
+        limit: int | None,
+        closed: bool,
+        truncate_below: int | None = None,
+        basic: str | None = None,
     ) -> None:
         self.delay = delay
+        self.authorization = (
+            "Basic " + base64.b64encode(basic.encode()).decode() if basic is not None else None
+        )
         self.limit = limit
         self.closed = closed
         self.truncate_below = truncate_below
@@ -232,19 +247,26 @@ class Connection(asyncio.Protocol):
             if end < 0:
                 return
             head = self.buffer[:end].decode("latin-1").split("\r\n")
-            length = 0
+            length, authorization = 0, None
             for line in head[1:]:
                 name, _, value = line.partition(":")
                 if name.strip().lower() == "content-length":
                     length = int(value)
+                elif name.strip().lower() == "authorization":
+                    authorization = value.strip()
             if len(self.buffer) < end + 4 + length:
                 return  # the body is still arriving
             body = self.buffer[end + 4 : end + 4 + length]
             self.buffer = self.buffer[end + 4 + length :]
-            self.answer(head[0].split(" ")[1], body)
+            self.answer(head[0].split(" ")[1], body, authorization)
 
-    def answer(self, path: str, body: bytes) -> None:
-        if path == "/completion":
+    def answer(self, path: str, body: bytes, authorization: str | None = None) -> None:
+        wanted = self.slots.authorization
+        open_route = path == "/stats" or path.startswith("/gate/")
+        if wanted is not None and authorization != wanted and not open_route:
+            RECEIVED["refused"] += 1
+            self.write(response("401 Unauthorized", UNAUTHORIZED))
+        elif path == "/completion":
             self.slots.take(self, COMPLETION_CUT if self._cut(body, "n_predict") else COMPLETION)
         elif path == "/v1/chat/completions":
             cut = self._cut(body, "max_tokens")
@@ -290,13 +312,19 @@ def _invalid(body: bytes) -> bool:
 
 
 async def serve(
-    delay: float, slots: int | None = None, closed: bool = False, truncate_below: int | None = None
+    delay: float,
+    slots: int | None = None,
+    closed: bool = False,
+    truncate_below: int | None = None,
+    basic: str | None = None,
 ) -> None:
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    state = Slots(delay, slots, closed, truncate_below)
+    state = Slots(delay, slots, closed, truncate_below, basic)
+    if basic is not None:
+        RECEIVED["refused"] = 0
     server = await loop.create_server(lambda: Connection(state), sock=sock, backlog=2048)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -311,8 +339,9 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=None)
     parser.add_argument("--closed", action="store_true")
     parser.add_argument("--truncate-below", type=int, default=None)
+    parser.add_argument("--basic", default=None, metavar="USER:PASSWORD")
     args = parser.parse_args()
-    asyncio.run(serve(args.delay, args.slots, args.closed, args.truncate_below))
+    asyncio.run(serve(args.delay, args.slots, args.closed, args.truncate_below, args.basic))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,12 @@
 
 A job's state file records these (never a key: hosted clients read theirs from the
 environment, `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`), so `sdk batch resume --state job.db`
-rebuilds the same backend without being told again. A setting that the backend would not use
-(`--base-url` or `--concurrency` for a hosted API, `--max-requests` for local calls, `--cache`
-for a hosted API) is refused, never silently dropped.
+rebuilds the same backend without being told again. Never a local server's credentials either:
+a base URL with `user:password@` is kept as `https://***@host/...` (`BackendSpec.to_json`), and
+the job is told it again (`--base-url` of `run`, `resume` and `retry`) to send anything there
+(`spec_from`). A setting that the backend would not use (`--base-url` or `--concurrency` for a
+hosted API, `--max-requests` for local calls, `--cache` for a hosted API) is refused, never
+silently dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
@@ -28,6 +32,8 @@ from sdk.batch._hosted import AnthropicBatches
 from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import OpenAIBatches
 from sdk.batch._local import LocalBackend
+from sdk.providers._endpoint import Endpoint
+from sdk.providers._endpoint import withheld
 
 if TYPE_CHECKING:
     from sdk.client import AsyncStructuredClient
@@ -99,7 +105,13 @@ class BackendSpec:
             raise ValueError(f"{' and '.join(unused)} cannot be used with {self.provider}")
 
     def to_json(self) -> dict[str, Any]:
-        """As stored in the job's state file."""
+        """As stored in the job's state file: each base URL without its credentials (`***@`
+        in their place: `spec_from` takes them again)."""
+        return {**asdict(self), "base_urls": [withheld(url) for url in self.base_urls]}
+
+    def clients_json(self) -> dict[str, Any]:
+        """As `local_clients` takes it: every value, the base URLs' credentials too (in memory
+        only, never stored)."""
         return asdict(self)
 
 
@@ -153,14 +165,14 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
 
         kind = OpenAIChatProvider if spec.provider == "openai_chat" else OpenAIResponsesProvider
         return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)
-    clients = local_clients(spec.to_json())
+    clients = local_clients(spec.clients_json())
     if spec.engine == "ray":
         from sdk.batch._ray import RayBackend
 
         actors = spec.actors or 2
         per_server = spec.concurrency or (1 if spec.provider == EMBEDDED else 16)
         in_actor = max(1, math.ceil(per_server / actors))  # the cluster's, not each actor's
-        actor_spec = {**spec.to_json(), "concurrency": in_actor}
+        actor_spec = {**spec.clients_json(), "concurrency": in_actor}
         return RayBackend(
             clients,
             functools.partial(local_clients, actor_spec),
@@ -172,7 +184,7 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
 
 
 def local_clients(spec: dict[str, Any]) -> list[AsyncStructuredClient]:
-    """The clients of a local or embedded spec (as `BackendSpec.to_json` gives it): one per
+    """The clients of a local or embedded spec (as `BackendSpec.clients_json` gives it): one per
     server, or one in-process client of the embedded model. A module-level function of plain
     data, so that a partial of it pickles: each Ray actor makes its own clients with it."""
     from sdk.cache import BestEffortCache
@@ -207,6 +219,8 @@ def local_clients(spec: dict[str, Any]) -> list[AsyncStructuredClient]:
 
 
 def _local_provider(kind: str, url: str, model: str | None) -> Any:
+    if Endpoint.of(url).withheld:  # never sent as if `***` were a user name
+        raise ValueError(_needs_credentials([url]))
     if kind == "llamacpp":
         from sdk.providers.llamacpp import LlamaCppProvider
 
@@ -220,8 +234,63 @@ def _local_provider(kind: str, url: str, model: str | None) -> Any:
     return OllamaProvider(url, model=model or "")
 
 
-def spec_from(data: dict[str, Any], overrides: Sequence[tuple[str, Any]] = ()) -> BackendSpec:
-    """A stored spec, with any values given again on the command line."""
+def spec_from(
+    data: dict[str, Any],
+    overrides: Sequence[tuple[str, Any]] = (),
+    *,
+    base_urls: Sequence[str] = (),
+    sending: bool = True,
+) -> BackendSpec:
+    """A stored spec, with any values given again on the command line (`overrides`, `run`'s:
+    given base URLs replace the stored ones), and `base_urls` given again for the job's own
+    servers (`resume`, `retry`): each takes the place of the stored URL of the same server (as
+    `Endpoint.same_server` says), giving back the credentials the state file withheld; a URL of
+    another server is a `ValueError`. A stored URL whose credentials were withheld and that is
+    given no URL again is a `ValueError` naming the server, before anything is sent; with
+    `sending=False` (`cancel`, which sends nothing to a local server) it becomes the server's
+    URL without credentials instead."""
     values = dict(data)
     values.update((key, value) for key, value in overrides if value)
+    stored = [str(url) for url in values.get("base_urls") or []]
+    if base_urls:
+        values["base_urls"] = _given_again(stored, base_urls)
+    missing = [url for url in values.get("base_urls") or [] if Endpoint.of(url).withheld]
+    if missing and sending:
+        raise ValueError(_needs_credentials(missing))
+    if missing:
+        values["base_urls"] = [
+            str(Endpoint.of(url)) if url in missing else url for url in values["base_urls"]
+        ]
     return BackendSpec(**values)
+
+
+def with_retries(spec: BackendSpec, retries: int) -> BackendSpec:
+    """`spec` with the job's `retries` (its base URLs' credentials kept)."""
+    return replace(spec, retries=retries)
+
+
+def _given_again(stored: list[str], given: Sequence[str]) -> list[str]:
+    servers = [Endpoint.of(url) for url in stored]
+    mine = [(Endpoint.of(url), url) for url in given]
+    others = [
+        str(endpoint) for endpoint, _ in mine if not any(endpoint.same_server(s) for s in servers)
+    ]
+    if others:
+        jobs = ", ".join(dict.fromkeys(str(server) for server in servers)) or "none"
+        raise ValueError(
+            f"--base-url {', '.join(others)} is not a server of the job (its servers: {jobs}): "
+            "give each of the job's servers again, with its credentials; to run it on other "
+            "servers, use `sdk batch run` with the job's files and --base-url"
+        )
+    return [
+        next((url for endpoint, url in mine if endpoint.same_server(server)), stored[index])
+        for index, server in enumerate(servers)
+    ]
+
+
+def _needs_credentials(urls: Sequence[str]) -> str:
+    names = ", ".join(dict.fromkeys(str(Endpoint.of(url)) for url in urls))
+    return (
+        f"the job's state file does not keep the credentials of {names}: give --base-url "
+        "again with them (https://user:password@host/...)"
+    )

@@ -339,6 +339,23 @@ class JobState:
                 (key, json.dumps(value)),
             )
 
+    def overwrite(self, values: Mapping[str, Any]) -> None:
+        """Set meta values in one transaction so that what they held is gone from the file:
+        zeroed where SQLite frees it (`secure_delete`), and the write-ahead log copied into the
+        file and emptied (a best effort while another connection reads). For what must not stay
+        at rest: the credentials an older version kept in a job's base URLs."""
+        with _fork.gate():
+            self._db.execute("PRAGMA secure_delete = ON")
+        try:
+            with self.transaction() as db:
+                for key, value in values.items():
+                    self.put(key, value, db)
+        finally:
+            with _fork.gate():
+                self._db.execute("PRAGMA secure_delete = OFF")
+        with _fork.gate():
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
     # --- items ---
 
     def add_items(

@@ -28,6 +28,7 @@ from sdk.workflow.versioning import contract_named
 if TYPE_CHECKING:
     from sdk.batch import BatchJob
     from sdk.batch import JobProgress
+    from sdk.batch._state import JobState
     from sdk.contract import Contract
 
 __all__ = ["batch_app", "progress_text"]
@@ -73,7 +74,12 @@ ModelOption = Annotated[
     ),
 ]
 BaseUrlOption = Annotated[
-    list[str] | None, typer.Option("--base-url", help="A local server; repeat for several.")
+    list[str] | None,
+    typer.Option(
+        "--base-url",
+        help="A local server; repeat for several. Its user:password@ is not kept in the job: "
+        "give it again to resume or retry.",
+    ),
 ]
 ConcurrencyOption = Annotated[
     int | None,
@@ -176,7 +182,8 @@ def batch_run_command(
         prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
         files = {"input": input_path, "out": out, "prompt": prompt}
         job = _start_job(state_path, contract_named(contract_ref), given, limits,
-                         {**files, "update": update, "poll_interval": poll_interval})  # fmt: skip
+                         {**files, "update": update, "poll_interval": poll_interval},
+                         out_)  # fmt: skip
         out_.err.print(f"job state: {state_path}", style="dim")
     _run_batch(out_, job, state_path, as_json)
 
@@ -187,6 +194,7 @@ def _start_job(
     given: dict[str, Any],
     limits: dict[str, int | None],
     job: dict[str, Any],
+    out: Output,
 ) -> BatchJob:
     """The job in `state` (new, or the same one continued): its backend built from the given
     options, or from the state file's where they are left out (`_wanted`); `job` are
@@ -196,6 +204,7 @@ def _start_job(
 
     spec, settings = _wanted(state, given, limits)
     _check_poll(spec.provider, job["poll_interval"])
+    _withhold_stored(state, out)
     return BatchJob.create(
         state,
         contract=contract,
@@ -208,12 +217,19 @@ def _start_job(
 
 @batch_app.command("resume")
 def batch_resume_command(
-    state: StateOption, poll_interval: PollOption = None, as_json: JsonOption = False
+    state: StateOption,
+    base_urls: BaseUrlOption = None,
+    poll_interval: PollOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Go on with a job after a crash or an interruption: nothing lost, nothing sent twice."""
+    """Go on with a job after a crash or an interruption: nothing lost, nothing sent twice.
+
+    A local server's credentials (`https://user:password@host/...`) are not kept in the state
+    file: give its `--base-url` again, with them (each must be one of the job's servers).
+    """
     out_ = Output()
     with errors_exit(out_), _batch_errors(out_):
-        job = _open_job(state, poll_interval)
+        job = _open_job(state, poll_interval, base_urls=base_urls or [], out=out_)
     _run_batch(out_, job, state, as_json)
 
 
@@ -231,11 +247,13 @@ def batch_retry_command(
     max_tokens: MaxTokensOption = None,
     retries: RetriesOption = None,
     resubmits: ResubmitsOption = None,
+    base_urls: BaseUrlOption = None,
     poll_interval: PollOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a job's failed items again, optionally with new settings (--max-tokens, --retries,
-    --resubmits: recorded in the job, as `run --update` records them).
+    --resubmits: recorded in the job, as `run --update` records them). A local server's
+    credentials are given again with `--base-url`, as for `resume`.
 
     Every finished line stays; the failed items' lines are taken out of the output and written
     again once they have run, so each item still has exactly one line. Their tries and tokens so
@@ -244,7 +262,7 @@ def batch_retry_command(
     out_ = Output()
     limits = {"max_tokens": max_tokens, "retries": retries, "resubmits": resubmits}
     with errors_exit(out_), _batch_errors(out_):
-        job = _open_job(state, poll_interval, limits)
+        job = _open_job(state, poll_interval, limits, base_urls=base_urls or [], out=out_)
         try:
             count = job.retry(error_types or None)
         except BaseException:
@@ -278,7 +296,7 @@ def batch_cancel_command(state: StateOption) -> None:
     (in any process) stops within seconds; a stopped one is closed by `resume`."""
     out_ = Output()
     with errors_exit(out_), _batch_errors(out_):
-        job = _open_job(state, None)
+        job = _open_job(state, None, sending=False)
         try:
             summary = job.cancel()
         finally:
@@ -302,6 +320,7 @@ def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -
     from sdk.batch import JobSettings
     from sdk.batch._setup import BackendSpec
     from sdk.batch._setup import spec_from
+    from sdk.batch._setup import with_retries
 
     stored_spec, stored_settings = _stored(state)
     settings = JobSettings(
@@ -316,7 +335,7 @@ def _wanted(state: Path, given: dict[str, Any], limits: dict[str, int | None]) -
     else:
         spec = BackendSpec(**given)
     # The local clients retry as the job says (`BatchJob` refuses clients that differ).
-    return BackendSpec(**{**spec.to_json(), "retries": settings.retries}), settings
+    return with_retries(spec, settings.retries), settings
 
 
 def _stored(state: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -355,16 +374,25 @@ def _check_poll(provider: str, poll_interval: float | None) -> None:
 
 
 def _open_job(
-    state: Path, poll_interval: float | None, limits: dict[str, int | None] | None = None
+    state: Path,
+    poll_interval: float | None,
+    limits: dict[str, int | None] | None = None,
+    *,
+    base_urls: list[str] | None = None,
+    out: Output | None = None,
+    sending: bool = True,
 ) -> BatchJob:
-    """The job in `state` with the backend it was started with; with `limits` given (new
-    `max_tokens`, `retries`, `resubmits`), those taken and recorded first."""
+    """The job in `state` with the backend it was started with (its servers' credentials from
+    `base_urls`, given again: `spec_from`); with `limits` given (new `max_tokens`, `retries`,
+    `resubmits`), those taken and recorded first. `out`: a job that will run, whose state file
+    is rid of credentials an older version kept there (`_withhold_stored`); `sending=False`:
+    a job only cancelled (nothing sent to a local server, no credentials needed)."""
     from sdk.batch import BatchError
     from sdk.batch import BatchJob
     from sdk.batch import JobSettings
-    from sdk.batch._setup import BackendSpec
     from sdk.batch._setup import build_backend
     from sdk.batch._setup import spec_from
+    from sdk.batch._setup import with_retries
     from sdk.batch._state import JobState
     from sdk.batch._state import state_errors
 
@@ -378,8 +406,10 @@ def _open_job(
         stored.close()
     if spec is None:
         raise BatchError(f"{state} was not started by `sdk batch run`: resume it from Python")
-    backend_spec = spec_from(spec)
+    backend_spec = spec_from(spec, base_urls=base_urls or [], sending=sending)
     _check_poll(backend_spec.provider, poll_interval)
+    if out is not None:
+        _withhold_stored(state, out)
     prompt = prompt_named(prompt_ref) if prompt_ref else None
     changed = {key: value for key, value in (limits or {}).items() if value is not None}
     if not changed:
@@ -391,7 +421,7 @@ def _open_job(
             poll_interval=poll_interval,
         )
     wanted = JobSettings(**{**settings, **changed})
-    backend_spec = BackendSpec(**{**backend_spec.to_json(), "retries": wanted.retries})
+    backend_spec = with_retries(backend_spec, wanted.retries)
     return BatchJob.create(
         state,
         contract=contract_named(contract_ref),
@@ -404,6 +434,68 @@ def _open_job(
         extra_meta={"backend_spec": backend_spec.to_json()},
         poll_interval=poll_interval,
     )
+
+
+def _withhold_stored(state: Path, out: Output) -> None:
+    """An existing job's state file made by a version that kept its servers' credentials
+    (`user:password@` in a stored base URL, and in the record of a change of servers): those
+    rewritten as this version keeps them (`***@`), said on stderr; nothing done otherwise."""
+    from sdk.batch._state import JobState
+    from sdk.batch._state import state_errors
+
+    if not state.exists():
+        return
+    store = JobState(state)
+    try:
+        with state_errors(state):
+            _rewrite_withheld(store, out)
+    finally:
+        store.close()
+
+
+def _rewrite_withheld(store: JobState, out: Output) -> None:
+    from sdk.batch._lock import RunnerLock
+
+    spec, changes = store.get("backend_spec"), store.get("changes")
+    stored = {"backend_spec": spec, "changes": changes}
+    kept = {
+        "backend_spec": _spec_withheld(spec),
+        "changes": [_change_withheld(change) for change in changes] if changes else changes,
+    }
+    kept = {key: value for key, value in kept.items() if value != stored[key]}
+    if not kept:
+        return
+    with RunnerLock(store):
+        store.overwrite(kept)
+    out.err.print(
+        f"job state: removed the servers' credentials from {store.path} (an older version kept "
+        "them): give --base-url again with them to resume or retry",
+        style="dim",
+        highlight=False,
+    )
+
+
+def _spec_withheld(spec: Any) -> Any:
+    """A stored spec (or a change's record of one) with its base URLs' credentials withheld."""
+    from sdk.providers._endpoint import withheld
+
+    if not isinstance(spec, dict) or not isinstance(spec.get("base_urls"), list):
+        return spec
+    urls: list[Any] = []
+    for url in spec["base_urls"]:
+        try:
+            urls.append(withheld(url))
+        except (TypeError, ValueError):  # not a URL the job could have run on: as it is
+            urls.append(url)
+    return {**spec, "base_urls": urls}
+
+
+def _change_withheld(change: Any) -> Any:
+    changed = change.get("changed") if isinstance(change, dict) else None
+    if not isinstance(changed, dict) or not isinstance(changed.get("backend_spec"), list):
+        return change
+    pair = [_spec_withheld(spec) for spec in changed["backend_spec"]]
+    return {**change, "changed": {**changed, "backend_spec": pair}}
 
 
 @contextmanager

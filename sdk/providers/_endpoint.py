@@ -36,7 +36,19 @@ from urllib.parse import urlunsplit
 
 from sdk.providers._headers import sent_headers
 
-__all__ = ["Endpoint", "client_endpoint", "client_headers", "client_query", "gemini_base_url"]
+__all__ = [
+    "WITHHELD",
+    "Endpoint",
+    "client_endpoint",
+    "client_headers",
+    "client_query",
+    "gemini_base_url",
+    "withheld",
+]
+
+WITHHELD = "***"
+"""What a base URL kept in a file holds in place of its credentials (`https://***@host/...`):
+they were withheld, and must be given again to send requests there."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,15 @@ class Endpoint:
     def has_credentials(self) -> bool:
         return bool(self.username or self.password)
 
+    @property
+    def withheld(self) -> bool:
+        """Whether this is a kept URL whose credentials were withheld (see `withheld`)."""
+        return self.username == WITHHELD and self.password is None
+
+    def same_server(self, other: Endpoint) -> bool:
+        """Whether requests to `other` go where this one's go (credentials aside)."""
+        return (self.base, self.query) == (other.base, other.query)
+
     def url(self, route: str) -> str:
         """The URL of `route` (`/completion`, `/v1/models`, ...), with the base URL's query."""
         if not self.query:
@@ -98,6 +119,18 @@ class Endpoint:
         pair = f"{self.username or ''}:{self.password or ''}".encode()
         headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         return headers
+
+
+def withheld(url: str) -> str:
+    """`url` as a file may keep it (a batch job's state): its credentials replaced by `***@`
+    (`WITHHELD`: given again when requests are sent), the rest as written; `url` itself when it
+    has none. Errors as `Endpoint.of`'s."""
+    if not Endpoint.of(url).has_credentials:
+        return url
+    parts = urlsplit(url.strip())
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{WITHHELD}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
