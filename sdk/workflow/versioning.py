@@ -454,10 +454,11 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
 
 
 def _in_package_lock(module: ModuleType, directory: Path | None) -> bool:
-    """Whether a module is one module of a package (rather than the package) whose lock is the
-    package's: its default folder (`schemas/` beside it), given or not."""
-    spec = module.__spec__
-    if hasattr(module, "__path__") or spec is None or not spec.parent:
+    """Whether a module is one module of a package, or one loose `.py` file of a folder
+    (rather than the package or the folder), whose lock is the shared one: its default folder
+    (`schemas/` beside it), given or not. Loose files of one folder share its `schemas/` as a
+    package's modules share the package's, so locking one must leave the others' entries."""
+    if hasattr(module, "__path__") or getattr(module, "__file__", None) is None:
         return False
     return directory is None or directory.resolve() == default_directory(module).resolve()
 
