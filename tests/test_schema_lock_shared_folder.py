@@ -1,5 +1,9 @@
 """Loose `.py` files of one folder share its lock (`schemas/schema.lock.json`): locking one
-pins its own contracts and leaves the others' entries.
+pins its own contracts and leaves the others' entries, one after the other or all at once.
+
+Concurrent locks are real processes (`tests/schema_lock_process.py`): each imports its file,
+says it is ready, and waits for one go before it locks, so the lock files' reads and writes
+meet; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -9,11 +13,16 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import pytest
+
 from sdk.workflow.versioning import LOCK_FILE
+from sdk.workflow.versioning import lock
 
 REPO = Path(__file__).resolve().parent.parent
+HELPER = Path(__file__).with_name("schema_lock_process.py")
 NAMES = ["Alpha", "Beta", "Gamma", "Delta"]
 
 
@@ -84,3 +93,66 @@ def test_loose_files_of_one_folder_locked_one_after_the_other_keep_each_other(
     dropped = _sdk(tmp_path, "schema", "lock", "models")
     assert "dropped Alpha v1: no longer defined" in dropped.stdout
     assert _locked(folder) == set(NAMES[1:])
+
+
+ROUNDS = 4
+
+
+def test_loose_files_of_one_folder_locked_at_once_lose_no_entry(tmp_path: Path) -> None:
+    # Each round: one process per loose file, all released at once, each locking its file into
+    # the folder's one lock file. Without a lock on the read-modify-write, the last writer's
+    # lock file lacked the entries the others had just written.
+    for round_ in range(ROUNDS):
+        folder = tmp_path / f"round{round_}"
+        files = _loose_folder(folder)
+        go = folder / "go"
+        processes = [
+            subprocess.Popen(
+                [sys.executable, str(HELPER), str(path), str(go)],
+                cwd=tmp_path,
+                env=_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for path in files
+        ]
+        try:
+            ready = [path.with_suffix(".ready") for path in files]
+            deadline = time.monotonic() + 60
+            while not all(r.exists() for r in ready):
+                assert time.monotonic() < deadline, "the lock processes never got ready"
+                assert all(p.poll() is None for p in processes), [
+                    p.communicate() for p in processes if p.poll() is not None
+                ]
+                time.sleep(0.01)
+            go.touch()
+            outputs = [p.communicate(timeout=60) for p in processes]
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        assert [p.returncode for p in processes] == [0] * len(files), outputs
+        assert _locked(folder) == set(NAMES), f"round {round_}: {outputs}"
+        checked = _sdk(tmp_path, "schema", "check", folder.name)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_lock_held_too_long_is_a_clear_error_and_nothing_is_written(tmp_path: Path) -> None:
+    from sdk._files import held_lock
+
+    folder = tmp_path / "models"
+    files = _loose_folder(folder)
+    lock(str(files[0]))
+    before = (folder / "schemas" / LOCK_FILE).read_bytes()
+    with held_lock(folder / "schemas"), pytest.raises(TimeoutError) as raised:
+        lock(str(files[1]), wait=0.2)
+    message = str(raised.value)
+    assert "models/schemas" in message and "another `sdk schema lock`" in message
+    assert "0.2 s" in message
+    assert (folder / "schemas" / LOCK_FILE).read_bytes() == before
+    assert not (folder / "schemas" / "Beta.v1.json").exists()
+    # Once it is given back, the same lock goes through.
+    lock(str(files[1]), wait=0.2)
+    assert _locked(folder) == {"Alpha", "Beta"}
