@@ -156,3 +156,34 @@ def test_a_lock_held_too_long_is_a_clear_error_and_nothing_is_written(tmp_path: 
     # Once it is given back, the same lock goes through.
     lock(str(files[1]), wait=0.2)
     assert _locked(folder) == {"Alpha", "Beta"}
+
+
+def test_a_folder_target_skips_main_and_names_a_script_that_exits_when_imported(
+    tmp_path: Path,
+) -> None:
+    # A folder target imports each module in it. Before: a script in it that exits when
+    # imported (no `if __name__ == "__main__":` guard) ended the command with the script's
+    # exit code and no word (here 0: `check` "passed", `lock` wrote nothing), and the folder's
+    # `__main__.py` ran.
+    folder = tmp_path / "models"
+    _loose_folder(folder)
+    marker = tmp_path / "main-ran"
+    (folder / "__main__.py").write_text(
+        f"from pathlib import Path\n\nPath({str(marker)!r}).touch()\n", encoding="utf-8"
+    )
+    (folder / "make_report.py").write_text(
+        "import sys\n\nprint('report written')\nsys.exit(0)\n", encoding="utf-8"
+    )
+    for command in ("lock", "check"):
+        done = _sdk(tmp_path, "schema", command, "models")
+        assert done.returncode == 2, done.stdout + done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("error: models/make_report.py:4: cannot import models.make_report")
+        assert "exits when imported (SystemExit: 0)" in line
+        assert 'if __name__ == "__main__":' in line
+    assert not (folder / "schemas").exists()
+    (folder / "make_report.py").unlink()
+    locked = _sdk(tmp_path, "schema", "lock", "models")
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    assert _locked(folder) == set(NAMES)
+    assert not marker.exists()  # `python -m models` runs __main__.py; importing never does

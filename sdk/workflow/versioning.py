@@ -252,7 +252,7 @@ def _import_script(name: str, file: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         del sys.modules[name]
         raise _import_failure(name, error) from error
     return module
@@ -302,7 +302,7 @@ def _import(name: str, target: str | None = None) -> ModuleType:
                 name=name,
             )
         raise failure from error
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         raise _import_failure(name, error) from error
 
 
@@ -338,6 +338,16 @@ def _import_failure(name: str, error: BaseException) -> ContractImportError:
             where = f"{display_path(Path(mine[-1].filename))}:{mine[-1].lineno}: "
         detail = str(error)
     detail = shorten(" ".join(detail.split()), 300)
+    if isinstance(error, SystemExit):
+        # A script without a main guard: it would have ended the command with its own exit
+        # code and no word (0: a check that "passed").
+        code = "" if error.code is None else f": {shorten(str(error.code), 100)}"
+        return ContractImportError(
+            f"{where}cannot import {name}: it exits when imported (SystemExit{code}), as a "
+            'script without an `if __name__ == "__main__":` guard does; guard it, or give the '
+            ".py files or the package that hold the contracts instead of its folder",
+            name=name,
+        )
     return ContractImportError(
         f"{where}cannot import {name}: {type(error).__name__}: {detail}", name=name
     )
@@ -450,10 +460,12 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
 
     try:
         for info in pkgutil.walk_packages(path, prefix=module.__name__ + ".", onerror=failed):
+            if info.name.rpartition(".")[2] == "__main__":
+                continue  # the script `python -m PACKAGE` runs: importing a package never does
             yield _import(info.name)
     except ContractImportError:
         raise
-    except Exception as error:  # walk_packages imports subpackages itself
+    except (Exception, SystemExit) as error:  # walk_packages imports subpackages itself
         raise _import_failure(module.__name__, error) from error
 
 
