@@ -711,12 +711,11 @@ def lock(
     # One lock at a time per folder: loose files of one folder (or a package's modules) share
     # its lock file, and each run reads it, adds its entries and writes it whole.
     with held_lock(directory, wait=wait, busy=busy):
-        return _lock_in(directory, module, contracts, grammars, prompts, part=part, force=force)
+        return _lock_in(directory, contracts, grammars, prompts, part=part, force=force)
 
 
 def _lock_in(
     directory: Path,
-    module: ModuleType,
     contracts: list[type[Contract]],
     grammars: list[Grammar],
     prompts: list[type[Prompt]],
