@@ -4,6 +4,10 @@ Every file the SDK writes (schema snapshots, the lock file) goes through `write_
 go to a temporary file in the same folder, which is flushed, fsynced and renamed over the target.
 A write cut short (a full disk, a file-size limit, a killed process) leaves the previous file as
 it was; two writers at once each replace the file whole, so it is always one of theirs.
+
+A read-modify-write of a shared file (the lock file that loose modules of one folder share) is
+serialized across processes by `held_lock`, on the operating system's lock (`try_lock`), the
+one a batch job's runner lock takes too.
 """
 
 from __future__ import annotations
@@ -11,12 +15,23 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from sdk import _fork
 
-__all__ = ["file_digest", "private_folder", "sync_folder", "write_atomic"]
+__all__ = [
+    "file_digest",
+    "held_lock",
+    "private_folder",
+    "sync_folder",
+    "try_lock",
+    "unlock",
+    "write_atomic",
+]
 
 
 def private_folder(folder: Path) -> None:
@@ -102,3 +117,85 @@ def file_digest(path: str | os.PathLike[str]) -> str:
             digest = hashlib.file_digest(file, "sha256").hexdigest()
         _digests[real] = (identity, digest)
     return digest
+
+
+# The operating system's lock on an open file: `flock` (POSIX), or on Windows `msvcrt.locking`
+# of its first byte (exclusive only: a probe takes it and gives it back). Released by the
+# kernel when the holder exits or dies, SIGKILL included.
+if sys.platform == "win32":
+    import msvcrt
+
+    def try_lock(fd: int, *, exclusive: bool) -> bool:
+        """Take the lock on `fd` without waiting; False when another holds it."""
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+    def unlock(fd: int) -> None:
+        """Give back the lock `try_lock` took."""
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def try_lock(fd: int, *, exclusive: bool) -> bool:
+        """Take the lock on `fd` without waiting; False when another holds it."""
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def unlock(fd: int) -> None:
+        """Give back the lock `try_lock` took."""
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+_POLL_SECONDS = 0.01
+
+
+@contextlib.contextmanager
+def held_lock(folder: Path, *, wait: float = 30.0, busy: str = "") -> Iterator[None]:
+    """Hold the exclusive operating-system lock on `folder` (which must exist) for the block,
+    waiting for it at most `wait` seconds; then a `TimeoutError` saying `busy` (what holds
+    it, what to do), or that the folder is locked.
+
+    The lock is the folder's own (no lock file is left beside what it guards) and advisory: it
+    serializes the processes that take it. Where the operating system cannot lock a folder
+    (Windows, a network file system without locks) the block runs unlocked.
+    """
+    fd = _locked_folder(folder, wait, busy)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                unlock(fd)
+            os.close(fd)
+
+
+def _locked_folder(folder: Path, wait: float, busy: str) -> int | None:
+    """An open descriptor of `folder`, locked; None where folders cannot be locked."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a folder cannot be opened (Windows): unlocked
+        return None
+    deadline = time.monotonic() + wait
+    try:
+        while not try_lock(fd, exclusive=True):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(busy or f"{folder} is locked by another process")
+            time.sleep(_POLL_SECONDS)
+    except TimeoutError:
+        os.close(fd)
+        raise
+    except OSError:  # no locks on this file system: unlocked
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

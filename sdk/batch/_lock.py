@@ -29,13 +29,14 @@ import os
 import secrets
 import socket
 import sqlite3
-import sys
 import time
 from dataclasses import asdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sdk._files import try_lock as _try_lock
+from sdk._files import unlock as _unlock
 from sdk.batch._errors import JobRunning
 from sdk.batch._state import JobState
 
@@ -232,33 +233,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-# The operating system's lock on the lock file: `flock` (POSIX), or on Windows `msvcrt.locking`
-# of its first byte (exclusive only: a probe takes it and gives it back).
-if sys.platform == "win32":
-    import msvcrt
-
-    def _try_lock(fd: int, *, exclusive: bool) -> bool:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int, *, exclusive: bool) -> bool:
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)

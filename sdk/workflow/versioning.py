@@ -50,6 +50,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
+from sdk._files import held_lock
 from sdk._files import write_atomic
 from sdk._values.pointer import pointer_of
 from sdk._values.position import decoding_problem
@@ -78,6 +79,7 @@ from sdk.workflow.snapshot import snapshot_name
 
 __all__ = [
     "LOCK_FILE",
+    "LOCK_WAIT_SECONDS",
     "SNAPSHOT_DIR",
     "CheckCode",
     "CheckFinding",
@@ -106,6 +108,8 @@ __all__ = [
 
 SNAPSHOT_DIR = "schemas"
 LOCK_FILE = "schema.lock.json"
+LOCK_WAIT_SECONDS = 30.0
+"""How long `lock` waits for another run locking the same folder before it gives up."""
 _LOCK_FORMAT = 1
 
 
@@ -248,7 +252,7 @@ def _import_script(name: str, file: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         del sys.modules[name]
         raise _import_failure(name, error) from error
     return module
@@ -298,7 +302,7 @@ def _import(name: str, target: str | None = None) -> ModuleType:
                 name=name,
             )
         raise failure from error
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         raise _import_failure(name, error) from error
 
 
@@ -334,6 +338,16 @@ def _import_failure(name: str, error: BaseException) -> ContractImportError:
             where = f"{display_path(Path(mine[-1].filename))}:{mine[-1].lineno}: "
         detail = str(error)
     detail = shorten(" ".join(detail.split()), 300)
+    if isinstance(error, SystemExit):
+        # A script without a main guard: it would have ended the command with its own exit
+        # code and no word (0: a check that "passed").
+        code = "" if error.code is None else f": {shorten(str(error.code), 100)}"
+        return ContractImportError(
+            f"{where}cannot import {name}: it exits when imported (SystemExit{code}), as a "
+            'script without an `if __name__ == "__main__":` guard does; guard it, or give the '
+            ".py files or the package that hold the contracts instead of its folder",
+            name=name,
+        )
     return ContractImportError(
         f"{where}cannot import {name}: {type(error).__name__}: {detail}", name=name
     )
@@ -446,18 +460,21 @@ def _submodules(module: ModuleType) -> Iterator[ModuleType]:
 
     try:
         for info in pkgutil.walk_packages(path, prefix=module.__name__ + ".", onerror=failed):
+            if info.name.rpartition(".")[2] == "__main__":
+                continue  # the script `python -m PACKAGE` runs: importing a package never does
             yield _import(info.name)
     except ContractImportError:
         raise
-    except Exception as error:  # walk_packages imports subpackages itself
+    except (Exception, SystemExit) as error:  # walk_packages imports subpackages itself
         raise _import_failure(module.__name__, error) from error
 
 
 def _in_package_lock(module: ModuleType, directory: Path | None) -> bool:
-    """Whether a module is one module of a package (rather than the package) whose lock is the
-    package's: its default folder (`schemas/` beside it), given or not."""
-    spec = module.__spec__
-    if hasattr(module, "__path__") or spec is None or not spec.parent:
+    """Whether a module is one module of a package, or one loose `.py` file of a folder
+    (rather than the package or the folder), whose lock is the shared one: its default folder
+    (`schemas/` beside it), given or not. Loose files of one folder share its `schemas/` as a
+    package's modules share the package's, so locking one must leave the others' entries."""
+    if hasattr(module, "__path__") or getattr(module, "__file__", None) is None:
         return False
     return directory is None or directory.resolve() == default_directory(module).resolve()
 
@@ -654,7 +671,11 @@ class LockOutcome:
 
 
 def lock(
-    target: str | ModuleType, *, directory: Path | None = None, force: bool = False
+    target: str | ModuleType,
+    *,
+    directory: Path | None = None,
+    force: bool = False,
+    wait: float = LOCK_WAIT_SECONDS,
 ) -> LockOutcome:
     """Write the snapshots and the lock file for every contract of `target`.
 
@@ -671,12 +692,39 @@ def lock(
     one module of a package, locked in the package's own folder (no `directory`, or that one),
     pins its contracts and drops nothing: that lock holds every module's contracts, so only
     locking the package drops what none of them defines. Every file is written atomically.
+
+    Runs on one folder are serialized across processes (the folder's operating-system lock,
+    `sdk._files.held_lock`): two `sdk schema lock` runs at once on two loose files of one
+    folder (two pre-commit hooks, `make -j`) each add their entries, none lost. A run waits
+    `wait` seconds at most for another, then raises `TimeoutError` naming the folder.
     """
     module = import_target(target) if isinstance(target, str) else target
     part = _in_package_lock(module, directory)
     directory = directory or default_directory(module)
-    lock_path = directory / LOCK_FILE
     contracts, grammars, prompts = _discover_all(module)
+    directory.mkdir(parents=True, exist_ok=True)
+    busy = (
+        f"cannot lock {display_path(directory)}: another `sdk schema lock` of a module that "
+        f"keeps its schemas there has held it for over {wait:g} s; wait for it to end, then "
+        "run this again"
+    )
+    # One lock at a time per folder: loose files of one folder (or a package's modules) share
+    # its lock file, and each run reads it, adds its entries and writes it whole.
+    with held_lock(directory, wait=wait, busy=busy):
+        return _lock_in(directory, contracts, grammars, prompts, part=part, force=force)
+
+
+def _lock_in(
+    directory: Path,
+    contracts: list[type[Contract]],
+    grammars: list[Grammar],
+    prompts: list[type[Prompt]],
+    *,
+    part: bool,
+    force: bool,
+) -> LockOutcome:
+    """`lock`'s read, decision and writes, with the folder's lock held."""
+    lock_path = directory / LOCK_FILE
     current = Lock.read(lock_path)
     infos = [schema_info(contract) for contract in contracts]
     infos += [grammar.info() for grammar in grammars]
@@ -690,7 +738,6 @@ def lock(
         raise LockConflict(unfixable + problems)
 
     pinned = _pin(infos, snapshots, current, force=force, drop=not part)
-    directory.mkdir(parents=True, exist_ok=True)
     files = _snapshot_files(directory, list(zip(contracts, infos, strict=False)), grammars, prompts)
     files[lock_path] = Lock(sorted(pinned.kept)).to_bytes()
     written = [path for path, data in files.items() if _write_if_changed(path, data)]
