@@ -220,3 +220,28 @@ def test_a_real_llama_server_reports_each_values_probability(llama_server: str, 
                                  temperature=0)  # fmt: skip
     assert streamed.text == result.text
     assert dict(streamed.confidence) == pytest.approx(dict(confidence))
+
+
+@pytest.mark.parametrize("mode", ["grammar", "json_schema", "openai"])
+@pytest.mark.parametrize("field", [{"n_probs": 0}, {"logprobs": False}])
+def test_llamacpp_extra_body_may_not_turn_off_the_probabilities_confidence_needs(
+    mode: str, field: dict[str, Any]
+) -> None:
+    # llama-server is asked for each token's probability on every request (`n_probs: 1` on its
+    # native route, `logprobs: true` on its OpenAI one): a caller's field set over it would
+    # drop `Result.confidence` silently, as vLLM's `logprobs` did. Both are the SDK's fields.
+    reached: list[httpx.Request] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        reached.append(request)
+        return httpx.Response(500)
+
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    [name] = field
+    refused = f"extra_body may not set '{name}': .*'{name}' is the SDK's"
+    with pytest.raises(ValueError, match=refused):
+        LlamaCppProvider("http://local.test", mode=mode, http_client=http, extra_body=field)  # type: ignore[arg-type]
+    provider = LlamaCppProvider("http://local.test", mode=mode, http_client=http)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=refused):
+        StructuredClient(provider).generate(Decision, prompt="Approve?", extra_body=field)
+    assert reached == []  # refused before anything was sent

@@ -286,10 +286,13 @@ class CompletionStreamReader:
 _OPTIONS = {name: name for name in ("temperature", "top_p", "top_k", "seed", "stop",
             "presence_penalty", "frequency_penalty", "repeat_penalty")} | {
             "grounding": ""}  # read by the codec, not sent  # fmt: skip
+# `n_probs` (native route) and `logprobs` (OpenAI route): every request asks for each token's
+# probability (`Result.confidence`); a caller's `0` or `False` would drop it, silently. (The SDK
+# reads only the chosen token's, so more alternatives would give the caller nothing either.)
 _OWNED = frozenset(
     {"prompt", "n_predict", "grammar", "json_schema", "response_format", "stream",
      "stream_options", "messages", "max_tokens", "model", "tools", "tool_choice",
-     "parallel_tool_calls", "grammar_lazy", "grammar_triggers"}
+     "parallel_tool_calls", "grammar_lazy", "grammar_triggers", "n_probs", "logprobs"}
 )  # fmt: skip
 
 
