@@ -224,12 +224,14 @@ class Thresholds:
         dataset = self.calibration.get("dataset") or "labelled data"
         return f"thresholds calibrated on {dataset} for {model}"
 
-    def check_contract(self, name: str, fingerprint: str) -> None:
+    def check_contract(self, name: str, fingerprint: str, model: str | None = None) -> None:
         """`ThresholdsMismatch` when they were calibrated for another contract than the one
         named: by its schema fingerprint, which `sdk eval --calibrate` always records; a file
         naming its contract without one was written by hand, and its name decides. Thresholds
-        naming no contract (set by hand, `fixed`) fit any (`sdk._fitted`)."""
-        found = mismatch(self.calibration, name, fingerprint)
+        naming no contract (set by hand, `fixed`) fit any (`sdk._fitted`). Also when they name
+        another `model` than the call's, where both are known: a value's surviving mass, which
+        they threshold, is the model's."""
+        found = mismatch(self.calibration, name, fingerprint, model)
         if found is None:
             return
         calibrated, call = found

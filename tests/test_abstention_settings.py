@@ -74,6 +74,25 @@ def test_thresholds_calibrated_for_another_contract_are_refused_naming_both() ->
     calibrated.check_contract(info.name, info.fingerprint)
 
 
+def test_thresholds_calibrated_on_another_model_are_refused_naming_both() -> None:
+    # A grounded value's surviving mass is the model's: thresholds calibrated on one model say
+    # nothing of another's (`sdk eval --calibrate` records the model, as a confidence
+    # calibration does, and the same check refuses both).
+    info = schema_info(ShipmentNotice)
+    fitted = {"contract": {"name": info.name, "fingerprint": info.fingerprint}, "model": "gemma3"}
+    calibrated = Thresholds({"/carrier": FieldThreshold(0.3, 0.8, 0.05, 20, 10)},
+                            calibration=fitted)  # fmt: skip
+    provider = TestProvider(["{}"], model="smollm2")  # (never asked)
+    with pytest.raises(ThresholdsMismatch) as refused:
+        StructuredClient(provider).generate(ShipmentNotice, prompt="x", source="y",
+                                            abstention="guided", abstention_thresholds=calibrated)  # fmt: skip
+    message = str(refused.value)
+    assert "model gemma3" in message and "model smollm2" in message
+    assert provider.requests == []  # refused before anything was sent
+    calibrated.check_contract(info.name, info.fingerprint, "gemma3")  # its own model takes them
+    calibrated.check_contract(info.name, info.fingerprint, None)  # a model not known: not compared
+
+
 @pytest.mark.parametrize("named", [{"name": "ShipmentNotice"}, "ShipmentNotice"])
 def test_a_hand_written_file_naming_another_contract_without_a_fingerprint_is_refused(
     tmp_path: Path, named: object

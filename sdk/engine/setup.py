@@ -82,7 +82,7 @@ def output_kind(output: Any, spec: CallSpec, model: str | None) -> OutputKind[An
     Guided.check(document)
     thresholds = spec.output.abstention_thresholds
     if thresholds is not None:
-        thresholds.check_contract(document.schema.name, document.schema.fingerprint)
+        thresholds.check_contract(document.schema.name, document.schema.fingerprint, model)
     return Guided(document, thresholds)
 
 

@@ -315,7 +315,7 @@ def _prepare_grounded(
     if thresholds is not None:
         info = schema_info(contract)
         try:  # the client's check (it applies them itself here, not through the client)
-            thresholds.check_contract(info.name, info.fingerprint)
+            thresholds.check_contract(info.name, info.fingerprint, client.provider.model)
         except ThresholdsMismatch as error:
             raise ArmUnavailable(str(error)) from None
     return PreparedArm(name, contract, grounding, steps=_mass_steps(contract, thresholds))
