@@ -83,9 +83,10 @@ def test_thresholds_calibrated_on_another_model_are_refused_naming_both() -> Non
     calibrated = Thresholds({"/carrier": FieldThreshold(0.3, 0.8, 0.05, 20, 10)},
                             calibration=fitted)  # fmt: skip
     provider = TestProvider(["{}"], model="smollm2")  # (never asked)
+    client = StructuredClient(provider)
     with pytest.raises(ThresholdsMismatch) as refused:
-        StructuredClient(provider).generate(ShipmentNotice, prompt="x", source="y",
-                                            abstention="guided", abstention_thresholds=calibrated)  # fmt: skip
+        client.generate(ShipmentNotice, prompt="x", source="y", abstention="guided",
+                        abstention_thresholds=calibrated)  # fmt: skip
     message = str(refused.value)
     assert "model gemma3" in message and "model smollm2" in message
     assert provider.requests == []  # refused before anything was sent
