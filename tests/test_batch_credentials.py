@@ -194,3 +194,17 @@ def test_the_stored_url_keeps_its_path_and_query_and_duplicates_share_credential
     assert (
         quiet.base_urls[0] == "https://gateway.example:8443/v1/llm?api-version=2024-10-21&route=a"
     )
+
+
+def test_a_vllm_server_given_again_with_or_without_its_v1_is_the_same_server() -> None:
+    # vLLMProvider adds `/v1` itself when the URL lacks it: `http://h:8000` and
+    # `http://h:8000/v1` are one server, whichever was stored and whichever is given again.
+    root, v1 = "http://me:pw@h.test:8000", "http://me:pw@h.test:8000/v1"
+    for stored, given in [(v1, root), (root, v1 + "/")]:
+        spec = BackendSpec("vllm", model="m", base_urls=[stored])
+        again = spec_from(spec.to_json(), base_urls=[given])
+        assert again.base_urls == [given]
+    # Another provider's path is the server's own: `/v1` there names another route.
+    spec = BackendSpec("llamacpp", base_urls=["http://me:pw@h.test:8080/v1"])
+    with pytest.raises(ValueError, match="is not a server of the job"):
+        spec_from(spec.to_json(), base_urls=["http://me:pw@h.test:8080"])

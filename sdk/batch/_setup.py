@@ -253,7 +253,7 @@ def spec_from(
     values.update((key, value) for key, value in overrides if value)
     stored = [str(url) for url in values.get("base_urls") or []]
     if base_urls:
-        values["base_urls"] = _given_again(stored, base_urls)
+        values["base_urls"] = _given_again(stored, base_urls, _added_path(values["provider"]))
     missing = [url for url in values.get("base_urls") or [] if Endpoint.of(url).withheld]
     if missing and sending:
         raise ValueError(_needs_credentials(missing))
@@ -269,9 +269,19 @@ def with_retries(spec: BackendSpec, retries: int) -> BackendSpec:
     return replace(spec, retries=retries)
 
 
-def _given_again(stored: list[str], given: Sequence[str]) -> list[str]:
-    servers = [Endpoint.of(url) for url in stored]
-    mine = [(Endpoint.of(url), url) for url in given]
+def _added_path(provider: str) -> str:
+    """The path suffix a local provider adds to its base URL itself (vLLM's `/v1`): two URLs
+    that differ by it name one server."""
+    if provider == "vllm":
+        from sdk.providers.vllm import VLLMProvider
+
+        return VLLMProvider.added_path
+    return ""
+
+
+def _given_again(stored: list[str], given: Sequence[str], added_path: str) -> list[str]:
+    servers = [Endpoint.of(url, strip_path=added_path) for url in stored]
+    mine = [(Endpoint.of(url, strip_path=added_path), url) for url in given]
     others = [
         str(endpoint) for endpoint, _ in mine if not any(endpoint.same_server(s) for s in servers)
     ]

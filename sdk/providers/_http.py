@@ -126,7 +126,7 @@ class ContentPolicy:
 class HTTPProvider(Provider):
     """Base of providers that talk to a server over HTTP with httpx."""
 
-    _strip_path: str = ""
+    added_path: str = ""
     """A path suffix of the base URL the provider's routes add themselves (vLLM's `/v1`)."""
 
     def __init__(
@@ -141,7 +141,7 @@ class HTTPProvider(Provider):
         # request, whether the client is ours or injected; `timeout` only on clients we open.
         # Credentials in the URL become the `Authorization` header; its query stays on every
         # request (`sdk.providers._endpoint`).
-        self.endpoint = Endpoint.of(base_url, strip_path=self._strip_path)
+        self.endpoint = Endpoint.of(base_url, strip_path=self.added_path)
         self.base_url = str(self.endpoint)
         """The base URL requests go to (with its query; its credentials are in a header)."""
         self._timeout = timeout

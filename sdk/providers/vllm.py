@@ -211,7 +211,7 @@ class VLLMProvider(OneRouteProvider[VLLMCodec]):
     """A vLLM server: `VLLMProvider("http://127.0.0.1:8000", model="Qwen/Qwen3-8B")`."""
 
     # Accept the server root or its `/v1` URL, as OpenAI clients are configured with.
-    _strip_path = "/v1"
+    added_path = "/v1"
 
     def __init__(
         self,
