@@ -111,6 +111,41 @@ def test_a_refusal_ends_the_call_unless_asked_to_fall_back() -> None:
     assert [a.model for a in result.attempts] == ["cautious", "willing"]
 
 
+def test_hooks_are_told_the_provider_each_attempt_goes_to_after_a_fallback() -> None:
+    # `CallInfo` is made when a hook is first told something (none without hooks): a fallback
+    # moves it on to the next provider, so `before_request` and `on_result` name the one the
+    # request went to and the one that answered, not the primary.
+    from sdk.hooks import CallInfo
+    from sdk.hooks import Hooks
+
+    told: list[tuple[str, str, str | None]] = []
+
+    class Watch(Hooks):
+        def on_call(self, call: CallInfo) -> None:
+            told.append(("call", call.provider, call.model))
+
+        def before_request(self, call: CallInfo, request: CompletionRequest, n: int) -> None:
+            told.append(("request", call.provider, call.model))
+
+        def on_result(self, call: CallInfo, result: object) -> None:
+            told.append(("result", call.provider, call.model))
+
+    refusing = TestProvider([TestProvider.refusal(category="cyber")], model="cautious")
+    anthropic_wire = Wire(error_reply("anthropic_error_400.json", 401))
+    primary = AnthropicProvider(anthropic_client(anthropic_wire), model="claude-sonnet-4-6")
+    provider = FallbackProvider([primary, refusing, TestProvider([VALID], model="willing")],
+                                on_refusal=True)  # fmt: skip
+    result = _client(provider, hooks=[Watch()]).generate(Decision, prompt="x")
+    assert result.model == "willing"
+    assert told == [
+        ("call", "anthropic", "claude-sonnet-4-6"),
+        ("request", "anthropic", "claude-sonnet-4-6"),
+        ("request", "test", "cautious"),
+        ("request", "test", "willing"),
+        ("result", "test", "willing"),
+    ]
+
+
 def test_invalid_output_is_retried_on_the_same_provider_not_a_reason_to_fall_back() -> None:
     primary = TestProvider([VALID.replace('"high"', '"certain"'), VALID], model="primary")
     secondary = TestProvider([VALID], model="secondary")

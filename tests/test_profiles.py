@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -406,6 +407,37 @@ except ImportError as error:
     assert lines[0] == "anthropic", completed.stderr
     assert lines[1].startswith("ImportError") and "broken (broken_provider)" in lines[1]
     assert "no config file" in lines[1]
+
+
+def test_a_broken_provider_package_is_imported_once_and_named_at_every_lookup(
+    tmp_path: Path,
+) -> None:
+    # Every lookup of a name no profile has loaded the declared modules again: the broken one
+    # was imported (its top-level code run) once per lookup, and a call through a provider
+    # made by hand looks its name up for its cost and its span on every attempt (~4 ms each
+    # here, and whatever the module's code does). It is imported once; each lookup still says
+    # why it failed.
+    runs = tmp_path / "runs"
+    (tmp_path / "broken_provider.py").write_text(
+        f"with open({str(runs)!r}, 'a') as f:\n    f.write('x')\n"
+        "raise RuntimeError('no config file')\n"
+    )
+    info = tmp_path / "broken_provider-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-provider\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[structured_sdk.providers]\nbroken = broken_provider\n")
+    code = """
+from sdk.providers import profile
+for name in ("nobody", "nobody", "someone-else"):
+    try:
+        profile(name)
+    except ImportError as error:
+        print(type(error).__name__, "broken (broken_provider)" in str(error))
+"""
+    root = str(Path(__file__).resolve().parent.parent)
+    completed = _fresh(code, PYTHONPATH=os.pathsep.join([root, str(tmp_path)]))
+    assert completed.stdout.splitlines() == ["ImportError True"] * 3, completed.stderr
+    assert runs.read_text() == "x"
 
 
 def test_a_declared_module_imported_while_another_thread_loads_entry_points_does_not_hang(

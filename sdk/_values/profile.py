@@ -243,6 +243,10 @@ _names: dict[str, str] = {}
 """Every name and alias (as `_key` gives it) -> canonical name."""
 _builtin: tuple[Profile, ...] | None = None
 _entry_points_loaded = False
+_entry_points_failed: str | None = None
+"""Why the declared modules failed to load, once they were loaded: said again at each lookup
+that needs them, without importing a broken module again (its top-level code run per lookup,
+and a call through a provider made by hand looks its name up on every attempt)."""
 _this_thread = threading.local()
 """What this thread is loading (`"builtin"`, `"entry points"`): a provider module that looks
 names up while it is imported is answered with what is registered so far."""
@@ -391,8 +395,10 @@ def profiles() -> tuple[Profile, ...]:
 
 
 def _load_entry_points() -> None:
-    global _entry_points_loaded
+    global _entry_points_loaded, _entry_points_failed
     if _entry_points_loaded:
+        if _entry_points_failed is not None:  # each lookup says so again
+            raise ImportError(_entry_points_failed)
         return
     with _loads("entry points") as first:
         if not first:
@@ -407,12 +413,14 @@ def _load_entry_points() -> None:
                     register(loaded)
             except Exception as error:  # a broken package: named, not hidden
                 failed.append(f"{entry.name} ({entry.value}): {type(error).__name__}: {error}")
-    if failed:  # the next lookup says so again
-        raise ImportError(
+    if failed:
+        _entry_points_failed = (
             f"provider modules declared under {ENTRY_POINT_GROUP!r} failed to load: "
             + "; ".join(failed)
         )
     _entry_points_loaded = True
+    if _entry_points_failed is not None:
+        raise ImportError(_entry_points_failed)
 
 
 def _key(name: str) -> str:
