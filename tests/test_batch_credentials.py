@@ -208,3 +208,28 @@ def test_a_vllm_server_given_again_with_or_without_its_v1_is_the_same_server() -
     spec = BackendSpec("llamacpp", base_urls=["http://me:pw@h.test:8080/v1"])
     with pytest.raises(ValueError, match="is not a server of the job"):
         spec_from(spec.to_json(), base_urls=["http://me:pw@h.test:8080"])
+
+
+def test_a_credential_in_the_query_is_withheld_like_one_in_the_userinfo() -> None:
+    # A gateway that takes its key in the query (`?key=`, a signed URL's `sig=`): the state file
+    # keeps the query's routing parameters as written and withholds the credentials' values.
+    given = "https://gateway.example/v1?api-version=2024-10-21&key=S3CRET-K3Y&sig=S1GNATURE"
+    spec = BackendSpec("vllm", model="m", base_urls=[given])
+    stored = json.dumps(spec.to_json())
+    assert "S3CRET-K3Y" not in stored and "S1GNATURE" not in stored
+    assert spec.to_json()["base_urls"] == [
+        "https://gateway.example/v1?api-version=2024-10-21&key=***&sig=***"
+    ]
+    with pytest.raises(ValueError, match="does not keep the credentials") as info:
+        spec_from(spec.to_json())
+    assert "S3CRET" not in str(info.value) and "api-version=2024-10-21" in str(info.value)
+    assert spec_from(spec.to_json(), base_urls=[given]).base_urls == [given]
+    # The routing parameters name the server: another API version is another server, and the
+    # refusal does not echo the key it was given.
+    other = given.replace("2024-10-21", "2025-01-01")
+    with pytest.raises(ValueError, match="is not a server of the job") as info:
+        spec_from(spec.to_json(), base_urls=[other])
+    assert "S3CRET" not in str(info.value)
+    # A parameter whose name only ends like one (`monkey=`) is the URL's own.
+    plain = "http://10.0.0.2:8000/v1?monkey=1&keys=2"
+    assert BackendSpec("vllm", model="m", base_urls=[plain]).to_json()["base_urls"] == [plain]

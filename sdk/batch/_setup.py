@@ -259,7 +259,7 @@ def spec_from(
         raise ValueError(_needs_credentials(missing))
     if missing:
         values["base_urls"] = [
-            str(Endpoint.of(url)) if url in missing else url for url in values["base_urls"]
+            Endpoint.of(url).shown if url in missing else url for url in values["base_urls"]
         ]
     return BackendSpec(**values)
 
@@ -283,10 +283,10 @@ def _given_again(stored: list[str], given: Sequence[str], added_path: str) -> li
     servers = [Endpoint.of(url, strip_path=added_path) for url in stored]
     mine = [(Endpoint.of(url, strip_path=added_path), url) for url in given]
     others = [
-        str(endpoint) for endpoint, _ in mine if not any(endpoint.same_server(s) for s in servers)
+        endpoint.shown for endpoint, _ in mine if not any(endpoint.same_server(s) for s in servers)
     ]
     if others:
-        jobs = ", ".join(dict.fromkeys(str(server) for server in servers)) or "none"
+        jobs = ", ".join(dict.fromkeys(server.shown for server in servers)) or "none"
         raise ValueError(
             f"--base-url {', '.join(others)} is not a server of the job (its servers: {jobs}): "
             "give each of the job's servers again, with its credentials; to run it on other "
@@ -299,8 +299,8 @@ def _given_again(stored: list[str], given: Sequence[str], added_path: str) -> li
 
 
 def _needs_credentials(urls: Sequence[str]) -> str:
-    names = ", ".join(dict.fromkeys(str(Endpoint.of(url)) for url in urls))
+    names = ", ".join(dict.fromkeys(Endpoint.of(url).shown for url in urls))
     return (
         f"the job's state file does not keep the credentials of {names}: give --base-url "
-        "again with them (https://user:password@host/...)"
+        "again with them (https://user:password@host/..., ?key=...)"
     )

@@ -36,6 +36,7 @@ from typing import Any
 from sdk.errors import ProviderError
 from sdk.errors import StructuredOutputError
 from sdk.providers._base import Codec
+from sdk.providers._endpoint import SECRET_QUERY_NAMES
 from sdk.providers._errors import RETRYABLE_STATUS
 from sdk.providers._errors import provider_error
 
@@ -72,7 +73,7 @@ _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]*@"), r"\1" + _REDACTED + "@"),
     (
         re.compile(
-            r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig)=)[^&\s'\"]+"
+            rf"(?i)([?&](?:{SECRET_QUERY_NAMES})=)[^&\s'\"]+"
         ),
         r"\1" + _REDACTED,
     ),

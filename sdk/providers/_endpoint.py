@@ -24,6 +24,7 @@ Two things in a base URL need care, because a URL is printed wherever it goes (h
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -47,8 +48,17 @@ __all__ = [
 ]
 
 WITHHELD = "***"
-"""What a base URL kept in a file holds in place of its credentials (`https://***@host/...`):
-they were withheld, and must be given again to send requests there."""
+"""What a base URL kept in a file holds in place of its credentials (`https://***@host/...`,
+`?key=***`): they were withheld, and must be given again to send requests there."""
+
+SECRET_QUERY_NAMES = r"api[_-]?key|key|token|access[_-]?token|secret|password|sig"
+"""The query parameters that carry a credential (a gateway's `?key=`, a signed URL's `sig=`),
+as a regular expression of their names: never kept in a file (`withheld`), and redacted from
+errors (`sdk.providers._boundary`)."""
+_SECRET_PARAMETER = re.compile(rf"(?i)(^|&)((?:{SECRET_QUERY_NAMES})=)[^&]*")
+_WITHHELD_PARAMETER = re.compile(
+    rf"(?i)(?:^|&)(?:{SECRET_QUERY_NAMES})={re.escape(WITHHELD)}(?:&|$)"
+)
 
 
 @dataclass(frozen=True)
@@ -88,11 +98,20 @@ class Endpoint:
     @property
     def withheld(self) -> bool:
         """Whether this is a kept URL whose credentials were withheld (see `withheld`)."""
-        return self.username == WITHHELD and self.password is None
+        in_userinfo = self.username == WITHHELD and self.password is None
+        return in_userinfo or bool(_WITHHELD_PARAMETER.search(self.query))
+
+    @property
+    def shown(self) -> str:
+        """The base URL for a message or a file: its query's credentials withheld (`str`
+        gives the URL requests go to, its query whole)."""
+        query = _masked(self.query)
+        return f"{self.base}?{query}" if query else self.base
 
     def same_server(self, other: Endpoint) -> bool:
-        """Whether requests to `other` go where this one's go (credentials aside)."""
-        return (self.base, self.query) == (other.base, other.query)
+        """Whether requests to `other` go where this one's go (credentials aside: in the
+        userinfo or in the query)."""
+        return (self.base, _masked(self.query)) == (other.base, _masked(other.query))
 
     def url(self, route: str) -> str:
         """The URL of `route` (`/completion`, `/v1/models`, ...), with the base URL's query."""
@@ -122,15 +141,23 @@ class Endpoint:
 
 
 def withheld(url: str) -> str:
-    """`url` as a file may keep it (a batch job's state): its credentials replaced by `***@`
-    (`WITHHELD`: given again when requests are sent), the rest as written; `url` itself when it
-    has none. Errors as `Endpoint.of`'s."""
-    if not Endpoint.of(url).has_credentials:
+    """`url` as a file may keep it (a batch job's state): its credentials replaced by `***`
+    (`WITHHELD`: given again when requests are sent), in the userinfo (`***@`) and as the value
+    of a query parameter that carries one (`SECRET_QUERY_NAMES`), the rest as written; `url`
+    itself when it has none. Errors as `Endpoint.of`'s."""
+    endpoint = Endpoint.of(url)
+    query = _masked(endpoint.query)
+    if not endpoint.has_credentials and query == endpoint.query:
         return url
     parts = urlsplit(url.strip())
     host = parts.netloc.rpartition("@")[2]
-    netloc = f"{WITHHELD}@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    netloc = f"{WITHHELD}@{host}" if endpoint.has_credentials else host
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _masked(query: str) -> str:
+    """`query` with the value of each parameter that carries a credential withheld."""
+    return _SECRET_PARAMETER.sub(rf"\1\2{WITHHELD}", query) if query else query
 
 
 def client_endpoint(client: Any, owner: str) -> dict[str, Any]:
