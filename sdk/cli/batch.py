@@ -77,8 +77,8 @@ BaseUrlOption = Annotated[
     list[str] | None,
     typer.Option(
         "--base-url",
-        help="A local server; repeat for several. Its user:password@ is not kept in the job: "
-        "give it again to resume or retry.",
+        help="A local server; repeat for several. Its credentials (user:password@, ?key=...) "
+        "are not kept in the job: give it again to resume or retry.",
     ),
 ]
 ConcurrencyOption = Annotated[
