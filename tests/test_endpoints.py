@@ -38,6 +38,7 @@ from sdk.providers import OpenAIChatProvider
 from sdk.providers import OpenAIResponsesProvider
 from sdk.providers import Provider
 from sdk.providers import VLLMProvider
+from sdk.providers._logs import redact_request_logs
 from tests.promise_wire import WIRES
 from tests.promise_wire import Say
 from tests.promise_wire import Server
@@ -285,3 +286,51 @@ def test_an_official_client_s_requests_log_no_key(
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "HTTP Request: POST http://gw.test" in logged  # httpx2's INFO line is there
     assert ANTHROPIC_KEY not in logged and OPENAI_KEY not in logged
+
+
+# --- both kinds: a credential in the query ------------------------------------------------------
+
+SIGNATURE = ("q%2Bv%2F1", "q+v/1")
+"""`QUERY`'s credential (`sig=`), as sent and as decoded: sent on every request, never logged."""
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("name", LOCAL + HOSTED)
+def test_a_credential_in_a_base_url_query_is_sent_but_never_logged(
+    name: str, call: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    sync = not call.startswith("a")
+    gateway: Gateway | HostedGateway
+    if name in HOSTED:
+        gateway = HostedGateway(name)
+        base = "http://gw.test/llm" + ("" if name == "anthropic" else "/v1")
+        with caplog.at_level(logging.DEBUG):
+            assert _call(_hosted(name, f"{base}?{QUERY}", gateway, sync), call).value
+    else:
+        gateway = Gateway(name, "/llm")
+        with caplog.at_level(logging.DEBUG):
+            assert _call(_local(name, f"http://gw.test/llm?{QUERY}", gateway, sync), call).value
+    assert gateway.seen
+    assert all(parse_qs(r.url.query.decode()) == parse_qs(QUERY) for r in gateway.seen)
+    # httpx's (or httpx2's) INFO line for each request names it, its routing parameter kept.
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("HTTP Request")]
+    assert len(lines) == len(gateway.seen)
+    assert all("http://gw.test/llm/" in line and "api-version=2024-10-21" in line for line in lines)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "sig=" in logged and not any(value in logged for value in SIGNATURE)
+
+
+def test_the_request_log_filter_leaves_other_records_whole() -> None:
+    """A record with no secret keeps its own message and arguments (a handler may read them),
+    and one whose arguments do not format is left to its handler, never raised from the filter."""
+    redact_request_logs()
+    logger = logging.getLogger("httpx")
+    plain = logger.makeRecord("httpx", logging.INFO, "f", 1, "HTTP Request: %s %s", ("GET", "u"),
+                              None)  # fmt: skip
+    broken = logger.makeRecord("httpx", logging.INFO, "f", 1, "%d", ("x",), None)
+    secret = logger.makeRecord("httpx", logging.INFO, "f", 1, "%s", ("http://h/?key=k3y-SECRET",),
+                               None)  # fmt: skip
+    assert all(logger.filter(record) for record in (plain, broken, secret))
+    assert (plain.msg, plain.args) == ("HTTP Request: %s %s", ("GET", "u"))
+    assert (broken.msg, broken.args) == ("%d", ("x",))
+    assert secret.getMessage() == "http://h/?key=[redacted]"

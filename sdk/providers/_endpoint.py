@@ -18,7 +18,8 @@ Two things in a base URL need care, because a URL is printed wherever it goes (h
   `base?query/route`. The official `anthropic` and `openai` clients would put a route after the
   query, so their providers hand it to the client's `default_query` instead; `google-genai`
   appends its own query to streamed routes (`?alt=sse?api-version=...`), so a Gemini client's
-  base URL with a query is refused.
+  base URL with a query is refused. A parameter that carries a credential (`SECRET_QUERY_NAMES`)
+  is sent whole but redacted from the request logs (`sdk.providers._logs`).
 """
 
 from __future__ import annotations

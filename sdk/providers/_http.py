@@ -42,6 +42,7 @@ from sdk.providers._control_tokens import check_request
 from sdk.providers._endpoint import Endpoint
 from sdk.providers._headers import header_scope
 from sdk.providers._headers import sent_headers
+from sdk.providers._logs import redact_request_logs
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncHTTPTransport
@@ -142,6 +143,7 @@ class HTTPProvider(Provider):
         # Credentials in the URL become the `Authorization` header; its query stays on every
         # request (`sdk.providers._endpoint`).
         self.endpoint = Endpoint.of(base_url, strip_path=self.added_path)
+        redact_request_logs()  # (the query, sent whole, may hold a credential: not logged)
         self.base_url = str(self.endpoint)
         """The base URL requests go to (with its query; its credentials are in a header)."""
         self._timeout = timeout

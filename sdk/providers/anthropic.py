@@ -70,6 +70,7 @@ from sdk.providers._endpoint import client_query
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._headers import header_scope
+from sdk.providers._logs import redact_request_logs
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
@@ -627,6 +628,7 @@ class AnthropicProvider(Provider):
             )
         # A base URL's query goes to the client's default query (`sdk.providers._endpoint`).
         self.client = client.with_options(max_retries=0, **client_endpoint(client, "anthropic"))
+        redact_request_logs()  # (and, holding a credential, it is not logged)
         self.mode: Mode = mode
         self._model = model
         self.codec = AnthropicCodec(

@@ -75,6 +75,7 @@ from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._headers import header_scope
 from sdk.providers._logprobs import chat_logprobs
+from sdk.providers._logs import redact_request_logs
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._profile import sdk_fields
@@ -710,6 +711,7 @@ class _OpenAIProvider(Provider):
         self.codec = self.codec_type(model, prompt_caching=prompt_caching)
         endpoint = client_endpoint(client, self.codec.profile.name)
         self.client = client.with_options(max_retries=0, **endpoint)
+        redact_request_logs()  # (and, holding a credential, it is not logged)
         self._model = model
         self._keep_extra_body(extra_body)
 
