@@ -153,6 +153,11 @@ class LocalServer:
         """How many client connections the server holds open now."""
         return len(self._server.server_state.connections) if self._server is not None else 0
 
+    def connections(self) -> list[object]:
+        """The client connections the server holds open now (uvicorn's own objects: the same
+        object for as long as a connection lasts)."""
+        return list(self._server.server_state.connections) if self._server is not None else []
+
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:
             self._server.should_exit = True

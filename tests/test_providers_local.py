@@ -4,8 +4,12 @@ httpx, real streaming, real timeouts and refused connections."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
+import socket
 import ssl
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +37,7 @@ from sdk.providers import Provider
 from sdk.providers import Sampling
 from sdk.providers import VLLMProvider
 from sdk.providers._http import tls_verify
+from sdk.providers._pool import _as_httpx
 from sdk.providers.llamacpp import build_completion_request
 from sdk.providers.llamacpp import build_template_request
 from sdk.providers.llamacpp import read_completion
@@ -429,6 +434,90 @@ def test_connection_refused_is_a_provider_error(kind: str) -> None:
     assert info.value.status_code is None
     assert "connection failed (ConnectError)" in str(info.value)
     assert isinstance(info.value.__cause__, httpx.ConnectError)
+
+
+class CutServer:
+    """A raw socket server for one request, answered with a JSON body cut short: its
+    `Content-Length` says 1000 bytes, 12 are sent, then the connection closes."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.socket.settimeout(10)  # (a bound: a test that never connects ends the thread)
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError), self.socket.accept()[0] as connection:
+            connection.settimeout(10)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += connection.recv(65536) or b"\r\n\r\n"
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+            while len(body) < length:  # (read whole: closing on unread bytes resets instead)
+                body += connection.recv(65536) or b" " * length
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                               b"Content-Length: 1000\r\n\r\n{\"id\": \"cut")  # fmt: skip
+
+    def close(self) -> None:
+        self.socket.close()
+        self.thread.join(timeout=10)
+
+
+def _httpx_table() -> list[tuple[type[Exception], type[Exception]]]:
+    from httpx._transports.default import _load_httpcore_exceptions
+
+    return list(_load_httpcore_exceptions().items())
+
+
+@pytest.mark.parametrize(("core", "raised"), _httpx_table(), ids=lambda kind: kind.__name__)
+def test_the_pool_s_exceptions_are_raised_as_httpx_raises_httpcore_s(
+    core: type[Exception], raised: type[Exception]
+) -> None:
+    """Every exception httpx maps from httpcore is mapped alike from httpcore2, to the most
+    specific httpx class (the table httpx keeps, read from httpx itself)."""
+    import httpcore2
+
+    with pytest.raises(raised) as info, _as_httpx():
+        raise getattr(httpcore2, core.__name__)("broken")
+    assert type(info.value) is raised and str(info.value) == "broken"
+    assert type(info.value.__cause__).__module__.startswith("httpcore2")
+
+
+@pytest.mark.parametrize("call", ["generate", "agenerate"])
+def test_a_body_cut_short_is_a_connection_failure_of_httpx_s_kind(call: str) -> None:
+    """A client the provider makes reads replies through its own pool (`sdk.providers._pool`);
+    a connection that breaks mid-body fails as through httpx's own: `RemoteProtocolError`."""
+    server = CutServer()
+    provider = VLLMProvider(server.url, model="m")
+    try:
+        with pytest.raises(ProviderError) as info:
+            if call == "generate":
+                _client(provider, backoff=Backoff(retries=0)).generate(Decision, prompt="x")
+            else:
+                client = AsyncStructuredClient(provider, backoff=Backoff(retries=0))
+                asyncio.run(client.generate(Decision, prompt="x"))
+    finally:
+        server.close()
+    assert "connection failed (RemoteProtocolError)" in str(info.value)
+    assert isinstance(info.value.__cause__, httpx.RemoteProtocolError)
+    assert info.value.status_code is None
+
+
+async def test_every_connection_of_a_burst_is_kept_alive_and_used_again(
+    idle_server: LocalServer,
+) -> None:
+    """The clients a provider makes keep every connection alive (`POOL`): a second burst of 32
+    calls goes over the connections the first one opened (httpx's default pool keeps 20)."""
+    provider = VLLMProvider(idle_server.url, model="m")
+    async with AsyncStructuredClient(provider, max_concurrency=32) as client:
+        await asyncio.gather(*(client.generate(Decision, prompt="?") for _ in range(32)))
+        first = set(idle_server.connections())
+        await asyncio.gather(*(client.generate(Decision, prompt="?") for _ in range(32)))
+        second = set(idle_server.connections())
+    assert 20 < len(first) <= 32
+    assert second == first
 
 
 def test_connection_refused_is_retried_then_exhausted() -> None:

@@ -8,9 +8,9 @@ use: one sync client, and one async client per event loop, because an async clie
 connections belong to the loop that opened them (a second `asyncio.run` in a script or notebook
 gets a client of its own instead of `RuntimeError: Event loop is closed`).
 
-The clients a provider opens itself keep httpx's default connection limits (100 connections, 20
-kept alive); `AsyncStructuredClient(max_concurrency=64)` keeps a burst of calls below them, and
-the pool wait is as long as the read timeout, so queued requests wait instead of failing. For a
+The clients a provider opens itself hold up to 256 connections, all kept alive (`POOL`), in
+httpcore2's pool (`sdk.providers._pool`); the pool wait is as long as the read timeout, so
+requests past the limit wait instead of failing. For a
 plain `http://` server (the usual local case) they do not load the CA bundle: that takes about
 20 ms, on the event loop for an async client's first call, for TLS that is never used there.
 """
@@ -43,6 +43,8 @@ from sdk.providers._endpoint import Endpoint
 from sdk.providers._headers import header_scope
 from sdk.providers._headers import sent_headers
 from sdk.providers._logs import redact_request_logs
+from sdk.providers._pool import AsyncPooledTransport
+from sdk.providers._pool import PooledTransport
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncHTTPTransport
@@ -67,7 +69,8 @@ DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 POOL = httpx.Limits(max_connections=256, max_keepalive_connections=256)
 """The connection pool of a client the provider makes: every connection kept alive. httpx keeps
 20 by default, so past 20 requests in flight to one server each request opened (and closed) a
-connection of its own, which cost a fleet-speed batch job more than its own work."""
+connection of its own, which cost a fleet-speed batch job more than its own work. The pool is
+httpcore2's (`sdk.providers._pool`): httpcore's costs more per call the more it holds."""
 
 
 class HTTPSettings(TypedDict, total=False):
@@ -217,7 +220,8 @@ class HTTPProvider(Provider):
             )
         if self._sync is None:
             self._sync = httpx.Client(
-                timeout=self._timeout, verify=tls_verify(self.base_url), limits=POOL
+                timeout=self._timeout,
+                transport=PooledTransport(verify=tls_verify(self.base_url), limits=POOL),
             )
         return self._sync
 
@@ -233,7 +237,8 @@ class HTTPProvider(Provider):
         client = self._async.get(loop)
         if client is None:
             client = httpx.AsyncClient(
-                timeout=self._timeout, verify=tls_verify(self.base_url), limits=POOL
+                timeout=self._timeout,
+                transport=AsyncPooledTransport(verify=tls_verify(self.base_url), limits=POOL),
             )
             self._async[loop] = client
         return client
