@@ -647,13 +647,15 @@ def _fanout_notes(
 - The first line compares like with like: one `/completion` request per call
   (`prompt_template=`), at most {FANOUT_BOUND} in flight on both sides. The floor is
   {floor:.2f} s ({waves} waves of {FANOUT_DELAY * 1e3:.0f} ms); the rest is client CPU, most of
-  it httpx's (bare httpx spent {millis(per_request)} of CPU per request in this run); the SDK's
-  own work per call (request body, parse, `Result`) is a small part of it.
+  it the HTTP client's (bare httpx spent {millis(per_request)} of CPU per request in this run);
+  the SDK's own work per call (request body, parse, `Result`) is a small part of it. The
+  provider's own client sends through httpcore2's connection pool (`sdk.providers._pool`),
+  which assigns a request in one pass; bare httpx's, httpcore's, scans every connection for
+  every request.
 - The stall goal is {stall_goal} ({millis(stall)}), and {by_bare} ({millis(base_stall)}): a wave
   of up to {FANOUT_BOUND} requests starts or finishes within one event-loop iteration, and
-  httpx's work per request (its connection pool scans every connection for every request) adds
-  up. Fewer requests per iteration (a smaller `max_concurrency`) shorten it, at the price of
-  wall time.
+  the HTTP client's work per request adds up. Fewer requests per iteration (a smaller
+  `max_concurrency`) shorten it, at the price of wall time.
 - With the provider's defaults (no `prompt_template=`) a call is one request too, once the
   provider has learned the chat template (one `/apply-template` of placeholder messages per
   conversation shape) and the model's special tokens (once: `/v1/models` and `/tokenize`); the
@@ -662,9 +664,10 @@ def _fanout_notes(
   cannot make them wait). Content holding a special-token text costs its call one `/tokenize`
   more (it goes as token ids). The server here is a stand-in that answers those routes at once:
   what learning costs on a real llama-server is not measured by this row.
-- With the client's default bound too (`max_concurrency={DEFAULT_BOUND}`, below httpx's
-  default pool of 100 connections) every call can succeed; its floor is {floor_64:.1f} s, so it
-  is compared with bare httpx bound to {DEFAULT_BOUND} as well.{peer}
+- With the client's default bound too (`max_concurrency={DEFAULT_BOUND}`, below bare httpx's
+  default pool of 100 connections; the provider's own holds 256) every call can succeed; its
+  floor is {floor_64:.1f} s, so it is compared with bare httpx bound to {DEFAULT_BOUND} as
+  well.{peer}
 """
 
 
