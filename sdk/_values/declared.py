@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import math
 import types
+from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -145,7 +146,6 @@ def check(
     """Refuse `value` for the setting `name` declared as `annotation` (see the module
     docstring); `where` says who took it (`"StructuredClient()"`), `expects` overrides how the
     type is described."""
-    said = f"{where}: {name}" if where else name
     if not conforms(value, annotation):
         if isinstance(value, type):  # `cache=MemoryCache`: the class where an instance goes
             raise TypeError(
@@ -154,14 +154,20 @@ def check(
                 f"{name}={value.__name__}()"
             )
         error = ValueError if _literal_miss(value, annotation) else TypeError
-        raise error(f"{said} must be {expects or describe(annotation)}, not {_shown(value)}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{said} must be a finite number, not {value!r}")
+        raise error(
+            f"{_said(name, where)} must be {expects or describe(annotation)}, not {_shown(value)}"
+        )
     if value is None or isinstance(value, bool):
         return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{_said(name, where)} must be a finite number, not {value!r}")
     for bound in bounds_of(annotation):
         if not bound.holds(value):
-            raise ValueError(f"{said} must be {bound.text}, not {_shown(value)}")
+            raise ValueError(f"{_said(name, where)} must be {bound.text}, not {_shown(value)}")
+
+
+def _said(name: str, where: str) -> str:
+    return f"{where}: {name}" if where else name
 
 
 def check_fields(instance: Any, where: str | None = None) -> None:
@@ -207,6 +213,19 @@ _KEYWORDS: dict[Any, frozenset[str]] = {}
 
 def bounds_of(annotation: Any) -> tuple[Bound, ...]:
     """The ranges an annotation declares (`Annotated` metadata)."""
+    try:
+        return _BOUNDS[annotation]
+    except KeyError:
+        found = _BOUNDS[annotation] = _bounds(annotation)
+        return found
+    except TypeError:  # (unhashable metadata: read anew)
+        return _bounds(annotation)
+
+
+_BOUNDS: dict[Any, tuple[Bound, ...]] = {}
+
+
+def _bounds(annotation: Any) -> tuple[Bound, ...]:
     if get_origin(annotation) is Annotated:
         return tuple(meta for meta in annotation.__metadata__ if hasattr(meta, "holds"))
     return ()
@@ -232,49 +251,74 @@ class _Stranger:
 
 def conforms(value: object, annotation: Any) -> bool:
     """Whether `value` is of the type `annotation` declares (ranges aside)."""
+    return _checker(annotation)(value)
+
+
+_Checker = Callable[[object], bool]
+_CHECKERS: dict[Any, _Checker] = {}
+"""Each annotation's check, made once: a call checks its options against the same few
+declarations every time, and walking a declared type (`get_origin`, `get_args`, a union's
+members) cost more than the values' own `isinstance` tests."""
+
+
+def _checker(annotation: Any) -> _Checker:
+    try:
+        return _CHECKERS[annotation]
+    except KeyError:
+        made = _CHECKERS[annotation] = _made(annotation)
+        return made
+    except TypeError:  # (an annotation that cannot be a key, unhashable metadata: made anew)
+        return _made(annotation)
+
+
+def _made(annotation: Any) -> _Checker:
     origin, args = get_origin(annotation), get_args(annotation)
     if annotation is Any:
-        return True
+        return lambda value: True
     if annotation is None or annotation is type(None):
-        return value is None
+        return lambda value: value is None
     if origin is Annotated:
-        return conforms(value, args[0])
+        return _checker(args[0])
     if origin is Literal:
-        return any(type(value) is type(arg) and value == arg for arg in args)
+        return lambda value: any(type(value) is type(arg) and value == arg for arg in args)
     if origin in (Union, types.UnionType):
-        return any(conforms(value, arg) for arg in args)
+        members = tuple(_checker(arg) for arg in args)
+        return lambda value: any(member(value) for member in members)
     if origin is not None:
-        return _conforms_generic(value, origin, args)
-    return _conforms_class(value, annotation)
+        return _generic(origin, args)
+    return _class(annotation)
 
 
-def _conforms_generic(value: object, origin: Any, args: tuple[Any, ...]) -> bool:
+def _generic(origin: Any, args: tuple[Any, ...]) -> _Checker:
     if origin is collections.abc.Callable:
-        return callable(value)
+        return callable
     if origin in (collections.abc.Mapping, dict):
-        if not isinstance(value, collections.abc.Mapping):
-            return False
-        key, item = args if args else (Any, Any)
-        return all(conforms(k, key) and conforms(v, item) for k, v in value.items())
+        key, item = (_checker(arg) for arg in (args if args else (Any, Any)))
+        return lambda value: isinstance(value, collections.abc.Mapping) and all(
+            key(k) and item(v) for k, v in value.items()
+        )
     if origin in (collections.abc.Sequence, list, tuple):
-        if isinstance(value, (str, bytes)) or not isinstance(value, collections.abc.Sequence):
-            return False
-        item = args[0] if args else Any
-        return all(conforms(each, item) for each in value)
-    return isinstance(value, origin)  # os.PathLike[str], ...
+        each = _checker(args[0] if args else Any)
+        return lambda value: (
+            not isinstance(value, (str, bytes))
+            and isinstance(value, collections.abc.Sequence)
+            and all(each(member) for member in value)
+        )
+    return lambda value: isinstance(value, origin)  # os.PathLike[str], ...
 
 
-def _conforms_class(value: object, annotation: Any) -> bool:
+def _class(annotation: Any) -> _Checker:
     if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return lambda value: isinstance(value, int) and not isinstance(value, bool)
     if getattr(annotation, "_is_protocol", False):
         # A store, a hook: an object with the protocol's methods (not the class itself).
-        return not isinstance(value, type) and all(
-            callable(getattr(value, member, None)) for member in _members(annotation)
+        members = _members(annotation)
+        return lambda value: not isinstance(value, type) and all(
+            callable(getattr(value, member, None)) for member in members
         )
-    return isinstance(value, annotation)
+    return lambda value: isinstance(value, annotation)
 
 
 def _members(protocol: type) -> list[str]:
