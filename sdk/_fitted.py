@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["mismatch"]
+__all__ = ["fingerprinted", "mismatch"]
 
 
 def mismatch(
@@ -41,6 +41,13 @@ def mismatch(
         fitted.append(f"model {fitted_model}")
         call.append(f"model {model}")
     return (" and ".join(fitted), " and ".join(call)) if fitted else None
+
+
+def fingerprinted(recorded: Mapping[str, Any]) -> bool:
+    """Whether `recorded` names its contract by fingerprint: written by the SDK, fitted on that
+    very contract (a call takes it only when the fingerprint is its own: `mismatch`)."""
+    contract = recorded.get("contract")
+    return isinstance(contract, Mapping) and _text(contract.get("fingerprint")) is not None
 
 
 def _text(value: object) -> str | None:

@@ -268,6 +268,35 @@ def test_a_threshold_by_hand_for_a_field_that_cannot_abstain_is_refused_before_s
     assert result.value.carrier == "DHL Express"
 
 
+@pytest.mark.parametrize("named", [{"name": "ShipmentNotice"}, "ShipmentNotice"])
+def test_a_hand_written_file_naming_its_contract_is_checked_for_its_fields(
+    tmp_path: Path, named: object
+) -> None:
+    """A file that names its contract without a fingerprint was written by hand (`sdk eval
+    --calibrate` records the fingerprint): its field pointers are checked as thresholds set by
+    hand are, so a misspelt one is refused before anything is sent (on main it passed as
+    calibrated, and `/carier`'s threshold silently changed nothing)."""
+    misspelt = {**GOOD, "calibration": {"contract": named},
+                "fields": {"/carier": {"threshold": 0.9}}}  # fmt: skip
+    path = _file(tmp_path, json.dumps(misspelt))
+    provider = TestProvider([json.dumps(STATED)])
+    with pytest.raises(ValueError) as refused:
+        StructuredClient(provider).generate(
+            ShipmentNotice, prompt="x", source=SOURCE, abstention="guided",
+            abstention_thresholds=path,
+        )  # fmt: skip
+    message = str(refused.value)
+    assert "'/carier'" in message and "/carrier" in message and "/recipient" in message
+    assert provider.requests == []
+    # Spelt right, it is taken; a file the SDK wrote (its fingerprint recorded) is its own.
+    right = {**misspelt, "fields": {"/carrier": {"threshold": 0.9}}}
+    result = StructuredClient(TestProvider([json.dumps(STATED)])).generate(
+        ShipmentNotice, prompt="x", source=SOURCE, abstention="guided",
+        abstention_thresholds=_file(tmp_path, json.dumps(right)),
+    )  # fmt: skip
+    assert result.value.recipient == "Jonah Whitaker"
+
+
 @pytest.mark.parametrize("threshold", ["high", None, [0.2]])
 def test_a_threshold_by_hand_that_is_not_a_number_says_so(threshold: object) -> None:
     """On main: `could not convert string to float: 'high'` / a bare `float()` TypeError,

@@ -41,6 +41,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
 
+from sdk._fitted import fingerprinted
 from sdk._values.pointer import lookup
 from sdk._values.pointer import replace_at
 from sdk._values.pointer import resolve_ref
@@ -109,10 +110,11 @@ class Guided:
     thresholds: Thresholds | None
 
     def __post_init__(self) -> None:
-        """Refuse thresholds written for this contract by hand (not calibrated on it: those
-        name its fields) that name a field guided abstention never reads: a threshold there
-        would change nothing, silently (`ValueError`, before anything is sent)."""
-        if self.thresholds is None or "contract" in self.thresholds.calibration:
+        """Refuse thresholds written by hand (set in code, or a file naming its contract
+        without the fingerprint `sdk eval --calibrate` records: not calibrated on it, whose
+        pointers are its fields) that name a field guided abstention never reads: a threshold
+        there would change nothing, silently (`ValueError`, before anything is sent)."""
+        if self.thresholds is None or fingerprinted(self.thresholds.calibration):
             return
         nullable = [f"/{name}" for name in nullable_fields(self.inner.contract)]
         unread = [pointer for pointer in self.thresholds.fields if pointer not in nullable]
