@@ -268,6 +268,49 @@ def test_a_calibration_fitted_for_another_model_is_refused_naming_both(tmp_path:
     assert provider.requests == []
 
 
+def test_behind_a_fallback_every_model_the_call_may_reach_is_checked(tmp_path: Path) -> None:
+    """A `FallbackProvider` answers with any of its providers' models: a calibration fitted for
+    the first one's is refused when a later one runs another model (on main only the first
+    was compared, and the second's confidence went through gemma's curves). Thresholds
+    calibrated on a model likewise."""
+    from contracts import ShipmentNotice
+    from sdk import StructuredClient
+    from sdk.abstention import FieldThreshold
+    from sdk.abstention import Thresholds
+    from sdk.abstention import ThresholdsMismatch
+    from sdk.calibration import CalibrationMismatch
+    from sdk.providers import ConcurrencyLimit
+    from sdk.providers import FallbackProvider
+    from sdk.providers import TestProvider
+    from sdk.schema.canonical import schema_info
+
+    path = _fitted_for_notices(tmp_path)
+    info = schema_info(ShipmentNotice)
+    thresholds = Thresholds(
+        {"/carrier": FieldThreshold(0.3)},
+        calibration={"contract": {"name": info.name, "fingerprint": info.fingerprint},
+                     "model": "gemma-3-270m-q4_k_m"},
+    )  # fmt: skip
+    for wrap in (lambda p: p, lambda p: ConcurrencyLimit(p, 2)):
+        gemma = TestProvider([NOTICE], model="gemma-3-270m-q4_k_m")
+        smol = TestProvider([NOTICE], model="SmolLM2-135M-Instruct.Q4_1")
+        client = StructuredClient(wrap(FallbackProvider([gemma, smol])))
+        with pytest.raises(CalibrationMismatch, match="not for model SmolLM2-135M-Instruct"):
+            client.generate(ShipmentNotice, prompt="x", source="DHL brings it.",
+                            confidence_calibration=path)  # fmt: skip
+        with pytest.raises(ThresholdsMismatch, match="not for model SmolLM2-135M-Instruct"):
+            client.generate(ShipmentNotice, prompt="x", source="DHL brings it.",
+                            abstention="guided", abstention_thresholds=thresholds)  # fmt: skip
+        assert gemma.requests == [] and smol.requests == []
+    # Every model it may reach is the one fitted: taken.
+    both = FallbackProvider([TestProvider([NOTICE], model="gemma-3-270m-q4_k_m"),
+                             TestProvider([NOTICE], model="gemma-3-270m-q4_k_m")])  # fmt: skip
+    taken = StructuredClient(both).generate(
+        ShipmentNotice, prompt="x", source="DHL brings it.", confidence_calibration=path
+    )
+    assert taken.value.carrier == "DHL"
+
+
 def test_what_fitted_does_not_record_is_not_checked(tmp_path: Path) -> None:
     """A calibration made by hand (no contract, no model in `fitted`) applies to anything; a
     `fitted` naming a contract without its fingerprint (written by hand) is checked by name; a

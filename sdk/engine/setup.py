@@ -48,7 +48,7 @@ def start_call(
 ) -> Attempts:
     """A document or grammar call, vetted and started (`on_call` has run)."""
     spec = _checked(config.for_call(options, method, lambda: provider.own_options))
-    kind = output_kind(output, spec, provider.model)
+    kind = output_kind(output, spec, provider)
     asked = kind.grammar if isinstance(kind, GrammarOutput) else _document(kind).contract
     spec, rendered = _with_prompt(spec, asked)
     inputs = spec.inputs
@@ -57,12 +57,13 @@ def start_call(
     return _machine(spec, provider, kind, _marked(turns, rendered), rendered)
 
 
-def output_kind(output: Any, spec: CallSpec, model: str | None) -> OutputKind[Any]:
-    """The output kind of `generate(output)` on `model` (the provider's, where it knows it): a
-    grammar's sentence, or a document (a contract, a list, a union), with guided abstention
-    when the spec asks for it (reasoning aside: the machine wraps the kind for it). What was
-    fitted for another document (abstention thresholds; a confidence calibration, also for
-    another model) is refused here, before anything is sent."""
+def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[Any]:
+    """The output kind of `generate(output)` through `provider`: a grammar's sentence, or a
+    document (a contract, a list, a union), with guided abstention when the spec asks for it
+    (reasoning aside: the machine wraps the kind for it). What was fitted for another document
+    or another model (abstention thresholds, a confidence calibration) is refused here, before
+    anything is sent: against the model of every provider the call may reach (a
+    `FallbackProvider`'s each), where the provider knows it."""
     if isinstance(output, Grammar):
         if spec.output.abstention != "none":
             raise _not_a_document("a grammar")
@@ -74,7 +75,8 @@ def output_kind(output: Any, spec: CallSpec, model: str | None) -> OutputKind[An
     document = Document(contract, envelope, spec.parsing)
     calibration = spec.parsing.confidence_calibration
     if calibration is not None:
-        calibration.check_fitted(document.schema.name, document.schema.fingerprint, model)
+        for model in _models(provider):
+            calibration.check_fitted(document.schema.name, document.schema.fingerprint, model)
     if spec.output.abstention == "none":
         return document
     if envelope is not None:
@@ -82,8 +84,14 @@ def output_kind(output: Any, spec: CallSpec, model: str | None) -> OutputKind[An
     Guided.check(document)
     thresholds = spec.output.abstention_thresholds
     if thresholds is not None:
-        thresholds.check_contract(document.schema.name, document.schema.fingerprint, model)
+        for model in _models(provider):
+            thresholds.check_contract(document.schema.name, document.schema.fingerprint, model)
     return Guided(document, thresholds)
+
+
+def _models(provider: Provider) -> dict[str | None, None]:
+    """The models of the providers a call may reach, each once, in order (`None`: unknown)."""
+    return dict.fromkeys(candidate.model for candidate in provider.candidates())
 
 
 def _document(kind: OutputKind[Any]) -> Document:
