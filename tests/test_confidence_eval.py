@@ -132,10 +132,12 @@ def test_a_run_without_probabilities_has_nothing_to_calibrate() -> None:
         calibrate_confidence_run(run)
 
 
-def test_a_run_given_a_calibration_for_another_contract_stops_naming_it() -> None:
-    """`sdk eval --confidence-calibration` fitted on another contract: the min_confidence arm's
-    first call refuses it (on main the run went on, its floor and its calibrated ECE read
-    through curves fitted on other values)."""
+@pytest.mark.parametrize("arms", [["min_confidence"], ["constrained"], ["widened", "guided"]])
+def test_a_run_given_a_calibration_for_another_contract_stops_naming_it(arms: list[str]) -> None:
+    """`sdk eval --confidence-calibration` fitted on another contract is refused before the
+    run sends anything, whatever its arms: every arm's calibrated ECE reads its values through
+    it (once, the min_confidence arm's first call refused it, and a run without that arm went
+    on, its calibrated ECE read through curves fitted on other values)."""
     from sdk import StructuredClient
     from sdk.calibration import CalibrationMismatch
     from sdk.providers import TestProvider
@@ -145,7 +147,7 @@ def test_a_run_given_a_calibration_for_another_contract_stops_naming_it() -> Non
     other = Calibration({"string": Curve("platt", (1.0, 0.0), 10)}, fitted)
     provider = TestProvider(['{"color": "red"}'] * 8)
     with pytest.raises(CalibrationMismatch, match=r"fitted for Paint .*, not for Shade"):
-        _run(StructuredClient(provider), arms=["min_confidence"], confidence_calibration=other)
+        _run(StructuredClient(provider), arms=arms, confidence_calibration=other)
     assert provider.requests == []
 
 

@@ -36,7 +36,7 @@ from sdk.providers._base import Message
 from sdk.providers._base import unsupported
 from sdk.providers._provider import Provider
 
-__all__ = ["ClientOptions", "output_kind", "start_call", "start_tools_call"]
+__all__ = ["ClientOptions", "output_kind", "reachable_models", "start_call", "start_tools_call"]
 
 
 def start_call(
@@ -75,7 +75,7 @@ def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[A
     document = Document(contract, envelope, spec.parsing)
     calibration = spec.parsing.confidence_calibration
     if calibration is not None:
-        for model in _models(provider):
+        for model in reachable_models(provider):
             calibration.check_fitted(document.schema.name, document.schema.fingerprint, model)
     if spec.output.abstention == "none":
         return document
@@ -84,13 +84,14 @@ def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[A
     Guided.check(document)
     thresholds = spec.output.abstention_thresholds
     if thresholds is not None:
-        for model in _models(provider):
+        for model in reachable_models(provider):
             thresholds.check_contract(document.schema.name, document.schema.fingerprint, model)
     return Guided(document, thresholds)
 
 
-def _models(provider: Provider) -> dict[str | None, None]:
-    """The models of the providers a call may reach, each once, in order (`None`: unknown)."""
+def reachable_models(provider: Provider) -> dict[str | None, None]:
+    """The models of the providers a call through `provider` may reach (a `FallbackProvider`'s
+    each), each once, in order (`None`: one that does not know its model up front)."""
     return dict.fromkeys(candidate.model for candidate in provider.candidates())
 
 

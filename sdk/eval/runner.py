@@ -42,6 +42,7 @@ from sdk.client import StructuredClient
 from sdk.contract import Contract
 from sdk.contract.derived import escape_members
 from sdk.contract.derived import widen
+from sdk.engine.setup import reachable_models
 from sdk.eval.arms import ARMS
 from sdk.eval.arms import DEFAULT_MIN_CONFIDENCE
 from sdk.eval.arms import ArmOptions
@@ -207,6 +208,11 @@ def run_eval(
     """
     check_keywords(settings, EvalOptions, "run_eval()")
     _check_request(items, settings.get("arms", ARMS))
+    calibration = settings.get("confidence_calibration")
+    if calibration is not None:  # (every arm's calibrated ECE reads its values through it)
+        info = schema_info(contract)
+        for model in reachable_models(client.provider):
+            calibration.check_fitted(info.name, info.fingerprint, model)
     run = EvalRun(_config(items, contract, client, settings), list(items))
     if out is not None and not settings.get("fresh", False):
         _resume(run, Path(out))
