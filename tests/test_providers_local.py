@@ -520,6 +520,60 @@ async def test_every_connection_of_a_burst_is_kept_alive_and_used_again(
     assert second == first
 
 
+class ProxyServer:
+    """A raw socket HTTP proxy for one request: it keeps the request line it was sent (an
+    absolute URL, as a client sends a proxy) and answers 503."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.socket.settimeout(10)
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        self.request_line = b""
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError), self.socket.accept()[0] as connection:
+            connection.settimeout(10)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += connection.recv(65536) or b"\r\n\r\n"
+            self.request_line = received.split(b"\r\n", 1)[0]
+            connection.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                               b"Connection: close\r\n\r\n")  # fmt: skip
+
+    def close(self) -> None:
+        self.socket.close()
+        self.thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("call", ["generate", "agenerate"])
+def test_a_client_the_provider_makes_goes_through_the_environment_s_proxy(
+    call: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`HTTP_PROXY` is honoured by the clients a provider makes, as by an `httpx.Client` of
+    one's own (httpx mounts no proxy from the environment on a client given a transport: the
+    provider mounts them itself). The server's host does not resolve: only the proxy reaches
+    it."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    proxy = ProxyServer()
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    provider = VLLMProvider("http://model-server.invalid:8000", model="m")
+    try:
+        with pytest.raises(ProviderError) as info:
+            if call == "generate":
+                _client(provider, backoff=Backoff(retries=0)).generate(Decision, prompt="x")
+            else:
+                client = AsyncStructuredClient(provider, backoff=Backoff(retries=0))
+                asyncio.run(client.generate(Decision, prompt="x"))
+    finally:
+        proxy.close()
+    assert info.value.status_code == 503
+    assert proxy.request_line.startswith(b"POST http://model-server.invalid:8000/")
+
+
 def test_connection_refused_is_retried_then_exhausted() -> None:
     sleeps = Sleeps()
     provider = VLLMProvider(closed_port_url(), model="m")

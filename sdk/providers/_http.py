@@ -45,6 +45,8 @@ from sdk.providers._headers import sent_headers
 from sdk.providers._logs import redact_request_logs
 from sdk.providers._pool import AsyncPooledTransport
 from sdk.providers._pool import PooledTransport
+from sdk.providers._pool import async_proxy_mounts
+from sdk.providers._pool import proxy_mounts
 from sdk.providers._provider import Provider
 from sdk.providers._provider import endpoint
 from sdk.providers._transports import AsyncHTTPTransport
@@ -219,9 +221,11 @@ class HTTPProvider(Provider):
                 "or pass an httpx.Client"
             )
         if self._sync is None:
+            verify = tls_verify(self.base_url)
             self._sync = httpx.Client(
                 timeout=self._timeout,
-                transport=PooledTransport(verify=tls_verify(self.base_url), limits=POOL),
+                transport=PooledTransport(verify=verify, limits=POOL),
+                mounts=proxy_mounts(verify, POOL),  # (`HTTP_PROXY`, ...: httpx's, as before)
             )
         return self._sync
 
@@ -236,9 +240,11 @@ class HTTPProvider(Provider):
         loop = asyncio.get_running_loop()
         client = self._async.get(loop)
         if client is None:
+            verify = tls_verify(self.base_url)
             client = httpx.AsyncClient(
                 timeout=self._timeout,
-                transport=AsyncPooledTransport(verify=tls_verify(self.base_url), limits=POOL),
+                transport=AsyncPooledTransport(verify=verify, limits=POOL),
+                mounts=async_proxy_mounts(verify, POOL),  # (`HTTP_PROXY`, ...: httpx's)
             )
             self._async[loop] = client
         return client

@@ -9,8 +9,10 @@ dependency), assigns in one pass. `PooledTransport` and `AsyncPooledTransport` a
 transports on it, as httpx's own `HTTPTransport` is on httpcore: the same requests (the
 `timeout` extension and all) and the same responses, and httpcore2's exceptions raised as the
 httpx exceptions httpx raises for httpcore's, so a client the provider makes fails as an
-injected `httpx.Client` does. Proxies from the environment are unaffected: httpx mounts its own
-transports for them.
+injected `httpx.Client` does. A client given a transport mounts no proxy from the environment
+(httpx reads `HTTP_PROXY`, `NO_PROXY`, ... only for a client without one), so the provider's
+clients mount them (`proxy_mounts`, `async_proxy_mounts`): httpx's own transports, as httpx
+would, each proxied URL through its proxy and the rest through the pool.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import httpx
 if TYPE_CHECKING:
     import httpcore2
 
-__all__ = ["AsyncPooledTransport", "PooledTransport"]
+__all__ = ["AsyncPooledTransport", "PooledTransport", "async_proxy_mounts", "proxy_mounts"]
 
 
 def _exceptions() -> tuple[tuple[type[Exception], type[httpx.TransportError]], ...]:
@@ -81,6 +83,37 @@ def _pool_settings(verify: ssl.SSLContext | bool, limits: httpx.Limits) -> dict[
         "max_keepalive_connections": limits.max_keepalive_connections,
         "keepalive_expiry": limits.keepalive_expiry,
     }
+
+
+def proxy_mounts(
+    verify: ssl.SSLContext | bool, limits: httpx.Limits
+) -> dict[str, httpx.BaseTransport | None]:
+    """The `mounts=` of a client on `PooledTransport`: the environment's proxies, as httpx
+    mounts them on a client it makes its own transport for (`None`: no proxy, the pool)."""
+    return {
+        pattern: None
+        if url is None
+        else httpx.HTTPTransport(verify=verify, limits=limits, proxy=url)
+        for pattern, url in _environment_proxies().items()
+    }
+
+
+def async_proxy_mounts(
+    verify: ssl.SSLContext | bool, limits: httpx.Limits
+) -> dict[str, httpx.AsyncBaseTransport | None]:
+    """`proxy_mounts` for a client on `AsyncPooledTransport`."""
+    return {
+        pattern: None
+        if url is None
+        else httpx.AsyncHTTPTransport(verify=verify, limits=limits, proxy=url)
+        for pattern, url in _environment_proxies().items()
+    }
+
+
+def _environment_proxies() -> dict[str, str | None]:
+    from httpx._utils import get_environment_proxies  # (what `httpx.Client(trust_env=True)` reads)
+
+    return get_environment_proxies()
 
 
 class _Stream(httpx.SyncByteStream):
