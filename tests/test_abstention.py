@@ -259,6 +259,29 @@ def test_evidence_gated_and_presence_first_are_scored_in_the_contracts_shape() -
     assert metrics.abstention_recall is not None and metrics.stated_accuracy is not None
 
 
+def test_mass_aware_checks_its_thresholds_against_every_model_a_fallback_may_reach() -> None:
+    """The arm applies its thresholds itself (not through the client's check): behind a
+    `FallbackProvider` whose second provider runs another model than the one they were
+    calibrated on, the arm is unavailable, as a call with them is refused (on main only the
+    first provider's model was compared, and the second's masses met the first's thresholds)."""
+    from sdk.providers import ConcurrencyLimit
+    from sdk.providers import FallbackProvider
+
+    info = schema_info(Parcel)
+    fitted = {"contract": {"name": info.name, "fingerprint": info.fingerprint}, "model": "a"}
+    thresholds = Thresholds({}, calibration=fitted)
+    for wrap in (lambda p: p, lambda p: ConcurrencyLimit(p, 2)):
+        both = [TestProvider([_reply] * 5, model="a"), TestProvider([_reply] * 5, model="b")]
+        client = StructuredClient(wrap(FallbackProvider(both)), retries=0)
+        with pytest.raises(ArmUnavailable, match="calibrated for model a, not for model b"):
+            prepare_arm("mass_aware", Parcel, client, thresholds=thresholds)
+        with pytest.raises(ArmUnavailable, match="calibrated for model a, not for model b"):
+            prepare_arm("anchored", Parcel, client, thresholds=thresholds, anchors={"/x": "y"})
+    same = [TestProvider([_reply] * 5, model="a"), TestProvider([_reply] * 5, model="a")]
+    client = StructuredClient(FallbackProvider(same), retries=0)
+    assert prepare_arm("mass_aware", Parcel, client, thresholds=thresholds).steps is not None
+
+
 def test_mass_aware_needs_calibrated_thresholds_for_its_contract() -> None:
     _, client = _client()
     with pytest.raises(ArmUnavailable, match="--calibrate"):

@@ -76,6 +76,7 @@ from sdk.contract.derived import reasoning_field
 from sdk.contract.derived import ungated
 from sdk.contract.derived import widen
 from sdk.contract.derived import with_anchors
+from sdk.engine.setup import reachable_models
 from sdk.errors import ProviderError
 from sdk.errors import StructuredOutputError
 from sdk.eval.dataset import EvalItem
@@ -315,7 +316,8 @@ def _prepare_grounded(
     if thresholds is not None:
         info = schema_info(contract)
         try:  # the client's check (it applies them itself here, not through the client)
-            thresholds.check_contract(info.name, info.fingerprint, client.provider.model)
+            for model in reachable_models(client.provider):  # (a `FallbackProvider`'s each)
+                thresholds.check_contract(info.name, info.fingerprint, model)
         except ThresholdsMismatch as error:
             raise ArmUnavailable(str(error)) from None
     return PreparedArm(name, contract, grounding, steps=_mass_steps(contract, thresholds))
