@@ -311,6 +311,30 @@ def test_behind_a_fallback_every_model_the_call_may_reach_is_checked(tmp_path: P
     assert taken.value.carrier == "DHL"
 
 
+def test_a_fallback_list_nested_through_a_limit_has_every_model_checked(tmp_path: Path) -> None:
+    """A `FallbackProvider` may list a `ConcurrencyLimit` over another list (only a list
+    directly inside a list is refused): a call reaches each of the inner list's providers too,
+    so each one's model is checked (on main the inner list's first model stood for it)."""
+    from contracts import ShipmentNotice
+    from sdk import StructuredClient
+    from sdk.calibration import CalibrationMismatch
+    from sdk.engine.setup import reachable_models
+    from sdk.providers import ConcurrencyLimit
+    from sdk.providers import FallbackProvider
+    from sdk.providers import TestProvider
+
+    path = _fitted_for_notices(tmp_path)
+    gemma = TestProvider([NOTICE], model="gemma-3-270m-q4_k_m")
+    smol = TestProvider([NOTICE], model="SmolLM2-135M-Instruct.Q4_1")
+    last = TestProvider([NOTICE], model="gemma-3-270m-q4_k_m")
+    provider = FallbackProvider([ConcurrencyLimit(FallbackProvider([gemma, smol]), 2), last])
+    assert list(reachable_models(provider)) == [gemma.model, smol.model]
+    with pytest.raises(CalibrationMismatch, match="not for model SmolLM2-135M-Instruct"):
+        StructuredClient(provider).generate(ShipmentNotice, prompt="x", source="DHL brings it.",
+                                            confidence_calibration=path)  # fmt: skip
+    assert gemma.requests == [] and smol.requests == [] and last.requests == []
+
+
 def test_what_fitted_does_not_record_is_not_checked(tmp_path: Path) -> None:
     """A calibration made by hand (no contract, no model in `fitted`) applies to anything; a
     `fitted` naming a contract without its fingerprint (written by hand) is checked by name; a

@@ -6,6 +6,7 @@ differ by the `await` alone), and what batch jobs and `sdk.wire` build their cal
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -91,8 +92,19 @@ def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[A
 
 def reachable_models(provider: Provider) -> dict[str | None, None]:
     """The models of the providers a call through `provider` may reach (a `FallbackProvider`'s
-    each), each once, in order (`None`: one that does not know its model up front)."""
-    return dict.fromkeys(candidate.model for candidate in provider.candidates())
+    each, and the providers of a list behind a `ConcurrencyLimit` in it, which the call reaches
+    through that one), each once, in order (`None`: one that does not know its model up front)."""
+    return dict.fromkeys(reached.model for reached in _reached(provider))
+
+
+def _reached(provider: Provider) -> Iterator[Provider]:
+    for candidate in provider.candidates():
+        inner = candidate.candidates()
+        if inner == (candidate,):
+            yield candidate
+        else:  # (a list behind a limit: the call goes to it whole, and it to each of its own)
+            for each in inner:
+                yield from _reached(each)
 
 
 def _document(kind: OutputKind[Any]) -> Document:
