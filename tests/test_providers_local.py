@@ -520,6 +520,32 @@ async def test_every_connection_of_a_burst_is_kept_alive_and_used_again(
     assert second == first
 
 
+def test_the_pool_s_asyncio_requirements_are_the_project_s() -> None:
+    """httpcore2's async pool takes its locks from anyio with `fast_acquire=` (anyio 4.5 on),
+    which httpcore2 requires only through its `asyncio` extra, and httpx not at all: the
+    project's own dependencies must bring it, else an older anyio beside them fails every async
+    call of a provider-made client with a `TypeError`."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    declared = [
+        Requirement(r) for r in tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    ]
+    pool = next(r for r in declared if r.name == "httpcore2")
+    floors = [
+        Version(spec.version)
+        for r in declared
+        if r.name == "anyio"
+        for spec in r.specifier
+        if spec.operator in (">=", "==", "~=")
+    ]
+    assert "asyncio" in pool.extras or any(floor >= Version("4.5") for floor in floors), declared
+
+
 class ProxyServer:
     """A raw socket HTTP proxy for one request: it keeps the request line it was sent (an
     absolute URL, as a client sends a proxy) and answers 503."""
