@@ -13,6 +13,7 @@ server records every request body for the test to assert on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import socket
@@ -302,6 +303,39 @@ class LocalServer:
             yield json.dumps({**final, "message": {"role": "assistant", "content": ""}}) + "\n"
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+class OneRequestServer:
+    """A raw socket server for one request: it reads the request whole (its head and the body
+    its `Content-Length` says), keeps its request line, answers `reply` as given (bytes: a reply
+    cut short, a proxy's) and closes the connection. Every wait is bounded (10 s)."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.request_line = b""
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.socket.settimeout(10)  # (a test that never connects ends the thread)
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError), self.socket.accept()[0] as connection:
+            connection.settimeout(10)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += connection.recv(65536) or b"\r\n\r\n"
+            head, _, body = received.partition(b"\r\n\r\n")
+            self.request_line = head.split(b"\r\n", 1)[0]
+            found = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+            length = int(found.group(1)) if found else 0
+            while len(body) < length:  # (read whole: closing on unread bytes resets instead)
+                body += connection.recv(65536) or b" " * length
+            connection.sendall(self.reply)
+
+    def close(self) -> None:
+        self.socket.close()
+        self.thread.join(timeout=10)
 
 
 def closed_port_url() -> str:

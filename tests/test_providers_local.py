@@ -4,12 +4,8 @@ httpx, real streaming, real timeouts and refused connections."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import re
-import socket
 import ssl
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,6 +48,7 @@ from sdk.schema import to_wire
 from sdk.schema.gbnf import contract_gbnf
 from tests.local_support import DOCUMENT
 from tests.local_support import LocalServer
+from tests.local_support import OneRequestServer
 from tests.local_support import Reply
 from tests.local_support import closed_port_url
 from tests.wire_support import BOUNDED
@@ -436,33 +433,9 @@ def test_connection_refused_is_a_provider_error(kind: str) -> None:
     assert isinstance(info.value.__cause__, httpx.ConnectError)
 
 
-class CutServer:
-    """A raw socket server for one request, answered with a JSON body cut short: its
-    `Content-Length` says 1000 bytes, 12 are sent, then the connection closes."""
-
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.socket.settimeout(10)  # (a bound: a test that never connects ends the thread)
-        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        with contextlib.suppress(OSError), self.socket.accept()[0] as connection:
-            connection.settimeout(10)
-            received = b""
-            while b"\r\n\r\n" not in received:
-                received += connection.recv(65536) or b"\r\n\r\n"
-            head, _, body = received.partition(b"\r\n\r\n")
-            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
-            while len(body) < length:  # (read whole: closing on unread bytes resets instead)
-                body += connection.recv(65536) or b" " * length
-            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                               b"Content-Length: 1000\r\n\r\n{\"id\": \"cut")  # fmt: skip
-
-    def close(self) -> None:
-        self.socket.close()
-        self.thread.join(timeout=10)
+CUT_SHORT = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 1000\r\n\r\n{\"id\": \"cut")  # fmt: skip
+"""A reply whose `Content-Length` says 1000 bytes, of which 12 are sent."""
 
 
 def _httpx_table() -> list[tuple[type[Exception], type[Exception]]]:
@@ -489,7 +462,7 @@ def test_the_pool_s_exceptions_are_raised_as_httpx_raises_httpcore_s(
 def test_a_body_cut_short_is_a_connection_failure_of_httpx_s_kind(call: str) -> None:
     """A client the provider makes reads replies through its own pool (`sdk.providers._pool`);
     a connection that breaks mid-body fails as through httpx's own: `RemoteProtocolError`."""
-    server = CutServer()
+    server = OneRequestServer(CUT_SHORT)
     provider = VLLMProvider(server.url, model="m")
     try:
         with pytest.raises(ProviderError) as info:
@@ -546,31 +519,8 @@ def test_the_pool_s_asyncio_requirements_are_the_project_s() -> None:
     assert "asyncio" in pool.extras or any(floor >= Version("4.5") for floor in floors), declared
 
 
-class ProxyServer:
-    """A raw socket HTTP proxy for one request: it keeps the request line it was sent (an
-    absolute URL, as a client sends a proxy) and answers 503."""
-
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.socket.settimeout(10)
-        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
-        self.request_line = b""
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        with contextlib.suppress(OSError), self.socket.accept()[0] as connection:
-            connection.settimeout(10)
-            received = b""
-            while b"\r\n\r\n" not in received:
-                received += connection.recv(65536) or b"\r\n\r\n"
-            self.request_line = received.split(b"\r\n", 1)[0]
-            connection.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                               b"Connection: close\r\n\r\n")  # fmt: skip
-
-    def close(self) -> None:
-        self.socket.close()
-        self.thread.join(timeout=10)
+UNAVAILABLE = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+               b"Connection: close\r\n\r\n")  # fmt: skip
 
 
 @pytest.mark.parametrize("call", ["generate", "agenerate"])
@@ -584,7 +534,7 @@ def test_a_client_the_provider_makes_goes_through_the_environment_s_proxy(
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
-    proxy = ProxyServer()
+    proxy = OneRequestServer(UNAVAILABLE)  # (as a proxy: it is sent the absolute URL)
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     provider = VLLMProvider("http://model-server.invalid:8000", model="m")
     try:
