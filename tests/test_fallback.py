@@ -252,3 +252,26 @@ def test_tool_calls_fall_back_too() -> None:
     assert [call.value.city for call in calls.calls] == ["Oslo"]  # type: ignore[attr-defined]
     assert len(anthropic_wire.requests) == NO_WAIT.retries + 1
     assert [a.provider for a in calls.attempts][-1] == "test"
+
+
+def test_a_list_behind_a_limit_inside_another_has_every_provider_vet_the_options() -> None:
+    """`FallbackProvider([ConcurrencyLimit(FallbackProvider([a, b])), c])`: a call may reach
+    `b` through the limit, so `b` vets the call's options too (on main only the inner list's
+    primary did: an option `b` does not take was accepted, and `b` would have been sent it)."""
+    from sdk.providers import ConcurrencyLimit
+
+    document = json.dumps(DECISION)
+    first = TestProvider([document], options=["tenant_tier"])
+    second = TestProvider([document])  # (takes no `tenant_tier`)
+    last = TestProvider([document], options=["tenant_tier"])
+    nested = FallbackProvider([ConcurrencyLimit(FallbackProvider([first, second]), 2), last])
+    assert [getattr(p, "inner", p) for p in nested.reached()] == [first, second, last]
+    with pytest.raises(TypeError, match="tenant_tier"):
+        StructuredClient(nested).generate(Decision, prompt="x", tenant_tier="gold")
+    assert first.requests == second.requests == last.requests == []
+    # Every provider it may reach takes it: sent to the first.
+    second_takes = TestProvider([document], options=["tenant_tier"])
+    taking = FallbackProvider([ConcurrencyLimit(FallbackProvider([first, second_takes]), 2),
+                               last])  # fmt: skip
+    assert StructuredClient(taking).generate(Decision, prompt="x", tenant_tier="gold").value
+    assert len(first.requests) == 1 and second_takes.requests == last.requests == []

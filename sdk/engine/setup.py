@@ -6,7 +6,6 @@ differ by the `await` alone), and what batch jobs and `sdk.wire` build their cal
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -94,17 +93,7 @@ def reachable_models(provider: Provider) -> dict[str | None, None]:
     """The models of the providers a call through `provider` may reach (a `FallbackProvider`'s
     each, and the providers of a list behind a `ConcurrencyLimit` in it, which the call reaches
     through that one), each once, in order (`None`: one that does not know its model up front)."""
-    return dict.fromkeys(reached.model for reached in _reached(provider))
-
-
-def _reached(provider: Provider) -> Iterator[Provider]:
-    for candidate in provider.candidates():
-        inner = candidate.candidates()
-        if inner == (candidate,):
-            yield candidate
-        else:  # (a list behind a limit: the call goes to it whole, and it to each of its own)
-            for each in inner:
-                yield from _reached(each)
+    return dict.fromkeys(reached.model for reached in provider.reached())
 
 
 def _document(kind: OutputKind[Any]) -> Document:
@@ -180,7 +169,7 @@ def _machine(
     """Vet the options on every provider the call may go to, then start the attempts machine
     (which vets the output kind: a fallback list skips a provider that cannot carry it)."""
     transport = spec.transport
-    for candidate in provider.candidates():
+    for candidate in provider.reached():
         candidate.vet_options(transport.options, transport.extra_body)
     reasoning = spec.output.reasoning
     if reasoning == "native" and not provider.supports_native_reasoning:

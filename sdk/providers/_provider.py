@@ -199,6 +199,21 @@ class Provider:
         spent: this one alone (`FallbackProvider` gives its list)."""
         return (self,)
 
+    def reached(self) -> tuple[Provider, ...]:
+        """Every provider a client call through this one may send to, in order: its
+        `candidates()`, and in place of one that is a list itself (a `FallbackProvider` behind
+        a `ConcurrencyLimit` in another list, which sends to each of its own in turn) that
+        list's. What is checked against the providers a call may reach (options, models)
+        is checked against these."""
+        candidates = self.candidates()
+        if candidates == (self,):
+            return candidates
+        reached: list[Provider] = []
+        for candidate in candidates:
+            inner = candidate.candidates()
+            reached.extend((candidate,) if inner == (candidate,) else candidate.reached())
+        return tuple(reached)
+
     @property
     def name(self) -> str:
         """Provider family name (its profile's, `sdk.providers.profile(name)`), as in
@@ -248,7 +263,7 @@ class Provider:
         """The call options this provider takes beyond the SDK's sampling options (its profile
         says which: `TestProvider(options=...)`, the embedded engine's `fast_forward`): a client
         takes them as it takes `temperature`, and every provider the call may go to vets them."""
-        taken = (frozenset(c.codec.profile.options) for c in self.candidates())
+        taken = (frozenset(c.codec.profile.options) for c in self.reached())
         return frozenset().union(*taken) - SAMPLING_OPTIONS
 
     def wire_schema(self, contract: type[Contract]) -> WireSchema | None:
