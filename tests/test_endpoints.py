@@ -334,3 +334,45 @@ def test_the_request_log_filter_leaves_other_records_whole() -> None:
     assert (plain.msg, plain.args) == ("HTTP Request: %s %s", ("GET", "u"))
     assert (broken.msg, broken.args) == ("%d", ("x",))
     assert secret.getMessage() == "http://h/?key=[redacted]"
+
+
+CREDENTIAL_NAMES = ["key", "API_KEY", "apikey", "token", "access_token", "secret", "password",
+                    "sig", "subscription-key", "client_secret", "X-Amz-Signature",
+                    "X-Amz-Security-Token", "X-Amz-Credential", "x-goog-signature",
+                    "auth", "x-auth-token", "passwd"]  # fmt: skip
+"""Query parameters that carry a credential: the usual names, and a name ending in one of them
+(Azure API Management's `subscription-key`, a presigned URL's `X-Amz-Signature`)."""
+ROUTING_NAMES = ["api-version", "deployment", "model", "keyword", "monkey", "tokens", "region"]
+"""Query parameters that do not: kept as written everywhere."""
+
+
+@pytest.mark.parametrize("name", CREDENTIAL_NAMES)
+def test_a_credential_query_parameter_is_withheld_redacted_and_never_logged(name: str) -> None:
+    """One rule, `SECRET_QUERY_NAMES`, for the job state file (`withheld`), errors (the fault
+    boundary's `Redactor`) and the request logs (`redact_request_logs`): a parameter whose name
+    is, or ends in, a credential's (`-key`, `_secret`, `-signature`, ...) keeps no value there,
+    and the routing parameters beside it are kept."""
+    from sdk.providers._boundary import Redactor
+    from sdk.providers._endpoint import withheld
+
+    url = f"https://gw.test/llm?api-version=2024-10-21&{name}=s3cr3t-v4lue&deployment=gpt"
+    kept = withheld(url)
+    assert "s3cr3t-v4lue" not in kept and f"{name}=***" in kept
+    assert "api-version=2024-10-21" in kept and "deployment=gpt" in kept
+    said = Redactor()(f"POST {url} failed")
+    assert "s3cr3t-v4lue" not in said and "deployment=gpt" in said
+    redact_request_logs()
+    logger = logging.getLogger("httpx")
+    record = logger.makeRecord("httpx", logging.INFO, "f", 1, "HTTP Request: POST %s", (url,),
+                               None)  # fmt: skip
+    assert logger.filter(record) and "s3cr3t-v4lue" not in record.getMessage()
+
+
+@pytest.mark.parametrize("name", ROUTING_NAMES)
+def test_a_routing_query_parameter_is_kept_as_written(name: str) -> None:
+    from sdk.providers._boundary import Redactor
+    from sdk.providers._endpoint import withheld
+
+    url = f"https://gw.test/llm?{name}=v4lue-1"
+    assert withheld(url) == url
+    assert Redactor()(url) == url

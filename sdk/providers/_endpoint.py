@@ -52,10 +52,15 @@ WITHHELD = "***"
 """What a base URL kept in a file holds in place of its credentials (`https://***@host/...`,
 `?key=***`): they were withheld, and must be given again to send requests there."""
 
-SECRET_QUERY_NAMES = r"api[_-]?key|key|token|access[_-]?token|secret|password|sig"
-"""The query parameters that carry a credential (a gateway's `?key=`, a signed URL's `sig=`),
-as a regular expression of their names: never kept in a file (`withheld`), and redacted from
-errors (`sdk.providers._boundary`)."""
+SECRET_QUERY_NAMES = (
+    r"(?:[a-z0-9]+[_.-])*(?:apikey|key|token|secret|password|passwd|sig|signature|credential|auth)"
+)
+"""The query parameters that carry a credential, as a regular expression of their names (matched
+whole, in any case): one of `key`, `token`, `secret`, `password`, `sig`, `signature`,
+`credential`, `auth`, ..., or a name ending in one after a `-`, `_` or `.` (a gateway's
+`?key=`, Azure API Management's `subscription-key=`, a signed URL's `sig=` or
+`X-Amz-Signature=`, `client_secret=`). Never kept in a file (`withheld`), redacted from errors
+(`sdk.providers._boundary`) and from the request logs (`sdk.providers._logs`)."""
 _SECRET_PARAMETER = re.compile(rf"(?i)(^|&)((?:{SECRET_QUERY_NAMES})=)[^&]*")
 _WITHHELD_PARAMETER = re.compile(
     rf"(?i)(?:^|&)(?:{SECRET_QUERY_NAMES})={re.escape(WITHHELD)}(?:&|$)"
