@@ -100,3 +100,38 @@ def test_the_key_was_really_sent_so_the_search_above_means_something() -> None:
     with pytest.raises(StructuredOutputError):
         StructuredClient(vllm, backoff=Backoff(retries=0)).generate(Decision, prompt="x")
     assert seen == [f"Bearer {VLLM_KEY}"]
+
+
+HOSTILE_TEXTS = {
+    "a run of scheme characters": "a-" * 500_000,
+    "schemes without credentials": "a://b:" * 100_000,
+    "a long scheme before each ://": ("x." * 1_000 + "://") * 100,
+    "a run of query parameters": "?" + "a-b." * 250_000,
+}
+"""Texts of about a megabyte that a reply may hold, shaped to make a pattern that scans from
+every word boundary scan the same run again and again."""
+
+
+def test_redacting_a_hostile_megabyte_ends_within_its_bound() -> None:
+    """Every error's text goes through the redaction (`Redactor`), a streamed reply's whole text
+    among them. On main the shape of credentials in a URL started at every word boundary and
+    scanned a run of scheme characters to its end from each: 28 s of CPU for a tenth of the first
+    text here, in the square of its length. Run in a process of its own, bounded (a hang fails, it is not waited
+    out); a known secret after each text is still redacted."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    program = (
+        "from sdk.providers._boundary import Redactor\n"
+        "from tests.test_secrets import HOSTILE_TEXTS\n"
+        "redact = Redactor(['sk-known-SECRET-1234'])\n"
+        "for text in HOSTILE_TEXTS.values():\n"
+        "    print(len(redact(text + ' sk-known-SECRET-1234')))\n"
+    )
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", program], cwd=root,
+                          capture_output=True, text=True, timeout=90)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lengths = [int(line) for line in done.stdout.split()]
+    assert lengths == [len(text) + len(" [redacted]") for text in HOSTILE_TEXTS.values()]

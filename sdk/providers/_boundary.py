@@ -70,7 +70,13 @@ _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}"), _REDACTED),
     (re.compile(r"(?i)\bbearer\b"), _REDACTED),
     (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}"), _REDACTED),
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]*@"), r"\1" + _REDACTED + "@"),
+    # (The scheme is matched from the start of a run of scheme characters only, not from every
+    # word boundary inside one: from each, a run without `://` was scanned to its end again,
+    # so a long one, `a-a-a-...` in a reply's text, took time in the square of its length.)
+    (
+        re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]*@"),
+        r"\1" + _REDACTED + "@",
+    ),
     (
         re.compile(
             rf"(?i)([?&](?:{SECRET_QUERY_NAMES})=)[^&\s'\"]+"
