@@ -115,9 +115,9 @@ every word boundary scan the same run again and again."""
 def test_redacting_a_hostile_megabyte_ends_within_its_bound() -> None:
     """Every error's text goes through the redaction (`Redactor`), a streamed reply's whole text
     among them. On main the shape of credentials in a URL started at every word boundary and
-    scanned a run of scheme characters to its end from each: 28 s of CPU for a tenth of the first
-    text here, in the square of its length. Run in a process of its own, bounded (a hang fails, it is not waited
-    out); a known secret after each text is still redacted."""
+    scanned a run of scheme characters to its end from each: 28 s of CPU for a tenth of the
+    first text here, in the square of its length. Run in a process of its own, bounded (a hang
+    fails, it is not waited out); a known secret after each text is still redacted."""
     import subprocess
     import sys
     from pathlib import Path
