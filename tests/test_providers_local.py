@@ -458,6 +458,18 @@ def test_the_pool_s_exceptions_are_raised_as_httpx_raises_httpcore_s(
     assert type(info.value.__cause__).__module__.startswith("httpcore2")
 
 
+def _failure(provider: Provider, call: str) -> ProviderError:
+    """The `ProviderError` one `generate` through `provider` ends with, no retry (`call`:
+    `"generate"` on the sync client, `"agenerate"` on the async one)."""
+    with pytest.raises(ProviderError) as info:
+        if call == "generate":
+            _client(provider, backoff=Backoff(retries=0)).generate(Decision, prompt="x")
+        else:
+            client = AsyncStructuredClient(provider, backoff=Backoff(retries=0))
+            asyncio.run(client.generate(Decision, prompt="x"))
+    return info.value
+
+
 @pytest.mark.parametrize("call", ["generate", "agenerate"])
 def test_a_body_cut_short_is_a_connection_failure_of_httpx_s_kind(call: str) -> None:
     """A client the provider makes reads replies through its own pool (`sdk.providers._pool`);
@@ -465,17 +477,12 @@ def test_a_body_cut_short_is_a_connection_failure_of_httpx_s_kind(call: str) -> 
     server = OneRequestServer(CUT_SHORT)
     provider = VLLMProvider(server.url, model="m")
     try:
-        with pytest.raises(ProviderError) as info:
-            if call == "generate":
-                _client(provider, backoff=Backoff(retries=0)).generate(Decision, prompt="x")
-            else:
-                client = AsyncStructuredClient(provider, backoff=Backoff(retries=0))
-                asyncio.run(client.generate(Decision, prompt="x"))
+        failed = _failure(provider, call)
     finally:
         server.close()
-    assert "connection failed (RemoteProtocolError)" in str(info.value)
-    assert isinstance(info.value.__cause__, httpx.RemoteProtocolError)
-    assert info.value.status_code is None
+    assert "connection failed (RemoteProtocolError)" in str(failed)
+    assert isinstance(failed.__cause__, httpx.RemoteProtocolError)
+    assert failed.status_code is None
 
 
 async def test_every_connection_of_a_burst_is_kept_alive_and_used_again(
@@ -538,15 +545,10 @@ def test_a_client_the_provider_makes_goes_through_the_environment_s_proxy(
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     provider = VLLMProvider("http://model-server.invalid:8000", model="m")
     try:
-        with pytest.raises(ProviderError) as info:
-            if call == "generate":
-                _client(provider, backoff=Backoff(retries=0)).generate(Decision, prompt="x")
-            else:
-                client = AsyncStructuredClient(provider, backoff=Backoff(retries=0))
-                asyncio.run(client.generate(Decision, prompt="x"))
+        failed = _failure(provider, call)
     finally:
         proxy.close()
-    assert info.value.status_code == 503
+    assert failed.status_code == 503
     assert proxy.request_line.startswith(b"POST http://model-server.invalid:8000/")
 
 
