@@ -1,7 +1,8 @@
 """What a calibration was fitted for, against what a call is: the one check behind the abstention
 thresholds (`sdk.abstention.Thresholds.check_contract`) and the confidence calibration
 (`sdk.calibration.Calibration.check_fitted`), which `sdk eval` records alike (`contract`: its
-name, version and fingerprint; `provider`; `model`).
+name, version and fingerprint; `provider`; `model`, and `models`: every model whose answers it
+was fitted on).
 
 A record written by the SDK always holds the contract's fingerprint, and the fingerprint decides
 (a contract whose schema or name changed since is another contract). A record naming a contract
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fingerprinted", "mismatch"]
+__all__ = ["fingerprinted", "fitted_models", "mismatch"]
 
 
 def mismatch(
@@ -36,11 +37,24 @@ def mismatch(
         elif printed is None and named is not None and named != name:
             fitted.append(f"{named} (no fingerprint recorded)")
             call.append(f"{name} (fingerprint {fingerprint[:12]})")
-    fitted_model = _text(recorded.get("model"))
-    if model and fitted_model is not None and fitted_model != model:
-        fitted.append(f"model {fitted_model}")
+    models = fitted_models(recorded)
+    if model and models and model not in models:
+        fitted.append(f"model{'s' if len(models) > 1 else ''} {', '.join(models)}")
         call.append(f"model {model}")
     return (" and ".join(fitted), " and ".join(call)) if fitted else None
+
+
+def fitted_models(recorded: Mapping[str, Any]) -> list[str]:
+    """The models a record was fitted on: its `models` (what `sdk eval` writes: behind a
+    `FallbackProvider`, every model that answered) where it has them, else its `model`
+    (a record written before `models`, or by hand); none: unknown."""
+    listed = recorded.get("models")
+    if isinstance(listed, list):
+        known = [name for item in listed if (name := _text(item)) is not None]
+        if known:
+            return known
+    one = _text(recorded.get("model"))
+    return [one] if one is not None else []
 
 
 def fingerprinted(recorded: Mapping[str, Any]) -> bool:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from sdk._files import write_atomic
+from sdk._fitted import fitted_models
 from sdk._fitted import mismatch
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import char_pointers
@@ -220,7 +221,7 @@ class Thresholds:
             return f"the default threshold {DEFAULT_THRESHOLD:g} on {named} (not calibrated)"
         if made == "by hand":
             return "thresholds set by hand"
-        model = self.calibration.get("model") or "a model"
+        model = ", ".join(fitted_models(self.calibration)) or "a model"
         dataset = self.calibration.get("dataset") or "labelled data"
         return f"thresholds calibrated on {dataset} for {model}"
 

@@ -17,6 +17,7 @@ from sdk import StructuredClient
 from sdk import Verbatim
 from sdk.abstention import Sample
 from sdk.abstention import Thresholds
+from sdk.abstention import ThresholdsMismatch
 from sdk.abstention import abstain
 from sdk.abstention import calibrate
 from sdk.abstention import value_start_masses
@@ -371,3 +372,23 @@ def test_the_cli_refuses_thresholds_and_calibration_together(tmp_path: Path) -> 
     assert result.exit_code != 0
     assert "--calibrate" in result.output
     assert not os.path.exists(tmp_path / "c.json")
+
+
+def test_thresholds_fitted_on_several_models_fit_each_and_no_other() -> None:
+    """A record of `sdk eval --calibrate` through a `FallbackProvider` names every model that
+    answered (`models`): a call on any of them takes it, one on another model does not, and
+    the note says which models (on main `models` was not read, and `model` named the primary
+    alone)."""
+    info = schema_info(Parcel)
+    contract = {"name": info.name, "fingerprint": info.fingerprint}
+    both = Thresholds({}, calibration={"contract": contract, "model": None, "models": ["a", "b"]})
+    for model in ("a", "b", None):
+        both.check_contract(info.name, info.fingerprint, model)
+    with pytest.raises(ThresholdsMismatch, match="calibrated for models a, b, not for model c"):
+        both.check_contract(info.name, info.fingerprint, "c")
+    assert both.describe() == "thresholds calibrated on labelled data for a, b"
+    # A record written before `models` (or by hand) is read by its `model`, as before.
+    older = Thresholds({}, calibration={"contract": contract, "model": "a"})
+    older.check_contract(info.name, info.fingerprint, "a")
+    with pytest.raises(ThresholdsMismatch, match="calibrated for model a, not for model b"):
+        older.check_contract(info.name, info.fingerprint, "b")

@@ -164,3 +164,60 @@ def test_the_arm_needs_somewhere_to_abstain(scripted) -> None:  # noqa: F811
         "min_confidence": 0.7,
         "confidence_calibration": curve,
     }
+
+
+def _answered_by(model: str, chance: float) -> object:
+    """A reply of `model` saying red with `chance` for the value (the rest forced)."""
+    import math
+
+    from sdk.confidence import TokenLogprob
+    from sdk.providers._base import Completion
+    from sdk.stop_reason import StopReason
+
+    text = '{"color":"red"}'
+    tokens = (
+        TokenLogprob('{"color":"', 0, 0.0, 1.0),
+        TokenLogprob("red", 10, math.log(chance), 0.9),
+        TokenLogprob('"}', 13, 0.0, 1.0),
+    )
+    return Completion(text, StopReason.END_TURN, "stop", model=model, tokens=tokens)
+
+
+def test_a_calibration_fitted_through_a_fallback_names_the_models_that_answered() -> None:
+    """`sdk eval --calibrate-confidence` through a `FallbackProvider` records the models whose
+    answers it was fitted on, not the primary's alone (on main: `model` was the primary's, so
+    curves fitted on the fallback's answers were taken for the primary's model and refused for
+    the fallback's own)."""
+    from sdk import StructuredClient
+    from sdk.calibration import CalibrationMismatch
+    from sdk.errors import ProviderError
+    from sdk.providers import FallbackProvider
+    from sdk.providers import TestProvider
+
+    down = ProviderError("the primary is down", transient=False)  # (not retried: falls back)
+    # Every answer comes from the fallback: the fit is model b's.
+    primary = TestProvider([down] * 4, model="a")
+    fallback = TestProvider([_answered_by("b", 0.6)] * 4, model="b")
+    run = _run(StructuredClient(FallbackProvider([primary, fallback]), retries=0),
+               arms=["constrained"])  # fmt: skip
+    assert len(primary.requests) == 4 and len(fallback.requests) == 4
+    assert {o.model for o in run.outcomes_of("constrained")} == {"b"}
+    fitted = calibrate_confidence_run(run)
+    assert fitted.fitted["models"] == ["b"] and fitted.fitted["model"] == "b"
+    info = schema_info(Shade)
+    fitted.check_fitted(info.name, info.fingerprint, "b")
+    with pytest.raises(CalibrationMismatch, match="model b, not for model a"):
+        fitted.check_fitted(info.name, info.fingerprint, "a")
+    # Half the answers from each: fitted for both, so a call that may reach either takes it.
+    primary = TestProvider([down, _answered_by("a", 0.6)] * 2, model="a")
+    fallback = TestProvider([_answered_by("b", 0.6)] * 2, model="b")
+    run = _run(StructuredClient(FallbackProvider([primary, fallback]), retries=0),
+               arms=["constrained"])  # fmt: skip
+    mixed = calibrate_confidence_run(run)
+    assert mixed.fitted["models"] == ["a", "b"] and mixed.fitted["model"] is None
+    for model in ("a", "b"):
+        mixed.check_fitted(info.name, info.fingerprint, model)
+    with pytest.raises(CalibrationMismatch, match="models a, b, not for model c"):
+        mixed.check_fitted(info.name, info.fingerprint, "c")
+    # The results file keeps who answered: a reload fits the same.
+    assert {o.model for o in run.outcomes_of("constrained")} == {"a", "b"}

@@ -463,7 +463,14 @@ def run_arm(
         digest=item.digest,
         signals=generated.signals,
         confidence=_top_level_confidence(last),
+        model=_model_of(last),
     )
+
+
+def _model_of(result: Any) -> str | None:
+    """The model a result names (a step's result may be any value)."""
+    model = getattr(result, "model", None)
+    return model if isinstance(model, str) else None
 
 
 def _top_level_confidence(result: Any) -> dict[str, tuple[float, float | None]] | None:
@@ -513,6 +520,7 @@ def _failed(
         schema=schema,
         mass=_mass(last),
         digest=item.digest,
+        model=attempts[-1].model if attempts else None,
     )
 
 

@@ -15,6 +15,8 @@ split and give it to a run on another (`--confidence-calibration`), or to a clie
 
 from __future__ import annotations
 
+from typing import Any
+
 from sdk.abstention import DEFAULT_MAX_FALSE_ABSTENTION
 from sdk.abstention import Sample
 from sdk.abstention import Thresholds
@@ -23,10 +25,22 @@ from sdk.calibration import Calibration
 from sdk.calibration import Grouping
 from sdk.calibration import Method
 from sdk.calibration import fit
+from sdk.eval.metrics import Outcome
 from sdk.eval.metrics import confidence_samples
 from sdk.eval.runner import EvalRun
 
 __all__ = ["calibrate_confidence_run", "calibrate_run", "calibration_samples"]
+
+
+def _models(run: EvalRun, outcomes: list[Outcome]) -> dict[str, Any]:
+    """What a fit records of the models it was fitted on (`sdk._fitted.mismatch` reads it):
+    `models`, those that made the outcomes it used (behind a `FallbackProvider` the fallback's
+    too; the run's own model where an outcome does not say), and `model`, the one when there
+    is one (what a record has always held, and a hand-written one holds)."""
+    configured = run.config.get("model")
+    named = {outcome.model or configured for outcome in outcomes} - {None}
+    models = sorted(name for name in named if isinstance(name, str))
+    return {"model": models[0] if len(models) == 1 else None, "models": models}
 
 
 def calibration_samples(run: EvalRun, arm: str = "mass_aware") -> list[Sample]:
@@ -61,11 +75,13 @@ def calibrate_run(
         raise ValueError(f"the run has no {arm} outcomes with signals to calibrate on")
     if run.config.get("thresholds"):
         raise ValueError("the run applied thresholds already: calibrate on a run without them")
-    items = len({outcome.item for outcome in run.outcomes_of(arm)})
+    outcomes = run.outcomes_of(arm)
+    items = len({outcome.item for outcome in outcomes})
+    calibrated = [o for o in outcomes if o.valid and o.signals is not None]
     calibration = {
         "contract": run.config.get("contract"),
         "provider": run.config.get("provider"),
-        "model": run.config.get("model"),
+        **_models(run, calibrated),
         "dataset": run.config.get("dataset"),
         "items": items,
         "options": run.config.get("options"),
@@ -78,8 +94,14 @@ def calibrate_confidence_run(
 ) -> Calibration:
     """The confidence calibration fitted on the run's returned values (module docstring;
     `ValueError` when none has a confidence: the route reports no token probabilities)."""
-    arms = [arm for arm in run.arms if confidence_samples(run.outcomes_of(arm))]
-    samples = [s for arm in arms for s in confidence_samples(run.outcomes_of(arm))]
+    sampled = [
+        (arm, outcome, samples)
+        for arm in run.arms
+        for outcome in run.outcomes_of(arm)
+        if (samples := confidence_samples([outcome]))
+    ]
+    arms = list(dict.fromkeys(arm for arm, _, _ in sampled))
+    samples = [sample for _, _, samples in sampled for sample in samples]
     if not samples:
         raise ValueError(
             "the run has no values with a confidence to calibrate on (the route reports no "
@@ -88,7 +110,7 @@ def calibrate_confidence_run(
     fitted = {
         "contract": run.config.get("contract"),
         "provider": run.config.get("provider"),
-        "model": run.config.get("model"),
+        **_models(run, [outcome for _, outcome, _ in sampled]),
         "dataset": run.config.get("dataset"),
         "arms": arms,
         "items": len(run.items),

@@ -114,6 +114,10 @@ class Outcome:
     uncalibrated, `sdk.confidence`): its probability among the allowed tokens and the share of
     the model's probability the grammar kept (`None`: not reported). `None` where the route
     gave no token probabilities."""
+    model: str | None = None
+    """The model that answered, as its result or last attempt names it (behind a
+    `FallbackProvider`, the one that did); `None` where the provider does not say, or in a
+    results file written before it was recorded."""
 
     @property
     def correct(self) -> bool:
@@ -148,6 +152,7 @@ class Outcome:
             "confidence": {k: list(v) for k, v in self.confidence.items()}
             if self.confidence is not None
             else None,
+            "model": self.model,
         }
 
     @classmethod
@@ -176,6 +181,7 @@ class Outcome:
             else None,
             prompt=dict(data["prompt"]) if isinstance(data.get("prompt"), dict) else None,
             confidence=_confidence_of(data.get("confidence")),
+            model=data["model"] if isinstance(data.get("model"), str) else None,
         )
 
 
