@@ -123,6 +123,31 @@ def test_an_input_line_edited_while_a_local_job_runs_stops_it_naming_the_line(
     assert len(records) == COUNT and set(records) == {f"doc-{n}" for n in range(COUNT)}
 
 
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_a_finished_line_edited_with_its_mtime_put_back_stops_the_job(
+    tmp_path: Path, engine: str
+) -> None:
+    """An edit to a line already read and answered (with the local engine, its answer
+    written), the file's size and modification time put back (`touch -r`, a tool that keeps
+    times): no worker reads that line again, so only the tick's look at the file can see it, and the change time (which no one can set)
+    moves. On main the look compared size and mtime alone and the job went on answering for
+    an input that was no longer the one indexed (here: it waited on the held calls for ever,
+    bounded by the test's timeout)."""
+    if engine == "ray":
+        pytest.importorskip("ray")
+    extra = ("--concurrency", "1", *(("--engine", "ray") if engine == "ray" else ()))
+    with local_job(tmp_path, COUNT, 0.01, *extra, closed=True) as (runner, url, files):
+        _some_done_then_held(url, files.state)  # (the fifth line read, its call answered)
+        if engine == "local":  # (Ray commits a batch of the actors' answers at a time)
+            wait_for(lambda: len(read_output(files.out)) >= 5, "the fifth answer written")
+            assert "doc-4" in by_id(read_output(files.out))
+        _edit_line(files.items, 5, keep_mtime=True)
+        _, errors = runner.communicate(timeout=90)  # (the calls stay held: no answer moves it)
+        assert runner.returncode == 2, errors
+        line = one_line(errors)
+        assert f"{files.items}:5: changed since indexing" in line and "'doc-4'" in line
+
+
 def test_an_input_replaced_by_another_file_stops_the_job(tmp_path: Path) -> None:
     # An editor that saves to a new file and renames it over the input: the job's open handle
     # still reads the old file, so only the look at the path sees it.

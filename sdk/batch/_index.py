@@ -173,14 +173,16 @@ def input_changed(state: JobState, path: Path) -> InputChanged | None:
 
 
 def input_stat(path: Path) -> tuple[int, ...]:
-    """What `os.stat` says of the input (file, size, modification time): a running job looks at
-    it every tick, and scans for a changed line only when it moved. `()` when the file is
-    gone."""
+    """What `os.stat` says of the input (file, size, modification and change times): a running
+    job looks at it every tick, and scans for a changed line only when it moved. The change
+    time is what tells an edit whose size and modification time were put back (`touch -r`, a
+    tool that keeps times: no one can set it back); a `chmod` moves it too, and costs one scan
+    that finds nothing. `()` when the file is gone."""
     try:
         stat = os.stat(path)
     except OSError:
         return ()
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 def _all_items(state: JobState) -> Iterator[ItemRow]:
