@@ -129,10 +129,10 @@ def test_a_finished_line_edited_with_its_mtime_put_back_stops_the_job(
 ) -> None:
     """An edit to a line already read and answered (with the local engine, its answer
     written), the file's size and modification time put back (`touch -r`, a tool that keeps
-    times): no worker reads that line again, so only the tick's look at the file can see it, and the change time (which no one can set)
-    moves. On main the look compared size and mtime alone and the job went on answering for
-    an input that was no longer the one indexed (here: it waited on the held calls for ever,
-    bounded by the test's timeout)."""
+    times): no worker reads that line again, so only the tick's look at the file can see it,
+    and the change time (which no one can set) moves. On main the look compared size and
+    mtime alone and the job went on answering for an input that was no longer the one indexed
+    (here: it waited on the held calls for ever, bounded by the test's timeout)."""
     if engine == "ray":
         pytest.importorskip("ray")
     extra = ("--concurrency", "1", *(("--engine", "ray") if engine == "ray" else ()))
