@@ -187,3 +187,83 @@ def test_a_folder_target_skips_main_and_names_a_script_that_exits_when_imported(
     assert locked.returncode == 0, locked.stdout + locked.stderr
     assert _locked(folder) == set(NAMES)
     assert not marker.exists()  # `python -m models` runs __main__.py; importing never does
+
+
+def test_a_contract_removed_from_a_loose_file_is_noticed_when_that_file_is_checked(
+    tmp_path: Path,
+) -> None:
+    # The lock records the file that defines each name (`sources`). Before, a check of one
+    # loose file compared its own contracts only: a contract deleted from it passed (a
+    # pre-commit hook gives the changed files), and a lock of it said nothing.
+    folder = tmp_path / "models"
+    files = _loose_folder(folder)
+    assert _sdk(tmp_path, "schema", "lock", "models").returncode == 0  # locked by the folder
+    sources = json.loads((folder / "schemas" / LOCK_FILE).read_text())["sources"]
+    assert sources == {name: f"../{name.lower()}_contract.py" for name in NAMES}
+    # Beta moves to gamma's file, Alpha is deleted.
+    files[2].write_text(_contract("Gamma") + _contract("Beta").split("\n\n\n", 1)[1])
+    files[1].write_text("# nothing here any more\n")
+    files[0].write_text("# nothing here any more\n")
+    checked = _sdk(tmp_path, "schema", "check", str(files[0]))
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "contract-missing: Alpha is locked (v1) as defined in" in checked.stdout
+    assert "sdk schema lock models" in checked.stdout
+    # The lock of the file keeps the entry (it may have moved), and says so.
+    locked = _sdk(tmp_path, "schema", "lock", str(files[0]))
+    assert locked.returncode == 0 and "kept Alpha v1: locked as defined in" in locked.stdout
+    assert _locked(folder) == set(NAMES)
+    # Beta is Gamma's file's now: once that file is locked, Beta's old file has nothing missing.
+    assert _sdk(tmp_path, "schema", "check", str(files[1])).returncode == 1
+    assert _sdk(tmp_path, "schema", "lock", str(files[2])).returncode == 0
+    moved = _sdk(tmp_path, "schema", "check", str(files[1]))
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    # The folder's lock drops what no file defines.
+    dropped = _sdk(tmp_path, "schema", "lock", "models")
+    assert "dropped Alpha v1: no longer defined" in dropped.stdout
+    assert _locked(folder) == set(NAMES[1:])
+    assert _sdk(tmp_path, "schema", "check", str(files[0])).returncode == 0
+
+
+def test_a_lock_written_before_sources_is_read_and_given_them(tmp_path: Path) -> None:
+    # A lock file without `sources` (an older SDK's): read as before, every check passes, and
+    # the next lock records the sources without re-pinning anything.
+    folder = tmp_path / "models"
+    files = _loose_folder(folder)
+    assert _sdk(tmp_path, "schema", "lock", "models").returncode == 0
+    path = folder / "schemas" / LOCK_FILE
+    data = json.loads(path.read_text())
+    del data["sources"]
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    for target in [*map(str, files), "models"]:
+        checked = _sdk(tmp_path, "schema", "check", target)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    again = _sdk(tmp_path, "schema", "lock", str(files[0]))
+    assert again.returncode == 0 and "0 locked, 0 re-pinned, 0 dropped, 1 unchanged" in again.stdout
+    assert json.loads(path.read_text())["sources"] == {"Alpha": "../alpha_contract.py"}
+
+
+def test_a_package_module_checked_alone_notices_a_contract_or_grammar_removed_from_it(
+    tmp_path: Path,
+) -> None:
+    # A package's modules share the package's lock: a module checked alone (a pre-commit hook
+    # giving `shop/billing.py`) notices what the lock records as its own and it no longer
+    # defines; a grammar re-exported by the package's `__init__` is its defining module's.
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    grammar = "from sdk.grammar import Grammar\n\nCODE = Grammar('Code', lark='start: \"x\"\\n')\n"
+    (shop / "billing.py").write_text(_contract("Invoice") + "\n" + grammar)
+    (shop / "__init__.py").write_text("from shop.billing import CODE\n")
+    (shop / "shipping.py").write_text(_contract("Parcel"))
+    assert _sdk(tmp_path, "schema", "lock", "shop").returncode == 0
+    sources = json.loads((shop / "schemas" / LOCK_FILE).read_text())["sources"]
+    assert sources == {"Code": "../billing.py", "Invoice": "../billing.py",
+                       "Parcel": "../shipping.py"}  # fmt: skip
+    (shop / "billing.py").write_text("# moved out\n")
+    (shop / "__init__.py").write_text("")
+    checked = _sdk(tmp_path, "schema", "check", str(shop / "billing.py"))
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "contract-missing: Code is locked (v1) as defined in" in checked.stdout
+    assert "contract-missing: Invoice is locked (v1) as defined in" in checked.stdout
+    assert "sdk schema lock shop" in checked.stdout
+    other = _sdk(tmp_path, "schema", "check", str(shop / "shipping.py"))
+    assert other.returncode == 0, other.stdout + other.stderr

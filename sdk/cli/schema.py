@@ -104,6 +104,12 @@ def lock_command(
         out.line(f"rewrote the edited snapshot of {entry.name} v{entry.version}", "yellow")
     for entry in outcome.dropped:
         out.line(f"dropped {entry.name} v{entry.version}: no longer defined", "yellow")
+    for entry in outcome.missing:
+        out.line(
+            f"kept {entry.name} v{entry.version}: locked as defined in {target}, which no longer "
+            "defines it (lock the folder or package to drop it, or the file it moved to)",
+            "yellow",
+        )
     for path in outcome.written:
         out.line(f"wrote {display_path(path)}", "dim")
     counts = [

@@ -549,6 +549,12 @@ class Lock:
     """The lock file: every locked (name, version), older versions included."""
 
     entries: list[LockEntry] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    """Per locked name, the file that defines it, relative to the lock file's folder
+    (`../billing.py`), as the last `lock` found it: how a lock or a check of that one file
+    knows a contract was removed from it (a lock shared by a folder's loose files, or by a
+    package's modules). A name missing here (a lock written before they were recorded) is
+    noticed by a lock or check of the whole folder or package only."""
 
     @classmethod
     def read(cls, path: Path) -> Lock:
@@ -587,14 +593,16 @@ class Lock:
             if (entry.name, entry.version) in seen:
                 raise ValueError(f"{where}: {entry.name} v{entry.version} is listed twice")
             seen.add((entry.name, entry.version))
-        return cls(sorted(entries))
+        return cls(sorted(entries), dict(data.get("sources", {})))
 
     def to_bytes(self) -> bytes:
         """Deterministic bytes: entries sorted by name, then version."""
-        data = {
+        data: dict[str, Any] = {
             "lock_format": _LOCK_FORMAT,
             "contracts": [entry.to_json() for entry in sorted(self.entries)],
         }
+        if self.sources:
+            data["sources"] = dict(sorted(self.sources.items()))
         return (json.dumps(data, indent=2, ensure_ascii=True) + "\n").encode()
 
     def get(self, name: str, version: int) -> LockEntry | None:
@@ -638,6 +646,12 @@ _LOCK_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        # Per name, the file that defines it (compared, never opened: any path of a file).
+        "sources": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^\w+$"},
+            "additionalProperties": {"type": "string", "minLength": 1, "maxLength": 4096},
+        },
     },
 }
 _LOCK_VALIDATOR = jsonschema.Draft202012Validator(_LOCK_SCHEMA)
@@ -668,6 +682,11 @@ class LockOutcome:
     """Older versions of current contracts, kept: stored values were written under them."""
     written: list[Path] = field(default_factory=list)
     """The files this run wrote (snapshots and the lock file); identical files are left alone."""
+    missing: list[LockEntry] = field(default_factory=list)
+    """A lock of one file of a shared lock (a loose file, a package's module): the entries the
+    lock records as that file's whose contract it no longer defines. Kept, since such a lock
+    drops nothing (the contract may have moved to another file); locking the folder or the
+    package drops them, and `check` of the file reports them until then."""
 
 
 def lock(
@@ -710,8 +729,12 @@ def lock(
     )
     # One lock at a time per folder: loose files of one folder (or a package's modules) share
     # its lock file, and each run reads it, adds its entries and writes it whole.
+    sources = _sources(module, directory, contracts, grammars, prompts)
+    here = _source_of(module, directory) if part else None
     with held_lock(directory, wait=wait, busy=busy):
-        return _lock_in(directory, contracts, grammars, prompts, part=part, force=force)
+        return _lock_in(
+            directory, contracts, grammars, prompts, sources, part=part, here=here, force=force
+        )
 
 
 def _lock_in(
@@ -719,11 +742,14 @@ def _lock_in(
     contracts: list[type[Contract]],
     grammars: list[Grammar],
     prompts: list[type[Prompt]],
+    sources: Mapping[str, str],
     *,
     part: bool,
+    here: str | None,
     force: bool,
 ) -> LockOutcome:
-    """`lock`'s read, decision and writes, with the folder's lock held."""
+    """`lock`'s read, decision and writes, with the folder's lock held (`here`: a part lock's
+    own file, as `Lock.sources` names it)."""
     lock_path = directory / LOCK_FILE
     current = Lock.read(lock_path)
     infos = [schema_info(contract) for contract in contracts]
@@ -737,15 +763,15 @@ def _lock_in(
     if unfixable or (problems and not force):
         raise LockConflict(unfixable + problems)
 
-    pinned = _pin(infos, snapshots, current, force=force, drop=not part)
+    pinned = _pin(infos, snapshots, sources, current, force=force, drop=not part)
     files = _snapshot_files(directory, list(zip(contracts, infos, strict=False)), grammars, prompts)
-    files[lock_path] = Lock(sorted(pinned.kept)).to_bytes()
+    files[lock_path] = pinned.kept.to_bytes()
     written = [path for path, data in files.items() if _write_if_changed(path, data)]
     names = {info.name for info in infos}
     current_versions = {(info.name, info.version) for info in infos}
     history = [
         e
-        for e in sorted(pinned.kept)
+        for e in pinned.kept.entries
         if e.name in names and (e.name, e.version) not in current_versions
     ]
     return LockOutcome(
@@ -757,6 +783,7 @@ def _lock_in(
         rewritten=edited,
         history=history,
         written=written,
+        missing=_missing_from(current, here, names),
     )
 
 
@@ -764,8 +791,8 @@ def _lock_in(
 class _Pinned:
     """The lock's entries once the code's versions are pinned, and what became of each."""
 
-    kept: list[LockEntry]
-    """Every entry of the new lock."""
+    kept: Lock
+    """The new lock: every entry, and the files that define them."""
     added: list[LockEntry]
     replaced: list[LockEntry]
     unchanged: list[LockEntry]
@@ -774,13 +801,16 @@ class _Pinned:
 def _pin(
     infos: Sequence[SchemaInfo],
     snapshots: Mapping[str, str],
+    sources: Mapping[str, str],
     current: Lock,
     *,
     force: bool,
     drop: bool = True,
 ) -> _Pinned:
     """Pin each of `infos` (its snapshot named by `snapshots`, else by its name and version)
-    in the lock `current`; entries of names the code no longer has are dropped (`drop`)."""
+    in the lock `current`; entries of names the code no longer has are dropped (`drop`).
+    Each name the code has records the file that defines it now (`sources`: a contract moved
+    to another file is that file's); a name dropped, its file."""
     present = {info.name for info in infos}
     kept = [e for e in current.entries if e.name in present or not drop]
     added, replaced, unchanged = [], [], []
@@ -798,7 +828,65 @@ def _pin(
             kept = [e for e in kept if e.name != info.name or e.version < info.version]
         kept = [e for e in kept if (e.name, e.version) != (info.name, info.version)]
         kept.append(entry)
-    return _Pinned(kept, added, replaced, unchanged)
+    names = {entry.name for entry in kept}
+    files = {name: file for name, file in current.sources.items() if name in names}
+    files.update({name: file for name, file in sources.items() if name in present})
+    return _Pinned(Lock(sorted(kept), files), added, replaced, unchanged)
+
+
+def _sources(
+    module: ModuleType,
+    directory: Path,
+    contracts: Sequence[type[Contract]],
+    grammars: Sequence[Grammar],
+    prompts: Sequence[type[Prompt]],
+) -> dict[str, str]:
+    """The file that defines each contract, grammar and prompt, by its lock name, relative to
+    the lock's folder (`Lock.sources`): a class's module's file; a grammar's, the first
+    module of the target that binds it, its package's `__init__` last."""
+    found: dict[str, str] = {}
+    for contract in contracts:
+        where = _source_of(sys.modules.get(contract.__module__), directory)
+        if where is not None:
+            found[schema_info(contract).name] = where
+    for prompt in prompts:
+        where = _source_of(sys.modules.get(prompt.__module__), directory)
+        if where is not None:
+            found[prompt.name] = where
+    if grammars:
+        modules = [module, *_submodules(module)]
+        for grammar in grammars:
+            bindings = [m for m in modules if any(v is grammar for v in vars(m).values())]
+            # (a package's `__init__` re-exports what a module of it makes: the module first)
+            binding = next((m for m in bindings if m is not module), module if bindings else None)
+            where = _source_of(binding, directory)
+            if where is not None:
+                found[grammar.name] = where
+    return found
+
+
+def _source_of(module: ModuleType | None, directory: Path) -> str | None:
+    """A module's file relative to the lock's folder, with `/` (`None`: no file)."""
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return None
+    try:
+        return Path(os.path.relpath(Path(file).resolve(), directory.resolve())).as_posix()
+    except ValueError:  # another drive (Windows): no relative path
+        return Path(file).resolve().as_posix()
+
+
+def _missing_from(current: Lock, here: str | None, present: set[str]) -> list[LockEntry]:
+    """The entries of every name the lock records as defined in the file `here`
+    (`Lock.sources`) that the file no longer defines (`here` is `None`: none)."""
+    if here is None:
+        return []
+    gone = {
+        name
+        for name in current.names()
+        if name not in present and current.sources.get(name) == here
+    }
+    return [entry for entry in current.entries if entry.name in gone]
 
 
 def _snapshot_files(
@@ -985,8 +1073,24 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
                     f"`sdk schema lock {label}`",
                 )
             )
+    here = _source_of(module, directory) if part else None
+    missing = _missing_from(current, here, present)
+    if missing:
+        whole = shlex.quote(display_path(Path(str(module.__file__)).parent))
+        for name in sorted({entry.name for entry in missing}):
+            versions = ", ".join(f"v{e.version}" for e in current.versions(name))
+            findings.append(
+                CheckFinding(
+                    CheckCode.CONTRACT_MISSING,
+                    name,
+                    f"{name} is locked ({versions}) as defined in {label}, which no longer "
+                    "defines it: stored values of it cannot be read; if it moved, run `sdk "
+                    "schema lock` on the file that defines it now; if the removal is "
+                    f"deliberate, run `sdk schema lock {whole}` (the folder whose lock it is)",
+                )
+            )
     for entry in current.entries:
-        if entry.name in present or not part:
+        if entry.name in present or not part or entry in missing:
             findings.extend(_check_snapshot(entry, directory))
     return findings
 
