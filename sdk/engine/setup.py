@@ -6,6 +6,7 @@ differ by the `await` alone), and what batch jobs and `sdk.wire` build their cal
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -36,7 +37,14 @@ from sdk.providers._base import Message
 from sdk.providers._base import unsupported
 from sdk.providers._provider import Provider
 
-__all__ = ["ClientOptions", "output_kind", "reachable_models", "start_call", "start_tools_call"]
+__all__ = [
+    "ClientOptions",
+    "check_every_model",
+    "output_kind",
+    "reachable_models",
+    "start_call",
+    "start_tools_call",
+]
 
 
 def start_call(
@@ -73,10 +81,10 @@ def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[A
         require_contract(output, spec.method.name)
     contract = envelope.contract if envelope is not None else cast(type[Contract], output)
     document = Document(contract, envelope, spec.parsing)
+    schema = document.schema
     calibration = spec.parsing.confidence_calibration
     if calibration is not None:
-        for model in reachable_models(provider):
-            calibration.check_fitted(document.schema.name, document.schema.fingerprint, model)
+        check_every_model(calibration.check_fitted, schema.name, schema.fingerprint, provider)
     if spec.output.abstention == "none":
         return document
     if envelope is not None:
@@ -84,9 +92,19 @@ def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[A
     Guided.check(document)
     thresholds = spec.output.abstention_thresholds
     if thresholds is not None:
-        for model in reachable_models(provider):
-            thresholds.check_contract(document.schema.name, document.schema.fingerprint, model)
+        check_every_model(thresholds.check_contract, schema.name, schema.fingerprint, provider)
     return Guided(document, thresholds)
+
+
+def check_every_model(
+    check: Callable[[str, str, str | None], None], name: str, fingerprint: str, provider: Provider
+) -> None:
+    """Run `check` (a fitted record's: `Calibration.check_fitted`,
+    `Thresholds.check_contract`) for the contract `name`/`fingerprint` against the model of
+    every provider a call through `provider` may reach: what was fitted on one model is not
+    applied to another's values (`reachable_models`)."""
+    for model in reachable_models(provider):
+        check(name, fingerprint, model)
 
 
 def reachable_models(provider: Provider) -> dict[str | None, None]:

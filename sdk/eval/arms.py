@@ -76,7 +76,7 @@ from sdk.contract.derived import reasoning_field
 from sdk.contract.derived import ungated
 from sdk.contract.derived import widen
 from sdk.contract.derived import with_anchors
-from sdk.engine.setup import reachable_models
+from sdk.engine.setup import check_every_model
 from sdk.errors import ProviderError
 from sdk.errors import StructuredOutputError
 from sdk.eval.dataset import EvalItem
@@ -316,8 +316,8 @@ def _prepare_grounded(
     if thresholds is not None:
         info = schema_info(contract)
         try:  # the client's check (it applies them itself here, not through the client)
-            for model in reachable_models(client.provider):  # (a `FallbackProvider`'s each)
-                thresholds.check_contract(info.name, info.fingerprint, model)
+            check = thresholds.check_contract  # (a `FallbackProvider`'s every model)
+            check_every_model(check, info.name, info.fingerprint, client.provider)
         except ThresholdsMismatch as error:
             raise ArmUnavailable(str(error)) from None
     return PreparedArm(name, contract, grounding, steps=_mass_steps(contract, thresholds))

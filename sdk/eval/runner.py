@@ -42,7 +42,7 @@ from sdk.client import StructuredClient
 from sdk.contract import Contract
 from sdk.contract.derived import escape_members
 from sdk.contract.derived import widen
-from sdk.engine.setup import reachable_models
+from sdk.engine.setup import check_every_model
 from sdk.eval.arms import ARMS
 from sdk.eval.arms import DEFAULT_MIN_CONFIDENCE
 from sdk.eval.arms import ArmOptions
@@ -211,8 +211,7 @@ def run_eval(
     calibration = settings.get("confidence_calibration")
     if calibration is not None:  # (every arm's calibrated ECE reads its values through it)
         info = schema_info(contract)
-        for model in reachable_models(client.provider):
-            calibration.check_fitted(info.name, info.fingerprint, model)
+        check_every_model(calibration.check_fitted, info.name, info.fingerprint, client.provider)
     run = EvalRun(_config(items, contract, client, settings), list(items))
     if out is not None and not settings.get("fresh", False):
         _resume(run, Path(out))
