@@ -456,16 +456,12 @@ def _withhold_stored(state: Path, out: Output) -> None:
 def _rewrite_withheld(store: JobState, out: Output) -> None:
     from sdk.batch._lock import RunnerLock
 
-    spec, changes = store.get("backend_spec"), store.get("changes")
-    stored = {"backend_spec": spec, "changes": changes}
-    kept = {
-        "backend_spec": _spec_withheld(spec),
-        "changes": [_change_withheld(change) for change in changes] if changes else changes,
-    }
-    kept = {key: value for key, value in kept.items() if value != stored[key]}
-    if not kept:
-        return
-    with RunnerLock(store):
+    if not _withheld_changes(store):
+        return  # (the usual case: no lock taken)
+    with RunnerLock(store):  # read again under it: what another process recorded is kept
+        kept = _withheld_changes(store)
+        if not kept:
+            return
         store.overwrite(kept)
     out.err.print(
         f"job state: removed the servers' credentials from {store.path} (an older version kept "
@@ -473,6 +469,18 @@ def _rewrite_withheld(store: JobState, out: Output) -> None:
         style="dim",
         highlight=False,
     )
+
+
+def _withheld_changes(store: JobState) -> dict[str, Any]:
+    """The stored fields that hold a server's credentials (the spec, the record of changes of
+    servers), as this version keeps them; empty when none does."""
+    spec, changes = store.get("backend_spec"), store.get("changes")
+    stored = {"backend_spec": spec, "changes": changes}
+    kept = {
+        "backend_spec": _spec_withheld(spec),
+        "changes": [_change_withheld(change) for change in changes] if changes else changes,
+    }
+    return {key: value for key, value in kept.items() if value != stored[key]}
 
 
 def _spec_withheld(spec: Any) -> Any:
