@@ -221,3 +221,22 @@ def test_a_calibration_fitted_through_a_fallback_names_the_models_that_answered(
         mixed.check_fitted(info.name, info.fingerprint, "c")
     # The results file keeps who answered: a reload fits the same.
     assert {o.model for o in run.outcomes_of("constrained")} == {"a", "b"}
+
+
+def test_a_calibration_fitted_on_a_provider_whose_server_spells_its_model_otherwise_fits_it() -> (
+    None
+):
+    """A server that answers under another spelling of the model asked for (OpenAI's dated
+    snapshot for `gpt-4o`, a served alias): the fit is for the model the provider was given,
+    the one a call's check compares (`reachable_models`), so the same provider takes it. (Before
+    the fix: `models` was the reply's spelling, and the very provider it was fitted through was
+    refused: "fitted for model gpt-4o-2024-08-06, not for model gpt-4o".)"""
+    from sdk import StructuredClient
+    from sdk.providers import TestProvider
+
+    provider = TestProvider([_answered_by("gpt-4o-2024-08-06", 0.6)] * 4, model="gpt-4o")
+    run = _run(StructuredClient(provider, retries=0), arms=["constrained"])
+    fitted = calibrate_confidence_run(run)
+    info = schema_info(Shade)
+    fitted.check_fitted(info.name, info.fingerprint, "gpt-4o")
+    assert fitted.fitted["models"] == ["gpt-4o"]

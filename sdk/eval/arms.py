@@ -438,7 +438,8 @@ def run_arm(
     except ProviderError:
         raise
     except (StructuredOutputError, StepFailed) as failure:
-        return _failed(arm, item, failure, time.perf_counter() - started, schema, escapes)
+        latency = time.perf_counter() - started
+        return _failed(arm, client, item, failure, latency, schema, escapes)
     latency = time.perf_counter() - started
     last = generated.result
     reasoning = getattr(last, "reasoning", None)
@@ -463,14 +464,27 @@ def run_arm(
         digest=item.digest,
         signals=generated.signals,
         confidence=_top_level_confidence(last),
-        model=_model_of(last),
+        model=_model_of(client, last),
     )
 
 
-def _model_of(result: Any) -> str | None:
-    """The model a result names (a step's result may be any value)."""
-    model = getattr(result, "model", None)
-    return model if isinstance(model, str) else None
+def _model_of(client: StructuredClient, answered: Any) -> str | None:
+    """The model that answered a result or attempt (a step's result may be any value), as a
+    call's check names it (`sdk.engine.setup.reachable_models`): the model given to the
+    provider that answered, which its server may spell otherwise in its reply (OpenAI's dated
+    snapshot for `gpt-4o`, a served alias), so a fit recording the reply's spelling would be
+    refused by the very provider it was fitted through. The reply's spelling where it names
+    a provider's model, or where no one provider of the family that answered says its model."""
+    said = getattr(answered, "model", None)
+    said = said if isinstance(said, str) and said else None
+    reached = client.provider.reached()
+    if said is not None and any(provider.model == said for provider in reached):
+        return said
+    family = getattr(answered, "provider", None)
+    given = {provider.model for provider in reached if provider.name == family}
+    if len(given) == 1 and (model := given.pop()) is not None:
+        return model
+    return said
 
 
 def _top_level_confidence(result: Any) -> dict[str, tuple[float, float | None]] | None:
@@ -487,6 +501,7 @@ def _top_level_confidence(result: Any) -> dict[str, tuple[float, float | None]] 
 
 def _failed(
     arm: PreparedArm,
+    client: StructuredClient,
     item: EvalItem,
     failure: StructuredOutputError | StepFailed,
     latency: float,
@@ -520,7 +535,7 @@ def _failed(
         schema=schema,
         mass=_mass(last),
         digest=item.digest,
-        model=attempts[-1].model if attempts else None,
+        model=_model_of(client, attempts[-1]) if attempts else None,
     )
 
 
