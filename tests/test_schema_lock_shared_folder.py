@@ -267,3 +267,28 @@ def test_a_package_module_checked_alone_notices_a_contract_or_grammar_removed_fr
     assert "sdk schema lock shop" in checked.stdout
     other = _sdk(tmp_path, "schema", "check", str(shop / "shipping.py"))
     assert other.returncode == 0, other.stdout + other.stderr
+
+
+def test_a_grammar_imported_by_another_module_is_its_making_modules(tmp_path: Path) -> None:
+    # A grammar made in `shop/sql.py` and imported by `shop/billing.py` (which uses it) is
+    # `sql.py`'s: dropping that import from `billing.py` removes nothing from the lock. Before,
+    # the lock recorded the first module that binds it (`billing.py`, walked first), so the
+    # check of `billing.py` failed (contract-missing: Query) with `sql.py` still making it,
+    # and a lock of `billing.py` alone made it `billing.py`'s too.
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    grammar = (
+        "from sdk.grammar import Grammar\n\nQUERY = Grammar('Query', lark='start: \"x\"\\n')\n"
+    )
+    (shop / "__init__.py").write_text("")
+    (shop / "sql.py").write_text(grammar)
+    uses = "from shop.sql import QUERY\n" + _contract("Invoice")
+    (shop / "billing.py").write_text(uses)
+    assert _sdk(tmp_path, "schema", "lock", "shop").returncode == 0
+    path = shop / "schemas" / LOCK_FILE
+    assert json.loads(path.read_text())["sources"]["Query"] == "../sql.py"
+    assert _sdk(tmp_path, "schema", "lock", str(shop / "billing.py")).returncode == 0
+    assert json.loads(path.read_text())["sources"]["Query"] == "../sql.py"
+    (shop / "billing.py").write_text(_contract("Invoice"))  # (no longer uses the grammar)
+    checked = _sdk(tmp_path, "schema", "check", str(shop / "billing.py"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr

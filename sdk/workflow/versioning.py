@@ -26,6 +26,7 @@ them elsewhere.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import importlib.util
@@ -842,8 +843,8 @@ def _sources(
     prompts: Sequence[type[Prompt]],
 ) -> dict[str, str]:
     """The file that defines each contract, grammar and prompt, by its lock name, relative to
-    the lock's folder (`Lock.sources`): a class's module's file; a grammar's, the first
-    module of the target that binds it, its package's `__init__` last."""
+    the lock's folder (`Lock.sources`): a class's module's file; a grammar's, the module that
+    makes it (`_making_module`)."""
     found: dict[str, str] = {}
     for contract in contracts:
         where = _source_of(sys.modules.get(contract.__module__), directory)
@@ -856,13 +857,47 @@ def _sources(
     if grammars:
         modules = [module, *_submodules(module)]
         for grammar in grammars:
-            bindings = [m for m in modules if any(v is grammar for v in vars(m).values())]
-            # (a package's `__init__` re-exports what a module of it makes: the module first)
-            binding = next((m for m in bindings if m is not module), module if bindings else None)
-            where = _source_of(binding, directory)
+            where = _source_of(_making_module(grammar, module, modules), directory)
             if where is not None:
                 found[grammar.name] = where
     return found
+
+
+def _making_module(
+    grammar: Grammar, module: ModuleType, modules: Sequence[ModuleType]
+) -> ModuleType | None:
+    """The module that makes `grammar` (a grammar, unlike a class, does not say): the first
+    module of the target, else of those imported, whose own code assigns it to a name
+    (`CODE = Grammar(...)`), not one that imports it from there (`from shop.sql import CODE`:
+    a module that uses it, a package's `__init__` that re-exports it), which may be walked
+    first, or be the one module locked. Where no source says, the first module of the target
+    that binds it, its package's `__init__` last."""
+    bindings = [m for m in modules if any(v is grammar for v in vars(m).values())]
+    others = [m for m in list(sys.modules.values()) if m not in bindings]
+    for candidate in [*bindings, *others]:
+        names = {name for name, value in vars(candidate).items() if value is grammar}
+        if names and names & _assigned_names(getattr(candidate, "__file__", None)):
+            return candidate
+    return next((m for m in bindings if m is not module), module if bindings else None)
+
+
+def _assigned_names(file: object) -> frozenset[str]:
+    """The names a Python file's own statements assign (`NAME = ...`, `NAME: T = ...`), not
+    those its imports bind; none where it cannot be read or parsed."""
+    if not isinstance(file, str) or not file.endswith(".py"):
+        return frozenset()
+    try:
+        tree = ast.parse(Path(file).read_bytes(), filename=file)
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign | ast.NamedExpr):
+            targets = [node.target]
+        for target in targets:
+            names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return frozenset(names)
 
 
 def _source_of(module: ModuleType | None, directory: Path) -> str | None:
