@@ -183,7 +183,9 @@ def _answered_by(model: str, chance: float) -> object:
     return Completion(text, StopReason.END_TURN, "stop", model=model, tokens=tokens)
 
 
-def test_a_calibration_fitted_through_a_fallback_names_the_models_that_answered() -> None:
+def test_a_calibration_fitted_through_a_fallback_names_the_models_that_answered(
+    tmp_path: Path,
+) -> None:
     """`sdk eval --calibrate-confidence` through a `FallbackProvider` records the models whose
     answers it was fitted on, not the primary's alone (on main: `model` was the primary's, so
     curves fitted on the fallback's answers were taken for the primary's model and refused for
@@ -211,7 +213,7 @@ def test_a_calibration_fitted_through_a_fallback_names_the_models_that_answered(
     # Half the answers from each: fitted for both, so a call that may reach either takes it.
     primary = TestProvider([down, _answered_by("a", 0.6)] * 2, model="a")
     fallback = TestProvider([_answered_by("b", 0.6)] * 2, model="b")
-    run = _run(StructuredClient(FallbackProvider([primary, fallback]), retries=0),
+    run = _run(StructuredClient(FallbackProvider([primary, fallback]), retries=0), tmp_path,
                arms=["constrained"])  # fmt: skip
     mixed = calibrate_confidence_run(run)
     assert mixed.fitted["models"] == ["a", "b"] and mixed.fitted["model"] is None
@@ -220,7 +222,17 @@ def test_a_calibration_fitted_through_a_fallback_names_the_models_that_answered(
     with pytest.raises(CalibrationMismatch, match="models a, b, not for model c"):
         mixed.check_fitted(info.name, info.fingerprint, "c")
     # The results file keeps who answered: a reload fits the same.
-    assert {o.model for o in run.outcomes_of("constrained")} == {"a", "b"}
+    reloaded = load_results(tmp_path)
+    assert {o.model for o in reloaded.outcomes_of("constrained")} == {"a", "b"}
+    assert calibrate_confidence_run(reloaded).fitted["models"] == ["a", "b"]
+    # One written before outcomes kept their model: the run's own model, as before.
+    path = tmp_path / "results.json"
+    data = json.loads(path.read_text())
+    for outcome in data["outcomes"]:
+        del outcome["model"]
+    path.write_text(json.dumps(data))
+    older = calibrate_confidence_run(load_results(tmp_path))
+    assert older.fitted["models"] == ["a"] and older.fitted["model"] == "a"
 
 
 def test_a_calibration_fitted_on_a_provider_whose_server_spells_its_model_otherwise_fits_it() -> (

@@ -115,9 +115,10 @@ class Outcome:
     the model's probability the grammar kept (`None`: not reported). `None` where the route
     gave no token probabilities."""
     model: str | None = None
-    """The model that answered, as its result or last attempt names it (behind a
-    `FallbackProvider`, the one that did); `None` where the provider does not say, or in a
-    results file written before it was recorded."""
+    """The model that answered (behind a `FallbackProvider`, the one that did), as the call's
+    check names it: the model given to the provider that answered, which its server may spell
+    otherwise (`sdk.eval.arms._model_of`); `None` where neither says, or in a results file
+    written before it was recorded."""
 
     @property
     def correct(self) -> bool:
