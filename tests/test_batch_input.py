@@ -84,11 +84,12 @@ def _some_done_then_held(url: str, state: Path) -> None:
 def test_an_input_line_edited_while_a_local_job_runs_stops_it_naming_the_line(
     tmp_path: Path, concurrency: int, keep_mtime: bool
 ) -> None:
-    # Watched: the edit is seen by the tick's look at the input (size, inode, mtime), while the
-    # calls in flight are still held by the server: the job stops without waiting for them.
-    # Read: the mtime is put back and the server goes on answering, so the job finds the change
-    # when a worker reads the edited line back (the path that hung with one worker and sent
-    # every later item with four).
+    # Watched: the edit is seen by the tick's look at the input (size, inode, mtime, ctime),
+    # while the calls in flight are still held by the server: the job stops without waiting
+    # for them. Read: the mtime is put back and the server goes on answering, so the job finds
+    # the change when a worker reads the edited line back (the path that hung with one worker
+    # and sent every later item with four), or at the next tick by its ctime, whichever is
+    # first: either way before any later item is sent.
     extra = ("--concurrency", str(concurrency))
     with local_job(tmp_path, COUNT, 0.01, *extra, closed=True) as (runner, url, files):
         os.utime(files.items, ns=(10**18, 10**18))  # a fixed mtime, as a copy with -p has
