@@ -292,3 +292,27 @@ def test_a_grammar_imported_by_another_module_is_its_making_modules(tmp_path: Pa
     (shop / "billing.py").write_text(_contract("Invoice"))  # (no longer uses the grammar)
     checked = _sdk(tmp_path, "schema", "check", str(shop / "billing.py"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_grammar_made_outside_the_target_is_looked_for_past_a_blocked_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `sys.modules` may hold `None` (an import blocked on purpose): the look for the module
+    # that makes a grammar imported from outside the target passes over it. (Before the fix:
+    # TypeError: vars() argument must have __dict__ attribute.)
+    (tmp_path / "grammars_r18.py").write_text(
+        "from sdk.grammar import Grammar\n\nQUERY = Grammar('QueryR18', lark='start: \"x\"\\n')\n"
+    )
+    shop = tmp_path / "shop_r18"
+    shop.mkdir()
+    (shop / "__init__.py").write_text("")
+    (shop / "billing.py").write_text("from grammars_r18 import QUERY\n" + _contract("InvoiceR18"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "blocked_r18", None)  # type: ignore[arg-type]
+    try:
+        outcome = lock(str(shop / "billing.py"))
+        sources = json.loads(outcome.path.read_text())["sources"]
+        assert sources == {"InvoiceR18": "../billing.py", "QueryR18": "../../grammars_r18.py"}
+    finally:
+        for name in [n for n in sys.modules if n.startswith(("shop_r18", "grammars_r18"))]:
+            del sys.modules[name]

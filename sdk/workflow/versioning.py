@@ -873,7 +873,9 @@ def _making_module(
     first, or be the one module locked. Where no source says, the first module of the target
     that binds it, its package's `__init__` last."""
     bindings = [m for m in modules if any(v is grammar for v in vars(m).values())]
-    others = [m for m in list(sys.modules.values()) if m not in bindings]
+    # (`sys.modules` may hold `None`, an import blocked, or an object that is no module)
+    loaded = [m for m in list(sys.modules.values()) if isinstance(m, ModuleType)]
+    others = [m for m in loaded if not any(m is b for b in bindings)]
     for candidate in [*bindings, *others]:
         names = {name for name, value in vars(candidate).items() if value is grammar}
         if names and names & _assigned_names(getattr(candidate, "__file__", None)):
