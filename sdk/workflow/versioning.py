@@ -711,7 +711,9 @@ def lock(
     Contracts that no longer exist are dropped from the lock (and reported). A target that is
     one module of a package, locked in the package's own folder (no `directory`, or that one),
     pins its contracts and drops nothing: that lock holds every module's contracts, so only
-    locking the package drops what none of them defines. Every file is written atomically.
+    locking the package drops what none of them defines; an entry the lock records as the
+    module's (`Lock.sources`) that it no longer defines is kept and reported
+    (`LockOutcome.missing`). Every file is written atomically.
 
     Runs on one folder are serialized across processes (the folder's operating-system lock,
     `sdk._files.held_lock`): two `sdk schema lock` runs at once on two loose files of one
@@ -1067,10 +1069,11 @@ class CheckFinding:
 def check(target: str | ModuleType, *, directory: Path | None = None) -> list[CheckFinding]:
     """Compare the contracts of `target` with its lock; an empty list means they agree.
 
-    A target that is one module of a package, checked against the package's own lock (no
-    `directory`, or that folder), is compared for its own contracts only: the other entries
-    are its sibling modules' (checking the package reports one that no module defines any
-    more).
+    A target that is one module of a package (or one loose file of a folder), checked against
+    the shared lock (no `directory`, or that folder), is compared for its own contracts, and
+    for those the lock records as its own (`Lock.sources`) that it no longer defines: the
+    other entries are its sibling modules' (checking the package reports one that no module
+    defines any more, whatever the lock records).
     """
     module = import_target(target) if isinstance(target, str) else target
     part = _in_package_lock(module, directory)
