@@ -47,8 +47,11 @@ def mismatch(
 def fitted_models(recorded: Mapping[str, Any]) -> list[str]:
     """The models a record was fitted on: its `models` (what `sdk eval` writes: behind a
     `FallbackProvider`, every model that answered) where it has them, else its `model`
-    (a record written before `models`, or by hand); none: unknown."""
+    (a record written before `models`, or by hand); none: unknown. A record written by hand
+    may name one model as `models` (`"models": "gpt-4o"`), as it may name its contract."""
     listed = recorded.get("models")
+    if isinstance(listed, str):
+        listed = [listed]
     if isinstance(listed, list):
         known = [name for item in listed if (name := _text(item)) is not None]
         if known:

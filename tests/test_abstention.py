@@ -392,3 +392,16 @@ def test_thresholds_fitted_on_several_models_fit_each_and_no_other() -> None:
     older.check_contract(info.name, info.fingerprint, "a")
     with pytest.raises(ThresholdsMismatch, match="calibrated for model a, not for model b"):
         older.check_contract(info.name, info.fingerprint, "b")
+
+
+def test_thresholds_whose_models_are_written_by_hand_as_one_name_fit_that_model_only() -> None:
+    """A record written by hand may give `models` as one name (`"models": "a"`), as it may
+    give `contract` as one: that model, not any (before the fix a string `models` was passed
+    over, and a record without `model` applied to every model: a call on b took it)."""
+    info = schema_info(Parcel)
+    contract = {"name": info.name, "fingerprint": info.fingerprint}
+    one = Thresholds({}, calibration={"contract": contract, "models": "a"})
+    one.check_contract(info.name, info.fingerprint, "a")
+    with pytest.raises(ThresholdsMismatch, match="calibrated for model a, not for model b"):
+        one.check_contract(info.name, info.fingerprint, "b")
+    assert one.describe() == "thresholds calibrated on labelled data for a"
