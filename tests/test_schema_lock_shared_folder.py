@@ -282,7 +282,9 @@ def test_a_grammar_imported_by_another_module_is_its_making_modules(tmp_path: Pa
     )
     (shop / "__init__.py").write_text("")
     (shop / "sql.py").write_text(grammar)
-    uses = "from shop.sql import QUERY\n" + _contract("Invoice")
+    # (a function's own QUERY is no module-level name of billing.py)
+    uses = "from shop.sql import QUERY\n\n\ndef run():\n    QUERY = None\n    return QUERY\n"
+    uses += _contract("Invoice")
     (shop / "billing.py").write_text(uses)
     assert _sdk(tmp_path, "schema", "lock", "shop").returncode == 0
     path = shop / "schemas" / LOCK_FILE

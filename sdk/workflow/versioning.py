@@ -886,8 +886,9 @@ def _making_module(
 
 
 def _assigned_names(file: object) -> frozenset[str]:
-    """The names a Python file's own statements assign (`NAME = ...`, `NAME: T = ...`), not
-    those its imports bind; none where it cannot be read or parsed."""
+    """The module-level names a Python file's own statements assign (`NAME = ...`,
+    `NAME: T = ...`, also under an `if` or a `try`; not in a function or a class), not those
+    its imports bind; none where it cannot be read or parsed."""
     if not isinstance(file, str) or not file.endswith(".py"):
         return frozenset()
     try:
@@ -895,12 +896,17 @@ def _assigned_names(file: object) -> frozenset[str]:
     except (OSError, SyntaxError, ValueError):
         return frozenset()
     names: set[str] = set()
-    for node in ast.walk(tree):
+    nodes: list[ast.AST] = [tree]
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue  # (their names are their own)
         targets = node.targets if isinstance(node, ast.Assign) else []
         if isinstance(node, ast.AnnAssign | ast.NamedExpr):
             targets = [node.target]
         for target in targets:
             names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        nodes.extend(ast.iter_child_nodes(node))
     return frozenset(names)
 
 
