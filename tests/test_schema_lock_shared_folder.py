@@ -210,7 +210,7 @@ def test_a_contract_removed_from_a_loose_file_is_noticed_when_that_file_is_check
     assert "sdk schema lock models" in checked.stdout
     # The lock of the file keeps the entry (it may have moved), and says so.
     locked = _sdk(tmp_path, "schema", "lock", str(files[0]))
-    assert locked.returncode == 0 and "kept Alpha v1: locked as defined in" in locked.stdout
+    assert locked.returncode == 0 and "kept Alpha (v1): locked as defined in" in locked.stdout
     assert _locked(folder) == set(NAMES)
     # Beta is Gamma's file's now: once that file is locked, Beta's old file has nothing missing.
     assert _sdk(tmp_path, "schema", "check", str(files[1])).returncode == 1

@@ -176,7 +176,8 @@ def input_stat(path: Path) -> tuple[int, ...]:
     """What `os.stat` says of the input (file, size, modification and change times): a running
     job looks at it every tick, and scans for a changed line only when it moved. The change
     time is what tells an edit whose size and modification time were put back (`touch -r`, a
-    tool that keeps times: no one can set it back); a `chmod` moves it too, and costs one scan
+    tool that keeps times: on Linux and macOS no one can set it back; Windows gives the creation
+    time there, which an edit does not move); a `chmod` moves it too, and costs one scan
     that finds nothing. `()` when the file is gone."""
     try:
         stat = os.stat(path)

@@ -104,10 +104,13 @@ def lock_command(
         out.line(f"rewrote the edited snapshot of {entry.name} v{entry.version}", "yellow")
     for entry in outcome.dropped:
         out.line(f"dropped {entry.name} v{entry.version}: no longer defined", "yellow")
+    missing: dict[str, list[str]] = {}  # (one line per name, as `check` reports it)
     for entry in outcome.missing:
+        missing.setdefault(entry.name, []).append(f"v{entry.version}")
+    for name, versions in missing.items():
         out.line(
-            f"kept {entry.name} v{entry.version}: locked as defined in {target}, which no longer "
-            "defines it (lock the folder or package to drop it, or the file it moved to)",
+            f"kept {name} ({', '.join(versions)}): locked as defined in {target}, which no "
+            "longer defines it (lock the folder or package to drop it, or the file it moved to)",
             "yellow",
         )
     for path in outcome.written:
