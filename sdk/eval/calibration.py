@@ -35,12 +35,15 @@ __all__ = ["calibrate_confidence_run", "calibrate_run", "calibration_samples"]
 def _models(run: EvalRun, outcomes: list[Outcome]) -> dict[str, Any]:
     """What a fit records of the models it was fitted on (`sdk._fitted.mismatch` reads it):
     `models`, those that made the outcomes it used (behind a `FallbackProvider` the fallback's
-    too; the run's own model where an outcome does not say), and `model`, the one when there
-    is one (what a record has always held, and a hand-written one holds)."""
+    too; the run's own model where an outcome does not say), and `model`, what a record has
+    always held: the one when there is one; among several, the run's own where it is one of
+    them, else the first (never empty: an SDK that reads `model` alone then refuses the record
+    for the others' models, where no `model` would fit any)."""
     configured = run.config.get("model")
     named = {outcome.model or configured for outcome in outcomes} - {None}
     models = sorted(name for name in named if isinstance(name, str))
-    return {"model": models[0] if len(models) == 1 else None, "models": models}
+    one = configured if configured in models else next(iter(models), None)
+    return {"model": one, "models": models}
 
 
 def calibration_samples(run: EvalRun, arm: str = "mass_aware") -> list[Sample]:
