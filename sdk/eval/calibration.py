@@ -46,12 +46,16 @@ def _models(run: EvalRun, outcomes: list[Outcome]) -> dict[str, Any]:
     return {"model": one, "models": models}
 
 
+def _signalled(run: EvalRun, arm: str) -> list[Outcome]:
+    """The outcomes of `arm` thresholds are calibrated on: valid, with their signals."""
+    return [o for o in run.outcomes_of(arm) if o.valid and o.signals is not None]
+
+
 def calibration_samples(run: EvalRun, arm: str = "mass_aware") -> list[Sample]:
     """One sample per labelled field of each valid outcome of `arm`."""
     samples = []
-    for outcome in run.outcomes_of(arm):
-        if not outcome.valid or outcome.signals is None:
-            continue
+    for outcome in _signalled(run, arm):
+        assert outcome.signals is not None
         for name, scored in outcome.fields.items():
             pointer = f"/{name}"
             samples.append(
@@ -78,13 +82,11 @@ def calibrate_run(
         raise ValueError(f"the run has no {arm} outcomes with signals to calibrate on")
     if run.config.get("thresholds"):
         raise ValueError("the run applied thresholds already: calibrate on a run without them")
-    outcomes = run.outcomes_of(arm)
-    items = len({outcome.item for outcome in outcomes})
-    calibrated = [o for o in outcomes if o.valid and o.signals is not None]
+    items = len({outcome.item for outcome in run.outcomes_of(arm)})
     calibration = {
         "contract": run.config.get("contract"),
         "provider": run.config.get("provider"),
-        **_models(run, calibrated),
+        **_models(run, _signalled(run, arm)),
         "dataset": run.config.get("dataset"),
         "items": items,
         "options": run.config.get("options"),
