@@ -318,3 +318,90 @@ def test_a_grammar_made_outside_the_target_is_looked_for_past_a_blocked_import(
     finally:
         for name in [n for n in sys.modules if n.startswith(("shop_r18", "grammars_r18"))]:
             del sys.modules[name]
+
+
+def test_a_module_that_imports_a_grammar_with_a_fallback_is_not_its_maker(tmp_path: Path) -> None:
+    # `try: from shop.sql import QUERY` / `except ImportError: QUERY = None` assigns QUERY at
+    # module level, but the grammar the module holds is the one it imported: `sql.py` makes it.
+    # Before the fix sources[Query] was '../billing.py', so dropping the import from
+    # `billing.py` failed its check (contract-missing: Query) with `sql.py` still making it.
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    (shop / "__init__.py").write_text("")
+    (shop / "sql.py").write_text(
+        "from sdk.grammar import Grammar\n\nQUERY = Grammar('Query', lark='start: \"x\"\\n')\n"
+    )
+    uses = "try:\n    from shop.sql import QUERY\nexcept ImportError:\n    QUERY = None\n"
+    (shop / "billing.py").write_text(uses + _contract("Invoice"))
+    assert _sdk(tmp_path, "schema", "lock", "shop").returncode == 0
+    path = shop / "schemas" / LOCK_FILE
+    assert json.loads(path.read_text())["sources"]["Query"] == "../sql.py"
+    (shop / "billing.py").write_text(_contract("Invoice"))
+    checked = _sdk(tmp_path, "schema", "check", str(shop / "billing.py"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_look_for_a_grammars_maker_loads_no_lazily_imported_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A module registered by `importlib.util.LazyLoader` runs on its first attribute read: the
+    # look through `sys.modules` for the module that makes a grammar must not read one (it ran
+    # the module, and its failure stopped the lock: RuntimeError: lazy_r19 ran, before the fix).
+    import importlib.util
+
+    (tmp_path / "lazy_r19.py").write_text("raise RuntimeError('lazy_r19 ran')\n")
+    (tmp_path / "grammars_r19.py").write_text(
+        "from sdk.grammar import Grammar\n\nQUERY = Grammar('QueryR19', lark='start: \"x\"\\n')\n"
+    )
+    shop = tmp_path / "shop_r19"
+    shop.mkdir()
+    (shop / "__init__.py").write_text("")
+    (shop / "billing.py").write_text("from grammars_r19 import QUERY\n" + _contract("InvoiceR19"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.find_spec("lazy_r19")
+    assert spec is not None and spec.loader is not None
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    lazy = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "lazy_r19", lazy)
+    spec.loader.exec_module(lazy)
+    try:
+        outcome = lock(str(shop / "billing.py"))
+        sources = json.loads(outcome.path.read_text())["sources"]
+        assert sources == {"InvoiceR19": "../billing.py", "QueryR19": "../../grammars_r19.py"}
+    finally:
+        for name in [n for n in sys.modules if n.startswith(("shop_r19", "grammars_r19"))]:
+            del sys.modules[name]
+
+
+def test_a_module_making_many_grammars_is_read_once_per_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The module that makes each grammar is found from its source: one lock reads a file once,
+    # not once per grammar it makes (before the fix: 40 parses of grammars.py for 40 grammars,
+    # so a lock's time grew with grammars times file size).
+    import ast
+
+    shop = tmp_path / "shop_many_r19"
+    shop.mkdir()
+    (shop / "__init__.py").write_text("")
+    made = "".join(f"G{i} = Grammar('ManyR19{i}', lark='start: \"x\"\\n')\n" for i in range(40))
+    (shop / "grammars.py").write_text("from sdk.grammar import Grammar\n\n" + made)
+    (shop / "billing.py").write_text("from shop_many_r19.grammars import G0\n" + _contract("B19"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    parsed: list[str] = []
+    real = ast.parse
+
+    def counted(source: object, filename: str = "<unknown>", *args: object, **kw: object) -> object:
+        parsed.append(str(filename))
+        return real(source, filename, *args, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(ast, "parse", counted)
+    try:
+        outcome = lock(str(shop))
+        sources = json.loads(outcome.path.read_text())["sources"]
+        assert sources["ManyR1939"] == "../grammars.py"
+        assert sources["ManyR190"] == "../grammars.py"
+        assert parsed.count(str(shop / "grammars.py")) == 1, parsed
+    finally:
+        for name in [n for n in sys.modules if n.startswith("shop_many_r19")]:
+            del sys.modules[name]

@@ -858,56 +858,80 @@ def _sources(
             found[prompt.name] = where
     if grammars:
         modules = [module, *_submodules(module)]
+        assigned: dict[str, frozenset[str]] = {}  # (each file read once a lock)
         for grammar in grammars:
-            where = _source_of(_making_module(grammar, module, modules), directory)
+            where = _source_of(_making_module(grammar, module, modules, assigned), directory)
             if where is not None:
                 found[grammar.name] = where
     return found
 
 
 def _making_module(
-    grammar: Grammar, module: ModuleType, modules: Sequence[ModuleType]
+    grammar: Grammar,
+    module: ModuleType,
+    modules: Sequence[ModuleType],
+    assigned: dict[str, frozenset[str]],
 ) -> ModuleType | None:
     """The module that makes `grammar` (a grammar, unlike a class, does not say): the first
     module of the target, else of those imported, whose own code assigns it to a name
     (`CODE = Grammar(...)`), not one that imports it from there (`from shop.sql import CODE`:
     a module that uses it, a package's `__init__` that re-exports it), which may be walked
     first, or be the one module locked. Where no source says, the first module of the target
-    that binds it, its package's `__init__` last."""
-    bindings = [m for m in modules if any(v is grammar for v in vars(m).values())]
+    that binds it, its package's `__init__` last. `assigned` keeps each file's
+    `_assigned_names` for the lock (a file making many grammars is read once)."""
+    bindings = [m for m in modules if any(v is grammar for v in _namespace(m).values())]
     # (`sys.modules` may hold `None`, an import blocked, or an object that is no module)
     loaded = [m for m in list(sys.modules.values()) if isinstance(m, ModuleType)]
     others = [m for m in loaded if not any(m is b for b in bindings)]
     for candidate in [*bindings, *others]:
-        names = {name for name, value in vars(candidate).items() if value is grammar}
-        if names and names & _assigned_names(getattr(candidate, "__file__", None)):
+        names = {name for name, value in _namespace(candidate).items() if value is grammar}
+        if not names:
+            continue
+        file = _namespace(candidate).get("__file__")
+        if not isinstance(file, str):
+            continue
+        if file not in assigned:
+            assigned[file] = _assigned_names(file)
+        if names & assigned[file]:
             return candidate
     return next((m for m in bindings if m is not module), module if bindings else None)
+
+
+def _namespace(module: ModuleType) -> dict[str, Any]:
+    """A module's own namespace, read without its attribute hooks: a module registered by
+    `importlib.util.LazyLoader` runs its code on its first attribute read (`vars()` too)."""
+    namespace = object.__getattribute__(module, "__dict__")
+    return namespace if isinstance(namespace, dict) else {}
 
 
 def _assigned_names(file: object) -> frozenset[str]:
     """The module-level names a Python file's own statements assign (`NAME = ...`,
     `NAME: T = ...`, also under an `if` or a `try`; not in a function or a class), not those
-    its imports bind; none where it cannot be read or parsed."""
+    its imports bind, nor one an import binds as well (`try: from shop.sql import CODE`,
+    `except ImportError: CODE = None`: what it holds was imported); none where it cannot be
+    read or parsed."""
     if not isinstance(file, str) or not file.endswith(".py"):
         return frozenset()
     try:
         tree = ast.parse(Path(file).read_bytes(), filename=file)
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     names: set[str] = set()
+    imported: set[str] = set()
     nodes: list[ast.AST] = [tree]
     while nodes:
         node = nodes.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
             continue  # (their names are their own)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            imported.update((a.asname or a.name).partition(".")[0] for a in node.names)
         targets = node.targets if isinstance(node, ast.Assign) else []
         if isinstance(node, ast.AnnAssign | ast.NamedExpr):
             targets = [node.target]
         for target in targets:
             names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
         nodes.extend(ast.iter_child_nodes(node))
-    return frozenset(names)
+    return frozenset(names - imported)
 
 
 def _source_of(module: ModuleType | None, directory: Path) -> str | None:
