@@ -254,3 +254,29 @@ def test_a_calibration_fitted_on_a_provider_whose_server_spells_its_model_otherw
     info = schema_info(Shade)
     fitted.check_fitted(info.name, info.fingerprint, "gpt-4o")
     assert fitted.fitted["models"] == ["gpt-4o"]
+
+
+def test_a_calibration_fitted_through_a_fallback_of_one_family_fits_the_model_that_answered() -> (
+    None
+):
+    """Two providers of one family (both `openai`, here both `test`) given `gpt-4o` and
+    `gpt-4o-mini`, whose server answers as dated snapshots: the fit is for the model given to
+    the one that answered, as a call's check names it. (Before the fix: the family named two
+    models, so the reply's spelling was kept, and the fallback it was fitted through was
+    refused: "fitted for model gpt-4o-mini-2024-07-18, not for model gpt-4o-mini".)"""
+    from sdk import StructuredClient
+    from sdk.errors import ProviderError
+    from sdk.providers import FallbackProvider
+    from sdk.providers import TestProvider
+
+    down = ProviderError("the primary is down", transient=False)  # (not retried: falls back)
+    primary = TestProvider([down, _answered_by("gpt-4o-2024-08-06", 0.6)] * 2, model="gpt-4o")
+    answers = [_answered_by("gpt-4o-mini-2024-07-18", 0.6)] * 2
+    fallback = TestProvider(answers, model="gpt-4o-mini")
+    run = _run(StructuredClient(FallbackProvider([primary, fallback]), retries=0),
+               arms=["constrained"])  # fmt: skip
+    fitted = calibrate_confidence_run(run)
+    assert fitted.fitted["models"] == ["gpt-4o", "gpt-4o-mini"]
+    info = schema_info(Shade)
+    for model in ("gpt-4o", "gpt-4o-mini"):
+        fitted.check_fitted(info.name, info.fingerprint, model)

@@ -474,7 +474,9 @@ def _model_of(client: StructuredClient, answered: Any) -> str | None:
     provider that answered, which its server may spell otherwise in its reply (OpenAI's dated
     snapshot for `gpt-4o`, a served alias), so a fit recording the reply's spelling would be
     refused by the very provider it was fitted through. The reply's spelling where it names
-    a provider's model, or where no one provider of the family that answered says its model."""
+    a provider's model, or where no one provider of the family that answered says its model
+    (several of one family: the one whose model the reply's spelling extends, `gpt-4o-mini`
+    for `gpt-4o-mini-2024-07-18` where `gpt-4o` is given too, the longest)."""
     said = getattr(answered, "model", None)
     said = said if isinstance(said, str) and said else None
     reached = client.provider.reached()
@@ -484,7 +486,13 @@ def _model_of(client: StructuredClient, answered: Any) -> str | None:
     given = {provider.model for provider in reached if provider.name == family}
     if len(given) == 1 and (model := given.pop()) is not None:
         return model
-    return said
+    extended = [m for m in given if m and said and _extends(said, m)]
+    return max(extended, key=len) if extended else said
+
+
+def _extends(said: str, model: str) -> bool:
+    """Whether a reply's model spelling is `model` with a suffix (a dated snapshot, a tag)."""
+    return said.startswith(model) and said[len(model) : len(model) + 1] in ("-", ":", "@")
 
 
 def _top_level_confidence(result: Any) -> dict[str, tuple[float, float | None]] | None:
