@@ -8,12 +8,14 @@ meet; every wait is bounded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -296,28 +298,41 @@ def test_a_grammar_imported_by_another_module_is_its_making_modules(tmp_path: Pa
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@contextlib.contextmanager
+def _billing_importing_a_grammar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tag: str
+) -> Iterator[Path]:
+    """`shop_TAG/billing.py` (contract `InvoiceTAG`), which imports grammar `QueryTAG` from
+    `grammars_TAG.py`, a module outside the package, importable in this process while inside;
+    then their modules are forgotten. The billing file."""
+    (tmp_path / f"grammars_{tag}.py").write_text(
+        f"from sdk.grammar import Grammar\n\nQUERY = Grammar('Query{tag.upper()}', "
+        "lark='start: \"x\"\\n')\n"
+    )
+    shop = tmp_path / f"shop_{tag}"
+    shop.mkdir()
+    (shop / "__init__.py").write_text("")
+    billing = shop / "billing.py"
+    billing.write_text(f"from grammars_{tag} import QUERY\n" + _contract(f"Invoice{tag.upper()}"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        yield billing
+    finally:
+        for name in [n for n in sys.modules if n.startswith((f"shop_{tag}", f"grammars_{tag}"))]:
+            del sys.modules[name]
+
+
 def test_a_grammar_made_outside_the_target_is_looked_for_past_a_blocked_import(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `sys.modules` may hold `None` (an import blocked on purpose): the look for the module
     # that makes a grammar imported from outside the target passes over it. (Before the fix:
     # TypeError: vars() argument must have __dict__ attribute.)
-    (tmp_path / "grammars_r18.py").write_text(
-        "from sdk.grammar import Grammar\n\nQUERY = Grammar('QueryR18', lark='start: \"x\"\\n')\n"
-    )
-    shop = tmp_path / "shop_r18"
-    shop.mkdir()
-    (shop / "__init__.py").write_text("")
-    (shop / "billing.py").write_text("from grammars_r18 import QUERY\n" + _contract("InvoiceR18"))
-    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(sys.modules, "blocked_r18", None)  # type: ignore[arg-type]
-    try:
-        outcome = lock(str(shop / "billing.py"))
+    with _billing_importing_a_grammar(tmp_path, monkeypatch, "r18") as billing:
+        outcome = lock(str(billing))
         sources = json.loads(outcome.path.read_text())["sources"]
         assert sources == {"InvoiceR18": "../billing.py", "QueryR18": "../../grammars_r18.py"}
-    finally:
-        for name in [n for n in sys.modules if n.startswith(("shop_r18", "grammars_r18"))]:
-            del sys.modules[name]
 
 
 def test_a_module_that_imports_a_grammar_with_a_fallback_is_not_its_maker(tmp_path: Path) -> None:
@@ -350,27 +365,16 @@ def test_the_look_for_a_grammars_maker_loads_no_lazily_imported_module(
     import importlib.util
 
     (tmp_path / "lazy_r19.py").write_text("raise RuntimeError('lazy_r19 ran')\n")
-    (tmp_path / "grammars_r19.py").write_text(
-        "from sdk.grammar import Grammar\n\nQUERY = Grammar('QueryR19', lark='start: \"x\"\\n')\n"
-    )
-    shop = tmp_path / "shop_r19"
-    shop.mkdir()
-    (shop / "__init__.py").write_text("")
-    (shop / "billing.py").write_text("from grammars_r19 import QUERY\n" + _contract("InvoiceR19"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    spec = importlib.util.find_spec("lazy_r19")
-    assert spec is not None and spec.loader is not None
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    lazy = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "lazy_r19", lazy)
-    spec.loader.exec_module(lazy)
-    try:
-        outcome = lock(str(shop / "billing.py"))
+    with _billing_importing_a_grammar(tmp_path, monkeypatch, "r19") as billing:
+        spec = importlib.util.find_spec("lazy_r19")
+        assert spec is not None and spec.loader is not None
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        lazy = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, "lazy_r19", lazy)
+        spec.loader.exec_module(lazy)
+        outcome = lock(str(billing))
         sources = json.loads(outcome.path.read_text())["sources"]
         assert sources == {"InvoiceR19": "../billing.py", "QueryR19": "../../grammars_r19.py"}
-    finally:
-        for name in [n for n in sys.modules if n.startswith(("shop_r19", "grammars_r19"))]:
-            del sys.modules[name]
 
 
 def test_a_module_making_many_grammars_is_read_once_per_lock(
