@@ -30,6 +30,7 @@ import ast
 import difflib
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import pkgutil
@@ -880,10 +881,14 @@ def _making_module(
     that binds it, its package's `__init__` last. `assigned` keeps each file's
     `_assigned_names` for the lock (a file making many grammars is read once)."""
     bindings = [m for m in modules if any(v is grammar for v in _namespace(m).values())]
-    # (`sys.modules` may hold `None`, an import blocked, or an object that is no module)
-    loaded = [m for m in list(sys.modules.values()) if isinstance(m, ModuleType)]
-    others = [m for m in loaded if not any(m is b for b in bindings)]
-    for candidate in [*bindings, *others]:
+    # The others are looked through only when no module of the target makes it (`sys.modules`
+    # may hold `None`, an import blocked, or an object that is no module).
+    others = (
+        m
+        for m in list(sys.modules.values())
+        if isinstance(m, ModuleType) and all(m is not b for b in bindings)
+    )
+    for candidate in itertools.chain(bindings, others):
         names = {name for name, value in _namespace(candidate).items() if value is grammar}
         if not names:
             continue
