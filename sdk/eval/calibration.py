@@ -99,14 +99,14 @@ def calibrate_confidence_run(
 ) -> Calibration:
     """The confidence calibration fitted on the run's returned values (module docstring;
     `ValueError` when none has a confidence: the route reports no token probabilities)."""
-    sampled = [
-        (arm, outcome, samples)
+    sampled = [  # (an outcome's arm, the outcome, its samples: those with any)
+        (arm, outcome, found)
         for arm in run.arms
         for outcome in run.outcomes_of(arm)
-        if (samples := confidence_samples([outcome]))
+        if (found := confidence_samples([outcome]))
     ]
     arms = list(dict.fromkeys(arm for arm, _, _ in sampled))
-    samples = [sample for _, _, samples in sampled for sample in samples]
+    samples = [sample for _, _, found in sampled for sample in found]
     if not samples:
         raise ValueError(
             "the run has no values with a confidence to calibrate on (the route reports no "
