@@ -15,8 +15,10 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -322,6 +324,14 @@ def _billing_importing_a_grammar(
             del sys.modules[name]
 
 
+class _NoNamespace(types.ModuleType):
+    """A module object without a `__dict__`, as an extension's may be."""
+
+    @property
+    def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+        raise AttributeError("__dict__")
+
+
 def test_a_grammar_made_outside_the_target_is_looked_for_past_a_blocked_import(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -329,6 +339,9 @@ def test_a_grammar_made_outside_the_target_is_looked_for_past_a_blocked_import(
     # that makes a grammar imported from outside the target passes over it. (Before the fix:
     # TypeError: vars() argument must have __dict__ attribute.)
     monkeypatch.setitem(sys.modules, "blocked_r18", None)  # type: ignore[arg-type]
+    # ... and a module object with no namespace (cffi's compiled `Lib` is one, left in
+    # `sys.modules` by an earlier test of the suite: AttributeError '__dict__' before).
+    monkeypatch.setitem(sys.modules, "no_namespace_r18", _NoNamespace("no_namespace_r18"))
     with _billing_importing_a_grammar(tmp_path, monkeypatch, "r18") as billing:
         outcome = lock(str(billing))
         sources = json.loads(outcome.path.read_text())["sources"]

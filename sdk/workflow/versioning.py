@@ -904,8 +904,12 @@ def _making_module(
 
 def _namespace(module: ModuleType) -> dict[str, Any]:
     """A module's own namespace, read without its attribute hooks: a module registered by
-    `importlib.util.LazyLoader` runs its code on its first attribute read (`vars()` too)."""
-    namespace = object.__getattribute__(module, "__dict__")
+    `importlib.util.LazyLoader` runs its code on its first attribute read (`vars()` too); a
+    module object of an extension may have none (cffi's compiled `Lib` in `sys.modules`)."""
+    try:
+        namespace = object.__getattribute__(module, "__dict__")
+    except AttributeError:
+        return {}
     return namespace if isinstance(namespace, dict) else {}
 
 
