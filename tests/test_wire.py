@@ -514,6 +514,27 @@ def test_options_of_the_wrong_shape_and_a_body_that_is_not_json_are_named() -> N
         read_reply("vllm", Decision, PROMPT, {"choices": {1, 2}}, settings=settings)
 
 
+def test_a_reply_keyword_of_the_wrong_type_is_refused_naming_it() -> None:
+    # On main: `usage=` as a plain mapping (what a Ray row or a JSON record holds) or a word
+    # was a bare "'dict' object has no attribute 'input_tokens'", and `finish_reason=["stop"]`
+    # a bare "unhashable type: 'list'", naming neither.
+    settings = {"model": "m"}
+    text = json.dumps({"reasoning": "r", "answer": "approve", "confidence": "high"})
+    for name, value in (
+        ("usage", {"input_tokens": 3, "output_tokens": 4}),
+        ("usage", "lots"),
+        ("finish_reason", ["stop"]),
+    ):
+        keywords: dict[str, Any] = {"finish_reason": "stop", "settings": settings, name: value}
+        for call in (read_reply, follow_up):
+            with pytest.raises(TypeError, match=rf"^{call.__name__}\(\): {name} must be "):
+                call("vllm", Decision, PROMPT, text, **keywords)
+    usage = Usage(input_tokens=3, output_tokens=4)
+    result = read_reply("vllm", Decision, PROMPT, text, finish_reason="stop", usage=usage,
+                        settings=settings)  # fmt: skip
+    assert result.value.answer == "approve" and result.usage == usage
+
+
 def test_providers_kept_per_settings_are_bounded() -> None:
     from sdk.wire import _memory
 

@@ -22,9 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 from typing import TypedDict
 from typing import Unpack
+from typing import get_type_hints
 
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
+from sdk._values.declared import check
 from sdk._values.declared import check_keywords
 from sdk._values.declared import did_you_mean
 from sdk._values.records import Usage
@@ -138,7 +140,7 @@ def read_reply(
     (`"stop"`, `"length"`, `"end_turn"`, ...) and the tokens it took (`usage`, which a token
     budget and the result's cost read; a body says its own). `settings` and `options`: as for
     `build_request`."""
-    check_keywords(keywords, ReplyKeywords, "read_reply()")
+    _check_reply_keywords(keywords, "read_reply()")
     _, decision = _decided(provider, output, item, reply, keywords)
     if isinstance(decision, Fail):
         raise decision.error
@@ -159,13 +161,26 @@ def follow_up(
     system=...)` to `build_request` for the re-ask. A reply a live call would not ask again
     after raises its error as `read_reply` does (a truncation, a refusal, a transport fault);
     a valid reply is a `ValueError` (there is nothing to ask again)."""
-    check_keywords(keywords, ReplyKeywords, "follow_up()")
+    _check_reply_keywords(keywords, "follow_up()")
     machine, decision = _decided(provider, output, item, reply, keywords, retries=1)
     if isinstance(decision, Fail):
         raise decision.error
     if isinstance(decision, Done):
         raise ValueError("the reply is valid: there is nothing to ask again")
     return _sent(machine).request.messages
+
+
+def _check_reply_keywords(keywords: ReplyKeywords, where: str) -> None:
+    """Refuse a keyword `ReplyKeywords` does not name, and a `finish_reason` or `usage` of
+    another type than it declares (a row's plain mapping for `usage`), naming it: they are
+    used as given (`settings` and `options` are checked where they are read)."""
+    check_keywords(keywords, ReplyKeywords, where)
+    for name, value in keywords.items():
+        if name in ("finish_reason", "usage"):
+            check(name, value, _REPLY_TYPES[name], where)
+
+
+_REPLY_TYPES = get_type_hints(ReplyKeywords)
 
 
 # --- the call's steps ---
