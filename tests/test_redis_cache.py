@@ -202,6 +202,37 @@ def test_a_prefix_another_application_uses_is_refused_and_left(redis_url: str) -
         b"a": b"b"}  # fmt: skip
 
 
+def test_a_prefix_holding_another_application_s_keys_without_a_mark_is_refused_and_left(
+    redis_url: str,
+) -> None:
+    # On main: the store adopted the prefix, writing its mark among the other application's
+    # keys (the caching guide says such a prefix is `CacheServerError`).
+    raw = _raw(redis_url)
+    prefix = f"app{next(_prefixes)}:"
+    raw.set(f"{prefix}user:1", "alice")
+    raw.hset(f"{prefix}session:9", "who", "bob")
+    before = sorted(raw.scan_iter(match=f"{prefix}*"))
+    with pytest.raises(CacheServerError, match=rf"{prefix}user:1|{prefix}session:9") as refused:
+        RedisCache(redis_url, prefix=prefix)
+    assert "another application's" in str(refused.value)
+    assert sorted(raw.scan_iter(match=f"{prefix}*")) == before  # nothing written among them
+    # A prefix holding only the cache's own layout, unmarked (the mark deleted by hand), is
+    # adopted: its entries are the cache's.
+    own = RedisCache(redis_url, prefix=f"own{next(_prefixes)}:")
+    client, _ = _client(own)
+    client.generate(Decision, prompt="a")  # (an entry and the counts: the cache's layout)
+    mark = raw.get(f"{own.prefix}format")
+    raw.delete(f"{own.prefix}format")
+    again, provider = _client(RedisCache(redis_url, prefix=own.prefix))
+    assert again.generate(Decision, prompt="a").cached and not provider.requests
+    assert raw.get(f"{own.prefix}format") == mark
+
+
+def test_a_url_that_is_not_text_is_a_type_error_naming_it() -> None:
+    with pytest.raises(TypeError, match=r"RedisCache\(\): url must be a Redis URL"):
+        RedisCache(12345)  # type: ignore[arg-type]
+
+
 def test_a_wrong_password_is_a_typed_error_without_it(redis_url: str, tmp_path: Path) -> None:
     with redis_server(tmp_path, "--requirepass", "right-secret") as url:
         locked = url.replace("redis://", "redis://:wrong-secret-7@")

@@ -126,6 +126,8 @@ class RedisCache:
         timeout: float = 5.0,
     ) -> None:
         check_settings("RedisCache", ttl=ttl, timeout=timeout)
+        if not isinstance(url, str):
+            raise TypeError(f"RedisCache(): url must be a Redis URL (a str), not {url!r:.80}")
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty string, not {prefix!r}")
         self.url = url
@@ -248,13 +250,26 @@ class RedisCache:
             yield batch
 
     def _check_format(self) -> None:
-        """The prefix is the cache's: marked now if new, refused if it holds anything else."""
+        """The prefix is the cache's: marked now if new, refused if it holds anything else (a
+        mark of another kind, or keys outside the cache's layout under a prefix not marked:
+        another application's, left as they are and no mark written among them)."""
         mark = f"{self.prefix}format"
+        foreign: str | None = None
         with self._errors("checking what the prefix holds"):
             client = self._redis()
-            client.set(mark, FORMAT_MARK, nx=True)
             kind = _text(client.type(mark))
+            if kind == "none":
+                foreign = self._foreign_key()
+                if foreign is None:
+                    client.set(mark, FORMAT_MARK, nx=True)  # (another store may mark it first)
+                    kind = _text(client.type(mark))
             found = client.get(mark) if kind == "string" else None
+        if foreign is not None:
+            raise CacheServerError(
+                f"{self.server}: the prefix {self.prefix!r} holds keys that are not a "
+                f"structured-sdk cache's ({foreign!r:.80}, ...): another application's (left as "
+                "they are; choose another prefix)"
+            )
         if found is None or _text(found) != FORMAT_MARK:
             shown = f"{_text(found)!r:.60}" if found is not None else f"a Redis {kind}"
             raise CacheServerError(
@@ -262,6 +277,18 @@ class RedisCache:
                 f"{self.prefix!r} is not a structured-sdk cache's (left as it is; choose another "
                 "prefix)"
             )
+
+    def _foreign_key(self) -> str | None:
+        """A key under the prefix outside the cache's layout (`format`, `counters`, `e:...`),
+        if any: looked for once, when a store finds the prefix not yet marked."""
+        ours = (f"{self.prefix}format", self._counters)
+        for name in self._redis().scan_iter(
+            match=f"{_glob_escaped(self.prefix)}*", count=_SCAN_COUNT
+        ):
+            text = _text(name)
+            if text not in ours and not text.startswith(f"{self.prefix}e:"):
+                return text
+        return None
 
     @contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
