@@ -162,12 +162,13 @@ def write(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         db.execute("COMMIT")
 
 
-def try_write(db: sqlite3.Connection) -> bool:
-    """Begin a write transaction only if no other connection is writing (no wait): for work
-    that can be done later, such as writing counters."""
+def try_write(db: sqlite3.Connection, wait: float = 0.0) -> bool:
+    """Begin a write transaction only if no other connection is writing, or stops within
+    `wait` seconds (default: no wait): for work that can be done later or dropped, such as
+    writing counters."""
     with _fork.gate():
         timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
-        db.execute("PRAGMA busy_timeout = 0")
+        db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as error:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import sqlite3
 import stat
@@ -159,6 +160,40 @@ def test_a_hit_while_another_process_holds_a_long_write_does_not_wait(tmp_path: 
     # The hits were counted in memory, and are written once the file is free.
     stats = store.stats()
     assert (stats.hits, stats.misses, stats.entries) == (5, 1, 1)
+
+
+def test_a_store_that_only_read_ends_without_waiting_for_another_process_s_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # On main: `close()` of a store that had only hit waited for the writer up to its timeout
+    # (30 s by default) to write its counts, and so did a store dropped after one call, whose
+    # end ran inside the caller's next statement (up to 5 s). Counts only: past a short bound
+    # they are dropped, with a warning.
+    path = tmp_path / "c.db"
+    provider = TestProvider([ANSWER], repeat=True)
+    StructuredClient(provider, cache=SQLiteCache(path)).generate(Decision, prompt="Approve?")
+    ended: list[str] = []
+
+    def reads_then_ends() -> None:
+        store = SQLiteCache(path)  # (the default timeout: 30 s)
+        assert StructuredClient(provider, cache=store).generate(Decision, prompt="Approve?").cached
+        store.close()
+        ended.append("closed")
+        hit = StructuredClient(provider, cache=SQLiteCache(path))  # dropped after its call
+        assert hit.generate(Decision, prompt="Approve?").cached
+        del hit
+        ended.append("dropped")
+
+    with held_write(path), caplog.at_level(logging.WARNING, logger="sdk.cache"):
+        reader = threading.Thread(target=reads_then_ends, daemon=True)
+        reader.start()
+        reader.join(20.0)  # (the writer holds on until this block ends; ending takes ~2 s)
+        assert ended == ["closed", "dropped"], "a reader's end waited for the writer"
+    assert "counts of hits and misses not written" in caplog.text and str(path) in caplog.text
+    assert len(provider.requests) == 1
+    # The file is whole and usable: the counts dropped were counts only.
+    stats = SQLiteCache(path, readonly=True).stats()
+    assert stats.entries == 1 and stats.misses == 1
 
 
 def test_counts_kept_in_memory_are_written_with_the_next_write_and_at_the_end(

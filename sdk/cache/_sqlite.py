@@ -77,6 +77,10 @@ _ADD_COUNT = (  # (a count that is not a whole number, damaged, is 0 as `_count`
     "MAX(0, CASE typeof(value) WHEN 'integer' THEN value ELSE 0 END + excluded.value)"
 )
 
+_COUNTS_WAIT = 1.0
+"""The longest the end of a store (its `close`, or its process's) waits for another process's
+write to record the counts it kept (at most its `timeout`): counts only, so past it they are
+dropped with a warning, and a process that only read never waits long for a writer."""
 _FLUSH_EVERY = 256
 """Counts kept in memory before a write is tried for them alone (without waiting)..."""
 _FLUSH_SPACING = 1.0
@@ -235,7 +239,13 @@ class SQLiteCache:
         """Write the counts still in memory, and close this thread's connection (others close
         when their thread ends)."""
         if not self.readonly and self._tally.pending:
-            self._write_counts(wait=True)
+            wait = min(self.timeout, _COUNTS_WAIT)
+            if not self._write_counts(wait):
+                dropped = self._tally.drop()
+                logger.warning(
+                    "%s: %d counts of hits and misses not written (another process held the "
+                    "write lock past %g s): dropped", self.path, dropped, wait,
+                )  # fmt: skip
         found = getattr(self._local, "db", None)
         if found is not None:
             with _fork.gate():
@@ -272,21 +282,21 @@ class SQLiteCache:
         with self._errors(), _sqlite.write(db), self._tally.written(db, self._clock()):
             yield db
 
-    def _write_counts(self, wait: bool = False) -> None:
-        """Write the counts kept in memory: now, or only if no other connection is writing."""
+    def _write_counts(self, wait: float = 0.0) -> bool:
+        """Write the counts kept in memory if no other connection is writing, or stops within
+        `wait` seconds; whether they were written."""
         with _fork.gate(), self._errors():
             db = self._connection()
-            if wait:
-                with _sqlite.write(db), self._tally.written(db, self._clock()):
-                    return
-            if _sqlite.try_write(db):
-                try:
-                    with self._tally.written(db, self._clock()):
-                        pass
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                db.execute("COMMIT")
+            if not _sqlite.try_write(db, wait):
+                return False
+            try:
+                with self._tally.written(db, self._clock()):
+                    pass
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return True
 
 
 class ExistingCache(SQLiteCache):
@@ -368,6 +378,16 @@ class _Tally:
             self.clears = clears
             self.written_hits = 0
 
+    def drop(self) -> int:
+        """Forget the counts kept (a store's end that could not write them); how many were
+        counted. The expired keys go too: a later lookup finds them again."""
+        with self._lock:
+            dropped = self.pending
+            self._counts = dict.fromkeys(self._counts, 0)
+            self._expired = set()
+            self.pending = 0
+        return dropped
+
     @contextmanager
     def written(self, db: sqlite3.Connection, now: float) -> Iterator[None]:
         """Add the counts to the file's inside the caller's write transaction (no `clear` can
@@ -424,7 +444,7 @@ def _write_tally(path: Path, layout: _sqlite.Layout, timeout: float, tally: _Tal
         return
     try:
         with _fork.gate():
-            db = _sqlite.open_file(path, layout, timeout=min(timeout, 5.0))
+            db = _sqlite.open_file(path, layout, timeout=min(timeout, _COUNTS_WAIT))
             try:
                 with _sqlite.write(db), tally.written(db, time.time()):
                     pass
