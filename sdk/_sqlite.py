@@ -42,6 +42,7 @@ from sdk._files import sync_folder
 __all__ = [
     "DEFAULT_TIMEOUT",
     "Layout",
+    "cannot_write",
     "errors",
     "make_whole",
     "open_file",
@@ -188,6 +189,13 @@ def errors(path: Path, layout: Layout, timeout: float = DEFAULT_TIMEOUT) -> Iter
         yield
     except sqlite3.Error as error:
         raise typed(error, path, layout, timeout) from error
+
+
+def cannot_write(error: BaseException) -> bool:
+    """Whether `error` (a typed one, from `errors`) says the file cannot be written by this
+    process: another user's file, or one in a folder of theirs."""
+    cause = error.__cause__
+    return isinstance(cause, sqlite3.Error) and _code(cause).startswith("SQLITE_READONLY")
 
 
 def typed(error: sqlite3.Error, path: Path, layout: Layout, timeout: float) -> Exception:

@@ -369,30 +369,41 @@ store = SQLiteCache(sys.argv[1])  # (not readonly=True: a client's store, on ano
 client = StructuredClient(TestProvider([sys.argv[2]], repeat=True), cache=store)
 hits = sum(client.generate(Decision, prompt="a").cached for _ in range(600))
 fresh = client.generate(Decision, prompt="b")  # a miss: answered, not stored
-print(hits, fresh.cached, [note.kind for note in fresh.notes], fresh.notes[0].received)
+print(store.stats().entries, hits, fresh.cached, [note.kind for note in fresh.notes],
+      fresh.notes[0].received)
 """
 
 
-def test_hits_on_a_cache_file_this_process_cannot_write_are_all_served(tmp_path: Path) -> None:
+@pytest.mark.parametrize("folder_too", [False, True], ids=["file", "file-and-folder"])
+def test_hits_on_a_cache_file_this_process_cannot_write_are_all_served(
+    tmp_path: Path, folder_too: bool
+) -> None:
     # Another user's cache file, readable but not writable (in a folder this process may
     # write), opened by a client: every 256th lookup tried to write the counts kept in memory
     # and failed the call with a `CacheFileError` saying the file was "damaged or not a
-    # structured-sdk cache" (as the note of an answer it could not store said).
-    path = tmp_path / "shared" / "c.db"
+    # structured-sdk cache" (as the note of an answer it could not store said). And `stats()`
+    # failed ("cannot be written"), and so did the store itself in a folder of theirs too.
+    folder = tmp_path / "shared"
+    path = folder / "c.db"
     store = SQLiteCache(path)
     StructuredClient(TestProvider([ANSWER]), cache=store).generate(Decision, prompt="a")
     store.close()
 
     path.chmod(0o400)
-    run = subprocess.run(
-        [sys.executable, "-c", _READER, str(path), ANSWER], cwd=REPO, env=ENV,
-        capture_output=True, text=True, timeout=WAIT,
-        preexec_fn=_no_write_permission if os.geteuid() == 0 else None,
-    )  # fmt: skip
-    path.chmod(0o600)
+    if folder_too:
+        folder.chmod(0o500)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _READER, str(path), ANSWER], cwd=REPO, env=ENV,
+            capture_output=True, text=True, timeout=WAIT,
+            preexec_fn=_no_write_permission if os.geteuid() == 0 else None,
+        )  # fmt: skip
+    finally:
+        folder.chmod(0o700)
+        path.chmod(0o600)
     assert run.returncode == 0, run.stderr
-    hits, cached, kinds, why = run.stdout.strip().split(" ", 3)
-    assert (hits, cached, kinds) == ("600", "False", "['cache_not_stored']")
+    entries, hits, cached, kinds, why = run.stdout.strip().split(" ", 4)
+    assert (entries, hits, cached, kinds) == ("1", "600", "False", "['cache_not_stored']")
     assert "cannot be written" in why and "readonly=True" in why and "damaged" not in why
 
 

@@ -208,8 +208,12 @@ class SQLiteCache:
 
     def stats(self) -> CacheStats:
         if not self.readonly:
-            with self._write():
-                pass  # this store's counts, written first
+            try:
+                with self._write():
+                    pass  # this store's counts, written first
+            except CacheFileError as error:
+                if not _sqlite.cannot_write(error):  # (a file it cannot write: read as it is)
+                    raise
         with _fork.gate(), self._errors():
             db = self._connection()
             db.execute("BEGIN")  # both numbers from one snapshot
@@ -258,9 +262,16 @@ class SQLiteCache:
         found: sqlite3.Connection | None = getattr(self._local, "db", None)
         if found is not None:
             return found
-        db = _sqlite.open_file(
-            self.path, self._layout, readonly=self.readonly, timeout=self.timeout
-        )
+        try:
+            db = _sqlite.open_file(
+                self.path, self._layout, readonly=self.readonly, timeout=self.timeout
+            )
+        except CacheFileError as error:
+            if self.readonly or not _sqlite.cannot_write(error):
+                raise
+            # Another user's file, or in a folder of theirs: read as `readonly=True` reads it
+            # (its hits are served; a store or a count says the file cannot be written).
+            db = _sqlite.open_file(self.path, self._layout, readonly=True, timeout=self.timeout)
         self._local.db = db
         return db
 
