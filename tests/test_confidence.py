@@ -332,14 +332,15 @@ def test_the_floor_s_null_goes_where_the_pointer_names_a_value_and_nowhere_else(
 
 
 def test_min_confidence_on_a_route_without_probabilities_says_it_was_not_applied() -> None:
-    from sdk.engine.kinds.document import UNCHECKED
     from sdk.providers import TestProvider
 
     result = StructuredClient(TestProvider(['{"color": "red"}'])).generate(
         Shade, prompt="colour?", min_confidence=0.9
     )
     assert result.value.color == "red" and result.confidence is None
-    assert [(n.kind, n.written) for n in result.notes] == [("confidence", UNCHECKED)]
+    assert [(n.kind, n.written) for n in result.notes] == [
+        ("confidence", "not applied: this route reports no token probabilities")
+    ]
 
 
 @pytest.mark.parametrize("floor", [-0.1, 1.5, "high"])

@@ -98,6 +98,12 @@ def test_openai_chat_without_logprobs_has_no_confidence() -> None:
     result = StructuredClient(provider).generate(Decision, prompt="Approve?")
     assert result.value.answer == "approve" and result.confidence is None
     assert "logprobs" not in wire.body  # never asked for unless the caller does
+    # A floor on such a reply is not applied, and the note says how to ask (it said the route
+    # reports no token probabilities: Chat Completions does, when asked).
+    floored = StructuredClient(provider).generate(Decision, prompt="Again?", min_confidence=0.5)
+    [note] = [note for note in floored.notes if note.kind == "confidence"]
+    assert note.written.startswith("not applied: ") and 'extra_body={"logprobs": True}' in str(
+        note.written)  # fmt: skip
 
 
 def test_a_route_without_token_probabilities_says_so() -> None:

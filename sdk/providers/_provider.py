@@ -247,6 +247,12 @@ class Provider:
         return self.codec.profile.native_reasoning
 
     @property
+    def unreported_probabilities(self) -> str:
+        """Why a reply came without token probabilities (a `min_confidence` not applied says
+        it): the route reports none; a provider that reports them when asked says how."""
+        return "this route reports no token probabilities"
+
+    @property
     def holds_schema(self) -> bool:
         """Whether the wire holds a reply to the schema asked for (native structured output or
         a grammar: its profile names a preflight target); `False` for a prompt-only route (a

@@ -794,6 +794,14 @@ class OpenAIChatProvider(_OpenAIProvider):
 
     codec_type = ChatCodec
 
+    @property
+    def unreported_probabilities(self) -> str:
+        # (asked for only by the caller: some models refuse `logprobs`)
+        return (
+            'the reply came without token probabilities: extra_body={"logprobs": True} asks '
+            "Chat Completions for them"
+        )
+
     def __init__(
         self,
         client: openai.OpenAI | openai.AsyncOpenAI,

@@ -50,14 +50,12 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.providers._provider import Provider
 
-__all__ = ["CONFIDENCE_NOTE", "LOW_CONFIDENCE", "UNCHECKED", "Document"]
+__all__ = ["CONFIDENCE_NOTE", "LOW_CONFIDENCE", "Document"]
 
 LOW_CONFIDENCE = "low_confidence"
 """`Note.kind` of a value `min_confidence` turned into `null` (`received`: the value)."""
 CONFIDENCE_NOTE = "confidence"
 """`Note.kind` of a `min_confidence` that could not be applied (`received`: the floor)."""
-UNCHECKED = "not applied: this route reports no token probabilities"
-
 
 def _with_null(value: Any, pointer: str) -> Any:
     """A copy of the JSON `value` with `null` at `pointer`, a value it holds (`LookupError`
@@ -145,7 +143,8 @@ class Document:
         applied."""
         confidence = self.confidence(accepted.text, completion)
         if confidence is None:
-            said = Note("", floor, UNCHECKED, kind=CONFIDENCE_NOTE)
+            why = provider.unreported_probabilities
+            said = Note("", floor, f"not applied: {why}", kind=CONFIDENCE_NOTE)
             return replace(accepted, notes=[*accepted.notes, said])
         value = accepted.value.model_dump(mode="json")
         low = {
