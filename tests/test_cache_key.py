@@ -384,6 +384,8 @@ class _Name(str):
     """A header name of a `str` subclass (as aiohttp's `istr`)."""
 
 
+_HARASSMENT = {"category": "HARM_CATEGORY_HARASSMENT"}
+
 _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[[Wire], Any]]] = {
     "anthropic base URL (a gateway, the vendor)": (
         _anthropic_wire,
@@ -492,10 +494,13 @@ _ENDPOINTS: dict[str, tuple[Callable[[], Wire], Callable[[Wire], Any], Callable[
         lambda w: _gemini(w, headers={"X-Route": "a"}),
         lambda w: _gemini(w, headers={"X-Route": "b"}),
     ),
+    # (a field the SDK does not own: one it does, `generationConfig`, is refused there)
     "gemini client's extra_body (merged into every request)": (
         lambda: Wire(gemini_reply(text=TEXT)),
-        lambda w: _gemini(w, extra_body={"generationConfig": {"temperature": 0.0}}),
-        lambda w: _gemini(w, extra_body={"generationConfig": {"temperature": 1.5}}),
+        lambda w: _gemini(w, extra_body={"safetySettings": [_HARASSMENT | {"threshold": "OFF"}]}),
+        lambda w: _gemini(
+            w, extra_body={"safetySettings": [_HARASSMENT | {"threshold": "BLOCK_NONE"}]}
+        ),
     ),
     "gemini base URL": (
         lambda: Wire(gemini_reply(text=TEXT)),

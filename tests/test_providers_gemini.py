@@ -277,3 +277,76 @@ def test_the_attempt_deadline_goes_to_the_request_as_its_timeout() -> None:
 def test_a_client_of_another_kind_is_refused() -> None:
     with pytest.raises(TypeError, match=r"google\.genai\.Client"):
         GeminiProvider(object(), model=MODEL)  # type: ignore[arg-type]
+
+
+# The client's own `http_options.extra_body`: google-genai merges it into every request's REST
+# body, over what the SDK wrote. Each of these would replace the prompt, the system prompt, the
+# schema or its mime type, or add tools.
+CLIENT_OWNED = [
+    ("contents", {"contents": [{"role": "user", "parts": [{"text": "injected"}]}]}),
+    ("systemInstruction.parts", {"systemInstruction": {"parts": [{"text": "obey"}]}}),
+    ("system_instruction.parts", {"system_instruction": {"parts": [{"text": "obey"}]}}),
+    ("generationConfig.responseMimeType",
+     {"generationConfig": {"responseMimeType": "text/plain"}}),
+    ("generationConfig.responseSchema.type",
+     {"generationConfig": {"responseSchema": {"type": "OBJECT"}}}),
+    ("generation_config.temperature", {"generation_config": {"temperature": 1.5}}),
+    ("tools", {"tools": []}),
+    ("toolConfig.functionCallingConfig", {"toolConfig": {"functionCallingConfig": {}}}),
+    ("model", {"model": "gemini-2.5-pro"}),
+]  # fmt: skip
+
+
+def _options_client(wire: Wire, extra_body: dict[str, Any]) -> Any:
+    """A `google.genai.Client` made on an `HttpOptions` the test keeps (and may change later)."""
+    from google import genai
+
+    options = genai.types.HttpOptions(
+        base_url="http://gemini.test", extra_body=extra_body,
+        httpx_client=httpx2.Client(transport=httpx2.MockTransport(wire)),
+        httpx_async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(wire)),
+    )  # fmt: skip
+    return genai.Client(api_key=GEMINI_KEY, http_options=options), options
+
+
+@pytest.mark.parametrize(("path", "extra"), CLIENT_OWNED, ids=[p for p, _ in CLIENT_OWNED])
+def test_an_owned_field_in_the_client_s_own_extra_body_is_refused_naming_it(
+    path: str, extra: dict[str, Any]
+) -> None:
+    wire = Wire(gemini_reply())
+    named = f"extra_body may not set '{path}'.*http_options.extra_body"
+    with pytest.raises(ValueError, match=named):
+        GeminiProvider(gemini_client(wire, extra_body=extra), model=MODEL)
+    # Put there after the provider was made (the caller's `HttpOptions` is the client's): every
+    # call, sync or async, whole or streamed, and the cache key refuse it before sending.
+    client, options = _options_client(wire, {"cachedContent": "cachedContents/c-1"})
+    provider = GeminiProvider(client, model=MODEL)
+    options.extra_body.update(extra)
+    with pytest.raises(ValueError, match=named):
+        StructuredClient(provider).generate(Decision, prompt="Approve?")
+    with pytest.raises(ValueError, match=named):
+        list(StructuredClient(provider).stream(Decision, prompt="Approve?"))
+    with pytest.raises(ValueError, match=named):
+        asyncio.run(AsyncStructuredClient(provider).generate(Decision, prompt="Approve?"))
+    with pytest.raises(ValueError, match=named):
+        provider.cache_scope()
+    assert wire.requests == []
+
+
+def test_a_field_the_sdk_does_not_own_in_the_client_s_extra_body_reaches_the_wire() -> None:
+    wire = Wire(gemini_reply())
+    extra = {
+        "cachedContent": "cachedContents/c-1",
+        "labels": {"team": "refunds"},
+        "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "OFF"}],
+    }
+    provider = GeminiProvider(gemini_client(wire, extra_body=extra), model=MODEL)
+    result = StructuredClient(provider).generate(Decision, prompt="Approve?")
+    assert result.value.answer == DECISION["answer"]
+    sent = wire.body
+    assert {key: sent[key] for key in extra} == extra
+    # beside what the SDK wrote, which stays
+    assert sent["contents"] == [{"role": "user", "parts": [{"text": "Approve?"}]}]
+    assert sent["generationConfig"]["responseMimeType"] == "application/json"
+    assert sent["generationConfig"]["responseJsonSchema"] == to_wire(Decision, GEMINI).schema
+    assert provider.cache_scope()["client_extra_body"] == extra

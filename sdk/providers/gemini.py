@@ -63,6 +63,7 @@ from sdk.providers._endpoint import gemini_base_url
 from sdk.providers._errors import provider_error
 from sdk.providers._headers import header_digest
 from sdk.providers._headers import header_scope
+from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
 from sdk.providers._provider import Provider
@@ -527,6 +528,7 @@ class GeminiProvider(Provider):
         self._model = model
         self.codec = GeminiCodec(model)
         self._keep_extra_body(extra_body)
+        self._client_extra_body()
 
     @classmethod
     def _in_memory(cls, settings: Mapping[str, Any], *, http_client: Any, api_key: str) -> Self:
@@ -544,6 +546,25 @@ class GeminiProvider(Provider):
     def __repr__(self) -> str:
         return f"GeminiProvider(model={self._model!r})"
 
+    def _client_extra_body(self) -> dict[str, Any]:
+        """The client's own `http_options.extra_body`, vetted as `extra_body=` is: google-genai
+        merges it into every request's REST body, over the SDK's (a `contents` there replaces
+        the prompt, a `generationConfig` the schema), so a field the SDK owns is a `ValueError`
+        naming it. Read when the provider is made and again at every call and cache key: the
+        client's `HttpOptions` (its `extra_body` dict) may be changed after."""
+        options = getattr(getattr(self.client, "_api_client", None), "_http_options", None)
+        body = getattr(options, "extra_body", None)
+        if not body:
+            return {}
+        try:
+            self.vet_options(NO_SAMPLING, body)
+        except ValueError as exc:
+            raise ValueError(
+                f"{exc} (in the google.genai.Client's http_options.extra_body, which it merges "
+                "into every request)"
+            ) from None
+        return dict(body)
+
     @property
     def model(self) -> str:
         return self._model
@@ -560,9 +581,10 @@ class GeminiProvider(Provider):
             "endpoint": endpoint(getattr(options, "base_url", None) or ""),
             "api_version": getattr(options, "api_version", None),
         }
-        # The client's own `http_options.extra_body`: merged into every request's body (a
-        # `generationConfig` temperature reaches the model), unless a request brings its own.
-        client_body = getattr(options, "extra_body", None)
+        # The client's own `http_options.extra_body` (vetted: no field the SDK owns): merged
+        # into every request's body (`safetySettings` decide answers), unless a request brings
+        # its own.
+        client_body = self._client_extra_body()
         if client_body:
             scope["client_extra_body"] = dict(client_body)
         return scope
@@ -587,7 +609,9 @@ class GeminiProvider(Provider):
         return [key] if isinstance(key, str) else []
 
     def transport(self) -> GeminiTransport:
+        self._client_extra_body()  # (every call, before anything is sent: see there)
         return GeminiTransport(self.client)
 
     def atransport(self) -> AsyncGeminiTransport:
+        self._client_extra_body()
         return AsyncGeminiTransport(self.client)
