@@ -480,6 +480,25 @@ def test_a_crash_after_the_last_result_and_a_lost_result_still_end_each_item_onc
     assert api.creates() == 2
 
 
+def test_cancelling_a_finished_job_leaves_it_finished(tmp_path: Path, items: Path) -> None:
+    # On main: `cancel` marked a job whose every item was done "cancelled" for good (all its
+    # items ok), and `status` and `resume` said so.
+    counter: Counter[str] = Counter()
+    job = job_for(tmp_path, items, LocalBackend(local_clients(counter, {})))
+    assert job.run().ok == 25
+    summary = job.cancel()
+    assert summary.finished and summary.state == "finished" and summary.ok == 25
+    job.close()
+    again = BatchJob.open(
+        tmp_path / "job.db", contract=Decision, backend=LocalBackend(local_clients(counter, {}))
+    )
+    assert again.summary().state == "finished"
+    assert again.run().ok == 25 and again.summary().state == "finished"
+    again.close()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    assert len(records) == 25 and {r["outcome"] for r in records.values()} == {"ok"}
+
+
 def test_cancel_stops_sending_and_closes_every_item(tmp_path: Path, items: Path) -> None:
     api = AnthropicBatchAPI(Script(), polls=5)
     backend = anthropic_backend(api, max_requests=10)

@@ -420,8 +420,12 @@ class BatchJob:
         job (another process's included) notices within about a second, cancels its open
         batches and the calls in flight, and marks what is left cancelled; a job not running
         has its open batches cancelled here, and `run` (`resume`) then collects what they
-        finished and marks the rest cancelled."""
+        finished and marks the rest cancelled. A job with every item done has nothing left to
+        cancel: it stays finished (its summary says so)."""
         with state_errors(self.state.path):
+            done = self.summary()
+            if done.finished:
+                return done
             self.state.put("cancelled", True)
             if isinstance(self.backend, HostedBackend) and running_holder(self.state) is None:
                 self._cancel_batches(self.backend)

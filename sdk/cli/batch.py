@@ -303,7 +303,9 @@ def batch_cancel_command(state: StateOption) -> None:
             job.close()
     for line in summary.lines():
         out_.line(line)
-    if summary.runner:
+    if summary.finished:
+        out_.line("nothing to cancel: every item is done")
+    elif summary.runner:
         out_.line(f"cancel requested: the running job ({summary.runner}) stops within seconds")
     else:
         out_.line(
