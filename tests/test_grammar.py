@@ -425,6 +425,26 @@ def test_the_cli_reports_and_exits_1_on_either_failure(tmp_path: Path) -> None:
     assert "accept: untested" in wide.stdout
 
 
+def test_the_cli_refuses_to_test_nothing_and_names_a_case_file_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    # On main: with neither --accept nor --reject it printed "ok" and exited 0 (both sides
+    # untested), and a case file that is not UTF-8 was "'utf-8' codec can't decode ..."
+    # without its name.
+    grammar = tmp_path / "kv.lark"
+    grammar.write_text(KEY_VALUE.lark)
+    nothing = runner.invoke(app, ["grammar", "test", str(grammar)])
+    assert nothing.exit_code == 2 and "--accept, --reject" in nothing.output
+    assert "ok" not in nothing.stdout.split()
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("a=\"caf\xe9\"\n".encode("latin-1"))
+    broken = tmp_path / "broken.json"
+    broken.write_text("[")
+    for path, said in ((latin, "not UTF-8"), (broken, "JSON")):
+        shown = runner.invoke(app, ["grammar", "test", str(grammar), "--accept", str(path)])
+        assert shown.exit_code == 2 and f"{path}: " in shown.output and said in shown.output
+
+
 def test_the_cli_takes_modules_gbnf_files_and_prints_json(tmp_path: Path) -> None:
     naive = tmp_path / "naive.gbnf"
     naive.write_text(NAIVE_GBNF)

@@ -48,11 +48,13 @@ def grammar_test_command(
     """Report every accept-case rejected and every reject-case accepted (exit 1 on either).
 
     A case file has one case a line (blank and `#` lines skipped), or is a JSON array of
-    strings (`.json`). A side without a file is reported as untested.
+    strings (`.json`). A side without a file is reported as untested; at least one is given.
     """
     out = Output()
     with errors_exit(out):
         loaded = _load_grammar(grammar)
+        if accept is None and reject is None:
+            raise ValueError("give --accept, --reject or both: with neither, nothing is tested")
         accept_cases = _read_cases(accept) if accept is not None else None
         reject_cases = _read_cases(reject) if reject is not None else None
         report = check_cases(loaded, accept=accept_cases, reject=reject_cases)
@@ -94,4 +96,11 @@ def _load_grammar(spec: str) -> Grammar:
 
 
 def _read_cases(path: Path) -> list[str]:
-    return parse_cases(path.read_bytes().decode("utf-8"), json_format=path.suffix == ".json")
+    """The cases of a case file (a `ValueError` naming it when it is not UTF-8 or not cases)."""
+    data = path.read_bytes()
+    try:
+        return parse_cases(data.decode("utf-8"), json_format=path.suffix == ".json")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 ({error.reason} at byte {error.start:,})") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
