@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from sdk.cli import app
@@ -229,3 +230,28 @@ def test_lock_fails_on_an_older_versions_edited_snapshot_as_check_does(tmp_path:
     assert "nothing written" not in out
     assert err.startswith("error: Bad v1: snapshot ")
     assert "restore it from version control" in err
+
+
+@pytest.mark.parametrize(
+    ("provider", "variable"),
+    [
+        ("anthropic:claude-sonnet-4-6", "ANTHROPIC_API_KEY"),
+        ("openai:gpt-4.1-mini", "OPENAI_API_KEY"),
+    ],
+)
+def test_sdk_eval_without_a_hosted_key_says_which_variable_to_set(
+    provider: str, variable: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On main: OpenAI's client raised its own error as a traceback; Anthropic's was made
+    # without a key, and every item became an "unusable reply" with the advice to resume.
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    dataset = REPO / "examples" / "data" / "eval" / "decisions.jsonl"
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app, ["eval", str(dataset), "--contract", "contracts:Decision", "--provider", provider,
+              "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert variable in result.output and "resume" not in result.output
+    assert not (out / "results.json").exists()

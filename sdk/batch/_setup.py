@@ -34,6 +34,8 @@ from sdk.batch._hosted import OpenAIBatches
 from sdk.batch._local import LocalBackend
 from sdk.providers._endpoint import Endpoint
 from sdk.providers._endpoint import withheld
+from sdk.providers._environment import MissingCredentials
+from sdk.providers._environment import environment_client
 
 if TYPE_CHECKING:
     from sdk.client import AsyncStructuredClient
@@ -131,40 +133,24 @@ def build_backend(spec: BackendSpec) -> HostedBackend | LocalBackend:
     missing key is a `BatchError` saying which variable to set)."""
     try:
         return _build(spec)
-    except ImportError:
-        raise
-    except Exception as error:
-        names = type(error).__module__.split(".")[0]
-        if names in ("anthropic", "openai"):
-            variable = "ANTHROPIC_API_KEY" if names == "anthropic" else "OPENAI_API_KEY"
-            raise BatchError(
-                f"{spec.provider}: cannot make a client ({variable} set?): {error}"
-            ) from error
-        raise
+    except MissingCredentials as error:
+        raise BatchError(str(error)) from error
 
 
 def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
     limits = {"max_requests": spec.max_requests} if spec.max_requests else {}
     model = spec.model or ""
     if spec.provider == "anthropic":
-        import anthropic
-
         from sdk.providers.anthropic import AnthropicProvider
 
-        client = anthropic.Anthropic()
-        if not any(
-            getattr(client, name, None) for name in ("api_key", "auth_token", "credentials")
-        ):
-            raise BatchError("anthropic: no credentials: set ANTHROPIC_API_KEY")
+        client = environment_client("anthropic")
         return AnthropicBatches(AnthropicProvider(client, model=model), **limits)
     if spec.provider in ("openai_responses", "openai_chat"):
-        import openai
-
         from sdk.providers.openai import OpenAIChatProvider
         from sdk.providers.openai import OpenAIResponsesProvider
 
         kind = OpenAIChatProvider if spec.provider == "openai_chat" else OpenAIResponsesProvider
-        return OpenAIBatches(kind(openai.OpenAI(), model=model), **limits)
+        return OpenAIBatches(kind(environment_client("openai"), model=model), **limits)
     clients = local_clients(spec.clients_json())
     if spec.engine == "ray":
         from sdk.batch._ray import RayBackend

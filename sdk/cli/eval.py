@@ -379,17 +379,15 @@ def _eval_provider(spec: str, model: str | None = None) -> Any:
 
         return LlamaCppProvider(argument) if argument else LlamaCppProvider()
     if kind in ("anthropic", "openai") and argument:
-        if kind == "anthropic":
-            import anthropic
+        from sdk.providers._environment import environment_client
 
+        if kind == "anthropic":
             from sdk.providers.anthropic import AnthropicProvider
 
-            return AnthropicProvider(anthropic.Anthropic(), model=argument)
-        import openai
-
+            return AnthropicProvider(environment_client("anthropic"), model=argument)
         from sdk.providers.openai import OpenAIResponsesProvider
 
-        return OpenAIResponsesProvider(openai.OpenAI(), model=argument)
+        return OpenAIResponsesProvider(environment_client("openai"), model=argument)
     raise ValueError(
         f"--provider takes embedded[:MODEL.gguf], llamacpp[:URL], anthropic:MODEL or "
         f"openai:MODEL, not {spec!r}"

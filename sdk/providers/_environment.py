@@ -1,0 +1,46 @@
+"""The hosted vendors' clients made from the environment, as the CLI makes them
+(`--provider anthropic:MODEL`, `sdk batch run --provider openai_chat`): the vendor's SDK reads
+its key from a variable, and a missing one is said before anything runs, naming the variable
+(the Anthropic client is made without one and fails at its first request; the OpenAI client's
+own error would be a traceback)."""
+
+from __future__ import annotations
+
+from typing import Any
+from typing import Literal
+
+__all__ = ["MissingCredentials", "environment_client"]
+
+Vendor = Literal["anthropic", "openai"]
+
+VARIABLES: dict[Vendor, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+"""The variable each vendor's client reads its key from."""
+
+
+class MissingCredentials(ValueError):
+    """A hosted vendor's client found no credentials in the environment."""
+
+
+def environment_client(vendor: Vendor) -> Any:
+    """`anthropic.Anthropic()` or `openai.OpenAI()` (`ImportError` when the extra is not
+    installed); `MissingCredentials` naming the variable to set when the client has none."""
+    variable = VARIABLES[vendor]
+    try:
+        if vendor == "anthropic":
+            import anthropic
+
+            client: Any = anthropic.Anthropic()
+            if not any(getattr(client, name, None) for name in ("api_key", "auth_token")):
+                raise MissingCredentials(f"anthropic: no credentials: set {variable}")
+            return client
+        import openai
+
+        return openai.OpenAI()
+    except (ImportError, MissingCredentials):
+        raise
+    except Exception as error:  # the vendor's own error, made without a key
+        if type(error).__module__.split(".")[0] != vendor:
+            raise
+        raise MissingCredentials(
+            f"{vendor}: cannot make a client ({variable} set?): {error}"
+        ) from error
