@@ -51,6 +51,7 @@ from sdk.engine.retry import Backoff
 from sdk.engine.retry import MaxTokensRamp
 from sdk.engine.setup import start_call
 from sdk.engine.setup import start_tools_call
+from sdk.engine.setup import vet_on_reached
 from sdk.grammar import Grammar
 from sdk.parsing.incremental import Partial
 from sdk.providers._provider import Provider
@@ -95,6 +96,9 @@ class _BaseClient:
     def __init__(self, provider: Provider, config: CallSpec) -> None:
         if not isinstance(provider, Provider):
             raise TypeError(f"provider must be an sdk.providers.Provider, not {provider!r}")
+        # What the client's requests would carry, vetted now on every provider they may reach
+        # (a sampling option one does not take, an `extra_body` field one owns), as a call's are
+        vet_on_reached(config.transport, provider)
         self.provider = provider
         self.config = config
         """The client's settings and call defaults, resolved (`sdk.engine.options.CallSpec`)."""
@@ -114,12 +118,16 @@ class _BaseClient:
 
     def with_options(self, **options: Unpack[ClientOptions]) -> Self:
         """A copy of this client with other settings or call defaults (`temperature=0`,
-        `deadline=None`, `retries=0`, ...), each checked now; the provider is shared, this
-        client unchanged."""
+        `deadline=None`, `retries=0`, ...), each checked now (a sampling option or an
+        `extra_body` field against every provider the client may reach, as the constructor
+        does); the provider is shared, this client unchanged."""
         copy = self._copy()
-        copy.config = self.config.updated(
-            options, "with_options()", taken=self.provider.own_options
-        )
+        config = self.config.updated(options, "with_options()", taken=self.provider.own_options)
+        sent, before = config.transport, self.config.transport
+        # (vetted again only when what is sent changed: `with_options` may be called per request)
+        if sent.options is not before.options or sent.extra_body is not before.extra_body:
+            vet_on_reached(sent, self.provider)
+        copy.config = config
         return copy
 
     def _copy(self) -> Self:

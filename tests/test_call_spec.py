@@ -35,9 +35,12 @@ from sdk.engine.options import OutputOptions
 from sdk.engine.options import declarations
 from sdk.engine.retry import RetrySettings
 from sdk.hooks import Hooks
+from sdk.providers import FallbackProvider
 from sdk.providers import OpenAIChatProvider
+from sdk.providers import Provider
 from sdk.providers import Sampling
 from sdk.providers import TestProvider
+from sdk.providers import VLLMProvider
 from tests.wire_support import Wire
 from tests.wire_support import chat_reply
 from tests.wire_support import openai_client
@@ -271,6 +274,69 @@ def test_a_sampling_option_outside_every_api_s_range_is_refused_unsent(
     fine = {"top_p": 1.0, "temperature": 0.0, "stop": ["END"]}[name]
     client.generate(Decision, prompt="Approve?", **{name: fine})  # the edges are taken
     assert len(wire.requests) == 1
+
+
+# --- what a client's requests would carry, vetted where it is set (issue 30, item 5) ---
+
+
+def _said_at_call(provider: Provider, **options: Any) -> tuple[type[Exception], str]:
+    """The error a call with `options` gets through `provider` (before anything is sent)."""
+    with pytest.raises((TypeError, ValueError)) as info:
+        StructuredClient(provider).generate(Decision, prompt="Approve?", **options)
+    return type(info.value), str(info.value)
+
+
+def _refused_where_set(
+    provider: Provider, said: tuple[type[Exception], str], **options: Any
+) -> None:
+    """Both constructors and `with_options` (of both clients) refuse `options` with `said`."""
+    for make in (StructuredClient, AsyncStructuredClient):
+        with pytest.raises((TypeError, ValueError)) as info:
+            make(provider, **options)
+        assert (type(info.value), str(info.value)) == said, make
+        with pytest.raises((TypeError, ValueError)) as info:
+            make(provider).with_options(**options)
+        assert (type(info.value), str(info.value)) == said, make
+
+
+LOCAL_AND_TEST = {
+    "test": lambda: TestProvider([TEXT], repeat=True),
+    "vllm": lambda: VLLMProvider("http://vllm.test", model="m"),  # no server: nothing is sent
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOCAL_AND_TEST))
+@pytest.mark.parametrize("owned", ["model", "messages", "temperature"])
+def test_an_extra_body_field_the_sdk_owns_is_refused_where_the_client_sets_it(
+    kind: str, owned: str
+) -> None:
+    # On main the client and `with_options` took it; only `generate()` refused it.
+    provider = LOCAL_AND_TEST[kind]()
+    said = _said_at_call(provider, extra_body={owned: "x"})
+    assert said[0] is ValueError and f"extra_body may not set {owned!r}" in said[1]
+    _refused_where_set(provider, said, extra_body={owned: "x"})
+    client = StructuredClient(provider, extra_body={"zz_tenant": "t-1"})  # a raw field is taken
+    assert client.with_options(extra_body={"zz_tier": "paid"}).config.transport.extra_body == {
+        "zz_tenant": "t-1",
+        "zz_tier": "paid",
+    }
+
+
+def test_a_fallback_list_s_every_provider_vets_what_a_client_sets() -> None:
+    # `guided_json` is vLLM's (its schema field) and the test provider's raw field;
+    # `constrained` is an option the test provider takes and vLLM does not.
+    alone = TestProvider([TEXT], repeat=True)
+    both = FallbackProvider(
+        [TestProvider([TEXT], repeat=True), VLLMProvider("http://vllm.test", model="m")]
+    )
+    for options, error, named in [
+        ({"extra_body": {"guided_json": {}}}, ValueError, "extra_body may not set 'guided_json'"),
+        ({"constrained": False}, TypeError, "vllm does not take the option 'constrained'"),
+    ]:
+        StructuredClient(alone, **options).with_options(**options)  # the first alone takes it
+        said = _said_at_call(both, **options)
+        assert said[0] is error and named in said[1]
+        _refused_where_set(both, said, **options)
 
 
 def test_a_token_budget_of_the_wrong_type_fails_when_the_client_is_made() -> None:

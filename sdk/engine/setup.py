@@ -22,6 +22,7 @@ from sdk.engine.envelope import envelope_of
 from sdk.engine.kinds import Document
 from sdk.engine.kinds import GrammarOutput
 from sdk.engine.kinds import OutputKind
+from sdk.engine.kinds import Shared
 from sdk.engine.kinds import TwoPhase
 from sdk.engine.kinds.guided import Guided
 from sdk.engine.kinds.tools import Tools
@@ -44,6 +45,7 @@ __all__ = [
     "reachable_models",
     "start_call",
     "start_tools_call",
+    "vet_on_reached",
 ]
 
 
@@ -177,6 +179,15 @@ def _marked(turns: tuple[Message, ...], rendered: RenderedPrompt | None) -> tupl
     return (replace(turns[0], static_prefix=rendered.messages[0].static_prefix), *turns[1:])
 
 
+def vet_on_reached(transport: Shared, provider: Provider) -> None:
+    """Refuse, on every provider a call through `provider` may reach (`Provider.reached`: a
+    `FallbackProvider`'s each), a sampling option one does not take (`TypeError`) and an
+    `extra_body` field one owns (`ValueError`), both naming it (`Provider.vet_options`): at each
+    call, and where a client's defaults are set (its constructor, `with_options`)."""
+    for candidate in provider.reached():
+        candidate.vet_options(transport.options, transport.extra_body)
+
+
 def _machine(
     spec: CallSpec,
     provider: Provider,
@@ -186,9 +197,7 @@ def _machine(
 ) -> Attempts:
     """Vet the options on every provider the call may go to, then start the attempts machine
     (which vets the output kind: a fallback list skips a provider that cannot carry it)."""
-    transport = spec.transport
-    for candidate in provider.reached():
-        candidate.vet_options(transport.options, transport.extra_body)
+    vet_on_reached(spec.transport, provider)
     reasoning = spec.output.reasoning
     if reasoning == "native" and not provider.supports_native_reasoning:
         raise unsupported(

@@ -13,6 +13,7 @@ are a `ValueError` naming the field.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -228,7 +229,16 @@ class WireProfile:
                             f"extra_body[{key!r}] has {name!r}, which {self.name} does not take "
                             f"there{did_you_mean(name, inner)}"
                         )
+        touched, parents = self._sdk_paths
         for path in _leaf_paths(extra_body):
+            # (looked up, not compared with each field: most paths touch none, and `with_options`
+            # may set a client's `extra_body` per request; the loop below names the one touched)
+            if (
+                path not in touched
+                and path not in parents
+                and ("." not in path or all(path[:i] not in touched for i in _dots(path)))
+            ):
+                continue
             for owned in (*self.owned, *written):
                 if path == owned or path.startswith(owned + ".") or owned.startswith(path + "."):
                     hint = f": pass {written[owned]}=..." if owned in written else ""
@@ -236,6 +246,19 @@ class WireProfile:
                         f"extra_body may not set {path!r}: {self.name}'s request field "
                         f"{owned!r} is the SDK's{hint}"
                     )
+
+    @functools.cached_property
+    def _sdk_paths(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The fields `extra_body` may not touch (`owned`, and where each option goes), and each
+        one's dotted parents: a path touches one when it is one, one's parent, or under one."""
+        touched = frozenset((*self.owned, *self.options.values()))
+        parents = frozenset(path[:i] for path in touched for i in _dots(path))
+        return touched, parents
+
+
+def _dots(path: str) -> list[int]:
+    """Where `path`'s dots are (each ends a parent of the path)."""
+    return [i for i, char in enumerate(path) if char == "."]
 
 
 def sdk_fields(method: Any) -> dict[str, frozenset[str] | None]:
