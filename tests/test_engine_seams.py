@@ -231,10 +231,23 @@ CONSTRAINTS = [
 ]
 
 
-CONSTRAINT_IDS = [f"{name}-{i}-{next(iter(extra))}" for i, (name, extra) in enumerate(CONSTRAINTS)]
+# Fields that ask for other replies than the one the SDK reads (several choices or candidates,
+# billed and dropped), or add context beside the SDK's messages (which the cache key does not
+# see), or answer later: owned as the constraint is.
+REPLY_FIELDS = [
+    ("openai_chat", {"n": 3}),
+    ("vllm", {"n": 2}),
+    ("gemini", {"config": {"candidate_count": 2}}),
+    ("openai_responses", {"previous_response_id": "resp_1"}),
+    ("openai_responses", {"conversation": "conv_1"}),
+    ("openai_responses", {"prompt": {"id": "pmpt_1"}}),
+    ("openai_responses", {"background": True}),
+]
+OWNED_FIELDS = CONSTRAINTS + REPLY_FIELDS
+CONSTRAINT_IDS = [f"{name}-{i}-{next(iter(extra))}" for i, (name, extra) in enumerate(OWNED_FIELDS)]
 
 
-@pytest.mark.parametrize(("name", "extra"), CONSTRAINTS, ids=CONSTRAINT_IDS)
+@pytest.mark.parametrize(("name", "extra"), OWNED_FIELDS, ids=CONSTRAINT_IDS)
 def test_raw_fields_may_not_replace_the_constraint(name: str, extra: dict[str, Any]) -> None:
     from tests.promise_wire import SETUPS
 

@@ -191,9 +191,11 @@ def responses_wire() -> WireProfile:
         tools=True,
         native_reasoning=True,
         options={"temperature": "temperature", "top_p": "top_p"},
+        # (and what would add context beside `input`, or answer later: `background`)
         owned=frozenset({"model", "input", "messages", "instructions", "max_output_tokens",
                          "reasoning", "text.format", "tools", "tool_choice",
-                         "parallel_tool_calls", "stream"}),
+                         "parallel_tool_calls", "stream", "previous_response_id",
+                         "conversation", "prompt", "background"}),
         fields=sdk_fields(Responses.create),
     )  # fmt: skip
 
@@ -210,9 +212,10 @@ def chat_wire() -> WireProfile:
         tools=True,
         options={name: name for name in ("temperature", "top_p", "seed", "stop",
                                          "presence_penalty", "frequency_penalty")},
+        # (`n`: one choice is read; more would be billed and dropped)
         owned=frozenset({"model", "messages", "max_completion_tokens", "max_tokens",
                          "response_format", "tools", "tool_choice", "parallel_tool_calls",
-                         "stream", "stream_options", "functions", "function_call"}),
+                         "stream", "stream_options", "functions", "function_call", "n"}),
         fields=sdk_fields(Completions.create),
     )  # fmt: skip
 

@@ -99,7 +99,7 @@ VLLM_WIRE = WireProfile(
     owned=frozenset({"model", "messages", "max_tokens", "structured_outputs", "guided_json",
                      "guided_grammar", "guided_regex", "guided_choice", "response_format",
                      "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options",
-                     "logprobs"}),
+                     "logprobs", "n"}),  # (`n`: one choice is read)
 )  # fmt: skip
 
 
