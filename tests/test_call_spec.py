@@ -238,9 +238,15 @@ def test_a_bad_call_option_is_refused_before_anything_is_sent(name: str, bad: ob
 
 
 def test_a_setting_is_not_a_call_option() -> None:
+    # The error says where a setting goes (on main: "raw request fields go in extra_body",
+    # the wrong advice for `enum_case`, `retries` and the other client settings).
     client, wire, _ = _client()
-    with pytest.raises(TypeError, match=r"generate\(\) got an unexpected option 'retries'"):
-        client.generate(Decision, prompt="Approve?", retries=0)  # type: ignore[call-arg]
+    for name, value in (("retries", 0), ("enum_case", "normalize")):
+        said = rf"generate\(\) got an unexpected option '{name}'"
+        with pytest.raises(TypeError, match=said) as info:
+            client.generate(Decision, prompt="Approve?", **{name: value})
+        assert f"with_options({name}=...)" in str(info.value)
+        assert "extra_body" not in str(info.value)
     assert wire.requests == []
 
 

@@ -545,6 +545,12 @@ def whole_number_options() -> frozenset[str]:
 
 def _unknown(name: str, where: str, keywords: frozenset[str], per_call: bool) -> TypeError:
     """The error of a name that is not an option here (a setting given to a call, a typo)."""
+    declared = declarations().get(name)
+    if per_call and declared is not None and not declared.per_call:
+        return TypeError(
+            f"{where} got an unexpected option {name!r}: it is a client setting, given when "
+            f"the client is made or to client.with_options({name}=...)"
+        )
     names = frozenset(n for n, d in declarations().items() if d.per_call or not per_call)
     hint = did_you_mean(name, names | keywords)
     return TypeError(
