@@ -384,6 +384,17 @@ def test_the_client_rejects_what_is_not_a_contract_at_the_call(call: str) -> Non
         with pytest.raises(TypeError, match=f"{call}\\(\\) takes a Contract subclass"):
             result = getattr(client, call)(wrong, prompt="Claims?")
             list(result) if call == "stream" else None
+    # A list or union the client does not envelope says what it takes (on main: only "go
+    # through client.generate(list[Item])", which is what the caller did).
+    for wrong, says in (
+        (list[Claim | Other], "Item one Contract subclass"),
+        (list[str], "Item one Contract subclass"),
+        (Claim | None, "every member a Contract subclass"),
+        (Claim | list[Other], "every member a Contract subclass"),
+    ):
+        with pytest.raises(TypeError, match=says):
+            result = getattr(client, call)(wrong, prompt="Claims?")
+            list(result) if call == "stream" else None
 
 
 @pytest.mark.parametrize("fixture", ["anthropic_refusal.json", "anthropic_max_tokens.json"])

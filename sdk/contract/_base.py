@@ -298,14 +298,16 @@ def require_contract(obj: object, where: str) -> type[Contract]:
     origin = typing.get_origin(obj)
     if origin in (list, tuple, set, frozenset) or obj in (list, tuple):
         problem = (
-            f"not {_spelled(obj)}: top-level lists go through client.generate(list[Item]) "
-            "(an envelope contract on the wire); to parse one yourself, wrap it in a Contract "
-            "field (items: list[Item])"
+            f"not {_spelled(obj)}: top-level lists go through client.generate(list[Item]), "
+            "Item one Contract subclass (an envelope contract on the wire); to parse one "
+            "yourself, or for items of another type (list[A | B], list[str]), wrap it in a "
+            "Contract field (items: list[Item])"
         )
     elif origin in (typing.Union, types.UnionType):
         problem = (
-            f"not {_spelled(obj)}: top-level unions go through client.generate(A | B) (an "
-            "envelope contract on the wire); to parse one yourself, wrap it in a Contract field "
+            f"not {_spelled(obj)}: top-level unions go through client.generate(A | B), every "
+            "member a Contract subclass (an envelope contract on the wire); to parse one "
+            "yourself, or for other members (None, a list), wrap it in a Contract field "
             "(answer: A | B)"
         )
     elif obj is Contract:
