@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,10 +19,14 @@ from contracts import InvoiceExtraction
 from contracts import ReviewFinding
 from contracts import Sentiment
 from sdk import Contract
+from sdk import SchemaViolation
 from sdk import WireEnum
+from sdk import parse
 from sdk.schema import DRAFT_2020_12
 from sdk.schema import canonical_bytes
+from sdk.schema import to_wire
 from sdk.schema.canonical import subschemas
+from sdk.schema.dialects import dialects
 
 REFERENCE = [Decision, ReviewFinding, InvoiceExtraction, Sentiment]
 
@@ -172,3 +178,81 @@ def test_fingerprint_ignores_the_module_but_not_the_name() -> None:
     renamed = _variant("Renamed")
     assert here.fingerprint() == moved.fingerprint()
     assert renamed.fingerprint() != here.fingerprint()
+
+
+def _same_named(modules: tuple[str, str], outer_module: str) -> type[Contract]:
+    """`Outer` with two nested contracts both called `Item`, living in `modules`."""
+    first = type("Item", (Contract,), {"__annotations__": {"x": int}, "__module__": modules[0]})
+    second = type("Item", (Contract,), {"__annotations__": {"y": str}, "__module__": modules[1]})
+    namespace = {
+        "__annotations__": {"a": first, "b": second, "more": list[second] | None},
+        "__module__": outer_module,
+    }
+    return type("Outer", (Contract,), namespace)
+
+
+_HERE = ("origin_pkg.first_mod", "origin_pkg.second_mod")
+# Moved, and the module names now sort the other way round.
+_MOVED = ("moved_lib.zeta_mod", "moved_lib.alpha_mod")
+
+
+def _module_words(text: str) -> list[str]:
+    words = ("_pkg", "_mod", "_lib", "outer", "elsewhere", "__")
+    return [word for word in words if word in text]
+
+
+def test_same_named_nested_contracts_are_named_without_their_module() -> None:
+    schema = _same_named(_HERE, "origin_pkg.outer").json_schema()
+    assert list(schema["$defs"]) == ["Item_1", "Item_2"]
+    assert schema["properties"]["a"] == {"$ref": "#/$defs/Item_1"}
+    assert schema["properties"]["b"] == {"$ref": "#/$defs/Item_2"}
+    assert list(schema["$defs"]["Item_1"]["properties"]) == ["x"]
+    assert list(schema["$defs"]["Item_2"]["properties"]) == ["y"]
+    assert _module_words(canonical_bytes(schema).decode()) == []
+
+
+def test_moving_same_named_nested_contracts_keeps_schema_and_fingerprint() -> None:
+    here = _same_named(_HERE, "origin_pkg.outer")
+    moved = _same_named(_MOVED, "elsewhere")
+    assert moved.json_schema() == here.json_schema()
+    assert canonical_bytes(moved.json_schema()) == canonical_bytes(here.json_schema())
+    assert moved.fingerprint() == here.fingerprint()
+
+
+def test_a_class_named_like_a_numbered_definition_still_gets_no_module() -> None:
+    outer = _same_named(_HERE, "origin_pkg.outer")
+    clash = type("Item_1", (Contract,), {"__annotations__": {"z": str}, "__module__": "third_mod"})
+    namespace = {"__annotations__": {"nested": outer, "clash": clash}, "__module__": "elsewhere"}
+    schema = type("Both", (Contract,), namespace).json_schema()
+    assert len(schema["$defs"]) == 4
+    assert _module_words(canonical_bytes(schema).decode()) == []
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+_GOOD = '{"a":{"x":1},"b":{"y":"s"},"more":[{"y":"t"}]}'
+_SWAPPED = (
+    '{"a":{"y":"s"},"b":{"x":1},"more":null}',
+    '{"a":{"x":1},"b":{"y":"s"},"more":[{"x":2}]}',
+)
+
+
+def test_same_named_nested_contracts_keep_the_module_out_of_every_wire_schema() -> None:
+    contract = _same_named(_HERE, "origin_pkg.outer")
+    for name, dialect in dialects().items():
+        wire = to_wire(contract, dialect).schema
+        text = json.dumps(wire)
+        assert _module_words(text) == [], name
+        assert set(re.findall(r'"\$ref": "#/\$defs/([^"]+)"', text)) <= set(wire["$defs"]), name
+        # Every `$ref` resolves to the right definition: one document fits, the swapped ones not.
+        validator = jsonschema.Draft202012Validator(wire)
+        assert validator.is_valid(json.loads(_GOOD)), name
+        assert not any(validator.is_valid(json.loads(each)) for each in _SWAPPED), name
+
+
+def test_same_named_nested_contracts_stay_distinct_when_parsing() -> None:
+    contract = _same_named(_HERE, "origin_pkg.outer")
+    parsed = parse(contract, _GOOD, stop_reason="end_turn")
+    assert parsed.value.model_dump() == {"a": {"x": 1}, "b": {"y": "s"}, "more": [{"y": "t"}]}
+    for swapped in _SWAPPED:
+        with pytest.raises(SchemaViolation):
+            parse(contract, swapped, stop_reason="end_turn")

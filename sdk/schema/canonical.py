@@ -145,6 +145,7 @@ def _version_of(contract: type[BaseModel]) -> int:
 
 def _build(contract: type[BaseModel]) -> dict[str, Any]:
     generated = contract.model_json_schema(ref_template="#/$defs/{model}", mode="validation")
+    _without_module_paths(generated)
     _clean(generated)
     generated.pop("title", None)
     schema: dict[str, Any] = {
@@ -155,6 +156,69 @@ def _build(contract: type[BaseModel]) -> dict[str, Any]:
     }
     ordered: dict[str, Any] = _ordered(schema)
     return ordered
+
+
+_QUALIFIED = "__"
+"""What joins a module path to a class name in Pydantic's key for one of two classes of the same
+name (`pkg__one__Item`)."""
+
+
+def _without_module_paths(schema: dict[str, Any]) -> None:
+    """Rename the `$defs` keys Pydantic qualifies with their module path (two different classes
+    of one name, `pkg__one__Item` and `pkg__two__Item`) to the class name and a number, `Item_1`
+    for the one the schema reaches first (fields in order, depth first), `Item_2` for the next:
+    the fingerprint is then the same wherever the modules live, and no module path reaches a
+    provider. A contract without such a clash is left as it is (its fingerprint unchanged)."""
+    definitions = schema.get("$defs")
+    if not isinstance(definitions, dict) or not any(_QUALIFIED in key for key in definitions):
+        return
+    renamed: dict[str, str] = {}
+    numbers: dict[str, int] = {}
+    for key in _reached_keys(schema, definitions):
+        if _QUALIFIED not in key:
+            continue
+        name = key.rsplit(_QUALIFIED, 1)[1]
+        while True:  # (past a class really called `Item_1`: `Item-1` has no class's name)
+            numbers[name] = numbers.get(name, 0) + 1
+            for new in (f"{name}_{numbers[name]}", f"{name}-{numbers[name]}"):
+                if new not in definitions and new not in renamed.values():
+                    break
+            else:
+                continue
+            break
+        renamed[key] = new
+    _rewrite_refs(schema, {f"#/$defs/{old}": f"#/$defs/{new}" for old, new in renamed.items()})
+    schema["$defs"] = {renamed.get(key, key): value for key, value in definitions.items()}
+
+
+def _reached_keys(schema: dict[str, Any], definitions: dict[str, Any]) -> list[str]:
+    """The `$defs` keys in the order the schema's `$ref`s first reach them (depth first from
+    the root, fields in order); any never reached after them, as listed."""
+    reached: dict[str, None] = {}
+
+    def visit(node: dict[str, Any]) -> None:
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            key = ref.removeprefix("#/$defs/")
+            if key not in reached and isinstance(definitions.get(key), dict):
+                reached[key] = None
+                visit(definitions[key])
+        for pointer, child in subschemas(node):
+            if not (node is schema and pointer.startswith("/$defs/")):
+                visit(child)
+
+    visit(schema)
+    return [*reached, *(key for key in definitions if key not in reached)]
+
+
+def _rewrite_refs(node: dict[str, Any], refs: dict[str, str]) -> None:
+    """Every `$ref` of `node` and its subschemas (not of values: a default, an example) that
+    `refs` renames."""
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref in refs:
+        node["$ref"] = refs[ref]
+    for _, child in subschemas(node):
+        _rewrite_refs(child, refs)
 
 
 def _clean(node: dict[str, Any]) -> None:
