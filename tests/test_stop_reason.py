@@ -18,6 +18,8 @@ EXPECTED = {
     ("openai_responses", "completed"): StopReason.END_TURN,
     ("openai_responses", "incomplete:max_output_tokens"): StopReason.MAX_TOKENS,
     ("openai_responses", "incomplete:content_filter"): StopReason.CONTENT_FILTER,
+    # The bare `incomplete_details.reason` (on main: OTHER, an `UnexpectedStop`).
+    ("openai_responses", "max_output_tokens"): StopReason.MAX_TOKENS,
     ("openai_chat", "stop"): StopReason.END_TURN,
     ("openai_chat", "length"): StopReason.MAX_TOKENS,
     ("openai_chat", "tool_calls"): StopReason.TOOL_USE,
@@ -117,3 +119,16 @@ def test_the_normalized_vocabulary() -> None:
         "pause_turn", "context_window", "other",
     } == names  # fmt: skip
     assert str(StopReason.MAX_TOKENS) == "max_tokens"
+
+
+def test_a_bare_responses_incomplete_reason_is_truncation_when_parsed() -> None:
+    # `sdk.parse` given what `incomplete_details.reason` says alone: on main `UnexpectedStop`
+    # (still never a success), though the text was cut at the token limit.
+    from contracts import Decision
+    from sdk import TruncatedOutput
+    from sdk import parse
+
+    text = '{"reasoning": "r", "answer": "approve", "confidence": "high"}'
+    with pytest.raises(TruncatedOutput) as info:
+        parse(Decision, text, stop_reason="max_output_tokens")
+    assert info.value.text == text and info.value.raw_stop_reason == "max_output_tokens"

@@ -141,6 +141,8 @@ OPENAI_RESPONSES = register(
             "completed": StopReason.END_TURN,
             "incomplete:max_output_tokens": StopReason.MAX_TOKENS,
             "incomplete:content_filter": StopReason.CONTENT_FILTER,
+            # `incomplete_details.reason` alone, as a caller may copy it from the response
+            "max_output_tokens": StopReason.MAX_TOKENS,
             "refusal": StopReason.REFUSAL,
         },
         dialect=OPENAI_STRICT,
