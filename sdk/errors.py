@@ -487,8 +487,13 @@ class ProviderRetriesExhausted(RetriesExhausted, ProviderError):
         last: ProviderError | None = None,
         **kwargs: Any,
     ) -> None:
-        # The last error's transport fields (status, request id, ...), unless given.
-        own = {} if last is None else {name: getattr(last, name) for name in ProviderError._FIELDS}
+        # The last error's transport fields (status, request id, ...) and its text (what a
+        # stream cut midway had shown), unless given.
+        own = (
+            {}
+            if last is None
+            else {name: getattr(last, name) for name in (*ProviderError._FIELDS, "text")}
+        )
         super().__init__(message, attempts=attempts, **{**own, **kwargs})
 
 

@@ -13,6 +13,10 @@ faults retried, others not), an unusable body is kept on `.body`, bounded, and n
 in anything a user could print, nor in any log line the calls caused (httpx's and httpx2's own
 `HTTP Request` INFO lines included: the local providers' base URL holds credentials, which go
 in a header, never in the URL requests are sent to).
+
+A stream cut after its text (the connection dropped, or the body ended, before the final event)
+also keeps what it had shown: the text on the error and on every attempt, and the input tokens
+the stream reported on each attempt's usage, summed on the error.
 """
 
 from __future__ import annotations
@@ -276,7 +280,13 @@ def _stream_faults(kind: Kind) -> dict[str, Fault]:
     sse = "application/x-ndjson" if kind.name == "ollama" else "text/event-stream"
     data = b"" if kind.name == "ollama" else b"data: "
     end = b"\n" if kind.name == "ollama" else b"\n\n"
+    # Every event before the final one: the document's text, then the stream drops (or simply
+    # ends) where the stop reason would come.
+    before = _before_final(kind, events)
     return {
+        "cut_after_text": Fault(chunks=before, content_type=sse, reset_after=True,
+                                transient=True),
+        "ends_after_text": Fault(chunks=before, content_type=sse, transient=True),
         "cut_mid_event": Fault(chunks=(*head, events[2][: len(events[2]) // 2]),
                                content_type=sse, transient=True),
         "event_not_json": Fault(chunks=(*head, data + b"{not json" + end), content_type=sse,
@@ -288,6 +298,44 @@ def _stream_faults(kind: Kind) -> dict[str, Fault]:
         "no_final_event": Fault(chunks=head, content_type=sse, transient=True),
         "drip": Fault(chunks=tuple(events), content_type=sse, drip=0.002, transient=True),
     }  # fmt: skip
+
+
+def _before_final(kind: Kind, events: list[bytes]) -> tuple[bytes, ...]:
+    final = next(i for i, event in enumerate(events) if kind.final_marker in event)
+    return tuple(events[:final])
+
+
+def _said(chunks: tuple[bytes, ...]) -> tuple[str, int]:
+    """What the events sent say, read here from the wire (not by the SDK): the document's text
+    they carry and the input tokens they report, whichever provider's events they are."""
+    text, input_tokens = [], 0
+    for chunk in chunks:
+        for line in chunk.decode().splitlines():
+            data = line.removeprefix("data: ").strip()
+            if not data.startswith("{"):
+                continue  # (`event:` lines, `[DONE]`)
+            event = json.loads(data)
+            kind = event.get("type")
+            if kind == "message_start":  # Anthropic
+                input_tokens = event["message"]["usage"]["input_tokens"]
+            elif kind == "content_block_delta" and event["delta"]["type"] == "text_delta":
+                text.append(event["delta"]["text"])
+            elif kind == "response.output_text.delta":  # OpenAI Responses
+                text.append(event["delta"])
+            elif "choices" in event:  # Chat Completions
+                if isinstance(event.get("usage"), dict):
+                    input_tokens = event["usage"]["prompt_tokens"]
+                for choice in event["choices"]:
+                    text.append(choice["delta"].get("content") or "")
+            elif "candidates" in event:  # Gemini
+                input_tokens = event.get("usageMetadata", {}).get("promptTokenCount", 0)
+                for part in event["candidates"][0]["content"]["parts"]:
+                    text.append("" if part.get("thought") else part.get("text", ""))
+            elif "message" in event and "done" in event:  # Ollama
+                text.append(event["message"].get("content") or "")
+            elif "content" in event and "stop" in event:  # llama.cpp
+                text.append(event["content"])
+    return "".join(text), input_tokens
 
 
 class _Body(httpx.SyncByteStream, httpx.AsyncByteStream):
@@ -550,6 +598,82 @@ def test_a_broken_stream_is_a_provider_error_with_every_attempt(
         assert "deadline" in str(error.attempts[-1].error)
         whole = sum(len(chunk) for chunk in fault.chunks)
         assert len(server.sent) == RETRIES + 1 and all(sent < whole for sent in server.sent)
+
+
+CUT_CASES = [
+    (kind, name, fault, call)
+    for kind, name, fault, call in STREAM_CASES
+    if name in ("cut_after_text", "ends_after_text")
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "fault_name", "fault", "call"),
+    CUT_CASES,
+    ids=[f"{k.id}-{n}-{c}" for k, n, _, c in CUT_CASES],
+)
+def test_a_stream_cut_after_its_text_keeps_the_text_and_the_tokens_it_said(
+    kind: Kind, fault_name: str, fault: Fault, call: str
+) -> None:
+    # DESIGN: every error keeps what it was decided on (`.text`, `None` only where there was
+    # none), with `.attempts` and `.usage`: a stream cut before its final event had shown its
+    # text, and each request was billed the input tokens its stream reported.
+    error, server = _run(kind, fault, call)
+    _check(error, server, kind, fault)
+    text, input_tokens = _said(fault.chunks)
+    if not kind.tools:  # (a tool call's arguments are not the document's text)
+        assert text  # (the harness: the events sent carry text)
+        assert error.text == text
+        assert [attempt.text for attempt in error.attempts] == [text] * server.requests
+    if kind.name in ("anthropic", "gemini"):  # (the streams that report tokens midway)
+        assert input_tokens > 0
+    assert [a.usage.input_tokens for a in error.attempts] == [input_tokens] * server.requests
+    assert error.usage.input_tokens == input_tokens * server.requests
+    last = error.attempts[-1].error
+    assert isinstance(last, ProviderError)
+    assert last.text == (None if kind.tools else text)
+    assert last.usage.input_tokens == input_tokens
+
+
+CHAT_KINDS = [k for k in KINDS if k.name in ("openai_chat", "vllm") and not k.tools]
+
+
+@pytest.mark.parametrize("kind", CHAT_KINDS, ids=[k.id for k in CHAT_KINDS])
+def test_a_chat_stream_reporting_usage_on_every_chunk_keeps_it_when_cut(kind: Kind) -> None:
+    # vLLM's `continuous_usage_stats` (and any server like it) reports the usage so far on
+    # each chunk: a stream cut after its text keeps the last input tokens it reported.
+    chunks = []
+    for number, event in enumerate(_before_final(kind, kind.stream_events()), start=1):
+        usage = {"prompt_tokens": 131, "completion_tokens": number, "total_tokens": 131 + number}
+        chunks.append(event.replace(b'"usage":null', b'"usage":' + json.dumps(usage).encode()))
+    fault = Fault(chunks=tuple(chunks), content_type="text/event-stream", reset_after=True,
+                  transient=True)  # fmt: skip
+    error, server = _run(kind, fault, "stream")
+    _check(error, server, kind, fault)
+    text, input_tokens = _said(fault.chunks)
+    assert input_tokens == 131 and text
+    assert [(a.text, a.usage.input_tokens) for a in error.attempts] == [(text, 131)] * 3
+    assert error.usage.input_tokens == 131 * 3
+    assert error.text == text
+
+
+def test_a_stream_with_a_byte_that_is_not_utf8_keeps_its_text_on_the_attempt_too() -> None:
+    # Not retried (a server that sent it sends it again): the one attempt keeps the text that
+    # arrived before the bad byte, as the error does, and the tokens `message_start` said.
+    kind = KINDS[0]
+    assert kind.name == "anthropic" and not kind.tools
+    events = list(_before_final(kind, kind.stream_events()))
+    bad = next(i for i, event in enumerate(events) if b'"text":"total "' in event)
+    events[bad] = events[bad].replace(b'"total "', b'"tot\xff\xfe "')
+    fault = Fault(chunks=tuple(events), content_type="text/event-stream")
+    error, server = _run(kind, fault, "stream")
+    _check(error, server, kind, fault)
+    text, input_tokens = _said(tuple(events[:bad]))
+    assert text and input_tokens > 0
+    assert error.text == text
+    [attempt] = error.attempts
+    assert attempt.text == text
+    assert attempt.usage.input_tokens == error.usage.input_tokens == input_tokens
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.id for k in KINDS])

@@ -397,13 +397,15 @@ class Attempts:
     def on_transport_error(self, error: ProviderError, partial: Any = None) -> Decision:
         """The request got no usable reply: wait and send it again, fall back, or fail."""
         error = _with(error, partial=partial)
+        # A stream cut midway: the text that arrived and the tokens the stream said it cost
+        # (the driver put them on the error) are the attempt's, billed all the same.
         self.attempts.append(
             Attempt(
                 number=self.number,
-                text=None,
+                text=error.text,
                 stop_reason=None,
                 raw_stop_reason=None,
-                usage=Usage(),
+                usage=error.usage if not error.attempts else Usage(),
                 error=error,
                 request_id=error.request_id,
                 max_tokens=self._max_tokens,

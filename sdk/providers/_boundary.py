@@ -22,6 +22,7 @@ lets through (`received(exc, ...)`); the boundary puts it on the error, built co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -33,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from sdk._values.records import Usage
 from sdk.errors import ProviderError
 from sdk.errors import StructuredOutputError
 from sdk.providers._base import Codec
@@ -123,6 +125,10 @@ class Received:
     """The body, or the stream event, being read when it failed (`None`: none to blame)."""
     streamed: str = ""
     """The document's text streamed so far: a stream cut midway keeps it on its error."""
+    usage: Usage | None = None
+    """What the stream said the reply had cost so far (Anthropic's `message_start` input
+    tokens, each Gemini chunk's counts, a Chat usage chunk), kept on its error as `.usage`:
+    the tokens of a request cut midway were billed all the same. `None`: it said none."""
 
 
 class ReplyFault(Exception):
@@ -181,7 +187,7 @@ def _typed(
         return exc, exc.__cause__
     original = exc.__cause__ if isinstance(exc, ProviderError) else exc
     if what.body is None:
-        what = Received(what.status_code, what.request_id, _body_of(original), what.streamed)
+        what = dataclasses.replace(what, body=_body_of(original))
     if isinstance(exc, ProviderError):
         typed = exc
     else:
@@ -200,6 +206,10 @@ def _completed(
     if body is None and what.body is not None:
         body = bounded(_body_text(what.body))
     text = error.text if error.text is not None else (what.streamed or None)
+    # A request's own usage, when the stream said some and the error knows none of its own
+    # (one carrying attempts has its usage summed over them: left as it is).
+    said = what.usage if what.usage is not None and not error.attempts else None
+    usage = said if said is not None and error.usage == Usage() else error.usage
     completed = error.evolve(
         message=redact(error.message),
         provider=error.provider or codec.provider,
@@ -207,6 +217,7 @@ def _completed(
         request_id=error.request_id or what.request_id,
         body=redact(body) if body is not None else None,
         text=redact(text) if text is not None else None,
+        usage=usage,
     )
     logger.debug("%s", completed.message)
     return completed

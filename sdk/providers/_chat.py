@@ -286,6 +286,9 @@ def _usage(usage: Any) -> Usage:
     )
 
 
+_NO_USAGE = Usage()  # (frozen: shared)
+
+
 @dataclass
 class ChatDeltas:
     """Accumulates a chat stream's chunks; `finish()` gives the final `Completion`."""
@@ -331,16 +334,21 @@ class ChatDeltas:
         if refusal:
             self._refusal.append(refusal)
         deltas: list[TextDelta] = []
+        # What the reply has cost so far, once the stream said it (a server reporting usage on
+        # every chunk, vLLM's `continuous_usage_stats`): kept if the stream is cut.
+        said = self.usage if self.usage != _NO_USAGE else None
         for index, call_id, name, arguments in tool_calls:
             call = self._calls.setdefault(index, [None, None, []])
             call[0] = call[0] or call_id
             call[1] = call[1] or name
             if arguments:
                 call[2].append(arguments)
-            deltas.append(ToolCallDelta(arguments or "", index=index, id=call[0], name=call[1]))
+            deltas.append(
+                ToolCallDelta(arguments or "", said, index=index, id=call[0], name=call[1])
+            )
         if content:
             self._content.append(content)
-            deltas.append(TextDelta(content))
+            deltas.append(TextDelta(content, said))
         if not deltas:
             return None
         return deltas[0] if len(deltas) == 1 else tuple(deltas)

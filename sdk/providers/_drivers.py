@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from typing import Protocol
 
+from sdk._values.records import Usage
 from sdk.providers._base import Codec
 from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
@@ -123,13 +124,16 @@ def _read(codec: Codec, reply: Reply, request: CompletionRequest) -> Completion:
 
 
 class _Shown:
-    """What a stream has shown so far: the event being read, and the document's text (the
-    driver's own record, put on the error if the stream fails)."""
+    """What a stream has shown so far: the event being read, the document's text and what the
+    stream said the reply had cost (the driver's own record, put on the error if the stream
+    fails: a stream cut midway keeps what arrived and the tokens billed for it, whichever
+    provider's it was)."""
 
     def __init__(self, opened: Stream[Any]) -> None:
         self._opened = opened
         self._event: Any = None
         self._text: list[str] = []
+        self._usage: Usage | None = None
 
     def read(
         self, event: Any, fed: TextDelta | tuple[TextDelta, ...] | None
@@ -137,7 +141,11 @@ class _Shown:
         """The deltas one event gave (one event may carry several), the document's kept."""
         self._event = event
         deltas = () if fed is None else fed if isinstance(fed, tuple) else (fed,)
-        self._text.extend(delta.text for delta in deltas if type(delta) is TextDelta)
+        for delta in deltas:
+            if type(delta) is TextDelta:
+                self._text.append(delta.text)
+            if delta.usage is not None:  # (cumulative: the last one said counts)
+                self._usage = delta.usage
         return deltas
 
     def end(self, reader: Any) -> Completion:
@@ -148,7 +156,8 @@ class _Shown:
 
     def received(self) -> Received:
         opened = self._opened
-        return Received(opened.status_code, opened.request_id, self._event, "".join(self._text))
+        text = "".join(self._text)
+        return Received(opened.status_code, opened.request_id, self._event, text, self._usage)
 
 
 def _prepared(transport: Transport, exchange: Exchange, deadline: float | None) -> Exchange:

@@ -397,7 +397,7 @@ class AnthropicStreamReader:
                 self._thinking.append(delta.thinking)
             if piece:
                 self._parts.append(piece)
-                return TextDelta(piece, self._usage)  # (its input tokens, from `message_start`)
+                return TextDelta(piece, self.said)  # (its input tokens, from `message_start`)
         elif event.type == "message_delta":
             self._stop = event.delta.stop_reason
             if event.delta.stop_details is not None:
@@ -405,6 +405,11 @@ class AnthropicStreamReader:
                 self._explanation = event.delta.stop_details.explanation
             self._output_tokens = event.usage.output_tokens  # cumulative
         return None
+
+    @property
+    def said(self) -> Usage:
+        """What the reply has cost so far: `message_start`'s usage (its input tokens)."""
+        return self._usage
 
     def finish(self) -> Completion:
         """The completion, once the stream has ended (its stop reason arrives last)."""
@@ -438,13 +443,16 @@ class AnthropicToolStreamReader:
         if event.type == "content_block_start" and event.content_block.type == "tool_use":
             block = event.content_block
             self._calls[event.index] = (block.id, block.name, [])
-            return ToolCallDelta("", index=event.index, id=block.id, name=block.name)
+            return ToolCallDelta(
+                "", self._text.said, index=event.index, id=block.id, name=block.name
+            )
         if event.type == "content_block_delta" and event.delta.type == "input_json_delta":
             if event.index not in self._calls:
                 raise ValueError(f"input_json_delta for block {event.index}, which is no tool_use")
             call_id, name, parts = self._calls[event.index]
             parts.append(event.delta.partial_json)
-            return ToolCallDelta(event.delta.partial_json, index=event.index, id=call_id, name=name)
+            piece = event.delta.partial_json
+            return ToolCallDelta(piece, self._text.said, index=event.index, id=call_id, name=name)
         return self._text.feed(event)
 
     def finish(self) -> Completion:
