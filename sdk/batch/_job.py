@@ -424,7 +424,7 @@ class BatchJob:
         cancel: it stays finished (its summary says so)."""
         with state_errors(self.state.path):
             done = self.summary()
-            if done.finished:
+            if done.state == "finished":  # (indexed, every item done: not a job not yet read)
                 return done
             self.state.put("cancelled", True)
             if isinstance(self.backend, HostedBackend) and running_holder(self.state) is None:

@@ -303,7 +303,7 @@ def batch_cancel_command(state: StateOption) -> None:
             job.close()
     for line in summary.lines():
         out_.line(line)
-    if summary.finished:
+    if summary.state == "finished":
         out_.line("nothing to cancel: every item is done")
     elif summary.runner:
         out_.line(f"cancel requested: the running job ({summary.runner}) stops within seconds")
