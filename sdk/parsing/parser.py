@@ -564,34 +564,33 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
         if not isinstance(value, str):
             continue
         shown = shorten(value, 120)
+        named = _field_name(hit.pointer, hit.key)
         if grounded_kind(hit.schema) == VERBATIM_KEY:
             if whole_span(value, source):
                 anchor = _anchor_at(anchors, hit.pointer)
                 problem = anchor_problem(value, source, anchor) if anchor else None
                 if problem is not None:
-                    violations.append(_off_anchor(hit.pointer, hit.key, shown, problem))
+                    violations.append(_off_anchor(hit.pointer, named, shown, problem))
                 continue
             if not value:
                 problem = (
-                    f"value in field {hit.key!r} is empty: a Verbatim value is copied from the "
+                    f"value in field {named} is empty: a Verbatim value is copied from the "
                     "source (or null, where the field may be null, when the source does not say)"
                 )
             elif value in source:
                 problem = (
-                    f"value in field {hit.key!r} is not a whole span of the source: {shown!r} "
+                    f"value in field {named} is not a whole span of the source: {shown!r} "
                     "starts or ends inside a word or a number, or holds no word (copy whole "
                     "words)"
                 )
             else:
-                problem = (
-                    f"value in field {hit.key!r} is not copied exactly from the source: {shown!r}"
-                )
+                problem = f"value in field {named} is not copied exactly from the source: {shown!r}"
             violations.append(Violation(hit.pointer, problem, VERBATIM_KEY))
         elif value and value not in source:
             violations.append(
                 Violation(
                     hit.pointer,
-                    f"quote in field {hit.key!r} is not in the source: {shown!r}",
+                    f"quote in field {named} is not in the source: {shown!r}",
                     SOURCE_QUOTE_KEY,
                 )
             )
@@ -601,16 +600,23 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
             anchor = _anchor_at(anchors, hit.pointer)
             problem = anchor_problem(value, source, anchor, whole=False) if anchor else None
             if problem is not None:
-                violations.append(_off_anchor(hit.pointer, hit.key, shown, problem))
+                violations.append(_off_anchor(hit.pointer, named, shown, problem))
     return violations
 
 
-def _off_anchor(pointer: str, key: str | int | None, shown: str, problem: str) -> Violation:
+def _field_name(pointer: str, key: str | int | None) -> str:
+    """How a grounded value's message names its field: the member's name (`'carrier'`), or for
+    a list item its pointer (`'/carriers/1'`), as the thresholds file names fields: an index
+    alone says nothing about where the value is."""
+    return repr(key) if isinstance(key, str) else repr(pointer)
+
+
+def _off_anchor(pointer: str, named: str, shown: str, problem: str) -> Violation:
     """The violation of a grounded value that is in the source, but not where its anchor
-    allows: the same for a `Verbatim` and a `SourceQuote`."""
+    allows: the same for a `Verbatim` and a `SourceQuote` (`named` as `_field_name` names it)."""
     return Violation(
         pointer,
-        f"value in field {key!r} is not where its anchor allows: {shown!r}: {problem}",
+        f"value in field {named} is not where its anchor allows: {shown!r}: {problem}",
         ANCHOR_KEY,
     )
 
