@@ -149,6 +149,41 @@ def test_a_repeated_key_is_invalid_json_not_last_one_wins() -> None:
         parse(Decision, text, stop_reason="end_turn")
 
 
+class _Loose(Contract):
+    a: dict[str, Any] | None = None
+    c: list[float] | None = None
+    s: str | None = None
+
+
+_DIGITS = "9" * 5000  # longer than Python reads from text as an integer
+
+
+@pytest.mark.parametrize(
+    ("text", "token"),
+    [
+        ('{"s": "NaN", "c": [1, 2, NaN]}', "NaN]"),
+        ('{"c": [1, Infinity]}', "Infinity"),
+        ('{"s": "-Infinity",\n "c": [-Infinity]}', "-Infinity]"),
+        ('{"a": {"x": 1, "y": 2, "x": 3, "x": 4}}', '"x": 3'),
+        # The decoder refuses an object when it closes: the inner one first.
+        ('{"a": {"k": 1, "b": {"z": 1, "z": 2}, "k": 2}}', '"z": 2'),
+        ('{"a": {"\\u0078": 1, "x": 2}}', '"x": 2'),  # the same key, escaped the first time
+        ('[{"x": 1, "x": 2}, NaN]', '"x": 2'),
+        ('{"a": {"x": 1, "x": 2, "y": NaN}}', "NaN"),
+        ('{"s": "1e400", "c": [1e400]}', "1e400]"),
+        ('{"s": "' + _DIGITS + '", "c": [' + _DIGITS + "]}", _DIGITS + "]"),
+    ],
+)
+def test_a_refused_value_is_invalid_json_at_its_own_position(text: str, token: str) -> None:
+    with pytest.raises(InvalidJSON) as info:
+        parse(_Loose, text, stop_reason="end_turn")
+    error = info.value
+    position = text.index(token)
+    assert error.position == position
+    assert error.line == text.count("\n", 0, position) + 1
+    assert error.column == position - text.rfind("\n", 0, position)
+
+
 def test_text_that_is_not_text_is_a_usage_error() -> None:
     with pytest.raises(TypeError, match="NoneType"):
         parse(Decision, None, stop_reason="end_turn")  # type: ignore[arg-type]

@@ -59,6 +59,7 @@ from sdk.parsing._compiled import compile_contract
 from sdk.parsing._limits import MAX_DEPTH
 from sdk.parsing._limits import NumberOutOfRange
 from sdk.parsing._limits import depth_position
+from sdk.parsing._limits import fault_position
 from sdk.parsing._limits import finite_float
 from sdk.parsing._limits import too_deep
 from sdk.parsing._limits import too_long
@@ -362,7 +363,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=finite_float, object_pairs_hook=_unique_keys
 )
-# An integer longer than Python reads from text: found again only to say where it is.
+# An integer longer than Python reads from text: read again where it is found, to name it.
 _LONG_INT = re.compile(rf"-?[0-9]{{{sys.get_int_max_str_digits() + 1},}}")
 _BOM = "\ufeff"
 
@@ -377,15 +378,15 @@ def _load_json(state: _State) -> Any:
         raise _invalid(state, exc.msg, TextPosition.of_json_error(exc)) from exc
     except RecursionError as exc:
         raise _invalid(state, f"nested deeper than {MAX_DEPTH} levels", _deep_at(text)) from exc
-    except NumberOutOfRange as exc:
-        raise _invalid(state, str(exc), TextPosition.of(text, text.find(exc.token))) from exc
     except ValueError as exc:
-        if "digits" in str(exc):  # Python's limit on reading long integers
-            found = _LONG_INT.search(text)
-            token = found.group() if found else ""
-            where = TextPosition.of(text, _start(found))
-            raise _invalid(state, str(NumberOutOfRange(token, too_long(token))), where) from exc
-        raise _invalid(state, str(exc), TextPosition.of(text, 0)) from exc
+        # A hook refused a value (`NaN`, a repeated key, a number out of range) without knowing
+        # where it is: found again, reading the text a second time on this error path only.
+        where = TextPosition.of(text, fault_position(text))
+        problem = str(exc)
+        found = _LONG_INT.match(text, where.index)
+        if found is not None and "integer string conversion" in problem:  # Python's own limit
+            problem = str(NumberOutOfRange(found.group(), too_long(found.group())))
+        raise _invalid(state, problem, where) from exc
     return data
 
 
@@ -399,10 +400,6 @@ def _check_depth(state: _State, data: Any) -> None:
 
 def _deep_at(text: str) -> TextPosition:
     return TextPosition.of(text, depth_position(text, MAX_DEPTH))
-
-
-def _start(found: re.Match[str] | None) -> int:
-    return found.start() if found is not None else 0
 
 
 def _invalid(state: _State, problem: str, where: TextPosition) -> InvalidJSON:
