@@ -1,4 +1,4 @@
-"""What a JSON document may hold before it is rejected: nesting depth and number range.
+"""What a JSON document may hold before it is rejected: nesting depth, numbers, escapes.
 
 Shared by the whole-document parser and the streaming reader, so that the same text gets the
 same verdict and the same words from both.
@@ -11,6 +11,8 @@ same verdict and the same words from both.
 - Numbers: JSON has no infinity, so a number too large for a float (`1e999999`) is invalid
   input, never `inf`; an integer longer than Python reads from text (4300 digits by default,
   `sys.set_int_max_str_digits`) is invalid input too, never a bare `ValueError`.
+- Strings: a `\\uXXXX` escape of half a surrogate pair alone (`"\\ud800"`) is invalid input:
+  `json` decodes it, but UTF-8 text cannot hold the character it makes (`lone_surrogate`).
 
 The whole-document parser refuses `NaN`, `Infinity`, a repeated key and an out-of-range number
 from hooks of the C decoder, which do not know where they are: `fault_position` finds the place
@@ -37,6 +39,7 @@ __all__ = [
     "fault_position",
     "finite_float",
     "json_int",
+    "lone_surrogate",
     "schema_depth",
     "too_deep",
     "too_long",
@@ -178,6 +181,42 @@ def fault_position(text: str) -> int:
             elif mark == "," and top is not None:
                 top.key_next = True
     return 0
+
+
+# What may be a lone surrogate's `\\uXXXX` escape (D800-DBFF high, DC00-DFFF low): a high one
+# not followed by a low one; a low one not after a high one; or a pair after a backslash, which
+# is a pair or, after an escaped backslash, plain letters then a low one alone. Each match is
+# one only if its first backslash starts an escape (`lone_surrogate` counts the ones before).
+_LONE_SURROGATE: Final = re.compile(
+    r"\\u[dD](?:(?<=\\\\u[dD])(?P<pair>[89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD])[c-fC-F][0-9a-fA-F]{2})"
+)  # (each branch after the literal `\\u`: the engine looks for that text first, fast)
+
+
+def lone_surrogate(text: str) -> int:
+    """The position of the first escape in `text` of half a surrogate pair alone (a high one
+    not followed by a low one, or a low one after no high one), or -1 if there is none.
+
+    `text` is a document `json` has decoded, so every backslash in it is inside a string and
+    starts an escape unless it is the second of an escaped backslash. A text without a backslash
+    costs one character search; otherwise the search runs in the regular expression engine, and
+    only its rare matches are looked at in Python (a whole pair is no match).
+    """
+    if "\\" not in text:  # (one character: `memchr`, far faster than looking for `\\u`)
+        return -1
+    for match in _LONE_SURROGATE.finditer(text):
+        start = match.start()
+        before = start
+        while before > 0 and text[before - 1] == "\\":
+            before -= 1
+        escape = (start - before) % 2 == 0  # not the second half of an escaped backslash
+        if match.group("pair") is not None:
+            if not escape:
+                return start + 6  # `\\` then the letters `ud8..`, then a low escape alone
+        elif escape:
+            return start
+    return -1
 
 
 _SCALARS: Final = frozenset({"string", "integer", "number", "boolean", "null"})

@@ -61,6 +61,7 @@ from sdk.parsing._limits import NumberOutOfRange
 from sdk.parsing._limits import depth_position
 from sdk.parsing._limits import fault_position
 from sdk.parsing._limits import finite_float
+from sdk.parsing._limits import lone_surrogate
 from sdk.parsing._limits import too_deep
 from sdk.parsing._limits import too_long
 from sdk.schema.grounding import ANCHOR_KEY
@@ -387,6 +388,11 @@ def _load_json(state: _State) -> Any:
         if found is not None and "integer string conversion" in problem:  # Python's own limit
             problem = str(NumberOutOfRange(found.group(), too_long(found.group())))
         raise _invalid(state, problem, where) from exc
+    lone = lone_surrogate(text)
+    if lone >= 0:
+        escape = text[lone : lone + 6]
+        problem = f"escape {escape} is a lone surrogate (half of a pair): UTF-8 text cannot hold it"
+        raise _invalid(state, problem, TextPosition.of(text, lone))
     return data
 
 
