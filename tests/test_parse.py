@@ -149,6 +149,95 @@ def test_a_repeated_key_is_invalid_json_not_last_one_wins() -> None:
         parse(Decision, text, stop_reason="end_turn")
 
 
+class _Loose(Contract):
+    a: dict[str, Any] | None = None
+    c: list[float] | None = None
+    s: str | None = None
+
+
+_DIGITS = "9" * 5000  # longer than Python reads from text as an integer
+
+
+@pytest.mark.parametrize(
+    ("text", "token"),
+    [
+        ('{"s": "NaN", "c": [1, 2, NaN]}', "NaN]"),
+        ('{"c": [1, Infinity]}', "Infinity"),
+        ('{"s": "-Infinity",\n "c": [-Infinity]}', "-Infinity]"),
+        ('{"a": {"x": 1, "y": 2, "x": 3, "x": 4}}', '"x": 3'),
+        # The decoder refuses an object when it closes: the inner one first.
+        ('{"a": {"k": 1, "b": {"z": 1, "z": 2}, "k": 2}}', '"z": 2'),
+        ('{"a": {"\\u0078": 1, "x": 2}}', '"x": 2'),  # the same key, escaped the first time
+        ('[{"x": 1, "x": 2}, NaN]', '"x": 2'),
+        ('{"a": {"x": 1, "x": 2, "y": NaN}}', "NaN"),
+        ('{"s": "1e400", "c": [1e400]}', "1e400]"),
+        ('{"s": "' + _DIGITS + '", "c": [' + _DIGITS + "]}", _DIGITS + "]"),
+    ],
+)
+def test_a_refused_value_is_invalid_json_at_its_own_position(text: str, token: str) -> None:
+    with pytest.raises(InvalidJSON) as info:
+        parse(_Loose, text, stop_reason="end_turn")
+    error = info.value
+    position = text.index(token)
+    assert error.position == position
+    assert error.line == text.count("\n", 0, position) + 1
+    assert error.column == position - text.rfind("\n", 0, position)
+
+
+class _Note(Contract):
+    name: str
+    note: str
+
+
+@pytest.mark.parametrize(
+    ("text", "escape"),
+    [
+        ('{"name": "ok", "note": "abc \\ud800 def"}', "\\ud800"),
+        ('{"name": "\\ud83d\\ude00", "note": "\\udc00"}', "\\udc00"),  # after a whole pair
+        ('{"name": "ok", "note": "\\uDBFF\\uD800"}', "\\uDBFF"),  # a high one, then another
+        ('{"name": "ok", "note": "\\\\\\ud800"}', "\\ud800"),  # an escaped backslash first
+        ('{"name": "ok", "note": "x", "\\udfff": 1}', "\\udfff"),
+    ],
+)
+def test_a_lone_surrogate_escape_is_invalid_json_at_the_escape(text: str, escape: str) -> None:
+    with pytest.raises(InvalidJSON) as info:
+        parse(_Note, text, stop_reason="end_turn")
+    assert info.value.position == text.index(escape)
+    [violation] = info.value.violations
+    assert violation.pointer == "" and violation.keyword == "json"
+    assert escape in violation.message and "surrogate" in violation.message
+
+
+def test_surrogate_pairs_and_escaped_backslashes_are_not_lone_surrogates() -> None:
+    text = '{"name": "\\ud83d\\ude00 \\uD83D\\uDCE6", "note": "\\\\ud800 \\\\\\\\udc00"}'
+    parsed = parse(_Note, text, stop_reason="end_turn")
+    assert parsed.value.name == "\U0001f600 \U0001f4e6"
+    assert parsed.value.note == "\\ud800 \\\\udc00"
+
+
+# Escapes of surrogates (high, low, a pair), escaped backslashes and letters that look like an
+# escape after one, so that any of them may stand next to any other.
+_STRING_PIECES = ["\\ud800", "\\uDBFF", "\\udc00", "\\uDFFF", "\\ud83d\\ude00"]
+_STRING_PIECES += ["\\\\", "ud800", "dc00", "\\u00e9", '\\"', "a"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_STRING_PIECES), max_size=8))
+def test_a_string_is_invalid_json_exactly_when_it_decodes_to_a_lone_surrogate(
+    pieces: list[str],
+) -> None:
+    text = json.dumps({"name": "ok"})[:-1] + ', "note": "' + "".join(pieces) + '"}'
+    note = json.loads(text)["note"]
+    lone = [i for i, char in enumerate(note) if 0xD800 <= ord(char) <= 0xDFFF]
+    if not lone:
+        assert parse(_Note, text, stop_reason="end_turn").value.note == note
+        return
+    with pytest.raises(InvalidJSON) as info:
+        parse(_Note, text, stop_reason="end_turn")
+    escape = text[info.value.position : info.value.position + 6]
+    assert escape.lower() == f"\\u{ord(note[lone[0]]):04x}"  # the first one, by its escape
+
+
 def test_text_that_is_not_text_is_a_usage_error() -> None:
     with pytest.raises(TypeError, match="NoneType"):
         parse(Decision, None, stop_reason="end_turn")  # type: ignore[arg-type]

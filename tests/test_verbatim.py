@@ -146,6 +146,23 @@ def test_quotes_and_verbatim_values_in_lists_and_nested_contracts_fail_together(
     ]
 
 
+def test_a_list_item_is_named_by_its_pointer_not_by_its_index() -> None:
+    class Carriers(Contract):
+        carriers: list[Verbatim]
+        quotes: list[SourceQuote]
+
+    text = json.dumps({"carriers": ["Royal Mail", "Globex"], "quotes": ["is late"]})
+    with pytest.raises(CheckFailed) as info:
+        parse(Carriers, text, stop_reason="end_turn", source=SOURCE)
+    assert [(v.pointer, v.message) for v in info.value.violations] == [
+        (
+            "/carriers/1",
+            "value in field '/carriers/1' is not copied exactly from the source: 'Globex'",
+        ),
+        ("/quotes/0", "quote in field '/quotes/0' is not in the source: 'is late'"),
+    ]
+
+
 def test_escaped_characters_are_compared_after_decoding() -> None:
     source = 'Ref "A\\B" \U0001f4e6 line\nnext'
 

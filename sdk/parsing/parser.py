@@ -59,7 +59,9 @@ from sdk.parsing._compiled import compile_contract
 from sdk.parsing._limits import MAX_DEPTH
 from sdk.parsing._limits import NumberOutOfRange
 from sdk.parsing._limits import depth_position
+from sdk.parsing._limits import fault_position
 from sdk.parsing._limits import finite_float
+from sdk.parsing._limits import lone_surrogate
 from sdk.parsing._limits import too_deep
 from sdk.parsing._limits import too_long
 from sdk.schema.grounding import ANCHOR_KEY
@@ -362,7 +364,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=finite_float, object_pairs_hook=_unique_keys
 )
-# An integer longer than Python reads from text: found again only to say where it is.
+# An integer longer than Python reads from text: read again where it is found, to name it.
 _LONG_INT = re.compile(rf"-?[0-9]{{{sys.get_int_max_str_digits() + 1},}}")
 _BOM = "\ufeff"
 
@@ -377,15 +379,20 @@ def _load_json(state: _State) -> Any:
         raise _invalid(state, exc.msg, TextPosition.of_json_error(exc)) from exc
     except RecursionError as exc:
         raise _invalid(state, f"nested deeper than {MAX_DEPTH} levels", _deep_at(text)) from exc
-    except NumberOutOfRange as exc:
-        raise _invalid(state, str(exc), TextPosition.of(text, text.find(exc.token))) from exc
     except ValueError as exc:
-        if "digits" in str(exc):  # Python's limit on reading long integers
-            found = _LONG_INT.search(text)
-            token = found.group() if found else ""
-            where = TextPosition.of(text, _start(found))
-            raise _invalid(state, str(NumberOutOfRange(token, too_long(token))), where) from exc
-        raise _invalid(state, str(exc), TextPosition.of(text, 0)) from exc
+        # A hook refused a value (`NaN`, a repeated key, a number out of range) without knowing
+        # where it is: found again, reading the text a second time on this error path only.
+        where = TextPosition.of(text, fault_position(text))
+        problem = str(exc)
+        found = _LONG_INT.match(text, where.index)
+        if found is not None and "integer string conversion" in problem:  # Python's own limit
+            problem = str(NumberOutOfRange(found.group(), too_long(found.group())))
+        raise _invalid(state, problem, where) from exc
+    lone = lone_surrogate(text)
+    if lone >= 0:
+        escape = text[lone : lone + 6]
+        problem = f"escape {escape} is a lone surrogate (half of a pair): UTF-8 text cannot hold it"
+        raise _invalid(state, problem, TextPosition.of(text, lone))
     return data
 
 
@@ -399,10 +406,6 @@ def _check_depth(state: _State, data: Any) -> None:
 
 def _deep_at(text: str) -> TextPosition:
     return TextPosition.of(text, depth_position(text, MAX_DEPTH))
-
-
-def _start(found: re.Match[str] | None) -> int:
-    return found.start() if found is not None else 0
 
 
 def _invalid(state: _State, problem: str, where: TextPosition) -> InvalidJSON:
@@ -564,34 +567,33 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
         if not isinstance(value, str):
             continue
         shown = shorten(value, 120)
+        named = _field_name(hit.pointer, hit.key)
         if grounded_kind(hit.schema) == VERBATIM_KEY:
             if whole_span(value, source):
                 anchor = _anchor_at(anchors, hit.pointer)
                 problem = anchor_problem(value, source, anchor) if anchor else None
                 if problem is not None:
-                    violations.append(_off_anchor(hit.pointer, hit.key, shown, problem))
+                    violations.append(_off_anchor(hit.pointer, named, shown, problem))
                 continue
             if not value:
                 problem = (
-                    f"value in field {hit.key!r} is empty: a Verbatim value is copied from the "
+                    f"value in field {named} is empty: a Verbatim value is copied from the "
                     "source (or null, where the field may be null, when the source does not say)"
                 )
             elif value in source:
                 problem = (
-                    f"value in field {hit.key!r} is not a whole span of the source: {shown!r} "
+                    f"value in field {named} is not a whole span of the source: {shown!r} "
                     "starts or ends inside a word or a number, or holds no word (copy whole "
                     "words)"
                 )
             else:
-                problem = (
-                    f"value in field {hit.key!r} is not copied exactly from the source: {shown!r}"
-                )
+                problem = f"value in field {named} is not copied exactly from the source: {shown!r}"
             violations.append(Violation(hit.pointer, problem, VERBATIM_KEY))
         elif value and value not in source:
             violations.append(
                 Violation(
                     hit.pointer,
-                    f"quote in field {hit.key!r} is not in the source: {shown!r}",
+                    f"quote in field {named} is not in the source: {shown!r}",
                     SOURCE_QUOTE_KEY,
                 )
             )
@@ -601,16 +603,23 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
             anchor = _anchor_at(anchors, hit.pointer)
             problem = anchor_problem(value, source, anchor, whole=False) if anchor else None
             if problem is not None:
-                violations.append(_off_anchor(hit.pointer, hit.key, shown, problem))
+                violations.append(_off_anchor(hit.pointer, named, shown, problem))
     return violations
 
 
-def _off_anchor(pointer: str, key: str | int | None, shown: str, problem: str) -> Violation:
+def _field_name(pointer: str, key: str | int | None) -> str:
+    """How a grounded value's message names its field: the member's name (`'carrier'`), or for
+    a list item its pointer (`'/carriers/1'`), as the thresholds file names fields: an index
+    alone says nothing about where the value is."""
+    return repr(key) if isinstance(key, str) else repr(pointer)
+
+
+def _off_anchor(pointer: str, named: str, shown: str, problem: str) -> Violation:
     """The violation of a grounded value that is in the source, but not where its anchor
-    allows: the same for a `Verbatim` and a `SourceQuote`."""
+    allows: the same for a `Verbatim` and a `SourceQuote` (`named` as `_field_name` names it)."""
     return Violation(
         pointer,
-        f"value in field {key!r} is not where its anchor allows: {shown!r}: {problem}",
+        f"value in field {named} is not where its anchor allows: {shown!r}: {problem}",
         ANCHOR_KEY,
     )
 
