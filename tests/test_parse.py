@@ -334,6 +334,25 @@ def test_schema_violation_lists_every_error_with_its_pointer() -> None:
     assert "/line_items/3/quantity" in str(info.value)
 
 
+def test_violations_come_in_document_order_list_items_by_number() -> None:
+    # On main the pointers were ordered as text: `/line_items/10/...` before `/line_items/2/...`
+    # (and so was the feedback a retry sends the model).
+    items = [{"description": f"line {i}", "quantity": 1, "amount": 1.0} for i in range(12)]
+    for index in (10, 2, 11):
+        items[index]["quantity"] = -1
+    with pytest.raises(SchemaViolation) as info:
+        parse(InvoiceExtraction, _invoice(line_items=items), stop_reason="end_turn", source=SOURCE)
+    assert [v.pointer for v in info.value.violations] == [
+        "/line_items/2/quantity", "/line_items/10/quantity", "/line_items/11/quantity"
+    ]
+
+
+def test_a_source_that_is_not_text_is_a_type_error_naming_it() -> None:
+    # On main: a bare TypeError from `re` ("cannot use a string pattern on a bytes-like object").
+    with pytest.raises(TypeError, match="source must be str or None, not bytes"):
+        parse(InvoiceExtraction, _invoice(), stop_reason="end_turn", source=SOURCE.encode())
+
+
 def test_a_nullable_fields_violation_names_the_branch_its_type_matches() -> None:
     with pytest.raises(SchemaViolation) as info:
         parse(InvoiceExtraction, _invoice(currency="Euro"), stop_reason="end_turn", source=SOURCE)

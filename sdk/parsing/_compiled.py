@@ -76,9 +76,7 @@ class CompiledContract:
         """
         found: list[Violation] = []
         try:
-            errors = sorted(
-                self.reference.iter_errors(instance), key=lambda e: list(map(str, e.path))
-            )
+            errors = sorted(self.reference.iter_errors(instance), key=_document_order)
             for error in errors:
                 found.extend(_violations_of(error))
         except RecursionError:
@@ -94,6 +92,12 @@ class CompiledContract:
                     )
                 )
         return found
+
+
+def _document_order(error: Any) -> list[tuple[int, int, str]]:
+    """An error's place in the document: list items by their index as a number (`/items/2`
+    before `/items/10`), object members by name."""
+    return [(0, part, "") if isinstance(part, int) else (1, 0, str(part)) for part in error.path]
 
 
 _cache: WeakKeyDictionary[type[Contract], CompiledContract] = WeakKeyDictionary()

@@ -165,6 +165,8 @@ def parse(
         raise ValueError(f"enum_case must be 'normalize' or 'reject', not {enum_case!r}")
     if not isinstance(text, str | bytes):
         raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
+    if source is not None and not isinstance(source, str):
+        raise TypeError(f"source must be str or None, not {type(source).__name__}")
     text, undecodable = decoded(text)
 
     # 1. Stop reason first: truncation and refusal are never success, even when the text parses.
