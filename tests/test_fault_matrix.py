@@ -603,7 +603,7 @@ def test_a_broken_stream_is_a_provider_error_with_every_attempt(
 CUT_CASES = [
     (kind, name, fault, call)
     for kind, name, fault, call in STREAM_CASES
-    if name in ("cut_after_text", "ends_after_text")
+    if name in ("cut_after_text", "ends_after_text", "connection_reset")
 ]
 
 
@@ -622,16 +622,18 @@ def test_a_stream_cut_after_its_text_keeps_the_text_and_the_tokens_it_said(
     _check(error, server, kind, fault)
     text, input_tokens = _said(fault.chunks)
     if not kind.tools:  # (a tool call's arguments are not the document's text)
-        assert text  # (the harness: the events sent carry text)
-        assert error.text == text
-        assert [attempt.text for attempt in error.attempts] == [text] * server.requests
+        # (`connection_reset`: cut after the first events, before any text on some routes;
+        # Anthropic's `message_start` has reported the input tokens by then)
+        assert text or fault_name == "connection_reset"  # (the harness: text was sent)
+        assert error.text == (text or None)
+        assert [attempt.text for attempt in error.attempts] == [text or None] * server.requests
     if kind.name in ("anthropic", "gemini"):  # (the streams that report tokens midway)
         assert input_tokens > 0
     assert [a.usage.input_tokens for a in error.attempts] == [input_tokens] * server.requests
     assert error.usage.input_tokens == input_tokens * server.requests
     last = error.attempts[-1].error
     assert isinstance(last, ProviderError)
-    assert last.text == (None if kind.tools else text)
+    assert last.text == (None if kind.tools or not text else text)  # (`None`: none arrived)
     assert last.usage.input_tokens == input_tokens
 
 

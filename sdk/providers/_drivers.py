@@ -27,6 +27,7 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import Exchange
 from sdk.providers._base import Reply
+from sdk.providers._base import StreamReader
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Received
 from sdk.providers._boundary import Redactor
@@ -90,7 +91,8 @@ def stream(
     with fault_boundary(codec, provider.redactor):
         exchange = _prepared(transport, exchange, deadline)
         with transport.open(exchange, deadline) as opened:
-            reader, shown = codec.reader(request, opened.request_id), _Shown(opened)
+            reader = codec.reader(request, opened.request_id)
+            shown = _Shown(opened, reader)
             try:
                 for event in opened.events:
                     deltas = shown.read(event, reader.feed(event))
@@ -129,8 +131,9 @@ class _Shown:
     fails: a stream cut midway keeps what arrived and the tokens billed for it, whichever
     provider's it was)."""
 
-    def __init__(self, opened: Stream[Any]) -> None:
+    def __init__(self, opened: Stream[Any], reader: StreamReader) -> None:
         self._opened = opened
+        self._reader = reader
         self._event: Any = None
         self._text: list[str] = []
         self._usage: Usage | None = None
@@ -157,7 +160,11 @@ class _Shown:
     def received(self) -> Received:
         opened = self._opened
         text = "".join(self._text)
-        return Received(opened.status_code, opened.request_id, self._event, text, self._usage)
+        # A reader that keeps what the reply has cost so far (`said`: Anthropic's
+        # `message_start`) knows it before any delta (a cut in a long thinking phase).
+        said = getattr(self._reader, "said", None)
+        usage = said if isinstance(said, Usage) and said != Usage() else self._usage
+        return Received(opened.status_code, opened.request_id, self._event, text, usage)
 
 
 def _prepared(transport: Transport, exchange: Exchange, deadline: float | None) -> Exchange:
@@ -195,7 +202,8 @@ async def astream(
             async with _time_limit(deadline, codec.provider):
                 exchange = await _aprepared(transport, exchange, deadline)
                 opened = await stack.enter_async_context(transport.open(exchange, deadline))
-            reader, shown = codec.reader(request, opened.request_id), _Shown(opened)
+            reader = codec.reader(request, opened.request_id)
+            shown = _Shown(opened, reader)
             try:
                 while True:
                     async with _time_limit(deadline, codec.provider):
