@@ -255,3 +255,21 @@ def test_sdk_eval_without_a_hosted_key_says_which_variable_to_set(
     assert result.exit_code == 2, (result.output, result.exception)
     assert variable in result.output and "resume" not in result.output
     assert not (out / "results.json").exists()
+
+
+def test_hosted_clients_made_from_the_environment_take_credentials_the_vendor_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Workload identity: no API key, and the Anthropic client finds credentials of its own
+    # (the check that moved to `environment_client` dropped them: "set ANTHROPIC_API_KEY").
+    from sdk.providers._environment import MissingCredentials
+    from sdk.providers._environment import environment_client
+
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(MissingCredentials, match="ANTHROPIC_API_KEY"):
+        environment_client("anthropic")
+    monkeypatch.setenv("ANTHROPIC_IDENTITY_TOKEN", "a-token")
+    monkeypatch.setenv("ANTHROPIC_FEDERATION_RULE_ID", "a-rule")
+    monkeypatch.setenv("ANTHROPIC_ORGANIZATION_ID", "an-org")
+    assert environment_client("anthropic").credentials is not None

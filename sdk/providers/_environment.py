@@ -30,7 +30,11 @@ def environment_client(vendor: Vendor) -> Any:
             import anthropic
 
             client: Any = anthropic.Anthropic()
-            if not any(getattr(client, name, None) for name in ("api_key", "auth_token")):
+            # (a key, a token, or credentials the client found itself: workload identity, a
+            # profile)
+            if not any(
+                getattr(client, name, None) for name in ("api_key", "auth_token", "credentials")
+            ):
                 raise MissingCredentials(f"anthropic: no credentials: set {variable}")
             return client
         import openai
