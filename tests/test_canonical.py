@@ -256,3 +256,31 @@ def test_same_named_nested_contracts_stay_distinct_when_parsing() -> None:
     for swapped in _SWAPPED:
         with pytest.raises(SchemaViolation):
             parse(contract, swapped, stop_reason="end_turn")
+
+
+def test_definitions_whose_names_hold_a_double_underscore_of_their_own_are_kept() -> None:
+    # A generic's key (`Page_list_Item__`) and a class called `My__Thing` hold `__` without any
+    # module path: their keys stay as Pydantic wrote them (the renaming first took them for
+    # module paths, changing those contracts' schemas and fingerprints).
+    from typing import Generic
+    from typing import TypeVar
+
+    from pydantic import BaseModel
+
+    kind = TypeVar("kind")
+
+    class Item(BaseModel):
+        x: int
+
+    class Page(BaseModel, Generic[kind]):
+        v: kind
+
+    thing = type("My__Thing", (BaseModel,), {"__annotations__": {"y": int}})
+    namespace = {
+        "__annotations__": {"a": Page[list[Item]], "b": Page[dict[str, Item]], "t": thing},
+        "__module__": "elsewhere",
+    }
+    outer = type("Pages", (Contract,), namespace)
+    pydantics = outer.model_json_schema(ref_template="#/$defs/{model}")["$defs"]
+    assert {"Page_list_Item__", "My__Thing"} <= set(pydantics)
+    assert set(outer.json_schema()["$defs"]) == set(pydantics)

@@ -18,6 +18,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
 
 from sdk._values.pointer import escape_pointer
 
@@ -161,6 +162,8 @@ def _build(contract: type[BaseModel]) -> dict[str, Any]:
 _QUALIFIED = "__"
 """What joins a module path to a class name in Pydantic's key for one of two classes of the same
 name (`pkg__one__Item`)."""
+_NORMALIZED = GenerateJsonSchema().normalize_name
+"""A title as Pydantic writes it as a `$defs` key (`Page[list[Item]]`: `Page_list_Item__`)."""
 
 
 def _without_module_paths(schema: dict[str, Any]) -> None:
@@ -175,9 +178,15 @@ def _without_module_paths(schema: dict[str, Any]) -> None:
     renamed: dict[str, str] = {}
     numbers: dict[str, int] = {}
     for key in _reached_keys(schema, definitions):
-        if _QUALIFIED not in key:
+        title = definitions[key].get("title") if isinstance(definitions[key], dict) else None
+        if not isinstance(title, str):
             continue
-        name = key.rsplit(_QUALIFIED, 1)[1]
+        # Qualified: the key is the class's own (its title as Pydantic writes keys) behind a
+        # module path; a `__` of another origin (a generic's `Page_list_Item__`, a class
+        # called `My__Thing`) is the name itself, kept.
+        name = _NORMALIZED(title)
+        if key == name or not key.endswith(_QUALIFIED + name):
+            continue
         while True:  # (past a class really called `Item_1`: `Item-1` has no class's name)
             numbers[name] = numbers.get(name, 0) + 1
             for new in (f"{name}_{numbers[name]}", f"{name}-{numbers[name]}"):
