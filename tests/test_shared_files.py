@@ -371,6 +371,7 @@ hits = sum(client.generate(Decision, prompt="a").cached for _ in range(600))
 fresh = client.generate(Decision, prompt="b")  # a miss: answered, not stored
 print(store.stats().entries, hits, fresh.cached, [note.kind for note in fresh.notes],
       fresh.notes[0].received)
+store.close()  # (the counts kept: such a file never takes them, and nothing is said)
 """
 
 
@@ -402,6 +403,7 @@ def test_hits_on_a_cache_file_this_process_cannot_write_are_all_served(
         folder.chmod(0o700)
         path.chmod(0o600)
     assert run.returncode == 0, run.stderr
+    assert "not written" not in run.stderr, run.stderr
     entries, hits, cached, kinds, why = run.stdout.strip().split(" ", 4)
     assert (entries, hits, cached, kinds) == ("1", "600", "False", "['cache_not_stored']")
     assert "cannot be written" in why and "readonly=True" in why and "damaged" not in why

@@ -152,7 +152,7 @@ class SQLiteCache:
             tally.hit(clears)
         else:
             tally.missed(clears, key if expires is not None else None)
-        if tally.pending >= _FLUSH_EVERY and not self.readonly:
+        if tally.pending >= _FLUSH_EVERY and not self.readonly and not tally.unwritable:
             now = time.monotonic()
             if now - tally.tried >= _FLUSH_SPACING:
                 tally.tried = now
@@ -242,9 +242,15 @@ class SQLiteCache:
     def close(self) -> None:
         """Write the counts still in memory, and close this thread's connection (others close
         when their thread ends)."""
-        if not self.readonly and self._tally.pending:
+        if not self.readonly and self._tally.pending and not self._tally.unwritable:
             wait = min(self.timeout, _COUNTS_WAIT)
-            if not self._write_counts(wait):
+            try:
+                written = self._write_counts(wait)
+            except CacheFileError as error:
+                if not _sqlite.cannot_write(error):
+                    raise
+                self._tally.unwritable = written = True  # (such a file never takes counts)
+            if not written:
                 dropped = self._tally.drop()
                 logger.warning(
                     "%s: %d counts of hits and misses not written (another process held the "
@@ -270,8 +276,9 @@ class SQLiteCache:
             if self.readonly or not _sqlite.cannot_write(error):
                 raise
             # Another user's file, or in a folder of theirs: read as `readonly=True` reads it
-            # (its hits are served; a store or a count says the file cannot be written).
+            # (its hits are served, its counts kept; a store says the file cannot be written).
             db = _sqlite.open_file(self.path, self._layout, readonly=True, timeout=self.timeout)
+            self._tally.unwritable = True
         self._local.db = db
         return db
 
@@ -325,6 +332,9 @@ class _Tally:
 
     NAMES = ("hits", "misses", "expired", "refused")
     """What is counted (`CacheStats`'s fields of the same names)."""
+    unwritable = False
+    """The store's file cannot be written by this process (it was opened as `readonly=True`
+    opens it): the counts are kept, never written."""
     clears: int | None = None
     """The file's count of `clear`s when this tally last wrote (or its store was made; `None`:
     unknown): counts taken at a write that finds another are dropped."""
@@ -451,15 +461,18 @@ def _write_tally(path: Path, layout: _sqlite.Layout, timeout: float, tally: _Tal
     """At the end of a store (or of its process): write the counts it kept in memory, if its
     file is still there (never making one again), with a bounded wait; a failure loses only
     counts, so it is logged, not raised."""
-    if not tally.pending or not path.is_file():
+    if not tally.pending or tally.unwritable or not path.is_file():
         return
+    wait = min(timeout, _COUNTS_WAIT)
     try:
-        with _fork.gate():
-            db = _sqlite.open_file(path, layout, timeout=min(timeout, _COUNTS_WAIT))
+        with _fork.gate(), _sqlite.errors(path, layout, wait):
+            db = _sqlite.open_file(path, layout, timeout=wait)
             try:
                 with _sqlite.write(db), tally.written(db, time.time()):
                     pass
             finally:
                 db.close()
-    except (CacheFileError, sqlite3.Error, OSError) as error:
-        logger.warning("the response cache's counts were not written: %s", error)
+    except (CacheFileError, OSError) as error:
+        # (a file this process cannot write never takes its counts: the caching guide says so)
+        level = logging.DEBUG if _sqlite.cannot_write(error) else logging.WARNING
+        logger.log(level, "the response cache's counts were not written: %s", error)
