@@ -228,6 +228,23 @@ def test_a_prefix_holding_another_application_s_keys_without_a_mark_is_refused_a
     assert raw.get(f"{own.prefix}format") == mark
 
 
+def test_a_cache_whose_prefix_holds_another_cache_s_prefix_is_made(redis_url: str) -> None:
+    # A team's cache under `base:team-a:` made first, then one at `base:`: its keys are a
+    # cache's, not another application's (the look for foreign keys first refused the second).
+    raw = _raw(redis_url)
+    base = f"base{next(_prefixes)}:"
+    team, _ = _client(RedisCache(redis_url, prefix=f"{base}team-a:"))
+    team.generate(Decision, prompt="a")
+    outer, provider = _client(RedisCache(redis_url, prefix=base))
+    assert not outer.generate(Decision, prompt="a").cached and len(provider.requests) == 1
+    # Keys named like a mark that are no cache's (another word, another type) are foreign.
+    fresh = f"fresh{next(_prefixes)}:"
+    raw.set(f"{fresh}x:format", "some-app/2")
+    raw.hset(f"{fresh}y:format", "a", "b")
+    with pytest.raises(CacheServerError, match="another application's"):
+        RedisCache(redis_url, prefix=fresh)
+
+
 def test_a_url_that_is_not_text_is_a_type_error_naming_it() -> None:
     with pytest.raises(TypeError, match=r"RedisCache\(\): url must be a Redis URL"):
         RedisCache(12345)  # type: ignore[arg-type]

@@ -279,15 +279,24 @@ class RedisCache:
             )
 
     def _foreign_key(self) -> str | None:
-        """A key under the prefix outside the cache's layout (`format`, `counters`, `e:...`),
-        if any: looked for once, when a store finds the prefix not yet marked."""
+        """A key under the prefix outside the cache's layout (`format`, `counters`, `e:...`)
+        and outside another cache's nested under it (`sdk-cache:team-a:`, marked), if any:
+        looked for once, when a store finds the prefix not yet marked."""
+        client = self._redis()
+        pattern = _glob_escaped(self.prefix)
+        nested = tuple(
+            text.removesuffix("format")
+            for text in map(_text, client.scan_iter(match=f"{pattern}*format", count=_SCAN_COUNT))
+            if text != f"{self.prefix}format"
+            and _text(client.type(text)) == "string"
+            and _text(client.get(text) or b"") == FORMAT_MARK
+        )
         ours = (f"{self.prefix}format", self._counters)
-        for name in self._redis().scan_iter(
-            match=f"{_glob_escaped(self.prefix)}*", count=_SCAN_COUNT
-        ):
+        for name in client.scan_iter(match=f"{pattern}*", count=_SCAN_COUNT):
             text = _text(name)
-            if text not in ours and not text.startswith(f"{self.prefix}e:"):
-                return text
+            if text in ours or text.startswith((f"{self.prefix}e:", *nested)):
+                continue
+            return text
         return None
 
     @contextmanager
