@@ -12,7 +12,9 @@ same verdict and the same words from both.
   input, never `inf`; an integer longer than Python reads from text (4300 digits by default,
   `sys.set_int_max_str_digits`) is invalid input too, never a bare `ValueError`.
 - Strings: a `\\uXXXX` escape of half a surrogate pair alone (`"\\ud800"`) is invalid input:
-  `json` decodes it, but UTF-8 text cannot hold the character it makes (`lone_surrogate`).
+  `json` decodes it, but UTF-8 text cannot hold the character it makes (`lone_surrogate`). The
+  whole-document parser alone refuses it: the streaming reader's snapshots keep it, and the
+  final text, parsed whole, is refused.
 
 The whole-document parser refuses `NaN`, `Infinity`, a repeated key and an out-of-range number
 from hooks of the C decoder, which do not know where they are: `fault_position` finds the place
