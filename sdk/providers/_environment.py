@@ -13,9 +13,6 @@ __all__ = ["MissingCredentials", "environment_client"]
 
 Vendor = Literal["anthropic", "openai"]
 
-VARIABLES: dict[Vendor, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-"""The variable each vendor's client reads its key from."""
-
 
 class MissingCredentials(ValueError):
     """A hosted vendor's client found no credentials in the environment."""
@@ -24,7 +21,7 @@ class MissingCredentials(ValueError):
 def environment_client(vendor: Vendor) -> Any:
     """`anthropic.Anthropic()` or `openai.OpenAI()` (`ImportError` when the extra is not
     installed); `MissingCredentials` naming the variable to set when the client has none."""
-    variable = VARIABLES[vendor]
+    variable = f"{vendor.upper()}_API_KEY"  # (what each vendor's client reads its key from)
     try:
         if vendor == "anthropic":
             import anthropic

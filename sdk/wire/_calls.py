@@ -140,7 +140,8 @@ def read_reply(
     (`"stop"`, `"length"`, `"end_turn"`, ...) and the tokens it took (`usage`, which a token
     budget and the result's cost read; a body says its own). `settings` and `options`: as for
     `build_request`."""
-    _check_reply_keywords(keywords, "read_reply()")
+    check_keywords(keywords, ReplyKeywords, "read_reply()")
+    _check_reply_values(keywords, "read_reply()")
     _, decision = _decided(provider, output, item, reply, keywords)
     if isinstance(decision, Fail):
         raise decision.error
@@ -161,7 +162,8 @@ def follow_up(
     system=...)` to `build_request` for the re-ask. A reply a live call would not ask again
     after raises its error as `read_reply` does (a truncation, a refusal, a transport fault);
     a valid reply is a `ValueError` (there is nothing to ask again)."""
-    _check_reply_keywords(keywords, "follow_up()")
+    check_keywords(keywords, ReplyKeywords, "follow_up()")
+    _check_reply_values(keywords, "follow_up()")
     machine, decision = _decided(provider, output, item, reply, keywords, retries=1)
     if isinstance(decision, Fail):
         raise decision.error
@@ -170,11 +172,10 @@ def follow_up(
     return _sent(machine).request.messages
 
 
-def _check_reply_keywords(keywords: ReplyKeywords, where: str) -> None:
-    """Refuse a keyword `ReplyKeywords` does not name, and a `finish_reason` or `usage` of
-    another type than it declares (a row's plain mapping for `usage`), naming it: they are
-    used as given (`settings` and `options` are checked where they are read)."""
-    check_keywords(keywords, ReplyKeywords, where)
+def _check_reply_values(keywords: ReplyKeywords, where: str) -> None:
+    """Refuse a `finish_reason` or `usage` of another type than `ReplyKeywords` declares (a
+    row's plain mapping for `usage`), naming it: they are used as given (`settings` and
+    `options` are checked where they are read)."""
     for name, value in keywords.items():
         if name in ("finish_reason", "usage"):
             check(name, value, _REPLY_TYPES[name], where)
