@@ -91,20 +91,23 @@ def open_file(
     *,
     readonly: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
+    closed_anywhere: bool = False,
 ) -> sqlite3.Connection:
     """A connection to `path` (autocommit: transactions are opened explicitly with `write`),
     identified as `layout`'s; made first if missing (an empty file adopted) if
-    `layout.adopt_empty`, else refused. Any failure is `layout.error` naming the file."""
+    `layout.adopt_empty`, else refused. Any failure is `layout.error` naming the file.
+    `closed_anywhere`: the connection may be closed from another thread than the one that
+    uses it (an owner of one connection per thread closing them all)."""
     path = Path(path)
     with _fork.gate(), errors(path, layout, timeout):
         if readonly:
-            return _open_readonly(path, layout, timeout)
+            return _open_readonly(path, layout, timeout, closed_anywhere)
         if layout.adopt_empty and not path.exists():
             with contextlib.suppress(FileExistsError):
                 make_whole(path, layout)
         elif not layout.adopt_empty and not path.is_file():  # (connecting would make one)
             raise layout.error(f"{path}: no such file")
-        db = _connect(str(path), timeout)
+        db = _connect(str(path), timeout, closed_anywhere=closed_anywhere)
         try:
             if _identify(db, layout, path) == "empty":
                 _adopt(db, layout, path)
@@ -216,10 +219,17 @@ def typed(error: sqlite3.Error, path: Path, layout: Layout, timeout: float) -> E
 # --- opening ---
 
 
-def _connect(target: str, timeout: float, *, uri: bool = False) -> sqlite3.Connection:
+def _connect(
+    target: str, timeout: float, *, uri: bool = False, closed_anywhere: bool = False
+) -> sqlite3.Connection:
     with _fork.gate():
         db = sqlite3.connect(
-            target, timeout=timeout, isolation_level=None, uri=uri, check_same_thread=True
+            target,
+            timeout=timeout,
+            isolation_level=None,
+            uri=uri,
+            # Used by one thread always; `closed_anywhere`: closed by another one too.
+            check_same_thread=not closed_anywhere,
         )
         db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         return db
@@ -282,13 +292,15 @@ def _initialize(db: sqlite3.Connection, layout: Layout) -> None:
         db.execute(statement)
 
 
-def _open_readonly(path: Path, layout: Layout, timeout: float) -> sqlite3.Connection:
+def _open_readonly(
+    path: Path, layout: Layout, timeout: float, closed_anywhere: bool = False
+) -> sqlite3.Connection:
     """`mode=ro`; in a folder where the WAL index cannot be made, `immutable=1` when no
     write-ahead log is waiting beside the file (then nothing is missed)."""
     if not path.is_file():
         raise layout.error(f"{path}: no such file")
     uri = path.resolve().as_uri()
-    db = _connect(f"{uri}?mode=ro", timeout, uri=True)
+    db = _connect(f"{uri}?mode=ro", timeout, uri=True, closed_anywhere=closed_anywhere)
     try:
         _identify_readonly(db, layout, path)
         return db
@@ -301,7 +313,7 @@ def _open_readonly(path: Path, layout: Layout, timeout: float) -> sqlite3.Connec
                 f"{path} has writes in {path.name}-wal not yet in the file, and its folder "
                 "cannot be written: open it where it can, once, to fold them in"
             ) from error
-    db = _connect(f"{uri}?mode=ro&immutable=1", timeout, uri=True)
+    db = _connect(f"{uri}?mode=ro&immutable=1", timeout, uri=True, closed_anywhere=closed_anywhere)
     try:
         _identify_readonly(db, layout, path)
     except BaseException:

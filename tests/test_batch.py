@@ -3,20 +3,27 @@ crash-and-resume at every step, follow-ups with feedback, the local backend, and
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import sqlite3
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from contracts import Decision
+from sdk import AsyncStructuredClient
 from sdk import Contract
 from sdk import StopReason
 from sdk import parse
 from sdk.batch import AnthropicBatches
+from sdk.batch import BatchError
 from sdk.batch import BatchInputError
 from sdk.batch import BatchJob
 from sdk.batch import JobMismatch
@@ -31,6 +38,7 @@ from sdk.errors import SchemaViolation
 from sdk.providers import AnthropicProvider
 from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
+from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
 from sdk.providers.anthropic import build_request
 from sdk.providers.openai import build_responses_request
@@ -52,6 +60,8 @@ from tests.batch_support import anthropic_backend
 from tests.batch_support import by_id
 from tests.batch_support import fanout
 from tests.batch_support import job_for
+from tests.batch_support import llamacpp_server
+from tests.batch_support import llamacpp_setup
 from tests.batch_support import local_clients
 from tests.batch_support import openai_backend
 from tests.batch_support import read_output
@@ -497,6 +507,86 @@ def test_cancelling_a_finished_job_leaves_it_finished(tmp_path: Path, items: Pat
     again.close()
     records = by_id(read_output(tmp_path / "out.jsonl"))
     assert len(records) == 25 and {r["outcome"] for r in records.values()} == {"ok"}
+
+
+def test_a_cancel_racing_the_last_commit_leaves_the_job_finished(
+    tmp_path: Path, items: Path
+) -> None:
+    # On main: `cancel` read the job (not finished) and then set its flag in a second
+    # statement; a runner committing the last item between them (held open here, as a runner in
+    # another process holds its commit) had a job of 25 ok items labelled "cancelled" for good.
+    counter: Counter[str] = Counter()
+    job = job_for(tmp_path, items, LocalBackend(local_clients(counter, {})))
+    assert job.run().ok == 25
+    runner = sqlite3.connect(tmp_path / "job.db", isolation_level=None, timeout=30)
+    last = "(SELECT max(seq) FROM items)"
+    runner.execute(f"UPDATE items SET state = 'pending', outcome = NULL WHERE seq = {last}")
+    runner.execute("BEGIN IMMEDIATE")  # the runner's last commit, under way
+    runner.execute(f"UPDATE items SET state = 'done', outcome = 'ok' WHERE seq = {last}")
+    cancelled: list[Any] = []
+
+    def cancel() -> None:  # (as `sdk batch cancel` does, in a process of its own)
+        other = BatchJob.open(
+            tmp_path / "job.db", contract=Decision, backend=LocalBackend(local_clients(counter, {}))
+        )
+        cancelled.append(other.cancel())
+        other.close()
+
+    thread = threading.Thread(target=cancel)
+    thread.start()
+    time.sleep(0.5)  # (the cancel has read the job, or waits to)
+    runner.execute("COMMIT")
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    runner.close()
+    assert cancelled[0].state == "finished" and cancelled[0].ok == 25
+    assert job.summary().state == "finished"
+    job.close()
+
+
+def test_a_job_run_in_one_thread_is_cancelled_and_read_from_another(
+    tmp_path: Path, items: Path
+) -> None:
+    # On main: the job's one SQLite connection belonged to the thread that opened it, so
+    # `cancel()` (or `summary()`) from another thread, the way an application stops a job it
+    # runs in a worker, failed with "job.db is damaged or not a job state file".
+    counter: Counter[str] = Counter()
+    answer = llamacpp_server(counter, "a", {}, Counter())
+    released = threading.Event()
+
+    async def server(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        if llamacpp_setup(request.url.path, body) is None and counter["a"] >= 5:
+            for _ in range(3000):  # (a server that takes its time: the calls wait, at most 30 s)
+                if released.is_set():
+                    break
+                await asyncio.sleep(0.01)
+        return await answer(request)
+
+    provider = LlamaCppProvider(
+        "http://a.test:8080",
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(server)),
+        prompt_template=lambda request: "\n".join(m.text for m in request.messages),
+    )
+    client = AsyncStructuredClient(provider, retries=1, max_concurrency=3)
+    job = job_for(tmp_path, items, LocalBackend([client]))
+    ended: list[Any] = []
+    worker = threading.Thread(target=lambda: ended.append(job.run()))
+    worker.start()
+    for _ in range(3000):
+        if counter["a"] >= 5:
+            break
+        time.sleep(0.01)
+    assert job.summary().state == "running"
+    assert job.cancel().state == "cancelling"
+    worker.join(timeout=30)  # (the run notices within about a second: its calls are cancelled)
+    released.set()
+    assert not worker.is_alive() and ended, "the run did not end"
+    assert ended[0].state == "cancelled" and ended[0].cancelled > 0
+    assert ended[0].ok + ended[0].cancelled == 25
+    job.close()
+    with pytest.raises(BatchError, match="the job was closed"):
+        job.summary()
 
 
 def test_cancel_stops_sending_and_closes_every_item(tmp_path: Path, items: Path) -> None:

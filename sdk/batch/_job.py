@@ -423,10 +423,13 @@ class BatchJob:
         finished and marks the rest cancelled. A job with every item done has nothing left to
         cancel: it stays finished (its summary says so)."""
         with state_errors(self.state.path):
-            done = self.summary()
-            if done.state == "finished":  # (indexed, every item done: not a job not yet read)
-                return done
-            self.state.put("cancelled", True)
+            # The check and the flag in one transaction: a runner's last commit comes wholly
+            # before them (the job is finished, and stays so) or after (it sees the flag).
+            with self.state.transaction() as db:
+                done = summarize(self.state)
+                if done.state == "finished":  # (indexed, every item done: not a job not yet read)
+                    return done
+                self.state.put("cancelled", True, db)
             if isinstance(self.backend, HostedBackend) and running_holder(self.state) is None:
                 self._cancel_batches(self.backend)
             return self.summary()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -245,12 +246,18 @@ class JobState:
         self.readonly = readonly
         if not self.path.is_file():
             raise BatchError(f"{path}: no such job state file")
-        # Identified in one transaction (`sdk._sqlite`); autocommit mode, so transactions are
-        # opened explicitly (`transaction()`) and none is ever left open by an implicit BEGIN.
+        # One connection per thread (a job run in one thread and cancelled or summarized from
+        # another: each reads its own snapshot, none joins another's transaction), all closed
+        # by `close` (and a dead thread's when another thread opens one). Each is identified
+        # in one transaction (`sdk._sqlite`); autocommit mode, so transactions are opened
+        # explicitly (`transaction()`) and none is ever left open by an implicit BEGIN.
         # Read-only (`status`): nothing can change, on a file or in a folder that cannot be
         # written too.
-        self._db = _sqlite.open_file(self.path, LAYOUT, readonly=readonly)
-        self._db.row_factory = sqlite3.Row
+        self._local = threading.local()
+        self._opened: dict[threading.Thread, sqlite3.Connection] = {}
+        self._opening = threading.Lock()  # (guards `_opened` and `_closed`)
+        self._closed = False
+        self._connection()  # fail now, not at the first read, on a file that is not a job's
         if not readonly and self.get("format") == _OLDER:
             try:
                 with state_errors(self.path):
@@ -284,9 +291,33 @@ class JobState:
                 self.put("format", FORMAT, db)
 
     def close(self) -> None:
-        """Close the database."""
-        with _fork.gate():
-            self._db.close()
+        """Close the database: every thread's connection (no thread opens another since)."""
+        with self._opening, _fork.gate():
+            self._closed = True
+            for db in self._opened.values():
+                db.close()
+            self._opened.clear()
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The calling thread's connection."""
+        return self._connection()
+
+    def _connection(self) -> sqlite3.Connection:
+        found: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if found is not None and not self._closed:
+            return found
+        with self._opening:
+            if self._closed:
+                raise BatchError(f"{self.path}: the job was closed")
+            with _fork.gate():  # (the connections of threads that ended: closed, not kept)
+                for thread in [t for t in self._opened if not t.is_alive()]:
+                    self._opened.pop(thread).close()
+            db = _sqlite.open_file(self.path, LAYOUT, readonly=self.readonly, closed_anywhere=True)
+            db.row_factory = sqlite3.Row
+            self._opened[threading.current_thread()] = db
+        self._local.db = db
+        return db
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
