@@ -208,6 +208,28 @@ def test_a_lone_surrogate_escape_is_invalid_json_at_the_escape(text: str, escape
     assert escape in violation.message and "surrogate" in violation.message
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "ok", "note": "abc \ud800 def"}',  # the characters themselves, not escapes
+        '{"name": "ok", "note": "\udfff"}',
+        '{"name": "\ud83d\ude00", "note": "x"}',  # a pair of them is no character either
+        '{"name": "ok", "note": "x", "\udc00": 1}',
+    ],
+)
+def test_a_surrogate_character_in_a_callers_text_is_invalid_json_at_it(text: str) -> None:
+    # On main: a `ContractViolation` at the root pointer ("unable to parse raw data as a
+    # unicode string"), which a retry fed back as the model's fault, with no position.
+    with pytest.raises(InvalidJSON) as info:
+        parse(_Note, text, stop_reason="end_turn")
+    error = info.value
+    position = next(i for i, char in enumerate(text) if 0xD800 <= ord(char) <= 0xDFFF)
+    assert (error.position, error.line, error.column) == (position, 1, position + 1)
+    [violation] = error.violations
+    assert violation.keyword == "json" and f"U+{ord(text[position]):04X}" in violation.message
+    assert error.text == text and error.stop_reason == "end_turn"
+
+
 def test_surrogate_pairs_and_escaped_backslashes_are_not_lone_surrogates() -> None:
     text = '{"name": "\\ud83d\\ude00 \\uD83D\\uDCE6", "note": "\\\\ud800 \\\\\\\\udc00"}'
     parsed = parse(_Note, text, stop_reason="end_turn")

@@ -224,6 +224,9 @@ def _check_schema(
         _check_depth(state, data)
     normalized = _normalize_enum_case(compiled, data) if enum_case == "normalize" else []
     if not normalized or not compiled.is_valid(data):
+        unencodable = _surrogate_in(state)  # (the text's own fault first, as JSON's are)
+        if unencodable is not None:
+            raise unencodable
         violations = compiled.violations(data)
         raise SchemaViolation(
             summarize(f"output does not match the {name} schema", violations),
@@ -471,7 +474,9 @@ def _validate_contract(reading: _Reading, document: str, context: dict[str, Any]
     try:
         value = reading.contract.model_validate_json(document, strict=True, context=context)
     except pydantic.ValidationError as exc:
-        raise _validation_failure(reading, exc, context.get("source")) from exc
+        not_text = any(e["type"] == "string_unicode" and not e["loc"] for e in exc.errors())
+        unencodable = _surrogate_in(reading.state) if not_text else None
+        raise unencodable or _validation_failure(reading, exc, context.get("source")) from exc
     except Exception as exc:
         # A contract's own validator raised something Pydantic does not wrap (a KeyError, a
         # TypeError): still a failed check on this value, never an untyped escape.
@@ -484,6 +489,21 @@ def _validate_contract(reading: _Reading, document: str, context: dict[str, Any]
     if reading.compiled.quotes.any_wanted:
         _check_grounded(reading, context.get("source"))
     return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_in(state: _State) -> InvalidJSON | None:
+    """`InvalidJSON` at the first surrogate character in the text itself, not an escape (a
+    caller's own `str`, or a reply whose envelope's JSON escaped half a pair: the SDKs decode
+    it so), or `None`. `json` decodes it; Pydantic refuses the whole document for it. Looked
+    for on the schema's and the contract's error paths only: a valid document costs no more."""
+    found = _SURROGATE.search(state.text)
+    if found is None:
+        return None
+    problem = f"character U+{ord(found.group()):04X} is a surrogate: UTF-8 text cannot hold it"
+    return _invalid(state, problem, TextPosition.of(state.text, found.start()))
 
 
 def _validation_failure(
