@@ -117,6 +117,16 @@ def _sites(
     if held == "best-effort cache (a batch job's store)":
         best = BestEffortCache(MemoryCache)  # opened at its first use (under the lock)
         return best._lock, lambda: _generate(best)
+    if held == "batch job state (connections)":
+        state = JobState.create(tmp_path / "job.db", {"job": "forked"})
+        inherited = state._db  # the parent's: a child must not use it (SQLite's rule)
+
+        def read_in_the_child() -> None:
+            assert state._db is not inherited and state.get("job") == "forked"
+            with state.transaction() as db:
+                state.put("child", True, db)
+
+        return state._opening, read_in_the_child
     if held == "compiled contracts":
         return _compiled._lock, lambda: _generate(None, _fresh_contract())
     if held == "provider naming":
@@ -155,6 +165,7 @@ SITES = [
     "SQLite cache tally",
     "Redis cache",
     "best-effort cache (a batch job's store)",
+    "batch job state (connections)",
     "compiled contracts",
     "provider naming",
     "test provider",

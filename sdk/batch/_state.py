@@ -255,8 +255,10 @@ class JobState:
         # written too.
         self._local = threading.local()
         self._opened: dict[threading.Thread, sqlite3.Connection] = {}
-        self._opening = threading.Lock()  # (guards `_opened` and `_closed`)
+        self._opening = _fork.lock()  # (guards `_opened` and `_closed`)
         self._closed = False
+        # A forked child opens its own connections (those it inherits are its parent's).
+        _fork.after_fork(self, JobState._forget_connections)
         self._connection()  # fail now, not at the first read, on a file that is not a job's
         if not readonly and self.get("format") == _OLDER:
             try:
@@ -302,6 +304,11 @@ class JobState:
     def _db(self) -> sqlite3.Connection:
         """The calling thread's connection."""
         return self._connection()
+
+    def _forget_connections(self) -> None:
+        """In a forked child, as it starts: no connection yet (`_fork.after_fork`)."""
+        self._local = threading.local()
+        self._opened = {}
 
     def _connection(self) -> sqlite3.Connection:
         found: sqlite3.Connection | None = getattr(self._local, "db", None)
