@@ -7,15 +7,92 @@ was fitted on).
 A record written by the SDK always holds the contract's fingerprint, and the fingerprint decides
 (a contract whose schema or name changed since is another contract). A record naming a contract
 without a fingerprint was written by hand: its name decides. A record naming
-no contract (and no model) fits anything: thresholds or curves set by hand.
+no contract (and no model) fits anything: thresholds or curves set by hand. So a record read
+from a file is checked first (`checked_record`, for both files alike): a damaged one read as
+naming nothing would fit any contract and model.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fingerprinted", "fitted_models", "mismatch"]
+__all__ = ["RecordError", "checked_record", "fingerprinted", "fitted_models", "line_of", "mismatch"]
+
+
+class RecordError(ValueError):
+    """A fitted record of the wrong shape; `key` is the record's own key it is at (a file's
+    loader finds its line)."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(problem)
+        self.key = key
+
+
+def checked_record(recorded: object, label: str) -> dict[str, Any]:
+    """A fitted record read from a file (`label`: its key there, `"fitted"`, `"calibration"`),
+    as `mismatch` reads it: none (`null`, or the key left out) is `{}`; anything but an object,
+    or a `contract`, `model`, `models` or `provider` of another shape than the SDK writes or a
+    person would (see the module docstring), is a `RecordError` naming the key."""
+    if recorded is None:
+        return {}
+    if not isinstance(recorded, dict):
+        raise RecordError(
+            label,
+            f"`{label}` must be an object (what it was fitted for), not {_shown(recorded)}",
+        )
+    contract = recorded.get("contract")
+    if isinstance(contract, dict):
+        for key in ("name", "fingerprint"):
+            if contract.get(key) is not None and _text(contract.get(key)) is None:
+                raise RecordError(key, _must(f"{label}.contract.{key}", contract.get(key)))
+        version = contract.get("version")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            problem = f"`{label}.contract.version` must be a whole number, not {_shown(version)}"
+            raise RecordError("version", problem)
+        if _text(contract.get("name")) is None and _text(contract.get("fingerprint")) is None:
+            problem = f"`{label}.contract` names no contract (a name or a fingerprint)"
+            raise RecordError("contract", problem)
+    elif contract is not None and _text(contract) is None:
+        problem = f"`{label}.contract` must be a contract's name or an object naming it"
+        raise RecordError("contract", f"{problem}, not {_shown(contract)}")
+    for key in ("model", "provider"):
+        if recorded.get(key) is not None and _text(recorded.get(key)) is None:
+            raise RecordError(key, _must(f"{label}.{key}", recorded.get(key)))
+    models = recorded.get("models")
+    if (
+        models is not None
+        and _text(models) is None
+        and not (isinstance(models, list) and all(_text(item) is not None for item in models))
+    ):
+        problem = f"`{label}.models` must be a model's name or a list of them"
+        raise RecordError("models", f"{problem}, not {_shown(models)}")
+    return recorded
+
+
+def line_of(text: str, key: str, within: str | None = None) -> int | None:
+    """The line of the first `"key":` in a file's `text` (1-based), if it is there; with
+    `within`, the first after `"within":` (a curve's kind, which `fitted` may name before)."""
+    start = 0
+    if within is not None:
+        start = max(_found(text, within, 0), 0)
+    found = _found(text, key, start)
+    return text.count("\n", 0, found) + 1 if found >= 0 else None
+
+
+def _found(text: str, key: str, start: int) -> int:
+    found = text.find(json.dumps(key, ensure_ascii=False) + ":", start)
+    return found if found >= 0 else text.find(json.dumps(key) + ":", start)
+
+
+def _must(key: str, value: object) -> str:
+    return f"`{key}` must be a non-empty string, not {_shown(value)}"
+
+
+def _shown(value: object) -> str:
+    shown = json.dumps(value, ensure_ascii=False, default=repr)
+    return shown if len(shown) <= 60 else f"{shown[:57]}..."
 
 
 def mismatch(

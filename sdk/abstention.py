@@ -36,7 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from sdk._files import write_atomic
+from sdk._fitted import RecordError
+from sdk._fitted import checked_record
 from sdk._fitted import fitted_models
+from sdk._fitted import line_of
 from sdk._fitted import mismatch
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import char_pointers
@@ -292,19 +295,21 @@ def _by_hand(pointer: str, threshold: object) -> FieldThreshold:
 def _thresholds(path: str | os.PathLike[str], text: str, data: dict[str, Any]) -> Thresholds:
     """The settings and entries of a parsed thresholds file (`ThresholdsFileError` at the line
     of what is wrong)."""
-    entries, calibration = data.get("fields") or {}, data.get("calibration") or {}
+    entries = data.get("fields") or {}
     if not isinstance(entries, dict):
         problem = "`fields` must be an object of field pointers"
-        raise ThresholdsFileError(path, problem, _line_of(text, "fields"))
-    if not isinstance(calibration, dict):
-        problem = "`calibration` must be an object"
-        raise ThresholdsFileError(path, problem, _line_of(text, "calibration"))
+        raise ThresholdsFileError(path, problem, line_of(text, "fields"))
+    try:  # (what they were calibrated for: checked as a confidence calibration's `fitted` is)
+        calibration = checked_record(data.get("calibration"), "calibration")
+    except RecordError as error:
+        line = line_of(text, error.key, "calibration")
+        raise ThresholdsFileError(path, str(error), line) from None
     settings = {"max_false_abstention": DEFAULT_MAX_FALSE_ABSTENTION, "default": 0.0}
     for name in settings:
         value = data.get(name, settings[name])
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             problem = f"`{name}` must be within [0, 1]"
-            raise ThresholdsFileError(path, problem, _line_of(text, name))
+            raise ThresholdsFileError(path, problem, line_of(text, name))
         settings[name] = float(value)
     fields = {str(key): _entry(path, text, str(key), item) for key, item in entries.items()}
     return Thresholds(fields, settings["max_false_abstention"], calibration, settings["default"])
@@ -313,7 +318,7 @@ def _thresholds(path: str | os.PathLike[str], text: str, data: dict[str, Any]) -
 def _entry(path: str | os.PathLike[str], text: str, pointer: str, item: Any) -> FieldThreshold:
     """One field's entry of a thresholds file (`ThresholdsFileError` at its line): a threshold
     in [0, 1], and what it did on the calibration data where it was calibrated."""
-    line = _line_of(text, pointer)
+    line = line_of(text, pointer)
     not_entry = f"field {pointer!r} is not a threshold entry"
     if not isinstance(item, dict):
         raise ThresholdsFileError(path, f"{not_entry} (an object with a threshold)", line)
@@ -354,14 +359,6 @@ def _free_copy(node: Any) -> bool:
 
 def _optional(value: Any, kind: Any) -> Any:
     return None if value is None else kind(value)
-
-
-def _line_of(text: str, key: str) -> int | None:
-    """The line of the first `"key":` in `text` (1-based), if it is there."""
-    found = text.find(json.dumps(key, ensure_ascii=False) + ":")
-    if found < 0:
-        found = text.find(json.dumps(key) + ":")
-    return text.count("\n", 0, found) + 1 if found >= 0 else None
 
 
 def calibrate(

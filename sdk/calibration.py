@@ -44,6 +44,9 @@ from typing import Final
 from typing import Literal
 
 from sdk._files import write_atomic
+from sdk._fitted import RecordError
+from sdk._fitted import checked_record
+from sdk._fitted import line_of
 from sdk._fitted import mismatch
 from sdk.confidence import Confidence
 
@@ -122,6 +125,11 @@ class Calibration:
     source: str | None = field(default=None, compare=False)
     """The file it was read from (`load`), for the errors that name it."""
 
+    def __post_init__(self) -> None:
+        if not self.curves:
+            # (it would change no value, yet mark every result's confidence calibrated)
+            raise ValueError("a Calibration has at least one curve: none maps no confidence")
+
     def probability(self, kind: str, confidence: float, field: str = "") -> float:
         """The calibrated probability of a value of `kind` (at `field`, a JSON pointer with
         array indices as `*`) decoded with `confidence`: the field's curve, else its type's,
@@ -172,16 +180,7 @@ class Calibration:
     def from_json(cls, data: Mapping[str, Any], source: str = "calibration") -> Calibration:
         """A calibration from its JSON form (`to_json`; `CalibrationFileError` naming
         `source` when it is not one)."""
-        if not isinstance(data, Mapping) or data.get("format") != CALIBRATION_FORMAT:
-            raise CalibrationFileError(
-                f"{source}: not a confidence calibration ({CALIBRATION_FORMAT})"
-            )
-        entries = data.get("curves") or {}
-        if not isinstance(entries, Mapping):
-            raise CalibrationFileError(f"{source}: `curves` must be an object of curves")
-        curves = {str(kind): _curve(source, str(kind), item) for kind, item in entries.items()}
-        fitted = data.get("fitted") or {}
-        return cls(curves, dict(fitted) if isinstance(fitted, Mapping) else {})
+        return _read(data, source, None)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write it as JSON, atomically."""
@@ -193,45 +192,94 @@ class Calibration:
     def load(cls, path: str | os.PathLike[str]) -> Calibration:
         """Read a calibration file (`CalibrationFileError` naming the file and the problem)."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
+            data = json.loads(text)
         except (OSError, ValueError, RecursionError) as error:
             problem = f"{path}: not a readable calibration file ({error})"
             raise CalibrationFileError(problem) from None
-        return replace(cls.from_json(data, str(path)), source=str(path))
+        return replace(_read(data, str(path), text), source=str(path))
 
 
-def _curve(path: str | os.PathLike[str], kind: str, item: Any) -> Curve:
-    problem = f"{path}: curve {kind!r} is not a calibration curve"
+_KINDS: Final = ("string", "number", "boolean", "null")
+"""The value types a curve may be for (`sdk.confidence.ValueConfidence.kind`)."""
+
+
+def _read(data: object, source: str, text: str | None) -> Calibration:
+    """A calibration from its JSON form read from `source` (its `text`, where it was a file:
+    an error names the line of the key it is at)."""
+
+    def refused(
+        problem: str, key: str | None = None, within: str | None = None
+    ) -> CalibrationFileError:
+        line = line_of(text, key, within) if text is not None and key is not None else None
+        where = source if line is None else f"{source}, line {line}"
+        return CalibrationFileError(f"{where}: {problem}")
+
+    if not isinstance(data, Mapping) or data.get("format") != CALIBRATION_FORMAT:
+        raise refused(f"not a confidence calibration ({CALIBRATION_FORMAT})")
+    entries = data.get("curves")
+    if entries is not None and not isinstance(entries, Mapping):
+        raise refused("`curves` must be an object of curves", "curves")
+    if not entries:
+        # It would change no value, yet mark every result's confidence calibrated.
+        raise refused("it has no curves (a calibration maps each value type or field)", "curves")
+    curves = {}
+    for kind, item in entries.items():
+        try:
+            curves[str(kind)] = _curve(str(kind), item)
+        except ValueError as error:
+            problem = f"curve {kind!r} is not a calibration curve ({error})"
+            raise refused(problem, str(kind), "curves") from None
+    try:  # (checked as an abstention thresholds file's `calibration` is: `sdk._fitted`)
+        fitted = checked_record(data.get("fitted"), "fitted")
+    except RecordError as error:
+        raise refused(str(error), error.key, "fitted") from None
+    return Calibration(curves, fitted)
+
+
+def _curve(kind: str, item: Any) -> Curve:
+    """One curve of a file (`ValueError` saying what is wrong with it)."""
+    if kind != _ALL and kind not in _KINDS and not kind.startswith("/"):
+        raise ValueError(
+            f"it is for no value type ({', '.join(_KINDS)}), no field (a JSON pointer: "
+            f"/name) and not all ({_ALL!r}), so it would never apply"
+        )
     if not isinstance(item, dict) or item.get("method") not in ("platt", "isotonic"):
-        raise CalibrationFileError(problem)
+        raise ValueError("its method is 'platt' or 'isotonic'")
     numbers = item.get("parameters")
     if not isinstance(numbers, list) or not all(
         isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n)
         for n in numbers
     ):
-        raise CalibrationFileError(f"{problem} (its parameters are not finite numbers)")
+        raise ValueError("its parameters are not finite numbers")
     method = item["method"]
     if (method == "platt" and len(numbers) != 2) or (
         method == "isotonic" and (len(numbers) < 2 or len(numbers) % 2)
     ):
-        raise CalibrationFileError(f"{problem} (wrong number of parameters)")
+        raise ValueError("wrong number of parameters")
     if method == "isotonic":
-        _check_steps(problem, numbers[0::2], numbers[1::2])
+        _check_steps(numbers[0::2], numbers[1::2])
+    elif numbers[0] < 0:
+        # A calibration learns a monotone map: a falling curve (slope -50 takes 0.9 to 0.0000
+        # and 0.1 to 1.0000) turns the surest values into the least likely right.
+        raise ValueError(f"its slope {numbers[0]!r} is negative: surer would be less likely right")
     samples = item.get("samples") or 0
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
-        raise CalibrationFileError(f"{problem} (its samples are not a count)")
+        raise ValueError("its samples are not a count")
     return Curve(method, tuple(float(n) for n in numbers), samples)
 
 
-def _check_steps(problem: str, xs: Sequence[float], ys: Sequence[float]) -> None:
-    """An isotonic curve's steps as `_isotonic` writes them: `x` ascending (`Curve` looks the
-    step up in that order), `y` non-decreasing probabilities."""
+def _check_steps(xs: Sequence[float], ys: Sequence[float]) -> None:
+    """An isotonic curve's steps as `_isotonic` writes them: `x` ascending confidences (`Curve`
+    looks the step up in that order), `y` non-decreasing probabilities."""
     if any(b <= a for a, b in pairwise(xs)):
-        raise CalibrationFileError(f"{problem} (its step points are not ascending)")
+        raise ValueError("its step points are not ascending")
+    if not all(0.0 <= x <= 1.0 for x in xs):
+        raise ValueError("its step points are not confidences within [0, 1]")
     if any(b < a for a, b in pairwise(ys)):
-        raise CalibrationFileError(f"{problem} (its steps are not non-decreasing)")
+        raise ValueError("its steps are not non-decreasing")
     if not all(0.0 <= y <= 1.0 for y in ys):
-        raise CalibrationFileError(f"{problem} (its steps are not within [0, 1])")
+        raise ValueError("its steps are not within [0, 1]")
 
 
 def fit(
@@ -313,6 +361,11 @@ def _platt(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
         current -= improved
         if abs(step * d0) + abs(step * d1) < 1e-10 or improved < 1e-12:
             break
+    if slope < 0:
+        # Surer values more often wrong: the closest curve that does not fall (the loss is
+        # convex, so its minimum with the slope held at 0 or more is at 0) is flat, at the share
+        # of values right. A falling one would rank the surest values least likely right.
+        slope, intercept = 0.0, _logit(sum(targets) / len(targets))
     return slope, intercept
 
 

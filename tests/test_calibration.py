@@ -367,3 +367,118 @@ def test_what_fitted_does_not_record_is_not_checked(tmp_path: Path) -> None:
     Calibration.load(_fitted_for_notices(tmp_path)).check_fitted(info.name, info.fingerprint, None)
     no_model = Calibration.load(_fitted_for_notices(tmp_path, model=None))
     no_model.check_fitted(info.name, info.fingerprint, "any-model")
+
+
+# --- what a file may hold (probe12b D5) ----------------------------------------------------------
+
+_DAMAGED_RECORDS = [
+    ("Invoice", "`{key}` must be an object"),
+    (["Invoice"], "`{key}` must be an object"),
+    ({"contract": {"name": 5, "fingerprint": 7}}, "`{key}.contract.name` must be a non-empty"),
+    ({"contract": {"name": "Doc", "fingerprint": 7}}, "`{key}.contract.fingerprint` must be"),
+    ({"contract": {"name": "Doc", "version": "2"}}, "`{key}.contract.version` must be a whole"),
+    ({"contract": ["Invoice", "0" * 64]}, "`{key}.contract` must be a contract's name"),
+    ({"contract": {}}, "`{key}.contract` names no contract"),
+    ({"contract": ""}, "`{key}.contract` must be a contract's name"),
+    ({"models": 5}, "`{key}.models` must be a model's name or a list of them, not 5"),
+    ({"models": ["gpt-4o", 5]}, "`{key}.models` must be"),
+    ({"model": 5}, "`{key}.model` must be a non-empty string, not 5"),
+    ({"provider": ["openai"]}, "`{key}.provider` must be a non-empty string"),
+]
+
+
+@pytest.mark.parametrize(("record", "problem"), _DAMAGED_RECORDS)
+def test_a_damaged_fitted_record_is_refused_in_both_kinds_of_file(
+    tmp_path: Path, record: object, problem: str
+) -> None:
+    """A calibration's `fitted` and an abstention thresholds file's `calibration` record what
+    they were fitted for, and go through one check. On main a calibration read each of these as
+    made by hand (`"Invoice"` as `{}`, a name of 5 as no name), so it applied to any contract and
+    model; a thresholds file refused a string but took the rest."""
+    from sdk.abstention import Thresholds
+    from sdk.abstention import ThresholdsFileError
+
+    calibration = fit(_overconfident(40)).to_json()
+    path = tmp_path / "confidence.json"
+    path.write_text(json.dumps({**calibration, "fitted": record}, indent=1))
+    with pytest.raises(CalibrationFileError) as refused:
+        Calibration.load(path)
+    assert str(refused.value).startswith(f"{path}, line ")
+    assert problem.format(key="fitted") in str(refused.value)
+    thresholds = tmp_path / "thresholds.json"
+    fields = {"/a": {"threshold": 0.2}}
+    written = {"format": "sdk-abstention/1", "calibration": record, "fields": fields}
+    thresholds.write_text(json.dumps(written, indent=1))
+    with pytest.raises(ThresholdsFileError) as also:
+        Thresholds.load(thresholds)
+    assert str(also.value).startswith(f"{thresholds}, line ")
+    assert problem.format(key="calibration") in str(also.value)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [None, {}, {"contract": "Invoice"}, {"models": "gpt-4o", "model": None},
+     {"contract": {"name": "Invoice"}, "models": [], "provider": None}],
+)  # fmt: skip
+def test_a_record_written_by_hand_is_still_read(tmp_path: Path, record: object) -> None:
+    data = fit(_overconfident(40)).to_json()
+    path = tmp_path / "confidence.json"
+    path.write_text(json.dumps({**data, "fitted": record}))
+    assert dict(Calibration.load(path).fitted) == (record or {})
+
+
+def test_a_falling_platt_curve_is_refused_naming_the_file_the_curve_and_its_line(
+    tmp_path: Path,
+) -> None:
+    # On main a slope of -50 was taken: 0.9 became 0.0000 and 0.1 became 1.0000.
+    data = fit(_overconfident(40), fitted={"dataset": "x"}).to_json()
+    assert "string" in data["fitted"]["samples"]  # the kind is named before its curve
+    data["curves"]["string"]["parameters"] = [-50.0, 0.0]
+    path = tmp_path / "confidence.json"
+    text = json.dumps(data, indent=1)
+    path.write_text(text)
+    with pytest.raises(CalibrationFileError) as refused:
+        Calibration.load(path)
+    curve_line = text[: text.index('"string": {')].count("\n") + 1
+    assert str(refused.value).startswith(f"{path}, line {curve_line}: curve 'string'")
+    assert "slope -50.0 is negative" in str(refused.value)
+
+
+def test_a_fit_on_values_wrong_where_surest_is_flat_not_falling(tmp_path: Path) -> None:
+    # Platt's unconstrained fit here has a negative slope (surer values more often wrong): the
+    # closest curve that does not fall is flat, at the share right, and its file loads.
+    samples = [Sample("string", 0.9, i % 10 == 0) for i in range(40)]
+    samples += [Sample("string", 0.2, i % 10 != 0) for i in range(40)]
+    calibration = fit(samples)
+    slope, _ = calibration.curves["string"].parameters
+    assert slope == 0.0
+    assert calibration.probability("string", 0.9) == pytest.approx(0.5, abs=0.02)
+    assert calibration.probability("string", 0.2) == calibration.probability("string", 0.9)
+    assert Calibration.load(calibration.save(tmp_path / "c.json")) == calibration
+
+
+@pytest.mark.parametrize(
+    ("curves", "problem"),
+    [
+        ({}, "it has no curves"),
+        (None, "it has no curves"),
+        ({"strnig": _platt()}, "curve 'strnig' is not a calibration curve (it is for no value"),
+        ({"string": _isotonic(-0.5, 0.1, 0.5, 0.9)}, "step points are not confidences within"),
+    ],
+    ids=["empty", "null", "unknown-kind", "isotonic-x-outside"],
+)
+def test_a_file_whose_curves_would_map_nothing_is_refused(
+    tmp_path: Path, curves: object, problem: str
+) -> None:
+    # On main each was taken and marked every result's confidence `calibrated`, unchanged
+    # (the unknown kind is never looked up).
+    path = tmp_path / "confidence.json"
+    path.write_text(json.dumps({"format": "sdk-confidence-calibration/1", "curves": curves}))
+    with pytest.raises(CalibrationFileError) as refused:
+        Calibration.load(path)
+    assert str(path) in str(refused.value) and problem in str(refused.value)
+
+
+def test_a_calibration_without_curves_is_refused_where_it_is_made() -> None:
+    with pytest.raises(ValueError, match="at least one curve"):
+        Calibration({})

@@ -198,8 +198,8 @@ def test_registering_twice_is_a_no_op_and_a_taken_name_is_refused() -> None:
 @pytest.mark.parametrize(
     ("fields", "error", "says"),
     [
-        ({"aliases": "gw"}, TypeError, "aliases is a set of names"),
-        ({"aliases": frozenset({"gw", 7})}, TypeError, "aliases is a set of names"),
+        ({"aliases": "gw"}, TypeError, "aliases must be a set of strings"),
+        ({"aliases": frozenset({"gw", 7})}, TypeError, "aliases must be a set of strings"),
         ({"stop_reasons": {"done": "end_turn"}}, TypeError, "not 'done' to 'end_turn'"),
         ({"stop_reasons": {None: StopReason.END_TURN}}, TypeError, "stop_reasons maps"),
         ({"carries": {"document": "json"}}, ValueError, "not 'document'"),
@@ -217,6 +217,49 @@ def test_a_profile_of_the_wrong_shape_is_refused_naming_the_field(
     with pytest.raises(error, match=says) as raised:
         Profile(**given)  # type: ignore[arg-type]
     assert "profiles_test_shape" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "says"),
+    [
+        ({"dialect": "json_schema"}, TypeError, "dialect must be a Dialect or None, not 'json"),
+        ({"pricing": "openai"}, TypeError, "pricing must be a Pricing or None, not 'openai'"),
+        ({"telemetry_name": 5}, TypeError, "telemetry_name must be a string or None, not 5"),
+        ({"carries": {"documents": 1}}, TypeError, "carries maps each kind .* not 'documents'"),
+        ({"carries": ["documents"]}, TypeError, "carries must be a mapping"),
+        ({"provider": "nowhere"}, ValueError, "provider must be 'module:Class'"),
+        ({"provider": 5}, TypeError, "provider must be a string"),
+        ({"stop_reasons": [("done", StopReason.END_TURN)]}, TypeError, "stop_reasons must be"),
+        ({"aliases": None}, TypeError, "aliases must be a set of strings, not None"),
+        ({"aliases": frozenset({"-"})}, ValueError, "an alias is a name .* not '-'"),
+        ({"aliases": frozenset({" "})}, ValueError, "an alias is a name"),
+    ],
+    ids=["dialect-text", "pricing-text", "telemetry-int", "carries-how-int", "carries-list",
+         "provider-no-class", "provider-int", "stop-pairs", "aliases-none", "alias-dash",
+         "alias-blank"],
+)
+def test_every_field_of_a_profile_is_checked_where_it_is_made(
+    fields: dict[str, object], error: type[Exception], says: str
+) -> None:
+    # On main each was accepted (`aliases=None` and `carries=[...]` raised Python's own errors,
+    # naming no field): a string pricing then failed every paid answer in its cost, a string
+    # dialect every request build, and either broke `sdk providers`; the alias "-" was the
+    # provider "-" and "_" meant.
+    given: dict[str, object] = {"name": "profiles_test_field", "display_name": "F", **fields}
+    with pytest.raises(error, match=says) as raised:
+        Profile(**given)  # type: ignore[arg-type]
+    assert str(raised.value).startswith("profile 'profiles_test_field': ")
+
+
+def test_a_pricing_of_the_wrong_shape_is_refused_naming_the_field() -> None:
+    from sdk.providers import Pricing
+
+    with pytest.raises(TypeError, match="provider_id must be a string, not 5"):
+        Pricing(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="provider_id must be text that is not blank"):
+        Pricing("")
+    with pytest.raises(TypeError, match="input_excludes_cache must be True or False"):
+        Pricing("openai", input_excludes_cache="yes")  # type: ignore[arg-type]
 
 
 def test_a_family_without_a_table_reads_every_builtin_one() -> None:
@@ -407,6 +450,38 @@ except ImportError as error:
     assert lines[0] == "anthropic", completed.stderr
     assert lines[1].startswith("ImportError") and "broken (broken_provider)" in lines[1]
     assert "no config file" in lines[1]
+
+
+def test_a_package_declaring_a_wrong_profile_is_one_line_from_sdk_providers(
+    tmp_path: Path,
+) -> None:
+    # On main `sdk providers` listed the profile's first line, then died with a traceback
+    # (AttributeError: 'str' object has no attribute 'name') and exit code 1. The profile is
+    # refused where the package makes it, and the command exits 2 with one line naming the
+    # entry point, the package and the field (docs/reference/cli.md: a provider module an
+    # installed package declares failed to load).
+    (tmp_path / "acme_bad_mod.py").write_text(
+        "from sdk.providers import Profile\n"
+        "PROFILE = Profile(name='acmebad', display_name='Acme bad', pricing='openai')\n"
+    )
+    info = tmp_path / "acme_bad-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-bad\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[structured_sdk.providers]\nacme_bad = acme_bad_mod:PROFILE\n"
+    )
+    sdk_command = Path(sys.executable).parent / "sdk"
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {"PYTHONPATH": os.pathsep.join([root, str(tmp_path)]), "NO_COLOR": "1",
+           "COLUMNS": "400", "PYTHONWARNINGS": "ignore"}  # fmt: skip
+    listed = _fresh_command([str(sdk_command), "providers"], env)
+    assert listed.returncode == 2, listed.stderr
+    assert "Traceback" not in listed.stderr
+    lines = listed.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    for named in ("acme_bad (acme_bad_mod:PROFILE) of the package acme-bad", "profile 'acmebad'",
+                  "pricing must be a Pricing or None, not 'openai'"):  # fmt: skip
+        assert named in lines[0]
 
 
 def test_a_broken_provider_package_is_imported_once_and_named_at_every_lookup(

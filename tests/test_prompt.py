@@ -316,6 +316,42 @@ def test_the_fingerprint_depends_on_the_content_only() -> None:
     assert Edited.fingerprint() != Triage.fingerprint()
 
 
+def _asking_about_two_items(modules: tuple[str, str]) -> type[Prompt]:
+    """A prompt whose inputs hold two nested models both called `Item`, living in `modules`."""
+    first = type("Item", (BaseModel,), {"__annotations__": {"x": int}, "__module__": modules[0]})
+    second = type("Item", (BaseModel,), {"__annotations__": {"y": str}, "__module__": modules[1]})
+    inputs = type("Inputs", (BaseModel,), {"__annotations__": {"a": first, "b": second}})
+
+    class Ask(Prompt):
+        template = "{{ a }} {{ b }}"
+        Inputs = inputs
+
+    return Ask
+
+
+def test_moving_same_named_nested_input_models_keeps_the_fingerprint() -> None:
+    # On main Pydantic's `$defs` keys (`origin_pkg__first_mod__Item`) were fingerprinted as they
+    # were: moving the modules changed the fingerprint (and `sdk schema check` failed) though
+    # the prompt's content did not change. The same renaming as a contract's schema now.
+    here = _asking_about_two_items(("origin_pkg.first_mod", "origin_pkg.second_mod"))
+    moved = _asking_about_two_items(("moved_lib.zeta_mod", "moved_lib.alpha_mod"))
+    assert moved.fingerprint() == here.fingerprint()
+    inputs = here.snapshot()["inputs"]
+    assert sorted(inputs["$defs"]) == ["Item_1", "Item_2"]
+    assert "_mod" not in json.dumps(inputs)
+    assert inputs["properties"]["b"] == {"$ref": "#/$defs/Item_2"}
+    # the content still decides: another nested field is another fingerprint
+    other = type("Item", (BaseModel,), {"__annotations__": {"z": int}, "__module__": "m3"})
+    changed = type("Inputs", (BaseModel,), {"__annotations__": {"a": other, "b": other}})
+
+    class Changed(Prompt):
+        name = "Ask"
+        template = "{{ a }} {{ b }}"
+        Inputs = changed
+
+    assert Changed.fingerprint() != here.fingerprint()
+
+
 # --- lock, check, diff ---------------------------------------------------------------------------
 
 PROMPTS_V1 = '''

@@ -17,6 +17,7 @@ import collections.abc
 import dataclasses
 import difflib
 import math
+import re
 import types
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -32,9 +33,11 @@ from typing import get_origin
 from typing import get_type_hints
 
 __all__ = [
+    "NOT_BLANK",
     "AtLeast",
     "Between",
     "Bound",
+    "Matches",
     "NoEmptyText",
     "Positive",
     "bounds_of",
@@ -138,6 +141,32 @@ class NoEmptyText:
     @property
     def outside(self) -> object:
         return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Matches:
+    """Text of a given form, the whole of it matching `pattern` (a `module:Class` reference,
+    text that is not blank); `says` is how a message says the form, `example` is text not of
+    it (tests refuse it)."""
+
+    pattern: str
+    says: str
+    example: str
+
+    @property
+    def text(self) -> str:
+        return self.says
+
+    def holds(self, value: Any) -> bool:
+        return isinstance(value, str) and re.fullmatch(self.pattern, value) is not None
+
+    @property
+    def outside(self) -> object:
+        return self.example
+
+
+NOT_BLANK = Matches(r"(?s).*\S.*", "text that is not blank", " ")
+"""Text with something in it besides white space (a name people read)."""
 
 
 def check(
@@ -297,6 +326,9 @@ def _generic(origin: Any, args: tuple[Any, ...]) -> _Checker:
         return lambda value: isinstance(value, collections.abc.Mapping) and all(
             key(k) and item(v) for k, v in value.items()
         )
+    if origin in (collections.abc.Set, frozenset, set):
+        member = _checker(args[0] if args else Any)
+        return lambda value: isinstance(value, origin) and all(member(m) for m in value)
     if origin in (collections.abc.Sequence, list, tuple):
         each = _checker(args[0] if args else Any)
         return lambda value: (
@@ -344,6 +376,8 @@ def describe(annotation: Any) -> str:
         return "None"
     if origin in (collections.abc.Sequence, list, tuple):
         return f"a list of {_plural(args[0] if args else Any)}"
+    if origin in (collections.abc.Set, frozenset, set):
+        return f"a set of {_plural(args[0] if args else Any)}"
     if origin in (collections.abc.Mapping, dict):
         return "a mapping"
     if origin is collections.abc.Callable:

@@ -29,6 +29,8 @@ from dataclasses import field
 from dataclasses import fields
 from enum import Enum
 from types import MappingProxyType
+from types import ModuleType
+from typing import Annotated
 from typing import Any
 from typing import Final
 from typing import Literal
@@ -36,6 +38,9 @@ from typing import get_args
 
 from sdk import _fork
 from sdk._lazy import imported
+from sdk._values.declared import NOT_BLANK
+from sdk._values.declared import Matches
+from sdk._values.declared import check_fields
 from sdk._values.dialect import Dialect
 
 __all__ = [
@@ -116,12 +121,23 @@ _CARRIED: Final = get_args(Carried)
 class Pricing:
     """How a family's usage is priced from the maintained `genai-prices` table."""
 
-    provider_id: str
+    provider_id: Annotated[str, NOT_BLANK]
     """The family's provider id in `genai-prices` (`"openai"` for both OpenAI APIs)."""
     input_excludes_cache: bool = False
     """The API's input count leaves out cached tokens (Anthropic), which the table counts."""
     output_excludes_reasoning: bool = False
     """The API's output count leaves out the thinking tokens (Gemini), which are billed."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)  # data a package writes by hand, read by the cost of every call
+
+
+_CLASS_REFERENCE: Final = Matches(
+    r"([A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*)?",
+    "'module:Class' (or empty: no provider class)",
+    "nowhere",
+)
+"""Where a provider class lives: `"sdk.providers.openai:OpenAIProvider"`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,7 +147,7 @@ class Profile:
     name: str
     """The canonical name: `Result.provider`, `ProviderError.provider`, the CLI's `--provider`
     (lowercase letters, digits and `_`)."""
-    display_name: str
+    display_name: Annotated[str, NOT_BLANK]
     """How people write it: `"OpenAI Responses"`, `"llama.cpp"`."""
     aliases: frozenset[str] = frozenset()
     """Other names a user types for it (`"llama.cpp"`, `"claude"`); case, `-` and `_` aside."""
@@ -148,9 +164,9 @@ class Profile:
     its codec may carry less (`sdk.providers._profile.WireProfile`)."""
     pricing: Pricing | None = None
     """How its usage is priced; `None`: no price (a local engine)."""
-    telemetry_name: str | None = None
+    telemetry_name: Annotated[str | None, NOT_BLANK] = None
     """Its `gen_ai.provider.name` in the OpenTelemetry GenAI conventions, where they name it."""
-    provider: str = ""
+    provider: Annotated[str, _CLASS_REFERENCE] = ""
     """Where its provider class lives, `"module:Class"` (loaded by `provider_class()`)."""
 
     def __post_init__(self) -> None:
@@ -166,29 +182,46 @@ class Profile:
         # A profile is data a package may write by hand: a wrong shape is refused here, naming
         # the field, not read wrong later (a string of aliases as its letters, each a name the
         # registry then finds it by; a stop value mapped to a bare word, which `stop_reason()`
-        # returns as it is; a misspelt kind, never carried).
+        # returns as it is; a misspelt kind, never carried; a dialect, a price or a provider
+        # class given by name, which the request build, the cost of each answer or `sdk
+        # providers` would fail on). Each field is checked against its declaration
+        # (`sdk._values.declared`), after the checks that say more than its type would.
         where = f"profile {self.name!r}"
-        if not isinstance(self.display_name, str) or not self.display_name.strip():
-            raise ValueError(
-                f"{where}: display_name is how people write it, not {self.display_name!r}"
-            )
-        if isinstance(self.aliases, str) or not all(isinstance(a, str) for a in self.aliases):
-            raise TypeError(f"{where}: aliases is a set of names, not {self.aliases!r}")
-        object.__setattr__(self, "aliases", frozenset(_key(alias) for alias in self.aliases))
-        if self.stop_reasons is not None:
-            for raw, meaning in dict(self.stop_reasons).items():
+        if isinstance(self.aliases, (set, list, tuple)) and all(
+            isinstance(alias, str) for alias in self.aliases
+        ):
+            object.__setattr__(self, "aliases", frozenset(self.aliases))
+        if isinstance(self.stop_reasons, Mapping):
+            for raw, meaning in self.stop_reasons.items():
                 if not isinstance(raw, str) or not isinstance(meaning, StopReason):
                     raise TypeError(
                         f"{where}: stop_reasons maps each raw stop value (a str) to a StopReason, "
                         f"not {raw!r} to {meaning!r}"
                     )
+        if isinstance(self.carries, Mapping):
+            unknown = sorted(str(kind) for kind in self.carries if kind not in _CARRIED)
+            if unknown:
+                raise ValueError(
+                    f"{where}: carries names what a wire can carry ({', '.join(_CARRIED)}), "
+                    f"not {', '.join(map(repr, unknown))}"
+                )
+            for kind, how in self.carries.items():
+                if not isinstance(how, str) or not how.strip():
+                    raise (ValueError if isinstance(how, str) else TypeError)(
+                        f"{where}: carries maps each kind to how its wire carries it (text), "
+                        f"not {kind!r} to {how!r}"
+                    )
+        check_fields(self, where)
+        for alias in self.aliases:
+            if not any(char.isalnum() for char in _key(alias)):
+                # ("-" would be found by "-" and "_", "" by nothing a user types on purpose)
+                raise ValueError(
+                    f"{where}: an alias is a name a user types, with a letter or digit in it, "
+                    f"not {alias!r}"
+                )
+        object.__setattr__(self, "aliases", frozenset(_key(alias) for alias in self.aliases))
+        if self.stop_reasons is not None:
             object.__setattr__(self, "stop_reasons", MappingProxyType(dict(self.stop_reasons)))
-        unknown = sorted(str(kind) for kind in self.carries if kind not in _CARRIED)
-        if unknown:
-            raise ValueError(
-                f"{where}: carries names what a wire can carry ({', '.join(_CARRIED)}), "
-                f"not {', '.join(map(repr, unknown))}"
-            )
         object.__setattr__(self, "carries", MappingProxyType(dict(self.carries)))
 
     @property
@@ -411,8 +444,16 @@ def _load_entry_points() -> None:
                 loaded = entry.load()
                 if isinstance(loaded, Profile):
                     register(loaded)
-            except Exception as error:  # a broken package: named, not hidden
-                failed.append(f"{entry.name} ({entry.value}): {type(error).__name__}: {error}")
+                elif not isinstance(loaded, ModuleType):
+                    raise TypeError(
+                        f"names a {type(loaded).__name__}, not a Profile or a module that "
+                        "registers one"
+                    )
+            except Exception as error:  # a broken package (a profile of the wrong shape): named
+                package = getattr(entry.dist, "name", None)
+                declared = f"{entry.name} ({entry.value})"
+                declared += f" of the package {package}" if package else ""
+                failed.append(f"{declared}: {type(error).__name__}: {error}")
     if failed:
         _entry_points_failed = (
             f"provider modules declared under {ENTRY_POINT_GROUP!r} failed to load: "

@@ -72,6 +72,7 @@ from sdk.prompt._template import render
 from sdk.prompt._template import variables_of
 from sdk.prompt._view import ContractView
 from sdk.prompt._view import view_of
+from sdk.schema.canonical import without_module_paths
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -332,8 +333,17 @@ def _content(cls: type[Prompt]) -> dict[str, Any]:
         "version": cls.version,
         "system": cls.system,
         "template": cls.template,
-        "inputs": cls.Inputs.model_json_schema(),
+        "inputs": _inputs_schema(cls.Inputs),
     }
+
+
+def _inputs_schema(inputs: type[BaseModel]) -> dict[str, Any]:
+    """The inputs' JSON Schema as the fingerprint takes it: with the `$defs` keys Pydantic
+    qualifies with a module path (two nested classes of one name) renamed as a contract's are
+    (`sdk.schema.canonical.without_module_paths`), so moving a module keeps the fingerprint."""
+    schema = inputs.model_json_schema()
+    without_module_paths(schema)
+    return schema
 
 
 def _values(inputs: BaseModel, marker: str) -> tuple[dict[str, Any], list[Part]]:

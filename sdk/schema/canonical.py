@@ -33,6 +33,7 @@ __all__ = [
     "schema_info",
     "shared_schema",
     "subschemas",
+    "without_module_paths",
 ]
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -146,7 +147,7 @@ def _version_of(contract: type[BaseModel]) -> int:
 
 def _build(contract: type[BaseModel]) -> dict[str, Any]:
     generated = contract.model_json_schema(ref_template="#/$defs/{model}", mode="validation")
-    _without_module_paths(generated)
+    without_module_paths(generated)
     _clean(generated)
     generated.pop("title", None)
     schema: dict[str, Any] = {
@@ -166,7 +167,7 @@ _NORMALIZED = GenerateJsonSchema().normalize_name
 """A title as Pydantic writes it as a `$defs` key (`Page[list[Item]]`: `Page_list_Item__`)."""
 
 
-def _without_module_paths(schema: dict[str, Any]) -> None:
+def without_module_paths(schema: dict[str, Any]) -> None:
     """Rename the `$defs` keys Pydantic qualifies with their module path (two different classes
     of one name, `pkg__one__Item` and `pkg__two__Item`) to the class name and a number, `Item_1`
     for the one the schema reaches first (fields in order, depth first), `Item_2` for the next:
