@@ -304,14 +304,19 @@ def _base_problem(concrete: type, below: type, at: int | str) -> str | None:
     return next((problem for problem in problems if problem is not None), None)
 
 
+_CHECKERS = ("check_keywords", "check_given")
+"""What checks a grouped keyword's names (`check_given` calls `check_keywords`)."""
+
+
 def _calls(node: ast.AST) -> list[ast.Call]:
     return [c for c in ast.walk(node) if isinstance(c, ast.Call)]
 
 
 def _checks(node: ast.AST, name: str) -> bool:
-    """Whether `node` calls `check_keywords` on the mapping `name` (its first argument)."""
+    """Whether `node` calls `check_keywords` on the mapping `name` (its first argument), or
+    `check_given`, which calls it and checks the values too."""
     for call in _calls(node):
-        if ast.unparse(call.func) != "check_keywords":
+        if ast.unparse(call.func) not in _CHECKERS:
             continue
         given = (
             call.args[0]
@@ -401,7 +406,7 @@ def test_a_grouped_keyword_is_checked_once_not_again_by_the_callable_it_is_passe
 
     def checks(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
-        return any(_callee(c) == "check_keywords" for c in calls)
+        return any(_callee(c) in _CHECKERS for c in calls)
 
     checking = {node.name for _, node, _ in defs if checks(node) and node.name != "__init__"}
     twice = []

@@ -126,7 +126,7 @@ def test_a_prompt_template_over_columns_and_a_missing_column_fails_its_row_alone
         )
         out = mapper(_table(rows)).to_pylist()
     assert out[0]["outcome"] == "ok"
-    assert out[1]["outcome"] == "failed" and out[1]["error_type"] == "KeyError"
+    assert out[1]["outcome"] == "failed" and out[1]["error_type"] == "BatchInputError"
     assert "vendor" in out[1]["error_message"]
 
 

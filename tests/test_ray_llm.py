@@ -229,7 +229,7 @@ def test_the_hooks_pickle_and_never_raise_on_a_row_they_did_not_prepare() -> Non
     _ = hooks.provider  # made, then left out of the pickle
     copy = pickle.loads(pickle.dumps(hooks))
     row = copy.vllm_postprocess({"id": 1, "generated_text": DOCUMENT})
-    assert row["outcome"] == "failed" and row["error_type"] == "KeyError"
+    assert row["outcome"] == "failed" and row["error_type"] == "BatchInputError"
     assert copy.http_preprocess({"id": 2, "prompt": "caf\udcff"})["__inference_error__"]
 
 

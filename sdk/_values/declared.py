@@ -43,6 +43,7 @@ __all__ = [
     "bounds_of",
     "check",
     "check_fields",
+    "check_given",
     "check_keywords",
     "conforms",
     "describe",
@@ -176,7 +177,8 @@ def check(
     docstring); `where` says who took it (`"StructuredClient()"`), `expects` overrides how the
     type is described."""
     if not conforms(value, annotation):
-        if isinstance(value, type):  # `cache=MemoryCache`: the class where an instance goes
+        if isinstance(value, type) and not _takes_classes(annotation):
+            # `cache=MemoryCache`: the class where an instance goes
             raise TypeError(
                 f"{where + ': ' if where else ''}{name}={value.__name__} is the class, not a "
                 f"value ({name} must be {expects or describe(annotation)}): instantiate it, "
@@ -193,6 +195,12 @@ def check(
     for bound in bounds_of(annotation):
         if not bound.holds(value):
             raise ValueError(f"{_said(name, where)} must be {bound.text}, not {_shown(value)}")
+
+
+def _takes_classes(annotation: Any) -> bool:
+    """Whether a setting declared as `annotation` takes a class (`type[Contract]`): then a
+    class of another kind is a wrong class, not a class where an instance goes."""
+    return any(leaf is type or get_origin(leaf) is type for leaf in _flat(annotation))
 
 
 def _said(name: str, where: str) -> str:
@@ -219,6 +227,21 @@ def check_keywords(given: Mapping[str, object], declared: Any, where: str) -> No
             raise TypeError(
                 f"{where} got an unexpected keyword argument {name!r}{did_you_mean(name, names)}"
             )
+
+
+def check_given(
+    given: Mapping[str, object],
+    declared: Any,
+    where: str,
+    expects: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse what `**keywords` declared by `declared` (a `TypedDict`) were given: a keyword it
+    does not name (`check_keywords`), and a value its annotation refuses (`check`, naming the
+    keyword; `expects` says what some of them take, where the type says it less well)."""
+    check_keywords(given, declared, where)
+    hints = _hints(declared)
+    for name, value in given.items():
+        check(name, value, hints[name], where, (expects or {}).get(name))
 
 
 def keywords_of(declared: Any) -> frozenset[str]:
@@ -321,6 +344,9 @@ def _made(annotation: Any) -> _Checker:
 def _generic(origin: Any, args: tuple[Any, ...]) -> _Checker:
     if origin is collections.abc.Callable:
         return callable
+    if origin is type and args and isinstance(args[0], type):  # a class of that kind
+        kind = args[0]
+        return lambda value: isinstance(value, type) and issubclass(value, kind)
     if origin in (collections.abc.Mapping, dict):
         key, item = (_checker(arg) for arg in (args if args else (Any, Any)))
         return lambda value: isinstance(value, collections.abc.Mapping) and all(
@@ -382,6 +408,8 @@ def describe(annotation: Any) -> str:
         return "a mapping"
     if origin is collections.abc.Callable:
         return "a function"
+    if origin is type and args and isinstance(args[0], type):
+        return f"a {args[0].__name__} class"
     if origin is not None:
         return f"a {getattr(origin, '__name__', origin)}"
     return _NAMES.get(annotation, f"a {getattr(annotation, '__name__', annotation)}")

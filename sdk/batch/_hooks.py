@@ -33,6 +33,7 @@ budget admits; the others keep their failed line.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,10 +45,12 @@ import pyarrow as pa
 from sdk._rows import COLUMNS
 from sdk._rows import PROMPT_COLUMNS
 from sdk._rows import decided_row
-from sdk._values.declared import check_keywords
+from sdk._values.declared import check
+from sdk._values.declared import check_given
 from sdk._values.records import Usage
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
+from sdk.batch._map import ROW_EXPECTS
 from sdk.batch._map import RowColumns
 from sdk.batch._map import contract_of
 from sdk.batch._map import is_int64
@@ -116,7 +119,12 @@ class ProcessorHooks:
         grounding: bool = True,
         **rows: Unpack[RowColumns],
     ) -> None:
-        check_keywords(rows, RowColumns, "ProcessorHooks()")
+        where = "ProcessorHooks()"
+        check_given(rows, RowColumns, where, ROW_EXPECTS)
+        check("contract", contract, type[Contract] | str, where,
+              expects="a Contract class or 'module:Name'")  # fmt: skip
+        check("model", model, str, where)
+        check("grounding", grounding, bool, where)
         self.contract = contract_of(contract)
         self.model, self.grounding = model, grounding
         self.id_column, self.prompt = rows.get("id_column", "id"), rows.get("prompt")
@@ -209,12 +217,11 @@ class ProcessorHooks:
 
         def read() -> Completion:
             state = json.loads(row[_STATE])
-            generated = int(row.get("num_generated_tokens") or 0)
+            generated = _count(row, "num_generated_tokens")
             finish = row.get("finish_reason") or (
                 _LENGTH if generated >= int(state["max_tokens"]) else _STOP
             )
-            usage = Usage(input_tokens=int(row.get("num_input_tokens") or 0),
-                          output_tokens=generated)  # fmt: skip
+            usage = Usage(input_tokens=_count(row, "num_input_tokens"), output_tokens=generated)
             said = ChatChoice(str(row.get("generated_text") or ""), None, str(finish))
             return said.completion(usage, self.model, _text(row.get("request_id")))
 
@@ -222,12 +229,13 @@ class ProcessorHooks:
 
     def _judged(self, row: Mapping[str, Any], read: Callable[[], Completion]) -> dict[str, Any]:
         try:
-            state = json.loads(row[_STATE])
+            state = _state_of(row)
             item = self._recorded(state)
             item_row = _counted(item, state, sent=True)
         except Exception as error:  # a row the preprocess did not prepare
+            failure = error if isinstance(error, BatchInputError) else _not_prepared(row, error)
             return self._columns(row, decide_error(self.contract, self.provider,
-                                                   _placeholder(row), error))  # fmt: skip
+                                                   _placeholder(row), failure))  # fmt: skip
         try:
             completion = read()
         except Exception as error:  # an unreadable reply: the row's failure
@@ -294,7 +302,10 @@ class ProcessorHooks:
         return self._columns(row, decide_error(self.contract, self.provider, item_row, error))
 
     def _unprepared(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        error = ValueError("the row did not go through the hooks' postprocess")
+        error = BatchInputError(
+            f"row {_id_of(row, self.id_column)!r}: the row did not go through the hooks' "
+            "postprocess"
+        )
         return self._columns(row, decide_error(self.contract, self.provider,
                                                _placeholder(row), error))  # fmt: skip
 
@@ -356,6 +367,25 @@ def _counted(item: InputItem, state: Mapping[str, Any], *, sent: bool = False) -
     )  # fmt: skip
 
 
+def _state_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What the preprocess left on a row; a row without it (or with it damaged) did not go
+    through the preprocess: a `BatchInputError` saying so."""
+    said = row.get(_STATE)
+    if not said:
+        raise _not_prepared(row, f"it has no {_STATE} column")
+    state = json.loads(said)
+    if not isinstance(state, dict):
+        raise _not_prepared(row, f"its {_STATE} is not the preprocess's")
+    return state
+
+
+def _not_prepared(row: Mapping[str, Any], why: object) -> BatchInputError:
+    return BatchInputError(
+        f"row {plain_value(row.get('id'))!r}: the row did not go through the hooks' "
+        f"preprocess ({why})"
+    )
+
+
 def _placeholder(row: Mapping[str, Any]) -> ItemRow:
     """A row that could not be read as an item: its counters at zero."""
     return ItemRow(
@@ -375,6 +405,23 @@ def _id_type(batch: pa.Table, rows: list[dict[str, Any]], column: str) -> pa.Dat
     if numbers and all(map(is_int64, numbers)):
         return pa.int64()
     return pa.string()
+
+
+def _count(row: Mapping[str, Any], column: str) -> int:
+    """A token count the engine wrote: a whole number of at least 0, or none (null, NaN: Ray's
+    numpy and pandas batches hold a null count so; a whole float is the integer it was).
+    Anything else is the engine's reply unreadable: a `ProviderError` naming the column, as
+    the codec's reader says of a body it cannot read."""
+    value = plain_value(row.get(column))
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProviderError(
+            f"unusable reply from the engine: {column} is {value!r:.60}, not a count of tokens"
+        )
+    return value
 
 
 def _text(value: Any) -> str | None:

@@ -36,14 +36,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import math
+import string
 import threading
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import asdict
 from dataclasses import dataclass
+from typing import Annotated
 from typing import Any
 from typing import TypedDict
 from typing import Unpack
@@ -52,8 +55,13 @@ import pyarrow as pa
 
 from sdk._rows import decided_row
 from sdk._rows import schema_for
-from sdk._values.declared import check_keywords
+from sdk._values.declared import AtLeast
+from sdk._values.declared import Between
+from sdk._values.declared import Positive
+from sdk._values.declared import check
+from sdk._values.declared import check_given
 from sdk._values.declared import whole_numbers_only
+from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
 from sdk.batch._items import parse_item
 from sdk.batch._local import run_item
@@ -68,6 +76,7 @@ from sdk.engine.options import whole_number_options
 from sdk.prompt import Prompt
 
 __all__ = [
+    "ROW_EXPECTS",
     "ClientFactory",
     "JobRows",
     "RowColumns",
@@ -83,6 +92,14 @@ __all__ = [
 ClientFactory = Callable[[], AsyncStructuredClient | Sequence[AsyncStructuredClient]]
 """Makes the actor's client (or one per server of a fleet: rows go round robin)."""
 
+# `StructuredMap`'s settings, declared once: its signature's types, checked where it is made.
+_CONTRACT = type[Contract] | str
+_MADE = AsyncStructuredClient | Sequence[AsyncStructuredClient]
+_IN_FLIGHT = Annotated[int, AtLeast(1)]
+_LONGEST_BATCH = 7 * 24 * 3600.0
+_SECONDS = Annotated[float, Positive(), Between(0, _LONGEST_BATCH)]
+"""A batch's time limit: more than 0, at most a week (a wait has a bound a clock can hold)."""
+
 _JOB_COLUMNS = (("_seq", pa.int64()), ("_update", pa.string()), ("_line", pa.string()))
 
 
@@ -96,8 +113,12 @@ class RowColumns(TypedDict, total=False):
     """A template over the row's columns (`"Approve {vendor}?"`, `str.format`), or a prompt
     template (`sdk.Prompt`) its `variables` column or the columns its `Inputs` name render;
     default: the row's `prompt` column."""
-    max_tokens: int | None
+    max_tokens: Annotated[int | None, AtLeast(1)]
     """The output limit of rows that set none (default 4096)."""
+
+
+ROW_EXPECTS = {"prompt": "a str.format template, an sdk.Prompt class or None"}
+"""What `RowColumns`' settings take, where their types say it less well."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,22 +147,28 @@ class StructuredMap:
 
     def __init__(
         self,
-        contract: type[Contract] | str,
+        contract: _CONTRACT,
         client: ClientFactory,
         *,
-        in_flight: int = 16,
-        timeout: float = 3600.0,
+        in_flight: _IN_FLIGHT = 16,
+        timeout: _SECONDS = 3600.0,
         job: JobRows | None = None,
         **rows: Unpack[RowColumns],
     ) -> None:
-        check_keywords(rows, RowColumns, "StructuredMap()")
-        if in_flight < 1 or not timeout > 0:
-            raise ValueError("in_flight must be at least 1 and timeout more than 0")
+        # Every setting checked here, naming it, before the client is made or a row is read.
+        where = "StructuredMap()"
+        check_given(rows, RowColumns, where, ROW_EXPECTS)
+        check("contract", contract, _CONTRACT, where, expects="a Contract class or 'module:Name'")
+        check("client", client, ClientFactory, where, expects="a function that makes the client")
+        check("in_flight", in_flight, _IN_FLIGHT, where)
+        check("timeout", timeout, _SECONDS, where, expects="a number of seconds")
+        check("job", job, JobRows | None, where)
         self.contract = contract_of(contract)
         made = client()
+        check("client()", made, _MADE, where, expects="an AsyncStructuredClient or a list of them")
         self.clients = [made] if isinstance(made, AsyncStructuredClient) else list(made)
         if not self.clients:
-            raise ValueError("the client factory made no client")
+            raise ValueError(f"{where}: the client factory made no client")
         first = self.clients[0]
         self.job = job.settings if job is not None else None
         self.job_prompt = job.prompt if job is not None else None
@@ -243,13 +270,17 @@ class StructuredMap:
         return rows_table(columns, schema)
 
 
+class _MissingColumn(KeyError):
+    """A column the prompt template names and the row lacks."""
+
+
 class _Named(dict[str, Any]):
     """A row's non-null columns for `str.format_map`: a column the template names but the row
-    lacks, or holds null in (Arrow fills a missing column with nulls), is a `KeyError` naming
-    it (the row fails with it)."""
+    lacks, or holds null in (Arrow fills a missing column with nulls), is a `_MissingColumn`
+    naming it (the row fails with it, a `BatchInputError`)."""
 
     def __missing__(self, key: str) -> Any:
-        raise KeyError(f"the prompt template names the column {key!r}, which the row lacks")
+        raise _MissingColumn(f"the prompt template names the column {key!r}, which the row lacks")
 
 
 def row_item(
@@ -261,14 +292,32 @@ def row_item(
     """A row's item, read by the batch input's own `parse_item` from the row's columns written
     as an input line (that line's record comes with it): `prompt` (or the `prompt` template
     over the row's columns), `source` (or `document`), `system`, `max_tokens`, `messages`,
-    `options`. A template naming a column the row lacks is a `KeyError` naming it. With an
-    `sdk.Prompt`, the line's `variables` are the row's (see `_variables`), rendered by
-    `parse_item` as a job with that template renders its lines."""
+    `options`. With an `sdk.Prompt`, the line's `variables` are the row's (see `_variables`),
+    rendered by `parse_item` as a job with that template renders its lines.
+
+    A row that is not a usable item is a `BatchInputError` naming the row, as a batch input
+    line that is not one is (the row fails with it, as the line's item would): a template
+    naming a column the row lacks, a column an input line cannot hold (bytes), JSON text nested
+    too deeply to read."""
     raw_id = row.get(id_column)
+    where = f"row {plain_value(raw_id)!r}"
+    try:
+        record = _record(row, raw_id, prompt, where)
+    except BatchInputError:
+        raise
+    except Exception as error:  # (anything else reading the row: its own fault, named)
+        raise BatchInputError(f"{where}: {type(error).__name__}: {error}") from None
+    return parse_item(contract, _line(record, where), where, template_of(prompt)), record
+
+
+def _record(
+    row: Mapping[str, Any], raw_id: Any, prompt: str | type[Prompt] | None, where: str
+) -> dict[str, Any]:
+    """The input line's record of a row (see `row_item`)."""
     record = {
         "id": plain_value(raw_id),
         **{
-            key: _decoded(row[key])
+            key: _decoded(row[key], where, key)
             for key in ("prompt", "source", "system", "max_tokens", "messages", "options")
             if not _null(row.get(key))
         },
@@ -288,16 +337,43 @@ def row_item(
         record["source"] = row["document"]
     template = template_of(prompt)
     if template is not None:
-        _variables(template, row, record)
+        _variables(template, row, record, where)
     elif isinstance(prompt, str):
-        record["prompt"] = prompt.format_map(
-            _Named((k, v) for k, v in row.items() if v is not None)
-        )
-    line = json.dumps(record).encode()
-    return parse_item(contract, line, f"row {raw_id!r}", template), record
+        try:
+            record["prompt"] = prompt.format_map(
+                _Named((k, v) for k, v in row.items() if v is not None)
+            )
+        except _MissingColumn as error:
+            raise BatchInputError(f"{where}: {error.args[0]}") from None
+        except (LookupError, ValueError, AttributeError, TypeError) as error:
+            raise BatchInputError(
+                f"{where}: the prompt template cannot be filled ({type(error).__name__}: {error})"
+            ) from None
+    return record
 
 
-def _variables(template: type[Prompt], row: Mapping[str, Any], record: dict[str, Any]) -> None:
+def _line(record: dict[str, Any], where: str) -> bytes:
+    """A row's record as an input line; a column JSON cannot hold (bytes: a numpy `S`
+    column) or nested too deeply is a `BatchInputError` naming the column."""
+    try:
+        return json.dumps(record).encode()
+    except (TypeError, ValueError, RecursionError):
+        pass
+    for key, value in record.items():
+        try:
+            json.dumps(value)
+        except RecursionError:
+            raise BatchInputError(f"{where}: `{key}` is nested too deeply to read") from None
+        except (TypeError, ValueError) as error:
+            raise BatchInputError(
+                f"{where}: `{key}` cannot be written in an input line ({error})"
+            ) from None
+    raise BatchInputError(f"{where}: the row cannot be written as an input line")
+
+
+def _variables(
+    template: type[Prompt], row: Mapping[str, Any], record: dict[str, Any], where: str
+) -> None:
     """A row's `variables` put in its line's `record`: its `variables` column (an object, or its
     JSON text), else its non-null columns that `template.Inputs` names (a column that is one
     of them is a variable, not also the line's `prompt`, `system` or `messages`; NaN is null:
@@ -307,7 +383,7 @@ def _variables(template: type[Prompt], row: Mapping[str, Any], record: dict[str,
     fields = template.Inputs.model_fields
     given = row.get("variables")
     if given is not None:
-        variables = _plain(_decoded(given))
+        variables = _plain(_decoded(given, where, "variables"))
         if isinstance(given, Mapping) and isinstance(variables, dict):  # a struct column
             # (a NaN member is null, as in the Arrow struct; the other members as declared)
             variables = {
@@ -327,8 +403,12 @@ def _variables(template: type[Prompt], row: Mapping[str, Any], record: dict[str,
 
 def template_of(prompt: str | type[Prompt] | None) -> type[Prompt] | None:
     """The prompt template (`sdk.Prompt`) of a `prompt=` keyword, or `None` for a `str.format`
-    template or none; `TypeError` for anything else."""
-    if prompt is None or isinstance(prompt, str):
+    template or none; `TypeError` for anything else, `ValueError` for a `str.format` template
+    no row could fill (malformed, or naming a field by position: `{0}`, `{}`)."""
+    if prompt is None:
+        return None
+    if isinstance(prompt, str):
+        _fillable(prompt)
         return None
     if not (isinstance(prompt, type) and issubclass(prompt, Prompt)):
         raise TypeError(
@@ -337,6 +417,20 @@ def template_of(prompt: str | type[Prompt] | None) -> type[Prompt] | None:
     if getattr(prompt, "template", None) is None:
         raise TypeError(f"{prompt.__name__} has no template: it is a base for prompts")
     return prompt
+
+
+@functools.lru_cache(maxsize=64)  # (read per row: each template is parsed once)
+def _fillable(prompt: str) -> None:
+    """A `ValueError` for a `str.format` template no row could fill: malformed, or naming a
+    field by position (`{0}`, `{}`) where a row has named columns."""
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(prompt)]
+    except ValueError as error:
+        raise ValueError(f"prompt= is not a str.format template ({error})") from None
+    if any(field is not None and field[:1] in ("", *"0123456789") for field in fields):
+        raise ValueError(
+            f"prompt= names the row's columns ({{vendor}}), not fields by position: {prompt!r}"
+        )
 
 
 def contract_of(contract: type[Contract] | str) -> type[Contract]:
@@ -353,11 +447,12 @@ def plain_value(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") else value
 
 
-def _decoded(value: Any) -> Any:
+def _decoded(value: Any, where: str, key: str) -> Any:
     """A column's value as an input line holds it: `messages` and `options` may come as JSON
     text (a flat column) or as lists and objects; numpy scalars as Python ones; a whole float
     as the integer it was (`max_tokens`: Ray's numpy and pandas batches hold an integer column
-    with a null as floats)."""
+    with a null as floats). JSON text nested too deeply to read is a `BatchInputError` naming
+    the row and the column, as such a line is."""
     if hasattr(value, "tolist"):
         value = value.tolist()
     if _whole_float(value):
@@ -367,6 +462,8 @@ def _decoded(value: Any) -> Any:
             return json.loads(value)
         except ValueError:
             return value
+        except RecursionError:
+            raise BatchInputError(f"{where}: `{key}` is nested too deeply to read") from None
     return value
 
 

@@ -28,7 +28,9 @@ import ctypes
 import json
 import logging
 import math
+import os
 import queue
+import re
 import socket
 import threading
 import time
@@ -37,12 +39,15 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
 from sdk import _fork
-from sdk._values.declared import check_keywords
+from sdk._values.declared import AtLeast
+from sdk._values.declared import check
+from sdk._values.declared import check_given
 from sdk.batch._local import LocalBackend
 from sdk.batch._outcome import Decision
 from sdk.batch._outcome import JobSettings
@@ -52,25 +57,58 @@ from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
 from sdk.prompt import Prompt
 
-__all__ = ["RayBackend", "RayLayout", "RayRun"]
+__all__ = ["RAY_ADDRESS", "RayAddress", "RayBackend", "RayLayout", "RayRun"]
 
 ClientFactory = Callable[[], Sequence[AsyncStructuredClient]]
 _PROBE_SECONDS = 5.0
 """How long a cluster's address may take to accept a connection before it is refused."""
 
 
+_HOST_PORT = re.compile(
+    r"(?:ray://)?(?:\[[0-9A-Fa-f:.]+(?:%[\w.-]+)?\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RayAddress:
+    """A Ray cluster's address in a form `ray.init(address=...)` takes (a `Bound` of
+    `sdk._values.declared`): `auto` (the cluster this machine runs), `local` (a new local
+    one), the head's `HOST:PORT` (`[IPv6]:PORT`), or `ray://HOST:PORT` (Ray Client). Anything
+    else (`""`, `notaurl:::`, a URL) `ray.init` refuses only when the run starts, after the
+    job was made: so it is refused where it is set."""
+
+    @property
+    def text(self) -> str:
+        return "auto, local, HOST:PORT or ray://HOST:PORT (a Ray cluster's address)"
+
+    def holds(self, value: Any) -> bool:
+        if value in ("auto", "local"):
+            return True
+        found = _HOST_PORT.fullmatch(value)
+        return found is not None and 0 < int(found["port"]) < 65536
+
+    @property
+    def outside(self) -> object:
+        return "notaurl:::"
+
+
+RAY_ADDRESS = Annotated[str | None, RayAddress()]
+"""A job's `--ray-address` (`None`: a local cluster for the run)."""
+_AT_LEAST_ONE = Annotated[int, AtLeast(1)]
+
+
 class RayLayout(TypedDict, total=False):
     """Where and how a job's calls run on Ray: `RayBackend`'s keywords, each optional."""
 
-    address: str | None
+    address: RAY_ADDRESS
     """A running cluster (None, the default: a local one for the run)."""
-    actors: int
+    actors: _AT_LEAST_ONE
     """The actor pool's size (default 2)."""
-    in_flight: int
+    in_flight: _AT_LEAST_ONE
     """Calls at once per actor (default 16)."""
-    batch_size: int
+    batch_size: _AT_LEAST_ONE
     """Items per actor call (default 64)."""
-    page: int
+    page: _AT_LEAST_ONE
     """Items the driver hands to one dataset; its memory holds their lines (default 20,000)."""
 
 
@@ -89,16 +127,13 @@ class RayBackend(LocalBackend):
         make_clients: ClientFactory,
         **layout: Unpack[RayLayout],
     ) -> None:
-        check_keywords(layout, RayLayout, "RayBackend()")
+        check_given(layout, RayLayout, "RayBackend()")  # each setting, naming it
         address, actors = layout.get("address"), layout.get("actors", 2)
         _require_ray()  # here, before a job's files are made, and not at the run's first page
-        if address is not None:
-            _probe(address)
+        _probe(address if address not in (None, "auto") else _environment_address())
         in_flight, batch_size = layout.get("in_flight", 16), layout.get("batch_size", 64)
         page = layout.get("page", 20_000)
         super().__init__(list(clients), concurrency=actors * in_flight)
-        if min(actors, in_flight, batch_size, page) < 1:
-            raise ValueError("actors, in_flight, batch_size and page must be at least 1")
         self.make_clients = make_clients
         self.address = address
         self.actors = actors
@@ -146,10 +181,20 @@ def _require_ray() -> None:
         ) from missing
 
 
-def _probe(address: str) -> None:
+def _environment_address() -> str | None:
+    """The `RAY_ADDRESS` variable `ray.init` reads when it is given no address (or `auto`),
+    checked as `--ray-address` is (a `ValueError` naming the variable), or `None`."""
+    given = os.environ.get("RAY_ADDRESS") or None
+    check("RAY_ADDRESS", given, RAY_ADDRESS, "the environment")
+    return given
+
+
+def _probe(address: str | None) -> None:
     """A `ValueError` (the CLI's exit 2) when nothing listens at a cluster's `host:port` (or
     `ray://host:port`): `ray.init` would retry for ever there. An address naming no host
-    (`auto`) is Ray's to find; one that answers is Ray's to judge."""
+    (`auto`, `local`, none) is Ray's to find; one that answers is Ray's to judge."""
+    if address is None:
+        return
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     if not colon or not port.isdigit():
         return

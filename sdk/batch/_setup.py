@@ -25,6 +25,7 @@ from typing import Any
 from typing import Literal
 
 from sdk._values.declared import AtLeast
+from sdk._values.declared import check
 from sdk._values.declared import check_fields
 from sdk._values.profile import profile
 from sdk.batch._errors import BatchError
@@ -32,6 +33,7 @@ from sdk.batch._hosted import AnthropicBatches
 from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import OpenAIBatches
 from sdk.batch._local import LocalBackend
+from sdk.batch._ray import RAY_ADDRESS
 from sdk.providers._endpoint import Endpoint
 from sdk.providers._endpoint import withheld
 from sdk.providers._environment import MissingCredentials
@@ -67,7 +69,7 @@ class BackendSpec:
     answer from and store into; `None`: no cache."""
     engine: Literal["local", "ray"] = "local"
     """Local and embedded: where the calls run: this process, or Ray actors (`RayBackend`)."""
-    ray_address: str | None = None
+    ray_address: RAY_ADDRESS = None
     """`engine="ray"`: the cluster's address (`None`: a local cluster for the run)."""
     actors: Annotated[int | None, AtLeast(1)] = None
     """`engine="ray"`: the actor pool's size (default 2)."""
@@ -234,9 +236,12 @@ def spec_from(
     another server is a `ValueError`. A stored URL whose credentials were withheld and that is
     given no URL again is a `ValueError` naming the server, before anything is sent; with
     `sending=False` (`cancel`, which sends nothing to a local server) it becomes the server's
-    URL without credentials instead."""
+    URL without credentials instead. A stored `ray_address` Ray cannot take (a job made
+    before addresses were checked) is a `ValueError` saying to give `--ray-address` again;
+    with `sending=False` it is left out (the job's cancel needs no cluster)."""
     values = dict(data)
     values.update((key, value) for key, value in overrides if value)
+    _usable_address(values, sending)
     stored = [str(url) for url in values.get("base_urls") or []]
     if base_urls:
         values["base_urls"] = _given_again(stored, base_urls, _added_path(values["provider"]))
@@ -248,6 +253,21 @@ def spec_from(
             Endpoint.of(url).shown if url in missing else url for url in values["base_urls"]
         ]
     return BackendSpec(**values)
+
+
+def _usable_address(values: dict[str, Any], sending: bool) -> None:
+    """Refuse (or, not sending, drop) a stored `ray_address` that is not a cluster's address,
+    saying how to go on: `--ray-address` of `run`, `resume` or `retry` replaces it."""
+    try:
+        check("ray_address", values.get("ray_address"), RAY_ADDRESS)
+    except (TypeError, ValueError) as error:
+        if not sending:
+            values["ray_address"] = None
+            return
+        raise ValueError(
+            f"the job's {error}: give it one with --ray-address (`sdk batch resume --state "
+            "STATE --ray-address ADDRESS`, or `retry`; the new address is recorded in the job)"
+        ) from None
 
 
 def with_retries(spec: BackendSpec, retries: int) -> BackendSpec:

@@ -124,6 +124,14 @@ RayAddressOption = Annotated[
         "--ray-address", help="--engine ray: a running cluster (default: a local one for the run)."
     ),
 ]
+NewRayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="A job run with --engine ray: the cluster to run on now, in place of the job's "
+        "(recorded in the job).",
+    ),
+]
 ActorsOption = Annotated[
     int | None, typer.Option("--actors", min=1, help="--engine ray: actors (default 2).")
 ]
@@ -174,6 +182,7 @@ def batch_run_command(
     out_ = Output()
     state_path = state if state is not None else out.with_name(out.name + ".job.db")
     with errors_exit(out_), _batch_errors(out_):
+        _check_ray_address(ray_address)
         given = {"provider": provider, "model": model, "base_urls": list(base_urls or []),
                  "concurrency": concurrency, "max_requests": max_requests,
                  "cache": _cache_file(provider, cache, cache_path), "engine": engine,
@@ -219,6 +228,7 @@ def _start_job(
 def batch_resume_command(
     state: StateOption,
     base_urls: BaseUrlOption = None,
+    ray_address: NewRayAddressOption = None,
     poll_interval: PollOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -226,10 +236,14 @@ def batch_resume_command(
 
     A local server's credentials (`https://user:password@host/...`) are not kept in the state
     file: give its `--base-url` again, with them (each must be one of the job's servers).
+    `--ray-address`: a job run with `--engine ray` goes on on another cluster (recorded).
     """
     out_ = Output()
     with errors_exit(out_), _batch_errors(out_):
-        job = _open_job(state, poll_interval, base_urls=base_urls or [], out=out_)
+        _check_ray_address(ray_address)
+        job = _open_job(
+            state, poll_interval, base_urls=base_urls or [], ray_address=ray_address, out=out_
+        )
     _run_batch(out_, job, state, as_json)
 
 
@@ -248,12 +262,14 @@ def batch_retry_command(
     retries: RetriesOption = None,
     resubmits: ResubmitsOption = None,
     base_urls: BaseUrlOption = None,
+    ray_address: NewRayAddressOption = None,
     poll_interval: PollOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a job's failed items again, optionally with new settings (--max-tokens, --retries,
     --resubmits: recorded in the job, as `run --update` records them). A local server's
-    credentials are given again with `--base-url`, as for `resume`.
+    credentials are given again with `--base-url`, and another cluster with `--ray-address`,
+    as for `resume`.
 
     Every finished line stays; the failed items' lines are taken out of the output and written
     again once they have run, so each item still has exactly one line. Their tries and tokens so
@@ -262,7 +278,11 @@ def batch_retry_command(
     out_ = Output()
     limits = {"max_tokens": max_tokens, "retries": retries, "resubmits": resubmits}
     with errors_exit(out_), _batch_errors(out_):
-        job = _open_job(state, poll_interval, limits, base_urls=base_urls or [], out=out_)
+        _check_ray_address(ray_address)
+        job = _open_job(
+            state, poll_interval, limits, base_urls=base_urls or [], ray_address=ray_address,
+            out=out_,
+        )  # fmt: skip
         try:
             count = job.retry(error_types or None)
         except BaseException:
@@ -368,6 +388,15 @@ def _cache_file(provider: str, enabled: bool, path: Path | None) -> str | None:
     return str(store.path.resolve())
 
 
+def _check_ray_address(address: str | None) -> None:
+    """`--ray-address` checked as the job's setting is (`RAY_ADDRESS`), before any file is
+    made or Ray is started: a `ValueError` naming the flag (exit 2)."""
+    from sdk._values.declared import check
+    from sdk.batch._ray import RAY_ADDRESS
+
+    check("--ray-address", address, RAY_ADDRESS)
+
+
 def _check_poll(provider: str, poll_interval: float | None) -> None:
     from sdk.batch._setup import HOSTED_PROVIDERS
 
@@ -381,12 +410,14 @@ def _open_job(
     limits: dict[str, int | None] | None = None,
     *,
     base_urls: list[str] | None = None,
+    ray_address: str | None = None,
     out: Output | None = None,
     sending: bool = True,
 ) -> BatchJob:
     """The job in `state` with the backend it was started with (its servers' credentials from
     `base_urls`, given again: `spec_from`); with `limits` given (new `max_tokens`, `retries`,
-    `resubmits`), those taken and recorded first. `out`: a job that will run, whose state file
+    `resubmits`), or another cluster (`ray_address`), those taken and recorded first (the
+    backend spec's change in the job's `changes`). `out`: a job that will run, whose state file
     is rid of credentials an older version kept there (`_withhold_stored`); `sending=False`:
     a job only cancelled (nothing sent to a local server, no credentials needed)."""
     from sdk.batch import BatchError
@@ -408,13 +439,14 @@ def _open_job(
         stored.close()
     if spec is None:
         raise BatchError(f"{state} was not started by `sdk batch run`: resume it from Python")
-    backend_spec = spec_from(spec, base_urls=base_urls or [], sending=sending)
+    moved = [("ray_address", ray_address)] if ray_address is not None else []
+    backend_spec = spec_from(spec, moved, base_urls=base_urls or [], sending=sending)
     _check_poll(backend_spec.provider, poll_interval)
     if out is not None:
         _withhold_stored(state, out)
     prompt = prompt_named(prompt_ref) if prompt_ref else None
     changed = {key: value for key, value in (limits or {}).items() if value is not None}
-    if not changed:
+    if not changed and ray_address is None:
         return BatchJob.open(
             state,
             contract=contract_named(contract_ref),
@@ -432,7 +464,7 @@ def _open_job(
         input=paths[0],
         out=paths[1],
         settings=wanted,
-        update=True,
+        update=bool(changed),  # (another cluster changes nothing that is asked)
         extra_meta={"backend_spec": backend_spec.to_json()},
         poll_interval=poll_interval,
     )
