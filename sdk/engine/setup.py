@@ -18,6 +18,7 @@ from sdk.contract import require_contract
 from sdk.engine.attempts import Attempts
 from sdk.engine.conversation import check_text
 from sdk.engine.conversation import conversation
+from sdk.engine.envelope import Envelope
 from sdk.engine.envelope import envelope_of
 from sdk.engine.kinds import Document
 from sdk.engine.kinds import GrammarOutput
@@ -78,14 +79,21 @@ def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[A
         if spec.output.abstention != "none":
             raise _not_a_document("a grammar")
         return GrammarOutput(output, spec.parsing)
-    envelope = envelope_of(output)
-    if envelope is None:
-        require_contract(output, spec.method.name)
-    contract = envelope.contract if envelope is not None else cast(type[Contract], output)
+    envelope: Envelope | None = None
+    contract: type[Contract]
+    if isinstance(output, type) and issubclass(output, Contract) and output is not Contract:
+        contract = output  # (a contract class, most calls: no envelope's, no lookup for one)
+    else:
+        envelope = envelope_of(output)
+        if envelope is None:
+            require_contract(output, spec.method.name)  # (raises: not a contract)
+        contract = envelope.contract if envelope is not None else cast(type[Contract], output)
     document = Document(contract, envelope, spec.parsing)
-    schema = document.schema
+    # (the schema's name and fingerprint only where a fitted record is checked against them:
+    # most calls, every cache hit among them, have none)
     calibration = spec.parsing.confidence_calibration
     if calibration is not None:
+        schema = document.schema
         check_every_model(calibration.check_fitted, schema.name, schema.fingerprint, provider)
     if spec.output.abstention == "none":
         return document
@@ -94,6 +102,7 @@ def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[A
     Guided.check(document)
     thresholds = spec.output.abstention_thresholds
     if thresholds is not None:
+        schema = document.schema
         check_every_model(thresholds.check_contract, schema.name, schema.fingerprint, provider)
     return Guided(document, thresholds)
 
