@@ -13,6 +13,7 @@ from typing import Annotated
 from typing import Any
 from typing import ClassVar
 from typing import Self
+from typing import TypeGuard
 
 from pydantic import BaseModel
 from pydantic import ConfigDict
@@ -37,6 +38,7 @@ __all__ = [
     "Verbatim",
     "WireEnum",
     "WireNameError",
+    "is_contract",
     "require_contract",
 ]
 
@@ -286,13 +288,18 @@ class Contract(BaseModel):
             ) from error
 
 
+def is_contract(obj: object) -> TypeGuard[type[Contract]]:
+    """Whether `obj` is a `Contract` subclass (not `Contract` itself)."""
+    return isinstance(obj, type) and issubclass(obj, Contract) and obj is not Contract
+
+
 def require_contract(obj: object, where: str) -> type[Contract]:
     """`obj` if it is a `Contract` subclass; else a `TypeError` that says what `where` takes.
 
     Called at the top of every entry point that takes a contract (`parse`, `generate`,
     `stream`), so a wrong argument fails at the call, not deep inside with an `AttributeError`.
     """
-    if isinstance(obj, type) and issubclass(obj, Contract) and obj is not Contract:
+    if is_contract(obj):
         return obj
     accepted = f"{where} takes a Contract subclass (class Answer(Contract): ...)"
     origin = typing.get_origin(obj)

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import create_model
 
 from sdk.contract import Contract
+from sdk.contract import is_contract
 
 __all__ = ["Envelope", "envelope_of"]
 
@@ -52,18 +53,14 @@ def envelope_of(output: object) -> Envelope | None:
 @cache
 def _envelope(output: object) -> Envelope | None:
     origin, args = typing.get_origin(output), typing.get_args(output)
-    if origin is list and len(args) == 1 and _is_contract(args[0]):
+    if origin is list and len(args) == 1 and is_contract(args[0]):
         item: type[Contract] = args[0]
         return _make(f"{item.__name__}List", "items", list[item], item.schema_version)  # type: ignore[valid-type]
-    if origin in (typing.Union, types.UnionType) and args and all(map(_is_contract, args)):
+    if origin in (typing.Union, types.UnionType) and args and all(map(is_contract, args)):
         name = "Or".join(arg.__name__ for arg in args)
         version = max(arg.schema_version for arg in args)
         return _make(name, "value", output, version)
     return None
-
-
-def _is_contract(value: object) -> bool:
-    return isinstance(value, type) and issubclass(value, Contract) and value is not Contract
 
 
 def _make(name: str, field: str, annotation: Any, version: int) -> Envelope:

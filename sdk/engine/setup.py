@@ -14,6 +14,7 @@ from typing import cast
 
 from sdk._tools import ToolOffer
 from sdk.contract import Contract
+from sdk.contract import is_contract
 from sdk.contract import require_contract
 from sdk.engine.attempts import Attempts
 from sdk.engine.conversation import check_text
@@ -81,7 +82,7 @@ def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[A
         return GrammarOutput(output, spec.parsing)
     envelope: Envelope | None = None
     contract: type[Contract]
-    if isinstance(output, type) and issubclass(output, Contract) and output is not Contract:
+    if is_contract(output):
         contract = output  # (a contract class, most calls: no envelope's, no lookup for one)
     else:
         envelope = envelope_of(output)
