@@ -46,6 +46,7 @@ from sdk import UnsupportedRequest
 from sdk import Usage
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Provider
+from sdk.providers import ToolOffer
 from sdk.providers._llamacpp_prompt import LEARN_VOCABULARY_LIMIT
 from sdk.wire import Item
 from sdk.wire import WireRequest
@@ -168,6 +169,32 @@ def test_the_built_body_is_what_the_client_sends(family: Family, kind: Kind, str
     assert built.body == server.requests[0]
     assert built.method == "POST"
     assert json.loads(built.content()) == built.body
+
+
+TOOL_FAMILIES = [family for family in FAMILIES if family.tools]
+TOOL_KIND = next(kind for kind in WIRE_KINDS if kind.tools)
+
+
+@pytest.mark.parametrize("family", TOOL_FAMILIES, ids=lambda family: family.name)
+def test_a_tool_choice_goes_in_the_tool_offer_the_refusal_names(family: Family) -> None:
+    # On main: `options={"tool_choice": ...}` was refused with "raw request fields go in
+    # extra_body={...}", and extra_body refuses `tool_choice` in turn (the SDK's field). The
+    # refusal names the route that works, a `ToolOffer` as the output, and that route builds
+    # the body a live `call_tools(tool_choice=..., parallel_tool_calls=...)` sends, with the
+    # choice given as the tool or, as `call_tools` takes it, by its name.
+    for name, value in (("tool_choice", TOOLS[0].name), ("parallel_tool_calls", False),
+                        ("tools", TOOLS)):  # fmt: skip
+        refused = rf"unexpected option '{name}'.*output=ToolOffer\("
+        with pytest.raises(TypeError, match=refused) as info:
+            build_request(family.name, TOOLS, PROMPT, settings=family.settings,
+                          options={name: value})  # fmt: skip
+        assert "extra_body" not in str(info.value)
+    chosen = {"tool_choice": TOOLS[0], "parallel_tool_calls": False}
+    _, server = _live(family, TOOL_KIND, [TOOL_KIND.good], **chosen)
+    for choice in (TOOLS[0], TOOLS[0].name):
+        offer = ToolOffer(tuple(TOOLS), choice=choice, parallel=False)  # type: ignore[arg-type]
+        built = build_request(family.name, offer, PROMPT, settings=family.settings)
+        assert built.body == server.requests[0]
 
 
 class _Headers(Server):
