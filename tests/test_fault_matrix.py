@@ -248,6 +248,10 @@ class Fault:
     reset_after: bool = False  # the connection drops after the chunks
     drip: float = 0.0  # seconds between single bytes
     transient: bool = False  # whether the client retries it
+    kept: str | None = None
+    """What the error's `.body` must show, spaces aside, if it comes before the bound (default:
+    the body's start; a body an official client read is kept as its reading of it, its keys in
+    its own order)."""
 
 
 JSON_BODY_FAULTS: dict[str, Fault] = {
@@ -544,12 +548,100 @@ GRAMMAR_KINDS = [
     Kind("vllm", "/v1/chat/completions", lambda: [], b"", hosted=False, grammar=True),
 ]
 
+# Fields of the wrong type: the kind's own good whole reply with one field of a type its API's
+# types forbid, which an official client (not strict by default) passes on as it came: the
+# document's text as a list of parts (as some OpenAI-compatible gateways send it), an object or
+# a number; a tool call's name null, or its arguments an object where the API's types say JSON
+# text (OpenAI's; a local reader takes an object, Ollama's form: that case is OpenAI's alone).
+
+
+def _whole_body(kind: Kind) -> bytes:
+    """A valid whole reply for `kind` (what the dripping server sends, one byte at a time)."""
+    if kind.hosted:
+        name = {"anthropic": "anthropic_success.json",
+                "openai_responses": "openai_responses_completed.json",
+                "openai_chat": "openai_chat_stop.json",
+                "gemini": "gemini_success.json"}[kind.name]  # fmt: skip
+        return fixture(name)
+    if kind.name == "ollama":
+        return fixture("ollama_chat.json")
+    if kind.name.startswith("llamacpp") and kind.name != "llamacpp_openai":
+        return fixture("llamacpp_completion.json")
+    return fixture("openai_chat_stop.json")
+
+
+def _good_whole_body(kind: Kind) -> dict[str, Any]:
+    """The kind's good whole reply (a document, or the two tool calls), as JSON."""
+    if not kind.tools:
+        data: dict[str, Any] = json.loads(_whole_body(kind))
+        return data
+    if kind.name == "anthropic":
+        return tool_wire.anthropic_body(TOOL_CALLS)
+    if kind.name == "openai_responses":
+        return tool_wire.responses_body(TOOL_CALLS)
+    if kind.name == "ollama":
+        return tool_wire.ollama_body(TOOL_CALLS)
+    return tool_wire.chat_body(TOOL_CALLS)
+
+
+def _edited(data: Any, key: Callable[[str, Any], bool], new: Callable[[Any], Any]) -> str | None:
+    """Replace (in place) the first value under a key `key` accepts by `new(value)`; that
+    key with its new value, as JSON (`None`: no such key)."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(
+        data, list) else ()  # fmt: skip
+    for name, value in items:
+        if isinstance(name, str) and key(name, value):
+            data[name] = new(value)
+            return json.dumps({name: data[name]})[1:-1]
+        found = _edited(value, key, new)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_document(name: str, value: Any) -> bool:
+    return name in ("text", "content") and isinstance(value, str) and '"answer"' in value
+
+
+_INPUT_COUNTS = {"input_tokens", "prompt_tokens", "promptTokenCount", "tokens_evaluated",
+                 "prompt_eval_count"}  # fmt: skip
+
+
+def _wrong_typed_faults(kind: Kind) -> dict[str, Fault]:
+    edits: dict[str, tuple[Callable[[str, Any], bool], Callable[[Any], Any]]]
+    if kind.tools:
+        edits = {"tool_name_null": (lambda name, value: name == "name" and value == "GetWeather",
+                                    lambda value: None)}  # fmt: skip
+        if kind.name.startswith("openai"):  # (Anthropic's `input` is an object)
+            edits["tool_arguments_object"] = (
+                lambda name, value: name == "arguments" and isinstance(value, str),
+                json.loads,
+            )
+    else:
+        edits = {
+            "text_as_parts": (_is_document, lambda text: [{"type": "text", "text": text}]),
+            "text_as_object": (_is_document, json.loads),
+            "text_as_number": (_is_document, lambda text: 5),
+        }
+    # The input tokens it says it took, as a list: each kind's name for that count.
+    edits["input_count_as_list"] = (lambda name, value: name in _INPUT_COUNTS, lambda n: [n])
+    faults = {}
+    for name, (key, new) in edits.items():
+        body = _good_whole_body(kind)
+        edited = _edited(body, key, new)
+        assert edited is not None, (kind.id, name)  # (the harness found the field)
+        faults[f"wrong_type_{name}"] = Fault(chunks=(json.dumps(body).encode(),),
+                                             kept=_squashed(edited)[:40])  # fmt: skip
+    return faults
+
+
 CASES = [
     (kind, name, fault, call)
     for kind in KINDS + GRAMMAR_KINDS
-    for name, fault in JSON_BODY_FAULTS.items()
+    for name, fault in [*JSON_BODY_FAULTS.items(),
+                        *(_wrong_typed_faults(kind).items() if not kind.grammar else ())]
     for call in ("generate", "agenerate")
-]
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -570,7 +662,10 @@ def test_a_bad_body_is_a_provider_error_with_every_attempt(
         # The unusable body is kept (bounded) for the user to look at.
         assert last.body is not None
         assert len(last.body) <= BODY_CHARS + 40
-        assert _squashed(body)[:8] in _squashed(last.body)
+        if fault.kept is None:
+            assert _squashed(body)[:8] in _squashed(last.body)
+        else:  # (unless the field came after the bound)
+            assert fault.kept in _squashed(last.body) or len(last.body) > BODY_CHARS
 
 
 STREAM_CASES = [
@@ -814,21 +909,6 @@ def test_a_users_async_sdk_client_from_a_closed_loop_is_a_clear_typed_error() ->
         assert len(error.attempts) == 1
     else:
         assert second == "approve"  # or the SDK copes: either way, never a raw RuntimeError
-
-
-def _whole_body(kind: Kind) -> bytes:
-    """A valid whole reply for `kind` (what the dripping server sends, one byte at a time)."""
-    if kind.hosted:
-        name = {"anthropic": "anthropic_success.json",
-                "openai_responses": "openai_responses_completed.json",
-                "openai_chat": "openai_chat_stop.json",
-                "gemini": "gemini_success.json"}[kind.name]  # fmt: skip
-        return fixture(name)
-    if kind.name == "ollama":
-        return fixture("ollama_chat.json")
-    if kind.name.startswith("llamacpp") and kind.name != "llamacpp_openai":
-        return fixture("llamacpp_completion.json")
-    return fixture("openai_chat_stop.json")
 
 
 # A sync official SDK client reads a whole body itself: the deadline bounds each wait there, not

@@ -375,6 +375,15 @@ def test_a_source_that_is_not_text_is_a_type_error_naming_it() -> None:
         parse(InvoiceExtraction, _invoice(), stop_reason="end_turn", source=SOURCE.encode())
 
 
+@pytest.mark.parametrize("stop_reason", [["end_turn"], {"end_turn": 1}, 5],
+                         ids=["list", "dict", "int"])  # fmt: skip
+def test_a_stop_reason_of_the_wrong_type_is_a_type_error_naming_it(stop_reason: Any) -> None:
+    # On main: a list or a dict was a bare "unhashable type: 'list'" from a stop table, naming
+    # neither the argument nor what it takes (an int was read as an unknown stop).
+    with pytest.raises(TypeError, match=r"^stop_reason must be a StopReason or a string or None"):
+        parse(Decision, DECISION, stop_reason=stop_reason)
+
+
 def test_a_nullable_fields_violation_names_the_branch_its_type_matches() -> None:
     with pytest.raises(SchemaViolation) as info:
         parse(InvoiceExtraction, _invoice(currency="Euro"), stop_reason="end_turn", source=SOURCE)

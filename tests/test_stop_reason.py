@@ -112,6 +112,16 @@ def test_unknown_values_are_other_never_a_clean_end(raw: str | None, provider: s
     assert StopReason.from_raw(raw, provider) is StopReason.OTHER
 
 
+@pytest.mark.parametrize("raw", [["stop"], {"stop": 1}, 5], ids=["list", "dict", "int"])
+@pytest.mark.parametrize("provider", [None, "openai_chat"])
+def test_a_raw_value_of_the_wrong_type_is_a_type_error_naming_it(
+    raw: object, provider: str | None
+) -> None:
+    # On main: a list or a dict was a bare "unhashable type" from the table, naming nothing.
+    with pytest.raises(TypeError, match=r"^StopReason.from_raw\(\): raw must be a string or None"):
+        StopReason.from_raw(raw, provider)  # type: ignore[arg-type]
+
+
 def test_the_normalized_vocabulary() -> None:
     names = {s.value for s in StopReason}
     assert {

@@ -46,6 +46,7 @@ from sdk import UnsupportedRequest
 from sdk import Usage
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Provider
+from sdk.providers import ToolOffer
 from sdk.providers._llamacpp_prompt import LEARN_VOCABULARY_LIMIT
 from sdk.wire import Item
 from sdk.wire import WireRequest
@@ -168,6 +169,32 @@ def test_the_built_body_is_what_the_client_sends(family: Family, kind: Kind, str
     assert built.body == server.requests[0]
     assert built.method == "POST"
     assert json.loads(built.content()) == built.body
+
+
+TOOL_FAMILIES = [family for family in FAMILIES if family.tools]
+TOOL_KIND = next(kind for kind in WIRE_KINDS if kind.tools)
+
+
+@pytest.mark.parametrize("family", TOOL_FAMILIES, ids=lambda family: family.name)
+def test_a_tool_choice_goes_in_the_tool_offer_the_refusal_names(family: Family) -> None:
+    # On main: `options={"tool_choice": ...}` was refused with "raw request fields go in
+    # extra_body={...}", and extra_body refuses `tool_choice` in turn (the SDK's field). The
+    # refusal names the route that works, a `ToolOffer` as the output, and that route builds
+    # the body a live `call_tools(tool_choice=..., parallel_tool_calls=...)` sends, with the
+    # choice given as the tool or, as `call_tools` takes it, by its name.
+    for name, value in (("tool_choice", TOOLS[0].name), ("parallel_tool_calls", False),
+                        ("tools", TOOLS)):  # fmt: skip
+        refused = rf"unexpected option '{name}'.*output=ToolOffer\("
+        with pytest.raises(TypeError, match=refused) as info:
+            build_request(family.name, TOOLS, PROMPT, settings=family.settings,
+                          options={name: value})  # fmt: skip
+        assert "extra_body" not in str(info.value)
+    chosen = {"tool_choice": TOOLS[0], "parallel_tool_calls": False}
+    _, server = _live(family, TOOL_KIND, [TOOL_KIND.good], **chosen)
+    for choice in (TOOLS[0], TOOLS[0].name):
+        offer = ToolOffer(tuple(TOOLS), choice=choice, parallel=False)  # type: ignore[arg-type]
+        built = build_request(family.name, offer, PROMPT, settings=family.settings)
+        assert built.body == server.requests[0]
 
 
 class _Headers(Server):
@@ -485,6 +512,92 @@ def test_an_unreadable_body_is_the_live_provider_error(
     wire = _wire(family, WIRE_KINDS[0], body)
     assert type(wire) is type(live.value) and str(wire) == str(live.value)
     assert wire.body == live.value.body and len(wire.attempts) == len(live.value.attempts) == 1
+
+
+def _wrong_typed(data: Any, key: str, test: Any, new: Any) -> bool:
+    """Replace (in place) the first value under `key` that `test` accepts by `new(value)`."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(
+        data, list) else ()  # fmt: skip
+    for name, value in items:
+        if name == key and test(value):
+            data[name] = new(value)
+            return True
+        if _wrong_typed(value, key, test, new):
+            return True
+    return False
+
+
+WRONG_TYPED = [
+    pytest.param(family, kind, id=f"{family.name}-{kind.name}")
+    for family in FAMILIES
+    for kind in (WIRE_KINDS[0], TOOL_KIND)
+    if _supported(family, kind)
+]
+
+
+@pytest.mark.parametrize(("family", "kind"), WRONG_TYPED)
+def test_a_reply_field_of_the_wrong_type_is_the_live_provider_error(
+    family: Family, kind: Kind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The family's good reply with its document's text as a list of parts (what some
+    OpenAI-compatible gateways send), or a tool call's name null: an official client passes
+    either on as it came. On main the OpenAI and Anthropic readers let it through to the parser,
+    a bare `TypeError` without the attempt, live and through `read_reply` alike; it is the
+    `ProviderError` a local reader gives, with the body kept and one attempt."""
+    request = build_request(family.name, _output(kind), PROMPT, settings=family.settings)
+    reply = json.loads(_reply_body(family, kind, kind.good, request))
+    if kind.tools:
+        found = _wrong_typed(reply, "name", lambda name: name == TOOLS[0].name, lambda _: None)
+    else:  # (the document is a `text` or, in a chat message and llama.cpp's, a `content`)
+        found = any(_wrong_typed(reply, key, lambda text: isinstance(text, str) and
+                                 '"answer"' in text, lambda text: [{"type": "text", "text": text}])
+                    for key in ("text", "content"))  # fmt: skip
+    assert found, reply  # (the harness found the field)
+    body = json.dumps(reply).encode()
+    monkeypatch.setattr(_Unreadable, "body", body)
+    monkeypatch.setattr(promise_wire, "Server", _Unreadable)
+    monkeypatch.setattr(sys.modules[__name__], "Server", _Unreadable)
+    live, _ = _live(family, kind, [Say("unused")])
+    wire = _wire(family, kind, body)
+    assert isinstance(live, ProviderError), repr(live)
+    assert type(wire) is type(live) and str(wire) == str(live)
+    assert wire.body == live.body and len(wire.attempts) == len(live.attempts) == 1
+
+
+@pytest.mark.parametrize("family", TOOL_FAMILIES, ids=lambda family: family.name)
+@pytest.mark.parametrize("given", ["null", "missing"])
+def test_a_tool_call_without_an_id_is_numbered_live_and_through_the_wire(
+    family: Family, given: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool call's id null or missing is no id, on every family (an Ollama call has none): the
+    call is numbered (`call_0`), not refused with the ids of the wrong type."""
+    request = build_request(family.name, TOOLS, PROMPT, settings=family.settings)
+    reply = json.loads(_reply_body(family, TOOL_KIND, TOOL_KIND.good, request))
+    ids = ("id", "call_id")
+
+    def strip(data: Any) -> None:
+        if isinstance(data, dict):
+            for key in ids if data.get("name") in {tool.name for tool in TOOLS} else ():
+                if key in data:
+                    data[key] = None
+            if isinstance(data.get("function"), dict):  # (a chat call: the id beside it)
+                data["id"] = None
+            for key in [key for key in data if data[key] is None and given == "missing"]:
+                if key in ids:
+                    del data[key]
+        for value in data.values() if isinstance(data, dict) else data if isinstance(
+                data, list) else ():  # fmt: skip
+            strip(value)
+
+    strip(reply)
+    body = json.dumps(reply).encode()
+    monkeypatch.setattr(_Unreadable, "body", body)
+    monkeypatch.setattr(promise_wire, "Server", _Unreadable)
+    monkeypatch.setattr(sys.modules[__name__], "Server", _Unreadable)
+    live, _ = _live(family, TOOL_KIND, [Say("unused")])
+    wire = _wire(family, TOOL_KIND, body)
+    assert [call.id for call in wire.calls] == [call.id for call in live.calls]
+    assert wire.calls[0].id == "call_0", wire.calls
 
 
 def test_an_item_may_be_a_row_mapping() -> None:

@@ -38,9 +38,13 @@ from typing import get_args
 
 from sdk import _fork
 from sdk._lazy import imported
+<<<<<<< HEAD
 from sdk._values.declared import NOT_BLANK
 from sdk._values.declared import Matches
 from sdk._values.declared import check_fields
+=======
+from sdk._values.declared import check
+>>>>>>> readers
 from sdk._values.dialect import Dialect
 
 __all__ = [
@@ -97,8 +101,11 @@ class StopReason(str, Enum):
         `ValueError` listing the valid ones) and picks that family's table (its profile's
         `stop_reasons`). A family that reports stops in this vocabulary (embedded, test), or no
         provider, looks the value up in every built-in table, which is unambiguous because no
-        two built-in families use one word for different things (a test walks them).
+        two built-in families use one word for different things (a test walks them). A `raw`
+        of another type than `str` or `None` is a `TypeError` naming it.
         """
+        # (A list or a dict would otherwise fail as a table's bare "unhashable type".)
+        check("raw", raw, str | None, "StopReason.from_raw()")
         if provider is not None:
             return profile(provider).stop_reason(raw)
         if raw is None:

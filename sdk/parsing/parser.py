@@ -33,6 +33,7 @@ from typing import Unpack
 import pydantic
 import pydantic_core
 
+from sdk._values.declared import check
 from sdk._values.declared import check_keywords
 from sdk._values.pointer import escape_pointer
 from sdk._values.pointer import pointer_of
@@ -251,9 +252,12 @@ def validators_context(source: str | None, context: Mapping[str, Any] | None) ->
 def resolve_stop_reason(
     stop_reason: StopReason | str, raw_stop_reason: str | None = None
 ) -> tuple[StopReason, str | None]:
-    """The normalized stop reason and the raw value to keep beside it."""
+    """The normalized stop reason and the raw value to keep beside it; a `stop_reason` of
+    another type is a `TypeError` naming it."""
     if isinstance(stop_reason, StopReason):
         return stop_reason, raw_stop_reason if raw_stop_reason is not None else stop_reason.value
+    # (`None`, an unknown stop, is read as before: `OTHER`, never a clean end)
+    check("stop_reason", stop_reason, StopReason | str | None)
     return StopReason.from_raw(
         stop_reason
     ), raw_stop_reason if raw_stop_reason is not None else stop_reason

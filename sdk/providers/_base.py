@@ -8,6 +8,7 @@ they are tested without servers and shared by the sync and async drivers.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -16,17 +17,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from typing import TYPE_CHECKING
+from typing import Annotated
 from typing import Any
 from typing import ClassVar
 from typing import Literal
 from typing import Protocol
 from typing import assert_never
+from typing import get_type_hints
 
 from sdk._message import Message
 from sdk._result import Usage
 from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
 from sdk._values.content import Text
+from sdk._values.declared import AtLeast
+from sdk._values.declared import check
 from sdk._values.profile import Profile
 from sdk._values.records import Note
 from sdk.confidence import TokenLogprob
@@ -179,6 +184,53 @@ class Completion:
     tokens: tuple[TokenLogprob, ...] | None = None
     """The generated tokens' probabilities, where the route reports them (`sdk.confidence`):
     what `Result.confidence` is computed from; `None` where it reports none."""
+
+    def __post_init__(self) -> None:
+        # The shape every reader ends in, checked here once, whichever reader made it: what the
+        # reply said, kept as it said it (its texts, its tool calls' ids, names and arguments,
+        # its token counts), of another type than declared is a `TypeError` naming it, raised
+        # while the reply is read, which the fault boundary makes a `ProviderError` keeping the
+        # body, as it does a local reader's `ValueError`. (An official client is not strict by
+        # default: it passes a list where its own types say `str`, or a null tool name, on as
+        # it came; it failed later, in the parser or the cost, outside the boundary, a bare
+        # `TypeError` without the attempt and its usage.)
+        _check_said(self, "the reply")
+        _check_said(self.usage, "the reply's usage")
+        for call in self.tool_calls:
+            _check_said(call, "the reply's tool call")
+
+
+_COUNT: Any = Annotated[int, AtLeast(0)]
+
+
+def _check_said(record: object, where: str) -> None:
+    """Refuse a reply record whose text or count fields hold another type (`check`'s error,
+    naming the field)."""
+    for name, declared in _said_fields(type(record)):
+        value = getattr(record, name)
+        if declared is int:
+            if type(value) is not int or value < 0:
+                check(name, value, _COUNT, where)
+        elif not (isinstance(value, str) or (value is None and declared is not str)):
+            check(name, value, declared, where)
+
+
+def _said_fields(cls: type) -> tuple[tuple[str, Any], ...]:
+    """A reply record's fields of text (`str`, `str | None`) and counts (`int`), with their
+    declarations (read from its annotations once)."""
+    found = _SAID.get(cls)
+    if found is not None:
+        return found
+    hints = get_type_hints(cls)
+    found = _SAID[cls] = tuple(
+        (item.name, hints[item.name])
+        for item in dataclasses.fields(cls)
+        if hints[item.name] in (str, str | None, int)
+    )
+    return found
+
+
+_SAID: dict[type, tuple[tuple[str, Any], ...]] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -314,9 +314,10 @@ def _tools(offer: ToolOffer) -> dict[str, Any]:
 
 
 def read_tool_calls(message: Message) -> tuple[ToolCall, ...]:
-    """The `tool_use` blocks of a reply, as calls (the input as JSON text)."""
+    """The `tool_use` blocks of a reply, as calls (the input as JSON text; an id missing or
+    null is none, `""`: the call is numbered, as a local server's)."""
     return tuple(
-        ToolCall(block.id, block.name, json.dumps(block.input, ensure_ascii=False))
+        ToolCall(block.id or "", block.name, json.dumps(block.input, ensure_ascii=False))
         for block in message.content
         if block.type == "tool_use"
     )
@@ -457,7 +458,7 @@ class AnthropicToolStreamReader:
 
     def finish(self) -> Completion:
         calls = tuple(
-            ToolCall(call_id, name, "".join(parts) or "{}")
+            ToolCall(call_id or "", name, "".join(parts) or "{}")
             for call_id, name, parts in (self._calls[index] for index in sorted(self._calls))
         )
         return replace(self._text.finish(), tool_calls=calls)

@@ -329,9 +329,10 @@ def _responses_tools(offer: ToolOffer) -> dict[str, Any]:
 
 
 def read_responses_tool_calls(output: Iterable[Any]) -> tuple[ToolCall, ...]:
-    """The `function_call` items of a response's output, as calls."""
+    """The `function_call` items of a response's output, as calls (a `call_id` missing or null
+    is none, `""`: the call is numbered, as a local server's)."""
     return tuple(
-        ToolCall(item.call_id, item.name, item.arguments)
+        ToolCall(item.call_id or "", item.name, item.arguments)
         for item in output
         if item.type == "function_call"
     )
@@ -530,8 +531,8 @@ def read_chat_response(completion: ChatCompletion, *, request_id: str | None = N
         content=choice.message.content,
         refusal=choice.message.refusal,
         finish_reason=choice.finish_reason,
-        tool_calls=tuple(
-            ToolCall(call.id, call.function.name, call.function.arguments)
+        tool_calls=tuple(  # (an id missing or null is none: the call is numbered)
+            ToolCall(call.id or "", call.function.name, call.function.arguments)
             for call in choice.message.tool_calls or ()
             if call.type == "function"
         ),

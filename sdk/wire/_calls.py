@@ -63,6 +63,12 @@ _REFUSED_OPTIONS = {
     "reasoning": "two-phase and native reasoning take more than one request per answer",
     "cache": "the response cache belongs to a client",
 }
+_TOOL_OPTIONS = {
+    "tools": "the tools",
+    "tool_choice": "the choice=",
+    "parallel_tool_calls": "the parallel=",
+}
+"""`call_tools`' keywords, which `sdk.wire` takes in its output, a `ToolOffer` (and where)."""
 
 
 def build_request(
@@ -77,7 +83,8 @@ def build_request(
     """The request a client of `provider` (a family's name: `"anthropic"`, `"openai"`,
     `"vllm"`, ...; `settings`: its provider's constructor arguments, `model=` and the like, and
     `base_url=`) sends to ask for `output` (a contract, a list or union of contracts, a
-    `Grammar`, or tools: a `ToolOffer` or a list of `Tool`) about `item` (an `Item`, a
+    `Grammar`, or tools: a `ToolOffer`, whose `choice` and `parallel` are `call_tools`'
+    `tool_choice` and `parallel_tool_calls`, or a list of `Tool`) about `item` (an `Item`, a
     prompt's text, or a mapping of `Item`'s fields), with the call `options` a client takes
     (`max_tokens`, `temperature`, `extra_body`, ...): every check a live call makes before
     sending is made (`TypeError`, `ValueError`, `UnsupportedRequest`,
@@ -230,6 +237,15 @@ def _started(
     for name, why in _REFUSED_OPTIONS.items():
         if given.get(name) not in (None, False):
             raise ValueError(f"{_WHERE} does not take {name}=: {why}")
+    for name, field in _TOOL_OPTIONS.items():
+        if name in given:
+            # (`call_tools`' keywords; as a raw field, `extra_body` refuses them: the SDK's)
+            raise TypeError(
+                f"{_WHERE} got an unexpected option {name!r}: the tools are offered by the "
+                f"output, so give it as {field} of a ToolOffer: output=ToolOffer((Tool(A), "
+                "Tool(B)), choice=Tool(A), parallel=False) (from sdk.providers import "
+                "ToolOffer; a list of Tool is offered with choice='auto')"
+            )
     inputs = _item(item).inputs()
     settings = {**given, "retries": retries, "backoff": _NO_TRANSPORT_RETRIES}
     spec = CallSpec.defaults().updated(settings, _WHERE)
@@ -277,7 +293,9 @@ def _item(item: Item | str | Mapping[str, Any]) -> Item:
 def _offer(output: Any) -> ToolOffer | None:
     """Tools asked for: a `ToolOffer`, or a list of `Tool` (offered under `"auto"`)."""
     if isinstance(output, ToolOffer):
-        return output
+        # Checked as `call_tools` checks its keywords (a choice given by the tool's name is
+        # that tool, as there: sent as it is, a name is no `tool_choice` an API takes).
+        return check_tools(output.tools, output.choice, output.parallel)
     if isinstance(output, Sequence) and output and all(isinstance(t, Tool) for t in output):
         return check_tools(output, "auto", None)
     return None
