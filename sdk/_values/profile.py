@@ -38,13 +38,10 @@ from typing import get_args
 
 from sdk import _fork
 from sdk._lazy import imported
-<<<<<<< HEAD
 from sdk._values.declared import NOT_BLANK
 from sdk._values.declared import Matches
-from sdk._values.declared import check_fields
-=======
 from sdk._values.declared import check
->>>>>>> readers
+from sdk._values.declared import check_fields
 from sdk._values.dialect import Dialect
 
 __all__ = [
