@@ -256,8 +256,9 @@ def resolve_stop_reason(
     another type is a `TypeError` naming it."""
     if isinstance(stop_reason, StopReason):
         return stop_reason, raw_stop_reason if raw_stop_reason is not None else stop_reason.value
-    # (`None`, an unknown stop, is read as before: `OTHER`, never a clean end)
-    check("stop_reason", stop_reason, StopReason | str | None)
+    if type(stop_reason) is not str and stop_reason is not None:  # (the usual cases: no check)
+        # (`None`, an unknown stop, is read as before: `OTHER`, never a clean end)
+        check("stop_reason", stop_reason, StopReason | str | None)
     return StopReason.from_raw(
         stop_reason
     ), raw_stop_reason if raw_stop_reason is not None else stop_reason
