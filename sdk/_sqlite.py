@@ -8,13 +8,16 @@ response cache, a batch job's state), written once.
   (`user_version`) and the tables are read in one read transaction, so a file another process is
   adopting is seen before or after, never halfway. A file that is not one of ours (another
   application's database) is refused and never changed.
-- **An empty file is adopted in place** (made by `touch`, or left by an older version), inside
-  one write transaction, and made owner-only.
+- **An empty file is adopted in place** (0 bytes: made by `touch`, or left by an older
+  version), inside one write transaction, and made owner-only. Any other file without our
+  identity (one byte of a newline, a note, another application's database) is refused and
+  left as it is.
 - **Readers never wait.** WAL mode: a read in autocommit sees the last commit and takes no lock
   a writer waits for, nor waits for one.
 - **Every wait is bounded.** The busy timeout (`timeout`, seconds) bounds every wait for another
-  connection's write; past it, as for any other SQLite error (a damaged page), the caller gets its
-  own typed error naming the file (`errors`), never a raw `sqlite3` error.
+  connection's write; past it, as for any other SQLite error (a damaged page, a full disk), the
+  caller gets its own typed error naming the file and saying which it is (`errors`), never a raw
+  `sqlite3` error: a full disk or an I/O error is never called damage.
 - **No fork while inside.** Every call into SQLite here is inside the calling thread's fork
   gate (`sdk._fork.gate`): a child is never forked while SQLite's own locks may be held.
 - **Read-only opening** (`readonly=True`, for commands that only look): `mode=ro`, so nothing in
@@ -127,6 +130,19 @@ def make_whole(
     before it appears: `FileExistsError` if something is there already (another process may
     have won the race), and nothing left behind on any failure."""
     path = Path(path)
+    try:
+        _make_whole(path, layout, fill)
+    except FileExistsError:
+        raise
+    except sqlite3.Error as error:  # (on the temporary file, named by the file it was to be)
+        raise typed(error, path, layout, DEFAULT_TIMEOUT, making=True) from error
+    except OSError as error:  # no room for the temporary file, a folder that cannot be written
+        raise layout.error(f"{path} cannot be made: {error.strerror or error}") from error
+
+
+def _make_whole(
+    path: Path, layout: Layout, fill: Callable[[sqlite3.Connection], None] | None
+) -> None:
     private_folder(path.parent)
     if path.exists():
         raise FileExistsError(path)
@@ -201,9 +217,19 @@ def cannot_write(error: BaseException) -> bool:
     return isinstance(cause, sqlite3.Error) and _code(cause).startswith("SQLITE_READONLY")
 
 
-def typed(error: sqlite3.Error, path: Path, layout: Layout, timeout: float) -> Exception:
-    """The typed error for an SQLite error on the file (what `errors` raises)."""
+def typed(
+    error: sqlite3.Error, path: Path, layout: Layout, timeout: float, *, making: bool = False
+) -> Exception:
+    """The typed error for an SQLite error on the file (what `errors` raises); `making`: the
+    error came while making the file (`make_whole`). A full disk and an I/O error say so, not
+    that the file is damaged (an operator told that may delete a good file)."""
     code = _code(error)
+    if code == "SQLITE_FULL":
+        what = "cannot be made" if making else "cannot be written"
+        return layout.error(f"{path} {what}: the disk is full ({error})")
+    if code.startswith("SQLITE_IOERR"):
+        what = "cannot be made" if making else "could not be read or written"
+        return layout.error(f"{path} {what}: an I/O error from the system ({code}: {error})")
     if code in _BUSY:
         return layout.error(
             f"{path} stayed busy: another connection kept it locked for {timeout:g} s ({error})"
@@ -254,6 +280,8 @@ def _identity(db: sqlite3.Connection, layout: Layout, path: Path) -> str:
     version = db.execute("PRAGMA user_version").fetchone()[0]
     tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     if application == 0 and not tables:
+        if not _blank(path):  # (SQLite reads a file of one byte as an empty database)
+            raise layout.error(f"{path} is not a {layout.name} (nor empty): left as it is")
         if layout.adopt_empty:
             return "empty"
         raise layout.error(f"{path} holds no {layout.name} (an empty database)")
@@ -271,6 +299,18 @@ def _identity(db: sqlite3.Connection, layout: Layout, path: Path) -> str:
             f"{layout.version}): left as it is"
         )
     return "ours"
+
+
+def _blank(path: Path) -> bool:
+    """Whether the file at `path` holds nothing (what may be adopted). Read inside the caller's
+    transaction: while it lasts, no other connection can write the file's first page. One byte
+    `S` is blank too: the byte SQLite itself writes into an empty file on a file system that
+    misreports an empty file's identity (msdos), where it then reads it as empty."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(2) in (b"", b"S")
+    except OSError:
+        return False
 
 
 def _adopt(db: sqlite3.Connection, layout: Layout, path: Path) -> None:

@@ -427,6 +427,36 @@ def test_an_unreadable_input_line_says_where_in_characters(
     assert said in message, message
 
 
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ('{"id": "a0", "id": "a1", "prompt": "x"}', "id"),
+        ('{"id": "b", "prompt": "x", "prompt": "y"}', "prompt"),
+        ('{"id": "b", "source": "x", "prompt": "p", "source": "y"}', "source"),
+        ('{"id": "b", "prompt": "p", "options": {"temperature": 0, "temperature": 1}}',
+         "temperature"),
+    ],
+    ids=["id", "prompt", "source", "nested"],
+)  # fmt: skip
+def test_an_input_line_giving_a_key_twice_stops_the_job_naming_the_line_and_the_key(
+    tmp_path: Path, line: str, key: str
+) -> None:
+    # json.loads keeps the last value: `{"id": "a0", "id": "a1"}` ran as item a1 (probe12a D8).
+    # A reply with a repeated key is refused by the parser; an input line is too, before
+    # anything is sent.
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "first", "prompt": "x"}\n' + line + "\n", encoding="utf-8")
+    api = AnthropicBatchAPI()
+    with (
+        job_for(tmp_path, items, anthropic_backend(api)) as job,
+        pytest.raises(BatchInputError) as caught,
+    ):
+        job.run()
+    message = str(caught.value)
+    assert message.startswith(f"{items}:2: duplicate key {key!r}"), message
+    assert not api.calls  # nothing was sent
+
+
 def _downgrade(state: Path) -> None:
     """Make a job's state file what the previous format wrote (no `id_number`)."""
     with sqlite3.connect(state) as db:

@@ -425,6 +425,154 @@ def test_read_only_opening_never_changes_the_file(tmp_path: Path) -> None:
     assert not (tmp_path / "none.db").exists()
 
 
+# --- a full disk is a full disk, not damage ---
+# SQLite's `max_page_count` (per connection) makes a write past it fail with SQLite's own
+# SQLITE_FULL, on a real file: what a full disk gives. On main each said the file "is damaged
+# or not a structured-sdk cache / job state file" (probe12a D3): an operator told so may delete
+# a good file.
+
+
+def _full(db: sqlite3.Connection) -> None:
+    """No page more for this connection's file."""
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def test_an_answer_a_full_cache_file_cannot_take_says_the_disk_is_full(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    _full(store._connection())  # (this thread's connection: the one the call uses)
+    long = json.dumps({"reasoning": "r" * 20_000, "answer": "approve", "confidence": "high"})
+    result = StructuredClient(TestProvider([long]), cache=store).generate(Decision, prompt="p")
+    assert result.value.answer == "approve"  # the answer is returned all the same
+    [note] = [n for n in result.notes if n.kind == "cache_not_stored"]
+    assert f"{path} cannot be written: the disk is full" in note.received, note.received
+    assert "damaged" not in note.received
+    with pytest.raises(CacheFileError) as caught:
+        store.put("k", Entry((TestProvider.refusal("x" * 20_000),)))
+    assert str(caught.value).startswith(f"{path} cannot be written: the disk is full")
+    assert "damaged" not in str(caught.value)
+
+
+def test_a_job_whose_state_file_is_full_says_the_disk_is_full(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    write_items(items, 300)
+    with job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))) as job:
+        _full(job.state._db)  # (indexing writes through this thread's connection)
+        with pytest.raises(BatchError) as caught:
+            job.run()
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'job.db'} cannot be written: the disk is full")
+    assert "damaged" not in message
+
+
+_COUNTS_AT_A_FAILED_COMMIT = """
+import json, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (a write past the limit fails, EFBIG)
+from contracts import Decision
+from sdk import StructuredClient
+from sdk.cache import SQLiteCache
+from sdk.providers import TestProvider
+store = SQLiteCache(sys.argv[1])
+answer = json.dumps({"reasoning": "r", "answer": "approve", "confidence": "high"})
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # the write-ahead log cannot grow
+for number in range(3):
+    client = StructuredClient(TestProvider([answer]), cache=store)
+    print([note.kind for note in client.generate(Decision, prompt=str(number)).notes])
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again
+print(store.stats().misses, store.stats().entries)
+"""
+
+
+def test_counts_taken_by_a_write_whose_commit_fails_are_kept(tmp_path: Path) -> None:
+    # A full disk fails a write at its commit (the write-ahead log cannot grow), after the
+    # counts kept in memory were added to it: they were lost (probe12a D3: 2 hits and 53
+    # misses served, 0 and 8 counted). They are given back, and written with the next write.
+    done = subprocess.run(
+        [sys.executable, "-c", _COUNTS_AT_A_FAILED_COMMIT, str(tmp_path / "c.db")],
+        env=ENV, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said[:3] == ["['cache_not_stored']"] * 3, said  # (each answer returned all the same)
+    assert said[3] == "3 0", said
+
+
+_CANNOT_GROW = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (a write past the limit fails, EFBIG)
+from sdk.batch import StateFileError
+from sdk.batch._state import JobState
+from sdk.cache import CacheFileError
+from sdk.cache import SQLiteCache
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+for make in (lambda: SQLiteCache(sys.argv[1]), lambda: JobState.create(sys.argv[2], {})):
+    try:
+        make()
+        print("made")
+    except (CacheFileError, StateFileError) as error:
+        print(type(error).__name__, error)
+"""
+
+
+_NO_FILE_CAN_OPEN = """
+import os, resource, sys
+from sdk.batch import StateFileError
+from sdk.batch._state import JobState
+from sdk.cache import CacheFileError
+from sdk.cache import SQLiteCache
+free = os.open(os.devnull, os.O_RDONLY)  # the lowest free descriptor: none from it on
+os.close(free)
+resource.setrlimit(resource.RLIMIT_NOFILE, (free, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+for make in (lambda: SQLiteCache(sys.argv[1]), lambda: JobState.create(sys.argv[2], {})):
+    try:
+        make()
+        print("made")
+    except (CacheFileError, StateFileError) as error:
+        print(type(error).__name__, error)
+"""
+
+
+def test_a_new_file_whose_temporary_file_cannot_be_made_is_one_typed_error(
+    tmp_path: Path,
+) -> None:
+    # The temporary file a new file is made in cannot be opened (as when the disk has no inode
+    # left): a raw OSError traceback from `SQLiteCache(path)` on main.
+    cache, state = tmp_path / "c.db", tmp_path / "job.db"
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_FILE_CAN_OPEN, str(cache), str(state)],
+        env=ENV, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said == [
+        f"CacheFileError {cache} cannot be made: Too many open files",
+        f"StateFileError {state} cannot be made: Too many open files",
+    ], said
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_file_the_disk_cannot_take_is_not_made_and_not_called_damaged(
+    tmp_path: Path,
+) -> None:
+    # No file may grow (RLIMIT_FSIZE 0: every write fails as on a failing disk, an I/O error):
+    # `SQLiteCache(path)` and a new job's state are refused naming the file, saying it cannot
+    # be made; on main: "is damaged or not a structured-sdk cache (disk I/O error)", for a file
+    # that does not exist.
+    cache, state = tmp_path / "c.db", tmp_path / "job.db"
+    done = subprocess.run(
+        [sys.executable, "-c", _CANNOT_GROW, str(cache), str(state)],
+        env=ENV, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said[0].startswith(f"CacheFileError {cache} cannot be made: an I/O error"), said
+    assert said[1].startswith(f"StateFileError {state} cannot be made: an I/O error"), said
+    assert not any("damaged" in line for line in said), said
+    assert list(tmp_path.iterdir()) == []  # nothing made, nothing left behind
+
+
 # --- adopted and created files are owner-only ---
 
 
@@ -439,6 +587,30 @@ def test_an_empty_file_at_the_cache_path_is_adopted_owner_only(tmp_path: Path) -
     for beside in ("-wal", "-shm"):
         if Path(f"{path}{beside}").exists():  # SQLite gives them the file's mode
             assert stat.S_IMODE(Path(f"{path}{beside}").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("content", [b"\n", b"x", b"\x00"], ids=["newline", "letter", "nul"])
+def test_a_one_byte_file_is_refused_naming_it_and_left_as_it_is(
+    tmp_path: Path, content: bytes
+) -> None:
+    # Only an empty file (0 bytes) is adopted. SQLite reads a file of one byte as an empty
+    # database, so `echo > c.db` (a newline) was taken as one and overwritten with a cache, its
+    # mode made 0600 (probe12a D7); two bytes or more were refused. A job's state file: refused
+    # on main too, but as "an empty database".
+    for path, opening, error in [
+        (tmp_path / "c.db", SQLiteCache, CacheFileError),
+        (tmp_path / "r.db", lambda p: SQLiteCache(p, readonly=True), CacheFileError),
+        (tmp_path / "job.db", JobState, BatchError),
+    ]:
+        path.write_bytes(content)
+        path.chmod(0o644)
+        with pytest.raises(error) as caught:
+            opening(path)
+        assert str(caught.value).startswith(f"{path} is not a "), caught.value
+        assert "left as it is" in str(caught.value)
+        assert path.read_bytes() == content
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "job.db", "r.db"]
 
 
 def test_an_empty_output_file_a_job_adopts_ends_owner_only(tmp_path: Path) -> None:

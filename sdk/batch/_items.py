@@ -43,6 +43,8 @@ from sdk.batch._state import ItemRow
 from sdk.contract import Contract
 from sdk.engine.conversation import check_text
 from sdk.engine.conversation import conversation
+from sdk.parsing.parser import RepeatedKey
+from sdk.parsing.parser import unique_keys
 from sdk.prompt import Prompt
 from sdk.prompt import TemplateError
 from sdk.providers._base import Message
@@ -123,13 +125,20 @@ def _unsendable_text(data: dict[str, Any]) -> str | None:
     return None
 
 
+_LINE = json.JSONDecoder(object_pairs_hook=unique_keys)
+"""How an input line is read: as `json.loads` reads bytes, and a key given twice in one object
+refused (`RepeatedKey`), as in a reply (which value would the line mean?)."""
+
+
 def parse_item(
     contract: type[Contract], line: bytes, where: str, prompt: type[Prompt] | None = None
 ) -> InputItem:
     """An input line -> `InputItem`; `BatchInputError` (naming `where`) when it is not one.
     `prompt`: the job's template, which renders each line's `variables`."""
     try:
-        data = json.loads(line)
+        data = _LINE.decode(line.decode(json.detect_encoding(line), "surrogatepass"))
+    except RepeatedKey as error:  # a line that says two things, as a reply may not
+        raise BatchInputError(f"{where}: {error} in one object (which value is meant?)") from None
     except ValueError as error:  # not UTF-8, not JSON, an integer past Python's digit limit
         raise BatchInputError(f"{where}: not a JSON object ({decoding_problem(error)})") from None
     except RecursionError:

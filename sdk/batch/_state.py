@@ -328,15 +328,10 @@ class JobState:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One transaction: committed whole at the end of the block, or rolled back."""
-        with _fork.gate():
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        """One transaction: committed whole at the end of the block, or rolled back (unless
+        SQLite rolled it back itself, as on a full disk: its error is the one raised)."""
+        with _sqlite.write(self._db) as db:
+            yield db
 
     # --- meta ---
 

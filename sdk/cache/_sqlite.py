@@ -297,7 +297,8 @@ class SQLiteCache:
         if self.readonly:
             raise CacheFileError(f"{self.path} was opened read-only")
         db = self._connection()
-        with self._errors(), _sqlite.write(db), self._tally.written(db, self._clock()):
+        with self._errors(), self._tally.written(self._clock()) as add_counts, _sqlite.write(db):
+            add_counts(db)
             yield db
 
     def _write_counts(self, wait: float = 0.0) -> bool:
@@ -308,12 +309,13 @@ class SQLiteCache:
             if not _sqlite.try_write(db, wait):
                 return False
             try:
-                with self._tally.written(db, self._clock()):
-                    pass
+                with self._tally.written(self._clock()) as add_counts:  # (its commit inside)
+                    add_counts(db)
+                    db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # (SQLite rolls back itself on a full disk)
+                    db.execute("ROLLBACK")
                 raise
-            db.execute("COMMIT")
             return True
 
 
@@ -410,21 +412,23 @@ class _Tally:
         return dropped
 
     @contextmanager
-    def written(self, db: sqlite3.Connection, now: float) -> Iterator[None]:
-        """Add the counts to the file's inside the caller's write transaction (no `clear` can
-        come between taking them and committing): taken from memory now, and given back should
-        the transaction not commit; dropped if the file was cleared since this tally last
-        wrote."""
+    def written(self, now: float) -> Iterator[Callable[[sqlite3.Connection], None]]:
+        """The counts, taken from memory now, for `add_counts(db)` to add to the file's inside
+        a write transaction (no `clear` can come between taking them and committing) that the
+        block holds whole, its commit too: given back should the block fail (a full disk fails
+        at the commit), dropped if the file was cleared since this tally last wrote."""
         with self._lock:
             counts = {name: n for name, n in self._counts.items() if n}
             expired = list(self._expired)
             self._counts = dict.fromkeys(self._counts, 0)
             self._expired = set()
             self.pending = 0
-        try:
+
+        def add_counts(db: sqlite3.Connection) -> None:
             clears = _clears(db)
             if clears != self.clears:  # (some of them were made before that `clear`)
-                counts, self.clears = {}, clears
+                counts.clear()
+                self.clears = clears
                 with self._lock:
                     self.written_hits = 0
             if counts:
@@ -434,7 +438,9 @@ class _Tally:
                     "DELETE FROM entries WHERE key = ? AND expires IS NOT NULL AND expires <= ?",
                     [(key, now) for key in expired],
                 )
-            yield
+
+        try:
+            yield add_counts
             with self._lock:
                 self.written_hits += counts.get("hits", 0)
         except BaseException:
@@ -468,8 +474,8 @@ def _write_tally(path: Path, layout: _sqlite.Layout, timeout: float, tally: _Tal
         with _fork.gate(), _sqlite.errors(path, layout, wait):
             db = _sqlite.open_file(path, layout, timeout=wait)
             try:
-                with _sqlite.write(db), tally.written(db, time.time()):
-                    pass
+                with tally.written(time.time()) as add_counts, _sqlite.write(db):
+                    add_counts(db)
             finally:
                 db.close()
     except (CacheFileError, OSError) as error:

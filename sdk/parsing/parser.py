@@ -356,23 +356,29 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# One decoder for every call: `json.loads(text, parse_constant=...)` would build a new decoder
-# and scanner each time, about a fifth of the cost of parsing a small document. Sharing it is
-# what `json.loads` itself does for its default decoder.
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads keeps the last of repeated keys; a document that says two things is rejected.
+class RepeatedKey(ValueError):
+    """An object of a JSON document gives one key twice (`unique_keys`)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook` for every JSON document the SDK reads that someone wrote (a reply, a
+    batch input line): json.loads keeps the last of repeated keys; a document that says two
+    things is rejected (`RepeatedKey`, naming the key)."""
     document = dict(pairs)
     if len(document) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise ValueError(f"duplicate key {shorten(repr(key), 80)}")
+                raise RepeatedKey(f"duplicate key {shorten(repr(key), 80)}")
             seen.add(key)
     return document
 
 
+# One decoder for every call: `json.loads(text, parse_constant=...)` would build a new decoder
+# and scanner each time, about a fifth of the cost of parsing a small document. Sharing it is
+# what `json.loads` itself does for its default decoder.
 _DECODER = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=finite_float, object_pairs_hook=_unique_keys
+    parse_constant=_reject_constant, parse_float=finite_float, object_pairs_hook=unique_keys
 )
 # An integer longer than Python reads from text: read again where it is found, to name it.
 _LONG_INT = re.compile(rf"-?[0-9]{{{sys.get_int_max_str_digits() + 1},}}")
