@@ -12,7 +12,9 @@ Requests are built by the same provider codecs as live calls, and every result g
 same parser and retry feedback. The job's state is a SQLite file: `run` resumes where a crash
 left it, without losing or duplicating an item. One process runs a job at a time (`JobRunning`
 for a second); every input line is checked to be the one indexed for its item when it is read
-back (`InputChanged`); a file that is not a job's state is never changed (`StateFileError`).
+back (`InputChanged`); a file that is not a job's state is never changed (`StateFileError`);
+an output changed under a running job, or holding lines it did not write, stops it
+(`OutputChanged`).
 The CLI is `sdk batch run|status|resume|cancel`. The same items on a Ray cluster (`StructuredMap`,
 `ProcessorHooks`: the `ray` extra, loaded on first use) are what `sdk.ray` gives, with the row
 columns (`sdk._rows`).
@@ -27,6 +29,7 @@ from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._errors import JobMismatch
 from sdk.batch._errors import JobRunning
+from sdk.batch._errors import OutputChanged
 from sdk.batch._errors import StateFileError
 from sdk.batch._hosted import AnthropicBatches
 from sdk.batch._hosted import HostedBackend
@@ -74,6 +77,7 @@ __all__ = [
     "JobSummary",
     "LocalBackend",
     "OpenAIBatches",
+    "OutputChanged",
     "ProcessorHooks",
     "RowColumns",
     "SecondPass",

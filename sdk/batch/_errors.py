@@ -8,6 +8,7 @@ __all__ = [
     "InputChanged",
     "JobMismatch",
     "JobRunning",
+    "OutputChanged",
     "StateFileError",
 ]
 
@@ -26,6 +27,12 @@ class JobMismatch(BatchError):
 
 class InputChanged(JobMismatch):
     """The input file changed since the job indexed it (names the first changed line)."""
+
+
+class OutputChanged(JobMismatch):
+    """The job's output file is not as the job left it: cut, replaced, deleted or written by
+    another process while it ran, or holding lines past what it committed that it did not
+    write (names the file, what happened and how to go on)."""
 
 
 class JobRunning(BatchError):

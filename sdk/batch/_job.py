@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import time
 from collections import Counter
@@ -57,6 +58,7 @@ from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._errors import JobMismatch
+from sdk.batch._errors import StateFileError
 from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import RemoteResult
 from sdk.batch._index import index_input
@@ -81,6 +83,8 @@ from sdk.batch._outcome import request_for
 from sdk.batch._output import NOT_A_FILE
 from sdk.batch._output import OutputLog
 from sdk.batch._output import finish_swap
+from sdk.batch._output import foreign_tail
+from sdk.batch._output import refuse_dangling_link
 from sdk.batch._output import without_lines
 from sdk.batch._ray import RayBackend
 from sdk.batch._ray import RayRun
@@ -182,6 +186,8 @@ class BatchJob:
         self._total = 0
         self._stopping = False
         self._input_seen: tuple[int, ...] = ()
+        self._state_seen: tuple[int, int] | None = None
+        self._output: OutputLog | None = None
         self._check(contract, backend)
         self._check_prompt(prompt)
 
@@ -212,6 +218,8 @@ class BatchJob:
         prompt, settings = options.pop("prompt", None), options.pop("settings", None)
         update, extra_meta = options.pop("update", False), options.pop("extra_meta", None)
         polling = options  # what is left: how a hosted job polls
+        refuse_dangling_link(Path(out))  # (before `resolve` follows it)
+        refuse_dangling_link(Path(state))
         if Path(out).exists() and not Path(out).is_file():  # (`/dev/stdout` resolves to no file)
             raise BatchError(f"{out}: {NOT_A_FILE}")
         input_path, out_path = Path(input).resolve(), Path(out).resolve()
@@ -322,6 +330,7 @@ class BatchJob:
         self._progress, self._progress_every, self._reported = progress, progress_every, 0.0
         with state_errors(self.state.path), RunnerLock(self.state) as lock:
             self._lock, self._stopping = lock, False
+            self._state_seen = _identity(self.state.path)
             try:
                 # Looked at before indexing: a change made while the input is indexed (after
                 # its identity is taken) is then found at the first tick, never taken as seen.
@@ -332,7 +341,7 @@ class BatchJob:
                 self._settle_output()
                 committed = int(self.state.get("out_length"))
                 claimed = committed > 0 or bool(self.state.get("out_claimed"))
-                self._output = OutputLog(self.out, committed, claimed=claimed)
+                self._output = OutputLog(self.out, committed, claimed=claimed, own=self._own_line)
                 try:
                     if not claimed:  # before its first line: a tail past 0 is then its own
                         self.state.put("out_claimed", True)
@@ -345,6 +354,7 @@ class BatchJob:
                 finally:
                     self._reader.close()
                     self._output.close()
+                    self._output = None
             finally:
                 self._lock = None
         ran = sum(self._done.values()) - self._resumed_from
@@ -374,6 +384,7 @@ class BatchJob:
             failed = self.state.failed(None if error_types is None else list(error_types))
             if not failed:
                 return 0
+            self._refuse_foreign_tail()  # (the copy keeps the committed lines only)
             self._reopen(failed, error_types)
             self._after_reopen()
             self._settle_output()
@@ -407,6 +418,29 @@ class BatchJob:
         except BaseException:
             copy.unlink(missing_ok=True)
             raise
+
+    def _own_line(self, record: dict[str, Any]) -> bool:
+        """Whether an output line past the committed length is the job's own, uncommitted (a
+        crash between its append and its commit): in the job's line format, for one of its
+        items that the state does not mark done."""
+        schema = record.get("schema")
+        rows = self.state.items_with_id(_text_id(record))
+        return (
+            record.get("outcome") in ("ok", "failed", "cancelled")
+            and isinstance(schema, dict)
+            and schema.get("fingerprint") == self.state.schema()[2]
+            and len(rows) == 1
+            and rows[0].state != "done"
+        )
+
+    def _refuse_foreign_tail(self) -> None:
+        """`OutputChanged` if the output holds lines past the committed length that the job
+        did not write (`retry` would drop them with the uncommitted tail)."""
+        committed = int(self.state.get("out_length"))
+        if self.out.is_file() and self.out.stat().st_size > committed:
+            foreign = foreign_tail(self.out, committed, self._own_line)
+            if foreign is not None:
+                raise foreign
 
     def _settle_output(self) -> None:
         """Complete an output swap a retry recorded (a crash may have come before its rename)."""
@@ -477,17 +511,19 @@ class BatchJob:
         inside the commit would have them committed twice)."""
         if not decisions:
             return
-        assert self._lock is not None
+        assert self._lock is not None and self._output is not None
+        output = self._output
         lines = [prompted(d.line, self.prompt) for d in decisions if d.line is not None]
-        committed = self._output.length
+        committed = output.length
+        self._watch_state()  # (a commit into a state file no one reads again: none)
         try:
             with self.state.transaction() as db:
                 self._lock.fence(db, self._in_flight_here())
-                length = self._output.append(lines)
+                length = output.append(lines)
                 self.state.update_items([d.update for d in decisions], db)
                 self.state.put("out_length", length, db)
         except BaseException:
-            self._output.length = committed  # what was appended is cut on the next open
+            output.length = committed  # what was appended is cut on close, or the next open
             raise
         self._done.update(d.outcome for d in decisions if d.outcome is not None)
         if report:
@@ -531,11 +567,33 @@ class BatchJob:
 
     def _tick(self) -> None:
         """While a run waits or works: renew the lease, report progress, and stop if the
-        input changed."""
+        input changed, or the output or the state file is not the one the job holds."""
         assert self._lock is not None
+        self._watch_state()
+        if self._output is not None:
+            self._output.check()
         self._lock.renew(self._in_flight_here())
         self._watch_input()
         self._report()
+
+    def _watch_state(self) -> None:
+        """Stop the run (`StateFileError`) within a tick of its state file being deleted or
+        replaced (a copy saved over it): what the job commits would go to a file no one reads
+        again, while its output grows past what the file at the path says."""
+        found = _identity(self.state.path)
+        if found == self._state_seen:
+            return
+        if found is None:
+            raise StateFileError(
+                f"{self.state.path} was deleted while the job ran: the job stopped (its record "
+                "of which items are done went with it). Put the file back and `sdk batch "
+                "resume` goes on; without it, start a new job"
+            )
+        raise StateFileError(
+            f"{self.state.path} was replaced by another file while the job ran: the job "
+            "stopped (what it committed since then went to the file that was replaced). `sdk "
+            "batch resume` goes on from the file at the path"
+        )
 
     def _watch_input(self) -> None:
         """Stop the run (`InputChanged`, naming the first changed line) within a tick of an edit
@@ -901,6 +959,15 @@ class BatchJob:
                 assert result.error is not None
                 decisions.append(self._failed(row, result.error, remote_id, cancelled=cancelled))
         self._commit(decisions)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file at `path` (device and inode), or `None` if there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
 
 
 def _custom_id(key: str, seq: int) -> str:

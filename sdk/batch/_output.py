@@ -10,7 +10,10 @@ of lines, and replacing it whole for each chunk would copy it each time (quadrat
 
 A crash during 1 leaves a torn tail past the committed length; a crash between 1 and 2 leaves
 whole lines whose items are not marked done. Either way step 3 removes those bytes, and the
-items, still not done, are collected again and appended once. Bytes up to the committed length
+items, still not done, are collected again and appended once. Step 3 cuts only such a tail
+(`foreign_tail` tells it from lines the job did not write, which are refused and kept), and
+while the file is open the job checks before each append, and at each tick, that it is still
+the file it holds, as it left it (`OutputLog.check`). Bytes up to the committed length
 are never rewritten, but by a retry. A reader that opens the file while the job runs may see an
 uncommitted tail; the file is final once the job has ended. Only the job's runner (the holder of
 its lock, `sdk.batch._lock`) opens the file to write, and it appends only after checking its
@@ -38,13 +41,22 @@ from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from typing import BinaryIO
 
 from sdk._files import private_folder
 from sdk._files import sync_folder
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import JobMismatch
+from sdk.batch._errors import OutputChanged
 
-__all__ = ["NOT_A_FILE", "OutputLog", "finish_swap", "without_lines"]
+__all__ = [
+    "NOT_A_FILE",
+    "OutputLog",
+    "finish_swap",
+    "foreign_tail",
+    "refuse_dangling_link",
+    "without_lines",
+]
 
 
 NOT_A_FILE = (
@@ -60,10 +72,28 @@ class OutputLog:
     over the same output, with a state file of its own, is refused: `BatchError`), and bytes
     past a committed length of 0 are cut only where the job has `claimed` the file before (an
     interrupted first chunk of its own): otherwise they are another job's lines
-    (`JobMismatch`), never cut."""
+    (`JobMismatch`), never cut. Bytes past a committed length are cut only if they are the
+    job's own uncommitted tail: whole lines `own` says are its (items it has not marked done)
+    and at most a torn last line; anything else is refused (`OutputChanged`), never cut.
 
-    def __init__(self, path: Path, committed: int, *, claimed: bool = True) -> None:
+    While open, `check` (before every append, and at each of the running job's ticks) stops
+    the job (`OutputChanged`) when the file is no longer as the job left it: another file at
+    the path (moved, deleted, a copy saved over it), cut below the committed length (a log
+    rotation's copytruncate, `: > out`), or longer than what the job wrote (another process
+    appended): the job never writes into a file it does not hold whole. A write the file
+    system refuses (disk full, a file size limit) is a `BatchError` naming the file.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        committed: int,
+        *,
+        claimed: bool = True,
+        own: Callable[[dict[str, Any]], bool] = lambda record: True,
+    ) -> None:
         self.path = path
+        refuse_dangling_link(path)
         exists = path.exists()
         if not exists and committed > 0:
             raise JobMismatch(f"{path} is missing but the job has written {committed} bytes to it")
@@ -94,11 +124,21 @@ class OutputLog:
                 f"({committed} bytes): it is not this job's output"
             )
         if size > committed:
-            os.ftruncate(self._fd, committed)  # an uncommitted tail from an interrupted run
-            os.fsync(self._fd)
+            try:
+                foreign = foreign_tail(path, committed, own)
+                if foreign is not None:
+                    raise foreign
+                os.ftruncate(self._fd, committed)  # the job's own tail from an interrupted run
+                os.fsync(self._fd)
+            except BaseException:
+                os.close(self._fd)
+                raise
         if not exists:
             sync_folder(path.parent)
         self.length = committed
+        self._identity = (found.st_dev, found.st_ino)
+        self._written = committed
+        """Where the job's own bytes end: past `length` after an append whose commit failed."""
 
     def _check(self, path: Path, committed: int, claimed: bool) -> None:
         """Refuse a file another job writes now, or holds lines of that this job did not write."""
@@ -118,22 +158,174 @@ class OutputLog:
                 "give each job its own output file"
             )
 
+    def check(self) -> None:
+        """`OutputChanged` if the file is not as the job left it (see the class docstring): a
+        `stat` of the path and of the open file, no read."""
+        path, committed = self.path, self.length
+        try:
+            at_path = os.stat(path)
+            held = os.fstat(self._fd)
+        except FileNotFoundError:
+            raise OutputChanged(
+                f"{path} was deleted or moved away while the job ran: the job stopped without "
+                f"writing more. Its {committed:,} committed bytes are in that file: put it back "
+                "and `sdk batch resume` goes on (if it is lost, start a new job)"
+            ) from None
+        except OSError as error:
+            raise BatchError(
+                f"{path}: the output cannot be looked at ({error.strerror or error})"
+            ) from None
+        if (at_path.st_dev, at_path.st_ino) != self._identity:
+            raise OutputChanged(
+                f"{path} was replaced by another file while the job ran (moved, or a copy saved "
+                "over it): the job stopped without writing to either. `sdk batch resume` goes "
+                f"on over the file at the path if it starts with the job's {committed:,} "
+                "committed bytes (put the job's own file back if not)"
+            )
+        if held.st_size < committed:
+            raise OutputChanged(
+                f"{path} was cut to {held.st_size:,} bytes while the job ran (a log rotation's "
+                f"copytruncate, `: >`): the job had committed {committed:,} and stopped without "
+                f"writing more. Put those bytes back (the rotated copy) and `sdk batch resume` "
+                "goes on"
+            )
+        if held.st_size > max(self._written, committed):
+            grown = held.st_size - max(self._written, committed)
+            raise OutputChanged(
+                f"{path} grew by {grown:,} bytes the job did not write while it ran (another "
+                "process appended to it): the job stopped rather than write over them. Move "
+                f"them out (keep the first {committed:,} bytes) and `sdk batch resume` goes on"
+            )
+
     def append(self, lines: Sequence[bytes]) -> int:
-        """Append whole lines (each ending in a newline), durably; the new length. The caller
-        commits that length with the items the lines are for."""
+        """Append whole lines (each ending in a newline), durably, after `check`ing the file;
+        the new length. The caller commits that length with the items the lines are for. A
+        write the file system refuses (disk full) is a `BatchError` naming the file: the
+        caller's commit fails, and what was written is the job's own uncommitted tail."""
         if not lines:
             return self.length
+        self.check()
         data = b"".join(lines)
-        written = os.pwrite(self._fd, data, self.length)
-        while written < len(data):  # a short write (a signal, a full pipe): write the rest
-            written += os.pwrite(self._fd, data[written:], self.length + written)
-        os.fsync(self._fd)
+        written = 0
+        try:
+            while written < len(data):  # a short write (a signal, a size limit): the rest
+                written += os.pwrite(self._fd, data[written:], self.length + written)
+            os.fsync(self._fd)
+        except OSError as error:
+            raise BatchError(
+                f"{self.path}: the output cannot be written ({error.strerror or error}): the "
+                "job stopped, every committed result kept; `sdk batch resume` goes on once it "
+                "can be written"
+            ) from None
+        finally:
+            self._written = max(self._written, self.length + written)
         self.length += len(data)
         return self.length
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file, first cutting the job's own uncommitted tail (an append whose
+        commit failed) if the file is still the one it holds, untouched by others."""
+        with contextlib.suppress(OSError, BatchError):
+            self.check()
+            if os.fstat(self._fd).st_size > self.length:
+                os.ftruncate(self._fd, self.length)
+                os.fsync(self._fd)
         os.close(self._fd)
+
+
+_OWN_START = b'{"id":'
+"""How every line a job writes starts (`sdk.batch._outcome`: compact JSON, the id first)."""
+
+
+def foreign_tail(
+    path: Path, committed: int, own: Callable[[dict[str, Any]], bool]
+) -> OutputChanged | None:
+    """The error for bytes of `path` past `committed` that are not the job's own uncommitted
+    tail, or `None` when they are: whole lines `own` says are the job's (a crash between an
+    append and its commit), then at most a torn line (the start of one, or the zeros a file
+    system shows for a write a crash cut short)."""
+    with open(path, "rb") as file:
+        file.seek(committed)
+        number = 0
+        while True:
+            head = file.readline(len(_OWN_START))
+            if not head:
+                return None
+            number += 1
+            if head == _OWN_START:
+                line = head + file.readline()
+                why = _not_own(line, own)
+                if why is None:
+                    continue
+                if not line.endswith(b"\n") and why == _NOT_JSON:
+                    return None  # the last line, torn
+            elif not head.endswith(b"\n") and _OWN_START.startswith(head):
+                return None  # (shorter than a line's start: the end of the file) torn
+            elif not head.strip(b"\0") and _zeros_to_end(file):
+                return None
+            else:
+                why = "not one of the job's lines"
+            break
+    where = _line_number(path, committed) + number
+    return OutputChanged(
+        f"{path}:{where}: past the {committed:,} bytes the job committed, a line it did not "
+        f"write ({why}); a job never cuts lines it did not write. Move them out of the file "
+        f"(keep its first {committed:,} bytes), then `sdk batch resume` goes on"
+    )
+
+
+_NOT_JSON = "not JSON"
+
+
+def _not_own(line: bytes, own: Callable[[dict[str, Any]], bool]) -> str | None:
+    """Why a whole line past the committed length is not the job's uncommitted line, or
+    `None` if it is."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return _NOT_JSON
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if not own(record):
+        named = json.dumps(record.get("id"), ensure_ascii=False)[:80]
+        return f"item {named} is not one the job has still to write"
+    return None
+
+
+def _zeros_to_end(file: BinaryIO) -> bool:
+    """Whether the rest of `file` is zero bytes only."""
+    while block := file.read(1 << 20):
+        if block.strip(b"\0"):
+            return False
+    return True
+
+
+def _line_number(path: Path, offset: int) -> int:
+    """How many lines the first `offset` bytes of `path` hold (on the way to an error only)."""
+    count, left = 0, offset
+    with open(path, "rb") as file:
+        while left > 0:
+            block = file.read(min(left, 1 << 20))
+            if not block:
+                break
+            count += block.count(b"\n")
+            left -= len(block)
+    return count
+
+
+def refuse_dangling_link(path: Path) -> None:
+    """`BatchError` if `path`, or the nearest part of it that exists, is a symbolic link whose
+    target does not exist: following it would create files and folders wherever the link
+    points (on a shared folder, wherever whoever planted it chose)."""
+    for part in (path, *path.parents):
+        if os.path.lexists(part):
+            if part.is_symlink() and not part.exists():
+                raise BatchError(
+                    f"{path}: {part} is a symbolic link to {os.readlink(part)}, which does "
+                    "not exist: a job does not create files or folders through a dangling "
+                    "link; give a path that exists, or one without the link"
+                )
+            return
 
 
 def without_lines(
