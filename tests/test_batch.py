@@ -7,6 +7,9 @@ import asyncio
 import json
 import re
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections import Counter
@@ -587,6 +590,56 @@ def test_a_job_run_in_one_thread_is_cancelled_and_read_from_another(
     job.close()
     with pytest.raises(BatchError, match="the job was closed"):
         job.summary()
+
+
+_CLOSE_RACE = """
+import collections, sys, tempfile, threading, time
+from pathlib import Path
+from sdk import AsyncStructuredClient
+from sdk.batch import LocalBackend
+from sdk.providers import LlamaCppProvider
+from tests.batch_support import job_for, write_items
+
+seen = collections.Counter()
+for _ in range(4):
+    tmp = Path(tempfile.mkdtemp())
+    write_items(tmp / "items.jsonl", 200)
+    client = AsyncStructuredClient(LlamaCppProvider("http://127.0.0.1:9"))
+    job = job_for(tmp, tmp / "items.jsonl", LocalBackend([client]))
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                job.summary()
+            except Exception as error:
+                seen[f"{type(error).__name__}: {str(error).split(': ', 1)[-1]}"] += 1
+                return
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    time.sleep(0.2)
+    job.close()
+    stop.set()
+    for reader in readers:
+        reader.join()
+print(dict(seen))
+"""
+
+
+def test_closing_a_job_while_other_threads_read_it_is_their_batch_error() -> None:
+    # On main: close() closed every thread's connection at once, one another thread was inside
+    # a statement on among them; the interpreter crashed (SIGSEGV) in most runs of this race.
+    ran = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_CLOSE_RACE)],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip() == "{'BatchError: the job was closed': 16}"
 
 
 def test_cancel_stops_sending_and_closes_every_item(tmp_path: Path, items: Path) -> None:

@@ -573,3 +573,11 @@ def test_the_guides_provider_answers_through_a_client_in_this_process(installed:
     assert (cut.value.raw_stop_reason, cut.value.text) == ("length", '{"title": "cu')
     with pytest.raises(ContentFiltered):
         client.generate(Note, prompt="x")
+
+
+def test_aliases_given_as_any_set_of_names_are_taken() -> None:
+    # On main: a dict's keys (a Set, as a frozenset is) were refused as "not a set of strings";
+    # before the field checks any iterable of names was taken.
+    names = {"Acme-AI": "the vendor's own spelling", "acmeai": "typed without the dash"}
+    made = Profile(name="acme_keys", display_name="Acme", aliases=names.keys())
+    assert made.aliases == frozenset({"acme_ai", "acmeai"})

@@ -448,3 +448,20 @@ def test_chat_usage_keeps_cached_and_reasoning_tokens_whole_and_streamed() -> No
     client = StructuredClient(OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini"))
     result = list(client.stream(Decision, prompt="Approve?"))[-1]
     assert result.usage.reasoning_tokens == 128 and result.usage.output_tokens == 183
+
+
+@pytest.mark.parametrize("count", ["prompt_tokens", "completion_tokens"])
+def test_a_null_usage_count_is_none_as_every_other_reader_reads_it(count: str) -> None:
+    # On main: an OpenAI-compatible server's `"prompt_tokens": null` (the official client is
+    # not strict) failed a valid answer as a ProviderError, where the Anthropic, Gemini and
+    # local readers read a null count as 0.
+    body = fixture_json("openai_chat_stop.json")
+    body["usage"][count] = None
+    wire = Wire(lambda request: httpx2.Response(200, content=json.dumps(body).encode(),
+                                                headers=OPENAI_HEADERS))  # fmt: skip
+    result = _chat(wire, retries=0).generate(Decision, prompt="Approve?")
+    assert result.value.answer == "approve"
+    assert (result.usage.input_tokens, result.usage.output_tokens) == {
+        "prompt_tokens": (0, 183),
+        "completion_tokens": (131, 0),
+    }[count]

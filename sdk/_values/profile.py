@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from collections.abc import Mapping
+from collections.abc import Set
 from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field
@@ -191,7 +192,7 @@ class Profile:
         # providers` would fail on). Each field is checked against its declaration
         # (`sdk._values.declared`), after the checks that say more than its type would.
         where = f"profile {self.name!r}"
-        if isinstance(self.aliases, (set, list, tuple)) and all(
+        if isinstance(self.aliases, (Set, list, tuple)) and all(  # (a dict's keys too)
             isinstance(alias, str) for alias in self.aliases
         ):
             object.__setattr__(self, "aliases", frozenset(self.aliases))

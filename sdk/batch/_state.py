@@ -254,7 +254,9 @@ class JobState:
         # Read-only (`status`): nothing can change, on a file or in a folder that cannot be
         # written too.
         self._local = threading.local()
-        self._opened: dict[threading.Thread, sqlite3.Connection] = {}
+        # Each thread's connection, with that thread's fork gate (held while it is inside
+        # SQLite: `close` takes it before closing the connection under the thread's feet).
+        self._opened: dict[threading.Thread, tuple[sqlite3.Connection, threading.RLock]] = {}
         self._opening = _fork.lock()  # (guards `_opened` and `_closed`)
         self._closed = False
         # A forked child opens its own connections (those it inherits are its parent's).
@@ -293,12 +295,17 @@ class JobState:
                 self.put("format", FORMAT, db)
 
     def close(self) -> None:
-        """Close the database: every thread's connection (no thread opens another since)."""
-        with self._opening, _fork.gate():
+        """Close the database: every thread's connection (no thread opens another since). A
+        connection another thread is inside a statement or a transaction on is closed when it
+        leaves it (closing it mid-statement crashes the interpreter); that thread's next use
+        is the `BatchError` saying the job was closed."""
+        with self._opening:
             self._closed = True
-            for db in self._opened.values():
-                db.close()
+            opened = list(self._opened.values())
             self._opened.clear()
+        for db, gate in opened:  # (`_opening` not held: a thread inside may be raising on it)
+            with gate, _fork.gate():
+                db.close()
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -319,10 +326,10 @@ class JobState:
                 raise BatchError(f"{self.path}: the job was closed")
             with _fork.gate():  # (the connections of threads that ended: closed, not kept)
                 for thread in [t for t in self._opened if not t.is_alive()]:
-                    self._opened.pop(thread).close()
+                    self._opened.pop(thread)[0].close()
             db = _sqlite.open_file(self.path, LAYOUT, readonly=self.readonly, closed_anywhere=True)
             db.row_factory = sqlite3.Row
-            self._opened[threading.current_thread()] = db
+            self._opened[threading.current_thread()] = (db, _fork.gate())
         self._local.db = db
         return db
 

@@ -409,11 +409,15 @@ def _chat_usage(usage: CompletionUsage | None) -> Usage:
                   usage.prompt_tokens_details, usage.completion_tokens_details)  # fmt: skip
 
 
-def _usage(inputs: int, outputs: int, input_details: object, output_details: object) -> Usage:
-    """Both APIs' counts as the provider gave them, the cached and reasoning tokens apart."""
+def _usage(
+    inputs: int | None, outputs: int | None, input_details: object, output_details: object
+) -> Usage:
+    """Both APIs' counts as the provider gave them, the cached and reasoning tokens apart (a
+    null count is none, 0, as every other reader reads one; another type is refused where the
+    `Completion` is made)."""
     return Usage(
-        input_tokens=inputs,
-        output_tokens=outputs,
+        input_tokens=0 if inputs is None else inputs,
+        output_tokens=0 if outputs is None else outputs,
         cache_read_tokens=_count(input_details, "cached_tokens"),
         reasoning_tokens=_count(output_details, "reasoning_tokens"),
     )
