@@ -130,7 +130,8 @@ def test_ray_backend_refuses_a_bad_layout_naming_it(
 
 
 @pytest.mark.parametrize(
-    "address", ["auto", "local", "head:6379", "ray://head:10001", "[::1]:6379"]
+    "address",
+    ["auto", "local", "head:6379", "ray://head:10001", "[::1]:6379", "anyscale://my-cluster"],
 )
 def test_every_address_form_ray_init_takes_is_a_job_s(address: str) -> None:
     spec = BackendSpec("vllm", "m", ["http://127.0.0.1:9"], engine="ray", ray_address=address)
@@ -138,7 +139,8 @@ def test_every_address_form_ray_init_takes_is_a_job_s(address: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "address", ["notaurl:::", "", "head", "head:0", "head:65536", "::1:6379", "http://head:1"]
+    "address",
+    ["notaurl:::", "", "head", "head:0", "head:65536", "::1:6379", "http://head:1", "https://h"],
 )
 def test_an_address_ray_init_would_refuse_is_refused_in_the_spec(address: str) -> None:
     with pytest.raises(ValueError, match=r"ray_address must be auto, local, HOST:PORT"):

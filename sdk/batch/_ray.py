@@ -67,22 +67,31 @@ _PROBE_SECONDS = 5.0
 _HOST_PORT = re.compile(
     r"(?:ray://)?(?:\[[0-9A-Fa-f:.]+(?:%[\w.-]+)?\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})"
 )
+_MODULE_ADDRESS = re.compile(r"(?P<module>[A-Za-z_][A-Za-z0-9_.]*)://\S+")
+"""`module://...`: Ray hands the address to that module's `ClientBuilder` (`anyscale://...`)."""
+_NOT_MODULES = frozenset({"http", "https", "ray"})  # (`ray://` is Ray Client's HOST:PORT)
 
 
 @dataclass(frozen=True, slots=True)
 class RayAddress:
     """A Ray cluster's address in a form `ray.init(address=...)` takes (a `Bound` of
     `sdk._values.declared`): `auto` (the cluster this machine runs), `local` (a new local
-    one), the head's `HOST:PORT` (`[IPv6]:PORT`), or `ray://HOST:PORT` (Ray Client). Anything
-    else (`""`, `notaurl:::`, a URL) `ray.init` refuses only when the run starts, after the
+    one), the head's `HOST:PORT` (`[IPv6]:PORT`), `ray://HOST:PORT` (Ray Client) or
+    `module://...` (a module's own client builder, `anyscale://cluster`). Anything else
+    (`""`, `notaurl:::`, an http URL) `ray.init` refuses only when the run starts, after the
     job was made: so it is refused where it is set."""
 
     @property
     def text(self) -> str:
-        return "auto, local, HOST:PORT or ray://HOST:PORT (a Ray cluster's address)"
+        return (
+            "auto, local, HOST:PORT, ray://HOST:PORT or module://... (a Ray cluster's address)"
+        )
 
     def holds(self, value: Any) -> bool:
         if value in ("auto", "local"):
+            return True
+        module = _MODULE_ADDRESS.fullmatch(value)
+        if module is not None and module["module"] not in _NOT_MODULES:
             return True
         found = _HOST_PORT.fullmatch(value)
         return found is not None and 0 < int(found["port"]) < 65536
@@ -192,9 +201,10 @@ def _environment_address() -> str | None:
 def _probe(address: str | None) -> None:
     """A `ValueError` (the CLI's exit 2) when nothing listens at a cluster's `host:port` (or
     `ray://host:port`): `ray.init` would retry for ever there. An address naming no host
-    (`auto`, `local`, none) is Ray's to find; one that answers is Ray's to judge."""
-    if address is None:
-        return
+    (`auto`, `local`, none, `module://...`) is Ray's to find; one that answers is Ray's to
+    judge."""
+    if address is None or ("://" in address and not address.startswith("ray://")):
+        return  # (none given, or a module's address: its client builder's to reach)
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     if not colon or not port.isdigit():
         return
