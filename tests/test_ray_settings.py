@@ -102,6 +102,8 @@ def test_a_contract_class_setting_takes_contracts_only() -> None:
         ({"model": 5}, "model"),
         ({"max_tokens": 0}, "max_tokens"),
         ({"id_column": None}, "id_column"),
+        ({"retries": -1}, "retries"),  # (these two were said to be `JobSettings()`'s)
+        ({"enum_case": "x"}, "enum_case"),
     ],
 )
 def test_processor_hooks_refuse_a_bad_setting_naming_it(given: dict[str, Any], match: str) -> None:

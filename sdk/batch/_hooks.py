@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from typing import Unpack
+from typing import get_type_hints
 
 import pyarrow as pa
 
@@ -125,6 +126,9 @@ class ProcessorHooks:
               expects="a Contract class or 'module:Name'")  # fmt: skip
         check("model", model, str, where)
         check("grounding", grounding, bool, where)
+        declared = get_type_hints(JobSettings, include_extras=True)  # (what the job takes)
+        check("retries", retries, declared["retries"], where)
+        check("enum_case", enum_case, declared["enum_case"], where)
         self.contract = contract_of(contract)
         self.model, self.grounding = model, grounding
         self.id_column, self.prompt = rows.get("id_column", "id"), rows.get("prompt")
