@@ -187,3 +187,112 @@ def test_dump_json_of_any_valid_value_reads_back_equal(contract: type[Contract])
         assert again.model_dump_json() == dumped
 
     round_trip()
+
+
+# --- Aliases: a contract writes exactly the wire names it reads ---
+
+
+class _Aliased(Contract):
+    invoice_no: str = pydantic.Field(alias="invoiceNumber")
+    total: int
+
+    @pydantic.model_validator(mode="after")
+    def _not_negative(self) -> _Aliased:
+        if self.total < 0:
+            raise ValueError("total must be >= 0")
+        return self
+
+
+def test_an_aliased_contract_dumps_the_alias_so_every_reader_reads_it_back() -> None:
+    from sdk import parse
+
+    value = _Aliased.model_validate_json('{"invoiceNumber": "A-1", "total": 5}')
+    # On main: {"invoice_no": ...}, which no reader of the contract accepts.
+    assert value.model_dump(mode="json") == {"invoiceNumber": "A-1", "total": 5}
+    assert json.loads(value.model_dump_json()) == {"invoiceNumber": "A-1", "total": 5}
+    assert _Aliased.from_stored(value.model_dump(mode="json"), version=1) == value
+    assert _Aliased.model_validate_json(value.model_dump_json()) == value
+    assert parse(_Aliased, value.model_dump_json(), stop_reason="end_turn").value == value
+
+
+def test_widen_keeps_the_checks_of_an_aliased_contract() -> None:
+    from sdk import CheckFailed
+    from sdk import parse
+    from sdk.schema import widen
+
+    widened = widen(_Aliased)
+    # On main: the re-check dumped `invoice_no`, failed on shape, and so skipped the check.
+    with pytest.raises(CheckFailed, match="total must be >= 0"):
+        parse(widened, '{"invoiceNumber": "A-1", "total": -5}', stop_reason="end_turn")
+    assert parse(widened, '{"invoiceNumber": "A-1", "total": 5}', stop_reason="end_turn")
+
+
+def test_an_alias_that_reads_one_name_and_writes_another_is_refused() -> None:
+    from sdk.contract import ContractDefinitionError
+
+    with pytest.raises(ContractDefinitionError, match=r"Split\.a reads the wire name 'x'"):
+
+        class Split(Contract):
+            a: int = pydantic.Field(validation_alias="x", serialization_alias="y")
+
+    with pytest.raises(ContractDefinitionError, match=r"Choices\.a has validation_alias"):
+
+        class Choices(Contract):
+            a: int = pydantic.Field(validation_alias=pydantic.AliasChoices("x", "y"))
+
+
+# --- model_config overrides that would undo the contract rules are refused ---
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"extra": "allow"}, "extra='allow'"),
+        ({"extra": "ignore"}, "extra='ignore'"),
+        ({"strict": False}, "strict=False"),
+        ({"allow_inf_nan": True}, "allow_inf_nan=True"),
+        ({"serialize_by_alias": False}, "serialize_by_alias=False"),
+    ],
+)
+def test_a_config_override_that_undoes_a_contract_rule_is_refused(
+    config: dict[str, Any], named: str
+) -> None:
+    from sdk.contract import ContractDefinitionError
+
+    # On main: accepted without a word (extra='allow' even put the invented field in the value).
+    with pytest.raises(ContractDefinitionError, match=rf"Loose sets model_config {named}"):
+        type("Loose", (Contract,), {"model_config": config, "__annotations__": {"x": int}})
+
+
+def test_restating_a_contract_rule_in_model_config_is_fine() -> None:
+    class Frozen(Contract):
+        model_config = pydantic.ConfigDict(extra="forbid", strict=True, frozen=True)
+        x: int
+
+    with pytest.raises(pydantic.ValidationError):
+        Frozen.model_validate_json('{"x": "1"}')
+
+
+def test_a_field_declared_strict_false_is_refused() -> None:
+    from sdk.contract import ContractDefinitionError
+
+    with pytest.raises(ContractDefinitionError, match=r"Lax\.x is declared strict=False"):
+
+        class Lax(Contract):
+            x: int = pydantic.Field(strict=False)
+
+
+def test_a_plain_basemodel_inside_a_contract_is_refused_naming_it() -> None:
+    from sdk.contract import ContractDefinitionError
+
+    class Inner(pydantic.BaseModel):
+        y: int
+
+    # On main: `{"inner": {"y": "1", "invented": 2}}` read as Inner(y=1), coerced and dropped.
+    for annotation in (Inner, list[Inner], Inner | None, dict[str, Inner]):
+        with pytest.raises(
+            ContractDefinitionError,
+            match=r"Outer\.inner holds Inner, a plain pydantic BaseModel.*derive Inner from "
+            r"sdk\.Contract",
+        ):
+            type("Outer", (Contract,), {"__annotations__": {"inner": annotation}})

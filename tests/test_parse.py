@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 from typing import Any
+from typing import Literal
 
 import pytest
 from hypothesis import HealthCheck
@@ -634,3 +636,95 @@ def test_parse_returns_a_valid_value_or_raises_a_structured_output_error(
         assert again == parsed.value
 
     total()
+
+
+# --- A pattern Python's `re` cannot compile (Pydantic's Rust engine can) ---
+
+
+class _Letters(Contract):
+    name: str = Field(pattern=r"^\p{L}+$")
+
+
+@pytest.mark.parametrize("value", ["R2D2", "\uff11\uff12\uff13"])  # (fullwidth digits)
+def test_a_unicode_class_pattern_is_checked_at_the_schema_step_not_a_bare_re_error(
+    value: str,
+) -> None:
+    # On main: `re.error: bad escape \p` out of the schema step (untyped, no .text).
+    text = json.dumps({"name": value})
+    with pytest.raises(SchemaViolation) as info:
+        parse(_Letters, text, stop_reason="end_turn")
+    assert [v.pointer for v in info.value.violations] == ["/name"]
+    assert "does not match" in info.value.violations[0].message
+    assert info.value.text == text
+    assert parse(_Letters, '{"name": "Zoë"}', stop_reason="end_turn").value.name == "Zoë"
+
+
+def test_a_unicode_class_pattern_is_retried_with_feedback_by_the_client() -> None:
+    from sdk import StructuredClient
+    from sdk.providers.test import TestProvider
+
+    client = StructuredClient(
+        TestProvider(replies=['{"name": "R2D2"}', '{"name": "Zoë"}']), retries=1
+    )
+    result = client.generate(_Letters, prompt="name?")
+    assert result.value.name == "Zoë"
+    assert len(result.attempts) == 2
+
+
+# --- Unions: the errors of the branch the value was meant for ---
+
+
+class _Cat(Contract):
+    kind: Literal["cat"]
+    meow: int
+
+
+class _Dog(Contract):
+    kind: Literal["dog"]
+    bark: int
+
+
+class _Tagged(Contract):
+    pet: Annotated[_Cat | _Dog, Field(discriminator="kind")]
+
+
+class _Untagged(Contract):
+    pet: _Cat | _Dog
+
+
+@pytest.mark.parametrize("contract", [_Tagged, _Untagged], ids=["discriminated", "plain"])
+@pytest.mark.parametrize(
+    ("pet", "pointer", "words"),
+    [
+        ({"kind": "dog", "bark": "1"}, "/pet/bark", "is not of type 'integer'"),
+        ({"kind": "dog", "bark": 1, "invented": 2}, "/pet/invented", "unknown property"),
+    ],
+)
+def test_a_union_reports_the_intended_branch_at_the_exact_pointer(
+    contract: type[Contract], pet: dict[str, Any], pointer: str, words: str
+) -> None:
+    # On main: `/pet: Additional properties are not allowed ('bark' ... were unexpected)`, the
+    # Cat branch's error, which as retry feedback tells the model to drop valid fields.
+    with pytest.raises(SchemaViolation) as info:
+        parse(contract, json.dumps({"pet": pet}), stop_reason="end_turn")
+    assert [(v.pointer, words in v.message) for v in info.value.violations] == [(pointer, True)]
+
+
+def test_a_discriminator_naming_no_branch_is_reported_at_the_discriminator() -> None:
+    with pytest.raises(SchemaViolation) as info:
+        parse(_Tagged, '{"pet": {"kind": "cow", "bark": 1}}', stop_reason="end_turn")
+    [violation] = info.value.violations
+    assert violation.pointer == "/pet/kind"
+    assert "'cow'" in violation.message and "'dog'" in violation.message
+
+
+def test_a_case_variant_of_a_discriminator_is_normalized_like_any_wire_name() -> None:
+    # On main: `"DOG"` was a SchemaViolation while a case variant of an enum was rewritten.
+    parsed = parse(_Tagged, '{"pet": {"kind": "DOG", "bark": 1}}', stop_reason="end_turn")
+    assert parsed.value.pet == _Dog(kind="dog", bark=1)
+    assert [(n.pointer, n.received, n.written) for n in parsed.notes] == [
+        ("/pet/kind", "DOG", "dog")
+    ]
+    with pytest.raises(SchemaViolation):
+        parse(_Tagged, '{"pet": {"kind": "DOG", "bark": 1}}', stop_reason="end_turn",
+              enum_case="reject")  # fmt: skip

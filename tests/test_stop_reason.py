@@ -20,6 +20,8 @@ EXPECTED = {
     ("openai_responses", "incomplete:content_filter"): StopReason.CONTENT_FILTER,
     # The bare `incomplete_details.reason` (on main: OTHER, an `UnexpectedStop`).
     ("openai_responses", "max_output_tokens"): StopReason.MAX_TOKENS,
+    # ... and its other value (on main: OTHER, while `incomplete:content_filter` was filtered).
+    ("openai_responses", "content_filter"): StopReason.CONTENT_FILTER,
     ("openai_chat", "stop"): StopReason.END_TURN,
     ("openai_chat", "length"): StopReason.MAX_TOKENS,
     ("openai_chat", "tool_calls"): StopReason.TOOL_USE,

@@ -24,6 +24,8 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError
 from pydantic_core import core_schema
 
+from sdk.contract._rules import ContractDefinitionError
+from sdk.contract._rules import check_contract_class
 from sdk.schema.grounding._spans import GROUNDED_KEYS
 from sdk.schema.grounding._spans import SOURCE_QUOTE_KEY
 from sdk.schema.grounding._spans import VERBATIM_KEY
@@ -33,6 +35,7 @@ __all__ = [
     "SOURCE_QUOTE_KEY",
     "VERBATIM_KEY",
     "Contract",
+    "ContractDefinitionError",
     "LintIgnore",
     "SourceQuote",
     "Verbatim",
@@ -191,6 +194,8 @@ class Contract(BaseModel):
         allow_inf_nan=False,
         validate_default=True,
         use_attribute_docstrings=False,
+        # `alias="wireName"` is the wire name both ways: a dumped value reads back.
+        serialize_by_alias=True,
     )
 
     schema_version: ClassVar[int] = 1
@@ -203,6 +208,12 @@ class Contract(BaseModel):
     whole contract, `/properties/score` for a field and everything below it). Not part of the
     schema, so editing it changes no fingerprint.
     """
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        # Nothing may quietly undo the rules above (`ContractDefinitionError` says what to use).
+        check_contract_class(cls)
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:

@@ -7,6 +7,7 @@ only when an instance is invalid. Tests hold them to the same verdict.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from sdk.contract import Contract
 
-__all__ = ["CompiledContract", "compile_contract", "pointer_of"]
+__all__ = ["CompiledContract", "compile_contract", "pointer_of", "wire_names"]
 
 # Longest message kept from the reference validator before switching to a short form: its
 # messages embed the offending instance, which must not grow retry feedback with document size.
@@ -128,13 +129,12 @@ def _compile(contract: type[Contract]) -> CompiledContract:
         return bool(names)
 
     # The validators load with the first contract compiled, not with `import sdk`.
-    import jsonschema
     import jsonschema_rs
 
     quotes = SchemaWalker(schema, _is_grounded)
     return CompiledContract(
         fast=jsonschema_rs.validator_for(schema),
-        reference=jsonschema.Draft202012Validator(schema),
+        reference=_reference_validator()(schema),
         enums=SchemaWalker(schema, _is_string_enum),
         quotes=quotes,
         anchors=SchemaWalker(schema, _is_anchored) if quotes.any_wanted else None,
@@ -142,6 +142,54 @@ def _compile(contract: type[Contract]) -> CompiledContract:
         non_nullable_optionals=optional,
         depth_bound=schema_depth(schema),
     )
+
+
+def _reference_validator() -> type[jsonschema.Draft202012Validator]:
+    """The reference validator, its `pattern` keyword read the way Pydantic and the fast
+    validator read it.
+
+    Both of those use Rust's `regex` engine, which knows `\\p{L}` and other Unicode classes
+    that Python's `re` refuses; the stock keyword would raise a bare `re.error` out of the
+    schema step for a pattern the contract was allowed to declare. A pattern `re` cannot
+    compile is read by the `regex` module (Unicode properties, like the Rust engine); one that
+    neither compiles is left to the fast validator, whose errors `violations` then adds.
+    """
+    global _REFERENCE
+    if _REFERENCE is None:
+        import jsonschema
+        from jsonschema.exceptions import ValidationError as SchemaError
+
+        def pattern(
+            validator: Any, wanted: Any, instance: Any, schema: Any
+        ) -> Iterator[SchemaError]:
+            if not validator.is_type(instance, "string") or not isinstance(wanted, str):
+                return
+            compiled = _pattern(wanted)
+            if compiled is not None and compiled.search(instance) is None:
+                yield SchemaError(f"{instance!r} does not match {wanted!r}")
+
+        _REFERENCE = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+            jsonschema.Draft202012Validator, {"pattern": pattern}
+        )
+    return _REFERENCE
+
+
+_REFERENCE: type[jsonschema.Draft202012Validator] | None = None
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern(pattern: str) -> Any:
+    """`pattern` compiled by `re`, else by `regex`, else `None` (the fast validator decides)."""
+    try:
+        return re.compile(pattern)
+    except re.error:
+        pass
+    import regex
+
+    try:
+        return regex.compile(pattern)
+    except (regex.error, ValueError, OverflowError):
+        return None
 
 
 def _non_nullable_optionals(root: dict[str, Any], node: dict[str, Any]) -> Iterator[str]:
@@ -160,8 +208,17 @@ def _is_anchored(node: dict[str, Any]) -> bool:
 
 
 def _is_string_enum(node: dict[str, Any]) -> bool:
+    return bool(wire_names(node))
+
+
+def wire_names(node: dict[str, Any]) -> list[str]:
+    """The string values a node allows: its `enum`, or its `const` (a one-value `Literal`, as a
+    discriminator's value is written), so the casing policy treats both alike."""
     values = node.get("enum")
-    return isinstance(values, list) and all(isinstance(v, str) for v in values)
+    if isinstance(values, list):
+        return values if values and all(isinstance(v, str) for v in values) else []
+    const = node.get("const")
+    return [const] if isinstance(const, str) else []
 
 
 def _violations_of(error: ValidationError) -> Iterator[Violation]:
@@ -189,15 +246,72 @@ def _violations_of(error: ValidationError) -> Iterator[Violation]:
                 )
         return
     if keyword in ("anyOf", "oneOf") and error.context:
-        # Report the branch the value's type matches: for a nullable string, "'Euro' is too
-        # long" helps the model; "'Euro' is not of type 'null'" does not.
-        typed = [inner for inner in error.context if inner.validator != "type"]
-        from jsonschema.exceptions import best_match
-
-        inner = best_match(typed or error.context)
-        yield Violation(pointer_of(inner.absolute_path), _message(inner), str(inner.validator))
+        yield from _union_violations(error)
         return
     yield Violation(base, _message(error), keyword)
+
+
+def _union_violations(error: ValidationError) -> Iterator[Violation]:
+    """The errors of the one branch the value was meant for, each at its own pointer.
+
+    With a `discriminator` (a Pydantic discriminated union), the branch its value names; a
+    value naming none is reported at the discriminator itself. Otherwise the branch whose type
+    the value has, with the fewest errors: for a nullable string, "'Euro' is too long" helps
+    the model; "'Euro' is not of type 'null'" does not, and neither do another object
+    branch's "unexpected property" errors for every field of the intended one.
+    """
+    branches: dict[int, list[ValidationError]] = {}
+    for inner in error.context or ():
+        index = inner.relative_schema_path[0] if inner.relative_schema_path else None
+        if isinstance(index, int):
+            branches.setdefault(index, []).append(inner)
+    schema: Any = error.schema
+    chosen = _discriminated_branch(error, schema)
+    if chosen is not None and not isinstance(chosen, int):
+        yield chosen
+        return
+    if chosen is None or chosen not in branches:
+        scored: list[tuple[int, int, int, list[Violation]]] = []
+        for index, errors in branches.items():
+            # A branch of another type ("not of type 'null'" at the value itself) goes last.
+            wrong_type = all(e.validator == "type" and not e.relative_path for e in errors)
+            found = [v for e in errors for v in _violations_of(e)]
+            scored.append((int(wrong_type), len(found), index, found))
+        if not scored:
+            return
+        yield from min(scored, key=lambda entry: entry[:3])[3]
+        return
+    for inner in branches[chosen]:
+        yield from _violations_of(inner)
+
+
+def _discriminated_branch(error: ValidationError, schema: Any) -> int | Violation | None:
+    """The index of the branch the discriminator names, a violation at the discriminator if it
+    names none, or `None` where there is no discriminator to go by."""
+    discriminator = schema.get("discriminator") if isinstance(schema, dict) else None
+    instance = error.instance
+    if not isinstance(discriminator, dict) or not isinstance(instance, dict):
+        return None
+    name = discriminator.get("propertyName")
+    mapping = discriminator.get("mapping")
+    options = schema.get(str(error.validator))
+    if not isinstance(name, str) or not isinstance(mapping, dict) or not isinstance(options, list):
+        return None
+    value = instance.get(name)
+    target = mapping.get(value) if isinstance(value, str) else None
+    if target is None:
+        expected = ", ".join(repr(key) for key in mapping)
+        return Violation(
+            f"{pointer_of(error.absolute_path)}/{escape_pointer(name)}",
+            f"{value!r} is not one of the {name} values ({expected})"
+            if name in instance
+            else f"required property is missing (one of {expected})",
+            "discriminator",
+        )
+    for index, option in enumerate(options):
+        if isinstance(option, dict) and option.get("$ref") == target:
+            return index
+    return None
 
 
 def _message(error: ValidationError) -> str:

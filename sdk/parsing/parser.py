@@ -57,6 +57,7 @@ from sdk.errors import Violation
 from sdk.errors import summarize
 from sdk.parsing._compiled import CompiledContract
 from sdk.parsing._compiled import compile_contract
+from sdk.parsing._compiled import wire_names
 from sdk.parsing._limits import MAX_DEPTH
 from sdk.parsing._limits import NumberOutOfRange
 from sdk.parsing._limits import depth_position
@@ -457,10 +458,11 @@ def _normalize_enum_case(compiled: CompiledContract, data: Any) -> list[Note]:
     notes: list[Note] = []
     for hit in compiled.enums.walk(data):
         received = hit.value
-        if type(received) is not str or received in hit.schema["enum"]:
+        names = wire_names(hit.schema)
+        if type(received) is not str or received in names:
             continue
         folded = received.casefold()
-        matches = [name for name in hit.schema["enum"] if name.casefold() == folded]
+        matches = [name for name in names if name.casefold() == folded]
         if len(matches) != 1 or hit.container is None or hit.key is None:
             continue  # not a case variant of one wire name: the schema step rejects it
         hit.container[hit.key] = matches[0]  # type: ignore[index]

@@ -143,6 +143,7 @@ OPENAI_RESPONSES = register(
             "incomplete:content_filter": StopReason.CONTENT_FILTER,
             # `incomplete_details.reason` alone, as a caller may copy it from the response
             "max_output_tokens": StopReason.MAX_TOKENS,
+            "content_filter": StopReason.CONTENT_FILTER,
             "refusal": StopReason.REFUSAL,
         },
         dialect=OPENAI_STRICT,
