@@ -24,6 +24,8 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError
 from pydantic_core import core_schema
 
+from sdk.schema.canonical import SchemaVersion
+from sdk.schema.canonical import checked_version
 from sdk.schema.grounding._spans import GROUNDED_KEYS
 from sdk.schema.grounding._spans import SOURCE_QUOTE_KEY
 from sdk.schema.grounding._spans import VERBATIM_KEY
@@ -193,8 +195,11 @@ class Contract(BaseModel):
         use_attribute_docstrings=False,
     )
 
-    schema_version: ClassVar[int] = 1
-    """Bump it when the schema changes; the lock file holds one fingerprint per version."""
+    schema_version: ClassVar[SchemaVersion] = 1
+    """Bump it when the schema changes; the lock file holds one fingerprint per version.
+
+    A whole number from 1, checked when the class is defined (`"2"`, `True`, `2.0` and `0`
+    are refused, naming the class)."""
 
     lint_ignore: ClassVar[LintIgnore] = {}
     """Deliberate exceptions to `sdk schema lint`, each with its reason.
@@ -203,6 +208,11 @@ class Contract(BaseModel):
     whole contract, `/properties/score` for a field and everything below it). Not part of the
     schema, so editing it changes no fingerprint.
     """
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        _check_definition(cls)
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
@@ -286,6 +296,32 @@ class Contract(BaseModel):
                 f"{', '.join(missing)}: override migrate_from ({error.error_count()} "
                 f"validation error(s); the first: {error.errors()[0]['msg']})"
             ) from error
+
+
+RESERVED_NAMES = frozenset(
+    name for name in vars(Contract) if not name.startswith("_") and not hasattr(BaseModel, name)
+)
+"""`Contract`'s own attributes (`schema_version`, `fingerprint`, ...), read off the class: a field
+of one of these names would take the attribute as its default and turn optional, so it is
+refused. (Pydantic refuses `BaseModel`'s own names, `model_dump` and the like, itself.)"""
+
+
+def _check_definition(cls: type[Contract]) -> None:
+    """Refuse, when a contract class is defined, a field named like a `Contract` attribute and a
+    `schema_version` that is not a whole number from 1."""
+    for name in cls.model_fields:
+        if name in RESERVED_NAMES:
+            hint = (
+                " (to set the version, assign it without an annotation: schema_version = 2)"
+                if name == "schema_version"
+                else ""
+            )
+            raise TypeError(
+                f"{cls.__name__} has a field named {name!r}, the name of a Contract attribute: "
+                "the field would take the attribute as its default and turn optional; rename "
+                f"the field{hint}"
+            )
+    checked_version(cls)
 
 
 def is_contract(obj: object) -> TypeGuard[type[Contract]]:
