@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from typing import Any
+from typing import Literal
+from typing import Union
 
 import pytest
 from hypothesis import HealthCheck
@@ -175,6 +177,14 @@ CASES: list[tuple[ChangeKind, dict[str, Any], dict[str, Any], str, Impact, Impac
         "/properties/a",
         C,
         C,
+    ),
+    (
+        ChangeKind.DEFAULT_CHANGED,
+        {"a": (int, Field(default=3, description="A."))},
+        {"a": (int, Field(default=4, description="A."))},
+        "/properties/a",
+        B,
+        B,
     ),
     (
         ChangeKind.ORDER_CHANGED,
@@ -361,3 +371,85 @@ def test_what_the_diff_calls_compatible_for_stored_values_reads_without_a_migrat
         after.from_stored(value, version=1)
 
     reads()
+
+
+# A tagged union (`oneOf` + `discriminator`) and the same edits under a plain one (`anyOf`): the
+# diff walks both kinds of alternatives by one path, so each edit inside branch A is found alike.
+_BRANCH_A: dict[str, dict[str, Any]] = {
+    "old": {"n": (int, Field(description="N."))},
+    "field removed": {},
+    "required field added": {"n": (int, Field(description="N.")), "m": _text()},
+    "constraint tightened": {"n": (int, Field(le=3, description="N."))},
+    "type changed": {"n": (str, Field(description="N."))},
+}
+_BRANCH_EDITS: list[tuple[str, ChangeKind, str]] = [
+    ("field removed", ChangeKind.FIELD_REMOVED, "/$defs/A/properties/n"),
+    ("required field added", ChangeKind.FIELD_ADDED_REQUIRED, "/$defs/A/properties/m"),
+    ("constraint tightened", ChangeKind.CONSTRAINT_TIGHTENED, "/$defs/A/properties/n"),
+    ("type changed", ChangeKind.TYPE_CHANGED, "/$defs/A/properties/n"),
+]
+
+
+def _tagged(tags: list[str], *, a: str = "old", discriminated: bool = True) -> type[Contract]:
+    """`p: A | B | ...`, one branch per tag (`k` its const), A with `_BRANCH_A[a]`'s fields."""
+    branches = [
+        contract(
+            tag.upper(),
+            k=(Literal[tag], Field(description="Tag.")),
+            **(_BRANCH_A[a] if tag == "a" else {}),
+        )
+        for tag in tags
+    ]
+    union: Any = Union[tuple(branches)] if len(branches) > 1 else branches[0]  # noqa: UP007
+    if discriminated:
+        return contract(p=(union, Field(discriminator="k", description="P.")))
+    return contract(p=(union, Field(description="P.")))
+
+
+@pytest.mark.parametrize(
+    ("edit", "kind", "pointer"), _BRANCH_EDITS, ids=[e[0] for e in _BRANCH_EDITS]
+)
+@pytest.mark.parametrize("discriminated", [True, False], ids=["oneOf", "anyOf"])
+def test_an_edit_inside_a_union_branch_is_found_under_oneof_and_anyof(
+    edit: str, kind: ChangeKind, pointer: str, discriminated: bool
+) -> None:
+    old = _tagged(["a", "b"], discriminated=discriminated)
+    new = _tagged(["a", "b"], a=edit, discriminated=discriminated)
+    assert ("oneOf" in old.json_schema()["properties"]["p"]) is discriminated
+    diff = diff_schemas(old.json_schema(), new.json_schema())
+    assert [(c.kind, c.pointer) for c in diff.changes] == [(kind, pointer)]
+    assert diff.breaking_for_consumers
+
+
+def test_tagged_branches_are_matched_by_their_discriminator_value() -> None:
+    # Reordered and one added: matched by `k`, so the edit inside A is still found, at A.
+    old = _tagged(["a", "b"])
+    new = _tagged(["c", "b", "a"], a="constraint tightened")
+    changes = diff_schemas(old.json_schema(), new.json_schema()).changes
+    assert [(c.kind, c.pointer, c.detail) for c in changes] == [
+        (ChangeKind.TYPE_WIDENED, "/properties/p", 'alternative k="c" (#/$defs/C) added'),
+        (ChangeKind.CONSTRAINT_TIGHTENED, "/$defs/A/properties/n", "maximum (none) -> 3"),
+    ]
+    assert not changes[0].breaking
+
+
+def test_a_tagged_branch_removed_is_a_narrowing_naming_the_branch() -> None:
+    old = _tagged(["a", "b", "c"])
+    new = _tagged(["a", "c"])
+    diff = diff_schemas(old.json_schema(), new.json_schema())
+    assert [(c.kind, c.pointer, c.detail) for c in diff.changes] == [
+        (ChangeKind.TYPE_NARROWED, "/properties/p", 'alternative k="b" (#/$defs/B) removed'),
+    ]
+    assert diff.breaking_for_consumers and diff.breaking_for_producers
+
+
+def test_a_changed_default_is_found_as_a_change_of_values() -> None:
+    # The same output reads as another value, so it is not a description change.
+    old = contract(a=(int, Field(default=3, description="A.")))
+    new = contract(version=2, a=(int, Field(default=4, description="A.")))
+    assert (old.model_validate_json("{}").a, new.model_validate_json("{}").a) == (3, 4)
+    diff = diff_schemas(old.json_schema(), new.json_schema())
+    assert [(c.kind, c.detail) for c in diff.changes] == [
+        (ChangeKind.DEFAULT_CHANGED, "default: 3 -> 4")
+    ]
+    assert diff.breaking_for_producers and diff.breaking_for_consumers

@@ -26,6 +26,8 @@ from pydantic_core import core_schema
 
 from sdk.contract._rules import ContractDefinitionError
 from sdk.contract._rules import check_contract_class
+from sdk.schema.canonical import SchemaVersion
+from sdk.schema.canonical import checked_version
 from sdk.schema.grounding._spans import GROUNDED_KEYS
 from sdk.schema.grounding._spans import SOURCE_QUOTE_KEY
 from sdk.schema.grounding._spans import VERBATIM_KEY
@@ -198,8 +200,11 @@ class Contract(BaseModel):
         serialize_by_alias=True,
     )
 
-    schema_version: ClassVar[int] = 1
-    """Bump it when the schema changes; the lock file holds one fingerprint per version."""
+    schema_version: ClassVar[SchemaVersion] = 1
+    """Bump it when the schema changes; the lock file holds one fingerprint per version.
+
+    A whole number from 1, checked when the class is defined (`"2"`, `True`, `2.0` and `0`
+    are refused, naming the class)."""
 
     lint_ignore: ClassVar[LintIgnore] = {}
     """Deliberate exceptions to `sdk schema lint`, each with its reason.
@@ -212,6 +217,7 @@ class Contract(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
+        _check_definition(cls)  # its version and its field names (none of the class's own)
         # Nothing may quietly undo the rules above (`ContractDefinitionError` says what to use).
         check_contract_class(cls)
 
@@ -297,6 +303,32 @@ class Contract(BaseModel):
                 f"{', '.join(missing)}: override migrate_from ({error.error_count()} "
                 f"validation error(s); the first: {error.errors()[0]['msg']})"
             ) from error
+
+
+RESERVED_NAMES = frozenset(
+    name for name in vars(Contract) if not name.startswith("_") and not hasattr(BaseModel, name)
+)
+"""`Contract`'s own attributes (`schema_version`, `fingerprint`, ...), read off the class: a field
+of one of these names would take the attribute as its default and turn optional, so it is
+refused. (Pydantic refuses `BaseModel`'s own names, `model_dump` and the like, itself.)"""
+
+
+def _check_definition(cls: type[Contract]) -> None:
+    """Refuse, when a contract class is defined, a field named like a `Contract` attribute and a
+    `schema_version` that is not a whole number from 1."""
+    for name in cls.model_fields:
+        if name in RESERVED_NAMES:
+            hint = (
+                " (to set the version, assign it without an annotation: schema_version = 2)"
+                if name == "schema_version"
+                else ""
+            )
+            raise TypeError(
+                f"{cls.__name__} has a field named {name!r}, the name of a Contract attribute: "
+                "the field would take the attribute as its default and turn optional; rename "
+                f"the field{hint}"
+            )
+    checked_version(cls)
 
 
 def is_contract(obj: object) -> TypeGuard[type[Contract]]:

@@ -14,20 +14,25 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Annotated
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
+from sdk._values.declared import AtLeast
+from sdk._values.declared import check
 from sdk._values.pointer import escape_pointer
 
 __all__ = [
     "DRAFT_2020_12",
     "VERSION_KEY",
     "SchemaInfo",
+    "SchemaVersion",
     "canonical_bytes",
     "canonical_schema",
+    "checked_version",
     "escape_pointer",
     "fingerprint",
     "schema_info",
@@ -130,7 +135,7 @@ def _canonical(contract: type[BaseModel]) -> _Canonical:
         data = canonical_bytes(schema)
         info = SchemaInfo(
             name=contract.__name__,
-            version=_version_of(contract),
+            version=checked_version(contract),
             fingerprint=hashlib.sha256(data).hexdigest(),
         )
         cached = _Canonical(schema=schema, data=data, info=info)
@@ -138,11 +143,21 @@ def _canonical(contract: type[BaseModel]) -> _Canonical:
     return cached
 
 
-def _version_of(contract: type[BaseModel]) -> int:
-    # A `Contract`'s `schema_version`; this module works on any model so that it stays below
-    # `sdk.contract` (which builds on it) instead of importing it back.
+SchemaVersion = Annotated[int, AtLeast(1)]
+"""What `Contract.schema_version` takes: a whole number from 1 (not a bool, a float or text)."""
+
+
+def checked_version(contract: type[BaseModel]) -> int:
+    """A contract's `schema_version`, refused (naming the class) unless a `SchemaVersion`.
+
+    Checked when a contract class is defined, and again here whenever a schema is built (the
+    attribute can be set afterwards), so a bad version never reaches a snapshot or the lock.
+    This module works on any model so that it stays below `sdk.contract` (which builds on it)
+    instead of importing it back; a model without the attribute is version 1.
+    """
     version = getattr(contract, "schema_version", 1)
-    return version if isinstance(version, int) else 1
+    check(f"{contract.__name__}.schema_version", version, SchemaVersion)
+    return int(version)  # (checked: an int)
 
 
 def _build(contract: type[BaseModel]) -> dict[str, Any]:
@@ -153,7 +168,7 @@ def _build(contract: type[BaseModel]) -> dict[str, Any]:
     schema: dict[str, Any] = {
         "$schema": DRAFT_2020_12,
         "title": contract.__name__,
-        VERSION_KEY: _version_of(contract),
+        VERSION_KEY: checked_version(contract),
         **generated,
     }
     ordered: dict[str, Any] = _ordered(schema)

@@ -30,6 +30,7 @@ from typing import Any
 
 from sdk.schema._shape import node_at
 from sdk.schema._shape import object_fields
+from sdk.schema._shape import resolve
 from sdk.schema._shape import shape_of
 from sdk.schema.canonical import VERSION_KEY
 from sdk.schema.canonical import SchemaInfo
@@ -66,6 +67,7 @@ class ChangeKind(StrEnum):
     CONSTRAINT_LOOSENED = "constraint-loosened"
     CONSTRAINT_CHANGED = "constraint-changed"
     DESCRIPTION_CHANGED = "description-changed"
+    DEFAULT_CHANGED = "default-changed"
     ORDER_CHANGED = "order-changed"
     KEYWORD_CHANGED = "keyword-changed"
     GRAMMAR_NARROWED = "grammar-narrowed"
@@ -164,6 +166,13 @@ _CLASSIFICATION: dict[ChangeKind, tuple[Impact, Impact, str]] = {
         _C,
         "values are unaffected, but the model reads a different instruction and schema and "
         "prompt caches are invalidated",
+    ),
+    ChangeKind.DEFAULT_CHANGED: (
+        _B,
+        _B,
+        "an output that leaves the field out now reads as another value, without an error; "
+        "stored values that left it out read as the new default (migrate_from must fill the "
+        "old one)",
     ),
     ChangeKind.ORDER_CHANGED: (
         _B,
@@ -286,9 +295,13 @@ def diff_schemas(old: dict[str, Any], new: dict[str, Any]) -> SchemaDiff:
     return SchemaDiff(old=info_of(old), new=info_of(new), changes=differ.changes)
 
 
-# Keywords that only inform the model (or the reader: `default` fills an absent field, it
-# rejects no value): a change to them is a description change.
+# Keywords that reject no value: a change to them is a description change, except a `default`
+# changed from one value to another (`default-changed`: an absent field now reads as another
+# value). A default that appears or goes comes with the field turning optional or required.
 _ANNOTATIONS = ("title", "description", "examples", "$comment", "deprecated", "default")
+# The two ways of listing alternatives, walked by one code path (`_Differ._union`): Pydantic
+# writes a plain union as `anyOf` and a discriminated one as `oneOf` beside a `discriminator`.
+_UNIONS = ("anyOf", "oneOf")
 # Numeric and length bounds: for the lower ones a larger value is tighter, for the upper ones a
 # smaller value is.
 _LOWER_BOUNDS = (
@@ -316,7 +329,8 @@ _STRUCTURAL = frozenset(
         "type",
         "enum",
         "const",
-        "anyOf",
+        *_UNIONS,
+        "discriminator",
         "$ref",
         "$defs",
         "$schema",
@@ -389,11 +403,12 @@ class _Differ:
             if keyword in skip or old.get(keyword) == new.get(keyword):
                 continue
             before, after = old.get(keyword), new.get(keyword)
-            self.add(
-                ChangeKind.DESCRIPTION_CHANGED,
-                pointer,
-                f"{keyword}: {_short(before)} -> {_short(after)}",
+            kind = (
+                ChangeKind.DEFAULT_CHANGED
+                if keyword == "default" and keyword in old and keyword in new
+                else ChangeKind.DESCRIPTION_CHANGED
             )
+            self.add(kind, pointer, f"{keyword}: {_short(before)} -> {_short(after)}")
 
     def _core(
         self,
@@ -404,7 +419,7 @@ class _Differ:
         pointer: str,
     ) -> None:
         """Compare the non-null parts of two nodes."""
-        if isinstance(old.get("anyOf"), list) or isinstance(new.get("anyOf"), list):
+        if any(isinstance(node.get(k), list) for node in (old, new) for k in _UNIONS):
             self._union(old, new, pointer)
             return
         if old_types != new_types and old_types and new_types:
@@ -432,22 +447,67 @@ class _Differ:
                 )
 
     def _union(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
-        """Compare alternatives: side by side when their count is unchanged, as sets if not."""
-        old_branches = _branches(old)
-        new_branches = _branches(new)
-        if len(old_branches) == len(new_branches) and "anyOf" in old and "anyOf" in new:
-            for index, (before, after) in enumerate(zip(old_branches, new_branches, strict=True)):
-                self.compare(before, after, f"{pointer}/anyOf/{index}")
-            return
-        old_keys = {canonical_bytes(branch) for branch in old_branches}
-        new_keys = {canonical_bytes(branch) for branch in new_branches}
-        detail = f"{len(old_branches)} alternatives -> {len(new_branches)}"
-        if old_keys < new_keys:
-            self.add(ChangeKind.TYPE_WIDENED, pointer, detail)
-        elif new_keys < old_keys:
-            self.add(ChangeKind.TYPE_NARROWED, pointer, detail)
-        elif old_keys != new_keys:
-            self.add(ChangeKind.TYPE_CHANGED, pointer, detail)
+        """Compare alternatives (`anyOf` or `oneOf` alike), walking into each matched pair.
+
+        Branches are matched by their discriminator value where every branch of both sides has
+        one (a tagged union may gain, lose or reorder branches), else side by side when their
+        count is unchanged, else by identical bytes. A branch added is a widening (the model
+        gains an alternative, stored values still read), a branch removed a narrowing (stored
+        values of it no longer read), as for enum members.
+        """
+        old_keyword, old_branches = _branches(old)
+        new_keyword, new_branches = _branches(new)
+        if old_keyword and new_keyword and old_keyword != new_keyword:
+            # `oneOf` also refuses a value that matches two alternatives.
+            tighter = new_keyword == "oneOf"
+            self.add(
+                ChangeKind.CONSTRAINT_TIGHTENED if tighter else ChangeKind.CONSTRAINT_LOOSENED,
+                pointer,
+                f"{old_keyword} -> {new_keyword}"
+                + (" (a value must now match exactly one alternative)" if tighter else ""),
+            )
+        old_tag, new_tag = _discriminator(old), _discriminator(new)
+        if old_tag and new_tag and old_tag != new_tag:
+            self.add(
+                ChangeKind.KEYWORD_CHANGED,
+                pointer,
+                f"discriminator {_short(old_tag)} -> {_short(new_tag)}",
+            )
+        tag = new_tag or old_tag if not (old_tag and new_tag) or old_tag == new_tag else None
+        old_labels = _tags(self.old_root, old_branches, tag)
+        new_labels = _tags(self.new_root, new_branches, tag)
+        pairs: list[tuple[int, int]]
+        if old_labels is not None and new_labels is not None:
+            pairs = [
+                (old_labels.index(label), new_labels.index(label))
+                for label in new_labels
+                if label in old_labels
+            ]
+        elif len(old_branches) == len(new_branches):
+            pairs = [(index, index) for index in range(len(old_branches))]
+        else:
+            old_keys = [canonical_bytes(branch) for branch in old_branches]
+            new_keys = [canonical_bytes(branch) for branch in new_branches]
+            unused = list(range(len(old_keys)))
+            pairs = []
+            for index, key in enumerate(new_keys):
+                match = next((i for i in unused if old_keys[i] == key), None)
+                if match is not None:
+                    unused.remove(match)
+                    pairs.append((match, index))
+        matched_old = {before for before, _ in pairs}
+        matched_new = {after for _, after in pairs}
+        for index, branch in enumerate(old_branches):
+            if index not in matched_old:
+                label = _label(branch, tag, old_labels, index)
+                self.add(ChangeKind.TYPE_NARROWED, pointer, f"alternative {label} removed")
+        for index, branch in enumerate(new_branches):
+            if index not in matched_new:
+                label = _label(branch, tag, new_labels, index)
+                self.add(ChangeKind.TYPE_WIDENED, pointer, f"alternative {label} added")
+        keyword = new_keyword or old_keyword
+        for before, after in pairs:
+            self.compare(old_branches[before], new_branches[after], f"{pointer}/{keyword}/{after}")
 
     def _enum(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
         before = _members(old)
@@ -605,11 +665,46 @@ def _members(node: dict[str, Any]) -> list[Any] | None:
     return None
 
 
-def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
-    branches = node.get("anyOf")
-    if isinstance(branches, list):
-        return [b for b in branches if isinstance(b, dict)]
-    return [{k: v for k, v in node.items() if k not in _ANNOTATIONS}]
+def _branches(node: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
+    """The keyword listing a node's alternatives and the alternatives; a node that is not a
+    union is its own one alternative (keyword `None`)."""
+    for keyword in _UNIONS:
+        branches = node.get(keyword)
+        if isinstance(branches, list):
+            return keyword, [b for b in branches if isinstance(b, dict)]
+    return None, [{k: v for k, v in node.items() if k not in _ANNOTATIONS}]
+
+
+def _discriminator(node: dict[str, Any]) -> str | None:
+    """The property that tells a tagged union's branches apart (`discriminator.propertyName`)."""
+    found = node.get("discriminator")
+    name = found.get("propertyName") if isinstance(found, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _tags(
+    root: dict[str, Any], branches: list[dict[str, Any]], tag: str | None
+) -> list[str] | None:
+    """Each branch's discriminator value (as JSON), or `None` unless every branch has its own."""
+    if tag is None:
+        return None
+    labels: list[str] = []
+    for branch in branches:
+        properties = resolve(root, branch)[1].get("properties")
+        tagged = properties.get(tag) if isinstance(properties, dict) else None
+        members = _members(tagged) if isinstance(tagged, dict) else None
+        if members is None or len(members) != 1:
+            return None
+        labels.append(json.dumps(members[0], ensure_ascii=False))
+    return labels if len(set(labels)) == len(labels) else None
+
+
+def _label(branch: dict[str, Any], tag: str | None, labels: list[str] | None, index: int) -> str:
+    """How a message names a branch: its discriminator value and definition, or its schema."""
+    if labels is not None and tag is not None:
+        ref = branch.get("$ref")
+        return f"{tag}={labels[index]}" + (f" ({ref})" if isinstance(ref, str) else "")
+    return _short(branch)
 
 
 def _types(types: frozenset[str]) -> str:

@@ -50,6 +50,7 @@ from types import ModuleType
 from typing import Any
 
 import jsonschema
+import pydantic
 from jsonschema.exceptions import best_match
 
 from sdk._files import held_lock
@@ -325,6 +326,18 @@ def _not_found(name: str, target: str, error: ModuleNotFoundError) -> ContractIm
     )
 
 
+_LIBRARIES = tuple(
+    str(Path(module.__file__).resolve().parent) + os.sep
+    for module in (sys.modules["sdk"], pydantic)
+    if module.__file__
+)
+"""The folders of the SDK and of Pydantic: an import failure names a line outside them."""
+
+
+def _library(filename: str) -> bool:
+    return str(Path(filename).resolve()).startswith(_LIBRARIES)
+
+
 def _import_failure(name: str, error: BaseException) -> ContractImportError:
     if isinstance(error, ContractImportError):
         return error
@@ -334,8 +347,11 @@ def _import_failure(name: str, error: BaseException) -> ContractImportError:
         detail = error.msg
     else:
         frames = traceback.extract_tb(error.__traceback__)
-        # The innermost frame that is not the import machinery: the line that raised.
+        # The innermost frame that is not the import machinery: the line that raised; past the
+        # SDK and Pydantic when the package's own line led there (a class the SDK refused when
+        # it was defined names the class statement, not the SDK's check).
         mine = [f for f in frames if "importlib" not in f.filename]
+        mine = [f for f in mine if not _library(f.filename)] or mine
         if mine:
             where = f"{display_path(Path(mine[-1].filename))}:{mine[-1].lineno}: "
         detail = str(error)
