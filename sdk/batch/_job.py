@@ -330,7 +330,7 @@ class BatchJob:
         self._progress, self._progress_every, self._reported = progress, progress_every, 0.0
         with state_errors(self.state.path), RunnerLock(self.state) as lock:
             self._lock, self._stopping = lock, False
-            self._state_seen = _identity(self.state.path)
+            self._state_seen = _device_and_inode(self.state.path)
             try:
                 # Looked at before indexing: a change made while the input is indexed (after
                 # its identity is taken) is then found at the first tick, never taken as seen.
@@ -580,7 +580,7 @@ class BatchJob:
         """Stop the run (`StateFileError`) within a tick of its state file being deleted or
         replaced (a copy saved over it): what the job commits would go to a file no one reads
         again, while its output grows past what the file at the path says."""
-        found = _identity(self.state.path)
+        found = _device_and_inode(self.state.path)
         if found == self._state_seen:
             return
         if found is None:
@@ -961,7 +961,7 @@ class BatchJob:
         self._commit(decisions)
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def _device_and_inode(path: Path) -> tuple[int, int] | None:
     """The file at `path` (device and inode), or `None` if there is none."""
     try:
         found = os.stat(path)
