@@ -48,18 +48,27 @@ def private_folder(folder: Path) -> None:
                 raise
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
+def write_atomic(
+    path: str | os.PathLike[str], data: bytes | str, *, private: bool = False
+) -> None:
     """Replace `path` with `data` (text is written as UTF-8) all at once: a temporary file in
-    the same folder, flushed, fsynced and renamed over it; the folder is created if missing."""
+    the same folder, flushed, fsynced and renamed over it; the folder is created if missing.
+
+    `private=True` (a file that holds prompts, documents or outputs): the file is the owner's
+    only (0600) whatever it was before, and missing folders are made owner-only
+    (`private_folder`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if private:
+        private_folder(path.parent)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, str):
         data = data.encode("utf-8")
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:
             # mkstemp makes the file private (0600): give it the target's mode, or the usual one.
-            os.fchmod(file.fileno(), _mode_of(path))
+            os.fchmod(file.fileno(), 0o600 if private else _mode_of(path))
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
