@@ -53,6 +53,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from sdk._files import held_lock
+from sdk._files import read_regular
 from sdk._files import write_atomic
 from sdk._values.pointer import pointer_of
 from sdk._values.position import decoding_problem
@@ -518,7 +519,7 @@ def export(contracts: Iterable[type[Contract]], out: Path) -> list[Path]:
 def _write_if_changed(path: Path, data: bytes) -> bool:
     """Leave an identical file alone, so its modification time means something; else replace
     it atomically (a write cut short leaves the previous file intact). True if written."""
-    if path.exists() and path.read_bytes() == data:
+    if path.exists() and read_regular(path) == data:
         return False
     write_atomic(path, data)
     return True
@@ -570,7 +571,7 @@ class Lock:
             return cls()
         where = display_path(path)
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(read_regular(path))
         except ValueError as error:
             problem = decoding_problem(error)
             raise ValueError(f"{where}: not a schema lock file: not JSON ({problem})") from error
@@ -1279,7 +1280,7 @@ def _snapshot_fingerprint(entry: LockEntry, path: Path) -> str:
     if syntax is None:
         return info_of(load_snapshot(path)).fingerprint
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_regular(path).decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 ({error})") from error
     return grammar_fingerprint(entry.name, entry.version, syntax, text)
