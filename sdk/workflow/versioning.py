@@ -1116,6 +1116,8 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
     defines any more, whatever the lock records).
     """
     module = import_target(target) if isinstance(target, str) else target
+    if directory is not None and Path(directory).exists() and not Path(directory).is_dir():
+        raise ValueError(f"{directory} is not a folder (the lock's folder is asked for)")
     part = _in_package_lock(module, directory)
     directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
