@@ -8,6 +8,10 @@ it was; two writers at once each replace the file whole, so it is always one of 
 A read-modify-write of a shared file (the lock file that loose modules of one folder share) is
 serialized across processes by `held_lock`, on the operating system's lock (`try_lock`), the
 one a batch job's runner lock takes too.
+
+A file someone names to be read (a dataset, a schema, a lock, a grammar, a case file) is read
+through `open_regular` / `read_regular`, which read only a regular file: a named pipe would
+block the read until something writes to it, forever, and a device may never end.
 """
 
 from __future__ import annotations
@@ -15,23 +19,68 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from sdk import _fork
 
 __all__ = [
+    "NotARegularFile",
     "file_digest",
     "held_lock",
+    "open_regular",
     "private_folder",
+    "read_regular",
     "sync_folder",
     "try_lock",
     "unlock",
     "write_atomic",
 ]
+
+
+class NotARegularFile(OSError):
+    """A file named to be read is a named pipe, a device or a socket (`open_regular`)."""
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """`path` opened for reading in binary, when it is a regular file. It is opened without
+    waiting (`O_NONBLOCK`: opening a named pipe otherwise blocks until a writer comes; a regular
+    file ignores it) and checked on the open file, before any read: a folder is an
+    `IsADirectoryError`, anything else but a regular file a `NotARegularFile`, each an `OSError`
+    naming `path` (the CLI's exit 2). A missing file is `FileNotFoundError`, as from `open`."""
+    shown = os.fsdecode(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{shown} is a folder, not a file") from None
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{shown}: no such file") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(f"{shown} is a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(
+                f"{shown} is not a regular file (a named pipe, a device or a socket): give a file"
+            )
+        if flags & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The whole content of the regular file `path` (`open_regular` says what is refused)."""
+    with open_regular(path) as file:
+        return file.read()
 
 
 def private_folder(folder: Path) -> None:
@@ -48,18 +97,25 @@ def private_folder(folder: Path) -> None:
                 raise
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, private: bool = False) -> None:
     """Replace `path` with `data` (text is written as UTF-8) all at once: a temporary file in
-    the same folder, flushed, fsynced and renamed over it; the folder is created if missing."""
+    the same folder, flushed, fsynced and renamed over it; the folder is created if missing.
+
+    `private=True` (a file that holds prompts, documents or outputs): the file is the owner's
+    only (0600) whatever it was before, and missing folders are made owner-only
+    (`private_folder`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if private:
+        private_folder(path.parent)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, str):
         data = data.encode("utf-8")
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:
             # mkstemp makes the file private (0600): give it the target's mode, or the usual one.
-            os.fchmod(file.fileno(), _mode_of(path))
+            os.fchmod(file.fileno(), 0o600 if private else _mode_of(path))
             file.write(data)
             file.flush()
             os.fsync(file.fileno())

@@ -931,3 +931,36 @@ def test_the_example_runs_offline(tmp_path: Path) -> None:
     assert "items: 5 total, 5 ok, 0 failed" in done.stdout
     assert "r-4472: ok reject (attempts: 2)" in done.stdout  # the follow-up with feedback
     assert "resumed: 5 ok, nothing sent again" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        # 10^6 made a million worker tasks and never started, memory growing (probe12c D2)
+        (["--concurrency", "1000000"], "--concurrency must be between 1 and 10000, not 1000000"),
+        (["--engine", "bogus"], "--engine must be 'local' or 'ray', not 'bogus'"),
+    ],
+)
+def test_cli_run_refuses_a_job_setting_out_of_its_declaration_naming_the_option(
+    tmp_path: Path, flags: list[str], said: str
+) -> None:
+    """`--concurrency` has an upper bound (`MOST_IN_FLIGHT`), declared on `BackendSpec`, and a
+    refused job setting names the option, not the internal `BackendSpec()`; nothing is made."""
+    from typer.testing import CliRunner
+
+    from sdk.batch._setup import BackendSpec
+    from sdk.cli import app
+
+    write_items(tmp_path / "items.jsonl", 2)
+    ran = CliRunner().invoke(
+        app,
+        ["batch", "run", "--contract", "contracts:Decision", "--provider", "llamacpp",
+         "--base-url", "http://127.0.0.1:9", "--input", str(tmp_path / "items.jsonl"),
+         "--out", str(tmp_path / "out.jsonl"), *flags],
+    )  # fmt: skip
+    assert ran.exit_code == 2, ran.output
+    assert ran.stderr.strip().splitlines() == [f"error: {said}"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl"]
+    with pytest.raises(ValueError, match="concurrency must be between 1 and 10000"):
+        BackendSpec("llamacpp", base_urls=["http://127.0.0.1:9"], concurrency=10_001)
+    assert BackendSpec("llamacpp", base_urls=["http://x"], concurrency=10_000).concurrency == 10_000

@@ -273,3 +273,18 @@ def test_hosted_clients_made_from_the_environment_take_credentials_the_vendor_fi
     monkeypatch.setenv("ANTHROPIC_FEDERATION_RULE_ID", "a-rule")
     monkeypatch.setenv("ANTHROPIC_ORGANIZATION_ID", "an-org")
     assert environment_client("anthropic").credentials is not None
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+def test_a_key_of_only_spaces_is_refused_like_a_missing_one(
+    monkeypatch: pytest.MonkeyPatch, vendor: str
+) -> None:
+    # probe12c D11: OPENAI_API_KEY=" " was taken as a key, and the call failed after retries.
+    from sdk.providers._environment import MissingCredentials
+    from sdk.providers._environment import environment_client
+
+    pytest.importorskip(vendor)
+    variable = f"{vendor.upper()}_API_KEY"
+    monkeypatch.setenv(variable, "  ")
+    with pytest.raises(MissingCredentials, match=f"{variable} is set but blank"):
+        environment_client("openai" if vendor == "openai" else "anthropic")

@@ -19,6 +19,7 @@ answer_first is the constrained column with i2 right (20 blue).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -294,6 +295,33 @@ def test_results_are_saved_and_read_back(tmp_path: Path) -> None:
     assert again.metrics["constrained"].accuracy == result.metrics["constrained"].accuracy
     assert [p.result for p in again.pairs] == [p.result for p in result.pairs]
     assert not list(tmp_path.glob(".results.json.*"))  # no temporary file left behind
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_results_report_and_plot_are_owner_only_whatever_the_umask(tmp_path: Path) -> None:
+    """`results.json` holds the dataset's documents and the raw outputs, and the report shows
+    them: under umask 022 they were 0644 in a 0755 folder (probe12c D9). Now the folders the
+    run makes are 0700 and every file it writes 0600, also one that was 0644 before."""
+    from sdk.cli.eval import _Fits
+    from sdk.eval.report import ACCURACY_FILE
+    from sdk.eval.report import REPORT_FILE
+    from sdk.eval.report import write_html
+
+    folder = tmp_path / "eval-results" / "tickets"
+    old = os.umask(0o022)
+    try:
+        result, _ = run(folder)
+        _Fits(thresholds=None, confidence=None, method="platt", by="type").save(result, folder)
+        (tmp_path / "loose.html").write_text("")
+        os.chmod(tmp_path / "loose.html", 0o644)
+        write_html(result, str(tmp_path / "loose.html"))
+    finally:
+        os.umask(old)
+    for each in (folder, folder.parent):
+        assert each.stat().st_mode & 0o777 == 0o700, each
+    for name in ("results.json", REPORT_FILE, ACCURACY_FILE):
+        assert (folder / name).stat().st_mode & 0o777 == 0o600, name
+    assert (tmp_path / "loose.html").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_rerun_skips_what_is_done(tmp_path: Path) -> None:

@@ -43,7 +43,13 @@ from sdk.contract import Contract
 from sdk.providers._base import Message
 from sdk.providers._provider import Provider
 
-__all__ = ["LocalBackend", "LocalRun", "Outcome", "run_item"]
+__all__ = ["MOST_IN_FLIGHT", "LocalBackend", "LocalRun", "Outcome", "run_item"]
+
+MOST_IN_FLIGHT = 10_000
+"""The most items a job keeps in flight per server (`--concurrency`, `BackendSpec.concurrency`).
+Each one in flight is a worker task, with a queue of twice as many items ahead of them: at
+10,000 that is a few tens of MB and a start in well under a second; at 10^6 the job spent its
+memory making workers and never started (probe12c D2). No server answers more at once."""
 
 Outcome = tuple[ItemRow, object]
 """An item's row and what its call gave: a `Result`, or the exception it raised."""
@@ -78,7 +84,8 @@ class LocalBackend:
         if len(names) > 1:
             raise ValueError(f"the clients of one job must be one provider family, not {names}")
         if concurrency is None:
-            concurrency = sum(client.max_concurrency or 64 for client in self.clients)
+            wanted = sum(client.max_concurrency or 64 for client in self.clients)
+            concurrency = min(wanted, MOST_IN_FLIGHT * len(self.clients))
         if concurrency < 1 or flush_every < 1:
             raise ValueError("concurrency and flush_every must be at least 1")
         if not flush_seconds > 0:

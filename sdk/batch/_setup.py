@@ -25,6 +25,7 @@ from typing import Any
 from typing import Literal
 
 from sdk._values.declared import AtLeast
+from sdk._values.declared import Between
 from sdk._values.declared import check
 from sdk._values.declared import check_fields
 from sdk._values.profile import profile
@@ -32,6 +33,7 @@ from sdk.batch._errors import BatchError
 from sdk.batch._hosted import AnthropicBatches
 from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import OpenAIBatches
+from sdk.batch._local import MOST_IN_FLIGHT
 from sdk.batch._local import LocalBackend
 from sdk.batch._ray import RAY_ADDRESS
 from sdk.providers._endpoint import Endpoint
@@ -57,8 +59,9 @@ class BackendSpec:
     model: str | None = None
     """The model's name; for `embedded`, a GGUF file (default: the bundled SmolLM2)."""
     base_urls: list[str] = field(default_factory=list)
-    concurrency: Annotated[int | None, AtLeast(1)] = None
-    """Local servers: items in flight per server; embedded: in flight in this process."""
+    concurrency: Annotated[int | None, Between(1, MOST_IN_FLIGHT)] = None
+    """Local servers: items in flight per server; embedded: in flight in this process (at most
+    `MOST_IN_FLIGHT`, 10,000)."""
     max_requests: Annotated[int | None, AtLeast(1)] = None
     """Hosted: requests per batch, below the API's own limit."""
     retries: Annotated[int, AtLeast(0)] = 2

@@ -182,11 +182,11 @@ def batch_run_command(
     out_ = Output()
     state_path = state if state is not None else out.with_name(out.name + ".job.db")
     with errors_exit(out_), _batch_errors(out_):
-        _check_ray_address(ray_address)
         given = {"provider": provider, "model": model, "base_urls": list(base_urls or []),
                  "concurrency": concurrency, "max_requests": max_requests,
                  "cache": _cache_file(provider, cache, cache_path), "engine": engine,
                  "ray_address": ray_address, "actors": actors}  # fmt: skip
+        _check_flags(given)
         limits = {"retries": retries, "resubmits": resubmits, "max_tokens": max_tokens}
         prompt = prompt_named(prompt_ref) if prompt_ref is not None else None
         files = {"input": input_path, "out": out, "prompt": prompt}
@@ -395,6 +395,30 @@ def _check_ray_address(address: str | None) -> None:
     from sdk.batch._ray import RAY_ADDRESS
 
     check("--ray-address", address, RAY_ADDRESS)
+
+
+_SPEC_FLAGS = {
+    "concurrency": "--concurrency",
+    "max_requests": "--max-requests",
+    "engine": "--engine",
+    "ray_address": "--ray-address",
+    "actors": "--actors",
+}
+"""The options of `run` that are `BackendSpec` settings, by field."""
+
+
+def _check_flags(given: dict[str, Any]) -> None:
+    """The options that are the job's settings, each checked against its declaration in
+    `BackendSpec` (bounds included: `--concurrency` at most `MOST_IN_FLIGHT`) before any file
+    is made or Ray is started: a `ValueError` naming the option (exit 2), not the class."""
+    from typing import get_type_hints
+
+    from sdk._values.declared import check
+    from sdk.batch._setup import BackendSpec
+
+    declared = get_type_hints(BackendSpec, include_extras=True)
+    for field, flag in _SPEC_FLAGS.items():
+        check(flag, given[field], declared[field])
 
 
 def _check_poll(provider: str, poll_interval: float | None) -> None:

@@ -48,6 +48,11 @@ def _opened(
 
     out = Output()
     target = path if path is not None else default_path()
+    if target.exists() and not target.is_file():
+        # (a folder, a named pipe, a device: not what --path takes, not "no cache")
+        kind = "a folder" if target.is_dir() else "not a regular file"
+        out.error(f"{target} is {kind}, not a cache file")
+        raise typer.Exit(2)
     if not target.is_file():
         if say_missing:
             out.line(f"no cache file at {target}")

@@ -293,9 +293,9 @@ class _Fits:
         # The report covers every arm in the folder's results, also those a narrower rerun
         # (`--arms`) kept from before.
         whole = load_results(folder)
-        write_atomic(folder / REPORT_FILE, html_report(whole))
+        write_atomic(folder / REPORT_FILE, html_report(whole), private=True)
         if whole.metrics:
-            write_atomic(folder / ACCURACY_FILE, accuracy_svg(whole))
+            write_atomic(folder / ACCURACY_FILE, accuracy_svg(whole), private=True)
         if self.thresholds is not None:
             calibrate_run(run).save(self.thresholds)
         if self.confidence is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from sdk._files import read_regular
 from sdk._files import write_atomic
 from sdk.cli._app import DirOption
 from sdk.cli._app import JsonOption
@@ -381,7 +382,12 @@ def targets_command(
         out.line(table.rstrip("\n"))
         return
     with errors_exit(out):
-        text = page.read_text(encoding="utf-8")
+        try:
+            text = read_regular(page).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{page}: not UTF-8 ({error.reason} at byte {error.start:,})"
+            ) from None
         if _TABLE_START not in text or _TABLE_END not in text:
             raise ValueError(f"{page} has no {_TABLE_START.strip()} ... {_TABLE_END} marks")
         head, rest = text.split(_TABLE_START, 1)

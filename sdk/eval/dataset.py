@@ -24,6 +24,7 @@ silently wrong score).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic import ValidationError
 
+from sdk._files import open_regular
 from sdk._values.position import decoding_problem
 from sdk.contract import Contract
 from sdk.contract.derived import widen
@@ -119,8 +121,11 @@ def load_dataset(
     """Read and check a JSONL dataset for `contract` (module docstring); `DatasetError` names the
     first bad line. `prompt`: the template the items' `variables` are for."""
     path = Path(path)
-    with path.open(encoding="utf-8") as lines:
-        return parse_dataset(lines, contract, name=str(path), prompt=prompt)
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8") as lines:
+        try:
+            return parse_dataset(lines, contract, name=str(path), prompt=prompt)
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}: not UTF-8 ({error.reason})") from None
 
 
 def parse_dataset(

@@ -202,7 +202,7 @@ def markdown_table(run: EvalRun) -> str:
 
 def write_html(run: EvalRun, path: str) -> None:
     """Write the HTML report atomically."""
-    write_atomic(path, html_report(run))
+    write_atomic(path, html_report(run), private=True)
 
 
 def html_report(run: EvalRun) -> str:

@@ -163,7 +163,9 @@ class EvalRun:
     def save(self, out: str | Path) -> Path:
         """Write `results.json` in `out`, atomically."""
         path = Path(out) / RESULTS_FILE
-        write_atomic(path, json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
+        write_atomic(
+            path, json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n", private=True
+        )
         return path
 
 

@@ -6,6 +6,7 @@ own error would be a traceback)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from typing import Literal
 
@@ -20,8 +21,15 @@ class MissingCredentials(ValueError):
 
 def environment_client(vendor: Vendor) -> Any:
     """`anthropic.Anthropic()` or `openai.OpenAI()` (`ImportError` when the extra is not
-    installed); `MissingCredentials` naming the variable to set when the client has none."""
+    installed); `MissingCredentials` naming the variable to set when the client has none, or
+    when the variable holds only spaces."""
     variable = f"{vendor.upper()}_API_KEY"  # (what each vendor's client reads its key from)
+    given = os.environ.get(variable, "")
+    if given and not given.strip():
+        # (spaces are no key: the OpenAI client took " " as one, and every call failed after
+        # its retries; an empty variable is the vendor client's to judge, which may find
+        # credentials of its own)
+        raise MissingCredentials(f"{vendor}: {variable} is set but blank: set it to your key")
     try:
         if vendor == "anthropic":
             import anthropic

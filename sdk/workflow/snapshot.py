@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
+from sdk._files import read_regular
 from sdk._values.pointer import pointer_of
 from sdk._values.position import decoding_problem
 from sdk._values.records import shorten
@@ -46,7 +47,7 @@ def load_snapshot(path: Path) -> dict[str, Any]:
     metaschema: `"enum": 5` is not one), is a `ValueError` naming the file and the problem.
     """
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_regular(path))
     except ValueError as error:
         raise ValueError(f"{path}: not valid JSON ({decoding_problem(error)})") from error
     except RecursionError as error:

@@ -54,6 +54,7 @@ import pydantic
 from jsonschema.exceptions import best_match
 
 from sdk._files import held_lock
+from sdk._files import read_regular
 from sdk._files import write_atomic
 from sdk._values.pointer import pointer_of
 from sdk._values.position import decoding_problem
@@ -534,7 +535,7 @@ def export(contracts: Iterable[type[Contract]], out: Path) -> list[Path]:
 def _write_if_changed(path: Path, data: bytes) -> bool:
     """Leave an identical file alone, so its modification time means something; else replace
     it atomically (a write cut short leaves the previous file intact). True if written."""
-    if path.exists() and path.read_bytes() == data:
+    if path.exists() and read_regular(path) == data:
         return False
     write_atomic(path, data)
     return True
@@ -586,7 +587,7 @@ class Lock:
             return cls()
         where = display_path(path)
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(read_regular(path))
         except ValueError as error:
             problem = decoding_problem(error)
             raise ValueError(f"{where}: not a schema lock file: not JSON ({problem})") from error
@@ -1131,6 +1132,8 @@ def check(target: str | ModuleType, *, directory: Path | None = None) -> list[Ch
     defines any more, whatever the lock records).
     """
     module = import_target(target) if isinstance(target, str) else target
+    if directory is not None and Path(directory).exists() and not Path(directory).is_dir():
+        raise ValueError(f"{directory} is not a folder (the lock's folder is asked for)")
     part = _in_package_lock(module, directory)
     directory = directory or default_directory(module)
     lock_path = directory / LOCK_FILE
@@ -1295,7 +1298,7 @@ def _snapshot_fingerprint(entry: LockEntry, path: Path) -> str:
     if syntax is None:
         return info_of(load_snapshot(path)).fingerprint
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_regular(path).decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 ({error})") from error
     return grammar_fingerprint(entry.name, entry.version, syntax, text)
