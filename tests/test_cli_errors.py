@@ -41,7 +41,11 @@ def errors(stderr: str) -> list[str]:
 
 def run(*args: str, stdout: object = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [str(SDK), *args], env=env(), stdout=stdout, stderr=subprocess.PIPE, text=True,
+        [str(SDK), *args],
+        env=env(),
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
         timeout=120,
     )
 
@@ -140,3 +144,28 @@ def test_an_interrupt_anywhere_is_one_line_and_130(module: str, args: list[str])
     )
     assert result.returncode == 130
     assert errors(result.stderr) == ["error: interrupted"]
+
+
+# --- D6: an empty path --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["batch", "run", "--provider", "embedded", "--contract", "contracts:Decision",
+          "--input", "in.jsonl", "--out", ""], "--out"),
+        (["batch", "status", "--state", ""], "--state"),
+        (["schema", "export", "contracts", "--out", ""], "--out"),
+        (["cache", "stats", "--path", ""], "--path"),
+    ],
+)  # fmt: skip
+def test_an_empty_path_is_one_line_and_exit_2(
+    args: list[str], option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("in.jsonl").write_text(json.dumps({"id": "a", "prompt": "Approve this?"}) + "\n")
+    result = CliRunner().invoke(app, args, env={"NO_COLOR": "1"})
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {option} is an empty path: give a file or folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # nothing written

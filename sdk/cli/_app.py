@@ -74,6 +74,7 @@ class _ReflowedGroup(TyperGroup):
             for parameter in command.params:
                 if isinstance(getattr(parameter, "help", None), str):
                     parameter.help = reflowed(parameter.help)  # type: ignore[attr-defined]
+                _refuse_an_empty_path(parameter)
 
     # Every command runs inside a group's `invoke` (and `sdk --help` in the top group's
     # `parse_args`): what no command turned into an exit code is turned into one here.
@@ -84,6 +85,29 @@ class _ReflowedGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         with _last_resort():
             return super().invoke(ctx)
+
+
+class BadArgument(ValueError):
+    """An argument no command can take (an empty path): one line and exit 2, never a usage
+    panel or a traceback."""
+
+
+def _refuse_an_empty_path(parameter: Any) -> None:
+    """Make an empty path (`--out ''`) a `BadArgument`: the parser reads it as `.`, the current
+    folder, which no path option means."""
+    annotation = getattr(getattr(parameter, "type_descriptor", None), "annotation", None)
+    if not (annotation is Path or Path in getattr(annotation, "__args__", ())):
+        return
+    process_value = parameter.process_value
+    name = (parameter.opts or [parameter.name])[0]
+
+    def refusing(ctx: Any, value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(each == "" for each in values):
+            raise BadArgument(f"{name} is an empty path: give a file or folder")
+        return process_value(ctx, value)
+
+    parameter.process_value = refusing
 
 
 @contextmanager
@@ -98,6 +122,9 @@ def _last_resort() -> Iterator[None]:
         raise typer.Exit(130) from None
     except OSError as error:
         os_error_exit(Output(), error)
+    except BadArgument as error:
+        Output().error(str(error))
+        raise typer.Exit(2) from error
     except Exception as error:
         # Only a provider that loaded the engine module can have raised its error.
         engine = sys.modules.get("sdk.providers.embedded._engine")
