@@ -169,3 +169,26 @@ def test_an_empty_path_is_one_line_and_exit_2(
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {option} is an empty path: give a file or folder"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # nothing written
+
+
+# --- D8: a NAME that is none of the package's ---------------------------------------------------
+
+
+def test_diff_against_lock_refuses_a_name_the_package_has_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(app, ["schema", "lock", "contracts", "--dir", "schemas"]).exit_code == 0
+    args = ["schema", "diff", "--against-lock", "contracts", "Decison", "--dir", "schemas"]
+    for extra in ([], ["--fail-on-breaking"], ["--json"]):
+        result = runner.invoke(app, [*args, *extra], env={"NO_COLOR": "1"})
+        assert result.exit_code == 2
+        line = result.output.strip()
+        assert line.startswith("error: contracts has no contract, grammar or prompt named")
+        assert "'Decison' (did you mean 'Decision'?)" in line
+        assert "\n" not in line
+    # A known name is still diffed.
+    known = runner.invoke(app, [*args[:4], "Decision", "--dir", "schemas"])
+    assert known.exit_code == 0
+    assert "Decision" in known.output
