@@ -192,3 +192,55 @@ def test_diff_against_lock_refuses_a_name_the_package_has_not(
     known = runner.invoke(app, [*args[:4], "Decision", "--dir", "schemas"])
     assert known.exit_code == 0
     assert "Decision" in known.output
+
+
+# --- D7: sdk serve's bad arguments --------------------------------------------------------------
+
+
+def _serve_files() -> None:
+    from sdk.cli._llama_server import Unavailable
+    from sdk.cli._llama_server import bundled_model
+    from sdk.cli._llama_server import server_binary
+
+    try:
+        server_binary()
+        bundled_model()
+    except (Unavailable, ImportError) as missing:
+        pytest.skip(f"no llama-server or bundled model: {missing}")
+
+
+@pytest.mark.parametrize(
+    ("threads", "log", "message"),
+    [
+        (None, "a-folder", "error: --log a-folder is a folder: give the log file's path"),
+        ("abc", None, "error: $LLAMA_SERVER_THREADS is a number of threads, 1 or more, not 'abc'"),
+        ("-3", None, "error: $LLAMA_SERVER_THREADS is a number of threads, 1 or more, not '-3'"),
+    ],
+)
+def test_serve_refuses_a_bad_log_or_thread_count(
+    threads: str | None, log: str | None, message: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    _serve_files()
+    monkeypatch.chdir(tmp_path)
+    Path("a-folder").mkdir()
+    environment = {"NO_COLOR": "1", "LLAMA_SERVER_THREADS": threads}
+    args = ["serve", "--port", "0", *(["--log", log] if log else [])]
+    result = CliRunner().invoke(app, args, env=environment)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 2
+    assert result.output.strip() == message
+
+
+@pytest.mark.parametrize("threads", ["abc", "-3", "0"])
+def test_the_server_refuses_a_thread_count_that_is_not_one(
+    threads: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sdk.cli._llama_server import LlamaServer
+
+    monkeypatch.setenv("LLAMA_SERVER_THREADS", threads)
+    with pytest.raises(ValueError, match=r"LLAMA_SERVER_THREADS is a number of threads"):
+        LlamaServer(Path("llama-server"), Path("m.gguf"), log_path=Path("l.log"))
+    monkeypatch.setenv("LLAMA_SERVER_THREADS", "3")
+    server = LlamaServer(Path("llama-server"), Path("m.gguf"), log_path=Path("l.log"))
+    assert server.command(8080)[server.command(8080).index("-t") + 1] == "3"
