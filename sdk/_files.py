@@ -83,6 +83,31 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
         return file.read()
 
 
+def read_regular_text(path: str | os.PathLike[str]) -> str:
+    """The UTF-8 text of the regular file `path`: `read_regular`'s refusals, and a `ValueError`
+    naming the file and the byte where it is not UTF-8."""
+    data = read_regular(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        shown = os.fsdecode(path)
+        raise ValueError(f"{shown}: not UTF-8 ({error.reason} at byte {error.start:,})") from None
+
+
+def newlines_before(path: str | os.PathLike[str], offset: int) -> int:
+    """How many newlines the first `offset` bytes of the file `path` hold (a line number less
+    one: on the way to an error only), read in blocks."""
+    count, left = 0, offset
+    with open(path, "rb") as file:
+        while left > 0:
+            block = file.read(min(left, 1 << 20))
+            if not block:
+                break
+            count += block.count(b"\n")
+            left -= len(block)
+    return count
+
+
 def private_folder(folder: Path) -> None:
     """Make `folder` and any missing folder above it, each the owner's only (0700): files that
     hold prompts and answers live there (`mkdir(parents=True)` would make the parents with the

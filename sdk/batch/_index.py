@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sdk._files import newlines_before
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._items import IndexEntry
@@ -144,17 +145,8 @@ def _spelled(item_id: str, number: bool) -> str:
 
 
 def _line_at(path: Path, offset: int) -> int:
-    """The line number of the line starting at byte `offset` (a count of the newlines before
-    it: on the way to an error only)."""
-    count, left = 1, offset
-    with open(path, "rb") as file:
-        while left > 0:
-            block = file.read(min(left, 1 << 20))
-            if not block:
-                break
-            count += block.count(b"\n")
-            left -= len(block)
-    return count
+    """The line number of the line starting at byte `offset` (on the way to an error only)."""
+    return newlines_before(path, offset) + 1
 
 
 def input_changed(state: JobState, path: Path) -> InputChanged | None:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from typing import BinaryIO
 
+from sdk._files import newlines_before
 from sdk._files import private_folder
 from sdk._files import sync_folder
 from sdk.batch._errors import BatchError
@@ -266,7 +267,7 @@ def foreign_tail(
             else:
                 why = "not one of the job's lines"
             break
-    where = _line_number(path, committed) + number
+    where = newlines_before(path, committed) + number
     return OutputChanged(
         f"{path}:{where}: past the {committed:,} bytes the job committed, a line it did not "
         f"write ({why}); a job never cuts lines it did not write. Move them out of the file "
@@ -298,19 +299,6 @@ def _zeros_to_end(file: BinaryIO) -> bool:
         if block.strip(b"\0"):
             return False
     return True
-
-
-def _line_number(path: Path, offset: int) -> int:
-    """How many lines the first `offset` bytes of `path` hold (on the way to an error only)."""
-    count, left = 0, offset
-    with open(path, "rb") as file:
-        while left > 0:
-            block = file.read(min(left, 1 << 20))
-            if not block:
-                break
-            count += block.count(b"\n")
-            left -= len(block)
-    return count
 
 
 def refuse_dangling_link(path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from sdk._files import read_regular
+from sdk._files import read_regular_text
 from sdk.cli._app import JsonOption
 from sdk.cli._app import Output
 from sdk.cli._app import command_group
@@ -76,12 +76,7 @@ def _load_grammar(spec: str) -> Grammar:
     """A grammar from `module:NAME`, a module holding exactly one, or a .lark/.gbnf file."""
     path = Path(spec)
     if path.suffix in (".lark", ".gbnf") and ":" not in spec:
-        try:
-            text = read_regular(path).decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ValueError(
-                f"{path}: not UTF-8 ({error.reason} at byte {error.start:,})"
-            ) from None
+        text = read_regular_text(path)
         name = re.sub(r"\W", "_", path.stem, flags=re.ASCII)
         name = name if re.match(r"[A-Za-z_]", name) else f"g_{name}"
         return Grammar(name, gbnf=text) if path.suffix == ".gbnf" else Grammar(name, lark=text)
@@ -103,10 +98,8 @@ def _load_grammar(spec: str) -> Grammar:
 
 def _read_cases(path: Path) -> list[str]:
     """The cases of a case file (a `ValueError` naming it when it is not UTF-8 or not cases)."""
-    data = read_regular(path)
+    text = read_regular_text(path)
     try:
-        return parse_cases(data.decode("utf-8"), json_format=path.suffix == ".json")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 ({error.reason} at byte {error.start:,})") from None
+        return parse_cases(text, json_format=path.suffix == ".json")
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None

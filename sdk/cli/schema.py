@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from sdk._files import read_regular
+from sdk._files import read_regular_text
 from sdk._files import write_atomic
 from sdk.cli._app import DirOption
 from sdk.cli._app import JsonOption
@@ -400,12 +400,7 @@ def targets_command(
         out.line(table.rstrip("\n"))
         return
     with errors_exit(out):
-        try:
-            text = read_regular(page).decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ValueError(
-                f"{page}: not UTF-8 ({error.reason} at byte {error.start:,})"
-            ) from None
+        text = read_regular_text(page)
         if _TABLE_START not in text or _TABLE_END not in text:
             raise ValueError(f"{page} has no {_TABLE_START.strip()} ... {_TABLE_END} marks")
         head, rest = text.split(_TABLE_START, 1)

@@ -55,6 +55,7 @@ from jsonschema.exceptions import best_match
 
 from sdk._files import held_lock
 from sdk._files import read_regular
+from sdk._files import read_regular_text
 from sdk._files import write_atomic
 from sdk._values.pointer import pointer_of
 from sdk._values.position import decoding_problem
@@ -1297,10 +1298,7 @@ def _snapshot_fingerprint(entry: LockEntry, path: Path) -> str:
     syntax = _SYNTAX_OF_SUFFIX.get(path.suffix)
     if syntax is None:
         return info_of(load_snapshot(path)).fingerprint
-    try:
-        text = read_regular(path).decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 ({error})") from error
+    text = read_regular_text(path)
     return grammar_fingerprint(entry.name, entry.version, syntax, text)
 
 
