@@ -198,30 +198,6 @@ def test_registering_twice_is_a_no_op_and_a_taken_name_is_refused() -> None:
 @pytest.mark.parametrize(
     ("fields", "error", "says"),
     [
-        ({"aliases": "gw"}, TypeError, "aliases must be a set of strings"),
-        ({"aliases": frozenset({"gw", 7})}, TypeError, "aliases must be a set of strings"),
-        ({"stop_reasons": {"done": "end_turn"}}, TypeError, "not 'done' to 'end_turn'"),
-        ({"stop_reasons": {None: StopReason.END_TURN}}, TypeError, "stop_reasons maps"),
-        ({"carries": {"document": "json"}}, ValueError, "not 'document'"),
-        ({"display_name": " "}, ValueError, "display_name"),
-    ],
-    ids=["aliases-text", "alias-not-text", "stop-word", "stop-key", "carries-typo", "no-display"],
-)
-def test_a_profile_of_the_wrong_shape_is_refused_naming_the_field(
-    fields: dict[str, object], error: type[Exception], says: str
-) -> None:
-    # On main each was accepted: "gw" became the aliases "g" and "w" (a one-letter name taken
-    # from every later profile), `stop_reason("done")` returned the bare word, and a misspelt
-    # kind was kept and never carried.
-    given: dict[str, object] = {"name": "profiles_test_shape", "display_name": "S", **fields}
-    with pytest.raises(error, match=says) as raised:
-        Profile(**given)  # type: ignore[arg-type]
-    assert "profiles_test_shape" in str(raised.value)
-
-
-@pytest.mark.parametrize(
-    ("fields", "error", "says"),
-    [
         ({"dialect": "json_schema"}, TypeError, "dialect must be a Dialect or None, not 'json"),
         ({"pricing": "openai"}, TypeError, "pricing must be a Pricing or None, not 'openai'"),
         ({"telemetry_name": 5}, TypeError, "telemetry_name must be a string or None, not 5"),
@@ -233,18 +209,27 @@ def test_a_profile_of_the_wrong_shape_is_refused_naming_the_field(
         ({"aliases": None}, TypeError, "aliases must be a set of strings, not None"),
         ({"aliases": frozenset({"-"})}, ValueError, "an alias is a name .* not '-'"),
         ({"aliases": frozenset({" "})}, ValueError, "an alias is a name"),
+        ({"aliases": "gw"}, TypeError, "aliases must be a set of strings"),
+        ({"aliases": frozenset({"gw", 7})}, TypeError, "aliases must be a set of strings"),
+        ({"stop_reasons": {"done": "end_turn"}}, TypeError, "not 'done' to 'end_turn'"),
+        ({"stop_reasons": {None: StopReason.END_TURN}}, TypeError, "stop_reasons maps"),
+        ({"carries": {"document": "json"}}, ValueError, "not 'document'"),
+        ({"display_name": " "}, ValueError, "display_name"),
     ],
     ids=["dialect-text", "pricing-text", "telemetry-int", "carries-how-int", "carries-list",
          "provider-no-class", "provider-int", "stop-pairs", "aliases-none", "alias-dash",
-         "alias-blank"],
+         "alias-blank", "aliases-text", "alias-not-text", "stop-word", "stop-key",
+         "carries-typo", "no-display"],
 )
 def test_every_field_of_a_profile_is_checked_where_it_is_made(
     fields: dict[str, object], error: type[Exception], says: str
 ) -> None:
-    # On main each was accepted (`aliases=None` and `carries=[...]` raised Python's own errors,
+    # Each was accepted once (`aliases=None` and `carries=[...]` raised Python's own errors,
     # naming no field): a string pricing then failed every paid answer in its cost, a string
     # dialect every request build, and either broke `sdk providers`; the alias "-" was the
-    # provider "-" and "_" meant.
+    # provider "-" and "_" meant; "gw" became the aliases "g" and "w" (a one-letter name taken
+    # from every later profile), `stop_reason("done")` returned the bare word, and a misspelt
+    # kind was kept and never carried.
     given: dict[str, object] = {"name": "profiles_test_field", "display_name": "F", **fields}
     with pytest.raises(error, match=says) as raised:
         Profile(**given)  # type: ignore[arg-type]
