@@ -219,7 +219,7 @@ class Contract(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         _check_definition(cls)  # its version and its field names (none of the class's own)
         # Nothing may quietly undo the rules above (`ContractDefinitionError` says what to use).
-        check_contract_class(cls)
+        check_contract_class(cls, Contract)
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:

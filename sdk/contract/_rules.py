@@ -1,7 +1,8 @@
 """The checks a `Contract` subclass passes when it is defined: nothing may quietly undo the
 rules the base class sets (closed, strict, writing the wire names it reads).
 
-Kept apart from `_base.py` so the base class only calls `check_contract_class`.
+Kept apart from `_base.py` so the base class only calls `check_contract_class`, giving itself
+as `base` (this module imports nothing of the package: the arrow points one way).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
-
-    from sdk.contract._base import Contract
 
 __all__ = ["ContractDefinitionError", "check_contract_class"]
 
@@ -45,8 +44,9 @@ class ContractDefinitionError(TypeError):
     """A `Contract` subclass undoes one of the contract rules (raised when it is defined)."""
 
 
-def check_contract_class(cls: type[Contract]) -> None:
-    """Refuse a contract whose config, fields or nested models undo the contract rules."""
+def check_contract_class(cls: type[BaseModel], base: type[BaseModel]) -> None:
+    """Refuse a contract (`cls`, a subclass of `base`, the `Contract` class) whose config,
+    fields or nested models undo the contract rules."""
     config = cls.model_config
     for setting, (wanted, why) in _PINNED.items():
         if setting in config and config[setting] != wanted:  # type: ignore[literal-required]
@@ -55,10 +55,12 @@ def check_contract_class(cls: type[Contract]) -> None:
                 f"keeps {setting}={wanted!r} because {why}"
             )
     for name, info in cls.model_fields.items():
-        _check_field(cls, name, info)
+        _check_field(cls, name, info, base)
 
 
-def _check_field(cls: type[Contract], name: str, info: FieldInfo) -> None:
+def _check_field(
+    cls: type[BaseModel], name: str, info: FieldInfo, base: type[BaseModel]
+) -> None:
     where = f"{cls.__name__}.{name}"
     for item in info.metadata:
         if getattr(item, "strict", None) is False:
@@ -79,7 +81,7 @@ def _check_field(cls: type[Contract], name: str, info: FieldInfo) -> None:
             f"{where} reads the wire name {read!r} but writes {written!r}: a Contract writes "
             "exactly the wire names it reads; use alias='wireName' (one name for both) instead"
         )
-    plain = _plain_model_in(info.annotation, set())
+    plain = _plain_model_in(info.annotation, base, set())
     if plain is not None:
         named = plain.__name__.partition("[")[0]  # `Page`, not `Page[Item]`
         raise ContractDefinitionError(
@@ -89,19 +91,19 @@ def _check_field(cls: type[Contract], name: str, info: FieldInfo) -> None:
         )
 
 
-def _plain_model_in(annotation: Any, seen: set[int]) -> type[BaseModel] | None:
-    """A `BaseModel` subclass that is not a `Contract`, anywhere in `annotation`."""
+def _plain_model_in(
+    annotation: Any, base: type[BaseModel], seen: set[int]
+) -> type[BaseModel] | None:
+    """A `BaseModel` subclass that is not a `base` (a `Contract`), anywhere in `annotation`."""
     if id(annotation) in seen:
         return None
     seen.add(id(annotation))
-    from sdk.contract._base import Contract
-
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        if not issubclass(annotation, Contract):
+        if not issubclass(annotation, base):
             return annotation
         return None
     for arg in typing.get_args(annotation):
-        found = _plain_model_in(arg, seen)
+        found = _plain_model_in(arg, base, seen)
         if found is not None:
             return found
     return None
