@@ -484,3 +484,11 @@ def test_a_job_of_the_previous_state_format_is_upgraded_and_resumes(tmp_path: Pa
         summary = job.run()
     assert summary.ok == 6 and _format(state) == FORMAT
     assert set(by_id(read_output(tmp_path / "out.jsonl"))) == {f"doc-{n}" for n in range(6)}
+
+
+def test_a_local_backend_refuses_more_in_flight_than_its_bound() -> None:
+    # The Python API's bound is the CLI's (`--concurrency`): 10,000 per client, two clients here.
+    clients = local_clients(Counter(), {})
+    assert LocalBackend(clients, concurrency=20_000).concurrency == 20_000
+    with pytest.raises(ValueError, match=r"^concurrency must be at most 20,000 .*not 1,000,000$"):
+        LocalBackend(clients, concurrency=1_000_000)

@@ -252,6 +252,8 @@ def test_an_alias_that_reads_one_name_and_writes_another_is_refused() -> None:
         ({"strict": False}, "strict=False"),
         ({"allow_inf_nan": True}, "allow_inf_nan=True"),
         ({"serialize_by_alias": False}, "serialize_by_alias=False"),
+        # Reads field names only, while its dumps write the aliases: a dump does not read back.
+        ({"validate_by_alias": False, "validate_by_name": True}, "validate_by_alias=False"),
     ],
 )
 def test_a_config_override_that_undoes_a_contract_rule_is_refused(

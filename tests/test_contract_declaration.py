@@ -14,6 +14,7 @@ import pytest
 from pydantic import Field
 
 from sdk import Contract
+from sdk.contract import ContractDefinitionError
 from sdk.contract._base import RESERVED_NAMES
 from sdk.workflow.versioning import lock
 from tests.schema_support import REPO
@@ -78,8 +79,10 @@ def test_the_reserved_names_are_the_contract_attributes() -> None:
 
 @pytest.mark.parametrize("name", sorted(RESERVED_NAMES))
 def test_a_field_named_like_a_contract_attribute_is_refused(name: str) -> None:
+    # The same error as every other rule a class definition breaks (a TypeError subclass).
     with pytest.raises(
-        TypeError, match=rf"^Signed has a field named '{name}', the name of a Contract attribute"
+        ContractDefinitionError,
+        match=rf"^Signed has a field named '{name}', the name of a Contract attribute",
     ):
         _define("Signed", {"__annotations__": {name: "str"}})
 

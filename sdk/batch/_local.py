@@ -88,6 +88,14 @@ class LocalBackend:
             concurrency = min(wanted, MOST_IN_FLIGHT * len(self.clients))
         if concurrency < 1 or flush_every < 1:
             raise ValueError("concurrency and flush_every must be at least 1")
+        most = MOST_IN_FLIGHT * len(self.clients)
+        if concurrency > most:
+            # Bounded here, where the workers are made, not only in the CLI's and BackendSpec's
+            # declaration: LocalBackend(concurrency=10**6) made a million workers too.
+            raise ValueError(
+                f"concurrency must be at most {most:,} ({MOST_IN_FLIGHT:,} per client), "
+                f"not {concurrency:,}"
+            )
         if not flush_seconds > 0:
             raise ValueError("flush_seconds must be more than 0")
         self.concurrency = concurrency

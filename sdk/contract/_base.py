@@ -314,7 +314,8 @@ refused. (Pydantic refuses `BaseModel`'s own names, `model_dump` and the like, i
 
 
 def _check_definition(cls: type[Contract]) -> None:
-    """Refuse, when a contract class is defined, a field named like a `Contract` attribute and a
+    """Refuse, when a contract class is defined, a field named like a `Contract` attribute (a
+    `ContractDefinitionError`, as `check_contract_class` raises) and a
     `schema_version` that is not a whole number from 1."""
     for name in cls.model_fields:
         if name in RESERVED_NAMES:
@@ -323,7 +324,7 @@ def _check_definition(cls: type[Contract]) -> None:
                 if name == "schema_version"
                 else ""
             )
-            raise TypeError(
+            raise ContractDefinitionError(
                 f"{cls.__name__} has a field named {name!r}, the name of a Contract attribute: "
                 "the field would take the attribute as its default and turn optional; rename "
                 f"the field{hint}"

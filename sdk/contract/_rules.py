@@ -37,6 +37,11 @@ _PINNED: dict[str, tuple[object, str]] = {
         True,
         "a contract writes the wire names it reads, so a stored or dumped value reads back",
     ),
+    "validate_by_alias": (
+        True,
+        "a contract reads the wire names it writes (the aliases), so a stored or dumped value "
+        "reads back; to also read field names, set validate_by_name=True",
+    ),
 }
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from sdk.contract import Contract
 
-__all__ = ["CompiledContract", "compile_contract", "pointer_of", "wire_names"]
+__all__ = ["CompiledContract", "compile_contract", "pointer_of"]
 
 # Longest message kept from the reference validator before switching to a short form: its
 # messages embed the offending instance, which must not grow retry feedback with document size.
@@ -208,10 +208,10 @@ def _is_anchored(node: dict[str, Any]) -> bool:
 
 
 def _is_string_enum(node: dict[str, Any]) -> bool:
-    return bool(wire_names(node))
+    return bool(_wire_names(node))
 
 
-def wire_names(node: dict[str, Any]) -> list[str]:
+def _wire_names(node: dict[str, Any]) -> list[str]:
     """The string values a node allows: its `enum`, or its `const` (a one-value `Literal`, as a
     discriminator's value is written), so the casing policy treats both alike."""
     values = node.get("enum")

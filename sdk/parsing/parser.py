@@ -57,7 +57,6 @@ from sdk.errors import Violation
 from sdk.errors import summarize
 from sdk.parsing._compiled import CompiledContract
 from sdk.parsing._compiled import compile_contract
-from sdk.parsing._compiled import wire_names
 from sdk.parsing._limits import MAX_DEPTH
 from sdk.parsing._limits import NumberOutOfRange
 from sdk.parsing._limits import depth_position
@@ -458,8 +457,13 @@ def _normalize_enum_case(compiled: CompiledContract, data: Any) -> list[Note]:
     notes: list[Note] = []
     for hit in compiled.enums.walk(data):
         received = hit.value
-        names = wire_names(hit.schema)
-        if type(received) is not str or received in names:
+        if type(received) is not str:
+            continue
+        # The walker yields only the nodes `_compiled._wire_names` found names in, checked once per
+        # contract when it was compiled: read them here, do not check them again per value.
+        schema = hit.schema
+        names = schema["enum"] if "enum" in schema else (schema["const"],)
+        if received in names:
             continue
         folded = received.casefold()
         matches = [name for name in names if name.casefold() == folded]
