@@ -1,8 +1,9 @@
 """The checks a `Contract` subclass passes when it is defined: nothing may quietly undo the
 rules the base class sets (closed, strict, writing the wire names it reads).
 
-Kept apart from `_base.py` so the base class only calls `check_contract_class`, giving itself
-as `base` (this module imports nothing of the package: the arrow points one way).
+Kept apart from `_base.py`, which calls `check_contract_class` giving itself as `base` (this
+module imports nothing of the package: the arrow points one way), beside its own checks of a
+subclass's `schema_version` and field names (those read the base class's own attributes).
 """
 
 from __future__ import annotations

@@ -473,7 +473,7 @@ class _Differ:
                 pointer,
                 f"discriminator {_short(old_tag)} -> {_short(new_tag)}",
             )
-        tag = new_tag or old_tag if not (old_tag and new_tag) or old_tag == new_tag else None
+        tag = (new_tag or old_tag) if not (old_tag and new_tag) or old_tag == new_tag else None
         old_labels = _tags(self.old_root, old_branches, tag)
         new_labels = _tags(self.new_root, new_branches, tag)
         pairs: list[tuple[int, int]]
