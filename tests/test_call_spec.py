@@ -456,7 +456,8 @@ def test_a_malformed_thresholds_file_is_refused_when_set_naming_file_and_line(
 @pytest.mark.parametrize(
     ("fields", "said"),
     [
-        ({"concurrency": 0}, "concurrency must be at least 1"),
+        ({"concurrency": 0}, "concurrency must be between 1 and 10000, not 0"),
+        ({"concurrency": 10_001}, "concurrency must be between 1 and 10000, not 10001"),
         ({"concurrency": "4"}, "concurrency must be a whole number or None"),
         ({"retries": -1}, "retries must be at least 0"),
         ({"base_urls": "http://a"}, "base_urls must be a list of strings"),

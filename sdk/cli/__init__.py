@@ -26,6 +26,8 @@ import sys
 from typing import TYPE_CHECKING
 from typing import Any
 
+from sdk._lazy import listed
+
 if TYPE_CHECKING:
     import typer
 
@@ -55,6 +57,9 @@ def __getattr__(name: str) -> Any:
     if name == "app":
         return _commands()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__dir__ = listed(globals())  # (`dir(sdk.cli)` names `app` before it is loaded)
 
 
 def main() -> None:
