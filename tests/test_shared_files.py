@@ -485,14 +485,19 @@ print(store.stats().misses, store.stats().entries)
 """
 
 
+def _run_script(script: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """`script` run in a fresh interpreter with `arguments` (bounded: 120 s)."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *arguments],
+        env=ENV, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
 def test_counts_taken_by_a_write_whose_commit_fails_are_kept(tmp_path: Path) -> None:
     # A full disk fails a write at its commit (the write-ahead log cannot grow), after the
     # counts kept in memory were added to it: they were lost (probe12a D3: 2 hits and 53
     # misses served, 0 and 8 counted). They are given back, and written with the next write.
-    done = subprocess.run(
-        [sys.executable, "-c", _COUNTS_AT_A_FAILED_COMMIT, str(tmp_path / "c.db")],
-        env=ENV, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = _run_script(_COUNTS_AT_A_FAILED_COMMIT, str(tmp_path / "c.db"))
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()
     assert said[:3] == ["['cache_not_stored']"] * 3, said  # (each answer returned all the same)
@@ -540,10 +545,7 @@ def test_a_new_file_whose_temporary_file_cannot_be_made_is_one_typed_error(
     # The temporary file a new file is made in cannot be opened (as when the disk has no inode
     # left): a raw OSError traceback from `SQLiteCache(path)` on main.
     cache, state = tmp_path / "c.db", tmp_path / "job.db"
-    done = subprocess.run(
-        [sys.executable, "-c", _NO_FILE_CAN_OPEN, str(cache), str(state)],
-        env=ENV, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = _run_script(_NO_FILE_CAN_OPEN, str(cache), str(state))
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()
     assert said == [
@@ -561,10 +563,7 @@ def test_a_new_file_the_disk_cannot_take_is_not_made_and_not_called_damaged(
     # be made; on main: "is damaged or not a structured-sdk cache (disk I/O error)", for a file
     # that does not exist.
     cache, state = tmp_path / "c.db", tmp_path / "job.db"
-    done = subprocess.run(
-        [sys.executable, "-c", _CANNOT_GROW, str(cache), str(state)],
-        env=ENV, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = _run_script(_CANNOT_GROW, str(cache), str(state))
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()
     assert said[0].startswith(f"CacheFileError {cache} cannot be made: an I/O error"), said

@@ -492,6 +492,13 @@ class _Unreadable(Server):
         return response(200, headers={"content-type": "application/json"}, content=self.body)
 
 
+def _serve_only(body: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test server of this module (and the promise harness's) answers `body` alone."""
+    monkeypatch.setattr(_Unreadable, "body", body)
+    monkeypatch.setattr(promise_wire, "Server", _Unreadable)
+    monkeypatch.setattr(sys.modules[__name__], "Server", _Unreadable)
+
+
 @pytest.mark.parametrize("body", [b"<html>502 Bad Gateway</html>", b'{"unexpected": true}'],
                          ids=["not-json", "wrong-shape"])  # fmt: skip
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
@@ -500,9 +507,7 @@ def test_an_unreadable_body_is_the_live_provider_error(
 ) -> None:
     """A reply body the client cannot read (a proxy's page, a body of the wrong shape) is the
     `ProviderError` the live call raises, with the body kept and one attempt."""
-    monkeypatch.setattr(_Unreadable, "body", body)
-    monkeypatch.setattr(promise_wire, "Server", _Unreadable)
-    monkeypatch.setattr(sys.modules[__name__], "Server", _Unreadable)
+    _serve_only(body, monkeypatch)
     provider, server = family.live([Say("unused")])
     assert isinstance(server, _Unreadable)
     with pytest.raises(ProviderError) as live:
@@ -554,9 +559,7 @@ def test_a_reply_field_of_the_wrong_type_is_the_live_provider_error(
                     for key in ("text", "content"))  # fmt: skip
     assert found, reply  # (the harness found the field)
     body = json.dumps(reply).encode()
-    monkeypatch.setattr(_Unreadable, "body", body)
-    monkeypatch.setattr(promise_wire, "Server", _Unreadable)
-    monkeypatch.setattr(sys.modules[__name__], "Server", _Unreadable)
+    _serve_only(body, monkeypatch)
     live, _ = _live(family, kind, [Say("unused")])
     wire = _wire(family, kind, body)
     assert isinstance(live, ProviderError), repr(live)
@@ -591,9 +594,7 @@ def test_a_tool_call_without_an_id_is_numbered_live_and_through_the_wire(
 
     strip(reply)
     body = json.dumps(reply).encode()
-    monkeypatch.setattr(_Unreadable, "body", body)
-    monkeypatch.setattr(promise_wire, "Server", _Unreadable)
-    monkeypatch.setattr(sys.modules[__name__], "Server", _Unreadable)
+    _serve_only(body, monkeypatch)
     live, _ = _live(family, TOOL_KIND, [Say("unused")])
     wire = _wire(family, TOOL_KIND, body)
     assert [call.id for call in wire.calls] == [call.id for call in live.calls]
