@@ -31,6 +31,7 @@ from sdk import _fork
 
 __all__ = [
     "NotARegularFile",
+    "adopt_empty",
     "file_digest",
     "held_lock",
     "open_regular",
@@ -120,6 +121,23 @@ def private_folder(folder: Path) -> None:
         except FileExistsError:
             if not each.is_dir():  # (a file in the way; a folder: another process made it)
                 raise
+
+
+def adopt_empty(file: int | Path) -> str | None:
+    """Make the empty file `file` (a path, or a descriptor open on it), found where the SDK
+    would make one (`touch`ed beforehand), the owner's only (0600), as a file the SDK makes is:
+    it will hold answers. Else why it cannot be adopted: another user's file stays readable by
+    them whatever its mode (and they may change it back), so it is refused, never filled. (No
+    descriptor is opened on a path: closing one drops this process's POSIX locks on the file,
+    SQLite's among them.)"""
+    found = os.stat(file)
+    if found.st_uid != os.geteuid():
+        return (
+            f"an empty file of another user (uid {found.st_uid}): the answers it would hold "
+            "stay theirs to read, so it is not adopted; remove it, or give another path"
+        )
+    os.chmod(file, 0o600)
+    return None
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, private: bool = False) -> None:

@@ -32,6 +32,7 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk import _fork
+from sdk._files import adopt_empty
 from sdk._files import private_folder
 from sdk._files import sync_folder
 
@@ -113,7 +115,7 @@ def open_file(
         db = _connect(str(path), timeout, closed_anywhere=closed_anywhere)
         try:
             if _identify(db, layout, path) == "empty":
-                _adopt(db, layout, path)
+                _adopt(db, layout, path, timeout)
             db.execute(f"PRAGMA synchronous = {layout.synchronous}")
         except BaseException:
             db.close()
@@ -305,24 +307,56 @@ def _blank(path: Path) -> bool:
     """Whether the file at `path` holds nothing (what may be adopted). Read inside the caller's
     transaction: while it lasts, no other connection can write the file's first page. One byte
     `S` is blank too: the byte SQLite itself writes into an empty file on a file system that
-    misreports an empty file's identity (msdos), where it then reads it as empty."""
+    misreports an empty file's identity (msdos), where it then reads it as empty.
+
+    An empty file is told by its size alone: no descriptor of it is opened here, because
+    closing one drops every POSIX lock this process holds on the file (POSIX's rule), the
+    locks of SQLite's connections to it among them, and this runs inside a transaction while
+    other threads may be adopting the file too (a commit then failed with "disk I/O error").
+    Only a file of one byte is read, which no file system but msdos makes of an empty one."""
     try:
+        size = os.stat(path).st_size
+        if size != 1:
+            return size == 0
         with open(path, "rb") as file:
-            return file.read(2) in (b"", b"S")
+            return file.read(2) == b"S"
     except OSError:
         return False
 
 
-def _adopt(db: sqlite3.Connection, layout: Layout, path: Path) -> None:
+def _adopt(db: sqlite3.Connection, layout: Layout, path: Path, timeout: float) -> None:
     """Make an empty file ours in place: owner-only, our tables and identity in one
-    transaction (another process adopting it at once waits, then finds it made), then WAL."""
-    with contextlib.suppress(OSError):  # not ours to change: what it is stays
-        if os.stat(path).st_uid == os.geteuid():
-            os.chmod(path, 0o600)
+    transaction (another process adopting it at once waits, then finds it made), then WAL. An
+    empty file of another user is refused (`sdk._files.adopt_empty`)."""
+    refused = adopt_empty(path)
+    if refused is not None:
+        raise layout.error(f"{path} is {refused}")
     with write(db):
         if _identity(db, layout, path) == "empty":
             _initialize(db, layout)
-    db.execute("PRAGMA journal_mode = WAL")
+    _into_wal(db, layout, path, timeout)
+
+
+_WAL_RETRY = 0.005
+"""Seconds between tries of the switch into WAL while other connections read the file."""
+
+
+def _into_wal(db: sqlite3.Connection, layout: Layout, path: Path, timeout: float) -> None:
+    """The adopted file into WAL: the switch needs the file to itself for a moment, and SQLite
+    does not wait for that (no busy handler on that lock), so while other threads and processes
+    adopting the same file read it, it is tried again, for at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with _fork.gate():
+                if db.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal":
+                    return
+        except sqlite3.OperationalError as error:
+            if _code(error) not in _BUSY or time.monotonic() >= deadline:
+                raise
+        if time.monotonic() >= deadline:  # (the switch refused without an error: never seen)
+            raise layout.error(f"{path} could not be switched into WAL within {timeout:g} s")
+        time.sleep(_WAL_RETRY)
 
 
 def _initialize(db: sqlite3.Connection, layout: Layout) -> None:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from typing import BinaryIO
 
+from sdk._files import adopt_empty
 from sdk._files import newlines_before
 from sdk._files import private_folder
 from sdk._files import sync_folder
@@ -114,10 +115,13 @@ class OutputLog:
             raise
         found = os.fstat(self._fd)
         size = found.st_size
-        if exists and committed == 0 and found.st_uid == os.geteuid():
+        if exists and committed == 0 and size == 0:
             # An empty file made beforehand (`touch`), adopted: it will hold every answer, so
-            # it is the owner's only, as a file the job makes is.
-            os.fchmod(self._fd, 0o600)
+            # it is the owner's only, as a file the job makes is (another user's: refused).
+            refused = adopt_empty(self._fd)
+            if refused is not None:
+                os.close(self._fd)
+                raise BatchError(f"{path} is {refused}")
         if size < committed:
             os.close(self._fd)
             raise JobMismatch(
