@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Annotated
 from typing import Any
 from typing import Literal
@@ -36,6 +37,7 @@ from sdk import TruncatedOutput
 from sdk import UnexpectedStop
 from sdk import parse
 from sdk.parsing import compile_contract
+from sdk.schema.grounding import Anchor
 from tests.strategies import from_schema
 
 DECISION = '{"reasoning": "Meets the policy.", "answer": "approve", "confidence": "high"}'
@@ -555,6 +557,184 @@ def test_quotes_in_lists_and_nested_contracts_are_checked() -> None:
     with pytest.raises(CheckFailed) as info:
         parse(Claims, text, stop_reason="end_turn", source=SOURCE)
     assert [v.pointer for v in info.value.violations] == ["/claims/1/quote", "/main"]
+
+
+# Every blank quote below is in this source (so only its blankness can fail it): white space,
+# no-break and ideographic spaces, zero-width characters, a combining mark whose base has no
+# composed form (so NFC keeps it apart), blank glyphs.
+_BLANK_SOURCE = SOURCE + "Notes: \t\n\u00a0\u3000\u200b\u200d\ufeff x\u0301 \u2800\u3164 \u200b\n"
+_BLANK_QUOTES = {
+    "space": " ",
+    "newline": "\n",
+    "tab-newline": "\t\n",
+    "no-break-space": "\u00a0",
+    "ideographic-space": "\u3000",
+    "zero-width-space": "\u200b",
+    "zero-width-joiner-bom": "\u200b\u200d\ufeff",
+    "combining-mark-alone": "\u0301",
+    "braille-blank": "\u2800",
+    "hangul-filler": "\u3164",
+    "mixed": " \u200b\n",
+}
+
+
+@pytest.mark.parametrize("quote", _BLANK_QUOTES.values(), ids=_BLANK_QUOTES)
+def test_a_quote_of_white_space_or_invisible_characters_fails_as_one_not_found(quote: str) -> None:
+    # In the source, in either Unicode form: before, such a quote passed and proved nothing.
+    assert unicodedata.normalize("NFC", quote) in unicodedata.normalize("NFC", _BLANK_SOURCE)
+    text = _invoice(evidence=quote)
+    with pytest.raises(CheckFailed) as info:
+        parse(InvoiceExtraction, text, stop_reason="end_turn", source=_BLANK_SOURCE)
+    assert not isinstance(info.value, SourceMissing)
+    [violation] = info.value.violations
+    assert (violation.pointer, violation.keyword) == ("/evidence", "x-source-quote")
+    assert violation.message.startswith(
+        "quote in field 'evidence' is only white space or invisible characters: "
+    )
+    assert repr(quote) in violation.message
+
+
+def test_a_blank_quote_fails_in_a_list_and_beside_a_failed_cross_field_check() -> None:
+    # The same check on every path to it: list items, and the error that also lists the
+    # contract's own failed validators ("" still passes: "no evidence").
+    class Claim(Contract):
+        quote: SourceQuote
+
+    class Claims(Contract):
+        claims: list[Claim]
+
+    text = json.dumps({"claims": [{"quote": "Travel 80.50"}, {"quote": "\u200b"}, {"quote": ""}]})
+    with pytest.raises(CheckFailed) as listed:
+        parse(Claims, text, stop_reason="end_turn", source=_BLANK_SOURCE)
+    assert [(v.pointer, v.keyword) for v in listed.value.violations] == [
+        ("/claims/1/quote", "x-source-quote")
+    ]
+    text = _invoice(total=999.0, evidence=" ")
+    with pytest.raises(CheckFailed) as both:
+        parse(InvoiceExtraction, text, stop_reason="end_turn", source=SOURCE)
+    assert [v.pointer for v in both.value.violations] == ["/evidence", ""]
+    assert "only white space" in both.value.violations[0].message
+
+
+@pytest.mark.parametrize("quote", ["x\u0301", "\u00a0Travel", ".", "\u20ac"])
+def test_a_quote_with_something_visible_in_it_is_not_blank(quote: str) -> None:
+    source = SOURCE + "x\u0301 \u00a0Travel. \u20ac\n"
+    parsed = parse(
+        InvoiceExtraction, _invoice(evidence=quote), stop_reason="end_turn", source=source
+    )
+    assert parsed.value.evidence == quote
+
+
+_CAFE = "Caf\u00e9 M\u00fcller, Z\u00fcrich"  # NFC: é and ü are one character each
+
+
+@pytest.mark.parametrize(
+    ("quote", "source"),
+    [
+        # an NFC quote of an NFD source, and the reverse
+        ("Caf\u00e9 M\u00fcller", unicodedata.normalize("NFD", f"Receipt\n{_CAFE}\n")),
+        (unicodedata.normalize("NFD", "Caf\u00e9 M\u00fcller"), f"Receipt\n{_CAFE}\n"),
+        # a quote longer than its source in characters: the same text in NFD
+        ("Cafe\u0301", "Caf\u00e9"),
+    ],
+    ids=["nfc-of-nfd", "nfd-of-nfc", "longer-than-the-source"],
+)
+def test_a_quote_matches_its_source_in_either_unicode_form(quote: str, source: str) -> None:
+    assert quote not in source  # not the same characters: the same text to a reader
+    parsed = parse(
+        InvoiceExtraction, _invoice(evidence=quote), stop_reason="end_turn", source=source
+    )
+    assert parsed.value.evidence == quote  # the value as written, not normalized
+
+
+@pytest.mark.parametrize(
+    ("quote", "source"),
+    [
+        # the base letter of a combining sequence: a span of the NFD characters, not of the text
+        ("Cafe", unicodedata.normalize("NFD", _CAFE)),
+        ("Zu", unicodedata.normalize("NFD", _CAFE)),
+        # NFC only, never NFKC: a ligature is not the letters it is drawn from
+        ("\ufb01le", "file"),
+    ],
+    ids=["cut-sequence-cafe", "cut-sequence-zu", "ligature"],
+)
+def test_a_quote_that_is_other_text_fails_in_any_unicode_form(quote: str, source: str) -> None:
+    with pytest.raises(CheckFailed) as info:
+        parse(InvoiceExtraction, _invoice(evidence=quote), stop_reason="end_turn", source=source)
+    [violation] = info.value.violations
+    assert violation.message == f"quote in field 'evidence' is not in the source: {quote!r}"
+
+
+def test_every_route_to_the_quote_check_refuses_a_blank_quote_and_reads_nfc() -> None:
+    # A document, a list stream's items, tool-call arguments: each parses through the one check,
+    # so a blank quote is retried with its reason and an NFC quote of an NFD source is kept.
+    from sdk import StructuredClient
+    from sdk import Tool
+    from sdk import ToolCall
+    from sdk.providers import TestProvider
+
+    class Claim(Contract):
+        quote: SourceQuote
+
+    source = unicodedata.normalize("NFD", f"Receipt\n{_CAFE}\n")
+    blank, good = {"quote": "\u200b "}, {"quote": "Caf\u00e9 M\u00fcller"}
+    source += blank["quote"]  # the blank quote is in the source too
+
+    def routes(provider: TestProvider) -> list[Any]:
+        client = StructuredClient(provider, retries=1)
+        return [
+            client.generate(Claim, prompt="x", source=source),
+            list(client.stream(list[Claim], prompt="x", source=source))[-1],
+            client.call_tools(tools=[Tool(Claim)], prompt="x", source=source),
+        ]
+
+    replies = [blank, good, {"items": [good, blank]}, {"items": [good, good]}]
+    calls = [
+        [ToolCall(f"c{n}", "Claim", json.dumps(quote))] for n, quote in enumerate([blank, good])
+    ]
+    provider = TestProvider([*replies, *calls])
+    document, items, tools = routes(provider)
+    assert document.value == Claim.model_validate(good)
+    assert items.value == [Claim.model_validate(good)] * 2
+    assert tools.calls[0].value == Claim.model_validate(good)
+    for result, pointer in [(document, "/quote"), (items, "/items/1/quote"), (tools, "/quote")]:
+        first = result.attempts[0].error
+        assert isinstance(first, CheckFailed) and not isinstance(first, SourceMissing)
+        assert [(v.pointer, v.keyword) for v in first.violations] == [(pointer, "x-source-quote")]
+        assert "only white space" in first.violations[0].message
+
+
+def test_an_anchored_quote_found_in_nfc_is_still_held_to_its_anchor() -> None:
+    # The source in NFD, the quotes in NFC: every character offset after the first "ë" differs
+    # between the two forms, and the anchor's regions and labels are read in the same form as
+    # the quote (an NFD label too), so a quote found only in NFC is held to its anchor.
+    class Evidence(Contract):
+        recipient: Annotated[
+            SourceQuote,
+            Anchor(after=(unicodedata.normalize("NFD", "F\u00fcr"),), not_after=("from",)),
+        ]
+
+    source = unicodedata.normalize(
+        "NFD",
+        "A parcel from Zo\u00eb Caf\u00e9.\nF\u00fcr Zo\u00eb M\u00fcller, from Caf\u00e9 Post\n",
+    )
+
+    def check(quote: str) -> Evidence:
+        return parse(
+            Evidence, json.dumps({"recipient": quote}), stop_reason="end_turn", source=source
+        ).value
+
+    assert check("Zo\u00eb M\u00fcller").recipient == "Zo\u00eb M\u00fcller"
+    refused = {
+        "Zo\u00eb Caf\u00e9": "it is on no line after its labels ('F\u00fcr')",
+        "Caf\u00e9 Post": "it follows 'from' (another party's value)",
+    }
+    for quote, reason in refused.items():
+        with pytest.raises(CheckFailed) as failed:
+            check(quote)
+        [violation] = failed.value.violations
+        assert (violation.pointer, violation.keyword) == ("/recipient", "x-anchor")
+        assert violation.message.endswith(f"{quote!r}: {reason}")
 
 
 def test_cross_field_check_failure_is_check_failed_not_contract_violation() -> None:

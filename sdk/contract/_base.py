@@ -161,7 +161,9 @@ class _SourceMarker:
 
 
 SourceQuote = Annotated[str, _SourceMarker(SOURCE_QUOTE_KEY, "SourceQuote")]
-"""Evidence: a string that must be a verbatim span of the source document (or empty)."""
+"""Evidence: a string that must be a verbatim span of the source document (or empty: "no
+evidence"). Compared with the source in Unicode NFC; white space or invisible characters alone
+fail the check (they prove nothing)."""
 
 Verbatim = Annotated[str, _SourceMarker(VERBATIM_KEY, "Verbatim")]
 """A value copied exactly from the source document: a tracking number, a name, an id.

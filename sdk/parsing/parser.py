@@ -18,12 +18,14 @@ import json
 import re
 import sys
 import typing
+import unicodedata
 from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
+from typing import Final
 from typing import Generic
 from typing import Literal
 from typing import TypedDict
@@ -595,12 +597,15 @@ def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
 
 
 def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
-    """`SourceQuote`s that are not spans of the source (empty passes: "no evidence"), and
-    `Verbatim` values that are not (empty fails, unless the source is empty too); and both,
-    where they are in the source but not where their `Anchor` allows (`x-anchor`: violation
-    type `ANCHOR_KEY`)."""
+    """`SourceQuote`s that are not spans of the source (empty passes: "no evidence"; one of
+    white space alone fails, `_blank`), and `Verbatim` values that are not (empty fails, unless
+    the source is empty too); and both, where they are in the source but not where their
+    `Anchor` allows (`x-anchor`: violation type `ANCHOR_KEY`). A quote is compared with the
+    source in Unicode NFC, both (`_nfc`): `"café"` quotes `"cafe\\u0301"`, as a reader sees it.
+    The message quotes the value as written; no offset into the source is reported."""
     violations = []
     anchors = _anchors_by_pointer(reading)
+    normal: str | None = None  # the source in NFC, once a quote needs it
     for hit in reading.compiled.quotes.walk(reading.data):
         value = hit.value
         if not isinstance(value, str):
@@ -628,22 +633,65 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
             else:
                 problem = f"value in field {named} is not copied exactly from the source: {shown!r}"
             violations.append(Violation(hit.pointer, problem, VERBATIM_KEY))
-        elif value and value not in source:
-            violations.append(
-                Violation(
-                    hit.pointer,
-                    f"quote in field {named} is not in the source: {shown!r}",
-                    SOURCE_QUOTE_KEY,
-                )
-            )
         elif value:
-            # A quote is any span of the source (not only whole chunks): under an anchor, one
-            # occurrence where the anchor allows is enough, as for a `Verbatim`.
-            anchor = _anchor_at(anchors, hit.pointer)
-            problem = anchor_problem(value, source, anchor, whole=False) if anchor else None
-            if problem is not None:
-                violations.append(_off_anchor(hit.pointer, named, shown, problem))
+            quote = _nfc(value)
+            normal = _nfc(source) if normal is None else normal
+            if _blank(quote):
+                problem = (
+                    f"quote in field {named} is only white space or invisible characters: "
+                    f"{shown!r} (it is in almost any source, so it proves nothing: quote the "
+                    'text itself, or "" for no evidence)'
+                )
+            elif quote not in normal:
+                problem = f"quote in field {named} is not in the source: {shown!r}"
+            else:
+                # A quote is any span of the source (not only whole chunks): under an anchor,
+                # one occurrence where the anchor allows is enough, as for a `Verbatim`. Read
+                # in NFC too (labels included), so that a quote found only in that form is
+                # still held to its anchor, never let through by it.
+                anchor = _anchor_at(anchors, hit.pointer)
+                if anchor is not None:
+                    off = anchor_problem(quote, normal, _nfc_anchor(anchor), whole=False)
+                    if off is not None:
+                        violations.append(_off_anchor(hit.pointer, named, shown, off))
+                continue
+            violations.append(Violation(hit.pointer, problem, SOURCE_QUOTE_KEY))
     return violations
+
+
+def _nfc(text: str) -> str:
+    """`text` in Unicode NFC (composed: `"e\\u0301"` is `"é"`), the one form a quote and its
+    source are compared in. Text already in NFC (most text) is returned as it is, at the cost
+    of a quick check."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+
+
+def _nfc_anchor(anchor: Anchor) -> Anchor:
+    """`anchor` with its labels in NFC, as the quote and the source it is read against."""
+    return Anchor(
+        tuple(_nfc(label) for label in anchor.after),
+        tuple(_nfc(label) for label in anchor.not_after),
+    )
+
+
+# Characters a reader does not see as text of their own: white space (`str.isspace`), controls,
+# invisible format characters (zero-width space and joiners, the byte order mark, word joiner,
+# tags...), combining marks without a base, and the blank letters and symbols Unicode draws as
+# nothing (Hangul fillers, the blank Braille pattern).
+_INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Mn", "Me", "Mc", "Zs", "Zl", "Zp"})
+_BLANK_GLYPHS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _blank(quote: str) -> bool:
+    """Whether a non-empty quote holds nothing a reader sees: only white space, invisible
+    characters and combining marks. Such a quote is in almost every source and proves nothing,
+    so it fails the check as one not found does (`""`, "no evidence", is not asked here)."""
+    return all(
+        char.isspace()
+        or char in _BLANK_GLYPHS
+        or unicodedata.category(char) in _INVISIBLE_CATEGORIES
+        for char in quote
+    )
 
 
 def _field_name(pointer: str, key: str | int | None) -> str:
