@@ -145,7 +145,8 @@ def _last_resort(ctx: Any = None) -> Iterator[None]:
         if type(error).__name__ == "NoArgsIsHelpError":
             raise  # `sdk batch` alone: its help is printed already, and typer exits 2
         # click's message on one line, in place of typer's usage lines and boxed panel.
-        Output().error(_one_line(error, getattr(error, "ctx", None) or ctx))
+        usage = isinstance(error, _USAGE_ERROR)
+        Output().error(_one_line(error, (error.ctx or ctx) if usage else None))
         raise typer.Exit(error.exit_code) from error
     except SystemExit as exit:
         # typer prints help through a rich console of its own, which exits 1 when the reader
@@ -162,17 +163,16 @@ def _last_resort(ctx: Any = None) -> Iterator[None]:
         raise typer.Exit(2) from error
 
 
-# The base of click's errors (a usage error, a file click could not open): typer's own copy of
-# click's since typer 0.26, click's before; `typer.BadParameter` derives from it in both.
-_CLICK_ERROR: Any = next(
-    base for base in typer.BadParameter.__mro__ if base.__name__ == "ClickException"
-)
+# click's errors (a usage error, a file click could not open) and its usage errors: typer's own
+# copy of click's since typer 0.26, click's before; `typer.BadParameter` derives from both.
+_CLICK_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_USAGE_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
 def _one_line(error: Any, ctx: Any) -> str:
-    """A click error as one line: the command (`ctx`'s, when known), click's message and where
-    the command's help is (`sdk batch run: No such option: --nope; see 'sdk batch run --help'`).
-    """
+    """A click error as one line: click's message and, for a usage error (`ctx`: its command),
+    the command and where its help is (`sdk batch run: No such option: --nope; see 'sdk batch
+    run --help'`)."""
     message = " ".join(error.format_message().split())
     if ctx is None:
         return message
