@@ -99,7 +99,14 @@ def test_a_full_stdout_is_one_line_and_exit_2(args: list[str], tmp_path: Path) -
     ]
 
 
-@pytest.mark.parametrize("args", [["providers"], ["providers", "--json"], ["schema", "targets"]])
+# Help goes through typer's own console, whose broken pipe exited 1: `sdk --help | head -0`.
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["providers"], ["providers", "--json"], ["schema", "targets"],
+        ["--help"], ["batch", "run", "--help"], ["cache"],  # help; `cache` alone prints it too
+    ],
+)  # fmt: skip
 def test_a_reader_that_went_away_is_silent(args: list[str]) -> None:
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first line: every write is a broken pipe
@@ -109,6 +116,49 @@ def test_a_reader_that_went_away_is_silent(args: list[str]) -> None:
         os.close(write)
     assert errors(result.stderr) == []
     assert result.returncode == 2
+
+
+# --- a usage error: one line, exit 2 ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["batch", "run", "--nope"], "error: sdk batch run: No such option: --nope (Possible "
+         "options: --input, --model); see 'sdk batch run --help'"),
+        (["cache", "stats", "--path"], "error: sdk cache stats: Option '--path' requires an "
+         "argument; see 'sdk cache stats --help'"),
+        (["schema", "export"], "error: sdk schema export: Missing argument 'MODULE_OR_PACKAGE'; "
+         "see 'sdk schema export --help'"),
+        (["serve", "--port", "abc"], "error: sdk serve: Invalid value for '--port': Input should "
+         "be a valid integer, unable to parse string as an integer; see 'sdk serve --help'"),
+        (["batch", "status", "--json=yes"], "error: sdk batch status: Option '--json' does not "
+         "take a value; see 'sdk batch status --help'"),
+        (["providers", "extra"], "error: sdk providers: Got unexpected extra argument(s) (extra); "
+         "see 'sdk providers --help'"),
+        (["nosuch"], "error: sdk: No such command 'nosuch'; see 'sdk --help'"),
+        (["--nope"], "error: sdk: No such option: --nope; see 'sdk --help'"),
+    ],
+)  # fmt: skip
+def test_a_usage_error_is_one_line_and_exit_2(args: list[str], line: str) -> None:
+    result = run(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert errors(result.stderr) == [line]
+    assert "Usage:" not in result.stderr and "─" not in result.stderr  # no usage, no panel
+
+
+def test_help_is_still_typer_s() -> None:
+    # `--help`, and a group given no command, print typer's help on stdout as before.
+    shown = run("batch", "run", "--help")
+    assert shown.returncode == 0
+    assert shown.stdout.split()[:4] == ["Usage:", "sdk", "batch", "run"]
+    assert "╭─ Options " in shown.stdout
+    alone = run("batch")
+    assert alone.returncode == 2
+    assert alone.stdout.split()[:4] == ["Usage:", "sdk", "batch", "[OPTIONS]"]
+    assert "╭─ Commands " in alone.stdout
+    assert errors(alone.stderr) == []
 
 
 # --- D4: Ctrl-C anywhere ------------------------------------------------------------------------

@@ -428,9 +428,14 @@ USAGE_ERRORS = {"serve": ["--port", "not-a-number"]}
 @pytest.mark.parametrize("command", sorted(commands()))
 def test_a_usage_error_exits_2(command: str) -> None:
     wrong = USAGE_ERRORS.get(command, ["--no-such-option"])
-    result = CliRunner().invoke(app, [*command.split(), *wrong])
+    result = CliRunner().invoke(app, [*command.split(), *wrong], env={"NO_COLOR": "1"})
     assert result.exit_code == 2
     assert 2 in documented()[command]
+    # One line naming the command and its help, never typer's usage lines and boxed panel.
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"error: sdk {command}: ")
+    assert result.stderr.endswith(f"; see 'sdk {command} --help'\n")
 
 
 @pytest.mark.parametrize(

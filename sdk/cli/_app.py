@@ -75,11 +75,14 @@ class _ReflowedGroup(TyperGroup):
                 if isinstance(getattr(parameter, "help", None), str):
                     parameter.help = reflowed(parameter.help)  # type: ignore[attr-defined]
                 _refuse_an_empty_path(parameter)
+            if not isinstance(command, _ReflowedGroup):
+                _parsing_in_last_resort(command)
 
     # Every command runs inside a group's `invoke` (and `sdk --help` in the top group's
-    # `parse_args`): what no command turned into an exit code is turned into one here.
+    # `parse_args`): what no command turned into an exit code is turned into one here. A
+    # command's own arguments are parsed inside it too, where a usage error's command is known.
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        with _last_resort():
+        with _last_resort(ctx):
             return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
@@ -110,11 +113,24 @@ def _refuse_an_empty_path(parameter: Any) -> None:
     parameter.process_value = refusing
 
 
+def _parsing_in_last_resort(command: Any) -> None:
+    """Parse `command`'s arguments inside `_last_resort`, which knows the command then: click's
+    parser gives some usage errors (`--path` without its value) no context to name it by."""
+    parse_args = command.parse_args
+
+    def parsing(ctx: Any, args: list[str]) -> list[str]:
+        with _last_resort(ctx):
+            return parse_args(ctx, args)  # type: ignore[no-any-return]
+
+    command.parse_args = parsing
+
+
 @contextmanager
-def _last_resort() -> Iterator[None]:
+def _last_resort(ctx: Any = None) -> Iterator[None]:
     """The errors no command handles, as one line and an exit code, never a traceback: Ctrl-C
-    (130), a model file that does not load (a bad argument: 2), an output that cannot be
-    written or a file error (2)."""
+    (130), a model file that does not load (a bad argument: 2), a usage error (an unknown
+    option, a missing argument, a bad value: 2), an output that cannot be written or a file
+    error (2), help whose reader went away (`sdk --help | head`: 2, no line)."""
     try:
         yield
     except KeyboardInterrupt:
@@ -125,6 +141,19 @@ def _last_resort() -> Iterator[None]:
     except BadArgument as error:
         Output().error(str(error))
         raise typer.Exit(2) from error
+    except _CLICK_ERROR as error:
+        if type(error).__name__ == "NoArgsIsHelpError":
+            raise  # `sdk batch` alone: its help is printed already, and typer exits 2
+        # click's message on one line, in place of typer's usage lines and boxed panel.
+        usage = isinstance(error, _USAGE_ERROR)
+        Output().error(_one_line(error, (error.ctx or ctx) if usage else None))
+        raise typer.Exit(error.exit_code) from error
+    except SystemExit as exit:
+        # typer prints help through a rich console of its own, which exits 1 when the reader
+        # has gone away (`sdk --help | head`): the exit of any other broken pipe.
+        if not isinstance(exit.__context__, BrokenPipeError):
+            raise
+        os_error_exit(Output(), exit.__context__)
     except Exception as error:
         # Only a provider that loaded the engine module can have raised its error.
         engine = sys.modules.get("sdk.providers.embedded._engine")
@@ -132,6 +161,25 @@ def _last_resort() -> Iterator[None]:
             raise
         Output().error(" ".join(str(error).split()))
         raise typer.Exit(2) from error
+
+
+# click's errors (a usage error, a file click could not open) and its usage errors: typer's own
+# copy of click's since typer 0.26, click's before; `typer.BadParameter` derives from both.
+_CLICK_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_USAGE_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+def _one_line(error: Any, ctx: Any) -> str:
+    """A click error as one line: click's message and, for a usage error (`ctx`: its command),
+    the command and where its help is (`sdk batch run: No such option: --nope; see 'sdk batch
+    run --help'`)."""
+    message = " ".join(error.format_message().split())
+    if ctx is None:
+        return message
+    line = f"{ctx.command_path}: {message}"
+    if ctx.command.get_help_option(ctx) is not None:
+        line = f"{line.rstrip('.')}; see '{ctx.command_path} {ctx.help_option_names[0]}'"
+    return line
 
 
 _WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
