@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 _HANDLED = {
     "$defs", "$ref", "$schema", "additionalProperties", "anyOf", "const", "default",
-    "description", "enum", "exclusiveMaximum", "exclusiveMinimum", "items", "maxItems",
-    "maxLength", "maximum", "minItems", "minLength", "minimum", "pattern", "properties",
-    "required", "title", "type", "x-schema-version", "x-source-quote", "x-lint-ignore",
-    "x-verbatim",
+    "description", "discriminator", "enum", "exclusiveMaximum", "exclusiveMinimum", "items",
+    "maxItems", "maxLength", "maximum", "minItems", "minLength", "minimum", "oneOf", "pattern",
+    "properties", "required", "title", "type", "x-schema-version", "x-source-quote",
+    "x-lint-ignore", "x-verbatim",
 }  # fmt: skip
 
 # JSON-safe text: any Unicode except lone surrogates, which JSON cannot carry.
@@ -41,6 +41,11 @@ def _strategy(node: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[A
         return st.sampled_from(node["enum"])
     if "anyOf" in node:
         return st.one_of([_strategy(branch, defs) for branch in node["anyOf"]])
+    if "oneOf" in node and isinstance(node.get("discriminator"), dict):
+        # A discriminated union (a `oneOf` without one fails below): each branch with its tag
+        # written, as the contract reads no value without it, so exactly one branch matches.
+        tag = node["discriminator"]["propertyName"]
+        return st.one_of([_tagged(branch, tag, defs) for branch in node["oneOf"]])
     kind = node.get("type")
     if kind == "object":
         properties: dict[str, Any] = node.get("properties", {})
@@ -72,3 +77,9 @@ def _strategy(node: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[A
     if kind == "null":
         return st.none()
     raise NotImplementedError(f"no strategy for {node}")
+
+
+def _tagged(branch: dict[str, Any], tag: str, defs: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values of a discriminated union's branch (a `$ref` to a contract), its tag written."""
+    const = defs[branch["$ref"].removeprefix("#/$defs/")]["properties"][tag]["const"]
+    return _strategy(branch, defs).map(lambda value: {**value, tag: const})

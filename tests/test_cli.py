@@ -170,6 +170,84 @@ def test_diff_needs_two_schemas_or_the_lock() -> None:
     assert "give OLD and NEW, or --against-lock" in err
 
 
+# A verdict whose outcome is a tagged union; `OUTCOME` is how the union is declared.
+VERDICT = """
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag
+from sdk import Contract
+
+
+class Approve(Contract):
+    \"\"\"Approve the request.\"\"\"
+
+    kind: Literal["approve"] = Field(default="approve", description="The outcome's tag.")
+    note: str = Field(default="", description="A note for the requester.")
+
+
+class Reject(Contract):
+    \"\"\"Reject the request.\"\"\"
+
+    kind: Literal["reject"] = Field(default="reject", description="The outcome's tag.")
+    reason: str = Field(default="", description="Why it is rejected.")
+
+
+def pick(value: Any) -> Any:
+    return value.get("kind") if isinstance(value, dict) else value.kind
+
+
+class Verdict(Contract):
+    \"\"\"A verdict on a request.\"\"\"
+
+    schema_version = VERSION
+
+    outcome: OUTCOME = Field(description="The outcome.")
+"""
+BY_NAME = 'Annotated[Approve | Reject, Field(discriminator="kind")]'
+BY_FUNCTION = (
+    'Annotated[Annotated[Approve, Tag("approve")] | Annotated[Reject, Tag("reject")], '
+    "Discriminator(pick)]"
+)
+
+
+REMOVED = 'discriminator-removed /properties/outcome: discriminator "kind" removed'
+ADDED = 'discriminator-added /properties/outcome: discriminator "kind" added'
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line"),
+    [
+        (BY_NAME, BY_FUNCTION, REMOVED),
+        (BY_FUNCTION, BY_NAME, ADDED),
+        (BY_NAME, "Approve | Reject", f"{REMOVED} (oneOf -> anyOf)"),
+        ("Approve | Reject", BY_NAME, f"{ADDED} (anyOf -> oneOf)"),
+    ],
+    ids=["removed-same-oneOf", "added-same-oneOf", "removed", "added"],
+)
+def test_diff_fails_on_a_discriminator_added_or_removed(
+    tmp_path: Path, old: str, new: str, line: str
+) -> None:
+    # The same branches either way: only how a value picks its branch changed. Under the same
+    # `oneOf` that was "0 change(s)"; with the keyword it was a compatible loosening or a
+    # tightening. Each is breaking now, so --fail-on-breaking stops the build.
+    folder = str(tmp_path / "schemas")
+    first = make_package(
+        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", old).replace("VERSION", "1")}
+    )
+    assert _invoke("schema", "lock", first, "--dir", folder)[0] == 0
+    second = make_package(
+        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", new).replace("VERSION", "2")}
+    )
+    args = ("schema", "diff", "--against-lock", second, "--dir", folder, "--fail-on-breaking")
+    code, out, _ = _invoke(*args)
+    assert code == 1
+    verdict = out[out.index("Verdict v1") :].splitlines()
+    assert verdict[1] == "  1 change(s), breaking for producers" + (
+        " and consumers" if line.startswith(ADDED) else ""
+    )
+    assert verdict[2] == f"  {line}"
+
+
 def test_export_writes_the_committed_snapshot_bytes(tmp_path: Path) -> None:
     code, out, _ = _invoke("schema", "export", "contracts", "--out", str(tmp_path))
     assert code == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Annotated
 from typing import Any
 from typing import Literal
 from typing import Union
@@ -10,13 +11,17 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings
+from pydantic import Discriminator
 from pydantic import Field
+from pydantic import Tag
 
 from contracts import Decision
 from contracts import InvoiceExtraction
 from sdk import Contract
+from sdk import ContractViolation
 from sdk import SourceQuote
 from sdk import WireEnum
+from sdk import parse
 from sdk.workflow.diff import Change
 from sdk.workflow.diff import ChangeKind
 from sdk.workflow.diff import Impact
@@ -45,6 +50,28 @@ class ColorSwapped(WireEnum):
 
 def _text(**extra: Any) -> tuple[type, Any]:
     return (str, Field(description="Some text.", **extra))
+
+
+class Approve(Contract):
+    """Approve the request."""
+
+    kind: Literal["approve"] = Field(default="approve", description="The outcome's tag.")
+    note: str = Field(default="", description="A note for the requester.")
+
+
+class Reject(Contract):
+    """Reject the request."""
+
+    kind: Literal["reject"] = Field(default="reject", description="The outcome's tag.")
+    reason: str = Field(default="", description="Why it is rejected.")
+
+
+# One outcome field, as a discriminated union (`oneOf` + `discriminator`) and as a plain one.
+_TAGGED = (
+    Annotated[Approve | Reject, Field(discriminator="kind")],
+    Field(description="The outcome."),
+)
+_PLAIN = (Approve | Reject, Field(description="The outcome."))
 
 
 # (kind, old fields, new fields, pointer, producers, consumers): one row per kind of change.
@@ -146,6 +173,8 @@ CASES: list[tuple[ChangeKind, dict[str, Any], dict[str, Any], str, Impact, Impac
         B,
         B,
     ),
+    (ChangeKind.DISCRIMINATOR_ADDED, {"o": _PLAIN}, {"o": _TAGGED}, "/properties/o", B, B),
+    (ChangeKind.DISCRIMINATOR_REMOVED, {"o": _TAGGED}, {"o": _PLAIN}, "/properties/o", B, C),
     (
         ChangeKind.CONSTRAINT_TIGHTENED,
         {"n": (int, Field(ge=0, description="N."))},
@@ -453,3 +482,165 @@ def test_a_changed_default_is_found_as_a_change_of_values() -> None:
         (ChangeKind.DEFAULT_CHANGED, "default: 3 -> 4")
     ]
     assert diff.breaking_for_producers and diff.breaking_for_consumers
+
+
+def _pick(value: Any) -> str | None:
+    """A callable discriminator: the branch a value names in `kind`."""
+    found = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return found if isinstance(found, str) else None
+
+
+# Tagged by a function: Pydantic writes the same `oneOf`, with no `discriminator` beside it.
+_TAGGED_BY_FUNCTION = (
+    Annotated[
+        Annotated[Approve, Tag("approve")] | Annotated[Reject, Tag("reject")],
+        Discriminator(_pick),
+    ],
+    Field(description="The outcome."),
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kind", "detail"),
+    [
+        (
+            _TAGGED,
+            _TAGGED_BY_FUNCTION,
+            ChangeKind.DISCRIMINATOR_REMOVED,
+            'discriminator "kind" removed',
+        ),
+        (
+            _TAGGED_BY_FUNCTION,
+            _TAGGED,
+            ChangeKind.DISCRIMINATOR_ADDED,
+            'discriminator "kind" added',
+        ),
+    ],
+    ids=["removed", "added"],
+)
+def test_a_discriminator_that_comes_or_goes_under_the_same_oneof_is_found(
+    old: Any, new: Any, kind: ChangeKind, detail: str
+) -> None:
+    # The same branches, the same `oneOf`: only the `discriminator` mapping differs (it was
+    # "0 change(s)"), and it is breaking either way, so `--fail-on-breaking` stops on it.
+    before, after = contract(o=old).json_schema(), contract(o=new).json_schema()
+    assert "oneOf" in before["properties"]["o"] and "oneOf" in after["properties"]["o"]
+    diff = diff_schemas(before, after)
+    assert [(c.kind, c.pointer, c.detail) for c in diff.changes] == [
+        (kind, "/properties/o", detail)
+    ]
+    assert diff.breaking_for_producers
+
+
+def test_the_discriminator_kinds_say_what_parse_does_with_an_untagged_output() -> None:
+    # Each branch's tag has a default, so an output may leave it out: a plain union reads it by
+    # its shape, a discriminated one refuses it. The diff names the change once, with the
+    # `anyOf`/`oneOf` switch Pydantic writes beside it, not as a loosened or tightened keyword.
+    plain, tagged = contract(o=_PLAIN), contract(version=2, o=_TAGGED)
+    untagged = '{"o": {"reason": "Out of policy."}}'
+    assert isinstance(parse(plain, untagged, stop_reason="end_turn").value.o, Reject)
+    with pytest.raises(ContractViolation, match="Unable to extract tag"):
+        parse(tagged, untagged, stop_reason="end_turn")
+    # Without the tag, the branch is the first that fits: `{}` was refused, now it is an Approve.
+    assert isinstance(parse(plain, '{"o": {}}', stop_reason="end_turn").value.o, Approve)
+    added = diff_schemas(plain.json_schema(), tagged.json_schema())
+    assert [(c.kind, c.detail) for c in added.changes] == [
+        (ChangeKind.DISCRIMINATOR_ADDED, 'discriminator "kind" added (anyOf -> oneOf)')
+    ]
+    assert added.breaking_for_producers and added.breaking_for_consumers
+    removed = diff_schemas(tagged.json_schema(), plain.json_schema())
+    assert [(c.kind, c.detail) for c in removed.changes] == [
+        (ChangeKind.DISCRIMINATOR_REMOVED, 'discriminator "kind" removed (oneOf -> anyOf)')
+    ]
+    assert removed.breaking_for_producers and not removed.breaking_for_consumers
+
+
+def test_a_nullable_union_that_loses_its_discriminator_is_found() -> None:
+    old = contract(o=(_TAGGED[0] | None, Field(description="The outcome, or null.")))
+    new = contract(o=(Approve | Reject | None, Field(description="The outcome, or null.")))
+    assert [
+        (c.kind, c.pointer) for c in diff_schemas(old.json_schema(), new.json_schema()).changes
+    ] == [(ChangeKind.DISCRIMINATOR_REMOVED, "/properties/o")]
+
+
+# Branches `A` (`n`, and `n <= 3` once edited), `B` and `C` of a field `p`, each tagged by `k`.
+_A = contract("A", k=(Literal["a"], Field(description="Tag.")), n=(int, Field(description="N.")))
+_A_EDITED = contract(
+    "A", k=(Literal["a"], Field(description="Tag.")), n=(int, Field(le=3, description="N."))
+)
+_B = contract("B", k=(Literal["b"], Field(description="Tag.")), m=_text())
+_C = contract("C", k=(Literal["c"], Field(description="Tag.")), z=_text())
+_A_TIGHTENED = (ChangeKind.CONSTRAINT_TIGHTENED, "/$defs/A/properties/n", "maximum (none) -> 3")
+
+
+def _field(annotation: Any, **extra: Any) -> type[Contract]:
+    return contract(p=(annotation, Field(description="P.", **extra)))
+
+
+@pytest.mark.parametrize("nullable", [False, True], ids=["A", "A | None"])
+def test_a_union_narrowed_to_one_branch_keeps_that_branch_and_its_edit(nullable: bool) -> None:
+    # `A | B` becoming `A` (A edited): B removed and A walked, not "A and B removed, an object
+    # added" (the lone side was compared resolved, its `$ref` lost).
+    old = _field(_A | _B | None if nullable else _A | _B)
+    new = _field(_A_EDITED | None if nullable else _A_EDITED)
+    changes = diff_schemas(old.json_schema(), new.json_schema()).changes
+    assert [(c.kind, c.pointer, c.detail) for c in changes] == [
+        (ChangeKind.TYPE_NARROWED, "/properties/p", 'alternative {"$ref": "#/$defs/B"} removed'),
+        _A_TIGHTENED,
+    ]
+
+
+@pytest.mark.parametrize("discriminated", [True, False], ids=["oneOf", "anyOf"])
+def test_one_type_grown_into_a_union_keeps_its_branch_and_its_edit(discriminated: bool) -> None:
+    old = _field(_A)
+    new = _field(_A_EDITED | _B, **({"discriminator": "k"} if discriminated else {}))
+    changes = diff_schemas(old.json_schema(), new.json_schema()).changes
+    added = 'k="b" (#/$defs/B)' if discriminated else '{"$ref": "#/$defs/B"}'
+    assert [(c.kind, c.pointer, c.detail) for c in changes] == [
+        (ChangeKind.TYPE_WIDENED, "/properties/p", f"alternative {added} added"),
+        _A_TIGHTENED,
+    ]
+
+
+def test_an_untagged_branch_is_matched_by_its_definition_name_when_branches_come() -> None:
+    # A's branch carries its own description, so its bytes change with it: matched by `A`.
+    old = _field(Annotated[_A, Field(description="An A.")] | _B)
+    new = _field(Annotated[_A, Field(description="An A, kept.")] | _B | _C)
+    changes = diff_schemas(old.json_schema(), new.json_schema()).changes
+    assert [(c.kind, c.pointer, c.detail) for c in changes] == [
+        (ChangeKind.TYPE_WIDENED, "/properties/p", 'alternative {"$ref": "#/$defs/C"} added'),
+        (
+            ChangeKind.DESCRIPTION_CHANGED,
+            "/properties/p/anyOf/0",
+            'description: "An A." -> "An A, kept."',
+        ),
+    ]
+
+
+def test_an_inline_branch_is_matched_by_its_only_shared_type_when_branches_come() -> None:
+    old = contract(p=(Union[Literal["x"], int], Field(description="P.")))  # noqa: UP007
+    new = contract(p=(Union[Literal["x", "y"], int, bool], Field(description="P.")))  # noqa: UP007
+    changes = diff_schemas(old.json_schema(), new.json_schema()).changes
+    assert [(c.kind, c.pointer, c.detail) for c in changes] == [
+        (ChangeKind.TYPE_WIDENED, "/properties/p", 'alternative {"type": "boolean"} added'),
+        (ChangeKind.ENUM_MEMBER_ADDED, "/properties/p/anyOf/0", 'member "y" added'),
+    ]
+
+
+def test_untagged_branches_reordered_are_one_change_not_each_compared_to_another() -> None:
+    # Matched by name, not side by side (A against B was a list of field changes); the order
+    # itself is reported, since Pydantic reads a value that fits both as the first.
+    changes = diff_schemas(_field(_A | _B).json_schema(), _field(_B | _A).json_schema()).changes
+    assert [(c.kind, c.pointer, c.detail) for c in changes] == [
+        (
+            ChangeKind.KEYWORD_CHANGED,
+            "/properties/p",
+            "alternatives reordered: A, B -> B, A (a value that fits more than one may now read "
+            "as another)",
+        )
+    ]
+    tagged = diff_schemas(
+        _field(_A | _B, discriminator="k").json_schema(),
+        _field(_B | _A, discriminator="k").json_schema(),
+    )
+    assert tagged.changes == []  # the tag alone picks the branch: the order does not matter

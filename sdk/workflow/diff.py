@@ -22,12 +22,14 @@ was), a detail line, and its classification for each side.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from dataclasses import dataclass
 from dataclasses import field
 from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
+from sdk._values.pointer import unescape_token
 from sdk.schema._shape import node_at
 from sdk.schema._shape import object_fields
 from sdk.schema._shape import resolve
@@ -63,6 +65,8 @@ class ChangeKind(StrEnum):
     ENUM_REORDERED = "enum-reordered"
     NULLABLE_ADDED = "nullable-added"
     NULLABLE_REMOVED = "nullable-removed"
+    DISCRIMINATOR_ADDED = "discriminator-added"
+    DISCRIMINATOR_REMOVED = "discriminator-removed"
     CONSTRAINT_TIGHTENED = "constraint-tightened"
     CONSTRAINT_LOOSENED = "constraint-loosened"
     CONSTRAINT_CHANGED = "constraint-changed"
@@ -145,6 +149,27 @@ _CLASSIFICATION: dict[ChangeKind, tuple[Impact, Impact, str]] = {
         _B,
         _B,
         "the model loses its way to abstain and must invent a value; stored nulls no longer read",
+    ),
+    # A discriminator changes which documents a union accepts only through the tag: each branch
+    # still holds its tag to its own constant, so a document that carries the tag matches the
+    # same branch with or without one. What changes is the document without the tag (possible
+    # where a branch's tag has a default): a plain union matches it by its shape (Pydantic's
+    # smart mode, the first branch that fits on a tie), a discriminated one refuses it ("Unable
+    # to extract tag"). So adding one breaks both sides; removing one lets an output leave the
+    # tag out and be read, silently, as a branch it may not have meant (as `default-changed`,
+    # breaking for producers), while every stored value carries its tag and reads as before.
+    ChangeKind.DISCRIMINATOR_ADDED: (
+        _B,
+        _B,
+        "the tag alone now picks the branch: an output or stored value that leaves a defaulted "
+        "tag out, matched by its shape before, is refused (migrate_from must write the tag)",
+    ),
+    ChangeKind.DISCRIMINATOR_REMOVED: (
+        _B,
+        _C,
+        "an output without the tag is no longer refused but read as whichever branch its shape "
+        "fits first, without an error, and retry feedback no longer names the tagged branch; "
+        "stored values carry their tag and read as the same branch",
     ),
     ChangeKind.CONSTRAINT_TIGHTENED: (
         _B,
@@ -394,7 +419,14 @@ class _Differ:
                 core_pointer,
                 skip=(),
             )
-        self._core(old_shape.core, new_shape.core, old_shape.types, new_shape.types, core_pointer)
+        self._core(
+            old_shape.core,
+            new_shape.core,
+            old_shape.types,
+            new_shape.types,
+            core_pointer,
+            refs=(old_shape.ref, new_shape.ref),
+        )
 
     def _annotations(
         self, old: dict[str, Any], new: dict[str, Any], pointer: str, *, skip: tuple[str, ...]
@@ -417,10 +449,12 @@ class _Differ:
         old_types: frozenset[str],
         new_types: frozenset[str],
         pointer: str,
+        *,
+        refs: tuple[str | None, str | None] = (None, None),
     ) -> None:
-        """Compare the non-null parts of two nodes."""
+        """Compare the non-null parts of two nodes (`refs`: the definitions they came from)."""
         if any(isinstance(node.get(k), list) for node in (old, new) for k in _UNIONS):
-            self._union(old, new, pointer)
+            self._union(old, new, pointer, refs)
             return
         if old_types != new_types and old_types and new_types:
             if _covers(new_types, old_types):
@@ -446,55 +480,32 @@ class _Differ:
                     f"{keyword}: {_short(old.get(keyword))} -> {_short(new.get(keyword))}",
                 )
 
-    def _union(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
+    def _union(
+        self,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        pointer: str,
+        refs: tuple[str | None, str | None],
+    ) -> None:
         """Compare alternatives (`anyOf` or `oneOf` alike), walking into each matched pair.
 
-        Branches are matched by their discriminator value where every branch of both sides has
-        one (a tagged union may gain, lose or reorder branches), else side by side when their
-        count is unchanged, else by identical bytes. A branch added is a widening (the model
-        gains an alternative, stored values still read), a branch removed a narrowing (stored
-        values of it no longer read), as for enum members.
+        Branches are matched as `_pair_branches` says: by their discriminator value where every
+        branch of both sides has one, else by definition name or title, identical bytes, their
+        only shared JSON type, and last by position. A side that is not a union (`A` becoming
+        `A | B`) is its own one branch, still named by its definition. A branch added is a
+        widening (the model gains an alternative, stored values still read), a branch removed a
+        narrowing (stored values of it no longer read), as for enum members.
         """
-        old_keyword, old_branches = _branches(old)
-        new_keyword, new_branches = _branches(new)
-        if old_keyword and new_keyword and old_keyword != new_keyword:
-            # `oneOf` also refuses a value that matches two alternatives.
-            tighter = new_keyword == "oneOf"
-            self.add(
-                ChangeKind.CONSTRAINT_TIGHTENED if tighter else ChangeKind.CONSTRAINT_LOOSENED,
-                pointer,
-                f"{old_keyword} -> {new_keyword}"
-                + (" (a value must now match exactly one alternative)" if tighter else ""),
-            )
+        old_keyword, old_branches = _branches(old, refs[0])
+        new_keyword, new_branches = _branches(new, refs[1])
         old_tag, new_tag = _discriminator(old), _discriminator(new)
-        if old_tag and new_tag and old_tag != new_tag:
-            self.add(
-                ChangeKind.KEYWORD_CHANGED,
-                pointer,
-                f"discriminator {_short(old_tag)} -> {_short(new_tag)}",
-            )
+        self._union_keywords((old_keyword, old_tag), (new_keyword, new_tag), pointer)
         tag = (new_tag or old_tag) if not (old_tag and new_tag) or old_tag == new_tag else None
         old_labels = _tags(self.old_root, old_branches, tag)
         new_labels = _tags(self.new_root, new_branches, tag)
-        pairs: list[tuple[int, int]]
-        if old_labels is not None and new_labels is not None:
-            pairs = [
-                (old_labels.index(label), new_labels.index(label))
-                for label in new_labels
-                if label in old_labels
-            ]
-        elif len(old_branches) == len(new_branches):
-            pairs = [(index, index) for index in range(len(old_branches))]
-        else:
-            old_keys = [canonical_bytes(branch) for branch in old_branches]
-            new_keys = [canonical_bytes(branch) for branch in new_branches]
-            unused = list(range(len(old_keys)))
-            pairs = []
-            for index, key in enumerate(new_keys):
-                match = next((i for i in unused if old_keys[i] == key), None)
-                if match is not None:
-                    unused.remove(match)
-                    pairs.append((match, index))
+        pairs = _pair_branches(
+            (self.old_root, old_branches, old_labels), (self.new_root, new_branches, new_labels)
+        )
         matched_old = {before for before, _ in pairs}
         matched_new = {after for _, after in pairs}
         for index, branch in enumerate(old_branches):
@@ -505,9 +516,67 @@ class _Differ:
             if index not in matched_new:
                 label = _label(branch, tag, new_labels, index)
                 self.add(ChangeKind.TYPE_WIDENED, pointer, f"alternative {label} added")
-        keyword = new_keyword or old_keyword
+        pairs.sort(key=lambda pair: pair[1])
+        if old_keyword and new_keyword and None in (old_labels, new_labels):
+            self._reordered(old_branches, [before for before, _ in pairs], pointer)
         for before, after in pairs:
-            self.compare(old_branches[before], new_branches[after], f"{pointer}/{keyword}/{after}")
+            # A branch's place in the new document; a new side that is no union is the node.
+            inner = f"{pointer}/{new_keyword}/{after}" if new_keyword else pointer
+            self.compare(old_branches[before], new_branches[after], inner)
+
+    def _union_keywords(
+        self,
+        old: tuple[str | None, str | None],
+        new: tuple[str | None, str | None],
+        pointer: str,
+    ) -> None:
+        """A union's own keywords: its discriminator added, removed or renamed, and `anyOf`
+        against `oneOf` (each side as its keyword and its discriminator's property)."""
+        (old_keyword, old_tag), (new_keyword, new_tag) = old, new
+        # Pydantic writes a discriminated union as `oneOf` and a plain one as `anyOf`: the
+        # keyword that comes or goes with the discriminator is part of that one change.
+        switch = f" ({old_keyword} -> {new_keyword})" if old_keyword != new_keyword else ""
+        if old_keyword and new_keyword and (old_tag is None) != (new_tag is None):
+            added = new_tag is not None
+            self.add(
+                ChangeKind.DISCRIMINATOR_ADDED if added else ChangeKind.DISCRIMINATOR_REMOVED,
+                pointer,
+                f"discriminator {_short(new_tag or old_tag)} {'added' if added else 'removed'}"
+                + switch,
+            )
+            if (old_keyword, new_keyword) == (("anyOf", "oneOf") if added else ("oneOf", "anyOf")):
+                switch = ""
+        if old_keyword and new_keyword and switch:
+            # `oneOf` also refuses a value that matches two alternatives.
+            tighter = new_keyword == "oneOf"
+            self.add(
+                ChangeKind.CONSTRAINT_TIGHTENED if tighter else ChangeKind.CONSTRAINT_LOOSENED,
+                pointer,
+                f"{old_keyword} -> {new_keyword}"
+                + (" (a value must now match exactly one alternative)" if tighter else ""),
+            )
+        if old_tag and new_tag and old_tag != new_tag:
+            self.add(
+                ChangeKind.KEYWORD_CHANGED,
+                pointer,
+                f"discriminator {_short(old_tag)} -> {_short(new_tag)}",
+            )
+
+    def _reordered(
+        self, old_branches: list[dict[str, Any]], order: list[int], pointer: str
+    ) -> None:
+        """Untagged branches matched out of order (`order`: the old index of each new one)."""
+        if order == sorted(order):
+            return
+        # Without a tag, Pydantic reads a value that fits several branches as the first.
+        names = [_name(old_branches[i]) or _short(old_branches[i], 30) for i in sorted(order)]
+        moved = [_name(old_branches[i]) or _short(old_branches[i], 30) for i in order]
+        self.add(
+            ChangeKind.KEYWORD_CHANGED,
+            pointer,
+            f"alternatives reordered: {', '.join(names)} -> {', '.join(moved)} (a value "
+            "that fits more than one may now read as another)",
+        )
 
     def _enum(self, old: dict[str, Any], new: dict[str, Any], pointer: str) -> None:
         before = _members(old)
@@ -665,14 +734,78 @@ def _members(node: dict[str, Any]) -> list[Any] | None:
     return None
 
 
-def _branches(node: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
+def _branches(
+    node: dict[str, Any], ref: str | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
     """The keyword listing a node's alternatives and the alternatives; a node that is not a
-    union is its own one alternative (keyword `None`)."""
+    union is its own one alternative (keyword `None`), a reference again when it was resolved
+    from the definition at `ref`, so that it is matched and walked as a union's `$ref` is."""
     for keyword in _UNIONS:
         branches = node.get(keyword)
         if isinstance(branches, list):
             return keyword, [b for b in branches if isinstance(b, dict)]
+    if ref is not None:
+        # `resolve_ref` percent-decodes a reference: a `%` of the pointer is written `%25`.
+        return None, [{"$ref": "#" + ref.replace("%", "%25")}]
     return None, [{k: v for k, v in node.items() if k not in _ANNOTATIONS}]
+
+
+# One side of a union for `_pair_branches`: its document, its branches, its discriminator values.
+_Side = tuple[dict[str, Any], list[dict[str, Any]], list[str] | None]
+
+
+def _pair_branches(old: _Side, new: _Side) -> list[tuple[int, int]]:
+    """Which old branch each new branch is, as (old index, new index) pairs.
+
+    Where every branch of both sides has a discriminator value, that value is the branch's
+    identity: a value on one side only is a branch added or removed. Otherwise the branches are
+    matched, each step among those still unmatched, by definition name or title (`#/$defs/A`,
+    whatever `A` now holds), by identical bytes, by a JSON type only one branch of each side
+    has (`Literal["x"]` becoming `Literal["x", "y"]` beside an `int`), and last by position,
+    when as many remain on each side. A branch edited inside so keeps its identity, and is
+    walked, when other branches come or go.
+    """
+    old_root, old_branches, old_labels = old
+    new_root, new_branches, new_labels = new
+    if old_labels is not None and new_labels is not None:
+        return [
+            (old_labels.index(label), index)
+            for index, label in enumerate(new_labels)
+            if label in old_labels
+        ]
+    pairs: list[tuple[int, int]] = []
+    old_left = list(range(len(old_branches)))
+    new_left = list(range(len(new_branches)))
+
+    def match(key_old: list[Any], key_new: list[Any]) -> None:
+        for after in list(new_left):
+            key = key_new[after]
+            if key is None or [key_new[i] for i in new_left].count(key) != 1:
+                continue
+            found = [i for i in old_left if key_old[i] == key]
+            if len(found) == 1:
+                pairs.append((found[0], after))
+                old_left.remove(found[0])
+                new_left.remove(after)
+
+    match([_name(b) for b in old_branches], [_name(b) for b in new_branches])
+    match([canonical_bytes(b) for b in old_branches], [canonical_bytes(b) for b in new_branches])
+    match(
+        [shape_of(old_root, b).types or None for b in old_branches],
+        [shape_of(new_root, b).types or None for b in new_branches],
+    )
+    if len(old_left) == len(new_left):
+        pairs += zip(old_left, new_left, strict=True)
+    return pairs
+
+
+def _name(branch: dict[str, Any]) -> str | None:
+    """A branch's name: the definition its `$ref` names, else its `title`."""
+    ref = branch.get("$ref")
+    if isinstance(ref, str):
+        return unescape_token(urllib.parse.unquote(ref).rsplit("/", 1)[-1])
+    title = branch.get("title")
+    return title if isinstance(title, str) else None
 
 
 def _discriminator(node: dict[str, Any]) -> str | None:
