@@ -20,6 +20,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -35,6 +36,7 @@ from sdk.batch import BatchJob
 from sdk.batch import LocalBackend
 from sdk.batch import OutputChanged
 from sdk.batch import job_summary
+from sdk.batch._output import OutputLog
 from tests.batch_support import INVALID_JSON
 from tests.batch_support import AnthropicBatchAPI
 from tests.batch_support import Script
@@ -94,7 +96,7 @@ CHANGES = {
     "truncate": "was cut to 0 bytes while the job ran",
     "copytruncate": "was cut to 0 bytes while the job ran",
     "move": "was deleted or moved away while the job ran",
-    "delete": "was deleted or moved away while the job ran",
+    "delete": "was deleted while the job ran: the job stopped without writing more, and wrote",
     "replace": "was replaced by another file while the job ran",
     "append": "grew by 17 bytes the job did not write while it ran",
 }
@@ -137,8 +139,8 @@ def test_a_running_job_stops_when_its_output_changes_under_it(tmp_path: Path, ch
         assert (summary.ok, summary.pending, summary.failed) == (committed, ITEMS - committed, 0)
 
         # What is left where, and the way on that the message gives.
-        if change in ("truncate", "delete"):  # the lines are gone: nothing written since
-            assert not out.exists() or out.read_bytes() == b""
+        if change == "truncate":  # the lines are gone: nothing written since
+            assert out.read_bytes() == b""
             refused = sdk_run("batch", "resume", "--state", str(state), timeout=60)
             assert refused.returncode == 2 and str(out) in one_line(refused.stderr)
             return
@@ -152,6 +154,10 @@ def test_a_running_job_stops_when_its_output_changes_under_it(tmp_path: Path, ch
         elif change in ("copytruncate", "move"):
             assert aside.read_bytes() == kept and not (out.exists() and out.read_bytes())
             os.replace(aside, out)  # the rotated or moved file put back
+        elif change == "delete":  # written back from the file the job held open (on main:
+            # lost, "start a new job"), owner-only as the job's output is
+            assert out.read_bytes() == kept and stat.S_IMODE(out.stat().st_mode) == 0o600
+            assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
         else:
             assert out.read_bytes() == kept  # the copy: the job wrote into neither file
         gate(url, open=True)
@@ -403,3 +409,40 @@ def test_an_output_through_a_dangling_link_is_refused_and_nothing_is_created(
     ) as job:  # fmt: skip
         assert job.run().ok == 3
     assert set(by_id(read_output(real))) == {"doc-0", "doc-1", "doc-2"}
+
+
+@pytest.mark.parametrize("then", ["nothing", "folder removed", "another file made"])
+def test_an_output_deleted_under_a_job_is_written_back_from_the_file_it_holds(
+    tmp_path: Path, then: str
+) -> None:
+    # The job holds its output open: a deleted output's committed bytes are still readable
+    # there, and are written back to the path (on main they were lost with the file). A file
+    # someone made at the path since is never replaced.
+    folder = tmp_path / "results"
+    folder.mkdir(mode=0o700)
+    path = folder / "out.jsonl"
+    log = OutputLog(path, 0)
+    try:
+        log.append([b'{"id":1,"outcome":"ok"}\n', b'{"id":2,"outcome":"ok"}\n'])
+        kept = path.read_bytes()
+        log.append([b'{"id":3,"outcome":"ok"}\n'])  # its commit failed: not the job's yet
+        log.length = len(kept)
+        path.unlink()
+        if then == "folder removed":
+            folder.rmdir()
+        elif then == "another file made":
+            path.write_bytes(b"someone else's\n")
+        with pytest.raises(OutputChanged) as stopped:
+            log.check()
+    finally:
+        log.close()
+    said = str(stopped.value)
+    if then == "another file made":
+        assert "was replaced by another file while the job ran" in said, said
+        assert path.read_bytes() == b"someone else's\n"
+    else:
+        assert f"wrote its {len(kept)} committed bytes back to {path}" in said, said
+        assert path.read_bytes() == kept  # the committed lines alone, whole
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert [p.name for p in folder.iterdir()] == ["out.jsonl"]  # no temporary file left

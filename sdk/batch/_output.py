@@ -82,7 +82,8 @@ class OutputLog:
     the job (`OutputChanged`) when the file is no longer as the job left it: another file at
     the path (moved, deleted, a copy saved over it), cut below the committed length (a log
     rotation's copytruncate, `: > out`), or longer than what the job wrote (another process
-    appended): the job never writes into a file it does not hold whole. A write the file
+    appended): the job never writes into a file it does not hold whole. A deleted output's
+    committed bytes are written back to the path from the file held open (`_written_back`). A write the file
     system refuses (disk full, a file size limit) is a `BatchError` naming the file.
     """
 
@@ -171,6 +172,12 @@ class OutputLog:
             at_path = os.stat(path)
             held = os.fstat(self._fd)
         except FileNotFoundError:
+            if self._written_back():
+                raise OutputChanged(
+                    f"{path} was deleted while the job ran: the job stopped without writing "
+                    f"more, and wrote its {committed:,} committed bytes back to {path} from the "
+                    "file it held open. `sdk batch resume` goes on"
+                ) from None
             raise OutputChanged(
                 f"{path} was deleted or moved away while the job ran: the job stopped without "
                 f"writing more. Its {committed:,} committed bytes are in that file: put it back "
@@ -201,6 +208,36 @@ class OutputLog:
                 "process appended to it): the job stopped rather than write over them. Move "
                 f"them out (keep the first {committed:,} bytes) and `sdk batch resume` goes on"
             )
+
+    def _written_back(self) -> bool:
+        """The output deleted (no name left on the file the job holds open: not moved away),
+        its committed bytes written back to the path from the open file, as a new file made
+        whole beside it and linked in only if the path is still free; whether they were. A
+        file another process made at the path meanwhile is never replaced."""
+        try:
+            if os.fstat(self._fd).st_nlink != 0:
+                return False  # moved away (its bytes are in it, wherever it is now)
+            private_folder(self.path.parent)  # (a folder deleted with it: made again)
+            fd, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        except OSError:
+            return False
+        try:
+            copied = 0
+            while copied < self.length:
+                block = os.pread(self._fd, min(self.length - copied, 1 << 20), copied)
+                if not block:
+                    return False  # (shorter than committed: nothing whole to give back)
+                copied += os.write(fd, block)
+            os.fsync(fd)
+            os.link(temporary, self.path)  # (fails if the path is taken: left as it is)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        sync_folder(self.path.parent)
+        return True
 
     def append(self, lines: Sequence[bytes]) -> int:
         """Append whole lines (each ending in a newline), durably, after `check`ing the file;
