@@ -83,8 +83,9 @@ class OutputLog:
     the path (moved, deleted, a copy saved over it), cut below the committed length (a log
     rotation's copytruncate, `: > out`), or longer than what the job wrote (another process
     appended): the job never writes into a file it does not hold whole. A deleted output's
-    committed bytes are written back to the path from the file held open (`_written_back`). A write the file
-    system refuses (disk full, a file size limit) is a `BatchError` naming the file.
+    committed bytes are written back to the path from the file held open (`_written_back`).
+    A write the file system refuses (disk full, a file size limit) is a `BatchError` naming
+    the file.
     """
 
     def __init__(
