@@ -219,6 +219,16 @@ def cannot_write(error: BaseException) -> bool:
     return isinstance(cause, sqlite3.Error) and _code(cause).startswith("SQLITE_READONLY")
 
 
+def no_room(error: BaseException) -> bool:
+    """Whether `error` (a typed one, from `errors`) says the file could not be written now for
+    want of room: a full disk, a file size limit, a write the system refused."""
+    cause = error.__cause__
+    if not isinstance(cause, sqlite3.Error):
+        return False
+    code = _code(cause)
+    return code == "SQLITE_FULL" or code.startswith("SQLITE_IOERR_WRITE")
+
+
 def typed(
     error: sqlite3.Error, path: Path, layout: Layout, timeout: float, *, making: bool = False
 ) -> Exception:

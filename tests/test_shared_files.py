@@ -504,6 +504,47 @@ def test_counts_taken_by_a_write_whose_commit_fails_are_kept(tmp_path: Path) -> 
     assert said[3] == "3 0", said
 
 
+_STATS_AND_CLOSE_ON_A_FULL_DISK = """
+import json, logging, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (a write past the limit fails, EFBIG)
+logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
+from contracts import Decision
+from sdk import StructuredClient
+from sdk.cache import SQLiteCache
+from sdk.providers import TestProvider
+store = SQLiteCache(sys.argv[1])
+answer = json.dumps({"reasoning": "r", "answer": "approve", "confidence": "high"})
+client = StructuredClient(TestProvider([answer], repeat=True), cache=store)
+client.generate(Decision, prompt="p")  # a miss, stored (its count written with the entry)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # the write-ahead log cannot grow
+print(sum(client.generate(Decision, prompt="p").cached for _ in range(5)))
+stats = store.stats()  # the 5 hits are in memory alone: the disk takes no count
+print(stats.entries, stats.hits, stats.misses)
+store.close()  # counts only: said, dropped, and the store closed all the same
+print(getattr(store._local, "db", None))
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again
+stats = SQLiteCache(sys.argv[1], readonly=True).stats()
+print(stats.entries, stats.hits, stats.misses)
+"""
+
+
+def test_stats_and_close_on_a_full_disk_still_answer_and_close(tmp_path: Path) -> None:
+    # `stats()` writes this store's counts first and `close()` writes what is left: on a full
+    # disk both raised `CacheFileError` (untested before; "What is left" 16), `close()`
+    # leaving its connection open. `stats()` reads the file with the counts held in memory;
+    # `close()` says the counts were dropped, and why, and closes.
+    path = tmp_path / "c.db"
+    done = _run_script(_STATS_AND_CLOSE_ON_A_FULL_DISK, str(path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["5", "1 5 1", "None", "1 0 1"], done.stdout
+    [warning] = [line for line in done.stderr.splitlines() if line.startswith("sdk.cache ")]
+    assert warning.startswith(f"sdk.cache {path}: 5 counts of hits and misses not written ("), (
+        warning
+    )
+    assert "SQLITE_IOERR_WRITE" in warning and warning.endswith("): dropped"), warning
+
+
 _CANNOT_GROW = """
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (a write past the limit fails, EFBIG)

@@ -207,13 +207,17 @@ class SQLiteCache:
         self.discard(key)  # (which writes the counts)
 
     def stats(self) -> CacheStats:
+        held: dict[str, int] = {}
         if not self.readonly:
             try:
                 with self._write():
                     pass  # this store's counts, written first
             except CacheFileError as error:
-                if not _sqlite.cannot_write(error):  # (a file it cannot write: read as it is)
+                # A file it cannot write, or not now (a full disk): read as it is, with the
+                # counts this store holds in memory (a busy file is its error, as for a write).
+                if not (_sqlite.cannot_write(error) or _sqlite.no_room(error)):
                     raise
+                held = self._tally.held()
         with _fork.gate(), self._errors():
             db = self._connection()
             db.execute("BEGIN")  # both numbers from one snapshot
@@ -224,7 +228,7 @@ class SQLiteCache:
                 counters = dict(db.execute("SELECT name, value FROM counters").fetchall())
             finally:
                 db.execute("COMMIT")
-        counted = {name: _count(counters.get(name)) for name in _Tally.NAMES}
+        counted = {name: _count(counters.get(name)) + held.get(name, 0) for name in _Tally.NAMES}
         return CacheStats(entries, size, **counted)
 
     def clear(self) -> int:
@@ -244,17 +248,19 @@ class SQLiteCache:
         when their thread ends)."""
         if not self.readonly and self._tally.pending and not self._tally.unwritable:
             wait = min(self.timeout, _COUNTS_WAIT)
+            why = f"another process held the write lock past {wait:g} s"
             try:
                 written = self._write_counts(wait)
             except CacheFileError as error:
-                if not _sqlite.cannot_write(error):
+                if not (_sqlite.cannot_write(error) or _sqlite.no_room(error)):
                     raise
-                self._tally.unwritable = written = True  # (such a file never takes counts)
+                written = self._tally.unwritable = _sqlite.cannot_write(error)
+                why = str(error)  # (a full disk: counts only, so the store still closes)
             if not written:
                 dropped = self._tally.drop()
                 logger.warning(
-                    "%s: %d counts of hits and misses not written (another process held the "
-                    "write lock past %g s): dropped", self.path, dropped, wait,
+                    "%s: %d counts of hits and misses not written (%s): dropped",
+                    self.path, dropped, why,
                 )  # fmt: skip
         found = getattr(self._local, "db", None)
         if found is not None:
@@ -400,6 +406,11 @@ class _Tally:
             self.pending = 0
             self.clears = clears
             self.written_hits = 0
+
+    def held(self) -> dict[str, int]:
+        """The counts kept in memory now, by name."""
+        with self._lock:
+            return dict(self._counts)
 
     def drop(self) -> int:
         """Forget the counts kept (a store's end that could not write them); how many were
