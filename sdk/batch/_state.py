@@ -242,7 +242,7 @@ class JobState:
     """
 
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # (each thread connects later: not after a `chdir`)
         self.readonly = readonly
         if not self.path.is_file():
             raise BatchError(f"{path}: no such job state file")

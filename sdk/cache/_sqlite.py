@@ -107,7 +107,9 @@ class SQLiteCache:
         clock: Callable[[], float] = time.time,
     ) -> None:
         check_settings("SQLiteCache", ttl=ttl, timeout=timeout)
-        self.path = Path(path) if path is not None else default_path()
+        # Made absolute once: every thread opens its own connection, later, and a relative path
+        # read after the process changed folder (a daemon's `chdir`) named another file.
+        self.path = (Path(path) if path is not None else default_path()).absolute()
         self.ttl = ttl
         self.timeout = timeout
         self.readonly = readonly
@@ -427,20 +429,27 @@ class _Tally:
         """The counts, taken from memory now, for `add_counts(db)` to add to the file's inside
         a write transaction (no `clear` can come between taking them and committing) that the
         block holds whole, its commit too: given back should the block fail (a full disk fails
-        at the commit), dropped if the file was cleared since this tally last wrote."""
+        at the commit), dropped if the file was cleared since they were counted. The clear
+        they belong to is the one the tally knew as it handed them over (`epoch`): a lookup of
+        another thread may learn of a newer clear while this write waits for the lock, and
+        counts taken before it must not be added after it."""
         with self._lock:
             counts = {name: n for name, n in self._counts.items() if n}
             expired = list(self._expired)
+            epoch = self.clears
             self._counts = dict.fromkeys(self._counts, 0)
             self._expired = set()
             self.pending = 0
 
         def add_counts(db: sqlite3.Connection) -> None:
             clears = _clears(db)
-            if clears != self.clears:  # (some of them were made before that `clear`)
+            if clears != epoch:  # (they were made before that `clear`)
                 counts.clear()
-                self.clears = clears
                 with self._lock:
+                    if self.clears != clears:  # (not known yet: what the tally holds is older)
+                        self._counts = dict.fromkeys(self._counts, 0)
+                        self.pending = 0
+                    self.clears = clears
                     self.written_hits = 0
             if counts:
                 db.executemany(_ADD_COUNT, list(counts.items()))
@@ -456,8 +465,9 @@ class _Tally:
                 self.written_hits += counts.get("hits", 0)
         except BaseException:
             with self._lock:
-                for name, n in counts.items():
-                    self._counts[name] += n
+                if self.clears == epoch:  # (else made before a clear learnt of since: dropped)
+                    for name, n in counts.items():
+                        self._counts[name] += n
                 self._expired.update(expired)
                 self.pending = sum(self._counts.values())
             raise
