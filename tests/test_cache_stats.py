@@ -474,3 +474,38 @@ def test_a_store_s_threads_open_the_file_it_was_given_after_a_chdir(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[True]", "True", str(first / "rel.db")], done.stdout
     assert sorted(p.name for p in second.iterdir()) == []
+
+
+_INHERITED: dict[str, SQLiteCache] = {}
+"""The store forked workers inherit (a `Pool`'s task names it, by the one key)."""
+
+
+def _ten_hits(_: object = None) -> int:
+    store = _INHERITED["store"]
+    return sum(store.get("kept") is not None for _ in range(10))
+
+
+def test_a_forked_worker_s_hits_are_counted_when_it_ends(tmp_path: Path) -> None:
+    # A multiprocessing worker forked from a process holding the store ends through
+    # `os._exit`, which runs no exit hook: its hits were never written (probe13a D4: 0 of 10
+    # for a `Process`, 0 of 20 for a `Pool` closed and joined). multiprocessing's own
+    # finalizers run before that exit, and write them.
+    store = _INHERITED["store"] = SQLiteCache(tmp_path / "c.db")
+    try:
+        store.put("kept", Entry((TestProvider.refusal("kept"),)))
+        fork = multiprocessing.get_context("fork")
+        worker = fork.Process(target=_ten_hits)
+        worker.start()
+        worker.join(WAIT)
+        assert worker.exitcode == 0
+        pool = fork.Pool(2)
+        try:
+            assert pool.map(_ten_hits, range(2), chunksize=1) == [10, 10]
+            pool.close()
+            pool.join()
+        finally:
+            pool.terminate()
+        assert store.stats().hits == 30  # (none in this process)
+    finally:
+        del _INHERITED["store"]
+        store.close()

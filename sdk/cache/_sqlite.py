@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -291,8 +292,23 @@ class SQLiteCache:
         return db
 
     def _forget_connections(self) -> None:
-        """In a forked child, as it starts: no connection yet (`_fork.after_fork`)."""
+        """In a forked child, as it starts: no connection yet (`_fork.after_fork`). A child
+        ends through `os._exit`, which runs no exit hook; a `multiprocessing` worker (a
+        `Process`, a `Pool`'s worker closed and joined) runs multiprocessing's own finalizers
+        first, so the counts it kept are written there (`_written_at_worker_end`)."""
         self._local = threading.local()
+        helpers = sys.modules.get("multiprocessing.util")
+        if helpers is not None and not self.readonly:
+            # (now, before the worker starts: multiprocessing then drops the finalizers it
+            # inherited and runs the hooks registered for after a fork, this one among them)
+            helpers.register_after_fork(self, SQLiteCache._written_at_worker_end)
+
+    def _written_at_worker_end(self) -> None:
+        """In a `multiprocessing` worker: its counts written as it ends (a weak reference to
+        the store, as `weakref.finalize`'s)."""
+        helpers = sys.modules["multiprocessing.util"]
+        arguments = (self.path, self._layout, self.timeout, self._tally)
+        helpers.Finalize(self, _write_tally, arguments, exitpriority=0)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
