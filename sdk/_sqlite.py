@@ -22,8 +22,14 @@ response cache, a batch job's state), written once.
   gate (`sdk._fork.gate`): a child is never forked while SQLite's own locks may be held.
 - **Read-only opening** (`readonly=True`, for commands that only look): `mode=ro`, so nothing in
   the file can change. A WAL file whose folder cannot be written (another user's, a mounted
-  archive) cannot get its shared-memory index, so it is read as `immutable`: exact when no
-  write-ahead log is left beside it (a clean close leaves none), and refused when one is.
+  archive, a read-only file system) cannot get its shared-memory index made, so it is read as
+  `immutable`: exact when no write-ahead log is left beside it (a clean close leaves none), and
+  refused when one is. SQLite takes `immutable` as a promise that the file never changes (no
+  lock, no check, its pages kept), which the file's owner may break at any time, so such a
+  connection is believed only while the file is provably as it was when it was opened
+  (`stale`: the file's device, inode, size, times, and the log beside it, none changed, and
+  none changed just before the opening): a reader (`SQLiteCache`) opens it again when it is
+  not, or when a read through it finds the file changed or damaged (`changed_under`).
 """
 
 from __future__ import annotations
@@ -47,10 +53,14 @@ from sdk._files import sync_folder
 __all__ = [
     "DEFAULT_TIMEOUT",
     "Layout",
+    "cannot_open_here",
     "cannot_write",
+    "changed_under",
     "errors",
+    "immutable",
     "make_whole",
     "open_file",
+    "stale",
     "try_write",
     "typed",
     "write",
@@ -64,6 +74,18 @@ _NO_WAL_INDEX = frozenset(
     {"SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN", "SQLITE_READONLY_CANTINIT"}
 )
 _BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
+# What a read-only connection (one that cannot write the WAL index) says while the process
+# writing the file sets the index up (its start, a recovery): it goes by itself.
+_INDEX_NOT_READY = frozenset({"SQLITE_READONLY_RECOVERY", "SQLITE_READONLY_CANTINIT"})
+_INDEX_RETRY = 0.005
+"""Seconds between tries of a read-only opening or read while the index is being set up."""
+# What a read through an immutable connection says when the file changed under it (pages of
+# two states of the file, or a file cut short): read again before it is believed.
+_CHANGED_UNDER = frozenset({"SQLITE_NOTADB", "SQLITE_IOERR_SHORT_READ"})
+_SETTLED_NS = 2_000_000_000
+"""A file changed less than this long ago (nanoseconds) may change again with the same times:
+file systems keep times in ticks (a few milliseconds; a second or two on some), so an immutable
+connection opened then is never believed (`stale`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +241,30 @@ def cannot_write(error: BaseException) -> bool:
     return isinstance(cause, sqlite3.Error) and _code(cause).startswith("SQLITE_READONLY")
 
 
+def cannot_open_here(error: BaseException, path: str | os.PathLike[str]) -> bool:
+    """Whether `error` (a typed one, from `errors`) is SQLite's "unable to open database file"
+    for the file at `path` in a folder this process cannot write (a read-only file system, or
+    a folder of another user's): what opening it for writing gives where its write-ahead log
+    cannot be made, and a read-only opening may still read it."""
+    cause = error.__cause__
+    return (
+        isinstance(cause, sqlite3.Error)
+        and _code(cause) == "SQLITE_CANTOPEN"
+        and not _folder_writable(Path(path))
+    )
+
+
+def changed_under(error: BaseException) -> bool:
+    """Whether `error` (a typed one, from `errors`, from a read through an `immutable`
+    connection) may come of the file changing under the connection rather than of damage:
+    read again, through a new connection, before it is believed."""
+    cause = error.__cause__
+    if not isinstance(cause, sqlite3.Error):
+        return False
+    code = _code(cause)
+    return code.startswith("SQLITE_CORRUPT") or code in _CHANGED_UNDER
+
+
 def no_room(error: BaseException) -> bool:
     """Whether `error` (a typed one, from `errors`) says the file could not be written now for
     want of room: a full disk, a file size limit, a write the system refused."""
@@ -246,19 +292,49 @@ def typed(
         return layout.error(
             f"{path} stayed busy: another connection kept it locked for {timeout:g} s ({error})"
         )
+    if code in _INDEX_NOT_READY:  # (a read-only opening, waiting past its timeout)
+        return layout.error(
+            f"{path} could not be read: the process writing it kept its write-ahead log's "
+            f"index unready for {timeout:g} s ({code}: {error})"
+        )
     if code.startswith("SQLITE_READONLY"):  # another user's file, or in a folder of theirs
         return layout.error(
             f"{path} cannot be written by this process ({error}): open it with readonly=True "
             "to only read it"
         )
+    if code == "SQLITE_CANTOPEN":  # the file, or its write-ahead log or index beside it
+        what = "cannot be made" if making else "cannot be opened"
+        if not _folder_writable(path):
+            why = (
+                "its folder cannot be written by this process (a read-only file system, or "
+                "another user's folder), so the files SQLite keeps beside it cannot be made: "
+                "open it with readonly=True to only read it"
+            )
+        else:
+            why = (
+                "the usual causes are too many open files in this process (its limit, "
+                "`ulimit -n`), or a read-only file system or folder"
+            )
+        return layout.error(f"{path} {what} ({error}): {why}")
     return layout.error(f"{path} is damaged or not a {layout.name} ({error})")
+
+
+def _folder_writable(path: Path) -> bool:
+    """Whether this process may make files in `path`'s folder (`os.access`: the folder's mode,
+    and a read-only file system; no descriptor is opened)."""
+    return os.access(path.parent, os.W_OK)
 
 
 # --- opening ---
 
 
 def _connect(
-    target: str, timeout: float, *, uri: bool = False, closed_anywhere: bool = False
+    target: str,
+    timeout: float,
+    *,
+    uri: bool = False,
+    closed_anywhere: bool = False,
+    factory: type[sqlite3.Connection] = sqlite3.Connection,
 ) -> sqlite3.Connection:
     with _fork.gate():
         db = sqlite3.connect(
@@ -268,6 +344,7 @@ def _connect(
             uri=uri,
             # Used by one thread always; `closed_anywhere`: closed by another one too.
             check_same_thread=not closed_anywhere,
+            factory=factory,
         )
         db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         return db
@@ -376,34 +453,114 @@ def _initialize(db: sqlite3.Connection, layout: Layout) -> None:
         db.execute(statement)
 
 
+class _ReadOnly(sqlite3.Connection):
+    """A connection of a read-only opening (`_open_readonly`)."""
+
+
+class _Immutable(_ReadOnly):
+    """A connection opened `immutable=1` (`_open_readonly`), with what identified the file's
+    content just before (`_stamp`; `None`: it had just changed, so nothing is proven)."""
+
+    path: Path
+    stamp: tuple[object, ...] | None
+
+
+def read_only(db: sqlite3.Connection) -> bool:
+    """Whether `db` is of a read-only opening (`open_file(readonly=True)`)."""
+    return isinstance(db, _ReadOnly)
+
+
+def immutable(db: sqlite3.Connection) -> bool:
+    """Whether `db` reads its file as `immutable` (see `_open_readonly`)."""
+    return type(db) is _Immutable
+
+
+def index_not_ready(error: BaseException) -> bool:
+    """Whether `error` (a typed one, from `errors`, from a read through a read-only opening)
+    says the write-ahead log's index was being set up by the process writing the file (its
+    start, or a recovery) at that moment: SQLite does not wait for that (a connection that
+    cannot write the index cannot help), so the read is tried again, within the timeout."""
+    cause = error.__cause__
+    return isinstance(cause, sqlite3.Error) and _code(cause) in _INDEX_NOT_READY
+
+
+def stale(db: sqlite3.Connection) -> bool:
+    """Whether `db` may no longer read its file as it is: an `immutable` connection whose file
+    changed since it was opened (or had just changed then, or is gone); never a connection of
+    another kind (SQLite keeps those exact itself), which costs one type check."""
+    if type(db) is not _Immutable:
+        return False
+    return db.stamp is None or _stamp(db.path) != db.stamp
+
+
+def _stamp(path: Path) -> tuple[object, ...] | None:
+    """What identifies the content of the file at `path` and of the write-ahead log beside it
+    (only `os.stat`: a descriptor of the file opened and closed here would drop this process's
+    locks on it); `None` when the file is gone, cannot be looked at, or changed so recently
+    that a change now might leave its times as they are (`_SETTLED_NS`)."""
+    try:
+        found = os.stat(path)
+        try:
+            log = os.stat(f"{path}-wal")
+        except FileNotFoundError:
+            beside: tuple[int, ...] | None = None
+        else:
+            beside = (log.st_ino, log.st_size, log.st_mtime_ns, log.st_ctime_ns)
+    except OSError:
+        return None
+    if time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) < _SETTLED_NS:
+        return None
+    return (
+        found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns, beside
+    )  # fmt: skip
+
+
 def _open_readonly(
     path: Path, layout: Layout, timeout: float, closed_anywhere: bool = False
 ) -> sqlite3.Connection:
     """`mode=ro`; in a folder where the WAL index cannot be made, `immutable=1` when no
-    write-ahead log is waiting beside the file (then nothing is missed)."""
+    write-ahead log is waiting beside the file (then nothing is missed), stamped with what
+    identified the file just before (`stale` tells when it no longer reads the file)."""
     if not path.is_file():
         raise layout.error(f"{path}: no such file")
     uri = path.resolve().as_uri()
-    db = _connect(f"{uri}?mode=ro", timeout, uri=True, closed_anywhere=closed_anywhere)
+    deadline = time.monotonic() + timeout
+    while True:
+        db = _connect(
+            f"{uri}?mode=ro", timeout, uri=True, closed_anywhere=closed_anywhere,
+            factory=_ReadOnly,
+        )  # fmt: skip
+        try:
+            _identify_readonly(db, layout, path)
+            return db
+        except sqlite3.OperationalError as error:
+            db.close()
+            code = _code(error)
+            if code == "SQLITE_READONLY_RECOVERY" and time.monotonic() < deadline:
+                time.sleep(_INDEX_RETRY)  # (the writer is setting its index up: it goes)
+                continue
+            if code not in _NO_WAL_INDEX:
+                raise
+            failure = error
+            break
+    if _waiting_log(path):
+        raise layout.error(
+            f"{path} has writes in {path.name}-wal not yet in the file, and its folder "
+            "cannot be written: open it where it can, once, to fold them in"
+        ) from failure
+    stamp = _stamp(path)  # (before: a change from now on is seen)
+    found = _connect(
+        f"{uri}?mode=ro&immutable=1", timeout, uri=True, closed_anywhere=closed_anywhere,
+        factory=_Immutable,
+    )  # fmt: skip
+    assert isinstance(found, _Immutable)
+    found.path, found.stamp = path, stamp
     try:
-        _identify_readonly(db, layout, path)
-        return db
-    except sqlite3.OperationalError as error:
-        db.close()
-        if _code(error) not in _NO_WAL_INDEX:
-            raise
-        if _waiting_log(path):
-            raise layout.error(
-                f"{path} has writes in {path.name}-wal not yet in the file, and its folder "
-                "cannot be written: open it where it can, once, to fold them in"
-            ) from error
-    db = _connect(f"{uri}?mode=ro&immutable=1", timeout, uri=True, closed_anywhere=closed_anywhere)
-    try:
-        _identify_readonly(db, layout, path)
+        _identify_readonly(found, layout, path)
     except BaseException:
-        db.close()
+        found.close()
         raise
-    return db
+    return found
 
 
 def _identify_readonly(db: sqlite3.Connection, layout: Layout, path: Path) -> None:

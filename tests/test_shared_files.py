@@ -425,6 +425,197 @@ def test_read_only_opening_never_changes_the_file(tmp_path: Path) -> None:
     assert not (tmp_path / "none.db").exists()
 
 
+# --- a read-only view of a file another process writes ---
+# A store that reads a cache through a view it cannot write (a read-only mount of the folder,
+# another user's folder) while the file's owner writes it. Where no write-ahead log was beside
+# the file when the store opened it, it read it as SQLite's `immutable` (a promise that the file
+# never changes): on main it then served entries the writer had cleared or replaced for the
+# rest of its life, and on a file bigger than SQLite's page cache said the healthy file "is
+# damaged" (probe13a D2). And a default store (not `readonly=True`) on a read-only file system
+# was refused as "damaged" (SQLite's "unable to open database file"), where a file it cannot
+# write serves its hits (probe13a D5).
+
+_CLONE_NEWNS = 0x20000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 0x4000, 0x40000
+
+
+def _in_a_read_only_view(folder: Path) -> Callable[[], None]:
+    """For a child process (`preexec_fn`): `folder` read-only for it alone, as a read-only
+    bind mount in a mount namespace of its own (root only), while others write there."""
+    where = str(folder).encode()
+
+    def enter() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_void_p]
+        steps: list[tuple[Callable[..., int], tuple[object, ...]]] = [
+            (libc.unshare, (_CLONE_NEWNS,)),
+            (libc.mount, (None, b"/", None, _MS_REC | _MS_PRIVATE, None)),
+            (libc.mount, (where, where, None, _MS_BIND, None)),
+            (libc.mount, (None, where, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)),
+        ]
+        for call, arguments in steps:
+            if call(*arguments) != 0:
+                raise OSError(ctypes.get_errno(), "unshare/mount")
+
+    return enter
+
+
+@pytest.fixture
+def read_only_views(tmp_path: Path) -> None:
+    """Skip where a child cannot have a read-only mount of its own (not root, no namespaces)."""
+    if os.geteuid() != 0:
+        pytest.skip("a read-only mount of one's own needs root")
+    try:
+        subprocess.run(
+            [sys.executable, "-c", "pass"], timeout=WAIT, check=True,
+            preexec_fn=_in_a_read_only_view(tmp_path),
+        )  # fmt: skip
+    except (subprocess.SubprocessError, OSError) as error:
+        pytest.skip(f"no mount namespace here: {error}")
+
+
+_VIEWER = """
+import json, random, sys, threading
+from sdk.cache import SQLiteCache
+path, how, keys = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = SQLiteCache(path, readonly=how == "readonly")
+names = [f"k{n}" for n in range(keys)]
+def text(key):
+    found = store.get(key)
+    return None if found is None else found.completions[0].refusal
+done, seen = threading.Event(), {"lookups": 0, "errors": 0, "first": [], "wrong": 0}
+def keep_looking():  # lookups all the time, in a thread of their own (its own connection)
+    while not done.is_set():
+        key = random.choice(names)
+        try:
+            value = text(key)
+        except Exception as error:
+            seen["errors"] += 1
+            seen["first"] = seen["first"][:2] + [f"{type(error).__name__}: {error}"]
+        else:
+            seen["lookups"] += 1
+            seen["wrong"] += value is not None and not value.startswith(key + ":")
+looker = threading.Thread(target=keep_looking)
+if sys.argv[4] == "busy":
+    looker.start()
+print("ready", flush=True)
+for line in sys.stdin:  # "look": 20 lookups, and the entries stats() counts
+    if line.strip() != "look":
+        break
+    try:
+        found = {key: text(key) for key in random.sample(names, 20)}
+        print(json.dumps({"found": found, "entries": store.stats().entries}), flush=True)
+    except Exception as error:
+        print(json.dumps({"error": f"{type(error).__name__}: {error}"}), flush=True)
+done.set()
+if looker.is_alive():
+    looker.join(60)
+print(json.dumps(seen), flush=True)
+"""
+
+
+@pytest.mark.usefixtures("read_only_views")
+@pytest.mark.parametrize(
+    ("how", "keys", "busy"),
+    [("readonly", 200, False), ("default", 200, False), ("readonly", 3000, True)],
+    ids=["readonly", "default-store", "readonly-big-file-busy-reader"],
+)
+def test_a_reader_through_a_read_only_view_never_serves_what_the_writer_cleared_or_replaced(
+    tmp_path: Path, how: str, keys: int, busy: bool
+) -> None:
+    folder = tmp_path / "shared"
+    path = folder / "c.db"
+    pad = "p" * (3000 if keys > 1000 else 500)  # the big file: ~9 MB, past SQLite's page cache
+
+    def fill(store: SQLiteCache, generation: int) -> None:
+        for n in range(keys):
+            store.put(f"k{n}", Entry((TestProvider.refusal(f"k{n}:g{generation}:{pad}"),)))
+
+    writer = SQLiteCache(path)
+    fill(writer, 0)
+    writer.close()  # nothing beside the file: the reader's view cannot have its index made
+    assert sorted(p.name for p in folder.iterdir()) == ["c.db"]
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _VIEWER, str(path), how, str(keys), "busy" if busy else "calm"],
+        cwd=REPO, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, preexec_fn=_in_a_read_only_view(folder),
+    )  # fmt: skip
+    assert reader.stdin is not None and reader.stdout is not None
+
+    def look() -> tuple[dict[str, str | None], int]:
+        """What the reader finds, asked now (after what the writer did has committed)."""
+        assert reader.stdin is not None and reader.stdout is not None
+        reader.stdin.write("look\n")
+        reader.stdin.flush()
+        line = read_line(reader.stdout, WAIT)
+        answer = json.loads(line) if line else {"error": "ended"}
+        assert "error" not in answer, answer
+        return answer["found"], answer["entries"]
+
+    try:
+        line = read_line(reader.stdout, WAIT)
+        assert line == "ready\n", line or (reader.stderr and reader.stderr.read())
+        found, entries = look()
+        assert entries == keys and all(v == f"{k}:g0:{pad}" for k, v in found.items())
+        for generation in (1, 2, 3):
+            writer = SQLiteCache(path)
+            writer.clear()
+            if generation == 2:  # the writer still open, its write-ahead log beside the file
+                found, entries = look()
+                assert (entries, set(found.values())) == (0, {None}), "a cleared entry served"
+            fill(writer, generation)
+            if generation != 2:  # cleared, filled and closed: the file changed in place
+                writer.close()
+            found, entries = look()
+            assert entries == keys, f"generation {generation}: {entries} entries seen"
+            stale = {k: v[:12] for k, v in found.items() if v != f"{k}:g{generation}:{pad}"}
+            assert stale == {}, f"generation {generation}: replaced entries served"
+            writer.close()
+        reader.stdin.write("end\n")
+        reader.stdin.flush()
+        seen = json.loads(read_line(reader.stdout, WAIT))
+        assert (seen["errors"], seen["first"], seen["wrong"]) == (0, [], 0)
+        assert seen["lookups"] > 0 or not busy
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+        reader.wait(WAIT)
+
+
+_OUT_OF_DESCRIPTORS = """
+import resource, sys
+from sdk.cache import CacheFileError, SQLiteCache
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+held = []
+try:
+    while True:
+        held.append(open(sys.argv[1], "rb"))  # (the file is never opened through these)
+except OSError:
+    pass
+try:
+    SQLiteCache(sys.argv[2]).get("k")
+    print("opened")
+except CacheFileError as error:
+    print(error)
+"""
+
+
+def test_a_file_that_cannot_be_opened_is_not_called_damaged(tmp_path: Path) -> None:
+    # A process at its limit of open files: SQLite's "unable to open database file" was
+    # reported as "damaged or not a structured-sdk cache" (probe13a D5): an operator told so
+    # may delete a good file.
+    path = tmp_path / "c.db"
+    SQLiteCache(path).put("k", Entry((TestProvider.refusal("x"),)))
+    run = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_DESCRIPTORS, os.devnull, str(path)], cwd=REPO,
+        env=ENV, capture_output=True, text=True, timeout=WAIT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    said = run.stdout.strip()
+    assert said.startswith(f"{path} cannot be opened"), said
+    assert "too many open files" in said and "damaged" not in said
+
+
 # --- a full disk is a full disk, not damage ---
 # SQLite's `max_page_count` (per connection) makes a write past it fail with SQLite's own
 # SQLITE_FULL, on a real file: what a full disk gives. On main each said the file "is damaged

@@ -35,7 +35,9 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from typing import ClassVar
+from typing import TypeVar
 
 from sdk import _fork
 from sdk import _sqlite
@@ -87,6 +89,13 @@ _FLUSH_EVERY = 256
 _FLUSH_SPACING = 1.0
 """...and seconds since the last such write: a run of hits writes its counts once a second
 (each write is a transaction, and now and then a checkpoint of the write-ahead log)."""
+_REREADS = 2
+"""The most times one read is read again because its `immutable` connection read a file that
+changed, or found it damaged (`SQLiteCache._settled`)."""
+_INDEX_WAIT = 0.005
+"""Seconds between tries of a read while the writer sets its write-ahead log's index up."""
+
+_T = TypeVar("_T")
 
 
 class SQLiteCache:
@@ -135,16 +144,10 @@ class SQLiteCache:
 
     def get(self, key: str) -> Entry | None:
         db = self._connection()
-        clears: int | None
-        try:  # a read in autocommit: no lock a writer holds is waited for
-            with _fork.gate():  # (no fork while inside SQLite: `sdk._fork`)
-                value, expires, clears_held = db.execute(_LOOKUP, (key,)).fetchone()
-            row = (value, expires) if value is not None else None
-            clears = _count(clears_held)
-        except sqlite3.Error as error:
-            row = self._undecodable(db, key, error)
-            expires = row[1] if row is not None else None
-            clears = self._clears_now(db)
+        if _sqlite.read_only(db):  # (one type check on a file opened for writing)
+            row, expires, clears = self._settled(db, lambda db: self._lookup(db, key))
+        else:
+            row, expires, clears = self._lookup(db, key)
         if expires is not None and type(expires) is not float and type(expires) is not int:
             # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
             row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
@@ -164,6 +167,24 @@ class SQLiteCache:
                 except CacheFileError as error:  # counts only: the hit is served all the same
                     logger.debug("the response cache's counts were not written: %s", error)
         return Entry.stored(row[0], key) if row is not None else None
+
+    def _lookup(
+        self, db: sqlite3.Connection, key: str
+    ) -> tuple[tuple[Any, Any] | None, Any, int | None]:
+        """The entry's row for `key` (its value and expiry; `None`: none), its expiry, and the
+        file's count of clears (`None`: not known)."""
+        row: tuple[Any, Any] | None
+        clears: int | None
+        try:  # a read in autocommit: no lock a writer holds is waited for
+            with _fork.gate():  # (no fork while inside SQLite: `sdk._fork`)
+                value, expires, clears_held = db.execute(_LOOKUP, (key,)).fetchone()
+            row = (value, expires) if value is not None else None
+            clears = _count(clears_held)
+        except sqlite3.Error as error:
+            row = self._undecodable(db, key, error)
+            expires = row[1] if row is not None else None
+            clears = self._clears_now(db)
+        return row, expires, clears
 
     def _clears_now(self, db: sqlite3.Connection) -> int | None:
         """The file's count of clears (`None` if it cannot be read now: a write says why)."""
@@ -221,8 +242,17 @@ class SQLiteCache:
                 if not (_sqlite.cannot_write(error) or _sqlite.no_room(error)):
                     raise
                 held = self._tally.held()
+        db = self._connection()
+        if _sqlite.read_only(db):
+            entries, size, counters = self._settled(db, self._read_stats)
+        else:
+            entries, size, counters = self._read_stats(db)
+        counted = {name: _count(counters.get(name)) + held.get(name, 0) for name in _Tally.NAMES}
+        return CacheStats(entries, size, **counted)
+
+    def _read_stats(self, db: sqlite3.Connection) -> tuple[int, int, dict[str, object]]:
+        """The file's count of entries, their size, and its counters, from one snapshot."""
         with _fork.gate(), self._errors():
-            db = self._connection()
             db.execute("BEGIN")  # both numbers from one snapshot
             try:
                 entries, size = db.execute(
@@ -231,8 +261,7 @@ class SQLiteCache:
                 counters = dict(db.execute("SELECT name, value FROM counters").fetchall())
             finally:
                 db.execute("COMMIT")
-        counted = {name: _count(counters.get(name)) + held.get(name, 0) for name in _Tally.NAMES}
-        return CacheStats(entries, size, **counted)
+        return entries, size, counters
 
     def clear(self) -> int:
         """Drop every entry and start the counts afresh, for every process (see the module
@@ -276,20 +305,67 @@ class SQLiteCache:
     def _connection(self) -> sqlite3.Connection:
         found: sqlite3.Connection | None = getattr(self._local, "db", None)
         if found is not None:
-            return found
+            if not _sqlite.stale(found):  # (one type check but for an immutable connection)
+                return found
+            self._drop_connection()  # the file changed since it was opened: opened again
         try:
             db = _sqlite.open_file(
                 self.path, self._layout, readonly=self.readonly, timeout=self.timeout
             )
         except CacheFileError as error:
-            if self.readonly or not _sqlite.cannot_write(error):
+            if self.readonly or not (
+                _sqlite.cannot_write(error) or _sqlite.cannot_open_here(error, self.path)
+            ):
                 raise
-            # Another user's file, or in a folder of theirs: read as `readonly=True` reads it
-            # (its hits are served, its counts kept; a store says the file cannot be written).
+            # Another user's file, or in a folder of theirs, or on a read-only file system:
+            # read as `readonly=True` reads it (its hits are served, its counts kept; a store
+            # says the file cannot be written).
             db = _sqlite.open_file(self.path, self._layout, readonly=True, timeout=self.timeout)
             self._tally.unwritable = True
         self._local.db = db
         return db
+
+    def _settled(self, db: sqlite3.Connection, read: Callable[[sqlite3.Connection], _T]) -> _T:
+        """`read(db)` through a read-only opening's connection (`sdk._sqlite`), believed only
+        as far as it can be:
+        - through an `immutable` one (SQLite then takes the file as never changing), only if
+          the file was the same from the connection's opening to the read's end; else, or if
+          the read found the file damaged (pages of two states of a file changing under it),
+          it is read again through a new connection, at most `_REREADS` times, the last read
+          believed (a file that is damaged stays so);
+        - while the process writing the file sets its write-ahead log's index up (which a
+          connection that cannot write it cannot help with, and SQLite does not wait for),
+          it is tried again through a new connection, for at most `timeout` seconds."""
+        rereads, deadline = 0, time.monotonic() + self.timeout
+        while True:
+            try:
+                found = read(db)
+            except CacheFileError as error:
+                if _sqlite.index_not_ready(error) and time.monotonic() < deadline:
+                    time.sleep(_INDEX_WAIT)
+                elif _sqlite.immutable(db) and _sqlite.changed_under(error) and rereads < _REREADS:
+                    rereads += 1
+                else:
+                    raise
+            else:
+                if rereads >= _REREADS or not _sqlite.stale(db):
+                    return found
+                rereads += 1
+            db = self._reopened()
+
+    def _reopened(self) -> sqlite3.Connection:
+        """This thread's connection closed, and a new one opened."""
+        self._drop_connection()
+        return self._connection()
+
+    def _drop_connection(self) -> None:
+        """Close this thread's connection (SQLite keeps the locks other connections of this
+        process hold on the file: it closes its descriptor only once none is held)."""
+        found = getattr(self._local, "db", None)
+        self._local.db = None
+        if found is not None:
+            with _fork.gate():
+                found.close()
 
     def _forget_connections(self) -> None:
         """In a forked child, as it starts: no connection yet (`_fork.after_fork`). A child
