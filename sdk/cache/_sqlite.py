@@ -41,7 +41,10 @@ from sdk import _sqlite
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
+from sdk.cache._entry import checked_key
 from sdk.cache._entry import default_path
+from sdk.cache._entry import stored_form
+from sdk.cache._errors import CacheClosed
 from sdk.cache._errors import CacheFileError
 
 __all__ = ["ExistingCache", "SQLiteCache"]
@@ -116,6 +119,7 @@ class SQLiteCache:
         # A forked child opens its own connections (those it inherits are its parent's).
         _fork.after_fork(self, SQLiteCache._forget_connections)
         self._tally = _Tally()
+        self._closed = False
         db = self._connection()  # fail now, not at the first call, on a file that is not a cache
         try:  # (counts made before a later `clear` are then not written)
             with _fork.gate(), self._errors():
@@ -131,6 +135,7 @@ class SQLiteCache:
     # --- the protocol ---
 
     def get(self, key: str) -> Entry | None:
+        checked_key(key)
         db = self._connection()
         clears: int | None
         try:  # a read in autocommit: no lock a writer holds is waited for
@@ -188,9 +193,9 @@ class SQLiteCache:
         return found
 
     def put(self, key: str, entry: Entry) -> None:
+        value = stored_form(key, entry)  # (`NotStorable`: refused as every store refuses it)
         now = self._clock()
         expires = now + self.ttl if self.ttl is not None else None
-        value = entry.encode(key)
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO entries (key, value, created, expires) VALUES (?, ?, ?, ?)",
@@ -198,11 +203,13 @@ class SQLiteCache:
             )
 
     def discard(self, key: str) -> None:
+        checked_key(key)
         with self._write() as db:
             db.execute("DELETE FROM entries WHERE key = ?", (key,))
 
     def refuse(self, key: str) -> None:
         """The entry `get` handed back for `key` was not served: dropped, its lookup a miss."""
+        checked_key(key)
         self._tally.refused()
         self.discard(key)  # (which writes the counts)
 
@@ -244,8 +251,20 @@ class SQLiteCache:
         return count
 
     def close(self) -> None:
-        """Write the counts still in memory, and close this thread's connection (others close
-        when their thread ends)."""
+        """Write the counts still in memory, close this thread's connection, and end the store:
+        every later call, in any thread, is `CacheClosed` (each other thread's connection closes
+        at that call, or when its thread ends; a call under way in another thread finishes, and
+        its counts are written when the process ends). A second `close()` does nothing more."""
+        if self._closed:
+            self._close_connection()
+            return
+        try:
+            self._write_counts_at_close()
+        finally:
+            self._closed = True
+            self._close_connection()
+
+    def _write_counts_at_close(self) -> None:
         if not self.readonly and self._tally.pending and not self._tally.unwritable:
             wait = min(self.timeout, _COUNTS_WAIT)
             why = f"another process held the write lock past {wait:g} s"
@@ -262,15 +281,23 @@ class SQLiteCache:
                     "%s: %d counts of hits and misses not written (%s): dropped",
                     self.path, dropped, why,
                 )  # fmt: skip
+
+    def _close_connection(self) -> None:
+        """Close this thread's connection, if it has one."""
         found = getattr(self._local, "db", None)
         if found is not None:
+            self._local.db = None
             with _fork.gate():
                 found.close()
-            self._local.db = None
 
     # --- the file ---
 
     def _connection(self) -> sqlite3.Connection:
+        if self._closed:  # (this thread's connection goes now)
+            self._close_connection()
+            raise CacheClosed(
+                f"{self.path}: this SQLiteCache was closed (make a new one to use the file again)"
+            )
         found: sqlite3.Connection | None = getattr(self._local, "db", None)
         if found is not None:
             return found
@@ -300,9 +327,9 @@ class SQLiteCache:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, which also writes the counts kept in memory."""
+        db = self._connection()  # (`CacheClosed` first: a closed store says so)
         if self.readonly:
             raise CacheFileError(f"{self.path} was opened read-only")
-        db = self._connection()
         with self._errors(), self._tally.written(self._clock()) as add_counts, _sqlite.write(db):
             add_counts(db)
             yield db
