@@ -2,10 +2,10 @@
 
 - Every call that fails is `CacheClosed` (a `CacheError`) naming the store, never an error of a
   connection torn down under it (a raw `AttributeError` out of `generate()` from redis-py).
-- No answer the provider gave is lost: a `put` that meets the closed store is a
-  `cache_not_stored` note on the answer.
-- A closed store stays closed, in every thread, for `RedisCache` and `SQLiteCache` alike (the
-  latter reopened itself, the former reopened too until a call met the teardown).
+- No answer the provider gave is lost: a `put` that meets the close is a `cache_not_stored`
+  note on the answer.
+- A store closed is not ended: a later call, in any thread, opens new connections (as
+  `SQLiteCache` always did, and `RedisCache` said it did).
 - `RedisCache.close()` waits for a call already under way (at most `timeout`), which finishes.
 
 Real threads behind a barrier, a real `redis-server`, every wait bounded.
@@ -38,7 +38,7 @@ from tests.shared_file_process import wait_for
 ANSWER = json.dumps({"reasoning": "Within policy.", "answer": "approve", "confidence": "high"})
 THREADS = 8
 CLOSES = 20  # close() again and again, 10 ms apart (each after the first does nothing more)
-CLOSED_CALLS = 3  # calls each thread makes after the store closed, every one `CacheClosed`
+CLOSED_CALLS = 3  # calls each thread makes after the last close, every one served
 
 _prefixes = iter(range(1_000_000))
 
@@ -71,15 +71,15 @@ def test_a_store_closed_under_eight_threads_of_calls_fails_them_typed_and_loses_
     closed = threading.Event()  # set once close() has returned
     results: list[Any] = []
     failures: list[BaseException] = []
-    after: list[BaseException] = []  # failures of calls begun after close() returned
-    served_after: list[Any] = []  # results of such calls (none: the store stays closed)
+    after: list[BaseException] = []  # failures of calls begun after the last close() returned
+    served_after: list[Any] = []  # results of such calls (every one: the store opens again)
 
     def calls(number: int) -> None:
         barrier.wait()
         deadline = time.monotonic() + WAIT
-        seen = 0
         index = 0
-        while seen < CLOSED_CALLS and time.monotonic() < deadline:
+        while len([r for r in served_after if r[0] == number]) < CLOSED_CALLS:
+            assert time.monotonic() < deadline, "a call after the close was never served"
             index += 1
             began_closed = closed.is_set()
             try:  # 40 sources: hits and misses, so both `get` and `put` meet the close
@@ -88,12 +88,11 @@ def test_a_store_closed_under_eight_threads_of_calls_fails_them_typed_and_loses_
                 )
                 results.append(result)
                 if began_closed:
-                    served_after.append(result)
+                    served_after.append((number, result))
             except Exception as error:  # (any kind: what is asserted is which)
                 failures.append(error)
                 if began_closed:
                     after.append(error)
-                    seen += 1
 
     threads = [threading.Thread(target=calls, args=(n,)) for n in range(THREADS)]
     for thread in threads:
@@ -113,8 +112,8 @@ def test_a_store_closed_under_eight_threads_of_calls_fails_them_typed_and_loses_
     assert odd == [], f"{len(odd)} calls failed otherwise than CacheClosed: {odd[:3]}"
     assert all(isinstance(error, CacheError) for error in failures)
     assert all(_named(store) in str(error) for error in failures)
-    assert len(after) == THREADS * CLOSED_CALLS  # a closed store stays closed, in every thread
-    assert served_after == []
+    assert after == []  # once closed, the store opens again in every thread
+    assert len(served_after) >= THREADS * CLOSED_CALLS
     # Every answer the provider gave was returned (one a closed store did not take, with a note).
     asked = [result for result in results if not result.cached]
     assert len(provider.requests) == len(asked)
@@ -124,45 +123,41 @@ def test_a_store_closed_under_eight_threads_of_calls_fails_them_typed_and_loses_
         assert kinds in ([], ["cache_not_stored"])
         if kinds:
             assert "closed" in str(result.notes[0].received)
-    for use in (lambda: store.get("k"), lambda: store.stats(), lambda: store.clear(),
-                lambda: store.put("k", Entry((TestProvider.refusal("x"),)))):  # fmt: skip
-        with pytest.raises(CacheClosed, match="closed"):
-            use()
+    store.put("k", Entry((TestProvider.refusal("x"),)))  # (and every other call, as before)
+    assert store.get("k") is not None and store.stats().entries >= 1
+    store.close()
 
 
 @pytest.mark.parametrize("kind", ["redis", "sqlite"])
-def test_a_closed_store_says_so_in_a_thread_that_never_used_it_and_closes_again_quietly(
+def test_a_closed_store_opens_again_in_a_thread_that_never_used_it(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     store = _store(kind, tmp_path, request)
     store.put("k", Entry((TestProvider.refusal("x"),)))
     store.close()
     store.close()  # nothing more
-    raised: list[BaseException] = []
+    got: list[object] = []
 
     def look() -> None:
         try:
-            store.get("k")
+            found = store.get("k")
+            got.append(found.completions[0].refusal if found is not None else None)
         except BaseException as error:
-            raised.append(error)
+            got.append(error)
 
     thread = threading.Thread(target=look)
     thread.start()
     thread.join(WAIT)
-    assert [type(error) for error in raised] == [CacheClosed]
-    assert _named(store) in str(raised[0]) and "closed" in str(raised[0])
-    again = _store(kind, tmp_path, request) if kind == "sqlite" else None
-    if again is not None:  # a new store over the same file serves what the closed one stored
-        found = again.get("k")
-        assert found is not None and found.completions[0].refusal == "x"
-        again.close()
+    assert got == ["x"]
+    store.close()
 
 
 def test_redis_close_waits_for_a_call_under_way_which_finishes(
     redis_url: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """The server holds the call (`CLIENT PAUSE`) while another thread closes the store: the call
-    finishes with its answer (it was cut short by the teardown: a raw error of redis-py)."""
+    finishes with its answer (on main it was cut short by the teardown: a raw error of
+    redis-py)."""
     store = _store("redis", tmp_path, request)
     assert isinstance(store, RedisCache)
     store.put("k", Entry((TestProvider.refusal("held"),)))
@@ -187,5 +182,6 @@ def test_redis_close_waits_for_a_call_under_way_which_finishes(
     raw.close()
     assert got == ["held"]
     assert 0.3 < waited < store.timeout  # it waited for the call, no longer than its bound
-    with pytest.raises(CacheClosed, match=r"is closed \(reading an entry\)"):
-        store.get("k")
+    found = store.get("k")  # (a later call: new connections)
+    assert found is not None and found.completions[0].refusal == "held"
+    store.close()

@@ -27,8 +27,8 @@ class CacheServerError(CacheError, ConnectionError):
 
 
 class CacheClosed(CacheError):
-    """A store used after its `close()` (in any thread), or a call its `close()` cut short:
-    named. A store does not open again once closed: make a new one."""
+    """A call a store's `close()` in another thread cut short (one still under way when the
+    close stopped waiting for it), or that waited for a close that did not end: named."""
 
 
 class DamagedEntry(ValueError):

@@ -26,9 +26,10 @@ itself on `NOSCRIPT`).
 A store pickles as its URL and settings (for Ray actors and worker processes): each process opens
 its own connections.
 
-`close()` ends a store: a call already under way finishes first (`close` waits for it, at most
-`timeout`: a call still running then is cut short, `CacheClosed`), and every later call, in any
-thread, is `CacheClosed`, never an error of a connection torn down under it.
+`close()` closes the store's connections once the calls under way in other threads have
+finished (it waits for them at most `timeout`: one still running then is cut short,
+`CacheClosed`, never an error of a connection torn down under it); a call made while it closes
+waits for it, and a later call opens new connections.
 """
 
 from __future__ import annotations
@@ -145,8 +146,9 @@ class RedisCache:
         self._counters = f"{prefix}counters"
         self._lock = _fork.lock()
         self._connection: _Connection | None = None
-        self._calls = _fork.condition()  # guards `_closed` and `_running`
-        self._closed = False
+        self._calls = _fork.condition()  # guards `_closing` and `_running`
+        self._closing = False  # a `close` is waiting for the calls under way, or closing
+        self._closes = 0  # `close`s begun: a call that saw another begin was cut short by it
         self._running = 0  # calls under way (`close` waits for them)
         _fork.after_fork(self, RedisCache._forget_calls)
         self._check_format()
@@ -224,13 +226,20 @@ class RedisCache:
         return dropped
 
     def close(self) -> None:
-        """End the store: wait for the calls under way in other threads (at most `timeout`;
-        one still running then is cut short, `CacheClosed`), then close its connections. Every
-        later call, in any thread, is `CacheClosed`; a second `close()` does nothing more."""
+        """Close this store's connections once the calls under way in other threads finished
+        (at most `timeout`: one still running then is cut short, `CacheClosed`); a call made
+        meanwhile waits for the close, and a later call opens new connections."""
         with self._calls:
-            self._closed = True
+            self._calls.wait_for(lambda: not self._closing, timeout=self.timeout)
+            self._closing = True
+            self._closes += 1
             self._calls.wait_for(lambda: self._running == 0, timeout=self.timeout)
-        self._drop_connection()
+        try:
+            self._drop_connection()
+        finally:
+            with self._calls:
+                self._closing = False
+                self._calls.notify_all()
 
     def _drop_connection(self) -> None:
         """Close the connections (a call, unless the store is closed, opens new ones)."""
@@ -240,9 +249,10 @@ class RedisCache:
             connection.client.close()
 
     def _forget_calls(self) -> None:
-        """In a forked child, as it starts: no call under way (the parent's threads are not
-        there)."""
+        """In a forked child, as it starts: no call under way, no close (the parent's threads
+        are not there)."""
         self._running = 0
+        self._closing = False
 
     # --- the server ---
 
@@ -330,24 +340,28 @@ class RedisCache:
 
     @contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
-        """One call on the server: `CacheClosed` if the store is closed (or `close` cut the
-        call short: whatever redis-py raises from a connection closed under it), and any error
-        of the server or the connection as `CacheServerError`, naming the server without its
-        credentials. Counted while it runs, for `close` to wait for."""
+        """One call on the server, after any `close` under way (waited for at most `timeout`):
+        `CacheClosed` if a `close` cut it short (whatever redis-py raises from a connection
+        closed under it), and any error of the server or the connection as
+        `CacheServerError`, naming the server without its credentials. Counted while it runs,
+        for `close` to wait for."""
         try:
             import redis
         except ImportError as error:  # (reached first: a store checks its prefix when made)
             raise ImportError(_NEEDS_REDIS) from error
 
         with self._calls:
-            if self._closed:
-                raise self._closed_error(doing)
+            if not self._calls.wait_for(lambda: not self._closing, timeout=self.timeout):
+                raise CacheClosed(
+                    f"{self._named()} was still closing after {self.timeout:g} s ({doing})"
+                )
             self._running += 1
+            began = self._closes
         try:
             yield
         except Exception as error:
-            if self._closed:  # (torn down under the call: an error of any kind, from redis-py)
-                raise self._closed_error(doing, cut_short=True) from error
+            if self._closes != began:  # (torn down under the call: any error, from redis-py)
+                raise CacheClosed(f"{self._named()} was closed while {doing}") from error
             if not isinstance(error, redis.RedisError):
                 raise
             detail = " ".join(str(error).replace(self.url, self.server).split())
@@ -360,10 +374,8 @@ class RedisCache:
                 if not self._running:
                     self._calls.notify_all()
 
-    def _closed_error(self, doing: str, *, cut_short: bool = False) -> CacheClosed:
-        what = f"this RedisCache of {self.server} (prefix {self.prefix!r})"
-        how = f"was closed while {doing}" if cut_short else f"is closed ({doing})"
-        return CacheClosed(f"{what} {how}: make a new one to use the server again")
+    def _named(self) -> str:
+        return f"this RedisCache of {self.server} (prefix {self.prefix!r})"
 
 
 def _reopened(url: str, ttl: float | None, prefix: str, timeout: float) -> RedisCache:

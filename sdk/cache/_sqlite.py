@@ -44,7 +44,6 @@ from sdk.cache._entry import check_settings
 from sdk.cache._entry import checked_key
 from sdk.cache._entry import default_path
 from sdk.cache._entry import stored_form
-from sdk.cache._errors import CacheClosed
 from sdk.cache._errors import CacheFileError
 
 __all__ = ["ExistingCache", "SQLiteCache"]
@@ -119,7 +118,6 @@ class SQLiteCache:
         # A forked child opens its own connections (those it inherits are its parent's).
         _fork.after_fork(self, SQLiteCache._forget_connections)
         self._tally = _Tally()
-        self._closed = False
         db = self._connection()  # fail now, not at the first call, on a file that is not a cache
         try:  # (counts made before a later `clear` are then not written)
             with _fork.gate(), self._errors():
@@ -251,17 +249,11 @@ class SQLiteCache:
         return count
 
     def close(self) -> None:
-        """Write the counts still in memory, close this thread's connection, and end the store:
-        every later call, in any thread, is `CacheClosed` (each other thread's connection closes
-        at that call, or when its thread ends; a call under way in another thread finishes, and
-        its counts are written when the process ends). A second `close()` does nothing more."""
-        if self._closed:
-            self._close_connection()
-            return
+        """Write the counts still in memory, and close this thread's connection (others close
+        when their thread ends; a later call opens one again)."""
         try:
             self._write_counts_at_close()
         finally:
-            self._closed = True
             self._close_connection()
 
     def _write_counts_at_close(self) -> None:
@@ -293,11 +285,6 @@ class SQLiteCache:
     # --- the file ---
 
     def _connection(self) -> sqlite3.Connection:
-        if self._closed:  # (this thread's connection goes now)
-            self._close_connection()
-            raise CacheClosed(
-                f"{self.path}: this SQLiteCache was closed (make a new one to use the file again)"
-            )
         found: sqlite3.Connection | None = getattr(self._local, "db", None)
         if found is not None:
             return found
@@ -327,9 +314,9 @@ class SQLiteCache:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, which also writes the counts kept in memory."""
-        db = self._connection()  # (`CacheClosed` first: a closed store says so)
         if self.readonly:
             raise CacheFileError(f"{self.path} was opened read-only")
+        db = self._connection()
         with self._errors(), self._tally.written(self._clock()) as add_counts, _sqlite.write(db):
             add_counts(db)
             yield db
