@@ -147,10 +147,11 @@ def test_an_answer_holding_text_utf8_cannot_encode_is_returned_not_stored(tmp_pa
     assert note.kind == "cache_not_stored" and "UTF-8" in str(note.received)
     str(note.received).encode("utf-8")  # the note itself holds no such text
     assert store.stats().entries == 0
-    memory = MemoryCache()  # memory holds any text: stored, counted, served
+    memory = MemoryCache()  # memory refuses it too: what one store takes, every store takes
     client = StructuredClient(provider, cache=memory)
     asked = [client.generate(Decision, prompt="A?", reasoning="native") for _ in (1, 2)]
-    assert [r.cached for r in asked] == [False, True] and memory.stats().entries == 1
+    assert [r.cached for r in asked] == [False, False] and memory.stats().entries == 0
+    assert [note.kind for note in asked[0].notes] == ["cache_not_stored"]
     store.close()
 
 

@@ -327,7 +327,8 @@ def test_a_damaged_entry_s_note_says_the_provider_was_asked() -> None:
     client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=cache)
     client.generate(Decision, prompt="a")
     (key,) = list(cache._entries)
-    cache.put(key, Entry.stored(_replaced(("replies", 0, "usage"), "many")))
+    damaged = Entry.stored(_replaced(("replies", 0, "usage"), "many"))
+    cache._entries[key] = (damaged, None)  # (damage happens in a store: its `put` refuses it)
     result = client.generate(Decision, prompt="a")
     assert not result.cached
     (note,) = result.notes

@@ -115,7 +115,7 @@ def test_a_damaged_entry_is_a_miss_not_a_hit(store: Any) -> None:
     client = StructuredClient(provider, cache=store)
     client.generate(Verdict, prompt="Verdict?")  # a miss, stored
     [key] = _keys(store)
-    store.put(key, Entry.stored("{not an entry"))  # what the store now hands back: damaged
+    _plant(store, key, "{not an entry")  # what the store now hands back: damaged
     asked = client.generate(Verdict, prompt="Verdict?")
     assert not asked.cached and [note.kind for note in asked.notes] == ["cache_damaged"]
     assert client.generate(Verdict, prompt="Verdict?").cached  # replaced: a hit
@@ -123,6 +123,26 @@ def test_a_damaged_entry_is_a_miss_not_a_hit(store: Any) -> None:
     stats = store.stats()
     assert (stats.hits, stats.misses) == (1, 2) and stats.refused == 1  # (before: 2 hits, 1 miss)
     assert "1 hits, 2 misses (hit rate 33%), 0 expired, 1 refused" in store.stats().lines()
+
+
+def _plant(store: Any, key: str, text: str) -> None:
+    """`text` stored under `key` the store's own way (its `put` refuses an entry a read would
+    call damaged: damage happens in the store)."""
+    if isinstance(store, BestEffortCache):
+        _plant(store._store, key, text)
+    elif isinstance(store, MemoryCache):
+        store._entries[key] = (Entry.stored(text), None)
+    elif isinstance(store, SQLiteCache):
+        with sqlite3.connect(store.path) as db:
+            db.execute("UPDATE entries SET value = ? WHERE key = ?", (text, key))
+        db.close()
+    else:
+        assert isinstance(store, RedisCache)
+        raw = redis.Redis.from_url(store.url, socket_timeout=WAIT)
+        try:
+            assert raw.set(f"{store.prefix}e:{key}", text, keepttl=True, xx=True)
+        finally:
+            raw.close()
 
 
 class _ProtocolOnly:
@@ -388,7 +408,7 @@ def test_a_refused_entry_whose_hit_a_clear_dropped_takes_back_no_other_process_s
     second.close()
     first.refuse(key)  # the call refuses the entry it was handed
     first.close()
-    counted = second.stats()
+    counted = SQLiteCache(path, readonly=True).stats()  # (a closed store stays closed)
     assert (counted.hits, counted.misses, counted.refused) == (1, 2, 0)
 
 

@@ -112,7 +112,7 @@ def _sites(
         return store._tally._lock, lambda: _generate(store)
     if held == "Redis cache":
         redis = RedisCache(request.getfixturevalue("redis_url"), prefix="forks:")
-        redis.close()  # the next call connects (under the lock)
+        redis._drop_connection()  # the next call connects (under the lock)
         return redis._lock, lambda: _generate(redis)
     if held == "best-effort cache (a batch job's store)":
         best = BestEffortCache(MemoryCache)  # opened at its first use (under the lock)

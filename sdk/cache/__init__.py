@@ -30,10 +30,12 @@ from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import default_path
 from sdk.cache._entry import not_served
+from sdk.cache._errors import CacheClosed
 from sdk.cache._errors import CacheError
 from sdk.cache._errors import CacheFileError
 from sdk.cache._errors import CacheServerError
 from sdk.cache._errors import DamagedEntry
+from sdk.cache._errors import NotStorable
 from sdk.cache._key import cache_key
 from sdk.cache._memory import MemoryCache
 
@@ -51,6 +53,7 @@ __dir__ = listed(globals())
 __all__ = [
     "BestEffortCache",
     "Cache",
+    "CacheClosed",
     "CacheError",
     "CacheFileError",
     "CacheServerError",
@@ -58,6 +61,7 @@ __all__ = [
     "DamagedEntry",
     "Entry",
     "MemoryCache",
+    "NotStorable",
     "RedisCache",
     "SQLiteCache",
     "cache_key",

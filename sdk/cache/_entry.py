@@ -39,6 +39,7 @@ from sdk._values.declared import check
 from sdk._values.records import Note
 from sdk._values.records import Usage
 from sdk.cache._errors import DamagedEntry
+from sdk.cache._errors import NotStorable
 from sdk.confidence import TokenLogprob
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import FieldDiagnostics
@@ -53,8 +54,10 @@ __all__ = [
     "CacheStats",
     "Entry",
     "check_settings",
+    "checked_key",
     "default_path",
     "not_served",
+    "stored_form",
 ]
 
 FORMAT = 4
@@ -63,7 +66,8 @@ texts stored apart from the header, unescaped; the endpoint and model file in th
 checksum of the content, and the headers requests carry in the key)."""
 
 MAX_ENTRY_CHARS = 256 * 1024 * 1024
-"""The longest stored entry read back (characters): a longer one is damaged, not decoded."""
+"""The longest stored entry read back (characters): a longer one is damaged, not decoded (and
+a store's `put` refuses it: `stored_form`)."""
 
 _MAGIC = f"sdk-cache-entry/{FORMAT} "
 """How an entry's first line starts: the format, then its checksum (`_checksum`) and a newline."""
@@ -174,6 +178,10 @@ class CacheStats:
 class Cache(Protocol):
     """What a store implements (`get` and `put` are called from any thread).
 
+    The SDK's stores refuse a key or an entry no store takes (text UTF-8 cannot encode, an
+    entry a read would call damaged) with `NotStorable` (`checked_key`, `stored_form`); a call
+    returns such an answer with a `cache_not_stored` note, as for a `CacheError` at `put`.
+
     A store may also have `refuse(key)`: the entry `get` just handed back for `key` was not
     served (damaged, or refused by today's checks), so drop it and count that lookup a miss, not
     a hit (`CacheStats.refused`). A call uses it when the store has it, else `discard`: a store
@@ -198,6 +206,50 @@ class Cache(Protocol):
     def clear(self) -> int:
         """Drop every entry; how many there were."""
         ...
+
+
+def checked_key(key: str) -> str:
+    """`key`, if a store can hold it: text UTF-8 can encode (a file or a server keeps UTF-8);
+    `NotStorable` if not (a lone surrogate). Every store checks its keys so, `MemoryCache`
+    too: a key one store takes, every store takes."""
+    if isinstance(key, str) and not key.isascii():
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise NotStorable(
+                f"a cache key holds text UTF-8 cannot encode ({error.reason} at character "
+                f"{error.start:,})"
+            ) from None
+    return key
+
+
+def stored_form(key: str, entry: Entry) -> str:
+    """The text a store keeps for `entry` under `key`, checked to read back as it was put:
+    `NotStorable` for a key or an entry holding text UTF-8 cannot encode (a lone surrogate),
+    an entry longer than `MAX_ENTRY_CHARS`, or one the strict decoding of a read would call
+    damaged (a count past a 64-bit integer, a number that is not finite: another process
+    would find it `DamagedEntry` at every read, ask again and store it again). Every store's
+    `put` calls it, so every store refuses the same entries."""
+    checked_key(key)
+    text = entry.encode(key)
+    if len(text) > MAX_ENTRY_CHARS:
+        raise NotStorable(
+            f"an entry of {len(text):,} characters is longer than a store reads back "
+            f"({MAX_ENTRY_CHARS:,})"
+        )
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise NotStorable(
+                f"an entry holds text UTF-8 cannot encode ({error.reason} at character "
+                f"{error.start:,} of its stored form)"
+            ) from None
+    try:
+        _decode(text)  # (what a read in another process does: no remembered replies there)
+    except DamagedEntry as error:
+        raise NotStorable(f"an entry that would not read back: {error}") from None
+    return text
 
 
 def not_served(store: Cache, key: str) -> None:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["CacheError", "CacheFileError", "CacheServerError", "DamagedEntry"]
+__all__ = [
+    "CacheClosed",
+    "CacheError",
+    "CacheFileError",
+    "CacheServerError",
+    "DamagedEntry",
+    "NotStorable",
+]
 
 
 class CacheError(Exception):
@@ -19,5 +26,17 @@ class CacheServerError(CacheError, ConnectionError):
     something else under the cache's keys."""
 
 
+class CacheClosed(CacheError):
+    """A call a store's `close()` in another thread cut short (one still under way when the
+    close stopped waiting for it), or that waited for a close that did not end: named."""
+
+
 class DamagedEntry(ValueError):
     """A stored entry that does not decode into replies: a miss, and replaced."""
+
+
+class NotStorable(ValueError):
+    """A key or an entry no store takes: text UTF-8 cannot encode (a lone surrogate), or an
+    entry a store would not read back (longer than `MAX_ENTRY_CHARS`, or a value its decoding
+    refuses). Nothing is stored or looked up; the store itself is fine (not a `CacheError`: a
+    call answers with a `cache_not_stored` note, and `BestEffortCache` keeps its store)."""

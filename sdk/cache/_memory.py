@@ -9,13 +9,17 @@ from sdk import _fork
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
+from sdk.cache._entry import checked_key
+from sdk.cache._entry import stored_form
 
 __all__ = ["MemoryCache"]
 
 
 class MemoryCache:
     """A cache in memory: `ttl` seconds per entry (`None`: no expiry), at most `max_entries`
-    (the oldest written go first)."""
+    (the oldest written go first). It takes the keys and entries every store takes, no more
+    (`NotStorable` for the others, as a file or a server refuses them), though it keeps the
+    entries themselves, not their stored form."""
 
     def __init__(
         self,
@@ -37,6 +41,7 @@ class MemoryCache:
         return f"MemoryCache({len(self._entries)} entries, ttl={self.ttl})"
 
     def get(self, key: str) -> Entry | None:
+        checked_key(key)
         with self._lock:
             found = self._entries.get(key)
             if found is not None and found[1] is not None and found[1] <= self._clock():
@@ -50,6 +55,7 @@ class MemoryCache:
         return found[0]
 
     def put(self, key: str, entry: Entry) -> None:
+        stored_form(key, entry)  # (refused as every store refuses it)
         expires = self._clock() + self.ttl if self.ttl is not None else None
         with self._lock:
             self._entries.pop(key, None)
@@ -58,11 +64,13 @@ class MemoryCache:
                 del self._entries[next(iter(self._entries))]
 
     def discard(self, key: str) -> None:
+        checked_key(key)
         with self._lock:
             self._entries.pop(key, None)
 
     def refuse(self, key: str) -> None:
         """The entry `get` handed back for `key` was not served: dropped, its lookup a miss."""
+        checked_key(key)
         with self._lock:
             self._entries.pop(key, None)
             if self._hits:  # (not if a `clear` since has started the counts afresh)

@@ -25,6 +25,11 @@ itself on `NOSCRIPT`).
 
 A store pickles as its URL and settings (for Ray actors and worker processes): each process opens
 its own connections.
+
+`close()` closes the store's connections once the calls under way in other threads have
+finished (it waits for them at most `timeout`: one still running then is cut short,
+`CacheClosed`, never an error of a connection torn down under it); a call made while it closes
+waits for it, and a later call opens new connections.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ from sdk import _fork
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
+from sdk.cache._entry import checked_key
+from sdk.cache._entry import stored_form
+from sdk.cache._errors import CacheClosed
 from sdk.cache._errors import CacheServerError
 
 if TYPE_CHECKING:
@@ -138,6 +146,11 @@ class RedisCache:
         self._counters = f"{prefix}counters"
         self._lock = _fork.lock()
         self._connection: _Connection | None = None
+        self._calls = _fork.condition()  # guards `_closing` and `_running`
+        self._closing = False  # a `close` is waiting for the calls under way, or closing
+        self._closes = 0  # `close`s begun: a call that saw another begin was cut short by it
+        self._running = 0  # calls under way (`close` waits for them)
+        _fork.after_fork(self, RedisCache._forget_calls)
         self._check_format()
 
     def __repr__(self) -> str:
@@ -149,6 +162,7 @@ class RedisCache:
     # --- the protocol ---
 
     def get(self, key: str) -> Entry | None:
+        checked_key(key)
         with self._errors("reading an entry"):
             found = self._connected().lookup(keys=[self._entry_key(key), self._counters])
         if found is None:
@@ -163,18 +177,21 @@ class RedisCache:
             return Entry.stored("<bytes that are not UTF-8 under the entry's key>")
 
     def put(self, key: str, entry: Entry) -> None:
-        value = entry.encode(key).encode("utf-8")  # (a lone surrogate: not stored, said)
+        # (`NotStorable`: refused as every store refuses it, a lone surrogate among them)
+        value = stored_form(key, entry).encode("utf-8")
         # (Redis's PX: whole milliseconds, at least 1; `ttl` admits any positive seconds)
         expiry = max(1, math.ceil(self.ttl * 1000)) if self.ttl is not None else None
         with self._errors("storing an entry"):
             self._redis().set(self._entry_key(key), value, px=expiry)
 
     def discard(self, key: str) -> None:
+        checked_key(key)
         with self._errors("dropping an entry"):
             self._redis().delete(self._entry_key(key))
 
     def refuse(self, key: str) -> None:
         """The entry `get` handed back for `key` was not served: dropped, its lookup a miss."""
+        checked_key(key)
         with self._errors("dropping an entry"):
             self._connected().refusal(keys=[self._entry_key(key), self._counters])
 
@@ -209,11 +226,33 @@ class RedisCache:
         return dropped
 
     def close(self) -> None:
-        """Close this store's connections (a later call opens new ones)."""
+        """Close this store's connections once the calls under way in other threads finished
+        (at most `timeout`: one still running then is cut short, `CacheClosed`); a call made
+        meanwhile waits for the close, and a later call opens new connections."""
+        with self._calls:
+            self._calls.wait_for(lambda: not self._closing, timeout=self.timeout)
+            self._closing = True
+            self._closes += 1
+            self._calls.wait_for(lambda: self._running == 0, timeout=self.timeout)
+        try:
+            self._drop_connection()
+        finally:
+            with self._calls:
+                self._closing = False
+                self._calls.notify_all()
+
+    def _drop_connection(self) -> None:
+        """Close the connections (a call, unless the store is closed, opens new ones)."""
         with self._lock:
             connection, self._connection = self._connection, None
         if connection is not None:
             connection.client.close()
+
+    def _forget_calls(self) -> None:
+        """In a forked child, as it starts: no call under way, no close (the parent's threads
+        are not there)."""
+        self._running = 0
+        self._closing = False
 
     # --- the server ---
 
@@ -301,20 +340,42 @@ class RedisCache:
 
     @contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
-        """Any error of the server or the connection as `CacheServerError`, naming the server
-        without its credentials."""
+        """One call on the server, after any `close` under way (waited for at most `timeout`):
+        `CacheClosed` if a `close` cut it short (whatever redis-py raises from a connection
+        closed under it), and any error of the server or the connection as
+        `CacheServerError`, naming the server without its credentials. Counted while it runs,
+        for `close` to wait for."""
         try:
             import redis
         except ImportError as error:  # (reached first: a store checks its prefix when made)
             raise ImportError(_NEEDS_REDIS) from error
 
+        with self._calls:
+            if not self._calls.wait_for(lambda: not self._closing, timeout=self.timeout):
+                raise CacheClosed(
+                    f"{self._named()} was still closing after {self.timeout:g} s ({doing})"
+                )
+            self._running += 1
+            began = self._closes
         try:
             yield
-        except redis.RedisError as error:
+        except Exception as error:
+            if self._closes != began:  # (torn down under the call: any error, from redis-py)
+                raise CacheClosed(f"{self._named()} was closed while {doing}") from error
+            if not isinstance(error, redis.RedisError):
+                raise
             detail = " ".join(str(error).replace(self.url, self.server).split())
             raise CacheServerError(
                 f"the cache server {self.server} failed {doing}: {type(error).__name__}: {detail}"
             ) from error
+        finally:
+            with self._calls:
+                self._running -= 1
+                if not self._running:
+                    self._calls.notify_all()
+
+    def _named(self) -> str:
+        return f"this RedisCache of {self.server} (prefix {self.prefix!r})"
 
 
 def _reopened(url: str, ttl: float | None, prefix: str, timeout: float) -> RedisCache:

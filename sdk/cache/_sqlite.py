@@ -44,7 +44,9 @@ from sdk import _sqlite
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
+from sdk.cache._entry import checked_key
 from sdk.cache._entry import default_path
+from sdk.cache._entry import stored_form
 from sdk.cache._errors import CacheFileError
 
 __all__ = ["ExistingCache", "SQLiteCache"]
@@ -143,6 +145,7 @@ class SQLiteCache:
     # --- the protocol ---
 
     def get(self, key: str) -> Entry | None:
+        checked_key(key)
         db = self._connection()
         if _sqlite.read_only(db):  # (one type check on a file opened for writing)
             row, expires, clears = self._settled(db, lambda db: self._lookup(db, key))
@@ -212,9 +215,9 @@ class SQLiteCache:
         return found
 
     def put(self, key: str, entry: Entry) -> None:
+        value = stored_form(key, entry)  # (`NotStorable`: refused as every store refuses it)
         now = self._clock()
         expires = now + self.ttl if self.ttl is not None else None
-        value = entry.encode(key)
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO entries (key, value, created, expires) VALUES (?, ?, ?, ?)",
@@ -222,11 +225,13 @@ class SQLiteCache:
             )
 
     def discard(self, key: str) -> None:
+        checked_key(key)
         with self._write() as db:
             db.execute("DELETE FROM entries WHERE key = ?", (key,))
 
     def refuse(self, key: str) -> None:
         """The entry `get` handed back for `key` was not served: dropped, its lookup a miss."""
+        checked_key(key)
         self._tally.refused()
         self.discard(key)  # (which writes the counts)
 
@@ -277,7 +282,13 @@ class SQLiteCache:
 
     def close(self) -> None:
         """Write the counts still in memory, and close this thread's connection (others close
-        when their thread ends)."""
+        when their thread ends; a later call opens one again)."""
+        try:
+            self._write_counts_at_close()
+        finally:
+            self._close_connection()
+
+    def _write_counts_at_close(self) -> None:
         if not self.readonly and self._tally.pending and not self._tally.unwritable:
             wait = min(self.timeout, _COUNTS_WAIT)
             why = f"another process held the write lock past {wait:g} s"
@@ -294,11 +305,14 @@ class SQLiteCache:
                     "%s: %d counts of hits and misses not written (%s): dropped",
                     self.path, dropped, why,
                 )  # fmt: skip
+
+    def _close_connection(self) -> None:
+        """Close this thread's connection, if it has one."""
         found = getattr(self._local, "db", None)
         if found is not None:
+            self._local.db = None
             with _fork.gate():
                 found.close()
-            self._local.db = None
 
     # --- the file ---
 

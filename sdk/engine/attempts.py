@@ -56,6 +56,7 @@ from sdk._values.records import Usage
 from sdk.cache import CacheError
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
+from sdk.cache import NotStorable
 from sdk.cache import cache_key
 from sdk.cache import not_served
 from sdk.engine.conversation import without_control_tokens
@@ -310,10 +311,10 @@ class Attempts:
         assert self._cache is not None and self._cache_key is not None
         try:
             self._cache.put(self._cache_key, Entry(tuple(self._replies)))
-        except CacheError as error:
+        except (CacheError, NotStorable) as error:  # (a store closed under the call among them)
             logger.warning("the answer was not stored in the response cache: %s", error)
             self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
-        except UnicodeEncodeError as error:  # a lone surrogate: a file or server takes UTF-8
+        except UnicodeEncodeError as error:  # a store of your own that takes UTF-8 (ours: above)
             why = f"the answer holds text UTF-8 cannot encode ({error.reason})"
             logger.warning("the answer was not stored in the response cache: %s", why)
             self._notes.append(Note("", why, None, kind="cache_not_stored"))
