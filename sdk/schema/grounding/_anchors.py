@@ -234,9 +234,7 @@ def anchor_problem(value: str, source: str, anchor: Anchor, *, whole: bool = Tru
     return f"it follows {labels} (another party's value)"
 
 
-def _spans_of(
-    value: str, source: str, edges: Container[int], low: int, high: int
-) -> Iterator[int]:
+def _spans_of(value: str, source: str, edges: Container[int], low: int, high: int) -> Iterator[int]:
     """Where `value` occurs in `source[low:high]` starting and ending on `edges`, in order."""
     length = len(value)
     return (s for s in occurrences(value, source, low, high) if s in edges and s + length in edges)
