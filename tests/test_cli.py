@@ -248,6 +248,53 @@ def test_diff_fails_on_a_discriminator_added_or_removed(
     assert verdict[2] == f"  {line}"
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "lines"),
+    [
+        (
+            "Approve",
+            BY_NAME,
+            [
+                f"{ADDED} (one alternative -> oneOf)",
+                'type-widened /properties/outcome: alternative kind="reject" (#/$defs/Reject) '
+                "added",
+            ],
+        ),
+        (
+            BY_NAME,
+            "Approve",
+            [
+                f"{REMOVED} (oneOf -> one alternative)",
+                'type-narrowed /properties/outcome: alternative kind="reject" (#/$defs/Reject) '
+                "removed",
+            ],
+        ),
+    ],
+    ids=["grown-into-a-tagged-union", "narrowed-to-one-contract"],
+)
+def test_diff_fails_on_a_discriminator_that_comes_or_goes_with_the_union(
+    tmp_path: Path, old: str, new: str, lines: list[str]
+) -> None:
+    # `Approve`'s tag has a default: a lone Approve read an output without the tag, the tagged
+    # union refuses it. Growing into the union was only a compatible `type-widened` (exit 0).
+    folder = str(tmp_path / "schemas")
+    first = make_package(
+        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", old).replace("VERSION", "1")}
+    )
+    assert _invoke("schema", "lock", first, "--dir", folder)[0] == 0
+    second = make_package(
+        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", new).replace("VERSION", "2")}
+    )
+    args = ("schema", "diff", "--against-lock", second, "--dir", folder, "--fail-on-breaking")
+    code, out, _ = _invoke(*args)
+    assert code == 1
+    verdict = out[out.index("Verdict v1") :].splitlines()
+    assert verdict[1] == "  2 change(s), breaking for producers and consumers"
+    # Each change's line, then its judgment indented under it.
+    assert verdict[2] == f"  {lines[0]}" and verdict[4] == f"  {lines[1]}"
+    assert verdict[3].startswith("      producers breaking, consumers ")
+
+
 def test_export_writes_the_committed_snapshot_bytes(tmp_path: Path) -> None:
     code, out, _ = _invoke("schema", "export", "contracts", "--out", str(tmp_path))
     assert code == 0

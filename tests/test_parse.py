@@ -369,7 +369,9 @@ def test_violations_come_in_document_order_list_items_by_number() -> None:
     with pytest.raises(SchemaViolation) as info:
         parse(InvoiceExtraction, _invoice(line_items=items), stop_reason="end_turn", source=SOURCE)
     assert [v.pointer for v in info.value.violations] == [
-        "/line_items/2/quantity", "/line_items/10/quantity", "/line_items/11/quantity"
+        "/line_items/2/quantity",
+        "/line_items/10/quantity",
+        "/line_items/11/quantity",
     ]
 
 
@@ -735,6 +737,113 @@ def test_an_anchored_quote_found_in_nfc_is_still_held_to_its_anchor() -> None:
         [violation] = failed.value.violations
         assert (violation.pointer, violation.keyword) == ("/recipient", "x-anchor")
         assert violation.message.endswith(f"{quote!r}: {reason}")
+
+
+# A quote that is part of one of the source's user-perceived characters (grapheme clusters), where
+# NFC has no composed form to compare: a letter without its combining accent or vowel sign, an
+# emoji without the rest of its sequence (joined by U+200D, a variation selector, a skin tone),
+# one regional indicator of a flag or two of different flags. Each is in the source's characters.
+_PART_OF_A_CHARACTER = {
+    "letter-without-its-accent": ("q", "Ref q\u0301 "),
+    "devanagari-consonant-without-its-vowel-sign": ("\u0915", "\u0915\u093f\u0930\u0923 "),
+    "emoji-before-zwj": ("\U0001f469", "\U0001f469\u200d\U0001f4bb "),
+    "emoji-after-zwj": ("\U0001f4bb", "\U0001f469\u200d\U0001f4bb "),
+    "before-variation-selector": ("\u2764", "\u2764\ufe0f "),
+    "before-skin-tone": ("\U0001f44d", "\U0001f44d\U0001f3fd "),
+    "across-two-flags": ("\U0001f1f7\U0001f1e9", "\U0001f1eb\U0001f1f7\U0001f1e9\U0001f1ea "),
+    "text-then-half-a-character": ("Ref q", "Ref q\u0301 "),
+}
+
+
+@pytest.mark.parametrize(("quote", "text"), _PART_OF_A_CHARACTER.values(), ids=_PART_OF_A_CHARACTER)
+def test_a_quote_of_part_of_a_character_fails_and_its_whole_occurrence_passes(
+    quote: str, text: str
+) -> None:
+    source = SOURCE + text
+    assert quote in source and unicodedata.is_normalized("NFC", source)
+    with pytest.raises(CheckFailed) as info:
+        parse(InvoiceExtraction, _invoice(evidence=quote), stop_reason="end_turn", source=source)
+    [violation] = info.value.violations
+    assert (violation.pointer, violation.keyword) == ("/evidence", "x-source-quote")
+    assert violation.message == (
+        f"quote in field 'evidence' is not in the source as a reader sees it: {quote!r} starts "
+        "or ends inside one of its characters (a letter without its accent, part of an emoji "
+        "sequence: quote whole characters)"
+    )
+    # Every occurrence is tried: the same quote written whole later in the source passes.
+    later = source + f"({quote})"
+    parsed = parse(
+        InvoiceExtraction, _invoice(evidence=quote), stop_reason="end_turn", source=later
+    )
+    assert parsed.value.evidence == quote
+
+
+def test_whole_characters_around_a_quote_do_not_count_against_it() -> None:
+    # Guards: a quote that starts or ends next to a whole cluster (a combining sequence, an
+    # emoji sequence, a flag, CR LF) is not cut; a quote of whole clusters passes.
+    source = SOURCE + "x\u0301y \U0001f469\u200d\U0001f4bb! \U0001f1eb\U0001f1f7\r\nEnd"
+    for quote in [
+        "x\u0301",
+        "y",
+        "x\u0301y",
+        "\U0001f469\u200d\U0001f4bb",
+        "! \U0001f1eb\U0001f1f7",
+        "\U0001f1eb\U0001f1f7\r\nEnd",
+    ]:
+        parsed = parse(
+            InvoiceExtraction, _invoice(evidence=quote), stop_reason="end_turn", source=source
+        )
+        assert parsed.value.evidence == quote
+    with pytest.raises(CheckFailed):  # between CR and LF: one character too
+        parse(
+            InvoiceExtraction,
+            _invoice(evidence="\U0001f1f7\r"),
+            stop_reason="end_turn",
+            source=source,
+        )
+
+
+def test_an_anchored_quote_counts_only_occurrences_of_whole_characters() -> None:
+    # The quote is whole on the first line (so the quote check passes) and only part of a
+    # character on the line its anchor opens: held to its anchor, it is on no line after "To".
+    class Evidence(Contract):
+        recipient: Annotated[SourceQuote, Anchor(after=("To",))]
+
+    source = "From Kx Post\nTo Kx\u0301 Ops\n"
+
+    def check(quote: str) -> Evidence:
+        return parse(
+            Evidence, json.dumps({"recipient": quote}), stop_reason="end_turn", source=source
+        ).value
+
+    assert check("Kx\u0301 Ops").recipient == "Kx\u0301 Ops"
+    with pytest.raises(CheckFailed) as failed:
+        check("Kx")
+    [violation] = failed.value.violations
+    assert (violation.pointer, violation.keyword) == ("/recipient", "x-anchor")
+    assert violation.message.endswith("'Kx': it is on no line after its labels ('To')")
+
+
+# Characters whose clusters the rules decide: letters, combining marks, a Devanagari consonant,
+# virama and vowel sign, emoji with joiner, variation selector and skin tone, regional
+# indicators, Hangul jamo and a syllable, an Arabic prepended mark, CR and LF.
+_CLUSTER_ALPHABET = (
+    "ax \r\n\u0301\u0915\u094d\u093f\u200d\U0001f469\U0001f4bb\ufe0f\U0001f3fd"
+    "\U0001f1eb\U0001f1f7\u1100\u1161\u11a8\uac00\u0600"
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=_CLUSTER_ALPHABET, max_size=40))
+def test_cluster_edges_read_around_an_offset_are_those_of_the_whole_text(text: str) -> None:
+    # `cluster_edge` reads only the characters around an offset; the `regex` module's `\X`
+    # over the whole text is the reference.
+    import regex
+
+    from sdk.schema.grounding import cluster_edge
+
+    edges = {0, len(text)} | {found.start() for found in regex.finditer(r"\X", text)}
+    assert [at for at in range(len(text) + 1) if cluster_edge(text, at)] == sorted(edges)
 
 
 def test_cross_field_check_failure_is_check_failed_not_contract_violation() -> None:

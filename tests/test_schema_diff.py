@@ -158,6 +158,14 @@ CASES: list[tuple[ChangeKind, dict[str, Any], dict[str, Any], str, Impact, Impac
         C,
     ),
     (
+        ChangeKind.ALTERNATIVES_REORDERED,
+        {"p": (int | str, Field(description="P."))},
+        {"p": (str | int, Field(description="P."))},
+        "/properties/p",
+        B,
+        B,
+    ),
+    (
         ChangeKind.NULLABLE_ADDED,
         {"a": _text()},
         {"a": (str | None, Field(description="Some text."))},
@@ -555,6 +563,44 @@ def test_the_discriminator_kinds_say_what_parse_does_with_an_untagged_output() -
     assert removed.breaking_for_producers and not removed.breaking_for_consumers
 
 
+@pytest.mark.parametrize("nullable", [False, True], ids=["A", "A | None"])
+def test_one_contract_with_a_defaulted_tag_that_gains_or_loses_a_discriminator_is_found(
+    nullable: bool,
+) -> None:
+    # `Approve` (its tag has a default) grown into the tagged `Approve | Reject`, and back: not
+    # only a branch added or removed. An output that leaves the tag out read as an Approve, the
+    # discriminated union refuses it; and the reverse. The same kinds and judgments as between
+    # two unions (`test_the_discriminator_kinds_say_what_parse_does_with_an_untagged_output`).
+    outcome = _TAGGED[0] | None if nullable else _TAGGED[0]
+    lone = contract(o=(Approve | None if nullable else Approve, Field(description="The outcome.")))
+    tagged = contract(version=2, o=(outcome, Field(description="The outcome.")))
+    untagged = '{"o": {"note": "Fine."}}'
+    assert parse(lone, untagged, stop_reason="end_turn").value.o == Approve(note="Fine.")
+    with pytest.raises(ContractViolation, match="Unable to extract tag"):
+        parse(tagged, untagged, stop_reason="end_turn")
+    reject = 'kind="reject" (#/$defs/Reject)'
+    added = diff_schemas(lone.json_schema(), tagged.json_schema())
+    assert [(c.kind, c.pointer, c.detail) for c in added.changes] == [
+        (
+            ChangeKind.DISCRIMINATOR_ADDED,
+            "/properties/o",
+            'discriminator "kind" added (one alternative -> oneOf)',
+        ),
+        (ChangeKind.TYPE_WIDENED, "/properties/o", f"alternative {reject} added"),
+    ]
+    assert added.breaking_for_producers and added.breaking_for_consumers
+    removed = diff_schemas(tagged.json_schema(), lone.json_schema())
+    assert [(c.kind, c.pointer, c.detail) for c in removed.changes] == [
+        (
+            ChangeKind.DISCRIMINATOR_REMOVED,
+            "/properties/o",
+            'discriminator "kind" removed (oneOf -> one alternative)',
+        ),
+        (ChangeKind.TYPE_NARROWED, "/properties/o", f"alternative {reject} removed"),
+    ]
+    assert [(c.producers, c.consumers) for c in removed.changes] == [(B, C), (B, B)]
+
+
 def test_a_nullable_union_that_loses_its_discriminator_is_found() -> None:
     old = contract(o=(_TAGGED[0] | None, Field(description="The outcome, or null.")))
     new = contract(o=(Approve | Reject | None, Field(description="The outcome, or null.")))
@@ -633,7 +679,7 @@ def test_untagged_branches_reordered_are_one_change_not_each_compared_to_another
     changes = diff_schemas(_field(_A | _B).json_schema(), _field(_B | _A).json_schema()).changes
     assert [(c.kind, c.pointer, c.detail) for c in changes] == [
         (
-            ChangeKind.KEYWORD_CHANGED,
+            ChangeKind.ALTERNATIVES_REORDERED,
             "/properties/p",
             "alternatives reordered: A, B -> B, A (a value that fits more than one may now read "
             "as another)",
@@ -644,3 +690,13 @@ def test_untagged_branches_reordered_are_one_change_not_each_compared_to_another
         _field(_B | _A, discriminator="k").json_schema(),
     )
     assert tagged.changes == []  # the tag alone picks the branch: the order does not matter
+    # Why it is breaking for both sides: a value that fits both branches (`{}`, every field
+    # defaulted) reads as the first, so the same output or stored value is now another branch.
+    first = contract(o=_PLAIN)
+    second = contract(version=2, o=(Reject | Approve, Field(description="The outcome.")))
+    assert isinstance(parse(first, '{"o": {}}', stop_reason="end_turn").value.o, Approve)
+    assert isinstance(parse(second, '{"o": {}}', stop_reason="end_turn").value.o, Reject)
+    swapped = diff_schemas(first.json_schema(), second.json_schema())
+    assert [(c.kind, c.producers, c.consumers) for c in swapped.changes] == [
+        (ChangeKind.ALTERNATIVES_REORDERED, B, B)
+    ]

@@ -71,6 +71,7 @@ from sdk.schema.grounding import ANCHOR_KEY
 from sdk.schema.grounding import Anchor
 from sdk.schema.grounding import anchor_of
 from sdk.schema.grounding import anchor_problem
+from sdk.schema.grounding import cluster_occurrences
 from sdk.schema.grounding import grounded_kind
 from sdk.schema.grounding import whole_span
 from sdk.stop_reason import StopReason
@@ -601,7 +602,10 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
     white space alone fails, `_blank`), and `Verbatim` values that are not (empty fails, unless
     the source is empty too); and both, where they are in the source but not where their
     `Anchor` allows (`x-anchor`: violation type `ANCHOR_KEY`). A quote is compared with the
-    source in Unicode NFC, both (`_nfc`): `"café"` quotes `"cafe\\u0301"`, as a reader sees it.
+    source in Unicode NFC, both (`_nfc`): `"café"` quotes `"cafe\\u0301"`, as a reader sees it;
+    and it starts and ends on edges of the source's user-perceived characters (grapheme
+    clusters, `cluster_occurrences`): `"x"` is no quote of `"x\\u0301"`, which NFC cannot
+    compose, nor a lone emoji of a sequence joined by U+200D.
     The message quotes the value as written; no offset into the source is reported."""
     violations = []
     anchors = _anchors_by_pointer(reading)
@@ -644,6 +648,12 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
                 )
             elif quote not in normal:
                 problem = f"quote in field {named} is not in the source: {shown!r}"
+            elif next(cluster_occurrences(quote, normal), None) is None:
+                problem = (
+                    f"quote in field {named} is not in the source as a reader sees it: "
+                    f"{shown!r} starts or ends inside one of its characters (a letter without "
+                    "its accent, part of an emoji sequence: quote whole characters)"
+                )
             else:
                 # A quote is any span of the source (not only whole chunks): under an anchor,
                 # one occurrence where the anchor allows is enough, as for a `Verbatim`. Read

@@ -63,6 +63,7 @@ class ChangeKind(StrEnum):
     ENUM_MEMBER_ADDED = "enum-member-added"
     ENUM_MEMBER_REMOVED = "enum-member-removed"
     ENUM_REORDERED = "enum-reordered"
+    ALTERNATIVES_REORDERED = "alternatives-reordered"
     NULLABLE_ADDED = "nullable-added"
     NULLABLE_REMOVED = "nullable-removed"
     DISCRIMINATOR_ADDED = "discriminator-added"
@@ -139,6 +140,15 @@ _CLASSIFICATION: dict[ChangeKind, tuple[Impact, Impact, str]] = {
         _C,
         _C,
         "same members in another order: values are unaffected, caches are invalidated",
+    ),
+    # Unlike an enum's members, a plain union's alternatives are tried in order: Pydantic's
+    # smart mode reads a value that fits several equally well (`{}` where every field has a
+    # default) as the first. A tagged union's order is never reported: the tag picks.
+    ChangeKind.ALTERNATIVES_REORDERED: (
+        _B,
+        _B,
+        "a value that fits more than one alternative equally well reads as the first: an output "
+        "or a stored value like it may now read as another branch, without an error",
     ),
     ChangeKind.NULLABLE_ADDED: (
         _C,
@@ -500,6 +510,9 @@ class _Differ:
         new_keyword, new_branches = _branches(new, refs[1])
         old_tag, new_tag = _discriminator(old), _discriminator(new)
         self._union_keywords((old_keyword, old_tag), (new_keyword, new_tag), pointer)
+        self._lone_branch_tag(
+            (old_keyword, old_branches, old_tag), (new_keyword, new_branches, new_tag), pointer
+        )
         tag = (new_tag or old_tag) if not (old_tag and new_tag) or old_tag == new_tag else None
         old_labels = _tags(self.old_root, old_branches, tag)
         new_labels = _tags(self.new_root, new_branches, tag)
@@ -562,6 +575,32 @@ class _Differ:
                 f"discriminator {_short(old_tag)} -> {_short(new_tag)}",
             )
 
+    def _lone_branch_tag(self, old: _Union, new: _Union, pointer: str) -> None:
+        """A discriminator that comes or goes with the union itself: one contract `A` grown into
+        `Annotated[A | B, Field(discriminator="kind")]`, or such a union narrowed to `A` (each
+        side as its keyword, branches and discriminator's property). It is the same change as
+        between two unions when `A`'s tag has a default: `A` read an output that left the tag
+        out, the discriminated union refuses it ("Unable to extract tag"), and the reverse.
+        Where `A` requires its tag, every value of it carries the tag and picks `A` either way:
+        only the branch added or removed is a change."""
+        (old_keyword, old_branches, old_tag), (new_keyword, new_branches, new_tag) = old, new
+        if old_keyword is None and new_keyword is not None and new_tag is not None:
+            lone, root, tag, kind = old_branches, self.old_root, new_tag, "added"
+            switch = f"one alternative -> {new_keyword}"
+        elif new_keyword is None and old_keyword is not None and old_tag is not None:
+            lone, root, tag, kind = new_branches, self.new_root, old_tag, "removed"
+            switch = f"{old_keyword} -> one alternative"
+        else:
+            return
+        if len(lone) == 1 and _tag_defaulted(root, lone[0], tag):
+            self.add(
+                ChangeKind.DISCRIMINATOR_ADDED
+                if kind == "added"
+                else ChangeKind.DISCRIMINATOR_REMOVED,
+                pointer,
+                f"discriminator {_short(tag)} {kind} ({switch})",
+            )
+
     def _reordered(
         self, old_branches: list[dict[str, Any]], order: list[int], pointer: str
     ) -> None:
@@ -572,7 +611,7 @@ class _Differ:
         names = [_name(old_branches[i]) or _short(old_branches[i], 30) for i in sorted(order)]
         moved = [_name(old_branches[i]) or _short(old_branches[i], 30) for i in order]
         self.add(
-            ChangeKind.KEYWORD_CHANGED,
+            ChangeKind.ALTERNATIVES_REORDERED,
             pointer,
             f"alternatives reordered: {', '.join(names)} -> {', '.join(moved)} (a value "
             "that fits more than one may now read as another)",
@@ -750,6 +789,8 @@ def _branches(
     return None, [{k: v for k, v in node.items() if k not in _ANNOTATIONS}]
 
 
+# One side of a union for `_lone_branch_tag`: its keyword, its branches, its discriminator.
+_Union = tuple[str | None, list[dict[str, Any]], str | None]
 # One side of a union for `_pair_branches`: its document, its branches, its discriminator values.
 _Side = tuple[dict[str, Any], list[dict[str, Any]], list[str] | None]
 
@@ -830,6 +871,21 @@ def _tags(
             return None
         labels.append(json.dumps(members[0], ensure_ascii=False))
     return labels if len(set(labels)) == len(labels) else None
+
+
+def _tag_defaulted(root: dict[str, Any], branch: dict[str, Any], tag: str) -> bool:
+    """Whether `branch` (a contract) holds its `tag` property to one value and may leave it out
+    (the tag has a default): a value of it without the tag reads."""
+    node = resolve(root, branch)[1]
+    properties = node.get("properties")
+    tagged = properties.get(tag) if isinstance(properties, dict) else None
+    members = _members(tagged) if isinstance(tagged, dict) else None
+    required = node.get("required")
+    return (
+        members is not None
+        and len(members) == 1
+        and not (isinstance(required, list) and tag in required)
+    )
 
 
 def _label(branch: dict[str, Any], tag: str | None, labels: list[str] | None, index: int) -> str:

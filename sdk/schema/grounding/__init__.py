@@ -34,6 +34,8 @@ from sdk.schema.grounding._spans import GROUNDED_KEYS
 from sdk.schema.grounding._spans import SOURCE_QUOTE_KEY
 from sdk.schema.grounding._spans import VERBATIM_KEY
 from sdk.schema.grounding._spans import SpanAutomaton
+from sdk.schema.grounding._spans import cluster_edge
+from sdk.schema.grounding._spans import cluster_occurrences
 from sdk.schema.grounding._spans import escaped_chunks
 from sdk.schema.grounding._spans import grounded_kind
 from sdk.schema.grounding._spans import is_grounded
@@ -76,6 +78,8 @@ __all__ = [
     "anchor_regions",
     "anchored",
     "branch_anchors",
+    "cluster_edge",
+    "cluster_occurrences",
     "escaped_chunks",
     "grounded_gbnf",
     "grounded_kind",

@@ -26,6 +26,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Container
 from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from pydantic import GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from sdk.schema.grounding._spans import ClusterEdges
 from sdk.schema.grounding._spans import _boundaries
 from sdk.schema.grounding._spans import occurrences
 from sdk.schema.grounding._spans import whole_span
@@ -200,11 +202,13 @@ def anchor_problem(value: str, source: str, anchor: Anchor, *, whole: bool = Tru
     whole chunks, or every occurrence of it follows a `not_after` label. An empty value, and a
     value that is no whole span of the source at all, are the whole-span check's business
     (`whole_span`): `None` here. With `whole=False` (a `SourceQuote`, which the parser takes
-    anywhere in the source) every occurrence counts, whole chunks or not; one that is nowhere
-    in the source is the quote check's business."""
+    anywhere in the source) every occurrence on edges of the source's user-perceived characters
+    counts (`ClusterEdges`: never a letter without its combining marks, nor part of an emoji
+    sequence), whole chunks or not; one that is nowhere in the source is the quote check's
+    business."""
     if not value:
         return None
-    edges: frozenset[int] | range = _boundaries(source) if whole else range(len(source) + 1)
+    edges: Container[int] = _boundaries(source) if whole else ClusterEdges(source)
     regions = _regions(source, anchor.after)
     if next(_spans_of(value, source, edges, 0, len(source)), None) is None:
         return None
@@ -230,9 +234,7 @@ def anchor_problem(value: str, source: str, anchor: Anchor, *, whole: bool = Tru
     return f"it follows {labels} (another party's value)"
 
 
-def _spans_of(
-    value: str, source: str, edges: frozenset[int] | range, low: int, high: int
-) -> Iterator[int]:
+def _spans_of(value: str, source: str, edges: Container[int], low: int, high: int) -> Iterator[int]:
     """Where `value` occurs in `source[low:high]` starting and ending on `edges`, in order."""
     length = len(value)
     return (s for s in occurrences(value, source, low, high) if s in edges and s + length in edges)

@@ -24,7 +24,10 @@ __all__ = [
     "GROUNDED_KEYS",
     "SOURCE_QUOTE_KEY",
     "VERBATIM_KEY",
+    "ClusterEdges",
     "SpanAutomaton",
+    "cluster_edge",
+    "cluster_occurrences",
     "escaped_chunks",
     "grounded_kind",
     "grounded_walker",
@@ -170,6 +173,96 @@ def occurrences(value: str, source: str, low: int = 0, high: int | None = None) 
         yield start
         previous = start
         start = source.find(value, start + 1, high)
+
+
+_INDICATOR_RANGE: Final = ("\U0001f1e6", "\U0001f1ff")
+_INDICATORS: Final = "\U0001f1e6-\U0001f1ff"  # the regional indicator symbols, A to Z
+_CLUSTER_CONTEXT: Final = 128
+"""How far back `cluster_edge` reads a run of extending marks, joiners and regional indicators,
+so that a hostile run costs each offset asked this much, never the whole run. No text has a
+longer one (a flag is two regional indicators, an emoji sequence a few joiners). Past it, only
+the last ones are read (an emoji joined after more marks than this would be taken for a cluster
+of its own), and no offset inside a longer run of regional indicators (more than 64 flags
+without a space) is an edge: their pairing is not known without the whole run."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Clusters:
+    joining: regex.Pattern[str]
+    """Read backwards from an offset: the extending marks and joiners right before it, which a
+    cluster's rules read beyond the previous character; the one before them starts every rule
+    that decides the offset."""
+    indicators: regex.Pattern[str]
+    """Read backwards from an offset: the regional indicators right before it."""
+    before_last: regex.Pattern[str]
+    """Every cluster of a text but its last one."""
+
+
+@functools.cache
+def _clusters() -> _Clusters:
+    import regex
+
+    return _Clusters(
+        regex.compile(r"(?r)[\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=ZWJ}]*"),
+        regex.compile(rf"(?r)[{_INDICATORS}]*"),
+        regex.compile(r"(?:\X(?=\X))*", regex.DOTALL),
+    )
+
+
+def cluster_edge(text: str, at: int) -> bool:
+    """Whether offset `at` of `text` is the edge of a user-perceived character (an extended
+    grapheme cluster of Unicode UAX #29, as the `regex` module's `\\X` reads it): never between
+    a letter and its combining marks, inside an emoji sequence (joined by U+200D, or followed by
+    its variation selector or skin tone), between the two regional indicators of a flag, or
+    between CR and LF. Only the characters around `at` are read: the one before it, and back to
+    the first that is no extending mark or joiner (the rules' whole context), or the regional
+    indicators before it (flags pair them from the first), at most `_CLUSTER_CONTEXT`
+    characters (see there for longer runs), so asking costs the same in a long text as in a
+    short one."""
+    if at <= 0 or at >= len(text):
+        return True
+    before, after = text[at - 1], text[at]
+    if before < "\u0300" and after < "\u0300":  # Latin and its symbols: no marks, no joiners
+        return before != "\r" or after != "\n"
+    clusters = _clusters()
+    low = max(at - _CLUSTER_CONTEXT, 0)
+    if _INDICATOR_RANGE[0] <= before <= _INDICATOR_RANGE[1] >= after >= _INDICATOR_RANGE[0]:
+        # Between two regional indicators: an edge after an even number of them (whole flags).
+        # Counted here, for the `regex` module reads a whole run of them back at every `\X`.
+        run = clusters.indicators.match(text, low, at)
+        if run is None or (run.start() == low > 0 and text[low - 1] >= _INDICATOR_RANGE[0]):
+            return False  # a longer run than is read: no edge is vouched for inside it
+        return (at - run.start()) % 2 == 0
+    run = clusters.joining.match(text, low, at)
+    start = max((run.start() if run else at) - 1, 0)
+    last = clusters.before_last.match(text, start, at + 1)
+    return last is not None and last.end() == at
+
+
+def cluster_occurrences(
+    value: str, source: str, low: int = 0, high: int | None = None
+) -> Iterator[int]:
+    """The starts of the occurrences of `value` (not empty) in `source[low:high]` that start and
+    end on edges of the source's user-perceived characters (`cluster_edge`), in order: `"x"` is
+    not one in `"x\\u0301"` (an x with an acute accent), nor a lone emoji in a sequence of
+    them joined by U+200D. Each occurrence found (`occurrences`) is read at its two edges only."""
+    length = len(value)
+    return (
+        start
+        for start in occurrences(value, source, low, high)
+        if cluster_edge(source, start) and cluster_edge(source, start + length)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEdges:
+    """The edges of a text's user-perceived characters as a container (`at in edges`), read
+    around each offset asked (`cluster_edge`), never for the whole text at once."""
+
+    text: str
+
+    def __contains__(self, at: object) -> bool:
+        return isinstance(at, int) and 0 <= at <= len(self.text) and cluster_edge(self.text, at)
 
 
 def _scanned(value: str, source: str, low: int, high: int) -> Iterator[int]:
