@@ -286,7 +286,7 @@ class SQLiteCache:
         try:
             self._write_counts_at_close()
         finally:
-            self._close_connection()
+            self._drop_connection()
 
     def _write_counts_at_close(self) -> None:
         if not self.readonly and self._tally.pending and not self._tally.unwritable:
@@ -305,14 +305,6 @@ class SQLiteCache:
                     "%s: %d counts of hits and misses not written (%s): dropped",
                     self.path, dropped, why,
                 )  # fmt: skip
-
-    def _close_connection(self) -> None:
-        """Close this thread's connection, if it has one."""
-        found = getattr(self._local, "db", None)
-        if found is not None:
-            self._local.db = None
-            with _fork.gate():
-                found.close()
 
     # --- the file ---
 
