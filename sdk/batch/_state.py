@@ -242,7 +242,8 @@ class JobState:
     """
 
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
-        self.path = Path(path).absolute()  # (each thread connects later: not after a `chdir`)
+        self.path = Path(path)  # (as given: what messages name)
+        self._file = self.path.absolute()  # (each thread connects later: not after a `chdir`)
         self.readonly = readonly
         if not self.path.is_file():
             raise BatchError(f"{path}: no such job state file")
@@ -327,7 +328,7 @@ class JobState:
             with _fork.gate():  # (the connections of threads that ended: closed, not kept)
                 for thread in [t for t in self._opened if not t.is_alive()]:
                     self._opened.pop(thread)[0].close()
-            db = _sqlite.open_file(self.path, LAYOUT, readonly=self.readonly, closed_anywhere=True)
+            db = _sqlite.open_file(self._file, LAYOUT, readonly=self.readonly, closed_anywhere=True)
             db.row_factory = sqlite3.Row
             self._opened[threading.current_thread()] = (db, _fork.gate())
         self._local.db = db

@@ -119,9 +119,10 @@ class SQLiteCache:
         clock: Callable[[], float] = time.time,
     ) -> None:
         check_settings("SQLiteCache", ttl=ttl, timeout=timeout)
-        # Made absolute once: every thread opens its own connection, later, and a relative path
-        # read after the process changed folder (a daemon's `chdir`) named another file.
-        self.path = (Path(path) if path is not None else default_path()).absolute()
+        self.path = Path(path) if path is not None else default_path()  # (as given: messages)
+        # Opened at the path made absolute once: every thread opens its own connection, later,
+        # and a relative path read after the process changed folder (`chdir`) named another file.
+        self._file = self.path.absolute()
         self.ttl = ttl
         self.timeout = timeout
         self.readonly = readonly
@@ -137,7 +138,9 @@ class SQLiteCache:
         except CacheFileError:  # a damaged page: the call that reads it says so; the counts
             pass  # taken at the first write are dropped (made before a clear or not: unknown)
         if not readonly:  # counts still in memory are written when the process ends
-            weakref.finalize(self, _write_tally, self.path, self._layout, self.timeout, self._tally)
+            weakref.finalize(
+                self, _write_tally, self._file, self._layout, self.timeout, self._tally
+            )
 
     def __repr__(self) -> str:
         return f"SQLiteCache({str(self.path)!r}, ttl={self.ttl})"
@@ -316,7 +319,7 @@ class SQLiteCache:
             self._drop_connection()  # the file changed since it was opened: opened again
         try:
             db = _sqlite.open_file(
-                self.path, self._layout, readonly=self.readonly, timeout=self.timeout
+                self._file, self._layout, readonly=self.readonly, timeout=self.timeout
             )
         except CacheFileError as error:
             if self.readonly or not (
@@ -326,7 +329,7 @@ class SQLiteCache:
             # Another user's file, or in a folder of theirs, or on a read-only file system:
             # read as `readonly=True` reads it (its hits are served, its counts kept; a store
             # says the file cannot be written).
-            db = _sqlite.open_file(self.path, self._layout, readonly=True, timeout=self.timeout)
+            db = _sqlite.open_file(self._file, self._layout, readonly=True, timeout=self.timeout)
             self._tally.unwritable = True
         self._local.db = db
         return db
@@ -389,7 +392,7 @@ class SQLiteCache:
         """In a `multiprocessing` worker: its counts written as it ends (a weak reference to
         the store, as `weakref.finalize`'s)."""
         helpers = sys.modules["multiprocessing.util"]
-        arguments = (self.path, self._layout, self.timeout, self._tally)
+        arguments = (self._file, self._layout, self.timeout, self._tally)
         helpers.Finalize(self, _write_tally, arguments, exitpriority=0)
 
     @contextmanager
