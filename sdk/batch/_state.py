@@ -341,6 +341,23 @@ class JobState:
         with _sqlite.write(self._db) as db:
             yield db
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every read in the block (on this thread) sees the same commit,
+        so counts read one after another add up (another process commits between them). Inside
+        a transaction already open on this thread, that one is the snapshot."""
+        db = self._db
+        with _fork.gate():
+            if db.in_transaction:
+                yield
+                return
+            db.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if db.in_transaction:
+                    db.execute("COMMIT")  # (nothing written: ends the read)
+
     # --- meta ---
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -551,13 +568,14 @@ class JobState:
             return int(row[0]), int(row[1])
 
     def failures(self, limit: int) -> list[tuple[str | int, str, str]]:
-        """Up to `limit` failed items: id (with the JSON type the input gave it, as in the
-        output), error type, last error."""
+        """Up to `limit` failed items (not cancelled ones: they are counted apart, and `retry`
+        does not run them): id (with the JSON type the input gave it, as in the output), error
+        type, last error."""
         number = "0" if self.get("format") == _OLDER else "id_number"  # (read-only: as it is)
         with _fork.gate():
             rows = self._db.execute(
                 f"SELECT id, {number} AS id_number, error_type, error FROM items "
-                "WHERE state = 'done' AND outcome != 'ok' ORDER BY seq LIMIT ?",
+                "WHERE state = 'done' AND outcome = 'failed' ORDER BY seq LIMIT ?",
                 (limit,),
             )
             return [
@@ -576,11 +594,11 @@ class JobState:
             raise self.damaged("items.id", f"{text!r}, not the integer it was indexed as") from None
 
     def failure_types(self) -> dict[str, int]:
-        """Failed items by error type."""
+        """Failed items by error type (cancelled items are not failures of any type)."""
         with _fork.gate():
             rows = self._db.execute(
                 "SELECT error_type, count(*) AS n FROM items WHERE state = 'done' "
-                "AND outcome != 'ok' GROUP BY error_type"
+                "AND outcome = 'failed' GROUP BY error_type"
             )
             return {self._text(row, "error_type") or "?": row["n"] for row in rows}
 

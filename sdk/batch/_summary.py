@@ -8,6 +8,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from sdk._terminal import visible
 from sdk.batch._lock import running_holder
 from sdk.batch._state import JobState
 from sdk.batch._state import state_errors
@@ -39,7 +40,8 @@ class JobProgress:
 
 @dataclass(frozen=True)
 class JobSummary:
-    """A job's counts by outcome, its tokens, and the items that stayed failed."""
+    """A job's counts by outcome, its tokens, and the items that stayed failed: all read in one
+    transaction of the state file (they add up to `total`)."""
 
     job: str
     provider: str
@@ -55,20 +57,26 @@ class JobSummary:
     output_tokens: int
     batches: int
     failure_types: dict[str, int] = field(default_factory=dict)
+    """Failed items by error type (cancelled items are counted in `cancelled` only)."""
     failures: list[tuple[str | int, str, str]] = field(default_factory=list)
-    """Up to 20 failed items: id (with its JSON type, as in the output), error type, last
-    error."""
+    """Up to 20 failed items (not cancelled ones): id (with its JSON type, as in the output),
+    error type, last error."""
     seconds: float | None = None
     state: str = "running"
     ran: int | None = None
     """Items this run finished (with `seconds`, the run's rate)."""
     runner: str | None = None
     """The process running the job now (`pid ... on HOST since ...`), if one is."""
+    indexed: bool = True
+    """Whether every line of the input is indexed. Until it is (a job created and not run yet,
+    one indexing now, one stopped while indexing or by a bad input line), `total` counts the
+    items indexed so far, not the input's."""
 
     @property
     def finished(self) -> bool:
-        """Whether every item is done (valid, failed or cancelled)."""
-        return self.pending == 0 and self.in_flight == 0
+        """Whether the job is done: every input line indexed, and every item done (valid,
+        failed or cancelled), none pending or in flight."""
+        return self.indexed and self.pending == 0 and self.in_flight == 0
 
     def lines(self) -> list[str]:
         """The summary as text lines."""
@@ -77,7 +85,9 @@ class JobSummary:
             + (f" ({self.model})" if self.model else "")
             + f", {self.state}"
             + (f" ({self.runner})" if self.runner else ""),
-            f"items: {self.total:,} total, {self.ok:,} ok, {self.failed:,} failed, "
+            f"items: {self.total:,} "
+            + ("total" if self.indexed else "total so far (the input is not all indexed yet)")
+            + f", {self.ok:,} ok, {self.failed:,} failed, "
             f"{self.cancelled:,} cancelled, {self.in_flight:,} in flight, "
             f"{self.pending:,} pending",
             f"tokens: {self.input_tokens:,} in, {self.output_tokens:,} out"
@@ -91,10 +101,13 @@ class JobSummary:
             )
             lines.append(f"time: {self.seconds:.1f} s this run ({rate})")
         if self.failure_types:
-            kinds = ", ".join(f"{k}: {n:,}" for k, n in sorted(self.failure_types.items()))
+            kinds = ", ".join(
+                f"{visible(k)}: {n:,}" for k, n in sorted(self.failure_types.items())
+            )
             lines.append(f"failed by error: {kinds}")
         for item_id, kind, message in self.failures:
-            lines.append(f"  {item_id}: {kind}: {message}")
+            # (from the input and the provider: control characters escaped, one line each)
+            lines.append(f"  {visible(str(item_id))}: {visible(kind)}: {visible(message)}")
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -107,7 +120,12 @@ class JobSummary:
 
 def summarize(state: JobState, seconds: float | None = None, ran: int | None = None) -> JobSummary:
     """A job's summary from its state file alone (no backend needed), naming the process that
-    runs it now, if one does."""
+    runs it now, if one does. Everything is read in one transaction (counts that add up)."""
+    with state.snapshot():
+        return _summarize(state, seconds, ran)
+
+
+def _summarize(state: JobState, seconds: float | None, ran: int | None) -> JobSummary:
     counts = state.counts()
     name, version, _ = state.schema()
     tokens_in, tokens_out = state.tokens()
@@ -117,11 +135,20 @@ def summarize(state: JobState, seconds: float | None = None, ran: int | None = N
     if holder is not None:
         in_flight += holder.in_flight  # the local backend's calls: pending in the file
         pending = max(0, pending - holder.in_flight)
-    ended = pending + in_flight == 0 and bool(state.get("indexed"))
+    indexed = bool(state.get("indexed"))
+    total = state.item_count()
+    ended = pending + in_flight == 0 and indexed
     if state.get("cancelled"):
         label = "cancelled" if ended else "cancelling"
     elif ended:
         label = "finished"
+    elif not indexed:
+        if holder is not None:
+            label = "indexing"
+        elif total or state.get("index_progress"):
+            label = "stopped while indexing (resume it)"
+        else:
+            label = "not started (resume it)"
     else:
         label = "running" if holder is not None else "stopped (resume it)"
     return JobSummary(
@@ -129,7 +156,7 @@ def summarize(state: JobState, seconds: float | None = None, ran: int | None = N
         provider=state.get("provider"),
         model=state.get("model"),
         schema=f"{name} v{version}",
-        total=state.item_count(),
+        total=total,
         ok=counts.get("done:ok", 0),
         failed=counts.get("done:failed", 0),
         cancelled=counts.get("done:cancelled", 0),
@@ -144,6 +171,7 @@ def summarize(state: JobState, seconds: float | None = None, ran: int | None = N
         state=label,
         ran=ran,
         runner=holder.describe() if holder is not None and holder.pid else None,
+        indexed=indexed,
     )
 
 

@@ -21,6 +21,9 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from sdk._terminal import visible
+from sdk._terminal import visible_json
+
 if TYPE_CHECKING:
     from sdk.cache import SQLiteCache
     from sdk.prompt import Prompt
@@ -292,19 +295,27 @@ class Output:
         self.out = _Console(soft_wrap=True, highlight=False, emoji=False)
         self.err = _Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
 
+    # Every line goes out with its control characters escaped (`sdk._terminal.visible`: an
+    # item's id or a provider's message can hold ESC sequences); newlines and tabs a message
+    # holds on purpose stay (text that must be one line is escaped whole where it is made, as
+    # `JobSummary.lines` does).
+
     def line(self, text: str = "", style: str | None = None) -> None:
-        self.out.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
+        shown = escape(visible(text, lines=True))
+        self.out.print(f"[{style}]{shown}[/]" if style else shown)
 
     def parts(self, *pieces: tuple[str, str | None]) -> None:
         """One line made of differently styled pieces."""
-        self.out.print("".join(f"[{s}]{escape(t)}[/]" if s else escape(t) for t, s in pieces))
+        shown = [(escape(visible(t, lines=True)), s) for t, s in pieces]
+        self.out.print("".join(f"[{s}]{t}[/]" if s else t for t, s in shown))
 
     def error(self, text: str) -> None:
-        self.err.print(f"[bold red]error:[/] {escape(text)}")
+        self.err.print(f"[bold red]error:[/] {escape(visible(text, lines=True))}")
 
     def json(self, data: Any) -> None:
-        # Plain print, not rich: JSON must come out byte for byte.
-        self.out.file.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        # Plain print, not rich: JSON must come out byte for byte (DEL, C1 and bidirectional
+        # controls as `\u` escapes: the same data, and nothing a terminal acts on).
+        self.out.file.write(visible_json(json.dumps(data, indent=2, ensure_ascii=False)) + "\n")
 
 
 @contextmanager
