@@ -224,7 +224,7 @@ class BatchJob:
             raise BatchError(f"{out}: {NOT_A_FILE}")
         input_path, out_path = Path(input).resolve(), Path(out).resolve()
         if not input_path.is_file():
-            raise BatchInputError(f"{input}: no such input file")
+            raise _no_input(input)
         settings = settings if settings is not None else _clients_settings(backend)
         if isinstance(backend, LocalBackend):  # before anything is written
             _refuse_hosted_options(backend, polling)
@@ -325,13 +325,22 @@ class BatchJob:
     ) -> JobSummary:
         """Run (or resume) the job until every item is done; the summary. `progress` is called
         with a `JobProgress` as items finish, at most every `progress_every` seconds.
-        `JobRunning` if another process runs the job now."""
+        `JobRunning` if another process runs the job now; `BatchInputError` if the job needs its
+        input (to index it, or for an item not done) and it is not there (a finished job does
+        not read it)."""
         started = time.monotonic()
         self._progress, self._progress_every, self._reported = progress, progress_every, 0.0
         with state_errors(self.state.path), RunnerLock(self.state) as lock:
             self._lock, self._stopping = lock, False
             self._state_seen = _device_and_inode(self.state.path)
             try:
+                if not self.input.is_file():
+                    if self._needs_input():
+                        raise _no_input(self.input)
+                    # Every item done: the input is not read (a finished job whose input was
+                    # moved away resumes to "nothing left to run", as with its input there).
+                    self._settle_output()
+                    return self.summary(seconds=time.monotonic() - started, ran=0)
                 # Looked at before indexing: a change made while the input is indexed (after
                 # its identity is taken) is then found at the first tick, never taken as seen.
                 self._input_seen = input_stat(self.input)
@@ -360,6 +369,18 @@ class BatchJob:
         ran = sum(self._done.values()) - self._resumed_from
         return self.summary(seconds=time.monotonic() - started, ran=ran)
 
+    def _needs_input(self) -> bool:
+        """Whether `run` reads the input: to index it, or for an item not done (pending, or in
+        a provider batch), or a provider batch not yet collected."""
+        if not self.state.get("indexed"):
+            return True
+        counts = self.state.counts()
+        if counts.get("done", 0) != sum(n for key, n in counts.items() if ":" not in key):
+            return True
+        if self.state.submissions("submitting"):
+            return True
+        return any(self.state.batches(state) for state in ("open", "candidate", "ended"))
+
     def summary(self, seconds: float | None = None, ran: int | None = None) -> JobSummary:
         """The job's counts now (from the state file alone)."""
         with state_errors(self.state.path):
@@ -384,6 +405,8 @@ class BatchJob:
             failed = self.state.failed(None if error_types is None else list(error_types))
             if not failed:
                 return 0
+            if not self.input.is_file():  # refused before any item is reopened
+                raise _no_input(self.input)
             self._refuse_foreign_tail()  # (the copy keeps the committed lines only)
             self._reopen(failed, error_types)
             self._after_reopen()
@@ -959,6 +982,13 @@ class BatchJob:
                 assert result.error is not None
                 decisions.append(self._failed(row, result.error, remote_id, cancelled=cancelled))
         self._commit(decisions)
+
+
+def _no_input(path: str | Path) -> BatchInputError:
+    """A job's input that is not there (moved or deleted), as `run`, `resume` and `retry` say it:
+    every command that needs the input says it so (probe13b D5: `resume` gave the bare
+    `[Errno 2] No such file or directory` of the open)."""
+    return BatchInputError(f"{path}: no such input file")
 
 
 def _device_and_inode(path: Path) -> tuple[int, int] | None:
