@@ -58,6 +58,7 @@ from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._errors import JobMismatch
+from sdk.batch._errors import JobRunning
 from sdk.batch._errors import StateFileError
 from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import RemoteResult
@@ -81,6 +82,7 @@ from sdk.batch._outcome import decide_reply
 from sdk.batch._outcome import prompted
 from sdk.batch._outcome import request_for
 from sdk.batch._output import NOT_A_FILE
+from sdk.batch._output import OutputHeld
 from sdk.batch._output import OutputLog
 from sdk.batch._output import finish_swap
 from sdk.batch._output import foreign_tail
@@ -350,7 +352,12 @@ class BatchJob:
                 self._settle_output()
                 committed = int(self.state.get("out_length"))
                 claimed = committed > 0 or bool(self.state.get("out_claimed"))
-                self._output = OutputLog(self.out, committed, claimed=claimed, own=self._own_line)
+                try:
+                    self._output = OutputLog(
+                        self.out, committed, claimed=claimed, own=self._own_line
+                    )
+                except OutputHeld as error:
+                    raise self._held_by_stopped_runner(lock) or error from None
                 try:
                     if not claimed:  # before its first line: a tail past 0 is then its own
                         self.state.put("out_claimed", True)
@@ -368,6 +375,24 @@ class BatchJob:
                 self._lock = None
         ran = sum(self._done.values()) - self._resumed_from
         return self.summary(seconds=time.monotonic() - started, ran=ran)
+
+    def _held_by_stopped_runner(self, lock: RunnerLock) -> JobRunning | None:
+        """The output held by the job's own previous runner, alive on this host but not renewing
+        its lease (stopped: SIGSTOP, a debugger; its lock file deleted, or this run would not
+        have got here): the lease is given back to it, so it goes on if it continues (probe13b
+        D7: the output was blamed on "another job", and the lease this run then dropped stopped
+        the first runner too). `None` when no such runner was replaced (another job's output)."""
+        holder = lock.stopped_holder()
+        if holder is None:
+            return None
+        lock.give_back()
+        idle = time.time() - holder.renewed
+        return JobRunning(
+            f"the job in {self.state.path} is still held by its runner, {holder.describe()}, "
+            f"which has not renewed its lease for {idle:,.0f} s (a stopped process?) and holds "
+            f"{self.out} open; the job is left to it: continue it (`kill -CONT {holder.pid}`) "
+            "or end it, then resume"
+        )
 
     def _needs_input(self) -> bool:
         """Whether `run` reads the input: to index it, or for an item not done (pending, or in

@@ -96,6 +96,8 @@ class RunnerLock:
         self.path = lock_path(state.path)
         self.token = secrets.token_hex(8)
         self.holder: Holder | None = None
+        self.replaced: Holder | None = None
+        """The lease this runner took over (abandoned: its holder gone or not renewing)."""
         self._fd: int | None = None
         self._renewed = 0.0
 
@@ -132,7 +134,7 @@ class RunnerLock:
             if current is not None and not _abandoned(current, now):
                 raise JobRunning(self._running_message(current))
             self.state.put("runner", asdict(mine), db)
-        self.holder = mine
+        self.holder, self.replaced = mine, current
         self._renewed = now
 
     def fence(self, db: sqlite3.Connection, in_flight: int | None = None) -> None:
@@ -163,6 +165,26 @@ class RunnerLock:
         self.holder = Holder(**{**asdict(self.holder), "renewed": now, "in_flight": count})
         self.state.put("runner", asdict(self.holder), db)
         self._renewed = now
+
+    def give_back(self) -> None:
+        """Put back the lease this runner took over (`replaced`), before it wrote anything: its
+        holder, if it goes on, finds its own lease at its next commit. This runner holds the
+        lease no more (`release` then only unlocks)."""
+        if self.holder is None or self.replaced is None:
+            return
+        with self.state.transaction() as db:
+            current = self._stored()
+            if current is not None and current.token == self.token:
+                self.state.put("runner", asdict(self.replaced), db)
+        self.holder = None
+
+    def stopped_holder(self) -> Holder | None:
+        """The holder of the lease this runner took over if it is alive on this host (its lease
+        not renewed for `LEASE_SECONDS`: a process stopped or frozen, not gone)."""
+        replaced = self.replaced
+        if replaced is None or replaced.host != socket.gethostname() or replaced.pid == os.getpid():
+            return None
+        return replaced if _alive(replaced.pid) else None
 
     def release(self) -> None:
         """Give the lease back (if still ours) and the lock."""

@@ -53,6 +53,7 @@ from sdk.batch._errors import OutputChanged
 
 __all__ = [
     "NOT_A_FILE",
+    "OutputHeld",
     "OutputLog",
     "finish_swap",
     "foreign_tail",
@@ -65,6 +66,11 @@ NOT_A_FILE = (
     "not a regular file (a pipe, a device, a folder): a job's output is a file it appends to "
     "and cuts back to what it committed on resume; give a file's path"
 )
+
+
+class OutputHeld(BatchError):
+    """The output is locked by another process (its `flock`): another job writes it, or this
+    job's own runner, frozen past its lease (`BatchJob.run` tells the two apart)."""
 
 
 class OutputLog:
@@ -152,7 +158,7 @@ class OutputLog:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise BatchError(
+            raise OutputHeld(
                 f"{path} is being written by another job (another state file over the same "
                 "output): give each job its own output file"
             ) from None
