@@ -509,7 +509,13 @@ class _Differ:
         old_keyword, old_branches = _branches(old, refs[0])
         new_keyword, new_branches = _branches(new, refs[1])
         old_tag, new_tag = _discriminator(old), _discriminator(new)
-        self._union_keywords((old_keyword, old_tag), (new_keyword, new_tag), pointer)
+        # (the side without the discriminator, whose branches may leave a defaulted tag out)
+        root, branches = (
+            (self.old_root, old_branches) if old_tag is None else (self.new_root, new_branches)
+        )
+        tag = old_tag or new_tag
+        matters = tag is not None and any(_tag_defaulted(root, b, tag) for b in branches)
+        self._union_keywords((old_keyword, old_tag), (new_keyword, new_tag), pointer, matters)
         self._lone_branch_tag(
             (old_keyword, old_branches, old_tag), (new_keyword, new_branches, new_tag), pointer
         )
@@ -542,14 +548,19 @@ class _Differ:
         old: tuple[str | None, str | None],
         new: tuple[str | None, str | None],
         pointer: str,
+        matters: bool,
     ) -> None:
         """A union's own keywords: its discriminator added, removed or renamed, and `anyOf`
-        against `oneOf` (each side as its keyword and its discriminator's property)."""
+        against `oneOf` (each side as its keyword and its discriminator's property). A
+        discriminator added or removed is a change where it `matters`: a branch of the side
+        without it has a defaulted tag, so an output may leave the tag out (where every branch
+        requires its tag, each value carries it and picks the same branch either way)."""
         (old_keyword, old_tag), (new_keyword, new_tag) = old, new
         # Pydantic writes a discriminated union as `oneOf` and a plain one as `anyOf`: the
         # keyword that comes or goes with the discriminator is part of that one change.
         switch = f" ({old_keyword} -> {new_keyword})" if old_keyword != new_keyword else ""
-        if old_keyword and new_keyword and (old_tag is None) != (new_tag is None):
+        tagged_or_not = (old_tag is None) != (new_tag is None)
+        if old_keyword and new_keyword and tagged_or_not and matters:
             added = new_tag is not None
             self.add(
                 ChangeKind.DISCRIMINATOR_ADDED if added else ChangeKind.DISCRIMINATOR_REMOVED,
