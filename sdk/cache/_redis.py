@@ -230,10 +230,11 @@ class RedisCache:
         (at most `timeout`: one still running then is cut short, `CacheClosed`); a call made
         meanwhile waits for the close, and a later call opens new connections."""
         with self._calls:
-            self._calls.wait_for(lambda: not self._closing, timeout=self.timeout)
+            if not self._calls.wait_for(lambda: not self._closing, timeout=self.timeout):
+                return  # (another close is still under way: it closes the connections)
             self._closing = True
-            self._closes += 1
             self._calls.wait_for(lambda: self._running == 0, timeout=self.timeout)
+            self._closes += 1  # (now: every call still under way is cut short by this one)
         try:
             self._drop_connection()
         finally:
