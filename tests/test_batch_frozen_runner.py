@@ -21,6 +21,7 @@ import pytest
 from contracts import Decision
 from sdk.batch import BatchJob
 from sdk.batch import JobRunning
+from sdk.batch import job_summary
 from sdk.batch._lock import lock_path
 from sdk.batch._state import JobState
 from tests.batch_support import by_id
@@ -65,6 +66,9 @@ def test_a_resume_past_a_stopped_runner_s_lease_leaves_the_job_to_it(tmp_path: P
             assert f"kill -CONT {stopped.pid}" in message and "another job" not in message
             store = JobState(state, readonly=True)
             assert store.get("runner") == lease  # given back (on main: deleted)
+            # ...before anything was changed: the input is not indexed by this run (the
+            # review of the first fix found it indexed, and any output swap settled, first)
+            assert not store.get("indexed") and job_summary(state).total == 0
             store.close()
             assert out.read_bytes() == b""  # nothing written meanwhile
 

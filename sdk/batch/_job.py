@@ -86,6 +86,7 @@ from sdk.batch._output import OutputHeld
 from sdk.batch._output import OutputLog
 from sdk.batch._output import finish_swap
 from sdk.batch._output import foreign_tail
+from sdk.batch._output import output_held
 from sdk.batch._output import refuse_dangling_link
 from sdk.batch._output import without_lines
 from sdk.batch._ray import RayBackend
@@ -336,6 +337,11 @@ class BatchJob:
             self._lock, self._stopping = lock, False
             self._state_seen = _device_and_inode(self.state.path)
             try:
+                if lock.stopped_holder() is not None and output_held(self.out):
+                    # (before anything is indexed or settled: the job is given back unchanged)
+                    stopped = self._held_by_stopped_runner(lock)
+                    if stopped is not None:  # (else it ended meanwhile: the run goes on)
+                        raise stopped
                 if not self.input.is_file():
                     if self._needs_input():
                         raise _no_input(self.input)

@@ -57,6 +57,7 @@ __all__ = [
     "OutputLog",
     "finish_swap",
     "foreign_tail",
+    "output_held",
     "refuse_dangling_link",
     "without_lines",
 ]
@@ -71,6 +72,25 @@ NOT_A_FILE = (
 class OutputHeld(BatchError):
     """The output is locked by another process (its `flock`): another job writes it, or this
     job's own runner, frozen past its lease (`BatchJob.run` tells the two apart)."""
+
+
+def output_held(path: Path) -> bool:
+    """Whether another process holds the output at `path` open to write it (its `flock`, as
+    `OutputLog` takes it): asked before a run changes anything, where its own previous runner
+    may be frozen with the file open. (A descriptor of the output, never of a SQLite file.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # (none there yet, or not to be opened: `OutputLog` says why)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # a file system without locks: nothing to tell by
+        return False
+    finally:
+        os.close(fd)  # (its lock, if taken, goes with it)
+    return False
 
 
 class OutputLog:
