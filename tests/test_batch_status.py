@@ -297,3 +297,19 @@ def test_a_state_file_is_still_read_after_a_summary(tmp_path: Path) -> None:
             reader.close()
     with sqlite3.connect(tmp_path / "job.db") as db:
         assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+
+
+def test_a_job_s_notes_on_stderr_show_a_path_as_it_is(tmp_path: Path) -> None:
+    # "job state: PATH" and a retry's "retrying ... (TYPES)" went out through rich's markup:
+    # a folder named `[red]x` lost its brackets (read as a style), and control characters were
+    # sent as they are (the review of this change found the three lines that skipped `Output`).
+    folder = tmp_path / "[red]x\x1b[2J"
+    folder.mkdir()
+    items, out, state = folder / "items.jsonl", folder / "out.jsonl", folder / "job.db"
+    items.write_text(json.dumps({"id": 1, "prompt": "Approve?"}) + "\n")
+    with fanout(0.01) as url:
+        ran = sdk_run(*local_run(url, items, out, "--state", str(state)))
+    assert ran.returncode == 0, ran.stderr
+    shown = str(state).replace("\x1b", "\\x1b")
+    assert f"job state: {shown}" in ran.stderr, ran.stderr
+    assert "\x1b" not in ran.stderr

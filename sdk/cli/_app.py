@@ -312,6 +312,12 @@ class Output:
     def error(self, text: str) -> None:
         self.err.print(f"[bold red]error:[/] {escape(visible(text, lines=True))}")
 
+    def note(self, text: str, style: str | None = None) -> None:
+        """A line to stderr beside the results (what a command is doing: a job's state file,
+        its progress)."""
+        shown = escape(visible(text, lines=True))
+        self.err.print(f"[{style}]{shown}[/]" if style else shown)
+
     def json(self, data: Any) -> None:
         # Plain print, not rich: JSON must come out byte for byte (DEL, C1 and bidirectional
         # controls as `\u` escapes: the same data, and nothing a terminal acts on).

@@ -197,7 +197,7 @@ def batch_run_command(
         job = _start_job(state_path, contract_named(contract_ref), given, limits,
                          {**files, "update": update, "poll_interval": poll_interval},
                          out_)  # fmt: skip
-        out_.err.print(f"job state: {state_path}", style="dim")
+        out_.note(f"job state: {state_path}", style="dim")
     _run_batch(out_, job, state_path, as_json)
 
 
@@ -293,7 +293,7 @@ def batch_retry_command(
             job.close()
             raise
     which = f" ({', '.join(error_types)})" if error_types else ""
-    out_.err.print(f"retrying {count:,} failed items{which}", highlight=False)
+    out_.note(f"retrying {count:,} failed items{which}")
     _run_batch(out_, job, state, as_json)
 
 
@@ -525,11 +525,10 @@ def _rewrite_withheld(store: JobState, out: Output) -> None:
         if not kept:
             return
         store.overwrite(kept)
-    out.err.print(
+    out.note(
         f"job state: removed the servers' credentials from {store.path} (an older version kept "
         "them): give --base-url again with them to resume or retry",
         style="dim",
-        highlight=False,
     )
 
 
@@ -665,7 +664,7 @@ class _Display:
 
     def _plain(self, text: str) -> None:
         self.shown = text
-        self.out.err.print(f"batch: {text}", highlight=False)
+        self.out.note(f"batch: {text}")
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGHUP")
