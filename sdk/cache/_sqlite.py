@@ -98,8 +98,6 @@ _INDEX_WAIT = 0.005
 """Seconds between tries of a read while the writer sets its write-ahead log's index up."""
 
 _T = TypeVar("_T")
-_Row = tuple[tuple[Any, Any] | None, Any, int | None]
-"""A lookup's entry row (its value and expiry; `None`: none), expiry and count of clears."""
 
 
 class SQLiteCache:
@@ -153,8 +151,7 @@ class SQLiteCache:
         checked_key(key)
         db = self._connection()
         if _sqlite.read_only(db):  # (one type check on a file opened for writing)
-            missed: _Row = (None, None, None)  # (what a read not proven is: a miss)
-            row, expires, clears = self._settled(db, lambda db: self._lookup(db, key), missed)
+            row, expires, clears = self._settled(db, lambda db: self._lookup(db, key))
         else:
             row, expires, clears = self._lookup(db, key)
         if expires is not None and type(expires) is not float and type(expires) is not int:
@@ -177,7 +174,9 @@ class SQLiteCache:
                     logger.debug("the response cache's counts were not written: %s", error)
         return Entry.stored(row[0], key) if row is not None else None
 
-    def _lookup(self, db: sqlite3.Connection, key: str) -> _Row:
+    def _lookup(
+        self, db: sqlite3.Connection, key: str
+    ) -> tuple[tuple[Any, Any] | None, Any, int | None]:
         """The entry's row for `key` (its value and expiry; `None`: none), its expiry, and the
         file's count of clears (`None`: not known)."""
         row: tuple[Any, Any] | None
@@ -335,20 +334,14 @@ class SQLiteCache:
         self._local.db = db
         return db
 
-    def _settled(
-        self,
-        db: sqlite3.Connection,
-        read: Callable[[sqlite3.Connection], _T],
-        unproven: _T | None = None,
-    ) -> _T:
+    def _settled(self, db: sqlite3.Connection, read: Callable[[sqlite3.Connection], _T]) -> _T:
         """`read(db)` through a read-only opening's connection (`sdk._sqlite`), believed only
         as far as it can be:
         - through an `immutable` one (SQLite then takes the file as never changing), only if
           the file was the same from the connection's opening to the read's end; else, or if
           the read found the file damaged (pages of two states of a file changing under it),
-          it is read again through a new connection, at most `_REREADS` times; a read still
-          not proven then is `unproven` if given (a lookup's miss: never an entry the owner
-          may have cleared), else the last read (a file that is damaged stays so);
+          it is read again through a new connection, at most `_REREADS` times, the last read
+          believed (a file that is damaged stays so);
         - while the process writing the file sets its write-ahead log's index up (which a
           connection that cannot write it cannot help with, and SQLite does not wait for),
           it is tried again through a new connection, for at most `timeout` seconds."""
@@ -364,10 +357,8 @@ class SQLiteCache:
                 else:
                     raise
             else:
-                if not _sqlite.stale(db):
+                if rereads >= _REREADS or not _sqlite.stale(db):
                     return found
-                if rereads >= _REREADS:
-                    return found if unproven is None else unproven
                 rereads += 1
             db = self._reopened()
 
