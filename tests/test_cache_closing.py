@@ -13,6 +13,7 @@ Real threads behind a barrier, a real `redis-server`, every wait bounded.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -128,6 +129,15 @@ def test_a_store_closed_under_eight_threads_of_calls_fails_them_typed_and_loses_
     store.close()
 
 
+def _look(store: RedisCache | SQLiteCache, got: list[object]) -> None:
+    """Look `k` up (in a thread of its own): its refusal's text, `None`, or the error, in `got`."""
+    try:
+        found = store.get("k")
+        got.append(found.completions[0].refusal if found is not None else None)
+    except BaseException as error:
+        got.append(error)
+
+
 @pytest.mark.parametrize("kind", ["redis", "sqlite"])
 def test_a_closed_store_opens_again_in_a_thread_that_never_used_it(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -137,14 +147,7 @@ def test_a_closed_store_opens_again_in_a_thread_that_never_used_it(
     store.close()
     store.close()  # nothing more
     got: list[object] = []
-
-    def look() -> None:
-        try:
-            found = store.get("k")
-            got.append(found.completions[0].refusal if found is not None else None)
-        except BaseException as error:
-            got.append(error)
-
+    look = functools.partial(_look, store, got)
     thread = threading.Thread(target=look)
     thread.start()
     thread.join(WAIT)
@@ -163,14 +166,7 @@ def test_redis_close_waits_for_a_call_under_way_which_finishes(
     store.put("k", Entry((TestProvider.refusal("held"),)))
     raw = redis.Redis.from_url(redis_url, socket_timeout=WAIT)
     got: list[object] = []
-
-    def look() -> None:
-        try:
-            found = store.get("k")
-            got.append(found.completions[0].refusal if found is not None else None)
-        except BaseException as error:
-            got.append(error)
-
+    look = functools.partial(_look, store, got)
     raw.client_pause(1500)  # every client's next command waits 1.5 s on the server
     thread = threading.Thread(target=look)
     thread.start()

@@ -214,6 +214,23 @@ REMOVED = 'discriminator-removed /properties/outcome: discriminator "kind" remov
 ADDED = 'discriminator-added /properties/outcome: discriminator "kind" added'
 
 
+def _verdict_failing_on_breaking(tmp_path: Path, old: str, new: str) -> list[str]:
+    """`schema diff --against-lock --fail-on-breaking` from the Verdict whose outcome is `old`
+    (locked) to one whose outcome is `new`: it must exit 1; the lines of its Verdict report."""
+    folder = str(tmp_path / "schemas")
+    first = make_package(
+        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", old).replace("VERSION", "1")}
+    )
+    assert _invoke("schema", "lock", first, "--dir", folder)[0] == 0
+    second = make_package(
+        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", new).replace("VERSION", "2")}
+    )
+    args = ("schema", "diff", "--against-lock", second, "--dir", folder, "--fail-on-breaking")
+    code, out, _ = _invoke(*args)
+    assert code == 1
+    return out[out.index("Verdict v1") :].splitlines()
+
+
 @pytest.mark.parametrize(
     ("old", "new", "line"),
     [
@@ -230,18 +247,7 @@ def test_diff_fails_on_a_discriminator_added_or_removed(
     # The same branches either way: only how a value picks its branch changed. Under the same
     # `oneOf` that was "0 change(s)"; with the keyword it was a compatible loosening or a
     # tightening. Each is breaking now, so --fail-on-breaking stops the build.
-    folder = str(tmp_path / "schemas")
-    first = make_package(
-        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", old).replace("VERSION", "1")}
-    )
-    assert _invoke("schema", "lock", first, "--dir", folder)[0] == 0
-    second = make_package(
-        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", new).replace("VERSION", "2")}
-    )
-    args = ("schema", "diff", "--against-lock", second, "--dir", folder, "--fail-on-breaking")
-    code, out, _ = _invoke(*args)
-    assert code == 1
-    verdict = out[out.index("Verdict v1") :].splitlines()
+    verdict = _verdict_failing_on_breaking(tmp_path, old, new)
     assert verdict[1] == "  1 change(s), breaking for producers" + (
         " and consumers" if line.startswith(ADDED) else ""
     )
@@ -277,18 +283,7 @@ def test_diff_fails_on_a_discriminator_that_comes_or_goes_with_the_union(
 ) -> None:
     # `Approve`'s tag has a default: a lone Approve read an output without the tag, the tagged
     # union refuses it. Growing into the union was only a compatible `type-widened` (exit 0).
-    folder = str(tmp_path / "schemas")
-    first = make_package(
-        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", old).replace("VERSION", "1")}
-    )
-    assert _invoke("schema", "lock", first, "--dir", folder)[0] == 0
-    second = make_package(
-        tmp_path / "src", {"models.py": VERDICT.replace("OUTCOME", new).replace("VERSION", "2")}
-    )
-    args = ("schema", "diff", "--against-lock", second, "--dir", folder, "--fail-on-breaking")
-    code, out, _ = _invoke(*args)
-    assert code == 1
-    verdict = out[out.index("Verdict v1") :].splitlines()
+    verdict = _verdict_failing_on_breaking(tmp_path, old, new)
     assert verdict[1] == "  2 change(s), breaking for producers and consumers"
     # Each change's line, then its judgment indented under it.
     assert verdict[2] == f"  {lines[0]}" and verdict[4] == f"  {lines[1]}"
