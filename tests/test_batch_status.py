@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -66,12 +67,19 @@ def test_a_job_created_and_not_run_is_not_finished(tmp_path: Path) -> None:
     assert job_summary(tmp_path / "job.db").finished
 
 
-def test_a_run_stopped_by_a_bad_input_line_is_not_finished(tmp_path: Path) -> None:
+def _stopped_by_a_bad_line(
+    tmp_path: Path, good: int, bad: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`sdk batch run` over `good` items and then the line `bad`: the run, and its state."""
     items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    write_items(items, 3)
+    write_items(items, good)
     with items.open("a") as file:
-        file.write("not json\n")
-    ran = sdk_run(*local_run(NOWHERE, items, out, "--state", str(state)))
+        file.write(bad + "\n")
+    return sdk_run(*local_run(NOWHERE, items, out, "--state", str(state))), state
+
+
+def test_a_run_stopped_by_a_bad_input_line_is_not_finished(tmp_path: Path) -> None:
+    ran, state = _stopped_by_a_bad_line(tmp_path, 3, "not json")
     assert ran.returncode == 2 and ":4: not a JSON object" in one_line(ran.stderr)
     data = _status(state)
     # On main: {"finished": true, "total": 0, "state": "stopped (resume it)"}.
@@ -84,11 +92,7 @@ def test_a_run_stopped_by_a_bad_input_line_is_not_finished(tmp_path: Path) -> No
 def test_a_job_stopped_while_indexing_says_its_total_is_partial(tmp_path: Path) -> None:
     # The first 5,000 lines (one indexing chunk) are committed before line 5,002 stops the run:
     # the state a kill during indexing leaves too.
-    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    write_items(items, 5001)
-    with items.open("a") as file:
-        file.write('{"id": "doc-x"\n')
-    ran = sdk_run(*local_run(NOWHERE, items, out, "--state", str(state)))
+    ran, state = _stopped_by_a_bad_line(tmp_path, 5001, '{"id": "doc-x"')
     assert ran.returncode == 2 and ":5002:" in one_line(ran.stderr)
     data = _status(state)
     # On main: "finished": false but "state": "stopped (resume it)", "total": 5000, with nothing

@@ -499,13 +499,18 @@ def _pick(value: Any) -> str | None:
 
 
 # Tagged by a function: Pydantic writes the same `oneOf`, with no `discriminator` beside it.
-_TAGGED_BY_FUNCTION = (
-    Annotated[
-        Annotated[Approve, Tag("approve")] | Annotated[Reject, Tag("reject")],
-        Discriminator(_pick),
-    ],
-    Field(description="The outcome."),
-)
+def _by_function(first: tuple[type[Contract], str], second: tuple[type[Contract], str]) -> Any:
+    """The union of two (contract, tag) branches, tagged by `_pick` (each by its tag's value)."""
+    return (
+        Annotated[
+            Annotated[first[0], Tag(first[1])] | Annotated[second[0], Tag(second[1])],
+            Discriminator(_pick),
+        ],
+        Field(description="The outcome."),
+    )
+
+
+_TAGGED_BY_FUNCTION = _by_function((Approve, "approve"), (Reject, "reject"))
 
 
 @pytest.mark.parametrize(
@@ -720,13 +725,7 @@ _REQUIRED_TAGGED = (
     Annotated[Grant | Deny, Field(discriminator="kind")],
     Field(description="The outcome."),
 )
-_REQUIRED_BY_FUNCTION = (
-    Annotated[
-        Annotated[Grant, Tag("grant")] | Annotated[Deny, Tag("deny")],
-        Discriminator(_pick),
-    ],
-    Field(description="The outcome."),
-)
+_REQUIRED_BY_FUNCTION = _by_function((Grant, "grant"), (Deny, "deny"))
 
 
 @pytest.mark.parametrize(
