@@ -21,6 +21,7 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+from typing import get_type_hints
 
 import pytest
 
@@ -35,6 +36,7 @@ from sdk._values.declared import conforms
 from sdk.batch import BatchJob
 from sdk.batch import JobSettings
 from sdk.batch._ray import RayBackend
+from sdk.batch._ray import RayLayout
 from sdk.batch._setup import BackendSpec
 from sdk.batch._setup import build_backend
 from sdk.batch._state import JobState
@@ -126,6 +128,25 @@ def test_ray_backend_refuses_a_bad_layout_naming_it(
 ) -> None:
     with pytest.raises(error, match=rf"^RayBackend\(\): {match} must be"):
         RayBackend([_client()], list, **given)
+
+
+def test_a_job_s_actors_are_ray_backend_s_one_declaration_default_and_minimum() -> None:
+    """`--actors` (`BackendSpec.actors`) is `RayLayout.actors`, declared once (issue 30's
+    leftover: its minimum and default were written in both): the same declaration, `None`
+    taken as the same default pool by both, and 0 refused by both as at least 1."""
+    job = get_type_hints(BackendSpec, include_extras=True)["actors"]
+    assert job == get_type_hints(RayLayout, include_extras=True)["actors"]
+    spec = BackendSpec("vllm", "m", ["http://127.0.0.1:9"], engine="ray")
+    built = build_backend(spec)
+    assert isinstance(built, RayBackend)
+    assert built.actors == RayBackend([_client()], list, actors=None).actors
+    assert built.actors == RayBackend([_client()], list).actors
+    for made in (
+        lambda: BackendSpec("vllm", "m", ["http://127.0.0.1:9"], engine="ray", actors=0),
+        lambda: RayBackend([_client()], list, actors=0),
+    ):
+        with pytest.raises(ValueError, match=r"actors must be at least 1, not 0$"):
+            made()
 
 
 # --- D2: the cluster's address, in a form Ray takes ---

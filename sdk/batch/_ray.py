@@ -57,7 +57,15 @@ from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
 from sdk.prompt import Prompt
 
-__all__ = ["RAY_ADDRESS", "RayAddress", "RayBackend", "RayLayout", "RayRun"]
+__all__ = [
+    "ACTORS",
+    "DEFAULT_ACTORS",
+    "RAY_ADDRESS",
+    "RayAddress",
+    "RayBackend",
+    "RayLayout",
+    "RayRun",
+]
 
 ClientFactory = Callable[[], Sequence[AsyncStructuredClient]]
 _PROBE_SECONDS = 5.0
@@ -103,6 +111,11 @@ class RayAddress:
 
 RAY_ADDRESS = Annotated[str | None, RayAddress()]
 """A job's `--ray-address` (`None`: a local cluster for the run)."""
+ACTORS = Annotated[int | None, AtLeast(1)]
+"""The actor pool's size (`None`: `DEFAULT_ACTORS`): `RayLayout.actors`, and a job's
+`--actors` (`BackendSpec.actors`)."""
+DEFAULT_ACTORS = 2
+"""The actor pool's size when none is given."""
 _AT_LEAST_ONE = Annotated[int, AtLeast(1)]
 
 
@@ -111,8 +124,8 @@ class RayLayout(TypedDict, total=False):
 
     address: RAY_ADDRESS
     """A running cluster (None, the default: a local one for the run)."""
-    actors: _AT_LEAST_ONE
-    """The actor pool's size (default 2)."""
+    actors: ACTORS
+    """The actor pool's size (None, the default: `DEFAULT_ACTORS`)."""
     in_flight: _AT_LEAST_ONE
     """Calls at once per actor (default 16)."""
     batch_size: _AT_LEAST_ONE
@@ -137,7 +150,7 @@ class RayBackend(LocalBackend):
         **layout: Unpack[RayLayout],
     ) -> None:
         check_given(layout, RayLayout, "RayBackend()")  # each setting, naming it
-        address, actors = layout.get("address"), layout.get("actors", 2)
+        address, actors = layout.get("address"), layout.get("actors") or DEFAULT_ACTORS
         _require_ray()  # here, before a job's files are made, and not at the run's first page
         _probe(address if address not in (None, "auto") else _environment_address())
         in_flight, batch_size = layout.get("in_flight", 16), layout.get("batch_size", 64)

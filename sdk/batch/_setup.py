@@ -35,6 +35,8 @@ from sdk.batch._hosted import HostedBackend
 from sdk.batch._hosted import OpenAIBatches
 from sdk.batch._local import MOST_IN_FLIGHT
 from sdk.batch._local import LocalBackend
+from sdk.batch._ray import ACTORS
+from sdk.batch._ray import DEFAULT_ACTORS
 from sdk.batch._ray import RAY_ADDRESS
 from sdk.providers._endpoint import Endpoint
 from sdk.providers._endpoint import withheld
@@ -74,8 +76,8 @@ class BackendSpec:
     """Local and embedded: where the calls run: this process, or Ray actors (`RayBackend`)."""
     ray_address: RAY_ADDRESS = None
     """`engine="ray"`: the cluster's address (`None`: a local cluster for the run)."""
-    actors: Annotated[int | None, AtLeast(1)] = None
-    """`engine="ray"`: the actor pool's size (default 2)."""
+    actors: ACTORS = None
+    """`engine="ray"`: the actor pool's size (None: `DEFAULT_ACTORS`)."""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -160,7 +162,7 @@ def _build(spec: BackendSpec) -> HostedBackend | LocalBackend:
     if spec.engine == "ray":
         from sdk.batch._ray import RayBackend
 
-        actors = spec.actors or 2
+        actors = spec.actors or DEFAULT_ACTORS
         per_server = spec.concurrency or (1 if spec.provider == EMBEDDED else 16)
         in_actor = max(1, math.ceil(per_server / actors))  # the cluster's, not each actor's
         actor_spec = {**spec.clients_json(), "concurrency": in_actor}
