@@ -207,6 +207,7 @@ def test_an_interrupt_anywhere_is_one_line_and_130(module: str, args: list[str])
         (["batch", "status", "--state", ""], "--state"),
         (["schema", "export", "contracts", "--out", ""], "--out"),
         (["cache", "stats", "--path", ""], "--path"),
+        (["cache", "clear", "--path", ""], "--path"),
     ],
 )  # fmt: skip
 def test_an_empty_path_is_one_line_and_exit_2(
