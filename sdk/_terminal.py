@@ -4,14 +4,13 @@ terminal: every control character shown as an escape, never sent as itself.
 A terminal acts on control characters: ESC starts a sequence that can clear the screen, recolour
 or retitle it (and, in some terminals, more), a carriage return or a newline lets a value
 overwrite or forge the lines around it, and the bidirectional overrides reorder what is shown.
-`visible` spells each of them as Python does (`\\x1b`, `\\n`, `\\u202e`), and a backslash as
-`\\\\`, so the text reads as it is stored: an id holding ESC shows as `\\x1b`, one holding the
-four characters `\\x1b` as `\\\\x1b`.
+`visible` spells each of them as Python does (`\\x1b`, `\\n`, `\\u202e`), so the text reads as
+it is stored.
 """
 
 from __future__ import annotations
 
-__all__ = ["Shown", "visible"]
+__all__ = ["visible"]
 
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
@@ -32,31 +31,16 @@ _TABLE = {
     for c in [chr(n) for n in range(0xA0)] + sorted(_BIDI)
     if _unsafe(c)
 }
-_TABLE[ord("\\")] = "\\\\"  # (else the text `\\x1b` would read as the escaped ESC)
 
 
 _KEEP_LINES = {code: escape for code, escape in _TABLE.items() if chr(code) not in "\n\t"}
 
 
-class Shown(str):
-    """One line `visible` made (nothing left in it to escape): `visible` gives it back as it
-    is, so a line escaped where it is made (`JobSummary.lines`) and printed through the CLI's
-    `Output` is not escaped twice (its backslashes doubled again)."""
-
-    __slots__ = ()
-
-
 def visible(text: str, *, lines: bool = False) -> str:
     """`text` with every C0 and C1 control character (ESC, carriage return, bell, DEL, ...) and
-    every bidirectional override written as its escape (`\\x1b`), and every backslash as
-    `\\\\`; `lines=True` keeps newlines and tabs (text that is several lines on purpose, such as
-    a message or a table). One line (`lines=False`) comes back as `Shown`, which `visible`
-    gives back as it is."""
-    if isinstance(text, Shown):
-        return text
-    if lines:
-        return text.translate(_KEEP_LINES)
-    return Shown(text.translate(_TABLE))
+    every bidirectional override written as its escape (`\\x1b`); `lines=True` keeps newlines
+    and tabs (text that is several lines on purpose, such as a message or a table)."""
+    return text.translate(_KEEP_LINES if lines else _TABLE)
 
 
 _IN_JSON = {

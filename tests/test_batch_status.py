@@ -265,29 +265,6 @@ def test_ids_with_control_characters_are_printed_escaped(tmp_path: Path) -> None
     assert ids == HOSTILE_IDS  # the same data, escaped as JSON
 
 
-def test_an_id_spelling_an_escape_is_printed_apart_from_the_character(tmp_path: Path) -> None:
-    # An id holding the text `\x1b` (backslash, x, 1, b) was printed as the id holding ESC
-    # was escaped: `\x1b` both. A backslash is escaped too (`\\`), so each reads as it is.
-    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
-    ids = ["\x1b", "\\x1b", "back\\slash"]  # ESC; the four characters `\x1b`; one `\`
-    with items.open("w", encoding="utf-8") as file:
-        for number, item_id in enumerate(ids):
-            line = {"id": item_id, "prompt": "Approve?", "source": f"Invoice {number}: [long]"}
-            file.write(json.dumps(line) + "\n")
-    with fanout(0.01, "--truncate-below", "500") as url:
-        ran = sdk_run(
-            *local_run(url, items, out, "--state", str(state), "--max-tokens", "100"),
-            "--retries", "0",
-        )  # fmt: skip
-    assert ran.returncode == 1, ran.stderr
-    status = sdk_run("batch", "status", "--state", str(state))
-    for shown in (ran.stdout, status.stdout):
-        failed = [line for line in shown.splitlines() if line.startswith("  ")]
-        printed = sorted(line.split(": TruncatedOutput: ")[0] for line in failed)
-        assert printed == ["  \\\\x1b", "  \\x1b", "  back\\\\slash"], shown
-        assert "\x1b" not in shown
-
-
 def test_every_cli_line_escapes_control_characters() -> None:
     from io import StringIO
 

@@ -79,9 +79,7 @@ class JobSummary:
         return self.indexed and self.pending == 0 and self.in_flight == 0
 
     def lines(self) -> list[str]:
-        """The summary as text lines, each one line with its control characters and
-        backslashes escaped (`sdk._terminal.visible`: ids, error types and messages come from
-        the input and the provider)."""
+        """The summary as text lines."""
         lines = [
             f"job {self.job}: {self.schema} via {self.provider}"
             + (f" ({self.model})" if self.model else "")
@@ -103,11 +101,14 @@ class JobSummary:
             )
             lines.append(f"time: {self.seconds:.1f} s this run ({rate})")
         if self.failure_types:
-            kinds = ", ".join(f"{k}: {n:,}" for k, n in sorted(self.failure_types.items()))
+            kinds = ", ".join(
+                f"{visible(k)}: {n:,}" for k, n in sorted(self.failure_types.items())
+            )
             lines.append(f"failed by error: {kinds}")
         for item_id, kind, message in self.failures:
-            lines.append(f"  {item_id}: {kind}: {message}")
-        return [visible(line) for line in lines]
+            # (from the input and the provider: control characters escaped, one line each)
+            lines.append(f"  {visible(str(item_id))}: {visible(kind)}: {visible(message)}")
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         """The summary as JSON data."""
