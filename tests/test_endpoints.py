@@ -29,7 +29,9 @@ from google import genai
 
 from contracts import Decision
 from sdk import AsyncStructuredClient
+from sdk import Backoff
 from sdk import StructuredClient
+from sdk.errors import ProviderError
 from sdk.providers import AnthropicProvider
 from sdk.providers import GeminiProvider
 from sdk.providers import LlamaCppProvider
@@ -156,6 +158,52 @@ def test_credentials_in_a_base_url_beside_an_authorization_header_are_refused(na
         _local(name, f"http://{USER}:{PASSWORD}@gw.test/llm", gateway, sync=True,
                headers={"authorization": "Bearer sk-other-1234567"})  # fmt: skip
     assert PASSWORD not in str(raised.value) and gateway.seen == []
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_credentials_in_a_base_url_beside_an_authorization_header_named_by_bytes_are_refused(
+    name: str,
+) -> None:
+    # httpx sends a header named by bytes as it sends one named by text (the cache's key reads
+    # them so); on main b"Authorization" was not seen as the same name, so the provider was
+    # made and every request carried two Authorization headers: the URL's and this one.
+    gateway = Gateway(name, "/llm")
+    with pytest.raises(ValueError, match="Authorization header too") as raised:
+        _local(name, f"http://{USER}:{PASSWORD}@gw.test/llm", gateway, sync=True,
+               headers={b"Authorization": b"Bearer sk-other-1234567"})  # fmt: skip
+    assert PASSWORD not in str(raised.value) and gateway.seen == []
+
+
+BYTES_KEY = "sk-bytes-SECRET-8c7b6a5948"
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_a_header_given_as_bytes_is_redacted_from_errors_and_a_failure_stays_a_provider_error(
+    name: str,
+) -> None:
+    # On main a header value given as bytes (sent by httpx, keyed by the cache) was among the
+    # provider's secrets as bytes, and the redactor raised "TypeError: 'in <string>' requires
+    # string as left operand, not bytes" on every error: a refused connection, an HTTP 500, was
+    # a raw TypeError, never retried and never a ProviderError.
+    def echo(request: httpx.Request) -> httpx.Response:
+        said = request.headers.get("authorization", "")
+        return httpx.Response(500, json={"error": f"bad gateway for {said}"})
+
+    http = httpx.Client(transport=httpx.MockTransport(echo))
+    headers = {"Authorization": f"Bearer {BYTES_KEY}".encode()}
+    if name.startswith("llamacpp"):
+        mode = {"llamacpp": "json_schema", "llamacpp-native": "grammar",
+                "llamacpp-openai": "openai"}[name]  # fmt: skip
+        provider: Provider = LlamaCppProvider("http://gw.test/llm", mode=mode, http_client=http,
+                                              headers=headers)  # fmt: skip
+    else:
+        kind = VLLMProvider if name == "vllm" else OllamaProvider
+        provider = kind("http://gw.test/llm", model="m", http_client=http, headers=headers)
+    assert repr(provider).startswith(type(provider).__name__)  # (on main: that TypeError too)
+    client = StructuredClient(provider, backoff=Backoff(retries=0))
+    with pytest.raises(ProviderError) as raised:
+        client.generate(Decision, prompt="Approve?")
+    assert "500" in str(raised.value) and BYTES_KEY not in str(raised.value)
 
 
 # A password holding an unescaped `/`, `?` or `#` (a base64 key, say) ends the URL's authority
