@@ -129,6 +129,17 @@ class ContentPolicy:
         check_request(request, self.tokens, policy=self.policy, server=server)
 
 
+def _text(value: str | bytes) -> str:
+    """A header's value as a message would show it: bytes (httpx sends them as they are) as
+    UTF-8, or byte for byte (Latin-1) when they are not UTF-8."""
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
 class HTTPProvider(Provider):
     """Base of providers that talk to a server over HTTP with httpx."""
 
@@ -196,7 +207,7 @@ class HTTPProvider(Provider):
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""
         endpoint = self.endpoint
-        found = [value for value in self._headers.values() if value]
+        found = [_text(value) for value in self._headers.values() if value]
         found.extend(value for value in (endpoint.username, endpoint.password) if value)
         found.extend(value for _, value in parse_qsl(endpoint.query) if value)
         for value in list(found):
