@@ -130,13 +130,14 @@ class Endpoint:
         """The base URL as requests use it (its query too): never its credentials."""
         return f"{self.base}?{self.query}" if self.query else self.base
 
-    def headers(self, given: Mapping[str, str]) -> dict[str, str]:
+    def headers(self, given: Mapping[str | bytes, str | bytes]) -> dict[str | bytes, str | bytes]:
         """`given`, with the credentials as a Basic `Authorization` header; a `ValueError` if
-        `given` has one already (two credentials for one header: which one is meant?)."""
+        `given` has one already, its name as text or as bytes (two credentials for one header:
+        which one is meant?)."""
         headers = dict(given)
         if not self.has_credentials:
             return headers
-        if any(name.lower() == "authorization" for name in headers):
+        if any(_header_name(name) == "authorization" for name in headers):
             raise ValueError(
                 "base_url holds credentials (user:password@) and headers= has an Authorization "
                 "header too: give one of them (the URL's are sent as Basic authorization)"
@@ -144,6 +145,11 @@ class Endpoint:
         pair = f"{self.username or ''}:{self.password or ''}".encode()
         headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         return headers
+
+
+def _header_name(name: str | bytes) -> str:
+    """A header's name as text, in lower case (httpx sends a name given as bytes as it is)."""
+    return (name.decode("latin-1") if isinstance(name, bytes) else name).lower()
 
 
 def withheld(url: str) -> str:
