@@ -387,10 +387,13 @@ def test_the_request_log_filter_leaves_other_records_whole() -> None:
 CREDENTIAL_NAMES = ["key", "API_KEY", "apikey", "token", "access_token", "secret", "password",
                     "sig", "subscription-key", "client_secret", "X-Amz-Signature",
                     "X-Amz-Security-Token", "X-Amz-Credential", "x-goog-signature",
-                    "auth", "x-auth-token", "passwd"]  # fmt: skip
+                    "auth", "x-auth-token", "passwd", "code", "CODE"]  # fmt: skip
 """Query parameters that carry a credential: the usual names, and a name ending in one of them
-(Azure API Management's `subscription-key`, a presigned URL's `X-Amz-Signature`)."""
-ROUTING_NAMES = ["api-version", "deployment", "model", "keyword", "monkey", "tokens", "region"]
+(Azure API Management's `subscription-key`, a presigned URL's `X-Amz-Signature`); and `code`
+alone, an Azure Functions function key (`https://app.azurewebsites.net/api/llm?code=...`), which
+on main was kept in errors, httpx's request log line and a batch job's state file."""
+ROUTING_NAMES = ["api-version", "deployment", "model", "keyword", "monkey", "tokens", "region",
+                 "country-code", "error_code", "codec", "zipcode"]  # fmt: skip
 """Query parameters that do not: kept as written everywhere."""
 
 
