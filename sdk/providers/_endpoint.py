@@ -54,12 +54,14 @@ WITHHELD = "***"
 
 SECRET_QUERY_NAMES = (
     r"(?:[a-z0-9]+[_.-])*(?:apikey|key|token|secret|password|passwd|sig|signature|credential|auth)"
+    r"|code"
 )
 """The query parameters that carry a credential, as a regular expression of their names (matched
 whole, in any case): one of `key`, `token`, `secret`, `password`, `sig`, `signature`,
 `credential`, `auth`, ..., or a name ending in one after a `-`, `_` or `.` (a gateway's
 `?key=`, Azure API Management's `subscription-key=`, a signed URL's `sig=` or
-`X-Amz-Signature=`, `client_secret=`). Never kept in a file (`withheld`), redacted from errors
+`X-Amz-Signature=`, `client_secret=`); and `code` alone (an Azure Functions function key:
+`country-code` routes). Never kept in a file (`withheld`), redacted from errors
 (`sdk.providers._boundary`) and from the request logs (`sdk.providers._logs`)."""
 _SECRET_PARAMETER = re.compile(rf"(?i)(^|&)((?:{SECRET_QUERY_NAMES})=)[^&]*")
 _WITHHELD_PARAMETER = re.compile(
