@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from typing import get_type_hints
@@ -623,3 +624,45 @@ def test_a_backoff_wait_no_clock_can_hold_is_refused_when_the_policy_is_made() -
     with pytest.raises(Exception, match="retry after 1e\\+11s") as info:
         client.generate(Decision, prompt="?")
     assert not isinstance(info.value, OverflowError) and len(wire.requests) == 1
+
+
+# --- extra_body is JSON ---
+
+_NOT_JSON = [
+    pytest.param(float("nan"), ValueError, r"extra_body\['x'\]\['y'\]\[1\] is nan", id="nan"),
+    pytest.param(float("-inf"), ValueError, r"extra_body\['x'\]\['y'\]\[1\] is -inf", id="inf"),
+    pytest.param(Decimal("1.5"), TypeError, r"\['y'\]\[1\] is a Decimal", id="decimal"),
+    pytest.param({1, 2}, TypeError, r"extra_body\['x'\]\['y'\]\[1\] is a set", id="set"),
+    pytest.param(b"x", TypeError, r"extra_body\['x'\]\['y'\]\[1\] is a bytes", id="bytes"),
+    pytest.param({1: "a", "b": 2}, TypeError, r"\['x'\]\['y'\]\[1\] has the key 1", id="int-key"),
+]
+
+
+@pytest.mark.parametrize(("bad", "error", "said"), _NOT_JSON)
+def test_an_extra_body_value_json_cannot_carry_is_refused_where_it_is_set(
+    bad: object, error: type[Exception], said: str
+) -> None:
+    # On main each was taken wherever extra_body is set, and every call then failed as
+    # "ProviderError: unusable reply: ValueError: Out of range float values are not JSON
+    # compliant" (or "Object of type Decimal is not JSON serializable"), blaming the reply; a
+    # nested mapping with an int key beside a text key, with a cache, was a raw TypeError from
+    # the cache key ("'<' not supported between instances of 'str' and 'int'").
+    from sdk.cache import MemoryCache
+
+    body = {"x": {"y": [1, bad]}}
+    wire = Wire(chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
+    client = StructuredClient(provider, cache=MemoryCache())
+    with pytest.raises(error, match=said):
+        StructuredClient(provider, extra_body=body)
+    with pytest.raises(error, match=said):
+        client.with_options(extra_body=body)
+    with pytest.raises(error, match=said):
+        client.generate(Decision, prompt="?", extra_body=body)
+    with pytest.raises(error, match=said):
+        OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini", extra_body=body)
+    with pytest.raises(error, match=said):
+        VLLMProvider(model="m", extra_body=body)
+    assert wire.requests == []
+    taken = {"x": {"y": [1, 2.5, None, True, "t", {"z": []}], "w": (1, 2)}}
+    assert client.generate(Decision, prompt="?", extra_body=taken).value.answer == "approve"
