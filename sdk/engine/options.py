@@ -77,6 +77,7 @@ from sdk.prompt import Prompt
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import Sampling
 from sdk.providers._profile import SamplingOptions
+from sdk.providers._profile import check_json_body
 from sdk.providers._profile import merge_extra
 
 __all__ = [
@@ -171,8 +172,10 @@ def _merged_extra(current: Mapping[str, Any], given: Mapping[str, Any]) -> dict[
 
 
 def _own_copy(given: Mapping[str, Any]) -> dict[str, Any]:
-    """`extra_body` as the spec's own: the caller's mappings and lists copied all the way
-    down, so that changing them later changes no client made with them."""
+    """`extra_body` as the spec's own, once JSON can carry it (`check_json_body`): the
+    caller's mappings and lists copied all the way down, so that changing them later changes
+    no client made with them."""
+    check_json_body(given)
     return copy.deepcopy(dict(given))
 
 

@@ -34,6 +34,7 @@ from sdk.providers._headers import header_digest
 from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import Sampling
+from sdk.providers._profile import check_json_body
 from sdk.providers._transports import AsyncTransport
 from sdk.providers._transports import Transport
 from sdk.schema.dialects import Dialect
@@ -314,6 +315,7 @@ class Provider:
         if extra_body is None:
             return
         self.codec.profile.vet(NO_SAMPLING, extra_body)
+        check_json_body(extra_body)
         # Its own copy all the way down: a nested mapping the caller changes later changes no
         # request of this provider's (as `CallOptions.extra_body`'s).
         self.extra_body = MappingProxyType(copy.deepcopy(dict(extra_body)))
