@@ -427,3 +427,33 @@ def test_a_routing_query_parameter_is_kept_as_written(name: str) -> None:
     url = f"https://gw.test/llm?{name}=v4lue-1"
     assert withheld(url) == url
     assert Redactor()(url) == url
+
+
+SCOPED = [
+    pytest.param(lambda url: VLLMProvider(url, model="m"), id="vllm"),
+    pytest.param(lambda url: LlamaCppProvider(url), id="llamacpp"),
+    pytest.param(lambda url: OllamaProvider(url, model="m"), id="ollama"),
+    pytest.param(lambda url: OpenAIChatProvider(
+        openai.OpenAI(api_key=OPENAI_KEY, base_url=url), model="m"), id="openai"),
+    pytest.param(lambda url: AnthropicProvider(
+        anthropic.Anthropic(api_key=ANTHROPIC_KEY, base_url=url), model="m"), id="anthropic"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("make", SCOPED)
+@pytest.mark.parametrize("name", ["key", "subscription-key", "sig", "code"])
+def test_a_credential_in_a_base_url_query_is_in_the_cache_scope_by_its_digest(
+    make: Any, name: str
+) -> None:
+    # `Provider.cache_scope()` is "where no secret goes" (its userinfo never is); on main a
+    # credential in the base URL's query was there as written ('server':
+    # 'http://gw.test/llm?key=s3cr3t-...', 'query': {'key': 's3cr3t-...'}). It is there by its
+    # sha256, as a header is: two credentials still key apart, the same one alike, and the
+    # routing parameter beside it stays as written.
+    def scope(secret: str) -> str:
+        url = f"https://gw.test/llm?api-version=2024-10-21&{name}={secret}"
+        return json.dumps(make(url).cache_scope(), sort_keys=True)
+
+    first, again, other = scope("s3cr3t-v4lue-1"), scope("s3cr3t-v4lue-1"), scope("s3cr3t-v4lue-2")
+    assert "s3cr3t" not in first + other and "2024-10-21" in first
+    assert first == again and first != other
