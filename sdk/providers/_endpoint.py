@@ -25,6 +25,7 @@ Two things in a base URL need care, because a URL is printed wherever it goes (h
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ __all__ = [
     "client_headers",
     "client_query",
     "gemini_base_url",
+    "keyed_parameters",
+    "keyed_query",
     "withheld",
 ]
 
@@ -64,6 +67,7 @@ whole, in any case): one of `key`, `token`, `secret`, `password`, `sig`, `signat
 `country-code` routes). Never kept in a file (`withheld`), redacted from errors
 (`sdk.providers._boundary`) and from the request logs (`sdk.providers._logs`)."""
 _SECRET_PARAMETER = re.compile(rf"(?i)(^|&)((?:{SECRET_QUERY_NAMES})=)[^&]*")
+_SECRET_NAME = re.compile(rf"(?i)(?:{SECRET_QUERY_NAMES})")
 _WITHHELD_PARAMETER = re.compile(
     rf"(?i)(?:^|&)(?:{SECRET_QUERY_NAMES})={re.escape(WITHHELD)}(?:&|$)"
 )
@@ -167,6 +171,37 @@ def withheld(url: str) -> str:
     host = parts.netloc.rpartition("@")[2]
     netloc = f"{WITHHELD}@{host}" if endpoint.has_credentials else host
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def keyed_query(query: str) -> str:
+    """`query` as the response cache's key holds it: the value of each parameter that carries a
+    credential (`SECRET_QUERY_NAMES`) by its sha256 (as a header's: two credentials key apart,
+    and neither is written in a provider's `cache_scope()`), the rest as written."""
+    if not query:
+        return query
+    return _SECRET_PARAMETER.sub(
+        lambda found: (
+            found.group(1)
+            + found.group(2)
+            + "sha256:"
+            + _digest(found.group(0)[len(found.group(1)) :])
+        ),
+        query,
+    )
+
+
+def keyed_parameters(parameters: Mapping[str, object]) -> dict[str, object]:
+    """An official client's `default_query` as the key holds it (`keyed_query`'s rule)."""
+    return {
+        name: "sha256:" + _digest(f"{name}={value}")
+        if isinstance(value, str) and _SECRET_NAME.fullmatch(name)
+        else value
+        for name, value in parameters.items()
+    }
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _masked(query: str) -> str:

@@ -30,6 +30,7 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
+from sdk.providers._endpoint import keyed_query
 from sdk.providers._headers import header_digest
 from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import SAMPLING_OPTIONS
@@ -53,7 +54,8 @@ def endpoint(url: object) -> str:
     cache's key, where no secret goes."""
     parts = urlsplit(str(url))
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), parts.query, ""))
+    query = keyed_query(parts.query)  # (a credential in it by its digest)
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), query, ""))
 
 
 def callable_identity(function: object) -> str | None:
