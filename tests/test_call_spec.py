@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from typing import get_type_hints
@@ -542,3 +543,126 @@ def test_the_call_options_table_of_the_providers_guide_names_every_call_option()
         for name in re.findall(r"`(\w+)`", row.split(" | ", 1)[0])
     }
     assert named == set(get_type_hints(CallOptions))
+
+
+# --- waits a clock can hold ---
+
+
+def _local_chat_server() -> tuple[str, list[str], Any]:
+    """A real HTTP server on a real socket, answering every Chat Completions request."""
+    import http.server
+    import socketserver
+    import threading
+
+    from tests.wire_support import fixture_json
+
+    body = fixture_json("openai_chat_stop.json")
+    body["choices"][0]["message"]["content"] = TEXT
+    data = json.dumps(body).encode()
+    paths: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            paths.append(self.path)
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1", paths, server
+
+
+@pytest.mark.parametrize("name", ["deadline", "attempt_deadline"])
+def test_a_deadline_no_clock_can_wait_for_is_refused_where_it_is_set(name: str) -> None:
+    # On main, deadline=1e10 (or attempt_deadline) was accepted, and then every call through
+    # a real socket failed with "ProviderError: unusable reply: OverflowError: timestamp out
+    # of range for platform time_t" (the socket's timeout), blaming the provider. The longest
+    # one taken (a week, as a batch's) works through a real socket.
+    import openai
+
+    url, paths, server = _local_chat_server()
+    try:
+        provider = OpenAIChatProvider(openai.OpenAI(api_key="k", base_url=url), model="m")
+        said = rf"{name} must be between 0 and 604800"
+        for bad in (1e10, 10**12):
+            with pytest.raises(ValueError, match=said):
+                StructuredClient(provider, **{name: bad})
+            with pytest.raises(ValueError, match=said):
+                StructuredClient(provider).with_options(**{name: bad})
+            with pytest.raises(ValueError, match=said):
+                StructuredClient(provider).generate(Decision, prompt="?", **{name: bad})
+        assert paths == []
+        longest = StructuredClient(provider, **{name: 7 * 24 * 3600.0})
+        assert longest.generate(Decision, prompt="?").value.answer == "approve"
+        assert paths == ["/v1/chat/completions"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_backoff_wait_no_clock_can_hold_is_refused_when_the_policy_is_made() -> None:
+    # On main, Backoff(max_retry_after=1e12) was taken, and a 503 whose retry-after said
+    # 99999999999 s made the call raise a raw OverflowError from its sleep, after the request
+    # was sent; initial= and maximum= of that size overflow the jittered wait the same way.
+    import httpx2
+
+    for field in ("initial", "maximum", "max_retry_after"):
+        with pytest.raises(ValueError, match=rf"Backoff\(\): {field} must be between 0 and 604800"):
+            Backoff(**{field: 1e12})
+    busy = httpx2.Response(503, json={"error": {"message": "busy"}},
+                           headers={"retry-after": "99999999999"})  # fmt: skip
+    wire = Wire(busy, chat_reply(text=TEXT))
+    longest = Backoff(max_retry_after=7 * 24 * 3600.0)
+    client = StructuredClient(OpenAIChatProvider(openai_client(wire), model="m"), backoff=longest)
+    with pytest.raises(Exception, match="retry after 1e\\+11s") as info:
+        client.generate(Decision, prompt="?")
+    assert not isinstance(info.value, OverflowError) and len(wire.requests) == 1
+
+
+# --- extra_body is JSON ---
+
+_NOT_JSON = [
+    pytest.param(float("nan"), ValueError, r"extra_body\['x'\]\['y'\]\[1\] is nan", id="nan"),
+    pytest.param(float("-inf"), ValueError, r"extra_body\['x'\]\['y'\]\[1\] is -inf", id="inf"),
+    pytest.param(Decimal("1.5"), TypeError, r"\['y'\]\[1\] is a Decimal", id="decimal"),
+    pytest.param({1, 2}, TypeError, r"extra_body\['x'\]\['y'\]\[1\] is a set", id="set"),
+    pytest.param(b"x", TypeError, r"extra_body\['x'\]\['y'\]\[1\] is a bytes", id="bytes"),
+    pytest.param({1: "a", "b": 2}, TypeError, r"\['x'\]\['y'\]\[1\] has the key 1", id="int-key"),
+]
+
+
+@pytest.mark.parametrize(("bad", "error", "said"), _NOT_JSON)
+def test_an_extra_body_value_json_cannot_carry_is_refused_where_it_is_set(
+    bad: object, error: type[Exception], said: str
+) -> None:
+    # On main each was taken wherever extra_body is set, and every call then failed as
+    # "ProviderError: unusable reply: ValueError: Out of range float values are not JSON
+    # compliant" (or "Object of type Decimal is not JSON serializable"), blaming the reply; a
+    # nested mapping with an int key beside a text key, with a cache, was a raw TypeError from
+    # the cache key ("'<' not supported between instances of 'str' and 'int'").
+    from sdk.cache import MemoryCache
+
+    body = {"x": {"y": [1, bad]}}
+    wire = Wire(chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
+    client = StructuredClient(provider, cache=MemoryCache())
+    with pytest.raises(error, match=said):
+        StructuredClient(provider, extra_body=body)
+    with pytest.raises(error, match=said):
+        client.with_options(extra_body=body)
+    with pytest.raises(error, match=said):
+        client.generate(Decision, prompt="?", extra_body=body)
+    with pytest.raises(error, match=said):
+        OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini", extra_body=body)
+    with pytest.raises(error, match=said):
+        VLLMProvider(model="m", extra_body=body)
+    assert wire.requests == []
+    taken = {"x": {"y": [1, 2.5, None, True, "t", {"z": []}], "w": (1, 2)}}
+    assert client.generate(Decision, prompt="?", extra_body=taken).value.answer == "approve"

@@ -295,3 +295,29 @@ def test_the_server_refuses_a_thread_count_that_is_not_one(
     monkeypatch.setenv("LLAMA_SERVER_THREADS", "3")
     server = LlamaServer(Path("llama-server"), Path("m.gguf"), log_path=Path("l.log"))
     assert server.command(8080)[server.command(8080).index("-t") + 1] == "3"
+
+
+# --- a provider spec's credentials ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "extra", "said"),
+    [
+        ("llamacp:http://ops:PW-SECRET-9@127.0.0.1:9/?key=KEY-SECRET-8", [],
+         "--provider takes embedded[:MODEL.gguf], llamacpp[:URL]"),
+        ("llamacpp:http://ops:PW-SECRET-9@127.0.0.1:9/?key=KEY-SECRET-8", ["--model", "x"],
+         "--model 'x' and --provider 'llamacpp:http://***@127.0.0.1:9/?key=***' both name"),
+    ],
+)  # fmt: skip
+def test_sdk_eval_never_prints_a_provider_spec_s_credentials(
+    spec: str, extra: list[str], said: str, tmp_path: Path
+) -> None:
+    # On main both errors echoed the spec whole: the URL's password and its ?key= on stderr.
+    dataset = str(REPO / "examples" / "data" / "eval" / "decisions.jsonl")
+    result = run("eval", dataset, "--contract", "contracts:Decision", "--provider", spec, *extra,
+                 "--out", str(tmp_path / "e"))  # fmt: skip
+    assert result.returncode == 2
+    lines = errors(result.stderr)
+    assert len(lines) == 1 and said in lines[0], lines
+    for secret in ("PW-SECRET-9", "KEY-SECRET-8"):
+        assert secret not in result.stderr + result.stdout

@@ -29,7 +29,9 @@ from google import genai
 
 from contracts import Decision
 from sdk import AsyncStructuredClient
+from sdk import Backoff
 from sdk import StructuredClient
+from sdk.errors import ProviderError
 from sdk.providers import AnthropicProvider
 from sdk.providers import GeminiProvider
 from sdk.providers import LlamaCppProvider
@@ -156,6 +158,52 @@ def test_credentials_in_a_base_url_beside_an_authorization_header_are_refused(na
         _local(name, f"http://{USER}:{PASSWORD}@gw.test/llm", gateway, sync=True,
                headers={"authorization": "Bearer sk-other-1234567"})  # fmt: skip
     assert PASSWORD not in str(raised.value) and gateway.seen == []
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_credentials_in_a_base_url_beside_an_authorization_header_named_by_bytes_are_refused(
+    name: str,
+) -> None:
+    # httpx sends a header named by bytes as it sends one named by text (the cache's key reads
+    # them so); on main b"Authorization" was not seen as the same name, so the provider was
+    # made and every request carried two Authorization headers: the URL's and this one.
+    gateway = Gateway(name, "/llm")
+    with pytest.raises(ValueError, match="Authorization header too") as raised:
+        _local(name, f"http://{USER}:{PASSWORD}@gw.test/llm", gateway, sync=True,
+               headers={b"Authorization": b"Bearer sk-other-1234567"})  # fmt: skip
+    assert PASSWORD not in str(raised.value) and gateway.seen == []
+
+
+BYTES_KEY = "sk-bytes-SECRET-8c7b6a5948"
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_a_header_given_as_bytes_is_redacted_from_errors_and_a_failure_stays_a_provider_error(
+    name: str,
+) -> None:
+    # On main a header value given as bytes (sent by httpx, keyed by the cache) was among the
+    # provider's secrets as bytes, and the redactor raised "TypeError: 'in <string>' requires
+    # string as left operand, not bytes" on every error: a refused connection, an HTTP 500, was
+    # a raw TypeError, never retried and never a ProviderError.
+    def echo(request: httpx.Request) -> httpx.Response:
+        said = request.headers.get("authorization", "")
+        return httpx.Response(500, json={"error": f"bad gateway for {said}"})
+
+    http = httpx.Client(transport=httpx.MockTransport(echo))
+    headers = {"Authorization": f"Bearer {BYTES_KEY}".encode()}
+    if name.startswith("llamacpp"):
+        mode = {"llamacpp": "json_schema", "llamacpp-native": "grammar",
+                "llamacpp-openai": "openai"}[name]  # fmt: skip
+        provider: Provider = LlamaCppProvider("http://gw.test/llm", mode=mode, http_client=http,
+                                              headers=headers)  # fmt: skip
+    else:
+        kind = VLLMProvider if name == "vllm" else OllamaProvider
+        provider = kind("http://gw.test/llm", model="m", http_client=http, headers=headers)
+    assert repr(provider).startswith(type(provider).__name__)  # (on main: that TypeError too)
+    client = StructuredClient(provider, backoff=Backoff(retries=0))
+    with pytest.raises(ProviderError) as raised:
+        client.generate(Decision, prompt="Approve?")
+    assert "500" in str(raised.value) and BYTES_KEY not in str(raised.value)
 
 
 # A password holding an unescaped `/`, `?` or `#` (a base64 key, say) ends the URL's authority
@@ -339,10 +387,13 @@ def test_the_request_log_filter_leaves_other_records_whole() -> None:
 CREDENTIAL_NAMES = ["key", "API_KEY", "apikey", "token", "access_token", "secret", "password",
                     "sig", "subscription-key", "client_secret", "X-Amz-Signature",
                     "X-Amz-Security-Token", "X-Amz-Credential", "x-goog-signature",
-                    "auth", "x-auth-token", "passwd"]  # fmt: skip
+                    "auth", "x-auth-token", "passwd", "code", "CODE"]  # fmt: skip
 """Query parameters that carry a credential: the usual names, and a name ending in one of them
-(Azure API Management's `subscription-key`, a presigned URL's `X-Amz-Signature`)."""
-ROUTING_NAMES = ["api-version", "deployment", "model", "keyword", "monkey", "tokens", "region"]
+(Azure API Management's `subscription-key`, a presigned URL's `X-Amz-Signature`); and `code`
+alone, an Azure Functions function key (`https://app.azurewebsites.net/api/llm?code=...`), which
+on main was kept in errors, httpx's request log line and a batch job's state file."""
+ROUTING_NAMES = ["api-version", "deployment", "model", "keyword", "monkey", "tokens", "region",
+                 "country-code", "error_code", "codec", "zipcode"]  # fmt: skip
 """Query parameters that do not: kept as written everywhere."""
 
 
@@ -376,3 +427,33 @@ def test_a_routing_query_parameter_is_kept_as_written(name: str) -> None:
     url = f"https://gw.test/llm?{name}=v4lue-1"
     assert withheld(url) == url
     assert Redactor()(url) == url
+
+
+SCOPED = [
+    pytest.param(lambda url: VLLMProvider(url, model="m"), id="vllm"),
+    pytest.param(lambda url: LlamaCppProvider(url), id="llamacpp"),
+    pytest.param(lambda url: OllamaProvider(url, model="m"), id="ollama"),
+    pytest.param(lambda url: OpenAIChatProvider(
+        openai.OpenAI(api_key=OPENAI_KEY, base_url=url), model="m"), id="openai"),
+    pytest.param(lambda url: AnthropicProvider(
+        anthropic.Anthropic(api_key=ANTHROPIC_KEY, base_url=url), model="m"), id="anthropic"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("make", SCOPED)
+@pytest.mark.parametrize("name", ["key", "subscription-key", "sig", "code"])
+def test_a_credential_in_a_base_url_query_is_in_the_cache_scope_by_its_digest(
+    make: Any, name: str
+) -> None:
+    # `Provider.cache_scope()` is "where no secret goes" (its userinfo never is); on main a
+    # credential in the base URL's query was there as written ('server':
+    # 'http://gw.test/llm?key=s3cr3t-...', 'query': {'key': 's3cr3t-...'}). It is there by its
+    # sha256, as a header is: two credentials still key apart, the same one alike, and the
+    # routing parameter beside it stays as written.
+    def scope(secret: str) -> str:
+        url = f"https://gw.test/llm?api-version=2024-10-21&{name}={secret}"
+        return json.dumps(make(url).cache_scope(), sort_keys=True)
+
+    first, again, other = scope("s3cr3t-v4lue-1"), scope("s3cr3t-v4lue-1"), scope("s3cr3t-v4lue-2")
+    assert "s3cr3t" not in first + other and "2024-10-21" in first
+    assert first == again and first != other

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import re
 import textwrap
 from typing import Any
 
@@ -147,7 +148,7 @@ def test_a_missing_model_names_the_public_class_made(
 
 
 def test_llamacpp_checks_its_mode_once_into_a_frozen_value() -> None:
-    with pytest.raises(ValueError, match="mode must be 'auto', 'json_schema', 'grammar' or"):
+    with pytest.raises(ValueError, match=r"mode must be 'auto'.* 'json_schema'.* 'grammar' or"):
         LlamaCppProvider(mode="fast")  # type: ignore[typeddict-item]
     with pytest.raises(ValueError, match="grammar= is only used in mode='grammar'"):
         LlamaCppProvider(grammar='root ::= "x"')
@@ -196,3 +197,55 @@ def test_a_batch_item_s_request_is_the_live_call_s_first_request() -> None:
     assert [m.text for m in again.messages[-2:]] == ["{}", "Fix it."]
     with pytest.raises(TypeError, match="may not set 'system'"):
         request_for(job, dataclasses.replace(item, options={"system": "twice"}), row)
+
+
+SERVERS = [
+    pytest.param(lambda **kw: VLLMProvider(model="m", **kw), "VLLMProvider()", id="vllm"),
+    pytest.param(lambda **kw: OllamaProvider(model="m", **kw), "OllamaProvider()", id="ollama"),
+    pytest.param(lambda **kw: LlamaCppProvider(**kw), "LlamaCppProvider()", id="llamacpp"),
+]
+
+
+@pytest.mark.parametrize(("make", "where"), SERVERS)
+@pytest.mark.parametrize(
+    ("keyword", "bad", "error"),
+    [
+        # On main each was taken, and every call then failed as "ProviderError: unusable
+        # reply: ..." (blaming the server: OverflowError, "Invalid value NaN", "Timeout value
+        # out of range", "'str' object cannot be interpreted as an integer"), or, for 0,
+        # retried a "connection failed" four times.
+        ("timeout", 1e12, ValueError),
+        ("timeout", float("nan"), ValueError),
+        ("timeout", -1, ValueError),
+        ("timeout", 0, ValueError),
+        ("timeout", "5", TypeError),
+        ("timeout", True, TypeError),
+        ("timeout", httpx.Timeout(1e12), ValueError),
+        ("timeout", httpx.Timeout(5.0, read=-1.0), ValueError),
+        # A header's value that is not text failed at the first request.
+        ("headers", {"X-Route": 1}, TypeError),
+        # A control token that is not text: a bare "'int' object is not iterable".
+        ("extra_control_tokens", [1], TypeError),
+    ],
+)
+def test_a_server_setting_of_the_wrong_type_or_range_is_refused_when_made_naming_it(
+    make: Any, where: str, keyword: str, bad: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match=rf"{re.escape(where)}: {keyword}") as info:
+        make(base_url="http://127.0.0.1:9", **{keyword: bad})
+    assert type(info.value) is error
+
+
+def test_a_server_timeout_a_clock_can_hold_is_taken_at_its_longest() -> None:
+    week = 7 * 24 * 3600.0
+    for timeout in (week, httpx.Timeout(week), httpx.Timeout(5.0, read=None), 0.5):
+        VLLMProvider("http://127.0.0.1:9", model="m", timeout=timeout)
+
+
+def test_llamacpp_s_own_settings_are_checked_when_made() -> None:
+    # On main, prompt_template="x" (not a function) and grounding_limit=True were taken; the
+    # template failed at the first call.
+    with pytest.raises(TypeError, match=r"LlamaCppProvider\(\): prompt_template must be"):
+        LlamaCppProvider(prompt_template="x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"LlamaCppProvider\(\): grounding_limit must be"):
+        LlamaCppProvider(grounding_limit=True)

@@ -368,7 +368,9 @@ def _eval_provider(spec: str, model: str | None = None) -> Any:
     kind, _, argument = spec.partition(":")
     if model is not None:
         if argument:
-            raise ValueError(f"--model {model!r} and --provider {spec!r} both name a model")
+            raise ValueError(
+                f"--model {model!r} and --provider {_shown_spec(spec)!r} both name a model"
+            )
         argument = model
     if kind == "embedded":
         from sdk.providers.embedded import EmbeddedProvider
@@ -390,5 +392,18 @@ def _eval_provider(spec: str, model: str | None = None) -> Any:
         return OpenAIResponsesProvider(environment_client("openai"), model=argument)
     raise ValueError(
         f"--provider takes embedded[:MODEL.gguf], llamacpp[:URL], anthropic:MODEL or "
-        f"openai:MODEL, not {spec!r}"
+        f"openai:MODEL, not {_shown_spec(spec)!r}"
     )
+
+
+def _shown_spec(spec: str) -> str:
+    """A `--provider` spec as a message may print it: a URL in it with its credentials withheld
+    (`user:password@` and a credential in its query, as a batch job's state keeps them)."""
+    from sdk.providers._endpoint import WITHHELD
+    from sdk.providers._endpoint import withheld
+
+    kind, colon, argument = spec.partition(":")
+    try:
+        return kind + colon + withheld(argument)
+    except (TypeError, ValueError):  # not a URL (a model's name), or one that hides its host
+        return kind + colon + WITHHELD if "@" in argument or "?" in argument else spec

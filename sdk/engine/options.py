@@ -65,6 +65,7 @@ from sdk.engine.kinds._kind import Parsing
 from sdk.engine.kinds._kind import Reasoning
 from sdk.engine.kinds._kind import Shared
 from sdk.engine.retry import DEFAULT_BACKOFF
+from sdk.engine.retry import LONGEST_WAIT
 from sdk.engine.retry import Backoff
 from sdk.engine.retry import MaxTokensRamp
 from sdk.engine.retry import RetrySettings
@@ -76,6 +77,7 @@ from sdk.prompt import Prompt
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import Sampling
 from sdk.providers._profile import SamplingOptions
+from sdk.providers._profile import check_json_body
 from sdk.providers._profile import merge_extra
 
 __all__ = [
@@ -170,8 +172,10 @@ def _merged_extra(current: Mapping[str, Any], given: Mapping[str, Any]) -> dict[
 
 
 def _own_copy(given: Mapping[str, Any]) -> dict[str, Any]:
-    """`extra_body` as the spec's own: the caller's mappings and lists copied all the way
-    down, so that changing them later changes no client made with them."""
+    """`extra_body` as the spec's own, once JSON can carry it (`check_json_body`): the
+    caller's mappings and lists copied all the way down, so that changing them later changes
+    no client made with them."""
+    check_json_body(given)
     return copy.deepcopy(dict(given))
 
 
@@ -230,13 +234,20 @@ class CallOptions(SamplingOptions, total=False):
     max_tokens: Annotated[int, AtLeast(1), Option("transport", default=4096)]
     """The output limit of each request."""
     deadline: Annotated[
-        float | None, Positive(), Option("attempts", expects="a number of seconds or None")
+        float | None,
+        Positive(),
+        Between(0, LONGEST_WAIT),
+        Option("attempts", expects="a number of seconds or None"),
     ]
-    """Seconds the whole call may take, retries and waits included (`None`: no deadline)."""
+    """Seconds the whole call may take, retries and waits included, at most a week
+    (`LONGEST_WAIT`: a longer wait overflows the platform's clock; `None`: no deadline)."""
     attempt_deadline: Annotated[
-        float | None, Positive(), Option("attempts", expects="a number of seconds or None")
+        float | None,
+        Positive(),
+        Between(0, LONGEST_WAIT),
+        Option("attempts", expects="a number of seconds or None"),
     ]
-    """Seconds one request may take (`None`: no limit)."""
+    """Seconds one request may take, at most a week (`None`: no limit)."""
     reasoning: Annotated[Reasoning | None, Option("output", "transport")]
     """Reason before the output: `"two_phase"` or `"native"` (`None`: no)."""
     abstention: Annotated[Abstention, Option("output", default="none")]

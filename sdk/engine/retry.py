@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from typing import Annotated
 
 from sdk._values.declared import AtLeast
+from sdk._values.declared import Between
 from sdk._values.declared import check_fields
 from sdk.errors import ProviderError
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BACKOFF",
+    "LONGEST_WAIT",
+    "WAIT",
     "Backoff",
     "MaxTokensRamp",
     "RetrySettings",
@@ -30,6 +33,14 @@ __all__ = [
 ]
 
 logger = logging.getLogger("sdk.client")
+
+
+LONGEST_WAIT = 7 * 24 * 3600.0
+"""The longest wait a setting may ask for, in seconds (a week, as a batch's time limit): a
+socket's or a lock's timeout, or a sleep, past about 9.2e9 s overflows the platform's clock
+(`OverflowError`), so a deadline or a backoff is bounded where it is set."""
+WAIT = Annotated[float, AtLeast(0), Between(0, LONGEST_WAIT)]
+"""A wait in seconds: from 0 to `LONGEST_WAIT`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +53,9 @@ class Backoff:
     """
 
     retries: Annotated[int, AtLeast(0)] = 3
-    initial: Annotated[float, AtLeast(0)] = 0.5
-    maximum: Annotated[float, AtLeast(0)] = 30.0
-    max_retry_after: Annotated[float, AtLeast(0)] = 60.0
+    initial: WAIT = 0.5
+    maximum: WAIT = 30.0
+    max_retry_after: WAIT = 60.0
 
     def __post_init__(self) -> None:
         check_fields(self)

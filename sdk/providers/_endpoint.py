@@ -25,6 +25,7 @@ Two things in a base URL need care, because a URL is printed wherever it goes (h
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ __all__ = [
     "client_headers",
     "client_query",
     "gemini_base_url",
+    "keyed_parameters",
+    "keyed_query",
     "withheld",
 ]
 
@@ -54,14 +57,17 @@ WITHHELD = "***"
 
 SECRET_QUERY_NAMES = (
     r"(?:[a-z0-9]+[_.-])*(?:apikey|key|token|secret|password|passwd|sig|signature|credential|auth)"
+    r"|code"
 )
 """The query parameters that carry a credential, as a regular expression of their names (matched
 whole, in any case): one of `key`, `token`, `secret`, `password`, `sig`, `signature`,
 `credential`, `auth`, ..., or a name ending in one after a `-`, `_` or `.` (a gateway's
 `?key=`, Azure API Management's `subscription-key=`, a signed URL's `sig=` or
-`X-Amz-Signature=`, `client_secret=`). Never kept in a file (`withheld`), redacted from errors
+`X-Amz-Signature=`, `client_secret=`); and `code` alone (an Azure Functions function key:
+`country-code` routes). Never kept in a file (`withheld`), redacted from errors
 (`sdk.providers._boundary`) and from the request logs (`sdk.providers._logs`)."""
 _SECRET_PARAMETER = re.compile(rf"(?i)(^|&)((?:{SECRET_QUERY_NAMES})=)[^&]*")
+_SECRET_NAME = re.compile(rf"(?i)(?:{SECRET_QUERY_NAMES})")
 _WITHHELD_PARAMETER = re.compile(
     rf"(?i)(?:^|&)(?:{SECRET_QUERY_NAMES})={re.escape(WITHHELD)}(?:&|$)"
 )
@@ -130,13 +136,14 @@ class Endpoint:
         """The base URL as requests use it (its query too): never its credentials."""
         return f"{self.base}?{self.query}" if self.query else self.base
 
-    def headers(self, given: Mapping[str, str]) -> dict[str, str]:
+    def headers(self, given: Mapping[str | bytes, str | bytes]) -> dict[str | bytes, str | bytes]:
         """`given`, with the credentials as a Basic `Authorization` header; a `ValueError` if
-        `given` has one already (two credentials for one header: which one is meant?)."""
+        `given` has one already, its name as text or as bytes (two credentials for one header:
+        which one is meant?)."""
         headers = dict(given)
         if not self.has_credentials:
             return headers
-        if any(name.lower() == "authorization" for name in headers):
+        if any(_header_name(name) == "authorization" for name in headers):
             raise ValueError(
                 "base_url holds credentials (user:password@) and headers= has an Authorization "
                 "header too: give one of them (the URL's are sent as Basic authorization)"
@@ -144,6 +151,11 @@ class Endpoint:
         pair = f"{self.username or ''}:{self.password or ''}".encode()
         headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         return headers
+
+
+def _header_name(name: str | bytes) -> str:
+    """A header's name as text, in lower case (httpx sends a name given as bytes as it is)."""
+    return (name.decode("latin-1") if isinstance(name, bytes) else name).lower()
 
 
 def withheld(url: str) -> str:
@@ -159,6 +171,37 @@ def withheld(url: str) -> str:
     host = parts.netloc.rpartition("@")[2]
     netloc = f"{WITHHELD}@{host}" if endpoint.has_credentials else host
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def keyed_query(query: str) -> str:
+    """`query` as the response cache's key holds it: the value of each parameter that carries a
+    credential (`SECRET_QUERY_NAMES`) by its sha256 (as a header's: two credentials key apart,
+    and neither is written in a provider's `cache_scope()`), the rest as written."""
+    if not query:
+        return query
+    return _SECRET_PARAMETER.sub(
+        lambda found: (
+            found.group(1)
+            + found.group(2)
+            + "sha256:"
+            + _digest(found.group(0)[len(found.group(1)) :])
+        ),
+        query,
+    )
+
+
+def keyed_parameters(parameters: Mapping[str, object]) -> dict[str, object]:
+    """An official client's `default_query` as the key holds it (`keyed_query`'s rule)."""
+    return {
+        name: "sha256:" + _digest(f"{name}={value}")
+        if isinstance(value, str) and _SECRET_NAME.fullmatch(name)
+        else value
+        for name, value in parameters.items()
+    }
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _masked(query: str) -> str:

@@ -22,7 +22,10 @@ import ssl
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Annotated
 from typing import Any
 from typing import Generic
 from typing import TypedDict
@@ -32,7 +35,11 @@ from weakref import WeakKeyDictionary
 
 import httpx
 
-from sdk._values.declared import check_keywords
+from sdk._values.declared import Between
+from sdk._values.declared import Positive
+from sdk._values.declared import check
+from sdk._values.declared import check_given
+from sdk.engine.retry import LONGEST_WAIT
 from sdk.providers._base import Codec
 from sdk.providers._base import CompletionRequest
 from sdk.providers._control_tokens import ControlTokenPolicy
@@ -82,7 +89,7 @@ class HTTPSettings(TypedDict, total=False):
     """An httpx client of yours (sync or async: its own timeout and pool) instead of ours."""
     timeout: float | httpx.Timeout
     """The timeout of the clients the provider opens itself."""
-    headers: Mapping[str, str] | None
+    headers: Mapping[str | bytes, str | bytes] | None
     """Headers on every request (an `Authorization` for a server started with an API key)."""
 
 
@@ -96,7 +103,7 @@ class ServerSettings(HTTPSettings, total=False):
     """`"reject"` (the default): content holding a control token's text is refused before
     anything is sent (`ControlTokenInContent`), since the server would read it as the token;
     `"allow"` sends it (unsafe with untrusted text)."""
-    extra_control_tokens: Iterable[str]
+    extra_control_tokens: Sequence[str] | AbstractSet[str]
     """More control-token strings to look for (the model's own special tokens)."""
 
 
@@ -129,6 +136,37 @@ class ContentPolicy:
         check_request(request, self.tokens, policy=self.policy, server=server)
 
 
+_SECONDS: Any = Annotated[float, Positive(), Between(0, LONGEST_WAIT)]
+_EXPECTS = {
+    "timeout": "a number of seconds or an httpx.Timeout",
+    "http_client": "an httpx.Client or httpx.AsyncClient (or None)",
+}
+
+
+def _check_timeout(timeout: object, where: str) -> None:
+    """Refuse a `timeout=` a client cannot wait with, naming it, when the provider is made: a
+    number of seconds (or each part of an `httpx.Timeout` that is not `None`) more than 0 and at
+    most `LONGEST_WAIT` (a socket's timeout past about 9.2e9 s overflows the clock)."""
+    if isinstance(timeout, httpx.Timeout):
+        for part in ("connect", "read", "write", "pool"):
+            value = getattr(timeout, part)
+            if value is not None:
+                check(f"timeout.{part}", value, _SECONDS, where)
+    else:
+        check("timeout", timeout, _SECONDS, where, _EXPECTS["timeout"])
+
+
+def _text(value: str | bytes) -> str:
+    """A header's value as a message would show it: bytes (httpx sends them as they are) as
+    UTF-8, or byte for byte (Latin-1) when they are not UTF-8."""
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
 class HTTPProvider(Provider):
     """Base of providers that talk to a server over HTTP with httpx."""
 
@@ -141,13 +179,14 @@ class HTTPProvider(Provider):
         *,
         http_client: httpx.Client | httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str | bytes, str | bytes] | None = None,
     ) -> None:
         # `headers` (an `Authorization` for a server started with an API key, ...) go on every
         # request, whether the client is ours or injected; `timeout` only on clients we open.
         # Credentials in the URL become the `Authorization` header; its query stays on every
         # request (`sdk.providers._endpoint`).
         self.endpoint = Endpoint.of(base_url, strip_path=self.added_path)
+        _check_timeout(timeout, f"{type(self).__name__}()")
         redact_request_logs()  # (the query, sent whole, may hold a credential: not logged)
         self.base_url = str(self.endpoint)
         """The base URL requests go to (with its query; its credentials are in a header)."""
@@ -196,7 +235,7 @@ class HTTPProvider(Provider):
     def secrets(self) -> Iterable[str]:
         """Header values, and the credentials and query values of the base URL."""
         endpoint = self.endpoint
-        found = [value for value in self._headers.values() if value]
+        found = [_text(value) for value in self._headers.values() if value]
         found.extend(value for value in (endpoint.username, endpoint.password) if value)
         found.extend(value for _, value in parse_qsl(endpoint.query) if value)
         for value in list(found):
@@ -301,7 +340,7 @@ class ServerProvider(HTTPProvider, Generic[CodecT]):
         not name (in the provider's name); make the codec
         with the control-token policy `settings` set (its own settings are checked before any
         client is made); keep how to reach the server; vet `extra_body` against the codec."""
-        check_keywords(settings, keywords, f"{type(self).__name__}()")
+        check_given(settings, keywords, f"{type(self).__name__}()", _EXPECTS)
         made = codec(ContentPolicy.of(settings))
         super().__init__(base_url, **connection(settings))
         self.codec = made

@@ -14,6 +14,7 @@ are a `ValueError` naming the field.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -44,6 +45,7 @@ __all__ = [
     "SamplingOptions",
     "WireProfile",
     "apply_options",
+    "check_json_body",
     "finished",
     "merge_extra",
     "sdk_fields",
@@ -296,6 +298,36 @@ def apply_options(body: dict[str, Any], options: Sampling, profile: WireProfile)
         if not path:
             continue  # read by the codec itself (or by an in-process engine)
         _put(body, path, list(cast(tuple[str, ...], value)) if name == "stop" else value)
+
+
+def check_json_body(body: Mapping[str, Any], name: str = "extra_body") -> None:
+    """Refuse, where it is set, a request body (`extra_body`) that JSON cannot carry, naming
+    where in it: a value that is not null, true/false, a number, text, a list (or tuple) or a
+    mapping with text keys (`TypeError`: a `Decimal`, a set, bytes, an `int` key, which the
+    wire would write as text beside a text key of the same spelling), or a number that is not
+    finite (`ValueError`: `NaN` is not JSON). Without it each failed at every call, as an
+    unusable reply. Walked without recursion (a deep body is no `RecursionError`)."""
+    stack: list[tuple[str, Any]] = [(name, body)]
+    while stack:
+        where, value = stack.pop()
+        kind = type(value)
+        if value is None or kind in (bool, int, str):
+            continue
+        if kind is float or isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError(f"{where} is {value!r}, a number JSON cannot carry")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"{where} has the key {key!r}: a JSON object's keys are text")
+                stack.append((f"{where}[{key!r}]", item))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+        elif not isinstance(value, (int, str)):  # (an `IntEnum`, a `str` subclass: as JSON's)
+            raise TypeError(
+                f"{where} is a {kind.__name__}, which JSON cannot carry: give null, true or "
+                "false, a number, text, a list or a mapping"
+            )
 
 
 def merge_extra(body: dict[str, Any], extra_body: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,10 +30,12 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
+from sdk.providers._endpoint import keyed_query
 from sdk.providers._headers import header_digest
 from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import Sampling
+from sdk.providers._profile import check_json_body
 from sdk.providers._transports import AsyncTransport
 from sdk.providers._transports import Transport
 from sdk.schema.dialects import Dialect
@@ -52,7 +54,8 @@ def endpoint(url: object) -> str:
     cache's key, where no secret goes."""
     parts = urlsplit(str(url))
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), parts.query, ""))
+    query = keyed_query(parts.query)  # (a credential in it by its digest)
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), query, ""))
 
 
 def callable_identity(function: object) -> str | None:
@@ -314,6 +317,7 @@ class Provider:
         if extra_body is None:
             return
         self.codec.profile.vet(NO_SAMPLING, extra_body)
+        check_json_body(extra_body)
         # Its own copy all the way down: a nested mapping the caller changes later changes no
         # request of this provider's (as `CallOptions.extra_body`'s).
         self.extra_body = MappingProxyType(copy.deepcopy(dict(extra_body)))

@@ -67,6 +67,7 @@ from sdk.providers._base import wire_name
 from sdk.providers._endpoint import client_endpoint
 from sdk.providers._endpoint import client_headers
 from sdk.providers._endpoint import client_query
+from sdk.providers._endpoint import keyed_parameters
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._headers import header_scope
@@ -675,7 +676,7 @@ class AnthropicProvider(Provider):
             **super().cache_scope(),
             "mode": self.mode,
             "endpoint": endpoint(client.base_url),
-            "query": dict(client.default_query),
+            "query": keyed_parameters(client.default_query),
             "region": getattr(client, "aws_region", None) or getattr(client, "region", None),
             "project": getattr(client, "project_id", None),
         }

@@ -71,6 +71,7 @@ from sdk.providers._chat import chat_tools
 from sdk.providers._endpoint import client_endpoint
 from sdk.providers._endpoint import client_headers
 from sdk.providers._endpoint import client_query
+from sdk.providers._endpoint import keyed_parameters
 from sdk.providers._errors import provider_error
 from sdk.providers._errors import reply_request_id
 from sdk.providers._headers import header_scope
@@ -752,7 +753,7 @@ class _OpenAIProvider(Provider):
         return {
             **super().cache_scope(),
             "endpoint": endpoint(self.client.base_url),
-            "query": dict(self.client.default_query),
+            "query": keyed_parameters(self.client.default_query),
         }
 
     def keyed_query(self) -> str:

@@ -172,6 +172,8 @@ def _check(settings: _Settings, where: str) -> _Settings:
         raise ValueError(f"{where}: top_p must be within (0, 1], not {settings.top_p}")
     if settings.top_k < 0:
         raise ValueError(f"{where}: top_k cannot be negative (0 means no limit)")
+    if settings.seed is not None and settings.seed < 0:
+        raise ValueError(f"{where}: seed cannot be negative ({settings.seed})")
     if settings.repeat_penalty <= 0:
         raise ValueError(f"{where}: repeat_penalty must be positive (1.0 means none)")
     if settings.grounding not in (True, False, "values"):
