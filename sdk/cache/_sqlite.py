@@ -6,8 +6,9 @@ file at once), owner-only (it holds answers, and its keys hash prompts and docum
 wait bounded by `timeout`, and any SQLite error a `CacheFileError` naming the file. A file that
 is not a cache of this SDK is refused and never changed.
 
-A hit only reads: it takes no write lock, so it never waits for another connection's write. Its
-count, and a miss's, is kept in memory and written with this store's next write (and when it is
+A hit only reads: it takes no write lock, so it never waits for another connection's write; a
+hit on an entry the store read before is served from memory while no process has written the
+file since (`sdk.cache._held`: the kernel tells of every write). Its count, and a miss's, is kept in memory and written with this store's next write (and when it is
 closed, asked for `stats()`, or its process ends; in a long run of reads, at most once a second,
 never waiting); an expired entry found by a read goes with the next write too. A hit whose entry
 the call does not serve (`refuse`: damaged, or refused by today's checks) is counted a miss
