@@ -10,7 +10,10 @@ reader calls it, then compares `changes` with what it saw when it read.
 
 Why that is exact: the kernel queues a write's notice inside the `write` call, before the call
 returns, so before the writer's commit can be seen by anyone (SQLite makes a commit visible after
-writing it); a reader that drains after a commit was made sees its notice. Notices come from the
+writing it); a reader that drains after a commit was made sees its notice. Not the converse: a
+notice taken does not mean its commit is visible yet (SQLite syncs the log between the two), so
+what a reader reads just after may be what the file held before it (`sdk.cache._held` holds no
+read made while a write is being committed). Notices come from the
 kernel of this machine, for writes made by its processes: a file on a network file system written
 from another machine is not told of (SQLite's write-ahead log does not work across machines
 either: every process sharing a cache file is on one machine).

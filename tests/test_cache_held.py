@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ import pytest
 from sdk.cache import Entry
 from sdk.cache import SQLiteCache
 from sdk.cache import _held
+from sdk.cache._entry import stored_form
 from sdk.providers import TestProvider
 from tests.shared_file_process import WAIT
 from tests.shared_file_process import wait_for
@@ -147,6 +149,35 @@ def test_a_closed_store_holds_nothing_and_holds_again_once_used(tmp_path: Path) 
     assert store.get("k") is again
 
 
+def _descriptors() -> tuple[int, int]:
+    """This process's open descriptors, and the watches its inotify instances hold."""
+    fds = os.listdir("/proc/self/fd")
+    watches = 0
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify":
+                told = Path(f"/proc/self/fdinfo/{fd}").read_text().splitlines()
+                watches += sum(line.startswith("inotify wd:") for line in told)
+        except OSError:  # (the listing's own descriptor, closed since)
+            continue
+    return len(fds), watches
+
+
+def test_stores_made_and_closed_by_the_hundred_leave_no_descriptor_nor_watch_behind(
+    tmp_path: Path,
+) -> None:
+    """Each store watches its file and asks its log's index whether a write is being committed
+    (a descriptor of the index kept open): none of it outlives the files' use."""
+    before = _descriptors()
+    for n in range(200):
+        store = SQLiteCache(tmp_path / f"c{n}.db")
+        store.put("k", _entry("one"))
+        assert _held_now(store, "k")
+        store.close()
+    files, watches = _descriptors()
+    assert files <= before[0] + 4 and watches <= before[1], (before, (files, watches))
+
+
 # --- exact under concurrency ---
 
 VERSIONS = 150
@@ -164,8 +195,10 @@ def _write_versions(path: str, committed: Any, start: Any) -> None:
         time.sleep(0.003)
 
 
-def _read_versions(path: str, committed: Any, start: Any, store: SQLiteCache | None) -> list[str]:
-    """Lookups until the last version: each must find at least the version committed before
+def _read_versions(
+    path: str, committed: Any, start: Any, store: SQLiteCache | None, last: int = VERSIONS
+) -> list[str]:
+    """Lookups until the `last` version: each must find at least the version committed before
     it began; what went wrong, and whether any lookup was served from memory."""
     store = store or SQLiteCache(path)
     wrong: list[str] = []
@@ -183,7 +216,7 @@ def _read_versions(path: str, committed: Any, start: Any, store: SQLiteCache | N
             wrong.append(f"found version {version} after version {before} was committed")
         held += found is previous and found is not None
         previous = found
-        if before == VERSIONS:
+        if before == last:
             break
     return wrong if held else [*wrong, "no lookup was served from memory"]
 
@@ -228,6 +261,46 @@ def test_no_lookup_of_any_thread_or_process_finds_a_version_older_than_one_commi
         assert process.exitcode == 0
     assert len(found) == READER_THREADS + 2
     assert [wrong for wrong in found if wrong] == []
+
+
+PLAIN_VERSIONS = 60
+
+
+def _write_versions_as_sqlite_does(path: str, committed: Any, start: Any) -> None:
+    """Another process writing the file with Python's `sqlite3`, not the SDK, as SQLite writes
+    by default (`synchronous=FULL`: each commit syncs its log after writing it and before
+    making it visible): version after version of one entry."""
+    db = sqlite3.connect(path, isolation_level=None, timeout=WAIT)
+    start.wait()
+    for version in range(1, PLAIN_VERSIONS + 1):
+        db.execute(
+            "INSERT OR REPLACE INTO entries (key, value, created, expires) VALUES (?, ?, ?, NULL)",
+            ("k", stored_form("k", _entry(str(version))), time.time()),
+        )
+        committed.value = version
+        time.sleep(0.003)
+    db.close()
+
+
+def test_no_lookup_finds_a_version_older_than_one_a_plain_sqlite3_writer_committed(
+    tmp_path: Path,
+) -> None:
+    """A commit is told of (its log written) before it is visible (SQLite first syncs the log,
+    then marks the commit in the log's index): a lookup reading the file in between finds the
+    version before it, and must not hold it, nor serve it after the commit returned."""
+    path = str(tmp_path / "c.db")
+    store = SQLiteCache(path, ttl=None)
+    store.put("k", _entry("0"))
+    committed = FORK.Value("i", 0)
+    start = FORK.Barrier(2, timeout=WAIT)
+    writer = FORK.Process(target=_write_versions_as_sqlite_does, args=(path, committed, start))
+    writer.start()
+    try:
+        wrong = _read_versions(path, committed, start, store, last=PLAIN_VERSIONS)
+    finally:
+        writer.join(WAIT)
+    assert writer.exitcode == 0
+    assert wrong[:3] == [], f"{len(wrong)} lookups went wrong"
 
 
 def _looking_up(looping: Any, stop: Any) -> None:

@@ -7,6 +7,16 @@ whichever process (a `put`, a `clear`, an expired entry deleted, this store's ow
 held entry is served only while the file holds exactly it: a lookup then finds what reading the
 file would find.
 
+A commit is told of before it is visible: SQLite writes it to the log (the kernel's notice queued
+then), syncs the log (`synchronous=FULL`, SQLite's default for any other program writing the
+file, takes milliseconds), and only then marks it in the log's index (`-shm`, shared memory: no
+notice). A read in between finds the file as it was before the commit, after its notice was
+taken: held, it would be served after the commit returned. A writer holds the log's write lock
+(a byte of the index) from before it writes to after the commit is visible, so a lookup that
+reads the file holds what it read only if no connection of any process (this one's too) held
+that lock after the lookup took the notices (`settled`: the kernel's test of a lock through an
+open file description, which sees every process's locks and takes none).
+
 Held per store, shared by its threads, at most `MAX_ENTRIES` entries and `MAX_TEXT` characters
 of stored text (the oldest go first). Where changes cannot be told (not Linux, the user's inotify
 limits reached, a store opened read-only), nothing is held: every lookup reads the file.
@@ -15,6 +25,7 @@ limits reached, a store opened read-only), nothing is held: every lookup reads t
 from __future__ import annotations
 
 import os
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +42,11 @@ MAX_TEXT = 16 * 1024 * 1024
 """The most characters of stored text (the entries' JSON) a store holds in memory."""
 _RETRY_SPACING = 1.0
 """Seconds before watching is tried again after it could not be (a file missing for a moment)."""
+_WAL_WRITE_LOCK = 120
+"""The byte of a write-ahead log's index (the `-shm` file) a writer holds locked from before it
+writes a commit to the log until the commit is visible (SQLite's WAL format: WAL_WRITE_LOCK)."""
+_FLOCK = struct.Struct("hhqqi")
+"""`struct flock`: the lock's type, whence, start, length, and the process holding it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +84,7 @@ class HeldEntries:
         self._watch: _changes.Watch | None = None
         self._generation = Generation(None, -1)
         self._retry_at = 0.0
+        self._index: str | None = None  # (the write-ahead log's index, named when watched)
 
     def current(self) -> Generation | None:
         """The generation held now, after taking the notices of changes queued (`None` where
@@ -82,6 +99,15 @@ class HeldEntries:
         generation = self._generation
         if generation.watch is not watch or generation.changes != watch.changes:
             generation = self._generation = Generation(watch, watch.changes)
+        return generation
+
+    def settled(self, generation: Generation | None) -> Generation | None:
+        """`generation` if what a read of the file finds from now may be held in it, `None`
+        if not: a write is being committed (its notice may be taken already, but not what it
+        wrote: see the module docstring). Call it after `current`, before reading the file."""
+        index = self._index
+        if generation is None or index is None or _committing(index):
+            return None
         return generation
 
     def keep(self, generation: Generation, key: str, held: Held) -> None:
@@ -126,7 +152,48 @@ class HeldEntries:
                 _changes.unwatch(previous)
             real = os.path.realpath(self._path)
             made = _changes.watch([real, f"{real}-wal"])
+            self._index = f"{real}-shm"
             if made is None:
                 self._retry_at = now + _RETRY_SPACING
             self._watch = made
             return made
+
+
+_indexes_lock = _fork.lock()
+_indexes: dict[str, tuple[int, int, int]] = {}
+"""The write-ahead logs' indexes asked about, by path: a descriptor kept open, with the file's
+device and inode. Closing any descriptor of a file drops every lock this process holds on it
+(POSIX locks: SQLite's own, on the same index): so one is kept open per index file for the life
+of the process, closed only once the file is deleted (SQLite deletes it with the log when the
+last connection of any process closes: no lock on it matters then)."""
+
+
+def _committing(index: str) -> bool:
+    """Whether a connection of any process (this one's too) holds the write lock in the
+    write-ahead log's index at `index` now, or that cannot be told (no index: the file is not in
+    WAL mode now, or is missing)."""
+    import fcntl  # (Linux only: where changes are told)
+
+    asked = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, _WAL_WRITE_LOCK, 1, 0).ljust(64, b"\0")
+    with _indexes_lock:  # (no descriptor is closed while it is asked through)
+        try:
+            told = fcntl.fcntl(_opened(index), fcntl.F_OFD_GETLK, asked)
+        except (OSError, AttributeError):  # (AttributeError: no `F_OFD_GETLK` in this Python)
+            return True
+    return bool(_FLOCK.unpack_from(told)[0] != fcntl.F_UNLCK)
+
+
+def _opened(index: str) -> int:
+    """A descriptor of the file now at `index` (under `_indexes_lock`; see `_indexes`)."""
+    found = os.stat(index)
+    kept = _indexes.get(index)
+    if kept is not None and kept[1:] == (found.st_dev, found.st_ino):
+        return kept[0]
+    for path, (other, _device, _inode) in list(_indexes.items()):  # (a new one: those deleted
+        if os.fstat(other).st_nlink == 0:  # since are closed, the process's use bounded by
+            del _indexes[path]  # the index files that exist)
+            os.close(other)
+    fd = os.open(index, os.O_RDONLY | os.O_CLOEXEC)
+    opened = os.fstat(fd)  # (the file opened, whatever was at the path when stat was asked)
+    _indexes[index] = (fd, opened.st_dev, opened.st_ino)  # (one still named elsewhere, moved
+    return fd  # there: left open)

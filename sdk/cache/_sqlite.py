@@ -162,8 +162,8 @@ class SQLiteCache:
         if held is not None and (held.expires is None or held.expires > self._clock()):
             self._tally.hit(held.clears)
             entry: Entry | None = held.entry
-        else:
-            entry = self._read(db, key, generation)
+        else:  # (held only if no write is being committed now: `HeldEntries.settled`)
+            entry = self._read(db, key, self._held.settled(generation))
         tally = self._tally
         if tally.pending >= _FLUSH_EVERY and not self.readonly and not tally.unwritable:
             now = time.monotonic()
