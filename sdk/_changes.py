@@ -27,6 +27,7 @@ left under the user's limits), `watch` returns `None`: the holder reads the file
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import errno
@@ -84,9 +85,14 @@ class _Notices:
         self._watchers: dict[int, weakref.WeakSet[Watch]] = {}
         self._polls = threading.local()
         self._libc: Any = None
+        self._unwatched: collections.deque[Watch] = collections.deque()
+        """Watches given up and not yet released: `unwatch` never waits for the lock (a
+        finalizer calls it as the cyclic collector frees a store, in whichever thread allocates,
+        at times one inside this lock), so whoever holds it releases them (`_let_go`)."""
 
     def watch(self, paths: Sequence[str]) -> Watch | None:
-        with self._lock:
+        self._lock.acquire()
+        try:
             fd = self._instance()
             if fd is None:
                 return None
@@ -104,18 +110,32 @@ class _Notices:
             for wd in wds:
                 self._watchers.setdefault(wd, weakref.WeakSet()).add(made)
             return made
+        finally:
+            self._let_go()
 
     def unwatch(self, made: Watch) -> None:
-        with self._lock:
-            made.lost = True
-            made.changes += 1
-            if made._epoch == self._epoch:
-                for wd in made._wds:
-                    watchers = self._watchers.get(wd)
-                    if watchers is not None:
-                        watchers.discard(made)
-                self._release(made._wds)
-            made._wds = ()
+        made.lost = True
+        made.changes += 1
+        self._unwatched.append(made)
+        if self._lock.acquire(blocking=False):  # (else its holder releases it: `_unwatched`)
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Release the watches given up, then the lock (held); again should one be given up
+        as it is released and the lock be free."""
+        while True:
+            while self._unwatched:
+                made = self._unwatched.popleft()
+                if made._epoch == self._epoch:
+                    for wd in made._wds:
+                        watchers = self._watchers.get(wd)
+                        if watchers is not None:
+                            watchers.discard(made)
+                    self._release(made._wds)
+                made._wds = ()
+            self._lock.release()
+            if not self._unwatched or not self._lock.acquire(blocking=False):
+                return
 
     def drain(self) -> None:
         fd = self._fd
@@ -128,11 +148,14 @@ class _Notices:
             polled = self._polls.poll = (self._epoch, poller)
         if not polled[1].poll(0):
             if self._lock.locked():  # another thread took the notices and is telling them:
-                with self._lock:  # wait until it has (a change it took was made before now)
-                    pass
+                self._lock.acquire()  # wait until it has (a change it took was made before now)
+                self._let_go()
             return
-        with self._lock:
+        self._lock.acquire()
+        try:
             self._read_all()
+        finally:
+            self._let_go()
 
     def _read_all(self) -> None:
         fd = self._fd
@@ -201,6 +224,7 @@ class _Notices:
                 told.lost = True
                 told.changes += 1
         self._watchers = {}
+        self._unwatched = collections.deque()
         self._epoch += 1
         self._polls = threading.local()
 
@@ -216,7 +240,9 @@ def watch(paths: Sequence[str]) -> Watch | None:
 
 
 def unwatch(made: Watch) -> None:
-    """Stop telling `made` of changes (its watches removed where no one else holds them)."""
+    """Stop telling `made` of changes (its watches removed where no one else holds them, now or,
+    if another thread holds the module's lock, as it lets go of it): never waits, so a
+    finalizer may call it in any thread, at any point."""
     _notices.unwatch(made)
 
 

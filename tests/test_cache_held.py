@@ -9,6 +9,7 @@ a symbolic link, or a queue of notices that overflowed."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sqlite3
@@ -336,6 +337,57 @@ def test_a_forked_child_takes_no_notice_its_parent_needs(tmp_path: Path) -> None
         stop.set()
         child.join(WAIT)
         _inherited.clear()
+    assert child.exitcode == 0
+
+
+def _collecting_while_looking_up(folder: str, seconds: float) -> None:
+    """A process whose stores in reference cycles are freed by the cyclic collector, which runs
+    in whichever thread allocates when it is due: at times one taking the notices under their
+    lock, where the freed store's finalizer stops watching its file."""
+    store = SQLiteCache(f"{folder}/k.db")
+    store.put("k", _entry("one"))
+    stop = threading.Event()
+
+    def dropped_in_cycles() -> None:
+        n = 0
+        while not stop.is_set():
+            other = SQLiteCache(f"{folder}/c{n % 4}.db")
+            other.get("k")
+            other.itself = other  # type: ignore[attr-defined]
+            del other
+            n += 1
+            time.sleep(0.0005)
+
+    def writing() -> None:
+        writer = SQLiteCache(f"{folder}/k.db")
+        while not stop.is_set():
+            writer.put("k", _entry("two"))
+
+    threads = [threading.Thread(target=dropped_in_cycles), threading.Thread(target=writing)]
+    for thread in threads:
+        thread.start()
+    gc.set_threshold(20, 10, 10)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        store.get("k")
+    stop.set()
+    for thread in threads:
+        thread.join(WAIT)
+
+
+def test_a_store_freed_by_the_cyclic_collector_while_notices_are_taken_stops_no_thread(
+    tmp_path: Path,
+) -> None:
+    """A store in a reference cycle freed while this thread holds the notices' lock (the
+    collector runs in the thread that allocates) stops watching without waiting for that lock,
+    which its own thread holds: the process goes on."""
+    child = FORK.Process(target=_collecting_while_looking_up, args=(str(tmp_path), 3.0))
+    child.start()
+    child.join(WAIT / 4)
+    if child.is_alive():
+        child.kill()
+        child.join(WAIT)
+        pytest.fail("the process stopped: a store's finalizer waited for a lock its thread held")
     assert child.exitcode == 0
 
 
