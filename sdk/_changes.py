@@ -22,7 +22,8 @@ One inotify instance per process (the kernel limits them per user), made when fi
 and again in a forked child (a child drains its own notices: two processes reading one queue
 would each take the other's); every watch made before the fork is then lost (`Watch.lost`), and
 its holder watches again. Where inotify is missing (not Linux) or refused (no instance or watch
-left under the user's limits), `watch` returns `None`: the holder reads the file each time.
+left under the user's limits, no descriptor left in the process), `watch` returns `None`: the
+holder reads the file each time, and asks again later (an instance refused is asked for again).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class _Notices:
     def __init__(self) -> None:
         self._lock = _fork.lock()
         self._fd: int | None = None
-        self._failed = False  # (inotify missing or refused: not asked again in this process)
+        self._failed = False  # (inotify missing: not asked again in this process)
         self._epoch = 0
         self._watchers: dict[int, weakref.WeakSet[Watch]] = {}
         self._polls = threading.local()
@@ -194,11 +195,15 @@ class _Notices:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
-        except (OSError, AttributeError):
-            fd = -1
-        if fd < 0:
+        except (OSError, AttributeError):  # (a C library without inotify)
             self._failed = True
-            why = os.strerror(ctypes.get_errno())
+            return None
+        if fd < 0:
+            code = ctypes.get_errno()
+            # Out of descriptors or instances for now (the process's `ulimit -n`, the user's
+            # `max_user_instances`, memory): asked again at the holders' next try of a watch.
+            self._failed = code not in (errno.EMFILE, errno.ENFILE, errno.ENOMEM)
+            why = os.strerror(code)
             logger.debug("no inotify instance (%s): shared files read each time", why)
             return None
         self._libc, self._fd = libc, fd

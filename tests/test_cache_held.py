@@ -140,6 +140,38 @@ def test_a_store_reached_through_a_symbolic_link_sees_writes_made_through_the_fi
     assert _text(store.get("k")) == "two"
 
 
+def _held_once_descriptors_are_free_again(path: str) -> None:
+    """A process whose first lookup finds no descriptor left for an inotify instance (`ulimit
+    -n` reached for a moment): it reads the file, and once descriptors are free again, holds
+    (exit code 0), or not (1)."""
+    _held._RETRY_SPACING = 0.0  # (this process only)
+    store = SQLiteCache(path)
+    taken: list[int] = []
+    try:
+        while True:
+            taken.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    found = store.get("k")
+    for fd in taken:
+        os.close(fd)
+    os._exit(0 if _text(found) == "one" and _held_now(store, "k") else 1)
+
+
+def test_a_process_that_ran_out_of_descriptors_for_a_moment_holds_again_once_it_has_some(
+    tmp_path: Path,
+) -> None:
+    """No descriptor left when the process's inotify instance is first asked for: the lookup
+    reads the file, and the instance is asked for again later (as a watch is), not refused for
+    the life of the process."""
+    path = str(tmp_path / "c.db")
+    SQLiteCache(path).put("k", _entry("one"))
+    child = FORK.Process(target=_held_once_descriptors_are_free_again, args=(path,))
+    child.start()
+    child.join(WAIT)
+    assert child.exitcode == 0
+
+
 def test_a_closed_store_holds_nothing_and_holds_again_once_used(tmp_path: Path) -> None:
     store = SQLiteCache(tmp_path / "c.db")
     store.put("k", _entry("one"))
