@@ -9,12 +9,14 @@ a symbolic link, or a queue of notices that overflowed."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -420,6 +422,42 @@ def test_a_store_freed_by_the_cyclic_collector_while_notices_are_taken_stops_no_
         child.kill()
         child.join(WAIT)
         pytest.fail("the process stopped: a store's finalizer waited for a lock its thread held")
+    assert child.exitcode == 0
+
+
+def _a_daemon_s_files_left_open(folder: str) -> None:
+    """A forked child that closes every descriptor it inherited, as a daemon does, opens files
+    of its own (deleted ones: a temporary file's), then uses a cache on another file: exit code
+    0 if every file it opened is still open, 1 if one was closed under it."""
+    gc.collect()  # (what the parent left to the collector closes its own descriptors first)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    with contextlib.ExitStack() as opened:
+        own = [opened.enter_context(tempfile.TemporaryFile()) for _ in range(64)]  # (the
+        files = {file.fileno(): os.fstat(file.fileno()).st_ino for file in own}  # lowest numbers)
+        store = SQLiteCache(f"{folder}/child.db")
+        store.put("k", _entry("one"))
+        store.get("k")
+        closed = 0
+        for fd, inode in files.items():
+            try:
+                closed += os.fstat(fd).st_ino != inode  # (its number given to another file)
+            except OSError:
+                closed += 1
+        os._exit(1 if closed else 0)
+
+
+def test_a_forked_child_that_closes_its_descriptors_has_none_of_its_files_closed_by_a_store(
+    tmp_path: Path,
+) -> None:
+    """The parent read its file (a descriptor of its log's index kept open: see
+    `sdk.cache._held`); its forked child closes every descriptor, as a daemon does, and the
+    numbers then name the child's own files: no store closes one, nor asks it of locks."""
+    store = SQLiteCache(tmp_path / "c.db")
+    store.put("k", _entry("one"))
+    assert _held_now(store, "k")
+    child = FORK.Process(target=_a_daemon_s_files_left_open, args=(str(tmp_path),))
+    child.start()
+    child.join(WAIT)
     assert child.exitcode == 0
 
 

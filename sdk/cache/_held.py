@@ -24,6 +24,7 @@ limits reached, a store opened read-only), nothing is held: every lookup reads t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import time
@@ -166,6 +167,20 @@ device and inode. Closing any descriptor of a file drops every lock this process
 (POSIX locks: SQLite's own, on the same index): so one is kept open per index file for the life
 of the process, closed only once the file is deleted (SQLite deletes it with the log when the
 last connection of any process closes: no lock on it matters then)."""
+
+
+def _forget_indexes() -> None:
+    """In a forked child, as it starts: the parent's descriptors closed and forgotten. The
+    child holds no lock yet (a fork copies none), so closing drops none; kept, their numbers
+    would name other files once the child closed every descriptor (as a daemon does): asked
+    of locks, or closed as deleted, under their new owner."""
+    for fd, _device, _inode in _indexes.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _indexes.clear()
+
+
+_fork.in_child(_forget_indexes)
 
 
 def _committing(index: str) -> bool:
