@@ -125,16 +125,18 @@ class _Notices:
         """Release the watches given up, then the lock (held); again should one be given up
         as it is released and the lock be free."""
         while True:
-            while self._unwatched:
-                made = self._unwatched.popleft()
-                if made._epoch == self._epoch:
-                    for wd in made._wds:
-                        watchers = self._watchers.get(wd)
-                        if watchers is not None:
-                            watchers.discard(made)
-                    self._release(made._wds)
-                made._wds = ()
-            self._lock.release()
+            try:
+                while self._unwatched:
+                    made = self._unwatched.popleft()
+                    if made._epoch == self._epoch:
+                        for wd in made._wds:
+                            watchers = self._watchers.get(wd)
+                            if watchers is not None:
+                                watchers.discard(made)
+                        self._release(made._wds)
+                    made._wds = ()
+            finally:  # (released whatever happens, as `with` would)
+                self._lock.release()
             if not self._unwatched or not self._lock.acquire(blocking=False):
                 return
 
