@@ -8,9 +8,10 @@ is not a cache of this SDK is refused and never changed.
 
 A hit only reads: it takes no write lock, so it never waits for another connection's write; a
 hit on an entry the store read before is served from memory while no process has written the
-file since (`sdk.cache._held`: the kernel tells of every write). Its count, and a miss's, is kept in memory and written with this store's next write (and when it is
-closed, asked for `stats()`, or its process ends; in a long run of reads, at most once a second,
-never waiting); an expired entry found by a read goes with the next write too. A hit whose entry
+file since (`sdk.cache._held`: the kernel tells of every write). Its count, and a miss's, is
+kept in memory and written with this store's next write (and when it is closed, asked for
+`stats()`, or its process ends; in a long run of reads, at most once a second, never waiting);
+an expired entry found by a read goes with the next write too. A hit whose entry
 the call does not serve (`refuse`: damaged, or refused by today's checks) is counted a miss
 (unless a clear dropped its hit since: the lookup came before the clear, and is counted nowhere).
 
