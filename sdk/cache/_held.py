@@ -37,9 +37,9 @@ from sdk.cache._entry import Entry
 
 __all__ = ["MAX_ENTRIES", "MAX_TEXT", "Generation", "Held", "HeldEntries"]
 
-MAX_ENTRIES = 4096
+MAX_ENTRIES = 1024
 """The most entries a store holds in memory."""
-MAX_TEXT = 16 * 1024 * 1024
+MAX_TEXT = 4 * 1024 * 1024
 """The most characters of stored text (the entries' JSON) a store holds in memory."""
 _RETRY_SPACING = 1.0
 """Seconds before watching is tried again after it could not be (a file missing for a moment)."""
