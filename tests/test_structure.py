@@ -181,9 +181,9 @@ HEAVY = (
     "sdk.providers.openai", "sdk.providers.gemini", "sdk.providers._http", "sdk.schema.gbnf",
     "sdk.schema.grounding._gbnf", "sdk.schema.grounding._lark", "sdk.grammar._compiled",
     "sdk.grammar._recognize", "sdk.grammar._earley", "sdk.grammar._lark_to_gbnf",
-    "sdk.grammar._gbnf_to_lark", "sdk.grammar.harness", "sdk.cache._sqlite",
-    "jsonschema", "jsonschema_rs", "lark", "regex", "sqlite3", "tenacity", "asyncio",
-    "anthropic", "openai", "google.genai",
+    "sdk.grammar._gbnf_to_lark", "sdk.grammar.harness", "sdk.cache._sqlite", "sdk.cache._held",
+    "sdk._changes", "jsonschema", "jsonschema_rs", "lark", "regex", "sqlite3", "tenacity", "asyncio",
+    "anthropic", "openai", "google.genai", "ctypes",
 )  # fmt: skip
 
 

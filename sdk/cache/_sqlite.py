@@ -6,10 +6,12 @@ file at once), owner-only (it holds answers, and its keys hash prompts and docum
 wait bounded by `timeout`, and any SQLite error a `CacheFileError` naming the file. A file that
 is not a cache of this SDK is refused and never changed.
 
-A hit only reads: it takes no write lock, so it never waits for another connection's write. Its
-count, and a miss's, is kept in memory and written with this store's next write (and when it is
-closed, asked for `stats()`, or its process ends; in a long run of reads, at most once a second,
-never waiting); an expired entry found by a read goes with the next write too. A hit whose entry
+A hit only reads: it takes no write lock, so it never waits for another connection's write; a
+hit on an entry the store read before is served from memory while no process has written the
+file since (`sdk.cache._held`: the kernel tells of every write). Its count, and a miss's, is
+kept in memory and written with this store's next write (and when it is closed, asked for
+`stats()`, or its process ends; in a long run of reads, at most once a second, never waiting);
+an expired entry found by a read goes with the next write too. A hit whose entry
 the call does not serve (`refuse`: damaged, or refused by today's checks) is counted a miss
 (unless a clear dropped its hit since: the lookup came before the clear, and is counted nowhere).
 
@@ -48,6 +50,9 @@ from sdk.cache._entry import checked_key
 from sdk.cache._entry import default_path
 from sdk.cache._entry import stored_form
 from sdk.cache._errors import CacheFileError
+from sdk.cache._held import Generation
+from sdk.cache._held import Held
+from sdk.cache._held import HeldEntries
 
 __all__ = ["ExistingCache", "SQLiteCache"]
 
@@ -128,6 +133,7 @@ class SQLiteCache:
         self.readonly = readonly
         self._clock = clock
         self._local = threading.local()
+        self._held = HeldEntries(self._file)  # (entries read before, while the file is unchanged)
         # A forked child opens its own connections (those it inherits are its parent's).
         _fork.after_fork(self, SQLiteCache._forget_connections)
         self._tally = _Tally()
@@ -141,6 +147,7 @@ class SQLiteCache:
             weakref.finalize(
                 self, _write_tally, self._file, self._layout, self.timeout, self._tally
             )
+        weakref.finalize(self, self._held.release)  # (its watches go with it)
 
     def __repr__(self) -> str:
         return f"SQLiteCache({str(self.path)!r}, ttl={self.ttl})"
@@ -150,20 +157,15 @@ class SQLiteCache:
     def get(self, key: str) -> Entry | None:
         checked_key(key)
         db = self._connection()
-        if _sqlite.read_only(db):  # (one type check on a file opened for writing)
-            row, expires, clears = self._settled(db, lambda db: self._lookup(db, key))
-        else:
-            row, expires, clears = self._lookup(db, key)
-        if expires is not None and type(expires) is not float and type(expires) is not int:
-            # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
-            row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
-        elif expires is not None and expires <= self._clock():
-            row = None  # (a miss, counted below with its key to delete)
+        # (a store opened read-only reads its file each time: see `sdk.cache._held`)
+        generation = None if _sqlite.read_only(db) else self._held.current()
+        held = generation.entries.get(key) if generation is not None else None
+        if held is not None and (held.expires is None or held.expires > self._clock()):
+            self._tally.hit(held.clears)
+            entry: Entry | None = held.entry
+        else:  # (held only if no write is being committed now: `HeldEntries.settled`)
+            entry = self._read(db, key, self._held.settled(generation))
         tally = self._tally
-        if row is not None:
-            tally.hit(clears)
-        else:
-            tally.missed(clears, key if expires is not None else None)
         if tally.pending >= _FLUSH_EVERY and not self.readonly and not tally.unwritable:
             now = time.monotonic()
             if now - tally.tried >= _FLUSH_SPACING:
@@ -172,7 +174,31 @@ class SQLiteCache:
                     self._write_counts()
                 except CacheFileError as error:  # counts only: the hit is served all the same
                     logger.debug("the response cache's counts were not written: %s", error)
-        return Entry.stored(row[0], key) if row is not None else None
+        return entry
+
+    def _read(
+        self, db: sqlite3.Connection, key: str, generation: Generation | None
+    ) -> Entry | None:
+        """The entry for `key` read from the file (counted a hit or a miss), held in
+        `generation` if it is one."""
+        if _sqlite.read_only(db):  # (one type check on a file opened for writing)
+            row, expires, clears = self._settled(db, lambda db: self._lookup(db, key))
+        else:
+            row, expires, clears = self._lookup(db, key)
+        if expires is not None and type(expires) is not float and type(expires) is not int:
+            # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
+            row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
+            expires = None
+        elif expires is not None and expires <= self._clock():
+            row = None  # (a miss, counted below with its key to delete)
+        if row is None:
+            self._tally.missed(clears, key if expires is not None else None)
+            return None
+        self._tally.hit(clears)
+        entry = Entry.stored(row[0], key)
+        if generation is not None:
+            self._held.keep(generation, key, Held(entry, expires, clears, len(row[0])))
+        return entry
 
     def _lookup(
         self, db: sqlite3.Connection, key: str
@@ -289,6 +315,7 @@ class SQLiteCache:
         try:
             self._write_counts_at_close()
         finally:
+            self._held.release()
             self._drop_connection()
 
     def _write_counts_at_close(self) -> None:
@@ -382,6 +409,7 @@ class SQLiteCache:
         `Process`, a `Pool`'s worker closed and joined) runs multiprocessing's own finalizers
         first, so the counts it kept are written there (`_written_at_worker_end`)."""
         self._local = threading.local()
+        self._held.forget()
         helpers = sys.modules.get("multiprocessing.util")
         if helpers is not None and not self.readonly:
             # (now, before the worker starts: multiprocessing then drops the finalizers it

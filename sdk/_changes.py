@@ -1,0 +1,259 @@
+"""Changes to files, as the kernel tells them (Linux's inotify): what lets a process keep in
+memory what it read from a shared file, and know at the cost of one system call that no process
+wrote the file since.
+
+`watch(paths)` asks the kernel to tell of every change to the files at `paths` (a write, a
+truncation, new times or permissions, a link made or removed, the file moved or deleted) and
+returns a `Watch`: its `changes` count grows with every notice for any of its files (and at once
+should the kernel's queue of notices overflow). `drain()` takes the notices queued so far: a
+reader calls it, then compares `changes` with what it saw when it read.
+
+Why that is exact: the kernel queues a write's notice inside the `write` call, before the call
+returns, so before the writer's commit can be seen by anyone (SQLite makes a commit visible after
+writing it); a reader that drains after a commit was made sees its notice. Not the converse: a
+notice taken does not mean its commit is visible yet (SQLite syncs the log between the two), so
+what a reader reads just after may be what the file held before it (`sdk.cache._held` holds no
+read made while a write is being committed). Notices come from the
+kernel of this machine, for writes made by its processes: a file on a network file system written
+from another machine is not told of (SQLite's write-ahead log does not work across machines
+either: every process sharing a cache file is on one machine).
+
+One inotify instance per process (the kernel limits them per user), made when first asked for,
+and again in a forked child (a child drains its own notices: two processes reading one queue
+would each take the other's); every watch made before the fork is then lost (`Watch.lost`), and
+its holder watches again. Where inotify is missing (not Linux) or refused (no instance or watch
+left under the user's limits, no descriptor left in the process), `watch` returns `None`: the
+holder reads the file each time, and asks again later (an instance refused is asked for again).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import select
+import struct
+import sys
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from sdk import _fork
+
+__all__ = ["Watch", "drain", "unwatch", "watch"]
+
+logger = logging.getLogger("sdk.changes")
+
+# <sys/inotify.h>
+_IN_MODIFY = 0x002  # written, truncated
+_IN_ATTRIB = 0x004  # times, permissions, links
+_IN_MOVE_SELF = 0x800
+_IN_DELETE_SELF = 0x400
+_IN_IGNORED = 0x8000  # the watch is gone (the file deleted, or the watch removed)
+_IN_Q_OVERFLOW = 0x4000  # notices were lost: every watch is told
+_MASK = _IN_MODIFY | _IN_ATTRIB | _IN_MOVE_SELF | _IN_DELETE_SELF
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then `len` bytes of name)
+_READ_SIZE = 64 * 1024
+
+
+class Watch:
+    """The files of one holder: `changes` grows with every notice for any of them."""
+
+    __slots__ = ("__weakref__", "_epoch", "_wds", "changes", "lost")
+
+    def __init__(self, epoch: int, wds: tuple[int, ...]) -> None:
+        self.changes = 0
+        """How many notices were told for these files (a holder compares it with what it saw)."""
+        self.lost = False
+        """The watch no longer tells of every change (a file deleted, the process forked): the
+        holder watches again."""
+        self._epoch = epoch
+        self._wds = wds
+
+
+class _Notices:
+    """The process's inotify instance, and who watches what (one, below)."""
+
+    def __init__(self) -> None:
+        self._lock = _fork.lock()
+        self._fd: int | None = None
+        self._failed = False  # (inotify missing: not asked again in this process)
+        self._epoch = 0
+        self._watchers: dict[int, weakref.WeakSet[Watch]] = {}
+        self._polls = threading.local()
+        self._libc: Any = None
+        self._unwatched: collections.deque[Watch] = collections.deque()
+        """Watches given up and not yet released: `unwatch` never waits for the lock (a
+        finalizer calls it as the cyclic collector frees a store, in whichever thread allocates,
+        at times one inside this lock), so whoever holds it releases them (`_let_go`)."""
+
+    def watch(self, paths: Sequence[str]) -> Watch | None:
+        self._lock.acquire()
+        try:
+            fd = self._instance()
+            if fd is None:
+                return None
+            wds: list[int] = []
+            for path in paths:
+                wd = int(self._libc.inotify_add_watch(fd, os.fsencode(path), _MASK))
+                if wd < 0:
+                    code = ctypes.get_errno()
+                    if code == errno.ENOSPC:  # (the user's limit of watches)
+                        logger.debug("no inotify watch left for %s: read each time", path)
+                    self._release(wds)
+                    return None
+                wds.append(wd)
+            made = Watch(self._epoch, tuple(wds))
+            for wd in wds:
+                self._watchers.setdefault(wd, weakref.WeakSet()).add(made)
+            return made
+        finally:
+            self._let_go()
+
+    def unwatch(self, made: Watch) -> None:
+        made.lost = True
+        made.changes += 1
+        self._unwatched.append(made)
+        if self._lock.acquire(blocking=False):  # (else its holder releases it: `_unwatched`)
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Release the watches given up, then the lock (held); again should one be given up
+        as it is released and the lock be free."""
+        while True:
+            try:
+                while self._unwatched:
+                    made = self._unwatched.popleft()
+                    if made._epoch == self._epoch:
+                        for wd in made._wds:
+                            watchers = self._watchers.get(wd)
+                            if watchers is not None:
+                                watchers.discard(made)
+                        self._release(made._wds)
+                    made._wds = ()
+            finally:  # (released whatever happens, as `with` would)
+                self._lock.release()
+            if not self._unwatched or not self._lock.acquire(blocking=False):
+                return
+
+    def drain(self) -> None:
+        fd = self._fd
+        if fd is None:
+            return
+        polled: tuple[int, select.poll] | None = getattr(self._polls, "poll", None)
+        if polled is None or polled[0] != self._epoch:  # (one per thread: a poll object
+            poller = select.poll()  # refuses two threads polling it at once)
+            poller.register(fd, select.POLLIN)
+            polled = self._polls.poll = (self._epoch, poller)
+        if not polled[1].poll(0):
+            if self._lock.locked():  # another thread took the notices and is telling them:
+                self._lock.acquire()  # wait until it has (a change it took was made before now)
+                self._let_go()
+            return
+        self._lock.acquire()
+        try:
+            self._read_all()
+        finally:
+            self._let_go()
+
+    def _read_all(self) -> None:
+        fd = self._fd
+        if fd is None:
+            return
+        while True:
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                return
+            offset = 0
+            while offset + _EVENT.size <= len(data):
+                wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
+                offset += _EVENT.size + size
+                if mask & _IN_Q_OVERFLOW:
+                    for every in self._watchers.values():
+                        for told in every:
+                            told.changes += 1
+                    continue
+                watchers = self._watchers.get(wd)
+                if watchers is None:
+                    continue
+                for told in watchers:
+                    told.changes += 1
+                    if mask & (_IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF):
+                        told.lost = True
+                if mask & _IN_IGNORED:
+                    del self._watchers[wd]
+
+    def _instance(self) -> int | None:
+        if self._fd is not None or self._failed:
+            return self._fd
+        if not sys.platform.startswith("linux"):
+            self._failed = True
+            return None
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+        except (OSError, AttributeError):  # (a C library without inotify)
+            self._failed = True
+            return None
+        if fd < 0:
+            code = ctypes.get_errno()
+            # Out of descriptors or instances for now (the process's `ulimit -n`, the user's
+            # `max_user_instances`, memory): asked again at the holders' next try of a watch.
+            self._failed = code not in (errno.EMFILE, errno.ENFILE, errno.ENOMEM)
+            why = os.strerror(code)
+            logger.debug("no inotify instance (%s): shared files read each time", why)
+            return None
+        self._libc, self._fd = libc, fd
+        return fd
+
+    def _release(self, wds: Sequence[int]) -> None:
+        """Remove the watches `wds` no one watches any more (under the lock)."""
+        for wd in wds:
+            if not self._watchers.get(wd):
+                self._watchers.pop(wd, None)
+                if self._fd is not None:
+                    self._libc.inotify_rm_watch(self._fd, wd)  # (gone already: an error, ignored)
+
+    def _restart(self) -> None:
+        """In a forked child, as it starts: the parent's instance is closed here (its queue is
+        the parent's), every watch lost; a new instance is made when one is asked for."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for watchers in self._watchers.values():
+            for told in watchers:
+                told.lost = True
+                told.changes += 1
+        self._watchers = {}
+        self._unwatched = collections.deque()
+        self._epoch += 1
+        self._polls = threading.local()
+
+
+_notices = _Notices()
+_fork.in_child(_notices._restart)
+
+
+def watch(paths: Sequence[str]) -> Watch | None:
+    """A watch over the files at `paths` (each must exist; see the module docstring), or `None`
+    where changes cannot be told."""
+    return _notices.watch(paths)
+
+
+def unwatch(made: Watch) -> None:
+    """Stop telling `made` of changes (its watches removed where no one else holds them, now or,
+    if another thread holds the module's lock, as it lets go of it): never waits, so a
+    finalizer may call it in any thread, at any point."""
+    _notices.unwatch(made)
+
+
+def drain() -> None:
+    """Take the notices queued so far, adding each to the `changes` of the watches it is for
+    (one system call when there are none)."""
+    _notices.drain()
