@@ -182,8 +182,8 @@ HEAVY = (
     "sdk.schema.grounding._gbnf", "sdk.schema.grounding._lark", "sdk.grammar._compiled",
     "sdk.grammar._recognize", "sdk.grammar._earley", "sdk.grammar._lark_to_gbnf",
     "sdk.grammar._gbnf_to_lark", "sdk.grammar.harness", "sdk.cache._sqlite", "sdk.cache._held",
-    "sdk._changes", "jsonschema", "jsonschema_rs", "lark", "regex", "sqlite3", "tenacity", "asyncio",
-    "anthropic", "openai", "google.genai", "ctypes",
+    "sdk._changes", "jsonschema", "jsonschema_rs", "lark", "regex", "sqlite3", "tenacity",
+    "asyncio", "anthropic", "openai", "google.genai", "ctypes",
 )  # fmt: skip
 
 
