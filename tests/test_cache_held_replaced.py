@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from sdk.cache import Entry, SQLiteCache
+from sdk.providers import TestProvider
+
+
+def _entry(text: str) -> Entry:
+    return Entry((TestProvider.refusal(text),))
+
+
+def _text(entry: Entry | None) -> str | None:
+    return entry.completions[0].text if entry is not None else None
+
+
+def _in_a_thread(work) -> None:
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(30)
+
+
+def test_a_file_deleted_and_made_again_under_a_store_is_never_served_stale(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    store.put("k", _entry("one"))
+    assert _text(store.get("k")) == "one"  # (this thread's connection: the first file)
+    for suffix in ("", "-wal", "-shm"):
+        os.unlink(f"{path}{suffix}")
+    found: list[str | None] = []
+
+    def other_thread() -> None:  # (a connection of its own: the new file)
+        SQLiteCache(path).put("k", _entry("v1"))
+        store.get("k")
+        store.get("k")
+        SQLiteCache(path).put("k", _entry("v2"))
+        found.append(_text(store.get("k")))
+
+    _in_a_thread(other_thread)
+    assert found == ["v2"]
