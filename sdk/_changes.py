@@ -183,7 +183,7 @@ class _Notices:
                     continue
                 for told in watchers:
                     told.changes += 1
-                    if mask & (_IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF):
+                    if mask & (_IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ATTRIB):
                         told.lost = True
                 if mask & _IN_IGNORED:
                     del self._watchers[wd]
