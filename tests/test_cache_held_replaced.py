@@ -4,7 +4,11 @@ import os
 import threading
 from pathlib import Path
 
-from sdk.cache import Entry, SQLiteCache
+import pytest
+
+from sdk.cache import Entry
+from sdk.cache import SQLiteCache
+from sdk.cache import _held
 from sdk.providers import TestProvider
 
 
@@ -42,3 +46,22 @@ def test_a_file_deleted_and_made_again_under_a_store_is_never_served_stale(
 
     _in_a_thread(other_thread)
     assert found == ["v2"]
+
+
+def test_a_store_s_own_write_to_its_deleted_file_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's connection stays on the file it opened, deleted; a new file is made at the
+    path by another connection: the store's own write (to the deleted file) is what it finds."""
+    monkeypatch.setattr(_held, "_RETRY_SPACING", 0.0)
+    path = tmp_path / "c.db"
+    store = SQLiteCache(path)
+    store.put("k", _entry("one"))
+    store.get("k")
+    for suffix in ("", "-wal", "-shm"):
+        os.unlink(f"{path}{suffix}")
+    _in_a_thread(lambda: SQLiteCache(path).put("x", _entry("new file")))
+    assert _text(store.get("k")) == "one"
+    store.get("k")
+    store.put("k", _entry("two"))
+    assert _text(store.get("k")) == "two"

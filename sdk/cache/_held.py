@@ -86,6 +86,10 @@ class HeldEntries:
         self._generation = Generation(None, -1)
         self._retry_at = 0.0
         self._index: str | None = None  # (the write-ahead log's index, named when watched)
+        self._file: tuple[int, int] | None = None
+        """The device and inode of the file first watched: a store's connections stay on the
+        file they opened, so once the path names another file (deleted and made again, or
+        replaced by a rename) nothing is held until the store is closed."""
 
     def current(self) -> Generation | None:
         """The generation held now, after taking the notices of changes queued (`None` where
@@ -131,6 +135,7 @@ class HeldEntries:
         with self._lock:
             watch, self._watch = self._watch, None
             self._generation = Generation(None, -1)
+            self._file = None
         if watch is not None:
             _changes.unwatch(watch)
 
@@ -140,6 +145,7 @@ class HeldEntries:
         self._watch = None
         self._generation = Generation(None, -1)
         self._retry_at = 0.0
+        self._file = None
 
     def _watched(self) -> _changes.Watch | None:
         """A new watch over the file and its write-ahead log (the names SQLite gives them: the
@@ -152,6 +158,14 @@ class HeldEntries:
             if previous is not None:
                 _changes.unwatch(previous)
             real = os.path.realpath(self._path)
+            try:
+                found = os.stat(real)
+            except OSError:
+                self._retry_at = now + _RETRY_SPACING
+                return None
+            if self._file not in (None, (found.st_dev, found.st_ino)):
+                return None  # (another file at the path: held no more, see `_file`)
+            self._file = (found.st_dev, found.st_ino)
             made = _changes.watch([real, f"{real}-wal"])
             self._index = f"{real}-shm"
             if made is None:
