@@ -161,6 +161,21 @@ class _Notices:
             self._let_go()
 
     def _read_all(self) -> None:
+        """Take every notice queued, telling each to its watches (under the lock). Notices
+        read but not told (an exception between: Ctrl-C) would be lost: every watch is told
+        then, as when the kernel's queue overflows."""
+        try:
+            self._take_all()
+        except BaseException:
+            self._tell_every()
+            raise
+
+    def _tell_every(self) -> None:
+        for every in self._watchers.values():
+            for told in every:
+                told.changes += 1
+
+    def _take_all(self) -> None:
         fd = self._fd
         if fd is None:
             return
@@ -174,9 +189,7 @@ class _Notices:
                 wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
                 offset += _EVENT.size + size
                 if mask & _IN_Q_OVERFLOW:
-                    for every in self._watchers.values():
-                        for told in every:
-                            told.changes += 1
+                    self._tell_every()
                     continue
                 watchers = self._watchers.get(wd)
                 if watchers is None:

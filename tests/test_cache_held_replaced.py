@@ -65,3 +65,26 @@ def test_a_store_s_own_write_to_its_deleted_file_is_seen(
     store.get("k")
     store.put("k", _entry("two"))
     assert _text(store.get("k")) == "two"
+
+
+def test_notices_taken_when_an_exception_stops_their_telling_drop_every_held_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands just after the notices were read from the kernel, before they were told:
+    the held entry must not outlive the write they told of."""
+    store = SQLiteCache(tmp_path / "c.db")
+    store.put("k", _entry("one"))
+    store.get("k")
+    assert store.get("k") is store.get("k")
+    SQLiteCache(tmp_path / "c.db").put("k", _entry("two"))
+    real = os.read
+
+    def interrupted(fd: int, size: int) -> bytes:
+        real(fd, size)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "read", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.get("k")
+    monkeypatch.setattr(os, "read", real)
+    assert _text(store.get("k")) == "two"
