@@ -44,7 +44,7 @@ from typing import Any
 
 from sdk import _fork
 
-__all__ = ["Watch", "drain", "unwatch", "watch"]
+__all__ = ["LOCK_WAIT", "Watch", "drain", "unwatch", "watch"]
 
 logger = logging.getLogger("sdk.changes")
 
@@ -58,6 +58,9 @@ _IN_Q_OVERFLOW = 0x4000  # notices were lost: every watch is told
 _MASK = _IN_MODIFY | _IN_ATTRIB | _IN_MOVE_SELF | _IN_DELETE_SELF
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then `len` bytes of name)
 _READ_SIZE = 64 * 1024
+LOCK_WAIT = 1.0
+"""The longest a lookup or a new watch waits for the notices' lock (held for microseconds,
+but for what the cyclic collector runs inside it): past it the holder reads the file."""
 
 
 class Watch:
@@ -92,7 +95,8 @@ class _Notices:
         at times one inside this lock), so whoever holds it releases them (`_let_go`)."""
 
     def watch(self, paths: Sequence[str]) -> Watch | None:
-        self._lock.acquire()
+        if not self._lock.acquire(timeout=LOCK_WAIT):
+            return None  # (the holder reads the file meanwhile, and watches again later)
         try:
             fd = self._instance()
             if fd is None:
@@ -140,10 +144,10 @@ class _Notices:
             if not self._unwatched or not self._lock.acquire(blocking=False):
                 return
 
-    def drain(self) -> None:
+    def drain(self) -> bool:
         fd = self._fd
-        if fd is None:
-            return
+        if fd is None:  # (no instance: no watch to tell; a fork's are lost, and told so)
+            return True
         polled: tuple[int, select.poll] | None = getattr(self._polls, "poll", None)
         if polled is None or polled[0] != self._epoch:  # (one per thread: a poll object
             poller = select.poll()  # refuses two threads polling it at once)
@@ -151,14 +155,18 @@ class _Notices:
             polled = self._polls.poll = (self._epoch, poller)
         if not polled[1].poll(0):
             if self._lock.locked():  # another thread took the notices and is telling them:
-                self._lock.acquire()  # wait until it has (a change it took was made before now)
+                # wait until it has (a change it took was made before now)
+                if not self._lock.acquire(timeout=LOCK_WAIT):
+                    return False
                 self._let_go()
-            return
-        self._lock.acquire()
+            return True
+        if not self._lock.acquire(timeout=LOCK_WAIT):
+            return False
         try:
             self._read_all()
         finally:
             self._let_go()
+        return True
 
     def _read_all(self) -> None:
         """Take every notice queued, telling each to its watches (under the lock). Notices
@@ -266,7 +274,9 @@ def unwatch(made: Watch) -> None:
     _notices.unwatch(made)
 
 
-def drain() -> None:
+def drain() -> bool:
     """Take the notices queued so far, adding each to the `changes` of the watches it is for
-    (one system call when there are none)."""
-    _notices.drain()
+    (one system call when there are none); `False` when that could not be done within
+    `LOCK_WAIT` (another thread held the notices' lock: a finalizer run inside it by the
+    cyclic collector may write a cache's counts), and nothing is known of the changes."""
+    return _notices.drain()

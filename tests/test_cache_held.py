@@ -503,3 +503,40 @@ def test_entries_are_held_again_after_the_file_s_log_is_deleted_and_made_again(
     assert _held_now(store, "k")
     SQLiteCache(path).put("k", _entry("two"))
     assert _text(store.get("k")) == "two"
+
+
+def test_a_lookup_waits_for_the_notices_lock_at_most_its_bound_then_reads_the_file(
+    tmp_path: Path,
+) -> None:
+    """The notices' lock held long by another thread (what the cyclic collector may run inside
+    it: a store's finalizer writing its counts, waiting for another process's write): a lookup
+    waits at most `LOCK_WAIT`, then reads the file and holds nothing from it."""
+    from sdk import _changes
+
+    store = SQLiteCache(tmp_path / "c.db")
+    store.put("k", _entry("one"))
+    assert _held_now(store, "k")
+    SQLiteCache(tmp_path / "c.db").put("k", _entry("two"))  # (its notice queued, not taken)
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with _changes._notices._lock:
+            taken.set()
+            release.wait(WAIT)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(WAIT)
+        started = time.monotonic()
+        found = store.get("k")
+        waited = time.monotonic() - started
+        again = store.get("k")
+    finally:
+        release.set()
+        holder.join(WAIT)
+    assert _text(found) == "two" and _text(again) == "two"
+    assert again is not found  # (read from the file each time: nothing held meanwhile)
+    assert _changes.LOCK_WAIT <= waited < _changes.LOCK_WAIT + 2.0
+    store.get("k")  # (takes the notices queued meanwhile: the other store's write)
+    assert _held_now(store, "k")  # (held again once the lock is free)

@@ -100,7 +100,8 @@ class HeldEntries:
             watch = self._watched()
             if watch is None:
                 return None
-        _changes.drain()
+        if not _changes.drain():
+            return None  # (changes not known now: read, and nothing held from it)
         generation = self._generation
         if generation.watch is not watch or generation.changes != watch.changes:
             generation = self._generation = Generation(watch, watch.changes)
