@@ -56,8 +56,6 @@ import pyarrow as pa
 from sdk._rows import decided_row
 from sdk._rows import schema_for
 from sdk._values.declared import AtLeast
-from sdk._values.declared import Between
-from sdk._values.declared import Positive
 from sdk._values.declared import check
 from sdk._values.declared import check_given
 from sdk._values.declared import whole_numbers_only
@@ -73,6 +71,7 @@ from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
 from sdk.engine.options import whole_number_options
+from sdk.engine.retry import SECONDS
 from sdk.prompt import Prompt
 
 __all__ = [
@@ -96,9 +95,6 @@ ClientFactory = Callable[[], AsyncStructuredClient | Sequence[AsyncStructuredCli
 _CONTRACT = type[Contract] | str
 _MADE = AsyncStructuredClient | Sequence[AsyncStructuredClient]
 _IN_FLIGHT = Annotated[int, AtLeast(1)]
-_LONGEST_BATCH = 7 * 24 * 3600.0
-_SECONDS = Annotated[float, Positive(), Between(0, _LONGEST_BATCH)]
-"""A batch's time limit: more than 0, at most a week (a wait has a bound a clock can hold)."""
 
 _JOB_COLUMNS = (("_seq", pa.int64()), ("_update", pa.string()), ("_line", pa.string()))
 
@@ -151,7 +147,7 @@ class StructuredMap:
         client: ClientFactory,
         *,
         in_flight: _IN_FLIGHT = 16,
-        timeout: _SECONDS = 3600.0,
+        timeout: SECONDS = 3600.0,
         job: JobRows | None = None,
         **rows: Unpack[RowColumns],
     ) -> None:
@@ -161,7 +157,7 @@ class StructuredMap:
         check("contract", contract, _CONTRACT, where, expects="a Contract class or 'module:Name'")
         check("client", client, ClientFactory, where, expects="a function that makes the client")
         check("in_flight", in_flight, _IN_FLIGHT, where)
-        check("timeout", timeout, _SECONDS, where, expects="a number of seconds")
+        check("timeout", timeout, SECONDS, where, expects="a number of seconds")
         check("job", job, JobRows | None, where)
         self.contract = contract_of(contract)
         made = client()

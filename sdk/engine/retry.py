@@ -16,6 +16,7 @@ from typing import Annotated
 
 from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
+from sdk._values.declared import Positive
 from sdk._values.declared import check_fields
 from sdk.errors import ProviderError
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BACKOFF",
     "LONGEST_WAIT",
+    "SECONDS",
     "WAIT",
     "Backoff",
     "MaxTokensRamp",
@@ -41,6 +43,9 @@ socket's or a lock's timeout, or a sleep, past about 9.2e9 s overflows the platf
 (`OverflowError`), so a deadline or a backoff is bounded where it is set."""
 WAIT = Annotated[float, AtLeast(0), Between(0, LONGEST_WAIT)]
 """A wait in seconds: from 0 to `LONGEST_WAIT`."""
+SECONDS = Annotated[float, Positive(), Between(0, LONGEST_WAIT)]
+"""A time limit in seconds: more than 0, at most `LONGEST_WAIT` (a socket's timeout, a
+batch's)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Annotated
 from typing import Any
 from typing import Generic
 from typing import TypedDict
@@ -35,11 +34,9 @@ from weakref import WeakKeyDictionary
 
 import httpx
 
-from sdk._values.declared import Between
-from sdk._values.declared import Positive
 from sdk._values.declared import check
 from sdk._values.declared import check_given
-from sdk.engine.retry import LONGEST_WAIT
+from sdk.engine.retry import SECONDS
 from sdk.providers._base import Codec
 from sdk.providers._base import CompletionRequest
 from sdk.providers._control_tokens import ControlTokenPolicy
@@ -136,7 +133,6 @@ class ContentPolicy:
         check_request(request, self.tokens, policy=self.policy, server=server)
 
 
-_SECONDS: Any = Annotated[float, Positive(), Between(0, LONGEST_WAIT)]
 _EXPECTS = {
     "timeout": "a number of seconds or an httpx.Timeout",
     "http_client": "an httpx.Client or httpx.AsyncClient (or None)",
@@ -151,9 +147,9 @@ def _check_timeout(timeout: object, where: str) -> None:
         for part in ("connect", "read", "write", "pool"):
             value = getattr(timeout, part)
             if value is not None:
-                check(f"timeout.{part}", value, _SECONDS, where)
+                check(f"timeout.{part}", value, SECONDS, where)
     else:
-        check("timeout", timeout, _SECONDS, where, _EXPECTS["timeout"])
+        check("timeout", timeout, SECONDS, where, _EXPECTS["timeout"])
 
 
 def _text(value: str | bytes) -> str:
