@@ -59,6 +59,7 @@ from sdk._values.declared import AtLeast
 from sdk._values.declared import check
 from sdk._values.declared import check_given
 from sdk._values.declared import whole_numbers_only
+from sdk._values.seconds import SECONDS
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
 from sdk.batch._items import parse_item
@@ -71,7 +72,6 @@ from sdk.batch._state import ItemRow
 from sdk.client import AsyncStructuredClient
 from sdk.contract import Contract
 from sdk.engine.options import whole_number_options
-from sdk.engine.retry import SECONDS
 from sdk.prompt import Prompt
 
 __all__ = [

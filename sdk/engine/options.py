@@ -55,6 +55,7 @@ from sdk._values.declared import check
 from sdk._values.declared import did_you_mean
 from sdk._values.declared import union_members
 from sdk._values.declared import whole_numbers_only
+from sdk._values.seconds import LONGEST_WAIT
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
 from sdk.calibration import Calibration
@@ -65,7 +66,6 @@ from sdk.engine.kinds._kind import Parsing
 from sdk.engine.kinds._kind import Reasoning
 from sdk.engine.kinds._kind import Shared
 from sdk.engine.retry import DEFAULT_BACKOFF
-from sdk.engine.retry import LONGEST_WAIT
 from sdk.engine.retry import Backoff
 from sdk.engine.retry import MaxTokensRamp
 from sdk.engine.retry import RetrySettings

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 from typing import Annotated
 
 from sdk._values.declared import AtLeast
-from sdk._values.declared import Between
-from sdk._values.declared import Positive
 from sdk._values.declared import check_fields
+from sdk._values.seconds import WAIT
 from sdk.errors import ProviderError
 
 if TYPE_CHECKING:
@@ -25,9 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BACKOFF",
-    "LONGEST_WAIT",
-    "SECONDS",
-    "WAIT",
     "Backoff",
     "MaxTokensRamp",
     "RetrySettings",
@@ -35,17 +31,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("sdk.client")
-
-
-LONGEST_WAIT = 7 * 24 * 3600.0
-"""The longest wait a setting may ask for, in seconds (a week, as a batch's time limit): a
-socket's or a lock's timeout, or a sleep, past about 9.2e9 s overflows the platform's clock
-(`OverflowError`), so a deadline or a backoff is bounded where it is set."""
-WAIT = Annotated[float, AtLeast(0), Between(0, LONGEST_WAIT)]
-"""A wait in seconds: from 0 to `LONGEST_WAIT`."""
-SECONDS = Annotated[float, Positive(), Between(0, LONGEST_WAIT)]
-"""A time limit in seconds: more than 0, at most `LONGEST_WAIT` (a socket's timeout, a
-batch's)."""
 
 
 @dataclass(frozen=True, slots=True)

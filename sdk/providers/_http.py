@@ -36,7 +36,7 @@ import httpx
 
 from sdk._values.declared import check
 from sdk._values.declared import check_given
-from sdk.engine.retry import SECONDS
+from sdk._values.seconds import SECONDS
 from sdk.providers._base import Codec
 from sdk.providers._base import CompletionRequest
 from sdk.providers._control_tokens import ControlTokenPolicy
