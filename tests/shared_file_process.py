@@ -28,9 +28,35 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 WAIT = 120.0
+
+
+@contextmanager
+def held_by_another_thread(enter: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
+    """The body runs while another thread is inside `enter()` (a lock, the fork gate); that
+    thread leaves when the body ends, and is joined within `WAIT`."""
+    holding, release = threading.Event(), threading.Event()
+
+    def holds() -> None:
+        with enter():
+            holding.set()
+            release.wait(WAIT)
+
+    thread = threading.Thread(target=holds)
+    thread.start()
+    try:
+        assert holding.wait(WAIT)
+        yield
+    finally:
+        release.set()
+        thread.join(WAIT)
+        assert not thread.is_alive()
 
 
 def wait_for(check: Callable[[], bool], what: str) -> None:

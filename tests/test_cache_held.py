@@ -30,6 +30,7 @@ from sdk.cache import _held
 from sdk.cache._entry import stored_form
 from sdk.providers import TestProvider
 from tests.shared_file_process import WAIT
+from tests.shared_file_process import held_by_another_thread
 from tests.shared_file_process import wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -517,24 +518,11 @@ def test_a_lookup_waits_for_the_notices_lock_at_most_its_bound_then_reads_the_fi
     store.put("k", _entry("one"))
     assert _held_now(store, "k")
     SQLiteCache(tmp_path / "c.db").put("k", _entry("two"))  # (its notice queued, not taken)
-    taken, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with _changes._notices._lock:
-            taken.set()
-            release.wait(WAIT)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert taken.wait(WAIT)
+    with held_by_another_thread(lambda: _changes._notices._lock):
         started = time.monotonic()
         found = store.get("k")
         waited = time.monotonic() - started
         again = store.get("k")
-    finally:
-        release.set()
-        holder.join(WAIT)
     assert _text(found) == "two" and _text(again) == "two"
     assert again is not found  # (read from the file each time: nothing held meanwhile)
     assert _changes.LOCK_WAIT <= waited < _changes.LOCK_WAIT + 2.0

@@ -25,9 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
 from contextlib import closing
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +59,7 @@ from sdk.sql import DEFAULT_TIMEOUT as QUERY_TIMEOUT
 from sdk.sql import run_query
 from sdk.wire import _memory
 from tests.redis_support import redis_server
+from tests.shared_file_process import held_by_another_thread
 
 SDK = Path(__file__).resolve().parent.parent / "sdk"
 ANSWER = json.dumps({"reasoning": "Within policy.", "answer": "approve", "confidence": "high"})
@@ -188,32 +187,10 @@ def test_a_child_forked_while_its_parent_holds_a_lock_uses_what_it_guards(
     held: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     lock, work = _sites(held, tmp_path, request)
-    with _held_by_another_thread(lambda: lock):
+    with held_by_another_thread(lambda: lock):
         hung, exitcode = _run_forked(work)
     assert not hung, f"the forked child waited for the {held} lock its parent held"
     assert exitcode == 0
-
-
-@contextmanager
-def _held_by_another_thread(enter: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
-    """The body runs while another thread is inside `enter()` (a lock, the fork gate); that
-    thread leaves when the body ends, and is joined within `WAIT`."""
-    holding, release = threading.Event(), threading.Event()
-
-    def holds() -> None:
-        with enter():
-            holding.set()
-            release.wait(WAIT)
-
-    thread = threading.Thread(target=holds)
-    thread.start()
-    try:
-        assert holding.wait(WAIT)
-        yield
-    finally:
-        release.set()
-        thread.join(WAIT)
-        assert not thread.is_alive()
 
 
 def _run_forked(target: Callable[[], None]) -> tuple[bool, int | None]:
@@ -481,7 +458,7 @@ def test_a_fork_goes_on_past_the_bound_with_a_warning(
     # the SDK itself sets inside SQLite (a write's busy timeout, a query's time bound).
     assert max(_sqlite.DEFAULT_TIMEOUT, QUERY_TIMEOUT) < _fork.GATE_BOUND
     monkeypatch.setattr(_fork, "GATE_BOUND", 0.5)
-    with _held_by_another_thread(_fork.gate):
+    with held_by_another_thread(_fork.gate):
         began = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="sdk.fork"):
             child, worked = _a_child_reports(lambda: _generated_twice_in(tmp_path / "c.sqlite"))
