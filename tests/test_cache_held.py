@@ -493,8 +493,9 @@ def test_notices_lost_to_a_full_queue_drop_every_held_entry(tmp_path: Path) -> N
 def test_entries_are_held_again_after_the_file_s_log_is_deleted_and_made_again(
     tmp_path: Path,
 ) -> None:
-    """The write-ahead log deleted (its watch gone with it: the last connection closed, the log
-    folded into the file): the store watches the new one, and still sees every write."""
+    """A store closed (its watch given up) whose log SQLite then deleted (the last connection
+    gone, the log folded into the file): used again, it watches the new log and sees every
+    write to it."""
     path = tmp_path / "c.db"
     store = SQLiteCache(path)
     store.put("k", _entry("one"))
@@ -528,3 +529,33 @@ def test_a_lookup_waits_for_the_notices_lock_at_most_its_bound_then_reads_the_fi
     assert _changes.LOCK_WAIT <= waited < _changes.LOCK_WAIT + 2.0
     store.get("k")  # (takes the notices queued meanwhile: the other store's write)
     assert _held_now(store, "k")  # (held again once the lock is free)
+
+
+def test_a_log_deleted_when_the_store_s_last_thread_ended_is_watched_again_once_made_again(
+    tmp_path: Path,
+) -> None:
+    """A store made and used in one thread only: as the thread ends its connection closes, and
+    SQLite, the last connection gone, folds the write-ahead log into the file and deletes it,
+    while the store keeps its watch (no `close()`). Used again from another thread, the store
+    reads the file through a new connection (a new log) and must watch that log: a write to it
+    is seen, not the entry held from before."""
+    path = tmp_path / "c.db"
+    made: list[SQLiteCache] = []
+
+    def in_one_thread() -> None:
+        store = SQLiteCache(path)
+        store.put("k", _entry("one"))
+        assert _held_now(store, "k")
+        made.append(store)
+
+    thread = threading.Thread(target=in_one_thread)
+    thread.start()
+    thread.join(WAIT)
+    [store] = made
+    # (the thread's connection is freed with a reference cycle of the sqlite3 module's: the
+    # collector closes it)
+    wait_for(lambda: gc.collect() >= 0 and not Path(f"{path}-wal").exists(), "the log to go")
+    store.get("k")  # (takes the notice of the deleted log)
+    assert _held_now(store, "k")  # (watched again: the new log)
+    SQLiteCache(path).put("k", _entry("two"))
+    assert _text(store.get("k")) == "two"
