@@ -22,6 +22,7 @@ import json
 import math
 import os
 import zlib
+from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import fields
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Annotated
 from typing import Any
 from typing import Protocol
+from typing import cast
 
 from sdk import _fork
 from sdk._tools import ToolCall
@@ -270,13 +272,23 @@ _COUNT = Annotated[int, AtLeast(1)]
 
 
 def check_settings(
-    store: str, *, ttl: object = None, timeout: object = None, max_entries: object = None
+    store: str,
+    *,
+    ttl: object = None,
+    timeout: object = None,
+    max_entries: object = None,
+    clock: object = None,
 ) -> None:
     """Refuse a store's setting where the store is made, naming it: `ttl` a number of seconds up
     to `_LONGEST_TTL` or `None` (no expiry), `timeout` a number of seconds up to a day (every
-    wait has a bound), `max_entries` a whole number of at least 1 (each `None` here: not the
-    store's)."""
+    wait has a bound), `max_entries` a whole number of at least 1, `clock` a function giving a
+    finite number of seconds (asked once here: a clock giving text or NaN failed, or never
+    expired an entry, at the first call that stored) (each `None` here: not the store's)."""
     where = f"{store}()"
+    if clock is not None:
+        check("clock", clock, Callable[[], float], where, expects="a function returning seconds")
+        now = cast(Callable[[], object], clock)()
+        check("clock()", now, float, where, expects="a number of seconds (as time.time())")
     if ttl is not None:
         check("ttl", ttl, _TTL, where, expects="a number of seconds or None (no expiry)")
     if timeout is not None:

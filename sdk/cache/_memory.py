@@ -28,7 +28,7 @@ class MemoryCache:
         max_entries: int = 10_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        check_settings("MemoryCache", ttl=ttl, max_entries=max_entries)
+        check_settings("MemoryCache", ttl=ttl, max_entries=max_entries, clock=clock)
         self.ttl = ttl
         self.max_entries = max_entries
         self._clock = clock

@@ -123,7 +123,7 @@ class SQLiteCache:
         readonly: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        check_settings("SQLiteCache", ttl=ttl, timeout=timeout)
+        check_settings("SQLiteCache", ttl=ttl, timeout=timeout, clock=clock)
         self.path = Path(path) if path is not None else default_path()  # (as given: messages)
         # Opened at the path made absolute once: every thread opens its own connection, later,
         # and a relative path read after the process changed folder (`chdir`) named another file.
