@@ -25,6 +25,7 @@ limits reached, a store opened read-only), nothing is held: every lookup reads t
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 import time
@@ -137,6 +138,7 @@ class HeldEntries:
             watch, self._watch = self._watch, None
             self._generation = Generation(None, -1)
             self._file = None
+            self._retry_at = 0.0
         if watch is not None:
             _changes.unwatch(watch)
 
@@ -165,7 +167,10 @@ class HeldEntries:
                 self._retry_at = now + _RETRY_SPACING
                 return None
             if self._file not in (None, (found.st_dev, found.st_ino)):
-                return None  # (another file at the path: held no more, see `_file`)
+                # (another file at the path: held no more, see `_file`; not asked again at
+                # each lookup, until `release`)
+                self._retry_at = math.inf
+                return None
             self._file = (found.st_dev, found.st_ino)
             made = _changes.watch([real, f"{real}-wal"])
             self._index = f"{real}-shm"
