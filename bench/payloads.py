@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from decimal import Decimal
 
-__all__ = ["Payload", "decision", "invoice", "long_string"]
+__all__ = ["Payload", "decision", "invoice", "long_string", "with_long_source"]
 
 _WORDS = [
     "consulting", "hours", "on-site", "support", "licence", "renewal", "travel", "expenses",
@@ -106,3 +106,19 @@ def invoice(target: int, *, name: str = "InvoiceExtraction") -> Payload:
                 f"{lines}\n\n{evidence}\nPayable within 30 days.\n"
             )
             return Payload(name, text, source)
+
+
+def with_long_source(payload: Payload, target: int) -> Payload:
+    """`payload` with its source document grown to about `target` characters: numbered terms
+    and conditions before the document (its quotes are still found in it, once)."""
+    assert payload.source is not None
+    clauses = []
+    size = len(payload.source)
+    while size < target:
+        clause = (
+            f"Clause {len(clauses) + 1}: deliveries are accepted on working days only, and "
+            "every claim is made in writing within fourteen days."
+        )
+        clauses.append(clause)
+        size += len(clause) + 1
+    return Payload(payload.name, payload.text, "\n".join([*clauses, payload.source]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -1142,6 +1143,77 @@ def test_a_source_the_prompt_s_turn_holds_is_hashed_once_and_still_decides_the_k
     assert source_place(_asked("EUR 4,180", turn.content)) is not None
     assert source_place(_asked("PO-2291: EUR 4,810", turn.content)) is None
     assert cache_key({}, request, None) == cache_key({}, _asked(*_copied(request)), None)
+
+
+def _document(number: int) -> str:
+    return "".join(
+        f"Line {line} of document {number}: EUR {number},{line:03d}.\n" for line in range(40)
+    )
+
+
+def test_a_source_held_in_a_text_part_is_keyed_by_its_content() -> None:
+    """A prompt given as parts holds the source in a part of its own: the same document in a
+    new string hits, another document (one character apart) misses, and so do other texts
+    before it."""
+
+    def key(prompt: list[str], source: str) -> str:
+        [turn] = conversation(Decision, prompt, None, source)
+        request = CompletionRequest(JsonDocument(Decision), (turn,), 256, source=source)
+        assert source_place(request) is not None
+        return cache_key({}, request, None)
+
+    source = _document(1)
+    same = key(["Approve?"], "".join(list(source)))
+    assert key(["Approve?"], source) == same
+    assert key(["Approve?"], source.replace("EUR 1,039", "EUR 1,093")) != same
+    assert key(["Approve? Say why."], source) != same
+    assert key(["Approve?", "Be brief."], source) != same
+
+
+def test_a_source_s_digest_is_never_another_document_s() -> None:
+    """A document's digest is remembered by its object, held while remembered: documents made
+    and dropped one after another (whose ids Python gives again) each get their own key, the
+    key of the same text in any string."""
+    keys = []
+    for number in range(64):
+        source = _document(number)
+        keys.append(
+            cache_key({}, _asked(source, f"Approve?\n\n<document>\n{source}\n</document>"), None)
+        )
+        del source
+    assert len(set(keys)) == len(keys)
+    for number in (0, 31, 63):
+        source = _document(number)
+        assert (
+            cache_key({}, _asked(source, f"Approve?\n\n<document>\n{source}\n</document>"), None)
+            == keys[number]
+        )
+
+
+def test_a_long_source_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second key of a request over the same 1 MB document hashes the prompt around it,
+    not the document (a hit on a 1 MB document cost 5.2 times judging its reply, most of it
+    hashing the document again)."""
+    from sdk.cache import _key
+
+    hashed: list[int] = []
+
+    class Counting:
+        @staticmethod
+        def sha256(data: bytes = b"") -> Any:
+            hashed.append(len(data))
+            return hashlib.sha256(data)
+
+    source = "Clause: deliveries on working days only.\n" * 25_000
+    request = _asked(source, f"Approve?\n\n<document>\n{source}\n</document>")
+    monkeypatch.setattr(_key, "hashlib", Counting)
+    first = cache_key({}, request, None)
+    assert sum(hashed) > len(source)  # (the first time: the document itself)
+    hashed.clear()
+    assert cache_key({}, request, None) == first
+    assert sum(hashed) < 10_000
+    monkeypatch.undo()
+    assert cache_key({}, _asked(*_copied(request)), None) == first  # (a new string: hashed)
 
 
 def _copied(request: CompletionRequest) -> tuple[str | None, str]:
