@@ -1216,6 +1216,53 @@ def test_a_long_source_asked_of_again_is_not_hashed_again(monkeypatch: pytest.Mo
     assert cache_key({}, _asked(*_copied(request)), None) == first  # (a new string: hashed)
 
 
+def test_a_pdf_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second key of a request with the same 5 MB PDF hashes what is around it, not the
+    PDF (a hit with it cost 25 times judging its reply); other bytes are another key, the same
+    bytes in a new object the same key."""
+    from sdk.cache import _key
+
+    hashed: list[int] = []
+
+    class Counting:
+        @staticmethod
+        def sha256(data: bytes = b"") -> Any:
+            hashed.append(len(data))
+            return hashlib.sha256(data)
+
+    data = b"%PDF-1.7\n" + bytes(range(256)) * 20_000
+
+    def request(pdf: PDF) -> CompletionRequest:
+        [turn] = conversation(Decision, ["Approve?", pdf], None, None)
+        return CompletionRequest(JsonDocument(Decision), (turn,), 256)
+
+    pdf = PDF(data=data)
+    monkeypatch.setattr(_key, "hashlib", Counting)
+    first = cache_key({}, request(pdf), None)
+    assert sum(hashed) > len(data)
+    hashed.clear()
+    assert cache_key({}, request(pdf), None) == first
+    assert sum(hashed) < 10_000
+    monkeypatch.undo()
+    assert cache_key({}, request(PDF(data=bytes(bytearray(data)))), None) == first
+    assert cache_key({}, request(PDF(data=data[:-1] + b"!")), None) != first
+    assert cache_key({}, request(PDF(data=data, name="other.pdf")), None) != first
+
+
+def test_the_documents_remembered_for_the_key_are_bounded() -> None:
+    """The documents whose digests are remembered are held while remembered: at most 64 Mi
+    characters and bytes of them, however large the documents asked of."""
+    from sdk.cache import _key
+
+    for number in range(5):
+        source = f"{number}" * (20 * 2**20)
+        cache_key({}, _asked(source, f"Approve?\n\n<document>\n{source}\n</document>"), None)
+        held = _key._DOCUMENTS._held.values()
+        assert sum(len(value) for value, _, _ in held) <= 64 * 2**20  # type: ignore[arg-type]
+    del source
+    assert len(_key._DOCUMENTS._held) <= 3
+
+
 def _copied(request: CompletionRequest) -> tuple[str | None, str]:
     """The request's source and turn as new strings (the key reads values, not objects)."""
     turn = request.messages[0].content

@@ -334,8 +334,13 @@ def _made(annotation: Any) -> _Checker:
     if origin is Literal:
         return lambda value: any(type(value) is type(arg) and value == arg for arg in args)
     if origin in (Union, types.UnionType):
-        members = tuple(_checker(arg) for arg in args)
-        return lambda value: any(member(value) for member in members)
+        # Members that are plain classes are one `isinstance` test (a call's prompt given as
+        # parts checks each part against four), the others each their own check.
+        classes = tuple(arg for arg in args if _plain_class(arg))
+        members = tuple(_checker(arg) for arg in args if not _plain_class(arg))
+        if not members:
+            return lambda value: isinstance(value, classes)
+        return lambda value: isinstance(value, classes) or any(m(value) for m in members)
     if origin is not None:
         return _generic(origin, args)
     return _class(annotation)
@@ -363,6 +368,16 @@ def _generic(origin: Any, args: tuple[Any, ...]) -> _Checker:
             and all(each(member) for member in value)
         )
     return lambda value: isinstance(value, origin)  # os.PathLike[str], ...
+
+
+def _plain_class(annotation: Any) -> bool:
+    """Whether `annotation` is a class whose check is `isinstance` alone (`_class`)."""
+    return (
+        isinstance(annotation, type)
+        and annotation not in (float, int)
+        and not getattr(annotation, "_is_protocol", False)
+        and get_origin(annotation) is None
+    )
 
 
 def _class(annotation: Any) -> _Checker:

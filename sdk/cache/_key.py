@@ -19,8 +19,8 @@ different requests run together into the same bytes):
 4. the schema as the provider's dialect writes it (what reaches the wire).
 
 What does not change from call to call (a dialect's schema, a grammar's fingerprint) is hashed
-once per object and remembered, and the digests of the last few source documents by their text,
-so a hit costs little more than hashing the prompt.
+once per object and remembered, and so are the digests of the last few documents calls carried
+(source texts, image and PDF bytes), so a hit costs little more than hashing the prompt.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
+from typing import TypeVar
 from typing import assert_never
 
 from sdk import _fork
@@ -58,6 +59,7 @@ _NONE = b"\x00"
 _HEAD = b"sdk-cache-key/%d" % FORMAT
 _FLAGS = {None: _NONE, False: b"F", True: b"T"}
 _BIG_ENDIAN = sys.byteorder == "big"
+T = TypeVar("T")
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
@@ -140,16 +142,34 @@ def _holding(text: str, start: int, source: str | None, feed: Feed) -> None:
 
 
 def _source_digest(source: str) -> bytes:
-    """The sha256 of a source document, remembered for the last few `str` objects (`_SOURCES`):
-    the same document asked of again (another contract, a cache hit) is not hashed again: a hit
-    on a 1 MB document cost 5.9 times judging its reply, most of it hashing the document (bench
-    row 18). By the object, not by its text: a text equal to one remembered would be hashed
-    (Python's own string hash) to be found, which costs a third of hashing it anew."""
-    return _SOURCES.digest(source, _text_digest)
+    """The sha256 of a source document, remembered by its object (`_document_digest`): the same
+    document asked of again (another contract, a cache hit) is not hashed again: a hit on a 1 MB
+    document cost 5.9 times judging its reply, most of it hashing the document (bench row 18)."""
+    return _document_digest(source, _text_digest)
 
 
 def _text_digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def _data_digest(data: bytes) -> bytes:
+    """The sha256 of an image's or a PDF's bytes, remembered as a source document's is (a hit
+    with a 5 MB PDF cost 25 times judging its reply)."""
+    return _document_digest(data, _sha256)
+
+
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _document_digest(document: T, compute: Callable[[T], bytes]) -> bytes:
+    """`compute(document)`, remembered for the last few `str` and `bytes` objects
+    (`_DOCUMENTS`). By the object, not by its content: content equal to a document remembered
+    would be hashed (Python's own hash) to be found, which costs a third of hashing it anew. An
+    instance of a subclass, whose length and hash are its own to say, is hashed each time."""
+    if type(document) is str or type(document) is bytes:
+        return _DOCUMENTS.digest(document, compute)
+    return compute(document)
 
 
 def _plain(value: Any, feed: Feed) -> None:
@@ -248,10 +268,11 @@ def _part(part: Any, feed: Feed) -> None:
     if isinstance(part, Text):
         _text(part.text, feed)
         return
-    data = getattr(part, "data", None)
-    label = getattr(part, "media_type", None) if type(part).__name__ == "Image" else part.name
-    _plain([type(part).__name__, label, part.url], feed)
-    feed(_NONE if data is None else hashlib.sha256(data).digest())
+    kind = type(part).__name__
+    feed(kind.encode())
+    _text(part.media_type if kind == "Image" else part.name, feed)
+    _text(part.url, feed)
+    feed(_NONE if part.data is None else _data_digest(part.data))
 
 
 def _tools(tools: tuple[Tool, ...], feed: Feed) -> None:
@@ -315,29 +336,38 @@ def _scope_digest(scope: Mapping[str, Any]) -> bytes:
 
 
 class _Remembered:
-    """`compute(value)`, once per object, for at most `most` objects (the oldest go first):
-    for values that never change (a dialect's schema of a contract, a grammar, a source
-    document's text). Each object is held with its digest, so its id is never another object's
-    while remembered."""
+    """`compute(value)`, once per object, for at most `most` objects whose sizes (`len`, when
+    `sized`) add up to at most `most_size` (the oldest go first): for values that never change
+    (a dialect's schema of a contract, a grammar, a source document's text, an image's bytes).
+    Each object is held with its digest, so its id is never another object's while
+    remembered."""
 
-    def __init__(self, most: int) -> None:
+    def __init__(self, most: int, most_size: int | None = None) -> None:
         self._most = most
-        self._held: dict[int, tuple[object, bytes]] = {}
+        self._most_size = most_size
+        self._held: dict[int, tuple[object, bytes, int]] = {}
+        self._size = 0
         self._lock = _fork.lock()
 
-    def digest(self, value: object, compute: Callable[[Any], bytes]) -> bytes:
+    def digest(self, value: Any, compute: Callable[[Any], bytes]) -> bytes:
         found = self._held.get(id(value))
         if found is not None and found[0] is value:
             return found[1]
         digest = compute(value)
+        size = len(value) if self._most_size is not None else 0
         with self._lock:
-            self._held[id(value)] = (value, digest)
-            while len(self._held) > self._most:
-                del self._held[next(iter(self._held))]
+            before = self._held.pop(id(value), None)  # (the same object, made by two threads)
+            self._size += size - (before[2] if before is not None else 0)
+            self._held[id(value)] = (value, digest, size)
+            while len(self._held) > self._most or (
+                self._most_size is not None and self._size > self._most_size
+            ):
+                self._size -= self._held.pop(next(iter(self._held)))[2]
         return digest
 
 
 _SHARED = _Remembered(512)
 """The shared, read-only values the SDK caches itself (a dialect's schema, a grammar)."""
-_SOURCES = _Remembered(8)
-"""The last few source documents (a few: each is held while remembered)."""
+_DOCUMENTS = _Remembered(16, most_size=64 * 2**20)
+"""The last few documents calls carried (source texts, image and PDF bytes), 64 Mi characters
+and bytes at most: each is held while remembered, so few."""
