@@ -14,9 +14,10 @@ parse, store). Beside them too, what the hit's key (`sdk.cache.cache_key` of the
 and the SQLite lookups (`SQLiteCache.get` of its key, held and read from the file) each cost alone
 and what each adds to a bare parse that follows it: a read of the file adds to the parse several
 times what it costs alone (its code displaces the parser's from the processor's caches). Last,
-the same hits where the call carries a large document (a source of 100 KB and 1 MB, a 5 MB PDF
-beside the prompt): the key covers the document, so what a hit costs beyond the parse would grow
-with it (a document's digest is remembered for the last few documents: `sdk.cache._key`).
+the same hits where the call carries a large document (a source of 100 KB and 1 MB, one of 1 MB
+in German and Chinese, a 5 MB PDF beside the prompt): the key covers the document and the call
+checks its text, so what a hit costs beyond the parse would grow with it (a document's digest is
+remembered for the last few documents: `sdk.cache._key`).
 
 Row 19 (`cache-busy`): a hit's wall time (median of many) while another process holds the cache
 file's write lock (an uncommitted write) for a short and a long time, over the same hits on an
@@ -163,7 +164,8 @@ def hit_lines(repeat: int, rounds: int) -> list[Line]:
 def large_document_lines(repeat: int, rounds: int) -> list[Line]:
     """A hit against a bare parse where the call carries a large document (the same 4.4 KB
     reply): its source grown to 100 KB and 1 MB (the parse reads it too: its quotes are looked
-    for in it), or a 5 MB PDF beside the prompt. The hit's key covers the document."""
+    for in it), 1 MB in German and Chinese, or a 5 MB PDF beside the prompt. The hit's key
+    covers the document, and a call checks its text."""
     payload = invoice(SIZE)
     pdf = PDF(data=b"%PDF-1.7\n" + bytes(range(256)) * (PDF_SIZE // 256))
     cases = [
@@ -171,6 +173,10 @@ def large_document_lines(repeat: int, rounds: int) -> list[Line]:
          with_long_source(payload, size), "Extract.")
         for size in LONG_SOURCES
     ]  # fmt: skip
+    size = LONG_SOURCES[-1]
+    cases.append((f"over a {_shown(size)} source in German and Chinese",
+                  f"{_shown(size)}-source-de-zh", with_long_source(payload, size, "de+zh"),
+                  "Extract."))  # fmt: skip
     cases.append((f"with a {_shown(PDF_SIZE)} PDF", f"{_shown(PDF_SIZE)}-pdf", payload,
                   ["Extract.", pdf]))  # fmt: skip
     lines = []
@@ -283,7 +289,7 @@ def busy_lines(scale: float) -> list[Line]:
      measures="a response cache hit (MemoryCache, SQLiteCache held in memory and read from the "
               "file) on a 4.4 KB invoice against a bare `sdk.parse` of the same reply; the miss "
               "path, the key and the lookups beside it; the hits again over a 100 KB and a 1 MB "
-              "source document and with a 5 MB PDF",
+              "source document (and 1 MB in German and Chinese) and with a 5 MB PDF",
      unit="ratio of CPU times (least of alternated batches)")  # fmt: skip
 def cache_hit_row(settings: Settings) -> Measured:
     repeat, rounds = (20, 3) if settings.quick else (200, 9)

@@ -108,17 +108,23 @@ def invoice(target: int, *, name: str = "InvoiceExtraction") -> Payload:
             return Payload(name, text, source)
 
 
-def with_long_source(payload: Payload, target: int) -> Payload:
+_CLAUSES = {
+    "en": "Clause {}: deliveries are accepted on working days only, and every claim is made in "
+    "writing within fourteen days.",
+    "de+zh": "Klausel {}: Lieferungen werden nur an Werktagen angenommen; Mängel sind binnen "
+    "vierzehn Tagen schriftlich zu rügen. 交货仅在工作日受理。",
+}
+
+
+def with_long_source(payload: Payload, target: int, language: str = "en") -> Payload:
     """`payload` with its source document grown to about `target` characters: numbered terms
-    and conditions before the document (its quotes are still found in it, once)."""
+    and conditions before the document (its quotes are still found in it, once), in English or
+    in German and Chinese (`"de+zh"`: text that is not ASCII, nor Latin-1)."""
     assert payload.source is not None
     clauses = []
     size = len(payload.source)
     while size < target:
-        clause = (
-            f"Clause {len(clauses) + 1}: deliveries are accepted on working days only, and "
-            "every claim is made in writing within fourteen days."
-        )
+        clause = _CLAUSES[language].format(len(clauses) + 1)
         clauses.append(clause)
         size += len(clause) + 1
     return Payload(payload.name, payload.text, "\n".join([*clauses, payload.source]))

@@ -10,14 +10,19 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from contracts import Decision
 from sdk import AsyncStructuredClient
 from sdk import Message
 from sdk import StructuredClient
 from sdk import Tool
+from sdk._values.position import TextPosition
 from sdk.cache import MemoryCache
 from sdk.cache import SQLiteCache
+from sdk.engine.conversation import check_text
 from sdk.hooks import Hooks
 from sdk.providers import AnthropicProvider
 from sdk.providers import OpenAIChatProvider
@@ -199,6 +204,25 @@ def test_a_lone_surrogate_is_refused_before_sending_not_reported_as_a_provider_e
     with pytest.raises(ValueError, match=said):
         client.generate(Decision, **options)
     assert wire.requests == [] and recorder.events == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.characters(), st.integers(0xD800, 0xDFFF).map(chr)), max_size=40).map(
+        "".join
+    )
+)
+def test_text_is_refused_exactly_where_utf8_cannot_encode_it(text: str) -> None:
+    """`check_text` (which encodes UTF-16, the faster) refuses what UTF-8 cannot encode, naming
+    the character UTF-8 stops at, and nothing else."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        where = TextPosition.of(text, error.start).by_index("character")
+        with pytest.raises(ValueError, match=f"at {re.escape(where)}$"):
+            check_text(text, "source")
+    else:
+        check_text(text, "source")
 
 
 # --- extra_body over the client's ---

@@ -117,7 +117,10 @@ def check_text(text: str, what: str) -> None:
     if text.isascii():  # (known without reading it: no surrogate, nothing to encode)
         return
     try:
-        text.encode("utf-8")
+        # UTF-16 refuses the same code points as UTF-8 (a surrogate, paired or not, is never a
+        # Python character) at the same index, two to fifteen times faster: a call's source of
+        # 1 MB of German or Chinese took 0.6 to 1.2 ms to check, more than judging the reply.
+        text.encode("utf-16-le")
     except UnicodeEncodeError as error:
         where = TextPosition.of(text, error.start)
         raise ValueError(
