@@ -216,6 +216,30 @@ def test_entries_expire_after_their_time_to_live() -> None:
     assert cache.stats().expired == 1
 
 
+@pytest.mark.parametrize("how", ["MemoryCache", "SQLiteCache held", "SQLiteCache read"])
+def test_an_entry_has_expired_at_its_expiry_time_in_every_store(tmp_path: Path, how: str) -> None:
+    """One rule for every store and path (an entry held in memory, one read from the file): a
+    hit a moment before the entry's expiry, a miss at it."""
+    now = [1_000.0]
+    clock = lambda: now[0]  # noqa: E731
+    if how == "MemoryCache":
+        store: Any = MemoryCache(ttl=60.0, clock=clock)
+    else:
+        store = SQLiteCache(tmp_path / "c.db", ttl=60.0, clock=clock)
+    client = StructuredClient(TestProvider([TEXT], repeat=True), cache=store)
+    client.generate(Decision, prompt="Approve?")
+    if how == "SQLiteCache read":  # (read-only: it reads the file at every lookup)
+        store = SQLiteCache(tmp_path / "c.db", ttl=60.0, clock=clock, readonly=True)
+        client = StructuredClient(TestProvider([TEXT], repeat=True), cache=store)
+    now[0] = 1_060.0 - 1e-9
+    assert client.generate(Decision, prompt="Approve?").cached
+    if how == "SQLiteCache held":
+        assert client.generate(Decision, prompt="Approve?").cached  # (held from here on)
+    now[0] = 1_060.0
+    assert not client.generate(Decision, prompt="Approve?").cached
+    assert store.stats().expired == 1
+
+
 def test_a_cache_option_that_is_not_a_store_is_refused_before_sending() -> None:
     provider = TestProvider([TEXT])
     with pytest.raises(TypeError, match="cache must be"):

@@ -58,6 +58,7 @@ __all__ = [
     "check_settings",
     "checked_key",
     "default_path",
+    "expired",
     "not_served",
     "stored_form",
 ]
@@ -252,6 +253,13 @@ def stored_form(key: str, entry: Entry) -> str:
     except DamagedEntry as error:
         raise NotStorable(f"an entry that would not read back: {error}") from None
     return text
+
+
+def expired(expires: float | None, clock: Callable[[], float]) -> bool:
+    """Whether an entry that `expires` at that time of `clock` (`None`: never) has expired: at
+    that time and after it (the one rule every store judges by; `clock` asked only for an entry
+    that expires)."""
+    return expires is not None and expires <= clock()
 
 
 def not_served(store: Cache, key: str) -> None:

@@ -10,6 +10,7 @@ from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
 from sdk.cache._entry import checked_key
+from sdk.cache._entry import expired
 from sdk.cache._entry import stored_form
 
 __all__ = ["MemoryCache"]
@@ -44,7 +45,7 @@ class MemoryCache:
         checked_key(key)
         with self._lock:
             found = self._entries.get(key)
-            if found is not None and found[1] is not None and found[1] <= self._clock():
+            if found is not None and expired(found[1], self._clock):
                 del self._entries[key]
                 self._expired += 1
                 found = None

@@ -48,6 +48,7 @@ from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
 from sdk.cache._entry import checked_key
 from sdk.cache._entry import default_path
+from sdk.cache._entry import expired
 from sdk.cache._entry import stored_form
 from sdk.cache._errors import CacheFileError
 from sdk.cache._held import Generation
@@ -160,7 +161,7 @@ class SQLiteCache:
         # (a store opened read-only reads its file each time: see `sdk.cache._held`)
         generation = None if _sqlite.read_only(db) else self._held.current()
         held = generation.entries.get(key) if generation is not None else None
-        if held is not None and (held.expires is None or held.expires > self._clock()):
+        if held is not None and not expired(held.expires, self._clock):
             self._tally.hit(held.clears)
             entry: Entry | None = held.entry
         else:  # (held only if no write is being committed now: `HeldEntries.settled`)
@@ -189,7 +190,7 @@ class SQLiteCache:
             # The expiry stored as text or bytes (a damaged record): a damaged entry, replaced.
             row = (f"<an expiry of {type(expires).__name__} in the entry's row>", None)
             expires = None
-        elif expires is not None and expires <= self._clock():
+        elif expired(expires, self._clock):
             row = None  # (a miss, counted below with its key to delete)
         if row is None:
             self._tally.missed(clears, key if expires is not None else None)
@@ -266,7 +267,9 @@ class SQLiteCache:
 
     def stats(self) -> CacheStats:
         held: dict[str, int] = {}
-        if not self.readonly:
+        if self.readonly:  # (its counts are never written: they are added to the file's)
+            held = self._tally.held()
+        else:
             try:
                 with self._write():
                     pass  # this store's counts, written first
