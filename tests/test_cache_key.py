@@ -1261,6 +1261,10 @@ def test_the_documents_remembered_for_the_key_are_bounded() -> None:
         assert sum(len(value) for value, _, _ in held) <= 64 * 2**20  # type: ignore[arg-type]
     del source
     assert len(_key._DOCUMENTS._held) <= 3
+    remembered = dict(_key._DOCUMENTS._held)
+    huge = "h" * (64 * 2**20 + 1)  # (larger than the bound alone: not remembered, none dropped)
+    cache_key({}, _asked(huge, f"Approve?\n\n<document>\n{huge}\n</document>"), None)
+    assert _key._DOCUMENTS._held == remembered
 
 
 def _copied(request: CompletionRequest) -> tuple[str | None, str]:

@@ -336,11 +336,11 @@ def _scope_digest(scope: Mapping[str, Any]) -> bytes:
 
 
 class _Remembered:
-    """`compute(value)`, once per object, for at most `most` objects whose sizes (`len`, when
-    `sized`) add up to at most `most_size` (the oldest go first): for values that never change
-    (a dialect's schema of a contract, a grammar, a source document's text, an image's bytes).
-    Each object is held with its digest, so its id is never another object's while
-    remembered."""
+    """`compute(value)`, once per object, for at most `most` objects whose sizes (`len`, where
+    a `most_size` is given) add up to at most `most_size` (the oldest go first; one larger
+    alone is not remembered): for values that never change (a dialect's schema of a contract, a
+    grammar, a source document's text, an image's bytes). Each object is held with its digest,
+    so its id is never another object's while remembered."""
 
     def __init__(self, most: int, most_size: int | None = None) -> None:
         self._most = most
@@ -355,6 +355,8 @@ class _Remembered:
             return found[1]
         digest = compute(value)
         size = len(value) if self._most_size is not None else 0
+        if self._most_size is not None and size > self._most_size:
+            return digest  # (it would push every other one out, then itself)
         with self._lock:
             before = self._held.pop(id(value), None)  # (the same object, made by two threads)
             self._size += size - (before[2] if before is not None else 0)
