@@ -103,9 +103,12 @@ def source_place(request: CompletionRequest) -> tuple[int, int, int] | None:
     part (-1: the message's text) and the character the source starts at; `None` when they do
     not (whole `messages` beside a `source`). Only the places the prompt's turn puts it are
     looked at (a text that ends with the source, or with the source and `</document>`), so
-    finding it costs two comparisons, never a search."""
+    finding it costs two comparisons, never a search. Only a `str` itself, source or text, is
+    looked into: a subclass's own methods (a case-blind `endswith`, a `len` counting bytes)
+    may say it holds what it does not, and the key would then leave out the text it missed
+    (such a source is hashed whole, as are the messages)."""
     source = request.source
-    if not source:
+    if not source or type(source) is not str:
         return None
     for index, message in enumerate(request.messages):
         content = message.content
@@ -113,6 +116,8 @@ def source_place(request: CompletionRequest) -> tuple[int, int, int] | None:
             (number, part.text) for number, part in enumerate(content) if isinstance(part, Text)
         ]  # fmt: skip
         for number, text in texts:
+            if type(text) is not str:
+                continue
             end = len(text) - len(_DOCUMENT_END) if text.endswith(_DOCUMENT_END) else len(text)
             if text.endswith(source, 0, end):
                 return index, number, end - len(source)
