@@ -1267,6 +1267,38 @@ def test_the_documents_remembered_for_the_key_are_bounded() -> None:
     assert _key._DOCUMENTS._held == remembered
 
 
+class _Screenshot(Image):
+    """An image of the user's own kind (a subclass)."""
+
+
+class _Scan(PDF):
+    """A PDF of the user's own kind (a subclass)."""
+
+
+def test_an_image_or_pdf_of_a_subclass_is_keyed_as_its_class() -> None:
+    """A part given as a subclass of `Image` or `PDF` is keyed by its bytes and label as the
+    class itself is (an `Image` subclass failed with `AttributeError` from the key, a call that
+    works without a cache): the same request hits, other bytes miss."""
+    provider = TestProvider([_reply], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache())
+
+    def see(part: Image | PDF) -> bool:
+        return client.generate(Decision, prompt=[_SEE, part]).cached
+
+    shot = _Screenshot(data=PNG, media_type="image/png")
+    assert [see(shot), see(shot), see(Image(data=PNG, media_type="image/png"))] == [
+        False,
+        True,
+        True,
+    ]
+    assert not see(_Screenshot(data=PNG + b"!", media_type="image/png"))
+    assert not see(_Screenshot(data=PNG, media_type="image/webp"))
+    scan = _Scan(data=b"%PDF-1.7 one", name="a.pdf")
+    assert [see(scan), see(PDF(data=b"%PDF-1.7 one", name="a.pdf"))] == [False, True]
+    assert not see(_Scan(data=b"%PDF-1.7 one", name="b.pdf"))
+    assert len(provider.requests) == 5
+
+
 class _CaseBlind(str):
     """Text that matches without regard to case (as a case-insensitive string type does)."""
 

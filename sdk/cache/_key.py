@@ -39,6 +39,7 @@ from sdk import _fork
 from sdk._message import Message
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
+from sdk._values.content import Image
 from sdk._values.content import Text
 from sdk.cache._entry import FORMAT
 from sdk.providers._base import CompletionRequest
@@ -273,7 +274,9 @@ def _part(part: Any, feed: Feed) -> None:
     if isinstance(part, Text):
         _text(part.text, feed)
         return
-    kind = type(part).__name__
+    # (by the class it is, not its name: a subclass of `Image` has no `name`, and one of
+    # either keys as its class does, the same request)
+    kind = "Image" if isinstance(part, Image) else "PDF"
     feed(kind.encode())
     _text(part.media_type if kind == "Image" else part.name, feed)
     _text(part.url, feed)
