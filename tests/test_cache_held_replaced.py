@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -88,3 +89,39 @@ def test_notices_taken_when_an_exception_stops_their_telling_drop_every_held_ent
         store.get("k")
     monkeypatch.setattr(os, "read", real)
     assert _text(store.get("k")) == "two"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
+@pytest.mark.parametrize("linked", ["the file", "its folder"])
+def test_a_symbolic_link_re_pointed_under_a_store_never_serves_the_old_file_s_entry(
+    tmp_path: Path, linked: str
+) -> None:
+    """The store's path is a link (to the file, or to its folder) re-pointed to another cache
+    file while the store holds an entry of the first: a thread whose connection opens the new
+    file finds what that file holds, its own write included (the entry held was served, and
+    the write, to a file not watched, never dropped it)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        SQLiteCache(tmp_path / name / "c.db").put("k", _entry(f"{name}'s"))
+    path = tmp_path / "link" if linked == "its folder" else tmp_path / "link.db"
+    target = "c.db" if linked == "the file" else ""
+
+    def point(name: str) -> None:
+        (tmp_path / "new").symlink_to(tmp_path / name / target)
+        os.replace(tmp_path / "new", path)
+
+    point("a")
+    store = SQLiteCache(path / "c.db" if linked == "its folder" else path)
+    assert _text(store.get("k")) == "a's"
+    assert store.get("k") is store.get("k")  # (held)
+    point("b")
+    found: list[str | None] = []
+
+    def other_thread() -> None:  # (a connection of its own: the file the link names now)
+        found.append(_text(store.get("k")))
+        store.put("k", _entry("written"))
+        found.append(_text(store.get("k")))
+
+    _in_a_thread(other_thread)
+    assert found == ["b's", "written"]
+    assert _text(store.get("k")) == "a's"  # (this thread's connection: still the first file)
