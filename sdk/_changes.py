@@ -195,6 +195,12 @@ class _Notices:
                 data = os.read(fd, _READ_SIZE)
             except BlockingIOError:
                 return
+            except OSError:  # (closed under the SDK: `os.closerange`, a double close)
+                self._lost_instance()
+                return
+            if not data:  # (an inotify descriptor never reads empty: its number names a file
+                self._lost_instance()  # opened since it was closed, read to its end)
+                return
             offset = 0
             while offset + _EVENT.size <= len(data):
                 wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
@@ -243,13 +249,17 @@ class _Notices:
                 if self._fd is not None:
                     self._libc.inotify_rm_watch(self._fd, wd)  # (gone already: an error, ignored)
 
-    def _restart(self) -> None:
-        """In a forked child, as it starts: the parent's instance is closed here (its queue is
-        the parent's), every watch lost; a new instance is made when one is asked for."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    def _lost_instance(self) -> None:
+        """The instance's descriptor was closed by other code in this process (under the lock):
+        its notices are lost, so every watch is (its holder watches again, through a new
+        instance); the number is not closed here, as another file may have it now."""
+        logger.warning(
+            "the inotify descriptor %s was closed by other code: watching again", self._fd
+        )
+        self._fd = None
+        self._forget_watches()
+
+    def _forget_watches(self) -> None:
         for watchers in self._watchers.values():
             for told in watchers:
                 told.lost = True
@@ -258,6 +268,15 @@ class _Notices:
         self._unwatched = collections.deque()
         self._epoch += 1
         self._polls = threading.local()
+
+    def _restart(self) -> None:
+        """In a forked child, as it starts: the parent's instance is closed here (its queue is
+        the parent's), every watch lost; a new instance is made when one is asked for."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._forget_watches()
 
 
 _notices = _Notices()

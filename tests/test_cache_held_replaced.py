@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -125,3 +126,47 @@ def test_a_symbolic_link_re_pointed_under_a_store_never_serves_the_old_file_s_en
     _in_a_thread(other_thread)
     assert found == ["b's", "written"]
     assert _text(store.get("k")) == "a's"  # (this thread's connection: still the first file)
+
+
+_CLOSED_UNDER = """
+import os, sys
+from sdk import _changes
+from sdk.cache import Entry, SQLiteCache
+from sdk.providers import TestProvider
+
+path, reused = sys.argv[1], sys.argv[2] == "reused"
+store = SQLiteCache(path)
+store.put("k", Entry((TestProvider.refusal("one"),)))
+store.get("k")
+assert store.get("k") is store.get("k")  # (held)
+number = _changes._notices._fd
+if reused:  # (the number names a file opened since: here the cache file itself)
+    os.dup2(os.open(path, os.O_RDONLY), number)
+else:
+    os.close(number)
+SQLiteCache(path).put("k", Entry((TestProvider.refusal("two"),)))
+print(store.get("k").completions[0].text)
+store.put("k", Entry((TestProvider.refusal("three"),)))
+store.get("k")
+print(store.get("k").completions[0].text, store.get("k") is store.get("k"))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
+@pytest.mark.parametrize("number", ["closed", "reused"])
+def test_the_notices_descriptor_closed_by_other_code_neither_hangs_nor_fails_a_lookup(
+    tmp_path: Path, number: str
+) -> None:
+    """Other code of the process closes the descriptor the kernel tells changes through (a
+    loop closing every descriptor, a double close), its number left closed or given to a file
+    opened since: a lookup read that file to its end for ever (a hang), or failed with a raw
+    `OSError`. Now the notices are known lost: the next lookup finds what another store wrote,
+    and entries are held again through a new descriptor."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CLOSED_UNDER, str(tmp_path / "c.db"), number],
+        capture_output=True, text=True, timeout=30,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["two", "three", "True"]
+    assert "closed by other code" in done.stderr
