@@ -55,6 +55,7 @@ _IN_MOVE_SELF = 0x800
 _IN_DELETE_SELF = 0x400
 _IN_IGNORED = 0x8000  # the watch is gone (the file deleted, or the watch removed)
 _IN_Q_OVERFLOW = 0x4000  # notices were lost: every watch is told
+_IN_DONT_FOLLOW = 0x02000000  # (asked with a watch: the symbolic link itself, not its file)
 _MASK = _IN_MODIFY | _IN_ATTRIB | _IN_MOVE_SELF | _IN_DELETE_SELF
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then `len` bytes of name)
 _READ_SIZE = 64 * 1024
@@ -94,7 +95,7 @@ class _Notices:
         finalizer calls it as the cyclic collector frees a store, in whichever thread allocates,
         at times one inside this lock), so whoever holds it releases them (`_let_go`)."""
 
-    def watch(self, paths: Sequence[str]) -> Watch | None:
+    def watch(self, paths: Sequence[str], links: Sequence[str] = ()) -> Watch | None:
         if not self._lock.acquire(timeout=LOCK_WAIT):
             return None  # (the holder reads the file meanwhile, and watches again later)
         try:
@@ -102,8 +103,10 @@ class _Notices:
             if fd is None:
                 return None
             wds: list[int] = []
-            for path in paths:
-                wd = int(self._libc.inotify_add_watch(fd, os.fsencode(path), _MASK))
+            asked = [(path, _MASK) for path in paths]
+            asked += [(link, _MASK | _IN_DONT_FOLLOW) for link in links]
+            for path, mask in asked:
+                wd = int(self._libc.inotify_add_watch(fd, os.fsencode(path), mask))
                 if wd < 0:
                     code = ctypes.get_errno()
                     if code == errno.ENOSPC:  # (the user's limit of watches)
@@ -192,6 +195,12 @@ class _Notices:
                 data = os.read(fd, _READ_SIZE)
             except BlockingIOError:
                 return
+            except OSError:  # (closed under the SDK: `os.closerange`, a double close)
+                self._lost_instance()
+                return
+            if not data:  # (an inotify descriptor never reads empty: its number names a file
+                self._lost_instance()  # opened since it was closed, read to its end)
+                return
             offset = 0
             while offset + _EVENT.size <= len(data):
                 wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
@@ -240,13 +249,17 @@ class _Notices:
                 if self._fd is not None:
                     self._libc.inotify_rm_watch(self._fd, wd)  # (gone already: an error, ignored)
 
-    def _restart(self) -> None:
-        """In a forked child, as it starts: the parent's instance is closed here (its queue is
-        the parent's), every watch lost; a new instance is made when one is asked for."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    def _lost_instance(self) -> None:
+        """The instance's descriptor was closed by other code in this process (under the lock):
+        its notices are lost, so every watch is (its holder watches again, through a new
+        instance); the number is not closed here, as another file may have it now."""
+        logger.warning(
+            "the inotify descriptor %s was closed by other code: watching again", self._fd
+        )
+        self._fd = None
+        self._forget_watches()
+
+    def _forget_watches(self) -> None:
         for watchers in self._watchers.values():
             for told in watchers:
                 told.lost = True
@@ -256,15 +269,25 @@ class _Notices:
         self._epoch += 1
         self._polls = threading.local()
 
+    def _restart(self) -> None:
+        """In a forked child, as it starts: the parent's instance is closed here (its queue is
+        the parent's), every watch lost; a new instance is made when one is asked for."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._forget_watches()
+
 
 _notices = _Notices()
 _fork.in_child(_notices._restart)
 
 
-def watch(paths: Sequence[str]) -> Watch | None:
-    """A watch over the files at `paths` (each must exist; see the module docstring), or `None`
+def watch(paths: Sequence[str], links: Sequence[str] = ()) -> Watch | None:
+    """A watch over the files at `paths` (each must exist; see the module docstring), and over
+    the symbolic links `links` themselves (one re-pointed, or removed, is a change), or `None`
     where changes cannot be told."""
-    return _notices.watch(paths)
+    return _notices.watch(paths, links)
 
 
 def unwatch(made: Watch) -> None:

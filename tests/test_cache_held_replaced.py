@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -88,3 +90,83 @@ def test_notices_taken_when_an_exception_stops_their_telling_drop_every_held_ent
         store.get("k")
     monkeypatch.setattr(os, "read", real)
     assert _text(store.get("k")) == "two"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
+@pytest.mark.parametrize("linked", ["the file", "its folder"])
+def test_a_symbolic_link_re_pointed_under_a_store_never_serves_the_old_file_s_entry(
+    tmp_path: Path, linked: str
+) -> None:
+    """The store's path is a link (to the file, or to its folder) re-pointed to another cache
+    file while the store holds an entry of the first: a thread whose connection opens the new
+    file finds what that file holds, its own write included (the entry held was served, and
+    the write, to a file not watched, never dropped it)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        SQLiteCache(tmp_path / name / "c.db").put("k", _entry(f"{name}'s"))
+    path = tmp_path / "link" if linked == "its folder" else tmp_path / "link.db"
+    target = "c.db" if linked == "the file" else ""
+
+    def point(name: str) -> None:
+        (tmp_path / "new").symlink_to(tmp_path / name / target)
+        os.replace(tmp_path / "new", path)
+
+    point("a")
+    store = SQLiteCache(path / "c.db" if linked == "its folder" else path)
+    assert _text(store.get("k")) == "a's"
+    assert store.get("k") is store.get("k")  # (held)
+    point("b")
+    found: list[str | None] = []
+
+    def other_thread() -> None:  # (a connection of its own: the file the link names now)
+        found.append(_text(store.get("k")))
+        store.put("k", _entry("written"))
+        found.append(_text(store.get("k")))
+
+    _in_a_thread(other_thread)
+    assert found == ["b's", "written"]
+    assert _text(store.get("k")) == "a's"  # (this thread's connection: still the first file)
+
+
+_CLOSED_UNDER = """
+import os, sys
+from sdk import _changes
+from sdk.cache import Entry, SQLiteCache
+from sdk.providers import TestProvider
+
+path, reused = sys.argv[1], sys.argv[2] == "reused"
+store = SQLiteCache(path)
+store.put("k", Entry((TestProvider.refusal("one"),)))
+store.get("k")
+assert store.get("k") is store.get("k")  # (held)
+number = _changes._notices._fd
+if reused:  # (the number names a file opened since: here the cache file itself)
+    os.dup2(os.open(path, os.O_RDONLY), number)
+else:
+    os.close(number)
+SQLiteCache(path).put("k", Entry((TestProvider.refusal("two"),)))
+print(store.get("k").completions[0].text)
+store.put("k", Entry((TestProvider.refusal("three"),)))
+store.get("k")
+print(store.get("k").completions[0].text, store.get("k") is store.get("k"))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
+@pytest.mark.parametrize("number", ["closed", "reused"])
+def test_the_notices_descriptor_closed_by_other_code_neither_hangs_nor_fails_a_lookup(
+    tmp_path: Path, number: str
+) -> None:
+    """Other code of the process closes the descriptor the kernel tells changes through (a
+    loop closing every descriptor, a double close), its number left closed or given to a file
+    opened since: a lookup read that file to its end for ever (a hang), or failed with a raw
+    `OSError`. Now the notices are known lost: the next lookup finds what another store wrote,
+    and entries are held again through a new descriptor."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CLOSED_UNDER, str(tmp_path / "c.db"), number],
+        capture_output=True, text=True, timeout=30,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["two", "three", "True"]
+    assert "closed by other code" in done.stderr

@@ -1267,6 +1267,86 @@ def test_the_documents_remembered_for_the_key_are_bounded() -> None:
     assert _key._DOCUMENTS._held == remembered
 
 
+class _Screenshot(Image):
+    """An image of the user's own kind (a subclass)."""
+
+
+class _Scan(PDF):
+    """A PDF of the user's own kind (a subclass)."""
+
+
+def test_an_image_or_pdf_of_a_subclass_is_keyed_as_its_class() -> None:
+    """A part given as a subclass of `Image` or `PDF` is keyed by its bytes and label as the
+    class itself is (an `Image` subclass failed with `AttributeError` from the key, a call that
+    works without a cache): the same request hits, other bytes miss."""
+    provider = TestProvider([_reply], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache())
+
+    def see(part: Image | PDF) -> bool:
+        return client.generate(Decision, prompt=[_SEE, part]).cached
+
+    shot = _Screenshot(data=PNG, media_type="image/png")
+    assert [see(shot), see(shot), see(Image(data=PNG, media_type="image/png"))] == [
+        False,
+        True,
+        True,
+    ]
+    assert not see(_Screenshot(data=PNG + b"!", media_type="image/png"))
+    assert not see(_Screenshot(data=PNG, media_type="image/webp"))
+    scan = _Scan(data=b"%PDF-1.7 one", name="a.pdf")
+    assert [see(scan), see(PDF(data=b"%PDF-1.7 one", name="a.pdf"))] == [False, True]
+    assert not see(_Scan(data=b"%PDF-1.7 one", name="b.pdf"))
+    assert len(provider.requests) == 5
+
+
+class _CaseBlind(str):
+    """Text that matches without regard to case (as a case-insensitive string type does)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and self.casefold() == other.casefold()
+
+    def __hash__(self) -> int:
+        return hash(self.casefold())
+
+    def endswith(self, suffix: Any, *bounds: Any) -> bool:
+        return self.casefold().endswith(suffix.casefold(), *bounds)
+
+
+class _SizedInBytes(str):
+    """A document whose `len` is its size in bytes (UTF-8)."""
+
+    def __len__(self) -> int:
+        return len(self.encode())
+
+
+def test_a_text_or_source_of_a_str_subclass_never_answers_another_request() -> None:
+    """What a subclass's own methods say of its text is not what the key reads: a turn whose
+    `endswith` ignores case does not hold a source of other case, and a document whose `len`
+    counts bytes does not hide the prompt's text before it (each answered another request
+    once: a cache hit on text that was never asked)."""
+    provider = TestProvider([_reply], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache())
+
+    def turn(text: str) -> Any:
+        return client.generate(Decision, messages=[{"role": "user", "content": _CaseBlind(text)}],
+                               source="abc-1?")  # fmt: skip
+
+    assert [turn("Refund order ABC-1?").cached, turn("Refund order ABC-1?").cached] == [False, True]
+    assert not turn("Refund order abc-1?").cached
+    document = _SizedInBytes("Prix : 100 € — reçu le 3 mars. " * 20)
+    policy = "Policy: refunds within 30 days. " * 10
+
+    def ask(prompt: str) -> Any:
+        return client.generate(Decision, prompt=prompt, source=document)
+
+    assert [ask(f"{policy}Refund 1009?").cached, ask(f"{policy}Refund 1009?").cached] == [
+        False,
+        True,
+    ]
+    assert not ask(f"{policy}Refund 1010?").cached
+    assert len(provider.requests) == 4
+
+
 def _copied(request: CompletionRequest) -> tuple[str | None, str]:
     """The request's source and turn as new strings (the key reads values, not objects)."""
     turn = request.messages[0].content

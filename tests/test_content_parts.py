@@ -157,6 +157,16 @@ def test_parts_are_checked_when_made(tmp_path: Path) -> None:
     assert PDF.from_path(tmp_path / "bill.pdf").name == "bill.pdf"
 
 
+def test_a_text_part_of_anything_but_text_is_refused_when_made() -> None:
+    """`Text(b"...")` failed only in the call, with a raw error from deep inside it (with a
+    response cache, `AttributeError` from its key; `Text(5)`, from the check for lone
+    surrogates): refused when made, with `TypeError` naming what it got."""
+    for wrong in (b"Approve?", 5, None):
+        with pytest.raises(TypeError, match=f"Text takes a str, not {type(wrong).__name__}"):
+            Text(wrong)  # type: ignore[arg-type]
+    assert Text("Approve?").text == "Approve?"
+
+
 def test_message_content_of_the_wrong_shape_is_a_clear_error() -> None:
     client = StructuredClient(TestProvider([DECISION]))
     with pytest.raises(ValueError, match="parts are str, Text, Image or PDF"):

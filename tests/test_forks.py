@@ -83,10 +83,12 @@ def _fresh_contract() -> type[Decision]:
     return Fresh
 
 
-def _generate(cache: Cache | None, contract: type[Decision] = Decision) -> None:
+def _generate(
+    cache: Cache | None, contract: type[Decision] = Decision, source: str | None = None
+) -> None:
     """A call through a client with `cache` (a miss: keyed, looked up, asked, stored)."""
     client = StructuredClient(TestProvider([ANSWER], repeat=True), cache=cache)
-    assert client.generate(contract, prompt="Approve?").value.answer == "approve"
+    assert client.generate(contract, prompt="Approve?", source=source).value.answer == "approve"
 
 
 class _Template:
@@ -101,7 +103,9 @@ def _sites(
     if held == "entry memo (entries decoded lately)":
         return _entry._recent_lock, lambda: _generate(MemoryCache())
     if held == "key memo (digests remembered)":
-        return _key._remembering, lambda: _generate(MemoryCache(), _fresh_contract())
+        return _key._SHARED._lock, lambda: _generate(MemoryCache(), _fresh_contract())
+    if held == "source memo (documents' digests remembered)":  # (a document no process keyed)
+        return _key._DOCUMENTS._lock, lambda: _generate(MemoryCache(), source="PO-2291, child")
     if held == "memory cache":
         memory = MemoryCache()
         return memory._lock, lambda: _generate(memory)
@@ -160,6 +164,7 @@ def _sites(
 SITES = [
     "entry memo (entries decoded lately)",
     "key memo (digests remembered)",
+    "source memo (documents' digests remembered)",
     "memory cache",
     "SQLite cache tally",
     "Redis cache",

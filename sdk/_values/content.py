@@ -31,6 +31,11 @@ class Text:
 
     text: str
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):  # (else a call fails deep inside: the cache's key,
+            # a provider's encoding, the check for lone surrogates, with a raw error)
+            raise TypeError(f"Text takes a str, not {type(self.text).__name__}")
+
 
 @dataclass(frozen=True, slots=True)
 class Image:

@@ -89,8 +89,9 @@ class HeldEntries:
         self._index: str | None = None  # (the write-ahead log's index, named when watched)
         self._file: tuple[int, int] | None = None
         """The device and inode of the file first watched: a store's connections stay on the
-        file they opened, so once the path names another file (deleted and made again, or
-        replaced by a rename) nothing is held until the store is closed."""
+        file they opened, so once the path names another file (deleted and made again,
+        replaced by a rename, or a symbolic link on the way to it re-pointed: the links are
+        watched too) nothing is held until the store is closed."""
 
     def current(self) -> Generation | None:
         """The generation held now, after taking the notices of changes queued (`None` where
@@ -163,6 +164,7 @@ class HeldEntries:
             real = os.path.realpath(self._path)
             try:
                 found = os.stat(real)
+                links = _links_to(str(self._path))
             except OSError:
                 self._retry_at = now + _RETRY_SPACING
                 return None
@@ -172,12 +174,44 @@ class HeldEntries:
                 self._retry_at = math.inf
                 return None
             self._file = (found.st_dev, found.st_ino)
-            made = _changes.watch([real, f"{real}-wal"])
+            # (the links on the way to it too: one re-pointed names another file, which the
+            # connections opened since read, and `_file` is asked again)
+            made = _changes.watch([real, f"{real}-wal"], links)
             self._index = f"{real}-shm"
             if made is None:
                 self._retry_at = now + _RETRY_SPACING
             self._watch = made
             return made
+
+
+_MOST_LINKS = 40
+"""The most symbolic links followed on the way to a file (Linux's own bound)."""
+
+
+def _links_to(path: str) -> list[str]:
+    """The symbolic links that resolving the absolute `path` goes through, in order (as
+    `os.path.realpath` follows them: a link's target read relative to its folder, `..` after
+    the links before it); `OSError` if one cannot be read."""
+    links: list[str] = []
+    current = os.sep
+    rest = path.split(os.sep)[::-1]  # (the names still to follow, the next last)
+    while rest:
+        name = rest.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, name)
+        if len(links) < _MOST_LINKS and os.path.islink(candidate):
+            links.append(candidate)
+            target = os.readlink(candidate)
+            if os.path.isabs(target):
+                current = os.sep
+            rest.extend(target.split(os.sep)[::-1])
+        else:
+            current = candidate
+    return links
 
 
 _indexes_lock = _fork.lock()

@@ -39,6 +39,7 @@ from sdk import _fork
 from sdk._message import Message
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
+from sdk._values.content import Image
 from sdk._values.content import Text
 from sdk.cache._entry import FORMAT
 from sdk.providers._base import CompletionRequest
@@ -103,9 +104,12 @@ def source_place(request: CompletionRequest) -> tuple[int, int, int] | None:
     part (-1: the message's text) and the character the source starts at; `None` when they do
     not (whole `messages` beside a `source`). Only the places the prompt's turn puts it are
     looked at (a text that ends with the source, or with the source and `</document>`), so
-    finding it costs two comparisons, never a search."""
+    finding it costs two comparisons, never a search. Only a `str` itself, source or text, is
+    looked into: a subclass's own methods (a case-blind `endswith`, a `len` counting bytes)
+    may say it holds what it does not, and the key would then leave out the text it missed
+    (such a source is hashed whole, as are the messages)."""
     source = request.source
-    if not source:
+    if not source or type(source) is not str:
         return None
     for index, message in enumerate(request.messages):
         content = message.content
@@ -113,6 +117,8 @@ def source_place(request: CompletionRequest) -> tuple[int, int, int] | None:
             (number, part.text) for number, part in enumerate(content) if isinstance(part, Text)
         ]  # fmt: skip
         for number, text in texts:
+            if type(text) is not str:
+                continue
             end = len(text) - len(_DOCUMENT_END) if text.endswith(_DOCUMENT_END) else len(text)
             if text.endswith(source, 0, end):
                 return index, number, end - len(source)
@@ -268,7 +274,9 @@ def _part(part: Any, feed: Feed) -> None:
     if isinstance(part, Text):
         _text(part.text, feed)
         return
-    kind = type(part).__name__
+    # (by the class it is, not its name: a subclass of `Image` has no `name`, and one of
+    # either keys as its class does, the same request)
+    kind = "Image" if isinstance(part, Image) else "PDF"
     feed(kind.encode())
     _text(part.media_type if kind == "Image" else part.name, feed)
     _text(part.url, feed)
