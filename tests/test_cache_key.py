@@ -1347,6 +1347,21 @@ def test_a_text_or_source_of_a_str_subclass_never_answers_another_request() -> N
     assert len(provider.requests) == 4
 
 
+def test_a_text_of_a_str_subclass_is_keyed_by_its_characters_not_its_own_encode() -> None:
+    """A `str` subclass that encodes itself otherwise (to nothing, here) is keyed by the
+    characters it holds: two such prompts or sources of other text never share a key."""
+
+    class Quiet(str):
+        def encode(self, *args: Any, **kwargs: Any) -> bytes:
+            return b""
+
+    def key(prompt: str, source: str | None) -> str:
+        return cache_key({}, _asked(source, prompt), None)
+
+    assert key(Quiet("Refund 1009?"), None) != key(Quiet("Refund 1010?"), None)
+    assert key("Approve?", Quiet("PO-1")) != key("Approve?", Quiet("PO-2"))
+
+
 def _copied(request: CompletionRequest) -> tuple[str | None, str]:
     """The request's source and turn as new strings (the key reads values, not objects)."""
     turn = request.messages[0].content

@@ -92,7 +92,8 @@ def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -
 
 
 def _text(value: str | None, feed: Feed) -> None:
-    feed(_NONE if value is None else b"\x01" + value.encode("utf-8", "surrogatepass"))
+    # (`str.encode`: a subclass's own `encode` is not asked what its text is)
+    feed(_NONE if value is None else b"\x01" + str.encode(value, "utf-8", "surrogatepass"))
 
 
 _DOCUMENT_END = "\n</document>"
@@ -155,7 +156,7 @@ def _source_digest(source: str) -> bytes:
 
 
 def _text_digest(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return hashlib.sha256(str.encode(text, "utf-8", "surrogatepass")).digest()
 
 
 def _data_digest(data: bytes) -> bytes:
