@@ -181,6 +181,42 @@ def test_an_input_deleted_under_a_running_job_stops_it_with_one_line(tmp_path: P
     assert len(by_id(read_output(files.out))) >= 15
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_an_input_replaced_by_a_named_pipe_stops_the_job_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    # On main the job's look at the moved input opened the path with a plain open(), which
+    # waits for a writer on a named pipe: the job hung for ever in the open (Ctrl-C too:
+    # the open is retried after the signal), bounded here by communicate()'s timeout.
+    with local_job(tmp_path, COUNT, 0.01, "--concurrency", "2", closed=True) as (
+        runner, url, files,
+    ):  # fmt: skip
+        _some_done_then_held(url, files.state)
+        original = files.items.read_bytes()
+        files.items.unlink()
+        os.mkfifo(files.items)
+        _, errors = runner.communicate(timeout=60)
+        assert runner.returncode == 2, errors
+        line = one_line(errors)
+        assert str(files.items) in line and "not a regular file" in line
+        assert completions(url) < COUNT
+        kept = len(by_id(read_output(files.out)))
+        assert kept >= 15
+
+        # resume is refused the same way (it never waits on the pipe), then goes on once
+        # the input is back.
+        refused = sdk_run("batch", "resume", "--state", str(files.state), timeout=60)
+        assert refused.returncode == 2, refused.stderr
+        assert str(files.items) in one_line(refused.stderr)
+        files.items.unlink()
+        files.items.write_bytes(original)
+        gate(url, open=True)
+        resumed = sdk_run("batch", "resume", "--state", str(files.state), timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    records = by_id(read_output(files.out))
+    assert len(records) == COUNT and set(records) == {f"doc-{n}" for n in range(COUNT)}
+
+
 def test_touching_the_input_does_not_stop_the_job(tmp_path: Path) -> None:
     # The file's mtime moves but every indexed line is as it was: the job goes on.
     with local_job(tmp_path, 120, 0.02, "--concurrency", "2") as (runner, url, files):
