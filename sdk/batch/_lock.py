@@ -222,7 +222,8 @@ def running_holder(state: JobState) -> Holder | None:
     """The process running the job now, or `None`: its lock file is locked (probed without
     creating or changing anything) and the lease names it. For `status` and `cancel`."""
     try:
-        fd = os.open(lock_path(state.path), os.O_RDONLY)
+        # (O_NONBLOCK: a named pipe put at the lock's path would wait for a writer for ever)
+        fd = os.open(lock_path(state.path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None  # never run with a lock here
     try:
