@@ -1001,3 +1001,28 @@ def test_a_hosted_job_s_setting_is_refused_before_any_file_is_made_or_batch_sent
             BatchJob.open(tmp_path / "job.db", contract=Decision,
                           backend=anthropic_backend(api), **{setting: value})  # fmt: skip
         assert api.calls == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "error", "said"),
+    [
+        ("max_requests", 0, ValueError, "max_requests must be at least 1, not 0"),
+        ("max_requests", -1, ValueError, "max_requests must be at least 1, not -1"),
+        ("max_requests", "x", TypeError, "max_requests must be a whole number, not 'x'"),
+        ("max_requests", 2.5, TypeError, "max_requests must be a whole number, not 2.5"),
+        ("max_bytes", 0, ValueError, "max_bytes must be at least 1, not 0"),
+        ("max_bytes", None, TypeError, "max_bytes must be a whole number, not None"),
+    ],
+)
+def test_a_hosted_backend_s_batch_limit_is_checked_where_it_is_given(
+    setting: str, value: object, error: type[Exception], said: str
+) -> None:
+    # On main `max_requests="x"` was a bare TypeError from the job's first submission, and 0,
+    # -1 or 2.5 were taken (0 and -1 as one request a batch).
+    api = AnthropicBatchAPI()
+    with pytest.raises(error, match=r"^AnthropicBatches\(\): " + re.escape(said)):
+        anthropic_backend(api, **{setting: value})  # type: ignore[arg-type]
+    with pytest.raises(error, match=r"^OpenAIBatches\(\): " + re.escape(said)):
+        openai_backend(OpenAIBatchAPI(), **{setting: value})  # type: ignore[arg-type]
+    assert api.calls == []
+    assert anthropic_backend(api, **{setting: 7}).max_requests in (7, 100_000)
