@@ -38,6 +38,7 @@ from typing import Any
 from sdk._files import try_lock as _try_lock
 from sdk._files import unlock as _unlock
 from sdk.batch._errors import JobRunning
+from sdk.batch._output import refuse_dangling_link
 from sdk.batch._state import JobState
 
 __all__ = ["LEASE_SECONDS", "Holder", "RunnerLock", "lock_path", "running_holder"]
@@ -110,6 +111,9 @@ class RunnerLock:
 
     def acquire(self) -> None:
         """Take the lock and the lease, or raise `JobRunning` naming who has them."""
+        # A link planted at the lock's path whose target does not exist would have the job
+        # create an empty file wherever it points (or fail with a bare `[Errno 2]`).
+        refuse_dangling_link(self.path)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             locked = _try_lock(fd, exclusive=True)
