@@ -1030,7 +1030,14 @@ class BatchJob:
 def _no_input(path: str | Path) -> BatchInputError:
     """A job's input that is not there (moved or deleted), as `run`, `resume` and `retry` say it:
     every command that needs the input says it so (probe13b D5: `resume` gave the bare
-    `[Errno 2] No such file or directory` of the open)."""
+    `[Errno 2] No such file or directory` of the open). A path that is there but is no regular
+    file (a folder, a named pipe, a device) is said so: "no such input file" sent the reader
+    looking for a file that is there."""
+    if os.path.lexists(path) and Path(path).exists():
+        return BatchInputError(
+            f"{path}: not a regular file (a folder, a named pipe or a device): give the input "
+            "file's path"
+        )
     return BatchInputError(f"{path}: no such input file")
 
 
