@@ -99,7 +99,7 @@ def newlines_before(path: str | os.PathLike[str], offset: int) -> int:
     """How many newlines the first `offset` bytes of the file `path` hold (a line number less
     one: on the way to an error only), read in blocks."""
     count, left = 0, offset
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         while left > 0:
             block = file.read(min(left, 1 << 20))
             if not block:

@@ -964,3 +964,65 @@ def test_cli_run_refuses_a_job_setting_out_of_its_declaration_naming_the_option(
     with pytest.raises(ValueError, match="concurrency must be between 1 and 10000"):
         BackendSpec("llamacpp", base_urls=["http://127.0.0.1:9"], concurrency=10_001)
     assert BackendSpec("llamacpp", base_urls=["http://x"], concurrency=10_000).concurrency == 10_000
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "error", "said"),
+    [
+        ("poll_interval", "10", TypeError, "poll_interval must be a number or None, not '10'"),
+        ("poll_interval", -1.0, ValueError, "poll_interval must be a positive number, not -1.0"),
+        ("poll_interval", 0, ValueError, "poll_interval must be a positive number, not 0"),
+        ("poll_interval", float("nan"), ValueError, "poll_interval must be a finite number"),
+        ("poll_interval", 1e300, ValueError, "poll_interval must be between 0 and 86400"),
+        ("poll_max", -5.0, ValueError, "poll_max must be a positive number, not -5.0"),
+        ("collect_chunk", 0, ValueError, "collect_chunk must be at least 1, not 0"),
+        ("collect_chunk", "x", TypeError, "collect_chunk must be a whole number or None, not 'x'"),
+        ("sleep", 5, TypeError, "sleep must be a function of the seconds to wait, or None"),
+        ("settings", "x", TypeError, "settings must be a JobSettings or None, not 'x'"),
+    ],
+)
+def test_a_hosted_job_s_setting_is_refused_before_any_file_is_made_or_batch_sent(
+    tmp_path: Path, setting: str, value: object, error: type[Exception], said: str
+) -> None:
+    # On main these were only checked to be known keywords: `poll_interval="10"`,
+    # `collect_chunk="x"` and `sleep=5` failed with a bare TypeError after the first batch was
+    # created (sent and paid for); NaN, 0 or a negative interval was taken (polling with no
+    # wait), and 1e300 waited with no bound.
+    api = AnthropicBatchAPI()
+    items = tmp_path / "items.jsonl"
+    write_items(items, 3)
+    with pytest.raises(error, match=r"^BatchJob\.create\(\): " + re.escape(said)):
+        job_for(tmp_path, items, anthropic_backend(api), **{setting: value})
+    assert api.calls == [] and sorted(path.name for path in tmp_path.iterdir()) == ["items.jsonl"]
+    if setting != "settings":
+        with job_for(tmp_path, items, anthropic_backend(api)) as job:
+            job.cancel()
+        with pytest.raises(error, match=r"^BatchJob\.open\(\): " + re.escape(said)):
+            BatchJob.open(tmp_path / "job.db", contract=Decision,
+                          backend=anthropic_backend(api), **{setting: value})  # fmt: skip
+        assert api.calls == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "error", "said"),
+    [
+        ("max_requests", 0, ValueError, "max_requests must be at least 1, not 0"),
+        ("max_requests", -1, ValueError, "max_requests must be at least 1, not -1"),
+        ("max_requests", "x", TypeError, "max_requests must be a whole number, not 'x'"),
+        ("max_requests", 2.5, TypeError, "max_requests must be a whole number, not 2.5"),
+        ("max_bytes", 0, ValueError, "max_bytes must be at least 1, not 0"),
+        ("max_bytes", None, TypeError, "max_bytes must be a whole number, not None"),
+    ],
+)
+def test_a_hosted_backend_s_batch_limit_is_checked_where_it_is_given(
+    setting: str, value: object, error: type[Exception], said: str
+) -> None:
+    # On main `max_requests="x"` was a bare TypeError from the job's first submission, and 0,
+    # -1 or 2.5 were taken (0 and -1 as one request a batch).
+    api = AnthropicBatchAPI()
+    with pytest.raises(error, match=r"^AnthropicBatches\(\): " + re.escape(said)):
+        anthropic_backend(api, **{setting: value})  # type: ignore[arg-type]
+    with pytest.raises(error, match=r"^OpenAIBatches\(\): " + re.escape(said)):
+        openai_backend(OpenAIBatchAPI(), **{setting: value})  # type: ignore[arg-type]
+    assert api.calls == []
+    assert anthropic_backend(api, **{setting: 7}).max_requests in (7, 100_000)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -179,6 +180,42 @@ def test_an_input_deleted_under_a_running_job_stops_it_with_one_line(tmp_path: P
         assert str(files.items) in line and "cannot be read" in line
         assert completions(url) < COUNT
     assert len(by_id(read_output(files.out))) >= 15
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_an_input_replaced_by_a_named_pipe_stops_the_job_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    # On main the job's look at the moved input opened the path with a plain open(), which
+    # waits for a writer on a named pipe: the job hung for ever in the open (Ctrl-C too:
+    # the open is retried after the signal), bounded here by communicate()'s timeout.
+    with local_job(tmp_path, COUNT, 0.01, "--concurrency", "2", closed=True) as (
+        runner, url, files,
+    ):  # fmt: skip
+        _some_done_then_held(url, files.state)
+        original = files.items.read_bytes()
+        files.items.unlink()
+        os.mkfifo(files.items)
+        _, errors = runner.communicate(timeout=60)
+        assert runner.returncode == 2, errors
+        line = one_line(errors)
+        assert str(files.items) in line and "not a regular file" in line
+        assert completions(url) < COUNT
+        kept = len(by_id(read_output(files.out)))
+        assert kept >= 15
+
+        # resume is refused the same way (it never waits on the pipe), then goes on once
+        # the input is back.
+        refused = sdk_run("batch", "resume", "--state", str(files.state), timeout=60)
+        assert refused.returncode == 2, refused.stderr
+        assert str(files.items) in one_line(refused.stderr)
+        files.items.unlink()
+        files.items.write_bytes(original)
+        gate(url, open=True)
+        resumed = sdk_run("batch", "resume", "--state", str(files.state), timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    records = by_id(read_output(files.out))
+    assert len(records) == COUNT and set(records) == {f"doc-{n}" for n in range(COUNT)}
 
 
 def test_touching_the_input_does_not_stop_the_job(tmp_path: Path) -> None:
@@ -492,3 +529,41 @@ def test_a_local_backend_refuses_more_in_flight_than_its_bound() -> None:
     assert LocalBackend(clients, concurrency=20_000).concurrency == 20_000
     with pytest.raises(ValueError, match=r"^concurrency must be at most 20,000 .*not 1,000,000$"):
         LocalBackend(clients, concurrency=1_000_000)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "error", "said"),
+    [
+        ("concurrency", 3.5, TypeError, "concurrency must be a whole number or None, not 3.5"),
+        ("concurrency", float("nan"), TypeError, "concurrency must be a whole number or None"),
+        ("concurrency", "8", TypeError, "concurrency must be a whole number or None, not '8'"),
+        ("concurrency", True, TypeError, "concurrency must be a whole number or None, not True"),
+        ("concurrency", 0, ValueError, "concurrency must be at least 1, not 0"),
+        ("flush_every", 2.5, TypeError, "flush_every must be a whole number, not 2.5"),
+        ("flush_every", float("nan"), TypeError, "flush_every must be a whole number, not nan"),
+        ("flush_every", None, TypeError, "flush_every must be a whole number, not None"),
+        ("flush_seconds", float("inf"), ValueError, "flush_seconds must be a finite number"),
+        ("flush_seconds", float("nan"), ValueError, "flush_seconds must be a finite number"),
+        ("flush_seconds", 1e300, ValueError, "flush_seconds must be between 0 and 86400"),
+        ("flush_seconds", "2", TypeError, "flush_seconds must be a number, not '2'"),
+        ("flush_seconds", 0, ValueError, "flush_seconds must be a positive number, not 0"),
+    ],
+)
+def test_a_local_backend_refuses_a_wrong_setting_where_it_is_given_naming_it(
+    setting: str, value: object, error: type[Exception], said: str
+) -> None:
+    # On main `concurrency=3.5` (or NaN) was taken and the job's run then failed with a bare
+    # "TypeError: 'float' object cannot be interpreted as an integer" after the job was made;
+    # `flush_every=nan`, `flush_seconds=inf` or `1e300` were taken and nothing finished was
+    # committed until the run stopped (a crash lost every answer); `"8"` or `None` were a
+    # bare "'<' not supported between instances of 'str' and 'int'".
+    clients = local_clients(Counter(), {})
+    with pytest.raises(error, match="^LocalBackend\\(\\): " + re.escape(said)):
+        LocalBackend(clients, **{setting: value})
+
+
+@pytest.mark.parametrize("clients", ["http://a:8080", [object()], 7])
+def test_a_local_backend_refuses_what_is_not_a_client(clients: object) -> None:
+    # On main: a bare AttributeError ("'str' object has no attribute 'provider'").
+    with pytest.raises(TypeError, match=r"^LocalBackend\(\): clients must be"):
+        LocalBackend(clients)  # type: ignore[arg-type]

@@ -75,3 +75,34 @@ def test_retry_of_a_job_whose_input_is_gone_says_so_and_reopens_nothing(tmp_path
     assert (summary.ok, summary.failed, summary.pending) == (7, 3, 0)
     assert out.read_bytes() == kept
     assert sorted(json.loads(line)["outcome"] for line in kept.splitlines()).count("failed") == 3
+
+
+@pytest.mark.parametrize("kind", ["folder", "named pipe"])
+def test_an_input_that_is_there_but_no_file_is_said_so_not_missing(
+    tmp_path: Path, kind: str
+) -> None:
+    # On main `run` and `resume` said "FILE: no such input file" of a folder or a named pipe
+    # at the input's path: a reader looked for a file that is there.
+    if kind == "named pipe" and not hasattr(os, "mkfifo"):
+        pytest.skip("named pipes")
+    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
+    write_items(items, 5)
+    with items.open("a", encoding="utf-8") as file:
+        file.write("not json\n")  # the run stops at it, before the job is indexed
+    with fanout(0.0) as url:
+        run = sdk_run(*local_run(url, items, out, "--state", str(state)), timeout=60)
+        assert run.returncode == 2 and state.exists(), run.stderr
+        items.unlink()
+        if kind == "folder":
+            items.mkdir()
+        else:
+            os.mkfifo(items)
+        said = f"error: {items.resolve()}: not a regular file (a folder, a named pipe or a device)"
+        resumed = sdk_run("batch", "resume", "--state", str(state), timeout=60)
+        assert resumed.returncode == 2, resumed.stderr
+        assert one_line(resumed.stderr).startswith(said)
+        fresh = tmp_path / "fresh.jsonl"
+        ran = sdk_run(*local_run(url, items, fresh), timeout=60)
+    assert ran.returncode == 2, ran.stderr
+    assert one_line(ran.stderr).startswith(f"error: {items}: not a regular file")
+    assert not fresh.exists()

@@ -32,6 +32,7 @@ import httpx
 import pytest
 
 from contracts import Decision
+from sdk.batch import BatchError
 from sdk.batch import BatchJob
 from sdk.batch import LocalBackend
 from sdk.batch import OutputChanged
@@ -409,6 +410,38 @@ def test_an_output_through_a_dangling_link_is_refused_and_nothing_is_created(
     ) as job:  # fmt: skip
         assert job.run().ok == 3
     assert set(by_id(read_output(real))) == {"doc-0", "doc-1", "doc-2"}
+
+
+def test_a_dangling_link_at_the_lock_path_is_refused_and_nothing_is_created(
+    tmp_path: Path,
+) -> None:
+    # The runner's lock file (`job.db.lock`) is made with O_CREAT: on main a link planted at
+    # its path made the job create an empty file wherever it pointed (a folder that exists),
+    # or fail with a bare "[Errno 2] No such file or directory" (one that does not), which
+    # the CLI printed as such.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 3)
+    state = tmp_path / "job.db"
+    with BatchJob.create(
+        state, contract=Decision, backend=LocalBackend(local_clients(Counter(), {})),
+        input=items, out=tmp_path / "out.jsonl",
+    ) as job:  # fmt: skip
+        assert job.run().ok == 3
+    lock = tmp_path / "job.db.lock"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for target in (elsewhere / "planted", tmp_path / "missing" / "planted"):
+        lock.unlink()
+        lock.symlink_to(target)
+        backend = LocalBackend(local_clients(Counter(), {}))
+        refused = r"is a symbolic link to .* which does not exist"
+        with (
+            BatchJob.open(state, contract=Decision, backend=backend) as again,
+            pytest.raises(BatchError, match=refused),
+        ):
+            again.run()
+    assert list(elsewhere.iterdir()) == [] and not (tmp_path / "missing").exists()
+    assert job_summary(state).ok == 3
 
 
 @pytest.mark.parametrize("then", ["nothing", "folder removed", "another file made"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import subprocess
 import time
@@ -317,3 +318,31 @@ def test_a_job_s_notes_on_stderr_show_a_path_as_it_is(tmp_path: Path) -> None:
     shown = str(state).replace("\x1b", "\\x1b")
     assert f"job state: {shown}" in ran.stderr, ran.stderr
     assert "\x1b" not in ran.stderr
+
+
+def test_status_cancel_and_resume_do_not_wait_on_a_named_pipe_at_the_lock_path(
+    tmp_path: Path,
+) -> None:
+    # `status`, `cancel` and the summary `resume` ends with look at the runner's lock file
+    # (`job.db.lock`) to tell whether a process runs the job. On main they opened it with a
+    # plain O_RDONLY open, which waits for a writer when the path is a named pipe (put there
+    # by anyone who can write the folder): each hung for ever (bounded here by the processes'
+    # timeout).
+    items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
+    write_items(items, 3)
+    with fanout(0.01) as url:
+        ran = sdk_run(*local_run(url, items, out, "--state", str(state)), timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        lock = tmp_path / "job.db.lock"
+        lock.unlink()
+        os.mkfifo(lock)
+        shown = sdk_run("batch", "status", "--state", str(state), "--json", timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["finished"] is True
+        cancelled = sdk_run("batch", "cancel", "--state", str(state), timeout=60)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "nothing to cancel" in cancelled.stdout + cancelled.stderr
+        resumed = sdk_run("batch", "resume", "--state", str(state), timeout=60)
+        assert resumed.returncode == 0, resumed.stderr
+        assert "3 ok" in resumed.stdout
+    assert job_summary(state).ok == 3 and len(out.read_text().splitlines()) == 3

@@ -666,3 +666,38 @@ def test_an_extra_body_value_json_cannot_carry_is_refused_where_it_is_set(
     assert wire.requests == []
     taken = {"x": {"y": [1, 2.5, None, True, "t", {"z": []}], "w": (1, 2)}}
     assert client.generate(Decision, prompt="?", extra_body=taken).value.answer == "approve"
+
+
+def _nested(depth: int, leaf: object) -> object:
+    value = leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def test_an_extra_body_nested_deeper_than_a_request_may_be_is_refused_where_it_is_set() -> None:
+    # On main check_json_body walked a deep body without recursion and took it, and then the
+    # spec's deep copy (and the cache key, the wire's JSON encoder) recursed: an extra_body
+    # nested ~350 levels (a batch input line's `options` read as JSON at 900) made every call,
+    # and every such batch item, fail with a bare RecursionError, before anything was sent.
+    from sdk.cache import MemoryCache
+    from sdk.parsing._limits import MAX_DEPTH
+
+    wire = Wire(chat_reply(text=TEXT))
+    provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
+    client = StructuredClient(provider, cache=MemoryCache())
+    said = rf"^extra_body\['x'\]\S* nests lists and mappings deeper than {MAX_DEPTH} levels"
+    for depth in (MAX_DEPTH + 1, 900, 5000):
+        body = {"x": _nested(depth, 1)}
+        with pytest.raises(ValueError, match=said):
+            StructuredClient(provider, extra_body=body)
+        with pytest.raises(ValueError, match=said):
+            client.with_options(extra_body=body)
+        with pytest.raises(ValueError, match=said):
+            client.generate(Decision, prompt="?", extra_body=body)
+        with pytest.raises(ValueError, match=said):
+            VLLMProvider(model="m", extra_body=body)
+    assert wire.requests == []
+    deepest = {"x": _nested(MAX_DEPTH, 1)}
+    assert client.generate(Decision, prompt="?", extra_body=deepest).value.answer == "approve"
+    assert len(wire.requests) == 1

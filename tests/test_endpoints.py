@@ -236,6 +236,32 @@ def test_a_base_url_that_is_not_http_is_refused_when_made(url: str) -> None:
         VLLMProvider(url, model="m")
 
 
+BLANKS = [
+    "http://gw.test/llm\nx",  # (urlsplit drops it: sent to /llmx)
+    "http://gw.test/llm\tx",
+    "http://gw .test/llm",  # (a connection error on each attempt)
+    "http://gw.test/llm\x00",  # (an "unusable reply", blaming the server)
+    "http://gw.test/l m",
+    f"http://{USER}:{PASSWORD} 1@gw.test/llm",
+]
+
+
+@pytest.mark.parametrize("url", BLANKS)
+@pytest.mark.parametrize("name", LOCAL)
+def test_a_base_url_holding_white_space_or_a_control_character_is_refused_when_made(
+    name: str, url: str
+) -> None:
+    # On main each was taken: a line end or a tab was dropped by urlsplit and the requests
+    # went to another path, a space in the host failed every attempt as a connection error,
+    # a NUL failed every call as "unusable reply: InvalidURL". The message names the place,
+    # never the URL (it may hold a credential).
+    gateway = Gateway(name, "/llm")
+    with pytest.raises(ValueError, match=r"^base_url holds white space or a control") as raised:
+        _call(_local(name, url, gateway, sync=True), "generate")
+    assert gateway.seen == [] and "SECRET" not in str(raised.value)
+    assert "http://gw.test/llm" in str(VLLMProvider("  http://gw.test/llm\n", model="m").endpoint)
+
+
 # --- the official clients -----------------------------------------------------------------------
 
 HOSTED = ["anthropic", "openai_responses", "openai_chat"]

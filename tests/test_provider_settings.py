@@ -249,3 +249,28 @@ def test_llamacpp_s_own_settings_are_checked_when_made() -> None:
         LlamaCppProvider(prompt_template="x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"LlamaCppProvider\(\): grounding_limit must be"):
         LlamaCppProvider(grounding_limit=True)
+
+
+@pytest.mark.parametrize("cls", [VLLMProvider, OllamaProvider])
+@pytest.mark.parametrize(
+    ("model", "error", "said"),
+    [
+        (5, TypeError, "model must be a string, not 5"),
+        (None, TypeError, "model must be a string, not None"),
+        ("", ValueError, "model must be the name of a model the server runs, not ''"),
+        ("  ", ValueError, "model must be the name of a model the server runs"),
+    ],
+)
+def test_a_one_route_server_s_model_is_checked_where_it_is_given(
+    cls: type[Any], model: object, error: type[Exception], said: str
+) -> None:
+    # On main each was taken: `model=5` was sent as a JSON number, `""` as is, and every call
+    # failed as the server's 404 or 400 ("ProviderError: server returned an error").
+    with pytest.raises(error, match=rf"^{cls.__name__}\(\): {re.escape(said)}"):
+        cls("http://127.0.0.1:1", model=model)
+    assert cls("http://127.0.0.1:1", model="qwen3:8b").codec.model == "qwen3:8b"
+
+
+def test_a_vllm_provider_s_grounding_is_checked_where_it_is_given() -> None:
+    with pytest.raises(TypeError, match=r"^VLLMProvider\(\): grounding must be True or False"):
+        VLLMProvider("http://127.0.0.1:1", model="m", grounding="yes")  # type: ignore[arg-type]

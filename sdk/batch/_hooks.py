@@ -76,6 +76,7 @@ from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
 from sdk.providers._chat import ChatChoice
 from sdk.providers._drivers import built
+from sdk.providers._http import check_model
 from sdk.providers.vllm import VLLMProvider
 
 __all__ = ["REASK", "ProcessorHooks", "SecondPass"]
@@ -124,7 +125,7 @@ class ProcessorHooks:
         check_given(rows, RowColumns, where, ROW_EXPECTS)
         check("contract", contract, type[Contract] | str, where,
               expects="a Contract class or 'module:Name'")  # fmt: skip
-        check("model", model, str, where)
+        check_model(model, where)
         check("grounding", grounding, bool, where)
         declared = get_type_hints(JobSettings, include_extras=True)  # (what the job takes)
         check("retries", retries, declared["retries"], where)

@@ -31,9 +31,12 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Annotated
 from typing import Any
 from typing import ClassVar
 
+from sdk._values.declared import AtLeast
+from sdk._values.declared import check
 from sdk.batch._errors import BatchError
 from sdk.batch._state import SubmissionRow
 from sdk.errors import ProviderError
@@ -187,6 +190,16 @@ _ANTHROPIC_STATUS = {
 }
 
 
+_LIMIT = Annotated[int, AtLeast(1)]
+
+
+def _check_limits(where: str, max_requests: object, max_bytes: object) -> None:
+    """Refuse a batch limit that is not a whole number of at least 1, naming it: `"x"` was a
+    bare `TypeError` from the first submission, and 0 or -1 were taken."""
+    check("max_requests", max_requests, _LIMIT, where)
+    check("max_bytes", max_bytes, _LIMIT, where)
+
+
 class AnthropicBatches(HostedBackend):
     """Anthropic Message Batches (`client.messages.batches`): at most 100,000 requests and
     256 MB a batch; results are a JSONL stream of succeeded / errored / canceled / expired."""
@@ -209,6 +222,7 @@ class AnthropicBatches(HostedBackend):
             raise TypeError(f"AnthropicBatches takes an AnthropicProvider, not {provider!r}")
         if not isinstance(provider.client, anthropic.Anthropic):
             raise TypeError("AnthropicBatches needs a sync anthropic.Anthropic client")
+        _check_limits("AnthropicBatches()", max_requests, max_bytes)
         super().__init__(provider)
         self.max_requests = min(max_requests, 100_000)
         self.max_bytes = min(max_bytes, 256 * 1000 * 1000)
@@ -374,6 +388,7 @@ class OpenAIBatches(HostedBackend):
             )
         if not isinstance(provider.client, openai.OpenAI):
             raise TypeError("OpenAIBatches needs a sync openai.OpenAI client")
+        _check_limits("OpenAIBatches()", max_requests, max_bytes)
         super().__init__(provider)
         self.max_requests = min(max_requests, 50_000)
         self.max_bytes = min(max_bytes, 200 * 1000 * 1000)

@@ -17,6 +17,10 @@ never computed from (or filed under) a line other than the one indexed for that 
 itself keeps a running digest of the bytes it has read, so that an interrupted indexing resumes
 only over an unchanged prefix (`prefix_digest`). `first_change` names the first line that differs
 from the index, for the error that stops the job.
+
+Every read opens the input with `sdk._files.open_regular`: a named pipe (or a device) put at its
+path, by `resume` or while the job runs, is an `OSError` that stops the job, never an open that
+waits for a writer for ever.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import BinaryIO
 
 from pydantic import ValidationError
 
+from sdk._files import open_regular
 from sdk._values.position import decoding_problem
 from sdk._values.records import PromptInfo
 from sdk.batch._errors import BatchInputError
@@ -245,7 +250,7 @@ def read_index(
     past `MAX_LINE` or a last line without its newline that does not parse raises
     `BatchInputError`. Returns where the reading ended: the byte offset and the last line's
     number."""
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         file.seek(start)
         offset, number = start, first_line - 1
         while True:
@@ -270,7 +275,7 @@ def prefix_digest(path: Path, end: int) -> Any:
     what indexing had read when it stopped, to compare before it resumes."""
     digest = hashlib.sha256()
     left = end
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         while left > 0:
             block = file.read(min(left, 1 << 20))
             if not block:
@@ -304,7 +309,7 @@ class InputReader:
     def line(self, row: ItemRow) -> bytes:
         """The line of `row`, checked to hash as indexed (`InputChanged` if not)."""
         if self._file is None:
-            self._file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
+            self._file = open_regular(self.path)
         self._file.seek(row.offset)
         line = self._file.read(row.length)
         if len(line) != row.length or line_hash(line) != row.hash:
@@ -325,7 +330,7 @@ def first_change(path: Path, rows: Iterable[ItemRow], *, complete: bool) -> str 
     """Where `path` first differs from the index `rows` (every item, in input order): "PATH:LINE:
     what changed", or `None` if every indexed line is as it was. `complete`: the index covers
     the whole file, so a line after the last item is a change too."""
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         offset, number = 0, 0
         for row in rows:
             while offset < row.offset:  # the blank lines between two items
@@ -365,7 +370,7 @@ def file_identity(path: Path) -> str:
     (a change it misses is caught when the changed line is read back)."""
     size = os.stat(path).st_size
     digest = hashlib.sha256(str(size).encode())
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         digest.update(file.read(_SAMPLE))
         file.seek(max(0, size - _SAMPLE))
         digest.update(file.read(_SAMPLE))

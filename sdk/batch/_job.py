@@ -49,11 +49,15 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Annotated
 from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
-from sdk._values.declared import check_keywords
+from sdk._values.declared import AtLeast
+from sdk._values.declared import Between
+from sdk._values.declared import Positive
+from sdk._values.declared import check_given
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
@@ -121,14 +125,22 @@ _ASKED = ("schema", "prompt", "backend", "provider", "model", "max_tokens", "enu
 unless `update=True`."""
 
 
+_LONGEST_POLL = 24 * 3600.0
+"""The longest wait between two looks at a hosted batch (a longer one is a wait with no bound:
+the batch APIs end or expire a batch within a day)."""
+
+
 class HostedPolling(TypedDict, total=False):
     """How a job waits on a hosted batch API (keywords of `BatchJob.create`, `.open` and the
     constructor; a local backend refuses them: it has nothing to poll or collect)."""
 
-    poll_interval: float | None
-    poll_max: float | None
-    collect_chunk: int | None
+    poll_interval: Annotated[float | None, Positive(), Between(0, _LONGEST_POLL)]
+    poll_max: Annotated[float | None, Positive(), Between(0, _LONGEST_POLL)]
+    collect_chunk: Annotated[int | None, AtLeast(1)]
     sleep: Callable[[float], None] | None
+
+
+_EXPECTS = {"sleep": "a function of the seconds to wait, or None"}
 
 
 class JobOptions(HostedPolling, total=False):
@@ -163,7 +175,7 @@ class BatchJob:
         prompt: type[Prompt] | None = None,
         **polling: Unpack[HostedPolling],
     ) -> None:
-        check_keywords(polling, HostedPolling, "BatchJob()")
+        check_given(polling, HostedPolling, "BatchJob()", _EXPECTS)
         _refuse_hosted_options(backend, polling)
         self.state = state
         self.contract = contract
@@ -217,7 +229,7 @@ class BatchJob:
         its backend there). `prompt`: a template (`sdk.Prompt`) the input's lines give
         `variables` for; every output line names it (`"prompt"`: name, version, fingerprint).
         Every keyword after `out` is optional (`JobOptions`)."""
-        check_keywords(options, JobOptions, "BatchJob.create()")
+        check_given(options, JobOptions, "BatchJob.create()", _EXPECTS)
         prompt, settings = options.pop("prompt", None), options.pop("settings", None)
         update, extra_meta = options.pop("update", False), options.pop("extra_meta", None)
         polling = options  # what is left: how a hosted job polls
@@ -256,7 +268,7 @@ class BatchJob:
     ) -> BatchJob:
         """The job in `state`, to resume, see or cancel (with its prompt template, if it has
         one)."""
-        check_keywords(polling, HostedPolling, "BatchJob.open()")
+        check_given(polling, HostedPolling, "BatchJob.open()", _EXPECTS)
         return cls._opened(JobState(state), contract, backend, {**polling, "prompt": prompt})
 
     @classmethod
@@ -1018,7 +1030,14 @@ class BatchJob:
 def _no_input(path: str | Path) -> BatchInputError:
     """A job's input that is not there (moved or deleted), as `run`, `resume` and `retry` say it:
     every command that needs the input says it so (probe13b D5: `resume` gave the bare
-    `[Errno 2] No such file or directory` of the open)."""
+    `[Errno 2] No such file or directory` of the open). A path that is there but is no regular
+    file (a folder, a named pipe, a device) is said so: "no such input file" sent the reader
+    looking for a file that is there."""
+    if os.path.lexists(path) and Path(path).exists():
+        return BatchInputError(
+            f"{path}: not a regular file (a folder, a named pipe or a device): give the input "
+            "file's path"
+        )
     return BatchInputError(f"{path}: no such input file")
 
 

@@ -32,8 +32,13 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY
 from dataclasses import dataclass
 from dataclasses import field
+from typing import Annotated
 from typing import Any
 
+from sdk._values.declared import AtLeast
+from sdk._values.declared import Between
+from sdk._values.declared import Positive
+from sdk._values.declared import check
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
@@ -50,6 +55,11 @@ MOST_IN_FLIGHT = 10_000
 Each one in flight is a worker task, with a queue of twice as many items ahead of them: at
 10,000 that is a few tens of MB and a start in well under a second; at 10^6 the job spent its
 memory making workers and never started (probe12c D2). No server answers more at once."""
+
+_CONCURRENCY = Annotated[int | None, AtLeast(1)]
+_FLUSH_EVERY = Annotated[int, AtLeast(1)]
+_FLUSH_SECONDS = Annotated[float, Positive(), Between(0, 24 * 3600.0)]
+"""Finished items are committed at least once a day (a longer wait is one with no bound)."""
 
 Outcome = tuple[ItemRow, object]
 """An item's row and what its call gave: a `Result`, or the exception it raised."""
@@ -77,17 +87,34 @@ class LocalBackend:
         flush_every: int = 256,
         flush_seconds: float = 2.0,
     ) -> None:
-        self.clients = [clients] if isinstance(clients, AsyncStructuredClient) else list(clients)
+        if isinstance(clients, AsyncStructuredClient):
+            clients = [clients]
+        elif isinstance(clients, (str, bytes)) or not isinstance(clients, Sequence):
+            raise TypeError(
+                "LocalBackend(): clients must be an AsyncStructuredClient or a list of them, "
+                f"not {type(clients).__name__}"
+            )
+        self.clients = list(clients)
         if not self.clients:
             raise ValueError("LocalBackend needs at least one AsyncStructuredClient")
+        for client in self.clients:
+            if not isinstance(client, AsyncStructuredClient):
+                raise TypeError(
+                    "LocalBackend(): clients must be AsyncStructuredClients, not "
+                    f"{type(client).__name__}"
+                )
+        # Each setting checked where it is given, naming it (on main `concurrency=3.5` was a
+        # bare TypeError from the job's run, and `flush_every=nan` or `flush_seconds=inf`
+        # were taken: nothing finished was committed until the run stopped).
+        check("concurrency", concurrency, _CONCURRENCY, "LocalBackend()")
+        check("flush_every", flush_every, _FLUSH_EVERY, "LocalBackend()")
+        check("flush_seconds", flush_seconds, _FLUSH_SECONDS, "LocalBackend()")
         names = {client.provider.name for client in self.clients}
         if len(names) > 1:
             raise ValueError(f"the clients of one job must be one provider family, not {names}")
         if concurrency is None:
             wanted = sum(client.max_concurrency or 64 for client in self.clients)
             concurrency = min(wanted, MOST_IN_FLIGHT * len(self.clients))
-        if concurrency < 1 or flush_every < 1:
-            raise ValueError("concurrency and flush_every must be at least 1")
         most = MOST_IN_FLIGHT * len(self.clients)
         if concurrency > most:
             # Bounded here, where the workers are made, not only in the CLI's and BackendSpec's
@@ -96,8 +123,6 @@ class LocalBackend:
                 f"concurrency must be at most {most:,} ({MOST_IN_FLIGHT:,} per client), "
                 f"not {concurrency:,}"
             )
-        if not flush_seconds > 0:
-            raise ValueError("flush_seconds must be more than 0")
         self.concurrency = concurrency
         self.flush_every = flush_every
         self.flush_seconds = flush_seconds

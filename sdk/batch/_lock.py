@@ -38,6 +38,7 @@ from typing import Any
 from sdk._files import try_lock as _try_lock
 from sdk._files import unlock as _unlock
 from sdk.batch._errors import JobRunning
+from sdk.batch._output import refuse_dangling_link
 from sdk.batch._state import JobState
 
 __all__ = ["LEASE_SECONDS", "Holder", "RunnerLock", "lock_path", "running_holder"]
@@ -110,6 +111,9 @@ class RunnerLock:
 
     def acquire(self) -> None:
         """Take the lock and the lease, or raise `JobRunning` naming who has them."""
+        # A link planted at the lock's path whose target does not exist would have the job
+        # create an empty file wherever it points (or fail with a bare `[Errno 2]`).
+        refuse_dangling_link(self.path)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             locked = _try_lock(fd, exclusive=True)
@@ -222,7 +226,8 @@ def running_holder(state: JobState) -> Holder | None:
     """The process running the job now, or `None`: its lock file is locked (probed without
     creating or changing anything) and the lease names it. For `status` and `cancel`."""
     try:
-        fd = os.open(lock_path(state.path), os.O_RDONLY)
+        # (O_NONBLOCK: a named pipe put at the lock's path would wait for a writer for ever)
+        fd = os.open(lock_path(state.path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None  # never run with a lock here
     try:

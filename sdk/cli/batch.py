@@ -65,6 +65,7 @@ PollOption = Annotated[
     typer.Option(
         "--poll-interval",
         min=0.0,
+        max=86400.0,
         help="Hosted: seconds between status checks (grows; default 10).",
     ),
 ]

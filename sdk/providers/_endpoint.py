@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -90,6 +91,7 @@ class Endpoint:
         a `ValueError` for a URL that is not `http(s)://host...`."""
         if not isinstance(url, str):
             raise TypeError(f"base_url must be a string, not {type(url).__name__}")
+        _refuse_blanks(url.strip(), "base_url")
         parts = urlsplit(url.strip())
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be an http:// or https:// URL, not {_shown(url)!r}")
@@ -305,6 +307,20 @@ def _refuse_credentials(user: str | None, password: str | None, owner: str, inst
             "would print them in its request log and send them in place of its API key; give "
             f"them as the client's {instead} instead (never in the URL)"
         )
+
+
+def _refuse_blanks(url: str, what: str) -> None:
+    """Refuse a URL holding white space or a control character (past the ends, which are
+    trimmed): `urlsplit` drops a tab or a line end silently (`/v1\\nx` was sent to `/v1x`), a
+    space in the host failed each attempt as a connection error, and a NUL failed every call as
+    an unusable reply, blaming the server. Only the position is said (the URL may hold a
+    credential)."""
+    for position, char in enumerate(url):
+        if char.isspace() or unicodedata.category(char) == "Cc":
+            raise ValueError(
+                f"{what} holds white space or a control character (at character {position}): "
+                "a URL cannot; percent-encode it (a space as %20)"
+            )
 
 
 def _refuse_hidden_userinfo(parts: SplitResult, what: str) -> None:

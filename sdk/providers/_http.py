@@ -297,6 +297,15 @@ class HTTPProvider(Provider):
         self.close()
 
 
+def check_model(model: object, where: str) -> None:
+    """Refuse a one-route server's `model` that is not text with something in it, naming it:
+    `model=5` was sent as a JSON number and `model=""` as is, each a 404 (or a 400) from the
+    server at every call."""
+    check("model", model, str, where)
+    if not str(model).strip():
+        raise ValueError(f"{where}: model must be the name of a model the server runs, not ''")
+
+
 class OneRouteCodec(Codec):
     """Base of the codecs of one-route servers that render the chat template themselves and
     tokenize it with special tokens parsed (vLLM, Ollama): the model, how a request's schema is
@@ -338,6 +347,8 @@ class ServerProvider(HTTPProvider, Generic[CodecT]):
         client is made); keep how to reach the server; vet `extra_body` against the codec."""
         check_given(settings, keywords, f"{type(self).__name__}()", _EXPECTS)
         made = codec(ContentPolicy.of(settings))
+        if isinstance(made, OneRouteCodec):  # (vLLM, Ollama: the model every request names)
+            check_model(made.model, f"{type(self).__name__}()")
         super().__init__(base_url, **connection(settings))
         self.codec = made
         self._keep_extra_body(settings.get("extra_body"))

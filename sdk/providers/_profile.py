@@ -37,6 +37,7 @@ from sdk._values.declared import did_you_mean
 from sdk._values.dialect import Dialect
 from sdk._values.profile import Profile
 from sdk._values.profile import StopReason
+from sdk.parsing._limits import MAX_DEPTH
 
 __all__ = [
     "NO_SAMPLING",
@@ -306,23 +307,31 @@ def check_json_body(body: Mapping[str, Any], name: str = "extra_body") -> None:
     mapping with text keys (`TypeError`: a `Decimal`, a set, bytes, an `int` key, which the
     wire would write as text beside a text key of the same spelling), or a number that is not
     finite (`ValueError`: `NaN` is not JSON). Without it each failed at every call, as an
-    unusable reply. Walked without recursion (a deep body is no `RecursionError`)."""
-    stack: list[tuple[str, Any]] = [(name, body)]
+    unusable reply. Walked without recursion, and refused nested deeper than `MAX_DEPTH` (128)
+    lists and mappings (`ValueError`): the copy the call keeps, the cache key and the wire's
+    JSON encoder all recurse, so a deeper one was a bare `RecursionError` from the call."""
+    stack: list[tuple[str, Any, int]] = [(name, body, 0)]
     while stack:
-        where, value = stack.pop()
+        where, value, depth = stack.pop()
         kind = type(value)
         if value is None or kind in (bool, int, str):
             continue
         if kind is float or isinstance(value, float):
             if not math.isfinite(value):
                 raise ValueError(f"{where} is {value!r}, a number JSON cannot carry")
+        elif depth > MAX_DEPTH and isinstance(value, (Mapping, list, tuple)):
+            shown = where if len(where) <= 80 else where[:80] + "..."
+            raise ValueError(
+                f"{shown} nests lists and mappings deeper than {MAX_DEPTH} levels, "
+                "more than a request body may hold"
+            )
         elif isinstance(value, Mapping):
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise TypeError(f"{where} has the key {key!r}: a JSON object's keys are text")
-                stack.append((f"{where}[{key!r}]", item))
+                stack.append((f"{where}[{key!r}]", item, depth + 1))
         elif isinstance(value, (list, tuple)):
-            stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+            stack.extend((f"{where}[{index}]", item, depth + 1) for index, item in enumerate(value))
         elif not isinstance(value, (int, str)):  # (an `IntEnum`, a `str` subclass: as JSON's)
             raise TypeError(
                 f"{where} is a {kind.__name__}, which JSON cannot carry: give null, true or "

@@ -29,6 +29,7 @@ from typing import assert_never
 
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
+from sdk._values.declared import check
 from sdk._values.dialect import BOUNDS
 from sdk._values.dialect import CORE_KEYWORDS
 from sdk._values.dialect import LOCAL_KEYWORDS
@@ -158,6 +159,7 @@ class VLLMCodec(OneRouteCodec):
     profile = VLLM_WIRE
 
     def __init__(self, model: str, content: ContentPolicy, *, grounding: bool = True) -> None:
+        check("grounding", grounding, bool, "VLLMProvider()")
         super().__init__(model, content)
         self.grounding = grounding
         """Send a contract with `SourceQuote`/`Verbatim` strings as its grounded Lark grammar
