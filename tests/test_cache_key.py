@@ -1192,7 +1192,7 @@ def test_a_source_s_digest_is_never_another_document_s() -> None:
 
 def test_a_long_source_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The second key of a request over the same 1 MB document hashes the prompt around it,
-    not the document (a hit on a 1 MB document cost 5.2 times judging its reply, most of it
+    not the document (a hit on a 1 MB document cost 2.7 times judging its reply, most of it
     hashing the document again)."""
     from sdk.cache import _key
 
