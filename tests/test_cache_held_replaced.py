@@ -134,18 +134,25 @@ from sdk import _changes
 from sdk.cache import Entry, SQLiteCache
 from sdk.providers import TestProvider
 
-path, reused = sys.argv[1], sys.argv[2] == "reused"
+path, how = sys.argv[1], sys.argv[2]
 store = SQLiteCache(path)
 store.put("k", Entry((TestProvider.refusal("one"),)))
 store.get("k")
 assert store.get("k") is store.get("k")  # (held)
 number = _changes._notices._fd
-if reused:  # (the number names a file opened since: here the cache file itself)
+if how == "reused":  # (the number names a file opened since: here the cache file itself)
     os.dup2(os.open(path, os.O_RDONLY), number)
+elif how == "a pipe":  # (another part's pipe, blocking, with bytes waiting: none taken)
+    r, w = os.pipe()
+    os.write(w, b"theirs")
+    os.dup2(r, number)
 else:
     os.close(number)
 SQLiteCache(path).put("k", Entry((TestProvider.refusal("two"),)))
 print(store.get("k").completions[0].text)
+if how == "a pipe":
+    os.set_blocking(number, False)
+    assert os.read(number, 100) == b"theirs"
 store.put("k", Entry((TestProvider.refusal("three"),)))
 store.get("k")
 print(store.get("k").completions[0].text, store.get("k") is store.get("k"))
@@ -153,15 +160,16 @@ print(store.get("k").completions[0].text, store.get("k") is store.get("k"))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
-@pytest.mark.parametrize("number", ["closed", "reused"])
+@pytest.mark.parametrize("number", ["closed", "reused", "a pipe"])
 def test_the_notices_descriptor_closed_by_other_code_neither_hangs_nor_fails_a_lookup(
     tmp_path: Path, number: str
 ) -> None:
     """Other code of the process closes the descriptor the kernel tells changes through (a
     loop closing every descriptor, a double close), its number left closed or given to a file
-    opened since: a lookup read that file to its end for ever (a hang), or failed with a raw
-    `OSError`. Now the notices are known lost: the next lookup finds what another store wrote,
-    and entries are held again through a new descriptor."""
+    opened since, or to a pipe with bytes waiting: a lookup read that file to its end for ever
+    or took the pipe's bytes and blocked on it (a hang), or failed with a raw `OSError`. Now
+    the notices are known lost, nothing of another's read: the next lookup finds what another
+    store wrote, and entries are held again through a new descriptor."""
     done = subprocess.run(
         [sys.executable, "-c", _CLOSED_UNDER, str(tmp_path / "c.db"), number],
         capture_output=True, text=True, timeout=30,
