@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -126,6 +127,59 @@ def test_a_symbolic_link_re_pointed_under_a_store_never_serves_the_old_file_s_en
     _in_a_thread(other_thread)
     assert found == ["b's", "written"]
     assert _text(store.get("k")) == "a's"  # (this thread's connection: still the first file)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
+def test_a_connection_opened_before_its_link_was_re_pointed_holds_nothing_for_others(
+    tmp_path: Path,
+) -> None:
+    """This thread's connection opened the first file, then the link was re-pointed and another
+    thread's connection opened the second, all before any lookup (nothing watched yet): what
+    this thread reads from the first file is never held, so the other thread finds what the
+    second holds, its own write too (this thread's read was held under the watch of the file
+    the path names now, and served to every thread)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        SQLiteCache(tmp_path / name / "c.db").put("k", _entry(f"{name}'s"))
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "a" / "c.db")
+    store = SQLiteCache(link)
+    # (a pool of one thread: the other thread's connection stays open between its tasks)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as other:
+        store.stats()  # (this thread's connection: the first file)
+        (tmp_path / "new").symlink_to(tmp_path / "b" / "c.db")
+        os.replace(tmp_path / "new", link)
+        other.submit(store.stats).result(timeout=30)  # (the other's: the second file)
+        assert [_text(store.get("k")) for _ in range(2)] == ["a's", "a's"]
+        assert other.submit(lambda: _text(store.get("k"))).result(timeout=30) == "b's"
+        other.submit(store.put, "k", _entry("written")).result(timeout=30)
+        assert other.submit(lambda: _text(store.get("k"))).result(timeout=30) == "written"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
+def test_a_folder_on_the_way_replaced_under_a_store_never_serves_the_old_file_s_entry(
+    tmp_path: Path,
+) -> None:
+    """The store's folder renamed away and another put in its place (no link on the way): a
+    thread whose connection opens the file there now finds what it holds, its own write too;
+    this thread, whose connection stays on the first file, still reads that one."""
+    for name in ("dir", "other"):
+        (tmp_path / name).mkdir()
+        SQLiteCache(tmp_path / name / "c.db").put("k", _entry(f"{name}'s"))
+    store = SQLiteCache(tmp_path / "dir" / "c.db")
+    assert [_text(store.get("k")) for _ in range(2)] == ["dir's", "dir's"]
+    os.rename(tmp_path / "dir", tmp_path / "dir.old")
+    os.rename(tmp_path / "other", tmp_path / "dir")
+    found: list[str | None] = []
+
+    def other_thread() -> None:
+        found.append(_text(store.get("k")))
+        store.put("k", _entry("written"))
+        found.append(_text(store.get("k")))
+
+    _in_a_thread(other_thread)
+    assert found == ["other's", "written"]
+    assert _text(store.get("k")) == "dir's"
 
 
 _CLOSED_UNDER = """
