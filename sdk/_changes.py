@@ -85,6 +85,7 @@ class _Notices:
     def __init__(self) -> None:
         self._lock = _fork.lock()
         self._fd: int | None = None
+        self._made: tuple[int, int] | None = None  # (the instance's device and inode: `_take_all`)
         self._failed = False  # (inotify missing: not asked again in this process)
         self._epoch = 0
         self._watchers: dict[int, weakref.WeakSet[Watch]] = {}
@@ -190,6 +191,16 @@ class _Notices:
         fd = self._fd
         if fd is None:
             return
+        # Read only from the instance made: a number other code closed and gave to a pipe or a
+        # file would have its bytes taken, and a blocking pipe read to its end would block.
+        try:
+            found = os.fstat(fd)
+        except OSError:  # (closed under the SDK: `os.closerange`, a double close)
+            self._lost_instance()
+            return
+        if (found.st_dev, found.st_ino) != self._made:
+            self._lost_instance()
+            return
         while True:
             try:
                 data = os.read(fd, _READ_SIZE)
@@ -238,7 +249,8 @@ class _Notices:
             why = os.strerror(code)
             logger.debug("no inotify instance (%s): shared files read each time", why)
             return None
-        self._libc, self._fd = libc, fd
+        made = os.fstat(fd)
+        self._libc, self._fd, self._made = libc, fd, (made.st_dev, made.st_ino)
         return fd
 
     def _release(self, wds: Sequence[int]) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -128,24 +129,84 @@ def test_a_symbolic_link_re_pointed_under_a_store_never_serves_the_old_file_s_en
     assert _text(store.get("k")) == "a's"  # (this thread's connection: still the first file)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
+def test_a_connection_opened_before_its_link_was_re_pointed_holds_nothing_for_others(
+    tmp_path: Path,
+) -> None:
+    """This thread's connection opened the first file, then the link was re-pointed and another
+    thread's connection opened the second, all before any lookup (nothing watched yet): what
+    this thread reads from the first file is never held, so the other thread finds what the
+    second holds, its own write too (this thread's read was held under the watch of the file
+    the path names now, and served to every thread)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        SQLiteCache(tmp_path / name / "c.db").put("k", _entry(f"{name}'s"))
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "a" / "c.db")
+    store = SQLiteCache(link)
+    # (a pool of one thread: the other thread's connection stays open between its tasks)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as other:
+        store.stats()  # (this thread's connection: the first file)
+        (tmp_path / "new").symlink_to(tmp_path / "b" / "c.db")
+        os.replace(tmp_path / "new", link)
+        other.submit(store.stats).result(timeout=30)  # (the other's: the second file)
+        assert [_text(store.get("k")) for _ in range(2)] == ["a's", "a's"]
+        assert other.submit(lambda: _text(store.get("k"))).result(timeout=30) == "b's"
+        other.submit(store.put, "k", _entry("written")).result(timeout=30)
+        assert other.submit(lambda: _text(store.get("k"))).result(timeout=30) == "written"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
+def test_a_folder_on_the_way_replaced_under_a_store_never_serves_the_old_file_s_entry(
+    tmp_path: Path,
+) -> None:
+    """The store's folder renamed away and another put in its place (no link on the way): a
+    thread whose connection opens the file there now finds what it holds, its own write too;
+    this thread, whose connection stays on the first file, still reads that one."""
+    for name in ("dir", "other"):
+        (tmp_path / name).mkdir()
+        SQLiteCache(tmp_path / name / "c.db").put("k", _entry(f"{name}'s"))
+    store = SQLiteCache(tmp_path / "dir" / "c.db")
+    assert [_text(store.get("k")) for _ in range(2)] == ["dir's", "dir's"]
+    os.rename(tmp_path / "dir", tmp_path / "dir.old")
+    os.rename(tmp_path / "other", tmp_path / "dir")
+    found: list[str | None] = []
+
+    def other_thread() -> None:
+        found.append(_text(store.get("k")))
+        store.put("k", _entry("written"))
+        found.append(_text(store.get("k")))
+
+    _in_a_thread(other_thread)
+    assert found == ["other's", "written"]
+    assert _text(store.get("k")) == "dir's"
+
+
 _CLOSED_UNDER = """
 import os, sys
 from sdk import _changes
 from sdk.cache import Entry, SQLiteCache
 from sdk.providers import TestProvider
 
-path, reused = sys.argv[1], sys.argv[2] == "reused"
+path, how = sys.argv[1], sys.argv[2]
 store = SQLiteCache(path)
 store.put("k", Entry((TestProvider.refusal("one"),)))
 store.get("k")
 assert store.get("k") is store.get("k")  # (held)
 number = _changes._notices._fd
-if reused:  # (the number names a file opened since: here the cache file itself)
+if how == "reused":  # (the number names a file opened since: here the cache file itself)
     os.dup2(os.open(path, os.O_RDONLY), number)
+elif how == "a pipe":  # (another part's pipe, blocking, with bytes waiting: none taken)
+    r, w = os.pipe()
+    os.write(w, b"theirs")
+    os.dup2(r, number)
 else:
     os.close(number)
 SQLiteCache(path).put("k", Entry((TestProvider.refusal("two"),)))
 print(store.get("k").completions[0].text)
+if how == "a pipe":
+    os.set_blocking(number, False)
+    assert os.read(number, 100) == b"theirs"
 store.put("k", Entry((TestProvider.refusal("three"),)))
 store.get("k")
 print(store.get("k").completions[0].text, store.get("k") is store.get("k"))
@@ -153,15 +214,16 @@ print(store.get("k").completions[0].text, store.get("k") is store.get("k"))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="changes told by inotify")
-@pytest.mark.parametrize("number", ["closed", "reused"])
+@pytest.mark.parametrize("number", ["closed", "reused", "a pipe"])
 def test_the_notices_descriptor_closed_by_other_code_neither_hangs_nor_fails_a_lookup(
     tmp_path: Path, number: str
 ) -> None:
     """Other code of the process closes the descriptor the kernel tells changes through (a
     loop closing every descriptor, a double close), its number left closed or given to a file
-    opened since: a lookup read that file to its end for ever (a hang), or failed with a raw
-    `OSError`. Now the notices are known lost: the next lookup finds what another store wrote,
-    and entries are held again through a new descriptor."""
+    opened since, or to a pipe with bytes waiting: a lookup read that file to its end for ever
+    or took the pipe's bytes and blocked on it (a hang), or failed with a raw `OSError`. Now
+    the notices are known lost, nothing of another's read: the next lookup finds what another
+    store wrote, and entries are held again through a new descriptor."""
     done = subprocess.run(
         [sys.executable, "-c", _CLOSED_UNDER, str(tmp_path / "c.db"), number],
         capture_output=True, text=True, timeout=30,

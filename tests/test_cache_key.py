@@ -1192,8 +1192,7 @@ def test_a_source_s_digest_is_never_another_document_s() -> None:
 
 def test_a_long_source_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The second key of a request over the same 1 MB document hashes the prompt around it,
-    not the document (a hit on a 1 MB document cost 2.7 times judging its reply, most of it
-    hashing the document again)."""
+    not the document (hashing it again was most of what a hit on a long document cost)."""
     from sdk.cache import _key
 
     hashed: list[int] = []
@@ -1218,8 +1217,8 @@ def test_a_long_source_asked_of_again_is_not_hashed_again(monkeypatch: pytest.Mo
 
 def test_a_pdf_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The second key of a request with the same 5 MB PDF hashes what is around it, not the
-    PDF (a hit with it cost 25 times judging its reply); other bytes are another key, the same
-    bytes in a new object the same key."""
+    PDF (hashing it again was most of what such a hit cost); other bytes are another key, the
+    same bytes in a new object the same key."""
     from sdk.cache import _key
 
     hashed: list[int] = []
@@ -1249,20 +1248,25 @@ def test_a_pdf_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatc
     assert cache_key({}, request(PDF(data=data, name="other.pdf")), None) != first
 
 
-def test_the_documents_remembered_for_the_key_are_bounded() -> None:
-    """The documents whose digests are remembered are held while remembered: at most 64 Mi
-    characters and bytes of them, however large the documents asked of."""
+def test_the_documents_remembered_for_the_key_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documents whose digests are remembered are held while remembered: at most the bound
+    (64 Mi characters and bytes, as the caching guide says; a bound of 64 Ki here, so that the
+    test holds little), however large the documents asked of; one larger than the bound alone
+    is not remembered, and pushes none out."""
     from sdk.cache import _key
 
+    assert (_key._DOCUMENTS._most, _key._DOCUMENTS._most_size) == (16, 64 * 2**20)
+    bound = 64 * 2**10
+    monkeypatch.setattr(_key, "_DOCUMENTS", _key._Remembered(16, most_size=bound))
     for number in range(5):
-        source = f"{number}" * (20 * 2**20)
+        source = f"{number}" * (20 * 2**10)
         cache_key({}, _asked(source, f"Approve?\n\n<document>\n{source}\n</document>"), None)
         held = _key._DOCUMENTS._held.values()
-        assert sum(len(value) for value, _, _ in held) <= 64 * 2**20  # type: ignore[arg-type]
+        assert sum(len(value) for value, _, _ in held) <= bound  # type: ignore[arg-type]
     del source
-    assert len(_key._DOCUMENTS._held) <= 3
+    assert len(_key._DOCUMENTS._held) == 3
     remembered = dict(_key._DOCUMENTS._held)
-    huge = "h" * (64 * 2**20 + 1)  # (larger than the bound alone: not remembered, none dropped)
+    huge = "h" * (bound + 1)
     cache_key({}, _asked(huge, f"Approve?\n\n<document>\n{huge}\n</document>"), None)
     assert _key._DOCUMENTS._held == remembered
 

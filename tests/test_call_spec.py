@@ -687,7 +687,7 @@ def test_an_extra_body_nested_deeper_than_a_request_may_be_is_refused_where_it_i
     provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
     client = StructuredClient(provider, cache=MemoryCache())
     said = rf"^extra_body\['x'\]\S* nests lists and mappings deeper than {MAX_DEPTH} levels"
-    for depth in (MAX_DEPTH + 1, 900, 5000):
+    for depth in (MAX_DEPTH, 900, 5000):
         body = {"x": _nested(depth, 1)}
         with pytest.raises(ValueError, match=said):
             StructuredClient(provider, extra_body=body)
@@ -698,6 +698,6 @@ def test_an_extra_body_nested_deeper_than_a_request_may_be_is_refused_where_it_i
         with pytest.raises(ValueError, match=said):
             VLLMProvider(model="m", extra_body=body)
     assert wire.requests == []
-    deepest = {"x": _nested(MAX_DEPTH, 1)}
+    deepest = {"x": _nested(MAX_DEPTH - 1, 1)}  # (MAX_DEPTH levels, the body's own counted)
     assert client.generate(Decision, prompt="?", extra_body=deepest).value.answer == "approve"
     assert len(wire.requests) == 1

@@ -167,6 +167,22 @@ def test_a_text_part_of_anything_but_text_is_refused_when_made() -> None:
     assert Text("Approve?").text == "Approve?"
 
 
+def test_an_image_or_pdf_field_of_anything_but_text_is_refused_when_made() -> None:
+    """`PDF(name=5)`, an image's `media_type=5` or a `url` given as bytes failed only in a
+    call with a response cache, with a raw `TypeError` from its key: refused when made,
+    naming the field."""
+    cases: list[tuple[Any, str]] = [
+        (lambda: PDF(data=b"%PDF-1.7", name=5), "PDF name must be a str, not int"),
+        (lambda: PDF(url=b"https://example.test/a.pdf"), "PDF url must be a str or None"),
+        (lambda: Image(url="https://example.test/a.png", media_type=5), "Image media_type"),
+        (lambda: Image(url=b"https://example.test/a.png"), "Image url must be a str or None"),
+    ]
+    for make, said in cases:
+        with pytest.raises(TypeError, match=said):
+            make()
+    assert PDF(url="https://example.test/a.pdf").name == "document.pdf"
+
+
 def test_message_content_of_the_wrong_shape_is_a_clear_error() -> None:
     client = StructuredClient(TestProvider([DECISION]))
     with pytest.raises(ValueError, match="parts are str, Text, Image or PDF"):

@@ -43,6 +43,9 @@ CASES: list[tuple[object, Any, bool]] = [
     (3, Annotated[int, "a note"], True), ("3", Annotated[int, "a note"], False),
     ([3], Annotated[list[int], {"unhashable": "metadata"}], True),
     (["3"], Annotated[list[int], {"unhashable": "metadata"}], False),
+    ("x", str | int | None, True), (None, str | int | None, True), (True, int | str, False),
+    (2.5, str | float, True), ("x", Any | None, True), (None, Any | None, True),
+    (5, bool | Literal["a"], False), (True, bool | Literal["a"], True),
 ]  # fmt: skip
 
 

@@ -257,8 +257,8 @@ def test_llamacpp_s_own_settings_are_checked_when_made() -> None:
     [
         (5, TypeError, "model must be a string, not 5"),
         (None, TypeError, "model must be a string, not None"),
-        ("", ValueError, "model must be the name of a model the server runs, not ''"),
-        ("  ", ValueError, "model must be the name of a model the server runs"),
+        ("", ValueError, "model must be text that is not blank, not ''"),
+        ("  ", ValueError, "model must be text that is not blank, not '  '"),
     ],
 )
 def test_a_one_route_server_s_model_is_checked_where_it_is_given(

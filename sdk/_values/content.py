@@ -46,6 +46,7 @@ class Image:
     url: str | None = None
 
     def __post_init__(self) -> None:
+        _texts(self, "Image", media_type=self.media_type, url=self.url)
         _one_source(self.data, self.url, "Image")
         if self.data is not None and self.media_type not in _IMAGE_TYPES:
             raise ValueError(
@@ -79,6 +80,9 @@ class PDF:
     media_type = "application/pdf"
 
     def __post_init__(self) -> None:
+        _texts(self, "PDF", url=self.url)
+        if not isinstance(self.name, str):
+            raise TypeError(f"PDF name must be a str, not {type(self.name).__name__}")
         _one_source(self.data, self.url, "PDF")
         if self.data is not None and not self.data.startswith(b"%PDF"):
             raise ValueError("PDF data does not start with %PDF: not a PDF document")
@@ -133,6 +137,14 @@ def content_text(content: Content) -> str:
     if isinstance(content, str):
         return content
     return "\n\n".join(part.text for part in content if isinstance(part, Text))
+
+
+def _texts(part: object, what: str, **fields: object) -> None:
+    """Refuse a field of `part` that is neither text nor `None` (`TypeError` naming it): it
+    failed only in a call, with a raw error from the response cache's key or a provider."""
+    for name, value in fields.items():
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{what} {name} must be a str or None, not {type(value).__name__}")
 
 
 def _one_source(data: bytes | None, url: str | None, what: str) -> None:

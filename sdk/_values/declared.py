@@ -374,6 +374,7 @@ def _plain_class(annotation: Any) -> bool:
     """Whether `annotation` is a class whose check is `isinstance` alone (`_class`)."""
     return (
         isinstance(annotation, type)
+        and annotation is not Any  # (a class since Python 3.11, which `isinstance` refuses)
         and annotation not in (float, int)
         and not getattr(annotation, "_is_protocol", False)
         and get_origin(annotation) is None

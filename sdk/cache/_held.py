@@ -87,21 +87,26 @@ class HeldEntries:
         self._generation = Generation(None, -1)
         self._retry_at = 0.0
         self._index: str | None = None  # (the write-ahead log's index, named when watched)
-        self._file: tuple[int, int] | None = None
+        self._file: FileIdentity | None = None
         """The device and inode of the file first watched: a store's connections stay on the
         file they opened, so once the path names another file (deleted and made again,
         replaced by a rename, or a symbolic link on the way to it re-pointed: the links are
         watched too) nothing is held until the store is closed."""
 
-    def current(self) -> Generation | None:
-        """The generation held now, after taking the notices of changes queued (`None` where
-        changes cannot be told): call it before reading the file, and `keep` what the read
-        found in it (a change made meanwhile drops it at the next `current`)."""
+    def current(self, reads: FileIdentity | None) -> Generation | None:
+        """The generation held now, after taking the notices of changes queued, for a caller
+        whose connection reads the file `reads` (`file_identity`, taken as it opened): `None`
+        where changes cannot be told, or where that is not the file watched (a connection
+        opened before a link on the way was re-pointed, or a folder on the way replaced, reads
+        another file than the path names now). Call it before reading the file, and `keep` what
+        the read found in it (a change made meanwhile drops it at the next `current`)."""
         watch = self._watch
         if watch is None or watch.lost:
             watch = self._watched()
             if watch is None:
                 return None
+        if reads is None or reads != self._file:
+            return None
         if not _changes.drain():
             return None  # (changes not known now: read, and nothing held from it)
         generation = self._generation
@@ -163,17 +168,19 @@ class HeldEntries:
                 _changes.unwatch(previous)
             real = os.path.realpath(self._path)
             try:
-                found = os.stat(real)
+                found = file_identity(real)
                 links = _links_to(str(self._path))
             except OSError:
+                found = None
+            if found is None:
                 self._retry_at = now + _RETRY_SPACING
                 return None
-            if self._file not in (None, (found.st_dev, found.st_ino)):
+            if self._file not in (None, found):
                 # (another file at the path: held no more, see `_file`; not asked again at
                 # each lookup, until `release`)
                 self._retry_at = math.inf
                 return None
-            self._file = (found.st_dev, found.st_ino)
+            self._file = found
             # (the links on the way to it too: one re-pointed names another file, which the
             # connections opened since read, and `_file` is asked again)
             made = _changes.watch([real, f"{real}-wal"], links)
@@ -182,6 +189,20 @@ class HeldEntries:
                 self._retry_at = now + _RETRY_SPACING
             self._watch = made
             return made
+
+
+FileIdentity = tuple[int, int]
+"""A file's device and inode."""
+
+
+def file_identity(path: str | os.PathLike[str]) -> FileIdentity | None:
+    """The device and inode of the file `path` names now (its links followed), `None` if it
+    cannot be told."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 _MOST_LINKS = 40

@@ -150,8 +150,8 @@ def _holding(text: str, start: int, source: str | None, feed: Feed) -> None:
 
 def _source_digest(source: str) -> bytes:
     """The sha256 of a source document, remembered by its object (`_document_digest`): the same
-    document asked of again (another contract, a cache hit) is not hashed again: a hit on a 1 MB
-    document cost 2.7 times judging its reply, most of it hashing the document (bench row 18)."""
+    document asked of again (another contract, a cache hit) is not hashed again (hashing it
+    was most of what a hit on a long document cost: bench row 18 measures such hits)."""
     return _document_digest(source, _text_digest)
 
 
@@ -160,8 +160,8 @@ def _text_digest(text: str) -> bytes:
 
 
 def _data_digest(data: bytes) -> bytes:
-    """The sha256 of an image's or a PDF's bytes, remembered as a source document's is (a hit
-    with a 5 MB PDF cost 25 times judging its reply)."""
+    """The sha256 of an image's or a PDF's bytes, remembered as a source document's is (bench
+    row 18 measures a hit with a 5 MB PDF)."""
     return _document_digest(data, _sha256)
 
 

@@ -54,6 +54,7 @@ from sdk.cache._errors import CacheFileError
 from sdk.cache._held import Generation
 from sdk.cache._held import Held
 from sdk.cache._held import HeldEntries
+from sdk.cache._held import file_identity
 
 __all__ = ["ExistingCache", "SQLiteCache"]
 
@@ -159,7 +160,8 @@ class SQLiteCache:
         checked_key(key)
         db = self._connection()
         # (a store opened read-only reads its file each time: see `sdk.cache._held`)
-        generation = None if _sqlite.read_only(db) else self._held.current()
+        reads = None if _sqlite.read_only(db) else self._local.reads
+        generation = None if reads is None else self._held.current(reads)
         held = generation.entries.get(key) if generation is not None else None
         if held is not None and not expired(held.expires, self._clock):
             self._tally.hit(held.clears)
@@ -347,6 +349,10 @@ class SQLiteCache:
             if not _sqlite.stale(found):  # (one type check but for an immutable connection)
                 return found
             self._drop_connection()  # the file changed since it was opened: opened again
+        # The file the connection reads, for the entries held (`HeldEntries.current`): as the
+        # path names it before and after the opening (`None`, never held, if they differ; a
+        # file the opening made is the one named after it).
+        before = file_identity(self._file)
         try:
             db = _sqlite.open_file(
                 self._file, self._layout, readonly=self.readonly, timeout=self.timeout
@@ -361,6 +367,8 @@ class SQLiteCache:
             # says the file cannot be written).
             db = _sqlite.open_file(self._file, self._layout, readonly=True, timeout=self.timeout)
             self._tally.unwritable = True
+        after = file_identity(self._file)
+        self._local.reads = after if before in (None, after) else None  # (None: made by it)
         self._local.db = db
         return db
 

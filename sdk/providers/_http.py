@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Annotated
 from typing import Any
 from typing import Generic
 from typing import TypedDict
@@ -34,6 +35,7 @@ from weakref import WeakKeyDictionary
 
 import httpx
 
+from sdk._values.declared import NOT_BLANK
 from sdk._values.declared import check
 from sdk._values.declared import check_given
 from sdk._values.seconds import SECONDS
@@ -298,12 +300,10 @@ class HTTPProvider(Provider):
 
 
 def check_model(model: object, where: str) -> None:
-    """Refuse a one-route server's `model` that is not text with something in it, naming it:
-    `model=5` was sent as a JSON number and `model=""` as is, each a 404 (or a 400) from the
-    server at every call."""
-    check("model", model, str, where)
-    if not str(model).strip():
-        raise ValueError(f"{where}: model must be the name of a model the server runs, not ''")
+    """Refuse a one-route server's `model` that is not text with something in it (the
+    declared `NOT_BLANK`), naming it: `model=5` was sent as a JSON number and `model=""` as is,
+    each a 404 (or a 400) from the server at every call."""
+    check("model", model, Annotated[str, NOT_BLANK], where)
 
 
 class OneRouteCodec(Codec):

@@ -310,7 +310,7 @@ def check_json_body(body: Mapping[str, Any], name: str = "extra_body") -> None:
     unusable reply. Walked without recursion, and refused nested deeper than `MAX_DEPTH` (128)
     lists and mappings (`ValueError`): the copy the call keeps, the cache key and the wire's
     JSON encoder all recurse, so a deeper one was a bare `RecursionError` from the call."""
-    stack: list[tuple[str, Any, int]] = [(name, body, 0)]
+    stack: list[tuple[str, Any, int]] = [(name, body, 1)]  # (the body itself: level 1)
     while stack:
         where, value, depth = stack.pop()
         kind = type(value)
