@@ -1190,9 +1190,8 @@ def test_a_source_s_digest_is_never_another_document_s() -> None:
         )
 
 
-def test_a_long_source_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The second key of a request over the same 1 MB document hashes the prompt around it,
-    not the document (hashing it again was most of what a hit on a long document cost)."""
+def _counting_hashed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of what the cache key hashes from now (until `monkeypatch.undo()`)."""
     from sdk.cache import _key
 
     hashed: list[int] = []
@@ -1203,9 +1202,16 @@ def test_a_long_source_asked_of_again_is_not_hashed_again(monkeypatch: pytest.Mo
             hashed.append(len(data))
             return hashlib.sha256(data)
 
+    monkeypatch.setattr(_key, "hashlib", Counting)
+    return hashed
+
+
+def test_a_long_source_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second key of a request over the same 1 MB document hashes the prompt around it,
+    not the document (hashing it again was most of what a hit on a long document cost)."""
     source = "Clause: deliveries on working days only.\n" * 25_000
     request = _asked(source, f"Approve?\n\n<document>\n{source}\n</document>")
-    monkeypatch.setattr(_key, "hashlib", Counting)
+    hashed = _counting_hashed(monkeypatch)
     first = cache_key({}, request, None)
     assert sum(hashed) > len(source)  # (the first time: the document itself)
     hashed.clear()
@@ -1219,16 +1225,6 @@ def test_a_pdf_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatc
     """The second key of a request with the same 5 MB PDF hashes what is around it, not the
     PDF (hashing it again was most of what such a hit cost); other bytes are another key, the
     same bytes in a new object the same key."""
-    from sdk.cache import _key
-
-    hashed: list[int] = []
-
-    class Counting:
-        @staticmethod
-        def sha256(data: bytes = b"") -> Any:
-            hashed.append(len(data))
-            return hashlib.sha256(data)
-
     data = b"%PDF-1.7\n" + bytes(range(256)) * 20_000
 
     def request(pdf: PDF) -> CompletionRequest:
@@ -1236,7 +1232,7 @@ def test_a_pdf_asked_of_again_is_not_hashed_again(monkeypatch: pytest.MonkeyPatc
         return CompletionRequest(JsonDocument(Decision), (turn,), 256)
 
     pdf = PDF(data=data)
-    monkeypatch.setattr(_key, "hashlib", Counting)
+    hashed = _counting_hashed(monkeypatch)
     first = cache_key({}, request(pdf), None)
     assert sum(hashed) > len(data)
     hashed.clear()

@@ -638,6 +638,21 @@ _NOT_JSON = [
 ]
 
 
+def _refused_wherever_set(
+    body: dict[str, Any], error: type[Exception], said: str, client: Any, provider: Any
+) -> None:
+    """`body` as `extra_body` is refused (`error` matching `said`) by a client made with it,
+    `with_options`, a call, and a local provider made with it."""
+    with pytest.raises(error, match=said):
+        StructuredClient(provider, extra_body=body)
+    with pytest.raises(error, match=said):
+        client.with_options(extra_body=body)
+    with pytest.raises(error, match=said):
+        client.generate(Decision, prompt="?", extra_body=body)
+    with pytest.raises(error, match=said):
+        VLLMProvider(model="m", extra_body=body)
+
+
 @pytest.mark.parametrize(("bad", "error", "said"), _NOT_JSON)
 def test_an_extra_body_value_json_cannot_carry_is_refused_where_it_is_set(
     bad: object, error: type[Exception], said: str
@@ -653,16 +668,9 @@ def test_an_extra_body_value_json_cannot_carry_is_refused_where_it_is_set(
     wire = Wire(chat_reply(text=TEXT))
     provider = OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini")
     client = StructuredClient(provider, cache=MemoryCache())
-    with pytest.raises(error, match=said):
-        StructuredClient(provider, extra_body=body)
-    with pytest.raises(error, match=said):
-        client.with_options(extra_body=body)
-    with pytest.raises(error, match=said):
-        client.generate(Decision, prompt="?", extra_body=body)
+    _refused_wherever_set(body, error, said, client, provider)
     with pytest.raises(error, match=said):
         OpenAIChatProvider(openai_client(wire), model="gpt-5.1-mini", extra_body=body)
-    with pytest.raises(error, match=said):
-        VLLMProvider(model="m", extra_body=body)
     assert wire.requests == []
     taken = {"x": {"y": [1, 2.5, None, True, "t", {"z": []}], "w": (1, 2)}}
     assert client.generate(Decision, prompt="?", extra_body=taken).value.answer == "approve"
@@ -688,15 +696,7 @@ def test_an_extra_body_nested_deeper_than_a_request_may_be_is_refused_where_it_i
     client = StructuredClient(provider, cache=MemoryCache())
     said = rf"^extra_body\['x'\]\S* nests lists and mappings deeper than {MAX_DEPTH} levels"
     for depth in (MAX_DEPTH, 900, 5000):
-        body = {"x": _nested(depth, 1)}
-        with pytest.raises(ValueError, match=said):
-            StructuredClient(provider, extra_body=body)
-        with pytest.raises(ValueError, match=said):
-            client.with_options(extra_body=body)
-        with pytest.raises(ValueError, match=said):
-            client.generate(Decision, prompt="?", extra_body=body)
-        with pytest.raises(ValueError, match=said):
-            VLLMProvider(model="m", extra_body=body)
+        _refused_wherever_set({"x": _nested(depth, 1)}, ValueError, said, client, provider)
     assert wire.requests == []
     deepest = {"x": _nested(MAX_DEPTH - 1, 1)}  # (MAX_DEPTH levels, the body's own counted)
     assert client.generate(Decision, prompt="?", extra_body=deepest).value.answer == "approve"
