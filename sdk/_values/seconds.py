@@ -9,7 +9,7 @@ from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
 from sdk._values.declared import Positive
 
-__all__ = ["LONGEST_WAIT", "SECONDS", "WAIT"]
+__all__ = ["INTERVAL", "LONGEST_INTERVAL", "LONGEST_WAIT", "SECONDS", "WAIT"]
 
 LONGEST_WAIT = 7 * 24 * 3600.0
 """The longest wait a setting may ask for, in seconds (a week, as a batch's time limit): a
@@ -20,3 +20,9 @@ WAIT = Annotated[float, AtLeast(0), Between(0, LONGEST_WAIT)]
 SECONDS = Annotated[float, Positive(), Between(0, LONGEST_WAIT)]
 """A time limit in seconds: more than 0, at most `LONGEST_WAIT` (a socket's timeout, a
 batch's)."""
+LONGEST_INTERVAL = 24 * 3600.0
+"""The longest wait between two steps of a loop the SDK runs (a day: a hosted batch API ends or
+expires a batch within one): looking at a hosted batch again, committing a job's finished
+items, waiting for another connection's write to a cache file."""
+INTERVAL = Annotated[float, Positive(), Between(0, LONGEST_INTERVAL)]
+"""An interval in seconds: more than 0, at most `LONGEST_INTERVAL`."""

@@ -58,6 +58,7 @@ from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
 from sdk._values.declared import Positive
 from sdk._values.declared import check_given
+from sdk._values.seconds import LONGEST_INTERVAL
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
@@ -125,17 +126,13 @@ _ASKED = ("schema", "prompt", "backend", "provider", "model", "max_tokens", "enu
 unless `update=True`."""
 
 
-_LONGEST_POLL = 24 * 3600.0
-"""The longest wait between two looks at a hosted batch (a longer one is a wait with no bound:
-the batch APIs end or expire a batch within a day)."""
-
-
 class HostedPolling(TypedDict, total=False):
     """How a job waits on a hosted batch API (keywords of `BatchJob.create`, `.open` and the
     constructor; a local backend refuses them: it has nothing to poll or collect)."""
 
-    poll_interval: Annotated[float | None, Positive(), Between(0, _LONGEST_POLL)]
-    poll_max: Annotated[float | None, Positive(), Between(0, _LONGEST_POLL)]
+    # (`Annotated` outermost: the bounds of a union's member are not read)
+    poll_interval: Annotated[float | None, Positive(), Between(0, LONGEST_INTERVAL)]
+    poll_max: Annotated[float | None, Positive(), Between(0, LONGEST_INTERVAL)]
     collect_chunk: Annotated[int | None, AtLeast(1)]
     sleep: Callable[[float], None] | None
 

@@ -36,9 +36,8 @@ from typing import Annotated
 from typing import Any
 
 from sdk._values.declared import AtLeast
-from sdk._values.declared import Between
-from sdk._values.declared import Positive
 from sdk._values.declared import check
+from sdk._values.seconds import INTERVAL
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import BatchInputError
 from sdk.batch._items import InputItem
@@ -58,8 +57,6 @@ memory making workers and never started (probe12c D2). No server answers more at
 
 _CONCURRENCY = Annotated[int | None, AtLeast(1)]
 _FLUSH_EVERY = Annotated[int, AtLeast(1)]
-_FLUSH_SECONDS = Annotated[float, Positive(), Between(0, 24 * 3600.0)]
-"""Finished items are committed at least once a day (a longer wait is one with no bound)."""
 
 Outcome = tuple[ItemRow, object]
 """An item's row and what its call gave: a `Result`, or the exception it raised."""
@@ -108,7 +105,7 @@ class LocalBackend:
         # were taken: nothing finished was committed until the run stopped).
         check("concurrency", concurrency, _CONCURRENCY, "LocalBackend()")
         check("flush_every", flush_every, _FLUSH_EVERY, "LocalBackend()")
-        check("flush_seconds", flush_seconds, _FLUSH_SECONDS, "LocalBackend()")
+        check("flush_seconds", flush_seconds, INTERVAL, "LocalBackend()")
         names = {client.provider.name for client in self.clients}
         if len(names) > 1:
             raise ValueError(f"the clients of one job must be one provider family, not {names}")

@@ -40,6 +40,7 @@ from sdk._values.declared import Positive
 from sdk._values.declared import check
 from sdk._values.records import Note
 from sdk._values.records import Usage
+from sdk._values.seconds import INTERVAL
 from sdk.cache._errors import DamagedEntry
 from sdk.cache._errors import NotStorable
 from sdk.confidence import TokenLogprob
@@ -273,9 +274,7 @@ def not_served(store: Cache, key: str) -> None:
 
 
 _LONGEST_TTL = 1e12  # (31,700 years: a whole number past a float's range overflowed a store)
-_LONGEST_WAIT = 24 * 3600.0  # (a wait of 1e300 s is a wait with no bound)
 _TTL = Annotated[float, Positive(), Between(0, _LONGEST_TTL)]
-_WAIT = Annotated[float, Positive(), Between(0, _LONGEST_WAIT)]
 _COUNT = Annotated[int, AtLeast(1)]
 
 
@@ -300,7 +299,7 @@ def check_settings(
     if ttl is not None:
         check("ttl", ttl, _TTL, where, expects="a number of seconds or None (no expiry)")
     if timeout is not None:
-        check("timeout", timeout, _WAIT, where, expects="a number of seconds")
+        check("timeout", timeout, INTERVAL, where, expects="a number of seconds")
     if max_entries is not None:
         check("max_entries", max_entries, _COUNT, where)
 

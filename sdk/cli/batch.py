@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 
+from sdk._values.seconds import LONGEST_INTERVAL
 from sdk.cli._app import CacheOption
 from sdk.cli._app import CachePathOption
 from sdk.cli._app import ContractOption
@@ -65,7 +66,7 @@ PollOption = Annotated[
     typer.Option(
         "--poll-interval",
         min=0.0,
-        max=86400.0,
+        max=LONGEST_INTERVAL,
         help="Hosted: seconds between status checks (grows; default 10).",
     ),
 ]
