@@ -6,9 +6,14 @@ calling at once each get their own call."""
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+import pickle
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import get_origin
 
 import pytest
 
@@ -16,10 +21,14 @@ from contracts import Decision
 from sdk import Contract
 from sdk import Message
 from sdk import StructuredClient
+from sdk._values.declared import union_members
+from sdk.abstention import Thresholds
+from sdk.abstention import ThresholdsFileError
 from sdk.engine.options import GENERATE
 from sdk.engine.options import LAST_CALL_TEXT
 from sdk.engine.options import STREAM
 from sdk.engine.options import CallSpec
+from sdk.engine.options import declarations
 from sdk.providers import CompletionRequest
 from sdk.providers import TestProvider
 from tests.shared_file_process import WAIT
@@ -128,6 +137,47 @@ def test_a_provider_s_own_option_is_checked_at_every_call() -> None:
     # Through a provider that does not take it, the same options are refused, kept or not.
     with pytest.raises(TypeError, match="top_k_words"):
         spec.for_call({"top_k_words": "5"}, GENERATE)
+
+
+def test_a_file_named_by_a_path_is_read_again_at_each_call(tmp_path: Path) -> None:
+    path = str(tmp_path / "thresholds.json")
+    Thresholds.fixed(0.3).save(path)
+    spec = CallSpec.defaults()
+    options = {"prompt": "Decide.", "abstention": "guided", "abstention_thresholds": path}
+    first = spec.for_call(options, GENERATE).output.abstention_thresholds
+    Thresholds.fixed(0.9).save(path)  # fitted again between two calls alike
+    again = spec.for_call(options, GENERATE).output.abstention_thresholds
+    assert first is not None and again is not None
+    assert (first.default, again.default) == (0.3, 0.9)
+    os.remove(path)
+    with pytest.raises(ThresholdsFileError, match=r"thresholds\.json"):
+        spec.for_call(options, GENERATE)
+
+
+def test_every_option_whose_text_names_a_file_is_read_at_each_call() -> None:
+    # (a path is text, which `LastCall` would keep: the options that take one say they read it)
+    for name, declared in declarations().items():
+        takes_path = any(
+            get_origin(member) is os.PathLike for member in union_members(declared.annotation)
+        )
+        reads_file = declared.option is not None and declared.option.reads_file
+        assert takes_path == reads_file, name
+
+
+def test_a_spec_copied_or_pickled_keeps_nothing_of_its_last_call() -> None:
+    class Local(Contract):  # (a class defined here cannot be pickled)
+        reasoning: str
+        answer: str
+        confidence: str
+
+    client, _ = _client()
+    client.generate(Local, prompt="Decide.", source="The memo.")
+    options = {"prompt": "Decide.", "source": "The memo."}
+    assert client.config.last_call.spec(GENERATE, options) is not None
+    restored = pickle.loads(pickle.dumps(client.config))
+    assert restored == client.config and restored.last_call.spec(GENERATE, options) is None
+    copied = copy.deepcopy(client.config)
+    assert copied == client.config and copied.last_call.spec(GENERATE, options) is None
 
 
 def test_a_new_client_spec_resolves_its_own_calls() -> None:
