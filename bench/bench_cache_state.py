@@ -47,6 +47,7 @@ from registry import Measured  # noqa: E402
 from registry import Settings  # noqa: E402
 from registry import row  # noqa: E402
 
+from bench.payloads import Payload  # noqa: E402
 from bench.payloads import invoice  # noqa: E402
 from bench.payloads import with_long_source  # noqa: E402
 from contracts import InvoiceExtraction  # noqa: E402
@@ -64,6 +65,7 @@ SIZE = 4_400
 LONG_SOURCES = (100_000, 1_000_000)
 PDF_SIZE = 5_000_000
 HOLDS = (0.5, 3.0)
+ROTATING = 32  # (more than the documents whose digests the key keeps: `sdk.cache._key`)
 
 
 def _cpu(run: Callable[[], object], repeat: int) -> float:
@@ -201,6 +203,42 @@ def large_document_lines(repeat: int, rounds: int) -> list[Line]:
     return lines
 
 
+def rotating_lines(repeat: int, rounds: int) -> list[Line]:
+    """Hits where each call differs from the one before (a run over many documents made again):
+    `ROTATING` invoices of about 4.4 KB, each with its own source, called in turn, against bare
+    parses of the same replies in the same turn. What a client keeps of its last call
+    (`sdk.engine.options.LastCall`) and the digests of its last documents (`sdk.cache._key`,
+    more documents than it keeps) serve none of these calls."""
+    payloads = [invoice(SIZE + number) for number in range(ROTATING)]
+    bare = functools.partial(parse, InvoiceExtraction, stop_reason="end_turn")
+    arms: dict[str, Callable[[], object]] = {
+        "bare": _in_turn(payloads, lambda payload: bare(payload.text, source=payload.source))
+    }
+    sqlite = SQLiteCache(f"{tempfile.mkdtemp()}/hit.db")
+    stores: dict[str, Cache] = {"MemoryCache": MemoryCache(), "SQLiteCache": sqlite}
+    for name, store in stores.items():
+        client = StructuredClient(TestProvider([p.text for p in payloads]), cache=store)
+        call = functools.partial(client.generate, InvoiceExtraction, prompt="Extract.")
+        for payload in payloads:
+            call(source=payload.source)
+        assert all(call(source=payload.source).cached for payload in payloads)
+        arms[name] = _in_turn(payloads, lambda payload, call=call: call(source=payload.source))
+    best = _alternated(arms, repeat, rounds)
+    lines = [
+        _hit_line(f"(4.4 KB), {ROTATING} invoices in turn (each call unlike the last), {name}",
+                  best[name], best["bare"], rounds, repeat, f"cache-hit-rotating-{name}")
+        for name in stores
+    ]  # fmt: skip
+    sqlite.close()
+    return lines
+
+
+def _in_turn(payloads: list[Payload], run: Callable[[Payload], object]) -> Callable[[], object]:
+    """`run` of the next payload at each call, in turn."""
+    order = itertools.cycle(payloads)
+    return lambda: run(next(order))
+
+
 def _hit_line(what: str, hit: float, bare: float, rounds: int, repeat: int, key: str) -> Line:
     """The line of a hit's CPU seconds `hit` against the bare parse's `bare` (goal 1.5x)."""
     ratio = hit / bare
@@ -287,12 +325,17 @@ def busy_lines(scale: float) -> list[Line]:
 @row("cache-hit", number="18", title="a cache hit against a bare parse",
      measures="a response cache hit (MemoryCache, SQLiteCache held in memory and read from the "
               "file) on a 4.4 KB invoice against a bare `sdk.parse` of the same reply; the miss "
-              "path, the key and the lookups beside it; the hits again over a 100 KB and a 1 MB "
-              "source document (and 1 MB in German and Chinese) and with a 5 MB PDF",
+              "path, the key and the lookups beside it; hits on 32 invoices in turn; the hits "
+              "again over a 100 KB and a 1 MB source document (and 1 MB in German and Chinese) "
+              "and with a 5 MB PDF",
      unit="ratio of CPU times (least of alternated batches)")  # fmt: skip
 def cache_hit_row(settings: Settings) -> Measured:
     repeat, rounds = (20, 3) if settings.quick else (200, 9)
-    return Measured([*hit_lines(repeat, rounds), *large_document_lines(repeat // 4, rounds)])
+    return Measured([
+        *hit_lines(repeat, rounds),
+        *rotating_lines(repeat, rounds),
+        *large_document_lines(repeat // 4, rounds),
+    ])  # fmt: skip
 
 
 @row("cache-busy", number="19", title="a cache hit while another process writes",

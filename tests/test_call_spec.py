@@ -106,9 +106,10 @@ def test_every_option_is_declared_once_and_lands_in_a_projection_field_of_its_na
 
 def test_every_projection_field_is_an_option_or_says_why_not() -> None:
     # Fields filled from elsewhere: the sampling options, the call's method, the projections,
-    # and one constant (how much of a reply feedback sends back whole).
+    # one constant (how much of a reply feedback sends back whole), and what a spec resolved
+    # last (`LastCall`: not a setting).
     derived = {"options", "method", "inputs", "transport", "parsing", "attempts", "output",
-               "whole_reply"}  # fmt: skip
+               "whole_reply", "last_call"}  # fmt: skip
     for projection in (Inputs, Shared, Parsing, RetrySettings, OutputOptions, CallSpec):
         for field in dataclasses.fields(projection):
             assert field.name in DECLARED or field.name in derived, (projection, field.name)

@@ -34,9 +34,11 @@ import functools
 import os
 import time
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field
 from dataclasses import fields
 from dataclasses import replace
 from typing import Annotated
@@ -74,6 +76,7 @@ from sdk.parsing.parser import EnumCase
 from sdk.parsing.runaway import DEFAULT_RUNAWAY
 from sdk.parsing.runaway import RunawayBound
 from sdk.prompt import Prompt
+from sdk.providers._base import Message
 from sdk.providers._profile import SAMPLING_OPTIONS
 from sdk.providers._profile import Sampling
 from sdk.providers._profile import SamplingOptions
@@ -91,6 +94,7 @@ __all__ = [
     "CallSpec",
     "ClientOptions",
     "Inputs",
+    "LastCall",
     "Method",
     "Option",
     "OutputOptions",
@@ -108,14 +112,16 @@ Layer = Literal["inputs", "transport", "parsing", "attempts", "output", "call"]
 class Option:
     """How one option is resolved: the projections it goes to (`Layer`), its default, how a
     given value is kept (`convert`, after the check) and merged over the client's (`merge`: the
-    call's fields over the client's, for `extra_body`), and how messages describe its type
-    (`expects`, when the annotation says it badly)."""
+    call's fields over the client's, for `extra_body`), how messages describe its type
+    (`expects`, when the annotation says it badly), and whether its `convert` reads a file a
+    text value names (`reads_file`: read again at every call, never kept by `LastCall`)."""
 
     goes: tuple[Layer, ...]
     default: object
     convert: Callable[[Any], Any] | None
     merge: Callable[[Any, Any], Any] | None
     expects: str | None
+    reads_file: bool
 
     def __init__(
         self,
@@ -124,9 +130,11 @@ class Option:
         convert: Callable[[Any], Any] | None = None,
         merge: Callable[[Any, Any], Any] | None = None,
         expects: str | None = None,
+        reads_file: bool = False,
     ) -> None:
         for name, value in (("goes", goes), ("default", default), ("convert", convert),
-                            ("merge", merge), ("expects", expects)):  # fmt: skip
+                            ("merge", merge), ("expects", expects),
+                            ("reads_file", reads_file)):  # fmt: skip
             object.__setattr__(self, name, value)
 
 
@@ -258,6 +266,7 @@ class CallOptions(SamplingOptions, total=False):
         Option(
             "output",
             convert=_load_thresholds,
+            reads_file=True,
             expects="a Thresholds, a file's path, a number, a number per field or None",
         ),
     ]
@@ -275,7 +284,10 @@ class CallOptions(SamplingOptions, total=False):
     confidence_calibration: Annotated[
         Calibration | str | os.PathLike[str] | None,
         Option(
-            "parsing", convert=_load_calibration, expects="a Calibration, a file's path or None"
+            "parsing",
+            convert=_load_calibration,
+            expects="a Calibration, a file's path or None",
+            reads_file=True,
         ),
     ]
     """Maps each value's confidence to the probability of being right (`sdk.calibration`: the
@@ -410,6 +422,8 @@ class CallSpec:
     clock: Callable[[], float]
     cache: Cache | None
     runaway: RunawayBound | None
+    # (what this spec resolved last: not a setting, never compared; each new spec has its own)
+    last_call: LastCall = field(default_factory=lambda: LastCall(), compare=False, repr=False)
 
     @classmethod
     def defaults(cls) -> CallSpec:
@@ -438,10 +452,20 @@ class CallSpec:
         `taken` gives the provider's own options (`Provider.own_options`), asked only for a
         name that is not one of the SDK's (a call's options rarely are)."""
         if not options:
-            return self if self.method == method else _replaced(self, {"method": method})
-        return self._with(
-            options, method.name, method.keywords, taken, per_call=True, method=method
-        )
+            if self.method == method:
+                return self
+            return _replaced(self, {"method": method, "last_call": LastCall()})
+        if not (options.keys() <= _keepable() and _text_alone(options.values())):
+            return self._with(
+                options, method.name, method.keywords, taken, per_call=True, method=method
+            )
+        spec = self.last_call.spec(method, options)
+        if spec is None:
+            spec = self._with(
+                options, method.name, method.keywords, taken, per_call=True, method=method
+            )
+            self.last_call.keep_spec(method, options, spec)
+        return spec
 
     def value(self, name: str) -> Any:
         """The value of option `name` in this spec (a sampling option not set: absent)."""
@@ -497,7 +521,85 @@ class CallSpec:
         # `__eq__`, a Python call, on every call)
         if method is not None and method is not self.method and method != self.method:
             changes["method"] = method
+        changes["last_call"] = LastCall()  # (a new spec resolves calls of its own)
         return _replaced(self, changes)
+
+
+LAST_CALL_TEXT: Final = 1 << 16
+"""The most characters of text a spec keeps of the last call it resolved (`LastCall`: in its
+spec, and again in its first messages): a call with more is resolved again at each call rather
+than kept alive by the client."""
+
+
+class LastCall:
+    """The last call a client's spec resolved (`CallSpec.for_call`) and the first messages made
+    for it (`sdk.engine.setup`), kept where the call's options are text alone (`str` itself or
+    `None`: immutable, so equal options resolve to the same spec and messages again), each kept
+    as given (`_keepable`). A program that makes one call over and over (a cache hit
+    among them) resolves it once; a call that differs from the last resolves its own and keeps
+    it instead. Each is replaced whole, so a thread reads one call's or another's, never a
+    mix."""
+
+    __slots__ = ("_spec", "_turns")
+
+    def __init__(self) -> None:
+        self._spec: tuple[Method, dict[str, object], CallSpec] | None = None
+        self._turns: tuple[object, tuple[Message, ...]] | None = None
+
+    # A spec pickled or deep-copied starts with nothing kept: what is kept holds the last
+    # call's documents and contract (a class defined in a function cannot be pickled). (A
+    # shallow copy shares it, as it shares every field: what is kept holds for an equal spec.)
+    def __reduce__(self) -> tuple[type[LastCall], tuple[()]]:
+        return LastCall, ()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> LastCall:
+        return LastCall()
+
+    def spec(self, method: Method, options: Mapping[str, object]) -> CallSpec | None:
+        """The spec resolved for `options` through `method`, if it was the last (`options`:
+        text alone)."""
+        last = self._spec
+        if last is not None and last[0] is method and last[1] == options:
+            return last[2]
+        return None
+
+    def keep_spec(self, method: Method, options: Mapping[str, object], spec: CallSpec) -> None:
+        self._spec = (method, dict(options), spec)
+
+    def turns(self, output: object) -> tuple[Message, ...] | None:
+        """The first messages made for `output` (a contract or grammar) from this spec."""
+        made = self._turns
+        return made[1] if made is not None and made[0] is output else None
+
+    def keep_turns(self, output: object, inputs: Inputs, turns: tuple[Message, ...]) -> None:
+        """Keep `turns`, made for `output` from `inputs`, where they are made of text alone."""
+        if inputs.messages is None and _text_alone((inputs.prompt, inputs.source)):
+            self._turns = (output, turns)
+
+
+@functools.cache
+def _keepable() -> frozenset[str]:
+    """The options a call `LastCall` keeps may set: the SDK's own (a provider's is vetted by
+    the provider at each call) but those whose text names a file (`Option.reads_file`: a
+    thresholds or calibration file fitted again is read again)."""
+    return frozenset(
+        name
+        for name, declared in declarations().items()
+        if declared.option is not None and not declared.option.reads_file
+    )
+
+
+def _text_alone(values: Iterable[object]) -> bool:
+    """Whether every value is a `str` itself or `None`, with at most `LAST_CALL_TEXT`
+    characters in all: equal again then means the same again (a `str` subclass, or any other
+    value, may compare equal by its own rule; a list may change in place)."""
+    size = 0
+    for value in values:
+        if type(value) is str:
+            size += len(value)
+        elif value is not None:
+            return False
+    return size <= LAST_CALL_TEXT
 
 
 _Frozen = TypeVar("_Frozen")

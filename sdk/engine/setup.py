@@ -31,6 +31,7 @@ from sdk.engine.kinds.tools import Tools
 from sdk.engine.kinds.tools import tool_conversation
 from sdk.engine.options import CallSpec
 from sdk.engine.options import ClientOptions
+from sdk.engine.options import LastCall
 from sdk.engine.options import Method
 from sdk.grammar import Grammar
 from sdk.parsing.parser import validators_context
@@ -63,10 +64,22 @@ def start_call(
     kind = output_kind(output, spec, provider)
     asked = kind.grammar if isinstance(kind, GrammarOutput) else _document(kind).contract
     spec, rendered = _with_prompt(spec, asked)
+    turns = _turns(spec, asked)
+    return _machine(spec, provider, kind, _marked(turns, rendered), rendered)
+
+
+def _turns(spec: CallSpec, asked: type[Contract] | Grammar) -> tuple[Message, ...]:
+    """The call's first messages (`conversation`), made once per spec and output where they
+    are made of text alone (a client's calls with the same prompt and source resolve to one
+    spec: `CallSpec.for_call`)."""
     inputs = spec.inputs
     assert not isinstance(inputs.prompt, Prompt)  # rendered by `_with_prompt`
+    kept = spec.last_call.turns(asked)
+    if kept is not None:
+        return kept
     turns = conversation(asked, inputs.prompt, inputs.messages, inputs.source)
-    return _machine(spec, provider, kind, _marked(turns, rendered), rendered)
+    spec.last_call.keep_turns(asked, inputs, turns)
+    return turns
 
 
 def output_kind(output: Any, spec: CallSpec, provider: Provider) -> OutputKind[Any]:
@@ -179,7 +192,8 @@ def _with_prompt(spec: CallSpec, output: Any) -> tuple[CallSpec, RenderedPrompt 
     [message] = rendered.messages
     text: Any = message.content if isinstance(message.content, str) else list(message.parts)
     inputs = replace(spec.inputs, prompt=text, system=system)
-    return replace(spec, inputs=inputs, transport=replace(spec.transport, system=system)), rendered
+    transport = replace(spec.transport, system=system)
+    return replace(spec, inputs=inputs, transport=transport, last_call=LastCall()), rendered
 
 
 def _marked(turns: tuple[Message, ...], rendered: RenderedPrompt | None) -> tuple[Message, ...]:

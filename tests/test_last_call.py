@@ -1,0 +1,211 @@
+"""A client resolves a call it makes again once (issue 30 item 8): `CallSpec.for_call` keeps the
+last call's spec and `start_call` its first messages (`sdk.engine.options.LastCall`), where the
+call's options are text alone. What could change between two calls (a list, a `str` subclass, a
+provider's own option, a document too large to keep) is resolved at every call, and threads
+calling at once each get their own call."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import get_origin
+
+import pytest
+
+from contracts import Decision
+from sdk import Contract
+from sdk import Message
+from sdk import StructuredClient
+from sdk._values.declared import union_members
+from sdk.abstention import Thresholds
+from sdk.abstention import ThresholdsFileError
+from sdk.engine.options import GENERATE
+from sdk.engine.options import LAST_CALL_TEXT
+from sdk.engine.options import STREAM
+from sdk.engine.options import CallSpec
+from sdk.engine.options import declarations
+from sdk.providers import CompletionRequest
+from sdk.providers import TestProvider
+from tests.shared_file_process import WAIT
+
+
+def _echo(request: CompletionRequest) -> str:
+    """A reply that says which prompt it answered (the last turn's text)."""
+    content = request.messages[-1].content
+    assert isinstance(content, str)
+    return json.dumps({"reasoning": content, "answer": "approve", "confidence": "high"})
+
+
+def _client() -> tuple[StructuredClient, TestProvider]:
+    provider = TestProvider([_echo], repeat=True)
+    return StructuredClient(provider), provider
+
+
+def _sent(provider: TestProvider) -> str:
+    content = provider.requests[-1].messages[-1].content
+    assert isinstance(content, str)
+    return content
+
+
+class Echoed(Contract):
+    """Another contract with the fields of `_echo`'s reply."""
+
+    reasoning: str
+    answer: str
+    confidence: str
+
+
+class Shouting(str):
+    """A `str` that compares equal to any other text (as a case-blind or normalizing subclass
+    might): it must not be taken for the last call's prompt."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str)
+
+
+def test_a_call_made_again_resolves_to_the_spec_it_made_before() -> None:
+    client, _ = _client()
+    spec = client.config
+    first = spec.for_call({"prompt": "Decide.", "source": "The memo."}, GENERATE)
+    again = spec.for_call({"prompt": "".join(["Dec", "ide."]), "source": "The memo."}, GENERATE)
+    assert again is first  # (equal text, another object: the same call)
+    other = spec.for_call({"prompt": "Decide again.", "source": "The memo."}, GENERATE)
+    assert other is not first and other.inputs.prompt == "Decide again."
+    streamed = spec.for_call({"prompt": "Decide again.", "source": "The memo."}, STREAM)
+    assert streamed is not other and streamed.method is STREAM
+    # The client's own spec is not changed by its calls.
+    assert (spec.inputs.prompt, spec.inputs.source, spec.method) == (None, None, GENERATE)
+
+
+def test_each_call_sends_its_own_prompt_and_source() -> None:
+    client, provider = _client()
+    for prompt, source in [("One.", "a"), ("One.", "a"), ("Two.", "a"), ("One.", "b")]:
+        result = client.generate(Decision, prompt=prompt, source=source)
+        assert _sent(provider) == f"{prompt}\n\n<document>\n{source}\n</document>"
+        assert result.value.reasoning == _sent(provider)
+
+
+def test_the_first_message_names_the_contract_of_each_call() -> None:
+    # (no prompt: the first message asks for the contract by name, so it is made per contract)
+    client, provider = _client()
+    for contract in (Decision, Echoed, Decision):
+        client.generate(contract, source="The memo.")
+        expected = f"Fill in a {contract.__name__} from this document."
+        assert _sent(provider) == f"{expected}\n\n<document>\nThe memo.\n</document>"
+
+
+def test_a_str_subclass_equal_to_everything_is_not_taken_for_the_last_prompt() -> None:
+    client, provider = _client()
+    client.generate(Decision, prompt="Approve it.")
+    client.generate(Decision, prompt=Shouting("Refuse it."))
+    assert _sent(provider) == "Refuse it."
+    client.generate(Decision, prompt="Approve it.")
+    assert _sent(provider) == "Approve it."
+
+
+def test_messages_changed_in_place_are_sent_as_they_are_now() -> None:
+    client, provider = _client()
+    messages = [Message("user", "First question.")]
+    client.generate(Decision, messages=messages)
+    messages[0] = Message("user", "Second question.")
+    client.generate(Decision, messages=messages)
+    assert _sent(provider) == "Second question."
+
+
+def test_a_document_larger_than_the_bound_is_not_kept() -> None:
+    spec = CallSpec.defaults()
+    large = "x" * (LAST_CALL_TEXT + 1)
+    first = spec.for_call({"prompt": "Read.", "source": large}, GENERATE)
+    assert spec.for_call({"prompt": "Read.", "source": large}, GENERATE) is not first
+    fits = "x" * (LAST_CALL_TEXT - len("Read."))
+    first = spec.for_call({"prompt": "Read.", "source": fits}, GENERATE)
+    assert spec.for_call({"prompt": "Read.", "source": fits}, GENERATE) is first
+
+
+def test_a_provider_s_own_option_is_checked_at_every_call() -> None:
+    spec = CallSpec.defaults()
+    taken = frozenset({"top_k_words"})
+    called = spec.for_call({"top_k_words": "5"}, GENERATE, lambda: taken)
+    assert called.transport.options.value("top_k_words") == "5"
+    # Through a provider that does not take it, the same options are refused, kept or not.
+    with pytest.raises(TypeError, match="top_k_words"):
+        spec.for_call({"top_k_words": "5"}, GENERATE)
+
+
+def test_a_file_named_by_a_path_is_read_again_at_each_call(tmp_path: Path) -> None:
+    path = str(tmp_path / "thresholds.json")
+    Thresholds.fixed(0.3).save(path)
+    spec = CallSpec.defaults()
+    options = {"prompt": "Decide.", "abstention": "guided", "abstention_thresholds": path}
+    first = spec.for_call(options, GENERATE).output.abstention_thresholds
+    Thresholds.fixed(0.9).save(path)  # fitted again between two calls alike
+    again = spec.for_call(options, GENERATE).output.abstention_thresholds
+    assert first is not None and again is not None
+    assert (first.default, again.default) == (0.3, 0.9)
+    os.remove(path)
+    with pytest.raises(ThresholdsFileError, match=r"thresholds\.json"):
+        spec.for_call(options, GENERATE)
+
+
+def test_every_option_whose_text_names_a_file_is_read_at_each_call() -> None:
+    # (a path is text, which `LastCall` would keep: the options that take one say they read it)
+    for name, declared in declarations().items():
+        takes_path = any(
+            get_origin(member) is os.PathLike for member in union_members(declared.annotation)
+        )
+        reads_file = declared.option is not None and declared.option.reads_file
+        assert takes_path == reads_file, name
+
+
+def test_a_spec_copied_or_pickled_keeps_nothing_of_its_last_call() -> None:
+    class Local(Contract):  # (a class defined here cannot be pickled)
+        reasoning: str
+        answer: str
+        confidence: str
+
+    client, _ = _client()
+    client.generate(Local, prompt="Decide.", source="The memo.")
+    options = {"prompt": "Decide.", "source": "The memo."}
+    assert client.config.last_call.spec(GENERATE, options) is not None
+    restored = pickle.loads(pickle.dumps(client.config))
+    assert restored == client.config and restored.last_call.spec(GENERATE, options) is None
+    copied = copy.deepcopy(client.config)
+    assert copied == client.config and copied.last_call.spec(GENERATE, options) is None
+
+
+def test_a_new_client_spec_resolves_its_own_calls() -> None:
+    client, _ = _client()
+    first = client.config.for_call({"prompt": "Decide."}, GENERATE)
+    changed = client.with_options(max_tokens=100)
+    call = changed.config.for_call({"prompt": "Decide."}, GENERATE)
+    assert call is not first and call.transport.max_tokens == 100
+
+
+def test_threads_calling_at_once_each_get_their_own_call() -> None:
+    client, _ = _client()
+    threads, calls = 16, 40
+    barrier = threading.Barrier(threads, timeout=WAIT)
+
+    def run(index: int) -> list[str]:
+        barrier.wait()
+        prompts = [f"Thread {index}, call {number % 3}." for number in range(calls)]
+        return [
+            client.generate(Decision, prompt=prompt, source="Shared.").value.reasoning
+            for prompt in prompts
+        ]
+
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [pool.submit(run, index) for index in range(threads)]
+        answered = [future.result(timeout=WAIT) for future in futures]  # (a hang fails)
+    for index, answers in enumerate(answered):
+        assert answers == [
+            f"Thread {index}, call {number % 3}.\n\n<document>\nShared.\n</document>"
+            for number in range(calls)
+        ]
