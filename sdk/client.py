@@ -21,7 +21,6 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
-from typing import Annotated
 from typing import Any
 from typing import Self
 from typing import TypeVar
@@ -34,7 +33,7 @@ from sdk._result import ToolCalls
 from sdk._tools import PartialToolCall
 from sdk._tools import Tool
 from sdk._tools import ToolChoice
-from sdk._values.declared import AtLeast
+from sdk._values.declared import OptionalCount
 from sdk._values.declared import check
 from sdk.contract import Contract
 from sdk.engine import loops
@@ -74,7 +73,6 @@ C = TypeVar("C", bound=Contract)
 # The constructors' own keywords beside the settings (so a misspelling gets "did you mean").
 _SYNC_KEYWORDS = frozenset({"sleep"})
 _ASYNC_KEYWORDS = frozenset({"sleep", "max_concurrency"})
-_MAX_CONCURRENCY = Annotated[int | None, AtLeast(1)]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -288,7 +286,7 @@ class AsyncStructuredClient(_BaseClient):
             provider,
             CallSpec.defaults().updated(options, where, _ASYNC_KEYWORDS, _own_options(provider)),
         )
-        check("max_concurrency", max_concurrency, _MAX_CONCURRENCY, where)
+        check("max_concurrency", max_concurrency, OptionalCount, where)
         self.max_concurrency = max_concurrency
         self._sleep = _callable(sleep, "sleep", where)
         # One semaphore per event loop, kept by the client (whatever provider it is given).

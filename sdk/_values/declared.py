@@ -37,8 +37,10 @@ __all__ = [
     "AtLeast",
     "Between",
     "Bound",
+    "Count",
     "Matches",
     "NoEmptyText",
+    "OptionalCount",
     "Positive",
     "bounds_of",
     "check",
@@ -165,6 +167,12 @@ class Matches:
     def outside(self) -> object:
         return self.example
 
+
+Count = Annotated[int, AtLeast(1)]
+"""A whole number of at least 1: a count, a size, a limit."""
+
+OptionalCount = Annotated[int | None, AtLeast(1)]
+"""A `Count`, or `None` (the setting's default, or no limit, as the setting says)."""
 
 NOT_BLANK = Matches(r"(?s).*\S.*", "text that is not blank", " ")
 """Text with something in it besides white space (a name people read)."""

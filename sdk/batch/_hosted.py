@@ -31,11 +31,10 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
 from typing import Any
 from typing import ClassVar
 
-from sdk._values.declared import AtLeast
+from sdk._values.declared import Count
 from sdk._values.declared import check
 from sdk.batch._errors import BatchError
 from sdk.batch._state import SubmissionRow
@@ -190,14 +189,11 @@ _ANTHROPIC_STATUS = {
 }
 
 
-_LIMIT = Annotated[int, AtLeast(1)]
-
-
 def _check_limits(where: str, max_requests: object, max_bytes: object) -> None:
     """Refuse a batch limit that is not a whole number of at least 1, naming it: `"x"` was a
     bare `TypeError` from the first submission, and 0 or -1 were taken."""
-    check("max_requests", max_requests, _LIMIT, where)
-    check("max_bytes", max_bytes, _LIMIT, where)
+    check("max_requests", max_requests, Count, where)
+    check("max_bytes", max_bytes, Count, where)
 
 
 class AnthropicBatches(HostedBackend):

@@ -54,8 +54,8 @@ from typing import Any
 from typing import TypedDict
 from typing import Unpack
 
-from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
+from sdk._values.declared import OptionalCount
 from sdk._values.declared import Positive
 from sdk._values.declared import check_given
 from sdk._values.seconds import LONGEST_INTERVAL
@@ -133,7 +133,7 @@ class HostedPolling(TypedDict, total=False):
     # (`Annotated` outermost: the bounds of a union's member are not read)
     poll_interval: Annotated[float | None, Positive(), Between(0, LONGEST_INTERVAL)]
     poll_max: Annotated[float | None, Positive(), Between(0, LONGEST_INTERVAL)]
-    collect_chunk: Annotated[int | None, AtLeast(1)]
+    collect_chunk: OptionalCount
     sleep: Callable[[float], None] | None
 
 

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY
 from dataclasses import dataclass
 from dataclasses import field
-from typing import Annotated
 from typing import Any
 
-from sdk._values.declared import AtLeast
+from sdk._values.declared import Count
+from sdk._values.declared import OptionalCount
 from sdk._values.declared import check
 from sdk._values.seconds import INTERVAL
 from sdk.batch._errors import BatchError
@@ -55,8 +55,6 @@ Each one in flight is a worker task, with a queue of twice as many items ahead o
 10,000 that is a few tens of MB and a start in well under a second; at 10^6 the job spent its
 memory making workers and never started (probe12c D2). No server answers more at once."""
 
-_CONCURRENCY = Annotated[int | None, AtLeast(1)]
-_FLUSH_EVERY = Annotated[int, AtLeast(1)]
 
 Outcome = tuple[ItemRow, object]
 """An item's row and what its call gave: a `Result`, or the exception it raised."""
@@ -103,8 +101,8 @@ class LocalBackend:
         # Each setting checked where it is given, naming it (on main `concurrency=3.5` was a
         # bare TypeError from the job's run, and `flush_every=nan` or `flush_seconds=inf`
         # were taken: nothing finished was committed until the run stopped).
-        check("concurrency", concurrency, _CONCURRENCY, "LocalBackend()")
-        check("flush_every", flush_every, _FLUSH_EVERY, "LocalBackend()")
+        check("concurrency", concurrency, OptionalCount, "LocalBackend()")
+        check("flush_every", flush_every, Count, "LocalBackend()")
         check("flush_seconds", flush_seconds, INTERVAL, "LocalBackend()")
         names = {client.provider.name for client in self.clients}
         if len(names) > 1:

@@ -46,7 +46,6 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import asdict
 from dataclasses import dataclass
-from typing import Annotated
 from typing import Any
 from typing import TypedDict
 from typing import Unpack
@@ -55,7 +54,8 @@ import pyarrow as pa
 
 from sdk._rows import decided_row
 from sdk._rows import schema_for
-from sdk._values.declared import AtLeast
+from sdk._values.declared import Count
+from sdk._values.declared import OptionalCount
 from sdk._values.declared import check
 from sdk._values.declared import check_given
 from sdk._values.declared import whole_numbers_only
@@ -94,7 +94,6 @@ ClientFactory = Callable[[], AsyncStructuredClient | Sequence[AsyncStructuredCli
 # `StructuredMap`'s settings, declared once: its signature's types, checked where it is made.
 _CONTRACT = type[Contract] | str
 _MADE = AsyncStructuredClient | Sequence[AsyncStructuredClient]
-_IN_FLIGHT = Annotated[int, AtLeast(1)]
 
 _JOB_COLUMNS = (("_seq", pa.int64()), ("_update", pa.string()), ("_line", pa.string()))
 
@@ -109,7 +108,7 @@ class RowColumns(TypedDict, total=False):
     """A template over the row's columns (`"Approve {vendor}?"`, `str.format`), or a prompt
     template (`sdk.Prompt`) its `variables` column or the columns its `Inputs` name render;
     default: the row's `prompt` column."""
-    max_tokens: Annotated[int | None, AtLeast(1)]
+    max_tokens: OptionalCount
     """The output limit of rows that set none (default 4096)."""
 
 
@@ -146,7 +145,7 @@ class StructuredMap:
         contract: _CONTRACT,
         client: ClientFactory,
         *,
-        in_flight: _IN_FLIGHT = 16,
+        in_flight: Count = 16,
         timeout: SECONDS = 3600.0,
         job: JobRows | None = None,
         **rows: Unpack[RowColumns],
@@ -156,7 +155,7 @@ class StructuredMap:
         check_given(rows, RowColumns, where, ROW_EXPECTS)
         check("contract", contract, _CONTRACT, where, expects="a Contract class or 'module:Name'")
         check("client", client, ClientFactory, where, expects="a function that makes the client")
-        check("in_flight", in_flight, _IN_FLIGHT, where)
+        check("in_flight", in_flight, Count, where)
         check("timeout", timeout, SECONDS, where, expects="a number of seconds")
         check("job", job, JobRows | None, where)
         self.contract = contract_of(contract)

@@ -45,7 +45,8 @@ from typing import TypedDict
 from typing import Unpack
 
 from sdk import _fork
-from sdk._values.declared import AtLeast
+from sdk._values.declared import Count
+from sdk._values.declared import OptionalCount
 from sdk._values.declared import check
 from sdk._values.declared import check_given
 from sdk.batch._local import LocalBackend
@@ -111,12 +112,11 @@ class RayAddress:
 
 RAY_ADDRESS = Annotated[str | None, RayAddress()]
 """A job's `--ray-address` (`None`: a local cluster for the run)."""
-ACTORS = Annotated[int | None, AtLeast(1)]
+ACTORS = OptionalCount
 """The actor pool's size (`None`: `DEFAULT_ACTORS`): `RayLayout.actors`, and a job's
 `--actors` (`BackendSpec.actors`)."""
 DEFAULT_ACTORS = 2
 """The actor pool's size when none is given."""
-_AT_LEAST_ONE = Annotated[int, AtLeast(1)]
 
 
 class RayLayout(TypedDict, total=False):
@@ -126,11 +126,11 @@ class RayLayout(TypedDict, total=False):
     """A running cluster (None, the default: a local one for the run)."""
     actors: ACTORS
     """The actor pool's size (None, the default: `DEFAULT_ACTORS`)."""
-    in_flight: _AT_LEAST_ONE
+    in_flight: Count
     """Calls at once per actor (default 16)."""
-    batch_size: _AT_LEAST_ONE
+    batch_size: Count
     """Items per actor call (default 64)."""
-    page: _AT_LEAST_ONE
+    page: Count
     """Items the driver hands to one dataset; its memory holds their lines (default 20,000)."""
 
 

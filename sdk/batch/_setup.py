@@ -26,6 +26,7 @@ from typing import Literal
 
 from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
+from sdk._values.declared import OptionalCount
 from sdk._values.declared import check
 from sdk._values.declared import check_fields
 from sdk._values.profile import profile
@@ -64,7 +65,7 @@ class BackendSpec:
     concurrency: Annotated[int | None, Between(1, MOST_IN_FLIGHT)] = None
     """Local servers: items in flight per server; embedded: in flight in this process (at most
     `MOST_IN_FLIGHT`, 10,000)."""
-    max_requests: Annotated[int | None, AtLeast(1)] = None
+    max_requests: OptionalCount = None
     """Hosted: requests per batch, below the API's own limit."""
     retries: Annotated[int, AtLeast(0)] = 2
     """Local and embedded: the client's invalid-output retries (the job's `retries`; hosted

@@ -34,8 +34,8 @@ from typing import cast
 
 from sdk import _fork
 from sdk._tools import ToolCall
-from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
+from sdk._values.declared import Count
 from sdk._values.declared import Positive
 from sdk._values.declared import check
 from sdk._values.records import Note
@@ -275,7 +275,6 @@ def not_served(store: Cache, key: str) -> None:
 
 _LONGEST_TTL = 1e12  # (31,700 years: a whole number past a float's range overflowed a store)
 _TTL = Annotated[float, Positive(), Between(0, _LONGEST_TTL)]
-_COUNT = Annotated[int, AtLeast(1)]
 
 
 def check_settings(
@@ -301,7 +300,7 @@ def check_settings(
     if timeout is not None:
         check("timeout", timeout, INTERVAL, where, expects="a number of seconds")
     if max_entries is not None:
-        check("max_entries", max_entries, _COUNT, where)
+        check("max_entries", max_entries, Count, where)
 
 
 def default_path() -> Path:

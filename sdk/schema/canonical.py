@@ -14,14 +14,13 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from sdk._values.declared import AtLeast
+from sdk._values.declared import Count
 from sdk._values.declared import check
 from sdk._values.pointer import escape_pointer
 
@@ -143,7 +142,7 @@ def _canonical(contract: type[BaseModel]) -> _Canonical:
     return cached
 
 
-SchemaVersion = Annotated[int, AtLeast(1)]
+SchemaVersion = Count
 """What `Contract.schema_version` takes: a whole number from 1 (not a bool, a float or text)."""
 
 
