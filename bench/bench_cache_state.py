@@ -10,7 +10,8 @@ on an entry it read before come from memory while no process writes the file:
 `sdk.cache._held`), and a hit that reads the SQLite file (the first hit after any write to the
 file; every hit of a store opened `readonly=True`, measured here, or where the kernel cannot tell
 of changes); the miss path beside them (a new key each call: key, lookup, the scripted provider,
-parse, store). Beside them too, what the hit's key (`sdk.cache.cache_key` of the hit's request)
+parse, store). Beside them too, what the hit's key (`sdk.cache.cache_key` of the hit's request,
+which a call made again has kept, `sdk.cache.LastKey`, and a call unlike the last computes)
 and the SQLite lookups (`SQLiteCache.get` of its key, held and read from the file) each cost alone
 and what each adds to a bare parse that follows it: a read of the file adds to the parse several
 times what it costs alone (its code displaces the parser's from the processor's caches). Last,
@@ -57,8 +58,8 @@ from sdk import parse  # noqa: E402
 from sdk.cache import Cache  # noqa: E402
 from sdk.cache import MemoryCache  # noqa: E402
 from sdk.cache import SQLiteCache  # noqa: E402
+from sdk.cache import _key  # noqa: E402
 from sdk.cache import cache_key  # noqa: E402
-from sdk.engine import attempts  # noqa: E402
 from sdk.providers import TestProvider  # noqa: E402
 
 SIZE = 4_400
@@ -266,7 +267,7 @@ def _key_arguments(text: str, source: str) -> tuple[Any, ...]:
         return cache_key(*arguments)
 
     client = StructuredClient(TestProvider([text], repeat=True), cache=MemoryCache())
-    with mock.patch.object(attempts, "cache_key", catching):  # (the engine's name for it)
+    with mock.patch.object(_key, "cache_key", catching):  # (the name `LastKey` calls)
         client.generate(InvoiceExtraction, prompt="Extract.", source=source)
     return caught[-1]
 

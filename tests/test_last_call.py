@@ -13,24 +13,37 @@ import pickle
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from typing import get_origin
+from unittest import mock
 
 import pytest
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from contracts import Decision
 from sdk import Contract
+from sdk import Image
 from sdk import Message
 from sdk import StructuredClient
 from sdk._values.declared import union_members
 from sdk.abstention import Thresholds
 from sdk.abstention import ThresholdsFileError
+from sdk.cache import LastKey
+from sdk.cache import MemoryCache
+from sdk.cache import _key
+from sdk.cache import cache_key
 from sdk.engine.options import GENERATE
 from sdk.engine.options import LAST_CALL_TEXT
 from sdk.engine.options import STREAM
 from sdk.engine.options import CallSpec
 from sdk.engine.options import declarations
 from sdk.providers import CompletionRequest
+from sdk.providers import Sampling
 from sdk.providers import TestProvider
+from sdk.providers._base import JsonDocument
+from sdk.providers._profile import NO_SAMPLING
 from tests.shared_file_process import WAIT
 
 
@@ -188,17 +201,84 @@ def test_a_new_client_spec_resolves_its_own_calls() -> None:
     assert call is not first and call.transport.max_tokens == 100
 
 
-def test_threads_calling_at_once_each_get_their_own_call() -> None:
-    client, _ = _client()
+# --- the key of a request made again (`sdk.cache.LastKey`) ---
+
+
+def _steps() -> st.SearchStrategy[list[tuple[int, int, int]]]:
+    """Steps of a run of requests, each like the one before but for one of its parts (which
+    part: scope, turns, sampling options, extra fields, output, wire, or none), made of which
+    object of that part's pool (objects reused between requests), and whether a mutable one was
+    changed in place first (and which)."""
+    return st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 5)),
+                    max_size=30)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(_steps())
+def test_a_kept_key_is_always_the_key_of_the_request_as_it_is_now(
+    steps: list[tuple[int, int, int]],
+) -> None:
+    scopes = [{"provider": "test", "model": "m"}, {"provider": "test", "model": "n"},
+              {"provider": "test", "model": "m", "headers": {"x": "1"}}]  # fmt: skip
+    image = Image(data=b"\x89PNG", media_type="image/png")
+    turns = [(Message("user", "A?"),), (Message("user", "B?"),), (Message("user", ["A?", image]),)]
+    own: list[object] = ["x"]
+    samplings = [NO_SAMPLING, Sampling(temperature=0.5), Sampling(own=(("listed", own),))]
+    bodies: list[dict[str, object]] = [{}, {}, {"k": [1]}]
+    outputs = [JsonDocument(Decision), JsonDocument(Echoed), JsonDocument(Decision)]
+    wires = [{"type": "object"}, {"type": "object", "title": "T"}, None]
+    kept = LastKey()
+    made = [0] * 6  # (the pool index of each part of the request)
+    for part, index, change in steps:
+        if part < len(made):
+            made[part] = index
+        scope, turn, sampling, body, output, wire = made
+        if change == 1:
+            scopes[scope]["model"] = "changed"  # (a scope is made anew by each call; still)
+        elif change == 2:
+            bodies[body]["added"] = len(bodies[body])  # an extra field set in place
+        elif change == 3:
+            own.append("more")  # a provider's own option, a caller's list, changed
+        elif change == 4:
+            outputs[output] = JsonDocument(outputs[output].contract)  # another object, alike
+        request = CompletionRequest(outputs[output], turns[turn], 64, options=samplings[sampling],
+                                    extra_body=bodies[body])  # fmt: skip
+        assert kept.key(scopes[scope], request, wires[wire]) == cache_key(
+            scopes[scope], request, wires[wire]
+        )
+
+
+def test_a_call_made_again_has_its_key_kept_and_a_changed_call_does_not() -> None:
+    computed: list[str] = []
+    real = _key.cache_key
+
+    def counting(*arguments: Any) -> str:
+        computed.append(real(*arguments))
+        return computed[-1]
+
+    client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
+    with mock.patch.object(_key, "cache_key", counting):  # (counts, and computes as before)
+        first = client.generate(Decision, prompt="Decide.", source="The memo.")
+        again = client.generate(Decision, prompt="Decide.", source="The memo.")
+        other = client.generate(Decision, prompt="Decide.", source="Another memo.")
+    assert (first.cached, again.cached, other.cached) == (False, True, False)
+    assert len(computed) == 2 and computed[0] != computed[1]
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["no cache", "MemoryCache"])
+def test_threads_calling_at_once_each_get_their_own_answer(cached: bool) -> None:
+    provider = TestProvider([_echo], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache() if cached else None)
     threads, calls = 16, 40
     barrier = threading.Barrier(threads, timeout=WAIT)
 
     def run(index: int) -> list[str]:
         barrier.wait()
-        prompts = [f"Thread {index}, call {number % 3}." for number in range(calls)]
         return [
-            client.generate(Decision, prompt=prompt, source="Shared.").value.reasoning
-            for prompt in prompts
+            client.generate(
+                Decision, prompt=f"Thread {index}, call {number % 3}.", source="Shared."
+            ).value.reasoning
+            for number in range(calls)
         ]
 
     with ThreadPoolExecutor(threads) as pool:
@@ -209,3 +289,5 @@ def test_threads_calling_at_once_each_get_their_own_call() -> None:
             f"Thread {index}, call {number % 3}.\n\n<document>\nShared.\n</document>"
             for number in range(calls)
         ]
+    # Each thread's three prompts asked once when cached (a hit after), else every call.
+    assert len(provider.requests) == threads * (3 if cached else calls)

@@ -36,6 +36,7 @@ from sdk.cache._errors import CacheFileError
 from sdk.cache._errors import CacheServerError
 from sdk.cache._errors import DamagedEntry
 from sdk.cache._errors import NotStorable
+from sdk.cache._key import LastKey
 from sdk.cache._key import cache_key
 from sdk.cache._memory import MemoryCache
 
@@ -60,6 +61,7 @@ __all__ = [
     "CacheStats",
     "DamagedEntry",
     "Entry",
+    "LastKey",
     "MemoryCache",
     "NotStorable",
     "RedisCache",

@@ -51,7 +51,7 @@ from sdk.providers._base import Sampling
 from sdk.providers._profile import NO_SAMPLING
 from sdk.schema.canonical import schema_info
 
-__all__ = ["INGREDIENTS", "cache_key", "source_place"]
+__all__ = ["INGREDIENTS", "LastKey", "cache_key", "source_place"]
 
 Feed = Callable[[bytes], None]
 
@@ -382,3 +382,72 @@ _SHARED = _Remembered(512)
 _DOCUMENTS = _Remembered(16, most_size=64 * 2**20)
 """The last few documents calls carried (source texts, image and PDF bytes), 64 Mi characters
 and bytes at most: each is held while remembered, so few."""
+
+
+# --- the key of a request made again ---
+
+
+class LastKey:
+    """The key of the last request it gave one for, given again for the same request without
+    hashing it again: a client's call made again, whose spec and first messages are kept
+    (`sdk.engine.options.LastCall`), asks for a request made of the same objects. The same
+    request: its provider's scope shown the same (`repr`, as `_scope_digest` knows a scope),
+    the same wire schema object, and every field the same object (`_same_request`), none of
+    them a value that can change in place (`_unchanging`: text turns, no `extra_body`, sampling
+    options of plain values). Replaced whole, so a thread reads one request's key or another's.
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[str, CompletionRequest, Any, str] | None = None
+
+    def key(self, scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
+        """`cache_key(scope, request, wire)`."""
+        shown = repr(scope)
+        last = self._last
+        if (
+            last is not None
+            and last[2] is wire
+            and last[0] == shown
+            and _same_request(request, last[1])
+            and _unchanging(request)
+        ):
+            return last[3]
+        key = cache_key(scope, request, wire)
+        if _unchanging(request):
+            self._last = (shown, request, wire, key)
+        return key
+
+
+_SAME_OBJECTS = tuple(name for name in INGREDIENTS if name != "output")
+
+
+def _same_request(request: CompletionRequest, other: CompletionRequest) -> bool:
+    """Whether `request` is made of `other`'s fields themselves: each the same object (by
+    identity: no value's own `==` is asked), what is asked for the same contract or grammar."""
+    for name in _SAME_OBJECTS:
+        if getattr(request, name) is not getattr(other, name):
+            return False
+    output, asked = request.output, other.output
+    if type(output) is JsonDocument and type(asked) is JsonDocument:
+        return output.contract is asked.contract
+    if type(output) is GrammarSentence and type(asked) is GrammarSentence:
+        return output.grammar is asked.grammar
+    return False
+
+
+def _unchanging(request: CompletionRequest) -> bool:
+    """Whether nothing in `request` can change in place (so the same objects are the same
+    value): turns of text alone (frozen, holding `str`), no `extra_body` (a mapping), sampling
+    options of plain values (a provider's own option may be a caller's list)."""
+    if request.extra_body:
+        return False
+    for message in request.messages:
+        if type(message.content) is not str or message.tool_calls or message.tool_results:
+            return False
+    own = request.options.own
+    return not own or all(type(value) in _PLAIN for _, value in own)
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})

@@ -57,7 +57,6 @@ from sdk.cache import CacheError
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import NotStorable
-from sdk.cache import cache_key
 from sdk.cache import not_served
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
@@ -203,6 +202,7 @@ class Attempts:
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
         self._notes: list[Note] = []  # what the call met on the way (the cache's notes)
         self._scope = provider.cache_scope() if spec.cache is not None else {}
+        self._last_key = spec.last_call.key  # (a call made again has its request's key kept)
         self._turns = turns
         self._shared = spec.transport
         self.settings = spec.attempts
@@ -266,7 +266,7 @@ class Attempts:
         first = self.kind.answer_request(Ask(self._turns, (), self._shared, self.provider))
         wire = self.provider.codec.request_schema(first)
         scope = {**self._scope, "prompt": self.prompt.to_json()} if self.prompt else self._scope
-        self._cache_key = cache_key(scope, first, wire)
+        self._cache_key = self._last_key.key(scope, first, wire)
         entry = self._cache.get(self._cache_key)
         if entry is None:
             return None

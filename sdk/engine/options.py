@@ -60,6 +60,7 @@ from sdk._values.declared import whole_numbers_only
 from sdk._values.seconds import LONGEST_WAIT
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
+from sdk.cache import LastKey
 from sdk.calibration import Calibration
 from sdk.engine.conversation import MessageLike
 from sdk.engine.conversation import PromptLike
@@ -535,16 +536,18 @@ class LastCall:
     """The last call a client's spec resolved (`CallSpec.for_call`) and the first messages made
     for it (`sdk.engine.setup`), kept where the call's options are text alone (`str` itself or
     `None`: immutable, so equal options resolve to the same spec and messages again), each kept
-    as given (`_keepable`). A program that makes one call over and over (a cache hit
-    among them) resolves it once; a call that differs from the last resolves its own and keeps
-    it instead. Each is replaced whole, so a thread reads one call's or another's, never a
-    mix."""
+    as given (`_keepable`), and the cache key of its request (`sdk.cache.LastKey`). A program
+    that makes one call over and over (a cache hit among them) resolves it once; a call that
+    differs from the last resolves its own and keeps it instead. Each is replaced whole, so a
+    thread reads one call's or another's, never a mix."""
 
-    __slots__ = ("_spec", "_turns")
+    __slots__ = ("_spec", "_turns", "key")
 
     def __init__(self) -> None:
         self._spec: tuple[Method, dict[str, object], CallSpec] | None = None
         self._turns: tuple[object, tuple[Message, ...]] | None = None
+        self.key = LastKey()
+        """The response cache's key of the last request a call of this spec asked for."""
 
     # A spec pickled or deep-copied starts with nothing kept: what is kept holds the last
     # call's documents and contract (a class defined in a function cannot be pickled). (A
