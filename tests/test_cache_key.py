@@ -1405,3 +1405,36 @@ def test_the_embedded_model_s_scope_names_its_file_s_content(embedded_model: Non
         assert provider.model_path not in json.dumps(scope)
     finally:
         provider.close()
+
+
+class _Masked(str):
+    """A setting whose `repr` hides what it holds (as a caller's own type may)."""
+
+    def __repr__(self) -> str:
+        return "Masked(***)"
+
+
+@pytest.mark.parametrize("between", [False, True], ids=["next call", "another scope between"])
+def test_a_scope_value_whose_repr_hides_its_content_is_keyed_by_its_content(
+    between: bool,
+) -> None:
+    """A provider's scope is known again by its `repr` (not encoded at each call), and a
+    call made again has its key kept by it: only a scope of plain data. A route in a client's
+    query given as a `str` subclass with a `repr` of its own, changed between two calls alike,
+    was served the old route's answer (with another client's call between them too, once the
+    key of a call made again was kept)."""
+    wire = _chat_wire()
+    http = httpx2.Client(transport=httpx2.MockTransport(wire))
+    routed = openai.OpenAI(api_key="sk-1", base_url=GATEWAY, http_client=http,
+                           default_query={"route": _Masked("eu")})  # fmt: skip
+    provider = OpenAIChatProvider(routed, model="gpt-5.1-mini")
+    cache = MemoryCache()
+    client = StructuredClient(provider, cache=cache)
+    other = StructuredClient(TestProvider([TEXT], repeat=True), cache=cache)
+    assert not client.generate(Decision, prompt="A?").cached
+    provider.client._custom_query["route"] = _Masked("us")  # (the injected client's, as set)
+    if between:
+        other.generate(Decision, prompt="B?")
+    assert not client.generate(Decision, prompt="A?").cached
+    assert [request.url.params["route"] for request in wire.requests] == ["eu", "us"]
+    assert client.generate(Decision, prompt="A?").cached

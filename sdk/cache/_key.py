@@ -334,14 +334,38 @@ _last_scope: tuple[str, bytes] = ("", b"")
 def _scope_digest(scope: Mapping[str, Any]) -> bytes:
     """The scope's canonical JSON hashed; the last one is remembered (a client's calls share
     their provider's scope, made again for each call: known by its `repr`, not encoded again).
-    By its `repr`, not by `==`: `True`, `1` and `1.0` are equal, but not on the wire."""
+    By its `repr`, not by `==`: `True`, `1` and `1.0` are equal, but not on the wire; and only
+    for a scope of plain data (`_shown`)."""
     global _last_scope
-    shown = repr(scope)
+    shown = _shown(scope)
     last, digest = _last_scope
-    if shown != last or not digest:
+    if shown is None or shown != last or not digest:
         digest = _json_digest(scope)
-        _last_scope = (shown, digest)
+        _last_scope = (shown or "", digest)
     return digest
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _shown(scope: Mapping[str, Any]) -> str | None:
+    """The scope's `repr`, where it says all the scope holds: a scope made, all the way down,
+    of dicts, lists and tuples of `str`, `int`, `float`, `bool` and `None` themselves. `None`
+    for any other value (a `str` subclass, an object of the caller's): its `repr` is its own
+    to say, and may be the same for another content (a provider copies some settings into its
+    scope as the caller gave them: a query parameter, a region)."""
+    return repr(scope) if _plain_data(scope) else None
+
+
+def _plain_data(value: Any) -> bool:
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if kind is dict:
+        return all(type(key) is str and _plain_data(item) for key, item in value.items())
+    if kind is list or kind is tuple:
+        return all(_plain_data(item) for item in value)
+    return False
 
 
 class _Remembered:
@@ -391,7 +415,7 @@ class LastKey:
     """The key of the last request it gave one for, given again for the same request without
     hashing it again: a client's call made again, whose spec and first messages are kept
     (`sdk.engine.options.LastCall`), asks for a request made of the same objects. The same
-    request: its provider's scope shown the same (`repr`, as `_scope_digest` knows a scope),
+    request: its provider's scope shown the same (`_shown`: its `repr`, for plain data alone),
     the same wire schema object, and every field the same object (`_same_request`), none of
     them a value that can change in place (`_unchanging`: text turns, no `extra_body`, sampling
     options of plain values). Replaced whole, so a thread reads one request's key or another's.
@@ -404,7 +428,9 @@ class LastKey:
 
     def key(self, scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
         """`cache_key(scope, request, wire)`."""
-        shown = repr(scope)
+        shown = _shown(scope)
+        if shown is None:  # (a scope `repr` cannot tell from another: its key made each call)
+            return cache_key(scope, request, wire)
         last = self._last
         if (
             last is not None
@@ -448,6 +474,3 @@ def _unchanging(request: CompletionRequest) -> bool:
             return False
     own = request.options.own
     return not own or all(type(value) in _PLAIN for _, value in own)
-
-
-_PLAIN = frozenset({str, int, float, bool, type(None)})
