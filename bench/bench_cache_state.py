@@ -56,9 +56,9 @@ from sdk import PDF  # noqa: E402
 from sdk import StructuredClient  # noqa: E402
 from sdk import parse  # noqa: E402
 from sdk.cache import Cache  # noqa: E402
+from sdk.cache import LastKey  # noqa: E402
 from sdk.cache import MemoryCache  # noqa: E402
 from sdk.cache import SQLiteCache  # noqa: E402
-from sdk.cache import _key  # noqa: E402
 from sdk.cache import cache_key  # noqa: E402
 from sdk.providers import TestProvider  # noqa: E402
 
@@ -261,14 +261,16 @@ def _key_arguments(text: str, source: str) -> tuple[Any, ...]:
     its wire schema), caught from one call: `sdk.cache.cache_key(*them)` is the hit's key,
     which does not depend on the store."""
     caught: list[tuple[Any, ...]] = []
+    kept = LastKey.key
 
-    def catching(*arguments: Any) -> str:
+    def catching(self: LastKey, *arguments: Any) -> str:
         caught.append(arguments)
-        return cache_key(*arguments)
+        return kept(self, *arguments)
 
     client = StructuredClient(TestProvider([text], repeat=True), cache=MemoryCache())
-    with mock.patch.object(_key, "cache_key", catching):  # (the name `LastKey` calls)
+    with mock.patch.object(LastKey, "key", catching):  # (what the engine asks for a key)
         client.generate(InvoiceExtraction, prompt="Extract.", source=source)
+    assert kept(LastKey(), *caught[-1]) == cache_key(*caught[-1])
     return caught[-1]
 
 

@@ -250,14 +250,14 @@ def test_a_kept_key_is_always_the_key_of_the_request_as_it_is_now(
 
 def test_a_call_made_again_has_its_key_kept_and_a_changed_call_does_not() -> None:
     computed: list[str] = []
-    real = _key.cache_key
+    real = _key._key
 
     def counting(*arguments: Any) -> str:
         computed.append(real(*arguments))
         return computed[-1]
 
     client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
-    with mock.patch.object(_key, "cache_key", counting):  # (counts, and computes as before)
+    with mock.patch.object(_key, "_key", counting):  # (counts the keys made, made as before)
         first = client.generate(Decision, prompt="Decide.", source="The memo.")
         again = client.generate(Decision, prompt="Decide.", source="The memo.")
         other = client.generate(Decision, prompt="Decide.", source="Another memo.")

@@ -66,7 +66,12 @@ T = TypeVar("T")
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
     """The key of `request` to the provider of `scope`, whose wire carries the schema `wire`
     (see the module docstring)."""
-    pieces = [b"", _HEAD, _scope_digest(scope)]  # (the first: the lengths, below)
+    return _key(scope, _shown(scope), request, wire)
+
+
+def _key(scope: Mapping[str, Any], shown: str | None, request: CompletionRequest, wire: Any) -> str:
+    """`cache_key`, the scope shown already (`_shown`)."""
+    pieces = [b"", _HEAD, _scope_digest(scope, shown)]  # (the first: the lengths, below)
     feed = pieces.append  # (a bound method: no frame of ours per piece)
     place = source_place(request)
     for name, tag, encode in _ENCODERS:
@@ -331,13 +336,12 @@ def _json_digest(value: Any) -> bytes:
 _last_scope: tuple[str, bytes] = ("", b"")
 
 
-def _scope_digest(scope: Mapping[str, Any]) -> bytes:
+def _scope_digest(scope: Mapping[str, Any], shown: str | None) -> bytes:
     """The scope's canonical JSON hashed; the last one is remembered (a client's calls share
     their provider's scope, made again for each call: known by its `repr`, not encoded again).
     By its `repr`, not by `==`: `True`, `1` and `1.0` are equal, but not on the wire; and only
-    for a scope of plain data (`_shown`)."""
+    for a scope of plain data (`shown`: `_shown(scope)`)."""
     global _last_scope
-    shown = _shown(scope)
     last, digest = _last_scope
     if shown is None or shown != last or not digest:
         digest = _json_digest(scope)
@@ -430,7 +434,7 @@ class LastKey:
         """`cache_key(scope, request, wire)`."""
         shown = _shown(scope)
         if shown is None:  # (a scope `repr` cannot tell from another: its key made each call)
-            return cache_key(scope, request, wire)
+            return _key(scope, shown, request, wire)
         last = self._last
         if (
             last is not None
@@ -440,7 +444,7 @@ class LastKey:
             and _unchanging(request)
         ):
             return last[3]
-        key = cache_key(scope, request, wire)
+        key = _key(scope, shown, request, wire)  # (the scope shown once)
         if _unchanging(request):
             self._last = (shown, request, wire, key)
         return key
