@@ -7,6 +7,7 @@ calling at once each get their own call."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import pickle
@@ -191,6 +192,20 @@ def test_a_spec_copied_or_pickled_keeps_nothing_of_its_last_call() -> None:
     assert restored == client.config and restored.last_call.spec(GENERATE, options) is None
     copied = copy.deepcopy(client.config)
     assert copied == client.config and copied.last_call.spec(GENERATE, options) is None
+
+
+def test_a_spec_copied_by_replace_keeps_nothing_of_the_one_it_was_copied_from() -> None:
+    # (what a spec kept answers for that spec alone: a copy with another prompt, however made,
+    # would otherwise be given the first messages of the one it was copied from)
+    client, _ = _client()
+    client.generate(Decision, prompt="First.")
+    spec = client.config.for_call({"prompt": "First."}, GENERATE)
+    assert spec.last_call.turns(Decision) is not None  # (the call's messages, kept)
+    inputs = dataclasses.replace(spec.inputs, prompt="Second.")
+    for copied in (dataclasses.replace(spec, inputs=inputs), spec.for_call({}, STREAM)):
+        assert copied.last_call is not spec.last_call
+        assert copied.last_call.turns(Decision) is None
+        assert copied.last_call.spec(GENERATE, {"prompt": "First."}) is None
 
 
 def test_a_new_client_spec_resolves_its_own_calls() -> None:

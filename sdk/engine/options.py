@@ -37,6 +37,8 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from dataclasses import MISSING
+from dataclasses import Field
 from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import fields
@@ -423,8 +425,12 @@ class CallSpec:
     clock: Callable[[], float]
     cache: Cache | None
     runaway: RunawayBound | None
-    # (what this spec resolved last: not a setting, never compared; each new spec has its own)
-    last_call: LastCall = field(default_factory=lambda: LastCall(), compare=False, repr=False)
+    # What this spec resolved last: not a setting, never compared, and never given: every spec
+    # made, copied or replaced (`dataclasses.replace`, `_replaced`) starts with its own, so
+    # nothing one spec kept answers for another.
+    last_call: LastCall = field(
+        default_factory=lambda: LastCall(), init=False, compare=False, repr=False
+    )
 
     @classmethod
     def defaults(cls) -> CallSpec:
@@ -453,9 +459,7 @@ class CallSpec:
         `taken` gives the provider's own options (`Provider.own_options`), asked only for a
         name that is not one of the SDK's (a call's options rarely are)."""
         if not options:
-            if self.method == method:
-                return self
-            return _replaced(self, {"method": method, "last_call": LastCall()})
+            return self if self.method == method else _replaced(self, {"method": method})
         if not (options.keys() <= _keepable() and _text_alone(options.values())):
             return self._with(
                 options, method.name, method.keywords, taken, per_call=True, method=method
@@ -522,7 +526,6 @@ class CallSpec:
         # `__eq__`, a Python call, on every call)
         if method is not None and method is not self.method and method != self.method:
             changes["method"] = method
-        changes["last_call"] = LastCall()  # (a new spec resolves calls of its own)
         return _replaced(self, changes)
 
 
@@ -608,17 +611,31 @@ def _text_alone(values: Iterable[object]) -> bool:
 _Frozen = TypeVar("_Frozen")
 
 
-_Setters = tuple[tuple[str, Callable[[Any, Any], None]], ...] | None
+_Setters = tuple[tuple[str, Callable[[Any, Any], None], Callable[[], Any] | None], ...] | None
 _SETTERS: dict[type[Any], _Setters] = {}
 
 
 def _slot_setters(cls: type[Any]) -> _Setters:
-    """A frozen slots dataclass's fields and the setter of each (its slot's descriptor), made
-    once a class; `None` for a class whose `__post_init__` checks its fields (made through
-    `__init__` then, so the check runs)."""
-    if hasattr(cls, "__post_init__") or any(not f.init for f in fields(cls)):
+    """A frozen slots dataclass's fields, the setter of each (its slot's descriptor) and, for a
+    field `__init__` is not given (`init=False`), its default factory, which makes it anew for
+    each copy as `__init__` does; made once a class. `None` for a class whose `__post_init__`
+    checks its fields, or with a field `__init__` sets from no factory (made through `__init__`
+    then, so the check runs)."""
+    made = fields(cls)
+    if hasattr(cls, "__post_init__") or any(
+        not f.init and f.default_factory is MISSING for f in made
+    ):
         return None
-    return tuple((f.name, getattr(cls, f.name).__set__) for f in fields(cls))
+    return tuple((f.name, getattr(cls, f.name).__set__, _fresh(f)) for f in made)
+
+
+def _fresh(made: Field[Any]) -> Callable[[], Any] | None:
+    """The factory of a field `__init__` is not given (checked to have one), else `None`."""
+    if made.init:
+        return None
+    factory = made.default_factory
+    assert factory is not MISSING
+    return factory
 
 
 def _replaced(obj: _Frozen, changes: Mapping[str, Any]) -> _Frozen:
@@ -635,8 +652,11 @@ def _replaced(obj: _Frozen, changes: Mapping[str, Any]) -> _Frozen:
     if setters is None:
         return replace(obj, **changes)  # type: ignore[type-var]
     new: _Frozen = object.__new__(cls)
-    for name, set_slot in setters:
-        set_slot(new, changes[name] if name in changes else getattr(obj, name))
+    for name, set_slot, fresh in setters:
+        if fresh is not None:
+            set_slot(new, fresh())
+        else:
+            set_slot(new, changes[name] if name in changes else getattr(obj, name))
     return new
 
 

@@ -31,7 +31,6 @@ from sdk.engine.kinds.tools import Tools
 from sdk.engine.kinds.tools import tool_conversation
 from sdk.engine.options import CallSpec
 from sdk.engine.options import ClientOptions
-from sdk.engine.options import LastCall
 from sdk.engine.options import Method
 from sdk.grammar import Grammar
 from sdk.parsing.parser import validators_context
@@ -193,7 +192,7 @@ def _with_prompt(spec: CallSpec, output: Any) -> tuple[CallSpec, RenderedPrompt 
     text: Any = message.content if isinstance(message.content, str) else list(message.parts)
     inputs = replace(spec.inputs, prompt=text, system=system)
     transport = replace(spec.transport, system=system)
-    return replace(spec, inputs=inputs, transport=transport, last_call=LastCall()), rendered
+    return replace(spec, inputs=inputs, transport=transport), rendered
 
 
 def _marked(turns: tuple[Message, ...], rendered: RenderedPrompt | None) -> tuple[Message, ...]:
