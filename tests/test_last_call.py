@@ -221,33 +221,41 @@ def test_a_new_client_spec_resolves_its_own_calls() -> None:
 
 def _steps() -> st.SearchStrategy[list[tuple[int, int, int]]]:
     """Steps of a run of requests, each like the one before but for one of its parts (which
-    part: scope, turns, sampling options, extra fields, output, wire, or none), made of which
-    object of that part's pool (objects reused between requests), and whether a mutable one was
-    changed in place first (and which)."""
-    return st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 5)),
+    part: scope, turns, sampling options, extra fields, output, wire, source, or none), made
+    of which object of that part's pool (objects reused between requests), and whether a
+    mutable one was changed in place first (and which)."""
+    return st.lists(st.tuples(st.integers(0, 7), st.integers(0, 4), st.integers(0, 6)),
                     max_size=30)  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(_steps())
 def test_a_kept_key_is_always_the_key_of_the_request_as_it_is_now(
     steps: list[tuple[int, int, int]],
 ) -> None:
+    """Whatever the run of requests (its common part kept, its own hashed; or all kept), the
+    key `LastKey` gives is `cache_key` of the request as it is then: sources short and long
+    enough to be remembered (`_key.REMEMBERED_FROM`), held by the turn or not."""
     scopes = [{"provider": "test", "model": "m"}, {"provider": "test", "model": "n"},
               {"provider": "test", "model": "m", "headers": {"x": "1"}}]  # fmt: skip
     image = Image(data=b"\x89PNG", media_type="image/png")
-    turns = [(Message("user", "A?"),), (Message("user", "B?"),), (Message("user", ["A?", image]),)]
+    long = "Clause.\n" * (_key.REMEMBERED_FROM // 8 + 1)
+    sources = [None, long, "short", "".join(list(long))]
+    turns = [(Message("user", "A?"),), (Message("user", "B?"),), (Message("user", ["A?", image]),),
+             (Message("user", f"A?\n\n<document>\n{long}\n</document>"),),
+             (Message("user", ["A?", "<document>\nshort\n</document>"]),)]  # fmt: skip
     own: list[object] = ["x"]
     samplings = [NO_SAMPLING, Sampling(temperature=0.5), Sampling(own=(("listed", own),))]
     bodies: list[dict[str, object]] = [{}, {}, {"k": [1]}]
     outputs = [JsonDocument(Decision), JsonDocument(Echoed), JsonDocument(Decision)]
     wires = [{"type": "object"}, {"type": "object", "title": "T"}, None]
+    pools: list[list[Any]] = [scopes, turns, samplings, bodies, outputs, wires, sources]
     kept = LastKey()
-    made = [0] * 6  # (the pool index of each part of the request)
+    made = [0] * len(pools)  # (the pool index of each part of the request)
     for part, index, change in steps:
         if part < len(made):
-            made[part] = index
-        scope, turn, sampling, body, output, wire = made
+            made[part] = index % len(pools[part])
+        scope, turn, sampling, body, output, wire, source = made
         if change == 1:
             scopes[scope]["model"] = "changed"  # (a scope is made anew by each call; still)
         elif change == 2:
@@ -256,28 +264,43 @@ def test_a_kept_key_is_always_the_key_of_the_request_as_it_is_now(
             own.append("more")  # a provider's own option, a caller's list, changed
         elif change == 4:
             outputs[output] = JsonDocument(outputs[output].contract)  # another object, alike
+        elif change == 5 and sources[source] is not None:
+            sources[source] = "".join(list(sources[source]))  # another string, alike
         request = CompletionRequest(outputs[output], turns[turn], 64, options=samplings[sampling],
-                                    extra_body=bodies[body])  # fmt: skip
+                                    extra_body=bodies[body], source=sources[source])  # fmt: skip
         assert kept.key(scopes[scope], request, wires[wire]) == cache_key(
             scopes[scope], request, wires[wire]
         )
 
 
 def test_a_call_made_again_has_its_key_kept_and_a_changed_call_does_not() -> None:
+    """A call made again is given its key kept; a call with another source has its own part
+    of the key hashed (`_own_key`), with the part the calls have in common kept (`_common`,
+    made once), and another contract has both made."""
     computed: list[str] = []
-    real = _key._key
+    common: list[object] = []
+    real_own, real_common = _key._own_key, _key._common
 
-    def counting(*arguments: Any) -> str:
-        computed.append(real(*arguments))
+    def counting_own(*arguments: Any) -> str:
+        computed.append(real_own(*arguments))
         return computed[-1]
 
+    def counting_common(*arguments: Any) -> Any:
+        common.append(real_common(*arguments))
+        return common[-1]
+
     client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
-    with mock.patch.object(_key, "_key", counting):  # (counts the keys made, made as before)
+    with (  # (counts the parts made, made as before)
+        mock.patch.object(_key, "_own_key", counting_own),
+        mock.patch.object(_key, "_common", counting_common),
+    ):
         first = client.generate(Decision, prompt="Decide.", source="The memo.")
         again = client.generate(Decision, prompt="Decide.", source="The memo.")
         other = client.generate(Decision, prompt="Decide.", source="Another memo.")
-    assert (first.cached, again.cached, other.cached) == (False, True, False)
-    assert len(computed) == 2 and computed[0] != computed[1]
+        assert (first.cached, again.cached, other.cached) == (False, True, False)
+        assert len(computed) == 2 and computed[0] != computed[1] and len(common) == 1
+        echoed = client.generate(Echoed, prompt="Decide.", source="Another memo.")
+    assert not echoed.cached and len(computed) == 3 and len(common) == 2
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["no cache", "MemoryCache"])

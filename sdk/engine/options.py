@@ -427,7 +427,8 @@ class CallSpec:
     runaway: RunawayBound | None
     # What this spec resolved last: not a setting, never compared, and never given: every spec
     # made, copied or replaced (`dataclasses.replace`, `_replaced`) starts with its own, so
-    # nothing one spec kept answers for another.
+    # nothing one spec kept answers for another (a call's spec asks its cache keys of its
+    # client's spec's `LastKey`, which answers by the request's own objects: `LastCall.keyed`).
     last_call: LastCall = field(
         default_factory=lambda: LastCall(), init=False, compare=False, repr=False
     )
@@ -459,17 +460,19 @@ class CallSpec:
         `taken` gives the provider's own options (`Provider.own_options`), asked only for a
         name that is not one of the SDK's (a call's options rarely are)."""
         if not options:
-            return self if self.method == method else _replaced(self, {"method": method})
-        if not (options.keys() <= _keepable() and _text_alone(options.values())):
-            return self._with(
-                options, method.name, method.keywords, taken, per_call=True, method=method
-            )
-        spec = self.last_call.spec(method, options)
+            if self.method == method:
+                return self
+            return self.last_call.keyed(_replaced(self, {"method": method}))
+        keepable = options.keys() <= _keepable() and _text_alone(options.values())
+        spec = self.last_call.spec(method, options) if keepable else None
         if spec is None:
-            spec = self._with(
-                options, method.name, method.keywords, taken, per_call=True, method=method
+            spec = self.last_call.keyed(
+                self._with(
+                    options, method.name, method.keywords, taken, per_call=True, method=method
+                )
             )
-            self.last_call.keep_spec(method, options, spec)
+            if keepable:
+                self.last_call.keep_spec(method, options, spec)
         return spec
 
     def value(self, name: str) -> Any:
@@ -539,10 +542,12 @@ class LastCall:
     """The last call a client's spec resolved (`CallSpec.for_call`) and the first messages made
     for it (`sdk.engine.setup`), kept where the call's options are text alone (`str` itself or
     `None`: immutable, so equal options resolve to the same spec and messages again), each kept
-    as given (`_keepable`), and the cache key of its request (`sdk.cache.LastKey`). A program
+    as given (`_keepable`), and the cache key of the last request its calls asked for
+    (`sdk.cache.LastKey`, which every call's spec made from this one asks: `keyed`). A program
     that makes one call over and over (a cache hit among them) resolves it once; a call that
-    differs from the last resolves its own and keeps it instead. Each is replaced whole, so a
-    thread reads one call's or another's, never a mix."""
+    differs from the last resolves its own and keeps it instead, and has the part of its key
+    the calls share kept (another document: its messages and source alone are hashed). Each is
+    replaced whole, so a thread reads one call's or another's, never a mix."""
 
     __slots__ = ("_spec", "_turns", "key")
 
@@ -571,6 +576,14 @@ class LastCall:
 
     def keep_spec(self, method: Method, options: Mapping[str, object], spec: CallSpec) -> None:
         self._spec = (method, dict(options), spec)
+
+    def keyed(self, made: CallSpec) -> CallSpec:
+        """`made` (a call's spec, made from this one's: its `LastCall` its own) asking its keys
+        of this spec's `key`: a call unlike the last asks for a request whose common part
+        (scope, contract, settings) is the last call's, and has that part of its key kept
+        (`sdk.cache.LastKey`); every call of a client's spec asks of one."""
+        made.last_call.key = self.key
+        return made
 
     def turns(self, output: object) -> tuple[Message, ...] | None:
         """The first messages made for `output` (a contract or grammar) from this spec."""
