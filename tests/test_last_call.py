@@ -24,10 +24,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from contracts import Decision
+from sdk import PDF
 from sdk import Contract
 from sdk import Image
 from sdk import Message
 from sdk import StructuredClient
+from sdk import Text
+from sdk._values.content import unchanging_part
 from sdk._values.declared import union_members
 from sdk.abstention import Thresholds
 from sdk.abstention import ThresholdsFileError
@@ -49,10 +52,10 @@ from tests.shared_file_process import WAIT
 
 
 def _echo(request: CompletionRequest) -> str:
-    """A reply that says which prompt it answered (the last turn's text)."""
+    """A reply that says which prompt it answered (the last turn's text, or its parts)."""
     content = request.messages[-1].content
-    assert isinstance(content, str)
-    return json.dumps({"reasoning": content, "answer": "approve", "confidence": "high"})
+    said = content if isinstance(content, str) else repr(content)
+    return json.dumps({"reasoning": said, "answer": "approve", "confidence": "high"})
 
 
 def _client() -> tuple[StructuredClient, TestProvider]:
@@ -141,6 +144,101 @@ def test_a_document_larger_than_the_bound_is_not_kept() -> None:
     fits = "x" * (LAST_CALL_TEXT - len("Read."))
     first = spec.for_call({"prompt": "Read.", "source": fits}, GENERATE)
     assert spec.for_call({"prompt": "Read.", "source": fits}, GENERATE) is first
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)
+
+
+class _Bytes(bytes):
+    """Bytes that compare equal to any other bytes (as a subclass with a rule of its own may)."""
+
+    __hash__ = bytes.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, bytes)
+
+
+class _Screenshot(Image):
+    """An image of the user's own kind (a subclass may hold state of its own)."""
+
+
+def test_a_call_with_parts_made_again_is_resolved_and_keyed_once() -> None:
+    """A prompt of text, an image and a PDF (a new list each call, equal parts) resolves to the
+    spec and first messages made before, and its key is kept (`_own_key` made once); another
+    PDF is another call."""
+    client, _ = _client()
+    spec = client.config
+    pdf = PDF(data=b"%PDF-1.7 one", name="a.pdf")
+    first = spec.for_call({"prompt": ["Decide.", Image(data=PNG, media_type="image/png"), pdf]},
+                          GENERATE)  # fmt: skip
+    again = spec.for_call({"prompt": ["Decide.", Image(data=PNG, media_type="image/png"), pdf]},
+                          GENERATE)  # fmt: skip
+    assert again is first
+    other = spec.for_call({"prompt": ["Decide.", PDF(data=b"%PDF-1.7 two", name="a.pdf")]},
+                          GENERATE)  # fmt: skip
+    assert other is not first
+    computed: list[str] = []
+    real_own = _key._own_key
+
+    def counting_own(*arguments: Any) -> str:
+        computed.append(real_own(*arguments))
+        return computed[-1]
+
+    client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
+    prompt = ["Decide.", pdf]
+    with mock.patch.object(_key, "_own_key", counting_own):
+        made = [client.generate(Decision, prompt=list(prompt), source="m.").cached for _ in "abc"]
+        assert made == [False, True, True] and len(computed) == 1
+        changed = PDF(data=b"%PDF-1.7 changed", name="a.pdf")
+        assert not client.generate(Decision, prompt=["Decide.", changed], source="m.").cached
+    assert len(computed) == 2
+
+
+def test_a_prompt_list_changed_in_place_is_sent_as_it_is_now() -> None:
+    client, provider = _client()
+    prompt: list[Any] = ["First question.", PDF(data=b"%PDF-1.7 one")]
+    client.generate(Decision, prompt=prompt)
+    prompt[0] = "Second question."
+    prompt[1] = PDF(data=b"%PDF-1.7 two")
+    client.generate(Decision, prompt=prompt)
+    content = provider.requests[-1].messages[-1].content
+    assert isinstance(content, tuple)
+    assert content[0] == Text("Second question.") and content[1] == PDF(data=b"%PDF-1.7 two")
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        _Screenshot(data=PNG, media_type="image/png"),
+        Image(data=_Bytes(PNG), media_type="image/png"),
+        PDF(data=_Bytes(b"%PDF-1.7 one")),
+        Text(Shouting("Decide.")),
+    ],
+    ids=["an Image subclass", "an image of a bytes subclass", "a PDF of a bytes subclass",
+         "a Text of a str subclass"],
+)  # fmt: skip
+def test_a_part_that_compares_by_its_own_rule_is_not_taken_for_the_last_one(part: Any) -> None:
+    """A part of a subclass, or holding a subclass of `bytes` or `str` (which may say it equals
+    what it does not), is resolved, made into messages and keyed at each call: the call after
+    it, with other bytes, sends its own."""
+    assert not unchanging_part(part)
+    spec = CallSpec.defaults()
+    first = spec.for_call({"prompt": ["Decide.", part]}, GENERATE)
+    assert spec.for_call({"prompt": ["Decide.", part]}, GENERATE) is not first
+    client, provider = _client()
+    for sent in (part, type(part)(**_other_bytes(part))):
+        client.generate(Decision, prompt=["Decide.", sent])
+        content = provider.requests[-1].messages[-1].content
+        assert isinstance(content, tuple) and content[-1] is sent
+
+
+def _other_bytes(part: Any) -> dict[str, Any]:
+    """The fields of `part` with other content (of the same types)."""
+    if isinstance(part, Text):
+        return {"text": type(part.text)("Refuse.")}
+    fields = {f.name: getattr(part, f.name) for f in dataclasses.fields(part)}
+    fields["data"] = type(part.data)(bytes(part.data[:-1]) + b"!")
+    return fields
 
 
 def test_a_provider_s_own_option_is_checked_at_every_call() -> None:

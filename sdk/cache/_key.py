@@ -47,6 +47,7 @@ from sdk._tools import Tool
 from sdk._tools import ToolOffer
 from sdk._values.content import Image
 from sdk._values.content import Text
+from sdk._values.content import unchanging_part
 from sdk.cache._entry import FORMAT
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import FreeText
@@ -472,8 +473,8 @@ class LastKey:
     wire schema object, and every common field the same object (`_same_common`), none of them
     a value that can change in place (`_common_unchanging`: no `extra_body`, sampling options
     of plain values); the same: the messages and source the same objects too, turns of text
-    alone (`_turns_unchanging`). Replaced whole, so a thread reads one request's or another's.
-    """
+    and unchanging parts (`_turns_unchanging`). Replaced whole, so a thread reads one
+    request's or another's."""
 
     __slots__ = ("_last",)
 
@@ -541,9 +542,15 @@ def _common_unchanging(request: CompletionRequest) -> bool:
 
 
 def _turns_unchanging(request: CompletionRequest) -> bool:
-    """Whether `request`'s messages cannot change in place: turns of text alone (frozen,
-    holding `str`)."""
+    """Whether `request`'s messages cannot change in place: turns (frozen) of text (a `str`
+    itself) or of parts that cannot change (`unchanging_part`: texts, images and PDFs), no tool
+    calls or results."""
     for message in request.messages:
-        if type(message.content) is not str or message.tool_calls or message.tool_results:
+        if message.tool_calls or message.tool_results:
+            return False
+        content = message.content
+        if type(content) is not str and not (
+            type(content) is tuple and all(unchanging_part(part) for part in content)
+        ):
             return False
     return True
