@@ -11,7 +11,8 @@ on an entry it read before come from memory while no process writes the file:
 file; every hit of a store opened `readonly=True`, measured here, or where the kernel cannot tell
 of changes); the miss path beside them (a new key each call: key, lookup, the scripted provider,
 parse, store). Beside them too, what the hit's key (`sdk.cache.cache_key` of the hit's request,
-which a call made again has kept, `sdk.cache.LastKey`, and a call unlike the last computes)
+which a call made again has kept, `sdk.cache.LastKey`, and a call unlike the last computes,
+but for the part its calls share)
 and the SQLite lookups (`SQLiteCache.get` of its key, held and read from the file) each cost alone
 and what each adds to a bare parse that follows it: a read of the file adds to the parse several
 times what it costs alone (its code displaces the parser's from the processor's caches). Last,
@@ -207,9 +208,11 @@ def large_document_lines(repeat: int, rounds: int) -> list[Line]:
 def rotating_lines(repeat: int, rounds: int) -> list[Line]:
     """Hits where each call differs from the one before (a run over many documents made again):
     `ROTATING` invoices of about 4.4 KB, each with its own source, called in turn, against bare
-    parses of the same replies in the same turn. What a client keeps of its last call
-    (`sdk.engine.options.LastCall`) and the digests of its last documents (`sdk.cache._key`,
-    more documents than it keeps) serve none of these calls."""
+    parses of the same replies in the same turn. Of what a client keeps of its last call
+    (`sdk.engine.options.LastCall`) only the part of the key the calls share serves them
+    (`sdk.cache.LastKey`: each call's prompt and source are hashed); the digests of the last
+    documents (`sdk.cache._key`) serve none (more documents than it keeps, and each too short
+    to be remembered)."""
     payloads = [invoice(SIZE + number) for number in range(ROTATING)]
     bare = functools.partial(parse, InvoiceExtraction, stop_reason="end_turn")
     arms: dict[str, Callable[[], object]] = {

@@ -1146,8 +1146,9 @@ def test_a_source_the_prompt_s_turn_holds_is_hashed_once_and_still_decides_the_k
 
 
 def _document(number: int) -> str:
+    """A document long enough for its digest to be remembered (`_key.REMEMBERED_FROM`)."""
     return "".join(
-        f"Line {line} of document {number}: EUR {number},{line:03d}.\n" for line in range(40)
+        f"Line {line} of document {number}: EUR {number},{line:03d}.\n" for line in range(160)
     )
 
 
@@ -1196,11 +1197,28 @@ def _counting_hashed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     hashed: list[int] = []
 
-    class Counting:
-        @staticmethod
-        def sha256(data: bytes = b"") -> Any:
+    class Counted:
+        """A sha256 that counts what it is fed (and its copies, what they are fed)."""
+
+        def __init__(self, data: bytes = b"", made: Any = None) -> None:
             hashed.append(len(data))
-            return hashlib.sha256(data)
+            self._hash = made if made is not None else hashlib.sha256(data)
+
+        def update(self, data: bytes) -> None:
+            hashed.append(len(data))
+            self._hash.update(data)
+
+        def copy(self) -> Counted:
+            return Counted(made=self._hash.copy())
+
+        def digest(self) -> bytes:
+            return bytes(self._hash.digest())
+
+        def hexdigest(self) -> str:
+            return str(self._hash.hexdigest())
+
+    class Counting:
+        sha256 = Counted
 
     monkeypatch.setattr(_key, "hashlib", Counting)
     return hashed
@@ -1265,6 +1283,27 @@ def test_the_documents_remembered_for_the_key_are_bounded(monkeypatch: pytest.Mo
     huge = "h" * (bound + 1)
     cache_key({}, _asked(huge, f"Approve?\n\n<document>\n{huge}\n</document>"), None)
     assert _key._DOCUMENTS._held == remembered
+
+
+def test_only_documents_long_enough_are_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document's digest is remembered from `REMEMBERED_FROM` characters (or bytes) on; a
+    shorter one is hashed with the text that holds it, each time (remembering it would cost
+    more), and keyed by its content all the same."""
+    from sdk.cache import _key
+
+    monkeypatch.setattr(_key, "_DOCUMENTS", _key._Remembered(16, most_size=2**20))
+    assert len(_document(0)) >= _key.REMEMBERED_FROM  # (the other tests' documents are)
+
+    def key(source: str) -> str:
+        return cache_key({}, _asked(source, f"Approve?\n\n<document>\n{source}\n</document>"), None)
+
+    short = "s" * (_key.REMEMBERED_FROM - 1)
+    first = key(short)
+    assert len(_key._DOCUMENTS._held) == 0
+    assert key("".join(list(short))) == first and key(short[:-1] + "t") != first
+    long = "l" * _key.REMEMBERED_FROM
+    assert key(long) != key(long[:-1] + "m")
+    assert [value for value, _, _ in _key._DOCUMENTS._held.values()] == [long, long[:-1] + "m"]
 
 
 class _Screenshot(Image):

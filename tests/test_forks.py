@@ -104,8 +104,10 @@ def _sites(
         return _entry._recent_lock, lambda: _generate(MemoryCache())
     if held == "key memo (digests remembered)":
         return _key._SHARED._lock, lambda: _generate(MemoryCache(), _fresh_contract())
-    if held == "source memo (documents' digests remembered)":  # (a document no process keyed)
-        return _key._DOCUMENTS._lock, lambda: _generate(MemoryCache(), source="PO-2291, child")
+    if held == "source memo (documents' digests remembered)":  # (a document no process keyed,
+        # long enough to be remembered)
+        source = "PO-2291, child.\n" * (_key.REMEMBERED_FROM // 16 + 1)
+        return _key._DOCUMENTS._lock, lambda: _generate(MemoryCache(), source=source)
     if held == "memory cache":
         memory = MemoryCache()
         return memory._lock, lambda: _generate(memory)

@@ -24,10 +24,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from contracts import Decision
+from sdk import PDF
 from sdk import Contract
 from sdk import Image
 from sdk import Message
 from sdk import StructuredClient
+from sdk import Text
+from sdk._values.content import unchanging_part
 from sdk._values.declared import union_members
 from sdk.abstention import Thresholds
 from sdk.abstention import ThresholdsFileError
@@ -49,10 +52,10 @@ from tests.shared_file_process import WAIT
 
 
 def _echo(request: CompletionRequest) -> str:
-    """A reply that says which prompt it answered (the last turn's text)."""
+    """A reply that says which prompt it answered (the last turn's text, or its parts)."""
     content = request.messages[-1].content
-    assert isinstance(content, str)
-    return json.dumps({"reasoning": content, "answer": "approve", "confidence": "high"})
+    said = content if isinstance(content, str) else repr(content)
+    return json.dumps({"reasoning": said, "answer": "approve", "confidence": "high"})
 
 
 def _client() -> tuple[StructuredClient, TestProvider]:
@@ -143,6 +146,101 @@ def test_a_document_larger_than_the_bound_is_not_kept() -> None:
     assert spec.for_call({"prompt": "Read.", "source": fits}, GENERATE) is first
 
 
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)
+
+
+class _Bytes(bytes):
+    """Bytes that compare equal to any other bytes (as a subclass with a rule of its own may)."""
+
+    __hash__ = bytes.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, bytes)
+
+
+class _Screenshot(Image):
+    """An image of the user's own kind (a subclass may hold state of its own)."""
+
+
+def test_a_call_with_parts_made_again_is_resolved_and_keyed_once() -> None:
+    """A prompt of text, an image and a PDF (a new list each call, equal parts) resolves to the
+    spec and first messages made before, and its key is kept (`_own_key` made once); another
+    PDF is another call."""
+    client, _ = _client()
+    spec = client.config
+    pdf = PDF(data=b"%PDF-1.7 one", name="a.pdf")
+    first = spec.for_call({"prompt": ["Decide.", Image(data=PNG, media_type="image/png"), pdf]},
+                          GENERATE)  # fmt: skip
+    again = spec.for_call({"prompt": ["Decide.", Image(data=PNG, media_type="image/png"), pdf]},
+                          GENERATE)  # fmt: skip
+    assert again is first
+    other = spec.for_call({"prompt": ["Decide.", PDF(data=b"%PDF-1.7 two", name="a.pdf")]},
+                          GENERATE)  # fmt: skip
+    assert other is not first
+    computed: list[str] = []
+    real_own = _key._own_key
+
+    def counting_own(*arguments: Any) -> str:
+        computed.append(real_own(*arguments))
+        return computed[-1]
+
+    client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
+    prompt = ["Decide.", pdf]
+    with mock.patch.object(_key, "_own_key", counting_own):
+        made = [client.generate(Decision, prompt=list(prompt), source="m.").cached for _ in "abc"]
+        assert made == [False, True, True] and len(computed) == 1
+        changed = PDF(data=b"%PDF-1.7 changed", name="a.pdf")
+        assert not client.generate(Decision, prompt=["Decide.", changed], source="m.").cached
+    assert len(computed) == 2
+
+
+def test_a_prompt_list_changed_in_place_is_sent_as_it_is_now() -> None:
+    client, provider = _client()
+    prompt: list[Any] = ["First question.", PDF(data=b"%PDF-1.7 one")]
+    client.generate(Decision, prompt=prompt)
+    prompt[0] = "Second question."
+    prompt[1] = PDF(data=b"%PDF-1.7 two")
+    client.generate(Decision, prompt=prompt)
+    content = provider.requests[-1].messages[-1].content
+    assert isinstance(content, tuple)
+    assert content[0] == Text("Second question.") and content[1] == PDF(data=b"%PDF-1.7 two")
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        _Screenshot(data=PNG, media_type="image/png"),
+        Image(data=_Bytes(PNG), media_type="image/png"),
+        PDF(data=_Bytes(b"%PDF-1.7 one")),
+        Text(Shouting("Decide.")),
+    ],
+    ids=["an Image subclass", "an image of a bytes subclass", "a PDF of a bytes subclass",
+         "a Text of a str subclass"],
+)  # fmt: skip
+def test_a_part_that_compares_by_its_own_rule_is_not_taken_for_the_last_one(part: Any) -> None:
+    """A part of a subclass, or holding a subclass of `bytes` or `str` (which may say it equals
+    what it does not), is resolved, made into messages and keyed at each call: the call after
+    it, with other bytes, sends its own."""
+    assert not unchanging_part(part)
+    spec = CallSpec.defaults()
+    first = spec.for_call({"prompt": ["Decide.", part]}, GENERATE)
+    assert spec.for_call({"prompt": ["Decide.", part]}, GENERATE) is not first
+    client, provider = _client()
+    for sent in (part, type(part)(**_other_bytes(part))):
+        client.generate(Decision, prompt=["Decide.", sent])
+        content = provider.requests[-1].messages[-1].content
+        assert isinstance(content, tuple) and content[-1] is sent
+
+
+def _other_bytes(part: Any) -> dict[str, Any]:
+    """The fields of `part` with other content (of the same types)."""
+    if isinstance(part, Text):
+        return {"text": type(part.text)("Refuse.")}
+    fields = {f.name: getattr(part, f.name) for f in dataclasses.fields(part)}
+    fields["data"] = type(part.data)(bytes(part.data[:-1]) + b"!")
+    return fields
+
+
 def test_a_provider_s_own_option_is_checked_at_every_call() -> None:
     spec = CallSpec.defaults()
     taken = frozenset({"top_k_words"})
@@ -221,33 +319,41 @@ def test_a_new_client_spec_resolves_its_own_calls() -> None:
 
 def _steps() -> st.SearchStrategy[list[tuple[int, int, int]]]:
     """Steps of a run of requests, each like the one before but for one of its parts (which
-    part: scope, turns, sampling options, extra fields, output, wire, or none), made of which
-    object of that part's pool (objects reused between requests), and whether a mutable one was
-    changed in place first (and which)."""
-    return st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 5)),
+    part: scope, turns, sampling options, extra fields, output, wire, source, or none), made
+    of which object of that part's pool (objects reused between requests), and whether a
+    mutable one was changed in place first (and which)."""
+    return st.lists(st.tuples(st.integers(0, 7), st.integers(0, 4), st.integers(0, 6)),
                     max_size=30)  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(_steps())
 def test_a_kept_key_is_always_the_key_of_the_request_as_it_is_now(
     steps: list[tuple[int, int, int]],
 ) -> None:
+    """Whatever the run of requests (its common part kept, its own hashed; or all kept), the
+    key `LastKey` gives is `cache_key` of the request as it is then: sources short and long
+    enough to be remembered (`_key.REMEMBERED_FROM`), held by the turn or not."""
     scopes = [{"provider": "test", "model": "m"}, {"provider": "test", "model": "n"},
               {"provider": "test", "model": "m", "headers": {"x": "1"}}]  # fmt: skip
     image = Image(data=b"\x89PNG", media_type="image/png")
-    turns = [(Message("user", "A?"),), (Message("user", "B?"),), (Message("user", ["A?", image]),)]
+    long = "Clause.\n" * (_key.REMEMBERED_FROM // 8 + 1)
+    sources = [None, long, "short", "".join(list(long))]
+    turns = [(Message("user", "A?"),), (Message("user", "B?"),), (Message("user", ["A?", image]),),
+             (Message("user", f"A?\n\n<document>\n{long}\n</document>"),),
+             (Message("user", ["A?", "<document>\nshort\n</document>"]),)]  # fmt: skip
     own: list[object] = ["x"]
     samplings = [NO_SAMPLING, Sampling(temperature=0.5), Sampling(own=(("listed", own),))]
     bodies: list[dict[str, object]] = [{}, {}, {"k": [1]}]
     outputs = [JsonDocument(Decision), JsonDocument(Echoed), JsonDocument(Decision)]
     wires = [{"type": "object"}, {"type": "object", "title": "T"}, None]
+    pools: list[list[Any]] = [scopes, turns, samplings, bodies, outputs, wires, sources]
     kept = LastKey()
-    made = [0] * 6  # (the pool index of each part of the request)
+    made = [0] * len(pools)  # (the pool index of each part of the request)
     for part, index, change in steps:
         if part < len(made):
-            made[part] = index
-        scope, turn, sampling, body, output, wire = made
+            made[part] = index % len(pools[part])
+        scope, turn, sampling, body, output, wire, source = made
         if change == 1:
             scopes[scope]["model"] = "changed"  # (a scope is made anew by each call; still)
         elif change == 2:
@@ -256,28 +362,43 @@ def test_a_kept_key_is_always_the_key_of_the_request_as_it_is_now(
             own.append("more")  # a provider's own option, a caller's list, changed
         elif change == 4:
             outputs[output] = JsonDocument(outputs[output].contract)  # another object, alike
+        elif change == 5 and sources[source] is not None:
+            sources[source] = "".join(list(sources[source]))  # another string, alike
         request = CompletionRequest(outputs[output], turns[turn], 64, options=samplings[sampling],
-                                    extra_body=bodies[body])  # fmt: skip
+                                    extra_body=bodies[body], source=sources[source])  # fmt: skip
         assert kept.key(scopes[scope], request, wires[wire]) == cache_key(
             scopes[scope], request, wires[wire]
         )
 
 
 def test_a_call_made_again_has_its_key_kept_and_a_changed_call_does_not() -> None:
+    """A call made again is given its key kept; a call with another source has its own part
+    of the key hashed (`_own_key`), with the part the calls have in common kept (`_common`,
+    made once), and another contract has both made."""
     computed: list[str] = []
-    real = _key._key
+    common: list[object] = []
+    real_own, real_common = _key._own_key, _key._common
 
-    def counting(*arguments: Any) -> str:
-        computed.append(real(*arguments))
+    def counting_own(*arguments: Any) -> str:
+        computed.append(real_own(*arguments))
         return computed[-1]
 
+    def counting_common(*arguments: Any) -> Any:
+        common.append(real_common(*arguments))
+        return common[-1]
+
     client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
-    with mock.patch.object(_key, "_key", counting):  # (counts the keys made, made as before)
+    with (  # (counts the parts made, made as before)
+        mock.patch.object(_key, "_own_key", counting_own),
+        mock.patch.object(_key, "_common", counting_common),
+    ):
         first = client.generate(Decision, prompt="Decide.", source="The memo.")
         again = client.generate(Decision, prompt="Decide.", source="The memo.")
         other = client.generate(Decision, prompt="Decide.", source="Another memo.")
-    assert (first.cached, again.cached, other.cached) == (False, True, False)
-    assert len(computed) == 2 and computed[0] != computed[1]
+        assert (first.cached, again.cached, other.cached) == (False, True, False)
+        assert len(computed) == 2 and computed[0] != computed[1] and len(common) == 1
+        echoed = client.generate(Echoed, prompt="Decide.", source="Another memo.")
+    assert not echoed.cached and len(computed) == 3 and len(common) == 2
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["no cache", "MemoryCache"])

@@ -1,7 +1,10 @@
 """The response cache's key: everything that decides an answer, hashed.
 
-sha256 over these ingredients, in pieces, with every piece's length before them all (so no two
-different requests run together into the same bytes):
+sha256 over these ingredients, in pieces, in two parts: what a client's calls have in common
+(1, 2, 4 and every field of the request but its messages and source), then the call's own (its
+messages and source). Each part is its count of pieces and every piece's length before its
+pieces, so no two different requests run together into the same bytes, and a call like the
+last but for its messages and source hashes its own part alone (`LastKey`):
 
 1. the entries' `FORMAT`;
 2. the provider's scope (`Provider.cache_scope()`): its family, its model (the embedded model:
@@ -13,9 +16,10 @@ different requests run together into the same bytes):
    with its description, or the tools with `tool_choice` and `parallel_tool_calls`), the
    messages (roles, texts, images and PDFs by the sha256 of their bytes with their media type
    or name, URLs, tool calls and results), the system prompt, `max_tokens`, the sampling
-   options, `extra_body`, native reasoning and the source document (hashed once, by itself:
-   where the prompt's turn holds it, that text is hashed as the text before it, the source's
-   digest and the text after it, and the source named by its place there and its length);
+   options, `extra_body`, native reasoning and the source document (hashed once: where the
+   prompt's turn holds it, it is named by its place there and its length, and a source long
+   enough to be remembered, `REMEMBERED_FROM`, is hashed by itself, that text hashed as the
+   text before it, the source's digest and the text after it);
 4. the schema as the provider's dialect writes it (what reaches the wire).
 
 What does not change from call to call (a dialect's schema, a grammar's fingerprint) is hashed
@@ -32,8 +36,10 @@ import sys
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
+from typing import Final
 from typing import TypeVar
 from typing import assert_never
+from typing import cast
 
 from sdk import _fork
 from sdk._message import Message
@@ -41,6 +47,7 @@ from sdk._tools import Tool
 from sdk._tools import ToolOffer
 from sdk._values.content import Image
 from sdk._values.content import Text
+from sdk._values.content import unchanging_part
 from sdk.cache._entry import FORMAT
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import FreeText
@@ -71,26 +78,51 @@ def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -
 
 def _key(scope: Mapping[str, Any], shown: str | None, request: CompletionRequest, wire: Any) -> str:
     """`cache_key`, the scope shown already (`_shown`)."""
-    pieces = [b"", _HEAD, _scope_digest(scope, shown)]  # (the first: the lengths, below)
+    return _own_key(_common(scope, shown, request, wire), request)
+
+
+def _common(
+    scope: Mapping[str, Any], shown: str | None, request: CompletionRequest, wire: Any
+) -> hashlib._Hash:
+    """A hash fed with the part of the key a client's calls have in common: the format, the
+    scope, the request's fields but its messages and source (`_COMMON`) and the wire schema."""
+    pieces = [_HEAD, _scope_digest(scope, shown)]
     feed = pieces.append  # (a bound method: no frame of ours per piece)
-    place = source_place(request)
-    for name, tag, encode in _ENCODERS:
+    for name, tag, encode in _COMMON:
         feed(tag)
-        if name == "messages":  # (the source they hold by its digest: `_messages`)
-            _messages(request.messages, feed, request.source, place)
-        elif name == "source":  # (where the messages hold it, if they do: `_source`)
-            _source(request, place, feed)
-        else:
-            encode(getattr(request, name), feed)
+        encode(getattr(request, name), feed)
     feed(_SHARED.digest(wire, _json_digest) if wire is not None else _NONE)
-    # Every piece's length first, then the pieces: no two different lists of pieces hash alike.
-    lengths = array.array("Q", list(map(len, pieces)))  # (8 bytes each, little-endian below;
-    # made from a list: from the iterator took twice as long)
-    del lengths[0]
+    common = hashlib.sha256()
+    _hash_part(pieces, common)
+    return common
+
+
+def _own_key(common: hashlib._Hash, request: CompletionRequest) -> str:
+    """The key: `common` (`_common`'s, not changed: a copy is fed) with the call's own part,
+    its messages and source."""
+    pieces = [b"messages"]
+    feed = pieces.append
+    place = source_place(request)
+    # (a source long enough to be remembered is hashed apart, its digest in the text holding
+    # it; a shorter one costs less hashed with the text, as a remembered one could not be)
+    apart = place if place is not None and len(request.source or "") >= REMEMBERED_FROM else None
+    _messages(request.messages, feed, request.source, apart)
+    feed(b"source")
+    _source(request, place, feed)
+    key = common.copy()
+    _hash_part(pieces, key)
+    return key.hexdigest()
+
+
+def _hash_part(pieces: list[bytes], into: hashlib._Hash) -> None:
+    """Feed `into` a part of the key: the count of its pieces and every piece's length (8 bytes
+    each, little-endian), then the pieces."""
+    lengths = array.array("Q", [len(pieces), *map(len, pieces)])  # (made from a list: from
+    # the iterator took twice as long)
     if _BIG_ENDIAN:
         lengths.byteswap()
-    pieces[0] = lengths.tobytes()
-    return hashlib.sha256(b"".join(pieces)).hexdigest()
+    into.update(lengths.tobytes())
+    into.update(b"".join(pieces))
 
 
 # --- the request's fields ---
@@ -174,12 +206,22 @@ def _sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+REMEMBERED_FROM: Final = 4096
+"""The fewest characters (of a text) or bytes (of an image or a PDF) of a document whose digest
+is remembered (`_DOCUMENTS`): remembering a new one (a lock, an entry made and an old one let
+go) costs about what hashing 2 to 4 KiB does, and more than that in a call, so a shorter
+document, hashed again when it is asked of again, is cheaper hashed each time (a run over many
+short documents asks of each once)."""
+
+
 def _document_digest(document: T, compute: Callable[[T], bytes]) -> bytes:
     """`compute(document)`, remembered for the last few `str` and `bytes` objects
-    (`_DOCUMENTS`). By the object, not by its content: content equal to a document remembered
-    would be hashed (Python's own hash) to be found, which costs a third of hashing it anew. An
-    instance of a subclass, whose length and hash are its own to say, is hashed each time."""
-    if type(document) is str or type(document) is bytes:
+    (`_DOCUMENTS`) of at least `REMEMBERED_FROM` characters or bytes. By the object, not by its
+    content: content equal to a document remembered would be hashed (Python's own hash) to be
+    found, which costs a third of hashing it anew. An instance of a subclass, whose length and
+    hash are its own to say, is hashed each time."""
+    exact = type(document) is str or type(document) is bytes
+    if exact and len(cast("str | bytes", document)) >= REMEMBERED_FROM:
         return _DOCUMENTS.digest(document, compute)
     return compute(document)
 
@@ -246,9 +288,10 @@ def _messages(
     place: tuple[int, int, int] | None = None,
 ) -> None:
     """The messages, each text whole but the one that holds the `source` at `place`
-    (`source_place`'s): that one in three pieces, the text before the source, the source's
-    digest (`_source_digest`, remembered: a document asked again is not hashed again) and the
-    text after it, under a tag of their own."""
+    (`source_place`'s, given for a source long enough to be remembered): that one in three
+    pieces, the text before the source, the source's digest (`_source_digest`, remembered: a
+    document asked again is not hashed again) and the text after it, under a tag of their
+    own."""
     feed(b"%d" % len(messages))
     for index, message in enumerate(messages):
         feed(message.role.encode())
@@ -323,7 +366,12 @@ INGREDIENTS: dict[str, Callable[[Any, Feed], None]] = {
     "accept_weakened": _plain,
 }
 """How each field of `CompletionRequest` goes into the key (every field has one)."""
-_ENCODERS = [(name, name.encode(), encode) for name, encode in INGREDIENTS.items()]
+_OWN = ("messages", "source")
+"""The fields that are a call's own part of the key (`_own_key`: hashed together, the source
+where the messages hold it)."""
+_COMMON = [
+    (name, name.encode(), encode) for name, encode in INGREDIENTS.items() if name not in _OWN
+]
 
 
 # --- what is hashed once ---
@@ -417,22 +465,27 @@ and bytes at most: each is held while remembered, so few."""
 
 class LastKey:
     """The key of the last request it gave one for, given again for the same request without
-    hashing it again: a client's call made again, whose spec and first messages are kept
-    (`sdk.engine.options.LastCall`), asks for a request made of the same objects. The same
-    request: its provider's scope shown the same (`_shown`: its `repr`, for plain data alone),
-    the same wire schema object, and every field the same object (`_same_request`), none of
-    them a value that can change in place (`_unchanging`: text turns, no `extra_body`, sampling
-    options of plain values). Replaced whole, so a thread reads one request's key or another's.
-    """
+    hashing it again, and the part of it a client's calls have in common, for a request like
+    that one but for its messages and source (a run over many documents), which hashes its own
+    part alone (`_own_key`). A client's call made again, whose spec and first messages are kept
+    (`sdk.engine.options.LastCall`), asks for a request made of the same objects. Like: its
+    provider's scope shown the same (`_shown`: its `repr`, for plain data alone), the same
+    wire schema object, and every common field the same object (`_same_common`), none of them
+    a value that can change in place (`_common_unchanging`: no `extra_body`, sampling options
+    of plain values); the same: the messages and source the same objects too, turns of text
+    and unchanging parts (`_turns_unchanging`). Replaced whole, so a thread reads one
+    request's or another's."""
 
     __slots__ = ("_last",)
 
     def __init__(self) -> None:
-        self._last: tuple[str, CompletionRequest, Any, str] | None = None
+        # (scope shown, request, wire, the common part's hash, the key where the turns
+        # cannot change in place)
+        self._last: tuple[str, CompletionRequest, Any, hashlib._Hash, str | None] | None = None
 
     def key(self, scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
         """`cache_key(scope, request, wire)`."""
-        shown = _shown(scope)
+        shown: str | None = _shown(scope)
         if shown is None:  # (a scope `repr` cannot tell from another: its key made each call)
             return _key(scope, shown, request, wire)
         last = self._last
@@ -440,22 +493,33 @@ class LastKey:
             last is not None
             and last[2] is wire
             and last[0] == shown
-            and _same_request(request, last[1])
-            and _unchanging(request)
+            and _same_common(request, last[1])
+            and _common_unchanging(request)
         ):
-            return last[3]
-        key = _key(scope, shown, request, wire)  # (the scope shown once)
-        if _unchanging(request):
-            self._last = (shown, request, wire, key)
+            made = last[1]
+            if (
+                last[4] is not None
+                and request.messages is made.messages
+                and request.source is made.source
+                and _turns_unchanging(request)
+            ):
+                return last[4]
+            common = last[3]
+        else:
+            common = _common(scope, shown, request, wire)  # (the scope shown once)
+        key = _own_key(common, request)
+        if _common_unchanging(request):
+            self._last = (shown, request, wire, common, key if _turns_unchanging(request) else None)
         return key
 
 
-_SAME_OBJECTS = tuple(name for name in INGREDIENTS if name != "output")
+_SAME_OBJECTS = tuple(name for name in INGREDIENTS if name not in ("output", *_OWN))
 
 
-def _same_request(request: CompletionRequest, other: CompletionRequest) -> bool:
-    """Whether `request` is made of `other`'s fields themselves: each the same object (by
-    identity: no value's own `==` is asked), what is asked for the same contract or grammar."""
+def _same_common(request: CompletionRequest, other: CompletionRequest) -> bool:
+    """Whether `request` is made of `other`'s common fields themselves (all but the messages
+    and source): each the same object (by identity: no value's own `==` is asked), what is
+    asked for the same contract or grammar."""
     for name in _SAME_OBJECTS:
         if getattr(request, name) is not getattr(other, name):
             return False
@@ -467,14 +531,26 @@ def _same_request(request: CompletionRequest, other: CompletionRequest) -> bool:
     return False
 
 
-def _unchanging(request: CompletionRequest) -> bool:
-    """Whether nothing in `request` can change in place (so the same objects are the same
-    value): turns of text alone (frozen, holding `str`), no `extra_body` (a mapping), sampling
-    options of plain values (a provider's own option may be a caller's list)."""
+def _common_unchanging(request: CompletionRequest) -> bool:
+    """Whether nothing in `request`'s common fields can change in place (so the same objects
+    are the same value): no `extra_body` (a mapping), sampling options of plain values (a
+    provider's own option may be a caller's list)."""
     if request.extra_body:
         return False
-    for message in request.messages:
-        if type(message.content) is not str or message.tool_calls or message.tool_results:
-            return False
     own = request.options.own
     return not own or all(type(value) in _PLAIN for _, value in own)
+
+
+def _turns_unchanging(request: CompletionRequest) -> bool:
+    """Whether `request`'s messages cannot change in place: turns (frozen) of text (a `str`
+    itself) or of parts that cannot change (`unchanging_part`: texts, images and PDFs), no tool
+    calls or results."""
+    for message in request.messages:
+        if message.tool_calls or message.tool_results:
+            return False
+        content = message.content
+        if type(content) is not str and not (
+            type(content) is tuple and all(unchanging_part(part) for part in content)
+        ):
+            return False
+    return True

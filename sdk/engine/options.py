@@ -34,7 +34,6 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import MISSING
@@ -48,9 +47,12 @@ from typing import Any
 from typing import Final
 from typing import Literal
 from typing import TypeVar
+from typing import cast
 from typing import get_args
 from typing import get_type_hints
 
+from sdk._values.content import Text
+from sdk._values.content import unchanging_part
 from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
 from sdk._values.declared import Positive
@@ -427,7 +429,8 @@ class CallSpec:
     runaway: RunawayBound | None
     # What this spec resolved last: not a setting, never compared, and never given: every spec
     # made, copied or replaced (`dataclasses.replace`, `_replaced`) starts with its own, so
-    # nothing one spec kept answers for another.
+    # nothing one spec kept answers for another (a call's spec asks its cache keys of its
+    # client's spec's `LastKey`, which answers by the request's own objects: `LastCall.keyed`).
     last_call: LastCall = field(
         default_factory=lambda: LastCall(), init=False, compare=False, repr=False
     )
@@ -459,17 +462,19 @@ class CallSpec:
         `taken` gives the provider's own options (`Provider.own_options`), asked only for a
         name that is not one of the SDK's (a call's options rarely are)."""
         if not options:
-            return self if self.method == method else _replaced(self, {"method": method})
-        if not (options.keys() <= _keepable() and _text_alone(options.values())):
-            return self._with(
-                options, method.name, method.keywords, taken, per_call=True, method=method
-            )
-        spec = self.last_call.spec(method, options)
+            if self.method == method:
+                return self
+            return self.last_call.keyed(_replaced(self, {"method": method}))
+        kept = _as_kept(options) if options.keys() <= _keepable() else None
+        spec = self.last_call.spec(method, kept) if kept is not None else None
         if spec is None:
-            spec = self._with(
-                options, method.name, method.keywords, taken, per_call=True, method=method
+            spec = self.last_call.keyed(
+                self._with(
+                    options, method.name, method.keywords, taken, per_call=True, method=method
+                )
             )
-            self.last_call.keep_spec(method, options, spec)
+            if kept is not None:
+                self.last_call.keep_spec(method, kept, spec)
         return spec
 
     def value(self, name: str) -> Any:
@@ -537,12 +542,15 @@ than kept alive by the client."""
 
 class LastCall:
     """The last call a client's spec resolved (`CallSpec.for_call`) and the first messages made
-    for it (`sdk.engine.setup`), kept where the call's options are text alone (`str` itself or
-    `None`: immutable, so equal options resolve to the same spec and messages again), each kept
-    as given (`_keepable`), and the cache key of its request (`sdk.cache.LastKey`). A program
+    for it (`sdk.engine.setup`), kept where the call's options are kept as given (`_as_kept`:
+    text, `None`, and lists of text, images and PDFs that cannot change, so equal options
+    resolve to the same spec and messages again), each of them one `_keepable` names, and the
+    cache key of the last request its calls asked for
+    (`sdk.cache.LastKey`, which every call's spec made from this one asks: `keyed`). A program
     that makes one call over and over (a cache hit among them) resolves it once; a call that
-    differs from the last resolves its own and keeps it instead. Each is replaced whole, so a
-    thread reads one call's or another's, never a mix."""
+    differs from the last resolves its own and keeps it instead, and has the part of its key
+    the calls share kept (another document: its messages and source alone are hashed). Each is
+    replaced whole, so a thread reads one call's or another's, never a mix."""
 
     __slots__ = ("_spec", "_turns", "key")
 
@@ -561,16 +569,25 @@ class LastCall:
     def __deepcopy__(self, memo: dict[int, object]) -> LastCall:
         return LastCall()
 
-    def spec(self, method: Method, options: Mapping[str, object]) -> CallSpec | None:
-        """The spec resolved for `options` through `method`, if it was the last (`options`:
-        text alone)."""
+    def spec(self, method: Method, kept: dict[str, object]) -> CallSpec | None:
+        """The spec resolved through `method` for options kept as `kept` (`_as_kept`'s), if
+        they were the last call's."""
         last = self._spec
-        if last is not None and last[0] is method and last[1] == options:
+        if last is not None and last[0] is method and last[1] == kept:
             return last[2]
         return None
 
-    def keep_spec(self, method: Method, options: Mapping[str, object], spec: CallSpec) -> None:
-        self._spec = (method, dict(options), spec)
+    def keep_spec(self, method: Method, kept: dict[str, object], spec: CallSpec) -> None:
+        """Keep `spec`, resolved through `method` for options kept as `kept` (`_as_kept`'s)."""
+        self._spec = (method, kept, spec)
+
+    def keyed(self, made: CallSpec) -> CallSpec:
+        """`made` (a call's spec, made from this one's: its `LastCall` its own) asking its keys
+        of this spec's `key`: a call unlike the last asks for a request whose common part
+        (scope, contract, settings) is the last call's, and has that part of its key kept
+        (`sdk.cache.LastKey`); every call of a client's spec asks of one."""
+        made.last_call.key = self.key
+        return made
 
     def turns(self, output: object) -> tuple[Message, ...] | None:
         """The first messages made for `output` (a contract or grammar) from this spec."""
@@ -578,8 +595,12 @@ class LastCall:
         return made[1] if made is not None and made[0] is output else None
 
     def keep_turns(self, output: object, inputs: Inputs, turns: tuple[Message, ...]) -> None:
-        """Keep `turns`, made for `output` from `inputs`, where they are made of text alone."""
-        if inputs.messages is None and _text_alone((inputs.prompt, inputs.source)):
+        """Keep `turns`, made for `output` from `inputs`, where these are kept as given (text
+        and unchanging parts: `_kept_size`)."""
+        if inputs.messages is not None:
+            return
+        prompt, source = _kept_size(inputs.prompt), _kept_size(inputs.source)
+        if prompt is not None and source is not None and prompt + source <= LAST_CALL_TEXT:
             self._turns = (output, turns)
 
 
@@ -595,17 +616,43 @@ def _keepable() -> frozenset[str]:
     )
 
 
-def _text_alone(values: Iterable[object]) -> bool:
-    """Whether every value is a `str` itself or `None`, with at most `LAST_CALL_TEXT`
-    characters in all: equal again then means the same again (a `str` subclass, or any other
-    value, may compare equal by its own rule; a list may change in place)."""
+def _as_kept(options: Mapping[str, object]) -> dict[str, object] | None:
+    """`options` as `LastCall` keeps and compares them, where each is kept as given
+    (`_kept_size`) and they hold at most `LAST_CALL_TEXT` characters of text in all: each as
+    given, a list of text and parts as a tuple (the caller's list may change in place); `None`
+    where one is not."""
+    kept: dict[str, object] = {}
     size = 0
-    for value in values:
-        if type(value) is str:
-            size += len(value)
-        elif value is not None:
-            return False
-    return size <= LAST_CALL_TEXT
+    for name, value in options.items():
+        characters = _kept_size(value)
+        if characters is None:
+            return None
+        size += characters
+        kept[name] = tuple(value) if type(value) is list else value
+    return kept if size <= LAST_CALL_TEXT else None
+
+
+def _kept_size(value: object) -> int | None:
+    """The characters of text in `value` where it is kept as given: a `str` itself, `None`, or
+    a list or tuple of `str` and parts (`Text`, `Image`, `PDF`) that cannot change
+    (`unchanging_part`), so that equal again means the same again (a `str` subclass, or any
+    other value, may compare equal by its own rule, or change in place); `None` where it is
+    not. An image's or a PDF's bytes are kept as the object given, not copied, and not counted."""
+    if value is None:
+        return 0
+    if type(value) is str:
+        return len(value)
+    if type(value) is not list and type(value) is not tuple:
+        return None
+    size = 0
+    for part in cast("list[object]", value):
+        if type(part) is str:
+            size += len(part)
+        elif unchanging_part(part):
+            size += len(part.text) if isinstance(part, Text) else 0
+        else:
+            return None
+    return size
 
 
 _Frozen = TypeVar("_Frozen")

@@ -69,8 +69,8 @@ def start_call(
 
 def _turns(spec: CallSpec, asked: type[Contract] | Grammar) -> tuple[Message, ...]:
     """The call's first messages (`conversation`), made once per spec and output where they
-    are made of text alone (a client's calls with the same prompt and source resolve to one
-    spec: `CallSpec.for_call`)."""
+    are made of text and parts that cannot change (a client's calls with the same prompt and
+    source resolve to one spec: `CallSpec.for_call`)."""
     inputs = spec.inputs
     assert not isinstance(inputs.prompt, Prompt)  # rendered by `_with_prompt`
     kept = spec.last_call.turns(asked)
