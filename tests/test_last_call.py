@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import json
 import os
 import pickle
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,16 +24,20 @@ import pytest
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from contracts import Decision
 from sdk import PDF
 from sdk import Contract
 from sdk import Image
 from sdk import Message
+from sdk import Prompt
 from sdk import StructuredClient
 from sdk import Text
-from sdk._values.content import unchanging_part
+from sdk._values import kept as _kept
 from sdk._values.declared import union_members
+from sdk._values.kept import KEPT_TEXT
+from sdk._values.kept import unchanging_part
 from sdk.abstention import Thresholds
 from sdk.abstention import ThresholdsFileError
 from sdk.cache import LastKey
@@ -39,7 +45,6 @@ from sdk.cache import MemoryCache
 from sdk.cache import _key
 from sdk.cache import cache_key
 from sdk.engine.options import GENERATE
-from sdk.engine.options import LAST_CALL_TEXT
 from sdk.engine.options import STREAM
 from sdk.engine.options import CallSpec
 from sdk.engine.options import declarations
@@ -138,10 +143,10 @@ def test_messages_changed_in_place_are_sent_as_they_are_now() -> None:
 
 def test_a_document_larger_than_the_bound_is_not_kept() -> None:
     spec = CallSpec.defaults()
-    large = "x" * (LAST_CALL_TEXT + 1)
+    large = "x" * (KEPT_TEXT + 1)
     first = spec.for_call({"prompt": "Read.", "source": large}, GENERATE)
     assert spec.for_call({"prompt": "Read.", "source": large}, GENERATE) is not first
-    fits = "x" * (LAST_CALL_TEXT - len("Read."))
+    fits = "x" * (KEPT_TEXT - len("Read."))
     first = spec.for_call({"prompt": "Read.", "source": fits}, GENERATE)
     assert spec.for_call({"prompt": "Read.", "source": fits}, GENERATE) is first
 
@@ -399,6 +404,81 @@ def test_a_call_made_again_has_its_key_kept_and_a_changed_call_does_not() -> Non
         assert len(computed) == 2 and computed[0] != computed[1] and len(common) == 1
         echoed = client.generate(Echoed, prompt="Decide.", source="Another memo.")
     assert not echoed.cached and len(computed) == 3 and len(common) == 2
+
+
+def test_a_client_keeps_no_document_past_what_it_keeps_of_its_last_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call whose source or PDF is over what a client keeps (`sdk._values.kept`) leaves
+    nothing of it held by the client once it is over: not its options, messages or request (a
+    client's calls share one `LastKey`, which held the last request whole)."""
+    monkeypatch.setattr(_key, "_DOCUMENTS", _key._Remembered(16, most_size=0))  # (none held)
+    monkeypatch.setattr(_kept, "KEPT_DATA", 1024)
+    provider = TestProvider([_echo], repeat=True)
+    client = StructuredClient(provider, cache=MemoryCache())
+    source = "".join(["S"] * (KEPT_TEXT + 1))
+    data = b"%PDF-1.7 " + bytes(2048)
+    held = sys.getrefcount(source), sys.getrefcount(data)
+    client.generate(Decision, prompt="Decide.", source=source)
+    client.generate(Decision, prompt=["Decide.", PDF(data=data)], max_tokens=100)
+    provider.requests.clear()
+    gc.collect()
+    assert (sys.getrefcount(source), sys.getrefcount(data)) == held
+    small = b"%PDF-1.7 " + bytes(64)
+    client.generate(Decision, prompt=["Decide.", PDF(data=small)])
+    assert client.generate(Decision, prompt=["Decide.", PDF(data=small)]).cached
+
+
+def test_a_last_key_pickled_or_copied_starts_with_nothing_kept() -> None:
+    kept = LastKey()
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "A?"),), 64)
+    first = kept.key({"provider": "test"}, request, None)
+    for copied in (pickle.loads(pickle.dumps(kept)), copy.deepcopy(kept)):
+        assert copied._last is None
+        assert copied.key({"provider": "test"}, request, None) == first
+
+
+def test_a_request_made_by_hand_with_lists_is_keyed_as_it_is_now() -> None:
+    """A `CompletionRequest` or `Sampling` made by hand may hold lists (the SDK's own hold
+    tuples): changed in place between two keys, the second key is the request's as it is."""
+    kept = LastKey()
+    messages = [Message("user", "A?")]
+    stop = ["END"]
+    request = CompletionRequest(JsonDocument(Decision), messages, 64,  # type: ignore[arg-type]
+                                options=Sampling(stop=stop))  # type: ignore[arg-type]  # fmt: skip
+    first = kept.key({"provider": "test"}, request, None)
+    messages[0] = Message("user", "B?")
+    second = kept.key({"provider": "test"}, request, None)
+    assert second == cache_key({"provider": "test"}, request, None) != first
+    stop.append("STOP")
+    assert (
+        kept.key({"provider": "test"}, request, None)
+        == cache_key({"provider": "test"}, request, None)
+        != second
+    )
+
+
+class _Triage(Prompt):
+    version = 1
+    template = "Classify this ticket.\n\n{{ ticket }}"
+
+    class Inputs(BaseModel):
+        ticket: str
+
+
+def test_a_call_with_a_prompt_template_shares_the_client_s_common_part() -> None:
+    common: list[object] = []
+    real_common = _key._common
+
+    def counting_common(*arguments: Any) -> Any:
+        common.append(real_common(*arguments))
+        return common[-1]
+
+    client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
+    with mock.patch.object(_key, "_common", counting_common):
+        for ticket in ("Printer on fire.", "Screen blank.", "Printer on fire."):
+            client.generate(Decision, prompt=_Triage(ticket=ticket), source="The manual.")
+    assert len(common) == 1
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["no cache", "MemoryCache"])

@@ -104,19 +104,6 @@ class PDF:
 Part: TypeAlias = Text | Image | PDF
 """One part of a message's content."""
 
-_FIELDS_OF = {Text: ("text",), Image: ("data", "media_type", "url"), PDF: ("data", "url", "name")}
-_UNCHANGING = frozenset({str, bytes, type(None)})
-
-
-def unchanging_part(part: object) -> bool:
-    """Whether `part` is a `Text`, `Image` or `PDF` itself, every field a `str`, `bytes` or
-    `None` itself: frozen all the way down, so the same part is the same content, and an equal
-    one equal by these types' own rules (a subclass, of a part or of its fields, may add state
-    or compare by a rule of its own)."""
-    names = _FIELDS_OF.get(type(part))
-    return names is not None and all(type(getattr(part, name)) in _UNCHANGING for name in names)
-
-
 Content: TypeAlias = str | tuple[Part, ...]
 """A message's content: plain text, or parts."""
 
@@ -140,7 +127,9 @@ def parts_of(content: object) -> Content:
                     f"message content parts are str, Text, Image or PDF, not {type(item).__name__}"
                 )
         return tuple(parts)
-    raise TypeError(f"message content is a str or a list of parts, not {type(content).__name__}")
+    raise TypeError(
+        f"message content is a str or a list of parts, not {type(content).__name__}"
+    )
 
 
 def content_text(content: Content) -> str:

@@ -32,11 +32,13 @@ from __future__ import annotations
 import array
 import hashlib
 import json
+import operator
 import sys
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 from typing import Final
+from typing import TypeAlias
 from typing import TypeVar
 from typing import assert_never
 from typing import cast
@@ -47,7 +49,8 @@ from sdk._tools import Tool
 from sdk._tools import ToolOffer
 from sdk._values.content import Image
 from sdk._values.content import Text
-from sdk._values.content import unchanging_part
+from sdk._values.kept import KEPT_TEXT
+from sdk._values.kept import Kept
 from sdk.cache._entry import FORMAT
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import FreeText
@@ -463,6 +466,10 @@ and bytes at most: each is held while remembered, so few."""
 # --- the key of a request made again ---
 
 
+_Turns: TypeAlias = tuple[tuple[Message, ...], str | None, str]
+"""A request's messages and source, and its key."""
+
+
 class LastKey:
     """The key of the last request it gave one for, given again for the same request without
     hashing it again, and the part of it a client's calls have in common, for a request like
@@ -470,87 +477,100 @@ class LastKey:
     part alone (`_own_key`). A client's call made again, whose spec and first messages are kept
     (`sdk.engine.options.LastCall`), asks for a request made of the same objects. Like: its
     provider's scope shown the same (`_shown`: its `repr`, for plain data alone), the same
-    wire schema object, and every common field the same object (`_same_common`), none of them
-    a value that can change in place (`_common_unchanging`: no `extra_body`, sampling options
-    of plain values); the same: the messages and source the same objects too, turns of text
-    and unchanging parts (`_turns_unchanging`). Replaced whole, so a thread reads one
-    request's or another's."""
+    wire schema object, the same contract or grammar, and every other common field the same
+    object (`_COMMON_FIELDS`), none of them a value that can change in place (`_common_kept`:
+    no `extra_body`, sampling options of plain values, a system prompt within `KEPT_TEXT`);
+    the same: the messages and source the same objects too, which are held for it only where
+    they cannot change and are within what a client keeps of its last call (`_turns_kept`:
+    text and unchanging parts, `sdk._values.kept`). Replaced whole, so a thread reads one
+    request's or another's; pickled or copied, it starts with nothing kept."""
 
     __slots__ = ("_last",)
 
     def __init__(self) -> None:
-        # (scope shown, request, wire, the common part's hash, the key where the turns
-        # cannot change in place)
-        self._last: tuple[str, CompletionRequest, Any, hashlib._Hash, str | None] | None = None
+        # (scope shown, wire, contract or grammar, the other common fields, the common part's
+        # hash, and the messages, source and key where these are kept)
+        self._last: (
+            tuple[str, Any, object, tuple[Any, ...], hashlib._Hash, _Turns | None] | None
+        ) = None
+
+    def __reduce__(self) -> tuple[type[LastKey], tuple[()]]:
+        return LastKey, ()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> LastKey:
+        return LastKey()
 
     def key(self, scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
         """`cache_key(scope, request, wire)`."""
         shown: str | None = _shown(scope)
-        if shown is None:  # (a scope `repr` cannot tell from another: its key made each call)
+        asked = _asked(request.output)
+        if shown is None or asked is None or not _common_kept(request):
+            # (a scope `repr` cannot tell from another, tools or free text asked for, or a
+            # value that can change in place: its key made each call, nothing kept)
             return _key(scope, shown, request, wire)
+        fields = _COMMON_FIELDS(request)
         last = self._last
         if (
             last is not None
-            and last[2] is wire
+            and last[1] is wire
+            and last[2] is asked
             and last[0] == shown
-            and _same_common(request, last[1])
-            and _common_unchanging(request)
+            and all(map(operator.is_, fields, last[3]))
         ):
-            made = last[1]
-            if (
-                last[4] is not None
-                and request.messages is made.messages
-                and request.source is made.source
-                and _turns_unchanging(request)
-            ):
-                return last[4]
-            common = last[3]
+            turns = last[5]
+            if turns is not None and request.messages is turns[0] and request.source is turns[1]:
+                return turns[2]
+            common = last[4]
         else:
             common = _common(scope, shown, request, wire)  # (the scope shown once)
         key = _own_key(common, request)
-        if _common_unchanging(request):
-            self._last = (shown, request, wire, common, key if _turns_unchanging(request) else None)
+        kept = (request.messages, request.source, key) if _turns_kept(request) else None
+        self._last = (shown, wire, asked, fields, common, kept)
         return key
 
 
-_SAME_OBJECTS = tuple(name for name in INGREDIENTS if name not in ("output", *_OWN))
+def _asked(output: Output) -> object:
+    """What a request asks for, where a like request is the same object: a contract (class)
+    or a grammar; `None` for tools or free text (a new offer each call)."""
+    if type(output) is JsonDocument:
+        return output.contract
+    if type(output) is GrammarSentence:
+        return output.grammar
+    return None
 
 
-def _same_common(request: CompletionRequest, other: CompletionRequest) -> bool:
-    """Whether `request` is made of `other`'s common fields themselves (all but the messages
-    and source): each the same object (by identity: no value's own `==` is asked), what is
-    asked for the same contract or grammar."""
-    for name in _SAME_OBJECTS:
-        if getattr(request, name) is not getattr(other, name):
-            return False
-    output, asked = request.output, other.output
-    if type(output) is JsonDocument and type(asked) is JsonDocument:
-        return output.contract is asked.contract
-    if type(output) is GrammarSentence and type(asked) is GrammarSentence:
-        return output.grammar is asked.grammar
-    return False
+_COMMON_FIELDS = operator.attrgetter(
+    *(name for name in INGREDIENTS if name not in ("output", *_OWN))
+)
+"""The request's common fields but what it asks for (`_asked`), as a tuple."""
 
 
-def _common_unchanging(request: CompletionRequest) -> bool:
-    """Whether nothing in `request`'s common fields can change in place (so the same objects
-    are the same value): no `extra_body` (a mapping), sampling options of plain values (a
-    provider's own option may be a caller's list)."""
-    if request.extra_body:
+def _common_kept(request: CompletionRequest) -> bool:
+    """Whether `request`'s common fields may be held to give their part of the key again:
+    nothing in them can change in place (so the same objects are the same value: no
+    `extra_body`, a mapping; sampling options of plain values or tuples of them, where a
+    provider's own option may be a caller's list and a `Sampling` made by hand may hold a list
+    in `stop`), and its system prompt is within what a client keeps (`KEPT_TEXT`)."""
+    if request.extra_body or (request.system is not None and len(request.system) > KEPT_TEXT):
         return False
-    own = request.options.own
-    return not own or all(type(value) in _PLAIN for _, value in own)
+    options = request.options
+    return options is NO_SAMPLING or all(_plain_value(value) for _, value in options.items())
 
 
-def _turns_unchanging(request: CompletionRequest) -> bool:
-    """Whether `request`'s messages cannot change in place: turns (frozen) of text (a `str`
-    itself) or of parts that cannot change (`unchanging_part`: texts, images and PDFs), no tool
-    calls or results."""
+def _plain_value(value: object) -> bool:
+    return type(value) in _PLAIN or (
+        type(value) is tuple and all(type(item) in _PLAIN for item in value)
+    )
+
+
+def _turns_kept(request: CompletionRequest) -> bool:
+    """Whether `request`'s messages and source may be held to give its key again: a tuple of
+    turns (frozen) of text (a `str` itself) or of parts that cannot change, no tool calls or
+    results, within what a client keeps of its last call (`sdk._values.kept`)."""
+    if type(request.messages) is not tuple:
+        return False
+    kept = Kept()
     for message in request.messages:
-        if message.tool_calls or message.tool_results:
+        if message.tool_calls or message.tool_results or not kept.add(message.content):
             return False
-        content = message.content
-        if type(content) is not str and not (
-            type(content) is tuple and all(unchanging_part(part) for part in content)
-        ):
-            return False
-    return True
+    return kept.add(request.source) and kept.fits

@@ -47,12 +47,9 @@ from typing import Any
 from typing import Final
 from typing import Literal
 from typing import TypeVar
-from typing import cast
 from typing import get_args
 from typing import get_type_hints
 
-from sdk._values.content import Text
-from sdk._values.content import unchanging_part
 from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
 from sdk._values.declared import Positive
@@ -61,6 +58,7 @@ from sdk._values.declared import check
 from sdk._values.declared import did_you_mean
 from sdk._values.declared import union_members
 from sdk._values.declared import whole_numbers_only
+from sdk._values.kept import Kept
 from sdk._values.seconds import LONGEST_WAIT
 from sdk.abstention import Thresholds
 from sdk.cache import Cache
@@ -534,12 +532,6 @@ class CallSpec:
         return _replaced(self, changes)
 
 
-LAST_CALL_TEXT: Final = 1 << 16
-"""The most characters of text a spec keeps of the last call it resolved (`LastCall`: in its
-spec, and again in its first messages): a call with more is resolved again at each call rather
-than kept alive by the client."""
-
-
 class LastCall:
     """The last call a client's spec resolved (`CallSpec.for_call`) and the first messages made
     for it (`sdk.engine.setup`), kept where the call's options are kept as given (`_as_kept`:
@@ -596,11 +588,11 @@ class LastCall:
 
     def keep_turns(self, output: object, inputs: Inputs, turns: tuple[Message, ...]) -> None:
         """Keep `turns`, made for `output` from `inputs`, where these are kept as given (text
-        and unchanging parts: `_kept_size`)."""
+        and unchanging parts, within the bounds: `sdk._values.kept`)."""
         if inputs.messages is not None:
             return
-        prompt, source = _kept_size(inputs.prompt), _kept_size(inputs.source)
-        if prompt is not None and source is not None and prompt + source <= LAST_CALL_TEXT:
+        kept = Kept()
+        if kept.add(inputs.prompt) and kept.add(inputs.source) and kept.fits:
             self._turns = (output, turns)
 
 
@@ -617,42 +609,17 @@ def _keepable() -> frozenset[str]:
 
 
 def _as_kept(options: Mapping[str, object]) -> dict[str, object] | None:
-    """`options` as `LastCall` keeps and compares them, where each is kept as given
-    (`_kept_size`) and they hold at most `LAST_CALL_TEXT` characters of text in all: each as
-    given, a list of text and parts as a tuple (the caller's list may change in place); `None`
-    where one is not."""
+    """`options` as `LastCall` keeps and compares them, where each is kept as given and they
+    are within the bounds (`sdk._values.kept.Kept`: text, `None`, lists of text and parts that
+    cannot change): each as given, a list as a tuple (the caller's list may change in place);
+    `None` where one is not."""
+    counted = Kept()
     kept: dict[str, object] = {}
-    size = 0
     for name, value in options.items():
-        characters = _kept_size(value)
-        if characters is None:
+        if not counted.add(value):
             return None
-        size += characters
         kept[name] = tuple(value) if type(value) is list else value
-    return kept if size <= LAST_CALL_TEXT else None
-
-
-def _kept_size(value: object) -> int | None:
-    """The characters of text in `value` where it is kept as given: a `str` itself, `None`, or
-    a list or tuple of `str` and parts (`Text`, `Image`, `PDF`) that cannot change
-    (`unchanging_part`), so that equal again means the same again (a `str` subclass, or any
-    other value, may compare equal by its own rule, or change in place); `None` where it is
-    not. An image's or a PDF's bytes are kept as the object given, not copied, and not counted."""
-    if value is None:
-        return 0
-    if type(value) is str:
-        return len(value)
-    if type(value) is not list and type(value) is not tuple:
-        return None
-    size = 0
-    for part in cast("list[object]", value):
-        if type(part) is str:
-            size += len(part)
-        elif unchanging_part(part):
-            size += len(part.text) if isinstance(part, Text) else 0
-        else:
-            return None
-    return size
+    return kept if counted.fits else None
 
 
 _Frozen = TypeVar("_Frozen")

@@ -192,7 +192,8 @@ def _with_prompt(spec: CallSpec, output: Any) -> tuple[CallSpec, RenderedPrompt 
     text: Any = message.content if isinstance(message.content, str) else list(message.parts)
     inputs = replace(spec.inputs, prompt=text, system=system)
     transport = replace(spec.transport, system=system)
-    return replace(spec, inputs=inputs, transport=transport), rendered
+    # (a spec of its own, asking its keys of the client's as the call's did: `LastCall.keyed`)
+    return spec.last_call.keyed(replace(spec, inputs=inputs, transport=transport)), rendered
 
 
 def _marked(turns: tuple[Message, ...], rendered: RenderedPrompt | None) -> tuple[Message, ...]:
