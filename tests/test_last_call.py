@@ -74,6 +74,19 @@ def _sent(provider: TestProvider) -> str:
     return content
 
 
+def _counted(name: str) -> tuple[list[Any], Any]:
+    """A spy on `sdk.cache._key.<name>` (a part of the key: `_own_key`, `_common`) that makes it
+    as before: the values made while the patch (a context manager) is on, and the patch."""
+    made: list[Any] = []
+    real = getattr(_key, name)
+
+    def counting(*arguments: Any) -> Any:
+        made.append(real(*arguments))
+        return made[-1]
+
+    return made, mock.patch.object(_key, name, counting)
+
+
 class Echoed(Contract):
     """Another contract with the fields of `_echo`'s reply."""
 
@@ -182,16 +195,10 @@ def test_a_call_with_parts_made_again_is_resolved_and_keyed_once() -> None:
     other = spec.for_call({"prompt": ["Decide.", PDF(data=b"%PDF-1.7 two", name="a.pdf")]},
                           GENERATE)  # fmt: skip
     assert other is not first
-    computed: list[str] = []
-    real_own = _key._own_key
-
-    def counting_own(*arguments: Any) -> str:
-        computed.append(real_own(*arguments))
-        return computed[-1]
-
+    computed, counting = _counted("_own_key")
     client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
     prompt = ["Decide.", pdf]
-    with mock.patch.object(_key, "_own_key", counting_own):
+    with counting:
         made = [client.generate(Decision, prompt=list(prompt), source="m.").cached for _ in "abc"]
         assert made == [False, True, True] and len(computed) == 1
         changed = PDF(data=b"%PDF-1.7 changed", name="a.pdf")
@@ -380,23 +387,9 @@ def test_a_call_made_again_has_its_key_kept_and_a_changed_call_does_not() -> Non
     """A call made again is given its key kept; a call with another source has its own part
     of the key hashed (`_own_key`), with the part the calls have in common kept (`_common`,
     made once), and another contract has both made."""
-    computed: list[str] = []
-    common: list[object] = []
-    real_own, real_common = _key._own_key, _key._common
-
-    def counting_own(*arguments: Any) -> str:
-        computed.append(real_own(*arguments))
-        return computed[-1]
-
-    def counting_common(*arguments: Any) -> Any:
-        common.append(real_common(*arguments))
-        return common[-1]
-
+    (computed, counting_own), (common, counting_common) = _counted("_own_key"), _counted("_common")
     client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
-    with (  # (counts the parts made, made as before)
-        mock.patch.object(_key, "_own_key", counting_own),
-        mock.patch.object(_key, "_common", counting_common),
-    ):
+    with counting_own, counting_common:
         first = client.generate(Decision, prompt="Decide.", source="The memo.")
         again = client.generate(Decision, prompt="Decide.", source="The memo.")
         other = client.generate(Decision, prompt="Decide.", source="Another memo.")
@@ -467,15 +460,11 @@ class _Triage(Prompt):
 
 
 def test_a_call_with_a_prompt_template_shares_the_client_s_common_part() -> None:
-    common: list[object] = []
-    real_common = _key._common
-
-    def counting_common(*arguments: Any) -> Any:
-        common.append(real_common(*arguments))
-        return common[-1]
-
+    """A call with a `Prompt` template, whose spec is made again to render it, asks its key of
+    its client's `LastKey` too: the common part is made once for three tickets."""
+    common, counting = _counted("_common")
     client = StructuredClient(TestProvider([_echo], repeat=True), cache=MemoryCache())
-    with mock.patch.object(_key, "_common", counting_common):
+    with counting:
         for ticket in ("Printer on fire.", "Screen blank.", "Printer on fire."):
             client.generate(Decision, prompt=_Triage(ticket=ticket), source="The manual.")
     assert len(common) == 1

@@ -537,12 +537,12 @@ class LastCall:
     for it (`sdk.engine.setup`), kept where the call's options are kept as given (`_as_kept`:
     text, `None`, and lists of text, images and PDFs that cannot change, so equal options
     resolve to the same spec and messages again), each of them one `_keepable` names, and the
-    cache key of the last request its calls asked for
-    (`sdk.cache.LastKey`, which every call's spec made from this one asks: `keyed`). A program
-    that makes one call over and over (a cache hit among them) resolves it once; a call that
-    differs from the last resolves its own and keeps it instead, and has the part of its key
-    the calls share kept (another document: its messages and source alone are hashed). Each is
-    replaced whole, so a thread reads one call's or another's, never a mix."""
+    cache key of the last request its calls asked for (`sdk.cache.LastKey`, which every call's
+    spec made from this one asks: `keyed`). A program that makes one call over and over (a
+    cache hit among them) resolves it once; a call that differs from the last resolves its own
+    and keeps it instead, and has the part of its key the calls share kept (another document:
+    its messages and source alone are hashed). Each is replaced whole, so a thread reads one
+    call's or another's, never a mix."""
 
     __slots__ = ("_spec", "_turns", "key")
 
