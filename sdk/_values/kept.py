@@ -5,6 +5,7 @@ bounds so that a client does not keep a large call's documents alive."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Final
 
 from sdk._values.content import PDF
@@ -22,7 +23,10 @@ KEPT_DATA: Final = 64 * 2**20
 """The most bytes of images and PDFs a client keeps of its last call (the objects given, not
 copied), as many as the cache key's memo of documents holds (`sdk.cache._key`)."""
 
-_FIELDS_OF = {Text: ("text",), Image: ("data", "media_type", "url"), PDF: ("data", "url", "name")}
+_FIELDS_OF: dict[type, tuple[str, ...]] = {
+    part: tuple(f.name for f in fields(part)) for part in (Text, Image, PDF)
+}
+"""Each part's fields, from its declaration (a field added later is checked too)."""
 _UNCHANGING = frozenset({str, bytes, type(None)})
 
 
