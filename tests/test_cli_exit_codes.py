@@ -421,6 +421,21 @@ def test_every_literal_exit_code_of_a_command_module_is_in_its_rows() -> None:
         assert codes <= set().union(*rows), (group, codes)
 
 
+def test_a_command_s_help_that_lists_exit_codes_says_when_the_provider_failed() -> None:
+    """The table's "or the provider failed" (exit 1: the provider unreachable, a resumable
+    run) is in the help of every command whose help lists its exit codes (`sdk batch run`
+    said only "done, some items failed": the probe of a hosted run with no network)."""
+    listed = {
+        command: " ".join((found.callback.__doc__ or "").split())
+        for command, found in commands().items()
+        if "Exit code 0:" in (found.callback.__doc__ or "")
+    }
+    assert "batch run" in listed
+    for command, help_text in listed.items():
+        if "the provider failed" in documented()[command].get(1, ""):
+            assert re.search(r"1: [^;]*the provider failed", help_text), command
+
+
 # `sdk serve` passes options it does not know to llama-server: its usage error is a bad value.
 USAGE_ERRORS = {"serve": ["--port", "not-a-number"]}
 

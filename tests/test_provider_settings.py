@@ -27,6 +27,7 @@ from sdk.providers._http import ServerProvider
 from sdk.providers._http import ServerSettings
 from sdk.providers.llamacpp import LlamaCppSettings
 from sdk.providers.llamacpp import LlamaCppWire
+from sdk.providers.vllm import VLLMCodec
 from sdk.wire import read_reply
 
 SERVER: dict[str, Any] = {
@@ -274,3 +275,14 @@ def test_a_one_route_server_s_model_is_checked_where_it_is_given(
 def test_a_vllm_provider_s_grounding_is_checked_where_it_is_given() -> None:
     with pytest.raises(TypeError, match=r"^VLLMProvider\(\): grounding must be True or False"):
         VLLMProvider("http://127.0.0.1:1", model="m", grounding="yes")  # type: ignore[arg-type]
+
+    # The class the caller made is named (a subclass's, or the codec made by itself), not
+    # always `VLLMProvider()`.
+    class Gateway(VLLMProvider):
+        """A team's own vLLM provider."""
+
+    with pytest.raises(TypeError, match=r"^Gateway\(\): grounding must be True or False"):
+        Gateway("http://127.0.0.1:1", model="m", grounding="yes")  # type: ignore[arg-type]
+    policy = VLLMProvider("http://127.0.0.1:1", model="m").codec.content
+    with pytest.raises(TypeError, match=r"^VLLMCodec\(\): grounding must be True or False"):
+        VLLMCodec("m", policy, grounding=1)  # type: ignore[arg-type]

@@ -181,9 +181,10 @@ def batch_run_command(
     job keeps the cache's file, so `resume` uses it too. A hosted batch API refuses it.
 
     Exit code 0: every item done and valid; 1: done, some items failed or were cancelled
-    (listed); 2: the job could not run (bad input, another job's files, already running);
-    130: interrupted (run `sdk batch resume` to go on); SIGTERM and SIGHUP stop the job as
-    Ctrl-C does, with 143 and 129 (128 + the signal's number).
+    (listed), or the provider failed (unreachable, refusing the credentials: `sdk batch
+    resume` goes on); 2: the job could not run (bad input, another job's files, already
+    running); 130: interrupted (run `sdk batch resume` to go on); SIGTERM and SIGHUP stop the
+    job as Ctrl-C does, with 143 and 129 (128 + the signal's number).
     """
     out_ = Output()
     state_path = state if state is not None else out.with_name(out.name + ".job.db")

@@ -158,8 +158,16 @@ class VLLMCodec(OneRouteCodec):
 
     profile = VLLM_WIRE
 
-    def __init__(self, model: str, content: ContentPolicy, *, grounding: bool = True) -> None:
-        check("grounding", grounding, bool, "VLLMProvider()")
+    def __init__(
+        self,
+        model: str,
+        content: ContentPolicy,
+        *,
+        grounding: bool = True,
+        where: str = "VLLMCodec()",
+    ) -> None:
+        """`where`: what an error names (the provider's class, where it makes the codec)."""
+        check("grounding", grounding, bool, where)
         super().__init__(model, content)
         self.grounding = grounding
         """Send a contract with `SourceQuote`/`Verbatim` strings as its grounded Lark grammar
@@ -227,7 +235,10 @@ class VLLMProvider(OneRouteProvider[VLLMCodec]):
             base_url,
             settings,
             ServerSettings,
-            lambda content: VLLMCodec(model, content, grounding=grounding),
+            # (the codec's errors name the class the caller made)
+            lambda content: VLLMCodec(
+                model, content, grounding=grounding, where=f"{type(self).__name__}()"
+            ),
         )
 
     def cache_scope(self) -> dict[str, Any]:
