@@ -20,6 +20,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import Final
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
@@ -51,11 +52,26 @@ __all__ = ["Provider", "callable_identity", "endpoint"]
 def endpoint(url: object) -> str:
     """Where a base URL points, without its credentials: scheme, host and port, path and query
     (a deployment, an API version). What tells one endpoint from another in the response
-    cache's key, where no secret goes."""
+    cache's key, where no secret goes. Written as every client reaches it: the scheme and host
+    in lower case, a scheme's own port left out (`http://Gateway.test:80` is
+    `http://gateway.test`); the path and query as given (a server may read either's case or
+    order)."""
     parts = urlsplit(str(url))
+    scheme = parts.scheme.lower()
     host = parts.netloc.rpartition("@")[2]
+    try:
+        port = parts.port
+    except ValueError:  # (not a port: kept as written, a server of its own)
+        port = None
+    else:
+        name = parts.hostname or ""
+        named = f"[{name}]" if ":" in name else name  # (an IPv6 address, in brackets again)
+        host = named if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{named}:{port}"
     query = keyed_query(parts.query)  # (a credential in it by its digest)
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), query, ""))
+    return urlunsplit((scheme, host, parts.path.rstrip("/"), query, ""))
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
 def callable_identity(function: object) -> str | None:
