@@ -20,7 +20,6 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 from typing import Any
-from typing import Final
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
@@ -32,6 +31,7 @@ from sdk.providers._base import CompletionRequest
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
 from sdk.providers._endpoint import keyed_query
+from sdk.providers._endpoint import server_of
 from sdk.providers._headers import header_digest
 from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import SAMPLING_OPTIONS
@@ -52,26 +52,12 @@ __all__ = ["Provider", "callable_identity", "endpoint"]
 def endpoint(url: object) -> str:
     """Where a base URL points, without its credentials: scheme, host and port, path and query
     (a deployment, an API version). What tells one endpoint from another in the response
-    cache's key, where no secret goes. Written as every client reaches it: the scheme and host
-    in lower case, a scheme's own port left out (`http://Gateway.test:80` is
-    `http://gateway.test`); the path and query as given (a server may read either's case or
-    order)."""
+    cache's key, where no secret goes: the scheme and host as every client reaches them
+    (`server_of`: `http://Gateway.test:80` is `http://gateway.test`), the path and query as
+    given (a server may read either's case or order)."""
     parts = urlsplit(str(url))
-    scheme = parts.scheme.lower()
-    host = parts.netloc.rpartition("@")[2]
-    try:
-        port = parts.port
-    except ValueError:  # (not a port: kept as written, a server of its own)
-        port = None
-    else:
-        name = parts.hostname or ""
-        named = f"[{name}]" if ":" in name else name  # (an IPv6 address, in brackets again)
-        host = named if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{named}:{port}"
     query = keyed_query(parts.query)  # (a credential in it by its digest)
-    return urlunsplit((scheme, host, parts.path.rstrip("/"), query, ""))
-
-
-_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+    return urlunsplit((*server_of(parts), parts.path.rstrip("/"), query, ""))
 
 
 def callable_identity(function: object) -> str | None:
