@@ -126,7 +126,8 @@ class ErrorFields(TypedDict, total=False):
     raw_stop_reason: str | None
     """The provider's own stop value, beside the normalized one."""
     partial: Any
-    """Streaming: the last partial value seen before the error, if any."""
+    """Streaming: the last partial value seen before the error, if any (a call out of retries:
+    its last attempt's)."""
     attempts: Sequence[Attempt]
     """Every request the call made, this one last (none for `parse` alone)."""
     usage: Usage | None
@@ -470,8 +471,9 @@ class RetriesExhausted(StructuredOutputError):
     def last_error(self) -> StructuredOutputError | None:
         """The error of the final attempt (`None` only if no attempt was made).
 
-        The same object as `attempts[-1].error`: its `.text`, `.violations` and stop reason
-        are the last reply's; `RetriesExhausted`'s own `.text` and `.stop_reason` repeat them.
+        The same object as `attempts[-1].error`: its `.text`, `.violations`, stop reason and
+        `.partial` are the last reply's; `RetriesExhausted`'s own `.text`, `.stop_reason` and
+        `.partial` repeat them.
         """
         return self.attempts[-1].error if self.attempts else None
 
@@ -487,12 +489,12 @@ class ProviderRetriesExhausted(RetriesExhausted, ProviderError):
         last: ProviderError | None = None,
         **kwargs: Any,
     ) -> None:
-        # The last error's transport fields (status, request id, ...) and its text (what a
-        # stream cut midway had shown), unless given.
+        # The last error's transport fields (status, request id, ...), its text and its
+        # partial value (what a stream cut midway had shown), unless given.
         own = (
             {}
             if last is None
-            else {name: getattr(last, name) for name in (*ProviderError._FIELDS, "text")}
+            else {name: getattr(last, name) for name in (*ProviderError._FIELDS, "text", "partial")}
         )
         super().__init__(message, attempts=attempts, **{**own, **kwargs})
 

@@ -210,6 +210,17 @@ def test_a_vllm_server_given_again_with_or_without_its_v1_is_the_same_server() -
         spec_from(spec.to_json(), base_urls=["http://me:pw@h.test:8080"])
 
 
+def test_a_server_given_again_written_another_way_is_the_same_server() -> None:
+    # The scheme's and host's case, and the scheme's own port written or not: one server, as
+    # the response cache's key has it (`server_of`); another port or scheme is another.
+    spec = BackendSpec("llamacpp", base_urls=["http://me:pw@gw.test/llm"])
+    for given in ("http://me:pw@GW.Test:80/llm", "HTTP://me:pw@gw.test/llm/"):
+        assert spec_from(spec.to_json(), base_urls=[given]).base_urls == [given]
+    for other in ("http://me:pw@gw.test:8080/llm", "https://me:pw@gw.test/llm"):
+        with pytest.raises(ValueError, match="is not a server of the job"):
+            spec_from(spec.to_json(), base_urls=[other])
+
+
 def test_a_credential_in_the_query_is_withheld_like_one_in_the_userinfo() -> None:
     # A gateway that takes its key in the query (`?key=`, a signed URL's `sig=`): the state file
     # keeps the query's routing parameters as written and withholds the credentials' values.

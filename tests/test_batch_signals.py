@@ -139,8 +139,8 @@ def test_a_second_signal_while_the_job_stops_ends_it_at_once() -> None:
     # process at once (the signal's own default), as a supervisor's second signal means.
     script = (
         "import os, signal, sys, time\n"
-        "from sdk.cli.batch import _stop_signals\n"
-        "with _stop_signals() as received:\n"
+        "from sdk.cli._signals import stop_signals\n"
+        "with stop_signals() as received:\n"
         "    try:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
         "        time.sleep(5)\n"

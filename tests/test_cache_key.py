@@ -538,6 +538,14 @@ def test_a_local_server_is_known_by_its_url_without_credentials() -> None:
     assert not ask("http://other.test:8080/llm")  # another host
     assert ask("http://user:secret-key-1@gw.test:8080/llm")  # credentials: the same server
     assert len(asked) == 3
+    # Written another way, the same server: the scheme's and host's case, its scheme's own
+    # port (keyed as written, each was asked again).
+    assert ask("HTTP://GW.Test:8080/llm")
+    assert not ask("http://gw.test/llm")
+    assert ask("http://gw.test:80/llm")
+    assert not ask("https://gw.test:80/llm")  # (port 80 is not https' own: another server)
+    assert ask("https://gw.test:80/llm")
+    assert len(asked) == 5
     # The query a gateway needs (an API version) is part of where it runs; no secret is kept.
     scopes = [LlamaCppProvider(f"http://u:secret-key-1@gw.test:8080/llm?api-version={n}")
               .cache_scope() for n in (1, 2)]  # fmt: skip

@@ -167,7 +167,12 @@ def test_a_message_with_an_unknown_role_cannot_be_made() -> None:
         Message("robot", "hi")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("prompt", ["", "   \n", [], ["", " "]])
+@pytest.mark.parametrize(
+    "prompt",
+    # (the last three: zero-width space, word joiner and byte order mark, a blank Hangul
+    # filler, a lone combining mark: nothing a reader sees, as the quotes' check reads them)
+    ["", "   \n", [], ["", " "], "\u200b\u2060\ufeff", ["\u3164", " \u200d"], "\u0301"],
+)
 def test_an_empty_prompt_is_refused_unless_a_source_says_what_to_read(prompt: Any) -> None:
     provider = TestProvider([TEXT, TEXT])
     with pytest.raises(ValueError, match="prompt is empty"):

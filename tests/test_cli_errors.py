@@ -222,6 +222,34 @@ def test_an_empty_path_is_one_line_and_exit_2(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # nothing written
 
 
+@pytest.mark.parametrize("blank", ["", " "])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["schema", "lock", "{}"],
+        ["schema", "check", "{}"],
+        ["schema", "export", "{}"],
+        ["schema", "lint", "{}"],
+        ["schema", "diff", "--against-lock", "{}"],
+        ["schema", "diff", "{}", "contracts:Decision"],
+        ["schema", "diff", "contracts:Decision", "{}"],
+    ],
+)
+def test_an_empty_target_is_one_line_and_exit_2(
+    args: list[str], blank: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `sdk schema lock ''` named the SDK's own file and Python's "Empty module name"; `diff ''`
+    # read `''` as the current folder.
+    monkeypatch.chdir(REPO)
+    given = [blank if arg == "{}" else arg for arg in args]
+    result = CliRunner().invoke(app, given, env={"NO_COLOR": "1"})
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {blank!r} names nothing: give "), result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert "sdk/" not in result.output
+
+
 # --- D8: a NAME that is none of the package's ---------------------------------------------------
 
 

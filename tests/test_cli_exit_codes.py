@@ -114,26 +114,32 @@ class Bench:
             raise result.exception
         return result.exit_code
 
-    def interrupted(self, *args: str) -> int:
-        """`sdk ARGS` as a subprocess, given Ctrl-C while its first call waits on the server."""
+    def interrupted(self, *args: str, stop: int = signal.SIGINT) -> int:
+        """`sdk ARGS` as a subprocess, given Ctrl-C (or `stop`) while its first call waits on
+        the server; what it wrote on stderr is in `self.said`."""
         self.server.reset(Reply(delay=300))
         script = Path(sys.executable).with_name("sdk")
-        process = subprocess.Popen(
-            [str(script), *args], cwd=self.folder, env=self.env(),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=interruptible,
-        )  # fmt: skip
+        stderr = self.folder / "stderr.txt"  # (a file: a pipe nobody reads could fill)
+        with stderr.open("wb") as written:
+            process = subprocess.Popen(
+                [str(script), *args], cwd=self.folder, env=self.env(),
+                stdout=subprocess.DEVNULL, stderr=written, preexec_fn=interruptible,
+            )  # fmt: skip
         try:
             deadline = time.monotonic() + 120
             while not self.server.bodies("/completion"):
                 assert process.poll() is None, f"sdk {' '.join(args)} ended by itself"
                 assert time.monotonic() < deadline, "no call reached the server"
                 time.sleep(0.05)
-            process.send_signal(signal.SIGINT)
+            process.send_signal(stop)
             return process.wait(timeout=120)
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+            self.said = [
+                line for line in stderr.read_text(errors="replace").splitlines() if "error" in line
+            ]
 
     @staticmethod
     def env(*path: Path) -> dict[str, str]:
@@ -434,6 +440,20 @@ def test_a_command_s_help_that_lists_exit_codes_says_when_the_provider_failed() 
     for command, help_text in listed.items():
         if "the provider failed" in documented()[command].get(1, ""):
             assert re.search(r"1: [^;]*the provider failed", help_text), command
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_sdk_eval_stops_on_sigterm_and_sighup_as_on_ctrl_c(
+    stop: int, tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As `sdk batch run` (the table's "SIGTERM: 143, SIGHUP: 129"): `sdk eval` died of the
+    # signal (a redeploy, a CI job's timeout), saying nothing of how to go on.
+    monkeypatch.chdir(tmp_path)
+    bench = Bench(tmp_path, server)
+    assert bench.interrupted(*bench.eval(f"llamacpp:{server.url}"), stop=stop) == 128 + stop
+    name = signal.Signals(stop).name
+    assert bench.said == [f"error: stopped by {name}; run the same command again to resume"]
+    assert f"{name}: {128 + stop}" in documented()["eval"][130]
 
 
 # `sdk serve` passes options it does not know to llama-server: its usage error is a bad value.

@@ -730,6 +730,12 @@ def test_a_stream_cut_after_its_text_keeps_the_text_and_the_tokens_it_said(
     assert isinstance(last, ProviderError)
     assert last.text == (None if kind.tools or not text else text)  # (`None`: none arrived)
     assert last.usage.input_tokens == input_tokens
+    # What the stream had shown (a snapshot of the document, or of a tool call's arguments)
+    # stays on the call's error, as on its last attempt's (the call's error, out of retries,
+    # had none).
+    if text or kind.tools:
+        assert last.partial is not None
+    assert error.partial is last.partial
 
 
 CHAT_KINDS = [k for k in KINDS if k.name in ("openai_chat", "vllm") and not k.tools]

@@ -263,43 +263,6 @@ def test_a_provider_s_own_option_is_checked_at_every_call() -> None:
         spec.for_call({"top_k_words": "5"}, GENERATE)
 
 
-def test_a_client_s_options_are_vetted_again_only_where_what_is_sent_changes() -> None:
-    """A call whose sampling options and `extra_body` are the objects the last call of the
-    client vetted through the same provider is not vetted again (`LastCall.vetted`); a call
-    that sends others, or goes through another provider, is, and one refused keeps being."""
-    own = TestProvider([_echo], repeat=True, options=["tenant_tier"])
-    client = StructuredClient(own, temperature=0.5)
-    vetted: list[tuple[Any, ...]] = []
-    real = TestProvider.vet_options
-
-    def counting(self: TestProvider, options: Sampling, extra_body: Any) -> None:
-        vetted.append((self, dict(options.items()), dict(extra_body)))
-        real(self, options, extra_body)
-
-    with mock.patch.object(TestProvider, "vet_options", counting):
-        for source in ("one", "two", "three"):  # (a call unlike the last: its own spec)
-            client.generate(Decision, prompt="Decide.", source=source)
-        assert vetted == [(own, {"temperature": 0.5}, {})]
-        client.generate(Decision, prompt="Decide.", tenant_tier="gold")
-        client.generate(Decision, prompt="Decide.", extra_body={"tier": "gold"})
-        client.generate(Decision, prompt="Decide.", source="four")
-        assert vetted[1:] == [
-            (own, {"temperature": 0.5, "tenant_tier": "gold"}, {}),
-            (own, {"temperature": 0.5}, {"tier": "gold"}),
-            (own, {"temperature": 0.5}, {}),
-        ]
-        # The same settings through another provider (a client's copy given one), which does
-        # not take the option: refused at every call, never kept as vetted.
-        other = TestProvider([_echo], repeat=True)
-        moved = client.with_options(tenant_tier="gold")
-        moved.provider = other
-        for _ in range(2):
-            with pytest.raises(TypeError, match="does not take the option 'tenant_tier'"):
-                moved.generate(Decision, prompt="Decide.")
-        assert other.requests == []
-        assert [call[0] for call in vetted[4:]] == [own, other, other]
-
-
 def test_a_file_named_by_a_path_is_read_again_at_each_call(tmp_path: Path) -> None:
     path = str(tmp_path / "thresholds.json")
     Thresholds.fixed(0.3).save(path)

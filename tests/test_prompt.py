@@ -116,6 +116,30 @@ def test_a_template_with_bad_syntax_fails_where_it_is_defined() -> None:
             template = "{% if %}"
 
 
+@pytest.mark.parametrize("nothing", ["", " \n\t", "\u200b\u2060", "\ufeff\u3164"])
+def test_a_template_or_system_prompt_a_reader_sees_nothing_of_is_refused(nothing: str) -> None:
+    # (zero-width and other invisible characters say nothing, as white space does)
+    with pytest.raises(ValueError, match=r"Blank\.template is empty"):
+
+        class Blank(Prompt):
+            template = nothing
+
+    with pytest.raises(ValueError, match=r"Silent\.system is empty"):
+
+        class Silent(Prompt):
+            template = "Hello"
+            system = nothing
+
+    class Note(Prompt):
+        template = "{{ note }}"
+
+        class Inputs(BaseModel):
+            note: str
+
+    with pytest.raises(ValueError, match="Note rendered to an empty prompt"):
+        Note(note=nothing).render()
+
+
 def test_contract_is_a_reserved_input_name() -> None:
     with pytest.raises(TypeError, match="reserved"):
 

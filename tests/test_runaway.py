@@ -5,6 +5,7 @@ retried with feedback; the watch itself reads text only."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -93,9 +94,14 @@ def test_whitespace_until_max_tokens_is_stopped() -> None:
 def test_retries_spent_on_runaways_end_in_retries_exhausted() -> None:
     provider = TestProvider([_cut(RUNAWAY)], repeat=True, chunk_size=16)
     client = StructuredClient(provider, retries=1)
+    seen: list[Any] = []
     with pytest.raises(RetriesExhausted) as raised:
-        list(client.stream(Order, prompt="x"))
+        seen.extend(client.stream(Order, prompt="x"))
     assert [type(a.error) for a in raised.value.attempts] == [RunawayOutput, RunawayOutput]
+    # The call's error keeps what the last attempt had shown, as that attempt's error does.
+    last = raised.value.attempts[-1].error
+    assert last is not None and last.partial is not None and last.partial is seen[-1]
+    assert raised.value.partial is last.partial and raised.value.partial.attempt == 2
 
 
 def test_the_bound_is_the_caller_s() -> None:

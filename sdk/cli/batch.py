@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import shlex
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
@@ -27,6 +25,7 @@ from sdk.cli._app import cache_named
 from sdk.cli._app import command_group
 from sdk.cli._app import errors_exit
 from sdk.cli._app import prompt_named
+from sdk.cli._signals import stop_signals
 from sdk.workflow.versioning import contract_named
 
 if TYPE_CHECKING:
@@ -670,47 +669,6 @@ class _Display:
         self.out.note(f"batch: {text}")
 
 
-STOP_SIGNALS = ("SIGTERM", "SIGHUP")
-"""The signals that stop a running job as Ctrl-C does (`_stop_signals`): what a redeploy sends
-(`docker stop`, `systemctl stop`, Kubernetes), and what a closed terminal or SSH session sends."""
-
-
-@contextmanager
-def _stop_signals() -> Iterator[list[int]]:
-    """While a job runs: SIGTERM and SIGHUP stop it as Ctrl-C does, by the same path (the
-    handler of SIGINT is called: asyncio's cancels the run, which commits what it received;
-    elsewhere a `KeyboardInterrupt`); the list yielded gets the signal's number. A signal the
-    process ignores (`nohup` ignores SIGHUP) stays ignored. A second one while the job stops
-    ends the process at once (the signal's default action: what was not committed yet runs
-    again on resume). The handlers before are put back when the job ends."""
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received  # (only the main thread takes signals)
-        return
-    numbers = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
-
-    def stopping(number: int, frame: FrameType | None) -> None:
-        received.append(number)
-        for each in numbers:  # the next one ends the process at once
-            if signal.getsignal(each) is stopping:
-                signal.signal(each, signal.SIG_DFL)
-        interrupt = signal.getsignal(signal.SIGINT)
-        if not callable(interrupt):  # Ctrl-C ignored (a background job): stopped all the same
-            interrupt = signal.default_int_handler
-        interrupt(signal.SIGINT, frame)
-
-    before = {number: signal.getsignal(number) for number in numbers}
-    taken = [number for number, handler in before.items() if handler is not signal.SIG_IGN]
-    for number in taken:
-        signal.signal(number, stopping)
-    try:
-        yield received
-    finally:
-        for number in taken:
-            handler = before[number]  # (`None`: not set from Python; the default then)
-            signal.signal(number, signal.SIG_DFL if handler is None else handler)
-
-
 def _run_batch(out: Output, job: BatchJob, state: Path, as_json: bool) -> None:
     from sdk.batch import BatchError
     from sdk.errors import ProviderError
@@ -718,7 +676,7 @@ def _run_batch(out: Output, job: BatchJob, state: Path, as_json: bool) -> None:
     resume = f"run `sdk batch resume --state {shlex.quote(str(state))}` to go on"
     received: list[int] = []
     try:
-        with _Display(out) as display, _stop_signals() as received:
+        with _Display(out) as display, stop_signals() as received:
             summary = job.run(progress=display, progress_every=0.5)
     except KeyboardInterrupt:
         # Ctrl-C, or SIGTERM/SIGHUP taken as it: 128 + the signal's number (130, 143, 129).

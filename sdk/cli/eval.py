@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from sdk.cli._app import app
 from sdk.cli._app import cache_named
 from sdk.cli._app import errors_exit
 from sdk.cli._app import prompt_named
+from sdk.cli._signals import stop_signals
 from sdk.eval.arms import ARMS as EVAL_ARMS
 from sdk.workflow.versioning import contract_named
 
@@ -201,7 +203,10 @@ def eval_command(
             fresh=fresh,
             dataset=str(dataset),
             **_arm_options(
-                thresholds_file, calibrate_file, min_confidence, confidence_calibration,
+                thresholds_file,
+                calibrate_file,
+                min_confidence,
+                confidence_calibration,
                 anchors_file,
             ),
         )
@@ -337,7 +342,8 @@ def _run_with_progress(
     from sdk.eval import run_eval
 
     columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress("[progress.description]{task.description}", *columns, console=console.err) as bar:
+    shown = Progress("[progress.description]{task.description}", *columns, console=console.err)
+    with shown as bar, stop_signals() as received:
         progress = EvalProgress(bar, f"eval {contract.__name__}")
         try:
             return run_eval(items, contract, client, out=folder, progress=progress, **settings)
@@ -349,8 +355,10 @@ def _run_with_progress(
             console.error(f"the provider failed: {error}; run the same command again to resume")
             raise typer.Exit(1) from error
         except KeyboardInterrupt:
-            console.error("interrupted; run the same command again to resume")
-            raise typer.Exit(130) from None
+            # Ctrl-C, or SIGTERM/SIGHUP taken as it: 128 + the signal's number (130, 143, 129).
+            why = f"stopped by {signal.Signals(received[0]).name}" if received else "interrupted"
+            console.error(f"{why}; run the same command again to resume")
+            raise typer.Exit(128 + (received[0] if received else signal.SIGINT)) from None
         finally:
             client.close()
 

@@ -221,6 +221,11 @@ def diff_command(
 
 def _load_schema(reference: str) -> dict[str, Any]:
     """A schema from a file, or from a contract named `module:Class` (or `module.Class`)."""
+    if not reference.strip():  # (`Path("")` is the current folder)
+        raise ValueError(
+            f"{reference!r} names nothing: give a snapshot file (.json) or a contract as "
+            "MODULE:NAME (contracts:Order)"
+        )
     path = Path(reference)
     if path.is_dir() or (path.suffix == ".py" and path.is_file()):
         kind = "a folder" if path.is_dir() else "a module"

@@ -673,6 +673,7 @@ class Attempts:
             text=error.text,
             stop_reason=error.stop_reason,
             raw_stop_reason=error.raw_stop_reason,
+            partial=error.partial,
         )
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 from typing import Final
 
+from sdk._values.blank import blank
 from sdk._values.content import Part
 from sdk._values.content import Text
 from sdk._values.content import parts_of
@@ -130,10 +131,11 @@ def check_text(text: str, what: str) -> None:
 
 
 def _blank(prompt: PromptLike) -> bool:
-    """Whether a prompt says nothing: blank text, or no parts but blank text."""
+    """Whether a prompt says nothing: blank text (`sdk._values.blank`: white space, or
+    zero-width and other invisible characters), or no parts but blank text."""
     if isinstance(prompt, str):
-        return not prompt.strip()
-    return all(isinstance(part, str) and not part.strip() for part in prompt)
+        return blank(prompt)
+    return all(isinstance(part, str) and blank(part) for part in prompt)
 
 
 def _message(message: MessageLike) -> Message:

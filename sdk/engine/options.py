@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import fields
 from dataclasses import replace
-from typing import TYPE_CHECKING
 from typing import Annotated
 from typing import Any
 from typing import Final
@@ -86,9 +85,6 @@ from sdk.providers._profile import Sampling
 from sdk.providers._profile import SamplingOptions
 from sdk.providers._profile import check_json_body
 from sdk.providers._profile import merge_extra
-
-if TYPE_CHECKING:
-    from sdk.providers._provider import Provider
 
 __all__ = [
     "CALL_TOOLS",
@@ -548,12 +544,11 @@ class LastCall:
     its messages and source alone are hashed). Each is replaced whole, so a thread reads one
     call's or another's, never a mix."""
 
-    __slots__ = ("_spec", "_turns", "_vetted", "key")
+    __slots__ = ("_spec", "_turns", "key")
 
     def __init__(self) -> None:
         self._spec: tuple[Method, dict[str, object], CallSpec] | None = None
         self._turns: tuple[object, tuple[Message, ...]] | None = None
-        self._vetted: tuple[Provider, Sampling, Mapping[str, Any]] | None = None
         self.key = LastKey()
         """The response cache's key of the last request a call of this spec asked for."""
 
@@ -577,22 +572,6 @@ class LastCall:
     def keep_spec(self, method: Method, kept: dict[str, object], spec: CallSpec) -> None:
         """Keep `spec`, resolved through `method` for options kept as `kept` (`_as_kept`'s)."""
         self._spec = (method, kept, spec)
-
-    def vetted(self, transport: Shared, provider: Provider) -> bool:
-        """Whether `transport`'s sampling options and `extra_body` (these objects: a spec's,
-        which never change in place) were the last this spec's calls had vetted on every
-        provider a call through `provider` may reach (`sdk.engine.setup.vet_on_reached`)."""
-        last = self._vetted
-        return (
-            last is not None
-            and last[0] is provider
-            and last[1] is transport.options
-            and last[2] is transport.extra_body
-        )
-
-    def keep_vetted(self, transport: Shared, provider: Provider) -> None:
-        """`transport`'s options were vetted on every provider `provider` may reach."""
-        self._vetted = (provider, transport.options, transport.extra_body)
 
     def keyed(self, made: CallSpec) -> CallSpec:
         """`made` (a call's spec, made from this one's: its `LastCall` its own) asking its keys

@@ -31,7 +31,6 @@ from sdk.engine.kinds.tools import Tools
 from sdk.engine.kinds.tools import tool_conversation
 from sdk.engine.options import CallSpec
 from sdk.engine.options import ClientOptions
-from sdk.engine.options import LastCall
 from sdk.engine.options import Method
 from sdk.grammar import Grammar
 from sdk.parsing.parser import validators_context
@@ -65,7 +64,7 @@ def start_call(
     asked = kind.grammar if isinstance(kind, GrammarOutput) else _document(kind).contract
     spec, rendered = _with_prompt(spec, asked)
     turns = _turns(spec, asked)
-    return _machine(spec, provider, kind, _marked(turns, rendered), rendered, config.last_call)
+    return _machine(spec, provider, kind, _marked(turns, rendered), rendered)
 
 
 def _turns(spec: CallSpec, asked: type[Contract] | Grammar) -> tuple[Message, ...]:
@@ -161,8 +160,7 @@ def start_tools_call(
     spec, rendered = _with_prompt(spec, None)
     inputs = spec.inputs
     turns = tool_conversation(inputs.prompt, inputs.messages, inputs.source)
-    tools = Tools(offer, spec.parsing)
-    return _machine(spec, provider, tools, _marked(turns, rendered), rendered, config.last_call)
+    return _machine(spec, provider, Tools(offer, spec.parsing), _marked(turns, rendered), rendered)
 
 
 def _checked(spec: CallSpec) -> CallSpec:
@@ -219,17 +217,11 @@ def _machine(
     provider: Provider,
     kind: OutputKind[Any],
     turns: tuple[Message, ...],
-    rendered: RenderedPrompt | None,
-    last: LastCall,
+    rendered: RenderedPrompt | None = None,
 ) -> Attempts:
-    """Vet the options on every provider the call may go to (not again for the ones the last
-    call through `provider` of the client's spec vetted: `last`, its `LastCall`), then start
-    the attempts machine (which vets the output kind: a fallback list skips a provider that
-    cannot carry it)."""
-    transport = spec.transport
-    if not last.vetted(transport, provider):
-        vet_on_reached(transport, provider)
-        last.keep_vetted(transport, provider)
+    """Vet the options on every provider the call may go to, then start the attempts machine
+    (which vets the output kind: a fallback list skips a provider that cannot carry it)."""
+    vet_on_reached(spec.transport, provider)
     reasoning = spec.output.reasoning
     if reasoning == "native" and not provider.supports_native_reasoning:
         raise unsupported(

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
-from typing import Final
 from typing import Generic
 from typing import Literal
 from typing import TypedDict
@@ -35,6 +34,7 @@ from typing import Unpack
 import pydantic
 import pydantic_core
 
+from sdk._values.blank import blank
 from sdk._values.declared import check
 from sdk._values.declared import check_keywords
 from sdk._values.pointer import escape_pointer
@@ -684,24 +684,11 @@ def _nfc_anchor(anchor: Anchor) -> Anchor:
     )
 
 
-# Characters a reader does not see as text of their own: white space (`str.isspace`), controls,
-# invisible format characters (zero-width space and joiners, the byte order mark, word joiner,
-# tags...), combining marks without a base, and the blank letters and symbols Unicode draws as
-# nothing (Hangul fillers, the blank Braille pattern).
-_INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Mn", "Me", "Mc", "Zs", "Zl", "Zp"})
-_BLANK_GLYPHS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-
-
 def _blank(quote: str) -> bool:
-    """Whether a non-empty quote holds nothing a reader sees: only white space, invisible
-    characters and combining marks. Such a quote is in almost every source and proves nothing,
-    so it fails the check as one not found does (`""`, "no evidence", is not asked here)."""
-    return all(
-        char.isspace()
-        or char in _BLANK_GLYPHS
-        or unicodedata.category(char) in _INVISIBLE_CATEGORIES
-        for char in quote
-    )
+    """Whether a non-empty quote holds nothing a reader sees (`sdk._values.blank`). Such a
+    quote is in almost every source and proves nothing, so it fails the check as one not found
+    does (`""`, "no evidence", is not asked here)."""
+    return blank(quote)
 
 
 def _field_name(pointer: str, key: str | int | None) -> str:

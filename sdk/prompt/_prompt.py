@@ -59,6 +59,7 @@ from pydantic import BaseModel
 from pydantic import ConfigDict
 
 from sdk._message import Message
+from sdk._values.blank import blank
 from sdk._values.content import PDF
 from sdk._values.content import Image
 from sdk._values.content import Part
@@ -242,7 +243,7 @@ class Prompt:
             system = text
         text = render(user_template, _with(values, view, cls), f"{cls.name}.template")
         content = _split(text, marker, parts)
-        if not any(not isinstance(p, Text) or p.text.strip() for p in content):
+        if all(isinstance(p, Text) and blank(p.text) for p in content):
             raise ValueError(f"{cls.name} rendered to an empty prompt")
         static = _common_prefix(literal_prefix(cls.template), text.split(marker, 1)[0])
         message = Message("user", text if len(content) == 1 and not parts else content,
@@ -281,9 +282,9 @@ def _define(cls: type[Prompt]) -> None:
         raise ValueError(f"{cls.name}.version is an integer >= 1, not {version!r}")
     if not (isinstance(cls.Inputs, type) and issubclass(cls.Inputs, BaseModel)):
         raise TypeError(f"{cls.name}.Inputs must be a pydantic BaseModel class")
-    if not isinstance(cls.template, str) or not cls.template.strip():
+    if not isinstance(cls.template, str) or blank(cls.template):
         raise ValueError(f"{cls.name}.template is empty: say what the model should do")
-    if cls.system is not None and (not isinstance(cls.system, str) or not cls.system.strip()):
+    if cls.system is not None and (not isinstance(cls.system, str) or blank(cls.system)):
         raise ValueError(f"{cls.name}.system is empty: leave it out, or write the system prompt")
     cls.template = inspect.cleandoc(cls.template)
     if cls.system is not None:

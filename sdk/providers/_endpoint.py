@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
+from typing import Final
 from urllib.parse import SplitResult
 from urllib.parse import parse_qsl
 from urllib.parse import unquote
@@ -49,6 +50,7 @@ __all__ = [
     "gemini_base_url",
     "keyed_parameters",
     "keyed_query",
+    "server_of",
     "withheld",
 ]
 
@@ -99,8 +101,7 @@ class Endpoint:
         path = parts.path.rstrip("/")
         if strip_path:
             path = path.removesuffix(strip_path)
-        host = parts.netloc.rpartition("@")[2]
-        base = urlunsplit((parts.scheme, host, path, "", ""))
+        base = urlunsplit((*server_of(parts), path, "", ""))
         username = unquote(parts.username) if parts.username is not None else None
         password = unquote(parts.password) if parts.password is not None else None
         return cls(base, parts.query, username, password)
@@ -158,6 +159,25 @@ class Endpoint:
 def _header_name(name: str | bytes) -> str:
     """A header's name as text, in lower case (httpx sends a name given as bytes as it is)."""
     return (name.decode("latin-1") if isinstance(name, bytes) else name).lower()
+
+
+def server_of(parts: SplitResult) -> tuple[str, str]:
+    """The scheme and the host (with its port) of a URL as every client reaches them, without
+    credentials: in lower case, a scheme's own port left out (`http://Gateway.test:80` is
+    `http://gateway.test`), so one server written two ways is one server (`Endpoint.same_server`,
+    the response cache's key: `sdk.providers._provider.endpoint`). A port that is not one is
+    kept as written."""
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        return scheme, parts.netloc.rpartition("@")[2]
+    name = parts.hostname or ""
+    host = f"[{name}]" if ":" in name else name  # (an IPv6 address, in its brackets again)
+    return scheme, host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
 def withheld(url: str) -> str:

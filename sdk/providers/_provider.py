@@ -31,6 +31,7 @@ from sdk.providers._base import CompletionRequest
 from sdk.providers._base import TextDelta
 from sdk.providers._boundary import Redactor
 from sdk.providers._endpoint import keyed_query
+from sdk.providers._endpoint import server_of
 from sdk.providers._headers import header_digest
 from sdk.providers._profile import NO_SAMPLING
 from sdk.providers._profile import SAMPLING_OPTIONS
@@ -51,11 +52,12 @@ __all__ = ["Provider", "callable_identity", "endpoint"]
 def endpoint(url: object) -> str:
     """Where a base URL points, without its credentials: scheme, host and port, path and query
     (a deployment, an API version). What tells one endpoint from another in the response
-    cache's key, where no secret goes."""
+    cache's key, where no secret goes: the scheme and host as every client reaches them
+    (`server_of`: `http://Gateway.test:80` is `http://gateway.test`), the path and query as
+    given (a server may read either's case or order)."""
     parts = urlsplit(str(url))
-    host = parts.netloc.rpartition("@")[2]
     query = keyed_query(parts.query)  # (a credential in it by its digest)
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), query, ""))
+    return urlunsplit((*server_of(parts), parts.path.rstrip("/"), query, ""))
 
 
 def callable_identity(function: object) -> str | None:

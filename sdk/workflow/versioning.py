@@ -134,6 +134,11 @@ def import_target(target: str) -> ModuleType:
     (`extract-invoices.py`) is loaded from its file. What cannot be imported is a
     `ContractImportError` saying what was tried and how to fix it.
     """
+    if not target.strip():  # (`Path("")` is the current folder; `import_module("")` fails)
+        raise ContractImportError(
+            f"{target!r} names nothing: give a module or package (contracts, myapp.models), or "
+            "a package folder or .py file (contracts/, ./models.py)"
+        )
     root: Path | None = None
     script: Path | None = None
     if _is_path(target):
