@@ -599,7 +599,7 @@ def _marked(compiled: CompiledContract, data: Any) -> list[tuple[str, str]]:
 
 def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
     """`SourceQuote`s that are not spans of the source (empty passes: "no evidence"; one of
-    white space alone fails, `_blank`), and `Verbatim` values that are not (empty fails, unless
+    white space alone fails, `blank`), and `Verbatim` values that are not (empty fails, unless
     the source is empty too); and both, where they are in the source but not where their
     `Anchor` allows (`x-anchor`: violation type `ANCHOR_KEY`). A quote is compared with the
     source in Unicode NFC, both (`_nfc`): `"café"` quotes `"cafe\\u0301"`, as a reader sees it;
@@ -640,7 +640,9 @@ def _quote_violations(reading: _Reading, source: str) -> list[Violation]:
         elif value:
             quote = _nfc(value)
             normal = _nfc(source) if normal is None else normal
-            if _blank(quote):
+            # A quote a reader sees nothing of is in almost every source and proves nothing:
+            # it fails as one not found does (`""`, "no evidence", is not asked here).
+            if blank(quote):
                 problem = (
                     f"quote in field {named} is only white space or invisible characters: "
                     f"{shown!r} (it is in almost any source, so it proves nothing: quote the "
@@ -682,13 +684,6 @@ def _nfc_anchor(anchor: Anchor) -> Anchor:
         tuple(_nfc(label) for label in anchor.after),
         tuple(_nfc(label) for label in anchor.not_after),
     )
-
-
-def _blank(quote: str) -> bool:
-    """Whether a non-empty quote holds nothing a reader sees (`sdk._values.blank`). Such a
-    quote is in almost every source and proves nothing, so it fails the check as one not found
-    does (`""`, "no evidence", is not asked here)."""
-    return blank(quote)
 
 
 def _field_name(pointer: str, key: str | int | None) -> str:
