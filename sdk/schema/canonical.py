@@ -134,7 +134,7 @@ def _canonical(contract: type[BaseModel]) -> _Canonical:
         data = canonical_bytes(schema)
         info = SchemaInfo(
             name=contract.__name__,
-            version=checked_version(contract),
+            version=schema[VERSION_KEY],  # (checked by `_build`)
             fingerprint=hashlib.sha256(data).hexdigest(),
         )
         cached = _Canonical(schema=schema, data=data, info=info)
