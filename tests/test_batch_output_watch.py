@@ -442,6 +442,21 @@ def test_a_dangling_link_at_the_lock_path_is_refused_and_nothing_is_created(
             again.run()
     assert list(elsewhere.iterdir()) == [] and not (tmp_path / "missing").exists()
     assert job_summary(state).ok == 3
+    # A link to a file that exists is refused too: the job would lock, and hold open for
+    # writing, a file that is not its own (on main it did, silently).
+    victim = elsewhere / "notes.txt"
+    victim.write_text("someone's notes\n")
+    victim.chmod(0o644)
+    lock.unlink()
+    lock.symlink_to(victim)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with (
+        BatchJob.open(state, contract=Decision, backend=backend) as again,
+        pytest.raises(BatchError, match=r"is a symbolic link to .*notes\.txt: a job's lock"),
+    ):
+        again.run()
+    assert victim.read_text() == "someone's notes\n"
+    assert victim.stat().st_mode & 0o777 == 0o644 and lock.is_symlink()
 
 
 @pytest.mark.parametrize("then", ["nothing", "folder removed", "another file made"])

@@ -25,6 +25,7 @@ commit, after at most one batch of requests sent twice.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import socket
@@ -37,6 +38,7 @@ from typing import Any
 
 from sdk._files import try_lock as _try_lock
 from sdk._files import unlock as _unlock
+from sdk.batch._errors import BatchError
 from sdk.batch._errors import JobRunning
 from sdk.batch._output import refuse_dangling_link
 from sdk.batch._state import JobState
@@ -82,6 +84,10 @@ class Holder:
             return None
 
 
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+"""Refuse a symbolic link at the lock's path (where the system has the flag)."""
+
+
 def lock_path(state: str | Path) -> Path:
     """The lock file of the job whose state file is `state`."""
     path = Path(state)
@@ -114,7 +120,17 @@ class RunnerLock:
         # A link planted at the lock's path whose target does not exist would have the job
         # create an empty file wherever it points (or fail with a bare `[Errno 2]`).
         refuse_dangling_link(self.path)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        # Nor one to a file that exists: the job would lock (and hold open for writing) a
+        # file that is not its own.
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o600)
+        except OSError as error:
+            if error.errno != errno.ELOOP or not self.path.is_symlink():
+                raise
+            raise BatchError(
+                f"{self.path} is a symbolic link to {os.readlink(self.path)}: a job's lock file "
+                "is its own, and a job does not lock a file through a link; remove the link"
+            ) from None
         try:
             locked = _try_lock(fd, exclusive=True)
         except BaseException:
