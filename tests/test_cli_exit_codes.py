@@ -106,6 +106,8 @@ class Bench:
     def __init__(self, folder: Path, server: LocalServer) -> None:
         self.folder = folder
         self.server = server
+        self.said: list[str] = []
+        """The `error` lines of the last `interrupted` command's stderr."""
 
     def sdk(self, *args: str) -> int:
         """In process, as `sdk ARGS`: the exit code."""
