@@ -691,6 +691,9 @@ def test_cancel_stops_sending_and_closes_every_item(tmp_path: Path, items: Path)
         (['{"id": "a", "prompt": "caf\udcff"}'], "not a JSON object"),
         (['{"id": true, "prompt": "x"}'], "`id` must be"),
         (['{"id": "a", "messages": [{"role": "system", "content": "x"}]}'], "role"),
+        # a system prompt of white space or invisible characters alone, refused as a call's
+        # `system=` is (on main it was sent)
+        (['{"id": "a", "prompt": "x", "system": " \\u200b"}'], "system must be text that"),
     ],
 )
 def test_bad_input_is_a_typed_error_naming_the_line(

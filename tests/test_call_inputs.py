@@ -269,3 +269,42 @@ def test_a_cache_class_instead_of_a_store_says_to_instantiate_it(store: type, wh
             client = AsyncStructuredClient(provider)
             asyncio.run(client.generate(Decision, prompt="x", cache=store))
     assert provider.requests == []
+
+
+# A system prompt a reader sees nothing of says nothing, as a prompt does (`sdk._values.blank`):
+# on main `system=" "` was sent as the system prompt, wherever it was set.
+_BLANK_SYSTEMS = ["", " \n\t", "\u200b\u2060", "\ufeff\u3164", "\u0301"]
+
+
+@pytest.mark.parametrize("system", _BLANK_SYSTEMS)
+@pytest.mark.parametrize("where", ["client", "with_options", "call", "call_tools", "async call"])
+def test_a_blank_system_prompt_is_refused_wherever_it_is_set(system: str, where: str) -> None:
+    provider = TestProvider([TEXT])
+    said = r"system must be text that is not blank, not "
+    with pytest.raises(ValueError, match=said):
+        if where == "client":
+            StructuredClient(provider, system=system)
+        elif where == "with_options":
+            StructuredClient(provider).with_options(system=system)
+        elif where == "call":
+            StructuredClient(provider).generate(Decision, prompt="Approve?", system=system)
+        elif where == "call_tools":
+            StructuredClient(provider).call_tools(tools=[TOOL], prompt="Go.", system=system)
+        else:
+            call = AsyncStructuredClient(provider).generate(
+                Decision, prompt="Approve?", system=system
+            )
+            asyncio.run(asyncio.wait_for(call, timeout=30))
+    assert provider.requests == []
+
+
+# Drawn, though of the categories that hold invisible characters: a spacing mark alone
+# (Devanagari's visarga, `Mc`) and an Arabic number sign (a format character a font draws).
+@pytest.mark.parametrize("shown", ["\u0903", "\u0600\u0661", "\u06dd"])
+def test_a_prompt_or_system_prompt_of_drawn_marks_is_sent(shown: str) -> None:
+    provider = TestProvider([TEXT, TEXT])
+    client = StructuredClient(provider)
+    client.generate(Decision, prompt=shown)
+    client.generate(Decision, prompt="Approve?", system=shown)
+    assert provider.requests[0].messages[0].text == shown
+    assert provider.requests[1].system == shown

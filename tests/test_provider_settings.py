@@ -260,6 +260,8 @@ def test_llamacpp_s_own_settings_are_checked_when_made() -> None:
         (None, TypeError, "model must be a string, not None"),
         ("", ValueError, "model must be text that is not blank, not ''"),
         ("  ", ValueError, "model must be text that is not blank, not '  '"),
+        # (nothing a reader sees, as a prompt's rule reads it: a zero-width space)
+        ("\u200b", ValueError, "model must be text that is not blank, not '\\u200b'"),
     ],
 )
 def test_a_one_route_server_s_model_is_checked_where_it_is_given(

@@ -32,6 +32,8 @@ from typing import get_args
 from typing import get_origin
 from typing import get_type_hints
 
+from sdk._values.blank import blank
+
 __all__ = [
     "NOT_BLANK",
     "AtLeast",
@@ -42,6 +44,7 @@ __all__ = [
     "NoEmptyText",
     "OptionalCount",
     "Positive",
+    "Visible",
     "bounds_of",
     "check",
     "check_fields",
@@ -174,8 +177,26 @@ Count = Annotated[int, AtLeast(1)]
 OptionalCount = Annotated[int | None, AtLeast(1)]
 """A `Count`, or `None` (the setting's default, or no limit, as the setting says)."""
 
-NOT_BLANK = Matches(r"(?s).*\S.*", "text that is not blank", " ")
-"""Text with something in it besides white space (a name people read)."""
+
+@dataclass(frozen=True, slots=True)
+class Visible:
+    """Text a reader sees something of: not only white space and invisible characters
+    (`sdk._values.blank`, the rule of prompts and source quotes)."""
+
+    @property
+    def text(self) -> str:
+        return "text that is not blank"
+
+    def holds(self, value: Any) -> bool:
+        return isinstance(value, str) and not blank(value)
+
+    @property
+    def outside(self) -> object:
+        return " \u200b"
+
+
+NOT_BLANK = Visible()
+"""Text with something in it a reader sees (a name, a system prompt)."""
 
 
 def check(

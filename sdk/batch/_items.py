@@ -40,6 +40,7 @@ from typing import BinaryIO
 from pydantic import ValidationError
 
 from sdk._files import open_regular
+from sdk._values.declared import check
 from sdk._values.position import decoding_problem
 from sdk._values.records import PromptInfo
 from sdk.batch._errors import BatchInputError
@@ -48,6 +49,7 @@ from sdk.batch._state import ItemRow
 from sdk.contract import Contract
 from sdk.engine.conversation import check_text
 from sdk.engine.conversation import conversation
+from sdk.engine.options import declarations
 from sdk.parsing.parser import RepeatedKey
 from sdk.parsing.parser import unique_keys
 from sdk.prompt import Prompt
@@ -175,6 +177,8 @@ def parse_item(
     text, system = data.get("prompt"), data.get("system")
     static = 0
     try:
+        if system is not None:  # (as a call's `system=` is checked: not blank)
+            check("system", system, declarations()["system"].annotation)
         if prompt is not None or "variables" in data:
             text, system, static = _rendered(contract, prompt, data)
         turns = (
