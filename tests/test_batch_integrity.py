@@ -883,3 +883,74 @@ def test_the_cli_runs_a_job_on_the_embedded_model(tmp_path: Path, embedded_model
     assert {record["provider"] for record in records.values()} == {"embedded"}
     assert job_summary(tmp_path / "out.jsonl.job.db").model == "SmolLM2-135M-Instruct.Q4_1"
     assert all(record["outcome"] in ("ok", "failed") for record in records.values())
+
+
+# What a line's `options` may not set, though a call's may: what the job chooses, not a line of
+# its data. On main `cache: true` answered its item from (and wrote it to) the default cache
+# file, `cache: false` took the job's cache away from it, a deadline of a week or none held a
+# worker that long, a thresholds or calibration file named by the line was opened and read, and
+# `max_tokens` in options was the item's limit on the hosted path but overridden by the job's
+# on the local one.
+_REFUSED_OPTIONS = {
+    "cache-on": ({"cache": True}, "the job's response cache is the job's own"),
+    "cache-off": ({"cache": False}, "the job's response cache is the job's own"),
+    "thresholds-file": ({"abstention_thresholds": "/etc/passwd"}, "a line does not name a file"),
+    "calibration-file": ({"confidence_calibration": "/etc/hostname"}, "a line does not name a"),
+    "deadline": ({"deadline": 604800}, "the job's clients bound each call's time"),
+    "attempt-deadline": ({"attempt_deadline": None}, "the job's clients bound each call's time"),
+    "runaway": ({"runaway": None}, "the job's clients' runaway guard bounds each call"),
+    "limit": ({"max_tokens": 5}, "it is a key of the line itself"),
+    "source": ({"source": "Invoice 9."}, "it is a key of the line itself"),
+}
+
+
+def _with_refused_options(path: Path) -> None:
+    write_items(path, 3)
+    with path.open("a", encoding="utf-8") as file:
+        for name, (options, _) in _REFUSED_OPTIONS.items():
+            file.write(json.dumps({"id": name, "prompt": "Approve?", "options": options}) + "\n")
+        # (a threshold given as a number is data, not a file: taken)
+        options = {"abstention_thresholds": 0.5}
+        line = {"id": "threshold", "prompt": "Approve?", "options": options,
+                "source": "Invoice 7: $4,180.00 for PO-2007."}  # fmt: skip
+        file.write(json.dumps(line) + "\n")
+
+
+def _refused_as_said(records: dict[Any, dict[str, Any]]) -> None:
+    for name, (options, said) in _REFUSED_OPTIONS.items():
+        error = records[name]["error"]
+        assert records[name]["outcome"] == "failed", name
+        assert error["type"] == "TypeError", name
+        [option] = options
+        assert f"a batch item's options may not set {option!r}: {said}" in error["message"]
+    assert {records[f"doc-{n}"]["outcome"] for n in range(3)} == {"ok"}
+    assert records["threshold"]["outcome"] == "ok"
+
+
+def test_a_line_s_options_may_not_set_what_the_job_chooses_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SDK_CACHE_DIR", str(tmp_path / "default-cache"))
+    path = tmp_path / "items.jsonl"
+    _with_refused_options(path)
+    counter: Counter[str] = Counter()
+    backend = LocalBackend(local_clients(counter, {}))
+    with job_for(tmp_path, path, backend, settings=JobSettings(retries=1)) as job:
+        summary = job.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    _refused_as_said(records)
+    assert summary.ok == 4 and summary.failed == len(_REFUSED_OPTIONS)
+    assert counter["a"] + counter["b"] == 4  # the refused items sent nothing
+    assert not (tmp_path / "default-cache").exists()
+
+
+def test_a_line_s_options_may_not_set_what_the_job_chooses_hosted(tmp_path: Path) -> None:
+    path = tmp_path / "items.jsonl"
+    _with_refused_options(path)
+    api = AnthropicBatchAPI(Script())
+    with job_for(tmp_path, path, anthropic_backend(api)) as job:
+        summary = job.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    _refused_as_said(records)
+    assert summary.ok == 4 and summary.failed == len(_REFUSED_OPTIONS)
+    assert sum(len(batch.requests) for batch in api.batches.values()) == 4

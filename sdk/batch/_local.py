@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY
 from dataclasses import dataclass
 from dataclasses import field
-from typing import Any
 
 from sdk._values.declared import Count
 from sdk._values.declared import OptionalCount
@@ -263,17 +262,10 @@ async def run_item(
         Message("assistant" if role == "assistant" else "user", content)
         for role, content in row.feedback
     )
-    options: dict[str, Any] = dict(item.options)
-    limit = item.max_tokens or max_tokens
-    if limit is not None:
-        options["max_tokens"] = limit
     try:
-        return await client.generate(
-            contract,
-            messages=item.messages + feedback,
-            system=item.system,
-            source=item.source,
-            **options,
-        )
+        options = item.call_options(feedback)
+        if max_tokens is not None:
+            options.setdefault("max_tokens", max_tokens)
+        return await client.generate(contract, **options)
     except Exception as error:  # the item's own failure: it fails, the job goes on
         return error

@@ -124,20 +124,8 @@ def request_for(job: ItemJob, item: InputItem, row: ItemRow) -> CompletionReques
     live call's first request is (`sdk.wire._calls.first_request`)."""
     feedback = tuple(_message(role, content) for role, content in row.feedback)
     left = max(0, job.settings.retries - row.retries_used)
-    options = _call_options(item, feedback)
+    options = item.call_options(feedback)
     return first_request(job.settings.spec(left), job.provider, job.contract, options, _ITEM)
-
-
-def _call_options(item: InputItem, feedback: tuple[Message, ...] = ()) -> dict[str, Any]:
-    """The call options of an item's call, as the local runner passes them to `generate`: its
-    own options, its inputs (the conversation, then `feedback`) and its limit; an option naming
-    an input the item gives is refused, as `generate` refuses a keyword given twice."""
-    inputs = {"messages": item.messages + feedback, "system": item.system, "source": item.source}
-    twice = sorted(inputs.keys() & item.options.keys())
-    if twice:
-        raise TypeError(f"a batch item's options may not set {twice[0]!r}: it is the item's own")
-    limit = {"max_tokens": item.max_tokens} if item.max_tokens else {}
-    return {**item.options, **inputs, **limit}
 
 
 def _message(role: str, content: str) -> Message:
@@ -155,7 +143,7 @@ def decide_reply(
     counted = replace(row, input_tokens=tokens_in, output_tokens=tokens_out)
     try:
         spec = job.settings.spec(left)
-        machine = started(spec, job.provider, job.contract, _call_options(item), _ITEM)
+        machine = started(spec, job.provider, job.contract, item.call_options(), _ITEM)
         decision = machine.on_reply(completion)
     except Exception as error:  # the item's own failure: it fails, the job goes on
         return _failed(job.contract, job.provider, counted, error, batch)
