@@ -24,6 +24,7 @@ from contracts import Decision
 from sdk import AsyncStructuredClient
 from sdk import Contract
 from sdk import StopReason
+from sdk import StructuredClient
 from sdk import parse
 from sdk.batch import AnthropicBatches
 from sdk.batch import BatchError
@@ -43,6 +44,8 @@ from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
 from sdk.providers import LlamaCppProvider
 from sdk.providers import Message
+from sdk.providers import OpenAIChatProvider
+from sdk.providers import OpenAIResponsesProvider
 from sdk.providers.anthropic import build_request
 from sdk.providers.openai import build_responses_request
 from tests.batch_support import CANCELED
@@ -69,7 +72,12 @@ from tests.batch_support import local_clients
 from tests.batch_support import openai_backend
 from tests.batch_support import read_output
 from tests.batch_support import write_items
+from tests.wire_support import Wire
 from tests.wire_support import anthropic_client
+from tests.wire_support import anthropic_reply
+from tests.wire_support import chat_reply
+from tests.wire_support import openai_client
+from tests.wire_support import responses_reply
 
 
 @pytest.fixture
@@ -1029,3 +1037,63 @@ def test_a_hosted_backend_s_batch_limit_is_checked_where_it_is_given(
         openai_backend(OpenAIBatchAPI(), **{setting: value})  # type: ignore[arg-type]
     assert api.calls == []
     assert anthropic_backend(api, **{setting: 7}).max_requests in (7, 100_000)
+
+
+# Fields the installed client's method does not take (`context_management` is newer than some
+# `anthropic` releases; `my_field` no OpenAI method knows), given by the job's line. A live call
+# hands them to the client's `extra_body`, which merges them into the body it sends; a batch
+# line carries the body itself, and on main carried them under a literal `"extra_body"` key,
+# a field no API has.
+_UNKNOWN_FIELDS = {"anthropic": {"context_management": {"edits": []}}, "responses": {"my_field": 1},
+                   "chat": {"my_field": 1}}  # fmt: skip
+
+
+@pytest.mark.parametrize("route", list(_UNKNOWN_FIELDS))
+def test_a_hosted_line_carries_the_body_a_live_call_sends_extra_body_merged_in(
+    tmp_path: Path, route: str
+) -> None:
+    extra = _UNKNOWN_FIELDS[route]
+    path = tmp_path / "items.jsonl"
+    line = {"id": "a", "prompt": "Invoice 1: approve?", "options": {"extra_body": extra}}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    script = Script()
+    wire = Wire(anthropic_reply(text=VALID) if route == "anthropic" else (
+        chat_reply(text=VALID) if route == "chat" else responses_reply(text=VALID)))  # fmt: skip
+    if route == "anthropic":
+        backend: Any = anthropic_backend(AnthropicBatchAPI(script))
+        live: Any = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+    else:
+        backend = openai_backend(OpenAIBatchAPI(script, chat=route == "chat"), chat=route == "chat")
+        made = OpenAIChatProvider if route == "chat" else OpenAIResponsesProvider
+        live = made(openai_client(wire), model="gpt-5.1-mini")
+    with job_for(tmp_path, path, backend) as job:
+        assert job.run().ok == 1
+    [[sent]] = script.bodies.values()
+    StructuredClient(live).generate(
+        Decision, prompt="Invoice 1: approve?", extra_body=extra, max_tokens=4096
+    )
+    [request] = wire.requests
+    assert sent == json.loads(request.content)  # the body a live call sends, field for field
+    assert "extra_body" not in sent and sent[next(iter(extra))] == extra[next(iter(extra))]
+
+
+def test_a_line_whose_options_hold_a_lone_surrogate_fails_alone_as_the_caller_s(
+    tmp_path: Path,
+) -> None:
+    # On main its call failed in the client's encoder: the output line blamed the reply
+    # ("ProviderError: llamacpp: unusable reply: UnicodeEncodeError"), an attempt counted.
+    path = tmp_path / "items.jsonl"
+    write_items(path, 2)
+    with path.open("a", encoding="utf-8") as file:
+        line = '{"id": "lone", "prompt": "Invoice 7: approve?", "options": {"stop": ["\\ud800"]}}'
+        file.write(line + "\n")
+    counter: Counter[str] = Counter()
+    backend = LocalBackend(local_clients(counter, {}))
+    with job_for(tmp_path, path, backend, settings=JobSettings(retries=1)) as job:
+        summary = job.run()
+    records = by_id(read_output(tmp_path / "out.jsonl"))
+    error = records["lone"]["error"]
+    assert summary.ok == 2 and summary.failed == 1
+    assert error["type"] == "ValueError" and records["lone"]["attempts"] == 0
+    assert "stop must be text a request can carry (no lone surrogate)" in error["message"]
+    assert counter["a"] + counter["b"] == 2  # the two others alone were sent

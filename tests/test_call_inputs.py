@@ -211,6 +211,39 @@ def test_a_lone_surrogate_is_refused_before_sending_not_reported_as_a_provider_e
     assert wire.requests == [] and recorder.events == []
 
 
+# The same for the other text a request carries as given: a stop sequence, and the text (or a
+# key) anywhere in `extra_body`. On main each was taken where it was set, and every call failed
+# as the provider's "unusable reply" (`UnicodeEncodeError` from the client's encoder), an
+# attempt counted, with no word of where the character was.
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"stop": ["END", LONE]}, "stop must be text a request can carry (no lone surrogate)"),
+        ({"stop": LONE}, "stop must be text a request can carry (no lone surrogate)"),
+        ({"extra_body": {"metadata": {"user_id": LONE}}},
+         "extra_body['metadata']['user_id'] is not valid Unicode text: a lone surrogate"),
+        ({"extra_body": {"zz_tags": ["a", LONE]}},
+         "extra_body['zz_tags'][1] is not valid Unicode text: a lone surrogate"),
+        ({"extra_body": {LONE: 1}}, "extra_body has a key that is not valid Unicode text"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("where", ["client", "call"])
+def test_a_lone_surrogate_in_a_stop_sequence_or_extra_body_is_refused_where_it_is_set(
+    options: dict[str, Any], said: str, where: str
+) -> None:
+    wire = Wire(anthropic_reply(text=TEXT))
+    recorder = Recorder()
+    provider = AnthropicProvider(anthropic_client(wire), model="claude-haiku-4-5")
+    with pytest.raises(ValueError, match=re.escape(said)):
+        if where == "client":
+            StructuredClient(provider, hooks=[recorder], **options)
+        else:
+            StructuredClient(provider, hooks=[recorder]).generate(
+                Decision, prompt="Approve?", **options
+            )
+    assert wire.requests == [] and recorder.events == []
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.one_of(st.characters(), st.integers(0xD800, 0xDFFF).map(chr)), max_size=40).map(

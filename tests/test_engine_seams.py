@@ -228,6 +228,9 @@ CONSTRAINTS = [
     ("openai_chat", {"function_call": "auto"}),
     ("llamacpp", {"grammar_lazy": True}),
     ("llamacpp", {"grammar_triggers": [{"type": 0, "value": "{"}]}),
+    # The output limit's other name: vLLM reads it first, so it replaced the call's `max_tokens`
+    # (on main it was sent).
+    ("vllm", {"max_completion_tokens": 100_000}),
 ]
 
 

@@ -33,6 +33,7 @@ from typing import get_origin
 from typing import get_type_hints
 
 from sdk._values.blank import blank
+from sdk._values.sendable import lone_surrogate
 
 __all__ = [
     "NOT_BLANK",
@@ -44,6 +45,7 @@ __all__ = [
     "NoEmptyText",
     "OptionalCount",
     "Positive",
+    "Sendable",
     "Visible",
     "bounds_of",
     "check",
@@ -147,6 +149,24 @@ class NoEmptyText:
     @property
     def outside(self) -> object:
         return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Sendable:
+    """Text a request can carry (no lone surrogate: `sdk._values.sendable`), or a sequence of
+    such texts (a stop sequence is sent as it is)."""
+
+    @property
+    def text(self) -> str:
+        return "text a request can carry (no lone surrogate), or a list of such texts"
+
+    def holds(self, value: Any) -> bool:
+        texts = [value] if isinstance(value, str) else list(value)
+        return all(lone_surrogate(text) is None for text in texts)
+
+    @property
+    def outside(self) -> object:
+        return "end\ud800"
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from sdk.providers._base import FreeText
 from sdk.providers._base import Reply
 from sdk.providers._boundary import fault_boundary
 from sdk.providers._errors import provider_error
+from sdk.providers._profile import sent_body
 from sdk.providers._provider import Provider
 
 __all__ = [
@@ -228,7 +229,7 @@ class AnthropicBatches(HostedBackend):
     def entry(self, custom_id: str, exchange: Exchange) -> bytes:
         if exchange.route != "messages.create" or exchange.then is not None:
             raise BatchError(f"a Message Batch cannot carry a {exchange.route} request")
-        return _dumps({"custom_id": custom_id, "params": exchange.body})
+        return _dumps({"custom_id": custom_id, "params": sent_body(exchange.body)})
 
     def create(
         self, job: str, key: str, prepared: str | None, entries: list[bytes]
@@ -396,7 +397,8 @@ class OpenAIBatches(HostedBackend):
         url = _OPENAI_URLS.get(exchange.route)
         if url is None or exchange.then is not None:
             raise BatchError(f"an OpenAI batch cannot carry a {exchange.route} request")
-        return _dumps({"custom_id": custom_id, "method": "POST", "url": url, "body": exchange.body})
+        body = sent_body(exchange.body)
+        return _dumps({"custom_id": custom_id, "method": "POST", "url": url, "body": body})
 
     @property
     def endpoint(self) -> str:

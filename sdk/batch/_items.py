@@ -44,11 +44,11 @@ from sdk._files import open_regular
 from sdk._values.declared import check
 from sdk._values.position import decoding_problem
 from sdk._values.records import PromptInfo
+from sdk._values.sendable import check_text
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._state import ItemRow
 from sdk.contract import Contract
-from sdk.engine.conversation import check_text
 from sdk.engine.conversation import conversation
 from sdk.engine.options import declarations
 from sdk.parsing.parser import RepeatedKey

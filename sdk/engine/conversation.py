@@ -14,7 +14,7 @@ from sdk._values.blank import blank
 from sdk._values.content import Part
 from sdk._values.content import Text
 from sdk._values.content import parts_of
-from sdk._values.position import TextPosition
+from sdk._values.sendable import check_text
 from sdk.contract import Contract
 from sdk.errors import InvalidOutput
 from sdk.errors import Violation
@@ -110,24 +110,6 @@ def conversation(
     parts = parts_of(prompt)
     assert not isinstance(parts, str)
     return (Message("user", (*parts, *([Text(document)] if document else []))),)
-
-
-def check_text(text: str, what: str) -> None:
-    """Refuse text that cannot be sent: a lone surrogate has no UTF-8 form, so every provider's
-    client would fail while encoding the request (`ValueError` naming where it is)."""
-    if text.isascii():  # (known without reading it: no surrogate, nothing to encode)
-        return
-    try:
-        # UTF-16 refuses the same code points as UTF-8 (a surrogate, paired or not, is never a
-        # Python character) at the same index, and faster: a call's source of 1 MB of German
-        # or Chinese took longer to check than judging the reply (bench row 18).
-        text.encode("utf-16-le")
-    except UnicodeEncodeError as error:
-        where = TextPosition.of(text, error.start)
-        raise ValueError(
-            f"{what} is not valid Unicode text: a lone surrogate ({text[error.start]!r}) at "
-            f"{where.by_index('character')}"
-        ) from None
 
 
 def _blank(prompt: PromptLike) -> bool:

@@ -13,11 +13,11 @@ from typing import Any
 from typing import cast
 
 from sdk._tools import ToolOffer
+from sdk._values.sendable import check_text
 from sdk.contract import Contract
 from sdk.contract import is_contract
 from sdk.contract import require_contract
 from sdk.engine.attempts import Attempts
-from sdk.engine.conversation import check_text
 from sdk.engine.conversation import conversation
 from sdk.engine.envelope import Envelope
 from sdk.engine.envelope import envelope_of

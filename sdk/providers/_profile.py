@@ -33,15 +33,18 @@ from typing import get_type_hints
 from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
 from sdk._values.declared import NoEmptyText
+from sdk._values.declared import Sendable
 from sdk._values.declared import did_you_mean
 from sdk._values.dialect import Dialect
 from sdk._values.profile import Profile
 from sdk._values.profile import StopReason
+from sdk._values.sendable import check_text
 from sdk.parsing._limits import MAX_DEPTH
 
 __all__ = [
     "NO_SAMPLING",
     "SAMPLING_OPTIONS",
+    "SDK_RAW_FIELD",
     "Sampling",
     "SamplingOptions",
     "WireProfile",
@@ -50,6 +53,7 @@ __all__ = [
     "finished",
     "merge_extra",
     "sdk_fields",
+    "sent_body",
 ]
 
 
@@ -63,7 +67,7 @@ class SamplingOptions(TypedDict, total=False):
     top_p: Annotated[float, Between(0.0, 1.0)]
     top_k: int
     seed: int
-    stop: Annotated[str | Sequence[str], NoEmptyText()]
+    stop: Annotated[str | Sequence[str], NoEmptyText(), Sendable()]
     presence_penalty: float
     frequency_penalty: float
     repeat_penalty: float
@@ -151,6 +155,9 @@ if frozenset(_SAMPLING_FIELDS) != SAMPLING_OPTIONS:  # one declaration, two form
 NO_SAMPLING: Final = Sampling()
 """No sampling option set."""
 
+SDK_RAW_FIELD: Final = "extra_body"
+"""Where the official SDKs' client methods take request fields they do not know."""
+
 
 @dataclass(frozen=True)
 class WireProfile:
@@ -186,7 +193,7 @@ class WireProfile:
     target: str | None = None
     """The preflight target this wire decodes with (`sdk.schema.preflight.TARGETS`): what it
     enforces, strips and cannot promise; `None` for a wire with no schema of its own."""
-    raw_field: str = "extra_body"
+    raw_field: str = SDK_RAW_FIELD
     """Where an SDK method takes fields it does not know (the SDKs' own `extra_body`, sent as
     JSON): an `extra_body` field that is not one of `fields` goes there."""
 
@@ -292,6 +299,16 @@ def finished(
     return body
 
 
+def sent_body(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body the official SDKs' clients send for `kwargs`, a request `finished` built
+    for their method: the fields the method does not take, held in its `extra_body`
+    (`SDK_RAW_FIELD`), merged in at the top as the client merges them. For a request carried
+    without a client (a batch line, whose `params` or `body` is the request's own)."""
+    raw = kwargs.get(SDK_RAW_FIELD)
+    body = {key: value for key, value in kwargs.items() if key != SDK_RAW_FIELD}
+    return merge_extra(body, raw) if raw else body
+
+
 def apply_options(body: dict[str, Any], options: Sampling, profile: WireProfile) -> None:
     """Write each sampling option set where the profile says it goes (`stop` as a list)."""
     for name, value in options.items():
@@ -306,15 +323,19 @@ def check_json_body(body: Mapping[str, Any], name: str = "extra_body") -> None:
     where in it: a value that is not null, true/false, a number, text, a list (or tuple) or a
     mapping with text keys (`TypeError`: a `Decimal`, a set, bytes, an `int` key, which the
     wire would write as text beside a text key of the same spelling), or a number that is not
-    finite (`ValueError`: `NaN` is not JSON). Without it each failed at every call, as an
-    unusable reply. Walked without recursion, and refused nested deeper than `MAX_DEPTH` (128)
+    finite, or text with a lone surrogate (`ValueError`: `NaN` is not JSON, and a surrogate has
+    no UTF-8 form). Without it each failed at every call, as an unusable reply. Walked without
+    recursion, and refused nested deeper than `MAX_DEPTH` (128)
     lists and mappings (`ValueError`): the copy the call keeps, the cache key and the wire's
     JSON encoder all recurse, so a deeper one was a bare `RecursionError` from the call."""
     stack: list[tuple[str, Any, int]] = [(name, body, 1)]  # (the body itself: level 1)
     while stack:
         where, value, depth = stack.pop()
         kind = type(value)
-        if value is None or kind in (bool, int, str):
+        if isinstance(value, str):
+            check_text(value, where)
+            continue
+        if value is None or kind in (bool, int):
             continue
         if kind is float or isinstance(value, float):
             if not math.isfinite(value):
@@ -329,10 +350,11 @@ def check_json_body(body: Mapping[str, Any], name: str = "extra_body") -> None:
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise TypeError(f"{where} has the key {key!r}: a JSON object's keys are text")
+                check_text(key, f"{where} has a key that")
                 stack.append((f"{where}[{key!r}]", item, depth + 1))
         elif isinstance(value, (list, tuple)):
             stack.extend((f"{where}[{index}]", item, depth + 1) for index, item in enumerate(value))
-        elif not isinstance(value, (int, str)):  # (an `IntEnum`, a `str` subclass: as JSON's)
+        elif not isinstance(value, int):  # (an `IntEnum`: as JSON's; a `str` subclass: above)
             raise TypeError(
                 f"{where} is a {kind.__name__}, which JSON cannot carry: give null, true or "
                 "false, a number, text, a list or a mapping"

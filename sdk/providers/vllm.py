@@ -97,7 +97,9 @@ VLLM_WIRE = WireProfile(
              "frequency_penalty": "frequency_penalty", "repeat_penalty": "repetition_penalty",
              "grounding": ""},  # `grounding` is read by the codec, not sent
     # `logprobs`: every request asks for them (`Result.confidence`); `False` would drop it.
-    owned=frozenset({"model", "messages", "max_tokens", "structured_outputs", "guided_json",
+    # `max_completion_tokens`: vLLM reads it before `max_tokens`, so it would replace the limit.
+    owned=frozenset({"model", "messages", "max_tokens", "max_completion_tokens",
+                     "structured_outputs", "guided_json",
                      "guided_grammar", "guided_regex", "guided_choice", "response_format",
                      "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options",
                      "logprobs", "n"}),  # (`n`: one choice is read)
