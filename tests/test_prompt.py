@@ -3,6 +3,7 @@ code), messages with images, the static prefix, and the lock/check/diff workflow
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -12,11 +13,13 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from contracts import Decision
+from sdk import PDF
 from sdk import ControlTokenInContent
 from sdk import Image
 from sdk import Prompt
 from sdk import PromptInfo
 from sdk import StructuredClient
+from sdk.batch._items import parse_item
 from sdk.cli import app
 from sdk.prompt import TemplateError
 from sdk.providers import TestProvider
@@ -547,3 +550,45 @@ def test_a_control_token_in_a_variable_is_refused_before_sending(
     assert (info.value.token, info.value.where) == (token, where)
     assert info.value.position == text.index(token)
     provider.close()
+
+
+class Scan(Prompt):
+    template = "Read {{ scan }} and {{ photo }}."
+
+    class Inputs(BaseModel):
+        photo: Image
+        scan: PDF
+
+
+_BINARY = bytes(range(256))  # (not UTF-8: an image's bytes are not text)
+_PDF_BYTES = b"%PDF-1.7\n" + _BINARY
+
+
+def test_an_image_or_pdf_variable_is_written_to_json_and_read_back_as_base64() -> None:
+    # On main writing one failed (`UnicodeDecodeError`: bytes were written as UTF-8 text, so an
+    # eval item of such a prompt could not be written), and reading took the base64 text of a
+    # batch or dataset line as the bytes themselves, sent as a broken image.
+    made = Scan(photo=Image(data=_BINARY, media_type="image/png"), scan=PDF(data=_PDF_BYTES))
+    written = json.loads(json.dumps(made.inputs.model_dump(mode="json")))
+    assert base64.urlsafe_b64decode(written["photo"]["data"]) == _BINARY
+    assert Scan.from_json(written) == made
+    # Base64 as APIs and `base64.b64encode` write it ("+" and "/") is read too; a URL stays one.
+    plain = base64.b64encode(_BINARY).decode("ascii")
+    assert "+" in plain and "/" in plain
+    read = Scan.from_json({"photo": {"data": plain, "media_type": "image/png"},
+                           "scan": {"url": "https://docs.test/a.pdf"}})  # fmt: skip
+    assert read.inputs.photo.data == _BINARY and read.inputs.scan.url == "https://docs.test/a.pdf"
+    with pytest.raises(ValidationError, match="valid base64"):
+        Scan.from_json({"photo": {"data": "not base64!", "media_type": "image/png"},
+                        "scan": {"url": "https://docs.test/a.pdf"}})  # fmt: skip
+
+
+def test_a_batch_line_s_image_variable_reaches_the_request_as_its_bytes() -> None:
+    plain = base64.b64encode(_BINARY).decode("ascii")
+    pdf = base64.b64encode(_PDF_BYTES).decode("ascii")
+    line = {"id": "p-1", "variables": {"photo": {"data": plain, "media_type": "image/png"},
+                                        "scan": {"data": pdf}}}  # fmt: skip
+    item = parse_item(Decision, json.dumps(line).encode(), "in.jsonl:1", Scan)
+    parts = item.messages[0].parts
+    assert [type(part).__name__ for part in parts] == ["Text", "PDF", "Text", "Image", "Text"]
+    assert parts[1].data == _PDF_BYTES and parts[3].data == _BINARY  # type: ignore[union-attr]

@@ -18,6 +18,7 @@ import mimetypes
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 from typing import TypeAlias
 
 __all__ = ["PDF", "Content", "Image", "Part", "Text", "content_text", "parts_of"]
@@ -37,6 +38,13 @@ class Text:
             raise TypeError(f"Text takes a str, not {type(self.text).__name__}")
 
 
+# How a part's bytes are written in JSON, and read from it (a prompt's variables in a batch line
+# or an eval dataset, `Prompt.from_json`; `model_dump(mode="json")`): base64, as every API
+# carries them. Pydantic's default, UTF-8, failed on an image's bytes when writing and read the
+# base64 text of a line as the bytes themselves, sent as a broken image.
+_AS_JSON: Final = {"ser_json_bytes": "base64", "val_json_bytes": "base64"}
+
+
 @dataclass(frozen=True, slots=True)
 class Image:
     """An image: `data` bytes with their `media_type` (png, jpeg, gif, webp), or a `url`."""
@@ -44,6 +52,8 @@ class Image:
     data: bytes | None = None
     media_type: str | None = None
     url: str | None = None
+
+    __pydantic_config__ = _AS_JSON
 
     def __post_init__(self) -> None:
         _texts(self, "Image", media_type=self.media_type, url=self.url)
@@ -78,6 +88,7 @@ class PDF:
     name: str = "document.pdf"
 
     media_type = "application/pdf"
+    __pydantic_config__ = _AS_JSON
 
     def __post_init__(self) -> None:
         _texts(self, "PDF", url=self.url)
