@@ -888,14 +888,11 @@ def test_the_cli_runs_a_job_on_the_embedded_model(tmp_path: Path, embedded_model
 # What a line's `options` may not set, though a call's may: what the job chooses, not a line of
 # its data. On main `cache: true` answered its item from (and wrote it to) the default cache
 # file, `cache: false` took the job's cache away from it, a deadline of a week or none held a
-# worker that long, a thresholds or calibration file named by the line was opened and read, and
-# `max_tokens` in options was the item's limit on the hosted path but overridden by the job's
-# on the local one.
+# worker that long, and `max_tokens` in options was the item's limit on the hosted path but
+# overridden by the job's on the local one.
 _REFUSED_OPTIONS = {
     "cache-on": ({"cache": True}, "the job's response cache is the job's own"),
     "cache-off": ({"cache": False}, "the job's response cache is the job's own"),
-    "thresholds-file": ({"abstention_thresholds": "/etc/passwd"}, "a line does not name a file"),
-    "calibration-file": ({"confidence_calibration": "/etc/hostname"}, "a line does not name a"),
     "deadline": ({"deadline": 604800}, "the job's clients bound each call's time"),
     "attempt-deadline": ({"attempt_deadline": None}, "the job's clients bound each call's time"),
     "runaway": ({"runaway": None}, "the job's clients' runaway guard bounds each call"),
@@ -909,7 +906,7 @@ def _with_refused_options(path: Path) -> None:
     with path.open("a", encoding="utf-8") as file:
         for name, (options, _) in _REFUSED_OPTIONS.items():
             file.write(json.dumps({"id": name, "prompt": "Approve?", "options": options}) + "\n")
-        # (a threshold given as a number is data, not a file: taken)
+        # (an option of the call's own is the line's to set: taken)
         options = {"abstention_thresholds": 0.5}
         line = {"id": "threshold", "prompt": "Approve?", "options": options,
                 "source": "Invoice 7: $4,180.00 for PO-2007."}  # fmt: skip

@@ -305,15 +305,15 @@ def test_a_cache_class_instead_of_a_store_says_to_instantiate_it(store: type, wh
 
 
 # A system prompt a reader sees nothing of says nothing, as a prompt does (`sdk._values.blank`):
-# on main `system=" "` was sent as the system prompt, wherever it was set.
-_BLANK_SYSTEMS = ["", " \n\t", "\u200b\u2060", "\ufeff\u3164", "\u0301"]
+# on main `system=" "` was sent as the system prompt, wherever it was set. (`""` says "none".)
+_BLANK_SYSTEMS = [" \n\t", "\u200b\u2060", "\ufeff\u3164", "\u0301"]
 
 
 @pytest.mark.parametrize("system", _BLANK_SYSTEMS)
 @pytest.mark.parametrize("where", ["client", "with_options", "call", "call_tools", "async call"])
 def test_a_blank_system_prompt_is_refused_wherever_it_is_set(system: str, where: str) -> None:
     provider = TestProvider([TEXT])
-    said = r"system must be text that is not blank, not "
+    said = r'system must be text that is not blank \(\"\" for none\), not '
     with pytest.raises(ValueError, match=said):
         if where == "client":
             StructuredClient(provider, system=system)
@@ -331,9 +331,18 @@ def test_a_blank_system_prompt_is_refused_wherever_it_is_set(system: str, where:
     assert provider.requests == []
 
 
+def test_an_empty_system_prompt_is_none_wherever_it_is_set() -> None:
+    # As before: `""` sends no system prompt (rows exported with empty columns carry it).
+    wire = Wire(anthropic_reply(text=TEXT))
+    provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")
+    StructuredClient(provider, system="").generate(Decision, prompt="Approve?")
+    StructuredClient(provider).generate(Decision, prompt="Approve?", system="")
+    assert ["system" in json.loads(request.content) for request in wire.requests] == [False] * 2
+
+
 # Drawn, though of the categories that hold invisible characters: a spacing mark alone
 # (Devanagari's visarga, `Mc`) and an Arabic number sign (a format character a font draws).
-@pytest.mark.parametrize("shown", ["\u0903", "\u0600\u0661", "\u06dd"])
+@pytest.mark.parametrize("shown", ["\u0903", "\u0600", "\u06dd"])
 def test_a_prompt_or_system_prompt_of_drawn_marks_is_sent(shown: str) -> None:
     provider = TestProvider([TEXT, TEXT])
     client = StructuredClient(provider)

@@ -592,3 +592,25 @@ def test_a_batch_line_s_image_variable_reaches_the_request_as_its_bytes() -> Non
     parts = item.messages[0].parts
     assert [type(part).__name__ for part in parts] == ["Text", "PDF", "Text", "Image", "Text"]
     assert parts[1].data == _PDF_BYTES and parts[3].data == _BINARY  # type: ignore[union-attr]
+
+
+class Persona(Prompt):
+    system = "{{ persona }}"
+    template = "Approve {{ request }}?"
+
+    class Inputs(BaseModel):
+        persona: str
+        request: str
+
+
+@pytest.mark.parametrize("nothing", ["", " \n", "\u200b\u2060"])
+def test_a_system_prompt_rendered_to_nothing_a_reader_sees_is_none(nothing: str) -> None:
+    # On main a blank rendering was sent as the system prompt (`" \u200b"`), though
+    # `system=" \u200b"` given to the call is refused: now it is no system prompt, as `""` is.
+    assert Persona(persona=nothing, request="the refund").render().system is None
+    provider = TestProvider([_DECISION])
+    StructuredClient(provider).generate(Decision, prompt=Persona(persona=nothing, request="it"))
+    assert provider.requests[0].system is None
+    assert Persona(persona="You approve refunds.", request="it").render().system == (
+        "You approve refunds."
+    )

@@ -13,11 +13,13 @@ import re
 import textwrap
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
 
 from contracts import Decision
+from sdk.providers import AnthropicProvider
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OllamaProvider
 from sdk.providers import OpenAIChatProvider
@@ -272,6 +274,33 @@ def test_a_one_route_server_s_model_is_checked_where_it_is_given(
     with pytest.raises(error, match=rf"^{cls.__name__}\(\): {re.escape(said)}"):
         cls("http://127.0.0.1:1", model=model)
     assert cls("http://127.0.0.1:1", model="qwen3:8b").codec.model == "qwen3:8b"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda model: AnthropicProvider(anthropic.Anthropic(api_key="k"), model=model),
+        lambda model: OpenAIChatProvider(openai.OpenAI(api_key="k"), model=model),
+        lambda model: OpenAIResponsesProvider(openai.OpenAI(api_key="k"), model=model),
+    ],
+    ids=["AnthropicProvider", "OpenAIChatProvider", "OpenAIResponsesProvider"],
+)
+@pytest.mark.parametrize(
+    ("model", "error", "said"),
+    [
+        (5, TypeError, "model must be a string, not 5"),
+        ("", ValueError, "model must be text that is not blank, not ''"),
+        ("\u200b", ValueError, "model must be text that is not blank, not '\\u200b'"),
+    ],
+)
+def test_a_hosted_provider_s_model_is_checked_where_it_is_given(
+    make: Any, model: object, error: type[Exception], said: str
+) -> None:
+    # As the local servers' are: on main each was taken, and every call failed as the API's 400
+    # (`model=5` sent as a JSON number).
+    with pytest.raises(error, match=rf"^\w+Provider\(\): {re.escape(said)}"):
+        make(model)
+    assert make("m-1").model == "m-1"
 
 
 def test_a_vllm_provider_s_grounding_is_checked_where_it_is_given() -> None:

@@ -201,14 +201,17 @@ OptionalCount = Annotated[int | None, AtLeast(1)]
 @dataclass(frozen=True, slots=True)
 class Visible:
     """Text a reader sees something of: not only white space and invisible characters
-    (`sdk._values.blank`, the rule of prompts and source quotes)."""
+    (`sdk._values.blank`, the rule of prompts and source quotes); `empty_ok`: `""` too, where
+    it says "none" (a system prompt)."""
+
+    empty_ok: bool = False
 
     @property
     def text(self) -> str:
-        return "text that is not blank"
+        return 'text that is not blank ("" for none)' if self.empty_ok else "text that is not blank"
 
     def holds(self, value: Any) -> bool:
-        return isinstance(value, str) and not blank(value)
+        return isinstance(value, str) and ((self.empty_ok and value == "") or not blank(value))
 
     @property
     def outside(self) -> object:

@@ -73,10 +73,10 @@ from sdk.providers._base import Completion
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import FreeText
 from sdk.providers._base import Reply
+from sdk.providers._base import check_model
 from sdk.providers._boundary import fault_boundary
 from sdk.providers._chat import ChatChoice
 from sdk.providers._drivers import built
-from sdk.providers._http import check_model
 from sdk.providers.vllm import VLLMProvider
 
 __all__ = ["REASK", "ProcessorHooks", "SecondPass"]

@@ -100,8 +100,8 @@ class InputItem:
         `generate` and a hosted request is built from them: its own options, its inputs (the
         conversation, then `feedback`) and its limit. `TypeError` (the item fails alone, as for
         an option a call refuses) for an option a line may not set (`_refused_option`)."""
-        for name, value in self.options.items():
-            problem = _refused_option(name, value)
+        for name in self.options:
+            problem = _refused_option(name)
             if problem is not None:
                 raise TypeError(f"a batch item's options may not set {name!r}: {problem}")
         limit = {"max_tokens": self.max_tokens} if self.max_tokens else {}
@@ -113,10 +113,8 @@ class InputItem:
 # What a line's `options` may not set though a call's options may: what the job chooses, not a
 # line of its data (an input file may come from anyone). A line's options turned on the default
 # response cache for its item (`cache: true`: another file, written with its prompt and reply)
-# or off, lifted the bounds the job's clients put on each call (`deadline: 604800` held a
-# worker for a week on a stalled server; `runaway: null` let a runaway reply run to its
-# limit), and named any file for the job to open and read as a thresholds or calibration file
-# (the item's error in the output then told whether the file exists and whether it is JSON).
+# or off, and lifted the bounds the job's clients put on each call (`deadline: 604800` held a
+# worker for a week on a stalled server; `runaway: null` let a runaway reply run to its limit).
 _JOB_OWNED: Final = {
     "cache": "the job's response cache is the job's own (--cache)",
     "deadline": "the job's clients bound each call's time",
@@ -125,17 +123,11 @@ _JOB_OWNED: Final = {
 }
 
 
-def _refused_option(name: str, value: object) -> str | None:
-    """Why a line's `options` may not set `name` to `value`, or `None`."""
+def _refused_option(name: str) -> str | None:
+    """Why a line's `options` may not set `name`, or `None`."""
     if name in _KEYS:
         return f"it is a key of the line itself (give {name!r} there, once)"
-    if name in _JOB_OWNED:
-        return _JOB_OWNED[name]
-    declared = declarations().get(name)
-    reads_file = declared is not None and declared.option is not None and declared.option.reads_file
-    if reads_file and isinstance(value, str):  # (a threshold set by hand, a number, is data)
-        return "a line does not name a file for the job to read; set it on the job's client"
-    return None
+    return _JOB_OWNED.get(name)
 
 
 def line_hash(line: bytes) -> int:

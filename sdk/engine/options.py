@@ -50,10 +50,10 @@ from typing import TypeVar
 from typing import get_args
 from typing import get_type_hints
 
-from sdk._values.declared import NOT_BLANK
 from sdk._values.declared import AtLeast
 from sdk._values.declared import Between
 from sdk._values.declared import Positive
+from sdk._values.declared import Visible
 from sdk._values.declared import bounds_of
 from sdk._values.declared import check
 from sdk._values.declared import did_you_mean
@@ -236,9 +236,9 @@ class CallOptions(SamplingOptions, total=False):
         ),
     ]
     """Whole conversation turns instead of a prompt."""
-    system: Annotated[str | None, NOT_BLANK, Option("inputs", "transport")]
-    """The system prompt (text a reader sees: white space or invisible characters alone say
-    nothing, as for a prompt)."""
+    system: Annotated[str | None, Visible(empty_ok=True), Option("inputs", "transport")]
+    """The system prompt: text a reader sees (white space or invisible characters alone say
+    nothing, as for a prompt), or `""` or `None` for none."""
     source: Annotated[str | None, Option("inputs", "transport", "parsing")]
     """The source document: added to the prompt, and the one text every `SourceQuote` is
     checked against (a `context` key of the same name is refused)."""

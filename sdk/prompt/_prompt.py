@@ -240,7 +240,9 @@ class Prompt:
                     f"{cls.name}.system: images and documents go in the user template",
                     template=f"{cls.name}.system",
                 )
-            system = text
+            # A system prompt rendered to nothing a reader sees (`{% if persona %}...` without
+            # one, a blank variable) is none, as `system=""` is: never sent as blank text.
+            system = None if blank(text) else text
         text = render(user_template, _with(values, view, cls), f"{cls.name}.template")
         content = _split(text, marker, parts)
         if all(isinstance(p, Text) and blank(p.text) for p in content):

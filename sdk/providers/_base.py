@@ -30,6 +30,7 @@ from sdk._result import Usage
 from sdk._tools import ToolCall
 from sdk._tools import ToolOffer
 from sdk._values.content import Text
+from sdk._values.declared import NOT_BLANK
 from sdk._values.declared import AtLeast
 from sdk._values.declared import check
 from sdk._values.profile import Profile
@@ -417,3 +418,10 @@ def wire_name(contract: type[Contract]) -> str:
     """
     info = schema_info(contract)
     return _NAME_CHARS.sub("_", f"{info.name}_v{info.version}")[:64]
+
+
+def check_model(model: object, where: str) -> None:
+    """Refuse a provider's `model` that is not text with something in it (the declared
+    `NOT_BLANK`), naming it where it is given: `model=5` was sent as a JSON number and
+    `model=""` as is, each a 404 (or a 400) from the server at every call."""
+    check("model", model, Annotated[str, NOT_BLANK], where)

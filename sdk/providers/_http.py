@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Annotated
 from typing import Any
 from typing import Generic
 from typing import TypedDict
@@ -35,12 +34,12 @@ from weakref import WeakKeyDictionary
 
 import httpx
 
-from sdk._values.declared import NOT_BLANK
 from sdk._values.declared import check
 from sdk._values.declared import check_given
 from sdk._values.seconds import SECONDS
 from sdk.providers._base import Codec
 from sdk.providers._base import CompletionRequest
+from sdk.providers._base import check_model
 from sdk.providers._control_tokens import ControlTokenPolicy
 from sdk.providers._control_tokens import ControlTokens
 from sdk.providers._control_tokens import check_policy
@@ -297,13 +296,6 @@ class HTTPProvider(Provider):
         if client is not None:
             await client.aclose()
         self.close()
-
-
-def check_model(model: object, where: str) -> None:
-    """Refuse a one-route server's `model` that is not text with something in it (the
-    declared `NOT_BLANK`), naming it: `model=5` was sent as a JSON number and `model=""` as is,
-    each a 404 (or a 400) from the server at every call."""
-    check("model", model, Annotated[str, NOT_BLANK], where)
 
 
 class OneRouteCodec(Codec):

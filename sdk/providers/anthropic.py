@@ -62,6 +62,7 @@ from sdk.providers._base import Message as Turn
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
+from sdk.providers._base import check_model
 from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
 from sdk.providers._endpoint import client_endpoint
@@ -624,6 +625,7 @@ class AnthropicProvider(Provider):
     ) -> None:
         if mode not in ("json_schema", "tool"):
             raise ValueError(f"mode must be 'json_schema' or 'tool', not {mode!r}")
+        check_model(model, f"{type(self).__name__}()")
         if not isinstance(client, (*_clients(sync=True), *_clients(sync=False))):
             raise TypeError(
                 "client must be an anthropic client (Anthropic, AnthropicBedrock or "

@@ -61,6 +61,7 @@ from sdk.providers._base import Message
 from sdk.providers._base import Reply
 from sdk.providers._base import TextDelta
 from sdk.providers._base import ToolCallDelta
+from sdk.providers._base import check_model
 from sdk.providers._base import unsupported
 from sdk.providers._base import wire_name
 from sdk.providers._chat import CHAT_STOP_REASONS
@@ -717,6 +718,7 @@ class _OpenAIProvider(Provider):
             raise TypeError(
                 f"client must be an openai.OpenAI or openai.AsyncOpenAI, not {client!r}"
             )
+        check_model(model, f"{type(self).__name__}()")
         # The SDK owns retries: the client's own (two by default) would multiply ours. A base
         # URL's query goes to the client's default query (`sdk.providers._endpoint`).
         # (The codec first: its wire profile, made with it, names the family in the errors.)
