@@ -35,6 +35,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from sdk._files import read_regular_text
 from sdk._files import write_atomic
 from sdk._fitted import RecordError
 from sdk._fitted import checked_record
@@ -266,7 +267,7 @@ class Thresholds:
         line where it can, and what is wrong: unreadable, not JSON, not a thresholds file, a
         setting or an entry of the wrong shape)."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_regular_text(path)  # (a named pipe is refused, never waited on)
         except (OSError, ValueError) as error:
             raise ThresholdsFileError(path, f"not a readable thresholds file ({error})") from None
         try:

@@ -43,6 +43,7 @@ from typing import Any
 from typing import Final
 from typing import Literal
 
+from sdk._files import read_regular_text
 from sdk._files import write_atomic
 from sdk._fitted import RecordError
 from sdk._fitted import checked_record
@@ -192,7 +193,7 @@ class Calibration:
     def load(cls, path: str | os.PathLike[str]) -> Calibration:
         """Read a calibration file (`CalibrationFileError` naming the file and the problem)."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_regular_text(path)  # (a named pipe is refused, never waited on)
             data = json.loads(text)
         except (OSError, ValueError, RecursionError) as error:
             problem = f"{path}: not a readable calibration file ({error})"

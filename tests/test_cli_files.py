@@ -9,6 +9,7 @@ the test rather than stopping the suite.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -88,3 +89,22 @@ def test_a_file_where_a_folder_is_asked_for_and_a_folder_as_the_cache_exit_2(
         assert cache.returncode == 2, (command, cache.stdout, cache.stderr)
         assert "error: adir is a folder, not a cache file" in cache.stderr
         assert (tmp_path / "adir").is_dir() and not list((tmp_path / "adir").iterdir())
+
+
+@pytest.mark.parametrize("option", ["--thresholds", "--confidence-calibration", "--anchors"])
+def test_a_named_pipe_given_to_an_eval_option_that_names_a_file_is_refused_at_once(
+    tmp_path: Path, option: str
+) -> None:
+    # The thresholds, calibration and anchors files were read with `open()`: a named pipe there
+    # blocked `sdk eval` (and a call given such a file) until something wrote to it.
+    os.mkfifo(tmp_path / "pipe.json")
+    line = {"id": "d-1", "document": "Refund 12 EUR.", "expected": {"answer": "approve"}}
+    (tmp_path / "data.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    os.symlink(REPO / "contracts", tmp_path / "contracts")
+    done = _sdk("eval", "data.jsonl", "--contract", "contracts:Decision", "--provider",
+                "llamacpp:http://127.0.0.1:9", option, "pipe.json", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "pipe.json" in errors[0], done.stderr
+    assert "is not a regular file (a named pipe, a device or a socket)" in errors[0]
+    assert "Traceback" not in done.stderr

@@ -21,7 +21,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +40,14 @@ from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import FieldDiagnostics
 from sdk.eval import ArmUnavailable
 from sdk.eval import EvalRun
+from sdk.eval import ResultsBusy
 from sdk.eval import ResumeMismatch
 from sdk.eval import load_results
 from sdk.eval import parse_dataset
 from sdk.eval import prepare_arm
 from sdk.eval import run_eval
 from sdk.eval import score
+from sdk.hooks import Hooks
 from sdk.providers import Completion
 from sdk.providers import CompletionRequest
 from sdk.providers import JsonDocument
@@ -149,6 +155,7 @@ def scripted(fail_on_call: int | None = None) -> tuple[TestProvider, list[tuple[
 
 
 ARMS4 = ("constrained", "unconstrained", "widened", "answer_first")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run(tmp_path: Path | None = None, **kwargs: Any) -> tuple[EvalRun, list[tuple[str, str]]]:
@@ -495,3 +502,124 @@ def test_options_compare_by_value_so_an_identical_rerun_resumes(tmp_path: Path) 
     assert asked == [] and result.complete
     with pytest.raises(ResumeMismatch, match="options"):
         run(tmp_path, options={"stop": ("FIN",), "seed": 7})
+
+
+# --- one run per output folder ---
+
+
+class _Held(Hooks):
+    """Holds its run at its first call until told to go on."""
+
+    def __init__(self) -> None:
+        self.started, self.go_on = threading.Event(), threading.Event()
+
+    def on_call(self, call: Any) -> None:
+        self.started.set()
+        assert self.go_on.wait(60)
+
+
+_CONTENDER = """
+import sys
+from sdk import StructuredClient
+from sdk.eval import ResultsBusy, parse_dataset, run_eval
+from tests.test_eval import DATASET, Ticket, scripted
+
+provider, asked = scripted()
+sys.stdin.readline()  # (the barrier: told when to start)
+try:
+    run_eval(parse_dataset(DATASET, Ticket), Ticket, StructuredClient(provider, retries=1),
+             arms=("constrained",), out=sys.argv[1], resamples=200)
+except ResultsBusy as error:
+    print("busy", len(asked), error)
+else:
+    print("ran", len(asked))
+"""
+
+
+def test_a_second_run_on_an_output_folder_in_use_is_refused_at_once(tmp_path: Path) -> None:
+    # On main both ran: each wrote `results.json` whole from what it held at every outcome, so
+    # one run's outcomes were lost from the file, both exiting 0. Now the folder is held for a
+    # run (its lock, which the kernel drops when the holder dies): a thread of this process and
+    # another process, started at the same moment while a run holds it, are each refused
+    # before any call; once the run is over the folder is free again.
+    provider, _ = scripted()
+    items = parse_dataset(DATASET, Ticket)
+    held = _Held()
+    client = StructuredClient(provider, retries=1, hooks=[held])
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(run_eval, items, Ticket, client, arms=ARMS4, out=tmp_path,
+                            resamples=200)  # fmt: skip
+        try:
+            assert held.started.wait(60)
+            other = subprocess.Popen(
+                [sys.executable, "-c", _CONTENDER, str(tmp_path)], cwd=REPO, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            barrier = threading.Barrier(2, timeout=60)
+            contender_provider, contender_asked = scripted()
+
+            def contend() -> EvalRun:
+                barrier.wait()
+                return run_eval(items, Ticket, StructuredClient(contender_provider, retries=1),
+                                arms=("constrained",), out=tmp_path, resamples=200)  # fmt: skip
+
+            thread = pool.submit(contend)
+            assert other.stdin is not None
+            barrier.wait()
+            other.stdin.write("go\n")
+            other.stdin.flush()
+            said, errors = other.communicate(timeout=120)
+            with pytest.raises(ResultsBusy, match="is in use by another sdk eval run"):
+                thread.result(timeout=60)
+        finally:
+            held.go_on.set()  # (the held run goes on, whatever the contenders did)
+        result = first.result(timeout=120)
+    assert said.startswith("busy 0 "), errors  # refused before any call
+    assert contender_asked == []
+    assert result.complete and len(result.outcomes) == 4 * 6
+    saved = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert len(saved["outcomes"]) == 4 * 6
+    _, again = run(tmp_path)  # the folder is free: resumed, nothing asked again
+    assert again == []
+
+
+def test_copies_a_killed_run_left_half_written_are_removed_by_the_next(tmp_path: Path) -> None:
+    # On main a run killed while writing `results.json` left its temporary copy (documents and
+    # outputs) behind for good; the next run in the folder, which holds it, removes such copies.
+    run(tmp_path)
+    left = tmp_path / ".results.json.a1b2c3.tmp"
+    left.write_text('{"format": "half')
+    other = tmp_path / ".report.html.a1b2c3.tmp"  # (not the run's: left alone)
+    other.write_text("<html")
+    run(tmp_path)
+    assert not left.exists() and other.exists()
+
+
+# Results files edited by hand (or by another tool): on main each was a traceback from the
+# resume or the report (`KeyError`, `AttributeError`), and `"valid": "false"` was read as valid.
+_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "outcome-without-fields": lambda data: data["outcomes"][0].pop("fields"),
+    "outcomes-an-object": lambda data: data.update(outcomes={"a": 1}),
+    "outcome-null": lambda data: data["outcomes"].__setitem__(0, None),
+    "config-a-list": lambda data: data.update(config=[1, 2]),
+    "valid-as-text": lambda data: data["outcomes"][0].update(valid="false"),
+    "correct-as-number": lambda data: next(iter(data["outcomes"][0]["fields"].values())).update(
+        correct=1
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(_EDITS))
+def test_a_results_file_edited_out_of_shape_is_one_typed_error_naming_it(
+    tmp_path: Path, edit: str
+) -> None:
+    run(tmp_path)
+    path = tmp_path / "results.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    _EDITS[edit](data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    said = re.escape(f"{path} is not an sdk eval results file (")
+    with pytest.raises(ResumeMismatch, match=said):
+        run(tmp_path)
+    with pytest.raises(ValueError, match=said):
+        load_results(tmp_path)

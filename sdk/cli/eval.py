@@ -338,6 +338,7 @@ def _run_with_progress(
     from rich.progress import TimeRemainingColumn
 
     from sdk.errors import ProviderError
+    from sdk.eval import ResultsBusy
     from sdk.eval import ResumeMismatch
     from sdk.eval import run_eval
 
@@ -350,6 +351,10 @@ def _run_with_progress(
         except ResumeMismatch as error:
             bar.remove_task(progress.task)  # nothing ran: no bar left behind the error
             console.error(f"{error} (or pass --fresh)")
+            raise typer.Exit(2) from error
+        except ResultsBusy as error:
+            bar.remove_task(progress.task)
+            console.error(str(error))
             raise typer.Exit(2) from error
         except ProviderError as error:
             console.error(f"the provider failed: {error}; run the same command again to resume")

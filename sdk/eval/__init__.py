@@ -34,6 +34,7 @@ from sdk.eval.report import write_html
 from sdk.eval.runner import RESULTS_FILE
 from sdk.eval.runner import EvalRun
 from sdk.eval.runner import Pair
+from sdk.eval.runner import ResultsBusy
 from sdk.eval.runner import ResumeMismatch
 from sdk.eval.runner import load_results
 from sdk.eval.runner import run_eval
@@ -64,6 +65,7 @@ __all__ = [
     "Pair",
     "PairedDifference",
     "PreparedArm",
+    "ResultsBusy",
     "ResumeMismatch",
     "arm_metrics",
     "binomial_two_sided",

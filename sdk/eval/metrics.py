@@ -70,10 +70,19 @@ class FieldScore:
         return cls(
             data["expected"],
             data["predicted"],
-            bool(data["correct"]),
-            bool(data["abstained"]),
-            bool(data["should_abstain"]),
+            _flag(data, "correct"),
+            _flag(data, "abstained"),
+            _flag(data, "should_abstain"),
         )
+
+
+def _flag(data: Mapping[str, Any], key: str) -> bool:
+    """`data[key]`, a JSON true or false (`"false"` is not false: `ValueError`, as a results file
+    edited by hand may hold)."""
+    value = data[key]
+    if not isinstance(value, bool):
+        raise ValueError(f"{key!r} is {value!r}, not true or false")
+    return value
 
 
 @dataclass(frozen=True)
@@ -163,7 +172,7 @@ class Outcome:
         return cls(
             item=str(data["item"]),
             arm=str(data["arm"]),
-            valid=bool(data["valid"]),
+            valid=_flag(data, "valid"),
             fields={k: FieldScore.from_json(v) for k, v in data["fields"].items()},
             value=data.get("value"),
             text=data.get("text"),

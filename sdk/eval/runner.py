@@ -20,8 +20,10 @@ or `fresh=True`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +36,8 @@ from typing import Any
 from typing import Unpack
 from typing import cast
 
+from sdk._files import held_lock
+from sdk._files import private_folder
 from sdk._files import write_atomic
 from sdk._values.declared import check_keywords
 from sdk._values.declared import keywords_of
@@ -78,6 +82,11 @@ Progress = Callable[[int, int, Outcome | None], None]
 
 class ResumeMismatch(ValueError):
     """The results in `out` came from other settings, so they cannot be resumed."""
+
+
+class ResultsBusy(ValueError):
+    """Another run is writing the results in `out`: two runs there would each write the file
+    whole from what they hold, and one would lose the other's outcomes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,26 +224,54 @@ def run_eval(
         info = schema_info(contract)
         check_every_model(calibration.check_fitted, info.name, info.fingerprint, client.provider)
     run = EvalRun(_config(items, contract, client, settings), list(items))
-    if out is not None and not settings.get("fresh", False):
-        _resume(run, Path(out))
-    # Each arm reads its own of the settings (`ArmOptions`) and passes over the others.
-    prepared = _prepared_arms(run, contract, client, settings)
-    recorder = _Recorder(run, out, progress)
-    escapes = escape_members(widen(contract))
-    max_tokens, options = settings.get("max_tokens"), settings.get("options")
-    recorder.started(prepared)
-    for item in run.items:
-        for arm in prepared:
-            if (arm.name, item.id) in run.outcomes:
-                continue
-            outcome = run_arm(
-                arm, client, item, escapes=escapes, max_tokens=max_tokens, options=options
-            )
-            recorder.record(arm, item, outcome)
-    summarize(run, resamples=settings.get("resamples", 10_000), seed=settings.get("seed", 0))
-    if out is not None:
-        run.save(out)
+    with _writing(out):
+        if out is not None and not settings.get("fresh", False):
+            _resume(run, Path(out))
+        # Each arm reads its own of the settings (`ArmOptions`) and passes over the others.
+        prepared = _prepared_arms(run, contract, client, settings)
+        recorder = _Recorder(run, out, progress)
+        escapes = escape_members(widen(contract))
+        max_tokens, options = settings.get("max_tokens"), settings.get("options")
+        recorder.started(prepared)
+        for item in run.items:
+            for arm in prepared:
+                if (arm.name, item.id) in run.outcomes:
+                    continue
+                outcome = run_arm(
+                    arm, client, item, escapes=escapes, max_tokens=max_tokens, options=options
+                )
+                recorder.record(arm, item, outcome)
+        summarize(run, resamples=settings.get("resamples", 10_000), seed=settings.get("seed", 0))
+        if out is not None:
+            run.save(out)
     return run
+
+
+@contextlib.contextmanager
+def _writing(out: str | Path | None) -> Iterator[None]:
+    """Hold `out` (made if missing, owner-only) for one run: its folder's operating-system lock
+    (`sdk._files.held_lock`), released when the run ends or its process dies; another run there
+    is refused at once (`ResultsBusy`). Held, the copies of `results.json` a killed run left
+    half-written are removed (no other writer of them can be at work)."""
+    if out is None:
+        yield
+        return
+    folder = Path(out)
+    private_folder(folder)
+    busy = (
+        f"{folder} is in use by another sdk eval run (its results are written whole at each "
+        "outcome, so two runs would lose each other's): wait for it, or use another output "
+        "folder"
+    )
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(held_lock(folder, wait=0.0, busy=busy))
+        except TimeoutError as error:  # (the lock's alone: the run's own errors pass as they are)
+            raise ResultsBusy(str(error)) from None
+        for left in folder.glob(f".{RESULTS_FILE}.*.tmp"):
+            with contextlib.suppress(OSError):
+                left.unlink()
+        yield
 
 
 def _check_request(items: Sequence[EvalItem], arms: Sequence[str]) -> None:
@@ -354,13 +391,33 @@ def summarize(run: EvalRun, *, resamples: int = 10_000, seed: int = 0) -> EvalRu
 
 
 def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) -> EvalRun:
-    """A run read back from `results.json` (a file, or the folder holding it), summarized."""
+    """A run read back from `results.json` (a file, or the folder holding it), summarized; a
+    `ValueError` naming the file where it is not one (a file edited by hand)."""
     path = Path(path)
     if path.is_dir():
         path = path / RESULTS_FILE
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path} is not an sdk eval results file ({FORMAT})")
+    try:
+        return _loaded(data, resamples=resamples, seed=seed)
+    except _MISSHAPEN as error:
+        raise ValueError(f"{path} is not an sdk eval results file ({_misshapen(error)})") from None
+
+
+# What reading a results file of the wrong shape raises: a key missing, a value of another type.
+_MISSHAPEN = (KeyError, TypeError, AttributeError, ValueError)
+
+
+def _misshapen(error: Exception) -> str:
+    """What is wrong in a results file, as `error` (one of `_MISSHAPEN`) says it, on one line."""
+    if isinstance(error, KeyError):
+        return f"an entry without {error.args[0]!r}"
+    return " ".join(str(error).split())
+
+
+def _loaded(data: dict[str, Any], *, resamples: int, seed: int) -> EvalRun:
+    """The run a results file's `data` holds, summarized."""
     run = EvalRun(
         dict(data["config"]),
         [
@@ -403,7 +460,23 @@ def _resume(run: EvalRun, out: Path) -> None:
         raise ResumeMismatch(f"{path} is not readable JSON ({error}); pass fresh") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ResumeMismatch(f"{path} is not an sdk eval results file; pass fresh or another out")
+    try:
+        _resumed(run, path, data)
+    except ResumeMismatch:
+        raise
+    except _MISSHAPEN as error:  # (a file edited by hand, or by another tool)
+        raise ResumeMismatch(
+            f"{path} is not an sdk eval results file ({_misshapen(error)}); pass fresh or "
+            "another out"
+        ) from None
+
+
+def _resumed(run: EvalRun, path: Path, data: dict[str, Any]) -> None:
+    """`run` resumed from the results file `path` holds (`data`): its settings compared, its
+    outcomes of unchanged items taken."""
     before = data.get("config", {})
+    if not isinstance(before, dict):
+        raise TypeError(f"its config is {type(before).__name__}, not an object")
     for key in _RESUME_KEYS:
         if key in _NEWER_KEYS and key not in before:
             continue

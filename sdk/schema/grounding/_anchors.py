@@ -37,6 +37,7 @@ from pydantic import GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from sdk._files import read_regular_text
 from sdk.schema.grounding._spans import ClusterEdges
 from sdk.schema.grounding._spans import _boundaries
 from sdk.schema.grounding._spans import occurrences
@@ -251,8 +252,7 @@ def anchored(value: str, source: str, anchor: Anchor) -> bool:
 def load_anchors(path: str | os.PathLike[str]) -> dict[str, Anchor]:
     """Anchors by field from a JSON file: `{"recipient": {"after": ["Dear"]}, "carrier":
     {"not_after": ["from"]}}`; `ValueError` naming what is wrong."""
-    with open(path, encoding="utf-8") as file:
-        data = json.load(file)
+    data = json.loads(read_regular_text(path))  # (a named pipe is refused, never waited on)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: anchors are an object of fields")
     anchors: dict[str, Anchor] = {}
