@@ -623,3 +623,21 @@ def test_a_results_file_edited_out_of_shape_is_one_typed_error_naming_it(
         run(tmp_path)
     with pytest.raises(ValueError, match=said):
         load_results(tmp_path)
+
+
+def test_an_output_that_cannot_hold_the_results_is_refused_before_any_call(
+    tmp_path: Path,
+) -> None:
+    # On main the first call was paid for, then the first save failed ("File exists", naming
+    # nothing it asked for).
+    (tmp_path / "a-file").write_text("")
+    provider, asked = scripted()
+    items = parse_dataset(DATASET, Ticket)
+    with pytest.raises(NotADirectoryError, match="a-file is not a folder"):
+        run_eval(items, Ticket, StructuredClient(provider), arms=ARMS4, out=tmp_path / "a-file")
+    if os.geteuid() != 0:  # (root writes anywhere)
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(PermissionError, match="the results cannot be written there"):
+            run_eval(items, Ticket, StructuredClient(provider), arms=ARMS4, out=locked)
+    assert asked == []

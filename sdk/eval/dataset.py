@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -121,11 +122,19 @@ def load_dataset(
     """Read and check a JSONL dataset for `contract` (module docstring); `DatasetError` names the
     first bad line. `prompt`: the template the items' `variables` are for."""
     path = Path(path)
-    with io.TextIOWrapper(open_regular(path), encoding="utf-8") as lines:
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8") as file:
         try:
-            return parse_dataset(lines, contract, name=str(path), prompt=prompt)
+            return parse_dataset(_bounded(file), contract, name=str(path), prompt=prompt)
         except UnicodeDecodeError as error:
             raise ValueError(f"{path}: not UTF-8 ({error.reason})") from None
+
+
+def _bounded(file: io.TextIOWrapper) -> Iterator[str]:
+    """The lines of `file`, each read at most one character past `_MAX_LINE` (a line past it is
+    refused by `parse_dataset` before the rest of it is read: a dataset of one 200 MB line was
+    held whole)."""
+    while line := file.readline(_MAX_LINE + 1):
+        yield line
 
 
 def parse_dataset(
@@ -143,7 +152,7 @@ def parse_dataset(
     for number, line in enumerate(lines, 1):
         where = f"{name}:{number}"
         if len(line) > _MAX_LINE:
-            raise DatasetError(f"{where}: line of {len(line)} characters is too long")
+            raise DatasetError(f"{where}: a line longer than {_MAX_LINE:,} characters is too long")
         if not line.strip():
             continue
         item = _item(line, adapters, contract, where, prompt)

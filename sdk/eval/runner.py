@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -249,7 +250,8 @@ def run_eval(
 
 @contextlib.contextmanager
 def _writing(out: str | Path | None) -> Iterator[None]:
-    """Hold `out` (made if missing, owner-only) for one run: its folder's operating-system lock
+    """Hold `out` (made if missing, owner-only; a file there, or a folder this process cannot
+    write, refused before anything is asked) for one run: its folder's operating-system lock
     (`sdk._files.held_lock`), released when the run ends or its process dies; another run there
     is refused at once (`ResultsBusy`). Held, the copies of `results.json` a killed run left
     half-written are removed (no other writer of them can be at work)."""
@@ -257,7 +259,11 @@ def _writing(out: str | Path | None) -> Iterator[None]:
         yield
         return
     folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder (the results' folder is asked for)")
     private_folder(folder)
+    if not os.access(folder, os.W_OK):  # (known before the first call is paid for)
+        raise PermissionError(f"{folder}: the results cannot be written there (not writable)")
     busy = (
         f"{folder} is in use by another sdk eval run (its results are written whole at each "
         "outcome, so two runs would lose each other's): wait for it, or use another output "
