@@ -18,6 +18,7 @@ answer_first is the constrained column with i2 right (20 blue).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -641,3 +642,18 @@ def test_an_output_that_cannot_hold_the_results_is_refused_before_any_call(
         with pytest.raises(PermissionError, match="the results cannot be written there"):
             run_eval(items, Ticket, StructuredClient(provider), arms=ARMS4, out=locked)
     assert asked == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_results_file_that_is_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    # On main `load_results` opened it with `read_text` and waited for a writer, forever.
+    pipe = tmp_path / "results.json"
+    os.mkfifo(pipe)
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(load_results, pipe)
+        try:
+            with pytest.raises(OSError, match="is not a regular file"):
+                reading.result(timeout=30)
+        finally:  # (a reader still waiting is let go: a writer comes and goes)
+            with contextlib.suppress(OSError):
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))

@@ -39,6 +39,7 @@ from typing import cast
 
 from sdk._files import held_lock
 from sdk._files import private_folder
+from sdk._files import read_regular_text
 from sdk._files import write_atomic
 from sdk._values.declared import check_keywords
 from sdk._values.declared import keywords_of
@@ -402,7 +403,7 @@ def load_results(path: str | Path, *, resamples: int = 10_000, seed: int = 0) ->
     path = Path(path)
     if path.is_dir():
         path = path / RESULTS_FILE
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(read_regular_text(path))  # (a named pipe is refused, never waited on)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path} is not an sdk eval results file ({FORMAT})")
     try:
@@ -461,7 +462,7 @@ def _resume(run: EvalRun, out: Path) -> None:
     if not path.is_file():
         return
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(path))  # (a named pipe is refused, never waited on)
     except ValueError as error:
         raise ResumeMismatch(f"{path} is not readable JSON ({error}); pass fresh") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
