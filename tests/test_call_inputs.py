@@ -20,9 +20,9 @@ from sdk import Message
 from sdk import StructuredClient
 from sdk import Tool
 from sdk._values.position import TextPosition
+from sdk._values.sendable import check_text
 from sdk.cache import MemoryCache
 from sdk.cache import SQLiteCache
-from sdk.engine.conversation import check_text
 from sdk.hooks import Hooks
 from sdk.providers import AnthropicProvider
 from sdk.providers import OpenAIChatProvider

@@ -108,3 +108,24 @@ def test_a_named_pipe_given_to_an_eval_option_that_names_a_file_is_refused_at_on
     assert len(errors) == 1 and "pipe.json" in errors[0], done.stderr
     assert "is not a regular file (a named pipe, a device or a socket)" in errors[0]
     assert "Traceback" not in done.stderr
+
+
+def test_sdk_eval_on_an_output_folder_another_run_holds_exits_2_naming_it(tmp_path: Path) -> None:
+    # Another run holds the folder (here, this test's process: the lock is the folder's own):
+    # one line, exit 2, nothing asked of the provider (none listens at the address given).
+    from sdk._files import held_lock
+
+    line = {"id": "d-1", "document": "Refund 12 EUR.", "expected": {"answer": "approve"}}
+    (tmp_path / "data.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    os.symlink(REPO / "contracts", tmp_path / "contracts")
+    out = tmp_path / "out"
+    out.mkdir()
+    with held_lock(out, wait=0.0):
+        done = _sdk("eval", "data.jsonl", "--contract", "contracts:Decision", "--provider",
+                    "llamacpp:http://127.0.0.1:9", "--out", "out", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: out is in use by another sdk eval run (its results are written "
+                      "whole at each outcome, so two runs would lose each other's): wait for "
+                      "it, or use another output folder"], done.stderr  # fmt: skip
+    assert not (out / "results.json").exists()

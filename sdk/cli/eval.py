@@ -348,13 +348,10 @@ def _run_with_progress(
         progress = EvalProgress(bar, f"eval {contract.__name__}")
         try:
             return run_eval(items, contract, client, out=folder, progress=progress, **settings)
-        except ResumeMismatch as error:
+        except (ResumeMismatch, ResultsBusy) as error:
             bar.remove_task(progress.task)  # nothing ran: no bar left behind the error
-            console.error(f"{error} (or pass --fresh)")
-            raise typer.Exit(2) from error
-        except ResultsBusy as error:
-            bar.remove_task(progress.task)
-            console.error(str(error))
+            starting_over = " (or pass --fresh)" if isinstance(error, ResumeMismatch) else ""
+            console.error(f"{error}{starting_over}")
             raise typer.Exit(2) from error
         except ProviderError as error:
             console.error(f"the provider failed: {error}; run the same command again to resume")
