@@ -470,6 +470,49 @@ def test_a_hit_keeps_the_diagnostics_and_notes_its_checks_read() -> None:
     assert hit.diagnostics.fields == first.diagnostics.fields
 
 
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_what_a_caller_does_to_a_result_s_diagnostics_changes_no_later_hit(
+    store: str, tmp_path: Path
+) -> None:
+    """A hit's diagnostics are the replies a store holds and gives every later hit (guided
+    abstention reads their steps again): a caller that trimmed a result's lists (to free a
+    long generation's steps, or sorted them for a table) changed every later hit's value,
+    `cached=True`. They are tuples now: nothing a caller does reaches the stored reply."""
+    from contracts import ShipmentNotice
+    from sdk.abstention import FieldThreshold
+    from sdk.abstention import Thresholds
+    from sdk.diagnostics import TokenStep
+    from sdk.diagnostics import diagnose
+    from sdk.providers._base import Completion
+    from sdk.stop_reason import StopReason
+
+    line = json.loads((REPO / "examples/data/eval/notices.jsonl").read_text().splitlines()[0])
+    text = json.dumps(line["expected"] | {"recipient": "Jonah Whitaker"})
+    steps = [TokenStep(i, ch, i, 0.25, 3) for i, ch in enumerate(text)]
+    reply = Completion(text, StopReason.END_TURN, "stop", diagnostics=diagnose(text, steps))
+    cache = MemoryCache() if store == "memory" else SQLiteCache(tmp_path / "c.db")
+    client = StructuredClient(TestProvider([reply], repeat=True), cache=cache)
+    thresholds = Thresholds({"/recipient": FieldThreshold(1.0, 1.0, 0.0, 1, 1)})
+    ask = {"prompt": line["prompt"], "source": line["document"], "abstention": "guided",
+           "abstention_thresholds": thresholds}  # fmt: skip
+    results = [client.generate(ShipmentNotice, **ask) for _ in range(2)]
+    assert [r.cached for r in results] == [False, True]
+    for result in results:
+        diagnostics = result.diagnostics
+        assert diagnostics is not None
+        assert isinstance(diagnostics.steps, tuple) and isinstance(diagnostics.fields, tuple)
+        with pytest.raises(AttributeError):
+            diagnostics.steps.clear()  # type: ignore[attr-defined]
+    again = client.generate(ShipmentNotice, **ask)
+    assert again.cached and again.value.recipient is None  # abstained, as the first did
+    assert again.diagnostics is not None and len(again.diagnostics.steps) == len(text)
+    # Lists given by hand are kept as tuples: they cannot change afterwards either.
+    given = [TokenStep(0, "{", 0, 0.5, 2)]
+    made = type(diagnostics)(fields=[], steps=given)  # type: ignore[arg-type]
+    given.clear()
+    assert made.steps == (TokenStep(0, "{", 0, 0.5, 2),) and made.fields == ()
+
+
 def test_an_entry_round_trips_every_field_of_a_reply() -> None:
     from dataclasses import fields
 

@@ -514,7 +514,9 @@ def _diagnostics_of(data: Any) -> ConstraintDiagnostics | None:
         steps.append(TokenStep(_count(token, "token"), _required(text), _count(offset, "offset"),
                                _number(mass), _count(allowed, "allowed"),
                                _required(pointer)))  # fmt: skip
-    return ConstraintDiagnostics(fields=rows, steps=steps, threshold=_number(data["threshold"]))
+    return ConstraintDiagnostics(
+        fields=tuple(rows), steps=tuple(steps), threshold=_number(data["threshold"])
+    )
 
 
 def _tokens_of(data: Any) -> tuple[TokenLogprob, ...] | None:
