@@ -17,9 +17,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Annotated
 from typing import Any
 
 import pytest
+from pydantic import Field
 from typer.testing import CliRunner
 
 from contracts import Decision
@@ -245,6 +247,60 @@ def test_a_cache_option_that_is_not_a_store_is_refused_before_sending() -> None:
     with pytest.raises(TypeError, match="cache must be"):
         StructuredClient(provider).generate(Decision, prompt="x", cache="answers.db")  # type: ignore[arg-type]
     assert provider.requests == []
+
+
+class _TextStore:
+    """A store of your own that keeps each entry's text and hands that text back (its `get`
+    should wrap it: `Entry.stored(text)`)."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+
+    def get(self, key: str) -> Any:
+        return self.texts.get(key)
+
+    def put(self, key: str, entry: Entry) -> None:
+        self.texts[key] = entry.encode()
+
+    def discard(self, key: str) -> None:
+        self.texts.pop(key, None)
+
+    def stats(self) -> CacheStats:
+        return CacheStats(len(self.texts), 0, 0, 0)
+
+    def clear(self) -> int:
+        count = len(self.texts)
+        self.texts.clear()
+        return count
+
+
+class _AsyncStore(_TextStore):
+    """A store with `async def get/put`, as one may write it for the async client."""
+
+    async def get(self, key: str) -> Any:  # type: ignore[override]
+        return self.texts.get(key)
+
+    async def put(self, key: str, entry: Entry) -> None:  # type: ignore[override]
+        self.texts[key] = entry.encode()
+
+
+def test_a_store_of_your_own_that_gives_anything_but_an_entry_is_one_typed_error() -> None:
+    """A store whose `get` gave its text, or a coroutine (an `async def get`, which `cache=`
+    took), failed inside the call with a raw `AttributeError` ('str' object has no attribute
+    'completions'); the async store is refused where it is given, the other at its first hit,
+    naming the store and what `get` returns."""
+    provider = TestProvider([TEXT], repeat=True)
+    with pytest.raises(TypeError, match=r"_AsyncStore\.get is async"):
+        StructuredClient(provider, cache=_AsyncStore())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"_AsyncStore\.get is async"):
+        StructuredClient(provider).generate(Decision, prompt="x", cache=_AsyncStore())  # type: ignore[arg-type]
+    assert provider.requests == []
+    store = _TextStore()
+    client = StructuredClient(provider, cache=store)
+    assert not client.generate(Decision, prompt="Approve?").cached
+    with pytest.raises(TypeError, match=r"_TextStore\.get\(\) returned str: .*Entry\.stored"):
+        client.generate(Decision, prompt="Approve?")
+    assert len(provider.requests) == 1
 
 
 _STORES: dict[str, Any] = {
@@ -511,6 +567,54 @@ def test_what_a_caller_does_to_a_result_s_diagnostics_changes_no_later_hit(
     made = type(diagnostics)(fields=[], steps=given)  # type: ignore[arg-type]
     given.clear()
     assert made.steps == (TokenStep(0, "{", 0, 0.5, 2),) and made.fields == ()
+
+
+def test_a_fallback_list_s_hit_is_the_answer_of_the_provider_that_gave_it() -> None:
+    """Each provider of a `FallbackProvider` keys its own answers. A hit was keyed and judged
+    as the first provider's: an answer the second gave (the first down) was reported as the
+    first's, with the first's dialect's removals, and one the first's dialect refuses (a
+    strict dialect's `null` for an absent field) was refused at every hit and bought again."""
+    from sdk.providers import FallbackProvider
+    from sdk.schema.dialects import ANTHROPIC
+    from sdk.schema.dialects import OPENAI_STRICT
+
+    class Ticket(Contract):
+        title: Annotated[str, Field(max_length=80)]
+        priority: Annotated[int, Field(ge=1)] = 3  # (the first's dialect removes `minimum`)
+
+    reply = json.dumps({"title": "printer on fire", "priority": None})
+    cache = MemoryCache()
+
+    def pair() -> tuple[TestProvider, TestProvider]:
+        down = TestProvider([TestProvider.provider_error(400)], dialect=ANTHROPIC, model="a")
+        return down, TestProvider([reply], dialect=OPENAI_STRICT, model="b")
+
+    results = []
+    for _ in range(3):
+        first, second = pair()
+        client = StructuredClient(FallbackProvider([first, second]), cache=cache)
+        results.append(client.generate(Ticket, prompt="Triage"))
+        assert len(first.requests) + len(second.requests) == (2 if not results[-1].cached else 0)
+    live, *hits = results
+    assert [r.cached for r in results] == [False, True, True]
+    for hit in hits:
+        assert hit.value == live.value and hit.model == live.model == "b"
+        assert hit.provider == live.provider and hit.removed == live.removed
+        assert [r.keyword for r in hit.removed] == ["maxLength"]  # the second's dialect's
+        assert [n.kind for n in hit.notes] == [n.kind for n in live.notes] == ["absent_null"]
+    assert cache.stats().refused == 0
+    # The answer is the second provider's own: a client of it alone is served it.
+    alone = TestProvider([reply], dialect=OPENAI_STRICT, model="b")
+    assert StructuredClient(alone, cache=cache).generate(Ticket, prompt="Triage").cached
+    assert alone.requests == []
+    # ... and a list whose first provider answers keys that provider's answer as its own.
+    up = TestProvider([json.dumps({"title": "printer on fire"})], dialect=ANTHROPIC, model="a")
+    spare = TestProvider([reply], dialect=OPENAI_STRICT, model="c")
+    fresh = StructuredClient(FallbackProvider([up, spare]), cache=cache)
+    assert not fresh.generate(Ticket, prompt="Triage").cached
+    again = TestProvider([], dialect=ANTHROPIC, model="a")
+    served = StructuredClient(again, cache=cache).generate(Ticket, prompt="Triage")
+    assert served.cached and served.model == "a" and again.requests == []
 
 
 def test_an_entry_round_trips_every_field_of_a_reply() -> None:

@@ -193,15 +193,18 @@ class Attempts:
         prompt: PromptInfo | None = None,
     ) -> None:
         self.kind = kind
+        self._asked = kind  # (what the call asks for: its cache key's; `kind` moves by phase)
         self.prompt = prompt
         """The prompt template the call renders (on its result, and in its cache key)."""
         self.runaway = spec.runaway
         """What a streamed reply is stopped for (`None`: never)."""
         self._cache = spec.cache
+        # The cache key of the provider a live answer comes from (`_cache_key_of`), and that
+        # provider: a fallback list's each answers under its own (`_store`).
         self._cache_key: str | None = None
+        self._keyed: Provider | None = None
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
         self._notes: list[Note] = []  # what the call met on the way (the cache's notes)
-        self._scope = provider.cache_scope() if spec.cache is not None else {}
         self._last_key = spec.last_call.key  # (a call made again has its request's key kept)
         self._turns = turns
         self._shared = spec.transport
@@ -263,19 +266,61 @@ class Attempts:
         damaged one, with a note on the result. A cache that cannot be read at all (a damaged
         file, a server that does not answer) is its `CacheError`, before anything is sent."""
         assert self._cache is not None
-        first = self.kind.answer_request(Ask(self._turns, (), self._shared, self.provider))
-        wire = self.provider.codec.request_schema(first)
-        scope = {**self._scope, "prompt": self.prompt.to_json()} if self.prompt else self._scope
-        self._cache_key = self._last_key.key(scope, first, wire)
+        self._keyed = self.provider
+        self._cache_key = self._cache_key_of(self.provider)
         entry = self._cache.get(self._cache_key)
-        if entry is None:
-            return None
+        if entry is not None:
+            done = self._served(entry, self.provider, self._cache_key)
+            if done is not None:
+                return done
+        return self._from_cache_of_others() if self._candidates else None
+
+    def _from_cache_of_others(self) -> Done | None:
+        """The stored answer of the next providers of a fallback list that can take the call,
+        in order, each under its own key: an answer one of them gave is served as its own (its
+        name on the result, judged by its own dialect's rules)."""
+        assert self._cache is not None
+        for candidate in self._candidates:
+            try:
+                self.kind.vet(candidate)
+            except UnsupportedRequest:
+                continue
+            key = self._cache_key_of(candidate)
+            entry = self._cache.get(key)
+            if entry is not None:
+                done = self._served(entry, candidate, key)
+                if done is not None:
+                    return done
+        return None
+
+    def _cache_key_of(self, provider: Provider) -> str:
+        """The cache key of the call's answer from `provider`: its scope (where it runs, its
+        settings) and its request, in its own wire dialect. Each provider of a fallback list
+        keys its own answers, so a hit names the provider that gave the answer and is judged
+        by its rules (a strict dialect's `null` for an absent field among them)."""
+        first = self._asked.answer_request(Ask(self._turns, (), self._shared, provider))
+        wire = provider.codec.request_schema(first)
+        scope = provider.cache_scope()
+        if self.prompt is not None:
+            scope = {**scope, "prompt": self.prompt.to_json()}
+        return self._last_key.key(scope, first, wire)
+
+    def _served(self, entry: Entry, provider: Provider, key: str) -> Done | None:
+        """The answer `entry` holds, judged again by today's kind and parser as `provider`'s
+        (which gave it); `None` when it no longer passes or is damaged: not served."""
+        assert self._cache is not None
+        if type(entry) is not Entry and not isinstance(entry, Entry):  # (a store of your own)
+            raise TypeError(
+                f"{type(self._cache).__name__}.get() returned {type(entry).__name__}: a "
+                "response cache's get returns an sdk.cache.Entry or None (Entry.stored(text) "
+                "for the text it keeps)"
+            )
         judged: Accepted[Any] | None = None
         kind = self.kind  # each phase's kind, as the replay moves through them
         try:
             completions = entry.completions  # (decoded once: `DamagedEntry` if they do not)
             for index, completion in enumerate(completions):
-                verdict = kind.judge(completion, self.provider)
+                verdict = kind.judge(completion, provider)
                 last = index == len(completions) - 1
                 if isinstance(verdict, Accepted) != last:
                     raise ValueError("a stored answer out of step with its kind")
@@ -285,32 +330,41 @@ class Attempts:
         except DamagedEntry as damaged:
             logger.warning("a damaged response cache entry (%s): asking the provider", damaged)
             self._notes.append(Note("", str(damaged), "asked the provider", kind="cache_damaged"))
-            self._not_served()
+            self._not_served(key)
             return None
         except (StructuredOutputError, ValueError) as refused:
             logger.debug("cached answer refused now (%s): asking the provider", refused)
-            self._not_served()
+            self._not_served(key)
             return None
         assert judged is not None
         self.kind = kind
+        if provider is not self.provider:  # (a fallback list's later provider gave it)
+            self.provider = provider
+            if self._hooks:  # (`info` was made when the call started; without hooks, none)
+                self.info.provider, self.info.model = provider.name, provider.model
         return self._done(judged, completions[-1], cached_usage=entry.usage)
 
-    def _not_served(self) -> None:
-        """The entry found is not served: dropped, and counted a miss, not a hit. A store that
-        cannot drop it (a file opened read-only, a server gone since the lookup) does not fail
-        the call: the provider is asked all the same."""
-        assert self._cache is not None and self._cache_key is not None
+    def _not_served(self, key: str) -> None:
+        """The entry found under `key` is not served: dropped, and counted a miss, not a hit. A
+        store that cannot drop it (a file opened read-only, a server gone since the lookup)
+        does not fail the call: the provider is asked all the same."""
+        assert self._cache is not None
         try:
-            not_served(self._cache, self._cache_key)
+            not_served(self._cache, key)
         except CacheError as error:
             logger.warning("a response cache entry not served was not dropped: %s", error)
 
     def _store(self) -> None:
-        """Keep the answer just made in the cache; one the cache cannot take (a damaged file,
-        a server gone) is still the caller's, with a note saying it was not stored."""
+        """Keep the answer just made in the cache, under the key of the provider that gave it
+        (a fallback list's later one: its own, `_cache_key_of`); one the cache cannot take (a
+        damaged file, a server gone) is still the caller's, with a note saying it was not
+        stored."""
         assert self._cache is not None and self._cache_key is not None
+        key = self._cache_key
+        if self.provider is not self._keyed:
+            key = self._cache_key_of(self.provider)
         try:
-            self._cache.put(self._cache_key, Entry(tuple(self._replies)))
+            self._cache.put(key, Entry(tuple(self._replies)))
         except (CacheError, NotStorable) as error:  # (a store closed under the call among them)
             logger.warning("the answer was not stored in the response cache: %s", error)
             self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
