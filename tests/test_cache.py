@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Annotated
 from typing import Any
@@ -42,6 +43,7 @@ from sdk.cache import MemoryCache
 from sdk.cache import RedisCache
 from sdk.cache import SQLiteCache
 from sdk.cli import app
+from sdk.hooks import Hooks
 from sdk.providers import AnthropicProvider
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import TestProvider
@@ -301,6 +303,114 @@ def test_a_store_of_your_own_that_gives_anything_but_an_entry_is_one_typed_error
     with pytest.raises(TypeError, match=r"_TextStore\.get\(\) returned str: .*Entry\.stored"):
         client.generate(Decision, prompt="Approve?")
     assert len(provider.requests) == 1
+
+
+class _GatedStore(MemoryCache):
+    """A store whose calls wait (as a busy file or server does) until the test opens a gate,
+    from a coroutine on the event loop; each call records whether the gate opened (`False`:
+    it waited its bound out, so nothing on the loop could run meanwhile) and its thread."""
+
+    waits = True
+
+    def __init__(self, gated: str) -> None:
+        super().__init__()
+        self.gated = gated
+        self.gate = threading.Event()
+        self.opened: list[bool] = []
+        self.threads: dict[str, int] = {}
+
+    def _wait(self, method: str) -> None:
+        self.threads[method] = threading.get_ident()
+        if method == self.gated:
+            self.opened.append(self.gate.wait(timeout=10))
+
+    def get(self, key: str) -> Entry | None:
+        self._wait("get")
+        return super().get(key)
+
+    def put(self, key: str, entry: Entry) -> None:
+        self._wait("put")
+        super().put(key, entry)
+
+
+class _Told(Hooks):
+    def __init__(self) -> None:
+        self.told: list[tuple[str, int]] = []
+
+    def on_call(self, call: Any) -> None:
+        self.told.append(("on_call", threading.get_ident()))
+
+    def on_result(self, call: Any, result: Any) -> None:
+        self.told.append(("on_result", threading.get_ident()))
+
+    def on_cancel(self, call: Any, attempts: Any) -> None:
+        self.told.append(("on_cancel", threading.get_ident()))
+
+
+@pytest.mark.parametrize("gated", ["get", "put"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_the_async_client_asks_a_store_that_waits_apart_from_its_event_loop(
+    gated: str, stream: bool
+) -> None:
+    """The async client called the store on its event loop: a busy SQLite file or a slow
+    Redis server held every call on the loop (a Ray batch's rows then all timed out, an
+    answer made among them). A store that may wait is asked from a worker thread, its lookup
+    and its store alike: here the gate that lets it go on is opened by a coroutine on the loop,
+    which could not run while the store held the loop. The hooks are told on the loop."""
+    store, hooks = _GatedStore(gated), _Told()
+    provider = TestProvider([TEXT], repeat=True)
+    client = AsyncStructuredClient(provider, cache=store, hooks=[hooks])
+
+    async def call() -> Any:
+        if not stream:
+            return await client.generate(Decision, prompt="Approve?")
+        return [item async for item in client.stream(Decision, prompt="Approve?")][-1]
+
+    async def main() -> tuple[Any, int]:
+        async def open_gate() -> None:
+            await asyncio.sleep(0.05)
+            store.gate.set()
+
+        results = await asyncio.gather(call(), open_gate())
+        return results[0], threading.get_ident()
+
+    result, loop_thread = asyncio.run(asyncio.wait_for(main(), timeout=60))
+    assert store.opened == [True]  # the loop ran while the store waited
+    assert store.threads[gated] != loop_thread
+    assert not result.cached and len(provider.requests) == 1
+    assert [name for name, _ in hooks.told] == ["on_call", "on_result"]
+    assert {thread for _, thread in hooks.told} == {loop_thread}
+    again = asyncio.run(asyncio.wait_for(client.generate(Decision, prompt="Approve?"), 60))
+    assert again.cached and again.value == result.value
+
+
+def test_a_store_that_never_waits_is_asked_on_the_event_loop_and_a_cancelled_lookup_ends() -> None:
+    """`MemoryCache` says it never waits: asked on the loop (no thread's cost). A call left
+    while a store that waits is asked (a task cancelled) tells the hooks it was abandoned."""
+    memory = MemoryCache()
+    client = AsyncStructuredClient(TestProvider([TEXT], repeat=True), cache=memory)
+
+    async def on_loop() -> bool:
+        asked: list[int] = []
+        real_get = memory.get
+        memory.get = lambda key: asked.append(threading.get_ident()) or real_get(key)  # type: ignore[method-assign]
+        await client.generate(Decision, prompt="Approve?")
+        return asked == [threading.get_ident()]
+
+    assert MemoryCache.waits is False and asyncio.run(asyncio.wait_for(on_loop(), 60))
+    store, hooks = _GatedStore("get"), _Told()
+    gated = AsyncStructuredClient(TestProvider([TEXT]), cache=store, hooks=[hooks])
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(gated.generate(Decision, prompt="Approve?"))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        store.gate.set()
+
+    asyncio.run(asyncio.wait_for(cancelled(), timeout=60))
+    assert [name for name, _ in hooks.told] == ["on_call", "on_cancel"]
 
 
 _STORES: dict[str, Any] = {

@@ -189,7 +189,12 @@ class Cache(Protocol):
     A store may also have `refuse(key)`: the entry `get` just handed back for `key` was not
     served (damaged, or refused by today's checks), so drop it and count that lookup a miss, not
     a hit (`CacheStats.refused`). A call uses it when the store has it, else `discard`: a store
-    without it still works, and counts such a lookup a hit."""
+    without it still works, and counts such a lookup a hit.
+
+    And `waits = False`, for a store whose calls never wait (no file lock, no server: as
+    `MemoryCache`): the async client then asks it on its event loop. Any other store's `get`
+    and `put` (and `refuse`) it calls from a worker thread, so that a store that waits holds up
+    its own call, never the loop and every call on it."""
 
     def get(self, key: str) -> Entry | None:
         """The live entry for `key`, or `None` (missing or expired: a miss)."""

@@ -22,6 +22,10 @@ class MemoryCache:
     (`NotStorable` for the others, as a file or a server refuses them), though it keeps the
     entries themselves, not their stored form."""
 
+    waits = False
+    """Its calls never wait (a lock held for a dictionary's step): the async client asks it on
+    the event loop (`Cache`)."""
+
     def __init__(
         self,
         *,

@@ -91,7 +91,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.engine.options import CallSpec
 
-__all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send"]
+__all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send", "Store", "Stored"]
 
 logger = logging.getLogger("sdk.client")
 _NO_USAGE = Usage()  # (frozen: shared)
@@ -136,7 +136,26 @@ class Fail:
     error: StructuredOutputError
 
 
-Decision = Retry | Done | Fail
+@dataclass(frozen=True, slots=True)
+class Store:
+    """The call has its answer: keep it in the response cache (`Attempts.store()`), then end
+    the call (`Attempts.finish()`, the call's `Done`). Only where the loop asked to keep it
+    itself (`store_apart`): the async loops run the store's I/O apart from the event loop."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """The response cache's answer to a call (`Attempts.lookup`), judged again and found
+    valid: the kind it ended in, the provider that gave it, its last reply and what it cost."""
+
+    accepted: Accepted[Any]
+    kind: OutputKind[Any]
+    provider: Provider
+    completion: Completion
+    usage: Usage
+
+
+Decision = Retry | Done | Fail | Store
 
 
 # --- the policy table --------------------------------------------------------------------------
@@ -203,6 +222,10 @@ class Attempts:
         # provider: a fallback list's each answers under its own (`_store`).
         self._cache_key: str | None = None
         self._keyed: Provider | None = None
+        self._unstored: tuple[Accepted[Any], Completion] | None = None  # (`Store`'s answer)
+        self.store_apart = False
+        """Whether `_done` leaves the store's `put` to the loop (`Store`): the async loops set
+        it for a cache that may wait (`cache_waits`)."""
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
         self._notes: list[Note] = []  # what the call met on the way (the cache's notes)
         self._last_key = spec.last_call.key  # (a call made again has its request's key kept)
@@ -246,9 +269,21 @@ class Attempts:
     def start(self) -> Done | None:
         """The call begins (the hooks' `on_call`): a loop calls it once, before the first
         `send` (so a stream never iterated starts nothing). `Done` when the response cache has
-        the answer, judged again and found valid: then nothing is sent."""
+        the answer, judged again and found valid: then nothing is sent. (`begin`, `lookup` and
+        `served` in turn: the async loops run `lookup` apart from the event loop.)"""
+        self.begin()
+        return self.served(self.lookup()) if self._cache is not None else None
+
+    def begin(self) -> None:
+        """The call begins: the hooks' `on_call`."""
         self._tell("on_call")
-        return self._from_cache() if self._cache is not None else None
+
+    @property
+    def cache_waits(self) -> bool:
+        """Whether the call's response cache may wait (a file's lock, a server): the async loops
+        call it from a worker thread (`lookup`, `store`), never on the event loop. A store of
+        your own says it never waits with `waits = False` (`MemoryCache` does)."""
+        return self._cache is not None and getattr(self._cache, "waits", True) is not False
 
     def abandoned_if_left(self) -> _AbandonedIfLeft:
         """Around a started call: should the caller leave it before it ends (an exception, a
@@ -260,22 +295,35 @@ class Attempts:
 
     # --- the response cache ---
 
-    def _from_cache(self) -> Done | None:
-        """The stored answer, judged again by today's kind and parser; a stored answer that no
-        longer passes (a check tightened since) is dropped, and the call goes on; so is a
-        damaged one, with a note on the result. A cache that cannot be read at all (a damaged
-        file, a server that does not answer) is its `CacheError`, before anything is sent."""
+    def lookup(self) -> Stored | None:
+        """The response cache's answer, judged again by today's kind and parser (the store's
+        I/O, and no hook told: any thread may run it while the call waits); a stored answer
+        that no longer passes (a check tightened since) is dropped, and the call goes on; so is
+        a damaged one, with a note on the result. A cache that cannot be read at all (a
+        damaged file, a server that does not answer) is its `CacheError`, before anything is
+        sent."""
         assert self._cache is not None
         self._keyed = self.provider
         self._cache_key = self._cache_key_of(self.provider)
         entry = self._cache.get(self._cache_key)
         if entry is not None:
-            done = self._served(entry, self.provider, self._cache_key)
-            if done is not None:
-                return done
+            stored = self._judged(entry, self.provider, self._cache_key)
+            if stored is not None:
+                return stored
         return self._from_cache_of_others() if self._candidates else None
 
-    def _from_cache_of_others(self) -> Done | None:
+    def served(self, stored: Stored | None) -> Done | None:
+        """The call answered by the cache's `stored` answer (`lookup`'s), `None` on a miss."""
+        if stored is None:
+            return None
+        self.kind = stored.kind
+        if stored.provider is not self.provider:  # (a fallback list's later provider gave it)
+            self.provider = stored.provider
+            if self._hooks:  # (`info` was made when the call started; without hooks, none)
+                self.info.provider, self.info.model = stored.provider.name, stored.provider.model
+        return self._finished(stored.accepted, stored.completion, stored.usage)
+
+    def _from_cache_of_others(self) -> Stored | None:
         """The stored answer of the next providers of a fallback list that can take the call,
         in order, each under its own key: an answer one of them gave is served as its own (its
         name on the result, judged by its own dialect's rules)."""
@@ -288,9 +336,9 @@ class Attempts:
             key = self._cache_key_of(candidate)
             entry = self._cache.get(key)
             if entry is not None:
-                done = self._served(entry, candidate, key)
-                if done is not None:
-                    return done
+                stored = self._judged(entry, candidate, key)
+                if stored is not None:
+                    return stored
         return None
 
     def _cache_key_of(self, provider: Provider) -> str:
@@ -305,7 +353,7 @@ class Attempts:
             scope = {**scope, "prompt": self.prompt.to_json()}
         return self._last_key.key(scope, first, wire)
 
-    def _served(self, entry: Entry, provider: Provider, key: str) -> Done | None:
+    def _judged(self, entry: Entry, provider: Provider, key: str) -> Stored | None:
         """The answer `entry` holds, judged again by today's kind and parser as `provider`'s
         (which gave it); `None` when it no longer passes or is damaged: not served."""
         assert self._cache is not None
@@ -337,12 +385,7 @@ class Attempts:
             self._not_served(key)
             return None
         assert judged is not None
-        self.kind = kind
-        if provider is not self.provider:  # (a fallback list's later provider gave it)
-            self.provider = provider
-            if self._hooks:  # (`info` was made when the call started; without hooks, none)
-                self.info.provider, self.info.model = provider.name, provider.model
-        return self._done(judged, completions[-1], cached_usage=entry.usage)
+        return Stored(judged, kind, provider, completions[-1], entry.usage)
 
     def _not_served(self, key: str) -> None:
         """The entry found under `key` is not served: dropped, and counted a miss, not a hit. A
@@ -353,6 +396,19 @@ class Attempts:
             not_served(self._cache, key)
         except CacheError as error:
             logger.warning("a response cache entry not served was not dropped: %s", error)
+
+    def store(self) -> None:
+        """Keep the answer `Store` named in the cache (the store's I/O, and no hook told: any
+        thread may run it while the call waits); `finish()` then ends the call with it."""
+        assert self._unstored is not None
+        self._store()
+
+    def finish(self) -> Done:
+        """The call ended with the answer `Store` named, kept in the cache (`store()`)."""
+        assert self._unstored is not None
+        accepted, completion = self._unstored
+        self._unstored = None
+        return self._finished(accepted, completion, None)
 
     def _store(self) -> None:
         """Keep the answer just made in the cache, under the key of the provider that gave it
@@ -560,12 +616,23 @@ class Attempts:
         logger.debug("retrying after %s", type(error).__name__)
         return Retry(0.0, self._feedback, type(error).__name__)
 
-    def _done(
-        self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None = None
-    ) -> Done:
-        reasoning = completion.reasoning if self._shared.reasoning == "native" else None
-        if self._cache is not None and self._cache_key is not None and cached_usage is None:
+    def _done(self, accepted: Accepted[Any], completion: Completion) -> Done | Store:
+        """The call's answer, made now: stored in the cache, where there is one, then the call
+        ended with it; `Store` where the loop keeps it (`store_apart`: the async loops, for a
+        cache that may wait)."""
+        if self._cache is not None and self._cache_key is not None:
+            if self.store_apart:
+                self._unstored = (accepted, completion)
+                return Store()
             self._store()
+        return self._finished(accepted, completion, None)
+
+    def _finished(
+        self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None
+    ) -> Done:
+        """The call ended with `accepted` (a reply of `completion`; `cached_usage`: the cache's
+        answer, what it cost when it was made): its result, the hooks told."""
+        reasoning = completion.reasoning if self._shared.reasoning == "native" else None
         ending = Ending(
             attempts=list(self.attempts),
             usage=self.usage,

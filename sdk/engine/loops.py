@@ -23,6 +23,7 @@ from sdk.engine.attempts import Done
 from sdk.engine.attempts import Fail
 from sdk.engine.attempts import Retry
 from sdk.engine.attempts import Send
+from sdk.engine.attempts import Store
 from sdk.errors import ProviderError
 from sdk.errors import RunawayOutput
 from sdk.errors import StructuredOutputError
@@ -51,10 +52,14 @@ def _deadline(machine: Attempts, send: Send) -> float | None:
     return time.monotonic() + (send.deadline - machine.clock())
 
 
-def _decided(machine: Attempts, outcome: Completion | BaseException, shown: Any) -> Done | float:
+def _decided(
+    machine: Attempts, outcome: Completion | BaseException, shown: Any
+) -> Done | Store | float:
     """The machine's answer to one request's outcome (its completion, or the error it raised:
-    a transport error, or a request refused before sending): the call's result, or how long to
-    wait before the next request. A `Fail`'s error, or anything else raised, is raised."""
+    a transport error, or a request refused before sending): the call's result (or its answer
+    to keep in the cache first, `Store`: the async loops' for a store that may wait), or how
+    long to wait before the next request. A `Fail`'s error, or anything else raised, is
+    raised."""
     if isinstance(outcome, Completion):
         decision = machine.on_reply(outcome, shown)
     elif isinstance(outcome, RunawayOutput):
@@ -67,7 +72,7 @@ def _decided(machine: Attempts, outcome: Completion | BaseException, shown: Any)
         raise outcome
     if isinstance(decision, Fail):
         raise decision.error
-    if isinstance(decision, Done):
+    if isinstance(decision, (Done, Store)):
         return decision
     assert isinstance(decision, Retry)
     return decision.wait
@@ -154,6 +159,9 @@ def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
             except StructuredOutputError as failure:
                 outcome = failure
             answer = _decided(machine, outcome, None)
+            if isinstance(answer, Store):  # (the async loops' alone: kept here all the same)
+                machine.store()
+                answer = machine.finish()
             if isinstance(answer, Done):
                 return answer.result
             sleep(answer)
@@ -175,6 +183,9 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
             except StructuredOutputError as failure:
                 outcome = failure
             answer = _decided(machine, outcome, shown.last)
+            if isinstance(answer, Store):  # (the async loops' alone: kept here all the same)
+                machine.store()
+                answer = machine.finish()
             if not isinstance(answer, Done):
                 sleep(answer)
                 continue
@@ -183,11 +194,40 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 
 
 # --- async: the same loops, awaited ---
+# A response cache that may wait (a file's lock, a server: `Attempts.cache_waits`) is asked
+# from a worker thread, its lookup and its store alike, so that a busy store holds up its own
+# call, never the event loop and every other call on it.
+
+
+async def _astart(machine: Attempts) -> Done | None:
+    """`machine.start()`, its cache lookup apart from the event loop where the store may wait."""
+    if not machine.cache_waits:
+        return machine.start()
+    import asyncio  # (loaded by the first async call: a sync program never needs it)
+
+    machine.store_apart = True
+    machine.begin()
+    try:
+        stored = await asyncio.to_thread(machine.lookup)
+    except asyncio.CancelledError:
+        machine.on_abandon()  # (left while the store was asked: the hooks hear of it)
+        raise
+    return machine.served(stored)
+
+
+async def _astored(machine: Attempts, answer: Done | Store | float) -> Done | float:
+    """`answer`, its answer kept in the cache first (`Store`) from a worker thread."""
+    if not isinstance(answer, Store):
+        return answer
+    import asyncio
+
+    await asyncio.to_thread(machine.store)
+    return machine.finish()
 
 
 async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]) -> Any:
     """Run a call to its result (or raise its error), as `complete` does."""
-    done = machine.start()
+    done = await _astart(machine)
     if done is not None:
         return done.result
     with machine.abandoned_if_left():
@@ -199,7 +239,7 @@ async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]
                 outcome = await send.provider.acomplete(send.request, deadline=deadline)
             except StructuredOutputError as failure:
                 outcome = failure
-            answer = _decided(machine, outcome, None)
+            answer = await _astored(machine, _decided(machine, outcome, None))
             if isinstance(answer, Done):
                 return answer.result
             await sleep(answer)
@@ -209,7 +249,7 @@ async def astream(
     machine: Attempts, sleep: Callable[[float], Awaitable[None]]
 ) -> AsyncIterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    done = machine.start()
+    done = await _astart(machine)
     with machine.abandoned_if_left():
         while done is None:
             send, shown = _next(machine), _Shown(machine)
@@ -225,7 +265,7 @@ async def astream(
                 outcome = shown.outcome()
             except StructuredOutputError as failure:
                 outcome = failure
-            answer = _decided(machine, outcome, shown.last)
+            answer = await _astored(machine, _decided(machine, outcome, shown.last))
             if not isinstance(answer, Done):
                 await sleep(answer)
                 continue
