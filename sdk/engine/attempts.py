@@ -403,6 +403,14 @@ class Attempts:
         assert self._unstored is not None
         self._store()
 
+    def settled(self, decision: Decision) -> Retry | Done | Fail:
+        """`decision`, a `Store` carried out here and now (the caller's thread: the sync loops,
+        a batch job's items) and the call ended: its `Done`."""
+        if isinstance(decision, Store):
+            self.store()
+            return self.finish()
+        return decision
+
     def finish(self) -> Done:
         """The call ended with the answer `Store` named, kept in the cache (`store()`)."""
         assert self._unstored is not None

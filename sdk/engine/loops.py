@@ -19,6 +19,7 @@ from typing import Any
 
 from sdk._values.records import Usage
 from sdk.engine.attempts import Attempts
+from sdk.engine.attempts import Decision
 from sdk.engine.attempts import Done
 from sdk.engine.attempts import Fail
 from sdk.engine.attempts import Retry
@@ -52,29 +53,32 @@ def _deadline(machine: Attempts, send: Send) -> float | None:
     return time.monotonic() + (send.deadline - machine.clock())
 
 
-def _decided(
-    machine: Attempts, outcome: Completion | BaseException, shown: Any
-) -> Done | Store | float:
-    """The machine's answer to one request's outcome (its completion, or the error it raised:
-    a transport error, or a request refused before sending): the call's result (or its answer
-    to keep in the cache first, `Store`: the async loops' for a store that may wait), or how
-    long to wait before the next request. A `Fail`'s error, or anything else raised, is
-    raised."""
+def _decision(machine: Attempts, outcome: Completion | BaseException, shown: Any) -> Decision:
+    """The machine's decision on one request's outcome (its completion, or the error it raised:
+    a transport error, or a request refused before sending); anything else raised is raised."""
     if isinstance(outcome, Completion):
-        decision = machine.on_reply(outcome, shown)
-    elif isinstance(outcome, RunawayOutput):
-        decision = machine.on_runaway(outcome, shown)
-    elif isinstance(outcome, ProviderError):
-        decision = machine.on_transport_error(outcome, shown)
-    elif isinstance(outcome, StructuredOutputError):
-        decision = machine.on_refused(outcome)
-    else:
-        raise outcome
+        return machine.on_reply(outcome, shown)
+    if isinstance(outcome, RunawayOutput):
+        return machine.on_runaway(outcome, shown)
+    if isinstance(outcome, ProviderError):
+        return machine.on_transport_error(outcome, shown)
+    if isinstance(outcome, StructuredOutputError):
+        return machine.on_refused(outcome)
+    raise outcome
+
+
+def _decided(machine: Attempts, outcome: Completion | BaseException, shown: Any) -> Done | float:
+    """The call's result after one request's outcome, or how long to wait before the next
+    request (a `Fail`'s error is raised); an answer to keep in the cache is kept here."""
+    return _answer(machine.settled(_decision(machine, outcome, shown)))
+
+
+def _answer(decision: Retry | Done | Fail) -> Done | float:
+    """The call's result, or how long to wait (a `Fail`'s error raised)."""
     if isinstance(decision, Fail):
         raise decision.error
-    if isinstance(decision, (Done, Store)):
+    if isinstance(decision, Done):
         return decision
-    assert isinstance(decision, Retry)
     return decision.wait
 
 
@@ -159,9 +163,6 @@ def complete(machine: Attempts, sleep: Callable[[float], None]) -> Any:
             except StructuredOutputError as failure:
                 outcome = failure
             answer = _decided(machine, outcome, None)
-            if isinstance(answer, Store):  # (the async loops' alone: kept here all the same)
-                machine.store()
-                answer = machine.finish()
             if isinstance(answer, Done):
                 return answer.result
             sleep(answer)
@@ -183,9 +184,6 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
             except StructuredOutputError as failure:
                 outcome = failure
             answer = _decided(machine, outcome, shown.last)
-            if isinstance(answer, Store):  # (the async loops' alone: kept here all the same)
-                machine.store()
-                answer = machine.finish()
             if not isinstance(answer, Done):
                 sleep(answer)
                 continue
@@ -215,14 +213,18 @@ async def _astart(machine: Attempts) -> Done | None:
     return machine.served(stored)
 
 
-async def _astored(machine: Attempts, answer: Done | Store | float) -> Done | float:
-    """`answer`, its answer kept in the cache first (`Store`) from a worker thread."""
-    if not isinstance(answer, Store):
-        return answer
-    import asyncio
+async def _adecided(
+    machine: Attempts, outcome: Completion | BaseException, shown: Any
+) -> Done | float:
+    """`_decided`, an answer to keep in the cache kept from a worker thread (`Store`: a store
+    that may wait, `store_apart`)."""
+    decision = _decision(machine, outcome, shown)
+    if isinstance(decision, Store):
+        import asyncio
 
-    await asyncio.to_thread(machine.store)
-    return machine.finish()
+        await asyncio.to_thread(machine.store)
+        decision = machine.finish()
+    return _answer(decision)
 
 
 async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]) -> Any:
@@ -239,7 +241,7 @@ async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]
                 outcome = await send.provider.acomplete(send.request, deadline=deadline)
             except StructuredOutputError as failure:
                 outcome = failure
-            answer = await _astored(machine, _decided(machine, outcome, None))
+            answer = await _adecided(machine, outcome, None)
             if isinstance(answer, Done):
                 return answer.result
             await sleep(answer)
@@ -265,7 +267,7 @@ async def astream(
                 outcome = shown.outcome()
             except StructuredOutputError as failure:
                 outcome = failure
-            answer = await _astored(machine, _decided(machine, outcome, shown.last))
+            answer = await _adecided(machine, outcome, shown.last)
             if not isinstance(answer, Done):
                 await sleep(answer)
                 continue
