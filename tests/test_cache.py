@@ -12,6 +12,7 @@ import asyncio
 import json
 import math
 import os
+import pickle
 import sqlite3
 import subprocess
 import sys
@@ -411,6 +412,32 @@ def test_a_store_that_never_waits_is_asked_on_the_event_loop_and_a_cancelled_loo
 
     asyncio.run(asyncio.wait_for(cancelled(), timeout=60))
     assert [name for name, _ in hooks.told] == ["on_call", "on_cancel"]
+
+
+def test_a_sqlite_store_pickles_as_its_file_and_a_memory_store_says_why_it_does_not(
+    tmp_path: Path,
+) -> None:
+    """Given to a Ray `StructuredMap` (in its client factory) or a worker process, a store is
+    pickled: a `SQLiteCache` failed deep in Ray's serializer ("cannot pickle '_thread._local'
+    object", naming no SDK object). It pickles as its file and settings now, as a `RedisCache`
+    does as its server: the other process opens its own store on the same file."""
+    store = SQLiteCache(tmp_path / "c.db", ttl=60, timeout=2)
+    client = StructuredClient(TestProvider([TEXT]), cache=store)
+    assert not client.generate(Decision, prompt="Approve?").cached
+    for protocol in (2, pickle.HIGHEST_PROTOCOL):  # (Ray's cloudpickle takes `__reduce__` too)
+        again = pickle.loads(pickle.dumps(store, protocol))
+        assert isinstance(again, SQLiteCache) and again is not store
+        assert (again.path.absolute(), again.ttl, again.timeout, again.readonly) == (
+            store.path.absolute(), 60, 2, False)  # fmt: skip
+        provider = TestProvider([])
+        assert StructuredClient(provider, cache=again).generate(Decision, prompt="Approve?").cached
+        assert provider.requests == []
+        again.close()
+    reader = pickle.loads(pickle.dumps(SQLiteCache(tmp_path / "c.db", readonly=True)))
+    assert reader.readonly and reader.stats().entries == 1
+    with pytest.raises(TypeError, match="MemoryCache is this process's memory"):
+        pickle.dumps(MemoryCache())
+    store.close()
 
 
 _STORES: dict[str, Any] = {

@@ -58,6 +58,7 @@ from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import NotStorable
 from sdk.cache import not_served
+from sdk.cache._errors import CacheGivenUp
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
@@ -430,7 +431,9 @@ class Attempts:
         try:
             self._cache.put(key, Entry(tuple(self._replies)))
         except (CacheError, NotStorable) as error:  # (a store closed under the call among them)
-            logger.warning("the answer was not stored in the response cache: %s", error)
+            # (a store given up was said once already, as a warning: a note, and no other)
+            log = logger.debug if isinstance(error, CacheGivenUp) else logger.warning
+            log("the answer was not stored in the response cache: %s", error)
             self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
         except UnicodeEncodeError as error:  # a store of your own that takes UTF-8 (ours: above)
             why = f"the answer holds text UTF-8 cannot encode ({error.reason})"
