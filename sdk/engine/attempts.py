@@ -144,16 +144,10 @@ class Store:
     itself (`store_apart`): the async loops run the store's I/O apart from the event loop."""
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """The response cache's answer to a call (`Attempts.lookup`), judged again and found
-    valid: the kind it ended in, the provider that gave it, its last reply and what it cost."""
-
-    accepted: Accepted[Any]
-    kind: OutputKind[Any]
-    provider: Provider
-    completion: Completion
-    usage: Usage
+Stored = tuple[Accepted[Any], OutputKind[Any], Provider, Completion, Usage]
+"""The response cache's answer to a call (`Attempts.lookup`), judged again and found valid:
+what was accepted, the kind it ended in, the provider that gave it, its last reply and what it
+cost. (A plain tuple: made at every hit, where a record's constructor costs a call.)"""
 
 
 Decision = Retry | Done | Fail | Store
@@ -272,7 +266,7 @@ class Attempts:
         `send` (so a stream never iterated starts nothing). `Done` when the response cache has
         the answer, judged again and found valid: then nothing is sent. (`begin`, `lookup` and
         `served` in turn: the async loops run `lookup` apart from the event loop.)"""
-        self.begin()
+        self._tell("on_call")  # (`begin()`, spelt out: every call, every cache hit, runs it)
         return self.served(self.lookup()) if self._cache is not None else None
 
     def begin(self) -> None:
@@ -317,12 +311,12 @@ class Attempts:
         """The call answered by the cache's `stored` answer (`lookup`'s), `None` on a miss."""
         if stored is None:
             return None
-        self.kind = stored.kind
-        if stored.provider is not self.provider:  # (a fallback list's later provider gave it)
-            self.provider = stored.provider
+        accepted, self.kind, provider, completion, usage = stored
+        if provider is not self.provider:  # (a fallback list's later provider gave it)
+            self.provider = provider
             if self._hooks:  # (`info` was made when the call started; without hooks, none)
-                self.info.provider, self.info.model = stored.provider.name, stored.provider.model
-        return self._finished(stored.accepted, stored.completion, stored.usage)
+                self.info.provider, self.info.model = provider.name, provider.model
+        return self._finished(accepted, completion, usage)
 
     def _from_cache_of_others(self) -> Stored | None:
         """The stored answer of the next providers of a fallback list that can take the call,
@@ -386,7 +380,7 @@ class Attempts:
             self._not_served(key)
             return None
         assert judged is not None
-        return Stored(judged, kind, provider, completions[-1], entry.usage)
+        return judged, kind, provider, completions[-1], entry.usage
 
     def _not_served(self, key: str) -> None:
         """The entry found under `key` is not served: dropped, and counted a miss, not a hit. A
