@@ -115,12 +115,20 @@ class ConstraintDiagnostics:
 
     `fields` lists every field that received tokens, in the order they were first written;
     `flagged` the ones whose lowest surviving mass is under `threshold`; `steps` every token.
-    `str()` (or `summary()`) is a readable table.
+    `str()` (or `summary()`) is a readable table. Immutable all the way down (`fields` and
+    `steps` are tuples, whatever sequence they were given as): a result's diagnostics may be
+    the very object a response cache holds and gives every later hit (guided abstention reads
+    its steps again), so nothing one caller does to them can change another's result.
     """
 
-    fields: list[FieldDiagnostics]
-    steps: list[TokenStep] = field(repr=False)
+    fields: tuple[FieldDiagnostics, ...]
+    steps: tuple[TokenStep, ...] = field(repr=False)
     threshold: float = DEFAULT_LOW_MASS_THRESHOLD
+
+    def __post_init__(self) -> None:
+        # (given as lists by older code, or by hand: kept as tuples, so they cannot change)
+        object.__setattr__(self, "fields", tuple(self.fields))
+        object.__setattr__(self, "steps", tuple(self.steps))
 
     @property
     def flagged(self) -> list[FieldDiagnostics]:
@@ -202,7 +210,7 @@ def diagnose(
         placed.append(placed_step)
         groups.setdefault(pointer, []).append(placed_step)
     fields = [_summarize(pointer, group, threshold) for pointer, group in groups.items()]
-    return ConstraintDiagnostics(fields=fields, steps=placed, threshold=threshold)
+    return ConstraintDiagnostics(fields=tuple(fields), steps=tuple(placed), threshold=threshold)
 
 
 def regroup(
@@ -217,7 +225,9 @@ def regroup(
         placed.append(moved)
         groups.setdefault(moved.pointer, []).append(moved)
     fields = [_summarize(name, group, diagnostics.threshold) for name, group in groups.items()]
-    return ConstraintDiagnostics(fields=fields, steps=placed, threshold=diagnostics.threshold)
+    return ConstraintDiagnostics(
+        fields=tuple(fields), steps=tuple(placed), threshold=diagnostics.threshold
+    )
 
 
 def _summarize(pointer: str, steps: Sequence[TokenStep], threshold: float) -> FieldDiagnostics:

@@ -12,14 +12,18 @@ import asyncio
 import json
 import math
 import os
+import pickle
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
+from typing import Annotated
 from typing import Any
 
 import pytest
+from pydantic import Field
 from typer.testing import CliRunner
 
 from contracts import Decision
@@ -40,6 +44,7 @@ from sdk.cache import MemoryCache
 from sdk.cache import RedisCache
 from sdk.cache import SQLiteCache
 from sdk.cli import app
+from sdk.hooks import Hooks
 from sdk.providers import AnthropicProvider
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import TestProvider
@@ -245,6 +250,194 @@ def test_a_cache_option_that_is_not_a_store_is_refused_before_sending() -> None:
     with pytest.raises(TypeError, match="cache must be"):
         StructuredClient(provider).generate(Decision, prompt="x", cache="answers.db")  # type: ignore[arg-type]
     assert provider.requests == []
+
+
+class _TextStore:
+    """A store of your own that keeps each entry's text and hands that text back (its `get`
+    should wrap it: `Entry.stored(text)`)."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+
+    def get(self, key: str) -> Any:
+        return self.texts.get(key)
+
+    def put(self, key: str, entry: Entry) -> None:
+        self.texts[key] = entry.encode()
+
+    def discard(self, key: str) -> None:
+        self.texts.pop(key, None)
+
+    def stats(self) -> CacheStats:
+        return CacheStats(len(self.texts), 0, 0, 0)
+
+    def clear(self) -> int:
+        count = len(self.texts)
+        self.texts.clear()
+        return count
+
+
+class _AsyncStore(_TextStore):
+    """A store with `async def get/put`, as one may write it for the async client."""
+
+    async def get(self, key: str) -> Any:  # type: ignore[override]
+        return self.texts.get(key)
+
+    async def put(self, key: str, entry: Entry) -> None:  # type: ignore[override]
+        self.texts[key] = entry.encode()
+
+
+def test_a_store_of_your_own_that_gives_anything_but_an_entry_is_one_typed_error() -> None:
+    """A store whose `get` gave its text, or a coroutine (an `async def get`, which `cache=`
+    took), failed inside the call with a raw `AttributeError` ('str' object has no attribute
+    'completions'); the async store is refused where it is given, the other at its first hit,
+    naming the store and what `get` returns."""
+    provider = TestProvider([TEXT], repeat=True)
+    with pytest.raises(TypeError, match=r"_AsyncStore\.get is async"):
+        StructuredClient(provider, cache=_AsyncStore())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"_AsyncStore\.get is async"):
+        StructuredClient(provider).generate(Decision, prompt="x", cache=_AsyncStore())  # type: ignore[arg-type]
+    assert provider.requests == []
+    store = _TextStore()
+    client = StructuredClient(provider, cache=store)
+    assert not client.generate(Decision, prompt="Approve?").cached
+    with pytest.raises(TypeError, match=r"_TextStore\.get\(\) returned str: .*Entry\.stored"):
+        client.generate(Decision, prompt="Approve?")
+    assert len(provider.requests) == 1
+
+
+class _GatedStore(MemoryCache):
+    """A store whose calls wait (as a busy file or server does) until the test opens a gate,
+    from a coroutine on the event loop; each call records whether the gate opened (`False`:
+    it waited its bound out, so nothing on the loop could run meanwhile) and its thread."""
+
+    waits = True
+
+    def __init__(self, gated: str) -> None:
+        super().__init__()
+        self.gated = gated
+        self.gate = threading.Event()
+        self.opened: list[bool] = []
+        self.threads: dict[str, int] = {}
+
+    def _wait(self, method: str) -> None:
+        self.threads[method] = threading.get_ident()
+        if method == self.gated:
+            self.opened.append(self.gate.wait(timeout=10))
+
+    def get(self, key: str) -> Entry | None:
+        self._wait("get")
+        return super().get(key)
+
+    def put(self, key: str, entry: Entry) -> None:
+        self._wait("put")
+        super().put(key, entry)
+
+
+class _Told(Hooks):
+    def __init__(self) -> None:
+        self.told: list[tuple[str, int]] = []
+
+    def on_call(self, call: Any) -> None:
+        self.told.append(("on_call", threading.get_ident()))
+
+    def on_result(self, call: Any, result: Any) -> None:
+        self.told.append(("on_result", threading.get_ident()))
+
+    def on_cancel(self, call: Any, attempts: Any) -> None:
+        self.told.append(("on_cancel", threading.get_ident()))
+
+
+@pytest.mark.parametrize("gated", ["get", "put"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_the_async_client_asks_a_store_that_waits_apart_from_its_event_loop(
+    gated: str, stream: bool
+) -> None:
+    """The async client called the store on its event loop: a busy SQLite file or a slow
+    Redis server held every call on the loop (a Ray batch's rows then all timed out, an
+    answer made among them). A store that may wait is asked from a worker thread, its lookup
+    and its store alike: here the gate that lets it go on is opened by a coroutine on the loop,
+    which could not run while the store held the loop. The hooks are told on the loop."""
+    store, hooks = _GatedStore(gated), _Told()
+    provider = TestProvider([TEXT], repeat=True)
+    client = AsyncStructuredClient(provider, cache=store, hooks=[hooks])
+
+    async def call() -> Any:
+        if not stream:
+            return await client.generate(Decision, prompt="Approve?")
+        return [item async for item in client.stream(Decision, prompt="Approve?")][-1]
+
+    async def main() -> tuple[Any, int]:
+        async def open_gate() -> None:
+            await asyncio.sleep(0.05)
+            store.gate.set()
+
+        results = await asyncio.gather(call(), open_gate())
+        return results[0], threading.get_ident()
+
+    result, loop_thread = asyncio.run(asyncio.wait_for(main(), timeout=60))
+    assert store.opened == [True]  # the loop ran while the store waited
+    assert store.threads[gated] != loop_thread
+    assert not result.cached and len(provider.requests) == 1
+    assert [name for name, _ in hooks.told] == ["on_call", "on_result"]
+    assert {thread for _, thread in hooks.told} == {loop_thread}
+    again = asyncio.run(asyncio.wait_for(client.generate(Decision, prompt="Approve?"), 60))
+    assert again.cached and again.value == result.value
+
+
+def test_a_store_that_never_waits_is_asked_on_the_event_loop_and_a_cancelled_lookup_ends() -> None:
+    """`MemoryCache` says it never waits: asked on the loop (no thread's cost). A call left
+    while a store that waits is asked (a task cancelled) tells the hooks it was abandoned."""
+    memory = MemoryCache()
+    client = AsyncStructuredClient(TestProvider([TEXT], repeat=True), cache=memory)
+
+    async def on_loop() -> bool:
+        asked: list[int] = []
+        real_get = memory.get
+        memory.get = lambda key: asked.append(threading.get_ident()) or real_get(key)  # type: ignore[method-assign]
+        await client.generate(Decision, prompt="Approve?")
+        return asked == [threading.get_ident()]
+
+    assert MemoryCache.waits is False and asyncio.run(asyncio.wait_for(on_loop(), 60))
+    store, hooks = _GatedStore("get"), _Told()
+    gated = AsyncStructuredClient(TestProvider([TEXT]), cache=store, hooks=[hooks])
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(gated.generate(Decision, prompt="Approve?"))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        store.gate.set()
+
+    asyncio.run(asyncio.wait_for(cancelled(), timeout=60))
+    assert [name for name, _ in hooks.told] == ["on_call", "on_cancel"]
+
+
+def test_a_sqlite_store_pickles_as_its_file_and_a_memory_store_says_why_it_does_not(
+    tmp_path: Path,
+) -> None:
+    """Given to a Ray `StructuredMap` (in its client factory) or a worker process, a store is
+    pickled: a `SQLiteCache` failed deep in Ray's serializer ("cannot pickle '_thread._local'
+    object", naming no SDK object). It pickles as its file and settings now, as a `RedisCache`
+    does as its server: the other process opens its own store on the same file."""
+    store = SQLiteCache(tmp_path / "c.db", ttl=60, timeout=2)
+    client = StructuredClient(TestProvider([TEXT]), cache=store)
+    assert not client.generate(Decision, prompt="Approve?").cached
+    for protocol in (2, pickle.HIGHEST_PROTOCOL):  # (Ray's cloudpickle takes `__reduce__` too)
+        again = pickle.loads(pickle.dumps(store, protocol))
+        assert isinstance(again, SQLiteCache) and again is not store
+        assert (again.path.absolute(), again.ttl, again.timeout, again.readonly) == (
+            store.path.absolute(), 60, 2, False)  # fmt: skip
+        provider = TestProvider([])
+        assert StructuredClient(provider, cache=again).generate(Decision, prompt="Approve?").cached
+        assert provider.requests == []
+        again.close()
+    reader = pickle.loads(pickle.dumps(SQLiteCache(tmp_path / "c.db", readonly=True)))
+    assert reader.readonly and reader.stats().entries == 1
+    with pytest.raises(TypeError, match="MemoryCache is this process's memory"):
+        pickle.dumps(MemoryCache())
+    store.close()
 
 
 _STORES: dict[str, Any] = {
@@ -468,6 +661,97 @@ def test_a_hit_keeps_the_diagnostics_and_notes_its_checks_read() -> None:
     assert hit.diagnostics is not None and first.diagnostics is not None
     assert hit.diagnostics.steps == first.diagnostics.steps
     assert hit.diagnostics.fields == first.diagnostics.fields
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_what_a_caller_does_to_a_result_s_diagnostics_changes_no_later_hit(
+    store: str, tmp_path: Path
+) -> None:
+    """A hit's diagnostics are the replies a store holds and gives every later hit (guided
+    abstention reads their steps again): a caller that trimmed a result's lists (to free a
+    long generation's steps, or sorted them for a table) changed every later hit's value,
+    `cached=True`. They are tuples now: nothing a caller does reaches the stored reply."""
+    from contracts import ShipmentNotice
+    from sdk.abstention import FieldThreshold
+    from sdk.abstention import Thresholds
+    from sdk.diagnostics import TokenStep
+    from sdk.diagnostics import diagnose
+    from sdk.providers._base import Completion
+    from sdk.stop_reason import StopReason
+
+    line = json.loads((REPO / "examples/data/eval/notices.jsonl").read_text().splitlines()[0])
+    text = json.dumps(line["expected"] | {"recipient": "Jonah Whitaker"})
+    steps = [TokenStep(i, ch, i, 0.25, 3) for i, ch in enumerate(text)]
+    reply = Completion(text, StopReason.END_TURN, "stop", diagnostics=diagnose(text, steps))
+    cache = MemoryCache() if store == "memory" else SQLiteCache(tmp_path / "c.db")
+    client = StructuredClient(TestProvider([reply], repeat=True), cache=cache)
+    thresholds = Thresholds({"/recipient": FieldThreshold(1.0, 1.0, 0.0, 1, 1)})
+    ask = {"prompt": line["prompt"], "source": line["document"], "abstention": "guided",
+           "abstention_thresholds": thresholds}  # fmt: skip
+    results = [client.generate(ShipmentNotice, **ask) for _ in range(2)]
+    assert [r.cached for r in results] == [False, True]
+    for result in results:
+        diagnostics = result.diagnostics
+        assert diagnostics is not None
+        assert isinstance(diagnostics.steps, tuple) and isinstance(diagnostics.fields, tuple)
+        with pytest.raises(AttributeError):
+            diagnostics.steps.clear()  # type: ignore[attr-defined]
+    again = client.generate(ShipmentNotice, **ask)
+    assert again.cached and again.value.recipient is None  # abstained, as the first did
+    assert again.diagnostics is not None and len(again.diagnostics.steps) == len(text)
+    # Lists given by hand are kept as tuples: they cannot change afterwards either.
+    given = [TokenStep(0, "{", 0, 0.5, 2)]
+    made = type(diagnostics)(fields=[], steps=given)  # type: ignore[arg-type]
+    given.clear()
+    assert made.steps == (TokenStep(0, "{", 0, 0.5, 2),) and made.fields == ()
+
+
+def test_a_fallback_list_s_hit_is_the_answer_of_the_provider_that_gave_it() -> None:
+    """Each provider of a `FallbackProvider` keys its own answers. A hit was keyed and judged
+    as the first provider's: an answer the second gave (the first down) was reported as the
+    first's, with the first's dialect's removals, and one the first's dialect refuses (a
+    strict dialect's `null` for an absent field) was refused at every hit and bought again."""
+    from sdk.providers import FallbackProvider
+    from sdk.schema.dialects import ANTHROPIC
+    from sdk.schema.dialects import OPENAI_STRICT
+
+    class Ticket(Contract):
+        title: Annotated[str, Field(max_length=80)]
+        priority: Annotated[int, Field(ge=1)] = 3  # (the first's dialect removes `minimum`)
+
+    reply = json.dumps({"title": "printer on fire", "priority": None})
+    cache = MemoryCache()
+
+    def pair() -> tuple[TestProvider, TestProvider]:
+        down = TestProvider([TestProvider.provider_error(400)], dialect=ANTHROPIC, model="a")
+        return down, TestProvider([reply], dialect=OPENAI_STRICT, model="b")
+
+    results = []
+    for _ in range(3):
+        first, second = pair()
+        client = StructuredClient(FallbackProvider([first, second]), cache=cache)
+        results.append(client.generate(Ticket, prompt="Triage"))
+        assert len(first.requests) + len(second.requests) == (2 if not results[-1].cached else 0)
+    live, *hits = results
+    assert [r.cached for r in results] == [False, True, True]
+    for hit in hits:
+        assert hit.value == live.value and hit.model == live.model == "b"
+        assert hit.provider == live.provider and hit.removed == live.removed
+        assert [r.keyword for r in hit.removed] == ["maxLength"]  # the second's dialect's
+        assert [n.kind for n in hit.notes] == [n.kind for n in live.notes] == ["absent_null"]
+    assert cache.stats().refused == 0
+    # The answer is the second provider's own: a client of it alone is served it.
+    alone = TestProvider([reply], dialect=OPENAI_STRICT, model="b")
+    assert StructuredClient(alone, cache=cache).generate(Ticket, prompt="Triage").cached
+    assert alone.requests == []
+    # ... and a list whose first provider answers keys that provider's answer as its own.
+    up = TestProvider([json.dumps({"title": "printer on fire"})], dialect=ANTHROPIC, model="a")
+    spare = TestProvider([reply], dialect=OPENAI_STRICT, model="c")
+    fresh = StructuredClient(FallbackProvider([up, spare]), cache=cache)
+    assert not fresh.generate(Ticket, prompt="Triage").cached
+    again = TestProvider([], dialect=ANTHROPIC, model="a")
+    served = StructuredClient(again, cache=cache).generate(Ticket, prompt="Triage")
+    assert served.cached and served.model == "a" and again.requests == []
 
 
 def test_an_entry_round_trips_every_field_of_a_reply() -> None:

@@ -425,6 +425,10 @@ def test_a_batch_job_over_a_damaged_cache_runs_without_it_and_says_so_once(
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(line["id"] for line in lines) == sorted(f"doc-{n}" for n in range(12))
     assert all(line["outcome"] == "ok" for line in lines) and asked == 12
+    # ... and one item's line says so too (where the job runs apart from its command, a Ray
+    # actor, the warning reached only the actor's log: the lines said nothing).
+    noted = [note for line in lines for note in line["notes"] if "response cache" in note]
+    assert len(noted) == 1 and str(cache) in noted[0], noted
 
 
 def test_a_store_that_cannot_be_opened_is_given_up_once(tmp_path: Path) -> None:
@@ -439,3 +443,6 @@ def test_a_store_that_cannot_be_opened_is_given_up_once(tmp_path: Path) -> None:
     results = [client.generate(Decision, prompt="Approve?") for _ in range(3)]
     assert [r.cached for r in results] == [False] * 3 and len(provider.requests) == 3
     assert len(said) == 1 and str(path) in said[0] and store.given_up is not None
+    # The first answer not stored says why, once (a job's output line carries it).
+    notes = [[n.received for n in r.notes if n.kind == "cache_not_stored"] for r in results]
+    assert [len(n) for n in notes] == [1, 0, 0] and str(path) in notes[0][0]

@@ -313,7 +313,7 @@ _BLANK_SYSTEMS = [" \n\t", "\u200b\u2060", "\ufeff\u3164", "\u0301"]
 @pytest.mark.parametrize("where", ["client", "with_options", "call", "call_tools", "async call"])
 def test_a_blank_system_prompt_is_refused_wherever_it_is_set(system: str, where: str) -> None:
     provider = TestProvider([TEXT])
-    said = r'system must be text that is not blank \(\"\" for none\), not '
+    said = r"system must be text that is not blank \(\"\" for none\), not "
     with pytest.raises(ValueError, match=said):
         if where == "client":
             StructuredClient(provider, system=system)
@@ -338,6 +338,15 @@ def test_an_empty_system_prompt_is_none_wherever_it_is_set() -> None:
     StructuredClient(provider, system="").generate(Decision, prompt="Approve?")
     StructuredClient(provider).generate(Decision, prompt="Approve?", system="")
     assert ["system" in json.loads(request.content) for request in wire.requests] == [False] * 2
+    # ... and keys as none: the same request was a miss of its own (asked and paid again).
+    cache = MemoryCache()
+    asked = [
+        StructuredClient(provider, cache=cache, system="").generate(Decision, prompt="Go?"),
+        StructuredClient(provider, cache=cache).generate(Decision, prompt="Go?"),
+        StructuredClient(provider, cache=cache).generate(Decision, prompt="Go?", system=""),
+    ]
+    assert [result.cached for result in asked] == [False, True, True]
+    assert len(wire.requests) == 3
 
 
 # Drawn, though of the categories that hold invisible characters: a spacing mark alone

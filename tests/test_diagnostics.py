@@ -113,7 +113,7 @@ def test_non_json_text_and_no_steps() -> None:
     assert [f.pointer for f in diagnostics.fields] == [""]
     empty = diagnose("", [])
     assert isinstance(empty, ConstraintDiagnostics)
-    assert empty.fields == [] and empty.min_mass == 1.0 and empty.mean_mass == 1.0
+    assert empty.fields == () and empty.min_mass == 1.0 and empty.mean_mass == 1.0
     with pytest.raises(ValueError):
         diagnose("", [], threshold=1.5)
 

@@ -6,11 +6,13 @@ threads and processes at once, and a job that goes on without a server that went
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
 import os
 import pickle
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -92,8 +94,35 @@ def test_a_url_asking_for_decoded_responses_still_hits(redis_url: str) -> None:
     client, provider = _client(store)
     asked = [client.generate(Decision, prompt="a").cached for _ in range(3)]
     assert asked == [False, True, True] and len(provider.requests) == 1
+    # An entry of bytes that are not UTF-8 is damaged, a miss replaced: redis-py's decoding
+    # raised a raw `UnicodeDecodeError` at every call for that key.
+    (name,) = _raw(redis_url).scan_iter(match=f"{store.prefix}e:*")
+    _raw(redis_url).set(name, b"\xff\xfe not text")
+    damaged = client.generate(Decision, prompt="a")
+    assert not damaged.cached and "cache_damaged" in [note.kind for note in damaged.notes]
+    assert client.generate(Decision, prompt="a").cached and len(provider.requests) == 2
     assert store.stats().entries == 1 and store.clear() == 1
     store.close()
+
+
+def test_stats_count_a_damaged_entry_and_counters_that_are_not_a_hash(
+    store: RedisCache, redis_url: str
+) -> None:
+    """Another Redis type under one entry's key (which `get` takes as a damaged entry) made
+    all of `stats()` fail (WRONGTYPE, blamed on the server); so did counters that are not a
+    hash, which the store documents as uncounted."""
+    client, _ = _client(store)
+    for prompt in ("a", "b", "c"):
+        client.generate(Decision, prompt=prompt)
+    raw = _raw(redis_url)
+    name = next(iter(raw.scan_iter(match=f"{store.prefix}e:*")))
+    raw.delete(name)
+    raw.hset(name, "not", "an entry")
+    counted = store.stats()
+    assert counted.entries == 3 and counted.misses == 3
+    raw.delete(f"{store.prefix}counters")
+    raw.set(f"{store.prefix}counters", "not a hash")
+    assert store.stats().entries == 3 and store.stats().misses == 0
 
 
 def test_the_key_is_the_same_as_every_store_s(store: RedisCache, tmp_path: Path) -> None:
@@ -189,6 +218,91 @@ def test_any_bytes_under_an_entry_s_key_are_a_hit_or_a_miss(
 
 
 # --- a server that cannot be used: one typed error naming it ---
+
+
+@pytest.mark.parametrize("first", ["outer", "inner"])
+def test_a_cache_among_another_s_entries_keys_is_refused_either_way(
+    redis_url: str, first: str
+) -> None:
+    """Entries live at `PREFIX e:KEY`: a cache at `PREFIX e:x:` had its entries, mark and
+    counters counted by the other's `stats()` (which then failed, WRONGTYPE) and dropped by
+    its `clear()`. Whichever is made second is refused, and nothing of the first is changed;
+    a cache nested beside the entries (`PREFIX team-a:`) is still taken."""
+    outer = f"n{next(_prefixes)}:"
+    inner = f"{outer}e:x:"
+    made = RedisCache(redis_url, prefix=outer if first == "outer" else inner)
+    client, _ = _client(made)
+    client.generate(Decision, prompt="kept")
+    raw = _raw(redis_url)
+    before = sorted(raw.scan_iter(match=f"{outer}*"))
+    with pytest.raises(CacheServerError, match=r"among|another cache's") as refused:
+        RedisCache(redis_url, prefix=inner if first == "outer" else outer)
+    assert made.prefix in str(refused.value)
+    assert sorted(raw.scan_iter(match=f"{outer}*")) == before  # nothing written, nothing lost
+    assert made.stats().entries == 1 and client.generate(Decision, prompt="kept").cached
+    beside = RedisCache(redis_url, prefix=f"{outer}team-a:")
+    assert beside.stats().entries == 0
+    made.close()
+    beside.close()
+
+
+def test_a_server_that_does_not_answer_is_asked_once_per_call_not_again() -> None:
+    """redis-py retries a timed-out command by default: a call on a server that stopped
+    answering waited twice its `timeout`, making a store four times. A server that takes
+    connections and answers nothing here counts how often it was asked: once."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    connections: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connections.append(listener.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        with pytest.raises(CacheServerError, match="Timeout"):
+            RedisCache(f"redis://127.0.0.1:{port}/0", timeout=0.2)
+        assert len(connections) == 1
+    finally:
+        listener.close()
+        for connection in connections:
+            connection.close()
+
+
+def test_a_cache_nested_while_its_outer_one_is_made_is_never_called_another_application_s(
+    redis_url: str,
+) -> None:
+    """An outer cache made at the moment a cache nested under it (`P` and `P team:`) was made
+    and written to: the outer one looked for nested marks, then for keys outside its layout,
+    and took the nested cache's keys, marked between the two, for another application's
+    (2 of 30 tries in the probe). Threads behind a barrier, many tries: never refused."""
+    refused: list[str] = []
+
+    def attempt(prefix: str, barrier: threading.Barrier, nested: bool) -> None:
+        barrier.wait(timeout=WAIT)
+        try:
+            made = RedisCache(redis_url, prefix=prefix)
+            if nested:
+                for index in range(20):
+                    made.put(f"{index:064x}", Entry((TestProvider.refusal("x"),)))
+            made.close()
+        except CacheServerError as error:
+            refused.append(str(error))
+
+    for _ in range(40):
+        outer = f"race{next(_prefixes)}:"
+        barrier = threading.Barrier(2)
+        threads = [
+            threading.Thread(target=attempt, args=(outer, barrier, False)),
+            threading.Thread(target=attempt, args=(f"{outer}team:", barrier, True)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT)
+            assert not thread.is_alive()
+    assert refused == []
 
 
 def test_a_prefix_another_application_uses_is_refused_and_left(redis_url: str) -> None:

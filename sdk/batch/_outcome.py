@@ -144,7 +144,7 @@ def decide_reply(
     try:
         spec = job.settings.spec(left)
         machine = started(spec, job.provider, job.contract, item.call_options(), _ITEM)
-        decision = machine.on_reply(completion)
+        decision = machine.settled(machine.on_reply(completion))
     except Exception as error:  # the item's own failure: it fails, the job goes on
         return _failed(job.contract, job.provider, counted, error, batch)
     if isinstance(decision, Fail):

@@ -4,8 +4,11 @@ A batch job's items must not fail because the response cache beside them is dama
 is gone: the cache only saves calls. So a job opens its store through this wrapper, which opens it
 on first use and, at the first `CacheError` (opening it, reading, writing), says so once (a
 warning naming the store and the error) and from then on answers every lookup with a miss and
-stores nothing. A damaged entry is not such an error: the call takes it as a miss and replaces it,
-as with any store.
+stores nothing. The first answer it then does not store is told too, once: its `put` raises
+that `CacheError`, so the call returns the answer with a `cache_not_stored` note, and a job's
+output line carries it (the warning alone reached no one where it runs apart from the job's
+command: a Ray actor's log). A damaged entry is not such an error: the call takes it as a miss
+and replaces it, as with any store.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import not_served
 from sdk.cache._errors import CacheError
+from sdk.cache._errors import CacheGivenUp
 
 __all__ = ["BestEffortCache"]
 
@@ -39,6 +43,7 @@ class BestEffortCache:
         self._store: Cache | None = None
         self.given_up: str | None = None
         """Why the store was given up (`None` while it is used)."""
+        self._told_a_call = False  # (the first answer not stored since: its note says why)
 
     def __repr__(self) -> str:
         state = f"given up: {self.given_up}" if self.given_up else repr(self._store)
@@ -79,8 +84,13 @@ class BestEffortCache:
         if store is not None:
             try:
                 store.put(key, entry)
+                return
             except CacheError as error:
                 self._give_up(error)
+        with self._lock:
+            told, self._told_a_call = self._told_a_call, True
+        if not told:  # (the call's `cache_not_stored` note, once)
+            raise CacheGivenUp(f"{self.given_up}: going on without the response cache")
 
     def discard(self, key: str) -> None:
         store = self._using()

@@ -189,7 +189,12 @@ class Cache(Protocol):
     A store may also have `refuse(key)`: the entry `get` just handed back for `key` was not
     served (damaged, or refused by today's checks), so drop it and count that lookup a miss, not
     a hit (`CacheStats.refused`). A call uses it when the store has it, else `discard`: a store
-    without it still works, and counts such a lookup a hit."""
+    without it still works, and counts such a lookup a hit.
+
+    And `waits = False`, for a store whose calls never wait (no file lock, no server: as
+    `MemoryCache`): the async client then asks it on its event loop. Any other store's `get`
+    and `put` (and `refuse`) it calls from a worker thread, so that a store that waits holds up
+    its own call, never the loop and every call on it."""
 
     def get(self, key: str) -> Entry | None:
         """The live entry for `key`, or `None` (missing or expired: a miss)."""
@@ -514,7 +519,9 @@ def _diagnostics_of(data: Any) -> ConstraintDiagnostics | None:
         steps.append(TokenStep(_count(token, "token"), _required(text), _count(offset, "offset"),
                                _number(mass), _count(allowed, "allowed"),
                                _required(pointer)))  # fmt: skip
-    return ConstraintDiagnostics(fields=rows, steps=steps, threshold=_number(data["threshold"]))
+    return ConstraintDiagnostics(
+        fields=tuple(rows), steps=tuple(steps), threshold=_number(data["threshold"])
+    )
 
 
 def _tokens_of(data: Any) -> tuple[TokenLogprob, ...] | None:

@@ -6,6 +6,7 @@ __all__ = [
     "CacheClosed",
     "CacheError",
     "CacheFileError",
+    "CacheGivenUp",
     "CacheServerError",
     "DamagedEntry",
     "NotStorable",
@@ -29,6 +30,11 @@ class CacheServerError(CacheError, ConnectionError):
 class CacheClosed(CacheError):
     """A call a store's `close()` in another thread cut short (one still under way when the
     close stopped waiting for it), or that waited for a close that did not end: named."""
+
+
+class CacheGivenUp(CacheError):
+    """A `BestEffortCache` that gave its store up (said once, as a warning) did not keep this
+    answer: the call's `cache_not_stored` note, once, and no second warning."""
 
 
 class DamagedEntry(ValueError):

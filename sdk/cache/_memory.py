@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sdk import _fork
 from sdk.cache._entry import CacheStats
@@ -21,6 +22,10 @@ class MemoryCache:
     (the oldest written go first). It takes the keys and entries every store takes, no more
     (`NotStorable` for the others, as a file or a server refuses them), though it keeps the
     entries themselves, not their stored form."""
+
+    waits = False
+    """Its calls never wait (a lock held for a dictionary's step): the async client asks it on
+    the event loop (`Cache`)."""
 
     def __init__(
         self,
@@ -40,6 +45,13 @@ class MemoryCache:
 
     def __repr__(self) -> str:
         return f"MemoryCache({len(self._entries)} entries, ttl={self.ttl})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError(
+            "a MemoryCache is this process's memory and does not pickle: make it where it is "
+            "used (in a Ray StructuredMap's client factory: each actor its own), or share a "
+            "SQLiteCache or a RedisCache, which pickle as their file or server"
+        )
 
     def get(self, key: str) -> Entry | None:
         checked_key(key)

@@ -164,7 +164,10 @@ class RedisCache:
     def get(self, key: str) -> Entry | None:
         checked_key(key)
         with self._errors("reading an entry"):
-            found = self._connected().lookup(keys=[self._entry_key(key), self._counters])
+            try:
+                found = self._connected().lookup(keys=[self._entry_key(key), self._counters])
+            except UnicodeDecodeError:  # (`decode_responses` in the URL: redis-py's decoding)
+                return Entry.stored("<bytes that are not UTF-8 under the entry's key>")
         if found is None:
             return None
         if isinstance(found, list):  # another Redis type under the key: damaged, replaced
@@ -203,10 +206,16 @@ class RedisCache:
                 pipe = client.pipeline(transaction=False)
                 for name in keys:
                     pipe.strlen(name)
-                lengths = pipe.execute()
+                # (another Redis type under an entry's key is a damaged entry, as for `get`:
+                # counted, its size unknown, not the whole count failed)
+                lengths = pipe.execute(raise_on_error=False)
                 entries += len(keys)
                 size += sum(length for length in lengths if isinstance(length, int))
-            counters = client.hgetall(self._counters)
+            pipe = client.pipeline(transaction=False)
+            pipe.hgetall(self._counters)
+            (counters,) = pipe.execute(raise_on_error=False)
+        if not isinstance(counters, dict):  # (counters that are not a hash go uncounted)
+            counters = {}
         counts = {_text(name): _count(value) for name, value in counters.items()}
         return CacheStats(
             entries,
@@ -292,23 +301,34 @@ class RedisCache:
     def _check_format(self) -> None:
         """The prefix is the cache's: marked now if new, refused if it holds anything else (a
         mark of another kind, or keys outside the cache's layout under a prefix not marked:
-        another application's, left as they are and no mark written among them)."""
+        another application's, left as they are and no mark written among them), or if it
+        lies among another cache's entries (`_enclosing`)."""
         mark = f"{self.prefix}format"
         foreign: str | None = None
+        found: bytes | str | None = None
         with self._errors("checking what the prefix holds"):
             client = self._redis()
+            enclosing = self._enclosing()
             kind = _text(client.type(mark))
-            if kind == "none":
+            if enclosing is None and kind == "none":
                 foreign = self._foreign_key()
                 if foreign is None:
                     client.set(mark, FORMAT_MARK, nx=True)  # (another store may mark it first)
                     kind = _text(client.type(mark))
             found = client.get(mark) if kind == "string" else None
+        if enclosing is not None:
+            raise CacheServerError(
+                f"{self.server}: the prefix {self.prefix!r} lies among the entries of the cache "
+                f"at prefix {enclosing!r}, whose stats and clear would count and drop this "
+                "one's keys (left as they are; choose another prefix: a cache nests under "
+                f"another's as {enclosing + 'team-a:'!r}, not under its 'e:')"
+            )
         if foreign is not None:
             raise CacheServerError(
                 f"{self.server}: the prefix {self.prefix!r} holds keys that are not a "
-                f"structured-sdk cache's ({foreign!r:.80}, ...): another application's (left as "
-                "they are; choose another prefix)"
+                f"structured-sdk cache's ({foreign!r:.80}, ...): another application's, or "
+                "another cache's among its entries' keys (left as they are; choose another "
+                "prefix)"
             )
         if found is None or _text(found) != FORMAT_MARK:
             shown = f"{_text(found)!r:.60}" if found is not None else f"a Redis {kind}"
@@ -318,26 +338,51 @@ class RedisCache:
                 "prefix)"
             )
 
+    def _enclosing(self) -> str | None:
+        """The prefix of a cache whose entries' keys (`PREFIX e:...`) this one's would be among
+        (this prefix begins with it and `e:`), if one is marked there: its `stats` and `clear`
+        would count and drop this one's keys as its own entries."""
+        client = self._redis()
+        start = self.prefix.find("e:")
+        while start >= 0:
+            outer = self.prefix[:start]
+            if outer and _text(client.get(f"{outer}format") or b"") == FORMAT_MARK:
+                return outer
+            start = self.prefix.find("e:", start + 1)
+        return None
+
     def _foreign_key(self) -> str | None:
         """A key under the prefix outside the cache's layout (`format`, `counters`, `e:...`)
         and outside another cache's nested under it (`sdk-cache:team-a:`, marked), if any:
-        looked for once, when a store finds the prefix not yet marked."""
+        looked for once, when a store finds the prefix not yet marked. A cache nested among
+        the entries' keys (`PREFIX e:...`) is foreign: counted and dropped as entries."""
         client = self._redis()
-        pattern = _glob_escaped(self.prefix)
-        nested = tuple(
+        entries = f"{self.prefix}e:"
+        nested = self._nested()
+        ours = (f"{self.prefix}format", self._counters)
+        for name in client.scan_iter(match=f"{_glob_escaped(self.prefix)}*", count=_SCAN_COUNT):
+            text = _text(name)
+            if text in ours or text.startswith((entries, *nested)):
+                continue
+            # (a cache nested here may have been made since its marks were looked for: looked
+            # for again before a key is called another application's)
+            nested = self._nested()
+            if not text.startswith(nested):
+                return text
+        among = [inner for inner in nested if inner.startswith(entries)]
+        return f"{among[0]}format" if among else None
+
+    def _nested(self) -> tuple[str, ...]:
+        """The prefixes of the caches nested under this one's (their marks)."""
+        client = self._redis()
+        marks = client.scan_iter(match=f"{_glob_escaped(self.prefix)}*format", count=_SCAN_COUNT)
+        return tuple(
             text.removesuffix("format")
-            for text in map(_text, client.scan_iter(match=f"{pattern}*format", count=_SCAN_COUNT))
+            for text in map(_text, marks)
             if text != f"{self.prefix}format"
             and _text(client.type(text)) == "string"
             and _text(client.get(text) or b"") == FORMAT_MARK
         )
-        ours = (f"{self.prefix}format", self._counters)
-        for name in client.scan_iter(match=f"{pattern}*", count=_SCAN_COUNT):
-            text = _text(name)
-            if text in ours or text.startswith((f"{self.prefix}e:", *nested)):
-                continue
-            return text
-        return None
 
     @contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
@@ -390,11 +435,14 @@ def _connect(url: str, timeout: float) -> redis.Redis:
         from redis.retry import Retry
     except ImportError as error:
         raise ImportError(_NEEDS_REDIS) from error
+    # A dropped connection (a pooled one the server closed) is made again once, no more; a
+    # server that does not answer in `timeout` is not asked again (redis-py retries timeouts
+    # too by default: a call waited twice its `timeout`, a new connection four times).
     return redis.Redis.from_url(
         url,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 1),  # a dropped connection is made again once, no more
+        retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
         health_check_interval=30,
     )
 

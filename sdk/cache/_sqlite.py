@@ -154,6 +154,13 @@ class SQLiteCache:
     def __repr__(self) -> str:
         return f"SQLiteCache({str(self.path)!r}, ttl={self.ttl})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # As its file and settings, as a `RedisCache` pickles as its URL: a Ray actor or a
+        # worker process given one opens its own store on the same file (its connections,
+        # held entries and counts are its process's). It failed, deep in Ray's serializer
+        # ("cannot pickle '_thread._local' object").
+        return (_reopened, (self._file, self.ttl, self.timeout, self.readonly, self._clock))
+
     # --- the protocol ---
 
     def get(self, key: str) -> Entry | None:
@@ -643,3 +650,9 @@ def _write_tally(path: Path, layout: _sqlite.Layout, timeout: float, tally: _Tal
         # (a file this process cannot write never takes its counts: the caching guide says so)
         level = logging.DEBUG if _sqlite.cannot_write(error) else logging.WARNING
         logger.log(level, "the response cache's counts were not written: %s", error)
+
+
+def _reopened(
+    path: Path, ttl: float | None, timeout: float, readonly: bool, clock: Callable[[], float]
+) -> SQLiteCache:
+    return SQLiteCache(path, ttl=ttl, timeout=timeout, readonly=readonly, clock=clock)

@@ -58,6 +58,7 @@ from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import NotStorable
 from sdk.cache import not_served
+from sdk.cache._errors import CacheGivenUp
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
@@ -91,7 +92,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.engine.options import CallSpec
 
-__all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send"]
+__all__ = ["Attempts", "Decision", "Done", "Fail", "Retry", "Send", "Store", "Stored"]
 
 logger = logging.getLogger("sdk.client")
 _NO_USAGE = Usage()  # (frozen: shared)
@@ -136,7 +137,20 @@ class Fail:
     error: StructuredOutputError
 
 
-Decision = Retry | Done | Fail
+@dataclass(frozen=True, slots=True)
+class Store:
+    """The call has its answer: keep it in the response cache (`Attempts.store()`), then end
+    the call (`Attempts.finish()`, the call's `Done`). Only where the loop asked to keep it
+    itself (`store_apart`): the async loops run the store's I/O apart from the event loop."""
+
+
+Stored = tuple[Accepted[Any], OutputKind[Any], Provider, Completion, Usage]
+"""The response cache's answer to a call (`Attempts.lookup`), judged again and found valid:
+what was accepted, the kind it ended in, the provider that gave it, its last reply and what it
+cost. (A plain tuple: made at every hit, where a record's constructor costs a call.)"""
+
+
+Decision = Retry | Done | Fail | Store
 
 
 # --- the policy table --------------------------------------------------------------------------
@@ -193,15 +207,22 @@ class Attempts:
         prompt: PromptInfo | None = None,
     ) -> None:
         self.kind = kind
+        self._asked = kind  # (what the call asks for: its cache key's; `kind` moves by phase)
         self.prompt = prompt
         """The prompt template the call renders (on its result, and in its cache key)."""
         self.runaway = spec.runaway
         """What a streamed reply is stopped for (`None`: never)."""
         self._cache = spec.cache
+        # The cache key of the provider a live answer comes from (`_cache_key_of`), and that
+        # provider: a fallback list's each answers under its own (`_store`).
         self._cache_key: str | None = None
+        self._keyed: Provider | None = None
+        self._unstored: tuple[Accepted[Any], Completion] | None = None  # (`Store`'s answer)
+        self.store_apart = False
+        """Whether `_done` leaves the store's `put` to the loop (`Store`): the async loops set
+        it for a cache that may wait (`cache_waits`)."""
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
         self._notes: list[Note] = []  # what the call met on the way (the cache's notes)
-        self._scope = provider.cache_scope() if spec.cache is not None else {}
         self._last_key = spec.last_call.key  # (a call made again has its request's key kept)
         self._turns = turns
         self._shared = spec.transport
@@ -243,9 +264,21 @@ class Attempts:
     def start(self) -> Done | None:
         """The call begins (the hooks' `on_call`): a loop calls it once, before the first
         `send` (so a stream never iterated starts nothing). `Done` when the response cache has
-        the answer, judged again and found valid: then nothing is sent."""
+        the answer, judged again and found valid: then nothing is sent. (`begin`, `lookup` and
+        `served` in turn: the async loops run `lookup` apart from the event loop.)"""
+        self._tell("on_call")  # (`begin()`, spelt out: every call, every cache hit, runs it)
+        return self.served(self.lookup()) if self._cache is not None else None
+
+    def begin(self) -> None:
+        """The call begins: the hooks' `on_call`."""
         self._tell("on_call")
-        return self._from_cache() if self._cache is not None else None
+
+    @property
+    def cache_waits(self) -> bool:
+        """Whether the call's response cache may wait (a file's lock, a server): the async loops
+        call it from a worker thread (`lookup`, `store`), never on the event loop. A store of
+        your own says it never waits with `waits = False` (`MemoryCache` does)."""
+        return self._cache is not None and getattr(self._cache, "waits", True) is not False
 
     def abandoned_if_left(self) -> _AbandonedIfLeft:
         """Around a started call: should the caller leave it before it ends (an exception, a
@@ -257,25 +290,80 @@ class Attempts:
 
     # --- the response cache ---
 
-    def _from_cache(self) -> Done | None:
-        """The stored answer, judged again by today's kind and parser; a stored answer that no
-        longer passes (a check tightened since) is dropped, and the call goes on; so is a
-        damaged one, with a note on the result. A cache that cannot be read at all (a damaged
-        file, a server that does not answer) is its `CacheError`, before anything is sent."""
+    def lookup(self) -> Stored | None:
+        """The response cache's answer, judged again by today's kind and parser (the store's
+        I/O, and no hook told: any thread may run it while the call waits); a stored answer
+        that no longer passes (a check tightened since) is dropped, and the call goes on; so is
+        a damaged one, with a note on the result. A cache that cannot be read at all (a
+        damaged file, a server that does not answer) is its `CacheError`, before anything is
+        sent."""
         assert self._cache is not None
-        first = self.kind.answer_request(Ask(self._turns, (), self._shared, self.provider))
-        wire = self.provider.codec.request_schema(first)
-        scope = {**self._scope, "prompt": self.prompt.to_json()} if self.prompt else self._scope
-        self._cache_key = self._last_key.key(scope, first, wire)
+        self._keyed = self.provider
+        self._cache_key = self._cache_key_of(self.provider)
         entry = self._cache.get(self._cache_key)
-        if entry is None:
+        if entry is not None:
+            stored = self._judged(entry, self.provider, self._cache_key)
+            if stored is not None:
+                return stored
+        return self._from_cache_of_others() if self._candidates else None
+
+    def served(self, stored: Stored | None) -> Done | None:
+        """The call answered by the cache's `stored` answer (`lookup`'s), `None` on a miss."""
+        if stored is None:
             return None
+        accepted, self.kind, provider, completion, usage = stored
+        if provider is not self.provider:  # (a fallback list's later provider gave it)
+            self.provider = provider
+            if self._hooks:  # (`info` was made when the call started; without hooks, none)
+                self.info.provider, self.info.model = provider.name, provider.model
+        return self._finished(accepted, completion, usage)
+
+    def _from_cache_of_others(self) -> Stored | None:
+        """The stored answer of the next providers of a fallback list that can take the call,
+        in order, each under its own key: an answer one of them gave is served as its own (its
+        name on the result, judged by its own dialect's rules)."""
+        assert self._cache is not None
+        for candidate in self._candidates:
+            try:
+                self.kind.vet(candidate)
+            except UnsupportedRequest:
+                continue
+            key = self._cache_key_of(candidate)
+            entry = self._cache.get(key)
+            if entry is not None:
+                stored = self._judged(entry, candidate, key)
+                if stored is not None:
+                    return stored
+        return None
+
+    def _cache_key_of(self, provider: Provider) -> str:
+        """The cache key of the call's answer from `provider`: its scope (where it runs, its
+        settings) and its request, in its own wire dialect. Each provider of a fallback list
+        keys its own answers, so a hit names the provider that gave the answer and is judged
+        by its rules (a strict dialect's `null` for an absent field among them)."""
+        first = self._asked.answer_request(Ask(self._turns, (), self._shared, provider))
+        wire = provider.codec.request_schema(first)
+        scope = provider.cache_scope()
+        if self.prompt is not None:
+            scope = {**scope, "prompt": self.prompt.to_json()}
+        return self._last_key.key(scope, first, wire)
+
+    def _judged(self, entry: Entry, provider: Provider, key: str) -> Stored | None:
+        """The answer `entry` holds, judged again by today's kind and parser as `provider`'s
+        (which gave it); `None` when it no longer passes or is damaged: not served."""
+        assert self._cache is not None
+        if type(entry) is not Entry and not isinstance(entry, Entry):  # (a store of your own)
+            raise TypeError(
+                f"{type(self._cache).__name__}.get() returned {type(entry).__name__}: a "
+                "response cache's get returns an sdk.cache.Entry or None (Entry.stored(text) "
+                "for the text it keeps)"
+            )
         judged: Accepted[Any] | None = None
         kind = self.kind  # each phase's kind, as the replay moves through them
         try:
             completions = entry.completions  # (decoded once: `DamagedEntry` if they do not)
             for index, completion in enumerate(completions):
-                verdict = kind.judge(completion, self.provider)
+                verdict = kind.judge(completion, provider)
                 last = index == len(completions) - 1
                 if isinstance(verdict, Accepted) != last:
                     raise ValueError("a stored answer out of step with its kind")
@@ -285,34 +373,61 @@ class Attempts:
         except DamagedEntry as damaged:
             logger.warning("a damaged response cache entry (%s): asking the provider", damaged)
             self._notes.append(Note("", str(damaged), "asked the provider", kind="cache_damaged"))
-            self._not_served()
+            self._not_served(key)
             return None
         except (StructuredOutputError, ValueError) as refused:
             logger.debug("cached answer refused now (%s): asking the provider", refused)
-            self._not_served()
+            self._not_served(key)
             return None
         assert judged is not None
-        self.kind = kind
-        return self._done(judged, completions[-1], cached_usage=entry.usage)
+        return judged, kind, provider, completions[-1], entry.usage
 
-    def _not_served(self) -> None:
-        """The entry found is not served: dropped, and counted a miss, not a hit. A store that
-        cannot drop it (a file opened read-only, a server gone since the lookup) does not fail
-        the call: the provider is asked all the same."""
-        assert self._cache is not None and self._cache_key is not None
+    def _not_served(self, key: str) -> None:
+        """The entry found under `key` is not served: dropped, and counted a miss, not a hit. A
+        store that cannot drop it (a file opened read-only, a server gone since the lookup)
+        does not fail the call: the provider is asked all the same."""
+        assert self._cache is not None
         try:
-            not_served(self._cache, self._cache_key)
+            not_served(self._cache, key)
         except CacheError as error:
             logger.warning("a response cache entry not served was not dropped: %s", error)
 
+    def store(self) -> None:
+        """Keep the answer `Store` named in the cache (the store's I/O, and no hook told: any
+        thread may run it while the call waits); `finish()` then ends the call with it."""
+        assert self._unstored is not None
+        self._store()
+
+    def settled(self, decision: Decision) -> Retry | Done | Fail:
+        """`decision`, a `Store` carried out here and now (the caller's thread: the sync loops,
+        a batch job's items) and the call ended: its `Done`."""
+        if isinstance(decision, Store):
+            self.store()
+            return self.finish()
+        return decision
+
+    def finish(self) -> Done:
+        """The call ended with the answer `Store` named, kept in the cache (`store()`)."""
+        assert self._unstored is not None
+        accepted, completion = self._unstored
+        self._unstored = None
+        return self._finished(accepted, completion, None)
+
     def _store(self) -> None:
-        """Keep the answer just made in the cache; one the cache cannot take (a damaged file,
-        a server gone) is still the caller's, with a note saying it was not stored."""
+        """Keep the answer just made in the cache, under the key of the provider that gave it
+        (a fallback list's later one: its own, `_cache_key_of`); one the cache cannot take (a
+        damaged file, a server gone) is still the caller's, with a note saying it was not
+        stored."""
         assert self._cache is not None and self._cache_key is not None
+        key = self._cache_key
+        if self.provider is not self._keyed:
+            key = self._cache_key_of(self.provider)
         try:
-            self._cache.put(self._cache_key, Entry(tuple(self._replies)))
+            self._cache.put(key, Entry(tuple(self._replies)))
         except (CacheError, NotStorable) as error:  # (a store closed under the call among them)
-            logger.warning("the answer was not stored in the response cache: %s", error)
+            # (a store given up was said once already, as a warning: a note, and no other)
+            log = logger.debug if isinstance(error, CacheGivenUp) else logger.warning
+            log("the answer was not stored in the response cache: %s", error)
             self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
         except UnicodeEncodeError as error:  # a store of your own that takes UTF-8 (ours: above)
             why = f"the answer holds text UTF-8 cannot encode ({error.reason})"
@@ -506,12 +621,23 @@ class Attempts:
         logger.debug("retrying after %s", type(error).__name__)
         return Retry(0.0, self._feedback, type(error).__name__)
 
-    def _done(
-        self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None = None
-    ) -> Done:
-        reasoning = completion.reasoning if self._shared.reasoning == "native" else None
-        if self._cache is not None and self._cache_key is not None and cached_usage is None:
+    def _done(self, accepted: Accepted[Any], completion: Completion) -> Done | Store:
+        """The call's answer, made now: stored in the cache, where there is one, then the call
+        ended with it; `Store` where the loop keeps it (`store_apart`: the async loops, for a
+        cache that may wait)."""
+        if self._cache is not None and self._cache_key is not None:
+            if self.store_apart:
+                self._unstored = (accepted, completion)
+                return Store()
             self._store()
+        return self._finished(accepted, completion, None)
+
+    def _finished(
+        self, accepted: Accepted[Any], completion: Completion, cached_usage: Usage | None
+    ) -> Done:
+        """The call ended with `accepted` (a reply of `completion`; `cached_usage`: the cache's
+        answer, what it cost when it was made): its result, the hooks told."""
+        reasoning = completion.reasoning if self._shared.reasoning == "native" else None
         ending = Ending(
             attempts=list(self.attempts),
             usage=self.usage,

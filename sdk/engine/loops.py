@@ -19,10 +19,12 @@ from typing import Any
 
 from sdk._values.records import Usage
 from sdk.engine.attempts import Attempts
+from sdk.engine.attempts import Decision
 from sdk.engine.attempts import Done
 from sdk.engine.attempts import Fail
 from sdk.engine.attempts import Retry
 from sdk.engine.attempts import Send
+from sdk.engine.attempts import Store
 from sdk.errors import ProviderError
 from sdk.errors import RunawayOutput
 from sdk.errors import StructuredOutputError
@@ -51,25 +53,32 @@ def _deadline(machine: Attempts, send: Send) -> float | None:
     return time.monotonic() + (send.deadline - machine.clock())
 
 
-def _decided(machine: Attempts, outcome: Completion | BaseException, shown: Any) -> Done | float:
-    """The machine's answer to one request's outcome (its completion, or the error it raised:
-    a transport error, or a request refused before sending): the call's result, or how long to
-    wait before the next request. A `Fail`'s error, or anything else raised, is raised."""
+def _decision(machine: Attempts, outcome: Completion | BaseException, shown: Any) -> Decision:
+    """The machine's decision on one request's outcome (its completion, or the error it raised:
+    a transport error, or a request refused before sending); anything else raised is raised."""
     if isinstance(outcome, Completion):
-        decision = machine.on_reply(outcome, shown)
-    elif isinstance(outcome, RunawayOutput):
-        decision = machine.on_runaway(outcome, shown)
-    elif isinstance(outcome, ProviderError):
-        decision = machine.on_transport_error(outcome, shown)
-    elif isinstance(outcome, StructuredOutputError):
-        decision = machine.on_refused(outcome)
-    else:
-        raise outcome
+        return machine.on_reply(outcome, shown)
+    if isinstance(outcome, RunawayOutput):
+        return machine.on_runaway(outcome, shown)
+    if isinstance(outcome, ProviderError):
+        return machine.on_transport_error(outcome, shown)
+    if isinstance(outcome, StructuredOutputError):
+        return machine.on_refused(outcome)
+    raise outcome
+
+
+def _decided(machine: Attempts, outcome: Completion | BaseException, shown: Any) -> Done | float:
+    """The call's result after one request's outcome, or how long to wait before the next
+    request (a `Fail`'s error is raised); an answer to keep in the cache is kept here."""
+    return _answer(machine.settled(_decision(machine, outcome, shown)))
+
+
+def _answer(decision: Retry | Done | Fail) -> Done | float:
+    """The call's result, or how long to wait (a `Fail`'s error raised)."""
     if isinstance(decision, Fail):
         raise decision.error
     if isinstance(decision, Done):
         return decision
-    assert isinstance(decision, Retry)
     return decision.wait
 
 
@@ -183,11 +192,44 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 
 
 # --- async: the same loops, awaited ---
+# A response cache that may wait (a file's lock, a server: `Attempts.cache_waits`) is asked
+# from a worker thread, its lookup and its store alike, so that a busy store holds up its own
+# call, never the event loop and every other call on it.
+
+
+async def _astart(machine: Attempts) -> Done | None:
+    """`machine.start()`, its cache lookup apart from the event loop where the store may wait."""
+    if not machine.cache_waits:
+        return machine.start()
+    import asyncio  # (loaded by the first async call: a sync program never needs it)
+
+    machine.store_apart = True
+    machine.begin()
+    try:
+        stored = await asyncio.to_thread(machine.lookup)
+    except asyncio.CancelledError:
+        machine.on_abandon()  # (left while the store was asked: the hooks hear of it)
+        raise
+    return machine.served(stored)
+
+
+async def _adecided(
+    machine: Attempts, outcome: Completion | BaseException, shown: Any
+) -> Done | float:
+    """`_decided`, an answer to keep in the cache kept from a worker thread (`Store`: a store
+    that may wait, `store_apart`)."""
+    decision = _decision(machine, outcome, shown)
+    if isinstance(decision, Store):
+        import asyncio
+
+        await asyncio.to_thread(machine.store)
+        decision = machine.finish()
+    return _answer(decision)
 
 
 async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]) -> Any:
     """Run a call to its result (or raise its error), as `complete` does."""
-    done = machine.start()
+    done = await _astart(machine)
     if done is not None:
         return done.result
     with machine.abandoned_if_left():
@@ -199,7 +241,7 @@ async def acomplete(machine: Attempts, sleep: Callable[[float], Awaitable[None]]
                 outcome = await send.provider.acomplete(send.request, deadline=deadline)
             except StructuredOutputError as failure:
                 outcome = failure
-            answer = _decided(machine, outcome, None)
+            answer = await _adecided(machine, outcome, None)
             if isinstance(answer, Done):
                 return answer.result
             await sleep(answer)
@@ -209,7 +251,7 @@ async def astream(
     machine: Attempts, sleep: Callable[[float], Awaitable[None]]
 ) -> AsyncIterator[Any]:
     """What each attempt shows as it streams, then the result (last)."""
-    done = machine.start()
+    done = await _astart(machine)
     with machine.abandoned_if_left():
         while done is None:
             send, shown = _next(machine), _Shown(machine)
@@ -225,7 +267,7 @@ async def astream(
                 outcome = shown.outcome()
             except StructuredOutputError as failure:
                 outcome = failure
-            answer = _decided(machine, outcome, shown.last)
+            answer = await _adecided(machine, outcome, shown.last)
             if not isinstance(answer, Done):
                 await sleep(answer)
                 continue

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import os
 import time
 from collections.abc import Callable
@@ -169,6 +170,13 @@ def cache_of(option: Cache | bool | None) -> Cache | None:
         return _default_cache()
     if option is None or option is False:
         return None
+    for method in ("get", "put"):
+        if inspect.iscoroutinefunction(getattr(option, method, None)):
+            raise TypeError(
+                f"cache= takes a store whose get and put return their result (the SDK calls "
+                f"them from any thread, the async client's calls too): "
+                f"{type(option).__name__}.{method} is async"
+            )
     return option
 
 
@@ -177,6 +185,11 @@ def _default_cache() -> Cache:
     from sdk.cache import SQLiteCache  # sqlite3: loaded when a cache is asked for
 
     return SQLiteCache()
+
+
+def _none_if_empty(text: str) -> str | None:
+    """`""` as `None`: both mean no system prompt, and send the same request."""
+    return text or None
 
 
 def _merged_extra(current: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
@@ -236,9 +249,11 @@ class CallOptions(SamplingOptions, total=False):
         ),
     ]
     """Whole conversation turns instead of a prompt."""
-    system: Annotated[str | None, Visible(empty_ok=True), Option("inputs", "transport")]
+    system: Annotated[
+        str | None, Visible(empty_ok=True), Option("inputs", "transport", convert=_none_if_empty)
+    ]
     """The system prompt: text a reader sees (white space or invisible characters alone say
-    nothing, as for a prompt), or `""` or `None` for none."""
+    nothing, as for a prompt), or `""` or `None` for none (one request, one cache key)."""
     source: Annotated[str | None, Option("inputs", "transport", "parsing")]
     """The source document: added to the prompt, and the one text every `SourceQuote` is
     checked against (a `context` key of the same name is refused)."""

@@ -129,6 +129,13 @@ class ContentPolicy:
         policy = check_policy(settings.get("control_tokens", "reject"))
         return cls(policy, ControlTokens.families(settings.get("extra_control_tokens", ())))
 
+    def scope(self) -> dict[str, str | None]:
+        """The policy as the response cache's key holds it: a request one policy, or one set of
+        strings, refuses, another sends, so the answer of one is never the other's (the strings
+        by their digest; none under `"allow"`, which looks for none)."""
+        digest = self.tokens.digest if self.policy == "reject" else None
+        return {"control_tokens": self.policy, "control_token_strings": digest}
+
     def check(self, request: CompletionRequest, server: str) -> None:
         """Apply the policy to the request's content (`check_request`)."""
         check_request(request, self.tokens, policy=self.policy, server=server)
@@ -354,8 +361,7 @@ class OneRouteProvider(ServerProvider[OneRouteCodecT]):
         return self.codec.model
 
     def cache_scope(self) -> dict[str, Any]:
-        # Content one policy refuses another sends: the answer of one is not the other's.
-        return {**super().cache_scope(), "control_tokens": self.codec.control_tokens}
+        return {**super().cache_scope(), **self.codec.content.scope()}
 
 
 def tls_verify(base_url: str) -> ssl.SSLContext | bool:

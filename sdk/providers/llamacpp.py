@@ -395,7 +395,7 @@ class LlamaCppCodec(Codec):
         return {
             **self._scoped,
             "grounding": [self.grounding, self.grounding_limit],
-            "control_tokens": self.control_tokens,
+            **self.content.scope(),
         }
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:

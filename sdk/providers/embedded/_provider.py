@@ -191,8 +191,9 @@ class EmbeddedProvider(Provider):
 
     def cache_scope(self) -> dict[str, Any]:
         # The model by its content (the GGUF file's sha256: the same file anywhere is the same
-        # model, another file of the same name is not), and every setting that changes what is
-        # generated.
+        # model, another file of the same name is not), every setting that changes what is
+        # generated, and the threshold the replies' diagnostics flag fields under (on the
+        # result: another threshold's flags are not this provider's).
         return {
             "provider": self.name,
             "model": file_digest(self.model_path),
@@ -200,6 +201,7 @@ class EmbeddedProvider(Provider):
             "grammar": self.grammar,
             "schema_instruction": self.schema_instruction,
             "n_ctx": self.n_ctx,
+            "low_mass_threshold": self.low_mass_threshold,
         }
 
     @property
