@@ -9,6 +9,7 @@ real processes.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import math
 import os
@@ -385,6 +386,51 @@ def test_the_async_client_asks_a_store_that_waits_apart_from_its_event_loop(
     assert again.cached and again.value == result.value
 
 
+def test_many_calls_on_a_store_that_waits_hold_up_neither_one_another_nor_the_loop_s_threads() -> (
+    None
+):
+    """The store was asked through `asyncio.to_thread`, the event loop's default executor (6
+    threads here, shared with its DNS lookups): 80 calls on a store that waited 1 s took 27 s
+    for the last, and a `getaddrinfo` beside them 12.9 s. Here 24 calls wait in the store at
+    once, and a job on the loop's default executor runs meanwhile: the gate that lets the
+    store go on opens only once both happened."""
+    inside = 24
+    lock, entered, gate = threading.Lock(), threading.Event(), threading.Event()
+    count = [0]
+    opened: list[bool] = []
+
+    class Waiting(MemoryCache):
+        waits = True
+
+        def get(self, key: str) -> Entry | None:
+            with lock:
+                count[0] += 1
+                if count[0] == inside:
+                    entered.set()
+            opened.append(gate.wait(timeout=10))
+            return super().get(key)
+
+    client = AsyncStructuredClient(TestProvider([TEXT], repeat=True), cache=Waiting())
+
+    async def main() -> list[Any]:
+        loop = asyncio.get_running_loop()
+
+        async def open_gate() -> None:
+            await loop.run_in_executor(None, lambda: None)  # (as a DNS lookup is run)
+            for _ in range(1000):
+                if entered.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            gate.set()
+
+        calls = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(inside)]
+        return list(await asyncio.gather(*calls, open_gate()))
+
+    results = asyncio.run(asyncio.wait_for(main(), timeout=60))
+    assert entered.is_set() and opened == [True] * inside
+    assert all(not result.cached for result in results[:inside])
+
+
 def test_a_store_that_never_waits_is_asked_on_the_event_loop_and_a_cancelled_lookup_ends() -> None:
     """`MemoryCache` says it never waits: asked on the loop (no thread's cost). A call left
     while a store that waits is asked (a task cancelled) tells the hooks it was abandoned."""
@@ -437,6 +483,18 @@ def test_a_sqlite_store_pickles_as_its_file_and_a_memory_store_says_why_it_does_
     assert reader.readonly and reader.stats().entries == 1
     with pytest.raises(TypeError, match="MemoryCache is this process's memory"):
         pickle.dumps(MemoryCache())
+    # A copy is what it was: a `MemoryCache` another object over the same entries, a store
+    # of a subclass of its class (`ExistingCache`, which refuses an empty file, among them).
+    memory = MemoryCache()
+    memory.put("k" * 64, Entry((TestProvider.refusal("x"),)))
+    assert copy.copy(memory).get("k" * 64) is not None
+    from sdk.cache._sqlite import ExistingCache
+
+    existing = ExistingCache(tmp_path / "c.db")
+    for made in (copy.copy(existing), pickle.loads(pickle.dumps(existing))):
+        assert type(made) is ExistingCache
+        made.close()
+    existing.close()
     store.close()
 
 
@@ -752,6 +810,29 @@ def test_a_fallback_list_s_hit_is_the_answer_of_the_provider_that_gave_it() -> N
     again = TestProvider([], dialect=ANTHROPIC, model="a")
     served = StructuredClient(again, cache=cache).generate(Ticket, prompt="Triage")
     assert served.cached and served.model == "a" and again.requests == []
+
+
+def test_a_two_phase_answer_two_providers_of_a_list_made_is_not_stored_as_either_s() -> None:
+    """The first provider wrote the working, failed the answer; the second answered from that
+    working. It was stored under the second's key, so a client of it alone was served the
+    first's working as its own (`cached=True`). It is not stored, with a note saying why."""
+    from sdk.providers import FallbackProvider
+
+    cache = MemoryCache()
+    first = TestProvider(["WORKING OF THE FIRST", TestProvider.provider_error(400)], model="a")
+    second = TestProvider([TEXT], model="b")
+    client = StructuredClient(FallbackProvider([first, second]), cache=cache)
+    live = client.generate(Decision, prompt="Approve?", reasoning="two_phase")
+    assert live.reasoning == "WORKING OF THE FIRST" and live.model == "b"
+    assert [n.kind for n in live.notes] == ["cache_not_stored"]
+    alone = TestProvider(["WORKING OF THE SECOND", TEXT], model="b")
+    own = StructuredClient(alone, cache=cache).generate(
+        Decision, prompt="Approve?", reasoning="two_phase"
+    )
+    assert not own.cached and own.reasoning == "WORKING OF THE SECOND"
+    again = StructuredClient(TestProvider([], model="b"), cache=cache)
+    served = again.generate(Decision, prompt="Approve?", reasoning="two_phase")
+    assert served.cached and served.reasoning == "WORKING OF THE SECOND"
 
 
 def test_an_entry_round_trips_every_field_of_a_reply() -> None:

@@ -668,6 +668,28 @@ def test_a_hit_never_answers_a_request_the_provider_refuses_for_a_control_token(
     assert len(sent) == 1  # the guarded provider sent nothing, and was served nothing
 
 
+def test_a_local_server_s_scope_is_the_same_in_every_process() -> None:
+    """The control-token strings were keyed by the digest of the one pattern made of them, in
+    a set's order, which differs from process to process: a shared cache file of a llama.cpp,
+    vLLM or Ollama provider stored a new entry in each process and never hit across them."""
+    code = (
+        "import json; from sdk.providers import LlamaCppProvider, OllamaProvider, VLLMProvider; "
+        "u = 'http://gpu1.test:8000'; print(json.dumps([p.cache_scope() for p in ("
+        "LlamaCppProvider(u), VLLMProvider(u, model='m'), OllamaProvider(u, model='m'), "
+        "VLLMProvider(u, model='m', extra_control_tokens=['[[A]]', '[[B]]']))], sort_keys=True))"
+    )
+
+    def scopes(seed: str) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": os.pathsep.join(sys.path)}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=120, check=True)  # fmt: skip
+        return done.stdout
+
+    first = scopes("1")
+    assert "control_token_strings" in first
+    assert scopes("2") == first and scopes("3") == first
+
+
 def test_a_prompt_template_is_known_by_its_code_and_values_not_its_object() -> None:
     """The same template made again (another object, as in another process) is the same."""
     scopes = [LlamaCppProvider(prompt_template=_template("Q: ")).cache_scope() for _ in (1, 2)]

@@ -244,6 +244,11 @@ def test_a_cache_among_another_s_entries_keys_is_refused_either_way(
     assert beside.stats().entries == 0
     made.close()
     beside.close()
+    # Another application's key of another type where an enclosing mark would be is no mark,
+    # and no error (it was WRONGTYPE, failing a legitimate prefix).
+    other = f"o{next(_prefixes)}"
+    raw.hset(f"{other}format", "a", "b")
+    RedisCache(redis_url, prefix=f"{other}e:x:").close()
 
 
 def test_a_server_that_does_not_answer_is_asked_once_per_call_not_again() -> None:

@@ -46,6 +46,12 @@ class MemoryCache:
     def __repr__(self) -> str:
         return f"MemoryCache({len(self._entries)} entries, ttl={self.ttl})"
 
+    def __copy__(self) -> MemoryCache:
+        # (as before pickling was refused: another object over the same entries and lock)
+        made = object.__new__(type(self))
+        made.__dict__.update(self.__dict__)
+        return made
+
     def __reduce__(self) -> tuple[Any, ...]:
         raise TypeError(
             "a MemoryCache is this process's memory and does not pickle: make it where it is "

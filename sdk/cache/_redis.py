@@ -342,14 +342,21 @@ class RedisCache:
         """The prefix of a cache whose entries' keys (`PREFIX e:...`) this one's would be among
         (this prefix begins with it and `e:`), if one is marked there: its `stats` and `clear`
         would count and drop this one's keys as its own entries."""
-        client = self._redis()
         start = self.prefix.find("e:")
         while start >= 0:
             outer = self.prefix[:start]
-            if outer and _text(client.get(f"{outer}format") or b"") == FORMAT_MARK:
+            if outer and self._marked(f"{outer}format"):
                 return outer
             start = self.prefix.find("e:", start + 1)
         return None
+
+    def _marked(self, mark: str) -> bool:
+        """Whether `mark` is a cache's format mark (a string of `FORMAT_MARK`; another
+        application's key of another Redis type there is not one, and no error)."""
+        client = self._redis()
+        return (
+            _text(client.type(mark)) == "string" and _text(client.get(mark) or b"") == FORMAT_MARK
+        )
 
     def _foreign_key(self) -> str | None:
         """A key under the prefix outside the cache's layout (`format`, `counters`, `e:...`)
@@ -379,9 +386,7 @@ class RedisCache:
         return tuple(
             text.removesuffix("format")
             for text in map(_text, marks)
-            if text != f"{self.prefix}format"
-            and _text(client.type(text)) == "string"
-            and _text(client.get(text) or b"") == FORMAT_MARK
+            if text != f"{self.prefix}format" and self._marked(text)
         )
 
     @contextmanager

@@ -159,7 +159,9 @@ class SQLiteCache:
         # worker process given one opens its own store on the same file (its connections,
         # held entries and counts are its process's). It failed, deep in Ray's serializer
         # ("cannot pickle '_thread._local' object").
-        return (_reopened, (self._file, self.ttl, self.timeout, self.readonly, self._clock))
+        # (its own class: an `ExistingCache`, a subclass of yours, is made again as itself)
+        settings = (self._file, self.ttl, self.timeout, self.readonly, self._clock)
+        return (_reopened, (type(self), *settings))
 
     # --- the protocol ---
 
@@ -653,6 +655,11 @@ def _write_tally(path: Path, layout: _sqlite.Layout, timeout: float, tally: _Tal
 
 
 def _reopened(
-    path: Path, ttl: float | None, timeout: float, readonly: bool, clock: Callable[[], float]
+    cls: type[SQLiteCache],
+    path: Path,
+    ttl: float | None,
+    timeout: float,
+    readonly: bool,
+    clock: Callable[[], float],
 ) -> SQLiteCache:
-    return SQLiteCache(path, ttl=ttl, timeout=timeout, readonly=readonly, clock=clock)
+    return cls(path, ttl=ttl, timeout=timeout, readonly=readonly, clock=clock)

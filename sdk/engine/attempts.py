@@ -222,6 +222,7 @@ class Attempts:
         """Whether `_done` leaves the store's `put` to the loop (`Store`): the async loops set
         it for a cache that may wait (`cache_waits`)."""
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
+        self._repliers: list[Provider] = []  # (the provider of each)
         self._notes: list[Note] = []  # what the call met on the way (the cache's notes)
         self._last_key = spec.last_call.key  # (a call made again has its request's key kept)
         self._turns = turns
@@ -419,6 +420,13 @@ class Attempts:
         damaged file, a server gone) is still the caller's, with a note saying it was not
         stored."""
         assert self._cache is not None and self._cache_key is not None
+        if any(replier is not self.provider for replier in self._repliers):
+            # Two-phase reasoning whose working one provider of a fallback list wrote and
+            # another answered from: no provider's answer alone (a client of the one that
+            # answered would be served the other's working as its own).
+            why = "an answer two providers of the fallback list made (one phase each)"
+            self._notes.append(Note("", why, None, kind="cache_not_stored"))
+            return
         key = self._cache_key
         if self.provider is not self._keyed:
             key = self._cache_key_of(self.provider)
@@ -505,6 +513,7 @@ class Attempts:
             return self._after_failure(error, completion)
         self._record(completion, None)
         self._replies.append(completion)
+        self._repliers.append(self.provider)
         if not isinstance(judged, Accepted):  # a phase moved on (two-phase working)
             self.kind = judged.next
             return Retry(0.0, (), "next phase")

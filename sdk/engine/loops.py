@@ -15,8 +15,12 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import Final
+from typing import TypeVar
 
+from sdk import _fork
 from sdk._values.records import Usage
 from sdk.engine.attempts import Attempts
 from sdk.engine.attempts import Decision
@@ -34,7 +38,12 @@ from sdk.parsing.runaway import RunawayWatch
 from sdk.providers._base import Completion
 from sdk.providers._base import TextDelta
 
-__all__ = ["acomplete", "astream", "complete", "stream"]
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["CACHE_THREADS", "acomplete", "astream", "complete", "stream"]
+
+_T = TypeVar("_T")
 
 
 def _next(machine: Attempts) -> Send:
@@ -193,8 +202,40 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 
 # --- async: the same loops, awaited ---
 # A response cache that may wait (a file's lock, a server: `Attempts.cache_waits`) is asked
-# from a worker thread, its lookup and its store alike, so that a busy store holds up its own
-# call, never the event loop and every other call on it.
+# from a thread of the SDK's own (`CACHE_THREADS`), its lookup and its store alike, so that a
+# busy store holds up its own call, never the event loop and every other call on it.
+
+CACHE_THREADS: Final = 64
+"""The threads the async loops ask a store that may wait from, at most: the SDK's own, not the
+event loop's default executor (a few threads, which the loop's DNS lookups and every
+`asyncio.to_thread` share: 80 calls on a store that waited 1 s held one another, and a
+`getaddrinfo` beside them, for 27 s). Calls past this many at once wait their turn."""
+
+_pool: list[ThreadPoolExecutor] = []  # (made at the first async call on such a store)
+_pool_lock = _fork.lock()
+
+
+def _cache_pool() -> ThreadPoolExecutor:
+    if not _pool:
+        from concurrent.futures import ThreadPoolExecutor  # (the async loops' alone)
+
+        with _pool_lock:
+            if not _pool:
+                _pool.append(ThreadPoolExecutor(CACHE_THREADS, thread_name_prefix="sdk-cache"))
+    return _pool[0]
+
+
+_fork.in_child(_pool.clear)  # (a forked child has none of its parent's threads)
+
+
+async def _off_loop(work: Callable[[], _T]) -> _T:
+    """`work()` in a thread of the SDK's pool, in a copy of the caller's context (as
+    `asyncio.to_thread` runs it), while the event loop runs the other calls."""
+    import asyncio
+    import contextvars
+
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_cache_pool(), contextvars.copy_context().run, work)
 
 
 async def _astart(machine: Attempts) -> Done | None:
@@ -206,7 +247,7 @@ async def _astart(machine: Attempts) -> Done | None:
     machine.store_apart = True
     machine.begin()
     try:
-        stored = await asyncio.to_thread(machine.lookup)
+        stored = await _off_loop(machine.lookup)
     except asyncio.CancelledError:
         machine.on_abandon()  # (left while the store was asked: the hooks hear of it)
         raise
@@ -220,9 +261,7 @@ async def _adecided(
     that may wait, `store_apart`)."""
     decision = _decision(machine, outcome, shown)
     if isinstance(decision, Store):
-        import asyncio
-
-        await asyncio.to_thread(machine.store)
+        await _off_loop(machine.store)
         decision = machine.finish()
     return _answer(decision)
 

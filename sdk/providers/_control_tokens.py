@@ -100,9 +100,11 @@ class ControlTokens:
         # (Gemma lists over 6,000 special tokens) costs `re` 12 ms per 20 KB, the trie 0.1 ms.
         alternatives = ([_trie_pattern(self.strings)] if self.strings else []) + list(patterns)
         self._regex = re.compile("|".join(alternatives)) if alternatives else None
-        self.digest = hashlib.sha256("|".join(alternatives).encode()).hexdigest()
-        """What is looked for, by the sha256 of the one pattern made of it (the response
-        cache's key: a request one set refuses, another sends)."""
+        looked_for = "\n".join([*sorted(self.strings), "", *patterns])
+        self.digest = hashlib.sha256(looked_for.encode("utf-8", "surrogatepass")).hexdigest()
+        """What is looked for, by the sha256 of the strings in order and the patterns (the
+        response cache's key: a request one set refuses, another sends). Not of the one pattern
+        made of them: a set's order, and so the pattern's, differs from process to process."""
 
     @classmethod
     def families(cls, extra: Iterable[str] = ()) -> ControlTokens:
