@@ -33,6 +33,7 @@ from sdk.cache._entry import not_served
 from sdk.cache._errors import CacheClosed
 from sdk.cache._errors import CacheError
 from sdk.cache._errors import CacheFileError
+from sdk.cache._errors import CacheGivenUp
 from sdk.cache._errors import CacheServerError
 from sdk.cache._errors import DamagedEntry
 from sdk.cache._errors import NotStorable
@@ -57,6 +58,7 @@ __all__ = [
     "CacheClosed",
     "CacheError",
     "CacheFileError",
+    "CacheGivenUp",
     "CacheServerError",
     "CacheStats",
     "DamagedEntry",

@@ -54,11 +54,11 @@ from sdk._values.records import Note
 from sdk._values.records import PromptInfo
 from sdk._values.records import Usage
 from sdk.cache import CacheError
+from sdk.cache import CacheGivenUp
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import NotStorable
 from sdk.cache import not_served
-from sdk.cache._errors import CacheGivenUp
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask

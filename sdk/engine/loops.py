@@ -242,15 +242,16 @@ async def _astart(machine: Attempts) -> Done | None:
     """`machine.start()`, its cache lookup apart from the event loop where the store may wait."""
     if not machine.cache_waits:
         return machine.start()
-    import asyncio  # (loaded by the first async call: a sync program never needs it)
-
     machine.store_apart = True
     machine.begin()
-    try:
-        stored = await _off_loop(machine.lookup)
-    except asyncio.CancelledError:
-        machine.on_abandon()  # (left while the store was asked: the hooks hear of it)
-        raise
+    failure: Exception | None = None
+    with machine.abandoned_if_left():  # (left while the store is asked: the hooks hear of it)
+        try:
+            stored = await _off_loop(machine.lookup)
+        except Exception as error:  # (the lookup's own, a `CacheError`: raised as `start()`
+            failure = error  # raises it, the call not abandoned)
+    if failure is not None:
+        raise failure
     return machine.served(stored)
 
 
