@@ -45,6 +45,21 @@ class BestEffortCache:
         """Why the store was given up (`None` while it is used)."""
         self._told_a_call = False  # (the first answer not stored since: its note says why)
 
+    @property
+    def waits(self) -> bool:
+        """Whether its calls may wait: its store's (`Cache.waits`), once opened; opening may."""
+        store = self._store
+        return store is None or getattr(store, "waits", True) is not False
+
+    @property
+    def lookups_wait(self) -> bool:
+        """Whether a lookup may wait: its store's (`Cache.lookups_wait`), once opened; opening
+        may (and a store given up answers at once)."""
+        if self.given_up is not None:
+            return False
+        store = self._store
+        return store is None or getattr(store, "lookups_wait", True) is not False
+
     def __repr__(self) -> str:
         state = f"given up: {self.given_up}" if self.given_up else repr(self._store)
         return f"BestEffortCache({state})"

@@ -193,8 +193,10 @@ class Cache(Protocol):
 
     And `waits = False`, for a store whose calls never wait (no file lock, no server: as
     `MemoryCache`): the async client then asks it on its event loop. Any other store's `get`
-    and `put` (and `refuse`) it calls from a worker thread, so that a store that waits holds up
-    its own call, never the loop and every call on it."""
+    and `put` (and `refuse`) it calls from a thread of its own, so that a store that waits holds
+    up its own call, never the loop and every call on it; but for `lookups_wait = False`, a
+    store whose `get` never waits though its writes may (`SQLiteCache`): asked on the loop,
+    where a thread's hand-over would cost a hit more than its lookup."""
 
     def get(self, key: str) -> Entry | None:
         """The live entry for `key`, or `None` (missing or expired: a miss)."""

@@ -116,6 +116,11 @@ class SQLiteCache:
     _layout: ClassVar[_sqlite.Layout] = LAYOUT
     """What the file is opened as (`ExistingCache`: an empty file is refused, not adopted)."""
 
+    lookups_wait: ClassVar[bool] = False
+    """A lookup never waits for another connection's write (it reads without the write lock,
+    and writes the counts only when no one else is writing): the async client asks it on its
+    event loop, and stores from a thread of its own (`Cache`)."""
+
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,

@@ -281,6 +281,13 @@ class Attempts:
         your own says it never waits with `waits = False` (`MemoryCache` does)."""
         return self._cache is not None and getattr(self._cache, "waits", True) is not False
 
+    @property
+    def lookup_waits(self) -> bool:
+        """Whether the call's cache lookup may wait (`cache_waits`, but for a store whose
+        lookups never wait: `lookups_wait = False`, as `SQLiteCache`'s read without the write
+        lock): the async loops then look up on the event loop and store from a thread."""
+        return self.cache_waits and getattr(self._cache, "lookups_wait", True) is not False
+
     def abandoned_if_left(self) -> _AbandonedIfLeft:
         """Around a started call: should the caller leave it before it ends (an exception, a
         closed stream, a cancelled task), tell the hooks it was abandoned (`on_abandon`). Every

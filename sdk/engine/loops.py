@@ -243,6 +243,8 @@ async def _astart(machine: Attempts) -> Done | None:
     if not machine.cache_waits:
         return machine.start()
     machine.store_apart = True
+    if not machine.lookup_waits:  # (`SQLiteCache`: a lookup never waits; its store may)
+        return machine.start()
     machine.begin()
     failure: Exception | None = None
     with machine.abandoned_if_left():  # (left while the store is asked: the hooks hear of it)
