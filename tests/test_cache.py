@@ -31,6 +31,7 @@ from contracts import Decision
 from sdk import AsyncStructuredClient
 from sdk import Contract
 from sdk import Note
+from sdk import ProviderError
 from sdk import RefusedOutput
 from sdk import StructuredClient
 from sdk import Tool
@@ -305,6 +306,48 @@ def test_a_store_of_your_own_that_gives_anything_but_an_entry_is_one_typed_error
     with pytest.raises(TypeError, match=r"_TextStore\.get\(\) returned str: .*Entry\.stored"):
         client.generate(Decision, prompt="Approve?")
     assert len(provider.requests) == 1
+
+
+class _SlowStore(_TextStore):
+    """A store whose lookup takes `spent` seconds of the call's clock (a busy file, a server
+    slow to answer), which it moves on."""
+
+    def __init__(self, clock: list[float], spent: float) -> None:
+        super().__init__()
+        self.clock, self.spent = clock, spent
+
+    def get(self, key: str) -> Any:
+        self.clock[0] += self.spent
+        found = self.texts.get(key)
+        return Entry.stored(found) if found is not None else None
+
+
+def test_a_deadline_the_lookup_spent_says_so() -> None:
+    """A call whose deadline passed while its store looked the key up (nothing sent) failed
+    saying the provider's deadline passed, as a slow provider's does; it says where the time
+    went, and the provider is asked nothing."""
+    now = [0.0]
+    provider = TestProvider([TEXT], repeat=True)
+    client = StructuredClient(provider, cache=_SlowStore(now, 5.0), clock=lambda: now[0])
+    with pytest.raises(ProviderError) as failed:
+        client.generate(Decision, prompt="Approve?", deadline=2.0)
+    message = str(failed.value)
+    assert "deadline of 2s passed in the response cache's lookup" in message, message
+    assert "before any request was sent" in message
+    assert provider.requests == []
+
+    # A deadline a reply spent (an invalid one, then no time left to retry) is told as before.
+    def slow_reply(request: Any) -> str:
+        now[0] += 5.0
+        return "not JSON"
+
+    replying = TestProvider([slow_reply])
+    client = StructuredClient(replying, cache=_SlowStore(now, 0.0), clock=lambda: now[0])
+    with pytest.raises(ProviderError) as failed:
+        client.generate(Decision, prompt="Approve?", deadline=2.0)
+    assert "deadline of 2s passed" in str(failed.value)
+    assert "lookup" not in str(failed.value)
+    assert len(replying.requests) == 1
 
 
 class _GatedStore(MemoryCache):

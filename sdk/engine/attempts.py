@@ -756,6 +756,9 @@ class Attempts:
 
     def _deadline_error(self) -> ProviderError:
         what = f"the call's deadline of {self.settings.deadline:g}s passed"
+        if not self.attempts and self._cache is not None:
+            # (nothing was sent: the lookup spent it, a store that waited on its file or server)
+            what += " in the response cache's lookup, before any request was sent"
         return provider_error(self.provider.name, what, transient=False)
 
     def _transient(self, error: BaseException) -> bool:
