@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
 from sdk import _fork
+from sdk._threads import CacheThreads
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
@@ -151,6 +152,9 @@ class RedisCache:
         self._closes = 0  # `close`s begun: a call that saw another begin was cut short by it
         self._running = 0  # calls under way (`close` waits for them)
         _fork.after_fork(self, RedisCache._forget_calls)
+        self.threads = CacheThreads()
+        """The threads the async client asks the store from (`sdk._threads`): its own, so that
+        a server that does not answer holds up the calls on it alone."""
         self._check_format()
 
     def __repr__(self) -> str:
