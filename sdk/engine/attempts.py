@@ -1,7 +1,7 @@
 """The attempts machine: one call across its attempts, answering each reply with a decision.
 
     machine = Attempts(kind, turns, spec, provider)     # spec: sdk.engine.options.CallSpec
-    done = machine.start()                              # on_call; a cache hit's Done
+    done = machine.start()                              # cache lookup, on_call; a hit's Done
     with machine.abandoned_if_left():                   # on_cancel if left early
         while done is None:
             step = machine.send()                       # Send (or Fail: the deadline passed)
@@ -10,13 +10,15 @@
             except ProviderError as error:
                 decision = machine.on_transport_error(error)
             else:
-                decision = machine.on_reply(completion)  # Retry, Done or Fail
+                decision = machine.on_reply(completion)  # Retry, Done, Fail or Store
             ...                                          # (`sdk.engine.loops`)
 
 It knows nothing of output kinds (the kind builds each request and judges each reply) and does
 no I/O: the sync, async, streaming and batch paths all read the same decisions (`Retry`: send
 again, after `wait` seconds, with `feedback`; `Done`: the result; `Fail`: the error to raise,
-carrying every attempt and their usage). Nothing outside it writes its fields.
+carrying every attempt and their usage; `Store`: an answer for the loop to keep in the cache from
+a thread, then `finish()`). Nothing outside it writes its fields but `store_apart`, which a loop
+sets before it starts the call (the async loops, for a store that may wait).
 
 Each kind of failure has its own policy and budget, because each costs differently:
 
@@ -336,9 +338,7 @@ class Attempts:
             return None
         accepted, self.kind, provider, completion, usage = stored
         if provider is not self.provider:  # (a fallback list's later provider gave it)
-            self.provider = provider
-            if self._hooks:  # (`info` was made when the call started; without hooks, none)
-                self.info.provider, self.info.model = provider.name, provider.model
+            self._moved_to(provider)
         return self._finished(accepted, completion, usage)
 
     def _from_cache_of_others(self) -> Stored | None:
@@ -772,13 +772,18 @@ class Attempts:
             except UnsupportedRequest as refused:
                 logger.debug("not falling back to %s: %s", candidate.name, refused)
                 continue
-            self.provider = candidate
+            self._moved_to(candidate)
             self._transport = None
-            if self._hooks:  # (`info` was made when the call started; without hooks, none)
-                self.info.provider, self.info.model = candidate.name, candidate.model
             logger.debug("falling back from %s to %s", previous.name, candidate.name)
             return True
         return False
+
+    def _moved_to(self, provider: Provider) -> None:
+        """The call goes on with `provider` (a fallback list's later one), as the hooks' `info`
+        says (made when the call started; without hooks, none)."""
+        self.provider = provider
+        if self._hooks:
+            self.info.provider, self.info.model = provider.name, provider.model
 
     def _send_deadline(self) -> float | None:
         """The instant (the machine's clock) the next request must be answered by, if any."""
