@@ -31,6 +31,7 @@ from contracts import Decision
 from sdk import AsyncStructuredClient
 from sdk import Contract
 from sdk import Note
+from sdk import ProviderError
 from sdk import RefusedOutput
 from sdk import StructuredClient
 from sdk import Tool
@@ -307,6 +308,48 @@ def test_a_store_of_your_own_that_gives_anything_but_an_entry_is_one_typed_error
     assert len(provider.requests) == 1
 
 
+class _SlowStore(_TextStore):
+    """A store whose lookup takes `spent` seconds of the call's clock (a busy file, a server
+    slow to answer), which it moves on."""
+
+    def __init__(self, clock: list[float], spent: float) -> None:
+        super().__init__()
+        self.clock, self.spent = clock, spent
+
+    def get(self, key: str) -> Any:
+        self.clock[0] += self.spent
+        found = self.texts.get(key)
+        return Entry.stored(found) if found is not None else None
+
+
+def test_a_deadline_the_lookup_spent_says_so() -> None:
+    """A call whose deadline passed while its store looked the key up (nothing sent) failed
+    saying the provider's deadline passed, as a slow provider's does; it says where the time
+    went, and the provider is asked nothing."""
+    now = [0.0]
+    provider = TestProvider([TEXT], repeat=True)
+    client = StructuredClient(provider, cache=_SlowStore(now, 5.0), clock=lambda: now[0])
+    with pytest.raises(ProviderError) as failed:
+        client.generate(Decision, prompt="Approve?", deadline=2.0)
+    message = str(failed.value)
+    assert "deadline of 2s passed in the response cache's lookup" in message, message
+    assert "before any request was sent" in message
+    assert provider.requests == []
+
+    # A deadline a reply spent (an invalid one, then no time left to retry) is told as before.
+    def slow_reply(request: Any) -> str:
+        now[0] += 5.0
+        return "not JSON"
+
+    replying = TestProvider([slow_reply])
+    client = StructuredClient(replying, cache=_SlowStore(now, 0.0), clock=lambda: now[0])
+    with pytest.raises(ProviderError) as failed:
+        client.generate(Decision, prompt="Approve?", deadline=2.0)
+    assert "deadline of 2s passed" in str(failed.value)
+    assert "lookup" not in str(failed.value)
+    assert len(replying.requests) == 1
+
+
 class _GatedStore(MemoryCache):
     """A store whose calls wait (as a busy file or server does) until the test opens a gate,
     from a coroutine on the event loop; each call records whether the gate opened (`False`:
@@ -463,7 +506,8 @@ def test_an_async_client_looks_up_a_sqlite_store_on_its_loop_and_stores_from_a_t
 
 def test_a_store_that_never_waits_is_asked_on_the_event_loop_and_a_cancelled_lookup_ends() -> None:
     """`MemoryCache` says it never waits: asked on the loop (no thread's cost). A call left
-    while a store that waits is asked (a task cancelled) tells the hooks it was abandoned."""
+    while a store that waits is asked (a task cancelled) has not begun: the lookup comes before
+    the hooks hear of the call, so none is told of it (and none waits for its end)."""
     memory = MemoryCache()
     client = AsyncStructuredClient(TestProvider([TEXT], repeat=True), cache=memory)
 
@@ -487,7 +531,7 @@ def test_a_store_that_never_waits_is_asked_on_the_event_loop_and_a_cancelled_loo
         store.gate.set()
 
     asyncio.run(asyncio.wait_for(cancelled(), timeout=60))
-    assert [name for name, _ in hooks.told] == ["on_call", "on_cancel"]
+    assert hooks.told == []
 
 
 def test_a_sqlite_store_pickles_as_its_file_and_a_memory_store_says_why_it_does_not(

@@ -57,6 +57,7 @@ from sdk.providers import LlamaCppProvider
 from sdk.providers import OpenAIChatProvider
 from sdk.providers import Sampling
 from sdk.providers import TestProvider
+from sdk.providers import VLLMProvider
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import GrammarSentence
 from sdk.providers._base import JsonDocument
@@ -666,6 +667,36 @@ def test_a_hit_never_answers_a_request_the_provider_refuses_for_a_control_token(
     with pytest.raises(ControlTokenInContent):
         StructuredClient(guarded, cache=cache).generate(Decision, prompt=prompt)
     assert len(sent) == 1  # the guarded provider sent nothing, and was served nothing
+
+
+def test_control_token_sets_that_join_alike_are_keyed_apart() -> None:
+    """The strings were digested joined by a newline: `["zy\\nzz"]` and `["zy", "zz"]` gave one
+    digest, so a provider refusing "zz" in a prompt was served the answer of one that does not
+    (review of the twentieth session)."""
+    from sdk.errors import ControlTokenInContent
+    from sdk.providers._control_tokens import ControlTokens
+
+    assert ControlTokens(["zy\nzz"]).digest != ControlTokens(["zy", "zz"]).digest
+    assert ControlTokens(["a"], patterns=["b"]).digest != ControlTokens(["a", "b"]).digest
+    assert ControlTokens(["b", "a"]).digest == ControlTokens(["a", "b"]).digest  # a set's
+    sent: list[bytes] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(200, json=fixture_json("vllm_chat.json"))
+
+    def provider(tokens: list[str]) -> Any:
+        http = httpx.Client(transport=httpx.MockTransport(server))
+        return VLLMProvider("http://gpu1.test:8000", model="m", http_client=http,
+                            extra_control_tokens=tokens)  # fmt: skip
+
+    joined, apart = provider(["zy\nzz"]), provider(["zy", "zz"])
+    assert joined.cache_scope() != apart.cache_scope()
+    cache = MemoryCache()
+    assert not StructuredClient(joined, cache=cache).generate(Decision, prompt="Approve zz?").cached
+    with pytest.raises(ControlTokenInContent):
+        StructuredClient(apart, cache=cache).generate(Decision, prompt="Approve zz?")
+    assert len(sent) == 1
 
 
 def test_a_local_server_s_scope_is_the_same_in_every_process() -> None:

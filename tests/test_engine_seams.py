@@ -290,6 +290,33 @@ def test_a_provider_s_extra_body_is_vetted_when_made_and_sent_under_the_call_s(n
     assert provider.cache_scope()["extra_body"] == {"zz_tenant": {"id": "t-1", "tier": "free"}}
 
 
+def test_the_constraint_fields_the_issue_names_are_refused_when_the_provider_is_made() -> None:
+    # Issue 30's seam: `extra_body` given to the Anthropic or OpenAI Responses provider when it
+    # is made, holding the field that carries the schema, was silently overridden.
+    wire = Wire(anthropic_reply())
+    made = [
+        (
+            lambda body: AnthropicProvider(
+                anthropic_client(wire), model="claude-sonnet-4-6", extra_body=body
+            ),
+            {"output_config": {"format": {"type": "text"}}},
+            "output_config.format",
+        ),
+        (
+            lambda body: OpenAIResponsesProvider(
+                openai_client(wire), model="gpt-5.1-mini", extra_body=body
+            ),
+            {"text": {"format": {"type": "text"}}},
+            "text.format",
+        ),
+    ]
+    for make, body, field in made:
+        with pytest.raises(ValueError, match=f"extra_body may not set '{field}") as refused:
+            make(body)
+        assert "is the SDK's" in str(refused.value)
+    assert wire.requests == []  # refused before anything is sent
+
+
 def test_raw_fields_the_sdk_does_not_own_reach_the_wire() -> None:
     wire = Wire(anthropic_reply())
     provider = AnthropicProvider(anthropic_client(wire), model="claude-sonnet-4-6")

@@ -310,6 +310,88 @@ def test_a_cache_nested_while_its_outer_one_is_made_is_never_called_another_appl
     assert refused == []
 
 
+def _make_or_refuse(url: str, prefix: str) -> str:
+    try:
+        RedisCache(url, prefix=prefix).close()
+    except CacheServerError:
+        return "refused"
+    return "made"
+
+
+def _race_in_process(url: str, prefix: str, barrier: Any, out: Any) -> None:
+    for round_ in range(_PROCESS_ROUNDS):
+        barrier.wait(timeout=WAIT)
+        out.put((round_, prefix, _make_or_refuse(url, f"p{round_}{prefix}")))
+
+
+_PROCESS_ROUNDS = 25
+
+
+def test_a_cache_and_one_among_its_entries_made_at_once_are_never_both_made(
+    redis_url: str,
+) -> None:
+    """`P` and `P e:` (among `P`'s entries' keys) made at the same moment: each looked for the
+    other before either had marked its prefix, and both were made in 99 of 100 rounds of the
+    probe (processes behind a barrier); the outer one's `clear` then dropped the inner one's
+    keys. Each looks again once marked: never both (threads, then processes)."""
+    for _ in range(40):
+        outer = f"nest{next(_prefixes)}:"
+        barrier = threading.Barrier(2, timeout=WAIT)
+        got: dict[str, str] = {}
+
+        def make(
+            prefix: str, barrier: threading.Barrier = barrier, got: dict[str, str] = got
+        ) -> None:
+            barrier.wait()
+            got[prefix] = _make_or_refuse(redis_url, prefix)
+
+        threads = [threading.Thread(target=make, args=(p,)) for p in (outer, f"{outer}e:")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT)
+            assert not thread.is_alive()
+        assert list(got.values()).count("made") <= 1, got
+    spawn = multiprocessing.get_context("spawn")
+    barrier, out = spawn.Barrier(2), spawn.Queue()
+    outer = f"nestp{next(_prefixes)}:"
+    children = [
+        spawn.Process(target=_race_in_process, args=(redis_url, prefix, barrier, out))
+        for prefix in (outer, f"{outer}e:")
+    ]
+    for child in children:
+        child.start()
+    rounds: dict[int, list[str]] = {}
+    for _ in range(2 * _PROCESS_ROUNDS):
+        round_, _prefix, made = out.get(timeout=WAIT)
+        rounds.setdefault(round_, []).append(made)
+    for child in children:
+        child.join(timeout=WAIT)
+        assert child.exitcode == 0
+    assert all(outcomes.count("made") <= 1 for outcomes in rounds.values()), rounds
+
+
+def test_key_names_that_are_not_utf8_under_decode_responses_are_one_typed_error(
+    redis_url: str,
+) -> None:
+    """With `decode_responses` in the URL, a key name under the prefix that is not UTF-8
+    (another application's, or among the entries') raised a raw `UnicodeDecodeError` from the
+    store's making, `stats()` and `clear()` (the entries' values were already a damaged entry)."""
+    raw, url = _raw(redis_url), f"{redis_url}?decode_responses=True"
+    foreign = f"kb{next(_prefixes)}:"
+    raw.set(foreign.encode() + b"\xff\xfe", b"x")
+    with pytest.raises(CacheServerError, match=r"not UTF-8 text.*decode_responses"):
+        RedisCache(url, prefix=foreign)
+    prefix = f"kb{next(_prefixes)}:"
+    store = RedisCache(url, prefix=prefix)
+    raw.set(prefix.encode() + b"e:\xff\xfe", b"x")
+    for call in (store.stats, store.clear):
+        with pytest.raises(CacheServerError, match="not UTF-8 text"):
+            call()
+    store.close()
+    assert raw.get(prefix.encode() + b"e:\xff\xfe") == b"x"  # left as it is
+
+
 def test_a_prefix_another_application_uses_is_refused_and_left(redis_url: str) -> None:
     raw = _raw(redis_url)
     raw.set("other:format", "some-app/2")

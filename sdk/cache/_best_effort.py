@@ -17,6 +17,11 @@ import logging
 from collections.abc import Callable
 
 from sdk import _fork
+from sdk._threads import CacheThreads
+from sdk._threads import cache_threads
+from sdk._threads import lookups_wait
+from sdk._threads import store_waits
+from sdk._threads import threads_for
 from sdk.cache._entry import Cache
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
@@ -49,7 +54,7 @@ class BestEffortCache:
     def waits(self) -> bool:
         """Whether its calls may wait: its store's (`Cache.waits`), once opened; opening may."""
         store = self._store
-        return store is None or getattr(store, "waits", True) is not False
+        return store is None or store_waits(store)
 
     @property
     def lookups_wait(self) -> bool:
@@ -58,7 +63,13 @@ class BestEffortCache:
         if self.given_up is not None:
             return False
         store = self._store
-        return store is None or getattr(store, "lookups_wait", True) is not False
+        return store is None or lookups_wait(store)
+
+    @property
+    def threads(self) -> CacheThreads:
+        """The threads the async client asks it from: its store's, once opened."""
+        store = self._store
+        return cache_threads() if store is None else threads_for(store)
 
     def __repr__(self) -> str:
         state = f"given up: {self.given_up}" if self.given_up else repr(self._store)

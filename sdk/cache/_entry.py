@@ -196,7 +196,9 @@ class Cache(Protocol):
     and `put` (and `refuse`) it calls from a thread of its own, so that a store that waits holds
     up its own call, never the loop and every call on it; but for `lookups_wait = False`, a
     store whose `get` never waits though its writes may (`SQLiteCache`): asked on the loop,
-    where a thread's hand-over would cost a hit more than its lookup."""
+    where a thread's hand-over would cost a hit more than its lookup. The threads are the
+    store's own where it has them (`threads`, an `sdk._threads.CacheThreads`: the SDK's stores
+    do), else the process's (`sdk._threads`)."""
 
     def get(self, key: str) -> Entry | None:
         """The live entry for `key`, or `None` (missing or expired: a miss)."""

@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
 from sdk import _fork
+from sdk._threads import CacheThreads
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
@@ -151,6 +152,9 @@ class RedisCache:
         self._closes = 0  # `close`s begun: a call that saw another begin was cut short by it
         self._running = 0  # calls under way (`close` waits for them)
         _fork.after_fork(self, RedisCache._forget_calls)
+        self.threads = CacheThreads()
+        """The threads the async client asks the store from (`sdk._threads`): its own, so that
+        a server that does not answer holds up the calls on it alone."""
         self._check_format()
 
     def __repr__(self) -> str:
@@ -313,7 +317,9 @@ class RedisCache:
             if enclosing is None and kind == "none":
                 foreign = self._foreign_key()
                 if foreign is None:
-                    client.set(mark, FORMAT_MARK, nx=True)  # (another store may mark it first)
+                    # (another store may mark it first)
+                    if client.set(mark, FORMAT_MARK, nx=True):
+                        enclosing, foreign = self._looked_again(mark)
                     kind = _text(client.type(mark))
             found = client.get(mark) if kind == "string" else None
         if enclosing is not None:
@@ -337,6 +343,21 @@ class RedisCache:
                 f"{self.prefix!r} is not a structured-sdk cache's (left as it is; choose another "
                 "prefix)"
             )
+
+    def _looked_again(self, mark: str) -> tuple[str | None, str | None]:
+        """Once this store marked its prefix (`mark`), a cache whose entries it lies among
+        (`_enclosing`) or one among its own entries (a nested mark under `e:`), marked at the
+        same moment: each of two such stores made at once looked before the other marked, and
+        both were made (the outer one's `clear` then dropped the inner one's keys). Each looks
+        again once marked, so at least one of them sees the other; one that does gives its
+        mark back and is refused (both, rarely: made again, the one made first is kept)."""
+        enclosing = self._enclosing()
+        entries = f"{self.prefix}e:"
+        among = [inner for inner in self._nested() if inner.startswith(entries)]
+        foreign = f"{among[0]}format" if among and enclosing is None else None
+        if enclosing is not None or foreign is not None:
+            self._redis().delete(mark)
+        return enclosing, foreign
 
     def _enclosing(self) -> str | None:
         """The prefix of a cache whose entries' keys (`PREFIX e:...`) this one's would be among
@@ -413,6 +434,12 @@ class RedisCache:
         except Exception as error:
             if self._closes != began:  # (torn down under the call: any error, from redis-py)
                 raise CacheClosed(f"{self._named()} was closed while {doing}") from error
+            if isinstance(error, UnicodeDecodeError):  # (`decode_responses` in the URL)
+                raise CacheServerError(
+                    f"the cache server {self.server} failed {doing}: it holds a key or value "
+                    "that is not UTF-8 text, which a connection made with `decode_responses` "
+                    f"cannot read ({error.reason}; leave it out of the URL)"
+                ) from error
             if not isinstance(error, redis.RedisError):
                 raise
             detail = " ".join(str(error).replace(self.url, self.server).split())

@@ -43,6 +43,8 @@ from typing import TypeVar
 
 from sdk import _fork
 from sdk import _sqlite
+from sdk._threads import CacheThreads
+from sdk._threads import at_thread_end
 from sdk.cache._entry import CacheStats
 from sdk.cache._entry import Entry
 from sdk.cache._entry import check_settings
@@ -104,6 +106,17 @@ changed, or found it damaged (`SQLiteCache._settled`)."""
 _INDEX_WAIT = 0.005
 """Seconds between tries of a read while the writer sets its write-ahead log's index up."""
 
+_THREADS = 4
+"""The threads the async client asks a store from (`SQLiteCache.threads`), at most."""
+
+
+def _called(method: weakref.WeakMethod[Callable[[], None]]) -> None:
+    """The method called, if its object still lives."""
+    bound = method()
+    if bound is not None:
+        bound()
+
+
 _T = TypeVar("_T")
 
 
@@ -116,10 +129,14 @@ class SQLiteCache:
     _layout: ClassVar[_sqlite.Layout] = LAYOUT
     """What the file is opened as (`ExistingCache`: an empty file is refused, not adopted)."""
 
-    lookups_wait: ClassVar[bool] = False
-    """A lookup never waits for another connection's write (it reads without the write lock,
-    and writes the counts only when no one else is writing): the async client asks it on its
-    event loop, and stores from a thread of its own (`Cache`)."""
+    @property
+    def lookups_wait(self) -> bool:
+        """Whether a lookup may wait (`Cache`): a store that writes its file never does (it
+        reads without the write lock, and writes the counts only when no one else is writing),
+        and the async client asks it on its event loop, and stores from a thread of its own; one
+        that reads it as `readonly=True` (or a file it cannot write) checks each read against
+        the file and reads again, waiting between reads, and is asked from a thread too."""
+        return self.readonly or self._tally.unwritable
 
     def __init__(
         self,
@@ -140,6 +157,10 @@ class SQLiteCache:
         self.readonly = readonly
         self._clock = clock
         self._local = threading.local()
+        self._closes = 0  # (`close()`s so far: a thread's connection opened before one is old)
+        self.threads = CacheThreads(_THREADS)
+        """The threads the async client asks the store from (`sdk._threads`): few, as each
+        opens its own connection, and writes to one file are made one at a time anyway."""
         self._held = HeldEntries(self._file)  # (entries read before, while the file is unchanged)
         # A forked child opens its own connections (those it inherits are its parent's).
         _fork.after_fork(self, SQLiteCache._forget_connections)
@@ -329,8 +350,11 @@ class SQLiteCache:
         return count
 
     def close(self) -> None:
-        """Write the counts still in memory, and close this thread's connection (others close
-        when their thread ends; a later call opens one again)."""
+        """Write the counts still in memory, and close this thread's connection; another
+        thread's closes when that thread ends (the async client's, `threads`, end
+        `sdk._threads.IDLE_SECONDS` after their last call) or at its next call, which opens one
+        again, as any later call does."""
+        self._closes += 1
         try:
             self._write_counts_at_close()
         finally:
@@ -358,9 +382,12 @@ class SQLiteCache:
     # --- the file ---
 
     def _connection(self) -> sqlite3.Connection:
-        found: sqlite3.Connection | None = getattr(self._local, "db", None)
+        local = self._local
+        found: sqlite3.Connection | None = getattr(local, "db", None)
         if found is not None:
-            if not _sqlite.stale(found):  # (one type check but for an immutable connection)
+            # (one type check but for an immutable connection; a connection opened before a
+            # `close()` is opened again: the path may name another file since)
+            if local.closes == self._closes and not _sqlite.stale(found):
                 return found
             self._drop_connection()  # the file changed since it was opened: opened again
         # The file the connection reads, for the entries held (`HeldEntries.current`): as the
@@ -383,7 +410,12 @@ class SQLiteCache:
             self._tally.unwritable = True
         after = file_identity(self._file)
         self._local.reads = after if before in (None, after) else None  # (None: made by it)
+        self._local.closes = self._closes
         self._local.db = db
+        # (an async client's thread closes it as it ends: unclosed, a connection waits for
+        # the garbage collector, its descriptors open)
+        drop = weakref.WeakMethod(self._drop_connection)
+        at_thread_end(lambda: _called(drop))
         return db
 
     def _settled(self, db: sqlite3.Connection, read: Callable[[sqlite3.Connection], _T]) -> _T:

@@ -1,7 +1,7 @@
 """The attempts machine: one call across its attempts, answering each reply with a decision.
 
     machine = Attempts(kind, turns, spec, provider)     # spec: sdk.engine.options.CallSpec
-    done = machine.start()                              # on_call; a cache hit's Done
+    done = machine.start()                              # cache lookup, on_call; a hit's Done
     with machine.abandoned_if_left():                   # on_cancel if left early
         while done is None:
             step = machine.send()                       # Send (or Fail: the deadline passed)
@@ -10,13 +10,15 @@
             except ProviderError as error:
                 decision = machine.on_transport_error(error)
             else:
-                decision = machine.on_reply(completion)  # Retry, Done or Fail
+                decision = machine.on_reply(completion)  # Retry, Done, Fail or Store
             ...                                          # (`sdk.engine.loops`)
 
 It knows nothing of output kinds (the kind builds each request and judges each reply) and does
 no I/O: the sync, async, streaming and batch paths all read the same decisions (`Retry`: send
 again, after `wait` seconds, with `feedback`; `Done`: the result; `Fail`: the error to raise,
-carrying every attempt and their usage). Nothing outside it writes its fields.
+carrying every attempt and their usage; `Store`: an answer for the loop to keep in the cache from
+a thread, then `finish()`). Nothing outside it writes its fields but `store_apart`, which a loop
+sets before it starts the call (the async loops, for a store that may wait).
 
 Each kind of failure has its own policy and budget, because each costs differently:
 
@@ -50,6 +52,10 @@ from typing import Any
 from typing import TypeVar
 
 from sdk._cost import attempts_cost
+from sdk._threads import CacheThreads
+from sdk._threads import lookups_wait
+from sdk._threads import store_waits
+from sdk._threads import threads_for
 from sdk._values.records import Note
 from sdk._values.records import PromptInfo
 from sdk._values.records import Usage
@@ -218,9 +224,11 @@ class Attempts:
         self._cache_key: str | None = None
         self._keyed: Provider | None = None
         self._unstored: tuple[Accepted[Any], Completion] | None = None  # (`Store`'s answer)
+        self._unserved: list[str] = []  # (keys of entries not served, to drop: `store_apart`)
         self.store_apart = False
-        """Whether `_done` leaves the store's `put` to the loop (`Store`): the async loops set
-        it for a cache that may wait (`cache_waits`)."""
+        """Whether the store's writes are left to the loop: `_done`'s `put` (`Store`) and the
+        drop of an entry not served (`drop_unserved`). The async loops set it for a cache that
+        may wait (`cache_waits`)."""
         self._replies: list[Completion] = []  # the replies that make the answer (to cache it)
         self._repliers: list[Provider] = []  # (the provider of each)
         self._notes: list[Note] = []  # what the call met on the way (the cache's notes)
@@ -263,12 +271,16 @@ class Attempts:
             run_hooks(self._hooks, method, self.info, *args)
 
     def start(self) -> Done | None:
-        """The call begins (the hooks' `on_call`): a loop calls it once, before the first
-        `send` (so a stream never iterated starts nothing). `Done` when the response cache has
-        the answer, judged again and found valid: then nothing is sent. (`begin`, `lookup` and
-        `served` in turn: the async loops run `lookup` apart from the event loop.)"""
+        """The call begins: `Done` when the response cache has the answer, judged again and
+        found valid (then nothing is sent); a loop calls it once, before the first `send` (so a
+        stream never iterated starts nothing). The lookup comes before the hooks hear of the
+        call (`on_call`): a store that cannot be read (a `CacheError`, raised here) ends the
+        call before it begins, as a request that cannot be made does, and no hook is left
+        waiting for an end. (`lookup`, `begin` and `served` in turn: the async loops look up
+        apart from the event loop.)"""
+        stored = self.lookup() if self._cache is not None else None
         self._tell("on_call")  # (`begin()`, spelt out: every call, every cache hit, runs it)
-        return self.served(self.lookup()) if self._cache is not None else None
+        return self.served(stored)
 
     def begin(self) -> None:
         """The call begins: the hooks' `on_call`."""
@@ -277,16 +289,21 @@ class Attempts:
     @property
     def cache_waits(self) -> bool:
         """Whether the call's response cache may wait (a file's lock, a server): the async loops
-        call it from a worker thread (`lookup`, `store`), never on the event loop. A store of
-        your own says it never waits with `waits = False` (`MemoryCache` does)."""
-        return self._cache is not None and getattr(self._cache, "waits", True) is not False
+        ask it from a thread (`cache_threads`: `lookup`, `store`), never on the event loop. A
+        store of your own says it never waits with `waits = False` (`MemoryCache` does)."""
+        return self._cache is not None and store_waits(self._cache)
 
     @property
     def lookup_waits(self) -> bool:
         """Whether the call's cache lookup may wait (`cache_waits`, but for a store whose
         lookups never wait: `lookups_wait = False`, as `SQLiteCache`'s read without the write
         lock): the async loops then look up on the event loop and store from a thread."""
-        return self.cache_waits and getattr(self._cache, "lookups_wait", True) is not False
+        return self._cache is not None and lookups_wait(self._cache)
+
+    @property
+    def cache_threads(self) -> CacheThreads:
+        """The threads the async loops ask the call's cache from (`sdk._threads.threads_for`)."""
+        return threads_for(self._cache)
 
     def abandoned_if_left(self) -> _AbandonedIfLeft:
         """Around a started call: should the caller leave it before it ends (an exception, a
@@ -321,9 +338,7 @@ class Attempts:
             return None
         accepted, self.kind, provider, completion, usage = stored
         if provider is not self.provider:  # (a fallback list's later provider gave it)
-            self.provider = provider
-            if self._hooks:  # (`info` was made when the call started; without hooks, none)
-                self.info.provider, self.info.model = provider.name, provider.model
+            self._moved_to(provider)
         return self._finished(accepted, completion, usage)
 
     def _from_cache_of_others(self) -> Stored | None:
@@ -391,9 +406,30 @@ class Attempts:
         return judged, kind, provider, completions[-1], entry.usage
 
     def _not_served(self, key: str) -> None:
-        """The entry found under `key` is not served: dropped, and counted a miss, not a hit. A
-        store that cannot drop it (a file opened read-only, a server gone since the lookup)
-        does not fail the call: the provider is asked all the same."""
+        """The entry found under `key` is not served: dropped, and counted a miss, not a hit;
+        where the loop keeps the store's writes apart (`store_apart`), dropped when it says
+        (`drop_unserved`: a lookup on the event loop writes nothing there)."""
+        if self.store_apart:
+            self._unserved.append(key)
+        else:
+            self._drop(key)
+
+    @property
+    def unserved(self) -> bool:
+        """Whether entries the lookup did not serve wait to be dropped (`drop_unserved`)."""
+        return bool(self._unserved)
+
+    def drop_unserved(self) -> None:
+        """Drop the entries the lookup did not serve (the store's I/O, and no hook told: any
+        thread may run it while the call waits)."""
+        keys, self._unserved = self._unserved, []
+        for key in keys:
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        """Drop the entry under `key`, not served. A store that cannot (a file opened
+        read-only, a server gone since the lookup) does not fail the call: the provider is
+        asked all the same."""
         assert self._cache is not None
         try:
             not_served(self._cache, key)
@@ -736,13 +772,18 @@ class Attempts:
             except UnsupportedRequest as refused:
                 logger.debug("not falling back to %s: %s", candidate.name, refused)
                 continue
-            self.provider = candidate
+            self._moved_to(candidate)
             self._transport = None
-            if self._hooks:  # (`info` was made when the call started; without hooks, none)
-                self.info.provider, self.info.model = candidate.name, candidate.model
             logger.debug("falling back from %s to %s", previous.name, candidate.name)
             return True
         return False
+
+    def _moved_to(self, provider: Provider) -> None:
+        """The call goes on with `provider` (a fallback list's later one), as the hooks' `info`
+        says (made when the call started; without hooks, none)."""
+        self.provider = provider
+        if self._hooks:
+            self.info.provider, self.info.model = provider.name, provider.model
 
     def _send_deadline(self) -> float | None:
         """The instant (the machine's clock) the next request must be answered by, if any."""
@@ -756,6 +797,9 @@ class Attempts:
 
     def _deadline_error(self) -> ProviderError:
         what = f"the call's deadline of {self.settings.deadline:g}s passed"
+        if not self.attempts and self._cache is not None:
+            # (nothing was sent: the lookup spent it, a store that waited on its file or server)
+            what += " in the response cache's lookup, before any request was sent"
         return provider_error(self.provider.name, what, transient=False)
 
     def _transient(self, error: BaseException) -> bool:

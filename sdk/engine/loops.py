@@ -15,12 +15,10 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
 from typing import Any
-from typing import Final
 from typing import TypeVar
 
-from sdk import _fork
+from sdk._threads import CacheThreads
 from sdk._values.records import Usage
 from sdk.engine.attempts import Attempts
 from sdk.engine.attempts import Decision
@@ -29,6 +27,7 @@ from sdk.engine.attempts import Fail
 from sdk.engine.attempts import Retry
 from sdk.engine.attempts import Send
 from sdk.engine.attempts import Store
+from sdk.engine.attempts import Stored
 from sdk.errors import ProviderError
 from sdk.errors import RunawayOutput
 from sdk.errors import StructuredOutputError
@@ -38,10 +37,7 @@ from sdk.parsing.runaway import RunawayWatch
 from sdk.providers._base import Completion
 from sdk.providers._base import TextDelta
 
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
-
-__all__ = ["CACHE_THREADS", "acomplete", "astream", "complete", "stream"]
+__all__ = ["acomplete", "astream", "complete", "stream"]
 
 _T = TypeVar("_T")
 
@@ -202,58 +198,37 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 
 # --- async: the same loops, awaited ---
 # A response cache that may wait (a file's lock, a server: `Attempts.cache_waits`) is asked
-# from a thread of the SDK's own (`CACHE_THREADS`), its lookup and its store alike, so that a
-# busy store holds up its own call, never the event loop and every other call on it.
-
-CACHE_THREADS: Final = 64
-"""The threads the async loops ask a store that may wait from, at most: the SDK's own, not the
-event loop's default executor (a few threads, which the loop's DNS lookups and every
-`asyncio.to_thread` share: 80 calls on a store that waited 1 s held one another, and a
-`getaddrinfo` beside them, for 27 s). Calls past this many at once wait their turn."""
-
-_pool: list[ThreadPoolExecutor] = []  # (made at the first async call on such a store)
-_pool_lock = _fork.lock()
+# from threads of the SDK's own (`sdk._threads`: the store's, `Attempts.cache_threads`), its
+# lookup and its writes alike, so that a busy store holds up its own calls, never the event loop
+# and every other call on it.
 
 
-def _cache_pool() -> ThreadPoolExecutor:
-    if not _pool:
-        from concurrent.futures import ThreadPoolExecutor  # (the async loops' alone)
-
-        with _pool_lock:
-            if not _pool:
-                _pool.append(ThreadPoolExecutor(CACHE_THREADS, thread_name_prefix="sdk-cache"))
-    return _pool[0]
-
-
-_fork.in_child(_pool.clear)  # (a forked child has none of its parent's threads)
-
-
-async def _off_loop(work: Callable[[], _T]) -> _T:
-    """`work()` in a thread of the SDK's pool, in a copy of the caller's context (as
-    `asyncio.to_thread` runs it), while the event loop runs the other calls."""
+async def _off_loop(work: Callable[[], _T], threads: CacheThreads) -> _T:
+    """`work()` in one of `threads`, in a copy of the caller's context (as `asyncio.to_thread`
+    runs it), while the event loop runs the other calls."""
     import asyncio
     import contextvars
 
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_cache_pool(), contextvars.copy_context().run, work)
+    return await loop.run_in_executor(threads, contextvars.copy_context().run, work)
 
 
 async def _astart(machine: Attempts) -> Done | None:
-    """`machine.start()`, its cache lookup apart from the event loop where the store may wait."""
+    """`machine.start()`, the store's I/O apart from the event loop where the store may wait:
+    its lookup (but a `SQLiteCache`'s, which never waits for a writer) and the drop of an entry
+    not served (a write). Before the hooks hear of the call, as `start()` looks up: a call left
+    meanwhile (cancelled) has not begun."""
     if not machine.cache_waits:
         return machine.start()
     machine.store_apart = True
-    if not machine.lookup_waits:  # (`SQLiteCache`: a lookup never waits; its store may)
-        return machine.start()
+    stored: Stored | None
+    if machine.lookup_waits:
+        stored = await _off_loop(machine.lookup, machine.cache_threads)
+    else:  # (`SQLiteCache`: a lookup never waits; its writes may)
+        stored = machine.lookup()
+    if machine.unserved:
+        await _off_loop(machine.drop_unserved, machine.cache_threads)
     machine.begin()
-    failure: Exception | None = None
-    with machine.abandoned_if_left():  # (left while the store is asked: the hooks hear of it)
-        try:
-            stored = await _off_loop(machine.lookup)
-        except Exception as error:  # (the lookup's own, a `CacheError`: raised as `start()`
-            failure = error  # raises it, the call not abandoned)
-    if failure is not None:
-        raise failure
     return machine.served(stored)
 
 
@@ -264,7 +239,7 @@ async def _adecided(
     that may wait, `store_apart`)."""
     decision = _decision(machine, outcome, shown)
     if isinstance(decision, Store):
-        await _off_loop(machine.store)
+        await _off_loop(machine.store, machine.cache_threads)
         decision = machine.finish()
     return _answer(decision)
 

@@ -22,6 +22,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -100,8 +101,10 @@ class ControlTokens:
         # (Gemma lists over 6,000 special tokens) costs `re` 12 ms per 20 KB, the trie 0.1 ms.
         alternatives = ([_trie_pattern(self.strings)] if self.strings else []) + list(patterns)
         self._regex = re.compile("|".join(alternatives)) if alternatives else None
-        looked_for = "\n".join([*sorted(self.strings), "", *patterns])
-        self.digest = hashlib.sha256(looked_for.encode("utf-8", "surrogatepass")).hexdigest()
+        # (as JSON, each string quoted whole: joined by a separator, `["a\nb"]` and `["a", "b"]`
+        # were one digest, and a provider refusing a prompt was served another one's answer)
+        looked_for = json.dumps([sorted(self.strings), list(patterns)], ensure_ascii=True)
+        self.digest = hashlib.sha256(looked_for.encode()).hexdigest()
         """What is looked for, by the sha256 of the strings in order and the patterns (the
         response cache's key: a request one set refuses, another sends). Not of the one pattern
         made of them: a set's order, and so the pattern's, differs from process to process."""
