@@ -354,10 +354,10 @@ class SQLiteCache:
         thread's closes when that thread ends (the async client's, `threads`, end
         `sdk._threads.IDLE_SECONDS` after their last call) or at its next call, which opens one
         again, as any later call does."""
-        self._closes += 1
         try:
-            self._write_counts_at_close()
+            self._write_counts_at_close()  # (through this thread's connection, as it is)
         finally:
+            self._closes += 1
             self._held.release()
             self._drop_connection()
 
