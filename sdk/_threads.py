@@ -77,28 +77,30 @@ class CacheThreads(Executor):
 
     def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
         done: Future[_T] = Future()
+        work = (done, lambda: fn(*args, **kwargs))
         with self._ready:
-            self._pending.append((done, lambda: fn(*args, **kwargs)))
+            self._pending.append(work)
             # A thread for each piece of work no waiting thread is there for, up to `most`
             # (past it, the work waits for a busy thread, which takes it when it is done).
             if len(self._pending) > self._waiting and self._threads < self.most:
-                self._threads += 1
-                threading.Thread(target=self._run, name="sdk-cache", daemon=True).start()
+                try:
+                    threading.Thread(target=self._run, name="sdk-cache", daemon=True).start()
+                except RuntimeError:  # (no thread can be started: the interpreter finalizing)
+                    self._pending.remove(work)
+                else:
+                    self._threads += 1
+                    return done
             else:
                 self._ready.notify()
+                return done
+        _ran(*work)  # (in the caller's thread: the work never waits for a thread that is not)
         return done
 
     def _run(self) -> None:
         _ending.releases = []
         while (taken := self._next()) is not None:
             done, work = taken
-            if done.set_running_or_notify_cancel():
-                try:
-                    result = work()
-                except BaseException as error:  # (the caller's, through its future)
-                    done.set_exception(error)
-                else:
-                    done.set_result(result)
+            _ran(done, work)
             del done, work, taken  # (nothing of the last work is held while waiting)
         for release in _ending.releases:
             try:
@@ -118,6 +120,17 @@ class CacheThreads(Executor):
                     self._threads -= 1
                     return None
             return self._pending.popleft()
+
+
+def _ran(done: Future[Any], work: Callable[[], Any]) -> None:
+    """`work()`, its result or error given to `done` (unless it was cancelled meanwhile)."""
+    if done.set_running_or_notify_cancel():
+        try:
+            result = work()
+        except BaseException as error:  # (the caller's, through its future)
+            done.set_exception(error)
+        else:
+            done.set_result(result)
 
 
 _ending = threading.local()  # (`releases`: what a `CacheThreads` thread runs as it ends)

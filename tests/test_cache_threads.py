@@ -92,6 +92,28 @@ def test_cache_threads_lose_no_work_to_threads_ending_as_it_is_given() -> None:
         assert threads.submit(lambda: 1).result(timeout=WAIT) == 1
 
 
+def test_work_no_thread_can_be_started_for_runs_in_the_caller_s_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where no thread can be started (Python refuses new threads as it finalizes), the work
+    runs in the caller's thread rather than wait for a thread that will never come."""
+    threads = CacheThreads(most=2, idle=0.2)
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    ran_in: list[int] = []
+    future = threads.submit(lambda: ran_in.append(threading.get_ident()) or 7)
+    assert future.result(timeout=WAIT) == 7 and ran_in == [threading.get_ident()]
+    failing = threads.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=WAIT)
+    assert threads.threads == 0
+    monkeypatch.undo()
+    assert threads.submit(lambda: threading.get_ident()).result(timeout=WAIT) != ran_in[0]
+
+
 def test_an_async_call_is_answered_and_stored_after_the_main_thread_ended(tmp_path: Path) -> None:
     """An event loop serving calls in a thread that outlives the main thread (a script that
     starts its service and returns): the cache's hand-over to `concurrent.futures`' pool, which
