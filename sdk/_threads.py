@@ -17,6 +17,7 @@ it opens few connections); any other is asked from the process's (`cache_threads
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -37,6 +38,7 @@ __all__ = [
     "lookups_wait",
     "store_waits",
     "threads_for",
+    "turn_bound",
 ]
 
 _T = TypeVar("_T")
@@ -59,6 +61,11 @@ class CacheThreads(Executor):
     seconds without work. (An executor, so `loop.run_in_executor` takes it.)"""
 
     def __init__(self, most: int = CACHE_THREADS, idle: float = IDLE_SECONDS) -> None:
+        # (no thread, or none that waits for work, would leave work pending for ever)
+        if type(most) is not int or most < 1:
+            raise ValueError(f"CacheThreads(most=...) must be a whole number >= 1, not {most!r}")
+        if type(idle) not in (int, float) or not 0 < idle < math.inf:
+            raise ValueError(f"CacheThreads(idle=...) must be seconds > 0, not {idle!r}")
         self.most = most
         self.idle = idle
         self._ready = _fork.condition()  # (guards what follows; waited on by idle threads)
@@ -170,6 +177,18 @@ def lookups_wait(store: object) -> bool:
     not say its lookups never do (`lookups_wait = False`: a `SQLiteCache` that writes its file,
     which reads without the write lock)."""
     return store_waits(store) and getattr(store, "lookups_wait", True) is not False
+
+
+def turn_bound(store: object) -> float | None:
+    """How long a call waits for its turn in the threads it asks `store` from (`threads_for`)
+    before it is given up, not run: the store's own `timeout` (`SQLiteCache`'s, `RedisCache`'s),
+    so that calls queued behind a busy store's threads each wait at most that for their turn
+    (then at most that in the store), not a turn of the timeout for every call ahead of them;
+    `None`, no bound, for a store with no timeout of its own (its calls wait their turn)."""
+    bound: object = getattr(store, "timeout", None)
+    if isinstance(bound, int | float) and type(bound) is not bool and 0 < bound < math.inf:
+        return float(bound)
+    return None
 
 
 def threads_for(store: object) -> CacheThreads:

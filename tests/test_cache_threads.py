@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -350,3 +351,191 @@ def test_a_call_whose_lookup_fails_tells_no_hook_it_began(sync: bool) -> None:
         Decision, prompt="Approve?"
     )
     assert hooks.told == ["on_call", "on_result"]
+
+
+# --- a call's turn in a store's threads is bounded by the store's timeout ---
+
+
+class _SlowStore(MemoryCache):
+    """A store of your own with one thread and a timeout, whose `put` (or `get`) waits for
+    `release`, longer than its timeout (a file another writer holds, a server that stalls)."""
+
+    waits = True
+
+    def __init__(self, slow: str) -> None:
+        super().__init__()
+        self.threads = CacheThreads(most=1)
+        self.timeout = 0.2
+        self.release = threading.Event()
+        self.slow = slow
+        self.calls: list[str] = []
+
+    def get(self, key: str) -> Entry | None:
+        self.calls.append("get")
+        if self.slow == "get":
+            self.release.wait(WAIT)
+        return super().get(key)
+
+    def put(self, key: str, entry: Entry) -> None:
+        self.calls.append("put")
+        if self.slow == "put":
+            self.release.wait(WAIT)
+        super().put(key, entry)
+
+
+def test_calls_queued_behind_a_busy_store_wait_at_most_its_timeout_for_their_turn() -> None:
+    """Each call waits for one of the store's threads, then at most `timeout=` in the store:
+    queued behind calls that each waited the store's timeout, the last of 100 calls waited 25
+    turns of it (12 minutes at SQLite's default 30 s), its answer paid for, and callers under
+    `asyncio.wait_for` lost answers they had. A call that gets no turn within the timeout is
+    not run: its answer is the caller's, with a note saying it was not stored."""
+    store = _SlowStore(slow="put")
+    client = AsyncStructuredClient(TestProvider([TEXT], repeat=True), cache=store)
+
+    async def main() -> list[list[str]]:
+        calls = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(5)]
+        results = asyncio.gather(*calls)
+        await asyncio.sleep(store.timeout * 3)  # (the queued ones given up meanwhile)
+        store.release.set()  # (the first put, which has the thread, ends)
+        return [[note.kind for note in r.notes] for r in await asyncio.wait_for(results, WAIT)]
+
+    notes = asyncio.run(main())
+    assert store.calls.count("put") == 1  # the four others had no turn: never run
+    assert sorted(notes) == [[]] + [["cache_not_stored"]] * 4
+    assert store.threads.most == 1
+
+
+def test_a_lookup_that_gets_no_turn_is_a_cache_error_before_anything_is_sent() -> None:
+    store = _SlowStore(slow="get")
+    provider = TestProvider([TEXT], repeat=True)
+    client = AsyncStructuredClient(provider, cache=store)
+
+    async def main() -> list[Any]:
+        calls = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(3)]
+        results = asyncio.gather(*calls, return_exceptions=True)
+        await asyncio.sleep(store.timeout * 3)
+        store.release.set()
+        return await asyncio.wait_for(results, WAIT)
+
+    outcomes = asyncio.run(main())
+    refused = [o for o in outcomes if isinstance(o, CacheError)]
+    assert len(refused) == 2 and store.calls.count("get") == 1
+    assert all("took no call within its timeout of 0.2 s" in str(e) for e in refused)
+    assert len(provider.requests) == 1  # only the call whose lookup ran was sent
+
+
+@pytest.mark.parametrize("most", [0, -1, 1.5, True])
+def test_cache_threads_refuse_a_number_that_would_run_nothing(most: Any) -> None:
+    """`CacheThreads(most=0)` was taken, and work given to it waited for ever."""
+    with pytest.raises(ValueError, match="most"):
+        CacheThreads(most=most)
+    with pytest.raises(ValueError, match="idle"):
+        CacheThreads(idle=0)
+
+
+# --- a store of your own that fails with another error than CacheError ---
+
+
+class _Failing(MemoryCache):
+    def __init__(self, method: str) -> None:
+        super().__init__()
+        self.method = method
+
+    def get(self, key: str) -> Entry | None:
+        if self.method == "get":
+            raise RuntimeError("the backend is gone")
+        found = super().get(key)
+        if self.method == "refuse" and found is None:
+            return Entry.stored("not an entry")  # (damaged: not served, then refused)
+        return found
+
+    def put(self, key: str, entry: Entry) -> None:
+        if self.method == "put":
+            raise ConnectionError("the backend dropped the connection")
+        super().put(key, entry)
+
+    def refuse(self, key: str) -> None:
+        raise OSError("the backend is read-only")
+
+
+def _generate(sync: bool, store: MemoryCache, hooks: _Ends, provider: TestProvider) -> Any:
+    if sync:
+        client = StructuredClient(provider, cache=store, hooks=[hooks])
+        return client.generate(Decision, prompt="Approve?")
+    async_client = AsyncStructuredClient(provider, cache=store, hooks=[hooks])
+    return asyncio.run(asyncio.wait_for(async_client.generate(Decision, prompt="Approve?"), WAIT))
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_put_that_fails_otherwise_keeps_the_answer_with_a_note(sync: bool) -> None:
+    """A store of your own whose `put` raised its own error lost the answer paid for, the
+    error raw, and the hooks told the call was cancelled."""
+    hooks, provider = _Ends(), TestProvider([TEXT])
+    result = _generate(sync, _Failing("put"), hooks, provider)
+    assert result.value.answer == "approve" and not result.cached
+    [note] = [n for n in result.notes if n.kind == "cache_not_stored"]
+    assert "_Failing.put() failed: ConnectionError: the backend dropped" in note.received
+    assert hooks.told == ["on_call", "on_result"]
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_get_that_fails_otherwise_is_a_cache_error_before_anything_is_sent(sync: bool) -> None:
+    hooks, provider = _Ends(), TestProvider([TEXT])
+    failed = re.escape("_Failing.get() failed: RuntimeError")
+    with pytest.raises(CacheError, match=failed) as caught:
+        _generate(sync, _Failing("get"), hooks, provider)
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert hooks.told == [] and provider.requests == []
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_refuse_that_fails_otherwise_lets_the_call_go_on(sync: bool) -> None:
+    hooks, provider = _Ends(), TestProvider([TEXT])
+    result = _generate(sync, _Failing("refuse"), hooks, provider)
+    assert result.value.answer == "approve" and not result.cached
+    assert len(provider.requests) == 1 and hooks.told == ["on_call", "on_result"]
+
+
+# --- a SQLiteCache's end ---
+
+
+def test_close_never_makes_a_removed_cache_file_again(tmp_path: Path) -> None:
+    """`close()` from a thread that held no connection of the store opened one to write the
+    counts still in memory, making the folder's file again after the folder was removed."""
+    folder = tmp_path / "sub"
+    made: list[SQLiteCache] = []
+
+    def calls() -> None:
+        store = SQLiteCache(folder / "c.db")  # (made and used here: this thread's connection)
+        made.append(store)
+        client = StructuredClient(TestProvider([TEXT], repeat=True), cache=store)
+        client.generate(Decision, prompt="Approve?")
+        assert client.generate(Decision, prompt="Approve?").cached  # (a count kept in memory)
+
+    worker = threading.Thread(target=calls)
+    worker.start()
+    worker.join(WAIT)
+    for path in folder.iterdir():
+        path.unlink()
+    folder.rmdir()
+    made[0].close()  # (from a thread that holds no connection of it)
+    assert not folder.exists()
+
+
+def test_a_thread_opening_again_after_each_close_is_told_once_to_release_at_its_end(
+    tmp_path: Path,
+) -> None:
+    """Each opening after a `close()` added one more release to the thread's end, which a
+    thread that never went idle piled up (a thousand after a thousand closes)."""
+    import sdk._threads
+
+    store = SQLiteCache(tmp_path / "c.db")
+
+    def opened_again() -> int:
+        for _ in range(50):
+            store.get("0" * 64)
+            store.close()
+        return len(sdk._threads._ending.releases)
+
+    assert store.threads.submit(opened_again).result(timeout=WAIT) == 1
+    store.close()

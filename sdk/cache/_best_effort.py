@@ -71,6 +71,14 @@ class BestEffortCache:
         store = self._store
         return cache_threads() if store is None else threads_for(store)
 
+    @property
+    def timeout(self) -> float | None:
+        """Its store's `timeout`, once opened (how long a call waits for its turn in `threads`:
+        `sdk._threads.turn_bound`)."""
+        store = self._store
+        bound = getattr(store, "timeout", None)
+        return bound if type(bound) in (int, float) else None
+
     def __repr__(self) -> str:
         state = f"given up: {self.given_up}" if self.given_up else repr(self._store)
         return f"BestEffortCache({state})"

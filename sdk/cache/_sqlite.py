@@ -362,22 +362,28 @@ class SQLiteCache:
             self._drop_connection()
 
     def _write_counts_at_close(self) -> None:
-        if not self.readonly and self._tally.pending and not self._tally.unwritable:
-            wait = min(self.timeout, _COUNTS_WAIT)
-            why = f"another process held the write lock past {wait:g} s"
-            try:
-                written = self._write_counts(wait)
-            except CacheFileError as error:
-                if not (_sqlite.cannot_write(error) or _sqlite.no_room(error)):
-                    raise
-                written = self._tally.unwritable = _sqlite.cannot_write(error)
-                why = str(error)  # (a full disk: counts only, so the store still closes)
-            if not written:
-                dropped = self._tally.drop()
-                logger.warning(
-                    "%s: %d counts of hits and misses not written (%s): dropped",
-                    self.path, dropped, why,
-                )  # fmt: skip
+        if self.readonly or not self._tally.pending or self._tally.unwritable:
+            return
+        if not self._file.is_file():
+            # (its folder removed, say: counts are written to a file that is there, never one
+            # made again for them, as at the process's end: `_write_tally`)
+            logger.debug("%s: gone; %d counts not written", self.path, self._tally.drop())
+            return
+        wait = min(self.timeout, _COUNTS_WAIT)
+        why = f"another process held the write lock past {wait:g} s"
+        try:
+            written = self._write_counts(wait)
+        except CacheFileError as error:
+            if not (_sqlite.cannot_write(error) or _sqlite.no_room(error)):
+                raise
+            written = self._tally.unwritable = _sqlite.cannot_write(error)
+            why = str(error)  # (a full disk: counts only, so the store still closes)
+        if not written:
+            dropped = self._tally.drop()
+            logger.warning(
+                "%s: %d counts of hits and misses not written (%s): dropped",
+                self.path, dropped, why,
+            )  # fmt: skip
 
     # --- the file ---
 
@@ -413,9 +419,13 @@ class SQLiteCache:
         self._local.closes = self._closes
         self._local.db = db
         # (an async client's thread closes it as it ends: unclosed, a connection waits for
-        # the garbage collector, its descriptors open)
-        drop = weakref.WeakMethod(self._drop_connection)
-        at_thread_end(lambda: _called(drop))
+        # the garbage collector, its descriptors open; told once a thread, whichever
+        # connection it holds then: a thread that opened again after each `close()` piled up
+        # one for each)
+        if not getattr(local, "told_at_end", False):
+            drop = weakref.WeakMethod(self._drop_connection)
+            at_thread_end(lambda: _called(drop))
+            local.told_at_end = True
         return db
 
     def _settled(self, db: sqlite3.Connection, read: Callable[[sqlite3.Connection], _T]) -> _T:

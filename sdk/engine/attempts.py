@@ -56,9 +56,11 @@ from sdk._threads import CacheThreads
 from sdk._threads import lookups_wait
 from sdk._threads import store_waits
 from sdk._threads import threads_for
+from sdk._threads import turn_bound
 from sdk._values.records import Note
 from sdk._values.records import PromptInfo
 from sdk._values.records import Usage
+from sdk.cache import Cache
 from sdk.cache import CacheError
 from sdk.cache import CacheGivenUp
 from sdk.cache import DamagedEntry
@@ -305,6 +307,16 @@ class Attempts:
         """The threads the async loops ask the call's cache from (`sdk._threads.threads_for`)."""
         return threads_for(self._cache)
 
+    @property
+    def cache(self) -> Cache | None:
+        """The call's response cache (`None`: none)."""
+        return self._cache
+
+    @property
+    def turn_bound(self) -> float | None:
+        """How long the call waits for its turn in `cache_threads` (`sdk._threads.turn_bound`)."""
+        return turn_bound(self._cache)
+
     def abandoned_if_left(self) -> _AbandonedIfLeft:
         """Around a started call: should the caller leave it before it ends (an exception, a
         closed stream, a cancelled task), tell the hooks it was abandoned (`on_abandon`). Every
@@ -325,12 +337,10 @@ class Attempts:
         assert self._cache is not None
         self._keyed = self.provider
         self._cache_key = self._cache_key_of(self.provider)
-        entry = self._cache.get(self._cache_key)
-        if entry is not None:
-            stored = self._judged(entry, self.provider, self._cache_key)
-            if stored is not None:
-                return stored
-        return self._from_cache_of_others() if self._candidates else None
+        stored = self._stored(self.provider, self._cache_key)
+        if stored is None and self._candidates:
+            return self._from_cache_of_others()
+        return stored
 
     def served(self, stored: Stored | None) -> Done | None:
         """The call answered by the cache's `stored` answer (`lookup`'s), `None` on a miss."""
@@ -351,13 +361,23 @@ class Attempts:
                 self.kind.vet(candidate)
             except UnsupportedRequest:
                 continue
-            key = self._cache_key_of(candidate)
-            entry = self._cache.get(key)
-            if entry is not None:
-                stored = self._judged(entry, candidate, key)
-                if stored is not None:
-                    return stored
+            stored = self._stored(candidate, self._cache_key_of(candidate))
+            if stored is not None:
+                return stored
         return None
+
+    def _stored(self, provider: Provider, key: str) -> Stored | None:
+        """The answer the store holds under `key`, `provider`'s, judged again (`_judged`); a
+        store of your own that fails otherwise than with a `CacheError` (its server's own
+        error, a bug) fails the call as one would, before anything is sent, its error chained."""
+        assert self._cache is not None
+        try:
+            entry = self._cache.get(key)
+        except CacheError:
+            raise
+        except Exception as error:
+            raise CacheError(_failed(self._cache, "get", error)) from error
+        return self._judged(entry, provider, key) if entry is not None else None
 
     def _cache_key_of(self, provider: Provider) -> str:
         """The cache key of the call's answer from `provider`: its scope (where it runs, its
@@ -435,6 +455,11 @@ class Attempts:
             not_served(self._cache, key)
         except CacheError as error:
             logger.warning("a response cache entry not served was not dropped: %s", error)
+        except Exception as error:  # (a store of your own's: the call goes on all the same)
+            method = "refuse" if hasattr(self._cache, "refuse") else "discard"
+            logger.debug("a response cache's %s failed", method, exc_info=True)
+            why = _failed(self._cache, method, error)
+            logger.warning("a response cache entry not served was not dropped: %s", why)
 
     def store(self) -> None:
         """Keep the answer `Store` named in the cache (the store's I/O, and no hook told: any
@@ -477,13 +502,21 @@ class Attempts:
             self._cache.put(key, Entry(tuple(self._replies)))
         except (CacheError, NotStorable) as error:  # (a store closed under the call among them)
             # (a store given up was said once already, as a warning: a note, and no other)
-            log = logger.debug if isinstance(error, CacheGivenUp) else logger.warning
-            log("the answer was not stored in the response cache: %s", error)
-            self._notes.append(Note("", str(error), None, kind="cache_not_stored"))
+            self.not_stored(str(error), quiet=isinstance(error, CacheGivenUp))
         except UnicodeEncodeError as error:  # a store of your own that takes UTF-8 (ours: above)
-            why = f"the answer holds text UTF-8 cannot encode ({error.reason})"
-            logger.warning("the answer was not stored in the response cache: %s", why)
-            self._notes.append(Note("", why, None, kind="cache_not_stored"))
+            self.not_stored(f"the answer holds text UTF-8 cannot encode ({error.reason})")
+        except Exception as error:  # a store of your own's (its server's error, a bug): the
+            # answer is paid for, and the caller's all the same
+            logger.debug("a response cache's put failed", exc_info=True)
+            self.not_stored(_failed(self._cache, "put", error))
+
+    def not_stored(self, why: str, quiet: bool = False) -> None:
+        """The answer was not kept in the cache, for `why`: a warning (`quiet`: said already),
+        and a note on the result."""
+        (logger.debug if quiet else logger.warning)(
+            "the answer was not stored in the response cache: %s", why
+        )
+        self._notes.append(Note("", why, None, kind="cache_not_stored"))
 
     def _first_able(self, kind: OutputKind[Any]) -> Provider:
         """The first provider that can carry the kind (`UnsupportedRequest` from the first if
@@ -884,3 +917,9 @@ class _AbandonedIfLeft:
         if error_type is not None:
             # Nothing once the call has ended (its error is on its way out).
             self._machine.on_abandon()
+
+
+def _failed(store: object, method: str, error: Exception) -> str:
+    """What a store of your own that failed in `method` with `error` (not a `CacheError`) is
+    told as: the store, the method, the error."""
+    return f"{type(store).__name__}.{method}() failed: {type(error).__name__}: {error}"

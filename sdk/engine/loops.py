@@ -9,7 +9,9 @@ ends the call through `Attempts.on_abandon`, so no hook or span is left open.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
+from concurrent.futures import Future
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
@@ -18,8 +20,8 @@ from dataclasses import replace
 from typing import Any
 from typing import TypeVar
 
-from sdk._threads import CacheThreads
 from sdk._values.records import Usage
+from sdk.cache import CacheError
 from sdk.engine.attempts import Attempts
 from sdk.engine.attempts import Decision
 from sdk.engine.attempts import Done
@@ -40,6 +42,8 @@ from sdk.providers._base import TextDelta
 __all__ = ["acomplete", "astream", "complete", "stream"]
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("sdk.cache")
 
 
 def _next(machine: Attempts) -> Send:
@@ -203,14 +207,34 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 # and every other call on it.
 
 
-async def _off_loop(work: Callable[[], _T], threads: CacheThreads) -> _T:
-    """`work()` in one of `threads`, in a copy of the caller's context (as `asyncio.to_thread`
-    runs it), while the event loop runs the other calls."""
+async def _off_loop(work: Callable[[], _T], machine: Attempts) -> _T:
+    """`work()` in one of the call's cache threads (`machine.cache_threads`), in a copy of the
+    caller's context (as `asyncio.to_thread` runs it), while the event loop runs the other
+    calls. Work no thread has taken within the store's timeout (`machine.turn_bound`: its
+    threads all busy with calls that wait for it) is not run: a `CacheError` saying so (a
+    store that waits its timeout at every call would hold the last of 100 calls 25 turns of
+    it, its answer paid for and waiting)."""
     import asyncio
     import contextvars
 
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(threads, contextvars.copy_context().run, work)
+    threads = machine.cache_threads
+    taken: Future[_T] = threads.submit(contextvars.copy_context().run, work)
+    waited = asyncio.wrap_future(taken, loop=loop)
+    bound = machine.turn_bound
+    if bound is not None:
+        try:
+            await asyncio.wait((waited,), timeout=bound)
+        except BaseException:  # (the caller left: the work is cancelled, as awaited it would be)
+            waited.cancel()
+            raise
+        if not waited.done() and taken.cancel():  # (not taken yet: it never runs)
+            raise CacheError(
+                f"the response cache ({type(machine.cache).__name__}) took no call within "
+                f"its timeout of {bound:g} s: all its {threads.most} threads were busy with "
+                "calls that wait for it"
+            )
+    return await waited
 
 
 async def _astart(machine: Attempts) -> Done | None:
@@ -223,11 +247,14 @@ async def _astart(machine: Attempts) -> Done | None:
     machine.store_apart = True
     stored: Stored | None
     if machine.lookup_waits:
-        stored = await _off_loop(machine.lookup, machine.cache_threads)
+        stored = await _off_loop(machine.lookup, machine)
     else:  # (`SQLiteCache`: a lookup never waits; its writes may)
         stored = machine.lookup()
     if machine.unserved:
-        await _off_loop(machine.drop_unserved, machine.cache_threads)
+        try:
+            await _off_loop(machine.drop_unserved, machine)
+        except CacheError as error:  # (no turn: the entry stays, and the call goes on)
+            logger.warning("a response cache entry not served was not dropped: %s", error)
     machine.begin()
     return machine.served(stored)
 
@@ -239,7 +266,10 @@ async def _adecided(
     that may wait, `store_apart`)."""
     decision = _decision(machine, outcome, shown)
     if isinstance(decision, Store):
-        await _off_loop(machine.store, machine.cache_threads)
+        try:
+            await _off_loop(machine.store, machine)
+        except CacheError as error:  # (no turn: `store` catches the store's own errors)
+            machine.not_stored(str(error))
         decision = machine.finish()
     return _answer(decision)
 
