@@ -785,6 +785,46 @@ def test_a_template_reading_data_that_holds_itself_is_named_without_recursing() 
     assert "unnamed" not in str(LlamaCppProvider(prompt_template=_terse).cache_scope())
 
 
+def _compiled(source: str) -> Callable[[CompletionRequest], str]:
+    """The function `template` of `source`, made in a module of its own name (as a template
+    file edited between two runs would be)."""
+    namespace: dict[str, Any] = {"__name__": "edited_templates"}
+    exec(source, namespace)
+    made: Callable[[CompletionRequest], str] = namespace["template"]
+    return made
+
+
+def test_a_template_s_constants_are_named_apart_not_run_together() -> None:
+    # The constants went into the digest one after another with nothing between them: a
+    # template slicing [1:23] and one slicing [12:3] (the same bytecode) were one template.
+    first = _compiled("def template(request):\n    return request.messages[-1].text[1:23]\n")
+    second = _compiled("def template(request):\n    return request.messages[-1].text[12:3]\n")
+    assert first.__code__.co_code == second.__code__.co_code
+    assert callable_identity(first) != callable_identity(second)
+    text = "0123456789abcdefghijklmnopqrstuvwxyz"
+    sent: list[str] = []
+    cache = MemoryCache()
+    for template in (first, second):
+        provider = _llamacpp_rendering(template, sent)
+        assert not StructuredClient(provider, cache=cache).generate(Decision, prompt=text).cached
+    assert len(sent) == 2 and sent[0] != sent[1]
+
+
+def _llamacpp_rendering(
+    template: Callable[[CompletionRequest], str], sent: list[str]
+) -> LlamaCppProvider:
+    """A llama.cpp provider with `template`, on a mocked server that keeps each prompt sent."""
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content)["prompt"])
+        return httpx.Response(200, json={"content": TEXT, "stop": True, "stop_type": "eos",
+                                         "tokens_predicted": 3, "tokens_evaluated": 3})  # fmt: skip
+
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    return LlamaCppProvider("http://llama.test:8080", prompt_template=template, mode="grammar",
+                            http_client=http, control_tokens="allow")  # fmt: skip
+
+
 def test_a_callable_that_cannot_be_named_by_content_keeps_one_name_per_object() -> None:
     method = _Prefixed("Q: ").render
     assert callable_identity(method) == callable_identity(method)

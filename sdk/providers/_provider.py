@@ -169,17 +169,25 @@ def _plain(value: object, depth: int = 0) -> str | None:
 
 def _code_digest(code: types.CodeType, digest: Any) -> None:
     """A function's code into `digest`: its bytecode, names and constants (functions defined in
-    it too), not where it sits in its file."""
-    digest.update(code.co_code)
-    digest.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    it too), not where it sits in its file. Each piece goes in after its length, and a
+    constant's and a nested function's under tags of their own: pieces fed one after another
+    run together (constants `1, 23` and `12, 3` were both `123`)."""
+    _piece(digest, b"code")
+    _piece(digest, code.co_code)
+    _piece(digest, repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    _piece(digest, b"%d" % len(code.co_consts))
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):
             _code_digest(constant, digest)
         else:  # (a set literal's frozenset: its items sorted, the same under any hash seed)
             shown = _plain(constant)
-            digest.update(
-                (shown if shown is not None else repr(constant)).encode("utf-8", "surrogatepass")
-            )
+            text = shown if shown is not None else repr(constant)
+            _piece(digest, b"c" + text.encode("utf-8", "surrogatepass"))
+
+
+def _piece(digest: Any, piece: bytes) -> None:
+    digest.update(len(piece).to_bytes(8, "little"))
+    digest.update(piece)
 
 
 class Provider:
