@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import fields
 from dataclasses import replace
@@ -42,6 +43,7 @@ from sdk import Message
 from sdk import StructuredClient
 from sdk import Tool
 from sdk import ToolCall
+from sdk import _files
 from sdk._files import file_digest
 from sdk._tools import ToolOffer
 from sdk._tools import ToolResult
@@ -1558,15 +1560,25 @@ def test_a_model_file_is_known_by_its_content_read_once(tmp_path: Path) -> None:
     copy = tmp_path / "copy.gguf"
     copy.write_bytes(first.read_bytes())
     assert file_digest(copy) == file_digest(first)  # the same file anywhere
-    # Remembered by path, size, inode and time: the same bytes changed in place with its time
-    # kept are not read again (the digest is not computed per call) ...
-    seen = os.stat(first)
+    # Remembered by path, size, inode and times: asked of again, the file is not read again
+    # (the digest is not computed per call) ...
     remembered = file_digest(first)
+    held = _files._digests[os.path.realpath(first)]
+    assert file_digest(first) == remembered and _files._digests[os.path.realpath(first)] is held
+    # ... but changed in place at the same size with its modification time put back (`cp -p`,
+    # `rsync -t`), it is read again: its change time moved. (It was served the old digest: the
+    # old model's answers.) The wait: the kernel's clock for file times moves by its tick.
+    seen = os.stat(first)
+    time.sleep(0.05)
     with open(first, "r+b") as file:
         file.write(b"XXXX")
     os.utime(first, ns=(seen.st_atime_ns, seen.st_mtime_ns))
-    assert file_digest(first) == remembered
-    # ... and a file changed since (a new time) is read again.
+    assert os.stat(first).st_mtime_ns == seen.st_mtime_ns
+    assert file_digest(first) != remembered
+    # ... as is a file changed with a new time.
+    remembered = file_digest(first)
+    with open(first, "r+b") as file:
+        file.write(b"YYYY")
     os.utime(first, ns=(seen.st_atime_ns, seen.st_mtime_ns + 1_000_000_000))
     assert file_digest(first) != remembered
 
