@@ -16,9 +16,11 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from dataclasses import fields
 from dataclasses import replace
@@ -825,6 +827,101 @@ def _llamacpp_rendering(
     http = httpx.Client(transport=httpx.MockTransport(server))
     return LlamaCppProvider("http://llama.test:8080", prompt_template=template, mode="grammar",
                             http_client=http, control_tokens="allow")  # fmt: skip
+
+
+_SETTINGS = types.ModuleType("template_settings")  # (a settings module: `import settings`)
+vars(_SETTINGS)["LANGUAGE"] = "English"
+
+
+class _Style:
+    TONE = "terse"
+    MARK = re.IGNORECASE  # (an enum member: named by its class, its name and its value)
+
+
+def _reads_settings(request: CompletionRequest) -> str:
+    flags = _Style.MARK
+    return f"Answer in {_SETTINGS.LANGUAGE}, {_Style.TONE} ({flags}). {request.messages[-1].text}"
+
+
+def test_a_template_reading_a_setting_through_a_module_or_class_is_named_by_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Modules and classes were left out of a template's data (named by their names), so a
+    # setting read through one (`settings.LANGUAGE`, `Style.TONE`) changed the prompt and
+    # kept the key: a provider made after the change was served the old prompt's answers.
+    sent: list[str] = []
+    cache = MemoryCache()
+
+    def ask() -> bool:
+        client = StructuredClient(_llamacpp_rendering(_reads_settings, sent), cache=cache)
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert "unnamed" not in str(callable_identity(_reads_settings))
+    assert [ask(), ask()] == [False, True]
+    monkeypatch.setattr(_SETTINGS, "LANGUAGE", "French")
+    assert not ask()
+    monkeypatch.setattr(_Style, "TONE", "verbose")
+    assert not ask()
+    assert [prompt.split(" (")[0] for prompt in sent] == [
+        "Answer in English, terse",
+        "Answer in French, terse",
+        "Answer in French, verbose",
+    ]
+
+
+def _reads_the_environment(request: CompletionRequest) -> str:
+    return os.environ.get("TEMPLATE_LANGUAGE", "English") + request.messages[-1].text
+
+
+def _reads_json(request: CompletionRequest) -> str:
+    return json.dumps(request.messages[-1].text) + "\nJSON:"
+
+
+def test_a_template_reading_an_object_through_a_module_has_a_name_of_its_own() -> None:
+    # `os.environ` is neither plain data nor named elsewhere: the template cannot be named by
+    # its content (a miss in another process, never another environment's answer); a
+    # module's functions (`json.dumps`) are named by their names, as the template's own are.
+    name = callable_identity(_reads_the_environment)
+    assert name is not None and "unnamed" in name
+    assert "unnamed" not in str(callable_identity(_reads_json))
+
+
+_SETTINGS_MODULE = """
+LANGUAGE = {language!r}
+
+
+class Style:
+    TONE = "terse"
+"""
+_READING_MODULE = """
+import settings_under_test as settings
+from settings_under_test import Style
+
+
+def render(request):
+    return f"Answer in {settings.LANGUAGE}, {Style.TONE}. " + request
+"""
+
+
+def test_a_setting_read_through_a_module_names_the_template_in_every_process(
+    tmp_path: Path,
+) -> None:
+    def identity(seed: str, language: str) -> str:
+        (tmp_path / "settings_under_test.py").write_text(
+            _SETTINGS_MODULE.format(language=language), encoding="utf-8"
+        )
+        (tmp_path / "reading_under_test.py").write_text(_READING_MODULE, encoding="utf-8")
+        code = ("import reading_under_test as t; from sdk.providers._provider import "
+                "callable_identity as c; print(c(t.render))")  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=120, check=True)  # fmt: skip
+        return done.stdout.strip()
+
+    english = identity("1", "English")
+    assert "unnamed" not in english and identity("2", "English") == english
+    assert identity("1", "French") != english  # (another process sharing a cache file)
 
 
 def test_a_callable_that_cannot_be_named_by_content_keeps_one_name_per_object() -> None:
