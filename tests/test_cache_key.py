@@ -924,6 +924,41 @@ def test_a_setting_read_through_a_module_names_the_template_in_every_process(
     assert identity("1", "French") != english  # (another process sharing a cache file)
 
 
+_LANGUAGE = "English"
+_RULES = ["Be terse."]
+
+
+def _reads_globals(request: CompletionRequest) -> str:
+    return f"Answer in {_LANGUAGE}. {' '.join(_RULES)}\n{request.messages[-1].text}"
+
+
+def test_a_template_is_named_by_what_it_reads_at_each_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # It was named once, when the provider was made, but it is called at each request: a
+    # module-level value it reads, set again or changed in place since, kept the old name,
+    # and the new prompt was served the old one's answers.
+    sent: list[str] = []
+    client = StructuredClient(_llamacpp_rendering(_reads_globals, sent), cache=MemoryCache())
+
+    def ask() -> bool:
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert [ask(), ask()] == [False, True]
+    monkeypatch.setattr(sys.modules[__name__], "_LANGUAGE", "French")
+    assert not ask()
+    _RULES.append("Cite the policy.")
+    try:
+        assert [ask(), ask()] == [False, True]
+    finally:
+        _RULES.pop()
+    assert [prompt.split("\n")[0] for prompt in sent] == [
+        "Answer in English. Be terse.",
+        "Answer in French. Be terse.",
+        "Answer in French. Be terse. Cite the policy.",
+    ]
+
+
 def test_a_callable_that_cannot_be_named_by_content_keeps_one_name_per_object() -> None:
     method = _Prefixed("Q: ").render
     assert callable_identity(method) == callable_identity(method)
