@@ -22,6 +22,10 @@ import sys
 import time
 import types
 from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
 from dataclasses import fields
 from dataclasses import replace
 from pathlib import Path
@@ -1388,6 +1392,83 @@ def test_the_order_of_options_never_changes_the_key() -> None:
     client.generate(Decision, prompt="A?", extra_body={"a": 1, "b": {"x": 1, "y": 2}})
     again = client.generate(Decision, prompt="A?", extra_body={"b": {"y": 2, "x": 1}, "a": 1})
     assert again.cached
+
+
+@dataclass(frozen=True)
+class _Policy:
+    """A provider's own option of the caller's: its `repr` leaves `tier` out."""
+
+    name: str
+    tier: str = field(repr=False)
+
+
+def _tier_of(request: CompletionRequest) -> str:
+    """The reply: the option as the provider was given it (a `Decision`)."""
+    policy = request.options.value("policy")
+    tier = policy.tier if isinstance(policy, _Policy) else repr(policy)
+    return json.dumps({**DECISION, "reasoning": f"As given: {tier}."})
+
+
+def test_a_provider_s_own_option_is_keyed_by_its_typed_value_not_its_repr_or_json() -> None:
+    # A provider's own options are passed to it as given, but were keyed as JSON, an object
+    # by its `repr`: two policies of one `repr` shared a key (the second got the first's
+    # answer), as did `{1: ...}` and `{"1": ...}`.
+    provider = TestProvider([_tier_of], repeat=True, options=["policy"])
+    client = StructuredClient(provider, cache=MemoryCache())
+
+    def ask(policy: object) -> tuple[str, bool]:
+        result = client.generate(Decision, prompt="A?", policy=policy)
+        return result.value.reasoning, result.cached
+
+    gold = _Policy("p", "gold")
+    assert ask(gold) == ("As given: gold.", False)
+    assert ask(_Policy("p", "free")) == ("As given: free.", False)
+    assert ask(gold) == ("As given: gold.", True)  # (the same object: the same key)
+    assert ask({1: "x"}) == ("As given: {1: 'x'}.", False)
+    assert ask({"1": "x"}) == ("As given: {'1': 'x'}.", False)
+    assert ask((1, 2)) == ("As given: (1, 2).", False)
+    assert ask([1, 2]) == ("As given: [1, 2].", False)
+    assert ask({"1": "x"})[1] and ask([1, 2])[1]  # (plain data: equal values, one key)
+    assert len(provider.requests) == 6
+
+
+class _Fields(Mapping[str, Any]):
+    """A mapping in an `extra_body` whose `repr` does not show its content."""
+
+    def __init__(self, **given: Any) -> None:
+        self._given = given
+
+    def __getitem__(self, key: str) -> Any:
+        return self._given[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._given)
+
+    def __len__(self) -> int:
+        return len(self._given)
+
+    def __repr__(self) -> str:
+        return "_Fields(...)"
+
+
+def test_an_extra_body_mapping_of_the_caller_s_is_keyed_by_what_is_sent_not_its_repr() -> None:
+    # `extra_body` is keyed as the JSON it is sent as, but a mapping that is not a `dict` (which
+    # `extra_body` takes, and the wire sends as an object) was keyed by its `repr`: a
+    # provider's `extra_body=` (in its scope) and a request's.
+    def provider(min_p: float) -> VLLMProvider:
+        return VLLMProvider("http://gpu1.test:8000", model="m",
+                            extra_body={"sampler": _Fields(min_p=min_p)})  # fmt: skip
+
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "A?"),), 10)
+    scoped = [cache_key(provider(p).cache_scope(), request, None) for p in (0.1, 0.9, 0.1)]
+    assert scoped[0] == scoped[2] != scoped[1]
+    as_dict = VLLMProvider("http://gpu1.test:8000", model="m",
+                           extra_body={"sampler": {"min_p": 0.9}})  # fmt: skip
+    assert cache_key(as_dict.cache_scope(), request, None) == scoped[1]
+    asked = [replace(request, extra_body={"sampler": _Fields(min_p=p)}) for p in (0.1, 0.9)]
+    keys = [cache_key({}, each, None) for each in asked]
+    assert keys[0] != keys[1]
+    assert keys[1] == cache_key({}, replace(request, extra_body={"sampler": {"min_p": 0.9}}), None)
 
 
 def _asked(source: str | None, turn: str) -> CompletionRequest:

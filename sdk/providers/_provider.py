@@ -48,7 +48,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider", "callable_identity", "endpoint"]
+__all__ = ["Provider", "callable_identity", "endpoint", "plain_text", "token_of"]
 
 
 def endpoint(url: object) -> str:
@@ -82,12 +82,12 @@ def callable_identity(function: object) -> str | None:
     name = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
     if isinstance(function, types.FunctionType):
         code, names = _code_of(function.__code__)
-        plain = _plain(_read_by(function, names))
+        plain = plain_text(_read_by(function, names))
         if plain is not None:
             digest = hashlib.sha256(code)  # (a digest: fixed length, nothing runs into it)
             digest.update(plain.encode("utf-8", "surrogatepass"))
             return f"{name}:{digest.hexdigest()[:32]}"
-    return f"{name}:unnamed-{_token_of(function)}"
+    return f"{name}:unnamed-{token_of(function)}"
 
 
 def _read_by(function: types.FunctionType, names: tuple[str, ...]) -> object:
@@ -134,7 +134,7 @@ def _read_by(function: types.FunctionType, names: tuple[str, ...]) -> object:
 
 
 _NOT_PLAIN = object()
-"""What `_read_by` gives for data that cannot be named by its content (`_plain` refuses it)."""
+"""What `_read_by` gives for data not named by its content (`plain_text` refuses it)."""
 
 _CODES: WeakKeyDictionary[types.CodeType, tuple[bytes, tuple[str, ...]]] = WeakKeyDictionary()
 """Each template's code digest and the names it reads, made once per code object (which never
@@ -157,10 +157,11 @@ _UNNAMED_MAX = 256
 _naming = _fork.lock()
 
 
-def _token_of(function: object) -> str:
-    """A random name for a callable that cannot be named by its content, the same for the same
-    object while it is remembered (it is held, so its id is never another's); past
-    `_UNNAMED_MAX` the oldest go, and a provider made with one again gets a new name (a miss)."""
+def token_of(function: object) -> str:
+    """A random name for a callable (or a provider's option value) that cannot be named by
+    its content, the same for the same object while it is remembered (it is held, so its id is
+    never another's); past `_UNNAMED_MAX` the oldest go, and a provider made with one again
+    gets a new name (a miss)."""
     with _naming:
         found = _UNNAMED.get(id(function))
         if found is not None and found[0] is function:
@@ -208,7 +209,7 @@ _PLAIN_DEPTH = 32
 """Nesting past which data is not named by its content (a list that holds itself, too)."""
 
 
-def _plain(value: object, depth: int = 0) -> str | None:
+def plain_text(value: object, depth: int = 0) -> str | None:
     """`value` as text the same in every process, when it is plain data (None, booleans,
     numbers, text, bytes, enum members, and lists, tuples, sets and mappings of them, at most
     `_PLAIN_DEPTH` deep); `None` otherwise. Typed: `1`, `1.0`, `True` and `"1"` are each
@@ -219,18 +220,18 @@ def _plain(value: object, depth: int = 0) -> str | None:
     if depth >= _PLAIN_DEPTH:
         return None
     if isinstance(value, Enum):  # (by its class's name and its own, and its value)
-        member = _plain(value.value, depth + 1)
+        member = plain_text(value.value, depth + 1)
         where = f"{kind.__module__}.{kind.__qualname__}.{value.name}"
         return None if member is None else f"enum({where!r},{member})"
     items: list[str | None]
     if kind is dict and isinstance(value, dict):
         items = [f"{k}:{v}" if k is not None and v is not None else None for k, v in (
-            (_plain(key, depth + 1), _plain(item, depth + 1)) for key, item in value.items()
+            (plain_text(key, depth + 1), plain_text(item, depth + 1)) for key, item in value.items()
         )]  # fmt: skip
     elif kind in (list, tuple, set, frozenset) and isinstance(
         value, list | tuple | set | frozenset
     ):
-        items = [_plain(item, depth + 1) for item in value]
+        items = [plain_text(item, depth + 1) for item in value]
     else:
         return None
     shown = [item for item in items if item is not None]
@@ -256,7 +257,7 @@ def _code_digest(code: types.CodeType, digest: Any) -> None:
         if isinstance(constant, types.CodeType):
             _code_digest(constant, digest)
         else:  # (a set literal's frozenset: its items sorted, the same under any hash seed)
-            shown = _plain(constant)
+            shown = plain_text(constant)
             text = shown if shown is not None else repr(constant)
             _piece(digest, b"c" + text.encode("utf-8", "surrogatepass"))
 
