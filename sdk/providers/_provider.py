@@ -70,8 +70,8 @@ def callable_identity(function: object) -> str | None:
     or class it reads (`settings.LANG`, `Config.PREFIX`): text, numbers, enum members, and
     lists, tuples and mappings of them) is named the same in every process: by its module,
     qualified name and a digest of its code and that data (the same code rendering another
-    prefix is another template; a function it calls, a module or class it reads, is named by
-    its name, not looked into). Anything else (a bound method, whose object holds what it
+    prefix is another template; a function it calls is named by its name, not looked into).
+    Anything else (a bound method, whose object holds what it
     renders; a `functools.partial`; a callable object; a function reading another object, as
     `os.environ`) cannot be named by its content: it gets a random name of its own (the same
     for the same object in this process), so a provider made with it shares no stored answer
