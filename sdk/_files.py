@@ -194,17 +194,21 @@ def sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-_digests: dict[str, tuple[tuple[int, int, int], str]] = {}
+_digests: dict[str, tuple[tuple[int, int, int, int], str]] = {}
 _digesting = _fork.lock()
 
 
 def file_digest(path: str | os.PathLike[str]) -> str:
     """The sha256 hex of a file's bytes, read once per file and remembered by its path, size,
-    inode and modification time (a model file of hundreds of MB is read once per process, not
-    once per call; a file replaced or changed since is read again)."""
+    inode, modification time and change time (a model file of hundreds of MB is read once per
+    process, not once per call; a file replaced or changed since is read again)."""
     real = os.path.realpath(path)
     found = os.stat(real)
-    identity = (found.st_size, found.st_mtime_ns, found.st_ino)
+    # The change time too: a file rewritten in place at the same size can have its modification
+    # time put back (`os.utime`, `cp -p`, `rsync -t`), its change time cannot (on Linux and
+    # macOS the kernel sets it at every write, and at that `utime` itself; Windows gives the
+    # creation time there, which tells nothing more), as `sdk.batch`'s `input_stat` reads it.
+    identity = (found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino)
     known = _digests.get(real)
     if known is not None and known[0] == identity:
         return known[1]

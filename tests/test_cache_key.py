@@ -16,9 +16,16 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
+import time
+import types
 from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
 from dataclasses import fields
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +49,7 @@ from sdk import Message
 from sdk import StructuredClient
 from sdk import Tool
 from sdk import ToolCall
+from sdk import _files
 from sdk._files import file_digest
 from sdk._tools import ToolOffer
 from sdk._tools import ToolResult
@@ -785,6 +793,176 @@ def test_a_template_reading_data_that_holds_itself_is_named_without_recursing() 
     assert "unnamed" not in str(LlamaCppProvider(prompt_template=_terse).cache_scope())
 
 
+def _compiled(source: str) -> Callable[[CompletionRequest], str]:
+    """The function `template` of `source`, made in a module of its own name (as a template
+    file edited between two runs would be)."""
+    namespace: dict[str, Any] = {"__name__": "edited_templates"}
+    exec(source, namespace)
+    made: Callable[[CompletionRequest], str] = namespace["template"]
+    return made
+
+
+def test_a_template_s_constants_are_named_apart_not_run_together() -> None:
+    # The constants went into the digest one after another with nothing between them: a
+    # template slicing [1:23] and one slicing [12:3] (the same bytecode) were one template.
+    first = _compiled("def template(request):\n    return request.messages[-1].text[1:23]\n")
+    second = _compiled("def template(request):\n    return request.messages[-1].text[12:3]\n")
+    assert first.__code__.co_code == second.__code__.co_code
+    assert callable_identity(first) != callable_identity(second)
+    text = "0123456789abcdefghijklmnopqrstuvwxyz"
+    sent: list[str] = []
+    cache = MemoryCache()
+    for template in (first, second):
+        provider = _llamacpp_rendering(template, sent)
+        assert not StructuredClient(provider, cache=cache).generate(Decision, prompt=text).cached
+    assert len(sent) == 2 and sent[0] != sent[1]
+
+
+def _llamacpp_rendering(
+    template: Callable[[CompletionRequest], str], sent: list[str]
+) -> LlamaCppProvider:
+    """A llama.cpp provider with `template`, on a mocked server that keeps each prompt sent."""
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content)["prompt"])
+        return httpx.Response(200, json={"content": TEXT, "stop": True, "stop_type": "eos",
+                                         "tokens_predicted": 3, "tokens_evaluated": 3})  # fmt: skip
+
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    return LlamaCppProvider("http://llama.test:8080", prompt_template=template, mode="grammar",
+                            http_client=http, control_tokens="allow")  # fmt: skip
+
+
+_SETTINGS = types.ModuleType("template_settings")  # (a settings module: `import settings`)
+vars(_SETTINGS)["LANGUAGE"] = "English"
+
+
+class _Style:
+    TONE = "terse"
+    MARK = re.IGNORECASE  # (an enum member: named by its class, its name and its value)
+
+
+def _reads_settings(request: CompletionRequest) -> str:
+    flags = _Style.MARK
+    return f"Answer in {_SETTINGS.LANGUAGE}, {_Style.TONE} ({flags}). {request.messages[-1].text}"
+
+
+def test_a_template_reading_a_setting_through_a_module_or_class_is_named_by_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Modules and classes were left out of a template's data (named by their names), so a
+    # setting read through one (`settings.LANGUAGE`, `Style.TONE`) changed the prompt and
+    # kept the key: a provider made after the change was served the old prompt's answers.
+    sent: list[str] = []
+    cache = MemoryCache()
+
+    def ask() -> bool:
+        client = StructuredClient(_llamacpp_rendering(_reads_settings, sent), cache=cache)
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert "unnamed" not in str(callable_identity(_reads_settings))
+    assert [ask(), ask()] == [False, True]
+    monkeypatch.setattr(_SETTINGS, "LANGUAGE", "French")
+    assert not ask()
+    monkeypatch.setattr(_Style, "TONE", "verbose")
+    assert not ask()
+    assert [prompt.split(" (")[0] for prompt in sent] == [
+        "Answer in English, terse",
+        "Answer in French, terse",
+        "Answer in French, verbose",
+    ]
+
+
+def _reads_the_environment(request: CompletionRequest) -> str:
+    return os.environ.get("TEMPLATE_LANGUAGE", "English") + request.messages[-1].text
+
+
+def _reads_json(request: CompletionRequest) -> str:
+    return json.dumps(request.messages[-1].text) + "\nJSON:"
+
+
+def test_a_template_reading_an_object_through_a_module_has_a_name_of_its_own() -> None:
+    # `os.environ` is neither plain data nor named elsewhere: the template cannot be named by
+    # its content (a miss in another process, never another environment's answer); a
+    # module's functions (`json.dumps`) are named by their names, as the template's own are.
+    name = callable_identity(_reads_the_environment)
+    assert name is not None and "unnamed" in name
+    assert "unnamed" not in str(callable_identity(_reads_json))
+
+
+_SETTINGS_MODULE = """
+LANGUAGE = {language!r}
+
+
+class Style:
+    TONE = "terse"
+"""
+_READING_MODULE = """
+import settings_under_test as settings
+from settings_under_test import Style
+
+
+def render(request):
+    return f"Answer in {settings.LANGUAGE}, {Style.TONE}. " + request
+"""
+
+
+def test_a_setting_read_through_a_module_names_the_template_in_every_process(
+    tmp_path: Path,
+) -> None:
+    def identity(seed: str, language: str) -> str:
+        (tmp_path / "settings_under_test.py").write_text(
+            _SETTINGS_MODULE.format(language=language), encoding="utf-8"
+        )
+        (tmp_path / "reading_under_test.py").write_text(_READING_MODULE, encoding="utf-8")
+        code = ("import reading_under_test as t; from sdk.providers._provider import "
+                "callable_identity as c; print(c(t.render))")  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=120, check=True)  # fmt: skip
+        return done.stdout.strip()
+
+    english = identity("1", "English")
+    assert "unnamed" not in english and identity("2", "English") == english
+    assert identity("1", "French") != english  # (another process sharing a cache file)
+
+
+_LANGUAGE = "English"
+_RULES = ["Be terse."]
+
+
+def _reads_globals(request: CompletionRequest) -> str:
+    return f"Answer in {_LANGUAGE}. {' '.join(_RULES)}\n{request.messages[-1].text}"
+
+
+def test_a_template_is_named_by_what_it_reads_at_each_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # It was named once, when the provider was made, but it is called at each request: a
+    # module-level value it reads, set again or changed in place since, kept the old name,
+    # and the new prompt was served the old one's answers.
+    sent: list[str] = []
+    client = StructuredClient(_llamacpp_rendering(_reads_globals, sent), cache=MemoryCache())
+
+    def ask() -> bool:
+        return client.generate(Decision, prompt="Approve?").cached
+
+    assert [ask(), ask()] == [False, True]
+    monkeypatch.setattr(sys.modules[__name__], "_LANGUAGE", "French")
+    assert not ask()
+    _RULES.append("Cite the policy.")
+    try:
+        assert [ask(), ask()] == [False, True]
+    finally:
+        _RULES.pop()
+    assert [prompt.split("\n")[0] for prompt in sent] == [
+        "Answer in English. Be terse.",
+        "Answer in French. Be terse.",
+        "Answer in French. Be terse. Cite the policy.",
+    ]
+
+
 def test_a_callable_that_cannot_be_named_by_content_keeps_one_name_per_object() -> None:
     method = _Prefixed("Q: ").render
     assert callable_identity(method) == callable_identity(method)
@@ -1216,6 +1394,83 @@ def test_the_order_of_options_never_changes_the_key() -> None:
     assert again.cached
 
 
+@dataclass(frozen=True)
+class _Policy:
+    """A provider's own option of the caller's: its `repr` leaves `tier` out."""
+
+    name: str
+    tier: str = field(repr=False)
+
+
+def _tier_of(request: CompletionRequest) -> str:
+    """The reply: the option as the provider was given it (a `Decision`)."""
+    policy = request.options.value("policy")
+    tier = policy.tier if isinstance(policy, _Policy) else repr(policy)
+    return json.dumps({**DECISION, "reasoning": f"As given: {tier}."})
+
+
+def test_a_provider_s_own_option_is_keyed_by_its_typed_value_not_its_repr_or_json() -> None:
+    # A provider's own options are passed to it as given, but were keyed as JSON, an object
+    # by its `repr`: two policies of one `repr` shared a key (the second got the first's
+    # answer), as did `{1: ...}` and `{"1": ...}`.
+    provider = TestProvider([_tier_of], repeat=True, options=["policy"])
+    client = StructuredClient(provider, cache=MemoryCache())
+
+    def ask(policy: object) -> tuple[str, bool]:
+        result = client.generate(Decision, prompt="A?", policy=policy)
+        return result.value.reasoning, result.cached
+
+    gold = _Policy("p", "gold")
+    assert ask(gold) == ("As given: gold.", False)
+    assert ask(_Policy("p", "free")) == ("As given: free.", False)
+    assert ask(gold) == ("As given: gold.", True)  # (the same object: the same key)
+    assert ask({1: "x"}) == ("As given: {1: 'x'}.", False)
+    assert ask({"1": "x"}) == ("As given: {'1': 'x'}.", False)
+    assert ask((1, 2)) == ("As given: (1, 2).", False)
+    assert ask([1, 2]) == ("As given: [1, 2].", False)
+    assert ask({"1": "x"})[1] and ask([1, 2])[1]  # (plain data: equal values, one key)
+    assert len(provider.requests) == 6
+
+
+class _Fields(Mapping[str, Any]):
+    """A mapping in an `extra_body` whose `repr` does not show its content."""
+
+    def __init__(self, **given: Any) -> None:
+        self._given = given
+
+    def __getitem__(self, key: str) -> Any:
+        return self._given[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._given)
+
+    def __len__(self) -> int:
+        return len(self._given)
+
+    def __repr__(self) -> str:
+        return "_Fields(...)"
+
+
+def test_an_extra_body_mapping_of_the_caller_s_is_keyed_by_what_is_sent_not_its_repr() -> None:
+    # `extra_body` is keyed as the JSON it is sent as, but a mapping that is not a `dict` (which
+    # `extra_body` takes, and the wire sends as an object) was keyed by its `repr`: a
+    # provider's `extra_body=` (in its scope) and a request's.
+    def provider(min_p: float) -> VLLMProvider:
+        return VLLMProvider("http://gpu1.test:8000", model="m",
+                            extra_body={"sampler": _Fields(min_p=min_p)})  # fmt: skip
+
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "A?"),), 10)
+    scoped = [cache_key(provider(p).cache_scope(), request, None) for p in (0.1, 0.9, 0.1)]
+    assert scoped[0] == scoped[2] != scoped[1]
+    as_dict = VLLMProvider("http://gpu1.test:8000", model="m",
+                           extra_body={"sampler": {"min_p": 0.9}})  # fmt: skip
+    assert cache_key(as_dict.cache_scope(), request, None) == scoped[1]
+    asked = [replace(request, extra_body={"sampler": _Fields(min_p=p)}) for p in (0.1, 0.9)]
+    keys = [cache_key({}, each, None) for each in asked]
+    assert keys[0] != keys[1]
+    assert keys[1] == cache_key({}, replace(request, extra_body={"sampler": {"min_p": 0.9}}), None)
+
+
 def _asked(source: str | None, turn: str) -> CompletionRequest:
     return CompletionRequest(JsonDocument(Decision), (Message("user", turn),), 256, source=source)
 
@@ -1518,15 +1773,25 @@ def test_a_model_file_is_known_by_its_content_read_once(tmp_path: Path) -> None:
     copy = tmp_path / "copy.gguf"
     copy.write_bytes(first.read_bytes())
     assert file_digest(copy) == file_digest(first)  # the same file anywhere
-    # Remembered by path, size, inode and time: the same bytes changed in place with its time
-    # kept are not read again (the digest is not computed per call) ...
-    seen = os.stat(first)
+    # Remembered by path, size, inode and times: asked of again, the file is not read again
+    # (the digest is not computed per call) ...
     remembered = file_digest(first)
+    held = _files._digests[os.path.realpath(first)]
+    assert file_digest(first) == remembered and _files._digests[os.path.realpath(first)] is held
+    # ... but changed in place at the same size with its modification time put back (`cp -p`,
+    # `rsync -t`), it is read again: its change time moved. (It was served the old digest: the
+    # old model's answers.) The wait: the kernel's clock for file times moves by its tick.
+    seen = os.stat(first)
+    time.sleep(0.05)
     with open(first, "r+b") as file:
         file.write(b"XXXX")
     os.utime(first, ns=(seen.st_atime_ns, seen.st_mtime_ns))
-    assert file_digest(first) == remembered
-    # ... and a file changed since (a new time) is read again.
+    assert os.stat(first).st_mtime_ns == seen.st_mtime_ns
+    assert file_digest(first) != remembered
+    # ... as is a file changed with a new time.
+    remembered = file_digest(first)
+    with open(first, "r+b") as file:
+        file.write(b"YYYY")
     os.utime(first, ns=(seen.st_atime_ns, seen.st_mtime_ns + 1_000_000_000))
     assert file_digest(first) != remembered
 

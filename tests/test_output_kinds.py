@@ -346,6 +346,26 @@ def test_a_union_of_contracts_is_unwrapped_to_the_member_that_fits() -> None:
     assert refund.schema.name == "RefundOrDecision"
 
 
+class _Credit(Contract):
+    """A credit note (fits every value a `Refund` fits)."""
+
+    amount: int
+
+
+def test_each_order_of_a_union_gets_its_own_envelope_in_one_process() -> None:
+    # `A | B == B | A`, and the envelope was remembered by the union: `B | A` asked after
+    # `A | B` was sent `A | B`'s schema, and a value both fit was read as an `A`.
+    provider = TestProvider([{"value": {"amount": 30}}], repeat=True)
+    client = StructuredClient(provider)
+    first = client.generate(Refund | _Credit, prompt="x")
+    second = client.generate(_Credit | Refund, prompt="x")
+    assert type(first.value) is Refund and type(second.value) is _Credit
+    sent = [r.output for r in provider.requests]
+    names = [output.contract.__name__ for output in sent if isinstance(output, JsonDocument)]
+    assert names == ["RefundOr_Credit", "_CreditOrRefund"]
+    assert client.generate(Refund | _Credit, prompt="x").schema.name == "RefundOr_Credit"
+
+
 def test_streaming_a_list_yields_each_item_validated_as_it_completes() -> None:
     lines = {"items": [{"sku": f"S{i}", "qty": i} for i in range(1, 6)]}
     provider = TestProvider([lines], chunk_size=5)

@@ -59,13 +59,39 @@ from sdk.providers._base import JsonDocument
 from sdk.providers._base import Output
 from sdk.providers._base import Sampling
 from sdk.providers._profile import NO_SAMPLING
+from sdk.providers._provider import plain_text
+from sdk.providers._provider import token_of
 from sdk.schema.canonical import schema_info
 
 __all__ = ["INGREDIENTS", "LastKey", "cache_key", "source_place"]
 
 Feed = Callable[[bytes], None]
 
-_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=repr)
+
+def _sent_as_object(value: object) -> dict[Any, Any]:
+    """A mapping that is not a `dict`, as the object the wire sends (`check_json_body` lets
+    any mapping into an `extra_body`, and `merge_extra` sends it as a `dict`); anything else
+    JSON cannot carry is a `TypeError` (`check_json_body` lets none into an `extra_body`)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"a {type(value).__name__} in a request body: JSON cannot carry it")
+
+
+def _sent_or_shown(value: object) -> object:
+    """What the scope's JSON holds of a value JSON does not carry itself: a mapping as the
+    object it is sent as, anything else by its `repr` (a setting a provider copies into its
+    scope as given)."""
+    return dict(value) if isinstance(value, Mapping) else repr(value)
+
+
+_JSON = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=_sent_or_shown
+)
+_BODY_JSON = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=_sent_as_object
+)
+"""An `extra_body`'s encoder: it is sent as JSON, so JSON-equal bodies are the same request
+and one key; never a value's `repr`, which may be the same for another content."""
 _NONE = b"\x00"
 _HEAD = b"sdk-cache-key/%d" % FORMAT
 _FLAGS = {None: _NONE, False: b"F", True: b"T"}
@@ -248,11 +274,41 @@ def _plain(value: Any, feed: Feed) -> None:
 
 def _sampling(options: Sampling, feed: Feed) -> None:
     """The sampling options set, by name (every field of `Sampling`, as `items()` gives them);
-    none set (most calls) is the empty mapping's piece, `_plain({})`'s, fed at once."""
+    none set (most calls) is the empty mapping's piece, `_plain({})`'s, fed at once. The SDK's
+    own options are sent as JSON and keyed as JSON; with a provider's own options (`own`),
+    passed to it as given, not as JSON, all are keyed as typed text (`_own_options`)."""
     if options is NO_SAMPLING:
         feed(b"{}")
-    else:
+    elif not options.own:
         _plain(dict(options.items()), feed)
+    else:
+        feed(_own_options(options))
+
+
+def _own_options(options: Sampling) -> bytes:
+    """Options with a provider's own among them as one piece: each name and value's typed
+    text (`plain_text`: `{1: x}` is not `{"1": x}`, a tuple not a list), each after its
+    length; a value that is not plain data (an object of the caller's, whose `repr` may be the
+    same for another value) by a name of its own per object, as a template that cannot be
+    named by its content is (`token_of`: the same object the same key in this process, another
+    object another key: a miss, never another value's answer)."""
+    pieces = [b"o"]
+    for name, value in options.items():
+        text = plain_text(value)
+        shown = text if text is not None else f"unnamed-{token_of(value)}"
+        for part in (name, shown):
+            encoded = part.encode("utf-8", "surrogatepass")
+            pieces.append(b"%d:%s" % (len(encoded), encoded))
+    return b"".join(pieces)
+
+
+def _extra_body(body: Mapping[str, Any], feed: Feed) -> None:
+    """A request's `extra_body`: as `_plain` feeds a mapping (empty: its piece at once), by
+    `_BODY_JSON`, which never falls back to a value's `repr`."""
+    if not body:
+        feed(b"{}")
+    else:
+        feed(b"j" + _BODY_JSON.encode(body).encode("utf-8", "surrogatepass"))
 
 
 def _output(output: Output, feed: Feed) -> None:
@@ -361,7 +417,7 @@ INGREDIENTS: dict[str, Callable[[Any, Feed], None]] = {
     "max_tokens": _plain,
     "system": _text,
     "options": _sampling,
-    "extra_body": _plain,
+    "extra_body": _extra_body,
     "reasoning": _plain,
     "source": _text,  # or its place in the messages, when they hold it (`_source`)
     # A schema the target would weaken is refused unless accepted: a stored answer to an

@@ -45,14 +45,16 @@ def envelope_of(output: object) -> Envelope | None:
     """The envelope of `list[C]` (of a `Contract` subclass) or of a union of `Contract`
     subclasses (`A | B`, `Union[A, B]`); `None` for anything else."""
     try:
-        return _envelope(output)
+        # Remembered by its members in their order too: `A | B == B | A` (and they hash
+        # alike), but the order is the schema's and decides which member a value both fit is.
+        return _envelope(output, typing.get_args(output))
     except TypeError:  # unhashable: not a type we envelope
         return None
 
 
 @cache
-def _envelope(output: object) -> Envelope | None:
-    origin, args = typing.get_origin(output), typing.get_args(output)
+def _envelope(output: object, args: tuple[Any, ...]) -> Envelope | None:
+    origin = typing.get_origin(output)
     if origin is list and len(args) == 1 and is_contract(args[0]):
         item: type[Contract] = args[0]
         return _make(f"{item.__name__}List", "items", list[item], item.schema_version)  # type: ignore[valid-type]

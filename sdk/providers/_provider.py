@@ -16,12 +16,14 @@ from collections.abc import AsyncIterator
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
+from enum import Enum
 from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 from typing import Any
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
+from weakref import WeakKeyDictionary
 
 from sdk import _fork
 from sdk.providers import _drivers
@@ -46,7 +48,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider", "callable_identity", "endpoint"]
+__all__ = ["Provider", "callable_identity", "endpoint", "plain_text", "token_of"]
 
 
 def endpoint(url: object) -> str:
@@ -61,39 +63,93 @@ def endpoint(url: object) -> str:
 
 
 def callable_identity(function: object) -> str | None:
-    """What names a callable setting (a prompt template) in the response cache's key, made once
-    when the provider is made. A plain function whose data is plain (its defaults, the values
-    its closure captured and the module-level values it reads: text, numbers, and lists,
-    tuples and mappings of them) is named the same in every process: by its module, qualified
-    name and a digest of its code and that data (the same code rendering another prefix is
-    another template; a function it calls is not looked into). Anything else (a bound method,
-    whose object holds what it renders; a `functools.partial`; a callable object; a function
-    over other objects) cannot be named by its content: it gets a random name of its own (the
-    same for the same object in this process), so a provider made with it shares no stored
-    answer with one made with any other callable, nor with another process (a miss,
-    never another template's answer; an object whose state changes after the provider is made
-    is not noticed)."""
+    """What names a callable setting (a prompt template) in the response cache's key, made at
+    each call from what it reads then (a module-level value it reads may be set again after the
+    provider is made). A plain function whose data is plain (its defaults, the values its
+    closure captured, the module-level values it reads, and the attributes it reads of a module
+    or class it reads (`settings.LANG`, `Config.PREFIX`): text, numbers, enum members, and
+    lists, tuples and mappings of them) is named the same in every process: by its module,
+    qualified name and a digest of its code and that data (the same code rendering another
+    prefix is another template; a function it calls is named by its name, not looked into).
+    Anything else (a bound method, whose object holds what it
+    renders; a `functools.partial`; a callable object; a function reading another object, as
+    `os.environ`) cannot be named by its content: it gets a random name of its own (the same
+    for the same object in this process), so a provider made with it shares no stored answer
+    with one made with any other callable, nor with another process (a miss, never another
+    template's answer; a change of such an object's state is not noticed)."""
     if function is None:
         return None
     name = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
     if isinstance(function, types.FunctionType):
-        captured = []
-        for cell in function.__closure__ or ():
-            try:
-                captured.append(cell.cell_contents)
-            except ValueError:  # (a cell not yet filled)
-                captured.append(None)
-        code = function.__code__
-        read = {n: function.__globals__[n] for n in _names(code) if n in function.__globals__}
-        data = [function.__defaults__, function.__kwdefaults__, captured]
-        data.append({n: v for n, v in read.items() if not _named_elsewhere(v)})
-        plain = _plain(data)
+        code, names = _code_of(function.__code__)
+        plain = plain_text(_read_by(function, names))
         if plain is not None:
-            digest = hashlib.sha256()
-            _code_digest(code, digest)
+            digest = hashlib.sha256(code)  # (a digest: fixed length, nothing runs into it)
             digest.update(plain.encode("utf-8", "surrogatepass"))
             return f"{name}:{digest.hexdigest()[:32]}"
-    return f"{name}:unnamed-{_token_of(function)}"
+    return f"{name}:unnamed-{token_of(function)}"
+
+
+def _read_by(function: types.FunctionType, names: tuple[str, ...]) -> object:
+    """The data `function` reads at this call (`callable_identity`): its defaults, what its
+    closure holds, the module-level values among `names` (but those named elsewhere), and the
+    attributes among `names` of each module or class it reads, by their dotted paths (no
+    identifier holds a dot, so no path is another's; a module or class among them is followed
+    the same way, each once). `_NOT_PLAIN` in place of what cannot be named by its content."""
+    captured = []
+    for cell in function.__closure__ or ():
+        try:
+            captured.append(cell.cell_contents)
+        except ValueError:  # (a cell not yet filled)
+            captured.append(None)
+    read: dict[str, object] = {}
+    through: dict[str, object] = {}
+    holders: list[tuple[str, object]] = []
+    found = function.__globals__
+    for global_name in names:
+        if global_name not in found:
+            continue
+        value = found[global_name]
+        if isinstance(value, types.ModuleType | type):
+            holders.append((global_name, value))
+        elif not _named_elsewhere(value):
+            read[global_name] = value
+    seen = {id(holder) for _, holder in holders}
+    while holders:
+        path, holder = holders.pop()
+        for attribute in names:
+            try:
+                value = getattr(holder, attribute)
+            except AttributeError:  # (not one of its attributes: read of another object)
+                continue
+            except Exception:  # (a module's or metaclass's `__getattr__` that fails)
+                return _NOT_PLAIN
+            if isinstance(value, types.ModuleType | type):
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    holders.append((f"{path}.{attribute}", value))
+            elif not _named_elsewhere(value):
+                through[f"{path}.{attribute}"] = value
+    return [function.__defaults__, function.__kwdefaults__, captured, read, through]
+
+
+_NOT_PLAIN = object()
+"""What `_read_by` gives for data not named by its content (`plain_text` refuses it)."""
+
+_CODES: WeakKeyDictionary[types.CodeType, tuple[bytes, tuple[str, ...]]] = WeakKeyDictionary()
+"""Each template's code digest and the names it reads, made once per code object (which never
+changes), so naming a template at each call hashes only the data it reads."""
+
+
+def _code_of(code: types.CodeType) -> tuple[bytes, tuple[str, ...]]:
+    """The digest of `code` (`_code_digest`) and the names it reads (`_names`, sorted)."""
+    known = _CODES.get(code)
+    if known is None:
+        digest = hashlib.sha256()
+        _code_digest(code, digest)
+        known = (digest.digest(), tuple(sorted(_names(code))))
+        _CODES[code] = known  # (two threads may both make it: the same value)
+    return known
 
 
 _UNNAMED: dict[int, tuple[object, str]] = {}
@@ -101,10 +157,11 @@ _UNNAMED_MAX = 256
 _naming = _fork.lock()
 
 
-def _token_of(function: object) -> str:
-    """A random name for a callable that cannot be named by its content, the same for the same
-    object while it is remembered (it is held, so its id is never another's); past
-    `_UNNAMED_MAX` the oldest go, and a provider made with one again gets a new name (a miss)."""
+def token_of(function: object) -> str:
+    """A random name for a callable (or a provider's option value) that cannot be named by
+    its content, the same for the same object while it is remembered (it is held, so its id is
+    never another's); past `_UNNAMED_MAX` the oldest go, and a provider made with one again
+    gets a new name (a miss)."""
     with _naming:
         found = _UNNAMED.get(id(function))
         if found is not None and found[0] is function:
@@ -127,34 +184,54 @@ def _names(code: types.CodeType) -> set[str]:
 
 def _named_elsewhere(value: object) -> bool:
     """A module, class or function a template reads by name (not looked into: its name is in
-    the code already), or an attribute name (`co_names` holds those too)."""
-    return isinstance(
-        value, types.ModuleType | type | types.FunctionType | types.BuiltinFunctionType
-    )
+    the code already), a method of a module or class (`Config.render`, a classmethod), or a
+    descriptor a class holds (its code is the class's)."""
+    if isinstance(value, types.MethodType):
+        return isinstance(value.__self__, types.ModuleType | type)
+    return isinstance(value, _ELSEWHERE)
+
+
+_ELSEWHERE = (
+    types.ModuleType,
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+    types.GetSetDescriptorType,
+    types.MemberDescriptorType,
+    property,
+)
 
 
 _PLAIN_DEPTH = 32
 """Nesting past which data is not named by its content (a list that holds itself, too)."""
 
 
-def _plain(value: object, depth: int = 0) -> str | None:
+def plain_text(value: object, depth: int = 0) -> str | None:
     """`value` as text the same in every process, when it is plain data (None, booleans,
-    numbers, text, bytes, and lists, tuples, sets and mappings of them, at most `_PLAIN_DEPTH`
-    deep); `None` otherwise."""
+    numbers, text, bytes, enum members, and lists, tuples, sets and mappings of them, at most
+    `_PLAIN_DEPTH` deep); `None` otherwise. Typed: `1`, `1.0`, `True` and `"1"` are each
+    another text, as are a list and a tuple, and a mapping's keys keep their type."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str, bytes):
         return repr(value)
     if depth >= _PLAIN_DEPTH:
         return None
+    if isinstance(value, Enum):  # (by its class's name and its own, and its value)
+        member = plain_text(value.value, depth + 1)
+        where = f"{kind.__module__}.{kind.__qualname__}.{value.name}"
+        return None if member is None else f"enum({where!r},{member})"
     items: list[str | None]
     if kind is dict and isinstance(value, dict):
         items = [f"{k}:{v}" if k is not None and v is not None else None for k, v in (
-            (_plain(key, depth + 1), _plain(item, depth + 1)) for key, item in value.items()
+            (plain_text(key, depth + 1), plain_text(item, depth + 1)) for key, item in value.items()
         )]  # fmt: skip
     elif kind in (list, tuple, set, frozenset) and isinstance(
         value, list | tuple | set | frozenset
     ):
-        items = [_plain(item, depth + 1) for item in value]
+        items = [plain_text(item, depth + 1) for item in value]
     else:
         return None
     shown = [item for item in items if item is not None]
@@ -169,17 +246,25 @@ def _plain(value: object, depth: int = 0) -> str | None:
 
 def _code_digest(code: types.CodeType, digest: Any) -> None:
     """A function's code into `digest`: its bytecode, names and constants (functions defined in
-    it too), not where it sits in its file."""
-    digest.update(code.co_code)
-    digest.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    it too), not where it sits in its file. Each piece goes in after its length, and a
+    constant's and a nested function's under tags of their own: pieces fed one after another
+    run together (constants `1, 23` and `12, 3` were both `123`)."""
+    _piece(digest, b"code")
+    _piece(digest, code.co_code)
+    _piece(digest, repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    _piece(digest, b"%d" % len(code.co_consts))
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):
             _code_digest(constant, digest)
         else:  # (a set literal's frozenset: its items sorted, the same under any hash seed)
-            shown = _plain(constant)
-            digest.update(
-                (shown if shown is not None else repr(constant)).encode("utf-8", "surrogatepass")
-            )
+            shown = plain_text(constant)
+            text = shown if shown is not None else repr(constant)
+            _piece(digest, b"c" + text.encode("utf-8", "surrogatepass"))
+
+
+def _piece(digest: Any, piece: bytes) -> None:
+    digest.update(len(piece).to_bytes(8, "little"))
+    digest.update(piece)
 
 
 class Provider:

@@ -379,11 +379,11 @@ class LlamaCppCodec(Codec):
         self.grounding = wire.grounding
         self.grounding_limit = wire.grounding_limit
         self._prompt_template = wire.prompt_template
-        # What names the grammar and the template in the cache's key, made once: a call's key
-        # then hashes a digest, not the grammar's text (a hit pays for neither).
+        # What names the grammar in the cache's key, made once: a call's key then hashes a
+        # digest, not the grammar's text (a hit pays for neither). The template is named at
+        # each call (`cache_scope`), as it is called at each request: what it reads may change.
         self._scoped = {
             "grammar": hashlib.sha256(wire.grammar.encode()).hexdigest() if wire.grammar else None,
-            "prompt_template": callable_identity(wire.prompt_template),
         }
         self.content = wire.content
         self.control_tokens: ControlTokenPolicy = wire.content.policy
@@ -394,6 +394,9 @@ class LlamaCppCodec(Codec):
         """The settings that change what the server is asked (`LlamaCppProvider.cache_scope`)."""
         return {
             **self._scoped,
+            # (by what it reads now: a module-level value it reads, reassigned or changed in
+            # place after the provider was made, is another template; none set costs nothing)
+            "prompt_template": callable_identity(self._prompt_template),
             "grounding": [self.grounding, self.grounding_limit],
             **self.content.scope(),
         }
