@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from concurrent.futures import Future
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 from typing import TypeVar
