@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -51,6 +52,9 @@ the event loop's default executor (a few threads, which the loop's DNS lookups a
 `asyncio.to_thread` share: 80 calls on a store that waited 1 s held one another, and a
 `getaddrinfo` beside them, for 27 s). Calls past this many at once wait their turn."""
 
+_FAILURES_KEPT: Final = 256
+"""The stores whose last failure a `CacheThreads` remembers (`tell_failed`), at most."""
+
 IDLE_SECONDS: Final = 5.0
 """How long a thread waits for work before it ends (a thread is started again for work when none
 waits): a run of calls keeps its threads, an idle service holds none."""
@@ -76,6 +80,22 @@ class CacheThreads(Executor):
         self._pending: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
         self._threads = 0
         self._waiting = 0  # (threads waiting for work now)
+        self._failed: dict[int, float] = {}  # (`tell_failed`: by the store's id, when)
+
+    def tell_failed(self, store: object) -> None:
+        """`store`, asked from these threads, failed now (its timeout, its server gone): the
+        calls waiting for their turn for it are given up (`failed_since`)."""
+        with self._ready:
+            self._failed.pop(id(store), None)
+            self._failed[id(store)] = time.monotonic()
+            if len(self._failed) > _FAILURES_KEPT:
+                del self._failed[next(iter(self._failed))]
+
+    def failed_since(self, store: object, since: float) -> bool:
+        """Whether `store` failed (`tell_failed`) at or after `since` (`time.monotonic()`): a
+        store whose calls fail, not one that is only busy. (By id: a store gone whose id is
+        another's now failed before that one's calls were given to these threads.)"""
+        return self._failed.get(id(store), -math.inf) >= since
 
     @property
     def threads(self) -> int:
@@ -180,12 +200,16 @@ def lookups_wait(store: object) -> bool:
 
 
 def turn_bound(store: object) -> float | None:
-    """How long a call waits for its turn in the threads it asks `store` from (`threads_for`)
-    before it is given up, not run: the store's own `timeout` (`SQLiteCache`'s, `RedisCache`'s),
-    so that calls queued behind a busy store's threads each wait at most that for their turn
-    (then at most that in the store), not a turn of the timeout for every call ahead of them;
-    `None`, no bound, for a store with no timeout of its own (its calls wait their turn)."""
-    bound: object = getattr(store, "timeout", None)
+    """How often a call waiting for its turn in the threads it asks `store` from (`threads_for`)
+    looks whether the store failed meanwhile (`CacheThreads.failed_since`), and is then given
+    up, not run: the store's own `timeout` (`SQLiteCache`'s, `RedisCache`'s). A store that is
+    busy, not failing, has its calls wait their turn; one whose calls ahead failed (each after
+    its timeout) does not hold the ones queued a turn of its timeout for each call ahead of
+    them. `None`, no bound, for a store with no timeout of its own (its calls wait their turn)."""
+    try:
+        bound: object = getattr(store, "timeout", None)
+    except Exception:  # (a store's own property that fails: no bound, as with none)
+        return None
     if isinstance(bound, int | float) and type(bound) is not bool and 0 < bound < math.inf:
         return float(bound)
     return None

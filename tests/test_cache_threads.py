@@ -353,75 +353,107 @@ def test_a_call_whose_lookup_fails_tells_no_hook_it_began(sync: bool) -> None:
     assert hooks.told == ["on_call", "on_result"]
 
 
-# --- a call's turn in a store's threads is bounded by the store's timeout ---
+# --- a call's turn in the threads of a store that fails ---
 
 
 class _SlowStore(MemoryCache):
-    """A store of your own with one thread and a timeout, whose `put` (or `get`) waits for
-    `release`, longer than its timeout (a file another writer holds, a server that stalls)."""
+    """A store of your own with one thread and a timeout whose `put` (or `get`) takes `takes`
+    seconds and then, if `fails`, fails as a store past its timeout does (a file another
+    writer holds, a server that stalls)."""
 
     waits = True
 
-    def __init__(self, slow: str) -> None:
+    def __init__(self, slow: str, takes: float, fails: bool) -> None:
         super().__init__()
         self.threads = CacheThreads(most=1)
-        self.timeout = 0.2
-        self.release = threading.Event()
-        self.slow = slow
+        self.timeout = 0.5
+        self.slow, self.takes, self.fails = slow, takes, fails
         self.calls: list[str] = []
 
+    def _slowly(self, method: str) -> None:
+        self.calls.append(method)
+        if self.slow == method:
+            time.sleep(self.takes)
+            if self.fails:
+                raise CacheServerError(f"the cache server test://slow timed out in {method}")
+
     def get(self, key: str) -> Entry | None:
-        self.calls.append("get")
-        if self.slow == "get":
-            self.release.wait(WAIT)
+        self._slowly("get")
         return super().get(key)
 
     def put(self, key: str, entry: Entry) -> None:
-        self.calls.append("put")
-        if self.slow == "put":
-            self.release.wait(WAIT)
+        self._slowly("put")
         super().put(key, entry)
 
 
-def test_calls_queued_behind_a_busy_store_wait_at_most_its_timeout_for_their_turn() -> None:
-    """Each call waits for one of the store's threads, then at most `timeout=` in the store:
-    queued behind calls that each waited the store's timeout, the last of 100 calls waited 25
-    turns of it (12 minutes at SQLite's default 30 s), its answer paid for, and callers under
-    `asyncio.wait_for` lost answers they had. A call that gets no turn within the timeout is
-    not run: its answer is the caller's, with a note saying it was not stored."""
-    store = _SlowStore(slow="put")
+def test_calls_queued_behind_a_store_that_fails_are_given_up_before_their_turn() -> None:
+    """Queued behind calls that each waited the store's timeout and failed, the last of 100
+    calls waited 25 turns of it (12 minutes at SQLite's default 30 s), its answer paid for,
+    and callers under `asyncio.wait_for` lost answers they had. Once calls given to the store
+    before it fail, a call that had no turn is not run: its answer is the caller's, with a
+    note."""
+    store = _SlowStore(slow="put", takes=0.5, fails=True)
     client = AsyncStructuredClient(TestProvider([TEXT], repeat=True), cache=store)
 
-    async def main() -> list[list[str]]:
-        calls = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(5)]
-        results = asyncio.gather(*calls)
-        await asyncio.sleep(store.timeout * 3)  # (the queued ones given up meanwhile)
-        store.release.set()  # (the first put, which has the thread, ends)
-        return [[note.kind for note in r.notes] for r in await asyncio.wait_for(results, WAIT)]
+    async def main() -> list[Any]:
+        calls = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(6)]
+        return await asyncio.wait_for(asyncio.gather(*calls), WAIT)
 
-    notes = asyncio.run(main())
-    assert store.calls.count("put") == 1  # the four others had no turn: never run
-    assert sorted(notes) == [[]] + [["cache_not_stored"]] * 4
-    assert store.threads.most == 1
+    results = asyncio.run(main())
+    assert all(r.value.answer == "approve" for r in results)
+    notes = [str(n.received) for r in results for n in r.notes if n.kind == "cache_not_stored"]
+    assert len(notes) == 6  # each told, none stored
+    assert store.calls.count("put") <= 3  # (without the bound: 6, one after another)
+    assert any("given up before it was made" in note for note in notes)
 
 
-def test_a_lookup_that_gets_no_turn_is_a_cache_error_before_anything_is_sent() -> None:
-    store = _SlowStore(slow="get")
+def test_calls_queued_behind_a_store_only_busy_wait_their_turn() -> None:
+    """A store that is busy, not failing (each put takes a while, its one thread taken),
+    keeps every answer, though calls wait longer than its timeout for their turn."""
+    store = _SlowStore(slow="put", takes=0.1, fails=False)
+    client = AsyncStructuredClient(TestProvider([TEXT], repeat=True), cache=store)
+
+    async def main() -> list[Any]:
+        calls = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(8)]
+        return await asyncio.wait_for(asyncio.gather(*calls), WAIT)
+
+    results = asyncio.run(main())  # (the last waits 0.7 s, past the 0.5 s timeout)
+    assert [r.notes for r in results] == [[]] * 8
+    assert store.calls.count("put") == 8 and store.stats().entries == 8
+
+
+def test_a_lookup_queued_behind_lookups_that_fail_is_a_cache_error_before_anything_is_sent() -> (
+    None
+):
+    store = _SlowStore(slow="get", takes=0.5, fails=True)
     provider = TestProvider([TEXT], repeat=True)
     client = AsyncStructuredClient(provider, cache=store)
 
     async def main() -> list[Any]:
-        calls = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(3)]
-        results = asyncio.gather(*calls, return_exceptions=True)
-        await asyncio.sleep(store.timeout * 3)
-        store.release.set()
-        return await asyncio.wait_for(results, WAIT)
+        calls = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(5)]
+        return await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), WAIT)
 
     outcomes = asyncio.run(main())
-    refused = [o for o in outcomes if isinstance(o, CacheError)]
-    assert len(refused) == 2 and store.calls.count("get") == 1
-    assert all("took no call within its timeout of 0.2 s" in str(e) for e in refused)
-    assert len(provider.requests) == 1  # only the call whose lookup ran was sent
+    assert all(isinstance(o, CacheError) for o in outcomes) and provider.requests == []
+    assert store.calls.count("get") <= 3  # (without the bound: 5, one after another)
+    assert any("given up before it was made" in str(o) for o in outcomes)
+
+
+def test_a_store_whose_timeout_cannot_be_read_is_asked_without_a_bound() -> None:
+    """The bound was read after the work was given to a thread: a store's `timeout` property
+    that raised failed the call with its raw error, the store's put made all the same."""
+
+    class Unreadable(MemoryCache):
+        waits = True
+
+        @property
+        def timeout(self) -> float:
+            raise RuntimeError("no timeout here")
+
+    store = Unreadable()
+    client = AsyncStructuredClient(TestProvider([TEXT]), cache=store)
+    result = asyncio.run(asyncio.wait_for(client.generate(Decision, prompt="Approve?"), WAIT))
+    assert result.notes == [] and store.stats().entries == 1
 
 
 @pytest.mark.parametrize("most", [0, -1, 1.5, True])
@@ -539,3 +571,18 @@ def test_a_thread_opening_again_after_each_close_is_told_once_to_release_at_its_
 
     assert store.threads.submit(opened_again).result(timeout=WAIT) == 1
     store.close()
+
+
+
+def test_a_best_effort_cache_gives_up_a_store_that_fails_otherwise() -> None:
+    """`BestEffortCache` gave its store up on a `CacheError` only: a store of your own whose
+    `get` raised its server's own error failed every call of a batch job, never given up."""
+    from sdk.cache import BestEffortCache
+
+    store = BestEffortCache(lambda: _Failing("get"), say=lambda _: None)
+    provider = TestProvider([TEXT], repeat=True)
+    client = StructuredClient(provider, cache=store)
+    results = [client.generate(Decision, prompt=f"Approve {n}?") for n in range(3)]
+    assert all(r.value.answer == "approve" for r in results) and len(provider.requests) == 3
+    assert store.given_up is not None
+    assert "_Failing.get() failed: RuntimeError: the backend is gone" in store.given_up

@@ -28,6 +28,8 @@ from sdk.cache._entry import Entry
 from sdk.cache._entry import not_served
 from sdk.cache._errors import CacheError
 from sdk.cache._errors import CacheGivenUp
+from sdk.cache._errors import NotStorable
+from sdk.cache._errors import failed_in
 
 __all__ = ["BestEffortCache"]
 
@@ -109,8 +111,8 @@ class BestEffortCache:
             return None
         try:
             return store.get(key)
-        except CacheError as error:
-            self._give_up(error)
+        except Exception as error:
+            self._give_up(_as_cache_error(store, "get", error))
             return None
 
     def put(self, key: str, entry: Entry) -> None:
@@ -119,8 +121,10 @@ class BestEffortCache:
             try:
                 store.put(key, entry)
                 return
-            except CacheError as error:
-                self._give_up(error)
+            except (NotStorable, UnicodeEncodeError):  # (this answer only: the store is fine)
+                raise
+            except Exception as error:
+                self._give_up(_as_cache_error(store, "put", error))
         with self._lock:
             told, self._told_a_call = self._told_a_call, True
         if not told:  # (the call's `cache_not_stored` note, once)
@@ -131,16 +135,16 @@ class BestEffortCache:
         if store is not None:
             try:
                 store.discard(key)
-            except CacheError as error:
-                self._give_up(error)
+            except Exception as error:
+                self._give_up(_as_cache_error(store, "discard", error))
 
     def refuse(self, key: str) -> None:
         store = self._using()
         if store is not None:
             try:
                 not_served(store, key)
-            except CacheError as error:
-                self._give_up(error)
+            except Exception as error:
+                self._give_up(_as_cache_error(store, "refuse", error))
 
     def stats(self) -> CacheStats:
         store = self._using()
@@ -155,3 +159,9 @@ class BestEffortCache:
         close = getattr(self._store, "close", None)
         if close is not None:
             close()
+
+
+def _as_cache_error(store: Cache, method: str, error: Exception) -> CacheError:
+    """`error` from `store`'s `method` as the `CacheError` it gives the store up for: a store
+    of your own's other errors too (its server's, a bug), named as the call would name them."""
+    return error if isinstance(error, CacheError) else CacheError(failed_in(store, method, error))

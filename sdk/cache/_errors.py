@@ -46,3 +46,9 @@ class NotStorable(ValueError):
     entry a store would not read back (longer than `MAX_ENTRY_CHARS`, or a value its decoding
     refuses). Nothing is stored or looked up; the store itself is fine (not a `CacheError`: a
     call answers with a `cache_not_stored` note, and `BestEffortCache` keeps its store)."""
+
+
+def failed_in(store: object, method: str, error: Exception) -> str:
+    """What a store that failed in `method` with `error`, not a `CacheError` (a store of your
+    own's server's error, a bug), is told as: the store, the method and the error."""
+    return f"{type(store).__name__}.{method}() failed: {type(error).__name__}: {error}"

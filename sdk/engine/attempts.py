@@ -67,6 +67,7 @@ from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import NotStorable
 from sdk.cache import not_served
+from sdk.cache._errors import failed_in
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
@@ -374,9 +375,11 @@ class Attempts:
         try:
             entry = self._cache.get(key)
         except CacheError:
+            self._told_failed()
             raise
         except Exception as error:
-            raise CacheError(_failed(self._cache, "get", error)) from error
+            self._told_failed()
+            raise CacheError(failed_in(self._cache, "get", error)) from error
         return self._judged(entry, provider, key) if entry is not None else None
 
     def _cache_key_of(self, provider: Provider) -> str:
@@ -458,7 +461,7 @@ class Attempts:
         except Exception as error:  # (a store of your own's: the call goes on all the same)
             method = "refuse" if hasattr(self._cache, "refuse") else "discard"
             logger.debug("a response cache's %s failed", method, exc_info=True)
-            why = _failed(self._cache, method, error)
+            why = failed_in(self._cache, method, error)
             logger.warning("a response cache entry not served was not dropped: %s", why)
 
     def store(self) -> None:
@@ -500,15 +503,26 @@ class Attempts:
             key = self._cache_key_of(self.provider)
         try:
             self._cache.put(key, Entry(tuple(self._replies)))
-        except (CacheError, NotStorable) as error:  # (a store closed under the call among them)
+        except NotStorable as error:  # (this answer only: the store is fine)
+            self.not_stored(str(error))
+        except CacheError as error:  # (a store closed under the call among them)
             # (a store given up was said once already, as a warning: a note, and no other)
-            self.not_stored(str(error), quiet=isinstance(error, CacheGivenUp))
+            given_up = isinstance(error, CacheGivenUp)
+            if not given_up:
+                self._told_failed()
+            self.not_stored(str(error), quiet=given_up)
         except UnicodeEncodeError as error:  # a store of your own that takes UTF-8 (ours: above)
             self.not_stored(f"the answer holds text UTF-8 cannot encode ({error.reason})")
         except Exception as error:  # a store of your own's (its server's error, a bug): the
             # answer is paid for, and the caller's all the same
             logger.debug("a response cache's put failed", exc_info=True)
-            self.not_stored(_failed(self._cache, "put", error))
+            self._told_failed()
+            self.not_stored(failed_in(self._cache, "put", error))
+
+    def _told_failed(self) -> None:
+        """Tell the store's threads that it failed (a timeout, a server gone): the calls
+        queued for their turn are given up (`sdk._threads.CacheThreads.failed_since`)."""
+        self.cache_threads.tell_failed(self._cache)
 
     def not_stored(self, why: str, quiet: bool = False) -> None:
         """The answer was not kept in the cache, for `why`: a warning (`quiet`: said already),
@@ -917,9 +931,3 @@ class _AbandonedIfLeft:
         if error_type is not None:
             # Nothing once the call has ended (its error is on its way out).
             self._machine.on_abandon()
-
-
-def _failed(store: object, method: str, error: Exception) -> str:
-    """What a store of your own that failed in `method` with `error` (not a `CacheError`) is
-    told as: the store, the method, the error."""
-    return f"{type(store).__name__}.{method}() failed: {type(error).__name__}: {error}"

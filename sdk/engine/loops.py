@@ -210,30 +210,34 @@ def stream(machine: Attempts, sleep: Callable[[float], None]) -> Iterator[Any]:
 async def _off_loop(work: Callable[[], _T], machine: Attempts) -> _T:
     """`work()` in one of the call's cache threads (`machine.cache_threads`), in a copy of the
     caller's context (as `asyncio.to_thread` runs it), while the event loop runs the other
-    calls. Work no thread has taken within the store's timeout (`machine.turn_bound`: its
-    threads all busy with calls that wait for it) is not run: a `CacheError` saying so (a
-    store that waits its timeout at every call would hold the last of 100 calls 25 turns of
-    it, its answer paid for and waiting)."""
+    calls. Work no thread has taken while the store failed (`CacheThreads.failed_since`: its
+    calls ahead each waited its timeout, a file another process holds, a server gone) is not
+    run: a `CacheError` saying so, looked for every `machine.turn_bound` seconds (the last of
+    100 calls on a store that waits its timeout at each waited 25 turns of it, its answer paid
+    for and waiting). A store only busy has its calls wait their turn."""
     import asyncio
     import contextvars
 
     loop = asyncio.get_running_loop()
-    threads = machine.cache_threads
+    threads, store, bound = machine.cache_threads, machine.cache, machine.turn_bound
+    asked = time.monotonic()
     taken: Future[_T] = threads.submit(contextvars.copy_context().run, work)
     waited = asyncio.wrap_future(taken, loop=loop)
-    bound = machine.turn_bound
     if bound is not None:
         try:
-            await asyncio.wait((waited,), timeout=bound)
+            while not waited.done():
+                await asyncio.wait((waited,), timeout=bound)
+                if waited.done() or not threads.failed_since(store, asked):
+                    continue  # (its turn comes)
+                if taken.cancel():  # (not taken yet: it never runs)
+                    raise CacheError(
+                        f"the response cache ({type(store).__name__}) failed calls given to "
+                        "it before this one while this one waited for its turn: given up "
+                        "before it was made"
+                    )
         except BaseException:  # (the caller left: the work is cancelled, as awaited it would be)
             waited.cancel()
             raise
-        if not waited.done() and taken.cancel():  # (not taken yet: it never runs)
-            raise CacheError(
-                f"the response cache ({type(machine.cache).__name__}) took no call within "
-                f"its timeout of {bound:g} s: all its {threads.most} threads were busy with "
-                "calls that wait for it"
-            )
     return await waited
 
 
