@@ -16,9 +16,9 @@ import hashlib
 import itertools
 import json
 import os
-import re
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -55,7 +55,9 @@ from sdk._tools import ToolOffer
 from sdk._tools import ToolResult
 from sdk.cache import MemoryCache
 from sdk.cache._key import INGREDIENTS
+from sdk.cache._key import LastKey
 from sdk.cache._key import cache_key
+from sdk.cache._key import rendered_key
 from sdk.cache._key import source_place
 from sdk.contract import Contract
 from sdk.engine.conversation import conversation
@@ -69,7 +71,7 @@ from sdk.providers import VLLMProvider
 from sdk.providers._base import CompletionRequest
 from sdk.providers._base import GrammarSentence
 from sdk.providers._base import JsonDocument
-from sdk.providers._provider import callable_identity
+from sdk.providers._provider import token_of
 from sdk.schema.dialects import ANTHROPIC
 from sdk.schema.dialects import OPENAI_STRICT
 from sdk.schema.dialects import to_wire
@@ -729,68 +731,28 @@ def test_a_local_server_s_scope_is_the_same_in_every_process() -> None:
     assert scopes("2") == first and scopes("3") == first
 
 
-def test_a_prompt_template_is_known_by_its_code_and_values_not_its_object() -> None:
-    """The same template made again (another object, as in another process) is the same."""
-    scopes = [LlamaCppProvider(prompt_template=_template("Q: ")).cache_scope() for _ in (1, 2)]
-    other = LlamaCppProvider(prompt_template=_template("Question: ")).cache_scope()
-    assert scopes[0] == scopes[1] != other
+def _llamacpp_rendering(
+    template: Callable[[CompletionRequest], Any], sent: list[Any], **settings: Any
+) -> LlamaCppProvider:
+    """A llama.cpp provider with `template`, on a mocked server that keeps each prompt sent
+    (its `/completion` route; the OpenAI route's replies and the routes it learns from too)."""
 
+    def server(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        setup = llamacpp_setup(request.url.path, body)
+        if setup is not None:
+            return httpx.Response(200, json=setup)
+        if request.url.path == "/v1/chat/completions":
+            sent.append(body["messages"])
+            return httpx.Response(200, json=fixture_json("vllm_chat.json"))
+        sent.append(body["prompt"])
+        return httpx.Response(200, json={"content": TEXT, "stop": True, "stop_type": "eos",
+                                         "tokens_predicted": 3, "tokens_evaluated": 3})  # fmt: skip
 
-_TEMPLATES_MODULE = """
-import re
-WORDS = {"alpha", "beta", "gamma", "delta"}
-PREFIX = "Q: "
-NOT_PLAIN = re.compile("x")
-
-
-def render(request):
-    return PREFIX + ("short " if "alpha" in {"alpha", "omega", "sigma"} else "") + request
-
-
-def reads_an_object(request):
-    return NOT_PLAIN.sub("", request)
-"""
-
-
-def _identities(folder: Path, seed: str, prefix: str = "Q: ") -> list[str]:
-    """`callable_identity` of the module's templates in a new process under hash seed `seed`."""
-    module = _TEMPLATES_MODULE.replace('PREFIX = "Q: "', f"PREFIX = {prefix!r}")
-    (folder / "templates_under_test.py").write_text(module, encoding="utf-8")
-    code = ("import templates_under_test as t; from sdk.providers._provider import "
-            "callable_identity as c; print(c(t.render)); print(c(t.reads_an_object))")  # fmt: skip
-    env = {**os.environ, "PYTHONHASHSEED": seed,
-           "PYTHONPATH": os.pathsep.join([str(folder), *sys.path])}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120, check=True)  # fmt: skip
-    return done.stdout.splitlines()
-
-
-def test_a_template_function_is_named_the_same_in_every_process_and_by_the_values_it_reads(
-    tmp_path: Path,
-) -> None:
-    # Set literals and the module-level values a template reads: the same under any hash seed
-    # (a set's order is not), and part of its name (another PREFIX is another template).
-    first, second = _identities(tmp_path, "1"), _identities(tmp_path, "2")
-    assert first[0] == second[0] and "unnamed" not in first[0]
-    assert _identities(tmp_path, "1", prefix="Question: ")[0] != first[0]
-    # A template reading an object that cannot be named by its content: a name of its own in
-    # each process (a miss across processes, never another template's answer).
-    assert "unnamed" in first[1] and first[1] != second[1]
-
-
-_LOOP: list[Any] = []
-_LOOP.append(_LOOP)  # a list that holds itself
-
-
-def _reads_a_loop(request: CompletionRequest) -> str:
-    return f"{len(_LOOP)} {request.messages[-1].text}"
-
-
-def test_a_template_reading_data_that_holds_itself_is_named_without_recursing() -> None:
-    # Naming it by its data recursed without end (RecursionError when the provider was made).
-    name = callable_identity(_reads_a_loop)
-    assert name is not None and "unnamed" in name and name == callable_identity(_reads_a_loop)
-    assert "unnamed" not in str(LlamaCppProvider(prompt_template=_terse).cache_scope())
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    options: dict[str, Any] = {"mode": "grammar", "control_tokens": "allow", **settings}
+    return LlamaCppProvider("http://llama.test:8080", prompt_template=template, http_client=http,
+                            **options)  # fmt: skip
 
 
 def _compiled(source: str) -> Callable[[CompletionRequest], str]:
@@ -802,172 +764,439 @@ def _compiled(source: str) -> Callable[[CompletionRequest], str]:
     return made
 
 
-def test_a_template_s_constants_are_named_apart_not_run_together() -> None:
-    # The constants went into the digest one after another with nothing between them: a
-    # template slicing [1:23] and one slicing [12:3] (the same bytecode) were one template.
-    first = _compiled("def template(request):\n    return request.messages[-1].text[1:23]\n")
-    second = _compiled("def template(request):\n    return request.messages[-1].text[12:3]\n")
-    assert first.__code__.co_code == second.__code__.co_code
-    assert callable_identity(first) != callable_identity(second)
-    text = "0123456789abcdefghijklmnopqrstuvwxyz"
-    sent: list[str] = []
+def test_templates_rendering_the_same_prompt_share_its_answers_and_others_do_not() -> None:
+    # A call with a template is keyed by the prompt it renders, which is what the server is
+    # asked: two templates (another function, another code, a bound method, a partial) that
+    # render the same prompt for the request send the same request, so one's stored answer is
+    # right for the other (a hit: correct now; each template was named by its own code and
+    # values before, a miss asking the server the same again). Another prompt is a miss: the
+    # same code slicing [1:23] and [12:3] (its constants were once run together) among them.
+    sent: list[Any] = []
     cache = MemoryCache()
-    for template in (first, second):
-        provider = _llamacpp_rendering(template, sent)
-        assert not StructuredClient(provider, cache=cache).generate(Decision, prompt=text).cached
-    assert len(sent) == 2 and sent[0] != sent[1]
 
+    def ask(template: Callable[[CompletionRequest], Any], prompt: str = "Approve?") -> bool:
+        client = StructuredClient(_llamacpp_rendering(template, sent), cache=cache)
+        return client.generate(Decision, prompt=prompt).cached
 
-def _llamacpp_rendering(
-    template: Callable[[CompletionRequest], str], sent: list[str]
-) -> LlamaCppProvider:
-    """A llama.cpp provider with `template`, on a mocked server that keeps each prompt sent."""
-
-    def server(request: httpx.Request) -> httpx.Response:
-        sent.append(json.loads(request.content)["prompt"])
-        return httpx.Response(200, json={"content": TEXT, "stop": True, "stop_type": "eos",
-                                         "tokens_predicted": 3, "tokens_evaluated": 3})  # fmt: skip
-
-    http = httpx.Client(transport=httpx.MockTransport(server))
-    return LlamaCppProvider("http://llama.test:8080", prompt_template=template, mode="grammar",
-                            http_client=http, control_tokens="allow")  # fmt: skip
+    same = [_terse, _template("Answer tersely. "), _Prefixed("Answer tersely. ").render,
+            functools.partial(_prefixed, "Answer tersely. ")]  # fmt: skip
+    assert [ask(template) for template in same] == [False, True, True, True]
+    assert [ask(_template("Q: ")), ask(_template("Q: ")), ask(_Prefixed("Q: ").render)] == [
+        False,
+        True,
+        True,
+    ]
+    assert sent == ["Answer tersely. Approve?", "Q: Approve?"]
+    text = "0123456789abcdefghijklmnopqrstuvwxyz"
+    sliced = [_compiled(f"def template(request):\n    return request.messages[-1].text[{part}]\n")
+              for part in ("1:23", "12:3", "1:23:1")]  # fmt: skip
+    assert sliced[0].__code__.co_code == sliced[1].__code__.co_code
+    assert [ask(template, text) for template in sliced] == [False, False, True]
+    assert sent[2:] == [text[1:23], text[12:3]]
 
 
 _SETTINGS = types.ModuleType("template_settings")  # (a settings module: `import settings`)
 vars(_SETTINGS)["LANGUAGE"] = "English"
-
-
-class _Style:
-    TONE = "terse"
-    MARK = re.IGNORECASE  # (an enum member: named by its class, its name and its value)
-
-
-def _reads_settings(request: CompletionRequest) -> str:
-    flags = _Style.MARK
-    return f"Answer in {_SETTINGS.LANGUAGE}, {_Style.TONE} ({flags}). {request.messages[-1].text}"
-
-
-def test_a_template_reading_a_setting_through_a_module_or_class_is_named_by_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Modules and classes were left out of a template's data (named by their names), so a
-    # setting read through one (`settings.LANGUAGE`, `Style.TONE`) changed the prompt and
-    # kept the key: a provider made after the change was served the old prompt's answers.
-    sent: list[str] = []
-    cache = MemoryCache()
-
-    def ask() -> bool:
-        client = StructuredClient(_llamacpp_rendering(_reads_settings, sent), cache=cache)
-        return client.generate(Decision, prompt="Approve?").cached
-
-    assert "unnamed" not in str(callable_identity(_reads_settings))
-    assert [ask(), ask()] == [False, True]
-    monkeypatch.setattr(_SETTINGS, "LANGUAGE", "French")
-    assert not ask()
-    monkeypatch.setattr(_Style, "TONE", "verbose")
-    assert not ask()
-    assert [prompt.split(" (")[0] for prompt in sent] == [
-        "Answer in English, terse",
-        "Answer in French, terse",
-        "Answer in French, verbose",
-    ]
-
-
-def _reads_the_environment(request: CompletionRequest) -> str:
-    return os.environ.get("TEMPLATE_LANGUAGE", "English") + request.messages[-1].text
-
-
-def _reads_json(request: CompletionRequest) -> str:
-    return json.dumps(request.messages[-1].text) + "\nJSON:"
-
-
-def test_a_template_reading_an_object_through_a_module_has_a_name_of_its_own() -> None:
-    # `os.environ` is neither plain data nor named elsewhere: the template cannot be named by
-    # its content (a miss in another process, never another environment's answer); a
-    # module's functions (`json.dumps`) are named by their names, as the template's own are.
-    name = callable_identity(_reads_the_environment)
-    assert name is not None and "unnamed" in name
-    assert "unnamed" not in str(callable_identity(_reads_json))
-
-
-_SETTINGS_MODULE = """
-LANGUAGE = {language!r}
-
-
-class Style:
-    TONE = "terse"
-"""
-_READING_MODULE = """
-import settings_under_test as settings
-from settings_under_test import Style
-
-
-def render(request):
-    return f"Answer in {settings.LANGUAGE}, {Style.TONE}. " + request
-"""
-
-
-def test_a_setting_read_through_a_module_names_the_template_in_every_process(
-    tmp_path: Path,
-) -> None:
-    def identity(seed: str, language: str) -> str:
-        (tmp_path / "settings_under_test.py").write_text(
-            _SETTINGS_MODULE.format(language=language), encoding="utf-8"
-        )
-        (tmp_path / "reading_under_test.py").write_text(_READING_MODULE, encoding="utf-8")
-        code = ("import reading_under_test as t; from sdk.providers._provider import "
-                "callable_identity as c; print(c(t.render))")  # fmt: skip
-        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}  # fmt: skip
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=env, timeout=120, check=True)  # fmt: skip
-        return done.stdout.strip()
-
-    english = identity("1", "English")
-    assert "unnamed" not in english and identity("2", "English") == english
-    assert identity("1", "French") != english  # (another process sharing a cache file)
-
-
-_LANGUAGE = "English"
+_FIELD = "LANGUAGE"
+_RULES_BY_NAME = {"first": "Be brief.", "second": "Cite the source."}
 _RULES = ["Be terse."]
 
 
-def _reads_globals(request: CompletionRequest) -> str:
-    return f"Answer in {_LANGUAGE}. {' '.join(_RULES)}\n{request.messages[-1].text}"
+class _Formal:
+    TONE = "Be formal."
 
 
-def test_a_template_is_named_by_what_it_reads_at_each_call(
-    monkeypatch: pytest.MonkeyPatch,
+class _Casual:
+    TONE = "Be casual."
+
+
+class _Chosen:
+    style: type[_Formal] | type[_Casual] = _Formal
+
+
+def _reads_by_a_name_it_holds(request: CompletionRequest) -> str:
+    return f"Answer in {getattr(_SETTINGS, _FIELD)}. {request.messages[-1].text}"
+
+
+def _joins_the_rules(request: CompletionRequest) -> str:
+    return " ".join(_RULES_BY_NAME.values()) + " " + request.messages[-1].text
+
+
+def _reads_the_chosen_style(request: CompletionRequest) -> str:
+    # (both classes named directly, the chosen one reached through `_Chosen` too)
+    style = _Chosen.style if _Chosen.style in (_Formal, _Casual) else _Formal
+    return style.TONE + " " + request.messages[-1].text
+
+
+def _reads_the_rules(request: CompletionRequest) -> str:
+    return f"{' '.join(_RULES)}\n{request.messages[-1].text}"
+
+
+def _reorder_the_rules(_: pytest.MonkeyPatch) -> None:
+    _RULES_BY_NAME["first"] = _RULES_BY_NAME.pop("first")  # (in place: the other first)
+
+
+_HERE = sys.modules[__name__]
+Change = Callable[[pytest.MonkeyPatch], None]
+Made = Callable[[], Callable[[CompletionRequest], str]]
+_READ_AND_CHANGED: dict[str, tuple[Made, Change, Change]] = {
+    "a local import": (
+        lambda: _compiled("def template(request):\n    import template_settings\n"
+                          "    return f'Answer in {template_settings.LANGUAGE}. ' + "
+                          "request.messages[-1].text\n"),
+        lambda patch: patch.setattr(_SETTINGS, "LANGUAGE", "French"),
+        lambda patch: patch.setattr(_SETTINGS, "LANGUAGE", "English"),
+    ),
+    "getattr by a name a global holds": (
+        lambda: _reads_by_a_name_it_holds,
+        lambda patch: patch.setattr(_SETTINGS, "LANGUAGE", "French"),
+        lambda patch: patch.setattr(_SETTINGS, "LANGUAGE", "English"),
+    ),
+    "a dict reordered in place": (lambda: _joins_the_rules, _reorder_the_rules, _reorder_the_rules),
+    "a class reached by a second path": (
+        lambda: _reads_the_chosen_style,
+        lambda patch: patch.setattr(_Chosen, "style", _Casual),
+        lambda patch: patch.setattr(_Chosen, "style", _Formal),
+    ),
+    # Set again to another prompt, then to another value rendering the first one (a tuple).
+    "a module-level value reassigned": (
+        lambda: _reads_the_rules,
+        lambda patch: patch.setattr(_HERE, "_RULES", ["Be terse.", "Cite the policy."]),
+        lambda patch: patch.setattr(_HERE, "_RULES", ("Be terse.",)),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(_READ_AND_CHANGED))
+def test_whatever_a_template_reads_a_changed_prompt_is_a_miss_and_the_same_one_a_hit(
+    case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # It was named once, when the provider was made, but it is called at each request: a
-    # module-level value it reads, set again or changed in place since, kept the old name,
-    # and the new prompt was served the old one's answers.
-    sent: list[str] = []
-    client = StructuredClient(_llamacpp_rendering(_reads_globals, sent), cache=MemoryCache())
+    # The template was named by its code and the values it reads, found by looking into its
+    # globals: a setting read through a local import or `getattr` by a name a global holds, a
+    # dict reordered in place (its items sorted), a class reached by a second path, each left
+    # its name as it was, so the changed prompt was served the old one's answer; and a value
+    # rendering the same prompt (a tuple for a list) was another name, a miss. Keyed by the
+    # prompt it renders, each change of the prompt is a miss, and the same prompt a hit.
+    made, change, back = _READ_AND_CHANGED[case]
+    template = made()
+    monkeypatch.setitem(sys.modules, "template_settings", _SETTINGS)
+    sent: list[Any] = []
+    cache = MemoryCache()
 
     def ask() -> bool:
+        client = StructuredClient(_llamacpp_rendering(template, sent), cache=cache)
         return client.generate(Decision, prompt="Approve?").cached
 
     assert [ask(), ask()] == [False, True]
-    monkeypatch.setattr(sys.modules[__name__], "_LANGUAGE", "French")
-    assert not ask()
-    _RULES.append("Cite the policy.")
-    try:
-        assert [ask(), ask()] == [False, True]
-    finally:
-        _RULES.pop()
-    assert [prompt.split("\n")[0] for prompt in sent] == [
-        "Answer in English. Be terse.",
-        "Answer in French. Be terse.",
-        "Answer in French. Be terse. Cite the policy.",
+    change(monkeypatch)
+    assert [ask(), ask()] == [False, True]
+    back(monkeypatch)
+    assert ask()  # (the first prompt again: the answer stored for it)
+    assert len(sent) == 2 and sent[0] != sent[1]
+
+
+_SETTINGS_MODULE = "LANGUAGE = {language!r}\n"
+_READING_MODULE = """
+import os
+import sys
+
+
+def render(request):
+    import settings_under_test  # (a local import: read at each call)
+
+    where = f"[{sys.platform}] {os.path.basename('/x/prompt.txt')}"
+    return f"{where} Answer in {settings_under_test.LANGUAGE}. " + request.messages[-1].text
+"""
+_CHILD_PROVIDER = """
+import json
+import sys
+
+import httpx
+
+from contracts import Decision
+from sdk import StructuredClient
+from sdk.providers import LlamaCppProvider
+from tests.wire_support import DECISION
+
+SENT = []
+
+
+def server(request):
+    SENT.append(json.loads(request.content)["prompt"])
+    reply = {"content": json.dumps(DECISION), "stop": True, "stop_type": "eos",
+             "tokens_predicted": 3, "tokens_evaluated": 3}
+    return httpx.Response(200, json=reply)
+
+
+def provider(template):
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    return LlamaCppProvider("http://llama.test:8080", prompt_template=template, mode="grammar",
+                            http_client=http, control_tokens="allow")
+"""
+_SHARING_A_FILE = """
+from sdk.cache import SQLiteCache
+import reading_under_test
+
+client = StructuredClient(provider(reading_under_test.render), cache=SQLiteCache(sys.argv[1]))
+print(json.dumps([client.generate(Decision, prompt="Approve?").cached, SENT]))
+"""
+
+
+def _run_child(code: str, env: dict[str, str], *args: str) -> Any:
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_processes_sharing_a_cache_file_hit_on_the_same_prompt_and_miss_on_a_changed_setting(
+    tmp_path: Path,
+) -> None:
+    # Processes sharing a SQLiteCache: the template was named by what it read through the
+    # modules it reads, `sys.path` among them (a name its code holds: `os.path`), so a worker
+    # started with another PYTHONPATH never hit; and a setting read through a local import
+    # was left out, so a process with another setting was served the first one's answers.
+    (tmp_path / "reading_under_test.py").write_text(_READING_MODULE, encoding="utf-8")
+    database = str(tmp_path / "shared.db")
+
+    def run(seed: str, language: str, elsewhere: str) -> Any:
+        (tmp_path / "settings_under_test.py").write_text(
+            _SETTINGS_MODULE.format(language=language), encoding="utf-8"
+        )
+        folders = [str(tmp_path), str(tmp_path / elsewhere), *sys.path]
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": os.pathsep.join(folders)}  # fmt: skip
+        return _run_child(_CHILD_PROVIDER + _SHARING_A_FILE, env, database)
+
+    first = run("1", "English", "a")
+    assert first[0] is False and first[1][0].endswith("Answer in English. Approve?")
+    assert run("2", "English", "b") == [True, []]
+    french = run("1", "French", "a")
+    assert french[0] is False and french[1][0].endswith("Answer in French. Approve?")
+    assert run("3", "French", "c") == [True, []]
+    assert run("2", "English", "c") == [True, []]
+
+
+class _Failing:
+    """A template that fails once told to (its object holds whether it does)."""
+
+    def __init__(self) -> None:
+        self.fails = False
+
+    def render(self, request: CompletionRequest) -> str:
+        if self.fails:
+            raise LookupError("no prompt for this request")
+        return "Q: " + request.messages[-1].text
+
+
+def test_a_template_that_fails_never_hits_and_its_call_raises_as_before() -> None:
+    # A template that raises while rendering for the key keys its call by a token of its
+    # own: never a hit, never another call's answer; the build raises its error, as ever. A
+    # template named by its object was served the answer stored before it failed.
+    sent: list[Any] = []
+    failing = _Failing()
+    client = StructuredClient(_llamacpp_rendering(failing.render, sent), cache=MemoryCache())
+    assert [client.generate(Decision, prompt="A?").cached for _ in (1, 2)] == [False, True]
+    failing.fails = True
+    with pytest.raises(LookupError, match="no prompt"):
+        client.generate(Decision, prompt="A?")
+    assert len(sent) == 1
+    # Rendering fails for each key (the even calls) and works for each build (the odd ones):
+    # each call is asked of the server, and the answers stored under those keys never served.
+    calls = itertools.count()
+
+    def flaky(request: CompletionRequest) -> str:
+        if next(calls) % 2 == 0:
+            raise LookupError("failed while rendering for the key")
+        return "Q: " + request.messages[-1].text
+
+    cache = MemoryCache()
+    client = StructuredClient(_llamacpp_rendering(flaky, sent), cache=cache)
+    assert [client.generate(Decision, prompt="A?").cached for _ in (1, 2, 3)] == [False] * 3
+    assert len(sent) == 4 and cache.stats().entries == 3
+    assert rendered_key(LookupError()) != rendered_key(LookupError())
+
+
+def test_a_template_returning_token_ids_is_keyed_by_their_typed_value() -> None:
+    # A template may render token ids (llama.cpp's prompt of ids): keyed by their typed text,
+    # apart from any text's digest; a value that is not plain data, by a token of its own.
+    sent: list[Any] = []
+    cache = MemoryCache()
+
+    def ask(template: Callable[[CompletionRequest], Any]) -> bool:
+        client = StructuredClient(_llamacpp_rendering(template, sent), cache=cache)
+        return client.generate(Decision, prompt="A?").cached
+
+    def ids(request: CompletionRequest) -> list[int]:
+        return [1, 2, 3]
+
+    assert [ask(ids), ask(lambda request: [1, 2, 3]), ask(lambda request: [1, 2, 4])] == [
+        False,
+        True,
+        False,
     ]
+    assert ask(lambda request: "list(1,2,3)") is False  # (text, not the ids)
+    assert sent == [[1, 2, 3], [1, 2, 4], "list(1,2,3)"]
+    assert rendered_key([1, 2, 3]) == rendered_key([1, 2, 3]) != rendered_key((1, 2, 3))
+    assert rendered_key(object()) != rendered_key(object())  # (not plain data: its own)
+    with pytest.raises(TypeError, match="returned None"):
+        _llamacpp_rendering(lambda request: None, []).codec.rendered_prompt(
+            CompletionRequest(JsonDocument(Decision), (Message("user", "A?"),), 10)
+        )
 
 
-def test_a_callable_that_cannot_be_named_by_content_keeps_one_name_per_object() -> None:
-    method = _Prefixed("Q: ").render
-    assert callable_identity(method) == callable_identity(method)
-    assert callable_identity(method) != callable_identity(_Prefixed("Q: ").render)
-    assert callable_identity(_terse) == callable_identity(_terse)
+def test_a_call_without_a_template_is_keyed_by_the_provider_s_scope_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No template, or one on the OpenAI route (which never renders it): nothing is added to
+    # the scope, the provider's own dict is what the key is made of (not copied on a hit's
+    # path; its `prompt_template` empty, as it always was without one: the same key as
+    # before), and the template there shares the answers of the same provider without one (it
+    # was named in the scope: a miss asking the server the same again).
+    keyed: list[Mapping[str, Any]] = []
+    made: list[dict[str, Any]] = []
+    key = LastKey.key
+
+    def spied(self: LastKey, scope: Mapping[str, Any], request: Any, wire: Any) -> str:
+        keyed.append(scope)
+        return key(self, scope, request, wire)
+
+    monkeypatch.setattr(LastKey, "key", spied)
+    sent: list[Any] = []
+    cache = MemoryCache()
+    codecs: list[Any] = []
+    for mode, template in [("grammar", None), ("openai", None), ("openai", _terse)]:
+        provider = _llamacpp_rendering(template, sent, mode=mode)  # type: ignore[arg-type]
+        scope = provider.cache_scope
+
+        def scoped(scope: Callable[[], dict[str, Any]] = scope) -> dict[str, Any]:
+            made.append(scope())
+            return made[-1]
+
+        monkeypatch.setattr(provider, "cache_scope", scoped)
+        StructuredClient(provider, cache=cache).generate(Decision, prompt="A?")
+        codecs.append(provider.codec)
+    assert len(keyed) == len(made) == 3
+    assert all(scope is given for scope, given in zip(keyed, made, strict=True))
+    assert [scope["prompt_template"] for scope in made] == [None] * 3 and made[1] == made[2]
+    assert len(sent) == 2  # (the OpenAI route's template: the answer without it, a hit)
+    request = CompletionRequest(JsonDocument(Decision), (Message("user", "A?"),), 10)
+    assert [codec.rendered_prompt(request) for codec in codecs] == [None] * 3
+
+
+_SEEN: dict[str, int] = {}
+
+
+def _counts_what_it_has_seen(request: CompletionRequest) -> str:
+    return f"({len(_SEEN)} known) {request.messages[-1].text}"
+
+
+def test_a_module_level_dict_another_thread_changes_fails_no_call() -> None:
+    # The template's data was read at each call by iterating what it reads: a module-level
+    # dict another thread was adding to made every call fail ("dictionary changed size
+    # during iteration").
+    _SEEN.update((f"k{n}", n) for n in range(20_000))
+    stop = threading.Event()
+
+    def writer() -> None:
+        for n in itertools.count():
+            if stop.is_set():
+                return
+            _SEEN[f"x{n}"] = n
+            time.sleep(0.0002)
+
+    client = StructuredClient(_llamacpp_rendering(_counts_what_it_has_seen, []),
+                              cache=MemoryCache())  # fmt: skip
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        results = [client.generate(Decision, prompt=f"Q{n}?") for n in range(40)]
+    finally:
+        stop.set()
+        thread.join()
+        _SEEN.clear()
+    assert len(results) == 40 and not any(result.cached for result in results)
+
+
+_LAZY_TREE = """
+import resource
+
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+
+class Made(type):
+    # A lazily-made class tree: any attribute is a class made once, then kept.
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        made = cls.__dict__.get("_made")
+        if made is None:
+            made = {}
+            type.__setattr__(cls, "_made", made)
+        if name not in made:
+            made[name] = Made(name, (), {})
+        return made[name]
+
+
+class Auto(metaclass=Made):
+    pass
+
+
+def render(request):
+    return Auto.tone.__name__ + " " + request.messages[-1].text
+
+
+from sdk.cache import MemoryCache
+
+client = StructuredClient(provider(render), cache=MemoryCache())
+print(json.dumps([client.generate(Decision, prompt="A?").cached for _ in (1, 2)] + [SENT]))
+"""
+
+
+def test_a_template_reading_a_lazily_made_class_tree_is_keyed_at_once() -> None:
+    # Naming the template followed every class it reached through the names its code holds:
+    # a class tree made on demand (a metaclass `__getattr__`) never ended, and ate memory
+    # (2 GB in 5 s). In a process of its own, with its memory bounded.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    assert _run_child(_CHILD_PROVIDER + _LAZY_TREE, env) == [False, True, ["tone A?"]]
+
+
+_LAZY_SETTINGS = types.ModuleType("lazy_template_settings")
+_ASKED_OF_IT: list[str] = []
+
+
+def _module_getattr(name: str) -> str:  # (PEP 562: a lazy or deprecating module)
+    _ASKED_OF_IT.append(name)
+    raise AttributeError(name)
+
+
+vars(_LAZY_SETTINGS).update(LANGUAGE="English", __getattr__=_module_getattr)
+
+
+def _reads_a_lazy_module(request: CompletionRequest) -> str:
+    return f"Answer in {_LAZY_SETTINGS.LANGUAGE}: {request.messages[-1].text.strip()}"
+
+
+def test_a_module_a_template_reads_is_asked_only_what_the_template_asks() -> None:
+    # Every name of the template's code was read off every module it reads, at each call: a
+    # module's `__getattr__` ran for `messages`, `text`, `strip`... (a deprecation warning,
+    # a lazy load).
+    client = StructuredClient(_llamacpp_rendering(_reads_a_lazy_module, []), cache=MemoryCache())
+    _ASKED_OF_IT.clear()  # (what pytest asked of it, collecting this module)
+    assert [client.generate(Decision, prompt="A?").cached for _ in (1, 2)] == [False, True]
+    assert _ASKED_OF_IT == []
+
+
+def test_a_template_keeps_its_key_however_many_other_values_are_named() -> None:
+    # A template that could not be named by its content (a bound method) was named at each
+    # call by a token kept for the last 256 such objects: once 256 others were named (a
+    # caller's objects passed as a provider's own option), its stored answers were misses.
+    sent: list[Any] = []
+    client = StructuredClient(_llamacpp_rendering(_Prefixed("Q: ").render, sent),
+                              cache=MemoryCache())  # fmt: skip
+    assert [client.generate(Decision, prompt="A?").cached for _ in (1, 2)] == [False, True]
+    for _ in range(300):
+        token_of(object())
+    assert client.generate(Decision, prompt="A?").cached and len(sent) == 1
 
 
 def test_another_api_key_on_the_same_endpoint_hits() -> None:

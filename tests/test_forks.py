@@ -135,7 +135,7 @@ def _sites(
     if held == "compiled contracts":
         return _compiled._lock, lambda: _generate(None, _fresh_contract())
     if held == "provider naming":
-        return _provider._naming, lambda: _provider.callable_identity(_Template().render)
+        return _provider._naming, lambda: _provider.token_of(_Template().render)
     if held == "test provider":
         provider = TestProvider([ANSWER], repeat=True)
         return provider._lock, lambda: StructuredClient(provider).generate(Decision, prompt="?")

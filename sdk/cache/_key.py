@@ -10,7 +10,8 @@ last but for its messages and source hashes its own part alone (`LastKey`):
 2. the provider's scope (`Provider.cache_scope()`): its family, its model (the embedded model:
    the sha256 of its GGUF file), the settings that change what it generates, and where it runs
    (the base URL without its credentials, with its path and query: a deployment, an API
-   version; a cloud region and project);
+   version; a cloud region and project), and what a setting of the provider's renders the
+   request as (llama.cpp's `prompt_template=`: its prompt's digest, `rendered_key`);
 3. every field of the request (`CompletionRequest`, one encoder per field, and a test that
    fails when a field has none): what is asked for (the contract's fingerprint, the grammar's
    with its description, or the tools with `tool_choice` and `parallel_tool_calls`), the
@@ -33,6 +34,7 @@ import array
 import hashlib
 import json
 import operator
+import secrets
 import sys
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -63,7 +65,7 @@ from sdk.providers._provider import plain_text
 from sdk.providers._provider import token_of
 from sdk.schema.canonical import schema_info
 
-__all__ = ["INGREDIENTS", "LastKey", "cache_key", "source_place"]
+__all__ = ["INGREDIENTS", "LastKey", "cache_key", "rendered_key", "source_place"]
 
 Feed = Callable[[bytes], None]
 
@@ -97,6 +99,21 @@ _HEAD = b"sdk-cache-key/%d" % FORMAT
 _FLAGS = {None: _NONE, False: b"F", True: b"T"}
 _BIG_ENDIAN = sys.byteorder == "big"
 T = TypeVar("T")
+
+
+def rendered_key(rendered: object) -> str:
+    """What names in a call's key what its request is sent as beyond its fields
+    (`Codec.rendered_prompt`: the prompt llama.cpp's `prompt_template=` renders for it): the
+    sha256 of text (the same prompt, the same key, whatever made it); of any other value its
+    typed text (`plain_text`: token ids), tagged apart from any text's digest; a value that is
+    not plain data, or a rendering that failed (given as its exception), a random token of its
+    own: that call never hits, nor serves its answer to another."""
+    if isinstance(rendered, str):
+        return hashlib.sha256(rendered.encode("utf-8", "surrogatepass")).hexdigest()
+    text = None if isinstance(rendered, BaseException) else plain_text(rendered)
+    if text is None:
+        return f"unrendered-{secrets.token_hex(16)}"
+    return "value-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
@@ -289,9 +306,9 @@ def _own_options(options: Sampling) -> bytes:
     """Options with a provider's own among them as one piece: each name and value's typed
     text (`plain_text`: `{1: x}` is not `{"1": x}`, a tuple not a list), each after its
     length; a value that is not plain data (an object of the caller's, whose `repr` may be the
-    same for another value) by a name of its own per object, as a template that cannot be
-    named by its content is (`token_of`: the same object the same key in this process, another
-    object another key: a miss, never another value's answer)."""
+    same for another value) by a name of its own per object (`token_of`: the same object the
+    same key in this process, another object another key: a miss, never another value's
+    answer)."""
     pieces = [b"o"]
     for name, value in options.items():
         text = plain_text(value)

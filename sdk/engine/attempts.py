@@ -386,12 +386,25 @@ class Attempts:
         """The cache key of the call's answer from `provider`: its scope (where it runs, its
         settings) and its request, in its own wire dialect. Each provider of a fallback list
         keys its own answers, so a hit names the provider that gave the answer and is judged
-        by its rules (a strict dialect's `null` for an absent field among them)."""
+        by its rules (a strict dialect's `null` for an absent field among them). What the
+        request is sent as beyond its fields where a setting of the provider's makes it
+        (`Codec.rendered_prompt`: the prompt llama.cpp's `prompt_template=` renders) is in the
+        scope by its digest (`rendered_key`): a template is known by what it renders, so
+        whatever it reads (a setting, a module-level value changed since) keys the call by the
+        prompt sent; one that fails keys its call apart (and its build raises)."""
         first = self._asked.answer_request(Ask(self._turns, (), self._shared, provider))
         wire = provider.codec.request_schema(first)
         scope = provider.cache_scope()
         if self.prompt is not None:
             scope = {**scope, "prompt": self.prompt.to_json()}
+        try:
+            rendered = provider.codec.rendered_prompt(first)
+        except Exception as failed:  # (keyed by a token of its own: `rendered_key`)
+            rendered = failed
+        if rendered is not None:  # (none without a template: the scope as it was)
+            from sdk.cache._key import rendered_key
+
+            scope = {**scope, "rendered_prompt": rendered_key(rendered)}
         return self._last_key.key(scope, first, wire)
 
     def _judged(self, entry: Entry, provider: Provider, key: str) -> Stored | None:

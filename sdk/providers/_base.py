@@ -365,6 +365,15 @@ class Codec:
         wire = self.wire_schema(request.output.contract)
         return wire.schema if wire is not None else None
 
+    def rendered_prompt(self, request: CompletionRequest) -> object:
+        """What `request` is sent as beyond its fields where a setting of the provider's makes
+        it (llama.cpp's `prompt_template=` on its `/completion` route: the prompt the template
+        renders for it, text, or what else it returns), for the response cache's key: the same
+        rendering, the same request; `None` where no setting does (the default: the request's
+        fields say all it is sent as). May raise what the setting raises (the build raises it
+        too)."""
+        return None
+
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         """The exchange that asks for `request` (streamed or whole)."""
         raise NotImplementedError

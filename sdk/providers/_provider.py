@@ -9,9 +9,7 @@ provider; a provider only says which codec and which transport (`transport()` fo
 from __future__ import annotations
 
 import copy
-import hashlib
 import secrets
-import types
 from collections.abc import AsyncIterator
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -23,7 +21,6 @@ from typing import TYPE_CHECKING
 from typing import Any
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
-from weakref import WeakKeyDictionary
 
 from sdk import _fork
 from sdk.providers import _drivers
@@ -48,7 +45,7 @@ from sdk.stop_reason import StopReason
 if TYPE_CHECKING:
     from sdk.contract import Contract
 
-__all__ = ["Provider", "callable_identity", "endpoint", "plain_text", "token_of"]
+__all__ = ["Provider", "endpoint", "plain_text", "token_of"]
 
 
 def endpoint(url: object) -> str:
@@ -62,147 +59,25 @@ def endpoint(url: object) -> str:
     return urlunsplit((*server_of(parts), parts.path.rstrip("/"), query, ""))
 
 
-def callable_identity(function: object) -> str | None:
-    """What names a callable setting (a prompt template) in the response cache's key, made at
-    each call from what it reads then (a module-level value it reads may be set again after the
-    provider is made). A plain function whose data is plain (its defaults, the values its
-    closure captured, the module-level values it reads, and the attributes it reads of a module
-    or class it reads (`settings.LANG`, `Config.PREFIX`): text, numbers, enum members, and
-    lists, tuples and mappings of them) is named the same in every process: by its module,
-    qualified name and a digest of its code and that data (the same code rendering another
-    prefix is another template; a function it calls is named by its name, not looked into).
-    Anything else (a bound method, whose object holds what it
-    renders; a `functools.partial`; a callable object; a function reading another object, as
-    `os.environ`) cannot be named by its content: it gets a random name of its own (the same
-    for the same object in this process), so a provider made with it shares no stored answer
-    with one made with any other callable, nor with another process (a miss, never another
-    template's answer; a change of such an object's state is not noticed)."""
-    if function is None:
-        return None
-    name = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
-    if isinstance(function, types.FunctionType):
-        code, names = _code_of(function.__code__)
-        plain = plain_text(_read_by(function, names))
-        if plain is not None:
-            digest = hashlib.sha256(code)  # (a digest: fixed length, nothing runs into it)
-            digest.update(plain.encode("utf-8", "surrogatepass"))
-            return f"{name}:{digest.hexdigest()[:32]}"
-    return f"{name}:unnamed-{token_of(function)}"
-
-
-def _read_by(function: types.FunctionType, names: tuple[str, ...]) -> object:
-    """The data `function` reads at this call (`callable_identity`): its defaults, what its
-    closure holds, the module-level values among `names` (but those named elsewhere), and the
-    attributes among `names` of each module or class it reads, by their dotted paths (no
-    identifier holds a dot, so no path is another's; a module or class among them is followed
-    the same way, each once). `_NOT_PLAIN` in place of what cannot be named by its content."""
-    captured = []
-    for cell in function.__closure__ or ():
-        try:
-            captured.append(cell.cell_contents)
-        except ValueError:  # (a cell not yet filled)
-            captured.append(None)
-    read: dict[str, object] = {}
-    through: dict[str, object] = {}
-    holders: list[tuple[str, object]] = []
-    found = function.__globals__
-    for global_name in names:
-        if global_name not in found:
-            continue
-        value = found[global_name]
-        if isinstance(value, types.ModuleType | type):
-            holders.append((global_name, value))
-        elif not _named_elsewhere(value):
-            read[global_name] = value
-    seen = {id(holder) for _, holder in holders}
-    while holders:
-        path, holder = holders.pop()
-        for attribute in names:
-            try:
-                value = getattr(holder, attribute)
-            except AttributeError:  # (not one of its attributes: read of another object)
-                continue
-            except Exception:  # (a module's or metaclass's `__getattr__` that fails)
-                return _NOT_PLAIN
-            if isinstance(value, types.ModuleType | type):
-                if id(value) not in seen:
-                    seen.add(id(value))
-                    holders.append((f"{path}.{attribute}", value))
-            elif not _named_elsewhere(value):
-                through[f"{path}.{attribute}"] = value
-    return [function.__defaults__, function.__kwdefaults__, captured, read, through]
-
-
-_NOT_PLAIN = object()
-"""What `_read_by` gives for data not named by its content (`plain_text` refuses it)."""
-
-_CODES: WeakKeyDictionary[types.CodeType, tuple[bytes, tuple[str, ...]]] = WeakKeyDictionary()
-"""Each template's code digest and the names it reads, made once per code object (which never
-changes), so naming a template at each call hashes only the data it reads."""
-
-
-def _code_of(code: types.CodeType) -> tuple[bytes, tuple[str, ...]]:
-    """The digest of `code` (`_code_digest`) and the names it reads (`_names`, sorted)."""
-    known = _CODES.get(code)
-    if known is None:
-        digest = hashlib.sha256()
-        _code_digest(code, digest)
-        known = (digest.digest(), tuple(sorted(_names(code))))
-        _CODES[code] = known  # (two threads may both make it: the same value)
-    return known
-
-
 _UNNAMED: dict[int, tuple[object, str]] = {}
 _UNNAMED_MAX = 256
 _naming = _fork.lock()
 
 
-def token_of(function: object) -> str:
-    """A random name for a callable (or a provider's option value) that cannot be named by
-    its content, the same for the same object while it is remembered (it is held, so its id is
-    never another's); past `_UNNAMED_MAX` the oldest go, and a provider made with one again
-    gets a new name (a miss)."""
+def token_of(value: object) -> str:
+    """A random name for a provider's option value that cannot be named by its content (an
+    object of the caller's), the same for the same object while it is remembered (it is held,
+    so its id is never another's); past `_UNNAMED_MAX` the oldest go, and a value named again
+    after that gets a new name (a miss, never another value's answer)."""
     with _naming:
-        found = _UNNAMED.get(id(function))
-        if found is not None and found[0] is function:
+        found = _UNNAMED.get(id(value))
+        if found is not None and found[0] is value:
             return found[1]
         token = secrets.token_hex(16)
-        _UNNAMED[id(function)] = (function, token)
+        _UNNAMED[id(value)] = (value, token)
         while len(_UNNAMED) > _UNNAMED_MAX:
             del _UNNAMED[next(iter(_UNNAMED))]
         return token
-
-
-def _names(code: types.CodeType) -> set[str]:
-    """The global names a function's code reads (functions defined in it too)."""
-    names = set(code.co_names)
-    for constant in code.co_consts:
-        if isinstance(constant, types.CodeType):
-            names |= _names(constant)
-    return names
-
-
-def _named_elsewhere(value: object) -> bool:
-    """A module, class or function a template reads by name (not looked into: its name is in
-    the code already), a method of a module or class (`Config.render`, a classmethod), or a
-    descriptor a class holds (its code is the class's)."""
-    if isinstance(value, types.MethodType):
-        return isinstance(value.__self__, types.ModuleType | type)
-    return isinstance(value, _ELSEWHERE)
-
-
-_ELSEWHERE = (
-    types.ModuleType,
-    type,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodDescriptorType,
-    types.WrapperDescriptorType,
-    types.ClassMethodDescriptorType,
-    types.GetSetDescriptorType,
-    types.MemberDescriptorType,
-    property,
-)
 
 
 _PLAIN_DEPTH = 32
@@ -242,29 +117,6 @@ def plain_text(value: object, depth: int = 0) -> str | None:
     ordered = shown if kind in (list, tuple) else sorted(shown)
     label = "set" if kind in (set, frozenset) else kind.__name__
     return f"{label}({','.join(ordered)})"
-
-
-def _code_digest(code: types.CodeType, digest: Any) -> None:
-    """A function's code into `digest`: its bytecode, names and constants (functions defined in
-    it too), not where it sits in its file. Each piece goes in after its length, and a
-    constant's and a nested function's under tags of their own: pieces fed one after another
-    run together (constants `1, 23` and `12, 3` were both `123`)."""
-    _piece(digest, b"code")
-    _piece(digest, code.co_code)
-    _piece(digest, repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
-    _piece(digest, b"%d" % len(code.co_consts))
-    for constant in code.co_consts:
-        if isinstance(constant, types.CodeType):
-            _code_digest(constant, digest)
-        else:  # (a set literal's frozenset: its items sorted, the same under any hash seed)
-            shown = plain_text(constant)
-            text = shown if shown is not None else repr(constant)
-            _piece(digest, b"c" + text.encode("utf-8", "surrogatepass"))
-
-
-def _piece(digest: Any, piece: bytes) -> None:
-    digest.update(len(piece).to_bytes(8, "little"))
-    digest.update(piece)
 
 
 class Provider:

@@ -111,7 +111,6 @@ from sdk.providers._llamacpp_prompt import ServerTemplate
 from sdk.providers._logprobs import llamacpp_probabilities
 from sdk.providers._profile import WireProfile
 from sdk.providers._profile import finished
-from sdk.providers._provider import callable_identity
 from sdk.schema.dialects import WireSchema
 from sdk.schema.dialects import to_wire
 from sdk.schema.grounding import GBNF_SOURCE_LIMIT
@@ -380,10 +379,12 @@ class LlamaCppCodec(Codec):
         self.grounding_limit = wire.grounding_limit
         self._prompt_template = wire.prompt_template
         # What names the grammar in the cache's key, made once: a call's key then hashes a
-        # digest, not the grammar's text (a hit pays for neither). The template is named at
-        # each call (`cache_scope`), as it is called at each request: what it reads may change.
+        # digest, not the grammar's text (a hit pays for neither). A template is keyed by the
+        # prompt it renders for the call (`rendered_prompt`), not here: its place stays empty,
+        # so a call without one keeps the key it always had.
         self._scoped = {
             "grammar": hashlib.sha256(wire.grammar.encode()).hexdigest() if wire.grammar else None,
+            "prompt_template": None,
         }
         self.content = wire.content
         self.control_tokens: ControlTokenPolicy = wire.content.policy
@@ -394,12 +395,21 @@ class LlamaCppCodec(Codec):
         """The settings that change what the server is asked (`LlamaCppProvider.cache_scope`)."""
         return {
             **self._scoped,
-            # (by what it reads now: a module-level value it reads, reassigned or changed in
-            # place after the provider was made, is another template; none set costs nothing)
-            "prompt_template": callable_identity(self._prompt_template),
             "grounding": [self.grounding, self.grounding_limit],
             **self.content.scope(),
         }
+
+    def rendered_prompt(self, request: CompletionRequest) -> object:
+        """The prompt `prompt_template=` renders for `request` on the `/completion` route (what
+        the server is asked, whatever the template reads to make it: a call is keyed by it);
+        `None` without a template, and on the OpenAI route, where it is not used. A template
+        returning `None` is refused here (`TypeError`: its call keyed apart, never a hit)."""
+        if self._prompt_template is None or self._chat_route(request):
+            return None
+        rendered: object = self._prompt_template(request)
+        if rendered is None:
+            raise TypeError("prompt_template returned None, not a prompt")
+        return rendered
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         text_only(request, self.provider)  # images and PDFs: refused before anything is sent
@@ -585,9 +595,10 @@ class LlamaCppProvider(ServerProvider[LlamaCppCodec]):
         return self.codec.mode
 
     def cache_scope(self) -> dict[str, Any]:
-        # Every setting that changes what the server is asked: your own grammar, your own
-        # prompt template, grounding (a call that does not set it takes the provider's), and
-        # the control-token policy (content one refuses, another sends).
+        # Every setting that changes what the server is asked: your own grammar, grounding (a
+        # call that does not set it takes the provider's), and the control-token policy
+        # (content one refuses, another sends). Your own prompt template is not: a call is
+        # keyed by the prompt it renders (`LlamaCppCodec.rendered_prompt`).
         return {**super().cache_scope(), "mode": self.mode, **self.codec.cache_scope()}
 
     @property
