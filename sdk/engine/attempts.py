@@ -68,6 +68,7 @@ from sdk.cache import Entry
 from sdk.cache import NotStorable
 from sdk.cache import not_served
 from sdk.cache._errors import failed_in
+from sdk.cache._key import rendered_key
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
@@ -402,8 +403,6 @@ class Attempts:
         except Exception as failed:  # (keyed by a token of its own: `rendered_key`)
             rendered = failed
         if rendered is not None:  # (none without a template: the scope as it was)
-            from sdk.cache._key import rendered_key
-
             scope = {**scope, "rendered_prompt": rendered_key(rendered)}
         return self._last_key.key(scope, first, wire)
 
