@@ -75,8 +75,8 @@ class BestEffortCache:
 
     @property
     def timeout(self) -> float | None:
-        """Its store's `timeout`, once opened (how long a call waits for its turn in `threads`:
-        `sdk._threads.turn_bound`)."""
+        """Its store's `timeout`, once opened (how often a call waiting for its turn in
+        `threads` looks whether the store failed: `sdk._threads.turn_bound`)."""
         store = self._store
         bound = getattr(store, "timeout", None)
         return bound if type(bound) in (int, float) else None

@@ -316,7 +316,8 @@ class Attempts:
 
     @property
     def turn_bound(self) -> float | None:
-        """How long the call waits for its turn in `cache_threads` (`sdk._threads.turn_bound`)."""
+        """How often the call, waiting for its turn in `cache_threads`, looks whether its store
+        failed meanwhile (`sdk._threads.turn_bound`)."""
         return turn_bound(self._cache)
 
     def abandoned_if_left(self) -> _AbandonedIfLeft:
