@@ -37,8 +37,10 @@ from sdk.cache._errors import CacheGivenUp
 from sdk.cache._errors import CacheServerError
 from sdk.cache._errors import DamagedEntry
 from sdk.cache._errors import NotStorable
+from sdk.cache._errors import failed_in
 from sdk.cache._key import LastKey
 from sdk.cache._key import cache_key
+from sdk.cache._key import rendered_key
 from sdk.cache._memory import MemoryCache
 
 if TYPE_CHECKING:
@@ -70,5 +72,7 @@ __all__ = [
     "SQLiteCache",
     "cache_key",
     "default_path",
+    "failed_in",
     "not_served",
+    "rendered_key",
 ]

@@ -66,9 +66,9 @@ from sdk.cache import CacheGivenUp
 from sdk.cache import DamagedEntry
 from sdk.cache import Entry
 from sdk.cache import NotStorable
+from sdk.cache import failed_in
 from sdk.cache import not_served
-from sdk.cache._errors import failed_in
-from sdk.cache._key import rendered_key
+from sdk.cache import rendered_key
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
