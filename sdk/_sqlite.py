@@ -119,22 +119,29 @@ def open_file(
     readonly: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     closed_anywhere: bool = False,
+    make: bool = True,
 ) -> sqlite3.Connection:
     """A connection to `path` (autocommit: transactions are opened explicitly with `write`),
     identified as `layout`'s; made first if missing (an empty file adopted) if
-    `layout.adopt_empty`, else refused. Any failure is `layout.error` naming the file.
-    `closed_anywhere`: the connection may be closed from another thread than the one that
-    uses it (an owner of one connection per thread closing them all)."""
+    `layout.adopt_empty` and `make`, else refused. Any failure is `layout.error` naming the
+    file. `closed_anywhere`: the connection may be closed from another thread than the one
+    that uses it (an owner of one connection per thread closing them all)."""
     path = Path(path)
     with _fork.gate(), errors(path, layout, timeout):
         if readonly:
             return _open_readonly(path, layout, timeout, closed_anywhere)
-        if layout.adopt_empty and not path.exists():
+        if layout.adopt_empty and make and not path.exists():
             with contextlib.suppress(FileExistsError):
-                make_whole(path, layout)
-        elif not layout.adopt_empty and not path.is_file():  # (connecting would make one)
+                make_whole(_made_at(path), layout)
+        elif not path.exists() or (not layout.adopt_empty and not path.is_file()):
             raise layout.error(f"{path}: no such file")
-        db = _connect(str(path), timeout, closed_anywhere=closed_anywhere)
+        # Opened as it is, never made (`mode=rw`): a file removed since the look above is an
+        # error, not a new file SQLite would make with the process's umask, outside
+        # `make_whole` (neither owner-only nor identified).
+        db = _connect(
+            f"{path.absolute().as_uri()}?mode=rw", timeout, uri=True,
+            closed_anywhere=closed_anywhere,
+        )  # fmt: skip
         try:
             if _identify(db, layout, path) == "empty":
                 _adopt(db, layout, path, timeout)
@@ -143,6 +150,17 @@ def open_file(
             db.close()
             raise
         return db
+
+
+def _made_at(path: Path) -> Path:
+    """Where a file opened at `path` is made: a link's target where the link names one not
+    there yet (the file is opened through the link), else `path`."""
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # (a loop of links: made nowhere, and the opening fails)
+        return path
 
 
 def make_whole(

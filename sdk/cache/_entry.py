@@ -41,8 +41,10 @@ from sdk._values.declared import check
 from sdk._values.records import Note
 from sdk._values.records import Usage
 from sdk._values.seconds import INTERVAL
+from sdk.cache._errors import CacheError
 from sdk.cache._errors import DamagedEntry
 from sdk.cache._errors import NotStorable
+from sdk.cache._errors import failed_in
 from sdk.confidence import TokenLogprob
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import FieldDiagnostics
@@ -274,12 +276,16 @@ def expired(expires: float | None, clock: Callable[[], float]) -> bool:
 
 def not_served(store: Cache, key: str) -> None:
     """The entry `store.get(key)` handed back was not served: the store's `refuse` when it has
-    one (counted a miss), else `discard` (see `Cache`)."""
+    one (counted a miss), else `discard` (see `Cache`). A failure is a `CacheError`: a store of
+    your own's other errors (its server's, a bug) chained to one naming the method used."""
     refuse = getattr(store, "refuse", None)
-    if refuse is not None:
-        refuse(key)
-    else:
-        store.discard(key)
+    method, drop = ("refuse", refuse) if refuse is not None else ("discard", store.discard)
+    try:
+        drop(key)
+    except CacheError:
+        raise
+    except Exception as error:
+        raise CacheError(failed_in(store, method, error)) from error
 
 
 _LONGEST_TTL = 1e12  # (31,700 years: a whole number past a float's range overflowed a store)

@@ -227,6 +227,9 @@ class Attempts:
         # provider: a fallback list's each answers under its own (`_store`).
         self._cache_key: str | None = None
         self._keyed: Provider | None = None
+        # What each provider's setting rendered for its key's request (`Codec.rendered_prompt`),
+        # sent as rendered by the attempt whose request equals it (`send`, `send_rendered`).
+        self._renderings: list[tuple[Provider, CompletionRequest, object]] = []
         self._unstored: tuple[Accepted[Any], Completion] | None = None  # (`Store`'s answer)
         self._unserved: list[str] = []  # (keys of entries not served, to drop: `store_apart`)
         self.store_apart = False
@@ -403,6 +406,9 @@ class Attempts:
             rendered = provider.codec.rendered_prompt(first)
         except Exception as failed:  # (keyed by a token of its own: `rendered_key`)
             rendered = failed
+        else:
+            if rendered is not None:
+                self._renderings.append((provider, first, rendered))
         if rendered is not None:  # (none without a template: the scope as it was)
             scope = {**scope, "rendered_prompt": rendered_key(rendered)}
         return self._last_key.key(scope, first, wire)
@@ -469,13 +475,10 @@ class Attempts:
         assert self._cache is not None
         try:
             not_served(self._cache, key)
-        except CacheError as error:
+        except CacheError as error:  # (a store of your own's other errors chained to one)
+            if error.__cause__ is not None:
+                logger.debug("a response cache's drop failed", exc_info=error.__cause__)
             logger.warning("a response cache entry not served was not dropped: %s", error)
-        except Exception as error:  # (a store of your own's: the call goes on all the same)
-            method = "refuse" if hasattr(self._cache, "refuse") else "discard"
-            logger.debug("a response cache's %s failed", method, exc_info=True)
-            why = failed_in(self._cache, method, error)
-            logger.warning("a response cache entry not served was not dropped: %s", why)
 
     def store(self) -> None:
         """Keep the answer `Store` named in the cache (the store's I/O, and no hook told: any
@@ -581,6 +584,10 @@ class Attempts:
             return self._fail(self._deadline_error())
         shared = replace(self._shared, max_tokens=self._max_tokens)
         request = self.kind.request(Ask(self._turns, self._feedback, shared, self.provider))
+        for provider, keyed, rendered in self._renderings:  # (a template's: once a call)
+            if provider is self.provider and keyed == request:
+                provider.codec.send_rendered(request, rendered)
+                break
         logger.debug(
             "attempt %d: %s v%d -> %s (model %s), max_tokens=%d, %d message(s)",
             self.number,
