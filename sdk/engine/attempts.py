@@ -69,6 +69,7 @@ from sdk.cache import NotStorable
 from sdk.cache import failed_in
 from sdk.cache import not_served
 from sdk.cache import rendered_key
+from sdk.cache import settings_digest
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
@@ -222,6 +223,7 @@ class Attempts:
         """The prompt template the call renders (on its result, and in its cache key)."""
         self.runaway = spec.runaway
         """What a streamed reply is stopped for (`None`: never)."""
+        self._spec = spec  # (what decides its retries: `_retry_digest`)
         self._cache = spec.cache
         # The cache key of the provider a live answer comes from (`_cache_key_of`), and that
         # provider: a fallback list's each answers under its own (`_store`).
@@ -427,6 +429,8 @@ class Attempts:
         kind = self.kind  # each phase's kind, as the replay moves through them
         try:
             completions = entry.completions  # (decoded once: `DamagedEntry` if they do not)
+            if entry.retried is not None and entry.retried != self._retry_digest():
+                raise ValueError("an answer made after retries other settings decided")
             for index, completion in enumerate(completions):
                 verdict = kind.judge(completion, provider)
                 last = index == len(completions) - 1
@@ -446,6 +450,21 @@ class Attempts:
             return None
         assert judged is not None
         return judged, kind, provider, completions[-1], entry.usage
+
+    def _retry_digest(self) -> str:
+        """What decides the retries of the call (`Entry.retried`): its retries of each kind,
+        the truncation ramp, the token budget, the runaway bound, and the settings its
+        replies are judged by (an answer made after retries is served only to a call that would
+        have asked the same: another's first request may be refused, cut off at its own
+        `max_tokens`, or not retried where this one was)."""
+        spec = self._spec
+        attempts, parsing, output = spec.attempts, spec.parsing, spec.output
+        return settings_digest((
+            attempts.retries, attempts.refusal_retries, attempts.truncation,
+            attempts.token_budget, spec.runaway, parsing.context, parsing.enum_case,
+            parsing.min_confidence, parsing.confidence_calibration, parsing.whole_reply,
+            output.abstention, output.abstention_thresholds, self._fallback_on_refusal,
+        ))  # fmt: skip
 
     def _not_served(self, key: str) -> None:
         """The entry found under `key` is not served: dropped, and counted a miss, not a hit;
@@ -518,7 +537,8 @@ class Attempts:
         if self.provider is not self._keyed:
             key = self._cache_key_of(self.provider)
         try:
-            self._cache.put(key, Entry(tuple(self._replies)))
+            retried = self._retry_digest() if self._used else None
+            self._cache.put(key, Entry(tuple(self._replies), retried))
         except NotStorable as error:  # (this answer only: the store is fine)
             self.not_stored(str(error))
         except CacheError as error:  # (a store closed under the call among them)
