@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -138,6 +139,7 @@ def open_file(
         # Opened as it is, never made (`mode=rw`): a file removed since the look above is an
         # error, not a new file SQLite would make with the process's umask, outside
         # `make_whole` (neither owner-only nor identified).
+        _siblings_owned(path, layout)
         db = _connect(
             f"{path.absolute().as_uri()}?mode=rw", timeout, uri=True,
             closed_anywhere=closed_anywhere,
@@ -146,6 +148,7 @@ def open_file(
             if _identify(db, layout, path) == "empty":
                 _adopt(db, layout, path, timeout)
             db.execute(f"PRAGMA synchronous = {layout.synchronous}")
+            _siblings_owned(path, layout)  # (SQLite has opened its log and index by now)
         except BaseException:
             db.close()
             raise
@@ -544,12 +547,14 @@ def _open_readonly(
     uri = path.resolve().as_uri()
     deadline = time.monotonic() + timeout
     while True:
+        _siblings_owned(path, layout)
         db = _connect(
             f"{uri}?mode=ro", timeout, uri=True, closed_anywhere=closed_anywhere,
             factory=_ReadOnly,
         )  # fmt: skip
         try:
             _identify_readonly(db, layout, path)
+            _siblings_owned(path, layout)
             return db
         except sqlite3.OperationalError as error:
             db.close()
@@ -561,6 +566,9 @@ def _open_readonly(
                 raise
             failure = error
             break
+        except BaseException:
+            db.close()
+            raise
     if _waiting_log(path):
         raise layout.error(
             f"{path} has writes in {path.name}-wal not yet in the file, and its folder "
@@ -579,6 +587,48 @@ def _open_readonly(
         found.close()
         raise
     return found
+
+
+_SIBLINGS = ("-wal", "-shm")
+"""The files SQLite keeps beside a database in WAL mode: its write-ahead log and its index."""
+
+
+def _siblings_owned(path: Path, layout: Layout) -> None:
+    """Refuse `path` where a file SQLite keeps beside it (`_SIBLINGS`) is another user's than
+    the database's owner, may be read or written by more users than the database, or is not a
+    plain file: one planted in a folder others may write (`/tmp`) would be used as it is,
+    SQLite writing the database's content into it, for its maker to read and change (a reader,
+    reading what they wrote there). Looked at before SQLite opens them (which, run as root,
+    gives another user's to the database's owner, their mode kept) and again once it has:
+    the files it uses are then the ones the names give (a sticky folder keeps another user from
+    replacing them). Only a folder of your own keeps others out of the moment between."""
+    real = Path(os.path.realpath(path))  # (SQLite names them after the file a link names)
+    try:
+        database = os.stat(real)
+    except FileNotFoundError:  # (removed meanwhile: the opening says so, typed)
+        return
+    allowed = stat.S_IMODE(database.st_mode)
+    for suffix in _SIBLINGS:
+        sibling = real.with_name(real.name + suffix)
+        try:
+            found = os.lstat(sibling)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(found.st_mode):
+            what = "not a plain file"
+        elif found.st_uid != database.st_uid:
+            what = f"another user's (uid {found.st_uid}; {real.name} is uid {database.st_uid}'s)"
+        elif stat.S_IMODE(found.st_mode) & ~allowed & 0o777:
+            what = (
+                f"open to more users ({stat.S_IMODE(found.st_mode):04o}) than {real.name} "
+                f"({allowed:04o})"
+            )
+        else:
+            continue
+        raise layout.error(
+            f"{sibling} is {what}: SQLite would keep {real.name}'s content there, for whoever "
+            "made it to read and change; remove it (and keep the file in a folder of your own)"
+        )
 
 
 def _identify_readonly(db: sqlite3.Connection, layout: Layout, path: Path) -> None:
