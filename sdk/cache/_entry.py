@@ -82,8 +82,8 @@ _LARGEST = 2**63 - 1  # a count beyond SQLite's integers is not a count a reply 
 _USAGE = frozenset(item.name for item in fields(Usage))
 _REPLY = frozenset(item.name for item in fields(Completion))
 _STOPS = {reason.value: reason for reason in StopReason}
-# default=repr: a provider note's value that JSON cannot hold is kept as its text.
 _HEADER_KEYS = ({"replies", "texts"}, {"replies", "texts", "retried"})
+# default=repr: a provider note's value that JSON cannot hold is kept as its text.
 _HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
@@ -102,7 +102,7 @@ class Entry:
     def __init__(self, completions: Sequence[Completion], retried: str | None = None) -> None:
         if not completions:
             raise ValueError("an entry holds at least one reply")
-        if retried is not None and not _retry_digest(retried):
+        if retried is not None and not _is_digest(retried):
             raise ValueError(f"an entry's retried is a digest of hex digits, not {retried!r}")
         self._completions: tuple[Completion, ...] | None = tuple(completions)
         self._retried = retried
@@ -448,7 +448,7 @@ def _diagnostics_json(diagnostics: Any) -> dict[str, Any] | None:
     }
 
 
-def _retry_digest(value: object) -> bool:
+def _is_digest(value: object) -> bool:
     """Whether `value` is what an entry's `retried` holds: hex digits, 16 to 64 of them."""
     return (
         type(value) is str
@@ -485,7 +485,7 @@ def _decode(encoded: object) -> tuple[tuple[Completion, ...], str | None]:
     if not isinstance(header, dict) or header.keys() not in _HEADER_KEYS:
         raise DamagedEntry("a stored entry's header is not {replies, texts[, retried]}")
     retried = header.get("retried")
-    if retried is not None and not _retry_digest(retried):
+    if retried is not None and not _is_digest(retried):
         raise DamagedEntry("a stored entry's retried is not a digest")
     texts = _texts(encoded, end + 1, header["texts"])
     replies = header["replies"]
