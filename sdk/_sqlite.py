@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -119,30 +120,50 @@ def open_file(
     readonly: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     closed_anywhere: bool = False,
+    make: bool = True,
 ) -> sqlite3.Connection:
     """A connection to `path` (autocommit: transactions are opened explicitly with `write`),
     identified as `layout`'s; made first if missing (an empty file adopted) if
-    `layout.adopt_empty`, else refused. Any failure is `layout.error` naming the file.
-    `closed_anywhere`: the connection may be closed from another thread than the one that
-    uses it (an owner of one connection per thread closing them all)."""
+    `layout.adopt_empty` and `make`, else refused. Any failure is `layout.error` naming the
+    file. `closed_anywhere`: the connection may be closed from another thread than the one
+    that uses it (an owner of one connection per thread closing them all)."""
     path = Path(path)
     with _fork.gate(), errors(path, layout, timeout):
         if readonly:
             return _open_readonly(path, layout, timeout, closed_anywhere)
-        if layout.adopt_empty and not path.exists():
+        if layout.adopt_empty and make and not path.exists():
             with contextlib.suppress(FileExistsError):
-                make_whole(path, layout)
-        elif not layout.adopt_empty and not path.is_file():  # (connecting would make one)
+                make_whole(_made_at(path), layout)
+        elif not path.exists() or (not layout.adopt_empty and not path.is_file()):
             raise layout.error(f"{path}: no such file")
-        db = _connect(str(path), timeout, closed_anywhere=closed_anywhere)
+        # Opened as it is, never made (`mode=rw`): a file removed since the look above is an
+        # error, not a new file SQLite would make with the process's umask, outside
+        # `make_whole` (neither owner-only nor identified).
+        _siblings_owned(path, layout)
+        db = _connect(
+            f"{path.absolute().as_uri()}?mode=rw", timeout, uri=True,
+            closed_anywhere=closed_anywhere,
+        )  # fmt: skip
         try:
             if _identify(db, layout, path) == "empty":
                 _adopt(db, layout, path, timeout)
             db.execute(f"PRAGMA synchronous = {layout.synchronous}")
+            _siblings_owned(path, layout)  # (SQLite has opened its log and index by now)
         except BaseException:
             db.close()
             raise
         return db
+
+
+def _made_at(path: Path) -> Path:
+    """Where a file opened at `path` is made: a link's target where the link names one not
+    there yet (the file is opened through the link), else `path`."""
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # (a loop of links: made nowhere, and the opening fails)
+        return path
 
 
 def make_whole(
@@ -526,12 +547,14 @@ def _open_readonly(
     uri = path.resolve().as_uri()
     deadline = time.monotonic() + timeout
     while True:
+        _siblings_owned(path, layout)
         db = _connect(
             f"{uri}?mode=ro", timeout, uri=True, closed_anywhere=closed_anywhere,
             factory=_ReadOnly,
         )  # fmt: skip
         try:
             _identify_readonly(db, layout, path)
+            _siblings_owned(path, layout)
             return db
         except sqlite3.OperationalError as error:
             db.close()
@@ -543,6 +566,9 @@ def _open_readonly(
                 raise
             failure = error
             break
+        except BaseException:
+            db.close()
+            raise
     if _waiting_log(path):
         raise layout.error(
             f"{path} has writes in {path.name}-wal not yet in the file, and its folder "
@@ -561,6 +587,48 @@ def _open_readonly(
         found.close()
         raise
     return found
+
+
+_SIBLINGS = ("-wal", "-shm")
+"""The files SQLite keeps beside a database in WAL mode: its write-ahead log and its index."""
+
+
+def _siblings_owned(path: Path, layout: Layout) -> None:
+    """Refuse `path` where a file SQLite keeps beside it (`_SIBLINGS`) is another user's than
+    the database's owner, may be read or written by more users than the database, or is not a
+    plain file: one planted in a folder others may write (`/tmp`) would be used as it is,
+    SQLite writing the database's content into it, for its maker to read and change (a reader,
+    reading what they wrote there). Looked at before SQLite opens them (which, run as root,
+    gives another user's to the database's owner, their mode kept) and again once it has:
+    the files it uses are then the ones the names give (a sticky folder keeps another user from
+    replacing them). Only a folder of your own keeps others out of the moment between."""
+    real = Path(os.path.realpath(path))  # (SQLite names them after the file a link names)
+    try:
+        database = os.stat(real)
+    except FileNotFoundError:  # (removed meanwhile: the opening says so, typed)
+        return
+    allowed = stat.S_IMODE(database.st_mode)
+    for suffix in _SIBLINGS:
+        sibling = real.with_name(real.name + suffix)
+        try:
+            found = os.lstat(sibling)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(found.st_mode):
+            what = "not a plain file"
+        elif found.st_uid != database.st_uid:
+            what = f"another user's (uid {found.st_uid}; {real.name} is uid {database.st_uid}'s)"
+        elif stat.S_IMODE(found.st_mode) & ~allowed & 0o777:
+            what = (
+                f"open to more users ({stat.S_IMODE(found.st_mode):04o}) than {real.name} "
+                f"({allowed:04o})"
+            )
+        else:
+            continue
+        raise layout.error(
+            f"{sibling} is {what}: SQLite would keep {real.name}'s content there, for whoever "
+            "made it to read and change; remove it (and keep the file in a folder of your own)"
+        )
 
 
 def _identify_readonly(db: sqlite3.Connection, layout: Layout, path: Path) -> None:

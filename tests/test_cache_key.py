@@ -795,6 +795,29 @@ def test_templates_rendering_the_same_prompt_share_its_answers_and_others_do_not
     assert sent[2:] == [text[1:23], text[12:3]]
 
 
+def test_a_template_runs_once_a_call_and_the_prompt_sent_is_the_one_keyed() -> None:
+    # The template ran twice on a miss, once for the key and once for the request: one whose
+    # output changes from run to run stored the answer to "#2 ..." under the key of "#1 ...",
+    # which a later call rendering "#1 ..." was served though the server was never asked it.
+    runs = itertools.count(1)
+
+    def numbered(request: CompletionRequest) -> str:
+        return f"#{next(runs)} {request.messages[-1].text}"
+
+    sent: list[Any] = []
+    cache = MemoryCache()
+    client = StructuredClient(_llamacpp_rendering(numbered, sent), cache=cache)
+    assert not client.generate(Decision, prompt="Approve?").cached
+    assert sent == ["#1 Approve?"] and next(runs) == 2  # (rendered once, and sent as keyed)
+
+    def asked(prompt: str) -> bool:
+        other = StructuredClient(_llamacpp_rendering(lambda _: prompt, sent), cache=cache)
+        return other.generate(Decision, prompt="Approve?").cached
+
+    assert [asked("#1 Approve?"), asked("#2 Approve?")] == [True, False]
+    assert sent == ["#1 Approve?", "#2 Approve?"]
+
+
 _SETTINGS = types.ModuleType("template_settings")  # (a settings module: `import settings`)
 vars(_SETTINGS)["LANGUAGE"] = "English"
 _FIELD = "LANGUAGE"

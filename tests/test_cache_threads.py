@@ -28,8 +28,10 @@ from sdk import StructuredClient
 from sdk._threads import CacheThreads
 from sdk._threads import at_thread_end
 from sdk._threads import threads_for
+from sdk.cache import Cache
 from sdk.cache import CacheError
 from sdk.cache import CacheServerError
+from sdk.cache import CacheStats
 from sdk.cache import Entry
 from sdk.cache import MemoryCache
 from sdk.cache import SQLiteCache
@@ -554,6 +556,45 @@ def test_close_never_makes_a_removed_cache_file_again(tmp_path: Path) -> None:
     assert not folder.exists()
 
 
+def test_close_never_makes_a_cache_file_removed_just_after_its_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`close()` looked for the file and then opened it to write the counts still in memory,
+    which made it again (an empty cache holding those counts alone) if another process removed
+    it between the two: the file is opened as it is now, never made for its counts."""
+    file = tmp_path / "c.db"
+    made: list[SQLiteCache] = []
+    worker = threading.Thread(target=_hit_twice, args=(file, made))
+    worker.start()
+    worker.join(WAIT)
+    looked: list[str] = []
+    for name in ("exists", "is_file"):
+        real = getattr(Path, name)
+
+        def look(self: Path, *args: object, real: Any = real, name: str = name) -> bool:
+            there: bool = real(self, *args)
+            if self == file and there and not looked:  # another process removes it just after
+                looked.append(name)
+                for made in tmp_path.iterdir():
+                    made.unlink()
+            return there
+
+        monkeypatch.setattr(Path, name, look)
+    made[0].close()  # (from a thread that holds no connection of it)
+    monkeypatch.undo()
+    assert looked and not file.exists() and list(tmp_path.iterdir()) == []
+
+
+def _hit_twice(file: Path, made: list[SQLiteCache]) -> None:
+    """A store made and used in this thread (its connection this thread's), its hit counted in
+    memory until a write."""
+    store = SQLiteCache(file)
+    made.append(store)
+    client = StructuredClient(TestProvider([TEXT], repeat=True), cache=store)
+    client.generate(Decision, prompt="Approve?")
+    assert client.generate(Decision, prompt="Approve?").cached
+
+
 def test_a_thread_opening_again_after_each_close_is_told_once_to_release_at_its_end(
     tmp_path: Path,
 ) -> None:
@@ -572,6 +613,39 @@ def test_a_thread_opening_again_after_each_close_is_told_once_to_release_at_its_
     assert store.threads.submit(opened_again).result(timeout=WAIT) == 1
     store.close()
 
+
+
+class _DiscardOnly(Cache):
+    """A store of your own with no `refuse`: an entry not served is `discard`ed, which fails."""
+
+    def get(self, key: str) -> Entry | None:
+        return Entry.stored("not an entry")  # (damaged: not served, then dropped)
+
+    def put(self, key: str, entry: Entry) -> None:
+        pass
+
+    def discard(self, key: str) -> None:
+        raise OSError("the backend is read-only")
+
+    def stats(self) -> CacheStats:
+        return CacheStats(0, 0, 0, 0)
+
+    def clear(self) -> int:
+        return 0
+
+
+def test_a_failed_drop_names_the_method_the_store_has(caplog: pytest.LogCaptureFixture) -> None:
+    """An entry not served is dropped by the store's `refuse`, or by `discard` where it has
+    none: `BestEffortCache` named a failed `discard` as `refuse()`'s."""
+    from sdk.cache import BestEffortCache
+
+    best_effort = BestEffortCache(_DiscardOnly, say=lambda _: None)
+    for store in (_DiscardOnly(), best_effort):
+        client = StructuredClient(TestProvider([TEXT], repeat=True), cache=store)
+        assert client.generate(Decision, prompt="Approve?").value.answer == "approve"
+    told = "_DiscardOnly.discard() failed: OSError: the backend is read-only"
+    assert told in caplog.text and "refuse()" not in caplog.text
+    assert best_effort.given_up is not None and told in best_effort.given_up
 
 
 def test_a_best_effort_cache_gives_up_a_store_that_fails_otherwise() -> None:

@@ -11,6 +11,7 @@ import ctypes
 import json
 import logging
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -1073,6 +1074,57 @@ def test_threads_and_processes_adopt_one_empty_cache_file_at_once(tmp_path: Path
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user is made by root alone")
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+def test_a_log_or_index_another_user_planted_beside_a_shared_file_is_refused(
+    tmp_path: Path, suffix: str
+) -> None:
+    # Another user's empty `-wal` or `-shm` (0666), made in a shared folder before the cache
+    # or the job's state was: SQLite used it as it was, and wrote the file's content into it
+    # (a job's paths, ids, errors and feedback; a cache's answers), theirs to read and change,
+    # the run ending 0 (probe23a: 152,472 bytes read). Refused now, naming it and its owner,
+    # for a new file, one there already, and a read-only opening alike; a plain file of the
+    # owner's is used as ever.
+    nobody = 65534
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    items = shared / "items.jsonl"
+    write_items(items, 2)
+    cache, state = shared / "c.db", shared / "job.db"
+
+    def planted(path: Path) -> Path:
+        sibling = Path(f"{path}{suffix}")
+        sibling.touch()
+        os.chown(sibling, nobody, nobody)
+        sibling.chmod(0o666)
+        return sibling
+
+    told = f"is another user's (uid {nobody};"
+    sibling = planted(cache)
+    with pytest.raises(CacheFileError, match=re.escape(told)) as caught:
+        SQLiteCache(cache)
+    assert str(caught.value).startswith(str(sibling)) and sibling.stat().st_size == 0
+    sibling.unlink()
+    SQLiteCache(cache).close()  # (made now: its own log and index, then closed)
+    for readonly in (False, True):
+        sibling = planted(cache)
+        with pytest.raises(CacheFileError, match=re.escape(told)):
+            SQLiteCache(cache, readonly=readonly)
+        sibling.unlink()
+    sibling = Path(f"{cache}{suffix}")  # (the owner's, but open to others: made so by them)
+    sibling.touch()
+    sibling.chmod(0o644)
+    with pytest.raises(CacheFileError, match=re.escape("open to more users (0644) than c.db")):
+        SQLiteCache(cache)
+    sibling.unlink()
+    sibling = planted(state)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with pytest.raises(BatchError, match=re.escape(told)), job_for(shared, items, backend) as job:
+        job.run()
+    assert sibling.stat().st_size == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user is made by root alone")

@@ -41,6 +41,7 @@ from sdk.cache._errors import failed_in
 from sdk.cache._key import LastKey
 from sdk.cache._key import cache_key
 from sdk.cache._key import rendered_key
+from sdk.cache._key import settings_digest
 from sdk.cache._memory import MemoryCache
 
 if TYPE_CHECKING:
@@ -75,4 +76,5 @@ __all__ = [
     "failed_in",
     "not_served",
     "rendered_key",
+    "settings_digest",
 ]

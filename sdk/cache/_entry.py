@@ -41,8 +41,10 @@ from sdk._values.declared import check
 from sdk._values.records import Note
 from sdk._values.records import Usage
 from sdk._values.seconds import INTERVAL
+from sdk.cache._errors import CacheError
 from sdk.cache._errors import DamagedEntry
 from sdk.cache._errors import NotStorable
+from sdk.cache._errors import failed_in
 from sdk.confidence import TokenLogprob
 from sdk.diagnostics import ConstraintDiagnostics
 from sdk.diagnostics import FieldDiagnostics
@@ -80,6 +82,7 @@ _LARGEST = 2**63 - 1  # a count beyond SQLite's integers is not a count a reply 
 _USAGE = frozenset(item.name for item in fields(Usage))
 _REPLY = frozenset(item.name for item in fields(Completion))
 _STOPS = {reason.value: reason for reason in StopReason}
+_HEADER_KEYS = ({"replies", "texts"}, {"replies", "texts", "retried"})
 # default=repr: a provider note's value that JSON cannot hold is kept as its text.
 _HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
 
@@ -89,14 +92,20 @@ class Entry:
     answer), to be judged again on a hit.
 
     `Entry(completions)` holds replies; `Entry.stored(text)` holds a store's text, decoded the
-    first time `completions` is read (`DamagedEntry` there if it does not decode)."""
+    first time `completions` is read (`DamagedEntry` there if it does not decode). `retried`:
+    for an answer a call made after retries of its own (a reply refused, cut off or invalid,
+    asked again), what decided them (the call's retry and parsing settings, by digest), so that
+    only a call of the same settings is served it; `None` for a first attempt's answer."""
 
-    __slots__ = ("_completions", "_encoded", "_key", "_usage")
+    __slots__ = ("_completions", "_encoded", "_key", "_retried", "_usage")
 
-    def __init__(self, completions: Sequence[Completion]) -> None:
+    def __init__(self, completions: Sequence[Completion], retried: str | None = None) -> None:
         if not completions:
             raise ValueError("an entry holds at least one reply")
+        if retried is not None and not _is_digest(retried):
+            raise ValueError(f"an entry's retried is a digest of hex digits, not {retried!r}")
         self._completions: tuple[Completion, ...] | None = tuple(completions)
+        self._retried = retried
         self._encoded: str | None = None
         self._key: str | None = None
         self._usage: Usage | None = None
@@ -111,21 +120,28 @@ class Entry:
         entry._key = key
         entry._encoded = encoded
         recalled = _recall(encoded, key) if type(encoded) is str else None
-        entry._completions, entry._usage = recalled or (None, None)
+        entry._completions, entry._usage, entry._retried = recalled or (None, None, None)
         return entry
 
     @classmethod
     def decode(cls, encoded: str) -> Entry:
         """An entry from its stored form, decoded now (`DamagedEntry` if it does not decode)."""
-        return cls(_decode(encoded))
+        return cls(*_decode(encoded))
 
     @property
     def completions(self) -> tuple[Completion, ...]:
         """The replies (`DamagedEntry` if a stored form does not decode)."""
         if self._completions is None:
-            self._completions = _decode(self._encoded)
-            _remember(self._encoded, self._key, self._completions, self.usage)
+            self._completions, self._retried = _decode(self._encoded)
+            _remember(self._encoded, self._key, self._completions, self.usage, self._retried)
         return self._completions
+
+    @property
+    def retried(self) -> str | None:
+        """What decided the retries the answer was made after (see the class), or `None`."""
+        if self._completions is None:
+            self.completions  # noqa: B018 (decoded: `DamagedEntry` if it does not)
+        return self._retried
 
     @property
     def usage(self) -> Usage:
@@ -139,13 +155,17 @@ class Entry:
         (a hit on it then finds its replies without decoding them)."""
         if self._encoded is None:
             assert self._completions is not None
-            self._encoded = _encode(self._completions)
+            self._encoded = _encode(self._completions, self._retried)
         if self._completions is not None:
-            _remember(self._encoded, key, self._completions, self.usage)
+            _remember(self._encoded, key, self._completions, self.usage, self._retried)
         return self._encoded
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Entry) and self.completions == other.completions
+        return (
+            isinstance(other, Entry)
+            and self.completions == other.completions
+            and self.retried == other.retried
+        )
 
     def __hash__(self) -> int:
         return hash(self.encode())
@@ -274,12 +294,16 @@ def expired(expires: float | None, clock: Callable[[], float]) -> bool:
 
 def not_served(store: Cache, key: str) -> None:
     """The entry `store.get(key)` handed back was not served: the store's `refuse` when it has
-    one (counted a miss), else `discard` (see `Cache`)."""
+    one (counted a miss), else `discard` (see `Cache`). A failure is a `CacheError`: a store of
+    your own's other errors (its server's, a bug) chained to one naming the method used."""
     refuse = getattr(store, "refuse", None)
-    if refuse is not None:
-        refuse(key)
-    else:
-        store.discard(key)
+    method, drop = ("refuse", refuse) if refuse is not None else ("discard", store.discard)
+    try:
+        drop(key)
+    except CacheError:
+        raise
+    except Exception as error:
+        raise CacheError(failed_in(store, method, error)) from error
 
 
 _LONGEST_TTL = 1e12  # (31,700 years: a whole number past a float's range overflowed a store)
@@ -325,12 +349,16 @@ def default_path() -> Path:
 
 _RECENT_MAX = 256
 _RECENT_LONGEST = 64 * 1024
-_recent: dict[str, tuple[str, tuple[Completion, ...], Usage]] = {}
+_recent: dict[str, tuple[str, tuple[Completion, ...], Usage, str | None]] = {}
 _recent_lock = _fork.lock()
 
 
 def _remember(
-    encoded: object, key: str | None, completions: tuple[Completion, ...], usage: Usage
+    encoded: object,
+    key: str | None,
+    completions: tuple[Completion, ...],
+    usage: Usage,
+    retried: str | None,
 ) -> None:
     """Keep the replies of a stored text that decoded (or was just encoded), with the text, under
     the cache key it is stored under (else under the text itself): a hit on the same text (a
@@ -340,26 +368,31 @@ def _remember(
     if type(encoded) is not str or len(encoded) > _RECENT_LONGEST:
         return
     with _recent_lock:
-        _recent[key if key is not None else encoded] = (encoded, completions, usage)
+        _recent[key if key is not None else encoded] = (encoded, completions, usage, retried)
         while len(_recent) > _RECENT_MAX:
             del _recent[next(iter(_recent))]
 
 
-def _recall(encoded: str, key: str | None) -> tuple[tuple[Completion, ...], Usage] | None:
+def _recall(
+    encoded: str, key: str | None
+) -> tuple[tuple[Completion, ...], Usage, str | None] | None:
     """The remembered replies of exactly this text (`_remember`), if any."""
     found = _recent.get(key if key is not None else encoded)
     if found is None or found[0] != encoded:
         return None
-    return found[1], found[2]
+    return found[1], found[2], found[3]
 
 
 # --- the stored form ---
 
 
-def _encode(completions: tuple[Completion, ...]) -> str:
+def _encode(completions: tuple[Completion, ...], retried: str | None) -> str:
     texts: list[str] = []
     replies = [_reply_json(completion, texts) for completion in completions]
-    header = _HEADER.encode({"replies": replies, "texts": [len(text) for text in texts]})
+    fields: dict[str, Any] = {"replies": replies, "texts": [len(text) for text in texts]}
+    if retried is not None:  # (a first attempt's answer: the header as it always was)
+        fields["retried"] = retried
+    header = _HEADER.encode(fields)
     body = header + "\n" + "".join(texts)
     return f"{_MAGIC}{_checksum(body)}\n{body}"
 
@@ -415,7 +448,16 @@ def _diagnostics_json(diagnostics: Any) -> dict[str, Any] | None:
     }
 
 
-def _decode(encoded: object) -> tuple[Completion, ...]:
+def _is_digest(value: object) -> bool:
+    """Whether `value` is what an entry's `retried` holds: hex digits, 16 to 64 of them."""
+    return (
+        type(value) is str
+        and 16 <= len(value) <= 64
+        and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+def _decode(encoded: object) -> tuple[tuple[Completion, ...], str | None]:
     if isinstance(encoded, bytes):  # (a store's text that is not UTF-8, as it read it)
         try:
             encoded.decode("utf-8")
@@ -440,13 +482,16 @@ def _decode(encoded: object) -> tuple[Completion, ...]:
         header = json.loads(encoded[_FIRST_LINE:end])
     except (ValueError, RecursionError) as error:
         raise DamagedEntry(f"a stored entry's header is not JSON ({error})") from None
-    if not isinstance(header, dict) or header.keys() != {"replies", "texts"}:
-        raise DamagedEntry("a stored entry's header is not {replies, texts}")
+    if not isinstance(header, dict) or header.keys() not in _HEADER_KEYS:
+        raise DamagedEntry("a stored entry's header is not {replies, texts[, retried]}")
+    retried = header.get("retried")
+    if retried is not None and not _is_digest(retried):
+        raise DamagedEntry("a stored entry's retried is not a digest")
     texts = _texts(encoded, end + 1, header["texts"])
     replies = header["replies"]
     if not isinstance(replies, list) or not replies:
         raise DamagedEntry("a stored entry holds no replies")
-    return tuple(_reply_of(item, texts) for item in replies)
+    return tuple(_reply_of(item, texts) for item in replies), retried
 
 
 def _texts(encoded: str, start: int, lengths: Any) -> list[str]:

@@ -31,12 +31,14 @@ once per object and remembered, and so are the digests of the last few documents
 from __future__ import annotations
 
 import array
+import dataclasses
 import hashlib
 import json
 import operator
 import secrets
 import sys
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import Any
 from typing import Final
@@ -65,7 +67,7 @@ from sdk.providers._provider import plain_text
 from sdk.providers._provider import token_of
 from sdk.schema.canonical import schema_info
 
-__all__ = ["INGREDIENTS", "LastKey", "cache_key", "rendered_key", "source_place"]
+__all__ = ["INGREDIENTS", "LastKey", "cache_key", "rendered_key", "settings_digest", "source_place"]
 
 Feed = Callable[[bytes], None]
 
@@ -114,6 +116,27 @@ def rendered_key(rendered: object) -> str:
     if text is None:
         return f"unrendered-{secrets.token_hex(16)}"
     return "value-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def settings_digest(settings: Iterable[object]) -> str:
+    """A digest of a call's `settings` (what an answer made after retries is kept with:
+    `Entry.retried`), each named by its content where it is plain data or a frozen record of
+    plain data (its class and its fields), else by a name of its own (`token_of`: the same
+    object, the same name, in this process: another never shares it)."""
+    named = "\x1f".join(_setting_text(value) for value in settings)
+    return hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _setting_text(value: object) -> str:
+    text = plain_text(value)
+    if text is not None:
+        return text
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        made = type(value)
+        fields = plain_text(tuple(getattr(value, f.name) for f in dataclasses.fields(value)))
+        if fields is not None:
+            return f"{made.__module__}.{made.__qualname__}{fields}"
+    return f"token:{token_of(value)}"
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:

@@ -364,16 +364,16 @@ class SQLiteCache:
     def _write_counts_at_close(self) -> None:
         if self.readonly or not self._tally.pending or self._tally.unwritable:
             return
-        if not self._file.is_file():
-            # (its folder removed, say: counts are written to a file that is there, never one
-            # made again for them, as at the process's end: `_write_tally`)
-            logger.debug("%s: gone; %d counts not written", self.path, self._tally.drop())
-            return
         wait = min(self.timeout, _COUNTS_WAIT)
         why = f"another process held the write lock past {wait:g} s"
         try:
-            written = self._write_counts(wait)
+            # (counts are written to a file that is there, never one made again for them, as
+            # at the process's end: `_write_tally`)
+            written = self._write_counts(wait, make=False)
         except CacheFileError as error:
+            if not self._file.is_file():  # (removed, or its folder: before or while opening)
+                logger.debug("%s: gone; %d counts not written", self.path, self._tally.drop())
+                return
             if not (_sqlite.cannot_write(error) or _sqlite.no_room(error)):
                 raise
             written = self._tally.unwritable = _sqlite.cannot_write(error)
@@ -387,7 +387,9 @@ class SQLiteCache:
 
     # --- the file ---
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self, make: bool = True) -> sqlite3.Connection:
+        """This thread's connection to the file, opened if it has none (or the file changed
+        since); a missing file is made (`make`) or refused."""
         local = self._local
         found: sqlite3.Connection | None = getattr(local, "db", None)
         if found is not None:
@@ -402,7 +404,7 @@ class SQLiteCache:
         before = file_identity(self._file)
         try:
             db = _sqlite.open_file(
-                self._file, self._layout, readonly=self.readonly, timeout=self.timeout
+                self._file, self._layout, readonly=self.readonly, timeout=self.timeout, make=make
             )
         except CacheFileError as error:
             if self.readonly or not (
@@ -505,11 +507,11 @@ class SQLiteCache:
             add_counts(db)
             yield db
 
-    def _write_counts(self, wait: float = 0.0) -> bool:
+    def _write_counts(self, wait: float = 0.0, *, make: bool = True) -> bool:
         """Write the counts kept in memory if no other connection is writing, or stops within
-        `wait` seconds; whether they were written."""
+        `wait` seconds; whether they were written (to a file made first if missing: `make`)."""
         with _fork.gate(), self._errors():
-            db = self._connection()
+            db = self._connection(make)
             if not _sqlite.try_write(db, wait):
                 return False
             try:
@@ -689,7 +691,7 @@ def _write_tally(path: Path, layout: _sqlite.Layout, timeout: float, tally: _Tal
     wait = min(timeout, _COUNTS_WAIT)
     try:
         with _fork.gate(), _sqlite.errors(path, layout, wait):
-            db = _sqlite.open_file(path, layout, timeout=wait)
+            db = _sqlite.open_file(path, layout, timeout=wait, make=False)
             try:
                 with tally.written(time.time()) as add_counts, _sqlite.write(db):
                     add_counts(db)
@@ -697,8 +699,10 @@ def _write_tally(path: Path, layout: _sqlite.Layout, timeout: float, tally: _Tal
                 db.close()
     except (CacheFileError, OSError) as error:
         # (a file this process cannot write never takes its counts: the caching guide says so)
-        level = logging.DEBUG if _sqlite.cannot_write(error) else logging.WARNING
-        logger.log(level, "the response cache's counts were not written: %s", error)
+        # (nor one removed since the look above)
+        gone = _sqlite.cannot_write(error) or not path.is_file()
+        logger.log(logging.DEBUG if gone else logging.WARNING,
+                   "the response cache's counts were not written: %s", error)  # fmt: skip
 
 
 def _reopened(

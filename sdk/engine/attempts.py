@@ -69,6 +69,7 @@ from sdk.cache import NotStorable
 from sdk.cache import failed_in
 from sdk.cache import not_served
 from sdk.cache import rendered_key
+from sdk.cache import settings_digest
 from sdk.engine.conversation import without_control_tokens
 from sdk.engine.kinds._kind import Accepted
 from sdk.engine.kinds._kind import Ask
@@ -222,11 +223,15 @@ class Attempts:
         """The prompt template the call renders (on its result, and in its cache key)."""
         self.runaway = spec.runaway
         """What a streamed reply is stopped for (`None`: never)."""
+        self._spec = spec  # (what decides its retries: `_retry_digest`)
         self._cache = spec.cache
         # The cache key of the provider a live answer comes from (`_cache_key_of`), and that
         # provider: a fallback list's each answers under its own (`_store`).
         self._cache_key: str | None = None
         self._keyed: Provider | None = None
+        # What each provider's setting rendered for its key's request (`Codec.rendered_prompt`),
+        # sent as rendered by the attempt whose request equals it (`send`, `send_rendered`).
+        self._renderings: list[tuple[Provider, CompletionRequest, object]] = []
         self._unstored: tuple[Accepted[Any], Completion] | None = None  # (`Store`'s answer)
         self._unserved: list[str] = []  # (keys of entries not served, to drop: `store_apart`)
         self.store_apart = False
@@ -403,6 +408,9 @@ class Attempts:
             rendered = provider.codec.rendered_prompt(first)
         except Exception as failed:  # (keyed by a token of its own: `rendered_key`)
             rendered = failed
+        else:
+            if rendered is not None:
+                self._renderings.append((provider, first, rendered))
         if rendered is not None:  # (none without a template: the scope as it was)
             scope = {**scope, "rendered_prompt": rendered_key(rendered)}
         return self._last_key.key(scope, first, wire)
@@ -421,6 +429,8 @@ class Attempts:
         kind = self.kind  # each phase's kind, as the replay moves through them
         try:
             completions = entry.completions  # (decoded once: `DamagedEntry` if they do not)
+            if entry.retried is not None and entry.retried != self._retry_digest():
+                raise ValueError("an answer made after retries other settings decided")
             for index, completion in enumerate(completions):
                 verdict = kind.judge(completion, provider)
                 last = index == len(completions) - 1
@@ -440,6 +450,21 @@ class Attempts:
             return None
         assert judged is not None
         return judged, kind, provider, completions[-1], entry.usage
+
+    def _retry_digest(self) -> str:
+        """What decides the retries of the call (`Entry.retried`): its retries of each kind,
+        the truncation ramp, the token budget, the runaway bound, and the settings its
+        replies are judged by (an answer made after retries is served only to a call that would
+        have asked the same: another's first request may be refused, cut off at its own
+        `max_tokens`, or not retried where this one was)."""
+        spec = self._spec
+        attempts, parsing, output = spec.attempts, spec.parsing, spec.output
+        return settings_digest((
+            attempts.retries, attempts.refusal_retries, attempts.truncation,
+            attempts.token_budget, spec.runaway, parsing.context, parsing.enum_case,
+            parsing.min_confidence, parsing.confidence_calibration, parsing.whole_reply,
+            output.abstention, output.abstention_thresholds, self._fallback_on_refusal,
+        ))  # fmt: skip
 
     def _not_served(self, key: str) -> None:
         """The entry found under `key` is not served: dropped, and counted a miss, not a hit;
@@ -469,13 +494,10 @@ class Attempts:
         assert self._cache is not None
         try:
             not_served(self._cache, key)
-        except CacheError as error:
+        except CacheError as error:  # (a store of your own's other errors chained to one)
+            if error.__cause__ is not None:
+                logger.debug("a response cache's drop failed", exc_info=error.__cause__)
             logger.warning("a response cache entry not served was not dropped: %s", error)
-        except Exception as error:  # (a store of your own's: the call goes on all the same)
-            method = "refuse" if hasattr(self._cache, "refuse") else "discard"
-            logger.debug("a response cache's %s failed", method, exc_info=True)
-            why = failed_in(self._cache, method, error)
-            logger.warning("a response cache entry not served was not dropped: %s", why)
 
     def store(self) -> None:
         """Keep the answer `Store` named in the cache (the store's I/O, and no hook told: any
@@ -515,7 +537,8 @@ class Attempts:
         if self.provider is not self._keyed:
             key = self._cache_key_of(self.provider)
         try:
-            self._cache.put(key, Entry(tuple(self._replies)))
+            retried = self._retry_digest() if self._used else None
+            self._cache.put(key, Entry(tuple(self._replies), retried))
         except NotStorable as error:  # (this answer only: the store is fine)
             self.not_stored(str(error))
         except CacheError as error:  # (a store closed under the call among them)
@@ -581,6 +604,10 @@ class Attempts:
             return self._fail(self._deadline_error())
         shared = replace(self._shared, max_tokens=self._max_tokens)
         request = self.kind.request(Ask(self._turns, self._feedback, shared, self.provider))
+        for provider, keyed, rendered in self._renderings:  # (a template's: once a call)
+            if provider is self.provider and keyed == request:
+                provider.codec.send_rendered(request, rendered)
+                break
         logger.debug(
             "attempt %d: %s v%d -> %s (model %s), max_tokens=%d, %d message(s)",
             self.number,

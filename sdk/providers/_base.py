@@ -374,6 +374,12 @@ class Codec:
         too)."""
         return None
 
+    def send_rendered(self, request: CompletionRequest, rendered: object) -> None:
+        """Send `request` (this very object, about to be built) as `rendered`, what
+        `rendered_prompt` gave for the call's key for a request equal to it: a setting that
+        renders runs once a call, and the request is sent as it was keyed (one rendering
+        otherwise each time would store its answer under another's key). Nothing by default."""
+
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         """The exchange that asks for `request` (streamed or whole)."""
         raise NotImplementedError

@@ -58,6 +58,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+from collections import deque
 from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -364,6 +366,32 @@ class LlamaCppWire:
 _WIRE_FIELDS = frozenset(LlamaCppWire.__dataclass_fields__) - {"content"}
 
 
+class _Renders:
+    """The prompts to send requests as (`LlamaCppCodec.send_rendered`): each the one
+    `prompt_template=` rendered for the call's key, given for the very request object about to
+    be built, and taken by its build. A request that is never built (its call left first)
+    leaves its prompt until later ones push it out: `HELD` at most."""
+
+    HELD = 16
+
+    def __init__(self) -> None:
+        self._held: deque[tuple[CompletionRequest, object]] = deque(maxlen=self.HELD)
+        self._lock = threading.Lock()
+
+    def keep(self, request: CompletionRequest, rendered: object) -> None:
+        with self._lock:
+            self._held.append((request, rendered))
+
+    def take(self, request: CompletionRequest) -> object:
+        """The prompt kept for `request` (this object: taken once), or `None`."""
+        with self._lock:
+            for index, (kept, rendered) in enumerate(self._held):
+                if kept is request:
+                    del self._held[index]
+                    return rendered
+        return None
+
+
 class LlamaCppCodec(Codec):
     """llama-server's wire format, native or OpenAI-compatible (no I/O): in `auto` mode the
     SDK's own GBNF for a contract (its declared order kept, nothing stripped), the schema in
@@ -378,6 +406,7 @@ class LlamaCppCodec(Codec):
         self.grounding = wire.grounding
         self.grounding_limit = wire.grounding_limit
         self._prompt_template = wire.prompt_template
+        self._renders = _Renders()
         # What names the grammar in the cache's key, made once: a call's key then hashes a
         # digest, not the grammar's text (a hit pays for neither). A template is keyed by the
         # prompt it renders for the call (`rendered_prompt`), not here: its place stays empty,
@@ -411,6 +440,9 @@ class LlamaCppCodec(Codec):
             raise TypeError("prompt_template returned None, not a prompt")
         return rendered
 
+    def send_rendered(self, request: CompletionRequest, rendered: object) -> None:
+        self._renders.keep(request, rendered)
+
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         text_only(request, self.provider)  # images and PDFs: refused before anything is sent
         if self._chat_route(request) or self._prompt_template is not None:
@@ -433,7 +465,9 @@ class LlamaCppCodec(Codec):
             return Exchange("/completion", body)
 
         if self._prompt_template is not None:
-            given = completion(self._prompt_template(request))
+            rendered = self._renders.take(request)  # (the template's, for the call's key)
+            prompt = self._prompt_template(request) if rendered is None else cast(Prompt, rendered)
+            given = completion(prompt)
             return self.prompts.checked(request, self.control_tokens, lambda: given)
         return self.prompts.exchange(request, completion)
 

@@ -1,0 +1,102 @@
+"""An answer a call made after retries of its own is served only to a call that would have asked
+the same retries.
+
+A call is keyed by its first request. Its answer was stored under that key whichever attempt
+made it, so a call whose own settings could never give it was served it: a call without a
+truncation ramp, `max_tokens=100`, was given the document a ramped call's second request made
+with `max_tokens=200` (without a cache it raises `TruncatedOutput`: `max_tokens` no longer
+bounded what it was given); a call with `retries=0` was given what a retry with feedback made
+(without a cache, `SchemaViolation`). The entry now keeps a digest of what decided its retries
+(`Entry.retried`: the call's retry settings and the settings its replies are judged by): a
+call of other settings is not served it (the provider is asked, as without a cache); an answer
+of a first attempt is served to any.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import pytest
+
+from contracts import Decision
+from sdk import MaxTokensRamp
+from sdk import StructuredClient
+from sdk import StructuredOutputError
+from sdk import TruncatedOutput
+from sdk.cache import DamagedEntry
+from sdk.cache import Entry
+from sdk.cache import MemoryCache
+from sdk.cache import SQLiteCache
+from sdk.cache import settings_digest
+from sdk.providers import TestProvider
+from sdk.providers._base import Completion
+from sdk.stop_reason import StopReason
+
+ANSWER = json.dumps({"reasoning": "Within policy.", "answer": "approve", "confidence": "high"})
+CUT = Completion('{"reasoning": "Wit', StopReason.MAX_TOKENS, "max_tokens")
+INVALID = json.dumps({"reasoning": "Within policy.", "answer": "maybe", "confidence": "high"})
+
+
+def _asked(provider: TestProvider, cache: object, **settings: object) -> tuple[bool, int]:
+    """Whether the call was served from `cache`, and how many requests it sent."""
+    client = StructuredClient(provider, cache=cache, **settings)  # type: ignore[arg-type]
+    result = client.generate(Decision, prompt="Approve?", max_tokens=100)
+    assert result.value.answer == "approve"
+    return result.cached, len(provider.requests)
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_an_answer_a_ramp_made_is_served_only_to_calls_of_that_ramp(
+    store: str, tmp_path: object
+) -> None:
+    cache = MemoryCache() if store == "memory" else SQLiteCache(f"{tmp_path}/c.db")
+    ramp = {"truncation": MaxTokensRamp(factor=2.0)}
+    assert _asked(TestProvider([CUT, ANSWER]), cache, **ramp) == (False, 2)
+    # The same settings (equal objects, made again): served, nothing sent.
+    assert _asked(TestProvider([]), cache, truncation=MaxTokensRamp(factor=2.0)) == (True, 0)
+    # No ramp: asked, as without a cache (its first request is cut off again); another ramp:
+    # asked, and its own answer made.
+    provider = TestProvider([CUT])
+    with pytest.raises(TruncatedOutput):
+        _asked(provider, cache)
+    assert len(provider.requests) == 1
+    assert _asked(TestProvider([CUT, ANSWER]), cache, truncation=MaxTokensRamp(factor=3.0)) == (
+        False,
+        2,
+    )
+    if isinstance(cache, SQLiteCache):
+        cache.close()
+
+
+def test_an_answer_a_feedback_retry_made_is_not_served_to_a_call_without_retries() -> None:
+    cache = MemoryCache()
+    assert _asked(TestProvider([INVALID, ANSWER]), cache, retries=2) == (False, 2)
+    assert _asked(TestProvider([]), cache, retries=2) == (True, 0)
+    provider = TestProvider([INVALID])
+    with pytest.raises(StructuredOutputError):
+        _asked(provider, cache, retries=0)
+    assert len(provider.requests) == 1
+    # What it asked for is stored now, a first attempt's answer: served whatever the settings.
+    assert _asked(TestProvider([ANSWER]), cache, retries=0) == (False, 1)
+    assert _asked(TestProvider([]), cache, retries=5, truncation=MaxTokensRamp()) == (True, 0)
+
+
+def test_an_entry_keeps_what_decided_its_retries_through_its_stored_form() -> None:
+    digest = settings_digest((2, 0, MaxTokensRamp(), None))
+    assert digest == settings_digest((2, 0, MaxTokensRamp(), None)) != settings_digest((2,))
+    entry = Entry([Completion(ANSWER, StopReason.END_TURN, "end_turn")], digest)
+    text = entry.encode()
+    assert Entry.decode(text).retried == digest and Entry.decode(text) == entry
+    first = Entry([Completion(ANSWER, StopReason.END_TURN, "end_turn")])
+    assert '"retried"' not in first.encode() and Entry.decode(first.encode()).retried is None
+    assert Entry.decode(first.encode()) != entry
+    with pytest.raises(ValueError, match="digest"):
+        Entry([Completion(ANSWER, StopReason.END_TURN, "end_turn")], "not hex")
+    # A stored text whose retried is not a digest (its checksum made again): damaged.
+    for wrong in ('"retried":5', '"retried":"XYZ"', '"retried":"' + "a" * 65 + '"'):
+        header, rest = text.split("\n", 2)[1:]
+        body = header.replace(f'"retried":"{digest}"', wrong) + "\n" + rest
+        damaged = f"{text[: text.index(' ') + 1]}{zlib.crc32(body.encode()):08x}\n{body}"
+        with pytest.raises(DamagedEntry, match="retried"):
+            Entry.decode(damaged)
