@@ -156,9 +156,14 @@ def open_file(
 
 
 def _made_at(path: Path) -> Path:
-    """Where a file opened at `path` is made: a link's target where the link names one not
-    there yet (the file is opened through the link), else `path`."""
-    if not path.is_symlink():
+    """Where a file opened at `path` is made: a link's target where the link, one of this
+    user's, names one not there yet (the file is opened through the link), else `path`. A link
+    of another user's is not followed here (in a shared folder the kernel refuses to follow
+    it, `fs.protected_symlinks`: the opening then fails, typed)."""
+    try:
+        if not path.is_symlink() or path.lstat().st_uid != os.geteuid():
+            return path
+    except OSError:
         return path
     try:
         return path.resolve()
@@ -589,18 +594,21 @@ def _open_readonly(
     return found
 
 
-_SIBLINGS = ("-wal", "-shm")
-"""The files SQLite keeps beside a database in WAL mode: its write-ahead log and its index."""
+_SIBLINGS = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database: its write-ahead log and its index (WAL mode), and
+a rollback journal (which SQLite plays back into the database when it finds one)."""
 
 
 def _siblings_owned(path: Path, layout: Layout) -> None:
-    """Refuse `path` where a file SQLite keeps beside it (`_SIBLINGS`) is another user's than
-    the database's owner, may be read or written by more users than the database, or is not a
-    plain file: one planted in a folder others may write (`/tmp`) would be used as it is,
-    SQLite writing the database's content into it, for its maker to read and change (a reader,
-    reading what they wrote there). Looked at before SQLite opens them (which, run as root,
-    gives another user's to the database's owner, their mode kept) and again once it has:
-    the files it uses are then the ones the names give (a sticky folder keeps another user from
+    """Refuse `path` where a file SQLite keeps beside it (`_SIBLINGS`) is not a plain file, may
+    be read or written by more users than the database, or, beside a database its owner's only
+    (as the SDK makes them), is another user's: one planted in a folder others may write (`/tmp`)
+    would be used as it is, SQLite writing the database's content into it for its maker to read
+    and change (or playing a journal of theirs back into it). Beside a database others may read
+    (its owner made it so), a log or index of another user's is a reader's (SQLite makes them as
+    whoever opens the file), as ever. Looked at before SQLite opens them (which, run as root,
+    gives another user's to the database's owner, their mode kept) and again once it has: the
+    files it uses are then the ones the names give (a sticky folder keeps another user from
     replacing them). Only a folder of your own keeps others out of the moment between."""
     real = Path(os.path.realpath(path))  # (SQLite names them after the file a link names)
     try:
@@ -616,13 +624,13 @@ def _siblings_owned(path: Path, layout: Layout) -> None:
             continue
         if not stat.S_ISREG(found.st_mode):
             what = "not a plain file"
-        elif found.st_uid != database.st_uid:
-            what = f"another user's (uid {found.st_uid}; {real.name} is uid {database.st_uid}'s)"
         elif stat.S_IMODE(found.st_mode) & ~allowed & 0o777:
             what = (
                 f"open to more users ({stat.S_IMODE(found.st_mode):04o}) than {real.name} "
                 f"({allowed:04o})"
             )
+        elif found.st_uid != database.st_uid and not allowed & 0o077:
+            what = f"another user's (uid {found.st_uid}; {real.name} is uid {database.st_uid}'s)"
         else:
             continue
         raise layout.error(

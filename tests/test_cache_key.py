@@ -62,6 +62,8 @@ from sdk.cache._key import source_place
 from sdk.contract import Contract
 from sdk.engine.conversation import conversation
 from sdk.providers import AnthropicProvider
+from sdk.providers import ConcurrencyLimit
+from sdk.providers import FallbackProvider
 from sdk.providers import GeminiProvider
 from sdk.providers import LlamaCppProvider
 from sdk.providers import OpenAIChatProvider
@@ -816,6 +818,73 @@ def test_a_template_runs_once_a_call_and_the_prompt_sent_is_the_one_keyed() -> N
 
     assert [asked("#1 Approve?"), asked("#2 Approve?")] == [True, False]
     assert sent == ["#1 Approve?", "#2 Approve?"]
+
+
+@pytest.mark.parametrize("path", ["extra_body", "fallback"])
+def test_a_template_runs_once_a_call_on_every_way_to_the_server(path: str) -> None:
+    # The review found ways the template still ran twice, the prompt sent not the one keyed: a
+    # provider's own `extra_body` (the driver builds a copy of the request), and a fallback
+    # list (its store keyed the answering provider again: "#1" sent, stored under "#2").
+    runs = itertools.count(1)
+
+    def numbered(request: CompletionRequest) -> str:
+        return f"#{next(runs)} {request.messages[-1].text}"
+
+    sent: list[Any] = []
+    cache = MemoryCache()
+    provider: Any
+    if path == "extra_body":
+        provider = _llamacpp_rendering(numbered, sent, extra_body={"cache_prompt": True})
+    else:
+        down = TestProvider([TestProvider.provider_error(400)])
+        provider = FallbackProvider([down, _llamacpp_rendering(numbered, sent)])
+    result = StructuredClient(provider, cache=cache).generate(Decision, prompt="Approve?")
+    assert not result.cached and sent == ["#1 Approve?"] and next(runs) == 2
+    if path == "extra_body":
+        return
+
+    def asked(prompt: str) -> bool:
+        other = StructuredClient(_llamacpp_rendering(lambda _: prompt, sent), cache=cache)
+        return other.generate(Decision, prompt="Approve?").cached
+
+    assert [asked("#1 Approve?"), asked("#2 Approve?")] == [True, False]
+
+
+def test_a_template_runs_once_a_call_for_async_calls_waiting_for_a_place() -> None:
+    # Async calls through a `ConcurrencyLimit` wait for a place between the key and the
+    # build: 16 renderings were kept, so 40 calls ran the template 62 times.
+    runs = itertools.count(1)
+    lock = threading.Lock()
+
+    def numbered(request: CompletionRequest) -> str:
+        with lock:
+            return f"#{next(runs)} {request.messages[-1].text}"
+
+    sent: list[str] = []
+
+    async def server(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        setup = llamacpp_setup(request.url.path, body)
+        if setup is not None:
+            return httpx.Response(200, json=setup)
+        sent.append(body["prompt"])
+        await asyncio.sleep(0.005)
+        return httpx.Response(200, json={"content": TEXT, "stop": True, "stop_type": "eos",
+                                         "tokens_predicted": 3, "tokens_evaluated": 3})  # fmt: skip
+
+    async def calls() -> None:
+        http = httpx.AsyncClient(transport=httpx.MockTransport(server))
+        inner = LlamaCppProvider(
+            "http://llama.test:8080", prompt_template=numbered, http_client=http, mode="grammar",
+            control_tokens="allow",
+        )  # fmt: skip
+        client = AsyncStructuredClient(ConcurrencyLimit(inner, max_concurrency=2),
+                                       cache=MemoryCache())  # fmt: skip
+        await asyncio.gather(*(client.generate(Decision, prompt=f"Q{n}?") for n in range(40)))
+
+    asyncio.run(asyncio.wait_for(calls(), timeout=120))
+    assert next(runs) == 41 and len(sent) == 40
+    assert {prompt.split(" ", 1)[1] for prompt in sent} == {f"Q{n}?" for n in range(40)}
 
 
 _SETTINGS = types.ModuleType("template_settings")  # (a settings module: `import settings`)

@@ -15,6 +15,8 @@ of a first attempt is served to any.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -100,3 +102,38 @@ def test_an_entry_keeps_what_decided_its_retries_through_its_stored_form() -> No
         damaged = f"{text[: text.index(' ') + 1]}{zlib.crc32(body.encode()):08x}\n{body}"
         with pytest.raises(DamagedEntry, match="retried"):
             Entry.decode(damaged)
+
+
+def test_a_streamed_call_s_runaway_retry_is_not_served_to_generate() -> None:
+    # The digest held the runaway bound, which a call that does not stream has too, but not
+    # whether the call streams: what `stream()` made after stopping a runaway was served to
+    # `generate()`, whose own first reply is cut off (`TruncatedOutput` without a cache).
+    runaway = Completion('{"reasoning": "Within' + " " * 400, StopReason.MAX_TOKENS, "max_tokens")
+    cache = MemoryCache()
+    provider = TestProvider([runaway, ANSWER])
+    streamed = list(StructuredClient(provider, cache=cache).stream(Decision, prompt="Approve?"))
+    assert streamed[-1].value.answer == "approve" and len(provider.requests) == 2
+    again = StructuredClient(TestProvider([]), cache=cache)  # (a streamed call: served)
+    assert list(again.stream(Decision, prompt="Approve?"))[-1].cached
+    cut = TestProvider([runaway])
+    with pytest.raises(TruncatedOutput):
+        StructuredClient(cut, cache=cache).generate(Decision, prompt="Approve?")
+    assert len(cut.requests) == 1
+
+
+def test_settings_are_named_by_their_content_in_every_process() -> None:
+    # A calibration or per-field thresholds (the SDK's own records of plain data) were named by
+    # a token of the process: an answer made after retries was never served in another.
+    code = (
+        "from sdk.cache import settings_digest\n"
+        "from sdk.abstention import Thresholds\n"
+        "from sdk.calibration import Calibration, Curve\n"
+        "curves = {'string': Curve('platt', (1.0, 0.0), 10)}\n"
+        "print(settings_digest((Thresholds.fixed(0.25), Calibration(curves), {'a': [1, (2,)]})))"
+    )
+    made = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       timeout=120).stdout.strip()
+        for _ in range(2)
+    ]  # fmt: skip
+    assert made[0] == made[1] and len(made[0]) == 32

@@ -1077,16 +1077,16 @@ def test_threads_and_processes_adopt_one_empty_cache_file_at_once(tmp_path: Path
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user is made by root alone")
-@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
 def test_a_log_or_index_another_user_planted_beside_a_shared_file_is_refused(
     tmp_path: Path, suffix: str
 ) -> None:
-    # Another user's empty `-wal` or `-shm` (0666), made in a shared folder before the cache
-    # or the job's state was: SQLite used it as it was, and wrote the file's content into it
-    # (a job's paths, ids, errors and feedback; a cache's answers), theirs to read and change,
-    # the run ending 0 (probe23a: 152,472 bytes read). Refused now, naming it and its owner,
-    # for a new file, one there already, and a read-only opening alike; a plain file of the
-    # owner's is used as ever.
+    # Another user's empty `-wal` or `-shm` (the probe's 0666; 0600 is theirs all the same),
+    # made in a shared folder before the cache or the job's state was: SQLite used it as it
+    # was, and wrote the file's content into it (a job's paths, ids, errors and feedback; a
+    # cache's answers), theirs to read and change, the run ending 0 (probe23a: 152,472 bytes
+    # read); a `-journal` of theirs SQLite would play back into the file. Refused now, naming
+    # it and its owner, for a new file, one there already, and a read-only opening alike.
     nobody = 65534
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o1777)
@@ -1099,7 +1099,7 @@ def test_a_log_or_index_another_user_planted_beside_a_shared_file_is_refused(
         sibling = Path(f"{path}{suffix}")
         sibling.touch()
         os.chown(sibling, nobody, nobody)
-        sibling.chmod(0o666)
+        sibling.chmod(0o600)  # (theirs: open to them whatever its mode)
         return sibling
 
     told = f"is another user's (uid {nobody};"
@@ -1120,11 +1120,44 @@ def test_a_log_or_index_another_user_planted_beside_a_shared_file_is_refused(
     with pytest.raises(CacheFileError, match=re.escape("open to more users (0644) than c.db")):
         SQLiteCache(cache)
     sibling.unlink()
+    # Beside a file its owner let others read (0644), another user's of no wider mode is a
+    # reader's (SQLite makes them as whoever opens the file): used, as ever (the review found a
+    # reader of another user's cache refused, and the owner after it).
+    cache.chmod(0o644)
+    sibling = Path(f"{cache}{suffix}")
+    sibling.touch()
+    os.chown(sibling, nobody, nobody)
+    sibling.chmod(0o644)
+    if suffix != "-journal":  # (an empty journal is no journal: SQLite leaves it)
+        assert SQLiteCache(cache, readonly=True).stats().entries == 0
+        SQLiteCache(cache).close()
+    sibling.unlink(missing_ok=True)
     sibling = planted(state)
     backend = LocalBackend(local_clients(Counter(), {}))
     with pytest.raises(BatchError, match=re.escape(told)), job_for(shared, items, backend) as job:
         job.run()
     assert sibling.stat().st_size == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link of another user is made by root alone")
+def test_a_link_of_another_user_to_a_file_not_there_is_not_followed_to_make_it(
+    tmp_path: Path,
+) -> None:
+    # Another user's link at the cache's path in a shared folder, naming a file not there yet
+    # (anywhere: another user's folder, a system file): the SDK made the cache there, as root
+    # too, where the kernel refuses to follow such a link (`fs.protected_symlinks`). Made
+    # nowhere now: the opening fails, typed.
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "elsewhere" / "c.db"
+    link = shared / "c.db"
+    link.symlink_to(target)
+    os.lchown(link, 65534, 65534)
+    with pytest.raises(CacheFileError):
+        SQLiteCache(link)
+    assert not target.exists() and sorted(p.name for p in shared.iterdir()) == ["c.db"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user is made by root alone")

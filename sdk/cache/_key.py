@@ -128,15 +128,32 @@ def settings_digest(settings: Iterable[object]) -> str:
 
 
 def _setting_text(value: object) -> str:
-    text = plain_text(value)
-    if text is not None:
-        return text
+    text = plain_text(_plain_form(value))
+    return text if text is not None else f"token:{token_of(value)}"
+
+
+def _plain_form(value: object, depth: int = 0) -> object:
+    """`value` with each frozen record in it as its class's name and its compared fields, and
+    each mapping as a dict (for `plain_text`); past `_PLAIN_DEPTH` levels, something that is
+    not plain data (the whole named by a token)."""
+    if depth > _PLAIN_DEPTH:
+        return _NOT_PLAIN
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         made = type(value)
-        fields = plain_text(tuple(getattr(value, f.name) for f in dataclasses.fields(value)))
-        if fields is not None:
-            return f"{made.__module__}.{made.__qualname__}{fields}"
-    return f"token:{token_of(value)}"
+        return (f"{made.__module__}.{made.__qualname__}", tuple(
+            _plain_form(getattr(value, f.name), depth + 1)
+            for f in dataclasses.fields(value) if f.compare
+        ))  # fmt: skip
+    if isinstance(value, Mapping):  # (a read-only view too: named as the dict it shows)
+        return {key: _plain_form(item, depth + 1) for key, item in value.items()}
+    if type(value) is tuple or type(value) is list:
+        items = [_plain_form(item, depth + 1) for item in cast("list[object]", value)]
+        return tuple(items) if type(value) is tuple else items
+    return value
+
+
+_PLAIN_DEPTH = 32
+_NOT_PLAIN = object()
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:

@@ -404,13 +404,18 @@ class Attempts:
         scope = provider.cache_scope()
         if self.prompt is not None:
             scope = {**scope, "prompt": self.prompt.to_json()}
-        try:
-            rendered = provider.codec.rendered_prompt(first)
-        except Exception as failed:  # (keyed by a token of its own: `rendered_key`)
-            rendered = failed
-        else:
-            if rendered is not None:
-                self._renderings.append((provider, first, rendered))
+        rendered = next(  # (rendered once a call: a fallback's store keys what it sent)
+            (kept for made, asked, kept in self._renderings if made is provider and asked == first),
+            None,
+        )
+        if rendered is None:
+            try:
+                rendered = provider.codec.rendered_prompt(first)
+            except Exception as failed:  # (keyed by a token of its own: `rendered_key`)
+                rendered = failed
+            else:
+                if rendered is not None:
+                    self._renderings.append((provider, first, rendered))
         if rendered is not None:  # (none without a template: the scope as it was)
             scope = {**scope, "rendered_prompt": rendered_key(rendered)}
         return self._last_key.key(scope, first, wire)
@@ -452,15 +457,16 @@ class Attempts:
         return judged, kind, provider, completions[-1], entry.usage
 
     def _retry_digest(self) -> str:
-        """What decides the retries of the call (`Entry.retried`): its retries of each kind,
-        the truncation ramp, the token budget, the runaway bound, and the settings its
+        """What decides the retries of the call (`Entry.retried`): whether it streams (a
+        streamed reply is stopped as a runaway), its retries of each kind, the truncation ramp,
+        the token budget, the runaway bound, and the settings its
         replies are judged by (an answer made after retries is served only to a call that would
         have asked the same: another's first request may be refused, cut off at its own
         `max_tokens`, or not retried where this one was)."""
         spec = self._spec
         attempts, parsing, output = spec.attempts, spec.parsing, spec.output
         return settings_digest((
-            attempts.retries, attempts.refusal_retries, attempts.truncation,
+            spec.method.streaming, attempts.retries, attempts.refusal_retries, attempts.truncation,
             attempts.token_budget, spec.runaway, parsing.context, parsing.enum_case,
             parsing.min_confidence, parsing.confidence_calibration, parsing.whole_reply,
             output.abstention, output.abstention_thresholds, self._fallback_on_refusal,

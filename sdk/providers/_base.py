@@ -380,6 +380,10 @@ class Codec:
         renders runs once a call, and the request is sent as it was keyed (one rendering
         otherwise each time would store its answer under another's key). Nothing by default."""
 
+    def carry_rendered(self, given: CompletionRequest, made: CompletionRequest) -> None:
+        """`made`, a copy of `given` built in its place (the provider's `extra_body` merged into
+        it), is sent as `given` was to be (`send_rendered`). Nothing by default."""
+
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         """The exchange that asks for `request` (streamed or whole)."""
         raise NotImplementedError

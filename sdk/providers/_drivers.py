@@ -111,7 +111,8 @@ def built(provider: Driven, request: CompletionRequest, *, stream: bool) -> Exch
     and so is one from getting the transport (a sync call on an async client)."""
     if provider.extra_body:  # the provider's raw fields, under the call's own
         merged = merge_extra(dict(provider.extra_body), request.extra_body)
-        request = dataclasses.replace(request, extra_body=merged)
+        given, request = request, dataclasses.replace(request, extra_body=merged)
+        provider.codec.carry_rendered(given, request)
     provider.codec.vet(request)
     return provider.codec.build(request, stream=stream)
 

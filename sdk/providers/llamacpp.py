@@ -59,7 +59,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections import deque
+import weakref
 from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -369,27 +369,37 @@ _WIRE_FIELDS = frozenset(LlamaCppWire.__dataclass_fields__) - {"content"}
 class _Renders:
     """The prompts to send requests as (`LlamaCppCodec.send_rendered`): each the one
     `prompt_template=` rendered for the call's key, given for the very request object about to
-    be built, and taken by its build. A request that is never built (its call left first)
-    leaves its prompt until later ones push it out: `HELD` at most."""
-
-    HELD = 16
+    be built, and taken by its build. Held by a weak reference to that request: a request never
+    built (its call left first) lets its prompt go with it, and any number of calls may wait
+    between the two (a `ConcurrencyLimit`)."""
 
     def __init__(self) -> None:
-        self._held: deque[tuple[CompletionRequest, object]] = deque(maxlen=self.HELD)
-        self._lock = threading.Lock()
+        self._held: dict[int, tuple[weakref.ref[CompletionRequest], object]] = {}
+        self._lock = threading.RLock()  # (a request freed while it is held lets go here)
 
     def keep(self, request: CompletionRequest, rendered: object) -> None:
+        def gone(ref: weakref.ref[CompletionRequest], place: int = id(request)) -> None:
+            with self._lock:
+                if self._held.get(place, (None,))[0] is ref:
+                    del self._held[place]
+
         with self._lock:
-            self._held.append((request, rendered))
+            self._held[id(request)] = (weakref.ref(request, gone), rendered)
 
     def take(self, request: CompletionRequest) -> object:
         """The prompt kept for `request` (this object: taken once), or `None`."""
         with self._lock:
-            for index, (kept, rendered) in enumerate(self._held):
-                if kept is request:
-                    del self._held[index]
-                    return rendered
-        return None
+            found = self._held.get(id(request))
+            if found is None or found[0]() is not request:
+                return None
+            del self._held[id(request)]
+            return found[1]
+
+    def carry(self, given: CompletionRequest, made: CompletionRequest) -> None:
+        """`made`, a copy of `given` about to be built instead, is sent as `given` would be."""
+        rendered = self.take(given)
+        if rendered is not None:
+            self.keep(made, rendered)
 
 
 class LlamaCppCodec(Codec):
@@ -442,6 +452,9 @@ class LlamaCppCodec(Codec):
 
     def send_rendered(self, request: CompletionRequest, rendered: object) -> None:
         self._renders.keep(request, rendered)
+
+    def carry_rendered(self, given: CompletionRequest, made: CompletionRequest) -> None:
+        self._renders.carry(given, made)
 
     def build(self, request: CompletionRequest, *, stream: bool) -> Exchange:
         text_only(request, self.provider)  # images and PDFs: refused before anything is sent
