@@ -404,10 +404,13 @@ class Attempts:
         scope = provider.cache_scope()
         if self.prompt is not None:
             scope = {**scope, "prompt": self.prompt.to_json()}
-        rendered = next(  # (rendered once a call: a fallback's store keys what it sent)
-            (kept for made, asked, kept in self._renderings if made is provider and asked == first),
-            None,
-        )
+        rendered = None
+        if self._renderings:  # (rendered once a call: a fallback's store keys what it sent)
+            rendered = next(
+                (kept for made, asked, kept in self._renderings
+                 if made is provider and asked == first),
+                None,
+            )  # fmt: skip
         if rendered is None:
             try:
                 rendered = provider.codec.rendered_prompt(first)
