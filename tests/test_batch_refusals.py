@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -180,3 +181,49 @@ def test_a_folder_given_as_the_state_file_is_said_to_be_one(tmp_path: Path) -> N
     assert _error_lines(shown.stderr) == [
         f"error: {folder} is a folder, not a job state file: give the state file's path"
     ]
+
+
+# --- a last line still being written while the job indexes the input ---
+
+
+def test_a_last_line_being_written_while_indexing_is_indexed_when_whole(tmp_path: Path) -> None:
+    # A writer putting a line in two writes (a buffered writer flushing mid-line) while the job
+    # indexes the input: on main the half line, with no newline yet, stopped the job as "line
+    # 4: not a JSON object (Unterminated string ...)", a line that was whole by the time anyone
+    # looked. It is left for later now, and indexed once written.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 3)
+    late = json.dumps({"id": "late", "prompt": "Approve?", "source": "Invoice 9: late."}) + "\n"
+    with items.open("a") as file:
+        file.write(late[:20])
+
+    def finish() -> None:
+        time.sleep(0.3)
+        with items.open("a") as file:
+            file.write(late[20:])
+
+    writer = threading.Thread(target=finish)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with job_for(tmp_path, items, backend) as job:
+        writer.start()
+        try:
+            summary = job.run()
+        finally:
+            writer.join(timeout=60)
+    assert (summary.total, summary.ok) == (4, 4)
+    assert {line["id"] for line in map(json.loads, (tmp_path / "out.jsonl").open())} == {
+        "doc-0", "doc-1", "doc-2", "late"
+    }  # fmt: skip
+
+
+def test_a_last_line_that_stays_unparsable_is_still_refused(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    with items.open("a") as file:
+        file.write('{"id": "cut", "prompt": "Appr')
+    backend = LocalBackend(local_clients(Counter(), {}))
+    began = time.monotonic()
+    with pytest.raises(BatchInputError) as refused, job_for(tmp_path, items, backend) as job:
+        job.run()
+    assert str(refused.value).startswith(f"{items}:3: not a JSON object (Unterminated string")
+    assert time.monotonic() - began < 30

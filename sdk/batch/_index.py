@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,12 @@ _CHUNK = 5000
 """Items per indexing transaction."""
 
 _PAGE = 5000
+
+_SETTLE = 1.0
+"""Seconds an input must stay unchanged before a last line that has no newline and does not
+parse is read as it is (and refused): until then it may be a line still being written."""
+
+_HELD_POLL = 0.05
 
 
 def index_input(
@@ -69,8 +76,14 @@ def index_input(
     start, first = int(progress["end"]), int(progress["lines"]) + 1
     chunk: list[IndexEntry] = []
     indexed = state.item_count()
+    held: tuple[str, float] | None = None  # (the input's identity, since when) while held
     while True:
-        entries = read_index(path, contract, start, first, digest, prompt)
+        began = start
+        # A last line with no newline yet that does not parse is held (left for the next
+        # read) while the input changes: a writer may be putting it in, in more than one
+        # write. Once the input stayed as it is for `_SETTLE` seconds, it is read as it is.
+        hold = held is None or time.monotonic() - held[1] < _SETTLE
+        entries = read_index(path, contract, start, first, digest, prompt, hold_last=hold)
         while True:
             try:
                 entry = next(entries)
@@ -96,6 +109,12 @@ def index_input(
                 f"{path}: cut short while the job indexed it"
             )
         first = last + 1
+        if start == began:  # nothing read: the last line is held
+            if held is None or held[0] != identity:
+                held = (identity, time.monotonic())
+            time.sleep(_HELD_POLL)
+        else:
+            held = None
     _add(state, path, chunk, digest, identity=identity)
 
 
