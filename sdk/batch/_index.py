@@ -14,12 +14,14 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sdk._files import newlines_before
+from sdk._files import open_regular
 from sdk.batch._errors import BatchInputError
 from sdk.batch._errors import InputChanged
 from sdk.batch._items import IndexEntry
@@ -38,6 +40,12 @@ _CHUNK = 5000
 """Items per indexing transaction."""
 
 _PAGE = 5000
+
+_SETTLE = 1.0
+"""Seconds an input must stay unchanged before a last line that has no newline and does not
+parse is read as it is (and refused): until then it may be a line still being written."""
+
+_HELD_POLL = 0.05
 
 
 def index_input(
@@ -68,8 +76,14 @@ def index_input(
     start, first = int(progress["end"]), int(progress["lines"]) + 1
     chunk: list[IndexEntry] = []
     indexed = state.item_count()
+    held: tuple[str, float] | None = None  # (the input's identity, since when) while held
     while True:
-        entries = read_index(path, contract, start, first, digest, prompt)
+        began = start
+        # A last line with no newline yet that does not parse is held (left for the next
+        # read) while the input changes: a writer may be putting it in, in more than one
+        # write. Once the input stayed as it is for `_SETTLE` seconds, it is read as it is.
+        hold = held is None or time.monotonic() - held[1] < _SETTLE
+        entries = read_index(path, contract, start, first, digest, prompt, hold_last=hold)
         while True:
             try:
                 entry = next(entries)
@@ -95,6 +109,12 @@ def index_input(
                 f"{path}: cut short while the job indexed it"
             )
         first = last + 1
+        if start == began:  # nothing read: the last line is held
+            if held is None or held[0] != identity:
+                held = (identity, time.monotonic())
+            time.sleep(_HELD_POLL)
+        else:
+            held = None
     _add(state, path, chunk, digest, identity=identity)
 
 
@@ -120,28 +140,48 @@ def _add(
 def _duplicate(state: JobState, path: Path, chunk: list[IndexEntry]) -> BatchInputError:
     """The error for the first id of `chunk` that an earlier item has (as text: `7` and `"7"`
     are one id), naming both lines and, when they differ, both spellings."""
-    seen: dict[str, tuple[int, bool]] = {}
+    seen: dict[str, tuple[int, str]] = {}
     for entry in chunk:
         earlier = seen.get(entry.id)
         if earlier is None:
             rows = state.items_with_id(entry.id)
             if rows:
-                earlier = (_line_at(path, rows[0].offset), rows[0].id_number)
+                row = rows[0]
+                earlier = (
+                    _line_at(path, row.offset),
+                    _spelled(path, row.offset, row.length, row.id, row.id_number),
+                )
+        again = _spelled(path, entry.offset, entry.length, entry.id, entry.id_number)
         if earlier is not None:
-            line, number = earlier
-            first, again = _spelled(entry.id, number), _spelled(entry.id, entry.id_number)
+            line, first = earlier
             same = "" if first == again else " (the same id as text: ids are unique as text)"
             return BatchInputError(
                 f"{path}:{entry.line}: item id {again} appears more than once: line {line} "
                 f"has {first}{same}"
             )
-        seen[entry.id] = (entry.line, entry.id_number)
+        seen[entry.id] = (entry.line, again)
     return BatchInputError(f"{path}: an item id appears more than once")
 
 
-def _spelled(item_id: str, number: bool) -> str:
-    """An id as its input line wrote it: `7` or `"7"`."""
-    return item_id if number else json.dumps(item_id, ensure_ascii=False)
+def _spelled(path: Path, offset: int, length: int, item_id: str, number: bool) -> str:
+    """An id as its input line (`length` bytes at `offset`) wrote it: `7`, `-0` or `"7"` (on
+    the way to an error only; as stored if the line cannot be read back)."""
+    if number:
+        try:
+            with open_regular(path) as file:
+                file.seek(offset)
+                line = file.read(length)
+            raw = json.loads(line, parse_int=_Written).get("id")
+        except (OSError, ValueError, RecursionError, AttributeError):
+            raw = None
+        if isinstance(raw, _Written):
+            return str(raw)
+        return item_id
+    return json.dumps(item_id, ensure_ascii=False)
+
+
+class _Written(str):
+    """An integer as the input wrote it (`-0`, `007` is not JSON)."""
 
 
 def _line_at(path: Path, offset: int) -> int:

@@ -282,13 +282,16 @@ def read_index(
     first_line: int = 1,
     digest: Any = None,
     prompt: type[Prompt] | None = None,
+    *,
+    hold_last: bool = False,
 ) -> Generator[IndexEntry, None, tuple[int, int]]:
     """Each item line of `path` from byte `start` (line number `first_line`), validated, as an
     `IndexEntry`; blank lines are skipped. Every byte read also goes into `digest` (a `hashlib`
     object), so that when an entry is yielded it holds the bytes up to that entry's end. A line
     past `MAX_LINE` or a last line without its newline that does not parse raises
-    `BatchInputError`. Returns where the reading ended: the byte offset and the last line's
-    number."""
+    `BatchInputError`; with `hold_last`, such a last line (one still being written, maybe) is
+    left unread instead: the reading ends before it. Returns where the reading ended: the byte
+    offset and the last line's number."""
     with open_regular(path) as file:
         file.seek(start)
         offset, number = start, first_line - 1
@@ -299,10 +302,17 @@ def read_index(
             number += 1
             if len(line) > MAX_LINE and not line.endswith(b"\n"):
                 raise BatchInputError(f"{path}:{number}: line longer than {MAX_LINE} bytes")
+            item = None
+            if line.strip():
+                try:
+                    item = parse_item(contract, line, f"{path}:{number}", prompt)
+                except BatchInputError:
+                    if hold_last and not line.endswith(b"\n"):
+                        return offset, number - 1
+                    raise
             if digest is not None:
                 digest.update(line)
-            if line.strip():
-                item = parse_item(contract, line, f"{path}:{number}", prompt)
+            if item is not None:
                 yield IndexEntry(
                     item.id, offset, len(line), line_hash(line), number, item.id_number
                 )

@@ -50,6 +50,9 @@ LEASE_SECONDS = 60.0
 
 _RENEW_EVERY = 5.0
 
+_LEASE_WAIT = 0.5
+"""How long a refused runner waits for the lock's holder to write its lease (`_live_holder`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Holder:
@@ -125,6 +128,8 @@ class RunnerLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o600)
         except OSError as error:
+            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise BatchError(unwritable(self.state.path, self.path, error)) from None
             if error.errno != errno.ELOOP or not self.path.is_symlink():
                 raise
             raise BatchError(
@@ -132,13 +137,23 @@ class RunnerLock:
                 "is its own, and a job does not lock a file through a link; remove the link"
             ) from None
         try:
+            owner = os.fstat(fd).st_uid
+            if owner not in (os.geteuid(), _owner(self.state.path)):
+                # Another user's file (planted in a shared folder): whoever holds it would hold
+                # the job for ever, and be taken for a runner of the job. (The state file's
+                # owner's is the job's: root resuming a user's job takes their lock file.)
+                raise BatchError(
+                    f"{self.path} is a lock file of another user (uid {owner}): a job locks only "
+                    "a file of its own, so it does not run on theirs; remove it, or give "
+                    "another --state"
+                )
             locked = _try_lock(fd, exclusive=True)
         except BaseException:
             os.close(fd)
             raise
         if not locked:
             os.close(fd)
-            raise JobRunning(self._running_message(self._stored()))
+            raise JobRunning(self._running_message(self._live_holder()))
         self._fd = fd
         try:
             self._take_lease()
@@ -230,6 +245,20 @@ class RunnerLock:
     def _stored(self) -> Holder | None:
         return Holder.stored(self.state.get("runner"))
 
+    def _live_holder(self) -> Holder | None:
+        """The lease of the process that holds the lock, for the refusal: `None` (\"starting\")
+        while the lease is still one of a process that is gone (killed -9, say: the new holder
+        writes its own just after taking the lock), re-read for at most `_LEASE_WAIT` seconds,
+        so that a refusal never names a process that is gone."""
+        deadline = time.monotonic() + _LEASE_WAIT
+        while True:
+            current = self._stored()
+            if current is not None and not _gone(current):
+                return current
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
+
     def _running_message(self, holder: Holder | None) -> str:
         who = holder.describe() if holder is not None else "another process (starting)"
         return (
@@ -247,9 +276,12 @@ def running_holder(state: JobState) -> Holder | None:
     except OSError:
         return None  # never run with a lock here
     try:
-        held = not _try_lock(fd, exclusive=False)
+        # (a lock file of another user than the state file's is not the job's: a runner refuses
+        # it, so whoever holds it does not run the job)
+        held = os.fstat(fd).st_uid == _owner(state.path) and not _try_lock(fd, exclusive=False)
         if not held:
-            _unlock(fd)
+            with contextlib.suppress(OSError):
+                _unlock(fd)
     finally:
         os.close(fd)
     holder = Holder.stored(state.get("runner"))
@@ -260,11 +292,37 @@ def running_holder(state: JobState) -> Holder | None:
     return None
 
 
+def unwritable(state: Path, path: Path, error: OSError) -> str:
+    """The refusal of a job whose lock file `path` this process cannot make or open for writing
+    (its folder, or the file, cannot be written by it)."""
+    if os.access(path.parent, os.W_OK):
+        why = "the file cannot be written by this process (another user's, or read-only)"
+    else:
+        why = (
+            f"the folder {path.parent} cannot be written by this process (a read-only file "
+            "system, or another user's folder)"
+        )
+    return (
+        f"{path} cannot be made or opened ({error.strerror or error}): {why}, so the job in "
+        f"{state} cannot be run from here; `sdk batch status --state {state}` reads it"
+    )
+
+
 def _abandoned(holder: Holder, now: float) -> bool:
     """Whether a lease may be taken over: its holder is gone (same host, no such process) or it
     was not renewed for `LEASE_SECONDS`."""
-    if now - holder.renewed >= LEASE_SECONDS:
-        return True
+    return now - holder.renewed >= LEASE_SECONDS or _gone(holder)
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_uid
+    except OSError:
+        return None
+
+
+def _gone(holder: Holder) -> bool:
+    """Whether the lease's holder is known to be gone: on this host, and no such process."""
     return holder.host == socket.gethostname() and not _alive(holder.pid)
 
 

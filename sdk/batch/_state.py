@@ -245,6 +245,10 @@ class JobState:
         self.path = Path(path)  # (as given: what messages name)
         self._file = self.path.absolute()  # (each thread connects later: not after a `chdir`)
         self.readonly = readonly
+        if self.path.is_dir():
+            raise BatchError(
+                f"{path} is a folder, not a job state file: give the state file's path"
+            )
         if not self.path.is_file():
             raise BatchError(f"{path}: no such job state file")
         # One connection per thread (a job run in one thread and cancelled or summarized from

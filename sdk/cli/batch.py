@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import time
@@ -217,6 +218,8 @@ def _start_job(
     from sdk.batch import BatchJob
     from sdk.batch._setup import build_backend
 
+    if state.is_file():
+        _refuse_unwritable(state, "continued")
     spec, settings = _wanted(state, given, limits)
     _check_poll(spec.provider, job["poll_interval"])
     _withhold_stored(state, out)
@@ -461,6 +464,7 @@ def _open_job(
 
     stored = JobState(state, readonly=True)
     try:
+        _refuse_unwritable(state, "resumed or retried" if sending else "cancelled")
         with state_errors(state):
             contract_ref, spec = stored.get("contract"), stored.get("backend_spec")
             prompt_ref = stored.get("prompt_ref")
@@ -497,6 +501,28 @@ def _open_job(
         update=bool(changed),  # (another cluster changes nothing that is asked)
         extra_meta={"backend_spec": backend_spec.to_json()},
         poll_interval=poll_interval,
+    )
+
+
+def _refuse_unwritable(state: Path, doing: str) -> None:
+    """`BatchError` if this process cannot write the state file or its folder (a read-only
+    file system, another user's folder), before SQLite or the lock file fails on it with a bare
+    errno or the Python API's advice."""
+    from sdk.batch import BatchError
+
+    folder = state.absolute().parent
+    if not os.access(folder, os.W_OK):
+        why = (
+            f"the folder {folder} cannot be written by this process (a read-only file system, "
+            "or another user's folder)"
+        )
+    elif not os.access(state, os.W_OK):
+        why = "the file cannot be written by this process (another user's, or read-only)"
+    else:
+        return
+    raise BatchError(
+        f"{state} cannot be {doing} here: {why}; "
+        f"`sdk batch status --state {shlex.quote(str(state))}` reads it without writing"
     )
 
 

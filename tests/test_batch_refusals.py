@@ -1,0 +1,229 @@
+"""What a job says when it cannot go on (probe23a): a lock file planted by another user, a
+refusal racing a new runner after a `kill -9`, a folder it cannot write, ids spelled `-0` and `0`,
+and a folder given as the state file. Each refusal is one line naming the cause, exit 2.
+
+The CLI's runs are `sdk batch` processes (bounded by their timeouts); the rest runs in-process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sdk.batch import BatchError
+from sdk.batch import BatchInputError
+from sdk.batch import JobRunning
+from sdk.batch import LocalBackend
+from sdk.batch._lock import RunnerLock
+from sdk.batch._lock import lock_path
+from sdk.batch._state import JobState
+from tests.batch_support import fanout
+from tests.batch_support import job_for
+from tests.batch_support import local_clients
+from tests.batch_support import write_items
+from tests.test_batch_integrity import local_run
+from tests.test_batch_integrity import sdk_run
+from tests.test_shared_files import read_only
+from tests.test_shared_files import run_as_reader
+
+NOWHERE = "http://127.0.0.1:1"  # (no call is made: the job is refused first)
+NOBODY = 65534
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+# --- a lock file of another user ---
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user is made by root alone")
+def test_a_lock_file_of_another_user_is_refused_naming_its_owner(tmp_path: Path) -> None:
+    # Another user planted `out.jsonl.job.db.lock` (world-writable, in a shared folder) and held
+    # a flock on it: on main `run` said the job "is running: another process (starting)... stop
+    # it with `sdk batch cancel`" (which did nothing), `status` said not started, and the job
+    # was blocked for as long as they liked.
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 3)
+    state = tmp_path / "out.jsonl.job.db"
+    lock = lock_path(state)
+    lock.touch()
+    os.chown(lock, NOBODY, NOBODY)
+    lock.chmod(0o666)
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        ran = sdk_run(*local_run(NOWHERE, items, out), timeout=60)
+        shown = sdk_run("batch", "status", "--state", str(state), "--json", timeout=60)
+    finally:
+        os.close(fd)
+    assert ran.returncode == 2, ran.stderr
+    [error] = _error_lines(ran.stderr)
+    assert error.startswith(f"error: {lock} is a lock file of another user (uid {NOBODY})"), error
+    assert "is running" not in error and "cancel" not in error
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["runner"] is None  # (not taken for a runner of the job)
+    found = lock.stat()
+    assert (found.st_uid, found.st_size) == (NOBODY, 0)  # left as it was
+
+
+# --- a refusal never names a process that is gone ---
+
+
+def _dead_pid() -> int:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return int(child.stdout)
+
+
+def _lease(state: JobState, pid: int) -> None:
+    lease = {"token": "0" * 16, "pid": pid, "host": os.uname().nodename, "since": 1.0e9,
+             "renewed": time.time(), "in_flight": 0}  # fmt: skip
+    with state.transaction() as db:
+        state.put("runner", lease, db)
+
+
+def test_a_refused_runner_never_names_a_holder_that_is_gone(tmp_path: Path) -> None:
+    # A runner killed -9 leaves its lease; the next runner takes the lock and then writes its
+    # own lease. A runner refused in between read the dead one's lease: on main it said the
+    # job "is running: pid <the killed process>" (2 refusals in 18 with 4 resumes at once).
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
+    state = JobState(tmp_path / "job.db")
+    dead = _dead_pid()
+    _lease(state, dead)
+    # The new runner, between taking the lock and writing its lease:
+    held = os.open(lock_path(state.path), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(JobRunning) as refused:
+            RunnerLock(state).acquire()
+        assert f"pid {dead}" not in str(refused.value)
+        assert "is running: another process (starting)" in str(refused.value)
+        # A holder that is alive is named, as before.
+        _lease(state, os.getpid())
+        with pytest.raises(JobRunning) as named:
+            RunnerLock(state).acquire()
+        assert f"is running: pid {os.getpid()} on " in str(named.value)
+    finally:
+        os.close(held)
+        state.close()
+
+
+# --- a folder this process cannot write ---
+
+
+def test_resume_and_cancel_in_a_folder_this_process_cannot_write(tmp_path: Path) -> None:
+    # On a read-only folder `status` works; on main `resume` printed a bare
+    # `[Errno 30] Read-only file system: '.../job.db.lock'` (or `[Errno 13]`), and `cancel` and
+    # `run` (continuing the job) told a CLI user to "open it with readonly=True".
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    items, out, state = tmp_path / "items.jsonl", folder / "out.jsonl", folder / "job.db"
+    write_items(items, 3)
+    with fanout(0.0) as url:
+        ran = sdk_run(*local_run(url, items, out, "--state", str(state)), timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    (folder / "job.db.lock").unlink()  # (as on a copy of the job: no lock file yet)
+    with read_only(folder):
+        again = local_run(NOWHERE, items, out, "--state", str(state))  # (the job continued)
+        for command in (["batch", "resume"], ["batch", "cancel"], again[:-2]):
+            done = run_as_reader(*command, "--state", str(state))
+            assert done.returncode == 2, (command, done.stderr)
+            [error] = _error_lines(done.stderr)
+            assert error.startswith(f"error: {state} cannot be "), error
+            assert f"the folder {folder} cannot be written by this process" in error, error
+            assert "sdk batch status" in error and "Errno" not in error, error
+            assert "readonly=True" not in error, error
+        shown = run_as_reader("batch", "status", "--state", str(state), "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["ok"] == 3
+
+
+# --- ids and paths as given ---
+
+
+def test_a_duplicate_id_is_shown_as_each_line_wrote_it(tmp_path: Path) -> None:
+    # On main: "item id 0 appears more than once: line 1 has 0", though line 1 has `-0`, and
+    # without the note that they are the same id as text.
+    items = tmp_path / "items.jsonl"
+    lines = [{"id": 0, "prompt": "Approve?", "source": "Invoice 2."}] * 2
+    items.write_text(
+        '{"id": -0, "prompt": "Approve?", "source": "Invoice 1."}\n'
+        + "".join(json.dumps(line) + "\n" for line in lines)
+    )
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with pytest.raises(BatchInputError) as refused, job_for(tmp_path, items, backend) as job:
+        job.run()
+    assert str(refused.value) == (
+        f"{items}:2: item id 0 appears more than once: line 1 has -0 (the same id as text: ids "
+        "are unique as text)"
+    )
+
+
+def test_a_folder_given_as_the_state_file_is_said_to_be_one(tmp_path: Path) -> None:
+    folder = tmp_path / "job.db"
+    folder.mkdir()
+    with pytest.raises(BatchError, match="is a folder, not a job state file"):
+        JobState(folder)
+    shown = sdk_run("batch", "status", "--state", str(folder), timeout=60)
+    assert shown.returncode == 2
+    assert _error_lines(shown.stderr) == [
+        f"error: {folder} is a folder, not a job state file: give the state file's path"
+    ]
+
+
+# --- a last line still being written while the job indexes the input ---
+
+
+def test_a_last_line_being_written_while_indexing_is_indexed_when_whole(tmp_path: Path) -> None:
+    # A writer putting a line in two writes (a buffered writer flushing mid-line) while the job
+    # indexes the input: on main the half line, with no newline yet, stopped the job as "line
+    # 4: not a JSON object (Unterminated string ...)", a line that was whole by the time anyone
+    # looked. It is left for later now, and indexed once written.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 3)
+    late = json.dumps({"id": "late", "prompt": "Approve?", "source": "Invoice 9: late."}) + "\n"
+    with items.open("a") as file:
+        file.write(late[:20])
+
+    def finish() -> None:
+        time.sleep(0.3)
+        with items.open("a") as file:
+            file.write(late[20:])
+
+    writer = threading.Thread(target=finish)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with job_for(tmp_path, items, backend) as job:
+        writer.start()
+        try:
+            summary = job.run()
+        finally:
+            writer.join(timeout=60)
+    assert (summary.total, summary.ok) == (4, 4)
+    assert {line["id"] for line in map(json.loads, (tmp_path / "out.jsonl").open())} == {
+        "doc-0", "doc-1", "doc-2", "late"
+    }  # fmt: skip
+
+
+def test_a_last_line_that_stays_unparsable_is_still_refused(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    with items.open("a") as file:
+        file.write('{"id": "cut", "prompt": "Appr')
+    backend = LocalBackend(local_clients(Counter(), {}))
+    began = time.monotonic()
+    with pytest.raises(BatchInputError) as refused, job_for(tmp_path, items, backend) as job:
+        job.run()
+    assert str(refused.value).startswith(f"{items}:3: not a JSON object (Unterminated string")
+    assert time.monotonic() - began < 30
