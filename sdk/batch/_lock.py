@@ -276,9 +276,11 @@ def running_holder(state: JobState) -> Holder | None:
     except OSError:
         return None  # never run with a lock here
     try:
-        # (a lock file of another user than the state file's is not the job's: a runner refuses
-        # it, so whoever holds it does not run the job)
-        held = os.fstat(fd).st_uid == _owner(state.path) and not _try_lock(fd, exclusive=False)
+        # (a lock file of another user than the state file's, this process's or root's is not
+        # the job's: a runner refuses it, so whoever holds it does not run the job; root may run
+        # a user's job, making the lock file its own)
+        ours = os.fstat(fd).st_uid in (_owner(state.path), os.geteuid(), 0)
+        held = ours and not _try_lock(fd, exclusive=False)
         if not held:
             with contextlib.suppress(OSError):
                 _unlock(fd)
