@@ -123,8 +123,25 @@ def settings_digest(settings: Iterable[object]) -> str:
     `Entry.retried`), each named by its content where it is plain data or a frozen record of
     plain data (its class and its fields), else by a name of its own (`token_of`: the same
     object, the same name, in this process: another never shares it)."""
-    named = "\x1f".join(_setting_text(value) for value in settings)
-    return hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    values = tuple(settings)
+    place = tuple(map(id, values))
+    found = _DIGESTS.get(place)
+    if found is not None and all(map(operator.is_, found[0], values)):
+        return found[1]  # (the same objects: a spec's own, never changed in place)
+    named = "\x1f".join(_setting_text(value) for value in values)
+    digest = hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    with _digesting:
+        _DIGESTS[place] = (values, digest)
+        while len(_DIGESTS) > _DIGESTS_KEPT:
+            del _DIGESTS[next(iter(_DIGESTS))]
+    return digest
+
+
+_DIGESTS: dict[tuple[int, ...], tuple[tuple[object, ...], str]] = {}
+"""The digests of the last settings asked about, by their objects (held, so their ids are never
+another's): a hit on an answer made after retries asks its call's settings again."""
+_DIGESTS_KEPT = 256
+_digesting = _fork.lock()
 
 
 def _setting_text(value: object) -> str:

@@ -462,10 +462,10 @@ class Attempts:
     def _retry_digest(self) -> str:
         """What decides the retries of the call (`Entry.retried`): whether it streams (a
         streamed reply is stopped as a runaway), its retries of each kind, the truncation ramp,
-        the token budget, the runaway bound, and the settings its
-        replies are judged by (an answer made after retries is served only to a call that would
-        have asked the same: another's first request may be refused, cut off at its own
-        `max_tokens`, or not retried where this one was)."""
+        the token budget, the runaway bound, and the settings its replies are judged by (an
+        answer made after retries is served only to a call that would have asked the same:
+        another's first request may be refused, cut off at its own `max_tokens`, or not retried
+        where this one was)."""
         spec = self._spec
         attempts, parsing, output = spec.attempts, spec.parsing, spec.output
         return settings_digest((
