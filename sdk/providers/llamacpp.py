@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import weakref
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -72,6 +71,7 @@ from typing import assert_never
 from typing import cast
 from weakref import WeakKeyDictionary
 
+from sdk import _fork
 from sdk._result import Usage
 from sdk._tools import Tool
 from sdk._tools import ToolOffer
@@ -375,7 +375,7 @@ class _Renders:
 
     def __init__(self) -> None:
         self._held: dict[int, tuple[weakref.ref[CompletionRequest], object]] = {}
-        self._lock = threading.RLock()  # (a request freed while it is held lets go here)
+        self._lock = _fork.rlock()  # (a request freed while it is held lets go here)
 
     def keep(self, request: CompletionRequest, rendered: object) -> None:
         def gone(ref: weakref.ref[CompletionRequest], place: int = id(request)) -> None:
