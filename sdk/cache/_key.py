@@ -32,11 +32,16 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import datetime
+import decimal
+import fractions
 import hashlib
 import json
 import operator
+import pathlib
 import secrets
 import sys
+import uuid
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -128,18 +133,43 @@ def settings_digest(settings: Iterable[object]) -> str:
     found = _DIGESTS.get(place)
     if found is not None and all(map(operator.is_, found[0], values)):
         return found[1]  # (the same objects: a spec's own, never changed in place)
-    named = "\x1f".join(_setting_text(value) for value in values)
-    digest = hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    with _digesting:
-        _DIGESTS[place] = (values, digest)
-        while len(_DIGESTS) > _DIGESTS_KEPT:
-            del _DIGESTS[next(iter(_DIGESTS))]
+    named = [_text_of(value) for value in values]
+    text = "\x1f".join(text for text, _ in named)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    if not any(changes for _, changes in named):  # (a `context` holding the caller's lists)
+        _remember(_DIGESTS, place, (values, digest))
     return digest
+
+
+def _text_of(value: object) -> tuple[str, bool]:
+    """`value`'s name in a digest (`_setting_text`), and whether it may change while it stays
+    the same object (`_may_change`): the name of one that cannot is remembered by the object
+    (a `context` asked about anew beside the call's other settings costs only its own)."""
+    found = _TEXTS.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1], False
+    text = _setting_text(value)
+    changes = _may_change(value)
+    if not changes:
+        _remember(_TEXTS, id(value), (value, text))
+    return text, changes
+
+
+def _remember(kept: dict[Any, Any], key: object, value: object) -> None:
+    """Keep `value` under `key` in `kept` (`_DIGESTS`, `_TEXTS`), the oldest gone past
+    `_DIGESTS_KEPT`."""
+    with _digesting:
+        kept[key] = value
+        while len(kept) > _DIGESTS_KEPT:
+            del kept[next(iter(kept))]
 
 
 _DIGESTS: dict[tuple[int, ...], tuple[tuple[object, ...], str]] = {}
 """The digests of the last settings asked about, by their objects (held, so their ids are never
-another's): a hit on an answer made after retries asks its call's settings again."""
+another's), where none of them holds what may change in place (`_may_change`): a hit on an
+answer made after retries asks its call's settings again."""
+_TEXTS: dict[int, tuple[object, str]] = {}
+"""The names of the last settings that cannot change (`_text_of`), by their objects (held)."""
 _DIGESTS_KEPT = 256
 _digesting = _fork.lock()
 
@@ -149,28 +179,93 @@ def _setting_text(value: object) -> str:
     return text if text is not None else f"token:{token_of(value)}"
 
 
+def _may_change(value: object, depth: int = 0) -> bool:
+    """Whether what `value` is named by (`_setting_text`) may change while it stays the same
+    object: it holds a list, a set, a mapping or a record whose fields may be set (a `context`
+    holds the caller's own lists: the validators read them as they are now)."""
+    kind = type(value)
+    if value is None or kind in _UNCHANGING:
+        return False
+    if depth > _PLAIN_DEPTH:
+        return True
+    if kind is tuple or kind is frozenset:
+        return any(_may_change(item, depth + 1) for item in cast("tuple[object, ...]", value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if not kind.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            return True
+        return any(
+            _may_change(getattr(value, f.name), depth + 1)
+            for f in dataclasses.fields(value) if f.compare
+        )  # fmt: skip
+    # (any other object is named by itself, not by what it holds: a change of its state is
+    # not noticed, memo or not)
+    return isinstance(value, Mapping | list | set | bytearray)
+
+
+_UNCHANGING = frozenset({bool, int, float, str, bytes})
+
+
 def _plain_form(value: object, depth: int = 0) -> object:
-    """`value` with each frozen record in it as its class's name and its compared fields, and
-    each mapping as a dict (for `plain_text`); past `_PLAIN_DEPTH` levels, something that is
-    not plain data (the whole named by a token)."""
+    """`value` with each frozen record in it as its class's name and its compared fields, each
+    mapping as a dict (for `plain_text`), a value of the standard library's that cannot change
+    (`_NAMED_BY_REPR`: a `Decimal`, a date) as its class's name and its `repr`, and any other
+    value that is not plain data as a token of its own (`token_of`: a `context` made afresh
+    for each call holds the caller's same objects); past `_PLAIN_DEPTH` levels, something that
+    is not plain data (the whole named by a token). Each is marked apart from plain data that
+    spells it (a text beginning with the marks' first character is given another)."""
+    kind: type[Any] = type(value)
+    if kind is str:
+        text = cast("str", value)
+        return "\x00" + text if text.startswith("\x00") else text
+    if value is None or kind in _UNCHANGING:
+        return value
     if depth > _PLAIN_DEPTH:
         return _NOT_PLAIN
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        made = type(value)
-        return (f"{made.__module__}.{made.__qualname__}", tuple(
-            _plain_form(getattr(value, f.name), depth + 1)
-            for f in dataclasses.fields(value) if f.compare
-        ))  # fmt: skip
+    if kind is tuple or kind is list:
+        items = [_plain_form(item, depth + 1) for item in cast("list[object]", value)]
+        return tuple(items) if kind is tuple else items
     if isinstance(value, Mapping):  # (a read-only view too: named as the dict it shows)
         return {key: _plain_form(item, depth + 1) for key, item in value.items()}
-    if type(value) is tuple or type(value) is list:
-        items = [_plain_form(item, depth + 1) for item in cast("list[object]", value)]
-        return tuple(items) if type(value) is tuple else items
-    return value
+    if kind is set or kind is frozenset:
+        return frozenset(_plain_form(item, depth + 1) for item in cast("set[object]", value))
+    compared = _compared_fields(kind)
+    if compared is not None:
+        return (_RECORD, f"{kind.__module__}.{kind.__qualname__}", tuple(
+            _plain_form(getattr(value, name), depth + 1) for name in compared
+        ))  # fmt: skip
+    if isinstance(value, _NAMED_BY_REPR):
+        return (_NAMED, f"{kind.__module__}.{kind.__qualname__}", repr(value))
+    if plain_text(value, depth) is not None:  # (an enum member of plain data)
+        return value
+    return (_TOKEN, token_of(value))
+
+
+def _compared_fields(kind: type[Any]) -> tuple[str, ...] | None:
+    """The compared fields of a dataclass `kind`'s records, `None` for another class (found
+    once a class)."""
+    try:
+        return _FIELDS[kind]
+    except KeyError:
+        found = None
+        if dataclasses.is_dataclass(kind):
+            found = tuple(f.name for f in dataclasses.fields(kind) if f.compare)
+        _FIELDS[kind] = found
+        return found
+
+
+_FIELDS: dict[type[Any], tuple[str, ...] | None] = {}
 
 
 _PLAIN_DEPTH = 32
 _NOT_PLAIN = object()
+_NAMED_BY_REPR = (
+    decimal.Decimal, fractions.Fraction, complex, datetime.date, datetime.time, datetime.timedelta,
+    uuid.UUID, pathlib.PurePath,
+)  # fmt: skip
+"""Values of the standard library's that cannot change and whose `repr` is their content."""
+_NAMED = "\x00named"
+_RECORD = "\x00record"
+_TOKEN = "\x00token"
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:
