@@ -14,13 +14,17 @@ of a first attempt is served to any.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import datetime
+import functools
 import json
 import subprocess
 import sys
 import uuid
 import zlib
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from pydantic import ValidationInfo
@@ -239,34 +243,93 @@ def test_a_context_changed_in_place_is_other_settings() -> None:
 
 
 @pytest.mark.parametrize(
-    "value",
+    ("value", "served"),
     [
-        Decimal("100.50"),
-        datetime.date(2026, 12, 7),
-        datetime.datetime(2026, 12, 7, 9, 30, tzinfo=datetime.UTC),
-        uuid.UUID(int=7),
-        object(),
+        (Decimal("100.50"), True),
+        (datetime.date(2026, 12, 7), True),
+        (datetime.datetime(2026, 12, 7, 9, 30, tzinfo=datetime.UTC), True),
+        (uuid.UUID(int=7), True),
+        (frozenset({"a", 1}), True),
+        (object(), False),
+        (collections.deque(["a"]), False),
     ],
-    ids=["decimal", "date", "datetime", "uuid", "object"],
+    ids=["decimal", "date", "datetime", "uuid", "frozenset", "object", "deque"],
 )
-def test_a_context_holding_values_of_the_caller_s_is_served_to_the_same(value: object) -> None:
+def test_a_context_is_named_by_its_content_or_never_served(value: object, served: bool) -> None:
     # The spec makes its own copy of a `context` for each call, and a context holding anything
     # but plain data was named by that copy: never the same twice, so an answer made after
-    # retries was dropped by the next call of the same settings, and asked for again.
+    # retries was dropped by the next call of the same settings, and asked for again. The
+    # standard library's unchanging values are named by content now; a value that cannot be
+    # named so (an object of the caller's, a deque it may change in place) is never served an
+    # answer made after retries (asked again: a miss, never another's answer).
     cache = MemoryCache()
     context = {"allowed": ["reject"], "limit": value}
-    for served in (False, True):
+    for again in (False, True):
         provider = TestProvider([_pick("approve"), _pick("reject")])
         made = StructuredClient(provider, cache=cache, retries=1).generate(
             Pick, prompt="Decide?", context=context
         )
-        assert (made.value.answer, made.cached) == ("reject", served)
-        assert len(provider.requests) == (0 if served else 2)
+        assert (made.value.answer, made.cached) == ("reject", again and served)
+        assert len(provider.requests) == (0 if again and served else 2)
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        lambda: collections.deque(["reject"]),
+        lambda: _Listed(["reject"]),
+        lambda: collections.UserList(["reject"]),
+    ],
+    ids=["deque", "list-subclass", "UserList"],
+)
+def test_a_client_s_context_of_containers_it_cannot_name_is_never_served(held: Any) -> None:
+    # A context the client holds, with a list the caller changes in place that the digest
+    # cannot name by content (a deque, a subclass of list): it was named
+    # by a token of its object, the same after the change, and the answer its old content
+    # made after a retry was served; uncached, the same client accepts its first reply now.
+    allowed = held()
+    cache = MemoryCache()
+    client = StructuredClient(
+        TestProvider([_pick("approve"), _pick("reject"), _pick("approve")]), cache=cache,
+        context={"allowed": allowed}, retries=1,
+    )  # fmt: skip
+    assert client.generate(Pick, prompt="Decide?").value.answer == "reject"
+    allowed.append("approve")
+    again = client.generate(Pick, prompt="Decide?")
+    assert (again.value.answer, again.cached) == ("approve", False)
+
+
+class _Listed(list[str]):
+    """A list of the caller's own class."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Rule:
+    words: list[str]
+
+
+class _Zone(datetime.tzinfo):
+    """A time zone of the caller's: its `repr` is its address, not its offset."""
+
+    def __init__(self, hours: int) -> None:
+        self.hours = hours
+
+    def utcoffset(self, when: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(hours=self.hours)
+
+
+class _Money(Decimal):
+    """A subclass whose `repr` is a `Decimal`'s: what it adds is not shown."""
+
+    def __new__(cls, amount: str, currency: str) -> _Money:
+        made = super().__new__(cls, amount)
+        made.currency = currency  # type: ignore[attr-defined]
+        return made
 
 
 def test_settings_are_named_by_what_they_hold() -> None:
-    # The standard library's values that cannot change by their content, in any process;
-    # another object of the caller's by itself; lists and mappings by what they hold now.
+    # The standard library's values that cannot change by their content, in any process; lists
+    # and mappings by what they hold now; what cannot be named by content never twice alike.
     def digest(*settings: object) -> str:
         return settings_digest(settings)
 
@@ -274,12 +337,54 @@ def test_settings_are_named_by_what_they_hold() -> None:
     assert digest({"at": Decimal("1.5")}) != digest({"at": Decimal("1.50")})  # (a miss only)
     assert digest(datetime.date(2026, 1, 2)) != digest(datetime.date(2026, 1, 3))
     assert digest(Decimal("1")) != digest(1) != digest("1")
-    mine = object()
-    assert digest({"o": mine}) == digest({"o": mine}) != digest({"o": object()})
+    assert digest({Decimal("1"): "a"}) == digest({Decimal("1"): "a"})  # (keys too)
     held = {"allowed": ["a"]}
     before = digest(held)
     held["allowed"].append("b")
     assert digest(held) != before
     assert digest(held) == digest({"allowed": ["a", "b"]})
-    # (a text spelling the markers' form is not a marked value)
+    # A text spelling a mark's form is not a marked value; nor a set a list, nor a tuple a
+    # record of the same fields.
     assert digest(("\x00named", "decimal.Decimal", "Decimal('1')")) != digest(Decimal("1"))
+    assert digest({"a", "b"}) == digest(frozenset({"b", "a"})) != digest(["a", "b"])
+    ramp = MaxTokensRamp(factor=2.0)
+    fields = tuple(getattr(ramp, field.name) for field in dataclasses.fields(ramp))
+    spelled = ("\x00record", f"{type(ramp).__module__}.{type(ramp).__qualname__}", fields)
+    assert digest(ramp) != digest(spelled)
+    # A set of records hashed by their identity, holding lists (their forms cannot be hashed:
+    # it raised `TypeError` from the call): by content.
+    assert digest({_Rule(["a"])}) == digest({_Rule(["a"])}) != digest({_Rule(["b"])})
+    # Never named alike: objects of the caller's, a subclass whose `repr` hides what it adds, a
+    # time in a zone whose `repr` is its address, a structure past the levels or the nodes
+    # named.
+    mine = object()
+    shared = [["a"] * 4] * 4
+    for unnamed in (
+        mine,
+        _Money("10", "EUR"),
+        datetime.time(9, tzinfo=_Zone(1)),
+        functools.reduce(lambda inner, _: [inner], range(40), ["a"]),
+        functools.reduce(lambda inner, _: (inner, inner), range(40), ("a",)),
+        [shared] * 5_000,
+    ):
+        assert digest(unnamed) != digest(unnamed)
+    assert digest(datetime.time(9, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))) != (
+        digest(datetime.time(9, tzinfo=datetime.timezone(datetime.timedelta(hours=5))))
+    )
+
+
+def test_the_sdk_s_records_are_named_once_an_object() -> None:
+    # A calibration or thresholds hold mappings, yet are the SDK's frozen records: named once
+    # an object (naming a fitted calibration again at each hit cost 0.9 ms), the same content
+    # alike in every process (`test_settings_are_named_by_their_content_in_every_process`).
+    from sdk.abstention import Thresholds
+    from sdk.cache import _key
+
+    thresholds = Thresholds.fixed({"/a": 0.25})
+    first = settings_digest((thresholds, 2))
+    assert _key._TEXTS[id(thresholds)][0] is thresholds
+    assert (
+        settings_digest((thresholds, 2))
+        == first
+        == settings_digest((Thresholds.fixed({"/a": 0.25}), 2))
+    )
