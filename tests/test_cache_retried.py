@@ -14,14 +14,24 @@ of a first attempt is served to any.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import datetime
+import functools
 import json
 import subprocess
 import sys
+import uuid
 import zlib
+from decimal import Decimal
+from typing import Any
 
 import pytest
+from pydantic import ValidationInfo
+from pydantic import field_validator
 
 from contracts import Decision
+from sdk import Contract
 from sdk import MaxTokensRamp
 from sdk import StructuredClient
 from sdk import StructuredOutputError
@@ -33,6 +43,7 @@ from sdk.cache import SQLiteCache
 from sdk.cache import settings_digest
 from sdk.providers import TestProvider
 from sdk.providers._base import Completion
+from sdk.providers.fallback import FallbackProvider
 from sdk.stop_reason import StopReason
 
 ANSWER = json.dumps({"reasoning": "Within policy.", "answer": "approve", "confidence": "high"})
@@ -137,3 +148,243 @@ def test_settings_are_named_by_their_content_in_every_process() -> None:
         for _ in range(2)
     ]  # fmt: skip
     assert made[0] == made[1] and len(made[0]) == 32
+
+
+def _steered(request: object) -> str:
+    """A provider whose answer its request steers: a first request (one message, at most 100
+    tokens) is approved; one quoting an earlier reply (feedback), or with more room, is not."""
+    messages, max_tokens = request.messages, request.max_tokens  # type: ignore[attr-defined]
+    answer = "approve" if len(messages) == 1 and max_tokens <= 100 else "reject"
+    return json.dumps({"reasoning": "Within policy.", "answer": answer, "confidence": "high"})
+
+
+@pytest.mark.parametrize(
+    ("first", "settings"),
+    [
+        pytest.param(INVALID, {"retries": 1}, id="feedback"),
+        pytest.param(CUT, {"truncation": MaxTokensRamp(factor=2.0)}, id="ramp"),
+    ],
+)
+def test_a_fallback_s_answer_to_another_provider_s_retry_is_not_stored(
+    first: object, settings: dict[str, object]
+) -> None:
+    # A's reply failed and was retried; the retry failed with an error no retry fixes, and the
+    # list moved on to B with A's retry (its feedback quoting A's reply, or the ramped
+    # max_tokens). B's answer was stored under B's first request's key and served to a client
+    # of B alone, which without a cache sends B that first request and is answered otherwise.
+    cache = MemoryCache()
+    a = TestProvider([first, TestProvider.provider_error(400, "bad request")], model="model-a")
+    b = TestProvider([_steered], repeat=True, model="model-b")
+    listed = StructuredClient(FallbackProvider([a, b]), cache=cache, **settings)  # type: ignore[arg-type]
+    made = listed.generate(Decision, prompt="Approve?", max_tokens=100)
+    assert made.value.answer == "reject" and made.model == "model-b"
+    assert [note.kind for note in made.notes] == ["cache_not_stored"]
+    assert "retry of another's reply" in str(made.notes[0].received)
+    assert cache.stats().entries == 0
+    alone = TestProvider([_steered], repeat=True, model="model-b")
+    served = StructuredClient(alone, cache=cache, **settings).generate(  # type: ignore[arg-type]
+        Decision, prompt="Approve?", max_tokens=100
+    )
+    assert (served.value.answer, served.cached, len(alone.requests)) == ("approve", False, 1)
+
+
+def test_a_fallback_s_answer_to_its_own_first_request_is_stored() -> None:
+    # A fails before any reply (its first request refused with a 400): B is sent its own first
+    # request, and its answer is B's, served to a client of B alone.
+    cache = MemoryCache()
+    a = TestProvider([TestProvider.provider_error(400, "bad request")], model="model-a")
+    b = TestProvider([_steered], repeat=True, model="model-b")
+    made = StructuredClient(FallbackProvider([a, b]), cache=cache, retries=1).generate(
+        Decision, prompt="Approve?", max_tokens=100
+    )
+    assert made.value.answer == "approve" and not made.notes
+    alone = TestProvider([], model="model-b")
+    served = StructuredClient(alone, cache=cache, retries=1).generate(
+        Decision, prompt="Approve?", max_tokens=100
+    )
+    assert served.cached and served.value.answer == "approve" and not alone.requests
+
+
+class Pick(Contract):
+    """An answer from the caller's allowed list (`context={"allowed": [...]}`)."""
+
+    answer: str
+
+    @field_validator("answer")
+    @classmethod
+    def _allowed(cls, answer: str, info: ValidationInfo) -> str:
+        allowed = (info.context or {}).get("allowed")
+        if allowed is not None and answer not in allowed:
+            raise ValueError(f"answer must be one of {allowed}")
+        return answer
+
+
+def _pick(answer: str) -> str:
+    return json.dumps({"answer": answer})
+
+
+def test_a_context_changed_in_place_is_other_settings() -> None:
+    # The spec copies a `context` one level: the validators read the caller's lists as they are
+    # now. Its digest was remembered by the objects, so a list changed in place left it as it
+    # was, and the answer a retry made under the old list was served: uncached, the same client
+    # accepts its first reply now.
+    allowed = ["reject"]
+    cache = MemoryCache()
+    client = StructuredClient(
+        TestProvider([_pick("approve"), _pick("reject"), _pick("approve")]), cache=cache,
+        context={"allowed": allowed}, retries=1,
+    )  # fmt: skip
+    made = client.generate(Pick, prompt="Decide?")
+    assert (made.value.answer, made.cached) == ("reject", False)
+    assert client.generate(Pick, prompt="Decide?").cached  # (the same list: served)
+    allowed.append("approve")
+    again = client.generate(Pick, prompt="Decide?")
+    assert (again.value.answer, again.cached) == ("approve", False)
+
+
+@pytest.mark.parametrize(
+    ("value", "served"),
+    [
+        (Decimal("100.50"), True),
+        (datetime.date(2026, 12, 7), True),
+        (datetime.datetime(2026, 12, 7, 9, 30, tzinfo=datetime.UTC), True),
+        (uuid.UUID(int=7), True),
+        (frozenset({"a", 1}), True),
+        (object(), False),
+        (collections.deque(["a"]), False),
+    ],
+    ids=["decimal", "date", "datetime", "uuid", "frozenset", "object", "deque"],
+)
+def test_a_context_is_named_by_its_content_or_never_served(value: object, served: bool) -> None:
+    # The spec makes its own copy of a `context` for each call, and a context holding anything
+    # but plain data was named by that copy: never the same twice, so an answer made after
+    # retries was dropped by the next call of the same settings, and asked for again. The
+    # standard library's unchanging values are named by content now; a value that cannot be
+    # named so (an object of the caller's, a deque it may change in place) is never served an
+    # answer made after retries (asked again: a miss, never another's answer).
+    cache = MemoryCache()
+    context = {"allowed": ["reject"], "limit": value}
+    for again in (False, True):
+        provider = TestProvider([_pick("approve"), _pick("reject")])
+        made = StructuredClient(provider, cache=cache, retries=1).generate(
+            Pick, prompt="Decide?", context=context
+        )
+        assert (made.value.answer, made.cached) == ("reject", again and served)
+        assert len(provider.requests) == (0 if again and served else 2)
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        lambda: collections.deque(["reject"]),
+        lambda: _Listed(["reject"]),
+        lambda: collections.UserList(["reject"]),
+    ],
+    ids=["deque", "list-subclass", "UserList"],
+)
+def test_a_client_s_context_of_containers_it_cannot_name_is_never_served(held: Any) -> None:
+    # A context the client holds, with a list the caller changes in place that the digest
+    # cannot name by content (a deque, a subclass of list): it was named
+    # by a token of its object, the same after the change, and the answer its old content
+    # made after a retry was served; uncached, the same client accepts its first reply now.
+    allowed = held()
+    cache = MemoryCache()
+    client = StructuredClient(
+        TestProvider([_pick("approve"), _pick("reject"), _pick("approve")]), cache=cache,
+        context={"allowed": allowed}, retries=1,
+    )  # fmt: skip
+    assert client.generate(Pick, prompt="Decide?").value.answer == "reject"
+    allowed.append("approve")
+    again = client.generate(Pick, prompt="Decide?")
+    assert (again.value.answer, again.cached) == ("approve", False)
+
+
+class _Listed(list[str]):
+    """A list of the caller's own class."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Rule:
+    words: list[str]
+
+
+class _Zone(datetime.tzinfo):
+    """A time zone of the caller's: its `repr` is its address, not its offset."""
+
+    def __init__(self, hours: int) -> None:
+        self.hours = hours
+
+    def utcoffset(self, when: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(hours=self.hours)
+
+
+class _Money(Decimal):
+    """A subclass whose `repr` is a `Decimal`'s: what it adds is not shown."""
+
+    def __new__(cls, amount: str, currency: str) -> _Money:
+        made = super().__new__(cls, amount)
+        made.currency = currency  # type: ignore[attr-defined]
+        return made
+
+
+def test_settings_are_named_by_what_they_hold() -> None:
+    # The standard library's values that cannot change by their content, in any process; lists
+    # and mappings by what they hold now; what cannot be named by content never twice alike.
+    def digest(*settings: object) -> str:
+        return settings_digest(settings)
+
+    assert digest({"at": Decimal("1.5")}) == digest({"at": Decimal("1.5")})
+    assert digest({"at": Decimal("1.5")}) != digest({"at": Decimal("1.50")})  # (a miss only)
+    assert digest(datetime.date(2026, 1, 2)) != digest(datetime.date(2026, 1, 3))
+    assert digest(Decimal("1")) != digest(1) != digest("1")
+    assert digest({Decimal("1"): "a"}) == digest({Decimal("1"): "a"})  # (keys too)
+    held = {"allowed": ["a"]}
+    before = digest(held)
+    held["allowed"].append("b")
+    assert digest(held) != before
+    assert digest(held) == digest({"allowed": ["a", "b"]})
+    # A text spelling a mark's form is not a marked value; nor a set a list, nor a tuple a
+    # record of the same fields.
+    assert digest(("\x00named", "decimal.Decimal", "Decimal('1')")) != digest(Decimal("1"))
+    assert digest({"a", "b"}) == digest(frozenset({"b", "a"})) != digest(["a", "b"])
+    ramp = MaxTokensRamp(factor=2.0)
+    fields = tuple(getattr(ramp, field.name) for field in dataclasses.fields(ramp))
+    spelled = ("\x00record", f"{type(ramp).__module__}.{type(ramp).__qualname__}", fields)
+    assert digest(ramp) != digest(spelled)
+    # A set of records hashed by their identity, holding lists (their forms cannot be hashed:
+    # it raised `TypeError` from the call): by content.
+    assert digest({_Rule(["a"])}) == digest({_Rule(["a"])}) != digest({_Rule(["b"])})
+    # Never named alike: objects of the caller's, a subclass whose `repr` hides what it adds, a
+    # time in a zone whose `repr` is its address, a structure past the levels or the nodes
+    # named.
+    mine = object()
+    shared = [["a"] * 4] * 4
+    for unnamed in (
+        mine,
+        _Money("10", "EUR"),
+        datetime.time(9, tzinfo=_Zone(1)),
+        functools.reduce(lambda inner, _: [inner], range(40), ["a"]),
+        functools.reduce(lambda inner, _: (inner, inner), range(40), ("a",)),
+        [shared] * 5_000,
+    ):
+        assert digest(unnamed) != digest(unnamed)
+    assert digest(datetime.time(9, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))) != (
+        digest(datetime.time(9, tzinfo=datetime.timezone(datetime.timedelta(hours=5))))
+    )
+
+
+def test_the_sdk_s_records_are_named_once_an_object() -> None:
+    # A calibration or thresholds hold mappings, yet are the SDK's frozen records: named once
+    # an object (naming a fitted calibration again at each hit cost 0.9 ms), the same content
+    # alike in every process (`test_settings_are_named_by_their_content_in_every_process`).
+    from sdk.abstention import Thresholds
+    from sdk.cache import _key
+
+    thresholds = Thresholds.fixed({"/a": 0.25})
+    first = settings_digest((thresholds, 2))
+    assert _key._TEXTS[id(thresholds)][0] is thresholds
+    assert (
+        settings_digest((thresholds, 2))
+        == first
+        == settings_digest((Thresholds.fixed({"/a": 0.25}), 2))
+    )

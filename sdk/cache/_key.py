@@ -32,14 +32,22 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import datetime
+import decimal
+import fractions
 import hashlib
 import json
 import operator
+import pathlib
 import secrets
 import sys
+import uuid
+import zoneinfo
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from enum import Enum
+from types import MappingProxyType
 from typing import Any
 from typing import Final
 from typing import TypeAlias
@@ -120,57 +128,173 @@ def rendered_key(rendered: object) -> str:
 
 def settings_digest(settings: Iterable[object]) -> str:
     """A digest of a call's `settings` (what an answer made after retries is kept with:
-    `Entry.retried`), each named by its content where it is plain data or a frozen record of
-    plain data (its class and its fields), else by a name of its own (`token_of`: the same
-    object, the same name, in this process: another never shares it)."""
+    `Entry.retried`), each named by its content (`_setting_text`) the same in every process;
+    a setting that cannot be so named by a name of its own, never given again (the answer is
+    served to no other call: a miss, never another's answer)."""
     values = tuple(settings)
     place = tuple(map(id, values))
     found = _DIGESTS.get(place)
     if found is not None and all(map(operator.is_, found[0], values)):
-        return found[1]  # (the same objects: a spec's own, never changed in place)
-    named = "\x1f".join(_setting_text(value) for value in values)
-    digest = hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    with _digesting:
-        _DIGESTS[place] = (values, digest)
-        while len(_DIGESTS) > _DIGESTS_KEPT:
-            del _DIGESTS[next(iter(_DIGESTS))]
+        return found[1]  # (the same objects, none of which changes: `_may_change`)
+    named = [_text_of(value) for value in values]
+    text = "\x1f".join(text for text, _ in named)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    if not any(changes for _, changes in named):  # (a `context` holding the caller's lists)
+        _remember(_DIGESTS, place, (values, digest))
     return digest
+
+
+def _text_of(value: object) -> tuple[str, bool]:
+    """`value`'s name in a digest (`_setting_text`), and whether it may change while it stays
+    the same object (`_may_change`): the name of one that cannot is remembered by the object
+    (a `context` named anew beside the call's other settings costs only its own)."""
+    found = _TEXTS.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1], False
+    text = _setting_text(value)
+    changes = text.startswith(_UNNAMED) or _may_change(value)
+    if not changes:
+        _remember(_TEXTS, id(value), (value, text))
+    return text, changes
+
+
+def _remember(kept: dict[Any, Any], key: object, value: object) -> None:
+    """Keep `value` under `key` in `kept` (`_DIGESTS`, `_TEXTS`, `_FIELDS`), the oldest gone
+    past `_DIGESTS_KEPT`."""
+    with _digesting:
+        kept[key] = value
+        while len(kept) > _DIGESTS_KEPT:
+            del kept[next(iter(kept))]
 
 
 _DIGESTS: dict[tuple[int, ...], tuple[tuple[object, ...], str]] = {}
 """The digests of the last settings asked about, by their objects (held, so their ids are never
-another's): a hit on an answer made after retries asks its call's settings again."""
+another's), where none of them may change in place (`_may_change`): a hit on an answer made
+after retries asks its call's settings again."""
+_TEXTS: dict[int, tuple[object, str]] = {}
+"""The names of the last settings that cannot change (`_text_of`), by their objects (held)."""
 _DIGESTS_KEPT = 256
+_UNNAMED = "unnamed:"
 _digesting = _fork.lock()
 
 
 def _setting_text(value: object) -> str:
-    text = plain_text(_plain_form(value))
-    return text if text is not None else f"token:{token_of(value)}"
+    """`value` named by its content (`_plain_form`), or, where it cannot be, by a name never
+    given again."""
+    try:
+        text = plain_text(_plain_form(value, 0, [_PLAIN_NODES]))
+    except TypeError:  # (a set's item or a mapping's key whose form cannot be hashed)
+        text = None
+    return text if text is not None else _UNNAMED + secrets.token_hex(16)
 
 
-def _plain_form(value: object, depth: int = 0) -> object:
-    """`value` with each frozen record in it as its class's name and its compared fields, and
-    each mapping as a dict (for `plain_text`); past `_PLAIN_DEPTH` levels, something that is
-    not plain data (the whole named by a token)."""
+def _may_change(value: object, depth: int = 0) -> bool:
+    """Whether what names `value` (`_setting_text`) may change while it stays the same object
+    (its digest is then not remembered by the object): anything but plain values, the
+    standard library's that cannot change, tuples and records of them, and the SDK's own
+    records (a calibration, thresholds, a ramp: frozen, and taken as they were made). A
+    `context` holds the caller's own lists, which the validators read as they are now."""
+    kind: type[Any] = type(value)
+    if value is None or kind in _UNCHANGING or kind in _NAMED_BY_REPR or isinstance(value, Enum):
+        return False
     if depth > _PLAIN_DEPTH:
+        return True
+    if kind is tuple or kind is frozenset:
+        return any(_may_change(item, depth + 1) for item in cast("tuple[object, ...]", value))
+    compared = _compared_fields(kind)
+    if compared is None:
+        return True
+    if kind.__module__.split(".", 1)[0] == "sdk":
+        return False
+    if not kind.__dataclass_params__.frozen:
+        return True
+    return any(_may_change(getattr(value, name), depth + 1) for name in compared)
+
+
+_UNCHANGING = frozenset({bool, int, float, str, bytes})
+
+
+def _plain_form(value: object, depth: int, budget: list[int]) -> object:
+    """`value` as plain data for `plain_text`, marked apart from plain data that spells it:
+    each record (a dataclass's) as its class's name and its compared fields, each `dict` (or
+    read-only view of one) as a dict, each set as its items' sorted texts, and each value of
+    the standard library's that cannot change (`_NAMED_BY_REPR`: a `Decimal`, a date, a time
+    in a `timezone`) as its class's name and its `repr`. Anything else (an object of the
+    caller's, a subclass of a list, a mapping of another kind), past `_PLAIN_DEPTH` levels or
+    past `budget`'s nodes, is not plain data (`_NOT_PLAIN`: the setting is not named by its
+    content)."""
+    budget[0] -= 1
+    kind: type[Any] = type(value)
+    if kind is str:
+        text = cast("str", value)
+        return "\x00" + text if text.startswith("\x00") else text  # (never one of the marks)
+    if value is None or kind in _UNCHANGING:
+        return value
+    if depth > _PLAIN_DEPTH or budget[0] < 0:
         return _NOT_PLAIN
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        made = type(value)
-        return (f"{made.__module__}.{made.__qualname__}", tuple(
-            _plain_form(getattr(value, f.name), depth + 1)
-            for f in dataclasses.fields(value) if f.compare
+    if kind is tuple or kind is list:
+        items = [_plain_form(item, depth + 1, budget) for item in cast("list[object]", value)]
+        return tuple(items) if kind is tuple else items
+    if kind is dict or kind is MappingProxyType:
+        return {
+            _plain_form(key, depth + 1, budget): _plain_form(item, depth + 1, budget)
+            for key, item in cast("Mapping[object, object]", value).items()
+        }
+    if kind is set or kind is frozenset:
+        texts = [
+            plain_text(_plain_form(item, depth + 1, budget))
+            for item in cast("set[object]", value)
+        ]  # fmt: skip
+        shown = [text for text in texts if text is not None]
+        return (_SET, tuple(sorted(shown))) if len(shown) == len(texts) else _NOT_PLAIN
+    if kind in _NAMED_BY_REPR and _tz_named(value):
+        return (_NAMED, f"{kind.__module__}.{kind.__qualname__}", repr(value))
+    if isinstance(value, Enum):
+        return value if plain_text(value) is not None else _NOT_PLAIN
+    compared = _compared_fields(kind)
+    if compared is not None:
+        return (_RECORD, f"{kind.__module__}.{kind.__qualname__}", tuple(
+            _plain_form(getattr(value, name), depth + 1, budget) for name in compared
         ))  # fmt: skip
-    if isinstance(value, Mapping):  # (a read-only view too: named as the dict it shows)
-        return {key: _plain_form(item, depth + 1) for key, item in value.items()}
-    if type(value) is tuple or type(value) is list:
-        items = [_plain_form(item, depth + 1) for item in cast("list[object]", value)]
-        return tuple(items) if type(value) is tuple else items
-    return value
+    return _NOT_PLAIN
 
 
+def _tz_named(value: object) -> bool:
+    """Whether `value`'s `repr` is its content: a date or time's time zone is none, a
+    `timezone` or a `ZoneInfo` (another's `repr` may be an address)."""
+    zone = getattr(value, "tzinfo", None)
+    return zone is None or type(zone) in (datetime.timezone, zoneinfo.ZoneInfo)
+
+
+def _compared_fields(kind: type[Any]) -> tuple[str, ...] | None:
+    """The compared fields of a dataclass `kind`'s records, `None` for another class (found
+    once a class, for the last classes asked)."""
+    found = _FIELDS.get(kind, _UNKNOWN)
+    if found is not _UNKNOWN:
+        return cast("tuple[str, ...] | None", found)
+    made = None
+    if dataclasses.is_dataclass(kind):
+        made = tuple(f.name for f in dataclasses.fields(kind) if f.compare)
+    _remember(_FIELDS, kind, made)
+    return made
+
+
+_FIELDS: dict[type[Any], tuple[str, ...] | None] = {}
+_UNKNOWN = object()
 _PLAIN_DEPTH = 32
+_PLAIN_NODES = 65_536
+"""The values past which a setting is not named by its content (a list of a million)."""
 _NOT_PLAIN = object()
+_NAMED_BY_REPR = frozenset({
+    decimal.Decimal, fractions.Fraction, complex, datetime.date, datetime.datetime,
+    datetime.time, datetime.timedelta, datetime.timezone, uuid.UUID, pathlib.PurePosixPath,
+    pathlib.PureWindowsPath, pathlib.PosixPath, pathlib.WindowsPath,
+})  # fmt: skip
+"""The standard library's classes whose values cannot change and whose `repr` is their content
+(these classes exactly: a subclass's `repr` may not show what it adds)."""
+_NAMED = "\x00named"
+_RECORD = "\x00record"
+_SET = "\x00set"
 
 
 def cache_key(scope: Mapping[str, Any], request: CompletionRequest, wire: Any) -> str:

@@ -257,6 +257,9 @@ class Attempts:
         self._feedback: tuple[Message, ...] = ()
         self._max_tokens = spec.transport.max_tokens
         self._used: dict[str, int] = {}
+        # Whether a fallback list's provider was sent the retry another provider's reply led to
+        # (its feedback, a ramped `max_tokens`): its answer is then not stored (`_store`).
+        self._carried_over = False
         self._over_budget = False
         self._transport: TransportRetries | None = None
         deadline = self.settings.deadline
@@ -540,6 +543,17 @@ class Attempts:
             # another answered from: no provider's answer alone (a client of the one that
             # answered would be served the other's working as its own).
             why = "an answer two providers of the fallback list made (one phase each)"
+            self._notes.append(Note("", why, None, kind="cache_not_stored"))
+            return
+        if self._carried_over:
+            # The provider that answered was sent the retry an earlier provider's reply led to
+            # (that reply quoted in feedback, or the `max_tokens` its cut-off raised), not its
+            # own first request, which is all its key says: a client of it alone would be
+            # served an answer it could not get.
+            why = (
+                "an answer the fallback list's next provider made to the retry of another's "
+                "reply (its feedback or raised max_tokens), not to its own first request"
+            )
             self._notes.append(Note("", why, None, kind="cache_not_stored"))
             return
         key = self._cache_key
@@ -870,6 +884,10 @@ class Attempts:
                 continue
             self._moved_to(candidate)
             self._transport = None
+            if self._feedback or self._max_tokens != self._spec.transport.max_tokens:
+                # (the next request is the last one's retry, not the candidate's first: an
+                # answer to it is no answer to the key it would be stored under)
+                self._carried_over = True
             logger.debug("falling back from %s to %s", previous.name, candidate.name)
             return True
         return False
