@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from contracts import Decision
 from sdk.batch import BatchError
 from sdk.batch import BatchInputError
+from sdk.batch import BatchJob
 from sdk.batch import JobRunning
 from sdk.batch import LocalBackend
 from sdk.batch._lock import RunnerLock
@@ -51,11 +53,16 @@ def test_a_lock_file_of_another_user_is_refused_naming_its_owner(tmp_path: Path)
     # Another user planted `out.jsonl.job.db.lock` (world-writable, in a shared folder) and held
     # a flock on it: on main `run` said the job "is running: another process (starting)... stop
     # it with `sdk batch cancel`" (which did nothing), `status` said not started, and the job
-    # was blocked for as long as they liked.
+    # was blocked for as long as they liked. (Here over a job run before, whose state file
+    # `status` reads; a new job's is not made: the next test.)
     items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
     write_items(items, 3)
     state = tmp_path / "out.jsonl.job.db"
+    with fanout(0.0) as url:
+        first = sdk_run(*local_run(url, items, out), timeout=60)
+    assert first.returncode == 0, first.stderr
     lock = lock_path(state)
+    lock.unlink()  # (the job's own, made by its run: another user's is put in its place)
     lock.touch()
     os.chown(lock, NOBODY, NOBODY)
     lock.chmod(0o666)
@@ -74,6 +81,30 @@ def test_a_lock_file_of_another_user_is_refused_naming_its_owner(tmp_path: Path)
     assert json.loads(shown.stdout)["runner"] is None  # (not taken for a runner of the job)
     found = lock.stat()
     assert (found.st_uid, found.st_size) == (NOBODY, 0)  # left as it was
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user is made by root alone")
+def test_a_lock_file_of_another_user_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    # On main the refusal came from the run, after `BatchJob.create` had made the new job's
+    # state file: the CLI printed `job state: ...` and left `out.jsonl.job.db` behind, a job that
+    # could never run there.
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 3)
+    state = tmp_path / "out.jsonl.job.db"
+    lock = lock_path(state)
+    lock.touch()
+    os.chown(lock, NOBODY, NOBODY)
+    ran = sdk_run(*local_run(NOWHERE, items, out), timeout=60)
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.splitlines() == [
+        f"error: {lock} is a lock file of another user (uid {NOBODY}): a job locks only a file "
+        "of its own, so it does not run on theirs; remove it, or give another --state"
+    ]
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with pytest.raises(BatchError, match=f"is a lock file of another user \\(uid {NOBODY}\\)"):
+        BatchJob.create(state, contract=Decision, backend=backend, input=items, out=out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl", lock.name]
+    assert (lock.stat().st_uid, lock.stat().st_size) == (NOBODY, 0)  # left as it was
 
 
 # --- a refusal never names a process that is gone ---

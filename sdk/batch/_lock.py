@@ -30,6 +30,7 @@ import os
 import secrets
 import socket
 import sqlite3
+import stat
 import time
 from dataclasses import asdict
 from dataclasses import dataclass
@@ -43,7 +44,14 @@ from sdk.batch._errors import JobRunning
 from sdk.batch._output import refuse_dangling_link
 from sdk.batch._state import JobState
 
-__all__ = ["LEASE_SECONDS", "Holder", "RunnerLock", "lock_path", "running_holder"]
+__all__ = [
+    "LEASE_SECONDS",
+    "Holder",
+    "RunnerLock",
+    "lock_path",
+    "refuse_foreign_lock",
+    "running_holder",
+]
 
 LEASE_SECONDS = 60.0
 """A lease not renewed for this long is taken over (its holder renews it every few seconds)."""
@@ -137,16 +145,7 @@ class RunnerLock:
                 "is its own, and a job does not lock a file through a link; remove the link"
             ) from None
         try:
-            owner = os.fstat(fd).st_uid
-            if owner not in (os.geteuid(), _owner(self.state.path)):
-                # Another user's file (planted in a shared folder): whoever holds it would hold
-                # the job for ever, and be taken for a runner of the job. (The state file's
-                # owner's is the job's: root resuming a user's job takes their lock file.)
-                raise BatchError(
-                    f"{self.path} is a lock file of another user (uid {owner}): a job locks only "
-                    "a file of its own, so it does not run on theirs; remove it, or give "
-                    "another --state"
-                )
+            _refuse_foreign(self.path, os.fstat(fd).st_uid, self.state.path)
             locked = _try_lock(fd, exclusive=True)
         except BaseException:
             os.close(fd)
@@ -292,6 +291,31 @@ def running_holder(state: JobState) -> Holder | None:
     if holder is not None and not _abandoned(holder, time.time()):
         return holder  # a lease without the lock: a runner on a host our lock does not reach
     return None
+
+
+def refuse_foreign_lock(state: Path) -> None:
+    """`BatchError` if the lock file of the job in `state` is there already and is another
+    user's (`RunnerLock.acquire` would refuse it): said before a new job's state file is made,
+    which would be left behind by the refusal. Nothing is made or changed."""
+    path = lock_path(state)
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return  # (none yet: the run makes it)
+    if not stat.S_ISLNK(found.st_mode):  # (a link: `acquire` refuses it, naming its target)
+        _refuse_foreign(path, found.st_uid, state)
+
+
+def _refuse_foreign(path: Path, owner: int, state: Path) -> None:
+    """`BatchError` if the lock file at `path`, of uid `owner`, is not the job's (in `state`)."""
+    if owner not in (os.geteuid(), _owner(state)):
+        # Another user's file (planted in a shared folder): whoever holds it would hold the job
+        # for ever, and be taken for a runner of the job. (The state file's owner's is the
+        # job's: root resuming a user's job takes their lock file.)
+        raise BatchError(
+            f"{path} is a lock file of another user (uid {owner}): a job locks only a file of "
+            "its own, so it does not run on theirs; remove it, or give another --state"
+        )
 
 
 def unwritable(state: Path, path: Path, error: OSError) -> str:
