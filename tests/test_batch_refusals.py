@@ -34,6 +34,10 @@ from tests.batch_support import local_clients
 from tests.batch_support import write_items
 from tests.test_batch_integrity import local_run
 from tests.test_batch_integrity import sdk_run
+from tests.test_shared_files import ENV
+from tests.test_shared_files import REPO
+from tests.test_shared_files import WAIT
+from tests.test_shared_files import _no_write_permission
 from tests.test_shared_files import read_only
 from tests.test_shared_files import run_as_reader
 
@@ -179,6 +183,63 @@ def test_resume_and_cancel_in_a_folder_this_process_cannot_write(tmp_path: Path)
         shown = run_as_reader("batch", "status", "--state", str(state), "--json")
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["ok"] == 3
+
+
+_OPENER = """
+import json, sys
+from collections import Counter
+from pathlib import Path
+from sdk.batch import BatchError, BatchJob, LocalBackend, job_summary
+from contracts import Decision
+from tests.batch_support import local_clients
+state, items = Path(sys.argv[1]), Path(sys.argv[2])
+said = {}
+for how in ("open", "create"):
+    backend = LocalBackend(local_clients(Counter(), {}))
+    try:
+        if how == "open":
+            job = BatchJob.open(state, contract=Decision, backend=backend)
+        else:
+            job = BatchJob.create(state, contract=Decision, backend=backend, input=items,
+                                  out=state.parent / "out.jsonl")
+        job.close()
+        said[how] = None
+    except BatchError as error:
+        said[how] = [type(error).__name__, str(error)]
+said["summary_ok"] = job_summary(state).ok  # (what the refusal says reads it)
+print(json.dumps(said))
+"""
+
+
+def test_a_job_in_a_folder_this_process_cannot_write_opened_from_python(tmp_path: Path) -> None:
+    # On main `BatchJob.open` and `BatchJob.create` there said "open it with readonly=True to
+    # only read it": neither takes `readonly`, and the folder, the cause, went unnamed.
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    items = tmp_path / "items.jsonl"
+    write_items(items, 3)
+    with job_for(folder, items, LocalBackend(local_clients(Counter(), {}))) as job:
+        assert job.run().ok == 3
+    (folder / "job.db.lock").unlink()  # (as on a copy of the job: no lock file yet)
+    state = folder / "job.db"
+    with read_only(folder):
+        opened = subprocess.run(
+            [sys.executable, "-c", _OPENER, str(state), str(items)], cwd=REPO, env=ENV,
+            capture_output=True, text=True, timeout=WAIT,
+            preexec_fn=_no_write_permission if os.geteuid() == 0 else None,
+        )  # fmt: skip
+    assert opened.returncode == 0, opened.stderr
+    said = json.loads(opened.stdout)
+    assert said["summary_ok"] == 3
+    for how in ("open", "create"):
+        kind, error = said[how]
+        assert kind == "StateFileError", (how, kind, error)
+        assert error.startswith(f"{state} cannot be written by this process ("), (how, error)
+        assert f"its folder {folder} cannot be written by it (a read-only file system" in error
+        assert error.endswith(
+            f"`sdk.batch.job_summary('{state}')` (`sdk batch status`) reads it without writing"
+        ), (how, error)
+        assert "readonly=True" not in error, (how, error)
 
 
 # --- ids and paths as given ---

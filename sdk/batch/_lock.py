@@ -330,7 +330,8 @@ def unwritable(state: Path, path: Path, error: OSError) -> str:
         )
     return (
         f"{path} cannot be made or opened ({error.strerror or error}): {why}, so the job in "
-        f"{state} cannot be run from here; `sdk batch status --state {state}` reads it"
+        f"{state} cannot be run from here; `sdk batch status --state {state}` (in Python, "
+        "`sdk.batch.job_summary()`) reads it"
     )
 
 
