@@ -25,6 +25,8 @@ from sdk.batch import BatchInputError
 from sdk.batch import BatchJob
 from sdk.batch import JobRunning
 from sdk.batch import LocalBackend
+from sdk.batch import job_summary
+from sdk.batch._lock import LEASE_SECONDS
 from sdk.batch._lock import RunnerLock
 from sdk.batch._lock import lock_path
 from sdk.batch._state import JobState
@@ -120,9 +122,9 @@ def _dead_pid() -> int:
     return int(child.stdout)
 
 
-def _lease(state: JobState, pid: int) -> None:
-    lease = {"token": "0" * 16, "pid": pid, "host": os.uname().nodename, "since": 1.0e9,
-             "renewed": time.time(), "in_flight": 0}  # fmt: skip
+def _lease(state: JobState, pid: int, host: str | None = None, age: float = 0.0) -> None:
+    lease = {"token": "0" * 16, "pid": pid, "host": host or os.uname().nodename, "since": 1.0e9,
+             "renewed": time.time() - age, "in_flight": 0}  # fmt: skip
     with state.transaction() as db:
         state.put("runner", lease, db)
 
@@ -152,6 +154,40 @@ def test_a_refused_runner_never_names_a_holder_that_is_gone(tmp_path: Path) -> N
         assert f"is running: pid {os.getpid()} on " in str(named.value)
     finally:
         os.close(held)
+        state.close()
+
+
+def test_a_runner_on_another_host_is_one_for_status_as_for_run(tmp_path: Path) -> None:
+    # A runner on another host (the state file on a network file system) renewing its lease,
+    # its lock file here deleted (or never made on this side): on main `run` was refused naming
+    # it, while `status` said no process ran the job (`"runner": null`, "not started (resume
+    # it)"): `status` gave up at the missing lock file without reading the lease.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
+    state = JobState(tmp_path / "job.db")
+    far = _dead_pid()  # (no process here: a pid of another host is never looked up here)
+    try:
+        _lease(state, far, host="host-elsewhere")
+        assert not lock_path(state.path).exists()
+        shown = sdk_run("batch", "status", "--state", str(state.path), "--json", timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        runner = json.loads(shown.stdout)["runner"]
+        assert runner is not None and runner.startswith(f"pid {far} on host-elsewhere since ")
+        with pytest.raises(JobRunning) as refused:  # (its lock file made here: the lease decides)
+            RunnerLock(state).acquire()
+        assert f"is running: pid {far} on host-elsewhere since " in str(refused.value)
+        # Its lease not renewed for LEASE_SECONDS: taken over by a run, and not shown as a
+        # runner by `status` either.
+        _lease(state, far, host="host-elsewhere", age=LEASE_SECONDS + 1)
+        assert job_summary(state.path).runner is None
+        lock = RunnerLock(state)
+        lock.acquire()
+        try:
+            assert lock.replaced is not None and lock.replaced.host == "host-elsewhere"
+        finally:
+            lock.release()
+    finally:
         state.close()
 
 

@@ -268,23 +268,28 @@ class RunnerLock:
 
 def running_holder(state: JobState) -> Holder | None:
     """The process running the job now, or `None`: its lock file is locked (probed without
-    creating or changing anything) and the lease names it. For `status` and `cancel`."""
+    creating or changing anything) and the lease names it, or the lease is one a runner would
+    not take over (`_abandoned`: on another host, renewed within `LEASE_SECONDS`), with or
+    without a lock file here. For `status` and `cancel`."""
     try:
         # (O_NONBLOCK: a named pipe put at the lock's path would wait for a writer for ever)
         fd = os.open(lock_path(state.path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return None  # never run with a lock here
-    try:
-        # (a lock file of another user than the state file's, this process's or root's is not
-        # the job's: a runner refuses it, so whoever holds it does not run the job; root may run
-        # a user's job, making the lock file its own)
-        ours = os.fstat(fd).st_uid in (_owner(state.path), os.geteuid(), 0)
-        held = ours and not _try_lock(fd, exclusive=False)
-        if not held:
-            with contextlib.suppress(OSError):
-                _unlock(fd)
-    finally:
-        os.close(fd)
+        # Never run with a lock here, or its lock file deleted under a runner (whose lease,
+        # below, still names it: on another host, or on this one).
+        held = False
+    else:
+        try:
+            # (a lock file of another user than the state file's, this process's or root's is
+            # not the job's: a runner refuses it, so whoever holds it does not run the job; root
+            # may run a user's job, making the lock file its own)
+            ours = os.fstat(fd).st_uid in (_owner(state.path), os.geteuid(), 0)
+            held = ours and not _try_lock(fd, exclusive=False)
+            if not held:
+                with contextlib.suppress(OSError):
+                    _unlock(fd)
+        finally:
+            os.close(fd)
     holder = Holder.stored(state.get("runner"))
     if held:
         return holder or Holder("", 0, "?", time.time(), time.time())
