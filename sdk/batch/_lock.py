@@ -268,9 +268,9 @@ class RunnerLock:
 
 def running_holder(state: JobState) -> Holder | None:
     """The process running the job now, or `None`: its lock file is locked (probed without
-    creating or changing anything) and the lease names it, or the lease is one a runner would
-    not take over (`_abandoned`: on another host, renewed within `LEASE_SECONDS`), with or
-    without a lock file here. For `status` and `cancel`."""
+    creating or changing anything) and the lease names it, or, with or without a lock file
+    here, the lease is one a runner would not take over (not `_abandoned`: renewed within
+    `LEASE_SECONDS`, and on this host its process alive). For `status` and `cancel`."""
     try:
         # (O_NONBLOCK: a named pipe put at the lock's path would wait for a writer for ever)
         fd = os.open(lock_path(state.path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
