@@ -111,6 +111,9 @@ class Layout:
     synchronous: str = "NORMAL"
     """NORMAL: in WAL mode each transaction still commits whole, only the last commits may go on
     a power cut; FULL: a commit survives a power cut too."""
+    reading: str = "open it with readonly=True to only read it"
+    """How to read a file of this layout that this process cannot write, for its messages
+    (`{path}`: the file): the API that opens it so."""
 
 
 def open_file(
@@ -323,18 +326,25 @@ def typed(
             f"{path} could not be read: the process writing it kept its write-ahead log's "
             f"index unready for {timeout:g} s ({code}: {error})"
         )
+    reading = layout.reading.format(path=str(path))
     if code.startswith("SQLITE_READONLY"):  # another user's file, or in a folder of theirs
-        return layout.error(
-            f"{path} cannot be written by this process ({error}): open it with readonly=True "
-            "to only read it"
-        )
+        if not _folder_writable(path):
+            why = (
+                f"its folder {path.parent} cannot be written by it (a read-only file system, or "
+                "another user's folder); "
+            )
+        elif not os.access(path, os.W_OK):
+            why = "another user's file, or a read-only one; "
+        else:
+            why = ""
+        return layout.error(f"{path} cannot be written by this process ({error}): {why}{reading}")
     if code == "SQLITE_CANTOPEN":  # the file, or its write-ahead log or index beside it
         what = "cannot be made" if making else "cannot be opened"
         if not _folder_writable(path):
             why = (
-                "its folder cannot be written by this process (a read-only file system, or "
-                "another user's folder), so the files SQLite keeps beside it cannot be made: "
-                "open it with readonly=True to only read it"
+                f"its folder {path.parent} cannot be written by this process (a read-only file "
+                "system, or another user's folder), so the files SQLite keeps beside it cannot be "
+                f"made: {reading}"
             )
         else:
             why = (

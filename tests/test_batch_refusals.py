@@ -19,10 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from contracts import Decision
 from sdk.batch import BatchError
 from sdk.batch import BatchInputError
+from sdk.batch import BatchJob
 from sdk.batch import JobRunning
 from sdk.batch import LocalBackend
+from sdk.batch import job_summary
+from sdk.batch._lock import LEASE_SECONDS
 from sdk.batch._lock import RunnerLock
 from sdk.batch._lock import lock_path
 from sdk.batch._state import JobState
@@ -32,6 +36,10 @@ from tests.batch_support import local_clients
 from tests.batch_support import write_items
 from tests.test_batch_integrity import local_run
 from tests.test_batch_integrity import sdk_run
+from tests.test_shared_files import ENV
+from tests.test_shared_files import REPO
+from tests.test_shared_files import WAIT
+from tests.test_shared_files import _no_write_permission
 from tests.test_shared_files import read_only
 from tests.test_shared_files import run_as_reader
 
@@ -51,11 +59,16 @@ def test_a_lock_file_of_another_user_is_refused_naming_its_owner(tmp_path: Path)
     # Another user planted `out.jsonl.job.db.lock` (world-writable, in a shared folder) and held
     # a flock on it: on main `run` said the job "is running: another process (starting)... stop
     # it with `sdk batch cancel`" (which did nothing), `status` said not started, and the job
-    # was blocked for as long as they liked.
+    # was blocked for as long as they liked. (Here over a job run before, whose state file
+    # `status` reads; a new job's is not made: the next test.)
     items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
     write_items(items, 3)
     state = tmp_path / "out.jsonl.job.db"
+    with fanout(0.0) as url:
+        first = sdk_run(*local_run(url, items, out), timeout=60)
+    assert first.returncode == 0, first.stderr
     lock = lock_path(state)
+    lock.unlink()  # (the job's own, made by its run: another user's is put in its place)
     lock.touch()
     os.chown(lock, NOBODY, NOBODY)
     lock.chmod(0o666)
@@ -76,6 +89,30 @@ def test_a_lock_file_of_another_user_is_refused_naming_its_owner(tmp_path: Path)
     assert (found.st_uid, found.st_size) == (NOBODY, 0)  # left as it was
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user is made by root alone")
+def test_a_lock_file_of_another_user_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    # On main the refusal came from the run, after `BatchJob.create` had made the new job's
+    # state file: the CLI printed `job state: ...` and left `out.jsonl.job.db` behind, a job that
+    # could never run there.
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 3)
+    state = tmp_path / "out.jsonl.job.db"
+    lock = lock_path(state)
+    lock.touch()
+    os.chown(lock, NOBODY, NOBODY)
+    ran = sdk_run(*local_run(NOWHERE, items, out), timeout=60)
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.splitlines() == [
+        f"error: {lock} is a lock file of another user (uid {NOBODY}): a job locks only a file "
+        "of its own, so it does not run on theirs; remove it, or give another --state"
+    ]
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with pytest.raises(BatchError, match=f"is a lock file of another user \\(uid {NOBODY}\\)"):
+        BatchJob.create(state, contract=Decision, backend=backend, input=items, out=out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl", lock.name]
+    assert (lock.stat().st_uid, lock.stat().st_size) == (NOBODY, 0)  # left as it was
+
+
 # --- a refusal never names a process that is gone ---
 
 
@@ -85,9 +122,9 @@ def _dead_pid() -> int:
     return int(child.stdout)
 
 
-def _lease(state: JobState, pid: int) -> None:
-    lease = {"token": "0" * 16, "pid": pid, "host": os.uname().nodename, "since": 1.0e9,
-             "renewed": time.time(), "in_flight": 0}  # fmt: skip
+def _lease(state: JobState, pid: int, host: str | None = None, age: float = 0.0) -> None:
+    lease = {"token": "0" * 16, "pid": pid, "host": host or os.uname().nodename, "since": 1.0e9,
+             "renewed": time.time() - age, "in_flight": 0}  # fmt: skip
     with state.transaction() as db:
         state.put("runner", lease, db)
 
@@ -120,6 +157,40 @@ def test_a_refused_runner_never_names_a_holder_that_is_gone(tmp_path: Path) -> N
         state.close()
 
 
+def test_a_runner_on_another_host_is_one_for_status_as_for_run(tmp_path: Path) -> None:
+    # A runner on another host (the state file on a network file system) renewing its lease,
+    # its lock file here deleted (or never made on this side): on main `run` was refused naming
+    # it, while `status` said no process ran the job (`"runner": null`, "not started (resume
+    # it)"): `status` gave up at the missing lock file without reading the lease.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
+    state = JobState(tmp_path / "job.db")
+    far = _dead_pid()  # (no process here: a pid of another host is never looked up here)
+    try:
+        _lease(state, far, host="host-elsewhere")
+        assert not lock_path(state.path).exists()
+        shown = sdk_run("batch", "status", "--state", str(state.path), "--json", timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        runner = json.loads(shown.stdout)["runner"]
+        assert runner is not None and runner.startswith(f"pid {far} on host-elsewhere since ")
+        with pytest.raises(JobRunning) as refused:  # (its lock file made here: the lease decides)
+            RunnerLock(state).acquire()
+        assert f"is running: pid {far} on host-elsewhere since " in str(refused.value)
+        # Its lease not renewed for LEASE_SECONDS: taken over by a run, and not shown as a
+        # runner by `status` either.
+        _lease(state, far, host="host-elsewhere", age=LEASE_SECONDS + 1)
+        assert job_summary(state.path).runner is None
+        lock = RunnerLock(state)
+        lock.acquire()
+        try:
+            assert lock.replaced is not None and lock.replaced.host == "host-elsewhere"
+        finally:
+            lock.release()
+    finally:
+        state.close()
+
+
 # --- a folder this process cannot write ---
 
 
@@ -148,6 +219,63 @@ def test_resume_and_cancel_in_a_folder_this_process_cannot_write(tmp_path: Path)
         shown = run_as_reader("batch", "status", "--state", str(state), "--json")
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["ok"] == 3
+
+
+_OPENER = """
+import json, sys
+from collections import Counter
+from pathlib import Path
+from sdk.batch import BatchError, BatchJob, LocalBackend, job_summary
+from contracts import Decision
+from tests.batch_support import local_clients
+state, items = Path(sys.argv[1]), Path(sys.argv[2])
+said = {}
+for how in ("open", "create"):
+    backend = LocalBackend(local_clients(Counter(), {}))
+    try:
+        if how == "open":
+            job = BatchJob.open(state, contract=Decision, backend=backend)
+        else:
+            job = BatchJob.create(state, contract=Decision, backend=backend, input=items,
+                                  out=state.parent / "out.jsonl")
+        job.close()
+        said[how] = None
+    except BatchError as error:
+        said[how] = [type(error).__name__, str(error)]
+said["summary_ok"] = job_summary(state).ok  # (what the refusal says reads it)
+print(json.dumps(said))
+"""
+
+
+def test_a_job_in_a_folder_this_process_cannot_write_opened_from_python(tmp_path: Path) -> None:
+    # On main `BatchJob.open` and `BatchJob.create` there said "open it with readonly=True to
+    # only read it": neither takes `readonly`, and the folder, the cause, went unnamed.
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    items = tmp_path / "items.jsonl"
+    write_items(items, 3)
+    with job_for(folder, items, LocalBackend(local_clients(Counter(), {}))) as job:
+        assert job.run().ok == 3
+    (folder / "job.db.lock").unlink()  # (as on a copy of the job: no lock file yet)
+    state = folder / "job.db"
+    with read_only(folder):
+        opened = subprocess.run(
+            [sys.executable, "-c", _OPENER, str(state), str(items)], cwd=REPO, env=ENV,
+            capture_output=True, text=True, timeout=WAIT,
+            preexec_fn=_no_write_permission if os.geteuid() == 0 else None,
+        )  # fmt: skip
+    assert opened.returncode == 0, opened.stderr
+    said = json.loads(opened.stdout)
+    assert said["summary_ok"] == 3
+    for how in ("open", "create"):
+        kind, error = said[how]
+        assert kind == "StateFileError", (how, kind, error)
+        assert error.startswith(f"{state} cannot be written by this process ("), (how, error)
+        assert f"its folder {folder} cannot be written by it (a read-only file system" in error
+        assert error.endswith(
+            f"`sdk.batch.job_summary('{state}')` (`sdk batch status`) reads it without writing"
+        ), (how, error)
+        assert "readonly=True" not in error, (how, error)
 
 
 # --- ids and paths as given ---

@@ -30,6 +30,7 @@ import os
 import secrets
 import socket
 import sqlite3
+import stat
 import time
 from dataclasses import asdict
 from dataclasses import dataclass
@@ -43,7 +44,14 @@ from sdk.batch._errors import JobRunning
 from sdk.batch._output import refuse_dangling_link
 from sdk.batch._state import JobState
 
-__all__ = ["LEASE_SECONDS", "Holder", "RunnerLock", "lock_path", "running_holder"]
+__all__ = [
+    "LEASE_SECONDS",
+    "Holder",
+    "RunnerLock",
+    "lock_path",
+    "refuse_foreign_lock",
+    "running_holder",
+]
 
 LEASE_SECONDS = 60.0
 """A lease not renewed for this long is taken over (its holder renews it every few seconds)."""
@@ -137,16 +145,7 @@ class RunnerLock:
                 "is its own, and a job does not lock a file through a link; remove the link"
             ) from None
         try:
-            owner = os.fstat(fd).st_uid
-            if owner not in (os.geteuid(), _owner(self.state.path)):
-                # Another user's file (planted in a shared folder): whoever holds it would hold
-                # the job for ever, and be taken for a runner of the job. (The state file's
-                # owner's is the job's: root resuming a user's job takes their lock file.)
-                raise BatchError(
-                    f"{self.path} is a lock file of another user (uid {owner}): a job locks only "
-                    "a file of its own, so it does not run on theirs; remove it, or give "
-                    "another --state"
-                )
+            _refuse_foreign(self.path, os.fstat(fd).st_uid, self.state.path)
             locked = _try_lock(fd, exclusive=True)
         except BaseException:
             os.close(fd)
@@ -269,29 +268,59 @@ class RunnerLock:
 
 def running_holder(state: JobState) -> Holder | None:
     """The process running the job now, or `None`: its lock file is locked (probed without
-    creating or changing anything) and the lease names it. For `status` and `cancel`."""
+    creating or changing anything) and the lease names it, or, with or without a lock file
+    here, the lease is one a runner would not take over (not `_abandoned`: renewed within
+    `LEASE_SECONDS`, and on this host its process alive). For `status` and `cancel`."""
     try:
         # (O_NONBLOCK: a named pipe put at the lock's path would wait for a writer for ever)
         fd = os.open(lock_path(state.path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return None  # never run with a lock here
-    try:
-        # (a lock file of another user than the state file's, this process's or root's is not
-        # the job's: a runner refuses it, so whoever holds it does not run the job; root may run
-        # a user's job, making the lock file its own)
-        ours = os.fstat(fd).st_uid in (_owner(state.path), os.geteuid(), 0)
-        held = ours and not _try_lock(fd, exclusive=False)
-        if not held:
-            with contextlib.suppress(OSError):
-                _unlock(fd)
-    finally:
-        os.close(fd)
+        # Never run with a lock here, or its lock file deleted under a runner (whose lease,
+        # below, still names it: on another host, or on this one).
+        held = False
+    else:
+        try:
+            # (a lock file of another user than the state file's, this process's or root's is
+            # not the job's: a runner refuses it, so whoever holds it does not run the job; root
+            # may run a user's job, making the lock file its own)
+            ours = os.fstat(fd).st_uid in (_owner(state.path), os.geteuid(), 0)
+            held = ours and not _try_lock(fd, exclusive=False)
+            if not held:
+                with contextlib.suppress(OSError):
+                    _unlock(fd)
+        finally:
+            os.close(fd)
     holder = Holder.stored(state.get("runner"))
     if held:
         return holder or Holder("", 0, "?", time.time(), time.time())
     if holder is not None and not _abandoned(holder, time.time()):
         return holder  # a lease without the lock: a runner on a host our lock does not reach
     return None
+
+
+def refuse_foreign_lock(state: Path) -> None:
+    """`BatchError` if the lock file of the job in `state` is there already and is another
+    user's (`RunnerLock.acquire` would refuse it): said before a new job's state file is made,
+    which would be left behind by the refusal. Nothing is made or changed."""
+    path = lock_path(state)
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return  # (none yet: the run makes it)
+    if not stat.S_ISLNK(found.st_mode):  # (a link: `acquire` refuses it, naming its target)
+        _refuse_foreign(path, found.st_uid, state)
+
+
+def _refuse_foreign(path: Path, owner: int, state: Path) -> None:
+    """`BatchError` if the lock file at `path`, of uid `owner`, is not the job's (in `state`)."""
+    if owner not in (os.geteuid(), _owner(state)):
+        # Another user's file (planted in a shared folder): whoever holds it would hold the job
+        # for ever, and be taken for a runner of the job. (The state file's owner's is the
+        # job's: root resuming a user's job takes their lock file.)
+        raise BatchError(
+            f"{path} is a lock file of another user (uid {owner}): a job locks only a file of "
+            "its own, so it does not run on theirs; remove it, or give another --state"
+        )
 
 
 def unwritable(state: Path, path: Path, error: OSError) -> str:
@@ -306,7 +335,8 @@ def unwritable(state: Path, path: Path, error: OSError) -> str:
         )
     return (
         f"{path} cannot be made or opened ({error.strerror or error}): {why}, so the job in "
-        f"{state} cannot be run from here; `sdk batch status --state {state}` reads it"
+        f"{state} cannot be run from here; `sdk batch status --state {state}` (in Python, "
+        "`sdk.batch.job_summary()`) reads it"
     )
 
 

@@ -761,4 +761,6 @@ LAYOUT = _sqlite.Layout(
     identify=_identify,
     adopt_empty=False,
     synchronous="FULL",  # a committed transaction survives a power cut, not only a crash
+    # (`BatchJob` opens a job to run it, and takes no `readonly`)
+    reading="`sdk.batch.job_summary({path!r})` (`sdk batch status`) reads it without writing",
 )
