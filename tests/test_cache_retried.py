@@ -205,6 +205,28 @@ def test_a_fallback_s_answer_to_its_own_first_request_is_stored() -> None:
     assert served.cached and served.value.answer == "approve" and not alone.requests
 
 
+def test_a_fallback_s_first_answer_after_another_provider_s_retries_is_a_first_attempt_s() -> None:
+    # A refused, was asked again (a refusal retry sends the same request) and failed with an
+    # error no retry fixes; B was sent its own first request and answered it. Its answer was
+    # kept as one made after retries (A's), so a client of B alone that does not retry
+    # refusals was not served it, though it sends B that same first request.
+    cache = MemoryCache()
+    a = TestProvider(
+        [TestProvider.refusal("no"), TestProvider.provider_error(400, "bad request")],
+        model="model-a",
+    )
+    b = TestProvider([_steered], repeat=True, model="model-b")
+    made = StructuredClient(FallbackProvider([a, b]), cache=cache, refusal_retries=1).generate(
+        Decision, prompt="Approve?", max_tokens=100
+    )
+    assert made.value.answer == "approve" and len(b.requests) == 1 and not made.notes
+    alone = TestProvider([], model="model-b")
+    served = StructuredClient(alone, cache=cache, refusal_retries=0).generate(
+        Decision, prompt="Approve?", max_tokens=100
+    )
+    assert served.cached and served.value.answer == "approve" and not alone.requests
+
+
 class Pick(Contract):
     """An answer from the caller's allowed list (`context={"allowed": [...]}`)."""
 

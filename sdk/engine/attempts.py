@@ -260,6 +260,9 @@ class Attempts:
         # Whether a fallback list's provider was sent the retry another provider's reply led to
         # (its feedback, a ramped `max_tokens`): its answer is then not stored (`_store`).
         self._carried_over = False
+        # The retries used before the call moved to the provider it is with (a fallback list's
+        # later one): its answer was made after retries only if it used some of its own.
+        self._used_before: dict[str, int] = {}
         self._over_budget = False
         self._transport: TransportRetries | None = None
         deadline = self.settings.deadline
@@ -560,7 +563,7 @@ class Attempts:
         if self.provider is not self._keyed:
             key = self._cache_key_of(self.provider)
         try:
-            retried = self._retry_digest() if self._used else None
+            retried = self._retry_digest() if self._used != self._used_before else None
             self._cache.put(key, Entry(tuple(self._replies), retried))
         except NotStorable as error:  # (this answer only: the store is fine)
             self.not_stored(str(error))
@@ -888,6 +891,7 @@ class Attempts:
                 # (the next request is the last one's retry, not the candidate's first: an
                 # answer to it is no answer to the key it would be stored under)
                 self._carried_over = True
+            self._used_before = dict(self._used)
             logger.debug("falling back from %s to %s", previous.name, candidate.name)
             return True
         return False
