@@ -371,6 +371,44 @@ def test_a_cache_and_one_among_its_entries_made_at_once_are_never_both_made(
     assert all(outcomes.count("made") <= 1 for outcomes in rounds.values()), rounds
 
 
+def test_many_stores_of_a_cache_and_one_among_its_entries_made_at_once_hold_one_prefix(
+    redis_url: str,
+) -> None:
+    """Six stores of `P` and six of `P e:x:` made at once (a pool of workers each opening the
+    store it was given): the store that marked its prefix looked again, saw the other cache and
+    gave its mark back, but a store of its prefix that had read the mark meanwhile was made
+    without looking: stores of both prefixes were made in the first round of every probe run,
+    and the outer one's `clear` dropped the inner one's keys. Now every round, every store of
+    one prefix is made and every store of the other refused, and that prefix alone is marked."""
+    each = 6
+    for _ in range(15):
+        outer = f"m{next(_prefixes)}:"
+        inner = f"{outer}e:x:"
+        barrier = threading.Barrier(2 * each, timeout=WAIT)
+        got: list[tuple[str, str]] = []
+
+        def make(
+            prefix: str, barrier: threading.Barrier = barrier, got: list[tuple[str, str]] = got
+        ) -> None:
+            barrier.wait()
+            got.append((prefix, _make_or_refuse(redis_url, prefix)))
+
+        threads = [
+            threading.Thread(target=make, args=(prefix,)) for prefix in [outer, inner] * each
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT)
+            assert not thread.is_alive()
+        made = {prefix for prefix, outcome in got if outcome == "made"}
+        assert len(got) == 2 * each and len(made) == 1, got
+        (winner,) = made
+        assert sorted(got).count((winner, "made")) == each, got  # none wrongly refused
+        marks = sorted(name.decode() for name in _raw(redis_url).scan_iter(match=f"{outer}*"))
+        assert marks == [f"{winner}format"], marks
+
+
 def test_key_names_that_are_not_utf8_under_decode_responses_are_one_typed_error(
     redis_url: str,
 ) -> None:

@@ -105,6 +105,37 @@ end
 return 1
 """
 )
+# A prefix not yet marked is marked in one script, atomic with the look for the caches it
+# would clash with: one whose entries it lies among (KEYS[2...], the marks of the prefixes it
+# begins with before an `e:`) and one among its own entries (a mark matching ARGV[2], looked for
+# through the server's keys). Two such stores made at once, of any number of processes: the
+# second script run sees the first's mark, and a store that finds its prefix marked was admitted
+# by this script (no mark is given back, none admits a store it does not hold for).
+_MARKING = """
+local function marked(key)
+  return redis.call('TYPE', key)['ok'] == 'string' and redis.call('GET', key) == ARGV[1]
+end
+for index = 2, #KEYS do
+  if marked(KEYS[index]) then
+    return {'enclosing', KEYS[index]}
+  end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {'found'}
+end
+local cursor = '0'
+repeat
+  local page = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', 1000)
+  cursor = page[1]
+  for _, key in ipairs(page[2]) do
+    if key ~= KEYS[1] and marked(key) then
+      return {'among', key}
+    end
+  end
+until cursor == '0'
+redis.call('SET', KEYS[1], ARGV[1])
+return {'marked'}
+"""
 _SCAN_COUNT = 1000
 _NEEDS_REDIS = "RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
 
@@ -317,9 +348,7 @@ class RedisCache:
             if enclosing is None and kind == "none":
                 foreign = self._foreign_key()
                 if foreign is None:
-                    # (another store may mark it first)
-                    if client.set(mark, FORMAT_MARK, nx=True):
-                        enclosing, foreign = self._looked_again(mark)
+                    enclosing, foreign = self._marked_now(mark)
                     kind = _text(client.type(mark))
             found = client.get(mark) if kind == "string" else None
         if enclosing is not None:
@@ -344,31 +373,48 @@ class RedisCache:
                 "prefix)"
             )
 
-    def _looked_again(self, mark: str) -> tuple[str | None, str | None]:
-        """Once this store marked its prefix (`mark`), a cache whose entries it lies among
-        (`_enclosing`) or one among its own entries (a nested mark under `e:`), marked at the
-        same moment: each of two such stores made at once looked before the other marked, and
-        both were made (the outer one's `clear` then dropped the inner one's keys). Each looks
-        again once marked, so at least one of them sees the other; one that does gives its
-        mark back and is refused (both, rarely: made again, the one made first is kept)."""
-        enclosing = self._enclosing()
-        entries = f"{self.prefix}e:"
-        among = [inner for inner in self._nested() if inner.startswith(entries)]
-        foreign = f"{among[0]}format" if among and enclosing is None else None
-        if enclosing is not None or foreign is not None:
-            self._redis().delete(mark)
-        return enclosing, foreign
+    def _marked_now(self, mark: str) -> tuple[str | None, str | None]:
+        """Mark the prefix (`mark`) unless, at that moment, a cache whose entries it lies among
+        (`_enclosing`) or one among its own entries (a nested mark under `e:`) is marked: the
+        look and the mark are one script (`_MARKING`), so of two such stores made at once
+        (threads, processes) the second sees the first and is refused, and every store of the
+        first's prefix is made. (Looking again once marked and giving the mark back on a clash
+        let a store of the same prefix that found the mark before it was given back be made:
+        both prefixes were.) The enclosing prefix, or the clashing mark among the entries."""
+        outers = self._outer_prefixes()
+        outcome = self._redis().eval(
+            _MARKING,
+            1 + len(outers),
+            mark,
+            *(f"{outer}format" for outer in outers),
+            FORMAT_MARK,
+            f"{_glob_escaped(self.prefix)}e:*format",
+        )
+        kind = _text(outcome[0])
+        if kind == "enclosing":
+            return _text(outcome[1]).removesuffix("format"), None
+        if kind == "among":
+            return None, _text(outcome[1])
+        return None, None
+
+    def _outer_prefixes(self) -> list[str]:
+        """The prefixes of the caches whose entries' keys this one's would be among, if marked:
+        this prefix up to each of its `e:`."""
+        outers = []
+        start = self.prefix.find("e:")
+        while start >= 0:
+            if start:
+                outers.append(self.prefix[:start])
+            start = self.prefix.find("e:", start + 1)
+        return outers
 
     def _enclosing(self) -> str | None:
         """The prefix of a cache whose entries' keys (`PREFIX e:...`) this one's would be among
         (this prefix begins with it and `e:`), if one is marked there: its `stats` and `clear`
         would count and drop this one's keys as its own entries."""
-        start = self.prefix.find("e:")
-        while start >= 0:
-            outer = self.prefix[:start]
-            if outer and self._marked(f"{outer}format"):
+        for outer in self._outer_prefixes():
+            if self._marked(f"{outer}format"):
                 return outer
-            start = self.prefix.find("e:", start + 1)
         return None
 
     def _marked(self, mark: str) -> bool:
