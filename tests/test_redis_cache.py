@@ -467,6 +467,46 @@ def test_a_prefix_holding_another_application_s_keys_without_a_mark_is_refused_a
     assert raw.get(f"{own.prefix}format") == mark
 
 
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"counters": ("hash", {"orders": "3", "visits": "9"})},
+        {"counters": ("hash", {"hits": "1", "orders": "3"})},
+        {"counters": ("string", "42")},
+        {"counters": ("hash", {"hits": "1"}), "e:mails": ("list", ["a", "b"])},
+        {"e:config": ("string", "x"), "e:seen": ("set", ["a"])},
+        {"e:prefs": ("hash", {"a": "b"})},
+    ],
+    ids=["counters-other-fields", "counters-one-other", "counters-string", "entry-list",
+         "entry-set", "entry-hash"],
+)  # fmt: skip
+def test_a_prefix_holding_another_application_s_keys_named_as_the_cache_s_is_refused_and_left(
+    redis_url: str, keys: dict[str, tuple[str, Any]]
+) -> None:
+    """Another application's `P counters` (a hash of its own fields) and `P e:mails` (a list)
+    under a prefix not marked were taken for the cache's layout by their names alone: the
+    prefix was adopted, every lookup counted into the application's hash and `clear` dropped
+    its keys. A key the cache cannot have written (an entry that is not a string, counters
+    that are not a hash of its counts) is another application's: refused, nothing changed."""
+    raw = _raw(redis_url)
+    prefix = f"shop{next(_prefixes)}:"
+    for name, (kind, value) in keys.items():
+        key = f"{prefix}{name}"
+        if kind == "hash":
+            raw.hset(key, mapping=value)
+        elif kind == "list":
+            raw.rpush(key, *value)
+        elif kind == "set":
+            raw.sadd(key, *value)
+        else:
+            raw.set(key, value)
+    before = {name: raw.dump(name) for name in raw.scan_iter(match=f"{prefix}*")}
+    with pytest.raises(CacheServerError, match="another application's"):
+        RedisCache(redis_url, prefix=prefix)
+    after = {name: raw.dump(name) for name in raw.scan_iter(match=f"{prefix}*")}
+    assert after == before  # no mark written, nothing dropped or counted
+
+
 def test_a_cache_whose_prefix_holds_another_cache_s_prefix_is_made(redis_url: str) -> None:
     # A team's cache under `base:team-a:` made first, then one at `base:`: its keys are a
     # cache's, not another application's (the look for foreign keys first refused the second).

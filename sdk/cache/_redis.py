@@ -137,6 +137,8 @@ redis.call('SET', KEYS[1], ARGV[1])
 return {'marked'}
 """
 _SCAN_COUNT = 1000
+_COUNTS = frozenset({"hits", "misses", "refused"})
+"""The fields of `PREFIX counters` (`_COUNT`'s names)."""
 _NEEDS_REDIS = "RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
 
 
@@ -335,9 +337,10 @@ class RedisCache:
 
     def _check_format(self) -> None:
         """The prefix is the cache's: marked now if new, refused if it holds anything else (a
-        mark of another kind, or keys outside the cache's layout under a prefix not marked:
-        another application's, left as they are and no mark written among them), or if it
-        lies among another cache's entries (`_enclosing`)."""
+        mark of another kind, or keys outside the cache's layout under a prefix not marked, or
+        named as in it but not what the cache writes: another application's, left as they are
+        and no mark written among them), or if it lies among another cache's entries
+        (`_enclosing`)."""
         mark = f"{self.prefix}format"
         foreign: str | None = None
         found: bytes | str | None = None
@@ -429,14 +432,27 @@ class RedisCache:
         """A key under the prefix outside the cache's layout (`format`, `counters`, `e:...`)
         and outside another cache's nested under it (`sdk-cache:team-a:`, marked), if any:
         looked for once, when a store finds the prefix not yet marked. A cache nested among
-        the entries' keys (`PREFIX e:...`) is foreign: counted and dropped as entries."""
+        the entries' keys (`PREFIX e:...`) is foreign: counted and dropped as entries. So is a
+        key named as in the layout that the cache cannot have written (`_unlike_the_cache`): a
+        `counters` that is not a hash of the cache's counts, an entry's key that is not a
+        string (another application's `PREFIX counters` and `PREFIX e:mails` were adopted, and
+        `clear` dropped them)."""
         client = self._redis()
         entries = f"{self.prefix}e:"
         nested = self._nested()
-        ours = (f"{self.prefix}format", self._counters)
+        mark = f"{self.prefix}format"
+        named: list[bytes | str] = []  # keys named as in the layout, their types to be looked at
         for name in client.scan_iter(match=f"{_glob_escaped(self.prefix)}*", count=_SCAN_COUNT):
             text = _text(name)
-            if text in ours or text.startswith((entries, *nested)):
+            if text == mark or (nested and text.startswith(nested)):
+                continue
+            if text == self._counters or text.startswith(entries):
+                named.append(name)
+                if len(named) >= _SCAN_COUNT:
+                    unlike = self._unlike_the_cache(named)
+                    if unlike is not None:
+                        return unlike
+                    named = []
                 continue
             # (a cache nested here may have been made since its marks were looked for: looked
             # for again before a key is called another application's)
@@ -444,7 +460,33 @@ class RedisCache:
             if not text.startswith(nested):
                 return text
         among = [inner for inner in nested if inner.startswith(entries)]
-        return f"{among[0]}format" if among else None
+        if among:
+            return f"{among[0]}format"
+        return self._unlike_the_cache(named) if named else None
+
+    def _unlike_the_cache(self, names: list[bytes | str]) -> str | None:
+        """The first of `names` (keys named as in the layout: `counters`, `e:...`) the cache
+        cannot have written, if any: an entry's key holding another Redis type than a string
+        (`put` writes strings; a damaged entry of another type is taken for another
+        application's key here, before the prefix is marked), `counters` holding another type
+        than a hash, or a hash with fields other than the cache's counts."""
+        client = self._redis()
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.type(name)
+        for name, kind in zip(names, map(_text, pipe.execute()), strict=True):
+            text = _text(name)
+            if kind == "none":  # (gone since: expired, dropped)
+                continue
+            if text != self._counters:
+                if kind != "string":
+                    return text
+                continue
+            if kind != "hash" or client.hlen(name) > len(_COUNTS):
+                return text
+            if not {_text(field) for field in client.hkeys(name)} <= _COUNTS:
+                return text
+        return None
 
     def _nested(self) -> tuple[str, ...]:
         """The prefixes of the caches nested under this one's (their marks)."""
