@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from contracts import Decision
 from sdk import StructuredClient
 from sdk.cache import BestEffortCache
+from sdk.cache import CacheClosed
 from sdk.cache import CacheServerError
 from sdk.cache import Entry
 from sdk.cache import RedisCache
@@ -522,6 +523,41 @@ def test_a_cache_whose_prefix_holds_another_cache_s_prefix_is_made(redis_url: st
     raw.hset(f"{fresh}y:format", "a", "b")
     with pytest.raises(CacheServerError, match="another application's"):
         RedisCache(redis_url, prefix=fresh)
+
+
+def test_a_call_close_cut_short_is_not_sent_again_on_a_new_connection(redis_url: str) -> None:
+    """A lookup still running when `close()` gave up waiting for it (here: the server holds
+    its writes, `CLIENT PAUSE WRITE`, longer than the wait) was not cut short: redis-py's one
+    retry reconnected on the closed store's pool, sent it again and the call returned an entry
+    seconds after `close()` returned (the lookup counted twice). It is `CacheClosed` now, at
+    once, and not sent again."""
+    store = RedisCache(redis_url, prefix=f"cl{next(_prefixes)}:")
+    key = "ab" * 32
+    store.put(key, Entry((TestProvider.refusal("x"),)))
+    store.timeout = 0.3  # (close's wait, shorter than the 5 s each read may take)
+    raw = _raw(redis_url)
+    outcome: list[object] = []
+
+    def look_up() -> None:
+        try:
+            outcome.append(store.get(key))
+        except Exception as error:
+            outcome.append(error)
+
+    raw.execute_command("CLIENT", "PAUSE", 3000, "WRITE")
+    try:
+        thread = threading.Thread(target=look_up)
+        thread.start()
+        wait_for(lambda: any(c["cmd"] == "evalsha" for c in raw.client_list()), "the lookup held")
+        store.close()
+        thread.join(timeout=2)
+        alive = thread.is_alive()
+    finally:
+        raw.execute_command("CLIENT", "UNPAUSE")
+    thread.join(timeout=WAIT)
+    assert not alive and len(outcome) == 1, outcome
+    assert isinstance(outcome[0], CacheClosed), outcome
+    assert raw.hget(f"{store.prefix}counters", "hits") is None  # (sent once, never run)
 
 
 def test_a_url_that_is_not_text_is_a_type_error_naming_it() -> None:

@@ -56,6 +56,7 @@ from sdk.cache._errors import CacheServerError
 if TYPE_CHECKING:
     import redis
     from redis.commands.core import Script
+    from redis.retry import Retry
 
 __all__ = ["RedisCache"]
 
@@ -142,6 +143,15 @@ _COUNTS = frozenset({"hits", "misses", "refused"})
 _NEEDS_REDIS = "RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
 
 
+class _Closed:
+    """Whether the store closed its client (`_drop_connection`): a command on it that fails
+    then is not sent again on a new connection (redis-py's one retry reconnected a lookup
+    `close` had cut short and served it after `close` returned)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+
 class _Connection(NamedTuple):
     """A store's client and its scripts, made together: one value, so a thread sees a whole one
     or none (`close` drops it at once). A forked child uses its parent's: redis-py opens a
@@ -151,6 +161,7 @@ class _Connection(NamedTuple):
     client: redis.Redis
     lookup: Script
     refusal: Script
+    closed: _Closed
 
 
 class RedisCache:
@@ -293,6 +304,7 @@ class RedisCache:
         with self._lock:
             connection, self._connection = self._connection, None
         if connection is not None:
+            connection.closed.closed = True  # (before: a call failing from it is not retried)
             connection.client.close()
 
     def _forget_calls(self) -> None:
@@ -311,11 +323,15 @@ class RedisCache:
         if connection is None:
             with self._lock:
                 if self._connection is None:
-                    client = _connect(self.url, self.timeout)
+                    closed = _Closed()
+                    client = _connect(self.url, self.timeout, closed)
                     # (a script registered is its SHA1, made here: nothing is sent until its
                     # first call, which loads it on the server if the server does not know it)
                     self._connection = _Connection(
-                        client, client.register_script(_LOOKUP), client.register_script(_REFUSAL)
+                        client,
+                        client.register_script(_LOOKUP),
+                        client.register_script(_REFUSAL),
+                        closed,
                     )
                 connection = self._connection
         return connection
@@ -548,7 +564,7 @@ def _reopened(url: str, ttl: float | None, prefix: str, timeout: float) -> Redis
     return RedisCache(url, ttl=ttl, prefix=prefix, timeout=timeout)
 
 
-def _connect(url: str, timeout: float) -> redis.Redis:
+def _connect(url: str, timeout: float, closed: _Closed) -> redis.Redis:
     try:
         import redis
         from redis.backoff import NoBackoff
@@ -557,14 +573,32 @@ def _connect(url: str, timeout: float) -> redis.Redis:
         raise ImportError(_NEEDS_REDIS) from error
     # A dropped connection (a pooled one the server closed) is made again once, no more; a
     # server that does not answer in `timeout` is not asked again (redis-py retries timeouts
-    # too by default: a call waited twice its `timeout`, a new connection four times).
+    # too by default: a call waited twice its `timeout`, a new connection four times). A client
+    # the store closed is not made again (`_Closed`).
     return redis.Redis.from_url(
         url,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+        retry=_retry(Retry, closed)(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
         health_check_interval=30,
     )
+
+
+def _retry(base: type[Retry], closed: _Closed) -> type[Retry]:
+    """redis-py's `Retry`, but a command failing on a client the store closed (`closed`) is
+    not sent again: the connection torn down under it fails the call. (redis-py copies a
+    client's `Retry` deeply: the flag is reached through the class made here, not copied.)"""
+
+    class Retried(base):  # type: ignore[valid-type,misc]
+        def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+            def failed(error: Exception, *more: Any) -> None:
+                fail(error, *more)  # (redis-py's cleanup: the connection closed)
+                if closed.closed:
+                    raise error
+
+            return super().call_with_retry(do, failed, *args, **kwargs)
+
+    return Retried
 
 
 def _without_credentials(url: str) -> str:
