@@ -17,9 +17,11 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -558,6 +560,72 @@ def test_a_call_close_cut_short_is_not_sent_again_on_a_new_connection(redis_url:
     assert not alive and len(outcome) == 1, outcome
     assert isinstance(outcome[0], CacheClosed), outcome
     assert raw.hget(f"{store.prefix}counters", "hits") is None  # (sent once, never run)
+
+
+class _TricklingProxy:
+    """A TCP proxy to the test server that, once `slow` is set, sends each reply's first
+    bytes one at a time, `gap` seconds apart (no single read waits a whole `timeout`)."""
+
+    def __init__(self, url: str, gap: float, bytes_slow: int) -> None:
+        parts = urlsplit(url)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 6379)
+        self.gap, self.bytes_slow, self.slow = gap, bytes_slow, False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                near = self.listener.accept()[0]
+                far = socket.create_connection(self.target, timeout=WAIT)
+                far.settimeout(None)
+                self.sockets += [near, far]
+                threading.Thread(target=self._pipe, args=(near, far, False), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(far, near, True), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if replies and self.slow:
+                    for index in range(min(self.bytes_slow, len(data))):
+                        time.sleep(self.gap)
+                        sink.sendall(data[index : index + 1])
+                    data = data[self.bytes_slow :]
+                sink.sendall(data)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.listener.close()
+        for end in self.sockets:
+            end.close()
+
+
+def test_a_lookup_on_a_server_that_answers_a_byte_at_a_time_waits_at_most_timeout(
+    redis_url: str,
+) -> None:
+    """`timeout` bounded each read, not the round trip: a server (or a proxy in front of it)
+    sending a byte of the reply every 0.3 s held a lookup with `timeout=0.5` for as long as
+    it went on (27 s in the probe). The whole round trip ends at `timeout` now: one
+    `CacheServerError` saying it timed out, and the next call, the server quick again, works."""
+    proxy = _TricklingProxy(redis_url, gap=0.3, bytes_slow=12)
+    try:
+        store = RedisCache(proxy.url, prefix=f"tr{next(_prefixes)}:", timeout=0.5)
+        key = "cd" * 32
+        store.put(key, Entry((TestProvider.refusal("x"),)))
+        proxy.slow = True
+        began = time.monotonic()
+        with pytest.raises(CacheServerError, match="Timeout"):
+            store.get(key)
+        assert time.monotonic() - began < 1.5
+        proxy.slow = False
+        assert store.get(key) is not None
+        store.close()
+    finally:
+        proxy.close()
 
 
 def test_a_url_that_is_not_text_is_a_type_error_naming_it() -> None:

@@ -7,9 +7,10 @@ the contract's fingerprint) and the same damage rules as `SQLiteCache`:
   entry, bytes that are not UTF-8, a value of another Redis type (a list, a hash) under the key
   are a damaged entry, which a call takes as a miss: the provider is asked, the entry replaced
   (`SET` replaces a value of any type), and a note says so;
-- a server that does not answer within `timeout`, refuses the connection or the password, or
-  holds something else under the cache's prefix is one `CacheServerError` naming the server
-  (its URL without credentials), never a raw `redis` error.
+- a server that does not answer within `timeout` (a round trip's whole reply, not each read),
+  refuses the connection or the password, or holds something else under the cache's prefix is
+  one `CacheServerError` naming the server (its URL without credentials), never a raw `redis`
+  error.
 
 Layout under `prefix` (default `sdk-cache:`): `PREFIX e:KEY` holds an entry (a string, with the
 store's time-to-live as Redis's own expiry), `PREFIX counters` a hash of hits, misses and
@@ -35,8 +36,11 @@ waits for it, and a later call opens new connections.
 from __future__ import annotations
 
 import math
+import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextlib import suppress
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
@@ -574,9 +578,19 @@ def _connect(url: str, timeout: float, closed: _Closed) -> redis.Redis:
     # A dropped connection (a pooled one the server closed) is made again once, no more; a
     # server that does not answer in `timeout` is not asked again (redis-py retries timeouts
     # too by default: a call waited twice its `timeout`, a new connection four times). A client
-    # the store closed is not made again (`_Closed`).
+    # the store closed is not made again (`_Closed`). Each round trip ends at its deadline
+    # (`_RoundTrip`), not only each read.
+    scheme = urlsplit(url).scheme
+    base: type[redis.Connection] | type[redis.UnixDomainSocketConnection] = (
+        redis.UnixDomainSocketConnection
+        if scheme == "unix"
+        else redis.SSLConnection
+        if scheme == "rediss"
+        else redis.Connection
+    )
     return redis.Redis.from_url(
         url,
+        connection_class=_bounded(base),
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=_retry(Retry, closed)(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
@@ -599,6 +613,88 @@ def _retry(base: type[Retry], closed: _Closed) -> type[Retry]:
             return super().call_with_retry(do, failed, *args, **kwargs)
 
     return Retried
+
+
+_BOUNDED: dict[type, type] = {}
+
+
+def _bounded(base: type) -> type:
+    """redis-py's connection class `base` whose round trips end at their deadline
+    (`_RoundTrip`), made once per class."""
+    made = _BOUNDED.get(base)
+    if made is None:
+        made = _BOUNDED[base] = type(f"RoundTrip{base.__name__}", (_RoundTrip, base), {})
+    return made
+
+
+class _RoundTrip:
+    """A connection (mixed into redis-py's) whose round trip, from the command sent to its
+    whole reply read, waits at most its `socket_timeout`: redis-py bounds each read alone, so
+    a server (or a proxy in front of it) that sent a byte now and then held a lookup as long
+    as it went on (27 s for a 200-character entry with `timeout=1`, one byte every 0.9 s).
+    A round trip past its deadline is redis-py's `TimeoutError`, and the connection is
+    dropped, as for a read that timed out."""
+
+    deadline: float | None = None
+    socket_timeout: float | None
+
+    def _connect(self) -> Any:
+        return _DeadlineSocket(super()._connect(), self)  # type: ignore[misc]
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        timeout = self.socket_timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        super().send_packed_command(command, check_health)  # type: ignore[misc]
+
+
+class _DeadlineSocket:
+    """A connection's socket whose reads wait no longer than its round trip's deadline
+    (`_RoundTrip.deadline`); anything else is the socket's."""
+
+    def __init__(self, sock: socket.socket, connection: _RoundTrip) -> None:
+        self._socket = sock
+        self._connection = connection
+        self._timeout = sock.gettimeout()
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+        self._socket.settimeout(value)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def recv(self, *args: Any) -> bytes:
+        self._until_deadline()
+        try:
+            return self._socket.recv(*args)
+        finally:
+            self._restore()
+
+    def recv_into(self, *args: Any) -> int:
+        self._until_deadline()
+        try:
+            return self._socket.recv_into(*args)
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        # (a socket another thread closed meanwhile has no timeout to restore: the read's own
+        # outcome is what the call reports)
+        with suppress(OSError):
+            self._socket.settimeout(self._timeout)
+
+    def _until_deadline(self) -> None:
+        deadline = self._connection.deadline
+        if deadline is None or self._timeout == 0:  # (no command sent; a poll, not a wait)
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        if self._timeout is None or left < self._timeout:
+            self._socket.settimeout(left)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._socket, name)
 
 
 def _without_credentials(url: str) -> str:
