@@ -412,6 +412,22 @@ def test_many_stores_of_a_cache_and_one_among_its_entries_made_at_once_hold_one_
         assert marks == [f"{winner}format"], marks
 
 
+def test_a_cache_among_the_entries_is_seen_on_a_database_too_large_to_read_through(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `_MARKING_SCANS` keys the marking script does not read through the database (it
+    would hold the server): a prefix with a cache among its entries' keys, marked before, is
+    refused all the same by the look before the script, and nothing of it changed."""
+    from sdk.cache import _redis
+
+    monkeypatch.setattr(_redis, "_MARKING_SCANS", 0)  # (this database is then "too large")
+    outer = f"m{next(_prefixes)}:"
+    RedisCache(redis_url, prefix=f"{outer}e:x:").stats()
+    before = sorted(_raw(redis_url).scan_iter(match=f"{outer}*"))
+    assert _make_or_refuse(redis_url, outer) == "refused"
+    assert sorted(_raw(redis_url).scan_iter(match=f"{outer}*")) == before
+
+
 def test_key_names_that_are_not_utf8_under_decode_responses_are_one_typed_error(
     redis_url: str,
 ) -> None:

@@ -128,19 +128,26 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {'found'}
 end
-local cursor = '0'
-repeat
-  local page = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', 1000)
-  cursor = page[1]
-  for _, key in ipairs(page[2]) do
-    if key ~= KEYS[1] and marked(key) then
-      return {'among', key}
+if redis.call('DBSIZE') <= tonumber(ARGV[3]) then
+  local cursor = '0'
+  repeat
+    local page = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', 1000)
+    cursor = page[1]
+    for _, key in ipairs(page[2]) do
+      if key ~= KEYS[1] and marked(key) then
+        return {'among', key}
+      end
     end
-  end
-until cursor == '0'
+  until cursor == '0'
+end
 redis.call('SET', KEYS[1], ARGV[1])
 return {'marked'}
 """
+_MARKING_SCANS = 100_000
+"""The keys in the server's database up to which `_MARKING` looks through them for a cache
+among the prefix's entries (about a tenth of a second of the server's time, which a script
+holds): past that, the look before it (`_foreign_key`) is the only one, and two such stores made
+at the same moment may both be made."""
 _SCAN_COUNT = 1000
 _COUNTS = frozenset({"hits", "misses", "refused"})
 """The fields of `PREFIX counters` (`_COUNT`'s names)."""
@@ -412,6 +419,7 @@ class RedisCache:
             *(f"{outer}format" for outer in outers),
             FORMAT_MARK,
             f"{_glob_escaped(self.prefix)}e:*format",
+            _MARKING_SCANS,
         )
         kind = _text(outcome[0])
         if kind == "enclosing":
