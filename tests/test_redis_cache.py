@@ -17,9 +17,11 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -31,6 +33,7 @@ from hypothesis import strategies as st
 from contracts import Decision
 from sdk import StructuredClient
 from sdk.cache import BestEffortCache
+from sdk.cache import CacheClosed
 from sdk.cache import CacheServerError
 from sdk.cache import Entry
 from sdk.cache import RedisCache
@@ -371,6 +374,60 @@ def test_a_cache_and_one_among_its_entries_made_at_once_are_never_both_made(
     assert all(outcomes.count("made") <= 1 for outcomes in rounds.values()), rounds
 
 
+def test_many_stores_of_a_cache_and_one_among_its_entries_made_at_once_hold_one_prefix(
+    redis_url: str,
+) -> None:
+    """Six stores of `P` and six of `P e:x:` made at once (a pool of workers each opening the
+    store it was given): the store that marked its prefix looked again, saw the other cache and
+    gave its mark back, but a store of its prefix that had read the mark meanwhile was made
+    without looking: stores of both prefixes were made in the first round of every probe run,
+    and the outer one's `clear` dropped the inner one's keys. Now every round, every store of
+    one prefix is made and every store of the other refused, and that prefix alone is marked."""
+    each = 6
+    for _ in range(15):
+        outer = f"m{next(_prefixes)}:"
+        inner = f"{outer}e:x:"
+        barrier = threading.Barrier(2 * each, timeout=WAIT)
+        got: list[tuple[str, str]] = []
+
+        def make(
+            prefix: str, barrier: threading.Barrier = barrier, got: list[tuple[str, str]] = got
+        ) -> None:
+            barrier.wait()
+            got.append((prefix, _make_or_refuse(redis_url, prefix)))
+
+        threads = [
+            threading.Thread(target=make, args=(prefix,)) for prefix in [outer, inner] * each
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT)
+            assert not thread.is_alive()
+        made = {prefix for prefix, outcome in got if outcome == "made"}
+        assert len(got) == 2 * each and len(made) == 1, got
+        (winner,) = made
+        assert sorted(got).count((winner, "made")) == each, got  # none wrongly refused
+        marks = sorted(name.decode() for name in _raw(redis_url).scan_iter(match=f"{outer}*"))
+        assert marks == [f"{winner}format"], marks
+
+
+def test_a_cache_among_the_entries_is_seen_on_a_database_too_large_to_read_through(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `_MARKING_SCANS` keys the marking script does not read through the database (it
+    would hold the server): a prefix with a cache among its entries' keys, marked before, is
+    refused all the same by the look before the script, and nothing of it changed."""
+    from sdk.cache import _redis
+
+    monkeypatch.setattr(_redis, "_MARKING_SCANS", 0)  # (this database is then "too large")
+    outer = f"m{next(_prefixes)}:"
+    RedisCache(redis_url, prefix=f"{outer}e:x:").stats()
+    before = sorted(_raw(redis_url).scan_iter(match=f"{outer}*"))
+    assert _make_or_refuse(redis_url, outer) == "refused"
+    assert sorted(_raw(redis_url).scan_iter(match=f"{outer}*")) == before
+
+
 def test_key_names_that_are_not_utf8_under_decode_responses_are_one_typed_error(
     redis_url: str,
 ) -> None:
@@ -429,6 +486,46 @@ def test_a_prefix_holding_another_application_s_keys_without_a_mark_is_refused_a
     assert raw.get(f"{own.prefix}format") == mark
 
 
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"counters": ("hash", {"orders": "3", "visits": "9"})},
+        {"counters": ("hash", {"hits": "1", "orders": "3"})},
+        {"counters": ("string", "42")},
+        {"counters": ("hash", {"hits": "1"}), "e:mails": ("list", ["a", "b"])},
+        {"e:config": ("string", "x"), "e:seen": ("set", ["a"])},
+        {"e:prefs": ("hash", {"a": "b"})},
+    ],
+    ids=["counters-other-fields", "counters-one-other", "counters-string", "entry-list",
+         "entry-set", "entry-hash"],
+)  # fmt: skip
+def test_a_prefix_holding_another_application_s_keys_named_as_the_cache_s_is_refused_and_left(
+    redis_url: str, keys: dict[str, tuple[str, Any]]
+) -> None:
+    """Another application's `P counters` (a hash of its own fields) and `P e:mails` (a list)
+    under a prefix not marked were taken for the cache's layout by their names alone: the
+    prefix was adopted, every lookup counted into the application's hash and `clear` dropped
+    its keys. A key the cache cannot have written (an entry that is not a string, counters
+    that are not a hash of its counts) is another application's: refused, nothing changed."""
+    raw = _raw(redis_url)
+    prefix = f"shop{next(_prefixes)}:"
+    for name, (kind, value) in keys.items():
+        key = f"{prefix}{name}"
+        if kind == "hash":
+            raw.hset(key, mapping=value)
+        elif kind == "list":
+            raw.rpush(key, *value)
+        elif kind == "set":
+            raw.sadd(key, *value)
+        else:
+            raw.set(key, value)
+    before = {name: raw.dump(name) for name in raw.scan_iter(match=f"{prefix}*")}
+    with pytest.raises(CacheServerError, match="another application's"):
+        RedisCache(redis_url, prefix=prefix)
+    after = {name: raw.dump(name) for name in raw.scan_iter(match=f"{prefix}*")}
+    assert after == before  # no mark written, nothing dropped or counted
+
+
 def test_a_cache_whose_prefix_holds_another_cache_s_prefix_is_made(redis_url: str) -> None:
     # A team's cache under `base:team-a:` made first, then one at `base:`: its keys are a
     # cache's, not another application's (the look for foreign keys first refused the second).
@@ -444,6 +541,107 @@ def test_a_cache_whose_prefix_holds_another_cache_s_prefix_is_made(redis_url: st
     raw.hset(f"{fresh}y:format", "a", "b")
     with pytest.raises(CacheServerError, match="another application's"):
         RedisCache(redis_url, prefix=fresh)
+
+
+def test_a_call_close_cut_short_is_not_sent_again_on_a_new_connection(redis_url: str) -> None:
+    """A lookup still running when `close()` gave up waiting for it (here: the server holds
+    its writes, `CLIENT PAUSE WRITE`, longer than the wait) was not cut short: redis-py's one
+    retry reconnected on the closed store's pool, sent it again and the call returned an entry
+    seconds after `close()` returned (the lookup counted twice). It is `CacheClosed` now, at
+    once, and not sent again."""
+    store = RedisCache(redis_url, prefix=f"cl{next(_prefixes)}:")
+    key = "ab" * 32
+    store.put(key, Entry((TestProvider.refusal("x"),)))
+    store.timeout = 0.3  # (close's wait, shorter than the 5 s each read may take)
+    raw = _raw(redis_url)
+    outcome: list[object] = []
+
+    def look_up() -> None:
+        try:
+            outcome.append(store.get(key))
+        except Exception as error:
+            outcome.append(error)
+
+    raw.execute_command("CLIENT", "PAUSE", 3000, "WRITE")
+    try:
+        thread = threading.Thread(target=look_up)
+        thread.start()
+        wait_for(lambda: any(c["cmd"] == "evalsha" for c in raw.client_list()), "the lookup held")
+        store.close()
+        thread.join(timeout=2)
+        alive = thread.is_alive()
+    finally:
+        raw.execute_command("CLIENT", "UNPAUSE")
+    thread.join(timeout=WAIT)
+    assert not alive and len(outcome) == 1, outcome
+    assert isinstance(outcome[0], CacheClosed), outcome
+    assert raw.hget(f"{store.prefix}counters", "hits") is None  # (sent once, never run)
+
+
+class _TricklingProxy:
+    """A TCP proxy to the test server that, once `slow` is set, sends each reply's first
+    bytes one at a time, `gap` seconds apart (no single read waits a whole `timeout`)."""
+
+    def __init__(self, url: str, gap: float, bytes_slow: int) -> None:
+        parts = urlsplit(url)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 6379)
+        self.gap, self.bytes_slow, self.slow = gap, bytes_slow, False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                near = self.listener.accept()[0]
+                far = socket.create_connection(self.target, timeout=WAIT)
+                far.settimeout(None)
+                self.sockets += [near, far]
+                threading.Thread(target=self._pipe, args=(near, far, False), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(far, near, True), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if replies and self.slow:
+                    for index in range(min(self.bytes_slow, len(data))):
+                        time.sleep(self.gap)
+                        sink.sendall(data[index : index + 1])
+                    data = data[self.bytes_slow :]
+                sink.sendall(data)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.listener.close()
+        for end in self.sockets:
+            end.close()
+
+
+def test_a_lookup_on_a_server_that_answers_a_byte_at_a_time_waits_at_most_timeout(
+    redis_url: str,
+) -> None:
+    """`timeout` bounded each read, not the round trip: a server (or a proxy in front of it)
+    sending a byte of the reply every 0.3 s held a lookup with `timeout=0.5` for as long as
+    it went on (27 s in the probe). The whole round trip ends at `timeout` now: one
+    `CacheServerError` saying it timed out, and the next call, the server quick again, works."""
+    proxy = _TricklingProxy(redis_url, gap=0.3, bytes_slow=12)
+    try:
+        store = RedisCache(proxy.url, prefix=f"tr{next(_prefixes)}:", timeout=0.5)
+        key = "cd" * 32
+        store.put(key, Entry((TestProvider.refusal("x"),)))
+        proxy.slow = True
+        began = time.monotonic()
+        with pytest.raises(CacheServerError, match="Timeout"):
+            store.get(key)
+        assert time.monotonic() - began < 1.5
+        proxy.slow = False
+        assert store.get(key) is not None
+        store.close()
+    finally:
+        proxy.close()
 
 
 def test_a_url_that_is_not_text_is_a_type_error_naming_it() -> None:

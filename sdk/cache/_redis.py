@@ -7,9 +7,10 @@ the contract's fingerprint) and the same damage rules as `SQLiteCache`:
   entry, bytes that are not UTF-8, a value of another Redis type (a list, a hash) under the key
   are a damaged entry, which a call takes as a miss: the provider is asked, the entry replaced
   (`SET` replaces a value of any type), and a note says so;
-- a server that does not answer within `timeout`, refuses the connection or the password, or
-  holds something else under the cache's prefix is one `CacheServerError` naming the server
-  (its URL without credentials), never a raw `redis` error.
+- a server that does not answer within `timeout` (a round trip's whole reply, not each read),
+  refuses the connection or the password, or holds something else under the cache's prefix is
+  one `CacheServerError` naming the server (its URL without credentials), never a raw `redis`
+  error.
 
 Layout under `prefix` (default `sdk-cache:`): `PREFIX e:KEY` holds an entry (a string, with the
 store's time-to-live as Redis's own expiry), `PREFIX counters` a hash of hits, misses and
@@ -35,8 +36,11 @@ waits for it, and a later call opens new connections.
 from __future__ import annotations
 
 import math
+import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextlib import suppress
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
@@ -56,6 +60,7 @@ from sdk.cache._errors import CacheServerError
 if TYPE_CHECKING:
     import redis
     from redis.commands.core import Script
+    from redis.retry import Retry
 
 __all__ = ["RedisCache"]
 
@@ -105,8 +110,57 @@ end
 return 1
 """
 )
+# A prefix not yet marked is marked in one script, atomic with the look for the caches it
+# would clash with: one whose entries it lies among (KEYS[2...], the marks of the prefixes it
+# begins with before an `e:`) and one among its own entries (a mark matching ARGV[2], looked for
+# through the server's keys). Two such stores made at once, of any number of processes: the
+# second script run sees the first's mark, and a store that finds its prefix marked was admitted
+# by this script (no mark is given back, none admits a store it does not hold for).
+_MARKING = """
+local function marked(key)
+  return redis.call('TYPE', key)['ok'] == 'string' and redis.call('GET', key) == ARGV[1]
+end
+for index = 2, #KEYS do
+  if marked(KEYS[index]) then
+    return {'enclosing', KEYS[index]}
+  end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {'found'}
+end
+if redis.call('DBSIZE') <= tonumber(ARGV[3]) then
+  local cursor = '0'
+  repeat
+    local page = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', 1000)
+    cursor = page[1]
+    for _, key in ipairs(page[2]) do
+      if key ~= KEYS[1] and marked(key) then
+        return {'among', key}
+      end
+    end
+  until cursor == '0'
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return {'marked'}
+"""
+_MARKING_SCANS = 100_000
+"""The keys in the server's database up to which `_MARKING` looks through them for a cache
+among the prefix's entries (about a tenth of a second of the server's time, which a script
+holds): past that, the look before it (`_foreign_key`) is the only one, and two such stores made
+at the same moment may both be made."""
 _SCAN_COUNT = 1000
+_COUNTS = frozenset({"hits", "misses", "refused"})
+"""The fields of `PREFIX counters` (`_COUNT`'s names)."""
 _NEEDS_REDIS = "RedisCache needs the redis package: pip install 'structured-sdk[redis]'"
+
+
+class _Closed:
+    """Whether the store closed its client (`_drop_connection`): a command on it that fails
+    then is not sent again on a new connection (redis-py's one retry reconnected a lookup
+    `close` had cut short and served it after `close` returned)."""
+
+    def __init__(self) -> None:
+        self.closed = False
 
 
 class _Connection(NamedTuple):
@@ -118,6 +172,7 @@ class _Connection(NamedTuple):
     client: redis.Redis
     lookup: Script
     refusal: Script
+    closed: _Closed
 
 
 class RedisCache:
@@ -260,6 +315,7 @@ class RedisCache:
         with self._lock:
             connection, self._connection = self._connection, None
         if connection is not None:
+            connection.closed.closed = True  # (before: a call failing from it is not retried)
             connection.client.close()
 
     def _forget_calls(self) -> None:
@@ -278,11 +334,15 @@ class RedisCache:
         if connection is None:
             with self._lock:
                 if self._connection is None:
-                    client = _connect(self.url, self.timeout)
+                    closed = _Closed()
+                    client = _connect(self.url, self.timeout, closed)
                     # (a script registered is its SHA1, made here: nothing is sent until its
                     # first call, which loads it on the server if the server does not know it)
                     self._connection = _Connection(
-                        client, client.register_script(_LOOKUP), client.register_script(_REFUSAL)
+                        client,
+                        client.register_script(_LOOKUP),
+                        client.register_script(_REFUSAL),
+                        closed,
                     )
                 connection = self._connection
         return connection
@@ -304,9 +364,10 @@ class RedisCache:
 
     def _check_format(self) -> None:
         """The prefix is the cache's: marked now if new, refused if it holds anything else (a
-        mark of another kind, or keys outside the cache's layout under a prefix not marked:
-        another application's, left as they are and no mark written among them), or if it
-        lies among another cache's entries (`_enclosing`)."""
+        mark of another kind, or keys outside the cache's layout under a prefix not marked, or
+        named as in it but not what the cache writes: another application's, left as they are
+        and no mark written among them), or if it lies among another cache's entries
+        (`_enclosing`)."""
         mark = f"{self.prefix}format"
         foreign: str | None = None
         found: bytes | str | None = None
@@ -317,9 +378,7 @@ class RedisCache:
             if enclosing is None and kind == "none":
                 foreign = self._foreign_key()
                 if foreign is None:
-                    # (another store may mark it first)
-                    if client.set(mark, FORMAT_MARK, nx=True):
-                        enclosing, foreign = self._looked_again(mark)
+                    enclosing, foreign = self._marked_now(mark)
                     kind = _text(client.type(mark))
             found = client.get(mark) if kind == "string" else None
         if enclosing is not None:
@@ -344,31 +403,49 @@ class RedisCache:
                 "prefix)"
             )
 
-    def _looked_again(self, mark: str) -> tuple[str | None, str | None]:
-        """Once this store marked its prefix (`mark`), a cache whose entries it lies among
-        (`_enclosing`) or one among its own entries (a nested mark under `e:`), marked at the
-        same moment: each of two such stores made at once looked before the other marked, and
-        both were made (the outer one's `clear` then dropped the inner one's keys). Each looks
-        again once marked, so at least one of them sees the other; one that does gives its
-        mark back and is refused (both, rarely: made again, the one made first is kept)."""
-        enclosing = self._enclosing()
-        entries = f"{self.prefix}e:"
-        among = [inner for inner in self._nested() if inner.startswith(entries)]
-        foreign = f"{among[0]}format" if among and enclosing is None else None
-        if enclosing is not None or foreign is not None:
-            self._redis().delete(mark)
-        return enclosing, foreign
+    def _marked_now(self, mark: str) -> tuple[str | None, str | None]:
+        """Mark the prefix (`mark`) unless, at that moment, a cache whose entries it lies among
+        (`_enclosing`) or one among its own entries (a nested mark under `e:`) is marked: the
+        look and the mark are one script (`_MARKING`), so of two such stores made at once
+        (threads, processes) the second sees the first and is refused, and every store of the
+        first's prefix is made. (Looking again once marked and giving the mark back on a clash
+        let a store of the same prefix that found the mark before it was given back be made:
+        both prefixes were.) The enclosing prefix, or the clashing mark among the entries."""
+        outers = self._outer_prefixes()
+        outcome = self._redis().eval(
+            _MARKING,
+            1 + len(outers),
+            mark,
+            *(f"{outer}format" for outer in outers),
+            FORMAT_MARK,
+            f"{_glob_escaped(self.prefix)}e:*format",
+            _MARKING_SCANS,
+        )
+        kind = _text(outcome[0])
+        if kind == "enclosing":
+            return _text(outcome[1]).removesuffix("format"), None
+        if kind == "among":
+            return None, _text(outcome[1])
+        return None, None
+
+    def _outer_prefixes(self) -> list[str]:
+        """The prefixes of the caches whose entries' keys this one's would be among, if marked:
+        this prefix up to each of its `e:`."""
+        outers = []
+        start = self.prefix.find("e:")
+        while start >= 0:
+            if start:
+                outers.append(self.prefix[:start])
+            start = self.prefix.find("e:", start + 1)
+        return outers
 
     def _enclosing(self) -> str | None:
         """The prefix of a cache whose entries' keys (`PREFIX e:...`) this one's would be among
         (this prefix begins with it and `e:`), if one is marked there: its `stats` and `clear`
         would count and drop this one's keys as its own entries."""
-        start = self.prefix.find("e:")
-        while start >= 0:
-            outer = self.prefix[:start]
-            if outer and self._marked(f"{outer}format"):
+        for outer in self._outer_prefixes():
+            if self._marked(f"{outer}format"):
                 return outer
-            start = self.prefix.find("e:", start + 1)
         return None
 
     def _marked(self, mark: str) -> bool:
@@ -383,14 +460,27 @@ class RedisCache:
         """A key under the prefix outside the cache's layout (`format`, `counters`, `e:...`)
         and outside another cache's nested under it (`sdk-cache:team-a:`, marked), if any:
         looked for once, when a store finds the prefix not yet marked. A cache nested among
-        the entries' keys (`PREFIX e:...`) is foreign: counted and dropped as entries."""
+        the entries' keys (`PREFIX e:...`) is foreign: counted and dropped as entries. So is a
+        key named as in the layout that the cache cannot have written (`_unlike_the_cache`): a
+        `counters` that is not a hash of the cache's counts, an entry's key that is not a
+        string (another application's `PREFIX counters` and `PREFIX e:mails` were adopted, and
+        `clear` dropped them)."""
         client = self._redis()
         entries = f"{self.prefix}e:"
         nested = self._nested()
-        ours = (f"{self.prefix}format", self._counters)
+        mark = f"{self.prefix}format"
+        named: list[bytes | str] = []  # keys named as in the layout, their types to be looked at
         for name in client.scan_iter(match=f"{_glob_escaped(self.prefix)}*", count=_SCAN_COUNT):
             text = _text(name)
-            if text in ours or text.startswith((entries, *nested)):
+            if text == mark or (nested and text.startswith(nested)):
+                continue
+            if text == self._counters or text.startswith(entries):
+                named.append(name)
+                if len(named) >= _SCAN_COUNT:
+                    unlike = self._unlike_the_cache(named)
+                    if unlike is not None:
+                        return unlike
+                    named = []
                 continue
             # (a cache nested here may have been made since its marks were looked for: looked
             # for again before a key is called another application's)
@@ -398,7 +488,33 @@ class RedisCache:
             if not text.startswith(nested):
                 return text
         among = [inner for inner in nested if inner.startswith(entries)]
-        return f"{among[0]}format" if among else None
+        if among:
+            return f"{among[0]}format"
+        return self._unlike_the_cache(named) if named else None
+
+    def _unlike_the_cache(self, names: list[bytes | str]) -> str | None:
+        """The first of `names` (keys named as in the layout: `counters`, `e:...`) the cache
+        cannot have written, if any: an entry's key holding another Redis type than a string
+        (`put` writes strings; a damaged entry of another type is taken for another
+        application's key here, before the prefix is marked), `counters` holding another type
+        than a hash, or a hash with fields other than the cache's counts."""
+        client = self._redis()
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.type(name)
+        for name, kind in zip(names, map(_text, pipe.execute()), strict=True):
+            text = _text(name)
+            if kind == "none":  # (gone since: expired, dropped)
+                continue
+            if text != self._counters:
+                if kind != "string":
+                    return text
+                continue
+            if kind != "hash" or client.hlen(name) > len(_COUNTS):
+                return text
+            if not {_text(field) for field in client.hkeys(name)} <= _COUNTS:
+                return text
+        return None
 
     def _nested(self) -> tuple[str, ...]:
         """The prefixes of the caches nested under this one's (their marks)."""
@@ -460,7 +576,7 @@ def _reopened(url: str, ttl: float | None, prefix: str, timeout: float) -> Redis
     return RedisCache(url, ttl=ttl, prefix=prefix, timeout=timeout)
 
 
-def _connect(url: str, timeout: float) -> redis.Redis:
+def _connect(url: str, timeout: float, closed: _Closed) -> redis.Redis:
     try:
         import redis
         from redis.backoff import NoBackoff
@@ -469,14 +585,124 @@ def _connect(url: str, timeout: float) -> redis.Redis:
         raise ImportError(_NEEDS_REDIS) from error
     # A dropped connection (a pooled one the server closed) is made again once, no more; a
     # server that does not answer in `timeout` is not asked again (redis-py retries timeouts
-    # too by default: a call waited twice its `timeout`, a new connection four times).
+    # too by default: a call waited twice its `timeout`, a new connection four times). A client
+    # the store closed is not made again (`_Closed`). Each round trip ends at its deadline
+    # (`_RoundTrip`), not only each read.
+    scheme = urlsplit(url).scheme
+    base: type[redis.Connection] | type[redis.UnixDomainSocketConnection] = (
+        redis.UnixDomainSocketConnection
+        if scheme == "unix"
+        else redis.SSLConnection
+        if scheme == "rediss"
+        else redis.Connection
+    )
     return redis.Redis.from_url(
         url,
+        connection_class=_bounded(base),
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+        retry=_retry(Retry, closed)(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
         health_check_interval=30,
     )
+
+
+def _retry(base: type[Retry], closed: _Closed) -> type[Retry]:
+    """redis-py's `Retry`, but a command failing on a client the store closed (`closed`) is
+    not sent again: the connection torn down under it fails the call. (redis-py copies a
+    client's `Retry` deeply: the flag is reached through the class made here, not copied.)"""
+
+    class Retried(base):  # type: ignore[valid-type,misc]
+        def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+            def failed(error: Exception, *more: Any) -> None:
+                fail(error, *more)  # (redis-py's cleanup: the connection closed)
+                if closed.closed:
+                    raise error
+
+            return super().call_with_retry(do, failed, *args, **kwargs)
+
+    return Retried
+
+
+_BOUNDED: dict[type, type] = {}
+
+
+def _bounded(base: type) -> type:
+    """redis-py's connection class `base` whose round trips end at their deadline
+    (`_RoundTrip`), made once per class."""
+    made = _BOUNDED.get(base)
+    if made is None:
+        made = _BOUNDED[base] = type(f"RoundTrip{base.__name__}", (_RoundTrip, base), {})
+    return made
+
+
+class _RoundTrip:
+    """A connection (mixed into redis-py's) whose round trip, from the command sent to its
+    whole reply read, waits at most its `socket_timeout`: redis-py bounds each read alone, so
+    a server (or a proxy in front of it) that sent a byte now and then held a lookup as long
+    as it went on (27 s for a 200-character entry with `timeout=1`, one byte every 0.9 s).
+    A round trip past its deadline is redis-py's `TimeoutError`, and the connection is
+    dropped, as for a read that timed out."""
+
+    deadline: float | None = None
+    socket_timeout: float | None
+
+    def _connect(self) -> Any:
+        return _DeadlineSocket(super()._connect(), self)  # type: ignore[misc]
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        timeout = self.socket_timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        super().send_packed_command(command, check_health)  # type: ignore[misc]
+
+
+class _DeadlineSocket:
+    """A connection's socket whose reads wait no longer than its round trip's deadline
+    (`_RoundTrip.deadline`); anything else is the socket's."""
+
+    def __init__(self, sock: socket.socket, connection: _RoundTrip) -> None:
+        self._socket = sock
+        self._connection = connection
+        self._timeout = sock.gettimeout()
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+        self._socket.settimeout(value)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def recv(self, *args: Any) -> bytes:
+        self._until_deadline()
+        try:
+            return self._socket.recv(*args)
+        finally:
+            self._restore()
+
+    def recv_into(self, *args: Any) -> int:
+        self._until_deadline()
+        try:
+            return self._socket.recv_into(*args)
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        # (a socket another thread closed meanwhile has no timeout to restore: the read's own
+        # outcome is what the call reports)
+        with suppress(OSError):
+            self._socket.settimeout(self._timeout)
+
+    def _until_deadline(self) -> None:
+        deadline = self._connection.deadline
+        if deadline is None or self._timeout == 0:  # (no command sent; a poll, not a wait)
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        if self._timeout is None or left < self._timeout:
+            self._socket.settimeout(left)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._socket, name)
 
 
 def _without_credentials(url: str) -> str:
