@@ -113,6 +113,86 @@ def test_a_lock_file_of_another_user_is_refused_before_anything_is_made(tmp_path
     assert (lock.stat().st_uid, lock.stat().st_size) == (NOBODY, 0)  # left as it was
 
 
+def _plant(kind: str, lock: Path) -> None:
+    """Put `kind` at the lock's path (as another process could have, in a shared folder)."""
+    if kind == "link to a file":
+        victim = lock.with_name("victim")
+        victim.touch()
+        lock.symlink_to(victim)
+    elif kind == "dangling link":
+        lock.symlink_to(lock.with_name("nowhere"))
+    elif kind == "folder":
+        lock.mkdir()
+    elif kind == "another user's folder":
+        lock.mkdir()
+        os.chown(lock, 12345, 12345)
+    else:
+        os.mkfifo(lock)
+
+
+_NOT_A_LOCK_FILE = {
+    "link to a file": "{lock} is a symbolic link to {target}: a job's lock file is its own, and "
+    "a job does not lock a file through a link; remove the link",
+    "dangling link": "{lock}: {lock} is a symbolic link to {target}, which does not exist: a job "
+    "does not create files or folders through a dangling link; give a path that exists, or one "
+    "without the link",
+    "folder": "{lock} is a folder, not a file: a job locks only a file of its own, so it does not "
+    "run on this; remove it, or give another --state",
+    "another user's folder": "{lock} is a folder, not a file: a job locks only a file of its own, "
+    "so it does not run on this; remove it, or give another --state",
+    "named pipe": "{lock} is a named pipe, not a file: a job locks only a file of its own, so it "
+    "does not run on this; remove it, or give another --state",
+}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(kind, marks=pytest.mark.skipif(
+            "another user" in kind and os.geteuid() != 0,
+            reason="a file of another user is made by root alone",
+        ))
+        for kind in _NOT_A_LOCK_FILE
+    ],
+)  # fmt: skip
+def test_what_is_not_a_lock_file_is_refused_before_anything_is_made(
+    tmp_path: Path, kind: str
+) -> None:
+    # On main only another user's regular file was refused before a new job's state file was
+    # made: a link (dangling or not) or a folder there was refused by the run, after the state
+    # file was made and left behind (a folder with a bare `[Errno 21] Is a directory`), and a
+    # named pipe was taken for the lock file: the job ran, locking it.
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 3)
+    state = tmp_path / "out.jsonl.job.db"
+    lock = lock_path(state)
+    _plant(kind, lock)
+    planted = sorted(p.name for p in tmp_path.iterdir())
+    ran = sdk_run(*local_run(NOWHERE, items, out), timeout=60)
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.splitlines() == [f"error: {_said(kind, lock)}"]  # (no `job state: ...`)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with pytest.raises(BatchError) as refused:
+        BatchJob.create(state, contract=Decision, backend=backend, input=items, out=out)
+    assert str(refused.value) == _said(kind, lock)
+    assert sorted(p.name for p in tmp_path.iterdir()) == planted  # nothing made
+    # A job made before it was put there: its run is refused in the same words.
+    job_for(tmp_path, items, backend).close()
+    other = JobState(tmp_path / "job.db")
+    _plant(kind, lock_path(other.path))
+    try:
+        with pytest.raises(BatchError) as refused_run:
+            RunnerLock(other).acquire()
+        assert str(refused_run.value) == _said(kind, lock_path(other.path))
+    finally:
+        other.close()
+
+
+def _said(kind: str, lock: Path) -> str:
+    target = os.readlink(lock) if lock.is_symlink() else ""
+    return _NOT_A_LOCK_FILE[kind].format(lock=lock, target=target)
+
+
 # --- a refusal never names a process that is gone ---
 
 
