@@ -29,6 +29,7 @@ from sdk.batch import job_summary
 from sdk.batch._lock import LEASE_SECONDS
 from sdk.batch._lock import RunnerLock
 from sdk.batch._lock import lock_path
+from sdk.batch._lock import running_holder
 from sdk.batch._state import JobState
 from tests.batch_support import fanout
 from tests.batch_support import job_for
@@ -234,6 +235,94 @@ def test_a_refused_runner_never_names_a_holder_that_is_gone(tmp_path: Path) -> N
         assert f"is running: pid {os.getpid()} on " in str(named.value)
     finally:
         os.close(held)
+        state.close()
+
+
+def test_status_never_names_a_runner_that_is_gone(tmp_path: Path) -> None:
+    # As for a refused runner (above): between a new runner's taking the lock and its writing
+    # its lease, on main `status` named the runner killed -9 before it as the job's runner.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
+    state = JobState(tmp_path / "job.db")
+    dead = _dead_pid()
+    _lease(state, dead)
+    held = os.open(lock_path(state.path), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        summary = job_summary(state.path)
+        assert (summary.state, summary.runner) == ("indexing", None)  # running, unnamed
+        shown = sdk_run("batch", "status", "--state", str(state.path), "--json", timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["runner"] is None
+        _lease(state, os.getpid())  # (its lease written: named)
+        named = job_summary(state.path).runner
+        assert named is not None and named.startswith(f"pid {os.getpid()} on ")
+    finally:
+        os.close(held)
+        state.close()
+
+
+def test_a_status_probe_is_not_taken_for_a_runner(tmp_path: Path) -> None:
+    # `status` takes the job's lock (shared) for an instant to see whether a runner holds it: on
+    # main a `run` or `resume` trying the lock at that instant was refused, "running: another
+    # process (starting)" (4 in 300 with `status` probing in a loop). It tries again for a
+    # moment now: refused only by a lock held longer than a probe's.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
+    state = JobState(tmp_path / "job.db")
+    probers = 4
+    start = threading.Barrier(probers + 1, timeout=60)
+    stop = threading.Event()
+    probes = Counter[int]()
+
+    def probe(number: int) -> None:
+        mine = JobState(state.path)
+        try:
+            start.wait()
+            while not stop.is_set():
+                running_holder(mine)  # (what `status` does)
+                probes[number] += 1
+        finally:
+            mine.close()
+
+    threads = [threading.Thread(target=probe, args=(n,), daemon=True) for n in range(probers)]
+    for thread in threads:
+        thread.start()
+    refused: list[str] = []
+    tries = 0
+    try:
+        start.wait()
+        began = time.monotonic()
+        while time.monotonic() - began < 4.0:
+            tries += 1
+            lock = RunnerLock(state)
+            try:
+                lock.acquire()
+            except JobRunning as error:
+                refused.append(str(error))
+            else:
+                lock.release()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    try:
+        assert not any(thread.is_alive() for thread in threads)
+        assert sum(probes.values()) > 100, probes  # (the probes ran meanwhile)
+        assert refused == [], f"{len(refused)} of {tries} refused"
+        # A runner's lock (held, not probed) is still refused, after a bounded wait.
+        held = os.open(lock_path(state.path), os.O_RDWR)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            began = time.monotonic()
+            with pytest.raises(JobRunning, match="is running: another process"):
+                RunnerLock(state).acquire()
+            assert time.monotonic() - began < 5.0
+        finally:
+            os.close(held)
+    finally:
         state.close()
 
 

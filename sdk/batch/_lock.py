@@ -61,6 +61,10 @@ _RENEW_EVERY = 5.0
 _LEASE_WAIT = 0.5
 """How long a refused runner waits for the lock's holder to write its lease (`_live_holder`)."""
 
+_PROBE_WAIT = 0.25
+"""How long a runner tries the lock before it is refused: `status` holds it (shared) for an
+instant, a runner for its whole run (`RunnerLock._lock_exclusive`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Holder:
@@ -145,7 +149,7 @@ class RunnerLock:
             raise
         try:
             _refuse_found(self.path, os.fstat(fd), self.state.path)
-            locked = _try_lock(fd, exclusive=True)
+            locked = self._lock_exclusive(fd)
         except BaseException:
             os.close(fd)
             raise
@@ -158,6 +162,22 @@ class RunnerLock:
         except BaseException:
             self._unlock()
             raise
+
+    @staticmethod
+    def _lock_exclusive(fd: int) -> bool:
+        """The exclusive lock on `fd`, tried a few times over at most `_PROBE_WAIT` seconds:
+        `status` holds a shared lock for an instant to see whether a runner holds it, and a
+        runner trying at that instant would be refused. False: another process holds it
+        still (a runner holds it for its whole run)."""
+        deadline = time.monotonic() + _PROBE_WAIT
+        pause = 0.01
+        while not _try_lock(fd, exclusive=True):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.08)
+        return True
 
     def _take_lease(self) -> None:
         now = time.time()
@@ -296,7 +316,12 @@ def running_holder(state: JobState) -> Holder | None:
             os.close(fd)
     holder = Holder.stored(state.get("runner"))
     if held:
-        return holder or Holder("", 0, "?", time.time(), time.time())
+        if holder is not None and not _gone(holder):
+            return holder
+        # A lease of a process that is gone (killed -9, say): the runner holding the lock now
+        # writes its own just after taking it; until then it is one unnamed (as for a refused
+        # runner, `RunnerLock._live_holder`), never the process that is gone.
+        return Holder("", 0, "?", time.time(), time.time())
     if holder is not None and not _abandoned(holder, time.time()):
         return holder  # a lease without the lock: a runner on a host our lock does not reach
     return None
