@@ -29,6 +29,7 @@ from sdk.batch import job_summary
 from sdk.batch._lock import LEASE_SECONDS
 from sdk.batch._lock import RunnerLock
 from sdk.batch._lock import lock_path
+from sdk.batch._lock import running_holder
 from sdk.batch._state import JobState
 from tests.batch_support import fanout
 from tests.batch_support import job_for
@@ -113,6 +114,86 @@ def test_a_lock_file_of_another_user_is_refused_before_anything_is_made(tmp_path
     assert (lock.stat().st_uid, lock.stat().st_size) == (NOBODY, 0)  # left as it was
 
 
+def _plant(kind: str, lock: Path) -> None:
+    """Put `kind` at the lock's path (as another process could have, in a shared folder)."""
+    if kind == "link to a file":
+        victim = lock.with_name("victim")
+        victim.touch()
+        lock.symlink_to(victim)
+    elif kind == "dangling link":
+        lock.symlink_to(lock.with_name("nowhere"))
+    elif kind == "folder":
+        lock.mkdir()
+    elif kind == "another user's folder":
+        lock.mkdir()
+        os.chown(lock, 12345, 12345)
+    else:
+        os.mkfifo(lock)
+
+
+_NOT_A_LOCK_FILE = {
+    "link to a file": "{lock} is a symbolic link to {target}: a job's lock file is its own, and "
+    "a job does not lock a file through a link; remove the link",
+    "dangling link": "{lock}: {lock} is a symbolic link to {target}, which does not exist: a job "
+    "does not create files or folders through a dangling link; give a path that exists, or one "
+    "without the link",
+    "folder": "{lock} is a folder, not a file: a job locks only a file of its own, so it does not "
+    "run on this; remove it, or give another --state",
+    "another user's folder": "{lock} is a folder, not a file: a job locks only a file of its own, "
+    "so it does not run on this; remove it, or give another --state",
+    "named pipe": "{lock} is a named pipe, not a file: a job locks only a file of its own, so it "
+    "does not run on this; remove it, or give another --state",
+}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(kind, marks=pytest.mark.skipif(
+            "another user" in kind and os.geteuid() != 0,
+            reason="a file of another user is made by root alone",
+        ))
+        for kind in _NOT_A_LOCK_FILE
+    ],
+)  # fmt: skip
+def test_what_is_not_a_lock_file_is_refused_before_anything_is_made(
+    tmp_path: Path, kind: str
+) -> None:
+    # On main only another user's regular file was refused before a new job's state file was
+    # made: a link (dangling or not) or a folder there was refused by the run, after the state
+    # file was made and left behind (a folder with a bare `[Errno 21] Is a directory`), and a
+    # named pipe was taken for the lock file: the job ran, locking it.
+    items, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    write_items(items, 3)
+    state = tmp_path / "out.jsonl.job.db"
+    lock = lock_path(state)
+    _plant(kind, lock)
+    planted = sorted(p.name for p in tmp_path.iterdir())
+    ran = sdk_run(*local_run(NOWHERE, items, out), timeout=60)
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.splitlines() == [f"error: {_said(kind, lock)}"]  # (no `job state: ...`)
+    backend = LocalBackend(local_clients(Counter(), {}))
+    with pytest.raises(BatchError) as refused:
+        BatchJob.create(state, contract=Decision, backend=backend, input=items, out=out)
+    assert str(refused.value) == _said(kind, lock)
+    assert sorted(p.name for p in tmp_path.iterdir()) == planted  # nothing made
+    # A job made before it was put there: its run is refused in the same words.
+    job_for(tmp_path, items, backend).close()
+    other = JobState(tmp_path / "job.db")
+    _plant(kind, lock_path(other.path))
+    try:
+        with pytest.raises(BatchError) as refused_run:
+            RunnerLock(other).acquire()
+        assert str(refused_run.value) == _said(kind, lock_path(other.path))
+    finally:
+        other.close()
+
+
+def _said(kind: str, lock: Path) -> str:
+    target = os.readlink(lock) if lock.is_symlink() else ""
+    return _NOT_A_LOCK_FILE[kind].format(lock=lock, target=target)
+
+
 # --- a refusal never names a process that is gone ---
 
 
@@ -154,6 +235,94 @@ def test_a_refused_runner_never_names_a_holder_that_is_gone(tmp_path: Path) -> N
         assert f"is running: pid {os.getpid()} on " in str(named.value)
     finally:
         os.close(held)
+        state.close()
+
+
+def test_status_never_names_a_runner_that_is_gone(tmp_path: Path) -> None:
+    # As for a refused runner (above): between a new runner's taking the lock and its writing
+    # its lease, on main `status` named the runner killed -9 before it as the job's runner.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
+    state = JobState(tmp_path / "job.db")
+    dead = _dead_pid()
+    _lease(state, dead)
+    held = os.open(lock_path(state.path), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        summary = job_summary(state.path)
+        assert (summary.state, summary.runner) == ("indexing", None)  # running, unnamed
+        shown = sdk_run("batch", "status", "--state", str(state.path), "--json", timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["runner"] is None
+        _lease(state, os.getpid())  # (its lease written: named)
+        named = job_summary(state.path).runner
+        assert named is not None and named.startswith(f"pid {os.getpid()} on ")
+    finally:
+        os.close(held)
+        state.close()
+
+
+def test_a_status_probe_is_not_taken_for_a_runner(tmp_path: Path) -> None:
+    # `status` takes the job's lock (shared) for an instant to see whether a runner holds it: on
+    # main a `run` or `resume` trying the lock at that instant was refused, "running: another
+    # process (starting)" (4 in 300 with `status` probing in a loop). It tries again for a
+    # moment now: refused only by a lock held longer than a probe's.
+    items = tmp_path / "items.jsonl"
+    write_items(items, 2)
+    job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
+    state = JobState(tmp_path / "job.db")
+    probers = 4
+    start = threading.Barrier(probers + 1, timeout=60)
+    stop = threading.Event()
+    probes = Counter[int]()
+
+    def probe(number: int) -> None:
+        mine = JobState(state.path)
+        try:
+            start.wait()
+            while not stop.is_set():
+                running_holder(mine)  # (what `status` does)
+                probes[number] += 1
+        finally:
+            mine.close()
+
+    threads = [threading.Thread(target=probe, args=(n,), daemon=True) for n in range(probers)]
+    for thread in threads:
+        thread.start()
+    refused: list[str] = []
+    tries = 0
+    try:
+        start.wait()
+        began = time.monotonic()
+        while time.monotonic() - began < 4.0:
+            tries += 1
+            lock = RunnerLock(state)
+            try:
+                lock.acquire()
+            except JobRunning as error:
+                refused.append(str(error))
+            else:
+                lock.release()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    try:
+        assert not any(thread.is_alive() for thread in threads)
+        assert sum(probes.values()) > 100, probes  # (the probes ran meanwhile)
+        assert refused == [], f"{len(refused)} of {tries} refused"
+        # A runner's lock (held, not probed) is still refused, after a bounded wait.
+        held = os.open(lock_path(state.path), os.O_RDWR)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            began = time.monotonic()
+            with pytest.raises(JobRunning, match="is running: another process"):
+                RunnerLock(state).acquire()
+            assert time.monotonic() - began < 5.0
+        finally:
+            os.close(held)
+    finally:
         state.close()
 
 

@@ -76,7 +76,7 @@ from sdk.batch._local import LocalBackend
 from sdk.batch._local import LocalRun
 from sdk.batch._local import Outcome
 from sdk.batch._lock import RunnerLock
-from sdk.batch._lock import refuse_foreign_lock
+from sdk.batch._lock import refuse_unusable_lock
 from sdk.batch._lock import running_holder
 from sdk.batch._outcome import Decision
 from sdk.batch._outcome import ItemJob
@@ -249,7 +249,7 @@ class BatchJob:
             "input": str(input_path),
             "out": str(out_path),
         }
-        refuse_foreign_lock(Path(state))  # (before its state file is made)
+        refuse_unusable_lock(Path(state))  # (before its state file is made)
         store = _new_state(state, wanted, out_path)
         if store is None:  # the job is there already (or another process made it first)
             store = _same_job_state(state, wanted, update)

@@ -49,7 +49,7 @@ __all__ = [
     "Holder",
     "RunnerLock",
     "lock_path",
-    "refuse_foreign_lock",
+    "refuse_unusable_lock",
     "running_holder",
 ]
 
@@ -60,6 +60,10 @@ _RENEW_EVERY = 5.0
 
 _LEASE_WAIT = 0.5
 """How long a refused runner waits for the lock's holder to write its lease (`_live_holder`)."""
+
+_PROBE_WAIT = 0.25
+"""How long a runner tries the lock before it is refused: `status` holds it (shared) for an
+instant, a runner for its whole run (`RunnerLock._lock_exclusive`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,9 @@ class Holder:
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 """Refuse a symbolic link at the lock's path (where the system has the flag)."""
 
+_NO_WAIT = getattr(os, "O_NONBLOCK", 0)
+"""Open a named pipe at the lock's path without waiting for its other end (then refused)."""
+
 
 def lock_path(state: str | Path) -> Path:
     """The lock file of the job whose state file is `state`."""
@@ -128,25 +135,21 @@ class RunnerLock:
 
     def acquire(self) -> None:
         """Take the lock and the lease, or raise `JobRunning` naming who has them."""
-        # A link planted at the lock's path whose target does not exist would have the job
-        # create an empty file wherever it points (or fail with a bare `[Errno 2]`).
-        refuse_dangling_link(self.path)
-        # Nor one to a file that exists: the job would lock (and hold open for writing) a
-        # file that is not its own.
+        # What is at the lock's path is checked before it is opened (`refuse_unusable_lock`:
+        # a link, dangling or not, a folder, a named pipe, another user's file), and what was
+        # opened is checked again (one put there in between).
+        refuse_unusable_lock(self.state.path)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o600)
+            # (O_NONBLOCK: a named pipe put there in between is not waited on; it is refused)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW | _NO_WAIT, 0o600)
         except OSError as error:
+            refuse_unusable_lock(self.state.path)  # (a link or a folder put there in between)
             if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise BatchError(unwritable(self.state.path, self.path, error)) from None
-            if error.errno != errno.ELOOP or not self.path.is_symlink():
-                raise
-            raise BatchError(
-                f"{self.path} is a symbolic link to {os.readlink(self.path)}: a job's lock file "
-                "is its own, and a job does not lock a file through a link; remove the link"
-            ) from None
+            raise
         try:
-            _refuse_foreign(self.path, os.fstat(fd).st_uid, self.state.path)
-            locked = _try_lock(fd, exclusive=True)
+            _refuse_found(self.path, os.fstat(fd), self.state.path)
+            locked = self._lock_exclusive(fd)
         except BaseException:
             os.close(fd)
             raise
@@ -159,6 +162,22 @@ class RunnerLock:
         except BaseException:
             self._unlock()
             raise
+
+    @staticmethod
+    def _lock_exclusive(fd: int) -> bool:
+        """The exclusive lock on `fd`, tried a few times over at most `_PROBE_WAIT` seconds:
+        `status` holds a shared lock for an instant to see whether a runner holds it, and a
+        runner trying at that instant would be refused. False: another process holds it
+        still (a runner holds it for its whole run)."""
+        deadline = time.monotonic() + _PROBE_WAIT
+        pause = 0.01
+        while not _try_lock(fd, exclusive=True):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.08)
+        return True
 
     def _take_lease(self) -> None:
         now = time.time()
@@ -273,17 +292,22 @@ def running_holder(state: JobState) -> Holder | None:
     `LEASE_SECONDS`, and on this host its process alive). For `status` and `cancel`."""
     try:
         # (O_NONBLOCK: a named pipe put at the lock's path would wait for a writer for ever)
-        fd = os.open(lock_path(state.path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | _NO_FOLLOW
+        fd = os.open(lock_path(state.path), flags)
     except OSError:
         # Never run with a lock here, or its lock file deleted under a runner (whose lease,
-        # below, still names it: on another host, or on this one).
+        # below, still names it: on another host, or on this one); or a link there, which a
+        # runner refuses.
         held = False
     else:
         try:
             # (a lock file of another user than the state file's, this process's or root's is
             # not the job's: a runner refuses it, so whoever holds it does not run the job; root
-            # may run a user's job, making the lock file its own)
-            ours = os.fstat(fd).st_uid in (_owner(state.path), os.geteuid(), 0)
+            # may run a user's job, making the lock file its own; nor is a folder or a named
+            # pipe, which a runner refuses too)
+            found = os.fstat(fd)
+            owners = (_owner(state.path), os.geteuid(), 0)
+            ours = stat.S_ISREG(found.st_mode) and found.st_uid in owners
             held = ours and not _try_lock(fd, exclusive=False)
             if not held:
                 with contextlib.suppress(OSError):
@@ -292,27 +316,64 @@ def running_holder(state: JobState) -> Holder | None:
             os.close(fd)
     holder = Holder.stored(state.get("runner"))
     if held:
-        return holder or Holder("", 0, "?", time.time(), time.time())
+        if holder is not None and not _gone(holder):
+            return holder
+        # A lease of a process that is gone (killed -9, say): the runner holding the lock now
+        # writes its own just after taking it; until then it is one unnamed (as for a refused
+        # runner, `RunnerLock._live_holder`), never the process that is gone.
+        return Holder("", 0, "?", time.time(), time.time())
     if holder is not None and not _abandoned(holder, time.time()):
         return holder  # a lease without the lock: a runner on a host our lock does not reach
     return None
 
 
-def refuse_foreign_lock(state: Path) -> None:
-    """`BatchError` if the lock file of the job in `state` is there already and is another
-    user's (`RunnerLock.acquire` would refuse it): said before a new job's state file is made,
-    which would be left behind by the refusal. Nothing is made or changed."""
+def refuse_unusable_lock(state: Path) -> None:
+    """`BatchError` if what is at the lock file's path of the job in `state` is not one it may
+    lock (`_refuse_found`): a symbolic link (dangling or not), a folder, a named pipe or another
+    file that is not a regular one, or another user's file. Nothing is made or changed: said by
+    `RunnerLock.acquire` before it opens the lock file, and by `BatchJob.create` before a new
+    job's state file is made (which a refusal after it would leave behind)."""
     path = lock_path(state)
+    # A link planted at the lock's path whose target does not exist would have the job create
+    # an empty file wherever it points (or fail with a bare `[Errno 2]`); so would one in the
+    # folders above it.
+    refuse_dangling_link(path)
     try:
         found = os.lstat(path)
     except OSError:
         return  # (none yet: the run makes it)
-    if not stat.S_ISLNK(found.st_mode):  # (a link: `acquire` refuses it, naming its target)
-        _refuse_foreign(path, found.st_uid, state)
+    _refuse_found(path, found, state)
 
 
-def _refuse_foreign(path: Path, owner: int, state: Path) -> None:
-    """`BatchError` if the lock file at `path`, of uid `owner`, is not the job's (in `state`)."""
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
+
+
+def _refuse_found(path: Path, found: os.stat_result, state: Path) -> None:
+    """`BatchError` if what is at `path` (`found`, its `lstat` or the `fstat` of what was
+    opened there) is not the lock file of the job in `state`: a link, a file that is not a
+    regular one, or another user's file. The one place of these checks."""
+    if stat.S_ISLNK(found.st_mode):
+        # (one to a file that exists: the job would lock, and hold open for writing, a file
+        # that is not its own)
+        raise BatchError(
+            f"{path} is a symbolic link to {os.readlink(path)}: a job's lock file is its own, "
+            "and a job does not lock a file through a link; remove the link"
+        )
+    if not stat.S_ISREG(found.st_mode):
+        # (a named pipe would be opened and locked as if a file: a job that cannot run
+        # anywhere else locked by whoever holds it; a folder failed with a bare `[Errno 21]`)
+        kind = _KINDS.get(stat.S_IFMT(found.st_mode), "a special file")
+        raise BatchError(
+            f"{path} is {kind}, not a file: a job locks only a file of its own, so it does "
+            "not run on this; remove it, or give another --state"
+        )
+    owner = found.st_uid
     if owner not in (os.geteuid(), _owner(state)):
         # Another user's file (planted in a shared folder): whoever holds it would hold the job
         # for ever, and be taken for a runner of the job. (The state file's owner's is the
