@@ -328,16 +328,9 @@ def typed(
         )
     reading = layout.reading.format(path=str(path))
     if code.startswith("SQLITE_READONLY"):  # another user's file, or in a folder of theirs
-        if not _folder_writable(path):
-            why = (
-                f"its folder {path.parent} cannot be written by it (a read-only file system, or "
-                "another user's folder); "
-            )
-        elif not os.access(path, os.W_OK):
-            why = "another user's file, or a read-only one; "
-        else:
-            why = ""
-        return layout.error(f"{path} cannot be written by this process ({error}): {why}{reading}")
+        why = unwritable_because(path)
+        shown = f"{why}; " if why is not None else ""
+        return layout.error(f"{path} cannot be written by this process ({error}): {shown}{reading}")
     if code == "SQLITE_CANTOPEN":  # the file, or its write-ahead log or index beside it
         what = "cannot be made" if making else "cannot be opened"
         if not _folder_writable(path):
@@ -353,6 +346,20 @@ def typed(
             )
         return layout.error(f"{path} {what} ({error}): {why}")
     return layout.error(f"{path} is damaged or not a {layout.name} ({error})")
+
+
+def unwritable_because(path: Path) -> str | None:
+    """Why this process cannot write the file at `path` (its folder, or the file itself), the
+    one wording of every refusal that says so; `None` where it can (as far as `os.access`
+    tells: no descriptor is opened)."""
+    if not _folder_writable(path):
+        return (
+            f"the folder {path.parent} cannot be written by this process (a read-only file "
+            "system, or another user's folder)"
+        )
+    if os.path.lexists(path) and not os.access(path, os.W_OK):
+        return "the file cannot be written by this process (another user's, or read-only)"
+    return None
 
 
 def _folder_writable(path: Path) -> bool:

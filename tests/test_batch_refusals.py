@@ -7,6 +7,7 @@ The CLI's runs are `sdk batch` processes (bounded by their timeouts); the rest r
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -15,6 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -210,20 +212,30 @@ def _lease(state: JobState, pid: int, host: str | None = None, age: float = 0.0)
         state.put("runner", lease, db)
 
 
-def test_a_refused_runner_never_names_a_holder_that_is_gone(tmp_path: Path) -> None:
-    # A runner killed -9 leaves its lease; the next runner takes the lock and then writes its
-    # own lease. A runner refused in between read the dead one's lease: on main it said the
-    # job "is running: pid <the killed process>" (2 refusals in 18 with 4 resumes at once).
+@contextlib.contextmanager
+def _locked_after_a_runner_gone(tmp_path: Path) -> Iterator[tuple[JobState, int]]:
+    """A job whose runner was killed -9 (its lease left), its lock taken by a new runner that
+    has not written its own lease yet; the state and the dead runner's pid."""
     items = tmp_path / "items.jsonl"
     write_items(items, 2)
     job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
     state = JobState(tmp_path / "job.db")
     dead = _dead_pid()
     _lease(state, dead)
-    # The new runner, between taking the lock and writing its lease:
     held = os.open(lock_path(state.path), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield state, dead
+    finally:
+        os.close(held)
+        state.close()
+
+
+def test_a_refused_runner_never_names_a_holder_that_is_gone(tmp_path: Path) -> None:
+    # A runner killed -9 leaves its lease; the next runner takes the lock and then writes its
+    # own lease. A runner refused in between read the dead one's lease: on main it said the
+    # job "is running: pid <the killed process>" (2 refusals in 18 with 4 resumes at once).
+    with _locked_after_a_runner_gone(tmp_path) as (state, dead):
         with pytest.raises(JobRunning) as refused:
             RunnerLock(state).acquire()
         assert f"pid {dead}" not in str(refused.value)
@@ -233,23 +245,12 @@ def test_a_refused_runner_never_names_a_holder_that_is_gone(tmp_path: Path) -> N
         with pytest.raises(JobRunning) as named:
             RunnerLock(state).acquire()
         assert f"is running: pid {os.getpid()} on " in str(named.value)
-    finally:
-        os.close(held)
-        state.close()
 
 
 def test_status_never_names_a_runner_that_is_gone(tmp_path: Path) -> None:
     # As for a refused runner (above): between a new runner's taking the lock and its writing
     # its lease, on main `status` named the runner killed -9 before it as the job's runner.
-    items = tmp_path / "items.jsonl"
-    write_items(items, 2)
-    job_for(tmp_path, items, LocalBackend(local_clients(Counter(), {}))).close()
-    state = JobState(tmp_path / "job.db")
-    dead = _dead_pid()
-    _lease(state, dead)
-    held = os.open(lock_path(state.path), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with _locked_after_a_runner_gone(tmp_path) as (state, _):
         summary = job_summary(state.path)
         assert (summary.state, summary.runner) == ("indexing", None)  # running, unnamed
         shown = sdk_run("batch", "status", "--state", str(state.path), "--json", timeout=60)
@@ -258,9 +259,6 @@ def test_status_never_names_a_runner_that_is_gone(tmp_path: Path) -> None:
         _lease(state, os.getpid())  # (its lease written: named)
         named = job_summary(state.path).runner
         assert named is not None and named.startswith(f"pid {os.getpid()} on ")
-    finally:
-        os.close(held)
-        state.close()
 
 
 def test_a_status_probe_is_not_taken_for_a_runner(tmp_path: Path) -> None:
@@ -440,7 +438,7 @@ def test_a_job_in_a_folder_this_process_cannot_write_opened_from_python(tmp_path
         kind, error = said[how]
         assert kind == "StateFileError", (how, kind, error)
         assert error.startswith(f"{state} cannot be written by this process ("), (how, error)
-        assert f"its folder {folder} cannot be written by it (a read-only file system" in error
+        assert f"the folder {folder} cannot be written by this process (a read-only file" in error
         assert error.endswith(
             f"`sdk.batch.job_summary('{state}')` (`sdk batch status`) reads it without writing"
         ), (how, error)

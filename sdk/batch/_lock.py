@@ -39,6 +39,7 @@ from typing import Any
 
 from sdk._files import try_lock as _try_lock
 from sdk._files import unlock as _unlock
+from sdk._sqlite import unwritable_because
 from sdk.batch._errors import BatchError
 from sdk.batch._errors import JobRunning
 from sdk.batch._output import refuse_dangling_link
@@ -387,13 +388,9 @@ def _refuse_found(path: Path, found: os.stat_result, state: Path) -> None:
 def unwritable(state: Path, path: Path, error: OSError) -> str:
     """The refusal of a job whose lock file `path` this process cannot make or open for writing
     (its folder, or the file, cannot be written by it)."""
-    if os.access(path.parent, os.W_OK):
-        why = "the file cannot be written by this process (another user's, or read-only)"
-    else:
-        why = (
-            f"the folder {path.parent} cannot be written by this process (a read-only file "
-            "system, or another user's folder)"
-        )
+    why = unwritable_because(path) or (  # (what `os.access` allows, the open refused)
+        "the file cannot be written by this process (another user's, or read-only)"
+    )
     return (
         f"{path} cannot be made or opened ({error.strerror or error}): {why}, so the job in "
         f"{state} cannot be run from here; `sdk batch status --state {state}` (in Python, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 import time
@@ -508,17 +507,11 @@ def _refuse_unwritable(state: Path, doing: str) -> None:
     """`BatchError` if this process cannot write the state file or its folder (a read-only
     file system, another user's folder), before SQLite or the lock file fails on it with a bare
     errno or the Python API's advice."""
+    from sdk._sqlite import unwritable_because
     from sdk.batch import BatchError
 
-    folder = state.absolute().parent
-    if not os.access(folder, os.W_OK):
-        why = (
-            f"the folder {folder} cannot be written by this process (a read-only file system, "
-            "or another user's folder)"
-        )
-    elif not os.access(state, os.W_OK):
-        why = "the file cannot be written by this process (another user's, or read-only)"
-    else:
+    why = unwritable_because(state.absolute())
+    if why is None:
         return
     raise BatchError(
         f"{state} cannot be {doing} here: {why}; "
