@@ -204,10 +204,10 @@ def _may_change(value: object, depth: int = 0) -> bool:
     compared = _compared_fields(kind)
     if compared is None:
         return True
-    if kind.__module__.split(".", 1)[0] == "sdk":
-        return False
     if not kind.__dataclass_params__.frozen:
         return True
+    if kind.__module__.split(".", 1)[0] == "sdk":
+        return False
     return any(_may_change(getattr(value, name), depth + 1) for name in compared)
 
 

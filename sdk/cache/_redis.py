@@ -38,12 +38,14 @@ from __future__ import annotations
 import math
 import socket
 import time
+from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextlib import suppress
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
+from typing import cast
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
@@ -672,16 +674,16 @@ class _DeadlineSocket:
         return self._timeout
 
     def recv(self, *args: Any) -> bytes:
-        self._until_deadline()
-        try:
-            return self._socket.recv(*args)
-        finally:
-            self._restore()
+        return cast("bytes", self._read(self._socket.recv, *args))
 
     def recv_into(self, *args: Any) -> int:
+        return cast("int", self._read(self._socket.recv_into, *args))
+
+    def _read(self, read: Callable[..., object], *args: Any) -> object:
+        """`read(*args)` waiting no longer than the round trip's deadline."""
         self._until_deadline()
         try:
-            return self._socket.recv_into(*args)
+            return read(*args)
         finally:
             self._restore()
 
