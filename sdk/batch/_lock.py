@@ -59,12 +59,16 @@ LEASE_SECONDS = 60.0
 
 _RENEW_EVERY = 5.0
 
-_LEASE_WAIT = 0.5
-"""How long a refused runner waits for the lock's holder to write its lease (`_live_holder`)."""
-
 _PROBE_WAIT = 0.25
-"""How long a runner tries the lock before it is refused: `status` holds it (shared) for an
-instant, a runner for its whole run (`RunnerLock._lock_exclusive`)."""
+"""How long a runner tries the lock before a live lease refuses it: `status` holds the lock
+(shared) for an instant, a runner for its whole run (`RunnerLock._lock_or_holder`)."""
+
+_LEASE_WAIT = 0.5
+"""How much longer a runner tries the lock while no live lease names its holder: a runner
+writes its lease just after taking the lock, and `status` probes (shared, an instant each)
+from several processes may hold it by turns for a while (`RunnerLock._lock_or_holder`)."""
+
+_TRY_EVERY = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,13 +154,13 @@ class RunnerLock:
             raise
         try:
             _refuse_found(self.path, os.fstat(fd), self.state.path)
-            locked = self._lock_exclusive(fd)
+            locked, holder = self._lock_or_holder(fd)
         except BaseException:
             os.close(fd)
             raise
         if not locked:
             os.close(fd)
-            raise JobRunning(self._running_message(self._live_holder()))
+            raise JobRunning(self._running_message(holder))
         self._fd = fd
         try:
             self._take_lease()
@@ -164,21 +168,25 @@ class RunnerLock:
             self._unlock()
             raise
 
-    @staticmethod
-    def _lock_exclusive(fd: int) -> bool:
-        """The exclusive lock on `fd`, tried a few times over at most `_PROBE_WAIT` seconds:
-        `status` holds a shared lock for an instant to see whether a runner holds it, and a
-        runner trying at that instant would be refused. False: another process holds it
-        still (a runner holds it for its whole run)."""
-        deadline = time.monotonic() + _PROBE_WAIT
-        pause = 0.01
+    def _lock_or_holder(self, fd: int) -> tuple[bool, Holder | None]:
+        """The exclusive lock on `fd`, tried every few milliseconds: `(True, None)` once taken;
+        `(False, holder)` when a live lease names the process holding it after `_PROBE_WAIT`
+        seconds (a runner holds the lock for its whole run); `(False, None)` (\"starting\")
+        when none does after `_LEASE_WAIT` seconds more. Until then the holder may be `status`
+        probes (each holds the lock, shared, for an instant, and several by turns may hold it
+        for a while), or a runner about to write its lease, or one whose lease is still that of
+        a process that is gone (killed -9, say): a refusal never names a process that is gone."""
+        began = time.monotonic()
         while not _try_lock(fd, exclusive=True):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.08)
-        return True
+            waited = time.monotonic() - began
+            if waited >= _PROBE_WAIT:
+                current = self._stored()
+                if current is not None and not _gone(current):
+                    return False, current
+                if waited >= _PROBE_WAIT + _LEASE_WAIT:
+                    return False, None
+            time.sleep(_TRY_EVERY)
+        return True, None
 
     def _take_lease(self) -> None:
         now = time.time()
@@ -264,20 +272,6 @@ class RunnerLock:
     def _stored(self) -> Holder | None:
         return Holder.stored(self.state.get("runner"))
 
-    def _live_holder(self) -> Holder | None:
-        """The lease of the process that holds the lock, for the refusal: `None` (\"starting\")
-        while the lease is still one of a process that is gone (killed -9, say: the new holder
-        writes its own just after taking the lock), re-read for at most `_LEASE_WAIT` seconds,
-        so that a refusal never names a process that is gone."""
-        deadline = time.monotonic() + _LEASE_WAIT
-        while True:
-            current = self._stored()
-            if current is not None and not _gone(current):
-                return current
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.02)
-
     def _running_message(self, holder: Holder | None) -> str:
         who = holder.describe() if holder is not None else "another process (starting)"
         return (
@@ -321,7 +315,7 @@ def running_holder(state: JobState) -> Holder | None:
             return holder
         # A lease of a process that is gone (killed -9, say): the runner holding the lock now
         # writes its own just after taking it; until then it is one unnamed (as for a refused
-        # runner, `RunnerLock._live_holder`), never the process that is gone.
+        # runner, `RunnerLock._lock_or_holder`), never the process that is gone.
         return Holder("", 0, "?", time.time(), time.time())
     if holder is not None and not _abandoned(holder, time.time()):
         return holder  # a lease without the lock: a runner on a host our lock does not reach
