@@ -21,7 +21,9 @@ SIGTERM.
   second user message), the valid `Decision`. Tests re-ask with it.
 - `POST /gate/close` and `POST /gate/open`: while closed, completions are held (not started)
   until it opens; `--closed` starts it closed. Tests use it to keep a job running for as long
-  as they need, whatever the machine's load.
+  as they need, whatever the machine's load. `POST /gate/open/N`: open for the next N
+  completions started, then closed again by the server itself (a test that closed it after
+  seeing N would let through however many more the job sent while the test was descheduled).
 - `POST /apply-template`: at once, the messages rendered in ChatML; `GET /v1/models` and
   `POST /tokenize`: at once, from a toy vocabulary (ChatML's three control tokens, then one token
   per byte). These are what `LlamaCppProvider` learns from once (template shape, special
@@ -194,6 +196,7 @@ class Slots:
         )
         self.limit = limit
         self.closed = closed
+        self.allowance: int | None = None  # (completions to start before the gate closes)
         self.truncate_below = truncate_below
         self.busy = 0
         self.waiting: deque[tuple[Connection, bytes]] = deque()
@@ -207,6 +210,10 @@ class Slots:
         self._start(connection, reply)
 
     def _start(self, connection: Connection, reply: bytes) -> None:
+        if self.allowance is not None:
+            self.allowance -= 1
+            if self.allowance <= 0:
+                self.closed, self.allowance = True, None
         self.busy += 1
         RECEIVED["peak_in_service"] = max(RECEIVED["peak_in_service"], self.busy)
         asyncio.get_running_loop().call_later(self.delay, self._finish, connection, reply)
@@ -223,8 +230,8 @@ class Slots:
                 return
             self._start(*self.waiting.popleft())
 
-    def gate(self, closed: bool) -> None:
-        self.closed = closed
+    def gate(self, closed: bool, allowance: int | None = None) -> None:
+        self.closed, self.allowance = closed, allowance
         self._next()
 
 
@@ -281,6 +288,9 @@ class Connection(asyncio.Protocol):
             self.write(response("200 OK", json.dumps(RECEIVED).encode()))
         elif path in ("/gate/open", "/gate/close"):
             self.slots.gate(closed=path == "/gate/close")
+            self.write(response("200 OK", OK))
+        elif path.startswith("/gate/open/") and path[len("/gate/open/") :].isdigit():
+            self.slots.gate(closed=False, allowance=int(path[len("/gate/open/") :]))
             self.write(response("200 OK", OK))
         else:
             self.write(response("404 Not Found", NOT_FOUND))

@@ -17,6 +17,7 @@ block the read until something writes to it, forever, and a device may never end
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import stat
@@ -30,6 +31,7 @@ from typing import BinaryIO
 from sdk import _fork
 
 __all__ = [
+    "NOT_PERMITTED",
     "NotARegularFile",
     "adopt_empty",
     "file_digest",
@@ -42,6 +44,10 @@ __all__ = [
     "unlock",
     "write_atomic",
 ]
+
+NOT_PERMITTED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+"""The `errno`s of a file or folder this process may not write (its mode, its owner, or a
+read-only file system): a refusal says why (`sdk._sqlite.unwritable_because`)."""
 
 
 class NotARegularFile(OSError):

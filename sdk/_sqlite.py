@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk import _fork
+from sdk._files import NOT_PERMITTED
 from sdk._files import adopt_empty
 from sdk._files import private_folder
 from sdk._files import sync_folder
@@ -190,6 +191,9 @@ def make_whole(
     except sqlite3.Error as error:  # (on the temporary file, named by the file it was to be)
         raise typed(error, path, layout, DEFAULT_TIMEOUT, making=True) from error
     except OSError as error:  # no room for the temporary file, a folder that cannot be written
+        why = unwritable_because(path) if error.errno in NOT_PERMITTED else None
+        if why is not None:  # (the cause, named: "Permission denied" alone does not say whose)
+            raise layout.error(f"{path} cannot be made ({error.strerror}): {why}") from error
         raise layout.error(f"{path} cannot be made: {error.strerror or error}") from error
 
 

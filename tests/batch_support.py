@@ -707,9 +707,11 @@ def fanout(delay: float, *options: str) -> Iterator[str]:
         server.wait(timeout=10)
 
 
-def gate(url: str, *, open: bool) -> None:
-    """Open or close the fanout server's gate (closed: completions are held, not answered)."""
-    httpx.post(f"{url}/gate/{'open' if open else 'close'}", timeout=10).raise_for_status()
+def gate(url: str, *, open: bool, count: int | None = None) -> None:
+    """Open or close the fanout server's gate (closed: completions are held, not answered);
+    opened with a `count`, the server closes it again itself once that many have started."""
+    path = "close" if not open else "open" if count is None else f"open/{count}"
+    httpx.post(f"{url}/gate/{path}", timeout=10).raise_for_status()
 
 
 def completions(url: str) -> int:

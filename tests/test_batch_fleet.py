@@ -66,6 +66,36 @@ def test_a_replica_serves_at_most_its_slots_and_queues_the_rest() -> None:
     assert counts["peak_in_service"] == 3 and counts["peak_waiting"] == 10
 
 
+def test_a_gate_opened_for_n_completions_closes_itself_after_them() -> None:
+    # What tests hold a job with (`gate(url, open=True, count=N)`): exactly N answered, the
+    # rest held until the gate opens again, however fast the caller sends them.
+    with fleet(replicas=1, latency=0.01, slots=4) as running:
+        url = running.urls[0]
+        gate(url, open=True, count=3)
+
+        async def burst() -> tuple[int, dict[str, int], list[int]]:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                posts = [
+                    asyncio.create_task(client.post("/v1/chat/completions", json={"max_tokens": 9}))
+                    for _ in range(8)
+                ]
+                for _ in range(3000):  # bounded: a minute
+                    held = stats(url)
+                    if held["completions"] == 8 and held["answered"] >= 3:
+                        break
+                    await asyncio.sleep(0.02)
+                await asyncio.sleep(0.2)  # (time for a fourth, were one let through)
+                held = stats(url)
+                finished = sum(post.done() for post in posts)
+                gate(url, open=True)
+                replies = await asyncio.gather(*posts)
+            return finished, held, [reply.status_code for reply in replies]
+
+        finished, held, codes = asyncio.run(burst())
+    assert held["completions"] == 8 and held["answered"] == 3 and finished == 3, held
+    assert codes == [200] * 8
+
+
 def test_the_local_runner_fills_every_slot_of_every_replica_and_sends_each_item_once(
     tmp_path: Path,
 ) -> None:

@@ -397,14 +397,15 @@ from contracts import Decision
 from tests.batch_support import local_clients
 state, items = Path(sys.argv[1]), Path(sys.argv[2])
 said = {}
-for how in ("open", "create"):
+for how in ("open", "create", "create new"):
     backend = LocalBackend(local_clients(Counter(), {}))
     try:
         if how == "open":
             job = BatchJob.open(state, contract=Decision, backend=backend)
         else:
-            job = BatchJob.create(state, contract=Decision, backend=backend, input=items,
-                                  out=state.parent / "out.jsonl")
+            path = state if how == "create" else state.parent / "new.db"
+            out = state.parent / ("out.jsonl" if how == "create" else "new.jsonl")
+            job = BatchJob.create(path, contract=Decision, backend=backend, input=items, out=out)
         job.close()
         said[how] = None
     except BatchError as error:
@@ -443,6 +444,15 @@ def test_a_job_in_a_folder_this_process_cannot_write_opened_from_python(tmp_path
             f"`sdk.batch.job_summary('{state}')` (`sdk batch status`) reads it without writing"
         ), (how, error)
         assert "readonly=True" not in error, (how, error)
+    # A new job there: on main "{new} cannot be made: Permission denied", the folder unnamed.
+    kind, error = said["create new"]
+    new = folder / "new.db"
+    assert kind == "StateFileError", (kind, error)
+    assert error == (
+        f"{new} cannot be made (Permission denied): the folder {folder} cannot be written by "
+        "this process (a read-only file system, or another user's folder)"
+    ), error
+    assert not new.exists()
 
 
 # --- ids and paths as given ---

@@ -337,6 +337,37 @@ def test_batch_status_reads_a_job_in_a_read_only_folder(tmp_path: Path) -> None:
         assert sorted(p.name for p in folder.iterdir()) == before  # nothing made beside it
 
 
+_MAKE_CACHE = """
+import sys
+from sdk.cache import CacheFileError, SQLiteCache
+try:
+    SQLiteCache(sys.argv[1]).close()
+except CacheFileError as error:
+    print(error)
+"""
+
+
+def test_a_new_cache_in_a_folder_this_process_cannot_write_names_the_folder(
+    tmp_path: Path,
+) -> None:
+    # On main "<file> cannot be made: Permission denied": neither the folder nor whose it is.
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    path = folder / "new.db"
+    with read_only(folder):
+        made = subprocess.run(
+            [sys.executable, "-c", _MAKE_CACHE, str(path)], cwd=REPO, env=ENV,
+            capture_output=True, text=True, timeout=WAIT,
+            preexec_fn=_no_write_permission if os.geteuid() == 0 else None,
+        )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == (
+        f"{path} cannot be made (Permission denied): the folder {folder} cannot be written by "
+        "this process (a read-only file system, or another user's folder)"
+    ), made.stdout
+    assert list(folder.iterdir()) == []
+
+
 def test_cache_stats_reads_a_cache_in_a_read_only_folder(tmp_path: Path) -> None:
     folder = tmp_path / "archive"
     path = folder / "c.db"

@@ -25,7 +25,6 @@ commit, after at most one batch of requests sent twice.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import secrets
 import socket
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sdk._files import NOT_PERMITTED
 from sdk._files import try_lock as _try_lock
 from sdk._files import unlock as _unlock
 from sdk._sqlite import unwritable_because
@@ -149,7 +149,7 @@ class RunnerLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW | _NO_WAIT, 0o600)
         except OSError as error:
             refuse_unusable_lock(self.state.path)  # (a link or a folder put there in between)
-            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            if error.errno in NOT_PERMITTED:
                 raise BatchError(unwritable(self.state.path, self.path, error)) from None
             raise
         try:
