@@ -76,6 +76,13 @@ def _quiet(url: str, state: Path) -> int:
     return answered
 
 
+def _half_then_held(url: str) -> None:
+    """Let half the job's items through, then hold every call: the server closes its gate
+    itself, so the job cannot finish while a loaded machine deschedules the test (it has
+    120 items of 0.05 s on two workers: 3 s)."""
+    gate(url, open=True, count=ITEMS // 2)
+
+
 def _ended(runner: subprocess.Popen[str], what: str, within: float = 20) -> tuple[int, str]:
     """The runner's exit code and stderr, once it stopped (bounded: on main it never does,
     the server holding every call while the job waits)."""
@@ -109,9 +116,10 @@ def test_a_running_job_stops_when_its_output_changes_under_it(tmp_path: Path, ch
     # file, results in a moved or deleted inode, a foreign line overwritten) and ended exit 0
     # "all ok"; here, with the server holding every call, it never ended at all.
     out, state, aside = tmp_path / "out.jsonl", tmp_path / "job.db", tmp_path / "out.jsonl.1"
-    with fanout(0.05) as url:
+    with fanout(0.05, "--closed") as url:
         runner = _started(url, tmp_path)
         try:
+            _half_then_held(url)
             wait_for(lambda: counted(state, "ok") > 0, "the job's first commit")
             committed = _quiet(url, state)
             kept = out.read_bytes()
@@ -178,13 +186,16 @@ def test_a_ray_job_stops_when_its_output_is_cut_under_it(tmp_path: Path) -> None
         runner = _started(url, tmp_path, "--engine", "ray", count=400)
         try:
             wait_for(lambda: counted(state, "total") == 400, "the job to index", timeout=120)
-            gate(url, open=True)
+            # All but the last item's call, which the server itself then holds: every actor's
+            # call of 64 but the one holding it is answered whole, and the job cannot finish
+            # however long a loaded machine keeps the test from closing the gate. (Half the
+            # items was not enough: Ray keeps more calls of 64 in flight than 200 can finish.)
+            gate(url, open=True, count=399)
             # The first commit waits for the local Ray cluster to start (head, raylet, actors)
             # and its first batch: on a loaded 2-CPU machine the last actor came up 96 s after
             # the cluster's start and 120 s ran out before the commit. A bound on a hang, as
             # the whole runs of the other Ray tests have (300 s), not a measure.
             wait_for(lambda: counted(state, "ok") > 0, "the job's first commit", timeout=300)
-            gate(url, open=False)
             os.truncate(out, 0)
             code, errors = _ended(runner, "the cut", within=60)  # (the cluster's shutdown)
         finally:
@@ -207,9 +218,10 @@ def test_a_running_job_stops_when_its_state_file_is_deleted_or_replaced(
     # "all ok", while `status` and `resume` then said "no such job state file" or read a
     # file that did not say what the output holds.
     out, state = tmp_path / "out.jsonl", tmp_path / "job.db"
-    with fanout(0.05) as url:
+    with fanout(0.05, "--closed") as url:
         runner = _started(url, tmp_path)
         try:
+            _half_then_held(url)
             wait_for(lambda: counted(state, "ok") > 0, "the job's first commit")
             committed = _quiet(url, state)
             if change == "delete":
@@ -236,13 +248,15 @@ def test_a_full_disk_is_one_line_and_resume_finishes_exactly_once(tmp_path: Path
     # items failed").
     items, out, state = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "job.db"
     write_items(items, 600)
-    with fanout(0.01) as url:
+    with fanout(0.01, "--closed") as url:
         runner = sdk_process(
             *local_run(url, items, out, "--state", str(state), "--concurrency", "2")
         )
         try:
+            # 400 answered, the rest held by the server itself: a test closing the gate after
+            # seeing 400 let the job finish all 600 on a loaded machine.
+            gate(url, open=True, count=400)
             wait_for(lambda: counted(state, "ok") >= 400, "the first commits")
-            gate(url, open=False)
             runner.send_signal(signal.SIGINT)  # stopped, with items left to run
             _, errors = runner.communicate(timeout=60)
         finally:
