@@ -38,6 +38,7 @@ __all__ = [
     "held_lock",
     "open_regular",
     "private_folder",
+    "process_alive",
     "read_regular",
     "sync_folder",
     "try_lock",
@@ -181,6 +182,18 @@ def _mode_of(path: Path) -> int:
         return path.stat().st_mode & 0o777
     except OSError:
         return 0o644
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this host (POSIX: signal 0; one of another user's is
+    alive too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def sync_folder(folder: Path) -> None:

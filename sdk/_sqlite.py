@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import socket
 import sqlite3
 import stat
 import tempfile
@@ -50,6 +52,7 @@ from sdk import _fork
 from sdk._files import NOT_PERMITTED
 from sdk._files import adopt_empty
 from sdk._files import private_folder
+from sdk._files import process_alive
 from sdk._files import sync_folder
 
 __all__ = [
@@ -203,7 +206,11 @@ def _make_whole(
     private_folder(path.parent)
     if path.exists():
         raise FileExistsError(path)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    maker = _maker_prefix(path)
+    _sweep_left(path, maker)
+    fd, temporary = tempfile.mkstemp(
+        prefix=f"{maker}{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
     os.close(fd)  # mkstemp's file is the owner's only (0600), and so are the WAL's beside it
     try:
         with _fork.gate():
@@ -222,6 +229,39 @@ def _make_whole(
             with contextlib.suppress(OSError):
                 os.unlink(temporary + suffix)
     sync_folder(path.parent)
+
+
+def _maker_prefix(path: Path) -> str:
+    """The start of the name of a temporary file `_make_whole` makes for `path` on this host;
+    the maker's pid and a random part follow (`.job.db.HOST.PID.RANDOM.tmp`), so that a maker
+    of this host killed before it linked its file is told apart from one still making it."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:64] or "-"
+    return f".{path.name}.{host}."
+
+
+def _sweep_left(path: Path, maker: str) -> None:
+    """Remove what makers of `path` killed before they linked it left beside it (their
+    temporary file, and SQLite's files beside that): each one of this user's, named by this
+    host (`_maker_prefix`) and a process that is gone (as a batch job's lease is told gone).
+    A maker on another host (a shared file system), one alive, and a file of another user or
+    another kind are left alone; so is everything on a system without POSIX signals."""
+    if os.name != "posix":
+        return
+    try:
+        names = [name for name in os.listdir(path.parent) if name.startswith(maker)]
+    except OSError:
+        return
+    for name in names:
+        base = next((name[: -len(s)] for s in _SIBLINGS if name.endswith(s)), name)
+        pid, _, rest = base[len(maker) :].partition(".")
+        if not (pid.isdigit() and rest.endswith(".tmp")) or int(pid) == os.getpid():
+            continue
+        left = path.parent / name
+        with contextlib.suppress(OSError):
+            found = os.lstat(left)
+            ours = stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid()
+            if ours and not process_alive(int(pid)):
+                os.unlink(left)
 
 
 @contextmanager

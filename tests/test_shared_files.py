@@ -337,6 +337,89 @@ def test_batch_status_reads_a_job_in_a_read_only_folder(tmp_path: Path) -> None:
         assert sorted(p.name for p in folder.iterdir()) == before  # nothing made beside it
 
 
+_KILLED_MAKING = """
+import os, sys
+from pathlib import Path
+import sdk._sqlite
+sdk._sqlite._link = lambda *args: os._exit(9)  # (killed after its file is whole, before the link)
+if sys.argv[1] == "cache":
+    from sdk.cache import SQLiteCache
+    SQLiteCache(sys.argv[2])
+else:
+    from sdk.batch._state import JobState
+    JobState.create(Path(sys.argv[2]), {"job": "x"})
+"""
+
+
+def _make(kind: str, path: Path) -> None:
+    if kind == "cache":
+        SQLiteCache(path).close()
+    else:
+        JobState.create(path, {"job": "x"}).close()
+
+
+def _killed_making(kind: str, path: Path) -> list[str]:
+    """Make a cache or a job's state file at `path` in a process killed after the file is
+    whole and before it is linked into place: the names left in the folder."""
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_MAKING, kind, str(path)], cwd=REPO, env=ENV,
+        capture_output=True, text=True, timeout=WAIT,
+    )  # fmt: skip
+    assert killed.returncode == 9, killed.stderr
+    left = sorted(p.name for p in path.parent.iterdir())
+    assert left and all(name.startswith(f".{path.name}.") for name in left), left
+    return left
+
+
+@pytest.mark.parametrize("kind", ["cache", "job"])
+def test_what_a_maker_killed_before_its_link_left_is_removed_by_the_next(
+    tmp_path: Path, kind: str
+) -> None:
+    # A cache or a job's state file is made whole in a temporary file beside its place, then
+    # linked there. On main a maker killed in between left its temporary file (and SQLite's
+    # beside it) for good: the next `run` made the job and finished it, the file still there.
+    path = tmp_path / "shared.db"
+    _killed_making(kind, path)
+    _make(kind, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.db"]
+
+
+@pytest.mark.parametrize("kind", ["cache", "job"])
+def test_only_a_dead_maker_s_files_of_this_host_and_user_are_removed(
+    tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "shared.db"
+    [made] = [name for name in _killed_making(kind, path) if name.endswith(".tmp")]
+    host_part, dead = made.split(".")[3], killed_pid(made)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        kept = [
+            f".shared.db.{host_part}.{alive.pid}.abcdefgh.tmp",  # a maker alive
+            f".shared.db.another-host.{dead}.abcdefgh.tmp",  # on another host
+            f".shared.db.{host_part}.notapid.abcdefgh.tmp",  # not a maker's name
+            f".other.db.{host_part}.{dead}.abcdefgh.tmp",  # another file's
+        ]
+        for name in kept:
+            (tmp_path / name).write_bytes(b"x")
+        (tmp_path / f".shared.db.{host_part}.{dead}.folder.tmp").mkdir()  # not a file
+        kept.append(f".shared.db.{host_part}.{dead}.folder.tmp")
+        if os.geteuid() == 0:
+            theirs = tmp_path / f".shared.db.{host_part}.{dead}.zzzzzzzz.tmp"
+            theirs.write_bytes(b"x")
+            os.chown(theirs, 65534, 65534)  # another user's: not this process's to remove
+            kept.append(theirs.name)
+        _make(kind, path)
+    finally:
+        alive.kill()
+        alive.wait(timeout=WAIT)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*kept, "shared.db"])
+
+
+def killed_pid(name: str) -> int:
+    """The pid in a temporary file's name (`.NAME.HOST.PID.RANDOM.tmp`)."""
+    return int(name.split(".")[4])
+
+
 _MAKE_CACHE = """
 import sys
 from sdk.cache import CacheFileError, SQLiteCache

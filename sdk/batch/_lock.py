@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sdk._files import NOT_PERMITTED
+from sdk._files import process_alive
 from sdk._files import try_lock as _try_lock
 from sdk._files import unlock as _unlock
 from sdk._sqlite import unwritable_because
@@ -246,7 +247,7 @@ class RunnerLock:
         replaced = self.replaced
         if replaced is None or replaced.host != socket.gethostname() or replaced.pid == os.getpid():
             return None
-        return replaced if _alive(replaced.pid) else None
+        return replaced if process_alive(replaced.pid) else None
 
     def release(self) -> None:
         """Give the lease back (if still ours) and the lock."""
@@ -407,14 +408,4 @@ def _owner(path: Path) -> int | None:
 
 def _gone(holder: Holder) -> bool:
     """Whether the lease's holder is known to be gone: on this host, and no such process."""
-    return holder.host == socket.gethostname() and not _alive(holder.pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return holder.host == socket.gethostname() and not process_alive(holder.pid)
