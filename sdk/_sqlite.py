@@ -231,6 +231,9 @@ def _make_whole(
     sync_folder(path.parent)
 
 
+_PID = re.compile(r"[1-9][0-9]{0,8}")
+
+
 def _maker_prefix(path: Path) -> str:
     """The start of the name of a temporary file `_make_whole` makes for `path` on this host;
     the maker's pid and a random part follow (`.job.db.HOST.PID.RANDOM.tmp`), so that a maker
@@ -254,7 +257,9 @@ def _sweep_left(path: Path, maker: str) -> None:
     for name in names:
         base = next((name[: -len(s)] for s in _SIBLINGS if name.endswith(s)), name)
         pid, _, rest = base[len(maker) :].partition(".")
-        if not (pid.isdigit() and rest.endswith(".tmp")) or int(pid) == os.getpid():
+        # (a pid as `_make_whole` writes it: ASCII digits, below 2**31; any other name, such
+        # as `²` or twenty digits, which `int` or `os.kill` would refuse, is not a maker's)
+        if not (_PID.fullmatch(pid) and rest.endswith(".tmp")) or int(pid) == os.getpid():
             continue
         left = path.parent / name
         with contextlib.suppress(OSError):

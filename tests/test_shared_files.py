@@ -398,6 +398,8 @@ def test_only_a_dead_maker_s_files_of_this_host_and_user_are_removed(
             f".shared.db.another-host.{dead}.abcdefgh.tmp",  # on another host
             f".shared.db.{host_part}.notapid.abcdefgh.tmp",  # not a maker's name
             f".other.db.{host_part}.{dead}.abcdefgh.tmp",  # another file's
+            f".shared.db.{host_part}.{'9' * 20}.abcdefgh.tmp",  # past a pid (`os.kill`)
+            f".shared.db.{host_part}.\u00b2.abcdefgh.tmp",  # a digit `int` refuses
         ]
         for name in kept:
             (tmp_path / name).write_bytes(b"x")
