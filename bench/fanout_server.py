@@ -231,7 +231,8 @@ class Slots:
             self._start(*self.waiting.popleft())
 
     def gate(self, closed: bool, allowance: int | None = None) -> None:
-        self.closed, self.allowance = closed, allowance
+        # (opened for no completion: closed; else closed by `_start` after the last one)
+        self.closed, self.allowance = closed or allowance == 0, allowance or None
         self._next()
 
 

@@ -35,6 +35,7 @@ response cache, a batch job's state), written once.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import socket
@@ -238,8 +239,12 @@ def _maker_prefix(path: Path) -> str:
     """The start of the name of a temporary file `_make_whole` makes for `path` on this host;
     the maker's pid and a random part follow (`.job.db.HOST.PID.RANDOM.tmp`), so that a maker
     of this host killed before it linked its file is told apart from one still making it."""
-    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:64] or "-"
-    return f".{path.name}.{host}."
+    hostname = socket.gethostname()
+    # (readable, and exact: hosts whose names differ only in what the file name cannot hold,
+    # `a.b` and `a-b`, must not take each other's makers for their own)
+    shown = re.sub(r"[^A-Za-z0-9-]", "-", hostname)[:32]
+    exact = hashlib.sha256(hostname.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f".{path.name}.{shown}-{exact}."
 
 
 def _sweep_left(path: Path, maker: str) -> None:

@@ -1299,3 +1299,20 @@ def test_an_empty_file_of_another_user_is_not_adopted(tmp_path: Path) -> None:
     for path in (cache, out):
         found = path.stat()
         assert (found.st_size, found.st_uid, stat.S_IMODE(found.st_mode)) == (0, nobody, 0o666)
+
+
+def test_hosts_whose_names_differ_only_in_what_a_file_name_cannot_hold_are_told_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A maker's temporary file is named by its host: `a.b` and `a-b` written alike would take
+    # each other's makers (alive on the other host) for their own, gone here.
+    from sdk import _sqlite
+
+    prefixes = set()
+    for hostname in ("a.b", "a-b", "a_b", "a" * 40 + "x", "a" * 40 + "y"):
+        monkeypatch.setattr(_sqlite.socket, "gethostname", lambda name=hostname: name)
+        prefix = _sqlite._maker_prefix(Path("job.db"))
+        host_part = prefix.removeprefix(".job.db.").removesuffix(".")
+        assert host_part and "." not in host_part, prefix  # (the pid follows the next dot)
+        prefixes.add(prefix)
+    assert len(prefixes) == 5

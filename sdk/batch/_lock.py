@@ -70,6 +70,7 @@ writes its lease just after taking the lock, and `status` probes (shared, an ins
 from several processes may hold it by turns for a while (`RunnerLock._lock_or_holder`)."""
 
 _TRY_EVERY = 0.005
+"""How often a runner tries the lock while it waits (`RunnerLock._lock_or_holder`)."""
 
 
 @dataclass(frozen=True, slots=True)
